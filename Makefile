@@ -1,0 +1,119 @@
+# fp4lane — plain GNU Makefile.
+#   make            library (build/libfp4lane.a, .so) and CLI (build/fp4lane)
+#   make test       CPU unit tests (+ corpus replay), -Wall -Wextra -Werror
+#   make asan/ubsan the tests under AddressSanitizer / UndefinedBehaviorSanitizer
+#   make fuzz       libFuzzer targets, FUZZ_SECONDS each
+#   make cuda       CUDA library + GPU tests (nvcc; compiles without a GPU)
+#   make test-gpu   GPU tests (needs a GPU)      make lab   kernel lab (needs a GPU)
+CC      ?= cc
+NVCC    ?= nvcc
+CUDA_ARCH ?= 90a
+CUDA_HOME ?= $(shell dirname $$(dirname $$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)))
+BUILD   ?= build
+CSTD     = -std=c11
+WARN     = -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter
+OPT     ?= -O2 -g
+# Numerics: no FMA contraction, no fast-math anywhere (SPEC §3).
+NUMERIC  = -ffp-contract=off -fno-fast-math
+CPPFLAGS = -Iinclude -Isrc -D_GNU_SOURCE
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(NUMERIC) -fPIC -fvisibility=hidden $(EXTRA_CFLAGS)
+LDLIBS   = -ljansson -lpthread -lm -ldl
+
+LIB_SRC  = $(sort $(wildcard src/*.c src/*/*.c))
+LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC  = $(sort $(wildcard tools/*.c))
+CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o)
+TEST_SRC = $(sort $(wildcard tests/test_*.c))
+TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TEST_SUPPORT = $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+
+# The external oracle: llama.cpp's prebuilt libggml-base.so from npm, pinned.
+GGML_NPM_PKG = @node-llama-cpp/linux-x64
+GGML_NPM_VER = 3.22.1
+GGML_DIR     = third_party/npm/node_modules/$(GGML_NPM_PKG)/bins/linux-x64
+export FP4_GGML_DIR = $(abspath $(GGML_DIR))
+
+.PHONY: all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu lab clean oracle format-check
+all: lib cli
+
+lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
+cli: $(BUILD)/fp4lane
+
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/libfp4lane.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/libfp4lane.so: $(LIB_OBJ)
+	$(CC) -shared -o $@ $^ $(LDLIBS) $(EXTRA_LDFLAGS)
+
+$(BUILD)/fp4lane: $(CLI_OBJ) $(BUILD)/libfp4lane.a
+	$(CC) $(CFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(BUILD)/libfp4lane.a $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -o $@ $< $(TEST_SUPPORT) $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+
+# npm's package, pinned to an exact version; installed once into third_party/npm.
+oracle: $(GGML_DIR)/libggml-base.so
+$(GGML_DIR)/libggml-base.so:
+	@mkdir -p third_party/npm
+	cd third_party/npm && npm install --no-save --no-audit --no-fund --ignore-scripts $(GGML_NPM_PKG)@$(GGML_NPM_VER) >/dev/null
+	@test -f $@
+
+test: all $(TEST_BIN) oracle
+	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN)
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address -fno-sanitize-recover=all" \
+	  EXTRA_LDFLAGS="-fsanitize=address" test
+ubsan:
+	$(MAKE) BUILD=build-ubsan OPT="-O1 -g -fsanitize=undefined -fno-sanitize-recover=all" \
+	  EXTRA_LDFLAGS="-fsanitize=undefined" test
+
+# ---- fuzzing (clang, libFuzzer) ----
+FUZZ_CC ?= clang-14
+FUZZ_SECONDS ?= 60
+FUZZ_SRC = $(sort $(wildcard fuzz/fuzz_*.c))
+FUZZ_BIN = $(FUZZ_SRC:fuzz/%.c=build-fuzz/%)
+FUZZ_FLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+             $(CSTD) $(NUMERIC) $(CPPFLAGS)
+build-fuzz/%: fuzz/%.c $(LIB_SRC) $(wildcard include/*.h src/*.h src/*/*.h)
+	@mkdir -p build-fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(LIB_SRC) $(LDLIBS)
+fuzz-build: $(FUZZ_BIN)
+fuzz: fuzz-build
+	@for f in $(FUZZ_BIN); do n=$$(basename $$f); mkdir -p fuzz/corpus/$$n build-fuzz/work/$$n; \
+	  echo "== $$n ($(FUZZ_SECONDS)s)"; \
+	  $$f -max_total_time=$(FUZZ_SECONDS) -malloc_limit_mb=256 -rss_limit_mb=2048 -timeout=5 -max_len=65536 \
+	    $$( [ -f fuzz/$$n.dict ] && echo -dict=fuzz/$$n.dict ) build-fuzz/work/$$n fuzz/corpus/$$n || exit 1; done
+
+# ---- CUDA ----
+NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Iinclude -Isrc --fmad=false -Xcompiler -fPIC,-fvisibility=hidden \
+             -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -gencode arch=compute_80,code=compute_80
+CU_SRC   = $(sort $(wildcard src/cuda/*.cu))
+CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
+GPU_TEST_SRC = $(sort $(wildcard tests/gpu/test_*.cu))
+GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lcublas
+
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu $(wildcard include/*.h src/*.h src/cuda/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/libfp4lane_cuda.a: $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane.a $(wildcard tests/gpu/*.h tests/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane.a $(CUDA_LIBS) -ljansson -lpthread -ldl
+cuda: lib $(BUILD)/libfp4lane_cuda.a $(GPU_TEST_BIN)
+test-gpu: cuda
+	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(GPU_TEST_BIN)
+lab: cuda
+	$(MAKE) -C dev/cuda run
+
+clean:
+	rm -rf build build-asan build-ubsan build-fuzz

@@ -1,0 +1,70 @@
+/* fp4_impl.h — internals shared across src/ (never installed): error filling, checked size
+ * arithmetic, explicit little-endian decoding, the bounded cursor. */
+#ifndef FP4_IMPL_H
+#define FP4_IMPL_H
+
+#include "fp4lane.h"
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Fill *err (may be NULL) and return code. file/tensor may be NULL. */
+fp4_status fp4_fail(fp4_error *err, fp4_status code, const char *file, const char *tensor, const char *rule,
+                    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+void fp4_error_clear(fp4_error *err);
+
+/* ---- checked arithmetic: true on overflow ---- */
+static inline bool fp4_mul_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_mul_overflow(a, b, r); }
+static inline bool fp4_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline bool fp4_mul_overflow_i64(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
+static inline bool fp4_add_overflow_i64(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
+/* round x up to a multiple of align (a power of two); true on overflow */
+static inline bool fp4_align_up_u64(uint64_t x, uint64_t align, uint64_t *r) {
+    uint64_t t;
+    if (__builtin_add_overflow(x, align - 1, &t)) return true;
+    *r = t & ~(align - 1);
+    return false;
+}
+
+/* ---- explicit little-endian decoding/encoding ---- */
+static inline uint16_t fp4_rd_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t fp4_rd_le32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t fp4_rd_le64(const uint8_t *p) { return (uint64_t)fp4_rd_le32(p) | ((uint64_t)fp4_rd_le32(p + 4) << 32); }
+static inline float fp4_rd_lef32(const uint8_t *p) { uint32_t u = fp4_rd_le32(p); float f; memcpy(&f, &u, 4); return f; }
+static inline void fp4_wr_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void fp4_wr_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline void fp4_wr_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline void fp4_wr_lef32(uint8_t *p, float f) { uint32_t u; memcpy(&u, &f, 4); fp4_wr_le32(p, u); }
+static inline uint32_t fp4_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float fp4_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* ---- bounded cursor over untrusted bytes ---- */
+typedef struct fp4_cursor {
+    const uint8_t *p;
+    size_t left;
+} fp4_cursor;
+
+static inline bool fp4_cur_take(fp4_cursor *c, size_t n, const uint8_t **out) {
+    if (n > c->left) return false;
+    *out = c->p;
+    c->p += n;
+    c->left -= n;
+    return true;
+}
+static inline bool fp4_cur_u8(fp4_cursor *c, uint8_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 1, &p)) return false; *v = p[0]; return true; }
+static inline bool fp4_cur_u32(fp4_cursor *c, uint32_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 4, &p)) return false; *v = fp4_rd_le32(p); return true; }
+static inline bool fp4_cur_u64(fp4_cursor *c, uint64_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 8, &p)) return false; *v = fp4_rd_le64(p); return true; }
+
+/* ---- numeric helpers shared by the oracle files ---- */
+/* ggml's nearest_int: magic-number round to nearest even, valid for |fval| <= 4194303 */
+static inline int fp4_nearest_int(float fval) {
+    float val = fval + 12582912.f;
+    int32_t i;
+    memcpy(&i, &val, 4);
+    return (i & 0x007fffff) - 0x00400000;
+}
+
+#endif

@@ -1,0 +1,64 @@
+/* check.h — the test harness: CHECK macros that report file:line and count, and a seeded RNG.
+ * Each test binary ends with check_report(), which prints "N passed, N failed" and returns
+ * the exit status. Tests never depend on NDEBUG. */
+#ifndef FP4_CHECK_H
+#define FP4_CHECK_H
+#undef NDEBUG
+#include <assert.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+extern long check_passed, check_failed;
+extern const char *check_test_name;
+
+#define CHECK(cond)                                                                           \
+    do {                                                                                      \
+        if (cond) {                                                                           \
+            check_passed++;                                                                   \
+        } else {                                                                              \
+            check_failed++;                                                                   \
+            if (check_failed <= 20)                                                           \
+                fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);      \
+        }                                                                                     \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                  \
+    do {                                                                                      \
+        if (cond) {                                                                           \
+            check_passed++;                                                                   \
+        } else {                                                                              \
+            check_failed++;                                                                   \
+            if (check_failed <= 20) {                                                         \
+                fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);      \
+                fprintf(stderr, __VA_ARGS__);                                                 \
+                fputc('\n', stderr);                                                          \
+            }                                                                                 \
+        }                                                                                     \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b) CHECK_MSG((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
+#define CHECK_OK(expr)                                                                        \
+    do {                                                                                      \
+        fp4_status st_ = (expr);                                                              \
+        CHECK_MSG(st_ == FP4_OK, "%s -> %s", #expr, fp4_status_str(st_));                     \
+    } while (0)
+
+/* Bits of a float, for bit-for-bit comparisons (the sign of -0.0 included). */
+static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* Seeded RNG (splitmix64 -> xoshiro-like): identical streams on every machine. */
+typedef struct test_rng { uint64_t s; } test_rng;
+static inline uint64_t rng_u64(test_rng *r) {
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline float rng_uniform(test_rng *r) { return (float)((rng_u64(r) >> 40) * (1.0 / 16777216.0)); }
+float rng_normal(test_rng *r);           /* Box–Muller, deterministic */
+
+int check_report(void);                  /* prints "N passed, N failed"; returns 0/1 */
+
+#endif

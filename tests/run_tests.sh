@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs each test binary, sums their "N passed, N failed" lines, ends with the total line.
+set -u
+tp=0; tf=0; bad=0
+for t in "$@"; do
+  out=$("$t" 2>&1); rc=$?
+  line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
+  if [ -z "$line" ] || [ $rc -ne 0 ]; then
+    printf '%s\n' "$out" | tail -n 30
+    echo "FAIL $(basename "$t") (exit $rc)"; bad=$((bad+1))
+  else
+    echo "ok   $(basename "$t"): $line"
+  fi
+  if [ -n "$line" ]; then
+    p=${line%% passed*}; f=${line#*, }; f=${f%% failed*}
+    tp=$((tp+p)); tf=$((tf+f))
+  fi
+  [ $rc -ne 0 ] && [ -z "$line" ] && tf=$((tf+1))
+done
+echo "$tp passed, $tf failed"
+[ $tf -eq 0 ] && [ $bad -eq 0 ]
