@@ -67,4 +67,9 @@ static inline int fp4_nearest_int(float fval) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* ---- row-parallel helper (pthreads): fn(ctx, row_begin, row_end) over [0, n_rows) ---- */
+typedef void (*fp4_rows_fn)(void *ctx, int64_t r0, int64_t r1);
+fp4_status fp4_parallel_rows(int64_t n_rows, int n_threads, fp4_rows_fn fn, void *ctx);
+#define FP4_MAX_THREADS 256
+
 #endif
