@@ -1,0 +1,62 @@
+/* fp4lane.c — the CLI entry point: parses the verb and hands over to tools/cmd_*.c. */
+#include "cli.h"
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+const cli_verb cli_verbs[] = {
+    {"help", cmd_help, "show this help, or the usage of one verb", "fp4lane help [VERB]"},
+    {"selftest", cmd_selftest, "prove the codecs and the contract fixtures (exhaustive, ~1 s)",
+     "fp4lane selftest [--json]"},
+};
+const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
+
+int cli_isatty_stderr(void) { return isatty(2); }
+
+void cli_progress(const char *what, int64_t done, int64_t total) {
+    if (!cli_isatty_stderr()) return;
+    if (total <= 0) {
+        fprintf(stderr, "\r\033[K");
+        return;
+    }
+    int pct = (int)(done * 100 / total), bar = pct / 4;
+    fprintf(stderr, "\r%-24.24s [%.*s%*s] %3d%%", what, bar, "#########################", 25 - bar, "", pct);
+    fflush(stderr);
+}
+
+static void usage_all(FILE *f) {
+    fprintf(f, "fp4lane %s — NVFP4 weights: load, validate, quantize, run\n\nusage: fp4lane VERB [ARGS]\n\n",
+            fp4_version());
+    for (int i = 0; i < cli_n_verbs; i++) fprintf(f, "  %-10s %s\n", cli_verbs[i].name, cli_verbs[i].summary);
+    fprintf(f, "\n  --version  print the version\n\nexit status: 0 ok, 1 refused or failed, 2 usage error\n");
+}
+
+int cmd_help(int argc, char **argv) {
+    if (argc < 2) {
+        usage_all(stdout);
+        return 0;
+    }
+    for (int i = 0; i < cli_n_verbs; i++)
+        if (!strcmp(argv[1], cli_verbs[i].name)) {
+            printf("usage: %s\n\n%s\n", cli_verbs[i].usage, cli_verbs[i].summary);
+            return 0;
+        }
+    fprintf(stderr, "fp4lane: no verb '%s'\n", argv[1]);
+    return 2;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage_all(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("fp4lane %s\n", fp4_version());
+        return 0;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return cmd_help(1, argv);
+    for (int i = 0; i < cli_n_verbs; i++)
+        if (!strcmp(argv[1], cli_verbs[i].name)) return cli_verbs[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "fp4lane: unknown verb '%s' (try: fp4lane help)\n", argv[1]);
+    return 2;
+}
