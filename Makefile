@@ -117,3 +117,12 @@ lab: cuda
 
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz
+
+# ---- CPU benchmark (dev/bench_cpu.c): fp4lane vs ggml's CPU kernels; results in bench/cpu.md ----
+.PHONY: bench-cpu
+BENCH_REPS ?= 9
+$(BUILD)/dev/bench_cpu: dev/bench_cpu.c tests/ggml_oracle.c tests/ggml_oracle.h $(BUILD)/libfp4lane.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_cpu.c tests/ggml_oracle.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+bench-cpu: $(BUILD)/dev/bench_cpu oracle
+	$(BUILD)/dev/bench_cpu $(BENCH_REPS)

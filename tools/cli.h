@@ -14,6 +14,12 @@ typedef struct cli_verb {
 
 int cmd_selftest(int argc, char **argv);
 int cmd_help(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_inspect(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
+int cmd_validate(int argc, char **argv);
+int cli_report_error(const char *verb, fp4_status st, const fp4_error *e);
 
 extern const cli_verb cli_verbs[];
 extern const int cli_n_verbs;

@@ -1,0 +1,169 @@
+/* kquant_dot.c — Q4_K/Q6_K dot products against Q8_K activations and the threaded matvecs.
+ *
+ * The f32 part follows ggml's portable vec_dot (ggml_vec_dot_q{4,6}_K_q8_K_generic) exactly:
+ * per block, eight int32 lane sums (lane l collects the products at positions ≡ l mod 8, each
+ * group of 8 weighted by its sub-block scale), then sums[l] += (fp16(d)*y.d) * lane[l]; Q4_K also
+ * does total -= (fp16(dmin)*y.d) * Σ bsums·mins per block; at the end total += sums[0..7] in
+ * order. The integer work is exact, so its order is free. */
+#include "fp4_impl.h"
+#include <math.h>
+#include <stdlib.h>
+
+#define QK FP4_QK_K
+
+static inline void q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+static float q4K_dot(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t nb) {
+    float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float total = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        const fp4_block_q4_K *b = w + i;
+        const fp4_block_q8_K *a = x + i;
+        uint8_t sc[8], mn[8];
+        for (int j = 0; j < 8; j++) q4K_scale_min(j, b->scales, &sc[j], &mn[j]);
+        int32_t msum = 0;
+        for (int j = 0; j < 16; j++) msum += a->bsums[j] * mn[j / 2];
+        int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int c = 0; c < 4; c++) {
+            const uint8_t *q = b->qs + 32 * c;
+            const int8_t *p = a->qs + 64 * c;
+            /* each product |nibble × q8| <= 15·128 fits in int16 */
+            int16_t plo[32], phi[32];
+            for (int t = 0; t < 32; t++) {
+                plo[t] = (int16_t)((q[t] & 0xF) * p[t]);
+                phi[t] = (int16_t)((q[t] >> 4) * p[32 + t]);
+            }
+            const int32_t s0 = sc[2 * c], s1 = sc[2 * c + 1];
+            for (int l = 0; l < 8; l++) {
+                const int32_t lo = plo[l] + plo[8 + l] + plo[16 + l] + plo[24 + l];
+                const int32_t hi = phi[l] + phi[8 + l] + phi[16 + l] + phi[24 + l];
+                lane[l] += s0 * lo + s1 * hi;
+            }
+        }
+        const float d = fp4_f16_to_f32(b->d) * a->d;
+        for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
+        const float dmin = fp4_f16_to_f32(b->dmin) * a->d;
+        total -= dmin * (float)msum;
+    }
+    for (int l = 0; l < 8; l++) total += sums[l];
+    return total;
+}
+
+static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t nb) {
+    float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    float total = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        const fp4_block_q6_K *b = w + i;
+        const fp4_block_q8_K *a = x + i;
+        int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+            const int8_t *p = a->qs + 128 * h;
+            const int8_t *sc = b->scales + 8 * h;
+            /* position l < 32 holds four values (l, l+32, l+64, l+96) of this 128-value half;
+             * each product |(q-32) × q8| <= 32·128 fits in int16 */
+            int16_t prod[128];
+            for (int l = 0; l < 32; l++) {
+                prod[l] = (int16_t)((((ql[l] & 0xF) | ((qh[l] & 3) << 4)) - 32) * p[l]);
+                prod[l + 32] = (int16_t)((((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32) * p[l + 32]);
+                prod[l + 64] = (int16_t)((((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32) * p[l + 64]);
+                prod[l + 96] = (int16_t)((((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32) * p[l + 96]);
+            }
+            /* scale group g covers positions 16g..16g+15; lane = position mod 8 */
+            for (int g = 0; g < 8; g++) {
+                const int32_t s = sc[g];
+                for (int l = 0; l < 8; l++) lane[l] += s * (prod[16 * g + l] + prod[16 * g + 8 + l]);
+            }
+        }
+        const float d = fp4_f16_to_f32(b->d) * a->d;
+        for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
+    }
+    for (int l = 0; l < 8; l++) total += sums[l];
+    return total;
+}
+
+float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
+    if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
+    return q4K_dot(w, x, n / QK);
+}
+
+float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n) {
+    if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
+    return q6K_dot(w, x, n / QK);
+}
+
+/* ---------------------------------------------------------------------------------------- */
+/* Matvec: quantize every column once, then split rows over threads (fp4_parallel_rows). Each y
+ * value is one dot, so the result does not depend on the thread count. */
+
+typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, int64_t nb);
+static float dot4(const void *w, const fp4_block_q8_K *x, int64_t nb) { return q4K_dot(w, x, nb); }
+static float dot6(const void *w, const fp4_block_q8_K *x, int64_t nb) { return q6K_dot(w, x, nb); }
+
+typedef struct kq_job {
+    kq_dot_fn dot;
+    const uint8_t *w;
+    size_t row_bytes;
+    const fp4_block_q8_K *xq;
+    int64_t nb, n_out, n_cols;
+    float *y;
+} kq_job;
+
+static void kq_rows(void *arg, int64_t r0, int64_t r1) {
+    const kq_job *j = arg;
+    for (int64_t r = r0; r < r1; r++) {
+        const void *row = j->w + (size_t)r * j->row_bytes;
+        for (int64_t c = 0; c < j->n_cols; c++) j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, j->nb);
+    }
+}
+
+static fp4_status kq_matvec(kq_dot_fn dot, size_t block_bytes, const void *w, int64_t n_out, int64_t n_in,
+                            const float *x, int64_t n_cols, float *y, int n_threads) {
+    if (n_out < 0 || n_in < 0 || n_cols < 0 || n_in % QK != 0) return FP4_ERR_SHAPE;
+    if (n_out == 0 || n_cols == 0) return FP4_OK;
+    if (!w || !y || (n_in > 0 && !x)) return FP4_ERR_INVALID_ARG;
+    const int64_t nb = n_in / QK;
+    int64_t total_out, n_blocks;
+    uint64_t row_bytes, w_bytes, x_bytes;
+    if (fp4_mul_overflow_i64(n_cols, n_out, &total_out) || fp4_mul_overflow_i64(n_cols, nb, &n_blocks) ||
+        fp4_mul_overflow_u64((uint64_t)nb, block_bytes, &row_bytes) ||
+        fp4_mul_overflow_u64(row_bytes, (uint64_t)n_out, &w_bytes) ||
+        fp4_mul_overflow_u64((uint64_t)n_blocks, sizeof(fp4_block_q8_K), &x_bytes) || x_bytes > SIZE_MAX ||
+        w_bytes > SIZE_MAX)
+        return FP4_ERR_OVERFLOW;
+    if (nb == 0) { /* empty rows: every dot is 0 */
+        for (int64_t i = 0; i < total_out; i++) y[i] = 0.0f;
+        return FP4_OK;
+    }
+    fp4_block_q8_K *xq = malloc((size_t)x_bytes);
+    if (!xq) return FP4_ERR_NOMEM;
+    for (int64_t c = 0; c < n_cols; c++) {
+        fp4_status st = fp4_q8_K_quantize(x + c * n_in, n_in, xq + c * nb);
+        if (st != FP4_OK) {
+            free(xq);
+            return st;
+        }
+    }
+    kq_job job = {dot, w, (size_t)row_bytes, xq, nb, n_out, n_cols, y};
+    fp4_status st = fp4_parallel_rows(n_out, n_threads, kq_rows, &job);
+    free(xq);
+    return st;
+}
+
+fp4_status fp4_q4_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
+                           int n_threads) {
+    return kq_matvec(dot4, sizeof(fp4_block_q4_K), w, n_out, n_in, x, n_cols, y, n_threads);
+}
+
+fp4_status fp4_q6_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
+                           int n_threads) {
+    return kq_matvec(dot6, sizeof(fp4_block_q6_K), w, n_out, n_in, x, n_cols, y, n_threads);
+}

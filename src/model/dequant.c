@@ -1,0 +1,60 @@
+/* dequant.c — rows of any loaded tensor as f32 (for dump, tests and the float references). */
+#include "model_impl.h"
+#include <stdlib.h>
+
+typedef fp4_status (*row_fn)(const fp4_tensor *t, int64_t r, float *dst);
+
+static fp4_status row_nvfp4(const fp4_tensor *t, int64_t r, float *dst) {
+    const fp4_nvfp4_view *v = &t->nvfp4;
+    return fp4_nvfp4_dequant_row(v->payload + r * (v->n_in / 2), v->scales + r * (v->n_in / 16), v->scale2, v->n_in, dst);
+}
+static fp4_status row_f32(const fp4_tensor *t, int64_t r, float *dst) {
+    memcpy(dst, t->data + (size_t)(r * t->ne[0]) * 4, (size_t)t->ne[0] * 4);
+    return FP4_OK;
+}
+static fp4_status row_half(const fp4_tensor *t, int64_t r, float *dst) {
+    for (int64_t k = 0; k < t->ne[0]; k++) {
+        uint16_t h = fp4_rd_le16(t->data + (size_t)(r * t->ne[0] + k) * 2);
+        dst[k] = t->type == FP4_TYPE_F16 ? fp4_f16_to_f32(h) : fp4_bf16_to_f32(h);
+    }
+    return FP4_OK;
+}
+static fp4_status row_kq(const fp4_tensor *t, int64_t r, float *dst) {
+    const int64_t nb = t->ne[0] / 256;
+    if (t->type == FP4_TYPE_Q4_K) {
+        fp4_block_q4_K *b = malloc((size_t)nb * sizeof *b);
+        if (!b) return FP4_ERR_NOMEM;
+        memcpy(b, t->data + (size_t)(r * nb) * sizeof *b, (size_t)nb * sizeof *b);
+        fp4_status st = fp4_q4_K_dequantize(b, t->ne[0], dst);
+        free(b);
+        return st;
+    }
+    fp4_block_q6_K *b = malloc((size_t)nb * sizeof *b);
+    if (!b) return FP4_ERR_NOMEM;
+    memcpy(b, t->data + (size_t)(r * nb) * sizeof *b, (size_t)nb * sizeof *b);
+    fp4_status st = fp4_q6_K_dequantize(b, t->ne[0], dst);
+    free(b);
+    return st;
+}
+
+static const struct { fp4_type type; row_fn fn; } row_table[] = {
+    {FP4_TYPE_NVFP4_E2M1, row_nvfp4}, {FP4_TYPE_F32, row_f32}, {FP4_TYPE_F16, row_half},
+    {FP4_TYPE_BF16, row_half},        {FP4_TYPE_Q4_K, row_kq},  {FP4_TYPE_Q6_K, row_kq},
+};
+
+fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int64_t r1, float *dst) {
+    if (!t || !dst) return FP4_ERR_INVALID_ARG;
+    int64_t rows = 1;
+    for (int i = 1; i < t->n_dims; i++) rows *= t->ne[i];
+    if (r0 < 0 || r1 < r0 || r1 > rows) return FP4_ERR_INVALID_ARG;
+    for (size_t k = 0; k < sizeof row_table / sizeof row_table[0]; k++) {
+        if (row_table[k].type != t->type) continue;
+        if (t->type != FP4_TYPE_NVFP4_E2M1 && !t->data) return FP4_ERR_INVALID_ARG;
+        for (int64_t r = r0; r < r1; r++) {
+            fp4_status st = row_table[k].fn(t, r, dst + (r - r0) * t->ne[0]);
+            if (st) return st;
+        }
+        return FP4_OK;
+    }
+    return FP4_ERR_UNSUPPORTED;
+}

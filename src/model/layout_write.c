@@ -1,0 +1,220 @@
+/* layout_write.c — emit a write plan: fp4lane GGUF / llama.cpp GGUF through the GGUF writer,
+ * ModelOpt / compressed-tensors through the sharded safetensors writer. Data streams tensor by
+ * tensor from the source (memory: one tensor at most, one row for ggml repacking). */
+#include "layout_impl.h"
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#define CHUNK ((size_t)64 << 20)
+
+typedef fp4_status (*sink_fn)(void *w, int64_t i, const void *data, size_t n, fp4_error *err);
+
+static fp4_status sink_gguf(void *w, int64_t i, const void *data, size_t n, fp4_error *err) {
+    fp4_status st = fp4_gguf_writer_write_tensor_data(w, i, data, n);
+    if (st && err) *err = *fp4_gguf_writer_error(w);
+    return st;
+}
+static fp4_status sink_hf(void *w, int64_t i, const void *data, size_t n, fp4_error *err) {
+    (void)i;
+    return fp4_hf_writer_write(w, data, n, err);
+}
+
+typedef struct emit_ctx {
+    const fp4_wsrc *src;
+    const fp4_write_opts *opts;
+    sink_fn sink;
+    void *w;
+    uint64_t done, total;
+} emit_ctx;
+
+static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, fp4_error *err) {
+    while (n) {
+        size_t k = n > CHUNK ? CHUNK : (size_t)n;
+        fp4_status st = e->sink(e->w, i, data, k, err);
+        if (st) return st;
+        data += k, n -= k, e->done += k;
+        if (e->opts && e->opts->progress) e->opts->progress(e->opts->progress_ctx, "write", e->done, e->total);
+    }
+    return FP4_OK;
+}
+
+static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
+    const fp4_tensor *t = e->src->tensor(e->src->ctx, pe->src);
+    if (pe->part == PART_RAW) {
+        const uint8_t *d = t->data;
+        if (!d) {
+            fp4_status st = e->src->get_plain(e->src->ctx, pe->src, &d, err);
+            if (st) return st;
+        }
+        return put(e, i, d, pe->nbytes, err);
+    }
+    if (pe->part == PART_SCALAR) {
+        uint8_t b[4];
+        fp4_wr_lef32(b, pe->value);
+        return put(e, i, b, 4, err);
+    }
+    fp4_nvfp4_view v;
+    fp4_status st = e->src->get_nvfp4(e->src->ctx, pe->src, &v, err);
+    if (st) return st;
+    if (pe->part == PART_PAYLOAD) return put(e, i, v.payload, pe->nbytes, err);
+    if (pe->part == PART_SCALES) return put(e, i, v.scales, pe->nbytes, err);
+    const int64_t row = v.n_in / 64 * 36; /* PART_GGML: repack row by row */
+    uint8_t *buf = malloc((size_t)row);
+    if (!buf) return fp4_fail(err, FP4_ERR_NOMEM, NULL, pe->name, "alloc", "out of memory");
+    for (int64_t r = 0; r < v.n_out && !st; r++) {
+        fp4_ggml_pack_row(v.payload + r * (v.n_in / 2), v.scales + r * (v.n_in / 16), v.n_in, buf);
+        st = put(e, i, buf, (uint64_t)row, err);
+    }
+    free(buf);
+    return st;
+}
+
+/* ---- GGUF ---- */
+
+static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *p) {
+    fp4_status st = FP4_OK;
+    const fp4_ckpt *c = src->src_ck;
+    if (c && c->is_gguf && fp4_gguf_alignment(c->gguf) != FP4_GGUF_DEFAULT_ALIGNMENT)
+        st = fp4_gguf_writer_set_alignment(w, fp4_gguf_alignment(c->gguf));
+    if (!st) st = fp4_gguf_writer_add_str(w, "fp4lane.weight_precision", fp4_weight_precision_name(src->wp),
+                                          strlen(fp4_weight_precision_name(src->wp)));
+    if (!st) st = fp4_gguf_writer_add_str(w, "fp4lane.activation_precision", fp4_act_precision_name(src->ap),
+                                          strlen(fp4_act_precision_name(src->ap)));
+    if (!st && c && c->is_gguf) st = fp4_gguf_copy_kvs(w, c->gguf);
+    if (!st && c && !c->is_gguf && !src->quantized_by_us)
+        for (int64_t i = 0; i < c->n_meta && !st; i++) {
+            if (fp4_meta_regenerated(c->meta[i].key)) continue;
+            char key[FP4_MAX_NAME + 64];
+            snprintf(key, sizeof key, "fp4lane.st.%s", c->meta[i].key);
+            st = fp4_gguf_writer_add_str(w, key, c->meta[i].value, strlen(c->meta[i].value));
+        }
+    if (!st && src->config_json && !(c && c->is_gguf))
+        st = fp4_gguf_writer_add_str(w, "fp4lane.hf.config", src->config_json, strlen(src->config_json));
+    if (!st && src->quant_config_json && !(c && c->is_gguf))
+        st = fp4_gguf_writer_add_str(w, "fp4lane.hf.quant_config", src->quant_config_json, strlen(src->quant_config_json));
+    for (int64_t i = 0; i < p->n_kv && !st; i++) {
+        const plan_kv *k = &p->kv[i];
+        st = k->is_f32 ? fp4_gguf_writer_add_f32(w, k->key, k->f)
+             : k->is_bool ? fp4_gguf_writer_add_bool(w, k->key, 1)
+                          : fp4_gguf_writer_add_str(w, k->key, k->s, strlen(k->s));
+    }
+    return st;
+}
+
+static fp4_status write_gguf(const fp4_wsrc *src, const plan *p, const char *out, const fp4_write_opts *opts,
+                             fp4_error *err) {
+    fp4_gguf_writer *w = NULL;
+    fp4_status st = fp4_gguf_writer_create(&w);
+    if (st) return fp4_fail(err, st, out, NULL, "alloc", "cannot create a GGUF writer");
+    st = gguf_kvs(w, src, p);
+    for (int64_t i = 0; i < p->n && !st; i++)
+        st = fp4_gguf_writer_add_tensor(w, p->e[i].name, (fp4_type)p->e[i].gguf_type, p->e[i].n_dims, p->e[i].ne);
+    if (!st) st = fp4_gguf_writer_write_header(w, out);
+    if (st) {
+        if (err) *err = *fp4_gguf_writer_error(w);
+        fp4_gguf_writer_free(w);
+        return st;
+    }
+    emit_ctx e = {src, opts, sink_gguf, w, 0, p->total};
+    for (int64_t i = 0; i < p->n && !st; i++) st = emit_entry(&e, i, &p->e[i], err);
+    if (!st && (st = fp4_gguf_writer_finish(w)) && err) *err = *fp4_gguf_writer_error(w);
+    fp4_gguf_writer_free(w);
+    return st;
+}
+
+/* ---- safetensors (HF directory) ---- */
+
+static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan *p, const fp4_write_opts *opts,
+                              fp4_error *err) {
+    fp4_status st = FP4_OK;
+    const fp4_ckpt *c = src->src_ck;
+    if (opts && opts->st_metadata)
+        for (const char *const *kv = opts->st_metadata; kv[0] && kv[1] && !st; kv += 2)
+            st = fp4_hf_writer_add_metadata(w, kv[0], kv[1], err);
+    if (!st && c && c->is_gguf) { /* fp4lane.st.* KVs carry safetensors metadata through GGUF */
+        for (int64_t i = 0; i < fp4_gguf_n_kv(c->gguf) && !st; i++) {
+            const char *k = fp4_gguf_key(c->gguf, i), *s;
+            uint64_t len;
+            if (strncmp(k, "fp4lane.st.", 11) || fp4_meta_regenerated(k + 11) || fp4_gguf_get_str(c->gguf, i, &s, &len))
+                continue;
+            char *v = strndup(s, (size_t)len);
+            if (!v) return FP4_ERR_NOMEM;
+            st = fp4_hf_writer_add_metadata(w, k + 11, v, err);
+            free(v);
+        }
+    } else if (!st && c && !src->quantized_by_us) {
+        for (int64_t i = 0; i < c->n_meta && !st; i++)
+            if (!fp4_meta_regenerated(c->meta[i].key))
+                st = fp4_hf_writer_add_metadata(w, c->meta[i].key, c->meta[i].value, err);
+    }
+    if (!st && p->layout == FP4_LAYOUT_CT && src->quant_config_json)
+        st = fp4_hf_writer_add_metadata(w, FP4_META_QUANT_CONFIG, src->quant_config_json, err);
+    for (int64_t i = 0; i < p->n_kv && !st; i++) st = fp4_hf_writer_add_metadata(w, p->kv[i].key, p->kv[i].s, err);
+    return st;
+}
+
+static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, const fp4_write_opts *opts,
+                           fp4_error *err) {
+    if (mkdir(out, 0777) != 0 && errno != EEXIST)
+        return fp4_fail(err, FP4_ERR_IO, out, NULL, "io.mkdir", "cannot create the directory: %s", strerror(errno));
+    fp4_hf_writer *w = NULL;
+    fp4_status st = fp4_hf_writer_create(out, opts ? opts->max_shard_bytes : 0, &w, err);
+    if (st) return st;
+    st = hf_metadata(w, src, p, opts, err);
+    for (int64_t i = 0; i < p->n && !st; i++) {
+        int64_t shape[FP4_MAX_DIMS];
+        const plan_entry *e = &p->e[i];
+        for (int d = 0; d < e->n_dims; d++) shape[d] = e->ne[e->n_dims - 1 - d];
+        st = fp4_hf_writer_add_tensor(w, e->name, (fp4_st_dtype)e->st_dtype, e->n_dims, shape, err);
+    }
+    emit_ctx e = {src, opts, sink_hf, w, 0, p->total};
+    for (int64_t i = 0; i < p->n && !st; i++) st = emit_entry(&e, i, &p->e[i], err);
+    size_t n_shards = 0;
+    if (!st) st = fp4_hf_writer_finish(w, &n_shards, err);
+    fp4_hf_writer_free(w);
+    if (!st) st = fp4_write_hf_configs(src, p->layout, out, err);
+    return st;
+}
+
+fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_write_opts *opts, fp4_error *err) {
+    fp4_layout layout = opts ? opts->layout : FP4_LAYOUT_GGUF;
+    if ((unsigned)layout >= FP4_LAYOUT_COUNT_) return FP4_ERR_INVALID_ARG;
+    plan p;
+    fp4_status st = fp4_plan_build(src, layout, &p, err);
+    if (!st) st = p.is_gguf ? write_gguf(src, &p, out, opts, err) : write_hf(src, &p, out, opts, err);
+    if (st && err && !err->file[0]) snprintf(err->file, sizeof err->file, "%s", out);
+    fp4_plan_free(&p);
+    return st;
+}
+
+/* ---- a loaded model as a write source ---- */
+
+static const fp4_tensor *m_tensor(void *ctx, int64_t i) { return &((const fp4_model *)ctx)->t[i].t; }
+static const fp4_scalars *m_scalars(void *ctx, int64_t i) { return &((const fp4_model *)ctx)->t[i].sc; }
+static fp4_status m_nvfp4(void *ctx, int64_t i, fp4_nvfp4_view *v, fp4_error *err) {
+    (void)err;
+    *v = ((const fp4_model *)ctx)->t[i].t.nvfp4;
+    return FP4_OK;
+}
+
+fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_opts *opts, fp4_error *err) {
+    fp4_error_clear(err);
+    if (!m || !out) return FP4_ERR_INVALID_ARG;
+    const fp4_ckpt *c = m->ck;
+    char *cfg = NULL, *qcfg = NULL;
+    if (c->is_gguf) { /* HF configs carried through a GGUF come back out */
+        const char *s;
+        uint64_t len;
+        if (!fp4_gguf_get_str(c->gguf, fp4_gguf_find_key(c->gguf, "fp4lane.hf.config"), &s, &len)) cfg = strndup(s, (size_t)len);
+        if (!fp4_gguf_get_str(c->gguf, fp4_gguf_find_key(c->gguf, "fp4lane.hf.quant_config"), &s, &len))
+            qcfg = strndup(s, (size_t)len);
+    }
+    fp4_wsrc src = {m->n, m_tensor, m_nvfp4, m_scalars, NULL, (void *)m, m->wp, m->ap,
+                    c->is_gguf ? cfg : c->config_json, c->is_gguf ? qcfg : c->quant_config_json, c, 0};
+    fp4_status st = fp4_write_layout(&src, out, opts, err);
+    free(cfg);
+    free(qcfg);
+    return st;
+}

@@ -1,0 +1,138 @@
+/* cmd_inspect.c — `fp4lane inspect FILE [--json]` and `fp4lane dump FILE TENSOR [--rows A:B]
+ * [--raw]`: what a checkpoint holds, and its values. */
+#include "cli.h"
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t tensor_bytes(const fp4_tensor *t) {
+    if (t->type != FP4_TYPE_NVFP4_E2M1) return t->nbytes;
+    return (uint64_t)(t->nvfp4.n_out * (t->nvfp4.n_in / 2 + t->nvfp4.n_in / 16));
+}
+
+static int64_t n_elements(const fp4_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->n_dims; i++) n *= t->ne[i];
+    return n;
+}
+
+static const char *type_name(const fp4_tensor *t) {
+    const fp4_type_info *ti = fp4_type_get(t->type);
+    return ti ? ti->name : "?";
+}
+
+static json_t *tensor_json(const fp4_tensor *t) {
+    json_t *shape = json_array();
+    for (int i = 0; i < t->n_dims; i++) json_array_append_new(shape, json_integer(t->ne[i]));
+    double bpw = n_elements(t) ? 8.0 * (double)tensor_bytes(t) / (double)n_elements(t) : 0.0;
+    json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:f}", "name", t->name, "type", type_name(t), "ne", shape, "bytes",
+                          (json_int_t)tensor_bytes(t), "bits_per_weight", bpw);
+    if (t->type == FP4_TYPE_NVFP4_E2M1) {
+        json_object_set_new(o, "scale2", json_real(t->nvfp4.scale2));
+        if (t->nvfp4.input_scale_inv != 0.0f) json_object_set_new(o, "input_scale_inv", json_real(t->nvfp4.input_scale_inv));
+    }
+    return o;
+}
+
+int cmd_inspect(int argc, char **argv) {
+    const char *path = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (argv[i][0] == '-' || path) return fprintf(stderr, "usage: fp4lane inspect FILE|DIR [--json]\n"), 2;
+        else path = argv[i];
+    }
+    if (!path) return fprintf(stderr, "usage: fp4lane inspect FILE|DIR [--json]\n"), 2;
+    fp4_model *m = NULL;
+    fp4_error e;
+    fp4_status st = fp4_model_open(path, NULL, &m, &e);
+    if (st) return cli_report_error("inspect", st, &e);
+    int64_t n = fp4_model_n_tensors(m);
+    uint64_t wbytes = 0, welems = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const fp4_tensor *t = fp4_model_tensor(m, i);
+        if (t->n_dims >= 2) wbytes += tensor_bytes(t), welems += (uint64_t)n_elements(t);
+    }
+    if (json) {
+        json_t *arr = json_array();
+        for (int64_t i = 0; i < n; i++) json_array_append_new(arr, tensor_json(fp4_model_tensor(m, i)));
+        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:f,s:o}", "file", path, "layout", fp4_layout_name(fp4_model_layout(m)),
+                              "weight_precision", fp4_weight_precision_name(fp4_model_weight_precision(m)),
+                              "activation_precision", fp4_act_precision_name(fp4_model_act_precision(m)), "bytes",
+                              (json_int_t)fp4_model_file_bytes(m), "tensors", (json_int_t)n, "weight_bits_per_weight",
+                              welems ? 8.0 * (double)wbytes / (double)welems : 0.0, "tensor_list", arr);
+        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        puts(s ? s : "{}");
+        free(s);
+        json_decref(o);
+    } else {
+        printf("%s\n  layout %s, weights %s, activations %s, %llu bytes, %lld tensors, 2-D weights %.3f bits/weight\n",
+               path, fp4_layout_name(fp4_model_layout(m)), fp4_weight_precision_name(fp4_model_weight_precision(m)),
+               fp4_act_precision_name(fp4_model_act_precision(m)), (unsigned long long)fp4_model_file_bytes(m), (long long)n,
+               welems ? 8.0 * (double)wbytes / (double)welems : 0.0);
+        for (int64_t i = 0; i < n; i++) {
+            const fp4_tensor *t = fp4_model_tensor(m, i);
+            char shape[96] = "";
+            for (int d = 0; d < t->n_dims; d++)
+                snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? " x " : "", (long long)t->ne[d]);
+            printf("  %-48s %-10s [%s] %.3f bpw", t->name, type_name(t), t->n_dims ? shape : "scalar",
+                   n_elements(t) ? 8.0 * (double)tensor_bytes(t) / (double)n_elements(t) : 0.0);
+            if (t->type == FP4_TYPE_NVFP4_E2M1) {
+                printf(" scale2=%.9g", t->nvfp4.scale2);
+                if (t->nvfp4.input_scale_inv != 0.0f) printf(" input_scale_inv=%.9g", t->nvfp4.input_scale_inv);
+            }
+            printf("\n");
+        }
+    }
+    fp4_model_close(m);
+    return 0;
+}
+
+int cmd_dump(int argc, char **argv) {
+    const char *path = NULL, *name = NULL;
+    long long a = 0, b = -1;
+    int raw = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--raw")) raw = 1;
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc) {
+            if (sscanf(argv[++i], "%lld:%lld", &a, &b) != 2 || a < 0 || b < a)
+                return fprintf(stderr, "fp4lane dump: --rows A:B with 0 <= A <= B\n"), 2;
+        } else if (argv[i][0] == '-') return fprintf(stderr, "fp4lane dump: unknown option '%s'\n", argv[i]), 2;
+        else if (!path) path = argv[i];
+        else if (!name) name = argv[i];
+        else return 2;
+    }
+    if (!path || !name) return fprintf(stderr, "usage: fp4lane dump FILE TENSOR [--rows A:B] [--raw]\n"), 2;
+    fp4_model *m = NULL;
+    fp4_error e;
+    fp4_status st = fp4_model_open(path, NULL, &m, &e);
+    if (st) return cli_report_error("dump", st, &e);
+    const fp4_tensor *t = fp4_model_find(m, name);
+    if (!t) {
+        fprintf(stderr, "fp4lane dump: no tensor '%s' in %s\n", name, path);
+        fp4_model_close(m);
+        return 1;
+    }
+    int64_t rows = 1;
+    for (int i = 1; i < t->n_dims; i++) rows *= t->ne[i];
+    if (b < 0 || b > rows) b = rows;
+    if (a > b) a = b;
+    int64_t n_in = t->n_dims ? t->ne[0] : 1;
+    float *buf = malloc(sizeof(float) * (size_t)(n_in > 0 ? n_in : 1));
+    int rc = buf ? 0 : 1;
+    for (long long r = a; r < b && !rc; r++) {
+        st = fp4_tensor_dequant_rows(t, r, r + 1, buf);
+        if (st) {
+            fprintf(stderr, "fp4lane dump: %s: %s\n", name, fp4_status_str(st));
+            rc = 1;
+            break;
+        }
+        if (raw) fwrite(buf, sizeof(float), (size_t)n_in, stdout);
+        else
+            for (int64_t k = 0; k < n_in; k++) printf("%.9g%c", buf[k], k + 1 == n_in ? '\n' : ' ');
+    }
+    free(buf);
+    fp4_model_close(m);
+    return rc;
+}
