@@ -313,6 +313,52 @@ static void test_roundtrip(uint32_t align) {
     for (int i = 0; i < RT_NT; i++) free(data[i]);
 }
 
+
+/* Many keys and tensors: every name finds itself (sorted index), in file order. */
+static void test_many(void) {
+    fp4_gguf_writer *w = NULL;
+    CHECK_OK(fp4_gguf_writer_create(&w));
+    char name[64];
+    int ok = 1;
+    for (int i = 0; i < 3000; i++) {
+        snprintf(name, sizeof name, "k.%d", (i * 7919) % 3000);
+        ok &= fp4_gguf_writer_add_i32(w, name, i) == FP4_OK;
+    }
+    int64_t ne[1] = {1};
+    for (int i = 0; i < 1500; i++) {
+        snprintf(name, sizeof name, "blk.%d.w", 1499 - i);
+        ok &= fp4_gguf_writer_add_tensor(w, name, FP4_TYPE_F32, 1, ne) == FP4_OK;
+    }
+    CHECK(ok);
+    CHECK(fp4_gguf_writer_add_i32(w, "k.1234", 0) == FP4_ERR_DUPLICATE);
+    CHECK(fp4_gguf_writer_add_tensor(w, "blk.77.w", FP4_TYPE_F32, 1, ne) == FP4_ERR_DUPLICATE);
+    const char *path = tmp("many");
+    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+    for (int i = 0; i < 1500; i++) ok &= fp4_gguf_writer_write_tensor_data(w, i, &(float){(float)i}, 4) == FP4_OK;
+    CHECK(ok);
+    CHECK_OK(fp4_gguf_writer_finish(w));
+    fp4_gguf_writer_free(w);
+    fp4_gguf *g = NULL;
+    CHECK_OK(fp4_gguf_open(path, &g, NULL));
+    CHECK(fp4_gguf_n_kv(g) == 3000 && fp4_gguf_n_tensors(g) == 1500);
+    for (int i = 0; i < 3000; i++) {
+        snprintf(name, sizeof name, "k.%d", (i * 7919) % 3000);
+        int32_t v = -1;
+        ok &= fp4_gguf_find_key(g, name) == i && fp4_gguf_get_i32(g, i, &v) == FP4_OK && v == i;
+    }
+    for (int i = 0; i < 1500; i++) {
+        snprintf(name, sizeof name, "blk.%d.w", 1499 - i);
+        const fp4_gguf_tensor *t = fp4_gguf_tensor_at(g, fp4_gguf_find_tensor(g, name));
+        float f = -1;
+        if (t) memcpy(&f, t->data, 4);
+        ok &= t && fp4_gguf_find_tensor(g, name) == i && f == (float)i;
+    }
+    CHECK(ok);
+    CHECK(fp4_gguf_find_key(g, "k.3000") == -1 && fp4_gguf_find_key(g, "k.") == -1 && fp4_gguf_find_key(g, "") == -1);
+    CHECK(fp4_gguf_find_tensor(g, "blk.1500.w") == -1 && fp4_gguf_find_tensor(g, "blk.1.") == -1);
+    fp4_gguf_close(g);
+    remove(path);
+}
 /* ------------------------------------------------------------------------------------------ */
 static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 
@@ -610,6 +656,7 @@ int main(void) {
     test_roundtrip(8);
     test_roundtrip(32);
     test_roundtrip(64);
+    test_many();
     test_writer_misuse();
     test_ggml_interop();
     return check_report();

@@ -142,6 +142,12 @@ static const rcase cases[] = {
     {"metadata value is a number", "{\"__metadata__\":{\"k\":1}}", 0, FP4_ERR_FORMAT, "st.metadata.value", NULL},
     {"metadata value is null", "{\"__metadata__\":{\"k\":null}}", 0, FP4_ERR_FORMAT, "st.metadata.value", NULL},
     {"metadata value is an object", "{\"__metadata__\":{\"k\":{}}}", 0, FP4_ERR_FORMAT, "st.metadata.value", NULL},
+    {"metadata value is a non-empty object", "{\"__metadata__\":{\"k\":{\"a\":1}}}", 0, FP4_ERR_FORMAT,
+     "st.nested_object", NULL},
+    {"object inside a shape", ONE("a", "U8", "[{\"x\":1}]", "[0,1]"), 1, FP4_ERR_LIMIT, "st.depth", NULL},
+    {"shape array far too long", ONE("a", "U8", "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", "[0,1]"), 1, FP4_ERR_LIMIT,
+     "st.array_len", NULL},
+    {"rank 9", ONE("a", "U8", "[1,1,1,1,1,1,1,1,1]", "[0,1]"), 1, FP4_ERR_LIMIT, "st.rank", "a"},
     {"metadata value with NUL", "{\"__metadata__\":{\"k\":\"a\\u0000b\"}}", 0, FP4_ERR_FORMAT, "st.metadata.value",
      NULL},
     /* 17: names */
@@ -218,6 +224,41 @@ static void test_names(void) {
     name[257] = 0;
     snprintf(hdr, sizeof hdr, "{\"%s\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", name);
     expect_fail("name of 257 bytes", build(hdr, 1), FP4_ERR_LIMIT, "st.name_len", NULL);
+}
+
+/* Counts refused by the pre-scan, before jansson allocates a node per member. */
+static void test_counts(void) {
+    size_t cap = 16 * ((size_t)FP4_MAX_TENSORS + 2) + 16;
+    char *h = malloc(cap);
+    size_t n = 0;
+    h[n++] = '{';
+    for (size_t i = 0; i < (size_t)FP4_MAX_TENSORS + 2; i++) n += (size_t)sprintf(h + n, "%s\"%zx\":0", i ? "," : "", i);
+    h[n++] = '}';
+    uint8_t *p = malloc(8 + n);
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)((uint64_t)n >> (8 * i));
+    memcpy(p + 8, h, n);
+    fp4_st *st = NULL;
+    fp4_error err;
+    CHECK(fp4_st_open_buffer(p, 8 + n, &st, &err) == FP4_ERR_LIMIT && !strcmp(err.rule, "st.tensor_count"));
+    /* __metadata__ with more than FP4_ST_MAX_METADATA (65536) pairs */
+    n = (size_t)sprintf(h, "{\"__metadata__\":{");
+    for (size_t i = 0; i < 65536 + 8; i++) n += (size_t)sprintf(h + n, "%s\"%zx\":\"\"", i ? "," : "", i);
+    n += (size_t)sprintf(h + n, "}}");
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)((uint64_t)n >> (8 * i));
+    memcpy(p + 8, h, n);
+    CHECK(fp4_st_open_buffer(p, 8 + n, &st, &err) == FP4_ERR_LIMIT && !strcmp(err.rule, "st.metadata_count"));
+    /* twin: exactly 65536 pairs load */
+    n = (size_t)sprintf(h, "{\"__metadata__\":{");
+    for (size_t i = 0; i < 65536; i++) n += (size_t)sprintf(h + n, "%s\"%zx\":\"v\"", i ? "," : "", i);
+    n += (size_t)sprintf(h + n, "}}");
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)((uint64_t)n >> (8 * i));
+    memcpy(p + 8, h, n);
+    CHECK_OK(fp4_st_open_buffer(p, 8 + n, &st, &err));
+    CHECK_EQ_INT(fp4_st_n_metadata(st), 65536);
+    CHECK(st && strcmp(fp4_st_metadata_get(st, "fff"), "v") == 0);
+    fp4_st_close(st);
+    free(p);
+    free(h);
 }
 
 static void test_cases(void) {
@@ -391,6 +432,7 @@ int main(void) {
     test_framing();
     test_names();
     test_cases();
+    test_counts();
     test_truncations();
     test_file_api();
     test_hfdir();

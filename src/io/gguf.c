@@ -46,7 +46,9 @@
  *   Any field cut short by the end of the file is gguf.truncated.
  *
  * Memory: the handle allocates per KV, per tensor and per string-array element parsed, plus
- * copies of keys and names; every growth follows bytes already read, never a declared count. */
+ * copies of keys and names; every growth follows bytes already read, never a declared count.
+ * Duplicates are found by sorting names (O(n log n) whatever the names are; a hash table would
+ * let a crafted file choose its collisions), and lookups are binary searches. */
 #include "io/gguf_impl.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +69,7 @@ typedef struct gguf_kv {
 typedef struct gguf_tinfo {
     fp4_gguf_tensor pub;
     size_t name_off;        /* in the arena (pub.name is set once the arena stops moving)     */
+    size_t name_len;
     uint64_t rel;           /* offset relative to the data section                            */
     uint64_t padded;        /* size rounded up to the alignment                               */
 } gguf_tinfo;
@@ -85,7 +88,8 @@ struct fp4_gguf {
     size_t arena_len, arena_cap;
     const uint8_t **strs;   /* each string-array element: its bytes (length prefix at -8)     */
     size_t n_strs, strs_cap;
-    gguf_index kv_ix, t_ix;
+    uint32_t *kv_by_name;   /* KV indices sorted by key bytes: duplicates and lookup         */
+    uint32_t *t_by_name;    /* tensor indices sorted by name                                  */
 };
 
 typedef struct gguf_parse {
@@ -134,17 +138,64 @@ static fp4_status arena_add(gguf_parse *P, const uint8_t *s, size_t n, size_t *o
     return FP4_OK;
 }
 
-static const char *kv_name(const void *ctx, uint32_t i, size_t *len) {
-    const fp4_gguf *g = ctx;
-    *len = g->kv[i].key_len;
-    return g->arena + g->kv[i].key_off;
+/* ---- sorted name index ---- */
+typedef struct name_ref {
+    const char *s;
+    size_t n;
+} name_ref;
+
+static name_ref kv_name(const fp4_gguf *g, uint32_t i) { return (name_ref){g->arena + g->kv[i].key_off, g->kv[i].key_len}; }
+static name_ref t_name(const fp4_gguf *g, uint32_t i) { return (name_ref){g->arena + g->t[i].name_off, g->t[i].name_len}; }
+
+static int name_cmp(name_ref a, name_ref b) {
+    int c = memcmp(a.s, b.s, a.n < b.n ? a.n : b.n);
+    return c ? c : (a.n > b.n) - (a.n < b.n);
 }
 
-static const char *tensor_name(const void *ctx, uint32_t i, size_t *len) {
-    const fp4_gguf *g = ctx;
-    const char *s = g->arena + g->t[i].name_off;
-    *len = strlen(s);
-    return s;
+/* Bottom-up merge sort of idx[0..n) by name (stable, O(n log n) always). */
+static void sort_by_name(const fp4_gguf *g, name_ref (*name)(const fp4_gguf *, uint32_t), uint32_t *idx,
+                         uint32_t *tmp, size_t n) {
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) tmp[k++] = name_cmp(name(g, idx[j]), name(g, idx[i])) < 0 ? idx[j++] : idx[i++];
+            while (i < mid) tmp[k++] = idx[i++];
+            while (j < hi) tmp[k++] = idx[j++];
+        }
+        memcpy(idx, tmp, n * sizeof *idx);
+    }
+}
+
+/* Builds the sorted index of n names; *dup = an index whose name equals its neighbour's, or -1. */
+static uint32_t *build_index(const fp4_gguf *g, name_ref (*name)(const fp4_gguf *, uint32_t), size_t n,
+                             int64_t *dup) {
+    uint32_t *idx = malloc((n ? n : 1) * sizeof *idx), *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    *dup = -1;
+    if (!idx || !tmp) {
+        free(idx);
+        free(tmp);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) idx[i] = (uint32_t)i;
+    sort_by_name(g, name, idx, tmp, n);
+    free(tmp);
+    for (size_t i = 1; i < n && *dup < 0; i++)
+        if (name_cmp(name(g, idx[i - 1]), name(g, idx[i])) == 0) *dup = idx[i];
+    return idx;
+}
+
+static int64_t find_by_name(const fp4_gguf *g, name_ref (*name)(const fp4_gguf *, uint32_t), const uint32_t *idx,
+                            size_t n, const char *s) {
+    name_ref want = {s, strlen(s)};
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = name_cmp(name(g, idx[mid]), want);
+        if (c == 0) return idx[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -271,9 +322,6 @@ static fp4_status parse_kv(gguf_parse *P) {
     if (klen == strlen(GGUF_KEY_ALIGNMENT) && memcmp(k, GGUF_KEY_ALIGNMENT, klen) == 0 &&
         (st = check_alignment_kv(P, kv)))
         return st;
-    st = gguf_index_add(&g->kv_ix, (uint32_t)g->n_kv);
-    if (st == FP4_ERR_DUPLICATE) return PFAIL(P, st, NULL, "gguf.kv.dup_key", "key '%.64s' appears twice", key);
-    if (st) return PFAIL(P, st, NULL, "gguf.nomem", "out of memory for the key index");
     g->n_kv++;
     return FP4_OK;
 }
@@ -306,10 +354,8 @@ static fp4_status parse_tinfo(gguf_parse *P, uint64_t *running) {
     const char *rule = gguf_name_rule(s, len, &code);
     if (rule) return PFAIL(P, code, NULL, rule, "tensor %zu: name of %llu bytes breaks %s", g->n_t, (unsigned long long)len, rule);
     if ((st = arena_add(P, s, (size_t)len, &ti->name_off))) return st;
+    ti->name_len = (size_t)len;
     const char *name = g->arena + ti->name_off;
-    st = gguf_index_add(&g->t_ix, (uint32_t)g->n_t);
-    if (st == FP4_ERR_DUPLICATE) return PFAIL(P, st, name, "gguf.tensor.dup", "tensor name appears twice");
-    if (st) return PFAIL(P, st, name, "gguf.nomem", "out of memory for the tensor index");
     uint32_t n_dims = 0, type = 0;
     uint64_t ne[FP4_MAX_DIMS] = {0}, offset = 0;
     if ((st = parse_tinfo_fields(P, name, &n_dims, ne, &type, &offset))) return st;
@@ -379,18 +425,24 @@ static fp4_status parse_all(gguf_parse *P) {
     fp4_status st = parse_header(P, &n_tensors, &n_kv);
     if (st) return st;
     g->alignment = FP4_GGUF_DEFAULT_ALIGNMENT;
-    g->kv_ix.name = kv_name;
-    g->kv_ix.ctx = g;
-    g->t_ix.name = tensor_name;
-    g->t_ix.ctx = g;
     for (uint64_t i = 0; i < n_kv; i++)
         if ((st = parse_kv(P))) return st;
+    int64_t dup;
+    if (!(g->kv_by_name = build_index(g, kv_name, g->n_kv, &dup)))
+        return PFAIL(P, FP4_ERR_NOMEM, NULL, "gguf.nomem", "out of memory for the key index");
+    if (dup >= 0)
+        return PFAIL(P, FP4_ERR_DUPLICATE, NULL, "gguf.kv.dup_key", "key '%.64s' appears twice",
+                     g->arena + g->kv[dup].key_off);
     if (n_tensors > P->c.left / GGUF_MIN_TENSOR_BYTES)
         return PFAIL(P, FP4_ERR_TRUNCATED, NULL, "gguf.n_tensors",
                      "n_tensors %llu cannot fit the %zu bytes left after the metadata", (unsigned long long)n_tensors,
                      P->c.left);
     for (uint64_t i = 0; i < n_tensors; i++)
         if ((st = parse_tinfo(P, &total))) return st;
+    if (!(g->t_by_name = build_index(g, t_name, g->n_t, &dup)))
+        return PFAIL(P, FP4_ERR_NOMEM, NULL, "gguf.nomem", "out of memory for the tensor index");
+    if (dup >= 0)
+        return PFAIL(P, FP4_ERR_DUPLICATE, g->arena + g->t[dup].name_off, "gguf.tensor.dup", "tensor name appears twice");
     if ((st = check_data(P, total))) return st;
     for (size_t i = 0; i < g->n_t; i++) g->t[i].pub.name = g->arena + g->t[i].name_off;
     return FP4_OK;
@@ -402,8 +454,8 @@ static fp4_status parse_all(gguf_parse *P) {
 void fp4_gguf_close(fp4_gguf *g) {
     if (!g) return;
     if (g->map) munmap(g->map, g->size);
-    gguf_index_free(&g->kv_ix);
-    gguf_index_free(&g->t_ix);
+    free(g->kv_by_name);
+    free(g->t_by_name);
     free(g->kv);
     free(g->t);
     free(g->arena);
@@ -499,7 +551,7 @@ fp4_gguf_type fp4_gguf_kv_type(const fp4_gguf *g, int64_t i) {
 }
 
 int64_t fp4_gguf_find_key(const fp4_gguf *g, const char *key) {
-    return g && key ? gguf_index_find(&g->kv_ix, key, strlen(key)) : -1;
+    return g && key ? find_by_name(g, kv_name, g->kv_by_name, g->n_kv, key) : -1;
 }
 
 /* The KV at i if it has type want; a status otherwise (see the header). */
@@ -595,5 +647,5 @@ const fp4_gguf_tensor *fp4_gguf_tensor_at(const fp4_gguf *g, int64_t i) {
 }
 
 int64_t fp4_gguf_find_tensor(const fp4_gguf *g, const char *name) {
-    return g && name ? gguf_index_find(&g->t_ix, name, strlen(name)) : -1;
+    return g && name ? find_by_name(g, t_name, g->t_by_name, g->n_t, name) : -1;
 }

@@ -1,6 +1,5 @@
 /* gguf_impl.h — what the GGUF reader (gguf.c) and writer (gguf_write.c) share: the value-type
- * table, the key and tensor-name rules, tensor size arithmetic, and a small open-addressing
- * name index (FNV-1a) used for duplicate detection and lookup. Internal; never installed. */
+ * table, the key and tensor-name rules, tensor size arithmetic, array growth. Internal. */
 #ifndef FP4_GGUF_IMPL_H
 #define FP4_GGUF_IMPL_H
 
@@ -66,73 +65,6 @@ static inline const char *gguf_tensor_rule(uint32_t type, uint32_t n_dims, const
     *nel = n;
     *nbytes = b;
     return NULL;
-}
-
-/* ---- name index: open addressing over indices 0..2^32-2; names come from a callback ---- */
-typedef const char *(*gguf_name_fn)(const void *ctx, uint32_t idx, size_t *len);
-
-typedef struct gguf_index {
-    uint32_t *slot;        /* idx + 1, 0 = empty; cap slots, cap a power of two              */
-    size_t cap, used;
-    gguf_name_fn name;
-    const void *ctx;
-} gguf_index;
-
-static inline uint64_t gguf_hash(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* Slot holding name s, or the empty slot where it would go. */
-static inline size_t gguf_index_probe(const gguf_index *ix, const char *s, size_t n) {
-    size_t m = ix->cap - 1, i = (size_t)gguf_hash(s, n) & m;
-    for (;; i = (i + 1) & m) {
-        uint32_t v = ix->slot[i];
-        if (!v) return i;
-        size_t ln;
-        const char *t = ix->name(ix->ctx, v - 1, &ln);
-        if (ln == n && memcmp(t, s, n) == 0) return i;
-    }
-}
-
-static inline int64_t gguf_index_find(const gguf_index *ix, const char *s, size_t n) {
-    if (!ix->cap) return -1;
-    uint32_t v = ix->slot[gguf_index_probe(ix, s, n)];
-    return v ? (int64_t)v - 1 : -1;
-}
-
-/* Adds idx (its name from the callback); FP4_ERR_DUPLICATE when the name is there already. */
-static inline fp4_status gguf_index_add(gguf_index *ix, uint32_t idx) {
-    if (idx >= UINT32_MAX - 1) return FP4_ERR_LIMIT;
-    if (2 * (ix->used + 1) > ix->cap) {            /* keep the load at most 1/2 */
-        size_t nc = ix->cap ? 2 * ix->cap : 16;
-        uint32_t *ns = calloc(nc, sizeof *ns), *old = ix->slot;
-        if (!ns) return FP4_ERR_NOMEM;
-        size_t oc = ix->cap;
-        ix->slot = ns;
-        ix->cap = nc;
-        for (size_t i = 0; i < oc; i++) {
-            if (!old[i]) continue;
-            size_t ln;
-            const char *t = ix->name(ix->ctx, old[i] - 1, &ln);
-            ns[gguf_index_probe(ix, t, ln)] = old[i];
-        }
-        free(old);
-    }
-    size_t ln;
-    const char *s = ix->name(ix->ctx, idx, &ln);
-    size_t at = gguf_index_probe(ix, s, ln);
-    if (ix->slot[at]) return FP4_ERR_DUPLICATE;
-    ix->slot[at] = idx + 1;
-    ix->used++;
-    return FP4_OK;
-}
-
-static inline void gguf_index_free(gguf_index *ix) {
-    free(ix->slot);
-    ix->slot = NULL;
-    ix->cap = ix->used = 0;
 }
 
 /* Grow *p (elements of esz bytes) so that it holds at least need; doubling. */

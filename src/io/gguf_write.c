@@ -6,6 +6,74 @@
 #include "io/gguf_impl.h"
 #include <stdio.h>
 
+/* ---- name index for duplicate detection: open addressing, FNV-1a. The writer's names come
+ * from its caller, not from a file, so a hash is fine here (the reader sorts instead). ---- */
+typedef const char *(*gguf_name_fn)(const void *ctx, uint32_t idx, size_t *len);
+
+typedef struct gguf_index {
+    uint32_t *slot;        /* idx + 1, 0 = empty; cap slots, cap a power of two              */
+    size_t cap, used;
+    gguf_name_fn name;
+    const void *ctx;
+} gguf_index;
+
+static uint64_t gguf_hash(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Slot holding name s, or the empty slot where it would go. */
+static size_t gguf_index_probe(const gguf_index *ix, const char *s, size_t n) {
+    size_t m = ix->cap - 1, i = (size_t)gguf_hash(s, n) & m;
+    for (;; i = (i + 1) & m) {
+        uint32_t v = ix->slot[i];
+        if (!v) return i;
+        size_t ln;
+        const char *t = ix->name(ix->ctx, v - 1, &ln);
+        if (ln == n && memcmp(t, s, n) == 0) return i;
+    }
+}
+
+static int64_t gguf_index_find(const gguf_index *ix, const char *s, size_t n) {
+    if (!ix->cap) return -1;
+    uint32_t v = ix->slot[gguf_index_probe(ix, s, n)];
+    return v ? (int64_t)v - 1 : -1;
+}
+
+/* Adds idx (its name from the callback); FP4_ERR_DUPLICATE when the name is there already. */
+static fp4_status gguf_index_add(gguf_index *ix, uint32_t idx) {
+    if (idx >= UINT32_MAX - 1) return FP4_ERR_LIMIT;
+    if (2 * (ix->used + 1) > ix->cap) {            /* keep the load at most 1/2 */
+        size_t nc = ix->cap ? 2 * ix->cap : 16;
+        uint32_t *ns = calloc(nc, sizeof *ns), *old = ix->slot;
+        if (!ns) return FP4_ERR_NOMEM;
+        size_t oc = ix->cap;
+        ix->slot = ns;
+        ix->cap = nc;
+        for (size_t i = 0; i < oc; i++) {
+            if (!old[i]) continue;
+            size_t ln;
+            const char *t = ix->name(ix->ctx, old[i] - 1, &ln);
+            ns[gguf_index_probe(ix, t, ln)] = old[i];
+        }
+        free(old);
+    }
+    size_t ln;
+    const char *s = ix->name(ix->ctx, idx, &ln);
+    size_t at = gguf_index_probe(ix, s, ln);
+    if (ix->slot[at]) return FP4_ERR_DUPLICATE;
+    ix->slot[at] = idx + 1;
+    ix->used++;
+    return FP4_OK;
+}
+
+static void gguf_index_free(gguf_index *ix) {
+    free(ix->slot);
+    ix->slot = NULL;
+    ix->cap = ix->used = 0;
+}
+
 typedef struct gw_kv {
     size_t key_off;          /* key bytes inside w->meta                                      */
     uint32_t key_len;

@@ -12,7 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define HF_MAX_CONFIG (16u << 20)
+#define HF_MAX_CONFIG (16u << 20) /* config.json, hf_quant_config.json */
+#define HF_MAX_INDEX (64u << 20)  /* model.safetensors.index.json (~9 MB for 91k tensors) */
 #define HF_PATH_MAX 4096
 
 static const char *const json_names[2] = {"config.json", "hf_quant_config.json"};
@@ -177,7 +178,7 @@ static fp4_status index_cross_check(const fp4_hfdir *d, const json_t *wm, const 
 
 static fp4_status open_index(fp4_hfdir *d, const char *dir, const char *ipath, fp4_error *err) {
     json_t *root = NULL;
-    fp4_status s = load_json_file(ipath, FP4_MAX_ST_HEADER, &root, "index.json", "index.dup", err);
+    fp4_status s = load_json_file(ipath, HF_MAX_INDEX, &root, "index.json", "index.dup", err);
     if (s) return s;
     const json_t *wm = json_object_get(root, "weight_map");
     if (!json_is_object(wm)) s = fp4_fail(err, FP4_ERR_FORMAT, ipath, NULL, "index.json", "no weight_map object");

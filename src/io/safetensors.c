@@ -130,8 +130,19 @@ void fp4_st_close(fp4_st *st) {
 
 static bool is_ws(uint8_t c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-static int json_depth(const uint8_t *p, size_t n) {
-    int depth = 0, max = 0;
+/* One pass over the raw header, outside strings: nesting depth and, per depth, the member and
+ * element counts that bound how many nodes jansson would allocate. A valid header has depth <= 3,
+ * one member per tensor at depth 1, three per tensor (plus the metadata pairs) at depth 2, and at
+ * most 4 commas per tensor at depth 3 (shape rank <= 4, two offsets): twice that is refused. */
+typedef struct st_scan {
+    int max_depth;
+    uint64_t members[3]; /* ':' at depth 1, 2, 3 */
+    uint64_t commas3;    /* ',' at depth 3 */
+} st_scan;
+
+static void json_scan(const uint8_t *p, size_t n, st_scan *sc) {
+    memset(sc, 0, sizeof *sc);
+    int depth = 0;
     bool in_str = false;
     for (size_t i = 0; i < n; i++) {
         uint8_t c = p[i];
@@ -141,13 +152,38 @@ static int json_depth(const uint8_t *p, size_t n) {
         } else if (c == '"') {
             in_str = true;
         } else if (c == '{' || c == '[') {
-            if (++depth > max) max = depth;
-            if (max > ST_MAX_DEPTH) return max;
+            if (++depth > sc->max_depth) sc->max_depth = depth;
+            if (depth > ST_MAX_DEPTH) return;
         } else if (c == '}' || c == ']') {
             depth--;
+        } else if (c == ':' && depth >= 1 && depth <= 3) {
+            sc->members[depth - 1]++;
+        } else if (c == ',' && depth == 3) {
+            sc->commas3++;
         }
     }
-    return max;
+}
+
+static fp4_status st_scan_check(const uint8_t *h, size_t n, const char *file, fp4_error *err) {
+    st_scan sc;
+    json_scan(h, n, &sc);
+    if (sc.max_depth > ST_MAX_DEPTH)
+        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.depth", "header nests deeper than %d", ST_MAX_DEPTH);
+    uint64_t d1 = sc.members[0];
+    if (d1 > (uint64_t)FP4_MAX_TENSORS + 1)
+        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.tensor_count", "%llu entries, above %d",
+                        (unsigned long long)d1, FP4_MAX_TENSORS);
+    if (sc.members[1] > 3 * d1 + FP4_ST_MAX_METADATA)
+        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.metadata_count",
+                        "%llu members in entries and __metadata__, above 3 per tensor + %d",
+                        (unsigned long long)sc.members[1], FP4_ST_MAX_METADATA);
+    if (sc.commas3 > 8 * d1 + 8) /* lenient: a per-tensor rank error gets its own rule later */
+        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.array_len",
+                        "%llu array elements, far more than shapes and offsets need",
+                        (unsigned long long)sc.commas3);
+    if (sc.members[2] > 0)
+        return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.nested_object", "an object nested in an entry or metadata");
+    return FP4_OK;
 }
 
 static fp4_status st_frame(fp4_st *st, const char *file, fp4_error *err) {
@@ -171,9 +207,7 @@ static fp4_status st_frame(fp4_st *st, const char *file, fp4_error *err) {
     while (i < n && is_ws(h[i])) i++;
     if (i == n || h[i] != '{')
         return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.not_object", "header is not a JSON object");
-    if (json_depth(h, (size_t)n) > ST_MAX_DEPTH)
-        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.depth", "header nests deeper than %d", ST_MAX_DEPTH);
-    return FP4_OK;
+    return st_scan_check(h, (size_t)n, file, err);
 }
 
 static fp4_status st_load_json(fp4_st *st, json_t **root, const char *file, fp4_error *err) {

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define FP4_ST_MAX_METADATA 65536 /* __metadata__ pairs in one file */
+
 /* Reference writer's sort rank of a dtype (its enum order); -1 when out of range. */
 int fp4_st_dtype_rank(fp4_st_dtype d);
 

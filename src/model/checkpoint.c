@@ -3,6 +3,7 @@
  * (ne[0] = the innermost, row length). No meaning is given to names here (loader.c does). */
 #include "model_impl.h"
 #include "io/st_impl.h"
+#include <jansson.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,29 @@ static fp4_status open_st_file(fp4_ckpt *c, fp4_error *err) {
     return FP4_OK;
 }
 
+/* config.json as sorted compact JSON, with the quantization_config that fp4lane replaced on its
+ * way here restored from fp4lane.hf.quantization_config ("null": there was none). */
+static int canonical_config(fp4_ckpt *c) {
+    json_t *cfg = json_loads(c->config_json, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(cfg)) {
+        json_decref(cfg);
+        return -1;
+    }
+    const char *stash = fp4_ckpt_meta(c, FP4_META_QCFG_STASH);
+    if (stash) {
+        json_t *old = json_loads(stash, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL);
+        if (json_is_object(old)) json_object_set(cfg, "quantization_config", old);
+        else if (json_is_null(old)) json_object_del(cfg, "quantization_config");
+        json_decref(old);
+    }
+    char *text = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(cfg);
+    if (!text) return -1;
+    free(c->config_json);
+    c->config_json = text;
+    return 0;
+}
+
 static fp4_status open_hfdir(fp4_ckpt *c, fp4_error *err) {
     fp4_status st = fp4_hfdir_open(c->path, &c->hf, err);
     if (st) return st;
@@ -160,6 +184,7 @@ static fp4_status open_hfdir(fp4_ckpt *c, fp4_error *err) {
         return fp4_fail(err, FP4_ERR_NOMEM, c->path, NULL, "alloc", "out of memory");
     if (dup_json(c, FP4_HF_CONFIG, &c->config_json) || dup_json(c, FP4_HF_QUANT_CONFIG, &c->quant_config_json))
         return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hfdir.json", "cannot read config.json / hf_quant_config.json");
+    if (c->config_json && canonical_config(c)) return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hf.config", "config.json is not a JSON object");
     /* a compressed-tensors directory made by fp4lane keeps ModelOpt's hf_quant_config in metadata */
     const char *q = fp4_ckpt_meta(c, FP4_META_QUANT_CONFIG);
     if (q && !c->quant_config_json && !(c->quant_config_json = strdup(q)))

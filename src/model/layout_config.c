@@ -52,22 +52,42 @@ static fp4_status write_json(const char *dir, const char *file, json_t *obj, int
     return st;
 }
 
-fp4_status fp4_write_hf_configs(const fp4_wsrc *src, fp4_layout layout, const char *dir, fp4_error *err) {
+/* The target's config.json text (compact) and, when its quantization_config had to change, the
+ * original one (compact JSON, or "null" when there was none) for fp4lane.hf.quantization_config,
+ * so that a later conversion back restores it. Both NULL when there is no source config. */
+fp4_status fp4_config_plan(const fp4_wsrc *src, fp4_layout layout, char **cfg_out, char **stash_out, fp4_error *err) {
+    *cfg_out = *stash_out = NULL;
+    if (!src->config_json || (layout != FP4_LAYOUT_MODELOPT && layout != FP4_LAYOUT_CT)) return FP4_OK;
+    json_t *cfg = json_loads(src->config_json, JSON_REJECT_DUPLICATES, NULL);
+    if (!json_is_object(cfg)) {
+        json_decref(cfg);
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "hf.config", "the source config.json is not a JSON object");
+    }
+    json_t *old = json_object_get(cfg, "quantization_config");
+    const char *method = json_string_value(json_object_get(old, "quant_method"));
+    const char *want = layout == FP4_LAYOUT_CT ? "compressed-tensors" : "modelopt";
+    fp4_status st = FP4_OK;
+    if (!method || strcmp(method, want) || src->quantized_by_us) { /* a config in the target's vocabulary is kept */
+        if (!src->quantized_by_us) {
+            *stash_out = old ? json_dumps(old, JSON_COMPACT | JSON_SORT_KEYS) : strdup("null");
+            if (!*stash_out) st = FP4_ERR_NOMEM;
+        }
+        json_object_set_new(cfg, "quantization_config", layout == FP4_LAYOUT_CT ? qcfg_ct(src) : qcfg_modelopt(src));
+    }
+    if (!st && !(*cfg_out = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS))) st = FP4_ERR_NOMEM;
+    json_decref(cfg);
+    if (st) return fp4_fail(err, st, NULL, NULL, "alloc", "out of memory");
+    return FP4_OK;
+}
+
+fp4_status fp4_write_hf_configs(const fp4_wsrc *src, fp4_layout layout, const char *dir, const char *cfg_text,
+                                fp4_error *err) {
     if (layout != FP4_LAYOUT_MODELOPT && layout != FP4_LAYOUT_CT) return FP4_OK;
     fp4_status st = FP4_OK;
-    if (src->config_json) {
-        json_t *cfg = json_loads(src->config_json, JSON_REJECT_DUPLICATES, NULL);
-        if (!json_is_object(cfg)) {
-            json_decref(cfg);
-            return fp4_fail(err, FP4_ERR_FORMAT, dir, NULL, "hf.config", "the source config.json is not a JSON object");
-        }
-        /* a quantization_config already in the target's vocabulary is kept as it is */
-        const char *method = json_string_value(json_object_get(json_object_get(cfg, "quantization_config"), "quant_method"));
-        const char *want = layout == FP4_LAYOUT_CT ? "compressed-tensors" : "modelopt";
-        if (!method || strcmp(method, want) || src->quantized_by_us)
-            json_object_set_new(cfg, "quantization_config", layout == FP4_LAYOUT_CT ? qcfg_ct(src) : qcfg_modelopt(src));
-        st = write_json(dir, "config.json", cfg, 2, 1, err); /* transformers: indent 2, sorted keys */
-        json_decref(cfg);
+    if (cfg_text) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/config.json", dir);
+        st = fp4_hf_write_json(path, cfg_text, 2, 1, err); /* transformers: indent 2, sorted keys */
     }
     if (st || layout != FP4_LAYOUT_MODELOPT) return st;
     json_t *q = NULL;

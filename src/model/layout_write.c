@@ -127,8 +127,9 @@ static fp4_status write_gguf(const fp4_wsrc *src, const plan *p, const char *out
 /* ---- safetensors (HF directory) ---- */
 
 static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan *p, const fp4_write_opts *opts,
-                              fp4_error *err) {
+                              const char *stash, fp4_error *err) {
     fp4_status st = FP4_OK;
+    if (stash) st = fp4_hf_writer_add_metadata(w, FP4_META_QCFG_STASH, stash, err);
     const fp4_ckpt *c = src->src_ck;
     if (opts && opts->st_metadata)
         for (const char *const *kv = opts->st_metadata; kv[0] && kv[1] && !st; kv += 2)
@@ -160,9 +161,10 @@ static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, 
     if (mkdir(out, 0777) != 0 && errno != EEXIST)
         return fp4_fail(err, FP4_ERR_IO, out, NULL, "io.mkdir", "cannot create the directory: %s", strerror(errno));
     fp4_hf_writer *w = NULL;
-    fp4_status st = fp4_hf_writer_create(out, opts ? opts->max_shard_bytes : 0, &w, err);
-    if (st) return st;
-    st = hf_metadata(w, src, p, opts, err);
+    char *cfg = NULL, *stash = NULL;
+    fp4_status st = fp4_config_plan(src, p->layout, &cfg, &stash, err);
+    if (!st) st = fp4_hf_writer_create(out, opts ? opts->max_shard_bytes : 0, &w, err);
+    if (!st) st = hf_metadata(w, src, p, opts, stash, err);
     for (int64_t i = 0; i < p->n && !st; i++) {
         int64_t shape[FP4_MAX_DIMS];
         const plan_entry *e = &p->e[i];
@@ -174,7 +176,9 @@ static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, 
     size_t n_shards = 0;
     if (!st) st = fp4_hf_writer_finish(w, &n_shards, err);
     fp4_hf_writer_free(w);
-    if (!st) st = fp4_write_hf_configs(src, p->layout, out, err);
+    if (!st) st = fp4_write_hf_configs(src, p->layout, out, cfg, err);
+    free(cfg);
+    free(stash);
     return st;
 }
 

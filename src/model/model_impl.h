@@ -20,9 +20,10 @@ typedef struct fp4_raw {
 typedef struct fp4_kv_str { char *key, *value; } fp4_kv_str;
 
 #define FP4_META_QUANT_CONFIG "fp4lane.hf.quant_config"
+#define FP4_META_QCFG_STASH "fp4lane.hf.quantization_config"
 /* safetensors metadata keys that fp4lane regenerates instead of carrying */
 static inline int fp4_meta_regenerated(const char *k) {
-    return !strncmp(k, "fp4lane.exact.", 14) || !strcmp(k, FP4_META_QUANT_CONFIG);
+    return !strncmp(k, "fp4lane.exact.", 14) || !strcmp(k, FP4_META_QUANT_CONFIG) || !strcmp(k, FP4_META_QCFG_STASH);
 }
 
 /* Any checkpoint: a GGUF file, a .safetensors file, or a Hugging Face directory. */
