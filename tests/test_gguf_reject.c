@@ -107,7 +107,7 @@ static void build(const gspec *s, bb *b) {
     for (int i = 0; i < nt; i++) {
         bb_str(b, t[i].name);
         bb_u32(b, t[i].n_dims);
-        for (uint32_t j = 0; j < t[i].n_dims && j < 8; j++) bb_u64(b, t[i].ne[j]);
+        for (uint32_t j = 0; j < t[i].n_dims && j < 8; j++) bb_u64(b, j < 4 ? t[i].ne[j] : 1);
         bb_u32(b, t[i].type);
         bb_u64(b, t[i].set_off ? t[i].off : off);
         off += up(tsize(&t[i]), align);

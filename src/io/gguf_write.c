@@ -364,9 +364,11 @@ fp4_status fp4_gguf_writer_add_tensor(fp4_gguf_writer *w, const char *name, fp4_
         return WFAIL(w, FP4_ERR_DUPLICATE, name, "gguf.tensor.dup", "tensor name was added already");
     if (w->n_t >= FP4_MAX_TENSORS || !gguf_grow((void **)&w->t, &w->t_cap, w->n_t + 1, sizeof *w->t))
         return WFAIL(w, FP4_ERR_LIMIT, name, "gguf.n_tensors", "too many tensors or out of memory");
+    if (n_dims < 1 || n_dims > FP4_MAX_DIMS) /* before reading ne[] */
+        return WFAIL(w, FP4_ERR_FORMAT, name, "gguf.tensor.n_dims", "n_dims %d is not in 1..%d", (int)n_dims, FP4_MAX_DIMS);
     gw_tensor *t = &w->t[w->n_t];
     memset(t, 0, sizeof *t);
-    for (int32_t j = 0; j < n_dims && j < FP4_MAX_DIMS; j++) t->ne[j] = (uint64_t)ne[j];
+    for (int32_t j = 0; j < n_dims; j++) t->ne[j] = (uint64_t)ne[j];
     int64_t ne4[FP4_MAX_DIMS], nel;
     rule = gguf_tensor_rule((uint32_t)type, (uint32_t)n_dims, t->ne, w->alignment, ne4, &nel, &t->size, &t->padded,
                             &code);

@@ -114,16 +114,17 @@ static fp4_status index_shard_names(fp4_hfdir *d, const json_t *wm, const char *
     size_t m = 0;
     for (size_t i = 0; i < k; i++)
         if (m == 0 || strcmp(names[m - 1], names[i]) != 0) names[m++] = names[i];
-    if (m > FP4_MAX_SHARDS) return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "index.shard_count", "%zu shards", m);
+    if (m > FP4_MAX_SHARDS)
+        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "index.shard_count", "%zu shards, above %d", m, FP4_MAX_SHARDS);
+    d->shards = calloc(m + 1, sizeof *d->shards);
+    if (!d->shards) return fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "index.nomem", "out of memory");
     for (size_t i = 0; i < m; i++) {
         if (!(names[i] = strdup(names[i]))) {
             for (size_t j = 0; j < i; j++) free(names[j]);
             return fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "index.nomem", "out of memory");
         }
     }
-    d->shards = calloc(m + 1, sizeof *d->shards);
-    d->n_shards = m;
-    if (!d->shards) return fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "index.nomem", "out of memory");
+    d->n_shards = m; /* from here on close() owns the copies */
     return FP4_OK;
 }
 

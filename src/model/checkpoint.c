@@ -108,8 +108,8 @@ const char *fp4_ckpt_meta(const fp4_ckpt *c, const char *key) {
     return NULL;
 }
 
-static fp4_status open_gguf(fp4_ckpt *c, fp4_error *err) {
-    fp4_status st = fp4_gguf_open(c->path, &c->gguf, err);
+static fp4_status open_gguf(fp4_ckpt *c, const void *mem, size_t size, fp4_error *err) {
+    fp4_status st = mem ? fp4_gguf_open_buffer(mem, size, &c->gguf, err) : fp4_gguf_open(c->path, &c->gguf, err);
     if (st) return st;
     c->is_gguf = 1;
     c->n = fp4_gguf_n_tensors(c->gguf);
@@ -131,8 +131,8 @@ static fp4_status open_gguf(fp4_ckpt *c, fp4_error *err) {
     return FP4_OK;
 }
 
-static fp4_status open_st_file(fp4_ckpt *c, fp4_error *err) {
-    fp4_status st = fp4_st_open(c->path, &c->st, err);
+static fp4_status open_st_file(fp4_ckpt *c, const void *mem, size_t size, fp4_error *err) {
+    fp4_status st = mem ? fp4_st_open_buffer(mem, size, &c->st, err) : fp4_st_open(c->path, &c->st, err);
     if (st) return st;
     c->n = (int64_t)fp4_st_n_tensors(c->st);
     c->t = calloc((size_t)c->n + 1, sizeof *c->t);
@@ -215,12 +215,33 @@ fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, f
         ssize_t got = fd >= 0 ? read(fd, magic, 4) : -1;
         if (fd >= 0) close(fd);
         if (got < 0) st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot read");
-        else st = (got == 4 && !memcmp(magic, "GGUF", 4)) ? open_gguf(c, err) : open_st_file(c, err);
+        else st = (got == 4 && !memcmp(magic, "GGUF", 4)) ? open_gguf(c, NULL, 0, err) : open_st_file(c, NULL, 0, err);
     }
     if (!st && max_bytes && c->file_bytes > max_bytes)
         st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget", "checkpoint is %llu bytes, above the budget",
                       (unsigned long long)c->file_bytes);
     if (!st) st = ckpt_index(c, err);
+    if (st) {
+        fp4_ckpt_close(c);
+        return st;
+    }
+    *out = c;
+    return FP4_OK;
+}
+
+fp4_status fp4_ckpt_open_memory(const void *data, size_t size, const char *name, uint64_t max_bytes, fp4_ckpt **out,
+                                fp4_error *err) {
+    fp4_error_clear(err);
+    if (!data || !out) return FP4_ERR_INVALID_ARG;
+    *out = NULL;
+    if (max_bytes && size > max_bytes)
+        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "ckpt.budget", "image is %zu bytes, above the budget", size);
+    fp4_ckpt *c = calloc(1, sizeof *c);
+    if (!c) return FP4_ERR_NOMEM;
+    snprintf(c->path, sizeof c->path, "%s", name ? name : "(memory)");
+    fp4_status st = (size >= 4 && !memcmp(data, "GGUF", 4)) ? open_gguf(c, data, size, err) : open_st_file(c, data, size, err);
+    if (!st) st = ckpt_index(c, err);
+    if (st && err && !err->file[0]) snprintf(err->file, sizeof err->file, "%.255s", c->path);
     if (st) {
         fp4_ckpt_close(c);
         return st;

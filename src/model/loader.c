@@ -166,16 +166,18 @@ fp4_status fp4_model_finish(fp4_model *m, int has_key_wp, int key_wp, int has_ke
     return finish_lane(m, has_key_wp, key_wp, has_key_ap, key_ap, strict_keys, err);
 }
 
-fp4_status fp4_model_open(const char *path, const fp4_load_opts *opts, fp4_model **out, fp4_error *err) {
+static fp4_status model_open(const char *path, const void *mem, size_t size, const fp4_load_opts *opts, fp4_model **out,
+                             fp4_error *err) {
     fp4_error_clear(err);
-    if (!path || !out) return FP4_ERR_INVALID_ARG;
+    if ((!path && !mem) || !out) return FP4_ERR_INVALID_ARG;
     *out = NULL;
     fp4_model *m = calloc(1, sizeof *m);
     if (!m) return FP4_ERR_NOMEM;
-    fp4_status st = fp4_ckpt_open(path, opts ? opts->max_file_bytes : 0, &m->ck, err);
+    const uint64_t cap = opts ? opts->max_file_bytes : 0;
+    fp4_status st = mem ? fp4_ckpt_open_memory(mem, size, path, cap, &m->ck, err) : fp4_ckpt_open(path, cap, &m->ck, err);
     if (!st) {
         m->t = calloc((size_t)m->ck->n + 1, sizeof *m->t);
-        if (!m->t) st = fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "out of memory");
+        if (!m->t) st = fp4_fail(err, FP4_ERR_NOMEM, m->ck->path, NULL, "alloc", "out of memory");
     }
     if (!st) st = m->ck->is_gguf ? fp4_load_gguf(m, err) : fp4_load_hf(m, err);
     if (st) {
@@ -184,6 +186,16 @@ fp4_status fp4_model_open(const char *path, const fp4_load_opts *opts, fp4_model
     }
     *out = m;
     return FP4_OK;
+}
+
+fp4_status fp4_model_open(const char *path, const fp4_load_opts *opts, fp4_model **out, fp4_error *err) {
+    return model_open(path, NULL, 0, opts, out, err);
+}
+
+fp4_status fp4_model_open_memory(const void *data, size_t size, const char *name, const fp4_load_opts *opts,
+                                 fp4_model **out, fp4_error *err) {
+    if (!data) return FP4_ERR_INVALID_ARG;
+    return model_open(name ? name : "(memory)", data, size, opts, out, err);
 }
 
 void fp4_model_close(fp4_model *m) {

@@ -43,6 +43,8 @@ typedef struct fp4_ckpt {
 } fp4_ckpt;
 
 fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, fp4_error *err);
+fp4_status fp4_ckpt_open_memory(const void *data, size_t size, const char *name, uint64_t max_bytes, fp4_ckpt **out,
+                                fp4_error *err);
 void fp4_ckpt_close(fp4_ckpt *c);
 const fp4_raw *fp4_ckpt_find(const fp4_ckpt *c, const char *name);
 /* GGUF string KV as a NUL-terminated copy into buf; FP4_ERR_NOT_FOUND when absent. */

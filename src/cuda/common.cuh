@@ -1,0 +1,229 @@
+/* common.cuh — internals shared by the CUDA kernels of fp4lane (never installed).
+ *
+ * What lives here: the status-returning CUDA check macros, the scalar codecs of SPEC §1 as
+ * device functions (bit-identical to src/format/codec.c), the register decoders that turn packed
+ * E2M1 nibbles into f16x2 or int8x4 without a lookup in memory, the scratch layout, and the
+ * extern "C" declarations of every internal launcher (the lab and the GPU tests call them by
+ * variant; the runtime goes through fp4_cuda_project()).
+ *
+ * Numerics: every f32 operation that the CPU oracle pins is written with an explicit IEEE
+ * intrinsic (__fmul_rn, __fdiv_rn, __fmaf_rn, ...) and the library is built with --fmad=false,
+ * so no contraction or approximate reciprocal can sneak in.
+ */
+#ifndef FP4_CUDA_COMMON_CUH
+#define FP4_CUDA_COMMON_CUH
+
+#include "fp4lane.h"
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+/* Hopper thresholds (house style §7.12): the first compute capability with the e4m3x2 -> f16x2
+ * conversion instruction, and the one we tune for. */
+#define FP4_CU_CC_ADA 890
+#define FP4_CU_CC_HOPPER 900
+
+/* ---- status-returning checks (library code never exits) ------------------------------------ */
+#define FP4_CUDA_CHECK(expr)                                                                        \
+    do {                                                                                            \
+        cudaError_t e_ = (expr);                                                                    \
+        if (e_ != cudaSuccess) return FP4_ERR_CUDA;                                                 \
+    } while (0)
+/* after every launch: configuration errors surface here, asynchronous faults at the next sync */
+#define FP4_CUDA_LAUNCHED() FP4_CUDA_CHECK(cudaGetLastError())
+
+/* ---- scratch layout -------------------------------------------------------------------------- */
+/* The first FP4_CU_COUNTER_BYTES of a scratch hold split-K arrival counters: zero at allocation,
+ * and every kernel that uses one puts it back to zero before it exits. The rest is carved per
+ * call. A scratch serves one stream at a time. */
+#define FP4_CU_COUNTER_BYTES ((size_t)64 * 1024)
+#define FP4_CU_ALIGN(x) (((size_t)(x) + 255) & ~(size_t)255)
+
+/* ---- small device helpers -------------------------------------------------------------------- */
+static __device__ __forceinline__ uint32_t fp4_prmt(uint32_t a, uint32_t b, uint32_t sel) {
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+
+static __device__ __forceinline__ float fp4_pow2f(int e) { /* 2^e for -126 <= e <= 127 */
+    return __int_as_float((e + 127) << 23);
+}
+
+/* E4M3FN byte -> f32, exact (SPEC §1). NaN bytes give NaN. */
+static __device__ __forceinline__ float fp4_e4m3_to_f32(uint32_t b) {
+    if ((b & 0x7Fu) == 0x7Fu) return __int_as_float(0x7FC00000);
+    const int e = (int)((b >> 3) & 15u), m = (int)(b & 7u);
+    const float v = e == 0 ? __fmul_rn((float)m, 0x1p-9f) : __fmul_rn((float)(8 + m), fp4_pow2f(e - 10));
+    return (b & 0x80u) ? -v : v;
+}
+
+/* E4M3FN byte -> value in units of 2^-9 (SPEC §1), 0 for the NaN bytes. */
+static __device__ __forceinline__ int fp4_e4m3_q9(uint32_t b) {
+    if ((b & 0x7Fu) == 0x7Fu) return 0;
+    const uint32_t e = (b >> 3) & 15u, m = b & 7u;
+    const int v = e ? (int)((8u + m) << (e - 1u)) : (int)m;
+    return (b & 0x80u) ? -v : v;
+}
+
+/* f32 -> E4M3FN, round to nearest even from the bits (port of fp4_e4m3fn_encode). */
+static __device__ __forceinline__ uint32_t fp4_e4m3_encode(float x) {
+    const uint32_t u = __float_as_uint(x);
+    const uint32_t sign = (u >> 24) & 0x80u, ax = u & 0x7FFFFFFFu;
+    if (ax > 0x7F800000u) return 0x7Fu;
+    if (ax >= 0x43E00000u) return sign | 0x7Eu;
+    const int E = (int)(ax >> 23) - 127;
+    if (E < -6) {
+        if (E < -11) return sign;
+        const uint32_t mant = (ax & 0x7FFFFFu) | (ax >= 0x00800000u ? 0x800000u : 0u);
+        const int shift = 23 - (E + 9);
+        uint32_t q = mant >> shift;
+        const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1u))) q++;
+        return sign | q;
+    }
+    const uint32_t mant = (ax & 0x7FFFFFu) | 0x800000u;
+    uint32_t q = mant >> 20;
+    const uint32_t rem = mant & 0xFFFFFu;
+    if (rem > 0x80000u || (rem == 0x80000u && (q & 1u))) q++;
+    int e = E + 7;
+    if (q == 16u) { q = 8u; e++; }
+    return sign | ((uint32_t)e << 3) | (q - 8u);
+}
+
+/* SPEC §3 step 5: E2M1 rounding with ties to even; NaN -> 7; sign bit when x < 0. */
+static __device__ __forceinline__ uint32_t fp4_e2m1_encode(float x) {
+    if (isnan(x)) return 7u;
+    const float a = fabsf(x);
+    const uint32_t m = (uint32_t)(a > 0.25f) + (uint32_t)(a >= 0.75f) + (uint32_t)(a > 1.25f) +
+                       (uint32_t)(a >= 1.75f) + (uint32_t)(a > 2.5f) + (uint32_t)(a >= 3.5f) + (uint32_t)(a > 5.0f);
+    return (x < 0.0f ? 8u : 0u) | m;
+}
+
+static __device__ __forceinline__ int fp4_e2m1_q1(uint32_t code) {
+    const int c = (int)(code & 7u);
+    const int m = c < 4 ? c : (2 + (c & 1)) << ((c >> 1) - 1); /* 0,1,2,3,4,6,8,12 */
+    return (code & 8u) ? -m : m;
+}
+
+static __device__ __forceinline__ float fp4_e2m1_to_f32(uint32_t code) {
+    const float v = 0.5f * (float)fp4_e2m1_q1(code & 7u);
+    return (code & 8u) ? -v : v; /* code 8 -> -0.0 */
+}
+
+/* The F16 output boundary (SPEC §4 step 5): (float)(half)f, round to nearest even. */
+static __device__ __forceinline__ float fp4_round_f16_dev(float f) { return __half2float(__float2half_rn(f)); }
+
+/* ggml's nearest_int: the magic-number round to nearest even (valid for |f| <= 4194303). */
+static __device__ __forceinline__ int fp4_nearest_int_dev(float f) {
+    const float v = __fadd_rn(f, 12582912.0f);
+    return (__float_as_int(v) & 0x007FFFFF) - 0x00400000;
+}
+
+/* ---- register decoders ----------------------------------------------------------------------- */
+/* Eight E2M1 nibbles of one 32-bit word (nibble i at bits 4i..4i+3, i.e. elements 8u+i of a row)
+ * to four f16x2 words: h[k] = (element k, element k+4). Each value is e2m1 * 2^-14 exactly: the
+ * sign goes to bit 15 and the three magnitude bits to bits 9..11 (exponent low bits and the top
+ * mantissa bit), the same half-bit embedding as the chapter's §7.4.1. The 2^14 is paid back once
+ * per row. */
+static __device__ __forceinline__ void fp4_e2m1x8_to_h2(uint32_t w, uint32_t h[4]) {
+    h[0] = ((w << 12) & 0x80008000u) | ((w << 9) & 0x0E000E00u);
+    h[1] = ((w << 8) & 0x80008000u) | ((w << 5) & 0x0E000E00u);
+    h[2] = ((w << 4) & 0x80008000u) | ((w << 1) & 0x0E000E00u);
+    h[3] = (w & 0x80008000u) | ((w >> 3) & 0x0E000E00u);
+}
+
+/* Four E2M1 nibbles (bits 0..15 of nib; higher bits ignored) to four signed int8 e2m1_q1 values,
+ * element order kept. Three byte permutes: positive magnitudes, negative values, then a per-byte
+ * select on the sign bit (selector nibble i = i + 4*sign_i). */
+static __device__ __forceinline__ uint32_t fp4_e2m1x4_to_q1x4(uint32_t nib) {
+    const uint32_t pos = fp4_prmt(0x03020100u, 0x0C080604u, nib);          /* 0,1,2,3 | 4,6,8,12 */
+    const uint32_t neg = fp4_prmt(0xFDFEFF00u, 0xF4F8FAFCu, nib & 0x7777u); /* 0,-1,-2,-3 | -4,-6,-8,-12 */
+    const uint32_t sel = ((nib >> 1) & 0x4444u) | 0x3210u;
+    return fp4_prmt(pos, neg, sel);
+}
+
+/* Two E4M3FN scale bytes (bits 0..15) to f16x2 (low byte -> low half), exact. */
+static __device__ __forceinline__ uint32_t fp4_e4m3x2_to_h2(uint32_t two) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_ADA
+    uint32_t d;
+    const unsigned short s = (unsigned short)two;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(d) : "h"(s));
+    return d;
+#else
+    const __half lo = __float2half_rn(fp4_e4m3_to_f32(two & 0xFFu));
+    const __half hi = __float2half_rn(fp4_e4m3_to_f32((two >> 8) & 0xFFu));
+    return (uint32_t)__half_as_ushort(lo) | ((uint32_t)__half_as_ushort(hi) << 16);
+#endif
+}
+
+static __device__ __forceinline__ uint32_t fp4_h2_mul(uint32_t a, uint32_t b) {
+    __half2 r = __hmul2(*reinterpret_cast<__half2 *>(&a), *reinterpret_cast<__half2 *>(&b));
+    return *reinterpret_cast<uint32_t *>(&r);
+}
+
+static __device__ __forceinline__ uint32_t fp4_f2_to_h2(float lo, float hi) {
+    __half2 r = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&r);
+}
+
+/* D = A*B + D, m16n8k16, f16 inputs, f32 accumulators (sm_80+). */
+static __device__ __forceinline__ void fp4_mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* D = A*B, m16n8k16, s8 inputs, s32 result from zero (sm_80+). */
+static __device__ __forceinline__ void fp4_mma_s8(int d[4], uint32_t a0, uint32_t a1, uint32_t b) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+                 "{%7,%7,%7,%7};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a0), "r"(a1), "r"(b), "r"(0));
+}
+
+static __device__ __forceinline__ long long fp4_shfl_xor_i64(long long v, int m) {
+    return __shfl_xor_sync(0xFFFFFFFFu, v, m);
+}
+
+/* ---- internal launchers (extern "C"; hidden; the lab and the tests select variants) -------- */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Shared: SM count of the current device (cached), 0 on error. */
+int fp4_cu_sm_count(void);
+/* Split-K plan shared by the launchers and fp4_cuda_scratch_bytes: how many K slices for a grid
+ * of row_blocks blocks over n_seg K segments. */
+int fp4_cu_plan_splits(int64_t row_blocks, int64_t n_seg, int blocks_per_sm_target);
+
+/* exact A16 (gemv_exact.cu) */
+fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q, float *d_d,
+                               fp4_block_q8_K *d_blocks, cudaStream_t stream);
+/* variant 1: warp per row, plain integer loop (lab baseline); variant 2: dp4a, production. */
+fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
+                                   int64_t n_cols, float *d_y, cudaStream_t stream);
+size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+fp4_status fp4_cu_a16_exact(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                            const fp4_cuda_scratch *s, cudaStream_t stream);
+
+/* W4A4 (gemv_w4a4.cu): variant 1 dp4a matvec (any width), variant 2 the 16-column IMMA tile. */
+fp4_status fp4_cu_w4a4_act_quant(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols,
+                                 float input_scale_inv, uint8_t *d_codes, uint8_t *d_scales, int8_t *d_q1,
+                                 int32_t *d_q9, cudaStream_t stream);
+size_t fp4_cu_w4a4_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+fp4_status fp4_cu_w4a4(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                       const fp4_cuda_scratch *s, cudaStream_t stream);
+
+/* native W4A16 (gemv_native.cu): variant 1 plain warp-per-row f32 FMA (lab baseline, any width),
+ * variant 2 the mma.sync kernel (production, 1..64 columns per launch). */
+size_t fp4_cu_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                         const fp4_cuda_scratch *s, cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FP4_CUDA_COMMON_CUH */

@@ -1,0 +1,199 @@
+/* device.cu — device enumeration, tensor upload into one arena, scratch allocation.
+ * Host code only (C-style). */
+#include "common.cuh"
+#include <string.h>
+
+#define FP4_CU_MAX_DEVICES 64
+
+extern "C" {
+
+FP4_API fp4_status fp4_cuda_device_count(int *count) {
+    if (!count) return FP4_ERR_INVALID_ARG;
+    *count = 0;
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError(); /* clear the sticky "no device / no driver" error */
+        return FP4_ERR_NO_DEVICE;
+    }
+    *count = n;
+    return n > 0 ? FP4_OK : FP4_ERR_NO_DEVICE;
+}
+
+FP4_API fp4_status fp4_cuda_available(void) {
+    int n = 0;
+    if (fp4_cuda_device_count(&n) != FP4_OK) return FP4_ERR_NO_DEVICE;
+    for (int d = 0; d < n; d++) {
+        int major = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) == cudaSuccess && major >= 8)
+            return FP4_OK;
+    }
+    (void)cudaGetLastError();
+    return FP4_ERR_NO_DEVICE;
+}
+
+FP4_API fp4_status fp4_cuda_init(int device, fp4_cuda_device_info *info) {
+    int n = 0;
+    if (fp4_cuda_device_count(&n) != FP4_OK) return FP4_ERR_NO_DEVICE;
+    if (device < 0 || device >= n) return FP4_ERR_INVALID_ARG;
+    cudaDeviceProp p;
+    FP4_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    if (p.major < 8) return FP4_ERR_NO_DEVICE;
+    FP4_CUDA_CHECK(cudaSetDevice(device));
+    FP4_CUDA_CHECK(cudaFree(0)); /* create the context now, not inside the first timed call */
+    if (info) {
+        memset(info, 0, sizeof *info);
+        strncpy(info->name, p.name, sizeof info->name - 1);
+        info->cc_major = p.major;
+        info->cc_minor = p.minor;
+        info->sm_count = p.multiProcessorCount;
+        info->global_mem_bytes = p.totalGlobalMem;
+        info->l2_bytes = (size_t)p.l2CacheSize;
+    }
+    return FP4_OK;
+}
+
+int fp4_cu_sm_count(void) {
+    static int cached[FP4_CU_MAX_DEVICES]; /* benign race: every writer stores the same value */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
+    if (dev < FP4_CU_MAX_DEVICES && cached[dev]) return cached[dev];
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    if (dev < FP4_CU_MAX_DEVICES) cached[dev] = n;
+    return n;
+}
+
+/* Enough blocks to cover every SM blocks_per_sm_target times; never more slices than segments,
+ * never more than 32. */
+int fp4_cu_plan_splits(int64_t row_blocks, int64_t n_seg, int blocks_per_sm_target) {
+    int sms = fp4_cu_sm_count();
+    if (sms <= 0) sms = 132;
+    const int64_t want = (int64_t)sms * blocks_per_sm_target;
+    int64_t ks = row_blocks >= want ? 1 : (want + row_blocks - 1) / row_blocks;
+    if (ks > 32) ks = 32;
+    if (ks > n_seg / 2) ks = n_seg / 2; /* keep at least two segments per slice */
+    if (ks < 1) ks = 1;
+    return (int)ks;
+}
+
+/* ---- tensors --------------------------------------------------------------------------------- */
+
+FP4_API void fp4_cuda_tensor_free(fp4_cuda_tensor *t) {
+    if (!t) return;
+    if (t->d_arena) cudaFree(t->d_arena);
+    memset(t, 0, sizeof *t);
+}
+
+FP4_API fp4_status fp4_cuda_tensor_upload_nvfp4(const fp4_nvfp4_view *w, fp4_cuda_tensor *out) {
+    if (!w || !out) return FP4_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    fp4_status st = fp4_nvfp4_view_check(w, NULL, NULL);
+    if (st != FP4_OK) return st;
+    const int64_t k_pad = (w->n_in + 255) / 256 * 256;
+    const size_t pstride = (size_t)(k_pad / 2), sstride = (size_t)(k_pad / 16);
+    const size_t pbytes = FP4_CU_ALIGN(pstride * (size_t)w->n_out);
+    const size_t sbytes = FP4_CU_ALIGN(sstride * (size_t)w->n_out);
+    void *arena = NULL;
+    FP4_CUDA_CHECK(cudaMalloc(&arena, pbytes + sbytes));
+    uint8_t *p = (uint8_t *)arena, *s = p + pbytes;
+    cudaError_t e = cudaMemset(arena, 0, pbytes + sbytes);
+    if (e == cudaSuccess)
+        e = cudaMemcpy2D(p, pstride, w->payload, (size_t)(w->n_in / 2), (size_t)(w->n_in / 2), (size_t)w->n_out,
+                         cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy2D(s, sstride, w->scales, (size_t)(w->n_in / 16), (size_t)(w->n_in / 16), (size_t)w->n_out,
+                         cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        cudaFree(arena);
+        return FP4_ERR_CUDA;
+    }
+    out->type = FP4_TYPE_NVFP4_E2M1;
+    out->n_out = w->n_out;
+    out->n_in = w->n_in;
+    out->k_pad = k_pad;
+    out->d_payload = p;
+    out->d_scales = s;
+    out->payload_stride = (int64_t)pstride;
+    out->scale_stride = (int64_t)sstride;
+    out->scale2 = w->scale2;
+    out->input_scale_inv = w->input_scale_inv;
+    out->d_arena = arena;
+    out->arena_bytes = pbytes + sbytes;
+    return FP4_OK;
+}
+
+FP4_API fp4_status fp4_cuda_tensor_upload(int64_t type, const void *host_data, int64_t n_out, int64_t n_in,
+                                          fp4_cuda_tensor *out) {
+    if (!out) return FP4_ERR_INVALID_ARG;
+    memset(out, 0, sizeof *out);
+    if (!host_data || n_out <= 0 || n_in <= 0 || n_in > FP4_MAX_N_IN) return FP4_ERR_INVALID_ARG;
+    /* the types a device kernel reads: values per block, bytes per block (ggml's sizes) */
+    static const struct { int64_t type, block, bytes, align; } kinds[] = {
+        {FP4_TYPE_F16, 1, 2, 8}, {FP4_TYPE_BF16, 1, 2, 8}, {FP4_TYPE_Q4_K, 256, 144, 256}, {FP4_TYPE_Q6_K, 256, 210, 256}};
+    int k = -1;
+    for (int i = 0; i < (int)(sizeof kinds / sizeof kinds[0]); i++)
+        if (kinds[i].type == type) k = i;
+    if (k < 0) return FP4_ERR_UNSUPPORTED;
+    if (n_in % kinds[k].align) return FP4_ERR_SHAPE; /* F16/BF16: 16-byte rows; kquant: whole blocks */
+    const size_t row_bytes = (size_t)(n_in / kinds[k].block * kinds[k].bytes);
+    if ((uint64_t)n_out > SIZE_MAX / row_bytes) return FP4_ERR_OVERFLOW;
+    const size_t bytes = row_bytes * (size_t)n_out;
+    void *arena = NULL;
+    FP4_CUDA_CHECK(cudaMalloc(&arena, FP4_CU_ALIGN(bytes)));
+    if (cudaMemcpy(arena, host_data, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaFree(arena);
+        return FP4_ERR_CUDA;
+    }
+    out->type = type;
+    out->n_out = n_out;
+    out->n_in = n_in;
+    out->k_pad = n_in;
+    out->d_payload = (const uint8_t *)arena;
+    out->payload_stride = (int64_t)row_bytes;
+    out->d_arena = arena;
+    out->arena_bytes = FP4_CU_ALIGN(bytes);
+    return FP4_OK;
+}
+
+/* ---- scratch ----------------------------------------------------------------------------------- */
+
+FP4_API size_t fp4_cuda_scratch_bytes(const fp4_cuda_tensor *w, int64_t n_cols) {
+    if (!w || n_cols < 1) return 0;
+    size_t need = 0, b;
+    if (w->type == FP4_TYPE_NVFP4_E2M1) {
+        const int64_t nc = n_cols < 64 ? n_cols : 64; /* the widest single launch */
+        b = fp4_cu_a16_exact_scratch(w, nc < 16 ? nc : 16);
+        if (b > need) need = b;
+        b = fp4_cu_w4a4_scratch(w, nc < 16 ? nc : 16);
+        if (b > need) need = b;
+        b = fp4_cu_native_scratch(w, nc);
+        if (b > need) need = b;
+    }
+    return FP4_CU_COUNTER_BYTES + need;
+}
+
+FP4_API fp4_status fp4_cuda_scratch_alloc(size_t bytes, fp4_cuda_scratch *s) {
+    if (!s) return FP4_ERR_INVALID_ARG;
+    s->d_base = NULL;
+    s->bytes = 0;
+    if (bytes < FP4_CU_COUNTER_BYTES) bytes = FP4_CU_COUNTER_BYTES;
+    bytes = FP4_CU_ALIGN(bytes);
+    void *p = NULL;
+    FP4_CUDA_CHECK(cudaMalloc(&p, bytes));
+    if (cudaMemset(p, 0, bytes) != cudaSuccess) {
+        cudaFree(p);
+        return FP4_ERR_CUDA;
+    }
+    s->d_base = p;
+    s->bytes = bytes;
+    return FP4_OK;
+}
+
+FP4_API void fp4_cuda_scratch_free(fp4_cuda_scratch *s) {
+    if (!s) return;
+    if (s->d_base) cudaFree(s->d_base);
+    s->d_base = NULL;
+    s->bytes = 0;
+}
+
+} /* extern "C" */
