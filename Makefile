@@ -25,7 +25,9 @@ CLI_SRC  = $(sort $(wildcard tools/*.c))
 CLI_OBJ  = $(CLI_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC = $(sort $(wildcard tests/test_*.c))
 TEST_BIN = $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
-TEST_SUPPORT = $(filter-out $(TEST_SRC),$(wildcard tests/*.c))
+TEST_SUPPORT = $(filter-out $(TEST_SRC) tests/replay_main.c,$(wildcard tests/*.c))
+# fuzz corpora replayed through each harness by a plain driver (no fuzzing engine)
+REPLAY_BIN = $(patsubst fuzz/%.c,$(BUILD)/tests/replay_%,$(sort $(wildcard fuzz/fuzz_*.c)))
 
 # The external oracle: llama.cpp's prebuilt libggml-base.so from npm, pinned.
 GGML_NPM_PKG = @node-llama-cpp/linux-x64
@@ -64,8 +66,12 @@ $(GGML_DIR)/libggml-base.so:
 	cd third_party/npm && npm install --no-save --no-audit --no-fund --ignore-scripts $(GGML_NPM_PKG)@$(GGML_NPM_VER) >/dev/null
 	@test -f $@
 
-test: all $(TEST_BIN) oracle
-	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN)
+$(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< tests/replay_main.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+
+test: all $(TEST_BIN) $(REPLAY_BIN) oracle
+	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN)
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address -fno-sanitize-recover=all" \

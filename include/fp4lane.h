@@ -394,8 +394,10 @@ FP4_API int64_t fp4_gguf_find_tensor(const fp4_gguf *g, const char *name);      
  *   written when a tensor is complete); finish. free accepts NULL; freeing a writer whose file
  *   was opened but not finished removes the partial file (so does a failed finish).
  * Keys and tensor names follow the reader's rules; a duplicate is FP4_ERR_DUPLICATE. Numeric
- * array data is given in host order and written little-endian. Detail of the last failure:
- * fp4_gguf_writer_error(). */
+ * array data is given in host order and written little-endian. A refused call changes nothing,
+ * except an I/O failure, which ends the writer and removes its file.
+ * Detail of the last failure: fp4_gguf_writer_error() (rule: the reader's gguf.* id for the
+ * content, or writer.state / .order / .size / .incomplete / .io / .arg / .nomem). */
 typedef struct fp4_gguf_writer fp4_gguf_writer;
 FP4_API fp4_status fp4_gguf_writer_create(fp4_gguf_writer **out);
 FP4_API void fp4_gguf_writer_free(fp4_gguf_writer *w);

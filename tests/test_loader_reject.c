@@ -410,6 +410,6 @@ int main(void) {
     CHECK(n_cases >= 70);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (!check_failed && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    if (!check_failed && !getenv("FP4_KEEP_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
     return check_report();
 }

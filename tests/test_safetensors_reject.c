@@ -312,6 +312,9 @@ static void test_file_api(void) {
     unlink(path);
     const char *dir = t && *t ? t : "/tmp";
     CHECK(fp4_st_open(dir, &st, &err) == FP4_ERR_IO); /* a directory */
+    CHECK(mkfifo(path, 0600) == 0);
+    CHECK(fp4_st_open(path, &st, &err) == FP4_ERR_IO && !strcmp(err.rule, "st.open")); /* a FIFO: no hang */
+    unlink(path);
     CHECK(fp4_st_open_buffer(NULL, 5, &st, &err) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_st_open_buffer(buf, 5, NULL, &err) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_st_open_buffer(NULL, 0, &st, NULL) == FP4_ERR_TRUNCATED); /* err may be NULL */

@@ -15,6 +15,7 @@ typedef struct cli_verb {
 int cmd_selftest(int argc, char **argv);
 int cmd_help(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_demo(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_dump(int argc, char **argv);

@@ -6,6 +6,7 @@
 
 const cli_verb cli_verbs[] = {
     {"help", cmd_help, "show this help, or the usage of one verb", "fp4lane help [VERB]"},
+    {"demo", cmd_demo, "the main job on an embedded model: quantize, validate, convert, contract", "fp4lane demo"},
     {"selftest", cmd_selftest, "prove the codecs and the contract fixtures (exhaustive, ~1 s)",
      "fp4lane selftest [--json]"},
     {"validate", cmd_validate, "check a checkpoint against every loading rule (exit 0 valid, 1 refused)",

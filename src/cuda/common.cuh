@@ -187,6 +187,24 @@ static __device__ __forceinline__ long long fp4_shfl_xor_i64(long long v, int m)
     return __shfl_xor_sync(0xFFFFFFFFu, v, m);
 }
 
+/* Split-K arrival: every block of a slice set calls this after writing its partials; it returns
+ * true (in all threads of the block) in the one block that arrives last, which then reduces the
+ * slices in slice order (so the result does not depend on arrival order) and leaves the counter
+ * at zero for the next launch. */
+static __device__ __forceinline__ bool fp4_splitk_arrive(unsigned *counter, int n_slices) {
+    __shared__ unsigned last_flag;
+    __threadfence(); /* make this block's partials visible device-wide before counting it */
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned prev = atomicAdd(counter, 1u);
+        last_flag = prev == (unsigned)(n_slices - 1);
+        if (last_flag) atomicExch(counter, 0u);
+    }
+    __syncthreads();
+    if (last_flag) __threadfence();
+    return last_flag != 0;
+}
+
 /* ---- internal launchers (extern "C"; hidden; the lab and the tests select variants) -------- */
 #ifdef __cplusplus
 extern "C" {

@@ -10,6 +10,7 @@
  *                                                            (low 16 bits 0) is gguf.endian
  *                  u64 n_tensors <= FP4_MAX_TENSORS and <= bytes left / 33     gguf.n_tensors
  *                  u64 n_kv      <= FP4_MAX_KV      and <= bytes left / 14     gguf.n_kv
+ *                  (and 14 n_kv + 33 n_tensors <= bytes left: the smallest KV and tensor info)
  *   kv          := string key                                (see key rules)
  *                  u32 type < 13                             gguf.kv.type
  *                  value(type)
@@ -41,9 +42,11 @@
  *                                                            gguf.data.start
  *                  tensor i occupies [D + offset_i, D + offset_i + size_i) inside the file
  *                                                            gguf.data.bounds
- *                  the file ends no later than D + the padded sum  gguf.trailing
+ *                  the file ends no later than D + the padded sum (it may end inside the last
+ *                  tensor's padding, or, with no tensors, inside the pad)  gguf.trailing
  *                  every padding byte present is zero        gguf.padding
- *   Any field cut short by the end of the file is gguf.truncated.
+ *   Any field cut short by the end of the file is gguf.truncated. Outside the grammar: gguf.io
+ *   (open/stat/mmap; not a regular file), gguf.arg (NULL arguments), gguf.nomem.
  *
  * Memory: the handle allocates per KV, per tensor and per string-array element parsed, plus
  * copies of keys and names; every growth follows bytes already read, never a declared count.

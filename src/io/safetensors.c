@@ -491,7 +491,7 @@ fp4_status fp4_st_open(const char *path, fp4_st **out, fp4_error *err) {
     fp4_error_clear(err);
     if (!path || !out) return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "st.arg", "path or out is NULL");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "st.open", "open: %s", strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {

@@ -107,7 +107,7 @@ fp4_status fp4_st_read_small_file(const char *path, size_t cap, char **out, size
                                   fp4_error *err) {
     *out = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, rule, "open: %s", strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {

@@ -1,0 +1,277 @@
+/* gemv_exact.cu — the exact A16 contraction (SPEC §4) on the GPU, bit-identical to
+ * fp4_nvfp4_matvec_a16_exact.
+ *
+ *   1. q8k_quantize_kernel: one warp per (column, 256-value super-block), ggml's
+ *      quantize_row_q8_K_ref: first largest |x| in index order, iscale = -127/max (IEEE
+ *      division), q = min(127, nearest_int(iscale*x)) by the magic number, d = 1/iscale.
+ *   2. a16_exact_kernel<NC, R, PLAIN>: one warp per R rows. Each lane owns a 16-byte payload
+ *      chunk (two 16-groups) of one super-block; 8 lanes make a super-block, a warp pass 4. The
+ *      group dots are integer (dp4a on int8 e2m1_q1 codes decoded by byte permutes), weighted by
+ *      e4m3fn_q9 into int64, summed over the 8 lanes (order-free), then the four pinned f32 FMAs
+ *      per super-block run in super-block index order on every lane (the sequential part), and
+ *      the F16 boundary at the end. PLAIN = a scalar decode loop (the lab's variant 1).
+ */
+#include "common.cuh"
+
+/* ---- Q8_K ------------------------------------------------------------------------------------ */
+
+static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x, int64_t n_in, int64_t k_pad,
+                                                                  int64_t n_cols, int8_t *q, float *dq,
+                                                                  fp4_block_q8_K *blocks) {
+    const int lane = threadIdx.x & 31;
+    const int64_t nsb = n_in / 256, nsb_pad = k_pad / 256;
+    const int64_t job = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (job >= n_cols * nsb_pad) return;
+    const int64_t col = job / nsb_pad, sb = job % nsb_pad;
+    int8_t *qdst = q ? q + col * k_pad + sb * 256 + lane * 8 : NULL;
+    if (sb >= nsb) { /* padding super-block of the internal layout */
+        if (qdst) *reinterpret_cast<uint2 *>(qdst) = make_uint2(0u, 0u);
+        if (dq && lane == 0) dq[col * nsb_pad + sb] = 0.0f;
+        return;
+    }
+    const float4 *src = reinterpret_cast<const float4 *>(x + col * n_in + sb * 256 + lane * 8);
+    const float4 v0 = src[0], v1 = src[1];
+    const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
+    /* first largest |x| in index order: lane-local scan with strict '>', then (amax, index) */
+    float amax = 0.0f, mx = 0.0f;
+    int idx = 1 << 30;
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const float ax = fabsf(v[j]);
+        if (ax > amax) { amax = ax; mx = v[j]; idx = lane * 8 + j; }
+    }
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) {
+        const float oa = __shfl_xor_sync(0xFFFFFFFFu, amax, m);
+        const float om = __shfl_xor_sync(0xFFFFFFFFu, mx, m);
+        const int oi = __shfl_xor_sync(0xFFFFFFFFu, idx, m);
+        if (oa > amax || (oa == amax && oi < idx)) { amax = oa; mx = om; idx = oi; }
+    }
+    int8_t qs[8];
+    float d = 0.0f;
+    int bsum = 0;
+    if (amax == 0.0f) {
+#pragma unroll
+        for (int j = 0; j < 8; j++) qs[j] = 0;
+    } else {
+        const float iscale = __fdiv_rn(-127.0f, mx);
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int t = fp4_nearest_int_dev(__fmul_rn(iscale, v[j]));
+            qs[j] = (int8_t)(uint8_t)((t < 127 ? t : 127) & 0xFF);
+            bsum += qs[j];
+        }
+        d = __fdiv_rn(1.0f, iscale);
+    }
+    bsum += __shfl_xor_sync(0xFFFFFFFFu, bsum, 1); /* lanes 2g, 2g+1 hold group g */
+    uint32_t lo = 0, hi = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        lo |= (uint32_t)(uint8_t)qs[j] << (8 * j);
+        hi |= (uint32_t)(uint8_t)qs[4 + j] << (8 * j);
+    }
+    if (qdst) *reinterpret_cast<uint2 *>(qdst) = make_uint2(lo, hi);
+    if (dq && lane == 0) dq[col * nsb_pad + sb] = d;
+    if (blocks) {
+        fp4_block_q8_K *b = blocks + col * nsb + sb;
+        uint32_t *qw = reinterpret_cast<uint32_t *>(b->qs + lane * 8); /* qs at offset 4: 4-aligned */
+        qw[0] = lo;
+        qw[1] = hi;
+        if ((lane & 1) == 0) b->bsums[lane >> 1] = (int16_t)bsum;
+        if (lane == 0) b->d = d;
+    }
+}
+
+/* ---- exact A16 matvec ------------------------------------------------------------------------- */
+
+static __device__ __forceinline__ uint4 ldg16(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+
+/* Σ e2m1_q1(w)·a over one 16-group: 8 payload bytes (two words) against 16 int8 activations. */
+template <bool PLAIN>
+static __device__ __forceinline__ int group_dot(uint32_t w0, uint32_t w1, uint4 a) {
+    if (PLAIN) {
+        const uint32_t w[2] = {w0, w1}, av[4] = {a.x, a.y, a.z, a.w};
+        int dot = 0;
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const int code = (int)((w[i >> 3] >> (4 * (i & 7))) & 15u);
+            const int act = (int)(int8_t)(uint8_t)(av[i >> 2] >> (8 * (i & 3)));
+            dot += fp4_e2m1_q1((uint32_t)code) * act;
+        }
+        return dot;
+    }
+    int dot = __dp4a((int)fp4_e2m1x4_to_q1x4(w0), (int)a.x, 0);
+    dot = __dp4a((int)fp4_e2m1x4_to_q1x4(w0 >> 16), (int)a.y, dot);
+    dot = __dp4a((int)fp4_e2m1x4_to_q1x4(w1), (int)a.z, dot);
+    return __dp4a((int)fp4_e2m1x4_to_q1x4(w1 >> 16), (int)a.w, dot);
+}
+
+/* Both scale bytes of a lane's chunk (bits 0..15) to e4m3fn_q9. */
+static __device__ __forceinline__ void q9_pair(uint32_t two, int *qa, int *qb) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_ADA
+    const uint32_t h = fp4_e4m3x2_to_h2(two);
+    const __half2 hh = *reinterpret_cast<const __half2 *>(&h);
+    *qa = __float2int_rn(__fmul_rn(__low2float(hh), 512.0f)); /* exact: q9 * 2^-9 is the f16 value */
+    *qb = __float2int_rn(__fmul_rn(__high2float(hh), 512.0f));
+#else
+    *qa = fp4_e4m3_q9(two & 0xFFu);
+    *qb = fp4_e4m3_q9((two >> 8) & 0xFFu);
+#endif
+}
+
+template <int NC, int R, bool PLAIN>
+static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__restrict__ payload,
+                                                               const uint8_t *__restrict__ scales, int64_t pstride,
+                                                               int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
+                                                               float scale2, const int8_t *__restrict__ xq,
+                                                               const float *__restrict__ xd, float *__restrict__ y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
+    if (row0 >= n_out) return;
+    const int oct = lane >> 3, sub = lane & 7;
+    const uint8_t *prow[R];
+    const uint8_t *srow[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1; /* clamp; result discarded */
+        prow[r] = payload + row * pstride + sub * 16;
+        srow[r] = scales + row * sstride + sub * 2;
+    }
+    float acc[R][NC];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
+
+    for (int sb0 = 0; sb0 < nsb; sb0 += 4) {
+        const int sb = sb0 + oct;
+        const bool valid = sb < nsb;
+        uint4 wv[R];
+        uint32_t sc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            wv[r] = valid ? ldg16(prow[r] + (int64_t)sb * 128) : make_uint4(0u, 0u, 0u, 0u);
+            sc[r] = valid ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sb * 16)) : 0u;
+        }
+        int q9a[R], q9b[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) q9_pair(sc[r], &q9a[r], &q9b[r]);
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const int8_t *xa = xq + c * k_pad + (int64_t)sb * 256 + sub * 32;
+            const uint4 a0 = valid ? ldg16(xa) : make_uint4(0u, 0u, 0u, 0u);
+            const uint4 a1 = valid ? ldg16(xa + 16) : make_uint4(0u, 0u, 0u, 0u);
+            const float dcol = valid ? __ldg(xd + (int64_t)c * (k_pad / 256) + sb) : 0.0f;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int da = group_dot<PLAIN>(wv[r].x, wv[r].y, a0);
+                const int db = group_dot<PLAIN>(wv[r].z, wv[r].w, a1);
+                long long part = (long long)da * q9a[r] + (long long)db * q9b[r];
+                part += fp4_shfl_xor_i64(part, 1);
+                part += fp4_shfl_xor_i64(part, 2);
+                part += fp4_shfl_xor_i64(part, 4);
+                float cv = 0.0f; /* +0 for a skipped super-block: acc + 0 == acc (acc is never -0) */
+                if (valid && dcol != 0.0f) {
+                    cv = __fmaf_rn(__ll2float_rn(part), 0x1p-10f, 0.0f);
+                    cv = __fmaf_rn(cv, dcol, 0.0f);
+                    cv = __fmaf_rn(cv, scale2, 0.0f);
+                }
+#pragma unroll
+                for (int o = 0; o < 4; o++) /* super-blocks sb0, sb0+1, sb0+2, sb0+3: index order */
+                    acc[r][c] = __fmaf_rn(1.0f, __shfl_sync(0xFFFFFFFFu, cv, o * 8), acc[r][c]);
+            }
+        }
+    }
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (row0 + r < n_out)
+#pragma unroll
+                for (int c = 0; c < NC; c++) y[c * n_out + row0 + r] = fp4_round_f16_dev(acc[r][c]);
+    }
+}
+
+template <int NC, int R, bool PLAIN>
+static fp4_status launch_a16(const fp4_cuda_tensor *w, const int8_t *q, const float *d, float *y, cudaStream_t s) {
+    const int64_t warps = (w->n_out + R - 1) / R;
+    const int64_t blocks = (warps * 32 + 255) / 256;
+    a16_exact_kernel<NC, R, PLAIN><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
+                                                                    w->scale_stride, w->n_out, (int)(w->n_in / 256),
+                                                                    w->k_pad, w->scale2, q, d, y);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+extern "C" {
+
+fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q, float *d_d,
+                               fp4_block_q8_K *d_blocks, cudaStream_t stream) {
+    if (!d_x || n_in < 0 || n_cols < 0 || n_in % 256 || k_pad < n_in || k_pad % 256 || !aligned16(d_x))
+        return FP4_ERR_INVALID_ARG;
+    const int64_t jobs = n_cols * (k_pad / 256);
+    if (jobs == 0) return FP4_OK;
+    q8k_quantize_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x, n_in, k_pad, n_cols, d_q, d_d,
+                                                                                d_blocks);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+/* One launch serves 1, 2, 4 or 8 columns; rows per warp grow with the width so that one
+ * activation load feeds more weights. */
+fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
+                                   int64_t n_cols, float *d_y, cudaStream_t s) {
+    if (variant == 1) {
+        if (n_cols != 1) return FP4_ERR_UNSUPPORTED;
+        return launch_a16<1, 1, true>(w, d_q, d_d, d_y, s);
+    }
+    switch (n_cols) {
+    case 1: return launch_a16<1, 1, false>(w, d_q, d_d, d_y, s);
+    case 2: return launch_a16<2, 1, false>(w, d_q, d_d, d_y, s);
+    case 4: return launch_a16<4, 2, false>(w, d_q, d_d, d_y, s);
+    case 8: return launch_a16<8, 2, false>(w, d_q, d_d, d_y, s);
+    default: return FP4_ERR_UNSUPPORTED;
+    }
+}
+
+size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
+    if (!w || n_cols < 1) return 0;
+    return FP4_CU_ALIGN((size_t)(n_cols * w->k_pad)) + FP4_CU_ALIGN((size_t)(n_cols * (w->k_pad / 256)) * 4);
+}
+
+fp4_status fp4_cu_a16_exact(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                            const fp4_cuda_scratch *s, cudaStream_t stream) {
+    if (!w || !d_x || !d_y || !s || !s->d_base || n_cols < 1) return FP4_ERR_INVALID_ARG;
+    if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
+    if (w->n_in <= 0 || w->n_in % 256 || w->k_pad != w->n_in) return FP4_ERR_SHAPE;
+    if (w->payload_stride % 16 || w->scale_stride % 2 || !aligned16(w->d_payload) || !aligned16(d_x))
+        return FP4_ERR_INVALID_ARG;
+    const int64_t chunk = variant == 1 ? 1 : (n_cols >= 8 ? 8 : n_cols >= 4 ? 4 : n_cols >= 2 ? 2 : 1);
+    if (FP4_CU_COUNTER_BYTES + fp4_cu_a16_exact_scratch(w, chunk) > s->bytes) return FP4_ERR_INVALID_ARG;
+    int8_t *q = (int8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
+    float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)(chunk * w->k_pad)));
+    for (int64_t c0 = 0; c0 < n_cols;) {
+        int64_t nc = n_cols - c0;
+        nc = variant == 1 ? 1 : nc >= 8 ? 8 : nc >= 4 ? 4 : nc >= 2 ? 2 : 1;
+        fp4_status st = fp4_cu_q8k_quantize(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, NULL, stream);
+        if (st == FP4_OK) st = fp4_cu_a16_exact_matvec(variant, w, q, d, nc, d_y + c0 * w->n_out, stream);
+        if (st != FP4_OK) return st;
+        c0 += nc;
+    }
+    return FP4_OK;
+}
+
+FP4_API fp4_status fp4_cuda_q8_K_quantize(const float *d_x, int64_t n, int64_t n_cols, fp4_block_q8_K *d_dst,
+                                          fp4_cuda_stream stream) {
+    if (!d_dst) return FP4_ERR_INVALID_ARG;
+    if (n % 256) return FP4_ERR_SHAPE;
+    return fp4_cu_q8k_quantize(d_x, n, n, n_cols, NULL, NULL, d_dst, (cudaStream_t)stream);
+}
+
+FP4_API fp4_status fp4_cuda_nvfp4_matvec_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
+                                                   float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
+    return fp4_cu_a16_exact(2, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+}
+
+} /* extern "C" */

@@ -1,0 +1,426 @@
+/* gemv_w4a4.cu — the W4A4 contraction (SPEC §5) on the GPU, bit-identical to
+ * fp4_nvfp4_matvec_w4a4.
+ *
+ *   act_quant_kernel: one thread per (column, 16-group), SPEC §3 steps 3–5 against
+ *     input_scale = 1/input_scale_inv (IEEE division on the host, like the CPU). Writes the packed
+ *     codes and scale bytes (the public layout) and/or the kernel layout: int8 e2m1_q1 values
+ *     (n_cols, k_pad) and e4m3fn_q9 ints with a caller-chosen (column, group) stride.
+ *   w4a4_dp4a_kernel<NC, R>: variant 1, one warp per R rows, any width: dp4a of decoded weight
+ *     codes against the int8 activation codes, dot*q9w (int32) * q9a into int64, one int64 sum
+ *     per row (exact, so order-free), then ((float)T * 2^-20) * scale2 * input_scale and the F16
+ *     boundary.
+ *   w4a4_tile_kernel: variant 2, the 16-column weight-stationary tile: 64 rows x 16 columns per
+ *     block, 256-value K chunks staged in shared memory by cp.async (two stages), integer
+ *     mma.sync m16n8k16 s8 per 16-group (one group per MMA, so the per-group scales can be
+ *     applied to its s32 result), split-K over blockIdx.y with an order-fixed int64 reduction.
+ */
+#include "common.cuh"
+
+/* ---- activation quantization ----------------------------------------------------------------- */
+
+static __global__ __launch_bounds__(256) void act_quant_kernel(const float *__restrict__ x, int64_t n_in, int64_t k_pad,
+                                                               int64_t n_cols, float input_scale, float d6,
+                                                               uint8_t *codes, uint8_t *sbytes, int8_t *q1,
+                                                               int32_t *q9, int64_t q9_col_stride,
+                                                               int64_t q9_group_stride) {
+    const int64_t ngp = k_pad / 16;
+    const int64_t gid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (gid >= n_cols * ngp) return;
+    const int64_t col = gid / ngp, g = gid % ngp;
+    if (g >= n_in / 16) { /* padding groups of the kernel layout: zero codes, zero scale */
+        if (q1) *reinterpret_cast<uint4 *>(q1 + col * k_pad + g * 16) = make_uint4(0u, 0u, 0u, 0u);
+        if (q9) q9[col * q9_col_stride + g * q9_group_stride] = 0;
+        return;
+    }
+    const float4 *src = reinterpret_cast<const float4 *>(x + col * n_in + g * 16);
+    float v[16];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float4 f = src[i];
+        v[4 * i] = f.x;
+        v[4 * i + 1] = f.y;
+        v[4 * i + 2] = f.z;
+        v[4 * i + 3] = f.w;
+    }
+    float bmax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const float a = fabsf(v[j]);
+        if (a > bmax) bmax = a;
+    }
+    float t = __fdiv_rn(bmax, d6);
+    if (t == 0.0f) t = 1.0f;
+    if (t < 0x1p-9f) t = 0x1p-9f;
+    if (t > 448.0f) t = 448.0f;
+    const uint32_t sc = fp4_e4m3_encode(t);
+    const float den = __fmul_rn(fp4_e4m3_to_f32(sc), input_scale);
+    uint32_t packed[2] = {0u, 0u}, qv[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+    for (int j = 0; j < 16; j++) {
+        const uint32_t c = fp4_e2m1_encode(__fdiv_rn(v[j], den));
+        packed[j >> 3] |= c << (4 * (j & 7));
+        qv[j >> 2] |= ((uint32_t)fp4_e2m1_q1(c) & 0xFFu) << (8 * (j & 3));
+    }
+    if (codes) *reinterpret_cast<uint2 *>(codes + col * (n_in / 2) + g * 8) = make_uint2(packed[0], packed[1]);
+    if (sbytes) sbytes[col * (n_in / 16) + g] = (uint8_t)sc;
+    if (q1) *reinterpret_cast<uint4 *>(q1 + col * k_pad + g * 16) = make_uint4(qv[0], qv[1], qv[2], qv[3]);
+    if (q9) q9[col * q9_col_stride + g * q9_group_stride] = fp4_e4m3_q9(sc);
+}
+
+/* ---- variant 1: dp4a, warp per R rows ---------------------------------------------------------- */
+
+static __device__ __forceinline__ uint4 ldg16(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+
+static __device__ __forceinline__ int dot16(uint32_t w0, uint32_t w1, uint4 a) {
+    int d = __dp4a((int)fp4_e2m1x4_to_q1x4(w0), (int)a.x, 0);
+    d = __dp4a((int)fp4_e2m1x4_to_q1x4(w0 >> 16), (int)a.y, d);
+    d = __dp4a((int)fp4_e2m1x4_to_q1x4(w1), (int)a.z, d);
+    return __dp4a((int)fp4_e2m1x4_to_q1x4(w1 >> 16), (int)a.w, d);
+}
+
+static __device__ __forceinline__ float w4a4_epilogue(long long total, float scale2, float input_scale) {
+    float v = __fmul_rn(__ll2float_rn(total), 0x1p-20f);
+    v = __fmul_rn(v, scale2);
+    v = __fmul_rn(v, input_scale);
+    return fp4_round_f16_dev(v);
+}
+
+template <int NC, int R>
+static __global__ __launch_bounds__(256) void w4a4_dp4a_kernel(const uint8_t *__restrict__ payload,
+                                                               const uint8_t *__restrict__ scales, int64_t pstride,
+                                                               int64_t sstride, int64_t n_out, int64_t k_pad,
+                                                               float scale2, float input_scale,
+                                                               const int8_t *__restrict__ q1,
+                                                               const int32_t *__restrict__ q9, float *__restrict__ y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
+    if (row0 >= n_out) return;
+    const uint8_t *prow[R];
+    const uint8_t *srow[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1;
+        prow[r] = payload + row * pstride;
+        srow[r] = scales + row * sstride;
+    }
+    long long part[R][NC];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < NC; c++) part[r][c] = 0;
+    const int64_t nch = k_pad / 32; /* 16-byte chunks: two groups each */
+    for (int64_t ch = lane; ch < nch; ch += 32) {
+        uint4 wv[R];
+        int qwa[R], qwb[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            wv[r] = ldg16(prow[r] + ch * 16);
+            const uint32_t two = __ldg(reinterpret_cast<const unsigned short *>(srow[r] + ch * 2));
+            qwa[r] = fp4_e4m3_q9(two & 0xFFu);
+            qwb[r] = fp4_e4m3_q9(two >> 8);
+        }
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const int8_t *xa = q1 + c * k_pad + ch * 32;
+            const uint4 a0 = ldg16(xa), a1 = ldg16(xa + 16);
+            const int2 qa = __ldg(reinterpret_cast<const int2 *>(q9 + c * (k_pad / 16) + ch * 2));
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                const int da = dot16(wv[r].x, wv[r].y, a0) * qwa[r]; /* |.| <= 2304*229376: fits */
+                const int db = dot16(wv[r].z, wv[r].w, a1) * qwb[r];
+                part[r][c] += (long long)da * qa.x + (long long)db * qa.y;
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < NC; c++)
+#pragma unroll
+            for (int m = 16; m >= 1; m >>= 1) part[r][c] += fp4_shfl_xor_i64(part[r][c], m);
+    if (lane == 0) {
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (row0 + r < n_out)
+#pragma unroll
+                for (int c = 0; c < NC; c++) y[c * n_out + row0 + r] = w4a4_epilogue(part[r][c], scale2, input_scale);
+    }
+}
+
+/* ---- variant 2: the 16-column IMMA tile -------------------------------------------------------- */
+
+#define T_ROWS 64      /* rows per block: 4 warps x 16 */
+#define T_COLS 16      /* activation columns: 2 n-tiles of 8 */
+#define T_K 256        /* K per shared-memory stage: 16 groups */
+#define T_WPITCH 144   /* payload bytes per staged row: 128 + 16 pad (conflict-free 2-byte reads) */
+#define T_APITCH 272   /* activation bytes per staged column: 256 + 16 pad */
+#define T_QPITCH 17    /* q9 ints per staged weight row: 16 + 1 pad */
+
+struct tile_stage {
+    uint8_t w[T_ROWS * T_WPITCH];
+    uint8_t ws[T_ROWS * 16];
+    uint8_t a[T_COLS * T_APITCH];
+    int32_t aq9[16 * T_COLS]; /* [group][column] */
+};
+
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
+}
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> static __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+/* 128 threads stage one K chunk: 512 payload pieces, 64 scale pieces, 256 activation pieces,
+ * 64 q9 pieces of 16 bytes. Rows past n_out read the last row (results discarded). */
+static __device__ __forceinline__ void tile_load(tile_stage *st, const uint8_t *payload, const uint8_t *scales,
+                                                 int64_t pstride, int64_t sstride, int64_t n_out, int64_t row_base,
+                                                 int64_t kc, const int8_t *q1, int64_t k_pad, const int32_t *q9t) {
+    const int tid = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int piece = tid + i * 128, r = piece >> 3, c = piece & 7;
+        int64_t row = row_base + r;
+        if (row >= n_out) row = n_out - 1;
+        cp_async16(st->w + r * T_WPITCH + c * 16, payload + row * pstride + kc / 2 + c * 16);
+    }
+    if (tid < 64) {
+        int64_t row = row_base + tid;
+        if (row >= n_out) row = n_out - 1;
+        cp_async16(st->ws + tid * 16, scales + row * sstride + kc / 16);
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int piece = tid + i * 128, col = piece >> 4, c = piece & 15;
+        cp_async16(st->a + col * T_APITCH + c * 16, q1 + col * k_pad + kc + c * 16);
+    }
+    if (tid < 64) cp_async16(reinterpret_cast<uint8_t *>(st->aq9) + tid * 16, q9t + (kc / 16) * T_COLS + tid * 4);
+}
+
+static __global__ __launch_bounds__(128) void w4a4_tile_kernel(const uint8_t *__restrict__ payload,
+                                                               const uint8_t *__restrict__ scales, int64_t pstride,
+                                                               int64_t sstride, int64_t n_out, int64_t k_pad,
+                                                               int chunks_per_split, float scale2, float input_scale,
+                                                               const int8_t *__restrict__ q1,
+                                                               const int32_t *__restrict__ q9t, float *__restrict__ y,
+                                                               long long *partials, unsigned *counters) {
+    __shared__ __align__(16) tile_stage stage[2];
+    __shared__ int32_t wq9[T_ROWS * T_QPITCH];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int64_t row_base = (int64_t)blockIdx.x * T_ROWS;
+    const int nchunks = (int)(k_pad / T_K);
+    const int c_begin = blockIdx.y * chunks_per_split;
+    const int c_end = min(nchunks, c_begin + chunks_per_split);
+    long long acc[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) acc[nt][i] = 0;
+
+    if (c_begin < c_end)
+        tile_load(&stage[0], payload, scales, pstride, sstride, n_out, row_base, (int64_t)c_begin * T_K, q1, k_pad, q9t);
+    cp_async_commit();
+    for (int ci = c_begin; ci < c_end; ci++) {
+        const int cur = (ci - c_begin) & 1;
+        if (ci + 1 < c_end)
+            tile_load(&stage[cur ^ 1], payload, scales, pstride, sstride, n_out, row_base, (int64_t)(ci + 1) * T_K, q1,
+                      k_pad, q9t);
+        cp_async_commit();
+        cp_async_wait<1>(); /* the current stage has landed (the next may still fly) */
+        __syncthreads();
+        const tile_stage *st = &stage[cur];
+        /* weight scale bytes -> q9 once per chunk, shared by the four warps */
+        for (int i = threadIdx.x; i < T_ROWS * 16; i += 128)
+            wq9[(i >> 4) * T_QPITCH + (i & 15)] = fp4_e4m3_q9(st->ws[i]);
+        __syncthreads();
+        const int rlo = warp * 16 + g, rhi = rlo + 8;
+#pragma unroll 4
+        for (int G = 0; G < 16; G++) {
+            const uint32_t wlo = *reinterpret_cast<const unsigned short *>(st->w + rlo * T_WPITCH + G * 8 + q * 2);
+            const uint32_t whi = *reinterpret_cast<const unsigned short *>(st->w + rhi * T_WPITCH + G * 8 + q * 2);
+            const uint32_t a0 = fp4_e2m1x4_to_q1x4(wlo), a1 = fp4_e2m1x4_to_q1x4(whi);
+            const int qlo = wq9[rlo * T_QPITCH + G], qhi = wq9[rhi * T_QPITCH + G];
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                const uint32_t b = *reinterpret_cast<const uint32_t *>(st->a + (nt * 8 + g) * T_APITCH + G * 16 + q * 4);
+                int c[4];
+                fp4_mma_s8(c, a0, a1, b);
+                const int2 qa = *reinterpret_cast<const int2 *>(st->aq9 + G * T_COLS + nt * 8 + q * 2);
+                acc[nt][0] += (long long)(c[0] * qlo) * qa.x;
+                acc[nt][1] += (long long)(c[1] * qlo) * qa.y;
+                acc[nt][2] += (long long)(c[2] * qhi) * qa.x;
+                acc[nt][3] += (long long)(c[3] * qhi) * qa.y;
+            }
+        }
+        __syncthreads(); /* this stage is overwritten by the prefetch two chunks on */
+    }
+    cp_async_wait<0>();
+
+    /* C layout: c0 (row g, col 2q), c1 (row g, col 2q+1), c2 (row g+8, col 2q), c3 (row g+8, col 2q+1) */
+    const int n_split = gridDim.y;
+    if (n_split == 1) {
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int64_t row = row_base + warp * 16 + g + (i >> 1) * 8;
+                const int col = nt * 8 + q * 2 + (i & 1);
+                if (row < n_out) y[(int64_t)col * n_out + row] = w4a4_epilogue(acc[nt][i], scale2, input_scale);
+            }
+        return;
+    }
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int64_t row = row_base + warp * 16 + g + (i >> 1) * 8;
+            const int col = nt * 8 + q * 2 + (i & 1);
+            if (row < n_out) partials[((int64_t)blockIdx.y * T_COLS + col) * n_out + row] = acc[nt][i];
+        }
+    if (!fp4_splitk_arrive(counters + blockIdx.x, n_split)) return;
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int64_t row = row_base + warp * 16 + g + (i >> 1) * 8;
+            const int col = nt * 8 + q * 2 + (i & 1);
+            if (row >= n_out) continue;
+            long long t = 0;
+            for (int sp = 0; sp < n_split; sp++) t += __ldcg(partials + ((int64_t)sp * T_COLS + col) * n_out + row);
+            y[(int64_t)col * n_out + row] = w4a4_epilogue(t, scale2, input_scale);
+        }
+}
+
+/* ---- launchers ----------------------------------------------------------------------------------- */
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* input_scale and 6*input_scale exactly as the CPU computes them (f32, IEEE). */
+static fp4_status act_scales(float input_scale_inv, float *input_scale, float *d6) {
+    if (!(input_scale_inv > 0.0f) || input_scale_inv != input_scale_inv || input_scale_inv > 3.4e38f)
+        return FP4_ERR_SCALE2;
+    volatile float is = 1.0f / input_scale_inv; /* volatile: one rounded f32 division, nothing fused */
+    if (!(is > 0.0f) || is > 3.4e38f) return FP4_ERR_SCALE2;
+    volatile float six = 6.0f * is;
+    *input_scale = is;
+    *d6 = six;
+    return FP4_OK;
+}
+
+static fp4_status launch_act(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, float input_scale_inv,
+                             uint8_t *codes, uint8_t *sbytes, int8_t *q1, int32_t *q9, int64_t q9_cs, int64_t q9_gs,
+                             cudaStream_t stream) {
+    float is, d6;
+    fp4_status st = act_scales(input_scale_inv, &is, &d6);
+    if (st != FP4_OK) return st;
+    const int64_t n = n_cols * (k_pad / 16);
+    if (n == 0) return FP4_OK;
+    act_quant_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(d_x, n_in, k_pad, n_cols, is, d6, codes, sbytes,
+                                                                      q1, q9, q9_cs, q9_gs);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+template <int NC, int R>
+static fp4_status launch_dp4a(const fp4_cuda_tensor *w, float is, const int8_t *q1, const int32_t *q9, float *y,
+                              cudaStream_t s) {
+    const int64_t warps = (w->n_out + R - 1) / R;
+    w4a4_dp4a_kernel<NC, R><<<(unsigned)((warps * 32 + 255) / 256), 256, 0, s>>>(
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->k_pad, w->scale2, is, q1, q9, y);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+static int64_t tile_row_blocks(const fp4_cuda_tensor *w) { return (w->n_out + T_ROWS - 1) / T_ROWS; }
+
+extern "C" {
+
+fp4_status fp4_cu_w4a4_act_quant(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols,
+                                 float input_scale_inv, uint8_t *d_codes, uint8_t *d_scales, int8_t *d_q1,
+                                 int32_t *d_q9, cudaStream_t stream) {
+    if (!d_x || n_in < 0 || n_in % 16 || k_pad < n_in || k_pad % 16 || n_cols < 0 || !aligned16(d_x))
+        return FP4_ERR_INVALID_ARG;
+    return launch_act(d_x, n_in, k_pad, n_cols, input_scale_inv, d_codes, d_scales, d_q1, d_q9, k_pad / 16, 1, stream);
+}
+
+size_t fp4_cu_w4a4_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
+    if (!w || n_cols < 1) return 0;
+    const int64_t nc = n_cols < T_COLS ? T_COLS : n_cols; /* the tile always stages 16 columns */
+    size_t b = FP4_CU_ALIGN((size_t)(nc * w->k_pad)) + FP4_CU_ALIGN((size_t)(nc * (w->k_pad / 16)) * 4);
+    const int ks = fp4_cu_plan_splits(tile_row_blocks(w), w->k_pad / T_K, 4);
+    if (ks > 1) b += FP4_CU_ALIGN((size_t)ks * T_COLS * (size_t)w->n_out * 8);
+    return b;
+}
+
+/* variant 1: dp4a matvec in column chunks of 16/8/4/2/1; variant 2: the tile (n_cols == 16). */
+fp4_status fp4_cu_w4a4(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                       const fp4_cuda_scratch *s, cudaStream_t stream) {
+    if (!w || !d_x || !d_y || !s || !s->d_base || n_cols < 1) return FP4_ERR_INVALID_ARG;
+    if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
+    if (w->n_in <= 0 || w->n_in % 16 || w->k_pad % 256 || w->k_pad < w->n_in) return FP4_ERR_SHAPE;
+    if (w->payload_stride % 16 || w->scale_stride % 16 || !aligned16(w->d_payload) || !aligned16(w->d_scales) ||
+        !aligned16(d_x))
+        return FP4_ERR_INVALID_ARG;
+    float is, d6;
+    fp4_status st = act_scales(w->input_scale_inv, &is, &d6);
+    if (st != FP4_OK) return st;
+    if (variant == 2 && n_cols != T_COLS) return FP4_ERR_UNSUPPORTED;
+    if (FP4_CU_COUNTER_BYTES + fp4_cu_w4a4_scratch(w, n_cols < T_COLS ? n_cols : T_COLS) > s->bytes)
+        return FP4_ERR_INVALID_ARG;
+    const int64_t ngp = w->k_pad / 16;
+    int8_t *q1 = (int8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
+    const int64_t ncmax = T_COLS;
+    int32_t *q9 = (int32_t *)((uint8_t *)q1 + FP4_CU_ALIGN((size_t)(ncmax * w->k_pad)));
+    if (variant == 2) {
+        /* q9 in [group][column] order so that one 16-byte copy stages 4 of them */
+        st = launch_act(d_x, w->n_in, w->k_pad, T_COLS, w->input_scale_inv, NULL, NULL, q1, q9, 1, T_COLS, stream);
+        if (st != FP4_OK) return st;
+        const int64_t rb = tile_row_blocks(w), nchunks = w->k_pad / T_K;
+        int ks = fp4_cu_plan_splits(rb, nchunks, 4);
+        if (ks > 1 && rb > (int64_t)(FP4_CU_COUNTER_BYTES / 4)) ks = 1;
+        const int cps = (int)((nchunks + ks - 1) / ks);
+        ks = (int)((nchunks + cps - 1) / cps);
+        long long *partials = (long long *)((uint8_t *)q9 + FP4_CU_ALIGN((size_t)(ncmax * ngp) * 4));
+        w4a4_tile_kernel<<<dim3((unsigned)rb, (unsigned)ks), 128, 0, stream>>>(
+            w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->k_pad, cps, w->scale2, is, q1,
+            q9, d_y, partials, (unsigned *)s->d_base);
+        FP4_CUDA_LAUNCHED();
+        return FP4_OK;
+    }
+    for (int64_t c0 = 0; c0 < n_cols;) {
+        const int64_t left = n_cols - c0;
+        const int64_t nc = left >= 16 ? 16 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        st = launch_act(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, w->input_scale_inv, NULL, NULL, q1, q9, ngp, 1,
+                        stream);
+        if (st != FP4_OK) return st;
+        float *y = d_y + c0 * w->n_out;
+        switch (nc) {
+        case 1: st = launch_dp4a<1, 1>(w, is, q1, q9, y, stream); break;
+        case 2: st = launch_dp4a<2, 1>(w, is, q1, q9, y, stream); break;
+        case 4: st = launch_dp4a<4, 2>(w, is, q1, q9, y, stream); break;
+        case 8: st = launch_dp4a<8, 2>(w, is, q1, q9, y, stream); break;
+        default: st = launch_dp4a<16, 2>(w, is, q1, q9, y, stream); break;
+        }
+        if (st != FP4_OK) return st;
+        c0 += nc;
+    }
+    return FP4_OK;
+}
+
+FP4_API fp4_status fp4_cuda_nvfp4_quantize_act(const float *d_x, int64_t n_in, int64_t n_cols,
+                                               float input_scale_inv, uint8_t *d_codes, uint8_t *d_scales,
+                                               fp4_cuda_stream stream) {
+    if (!d_codes || !d_scales) return FP4_ERR_INVALID_ARG;
+    if (n_in % 16) return FP4_ERR_SHAPE;
+    return fp4_cu_w4a4_act_quant(d_x, n_in, n_in, n_cols, input_scale_inv, d_codes, d_scales, NULL, NULL,
+                                 (cudaStream_t)stream);
+}
+
+FP4_API fp4_status fp4_cuda_nvfp4_matvec_w4a4(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
+                                              float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
+    if (w && n_cols == T_COLS && w->n_in % 64 == 0) return fp4_cu_w4a4(2, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    return fp4_cu_w4a4(1, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+}
+
+} /* extern "C" */
