@@ -35,7 +35,7 @@ GGML_NPM_VER = 3.22.1
 GGML_DIR     = third_party/npm/node_modules/$(GGML_NPM_PKG)/bins/linux-x64
 export FP4_GGML_DIR = $(abspath $(GGML_DIR))
 
-.PHONY: all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu lab clean oracle format-check
+.PHONY: all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab clean oracle format-check
 all: lib cli
 
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
@@ -98,28 +98,41 @@ fuzz: fuzz-build
 	    $$( [ -f fuzz/$$n.dict ] && echo -dict=fuzz/$$n.dict ) build-fuzz/work/$$n fuzz/corpus/$$n || exit 1; done
 
 # ---- CUDA ----
+# The GPU tests link only the CPU oracle's objects (src/format) and the CUDA library, so they
+# build where jansson's headers are missing (the device machine). `make lab` builds and runs
+# dev/cuda (validate, then time).
 NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Iinclude -Isrc --fmad=false -Xcompiler -fPIC,-fvisibility=hidden \
              -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -gencode arch=compute_80,code=compute_80
 CU_SRC   = $(sort $(wildcard src/cuda/*.cu))
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
+CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)
+FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/format/*.c)))
 GPU_TEST_SRC = $(sort $(wildcard tests/gpu/test_*.cu))
 GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
-CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lcublas
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm
 
-$(BUILD)/src/cuda/%.o: src/cuda/%.cu $(wildcard include/*.h src/*.h src/cuda/*.cuh)
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu $(CU_HDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/libfp4lane_cuda.a: $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane.a $(wildcard tests/gpu/*.h tests/*.h)
+$(BUILD)/tests/gpu/check.o: tests/check.c tests/check.h
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane.a $(CUDA_LIBS) -ljansson -lpthread -ldl
-cuda: lib $(BUILD)/libfp4lane_cuda.a $(GPU_TEST_BIN)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) \
+                      $(wildcard tests/gpu/*.h tests/*.h) $(CU_HDR)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) $(CUDA_LIBS)
+cuda: $(BUILD)/libfp4lane_cuda.a $(GPU_TEST_BIN)
 test-gpu: cuda
 	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(GPU_TEST_BIN)
+# every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes)
+test-gpu-sanitize: cuda
+	@for t in $(GPU_TEST_BIN); do echo "== sanitize $$(basename $$t)"; \
+	  FP4_GPU_QUICK=1 compute-sanitizer --error-exitcode 1 --print-limit 20 $$t || exit 1; done
 lab: cuda
-	$(MAKE) -C dev/cuda run
+	$(MAKE) -C dev/cuda run BUILD=$(abspath $(BUILD))
 
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz

@@ -92,7 +92,7 @@ static __device__ __forceinline__ uint32_t fp4_e4m3_encode(float x) {
 }
 
 /* SPEC §3 step 5: E2M1 rounding with ties to even; NaN -> 7; sign bit when x < 0. */
-static __device__ __forceinline__ uint32_t fp4_e2m1_encode(float x) {
+static __device__ __forceinline__ uint32_t fp4_dev_e2m1_encode(float x) {
     if (isnan(x)) return 7u;
     const float a = fabsf(x);
     const uint32_t m = (uint32_t)(a > 0.25f) + (uint32_t)(a >= 0.75f) + (uint32_t)(a > 1.25f) +
@@ -100,14 +100,14 @@ static __device__ __forceinline__ uint32_t fp4_e2m1_encode(float x) {
     return (x < 0.0f ? 8u : 0u) | m;
 }
 
-static __device__ __forceinline__ int fp4_e2m1_q1(uint32_t code) {
+static __device__ __forceinline__ int fp4_dev_e2m1_q1(uint32_t code) {
     const int c = (int)(code & 7u);
     const int m = c < 4 ? c : (2 + (c & 1)) << ((c >> 1) - 1); /* 0,1,2,3,4,6,8,12 */
     return (code & 8u) ? -m : m;
 }
 
 static __device__ __forceinline__ float fp4_e2m1_to_f32(uint32_t code) {
-    const float v = 0.5f * (float)fp4_e2m1_q1(code & 7u);
+    const float v = 0.5f * (float)fp4_dev_e2m1_q1(code & 7u);
     return (code & 8u) ? -v : v; /* code 8 -> -0.0 */
 }
 

@@ -96,7 +96,7 @@ static __device__ __forceinline__ int group_dot(uint32_t w0, uint32_t w1, uint4 
         for (int i = 0; i < 16; i++) {
             const int code = (int)((w[i >> 3] >> (4 * (i & 7))) & 15u);
             const int act = (int)(int8_t)(uint8_t)(av[i >> 2] >> (8 * (i & 3)));
-            dot += fp4_e2m1_q1((uint32_t)code) * act;
+            dot += fp4_dev_e2m1_q1((uint32_t)code) * act;
         }
         return dot;
     }

@@ -57,9 +57,9 @@ static __global__ __launch_bounds__(256) void act_quant_kernel(const float *__re
     uint32_t packed[2] = {0u, 0u}, qv[4] = {0u, 0u, 0u, 0u};
 #pragma unroll
     for (int j = 0; j < 16; j++) {
-        const uint32_t c = fp4_e2m1_encode(__fdiv_rn(v[j], den));
+        const uint32_t c = fp4_dev_e2m1_encode(__fdiv_rn(v[j], den));
         packed[j >> 3] |= c << (4 * (j & 7));
-        qv[j >> 2] |= ((uint32_t)fp4_e2m1_q1(c) & 0xFFu) << (8 * (j & 3));
+        qv[j >> 2] |= ((uint32_t)fp4_dev_e2m1_q1(c) & 0xFFu) << (8 * (j & 3));
     }
     if (codes) *reinterpret_cast<uint2 *>(codes + col * (n_in / 2) + g * 8) = make_uint2(packed[0], packed[1]);
     if (sbytes) sbytes[col * (n_in / 16) + g] = (uint8_t)sc;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 typedef struct qtensor {
     fp4_tensor t;
@@ -138,6 +139,30 @@ static fp4_status ensure(void **p, size_t *cap, size_t need) {
     return FP4_OK;
 }
 
+/* rows of one tensor quantized by several threads (each row's bytes do not depend on others) */
+typedef struct qrows {
+    const void *src;
+    fp4_src_dtype dt;
+    int64_t n_in;
+    float scale2;
+    uint8_t *payload, *scales;
+    size_t es;
+    fp4_status st[FP4_MAX_THREADS];
+    int64_t n_out;
+} qrows;
+
+static void quant_rows(void *p, int64_t r0, int64_t r1) {
+    qrows *q = p;
+    fp4_status st = fp4_nvfp4_quantize((const uint8_t *)q->src + (size_t)(r0 * q->n_in) * q->es, q->dt, r1 - r0, q->n_in,
+                                       q->scale2, q->payload + r0 * (q->n_in / 2), q->scales + r0 * (q->n_in / 16));
+    if (st) __atomic_store_n(&q->st[0], st, __ATOMIC_RELAXED); /* any failure refuses the input */
+}
+
+static int n_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 16 ? 16 : (int)n;
+}
+
 static fp4_status make_bytes(qctx *c, int64_t i, fp4_error *err) {
     if (c->cached == i) return FP4_OK;
     qtensor *q = &c->q[i];
@@ -151,8 +176,10 @@ static fp4_status make_bytes(qctx *c, int64_t i, fp4_error *err) {
     fp4_status st;
     if (!c->o->to_q4_k) {
         memcpy(c->f32, q->raw->data, src_bytes); /* aligned copy in the source dtype */
-        st = fp4_nvfp4_quantize(c->f32, (fp4_src_dtype)src_dt(q->raw->type), n_out, n_in, q->t.nvfp4.scale2, c->buf,
-                                c->buf + n_out * n_in / 2);
+        qrows qr = {c->f32, (fp4_src_dtype)src_dt(q->raw->type), n_in, q->t.nvfp4.scale2, c->buf, c->buf + n_out * n_in / 2,
+                    elt_size(q->raw->type), {FP4_OK}, n_out};
+        st = fp4_parallel_rows(n_out, n_cpus(), quant_rows, &qr);
+        if (!st) st = qr.st[0];
         q->t.nvfp4.payload = c->buf;
         q->t.nvfp4.scales = c->buf + n_out * n_in / 2;
     } else {

@@ -1,0 +1,296 @@
+/* gemv_native.cu — the native (fast) A16 path (SPEC §6): 1..64 columns per launch.
+ *
+ * variant 2, native_mma_kernel<MT, NT, U> (production). Weights are the B operand of
+ * mma.sync m16n8k16 (f16 in, f32 accumulate): a warp owns NT tiles of 8 rows, a block 8 warps
+ * that walk the same K range (so their activation reads hit L1 together). Activations are the
+ * A operand: MT tiles of 16 columns ("tokens"), read as f32 and rounded to f16 in registers.
+ *
+ *   - each lane loads 16 payload bytes of its row per 128-value segment (a quad of lanes covers
+ *     64 contiguous bytes) and the two scale bytes of those 32 values;
+ *   - nibbles become f16 bit patterns by shifts and masks (e2m1 * 2^-14, exact), then one HMUL2
+ *     by the E4M3FN block scale, which is exact too: every product e2m1*scale is a multiple of
+ *     2^-10 with at most 6 significant bits, so e2m1*scale*2^-14 is an f16 (normal or subnormal);
+ *   - the scale is folded into the weights before the MMA, so one MMA may mix values of several
+ *     16-groups: its k slots are a fixed permutation (pairs (8u+h, 8u+h+4) of the lane's 32
+ *     values), applied identically to the activation fragment;
+ *   - f32 accumulation in the tensor cores; (acc * 2^14) * scale2 once per row at the end;
+ *   - split-K over blockIdx.y when rows are few; the last-arriving block adds the slices in
+ *     slice order (deterministic; no float atomics).
+ *
+ * variant 1, native_plain_kernel (lab baseline): one warp per row, each lane 32 weights per
+ * 16-byte load, decoded to f32 and FMA'd against f32 activations, warp tree reduction.
+ */
+#include "common.cuh"
+
+#define N_WARPS 8
+#define SEG 128 /* K values per segment: a quad of lanes x 16 bytes */
+
+static __device__ __forceinline__ uint4 ldg16(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+
+/* 8 activations x[k..k+7] (f32) of one column -> the four f16x2 pairs (k+h, k+h+4). */
+static __device__ __forceinline__ void act_pairs(const float *p, bool ok, uint32_t out[4]) {
+    float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
+    if (ok) {
+        lo = __ldg(reinterpret_cast<const float4 *>(p));
+        hi = __ldg(reinterpret_cast<const float4 *>(p + 4));
+    }
+    out[0] = fp4_f2_to_h2(lo.x, hi.x);
+    out[1] = fp4_f2_to_h2(lo.y, hi.y);
+    out[2] = fp4_f2_to_h2(lo.z, hi.z);
+    out[3] = fp4_f2_to_h2(lo.w, hi.w);
+}
+
+template <int MT, int NT, int U>
+static __global__ __launch_bounds__(256) void native_mma_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int64_t n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x, int ncols,
+    float *__restrict__ y, float *partials, unsigned *counters) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int64_t block_row0 = (int64_t)blockIdx.x * (N_WARPS * NT * 8);
+    const int64_t wrow0 = block_row0 + warp * NT * 8;
+    const int seg_begin = blockIdx.y * seg_per_split;
+    const int seg_end = min(nseg, seg_begin + seg_per_split);
+
+    const uint8_t *wp[NT];
+    const uint8_t *sp[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int64_t row = wrow0 + t * 8 + g;
+        if (row >= n_out) row = n_out - 1; /* clamped reads; results discarded */
+        wp[t] = payload + row * pstride + q * 16;
+        sp[t] = scales + row * sstride + q * 2;
+    }
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[m][t][i] = 0.0f;
+
+    for (int seg0 = seg_begin; seg0 < seg_end; seg0 += U) {
+        uint4 wv[U][NT];
+        uint32_t sv[U][NT];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const bool ok = seg0 + u < seg_end;
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                wv[u][t] = ok ? ldg16(wp[t] + (int64_t)(seg0 + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
+                sv[u][t] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[t] + (int64_t)(seg0 + u) * 8))
+                              : 0u;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (seg0 + u >= seg_end) break; /* warp-uniform */
+            const int64_t k0 = (int64_t)(seg0 + u) * SEG + q * 32;
+            uint32_t sA[NT], sB[NT]; /* the lane's two block scales, each broadcast to both halves */
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const uint32_t s2 = fp4_e4m3x2_to_h2(sv[u][t]);
+                sA[t] = fp4_prmt(s2, 0u, 0x1010u);
+                sB[t] = fp4_prmt(s2, 0u, 0x3232u);
+            }
+#pragma unroll
+            for (int wi = 0; wi < 4; wi++) { /* word wi of the 16 bytes: values 8wi..8wi+7 */
+                uint32_t bw[NT][4];
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    const uint32_t word = wi == 0 ? wv[u][t].x : wi == 1 ? wv[u][t].y : wi == 2 ? wv[u][t].z : wv[u][t].w;
+                    fp4_e2m1x8_to_h2(word, bw[t]);
+                    const uint32_t s = wi < 2 ? sA[t] : sB[t];
+#pragma unroll
+                    for (int h = 0; h < 4; h++) bw[t][h] = fp4_h2_mul(bw[t][h], s);
+                }
+                const bool kin = k0 + wi * 8 + 8 <= n_in;
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    const int ta = m * 16 + g, tb = ta + 8;
+                    uint32_t pa[4], pb[4];
+                    act_pairs(x + (int64_t)ta * n_in + k0 + wi * 8, kin && ta < ncols, pa);
+                    act_pairs(x + (int64_t)tb * n_in + k0 + wi * 8, kin && tb < ncols, pb);
+                    const uint32_t a_lo[4] = {pa[0], pb[0], pa[1], pb[1]};
+                    const uint32_t a_hi[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+                    for (int t = 0; t < NT; t++) {
+                        fp4_mma_f16(acc[m][t], a_lo, bw[t][0], bw[t][1]);
+                        fp4_mma_f16(acc[m][t], a_hi, bw[t][2], bw[t][3]);
+                    }
+                }
+            }
+        }
+    }
+
+    /* C: i=0 (token g, row 2q), 1 (token g, row 2q+1), 2 (token g+8, row 2q), 3 (token g+8, row 2q+1) */
+    const int n_split = gridDim.y;
+    if (n_split == 1) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int tok = m * 16 + g + (i >> 1) * 8;
+                    const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
+                    if (tok < ncols && row < n_out)
+                        y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(acc[m][t][i], 16384.0f), scale2);
+                }
+        return;
+    }
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int tok = m * 16 + g + (i >> 1) * 8;
+                const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
+                if (tok < ncols && row < n_out)
+                    partials[((int64_t)blockIdx.y * ncols + tok) * n_out + row] = acc[m][t][i];
+            }
+    if (!fp4_splitk_arrive(counters + blockIdx.x, n_split)) return;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int tok = m * 16 + g + (i >> 1) * 8;
+                const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
+                if (tok >= ncols || row >= n_out) continue;
+                float sum = 0.0f;
+                for (int sp2 = 0; sp2 < n_split; sp2++)
+                    sum = __fadd_rn(sum, __ldcg(partials + ((int64_t)sp2 * ncols + tok) * n_out + row));
+                y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(sum, 16384.0f), scale2);
+            }
+}
+
+/* ---- variant 1: plain ---------------------------------------------------------------------------- */
+
+static __global__ __launch_bounds__(256) void native_plain_kernel(const uint8_t *__restrict__ payload,
+                                                                  const uint8_t *__restrict__ scales, int64_t pstride,
+                                                                  int64_t sstride, int64_t n_out, int64_t n_in,
+                                                                  int64_t k_pad, float scale2,
+                                                                  const float *__restrict__ x, float *__restrict__ y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (row >= n_out) return;
+    const uint8_t *prow = payload + row * pstride;
+    const uint8_t *srow = scales + row * sstride;
+    float acc = 0.0f;
+    for (int64_t ch = lane; ch < k_pad / 32; ch += 32) {
+        const uint4 wv = ldg16(prow + ch * 16);
+        const uint32_t two = __ldg(reinterpret_cast<const unsigned short *>(srow + ch * 2));
+        const uint32_t w[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+        for (int grp = 0; grp < 2; grp++) {
+            const int64_t k = ch * 32 + grp * 16;
+            if (k >= n_in) break;
+            const float s = fp4_e4m3_to_f32((two >> (8 * grp)) & 0xFFu);
+            float bsum = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                const uint32_t code = (w[grp * 2 + (i >> 3)] >> (4 * (i & 7))) & 15u;
+                bsum = __fmaf_rn(fp4_e2m1_to_f32(code), __ldg(x + k + i), bsum);
+            }
+            acc = __fmaf_rn(bsum, s, acc);
+        }
+    }
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) acc = __fadd_rn(acc, __shfl_xor_sync(0xFFFFFFFFu, acc, m));
+    if (lane == 0) y[row] = __fmul_rn(acc, scale2);
+}
+
+/* ---- launchers ------------------------------------------------------------------------------------- */
+
+struct native_cfg {
+    int mt, nt;
+};
+
+static native_cfg pick_cfg(int64_t ncols) {
+    if (ncols <= 8) return {1, 2};
+    if (ncols <= 16) return {1, 4};
+    if (ncols <= 32) return {2, 4};
+    return {4, 4};
+}
+
+static int64_t rows_per_block(native_cfg c) { return (int64_t)N_WARPS * c.nt * 8; }
+
+static void plan(const fp4_cuda_tensor *w, native_cfg c, int64_t *rb, int *ks, int *sps) {
+    const int64_t nseg = w->k_pad / SEG;
+    *rb = (w->n_out + rows_per_block(c) - 1) / rows_per_block(c);
+    int k = fp4_cu_plan_splits(*rb, nseg, 2);
+    if (*rb > (int64_t)(FP4_CU_COUNTER_BYTES / 4)) k = 1;
+    *sps = (int)((nseg + k - 1) / k);
+    *ks = (int)((nseg + *sps - 1) / *sps);
+}
+
+template <int MT, int NT, int U>
+static fp4_status launch_mma(const fp4_cuda_tensor *w, const float *x, int64_t ncols, float *y, int64_t rb, int ks,
+                             int sps, float *partials, unsigned *counters, cudaStream_t s) {
+    native_mma_kernel<MT, NT, U><<<dim3((unsigned)rb, (unsigned)ks), 256, 0, s>>>(
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->n_in, (int)(w->k_pad / SEG), sps,
+        w->scale2, x, (int)ncols, y, partials, counters);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+extern "C" {
+
+size_t fp4_cu_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
+    if (!w || n_cols < 1) return 0;
+    const int64_t nc = n_cols < 64 ? n_cols : 64;
+    int64_t rb;
+    int ks, sps;
+    plan(w, pick_cfg(nc), &rb, &ks, &sps);
+    return ks > 1 ? FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) : 0;
+}
+
+fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                         const fp4_cuda_scratch *s, cudaStream_t stream) {
+    if (!w || !d_x || !d_y || n_cols < 1) return FP4_ERR_INVALID_ARG;
+    if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
+    if (w->n_in <= 0 || w->n_in % 16 || w->k_pad % 256 || w->k_pad < w->n_in) return FP4_ERR_SHAPE;
+    if (w->payload_stride % 16 || w->scale_stride % 2 || !aligned16(w->d_payload) || !aligned16(d_x))
+        return FP4_ERR_INVALID_ARG;
+    if (variant == 1) {
+        for (int64_t c = 0; c < n_cols; c++) {
+            native_plain_kernel<<<(unsigned)((w->n_out * 32 + 255) / 256), 256, 0, stream>>>(
+                w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->n_in, w->k_pad, w->scale2,
+                d_x + c * w->n_in, d_y + c * w->n_out);
+            FP4_CUDA_LAUNCHED();
+        }
+        return FP4_OK;
+    }
+    if (!s || !s->d_base) return FP4_ERR_INVALID_ARG;
+    for (int64_t c0 = 0; c0 < n_cols; c0 += 64) {
+        const int64_t nc = n_cols - c0 < 64 ? n_cols - c0 : 64;
+        const native_cfg cfg = pick_cfg(nc);
+        int64_t rb;
+        int ks, sps;
+        plan(w, cfg, &rb, &ks, &sps);
+        if (ks > 1 && FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
+            return FP4_ERR_INVALID_ARG;
+        float *partials = (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
+        unsigned *counters = (unsigned *)s->d_base;
+        const float *x = d_x + c0 * w->n_in;
+        float *y = d_y + c0 * w->n_out;
+        fp4_status st;
+        if (cfg.mt == 1 && cfg.nt == 2) st = launch_mma<1, 2, 4>(w, x, nc, y, rb, ks, sps, partials, counters, stream);
+        else if (cfg.mt == 1) st = launch_mma<1, 4, 2>(w, x, nc, y, rb, ks, sps, partials, counters, stream);
+        else if (cfg.mt == 2) st = launch_mma<2, 4, 2>(w, x, nc, y, rb, ks, sps, partials, counters, stream);
+        else st = launch_mma<4, 4, 2>(w, x, nc, y, rb, ks, sps, partials, counters, stream);
+        if (st != FP4_OK) return st;
+    }
+    return FP4_OK;
+}
+
+FP4_API fp4_status fp4_cuda_nvfp4_matvec_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
+                                                float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
+    return fp4_cu_native(2, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+}
+
+} /* extern "C" */
