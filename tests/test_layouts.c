@@ -251,7 +251,7 @@ static void test_round_trips(int w4a4) {
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
             if (i == j) continue;
-            char t2[48];
+            char t2[96];
             out_name(a, sizeof a, tag, layouts[i]);
             snprintf(t2, sizeof t2, "%s_%d_%d", tag, i, j);
             out_name(b, sizeof b, t2, layouts[j]);

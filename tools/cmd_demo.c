@@ -104,7 +104,7 @@ int cmd_demo(int argc, char **argv) {
     if (argc > 1) return fprintf(stderr, "usage: fp4lane demo\n"), 2;
     char dir[] = "/tmp/fp4lane-demo-XXXXXX";
     if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
-    char src[64], mo[64], p[4][96], back[4][96], f1[128], f2[128];
+    char src[64], mo[64], p[4][96], back[4][96], f1[512], f2[512];
     snprintf(src, sizeof src, "%s/bf16", dir);
     snprintf(mo, sizeof mo, "%s/modelopt", dir);
     fp4_error e;

@@ -1,0 +1,187 @@
+/* gpu_test.h — helpers shared by the GPU tests (header-only, static): device buffers that fail
+ * the test instead of exiting, seeded NVFP4 tensors (random and adversarial), bit comparison
+ * that prints the first few (index, expected, actual) triples, and the quick switch
+ * (FP4_GPU_QUICK=1, used under compute-sanitizer) that shrinks the shapes. */
+#ifndef FP4_GPU_TEST_H
+#define FP4_GPU_TEST_H
+
+#include "fp4lane.h"
+extern "C" {
+#include "check.h"
+}
+#include "cuda/common.cuh"
+#include <math.h>
+#include <stdlib.h>
+
+static int gt_quick(void) {
+    const char *q = getenv("FP4_GPU_QUICK");
+    return q && q[0] == '1';
+}
+
+/* Skip cleanly on a machine without a GPU: the standard line with nothing counted. */
+#define GT_REQUIRE_DEVICE()                                                                         \
+    do {                                                                                            \
+        if (fp4_cuda_available() != FP4_OK) {                                                       \
+            printf("no CUDA device: GPU tests skipped\n");                                          \
+            return check_report();                                                                  \
+        }                                                                                           \
+        CHECK_OK(fp4_cuda_init(0, NULL));                                                           \
+    } while (0)
+
+static void *gt_dev(size_t bytes) {
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, bytes ? bytes : 16);
+    CHECK_MSG(e == cudaSuccess, "cudaMalloc(%zu): %s", bytes, cudaGetErrorString(e));
+    return e == cudaSuccess ? p : NULL;
+}
+static void gt_up(void *d, const void *h, size_t bytes) {
+    cudaError_t e = cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+    CHECK_MSG(e == cudaSuccess, "H2D: %s", cudaGetErrorString(e));
+}
+static void gt_down(void *h, const void *d, size_t bytes) {
+    cudaError_t e = cudaMemcpy(h, d, bytes, cudaMemcpyDeviceToHost);
+    CHECK_MSG(e == cudaSuccess, "D2H: %s", cudaGetErrorString(e));
+}
+static void gt_sync(const char *what) {
+    cudaError_t e = cudaDeviceSynchronize();
+    CHECK_MSG(e == cudaSuccess, "%s: %s", what, cudaGetErrorString(e));
+}
+static float *gt_dev_floats(const float *h, int64_t n) {
+    float *d = (float *)gt_dev((size_t)n * 4);
+    if (d) gt_up(d, h, (size_t)n * 4);
+    return d;
+}
+/* NaN-poisoned output buffer: an element the kernel forgot to write shows up. */
+static float *gt_dev_poison(int64_t n) {
+    float *d = (float *)gt_dev((size_t)n * 4);
+    if (d) cudaMemset(d, 0xFF, (size_t)n * 4);
+    return d;
+}
+
+/* Bit-for-bit comparison of n floats; prints up to 5 mismatches; returns the count. */
+static int64_t gt_cmp_bits(const char *what, const float *want, const float *got, int64_t n) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (f32_bits(want[i]) != f32_bits(got[i])) {
+            if (bad < 5)
+                fprintf(stderr, "  %s[%lld]: want %.9g (0x%08x) got %.9g (0x%08x)\n", what, (long long)i, want[i],
+                        f32_bits(want[i]), got[i], f32_bits(got[i]));
+            bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %lld of %lld differ", what, (long long)bad, (long long)n);
+    return bad;
+}
+
+static int64_t gt_cmp_bytes(const char *what, const uint8_t *want, const uint8_t *got, int64_t n) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (want[i] != got[i]) {
+            if (bad < 5)
+                fprintf(stderr, "  %s[%lld]: want 0x%02x got 0x%02x\n", what, (long long)i, want[i], got[i]);
+            bad++;
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: %lld of %lld bytes differ", what, (long long)bad, (long long)n);
+    return bad;
+}
+
+/* ---- seeded NVFP4 tensors ---- */
+
+typedef struct gt_nvfp4 {
+    uint8_t *payload, *scales;
+    fp4_nvfp4_view view;
+} gt_nvfp4;
+
+/* A finite E4M3FN byte: lo..hi range of the positive bytes, sometimes negative. */
+static uint8_t gt_scale_byte(test_rng *r, int lo, int hi, int allow_negative) {
+    uint8_t b = (uint8_t)(lo + (int)(rng_u64(r) % (uint64_t)(hi - lo + 1)));
+    if (b == 0x7F) b = 0x7E;
+    if (allow_negative && (rng_u64(r) & 7) == 0) b |= 0x80;
+    return b;
+}
+
+/* kind 0: random codes, realistic scales (0x28..0x5F: 0.03..~15);
+ * kind 1: adversarial: zero groups, zero rows, max scale bytes 0x7E, tiny 0x01, negative scales,
+ *         all-±6 groups, scale byte 0x00 (value 0). */
+static void gt_make_nvfp4(gt_nvfp4 *t, int64_t n_out, int64_t n_in, float scale2, float input_scale_inv, int kind,
+                          uint64_t seed) {
+    test_rng r = {seed};
+    t->payload = (uint8_t *)malloc((size_t)(n_out * n_in / 2));
+    t->scales = (uint8_t *)malloc((size_t)(n_out * n_in / 16));
+    for (int64_t i = 0; i < n_out * n_in / 2; i++) t->payload[i] = (uint8_t)rng_u64(&r);
+    for (int64_t i = 0; i < n_out * n_in / 16; i++) t->scales[i] = gt_scale_byte(&r, 0x28, 0x5F, 0);
+    if (kind == 1) {
+        const int64_t ng = n_in / 16;
+        for (int64_t row = 0; row < n_out; row++) {
+            for (int64_t g = 0; g < ng; g++) {
+                uint8_t *p = t->payload + row * (n_in / 2) + g * 8;
+                uint8_t *s = t->scales + row * ng + g;
+                switch (rng_u64(&r) % 9) {
+                case 0: memset(p, 0, 8); break;                                 /* zero codes */
+                case 1: *s = 0x7E; break;                                       /* 448 */
+                case 2: *s = 0x01; break;                                       /* 2^-9 */
+                case 3: *s = gt_scale_byte(&r, 0x01, 0x7E, 1); break;           /* anything, +- */
+                case 4: memset(p, 0x77, 8); *s = 0x7E; break;                   /* all +6 at 448 */
+                case 5: memset(p, 0xFF, 8); *s = 0x7E; break;                   /* all -6 at 448 */
+                case 6: *s = 0x00; break;                                       /* scale 0 */
+                case 7: memset(p, 0x88, 8); break;                              /* all -0 */
+                default: break;
+                }
+            }
+            if (row % 7 == 3) memset(t->payload + row * (n_in / 2), 0, (size_t)(n_in / 2)); /* zero row */
+        }
+    }
+    t->view.payload = t->payload;
+    t->view.scales = t->scales;
+    t->view.scale2 = scale2;
+    t->view.input_scale_inv = input_scale_inv;
+    t->view.n_out = n_out;
+    t->view.n_in = n_in;
+}
+
+static void gt_free_nvfp4(gt_nvfp4 *t) {
+    free(t->payload);
+    free(t->scales);
+}
+
+/* Activations: kind 0 normal(0,1); kind 1 adversarial per 256-block: zero blocks, a repeated
+ * maximum of both signs (ties of the first-max rule), huge (1e30..3e38) and tiny (subnormal)
+ * values, exact powers of two, and grid points of the Q8_K rounding. */
+static void gt_make_act(float *x, int64_t n, int kind, uint64_t seed) {
+    test_rng r = {seed};
+    for (int64_t i = 0; i < n; i++) x[i] = rng_normal(&r);
+    if (kind != 1) return;
+    for (int64_t b = 0; b * 256 < n; b++) {
+        float *v = x + b * 256;
+        const int64_t len = n - b * 256 < 256 ? n - b * 256 : 256;
+        switch (b % 8) {
+        case 0: memset(v, 0, (size_t)len * 4); break;
+        case 1: /* -m first, then +m: the first in index order wins */
+            v[3 % len] = -5.0f;
+            v[200 % len] = 5.0f;
+            break;
+        case 2:
+            for (int64_t i = 0; i < len; i++) v[i] *= 1e30f;
+            v[0] = 3.0e38f;
+            break;
+        case 3:
+            for (int64_t i = 0; i < len; i++) v[i] = (float)(rng_normal(&r) * 1e-40);
+            break;
+        case 4:
+            for (int64_t i = 0; i < len; i++) v[i] = ldexpf(1.0f, (int)(rng_u64(&r) % 20) - 10) * ((i & 1) ? -1.f : 1.f);
+            break;
+        case 5: /* values that land on half-integers of the Q8_K grid: ties to even */
+            for (int64_t i = 0; i < len; i++) v[i] = (float)((int)(rng_u64(&r) % 255) - 127) * 0.5f;
+            v[0] = 127.0f;
+            break;
+        case 6: /* a lone nonzero */
+            memset(v, 0, (size_t)len * 4);
+            v[len - 1] = -1e-3f;
+            break;
+        default: break;
+        }
+    }
+}
+
+#endif
