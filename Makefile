@@ -29,11 +29,15 @@ TEST_SUPPORT = $(filter-out $(TEST_SRC) tests/replay_main.c,$(wildcard tests/*.c
 # fuzz corpora replayed through each harness by a plain driver (no fuzzing engine)
 REPLAY_BIN = $(patsubst fuzz/%.c,$(BUILD)/tests/replay_%,$(sort $(wildcard fuzz/fuzz_*.c)))
 
-# The external oracle: llama.cpp's prebuilt libggml-base.so from npm, pinned.
+# External oracles from npm, pinned to exact versions: llama.cpp's prebuilt libggml-base.so
+# (dlopened by the tests) and Hugging Face's GGUF parser (run with node by test_interop_node).
 GGML_NPM_PKG = @node-llama-cpp/linux-x64
 GGML_NPM_VER = 3.22.1
+HFGGUF_NPM_VER = 0.4.6
+NPM_STAMP    = third_party/npm/.stamp-$(GGML_NPM_VER)-$(HFGGUF_NPM_VER)
 GGML_DIR     = third_party/npm/node_modules/$(GGML_NPM_PKG)/bins/linux-x64
 export FP4_GGML_DIR = $(abspath $(GGML_DIR))
+export FP4_HFGGUF = $(abspath third_party/npm/node_modules/@huggingface/gguf/dist/index.mjs)
 
 .PHONY: all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab clean oracle format-check
 all: lib cli
@@ -60,11 +64,13 @@ $(BUILD)/tests/%: tests/%.c $(TEST_SUPPORT) $(BUILD)/libfp4lane.a $(wildcard tes
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -o $@ $< $(TEST_SUPPORT) $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
 # npm's package, pinned to an exact version; installed once into third_party/npm.
-oracle: $(GGML_DIR)/libggml-base.so
-$(GGML_DIR)/libggml-base.so:
+oracle: $(NPM_STAMP)
+$(NPM_STAMP):
 	@mkdir -p third_party/npm
-	cd third_party/npm && npm install --no-save --no-audit --no-fund --ignore-scripts $(GGML_NPM_PKG)@$(GGML_NPM_VER) >/dev/null
-	@test -f $@
+	cd third_party/npm && npm install --no-save --no-audit --no-fund --ignore-scripts \
+	  $(GGML_NPM_PKG)@$(GGML_NPM_VER) @huggingface/gguf@$(HFGGUF_NPM_VER) >/dev/null
+	@test -f $(GGML_DIR)/libggml-base.so && test -f third_party/npm/node_modules/@huggingface/gguf/dist/index.mjs
+	@touch $@
 
 $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)

@@ -232,6 +232,14 @@ fp4_status fp4_plan_build(const fp4_wsrc *src, fp4_layout layout, plan *p, fp4_e
         if (p->e[i].part == PART_SCALAR || p->e[i].part == PART_GGML || p->e[i].part == PART_RAW) continue;
         if (elems(&p->e[i]) == 0) return fp4_fail(err, FP4_ERR_SHAPE, NULL, p->e[i].name, "plan.empty", "empty tensor");
     }
+    for (int64_t i = 0; layout == FP4_LAYOUT_GGUF_GGML && i < p->n; i++) { /* what llama.cpp itself can open */
+        if (strlen(p->e[i].name) >= 64)
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->e[i].name, "ggml.name",
+                            "llama.cpp refuses tensor names of 64 bytes or more");
+        if (p->e[i].gguf_type >= 1024)
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->e[i].name, "ggml.dtype",
+                            "llama.cpp has no type for this tensor (fp4lane type %d)", p->e[i].gguf_type);
+    }
     if (!p->is_gguf) qsort(p->e, (size_t)p->n, sizeof *p->e, cmp_st);
     for (int64_t i = 0; i < p->n; i++) p->total += p->e[i].nbytes;
     return FP4_OK;

@@ -116,7 +116,7 @@ static void padded_rows(void) {
 
 static void embed_half(int64_t type) {
     const int64_t n_out = 19, n_in = 72;
-    test_rng r = {type};
+    test_rng r = {(uint64_t)type};
     uint16_t *h = (uint16_t *)malloc((size_t)(n_out * n_in) * 2);
     for (int64_t i = 0; i < n_out * n_in; i++) {
         const float f = rng_normal(&r) * 3.0f;

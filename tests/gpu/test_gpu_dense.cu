@@ -1,0 +1,110 @@
+/* test_gpu_dense.cu — the F16/BF16 matvec (LM head) and the Q4_K/Q6_K matvec against a
+ * double-precision dot of the exactly widened / ggml-dequantized weights: normalized error below
+ * DENSE_NRMSE_MAX (f32 accumulation only), through the launchers and fp4_cuda_project, 1..9
+ * columns; deterministic; the kquant blocks come from the CPU lane's own quantizer. */
+#include "gpu_test.h"
+
+/* f32 FMA accumulation over <= 4096 terms against a double reference */
+#define DENSE_NRMSE_MAX 1e-5
+
+static void ref_dot(const float *wf, int64_t n_out, int64_t n_in, const float *x, int nc, float *y) {
+    for (int c = 0; c < nc; c++)
+        for (int64_t r = 0; r < n_out; r++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < n_in; k++) acc += (double)wf[r * n_in + k] * (double)x[c * n_in + k];
+            y[c * n_out + r] = (float)acc;
+        }
+}
+
+static void run_case(const fp4_cuda_tensor *t, const float *wf, const char *route, int use_project) {
+    const int64_t n_out = t->n_out, n_in = t->n_in;
+    static const int cols[] = {1, 2, 3, 4, 8, 9};
+    float *x = (float *)malloc((size_t)(n_in * 9) * 4);
+    gt_make_act(x, n_in * 9, 0, 4242 + n_in);
+    float *dx = gt_dev_floats(x, n_in * 9), *dy = gt_dev_poison(n_out * 9);
+    float *ref = (float *)malloc((size_t)(n_out * 9) * 4), *got = (float *)malloc((size_t)(n_out * 9) * 4),
+          *again = (float *)malloc((size_t)(n_out * 9) * 4);
+    fp4_cuda_scratch s;
+    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(t, 9), &s));
+    for (int i = 0; i < 6; i++) {
+        const int nc = cols[i];
+        ref_dot(wf, n_out, n_in, x, nc, ref);
+        CHECK(!strcmp(fp4_cuda_route_name(t, FP4_CUDA_EXACT, nc), route));
+        for (int rep = 0; rep < 2; rep++) {
+            cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
+            if (use_project) CHECK_OK(fp4_cuda_project(t, FP4_CUDA_EXACT, dx, nc, dy, &s, NULL));
+            else if (t->type == FP4_TYPE_F16 || t->type == FP4_TYPE_BF16) CHECK_OK(fp4_cuda_matvec_dense(t, dx, nc, dy, NULL));
+            else CHECK_OK(fp4_cuda_matvec_kquant(t, dx, nc, dy, NULL));
+            gt_sync(route);
+            gt_down(rep ? again : got, dy, (size_t)(n_out * nc) * 4);
+        }
+        const double e = fp4_nrmse(got, ref, n_out * nc);
+        CHECK_MSG(e < DENSE_NRMSE_MAX, "%s %lldx%lld cols %d: nrmse %.3g", route, (long long)n_out, (long long)n_in, nc, e);
+        CHECK_MSG(!memcmp(got, again, (size_t)(n_out * nc) * 4), "%s not deterministic", route);
+    }
+    fp4_cuda_scratch_free(&s);
+    cudaFree(dx);
+    cudaFree(dy);
+    free(x);
+    free(ref);
+    free(got);
+    free(again);
+}
+
+static void half_case(int64_t type, int64_t n_out, int64_t n_in, int use_project) {
+    test_rng r = {(uint64_t)(n_out * 31 + n_in)};
+    uint16_t *h = (uint16_t *)malloc((size_t)(n_out * n_in) * 2);
+    float *wf = (float *)malloc((size_t)(n_out * n_in) * 4);
+    for (int64_t i = 0; i < n_out * n_in; i++) {
+        const float f = rng_normal(&r) * 0.05f;
+        h[i] = type == FP4_TYPE_BF16 ? fp4_f32_to_bf16(f) : fp4_f32_to_f16(f);
+        wf[i] = type == FP4_TYPE_BF16 ? fp4_bf16_to_f32(h[i]) : fp4_f16_to_f32(h[i]);
+    }
+    fp4_cuda_tensor t;
+    CHECK_OK(fp4_cuda_tensor_upload(type, h, n_out, n_in, &t));
+    run_case(&t, wf, type == FP4_TYPE_BF16 ? "bf16.dense" : "f16.dense", use_project);
+    fp4_cuda_tensor_free(&t);
+    free(h);
+    free(wf);
+}
+
+static void kquant_case(int64_t type, int64_t n_out, int64_t n_in, int use_project) {
+    test_rng r = {(uint64_t)(type * 7 + n_in)};
+    float *src = (float *)malloc((size_t)(n_out * n_in) * 4), *wf = (float *)malloc((size_t)(n_out * n_in) * 4);
+    for (int64_t i = 0; i < n_out * n_in; i++) src[i] = rng_normal(&r) * 0.02f + ((i % 97) == 0 ? 0.3f : 0.0f);
+    const size_t bb = type == FP4_TYPE_Q6_K ? sizeof(fp4_block_q6_K) : sizeof(fp4_block_q4_K);
+    uint8_t *blocks = (uint8_t *)malloc(bb * (size_t)(n_out * n_in / 256));
+    for (int64_t row = 0; row < n_out; row++) {
+        uint8_t *b = blocks + bb * (size_t)(row * n_in / 256);
+        if (type == FP4_TYPE_Q6_K) {
+            CHECK_OK(fp4_q6_K_quantize(src + row * n_in, n_in, (fp4_block_q6_K *)b));
+            CHECK_OK(fp4_q6_K_dequantize((const fp4_block_q6_K *)b, n_in, wf + row * n_in));
+        } else {
+            CHECK_OK(fp4_q4_K_quantize(src + row * n_in, n_in, (fp4_block_q4_K *)b));
+            CHECK_OK(fp4_q4_K_dequantize((const fp4_block_q4_K *)b, n_in, wf + row * n_in));
+        }
+    }
+    fp4_cuda_tensor t;
+    CHECK_OK(fp4_cuda_tensor_upload(type, blocks, n_out, n_in, &t));
+    run_case(&t, wf, type == FP4_TYPE_Q6_K ? "q6_K.float" : "q4_K.float", use_project);
+    fp4_cuda_tensor_free(&t);
+    free(src);
+    free(wf);
+    free(blocks);
+}
+
+int main(void) {
+    GT_REQUIRE_DEVICE();
+    const int quick = gt_quick();
+    half_case(FP4_TYPE_F16, 33, 136, 0);
+    half_case(FP4_TYPE_BF16, 33, 136, 1);
+    kquant_case(FP4_TYPE_Q4_K, 9, 512, 0);
+    kquant_case(FP4_TYPE_Q6_K, 9, 512, 1);
+    if (!quick) {
+        half_case(FP4_TYPE_F16, 1000, 4096, 1);
+        half_case(FP4_TYPE_BF16, 513, 2048, 0);
+        kquant_case(FP4_TYPE_Q4_K, 300, 4096, 1);
+        kquant_case(FP4_TYPE_Q6_K, 300, 4096, 0);
+    }
+    return check_report();
+}

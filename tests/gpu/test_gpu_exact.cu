@@ -1,0 +1,136 @@
+/* test_gpu_exact.cu — the exact A16 contraction (SPEC §4) on the GPU against the CPU oracle, bit
+ * for bit: Q8_K blocks (d, qs, bsums) equal fp4_q8_K_quantize on random and adversarial
+ * activations; y equals fp4_nvfp4_matvec_a16_exact for every column count 1..16 (and 17, 24
+ * through the chunked dispatch), several shapes, random and adversarial weights, both kernel
+ * variants; two runs give identical bits. */
+#include "gpu_test.h"
+
+static void q8k_blocks(int64_t n, int n_cols, int kind, uint64_t seed) {
+    float *x = (float *)malloc((size_t)(n * n_cols) * 4);
+    gt_make_act(x, n * n_cols, kind, seed);
+    const int64_t nb = n / 256 * n_cols;
+    fp4_block_q8_K *want = (fp4_block_q8_K *)calloc((size_t)nb, sizeof *want);
+    fp4_block_q8_K *got = (fp4_block_q8_K *)calloc((size_t)nb, sizeof *got);
+    for (int c = 0; c < n_cols; c++) CHECK_OK(fp4_q8_K_quantize(x + c * n, n, want + c * (n / 256)));
+    float *dx = gt_dev_floats(x, n * n_cols);
+    fp4_block_q8_K *db = (fp4_block_q8_K *)gt_dev((size_t)nb * sizeof *db);
+    cudaMemset(db, 0xA5, (size_t)nb * sizeof *db);
+    CHECK_OK(fp4_cuda_q8_K_quantize(dx, n, n_cols, db, NULL));
+    gt_sync("q8k");
+    gt_down(got, db, (size_t)nb * sizeof *got);
+    int64_t bad = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        const int same = f32_bits(want[b].d) == f32_bits(got[b].d) && !memcmp(want[b].qs, got[b].qs, 256) &&
+                         !memcmp(want[b].bsums, got[b].bsums, sizeof want[b].bsums);
+        if (!same && bad++ < 3)
+            fprintf(stderr, "  q8k block %lld: d want %a got %a, qs[0..3] want %d %d %d %d got %d %d %d %d\n",
+                    (long long)b, want[b].d, got[b].d, want[b].qs[0], want[b].qs[1], want[b].qs[2], want[b].qs[3],
+                    got[b].qs[0], got[b].qs[1], got[b].qs[2], got[b].qs[3]);
+    }
+    CHECK_MSG(bad == 0, "q8k n=%lld cols=%d kind=%d: %lld blocks differ", (long long)n, n_cols, kind, (long long)bad);
+    cudaFree(dx);
+    cudaFree(db);
+    free(x);
+    free(want);
+    free(got);
+}
+
+/* y for all column counts listed, against the oracle; variant 0 = through fp4_cuda_project. */
+static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float scale2, const int *cols, int ncols_n,
+                        uint64_t seed) {
+    gt_nvfp4 w;
+    gt_make_nvfp4(&w, n_out, n_in, scale2, 0.0f, wkind, seed);
+    fp4_cuda_tensor t;
+    CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
+    int maxc = 1;
+    for (int i = 0; i < ncols_n; i++) maxc = cols[i] > maxc ? cols[i] : maxc;
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4);
+    gt_make_act(x, n_in * maxc, xkind, seed ^ 0x5555);
+    float *dx = gt_dev_floats(x, n_in * maxc);
+    fp4_cuda_scratch s;
+    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&t, maxc), &s));
+    float *want = (float *)malloc((size_t)(n_out * maxc) * 4), *got = (float *)malloc((size_t)(n_out * maxc) * 4),
+          *again = (float *)malloc((size_t)(n_out * maxc) * 4);
+    float *dy = gt_dev_poison(n_out * maxc);
+    for (int i = 0; i < ncols_n; i++) {
+        const int nc = cols[i];
+        CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w.view, x, nc, want, 8));
+        char what[96];
+        for (int variant = 0; variant <= 2; variant++) {
+            if (variant == 1 && nc > 2) continue; /* the plain lab kernel: narrow cases only */
+            cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
+            if (variant == 0) {
+                CHECK(!strcmp(fp4_cuda_route_name(&t, FP4_CUDA_EXACT, nc), "nvfp4.a16.exact.dp4a"));
+                CHECK_OK(fp4_cuda_project(&t, FP4_CUDA_EXACT, dx, nc, dy, &s, NULL));
+            } else {
+                CHECK_OK(fp4_cu_a16_exact(variant, &t, dx, nc, dy, &s, 0));
+            }
+            gt_sync("a16 exact");
+            gt_down(got, dy, (size_t)(n_out * nc) * 4);
+            snprintf(what, sizeof what, "a16 %lldx%lld w%d x%d cols %d v%d", (long long)n_out, (long long)n_in, wkind,
+                     xkind, nc, variant);
+            gt_cmp_bits(what, want, got, n_out * nc);
+            if (variant == 2) { /* determinism: a second run, identical bits */
+                CHECK_OK(fp4_cu_a16_exact(2, &t, dx, nc, dy, &s, 0));
+                gt_sync("a16 exact again");
+                gt_down(again, dy, (size_t)(n_out * nc) * 4);
+                CHECK(!memcmp(got, again, (size_t)(n_out * nc) * 4));
+            }
+        }
+    }
+    cudaFree(dy);
+    cudaFree(dx);
+    fp4_cuda_scratch_free(&s);
+    fp4_cuda_tensor_free(&t);
+    free(x);
+    free(want);
+    free(got);
+    free(again);
+    gt_free_nvfp4(&w);
+}
+
+static void shape_errors(void) {
+    gt_nvfp4 w;
+    gt_make_nvfp4(&w, 4, 272, 1.0f, 0.0f, 0, 3); /* n_in % 256 != 0: not an exact-A16 shape */
+    fp4_cuda_tensor t;
+    CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
+    fp4_cuda_scratch s;
+    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&t, 4), &s));
+    float *dx = (float *)gt_dev(272 * 4 * 4), *dy = (float *)gt_dev(16 * 4);
+    CHECK_EQ_INT(fp4_cuda_nvfp4_matvec_a16_exact(&t, dx, 1, dy, &s, NULL), FP4_ERR_SHAPE);
+    CHECK_EQ_INT(fp4_cuda_project(&t, FP4_CUDA_EXACT, dx, 1, dy, &s, NULL), FP4_ERR_SHAPE);
+    CHECK(!strcmp(fp4_cuda_route_name(&t, FP4_CUDA_EXACT, 1), "none"));
+    CHECK_EQ_INT(fp4_cuda_nvfp4_matvec_a16_exact(&t, dx, 0, dy, &s, NULL), FP4_ERR_INVALID_ARG);
+    CHECK_EQ_INT(fp4_cuda_project(&t, (fp4_cuda_mode)7, dx, 1, dy, &s, NULL), FP4_ERR_INVALID_ARG);
+    CHECK_EQ_INT(fp4_cuda_q8_K_quantize(dx, 100, 1, (fp4_block_q8_K *)dy, NULL), FP4_ERR_SHAPE);
+    cudaFree(dx);
+    cudaFree(dy);
+    fp4_cuda_scratch_free(&s);
+    fp4_cuda_tensor_free(&t);
+    gt_free_nvfp4(&w);
+}
+
+int main(void) {
+    GT_REQUIRE_DEVICE();
+    const int quick = gt_quick();
+    shape_errors();
+    for (int kind = 0; kind <= 1; kind++) {
+        q8k_blocks(256, 1, kind, 11);
+        q8k_blocks(4096, 3, kind, 12 + kind);
+    }
+    static const int all16[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    static const int wide[] = {17, 24};
+    static const int few[] = {1, 2, 5, 8, 16};
+    /* every column count on a small shape; both weight kinds, both activation kinds */
+    matvec_case(37, 512, 0, 0, 0.013f, all16, quick ? 4 : 16, 101);
+    matvec_case(37, 512, 1, 1, 1.7e-3f, all16, quick ? 4 : 16, 102);
+    matvec_case(5, 256, 1, 1, 3.0f, few, 5, 103);
+    if (!quick) {
+        matvec_case(300, 1024, 1, 0, 0.5f, few, 5, 104);
+        matvec_case(129, 4096, 0, 1, 2.5e-4f, few, 5, 105);
+        matvec_case(1000, 2816, 0, 0, 1e-2f, few, 5, 106);
+        matvec_case(64, 1024, 1, 1, 7.0f, wide, 2, 107);
+        matvec_case(1, 14336, 1, 1, 0.031f, all16, 16, 108);
+    }
+    return check_report();
+}

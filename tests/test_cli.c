@@ -1,0 +1,144 @@
+/* test_cli.c — the fp4lane CLI as a user meets it: exit codes (0 ok, 1 refused, 2 usage, never a
+ * signal), the one-line summaries, --json output, errors that name file, tensor and rule. */
+#include "check.h"
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char bin[512], tmp[512];
+
+/* Runs the CLI with args; returns the exit status (-1 for a signal); out/err captured. */
+static int cli(const char *args, char **out, char **err) {
+    char cmd[2048], fo[600], fe[600];
+    snprintf(fo, sizeof fo, "%s/out", tmp);
+    snprintf(fe, sizeof fe, "%s/err", tmp);
+    snprintf(cmd, sizeof cmd, "%s %s >'%s' 2>'%s'", bin, args, fo, fe);
+    int rc = system(cmd);
+    const char *files[2] = {fo, fe};
+    char **dst[2] = {out, err};
+    for (int i = 0; i < 2; i++) {
+        if (!dst[i]) continue;
+        FILE *f = fopen(files[i], "rb");
+        size_t cap = 1 << 20, n = f ? fread(*dst[i] = malloc(cap), 1, cap - 1, f) : 0;
+        if (!f) *dst[i] = calloc(1, 1);
+        else (*dst[i])[n] = 0, fclose(f);
+    }
+    if (rc == -1 || !WIFEXITED(rc)) return -1;
+    return WEXITSTATUS(rc);
+}
+
+static int contains(const char *s, const char *x) { return s && strstr(s, x) != NULL; }
+
+int main(void) {
+    snprintf(bin, sizeof bin, "%s/fp4lane", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
+    snprintf(tmp, sizeof tmp, "%s/fp4lane-cli-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
+    char *o = NULL, *e = NULL, args[1600];
+#define RUN(a) (free(o), free(e), o = e = NULL, cli(a, &o, &e))
+    CHECK(RUN("--version") == 0 && contains(o, "fp4lane 0.1.0"));
+    CHECK(RUN("") == 2 && contains(e, "usage"));
+    CHECK(RUN("frobnicate") == 2);
+    CHECK(RUN("help validate") == 0 && contains(o, "validate"));
+    CHECK(RUN("selftest") == 0 && contains(o, "selftest passed"));
+    CHECK(RUN("selftest --json") == 0 && contains(o, "\"ok\":true"));
+    CHECK(RUN("selftest --bogus") == 2);
+    const char *golden = "../shared/data/modelopt-golden/modelopt_cuda.safetensors";
+    snprintf(args, sizeof args, "validate %s", golden);
+    CHECK(RUN(args) == 0 && contains(o, "valid:") && contains(o, "modelopt layout"));
+    /* one NaN scale byte: model.layers.0.mlp.down_proj.weight_scale starts at 8 + 4688 + 66104 */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/bad.safetensors", tmp);
+    FILE *in = fopen(golden, "rb"), *out = fopen(bad, "wb");
+    CHECK(in && out);
+    int c;
+    long pos = 0;
+    while (in && out && (c = fgetc(in)) != EOF) fputc(pos++ == 8 + 4688 + 66104 + 37 ? 0xFF : c, out);
+    if (in) fclose(in);
+    if (out) fclose(out);
+    snprintf(args, sizeof args, "validate %s", bad);
+    CHECK(RUN(args) == 1 && contains(e, "nvfp4.scale-nan") && contains(e, "model.layers.0.mlp.down_proj.weight") &&
+          contains(e, bad) && !contains(o, "valid:"));
+    snprintf(args, sizeof args, "validate --json %s", bad);
+    CHECK(RUN(args) == 1 && contains(o, "\"valid\":false") && contains(o, "nvfp4.scale-nan"));
+    snprintf(args, sizeof args, "validate %s/nonexistent", tmp);
+    CHECK(RUN(args) == 1 && contains(e, "io.open"));
+    CHECK(RUN("validate") == 2);
+    snprintf(args, sizeof args, "validate --frob %s", golden);
+    CHECK(RUN(args) == 2);
+    /* every truncation of a small valid file is refused with status 1, never a signal */
+    snprintf(args, sizeof args, "quantize ../shared/data/modelopt-golden/input.safetensors %s/q.gguf --layout gguf", tmp);
+    CHECK(RUN(args) == 0 && contains(o, "quantized"));
+    char q[600];
+    snprintf(q, sizeof q, "%s/q.gguf", tmp);
+    FILE *f = fopen(q, "rb");
+    static uint8_t buf[1 << 20];
+    size_t n = f ? fread(buf, 1, sizeof buf, f) : 0;
+    if (f) fclose(f);
+    int signals = 0, accepted = 0;
+    for (size_t cut = 0; cut < n; cut += (cut < 4096 ? 97 : 7919)) {
+        char t[600];
+        snprintf(t, sizeof t, "%s/cut.gguf", tmp);
+        FILE *g = fopen(t, "wb");
+        if (g) fwrite(buf, 1, cut, g), fclose(g);
+        snprintf(args, sizeof args, "validate %s", t);
+        int rc = RUN(args);
+        signals += rc < 0;
+        accepted += rc == 0;
+    }
+    CHECK(signals == 0 && accepted == 0);
+    snprintf(args, sizeof args, "validate %s", q);
+    CHECK(RUN(args) == 0 && contains(o, "gguf layout"));
+    /* inspect --json: valid JSON, NVFP4 at exactly 4.5 bits/weight */
+    snprintf(args, sizeof args, "inspect --json %s", q);
+    CHECK(RUN(args) == 0);
+    json_t *j = json_loads(o ? o : "", 0, NULL);
+    CHECK(j && !strcmp(json_string_value(json_object_get(j, "layout")), "gguf"));
+    size_t i;
+    json_t *t;
+    int n_nv = 0;
+    json_array_foreach(json_object_get(j, "tensor_list"), i, t) {
+        if (strcmp(json_string_value(json_object_get(t, "type")), "nvfp4_e2m1")) continue;
+        n_nv++;
+        CHECK(json_real_value(json_object_get(t, "bits_per_weight")) == 4.5);
+    }
+    CHECK(n_nv == 14);
+    json_decref(j);
+    snprintf(args, sizeof args, "inspect %s", q);
+    CHECK(RUN(args) == 0 && contains(o, "nvfp4_e2m1") && contains(o, "scale2="));
+    /* dump: text rows and raw f32 */
+    snprintf(args, sizeof args, "dump %s model.layers.9.self_attn.q_proj.weight --rows 2:4", q);
+    CHECK(RUN(args) == 0);
+    int lines = 0, words = 0;
+    for (char *p = o; p && *p; p++) lines += *p == '\n', words += *p == ' ' || *p == '\n';
+    CHECK(lines == 2 && words == 2 * 256);
+    snprintf(args, sizeof args, "dump %s model.layers.9.self_attn.q_proj.weight --rows 0:1 --raw", q);
+    CHECK(RUN(args) == 0);
+    snprintf(args, sizeof args, "%s/out", tmp);
+    FILE *r = fopen(args, "rb");
+    long sz = -1;
+    if (r) fseek(r, 0, SEEK_END), sz = ftell(r), fclose(r);
+    CHECK(sz == 256 * 4);
+    snprintf(args, sizeof args, "dump %s no.such.tensor", q);
+    CHECK(RUN(args) == 1 && contains(e, "no tensor"));
+    CHECK(RUN("dump") == 2);
+    /* conversions and their usage errors */
+    snprintf(args, sizeof args, "convert %s %s/ct", q, tmp);
+    CHECK(RUN(args) == 2 && contains(e, "--layout"));
+    snprintf(args, sizeof args, "convert %s %s/ct --layout compressed-tensors", q, tmp);
+    CHECK(RUN(args) == 0 && contains(o, "compressed-tensors"));
+    snprintf(args, sizeof args, "convert %s %s/g.gguf --layout gguf-ggml", q, tmp);
+    CHECK(RUN(args) == 1 && contains(e, "ggml.n_in")); /* the golden set has a 16-wide tensor */
+    snprintf(args, sizeof args, "convert %s %s/x --layout fp5", q, tmp);
+    CHECK(RUN(args) == 2);
+    CHECK(RUN("quantize") == 2);
+    snprintf(args, sizeof args, "quantize %s %s/again.gguf --layout gguf", q, tmp);
+    CHECK(RUN(args) == 1 && contains(e, "quantize.already"));
+    CHECK(RUN("demo") == 0 && contains(o, "demo passed"));
+    free(o);
+    free(e);
+    snprintf(args, sizeof args, "rm -rf '%s'", tmp);
+    if (!check_failed && system(args) != 0) fprintf(stderr, "cannot remove %s\n", tmp);
+    return check_report();
+}
