@@ -57,7 +57,10 @@ static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x
         const float iscale = __fdiv_rn(-127.0f, mx);
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const int t = fp4_nearest_int_dev(__fmul_rn(iscale, v[j]));
+            const float p = __fmul_rn(iscale, v[j]);
+            /* iscale = -inf (max below ~3.7e-37) times 0 is NaN: every CPU's default NaN has
+             * mantissa 0x400000, which the magic-number trick turns into 0 */
+            const int t = isnan(p) ? 0 : fp4_nearest_int_dev(p);
             qs[j] = (int8_t)(uint8_t)((t < 127 ? t : 127) & 0xFF);
             bsum += qs[j];
         }
