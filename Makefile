@@ -39,7 +39,7 @@ GGML_DIR     = third_party/npm/node_modules/$(GGML_NPM_PKG)/bins/linux-x64
 export FP4_GGML_DIR = $(abspath $(GGML_DIR))
 export FP4_HFGGUF = $(abspath third_party/npm/node_modules/@huggingface/gguf/dist/index.mjs)
 
-.PHONY: all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab clean oracle format-check
+.PHONY: header-check all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab clean oracle format-check
 all: lib cli
 
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
@@ -76,7 +76,11 @@ $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< tests/replay_main.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
-test: all $(TEST_BIN) $(REPLAY_BIN) oracle
+header-check:
+	@echo '#include "fp4lane.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
+	@echo '#include "fp4lane.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
+
+test: all header-check $(TEST_BIN) $(REPLAY_BIN) oracle
 	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN)
 
 asan:
