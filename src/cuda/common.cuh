@@ -143,6 +143,38 @@ static __device__ __forceinline__ uint32_t fp4_e2m1x4_to_q1x4(uint32_t nib) {
     return fp4_prmt(pos, neg, sel);
 }
 
+/* A 32-bit constant the compiler must keep in a register (it would otherwise rematerialize the
+ * PRMT lookup tables from uniform registers before every use). */
+static __device__ __forceinline__ uint32_t fp4_pin(uint32_t v) {
+    asm volatile("" : "+r"(v));
+    return v;
+}
+
+/* The merged decoder with its four lookup words held in registers (made once per kernel). */
+struct fp4_q1_luts {
+    uint32_t p0, p1, n0, n1;
+};
+static __device__ __forceinline__ fp4_q1_luts fp4_q1_luts_make() {
+    fp4_q1_luts l = {fp4_pin(0x03020100u), fp4_pin(0x0C080604u), fp4_pin(0xFDFEFF00u), fp4_pin(0xF4F8FAFCu)};
+    return l;
+}
+static __device__ __forceinline__ uint32_t fp4_e2m1x4_to_q1x4_l(uint32_t nib, const fp4_q1_luts &l) {
+    const uint32_t pos = fp4_prmt(l.p0, l.p1, nib);
+    const uint32_t neg = fp4_prmt(l.n0, l.n1, nib & 0x7777u);
+    const uint32_t sel = ((nib >> 1) & 0x4444u) | 0x3210u;
+    return fp4_prmt(pos, neg, sel);
+}
+
+/* Sign-split decode for dp4a: of four nibbles (bits 0..15), P holds |e2m1_q1| of the positive
+ * codes (0 in the bytes of negative codes: the permute's sign-replicate of a byte < 0x80), N the
+ * same of the negative codes (selector with the sign bits flipped). dot = dp4a(P,a) - dp4a(N,a).
+ * Two permutes per four weights; lut_lo/lut_hi = 0x03020100 / 0x0C080604, pinned. */
+static __device__ __forceinline__ void fp4_e2m1x4_split(uint32_t nib, uint32_t nib_flipped, uint32_t lut_lo,
+                                                        uint32_t lut_hi, uint32_t *p, uint32_t *n) {
+    *p = fp4_prmt(lut_lo, lut_hi, nib);
+    *n = fp4_prmt(lut_lo, lut_hi, nib_flipped);
+}
+
 /* Two E4M3FN scale bytes (bits 0..15) to f16x2 (low byte -> low half), exact. */
 static __device__ __forceinline__ uint32_t fp4_e4m3x2_to_h2(uint32_t two) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_ADA

@@ -89,10 +89,24 @@ static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x
 
 static __device__ __forceinline__ uint4 ldg16(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
 
-/* Σ e2m1_q1(w)·a over one 16-group: 8 payload bytes (two words) against 16 int8 activations. */
-template <bool PLAIN>
-static __device__ __forceinline__ int group_dot(uint32_t w0, uint32_t w1, uint4 a) {
-    if (PLAIN) {
+/* Σ e2m1_q1(w)·a over one 16-group: 8 payload bytes (two words) against 16 int8 activations.
+ * MODE 0: merged signed decode (3 permutes per 4 weights); 1: scalar loop (lab baseline);
+ * 2: sign-split (2 permutes per 4 weights, two dp4a chains), tables pinned in L0/L1. */
+template <int MODE>
+static __device__ __forceinline__ int group_dot(uint32_t w0, uint32_t w1, uint4 a, uint32_t L0, uint32_t L1) {
+    if (MODE == 2) {
+        const uint32_t f0 = w0 ^ 0x88888888u, f1 = w1 ^ 0x88888888u;
+        int pp = __dp4a((int)fp4_prmt(L0, L1, w0), (int)a.x, 0);
+        int nn = __dp4a((int)fp4_prmt(L0, L1, f0), (int)a.x, 0);
+        pp = __dp4a((int)fp4_prmt(L0, L1, w0 >> 16), (int)a.y, pp);
+        nn = __dp4a((int)fp4_prmt(L0, L1, f0 >> 16), (int)a.y, nn);
+        pp = __dp4a((int)fp4_prmt(L0, L1, w1), (int)a.z, pp);
+        nn = __dp4a((int)fp4_prmt(L0, L1, f1), (int)a.z, nn);
+        pp = __dp4a((int)fp4_prmt(L0, L1, w1 >> 16), (int)a.w, pp);
+        nn = __dp4a((int)fp4_prmt(L0, L1, f1 >> 16), (int)a.w, nn);
+        return pp - nn;
+    }
+    if (MODE == 1) {
         const uint32_t w[2] = {w0, w1}, av[4] = {a.x, a.y, a.z, a.w};
         int dot = 0;
 #pragma unroll
@@ -122,7 +136,7 @@ static __device__ __forceinline__ void q9_pair(uint32_t two, int *qa, int *qb) {
 #endif
 }
 
-template <int NC, int R, bool PLAIN>
+template <int NC, int R, int MODE>
 static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__restrict__ payload,
                                                                const uint8_t *__restrict__ scales, int64_t pstride,
                                                                int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
@@ -132,6 +146,7 @@ static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
     const int oct = lane >> 3, sub = lane & 7;
+    const uint32_t L0 = fp4_pin(0x03020100u), L1 = fp4_pin(0x0C080604u);
     const uint8_t *prow[R];
     const uint8_t *srow[R];
 #pragma unroll
@@ -167,8 +182,8 @@ static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__
             const float dcol = valid ? __ldg(xd + (int64_t)c * (k_pad / 256) + sb) : 0.0f;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                const int da = group_dot<PLAIN>(wv[r].x, wv[r].y, a0);
-                const int db = group_dot<PLAIN>(wv[r].z, wv[r].w, a1);
+                const int da = group_dot<MODE>(wv[r].x, wv[r].y, a0, L0, L1);
+                const int db = group_dot<MODE>(wv[r].z, wv[r].w, a1, L0, L1);
                 long long part = (long long)da * q9a[r] + (long long)db * q9b[r];
                 part += fp4_shfl_xor_i64(part, 1);
                 part += fp4_shfl_xor_i64(part, 2);
@@ -194,11 +209,100 @@ static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__
     }
 }
 
-template <int NC, int R, bool PLAIN>
+/* Variant 4: one warp per row, 8 super-blocks per pass, 4 lanes per super-block, each lane 32
+ * payload bytes (4 groups) and 4 scale bytes; the sign-split decode (2 permutes per 4 weights,
+ * P and N dot products), two int64 shuffle rounds per super-block, then the same pinned f32
+ * epilogue in super-block order. */
+template <int NC>
+static __global__ __launch_bounds__(256) void a16_exact_v4_kernel(const uint8_t *__restrict__ payload,
+                                                                  const uint8_t *__restrict__ scales, int64_t pstride,
+                                                                  int64_t sstride, int64_t n_out, int nsb,
+                                                                  int64_t k_pad, float scale2,
+                                                                  const int8_t *__restrict__ xq,
+                                                                  const float *__restrict__ xd, float *__restrict__ y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (row >= n_out) return;
+    const int slot = lane >> 2, qq = lane & 3;
+    const uint32_t L0 = fp4_pin(0x03020100u), L1 = fp4_pin(0x0C080604u);
+    const uint8_t *prow = payload + row * pstride + qq * 32;
+    const uint8_t *srow = scales + row * sstride + qq * 4;
+    float acc[NC];
+#pragma unroll
+    for (int c = 0; c < NC; c++) acc[c] = 0.0f;
+    for (int sb0 = 0; sb0 < nsb; sb0 += 8) {
+        const int sb = sb0 + slot;
+        const bool valid = sb < nsb;
+        uint4 w0 = make_uint4(0u, 0u, 0u, 0u), w1 = w0;
+        uint32_t sc = 0;
+        if (valid) {
+            w0 = ldg16(prow + (int64_t)sb * 128);
+            w1 = ldg16(prow + (int64_t)sb * 128 + 16);
+            sc = __ldg(reinterpret_cast<const unsigned int *>(srow + (int64_t)sb * 16));
+        }
+        const uint32_t words[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        uint32_t P[16], N[16];
+#pragma unroll
+        for (int wi = 0; wi < 8; wi++) {
+            const uint32_t wd = words[wi], fl = wd ^ 0x88888888u;
+            fp4_e2m1x4_split(wd, fl, L0, L1, &P[2 * wi], &N[2 * wi]);
+            fp4_e2m1x4_split(wd >> 16, fl >> 16, L0, L1, &P[2 * wi + 1], &N[2 * wi + 1]);
+        }
+        int q9[4];
+        q9_pair(sc & 0xFFFFu, &q9[0], &q9[1]);
+        q9_pair(sc >> 16, &q9[2], &q9[3]);
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const int8_t *xa = xq + c * k_pad + (int64_t)sb * 256 + qq * 64;
+            uint4 a[4];
+#pragma unroll
+            for (int j = 0; j < 4; j++) a[j] = valid ? ldg16(xa + 16 * j) : make_uint4(0u, 0u, 0u, 0u);
+            const float dcol = valid ? __ldg(xd + (int64_t)c * (k_pad / 256) + sb) : 0.0f;
+            long long part = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                int pp = __dp4a((int)P[4 * j], (int)a[j].x, 0);
+                pp = __dp4a((int)P[4 * j + 1], (int)a[j].y, pp);
+                pp = __dp4a((int)P[4 * j + 2], (int)a[j].z, pp);
+                pp = __dp4a((int)P[4 * j + 3], (int)a[j].w, pp);
+                int nn = __dp4a((int)N[4 * j], (int)a[j].x, 0);
+                nn = __dp4a((int)N[4 * j + 1], (int)a[j].y, nn);
+                nn = __dp4a((int)N[4 * j + 2], (int)a[j].z, nn);
+                nn = __dp4a((int)N[4 * j + 3], (int)a[j].w, nn);
+                part += (long long)(pp - nn) * q9[j];
+            }
+            part += fp4_shfl_xor_i64(part, 1);
+            part += fp4_shfl_xor_i64(part, 2);
+            float cv = 0.0f;
+            if (valid && dcol != 0.0f) {
+                cv = __fmaf_rn(__ll2float_rn(part), 0x1p-10f, 0.0f);
+                cv = __fmaf_rn(cv, dcol, 0.0f);
+                cv = __fmaf_rn(cv, scale2, 0.0f);
+            }
+#pragma unroll
+            for (int o = 0; o < 8; o++) acc[c] = __fmaf_rn(1.0f, __shfl_sync(0xFFFFFFFFu, cv, o * 4), acc[c]);
+        }
+    }
+    if (lane == 0)
+#pragma unroll
+        for (int c = 0; c < NC; c++) y[c * n_out + row] = fp4_round_f16_dev(acc[c]);
+}
+
+template <int NC>
+static fp4_status launch_a16_v4(const fp4_cuda_tensor *w, const int8_t *q, const float *d, float *y, cudaStream_t s) {
+    const int64_t blocks = (w->n_out * 32 + 255) / 256;
+    a16_exact_v4_kernel<NC><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
+                                                            w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
+                                                            w->scale2, q, d, y);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+template <int NC, int R, int MODE>
 static fp4_status launch_a16(const fp4_cuda_tensor *w, const int8_t *q, const float *d, float *y, cudaStream_t s) {
     const int64_t warps = (w->n_out + R - 1) / R;
     const int64_t blocks = (warps * 32 + 255) / 256;
-    a16_exact_kernel<NC, R, PLAIN><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
+    a16_exact_kernel<NC, R, MODE><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
                                                                     w->scale_stride, w->n_out, (int)(w->n_in / 256),
                                                                     w->k_pad, w->scale2, q, d, y);
     FP4_CUDA_LAUNCHED();
@@ -221,19 +325,37 @@ fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, in
     return FP4_OK;
 }
 
-/* One launch serves 1, 2, 4 or 8 columns; rows per warp grow with the width so that one
- * activation load feeds more weights. */
+/* One launch serves 1, 2, 4 or 8 columns. Variant 2: rows per warp grow with the width so that
+ * one activation load feeds more weights; variant 4: the sign-split decode. */
 fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                                    int64_t n_cols, float *d_y, cudaStream_t s) {
     if (variant == 1) {
         if (n_cols != 1) return FP4_ERR_UNSUPPORTED;
-        return launch_a16<1, 1, true>(w, d_q, d_d, d_y, s);
+        return launch_a16<1, 1, 1>(w, d_q, d_d, d_y, s);
+    }
+    if (variant == 4) {
+        switch (n_cols) {
+        case 1: return launch_a16_v4<1>(w, d_q, d_d, d_y, s);
+        case 2: return launch_a16_v4<2>(w, d_q, d_d, d_y, s);
+        case 4: return launch_a16_v4<4>(w, d_q, d_d, d_y, s);
+        case 8: return launch_a16_v4<8>(w, d_q, d_d, d_y, s);
+        default: return FP4_ERR_UNSUPPORTED;
+        }
+    }
+    if (variant == 5 || variant == 6) { /* 6: two rows per warp at one column */
+        switch (n_cols) {
+        case 1: return variant == 6 ? launch_a16<1, 2, 2>(w, d_q, d_d, d_y, s) : launch_a16<1, 1, 2>(w, d_q, d_d, d_y, s);
+        case 2: return launch_a16<2, 1, 2>(w, d_q, d_d, d_y, s);
+        case 4: return launch_a16<4, 2, 2>(w, d_q, d_d, d_y, s);
+        case 8: return launch_a16<8, 2, 2>(w, d_q, d_d, d_y, s);
+        default: return FP4_ERR_UNSUPPORTED;
+        }
     }
     switch (n_cols) {
-    case 1: return launch_a16<1, 1, false>(w, d_q, d_d, d_y, s);
-    case 2: return launch_a16<2, 1, false>(w, d_q, d_d, d_y, s);
-    case 4: return launch_a16<4, 2, false>(w, d_q, d_d, d_y, s);
-    case 8: return launch_a16<8, 2, false>(w, d_q, d_d, d_y, s);
+    case 1: return launch_a16<1, 1, 0>(w, d_q, d_d, d_y, s);
+    case 2: return launch_a16<2, 1, 0>(w, d_q, d_d, d_y, s);
+    case 4: return launch_a16<4, 2, 0>(w, d_q, d_d, d_y, s);
+    case 8: return launch_a16<8, 2, 0>(w, d_q, d_d, d_y, s);
     default: return FP4_ERR_UNSUPPORTED;
     }
 }
@@ -248,7 +370,7 @@ fp4_status fp4_cu_a16_exact(int variant, const fp4_cuda_tensor *w, const float *
     if (!w || !d_x || !d_y || !s || !s->d_base || n_cols < 1) return FP4_ERR_INVALID_ARG;
     if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
     if (w->n_in <= 0 || w->n_in % 256 || w->k_pad != w->n_in) return FP4_ERR_SHAPE;
-    if (w->payload_stride % 16 || w->scale_stride % 2 || !aligned16(w->d_payload) || !aligned16(d_x))
+    if (w->payload_stride % 128 || w->scale_stride % 16 || !aligned16(w->d_payload) || !aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
     const int64_t chunk = variant == 1 ? 1 : (n_cols >= 8 ? 8 : n_cols >= 4 ? 4 : n_cols >= 2 ? 2 : 1);
     if (FP4_CU_COUNTER_BYTES + fp4_cu_a16_exact_scratch(w, chunk) > s->bytes) return FP4_ERR_INVALID_ARG;
@@ -274,7 +396,7 @@ FP4_API fp4_status fp4_cuda_q8_K_quantize(const float *d_x, int64_t n, int64_t n
 
 FP4_API fp4_status fp4_cuda_nvfp4_matvec_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
                                                    float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
-    return fp4_cu_a16_exact(2, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    return fp4_cu_a16_exact(4, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
 }
 
 } /* extern "C" */

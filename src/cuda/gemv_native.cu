@@ -166,6 +166,292 @@ static __global__ __launch_bounds__(256) void native_mma_kernel(
             }
 }
 
+/* ---- variant 3: the same contraction, tuned ----------------------------------------------------
+ * HALF (<= 8 columns): the tokens g+8 of the MMA are known zero, so their loads and conversions
+ * are not emitted; 32-bit offsets hoisted out of the loop; the next U segments' weights are
+ * loaded before the current U are computed (register double buffer); NW warps per block. */
+template <int MT, int NT, int U, bool HALF, int NW>
+static __global__ __launch_bounds__(NW * 32) void native_v3_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x, int ncols,
+    float *__restrict__ y, float *partials, unsigned *counters) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int64_t wrow0 = (int64_t)blockIdx.x * (NW * NT * 8) + warp * NT * 8;
+    const int seg_begin = blockIdx.y * seg_per_split;
+    const int seg_end = min(nseg, seg_begin + seg_per_split);
+    const uint8_t *wp[NT];
+    const uint8_t *sp[NT];
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        int64_t row = wrow0 + t * 8 + g;
+        if (row >= n_out) row = n_out - 1;
+        wp[t] = payload + row * pstride + q * 16;
+        sp[t] = scales + row * sstride + q * 2;
+    }
+    /* per m-tile: this lane's two tokens (g, g+8); a null base means a zero column */
+    const float *xa[MT];
+    const float *xb[MT];
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        const int ta = m * 16 + g, tb = ta + 8;
+        xa[m] = ta < ncols ? x + (int64_t)ta * n_in + q * 32 : nullptr;
+        xb[m] = (!HALF && tb < ncols) ? x + (int64_t)tb * n_in + q * 32 : nullptr;
+    }
+    const int kmax = n_in - q * 32; /* offsets (relative to the lane's base) below this are real */
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[m][t][i] = 0.0f;
+
+    uint4 nw[U][NT];
+    uint32_t ns[U][NT];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int t = 0; t < NT; t++) {
+            const bool ok = seg_begin + u < seg_end;
+            nw[u][t] = ok ? ldg16(wp[t] + (seg_begin + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
+            ns[u][t] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[t] + (seg_begin + u) * 8)) : 0u;
+        }
+    for (int seg0 = seg_begin; seg0 < seg_end; seg0 += U) {
+        uint4 cw[U][NT];
+        uint32_t cs[U][NT];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                cw[u][t] = nw[u][t];
+                cs[u][t] = ns[u][t];
+            }
+        const int nxt = seg0 + U;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const bool ok = nxt + u < seg_end;
+                nw[u][t] = ok ? ldg16(wp[t] + (nxt + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
+                ns[u][t] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[t] + (nxt + u) * 8)) : 0u;
+            }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (seg0 + u >= seg_end) break;
+            const int koff = (seg0 + u) * SEG;
+            uint32_t sA[NT], sB[NT];
+#pragma unroll
+            for (int t = 0; t < NT; t++) {
+                const uint32_t s2 = fp4_e4m3x2_to_h2(cs[u][t]);
+                sA[t] = fp4_prmt(s2, 0u, 0x1010u);
+                sB[t] = fp4_prmt(s2, 0u, 0x3232u);
+            }
+#pragma unroll
+            for (int wi = 0; wi < 4; wi++) {
+                uint32_t bw[NT][4];
+#pragma unroll
+                for (int t = 0; t < NT; t++) {
+                    const uint32_t word = wi == 0 ? cw[u][t].x : wi == 1 ? cw[u][t].y : wi == 2 ? cw[u][t].z : cw[u][t].w;
+                    fp4_e2m1x8_to_h2(word, bw[t]);
+                    const uint32_t sc = wi < 2 ? sA[t] : sB[t];
+#pragma unroll
+                    for (int h = 0; h < 4; h++) bw[t][h] = fp4_h2_mul(bw[t][h], sc);
+                }
+                const int ko = koff + wi * 8;
+                const bool kin = ko + 8 <= kmax;
+#pragma unroll
+                for (int m = 0; m < MT; m++) {
+                    uint32_t pa[4], pb[4] = {0u, 0u, 0u, 0u};
+                    act_pairs(xa[m] + ko, kin && xa[m] != nullptr, pa);
+                    if (!HALF) act_pairs(xb[m] + ko, kin && xb[m] != nullptr, pb);
+                    const uint32_t a_lo[4] = {pa[0], pb[0], pa[1], pb[1]};
+                    const uint32_t a_hi[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+                    for (int t = 0; t < NT; t++) {
+                        fp4_mma_f16(acc[m][t], a_lo, bw[t][0], bw[t][1]);
+                        fp4_mma_f16(acc[m][t], a_hi, bw[t][2], bw[t][3]);
+                    }
+                }
+            }
+        }
+    }
+
+    const int n_split = gridDim.y;
+    if (n_split == 1) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int tok = m * 16 + g + (i >> 1) * 8;
+                    const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
+                    if (tok < ncols && row < n_out)
+                        y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(acc[m][t][i], 16384.0f), scale2);
+                }
+        return;
+    }
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int tok = m * 16 + g + (i >> 1) * 8;
+                const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
+                if (tok < ncols && row < n_out)
+                    partials[((int64_t)blockIdx.y * ncols + tok) * n_out + row] = acc[m][t][i];
+            }
+    if (!fp4_splitk_arrive(counters + blockIdx.x, n_split)) return;
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int t = 0; t < NT; t++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int tok = m * 16 + g + (i >> 1) * 8;
+                const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
+                if (tok >= ncols || row >= n_out) continue;
+                float sum = 0.0f;
+                for (int sp2 = 0; sp2 < n_split; sp2++)
+                    sum = __fadd_rn(sum, __ldcg(partials + ((int64_t)sp2 * ncols + tok) * n_out + row));
+                y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(sum, 16384.0f), scale2);
+            }
+}
+
+/* ---- variant 4 (<= 8 columns): weights as the MMA's A operand ----------------------------------
+ * A warp owns 16 rows (lane g: rows g and g+8); activations are the B operand (column g), so one
+ * MMA covers 16 rows x 16 values and no operand slot is padding. Decode: the nibbles of a word
+ * become bytes s000mmm0 (the high byte of the f16 e2m1 * 2^-14: an e5m2-style byte), low
+ * nibbles in Bl, high nibbles in Bh, 7 integer ops; four byte permutes against a zero register
+ * place them as f16x2 pairs (e0,e2) (e4,e6) (e1,e3) (e5,e7): 11 ops per 8 weights. */
+static __device__ __forceinline__ void fp4_e2m1x8_to_h2_bytes(uint32_t w, uint32_t p[4]) {
+    const uint32_t bh = (w & 0x80808080u) | ((w >> 3) & 0x0E0E0E0Eu);
+    const uint32_t bl = ((w << 4) & 0x80808080u) | ((w << 1) & 0x0E0E0E0Eu);
+    p[0] = fp4_prmt(bl, 0u, 0x1404u); /* (e0, e2) */
+    p[1] = fp4_prmt(bl, 0u, 0x3424u); /* (e4, e6) */
+    p[2] = fp4_prmt(bh, 0u, 0x1404u); /* (e1, e3) */
+    p[3] = fp4_prmt(bh, 0u, 0x3424u); /* (e5, e7) */
+}
+
+template <int U, int NW>
+static __global__ __launch_bounds__(NW * 32) void native_v4_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x, int ncols,
+    float *__restrict__ y, float *partials, unsigned *counters) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const int64_t wrow0 = (int64_t)blockIdx.x * (NW * 16) + warp * 16;
+    const int seg_begin = blockIdx.y * seg_per_split;
+    const int seg_end = min(nseg, seg_begin + seg_per_split);
+    const uint8_t *wp[2];
+    const uint8_t *sp[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int64_t row = wrow0 + g + h * 8;
+        if (row >= n_out) row = n_out - 1;
+        wp[h] = payload + row * pstride + q * 16;
+        sp[h] = scales + row * sstride + q * 2;
+    }
+    const float *xg = g < ncols ? x + (int64_t)g * n_in + q * 32 : nullptr;
+    const int kmax = n_in - q * 32;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    uint4 nw[U][2];
+    uint32_t ns[U][2];
+#pragma unroll
+    for (int u = 0; u < U; u++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const bool ok = seg_begin + u < seg_end;
+            nw[u][h] = ok ? ldg16(wp[h] + (seg_begin + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
+            ns[u][h] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[h] + (seg_begin + u) * 8)) : 0u;
+        }
+    for (int seg0 = seg_begin; seg0 < seg_end; seg0 += U) {
+        uint4 cw[U][2];
+        uint32_t cs[U][2];
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                cw[u][h] = nw[u][h];
+                cs[u][h] = ns[u][h];
+            }
+        const int nxt = seg0 + U;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const bool ok = nxt + u < seg_end;
+                nw[u][h] = ok ? ldg16(wp[h] + (nxt + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
+                ns[u][h] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[h] + (nxt + u) * 8)) : 0u;
+            }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (seg0 + u >= seg_end) break;
+            const int koff = (seg0 + u) * SEG;
+            uint32_t sA[2], sB[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint32_t s2 = fp4_e4m3x2_to_h2(cs[u][h]);
+                sA[h] = fp4_prmt(s2, 0u, 0x1010u);
+                sB[h] = fp4_prmt(s2, 0u, 0x3232u);
+            }
+#pragma unroll
+            for (int wi = 0; wi < 4; wi++) {
+                uint32_t p0[4], p1[4];
+                const uint32_t w0 = wi == 0 ? cw[u][0].x : wi == 1 ? cw[u][0].y : wi == 2 ? cw[u][0].z : cw[u][0].w;
+                const uint32_t w1 = wi == 0 ? cw[u][1].x : wi == 1 ? cw[u][1].y : wi == 2 ? cw[u][1].z : cw[u][1].w;
+                fp4_e2m1x8_to_h2_bytes(w0, p0);
+                fp4_e2m1x8_to_h2_bytes(w1, p1);
+                const uint32_t s0 = wi < 2 ? sA[0] : sB[0], s1 = wi < 2 ? sA[1] : sB[1];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    p0[k] = fp4_h2_mul(p0[k], s0);
+                    p1[k] = fp4_h2_mul(p1[k], s1);
+                }
+                const int ko = koff + wi * 8;
+                float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
+                if (xg != nullptr && ko + 8 <= kmax) {
+                    lo = __ldg(reinterpret_cast<const float4 *>(xg + ko));
+                    hi = __ldg(reinterpret_cast<const float4 *>(xg + ko + 4));
+                }
+                const uint32_t a0[4] = {p0[0], p1[0], p0[1], p1[1]};
+                const uint32_t a1[4] = {p0[2], p1[2], p0[3], p1[3]};
+                fp4_mma_f16(acc, a0, fp4_f2_to_h2(lo.x, lo.z), fp4_f2_to_h2(hi.x, hi.z));
+                fp4_mma_f16(acc, a1, fp4_f2_to_h2(lo.y, lo.w), fp4_f2_to_h2(hi.y, hi.w));
+            }
+        }
+    }
+    /* C: i=0 (row g, column 2q), 1 (row g, column 2q+1), 2 (row g+8, 2q), 3 (row g+8, 2q+1) */
+    const int n_split = gridDim.y;
+    if (n_split == 1) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int tok = q * 2 + (i & 1);
+            const int64_t row = wrow0 + g + (i >> 1) * 8;
+            if (tok < ncols && row < n_out)
+                y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(acc[i], 16384.0f), scale2);
+        }
+        return;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int tok = q * 2 + (i & 1);
+        const int64_t row = wrow0 + g + (i >> 1) * 8;
+        if (tok < ncols && row < n_out) partials[((int64_t)blockIdx.y * ncols + tok) * n_out + row] = acc[i];
+    }
+    if (!fp4_splitk_arrive(counters + blockIdx.x, n_split)) return;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int tok = q * 2 + (i & 1);
+        const int64_t row = wrow0 + g + (i >> 1) * 8;
+        if (tok >= ncols || row >= n_out) continue;
+        float sum = 0.0f;
+        for (int sp2 = 0; sp2 < n_split; sp2++)
+            sum = __fadd_rn(sum, __ldcg(partials + ((int64_t)sp2 * ncols + tok) * n_out + row));
+        y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(sum, 16384.0f), scale2);
+    }
+}
+
 /* ---- variant 1: plain ---------------------------------------------------------------------------- */
 
 static __global__ __launch_bounds__(256) void native_plain_kernel(const uint8_t *__restrict__ payload,
@@ -238,6 +524,114 @@ static fp4_status launch_mma(const fp4_cuda_tensor *w, const float *x, int64_t n
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
+/* v3 plan: blocks resident per SM measured for the instance; as many K slices as fill whole
+ * waves (never a partial second wave), at least two segments per slice. */
+template <int MT, int NT, int U, bool HALF, int NW>
+static void v3_plan(const fp4_cuda_tensor *w, int ks_force, int64_t *rb, int *ks, int *sps) {
+    static int per_sm = 0; /* per instance; benign race */
+    if (!per_sm) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, native_v3_kernel<MT, NT, U, HALF, NW>, NW * 32, 0) !=
+                cudaSuccess || n < 1)
+            n = 1;
+        per_sm = n;
+    }
+    int sms = fp4_cu_sm_count();
+    if (sms <= 0) sms = 132;
+    const int64_t nseg = w->k_pad / SEG, cap = (int64_t)per_sm * sms;
+    *rb = (w->n_out + NW * NT * 8 - 1) / (NW * NT * 8);
+    int64_t k = ks_force > 0 ? ks_force : (*rb >= cap ? 1 : cap / *rb);
+    if (k > nseg / 2) k = nseg / 2;
+    if (k > 64) k = 64;
+    if (k < 1) k = 1;
+    if (*rb > (int64_t)(FP4_CU_COUNTER_BYTES / 4)) k = 1;
+    *sps = (int)((nseg + k - 1) / k);
+    *ks = (int)((nseg + *sps - 1) / *sps);
+}
+
+template <int MT, int NT, int U, bool HALF, int NW>
+static fp4_status launch_v3(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, const fp4_cuda_scratch *s,
+                            int ks_force, cudaStream_t st) {
+    int64_t rb;
+    int ks, sps;
+    v3_plan<MT, NT, U, HALF, NW>(w, ks_force, &rb, &ks, &sps);
+    if (ks > 1 && FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
+        return FP4_ERR_INVALID_ARG;
+    native_v3_kernel<MT, NT, U, HALF, NW><<<dim3((unsigned)rb, (unsigned)ks), NW * 32, 0, st>>>(
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)w->n_in, (int)(w->k_pad / SEG),
+        sps, w->scale2, x, (int)nc, y, (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES), (unsigned *)s->d_base);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+template <int U, int NW>
+static void v4_plan(const fp4_cuda_tensor *w, int64_t *rb, int *ks, int *sps) {
+    static int per_sm = 0;
+    if (!per_sm) {
+        int n = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, native_v4_kernel<U, NW>, NW * 32, 0) != cudaSuccess ||
+            n < 1)
+            n = 1;
+        per_sm = n;
+    }
+    int sms = fp4_cu_sm_count();
+    if (sms <= 0) sms = 132;
+    const int64_t nseg = w->k_pad / SEG, cap = (int64_t)per_sm * sms;
+    *rb = (w->n_out + NW * 16 - 1) / (NW * 16);
+    int64_t k = *rb >= cap ? 1 : cap / *rb;
+    if (k > nseg / 2) k = nseg / 2;
+    if (k > 64) k = 64;
+    if (k < 1) k = 1;
+    if (*rb > (int64_t)(FP4_CU_COUNTER_BYTES / 4)) k = 1;
+    *sps = (int)((nseg + k - 1) / k);
+    *ks = (int)((nseg + *sps - 1) / *sps);
+}
+
+template <int U, int NW>
+static fp4_status launch_v4(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, const fp4_cuda_scratch *s,
+                            cudaStream_t st) {
+    int64_t rb;
+    int ks, sps;
+    v4_plan<U, NW>(w, &rb, &ks, &sps);
+    if (ks > 1 && FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
+        return FP4_ERR_INVALID_ARG;
+    native_v4_kernel<U, NW><<<dim3((unsigned)rb, (unsigned)ks), NW * 32, 0, st>>>(
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)w->n_in, (int)(w->k_pad / SEG),
+        sps, w->scale2, x, (int)nc, y, (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES), (unsigned *)s->d_base);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+template <int U, int NW> static int v4_slices(const fp4_cuda_tensor *w) {
+    int64_t rb;
+    int ks, sps;
+    v4_plan<U, NW>(w, &rb, &ks, &sps);
+    return ks;
+}
+
+/* cfg (lab sweep): 0 = NW 4, U 2 (production); 1 = NW 4, U 4; 2 = NW 8, U 2; 3 = NW 8, U 4 */
+static fp4_status native_v3(int cfg, const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y,
+                            const fp4_cuda_scratch *s, cudaStream_t st) {
+    if (nc <= 8) {
+        switch (cfg) {
+        case 1: return launch_v3<1, 2, 4, true, 4>(w, x, nc, y, s, 0, st);
+        case 2: return launch_v3<1, 2, 2, true, 8>(w, x, nc, y, s, 0, st);
+        case 3: return launch_v3<1, 2, 4, true, 8>(w, x, nc, y, s, 0, st);
+        default: return launch_v3<1, 2, 2, true, 4>(w, x, nc, y, s, 0, st);
+        }
+    }
+    if (nc <= 16) return launch_v3<1, 2, 2, false, 4>(w, x, nc, y, s, 0, st);
+    if (nc <= 32) return launch_v3<2, 2, 2, false, 4>(w, x, nc, y, s, 0, st);
+    return launch_v3<4, 2, 2, false, 4>(w, x, nc, y, s, 0, st);
+}
+
+template <int MT, int NT, int U, bool HALF, int NW> static int v3_slices(const fp4_cuda_tensor *w) {
+    int64_t rb;
+    int ks, sps;
+    v3_plan<MT, NT, U, HALF, NW>(w, 0, &rb, &ks, &sps);
+    return ks;
+}
+
 extern "C" {
 
 size_t fp4_cu_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
@@ -246,6 +640,15 @@ size_t fp4_cu_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     int64_t rb;
     int ks, sps;
     plan(w, pick_cfg(nc), &rb, &ks, &sps);
+    int k3 = nc <= 8 ? v3_slices<1, 2, 2, true, 4>(w) : nc <= 16 ? v3_slices<1, 2, 2, false, 4>(w)
+             : nc <= 32 ? v3_slices<2, 2, 2, false, 4>(w) : v3_slices<4, 2, 2, false, 4>(w);
+    if (nc <= 8) { /* the lab's other configurations of the same width */
+        const int more[3] = {v3_slices<1, 2, 4, true, 4>(w), v3_slices<1, 2, 2, true, 8>(w), v3_slices<1, 2, 4, true, 8>(w)};
+        for (int i = 0; i < 3; i++) k3 = more[i] > k3 ? more[i] : k3;
+    }
+    if (k3 > ks) ks = k3;
+    const int k4[3] = {v4_slices<2, 4>(w), v4_slices<4, 4>(w), v4_slices<2, 8>(w)};
+    for (int i = 0; i < 3; i++) ks = k4[i] > ks ? k4[i] : ks;
     return ks > 1 ? FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) : 0;
 }
 
@@ -254,7 +657,7 @@ fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x
     if (!w || !d_x || !d_y || n_cols < 1) return FP4_ERR_INVALID_ARG;
     if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
     if (w->n_in <= 0 || w->n_in % 16 || w->k_pad % 256 || w->k_pad < w->n_in) return FP4_ERR_SHAPE;
-    if (w->payload_stride % 16 || w->scale_stride % 2 || !aligned16(w->d_payload) || !aligned16(d_x))
+    if (w->payload_stride % 128 || w->scale_stride % 16 || !aligned16(w->d_payload) || !aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
     if (variant == 1) {
         for (int64_t c = 0; c < n_cols; c++) {
@@ -266,6 +669,26 @@ fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x
         return FP4_OK;
     }
     if (!s || !s->d_base) return FP4_ERR_INVALID_ARG;
+    if (variant >= 7 && variant <= 9) { /* v4: chunks of 8 columns (7: U 2 NW 4; 8: U 4 NW 4; 9: U 2 NW 8) */
+        for (int64_t c0 = 0; c0 < n_cols; c0 += 8) {
+            const int64_t nc = n_cols - c0 < 8 ? n_cols - c0 : 8;
+            const float *xc = d_x + c0 * w->n_in;
+            float *yc = d_y + c0 * w->n_out;
+            const fp4_status st = variant == 8   ? launch_v4<4, 4>(w, xc, nc, yc, s, stream)
+                                  : variant == 9 ? launch_v4<2, 8>(w, xc, nc, yc, s, stream)
+                                                 : launch_v4<2, 4>(w, xc, nc, yc, s, stream);
+            if (st != FP4_OK) return st;
+        }
+        return FP4_OK;
+    }
+    if (variant >= 3) {
+        for (int64_t c0 = 0; c0 < n_cols; c0 += 64) {
+            const int64_t nc = n_cols - c0 < 64 ? n_cols - c0 : 64;
+            const fp4_status st = native_v3(variant - 3, w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, s, stream);
+            if (st != FP4_OK) return st;
+        }
+        return FP4_OK;
+    }
     for (int64_t c0 = 0; c0 < n_cols; c0 += 64) {
         const int64_t nc = n_cols - c0 < 64 ? n_cols - c0 : 64;
         const native_cfg cfg = pick_cfg(nc);
@@ -290,7 +713,7 @@ fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x
 
 FP4_API fp4_status fp4_cuda_nvfp4_matvec_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
                                                 float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
-    return fp4_cu_native(2, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    return fp4_cu_native(3, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
 }
 
 } /* extern "C" */

@@ -71,11 +71,11 @@ static __global__ __launch_bounds__(256) void act_quant_kernel(const float *__re
 
 static __device__ __forceinline__ uint4 ldg16(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
 
-static __device__ __forceinline__ int dot16(uint32_t w0, uint32_t w1, uint4 a) {
-    int d = __dp4a((int)fp4_e2m1x4_to_q1x4(w0), (int)a.x, 0);
-    d = __dp4a((int)fp4_e2m1x4_to_q1x4(w0 >> 16), (int)a.y, d);
-    d = __dp4a((int)fp4_e2m1x4_to_q1x4(w1), (int)a.z, d);
-    return __dp4a((int)fp4_e2m1x4_to_q1x4(w1 >> 16), (int)a.w, d);
+static __device__ __forceinline__ int dot16(uint32_t w0, uint32_t w1, uint4 a, const fp4_q1_luts &l) {
+    int d = __dp4a((int)fp4_e2m1x4_to_q1x4_l(w0, l), (int)a.x, 0);
+    d = __dp4a((int)fp4_e2m1x4_to_q1x4_l(w0 >> 16, l), (int)a.y, d);
+    d = __dp4a((int)fp4_e2m1x4_to_q1x4_l(w1, l), (int)a.z, d);
+    return __dp4a((int)fp4_e2m1x4_to_q1x4_l(w1 >> 16, l), (int)a.w, d);
 }
 
 static __device__ __forceinline__ float w4a4_epilogue(long long total, float scale2, float input_scale) {
@@ -103,6 +103,7 @@ static __global__ __launch_bounds__(256) void w4a4_dp4a_kernel(const uint8_t *__
         prow[r] = payload + row * pstride;
         srow[r] = scales + row * sstride;
     }
+    const fp4_q1_luts luts = fp4_q1_luts_make();
     long long part[R][NC];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -126,8 +127,8 @@ static __global__ __launch_bounds__(256) void w4a4_dp4a_kernel(const uint8_t *__
             const int2 qa = __ldg(reinterpret_cast<const int2 *>(q9 + c * (k_pad / 16) + ch * 2));
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                const int da = dot16(wv[r].x, wv[r].y, a0) * qwa[r]; /* |.| <= 2304*229376: fits */
-                const int db = dot16(wv[r].z, wv[r].w, a1) * qwb[r];
+                const int da = dot16(wv[r].x, wv[r].y, a0, luts) * qwa[r]; /* |.| <= 2304*229376: fits */
+                const int db = dot16(wv[r].z, wv[r].w, a1, luts) * qwb[r];
                 part[r][c] += (long long)da * qa.x + (long long)db * qa.y;
             }
         }
@@ -208,6 +209,7 @@ static __global__ __launch_bounds__(128) void w4a4_tile_kernel(const uint8_t *__
     __shared__ __align__(16) tile_stage stage[2];
     __shared__ int32_t wq9[T_ROWS * T_QPITCH];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    const fp4_q1_luts luts = fp4_q1_luts_make();
     const int64_t row_base = (int64_t)blockIdx.x * T_ROWS;
     const int nchunks = (int)(k_pad / T_K);
     const int c_begin = blockIdx.y * chunks_per_split;
@@ -239,7 +241,7 @@ static __global__ __launch_bounds__(128) void w4a4_tile_kernel(const uint8_t *__
         for (int G = 0; G < 16; G++) {
             const uint32_t wlo = *reinterpret_cast<const unsigned short *>(st->w + rlo * T_WPITCH + G * 8 + q * 2);
             const uint32_t whi = *reinterpret_cast<const unsigned short *>(st->w + rhi * T_WPITCH + G * 8 + q * 2);
-            const uint32_t a0 = fp4_e2m1x4_to_q1x4(wlo), a1 = fp4_e2m1x4_to_q1x4(whi);
+            const uint32_t a0 = fp4_e2m1x4_to_q1x4_l(wlo, luts), a1 = fp4_e2m1x4_to_q1x4_l(whi, luts);
             const int qlo = wq9[rlo * T_QPITCH + G], qhi = wq9[rhi * T_QPITCH + G];
 #pragma unroll
             for (int nt = 0; nt < 2; nt++) {
