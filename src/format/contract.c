@@ -67,6 +67,50 @@ static inline int32_t group_dot_i8(const uint8_t *packed8, const int8_t *a16) {
 }
 
 /* ---- exact A16 (SPEC §4) ---- */
+
+/* byte -> its two E2M1 values as int16 (low nibble first), for the vectorizable path */
+static int16_t q1_pair16[256][2];
+static int32_t q9_table[256];
+static pthread_once_t q1_16_once = PTHREAD_ONCE_INIT;
+static void q1_16_fill(void) {
+    for (int b = 0; b < 256; b++) {
+        q1_pair16[b][0] = (int16_t)fp4_e2m1_q1((uint8_t)(b & 15));
+        q1_pair16[b][1] = (int16_t)fp4_e2m1_q1((uint8_t)(b >> 4));
+        q9_table[b] = fp4_e4m3fn_q9((uint8_t)b);
+    }
+}
+
+/* The pinned epilogue: exactly these four f32 operations, super-blocks in index order. */
+static inline float a16_epilogue(int64_t total, float d, float scale2, float acc) {
+    float c = fmaf((float)total, 0x1p-10f, 0.0f);
+    c = fmaf(c, d, 0.0f);
+    c = fmaf(c, scale2, 0.0f);
+    return fmaf(1.0f, c, acc);
+}
+
+/* One row against activations already widened to int16 (q16: n_in values, d: one per
+ * super-block). The integer part is order-free, so it is written for the vectorizer: decode a
+ * super-block's 256 codes to int16, then 16 dots of 16 int16 products summed in int32. */
+static float dot_a16_q16(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int16_t *q16,
+                         const float *d, int64_t n_in) {
+    float acc = 0.0f;
+    int16_t w[FP4_QK_K];
+    for (int64_t sb = 0; sb < n_in / FP4_QK_K; sb++) {
+        if (d[sb] == 0.0f) continue; /* an all-zero super-block contributes nothing */
+        const uint8_t *p = payload_row + sb * (FP4_QK_K / 2);
+        for (int j = 0; j < FP4_QK_K / 2; j++) memcpy(&w[2 * j], q1_pair16[p[j]], 4);
+        const int16_t *a = q16 + sb * FP4_QK_K;
+        int64_t total = 0;
+        for (int g = 0; g < 16; g++) {
+            int32_t dot = 0;
+            for (int j = 0; j < 16; j++) dot += (int32_t)w[g * 16 + j] * a[g * 16 + j];
+            total += (int64_t)dot * q9_table[scales_row[sb * 16 + g]];
+        }
+        acc = a16_epilogue(total, d[sb], scale2, acc);
+    }
+    return fp4_round_f16(acc);
+}
+
 float fp4_nvfp4_dot_a16_exact(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
                               const fp4_block_q8_K *xq, int64_t n_in) {
     q1_init();
@@ -80,11 +124,7 @@ float fp4_nvfp4_dot_a16_exact(const uint8_t *payload_row, const uint8_t *scales_
             int32_t dot = group_dot_i8(payload_row + gi * 8, q->qs + g * 16);
             total += (int64_t)dot * fp4_e4m3fn_q9(scales_row[gi]);
         }
-        /* the pinned epilogue: exactly these four f32 operations, super-blocks in index order */
-        float c = fmaf((float)total, 0x1p-10f, 0.0f);
-        c = fmaf(c, q->d, 0.0f);
-        c = fmaf(c, scale2, 0.0f);
-        acc = fmaf(1.0f, c, acc);
+        acc = a16_epilogue(total, q->d, scale2, acc);
     }
     return fp4_round_f16(acc);
 }
@@ -118,6 +158,8 @@ typedef struct mv_ctx {
     int64_t n_cols;
     float *y;
     const fp4_block_q8_K *xq;             /* a16 exact: n_cols × n_in/256 blocks */
+    const int16_t *q16;                   /* a16 exact: the same activations widened, n_cols × n_in */
+    const float *d;                       /* a16 exact: n_cols × n_in/256 block scales */
     const uint8_t *acodes, *ascales;      /* w4a4: n_cols × n_in/2, n_cols × n_in/16 */
 } mv_ctx;
 
@@ -133,8 +175,8 @@ static void a16_rows(void *p, int64_t r0, int64_t r1) {
     const int64_t n_in = c->w->n_in, nsb = n_in / FP4_QK_K;
     for (int64_t r = r0; r < r1; r++)
         for (int64_t col = 0; col < c->n_cols; col++)
-            c->y[col * c->w->n_out + r] = fp4_nvfp4_dot_a16_exact(
-                c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2, c->xq + col * nsb, n_in);
+            c->y[col * c->w->n_out + r] = dot_a16_q16(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16),
+                                                      c->w->scale2, c->q16 + col * n_in, c->d + col * nsb, n_in);
 }
 
 fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
@@ -144,12 +186,23 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
     if (w->n_in % FP4_QK_K) return FP4_ERR_SHAPE;
     const int64_t nsb = w->n_in / FP4_QK_K;
     fp4_block_q8_K *xq = malloc((size_t)(n_cols * nsb + 1) * sizeof *xq);
-    if (!xq) return FP4_ERR_NOMEM;
-    for (int64_t col = 0; col < n_cols; col++) fp4_q8_K_quantize(x + col * w->n_in, w->n_in, xq + col * nsb);
-    q1_init();
-    mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .xq = xq};
+    int16_t *q16 = malloc((size_t)(n_cols * w->n_in + 1) * sizeof *q16);
+    float *d = malloc((size_t)(n_cols * nsb + 1) * sizeof *d);
+    if (!xq || !q16 || !d) {
+        free(xq), free(q16), free(d);
+        return FP4_ERR_NOMEM;
+    }
+    for (int64_t col = 0; col < n_cols; col++) {
+        fp4_q8_K_quantize(x + col * w->n_in, w->n_in, xq + col * nsb);
+        for (int64_t b = 0; b < nsb; b++) {
+            d[col * nsb + b] = xq[col * nsb + b].d;
+            for (int k = 0; k < FP4_QK_K; k++) q16[col * w->n_in + b * FP4_QK_K + k] = xq[col * nsb + b].qs[k];
+        }
+    }
+    pthread_once(&q1_16_once, q1_16_fill);
+    mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .xq = xq, .q16 = q16, .d = d};
     st = fp4_parallel_rows(w->n_out, n_threads, a16_rows, &c);
-    free(xq);
+    free(xq), free(q16), free(d);
     return st;
 }
 

@@ -8,7 +8,7 @@
  * f32; on N(0,1) activations the measured error is a few 1e-4. The bound leaves ~4x margin. */
 #define NATIVE_NRMSE_MAX 2e-3
 /* The lab's plain f32 kernel (variant 1): f32 activations, f32 sums. Variants: 0 = through
- * fp4_cuda_project, 1 = plain, 2 = first mma kernel, 3..6 = the tuned kernel's configurations. */
+ * fp4_cuda_project, 1 = plain, 2 = first mma kernel, 3..6 = the tuned kernel's configurations, 7..9 = weights-as-A kernel. */
 #define PLAIN_NRMSE_MAX 1e-5
 
 static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, const int *cols, int ncols_n,
@@ -30,9 +30,10 @@ static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, co
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_a16_float(&w.view, x, nc, ref, 8));
-        for (int variant = 0; variant <= 6; variant++) {
+        for (int variant = 0; variant <= 9; variant++) {
             if (variant == 1 && nc > 2) continue;
-            if (variant >= 4 && nc > 8) continue; /* v3's other configurations differ only at <= 8 */
+            if ((variant >= 4 && variant <= 6) || variant >= 8) /* other configurations: <= 8 columns */
+                if (nc > 8) continue;
             cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
             if (variant == 0) {
                 CHECK(!strcmp(fp4_cuda_route_name(&t, FP4_CUDA_NATIVE, nc), "nvfp4.a16.native.mma"));
@@ -48,8 +49,8 @@ static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, co
             const double lim = variant == 1 ? PLAIN_NRMSE_MAX : NATIVE_NRMSE_MAX;
             CHECK_MSG(nan == 0 && e < lim, "native %lldx%lld w%d cols %d v%d: nrmse %.3g (limit %.1g), %lld unwritten",
                       (long long)n_out, (long long)n_in, wkind, nc, variant, e, lim, (long long)nan);
-            if (variant == 2 || variant == 3) {
-                if (variant == 3 && (nc == 1 || nc == 16 || nc == 64))
+            if (variant == 2 || variant == 3 || variant == 7) {
+                if (variant >= 3 && (nc == 1 || nc == 16 || nc == 64))
                     printf("native %lldx%lld cols %d: nrmse %.3g\n", (long long)n_out, (long long)n_in, nc, e);
                 CHECK_OK(fp4_cu_native(variant, &t, dx, nc, dy, &s, 0));
                 gt_sync("native again");
