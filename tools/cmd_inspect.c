@@ -35,6 +35,63 @@ static json_t *tensor_json(const fp4_tensor *t) {
     return o;
 }
 
+/* The container's own metadata: GGUF key/values, or safetensors __metadata__ (first shard). */
+static json_t *gguf_value(const fp4_gguf *g, int64_t i) {
+    union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32; uint64_t u64; int64_t i64; float f; double d; int b; } v;
+    const char *s;
+    uint64_t len;
+    switch (fp4_gguf_kv_type(g, i)) {
+    case FP4_GGUF_UINT8: fp4_gguf_get_u8(g, i, &v.u8); return json_integer(v.u8);
+    case FP4_GGUF_INT8: fp4_gguf_get_i8(g, i, &v.i8); return json_integer(v.i8);
+    case FP4_GGUF_UINT16: fp4_gguf_get_u16(g, i, &v.u16); return json_integer(v.u16);
+    case FP4_GGUF_INT16: fp4_gguf_get_i16(g, i, &v.i16); return json_integer(v.i16);
+    case FP4_GGUF_UINT32: fp4_gguf_get_u32(g, i, &v.u32); return json_integer(v.u32);
+    case FP4_GGUF_INT32: fp4_gguf_get_i32(g, i, &v.i32); return json_integer(v.i32);
+    case FP4_GGUF_UINT64: fp4_gguf_get_u64(g, i, &v.u64); return json_integer((json_int_t)v.u64);
+    case FP4_GGUF_INT64: fp4_gguf_get_i64(g, i, &v.i64); return json_integer(v.i64);
+    case FP4_GGUF_FLOAT32: fp4_gguf_get_f32(g, i, &v.f); return json_real(v.f);
+    case FP4_GGUF_FLOAT64: fp4_gguf_get_f64(g, i, &v.d); return json_real(v.d);
+    case FP4_GGUF_BOOL: fp4_gguf_get_bool(g, i, &v.b); return json_boolean(v.b);
+    case FP4_GGUF_STRING: {
+        fp4_gguf_get_str(g, i, &s, &len);
+        json_t *j = json_stringn(s, (size_t)(len > 4096 ? 4096 : len)); /* NULL when not valid UTF-8 */
+        return j ? j : json_string("(not UTF-8)");
+    }
+    case FP4_GGUF_ARRAY: {
+        uint64_t n = 0;
+        const void *d;
+        if (fp4_gguf_arr_type(g, i) == FP4_GGUF_STRING) fp4_gguf_get_arr_str_count(g, i, &n);
+        else fp4_gguf_get_arr(g, i, fp4_gguf_arr_type(g, i), &d, &n);
+        char buf[64];
+        snprintf(buf, sizeof buf, "[%s × %llu]", fp4_gguf_type_name(fp4_gguf_arr_type(g, i)), (unsigned long long)n);
+        return json_string(buf);
+    }
+    default: return json_null();
+    }
+}
+
+static json_t *container_metadata(const char *path) {
+    json_t *o = json_object();
+    fp4_gguf *g = NULL;
+    fp4_st *st = NULL;
+    fp4_hfdir *d = NULL;
+    if (!fp4_gguf_open(path, &g, NULL)) {
+        for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++) json_object_set_new(o, fp4_gguf_key(g, i), gguf_value(g, i));
+    } else {
+        const fp4_st *s = NULL;
+        if (!fp4_st_open(path, &st, NULL)) s = st;
+        else if (!fp4_hfdir_open(path, &d, NULL) && fp4_hfdir_n_shards(d)) s = fp4_hfdir_shard(d, 0);
+        for (size_t i = 0; s && i < fp4_st_n_metadata(s); i++) {
+            const char *k, *v;
+            if (!fp4_st_metadata_at(s, i, &k, &v)) json_object_set_new(o, k, json_string(v));
+        }
+    }
+    fp4_gguf_close(g);
+    fp4_st_close(st);
+    fp4_hfdir_close(d);
+    return o;
+}
+
 int cmd_inspect(int argc, char **argv) {
     const char *path = NULL;
     int json = 0;
@@ -62,6 +119,7 @@ int cmd_inspect(int argc, char **argv) {
                               "activation_precision", fp4_act_precision_name(fp4_model_act_precision(m)), "bytes",
                               (json_int_t)fp4_model_file_bytes(m), "tensors", (json_int_t)n, "weight_bits_per_weight",
                               welems ? 8.0 * (double)wbytes / (double)welems : 0.0, "tensor_list", arr);
+        json_object_set_new(o, "metadata", container_metadata(path));
         char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(s ? s : "{}");
         free(s);
@@ -71,6 +129,15 @@ int cmd_inspect(int argc, char **argv) {
                path, fp4_layout_name(fp4_model_layout(m)), fp4_weight_precision_name(fp4_model_weight_precision(m)),
                fp4_act_precision_name(fp4_model_act_precision(m)), (unsigned long long)fp4_model_file_bytes(m), (long long)n,
                welems ? 8.0 * (double)wbytes / (double)welems : 0.0);
+        json_t *md = container_metadata(path);
+        const char *k;
+        json_t *v;
+        json_object_foreach(md, k, v) {
+            char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            printf("  %-48s %.100s%s\n", k, txt ? txt : "?", txt && strlen(txt) > 100 ? "..." : "");
+            free(txt);
+        }
+        json_decref(md);
         for (int64_t i = 0; i < n; i++) {
             const fp4_tensor *t = fp4_model_tensor(m, i);
             char shape[96] = "";
