@@ -660,7 +660,7 @@ FP4_API fp4_status fp4_quantize_checkpoint(const char *in, const char *out, cons
 /* END model section */
 
 /* ------------------------------------------------------------------------------------------ */
-/* CUDA backend (build with `make cuda`; absent symbols return FP4_ERR_NO_DEVICE).            */
+/* CUDA backend: these symbols live in build/libfp4lane_cuda.a (`make cuda`), linked beside the CPU library. */
 /* BEGIN cuda section */
 /* Device pointers carry a d_ prefix. Every call checks shapes and alignment first
  * (FP4_ERR_INVALID_ARG / FP4_ERR_SHAPE) and turns any CUDA failure into FP4_ERR_CUDA; kernels

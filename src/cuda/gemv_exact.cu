@@ -4,12 +4,17 @@
  *   1. q8k_quantize_kernel: one warp per (column, 256-value super-block), ggml's
  *      quantize_row_q8_K_ref: first largest |x| in index order, iscale = -127/max (IEEE
  *      division), q = min(127, nearest_int(iscale*x)) by the magic number, d = 1/iscale.
- *   2. a16_exact_kernel<NC, R, PLAIN>: one warp per R rows. Each lane owns a 16-byte payload
- *      chunk (two 16-groups) of one super-block; 8 lanes make a super-block, a warp pass 4. The
- *      group dots are integer (dp4a on int8 e2m1_q1 codes decoded by byte permutes), weighted by
+ *   2. a16_exact_kernel<NC, R, MODE>: one warp per R rows. Each lane owns a 16-byte payload chunk
+ *      (two 16-groups) of one super-block; 8 lanes make a super-block, a warp pass 4. The group
+ *      dots are integer (dp4a on int8 e2m1_q1 codes decoded by byte permutes), weighted by
  *      e4m3fn_q9 into int64, summed over the 8 lanes (order-free), then the four pinned f32 FMAs
  *      per super-block run in super-block index order on every lane (the sequential part), and
- *      the F16 boundary at the end. PLAIN = a scalar decode loop (the lab's variant 1).
+ *      the F16 boundary at the end. MODE 0 = merged signed decode, 1 = scalar loop (lab), 2 =
+ *      sign-split decode (P and N dot products, 2 permutes per 4 weights).
+ *   3. a16_exact_v4_kernel<NC>: 32 payload bytes per lane, 4 lanes per super-block (lab variant 4).
+ *
+ * Production (variant 7): MODE 2 with 2 rows per warp at 1 column, MODE 2 at 2, MODE 0 at 4 and
+ * 8 columns; wider calls run in chunks of 8 (bench/gpu.md).
  */
 #include "common.cuh"
 
@@ -325,8 +330,10 @@ fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, in
     return FP4_OK;
 }
 
-/* One launch serves 1, 2, 4 or 8 columns. Variant 2: rows per warp grow with the width so that
- * one activation load feeds more weights; variant 4: the sign-split decode. */
+/* One launch serves 1, 2, 4 or 8 columns. Variant 2: merged decode, rows per warp grow with the
+ * width so that one activation load feeds more weights; 4: sign-split decode, 32 bytes per lane;
+ * 5: variant 2's layout with the sign-split decode; 6: 5 with two rows per warp at one column;
+ * 7: production, the fastest measured per width (1: 6, 2: 5, 4 and 8: 2). */
 fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                                    int64_t n_cols, float *d_y, cudaStream_t s) {
     if (variant == 1) {
@@ -339,6 +346,15 @@ fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const 
         case 2: return launch_a16_v4<2>(w, d_q, d_d, d_y, s);
         case 4: return launch_a16_v4<4>(w, d_q, d_d, d_y, s);
         case 8: return launch_a16_v4<8>(w, d_q, d_d, d_y, s);
+        default: return FP4_ERR_UNSUPPORTED;
+        }
+    }
+    if (variant == 7) { /* production: the fastest measured kernel per width (bench/gpu.md) */
+        switch (n_cols) {
+        case 1: return launch_a16<1, 2, 2>(w, d_q, d_d, d_y, s);
+        case 2: return launch_a16<2, 1, 2>(w, d_q, d_d, d_y, s);
+        case 4: return launch_a16<4, 2, 0>(w, d_q, d_d, d_y, s);
+        case 8: return launch_a16<8, 2, 0>(w, d_q, d_d, d_y, s);
         default: return FP4_ERR_UNSUPPORTED;
         }
     }
@@ -396,7 +412,7 @@ FP4_API fp4_status fp4_cuda_q8_K_quantize(const float *d_x, int64_t n, int64_t n
 
 FP4_API fp4_status fp4_cuda_nvfp4_matvec_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
                                                    float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
-    return fp4_cu_a16_exact(4, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    return fp4_cu_a16_exact(7, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
 }
 
 } /* extern "C" */

@@ -1,24 +1,28 @@
-/* gemv_native.cu — the native (fast) A16 path (SPEC §6): 1..64 columns per launch.
+/* gemv_native.cu — the native (fast) A16 path (SPEC §6): any column count (launches of <= 64).
  *
- * variant 2, native_mma_kernel<MT, NT, U> (production). Weights are the B operand of
- * mma.sync m16n8k16 (f16 in, f32 accumulate): a warp owns NT tiles of 8 rows, a block 8 warps
- * that walk the same K range (so their activation reads hit L1 together). Activations are the
- * A operand: MT tiles of 16 columns ("tokens"), read as f32 and rounded to f16 in registers.
+ * Production (variant 10): variant 7 up to 8 columns, variant 2 above (bench/gpu.md has the
+ * measurements behind the choice). Variants 1, 3..6, 8, 9 are the lab's alternatives.
  *
- *   - each lane loads 16 payload bytes of its row per 128-value segment (a quad of lanes covers
- *     64 contiguous bytes) and the two scale bytes of those 32 values;
- *   - nibbles become f16 bit patterns by shifts and masks (e2m1 * 2^-14, exact), then one HMUL2
- *     by the E4M3FN block scale, which is exact too: every product e2m1*scale is a multiple of
- *     2^-10 with at most 6 significant bits, so e2m1*scale*2^-14 is an f16 (normal or subnormal);
+ * Common to the MMA kernels (mma.sync m16n8k16, f16 operands, f32 accumulators):
+ *   - each lane loads 16 payload bytes of a row per 128-value segment (a quad of lanes covers 64
+ *     contiguous bytes) and the two scale bytes of those 32 values;
+ *   - nibbles become f16 bit patterns by integer ops (e2m1 * 2^-14, exact), then one HMUL2 by the
+ *     E4M3FN block scale, which is exact too: every product e2m1*scale is a multiple of 2^-10 with
+ *     at most 6 significant bits, so e2m1*scale*2^-14 is an f16 (normal or subnormal);
  *   - the scale is folded into the weights before the MMA, so one MMA may mix values of several
- *     16-groups: its k slots are a fixed permutation (pairs (8u+h, 8u+h+4) of the lane's 32
- *     values), applied identically to the activation fragment;
- *   - f32 accumulation in the tensor cores; (acc * 2^14) * scale2 once per row at the end;
- *   - split-K over blockIdx.y when rows are few; the last-arriving block adds the slices in
- *     slice order (deterministic; no float atomics).
+ *     16-groups: its k slots are a fixed permutation of the lane's 32 values, applied identically to
+ *     the activation fragment; activations are read as f32 and rounded to f16 in registers;
+ *   - (acc * 2^14) * scale2 once per row at the end;
+ *   - split-K over blockIdx.y when rows are few; the last-arriving block adds the slices in slice
+ *     order (deterministic; no float atomics).
  *
- * variant 1, native_plain_kernel (lab baseline): one warp per row, each lane 32 weights per
- * 16-byte load, decoded to f32 and FMA'd against f32 activations, warp tree reduction.
+ *   variant 2 (native_mma_kernel<MT, NT, U>): weights are the B operand (NT tiles of 8 rows per
+ *     warp), activations the A operand (MT tiles of 16 columns); 8 warps walk one K range.
+ *   variant 3..6 (native_v3_kernel): variant 2 with a <= 8-column specialization, weight prefetch
+ *     (register double buffer), occupancy-planned whole-wave split-K; 4 configurations.
+ *   variant 7..9 (native_v4_kernel, <= 8 columns per launch): weights are the A operand (16 rows
+ *     per warp, no padded operand slots), decode through e5m2-style bytes placed by PRMT.
+ *   variant 1 (native_plain_kernel): warp per row, f32 decode and FMA (the lab's baseline).
  */
 #include "common.cuh"
 
@@ -669,6 +673,10 @@ fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x
         return FP4_OK;
     }
     if (!s || !s->d_base) return FP4_ERR_INVALID_ARG;
+    if (variant == 10) { /* production: weights-as-A kernel up to 8 columns, the first MMA kernel above */
+        if (n_cols <= 8) return fp4_cu_native(7, w, d_x, n_cols, d_y, s, stream);
+        return fp4_cu_native(2, w, d_x, n_cols, d_y, s, stream);
+    }
     if (variant >= 7 && variant <= 9) { /* v4: chunks of 8 columns (7: U 2 NW 4; 8: U 4 NW 4; 9: U 2 NW 8) */
         for (int64_t c0 = 0; c0 < n_cols; c0 += 8) {
             const int64_t nc = n_cols - c0 < 8 ? n_cols - c0 : 8;
@@ -713,7 +721,7 @@ fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x
 
 FP4_API fp4_status fp4_cuda_nvfp4_matvec_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
                                                 float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
-    return fp4_cu_native(3, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    return fp4_cu_native(10, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
 }
 
 } /* extern "C" */
