@@ -5,8 +5,9 @@
  *
  *   build+run:  make lab            (or: make -C dev/cuda run BUILD=/abs/build LAB_ARGS=...)
  *   args:       --quick             small shapes only;   --cols 1,16   column counts
+ *               --vars native.11,cublas.9   only these variants
  *
- * variants (lab numbers; production: native.10, exact.7, w4a4.1 / w4a4.2 at 16 columns):
+ * variants (lab numbers; production: native.14, exact.7, w4a4.1 / w4a4.2 at 16 columns):
  *   native.1  plain warp-per-row, f32 decode + FMA, f32 activations     (1 column)
  *   native.2  mma.sync f16 / f32 acc, decode in registers, split-K
  *   native.3  native.2 tuned: <=8-column specialization, weight prefetch, whole-wave split-K,
@@ -14,7 +15,14 @@
  *   native.7  weights as the MMA's A operand (16 rows per warp, no padded operand slots),
  *             e5m2-style byte decode placed by permutes, prefetch, whole-wave split-K
  *             (8 = 4 segments in flight, 9 = 8 warps: kept in the library, off the table)
- *   native.10 production: native.7 up to 8 columns, native.2 above
+ *   native.10 previous production: native.7 up to 8 columns, native.2 above
+ *   native.11 weight k-tiles staged through shared memory by cp.async (512 contiguous bytes of a
+ *             row per warp instruction, 4 stages), 8 warps split each tile's K, 32 rows per
+ *             block, activations staged once per block as f16 in fragment order (chunks of 8)
+ *   native.12 native.11 with 64 rows per block, 3 stages, up to 4 n-tiles (32 columns) sharing
+ *             each decoded weight fragment (chunks of 32)
+ *   native.13 native.12's widths at 32 rows per block, 4 stages
+ *   native.14 production: native.11 up to 8 columns, native.12 above
  *   exact.1   plain integer loop, Q8_K pass included                    (1 column)
  *   exact.2   dp4a on int8 codes (3-permute signed decode), Q8_K pass included
  *   exact.4   sign-split decode (2 permutes per 4 weights), 32 bytes per lane, Q8_K pass
@@ -154,8 +162,10 @@ int main(int argc, char **argv) {
     int quick = 0;
     int64_t cols[8] = {1, 2, 4, 8, 16, 32};
     int ncols = 6;
+    const char *only = NULL; /* --vars native.11,exact.7: time only these (comma list of op.variant) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--vars") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--cols") && i + 1 < argc) {
             ncols = 0;
             for (char *p = strtok(argv[++i], ","); p && ncols < 8; p = strtok(NULL, ",")) cols[ncols++] = atoll(p);
@@ -251,7 +261,7 @@ int main(int argc, char **argv) {
         struct var {
             const char *op;
             int variant;
-        } vars[] = {{"native", 1}, {"native", 2}, {"native", 3}, {"native", 7}, {"native", 10},
+        } vars[] = {{"native", 1}, {"native", 2}, {"native", 3}, {"native", 7}, {"native", 10}, {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14},
                     {"exact", 1},  {"exact", 2},  {"exact", 4},  {"exact", 5},  {"exact", 6},
                     {"exact", 7},  {"exact", 17}, {"w4a4", 1},   {"w4a4", 2},   {"cublas", 9}};
         for (int ci = 0; ci < ncols; ci++) {
@@ -265,6 +275,13 @@ int main(int argc, char **argv) {
                 if (!strcmp(op, "exact") && var == 6 && nc != 1) continue;
                 if (!strcmp(op, "native") && var == 7 && nc > 8) continue; /* 10 covers > 8 */
                 if (!strcmp(op, "w4a4") && var == 2 && nc != 16) continue;
+                if (only) {
+                    char name[32];
+                    snprintf(name, sizeof name, ",%s.%d,", op, var);
+                    char list[256];
+                    snprintf(list, sizeof list, ",%s,", only);
+                    if (!strstr(list, name)) continue;
+                }
                 k.op = op;
                 k.variant = var;
                 k.cols = nc;

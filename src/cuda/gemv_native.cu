@@ -1,7 +1,8 @@
 /* gemv_native.cu — the native (fast) A16 path (SPEC §6): any column count (launches of <= 64).
  *
- * Production (variant 10): variant 7 up to 8 columns, variant 2 above (bench/gpu.md has the
- * measurements behind the choice). Variants 1, 3..6, 8, 9 are the lab's alternatives.
+ * Production (variant 14): variant 11 up to 8 columns, variant 12 above (bench/gpu.md has the
+ * measurements behind the choice). Variant 10 is the previous production (7 up to 8 columns, 2
+ * above); variants 1..9, 13 are the lab's alternatives.
  *
  * Common to the MMA kernels (mma.sync m16n8k16, f16 operands, f32 accumulators):
  *   - each lane loads 16 payload bytes of a row per 128-value segment (a quad of lanes covers 64
@@ -22,6 +23,9 @@
  *     (register double buffer), occupancy-planned whole-wave split-K; 4 configurations.
  *   variant 7..9 (native_v4_kernel, <= 8 columns per launch): weights are the A operand (16 rows
  *     per warp, no padded operand slots), decode through e5m2-style bytes placed by PRMT.
+ *   variant 11..13 (native_v5_kernel): weight k-tiles staged through shared memory by cp.async in
+ *     row-contiguous 512-byte runs, activations staged once per block as f16 in fragment order,
+ *     8 warps splitting each tile's K, decoded A fragments shared by up to 4 n-tiles.
  *   variant 1 (native_plain_kernel): warp per row, f32 decode and FMA (the lab's baseline).
  */
 #include "common.cuh"
@@ -456,6 +460,234 @@ static __global__ __launch_bounds__(NW * 32) void native_v4_kernel(
     }
 }
 
+/* ---- variants 11..13: weight tiles staged through shared memory (cp.async), row-contiguous ----
+ * Block = NWK (8) warps over the same BR = MT*16 rows, each warp one 128-value segment of every
+ * k-tile (a k-tile is NWK consecutive segments: 512 payload bytes + 64 scale bytes per row). The
+ * tile copy is row-contiguous: one warp instruction moves 512 contiguous bytes of one row into
+ * shared memory (cp.async, S stages in flight). Fragments are read back from shared memory in the
+ * weights-as-A layout of variant 7 (lane g: rows g and g+8 of an m-tile, lane q: the segment's
+ * q-th 16 bytes), decoded by the same byte permutes, scaled by one exact HMUL2, and multiplied
+ * against activations staged once per block in shared memory as f16, already in fragment order
+ * (one 16-byte load gives the B operands of two MMAs). NT n-tiles of 8 columns share every
+ * decoded A fragment, so the decode is paid once for up to 32 columns. The NWK warps' partial
+ * sums are added in warp order through shared memory, then split-K over blockIdx.y as before
+ * (last-arriving block adds the slices in slice order). Deterministic, f32 accumulation. */
+#define V5_NWK 8
+#define V5_TKB (V5_NWK * 64) /* payload bytes per row per k-tile */
+#define V5_TKS (V5_NWK * 8)  /* scale bytes per row per k-tile */
+#define V5_SMEM_MAX ((size_t)200 * 1024) /* dynamic smem opt-in we ask for (H100/H200: 227 KB minus static) */
+
+static __device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
+}
+static __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> static __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+template <int MT, int S>
+static __host__ __device__ constexpr int v5_stage_bytes() {
+    return MT * 16 * (V5_TKB + V5_TKS);
+}
+
+template <int MT, int NT, int S>
+static __global__ __launch_bounds__(V5_NWK * 32) void native_v5_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x, int ncols,
+    float *__restrict__ y, float *partials, unsigned *counters) {
+    constexpr int BR = MT * 16;
+    constexpr int STAGE = v5_stage_bytes<MT, S>();
+    extern __shared__ __align__(16) uint8_t v5_smem[];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, q = lane & 3;
+    const int64_t row0 = (int64_t)blockIdx.x * BR;
+    const int seg_begin = blockIdx.y * seg_per_split;
+    const int seg_end = min(nseg, seg_begin + seg_per_split);
+    const int ntiles = (seg_end - seg_begin + V5_NWK - 1) / V5_NWK;
+    const int act_stride = seg_per_split * 256 + 64; /* bytes per column; == 64 mod 128: no bank conflicts */
+    uint8_t *act = v5_smem + S * STAGE;
+
+    /* one k-tile into stage st: BR rows x 32 payload chunks, BR rows x 4 scale chunks */
+    auto load_tile = [&](int t, int st) {
+        uint8_t *wst = v5_smem + st * STAGE;
+        uint8_t *sst = wst + BR * V5_TKB;
+        const int seg0 = seg_begin + t * V5_NWK;
+#pragma unroll
+        for (int j = 0; j < BR * 32 / (V5_NWK * 32); j++) {
+            const int ci = tid + j * V5_NWK * 32, r = ci >> 5, c = ci & 31;
+            if (seg0 + (c >> 2) < seg_end) {
+                int64_t row = row0 + r;
+                if (row >= n_out) row = n_out - 1;
+                const int pc = c ^ ((r & 1) << 2);
+                cp_async16(wst + r * V5_TKB + pc * 16, payload + row * pstride + (int64_t)seg0 * 64 + c * 16);
+            }
+        }
+        for (int ci = tid; ci < BR * 4; ci += V5_NWK * 32) {
+            const int r = ci >> 2, c = ci & 3;
+            if (seg0 + c * 2 < seg_end) {
+                int64_t row = row0 + r;
+                if (row >= n_out) row = n_out - 1;
+                cp_async16(sst + r * V5_TKS + c * 16, scales + row * sstride + (int64_t)seg0 * 8 + c * 16);
+            }
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < S - 1; s++) {
+        if (s < ntiles) load_tile(s, s);
+        cp_async_commit();
+    }
+    /* activations of this K slice -> f16 in fragment order: (col, seg, wi, q) 16 bytes holding
+     * values k = seg*128 + q*32 + wi*8 + {0,2,4,6,1,3,5,7} */
+    {
+        const int nwords = ncols * seg_per_split * 16;
+        for (int i = tid; i < nwords; i += V5_NWK * 32) {
+            const int col = i / (seg_per_split * 16), rem = i - col * (seg_per_split * 16);
+            const int sl = rem >> 4, qq = (rem >> 2) & 3, wi = rem & 3;
+            const int k = (seg_begin + sl) * 128 + qq * 32 + wi * 8;
+            float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
+            if (k + 8 <= n_in && seg_begin + sl < seg_end) {
+                const float *p = x + (int64_t)col * n_in + k;
+                lo = __ldg(reinterpret_cast<const float4 *>(p));
+                hi = __ldg(reinterpret_cast<const float4 *>(p + 4));
+            }
+            const uint4 v = make_uint4(fp4_f2_to_h2(lo.x, lo.z), fp4_f2_to_h2(hi.x, hi.z), fp4_f2_to_h2(lo.y, lo.w),
+                                       fp4_f2_to_h2(hi.y, hi.w));
+            *reinterpret_cast<uint4 *>(act + col * act_stride + sl * 256 + (wi * 4 + qq) * 16) = v;
+        }
+    }
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[m][n][i] = 0.0f;
+    const uint8_t *act_lane[NT];
+    bool act_ok[NT];
+#pragma unroll
+    for (int n = 0; n < NT; n++) {
+        act_ok[n] = n * 8 + g < ncols;
+        act_lane[n] = act + (act_ok[n] ? n * 8 + g : 0) * act_stride + q * 16;
+    }
+    for (int t = 0; t < ntiles; t++) {
+        cp_async_wait<S - 2>();
+        __syncthreads();
+        if (t + S - 1 < ntiles) load_tile(t + S - 1, (t + S - 1) % S);
+        cp_async_commit();
+        const int seg = seg_begin + t * V5_NWK + warp;
+        if (seg >= seg_end) continue; /* warp-uniform */
+        const uint8_t *wst = v5_smem + (t % S) * STAGE;
+        const uint8_t *sst = wst + BR * V5_TKB;
+        const int pc = (warp * 4 + q) ^ ((g & 1) << 2);
+        uint4 wv[MT][2];
+        uint32_t sA[MT][2], sB[MT][2];
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = m * 16 + g + h * 8;
+                wv[m][h] = *reinterpret_cast<const uint4 *>(wst + r * V5_TKB + pc * 16);
+                const uint32_t two = *reinterpret_cast<const unsigned short *>(sst + r * V5_TKS + warp * 8 + q * 2);
+                const uint32_t s2 = fp4_e4m3x2_to_h2(two);
+                sA[m][h] = fp4_prmt(s2, 0u, 0x1010u);
+                sB[m][h] = fp4_prmt(s2, 0u, 0x3232u);
+            }
+        const int sl = t * V5_NWK + warp;
+#pragma unroll
+        for (int wi = 0; wi < 4; wi++) {
+            uint4 b[NT];
+#pragma unroll
+            for (int n = 0; n < NT; n++)
+                b[n] = act_ok[n] ? *reinterpret_cast<const uint4 *>(act_lane[n] + sl * 256 + wi * 64)
+                                 : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                uint32_t p0[4], p1[4];
+                const uint32_t w0 = wi == 0 ? wv[m][0].x : wi == 1 ? wv[m][0].y : wi == 2 ? wv[m][0].z : wv[m][0].w;
+                const uint32_t w1 = wi == 0 ? wv[m][1].x : wi == 1 ? wv[m][1].y : wi == 2 ? wv[m][1].z : wv[m][1].w;
+                fp4_e2m1x8_to_h2_bytes(w0, p0);
+                fp4_e2m1x8_to_h2_bytes(w1, p1);
+                const uint32_t s0 = wi < 2 ? sA[m][0] : sB[m][0], s1 = wi < 2 ? sA[m][1] : sB[m][1];
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    p0[k] = fp4_h2_mul(p0[k], s0);
+                    p1[k] = fp4_h2_mul(p1[k], s1);
+                }
+                const uint32_t a0[4] = {p0[0], p1[0], p0[1], p1[1]};
+                const uint32_t a1[4] = {p0[2], p1[2], p0[3], p1[3]};
+#pragma unroll
+                for (int n = 0; n < NT; n++) {
+                    fp4_mma_f16(acc[m][n], a0, b[n].x, b[n].y);
+                    fp4_mma_f16(acc[m][n], a1, b[n].z, b[n].w);
+                }
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+    /* warps' partials through shared memory (the stages are free now), added in warp order */
+    float4 *red = reinterpret_cast<float4 *>(v5_smem);
+#pragma unroll
+    for (int m = 0; m < MT; m++)
+#pragma unroll
+        for (int n = 0; n < NT; n++)
+            red[((warp * MT + m) * NT + n) * 32 + lane] = make_float4(acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]);
+    __syncthreads();
+    const int n_split = gridDim.y;
+    constexpr int NE = MT * NT * 32 * 4; /* outputs of the block (some padding) */
+    float sum_e[(NE + V5_NWK * 32 - 1) / (V5_NWK * 32)];
+#pragma unroll
+    for (int j = 0; j < (NE + V5_NWK * 32 - 1) / (V5_NWK * 32); j++) {
+        const int e = tid + j * V5_NWK * 32;
+        sum_e[j] = 0.0f;
+        if (e < NE) {
+            const float *rf = reinterpret_cast<const float *>(red);
+            float s = 0.0f;
+            for (int w = 0; w < V5_NWK; w++) s = __fadd_rn(s, rf[w * NE + e]);
+            sum_e[j] = s;
+        }
+    }
+    /* e = ((m*NT + n)*32 + lane)*4 + i; C: i=0 (row g, col 2q), 1 (row g, 2q+1), 2 (row g+8, 2q), 3 */
+    auto coords = [&](int e, int *tok, int64_t *row) {
+        const int i = e & 3, ln = (e >> 2) & 31, mn = e >> 7, n = mn % NT, m = mn / NT;
+        *tok = n * 8 + (ln & 3) * 2 + (i & 1);
+        *row = row0 + m * 16 + (ln >> 2) + (i >> 1) * 8;
+    };
+    if (n_split == 1) {
+#pragma unroll
+        for (int j = 0; j < (NE + V5_NWK * 32 - 1) / (V5_NWK * 32); j++) {
+            const int e = tid + j * V5_NWK * 32;
+            int tok;
+            int64_t row;
+            coords(e, &tok, &row);
+            if (e < NE && tok < ncols && row < n_out)
+                y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(sum_e[j], 16384.0f), scale2);
+        }
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < (NE + V5_NWK * 32 - 1) / (V5_NWK * 32); j++) {
+        const int e = tid + j * V5_NWK * 32;
+        int tok;
+        int64_t row;
+        coords(e, &tok, &row);
+        if (e < NE && tok < ncols && row < n_out) partials[((int64_t)blockIdx.y * ncols + tok) * n_out + row] = sum_e[j];
+    }
+    if (!fp4_splitk_arrive(counters + blockIdx.x, n_split)) return;
+#pragma unroll
+    for (int j = 0; j < (NE + V5_NWK * 32 - 1) / (V5_NWK * 32); j++) {
+        const int e = tid + j * V5_NWK * 32;
+        int tok;
+        int64_t row;
+        coords(e, &tok, &row);
+        if (e >= NE || tok >= ncols || row >= n_out) continue;
+        float sum = 0.0f;
+        for (int sp2 = 0; sp2 < n_split; sp2++)
+            sum = __fadd_rn(sum, __ldcg(partials + ((int64_t)sp2 * ncols + tok) * n_out + row));
+        y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(sum, 16384.0f), scale2);
+    }
+}
+
 /* ---- variant 1: plain ---------------------------------------------------------------------------- */
 
 static __global__ __launch_bounds__(256) void native_plain_kernel(const uint8_t *__restrict__ payload,
@@ -636,6 +868,100 @@ template <int MT, int NT, int U, bool HALF, int NW> static int v3_slices(const f
     return ks;
 }
 
+/* v5 plan: the activation slice of a block stays under act_cap bytes of shared memory; K slices
+ * are added while that or filling the machine (resident blocks measured for the smem size)
+ * needs them; a slice is a whole number of k-tiles. */
+template <int MT, int NT, int S>
+static void v5_plan(const fp4_cuda_tensor *w, int64_t nc, int64_t *rb, int *ks, int *sps, size_t *smem) {
+    constexpr int BR = MT * 16;
+    static int attr_set = 0; /* per instance, before any occupancy query; benign race */
+    if (!attr_set) {
+        cudaFuncSetAttribute(native_v5_kernel<MT, NT, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)V5_SMEM_MAX);
+        attr_set = 1;
+    }
+    const int64_t nseg = w->k_pad / SEG;
+    const int64_t act_cap = MT >= 4 ? 48 * 1024 : 32 * 1024;
+    *rb = (w->n_out + BR - 1) / BR;
+    int sms = fp4_cu_sm_count();
+    if (sms <= 0) sms = 132;
+    int64_t k = (nc * nseg * 256 + act_cap - 1) / act_cap;
+    if (k < 1) k = 1;
+    for (int it = 0; it < 2; it++) {
+        int64_t sp = (nseg + k - 1) / k;
+        sp = (sp + V5_NWK - 1) / V5_NWK * V5_NWK;
+        const size_t sm = (size_t)S * v5_stage_bytes<MT, S>() + (size_t)nc * (size_t)(sp * 256 + 64);
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, native_v5_kernel<MT, NT, S>, V5_NWK * 32, sm) !=
+                cudaSuccess || per_sm < 1)
+            per_sm = 1;
+        const int64_t cap = (int64_t)per_sm * sms;
+        if (*rb * k < cap) k = cap / *rb > k ? cap / *rb : k;
+    }
+    const int64_t kmax = (nseg + V5_NWK - 1) / V5_NWK;
+    if (k > kmax) k = kmax;
+    if (k > 64) k = 64;
+    if (*rb > (int64_t)(FP4_CU_COUNTER_BYTES / 4)) k = 1; /* (act slice then unbounded: refused below) */
+    int64_t sp = (nseg + k - 1) / k;
+    sp = (sp + V5_NWK - 1) / V5_NWK * V5_NWK;
+    *sps = (int)sp;
+    *ks = (int)((nseg + sp - 1) / sp);
+    *smem = (size_t)S * v5_stage_bytes<MT, S>() + (size_t)nc * (size_t)(sp * 256 + 64);
+}
+
+template <int MT, int NT, int S>
+static fp4_status launch_v5(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, const fp4_cuda_scratch *s,
+                            cudaStream_t st) {
+    static_assert(MT * NT * 4096 <= S * v5_stage_bytes<MT, S>(), "reduction buffer must fit in the stages");
+    int64_t rb;
+    int ks, sps;
+    size_t smem;
+    v5_plan<MT, NT, S>(w, nc, &rb, &ks, &sps, &smem);
+    if (smem > V5_SMEM_MAX) return FP4_ERR_UNSUPPORTED;
+    if (ks > 1 && FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
+        return FP4_ERR_INVALID_ARG;
+    native_v5_kernel<MT, NT, S><<<dim3((unsigned)rb, (unsigned)ks), V5_NWK * 32, smem, st>>>(
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)w->n_in, (int)(w->k_pad / SEG),
+        sps, w->scale2, x, (int)nc, y, (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES), (unsigned *)s->d_base);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+template <int MT, int NT, int S> static int v5_slices(const fp4_cuda_tensor *w, int64_t nc) {
+    int64_t rb;
+    int ks, sps;
+    size_t smem;
+    v5_plan<MT, NT, S>(w, nc, &rb, &ks, &sps, &smem);
+    return ks;
+}
+
+/* 11: MT 2, one n-tile (<= 8 columns per launch, chunks of 8); 12: MT 4, n-tiles for <= 32
+ * columns per launch (chunks of 32); 13: 12's widths at MT 2 with 4 stages. */
+static fp4_status native_v5(int variant, const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y,
+                            const fp4_cuda_scratch *s, cudaStream_t st) {
+    if (variant == 11) return launch_v5<2, 1, 4>(w, x, nc, y, s, st);
+    if (variant == 12) {
+        if (nc <= 8) return launch_v5<4, 1, 3>(w, x, nc, y, s, st);
+        if (nc <= 16) return launch_v5<4, 2, 3>(w, x, nc, y, s, st);
+        return launch_v5<4, 4, 3>(w, x, nc, y, s, st);
+    }
+    if (nc <= 16) return launch_v5<2, 2, 4>(w, x, nc, y, s, st);
+    return launch_v5<2, 4, 4>(w, x, nc, y, s, st);
+}
+
+static int v5_max_slices(const fp4_cuda_tensor *w, int64_t nc) {
+    int k = 0, v;
+    for (int64_t c = 1; c <= (nc < 8 ? nc : 8); c++) { /* chunks narrower than a launch plan their own */
+        v = v5_slices<2, 1, 4>(w, c); k = v > k ? v : k;
+        v = v5_slices<4, 1, 3>(w, c); k = v > k ? v : k;
+    }
+    const int64_t c32 = nc < 32 ? nc : 32;
+    for (int64_t c = 9; c <= c32; c++) {
+        v = c <= 16 ? v5_slices<4, 2, 3>(w, c) : v5_slices<4, 4, 3>(w, c); k = v > k ? v : k;
+        v = c <= 16 ? v5_slices<2, 2, 4>(w, c) : v5_slices<2, 4, 4>(w, c); k = v > k ? v : k;
+    }
+    return k;
+}
+
 extern "C" {
 
 size_t fp4_cu_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
@@ -653,6 +979,8 @@ size_t fp4_cu_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     if (k3 > ks) ks = k3;
     const int k4[3] = {v4_slices<2, 4>(w), v4_slices<4, 4>(w), v4_slices<2, 8>(w)};
     for (int i = 0; i < 3; i++) ks = k4[i] > ks ? k4[i] : ks;
+    const int k5 = v5_max_slices(w, nc);
+    if (k5 > ks) ks = k5;
     return ks > 1 ? FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) : 0;
 }
 
@@ -673,9 +1001,22 @@ fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x
         return FP4_OK;
     }
     if (!s || !s->d_base) return FP4_ERR_INVALID_ARG;
-    if (variant == 10) { /* production: weights-as-A kernel up to 8 columns, the first MMA kernel above */
+    if (variant == 14) { /* production: smem-staged tiles, 32 rows per block up to 8 columns, 64 above */
+        if (n_cols <= 8) return fp4_cu_native(11, w, d_x, n_cols, d_y, s, stream);
+        return fp4_cu_native(12, w, d_x, n_cols, d_y, s, stream);
+    }
+    if (variant == 10) { /* previous production: weights-as-A kernel up to 8 columns, the first MMA kernel above */
         if (n_cols <= 8) return fp4_cu_native(7, w, d_x, n_cols, d_y, s, stream);
         return fp4_cu_native(2, w, d_x, n_cols, d_y, s, stream);
+    }
+    if (variant >= 11 && variant <= 13) { /* smem-staged tiles: chunks of 8 (11) or 32 (12, 13) columns */
+        const int64_t chunk = variant == 11 ? 8 : 32;
+        for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
+            const int64_t nc = n_cols - c0 < chunk ? n_cols - c0 : chunk;
+            const fp4_status st = native_v5(variant, w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, s, stream);
+            if (st != FP4_OK) return st;
+        }
+        return FP4_OK;
     }
     if (variant >= 7 && variant <= 9) { /* v4: chunks of 8 columns (7: U 2 NW 4; 8: U 4 NW 4; 9: U 2 NW 8) */
         for (int64_t c0 = 0; c0 < n_cols; c0 += 8) {
@@ -721,7 +1062,7 @@ fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x
 
 FP4_API fp4_status fp4_cuda_nvfp4_matvec_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
                                                 float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
-    return fp4_cu_native(10, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    return fp4_cu_native(14, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
 }
 
 } /* extern "C" */

@@ -9,7 +9,8 @@
 #define NATIVE_NRMSE_MAX 2e-3
 /* The lab's plain f32 kernel (variant 1): f32 activations, f32 sums. Variants: 0 = through
  * fp4_cuda_project, 1 = plain, 2 = first mma kernel, 3..6 = the tuned kernel's configurations, 7..9 = weights-as-A kernel,
- * 10 = production (7 up to 8 columns, 2 above). */
+ * 10 = previous production (7 up to 8 columns, 2 above), 11..13 = shared-memory-staged tiles
+ * (cp.async), 14 = production (11 up to 8 columns, 12 above). */
 #define PLAIN_NRMSE_MAX 1e-5
 
 static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, const int *cols, int ncols_n,
@@ -31,7 +32,7 @@ static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, co
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_a16_float(&w.view, x, nc, ref, 8));
-        for (int variant = 0; variant <= 10; variant++) {
+        for (int variant = 0; variant <= 14; variant++) {
             if (variant == 1 && nc > 2) continue;
             if ((variant >= 4 && variant <= 6) || variant == 8 || variant == 9) /* other configurations: <= 8 columns */
                 if (nc > 8) continue;
@@ -50,7 +51,7 @@ static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, co
             const double lim = variant == 1 ? PLAIN_NRMSE_MAX : NATIVE_NRMSE_MAX;
             CHECK_MSG(nan == 0 && e < lim, "native %lldx%lld w%d cols %d v%d: nrmse %.3g (limit %.1g), %lld unwritten",
                       (long long)n_out, (long long)n_in, wkind, nc, variant, e, lim, (long long)nan);
-            if (variant == 2 || variant == 3 || variant == 7) {
+            if (variant == 2 || variant == 3 || variant == 7 || variant >= 11) {
                 if (variant >= 3 && (nc == 1 || nc == 16 || nc == 64))
                     printf("native %lldx%lld cols %d: nrmse %.3g\n", (long long)n_out, (long long)n_in, nc, e);
                 CHECK_OK(fp4_cu_native(variant, &t, dx, nc, dy, &s, 0));
