@@ -624,6 +624,19 @@ FP4_API const char *fp4_model_quant_config_json(const fp4_model *m);
 /* Dequantize rows [r0, r1) of a 2-D (or stacked) tensor to f32 (any weight type fp4lane reads). */
 FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int64_t r1, float *dst);
 
+/* The CPU projection entry point, the twin of fp4_cuda_project: y = W x for any weight type
+ * fp4lane loads, the kernel chosen from one table keyed by (w->type, activation precision =
+ * input_scale_inv > 0 ? nvfp4 : a16, mode). Layout as fp4_nvfp4_matvec_a16_exact. Exact mode is
+ * the SPEC §4/§5 contraction (bit-identical to the GPU's exact kernels); native mode on the CPU is
+ * the float reference (SPEC §6). F32/F16/BF16 weights: f32 rows, double accumulation, one
+ * rounding. FP4_ERR_REFUSED_ROUTE, with the route to use instead in the name, when no route
+ * serves the keys (e.g. exact A16 needs n_in % 256 == 0). */
+typedef enum fp4_mode { FP4_MODE_EXACT = 0, FP4_MODE_NATIVE = 1 } fp4_mode;
+FP4_API fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols, float *y,
+                                   int n_threads);
+/* The table's choice ("none" when nothing serves the keys). */
+FP4_API const char *fp4_cpu_route_name(const fp4_tensor *w, fp4_mode mode);
+
 /* Progress callback for long operations: done/total in bytes. */
 typedef void (*fp4_progress_fn)(void *ctx, const char *what, uint64_t done, uint64_t total);
 

@@ -1,0 +1,105 @@
+/* project.c — the CPU backend's dispatch table: (weight type, activation precision, mode) →
+ * kernel. The runtime asks this table, never a kernel by name (ARCHITECTURE.md). */
+#include "fp4_impl.h"
+#include <stdlib.h>
+
+typedef fp4_status (*route_fn)(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int n_threads);
+
+enum { ACT_A16 = 0, ACT_NVFP4 = 1, ACT_ANY = 2, MODE_ANY = 2 };
+
+static int64_t rows_of(const fp4_tensor *w) {
+    int64_t n = 1;
+    for (int i = 1; i < w->n_dims; i++) n *= w->ne[i];
+    return n;
+}
+
+static fp4_status r_a16_exact(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+    return fp4_nvfp4_matvec_a16_exact(&w->nvfp4, x, n_cols, y, nt);
+}
+static fp4_status r_a16_float(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+    return fp4_nvfp4_matvec_a16_float(&w->nvfp4, x, n_cols, y, nt);
+}
+static fp4_status r_w4a4(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+    return fp4_nvfp4_matvec_w4a4(&w->nvfp4, x, n_cols, y, nt);
+}
+static fp4_status r_q4k(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+    return fp4_q4_K_matvec(w->data, rows_of(w), w->ne[0], x, n_cols, y, nt);
+}
+static fp4_status r_q6k(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+    return fp4_q6_K_matvec(w->data, rows_of(w), w->ne[0], x, n_cols, y, nt);
+}
+
+typedef struct dense_ctx { const fp4_tensor *w; const float *x; int64_t n_cols; float *y; fp4_status st; } dense_ctx;
+
+static void dense_rows(void *p, int64_t r0, int64_t r1) {
+    dense_ctx *c = p;
+    const int64_t n_in = c->w->ne[0], n_out = rows_of(c->w);
+    float *row = malloc(sizeof(float) * (size_t)n_in);
+    if (!row) {
+        __atomic_store_n(&c->st, FP4_ERR_NOMEM, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        fp4_tensor_dequant_rows(c->w, r, r + 1, row); /* cannot fail: type and range checked */
+        for (int64_t col = 0; col < c->n_cols; col++) {
+            double acc = 0.0;
+            for (int64_t k = 0; k < n_in; k++) acc += (double)row[k] * (double)c->x[col * n_in + k];
+            c->y[col * n_out + r] = (float)acc;
+        }
+    }
+    free(row);
+}
+static fp4_status r_dense(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+    if (!w->data) return FP4_ERR_INVALID_ARG;
+    dense_ctx c = {w, x, n_cols, y, FP4_OK};
+    fp4_status st = fp4_parallel_rows(rows_of(w), nt, dense_rows, &c);
+    return st ? st : c.st;
+}
+
+static const struct route {
+    fp4_type type;
+    int act, mode;
+    int64_t n_in_multiple;
+    const char *name;
+    route_fn fn;
+} routes[] = {
+    {FP4_TYPE_NVFP4_E2M1, ACT_A16, FP4_MODE_EXACT, 256, "cpu.nvfp4.a16.exact", r_a16_exact},
+    {FP4_TYPE_NVFP4_E2M1, ACT_A16, FP4_MODE_NATIVE, 16, "cpu.nvfp4.a16.float", r_a16_float},
+    {FP4_TYPE_NVFP4_E2M1, ACT_NVFP4, MODE_ANY, 16, "cpu.nvfp4.w4a4.exact", r_w4a4},
+    {FP4_TYPE_Q4_K, ACT_ANY, MODE_ANY, 256, "cpu.q4_k.q8_k", r_q4k},
+    {FP4_TYPE_Q6_K, ACT_ANY, MODE_ANY, 256, "cpu.q6_k.q8_k", r_q6k},
+    {FP4_TYPE_F32, ACT_ANY, MODE_ANY, 1, "cpu.f32.dense", r_dense},
+    {FP4_TYPE_F16, ACT_ANY, MODE_ANY, 1, "cpu.f16.dense", r_dense},
+    {FP4_TYPE_BF16, ACT_ANY, MODE_ANY, 1, "cpu.bf16.dense", r_dense},
+};
+
+static const struct route *find_route(const fp4_tensor *w, fp4_mode mode, int *shape_refused) {
+    const int act = w->type == FP4_TYPE_NVFP4_E2M1 && w->nvfp4.input_scale_inv > 0.0f ? ACT_NVFP4 : ACT_A16;
+    *shape_refused = 0;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const struct route *r = &routes[i];
+        if (r->type != w->type || (r->act != ACT_ANY && r->act != act) || (r->mode != MODE_ANY && r->mode != (int)mode))
+            continue;
+        if (w->ne[0] % r->n_in_multiple) {
+            *shape_refused = 1;
+            continue;
+        }
+        return r;
+    }
+    return NULL;
+}
+
+const char *fp4_cpu_route_name(const fp4_tensor *w, fp4_mode mode) {
+    int refused;
+    const struct route *r = w ? find_route(w, mode, &refused) : NULL;
+    return r ? r->name : "none";
+}
+
+fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols, float *y, int n_threads) {
+    if (!w || !x || !y || n_cols < 0 || (mode != FP4_MODE_EXACT && mode != FP4_MODE_NATIVE) || w->n_dims < 1)
+        return FP4_ERR_INVALID_ARG;
+    int refused;
+    const struct route *r = find_route(w, mode, &refused);
+    if (!r) return refused ? FP4_ERR_REFUSED_ROUTE : FP4_ERR_UNSUPPORTED; /* e.g. exact A16 with n_in % 256: use native */
+    return r->fn(w, x, n_cols, y, n_threads);
+}
