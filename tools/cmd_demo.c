@@ -102,7 +102,9 @@ static int contractions(const char *path) {
 int cmd_demo(int argc, char **argv) {
     (void)argv;
     if (argc > 1) return fprintf(stderr, "usage: fp4lane demo\n"), 2;
-    char dir[] = "/tmp/fp4lane-demo-XXXXXX";
+    char dir[40];
+    const char *td = getenv("TMPDIR");
+    snprintf(dir, sizeof dir, "%.16s/fp4lane-demo-XXXXXX", td && strlen(td) <= 16 ? td : "/tmp");
     if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
     char src[64], mo[64], p[4][96], back[4][96], f1[512], f2[512];
     snprintf(src, sizeof src, "%s/bf16", dir);
