@@ -7,7 +7,7 @@
  *   args:       --quick             small shapes only;   --cols 1,16   column counts
  *               --vars native.11,cublas.9   only these variants
  *
- * variants (lab numbers; production: native.14, exact.7, w4a4.1 / w4a4.2 at 16 columns):
+ * variants (lab numbers; production: native.14, exact.3, w4a4.1 / w4a4.2 at 16 columns):
  *   native.1  plain warp-per-row, f32 decode + FMA, f32 activations     (1 column)
  *   native.2  mma.sync f16 / f32 acc, decode in registers, split-K
  *   native.3  native.2 tuned: <=8-column specialization, weight prefetch, whole-wave split-K,
@@ -29,7 +29,12 @@
  *   exact.5   exact.2's coalesced layout with the sign-split decode, tables pinned
  *   exact.6   exact.5 with two rows per warp                            (1 column)
  *   exact.7   production: exact.6 at 1 column, exact.5 at 2, exact.2 at 4 and 8
- *   exact.1N  the matvec of exact.N alone (activations quantized beforehand)
+ *   exact.8   round 3: integer MMA (mma.sync m16n8k16 s8, weights decoded to int8 as the A operand,
+ *             activations' Q8_K int8 as B in fragment order), 32 rows x 8 super-blocks per block,
+ *             per-warp cp.async staging, int64 totals, ordered epilogue through shared memory
+ *   exact.9   exact.8 with int32 totals when the tile's scales allow it (int64 otherwise)
+ *   exact.3   production after round 3: exact.7 at 1 and 2 columns, exact.9 from 3 (chunks of 16)
+ *   exact.1N  the matvec of exact.N alone (activations quantized beforehand; 18, 19: up to 16 cols)
  *   w4a4.1    dp4a, activation pass included                            (production != 16 cols)
  *   w4a4.2    16-column IMMA tile, activation pass included             (production at 16)
  *   cublas.9  cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights (baseline)
@@ -58,8 +63,8 @@ struct lab_case {
     /* activations */
     float *dx;
     __nv_bfloat16 *dxb;
-    int8_t *dq;
-    float *dd;
+    int8_t *dq, *dqf; /* Q8_K values: plain (8 columns), fragment order (16 columns, exact.18/19) */
+    float *dd, *ddf;
     float *dy;
     int64_t cols;
     int variant;
@@ -74,7 +79,8 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
         st = fp4_cu_native(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact")) {
         if (k->variant >= 10) /* the matvec alone, activations quantized beforehand */
-            st = fp4_cu_a16_exact_matvec(k->variant - 10, t, k->dq, k->dd, k->cols, k->dy, s);
+            st = k->variant >= 18 ? fp4_cu_a16_exact_matvec(k->variant - 10, t, k->dqf, k->ddf, k->cols, k->dy, s)
+                                  : fp4_cu_a16_exact_matvec(k->variant - 10, t, k->dq, k->dd, k->cols, k->dy, s);
         else st = fp4_cu_a16_exact(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "w4a4")) {
         st = fp4_cu_w4a4(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
@@ -248,6 +254,9 @@ int main(int argc, char **argv) {
         tw.input_scale_inv = isi;
         LAB_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&tw, MAX_COLS), &k.scratch));
         LAB_OK(fp4_cu_q8k_quantize(k.dx, n_in, n_in, 8, k.dq, k.dd, NULL, s));
+        LAB_CUDA(cudaMalloc(&k.dqf, (size_t)(n_in * 16)));
+        LAB_CUDA(cudaMalloc(&k.ddf, (size_t)(n_in / 256 * 16) * 4));
+        LAB_OK(fp4_cu_q8k_quantize_frag(k.dx, n_in, n_in, 16, k.dqf, k.ddf, s));
         LAB_CUDA(cudaStreamSynchronize(s));
 
         lab_ref ref;
@@ -263,7 +272,8 @@ int main(int argc, char **argv) {
             int variant;
         } vars[] = {{"native", 1}, {"native", 2}, {"native", 3}, {"native", 7}, {"native", 10}, {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14},
                     {"exact", 1},  {"exact", 2},  {"exact", 4},  {"exact", 5},  {"exact", 6},
-                    {"exact", 7},  {"exact", 17}, {"w4a4", 1},   {"w4a4", 2},   {"cublas", 9}};
+                    {"exact", 7},  {"exact", 17}, {"exact", 8}, {"exact", 9}, {"exact", 3}, {"exact", 18},
+                    {"exact", 19}, {"w4a4", 1},   {"w4a4", 2},   {"cublas", 9}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;
@@ -271,7 +281,8 @@ int main(int argc, char **argv) {
                 const char *op = vars[vi].op;
                 const int var = vars[vi].variant;
                 if ((var == 1 && (!strcmp(op, "native") || !strcmp(op, "exact"))) && nc != 1) continue;
-                if (!strcmp(op, "exact") && var >= 10 && !(nc == 1 || nc == 2 || nc == 4 || nc == 8)) continue;
+                if (!strcmp(op, "exact") && var >= 10 && var < 18 && !(nc == 1 || nc == 2 || nc == 4 || nc == 8)) continue;
+                if (!strcmp(op, "exact") && var >= 18 && nc > 16) continue;
                 if (!strcmp(op, "exact") && var == 6 && nc != 1) continue;
                 if (!strcmp(op, "native") && var == 7 && nc > 8) continue; /* 10 covers > 8 */
                 if (!strcmp(op, "w4a4") && var == 2 && nc != 16) continue;
@@ -313,6 +324,8 @@ int main(int argc, char **argv) {
         cudaFree(k.dxb);
         cudaFree(k.dq);
         cudaFree(k.dd);
+        cudaFree(k.dqf);
+        cudaFree(k.ddf);
         cudaFree(k.dy);
         cudaFree(blas_ws);
         cublasDestroy(k.blas);

@@ -251,7 +251,11 @@ int fp4_cu_plan_splits(int64_t row_blocks, int64_t n_seg, int blocks_per_sm_targ
 /* exact A16 (gemv_exact.cu) */
 fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q, float *d_d,
                                fp4_block_q8_K *d_blocks, cudaStream_t stream);
-/* variant 1: warp per row, plain integer loop (lab baseline); variant 2: dp4a, production. */
+/* The Q8_K pass with int8 values in the fragment order of the IMMA variants (8, 9; 3 from 2 columns). */
+fp4_status fp4_cu_q8k_quantize_frag(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q,
+                                    float *d_d, cudaStream_t stream);
+/* variant 1: warp per row, plain integer loop (lab baseline); 2, 4..7 dp4a (7: round-2 production);
+ * 8, 9: integer MMA, q in fragment order (1..16 columns); 3: round-3 production. */
 fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                                    int64_t n_cols, float *d_y, cudaStream_t stream);
 size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols);

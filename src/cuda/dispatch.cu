@@ -22,7 +22,7 @@ typedef struct route {
 
 static fp4_status r_a16_exact(const fp4_cuda_tensor *w, const float *x, int64_t n, float *y, const fp4_cuda_scratch *s,
                               cudaStream_t st) {
-    return fp4_cu_a16_exact(7, w, x, n, y, s, st);
+    return fp4_cu_a16_exact(3, w, x, n, y, s, st); /* round 3: integer MMA from 3 columns */
 }
 static fp4_status r_native(const fp4_cuda_tensor *w, const float *x, int64_t n, float *y, const fp4_cuda_scratch *s,
                            cudaStream_t st) {

@@ -13,8 +13,12 @@
  *      sign-split decode (P and N dot products, 2 permutes per 4 weights).
  *   3. a16_exact_v4_kernel<NC>: 32 payload bytes per lane, 4 lanes per super-block (lab variant 4).
  *
- * Production (variant 7): MODE 2 with 2 rows per warp at 1 column, MODE 2 at 2, MODE 0 at 4 and
- * 8 columns; wider calls run in chunks of 8 (bench/gpu.md).
+ *   4. a16_exact_imma_kernel<NT, FAST> (variants 8, 9; round 3): integer MMA, see its comment.
+ *
+ * Production (variant 3, round 3): variant 7's kernels at 1 column (MODE 2, 2 rows per warp) and
+ * 2 columns (MODE 2), variant 9 (integer MMA) from 3 to 16 columns; wider calls run in chunks of 16
+ * (a remainder of 1 or 2 columns takes the dp4a kernels). Variant 7 (round 2: MODE 0 at 4 and 8,
+ * chunks of 8) is kept for the lab (bench/gpu.md).
  */
 #include "common.cuh"
 
@@ -22,15 +26,21 @@
 
 static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x, int64_t n_in, int64_t k_pad,
                                                                   int64_t n_cols, int8_t *q, float *dq,
-                                                                  fp4_block_q8_K *blocks) {
+                                                                  fp4_block_q8_K *blocks, int frag) {
     const int lane = threadIdx.x & 31;
     const int64_t nsb = n_in / 256, nsb_pad = k_pad / 256;
     const int64_t job = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (job >= n_cols * nsb_pad) return;
     const int64_t col = job / nsb_pad, sb = job % nsb_pad;
     int8_t *qdst = q ? q + col * k_pad + sb * 256 + lane * 8 : NULL;
+    /* fragment order (variants 8, 9): word (u, g) of a super-block at byte u*64 + g*4 holds values
+     * g*16 + 4u .. g*16 + 4u + 3; this lane's values are group lane/2, words u = 2(lane&1), +1 */
+    int8_t *fdst = q && frag ? q + col * k_pad + sb * 256 + (lane & 1) * 128 + (lane >> 1) * 4 : NULL;
     if (sb >= nsb) { /* padding super-block of the internal layout */
-        if (qdst) *reinterpret_cast<uint2 *>(qdst) = make_uint2(0u, 0u);
+        if (fdst) {
+            *reinterpret_cast<uint32_t *>(fdst) = 0u;
+            *reinterpret_cast<uint32_t *>(fdst + 64) = 0u;
+        } else if (qdst) *reinterpret_cast<uint2 *>(qdst) = make_uint2(0u, 0u);
         if (dq && lane == 0) dq[col * nsb_pad + sb] = 0.0f;
         return;
     }
@@ -78,7 +88,10 @@ static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x
         lo |= (uint32_t)(uint8_t)qs[j] << (8 * j);
         hi |= (uint32_t)(uint8_t)qs[4 + j] << (8 * j);
     }
-    if (qdst) *reinterpret_cast<uint2 *>(qdst) = make_uint2(lo, hi);
+    if (fdst) {
+        *reinterpret_cast<uint32_t *>(fdst) = lo;
+        *reinterpret_cast<uint32_t *>(fdst + 64) = hi;
+    } else if (qdst) *reinterpret_cast<uint2 *>(qdst) = make_uint2(lo, hi);
     if (dq && lane == 0) dq[col * nsb_pad + sb] = d;
     if (blocks) {
         fp4_block_q8_K *b = blocks + col * nsb + sb;
@@ -314,7 +327,264 @@ static fp4_status launch_a16(const fp4_cuda_tensor *w, const int8_t *q, const fl
     return FP4_OK;
 }
 
+/* ---- variants 8, 9: integer MMA (round 3) ------------------------------------------------------
+ * Block = 8 warps over the same 32 rows (two m-tiles); round t gives warp w super-block 8t + w, so
+ * the warps' order is the super-block order. Each warp copies its own super-block tile (32 rows x
+ * 128 payload bytes, XOR-swizzled by 16-byte chunk, + 32 x 16 scale bytes) into shared memory by
+ * cp.async, two stages. Per 16-group: the lane's 16-bit unit (4 codes) of rows g, g+8 (+16, +24)
+ * read back from shared memory (conflict-free), decoded to int8 e2m1_q1 by the merged byte permutes
+ * (the A operand of mma.sync m16n8k16 s8 x s8 -> s32), the activations' int8 Q8_K values loaded
+ * in fragment order from the quantize pass (B operand, one 16-byte load = 4 groups of a column),
+ * one MMA per m-tile and n-tile gives the exact int32 group dots of 16 rows x 8 columns; weighted
+ * by e4m3fn_q9 (a shared-memory table) into the per-super-block total. Variant 9 (FAST): when every
+ * row of the tile satisfies (OR of |q9| >> s) < 4096 with s = its lowest set bit, the weights
+ * q9 >> s are used and the totals fit in int32 (16 x 24576 x 4095 < 2^31), with (float)total ==
+ * (float)acc * 2^s exactly; otherwise (and always in variant 8) int64 totals. The pinned f32
+ * epilogue per (row, column, super-block) follows; the 8 warps' results go through shared memory
+ * and each (row, column) owner thread adds them in warp (= super-block) order. NT n-tiles: up to
+ * 8 * NT columns per launch. Bit-identical to SPEC §4 whatever the integer order. */
+#define X8_NW 8
+#define X8_ROWS 32
+#define X8_STAGE_P (X8_ROWS * 128)
+#define X8_STAGE (X8_STAGE_P + X8_ROWS * 16)
+#define X8_S 2
+
+static __device__ __forceinline__ void x8_cp_async16(void *smem, const void *gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
+}
+static __device__ __forceinline__ void x8_commit() { asm volatile("cp.async.commit_group;"); }
+static __device__ __forceinline__ void x8_wait1() { asm volatile("cp.async.wait_group 1;"); }
+
+template <int NT> static __host__ __device__ constexpr size_t x8_smem_bytes() {
+    return 1024 + (size_t)X8_NW * X8_S * X8_STAGE + (size_t)X8_NW * 16 * 32 * 4 + (size_t)X8_NW * X8_ROWS * 8 * NT * 4;
+}
+
+/* the 16 groups of one super-block for the warp's 32 rows x 8*NT columns; W = int or long long */
+template <int NT, typename W>
+static __device__ __forceinline__ void x8_groups(const uint8_t *st, const int *qp, const uint32_t (&b)[NT][16], int r0,
+                                                 int qd, const fp4_q1_luts &l, W (&acc)[2][NT][4]) {
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0;
+#pragma unroll
+    for (int g = 0; g < 16; g++) {
+        const int off = ((((g >> 1) ^ r0) << 4) | ((g & 1) << 3) | (qd << 1));
+        uint32_t a[2][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint32_t u = *reinterpret_cast<const unsigned short *>(st + (mt * 16 + h * 8 + r0) * 128 + off);
+                a[mt][h] = fp4_e2m1x4_to_q1x4_l(u, l);
+            }
+        const int4 qv = *reinterpret_cast<const int4 *>(qp + g * 32 + r0 * 4); /* rows r0, +8, +16, +24 */
+        const int qs[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                int d[4];
+                fp4_mma_s8(d, a[mt][0], a[mt][1], b[nt][g]);
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[mt][nt][i] += (W)d[i] * (W)qs[mt * 2 + (i >> 1)];
+            }
+    }
+}
+
+template <int NT, bool FAST>
+static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf, const float *__restrict__ xd,
+    int ncols, float *__restrict__ y) {
+    constexpr int NCP = 8 * NT;
+    extern __shared__ __align__(16) uint8_t x8_smem[];
+    int *lut = reinterpret_cast<int *>(x8_smem);
+    uint8_t *stg = x8_smem + 1024;
+    int *qp_all = reinterpret_cast<int *>(stg + X8_NW * X8_S * X8_STAGE);
+    float *cbuf = reinterpret_cast<float *>(qp_all + X8_NW * 512);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = lane >> 2, qd = lane & 3;
+    const int64_t rowbase = (int64_t)blockIdx.x * X8_ROWS;
+    const int64_t nsb_pad = k_pad / 256;
+    uint8_t *my = stg + warp * X8_S * X8_STAGE;
+    int *qp = qp_all + warp * 512;
+    lut[tid] = fp4_e4m3_q9((uint32_t)tid);
+    const fp4_q1_luts luts = fp4_q1_luts_make();
+
+    auto load = [&](int sb, int stage) {
+        if (sb < nsb) {
+            uint8_t *dst = my + stage * X8_STAGE;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int idx = i * 32 + lane, row = idx >> 3, c = idx & 7;
+                int64_t gr = rowbase + row;
+                if (gr >= n_out) gr = n_out - 1;
+                x8_cp_async16(dst + row * 128 + ((c ^ (row & 7)) << 4), payload + gr * pstride + (int64_t)sb * 128 + c * 16);
+            }
+            int64_t gr = rowbase + lane;
+            if (gr >= n_out) gr = n_out - 1;
+            x8_cp_async16(dst + X8_STAGE_P + lane * 16, scales + gr * sstride + (int64_t)sb * 16);
+        }
+        x8_commit();
+    };
+
+    float own[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) own[j] = 0.0f;
+    const int rounds = (nsb + X8_NW - 1) / X8_NW;
+    load(warp, 0);
+    __syncthreads(); /* the q9 table */
+    for (int t = 0; t < rounds; t++) {
+        const int sb = t * X8_NW + warp;
+        load(sb + X8_NW, (t + 1) & 1);
+        float cv[2][NT][4];
+        if (sb < nsb) {
+            /* activations (B operands): column nt*8 + r0, words (qd, g) */
+            uint32_t b[NT][16];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++) {
+                const int col = nt * 8 + r0;
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    uint4 v = make_uint4(0u, 0u, 0u, 0u);
+                    if (col < ncols)
+                        v = __ldg(reinterpret_cast<const uint4 *>(xf + col * k_pad + (int64_t)sb * 256 + qd * 64 + i * 16));
+                    b[nt][4 * i] = v.x;
+                    b[nt][4 * i + 1] = v.y;
+                    b[nt][4 * i + 2] = v.z;
+                    b[nt][4 * i + 3] = v.w;
+                }
+            }
+            float dv[NT][2];
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int col = nt * 8 + qd * 2 + e;
+                    dv[nt][e] = col < ncols ? __ldg(xd + col * nsb_pad + sb) : 0.0f;
+                }
+            x8_wait1();
+            __syncwarp();
+            const uint8_t *st = my + (t & 1) * X8_STAGE;
+            /* scales of row `lane`: q9 per group, the common shift, the fast-path test */
+            const uint4 sv = *reinterpret_cast<const uint4 *>(st + X8_STAGE_P + lane * 16);
+            const uint32_t sw[4] = {sv.x, sv.y, sv.z, sv.w};
+            int q9[16];
+            uint32_t o = 0;
+#pragma unroll
+            for (int g = 0; g < 16; g++) {
+                q9[g] = lut[(sw[g >> 2] >> (8 * (g & 3))) & 0xFFu];
+                o |= (uint32_t)abs(q9[g]);
+            }
+            const int s = o ? __ffs((int)o) - 1 : 0;
+            const bool fast = FAST && __all_sync(0xFFFFFFFFu, (o >> s) < 4096u);
+            const int sh = fast ? s : 0;
+#pragma unroll
+            for (int g = 0; g < 16; g++) qp[g * 32 + (lane & 7) * 4 + (lane >> 3)] = q9[g] >> sh;
+            int shr[4]; /* shifts of the lane's rows r0, r0+8, r0+16, r0+24 */
+#pragma unroll
+            for (int v = 0; v < 4; v++) shr[v] = __shfl_sync(0xFFFFFFFFu, sh, r0 + 8 * v);
+            __syncwarp();
+            float tot[2][NT][4];
+            if (fast) {
+                int acc[2][NT][4];
+                x8_groups<NT, int>(st, qp, b, r0, qd, luts, acc);
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            tot[mt][nt][i] = __fmul_rn(__int2float_rn(acc[mt][nt][i]), fp4_pow2f(shr[mt * 2 + (i >> 1)]));
+            } else {
+                long long acc[2][NT][4];
+                x8_groups<NT, long long>(st, qp, b, r0, qd, luts, acc);
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++) tot[mt][nt][i] = __ll2float_rn(acc[mt][nt][i]);
+            }
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float dcol = dv[nt][i & 1];
+                        float c = 0.0f;
+                        if (dcol != 0.0f) {
+                            c = __fmaf_rn(tot[mt][nt][i], 0x1p-10f, 0.0f);
+                            c = __fmaf_rn(c, dcol, 0.0f);
+                            c = __fmaf_rn(c, scale2, 0.0f);
+                        }
+                        cv[mt][nt][i] = c;
+                    }
+        } else {
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) cv[mt][nt][i] = 0.0f;
+        }
+        float *cb = cbuf + warp * X8_ROWS * NCP;
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    *reinterpret_cast<float2 *>(cb + (mt * 16 + h * 8 + r0) * NCP + nt * 8 + qd * 2) =
+                        make_float2(cv[mt][nt][2 * h], cv[mt][nt][2 * h + 1]);
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            const int p = tid + 256 * j; /* (row, column) pair p = row * NCP + column */
+#pragma unroll
+            for (int w = 0; w < X8_NW; w++) own[j] = __fmaf_rn(1.0f, cbuf[w * X8_ROWS * NCP + p], own[j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        const int p = tid + 256 * j, row = p / NCP, col = p % NCP;
+        if (rowbase + row < n_out && col < ncols) y[(int64_t)col * n_out + rowbase + row] = fp4_round_f16_dev(own[j]);
+    }
+}
+
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+template <int NT, bool FAST>
+static fp4_status launch_imma(const fp4_cuda_tensor *w, const int8_t *q, const float *d, int64_t nc, float *y,
+                              cudaStream_t s) {
+    constexpr size_t smem = x8_smem_bytes<NT>();
+    static int attr_set = 0; /* per instance; benign race */
+    if (!attr_set) {
+        if (cudaFuncSetAttribute(a16_exact_imma_kernel<NT, FAST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)smem) != cudaSuccess)
+            return FP4_ERR_CUDA;
+        attr_set = 1;
+    }
+    const int64_t blocks = (w->n_out + X8_ROWS - 1) / X8_ROWS;
+    a16_exact_imma_kernel<NT, FAST><<<(unsigned)blocks, X8_NW * 32, smem, s>>>(
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
+        w->scale2, q, d, (int)nc, y);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+/* variants 8 (int64 totals) and 9 (int32 fast path): 1..16 columns per launch, q in fragment order */
+static fp4_status imma_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *q, const float *d, int64_t nc,
+                              float *y, cudaStream_t s) {
+    if (nc < 1 || nc > 16) return FP4_ERR_UNSUPPORTED;
+    if (variant == 8) return nc <= 8 ? launch_imma<1, false>(w, q, d, nc, y, s) : launch_imma<2, false>(w, q, d, nc, y, s);
+    return nc <= 8 ? launch_imma<1, true>(w, q, d, nc, y, s) : launch_imma<2, true>(w, q, d, nc, y, s);
+}
 
 extern "C" {
 
@@ -325,7 +595,21 @@ fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, in
     const int64_t jobs = n_cols * (k_pad / 256);
     if (jobs == 0) return FP4_OK;
     q8k_quantize_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x, n_in, k_pad, n_cols, d_q, d_d,
-                                                                                d_blocks);
+                                                                                d_blocks, 0);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+/* The same Q8_K pass, int8 values written in the fragment order of variants 8 and 9. */
+fp4_status fp4_cu_q8k_quantize_frag(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q,
+                                    float *d_d, cudaStream_t stream) {
+    if (!d_x || !d_q || !d_d || n_in < 0 || n_cols < 0 || n_in % 256 || k_pad < n_in || k_pad % 256 ||
+        !aligned16(d_x))
+        return FP4_ERR_INVALID_ARG;
+    const int64_t jobs = n_cols * (k_pad / 256);
+    if (jobs == 0) return FP4_OK;
+    q8k_quantize_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x, n_in, k_pad, n_cols, d_q, d_d,
+                                                                                NULL, 1);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
@@ -336,6 +620,13 @@ fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, in
  * 7: production, the fastest measured per width (1: 6, 2: 5, 4 and 8: 2). */
 fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                                    int64_t n_cols, float *d_y, cudaStream_t s) {
+    if (variant == 8 || variant == 9) return imma_matvec(variant, w, d_q, d_d, n_cols, d_y, s);
+    if (variant == 3) { /* round-3 production (bench/gpu.md): variant 7's kernels at 1 and 2 columns,
+                         * the integer MMA (variant 9, q in fragment order) from 3 columns up */
+        if (n_cols == 1) return launch_a16<1, 2, 2>(w, d_q, d_d, d_y, s);
+        if (n_cols == 2) return launch_a16<2, 1, 2>(w, d_q, d_d, d_y, s);
+        return imma_matvec(9, w, d_q, d_d, n_cols, d_y, s);
+    }
     if (variant == 1) {
         if (n_cols != 1) return FP4_ERR_UNSUPPORTED;
         return launch_a16<1, 1, 1>(w, d_q, d_d, d_y, s);
@@ -388,14 +679,20 @@ fp4_status fp4_cu_a16_exact(int variant, const fp4_cuda_tensor *w, const float *
     if (w->n_in <= 0 || w->n_in % 256 || w->k_pad != w->n_in) return FP4_ERR_SHAPE;
     if (w->payload_stride % 128 || w->scale_stride % 16 || !aligned16(w->d_payload) || !aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
-    const int64_t chunk = variant == 1 ? 1 : (n_cols >= 8 ? 8 : n_cols >= 4 ? 4 : n_cols >= 2 ? 2 : 1);
+    /* variants 8, 9 and 3 (production): up to 16 columns per launch, any count; the others 1, 2, 4, 8 */
+    const int wide = variant == 8 || variant == 9 || variant == 3;
+    if (wide && !aligned16(w->d_scales)) return FP4_ERR_INVALID_ARG;
+    const int64_t chunk = variant == 1 ? 1 : wide ? (n_cols < 16 ? n_cols : 16)
+                                               : (n_cols >= 8 ? 8 : n_cols >= 4 ? 4 : n_cols >= 2 ? 2 : 1);
     if (FP4_CU_COUNTER_BYTES + fp4_cu_a16_exact_scratch(w, chunk) > s->bytes) return FP4_ERR_INVALID_ARG;
     int8_t *q = (int8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
     float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)(chunk * w->k_pad)));
     for (int64_t c0 = 0; c0 < n_cols;) {
         int64_t nc = n_cols - c0;
-        nc = variant == 1 ? 1 : nc >= 8 ? 8 : nc >= 4 ? 4 : nc >= 2 ? 2 : 1;
-        fp4_status st = fp4_cu_q8k_quantize(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, NULL, stream);
+        nc = variant == 1 ? 1 : wide ? (nc < 16 ? nc : 16) : nc >= 8 ? 8 : nc >= 4 ? 4 : nc >= 2 ? 2 : 1;
+        const int frag = variant == 8 || variant == 9 || (variant == 3 && nc >= 3);
+        fp4_status st = frag ? fp4_cu_q8k_quantize_frag(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, stream)
+                             : fp4_cu_q8k_quantize(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, NULL, stream);
         if (st == FP4_OK) st = fp4_cu_a16_exact_matvec(variant, w, q, d, nc, d_y + c0 * w->n_out, stream);
         if (st != FP4_OK) return st;
         c0 += nc;
@@ -412,7 +709,7 @@ FP4_API fp4_status fp4_cuda_q8_K_quantize(const float *d_x, int64_t n, int64_t n
 
 FP4_API fp4_status fp4_cuda_nvfp4_matvec_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
                                                    float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
-    return fp4_cu_a16_exact(7, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    return fp4_cu_a16_exact(3, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
 }
 
 } /* extern "C" */

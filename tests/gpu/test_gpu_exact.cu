@@ -1,6 +1,6 @@
 /* test_gpu_exact.cu — the exact A16 contraction (SPEC §4) on the GPU against the CPU oracle, bit
  * for bit: Q8_K blocks (d, qs, bsums) equal fp4_q8_K_quantize on random and adversarial
- * activations; y equals fp4_nvfp4_matvec_a16_exact for every column count 1..16 (and 17, 24
+ * activations; y equals fp4_nvfp4_matvec_a16_exact for every column count 1..16 (and 17, 18, 24, 40
  * through the chunked dispatch), several shapes, random and adversarial weights, both kernel
  * variants; two runs give identical bits. */
 #include "gpu_test.h"
@@ -56,8 +56,7 @@ static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w.view, x, nc, want, 8));
         char what[96];
-        for (int variant = 0; variant <= 7; variant++) {
-            if (variant == 3) continue;           /* unused number */
+        for (int variant = 0; variant <= 9; variant++) { /* 3: round-3 production; 8, 9: integer MMA */
             if (variant == 1 && nc > 2) continue; /* the plain lab kernel: narrow cases only */
             cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
             if (variant == 0) {
@@ -120,7 +119,7 @@ int main(void) {
         q8k_blocks(4096, 3, kind, 12 + kind);
     }
     static const int all16[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
-    static const int wide[] = {17, 24};
+    static const int wide[] = {17, 18, 24, 40};
     static const int few[] = {1, 2, 5, 8, 16};
     /* every column count on a small shape; both weight kinds, both activation kinds */
     matvec_case(37, 512, 0, 0, 0.013f, all16, quick ? 4 : 16, 101);
@@ -130,7 +129,7 @@ int main(void) {
         matvec_case(300, 1024, 1, 0, 0.5f, few, 5, 104);
         matvec_case(129, 4096, 0, 1, 2.5e-4f, few, 5, 105);
         matvec_case(1000, 2816, 0, 0, 1e-2f, few, 5, 106);
-        matvec_case(64, 1024, 1, 1, 7.0f, wide, 2, 107);
+        matvec_case(64, 1024, 1, 1, 7.0f, wide, 4, 107);
         matvec_case(1, 14336, 1, 1, 0.031f, all16, 16, 108);
     }
     return check_report();
