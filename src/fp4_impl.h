@@ -72,4 +72,11 @@ typedef void (*fp4_rows_fn)(void *ctx, int64_t r0, int64_t r1);
 fp4_status fp4_parallel_rows(int64_t n_rows, int n_threads, fp4_rows_fn fn, void *ctx);
 #define FP4_MAX_THREADS 256
 
+/* CPU ISA selection for the exact A16 path (contract.c / contract_x86.c). fp4_cpu_set_isa(1)
+ * forces the portable path (tests use it to check that both give the same bits). */
+int fp4_cpu_has_avx2(void);
+float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const fp4_block_q8_K *xq,
+                       int64_t n_in, const int32_t *q9);
+void fp4_cpu_set_isa(int portable_only);
+
 #endif

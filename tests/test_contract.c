@@ -1,6 +1,7 @@
 /* test_contract.c — the CPU oracle contractions (SPEC §4–6): Q8_K, exact A16, W4A4, float A16. */
 #include "check.h"
 #include "fp4lane.h"
+#include "fp4_impl.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -165,7 +166,10 @@ static void test_w4a4(void) {
 int main(void) {
     test_q8k();
     test_a16_fixture();
-    test_a16_random();
+    test_a16_random();                  /* the best path this CPU has (AVX2 on x86-64 when present) */
+    fp4_cpu_set_isa(1);
+    test_a16_random();                  /* the portable path: the same bits */
+    fp4_cpu_set_isa(0);
     test_w4a4();
     return check_report();
 }

@@ -170,13 +170,20 @@ static fp4_status mv_check(const fp4_nvfp4_view *w, const float *x, int64_t n_co
     return FP4_OK;
 }
 
+static int portable_only; /* set by tests through fp4_cpu_set_isa */
+void fp4_cpu_set_isa(int p) { __atomic_store_n(&portable_only, p, __ATOMIC_RELAXED); }
+
 static void a16_rows(void *p, int64_t r0, int64_t r1) {
     const mv_ctx *c = p;
     const int64_t n_in = c->w->n_in, nsb = n_in / FP4_QK_K;
+    const int avx2 = !__atomic_load_n(&portable_only, __ATOMIC_RELAXED) && fp4_cpu_has_avx2();
     for (int64_t r = r0; r < r1; r++)
         for (int64_t col = 0; col < c->n_cols; col++)
-            c->y[col * c->w->n_out + r] = dot_a16_q16(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16),
-                                                      c->w->scale2, c->q16 + col * n_in, c->d + col * nsb, n_in);
+            c->y[col * c->w->n_out + r] =
+                avx2 ? fp4_dot_a16_avx2(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2,
+                                        c->xq + col * nsb, n_in, q9_table)
+                     : dot_a16_q16(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2,
+                                   c->q16 + col * n_in, c->d + col * nsb, n_in);
 }
 
 fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
