@@ -7,7 +7,7 @@
  *   args:       --quick             small shapes only;   --cols 1,16   column counts
  *               --vars native.11,cublas.9   only these variants
  *
- * variants (lab numbers; production: native.14, exact.3, w4a4.1 / w4a4.2 at 16 columns):
+ * variants (lab numbers; production: native.14, exact.3, w4a4.1 / w4a4.3 at 16 columns):
  *   native.1  plain warp-per-row, f32 decode + FMA, f32 activations     (1 column)
  *   native.2  mma.sync f16 / f32 acc, decode in registers, split-K
  *   native.3  native.2 tuned: <=8-column specialization, weight prefetch, whole-wave split-K,
@@ -36,7 +36,8 @@
  *   exact.3   production after round 3: exact.7 at 1 and 2 columns, exact.9 from 3 (chunks of 16)
  *   exact.1N  the matvec of exact.N alone (activations quantized beforehand; 18, 19: up to 16 cols)
  *   w4a4.1    dp4a, activation pass included                            (production != 16 cols)
- *   w4a4.2    16-column IMMA tile, activation pass included             (production at 16)
+ *   w4a4.2    16-column IMMA tile, activation pass included             (round 1-3 production at 16)
+ *   w4a4.3    16 columns, 8-warp IMMA, int32 subnormal-product weighting (round 4)
  *   cublas.9  cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights (baseline)
  */
 #include "lab.h"
@@ -273,7 +274,7 @@ int main(int argc, char **argv) {
         } vars[] = {{"native", 1}, {"native", 2}, {"native", 3}, {"native", 7}, {"native", 10}, {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14},
                     {"exact", 1},  {"exact", 2},  {"exact", 4},  {"exact", 5},  {"exact", 6},
                     {"exact", 7},  {"exact", 17}, {"exact", 8}, {"exact", 9}, {"exact", 3}, {"exact", 18},
-                    {"exact", 19}, {"w4a4", 1},   {"w4a4", 2},   {"cublas", 9}};
+                    {"exact", 19}, {"w4a4", 1},   {"w4a4", 2},   {"w4a4", 3},   {"cublas", 9}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;
@@ -285,7 +286,7 @@ int main(int argc, char **argv) {
                 if (!strcmp(op, "exact") && var >= 18 && nc > 16) continue;
                 if (!strcmp(op, "exact") && var == 6 && nc != 1) continue;
                 if (!strcmp(op, "native") && var == 7 && nc > 8) continue; /* 10 covers > 8 */
-                if (!strcmp(op, "w4a4") && var == 2 && nc != 16) continue;
+                if (!strcmp(op, "w4a4") && var >= 2 && nc != 16) continue;
                 if (only) {
                     char name[32];
                     snprintf(name, sizeof name, ",%s.%d,", op, var);

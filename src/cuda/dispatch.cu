@@ -30,7 +30,7 @@ static fp4_status r_native(const fp4_cuda_tensor *w, const float *x, int64_t n, 
 }
 static fp4_status r_w4a4_tile(const fp4_cuda_tensor *w, const float *x, int64_t n, float *y, const fp4_cuda_scratch *s,
                               cudaStream_t st) {
-    return fp4_cu_w4a4(2, w, x, n, y, s, st);
+    return fp4_cu_w4a4(3, w, x, n, y, s, st); /* round 4: 8-warp IMMA, int32 fast weighting (was 2) */
 }
 static fp4_status r_w4a4(const fp4_cuda_tensor *w, const float *x, int64_t n, float *y, const fp4_cuda_scratch *s,
                          cudaStream_t st) {

@@ -13,6 +13,8 @@
  *     block, 256-value K chunks staged in shared memory by cp.async (two stages), integer
  *     mma.sync m16n8k16 s8 per 16-group (one group per MMA, so the per-group scales can be
  *     applied to its s32 result), split-K over blockIdx.y with an order-fixed int64 reduction.
+ *   w4a4_imma_kernel: variant 3 (round 4, production at 16 columns): 8 warps over 32 rows, each
+ *     warp its own super-blocks, int32 weighting through a subnormal f32 product (see its comment).
  */
 #include "common.cuh"
 
@@ -294,6 +296,287 @@ static __global__ __launch_bounds__(128) void w4a4_tile_kernel(const uint8_t *__
         }
 }
 
+/* ---- variant 3 (round 4): integer MMA, 8 warps over 32 rows, one int64 total per (row, column) --
+ *
+ * The round-3 exact kernel's layout (a16_exact_imma_kernel): block = 8 warps over the same 32 rows,
+ * round t gives warp w super-block 8t+w; each warp cp.async-copies its own tile (32 rows x 128
+ * payload bytes, XOR-swizzled, + 32 x 16 scale bytes), two stages; per 16-group one
+ * mma.sync m16n8k16 s8 per (m-tile, n-tile) gives dot_g for 16 rows x 8 columns.
+ * Because the W4A4 total is one int64 per (row, column) and order-free, every warp keeps its own
+ * totals over all its super-blocks (no per-round barrier) and the 8 warps' totals are added once
+ * at the end through shared memory.
+ * Weighting (the expensive part). Fast path, per warp and super-block, warp-uniform: every weight
+ * scale q9 >= 0; with sw(r) / sa(c) the lowest set bit of the OR of the row's / column's 16 q9,
+ * qw' = q9w >> sw, qa' = q9a >> sa, and max qw' * max qa' <= 116508 (so 8 groups of
+ * |dot| <= 2304 stay below 2^31) and max sw + max sa <= 30. Then P = qw'*qa' < 2^23 comes out
+ * of ONE f32 multiply as the bits of a subnormal: qw' is stored as the float with bits qw'
+ * (= qw' * 2^-149), qa' as the float qa', and their exact product qw'qa' * 2^-149 has the bits
+ * qw'qa' (no FTZ in this build). The int32 sum over 8 groups of dot * P (IMAD, modular, exact
+ * since |sum| < 2^31) is added into the int64 total as acc * 2^(sw+sa) (one IMAD.WIDE).
+ * Per (row, column, group): 1 FMUL (FMA-lite pipe) + 1 IMAD instead of IMUL + IMAD.WIDE.
+ * Otherwise (negative or NaN-adjacent scales, wide spreads): (dot * q9w) * q9a into int64
+ * (|dot * q9w| <= 2304 * 229376 < 2^31). Both exact, so the bits equal SPEC §5 either way.
+ * Activations come from act_frag_kernel: int8 codes in the MMA fragment order of the exact kernel
+ * (column, super-block, qd, group, 4 bytes), qa' as f32 in [sb][group][qd][nt][e] order (one
+ * 16-byte load = the lane's 4 columns), and per (sb, column) sa | max qa' << 5 in the same order. */
+#define W3_NW 8
+#define W3_ROWS 32
+#define W3_STAGE_P (W3_ROWS * 128)
+#define W3_STAGE (W3_STAGE_P + W3_ROWS * 16)
+#define W3_LIMIT 116508 /* floor((2^31 - 1) / (8 * 2304)) */
+#define W3_SMEM (1024 + W3_NW * 2 * W3_STAGE + W3_NW * 512 * 4)
+
+/* slot of column c (0..15) inside a 16-entry [qd][nt][e] record */
+static __device__ __forceinline__ int w3_slot(int c) { return ((c & 7) >> 1) * 4 + (c >> 3) * 2 + (c & 1); }
+
+static __global__ __launch_bounds__(256) void act_frag_kernel(const float *__restrict__ x, int64_t n_in, int64_t k_pad,
+                                                              float input_scale, float d6, int8_t *q1f, float *qaf,
+                                                              int *cinfo) {
+    const int64_t ngp = k_pad / 16;
+    const int64_t gid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int lane = threadIdx.x & 31;
+    const unsigned hmask = 0xFFFFu << (lane & 16);
+    if (gid >= 16 * ngp) return; /* whole half-warps: 16 * ngp is a multiple of 16 */
+    const int64_t col = gid / ngp, G = gid % ngp, sb = G / 16;
+    const int g = (int)(G % 16);
+    uint32_t qv[4] = {0u, 0u, 0u, 0u};
+    int q9 = 0;
+    if (G < n_in / 16) {
+        const float4 *src = reinterpret_cast<const float4 *>(x + col * n_in + G * 16);
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float4 f = src[i];
+            v[4 * i] = f.x;
+            v[4 * i + 1] = f.y;
+            v[4 * i + 2] = f.z;
+            v[4 * i + 3] = f.w;
+        }
+        float bmax = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const float a = fabsf(v[j]);
+            if (a > bmax) bmax = a;
+        }
+        float t = __fdiv_rn(bmax, d6);
+        if (t == 0.0f) t = 1.0f;
+        if (t < 0x1p-9f) t = 0x1p-9f;
+        if (t > 448.0f) t = 448.0f;
+        const uint32_t sc = fp4_e4m3_encode(t);
+        const float den = __fmul_rn(fp4_e4m3_to_f32(sc), input_scale);
+#pragma unroll
+        for (int j = 0; j < 16; j++) {
+            const uint32_t c = fp4_dev_e2m1_encode(__fdiv_rn(v[j], den));
+            qv[j >> 2] |= ((uint32_t)fp4_dev_e2m1_q1(c) & 0xFFu) << (8 * (j & 3));
+        }
+        q9 = fp4_e4m3_q9(sc); /* > 0: t is clamped to [2^-9, 448] */
+    }
+    int8_t *dst = q1f + col * k_pad + sb * 256 + g * 4;
+#pragma unroll
+    for (int qd = 0; qd < 4; qd++) *reinterpret_cast<uint32_t *>(dst + qd * 64) = qv[qd];
+    uint32_t o = (uint32_t)abs(q9);
+#pragma unroll
+    for (int m = 8; m >= 1; m >>= 1) o |= __shfl_xor_sync(hmask, o, m);
+    const int sa = o ? __ffs((int)o) - 1 : 0;
+    const int qs = abs(q9) >> sa;
+    int mx = qs;
+#pragma unroll
+    for (int m = 8; m >= 1; m >>= 1) mx = max(mx, __shfl_xor_sync(hmask, mx, m));
+    const int slot = w3_slot((int)col);
+    qaf[G * 16 + slot] = (float)qs;
+    if (g == 0) cinfo[sb * 16 + slot] = sa | (mx << 5);
+}
+
+static __device__ __forceinline__ void w3_cp_async16(void *smem, const void *gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
+}
+
+/* 8 groups (half h of a super-block) for the warp's 32 rows x 16 columns */
+template <bool FAST>
+static __device__ __forceinline__ void w3_half(const uint8_t *st, const int *qp, const int8_t *xb, int64_t k_pad,
+                                               const float *qa_sb, int h, int r0, int qd, const int (&ca)[4],
+                                               const int (&mrow)[4], const int (&scol)[4], const fp4_q1_luts &l,
+                                               long long (&tot)[2][2][4]) {
+    uint32_t b[2][8];
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++) {
+        const int8_t *p = xb + (int64_t)(nt * 8 + r0) * k_pad + qd * 64 + h * 32;
+        const uint4 v0 = __ldg(reinterpret_cast<const uint4 *>(p)), v1 = __ldg(reinterpret_cast<const uint4 *>(p + 16));
+        b[nt][0] = v0.x, b[nt][1] = v0.y, b[nt][2] = v0.z, b[nt][3] = v0.w;
+        b[nt][4] = v1.x, b[nt][5] = v1.y, b[nt][6] = v1.z, b[nt][7] = v1.w;
+    }
+    int acc[2][2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0;
+#pragma unroll
+    for (int gg = 0; gg < 8; gg++) {
+        const int g = h * 8 + gg;
+        const int off = ((((g >> 1) ^ r0) << 4) | ((g & 1) << 3) | (qd << 1));
+        uint32_t a[2][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                const uint32_t u = *reinterpret_cast<const unsigned short *>(st + (mt * 16 + hh * 8 + r0) * 128 + off);
+                a[mt][hh] = fp4_e2m1x4_to_q1x4_l(u, l);
+            }
+        const int4 qv = *reinterpret_cast<const int4 *>(qp + g * 32 + r0 * 4); /* rows r0, +8, +16, +24 */
+        const int qs[4] = {qv.x, qv.y, qv.z, qv.w};
+        const float4 fa = __ldg(reinterpret_cast<const float4 *>(qa_sb + g * 16 + qd * 4)); /* [nt][e] */
+        const float qa[4] = {fa.x, fa.y, fa.z, fa.w};
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                int d[4];
+                fp4_mma_s8(d, a[mt][0], a[mt][1], b[nt][gg]);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int qw = qs[mt * 2 + (i >> 1)];
+                    if (FAST) {
+                        const int P = __float_as_int(__fmul_rn(__int_as_float(qw), qa[nt * 2 + (i & 1)]));
+                        acc[mt][nt][i] += d[i] * P;
+                    } else {
+                        const int qai = (int)qa[nt * 2 + (i & 1)] << scol[nt * 2 + (i & 1)];
+                        tot[mt][nt][i] += (long long)(d[i] * qw) * qai;
+                    }
+                }
+            }
+    }
+    if (FAST) {
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    tot[mt][nt][i] += (long long)acc[mt][nt][i] * (long long)(mrow[mt * 2 + (i >> 1)] << scol[nt * 2 + (i & 1)]);
+    }
+}
+
+static __global__ __launch_bounds__(256, 2) void w4a4_imma_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int nsb, int64_t k_pad, float scale2, float input_scale, const int8_t *__restrict__ q1f,
+    const float *__restrict__ qaf, const int *__restrict__ cinfo, float *__restrict__ y) {
+    extern __shared__ __align__(16) uint8_t w3_smem[];
+    int *lut = reinterpret_cast<int *>(w3_smem);
+    uint8_t *stg = w3_smem + 1024;
+    int *qp_all = reinterpret_cast<int *>(stg + W3_NW * 2 * W3_STAGE);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = lane >> 2, qd = lane & 3;
+    const int64_t rowbase = (int64_t)blockIdx.x * W3_ROWS;
+    uint8_t *my = stg + warp * 2 * W3_STAGE;
+    int *qp = qp_all + warp * 512;
+    lut[tid] = fp4_e4m3_q9((uint32_t)tid);
+    const fp4_q1_luts luts = fp4_q1_luts_make();
+
+    auto load = [&](int sb, int stage) {
+        if (sb < nsb) {
+            uint8_t *dst = my + stage * W3_STAGE;
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int idx = i * 32 + lane, row = idx >> 3, c = idx & 7;
+                int64_t gr = rowbase + row;
+                if (gr >= n_out) gr = n_out - 1;
+                w3_cp_async16(dst + row * 128 + ((c ^ (row & 7)) << 4), payload + gr * pstride + (int64_t)sb * 128 + c * 16);
+            }
+            int64_t gr = rowbase + lane;
+            if (gr >= n_out) gr = n_out - 1;
+            w3_cp_async16(dst + W3_STAGE_P + lane * 16, scales + gr * sstride + (int64_t)sb * 16);
+        }
+        asm volatile("cp.async.commit_group;");
+    };
+
+    long long tot[2][2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) tot[mt][nt][i] = 0;
+    const int rounds = (nsb + W3_NW - 1) / W3_NW;
+    load(warp, 0);
+    __syncthreads(); /* the q9 table */
+    for (int t = 0; t < rounds; t++) {
+        const int sb = t * W3_NW + warp;
+        load(sb + W3_NW, (t + 1) & 1);
+        if (sb < nsb) {
+            const int4 ci4 = __ldg(reinterpret_cast<const int4 *>(cinfo + sb * 16 + qd * 4)); /* [nt][e] */
+            const int ca[4] = {ci4.x, ci4.y, ci4.z, ci4.w};
+            int scol[4], mxa = 0, sca = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                scol[j] = ca[j] & 31;
+                mxa = max(mxa, ca[j] >> 5);
+                sca = max(sca, scol[j]);
+            }
+            asm volatile("cp.async.wait_group 1;");
+            __syncwarp();
+            const uint8_t *st = my + (t & 1) * W3_STAGE;
+            const uint4 sv = *reinterpret_cast<const uint4 *>(st + W3_STAGE_P + lane * 16);
+            const uint32_t sw4[4] = {sv.x, sv.y, sv.z, sv.w};
+            int q9[16];
+            uint32_t o = 0;
+            int neg = 0;
+#pragma unroll
+            for (int g = 0; g < 16; g++) {
+                q9[g] = lut[(sw4[g >> 2] >> (8 * (g & 3))) & 0xFFu];
+                o |= (uint32_t)abs(q9[g]);
+                neg |= q9[g];
+            }
+            const int s = o ? __ffs((int)o) - 1 : 0;
+            const int mw = (int)(o >> s); /* >= max q9 >> s */
+            const int wmw = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)mw);
+            const int wma = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)mxa);
+            const int wsw = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)s);
+            const int wsa = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)sca);
+            const bool fast = !__any_sync(0xFFFFFFFFu, neg < 0) && (long long)wmw * wma <= W3_LIMIT && wsw + wsa <= 30;
+            const int sh = fast ? s : 0;
+#pragma unroll
+            for (int g = 0; g < 16; g++) qp[g * 32 + (lane & 7) * 4 + (lane >> 3)] = q9[g] >> sh;
+            int mrow[4]; /* 2^shift of the lane's rows r0, r0+8, r0+16, r0+24 */
+#pragma unroll
+            for (int v = 0; v < 4; v++) mrow[v] = 1 << __shfl_sync(0xFFFFFFFFu, sh, r0 + 8 * v);
+            __syncwarp();
+            const int8_t *xb = q1f + (int64_t)sb * 256;
+            const float *qa_sb = qaf + (int64_t)sb * 256;
+            if (fast) {
+                w3_half<true>(st, qp, xb, k_pad, qa_sb, 0, r0, qd, ca, mrow, scol, luts, tot);
+                w3_half<true>(st, qp, xb, k_pad, qa_sb, 1, r0, qd, ca, mrow, scol, luts, tot);
+            } else {
+                w3_half<false>(st, qp, xb, k_pad, qa_sb, 0, r0, qd, ca, mrow, scol, luts, tot);
+                w3_half<false>(st, qp, xb, k_pad, qa_sb, 1, r0, qd, ca, mrow, scol, luts, tot);
+            }
+        }
+        __syncwarp(); /* the stage read this round is refilled by the next round's prefetch */
+    }
+    asm volatile("cp.async.wait_group 0;");
+    __syncthreads(); /* every warp is done with its stages: reuse them for the totals */
+    long long *tb = reinterpret_cast<long long *>(stg); /* [warp][row][16]: 8 x 32 x 16 x 8 = 32 KB */
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int row = mt * 16 + (i >> 1) * 8 + r0, col = nt * 8 + qd * 2 + (i & 1);
+                tb[(warp * W3_ROWS + row) * 16 + col] = tot[mt][nt][i];
+            }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int p = tid + 256 * j, row = p >> 4, col = p & 15;
+        long long T = 0;
+#pragma unroll
+        for (int w = 0; w < W3_NW; w++) T += tb[(w * W3_ROWS + row) * 16 + col];
+        if (rowbase + row < n_out) y[(int64_t)col * n_out + rowbase + row] = w4a4_epilogue(T, scale2, input_scale);
+    }
+}
+
 /* ---- launchers ----------------------------------------------------------------------------------- */
 
 static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
@@ -350,6 +633,7 @@ size_t fp4_cu_w4a4_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     if (!w || n_cols < 1) return 0;
     const int64_t nc = n_cols < T_COLS ? T_COLS : n_cols; /* the tile always stages 16 columns */
     size_t b = FP4_CU_ALIGN((size_t)(nc * w->k_pad)) + FP4_CU_ALIGN((size_t)(nc * (w->k_pad / 16)) * 4);
+    b += FP4_CU_ALIGN((size_t)(T_COLS * (w->k_pad / 256)) * 4); /* variant 3: per (sb, column) shift info */
     const int ks = fp4_cu_plan_splits(tile_row_blocks(w), w->k_pad / T_K, 4);
     if (ks > 1) b += FP4_CU_ALIGN((size_t)ks * T_COLS * (size_t)w->n_out * 8);
     return b;
@@ -367,13 +651,33 @@ fp4_status fp4_cu_w4a4(int variant, const fp4_cuda_tensor *w, const float *d_x, 
     float is, d6;
     fp4_status st = act_scales(w->input_scale_inv, &is, &d6);
     if (st != FP4_OK) return st;
-    if (variant == 2 && n_cols != T_COLS) return FP4_ERR_UNSUPPORTED;
+    if ((variant == 2 || variant == 3) && n_cols != T_COLS) return FP4_ERR_UNSUPPORTED;
     if (FP4_CU_COUNTER_BYTES + fp4_cu_w4a4_scratch(w, n_cols < T_COLS ? n_cols : T_COLS) > s->bytes)
         return FP4_ERR_INVALID_ARG;
     const int64_t ngp = w->k_pad / 16;
     int8_t *q1 = (int8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
     const int64_t ncmax = T_COLS;
     int32_t *q9 = (int32_t *)((uint8_t *)q1 + FP4_CU_ALIGN((size_t)(ncmax * w->k_pad)));
+    if (variant == 3) {
+        float *qaf = (float *)q9;
+        int *cinfo = (int *)((uint8_t *)q9 + FP4_CU_ALIGN((size_t)(ncmax * ngp) * 4));
+        const int64_t n = T_COLS * ngp;
+        act_frag_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(d_x, w->n_in, w->k_pad, is, d6, q1, qaf, cinfo);
+        FP4_CUDA_LAUNCHED();
+        static int attr_set = 0; /* benign race */
+        if (!attr_set) {
+            if (cudaFuncSetAttribute(w4a4_imma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, W3_SMEM) !=
+                cudaSuccess)
+                return FP4_ERR_CUDA;
+            attr_set = 1;
+        }
+        const int64_t blocks = (w->n_out + W3_ROWS - 1) / W3_ROWS;
+        w4a4_imma_kernel<<<(unsigned)blocks, W3_NW * 32, W3_SMEM, stream>>>(
+            w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->k_pad / 256), w->k_pad,
+            w->scale2, is, q1, qaf, cinfo, d_y);
+        FP4_CUDA_LAUNCHED();
+        return FP4_OK;
+    }
     if (variant == 2) {
         /* q9 in [group][column] order so that one 16-byte copy stages 4 of them */
         st = launch_act(d_x, w->n_in, w->k_pad, T_COLS, w->input_scale_inv, NULL, NULL, q1, q9, 1, T_COLS, stream);
@@ -421,7 +725,7 @@ FP4_API fp4_status fp4_cuda_nvfp4_quantize_act(const float *d_x, int64_t n_in, i
 
 FP4_API fp4_status fp4_cuda_nvfp4_matvec_w4a4(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
                                               float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
-    if (w && n_cols == T_COLS && w->n_in % 64 == 0) return fp4_cu_w4a4(2, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    if (w && n_cols == T_COLS && w->n_in % 64 == 0) return fp4_cu_w4a4(3, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
     return fp4_cu_w4a4(1, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
 }
 

@@ -64,8 +64,9 @@ static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_w4a4(&w.view, x, nc, want, 8));
-        for (int variant = 0; variant <= 2; variant++) {
+        for (int variant = 0; variant <= 3; variant++) {
             if (variant == 2 && (nc != 16 || n_in % 64)) continue;
+            if (variant == 3 && nc != 16) continue;
             cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
             if (variant == 0) {
                 const char *want_route = (nc == 16 && n_in % 64 == 0) ? "nvfp4.w4a4.tile16" : "nvfp4.w4a4.dp4a";
@@ -114,6 +115,8 @@ int main(void) {
     matvec_case(37, 512, 1, 1, 2.1e-3f, 3.0f, all16, quick ? 4 : 16, 202);
     matvec_case(70, 320, 1, 2, 0.5f, 0.07f, all16, quick ? 4 : 16, 203);    /* tile with n_in % 256 != 0 */
     matvec_case(64, 8192, 1, 1, 1e-3f, 11.0f, tile, 1, 204);                 /* tile, split-K */
+    matvec_case(96, 4096, 0, 0, 4e-3f, 0.7f, tile, 1, 209);                  /* variant 3 fast path */
+    matvec_case(33, 1040, 0, 1, 4e-3f, 0.7f, tile, 1, 210);                  /* variant 3, padded, mixed */
     if (!quick) {
         matvec_case(200, 1024, 0, 1, 0.25f, 1.0f, wide, 2, 205);
         matvec_case(1000, 2048, 1, 0, 3e-2f, 0.5f, tile, 1, 206);
