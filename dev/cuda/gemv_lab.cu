@@ -7,7 +7,7 @@
  *   args:       --quick             small shapes only;   --cols 1,16   column counts
  *               --vars native.11,cublas.9   only these variants
  *
- * variants (lab numbers; production: native.14, exact.3, w4a4.1 / w4a4.3 at 16 columns):
+ * variants (lab numbers; production: native.17, exact.3, w4a4.1 / w4a4.3 at 16 columns):
  *   native.1  plain warp-per-row, f32 decode + FMA, f32 activations     (1 column)
  *   native.2  mma.sync f16 / f32 acc, decode in registers, split-K
  *   native.3  native.2 tuned: <=8-column specialization, weight prefetch, whole-wave split-K,
@@ -23,6 +23,9 @@
  *             each decoded weight fragment (chunks of 32)
  *   native.13 native.12's widths at 32 rows per block, 4 stages
  *   native.14 production: native.11 up to 8 columns, native.12 above
+ *   native.15 round 5: exact-kernel structure, int16 activations, dp2a, 2 rows per warp (chunks of 4)
+ *   native.16 native.15 with 4 rows per warp
+ *   native.17 production (round 5): native.15 at 1 column, native.14 above
  *   exact.1   plain integer loop, Q8_K pass included                    (1 column)
  *   exact.2   dp4a on int8 codes (3-permute signed decode), Q8_K pass included
  *   exact.4   sign-split decode (2 permutes per 4 weights), 32 bytes per lane, Q8_K pass
@@ -271,7 +274,7 @@ int main(int argc, char **argv) {
         struct var {
             const char *op;
             int variant;
-        } vars[] = {{"native", 1}, {"native", 2}, {"native", 3}, {"native", 7}, {"native", 10}, {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14},
+        } vars[] = {{"native", 1}, {"native", 2}, {"native", 3}, {"native", 7}, {"native", 10}, {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14}, {"native", 15}, {"native", 16}, {"native", 17},
                     {"exact", 1},  {"exact", 2},  {"exact", 4},  {"exact", 5},  {"exact", 6},
                     {"exact", 7},  {"exact", 17}, {"exact", 8}, {"exact", 9}, {"exact", 3}, {"exact", 18},
                     {"exact", 19}, {"w4a4", 1},   {"w4a4", 2},   {"w4a4", 3},   {"cublas", 9}};

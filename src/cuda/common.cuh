@@ -275,6 +275,11 @@ fp4_status fp4_cu_w4a4(int variant, const fp4_cuda_tensor *w, const float *d_x, 
 size_t fp4_cu_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
 fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                          const fp4_cuda_scratch *s, cudaStream_t stream);
+/* native at 1..4 columns (gemv_native1.cu, round 5): int16 activations, dp2a group dots, f32
+ * accumulation; variants 15 (2 rows per warp), 16 (4 rows per warp), chunks of 4 columns. */
+size_t fp4_cu_native1_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+fp4_status fp4_cu_native1(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                          const fp4_cuda_scratch *s, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -26,7 +26,7 @@ static fp4_status r_a16_exact(const fp4_cuda_tensor *w, const float *x, int64_t 
 }
 static fp4_status r_native(const fp4_cuda_tensor *w, const float *x, int64_t n, float *y, const fp4_cuda_scratch *s,
                            cudaStream_t st) {
-    return fp4_cu_native(14, w, x, n, y, s, st);
+    return fp4_cu_native(17, w, x, n, y, s, st); /* round 5: native1 at 1 column, 14 above */
 }
 static fp4_status r_w4a4_tile(const fp4_cuda_tensor *w, const float *x, int64_t n, float *y, const fp4_cuda_scratch *s,
                               cudaStream_t st) {

@@ -1,7 +1,8 @@
 /* gemv_native.cu — the native (fast) A16 path (SPEC §6): any column count (launches of <= 64).
  *
- * Production (variant 14): variant 11 up to 8 columns, variant 12 above (bench/gpu.md has the
- * measurements behind the choice). Variant 10 is the previous production (7 up to 8 columns, 2
+ * Production (variant 17, round 5): gemv_native1.cu's int16-activation dp2a kernel (variant 15)
+ * at 1 column, variant 14 above. Variant 14 (round 2): variant 11 up to 8 columns, variant 12
+ * above (bench/gpu.md has the measurements behind the choice). Variant 10 is the previous production (7 up to 8 columns, 2
  * above); variants 1..9, 13 are the lab's alternatives.
  *
  * Common to the MMA kernels (mma.sync m16n8k16, f16 operands, f32 accumulators):
@@ -981,7 +982,9 @@ size_t fp4_cu_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     for (int i = 0; i < 3; i++) ks = k4[i] > ks ? k4[i] : ks;
     const int k5 = v5_max_slices(w, nc);
     if (k5 > ks) ks = k5;
-    return ks > 1 ? FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) : 0;
+    const size_t b = ks > 1 ? FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) : 0;
+    const size_t b1 = fp4_cu_native1_scratch(w, nc); /* variants 15..17 */
+    return b1 > b ? b1 : b;
 }
 
 fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
@@ -1001,6 +1004,11 @@ fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x
         return FP4_OK;
     }
     if (!s || !s->d_base) return FP4_ERR_INVALID_ARG;
+    if (variant == 15 || variant == 16) return fp4_cu_native1(variant, w, d_x, n_cols, d_y, s, stream);
+    if (variant == 17) { /* production (round 5): native1 (R 2) at 1 column, variant 14 above */
+        if (n_cols == 1) return fp4_cu_native1(15, w, d_x, n_cols, d_y, s, stream);
+        return fp4_cu_native(14, w, d_x, n_cols, d_y, s, stream);
+    }
     if (variant == 14) { /* production: smem-staged tiles, 32 rows per block up to 8 columns, 64 above */
         if (n_cols <= 8) return fp4_cu_native(11, w, d_x, n_cols, d_y, s, stream);
         return fp4_cu_native(12, w, d_x, n_cols, d_y, s, stream);
@@ -1062,7 +1070,7 @@ fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x
 
 FP4_API fp4_status fp4_cuda_nvfp4_matvec_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
                                                 float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
-    return fp4_cu_native(14, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    return fp4_cu_native(17, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
 }
 
 } /* extern "C" */

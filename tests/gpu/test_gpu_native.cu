@@ -10,7 +10,8 @@
 /* The lab's plain f32 kernel (variant 1): f32 activations, f32 sums. Variants: 0 = through
  * fp4_cuda_project, 1 = plain, 2 = first mma kernel, 3..6 = the tuned kernel's configurations, 7..9 = weights-as-A kernel,
  * 10 = previous production (7 up to 8 columns, 2 above), 11..13 = shared-memory-staged tiles
- * (cp.async), 14 = production (11 up to 8 columns, 12 above). */
+ * (cp.async), 14 = production (11 up to 8 columns, 12 above); 15, 16 = round 5's int16-activation
+ * dp2a kernel (2 / 4 rows per warp, chunks of 4 columns), 17 = production (15 at 1 column, 14 above). */
 #define PLAIN_NRMSE_MAX 1e-5
 
 static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, const int *cols, int ncols_n,
@@ -32,7 +33,7 @@ static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, co
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_a16_float(&w.view, x, nc, ref, 8));
-        for (int variant = 0; variant <= 14; variant++) {
+        for (int variant = 0; variant <= 17; variant++) {
             if (variant == 1 && nc > 2) continue;
             if ((variant >= 4 && variant <= 6) || variant == 8 || variant == 9) /* other configurations: <= 8 columns */
                 if (nc > 8) continue;

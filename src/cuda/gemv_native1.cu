@@ -1,0 +1,242 @@
+/* gemv_native1.cu — the native A16 path at 1..4 columns (round 5): the exact 1-column kernel's
+ * structure (row-contiguous 512-byte loads, a warp per R rows, 8 lanes per 256-value super-block)
+ * with native numerics.
+ *
+ *   1. act16_kernel: one warp per (column, super-block): the f32 activations become int16 with one
+ *      f32 step per super-block, d = amax / 32767 (round to nearest; relative error <= 2^-16 of
+ *      the block max, far below the f16 rounding of the other native kernels).
+ *   2. native1_kernel<NC, R>: each lane owns 16 payload bytes (two 16-groups) of one super-block
+ *      per pass, 4 super-blocks per warp pass; the next pass's weights and scales are loaded into
+ *      registers before the current pass is computed (register double buffer). Nibbles become
+ *      signed int8 e2m1_q1 by the merged byte permutes (3 PRMT per 4 weights), two dp2a per 4
+ *      weights against the int16 activations give the exact integer group dot, then f32:
+ *      acc += (dot0 * s0 + dot1 * s1) * d (s = the E4M3FN block scale as f32), lane-private
+ *      accumulators added over the warp by a fixed butterfly at the end, * 0.5 * scale2 once per
+ *      row. Deterministic (no atomics), f32 accumulation.
+ *
+ * Variants (fp4_cu_native): 15 = R 2, 16 = R 4, 17 = production (15 at 1 column, native.14
+ * above: at 2..4 columns this kernel loses to native.14, bench/gpu.md round 5). Wider calls run in chunks of 4 columns.
+ */
+#include "common.cuh"
+
+#define N1_MAXC 4
+
+static __device__ __forceinline__ uint4 ldg16n1(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+
+static __global__ __launch_bounds__(256) void act16_kernel(const float *__restrict__ x, int n_in, int nsb_pad,
+                                                           int ncols, int64_t k_pad, int16_t *__restrict__ q,
+                                                           float *__restrict__ d) {
+    const int lane = threadIdx.x & 31;
+    const int64_t job = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (job >= (int64_t)ncols * nsb_pad) return;
+    const int col = (int)(job / nsb_pad), sb = (int)(job % nsb_pad);
+    const int k = sb * 256 + lane * 8;
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    if (k < n_in) { /* n_in % 16 == 0: a lane's 8 values are all in or all out */
+        const float4 *src = reinterpret_cast<const float4 *>(x + (int64_t)col * n_in + k);
+        const float4 a = __ldg(src), b = __ldg(src + 1);
+        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) amax = fmaxf(amax, fabsf(v[j]));
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, m));
+    const float inv = amax > 0.0f ? __fdiv_rn(32767.0f, amax) : 0.0f;
+    uint32_t packed[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        int a = __float2int_rn(__fmul_rn(v[2 * j], inv)), b = __float2int_rn(__fmul_rn(v[2 * j + 1], inv));
+        a = max(-32767, min(32767, a));
+        b = max(-32767, min(32767, b));
+        packed[j] = ((uint32_t)a & 0xFFFFu) | ((uint32_t)b << 16);
+    }
+    *reinterpret_cast<uint4 *>(q + (int64_t)col * k_pad + k) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    if (lane == 0) d[(int64_t)col * nsb_pad + sb] = amax > 0.0f ? __fdiv_rn(amax, 32767.0f) : 0.0f;
+}
+
+/* 4 nibbles (bits 0..15 of nib, sel/neg precomputed for the same bits) -> signed int8 e2m1_q1 x4 */
+static __device__ __forceinline__ uint32_t n1_q1x4(uint32_t nib, uint32_t mag, uint32_t sel, const fp4_q1_luts &l) {
+    const uint32_t pos = fp4_prmt(l.p0, l.p1, nib);
+    const uint32_t neg = fp4_prmt(l.n0, l.n1, mag);
+    return fp4_prmt(pos, neg, sel);
+}
+
+/* Σ q1·a over the 8 weights of one word: a0..a3 = int16 pairs of elements (0,1) (2,3) (4,5) (6,7) */
+static __device__ __forceinline__ int n1_word_dot(uint32_t lo4, uint32_t hi4, uint32_t a0, uint32_t a1, uint32_t a2,
+                                                  uint32_t a3, int acc) {
+    acc = __dp2a_lo((int)a0, (int)lo4, acc);
+    acc = __dp2a_hi((int)a1, (int)lo4, acc);
+    acc = __dp2a_lo((int)a2, (int)hi4, acc);
+    return __dp2a_hi((int)a3, (int)hi4, acc);
+}
+
+template <int NC, int R>
+static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__restrict__ payload,
+                                                             const uint8_t *__restrict__ scales, int64_t pstride,
+                                                             int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
+                                                             float scale2, const int16_t *__restrict__ xq,
+                                                             const float *__restrict__ xd, float *__restrict__ y) {
+    const int lane = threadIdx.x & 31;
+    const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
+    if (row0 >= n_out) return;
+    const int oct = lane >> 3, sub = lane & 7;
+    const fp4_q1_luts L = fp4_q1_luts_make();
+    const uint8_t *prow[R];
+    const uint8_t *srow[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1; /* clamp; result discarded */
+        prow[r] = payload + row * pstride + sub * 16;
+        srow[r] = scales + row * sstride + sub * 2;
+    }
+    float acc[R][NC];
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;
+
+    uint4 nw[R];
+    uint32_t ns[R];
+    {
+        const int sb = oct;
+        const bool ok = sb < nsb;
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            nw[r] = ok ? ldg16n1(prow[r] + (int64_t)sb * 128) : make_uint4(0u, 0u, 0u, 0u);
+            ns[r] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sb * 16)) : 0u;
+        }
+    }
+    for (int sb0 = 0; sb0 < nsb; sb0 += 4) {
+        const int sb = sb0 + oct;
+        const bool valid = sb < nsb;
+        uint4 wv[R];
+        uint32_t sc[R];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            wv[r] = nw[r];
+            sc[r] = ns[r];
+        }
+        {
+            const int sbn = sb + 4;
+            const bool ok = sbn < nsb;
+#pragma unroll
+            for (int r = 0; r < R; r++) {
+                nw[r] = ok ? ldg16n1(prow[r] + (int64_t)sbn * 128) : make_uint4(0u, 0u, 0u, 0u);
+                ns[r] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sbn * 16))
+                           : 0u;
+            }
+        }
+        /* activations of this lane's 32 values, every column: 16 int16 pairs */
+        uint4 av[NC][4];
+        float dcol[NC];
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            const int16_t *xa = xq + (int64_t)c * k_pad + (int64_t)sb * 256 + sub * 32;
+#pragma unroll
+            for (int j = 0; j < 4; j++) av[c][j] = valid ? ldg16n1(xa + 8 * j) : make_uint4(0u, 0u, 0u, 0u);
+            dcol[c] = valid ? __ldg(xd + (int64_t)c * (k_pad / 256) + sb) : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const uint32_t words[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
+            uint32_t q1[8]; /* int8x4 of elements 4i..4i+3 */
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const uint32_t w = words[u];
+                const uint32_t mag = w & 0x77777777u;
+                const uint32_t sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
+                q1[2 * u] = n1_q1x4(w, mag, sel, L);
+                q1[2 * u + 1] = n1_q1x4(w >> 16, mag >> 16, sel >> 16, L);
+            }
+            const uint32_t h2 = fp4_e4m3x2_to_h2(sc[r]);
+            const __half2 hh = *reinterpret_cast<const __half2 *>(&h2);
+            const float s0 = __low2float(hh), s1 = __high2float(hh);
+#pragma unroll
+            for (int c = 0; c < NC; c++) {
+                const uint32_t a[16] = {av[c][0].x, av[c][0].y, av[c][0].z, av[c][0].w, av[c][1].x, av[c][1].y,
+                                        av[c][1].z, av[c][1].w, av[c][2].x, av[c][2].y, av[c][2].z, av[c][2].w,
+                                        av[c][3].x, av[c][3].y, av[c][3].z, av[c][3].w};
+                int d0 = n1_word_dot(q1[0], q1[1], a[0], a[1], a[2], a[3], 0);
+                d0 = n1_word_dot(q1[2], q1[3], a[4], a[5], a[6], a[7], d0);
+                int d1 = n1_word_dot(q1[4], q1[5], a[8], a[9], a[10], a[11], 0);
+                d1 = n1_word_dot(q1[6], q1[7], a[12], a[13], a[14], a[15], d1);
+                /* |dot| <= 16 * 12 * 32767 < 2^24: exact in f32 */
+                const float t = __fmaf_rn((float)d0, s0, __fmul_rn((float)d1, s1));
+                acc[r][c] = __fmaf_rn(t, dcol[c], acc[r][c]);
+            }
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++)
+#pragma unroll
+        for (int c = 0; c < NC; c++) {
+            float v = acc[r][c];
+#pragma unroll
+            for (int m = 1; m < 32; m <<= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, m));
+            acc[r][c] = v;
+        }
+    if (lane == 0) {
+        const float f = __fmul_rn(0.5f, scale2); /* q1 = 2 * e2m1 */
+#pragma unroll
+        for (int r = 0; r < R; r++)
+            if (row0 + r < n_out)
+#pragma unroll
+                for (int c = 0; c < NC; c++) y[(int64_t)c * n_out + row0 + r] = __fmul_rn(acc[r][c], f);
+    }
+}
+
+template <int NC, int R>
+static fp4_status launch_n1(const fp4_cuda_tensor *w, const int16_t *q, const float *d, float *y, cudaStream_t s) {
+    const int64_t warps = (w->n_out + R - 1) / R;
+    const int64_t blocks = (warps * 32 + 255) / 256;
+    native1_kernel<NC, R><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
+                                                           w->scale_stride, w->n_out, (int)(w->k_pad / 256), w->k_pad,
+                                                           w->scale2, q, d, y);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
+template <int R>
+static fp4_status launch_n1_nc(const fp4_cuda_tensor *w, int64_t nc, const int16_t *q, const float *d, float *y,
+                               cudaStream_t s) {
+    switch (nc) {
+        case 1: return launch_n1<1, R>(w, q, d, y, s);
+        case 2: return launch_n1<2, R>(w, q, d, y, s);
+        case 3: return launch_n1<3, R>(w, q, d, y, s);
+        default: return launch_n1<4, R>(w, q, d, y, s);
+    }
+}
+
+extern "C" {
+
+size_t fp4_cu_native1_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
+    if (!w || n_cols < 1) return 0;
+    const int64_t nc = n_cols < N1_MAXC ? n_cols : N1_MAXC;
+    return FP4_CU_ALIGN((size_t)nc * (size_t)w->k_pad * 2) + FP4_CU_ALIGN((size_t)nc * (size_t)(w->k_pad / 256) * 4);
+}
+
+fp4_status fp4_cu_native1(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                          const fp4_cuda_scratch *s, cudaStream_t stream) {
+    if (!w || !d_x || !d_y || n_cols < 1 || !s || !s->d_base) return FP4_ERR_INVALID_ARG;
+    const int64_t c4 = n_cols < N1_MAXC ? n_cols : N1_MAXC;
+    const size_t qbytes = FP4_CU_ALIGN((size_t)c4 * (size_t)w->k_pad * 2);
+    if (FP4_CU_COUNTER_BYTES + fp4_cu_native1_scratch(w, c4) > s->bytes) return FP4_ERR_INVALID_ARG;
+    int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
+    float *d = (float *)((uint8_t *)q + qbytes);
+    const int nsb_pad = (int)(w->k_pad / 256);
+    for (int64_t c0 = 0; c0 < n_cols; c0 += N1_MAXC) {
+        const int64_t nc = n_cols - c0 < N1_MAXC ? n_cols - c0 : N1_MAXC;
+        const int64_t jobs = nc * nsb_pad;
+        act16_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x + c0 * w->n_in, (int)w->n_in,
+                                                                              nsb_pad, (int)nc, w->k_pad, q, d);
+        FP4_CUDA_LAUNCHED();
+        float *y = d_y + c0 * w->n_out;
+        const fp4_status st = variant == 16 ? launch_n1_nc<4>(w, nc, q, d, y, stream)
+                                            : launch_n1_nc<2>(w, nc, q, d, y, stream);
+        if (st != FP4_OK) return st;
+    }
+    return FP4_OK;
+}
+
+} /* extern "C" */
