@@ -152,6 +152,17 @@ int main(void) {
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "cmp -s %s/sh.gguf %s/one.gguf", tmp, tmp);
     CHECK(system(args) == 0);
+    /* a bf16 GGUF is a quantize input too: safetensors -> GGUF (plain) -> quantize = ModelOpt's file */
+    snprintf(args, sizeof args, "convert ../shared/data/modelopt-golden/input.safetensors %s/in.gguf --layout gguf", tmp);
+    CHECK(RUN(args) == 0);
+    snprintf(args, sizeof args, "validate %s/in.gguf", tmp);
+    CHECK(RUN(args) == 0 && contains(o, "none layout"));
+    snprintf(args, sizeof args,
+             "quantize %s/in.gguf %s/fromgguf --layout modelopt --metadata device=cuda --metadata torch=2.11.0+cu130 "
+             "--metadata 'producer=modelopt a2fbac7 NVFP4QTensor.quantize'", tmp, tmp);
+    CHECK(RUN(args) == 0);
+    snprintf(args, sizeof args, "cmp -s %s/fromgguf/model.safetensors ../shared/data/modelopt-golden/modelopt_cuda.safetensors", tmp);
+    CHECK(system(args) == 0);
     CHECK(RUN("demo") == 0 && contains(o, "demo passed"));
     free(o);
     free(e);

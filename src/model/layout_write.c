@@ -134,7 +134,7 @@ static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan 
     if (opts && opts->st_metadata)
         for (const char *const *kv = opts->st_metadata; kv[0] && kv[1] && !st; kv += 2)
             st = fp4_hf_writer_add_metadata(w, kv[0], kv[1], err);
-    if (!st && c && c->is_gguf) { /* fp4lane.st.* KVs carry safetensors metadata through GGUF */
+    if (!st && c && c->is_gguf && !src->quantized_by_us) { /* fp4lane.st.* KVs carry safetensors metadata */
         for (int64_t i = 0; i < fp4_gguf_n_kv(c->gguf) && !st; i++) {
             const char *k = fp4_gguf_key(c->gguf, i), *s;
             uint64_t len;
