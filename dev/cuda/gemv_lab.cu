@@ -7,7 +7,7 @@
  *   args:       --quick             small shapes only;   --cols 1,16   column counts
  *               --vars native.11,cublas.9   only these variants
  *
- * variants (lab numbers; production: native.17, exact.3, w4a4.1 / w4a4.3 at 16 columns):
+ * variants (lab numbers; production: native.17, exact.21, w4a4.1 / w4a4.3 at 16 columns):
  *   native.1  plain warp-per-row, f32 decode + FMA, f32 activations     (1 column)
  *   native.2  mma.sync f16 / f32 acc, decode in registers, split-K
  *   native.3  native.2 tuned: <=8-column specialization, weight prefetch, whole-wave split-K,
@@ -37,6 +37,8 @@
  *             per-warp cp.async staging, int64 totals, ordered epilogue through shared memory
  *   exact.9   exact.8 with int32 totals when the tile's scales allow it (int64 otherwise)
  *   exact.3   production after round 3: exact.7 at 1 and 2 columns, exact.9 from 3 (chunks of 16)
+ *   exact.20  round 6: exact.9 with next-round activations prefetched, 1 barrier per round, 5-op decode
+ *   exact.21  round 6 candidate: exact.7's dp4a at 1 column, exact.20 from 2 columns (chunks of 16)
  *   exact.1N  the matvec of exact.N alone (activations quantized beforehand; 18, 19: up to 16 cols)
  *   w4a4.1    dp4a, activation pass included                            (production != 16 cols)
  *   w4a4.2    16-column IMMA tile, activation pass included             (round 1-3 production at 16)
@@ -82,7 +84,7 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
     if (!strcmp(k->op, "native")) {
         st = fp4_cu_native(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact")) {
-        if (k->variant >= 10) /* the matvec alone, activations quantized beforehand */
+        if (k->variant >= 10 && k->variant < 20) /* the matvec alone, activations quantized beforehand */
             st = k->variant >= 18 ? fp4_cu_a16_exact_matvec(k->variant - 10, t, k->dqf, k->ddf, k->cols, k->dy, s)
                                   : fp4_cu_a16_exact_matvec(k->variant - 10, t, k->dq, k->dd, k->cols, k->dy, s);
         else st = fp4_cu_a16_exact(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
@@ -277,7 +279,7 @@ int main(int argc, char **argv) {
         } vars[] = {{"native", 1}, {"native", 2}, {"native", 3}, {"native", 7}, {"native", 10}, {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14}, {"native", 15}, {"native", 16}, {"native", 17},
                     {"exact", 1},  {"exact", 2},  {"exact", 4},  {"exact", 5},  {"exact", 6},
                     {"exact", 7},  {"exact", 17}, {"exact", 8}, {"exact", 9}, {"exact", 3}, {"exact", 18},
-                    {"exact", 19}, {"w4a4", 1},   {"w4a4", 2},   {"w4a4", 3},   {"cublas", 9}};
+                    {"exact", 19}, {"exact", 20}, {"exact", 21}, {"w4a4", 1},   {"w4a4", 2},   {"w4a4", 3},   {"cublas", 9}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;
@@ -286,7 +288,7 @@ int main(int argc, char **argv) {
                 const int var = vars[vi].variant;
                 if ((var == 1 && (!strcmp(op, "native") || !strcmp(op, "exact"))) && nc != 1) continue;
                 if (!strcmp(op, "exact") && var >= 10 && var < 18 && !(nc == 1 || nc == 2 || nc == 4 || nc == 8)) continue;
-                if (!strcmp(op, "exact") && var >= 18 && nc > 16) continue;
+                if (!strcmp(op, "exact") && var >= 18 && var < 20 && nc > 16) continue;
                 if (!strcmp(op, "exact") && var == 6 && nc != 1) continue;
                 if (!strcmp(op, "native") && var == 7 && nc > 8) continue; /* 10 covers > 8 */
                 if (!strcmp(op, "w4a4") && var >= 2 && nc != 16) continue;

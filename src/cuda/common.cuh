@@ -255,7 +255,10 @@ fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, in
 fp4_status fp4_cu_q8k_quantize_frag(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q,
                                     float *d_d, cudaStream_t stream);
 /* variant 1: warp per row, plain integer loop (lab baseline); 2, 4..7 dp4a (7: round-2 production);
- * 8, 9: integer MMA, q in fragment order (1..16 columns); 3: round-3 production. */
+ * 8, 9: integer MMA, q in fragment order (1..16 columns); 3: round-3 production;
+ * 20: round-6 integer MMA (gemv_exact_mma2.cu); 21: 7's dp4a at 1 column, 20 from 2 columns. */
+fp4_status fp4_cu_a16_exact_mma2(const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d, int64_t n_cols,
+                                 float *d_y, cudaStream_t stream);
 fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                                    int64_t n_cols, float *d_y, cudaStream_t stream);
 size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols);

@@ -22,7 +22,7 @@ typedef struct route {
 
 static fp4_status r_a16_exact(const fp4_cuda_tensor *w, const float *x, int64_t n, float *y, const fp4_cuda_scratch *s,
                               cudaStream_t st) {
-    return fp4_cu_a16_exact(3, w, x, n, y, s, st); /* round 3: integer MMA from 3 columns */
+    return fp4_cu_a16_exact(21, w, x, n, y, s, st); /* round 6: dp4a at 1 column, integer MMA (exact.20) from 2 */
 }
 static fp4_status r_native(const fp4_cuda_tensor *w, const float *x, int64_t n, float *y, const fp4_cuda_scratch *s,
                            cudaStream_t st) {

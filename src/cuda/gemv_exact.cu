@@ -15,7 +15,9 @@
  *
  *   4. a16_exact_imma_kernel<NT, FAST> (variants 8, 9; round 3): integer MMA, see its comment.
  *
- * Production (variant 3, round 3): variant 7's kernels at 1 column (MODE 2, 2 rows per warp) and
+ * Production since round 6: variant 21 = variant 7's dp4a kernel at 1 column, variant 20 (integer MMA,
+ * gemv_exact_mma2.cu) from 2 to 16 columns, chunks of 16 (a remainder of 1 column takes the dp4a kernel).
+ * Round-3 production (variant 3, kept for the lab): variant 7's kernels at 1 column (MODE 2, 2 rows per warp) and
  * 2 columns (MODE 2), variant 9 (integer MMA) from 3 to 16 columns; wider calls run in chunks of 16
  * (a remainder of 1 or 2 columns takes the dp4a kernels). Variant 7 (round 2: MODE 0 at 4 and 8,
  * chunks of 8) is kept for the lab (bench/gpu.md).
@@ -621,6 +623,11 @@ fp4_status fp4_cu_q8k_quantize_frag(const float *d_x, int64_t n_in, int64_t k_pa
 fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                                    int64_t n_cols, float *d_y, cudaStream_t s) {
     if (variant == 8 || variant == 9) return imma_matvec(variant, w, d_q, d_d, n_cols, d_y, s);
+    if (variant == 20) return fp4_cu_a16_exact_mma2(w, d_q, d_d, n_cols, d_y, s); /* round 6 */
+    if (variant == 21) { /* round-6 candidate: variant 7's dp4a at 1 column, variant 20 from 2 columns */
+        if (n_cols == 1) return launch_a16<1, 2, 2>(w, d_q, d_d, d_y, s);
+        return fp4_cu_a16_exact_mma2(w, d_q, d_d, n_cols, d_y, s);
+    }
     if (variant == 3) { /* round-3 production (bench/gpu.md): variant 7's kernels at 1 and 2 columns,
                          * the integer MMA (variant 9, q in fragment order) from 3 columns up */
         if (n_cols == 1) return launch_a16<1, 2, 2>(w, d_q, d_d, d_y, s);
@@ -679,8 +686,8 @@ fp4_status fp4_cu_a16_exact(int variant, const fp4_cuda_tensor *w, const float *
     if (w->n_in <= 0 || w->n_in % 256 || w->k_pad != w->n_in) return FP4_ERR_SHAPE;
     if (w->payload_stride % 128 || w->scale_stride % 16 || !aligned16(w->d_payload) || !aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
-    /* variants 8, 9 and 3 (production): up to 16 columns per launch, any count; the others 1, 2, 4, 8 */
-    const int wide = variant == 8 || variant == 9 || variant == 3;
+    /* variants 8, 9, 20, 21 and 3 (production): up to 16 columns per launch, any count; the others 1, 2, 4, 8 */
+    const int wide = variant == 8 || variant == 9 || variant == 3 || variant == 20 || variant == 21;
     if (wide && !aligned16(w->d_scales)) return FP4_ERR_INVALID_ARG;
     const int64_t chunk = variant == 1 ? 1 : wide ? (n_cols < 16 ? n_cols : 16)
                                                : (n_cols >= 8 ? 8 : n_cols >= 4 ? 4 : n_cols >= 2 ? 2 : 1);
@@ -690,7 +697,8 @@ fp4_status fp4_cu_a16_exact(int variant, const fp4_cuda_tensor *w, const float *
     for (int64_t c0 = 0; c0 < n_cols;) {
         int64_t nc = n_cols - c0;
         nc = variant == 1 ? 1 : wide ? (nc < 16 ? nc : 16) : nc >= 8 ? 8 : nc >= 4 ? 4 : nc >= 2 ? 2 : 1;
-        const int frag = variant == 8 || variant == 9 || (variant == 3 && nc >= 3);
+        const int frag = variant == 8 || variant == 9 || variant == 20 || (variant == 3 && nc >= 3) ||
+                         (variant == 21 && nc >= 2);
         fp4_status st = frag ? fp4_cu_q8k_quantize_frag(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, stream)
                              : fp4_cu_q8k_quantize(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, NULL, stream);
         if (st == FP4_OK) st = fp4_cu_a16_exact_matvec(variant, w, q, d, nc, d_y + c0 * w->n_out, stream);
@@ -709,7 +717,7 @@ FP4_API fp4_status fp4_cuda_q8_K_quantize(const float *d_x, int64_t n, int64_t n
 
 FP4_API fp4_status fp4_cuda_nvfp4_matvec_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
                                                    float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream) {
-    return fp4_cu_a16_exact(3, w, d_x, n_cols, d_y, s, (cudaStream_t)stream);
+    return fp4_cu_a16_exact(21, w, d_x, n_cols, d_y, s, (cudaStream_t)stream); /* round 6 */
 }
 
 } /* extern "C" */
