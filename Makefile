@@ -145,7 +145,7 @@ lab: cuda
 	$(MAKE) -C dev/cuda run BUILD=$(abspath $(BUILD))
 
 clean:
-	rm -rf build build-asan build-ubsan build-fuzz
+	rm -rf build build-asan build-ubsan build-clang build-fuzz
 
 # ---- CPU benchmark (dev/bench_cpu.c): fp4lane vs ggml's CPU kernels; results in bench/cpu.md ----
 .PHONY: bench-cpu
