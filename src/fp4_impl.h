@@ -67,6 +67,17 @@ static inline int fp4_nearest_int(float fval) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* Q4_K: the 6-bit (scale, min) pair of sub-block j from the 12 packed bytes (ggml's layout). */
+static inline void fp4_q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
 /* ---- row-parallel helper (pthreads): fn(ctx, row_begin, row_end) over [0, n_rows) ---- */
 typedef void (*fp4_rows_fn)(void *ctx, int64_t r0, int64_t r1);
 fp4_status fp4_parallel_rows(int64_t n_rows, int n_threads, fp4_rows_fn fn, void *ctx);

@@ -99,16 +99,6 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
     return scale;
 }
 
-/* The 6-bit (scale, min) pair of sub-block j from the 12 packed bytes. */
-static inline void q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
 
 static void q4K_block(const float *x, fp4_block_q4_K *b) {
     uint8_t L[QK];
@@ -146,7 +136,7 @@ static void q4K_block(const float *x, fp4_block_q4_K *b) {
     const float d_all = fp4_f16_to_f32(b->d), m_all = fp4_f16_to_f32(b->dmin);
     for (int j = 0; j < 8; j++) {
         uint8_t sc, m;
-        q4K_scale_min(j, b->scales, &sc, &m);
+        fp4_q4K_scale_min(j, b->scales, &sc, &m);
         const float d = d_all * sc;
         if (d == 0.0f) continue; /* keep the fit's levels */
         const float dm = m_all * m;
@@ -176,9 +166,9 @@ fp4_status fp4_q4_K_dequantize(const fp4_block_q4_K *src, int64_t n, float *dst)
         float *y = dst + i * QK;
         for (int c = 0; c < 4; c++) {
             uint8_t sc, m;
-            q4K_scale_min(2 * c, b->scales, &sc, &m);
+            fp4_q4K_scale_min(2 * c, b->scales, &sc, &m);
             const float d1 = d * sc, m1 = mn * m;
-            q4K_scale_min(2 * c + 1, b->scales, &sc, &m);
+            fp4_q4K_scale_min(2 * c + 1, b->scales, &sc, &m);
             const float d2 = d * sc, m2 = mn * m;
             const uint8_t *q = b->qs + 32 * c;
             for (int l = 0; l < 32; l++) y[64 * c + l] = d1 * (q[l] & 0xF) - m1;

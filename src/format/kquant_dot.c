@@ -11,15 +11,6 @@
 
 #define QK FP4_QK_K
 
-static inline void q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
-    if (j < 4) {
-        *sc = s[j] & 63;
-        *m = s[j + 4] & 63;
-    } else {
-        *sc = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
-        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
-    }
-}
 
 static float q4K_dot(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t nb) {
     float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -28,7 +19,7 @@ static float q4K_dot(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n
         const fp4_block_q4_K *b = w + i;
         const fp4_block_q8_K *a = x + i;
         uint8_t sc[8], mn[8];
-        for (int j = 0; j < 8; j++) q4K_scale_min(j, b->scales, &sc[j], &mn[j]);
+        for (int j = 0; j < 8; j++) fp4_q4K_scale_min(j, b->scales, &sc[j], &mn[j]);
         int32_t msum = 0;
         for (int j = 0; j < 16; j++) msum += a->bsums[j] * mn[j / 2];
         int32_t lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
