@@ -67,6 +67,15 @@ static inline int fp4_nearest_int(float fval) {
     return (i & 0x007fffff) - 0x00400000;
 }
 
+/* SPEC §4 step 4, the pinned epilogue of one super-block: exactly these four f32 operations, the
+ * super-blocks in index order. The one CPU definition (the CUDA twin is fp4_cu_a16_term). */
+static inline float fp4_a16_epilogue(int64_t total, float d, float scale2, float acc) {
+    float c = __builtin_fmaf((float)total, 0x1p-10f, 0.0f);
+    c = __builtin_fmaf(c, d, 0.0f);
+    c = __builtin_fmaf(c, scale2, 0.0f);
+    return __builtin_fmaf(1.0f, c, acc);
+}
+
 /* Q4_K: the 6-bit (scale, min) pair of sub-block j from the 12 packed bytes (ggml's layout). */
 static inline void fp4_q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
     if (j < 4) {

@@ -46,6 +46,15 @@ static __device__ __forceinline__ uint32_t fp4_prmt(uint32_t a, uint32_t b, uint
     return d;
 }
 
+/* SPEC §4 step 4, the pinned epilogue of one super-block, up to its accumulation:
+ * c = fma(fma(fma(total, 2^-10, 0), d, 0), scale2, 0). Every exact A16 kernel calls this one
+ * function; the caller then does acc = fma(1, c, acc) in super-block index order. */
+static __device__ __forceinline__ float fp4_cu_a16_term(float total, float d, float scale2) {
+    float c = __fmaf_rn(total, 0x1p-10f, 0.0f);
+    c = __fmaf_rn(c, d, 0.0f);
+    return __fmaf_rn(c, scale2, 0.0f);
+}
+
 static __device__ __forceinline__ float fp4_pow2f(int e) { /* 2^e for -126 <= e <= 127 */
     return __int_as_float((e + 127) << 23);
 }

@@ -210,9 +210,7 @@ static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__
                 part += fp4_shfl_xor_i64(part, 4);
                 float cv = 0.0f; /* +0 for a skipped super-block: acc + 0 == acc (acc is never -0) */
                 if (valid && dcol != 0.0f) {
-                    cv = __fmaf_rn(__ll2float_rn(part), 0x1p-10f, 0.0f);
-                    cv = __fmaf_rn(cv, dcol, 0.0f);
-                    cv = __fmaf_rn(cv, scale2, 0.0f);
+                    cv = fp4_cu_a16_term(__ll2float_rn(part), dcol, scale2);
                 }
 #pragma unroll
                 for (int o = 0; o < 4; o++) /* super-blocks sb0, sb0+1, sb0+2, sb0+3: index order */
@@ -295,9 +293,7 @@ static __global__ __launch_bounds__(256) void a16_exact_v4_kernel(const uint8_t 
             part += fp4_shfl_xor_i64(part, 2);
             float cv = 0.0f;
             if (valid && dcol != 0.0f) {
-                cv = __fmaf_rn(__ll2float_rn(part), 0x1p-10f, 0.0f);
-                cv = __fmaf_rn(cv, dcol, 0.0f);
-                cv = __fmaf_rn(cv, scale2, 0.0f);
+                cv = fp4_cu_a16_term(__ll2float_rn(part), dcol, scale2);
             }
 #pragma unroll
             for (int o = 0; o < 8; o++) acc[c] = __fmaf_rn(1.0f, __shfl_sync(0xFFFFFFFFu, cv, o * 4), acc[c]);
@@ -520,9 +516,7 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
                         const float dcol = dv[nt][i & 1];
                         float c = 0.0f;
                         if (dcol != 0.0f) {
-                            c = __fmaf_rn(tot[mt][nt][i], 0x1p-10f, 0.0f);
-                            c = __fmaf_rn(c, dcol, 0.0f);
-                            c = __fmaf_rn(c, scale2, 0.0f);
+                            c = fp4_cu_a16_term(tot[mt][nt][i], dcol, scale2);
                         }
                         cv[mt][nt][i] = c;
                     }

@@ -205,9 +205,7 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma2_kernel(
                         const float dcol = dv[nt][i & 1];
                         float c = 0.0f;
                         if (dcol != 0.0f) {
-                            c = __fmaf_rn(tot[mt][nt][i], 0x1p-10f, 0.0f);
-                            c = __fmaf_rn(c, dcol, 0.0f);
-                            c = __fmaf_rn(c, scale2, 0.0f);
+                            c = fp4_cu_a16_term(tot[mt][nt][i], dcol, scale2);
                         }
                         cv[mt][nt][i] = c;
                     }

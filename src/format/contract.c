@@ -80,14 +80,6 @@ static void q1_16_fill(void) {
     }
 }
 
-/* The pinned epilogue: exactly these four f32 operations, super-blocks in index order. */
-static inline float a16_epilogue(int64_t total, float d, float scale2, float acc) {
-    float c = fmaf((float)total, 0x1p-10f, 0.0f);
-    c = fmaf(c, d, 0.0f);
-    c = fmaf(c, scale2, 0.0f);
-    return fmaf(1.0f, c, acc);
-}
-
 /* One row against activations already widened to int16 (q16: n_in values, d: one per
  * super-block). The integer part is order-free, so it is written for the vectorizer: decode a
  * super-block's 256 codes to int16, then 16 dots of 16 int16 products summed in int32. */
@@ -106,7 +98,7 @@ static float dot_a16_q16(const uint8_t *payload_row, const uint8_t *scales_row, 
             for (int j = 0; j < 16; j++) dot += (int32_t)w[g * 16 + j] * a[g * 16 + j];
             total += (int64_t)dot * q9_table[scales_row[sb * 16 + g]];
         }
-        acc = a16_epilogue(total, d[sb], scale2, acc);
+        acc = fp4_a16_epilogue(total, d[sb], scale2, acc);
     }
     return fp4_round_f16(acc);
 }
@@ -124,7 +116,7 @@ float fp4_nvfp4_dot_a16_exact(const uint8_t *payload_row, const uint8_t *scales_
             int32_t dot = group_dot_i8(payload_row + gi * 8, q->qs + g * 16);
             total += (int64_t)dot * fp4_e4m3fn_q9(scales_row[gi]);
         }
-        acc = a16_epilogue(total, q->d, scale2, acc);
+        acc = fp4_a16_epilogue(total, q->d, scale2, acc);
     }
     return fp4_round_f16(acc);
 }

@@ -37,10 +37,7 @@ __attribute__((target("avx2"))) float fp4_dot_a16_avx2(const uint8_t *payload_ro
             total += (int64_t)_mm_cvtsi128_si32(s) * q9[scales_row[sb * 16 + g2 * 2]];
             total += (int64_t)_mm_extract_epi32(s, 1) * q9[scales_row[sb * 16 + g2 * 2 + 1]];
         }
-        float c = fmaf((float)total, 0x1p-10f, 0.0f); /* the pinned epilogue (SPEC §4 step 4) */
-        c = fmaf(c, q->d, 0.0f);
-        c = fmaf(c, scale2, 0.0f);
-        acc = fmaf(1.0f, c, acc);
+        acc = fp4_a16_epilogue(total, q->d, scale2, acc);
     }
     return fp4_round_f16(acc);
 }
