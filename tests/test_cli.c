@@ -104,6 +104,7 @@ int main(void) {
         CHECK(json_real_value(json_object_get(t, "bits_per_weight")) == 4.5);
     }
     CHECK(n_nv == 14);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(j, "metadata"), "fp4lane.weight_precision")), "nvfp4"));
     json_decref(j);
     snprintf(args, sizeof args, "inspect %s", q);
     CHECK(RUN(args) == 0 && contains(o, "nvfp4_e2m1") && contains(o, "scale2="));

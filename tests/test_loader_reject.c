@@ -399,6 +399,40 @@ static void st_cases(void) {
       expect("CT format int-quantized", dir, "hf.quant-algo", NULL); }
 }
 
+/* Writing llama.cpp's layout refuses what llama.cpp itself cannot open (and says why). */
+static void ggml_write_limits(void) {
+    char path[700], out[700];
+    float s2 = 0.5f;
+    static uint8_t raw[64];
+    const kvspec lane[2] = {{"fp4lane.weight_precision", "nvfp4", 0, 0}, {"fp4lane.activation_precision", "a16", 0, 0}};
+    const char *longname = "model.layers.0.self_attn.a_very_long_projection_name_for_the_test.weight";
+    struct { const char *what, *rule; tspec extra; const char *nv; } cases[] = {
+        {"U8 tensor into gguf-ggml", "ggml.dtype", {"raw.bytes", FP4_TYPE_U8, 1, {64}, raw, 64}, "a.weight"},
+        {"64-byte name into gguf-ggml", "ggml.name", {"n.bias", FP4_TYPE_F32, 1, {16}, raw, 64}, longname},
+        {"valid twin into gguf-ggml", "", {"n.bias", FP4_TYPE_F32, 1, {16}, raw, 64}, "a.weight"},
+    };
+    for (int i = 0; i < 3; i++) {
+        char sc[300], s2n[300];
+        snprintf(sc, sizeof sc, "%s.nvfp4_scale", cases[i].nv);
+        snprintf(s2n, sizeof s2n, "%s.nvfp4_scale2", cases[i].nv);
+        tspec t[4] = {{cases[i].nv, FP4_TYPE_NVFP4_E2M1, 2, {NI, NO}, payload, sizeof payload},
+                      {sc, FP4_TYPE_F8_E4M3FN, 2, {NI / 16, NO}, scales, sizeof scales},
+                      {s2n, FP4_TYPE_F32, 1, {1}, &s2, 4}, cases[i].extra};
+        snprintf(path, sizeof path, "%s/w%d.gguf", tmp, i);
+        snprintf(out, sizeof out, "%s/w%d-ggml.gguf", tmp, i);
+        write_gguf(path, lane, 2, t, 4);
+        fp4_model *m = NULL;
+        fp4_error e;
+        CHECK_OK(fp4_model_open(path, NULL, &m, &e));
+        fp4_write_opts o = {.layout = FP4_LAYOUT_GGUF_GGML};
+        fp4_status st = m ? fp4_model_write(m, out, &o, &e) : FP4_ERR_INVALID_ARG;
+        n_cases++;
+        if (!cases[i].rule[0]) CHECK_MSG(st == FP4_OK, "%s: %s", cases[i].what, e.msg);
+        else CHECK_MSG(st == FP4_ERR_UNSUPPORTED && !strcmp(e.rule, cases[i].rule), "%s: rule '%s'", cases[i].what, e.rule);
+        fp4_model_close(m);
+    }
+}
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-reject-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -406,6 +440,7 @@ int main(void) {
     gguf_cases();
     gguf_cases2();
     st_cases();
+    ggml_write_limits();
     printf("%d loader cases\n", n_cases);
     CHECK(n_cases >= 70);
     char cmd[600];
