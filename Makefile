@@ -169,3 +169,53 @@ $(BUILD)/dev/bench_cpu: dev/bench_cpu.c tests/ggml_oracle.c tests/ggml_oracle.h 
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_cpu.c tests/ggml_oracle.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 bench-cpu: $(BUILD)/dev/bench_cpu oracle
 	$(BUILD)/dev/bench_cpu $(BENCH_REPS)
+
+# ---- what the build needs (scripts/deps.sh: installs it as root on Debian, or prints the command) ----
+# Only the objects that include a dependency's header wait for the check: src/format and the CUDA
+# side build anywhere (the device machine has no jansson and no network).
+.PHONY: deps deps-test
+deps:
+	@CC="$(CC)" sh scripts/deps.sh build
+deps-test:
+	@CC="$(CC)" sh scripts/deps.sh test
+$(filter-out $(FORMAT_OBJ),$(LIB_OBJ)) $(CLI_OBJ): | deps
+test: deps-test
+
+# ---- install (PREFIX, DESTDIR) ----
+PREFIX     ?= /usr/local
+INCDIR      = $(DESTDIR)$(PREFIX)/include
+LIBDIR      = $(DESTDIR)$(PREFIX)/lib
+BINDIR      = $(DESTDIR)$(PREFIX)/bin
+PCDIR       = $(LIBDIR)/pkgconfig
+PUB_HEADERS = $(sort $(wildcard include/*.h))
+.PHONY: install uninstall install-check
+$(BUILD)/fp4lane.pc: Makefile
+	@mkdir -p $(dir $@)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+	  'Name: fp4lane' 'Description: NVFP4 weights: load, validate, quantize, run' \
+	  'Version: $(shell sed -n 's/^#define FP4LANE_VERSION_STRING "\(.*\)"/\1/p' include/fp4lane.h)' \
+	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lfp4lane' \
+	  'Libs.private: $(LDLIBS)' > $@
+install: all $(BUILD)/fp4lane.pc
+	install -d $(INCDIR) $(LIBDIR) $(BINDIR) $(PCDIR)
+	install -m 644 $(PUB_HEADERS) $(INCDIR)/
+	install -m 644 $(BUILD)/libfp4lane.a $(LIBDIR)/
+	install -m 755 $(BUILD)/libfp4lane.so $(LIBDIR)/
+	@if [ -f $(BUILD)/libfp4lane_cuda.a ]; then install -m 644 $(BUILD)/libfp4lane_cuda.a $(LIBDIR)/; fi
+	install -m 755 $(BUILD)/fp4lane $(BINDIR)/
+	install -m 644 $(BUILD)/fp4lane.pc $(PCDIR)/
+uninstall:
+	rm -f $(addprefix $(INCDIR)/,$(notdir $(PUB_HEADERS))) $(LIBDIR)/libfp4lane.a $(LIBDIR)/libfp4lane.so \
+	  $(LIBDIR)/libfp4lane_cuda.a $(BINDIR)/fp4lane $(PCDIR)/fp4lane.pc
+# install into a scratch DESTDIR, build a program against it through pkg-config, run it, uninstall,
+# and check nothing is left behind
+install-check: all
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	 $(MAKE) --no-print-directory -s install DESTDIR=$$d PREFIX=/opt/fp4 >/dev/null && \
+	 printf '#include <fp4lane.h>\n#include <stdio.h>\nint main(void){puts(fp4_version());return 0;}\n' > $$d/t.c && \
+	 PKG_CONFIG_SYSROOT_DIR=$$d PKG_CONFIG_LIBDIR=$$d/opt/fp4/lib/pkgconfig \
+	   $(CC) $$d/t.c -o $$d/t $$(PKG_CONFIG_SYSROOT_DIR=$$d PKG_CONFIG_LIBDIR=$$d/opt/fp4/lib/pkgconfig pkg-config --cflags --libs --static fp4lane) -Wl,-rpath,$$d/opt/fp4/lib && \
+	 v=$$($$d/t) && test "$$v" = "$$($$d/opt/fp4/bin/fp4lane --version | awk '{print $$NF}')" && \
+	 $(MAKE) --no-print-directory -s uninstall DESTDIR=$$d PREFIX=/opt/fp4 && \
+	 left=$$(find $$d/opt -type f) && test -z "$$left" && echo "install-check: ok (fp4lane $$v via pkg-config)" || \
+	 { echo "install-check: FAILED (left: $$left)"; exit 1; }
