@@ -76,14 +76,19 @@ $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< tests/replay_main.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
+# Every public header compiles alone as C11 and C++11, with and without the opt-in oracle API.
+PUBLIC_H = $(sort $(wildcard include/*.h))
 header-check:
-	@echo '#include "fp4lane.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
-	@echo '#include "fp4lane.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
+	@for h in $(notdir $(PUBLIC_H)); do for d in -UFP4LANE_ORACLE_API -DFP4LANE_ORACLE_API; do \
+	  echo "#include \"$$h\"" | $(CC) -Iinclude $$d -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only - || exit 1; \
+	  echo "#include \"$$h\"" | $(CXX) -Iinclude $$d -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only - || exit 1; \
+	done; done
 
-# Every FP4_API function is implemented and exported, and nothing else is exported.
+# Every FP4_API function of every public header is implemented and exported (the CUDA ones live
+# in libfp4lane_cuda.a: `make cuda` checks them), and nothing else is exported.
 symbols-check: lib
 	@nm -D --defined-only $(BUILD)/libfp4lane.so | awk '{print $$3}' | sort > $(BUILD)/exported.txt
-	@tr '\n' ' ' < include/fp4lane.h | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
+	@cat $(PUBLIC_H) | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
 	  | grep -v '^visibility$$' | sort -u > $(BUILD)/declared.txt
 	@extra=$$(comm -23 $(BUILD)/exported.txt $(BUILD)/declared.txt); \
 	 missing=$$(comm -13 $(BUILD)/exported.txt $(BUILD)/declared.txt | grep -v '^fp4_cuda_'); \
@@ -169,3 +174,8 @@ $(BUILD)/dev/bench_cpu: dev/bench_cpu.c tests/ggml_oracle.c tests/ggml_oracle.h 
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_cpu.c tests/ggml_oracle.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 bench-cpu: $(BUILD)/dev/bench_cpu oracle
 	$(BUILD)/dev/bench_cpu $(BENCH_REPS)
+
+# ---- dev tools: make $(BUILD)/dev/NAME builds dev/NAME.c against the library (bench/io.sh uses gen_checkpoint) ----
+$(BUILD)/dev/%: dev/%.c $(BUILD)/libfp4lane.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)

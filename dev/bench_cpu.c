@@ -12,6 +12,7 @@
  * K-quants, Q8_0 for ggml's NVFP4 dot), on 1 or 2 threads split by rows like fp4lane.
  * Dev tool: prints, and exits non-zero on failure. */
 #include "fp4lane.h"
+#include "fp4_rng.h"
 #include "ggml_oracle.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -26,12 +27,7 @@ static double now_s(void) {
 }
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
-static uint64_t rnd(void) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return fp4_splitmix64(&rs); }
 static void fill_bytes(uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i += 8) {
         uint64_t v = rnd();

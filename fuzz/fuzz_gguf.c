@@ -61,14 +61,14 @@ static void walk_array(const fp4_gguf *g, int64_t i) {
 static void walk(const fp4_gguf *g) {
     for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++) {
         const char *key = fp4_gguf_key(g, i);
-        if (!key || fp4_gguf_find_key(g, key) != i) __builtin_trap();
+        if (!key || fp4_gguf_key_index(g, key) != i) __builtin_trap();
         if (fp4_gguf_kv_type(g, i) == FP4_GGUF_ARRAY) walk_array(g, i);
         else walk_scalar(g, i);
     }
     uint64_t d = fp4_gguf_data_offset(g), end = d;
     for (int64_t i = 0; i < fp4_gguf_n_tensors(g); i++) {
         const fp4_gguf_tensor *t = fp4_gguf_tensor_at(g, i);
-        if (!t || fp4_gguf_find_tensor(g, t->name) != i || !fp4_type_get(t->type)) __builtin_trap();
+        if (!t || fp4_gguf_tensor_index(g, t->name) != i || !fp4_type_get(t->type)) __builtin_trap();
         if (t->offset != end || t->offset % fp4_gguf_alignment(g) != 0) __builtin_trap();
         inside(t->data, t->size);
         end = t->offset + (t->size + fp4_gguf_alignment(g) - 1) / fp4_gguf_alignment(g) * fp4_gguf_alignment(g);

@@ -3,6 +3,7 @@
 #ifndef FP4_IMPL_H
 #define FP4_IMPL_H
 
+#define FP4LANE_ORACLE_API /* the library defines the oracle helpers too */
 #include "fp4lane.h"
 #include <stdarg.h>
 #include <stdbool.h>
@@ -57,6 +58,24 @@ static inline bool fp4_cur_take(fp4_cursor *c, size_t n, const uint8_t **out) {
 static inline bool fp4_cur_u8(fp4_cursor *c, uint8_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 1, &p)) return false; *v = p[0]; return true; }
 static inline bool fp4_cur_u32(fp4_cursor *c, uint32_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 4, &p)) return false; *v = fp4_rd_le32(p); return true; }
 static inline bool fp4_cur_u64(fp4_cursor *c, uint64_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 8, &p)) return false; *v = fp4_rd_le64(p); return true; }
+
+/* ---- small shared helpers ---- */
+/* rows of a tensor in GGUF dim order: the product of ne[1..n_dims) (1 for 0-D and 1-D) */
+static inline int64_t fp4_rows_of(const int64_t *ne, int32_t n_dims) {
+    int64_t n = 1;
+    for (int32_t i = 1; i < n_dims; i++) n *= ne[i]; /* callers hold shapes the readers bounded */
+    return n;
+}
+static inline int fp4_ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+/* index of s in names[0..n), -1 when absent */
+static inline int fp4_name_index(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
 
 /* ---- numeric helpers shared by the oracle files ---- */
 /* ggml's nearest_int: magic-number round to nearest even, valid for |fval| <= 4194303 */

@@ -44,7 +44,8 @@ int main(void) {
     CHECK(RUN("selftest") == 0 && contains(o, "selftest passed"));
     CHECK(RUN("selftest --json") == 0 && contains(o, "\"ok\":true"));
     CHECK(RUN("selftest --bogus") == 2);
-    const char *golden = "../shared/data/modelopt-golden/modelopt_cuda.safetensors";
+    const char *golden = check_data("modelopt-golden/modelopt_cuda.safetensors");
+    const char *input = check_data("modelopt-golden/input.safetensors");
     snprintf(args, sizeof args, "validate %s", golden);
     CHECK(RUN(args) == 0 && contains(o, "valid:") && contains(o, "modelopt layout"));
     /* one NaN scale byte: model.layers.0.mlp.down_proj.weight_scale starts at 8 + 4688 + 66104 */
@@ -68,7 +69,7 @@ int main(void) {
     snprintf(args, sizeof args, "validate --frob %s", golden);
     CHECK(RUN(args) == 2);
     /* every truncation of a small valid file is refused with status 1, never a signal */
-    snprintf(args, sizeof args, "quantize ../shared/data/modelopt-golden/input.safetensors %s/q.gguf --layout gguf", tmp);
+    snprintf(args, sizeof args, "quantize %s %s/q.gguf --layout gguf", input, tmp);
     CHECK(RUN(args) == 0 && contains(o, "quantized"));
     char q[600];
     snprintf(q, sizeof q, "%s/q.gguf", tmp);
@@ -137,7 +138,7 @@ int main(void) {
     snprintf(args, sizeof args, "quantize %s %s/again.gguf --layout gguf", q, tmp);
     CHECK(RUN(args) == 1 && contains(e, "quantize.already"));
     /* sharded output: a 40 KB shard limit splits the golden set; it loads and converts to the same GGUF */
-    snprintf(args, sizeof args, "quantize ../shared/data/modelopt-golden/input.safetensors %s/sh --shard-size 40000", tmp);
+    snprintf(args, sizeof args, "quantize %s %s/sh --shard-size 40000", input, tmp);
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "%s/sh/model.safetensors.index.json", tmp);
     FILE *ix = fopen(args, "rb");
@@ -145,7 +146,7 @@ int main(void) {
     if (ix) fclose(ix);
     snprintf(args, sizeof args, "validate %s/sh", tmp);
     CHECK(RUN(args) == 0 && contains(o, "modelopt layout"));
-    snprintf(args, sizeof args, "quantize ../shared/data/modelopt-golden/input.safetensors %s/one", tmp);
+    snprintf(args, sizeof args, "quantize %s %s/one", input, tmp);
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "convert %s/sh %s/sh.gguf --layout gguf", tmp, tmp);
     CHECK(RUN(args) == 0);
@@ -154,7 +155,7 @@ int main(void) {
     snprintf(args, sizeof args, "cmp -s %s/sh.gguf %s/one.gguf", tmp, tmp);
     CHECK(system(args) == 0);
     /* a bf16 GGUF is a quantize input too: safetensors -> GGUF (plain) -> quantize = ModelOpt's file */
-    snprintf(args, sizeof args, "convert ../shared/data/modelopt-golden/input.safetensors %s/in.gguf --layout gguf", tmp);
+    snprintf(args, sizeof args, "convert %s %s/in.gguf --layout gguf", input, tmp);
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "validate %s/in.gguf", tmp);
     CHECK(RUN(args) == 0 && contains(o, "none layout"));
@@ -162,7 +163,7 @@ int main(void) {
              "quantize %s/in.gguf %s/fromgguf --layout modelopt --metadata device=cuda --metadata torch=2.11.0+cu130 "
              "--metadata 'producer=modelopt a2fbac7 NVFP4QTensor.quantize'", tmp, tmp);
     CHECK(RUN(args) == 0);
-    snprintf(args, sizeof args, "cmp -s %s/fromgguf/model.safetensors ../shared/data/modelopt-golden/modelopt_cuda.safetensors", tmp);
+    snprintf(args, sizeof args, "cmp -s %s/fromgguf/model.safetensors %s", tmp, golden);
     CHECK(system(args) == 0);
     CHECK(RUN("demo") == 0 && contains(o, "demo passed"));
     free(o);

@@ -1,4 +1,5 @@
 /* test_codec.c — exhaustive proofs of the scalar codecs (SPEC §1) and the worked fixture (§2). */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include <math.h>

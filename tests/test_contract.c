@@ -1,4 +1,5 @@
 /* test_contract.c — the CPU oracle contractions (SPEC §4–6): Q8_K, exact A16, W4A4, float A16. */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4_impl.h"

@@ -6,6 +6,7 @@
  *   (c) Q4_K / Q6_K: quantize bytes, dequantize floats, and dots against the portable
  *       ggml_vec_dot_q{4,6}_K_q8_K_generic.
  * A missing library is a failure, not a skip: CI installs it (`make oracle`). */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include "ggml_oracle.h"

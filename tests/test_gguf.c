@@ -18,18 +18,6 @@ static const char *tmp(const char *tag) {
     return tmp_path;
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(sz > 0 ? (size_t)sz : 1);
-    *n = fread(p, 1, (size_t)sz, f);
-    fclose(f);
-    return p;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 static void test_types(void) {
     static const struct { int64_t id; const char *name; int64_t bs, ts; } want[] = {
@@ -154,7 +142,7 @@ static void rt_write_kvs(fp4_gguf_writer *w, const rt_arrays *a) {
 
 /* Each array: the stored bytes decode (little-endian) to the host values. */
 static void rt_check_arr(const fp4_gguf *g, const char *key, fp4_gguf_type t, const void *want, uint64_t n) {
-    int64_t k = fp4_gguf_find_key(g, key);
+    int64_t k = fp4_gguf_key_index(g, key);
     const void *data = NULL;
     uint64_t cnt = 0;
     CHECK_MSG(fp4_gguf_arr_type(g, k) == t, "%s", key);
@@ -175,37 +163,37 @@ static void rt_check_arr(const fp4_gguf *g, const char *key, fp4_gguf_type t, co
 static void rt_check_scalars(const fp4_gguf *g) {
     uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
     uint64_t u64; int64_t i64; float f32; double f64; int b; const char *s; uint64_t len;
-    CHECK(fp4_gguf_get_u8(g, fp4_gguf_find_key(g, "t.u8"), &u8) == FP4_OK && u8 == 200);
-    CHECK(fp4_gguf_get_i8(g, fp4_gguf_find_key(g, "t.i8"), &i8) == FP4_OK && i8 == -7);
-    CHECK(fp4_gguf_get_u16(g, fp4_gguf_find_key(g, "t.u16"), &u16) == FP4_OK && u16 == 65000);
-    CHECK(fp4_gguf_get_i16(g, fp4_gguf_find_key(g, "t.i16"), &i16) == FP4_OK && i16 == -30000);
-    CHECK(fp4_gguf_get_u32(g, fp4_gguf_find_key(g, "t.u32"), &u32) == FP4_OK && u32 == 4000000000u);
-    CHECK(fp4_gguf_get_i32(g, fp4_gguf_find_key(g, "t.i32"), &i32) == FP4_OK && i32 == INT32_MIN);
-    CHECK(fp4_gguf_get_f32(g, fp4_gguf_find_key(g, "t.f32"), &f32) == FP4_OK && f32_bits(f32) == f32_bits(-1.5e-3f));
-    CHECK(fp4_gguf_get_u64(g, fp4_gguf_find_key(g, "t.u64"), &u64) == FP4_OK && u64 == (1ull << 63) + 5);
-    CHECK(fp4_gguf_get_i64(g, fp4_gguf_find_key(g, "t.i64"), &i64) == FP4_OK && i64 == INT64_MIN);
-    CHECK(fp4_gguf_get_f64(g, fp4_gguf_find_key(g, "t.f64"), &f64) == FP4_OK && f64 == 3.141592653589793);
-    CHECK(fp4_gguf_get_bool(g, fp4_gguf_find_key(g, "t.bool1"), &b) == FP4_OK && b == 1);
-    CHECK(fp4_gguf_get_bool(g, fp4_gguf_find_key(g, "t.bool0"), &b) == FP4_OK && b == 0);
-    CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "general.architecture"), &s, &len) == FP4_OK && len == 5 &&
+    CHECK(fp4_gguf_get_u8(g, fp4_gguf_key_index(g, "t.u8"), &u8) == FP4_OK && u8 == 200);
+    CHECK(fp4_gguf_get_i8(g, fp4_gguf_key_index(g, "t.i8"), &i8) == FP4_OK && i8 == -7);
+    CHECK(fp4_gguf_get_u16(g, fp4_gguf_key_index(g, "t.u16"), &u16) == FP4_OK && u16 == 65000);
+    CHECK(fp4_gguf_get_i16(g, fp4_gguf_key_index(g, "t.i16"), &i16) == FP4_OK && i16 == -30000);
+    CHECK(fp4_gguf_get_u32(g, fp4_gguf_key_index(g, "t.u32"), &u32) == FP4_OK && u32 == 4000000000u);
+    CHECK(fp4_gguf_get_i32(g, fp4_gguf_key_index(g, "t.i32"), &i32) == FP4_OK && i32 == INT32_MIN);
+    CHECK(fp4_gguf_get_f32(g, fp4_gguf_key_index(g, "t.f32"), &f32) == FP4_OK && f32_bits(f32) == f32_bits(-1.5e-3f));
+    CHECK(fp4_gguf_get_u64(g, fp4_gguf_key_index(g, "t.u64"), &u64) == FP4_OK && u64 == (1ull << 63) + 5);
+    CHECK(fp4_gguf_get_i64(g, fp4_gguf_key_index(g, "t.i64"), &i64) == FP4_OK && i64 == INT64_MIN);
+    CHECK(fp4_gguf_get_f64(g, fp4_gguf_key_index(g, "t.f64"), &f64) == FP4_OK && f64 == 3.141592653589793);
+    CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "t.bool1"), &b) == FP4_OK && b == 1);
+    CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "t.bool0"), &b) == FP4_OK && b == 0);
+    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "general.architecture"), &s, &len) == FP4_OK && len == 5 &&
           memcmp(s, "llama", 5) == 0);
-    CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "t.str_nul"), &s, &len) == FP4_OK && len == 3 && memcmp(s, "a\0b", 3) == 0);
-    CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "t.str_empty"), &s, &len) == FP4_OK && len == 0);
+    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "t.str_nul"), &s, &len) == FP4_OK && len == 3 && memcmp(s, "a\0b", 3) == 0);
+    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "t.str_empty"), &s, &len) == FP4_OK && len == 0);
     /* every getter refuses every other type: the PR #26690 class */
-    int64_t k = fp4_gguf_find_key(g, "t.u32");
+    int64_t k = fp4_gguf_key_index(g, "t.u32");
     CHECK(fp4_gguf_get_u8(g, k, &u8) == FP4_ERR_DTYPE && fp4_gguf_get_i32(g, k, &i32) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_u64(g, k, &u64) == FP4_ERR_DTYPE && fp4_gguf_get_f32(g, k, &f32) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_bool(g, k, &b) == FP4_ERR_DTYPE && fp4_gguf_get_str(g, k, &s, &len) == FP4_ERR_DTYPE);
-    k = fp4_gguf_find_key(g, "t.str_nul");
+    k = fp4_gguf_key_index(g, "t.str_nul");
     CHECK(fp4_gguf_get_u32(g, k, &u32) == FP4_ERR_DTYPE && fp4_gguf_get_f64(g, k, &f64) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_i8(g, k, &i8) == FP4_ERR_DTYPE && fp4_gguf_get_i16(g, k, &i16) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_u16(g, k, &u16) == FP4_ERR_DTYPE && fp4_gguf_get_i64(g, k, &i64) == FP4_ERR_DTYPE);
     /* missing key, index out of range, NULL output */
-    CHECK(fp4_gguf_find_key(g, "nope") == -1 && fp4_gguf_get_u32(g, -1, &u32) == FP4_ERR_NOT_FOUND);
+    CHECK(fp4_gguf_key_index(g, "nope") == -1 && fp4_gguf_get_u32(g, -1, &u32) == FP4_ERR_NOT_FOUND);
     CHECK(fp4_gguf_get_u32(g, fp4_gguf_n_kv(g), &u32) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_get_u32(g, 0, NULL) == FP4_ERR_INVALID_ARG && fp4_gguf_get_u32(NULL, 0, &u32) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_key(g, -1) == NULL && fp4_gguf_key(g, fp4_gguf_n_kv(g)) == NULL);
-    CHECK(fp4_gguf_kv_type(g, -1) == FP4_GGUF_TYPE_NONE && fp4_gguf_arr_type(g, fp4_gguf_find_key(g, "t.u8")) == FP4_GGUF_TYPE_NONE);
+    CHECK(fp4_gguf_kv_type(g, -1) == FP4_GGUF_TYPE_NONE && fp4_gguf_arr_type(g, fp4_gguf_key_index(g, "t.u8")) == FP4_GGUF_TYPE_NONE);
 }
 
 static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) {
@@ -215,7 +203,7 @@ static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) 
     CHECK(strcmp(fp4_gguf_key(g, base), "t.u8") == 0 && fp4_gguf_kv_type(g, base) == FP4_GGUF_UINT8);
     CHECK(strcmp(fp4_gguf_key(g, base + RT_NKV - 1), "a.str_empty") == 0);
     CHECK(fp4_gguf_kv_type(g, base + RT_NKV - 1) == FP4_GGUF_ARRAY);
-    for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++) CHECK(fp4_gguf_find_key(g, fp4_gguf_key(g, i)) == i);
+    for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++) CHECK(fp4_gguf_key_index(g, fp4_gguf_key(g, i)) == i);
     rt_check_scalars(g);
     rt_check_arr(g, "a.u8", FP4_GGUF_UINT8, a->u8, 5);
     rt_check_arr(g, "a.i8", FP4_GGUF_INT8, a->i8, 4);
@@ -229,7 +217,7 @@ static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) 
     rt_check_arr(g, "a.i64", FP4_GGUF_INT64, a->i64, 3);
     rt_check_arr(g, "a.f64", FP4_GGUF_FLOAT64, a->f64, 2);
     rt_check_arr(g, "a.empty", FP4_GGUF_FLOAT32, NULL, 0);
-    int64_t k = fp4_gguf_find_key(g, "a.str");
+    int64_t k = fp4_gguf_key_index(g, "a.str");
     uint64_t n = 0, len;
     const char *s;
     const void *data;
@@ -238,10 +226,10 @@ static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) 
         CHECK(fp4_gguf_get_arr_str(g, k, j, &s, &len) == FP4_OK && len == rt_lens[j] && memcmp(s, rt_strs[j], len) == 0);
     CHECK(fp4_gguf_get_arr_str(g, k, 4, &s, &len) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_get_arr(g, k, FP4_GGUF_STRING, &data, &n) == FP4_ERR_DTYPE);
-    CHECK(fp4_gguf_get_arr_str(g, fp4_gguf_find_key(g, "a.u8"), 0, &s, &len) == FP4_ERR_DTYPE);
-    k = fp4_gguf_find_key(g, "a.cstr");
+    CHECK(fp4_gguf_get_arr_str(g, fp4_gguf_key_index(g, "a.u8"), 0, &s, &len) == FP4_ERR_DTYPE);
+    k = fp4_gguf_key_index(g, "a.cstr");
     CHECK(fp4_gguf_get_arr_str(g, k, 1, &s, &len) == FP4_OK && len == 2 && memcmp(s, "yy", 2) == 0);
-    CHECK(fp4_gguf_get_arr_str_count(g, fp4_gguf_find_key(g, "a.str_empty"), &n) == FP4_OK && n == 0);
+    CHECK(fp4_gguf_get_arr_str_count(g, fp4_gguf_key_index(g, "a.str_empty"), &n) == FP4_OK && n == 0);
 }
 
 static void rt_check_tensors(const fp4_gguf *g, uint8_t *const *data, uint32_t align) {
@@ -257,12 +245,13 @@ static void rt_check_tensors(const fp4_gguf *g, uint8_t *const *data, uint32_t a
         CHECK(memcmp(t->ne, r->ne, sizeof t->ne) == 0 && t->n_elements == r->ne[0] * r->ne[1] * r->ne[2] * r->ne[3]);
         CHECK_MSG(t->size == n && t->offset == d + off && t->offset % align == 0, "%s", r->name);
         CHECK(t->data && memcmp(t->data, data[i], n) == 0);
-        CHECK(fp4_gguf_find_tensor(g, r->name) == i);
+        CHECK(fp4_gguf_tensor_index(g, r->name) == i && fp4_gguf_find(g, r->name) == t);
         off += (n + align - 1) / align * align;
     }
     CHECK(fp4_gguf_file_size(g) == d + off);
     CHECK(fp4_gguf_tensor_at(g, -1) == NULL && fp4_gguf_tensor_at(g, RT_NT) == NULL);
-    CHECK(fp4_gguf_find_tensor(g, "missing") == -1 && fp4_gguf_find_tensor(g, NULL) == -1);
+    CHECK(fp4_gguf_tensor_index(g, "missing") == -1 && fp4_gguf_tensor_index(g, NULL) == -1);
+    CHECK(fp4_gguf_find(g, "missing") == NULL && fp4_gguf_find(g, NULL) == NULL && fp4_gguf_find(NULL, "x") == NULL);
 }
 
 static void test_roundtrip(uint32_t align) {
@@ -303,7 +292,7 @@ static void test_roundtrip(uint32_t align) {
     }
     fp4_gguf_close(g);
     size_t n = 0;
-    uint8_t *bytes = slurp(path, &n);
+    uint8_t *bytes = check_slurp(path, &n);
     g = NULL;
     CHECK_OK(fp4_gguf_open_buffer(bytes, n, &g, &err));
     if (g) rt_check_tensors(g, data, al);
@@ -344,18 +333,18 @@ static void test_many(void) {
     for (int i = 0; i < 3000; i++) {
         snprintf(name, sizeof name, "k.%d", (i * 7919) % 3000);
         int32_t v = -1;
-        ok &= fp4_gguf_find_key(g, name) == i && fp4_gguf_get_i32(g, i, &v) == FP4_OK && v == i;
+        ok &= fp4_gguf_key_index(g, name) == i && fp4_gguf_get_i32(g, i, &v) == FP4_OK && v == i;
     }
     for (int i = 0; i < 1500; i++) {
         snprintf(name, sizeof name, "blk.%d.w", 1499 - i);
-        const fp4_gguf_tensor *t = fp4_gguf_tensor_at(g, fp4_gguf_find_tensor(g, name));
+        const fp4_gguf_tensor *t = fp4_gguf_find(g, name);
         float f = -1;
         if (t) memcpy(&f, t->data, 4);
-        ok &= t && fp4_gguf_find_tensor(g, name) == i && f == (float)i;
+        ok &= t && fp4_gguf_tensor_index(g, name) == i && f == (float)i;
     }
     CHECK(ok);
-    CHECK(fp4_gguf_find_key(g, "k.3000") == -1 && fp4_gguf_find_key(g, "k.") == -1 && fp4_gguf_find_key(g, "") == -1);
-    CHECK(fp4_gguf_find_tensor(g, "blk.1500.w") == -1 && fp4_gguf_find_tensor(g, "blk.1.") == -1);
+    CHECK(fp4_gguf_key_index(g, "k.3000") == -1 && fp4_gguf_key_index(g, "k.") == -1 && fp4_gguf_key_index(g, "") == -1);
+    CHECK(fp4_gguf_tensor_index(g, "blk.1500.w") == -1 && fp4_gguf_tensor_index(g, "blk.1.") == -1);
     fp4_gguf_close(g);
     remove(path);
 }
@@ -572,7 +561,7 @@ static void gg_reads_ours(const gg_lib *L, uint32_t align) {
             CHECK(L->get_kv_type(ctx, i) == (int)fp4_gguf_kv_type(g, i));
         }
         uint32_t u32;
-        CHECK(fp4_gguf_get_u32(g, fp4_gguf_find_key(g, "t.u32"), &u32) == FP4_OK &&
+        CHECK(fp4_gguf_get_u32(g, fp4_gguf_key_index(g, "t.u32"), &u32) == FP4_OK &&
               L->get_val_u32(ctx, L->find_key(ctx, "t.u32")) == u32);
         CHECK(L->get_val_i32(ctx, L->find_key(ctx, "t.i32")) == INT32_MIN);
         CHECK(f32_bits(L->get_val_f32(ctx, L->find_key(ctx, "t.f32"))) == f32_bits(-1.5e-3f));
@@ -624,15 +613,15 @@ static void gg_writes_ours_reads(const gg_lib *L) {
     if (g) {
         uint8_t u8; int32_t i32; float f32; uint64_t u64, n; double f64; int b; const char *str; const void *d;
         CHECK(fp4_gguf_n_kv(g) == 9 && fp4_gguf_n_tensors(g) == 0);
-        CHECK(fp4_gguf_get_u8(g, fp4_gguf_find_key(g, "x.u8"), &u8) == FP4_OK && u8 == 9);
-        CHECK(fp4_gguf_get_i32(g, fp4_gguf_find_key(g, "x.i32"), &i32) == FP4_OK && i32 == -12345);
-        CHECK(fp4_gguf_get_f32(g, fp4_gguf_find_key(g, "x.f32"), &f32) == FP4_OK && f32 == 0.25f);
-        CHECK(fp4_gguf_get_u64(g, fp4_gguf_find_key(g, "x.u64"), &u64) == FP4_OK && u64 == 1ull << 40);
-        CHECK(fp4_gguf_get_f64(g, fp4_gguf_find_key(g, "x.f64"), &f64) == FP4_OK && f64 == -2.5);
-        CHECK(fp4_gguf_get_bool(g, fp4_gguf_find_key(g, "x.bool"), &b) == FP4_OK && b == 1);
-        CHECK(fp4_gguf_get_arr(g, fp4_gguf_find_key(g, "x.arr"), FP4_GGUF_FLOAT32, &d, &n) == FP4_OK && n == 3 &&
+        CHECK(fp4_gguf_get_u8(g, fp4_gguf_key_index(g, "x.u8"), &u8) == FP4_OK && u8 == 9);
+        CHECK(fp4_gguf_get_i32(g, fp4_gguf_key_index(g, "x.i32"), &i32) == FP4_OK && i32 == -12345);
+        CHECK(fp4_gguf_get_f32(g, fp4_gguf_key_index(g, "x.f32"), &f32) == FP4_OK && f32 == 0.25f);
+        CHECK(fp4_gguf_get_u64(g, fp4_gguf_key_index(g, "x.u64"), &u64) == FP4_OK && u64 == 1ull << 40);
+        CHECK(fp4_gguf_get_f64(g, fp4_gguf_key_index(g, "x.f64"), &f64) == FP4_OK && f64 == -2.5);
+        CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "x.bool"), &b) == FP4_OK && b == 1);
+        CHECK(fp4_gguf_get_arr(g, fp4_gguf_key_index(g, "x.arr"), FP4_GGUF_FLOAT32, &d, &n) == FP4_OK && n == 3 &&
               memcmp(d, f, sizeof f) == 0);
-        int64_t k = fp4_gguf_find_key(g, "x.toks");
+        int64_t k = fp4_gguf_key_index(g, "x.toks");
         for (uint64_t j = 0; j < 3; j++)
             CHECK(fp4_gguf_get_arr_str(g, k, j, &str, &n) == FP4_OK && n == strlen(s[j]) && memcmp(str, s[j], n) == 0);
     }

@@ -1,6 +1,7 @@
 /* test_kquant.c — the kquant control lane without the external oracle: hand-built blocks
  * decoded by the layout in the header, round-trip error bounds, determinism across thread
  * counts, and argument rejection. (Bit-identity with ggml is test_ggml_oracle.c.) */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include <math.h>

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GOLDEN "../shared/data/modelopt-golden"
+#define GOLDEN(file) check_data("modelopt-golden/" file)
 
 static char tmp[512];
 
@@ -46,20 +46,21 @@ static void test_golden(void) {
         snprintf(out, sizeof out, "%s/golden_%d", tmp, rule);
         fp4_quantize_opts o = {.layout = FP4_LAYOUT_MODELOPT, .rule = rule ? FP4_SCALE2_CPU : FP4_SCALE2_GPU,
                                .st_metadata = rule ? meta_cpu : meta_gpu};
-        CHECK_OK(fp4_quantize_checkpoint(GOLDEN "/input.safetensors", out, &o, &e));
+        CHECK_OK(fp4_quantize_checkpoint(GOLDEN("input.safetensors"), out, &o, &e));
         snprintf(f, sizeof f, "%s/model.safetensors", out);
-        CHECK_MSG(same_file(f, rule ? GOLDEN "/modelopt_cpu.safetensors" : GOLDEN "/modelopt_cuda.safetensors"),
+        CHECK_MSG(same_file(f, rule ? GOLDEN("modelopt_cpu.safetensors") : GOLDEN("modelopt_cuda.safetensors")),
                   "quantize --scale2-rule %s differs from ModelOpt's own file", rule ? "cpu" : "gpu");
     }
     /* the two rules really differ on this input: the test could fail */
-    CHECK(!same_file(GOLDEN "/modelopt_cpu.safetensors", GOLDEN "/modelopt_cuda.safetensors"));
+    CHECK(!same_file(GOLDEN("modelopt_cpu.safetensors"), GOLDEN("modelopt_cuda.safetensors")));
     /* Q4_K lane: ggml's bytes for every tensor fp4lane quantized */
     snprintf(out, sizeof out, "%s/golden_q4k.gguf", tmp);
     fp4_quantize_opts o = {.layout = FP4_LAYOUT_GGUF, .to_q4_k = 1};
-    CHECK_OK(fp4_quantize_checkpoint(GOLDEN "/input.safetensors", out, &o, &e));
+    CHECK_OK(fp4_quantize_checkpoint(GOLDEN("input.safetensors"), out, &o, &e));
     fp4_model *m = NULL, *src = NULL;
     CHECK_OK(fp4_model_open(out, NULL, &m, &e));
-    CHECK_OK(fp4_model_open(GOLDEN "/input.safetensors", NULL, &src, &e));
+    CHECK_OK(fp4_model_open(GOLDEN("input.safetensors"), NULL, &src, &e));
+    CHECK(fp4_model_gguf(src) == NULL && fp4_model_gguf(NULL) == NULL); /* safetensors: config.json instead */
     if (m && src) {
         CHECK(fp4_model_weight_precision(m) == FP4_WP_Q4_K);
         int n_q4 = 0;
@@ -285,10 +286,15 @@ static void test_ggml_interop(void) {
     fp4_error e;
     CHECK_OK(fp4_model_open(f, NULL, &m, &e));
     CHECK_OK(fp4_gguf_open(f, &g, &e));
+    /* the model's own metadata handle holds what an independent reader sees */
+    const fp4_gguf *mg = fp4_model_gguf(m);
+    CHECK(mg && fp4_gguf_n_kv(mg) == fp4_gguf_n_kv(g) && fp4_gguf_n_kv(g) > 0);
+    for (int64_t i = 0; mg && g && i < fp4_gguf_n_kv(g); i++)
+        CHECK(fp4_gguf_key_index(mg, fp4_gguf_key(g, i)) == i && fp4_gguf_kv_type(mg, i) == fp4_gguf_kv_type(g, i));
     for (int64_t i = 0; m && g && i < fp4_model_n_tensors(m); i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
         if (t->type != FP4_TYPE_NVFP4_E2M1) continue;
-        const fp4_gguf_tensor *gt = fp4_gguf_tensor_at(g, fp4_gguf_find_tensor(g, t->name));
+        const fp4_gguf_tensor *gt = fp4_gguf_find(g, t->name);
         CHECK(gt && gt->type == FP4_TYPE_GGML_NVFP4);
         if (!gt) continue;
         const int64_t n_in = t->ne[0];

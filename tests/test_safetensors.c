@@ -11,27 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GOLDEN "../shared/data/modelopt-golden/"
+#define GOLDEN(file) check_data("modelopt-golden/" file)
 
 static char tmp_root[512];
 
 static void tmp_path(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", tmp_root, name); }
-
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
 
 /* ---- dtypes ---- */
 
@@ -167,7 +151,7 @@ static void test_reference_bytes(void) {
         CHECK_OK(fp4_st_writer_finish(w, &err));
         fp4_st_writer_free(w);
         size_t len;
-        uint8_t *got = slurp(path, &len);
+        uint8_t *got = check_slurp(path, &len);
         CHECK(got != NULL);
         if (!got) continue;
         if (c == 0) CHECK(len == sizeof empty && memcmp(got, empty, len) == 0);
@@ -189,24 +173,24 @@ static void identity(const char *golden, int canonical) {
     fp4_status s = fp4_st_open(golden, &st, &err);
     CHECK_MSG(s == FP4_OK, "%s: %s %s", golden, err.rule, err.msg);
     if (s) return;
-    size_t n = fp4_st_n_tensors(st);
+    int64_t n = fp4_st_n_tensors(st);
     CHECK(n > 10);
     fp4_st_writer *w = NULL;
     CHECK_OK(fp4_st_writer_create(&w, &err));
-    for (size_t i = 0; i < fp4_st_n_metadata(st); i++) {
+    for (int64_t i = 0; i < fp4_st_n_metadata(st); i++) {
         const char *k, *v;
         fp4_st_metadata_at(st, i, &k, &v);
         CHECK_OK(fp4_st_writer_add_metadata(w, k, v, &err));
     }
-    for (size_t j = 0; j < n; j++) {
-        size_t i = canonical ? (j * 7 + 3) % n : j; /* a permutation when gcd(7, n) == 1 */
+    for (int64_t j = 0; j < n; j++) {
+        int64_t i = canonical ? (j * 7 + 3) % n : j; /* a permutation when gcd(7, n) == 1 */
         if (canonical && n % 7 == 0) i = n - 1 - j;
         const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
         CHECK_OK(fp4_st_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &err));
     }
     if (canonical) CHECK_OK(fp4_st_writer_sort_canonical(w));
     CHECK_OK(fp4_st_writer_begin(w, path, &err));
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < (size_t)n; i++) {
         const fp4_st_tensor *t = fp4_st_find(st, fp4_st_writer_tensor_name(w, i));
         CHECK_OK(fp4_st_writer_write(w, t->data, t->nbytes, &err));
     }
@@ -214,7 +198,7 @@ static void identity(const char *golden, int canonical) {
     fp4_st_writer_free(w);
     fp4_st_close(st);
     size_t la, lb;
-    uint8_t *a = slurp(golden, &la), *b = slurp(path, &lb);
+    uint8_t *a = check_slurp(golden, &la), *b = check_slurp(path, &lb);
     CHECK_MSG(a && b && la == lb && memcmp(a, b, la) == 0, "%s rewritten (canonical=%d) differs", golden, canonical);
     free(a);
     free(b);
@@ -222,14 +206,14 @@ static void identity(const char *golden, int canonical) {
 }
 
 static void test_modelopt_identity(void) {
-    identity(GOLDEN "modelopt_cuda.safetensors", 0);
-    identity(GOLDEN "modelopt_cuda.safetensors", 1);
-    identity(GOLDEN "modelopt_cpu.safetensors", 0);
-    identity(GOLDEN "input.safetensors", 0);
+    identity(GOLDEN("modelopt_cuda.safetensors"), 0);
+    identity(GOLDEN("modelopt_cuda.safetensors"), 1);
+    identity(GOLDEN("modelopt_cpu.safetensors"), 0);
+    identity(GOLDEN("input.safetensors"), 0);
     /* a few facts of the golden file */
     fp4_st *st = NULL;
     fp4_error err;
-    CHECK_OK(fp4_st_open(GOLDEN "modelopt_cuda.safetensors", &st, &err));
+    CHECK_OK(fp4_st_open(GOLDEN("modelopt_cuda.safetensors"), &st, &err));
     if (!st) return;
     CHECK(strcmp(fp4_st_metadata_get(st, "device"), "cuda") == 0);
     const fp4_st_tensor *s2 = fp4_st_find(st, "model.layers.0.mlp.down_proj.weight_scale_2");
@@ -357,7 +341,7 @@ static void test_write_json(const char *dir) {
     fp4_error err;
     CHECK_OK(fp4_hf_write_json(path, config_in, 2, 1, &err));
     size_t len;
-    char *got = (char *)slurp(path, &len);
+    char *got = (char *)check_slurp(path, &len);
     CHECK(got != NULL);
     if (got) {
         got[len] = 0;
@@ -371,7 +355,7 @@ static void test_write_json(const char *dir) {
     CHECK(fp4_hf_write_json(path, "{\"a\":", 2, 0, &err) == FP4_ERR_FORMAT && !strcmp(err.rule, "hfjson.parse"));
     CHECK(fp4_hf_write_json(path, "{}", 0, 0, &err) == FP4_ERR_INVALID_ARG);
     /* the file written first is still whole */
-    got = (char *)slurp(path, &len);
+    got = (char *)check_slurp(path, &len);
     CHECK(got && len > 100);
     free(got);
     char qpath[700];
@@ -443,7 +427,7 @@ static void sharded(uint64_t max_shard, size_t expect_shards) {
         uint64_t off = 0;
         for (int i = 0; i < N; i++) {
             const fp4_st_tensor *t = fp4_hfdir_find(d, names[i]);
-            CHECK(t && t == fp4_hfdir_tensor_at(d, (size_t)i)); /* shards keep declaration order */
+            CHECK(t && t == fp4_hfdir_tensor_at(d, i)); /* shards keep declaration order */
             if (t) CHECK(memcmp(t->data, data + off, t->nbytes) == 0);
             off += t ? t->nbytes : 0;
         }

@@ -3,6 +3,7 @@
  * recipe, validates it, converts it through all four layouts and back (bytes compared), and runs
  * the exact A16 and W4A4 contractions against the float reference. Exit 0 when all of it holds. */
 #include "cli.h"
+#include "fp4_rng.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,14 +14,7 @@
 enum { HID = 256, FFN = 768, VOCAB = 512 };
 
 static uint64_t rng_state = 0x5EEDF00Dull;
-static float demo_normal(void) { /* splitmix64 + Box-Muller: the same numbers everywhere */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    double u1 = ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0), u2 = ((z & 0xFFFFF) + 0.5) / 1048576.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+static float demo_normal(void) { return fp4_rng_normal(&rng_state); } /* the same numbers everywhere */
 
 static int write_bf16_model(const char *dir, fp4_error *e) {
     static const struct { const char *name; int64_t rows, cols; float sd; } t[] = {

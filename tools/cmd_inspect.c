@@ -81,7 +81,7 @@ static json_t *container_metadata(const char *path) {
         const fp4_st *s = NULL;
         if (!fp4_st_open(path, &st, NULL)) s = st;
         else if (!fp4_hfdir_open(path, &d, NULL) && fp4_hfdir_n_shards(d)) s = fp4_hfdir_shard(d, 0);
-        for (size_t i = 0; s && i < fp4_st_n_metadata(s); i++) {
+        for (int64_t i = 0; s && i < fp4_st_n_metadata(s); i++) {
             const char *k, *v;
             if (!fp4_st_metadata_at(s, i, &k, &v)) json_object_set_new(o, k, json_string(v));
         }

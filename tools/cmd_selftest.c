@@ -1,5 +1,6 @@
 /* cmd_selftest.c — `fp4lane selftest`: the exhaustive codec proofs and the contract fixtures,
  * run against the linked library in about a second. Exit 0 when every proof holds. */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "cli.h"
 #include <math.h>
 #include <stdio.h>

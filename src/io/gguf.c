@@ -553,7 +553,7 @@ fp4_gguf_type fp4_gguf_kv_type(const fp4_gguf *g, int64_t i) {
     return kv ? (fp4_gguf_type)kv->type : FP4_GGUF_TYPE_NONE;
 }
 
-int64_t fp4_gguf_find_key(const fp4_gguf *g, const char *key) {
+int64_t fp4_gguf_key_index(const fp4_gguf *g, const char *key) {
     return g && key ? find_by_name(g, kv_name, g->kv_by_name, g->n_kv, key) : -1;
 }
 
@@ -649,6 +649,10 @@ const fp4_gguf_tensor *fp4_gguf_tensor_at(const fp4_gguf *g, int64_t i) {
     return g && i >= 0 && (uint64_t)i < g->n_t ? &g->t[i].pub : NULL;
 }
 
-int64_t fp4_gguf_find_tensor(const fp4_gguf *g, const char *name) {
+int64_t fp4_gguf_tensor_index(const fp4_gguf *g, const char *name) {
     return g && name ? find_by_name(g, t_name, g->t_by_name, g->n_t, name) : -1;
+}
+
+const fp4_gguf_tensor *fp4_gguf_find(const fp4_gguf *g, const char *name) {
+    return fp4_gguf_tensor_at(g, fp4_gguf_tensor_index(g, name));
 }

@@ -155,7 +155,7 @@ static size_t shard_index(const fp4_hfdir *d, const char *name) {
 /* Every shard tensor is mapped to its own shard; every mapped tensor is in its shard. */
 static fp4_status index_cross_check(const fp4_hfdir *d, const json_t *wm, const char *file, fp4_error *err) {
     for (size_t i = 0; i < d->n_shards; i++) {
-        for (size_t j = 0; j < fp4_st_n_tensors(d->shards[i]); j++) {
+        for (int64_t j = 0; j < fp4_st_n_tensors(d->shards[i]); j++) {
             const char *name = fp4_st_tensor_at(d->shards[i], j)->name;
             const json_t *v = json_object_get(wm, name);
             if (!v)
@@ -198,13 +198,13 @@ static int tensor_ptr_cmp(const void *a, const void *b) {
 
 static fp4_status build_view(fp4_hfdir *d, const char *dir, fp4_error *err) {
     size_t n = 0;
-    for (size_t i = 0; i < d->n_shards; i++) n += fp4_st_n_tensors(d->shards[i]);
+    for (size_t i = 0; i < d->n_shards; i++) n += (size_t)fp4_st_n_tensors(d->shards[i]);
     d->all = malloc((n + 1) * sizeof *d->all);
     d->by_name = malloc((n + 1) * sizeof *d->by_name);
     if (!d->all || !d->by_name) return fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "hfdir.nomem", "out of memory");
     size_t k = 0;
     for (size_t i = 0; i < d->n_shards; i++)
-        for (size_t j = 0; j < fp4_st_n_tensors(d->shards[i]); j++) d->all[k++] = fp4_st_tensor_at(d->shards[i], j);
+        for (int64_t j = 0; j < fp4_st_n_tensors(d->shards[i]); j++) d->all[k++] = fp4_st_tensor_at(d->shards[i], j);
     d->n = n;
     memcpy(d->by_name, d->all, n * sizeof *d->all);
     qsort(d->by_name, n, sizeof *d->by_name, tensor_ptr_cmp);
@@ -255,10 +255,14 @@ fp4_status fp4_hfdir_open(const char *dir, fp4_hfdir **out, fp4_error *err) {
     return FP4_OK;
 }
 
-size_t fp4_hfdir_n_tensors(const fp4_hfdir *d) { return d ? d->n : 0; }
-const fp4_st_tensor *fp4_hfdir_tensor_at(const fp4_hfdir *d, size_t i) { return d && i < d->n ? d->all[i] : NULL; }
-size_t fp4_hfdir_n_shards(const fp4_hfdir *d) { return d ? d->n_shards : 0; }
-const fp4_st *fp4_hfdir_shard(const fp4_hfdir *d, size_t i) { return d && i < d->n_shards ? d->shards[i] : NULL; }
+int64_t fp4_hfdir_n_tensors(const fp4_hfdir *d) { return d ? (int64_t)d->n : 0; }
+const fp4_st_tensor *fp4_hfdir_tensor_at(const fp4_hfdir *d, int64_t i) {
+    return d && i >= 0 && (uint64_t)i < d->n ? d->all[i] : NULL;
+}
+int64_t fp4_hfdir_n_shards(const fp4_hfdir *d) { return d ? (int64_t)d->n_shards : 0; }
+const fp4_st *fp4_hfdir_shard(const fp4_hfdir *d, int64_t i) {
+    return d && i >= 0 && (uint64_t)i < d->n_shards ? d->shards[i] : NULL;
+}
 
 const fp4_st_tensor *fp4_hfdir_find(const fp4_hfdir *d, const char *name) {
     if (!d || !name) return NULL;

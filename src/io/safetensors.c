@@ -514,10 +514,10 @@ fp4_status fp4_st_open(const char *path, fp4_st **out, fp4_error *err) {
 
 /* ---- accessors ---- */
 
-size_t fp4_st_n_tensors(const fp4_st *st) { return st ? st->n_tensors : 0; }
+int64_t fp4_st_n_tensors(const fp4_st *st) { return st ? (int64_t)st->n_tensors : 0; }
 
-const fp4_st_tensor *fp4_st_tensor_at(const fp4_st *st, size_t i) {
-    return st && i < st->n_tensors ? &st->t[i] : NULL;
+const fp4_st_tensor *fp4_st_tensor_at(const fp4_st *st, int64_t i) {
+    return st && i >= 0 && (uint64_t)i < st->n_tensors ? &st->t[i] : NULL;
 }
 
 const fp4_st_tensor *fp4_st_find(const fp4_st *st, const char *name) {
@@ -533,10 +533,10 @@ const fp4_st_tensor *fp4_st_find(const fp4_st *st, const char *name) {
     return NULL;
 }
 
-size_t fp4_st_n_metadata(const fp4_st *st) { return st ? st->n_meta : 0; }
+int64_t fp4_st_n_metadata(const fp4_st *st) { return st ? (int64_t)st->n_meta : 0; }
 
-fp4_status fp4_st_metadata_at(const fp4_st *st, size_t i, const char **key, const char **value) {
-    if (!st || i >= st->n_meta) return FP4_ERR_NOT_FOUND;
+fp4_status fp4_st_metadata_at(const fp4_st *st, int64_t i, const char **key, const char **value) {
+    if (!st || i < 0 || (uint64_t)i >= st->n_meta) return FP4_ERR_NOT_FOUND;
     if (key) *key = st->meta[2 * i];
     if (value) *value = st->meta[2 * i + 1];
     return FP4_OK;
