@@ -97,10 +97,7 @@ int cmd_quantize(int argc, char **argv) {
     conv_args a;
     int rc = parse(argc, argv, 1, &a);
     if (rc) {
-        fprintf(stderr, "usage: fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k]\n"
-                        "       [--scale2-rule gpu|cpu] [--no-fusion] [--quantize-embeddings] [--shard-size N[M|G]]\n"
-                        "       [--metadata KEY=VALUE]...\n");
-        return 2;
+        return cli_usage("quantize");
     }
     fp4_quantize_opts o = {a.layout, a.to_q4_k, a.rule, a.no_fusion, a.quant_emb, a.shard, a.n_meta ? a.meta : NULL, progress, NULL};
     fp4_error e;
@@ -115,9 +112,7 @@ int cmd_convert(int argc, char **argv) {
     conv_args a;
     int rc = parse(argc, argv, 0, &a);
     if (rc) {
-        fprintf(stderr, "usage: fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml\n"
-                        "       [--shard-size N[M|G]] [--metadata KEY=VALUE]...\n");
-        return 2;
+        return cli_usage("convert");
     }
     fp4_model *m = NULL;
     fp4_error e;

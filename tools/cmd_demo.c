@@ -95,7 +95,7 @@ static int contractions(const char *path) {
 
 int cmd_demo(int argc, char **argv) {
     (void)argv;
-    if (argc > 1) return fprintf(stderr, "usage: fp4lane demo\n"), 2;
+    if (argc > 1) return cli_usage("demo");
     char dir[40];
     const char *td = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%.16s/fp4lane-demo-XXXXXX", td && strlen(td) <= 16 ? td : "/tmp");

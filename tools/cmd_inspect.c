@@ -97,10 +97,10 @@ int cmd_inspect(int argc, char **argv) {
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
-        else if (argv[i][0] == '-' || path) return fprintf(stderr, "usage: fp4lane inspect FILE|DIR [--json]\n"), 2;
+        else if (argv[i][0] == '-' || path) return cli_usage("inspect");
         else path = argv[i];
     }
-    if (!path) return fprintf(stderr, "usage: fp4lane inspect FILE|DIR [--json]\n"), 2;
+    if (!path) return cli_usage("inspect");
     fp4_model *m = NULL;
     fp4_error e;
     fp4_status st = fp4_model_open(path, NULL, &m, &e);
@@ -170,7 +170,7 @@ int cmd_dump(int argc, char **argv) {
         else if (!name) name = argv[i];
         else return 2;
     }
-    if (!path || !name) return fprintf(stderr, "usage: fp4lane dump FILE TENSOR [--rows A:B] [--raw]\n"), 2;
+    if (!path || !name) return cli_usage("dump");
     fp4_model *m = NULL;
     fp4_error e;
     fp4_status st = fp4_model_open(path, NULL, &m, &e);

@@ -101,7 +101,7 @@ int cmd_selftest(int argc, char **argv) {
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
-        else { fprintf(stderr, "usage: fp4lane selftest [--json]\n"); return 2; }
+        else return cli_usage("selftest");
     }
     proof proofs[] = {{"e2m1: 16 codes, q1, encode", 0, 0}, {"e4m3fn: 256 bytes, q9, round trip, midpoints", 0, 0},
                       {"f16/bf16: 65536 patterns each", 0, 0}, {"SPEC 2 fixture, bit for bit", 0, 0},

@@ -15,10 +15,7 @@ int cmd_validate(int argc, char **argv) {
         else if (argv[i][0] == '-' || path) path = NULL, i = argc;
         else path = argv[i];
     }
-    if (!path) {
-        fprintf(stderr, "usage: fp4lane validate FILE|DIR [--json]\n");
-        return 2;
-    }
+    if (!path) return cli_usage("validate");
     fp4_model *m = NULL;
     fp4_error e;
     fp4_status st = fp4_model_open(path, NULL, &m, &e);
