@@ -166,6 +166,17 @@ lab: cuda
 clean:
 	rm -rf build build-asan build-ubsan build-clang build-fuzz
 
+# House style (HACKING.md): no line longer than 110 characters and no tab in the sources under
+# src/ tools/ tests/ include/ fuzz/ dev/ (Makefiles keep their tabs). Lists every offending line.
+FORMAT_DIRS = src tools tests include fuzz dev
+format-check:
+	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+	  -o -name '*.sh' -o -name '*.mjs' -o -name '*.py' \) | sort); \
+	 bad=$$(LC_ALL=C.UTF-8 grep -nHP '^.{111}|\t' $$files | cut -c1-150); \
+	 if [ -n "$$bad" ]; then printf '%s\n' "$$bad"; \
+	   echo "format-check: $$(printf '%s\n' "$$bad" | wc -l) line(s) longer than 110 characters or with a tab"; exit 1; \
+	 else echo "format-check: $$(echo $$files | wc -w) files, no line over 110 characters, no tab"; fi
+
 # ---- CPU benchmark (dev/bench_cpu.c): fp4lane vs ggml's CPU kernels; results in bench/cpu.md ----
 .PHONY: bench-cpu
 BENCH_REPS ?= 9

@@ -164,9 +164,12 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
 
     printf("\n%lld x %lld (n_out x n_in), 1 column; NVFP4 %.1f MB, Q4_K %.1f MB\n\n", (long long)n_out,
            (long long)n_in, nv_bytes / 1e6, q4_bytes / 1e6);
-    printf("| kernel | threads | ms (median of %d) | GB/s (median) | GB/s (best) |\n|---|---|---|---|---|\n", reps);
-    for (int nt = 1; nt <= 2; nt++) row("fp4lane fp4_nvfp4_matvec_a16_exact", time_runs(run_nvfp4, &b, nt, reps), (double)nv_bytes, nt);
-    for (int nt = 1; nt <= 2; nt++) row("fp4lane fp4_q4_K_matvec", time_runs(run_q4_K, &b, nt, reps), (double)q4_bytes, nt);
+    printf("| kernel | threads | ms (median of %d) | GB/s (median) | GB/s (best) |\n|---|---|---|---|---|\n",
+           reps);
+    for (int nt = 1; nt <= 2; nt++)
+        row("fp4lane fp4_nvfp4_matvec_a16_exact", time_runs(run_nvfp4, &b, nt, reps), (double)nv_bytes, nt);
+    for (int nt = 1; nt <= 2; nt++)
+        row("fp4lane fp4_q4_K_matvec", time_runs(run_q4_K, &b, nt, reps), (double)q4_bytes, nt);
 
     char name[128];
     struct { const char *label; ggml_vec_dot_fn fn; int nvfp4; } gk[3] = {
@@ -181,7 +184,8 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
         b.row_bytes = gk[k].nvfp4 ? (size_t)(n_in / 64) * 36 : (size_t)(n_in / 256) * sizeof(fp4_block_q4_K);
         snprintf(name, sizeof name, "ggml %s (%s)", gk[k].label, variant);
         for (int nt = 1; nt <= 2; nt++)
-            row(name, time_runs(run_ggml, &b, nt, reps), gk[k].nvfp4 ? (double)nv_bytes : (double)q4_bytes, nt);
+            row(name, time_runs(run_ggml, &b, nt, reps), gk[k].nvfp4 ? (double)nv_bytes : (double)q4_bytes,
+                nt);
     }
     free(payload);
     free(scales);
@@ -203,7 +207,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    printf("fp4lane %s; ggml %s (%s), CPU backend %s\n", fp4_version(), g.ggml_version(), g.ggml_commit(), g.cpu_name);
+    printf("fp4lane %s; ggml %s (%s), CPU backend %s\n", fp4_version(), g.ggml_version(), g.ggml_commit(),
+           g.cpu_name);
     if (bench_shape(4096, 14336, &g, variant, reps)) return 1;
     if (bench_shape(14336, 4096, &g, variant, reps)) return 1;
     return 0;

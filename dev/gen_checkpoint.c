@@ -21,14 +21,15 @@ int main(int argc, char **argv) {
     fp4_hf_writer *w;
     fp4_error e;
     if (fp4_hf_writer_create(argv[1], shard, &w, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
-    static const char *const nm[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    static const char *const nm[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                     "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
     char name[128];
     for (int64_t l = 0; l < layers; l++)
         for (int k = 0; k < 7; k++) {
             int64_t shape[2] = {k < 4 ? H : k < 6 ? F : H, k < 6 ? H : F};
             snprintf(name, sizeof name, "model.layers.%lld.%s.weight", (long long)l, nm[k]);
-            if (fp4_hf_writer_add_tensor(w, name, FP4_ST_BF16, 2, shape, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
+            if (fp4_hf_writer_add_tensor(w, name, FP4_ST_BF16, 2, shape, &e))
+                return fprintf(stderr, "%s\n", e.msg), 1;
         }
     uint16_t *buf = malloc(sizeof(uint16_t) * (size_t)(F * H));
     for (int64_t l = 0; l < layers; l++)

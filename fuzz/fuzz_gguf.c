@@ -71,7 +71,8 @@ static void walk(const fp4_gguf *g) {
         if (!t || fp4_gguf_tensor_index(g, t->name) != i || !fp4_type_get(t->type)) __builtin_trap();
         if (t->offset != end || t->offset % fp4_gguf_alignment(g) != 0) __builtin_trap();
         inside(t->data, t->size);
-        end = t->offset + (t->size + fp4_gguf_alignment(g) - 1) / fp4_gguf_alignment(g) * fp4_gguf_alignment(g);
+        end =
+            t->offset + (t->size + fp4_gguf_alignment(g) - 1) / fp4_gguf_alignment(g) * fp4_gguf_alignment(g);
     }
     if (fp4_gguf_file_size(g) > end && fp4_gguf_file_size(g) > d) __builtin_trap();
     if (fp4_gguf_tensor_at(g, fp4_gguf_n_tensors(g)) || fp4_gguf_key(g, fp4_gguf_n_kv(g))) __builtin_trap();

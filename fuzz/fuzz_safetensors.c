@@ -27,7 +27,8 @@ static void walk(const fp4_st *st, const uint8_t *data, size_t size) {
             bits *= (uint64_t)t->shape[d]; /* cannot wrap: the reader checked it */
         }
         must(bits / 8 == t->nbytes && bits % 8 == 0);
-        must(t->data >= data && (size_t)(t->data - data) <= size && t->nbytes <= size - (size_t)(t->data - data));
+        must(t->data >= data && (size_t)(t->data - data) <= size &&
+             t->nbytes <= size - (size_t)(t->data - data));
         for (size_t k = 0; k < t->nbytes; k++) sink ^= t->data[k];
         covered += t->nbytes;
     }

@@ -612,11 +612,12 @@ typedef struct fp4_load_opts {
  * it with the tensor types, validates every NVFP4 tensor's companions and every data range
  * before returning. On any violation: no handle, and err names the file, the tensor and the
  * rule. opts may be NULL. */
-FP4_API fp4_status fp4_model_open(const char *path, const fp4_load_opts *opts, fp4_model **out, fp4_error *err);
+FP4_API fp4_status fp4_model_open(const char *path, const fp4_load_opts *opts, fp4_model **out,
+                                  fp4_error *err);
 /* The same over a GGUF or .safetensors image in memory (not copied; it must outlive the handle).
  * name is used in error messages. */
-FP4_API fp4_status fp4_model_open_memory(const void *data, size_t size, const char *name, const fp4_load_opts *opts,
-                                         fp4_model **out, fp4_error *err);
+FP4_API fp4_status fp4_model_open_memory(const void *data, size_t size, const char *name,
+                                         const fp4_load_opts *opts, fp4_model **out, fp4_error *err);
 FP4_API void fp4_model_close(fp4_model *m);
 FP4_API fp4_layout fp4_model_layout(const fp4_model *m);
 FP4_API fp4_weight_precision fp4_model_weight_precision(const fp4_model *m);
@@ -646,8 +647,8 @@ FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int6
  * rounding. FP4_ERR_REFUSED_ROUTE, with the route to use instead in the name, when no route
  * serves the keys (e.g. exact A16 needs n_in % 256 == 0). */
 typedef enum fp4_mode { FP4_MODE_EXACT = 0, FP4_MODE_NATIVE = 1 } fp4_mode;
-FP4_API fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols, float *y,
-                                   int n_threads);
+FP4_API fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols,
+                                   float *y, int n_threads);
 /* The table's choice ("none" when nothing serves the keys). */
 FP4_API const char *fp4_cpu_route_name(const fp4_tensor *w, fp4_mode mode);
 
@@ -666,7 +667,8 @@ typedef struct fp4_write_opts {
  * scale bytes and per-tensor scalars are moved, and the scalars that a layout stores as
  * reciprocals keep their exact bits through fp4lane.exact.* metadata, so every round trip is
  * byte-identical. out: a .gguf file for GGUF layouts, a directory for HF layouts. */
-FP4_API fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_opts *opts, fp4_error *err);
+FP4_API fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_opts *opts,
+                                   fp4_error *err);
 
 typedef struct fp4_quantize_opts {
     fp4_layout layout;             /* target layout (FP4_LAYOUT_NONE with to_q4_k)               */

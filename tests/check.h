@@ -38,7 +38,8 @@ extern const char *check_test_name;
         }                                                                                     \
     } while (0)
 
-#define CHECK_EQ_INT(a, b) CHECK_MSG((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
+#define CHECK_EQ_INT(a, b)                                                                                   \
+    CHECK_MSG((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
 #define CHECK_OK(expr)                                                                        \
     do {                                                                                      \
         fp4_status st_ = (expr);                                                              \

@@ -59,8 +59,8 @@ int main(void) {
     if (in) fclose(in);
     if (out) fclose(out);
     snprintf(args, sizeof args, "validate %s", bad);
-    CHECK(RUN(args) == 1 && contains(e, "nvfp4.scale-nan") && contains(e, "model.layers.0.mlp.down_proj.weight") &&
-          contains(e, bad) && !contains(o, "valid:"));
+    CHECK(RUN(args) == 1 && contains(e, "nvfp4.scale-nan") &&
+          contains(e, "model.layers.0.mlp.down_proj.weight") && contains(e, bad) && !contains(o, "valid:"));
     snprintf(args, sizeof args, "validate --json %s", bad);
     CHECK(RUN(args) == 1 && contains(o, "\"valid\":false") && contains(o, "nvfp4.scale-nan"));
     snprintf(args, sizeof args, "validate %s/nonexistent", tmp);
@@ -105,7 +105,9 @@ int main(void) {
         CHECK(json_real_value(json_object_get(t, "bits_per_weight")) == 4.5);
     }
     CHECK(n_nv == 14);
-    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(j, "metadata"), "fp4lane.weight_precision")), "nvfp4"));
+    CHECK(!strcmp(
+        json_string_value(json_object_get(json_object_get(j, "metadata"), "fp4lane.weight_precision")),
+        "nvfp4"));
     json_decref(j);
     snprintf(args, sizeof args, "inspect %s", q);
     CHECK(RUN(args) == 0 && contains(o, "nvfp4_e2m1") && contains(o, "scale2="));
@@ -160,8 +162,10 @@ int main(void) {
     snprintf(args, sizeof args, "validate %s/in.gguf", tmp);
     CHECK(RUN(args) == 0 && contains(o, "none layout"));
     snprintf(args, sizeof args,
-             "quantize %s/in.gguf %s/fromgguf --layout modelopt --metadata device=cuda --metadata torch=2.11.0+cu130 "
-             "--metadata 'producer=modelopt a2fbac7 NVFP4QTensor.quantize'", tmp, tmp);
+             "quantize %s/in.gguf %s/fromgguf --layout modelopt --metadata device=cuda --metadata "
+             "torch=2.11.0+cu130 "
+             "--metadata 'producer=modelopt a2fbac7 NVFP4QTensor.quantize'",
+             tmp, tmp);
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "cmp -s %s/fromgguf/model.safetensors %s", tmp, golden);
     CHECK(system(args) == 0);

@@ -213,7 +213,8 @@ static void test_fixture(void) {
 }
 
 static void test_status(void) {
-    for (int s = 0; s < FP4_STATUS_COUNT_; s++) CHECK(strcmp(fp4_status_str((fp4_status)s), "unknown status") != 0);
+    for (int s = 0; s < FP4_STATUS_COUNT_; s++)
+        CHECK(strcmp(fp4_status_str((fp4_status)s), "unknown status") != 0);
     CHECK(strcmp(fp4_status_str((fp4_status)999), "unknown status") == 0);
     CHECK(strcmp(fp4_version(), FP4LANE_VERSION_STRING) == 0);
 }

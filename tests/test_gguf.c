@@ -22,13 +22,14 @@ static const char *tmp(const char *tag) {
 static void test_types(void) {
     static const struct { int64_t id; const char *name; int64_t bs, ts; } want[] = {
         {0, "f32", 1, 4}, {1, "f16", 1, 2}, {30, "bf16", 1, 2}, {8, "q8_0", 32, 34}, {12, "q4_K", 256, 144},
-        {14, "q6_K", 256, 210}, {15, "q8_K", 256, 292}, {24, "i8", 1, 1}, {25, "i16", 1, 2}, {26, "i32", 1, 4},
-        {27, "i64", 1, 8}, {28, "f64", 1, 8}, {40, "nvfp4", 64, 36}, {1024, "nvfp4_e2m1", 2, 1},
-        {1025, "f8_e4m3fn", 1, 1}, {1026, "u8", 1, 1}};
+        {14, "q6_K", 256, 210}, {15, "q8_K", 256, 292}, {24, "i8", 1, 1}, {25, "i16", 1, 2},
+        {26, "i32", 1, 4}, {27, "i64", 1, 8}, {28, "f64", 1, 8}, {40, "nvfp4", 64, 36},
+        {1024, "nvfp4_e2m1", 2, 1}, {1025, "f8_e4m3fn", 1, 1}, {1026, "u8", 1, 1}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const fp4_type_info *t = fp4_type_get(want[i].id);
-        CHECK_MSG(t && t->type == want[i].id && strcmp(t->name, want[i].name) == 0 && t->block_size == want[i].bs &&
-                      t->type_size == want[i].ts, "type %lld", (long long)want[i].id);
+        CHECK_MSG(t && t->type == want[i].id && strcmp(t->name, want[i].name) == 0 &&
+                      t->block_size == want[i].bs && t->type_size == want[i].ts,
+                  "type %lld", (long long)want[i].id);
     }
     int64_t unknown[] = {-1, 2, 3, 4, 13, 39, 41, 1023, 1027, INT64_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) CHECK(fp4_type_get(unknown[i]) == NULL);
@@ -46,7 +47,8 @@ static void test_types(void) {
     CHECK(fp4_type_row_size(2, 32, &n) == FP4_ERR_UNSUPPORTED);
     CHECK(fp4_gguf_type_size(FP4_GGUF_UINT16) == 2 && fp4_gguf_type_size(FP4_GGUF_STRING) == 0 &&
           fp4_gguf_type_size(FP4_GGUF_FLOAT64) == 8 && fp4_gguf_type_size((fp4_gguf_type)13) == 0);
-    CHECK(strcmp(fp4_gguf_type_name(FP4_GGUF_BOOL), "bool") == 0 && strcmp(fp4_gguf_type_name(FP4_GGUF_TYPE_NONE), "?") == 0);
+    CHECK(strcmp(fp4_gguf_type_name(FP4_GGUF_BOOL), "bool") == 0 &&
+          strcmp(fp4_gguf_type_name(FP4_GGUF_TYPE_NONE), "?") == 0);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -157,7 +159,8 @@ static void rt_check_arr(const fp4_gguf *g, const char *key, fp4_gguf_type t, co
         if (es == 8) h = ((const uint64_t *)want)[i];
         CHECK_MSG(v == h, "%s[%llu]", key, (unsigned long long)i);
     }
-    CHECK(fp4_gguf_get_arr(g, k, t == FP4_GGUF_INT8 ? FP4_GGUF_UINT8 : FP4_GGUF_INT8, &data, &cnt) == FP4_ERR_DTYPE);
+    CHECK(fp4_gguf_get_arr(g, k, t == FP4_GGUF_INT8 ? FP4_GGUF_UINT8 : FP4_GGUF_INT8, &data, &cnt) ==
+          FP4_ERR_DTYPE);
 }
 
 static void rt_check_scalars(const fp4_gguf *g) {
@@ -169,15 +172,17 @@ static void rt_check_scalars(const fp4_gguf *g) {
     CHECK(fp4_gguf_get_i16(g, fp4_gguf_key_index(g, "t.i16"), &i16) == FP4_OK && i16 == -30000);
     CHECK(fp4_gguf_get_u32(g, fp4_gguf_key_index(g, "t.u32"), &u32) == FP4_OK && u32 == 4000000000u);
     CHECK(fp4_gguf_get_i32(g, fp4_gguf_key_index(g, "t.i32"), &i32) == FP4_OK && i32 == INT32_MIN);
-    CHECK(fp4_gguf_get_f32(g, fp4_gguf_key_index(g, "t.f32"), &f32) == FP4_OK && f32_bits(f32) == f32_bits(-1.5e-3f));
+    CHECK(fp4_gguf_get_f32(g, fp4_gguf_key_index(g, "t.f32"), &f32) == FP4_OK &&
+          f32_bits(f32) == f32_bits(-1.5e-3f));
     CHECK(fp4_gguf_get_u64(g, fp4_gguf_key_index(g, "t.u64"), &u64) == FP4_OK && u64 == (1ull << 63) + 5);
     CHECK(fp4_gguf_get_i64(g, fp4_gguf_key_index(g, "t.i64"), &i64) == FP4_OK && i64 == INT64_MIN);
     CHECK(fp4_gguf_get_f64(g, fp4_gguf_key_index(g, "t.f64"), &f64) == FP4_OK && f64 == 3.141592653589793);
     CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "t.bool1"), &b) == FP4_OK && b == 1);
     CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "t.bool0"), &b) == FP4_OK && b == 0);
-    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "general.architecture"), &s, &len) == FP4_OK && len == 5 &&
-          memcmp(s, "llama", 5) == 0);
-    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "t.str_nul"), &s, &len) == FP4_OK && len == 3 && memcmp(s, "a\0b", 3) == 0);
+    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "general.architecture"), &s, &len) == FP4_OK &&
+          len == 5 && memcmp(s, "llama", 5) == 0);
+    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "t.str_nul"), &s, &len) == FP4_OK && len == 3 &&
+          memcmp(s, "a\0b", 3) == 0);
     CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "t.str_empty"), &s, &len) == FP4_OK && len == 0);
     /* every getter refuses every other type: the PR #26690 class */
     int64_t k = fp4_gguf_key_index(g, "t.u32");
@@ -191,15 +196,19 @@ static void rt_check_scalars(const fp4_gguf *g) {
     /* missing key, index out of range, NULL output */
     CHECK(fp4_gguf_key_index(g, "nope") == -1 && fp4_gguf_get_u32(g, -1, &u32) == FP4_ERR_NOT_FOUND);
     CHECK(fp4_gguf_get_u32(g, fp4_gguf_n_kv(g), &u32) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_get_u32(g, 0, NULL) == FP4_ERR_INVALID_ARG && fp4_gguf_get_u32(NULL, 0, &u32) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_get_u32(g, 0, NULL) == FP4_ERR_INVALID_ARG &&
+          fp4_gguf_get_u32(NULL, 0, &u32) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_key(g, -1) == NULL && fp4_gguf_key(g, fp4_gguf_n_kv(g)) == NULL);
-    CHECK(fp4_gguf_kv_type(g, -1) == FP4_GGUF_TYPE_NONE && fp4_gguf_arr_type(g, fp4_gguf_key_index(g, "t.u8")) == FP4_GGUF_TYPE_NONE);
+    CHECK(fp4_gguf_kv_type(g, -1) == FP4_GGUF_TYPE_NONE &&
+          fp4_gguf_arr_type(g, fp4_gguf_key_index(g, "t.u8")) == FP4_GGUF_TYPE_NONE);
 }
 
 static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) {
     int64_t base = align ? 1 : 0;
     CHECK_EQ_INT(fp4_gguf_n_kv(g), RT_NKV + base);
-    if (align) CHECK(strcmp(fp4_gguf_key(g, 0), "general.alignment") == 0 && fp4_gguf_kv_type(g, 0) == FP4_GGUF_UINT32);
+    if (align)
+        CHECK(strcmp(fp4_gguf_key(g, 0), "general.alignment") == 0 &&
+              fp4_gguf_kv_type(g, 0) == FP4_GGUF_UINT32);
     CHECK(strcmp(fp4_gguf_key(g, base), "t.u8") == 0 && fp4_gguf_kv_type(g, base) == FP4_GGUF_UINT8);
     CHECK(strcmp(fp4_gguf_key(g, base + RT_NKV - 1), "a.str_empty") == 0);
     CHECK(fp4_gguf_kv_type(g, base + RT_NKV - 1) == FP4_GGUF_ARRAY);
@@ -221,9 +230,11 @@ static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) 
     uint64_t n = 0, len;
     const char *s;
     const void *data;
-    CHECK(fp4_gguf_arr_type(g, k) == FP4_GGUF_STRING && fp4_gguf_get_arr_str_count(g, k, &n) == FP4_OK && n == 4);
+    CHECK(fp4_gguf_arr_type(g, k) == FP4_GGUF_STRING && fp4_gguf_get_arr_str_count(g, k, &n) == FP4_OK &&
+          n == 4);
     for (uint64_t j = 0; j < 4; j++)
-        CHECK(fp4_gguf_get_arr_str(g, k, j, &s, &len) == FP4_OK && len == rt_lens[j] && memcmp(s, rt_strs[j], len) == 0);
+        CHECK(fp4_gguf_get_arr_str(g, k, j, &s, &len) == FP4_OK && len == rt_lens[j] &&
+              memcmp(s, rt_strs[j], len) == 0);
     CHECK(fp4_gguf_get_arr_str(g, k, 4, &s, &len) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_get_arr(g, k, FP4_GGUF_STRING, &data, &n) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_arr_str(g, fp4_gguf_key_index(g, "a.u8"), 0, &s, &len) == FP4_ERR_DTYPE);
@@ -241,8 +252,10 @@ static void rt_check_tensors(const fp4_gguf *g, uint8_t *const *data, uint32_t a
         const rt_tensor *r = &rt_tensors[i];
         uint64_t n = rt_size(r);
         if (!t) { CHECK(t); continue; }
-        CHECK_MSG(strcmp(t->name, r->name) == 0 && t->type == r->type && t->n_dims == r->n_dims, "%s", r->name);
-        CHECK(memcmp(t->ne, r->ne, sizeof t->ne) == 0 && t->n_elements == r->ne[0] * r->ne[1] * r->ne[2] * r->ne[3]);
+        CHECK_MSG(strcmp(t->name, r->name) == 0 && t->type == r->type && t->n_dims == r->n_dims, "%s",
+                  r->name);
+        CHECK(memcmp(t->ne, r->ne, sizeof t->ne) == 0 &&
+              t->n_elements == r->ne[0] * r->ne[1] * r->ne[2] * r->ne[3]);
         CHECK_MSG(t->size == n && t->offset == d + off && t->offset % align == 0, "%s", r->name);
         CHECK(t->data && memcmp(t->data, data[i], n) == 0);
         CHECK(fp4_gguf_tensor_index(g, r->name) == i && fp4_gguf_find(g, r->name) == t);
@@ -251,7 +264,8 @@ static void rt_check_tensors(const fp4_gguf *g, uint8_t *const *data, uint32_t a
     CHECK(fp4_gguf_file_size(g) == d + off);
     CHECK(fp4_gguf_tensor_at(g, -1) == NULL && fp4_gguf_tensor_at(g, RT_NT) == NULL);
     CHECK(fp4_gguf_tensor_index(g, "missing") == -1 && fp4_gguf_tensor_index(g, NULL) == -1);
-    CHECK(fp4_gguf_find(g, "missing") == NULL && fp4_gguf_find(g, NULL) == NULL && fp4_gguf_find(NULL, "x") == NULL);
+    CHECK(fp4_gguf_find(g, "missing") == NULL && fp4_gguf_find(g, NULL) == NULL &&
+          fp4_gguf_find(NULL, "x") == NULL);
 }
 
 static void test_roundtrip(uint32_t align) {
@@ -323,7 +337,8 @@ static void test_many(void) {
     CHECK(fp4_gguf_writer_add_tensor(w, "blk.77.w", FP4_TYPE_F32, 1, ne) == FP4_ERR_DUPLICATE);
     const char *path = tmp("many");
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    for (int i = 0; i < 1500; i++) ok &= fp4_gguf_writer_write_tensor_data(w, i, &(float){(float)i}, 4) == FP4_OK;
+    for (int i = 0; i < 1500; i++)
+        ok &= fp4_gguf_writer_write_tensor_data(w, i, &(float){(float)i}, 4) == FP4_OK;
     CHECK(ok);
     CHECK_OK(fp4_gguf_writer_finish(w));
     fp4_gguf_writer_free(w);
@@ -343,7 +358,8 @@ static void test_many(void) {
         ok &= t && fp4_gguf_tensor_index(g, name) == i && f == (float)i;
     }
     CHECK(ok);
-    CHECK(fp4_gguf_key_index(g, "k.3000") == -1 && fp4_gguf_key_index(g, "k.") == -1 && fp4_gguf_key_index(g, "") == -1);
+    CHECK(fp4_gguf_key_index(g, "k.3000") == -1 && fp4_gguf_key_index(g, "k.") == -1 &&
+          fp4_gguf_key_index(g, "") == -1);
     CHECK(fp4_gguf_tensor_index(g, "blk.1500.w") == -1 && fp4_gguf_tensor_index(g, "blk.1.") == -1);
     fp4_gguf_close(g);
     remove(path);
@@ -357,7 +373,8 @@ static void test_writer_misuse(void) {
     fp4_gguf_writer *w = NULL;
     CHECK_OK(fp4_gguf_writer_create(&w));
     CHECK_OK(fp4_gguf_writer_add_u32(w, "a.b", 1));
-    CHECK(fp4_gguf_writer_add_u8(w, "a.b", 1) == FP4_ERR_DUPLICATE && strcmp(werr(w), "gguf.kv.dup_key") == 0);
+    CHECK(fp4_gguf_writer_add_u8(w, "a.b", 1) == FP4_ERR_DUPLICATE &&
+          strcmp(werr(w), "gguf.kv.dup_key") == 0);
     CHECK(fp4_gguf_writer_add_u8(w, "", 1) == FP4_ERR_FORMAT && strcmp(werr(w), "gguf.kv.key_empty") == 0);
     CHECK(fp4_gguf_writer_add_u8(w, "a b", 1) == FP4_ERR_FORMAT && strcmp(werr(w), "gguf.kv.key_chars") == 0);
     CHECK(fp4_gguf_writer_add_u8(w, NULL, 1) == FP4_ERR_INVALID_ARG);
@@ -367,7 +384,8 @@ static void test_writer_misuse(void) {
     CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_STRING, bad_bools, 2) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_ARRAY, bad_bools, 2) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_writer_add_str(w, "a.e", NULL, 3) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_writer_set_alignment(w, 12) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "gguf.alignment") == 0);
+    CHECK(fp4_gguf_writer_set_alignment(w, 12) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "gguf.alignment") == 0);
     CHECK(fp4_gguf_writer_set_alignment(w, 4) == FP4_ERR_INVALID_ARG);
     CHECK_OK(fp4_gguf_writer_add_u32(w, "general.alignment", 16)); /* routed to set_alignment */
     CHECK(fp4_gguf_writer_set_alignment(w, 64) == FP4_ERR_DUPLICATE);
@@ -383,17 +401,21 @@ static void test_writer_misuse(void) {
     CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 5, ne) == FP4_ERR_FORMAT);
     CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 1, (const int64_t[]){-1}) == FP4_ERR_SHAPE);
     CHECK(fp4_gguf_writer_add_tensor(w, "", FP4_TYPE_F32, 1, ne) == FP4_ERR_FORMAT);
-    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F64, 1, (const int64_t[]){INT64_MAX / 8}) == FP4_ERR_OVERFLOW);
+    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F64, 1, (const int64_t[]){INT64_MAX / 8}) ==
+          FP4_ERR_OVERFLOW);
     CHECK(fp4_gguf_writer_set_alignment(w, 64) == FP4_ERR_INVALID_ARG); /* after a tensor */
     CHECK_OK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 1, (const int64_t[]){3}));
     CHECK(fp4_gguf_writer_write_tensor_data(w, 0, "x", 1) == FP4_ERR_INVALID_ARG); /* before the header */
     const char *path = tmp("misuse");
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    CHECK(fp4_gguf_writer_add_u8(w, "late.key", 1) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.state") == 0);
+    CHECK(fp4_gguf_writer_add_u8(w, "late.key", 1) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.state") == 0);
     CHECK(fp4_gguf_writer_add_tensor(w, "late", FP4_TYPE_F32, 1, ne) == FP4_ERR_INVALID_ARG);
     uint8_t buf[200] = {0};
-    CHECK(fp4_gguf_writer_write_tensor_data(w, 1, buf, 12) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.order") == 0);
-    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 73) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.size") == 0);
+    CHECK(fp4_gguf_writer_write_tensor_data(w, 1, buf, 12) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.order") == 0);
+    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 73) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.size") == 0);
     CHECK_OK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 72));
     CHECK(fp4_gguf_writer_finish(w) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.incomplete") == 0);
     CHECK(!file_exists(path)); /* a failed finish leaves no partial file */
@@ -404,8 +426,8 @@ static void test_writer_misuse(void) {
     CHECK_OK(fp4_gguf_writer_add_u32(w, "a.b", 1));
     CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_BOOL, bad_bools, 2) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_writer_add_u8(w, "a.b", 9) == FP4_ERR_DUPLICATE);
-    CHECK(fp4_gguf_writer_add_arr_str(w, "a.s", (const char *const[]){"x", NULL}, (const uint64_t[]){1, 5}, 2) ==
-          FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_add_arr_str(w, "a.s", (const char *const[]){"x", NULL}, (const uint64_t[]){1, 5},
+                                      2) == FP4_ERR_INVALID_ARG);
     CHECK_OK(fp4_gguf_writer_add_str(w, "a.s", "ok", 2));
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
     CHECK_OK(fp4_gguf_writer_finish(w));
@@ -414,7 +436,8 @@ static void test_writer_misuse(void) {
     fp4_gguf *g = NULL;
     CHECK_OK(fp4_gguf_open(path, &g, NULL));
     uint32_t v = 0;
-    CHECK(fp4_gguf_n_kv(g) == 2 && fp4_gguf_get_u32(g, 0, &v) == FP4_OK && v == 1 && fp4_gguf_n_tensors(g) == 0);
+    CHECK(fp4_gguf_n_kv(g) == 2 && fp4_gguf_get_u32(g, 0, &v) == FP4_OK && v == 1 &&
+          fp4_gguf_n_tensors(g) == 0);
     fp4_gguf_close(g);
     remove(path);
 
@@ -426,7 +449,8 @@ static void test_writer_misuse(void) {
     fp4_gguf_writer_free(w);
     CHECK(!file_exists(path));
     CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf") == FP4_ERR_IO && strcmp(werr(w), "writer.io") == 0);
+    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf") == FP4_ERR_IO &&
+          strcmp(werr(w), "writer.io") == 0);
     fp4_gguf_writer_free(w);
     fp4_gguf_writer_free(NULL);
     fp4_gguf_close(NULL);
@@ -479,22 +503,42 @@ typedef struct gg_lib {
 } gg_lib;
 
 #define GG_SYM(f, s) {#s, offsetof(gg_lib, f)}
-static const struct { const char *name; size_t off; } gg_syms[] = {
-    GG_SYM(init_from_file, gguf_init_from_file), GG_SYM(free_ctx, gguf_free),
-    GG_SYM(n_tensors, gguf_get_n_tensors), GG_SYM(n_kv, gguf_get_n_kv), GG_SYM(find_key, gguf_find_key),
-    GG_SYM(get_key, gguf_get_key), GG_SYM(get_kv_type, gguf_get_kv_type), GG_SYM(get_arr_type, gguf_get_arr_type),
-    GG_SYM(get_val_u32, gguf_get_val_u32), GG_SYM(get_val_i32, gguf_get_val_i32),
-    GG_SYM(get_val_f32, gguf_get_val_f32), GG_SYM(get_val_u64, gguf_get_val_u64),
-    GG_SYM(get_val_bool, gguf_get_val_bool), GG_SYM(get_val_str, gguf_get_val_str),
-    GG_SYM(get_arr_n, gguf_get_arr_n), GG_SYM(get_arr_data, gguf_get_arr_data), GG_SYM(get_arr_str, gguf_get_arr_str),
-    GG_SYM(get_version, gguf_get_version), GG_SYM(get_alignment, gguf_get_alignment),
-    GG_SYM(get_data_offset, gguf_get_data_offset), GG_SYM(get_tensor_name, gguf_get_tensor_name),
-    GG_SYM(get_tensor_offset, gguf_get_tensor_offset), GG_SYM(get_tensor_type, gguf_get_tensor_type),
-    GG_SYM(get_tensor_size, gguf_get_tensor_size), GG_SYM(init_empty, gguf_init_empty),
-    GG_SYM(set_val_u8, gguf_set_val_u8), GG_SYM(set_val_i32, gguf_set_val_i32), GG_SYM(set_val_f32, gguf_set_val_f32),
-    GG_SYM(set_val_u64, gguf_set_val_u64), GG_SYM(set_val_f64, gguf_set_val_f64),
-    GG_SYM(set_val_bool, gguf_set_val_bool), GG_SYM(set_val_str, gguf_set_val_str),
-    GG_SYM(set_arr_data, gguf_set_arr_data), GG_SYM(set_arr_str, gguf_set_arr_str),
+static const struct { const char *name; size_t off;
+} gg_syms[] = {
+    GG_SYM(init_from_file, gguf_init_from_file),
+    GG_SYM(free_ctx, gguf_free),
+    GG_SYM(n_tensors, gguf_get_n_tensors),
+    GG_SYM(n_kv, gguf_get_n_kv),
+    GG_SYM(find_key, gguf_find_key),
+    GG_SYM(get_key, gguf_get_key),
+    GG_SYM(get_kv_type, gguf_get_kv_type),
+    GG_SYM(get_arr_type, gguf_get_arr_type),
+    GG_SYM(get_val_u32, gguf_get_val_u32),
+    GG_SYM(get_val_i32, gguf_get_val_i32),
+    GG_SYM(get_val_f32, gguf_get_val_f32),
+    GG_SYM(get_val_u64, gguf_get_val_u64),
+    GG_SYM(get_val_bool, gguf_get_val_bool),
+    GG_SYM(get_val_str, gguf_get_val_str),
+    GG_SYM(get_arr_n, gguf_get_arr_n),
+    GG_SYM(get_arr_data, gguf_get_arr_data),
+    GG_SYM(get_arr_str, gguf_get_arr_str),
+    GG_SYM(get_version, gguf_get_version),
+    GG_SYM(get_alignment, gguf_get_alignment),
+    GG_SYM(get_data_offset, gguf_get_data_offset),
+    GG_SYM(get_tensor_name, gguf_get_tensor_name),
+    GG_SYM(get_tensor_offset, gguf_get_tensor_offset),
+    GG_SYM(get_tensor_type, gguf_get_tensor_type),
+    GG_SYM(get_tensor_size, gguf_get_tensor_size),
+    GG_SYM(init_empty, gguf_init_empty),
+    GG_SYM(set_val_u8, gguf_set_val_u8),
+    GG_SYM(set_val_i32, gguf_set_val_i32),
+    GG_SYM(set_val_f32, gguf_set_val_f32),
+    GG_SYM(set_val_u64, gguf_set_val_u64),
+    GG_SYM(set_val_f64, gguf_set_val_f64),
+    GG_SYM(set_val_bool, gguf_set_val_bool),
+    GG_SYM(set_val_str, gguf_set_val_str),
+    GG_SYM(set_arr_data, gguf_set_arr_data),
+    GG_SYM(set_arr_str, gguf_set_arr_str),
     GG_SYM(write_to_file, gguf_write_to_file),
 };
 
@@ -544,7 +588,8 @@ static void gg_reads_ours(const gg_lib *L, uint32_t align) {
     }
     const char *path = tmp("ggml_in");
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    for (int i = 0; i < GG_NT; i++) CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], rt_size(&gg_tensors[i])));
+    for (int i = 0; i < GG_NT; i++)
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], rt_size(&gg_tensors[i])));
     CHECK_OK(fp4_gguf_writer_finish(w));
     fp4_gguf_writer_free(w);
     fp4_gguf *g = NULL;
@@ -611,7 +656,14 @@ static void gg_writes_ours_reads(const gg_lib *L) {
     fp4_status st = fp4_gguf_open(path, &g, &err);
     CHECK_MSG(st == FP4_OK, "ggml's file refused: %s [%s] %s", fp4_status_str(st), err.rule, err.msg);
     if (g) {
-        uint8_t u8; int32_t i32; float f32; uint64_t u64, n; double f64; int b; const char *str; const void *d;
+        uint8_t u8;
+        int32_t i32;
+        float f32;
+        uint64_t u64, n;
+        double f64;
+        int b;
+        const char *str;
+        const void *d;
         CHECK(fp4_gguf_n_kv(g) == 9 && fp4_gguf_n_tensors(g) == 0);
         CHECK(fp4_gguf_get_u8(g, fp4_gguf_key_index(g, "x.u8"), &u8) == FP4_OK && u8 == 9);
         CHECK(fp4_gguf_get_i32(g, fp4_gguf_key_index(g, "x.i32"), &i32) == FP4_OK && i32 == -12345);
@@ -619,11 +671,12 @@ static void gg_writes_ours_reads(const gg_lib *L) {
         CHECK(fp4_gguf_get_u64(g, fp4_gguf_key_index(g, "x.u64"), &u64) == FP4_OK && u64 == 1ull << 40);
         CHECK(fp4_gguf_get_f64(g, fp4_gguf_key_index(g, "x.f64"), &f64) == FP4_OK && f64 == -2.5);
         CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "x.bool"), &b) == FP4_OK && b == 1);
-        CHECK(fp4_gguf_get_arr(g, fp4_gguf_key_index(g, "x.arr"), FP4_GGUF_FLOAT32, &d, &n) == FP4_OK && n == 3 &&
-              memcmp(d, f, sizeof f) == 0);
+        CHECK(fp4_gguf_get_arr(g, fp4_gguf_key_index(g, "x.arr"), FP4_GGUF_FLOAT32, &d, &n) == FP4_OK &&
+              n == 3 && memcmp(d, f, sizeof f) == 0);
         int64_t k = fp4_gguf_key_index(g, "x.toks");
         for (uint64_t j = 0; j < 3; j++)
-            CHECK(fp4_gguf_get_arr_str(g, k, j, &str, &n) == FP4_OK && n == strlen(s[j]) && memcmp(str, s[j], n) == 0);
+            CHECK(fp4_gguf_get_arr_str(g, k, j, &str, &n) == FP4_OK && n == strlen(s[j]) &&
+                  memcmp(str, s[j], n) == 0);
     }
     fp4_gguf_close(g);
     remove(path);

@@ -48,8 +48,9 @@ static void test_golden(void) {
                                .st_metadata = rule ? meta_cpu : meta_gpu};
         CHECK_OK(fp4_quantize_checkpoint(GOLDEN("input.safetensors"), out, &o, &e));
         snprintf(f, sizeof f, "%s/model.safetensors", out);
-        CHECK_MSG(same_file(f, rule ? GOLDEN("modelopt_cpu.safetensors") : GOLDEN("modelopt_cuda.safetensors")),
-                  "quantize --scale2-rule %s differs from ModelOpt's own file", rule ? "cpu" : "gpu");
+        CHECK_MSG(
+            same_file(f, rule ? GOLDEN("modelopt_cpu.safetensors") : GOLDEN("modelopt_cuda.safetensors")),
+            "quantize --scale2-rule %s differs from ModelOpt's own file", rule ? "cpu" : "gpu");
     }
     /* the two rules really differ on this input: the test could fail */
     CHECK(!same_file(GOLDEN("modelopt_cpu.safetensors"), GOLDEN("modelopt_cuda.safetensors")));
@@ -161,14 +162,19 @@ static void write_synthetic(const char *dir, int w4a4, test_rng *r) {
     fp4_hf_writer_free(w);
     char f[700];
     snprintf(f, sizeof f, "%s/config.json", dir);
-    CHECK_OK(fp4_hf_write_json(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":128}", 2, 1, &e));
+    CHECK_OK(
+        fp4_hf_write_json(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":128}", 2, 1, &e));
     snprintf(f, sizeof f, "%s/hf_quant_config.json", dir);
-    CHECK_OK(fp4_hf_write_json(f, w4a4 ? "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_algo\":\"NVFP4\",\"group_size\":16}}"
-                                       : "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_algo\":\"W4A16_NVFP4\",\"group_size\":16}}",
+    CHECK_OK(fp4_hf_write_json(f,
+                               w4a4 ? "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_"
+                                      "algo\":\"NVFP4\",\"group_size\":16}}"
+                                    : "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_"
+                                      "algo\":\"W4A16_NVFP4\",\"group_size\":16}}",
                                4, 0, &e));
 }
 
-static const fp4_layout layouts[4] = {FP4_LAYOUT_MODELOPT, FP4_LAYOUT_GGUF, FP4_LAYOUT_GGUF_GGML, FP4_LAYOUT_CT};
+static const fp4_layout layouts[4] = {FP4_LAYOUT_MODELOPT, FP4_LAYOUT_GGUF, FP4_LAYOUT_GGUF_GGML,
+                                      FP4_LAYOUT_CT};
 
 static void out_name(char *buf, size_t n, const char *tag, fp4_layout l) {
     snprintf(buf, n, "%.300s/%.40s_%.20s%s", tmp, tag, fp4_layout_name(l),
@@ -196,7 +202,9 @@ static int convert(const char *in, const char *out, fp4_layout l) {
         fp4_write_opts o = {.layout = l};
         st = fp4_model_write(m, out, &o, &e);
     }
-    if (st) fprintf(stderr, "convert %s -> %s: %s [%s] %s %s\n", in, out, fp4_status_str(st), e.rule, e.tensor, e.msg);
+    if (st)
+        fprintf(stderr, "convert %s -> %s: %s [%s] %s %s\n", in, out, fp4_status_str(st), e.rule, e.tensor,
+                e.msg);
     fp4_model_close(m);
     return st == FP4_OK;
 }
@@ -245,7 +253,8 @@ static void test_round_trips(int w4a4) {
     snprintf(tag, sizeof tag, "w%d", w4a4);
     for (int i = 0; i < 4; i++) { /* the same weights in each layout */
         out_name(a, sizeof a, tag, layouts[i]);
-        CHECK_MSG(i == 0 ? convert(base, a, layouts[0]) : convert(base, a, layouts[i]), "base -> %s", fp4_layout_name(layouts[i]));
+        CHECK_MSG(i == 0 ? convert(base, a, layouts[0]) : convert(base, a, layouts[i]), "base -> %s",
+                  fp4_layout_name(layouts[i]));
         same_content(base, a);
     }
     int directions = 0;
@@ -290,7 +299,8 @@ static void test_ggml_interop(void) {
     const fp4_gguf *mg = fp4_model_gguf(m);
     CHECK(mg && fp4_gguf_n_kv(mg) == fp4_gguf_n_kv(g) && fp4_gguf_n_kv(g) > 0);
     for (int64_t i = 0; mg && g && i < fp4_gguf_n_kv(g); i++)
-        CHECK(fp4_gguf_key_index(mg, fp4_gguf_key(g, i)) == i && fp4_gguf_kv_type(mg, i) == fp4_gguf_kv_type(g, i));
+        CHECK(fp4_gguf_key_index(mg, fp4_gguf_key(g, i)) == i &&
+              fp4_gguf_kv_type(mg, i) == fp4_gguf_kv_type(g, i));
     for (int64_t i = 0; m && g && i < fp4_model_n_tensors(m); i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
         if (t->type != FP4_TYPE_NVFP4_E2M1) continue;

@@ -6,12 +6,14 @@
 
 const cli_verb cli_verbs[] = {
     {"help", cmd_help, "show this help, or the usage of one verb", "fp4lane help [VERB]"},
-    {"demo", cmd_demo, "the main job on an embedded model: quantize, validate, convert, contract", "fp4lane demo"},
+    {"demo", cmd_demo, "the main job on an embedded model: quantize, validate, convert, contract",
+     "fp4lane demo"},
     {"selftest", cmd_selftest, "prove the codecs and the contract fixtures (exhaustive, ~1 s)",
      "fp4lane selftest [--json]"},
     {"validate", cmd_validate, "check a checkpoint against every loading rule (exit 0 valid, 1 refused)",
      "fp4lane validate FILE|DIR [--json]"},
-    {"inspect", cmd_inspect, "metadata, tensors, types, shapes, bits/weight, lanes", "fp4lane inspect FILE|DIR [--json]"},
+    {"inspect", cmd_inspect, "metadata, tensors, types, shapes, bits/weight, lanes",
+     "fp4lane inspect FILE|DIR [--json]"},
     {"dump", cmd_dump, "dequantized values of one tensor (text, or raw f32 with --raw)",
      "fp4lane dump FILE TENSOR [--rows A:B] [--raw]"},
     {"quantize", cmd_quantize, "quantize f32/f16/bf16 weights to NVFP4 (ModelOpt recipe) or Q4_K",

@@ -110,7 +110,8 @@ const char *fp4_ckpt_meta(const fp4_ckpt *c, const char *key) {
 }
 
 static fp4_status open_gguf(fp4_ckpt *c, const void *mem, size_t size, fp4_error *err) {
-    fp4_status st = mem ? fp4_gguf_open_buffer(mem, size, &c->gguf, err) : fp4_gguf_open(c->path, &c->gguf, err);
+    fp4_status st =
+        mem ? fp4_gguf_open_buffer(mem, size, &c->gguf, err) : fp4_gguf_open(c->path, &c->gguf, err);
     if (st) return st;
     c->is_gguf = 1;
     c->n = fp4_gguf_n_tensors(c->gguf);
@@ -184,9 +185,12 @@ static fp4_status open_hfdir(fp4_ckpt *c, fp4_error *err) {
         c->file_bytes += 8 + fp4_st_header_len(fp4_hfdir_shard(c->hf, s));
     if (fp4_hfdir_n_shards(c->hf) && copy_meta(c, fp4_hfdir_shard(c->hf, 0)))
         return fp4_fail(err, FP4_ERR_NOMEM, c->path, NULL, "alloc", "out of memory");
-    if (dup_json(c, FP4_HF_CONFIG, &c->config_json) || dup_json(c, FP4_HF_QUANT_CONFIG, &c->quant_config_json))
-        return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hfdir.json", "cannot read config.json / hf_quant_config.json");
-    if (c->config_json && canonical_config(c)) return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hf.config", "config.json is not a JSON object");
+    if (dup_json(c, FP4_HF_CONFIG, &c->config_json) ||
+        dup_json(c, FP4_HF_QUANT_CONFIG, &c->quant_config_json))
+        return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hfdir.json",
+                        "cannot read config.json / hf_quant_config.json");
+    if (c->config_json && canonical_config(c))
+        return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hf.config", "config.json is not a JSON object");
     /* a compressed-tensors directory made by fp4lane keeps ModelOpt's hf_quant_config in metadata */
     const char *q = fp4_ckpt_meta(c, FP4_META_QUANT_CONFIG);
     if (q && !c->quant_config_json && !(c->quant_config_json = strdup(q)))
@@ -199,12 +203,14 @@ fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, f
     if (!path || !out) return FP4_ERR_INVALID_ARG;
     *out = NULL;
     struct stat sb;
-    if (stat(path, &sb) != 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot open: no such file or directory");
+    if (stat(path, &sb) != 0)
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot open: no such file or directory");
     if (strlen(path) >= sizeof((fp4_ckpt *)0)->path)
         return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "io.path", "path too long");
     if (!S_ISDIR(sb.st_mode) && max_bytes && (uint64_t)sb.st_size > max_bytes)
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget", "file is %lld bytes, above the budget of %llu",
-                        (long long)sb.st_size, (unsigned long long)max_bytes);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget",
+                        "file is %lld bytes, above the budget of %llu", (long long)sb.st_size,
+                        (unsigned long long)max_bytes);
     fp4_ckpt *c = calloc(1, sizeof *c);
     if (!c) return FP4_ERR_NOMEM;
     snprintf(c->path, sizeof c->path, "%s", path);
@@ -217,11 +223,13 @@ fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, f
         ssize_t got = fd >= 0 ? read(fd, magic, 4) : -1;
         if (fd >= 0) close(fd);
         if (got < 0) st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot read");
-        else st = (got == 4 && !memcmp(magic, "GGUF", 4)) ? open_gguf(c, NULL, 0, err) : open_st_file(c, NULL, 0, err);
+        else
+            st = (got == 4 && !memcmp(magic, "GGUF", 4)) ? open_gguf(c, NULL, 0, err)
+                                                         : open_st_file(c, NULL, 0, err);
     }
     if (!st && max_bytes && c->file_bytes > max_bytes)
-        st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget", "checkpoint is %llu bytes, above the budget",
-                      (unsigned long long)c->file_bytes);
+        st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget",
+                      "checkpoint is %llu bytes, above the budget", (unsigned long long)c->file_bytes);
     if (!st) st = ckpt_index(c, err);
     if (st) {
         fp4_ckpt_close(c);
@@ -231,17 +239,19 @@ fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, f
     return FP4_OK;
 }
 
-fp4_status fp4_ckpt_open_memory(const void *data, size_t size, const char *name, uint64_t max_bytes, fp4_ckpt **out,
-                                fp4_error *err) {
+fp4_status fp4_ckpt_open_memory(const void *data, size_t size, const char *name, uint64_t max_bytes,
+                                fp4_ckpt **out, fp4_error *err) {
     fp4_error_clear(err);
     if (!data || !out) return FP4_ERR_INVALID_ARG;
     *out = NULL;
     if (max_bytes && size > max_bytes)
-        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "ckpt.budget", "image is %zu bytes, above the budget", size);
+        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "ckpt.budget", "image is %zu bytes, above the budget",
+                        size);
     fp4_ckpt *c = calloc(1, sizeof *c);
     if (!c) return FP4_ERR_NOMEM;
     snprintf(c->path, sizeof c->path, "%s", name ? name : "(memory)");
-    fp4_status st = (size >= 4 && !memcmp(data, "GGUF", 4)) ? open_gguf(c, data, size, err) : open_st_file(c, data, size, err);
+    fp4_status st = (size >= 4 && !memcmp(data, "GGUF", 4)) ? open_gguf(c, data, size, err)
+                                                            : open_st_file(c, data, size, err);
     if (!st) st = ckpt_index(c, err);
     if (st && err && !err->file[0]) snprintf(err->file, sizeof err->file, "%.255s", c->path);
     if (st) {

@@ -6,7 +6,8 @@ typedef fp4_status (*row_fn)(const fp4_tensor *t, int64_t r, float *dst);
 
 static fp4_status row_nvfp4(const fp4_tensor *t, int64_t r, float *dst) {
     const fp4_nvfp4_view *v = &t->nvfp4;
-    return fp4_nvfp4_dequant_row(v->payload + r * (v->n_in / 2), v->scales + r * (v->n_in / 16), v->scale2, v->n_in, dst);
+    return fp4_nvfp4_dequant_row(v->payload + r * (v->n_in / 2), v->scales + r * (v->n_in / 16), v->scale2,
+                                 v->n_in, dst);
 }
 static fp4_status row_f32(const fp4_tensor *t, int64_t r, float *dst) {
     memcpy(dst, t->data + (size_t)(r * t->ne[0]) * 4, (size_t)t->ne[0] * 4);
