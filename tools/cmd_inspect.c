@@ -38,19 +38,8 @@ static json_t *tensor_json(const fp4_tensor *t) {
 
 /* The container's own metadata: GGUF key/values, or safetensors __metadata__ (first shard). */
 static json_t *gguf_value(const fp4_gguf *g, int64_t i) {
-    union {
-        uint8_t u8;
-        int8_t i8;
-        uint16_t u16;
-        int16_t i16;
-        uint32_t u32;
-        int32_t i32;
-        uint64_t u64;
-        int64_t i64;
-        float f;
-        double d;
-        int b;
-    } v;
+    union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32; uint64_t u64;
+            int64_t i64; float f; double d; int b; } v;
     const char *s;
     uint64_t len;
     switch (fp4_gguf_kv_type(g, i)) {

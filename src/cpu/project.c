@@ -7,11 +7,7 @@ typedef fp4_status (*route_fn)(const fp4_tensor *w, const float *x, int64_t n_co
 
 enum { ACT_A16 = 0, ACT_NVFP4 = 1, ACT_ANY = 2, MODE_ANY = 2 };
 
-static int64_t rows_of(const fp4_tensor *w) {
-    int64_t n = 1;
-    for (int i = 1; i < w->n_dims; i++) n *= w->ne[i];
-    return n;
-}
+static int64_t rows_of(const fp4_tensor *w) { return fp4_rows_of(w->ne, w->n_dims); }
 
 static fp4_status r_a16_exact(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
     return fp4_nvfp4_matvec_a16_exact(&w->nvfp4, x, n_cols, y, nt);

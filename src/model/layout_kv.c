@@ -40,19 +40,8 @@ fp4_status fp4_gguf_copy_kvs(fp4_gguf_writer *w, const fp4_gguf *g) {
     for (int64_t i = 0; i < fp4_gguf_n_kv(g) && !st; i++) {
         const char *k = fp4_gguf_key(g, i);
         if (regenerated(k)) continue;
-        union {
-            uint8_t u8;
-            int8_t i8;
-            uint16_t u16;
-            int16_t i16;
-            uint32_t u32;
-            int32_t i32;
-            uint64_t u64;
-            int64_t i64;
-            float f;
-            double d;
-            int b;
-        } v;
+        union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32; uint64_t u64;
+                int64_t i64; float f; double d; int b; } v;
         const char *s;
         uint64_t len;
         switch (fp4_gguf_kv_type(g, i)) {
