@@ -41,10 +41,10 @@ static void walk_scalar(const fp4_gguf *g, int64_t i) {
 static void walk_array(const fp4_gguf *g, int64_t i) {
     fp4_gguf_type et = fp4_gguf_arr_type(g, i);
     const void *data;
-    uint64_t n = 0;
+    int64_t n = 0;
     if (et == FP4_GGUF_STRING) {
         if (fp4_gguf_get_arr_str_count(g, i, &n) != FP4_OK) __builtin_trap();
-        for (uint64_t j = 0; j < n; j++) {
+        for (int64_t j = 0; j < n; j++) {
             const char *s;
             uint64_t len;
             if (fp4_gguf_get_arr_str(g, i, j, &s, &len) != FP4_OK) __builtin_trap();
@@ -54,7 +54,7 @@ static void walk_array(const fp4_gguf *g, int64_t i) {
         return;
     }
     if (fp4_gguf_get_arr(g, i, et, &data, &n) != FP4_OK) __builtin_trap();
-    inside(data, n * fp4_gguf_type_size(et));
+    inside(data, (uint64_t)n * fp4_gguf_type_size(et));
     if (fp4_gguf_get_arr_str_count(g, i, &n) != FP4_ERR_DTYPE) __builtin_trap();
 }
 

@@ -386,10 +386,10 @@ FP4_API fp4_gguf_type fp4_gguf_arr_type(const fp4_gguf *g, int64_t i);
 /* Fixed-size elements: elem must equal the stored element type (FP4_ERR_DTYPE otherwise, also
  * for string arrays); *data points at count little-endian elements in the file (unaligned). */
 FP4_API fp4_status fp4_gguf_get_arr(const fp4_gguf *g, int64_t i, fp4_gguf_type elem, const void **data,
-                                    uint64_t *count);
-/* String arrays: count, then element j (not NUL-terminated, like fp4_gguf_get_str). */
-FP4_API fp4_status fp4_gguf_get_arr_str_count(const fp4_gguf *g, int64_t i, uint64_t *count);
-FP4_API fp4_status fp4_gguf_get_arr_str(const fp4_gguf *g, int64_t i, uint64_t j, const char **s,
+                                    int64_t *count);
+/* String arrays: count, then element j in [0, count) (not NUL-terminated, like fp4_gguf_get_str). */
+FP4_API fp4_status fp4_gguf_get_arr_str_count(const fp4_gguf *g, int64_t i, int64_t *count);
+FP4_API fp4_status fp4_gguf_get_arr_str(const fp4_gguf *g, int64_t i, int64_t j, const char **s,
                                         uint64_t *len);
 
 /* Tensors, in file order (which is data order). */

@@ -146,9 +146,9 @@ static void rt_write_kvs(fp4_gguf_writer *w, const rt_arrays *a) {
 static void rt_check_arr(const fp4_gguf *g, const char *key, fp4_gguf_type t, const void *want, uint64_t n) {
     int64_t k = fp4_gguf_key_index(g, key);
     const void *data = NULL;
-    uint64_t cnt = 0;
+    int64_t cnt = 0;
     CHECK_MSG(fp4_gguf_arr_type(g, k) == t, "%s", key);
-    CHECK_MSG(fp4_gguf_get_arr(g, k, t, &data, &cnt) == FP4_OK && cnt == n, "%s", key);
+    CHECK_MSG(fp4_gguf_get_arr(g, k, t, &data, &cnt) == FP4_OK && (uint64_t)cnt == n, "%s", key);
     size_t es = fp4_gguf_type_size(t);
     for (uint64_t i = 0; data && i < n; i++) {
         uint64_t v = 0, h = 0;
@@ -227,15 +227,17 @@ static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) 
     rt_check_arr(g, "a.f64", FP4_GGUF_FLOAT64, a->f64, 2);
     rt_check_arr(g, "a.empty", FP4_GGUF_FLOAT32, NULL, 0);
     int64_t k = fp4_gguf_key_index(g, "a.str");
-    uint64_t n = 0, len;
+    int64_t n = 0;
+    uint64_t len;
     const char *s;
     const void *data;
     CHECK(fp4_gguf_arr_type(g, k) == FP4_GGUF_STRING && fp4_gguf_get_arr_str_count(g, k, &n) == FP4_OK &&
           n == 4);
-    for (uint64_t j = 0; j < 4; j++)
+    for (int64_t j = 0; j < 4; j++)
         CHECK(fp4_gguf_get_arr_str(g, k, j, &s, &len) == FP4_OK && len == rt_lens[j] &&
               memcmp(s, rt_strs[j], len) == 0);
-    CHECK(fp4_gguf_get_arr_str(g, k, 4, &s, &len) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_get_arr_str(g, k, 4, &s, &len) == FP4_ERR_INVALID_ARG &&
+          fp4_gguf_get_arr_str(g, k, -1, &s, &len) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_get_arr(g, k, FP4_GGUF_STRING, &data, &n) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_arr_str(g, fp4_gguf_key_index(g, "a.u8"), 0, &s, &len) == FP4_ERR_DTYPE);
     k = fp4_gguf_key_index(g, "a.cstr");
@@ -671,10 +673,11 @@ static void gg_writes_ours_reads(const gg_lib *L) {
         CHECK(fp4_gguf_get_u64(g, fp4_gguf_key_index(g, "x.u64"), &u64) == FP4_OK && u64 == 1ull << 40);
         CHECK(fp4_gguf_get_f64(g, fp4_gguf_key_index(g, "x.f64"), &f64) == FP4_OK && f64 == -2.5);
         CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "x.bool"), &b) == FP4_OK && b == 1);
-        CHECK(fp4_gguf_get_arr(g, fp4_gguf_key_index(g, "x.arr"), FP4_GGUF_FLOAT32, &d, &n) == FP4_OK &&
-              n == 3 && memcmp(d, f, sizeof f) == 0);
+        int64_t cnt = 0;
+        CHECK(fp4_gguf_get_arr(g, fp4_gguf_key_index(g, "x.arr"), FP4_GGUF_FLOAT32, &d, &cnt) == FP4_OK &&
+              cnt == 3 && memcmp(d, f, sizeof f) == 0);
         int64_t k = fp4_gguf_key_index(g, "x.toks");
-        for (uint64_t j = 0; j < 3; j++)
+        for (int64_t j = 0; j < 3; j++)
             CHECK(fp4_gguf_get_arr_str(g, k, j, &str, &n) == FP4_OK && n == strlen(s[j]) &&
                   memcmp(str, s[j], n) == 0);
     }

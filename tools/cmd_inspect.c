@@ -60,13 +60,12 @@ static json_t *gguf_value(const fp4_gguf *g, int64_t i) {
         return j ? j : json_string("(not UTF-8)");
     }
     case FP4_GGUF_ARRAY: {
-        uint64_t n = 0;
+        int64_t n = 0;
         const void *d;
         if (fp4_gguf_arr_type(g, i) == FP4_GGUF_STRING) fp4_gguf_get_arr_str_count(g, i, &n);
         else fp4_gguf_get_arr(g, i, fp4_gguf_arr_type(g, i), &d, &n);
         char buf[64];
-        snprintf(buf, sizeof buf, "[%s × %llu]", fp4_gguf_type_name(fp4_gguf_arr_type(g, i)),
-                 (unsigned long long)n);
+        snprintf(buf, sizeof buf, "[%s × %lld]", fp4_gguf_type_name(fp4_gguf_arr_type(g, i)), (long long)n);
         return json_string(buf);
     }
     default: return json_null();

@@ -664,31 +664,31 @@ fp4_gguf_type fp4_gguf_arr_type(const fp4_gguf *g, int64_t i) {
 }
 
 fp4_status fp4_gguf_get_arr(const fp4_gguf *g, int64_t i, fp4_gguf_type elem, const void **data,
-                            uint64_t *count) {
+                            int64_t *count) {
     const gguf_kv *kv;
     fp4_status st = kv_typed(g, i, FP4_GGUF_ARRAY, data, &kv);
     if (st) return st;
     if (!count) return FP4_ERR_INVALID_ARG;
     if ((uint32_t)elem != kv->arr_type || elem == FP4_GGUF_STRING) return FP4_ERR_DTYPE;
     *data = kv->val;
-    *count = kv->count;
+    *count = (int64_t)kv->count; /* <= FP4_MAX_ARRAY */
     return FP4_OK;
 }
 
-fp4_status fp4_gguf_get_arr_str_count(const fp4_gguf *g, int64_t i, uint64_t *count) {
+fp4_status fp4_gguf_get_arr_str_count(const fp4_gguf *g, int64_t i, int64_t *count) {
     const gguf_kv *kv;
     fp4_status st = kv_typed(g, i, FP4_GGUF_ARRAY, count, &kv);
     if (st) return st;
     if (kv->arr_type != FP4_GGUF_STRING) return FP4_ERR_DTYPE;
-    *count = kv->count;
+    *count = (int64_t)kv->count; /* <= FP4_MAX_ARRAY */
     return FP4_OK;
 }
 
-fp4_status fp4_gguf_get_arr_str(const fp4_gguf *g, int64_t i, uint64_t j, const char **s, uint64_t *len) {
-    uint64_t n;
+fp4_status fp4_gguf_get_arr_str(const fp4_gguf *g, int64_t i, int64_t j, const char **s, uint64_t *len) {
+    int64_t n;
     fp4_status st = fp4_gguf_get_arr_str_count(g, i, &n);
     if (st) return st;
-    if (!s || !len || j >= n) return FP4_ERR_INVALID_ARG;
+    if (!s || !len || j < 0 || j >= n) return FP4_ERR_INVALID_ARG;
     const uint8_t *p = g->strs[g->kv[i].str0 + j];
     *s = (const char *)p;
     *len = fp4_rd_le64(p - 8);

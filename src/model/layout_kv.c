@@ -11,7 +11,7 @@ static int regenerated(const char *k) {
 
 static fp4_status copy_array(fp4_gguf_writer *w, const fp4_gguf *g, int64_t i, const char *k) {
     fp4_gguf_type et = fp4_gguf_arr_type(g, i);
-    uint64_t n = 0;
+    int64_t n = 0;
     if (et != FP4_GGUF_STRING) {
         const void *data;
         fp4_status st = fp4_gguf_get_arr(g, i, et, &data, &n);
@@ -19,7 +19,7 @@ static fp4_status copy_array(fp4_gguf_writer *w, const fp4_gguf *g, int64_t i, c
         void *copy = malloc((size_t)(n * fp4_gguf_type_size(et)) + 1); /* aligned host copy */
         if (!copy) return FP4_ERR_NOMEM;
         memcpy(copy, data, (size_t)(n * fp4_gguf_type_size(et)));
-        st = fp4_gguf_writer_add_arr(w, k, et, copy, n);
+        st = fp4_gguf_writer_add_arr(w, k, et, copy, (uint64_t)n);
         free(copy);
         return st;
     }
@@ -28,8 +28,8 @@ static fp4_status copy_array(fp4_gguf_writer *w, const fp4_gguf *g, int64_t i, c
     const char **s = malloc(sizeof *s * (size_t)(n + 1));
     uint64_t *lens = malloc(sizeof *lens * (size_t)(n + 1));
     if (!s || !lens) st = FP4_ERR_NOMEM;
-    for (uint64_t j = 0; j < n && !st; j++) st = fp4_gguf_get_arr_str(g, i, j, &s[j], &lens[j]);
-    if (!st) st = fp4_gguf_writer_add_arr_str(w, k, s, lens, n);
+    for (int64_t j = 0; j < n && !st; j++) st = fp4_gguf_get_arr_str(g, i, j, &s[j], &lens[j]);
+    if (!st) st = fp4_gguf_writer_add_arr_str(w, k, s, lens, (uint64_t)n);
     free(s);
     free(lens);
     return st;
