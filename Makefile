@@ -76,14 +76,19 @@ $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< tests/replay_main.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
+# Every public header compiles alone as C11 and C++11, with and without the opt-in oracle API.
+PUBLIC_H = $(sort $(wildcard include/*.h))
 header-check:
-	@echo '#include "fp4lane.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
-	@echo '#include "fp4lane.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
+	@for h in $(notdir $(PUBLIC_H)); do for d in -UFP4LANE_ORACLE_API -DFP4LANE_ORACLE_API; do \
+	  echo "#include \"$$h\"" | $(CC) -Iinclude $$d -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only - || exit 1; \
+	  echo "#include \"$$h\"" | $(CXX) -Iinclude $$d -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only - || exit 1; \
+	done; done
 
-# Every FP4_API function is implemented and exported, and nothing else is exported.
+# Every FP4_API function of every public header is implemented and exported (the CUDA ones live
+# in libfp4lane_cuda.a: `make cuda` checks them), and nothing else is exported.
 symbols-check: lib
 	@nm -D --defined-only $(BUILD)/libfp4lane.so | awk '{print $$3}' | sort > $(BUILD)/exported.txt
-	@tr '\n' ' ' < include/fp4lane.h | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
+	@cat $(PUBLIC_H) | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
 	  | grep -v '^visibility$$' | sort -u > $(BUILD)/declared.txt
 	@extra=$$(comm -23 $(BUILD)/exported.txt $(BUILD)/declared.txt); \
 	 missing=$$(comm -13 $(BUILD)/exported.txt $(BUILD)/declared.txt | grep -v '^fp4_cuda_'); \
@@ -161,6 +166,17 @@ lab: cuda
 clean:
 	rm -rf build build-asan build-ubsan build-clang build-fuzz
 
+# House style (HACKING.md): no line longer than 110 characters and no tab in the sources under
+# src/ tools/ tests/ include/ fuzz/ dev/ (Makefiles keep their tabs). Lists every offending line.
+FORMAT_DIRS = src tools tests include fuzz dev
+format-check:
+	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+	  -o -name '*.sh' -o -name '*.mjs' -o -name '*.py' \) | sort); \
+	 bad=$$(LC_ALL=C.UTF-8 grep -nHP '^.{111}|\t' $$files | cut -c1-150); \
+	 if [ -n "$$bad" ]; then printf '%s\n' "$$bad"; \
+	   echo "format-check: $$(printf '%s\n' "$$bad" | wc -l) line(s) longer than 110 characters or with a tab"; exit 1; \
+	 else echo "format-check: $$(echo $$files | wc -w) files, no line over 110 characters, no tab"; fi
+
 # ---- CPU benchmark (dev/bench_cpu.c): fp4lane vs ggml's CPU kernels; results in bench/cpu.md ----
 .PHONY: bench-cpu
 BENCH_REPS ?= 9
@@ -219,3 +235,8 @@ install-check: all
 	 $(MAKE) --no-print-directory -s uninstall DESTDIR=$$d PREFIX=/opt/fp4 && \
 	 left=$$(find $$d/opt -type f) && test -z "$$left" && echo "install-check: ok (fp4lane $$v via pkg-config)" || \
 	 { echo "install-check: FAILED (left: $$left)"; exit 1; }
+
+# ---- dev tools: make $(BUILD)/dev/NAME builds dev/NAME.c against the library (bench/io.sh uses gen_checkpoint) ----
+$(BUILD)/dev/%: dev/%.c $(BUILD)/libfp4lane.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)

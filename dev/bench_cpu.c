@@ -12,6 +12,7 @@
  * K-quants, Q8_0 for ggml's NVFP4 dot), on 1 or 2 threads split by rows like fp4lane.
  * Dev tool: prints, and exits non-zero on failure. */
 #include "fp4lane.h"
+#include "fp4_rng.h"
 #include "ggml_oracle.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -26,12 +27,7 @@ static double now_s(void) {
 }
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
-static uint64_t rnd(void) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return fp4_splitmix64(&rs); }
 static void fill_bytes(uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i += 8) {
         uint64_t v = rnd();
@@ -168,9 +164,12 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
 
     printf("\n%lld x %lld (n_out x n_in), 1 column; NVFP4 %.1f MB, Q4_K %.1f MB\n\n", (long long)n_out,
            (long long)n_in, nv_bytes / 1e6, q4_bytes / 1e6);
-    printf("| kernel | threads | ms (median of %d) | GB/s (median) | GB/s (best) |\n|---|---|---|---|---|\n", reps);
-    for (int nt = 1; nt <= 2; nt++) row("fp4lane fp4_nvfp4_matvec_a16_exact", time_runs(run_nvfp4, &b, nt, reps), (double)nv_bytes, nt);
-    for (int nt = 1; nt <= 2; nt++) row("fp4lane fp4_q4_K_matvec", time_runs(run_q4_K, &b, nt, reps), (double)q4_bytes, nt);
+    printf("| kernel | threads | ms (median of %d) | GB/s (median) | GB/s (best) |\n|---|---|---|---|---|\n",
+           reps);
+    for (int nt = 1; nt <= 2; nt++)
+        row("fp4lane fp4_nvfp4_matvec_a16_exact", time_runs(run_nvfp4, &b, nt, reps), (double)nv_bytes, nt);
+    for (int nt = 1; nt <= 2; nt++)
+        row("fp4lane fp4_q4_K_matvec", time_runs(run_q4_K, &b, nt, reps), (double)q4_bytes, nt);
 
     char name[128];
     struct { const char *label; ggml_vec_dot_fn fn; int nvfp4; } gk[3] = {
@@ -185,7 +184,8 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
         b.row_bytes = gk[k].nvfp4 ? (size_t)(n_in / 64) * 36 : (size_t)(n_in / 256) * sizeof(fp4_block_q4_K);
         snprintf(name, sizeof name, "ggml %s (%s)", gk[k].label, variant);
         for (int nt = 1; nt <= 2; nt++)
-            row(name, time_runs(run_ggml, &b, nt, reps), gk[k].nvfp4 ? (double)nv_bytes : (double)q4_bytes, nt);
+            row(name, time_runs(run_ggml, &b, nt, reps), gk[k].nvfp4 ? (double)nv_bytes : (double)q4_bytes,
+                nt);
     }
     free(payload);
     free(scales);
@@ -207,7 +207,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    printf("fp4lane %s; ggml %s (%s), CPU backend %s\n", fp4_version(), g.ggml_version(), g.ggml_commit(), g.cpu_name);
+    printf("fp4lane %s; ggml %s (%s), CPU backend %s\n", fp4_version(), g.ggml_version(), g.ggml_commit(),
+           g.cpu_name);
     if (bench_shape(4096, 14336, &g, variant, reps)) return 1;
     if (bench_shape(14336, 4096, &g, variant, reps)) return 1;
     return 0;

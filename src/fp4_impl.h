@@ -3,6 +3,7 @@
 #ifndef FP4_IMPL_H
 #define FP4_IMPL_H
 
+#define FP4LANE_ORACLE_API /* the library defines the oracle helpers too */
 #include "fp4lane.h"
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,10 +16,18 @@ fp4_status fp4_fail(fp4_error *err, fp4_status code, const char *file, const cha
 void fp4_error_clear(fp4_error *err);
 
 /* ---- checked arithmetic: true on overflow ---- */
-static inline bool fp4_mul_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_mul_overflow(a, b, r); }
-static inline bool fp4_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_add_overflow(a, b, r); }
-static inline bool fp4_mul_overflow_i64(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
-static inline bool fp4_add_overflow_i64(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline bool fp4_mul_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) {
+    return __builtin_mul_overflow(a, b, r);
+}
+static inline bool fp4_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) {
+    return __builtin_add_overflow(a, b, r);
+}
+static inline bool fp4_mul_overflow_i64(int64_t a, int64_t b, int64_t *r) {
+    return __builtin_mul_overflow(a, b, r);
+}
+static inline bool fp4_add_overflow_i64(int64_t a, int64_t b, int64_t *r) {
+    return __builtin_add_overflow(a, b, r);
+}
 /* round x up to a multiple of align (a power of two); true on overflow */
 static inline bool fp4_align_up_u64(uint64_t x, uint64_t align, uint64_t *r) {
     uint64_t t;
@@ -32,11 +41,24 @@ static inline uint16_t fp4_rd_le16(const uint8_t *p) { return (uint16_t)(p[0] | 
 static inline uint32_t fp4_rd_le32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
-static inline uint64_t fp4_rd_le64(const uint8_t *p) { return (uint64_t)fp4_rd_le32(p) | ((uint64_t)fp4_rd_le32(p + 4) << 32); }
-static inline float fp4_rd_lef32(const uint8_t *p) { uint32_t u = fp4_rd_le32(p); float f; memcpy(&f, &u, 4); return f; }
+static inline uint64_t fp4_rd_le64(const uint8_t *p) {
+    return (uint64_t)fp4_rd_le32(p) | ((uint64_t)fp4_rd_le32(p + 4) << 32);
+}
+static inline float fp4_rd_lef32(const uint8_t *p) {
+    uint32_t u = fp4_rd_le32(p);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 static inline void fp4_wr_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void fp4_wr_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static inline void fp4_wr_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline void fp4_wr_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void fp4_wr_le64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
 static inline void fp4_wr_lef32(uint8_t *p, float f) { uint32_t u; memcpy(&u, &f, 4); fp4_wr_le32(p, u); }
 static inline uint32_t fp4_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float fp4_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -54,9 +76,42 @@ static inline bool fp4_cur_take(fp4_cursor *c, size_t n, const uint8_t **out) {
     c->left -= n;
     return true;
 }
-static inline bool fp4_cur_u8(fp4_cursor *c, uint8_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 1, &p)) return false; *v = p[0]; return true; }
-static inline bool fp4_cur_u32(fp4_cursor *c, uint32_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 4, &p)) return false; *v = fp4_rd_le32(p); return true; }
-static inline bool fp4_cur_u64(fp4_cursor *c, uint64_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 8, &p)) return false; *v = fp4_rd_le64(p); return true; }
+static inline bool fp4_cur_u8(fp4_cursor *c, uint8_t *v) {
+    const uint8_t *p;
+    if (!fp4_cur_take(c, 1, &p)) return false;
+    *v = p[0];
+    return true;
+}
+static inline bool fp4_cur_u32(fp4_cursor *c, uint32_t *v) {
+    const uint8_t *p;
+    if (!fp4_cur_take(c, 4, &p)) return false;
+    *v = fp4_rd_le32(p);
+    return true;
+}
+static inline bool fp4_cur_u64(fp4_cursor *c, uint64_t *v) {
+    const uint8_t *p;
+    if (!fp4_cur_take(c, 8, &p)) return false;
+    *v = fp4_rd_le64(p);
+    return true;
+}
+
+/* ---- small shared helpers ---- */
+/* rows of a tensor in GGUF dim order: the product of ne[1..n_dims) (1 for 0-D and 1-D) */
+static inline int64_t fp4_rows_of(const int64_t *ne, int32_t n_dims) {
+    int64_t n = 1;
+    for (int32_t i = 1; i < n_dims; i++) n *= ne[i]; /* callers hold shapes the readers bounded */
+    return n;
+}
+static inline int fp4_ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+/* index of s in names[0..n), -1 when absent */
+static inline int fp4_name_index(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
 
 /* ---- numeric helpers shared by the oracle files ---- */
 /* ggml's nearest_int: magic-number round to nearest even, valid for |fval| <= 4194303 */
@@ -95,8 +150,8 @@ fp4_status fp4_parallel_rows(int64_t n_rows, int n_threads, fp4_rows_fn fn, void
 /* CPU ISA selection for the exact A16 path (contract.c / contract_x86.c). fp4_cpu_set_isa(1)
  * forces the portable path (tests use it to check that both give the same bits). */
 int fp4_cpu_has_avx2(void);
-float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const fp4_block_q8_K *xq,
-                       int64_t n_in, const int32_t *q9);
+float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                       const fp4_block_q8_K *xq, int64_t n_in, const int32_t *q9);
 void fp4_cpu_set_isa(int portable_only);
 
 #endif

@@ -27,6 +27,7 @@ extern const int cli_n_verbs;
 
 /* shared helpers */
 int cli_isatty_stderr(void);
+int cli_usage(const char *verb); /* the verb's usage line from cli_verbs, on stderr; returns 2 */
 void cli_progress(const char *what, int64_t done, int64_t total); /* TTY only; total 0 ends the line */
 
 #endif

@@ -6,22 +6,33 @@
 
 const cli_verb cli_verbs[] = {
     {"help", cmd_help, "show this help, or the usage of one verb", "fp4lane help [VERB]"},
-    {"demo", cmd_demo, "the main job on an embedded model: quantize, validate, convert, contract", "fp4lane demo"},
+    {"demo", cmd_demo, "the main job on an embedded model: quantize, validate, convert, contract",
+     "fp4lane demo"},
     {"selftest", cmd_selftest, "prove the codecs and the contract fixtures (exhaustive, ~1 s)",
      "fp4lane selftest [--json]"},
     {"validate", cmd_validate, "check a checkpoint against every loading rule (exit 0 valid, 1 refused)",
      "fp4lane validate FILE|DIR [--json]"},
-    {"inspect", cmd_inspect, "metadata, tensors, types, shapes, bits/weight, lanes", "fp4lane inspect FILE|DIR [--json]"},
+    {"inspect", cmd_inspect, "metadata, tensors, types, shapes, bits/weight, lanes",
+     "fp4lane inspect FILE|DIR [--json]"},
     {"dump", cmd_dump, "dequantized values of one tensor (text, or raw f32 with --raw)",
      "fp4lane dump FILE TENSOR [--rows A:B] [--raw]"},
     {"quantize", cmd_quantize, "quantize f32/f16/bf16 weights to NVFP4 (ModelOpt recipe) or Q4_K",
-     "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k] [--scale2-rule gpu|cpu]"},
+     "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k]\n"
+     "       [--scale2-rule gpu|cpu] [--no-fusion] [--quantize-embeddings] [--shard-size N[M|G]]\n"
+     "       [--metadata KEY=VALUE]..."},
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
-     "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml"},
+     "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml\n"
+     "       [--shard-size N[M|G]] [--metadata KEY=VALUE]..."},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 
 int cli_isatty_stderr(void) { return isatty(2); }
+
+int cli_usage(const char *verb) {
+    for (int i = 0; i < cli_n_verbs; i++)
+        if (!strcmp(verb, cli_verbs[i].name)) fprintf(stderr, "usage: %s\n", cli_verbs[i].usage);
+    return 2;
+}
 
 void cli_progress(const char *what, int64_t done, int64_t total) {
     if (!cli_isatty_stderr()) return;

@@ -83,8 +83,8 @@ static void q1_16_fill(void) {
 /* One row against activations already widened to int16 (q16: n_in values, d: one per
  * super-block). The integer part is order-free, so it is written for the vectorizer: decode a
  * super-block's 256 codes to int16, then 16 dots of 16 int16 products summed in int32. */
-static float dot_a16_q16(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int16_t *q16,
-                         const float *d, int64_t n_in) {
+static float dot_a16_q16(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                         const int16_t *q16, const float *d, int64_t n_in) {
     float acc = 0.0f;
     int16_t w[FP4_QK_K];
     for (int64_t sb = 0; sb < n_in / FP4_QK_K; sb++) {
@@ -172,10 +172,10 @@ static void a16_rows(void *p, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++)
         for (int64_t col = 0; col < c->n_cols; col++)
             c->y[col * c->w->n_out + r] =
-                avx2 ? fp4_dot_a16_avx2(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2,
-                                        c->xq + col * nsb, n_in, q9_table)
-                     : dot_a16_q16(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2,
-                                   c->q16 + col * n_in, c->d + col * nsb, n_in);
+                avx2 ? fp4_dot_a16_avx2(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16),
+                                        c->w->scale2, c->xq + col * nsb, n_in, q9_table)
+                     : dot_a16_q16(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16),
+                                   c->w->scale2, c->q16 + col * n_in, c->d + col * nsb, n_in);
 }
 
 fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
@@ -195,7 +195,8 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
         fp4_q8_K_quantize(x + col * w->n_in, w->n_in, xq + col * nsb);
         for (int64_t b = 0; b < nsb; b++) {
             d[col * nsb + b] = xq[col * nsb + b].d;
-            for (int k = 0; k < FP4_QK_K; k++) q16[col * w->n_in + b * FP4_QK_K + k] = xq[col * nsb + b].qs[k];
+            for (int k = 0; k < FP4_QK_K; k++)
+                q16[col * w->n_in + b * FP4_QK_K + k] = xq[col * nsb + b].qs[k];
         }
     }
     pthread_once(&q1_16_once, q1_16_fill);
@@ -210,10 +211,9 @@ static void w4a4_rows(void *p, int64_t r0, int64_t r1) {
     const int64_t n_in = c->w->n_in;
     for (int64_t r = r0; r < r1; r++)
         for (int64_t col = 0; col < c->n_cols; col++)
-            c->y[col * c->w->n_out + r] =
-                fp4_nvfp4_dot_w4a4(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2,
-                                   c->acodes + col * (n_in / 2), c->ascales + col * (n_in / 16),
-                                   c->w->input_scale_inv, n_in);
+            c->y[col * c->w->n_out + r] = fp4_nvfp4_dot_w4a4(
+                c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2,
+                c->acodes + col * (n_in / 2), c->ascales + col * (n_in / 16), c->w->input_scale_inv, n_in);
 }
 
 fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
@@ -252,8 +252,8 @@ static void float_rows(void *p, int64_t r0, int64_t r1) {
             const float *xc = c->x + col * n_in;
             double acc = 0.0;
             for (int64_t g = 0; g < n_in / 16; g++) {
-                fp4_nvfp4_dequant_row(c->w->payload + r * (n_in / 2) + g * 8, c->w->scales + r * (n_in / 16) + g,
-                                      c->w->scale2, 16, deq);
+                fp4_nvfp4_dequant_row(c->w->payload + r * (n_in / 2) + g * 8,
+                                      c->w->scales + r * (n_in / 16) + g, c->w->scale2, 16, deq);
                 for (int j = 0; j < 16; j++) acc += (double)deq[j] * (double)xc[g * 16 + j];
             }
             c->y[col * c->w->n_out + r] = (float)acc;

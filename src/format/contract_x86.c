@@ -26,7 +26,8 @@ __attribute__((target("avx2"))) float fp4_dot_a16_avx2(const uint8_t *payload_ro
         for (int g2 = 0; g2 < 8; g2++) { /* two 16-groups per step: 16 payload bytes, 32 activations */
             __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(p + g2 * 16));
             __m128i lo = _mm_and_si128(b, low4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
-            __m256i codes = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)); /* element order */
+            __m256i codes =
+                _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi)); /* element order */
             __m256i mag = _mm256_shuffle_epi8(lut, codes);            /* |e2m1_q1|, codes 8..15 reuse 0..7 */
             __m256i neg = _mm256_cmpgt_epi8(codes, seven);            /* sign bit of the code */
             __m256i a = _mm256_loadu_si256((const __m256i *)(const void *)(q->qs + g2 * 32));
@@ -44,8 +45,8 @@ __attribute__((target("avx2"))) float fp4_dot_a16_avx2(const uint8_t *payload_ro
 
 int fp4_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #else
-float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const fp4_block_q8_K *xq,
-                       int64_t n_in, const int32_t *q9) {
+float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                       const fp4_block_q8_K *xq, int64_t n_in, const int32_t *q9) {
     (void)payload_row, (void)scales_row, (void)scale2, (void)xq, (void)n_in, (void)q9;
     return NAN;
 }

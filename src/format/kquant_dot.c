@@ -112,7 +112,8 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     const kq_job *j = arg;
     for (int64_t r = r0; r < r1; r++) {
         const void *row = j->w + (size_t)r * j->row_bytes;
-        for (int64_t c = 0; c < j->n_cols; c++) j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, j->nb);
+        for (int64_t c = 0; c < j->n_cols; c++)
+            j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, j->nb);
     }
 }
 
@@ -149,12 +150,12 @@ static fp4_status kq_matvec(kq_dot_fn dot, size_t block_bytes, const void *w, in
     return st;
 }
 
-fp4_status fp4_q4_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
-                           int n_threads) {
+fp4_status fp4_q4_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols,
+                           float *y, int n_threads) {
     return kq_matvec(dot4, sizeof(fp4_block_q4_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }
 
-fp4_status fp4_q6_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
-                           int n_threads) {
+fp4_status fp4_q6_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols,
+                           float *y, int n_threads) {
     return kq_matvec(dot6, sizeof(fp4_block_q6_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }
