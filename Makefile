@@ -17,7 +17,7 @@ OPT     ?= -O2 -g
 NUMERIC  = -ffp-contract=off -fno-fast-math
 CPPFLAGS = -Iinclude -Isrc -D_GNU_SOURCE
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(NUMERIC) -fPIC -fvisibility=hidden $(EXTRA_CFLAGS)
-LDLIBS   = -ljansson -lpthread -lm -ldl
+LDLIBS   = -ljansson -lcrypto -lpthread -lm -ldl
 
 LIB_SRC  = $(sort $(wildcard src/*.c src/*/*.c))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -79,11 +79,13 @@ $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
 header-check:
 	@echo '#include "fp4lane.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
 	@echo '#include "fp4lane.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
+	@echo '#include "fp4lane_runtime.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
+	@echo '#include "fp4lane_runtime.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
 
 # Every FP4_API function is implemented and exported, and nothing else is exported.
 symbols-check: lib
 	@nm -D --defined-only $(BUILD)/libfp4lane.so | awk '{print $$3}' | sort > $(BUILD)/exported.txt
-	@tr '\n' ' ' < include/fp4lane.h | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
+	@cat include/fp4lane.h include/fp4lane_runtime.h | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
 	  | grep -v '^visibility$$' | sort -u > $(BUILD)/declared.txt
 	@extra=$$(comm -23 $(BUILD)/exported.txt $(BUILD)/declared.txt); \
 	 missing=$$(comm -13 $(BUILD)/exported.txt $(BUILD)/declared.txt | grep -v '^fp4_cuda_'); \
