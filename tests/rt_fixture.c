@@ -180,9 +180,23 @@ static void oracle_rmsnorm(const float *x, const float *w, int64_t n, float eps,
 }
 
 static double inv_freq(const fp4_arch *a, int i) { return 1.0 / pow(a->rope_theta, (double)(2 * i) / (double)a->head_dim); }
+/* transformers' default / linear / llama3 inverse frequencies, in double */
+static double inv_freq64(const fp4_arch *a, int i) {
+    double f = inv_freq(a, i);
+    if (a->rope_scaling == FP4_ROPE_LINEAR) return f / a->rope_factor;
+    if (a->rope_scaling == FP4_ROPE_LLAMA3) {
+        double wl = 2 * M_PI / f, lo = a->rope_orig_ctx / a->rope_low_freq_factor, hi = a->rope_orig_ctx / a->rope_high_freq_factor;
+        if (wl > lo) return f / a->rope_factor;
+        if (wl < hi) return f;
+        double sm = (a->rope_orig_ctx / wl - a->rope_low_freq_factor) / (a->rope_high_freq_factor - a->rope_low_freq_factor);
+        return (1 - sm) * f / a->rope_factor + sm * f;
+    }
+    return f;
+}
+
 
 int rtfx_oracle_exact(const fp4_model *m, const fp4_arch *a, const int32_t *tok, int Tn, float *logits) {
-    if (a->rope_scaling != FP4_ROPE_NONE || a->qk_permuted) return -1;
+    if (a->qk_permuted) return -1;
     const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn, V = a->vocab;
     const int64_t Q = NH * D, KV = NKV * D, half = D / 2, G = NH / NKV;
     float *x = calloc((size_t)(Tn * H), 4), *h = calloc((size_t)(Tn * H), 4), *q = calloc((size_t)(Tn * Q), 4);
@@ -209,7 +223,7 @@ int rtfx_oracle_exact(const fp4_model *m, const fp4_arch *a, const int32_t *tok,
             for (int64_t hh = 0; hh < NH + NKV; hh++) {
                 float *r = hh < NH ? q + p * Q + hh * D : k + p * KV + (hh - NH) * D;
                 for (int64_t i = 0; i < half; i++) {
-                    float c = (float)cos((double)p * inv_freq(a, (int)i)), s = (float)sin((double)p * inv_freq(a, (int)i));
+                    float c = (float)cos((double)p * inv_freq64(a, (int)i)), s = (float)sin((double)p * inv_freq64(a, (int)i));
                     float x0 = r[i], x1 = r[i + half];
                     r[i] = x0 * c - x1 * s;
                     r[i + half] = x1 * c + x0 * s;
@@ -277,19 +291,6 @@ static void rms64(const double *x, const double *w, int64_t n, double eps, doubl
     for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
     double inv = 1.0 / sqrt(ss / (double)n + eps);
     for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
-}
-
-static double inv_freq64(const fp4_arch *a, int i) {
-    double f = inv_freq(a, i);
-    if (a->rope_scaling == FP4_ROPE_LINEAR) return f / a->rope_factor;
-    if (a->rope_scaling == FP4_ROPE_LLAMA3) {
-        double wl = 2 * M_PI / f, lo = a->rope_orig_ctx / a->rope_low_freq_factor, hi = a->rope_orig_ctx / a->rope_high_freq_factor;
-        if (wl > lo) return f / a->rope_factor;
-        if (wl < hi) return f;
-        double sm = (a->rope_orig_ctx / wl - a->rope_low_freq_factor) / (a->rope_high_freq_factor - a->rope_low_freq_factor);
-        return (1 - sm) * f / a->rope_factor + sm * f;
-    }
-    return f;
 }
 
 int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok, int Tn, double *logits) {
