@@ -156,6 +156,11 @@ static void test_routes(const char *bf, const char *nv) {
     o = (fp4_rt_opts){.device = FP4_DEVICE_CUDA, .cuda_lib = "/nonexistent/libfp4lane_cuda.so"};
     CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_NO_DEVICE && strstr(e.msg, "libfp4lane_cuda.so") && strstr(e.msg, "--device cpu"));
     CHECK(rt == NULL);
+    /* a library without the entry point (the CPU library itself) */
+    char lib[600];
+    snprintf(lib, sizeof lib, "%s/libfp4lane.so", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
+    o.cuda_lib = lib;
+    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_NO_DEVICE && !strcmp(e.rule, "rt.cuda-abi") && strstr(e.msg, "fp4_rt_cuda_backend"));
     fp4_model_close(m);
     (void)bf;
 }

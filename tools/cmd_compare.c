@@ -117,11 +117,16 @@ int cmd_compare(int argc, char **argv) {
         return rc;
     }
     double maxd = 0, sumd = 0, kl = 0;
-    int64_t same = 0, nbits = 0;
+    int64_t same = 0, nbits = 0, ndiff = 0;
+    char diffs[256] = "", *dp = diffs; /* the first positions whose argmax differs */
     double *pa = malloc(sizeof(double) * (size_t)Va), *pb = malloc(sizeof(double) * (size_t)Va);
     for (int64_t p = 0; p < n; p++) {
         const float *x = la + p * Va, *y = lb + p * Va;
-        same += argmax(x, Va) == argmax(y, Va);
+        const int64_t ax = argmax(x, Va), ay = argmax(y, Va);
+        same += ax == ay;
+        if (ax != ay && ndiff++ < 12 && dp < diffs + sizeof diffs - 40)
+            dp += snprintf(dp, (size_t)(diffs + sizeof diffs - dp), "%s%lld:%lld/%lld", diffs[0] ? "," : "", (long long)p, (long long)ax,
+                           (long long)ay);
         for (int64_t i = 0; i < Va; i++) {
             double d = fabs((double)x[i] - (double)y[i]);
             maxd = d > maxd ? d : maxd;
@@ -139,13 +144,13 @@ int cmd_compare(int argc, char **argv) {
     const int fail = max_drift >= 0 && maxd > max_drift;
     if (json)
         printf("{\"positions\":%lld,\"vocab\":%lld,\"token_identical\":%lld,\"max_abs_dlogit\":%.9g,\"mean_abs_dlogit\":%.9g,"
-               "\"mean_kl\":%.9g,\"logits_bit_different\":%lld,\"max_drift\":%.9g,\"ok\":%s}\n",
-               (long long)n, (long long)Va, (long long)same, maxd, mean, kl, (long long)nbits, max_drift, fail ? "false" : "true");
+               "\"mean_kl\":%.9g,\"logits_bit_different\":%lld,\"argmax_differs\":\"%s\",\"max_drift\":%.9g,\"ok\":%s}\n",
+               (long long)n, (long long)Va, (long long)same, maxd, mean, kl, (long long)nbits, diffs, max_drift, fail ? "false" : "true");
     else
         printf("compare: %lld positions, argmax identical at %lld/%lld, max |dlogit| %.6g, mean |dlogit| %.6g, mean KL %.6g, %lld of %lld "
-               "logits differ in bits%s\n",
+               "logits differ in bits%s%s%s\n",
                (long long)n, (long long)same, (long long)n, maxd, mean, kl, (long long)nbits, (long long)(n * Va),
-               fail ? " — past --max-drift" : "");
+               ndiff ? "; argmax differs at (position:a/b) " : "", diffs, fail ? " — past --max-drift" : "");
     free(pa), free(pb), free(la), free(lb), free(ids), free(ka), free(kb);
     return fail ? 1 : 0;
 }

@@ -46,7 +46,8 @@ static fp4_status load_cuda(fp4_rt *rt, fp4_error *err) {
         fp4_rt_backend_entry entry;
         *(void **)&entry = dlsym(h, FP4_RT_CUDA_ENTRY);
         const fp4_rt_backend_ops *ops = entry ? entry(FP4_RT_BACKEND_ABI) : NULL;
-        if (!ops || ops->abi != FP4_RT_BACKEND_ABI) {
+        if (!ops || ops->abi != FP4_RT_BACKEND_ABI || !ops->name || !ops->route || !ops->create || !ops->destroy || !ops->step ||
+            !ops->kv_read || !ops->kv_write) {
             dlclose(h);
             return fp4_fail(err, FP4_ERR_NO_DEVICE, cands[i], NULL, "rt.cuda-abi", "%s does not provide %s for backend ABI %u", cands[i],
                             FP4_RT_CUDA_ENTRY, FP4_RT_BACKEND_ABI);
