@@ -156,11 +156,13 @@ typedef struct fp4_rt_tok {
 /* Runs one step over n columns. logits: (number of want_logits columns) rows of vocab floats,
  * in column order (may be NULL when none is wanted). FP4_ERR_INVALID_ARG for a token outside
  * [0, vocab) or a closed sequence; FP4_ERR_LIMIT (rule "rt.context") when a position would pass
- * n_ctx — nothing is computed then, never a wrap. */
+ * n_ctx — nothing is computed then, never a wrap. If the backend fails mid-step, the sequences of
+ * the step are closed (their caches are incomplete). */
 FP4_API fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, float *logits, fp4_error *err);
 
 /* KV identity: a digest of the weights (tensor names, types, shapes and bytes), lane, mode, KV
- * dtype, rope configuration and architecture. Hex, 64 characters + NUL. */
+ * dtype, rope configuration and architecture (native mode: and the device). Hex, 64 characters
+ * + NUL. Computed on first use (one SHA-256 pass over the weights). */
 FP4_API const char *fp4_rt_identity(const fp4_rt *rt);
 /* Prompt cache snapshots of one sequence (positions [0, seq_pos)). Written to a temporary name,
  * fsynced, renamed. Load refuses (FP4_ERR_FORMAT rule "kv.identity") a snapshot whose identity

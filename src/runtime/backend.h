@@ -66,8 +66,9 @@ typedef enum fp4_rt_lw {
     FP4_LW_COUNT_
 } fp4_rt_lw;
 
-/* Everything a backend needs to build its copy of the model. All pointers borrowed for the
- * duration of create(); tensors point into the open fp4_model (host memory). */
+/* Everything a backend needs to build its copy of the model. Every pointer stays valid until the
+ * backend's destroy(): tensors point into the open fp4_model (host memory), the tables into the
+ * engine. */
 typedef struct fp4_rt_model_desc {
     fp4_arch arch;
     fp4_mode mode;
@@ -75,6 +76,10 @@ typedef struct fp4_rt_model_desc {
     const fp4_tensor *out_norm;          /* [H]                                                 */
     const fp4_tensor *head;              /* [V rows, H]; == tok_embd when tied                  */
     const fp4_tensor *const *layer;      /* n_layers * FP4_LW_COUNT_, slot-major per layer      */
+    const float *const *vec;             /* n_layers * FP4_LW_COUNT_: the norm weights and biases
+                                            widened to f32 (exact), NULL for matrices and absent
+                                            slots; a backend uploads these, never re-widens      */
+    const float *out_norm_f32;           /* [H] output_norm widened to f32                       */
     const float *rope_cos, *rope_sin;    /* [n_ctx][D/2]                                        */
     float attn_scale;                    /* (float)(1 / sqrt((double)D))                        */
     int64_t n_ctx;                       /* positions per slot                                  */

@@ -66,7 +66,7 @@ void fp4_rt_free(fp4_rt *rt) {
     if (!rt) return;
     if (rt->be && rt->be_state) rt->be->destroy(rt->be_state);
     if (rt->dl) dlclose(rt->dl);
-    free(rt->seq_pos), free(rt->cols), free(rt->rope_cos), free(rt->rope_sin);
+    free(rt->seq_pos), free(rt->cols), free(rt->rope_cos), free(rt->rope_sin), free(rt->vec), free(rt->lvec);
     fp4_rt_bound_free(&rt->b);
     free(rt);
 }
@@ -114,6 +114,37 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
     return FP4_OK;
 }
 
+static int is_vec_slot(int slot) {
+    return slot == FP4_LW_ATTN_NORM || slot == FP4_LW_FFN_NORM || slot == FP4_LW_Q_NORM || slot == FP4_LW_K_NORM || slot == FP4_LW_Q_BIAS ||
+           slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS;
+}
+static int64_t n_values(const fp4_tensor *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->n_dims; i++) n *= t->ne[i];
+    return n;
+}
+
+/* norm weights and biases widened to f32 once (exact), for every backend; vec[0..H) is output_norm */
+static fp4_status widen_vectors(fp4_rt *rt, fp4_error *err) {
+    const int64_t nslot = rt->arch.n_layers * FP4_LW_COUNT_;
+    int64_t total = rt->arch.hidden;
+    for (int64_t i = 0; i < nslot; i++)
+        if (is_vec_slot((int)(i % FP4_LW_COUNT_)) && rt->b.layer[i]) total += n_values(rt->b.layer[i]);
+    rt->vec = malloc(sizeof(float) * (size_t)total);
+    rt->lvec = calloc((size_t)nslot, sizeof *rt->lvec);
+    if (!rt->vec || !rt->lvec) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    const fp4_tensor *t = rt->b.out_norm;
+    fp4_status st = fp4_tensor_dequant_rows(t, 0, 1, rt->vec);
+    float *p = rt->vec + rt->arch.hidden;
+    for (int64_t i = 0; !st && i < nslot; i++) {
+        if (!is_vec_slot((int)(i % FP4_LW_COUNT_)) || !(t = rt->b.layer[i])) continue;
+        st = fp4_tensor_dequant_rows(t, 0, t->n_dims > 1 ? t->ne[1] : 1, p);
+        rt->lvec[i] = p;
+        p += n_values(t);
+    }
+    return st ? fp4_fail(err, st, NULL, t->name, "rt.widen", "cannot widen this vector to f32") : FP4_OK;
+}
+
 fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **out, fp4_error *err) {
     fp4_error_clear(err);
     if (!m || !out) return FP4_ERR_INVALID_ARG;
@@ -157,6 +188,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         st = fp4_fail(err, st, NULL, NULL, "rt.rope", "cannot build the RoPE table");
         goto fail;
     }
+    if ((st = widen_vectors(rt, err))) goto fail;
     rt->max_cols = RT_MAX_COLS;
     rt->seq_pos = malloc(sizeof *rt->seq_pos * (size_t)o.max_seqs);
     rt->cols = malloc(sizeof *rt->cols * (size_t)rt->max_cols);
@@ -167,7 +199,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     for (int32_t i = 0; i < o.max_seqs; i++) rt->seq_pos[i] = -1;
     fp4_rt_model_desc d = {
         .arch = rt->arch, .mode = o.mode, .tok_embd = rt->b.tok_embd, .out_norm = rt->b.out_norm, .head = rt->b.head,
-        .layer = rt->b.layer, .rope_cos = rt->rope_cos, .rope_sin = rt->rope_sin,
+        .layer = rt->b.layer, .vec = rt->lvec, .out_norm_f32 = rt->vec, .rope_cos = rt->rope_cos, .rope_sin = rt->rope_sin,
         .attn_scale = (float)(1.0 / sqrt((double)rt->arch.head_dim)), .n_ctx = rt->n_ctx, .n_slots = o.max_seqs,
         .n_threads = o.n_threads, .device = o.cuda_device,
     };

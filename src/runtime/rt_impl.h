@@ -29,6 +29,8 @@ struct fp4_rt {
     fp4_arch arch;
     fp4_rt_bound b;
     float *rope_cos, *rope_sin;
+    float *vec;                          /* norm weights and biases widened to f32 (one block)  */
+    const float **lvec;                  /* n_layers * FP4_LW_COUNT_ -> into vec                */
     int64_t n_ctx, max_cols;
     const fp4_rt_backend_ops *be;
     void *be_state;

@@ -10,9 +10,6 @@
 typedef struct cpu_state {
     fp4_rt_model_desc d;
     const fp4_tensor **layer;          /* n_layers * FP4_LW_COUNT_                              */
-    float *vec;                        /* widened norm weights and biases (one block)           */
-    const float **lvec;                /* n_layers * FP4_LW_COUNT_ -> into vec, NULL if absent   */
-    const float *out_norm;
     uint16_t *kc, *vc;                 /* [slot][layer][pos][NKV*D]                               */
     int64_t max_cols;
     float *x, *h, *q, *k, *v, *o, *t, *g, *u; /* scratch, max_cols columns each                 */
@@ -23,23 +20,12 @@ static const char *cpu_route(const fp4_tensor *w, fp4_mode mode) {
     return strcmp(n, "none") ? n : NULL;
 }
 
-static int64_t vec_len(const fp4_tensor *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->n_dims; i++) n *= t->ne[i];
-    return n;
-}
-
 static void cpu_destroy(void *p) {
     cpu_state *s = p;
     if (!s) return;
-    free(s->layer), free(s->vec), free(s->lvec), free(s->kc), free(s->vc);
+    free(s->layer), free(s->kc), free(s->vc);
     free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g), free(s->u);
     free(s);
-}
-
-static int is_vec_slot(int slot) {
-    return slot == FP4_LW_ATTN_NORM || slot == FP4_LW_FFN_NORM || slot == FP4_LW_Q_NORM || slot == FP4_LW_K_NORM ||
-           slot == FP4_LW_Q_BIAS || slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS;
 }
 
 static float *falloc(int64_t n) { return n > 0 && (uint64_t)n < (SIZE_MAX / 4) ? malloc((size_t)n * sizeof(float)) : NULL; }
@@ -53,12 +39,7 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     s->max_cols = max_cols;
     const int64_t nl = a->n_layers, nslot = nl * FP4_LW_COUNT_;
     s->layer = malloc(sizeof *s->layer * (size_t)nslot);
-    s->lvec = calloc((size_t)nslot, sizeof *s->lvec);
-    int64_t nvec = a->hidden;
     if (s->layer) memcpy(s->layer, d->layer, sizeof *s->layer * (size_t)nslot);
-    for (int64_t i = 0; s->layer && i < nslot; i++)
-        if (is_vec_slot((int)(i % FP4_LW_COUNT_)) && d->layer[i]) nvec += vec_len(d->layer[i]);
-    s->vec = falloc(nvec);
     const int64_t kvd = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
     uint64_t kvn;
     if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)kvd, &kvn) || kvn > (SIZE_MAX / 2)) {
@@ -70,33 +51,12 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     const int64_t wide = a->hidden > qd ? a->hidden : qd;
     s->x = falloc(max_cols * a->hidden), s->h = falloc(max_cols * wide), s->q = falloc(max_cols * qd);
     s->k = falloc(max_cols * kvd), s->v = falloc(max_cols * kvd), s->o = falloc(max_cols * qd);
-    s->t = falloc(max_cols * (a->hidden > a->vocab ? a->hidden : a->vocab));
+    s->t = falloc(max_cols * a->hidden);
     s->g = falloc(max_cols * a->ffn), s->u = falloc(max_cols * a->ffn);
-    if (!s->layer || !s->lvec || !s->vec || !s->kc || !s->vc || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t || !s->g ||
+    if (!s->layer || !s->kc || !s->vc || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t || !s->g ||
         !s->u) {
         cpu_destroy(s);
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (KV cache %llu halves)", (unsigned long long)(2 * kvn));
-    }
-    /* widen norm weights and biases once (exact) */
-    float *p = s->vec;
-    fp4_status st = fp4_tensor_dequant_rows(d->out_norm, 0, 1, p);
-    s->out_norm = p;
-    p += a->hidden;
-    for (int64_t i = 0; !st && i < nslot; i++) {
-        const fp4_tensor *t = d->layer[i];
-        if (!t || !is_vec_slot((int)(i % FP4_LW_COUNT_))) continue;
-        int64_t rows = t->n_dims > 1 ? t->ne[1] : 1;
-        st = fp4_tensor_dequant_rows(t, 0, rows, p);
-        if (st) {
-            cpu_destroy(s);
-            return fp4_fail(err, st, NULL, t->name, "rt.widen", "cannot widen this vector to f32");
-        }
-        s->lvec[i] = p;
-        p += vec_len(t);
-    }
-    if (st) {
-        cpu_destroy(s);
-        return fp4_fail(err, st, NULL, d->out_norm->name, "rt.widen", "cannot widen this vector to f32");
     }
     *out = s;
     return FP4_OK;
@@ -157,7 +117,7 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
     const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn;
     const int64_t qd = NH * D, kvd = NKV * D, half = D / 2;
     const fp4_tensor *const *w = s->layer + L * FP4_LW_COUNT_;
-    const float *const *vw = s->lvec + L * FP4_LW_COUNT_;
+    const float *const *vw = s->d.vec + L * FP4_LW_COUNT_;
     fp4_status st;
     for (int64_t c = 0; c < n; c++) fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_ATTN_NORM], H, a->rms_eps, s->h + c * H);
     if ((st = proj(s, w[FP4_LW_Q], s->h, n, s->q, err)) || (st = proj(s, w[FP4_LW_K], s->h, n, s->k, err)) ||
@@ -213,7 +173,7 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
     }
     int64_t nw = 0;
     for (int64_t c = 0; c < n; c++)
-        if (cols[c].want_logits) fp4p_rmsnorm(s->x + c * H, s->out_norm, H, a->rms_eps, s->h + nw++ * H);
+        if (cols[c].want_logits) fp4p_rmsnorm(s->x + c * H, s->d.out_norm_f32, H, a->rms_eps, s->h + nw++ * H);
     if (!nw) return FP4_OK;
     if (!logits) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
     return proj(s, s->d.head, s->h, nw, logits, err);
