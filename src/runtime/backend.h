@@ -46,6 +46,15 @@
  *   Q4_K/Q6_K  -> CPU only (ggml's Q8_K dot); refused on CUDA in exact mode (docs/ROUTES.md)
  * Native mode: any kernel of the device's table; no bit contract (held to tolerances in tests).
  * ================================================================================================
+ *
+ * The CUDA twin as a library: libfp4lane_cuda.so exports exactly one symbol, FP4_RT_CUDA_ENTRY
+ * (extern "C"), returning its ops for FP4_RT_BACKEND_ABI (NULL for another ABI; every op must be
+ * set or the runtime refuses the library). It is dlopen'ed by a process whose own fp4lane symbols
+ * are hidden, so it links what it needs itself (src/format objects, the src/cuda kernels,
+ * cudart). It reads the desc's host tensors once in create() (fp4_cuda_tensor_upload*), uploads
+ * desc->vec / out_norm_f32 / rope tables as they are, and owns its KV cache on the device.
+ * Bit-identity check from the CLI: `fp4lane compare MODEL --a "--mode exact" --b "--mode exact
+ * --device cuda" --prompt-ids ... --max-drift 0` (exit 1 on any differing logit bit).
  */
 #ifndef FP4_RT_BACKEND_H
 #define FP4_RT_BACKEND_H
