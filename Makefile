@@ -17,7 +17,7 @@ OPT     ?= -O2 -g
 NUMERIC  = -ffp-contract=off -fno-fast-math
 CPPFLAGS = -Iinclude -Isrc -D_GNU_SOURCE
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(NUMERIC) -fPIC -fvisibility=hidden $(EXTRA_CFLAGS)
-LDLIBS   = -ljansson -lpthread -lm -ldl
+LDLIBS   = -ljansson -lcrypto -lpthread -lm -ldl
 
 LIB_SRC  = $(sort $(wildcard src/*.c src/*/*.c))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)

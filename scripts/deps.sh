@@ -14,6 +14,7 @@ command -v "$CC" >/dev/null 2>&1 || need build-essential
 has_header jansson.h || need libjansson-dev
 printf '#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n' | "$CC" -E -x c - >/dev/null 2>&1 || need libpcre2-dev
 has_header utf8proc.h || need libutf8proc-dev
+has_header openssl/evp.h || need libssl-dev
 if [ "$what" = test ]; then
   command -v pkg-config >/dev/null 2>&1 || need pkg-config
   command -v node >/dev/null 2>&1 || need nodejs

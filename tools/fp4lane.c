@@ -23,6 +23,12 @@ const cli_verb cli_verbs[] = {
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
      "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml\n"
      "       [--shard-size N[M|G]] [--metadata KEY=VALUE]..."},
+    {"run", cmd_run, "decode: prompt ids in, generated ids out (CPU, or CUDA through libfp4lane_cuda.so)",
+     "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native]\n"
+     "       [--threads N] [--prefill-chunk N] [--temp T --top-k K --top-p P --seed S]\n"
+     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS]"},
+    {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids through two configurations",
+     "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 

@@ -1,6 +1,7 @@
 /* project.c — the CPU backend's dispatch table: (weight type, activation precision, mode) →
  * kernel. The runtime asks this table, never a kernel by name (ARCHITECTURE.md). */
 #include "fp4_impl.h"
+#include "runtime/pinned.h"
 #include <stdlib.h>
 
 typedef fp4_status (*route_fn)(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int n_threads);
@@ -58,6 +59,30 @@ static fp4_status r_dense(const fp4_tensor *w, const float *x, int64_t n_cols, f
     return st ? st : c.st;
 }
 
+/* Exact mode, dense weights: each row widened exactly to f32, y = fp4p_dot(row, x) — products
+ * rounded in f32, then the pinned 32-lane reduction (src/runtime/pinned.h) that the CUDA twin
+ * computes with one warp per row. */
+static void dense_pinned_rows(void *p, int64_t r0, int64_t r1) {
+    dense_ctx *c = p;
+    const int64_t n_in = c->w->ne[0], n_out = rows_of(c->w);
+    float *row = malloc(sizeof(float) * (size_t)n_in);
+    if (!row) {
+        __atomic_store_n(&c->st, FP4_ERR_NOMEM, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        fp4_tensor_dequant_rows(c->w, r, r + 1, row); /* cannot fail: type and range checked */
+        for (int64_t col = 0; col < c->n_cols; col++) c->y[col * n_out + r] = fp4p_dot(row, c->x + col * n_in, n_in);
+    }
+    free(row);
+}
+static fp4_status r_dense_pinned(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+    if (!w->data) return FP4_ERR_INVALID_ARG;
+    dense_ctx c = {w, x, n_cols, y, FP4_OK};
+    fp4_status st = fp4_parallel_rows(rows_of(w), nt, dense_pinned_rows, &c);
+    return st ? st : c.st;
+}
+
 static const struct route {
     fp4_type type;
     int act, mode;
@@ -70,6 +95,9 @@ static const struct route {
     {FP4_TYPE_NVFP4_E2M1, ACT_NVFP4, MODE_ANY, 16, "cpu.nvfp4.w4a4.exact", r_w4a4},
     {FP4_TYPE_Q4_K, ACT_ANY, MODE_ANY, 256, "cpu.q4_k.q8_k", r_q4k},
     {FP4_TYPE_Q6_K, ACT_ANY, MODE_ANY, 256, "cpu.q6_k.q8_k", r_q6k},
+    {FP4_TYPE_F32, ACT_ANY, FP4_MODE_EXACT, 1, "cpu.f32.dense.pinned", r_dense_pinned},
+    {FP4_TYPE_F16, ACT_ANY, FP4_MODE_EXACT, 1, "cpu.f16.dense.pinned", r_dense_pinned},
+    {FP4_TYPE_BF16, ACT_ANY, FP4_MODE_EXACT, 1, "cpu.bf16.dense.pinned", r_dense_pinned},
     {FP4_TYPE_F32, ACT_ANY, MODE_ANY, 1, "cpu.f32.dense", r_dense},
     {FP4_TYPE_F16, ACT_ANY, MODE_ANY, 1, "cpu.f16.dense", r_dense},
     {FP4_TYPE_BF16, ACT_ANY, MODE_ANY, 1, "cpu.bf16.dense", r_dense},

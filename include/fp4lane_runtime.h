@@ -1,0 +1,201 @@
+/*
+ * fp4lane_runtime.h — the decode runtime of fp4lane (the CPU library's runtime API).
+ *
+ * A loaded checkpoint (fp4_model_open) becomes an engine: its architecture (fp4_arch, from a HF
+ * config.json or GGUF metadata), its tensors bound to layer slots, a route per projection (the
+ * dispatch tables of fp4_cpu_project / the CUDA twin), a backend (CPU in this library; CUDA in
+ * libfp4lane_cuda.so, found with dlopen) and a KV cache of F16 with an identity. The engine
+ * decodes several independent sequences in one step: each column of a step is one token of one
+ * sequence at that sequence's next position; sequences join and leave between steps.
+ *
+ * Modes: FP4_MODE_EXACT — integer-exact contractions (SPEC §4/§5) and every other operation
+ * pinned (src/runtime/pinned.h): the same logits bits for any thread count, any prefill chunking,
+ * any batch composition, and on the GPU. FP4_MODE_NATIVE — the fastest kernels.
+ *
+ * Conventions as fp4lane.h: fp4_status returns, a caller-owned fp4_error, no printing, no exit,
+ * every _create has one _free that accepts NULL.
+ */
+#ifndef FP4LANE_RUNTIME_H
+#define FP4LANE_RUNTIME_H
+
+#include "fp4lane.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Architecture                                                                               */
+
+typedef enum fp4_arch_family {
+    FP4_ARCH_LLAMA = 0,      /* Llama 2/3/3.1/3.2 (model_type "llama"; GGUF "llama")            */
+    FP4_ARCH_MISTRAL = 1,    /* Mistral dense (model_type "mistral"; no sliding window)        */
+    FP4_ARCH_QWEN2 = 2,      /* Qwen2/2.5: q/k/v biases                                        */
+    FP4_ARCH_QWEN3 = 3,      /* Qwen3: per-head q/k RMSNorm, explicit head_dim                 */
+    FP4_ARCH_COUNT_ = 4
+} fp4_arch_family;
+
+typedef enum fp4_rope_scaling {
+    FP4_ROPE_NONE = 0,
+    FP4_ROPE_LINEAR = 1,     /* positions divided by factor (inv_freq / factor)                */
+    FP4_ROPE_LLAMA3 = 2      /* Llama 3.1's smooth low/high frequency interpolation            */
+} fp4_rope_scaling;
+
+typedef enum fp4_arch_source { FP4_ARCH_FROM_HF = 0, FP4_ARCH_FROM_GGUF = 1 } fp4_arch_source;
+
+#define FP4_ARCH_MAX_EOS 8
+#define FP4_ARCH_MAX_LAYERS 1024
+#define FP4_ARCH_MAX_HEAD_DIM 512
+
+/* One description of a decoder-only transformer, built from either source. Plain data. */
+typedef struct fp4_arch {
+    fp4_arch_family family;
+    fp4_arch_source source;
+    int64_t n_layers;
+    int64_t hidden;          /* hidden_size / n_embd                                           */
+    int64_t n_heads;         /* query heads                                                    */
+    int64_t n_kv_heads;      /* key/value heads (n_heads % n_kv_heads == 0)                    */
+    int64_t head_dim;        /* explicit (Qwen3, some Mistral) or hidden / n_heads; even       */
+    int64_t ffn;             /* intermediate_size                                               */
+    int64_t vocab;
+    int64_t n_ctx_train;     /* max_position_embeddings / context_length                        */
+    float rms_eps;
+    double rope_theta;
+    fp4_rope_scaling rope_scaling;
+    double rope_factor;      /* linear / llama3                                                 */
+    double rope_low_freq_factor, rope_high_freq_factor; /* llama3                               */
+    int64_t rope_orig_ctx;   /* llama3: original_max_position_embeddings                        */
+    int tied_head;           /* 1: the LM head is the embedding table                           */
+    int qkv_bias;            /* 1: q/k/v projections carry biases (Qwen2)                       */
+    int qk_norm;             /* 1: per-head RMSNorm of q and k before RoPE (Qwen3)              */
+    int qk_permuted;         /* 1: q/k rows in llama.cpp's converter order (GGUF Llama family): */
+                             /*    the step un-permutes q and k after the projection           */
+    int32_t bos;             /* -1 when unknown                                                 */
+    int32_t n_eos;
+    int32_t eos[FP4_ARCH_MAX_EOS];
+} fp4_arch;
+
+FP4_API const char *fp4_arch_family_name(fp4_arch_family f);   /* "llama", ...; "?"          */
+/* From a HF config.json text (transformers 4: rope_theta/rope_scaling; transformers 5:
+ * rope_parameters). Refuses (FP4_ERR_UNSUPPORTED, err->rule "arch.*", err->msg naming the key
+ * and the value) MoE, sliding window, ALiBi, unknown rope types and unknown model_type. */
+FP4_API fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_error *err);
+/* From GGUF metadata (llama.cpp keys: general.architecture, <arch>.block_count, ...). */
+FP4_API fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Routes (docs/ROUTES.md): (weights lane, activation precision, mode, device, drafting)      */
+
+typedef enum fp4_device { FP4_DEVICE_CPU = 0, FP4_DEVICE_CUDA = 1 } fp4_device;
+typedef enum fp4_rt_lane {
+    FP4_LANE_NVFP4 = 0,      /* NVFP4 weights, A16 or W4A4 (act below)                           */
+    FP4_LANE_KQUANT = 1,     /* Q4_K/Q6_K control lane                                          */
+    FP4_LANE_DENSE = 2,      /* F16/BF16/F32 reference lane                                     */
+    FP4_LANE_COUNT_ = 3
+} fp4_rt_lane;
+
+typedef struct fp4_route_key {
+    fp4_rt_lane lane;
+    fp4_act_precision act;   /* FP4_AP_A16 or FP4_AP_NVFP4 (W4A4); A16 for the other lanes       */
+    fp4_mode mode;
+    fp4_device device;
+    int drafting;            /* 1: speculative drafting requested                              */
+} fp4_route_key;
+
+/* FP4_OK with the route's name in name (may be NULL), or FP4_ERR_REFUSED_ROUTE with a message
+ * (in msg, msg_size bytes) that names the nearest allowed route. */
+FP4_API fp4_status fp4_route_check(const fp4_route_key *k, const char **name, char *msg, size_t msg_size);
+
+/* ------------------------------------------------------------------------------------------ */
+/* The engine                                                                                 */
+
+typedef enum fp4_kv_dtype { FP4_KV_F16 = 0 } fp4_kv_dtype;
+
+typedef struct fp4_rt_opts {
+    fp4_mode mode;           /* FP4_MODE_EXACT (0) or FP4_MODE_NATIVE                           */
+    fp4_device device;       /* FP4_DEVICE_CPU (0) or FP4_DEVICE_CUDA                           */
+    int n_threads;           /* CPU: rows split over this many threads (<= 1: one)              */
+    int64_t n_ctx;           /* positions per sequence; 0: min(n_ctx_train, 4096)               */
+    int32_t max_seqs;        /* sequences held at once; 0: 1                                     */
+    fp4_kv_dtype kv_dtype;
+    int drafting;            /* speculative drafting (refused today: see docs/ROUTES.md)        */
+    const char *cuda_lib;    /* path of libfp4lane_cuda.so; NULL: $FP4LANE_CUDA_LIB, then the   */
+                             /* directory of the running executable, then the loader's path    */
+    int cuda_device;
+} fp4_rt_opts;
+
+typedef struct fp4_rt fp4_rt;
+
+/* Builds the engine over an open model (borrowed: it must outlive the engine). Order: arch ->
+ * routes (refusals before any weight byte is read) -> bind (names, shapes) -> backend upload.
+ * On failure err names the key/tensor/route. */
+FP4_API fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **out, fp4_error *err);
+FP4_API void fp4_rt_free(fp4_rt *rt);
+FP4_API const fp4_arch *fp4_rt_arch(const fp4_rt *rt);
+FP4_API int64_t fp4_rt_n_ctx(const fp4_rt *rt);
+FP4_API int64_t fp4_rt_vocab(const fp4_rt *rt);
+/* "cpu" / "cuda"; and a one-line description of the routes taken (e.g. "q,k,v,o,gate,up,down:
+ * cpu.nvfp4.a16.exact head: cpu.bf16.dense.pinned"), valid while rt lives. */
+FP4_API const char *fp4_rt_device_name(const fp4_rt *rt);
+FP4_API const char *fp4_rt_routes(const fp4_rt *rt);
+
+/* Sequences: a slot with its own KV cache and position. */
+FP4_API fp4_status fp4_rt_seq_open(fp4_rt *rt, int32_t *seq);   /* FP4_ERR_LIMIT when all are used */
+FP4_API void fp4_rt_seq_close(fp4_rt *rt, int32_t seq);          /* its positions are forgotten     */
+FP4_API int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq);   /* next position; -1 if not open   */
+
+/* One column of a step: token `token` of sequence `seq`, at that sequence's next position.
+ * Several columns may belong to one sequence (a prefill chunk): they take consecutive positions
+ * in column order. want_logits: 1 to receive this column's logits. */
+typedef struct fp4_rt_tok {
+    int32_t seq;
+    int32_t token;
+    int32_t want_logits;
+} fp4_rt_tok;
+
+/* Runs one step over n columns. logits: (number of want_logits columns) rows of vocab floats,
+ * in column order (may be NULL when none is wanted). FP4_ERR_INVALID_ARG for a token outside
+ * [0, vocab) or a closed sequence; FP4_ERR_LIMIT (rule "rt.context") when a position would pass
+ * n_ctx — nothing is computed then, never a wrap. If the backend fails mid-step, the sequences of
+ * the step are closed (their caches are incomplete). */
+FP4_API fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, float *logits, fp4_error *err);
+
+/* KV identity: a digest of the weights (tensor names, types, shapes and bytes), lane, mode, KV
+ * dtype, rope configuration and architecture (native mode: and the device). Hex, 64 characters
+ * + NUL. Computed on first use (one SHA-256 pass over the weights). */
+FP4_API const char *fp4_rt_identity(const fp4_rt *rt);
+/* Prompt cache snapshots of one sequence (positions [0, seq_pos)). Written to a temporary name,
+ * fsynced, renamed. Load refuses (FP4_ERR_FORMAT rule "kv.identity") a snapshot whose identity
+ * differs, a truncated one (FP4_ERR_TRUNCATED) and a corrupted one (checksum, rule "kv.checksum");
+ * the sequence must be empty. */
+FP4_API fp4_status fp4_rt_kv_save(const fp4_rt *rt, int32_t seq, const char *path, fp4_error *err);
+FP4_API fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Samplers (deterministic: seeded xoshiro256** from splitmix64(seed))                       */
+
+typedef struct fp4_sampler_params {
+    float temperature;       /* <= 0: greedy (argmax, lowest id on ties)                        */
+    int32_t top_k;           /* <= 0: off                                                        */
+    float top_p;             /* >= 1: off                                                        */
+    float min_p;             /* <= 0: off                                                        */
+    float repeat_penalty;    /* 1: off (llama.cpp's rule: logit > 0 ? l / p : l * p)            */
+    float presence_penalty;  /* 0: off (subtracted once from each seen token)                    */
+    int32_t penalty_last_n;  /* tokens of history the penalties look at; 0: all                  */
+    uint64_t seed;
+} fp4_sampler_params;
+
+FP4_API fp4_sampler_params fp4_sampler_defaults(void);   /* greedy, penalties off, seed 0      */
+typedef struct fp4_sampler fp4_sampler;
+FP4_API fp4_status fp4_sampler_create(const fp4_sampler_params *p, int64_t vocab, fp4_sampler **out);
+FP4_API void fp4_sampler_free(fp4_sampler *s);
+/* Adds a token to the history the penalties see (prompt tokens and sampled ones). */
+FP4_API void fp4_sampler_accept(fp4_sampler *s, int32_t token);
+/* Picks a token from vocab logits (not modified). */
+FP4_API int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FP4LANE_RUNTIME_H */

@@ -1,0 +1,136 @@
+/* backend.h — the decode step as a backend interface, implemented by the CPU backend
+ * (src/runtime/step_cpu.c, in libfp4lane) and the CUDA twin (src/runtime/step_cuda.cu, built into
+ * libfp4lane_cuda.so and found with dlopen, so `fp4lane` needs no CUDA to build or run on a CPU).
+ *
+ * ============================== THE STEP (the spec of both twins) ==============================
+ * Notation: H = hidden, D = head_dim, NH = n_heads, NKV = n_kv_heads, G = NH / NKV, F = ffn,
+ * V = vocab; all activations f32; "project(W, x)" is the backend's dispatch table on (weight type,
+ * activation precision, mode) over all n columns at once (CPU: fp4_cpu_project; CUDA:
+ * fp4_cuda_project); every other float operation is the pinned one in pinned.h (fp4p_*), in exact
+ * mode bit for bit. Columns are independent except through the KV cache: the arithmetic of a
+ * column never depends on which other columns share its step.
+ *
+ * Input: n columns c = (token t_c, slot s_c, position p_c). Columns of one slot have consecutive
+ * increasing positions in column order; slot s_c already caches positions [0, first p_c).
+ *
+ *  1. x_c = row t_c of tok_embd, widened to f32: F16/BF16/F32 exactly; NVFP4 by the pinned
+ *     dequant order (e2m1*e4m3)*scale2; Q4_K/Q6_K by ggml's dequantization (fp4_tensor_dequant_rows).
+ *  2. for each layer L = 0 .. n_layers-1:
+ *     a. h_c = rmsnorm(x_c, attn_norm)                   fp4p_rmsnorm (eps = arch.rms_eps)
+ *     b. q = project(Wq, h) [NH*D], k = project(Wk, h) [NKV*D], v = project(Wv, h) [NKV*D]
+ *        (three calls, in this order; a backend may fuse them only if the bits are unchanged)
+ *     c. qkv_bias: q[i] += bq[i], k[i] += bk[i], v[i] += bv[i]          (one f32 add each)
+ *     d. qk_permuted (llama.cpp GGUF Llama): per head, un-permute q and k:
+ *        out[j*D/2 + i] = in[2i + j] for i < D/2, j in {0,1} (a copy, no arithmetic)
+ *     e. qk_norm (Qwen3): each head of q by q_norm (D weights), each head of k by k_norm:
+ *        fp4p_rmsnorm over D values
+ *     f. RoPE of every q head and k head at position p_c: fp4p_rope with row p_c of the host
+ *        table (rope_cos/rope_sin, [n_ctx][D/2] f32; the same table is uploaded to the GPU)
+ *     g. KV write: K[s_c][L][p_c][kvh][d] = f16(k), V[...] = f16(v)      (fp4p_f32_to_f16, RNE)
+ *     h. attention, per column c and query head hq (kv head hq / G): fp4p_attend over the slot's
+ *        positions 0..p_c (the cache rows, f16 widened; this step's earlier columns of the
+ *        slot included, written in g), scale = rt attn_scale -> o_c [NH*D]
+ *     i. x_c[i] = x_c[i] + project(Wo, o)[i]                              (one f32 add)
+ *     j. h_c = rmsnorm(x_c, ffn_norm)
+ *     k. g = project(Wgate, h) [F], u = project(Wup, h) [F]
+ *     l. a[i] = fp4p_swiglu(g[i], u[i])
+ *     m. x_c[i] = x_c[i] + project(Wdown, a)[i]
+ *  3. for the columns that want logits (in column order): h = rmsnorm(x_c, output_norm);
+ *     logits = project(head, h) [V]    (head = tok_embd when tied)
+ *
+ * Norm weights and biases are widened to f32 exactly (F16/BF16/F32 tensors).
+ * Projections in exact mode (the routes the twin must match bit for bit):
+ *   NVFP4 A16  -> SPEC §4 (Q8_K per column, integer dots, pinned epilogue, F16 boundary)
+ *   NVFP4 W4A4 -> SPEC §5
+ *   F16/BF16/F32 -> "dense.pinned": y[r] = fp4p_dot(w_row_r widened to f32, x_c, n_in)
+ *   Q4_K/Q6_K  -> CPU only (ggml's Q8_K dot); refused on CUDA in exact mode (docs/ROUTES.md)
+ * Native mode: any kernel of the device's table; no bit contract (held to tolerances in tests).
+ * ================================================================================================
+ *
+ * The CUDA twin as a library: libfp4lane_cuda.so exports exactly one symbol, FP4_RT_CUDA_ENTRY
+ * (extern "C"), returning its ops for FP4_RT_BACKEND_ABI (NULL for another ABI; every op must be
+ * set or the runtime refuses the library). It is dlopen'ed by a process whose own fp4lane symbols
+ * are hidden, so it links what it needs itself (src/format objects, the src/cuda kernels,
+ * cudart). It reads the desc's host tensors once in create() (fp4_cuda_tensor_upload*), uploads
+ * desc->vec / out_norm_f32 / rope tables as they are, and owns its KV cache on the device.
+ * Bit-identity check from the CLI: `fp4lane compare MODEL --a "--mode exact" --b "--mode exact
+ * --device cuda" --prompt-ids ... --max-drift 0` (exit 1 on any differing logit bit).
+ */
+#ifndef FP4_RT_BACKEND_H
+#define FP4_RT_BACKEND_H
+
+#include "fp4lane_runtime.h"
+
+#define FP4_RT_BACKEND_ABI 1u
+/* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
+#define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
+#define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
+
+/* Per-layer weight slots; optional ones are NULL when the architecture has none. */
+typedef enum fp4_rt_lw {
+    FP4_LW_ATTN_NORM = 0, FP4_LW_Q, FP4_LW_K, FP4_LW_V, FP4_LW_O,
+    FP4_LW_Q_BIAS, FP4_LW_K_BIAS, FP4_LW_V_BIAS,        /* qkv_bias */
+    FP4_LW_Q_NORM, FP4_LW_K_NORM,                       /* qk_norm  */
+    FP4_LW_FFN_NORM, FP4_LW_GATE, FP4_LW_UP, FP4_LW_DOWN,
+    FP4_LW_COUNT_
+} fp4_rt_lw;
+
+/* Everything a backend needs to build its copy of the model. Every pointer stays valid until the
+ * backend's destroy(): tensors point into the open fp4_model (host memory), the tables into the
+ * engine. */
+typedef struct fp4_rt_model_desc {
+    fp4_arch arch;
+    fp4_mode mode;
+    const fp4_tensor *tok_embd;          /* [V rows, H]                                         */
+    const fp4_tensor *out_norm;          /* [H]                                                 */
+    const fp4_tensor *head;              /* [V rows, H]; == tok_embd when tied                  */
+    const fp4_tensor *const *layer;      /* n_layers * FP4_LW_COUNT_, slot-major per layer      */
+    const float *const *vec;             /* n_layers * FP4_LW_COUNT_: the norm weights and biases
+                                            widened to f32 (exact), NULL for matrices and absent
+                                            slots; a backend uploads these, never re-widens      */
+    const float *out_norm_f32;           /* [H] output_norm widened to f32                       */
+    const float *rope_cos, *rope_sin;    /* [n_ctx][D/2]                                        */
+    float attn_scale;                    /* (float)(1 / sqrt((double)D))                        */
+    int64_t n_ctx;                       /* positions per slot                                  */
+    int32_t n_slots;                     /* KV slots                                            */
+    int n_threads;                       /* CPU                                                 */
+    int device;                          /* CUDA device index                                   */
+} fp4_rt_model_desc;
+
+/* One column of a step (see THE STEP). */
+typedef struct fp4_rt_col {
+    int32_t token;
+    int32_t slot;
+    int64_t pos;
+    int32_t want_logits;
+} fp4_rt_col;
+
+typedef struct fp4_rt_backend_ops {
+    uint32_t abi;                        /* FP4_RT_BACKEND_ABI                                  */
+    const char *name;                    /* "cpu", "cuda"                                       */
+    /* The route this backend takes for w in mode (a static string), or NULL when it has none
+     * (the runtime then refuses before create). Called before any weight byte is read. */
+    const char *(*route)(const fp4_tensor *w, fp4_mode mode);
+    /* Upload weights, build tables, allocate the KV cache of n_slots × n_layers × n_ctx × NKV*D
+     * halves for K and for V, and scratch for up to max_cols columns per step. */
+    fp4_status (*create)(const fp4_rt_model_desc *d, int64_t max_cols, void **state, fp4_error *err);
+    void (*destroy)(void *state);
+    /* THE STEP over n columns (n <= max_cols; the runtime splits). logits: host, one row of V
+     * floats per want_logits column, in column order. Synchronous. */
+    fp4_status (*step)(void *state, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err);
+    /* Copy positions [0, n_pos) of a slot's cache to / from host memory, laid out
+     * [layer][pos][NKV*D] halves (k then v buffers). */
+    fp4_status (*kv_read)(void *state, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v);
+    fp4_status (*kv_write)(void *state, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v);
+} fp4_rt_backend_ops;
+
+/* The CPU backend (step_cpu.c). */
+const fp4_rt_backend_ops *fp4_rt_cpu_backend(void);
+/* What libfp4lane_cuda.so exports under FP4_RT_CUDA_ENTRY. */
+typedef const fp4_rt_backend_ops *(*fp4_rt_backend_entry)(uint32_t abi);
+
+/* The host RoPE table (rope.c): cos/sin[pos][i] for pos < n_ctx, i < D/2, computed in double
+ * from arch (theta, scaling) and rounded to f32 once. Caller frees both with free(). */
+fp4_status fp4_rt_rope_table(const fp4_arch *a, int64_t n_ctx, float **cos_out, float **sin_out);
+
+#endif

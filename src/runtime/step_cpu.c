@@ -1,0 +1,203 @@
+/* step_cpu.c — the CPU backend: THE STEP of backend.h over a batch of columns, projections through
+ * fp4_cpu_project (the dispatch table, rows over threads), every other operation from pinned.h.
+ * Threads split rows of a projection and (column, head) pairs of attention; no value depends on
+ * how work is split, so exact mode gives the same bits for any thread count. */
+#include "runtime/pinned.h"
+#include "runtime/rt_impl.h"
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct cpu_state {
+    fp4_rt_model_desc d;
+    const fp4_tensor **layer;          /* n_layers * FP4_LW_COUNT_                              */
+    uint16_t *kc, *vc;                 /* [slot][layer][pos][NKV*D]                               */
+    int64_t max_cols;
+    float *x, *h, *q, *k, *v, *o, *t, *g, *u; /* scratch, max_cols columns each                 */
+} cpu_state;
+
+static const char *cpu_route(const fp4_tensor *w, fp4_mode mode) {
+    const char *n = fp4_cpu_route_name(w, mode);
+    return strcmp(n, "none") ? n : NULL;
+}
+
+static void cpu_destroy(void *p) {
+    cpu_state *s = p;
+    if (!s) return;
+    free(s->layer), free(s->kc), free(s->vc);
+    free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g), free(s->u);
+    free(s);
+}
+
+static float *falloc(int64_t n) { return n > 0 && (uint64_t)n < (SIZE_MAX / 4) ? malloc((size_t)n * sizeof(float)) : NULL; }
+
+static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err) {
+    *out = NULL;
+    const fp4_arch *a = &d->arch;
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!s) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    s->d = *d;
+    s->max_cols = max_cols;
+    const int64_t nl = a->n_layers, nslot = nl * FP4_LW_COUNT_;
+    s->layer = malloc(sizeof *s->layer * (size_t)nslot);
+    if (s->layer) memcpy(s->layer, d->layer, sizeof *s->layer * (size_t)nslot);
+    const int64_t kvd = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
+    uint64_t kvn;
+    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)kvd, &kvn) || kvn > (SIZE_MAX / 2)) {
+        cpu_destroy(s);
+        return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
+    }
+    s->kc = calloc((size_t)kvn, 2);
+    s->vc = calloc((size_t)kvn, 2);
+    const int64_t wide = a->hidden > qd ? a->hidden : qd;
+    s->x = falloc(max_cols * a->hidden), s->h = falloc(max_cols * wide), s->q = falloc(max_cols * qd);
+    s->k = falloc(max_cols * kvd), s->v = falloc(max_cols * kvd), s->o = falloc(max_cols * qd);
+    s->t = falloc(max_cols * a->hidden);
+    s->g = falloc(max_cols * a->ffn), s->u = falloc(max_cols * a->ffn);
+    if (!s->layer || !s->kc || !s->vc || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t || !s->g ||
+        !s->u) {
+        cpu_destroy(s);
+        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (KV cache %llu halves)", (unsigned long long)(2 * kvn));
+    }
+    *out = s;
+    return FP4_OK;
+}
+
+static fp4_status proj(const cpu_state *s, const fp4_tensor *w, const float *x, int64_t n, float *y, fp4_error *err) {
+    fp4_status st = fp4_cpu_project(w, s->d.mode, x, n, y, s->d.n_threads);
+    if (st) return fp4_fail(err, st, NULL, w->name, "rt.project", "projection failed on route %s", fp4_cpu_route_name(w, s->d.mode));
+    return FP4_OK;
+}
+
+static uint16_t *kv_at(const cpu_state *s, uint16_t *base, int32_t slot, int64_t layer, int64_t pos) {
+    const fp4_arch *a = &s->d.arch;
+    const int64_t kvd = a->n_kv_heads * a->head_dim;
+    return base + (((int64_t)slot * a->n_layers + layer) * s->d.n_ctx + pos) * kvd;
+}
+
+/* ---- attention over (column, head) pairs, split over threads ---- */
+typedef struct att_ctx {
+    const cpu_state *s;
+    const fp4_rt_col *cols;
+    int64_t layer;
+    fp4_status st;
+} att_ctx;
+
+static void att_rows(void *p, int64_t r0, int64_t r1) {
+    att_ctx *c = p;
+    const cpu_state *s = c->s;
+    const fp4_arch *a = &s->d.arch;
+    const int64_t D = a->head_dim, NH = a->n_heads, G = a->n_heads / a->n_kv_heads, kvd = a->n_kv_heads * D;
+    float *sc = falloc(s->d.n_ctx);
+    if (!sc) {
+        __atomic_store_n(&c->st, FP4_ERR_NOMEM, __ATOMIC_RELAXED);
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t col = r / NH, hq = r % NH, hk = hq / G;
+        const fp4_rt_col *cc = &c->cols[col];
+        const uint16_t *k0 = kv_at(s, s->kc, cc->slot, c->layer, 0) + hk * D;
+        const uint16_t *v0 = kv_at(s, s->vc, cc->slot, c->layer, 0) + hk * D;
+        fp4p_attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, s->d.attn_scale, sc, s->o + col * NH * D + hq * D);
+    }
+    free(sc);
+}
+
+/* llama.cpp's converter order -> HF order, per head: out[j*D/2 + i] = in[2i + j] */
+static void unpermute(float *x, int64_t n_heads, int64_t D) {
+    float tmp[FP4_ARCH_MAX_HEAD_DIM];
+    for (int64_t h = 0; h < n_heads; h++) {
+        float *v = x + h * D;
+        for (int64_t i = 0; i < D / 2; i++) tmp[i] = v[2 * i], tmp[D / 2 + i] = v[2 * i + 1];
+        memcpy(v, tmp, sizeof(float) * (size_t)D);
+    }
+}
+
+static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, int64_t n, fp4_error *err) {
+    const fp4_arch *a = &s->d.arch;
+    const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn;
+    const int64_t qd = NH * D, kvd = NKV * D, half = D / 2;
+    const fp4_tensor *const *w = s->layer + L * FP4_LW_COUNT_;
+    const float *const *vw = s->d.vec + L * FP4_LW_COUNT_;
+    fp4_status st;
+    for (int64_t c = 0; c < n; c++) fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_ATTN_NORM], H, a->rms_eps, s->h + c * H);
+    if ((st = proj(s, w[FP4_LW_Q], s->h, n, s->q, err)) || (st = proj(s, w[FP4_LW_K], s->h, n, s->k, err)) ||
+        (st = proj(s, w[FP4_LW_V], s->h, n, s->v, err)))
+        return st;
+    for (int64_t c = 0; c < n; c++) {
+        float *q = s->q + c * qd, *k = s->k + c * kvd, *v = s->v + c * kvd;
+        if (a->qkv_bias) {
+            for (int64_t i = 0; i < qd; i++) q[i] = fp4p_add(q[i], vw[FP4_LW_Q_BIAS][i]);
+            for (int64_t i = 0; i < kvd; i++) k[i] = fp4p_add(k[i], vw[FP4_LW_K_BIAS][i]);
+            for (int64_t i = 0; i < kvd; i++) v[i] = fp4p_add(v[i], vw[FP4_LW_V_BIAS][i]);
+        }
+        if (a->qk_permuted) unpermute(q, NH, D), unpermute(k, NKV, D);
+        if (a->qk_norm) {
+            for (int64_t h = 0; h < NH; h++) fp4p_rmsnorm(q + h * D, vw[FP4_LW_Q_NORM], D, a->rms_eps, q + h * D);
+            for (int64_t h = 0; h < NKV; h++) fp4p_rmsnorm(k + h * D, vw[FP4_LW_K_NORM], D, a->rms_eps, k + h * D);
+        }
+        const float *cs = s->d.rope_cos + cols[c].pos * half, *sn = s->d.rope_sin + cols[c].pos * half;
+        for (int64_t h = 0; h < NH; h++) fp4p_rope(q + h * D, cs, sn, (int)half);
+        for (int64_t h = 0; h < NKV; h++) fp4p_rope(k + h * D, cs, sn, (int)half);
+        uint16_t *kd = kv_at(s, s->kc, cols[c].slot, L, cols[c].pos), *vd = kv_at(s, s->vc, cols[c].slot, L, cols[c].pos);
+        for (int64_t i = 0; i < kvd; i++) kd[i] = fp4p_f32_to_f16(k[i]), vd[i] = fp4p_f32_to_f16(v[i]);
+    }
+    att_ctx ac = {s, cols, L, FP4_OK};
+    st = fp4_parallel_rows(n * NH, s->d.n_threads, att_rows, &ac);
+    if (st || ac.st) return fp4_fail(err, st ? st : ac.st, NULL, NULL, "rt.attention", "attention failed");
+    if ((st = proj(s, w[FP4_LW_O], s->o, n, s->t, err))) return st;
+    for (int64_t i = 0; i < n * H; i++) s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    for (int64_t c = 0; c < n; c++) fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_FFN_NORM], H, a->rms_eps, s->h + c * H);
+    if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) || (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err))) return st;
+    for (int64_t i = 0; i < n * F; i++) s->g[i] = fp4p_swiglu(s->g[i], s->u[i]);
+    if ((st = proj(s, w[FP4_LW_DOWN], s->g, n, s->t, err))) return st;
+    for (int64_t i = 0; i < n * H; i++) s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    return FP4_OK;
+}
+
+static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err) {
+    cpu_state *s = p;
+    const fp4_arch *a = &s->d.arch;
+    const int64_t H = a->hidden;
+    if (n <= 0 || n > s->max_cols) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "%lld columns (1..%lld)", (long long)n, (long long)s->max_cols);
+    for (int64_t c = 0; c < n; c++) {
+        if (cols[c].token < 0 || cols[c].token >= a->vocab || cols[c].slot < 0 || cols[c].slot >= s->d.n_slots || cols[c].pos < 0 ||
+            cols[c].pos >= s->d.n_ctx)
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "column %lld: token %d slot %d position %lld out of range",
+                            (long long)c, cols[c].token, cols[c].slot, (long long)cols[c].pos);
+        fp4_status st = fp4_tensor_dequant_rows(s->d.tok_embd, cols[c].token, cols[c].token + 1, s->x + c * H);
+        if (st) return fp4_fail(err, st, NULL, s->d.tok_embd->name, "rt.embed", "cannot read embedding row %d", cols[c].token);
+    }
+    for (int64_t L = 0; L < a->n_layers; L++) {
+        fp4_status st = layer_step(s, L, cols, n, err);
+        if (st) return st;
+    }
+    int64_t nw = 0;
+    for (int64_t c = 0; c < n; c++)
+        if (cols[c].want_logits) fp4p_rmsnorm(s->x + c * H, s->d.out_norm_f32, H, a->rms_eps, s->h + nw++ * H);
+    if (!nw) return FP4_OK;
+    if (!logits) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
+    return proj(s, s->d.head, s->h, nw, logits, err);
+}
+
+static fp4_status kv_copy(cpu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
+    const fp4_arch *a = &s->d.arch;
+    const int64_t kvd = a->n_kv_heads * a->head_dim;
+    if (slot < 0 || slot >= s->d.n_slots || n_pos < 0 || n_pos > s->d.n_ctx) return FP4_ERR_INVALID_ARG;
+    for (int64_t L = 0; L < a->n_layers; L++) {
+        uint16_t *kc = kv_at(s, s->kc, slot, L, 0), *vc = kv_at(s, s->vc, slot, L, 0);
+        size_t bytes = sizeof(uint16_t) * (size_t)(n_pos * kvd);
+        if (to_host) memcpy(k + L * n_pos * kvd, kc, bytes), memcpy(v + L * n_pos * kvd, vc, bytes);
+        else memcpy(kc, k + L * n_pos * kvd, bytes), memcpy(vc, v + L * n_pos * kvd, bytes);
+    }
+    return FP4_OK;
+}
+static fp4_status cpu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v) { return kv_copy(p, slot, n_pos, k, v, 1); }
+static fp4_status cpu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v) {
+    return kv_copy(p, slot, n_pos, (uint16_t *)k, (uint16_t *)v, 0);
+}
+
+static const fp4_rt_backend_ops cpu_ops = {
+    FP4_RT_BACKEND_ABI, "cpu", cpu_route, cpu_create, cpu_destroy, cpu_step, cpu_kv_read, cpu_kv_write,
+};
+
+const fp4_rt_backend_ops *fp4_rt_cpu_backend(void) { return &cpu_ops; }

@@ -1,0 +1,33 @@
+/* rt_fixture.h — test support for the runtime: tiny Llama-family checkpoints written with the
+ * library's writers, and two independent forwards of a whole token sequence (no KV cache, layer by
+ * layer over all positions): the exact-mode oracle (the SPEC contractions from format/, reductions
+ * written out as a simulated warp) and a double-precision reference on the dequantized weights. */
+#ifndef RT_FIXTURE_H
+#define RT_FIXTURE_H
+
+#include "fp4lane.h"
+#include "fp4lane_runtime.h"
+
+typedef struct rtfx_spec {
+    const char *model_type;   /* "llama", "mistral", "qwen2", "qwen3"                           */
+    int hidden, heads, kv_heads, head_dim, ffn, vocab, layers, ctx;
+    int tied;
+    int explicit_head_dim;    /* write "head_dim" into config.json                              */
+    const char *extra_json;   /* appended inside the config object (",\"k\":v"), may be NULL   */
+} rtfx_spec;
+
+/* The default tiny shape: hidden 256, 4 heads × 64, 2 KV heads, ffn 512, vocab 320, 2 layers. */
+rtfx_spec rtfx_default(const char *model_type);
+/* Writes DIR/config.json and DIR/model.safetensors (bf16, seeded). DIR is created. 0 on success. */
+int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed);
+
+/* Bit-exact oracle of exact mode: logits [T][vocab] for tokens[0..T). */
+int rtfx_oracle_exact(const fp4_model *m, const fp4_arch *a, const int32_t *tok, int T, float *logits);
+/* Double-precision reference on the dequantized weights (f32 values widened), same graph, no F16
+ * KV rounding: logits [T][vocab]. */
+int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok, int T, double *logits);
+
+/* rm -rf of a directory the test created */
+void rtfx_rmtree(const char *dir);
+
+#endif

@@ -1,0 +1,351 @@
+/* test_runtime_arch.c — fp4_arch from both config spellings and from GGUF keys; every refusal names
+ * the key and the value (before the engine allocates anything); binding refuses missing,
+ * unexpected and misshapen tensors by name; the route table refuses what is not qualified with the
+ * nearest allowed route; a llama.cpp-named GGUF (q/k rows permuted by its converter) decodes to the
+ * same bits as the Hugging Face checkpoint it came from. */
+#include "check.h"
+#include "rt_fixture.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char tmp[512];
+
+#define BASE                                                                                                            \
+    "\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,\"vocab_size\":320," \
+    "\"num_hidden_layers\":2,\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5"
+
+static void refused(const char *json, fp4_status want, const char *key, const char *value) {
+    fp4_arch a;
+    fp4_error e;
+    fp4_status st = fp4_arch_from_hf_config(json, &a, &e);
+    CHECK_MSG(st == want, "%s -> %s (%s)", json, fp4_status_str(st), e.msg);
+    CHECK_MSG(strstr(e.msg, key) && strstr(e.msg, value), "message '%s' does not name %s = %s", e.msg, key, value);
+}
+
+static void test_hf_config(void) {
+    fp4_arch a, b;
+    fp4_error e;
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE "}", &a, &e));
+    CHECK(a.family == FP4_ARCH_LLAMA && a.head_dim == 64 && a.n_kv_heads == 2 && a.rope_theta == 10000.0 && !a.tied_head &&
+          a.rope_scaling == FP4_ROPE_NONE && a.rms_eps == 1e-5f && !a.qk_permuted);
+    /* transformers 4 vs 5 spellings of llama3 scaling give the same description */
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\","
+                                     "\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}",
+                                     &a, &e));
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":500000.0,"
+                                     "\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}",
+                                     &b, &e));
+    CHECK(!memcmp(&a, &b, sizeof a) && a.rope_scaling == FP4_ROPE_LLAMA3 && a.rope_theta == 500000.0 && a.rope_orig_ctx == 8192);
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}", &a, &e));
+    CHECK(a.rope_scaling == FP4_ROPE_LINEAR && a.rope_factor == 2.0);
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1e6}}", &a, &e));
+    CHECK(a.rope_scaling == FP4_ROPE_NONE && a.rope_theta == 1e6);
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"qwen3\"," BASE ",\"head_dim\":128,\"tie_word_embeddings\":true,\"eos_token_id\":[7,9]}", &a, &e));
+    CHECK(a.family == FP4_ARCH_QWEN3 && a.qk_norm && a.head_dim == 128 && a.tied_head && a.n_eos == 2 && a.eos[1] == 9);
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"qwen2\"," BASE ",\"use_sliding_window\":false,\"sliding_window\":4096}", &a, &e));
+    CHECK(a.qkv_bias && !a.qk_norm);
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"mistral\"," BASE ",\"sliding_window\":null}", &a, &e));
+    /* refusals, each naming the key and the value */
+    refused("{\"model_type\":\"gemma2\"," BASE "}", FP4_ERR_UNSUPPORTED, "model_type", "gemma2");
+    refused("{\"model_type\":\"mixtral\"," BASE "}", FP4_ERR_UNSUPPORTED, "model_type", "mixtral");
+    refused("{\"model_type\":\"llama\"," BASE ",\"num_local_experts\":8}", FP4_ERR_UNSUPPORTED, "num_local_experts", "8");
+    refused("{\"model_type\":\"mistral\"," BASE ",\"sliding_window\":16}", FP4_ERR_UNSUPPORTED, "sliding_window", "16");
+    refused("{\"model_type\":\"qwen2\"," BASE ",\"use_sliding_window\":true}", FP4_ERR_UNSUPPORTED, "use_sliding_window", "true");
+    refused("{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}}", FP4_ERR_UNSUPPORTED, "rope_type", "yarn");
+    refused("{\"model_type\":\"llama\"," BASE ",\"rope_parameters\":{\"rope_type\":\"dynamic\",\"factor\":4.0}}", FP4_ERR_UNSUPPORTED, "rope_type", "dynamic");
+    refused("{\"model_type\":\"llama\"," BASE ",\"alibi\":true}", FP4_ERR_UNSUPPORTED, "alibi", "true");
+    refused("{\"model_type\":\"llama\"," BASE ",\"position_embedding_type\":\"alibi\"}", FP4_ERR_UNSUPPORTED, "position_embedding_type", "alibi");
+    refused("{\"model_type\":\"llama\"," BASE ",\"hidden_act\":\"gelu\"}", FP4_ERR_UNSUPPORTED, "hidden_act", "gelu");
+    refused("{\"model_type\":\"llama\"," BASE ",\"attention_bias\":true}", FP4_ERR_UNSUPPORTED, "attention_bias", "true");
+    refused("{\"model_type\":\"qwen3\"," BASE ",\"layer_types\":[\"full_attention\",\"sliding_attention\"]}", FP4_ERR_UNSUPPORTED, "layer_types",
+            "sliding_attention");
+    refused("{\"model_type\":\"llama\",\"hidden_size\":256}", FP4_ERR_NOT_FOUND, "num_hidden_layers", "missing");
+    refused("{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":3,\"intermediate_size\":512,"
+            "\"vocab_size\":320,\"num_hidden_layers\":2}", FP4_ERR_SHAPE, "num_key_value_heads", "3");
+    CHECK(fp4_arch_from_hf_config("[1]", &a, &e) == FP4_ERR_FORMAT);
+    CHECK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"hidden_size\":0}", &a, &e) != FP4_OK); /* duplicate key */
+}
+
+/* ---- a model with an edited config: bind refusals name the tensor ---- */
+static void write_cfg(const char *dir, const char *json) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    fp4_error e;
+    CHECK_OK(fp4_hf_write_json(p, json, 2, 1, &e));
+}
+static void bind_refused(const char *dir, const char *json, fp4_status want, const char *rule, const char *tensor) {
+    write_cfg(dir, json);
+    fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    fp4_status st = fp4_rt_create(m, NULL, &rt, &e);
+    CHECK_MSG(st == want && !strcmp(e.rule, rule) && strstr(e.tensor, tensor), "%s: got %s %s '%s' (%s)", json, fp4_status_str(st), e.rule,
+              e.tensor, e.msg);
+    CHECK(rt == NULL);
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+}
+
+static void test_bind(const char *dir) {
+    static const char *const good = "{\"model_type\":\"llama\"," BASE "}";
+    write_cfg(dir, good);
+    fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    CHECK_OK(fp4_rt_create(m, NULL, &rt, &e));
+    CHECK(rt && strstr(fp4_rt_routes(rt), "cpu.bf16.dense.pinned"));
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
+                      "\"vocab_size\":321,\"num_hidden_layers\":2,\"max_position_embeddings\":64}",
+                 FP4_ERR_SHAPE, "bind.shape", "model.embed_tokens.weight");
+    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
+                      "\"vocab_size\":320,\"num_hidden_layers\":1,\"max_position_embeddings\":64}",
+                 FP4_ERR_FORMAT, "bind.unexpected", "model.layers.1.");
+    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
+                      "\"vocab_size\":320,\"num_hidden_layers\":3,\"max_position_embeddings\":64}",
+                 FP4_ERR_NOT_FOUND, "bind.missing", "model.layers.2.");
+    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":4,\"intermediate_size\":512,"
+                      "\"vocab_size\":320,\"num_hidden_layers\":2,\"max_position_embeddings\":64}",
+                 FP4_ERR_SHAPE, "bind.shape", "self_attn.k_proj.weight");
+    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
+                      "\"vocab_size\":320,\"num_hidden_layers\":2,\"max_position_embeddings\":64,\"tie_word_embeddings\":true}",
+                 FP4_ERR_FORMAT, "bind.unexpected", "lm_head.weight");
+    bind_refused(dir, "{\"model_type\":\"qwen2\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
+                      "\"vocab_size\":320,\"num_hidden_layers\":2,\"max_position_embeddings\":64}",
+                 FP4_ERR_NOT_FOUND, "bind.missing", "q_proj.bias");
+    bind_refused(dir, "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"su\"}}", FP4_ERR_UNSUPPORTED, "arch.rope_type", "");
+    write_cfg(dir, good);
+}
+
+/* ---- the route table ---- */
+static void test_routes(const char *bf, const char *nv) {
+    fp4_route_key k = {FP4_LANE_NVFP4, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CPU, 1};
+    char msg[400];
+    const char *name;
+    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE && strstr(msg, "kquant lane") && strstr(msg, "plain NVFP4 decode"));
+    k.mode = FP4_MODE_EXACT;
+    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE && strstr(msg, "omit the draft model"));
+    k = (fp4_route_key){FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 0};
+    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE && strstr(msg, "--mode native on cuda"));
+    /* every combination is a row: qualified (named) or refused (with a message naming another) */
+    int n_ok = 0, n_refused = 0;
+    for (int lane = 0; lane < FP4_LANE_COUNT_; lane++)
+        for (int act = 0; act < 2; act++)
+            for (int mode = 0; mode < 2; mode++)
+                for (int dev = 0; dev < 2; dev++)
+                    for (int dr = 0; dr < 2; dr++) {
+                        fp4_route_key q = {(fp4_rt_lane)lane, (fp4_act_precision)act, (fp4_mode)mode, (fp4_device)dev, dr};
+                        fp4_status st = fp4_route_check(&q, &name, msg, sizeof msg);
+                        if (st == FP4_OK) n_ok += name && *name;
+                        else n_refused += st == FP4_ERR_REFUSED_ROUTE && (strstr(msg, "use") || strstr(msg, "omit"));
+                        if (st != FP4_OK && st != FP4_ERR_REFUSED_ROUTE) fprintf(stderr, "route %d %d %d %d %d: %s\n", lane, act, mode, dev, dr, msg);
+                    }
+    CHECK_EQ_INT(n_ok + n_refused, FP4_LANE_COUNT_ * 2 * 2 * 2 * 2);
+    /* the engine refuses before reading weights: drafting, a CUDA library that is not there */
+    fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(nv, NULL, &m, &e));
+    fp4_rt_opts o = {.mode = FP4_MODE_NATIVE, .drafting = 1};
+    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_REFUSED_ROUTE && strstr(e.msg, "unqualified"));
+    o = (fp4_rt_opts){.device = FP4_DEVICE_CUDA, .cuda_lib = "/nonexistent/libfp4lane_cuda.so"};
+    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_NO_DEVICE && strstr(e.msg, "libfp4lane_cuda.so") && strstr(e.msg, "--device cpu"));
+    CHECK(rt == NULL);
+    /* a library without the entry point (the CPU library itself) */
+    char lib[600];
+    snprintf(lib, sizeof lib, "%s/libfp4lane.so", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
+    o.cuda_lib = lib;
+    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_NO_DEVICE && !strcmp(e.rule, "rt.cuda-abi") && strstr(e.msg, "fp4_rt_cuda_backend"));
+    fp4_model_close(m);
+    (void)bf;
+}
+
+/* exact A16 needs n_in % 256: a model with hidden 128 is refused in exact mode, per tensor, with
+ * the nearest route; native serves it */
+static void test_tensor_route(void) {
+    char d1[600], d2[600];
+    snprintf(d1, sizeof d1, "%s/narrow-bf16", tmp);
+    snprintf(d2, sizeof d2, "%s/narrow-nvfp4", tmp);
+    rtfx_spec s = rtfx_default("llama");
+    s.hidden = 128, s.heads = 2, s.kv_heads = 1, s.ffn = 256;
+    CHECK(rtfx_write_hf(d1, &s, 5) == 0);
+    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
+    fp4_error e;
+    CHECK_OK(fp4_quantize_checkpoint(d1, d2, &qo, &e));
+    fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
+    CHECK_OK(fp4_model_open(d2, NULL, &m, &e));
+    fp4_rt_opts o = {.mode = FP4_MODE_EXACT};
+    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.tensor") && strstr(e.tensor, "q_proj.weight") &&
+          strstr(e.msg, "--mode native"));
+    o.mode = FP4_MODE_NATIVE;
+    CHECK_OK(fp4_rt_create(m, &o, &rt, &e));
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+}
+
+/* ---- GGUF with llama.cpp's keys and names, q/k rows permuted as its converter does ---- */
+static int write_gguf_llama(const char *hf_dir, const char *path) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    if (fp4_model_open(hf_dir, NULL, &m, &e)) return -1;
+    fp4_gguf_writer *w = NULL;
+    fp4_gguf_writer_create(&w);
+    fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5);
+    fp4_gguf_writer_add_u32(w, "llama.block_count", 2);
+    fp4_gguf_writer_add_u32(w, "llama.context_length", 64);
+    fp4_gguf_writer_add_u32(w, "llama.embedding_length", 256);
+    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", 512);
+    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", 4);
+    fp4_gguf_writer_add_u32(w, "llama.attention.head_count_kv", 2);
+    fp4_gguf_writer_add_u32(w, "llama.rope.dimension_count", 64);
+    fp4_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f); /* as test_bind left config.json */
+    fp4_gguf_writer_add_f32(w, "llama.rope.freq_base", 10000.0f);
+    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    static const struct { const char *hf, *gg; int perm_heads; } map[] = {
+        {"input_layernorm.weight", "attn_norm.weight", 0}, {"self_attn.q_proj.weight", "attn_q.weight", 4},
+        {"self_attn.k_proj.weight", "attn_k.weight", 2}, {"self_attn.v_proj.weight", "attn_v.weight", 0},
+        {"self_attn.o_proj.weight", "attn_output.weight", 0}, {"post_attention_layernorm.weight", "ffn_norm.weight", 0},
+        {"mlp.gate_proj.weight", "ffn_gate.weight", 0}, {"mlp.up_proj.weight", "ffn_up.weight", 0}, {"mlp.down_proj.weight", "ffn_down.weight", 0}};
+    const fp4_tensor *src[32];
+    char names[32][96];
+    int perm[32], n = 0;
+    snprintf(names[n], 96, "token_embd.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "model.embed_tokens.weight");
+    snprintf(names[n], 96, "output_norm.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "model.norm.weight");
+    snprintf(names[n], 96, "output.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "lm_head.weight");
+    for (int l = 0; l < 2; l++)
+        for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+            char hn[128];
+            snprintf(hn, sizeof hn, "model.layers.%d.%s", l, map[i].hf);
+            snprintf(names[n], 96, "blk.%d.%s", l, map[i].gg);
+            perm[n] = map[i].perm_heads;
+            src[n++] = fp4_model_find(m, hn);
+        }
+    for (int i = 0; i < n; i++) {
+        const int is_norm = src[i]->n_dims == 1;
+        if (fp4_gguf_writer_add_tensor(w, names[i], is_norm ? FP4_TYPE_F32 : FP4_TYPE_BF16, src[i]->n_dims, src[i]->ne)) return -1;
+    }
+    if (fp4_gguf_writer_write_header(w, path)) return -1;
+    for (int i = 0; i < n; i++) {
+        const fp4_tensor *t = src[i];
+        const int64_t rows = t->n_dims > 1 ? t->ne[1] : 1, cols = t->ne[0];
+        if (t->n_dims == 1) {
+            float *f = malloc(sizeof(float) * (size_t)cols);
+            fp4_tensor_dequant_rows(t, 0, 1, f);
+            fp4_gguf_writer_write_tensor_data(w, i, f, sizeof(float) * (size_t)cols);
+            free(f);
+            continue;
+        }
+        uint8_t *b = malloc((size_t)t->nbytes);
+        const size_t rb = (size_t)cols * 2;
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t from = r;
+            if (perm[i]) { /* llama.cpp: reshape(heads, 2, D/2, n_in).swapaxes(1, 2): row h*D + 2i + j <- h*D + j*D/2 + i */
+                const int64_t D = rows / perm[i], h = r / D, q = r % D;
+                from = h * D + (q % 2) * (D / 2) + q / 2;
+            }
+            memcpy(b + r * rb, t->data + from * rb, rb);
+        }
+        fp4_gguf_writer_write_tensor_data(w, i, b, (size_t)t->nbytes);
+        free(b);
+    }
+    fp4_status st = fp4_gguf_writer_finish(w);
+    fp4_gguf_writer_free(w);
+    fp4_model_close(m);
+    return st ? -1 : 0;
+}
+
+static void logits_of(const char *path, int32_t n, const int32_t *ids, float *out, const char **routes) {
+    fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(path, NULL, &m, &e));
+    fp4_rt_opts o = {.n_ctx = 32, .n_threads = 2};
+    fp4_status st = fp4_rt_create(m, &o, &rt, &e);
+    CHECK_MSG(st == FP4_OK, "%s: %s %s %s", path, e.rule, e.tensor, e.msg);
+    if (rt) {
+        int32_t s;
+        fp4_rt_seq_open(rt, &s);
+        fp4_rt_tok c[32];
+        for (int i = 0; i < n; i++) c[i] = (fp4_rt_tok){s, ids[i], 1};
+        CHECK_OK(fp4_rt_step(rt, c, n, out, &e));
+        if (routes) *routes = fp4_rt_arch(rt)->qk_permuted ? "permuted" : "hf";
+    }
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+}
+
+static void test_gguf(const char *bf) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/llama.gguf", tmp);
+    CHECK(write_gguf_llama(bf, path) == 0);
+    fp4_gguf *g = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_gguf_open(path, &g, &e));
+    fp4_arch a;
+    CHECK_OK(fp4_arch_from_gguf(g, &a, &e));
+    CHECK(a.family == FP4_ARCH_LLAMA && a.source == FP4_ARCH_FROM_GGUF && a.qk_permuted && a.n_layers == 2 && a.hidden == 256 && a.n_kv_heads == 2 &&
+          a.head_dim == 64 && a.vocab == 320 && a.rms_eps == 1e-5f && !a.tied_head && a.eos[0] == 2);
+    fp4_gguf_close(g);
+    enum { N = 9 };
+    const int32_t ids[N] = {1, 5, 300, 17, 17, 2, 99, 250, 4};
+    float *x = malloc(sizeof(float) * N * 320), *y = malloc(sizeof(float) * N * 320);
+    const char *how = NULL;
+    logits_of(bf, N, ids, x, NULL);
+    logits_of(path, N, ids, y, &how);
+    CHECK(how && !strcmp(how, "permuted"));
+    int64_t d = 0;
+    double md = 0;
+    for (int i = 0; i < N * 320; i++) d += f32_bits(x[i]) != f32_bits(y[i]), md = fmax(md, fabs(x[i] - y[i]));
+    if (d) fprintf(stderr, "max diff %g (first %g vs %g)\n", md, x[0], y[0]);
+    CHECK_MSG(d == 0, "the llama.cpp GGUF differs from its HF source in %lld logits", (long long)d);
+    free(x), free(y);
+    /* GGUF refusals name key and value */
+    fp4_gguf_writer *w = NULL;
+    snprintf(path, sizeof path, "%s/moe.gguf", tmp);
+    fp4_gguf_writer_create(&w);
+    fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5);
+    fp4_gguf_writer_add_u32(w, "llama.block_count", 2);
+    fp4_gguf_writer_add_u32(w, "llama.context_length", 64);
+    fp4_gguf_writer_add_u32(w, "llama.embedding_length", 256);
+    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", 512);
+    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", 4);
+    fp4_gguf_writer_add_u32(w, "llama.expert_count", 8);
+    int64_t ne[2] = {256, 320};
+    fp4_gguf_writer_add_tensor(w, "token_embd.weight", FP4_TYPE_F32, 2, ne);
+    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+    float *z = calloc(256 * 320, 4);
+    fp4_gguf_writer_write_tensor_data(w, 0, z, 256 * 320 * 4);
+    free(z);
+    CHECK_OK(fp4_gguf_writer_finish(w));
+    fp4_gguf_writer_free(w);
+    CHECK_OK(fp4_gguf_open(path, &g, &e));
+    CHECK(fp4_arch_from_gguf(g, &a, &e) == FP4_ERR_UNSUPPORTED && strstr(e.msg, "llama.expert_count") && strstr(e.msg, "8"));
+    fp4_gguf_close(g);
+}
+
+int main(void) {
+    snprintf(tmp, sizeof tmp, "%s/fp4lane-rtarch-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
+    test_hf_config();
+    char bf[600], nv[600];
+    snprintf(bf, sizeof bf, "%s/llama-bf16", tmp);
+    snprintf(nv, sizeof nv, "%s/llama-nvfp4", tmp);
+    rtfx_spec s = rtfx_default("llama");
+    CHECK(rtfx_write_hf(bf, &s, 3) == 0);
+    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
+    fp4_error e;
+    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
+    test_bind(bf);
+    test_routes(bf, nv);
+    test_tensor_route();
+    test_gguf(bf);
+    if (!check_failed && !getenv("KEEP")) rtfx_rmtree(tmp);
+    return check_report();
+}

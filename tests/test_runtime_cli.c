@@ -1,0 +1,212 @@
+/* test_runtime_cli.c — fp4lane run and fp4lane compare as a user meets them: ids out and the
+ * summary as the last line, --logits-out (.npy, bit-equal to the library's logits), prompt caches
+ * across two runs, --batch-file, usage errors (exit 2) that name the value, refusals (exit 1),
+ * Ctrl-C (summary, exit 130), the comparator's verdicts. */
+#include "check.h"
+#include "rt_fixture.h"
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char bin[512], tmp[512];
+
+static char *slurp(const char *path, long *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return calloc(1, 1);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    n = (long)fread(b, 1, (size_t)n, f);
+    b[n] = 0;
+    fclose(f);
+    if (len) *len = n;
+    return b;
+}
+
+static int cli(const char *args, char **out, char **err) {
+    char cmd[4096], fo[600], fe[600];
+    snprintf(fo, sizeof fo, "%s/out", tmp);
+    snprintf(fe, sizeof fe, "%s/err", tmp);
+    snprintf(cmd, sizeof cmd, "%s %s >'%s' 2>'%s'", bin, args, fo, fe);
+    int rc = system(cmd);
+    free(*out), free(*err);
+    *out = slurp(fo, NULL);
+    *err = slurp(fe, NULL);
+    if (rc == -1 || !WIFEXITED(rc)) return -1;
+    return WEXITSTATUS(rc);
+}
+static int has(const char *s, const char *x) { return s && strstr(s, x) != NULL; }
+static const char *last_line(const char *s) {
+    const char *e = s + strlen(s);
+    while (e > s && e[-1] == '\n') e--;
+    const char *p = e;
+    while (p > s && p[-1] != '\n') p--;
+    return p;
+}
+
+/* the float32 rows of an .npy written by run: checks the header, returns rows */
+static float *npy_rows(const char *path, long *rows, long cols) {
+    long len;
+    char *b = slurp(path, &len);
+    *rows = -1;
+    if (len < 128 || memcmp(b, "\x93NUMPY\x01\x00", 8) || !strstr(b + 10, "'descr': '<f4'") || (len - 128) % (4 * cols)) {
+        free(b);
+        return NULL;
+    }
+    *rows = (len - 128) / (4 * cols);
+    char shape[64];
+    snprintf(shape, sizeof shape, "'shape': (%ld, %ld)", *rows, cols);
+    if (!strstr(b + 10, shape)) *rows = -2;
+    float *f = malloc((size_t)(len - 128) + 4);
+    memcpy(f, b + 128, (size_t)(len - 128));
+    free(b);
+    return f;
+}
+
+int main(void) {
+    snprintf(bin, sizeof bin, "%s/fp4lane", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
+    snprintf(tmp, sizeof tmp, "%s/fp4lane-rtcli-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
+    char bf[600], nv[600], a[3000], f1[700], f2[700], f3[700];
+    snprintf(bf, sizeof bf, "%s/llama-bf16", tmp);
+    snprintf(nv, sizeof nv, "%s/llama-nvfp4", tmp);
+    rtfx_spec s = rtfx_default("llama");
+    s.ctx = 4096;
+    CHECK(rtfx_write_hf(bf, &s, 8) == 0);
+    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
+    fp4_error e;
+    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
+    char *o = NULL, *er = NULL;
+
+    /* ids out, summary last */
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos", nv);
+    CHECK(cli(a, &o, &er) == 0);
+    CHECK(has(last_line(o), "prefill 4 tok") && has(last_line(o), "decode 5 tok") && has(last_line(o), "device cpu") &&
+          has(last_line(o), "mode exact") && has(last_line(o), "cpu.nvfp4.a16.exact") && has(last_line(o), "head: cpu.bf16.dense.pinned"));
+    int n_ids = 0;
+    for (const char *p = o; *p && *p != '\n'; p++) n_ids += (*p >= '0' && *p <= '9') && (p == o || p[-1] == ' ');
+    CHECK_EQ_INT(n_ids, 5);
+    char first_run[256];
+    snprintf(first_run, sizeof first_run, "%.*s", (int)strcspn(o, "\n"), o);
+    /* same again with 3 threads, prefill chunk 1: the same ids (exact mode) */
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos --threads 3 --prefill-chunk 1", nv);
+    CHECK(cli(a, &o, &er) == 0 && !strncmp(o, first_run, strlen(first_run)));
+    /* -n 0: the prompt only */
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 0", nv);
+    CHECK(cli(a, &o, &er) == 0 && has(o, "decode 0 tok"));
+
+    /* --logits-out: every position processed; bit-equal to the library */
+    snprintf(f1, sizeof f1, "%s/l.npy", tmp);
+    snprintf(a, sizeof a, "run %s --prompt-ids 5,6,7 -n 3 --ignore-eos --logits-out %s", bf, f1);
+    CHECK(cli(a, &o, &er) == 0);
+    long rows;
+    float *L = npy_rows(f1, &rows, 320);
+    CHECK_MSG(L && rows == 5, "rows %ld", rows); /* 3 prompt + 2 generated tokens fed back */
+    fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
+    CHECK_OK(fp4_model_open(bf, NULL, &m, &e));
+    fp4_rt_opts ro = {0};
+    CHECK_OK(fp4_rt_create(m, &ro, &rt, &e));
+    if (rt && L) {
+        int32_t sq;
+        fp4_rt_seq_open(rt, &sq);
+        fp4_rt_tok c[3] = {{sq, 5, 1}, {sq, 6, 1}, {sq, 7, 1}};
+        float *lg = malloc(sizeof(float) * 3 * 320);
+        CHECK_OK(fp4_rt_step(rt, c, 3, lg, &e));
+        CHECK(!memcmp(lg, L, sizeof(float) * 3 * 320));
+        free(lg);
+    }
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+
+    /* prompt cache: 6 ids saved, then 3 more from the snapshot == rows 6..8 of one run of 9 */
+    snprintf(f2, sizeof f2, "%s/p.kv", tmp);
+    snprintf(a, sizeof a, "run %s --prompt-ids 9,8,7,6,5,4 -n 0 --kv-save %s", nv, f2);
+    CHECK(cli(a, &o, &er) == 0);
+    snprintf(f3, sizeof f3, "%s/k.npy", tmp);
+    snprintf(a, sizeof a, "run %s --prompt-ids 3,2,1 -n 0 --kv-load %s --logits-out %s", nv, f2, f3);
+    CHECK(cli(a, &o, &er) == 0);
+    snprintf(a, sizeof a, "run %s --prompt-ids 9,8,7,6,5,4,3,2,1 -n 0 --logits-out %s --prefill-chunk 4", nv, f1);
+    CHECK(cli(a, &o, &er) == 0);
+    long r1, r2;
+    float *full = npy_rows(f1, &r1, 320), *cont = npy_rows(f3, &r2, 320);
+    CHECK(full && cont && r1 == 9 && r2 == 3 && !memcmp(full + 6 * 320, cont, sizeof(float) * 3 * 320));
+    free(full), free(cont), free(L);
+    /* the snapshot of the nvfp4 exact engine is refused by native mode and by another model */
+    snprintf(a, sizeof a, "run %s --prompt-ids 3 -n 0 --kv-load %s --mode native", nv, f2);
+    CHECK(cli(a, &o, &er) == 1 && has(er, "kv.identity"));
+    snprintf(a, sizeof a, "run %s --prompt-ids 3 -n 0 --kv-load %s", bf, f2);
+    CHECK(cli(a, &o, &er) == 1 && has(er, "kv.identity"));
+
+    /* --batch-file: each line decoded inside the batch equals its lone run (greedy, exact) */
+    snprintf(f3, sizeof f3, "%s/prompts.txt", tmp);
+    FILE *pf = fopen(f3, "w");
+    fprintf(pf, "1,2,3,4\n\n10,11\n7\n");
+    fclose(pf);
+    snprintf(a, sizeof a, "run %s --batch-file %s -n 5 --ignore-eos --threads 2", nv, f3);
+    CHECK(cli(a, &o, &er) == 0);
+    char line0[300];
+    snprintf(line0, sizeof line0, "0: %s", first_run + (first_run[0] == ' '));
+    CHECK_MSG(has(o, line0) && has(o, "\n1: ") && has(o, "\n2: "), "batch output: %s (want %s)", o, line0);
+    snprintf(a, sizeof a, "run %s --prompt-ids 10,11 -n 5 --ignore-eos", nv);
+    char *o2 = NULL, *e2 = NULL;
+    CHECK(cli(a, &o2, &e2) == 0);
+    char line1[300];
+    snprintf(line1, sizeof line1, "1: %.*s", (int)strcspn(o2, "\n"), o2);
+    CHECK_MSG(has(o, line1), "%s vs %s", o, line1);
+    free(o2), free(e2);
+
+    /* usage errors name the value; refusals exit 1 */
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,320,3", nv);
+    CHECK(cli(a, &o, &er) == 2 && has(er, "320"));
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,x3", nv);
+    CHECK(cli(a, &o, &er) == 2 && has(er, "x3"));
+    snprintf(a, sizeof a, "run %s --prompt-ids ,", nv);
+    CHECK(cli(a, &o, &er) == 2 && has(er, "empty"));
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2 -n 5000", nv);
+    CHECK(cli(a, &o, &er) == 2 && has(er, "5000") && has(er, "context"));
+    snprintf(a, sizeof a, "run %s --prompt-ids 1 --mode fast", nv);
+    CHECK(cli(a, &o, &er) == 2 && has(er, "fast"));
+    snprintf(a, sizeof a, "run %s --prompt-ids @%s/nonexistent", nv, tmp);
+    CHECK(cli(a, &o, &er) == 2);
+    snprintf(a, sizeof a, "run %s --prompt-ids 1 --device cuda --cuda-lib %s/nonexistent.so", nv, tmp);
+    CHECK(cli(a, &o, &er) == 1 && has(er, "libfp4lane_cuda.so") && has(er, "--device cpu"));
+    snprintf(a, sizeof a, "run %s --prompt-ids 1 --mode native --draft %s", nv, nv);
+    CHECK(cli(a, &o, &er) == 1 && has(er, "unqualified"));
+    snprintf(a, sizeof a, "run %s/nonexistent --prompt-ids 1", tmp);
+    CHECK(cli(a, &o, &er) == 1 && has(er, "file:"));
+
+    /* Ctrl-C: the summary of what was done, exit 130 */
+    snprintf(f1, sizeof f1, "%s/sig.out", tmp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(f1, "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
+        execl(bin, bin, "run", bf, "--prompt-ids", "1,2,3", "-n", "4000", "--ignore-eos", "--ctx", "4096", (char *)NULL);
+        _exit(98);
+    }
+    usleep(700 * 1000);
+    kill(pid, SIGINT);
+    int ws = 0;
+    waitpid(pid, &ws, 0);
+    CHECK_MSG(WIFEXITED(ws) && WEXITSTATUS(ws) == 130, "status %d", ws);
+    char *so = slurp(f1, NULL);
+    CHECK(has(last_line(so), "(interrupted)") && has(last_line(so), "decode"));
+    free(so);
+
+    /* compare: threads 1 vs 2 are bit-identical; exact vs native drift, --max-drift, --json */
+    snprintf(a, sizeof a, "compare %s --a \"--threads 1\" --b \"--threads 2 --prefill-chunk 3\" --prompt-ids 1,2,3,4,5,6,7 --max-drift 0", nv);
+    CHECK(cli(a, &o, &er) == 0 && has(o, "argmax identical at 7/7") && has(o, " 0 of 2240 logits differ"));
+    snprintf(a, sizeof a, "compare %s --a \"--mode exact\" --b \"--mode native\" --prompt-ids 1,2,3,4,5,6,7 --max-drift 0", nv);
+    CHECK(cli(a, &o, &er) == 1 && has(o, "past --max-drift"));
+    snprintf(a, sizeof a, "compare %s --a \"--mode exact\" --b \"--model %s\" --prompt-ids 1,2,3,4,5,6,7 --json", nv, bf);
+    CHECK(cli(a, &o, &er) == 0 && has(o, "\"positions\":7") && has(o, "\"mean_kl\":") && has(o, "\"ok\":true"));
+    snprintf(a, sizeof a, "compare %s --a \"--bogus\" --b \"\" --prompt-ids 1", nv);
+    CHECK(cli(a, &o, &er) == 2);
+    free(o), free(er);
+    if (!check_failed) rtfx_rmtree(tmp);
+    return check_report();
+}

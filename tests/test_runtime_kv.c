@@ -1,0 +1,251 @@
+/* test_runtime_kv.c — the KV cache: a snapshot saved after a prefix and loaded into a fresh engine
+ * continues to the same bits as an uninterrupted run; a snapshot of another identity (mode, model)
+ * is refused, so are truncated, corrupted and padded ones; positions past the context and bad
+ * tokens are clear errors that compute nothing; the samplers are deterministic. */
+#include "check.h"
+#include "rt_fixture.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
+
+static char tmp[512];
+enum { N = 10, SPLIT = 6 };
+static const int32_t ids[N] = {1, 30, 31, 200, 7, 7, 64, 128, 256, 3};
+
+static fp4_rt *engine(const fp4_model *m, fp4_mode mode, int64_t n_ctx) {
+    fp4_rt_opts o = {.mode = mode, .n_ctx = n_ctx, .n_threads = 2};
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_rt_create(m, &o, &rt, &e));
+    return rt;
+}
+
+static void feed(fp4_rt *rt, int32_t s, const int32_t *t, int n, float *lg) {
+    fp4_rt_tok c[32];
+    fp4_error e;
+    for (int i = 0; i < n; i++) c[i] = (fp4_rt_tok){s, t[i], 1};
+    CHECK_OK(fp4_rt_step(rt, c, n, lg, &e));
+}
+
+static long file_size(const char *p) {
+    struct stat sb;
+    return stat(p, &sb) ? -1 : (long)sb.st_size;
+}
+static void copy_edit(const char *from, const char *to, long trunc, long flip_at, int append) {
+    FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+    long i = 0;
+    int c;
+    while ((c = fgetc(a)) != EOF && (trunc < 0 || i < trunc)) fputc(i++ == flip_at ? c ^ 0x10 : c, b);
+    if (append) fputc(0, b);
+    fclose(a), fclose(b);
+}
+
+static void test_snapshots(const char *bf, const char *nv) {
+    fp4_model *m = NULL, *m2 = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(bf, NULL, &m, &e));
+    CHECK_OK(fp4_model_open(nv, NULL, &m2, &e));
+    if (!m || !m2) return;
+    const int64_t V = 320;
+    float *full = malloc(sizeof(float) * N * V), *part = malloc(sizeof(float) * N * V);
+    fp4_rt *rt = engine(m, FP4_MODE_EXACT, 32);
+    int32_t s;
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    feed(rt, s, ids, N, full);
+    fp4_rt_free(rt);
+    /* prefix, save, fresh engine, load, continue */
+    char snap[600], bad[600];
+    snprintf(snap, sizeof snap, "%s/prefix.kv", tmp);
+    snprintf(bad, sizeof bad, "%s/bad.kv", tmp);
+    rt = engine(m, FP4_MODE_EXACT, 32);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    feed(rt, s, ids, SPLIT, part);
+    CHECK_OK(fp4_rt_kv_save(rt, s, snap, &e));
+    CHECK(strlen(fp4_rt_identity(rt)) == 64);
+    fp4_rt_free(rt);
+    /* nothing but the snapshot was left in the directory (temporary name renamed) */
+    DIR *dir = opendir(tmp);
+    int stray = 0;
+    for (struct dirent *d; dir && (d = readdir(dir));) stray += strstr(d->d_name, ".tmp.") != NULL;
+    if (dir) closedir(dir);
+    CHECK_EQ_INT(stray, 0);
+    rt = engine(m, FP4_MODE_EXACT, 32);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    CHECK_OK(fp4_rt_kv_load(rt, s, snap, &e));
+    CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), SPLIT);
+    feed(rt, s, ids + SPLIT, N - SPLIT, part + SPLIT * V);
+    int64_t d = 0;
+    for (int64_t i = 0; i < N * V; i++) d += f32_bits(full[i]) != f32_bits(part[i]);
+    CHECK_MSG(d == 0, "save/load/continue differs from the uninterrupted run in %lld logits", (long long)d);
+    /* loading into a sequence that is not empty */
+    CHECK(fp4_rt_kv_load(rt, s, snap, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "kv.seq"));
+    fp4_rt_free(rt);
+    /* identity: native mode, another model */
+    rt = engine(m, FP4_MODE_NATIVE, 32);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    CHECK(fp4_rt_kv_load(rt, s, snap, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "kv.identity"));
+    CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), 0);
+    fp4_rt_free(rt);
+    rt = engine(m2, FP4_MODE_EXACT, 32);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    CHECK(fp4_rt_kv_load(rt, s, snap, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "kv.identity"));
+    fp4_rt_free(rt);
+    /* damaged files */
+    rt = engine(m, FP4_MODE_EXACT, 32);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    const long size = file_size(snap);
+    CHECK(size > 200);
+    copy_edit(snap, bad, size - 7, -1, 0);
+    CHECK(fp4_rt_kv_load(rt, s, bad, &e) == FP4_ERR_TRUNCATED && !strcmp(e.rule, "kv.truncated"));
+    copy_edit(snap, bad, 40, -1, 0);
+    CHECK(fp4_rt_kv_load(rt, s, bad, &e) == FP4_ERR_TRUNCATED);
+    copy_edit(snap, bad, -1, size / 2, 0);
+    CHECK(fp4_rt_kv_load(rt, s, bad, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "kv.checksum"));
+    copy_edit(snap, bad, -1, 9, 0); /* inside the identity: the checksum sees it first */
+    CHECK(fp4_rt_kv_load(rt, s, bad, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "kv.checksum"));
+    copy_edit(snap, bad, -1, -1, 1);
+    CHECK(fp4_rt_kv_load(rt, s, bad, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "kv.trailing"));
+    copy_edit(snap, bad, -1, 0, 0);
+    CHECK(fp4_rt_kv_load(rt, s, bad, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "kv.magic"));
+    CHECK(fp4_rt_kv_load(rt, s, "/nonexistent/x.kv", &e) == FP4_ERR_IO);
+    CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), 0); /* nothing was loaded */
+    fp4_rt_free(rt);
+    /* a snapshot longer than this engine's context */
+    rt = engine(m, FP4_MODE_EXACT, 4);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    CHECK(fp4_rt_kv_load(rt, s, snap, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "rt.context"));
+    fp4_rt_free(rt);
+    free(full), free(part);
+    fp4_model_close(m), fp4_model_close(m2);
+}
+
+static void test_limits(const char *bf) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(bf, NULL, &m, &e));
+    if (!m) return;
+    fp4_rt *rt = engine(m, FP4_MODE_EXACT, 8);
+    int32_t s, s2;
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    CHECK(fp4_rt_seq_open(rt, &s2) == FP4_ERR_LIMIT); /* max_seqs 1 */
+    float *lg = malloc(sizeof(float) * 16 * 320);
+    fp4_rt_tok c[16];
+    for (int i = 0; i < 9; i++) c[i] = (fp4_rt_tok){s, 5, 1};
+    CHECK(fp4_rt_step(rt, c, 9, lg, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "rt.context") && strstr(e.msg, "8"));
+    CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), 0); /* refused before anything ran */
+    CHECK_OK(fp4_rt_step(rt, c, 8, lg, &e));
+    CHECK(fp4_rt_step(rt, c, 1, lg, &e) == FP4_ERR_LIMIT);
+    CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), 8);
+    fp4_rt_seq_close(rt, s);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    c[0] = (fp4_rt_tok){s, 320, 1};
+    CHECK(fp4_rt_step(rt, c, 1, lg, &e) == FP4_ERR_INVALID_ARG && strstr(e.msg, "320"));
+    c[0] = (fp4_rt_tok){s, -1, 1};
+    CHECK(fp4_rt_step(rt, c, 1, lg, &e) == FP4_ERR_INVALID_ARG);
+    c[0] = (fp4_rt_tok){s + 1, 3, 1};
+    CHECK(fp4_rt_step(rt, c, 1, lg, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "rt.seq"));
+    c[0] = (fp4_rt_tok){s, 3, 1};
+    CHECK(fp4_rt_step(rt, c, 1, NULL, &e) == FP4_ERR_INVALID_ARG);
+    CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), 0);
+    free(lg);
+    fp4_rt_free(rt);
+    fp4_rt_opts o = {.n_ctx = 65}; /* the model says 64 */
+    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "rt.context"));
+    fp4_model_close(m);
+}
+
+static void test_sampler(void) {
+    enum { V = 6 };
+    const float l[V] = {0.5f, 2.0f, 2.0f, -1.0f, 1.9f, 0.0f};
+    fp4_sampler *s = NULL;
+    fp4_sampler_params p = fp4_sampler_defaults();
+    CHECK_OK(fp4_sampler_create(&p, V, &s));
+    CHECK_EQ_INT(fp4_sampler_sample(s, l), 1); /* ties: the lowest id */
+    /* repetition penalty: 1 and 2 seen -> 2.0/2 = 1.0 each, 4 wins */
+    fp4_sampler_free(s);
+    p.repeat_penalty = 2.0f;
+    CHECK_OK(fp4_sampler_create(&p, V, &s));
+    fp4_sampler_accept(s, 1), fp4_sampler_accept(s, 2), fp4_sampler_accept(s, 2);
+    CHECK_EQ_INT(fp4_sampler_sample(s, l), 4);
+    fp4_sampler_free(s);
+    p = fp4_sampler_defaults();
+    p.presence_penalty = 0.15f;
+    CHECK_OK(fp4_sampler_create(&p, V, &s));
+    fp4_sampler_accept(s, 1), fp4_sampler_accept(s, 2);
+    CHECK_EQ_INT(fp4_sampler_sample(s, l), 4); /* 1.85 < 1.9 */
+    fp4_sampler_free(s);
+    /* seeded: the same seed gives the same draws, another seed other draws; top-k 1 and a tiny
+     * top-p reduce to the argmax, min-p 1 to the tied maxima */
+    int32_t a[64], b[64], c[64];
+    for (int run = 0; run < 3; run++) {
+        p = fp4_sampler_defaults();
+        p.temperature = 1.0f;
+        p.seed = run == 2 ? 43 : 42;
+        CHECK_OK(fp4_sampler_create(&p, V, &s));
+        for (int i = 0; i < 64; i++) (run == 0 ? a : run == 1 ? b : c)[i] = fp4_sampler_sample(s, l);
+        fp4_sampler_free(s);
+    }
+    CHECK(!memcmp(a, b, sizeof a) && memcmp(a, c, sizeof a));
+    const struct { int k; float p, minp; } red[] = {{1, 1.0f, 0}, {0, 0.01f, 0}, {0, 1.0f, 1.0f}};
+    for (int r = 0; r < 3; r++) {
+        p = fp4_sampler_defaults();
+        p.temperature = 1.5f, p.top_k = red[r].k, p.top_p = red[r].p, p.min_p = red[r].minp, p.seed = 9;
+        CHECK_OK(fp4_sampler_create(&p, V, &s));
+        int ok = 1;
+        for (int i = 0; i < 50; i++) {
+            int32_t t = fp4_sampler_sample(s, l);
+            ok &= t == 1 || (r == 2 && t == 2); /* min-p 1 keeps both tied maxima */
+        }
+        CHECK(ok);
+        fp4_sampler_free(s);
+    }
+    /* the draws follow softmax(l / T): frequencies within 4 sigma over 40000 draws */
+    p = fp4_sampler_defaults();
+    p.temperature = 0.7f, p.seed = 1234;
+    CHECK_OK(fp4_sampler_create(&p, V, &s));
+    int cnt[V] = {0};
+    for (int i = 0; i < 40000; i++) cnt[fp4_sampler_sample(s, l)]++;
+    fp4_sampler_free(s);
+    double z = 0, pr[V];
+    for (int i = 0; i < V; i++) z += (pr[i] = exp(l[i] / 0.7));
+    int ok = 1;
+    for (int i = 0; i < V; i++) {
+        double q = pr[i] / z, sd = sqrt(40000 * q * (1 - q));
+        ok &= fabs(cnt[i] - 40000 * q) <= 4 * sd + 1;
+    }
+    CHECK(ok);
+    /* top-k 2 never draws outside the two best */
+    p.top_k = 2;
+    CHECK_OK(fp4_sampler_create(&p, V, &s));
+    ok = 1;
+    for (int i = 0; i < 2000; i++) {
+        int32_t t = fp4_sampler_sample(s, l);
+        ok &= t == 1 || t == 2;
+    }
+    CHECK(ok);
+    fp4_sampler_free(s);
+    CHECK(fp4_sampler_create(&p, 0, &s) == FP4_ERR_INVALID_ARG);
+    p.repeat_penalty = 0;
+    CHECK(fp4_sampler_create(&p, V, &s) == FP4_ERR_INVALID_ARG);
+}
+
+int main(void) {
+    snprintf(tmp, sizeof tmp, "%s/fp4lane-rtkv-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
+    char bf[600], nv[600];
+    snprintf(bf, sizeof bf, "%s/llama-bf16", tmp);
+    snprintf(nv, sizeof nv, "%s/llama-nvfp4", tmp);
+    rtfx_spec s = rtfx_default("llama");
+    CHECK(rtfx_write_hf(bf, &s, 21) == 0);
+    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
+    fp4_error e;
+    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
+    test_snapshots(bf, nv);
+    test_limits(bf);
+    test_sampler();
+    if (!check_failed) rtfx_rmtree(tmp);
+    return check_report();
+}

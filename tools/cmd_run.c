@@ -1,0 +1,320 @@
+/* cmd_run.c — fp4lane run: prompt ids in, generated ids out (no tokenizer yet: ids in, ids out, a
+ * per-token callback where a detokenizer will stream text), optional logits of every position
+ * processed, prompt caches. The last line is the summary. Ctrl-C: summary of what was done, 130. */
+#include "cli.h"
+#include "rt_cli.h"
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+typedef struct run_args {
+    rt_cli_engine e;
+    const char *prompt, *batch_file, *logits_out, *kv_save, *kv_load;
+    long long n_gen;
+    int ignore_eos;
+    fp4_sampler_params sp;
+} run_args;
+
+/* a token leaves the engine: a tokenizer will print text here */
+typedef void (*token_fn)(void *ctx, int32_t seq, int32_t token);
+static void print_token(void *ctx, int32_t seq, int32_t token) {
+    int *first = ctx;
+    printf("%s%d", first[seq] ? "" : " ", token);
+    first[seq] = 0;
+    fflush(stdout);
+}
+
+static int usage(void) {
+    fprintf(stderr,
+            "usage: fp4lane run MODEL (--prompt-ids 1,2,3 | --prompt-ids @FILE | --batch-file PROMPTS) [-n N]\n"
+            "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--prefill-chunk N] [--ctx N]\n"
+            "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
+            "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] [--kv-load F]\n");
+    return 2;
+}
+
+static int parse_f(const char *opt, const char *v, float *out) {
+    char *end;
+    float x = v ? strtof(v, &end) : 0;
+    if (!v || !*v || *end || x != x) return fprintf(stderr, "fp4lane: %s %s: expected a number\n", opt, v ? v : "(missing)"), -1;
+    *out = x;
+    return 0;
+}
+
+static int parse(int argc, char **argv, run_args *a) {
+    memset(a, 0, sizeof *a);
+    rt_cli_engine_init(&a->e);
+    a->sp = fp4_sampler_defaults();
+    a->n_gen = 16;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = rt_cli_engine_opt(&a->e, argc, argv, &i);
+        if (r < 0) return -1;
+        if (r) continue;
+        char *end;
+        if (!strcmp(o, "--prompt-ids") && v) a->prompt = v, i++;
+        else if (!strcmp(o, "--batch-file") && v) a->batch_file = v, i++;
+        else if (!strcmp(o, "--logits-out") && v) a->logits_out = v, i++;
+        else if (!strcmp(o, "--kv-save") && v) a->kv_save = v, i++;
+        else if (!strcmp(o, "--kv-load") && v) a->kv_load = v, i++;
+        else if (!strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
+        else if (!strcmp(o, "-n") && v) {
+            a->n_gen = strtoll(v, &end, 10);
+            if (!*v || *end || a->n_gen < 0) return fprintf(stderr, "fp4lane: -n %s: expected a non-negative integer\n", v), -1;
+            i++;
+        } else if (!strcmp(o, "--temp") && v) { if (parse_f(o, v, &a->sp.temperature)) return -1; i++; }
+        else if (!strcmp(o, "--top-p") && v) { if (parse_f(o, v, &a->sp.top_p)) return -1; i++; }
+        else if (!strcmp(o, "--min-p") && v) { if (parse_f(o, v, &a->sp.min_p)) return -1; i++; }
+        else if (!strcmp(o, "--repeat-penalty") && v) { if (parse_f(o, v, &a->sp.repeat_penalty) || !(a->sp.repeat_penalty > 0)) return fprintf(stderr, "fp4lane: --repeat-penalty must be > 0\n"), -1; i++; }
+        else if (!strcmp(o, "--presence-penalty") && v) { if (parse_f(o, v, &a->sp.presence_penalty)) return -1; i++; }
+        else if ((!strcmp(o, "--top-k") || !strcmp(o, "--penalty-last-n")) && v) {
+            long x = strtol(v, &end, 10);
+            if (!*v || *end || x < 0 || x > INT32_MAX) return fprintf(stderr, "fp4lane: %s %s: expected a non-negative integer\n", o, v), -1;
+            if (o[2] == 't') a->sp.top_k = (int32_t)x;
+            else a->sp.penalty_last_n = (int32_t)x;
+            i++;
+        } else if (!strcmp(o, "--seed") && v) {
+            a->sp.seed = strtoull(v, &end, 10);
+            if (!*v || *end) return fprintf(stderr, "fp4lane: --seed %s: expected an unsigned integer\n", v), -1;
+            i++;
+        } else if (o[0] != '-' && !a->e.model) a->e.model = o;
+        else return fprintf(stderr, "fp4lane run: unknown or incomplete option '%s'\n", o), -1;
+    }
+    if (!a->e.model) return fprintf(stderr, "fp4lane run: no MODEL\n"), -1;
+    if (!a->prompt == !a->batch_file) return fprintf(stderr, "fp4lane run: give --prompt-ids or --batch-file (one of them)\n"), -1;
+    if (a->batch_file && (a->logits_out || a->kv_save || a->kv_load))
+        return fprintf(stderr, "fp4lane run: --batch-file does not combine with --logits-out / --kv-save / --kv-load\n"), -1;
+    return 0;
+}
+
+typedef struct run_stats {
+    int64_t n_prefill, n_decode;
+    double t_prefill, t_decode;
+} run_stats;
+
+static void summary(const run_args *a, fp4_rt *rt, const run_stats *s, const char *end) {
+    fprintf(stdout, "\nprefill %lld tok %.2f tok/s, decode %lld tok %.2f tok/s, device %s, mode %s, threads %d, routes: %s%s\n",
+            (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0, (long long)s->n_decode,
+            s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, fp4_rt_device_name(rt), a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native",
+            a->e.o.n_threads, fp4_rt_routes(rt), end);
+}
+
+static int is_eos(const fp4_arch *ar, int32_t t) {
+    for (int i = 0; i < ar->n_eos; i++)
+        if (ar->eos[i] == t) return 1;
+    return 0;
+}
+
+/* Decodes n_seq prompts together: prefill steps of `chunk` positions of every sequence, then one
+ * column per live sequence per step. cb gets every generated token. */
+static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *plen, int n_seq, rt_npy *npy, token_fn cb, void *cb_ctx,
+                  run_stats *s) {
+    const int64_t V = fp4_rt_vocab(rt);
+    const fp4_arch *ar = fp4_rt_arch(rt);
+    fp4_error err;
+    int64_t maxp = 0, total = 0;
+    for (int i = 0; i < n_seq; i++) total += plen[i], maxp = plen[i] > maxp ? plen[i] : maxp;
+    const int64_t chunk = a->e.prefill_chunk > 0 ? a->e.prefill_chunk : maxp;
+    const size_t max_cols = (size_t)(chunk * n_seq + n_seq);
+    fp4_rt_tok *cols = malloc(sizeof *cols * max_cols);
+    int *owner = malloc(sizeof *owner * max_cols), *is_last = malloc(sizeof *is_last * max_cols);
+    float *lg = malloc(sizeof(float) * (size_t)V * max_cols);
+    int32_t *seq = malloc(sizeof *seq * (size_t)n_seq), *next = malloc(sizeof *next * (size_t)n_seq);
+    int *live = malloc(sizeof *live * (size_t)n_seq);
+    fp4_sampler **smp = calloc((size_t)n_seq, sizeof *smp);
+    int rc = 0;
+    if (!cols || !owner || !is_last || !lg || !seq || !next || !live || !smp) {
+        fprintf(stderr, "fp4lane run: out of memory\n");
+        rc = 1;
+        goto out;
+    }
+    for (int i = 0; i < n_seq; i++) {
+        live[i] = 1;
+        if (fp4_rt_seq_open(rt, &seq[i]) || fp4_sampler_create(&a->sp, V, &smp[i])) {
+            fprintf(stderr, "fp4lane run: cannot open sequence %d\n", i);
+            rc = 1;
+            goto out;
+        }
+        for (int64_t j = 0; j < plen[i]; j++) fp4_sampler_accept(smp[i], prompts[i][j]);
+    }
+    if (a->kv_load && fp4_rt_kv_load(rt, seq[0], a->kv_load, &err)) {
+        rc = cli_report_error("run", err.code, &err);
+        goto out;
+    }
+    /* prefill */
+    double t0 = rt_cli_now();
+    for (int64_t p0 = 0; p0 < maxp && !interrupted; p0 += chunk) {
+        int64_t n = 0;
+        for (int i = 0; i < n_seq; i++)
+            for (int64_t j = p0; j < plen[i] && j < p0 + chunk; j++) {
+                owner[n] = i, is_last[n] = j == plen[i] - 1;
+                cols[n++] = (fp4_rt_tok){seq[i], prompts[i][j], npy != NULL || j == plen[i] - 1};
+            }
+        if (fp4_rt_step(rt, cols, n, lg, &err)) {
+            rc = cli_report_error("run", err.code, &err);
+            goto out;
+        }
+        for (int64_t c = 0, k = 0; c < n; c++) {
+            if (!cols[c].want_logits) continue;
+            if (npy && rt_npy_row(npy, lg + k * V)) {
+                fprintf(stderr, "fp4lane run: --logits-out: write failed\n");
+                rc = 1;
+                goto out;
+            }
+            if (is_last[c]) next[owner[c]] = fp4_sampler_sample(smp[owner[c]], lg + k * V);
+            k++;
+        }
+    }
+    s->n_prefill = total;
+    s->t_prefill = rt_cli_now() - t0;
+    /* decode: emit each sequence's next token; feed it unless it ends the sequence */
+    t0 = rt_cli_now();
+    for (int64_t g = 0; g < a->n_gen && !interrupted; g++) {
+        int64_t n = 0;
+        for (int i = 0; i < n_seq; i++) {
+            if (!live[i]) continue;
+            cb(cb_ctx, i, next[i]);
+            fp4_sampler_accept(smp[i], next[i]);
+            s->n_decode++;
+            if ((!a->ignore_eos && is_eos(ar, next[i])) || g + 1 == a->n_gen) {
+                live[i] = 0;
+                continue;
+            }
+            owner[n] = i;
+            cols[n++] = (fp4_rt_tok){seq[i], next[i], 1};
+        }
+        if (!n) break;
+        if (fp4_rt_step(rt, cols, n, lg, &err)) {
+            rc = cli_report_error("run", err.code, &err);
+            goto out;
+        }
+        for (int64_t c = 0; c < n; c++) {
+            if (npy && rt_npy_row(npy, lg + c * V)) {
+                fprintf(stderr, "fp4lane run: --logits-out: write failed\n");
+                rc = 1;
+                goto out;
+            }
+            next[owner[c]] = fp4_sampler_sample(smp[owner[c]], lg + c * V);
+        }
+    }
+    s->t_decode = rt_cli_now() - t0;
+    if (a->kv_save && !interrupted && fp4_rt_kv_save(rt, seq[0], a->kv_save, &err)) rc = cli_report_error("run", err.code, &err);
+out:
+    for (int i = 0; smp && i < n_seq; i++) fp4_sampler_free(smp[i]);
+    free(smp), free(cols), free(owner), free(is_last), free(lg), free(seq), free(next), free(live);
+    return rc;
+}
+
+/* batch output: one line per sequence at the end */
+typedef struct batch_out {
+    int32_t **ids;
+    int64_t *n, *cap;
+} batch_out;
+static void collect_token(void *ctx, int32_t seq, int32_t token) {
+    batch_out *b = ctx;
+    if (b->n[seq] == b->cap[seq]) {
+        int64_t c = b->cap[seq] ? 2 * b->cap[seq] : 64;
+        int32_t *p = realloc(b->ids[seq], sizeof *p * (size_t)c);
+        if (!p) return;
+        b->ids[seq] = p, b->cap[seq] = c;
+    }
+    b->ids[seq][b->n[seq]++] = token;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_args a;
+    if (parse(argc, argv, &a)) return usage();
+    int32_t **prompts = NULL;
+    int64_t *plen = NULL;
+    int n_seq = 0, rc = 0;
+    if (a.prompt) {
+        prompts = malloc(sizeof *prompts), plen = malloc(sizeof *plen);
+        if (!prompts || !plen || rt_cli_parse_ids(a.prompt, &prompts[0], &plen[0])) return free(prompts), free(plen), 2;
+        n_seq = 1;
+    } else {
+        FILE *f = fopen(a.batch_file, "r");
+        if (!f) return fprintf(stderr, "fp4lane run: --batch-file %s: cannot open\n", a.batch_file), 2;
+        char line[1 << 16];
+        while (fgets(line, sizeof line, f)) {
+            if (strspn(line, " \t\r\n") == strlen(line)) continue;
+            if (n_seq == 4096) break;
+            prompts = realloc(prompts, sizeof *prompts * (size_t)(n_seq + 1));
+            plen = realloc(plen, sizeof *plen * (size_t)(n_seq + 1));
+            char where[64];
+            snprintf(where, sizeof where, "--batch-file line %d", n_seq + 1);
+            if (rt_cli_parse_ids_text(line, where, &prompts[n_seq], &plen[n_seq])) {
+                rc = 2;
+                break;
+            }
+            n_seq++;
+        }
+        fclose(f);
+        if (!rc && !n_seq) fprintf(stderr, "fp4lane run: --batch-file %s holds no prompt\n", a.batch_file), rc = 2;
+        a.e.o.max_seqs = n_seq;
+    }
+    for (int i = 0; !rc && i < n_seq; i++)
+        if (!plen[i]) fprintf(stderr, "fp4lane run: the prompt%s is empty\n", n_seq > 1 ? " of a batch line" : ""), rc = 2;
+    fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
+    if (!rc) rc = rt_cli_open(&a.e, &m, &rt);
+    /* usage checks that need the model: ids in range, positions within the context */
+    for (int i = 0; !rc && i < n_seq; i++) {
+        for (int64_t j = 0; j < plen[i] && !rc; j++)
+            if (prompts[i][j] >= fp4_rt_vocab(rt))
+                fprintf(stderr, "fp4lane run: prompt token id %d is outside the vocabulary [0, %lld)\n", prompts[i][j], (long long)fp4_rt_vocab(rt)), rc = 2;
+        if (!rc && plen[i] + a.n_gen > fp4_rt_n_ctx(rt))
+            fprintf(stderr, "fp4lane run: %lld prompt + -n %lld tokens is past the context length %lld (--ctx)\n", (long long)plen[i], a.n_gen,
+                    (long long)fp4_rt_n_ctx(rt)),
+                rc = 2;
+    }
+    rt_npy npy;
+    int have_npy = 0;
+    if (!rc && a.logits_out) {
+        if (rt_npy_open(&npy, a.logits_out, fp4_rt_vocab(rt))) rc = 1;
+        else have_npy = 1;
+    }
+    if (!rc) {
+        int *first = malloc(sizeof(int) * (size_t)n_seq);
+        for (int i = 0; first && i < n_seq; i++) first[i] = 1;
+        struct sigaction sa, old;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sigaction(SIGINT, &sa, &old);
+        run_stats st = {0};
+        if (n_seq == 1) {
+            rc = decode(&a, rt, prompts, plen, 1, have_npy ? &npy : NULL, print_token, first, &st);
+        } else {
+            batch_out b = {calloc((size_t)n_seq, sizeof(int32_t *)), calloc((size_t)n_seq, sizeof(int64_t)), calloc((size_t)n_seq, sizeof(int64_t))};
+            if (!b.ids || !b.n || !b.cap) rc = 1;
+            else rc = decode(&a, rt, prompts, plen, n_seq, NULL, collect_token, &b, &st);
+            for (int i = 0; b.ids && b.n && i < n_seq; i++) {
+                printf("%d:", i);
+                for (int64_t j = 0; j < b.n[i]; j++) printf(" %d", b.ids[i][j]);
+                printf("\n");
+                free(b.ids[i]);
+            }
+            free(b.ids), free(b.n), free(b.cap);
+        }
+        sigaction(SIGINT, &old, NULL);
+        free(first);
+        if (have_npy) {
+            if (rc) rt_npy_abort(&npy);
+            else if (rt_npy_finish(&npy)) rc = 1;
+            have_npy = 0;
+        }
+        if (!rc || interrupted) summary(&a, rt, &st, interrupted ? " (interrupted)" : "");
+        if (interrupted) rc = 130;
+    }
+    if (have_npy) rt_npy_abort(&npy);
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+    for (int i = 0; i < n_seq; i++) free(prompts[i]);
+    free(prompts), free(plen);
+    return rc;
+}

@@ -1,0 +1,216 @@
+/* rt_cli.c — see rt_cli.h. */
+#include "rt_cli.h"
+#include "cli.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RT_CLI_MAX_IDS (1 << 24)
+
+double rt_cli_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void rt_cli_engine_init(rt_cli_engine *e) {
+    memset(e, 0, sizeof *e);
+    e->o.mode = FP4_MODE_EXACT;
+    e->o.device = FP4_DEVICE_CPU;
+    e->o.n_threads = 1;
+    e->o.max_seqs = 1;
+    e->prefill_chunk = 0;
+}
+
+static int parse_int(const char *opt, const char *v, long long lo, long long hi, long long *out) {
+    char *end;
+    errno = 0;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || !*v || *end || errno || x < lo || x > hi) {
+        fprintf(stderr, "fp4lane: %s %s: expected an integer in [%lld, %lld]\n", opt, v ? v : "(missing)", lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    long long x;
+    if (!strcmp(a, "--mode")) {
+        if (v && !strcmp(v, "exact")) e->o.mode = FP4_MODE_EXACT;
+        else if (v && !strcmp(v, "native")) e->o.mode = FP4_MODE_NATIVE;
+        else return fprintf(stderr, "fp4lane: --mode %s: expected exact or native\n", v ? v : "(missing)"), -1;
+    } else if (!strcmp(a, "--device")) {
+        if (v && !strcmp(v, "cpu")) e->o.device = FP4_DEVICE_CPU;
+        else if (v && !strcmp(v, "cuda")) e->o.device = FP4_DEVICE_CUDA;
+        else return fprintf(stderr, "fp4lane: --device %s: expected cpu or cuda\n", v ? v : "(missing)"), -1;
+    } else if (!strcmp(a, "--threads")) {
+        if (parse_int(a, v, 1, 256, &x)) return -1;
+        e->o.n_threads = (int)x;
+    } else if (!strcmp(a, "--prefill-chunk")) {
+        if (parse_int(a, v, 0, 1 << 20, &x)) return -1;
+        e->prefill_chunk = (int)x;
+    } else if (!strcmp(a, "--ctx")) {
+        if (parse_int(a, v, 1, 1 << 24, &x)) return -1;
+        e->o.n_ctx = x;
+    } else if (!strcmp(a, "--draft")) {
+        if (!v) return fprintf(stderr, "fp4lane: --draft needs a model\n"), -1;
+        e->o.drafting = 1;
+    } else if (!strcmp(a, "--cuda-lib")) {
+        if (!v) return fprintf(stderr, "fp4lane: --cuda-lib needs a path\n"), -1;
+        e->o.cuda_lib = v;
+    } else if (!strcmp(a, "--model")) {
+        if (!v) return fprintf(stderr, "fp4lane: --model needs a path\n"), -1;
+        e->model = v;
+    } else return 0;
+    (*i)++;
+    return 1;
+}
+
+int rt_cli_parse_ids_text(const char *text, const char *where, int32_t **ids, int64_t *n) {
+    int64_t cap = 64, k = 0;
+    int32_t *v = malloc(sizeof *v * (size_t)cap);
+    if (!v) return -1;
+    const char *p = text;
+    for (;;) {
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (!*p) break;
+        char *end;
+        errno = 0;
+        long long x = strtoll(p, &end, 10);
+        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')) {
+            int len = 0;
+            while (p[len] && p[len] != ',' && p[len] != '\n' && len < 40) len++;
+            fprintf(stderr, "fp4lane: %s: token id '%.*s' is not a non-negative integer\n", where, len, p);
+            free(v);
+            return -1;
+        }
+        if (k == RT_CLI_MAX_IDS) {
+            fprintf(stderr, "fp4lane: %s: more than %d token ids\n", where, RT_CLI_MAX_IDS);
+            free(v);
+            return -1;
+        }
+        if (k == cap) {
+            int32_t *nv = realloc(v, sizeof *v * (size_t)(cap *= 2));
+            if (!nv) return free(v), -1;
+            v = nv;
+        }
+        v[k++] = (int32_t)x;
+        p = end;
+    }
+    *ids = v;
+    *n = k;
+    return 0;
+}
+
+int rt_cli_parse_ids(const char *arg, int32_t **ids, int64_t *n) {
+    if (arg[0] != '@') return rt_cli_parse_ids_text(arg, "--prompt-ids", ids, n);
+    FILE *f = fopen(arg + 1, "rb");
+    if (!f) return fprintf(stderr, "fp4lane: --prompt-ids %s: %s\n", arg, strerror(errno)), -1;
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    size_t r;
+    while (buf && (r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += r;
+        if (len + 1 == cap) {
+            if (cap > (256u << 20)) break;
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb) break;
+            buf = nb;
+        }
+    }
+    fclose(f);
+    if (!buf) return -1;
+    buf[len] = 0;
+    int rc = rt_cli_parse_ids_text(buf, arg, ids, n);
+    free(buf);
+    return rc;
+}
+
+int rt_cli_open(const rt_cli_engine *e, fp4_model **m, fp4_rt **rt) {
+    fp4_error err;
+    *m = NULL;
+    *rt = NULL;
+    fp4_status st = fp4_model_open(e->model, NULL, m, &err);
+    if (st) return cli_report_error("run", st, &err);
+    st = fp4_rt_create(*m, &e->o, rt, &err);
+    if (st) {
+        fp4_model_close(*m);
+        *m = NULL;
+        return cli_report_error("run", st, &err);
+    }
+    return 0;
+}
+
+/* ---- .npy: magic, version 1.0, header length, header padded with spaces to a multiple of 64 ---- */
+#define NPY_HEADER 128
+
+static void npy_header(uint8_t *h, int64_t rows, int64_t cols) {
+    memset(h, ' ', NPY_HEADER);
+    memcpy(h, "\x93NUMPY\x01\x00", 8);
+    h[8] = (uint8_t)(NPY_HEADER - 10), h[9] = 0;
+    char d[NPY_HEADER];
+    int n = snprintf(d, sizeof d, "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %lld), }", (long long)rows, (long long)cols);
+    memcpy(h + 10, d, (size_t)n);
+    h[NPY_HEADER - 1] = '\n';
+}
+
+int rt_npy_open(rt_npy *w, const char *path, int64_t cols) {
+    memset(w, 0, sizeof *w);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", path, (long)getpid());
+    w->cols = cols;
+    int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 || !(w->f = fdopen(fd, "wb"))) {
+        fprintf(stderr, "fp4lane: --logits-out %s: %s\n", w->tmp, strerror(errno));
+        if (fd >= 0) close(fd), unlink(w->tmp);
+        return -1;
+    }
+    uint8_t h[NPY_HEADER];
+    npy_header(h, 0, cols);
+    return fwrite(h, 1, NPY_HEADER, w->f) == NPY_HEADER ? 0 : -1;
+}
+
+int rt_npy_row(rt_npy *w, const float *row) {
+    uint8_t b[4096];
+    int64_t k = 0;
+    while (k < w->cols) {
+        int64_t n = w->cols - k < 1024 ? w->cols - k : 1024;
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &row[k + i], 4);
+            b[4 * i] = (uint8_t)u, b[4 * i + 1] = (uint8_t)(u >> 8), b[4 * i + 2] = (uint8_t)(u >> 16), b[4 * i + 3] = (uint8_t)(u >> 24);
+        }
+        if (fwrite(b, 4, (size_t)n, w->f) != (size_t)n) return -1;
+        k += n;
+    }
+    w->rows++;
+    return 0;
+}
+
+void rt_npy_abort(rt_npy *w) {
+    if (w->f) fclose(w->f), unlink(w->tmp);
+    w->f = NULL;
+}
+
+int rt_npy_finish(rt_npy *w) {
+    uint8_t h[NPY_HEADER];
+    npy_header(h, w->rows, w->cols);
+    if (fflush(w->f) || fseek(w->f, 0, SEEK_SET) || fwrite(h, 1, NPY_HEADER, w->f) != NPY_HEADER || fflush(w->f) || fsync(fileno(w->f))) {
+        fprintf(stderr, "fp4lane: --logits-out %s: %s\n", w->tmp, strerror(errno));
+        rt_npy_abort(w);
+        return -1;
+    }
+    fclose(w->f);
+    w->f = NULL;
+    if (rename(w->tmp, w->path)) {
+        fprintf(stderr, "fp4lane: --logits-out %s: %s\n", w->path, strerror(errno));
+        unlink(w->tmp);
+        return -1;
+    }
+    return 0;
+}

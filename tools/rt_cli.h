@@ -1,0 +1,43 @@
+/* rt_cli.h — helpers shared by the runtime verbs (run, compare): engine options from argv, token id
+ * lists, the .npy logits writer, the decode session with a per-token callback. */
+#ifndef FP4_RT_CLI_H
+#define FP4_RT_CLI_H
+
+#include "fp4lane_runtime.h"
+#include <stdio.h>
+
+/* Engine options a verb accepts; parsed by rt_cli_engine_opt. */
+typedef struct rt_cli_engine {
+    const char *model;
+    fp4_rt_opts o;
+    int prefill_chunk;             /* 0: the whole prompt in one step                          */
+} rt_cli_engine;
+
+void rt_cli_engine_init(rt_cli_engine *e);
+/* Consumes argv[*i] (and its value) when it is an engine option: 1 consumed, 0 not one, -1 usage
+ * error (message printed). */
+int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i);
+
+/* "1,2,3" or "@FILE" (ids separated by commas/whitespace). Returns 0, or -1 with a message
+ * printed naming the bad value. *ids is malloc'd. */
+int rt_cli_parse_ids(const char *arg, int32_t **ids, int64_t *n);
+int rt_cli_parse_ids_text(const char *text, const char *where, int32_t **ids, int64_t *n);
+
+/* Opens the model and the engine; prints the typed error and returns the exit code (1) on failure. */
+int rt_cli_open(const rt_cli_engine *e, fp4_model **m, fp4_rt **rt);
+
+/* .npy writer: float32 little-endian [rows, cols], rows known at the end. Written to a temporary
+ * name, fsynced and renamed by npy_finish. */
+typedef struct rt_npy {
+    FILE *f;
+    char path[1024], tmp[1100];
+    int64_t rows, cols;
+} rt_npy;
+int rt_npy_open(rt_npy *w, const char *path, int64_t cols);
+int rt_npy_row(rt_npy *w, const float *row);
+int rt_npy_finish(rt_npy *w);   /* 0 ok */
+void rt_npy_abort(rt_npy *w);
+
+double rt_cli_now(void);
+
+#endif
