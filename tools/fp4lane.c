@@ -18,6 +18,8 @@ const cli_verb cli_verbs[] = {
      "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k] [--scale2-rule gpu|cpu]"},
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
      "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml"},
+    {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
+     "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N] [--shard-size N[M|G]] [--threads N] [--json]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 
