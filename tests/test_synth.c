@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char base[256];
@@ -312,6 +313,46 @@ static void test_output_rules(void) {
     CHECK(fp4_synth_checkpoint(out, NULL, &e) == FP4_ERR_INVALID_ARG);
 }
 
+/* The verb as a user meets it: exit codes 0 / 1 (refused) / 2 (usage), --json, and the output is a
+ * quantize input (synth -> quantize -> validate). */
+static int sh(const char *fmt, const char *a, const char *b) {
+    char cmd[1600], bin[512];
+    snprintf(bin, sizeof bin, "%s/fp4lane", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
+    int n = snprintf(cmd, sizeof cmd, "%s ", bin);
+    snprintf(cmd + n, sizeof cmd - (size_t)n, fmt, a, b);
+    int rc = system(cmd);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+static void test_cli(void) {
+    char out[300], q[300], log[300];
+    path_in(out, sizeof out, "cli");
+    path_in(q, sizeof q, "cli-nvfp4");
+    path_in(log, sizeof log, "cli.log");
+    CHECK_EQ_INT(sh("synth %s%s >/dev/null 2>&1", out, ""), 2);                      /* no --shape */
+    CHECK_EQ_INT(sh("synth %s --shape llama3-9b%s >/dev/null 2>&1", out, ""), 2);    /* unknown shape */
+    CHECK_EQ_INT(sh("synth %s --shape tiny --seed x%s >/dev/null 2>&1", out, ""), 2);
+    CHECK_EQ_INT(sh("synth %s --shape tiny --bogus%s >/dev/null 2>&1", out, ""), 2);
+    CHECK_EQ_INT(sh("synth %s --shape tiny --arch qwen3 --seed 0x2a --json > %s 2>&1", out, log), 0);
+    unsigned char *text = NULL;
+    long n = file_bytes(log, &text);
+    json_error_t je;
+    json_t *j = n > 0 ? (text[n] = 0, json_loads((const char *)text, 0, &je)) : NULL;
+    CHECK(j && json_integer_value(json_object_get(j, "seed")) == 42 &&
+          !strcmp(json_string_value(json_object_get(j, "arch")), "qwen3") &&
+          json_integer_value(json_object_get(j, "bytes")) == 2 * 1443328);
+    json_decref(j);
+    free(text);
+    CHECK_EQ_INT(sh("synth %s --shape tiny > %s 2>&1", out, log), 1); /* exists: refused */
+    text = NULL;
+    n = file_bytes(log, &text);
+    CHECK(n > 0 && (text[n] = 0, strstr((const char *)text, "synth.out.exists") != NULL));
+    free(text);
+    CHECK_EQ_INT(sh("quantize %s %s --layout modelopt >/dev/null 2>&1", out, q), 0);
+    CHECK_EQ_INT(sh("validate %s%s > /dev/null 2>&1", q, ""), 0);
+    CHECK_EQ_INT(sh("help synth%s%s >/dev/null", "", ""), 0);
+}
+
 int main(void) {
     const char *td = getenv("TMPDIR");
     snprintf(base, sizeof base, "%s/fp4lane-test-synth-XXXXXX", td && *td && strlen(td) < 200 ? td : "/tmp");
@@ -320,6 +361,7 @@ int main(void) {
     test_tiny_loads();
     test_determinism();
     test_output_rules();
+    test_cli();
     rm_tree(base);
     return check_report();
 }
