@@ -24,8 +24,8 @@ extern "C" {
  *     per tensor, multiplied by a factor drawn uniformly in [10, 50];
  *   RMSNorm weights (input/post-attention/final, q_norm/k_norm): 1 + 0.05 t8 (std 0.05).
  * The values depend only on (seed, shape, architecture): not on the thread count or shard size,
- * and the arithmetic is +, -, *, / and sqrt in IEEE double (no libm transcendental), so the bytes
- * are the same on every machine. */
+ * and the arithmetic is +, -, *, / and sqrt in IEEE double, all correctly rounded (no libm
+ * transcendental), so the bytes do not depend on the C library (checked on x86-64 only). */
 #define FP4_SYNTH_OUTLIERS 4
 #define FP4_SYNTH_STD 0.02
 #define FP4_SYNTH_NORM_STD 0.05
