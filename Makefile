@@ -150,7 +150,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4l
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) $(CUDA_LIBS)
 cuda: $(BUILD)/libfp4lane_cuda.a $(GPU_TEST_BIN)
 	@nm -g --defined-only $(BUILD)/libfp4lane_cuda.a | awk '$$2=="T"{print $$3}' | grep '^fp4_cuda_' | sort -u > $(BUILD)/cuda_defined.txt
-	@tr '\n' ' ' < include/fp4lane.h | grep -oE 'FP4_API [^;{]*\(' | grep -oE 'fp4_cuda_[A-Za-z0-9_]+ *\($$' | tr -d '( ' | sort -u > $(BUILD)/cuda_declared.txt
+	@cat include/*.h | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE 'fp4_cuda_[A-Za-z0-9_]+ *\($$' | tr -d '( ' | sort -u > $(BUILD)/cuda_declared.txt
 	@missing=$$(comm -13 $(BUILD)/cuda_defined.txt $(BUILD)/cuda_declared.txt); \
 	 if [ -n "$$missing" ]; then echo "declared, not in libfp4lane_cuda.a: $$missing"; exit 1; fi
 

@@ -29,6 +29,9 @@ const cli_verb cli_verbs[] = {
      "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS]"},
     {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids through two configurations",
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
+    {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
+     "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
+     "       [--shard-size N[M|G]] [--threads N] [--json]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 
