@@ -1,15 +1,17 @@
 /* gpu_test.h — helpers shared by the GPU tests (header-only, static): device buffers that fail
  * the test instead of exiting, seeded NVFP4 tensors (random and adversarial), bit comparison
  * that prints the first few (index, expected, actual) triples, and the quick switch
- * (FP4_GPU_QUICK=1, used under compute-sanitizer) that shrinks the shapes. */
+ * (FP4_GPU_QUICK=1, used under compute-sanitizer) that shrinks the shapes. The tests use the
+ * public API (fp4lane_cuda.h) only: they test the routes of fp4_cuda_project(); the kernel lab
+ * (dev/cuda) tests the variants. */
 #ifndef FP4_GPU_TEST_H
 #define FP4_GPU_TEST_H
 
-#include "fp4lane.h"
+#include "fp4lane_cuda.h"
 extern "C" {
 #include "check.h"
 }
-#include "cuda/common.cuh"
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
 

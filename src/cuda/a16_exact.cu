@@ -1,39 +1,44 @@
-/* gemv_exact_mma2.cu — round 6: the exact A16 integer-MMA kernel (lab exact.20), derived from
- * round 3's a16_exact_imma_kernel (gemv_exact.cu, exact.9) with the same numerics (SPEC §4,
- * bit-identical to fp4_nvfp4_matvec_a16_exact) and three changes aimed at its latency:
+/* a16_exact.cu — the exact A16 route (SPEC §4) on the GPU, bit-identical to
+ * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the dp4a kernel
+ * (a16_dp4a.cuh: a16_exact_kernel<1, 2, a16_dot_split>, 2 rows per warp) and from 2 to 16
+ * columns the integer-MMA kernel below; wider calls run in chunks of 16 (a remainder of 1 column
+ * takes the dp4a kernel). bench/gpu.md (round 6) has the measurements behind the choice; the
+ * kernel lab (dev/cuda) keeps the alternatives.
  *
- *   1. The activations' B fragments and per-super-block steps for the NEXT round are loaded into
- *      registers at the end of the current round (after the MMAs have consumed this round's), so the
- *      L2 latency hides behind the epilogue, the barrier, the owner sums and the scale decode;
- *      exact.9 loads them at the start of the round that uses them.
- *   2. One __syncthreads per round instead of two: the per-warp f32 results go to a cbuf that is
- *      double-buffered by round parity, and each warp's q9 row table (qp) lives in the same 2 KB
- *      slot of the current parity (used before the results are written over it). Shared memory
- *      stays 107.5 KB per block (2 blocks per SM).
- *   3. A 5-op decode of four e2m1 codes to int8 e2m1_q1: P = prmt(L0, L1, nib) (0 in the bytes of
- *      negative codes by the permute's sign replicate), N = prmt(L0, L1, nib ^ 0x8888) (the same for
- *      the negative codes), q = P | ((0x80808080 - N) ^ 0x80808080) (byte-wise -N without borrows,
- *      N <= 12; exactly one of P, -N is non-zero per byte). exact.9: 3 permutes + 3 logic ops.
- *
- * Everything else (block = 8 warps over 32 rows, warp w takes super-block 8t + w, per-warp cp.async
- * double buffer, int32 fast path / int64 fallback, pinned f32 epilogue, owner sums in super-block
- * order) is exact.9's.
+ * a16_exact_mma_kernel<NT> (block = 8 warps over the same 32 rows, round t gives warp w
+ * super-block 8t + w, so the warps' order is the super-block order):
+ *   - each warp cp.async-copies its own super-block tile (32 rows x 128 payload bytes,
+ *     XOR-swizzled by 16-byte chunk, + 32 x 16 scale bytes) into shared memory, two stages;
+ *   - per 16-group: the lane's 16-bit unit (4 codes) of rows g, g+8 (+16, +24) read back
+ *     conflict-free, decoded to int8 e2m1_q1 by a 5-op decode: P = prmt(L0, L1, nib) (0 in the
+ *     bytes of negative codes by the permute's sign replicate), N = prmt(L0, L1, nib ^ 0x8888),
+ *     q = P | ((0x80808080 - N) ^ 0x80808080) (byte-wise -N without borrows, N <= 12; exactly one
+ *     of P, -N is non-zero per byte): the A operand of mma.sync m16n8k16 s8 x s8 -> s32; the
+ *     activations' int8 Q8_K values in fragment order are the B operand (one 16-byte load = 4
+ *     groups of a column); one MMA per m-tile and n-tile gives the exact int32 group dots of 16
+ *     rows x 8 columns, weighted by e4m3fn_q9 (a shared-memory table) into the per-super-block
+ *     total. Fast path: when every row of the tile satisfies (OR of |q9| >> s) < 4096 with s its
+ *     lowest set bit, the weights q9 >> s are used and the totals fit in int32 (16 x 24576 x 4095
+ *     < 2^31), with (float)total == (float)acc * 2^s exactly; otherwise int64 totals;
+ *   - the pinned f32 epilogue per (row, column, super-block); the 8 warps' results go through
+ *     shared memory and each (row, column) owner thread adds them in warp (= super-block) order;
+ *   - the next round's B fragments and steps are loaded into registers at the end of the current
+ *     round, so their L2 latency hides behind the epilogue, the barrier and the owner sums;
+ *   - one __syncthreads per round: the per-warp f32 results go to a buffer double-buffered by
+ *     round parity, and each warp's q9 row table lives in the same 2 KB slot of the current
+ *     parity (used before the results are written over it). 107.5 KB of shared memory per block
+ *     (2 blocks per SM). NT n-tiles: up to 8 * NT columns per launch.
+ * Bit-identical to SPEC §4 whatever the integer order.
  */
-#include "common.cuh"
+#include "a16_dp4a.cuh"
 
+#define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
 #define M2_NW 8
 #define M2_ROWS 32
 #define M2_STAGE_P (M2_ROWS * 128)
 #define M2_STAGE (M2_STAGE_P + M2_ROWS * 16)
 #define M2_S 2
 #define M2_SLOT 2048 /* per warp and parity: qp (16 groups x 32 rows x 4 B), then cbuf (32 x 8NT x 4 B) */
-
-static __device__ __forceinline__ void m2_cp_async16(void *smem, const void *gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
-}
-static __device__ __forceinline__ void m2_commit() { asm volatile("cp.async.commit_group;"); }
-static __device__ __forceinline__ void m2_wait1() { asm volatile("cp.async.wait_group 1;"); }
 
 static __host__ __device__ constexpr size_t m2_smem_bytes() {
     return 1024 + (size_t)M2_NW * M2_S * M2_STAGE + (size_t)2 * M2_NW * M2_SLOT;
@@ -81,7 +86,7 @@ static __device__ __forceinline__ void m2_groups(const uint8_t *st, const int *q
 }
 
 template <int NT>
-static __global__ __launch_bounds__(256, 2) void a16_exact_mma2_kernel(
+static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
     int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf, const float *__restrict__ xd,
     int ncols, float *__restrict__ y) {
@@ -105,13 +110,13 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma2_kernel(
                 const int idx = i * 32 + lane, row = idx >> 3, c = idx & 7;
                 int64_t gr = rowbase + row;
                 if (gr >= n_out) gr = n_out - 1;
-                m2_cp_async16(dst + row * 128 + ((c ^ (row & 7)) << 4), payload + gr * pstride + (int64_t)sb * 128 + c * 16);
+                fp4_cp_async16(dst + row * 128 + ((c ^ (row & 7)) << 4), payload + gr * pstride + (int64_t)sb * 128 + c * 16);
             }
             int64_t gr = rowbase + lane;
             if (gr >= n_out) gr = n_out - 1;
-            m2_cp_async16(dst + M2_STAGE_P + lane * 16, scales + gr * sstride + (int64_t)sb * 16);
+            fp4_cp_async16(dst + M2_STAGE_P + lane * 16, scales + gr * sstride + (int64_t)sb * 16);
         }
-        m2_commit();
+        fp4_cp_async_commit();
     };
     /* activations (B operands) of super-block sb: column nt*8 + r0, words (qd, g); steps dv */
     uint32_t b[NT][16];
@@ -154,7 +159,7 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma2_kernel(
         float *cb = reinterpret_cast<float *>(slot);
         float cv[2][NT][4];
         if (sb < nsb) {
-            m2_wait1();
+            fp4_cp_async_wait<1>();
             __syncwarp();
             const uint8_t *st = my + (t & 1) * M2_STAGE;
             const uint4 sv = *reinterpret_cast<const uint4 *>(st + M2_STAGE_P + lane * 16);
@@ -246,26 +251,48 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma2_kernel(
 }
 
 template <int NT>
-static fp4_status launch_mma2(const fp4_cuda_tensor *w, const int8_t *q, const float *d, int64_t nc, float *y,
+static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const float *d, int64_t nc, float *y,
                               cudaStream_t s) {
     constexpr size_t smem = m2_smem_bytes();
-    static int attr_set = 0; /* per instance; benign race */
-    if (!attr_set) {
-        if (cudaFuncSetAttribute(a16_exact_mma2_kernel<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) !=
-            cudaSuccess)
-            return FP4_ERR_CUDA;
-        attr_set = 1;
-    }
+    static int opted_in[FP4_CU_MAX_DEVICES];
+    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_exact_mma_kernel<NT>, smem, opted_in));
     const int64_t blocks = (w->n_out + M2_ROWS - 1) / M2_ROWS;
-    a16_exact_mma2_kernel<NT><<<(unsigned)blocks, M2_NW * 32, smem, s>>>(
+    a16_exact_mma_kernel<NT><<<(unsigned)blocks, M2_NW * 32, smem, s>>>(
         w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
         w->scale2, q, d, (int)nc, y);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
 
-extern "C" fp4_status fp4_cu_a16_exact_mma2(const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
-                                            int64_t n_cols, float *d_y, cudaStream_t s) {
-    if (n_cols < 1 || n_cols > 16) return FP4_ERR_UNSUPPORTED;
-    return n_cols <= 8 ? launch_mma2<1>(w, d_q, d_d, n_cols, d_y, s) : launch_mma2<2>(w, d_q, d_d, n_cols, d_y, s);
+extern "C" {
+
+size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
+    if (!w || n_cols < 1) return 0;
+    const int64_t nc = n_cols < CHUNK ? n_cols : CHUNK;
+    return FP4_CU_ALIGN((size_t)(nc * w->k_pad)) + FP4_CU_ALIGN((size_t)(nc * (w->k_pad / 256)) * 4);
 }
+
+fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                            const fp4_cuda_scratch *s, cudaStream_t stream) {
+    if (!w || !d_x || !d_y || !s || !s->d_base || n_cols < 1) return FP4_ERR_INVALID_ARG;
+    if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
+    if (w->n_in <= 0 || w->n_in % 256 || w->k_pad != w->n_in) return FP4_ERR_SHAPE;
+    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
+        !fp4_aligned16(w->d_scales) || !fp4_aligned16(d_x))
+        return FP4_ERR_INVALID_ARG;
+    const int64_t chunk = n_cols < CHUNK ? n_cols : CHUNK;
+    if (FP4_CU_COUNTER_BYTES + fp4_cu_a16_exact_scratch(w, chunk) > s->bytes) return FP4_ERR_INVALID_ARG;
+    int8_t *q = (int8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
+    float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)(chunk * w->k_pad)));
+    for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
+        const int64_t nc = n_cols - c0 < chunk ? n_cols - c0 : chunk;
+        const int mma = nc >= 2; /* the MMA kernel reads q in fragment order */
+        float *y = d_y + c0 * w->n_out;
+        FP4_CU_TRY(fp4_cu_q8k_quantize(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, NULL, mma, stream));
+        if (mma) FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream) : launch_mma<2>(w, q, d, nc, y, stream));
+        else FP4_CU_TRY((launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream)));
+    }
+    return FP4_OK;
+}
+
+} /* extern "C" */
