@@ -16,6 +16,7 @@
  */
 #include "lab_variants.h"
 #include "cuda/a16_dp4a.cuh"
+#include "cuda/sb_tile.cuh"
 
 /* Group decoders for a16_exact_kernel (Σ e2m1_q1(w)·a over one 16-group). */
 struct dot_merged { /* merged signed decode: 3 permutes per 4 weights */
@@ -143,10 +144,15 @@ static fp4_status launch_a16_v4(const fp4_cuda_tensor *w, const int8_t *q, const
  * epilogue per (row, column, super-block) follows; the 8 warps' results go through shared memory
  * and each (row, column) owner thread adds them in warp (= super-block) order. NT n-tiles: up to
  * 8 * NT columns per launch. Bit-identical to SPEC §4 whatever the integer order. */
+/* four e2m1 codes -> four int8 e2m1_q1: the merged decoder, its tables in registers */
+struct dec_merged {
+    fp4_q1_luts l;
+    __device__ __forceinline__ uint32_t operator()(uint32_t nib) const { return fp4_e2m1x4_to_q1x4_l(nib, l); }
+};
+
 #define X8_NW 8
 #define X8_ROWS 32
-#define X8_STAGE_P (X8_ROWS * 128)
-#define X8_STAGE (X8_STAGE_P + X8_ROWS * 16)
+#define X8_STAGE FP4_SBT_BYTES
 #define X8_S 2
 
 template <int NT> static __host__ __device__ constexpr size_t x8_smem_bytes() {
@@ -154,40 +160,6 @@ template <int NT> static __host__ __device__ constexpr size_t x8_smem_bytes() {
 }
 
 /* the 16 groups of one super-block for the warp's 32 rows x 8*NT columns; W = int or long long */
-template <int NT, typename W>
-static __device__ __forceinline__ void x8_groups(const uint8_t *st, const int *qp, const uint32_t (&b)[NT][16], int r0,
-                                                 int qd, const fp4_q1_luts &l, W (&acc)[2][NT][4]) {
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0;
-#pragma unroll
-    for (int g = 0; g < 16; g++) {
-        const int off = ((((g >> 1) ^ r0) << 4) | ((g & 1) << 3) | (qd << 1));
-        uint32_t a[2][2];
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const uint32_t u = *reinterpret_cast<const unsigned short *>(st + (mt * 16 + h * 8 + r0) * 128 + off);
-                a[mt][h] = fp4_e2m1x4_to_q1x4_l(u, l);
-            }
-        const int4 qv = *reinterpret_cast<const int4 *>(qp + g * 32 + r0 * 4); /* rows r0, +8, +16, +24 */
-        const int qs[4] = {qv.x, qv.y, qv.z, qv.w};
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                int d[4];
-                fp4_mma_s8(d, a[mt][0], a[mt][1], b[nt][g]);
-#pragma unroll
-                for (int i = 0; i < 4; i++) acc[mt][nt][i] += (W)d[i] * (W)qs[mt * 2 + (i >> 1)];
-            }
-    }
-}
-
 template <int NT, bool FAST>
 static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
@@ -205,23 +177,10 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
     uint8_t *my = stg + warp * X8_S * X8_STAGE;
     int *qp = qp_all + warp * 512;
     lut[tid] = fp4_e4m3_q9((uint32_t)tid);
-    const fp4_q1_luts luts = fp4_q1_luts_make();
+    const dec_merged dec = {fp4_q1_luts_make()};
 
     auto load = [&](int sb, int stage) {
-        if (sb < nsb) {
-            uint8_t *dst = my + stage * X8_STAGE;
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const int idx = i * 32 + lane, row = idx >> 3, c = idx & 7;
-                int64_t gr = rowbase + row;
-                if (gr >= n_out) gr = n_out - 1;
-                fp4_cp_async16(dst + row * 128 + ((c ^ (row & 7)) << 4), payload + gr * pstride + (int64_t)sb * 128 + c * 16);
-            }
-            int64_t gr = rowbase + lane;
-            if (gr >= n_out) gr = n_out - 1;
-            fp4_cp_async16(dst + X8_STAGE_P + lane * 16, scales + gr * sstride + (int64_t)sb * 16);
-        }
-        fp4_cp_async_commit();
+        fp4_sbt_load(my + stage * X8_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
     };
 
     float own[NT];
@@ -263,75 +222,12 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
             __syncwarp();
             const uint8_t *st = my + (t & 1) * X8_STAGE;
             /* scales of row `lane`: q9 per group, the common shift, the fast-path test */
-            const uint4 sv = *reinterpret_cast<const uint4 *>(st + X8_STAGE_P + lane * 16);
-            const uint32_t sw[4] = {sv.x, sv.y, sv.z, sv.w};
-            int q9[16];
-            uint32_t o = 0;
-#pragma unroll
-            for (int g = 0; g < 16; g++) {
-                q9[g] = lut[(sw[g >> 2] >> (8 * (g & 3))) & 0xFFu];
-                o |= (uint32_t)abs(q9[g]);
-            }
-            const int s = o ? __ffs((int)o) - 1 : 0;
-            const bool fast = FAST && __all_sync(0xFFFFFFFFu, (o >> s) < 4096u);
-            const int sh = fast ? s : 0;
-#pragma unroll
-            for (int g = 0; g < 16; g++) qp[g * 32 + (lane & 7) * 4 + (lane >> 3)] = q9[g] >> sh;
-            int shr[4]; /* shifts of the lane's rows r0, r0+8, r0+16, r0+24 */
-#pragma unroll
-            for (int v = 0; v < 4; v++) shr[v] = __shfl_sync(0xFFFFFFFFu, sh, r0 + 8 * v);
-            __syncwarp();
-            float tot[2][NT][4];
-            if (fast) {
-                int acc[2][NT][4];
-                x8_groups<NT, int>(st, qp, b, r0, qd, luts, acc);
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            tot[mt][nt][i] = __fmul_rn(__int2float_rn(acc[mt][nt][i]), fp4_pow2f(shr[mt * 2 + (i >> 1)]));
-            } else {
-                long long acc[2][NT][4];
-                x8_groups<NT, long long>(st, qp, b, r0, qd, luts, acc);
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++) tot[mt][nt][i] = __ll2float_rn(acc[mt][nt][i]);
-            }
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const float dcol = dv[nt][i & 1];
-                        float c = 0.0f;
-                        if (dcol != 0.0f) {
-                            c = fp4_cu_a16_term(tot[mt][nt][i], dcol, scale2);
-                        }
-                        cv[mt][nt][i] = c;
-                    }
+            fp4_sbt_a16_superblock<NT>(st, lut, qp, b, dv, scale2, lane, dec, FAST, cv);
         } else {
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) cv[mt][nt][i] = 0.0f;
+            fp4_sbt_zero_terms<NT>(cv);
         }
         float *cb = cbuf + warp * X8_ROWS * NCP;
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    *reinterpret_cast<float2 *>(cb + (mt * 16 + h * 8 + r0) * NCP + nt * 8 + qd * 2) =
-                        make_float2(cv[mt][nt][2 * h], cv[mt][nt][2 * h + 1]);
+        fp4_sbt_put_terms<NT, NCP>(cb, cv, r0, qd);
         __syncthreads();
 #pragma unroll
         for (int j = 0; j < NT; j++) {

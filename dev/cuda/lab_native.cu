@@ -37,6 +37,63 @@ static __device__ __forceinline__ void act_pairs(const float *p, bool ok, uint32
     out[3] = fp4_f2_to_h2(lo.w, hi.w);
 }
 
+/* One m-tile (activation pairs pa: token g, pb: token g+8) against NT weight tiles (B operands). */
+template <int NT>
+static __device__ __forceinline__ void mma_b_tiles(float (&acc)[NT][4], const uint32_t (&pa)[4], const uint32_t (&pb)[4],
+                                                   const uint32_t (&bw)[NT][4]) {
+    const uint32_t a_lo[4] = {pa[0], pb[0], pa[1], pb[1]};
+    const uint32_t a_hi[4] = {pa[2], pb[2], pa[3], pb[3]};
+#pragma unroll
+    for (int t = 0; t < NT; t++) {
+        fp4_mma_f16(acc[t], a_lo, bw[t][0], bw[t][1]);
+        fp4_mma_f16(acc[t], a_hi, bw[t][2], bw[t][3]);
+    }
+}
+
+/* Eight codes of one payload word as four B-operand f16x2 words, times the block scale s. */
+static __device__ __forceinline__ void b_word(uint32_t word, uint32_t s, uint32_t (&bw)[4]) {
+    fp4_e2m1x8_to_h2(word, bw);
+#pragma unroll
+    for (int h = 0; h < 4; h++) bw[h] = fp4_h2_mul(bw[h], s);
+}
+
+/* The epilogue of native.2 and native.3 (weights as the B operand): C of m-tile m, n-tile t:
+ * i=0 (token g, row 2q), 1 (token g, row 2q+1), 2 (token g+8, row 2q), 3 (token g+8, row 2q+1);
+ * split-K over blockIdx.y (the last-arriving block adds the slices in slice order). */
+template <int MT, int NT>
+static __device__ __forceinline__ void b_operand_store(const float (&acc)[MT][NT][4], int64_t wrow0, int g, int q,
+                                                       int ncols, int64_t n_out, float scale2, float *y,
+                                                       float *partials, unsigned *counters) {
+    /* f(m, t, i, tok, row) for every output of the lane that exists */
+    auto each = [&](auto f) {
+#pragma unroll
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int t = 0; t < NT; t++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int tok = m * 16 + g + (i >> 1) * 8;
+                    const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
+                    if (tok < ncols && row < n_out) f(m, t, i, tok, row);
+                }
+    };
+    const int n_split = gridDim.y;
+    if (n_split == 1) {
+        each([&](int m, int t, int i, int tok, int64_t row) {
+            y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(acc[m][t][i], 16384.0f), scale2);
+        });
+        return;
+    }
+    each([&](int m, int t, int i, int tok, int64_t row) {
+        partials[((int64_t)blockIdx.y * ncols + tok) * n_out + row] = acc[m][t][i];
+    });
+    if (!fp4_splitk_arrive(counters + blockIdx.x, n_split)) return;
+    each([&](int, int, int, int tok, int64_t row) {
+        const float sum = fp4_splitk_sum(partials, n_split, ncols, n_out, tok, row);
+        y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(sum, 16384.0f), scale2);
+    });
+}
+
 template <int MT, int NT, int U>
 static __global__ __launch_bounds__(256) void native_mma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
@@ -85,21 +142,13 @@ static __global__ __launch_bounds__(256) void native_mma_kernel(
             uint32_t sA[NT], sB[NT]; /* the lane's two block scales, each broadcast to both halves */
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                const uint32_t s2 = fp4_e4m3x2_to_h2(sv[u][t]);
-                sA[t] = fp4_prmt(s2, 0u, 0x1010u);
-                sB[t] = fp4_prmt(s2, 0u, 0x3232u);
+                fp4_scale_pair_h2(sv[u][t], &sA[t], &sB[t]);
             }
 #pragma unroll
             for (int wi = 0; wi < 4; wi++) { /* word wi of the 16 bytes: values 8wi..8wi+7 */
                 uint32_t bw[NT][4];
 #pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    const uint32_t word = wi == 0 ? wv[u][t].x : wi == 1 ? wv[u][t].y : wi == 2 ? wv[u][t].z : wv[u][t].w;
-                    fp4_e2m1x8_to_h2(word, bw[t]);
-                    const uint32_t s = wi < 2 ? sA[t] : sB[t];
-#pragma unroll
-                    for (int h = 0; h < 4; h++) bw[t][h] = fp4_h2_mul(bw[t][h], s);
-                }
+                for (int t = 0; t < NT; t++) b_word(fp4_word(wv[u][t], wi), wi < 2 ? sA[t] : sB[t], bw[t]);
                 const bool kin = k0 + wi * 8 + 8 <= n_in;
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
@@ -107,58 +156,13 @@ static __global__ __launch_bounds__(256) void native_mma_kernel(
                     uint32_t pa[4], pb[4];
                     act_pairs(x + (int64_t)ta * n_in + k0 + wi * 8, kin && ta < ncols, pa);
                     act_pairs(x + (int64_t)tb * n_in + k0 + wi * 8, kin && tb < ncols, pb);
-                    const uint32_t a_lo[4] = {pa[0], pb[0], pa[1], pb[1]};
-                    const uint32_t a_hi[4] = {pa[2], pb[2], pa[3], pb[3]};
-#pragma unroll
-                    for (int t = 0; t < NT; t++) {
-                        fp4_mma_f16(acc[m][t], a_lo, bw[t][0], bw[t][1]);
-                        fp4_mma_f16(acc[m][t], a_hi, bw[t][2], bw[t][3]);
-                    }
+                    mma_b_tiles<NT>(acc[m], pa, pb, bw);
                 }
             }
         }
     }
 
-    /* C: i=0 (token g, row 2q), 1 (token g, row 2q+1), 2 (token g+8, row 2q), 3 (token g+8, row 2q+1) */
-    const int n_split = gridDim.y;
-    if (n_split == 1) {
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int t = 0; t < NT; t++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int tok = m * 16 + g + (i >> 1) * 8;
-                    const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
-                    if (tok < ncols && row < n_out)
-                        y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(acc[m][t][i], 16384.0f), scale2);
-                }
-        return;
-    }
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int t = 0; t < NT; t++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int tok = m * 16 + g + (i >> 1) * 8;
-                const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
-                if (tok < ncols && row < n_out)
-                    partials[((int64_t)blockIdx.y * ncols + tok) * n_out + row] = acc[m][t][i];
-            }
-    if (!fp4_splitk_arrive(counters + blockIdx.x, n_split)) return;
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int t = 0; t < NT; t++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int tok = m * 16 + g + (i >> 1) * 8;
-                const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
-                if (tok >= ncols || row >= n_out) continue;
-                const float sum = fp4_splitk_sum(partials, n_split, ncols, n_out, tok, row);
-                y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(sum, 16384.0f), scale2);
-            }
+    b_operand_store<MT, NT>(acc, wrow0, g, q, ncols, n_out, scale2, y, partials, counters);
 }
 
 /* ---- native.3: the same contraction, tuned ----------------------------------------------------
@@ -237,21 +241,13 @@ static __global__ __launch_bounds__(NW * 32) void native_v3_kernel(
             uint32_t sA[NT], sB[NT];
 #pragma unroll
             for (int t = 0; t < NT; t++) {
-                const uint32_t s2 = fp4_e4m3x2_to_h2(cs[u][t]);
-                sA[t] = fp4_prmt(s2, 0u, 0x1010u);
-                sB[t] = fp4_prmt(s2, 0u, 0x3232u);
+                fp4_scale_pair_h2(cs[u][t], &sA[t], &sB[t]);
             }
 #pragma unroll
             for (int wi = 0; wi < 4; wi++) {
                 uint32_t bw[NT][4];
 #pragma unroll
-                for (int t = 0; t < NT; t++) {
-                    const uint32_t word = wi == 0 ? cw[u][t].x : wi == 1 ? cw[u][t].y : wi == 2 ? cw[u][t].z : cw[u][t].w;
-                    fp4_e2m1x8_to_h2(word, bw[t]);
-                    const uint32_t sc = wi < 2 ? sA[t] : sB[t];
-#pragma unroll
-                    for (int h = 0; h < 4; h++) bw[t][h] = fp4_h2_mul(bw[t][h], sc);
-                }
+                for (int t = 0; t < NT; t++) b_word(fp4_word(cw[u][t], wi), wi < 2 ? sA[t] : sB[t], bw[t]);
                 const int ko = koff + wi * 8;
                 const bool kin = ko + 8 <= kmax;
 #pragma unroll
@@ -259,57 +255,13 @@ static __global__ __launch_bounds__(NW * 32) void native_v3_kernel(
                     uint32_t pa[4], pb[4] = {0u, 0u, 0u, 0u};
                     act_pairs(xa[m] + ko, kin && xa[m] != nullptr, pa);
                     if (!HALF) act_pairs(xb[m] + ko, kin && xb[m] != nullptr, pb);
-                    const uint32_t a_lo[4] = {pa[0], pb[0], pa[1], pb[1]};
-                    const uint32_t a_hi[4] = {pa[2], pb[2], pa[3], pb[3]};
-#pragma unroll
-                    for (int t = 0; t < NT; t++) {
-                        fp4_mma_f16(acc[m][t], a_lo, bw[t][0], bw[t][1]);
-                        fp4_mma_f16(acc[m][t], a_hi, bw[t][2], bw[t][3]);
-                    }
+                    mma_b_tiles<NT>(acc[m], pa, pb, bw);
                 }
             }
         }
     }
 
-    const int n_split = gridDim.y;
-    if (n_split == 1) {
-#pragma unroll
-        for (int m = 0; m < MT; m++)
-#pragma unroll
-            for (int t = 0; t < NT; t++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int tok = m * 16 + g + (i >> 1) * 8;
-                    const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
-                    if (tok < ncols && row < n_out)
-                        y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(acc[m][t][i], 16384.0f), scale2);
-                }
-        return;
-    }
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int t = 0; t < NT; t++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int tok = m * 16 + g + (i >> 1) * 8;
-                const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
-                if (tok < ncols && row < n_out)
-                    partials[((int64_t)blockIdx.y * ncols + tok) * n_out + row] = acc[m][t][i];
-            }
-    if (!fp4_splitk_arrive(counters + blockIdx.x, n_split)) return;
-#pragma unroll
-    for (int m = 0; m < MT; m++)
-#pragma unroll
-        for (int t = 0; t < NT; t++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int tok = m * 16 + g + (i >> 1) * 8;
-                const int64_t row = wrow0 + t * 8 + q * 2 + (i & 1);
-                if (tok >= ncols || row >= n_out) continue;
-                const float sum = fp4_splitk_sum(partials, n_split, ncols, n_out, tok, row);
-                y[(int64_t)tok * n_out + row] = __fmul_rn(__fmul_rn(sum, 16384.0f), scale2);
-            }
+    b_operand_store<MT, NT>(acc, wrow0, g, q, ncols, n_out, scale2, y, partials, counters);
 }
 
 /* ---- native.7: weights as the MMA's A operand (fp4_e2m1x8_to_h2_bytes, native_tile.cuh) ---- */
@@ -370,15 +322,13 @@ static __global__ __launch_bounds__(NW * 32) void native_v4_kernel(
             uint32_t sA[2], sB[2];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const uint32_t s2 = fp4_e4m3x2_to_h2(cs[u][h]);
-                sA[h] = fp4_prmt(s2, 0u, 0x1010u);
-                sB[h] = fp4_prmt(s2, 0u, 0x3232u);
+                fp4_scale_pair_h2(cs[u][h], &sA[h], &sB[h]);
             }
 #pragma unroll
             for (int wi = 0; wi < 4; wi++) {
                 uint32_t p0[4], p1[4];
-                const uint32_t w0 = wi == 0 ? cw[u][0].x : wi == 1 ? cw[u][0].y : wi == 2 ? cw[u][0].z : cw[u][0].w;
-                const uint32_t w1 = wi == 0 ? cw[u][1].x : wi == 1 ? cw[u][1].y : wi == 2 ? cw[u][1].z : cw[u][1].w;
+                const uint32_t w0 = fp4_word(cw[u][0], wi);
+                const uint32_t w1 = fp4_word(cw[u][1], wi);
                 fp4_e2m1x8_to_h2_bytes(w0, p0);
                 fp4_e2m1x8_to_h2_bytes(w1, p1);
                 const uint32_t s0 = wi < 2 ? sA[0] : sB[0], s1 = wi < 2 ? sA[1] : sB[1];

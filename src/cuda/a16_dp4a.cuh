@@ -59,12 +59,7 @@ static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__
     const uint32_t L0 = fp4_pin(0x03020100u), L1 = fp4_pin(0x0C080604u);
     const uint8_t *prow[R];
     const uint8_t *srow[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1; /* clamp; result discarded */
-        prow[r] = payload + row * pstride + sub * 16;
-        srow[r] = scales + row * sstride + sub * 2;
-    }
+    fp4_warp_rows<R>(payload, scales, pstride, sstride, n_out, row0, sub * 16, sub * 2, prow, srow);
     float acc[R][NC];
 #pragma unroll
     for (int r = 0; r < R; r++)

@@ -31,12 +31,12 @@
  * Bit-identical to SPEC §4 whatever the integer order.
  */
 #include "a16_dp4a.cuh"
+#include "sb_tile.cuh"
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
 #define M2_NW 8
 #define M2_ROWS 32
-#define M2_STAGE_P (M2_ROWS * 128)
-#define M2_STAGE (M2_STAGE_P + M2_ROWS * 16)
+#define M2_STAGE FP4_SBT_BYTES
 #define M2_S 2
 #define M2_SLOT 2048 /* per warp and parity: qp (16 groups x 32 rows x 4 B), then cbuf (32 x 8NT x 4 B) */
 
@@ -44,46 +44,17 @@ static __host__ __device__ constexpr size_t m2_smem_bytes() {
     return 1024 + (size_t)M2_NW * M2_S * M2_STAGE + (size_t)2 * M2_NW * M2_SLOT;
 }
 
-/* four e2m1 codes (bits 0..15) -> four int8 e2m1_q1; L0/L1 = 0x03020100 / 0x0C080604 (pinned) */
-static __device__ __forceinline__ uint32_t m2_dec(uint32_t nib, uint32_t L0, uint32_t L1) {
-    const uint32_t p = fp4_prmt(L0, L1, nib);
-    const uint32_t n = fp4_prmt(L0, L1, nib ^ 0x8888u);
-    return p | ((0x80808080u - n) ^ 0x80808080u);
-}
-
-template <int NT, typename W>
-static __device__ __forceinline__ void m2_groups(const uint8_t *st, const int *qp, const uint32_t (&b)[NT][16], int r0,
-                                                 int qd, uint32_t L0, uint32_t L1, W (&acc)[2][NT][4]) {
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) acc[mt][nt][i] = 0;
-#pragma unroll
-    for (int g = 0; g < 16; g++) {
-        const int off = ((((g >> 1) ^ r0) << 4) | ((g & 1) << 3) | (qd << 1));
-        uint32_t a[2][2];
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const uint32_t u = *reinterpret_cast<const unsigned short *>(st + (mt * 16 + h * 8 + r0) * 128 + off);
-                a[mt][h] = m2_dec(u, L0, L1);
-            }
-        const int4 qv = *reinterpret_cast<const int4 *>(qp + g * 32 + r0 * 4); /* rows r0, +8, +16, +24 */
-        const int qs[4] = {qv.x, qv.y, qv.z, qv.w};
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++) {
-                int d[4];
-                fp4_mma_s8(d, a[mt][0], a[mt][1], b[nt][g]);
-#pragma unroll
-                for (int i = 0; i < 4; i++) acc[mt][nt][i] += (W)d[i] * (W)qs[mt * 2 + (i >> 1)];
-            }
+/* four e2m1 codes (bits 0..15) -> four int8 e2m1_q1 in 5 ops; L0/L1 = 0x03020100 / 0x0C080604,
+ * pinned in registers */
+struct dec_5op {
+    uint32_t L0, L1;
+    __device__ __forceinline__ uint32_t operator()(uint32_t nib) const {
+        const uint32_t p = fp4_prmt(L0, L1, nib);
+        const uint32_t n = fp4_prmt(L0, L1, nib ^ 0x8888u);
+        return p | ((0x80808080u - n) ^ 0x80808080u);
     }
-}
+};
+
 
 template <int NT>
 static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
@@ -100,23 +71,10 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
     const int64_t nsb_pad = k_pad / 256;
     uint8_t *my = stg + warp * M2_S * M2_STAGE;
     lut[tid] = fp4_e4m3_q9((uint32_t)tid);
-    const uint32_t L0 = fp4_pin(0x03020100u), L1 = fp4_pin(0x0C080604u);
+    const dec_5op dec = {fp4_pin(0x03020100u), fp4_pin(0x0C080604u)};
 
     auto load = [&](int sb, int stage) {
-        if (sb < nsb) {
-            uint8_t *dst = my + stage * M2_STAGE;
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const int idx = i * 32 + lane, row = idx >> 3, c = idx & 7;
-                int64_t gr = rowbase + row;
-                if (gr >= n_out) gr = n_out - 1;
-                fp4_cp_async16(dst + row * 128 + ((c ^ (row & 7)) << 4), payload + gr * pstride + (int64_t)sb * 128 + c * 16);
-            }
-            int64_t gr = rowbase + lane;
-            if (gr >= n_out) gr = n_out - 1;
-            fp4_cp_async16(dst + M2_STAGE_P + lane * 16, scales + gr * sstride + (int64_t)sb * 16);
-        }
-        fp4_cp_async_commit();
+        fp4_sbt_load(my + stage * M2_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
     };
     /* activations (B operands) of super-block sb: column nt*8 + r0, words (qd, g); steps dv */
     uint32_t b[NT][16];
@@ -162,75 +120,12 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
             fp4_cp_async_wait<1>();
             __syncwarp();
             const uint8_t *st = my + (t & 1) * M2_STAGE;
-            const uint4 sv = *reinterpret_cast<const uint4 *>(st + M2_STAGE_P + lane * 16);
-            const uint32_t sw[4] = {sv.x, sv.y, sv.z, sv.w};
-            int q9[16];
-            uint32_t o = 0;
-#pragma unroll
-            for (int g = 0; g < 16; g++) {
-                q9[g] = lut[(sw[g >> 2] >> (8 * (g & 3))) & 0xFFu];
-                o |= (uint32_t)abs(q9[g]);
-            }
-            const int s = o ? __ffs((int)o) - 1 : 0;
-            const bool fast = __all_sync(0xFFFFFFFFu, (o >> s) < 4096u);
-            const int sh = fast ? s : 0;
-#pragma unroll
-            for (int g = 0; g < 16; g++) qp[g * 32 + (lane & 7) * 4 + (lane >> 3)] = q9[g] >> sh;
-            int shr[4];
-#pragma unroll
-            for (int v = 0; v < 4; v++) shr[v] = __shfl_sync(0xFFFFFFFFu, sh, r0 + 8 * v);
-            __syncwarp();
-            float tot[2][NT][4];
-            if (fast) {
-                int acc[2][NT][4];
-                m2_groups<NT, int>(st, qp, b, r0, qd, L0, L1, acc);
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            tot[mt][nt][i] = __fmul_rn(__int2float_rn(acc[mt][nt][i]), fp4_pow2f(shr[mt * 2 + (i >> 1)]));
-            } else {
-                long long acc[2][NT][4];
-                m2_groups<NT, long long>(st, qp, b, r0, qd, L0, L1, acc);
-#pragma unroll
-                for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                    for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++) tot[mt][nt][i] = __ll2float_rn(acc[mt][nt][i]);
-            }
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        const float dcol = dv[nt][i & 1];
-                        float c = 0.0f;
-                        if (dcol != 0.0f) {
-                            c = fp4_cu_a16_term(tot[mt][nt][i], dcol, scale2);
-                        }
-                        cv[mt][nt][i] = c;
-                    }
+            fp4_sbt_a16_superblock<NT>(st, lut, qp, b, dv, scale2, lane, dec, true, cv);
         } else {
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-                for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) cv[mt][nt][i] = 0.0f;
+            fp4_sbt_zero_terms<NT>(cv);
         }
         __syncwarp(); /* every lane is done with qp before the results overwrite it */
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-            for (int nt = 0; nt < NT; nt++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-                    *reinterpret_cast<float2 *>(cb + (mt * 16 + h * 8 + r0) * NCP + nt * 8 + qd * 2) =
-                        make_float2(cv[mt][nt][2 * h], cv[mt][nt][2 * h + 1]);
+        fp4_sbt_put_terms<NT, NCP>(cb, cv, r0, qd);
         loadb(sb + M2_NW); /* next round's activations: in flight across the barrier */
         __syncthreads();
         /* The slots of parity t&1 are rewritten in round t+2, after every thread has passed the

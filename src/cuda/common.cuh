@@ -95,6 +95,20 @@ template <bool BF16> static __device__ __forceinline__ void fp4_widen8(uint4 q, 
     }
 }
 
+/* Payload and scale pointers of a warp's R rows from row0 (rows past n_out read the last row;
+ * their results are discarded), at this lane's byte offsets poff / soff into the rows. */
+template <int R>
+static __device__ __forceinline__ void fp4_warp_rows(const uint8_t *payload, const uint8_t *scales, int64_t pstride,
+                                                     int64_t sstride, int64_t n_out, int64_t row0, int poff, int soff,
+                                                     const uint8_t *(&prow)[R], const uint8_t *(&srow)[R]) {
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1;
+        prow[r] = payload + row * pstride + poff;
+        srow[r] = scales + row * sstride + soff;
+    }
+}
+
 /* SPEC §4 step 4, the pinned epilogue of one super-block, up to its accumulation:
  * c = fma(fma(fma(total, 2^-10, 0), d, 0), scale2, 0). Every exact A16 kernel calls this one
  * function; the caller then does acc = fma(1, c, acc) in super-block index order. */

@@ -84,12 +84,7 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
     const fp4_q1_luts L = fp4_q1_luts_make();
     const uint8_t *prow[R];
     const uint8_t *srow[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1; /* clamp; result discarded */
-        prow[r] = payload + row * pstride + sub * 16;
-        srow[r] = scales + row * sstride + sub * 2;
-    }
+    fp4_warp_rows<R>(payload, scales, pstride, sstride, n_out, row0, sub * 16, sub * 2, prow, srow);
     float acc[R][NC];
 #pragma unroll
     for (int r = 0; r < R; r++)

@@ -18,6 +18,19 @@
 
 #define SEG 128 /* K values per segment: a quad of lanes x 16 bytes */
 
+/* The lane's two E4M3FN block scales (bits 0..15 of two) as f16, each broadcast to both halves
+ * of an f16x2 (*sa: the low byte's group, *sb: the high byte's), exact. */
+static __device__ __forceinline__ void fp4_scale_pair_h2(uint32_t two, uint32_t *sa, uint32_t *sb) {
+    const uint32_t s2 = fp4_e4m3x2_to_h2(two);
+    *sa = fp4_prmt(s2, 0u, 0x1010u);
+    *sb = fp4_prmt(s2, 0u, 0x3232u);
+}
+
+/* Word wi (0..3) of 16 loaded bytes: values 8wi..8wi+7 of the lane's 32. */
+static __device__ __forceinline__ uint32_t fp4_word(const uint4 &v, int wi) {
+    return wi == 0 ? v.x : wi == 1 ? v.y : wi == 2 ? v.z : v.w;
+}
+
 /* ---- weights as the MMA's A operand ---------------------------------------------------------------
  * A warp owns 16 rows (lane g: rows g and g+8); activations are the B operand (column g), so one
  * MMA covers 16 rows x 16 values and no operand slot is padding. Decode: the nibbles of a word
@@ -152,9 +165,7 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
                 const int r = m * 16 + g + h * 8;
                 wv[m][h] = *reinterpret_cast<const uint4 *>(wst + r * TILE_TKB + pc * 16);
                 const uint32_t two = *reinterpret_cast<const unsigned short *>(sst + r * TILE_TKS + warp * 8 + q * 2);
-                const uint32_t s2 = fp4_e4m3x2_to_h2(two);
-                sA[m][h] = fp4_prmt(s2, 0u, 0x1010u);
-                sB[m][h] = fp4_prmt(s2, 0u, 0x3232u);
+                fp4_scale_pair_h2(two, &sA[m][h], &sB[m][h]);
             }
         const int sl = t * TILE_NWK + warp;
 #pragma unroll
@@ -167,8 +178,7 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
 #pragma unroll
             for (int m = 0; m < MT; m++) {
                 uint32_t p0[4], p1[4];
-                const uint32_t w0 = wi == 0 ? wv[m][0].x : wi == 1 ? wv[m][0].y : wi == 2 ? wv[m][0].z : wv[m][0].w;
-                const uint32_t w1 = wi == 0 ? wv[m][1].x : wi == 1 ? wv[m][1].y : wi == 2 ? wv[m][1].z : wv[m][1].w;
+                const uint32_t w0 = fp4_word(wv[m][0], wi), w1 = fp4_word(wv[m][1], wi);
                 fp4_e2m1x8_to_h2_bytes(w0, p0);
                 fp4_e2m1x8_to_h2_bytes(w1, p1);
                 const uint32_t s0 = wi < 2 ? sA[m][0] : sB[m][0], s1 = wi < 2 ? sA[m][1] : sB[m][1];

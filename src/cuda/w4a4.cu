@@ -14,7 +14,7 @@
  *     f32 product (see the kernel's comment). bench/gpu.md (round 4) has the measurements; the
  *     kernel lab (dev/cuda) keeps the 16-column shared-memory tile it replaced.
  */
-#include "common.cuh"
+#include "sb_tile.cuh"
 
 #define MMA_COLS 16 /* the integer-MMA route's width: 2 n-tiles of 8 */
 
@@ -99,12 +99,7 @@ static __global__ __launch_bounds__(256) void w4a4_dp4a_kernel(const uint8_t *__
     if (row0 >= n_out) return;
     const uint8_t *prow[R];
     const uint8_t *srow[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1;
-        prow[r] = payload + row * pstride;
-        srow[r] = scales + row * sstride;
-    }
+    fp4_warp_rows<R>(payload, scales, pstride, sstride, n_out, row0, 0, 0, prow, srow);
     const fp4_q1_luts luts = fp4_q1_luts_make();
     long long part[R][NC];
 #pragma unroll
@@ -175,8 +170,7 @@ static __global__ __launch_bounds__(256) void w4a4_dp4a_kernel(const uint8_t *__
  * 16-byte load = the lane's 4 columns), and per (sb, column) sa | max qa' << 5 in the same order. */
 #define M16_NW 8
 #define M16_ROWS 32
-#define M16_STAGE_P (M16_ROWS * 128)
-#define M16_STAGE (M16_STAGE_P + M16_ROWS * 16)
+#define M16_STAGE FP4_SBT_BYTES
 #define M16_LIMIT 116508 /* floor((2^31 - 1) / (8 * 2304)) */
 #define M16_SMEM (1024 + M16_NW * 2 * M16_STAGE + M16_NW * 512 * 4)
 
@@ -239,13 +233,12 @@ static __device__ __forceinline__ void m16_half(const uint8_t *st, const int *qp
 #pragma unroll
     for (int gg = 0; gg < 8; gg++) {
         const int g = h * 8 + gg;
-        const int off = ((((g >> 1) ^ r0) << 4) | ((g & 1) << 3) | (qd << 1));
         uint32_t a[2][2];
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
-                const uint32_t u = *reinterpret_cast<const unsigned short *>(st + (mt * 16 + hh * 8 + r0) * 128 + off);
+                const uint32_t u = fp4_sbt_a_unit(st, mt, hh, r0, qd, g);
                 a[mt][hh] = fp4_e2m1x4_to_q1x4_l(u, l);
             }
         const int4 qv = *reinterpret_cast<const int4 *>(qp + g * 32 + r0 * 4); /* rows r0, +8, +16, +24 */
@@ -298,20 +291,7 @@ static __global__ __launch_bounds__(256, 2) void w4a4_imma_kernel(
     const fp4_q1_luts luts = fp4_q1_luts_make();
 
     auto load = [&](int sb, int stage) {
-        if (sb < nsb) {
-            uint8_t *dst = my + stage * M16_STAGE;
-#pragma unroll
-            for (int i = 0; i < 8; i++) {
-                const int idx = i * 32 + lane, row = idx >> 3, c = idx & 7;
-                int64_t gr = rowbase + row;
-                if (gr >= n_out) gr = n_out - 1;
-                fp4_cp_async16(dst + row * 128 + ((c ^ (row & 7)) << 4), payload + gr * pstride + (int64_t)sb * 128 + c * 16);
-            }
-            int64_t gr = rowbase + lane;
-            if (gr >= n_out) gr = n_out - 1;
-            fp4_cp_async16(dst + M16_STAGE_P + lane * 16, scales + gr * sstride + (int64_t)sb * 16);
-        }
-        fp4_cp_async_commit();
+        fp4_sbt_load(my + stage * M16_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
     };
 
     long long tot[2][2][4];
@@ -340,17 +320,11 @@ static __global__ __launch_bounds__(256, 2) void w4a4_imma_kernel(
             fp4_cp_async_wait<1>();
             __syncwarp();
             const uint8_t *st = my + (t & 1) * M16_STAGE;
-            const uint4 sv = *reinterpret_cast<const uint4 *>(st + M16_STAGE_P + lane * 16);
-            const uint32_t sw4[4] = {sv.x, sv.y, sv.z, sv.w};
             int q9[16];
-            uint32_t o = 0;
+            const uint32_t o = fp4_sbt_row_q9(st, lut, lane, q9);
             int neg = 0;
 #pragma unroll
-            for (int g = 0; g < 16; g++) {
-                q9[g] = lut[(sw4[g >> 2] >> (8 * (g & 3))) & 0xFFu];
-                o |= (uint32_t)abs(q9[g]);
-                neg |= q9[g];
-            }
+            for (int g = 0; g < 16; g++) neg |= q9[g];
             const int s = o ? __ffs((int)o) - 1 : 0;
             const int mw = (int)(o >> s); /* >= max q9 >> s */
             const int wmw = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)mw);
@@ -359,8 +333,7 @@ static __global__ __launch_bounds__(256, 2) void w4a4_imma_kernel(
             const int wsa = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)sca);
             const bool fast = !__any_sync(0xFFFFFFFFu, neg < 0) && (long long)wmw * wma <= M16_LIMIT && wsw + wsa <= 30;
             const int sh = fast ? s : 0;
-#pragma unroll
-            for (int g = 0; g < 16; g++) qp[g * 32 + (lane & 7) * 4 + (lane >> 3)] = q9[g] >> sh;
+            fp4_sbt_put_q9(qp, q9, sh, lane);
             int mrow[4]; /* 2^shift of the lane's rows r0, r0+8, r0+16, r0+24 */
 #pragma unroll
             for (int v = 0; v < 4; v++) mrow[v] = 1 << __shfl_sync(0xFFFFFFFFu, sh, r0 + 8 * v);

@@ -43,41 +43,22 @@ static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float
     gt_make_nvfp4(&w, n_out, n_in, scale2, 0.0f, wkind, seed);
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
-    int maxc = 1;
-    for (int i = 0; i < ncols_n; i++) maxc = cols[i] > maxc ? cols[i] : maxc;
-    float *x = (float *)malloc((size_t)(n_in * maxc) * 4);
+    const int maxc = gt_max_cols(cols, ncols_n);
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4), *want = (float *)malloc((size_t)(n_out * maxc) * 4);
     gt_make_act(x, n_in * maxc, xkind, seed ^ 0x5555);
-    float *dx = gt_dev_floats(x, n_in * maxc);
-    fp4_cuda_scratch s;
-    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&t, maxc), &s));
-    float *want = (float *)malloc((size_t)(n_out * maxc) * 4), *got = (float *)malloc((size_t)(n_out * maxc) * 4),
-          *again = (float *)malloc((size_t)(n_out * maxc) * 4);
-    float *dy = gt_dev_poison(n_out * maxc);
+    gt_case c;
+    gt_case_init(&c, &t, x, maxc);
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w.view, x, nc, want, 8));
+        gt_case_project(&c, FP4_MODE_EXACT, nc, "nvfp4.a16.exact.dp4a");
         char what[96];
-        cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
-        CHECK(!strcmp(fp4_cuda_route_name(&t, FP4_MODE_EXACT, nc), "nvfp4.a16.exact.dp4a"));
-        CHECK_OK(fp4_cuda_project(&t, FP4_MODE_EXACT, dx, nc, dy, &s, NULL));
-        gt_sync("a16 exact");
-        gt_down(got, dy, (size_t)(n_out * nc) * 4);
         snprintf(what, sizeof what, "a16 %lldx%lld w%d x%d cols %d", (long long)n_out, (long long)n_in, wkind, xkind, nc);
-        gt_cmp_bits(what, want, got, n_out * nc);
-        /* determinism: a second run, identical bits */
-        CHECK_OK(fp4_cuda_project(&t, FP4_MODE_EXACT, dx, nc, dy, &s, NULL));
-        gt_sync("a16 exact again");
-        gt_down(again, dy, (size_t)(n_out * nc) * 4);
-        CHECK(!memcmp(got, again, (size_t)(n_out * nc) * 4));
+        gt_cmp_bits(what, want, c.got, n_out * nc);
     }
-    cudaFree(dy);
-    cudaFree(dx);
-    fp4_cuda_scratch_free(&s);
-    fp4_cuda_tensor_free(&t);
+    gt_case_free(&c);
     free(x);
     free(want);
-    free(got);
-    free(again);
     gt_free_nvfp4(&w);
 }
 

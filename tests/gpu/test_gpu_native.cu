@@ -8,50 +8,33 @@
 /* Activations are rounded to f16 (relative error 2^-11 each) and the tensor cores accumulate in
  * f32; on N(0,1) activations the measured error is a few 1e-4. The bound leaves ~4x margin. */
 #define NATIVE_NRMSE_MAX 2e-3
+
 static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, const int *cols, int ncols_n,
                         uint64_t seed) {
     gt_nvfp4 w;
     gt_make_nvfp4(&w, n_out, n_in, scale2, 0.0f, wkind, seed);
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
-    int maxc = 1;
-    for (int i = 0; i < ncols_n; i++) maxc = cols[i] > maxc ? cols[i] : maxc;
-    float *x = (float *)malloc((size_t)(n_in * maxc) * 4);
+    const int maxc = gt_max_cols(cols, ncols_n);
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4), *ref = (float *)malloc((size_t)(n_out * maxc) * 4);
     gt_make_act(x, n_in * maxc, 0, seed ^ 0x9999);
-    float *dx = gt_dev_floats(x, n_in * maxc);
-    fp4_cuda_scratch s;
-    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&t, maxc), &s));
-    float *ref = (float *)malloc((size_t)(n_out * maxc) * 4), *got = (float *)malloc((size_t)(n_out * maxc) * 4),
-          *again = (float *)malloc((size_t)(n_out * maxc) * 4);
-    float *dy = gt_dev_poison(n_out * maxc);
+    gt_case c;
+    gt_case_init(&c, &t, x, maxc);
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_a16_float(&w.view, x, nc, ref, 8));
-        cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
-        CHECK(!strcmp(fp4_cuda_route_name(&t, FP4_MODE_NATIVE, nc), "nvfp4.a16.native.mma"));
-        CHECK_OK(fp4_cuda_project(&t, FP4_MODE_NATIVE, dx, nc, dy, &s, NULL));
-        gt_sync("native");
-        gt_down(got, dy, (size_t)(n_out * nc) * 4);
+        gt_case_project(&c, FP4_MODE_NATIVE, nc, "nvfp4.a16.native.mma");
         int64_t nan = 0;
-        for (int64_t k = 0; k < n_out * nc; k++) nan += got[k] != got[k];
-        const double e = fp4_nrmse(got, ref, n_out * nc);
+        for (int64_t k = 0; k < n_out * nc; k++) nan += c.got[k] != c.got[k];
+        const double e = fp4_nrmse(c.got, ref, n_out * nc);
         CHECK_MSG(nan == 0 && e < NATIVE_NRMSE_MAX, "native %lldx%lld w%d cols %d: nrmse %.3g (limit %.1g), %lld unwritten",
                   (long long)n_out, (long long)n_in, wkind, nc, e, NATIVE_NRMSE_MAX, (long long)nan);
         if (nc == 1 || nc == 16 || nc == 64)
             printf("native %lldx%lld cols %d: nrmse %.3g\n", (long long)n_out, (long long)n_in, nc, e);
-        CHECK_OK(fp4_cuda_project(&t, FP4_MODE_NATIVE, dx, nc, dy, &s, NULL));
-        gt_sync("native again");
-        gt_down(again, dy, (size_t)(n_out * nc) * 4);
-        CHECK_MSG(!memcmp(got, again, (size_t)(n_out * nc) * 4), "native not deterministic (cols %d)", nc);
     }
-    cudaFree(dy);
-    cudaFree(dx);
-    fp4_cuda_scratch_free(&s);
-    fp4_cuda_tensor_free(&t);
+    gt_case_free(&c);
     free(x);
     free(ref);
-    free(got);
-    free(again);
     gt_free_nvfp4(&w);
 }
 

@@ -51,46 +51,27 @@ static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float
     gt_make_nvfp4(&w, n_out, n_in, scale2, isi, wkind, seed);
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
-    int maxc = 1;
-    for (int i = 0; i < ncols_n; i++) maxc = cols[i] > maxc ? cols[i] : maxc;
-    float *x = (float *)malloc((size_t)(n_in * maxc) * 4);
+    const int maxc = gt_max_cols(cols, ncols_n);
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4), *want = (float *)malloc((size_t)(n_out * maxc) * 4);
     if (xkind == 2) make_ties(x, n_in * maxc, isi);
     else gt_make_act(x, n_in * maxc, xkind, seed ^ 0x7777);
-    float *dx = gt_dev_floats(x, n_in * maxc);
-    fp4_cuda_scratch s;
-    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&t, maxc), &s));
-    float *want = (float *)malloc((size_t)(n_out * maxc) * 4), *got = (float *)malloc((size_t)(n_out * maxc) * 4),
-          *again = (float *)malloc((size_t)(n_out * maxc) * 4);
-    float *dy = gt_dev_poison(n_out * maxc);
+    gt_case c;
+    gt_case_init(&c, &t, x, maxc);
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_w4a4(&w.view, x, nc, want, 8));
-        for (int m = 0; m <= 1; m++) {
-            const fp4_mode mode = m ? FP4_MODE_NATIVE : FP4_MODE_EXACT;
-            cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
-            const char *want_route = (nc == 16 && n_in % 64 == 0) ? "nvfp4.w4a4.tile16" : "nvfp4.w4a4.dp4a";
-            CHECK(!strcmp(fp4_cuda_route_name(&t, mode, nc), want_route));
-            CHECK_OK(fp4_cuda_project(&t, mode, dx, nc, dy, &s, NULL));
-            gt_sync("w4a4");
-            gt_down(got, dy, (size_t)(n_out * nc) * 4);
+        const char *route = (nc == 16 && n_in % 64 == 0) ? "nvfp4.w4a4.tile16" : "nvfp4.w4a4.dp4a";
+        for (int m = 0; m <= 1; m++) { /* W4A4 runs exact in either mode */
+            gt_case_project(&c, m ? FP4_MODE_NATIVE : FP4_MODE_EXACT, nc, route);
             char what[96];
             snprintf(what, sizeof what, "w4a4 %lldx%lld w%d x%d cols %d mode %d", (long long)n_out, (long long)n_in,
                      wkind, xkind, nc, m);
-            gt_cmp_bits(what, want, got, n_out * nc);
-            CHECK_OK(fp4_cuda_project(&t, mode, dx, nc, dy, &s, NULL));
-            gt_sync("w4a4 again");
-            gt_down(again, dy, (size_t)(n_out * nc) * 4);
-            CHECK(!memcmp(got, again, (size_t)(n_out * nc) * 4));
+            gt_cmp_bits(what, want, c.got, n_out * nc);
         }
     }
-    cudaFree(dy);
-    cudaFree(dx);
-    fp4_cuda_scratch_free(&s);
-    fp4_cuda_tensor_free(&t);
+    gt_case_free(&c);
     free(x);
     free(want);
-    free(got);
-    free(again);
     gt_free_nvfp4(&w);
 }
 
