@@ -5,6 +5,7 @@
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each
 #   make cuda       CUDA library + GPU tests (nvcc; compiles without a GPU)
 #   make test-gpu   GPU tests (needs a GPU)      make lab   kernel lab (needs a GPU)
+#   make sass       SASS of every production CUDA kernel (cuobjdump)
 CC      ?= cc
 NVCC    ?= nvcc
 CUDA_ARCH ?= 90a
@@ -39,7 +40,7 @@ GGML_DIR     = third_party/npm/node_modules/$(GGML_NPM_PKG)/bins/linux-x64
 export FP4_GGML_DIR = $(abspath $(GGML_DIR))
 export FP4_HFGGUF = $(abspath third_party/npm/node_modules/@huggingface/gguf/dist/index.mjs)
 
-.PHONY: header-check symbols-check all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab clean oracle format-check
+.PHONY: header-check symbols-check all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab sass clean oracle format-check
 all: lib cli
 
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
@@ -122,15 +123,17 @@ fuzz: fuzz-build
 	    $$( [ -f fuzz/$$n.dict ] && echo -dict=fuzz/$$n.dict ) build-fuzz/work/$$n fuzz/corpus/$$n || exit 1; done
 
 # ---- CUDA ----
-# The GPU tests link only the CPU oracle's objects (src/format) and the CUDA library, so they
-# build where jansson's headers are missing (the device machine). `make lab` builds and runs
-# dev/cuda (validate, then time).
+# The GPU tests link only the CPU oracle's objects (src/format, and the CPU dispatch table with
+# the dequantizer it calls: the refusal twin test) and the CUDA library, so they build where
+# jansson's headers are missing (the device machine). `make lab` builds and runs dev/cuda
+# (validate, then time); `make sass` dumps the SASS of every production kernel.
 NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Iinclude -Isrc --fmad=false -Xcompiler -fPIC,-fvisibility=hidden \
              -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -gencode arch=compute_80,code=compute_80
 CU_SRC   = $(sort $(wildcard src/cuda/*.cu))
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
 CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)
 FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/format/*.c)))
+GPU_CPU_OBJ = $(BUILD)/src/cpu/project.o $(BUILD)/src/model/dequant.o
 GPU_TEST_SRC = $(sort $(wildcard tests/gpu/test_*.cu))
 GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm
@@ -144,24 +147,38 @@ $(BUILD)/libfp4lane_cuda.a: $(CU_OBJ)
 $(BUILD)/tests/gpu/check.o: tests/check.c tests/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) \
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) $(GPU_CPU_OBJ) \
                       $(wildcard tests/gpu/*.h tests/*.h) $(CU_HDR)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) $(CUDA_LIBS)
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(GPU_CPU_OBJ) \
+	  $(FORMAT_OBJ) $(CUDA_LIBS)
+# fp4lane_cuda.h compiles alone as C11 and C++; the fp4_cuda_ functions defined in the library
+# are exactly the FP4_API ones it declares (internals are fp4_cu_*, hidden).
 cuda: $(BUILD)/libfp4lane_cuda.a $(GPU_TEST_BIN)
+	@echo '#include "fp4lane_cuda.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
+	@echo '#include "fp4lane_cuda.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
 	@nm -g --defined-only $(BUILD)/libfp4lane_cuda.a | awk '$$2=="T"{print $$3}' | grep '^fp4_cuda_' | sort -u > $(BUILD)/cuda_defined.txt
-	@cat include/*.h | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE 'fp4_cuda_[A-Za-z0-9_]+ *\($$' | tr -d '( ' | sort -u > $(BUILD)/cuda_declared.txt
+	@tr '\n' ' ' < include/fp4lane_cuda.h | grep -oE 'FP4_API [^;{]*\(' | grep -oE 'fp4_cuda_[A-Za-z0-9_]+ *\($$' | tr -d '( ' | sort -u > $(BUILD)/cuda_declared.txt
 	@missing=$$(comm -13 $(BUILD)/cuda_defined.txt $(BUILD)/cuda_declared.txt); \
-	 if [ -n "$$missing" ]; then echo "declared, not in libfp4lane_cuda.a: $$missing"; exit 1; fi
+	 extra=$$(comm -23 $(BUILD)/cuda_defined.txt $(BUILD)/cuda_declared.txt); \
+	 if [ -n "$$missing$$extra" ]; then echo "declared, not in libfp4lane_cuda.a: $$missing"; \
+	   echo "defined, not declared in fp4lane_cuda.h: $$extra"; exit 1; fi
 
 test-gpu: cuda
 	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(GPU_TEST_BIN)
-# every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes)
+# every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes);
+# test_gpu_errors fails a cudaMalloc on purpose, so API errors are not reported for it
 test-gpu-sanitize: cuda
 	@for t in $(GPU_TEST_BIN); do echo "== sanitize $$(basename $$t)"; \
-	  FP4_GPU_QUICK=1 compute-sanitizer --error-exitcode 1 --print-limit 20 $$t || exit 1; done
-lab: cuda
+	  api=$$( [ "$$(basename $$t)" = test_gpu_errors ] && echo "--report-api-errors no" ); \
+	  FP4_GPU_QUICK=1 compute-sanitizer --error-exitcode 1 --print-limit 20 $$api $$t || exit 1; done
+lab: $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ)
 	$(MAKE) -C dev/cuda run BUILD=$(abspath $(BUILD))
+# SASS of every production kernel (each src/cuda object), one file per object under $(BUILD)/sass
+sass: $(CU_OBJ)
+	@mkdir -p $(BUILD)/sass
+	@for o in $(CU_OBJ); do s=$(BUILD)/sass/$$(basename $${o%.o}).sass; cuobjdump -sass $$o > $$s || exit 1; \
+	  echo "$$s: $$(grep -c 'Function :' $$s) kernels"; done
 
 clean:
 	rm -rf build build-asan build-ubsan build-clang build-fuzz

@@ -1,6 +1,7 @@
-/* gemv_native1.cu — the native A16 path at 1..4 columns (round 5): the exact 1-column kernel's
- * structure (row-contiguous 512-byte loads, a warp per R rows, 8 lanes per 256-value super-block)
- * with native numerics.
+/* native_dp2a.cuh — the native A16 kernel at 1..4 columns (SPEC §6), included by a16_native.cu
+ * (the route's 1-column kernel: native1_kernel<1, 2>) and by the kernel lab (2..4 columns, 4 rows
+ * per warp). The exact 1-column kernel's structure (row-contiguous 512-byte loads, a warp per R
+ * rows, 8 lanes per 256-value super-block) with native numerics. Never installed.
  *
  *   1. act16_kernel: one warp per (column, super-block): the f32 activations become int16 with one
  *      f32 step per super-block, d = amax / 32767 (round to nearest; relative error <= 2^-16 of
@@ -14,14 +15,13 @@
  *      accumulators added over the warp by a fixed butterfly at the end, * 0.5 * scale2 once per
  *      row. Deterministic (no atomics), f32 accumulation.
  *
- * Variants (fp4_cu_native): 15 = R 2, 16 = R 4, 17 = production (15 at 1 column, native.14
- * above: at 2..4 columns this kernel loses to native.14, bench/gpu.md round 5). Wider calls run in chunks of 4 columns.
+ * native_dp2a<R, MAXC>: the whole call in chunks of MAXC columns (act16 pass, then the kernel).
  */
+#ifndef FP4_CUDA_NATIVE_DP2A_CUH
+#define FP4_CUDA_NATIVE_DP2A_CUH
+
 #include "common.cuh"
 
-#define N1_MAXC 4
-
-static __device__ __forceinline__ uint4 ldg16n1(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
 
 static __global__ __launch_bounds__(256) void act16_kernel(const float *__restrict__ x, int n_in, int nsb_pad,
                                                            int ncols, int64_t k_pad, int16_t *__restrict__ q,
@@ -84,12 +84,7 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
     const fp4_q1_luts L = fp4_q1_luts_make();
     const uint8_t *prow[R];
     const uint8_t *srow[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1; /* clamp; result discarded */
-        prow[r] = payload + row * pstride + sub * 16;
-        srow[r] = scales + row * sstride + sub * 2;
-    }
+    fp4_warp_rows<R>(payload, scales, pstride, sstride, n_out, row0, sub * 16, sub * 2, prow, srow);
     float acc[R][NC];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -103,7 +98,7 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
         const bool ok = sb < nsb;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            nw[r] = ok ? ldg16n1(prow[r] + (int64_t)sb * 128) : make_uint4(0u, 0u, 0u, 0u);
+            nw[r] = ok ? fp4_ldg16(prow[r] + (int64_t)sb * 128) : make_uint4(0u, 0u, 0u, 0u);
             ns[r] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sb * 16)) : 0u;
         }
     }
@@ -122,7 +117,7 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
             const bool ok = sbn < nsb;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                nw[r] = ok ? ldg16n1(prow[r] + (int64_t)sbn * 128) : make_uint4(0u, 0u, 0u, 0u);
+                nw[r] = ok ? fp4_ldg16(prow[r] + (int64_t)sbn * 128) : make_uint4(0u, 0u, 0u, 0u);
                 ns[r] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sbn * 16))
                            : 0u;
             }
@@ -134,7 +129,7 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
         for (int c = 0; c < NC; c++) {
             const int16_t *xa = xq + (int64_t)c * k_pad + (int64_t)sb * 256 + sub * 32;
 #pragma unroll
-            for (int j = 0; j < 4; j++) av[c][j] = valid ? ldg16n1(xa + 8 * j) : make_uint4(0u, 0u, 0u, 0u);
+            for (int j = 0; j < 4; j++) av[c][j] = valid ? fp4_ldg16(xa + 8 * j) : make_uint4(0u, 0u, 0u, 0u);
             dcol[c] = valid ? __ldg(xd + (int64_t)c * (k_pad / 256) + sb) : 0.0f;
         }
 #pragma unroll
@@ -197,46 +192,42 @@ static fp4_status launch_n1(const fp4_cuda_tensor *w, const int16_t *q, const fl
     return FP4_OK;
 }
 
-template <int R>
-static fp4_status launch_n1_nc(const fp4_cuda_tensor *w, int64_t nc, const int16_t *q, const float *d, float *y,
-                               cudaStream_t s) {
-    switch (nc) {
-        case 1: return launch_n1<1, R>(w, q, d, y, s);
-        case 2: return launch_n1<2, R>(w, q, d, y, s);
-        case 3: return launch_n1<3, R>(w, q, d, y, s);
-        default: return launch_n1<4, R>(w, q, d, y, s);
+/* the kernel for exactly nc (1..NC) columns */
+template <int R, int NC>
+static fp4_status launch_n1_upto(const fp4_cuda_tensor *w, int64_t nc, const int16_t *q, const float *d, float *y,
+                                 cudaStream_t s) {
+    if constexpr (NC > 1) {
+        if (nc < NC) return launch_n1_upto<R, NC - 1>(w, nc, q, d, y, s);
     }
+    return launch_n1<NC, R>(w, q, d, y, s);
 }
 
-extern "C" {
-
-size_t fp4_cu_native1_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
+/* Scratch after the counters: int16 activations (MAXC, k_pad), steps (MAXC, k_pad/256). */
+template <int MAXC> static size_t native_dp2a_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     if (!w || n_cols < 1) return 0;
-    const int64_t nc = n_cols < N1_MAXC ? n_cols : N1_MAXC;
+    const int64_t nc = n_cols < MAXC ? n_cols : MAXC;
     return FP4_CU_ALIGN((size_t)nc * (size_t)w->k_pad * 2) + FP4_CU_ALIGN((size_t)nc * (size_t)(w->k_pad / 256) * 4);
 }
 
-fp4_status fp4_cu_native1(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
-                          const fp4_cuda_scratch *s, cudaStream_t stream) {
+template <int R, int MAXC>
+static fp4_status native_dp2a(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                              const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (!w || !d_x || !d_y || n_cols < 1 || !s || !s->d_base) return FP4_ERR_INVALID_ARG;
-    const int64_t c4 = n_cols < N1_MAXC ? n_cols : N1_MAXC;
-    const size_t qbytes = FP4_CU_ALIGN((size_t)c4 * (size_t)w->k_pad * 2);
-    if (FP4_CU_COUNTER_BYTES + fp4_cu_native1_scratch(w, c4) > s->bytes) return FP4_ERR_INVALID_ARG;
+    const int64_t cm = n_cols < MAXC ? n_cols : MAXC;
+    const size_t qbytes = FP4_CU_ALIGN((size_t)cm * (size_t)w->k_pad * 2);
+    if (FP4_CU_COUNTER_BYTES + native_dp2a_scratch<MAXC>(w, cm) > s->bytes) return FP4_ERR_INVALID_ARG;
     int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
     float *d = (float *)((uint8_t *)q + qbytes);
     const int nsb_pad = (int)(w->k_pad / 256);
-    for (int64_t c0 = 0; c0 < n_cols; c0 += N1_MAXC) {
-        const int64_t nc = n_cols - c0 < N1_MAXC ? n_cols - c0 : N1_MAXC;
+    for (int64_t c0 = 0; c0 < n_cols; c0 += MAXC) {
+        const int64_t nc = n_cols - c0 < MAXC ? n_cols - c0 : MAXC;
         const int64_t jobs = nc * nsb_pad;
         act16_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x + c0 * w->n_in, (int)w->n_in,
                                                                               nsb_pad, (int)nc, w->k_pad, q, d);
         FP4_CUDA_LAUNCHED();
-        float *y = d_y + c0 * w->n_out;
-        const fp4_status st = variant == 16 ? launch_n1_nc<4>(w, nc, q, d, y, stream)
-                                            : launch_n1_nc<2>(w, nc, q, d, y, stream);
-        if (st != FP4_OK) return st;
+        FP4_CU_TRY((launch_n1_upto<R, MAXC>(w, nc, q, d, d_y + c0 * w->n_out, stream)));
     }
     return FP4_OK;
 }
 
-} /* extern "C" */
+#endif /* FP4_CUDA_NATIVE_DP2A_CUH */
