@@ -61,7 +61,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 1u
+#define FP4_RT_BACKEND_ABI 2u
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -95,6 +95,9 @@ typedef struct fp4_rt_model_desc {
     int32_t n_slots;                     /* KV slots                                            */
     int n_threads;                       /* CPU                                                 */
     int device;                          /* CUDA device index                                   */
+    /* ABI 2: a device backend reports its memory plan here before uploading (may be NULL) */
+    void (*on_plan)(const fp4_rt_mem_plan *plan, void *user);
+    void *plan_user;
 } fp4_rt_model_desc;
 
 /* One column of a step (see THE STEP). */
