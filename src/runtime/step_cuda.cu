@@ -32,23 +32,10 @@ extern "C" fp4_status fp4_fail(fp4_error *err, fp4_status code, const char *file
 #define CU_MAX_GRAPHS 8
 #define CU_RESERVE_BYTES ((uint64_t)768 << 20) /* context, modules, graphs, allocator slack */
 
-enum {
-    OP_EMBED,
-    OP_NORM,
-    OP_QKV,
-    OP_PREP,
-    OP_ATTN,
-    OP_O,
-    OP_ADD,
-    OP_GATEUP,
-    OP_SWIGLU,
-    OP_DOWN,
-    OP_HEAD,
-    OP_COUNT_
-};
+enum { OP_EMBED, OP_NORM, OP_QKV, OP_PREP, OP_ATTN, OP_O, OP_GATEUP, OP_SWIGLU, OP_DOWN, OP_HEAD, OP_COUNT_ };
 static const char *const op_names[OP_COUNT_] = {
-    "embed",        "rmsnorm",      "proj q/k/v", "bias/rope/kv-write", "attention",        "proj o",
-    "residual add", "proj gate/up", "swiglu",     "proj down",          "final norm + head"};
+    "embed",  "add + rmsnorm", "proj q/k/v", "bias/rope/kv-write", "attention",
+    "proj o", "proj gate/up",  "swiglu",     "proj down",          "final add + norm + head"};
 #define PROF_MAX_EVENTS 4096
 
 typedef struct cu_graph {
@@ -313,6 +300,13 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     cudaError_t ce = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
     if (ce != cudaSuccess)
         FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaStreamCreateWithFlags"), NULL, "cuda.alloc", "stream"));
+    if ((size_t)a->hidden * 4 > 48 * 1024) { /* the norm's row in shared memory */
+        ce = cudaFuncSetAttribute(stk_add_rmsnorm, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)a->hidden * 4);
+        if (ce != cudaSuccess)
+            FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaFuncSetAttribute(stk_add_rmsnorm)"), NULL,
+                           "cuda.shape", "hidden size above the shared memory of one block"));
+    }
     /* weights */
     for (int64_t i = 0; i < nslot; i++) {
         if (!is_proj_slot((int)(i % FP4_LW_COUNT_)) || !d->layer[i]) continue;
@@ -471,9 +465,20 @@ static unsigned blocks_for(int64_t n, int per) {
     return (unsigned)((n + per - 1) / per);
 }
 
+/* x += t (t may be NULL: no add), then y = rmsnorm(x, w) row by row (rows to lrow when given) */
+static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *w, float *y,
+                           const int32_t *lrow, fp4_error *err) {
+    const int H = (int)s->d.arch.hidden;
+    stk_add_rmsnorm<<<(unsigned)n, STK_NORM_THREADS, (size_t)H * 4, s->stream>>>(s->d_x, t, w, H,
+                                                                                 s->d.arch.rms_eps, y, lrow);
+    LAUNCHED(err, "rt.rmsnorm");
+    return FP4_OK;
+}
+
+/* One layer; the residual add of its down projection (in d_t) is left to the next add_norm. */
 static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
-    const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn;
+    const int64_t D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn;
     const int64_t kvd = NKV * D;
     const fp4_cuda_tensor *w = s->w + L * FP4_LW_COUNT_;
     const fp4_tensor *const *hw = s->d.layer + L * FP4_LW_COUNT_;
@@ -482,9 +487,7 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     uint16_t *kc = s->d_kc + L * s->d.n_ctx * kvd, *vc = s->d_vc + L * s->d.n_ctx * kvd;
     fp4_status st;
     prof_mark(s, OP_NORM);
-    stk_rmsnorm<<<blocks_for(n * 32, 256), 256, 0, s->stream>>>(s->d_x, H, v[FP4_LW_ATTN_NORM], n, (int)H,
-                                                                a->rms_eps, s->d_h, H, NULL);
-    LAUNCHED(err, "rt.rmsnorm");
+    if ((st = add_norm(s, n, L ? s->d_t : NULL, v[FP4_LW_ATTN_NORM], s->d_h, NULL, err))) return st;
     prof_mark(s, OP_QKV);
     if ((st = proj(s, &w[FP4_LW_Q], s->d_h, n, s->d_q, hw[FP4_LW_Q]->name, err)) ||
         (st = proj(s, &w[FP4_LW_K], s->d_h, n, s->d_k, hw[FP4_LW_K]->name, err)) ||
@@ -516,8 +519,13 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     prof_mark(s, OP_ATTN);
     stk_att_args aa = {s->d_q, kc,         vc,      slot_stride, s->d_sc, s->d_st,         s->d_den,
                        s->d_o, s->d.n_ctx, (int)NH, (int)NKV,    (int)D,  s->d.attn_scale, *cols};
-    stk_att_scores<<<dim3(blocks_for(s->d.n_ctx, STK_SCORE_WARPS), (unsigned)(n * NH)), STK_SCORE_WARPS * 32,
-                     0, s->stream>>>(aa);
+    /* about eight blocks per SM in all, at least one per (column, head), no more than positions */
+    const int64_t want = (8 * (int64_t)fp4_cu_sm_count() + n * NH - 1) / (n * NH);
+    const int64_t gx = want < 1 ? 1
+                       : want < (int64_t)blocks_for(s->d.n_ctx, STK_SCORE_WARPS)
+                           ? want
+                           : (int64_t)blocks_for(s->d.n_ctx, STK_SCORE_WARPS);
+    stk_att_scores<<<dim3((unsigned)gx, (unsigned)(n * NH)), STK_SCORE_WARPS * 32, 0, s->stream>>>(aa);
     LAUNCHED(err, "rt.attention");
     stk_att_softmax<<<(unsigned)(n * NH), 256, 0, s->stream>>>(aa);
     LAUNCHED(err, "rt.attention");
@@ -527,13 +535,8 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     LAUNCHED(err, "rt.attention");
     prof_mark(s, OP_O);
     if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
-    prof_mark(s, OP_ADD);
-    stk_add<<<blocks_for(n * H, 256), 256, 0, s->stream>>>(s->d_x, s->d_t, n * H);
-    LAUNCHED(err, "rt.add");
     prof_mark(s, OP_NORM);
-    stk_rmsnorm<<<blocks_for(n * 32, 256), 256, 0, s->stream>>>(s->d_x, H, v[FP4_LW_FFN_NORM], n, (int)H,
-                                                                a->rms_eps, s->d_h, H, NULL);
-    LAUNCHED(err, "rt.rmsnorm");
+    if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, err))) return st;
     prof_mark(s, OP_GATEUP);
     if ((st = proj(s, &w[FP4_LW_GATE], s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err)) ||
         (st = proj(s, &w[FP4_LW_UP], s->d_h, n, s->d_u, hw[FP4_LW_UP]->name, err)))
@@ -542,11 +545,7 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     stk_swiglu<<<blocks_for(n * F, 256), 256, 0, s->stream>>>(s->d_g, s->d_u, n * F);
     LAUNCHED(err, "rt.swiglu");
     prof_mark(s, OP_DOWN);
-    if ((st = proj(s, &w[FP4_LW_DOWN], s->d_g, n, s->d_t, hw[FP4_LW_DOWN]->name, err))) return st;
-    prof_mark(s, OP_ADD);
-    stk_add<<<blocks_for(n * H, 256), 256, 0, s->stream>>>(s->d_x, s->d_t, n * H);
-    LAUNCHED(err, "rt.add");
-    return FP4_OK;
+    return proj(s, &w[FP4_LW_DOWN], s->d_g, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
 }
 
 static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
@@ -560,10 +559,8 @@ static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     for (int64_t L = 0; L < a->n_layers; L++)
         if ((st = layer(s, L, n, &cols, err))) return st;
     prof_mark(s, OP_HEAD);
-    if (!nw) return FP4_OK;
-    stk_rmsnorm<<<blocks_for(n * 32, 256), 256, 0, s->stream>>>(
-        s->d_x, a->hidden, s->d_out_norm, n, (int)a->hidden, a->rms_eps, s->d_hh, a->hidden, cols.lrow);
-    LAUNCHED(err, "rt.rmsnorm");
+    if (!nw) return FP4_OK; /* the last residual add only feeds the final norm */
+    if ((st = add_norm(s, n, s->d_t, s->d_out_norm, s->d_hh, cols.lrow, err))) return st;
     return proj(s, head_of(s), s->d_hh, nw, s->d_lg, s->d.head->name, err);
 }
 

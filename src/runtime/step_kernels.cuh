@@ -37,26 +37,47 @@ static __device__ __forceinline__ float stk_h2f(uint16_t h) {
     return __half2float(__ushort_as_half(h));
 } /* exact */
 
-/* y_row = rmsnorm(x_row, w): one warp per row (fp4p_rmsnorm). With lrow, row r goes to row
- * lrow[r] of y and is skipped when lrow[r] < 0 (the final norm of the columns that want logits).
- * y may alias x. */
-static __global__ void stk_rmsnorm(const float *x, int64_t x_stride, const float *__restrict__ w,
-                                   int64_t n_rows, int len, float eps, float *y, int64_t y_stride,
-                                   const int32_t *lrow) {
-    const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const int lane = threadIdx.x & 31;
-    if (r >= n_rows) return;
+/* The residual add and the RMSNorm that follows it, one block per row (fp4p_add, then
+ * fp4p_rmsnorm): with t, x_row[i] = x_row[i] + t_row[i] is stored back first (THE STEP i/m); then
+ * y_row = rmsnorm(x_row, w). The block stages the row in shared memory (len floats, dynamic), so
+ * lane l of warp 0 sums its squares x[l], x[l+32], ... in order from shared memory instead of
+ * waiting on global memory once per term; the butterfly and the scaling are pinned.h's. With lrow,
+ * row r goes to row lrow[r] of y and is skipped when lrow[r] < 0 (the final norm of the columns
+ * that want logits: the other columns' x is dead after the step). */
+#define STK_NORM_THREADS 256
+static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float *x, const float *t,
+                                                                           const float *__restrict__ w,
+                                                                           int len, float eps, float *y,
+                                                                           const int32_t *lrow) {
+    extern __shared__ float xs[];
+    __shared__ float inv_s;
+    const int64_t r = blockIdx.x;
     const int64_t dst = lrow ? lrow[r] : r;
-    if (dst < 0) return;
-    const float *xr = x + r * x_stride;
-    float *yr = y + dst * y_stride;
-    float p = 0.0f;
-    for (int i = lane; i < len; i += 32)
-        p = fp4p_add(p, fp4p_mul(xr[i], xr[i]));
-    p = stk_warp_butterfly(p);
-    const float inv = fp4p_div(1.0f, fp4p_sqrt(fp4p_add(fp4p_div(p, (float)len), eps)));
-    for (int i = lane; i < len; i += 32)
-        yr[i] = fp4p_mul(fp4p_mul(xr[i], inv), w[i]);
+    if (dst < 0) return; /* uniform over the block */
+    float *xr = x + r * len;
+    const float *tr = t ? t + r * len : NULL;
+    for (int i = threadIdx.x; i < len; i += blockDim.x) {
+        float v = xr[i];
+        if (tr) {
+            v = fp4p_add(v, tr[i]);
+            xr[i] = v;
+        }
+        xs[i] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float p = 0.0f;
+#pragma unroll 8
+        for (int i = threadIdx.x; i < len; i += 32)
+            p = fp4p_add(p, fp4p_mul(xs[i], xs[i]));
+        p = stk_warp_butterfly(p);
+        if (threadIdx.x == 0) inv_s = fp4p_div(1.0f, fp4p_sqrt(fp4p_add(fp4p_div(p, (float)len), eps)));
+    }
+    __syncthreads();
+    const float inv = inv_s;
+    float *yr = y + dst * len;
+    for (int i = threadIdx.x; i < len; i += blockDim.x)
+        yr[i] = fp4p_mul(fp4p_mul(xs[i], inv), w[i]);
 }
 
 /* THE STEP c..g for one head of one column: bias, llama.cpp un-permute, q/k RMSNorm, RoPE, the F16
@@ -136,20 +157,31 @@ typedef struct stk_att_args {
     stk_cols cols;
 } stk_att_args;
 
-/* s_j = fp4p_dot(q, k_j) * scale: one warp per position j */
+/* s_j = fp4p_dot(q, k_j) * scale: one warp per position j, the warps of gridDim.x blocks striding
+ * over the positions 0..pos (the grid does not depend on the position: graphs replay it); the
+ * lane's q values (q[lane], q[lane+32], ...) stay in registers */
+#define STK_MAX_DL (FP4_ARCH_MAX_HEAD_DIM / 32)
 static __global__ void stk_att_scores(stk_att_args a) {
-    const int lane = threadIdx.x & 31;
-    const int64_t j = (int64_t)blockIdx.x * STK_SCORE_WARPS + (threadIdx.x >> 5);
-    const int c = blockIdx.y / a.nh, hq = blockIdx.y % a.nh, hk = hq / (a.nh / a.nkv), D = a.d;
-    if (j > a.cols.pos[c]) return;
-    const int64_t kvd = (int64_t)a.nkv * D;
+    const int lane = threadIdx.x & 31, D = a.d, nd = D / 32;
+    const int c = blockIdx.y / a.nh, hq = blockIdx.y % a.nh, hk = hq / (a.nh / a.nkv);
+    const int64_t pos = a.cols.pos[c], kvd = (int64_t)a.nkv * D;
     const float *q = a.q + (int64_t)c * a.nh * D + hq * D;
-    const uint16_t *kr = a.kc + a.cols.slot[c] * a.slot_stride + j * kvd + hk * D;
-    float p = 0.0f;
-    for (int d = lane; d < D; d += 32)
-        p = fp4p_add(p, fp4p_mul(q[d], stk_h2f(kr[d])));
-    p = stk_warp_butterfly(p);
-    if (lane == 0) a.scores[((int64_t)c * a.nh + hq) * a.n_ctx + j] = fp4p_mul(p, a.scale);
+    float qv[STK_MAX_DL];
+#pragma unroll
+    for (int m = 0; m < STK_MAX_DL; m++)
+        qv[m] = m < nd ? q[lane + 32 * m] : 0.0f;
+    const uint16_t *k0 = a.kc + a.cols.slot[c] * a.slot_stride + hk * D + lane;
+    float *srow = a.scores + ((int64_t)c * a.nh + hq) * a.n_ctx;
+    for (int64_t j = (int64_t)blockIdx.x * STK_SCORE_WARPS + (threadIdx.x >> 5); j <= pos;
+         j += (int64_t)gridDim.x * STK_SCORE_WARPS) {
+        const uint16_t *kr = k0 + j * kvd;
+        float p = 0.0f;
+#pragma unroll
+        for (int m = 0; m < STK_MAX_DL; m++)
+            if (m < nd) p = fp4p_add(p, fp4p_mul(qv[m], stk_h2f(kr[32 * m])));
+        p = stk_warp_butterfly(p);
+        if (lane == 0) srow[j] = fp4p_mul(p, a.scale);
+    }
 }
 
 /* m = max s_j; e_j = fp4p_exp(s_j - m) in place; den = the pinned sum of e_j (warp 0) */
@@ -174,6 +206,7 @@ static __global__ void stk_att_softmax(stk_att_args a) {
     __syncthreads(); /* global writes of the block visible to warp 0 */
     if (threadIdx.x < 32) {
         float p = 0.0f;
+#pragma unroll 8
         for (int64_t j = threadIdx.x; j < n; j += 32)
             p = fp4p_add(p, s[j]);
         p = stk_warp_butterfly(p);
@@ -189,6 +222,7 @@ static __global__ void stk_att_strips(stk_att_args a) {
     const float *e = a.scores + ((int64_t)c * a.nh + hq) * a.n_ctx;
     const uint16_t *vr = a.vc + a.cols.slot[c] * a.slot_stride + hk * D + d;
     float p = 0.0f;
+#pragma unroll 8
     for (int64_t j = l; j < n; j += STK_LANES)
         p = fp4p_add(p, fp4p_mul(e[j], stk_h2f(vr[j * kvd])));
     a.strips[(((int64_t)c * a.nh + hq) * STK_LANES + l) * D + d] = p;
@@ -208,12 +242,6 @@ static __global__ void stk_att_out(stk_att_args a) {
         for (int l = 0; l < off; l++)
             p[l] = fp4p_add(p[l], p[l + off]);
     a.o[ch * D + d] = fp4p_div(p[0], a.den[ch]);
-}
-
-/* x[i] += t[i] */
-static __global__ void stk_add(float *x, const float *t, int64_t n) {
-    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = fp4p_add(x[i], t[i]);
 }
 
 /* g[i] = swiglu(g[i], u[i]) */
