@@ -2,8 +2,14 @@
  * and its Q4_K control lane, next to ggml's own CPU kernels on the same shapes.
  *
  *   make bench-cpu                      # builds $(BUILD)/dev/bench_cpu and runs it
- *   build/dev/bench_cpu [reps]          # median of reps timed runs (default 9) after one warm-up
+ *   build/dev/bench_cpu [reps]          # reps timed pairs (default 9) after one warm-up of each
  *   FP4_GGML_CPU=haswell build/dev/bench_cpu    # choose ggml's CPU variant (default: by CPU flags)
+ *
+ * Paired: each fp4lane path is timed against the matching ggml kernel in alternation (ours,
+ * ggml, ours, ggml, ...), so that load from other processes on a shared machine hits both
+ * sides alike; the table gives each side's median and the distribution of the per-pair speed
+ * ratios (ggml time / ours: > 1 means fp4lane is faster). fp4lane's CPU paths (portable, avx2,
+ * avx512) are forced in turn, those this CPU has. The load average is printed before and after.
  *
  * Weights are random valid blocks (throughput does not depend on the values): NVFP4 payload
  * bytes uniform, scale bytes 0x00..0x7E, scale2 = 1/2688; Q4_K/Q6_K blocks uniform with finite
@@ -12,6 +18,7 @@
  * K-quants, Q8_0 for ggml's NVFP4 dot), on 1 or 2 threads split by rows like fp4lane.
  * Dev tool: prints, and exits non-zero on failure. */
 #include "fp4lane.h"
+#include "fp4_impl.h" /* fp4_cpu_force_path: time each CPU path */
 #include "ggml_oracle.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -52,23 +59,54 @@ static int cmp_double(const void *a, const void *b) {
 #define MAX_REPS 64
 typedef int (*bench_fn)(void *ctx, int n_threads);
 
-typedef struct timing {
-    double median, best; /* seconds; median < 0 on failure */
-} timing;
+static double time_one(bench_fn fn, void *ctx, int n_threads) {
+    double t0 = now_s();
+    if (fn(ctx, n_threads)) return -1;
+    return now_s() - t0;
+}
 
-static timing time_runs(bench_fn fn, void *ctx, int n_threads, int reps) {
-    double t[MAX_REPS];
-    timing r = {-1, -1};
-    if (fn(ctx, n_threads)) return r; /* warm-up */
+typedef struct paired {
+    double ours, theirs;            /* median seconds; < 0 on failure */
+    double r_min, r_q1, r_med, r_q3, r_max; /* per-pair ratios theirs/ours */
+} paired;
+
+/* reps pairs, ours first in even pairs and second in odd ones (one warm-up of each first) */
+static paired time_paired(bench_fn a, void *actx, bench_fn b, void *bctx, int n_threads, int reps) {
+    double ta[MAX_REPS], tb[MAX_REPS], r[MAX_REPS];
+    paired p = {-1, -1, 0, 0, 0, 0, 0};
+    if (time_one(a, actx, n_threads) < 0 || time_one(b, bctx, n_threads) < 0) return p;
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
-        if (fn(ctx, n_threads)) return r;
-        t[i] = now_s() - t0;
+        if (i % 2 == 0) {
+            ta[i] = time_one(a, actx, n_threads);
+            tb[i] = time_one(b, bctx, n_threads);
+        } else {
+            tb[i] = time_one(b, bctx, n_threads);
+            ta[i] = time_one(a, actx, n_threads);
+        }
+        if (ta[i] < 0 || tb[i] < 0) return p;
+        r[i] = tb[i] / ta[i];
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    r.median = t[reps / 2];
-    r.best = t[0];
-    return r;
+    qsort(ta, (size_t)reps, sizeof ta[0], cmp_double);
+    qsort(tb, (size_t)reps, sizeof tb[0], cmp_double);
+    qsort(r, (size_t)reps, sizeof r[0], cmp_double);
+    p.ours = ta[reps / 2];
+    p.theirs = tb[reps / 2];
+    p.r_min = r[0];
+    p.r_q1 = r[reps / 4];
+    p.r_med = r[reps / 2];
+    p.r_q3 = r[(3 * reps) / 4];
+    p.r_max = r[reps - 1];
+    return p;
+}
+
+static void print_load(const char *when) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    char buf[128] = "?";
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) snprintf(buf, sizeof buf, "?\n");
+        fclose(f);
+    }
+    printf("load average (%s): %s", when, buf);
 }
 
 /* ---- the shapes' data ---- */
@@ -129,13 +167,14 @@ static const char *pick_variant(void) {
     return "x64";
 }
 
-static void row(const char *what, timing t, double bytes, int nt) {
-    if (t.median < 0) {
-        printf("| %-46s | %d | failed | | |\n", what, nt);
+static void row(const char *ours, const char *theirs, paired p, double bytes, int nt) {
+    if (p.ours < 0) {
+        printf("| %s | %s | %d | failed | | | | |\n", ours, theirs, nt);
         return;
     }
-    printf("| %-46s | %d | %8.2f | %6.2f | %6.2f |\n", what, nt, t.median * 1e3, bytes / t.median * 1e-9,
-           bytes / t.best * 1e-9);
+    printf("| %s | %s | %d | %.2f (%.2f GB/s) | %.2f (%.2f GB/s) | **%.2f** | %.2f–%.2f | %.2f–%.2f |\n", ours,
+           theirs, nt, p.ours * 1e3, bytes / p.ours * 1e-9, p.theirs * 1e3, bytes / p.theirs * 1e-9, p.r_med, p.r_q1,
+           p.r_q3, p.r_min, p.r_max);
 }
 
 static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *variant, int reps) {
@@ -168,24 +207,29 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
 
     printf("\n%lld x %lld (n_out x n_in), 1 column; NVFP4 %.1f MB, Q4_K %.1f MB\n\n", (long long)n_out,
            (long long)n_in, nv_bytes / 1e6, q4_bytes / 1e6);
-    printf("| kernel | threads | ms (median of %d) | GB/s (median) | GB/s (best) |\n|---|---|---|---|---|\n", reps);
-    for (int nt = 1; nt <= 2; nt++) row("fp4lane fp4_nvfp4_matvec_a16_exact", time_runs(run_nvfp4, &b, nt, reps), (double)nv_bytes, nt);
-    for (int nt = 1; nt <= 2; nt++) row("fp4lane fp4_q4_K_matvec", time_runs(run_q4_K, &b, nt, reps), (double)q4_bytes, nt);
-
-    char name[128];
-    struct { const char *label; ggml_vec_dot_fn fn; int nvfp4; } gk[3] = {
-        {"ggml_vec_dot_nvfp4_q8_0", g->vec_dot_nvfp4_q8_0, 1},
-        {"ggml_vec_dot_q4_K_q8_K", g->vec_dot_q4_K_q8_K, 0},
-        {"ggml_vec_dot_q4_K_q8_K_generic", g->vec_dot_q4_K_q8_K_generic, 0},
-    };
-    for (int k = 0; k < 3; k++) {
-        b.dot = gk[k].fn;
-        b.q8_0 = gk[k].nvfp4;
-        b.w = gk[k].nvfp4 ? b.ggml_nvfp4 : (const uint8_t *)b.q4;
-        b.row_bytes = gk[k].nvfp4 ? (size_t)(n_in / 64) * 36 : (size_t)(n_in / 256) * sizeof(fp4_block_q4_K);
-        snprintf(name, sizeof name, "ggml %s (%s)", gk[k].label, variant);
-        for (int nt = 1; nt <= 2; nt++)
-            row(name, time_runs(run_ggml, &b, nt, reps), gk[k].nvfp4 ? (double)nv_bytes : (double)q4_bytes, nt);
+    printf("| fp4lane (path) | ggml (%s) | threads | fp4lane ms (median) | ggml ms (median) | speed ratio "
+           "ggml/fp4lane (median of %d pairs) | quartiles | min–max |\n|---|---|---|---|---|---|---|---|\n",
+           variant, reps);
+    bench gb = b; /* ggml's side: its own dot, weights and activation format */
+    static const char *const path_label[FP4_CPU_N_PATHS] = {"portable", "avx2", "avx512"};
+    const int best = fp4_cpu_path();
+    char ours[96];
+    for (int kind = 0; kind < 2; kind++) { /* 0: NVFP4 exact A16 vs ggml NVFP4; 1: Q4_K vs ggml Q4_K */
+        gb.dot = kind ? g->vec_dot_q4_K_q8_K : g->vec_dot_nvfp4_q8_0;
+        gb.q8_0 = !kind;
+        gb.w = kind ? (const uint8_t *)b.q4 : b.ggml_nvfp4;
+        gb.row_bytes = kind ? (size_t)(n_in / 256) * sizeof(fp4_block_q4_K) : (size_t)(n_in / 64) * 36;
+        for (int path = best; path >= 0; path--) {
+            if (kind && path == FP4_CPU_AVX2) continue; /* Q4_K has no AVX2 path: it is the portable one */
+            fp4_cpu_force_path(path);
+            snprintf(ours, sizeof ours, "%s (%s)", kind ? "`fp4_q4_K_matvec`" : "`fp4_nvfp4_matvec_a16_exact`",
+                     path_label[path]);
+            for (int nt = 1; nt <= 2; nt++)
+                row(ours, kind ? "`ggml_vec_dot_q4_K_q8_K`" : "`ggml_vec_dot_nvfp4_q8_0`",
+                    time_paired(kind ? run_q4_K : run_nvfp4, &b, run_ggml, &gb, nt, reps),
+                    kind ? (double)q4_bytes : (double)nv_bytes, nt);
+        }
+        fp4_cpu_force_path(-1);
     }
     free(payload);
     free(scales);
@@ -208,7 +252,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("fp4lane %s; ggml %s (%s), CPU backend %s\n", fp4_version(), g.ggml_version(), g.ggml_commit(), g.cpu_name);
+    printf("fp4lane CPU path: %s (best this CPU has, after $FP4_CPU_PATH)\n", fp4_cpu_path_name(fp4_cpu_path()));
+    print_load("start");
     if (bench_shape(4096, 14336, &g, variant, reps)) return 1;
     if (bench_shape(14336, 4096, &g, variant, reps)) return 1;
+    print_load("end");
     return 0;
 }

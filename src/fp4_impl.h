@@ -92,11 +92,28 @@ typedef void (*fp4_rows_fn)(void *ctx, int64_t r0, int64_t r1);
 fp4_status fp4_parallel_rows(int64_t n_rows, int n_threads, fp4_rows_fn fn, void *ctx);
 #define FP4_MAX_THREADS 256
 
-/* CPU ISA selection for the exact A16 path (contract.c / contract_x86.c). fp4_cpu_set_isa(1)
- * forces the portable path (tests use it to check that both give the same bits). */
-int fp4_cpu_has_avx2(void);
+/* CPU code paths (cpu_path.c). All give the same bits; fp4_cpu_path() is the one in use:
+ * CPUID, lowered by $FP4_CPU_PATH (portable|avx2|avx512) and by fp4_cpu_force_path (tests;
+ * -1 = no forcing). fp4_cpu_pick is the pure rule: best path the CPU has, env a ceiling. */
+enum { FP4_CPU_PORTABLE = 0, FP4_CPU_AVX2 = 1, FP4_CPU_AVX512 = 2, FP4_CPU_N_PATHS = 3 };
+int fp4_cpu_path(void);
+int fp4_cpu_best_path(void);
+int fp4_cpu_pick(int best, const char *env);
+const char *fp4_cpu_path_name(int path);
+void fp4_cpu_force_path(int path);
+
+/* Exact A16 row dots (contract_x86.c, contract_avx512.c): the same bits as contract.c's. The
+ * AVX-512 one reads activations rearranged by fp4_a16_act_avx512 (256 bytes per super-block)
+ * and the super-block scales d[]; only Q8_K values in [-127, 127] (what fp4_q8_K_quantize makes). */
 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const fp4_block_q8_K *xq,
                        int64_t n_in, const int32_t *q9);
-void fp4_cpu_set_isa(int portable_only);
+void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst);
+float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
+                         const float *d, int64_t n_in);
+
+/* Q4_K dot, AVX-512 (kquant_avx512.c): the same bits as kquant_dot.c's ggml-generic order. act is
+ * NULL or the activations rearranged by fp4_q4K_act_avx512 (256 bytes per block). */
+void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 
 #endif

@@ -151,7 +151,9 @@ typedef struct mv_ctx {
     float *y;
     const fp4_block_q8_K *xq;             /* a16 exact: n_cols × n_in/256 blocks */
     const int16_t *q16;                   /* a16 exact: the same activations widened, n_cols × n_in */
+    const int8_t *act;                    /* a16 exact, AVX-512: rearranged, n_cols × n_in */
     const float *d;                       /* a16 exact: n_cols × n_in/256 block scales */
+    int path;                             /* a16 exact: fp4_cpu_path() */
     const uint8_t *acodes, *ascales;      /* w4a4: n_cols × n_in/2, n_cols × n_in/16 */
 } mv_ctx;
 
@@ -162,20 +164,30 @@ static fp4_status mv_check(const fp4_nvfp4_view *w, const float *x, int64_t n_co
     return FP4_OK;
 }
 
-static int portable_only; /* set by tests through fp4_cpu_set_isa */
-void fp4_cpu_set_isa(int p) { __atomic_store_n(&portable_only, p, __ATOMIC_RELAXED); }
+/* the exact A16 row dot of each CPU path (cpu_path.c), on the activations as it reads them */
+typedef float (*a16_row_fn)(const mv_ctx *c, const uint8_t *pr, const uint8_t *sr, int64_t col);
+static float a16_row_portable(const mv_ctx *c, const uint8_t *pr, const uint8_t *sr, int64_t col) {
+    const int64_t n_in = c->w->n_in;
+    return dot_a16_q16(pr, sr, c->w->scale2, c->q16 + col * n_in, c->d + col * (n_in / FP4_QK_K), n_in);
+}
+static float a16_row_avx2(const mv_ctx *c, const uint8_t *pr, const uint8_t *sr, int64_t col) {
+    const int64_t n_in = c->w->n_in;
+    return fp4_dot_a16_avx2(pr, sr, c->w->scale2, c->xq + col * (n_in / FP4_QK_K), n_in, q9_table);
+}
+static float a16_row_avx512(const mv_ctx *c, const uint8_t *pr, const uint8_t *sr, int64_t col) {
+    const int64_t n_in = c->w->n_in;
+    return fp4_dot_a16_avx512(pr, sr, c->w->scale2, c->act + col * n_in, c->d + col * (n_in / FP4_QK_K), n_in);
+}
+static const a16_row_fn a16_row[FP4_CPU_N_PATHS] = {
+    [FP4_CPU_PORTABLE] = a16_row_portable, [FP4_CPU_AVX2] = a16_row_avx2, [FP4_CPU_AVX512] = a16_row_avx512};
 
 static void a16_rows(void *p, int64_t r0, int64_t r1) {
     const mv_ctx *c = p;
-    const int64_t n_in = c->w->n_in, nsb = n_in / FP4_QK_K;
-    const int avx2 = !__atomic_load_n(&portable_only, __ATOMIC_RELAXED) && fp4_cpu_has_avx2();
+    const int64_t n_in = c->w->n_in;
+    const a16_row_fn dot = a16_row[c->path];
     for (int64_t r = r0; r < r1; r++)
         for (int64_t col = 0; col < c->n_cols; col++)
-            c->y[col * c->w->n_out + r] =
-                avx2 ? fp4_dot_a16_avx2(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2,
-                                        c->xq + col * nsb, n_in, q9_table)
-                     : dot_a16_q16(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2,
-                                   c->q16 + col * n_in, c->d + col * nsb, n_in);
+            c->y[col * c->w->n_out + r] = dot(c, c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), col);
 }
 
 fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
@@ -184,24 +196,31 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
     if (st) return st;
     if (w->n_in % FP4_QK_K) return FP4_ERR_SHAPE;
     const int64_t nsb = w->n_in / FP4_QK_K;
+    const int path = fp4_cpu_path();
+    /* the activations as each path reads them: Q8_K blocks (AVX2), widened to int16 (portable),
+     * rearranged int8 (AVX-512); the super-block scales d (portable, AVX-512) */
     fp4_block_q8_K *xq = malloc((size_t)(n_cols * nsb + 1) * sizeof *xq);
-    int16_t *q16 = malloc((size_t)(n_cols * w->n_in + 1) * sizeof *q16);
+    int16_t *q16 = path == FP4_CPU_PORTABLE ? malloc((size_t)(n_cols * w->n_in + 1) * sizeof *q16) : NULL;
+    int8_t *act = path == FP4_CPU_AVX512 ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
     float *d = malloc((size_t)(n_cols * nsb + 1) * sizeof *d);
-    if (!xq || !q16 || !d) {
-        free(xq), free(q16), free(d);
+    if (!xq || !d || (path == FP4_CPU_PORTABLE && !q16) || (path == FP4_CPU_AVX512 && !act)) {
+        free(xq), free(q16), free(act), free(d);
         return FP4_ERR_NOMEM;
     }
     for (int64_t col = 0; col < n_cols; col++) {
-        fp4_q8_K_quantize(x + col * w->n_in, w->n_in, xq + col * nsb);
+        fp4_block_q8_K *xc = xq + col * nsb;
+        fp4_q8_K_quantize(x + col * w->n_in, w->n_in, xc);
         for (int64_t b = 0; b < nsb; b++) {
-            d[col * nsb + b] = xq[col * nsb + b].d;
-            for (int k = 0; k < FP4_QK_K; k++) q16[col * w->n_in + b * FP4_QK_K + k] = xq[col * nsb + b].qs[k];
+            d[col * nsb + b] = xc[b].d;
+            if (q16)
+                for (int k = 0; k < FP4_QK_K; k++) q16[col * w->n_in + b * FP4_QK_K + k] = xc[b].qs[k];
         }
+        if (act) fp4_a16_act_avx512(xc, nsb, act + col * w->n_in);
     }
     pthread_once(&q1_16_once, q1_16_fill);
-    mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .xq = xq, .q16 = q16, .d = d};
+    mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .xq = xq, .q16 = q16, .act = act, .d = d, .path = path};
     st = fp4_parallel_rows(w->n_out, n_threads, a16_rows, &c);
-    free(xq), free(q16), free(d);
+    free(xq), free(q16), free(act), free(d);
     return st;
 }
 

@@ -1,5 +1,5 @@
-/* contract_x86.c — the exact A16 row dot with AVX2, chosen at run time when the CPU has it.
- * Only the order-free integer part is vectorized (the group dots are exact int32 sums whatever
+/* contract_x86.c — the exact A16 row dot with AVX2, chosen at run time when the CPU has it
+ * (cpu_path.c). Only the order-free integer part is vectorized (the group dots are exact int32 sums whatever
  * the order), so the result is the same bits as the portable path in contract.c; test_contract
  * checks both paths against an element-by-element reimplementation. */
 #include "fp4_impl.h"
@@ -42,12 +42,10 @@ __attribute__((target("avx2"))) float fp4_dot_a16_avx2(const uint8_t *payload_ro
     return fp4_round_f16(acc);
 }
 
-int fp4_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #else
 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const fp4_block_q8_K *xq,
                        int64_t n_in, const int32_t *q9) {
     (void)payload_row, (void)scales_row, (void)scale2, (void)xq, (void)n_in, (void)q9;
     return NAN;
 }
-int fp4_cpu_has_avx2(void) { return 0; }
 #endif

@@ -4,7 +4,8 @@
  * per block, eight int32 lane sums (lane l collects the products at positions ≡ l mod 8, each
  * group of 8 weighted by its sub-block scale), then sums[l] += (fp16(d)*y.d) * lane[l]; Q4_K also
  * does total -= (fp16(dmin)*y.d) * Σ bsums·mins per block; at the end total += sums[0..7] in
- * order. The integer work is exact, so its order is free. */
+ * order. The integer work is exact, so its order is free: kquant_avx512.c does the Q4_K one with
+ * AVX-512 (the same bits), chosen at run time (cpu_path.c). */
 #include "fp4_impl.h"
 #include <math.h>
 #include <stdlib.h>
@@ -83,6 +84,7 @@ static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n
 
 float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
     if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
+    if (fp4_cpu_path() == FP4_CPU_AVX512) return fp4_q4K_dot_avx512(w, x, NULL, n / QK);
     return q4K_dot(w, x, n / QK);
 }
 
@@ -95,15 +97,20 @@ float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_
 /* Matvec: quantize every column once, then split rows over threads (fp4_parallel_rows). Each y
  * value is one dot, so the result does not depend on the thread count. */
 
-typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, int64_t nb);
-static float dot4(const void *w, const fp4_block_q8_K *x, int64_t nb) { return q4K_dot(w, x, nb); }
-static float dot6(const void *w, const fp4_block_q8_K *x, int64_t nb) { return q6K_dot(w, x, nb); }
+/* act: the activations rearranged for the AVX-512 Q4_K dot (NULL on the other paths) */
+typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) { return q4K_dot(w, x, nb); }
+static float dot4_avx512(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return fp4_q4K_dot_avx512(w, x, act, nb);
+}
+static float dot6(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) { return q6K_dot(w, x, nb); }
 
 typedef struct kq_job {
     kq_dot_fn dot;
     const uint8_t *w;
     size_t row_bytes;
     const fp4_block_q8_K *xq;
+    const int8_t *act;
     int64_t nb, n_out, n_cols;
     float *y;
 } kq_job;
@@ -112,11 +119,12 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     const kq_job *j = arg;
     for (int64_t r = r0; r < r1; r++) {
         const void *row = j->w + (size_t)r * j->row_bytes;
-        for (int64_t c = 0; c < j->n_cols; c++) j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, j->nb);
+        for (int64_t c = 0; c < j->n_cols; c++)
+            j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, j->act ? j->act + c * j->nb * QK : NULL, j->nb);
     }
 }
 
-static fp4_status kq_matvec(kq_dot_fn dot, size_t block_bytes, const void *w, int64_t n_out, int64_t n_in,
+static fp4_status kq_matvec(kq_dot_fn dot, kq_dot_fn dot_avx512, size_t block_bytes, const void *w, int64_t n_out, int64_t n_in,
                             const float *x, int64_t n_cols, float *y, int n_threads) {
     if (n_out < 0 || n_in < 0 || n_cols < 0 || n_in % QK != 0) return FP4_ERR_SHAPE;
     if (n_out == 0 || n_cols == 0) return FP4_OK;
@@ -143,18 +151,29 @@ static fp4_status kq_matvec(kq_dot_fn dot, size_t block_bytes, const void *w, in
             return st;
         }
     }
-    kq_job job = {dot, w, (size_t)row_bytes, xq, nb, n_out, n_cols, y};
+    int8_t *act = NULL; /* n_blocks × 256 bytes: no larger than xq */
+    if (dot_avx512 && fp4_cpu_path() == FP4_CPU_AVX512) {
+        act = malloc((size_t)n_blocks * QK);
+        if (!act) {
+            free(xq);
+            return FP4_ERR_NOMEM;
+        }
+        fp4_q4K_act_avx512(xq, n_blocks, act);
+        dot = dot_avx512;
+    }
+    kq_job job = {dot, w, (size_t)row_bytes, xq, act, nb, n_out, n_cols, y};
     fp4_status st = fp4_parallel_rows(n_out, n_threads, kq_rows, &job);
+    free(act);
     free(xq);
     return st;
 }
 
 fp4_status fp4_q4_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
                            int n_threads) {
-    return kq_matvec(dot4, sizeof(fp4_block_q4_K), w, n_out, n_in, x, n_cols, y, n_threads);
+    return kq_matvec(dot4, dot4_avx512, sizeof(fp4_block_q4_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }
 
 fp4_status fp4_q6_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
                            int n_threads) {
-    return kq_matvec(dot6, sizeof(fp4_block_q6_K), w, n_out, n_in, x, n_cols, y, n_threads);
+    return kq_matvec(dot6, NULL, sizeof(fp4_block_q6_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }

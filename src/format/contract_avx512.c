@@ -1,0 +1,88 @@
+/* contract_avx512.c — the exact A16 row dot (SPEC §4) with AVX-512 (BW, VL, VNNI), chosen at
+ * run time (cpu_path.c). Only the order-free integer part is vectorized: the 16 group dots of a
+ * super-block are exact int32 sums and the super-block total Σ dot·q9 is an exact int64 sum,
+ * whatever the order; the total then goes through the same pinned f32 epilogue
+ * (fp4_a16_epilogue), super-blocks in index order. So the result is the portable path's bits;
+ * test_contract checks every path against an element-by-element reimplementation.
+ *
+ * Per super-block (128 payload bytes, 256 int8 activations, 16 scale bytes), in two halves of 64
+ * payload bytes: the low and high nibbles are looked up (vpshufb) as E2M1 magnitudes in units of
+ * 2^-1 (0..12, unsigned), the code's sign bit is moved onto the activation (masked 0 - a; |a| <=
+ * 127 so it cannot overflow), and vpdpbusd sums 4 products per int32. For that the activations
+ * are rearranged once per column (fp4_a16_act_avx512): per half, the 64 even elements (low
+ * nibbles) then the 64 odd ones (high nibbles). int32 k of a half then holds part of group k/2;
+ * adjacent pairs are added and multiplied by the group's q9 scale as int64 (vpmuldq: |dot| <=
+ * 16·12·127, |q9| <= 448·2^9, the product < 2^33). The function is compiled for those ISA
+ * extensions by a target attribute; nothing else in the library uses them, and cpu_path.c only
+ * calls it on a CPU that has them. */
+#include "fp4_impl.h"
+#include <math.h>
+
+void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst) {
+    for (int64_t sb = 0; sb < nsb; sb++, dst += FP4_QK_K)
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 64; j++) {
+                dst[128 * h + j] = xq[sb].qs[128 * h + 2 * j];
+                dst[128 * h + 64 + j] = xq[sb].qs[128 * h + 2 * j + 1];
+            }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* E2M1 magnitudes in units of 2^-1, indexed by code & 7 (SPEC §1), once per 128-bit lane */
+#define MAG8 0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12
+
+/* q9 (E4M3FN in units of 2^-9, fp4_e4m3fn_q9) of 8 scale bytes, one per int64 lane:
+ * E = bits 3..6, m = bits 0..2; E == 0: m, else (8 + m) << (E - 1); the sign bit negates; the
+ * NaN bytes (0x7F, 0xFF) give 0. */
+FP4_TARGET_AVX512 static inline __m512i q9_8(const uint8_t *s8) {
+    const __m512i b = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(const void *)s8));
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi64(b, 3), _mm512_set1_epi64(15));
+    const __m512i m = _mm512_and_si512(b, _mm512_set1_epi64(7));
+    const __mmask8 normal = _mm512_test_epi64_mask(e, e);
+    const __m512i mant = _mm512_mask_or_epi64(m, normal, m, _mm512_set1_epi64(8));
+    const __m512i sh = _mm512_maskz_sub_epi64(normal, e, _mm512_set1_epi64(1));
+    __m512i v = _mm512_sllv_epi64(mant, sh);
+    const __mmask8 neg = _mm512_test_epi64_mask(b, _mm512_set1_epi64(0x80));
+    v = _mm512_mask_sub_epi64(v, neg, _mm512_setzero_si512(), v);
+    const __mmask8 nan = _mm512_cmpeq_epi64_mask(_mm512_and_si512(b, _mm512_set1_epi64(0x7F)), _mm512_set1_epi64(0x7F));
+    return _mm512_maskz_mov_epi64((__mmask8)~nan, v);
+}
+
+FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                                           const int8_t *act, const float *d, int64_t n_in) {
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(MAG8));
+    const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08), zero = _mm512_setzero_si512();
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < n_in / FP4_QK_K; sb++) {
+        if (d[sb] == 0.0f) continue; /* an all-zero super-block contributes nothing */
+        const uint8_t *p = payload_row + sb * (FP4_QK_K / 2);
+        const int8_t *a = act + sb * FP4_QK_K;
+        __m512i tot = zero;
+        for (int h = 0; h < 2; h++) {
+            const __m512i b = _mm512_loadu_si512((const void *)(p + 64 * h));
+            const __m512i lo = _mm512_and_si512(b, low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+            __m512i alo = _mm512_loadu_si512((const void *)(a + 128 * h));
+            __m512i ahi = _mm512_loadu_si512((const void *)(a + 128 * h + 64));
+            alo = _mm512_mask_sub_epi8(alo, _mm512_test_epi8_mask(lo, sign4), zero, alo);
+            ahi = _mm512_mask_sub_epi8(ahi, _mm512_test_epi8_mask(hi, sign4), zero, ahi);
+            __m512i s = _mm512_dpbusd_epi32(zero, _mm512_shuffle_epi8(lut, lo), alo);
+            s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(lut, hi), ahi);
+            s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32)); /* low int32 of int64 lane q: group 8h + q */
+            tot = _mm512_add_epi64(tot, _mm512_mul_epi32(s, q9_8(scales_row + sb * 16 + 8 * h)));
+        }
+        acc = fp4_a16_epilogue(_mm512_reduce_add_epi64(tot), d[sb], scale2, acc);
+    }
+    return fp4_round_f16(acc);
+}
+#else
+float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
+                         const float *d, int64_t n_in) {
+    (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)d, (void)n_in;
+    return NAN;
+}
+#endif

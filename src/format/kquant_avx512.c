@@ -1,0 +1,126 @@
+/* kquant_avx512.c — the Q4_K · Q8_K dot with AVX-512 (BW, VL, VNNI, VBMI) and F16C, chosen at
+ * run time (cpu_path.c). The same bits as kquant_dot.c's q4K_dot, which follows ggml's portable
+ * ggml_vec_dot_q4_K_q8_K_generic: per block, eight int32 lane sums (lane l: the products at
+ * positions ≡ l mod 8, each weighted by its 32-value sub-block scale), then
+ * sums[l] += (fp16(d)·y.d) · lane[l] (a multiply, then an add: no FMA), total -= (fp16(dmin)·y.d)
+ * · Σ bsums·mins, and at the end total += sums[0..7] in order. The lanes and the mins sum are
+ * exact integers, so only their order of summation is free; the f32 operations are the same,
+ * in the same order (the eight lanes in one vector, element-wise).
+ *
+ * Lanes with vectors: a block's 128 nibble bytes are 4 chunks of 32 (chunk c, byte t: the low
+ * nibble is position 64c + t, the high one 64c + 32 + t, both in lane t mod 8). vpermb regroups
+ * each 64-byte half so that the 4 bytes of one (chunk, lane) are adjacent: out[32cl + 4l + k] =
+ * in[32cl + l + 8k]. vpmaddubsw (nibble u8 × activation s8, |pair| <= 2·15·128) then adds 2
+ * products of one lane, and vpdpwssd adds 2 of those times the sub-block scale into the int32 of
+ * (chunk, lane). The activations are rearranged the same way once per column
+ * (fp4_q4K_act_avx512), or per block in the single-dot entry point. */
+#include "fp4_impl.h"
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi,f16c")))
+
+/* 8 sub-block scales or mins (6-bit) from the 12 packed bytes (layout: fp4_q4K_scale_min):
+ * bytes 0..7 = scales, 8..15 = mins */
+static inline __m128i q4K_scales_mins(const uint8_t *s) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, s, 4), memcpy(&w1, s + 4, 4), memcpy(&w2, s + 8, 4);
+    const uint32_t sc_lo = w0 & 0x3F3F3F3Fu, mn_lo = w1 & 0x3F3F3F3Fu;
+    const uint32_t sc_hi = (w2 & 0x0F0F0F0Fu) | (((w0 >> 6) & 0x03030303u) << 4);
+    const uint32_t mn_hi = ((w2 >> 4) & 0x0F0F0F0Fu) | (((w1 >> 6) & 0x03030303u) << 4);
+    return _mm_set_epi32((int)mn_hi, (int)mn_lo, (int)sc_hi, (int)sc_lo);
+}
+
+/* vpermb / vpermt2b index tables, in memory order */
+#define GRP(base, l) base + l, base + l + 8, base + l + 16, base + l + 24
+#define GRP8(base) GRP(base, 0), GRP(base, 1), GRP(base, 2), GRP(base, 3), GRP(base, 4), GRP(base, 5), GRP(base, 6), GRP(base, 7)
+#define R4(j) j, j, j, j
+#define R32(j) R4(j), R4(j), R4(j), R4(j), R4(j), R4(j), R4(j), R4(j)
+/* weights: out byte 32cl + 4l + k <- in byte 32cl + l + 8k */
+static const uint8_t wperm_tab[64] = {GRP8(0), GRP8(32)};
+/* activations of half h from X = qs[128h..+63] (chunk 2h) and Y = qs[128h+64..+127] (chunk 2h+1),
+ * index bit 6 choosing Y: the low-nibble partners (positions 64c + t), then the high ones */
+static const uint8_t aperm_tab[2][64] = {{GRP8(0), GRP8(64)}, {GRP8(32), GRP8(96)}};
+/* the sub-block scale per int16 (bytes 0..7 of the scales/mins vector; odd bytes masked to 0):
+ * half h, low nibbles: chunks 2h, 2h+1 -> scales 4h, 4h+2; high nibbles: 4h+1, 4h+3 */
+static const uint8_t sidx_tab[4][64] = {{R32(0), R32(2)}, {R32(1), R32(3)}, {R32(4), R32(6)}, {R32(5), R32(7)}};
+/* the min per bsums int16 j: mins[j/2] (bytes 8..15) */
+static const uint8_t midx_tab[32] = {R4(8), R4(9), R4(10), R4(11), R4(12), R4(13), R4(14), R4(15)};
+
+#define LOAD512(p) _mm512_loadu_si512((const void *)(p))
+
+/* rearranged activations of one block: act[0..255] */
+FP4_TARGET_AVX512 static inline void q4K_act_block(const int8_t *qs, __m512i act[4]) {
+    for (int h = 0; h < 2; h++) {
+        const __m512i x = LOAD512(qs + 128 * h), y = LOAD512(qs + 128 * h + 64);
+        act[2 * h] = _mm512_permutex2var_epi8(x, LOAD512(aperm_tab[0]), y);
+        act[2 * h + 1] = _mm512_permutex2var_epi8(x, LOAD512(aperm_tab[1]), y);
+    }
+}
+
+FP4_TARGET_AVX512 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i act[4];
+        q4K_act_block(x[b].qs, act);
+        for (int k = 0; k < 4; k++) _mm512_storeu_si512((void *)(dst + b * FP4_QK_K + 64 * k), act[k]);
+    }
+}
+
+FP4_TARGET_AVX512 static inline float q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x,
+                                                    const int8_t *act, int64_t nb) {
+    const __m512i wperm = LOAD512(wperm_tab);
+    const __m512i sidx[4] = {LOAD512(sidx_tab[0]), LOAD512(sidx_tab[1]), LOAD512(sidx_tab[2]), LOAD512(sidx_tab[3])};
+    const __m256i midx = _mm256_loadu_si256((const __m256i *)(const void *)midx_tab);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __mmask64 even = 0x5555555555555555ull;
+    __m256 sums = _mm256_setzero_ps();
+    float total = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        const fp4_block_q4_K *b = w + i;
+        const fp4_block_q8_K *a = x + i;
+        __m512i av[4];
+        if (act)
+            for (int k = 0; k < 4; k++) av[k] = LOAD512(act + i * FP4_QK_K + 64 * k);
+        else
+            q4K_act_block(a->qs, av);
+        const __m512i smz = _mm512_castsi128_si512(q4K_scales_mins(b->scales));
+        __m512i acc = _mm512_setzero_si512();
+        for (int h = 0; h < 2; h++) {
+            const __m512i q = _mm512_permutexvar_epi8(wperm, LOAD512(b->qs + 64 * h));
+            const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+            const __m512i alo = av[2 * h], ahi = av[2 * h + 1];
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(lo, alo),
+                                      _mm512_maskz_permutexvar_epi8(even, sidx[2 * h], smz));
+            acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(hi, ahi),
+                                      _mm512_maskz_permutexvar_epi8(even, sidx[2 * h + 1], smz));
+        }
+        const __m256i lane = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+        const __m256i mins16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, midx, _mm512_castsi512_si256(smz));
+        __m256i m8 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)a->bsums), mins16);
+        __m128i m4s = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+        m4s = _mm_add_epi32(m4s, _mm_unpackhi_epi64(m4s, m4s));
+        const int32_t msum = _mm_cvtsi128_si32(m4s) + _mm_extract_epi32(m4s, 1);
+        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(b->d | ((uint32_t)b->dmin << 16))));
+        const float d = _mm_cvtss_f32(dd) * a->d;
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane)));
+        const float dmin = _mm_cvtss_f32(_mm_shuffle_ps(dd, dd, 1)) * a->d;
+        total -= dmin * (float)msum;
+    }
+    float s[8];
+    _mm256_storeu_ps(s, sums);
+    for (int l = 0; l < 8; l++) total += s[l];
+    return total;
+}
+
+FP4_TARGET_AVX512 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act,
+                                           int64_t nb) {
+    return q4K_dot_avx512(w, x, act, nb);
+}
+#else
+float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    (void)w, (void)x, (void)act, (void)nb;
+    return NAN;
+}
+#endif
