@@ -231,6 +231,23 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
         }
         fp4_cpu_force_path(-1);
     }
+    /* bits: fp4lane's Q4_K dot follows ggml's generic kernel's f32 order; ggml's SIMD kernel does not */
+    {
+        long simd_diff = 0, ours_diff = 0;
+        g->quantize_row_q8_K(b.x, b.xq, n_in);
+        const size_t rb = (size_t)(n_in / 256) * sizeof(fp4_block_q4_K);
+        for (int64_t r = 0; r < n_out; r++) {
+            float s_gen = 0, s_simd = 0;
+            g->vec_dot_q4_K_q8_K_generic((int)n_in, &s_gen, 0, (const uint8_t *)b.q4 + r * rb, 0, b.xq, 0, 1);
+            g->vec_dot_q4_K_q8_K((int)n_in, &s_simd, 0, (const uint8_t *)b.q4 + r * rb, 0, b.xq, 0, 1);
+            const float s_ours = fp4_q4_K_dot_q8_K(b.q4 + r * (n_in / 256), b.xq, n_in);
+            simd_diff += memcmp(&s_gen, &s_simd, 4) != 0;
+            ours_diff += memcmp(&s_gen, &s_ours, 4) != 0;
+        }
+        printf("\nQ4_K bits against ggml_vec_dot_q4_K_q8_K_generic (%s), %lld rows: ggml_vec_dot_q4_K_q8_K differs "
+               "in %ld, fp4lane (%s) in %ld\n", variant, (long long)n_out, simd_diff, fp4_cpu_path_name(fp4_cpu_path()),
+               ours_diff);
+    }
     free(payload);
     free(scales);
     free(b.ggml_nvfp4);

@@ -76,6 +76,12 @@ static inline float fp4_a16_epilogue(int64_t total, float d, float scale2, float
     return __builtin_fmaf(1.0f, c, acc);
 }
 
+/* A NaN result as the one NaN 0xFFC00000 (x86's default NaN, what Inf - Inf gives there, and so
+ * what ggml returns when the NaN arises inside the dot): which NaN's payload survives an f32 add
+ * of two NaNs depends on the operand order the compiler picked, so the K-quant dots return this
+ * one instead, the same bits on every CPU path and compiler. Other values pass unchanged. */
+static inline float fp4_canonical_nan(float f) { return f != f ? fp4_bits_f32(0xFFC00000u) : f; }
+
 /* Q4_K: the 6-bit (scale, min) pair of sub-block j from the 12 packed bytes (ggml's layout). */
 static inline void fp4_q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
     if (j < 4) {

@@ -38,7 +38,7 @@ void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst) {
 /* q9 (E4M3FN in units of 2^-9, fp4_e4m3fn_q9) of 8 scale bytes, one per int64 lane:
  * E = bits 3..6, m = bits 0..2; E == 0: m, else (8 + m) << (E - 1); the sign bit negates; the
  * NaN bytes (0x7F, 0xFF) give 0. */
-FP4_TARGET_AVX512 static inline __m512i q9_8(const uint8_t *s8) {
+FP4_TARGET_AVX512 static inline __m512i q9_8_avx512(const uint8_t *s8) {
     const __m512i b = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(const void *)s8));
     const __m512i e = _mm512_and_si512(_mm512_srli_epi64(b, 3), _mm512_set1_epi64(15));
     const __m512i m = _mm512_and_si512(b, _mm512_set1_epi64(7));
@@ -73,7 +73,7 @@ FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uin
             __m512i s = _mm512_dpbusd_epi32(zero, _mm512_shuffle_epi8(lut, lo), alo);
             s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(lut, hi), ahi);
             s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32)); /* low int32 of int64 lane q: group 8h + q */
-            tot = _mm512_add_epi64(tot, _mm512_mul_epi32(s, q9_8(scales_row + sb * 16 + 8 * h)));
+            tot = _mm512_add_epi64(tot, _mm512_mul_epi32(s, q9_8_avx512(scales_row + sb * 16 + 8 * h)));
         }
         acc = fp4_a16_epilogue(_mm512_reduce_add_epi64(tot), d[sb], scale2, acc);
     }

@@ -5,7 +5,8 @@
  * sums[l] += (fp16(d)·y.d) · lane[l] (a multiply, then an add: no FMA), total -= (fp16(dmin)·y.d)
  * · Σ bsums·mins, and at the end total += sums[0..7] in order. The lanes and the mins sum are
  * exact integers, so only their order of summation is free; the f32 operations are the same,
- * in the same order (the eight lanes in one vector, element-wise).
+ * in the same order (the eight lanes in one vector, element-wise), and a NaN result is the same
+ * canonical NaN (fp4_canonical_nan).
  *
  * Lanes with vectors: a block's 128 nibble bytes are 4 chunks of 32 (chunk c, byte t: the low
  * nibble is position 64c + t, the high one 64c + 32 + t, both in lane t mod 8). vpermb regroups
@@ -52,7 +53,7 @@ static const uint8_t midx_tab[32] = {R4(8), R4(9), R4(10), R4(11), R4(12), R4(13
 #define LOAD512(p) _mm512_loadu_si512((const void *)(p))
 
 /* rearranged activations of one block: act[0..255] */
-FP4_TARGET_AVX512 static inline void q4K_act_block(const int8_t *qs, __m512i act[4]) {
+FP4_TARGET_AVX512 static inline void q4K_act_block_avx512(const int8_t *qs, __m512i act[4]) {
     for (int h = 0; h < 2; h++) {
         const __m512i x = LOAD512(qs + 128 * h), y = LOAD512(qs + 128 * h + 64);
         act[2 * h] = _mm512_permutex2var_epi8(x, LOAD512(aperm_tab[0]), y);
@@ -63,7 +64,7 @@ FP4_TARGET_AVX512 static inline void q4K_act_block(const int8_t *qs, __m512i act
 FP4_TARGET_AVX512 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
     for (int64_t b = 0; b < nb; b++) {
         __m512i act[4];
-        q4K_act_block(x[b].qs, act);
+        q4K_act_block_avx512(x[b].qs, act);
         for (int k = 0; k < 4; k++) _mm512_storeu_si512((void *)(dst + b * FP4_QK_K + 64 * k), act[k]);
     }
 }
@@ -84,7 +85,7 @@ FP4_TARGET_AVX512 static inline float q4K_dot_avx512(const fp4_block_q4_K *w, co
         if (act)
             for (int k = 0; k < 4; k++) av[k] = LOAD512(act + i * FP4_QK_K + 64 * k);
         else
-            q4K_act_block(a->qs, av);
+            q4K_act_block_avx512(a->qs, av);
         const __m512i smz = _mm512_castsi128_si512(q4K_scales_mins(b->scales));
         __m512i acc = _mm512_setzero_si512();
         for (int h = 0; h < 2; h++) {
@@ -111,7 +112,7 @@ FP4_TARGET_AVX512 static inline float q4K_dot_avx512(const fp4_block_q4_K *w, co
     float s[8];
     _mm256_storeu_ps(s, sums);
     for (int l = 0; l < 8; l++) total += s[l];
-    return total;
+    return fp4_canonical_nan(total);
 }
 
 FP4_TARGET_AVX512 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act,

@@ -4,7 +4,8 @@
  * per block, eight int32 lane sums (lane l collects the products at positions ≡ l mod 8, each
  * group of 8 weighted by its sub-block scale), then sums[l] += (fp16(d)*y.d) * lane[l]; Q4_K also
  * does total -= (fp16(dmin)*y.d) * Σ bsums·mins per block; at the end total += sums[0..7] in
- * order. The integer work is exact, so its order is free: kquant_avx512.c does the Q4_K one with
+ * order; a NaN result is returned as the NaN 0xFFC00000 (fp4_canonical_nan; ggml returns whichever
+ * NaN its compiled operand order keeps, that one when the NaN arises inside the dot). The integer work is exact, so its order is free: kquant_avx512.c does the Q4_K one with
  * AVX-512 (the same bits), chosen at run time (cpu_path.c). */
 #include "fp4_impl.h"
 #include <math.h>
@@ -46,7 +47,7 @@ static float q4K_dot(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n
         total -= dmin * (float)msum;
     }
     for (int l = 0; l < 8; l++) total += sums[l];
-    return total;
+    return fp4_canonical_nan(total);
 }
 
 static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t nb) {
@@ -79,7 +80,7 @@ static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n
         for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
     }
     for (int l = 0; l < 8; l++) total += sums[l];
-    return total;
+    return fp4_canonical_nan(total);
 }
 
 float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
