@@ -2,7 +2,8 @@
  * and its Q4_K control lane, next to ggml's own CPU kernels on the same shapes.
  *
  *   make bench-cpu                      # builds $(BUILD)/dev/bench_cpu and runs it
- *   build/dev/bench_cpu [reps]          # reps timed pairs (default 9) after one warm-up of each
+ *   build/dev/bench_cpu [reps] [nvfp4|q4_K]   # reps timed pairs (default 9) after one warm-up of
+ *                                       # each; optionally one kernel family only
  *   FP4_GGML_CPU=haswell build/dev/bench_cpu    # choose ggml's CPU variant (default: by CPU flags)
  *
  * Paired: each fp4lane path is timed against the matching ggml kernel in alternation (ours,
@@ -177,6 +178,8 @@ static void row(const char *ours, const char *theirs, paired p, double bytes, in
            p.r_q3, p.r_min, p.r_max);
 }
 
+static const char *only; /* argv[2]: "nvfp4" or "q4_K", else both */
+
 static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *variant, int reps) {
     bench b;
     memset(&b, 0, sizeof b);
@@ -215,6 +218,7 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
     const int best = fp4_cpu_path();
     char ours[96];
     for (int kind = 0; kind < 2; kind++) { /* 0: NVFP4 exact A16 vs ggml NVFP4; 1: Q4_K vs ggml Q4_K */
+        if (only && strcmp(only, kind ? "q4_K" : "nvfp4")) continue;
         gb.dot = kind ? g->vec_dot_q4_K_q8_K : g->vec_dot_nvfp4_q8_0;
         gb.q8_0 = !kind;
         gb.w = kind ? (const uint8_t *)b.q4 : b.ggml_nvfp4;
@@ -231,22 +235,29 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
         }
         fp4_cpu_force_path(-1);
     }
-    /* bits: fp4lane's Q4_K dot follows ggml's generic kernel's f32 order; ggml's SIMD kernel does not */
-    {
-        long simd_diff = 0, ours_diff = 0;
+    /* bits: the reference is fp4lane's portable Q4_K dot, which test_ggml_oracle pins to ggml's generic
+     * C as built for baseline x86-64 (libggml-cpu-x64.so); the other variants' builds of that same C
+     * are compiled with FMA contraction, and their SIMD kernels sum in another order */
+    if (!only || !strcmp(only, "q4_K")) {
+        long simd_diff = 0, gen_diff = 0, ours_diff = 0;
         g->quantize_row_q8_K(b.x, b.xq, n_in);
         const size_t rb = (size_t)(n_in / 256) * sizeof(fp4_block_q4_K);
         for (int64_t r = 0; r < n_out; r++) {
             float s_gen = 0, s_simd = 0;
             g->vec_dot_q4_K_q8_K_generic((int)n_in, &s_gen, 0, (const uint8_t *)b.q4 + r * rb, 0, b.xq, 0, 1);
             g->vec_dot_q4_K_q8_K((int)n_in, &s_simd, 0, (const uint8_t *)b.q4 + r * rb, 0, b.xq, 0, 1);
+            fp4_cpu_force_path(FP4_CPU_PORTABLE);
+            const float s_ref = fp4_q4_K_dot_q8_K(b.q4 + r * (n_in / 256), b.xq, n_in);
+            fp4_cpu_force_path(-1);
             const float s_ours = fp4_q4_K_dot_q8_K(b.q4 + r * (n_in / 256), b.xq, n_in);
-            simd_diff += memcmp(&s_gen, &s_simd, 4) != 0;
-            ours_diff += memcmp(&s_gen, &s_ours, 4) != 0;
+            simd_diff += memcmp(&s_ref, &s_simd, 4) != 0;
+            gen_diff += memcmp(&s_ref, &s_gen, 4) != 0;
+            ours_diff += memcmp(&s_ref, &s_ours, 4) != 0;
         }
-        printf("\nQ4_K bits against ggml_vec_dot_q4_K_q8_K_generic (%s), %lld rows: ggml_vec_dot_q4_K_q8_K differs "
-               "in %ld, fp4lane (%s) in %ld\n", variant, (long long)n_out, simd_diff, fp4_cpu_path_name(fp4_cpu_path()),
-               ours_diff);
+        printf("\nQ4_K bits, %lld rows, against fp4lane's portable dot (= ggml's generic C built for baseline "
+               "x86-64): ggml_vec_dot_q4_K_q8_K (%s) differs in %ld, ggml_vec_dot_q4_K_q8_K_generic (%s build) in "
+               "%ld, fp4lane (%s) in %ld\n", (long long)n_out, variant, simd_diff, variant, gen_diff,
+               fp4_cpu_path_name(fp4_cpu_path()), ours_diff);
     }
     free(payload);
     free(scales);
@@ -261,6 +272,7 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 9;
     if (reps < 1 || reps > MAX_REPS) reps = 9;
+    only = argc > 2 ? argv[2] : NULL;
     ggml_oracle g;
     char err[1024];
     const char *variant = pick_variant();
