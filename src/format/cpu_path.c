@@ -27,11 +27,11 @@ int fp4_cpu_pick(int best, const char *env) {
 int fp4_cpu_best_path(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
-    /* the AVX-512 kernels use F, BW, VL, VNNI and VBMI (vpermb), and F16C (__builtin_cpu_supports
-     * also checks that the OS saves the vector state) */
+    /* the AVX-512 kernels use F, BW, VL, VNNI and VBMI (vpermb); __builtin_cpu_supports also
+     * checks that the OS saves the vector state */
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-        __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("avx512vbmi"))
         return FP4_CPU_AVX512;
     if (__builtin_cpu_supports("avx2")) return FP4_CPU_AVX2;
 #endif
