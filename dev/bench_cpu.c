@@ -224,7 +224,6 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
         gb.w = kind ? (const uint8_t *)b.q4 : b.ggml_nvfp4;
         gb.row_bytes = kind ? (size_t)(n_in / 256) * sizeof(fp4_block_q4_K) : (size_t)(n_in / 64) * 36;
         for (int path = best; path >= 0; path--) {
-            if (kind && path == FP4_CPU_AVX2) continue; /* Q4_K has no AVX2 path: it is the portable one */
             fp4_cpu_force_path(path);
             snprintf(ours, sizeof ours, "%s (%s)", kind ? "`fp4_q4_K_matvec`" : "`fp4_nvfp4_matvec_a16_exact`",
                      path_label[path]);

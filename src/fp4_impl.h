@@ -117,8 +117,11 @@ void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst);
 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
                          const float *d, int64_t n_in);
 
-/* Q4_K dot, AVX-512 (kquant_avx512.c): the same bits as kquant_dot.c's ggml-generic order. act is
- * NULL or the activations rearranged by fp4_q4K_act_avx512 (256 bytes per block). */
+/* Q4_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
+ * ggml-generic order. act is NULL or the activations rearranged by the matching fp4_q4K_act_*
+ * (256 bytes per block; the two layouts differ). */
+void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 

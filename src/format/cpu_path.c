@@ -8,6 +8,9 @@
 #include "fp4_impl.h"
 #include <pthread.h>
 #include <stdlib.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
 
 static const char *const path_names[FP4_CPU_N_PATHS] = {"portable", "avx2", "avx512"};
 
@@ -33,7 +36,9 @@ int fp4_cpu_best_path(void) {
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
         __builtin_cpu_supports("avx512vbmi"))
         return FP4_CPU_AVX512;
-    if (__builtin_cpu_supports("avx2")) return FP4_CPU_AVX2;
+    /* the AVX2 kernels use AVX2 and F16C (CPUID leaf 1, ECX bit 29; every AVX2 CPU has it) */
+    unsigned a, b, c, d;
+    if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29))) return FP4_CPU_AVX2;
 #endif
     return FP4_CPU_PORTABLE;
 }

@@ -5,8 +5,9 @@
  * group of 8 weighted by its sub-block scale), then sums[l] += (fp16(d)*y.d) * lane[l]; Q4_K also
  * does total -= (fp16(dmin)*y.d) * Σ bsums·mins per block; at the end total += sums[0..7] in
  * order; a NaN result is returned as the NaN 0xFFC00000 (fp4_canonical_nan; ggml returns whichever
- * NaN its compiled operand order keeps, that one when the NaN arises inside the dot). The integer work is exact, so its order is free: kquant_avx512.c does the Q4_K one with
- * AVX-512 (the same bits), chosen at run time (cpu_path.c). */
+ * NaN its compiled operand order keeps, that one when the NaN arises inside the dot). The integer
+ * work is exact, so its order is free: kquant_avx2.c and kquant_avx512.c do the Q4_K one with AVX2
+ * and AVX-512 (the same bits), chosen at run time (cpu_path.c). */
 #include "fp4_impl.h"
 #include <math.h>
 #include <stdlib.h>
@@ -83,28 +84,41 @@ static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n
     return fp4_canonical_nan(total);
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* Matvec: quantize every column once, then split rows over threads (fp4_parallel_rows). Each y
+ * value is one dot, so the result does not depend on the thread count. */
+
+/* act: the activations rearranged for a vectorized Q4_K dot (NULL on the portable path) */
+typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+typedef void (*kq_act_fn)(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) { return q4K_dot(w, x, nb); }
+static float dot4_avx2(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return fp4_q4K_dot_avx2(w, x, act, nb);
+}
+static float dot4_avx512(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return fp4_q4K_dot_avx512(w, x, act, nb);
+}
+static float dot6(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) { return q6K_dot(w, x, nb); }
+
+/* the Q4_K dot of each CPU path (cpu_path.c) and the activation layout it reads */
+typedef struct kq_path {
+    kq_dot_fn dot;
+    kq_act_fn act;
+} kq_path;
+static const kq_path q4K_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = {dot4, NULL},
+                                                   [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2},
+                                                   [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act_avx512}};
+static const kq_path q6K_path[FP4_CPU_N_PATHS] = {{dot6, NULL}, {dot6, NULL}, {dot6, NULL}};
+
 float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
     if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
-    if (fp4_cpu_path() == FP4_CPU_AVX512) return fp4_q4K_dot_avx512(w, x, NULL, n / QK);
-    return q4K_dot(w, x, n / QK);
+    return q4K_path[fp4_cpu_path()].dot(w, x, NULL, n / QK);
 }
 
 float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n) {
     if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
     return q6K_dot(w, x, n / QK);
 }
-
-/* ---------------------------------------------------------------------------------------- */
-/* Matvec: quantize every column once, then split rows over threads (fp4_parallel_rows). Each y
- * value is one dot, so the result does not depend on the thread count. */
-
-/* act: the activations rearranged for the AVX-512 Q4_K dot (NULL on the other paths) */
-typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
-static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) { return q4K_dot(w, x, nb); }
-static float dot4_avx512(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
-    return fp4_q4K_dot_avx512(w, x, act, nb);
-}
-static float dot6(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) { return q6K_dot(w, x, nb); }
 
 typedef struct kq_job {
     kq_dot_fn dot;
@@ -125,7 +139,7 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     }
 }
 
-static fp4_status kq_matvec(kq_dot_fn dot, kq_dot_fn dot_avx512, size_t block_bytes, const void *w, int64_t n_out, int64_t n_in,
+static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void *w, int64_t n_out, int64_t n_in,
                             const float *x, int64_t n_cols, float *y, int n_threads) {
     if (n_out < 0 || n_in < 0 || n_cols < 0 || n_in % QK != 0) return FP4_ERR_SHAPE;
     if (n_out == 0 || n_cols == 0) return FP4_OK;
@@ -152,17 +166,17 @@ static fp4_status kq_matvec(kq_dot_fn dot, kq_dot_fn dot_avx512, size_t block_by
             return st;
         }
     }
+    const kq_path *path = &paths[fp4_cpu_path()];
     int8_t *act = NULL; /* n_blocks × 256 bytes: no larger than xq */
-    if (dot_avx512 && fp4_cpu_path() == FP4_CPU_AVX512) {
+    if (path->act) {
         act = malloc((size_t)n_blocks * QK);
         if (!act) {
             free(xq);
             return FP4_ERR_NOMEM;
         }
-        fp4_q4K_act_avx512(xq, n_blocks, act);
-        dot = dot_avx512;
+        path->act(xq, n_blocks, act);
     }
-    kq_job job = {dot, w, (size_t)row_bytes, xq, act, nb, n_out, n_cols, y};
+    kq_job job = {path->dot, w, (size_t)row_bytes, xq, act, nb, n_out, n_cols, y};
     fp4_status st = fp4_parallel_rows(n_out, n_threads, kq_rows, &job);
     free(act);
     free(xq);
@@ -171,10 +185,10 @@ static fp4_status kq_matvec(kq_dot_fn dot, kq_dot_fn dot_avx512, size_t block_by
 
 fp4_status fp4_q4_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
                            int n_threads) {
-    return kq_matvec(dot4, dot4_avx512, sizeof(fp4_block_q4_K), w, n_out, n_in, x, n_cols, y, n_threads);
+    return kq_matvec(q4K_path, sizeof(fp4_block_q4_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }
 
 fp4_status fp4_q6_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
                            int n_threads) {
-    return kq_matvec(dot6, NULL, sizeof(fp4_block_q6_K), w, n_out, n_in, x, n_cols, y, n_threads);
+    return kq_matvec(q6K_path, sizeof(fp4_block_q6_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }
