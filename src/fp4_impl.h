@@ -117,6 +117,14 @@ void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst);
 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
                          const float *d, int64_t n_in);
 
+/* W4A4 row dot, AVX-512 (contract_avx512.c): the same bits as fp4_nvfp4_dot_w4a4. Per column,
+ * fp4_w4a4_act_avx512 decodes the activation codes to signed int8 (rearranged like the A16
+ * ones) and their scales to q9, padded to a multiple of 8 groups: act holds ceil(n_in/128)·128
+ * bytes, q9a ceil(n_in/128)·8 values. */
+void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act, int64_t *q9a);
+float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
+                          const int64_t *q9a, float input_scale_inv, int64_t n_in);
+
 /* Q4_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
  * ggml-generic order. act is NULL or the activations rearranged by the matching fp4_q4K_act_*
  * (256 bytes per block; the two layouts differ). */

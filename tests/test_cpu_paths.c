@@ -1,7 +1,7 @@
 /* test_cpu_paths.c — the CPU code paths (cpu_path.c): the choice rule, and every path this CPU
- * has giving the same bits as the portable one for the exact A16 matvec and the Q4_K dot, on
+ * has giving the same bits as the portable one for the exact A16 and W4A4 matvecs and the Q4_K dot, on
  * random and adversarial inputs, for thread counts 1, 2 and 3. The portable path is itself
- * checked against an element-by-element reimplementation here (A16) and against ggml's generic
+ * checked against an element-by-element reimplementation here (A16, W4A4) and against ggml's generic
  * dot (Q4_K, test_ggml_oracle, also on every path). */
 #include "check.h"
 #include "fp4lane.h"
@@ -152,6 +152,73 @@ static void test_a16_paths(void) {
     printf("exact A16: %ld values compared across paths and thread counts\n", compared);
 }
 
+/* ---- W4A4 (SPEC §5): element by element, then every path and thread count ---- */
+static float w4a4_slow(const uint8_t *p, const uint8_t *s, float s2, const uint8_t *ac, const uint8_t *as,
+                       float in_inv, int64_t n_in) {
+    int64_t total = 0;
+    for (int64_t g = 0; g < n_in / 16; g++) {
+        int64_t dot = 0;
+        for (int j = 0; j < 16; j++) {
+            const int64_t k = g * 16 + j;
+            const int sh = 4 * (int)(k & 1);
+            dot += (int64_t)fp4_e2m1_q1((uint8_t)((p[k / 2] >> sh) & 15)) * fp4_e2m1_q1((uint8_t)((ac[k / 2] >> sh) & 15));
+        }
+        total += dot * fp4_e4m3fn_q9(s[g]) * fp4_e4m3fn_q9(as[g]);
+    }
+    const float in_s = 1.0f / in_inv;
+    float y = (float)total * 0x1p-20f;
+    y = y * s2;
+    y = y * in_s;
+    return fp4_round_f16(y);
+}
+
+static void test_w4a4_paths(void) {
+    /* n_in: multiples of 16 around the 128-value steps of the AVX-512 loop (masked tails) */
+    static const int64_t shapes[][3] = {{1, 16, 1}, {2, 32, 2}, {3, 112, 1}, {2, 128, 3}, {5, 144, 2},
+                                        {4, 256, 1}, {7, 1040, 2}, {3, 4096, 1}};
+    const int top = fp4_cpu_path();
+    test_rng r = {0x5734A4ull};
+    long compared = 0, bad_slow = 0, bad = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t n_out = shapes[si][0], n_in = shapes[si][1], n_cols = shapes[si][2];
+        uint8_t *p = malloc((size_t)(n_out * n_in / 2)), *s = malloc((size_t)(n_out * n_in / 16));
+        uint8_t *ac = malloc((size_t)(n_in / 2)), *as = malloc((size_t)(n_in / 16));
+        float *x = malloc((size_t)(n_cols * n_in) * sizeof(float));
+        float *ref = malloc((size_t)(n_cols * n_out) * sizeof(float)), *y = malloc((size_t)(n_cols * n_out) * sizeof(float));
+        for (int kind = 0; kind < A16_KINDS; kind++) {
+            a16_case(kind, &r, p, s, x, n_out, n_in, n_cols);
+            const float in_invs[3] = {6.0f / 3.0f, 1.0f / 448.0f, 37.5f};
+            fp4_nvfp4_view w = {p, s, kind % 2 ? 1.0f / 2688.0f : 0x1p-12f, in_invs[(si + (size_t)kind) % 3], n_out, n_in};
+            fp4_cpu_force_path(FP4_CPU_PORTABLE);
+            CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, n_cols, ref, 1));
+            for (int64_t c = 0; c < n_cols; c++) {
+                CHECK_OK(fp4_nvfp4_quantize_act(x + c * n_in, n_in, w.input_scale_inv, ac, as));
+                for (int64_t o = 0; o < n_out; o++)
+                    bad_slow += f32_bits(w4a4_slow(p + o * n_in / 2, s + o * n_in / 16, w.scale2, ac, as,
+                                                   w.input_scale_inv, n_in)) != f32_bits(ref[c * n_out + o]);
+            }
+            for (int path = 0; path <= top; path++) {
+                fp4_cpu_force_path(path);
+                for (int nt = 1; nt <= 3; nt++) {
+                    memset(y, 0x7F, (size_t)(n_cols * n_out) * sizeof(float));
+                    CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, n_cols, y, nt));
+                    int64_t nbad = 0;
+                    for (int64_t i = 0; i < n_cols * n_out; i++) nbad += f32_bits(y[i]) != f32_bits(ref[i]);
+                    CHECK_MSG(nbad == 0, "w4a4 %s %lldx%lld path %s threads %d: %lld values differ", a16_names[kind],
+                              (long long)n_out, (long long)n_in, fp4_cpu_path_name(path), nt, (long long)nbad);
+                    bad += nbad;
+                    compared += n_cols * n_out;
+                }
+            }
+        }
+        fp4_cpu_force_path(-1);
+        free(p), free(s), free(ac), free(as), free(x), free(ref), free(y);
+    }
+    CHECK_EQ_INT(bad_slow, 0);
+    CHECK_EQ_INT(bad, 0);
+    printf("W4A4: %ld values compared across paths and thread counts\n", compared);
+}
+
 /* ---- Q4_K: every path against the portable dot ---- */
 static void rand_q8_K(test_rng *r, fp4_block_q8_K *b, int64_t nb, int extreme) {
     for (int64_t i = 0; i < nb; i++) {
@@ -238,6 +305,7 @@ static void test_q4_K_paths(void) {
 int main(void) {
     test_pick();
     test_a16_paths();
+    test_w4a4_paths();
     test_q4_K_paths();
     return check_report();
 }

@@ -155,7 +155,12 @@ typedef struct mv_ctx {
     const float *d;                       /* a16 exact: n_cols × n_in/256 block scales */
     int path;                             /* a16 exact: fp4_cpu_path() */
     const uint8_t *acodes, *ascales;      /* w4a4: n_cols × n_in/2, n_cols × n_in/16 */
+    const int8_t *wact;                   /* w4a4, AVX-512: decoded codes, n_cols × w4a4_padded(n_in) */
+    const int64_t *q9a;                   /* w4a4, AVX-512: scales as q9, n_cols × w4a4_padded(n_in)/16 */
 } mv_ctx;
+
+/* n_in rounded up to whole halves of 8 groups (128 values), as fp4_w4a4_act_avx512 writes them */
+static int64_t w4a4_padded(int64_t n_in) { return (n_in + 127) / 128 * 128; }
 
 static fp4_status mv_check(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, const float *y) {
     if (!w || !x || !y || !w->payload || !w->scales || n_cols < 0) return FP4_ERR_INVALID_ARG;
@@ -226,13 +231,16 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
 
 static void w4a4_rows(void *p, int64_t r0, int64_t r1) {
     const mv_ctx *c = p;
-    const int64_t n_in = c->w->n_in;
-    for (int64_t r = r0; r < r1; r++)
+    const int64_t n_in = c->w->n_in, np = w4a4_padded(n_in);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *pr = c->w->payload + r * (n_in / 2), *sr = c->w->scales + r * (n_in / 16);
         for (int64_t col = 0; col < c->n_cols; col++)
             c->y[col * c->w->n_out + r] =
-                fp4_nvfp4_dot_w4a4(c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), c->w->scale2,
-                                   c->acodes + col * (n_in / 2), c->ascales + col * (n_in / 16),
-                                   c->w->input_scale_inv, n_in);
+                c->wact ? fp4_dot_w4a4_avx512(pr, sr, c->w->scale2, c->wact + col * np, c->q9a + col * (np / 16),
+                                              c->w->input_scale_inv, n_in)
+                        : fp4_nvfp4_dot_w4a4(pr, sr, c->w->scale2, c->acodes + col * (n_in / 2),
+                                             c->ascales + col * (n_in / 16), c->w->input_scale_inv, n_in);
+    }
 }
 
 fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
@@ -240,24 +248,29 @@ fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_
     fp4_status st = mv_check(w, x, n_cols, y);
     if (st) return st;
     if (!isfinite(w->input_scale_inv) || !(w->input_scale_inv > 0.0f)) return FP4_ERR_SCALE2;
-    const int64_t n_in = w->n_in;
+    const int64_t n_in = w->n_in, np = w4a4_padded(n_in);
+    const int avx512 = fp4_cpu_path() == FP4_CPU_AVX512; /* W4A4 has no AVX2 path: portable below AVX-512 */
     uint8_t *codes = malloc((size_t)(n_cols * (n_in / 2) + 1));
     uint8_t *scl = malloc((size_t)(n_cols * (n_in / 16) + 1));
-    if (!codes || !scl) {
-        free(codes);
-        free(scl);
+    int8_t *wact = avx512 ? malloc((size_t)(n_cols * np + 1)) : NULL;
+    int64_t *q9a = avx512 ? malloc((size_t)(n_cols * (np / 16) + 1) * sizeof *q9a) : NULL;
+    if (!codes || !scl || (avx512 && (!wact || !q9a))) {
+        free(codes), free(scl), free(wact), free(q9a);
         return FP4_ERR_NOMEM;
     }
-    for (int64_t col = 0; col < n_cols && !st; col++)
+    for (int64_t col = 0; col < n_cols && !st; col++) {
         st = fp4_nvfp4_quantize_act(x + col * n_in, n_in, w->input_scale_inv, codes + col * (n_in / 2),
                                     scl + col * (n_in / 16));
+        if (!st && avx512)
+            fp4_w4a4_act_avx512(codes + col * (n_in / 2), scl + col * (n_in / 16), n_in, wact + col * np,
+                                q9a + col * (np / 16));
+    }
     if (!st) {
         q1_init();
-        mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .acodes = codes, .ascales = scl};
+        mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .acodes = codes, .ascales = scl, .wact = wact, .q9a = q9a};
         st = fp4_parallel_rows(w->n_out, n_threads, w4a4_rows, &c);
     }
-    free(codes);
-    free(scl);
+    free(codes), free(scl), free(wact), free(q9a);
     return st;
 }
 

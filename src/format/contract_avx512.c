@@ -38,8 +38,8 @@ void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst) {
 /* q9 (E4M3FN in units of 2^-9, fp4_e4m3fn_q9) of 8 scale bytes, one per int64 lane:
  * E = bits 3..6, m = bits 0..2; E == 0: m, else (8 + m) << (E - 1); the sign bit negates; the
  * NaN bytes (0x7F, 0xFF) give 0. */
-FP4_TARGET_AVX512 static inline __m512i q9_8_avx512(const uint8_t *s8) {
-    const __m512i b = _mm512_cvtepu8_epi64(_mm_loadl_epi64((const __m128i *)(const void *)s8));
+FP4_TARGET_AVX512 static inline __m512i q9_8_avx512(__m128i s8) {
+    const __m512i b = _mm512_cvtepu8_epi64(s8);
     const __m512i e = _mm512_and_si512(_mm512_srli_epi64(b, 3), _mm512_set1_epi64(15));
     const __m512i m = _mm512_and_si512(b, _mm512_set1_epi64(7));
     const __mmask8 normal = _mm512_test_epi64_mask(e, e);
@@ -73,13 +73,67 @@ FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uin
             __m512i s = _mm512_dpbusd_epi32(zero, _mm512_shuffle_epi8(lut, lo), alo);
             s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(lut, hi), ahi);
             s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32)); /* low int32 of int64 lane q: group 8h + q */
-            tot = _mm512_add_epi64(tot, _mm512_mul_epi32(s, q9_8_avx512(scales_row + sb * 16 + 8 * h)));
+            tot = _mm512_add_epi64(tot, _mm512_mul_epi32(s, q9_8_avx512(_mm_loadl_epi64((const __m128i *)(const void *)(scales_row + sb * 16 + 8 * h)))));
         }
         acc = fp4_a16_epilogue(_mm512_reduce_add_epi64(tot), d[sb], scale2, acc);
     }
     return fp4_round_f16(acc);
 }
+
+/* ---- W4A4 (SPEC §5) ---- */
+
+void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act, int64_t *q9a) {
+    const int64_t ng = n_in / 16, nh = (ng + 7) / 8; /* halves of 8 groups, the last one padded */
+    memset(act, 0, (size_t)(nh * 128));
+    memset(q9a, 0, (size_t)(nh * 8) * sizeof *q9a);
+    for (int64_t j = 0; j < n_in / 2; j++) { /* byte j: elements 2j (low nibble), 2j + 1 */
+        const int64_t h = j / 64, r = j % 64;
+        act[128 * h + r] = (int8_t)fp4_e2m1_q1((uint8_t)(codes[j] & 15));
+        act[128 * h + 64 + r] = (int8_t)fp4_e2m1_q1((uint8_t)(codes[j] >> 4));
+    }
+    for (int64_t g = 0; g < ng; g++) q9a[g] = fp4_e4m3fn_q9(scales[g]);
+}
+
+FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                                            const int8_t *act, const int64_t *q9a, float input_scale_inv,
+                                            int64_t n_in) {
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(MAG8));
+    const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08), zero = _mm512_setzero_si512();
+    const int64_t ng = n_in / 16;
+    __m512i tot = zero;
+    for (int64_t g0 = 0; g0 < ng; g0 += 8) { /* 8 groups: 64 payload bytes, the last ones masked */
+        const int64_t left = ng - g0;
+        const __mmask64 mb = left >= 8 ? ~(__mmask64)0 : ((__mmask64)1 << (8 * left)) - 1;
+        const __mmask16 ms = left >= 8 ? (__mmask16)0xFF : (__mmask16)((1u << left) - 1);
+        const __m512i b = _mm512_maskz_loadu_epi8(mb, (const void *)(payload_row + g0 * 8));
+        const __m512i lo = _mm512_and_si512(b, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+        __m512i alo = _mm512_loadu_si512((const void *)(act + g0 * 16));
+        __m512i ahi = _mm512_loadu_si512((const void *)(act + g0 * 16 + 64));
+        alo = _mm512_mask_sub_epi8(alo, _mm512_test_epi8_mask(lo, sign4), zero, alo);
+        ahi = _mm512_mask_sub_epi8(ahi, _mm512_test_epi8_mask(hi, sign4), zero, ahi);
+        __m512i s = _mm512_dpbusd_epi32(zero, _mm512_shuffle_epi8(lut, lo), alo);
+        s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(lut, hi), ahi);
+        s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32)); /* int64 lane q: dot of group g0 + q, |dot| <= 2304 */
+        /* dot · q9(w) fits in int32 (<= 2304 · 229376), so a second vpmuldq by q9(a) is exact */
+        const __m512i p = _mm512_mul_epi32(s, q9_8_avx512(_mm_maskz_loadu_epi8(ms, scales_row + g0)));
+        tot = _mm512_add_epi64(tot, _mm512_mul_epi32(p, _mm512_loadu_si512((const void *)(q9a + g0))));
+    }
+    const float input_scale = 1.0f / input_scale_inv;
+    float y = (float)_mm512_reduce_add_epi64(tot) * 0x1p-20f;
+    y = y * scale2;
+    y = y * input_scale;
+    return fp4_round_f16(y);
+}
 #else
+void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act, int64_t *q9a) {
+    (void)codes, (void)scales, (void)n_in, (void)act, (void)q9a;
+}
+float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
+                          const int64_t *q9a, float input_scale_inv, int64_t n_in) {
+    (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)q9a, (void)input_scale_inv, (void)n_in;
+    return NAN;
+}
 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
                          const float *d, int64_t n_in) {
     (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)d, (void)n_in;
