@@ -2,7 +2,7 @@
  * and its Q4_K control lane, next to ggml's own CPU kernels on the same shapes.
  *
  *   make bench-cpu                      # builds $(BUILD)/dev/bench_cpu and runs it
- *   build/dev/bench_cpu [reps] [nvfp4|q4_K]   # reps timed pairs (default 9) after one warm-up of
+ *   build/dev/bench_cpu [reps] [nvfp4|q4_K|w4a4]   # reps timed pairs (default 9) after one warm-up of
  *                                       # each; optionally one kernel family only
  *   FP4_GGML_CPU=haswell build/dev/bench_cpu    # choose ggml's CPU variant (default: by CPU flags)
  *
@@ -129,6 +129,14 @@ static int run_nvfp4(void *p, int nt) {
     bench *b = p;
     return fp4_nvfp4_matvec_a16_exact(&b->nv, b->x, 1, b->y, nt) != FP4_OK;
 }
+static int run_w4a4_path(bench *b, int nt, int path) {
+    fp4_cpu_force_path(path);
+    const int rc = fp4_nvfp4_matvec_w4a4(&b->nv, b->x, 1, b->y, nt) != FP4_OK;
+    fp4_cpu_force_path(-1);
+    return rc;
+}
+static int run_w4a4_best(void *p, int nt) { return run_w4a4_path(p, nt, FP4_CPU_N_PATHS); }
+static int run_w4a4_portable(void *p, int nt) { return run_w4a4_path(p, nt, FP4_CPU_PORTABLE); }
 static int run_q4_K(void *p, int nt) {
     bench *b = p;
     return fp4_q4_K_matvec(b->q4, b->n_out, b->n_in, b->x, 1, b->y, nt) != FP4_OK;
@@ -178,7 +186,7 @@ static void row(const char *ours, const char *theirs, paired p, double bytes, in
            p.r_q3, p.r_min, p.r_max);
 }
 
-static const char *only; /* argv[2]: "nvfp4" or "q4_K", else both */
+static const char *only; /* argv[2]: "nvfp4", "q4_K" or "w4a4", else all */
 
 static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *variant, int reps) {
     bench b;
@@ -210,15 +218,16 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
 
     printf("\n%lld x %lld (n_out x n_in), 1 column; NVFP4 %.1f MB, Q4_K %.1f MB\n\n", (long long)n_out,
            (long long)n_in, nv_bytes / 1e6, q4_bytes / 1e6);
-    printf("| fp4lane (path) | ggml (%s) | threads | fp4lane ms (median) | ggml ms (median) | speed ratio "
-           "ggml/fp4lane (median of %d pairs) | quartiles | min–max |\n|---|---|---|---|---|---|---|---|\n",
-           variant, reps);
     bench gb = b; /* ggml's side: its own dot, weights and activation format */
     static const char *const path_label[FP4_CPU_N_PATHS] = {"portable", "avx2", "avx512"};
     const int best = fp4_cpu_path();
     char ours[96];
     for (int kind = 0; kind < 2; kind++) { /* 0: NVFP4 exact A16 vs ggml NVFP4; 1: Q4_K vs ggml Q4_K */
         if (only && strcmp(only, kind ? "q4_K" : "nvfp4")) continue;
+        if (kind == 0 || (only && kind == 1))
+            printf("| fp4lane (path) | ggml (%s) | threads | fp4lane ms (median) | ggml ms (median) | speed ratio "
+                   "ggml/fp4lane (median of %d pairs) | quartiles | min–max |\n|---|---|---|---|---|---|---|---|\n",
+                   variant, reps);
         gb.dot = kind ? g->vec_dot_q4_K_q8_K : g->vec_dot_nvfp4_q8_0;
         gb.q8_0 = !kind;
         gb.w = kind ? (const uint8_t *)b.q4 : b.ggml_nvfp4;
@@ -233,6 +242,17 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
                     kind ? (double)q4_bytes : (double)nv_bytes, nt);
         }
         fp4_cpu_force_path(-1);
+    }
+    /* W4A4 (SPEC §5) has no ggml counterpart: the best path paired with the portable one */
+    if ((!only || !strcmp(only, "w4a4")) && best > FP4_CPU_PORTABLE) {
+        bench w4 = b;
+        w4.nv.input_scale_inv = 0.5f;
+        printf("\n| fp4lane (path) | against | threads | ms (median) | ms (median) | speed ratio (median of %d pairs) | "
+               "quartiles | min–max |\n|---|---|---|---|---|---|---|---|\n", reps);
+        snprintf(ours, sizeof ours, "`fp4_nvfp4_matvec_w4a4` (%s)", path_label[best]);
+        for (int nt = 1; nt <= 2; nt++)
+            row(ours, "`fp4_nvfp4_matvec_w4a4` (portable)", time_paired(run_w4a4_best, &w4, run_w4a4_portable, &w4, nt, reps),
+                (double)nv_bytes, nt);
     }
     /* bits: the reference is fp4lane's portable Q4_K dot, which test_ggml_oracle pins to ggml's generic
      * C as built for baseline x86-64 (libggml-cpu-x64.so); the other variants' builds of that same C

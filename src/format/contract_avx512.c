@@ -103,9 +103,15 @@ FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const ui
     __m512i tot = zero;
     for (int64_t g0 = 0; g0 < ng; g0 += 8) { /* 8 groups: 64 payload bytes, the last ones masked */
         const int64_t left = ng - g0;
-        const __mmask64 mb = left >= 8 ? ~(__mmask64)0 : ((__mmask64)1 << (8 * left)) - 1;
-        const __mmask16 ms = left >= 8 ? (__mmask16)0xFF : (__mmask16)((1u << left) - 1);
-        const __m512i b = _mm512_maskz_loadu_epi8(mb, (const void *)(payload_row + g0 * 8));
+        __m512i b;
+        __m128i sc;
+        if (left >= 8) {
+            b = _mm512_loadu_si512((const void *)(payload_row + g0 * 8));
+            sc = _mm_loadl_epi64((const __m128i *)(const void *)(scales_row + g0));
+        } else {
+            b = _mm512_maskz_loadu_epi8(((__mmask64)1 << (8 * left)) - 1, (const void *)(payload_row + g0 * 8));
+            sc = _mm_maskz_loadu_epi8((__mmask16)((1u << left) - 1), scales_row + g0);
+        }
         const __m512i lo = _mm512_and_si512(b, low4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
         __m512i alo = _mm512_loadu_si512((const void *)(act + g0 * 16));
@@ -116,7 +122,7 @@ FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const ui
         s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(lut, hi), ahi);
         s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32)); /* int64 lane q: dot of group g0 + q, |dot| <= 2304 */
         /* dot · q9(w) fits in int32 (<= 2304 · 229376), so a second vpmuldq by q9(a) is exact */
-        const __m512i p = _mm512_mul_epi32(s, q9_8_avx512(_mm_maskz_loadu_epi8(ms, scales_row + g0)));
+        const __m512i p = _mm512_mul_epi32(s, q9_8_avx512(sc));
         tot = _mm512_add_epi64(tot, _mm512_mul_epi32(p, _mm512_loadu_si512((const void *)(q9a + g0))));
     }
     const float input_scale = 1.0f / input_scale_inv;
