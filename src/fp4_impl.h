@@ -126,8 +126,10 @@ float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row,
                           const int64_t *q9a, float input_scale_inv, int64_t n_in);
 
 /* Q4_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
- * ggml-generic order. act is NULL or the activations rearranged by the matching fp4_q4K_act_*
- * (256 bytes per block; the two layouts differ). */
+ * ggml-generic order. act is NULL or the activations rearranged by the matching fp4_q4K_act_*:
+ * FP4_Q4K_ACT_BYTES per block, the 256 values (the two layouts differ) then the 8 pair sums
+ * bsums[2k] + bsums[2k+1] as int16, which fit for blocks made by fp4_q8_K_quantize (|sum| <= 32·127). */
+#define FP4_Q4K_ACT_BYTES 272
 void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);

@@ -71,10 +71,15 @@ FP4_TARGET_AVX512 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, i
     for (int64_t b = 0; b < nb; b++) {
         __m512i a0, a1, a2, a3;
         Q4K_ACT_BLOCK(x[b].qs, a0, a1, a2, a3);
-        _mm512_storeu_si512((void *)(dst + b * FP4_QK_K), a0);
-        _mm512_storeu_si512((void *)(dst + b * FP4_QK_K + 64), a1);
-        _mm512_storeu_si512((void *)(dst + b * FP4_QK_K + 128), a2);
-        _mm512_storeu_si512((void *)(dst + b * FP4_QK_K + 192), a3);
+        int8_t *d = dst + b * FP4_Q4K_ACT_BYTES;
+        _mm512_storeu_si512((void *)d, a0);
+        _mm512_storeu_si512((void *)(d + 64), a1);
+        _mm512_storeu_si512((void *)(d + 128), a2);
+        _mm512_storeu_si512((void *)(d + 192), a3);
+        for (int k = 0; k < 8; k++) {
+            const int16_t pair = (int16_t)(x[b].bsums[2 * k] + x[b].bsums[2 * k + 1]);
+            memcpy(d + 256 + 2 * k, &pair, 2);
+        }
     }
 }
 
@@ -94,12 +99,13 @@ q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *a
         const fp4_block_q8_K *a = x + i;
         __m512i av0, av1, av2, av3;
         if (pre) {
-            const int8_t *ap = act + i * FP4_QK_K;
+            const int8_t *ap = act + i * FP4_Q4K_ACT_BYTES;
             av0 = LOAD512(ap), av1 = LOAD512(ap + 64), av2 = LOAD512(ap + 128), av3 = LOAD512(ap + 192);
         } else {
             Q4K_ACT_BLOCK(a->qs, av0, av1, av2, av3);
         }
-        const __m512i smz = _mm512_castsi128_si512(q4K_scales_mins(b->scales));
+        const __m128i sm = q4K_scales_mins(b->scales);
+        const __m512i smz = _mm512_castsi128_si512(sm);
         const __m512i q0 = _mm512_permutexvar_epi8(wperm, LOAD512(b->qs));
         const __m512i q1 = _mm512_permutexvar_epi8(wperm, LOAD512(b->qs + 64));
         /* int32 (chunk cl, lane l) of each half: Σ over the lane's 4 positions in that chunk's two
@@ -114,19 +120,25 @@ q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *a
                                    _mm512_maskz_permutexvar_epi8(even, sidx3, smz));
         const __m512i acc = _mm512_add_epi32(acc0, acc1);
         const __m256i lane = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
-        const __m256i mins16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, midx, _mm512_castsi512_si256(smz));
-        __m256i m8 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)a->bsums), mins16);
-        __m128i m4s = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+        __m128i m4s; /* Σ bsums·mins, 4 partial int32 */
+        if (pre) { /* 8 mins against the 8 pair sums of bsums */
+            m4s = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)),
+                                 _mm_loadu_si128((const __m128i *)(const void *)(act + i * FP4_Q4K_ACT_BYTES + 256)));
+        } else { /* 16 bsums against mins j/2 */
+            const __m256i mins16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, midx, _mm512_castsi512_si256(smz));
+            const __m256i m8 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)a->bsums), mins16);
+            m4s = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+        }
         m4s = _mm_add_epi32(m4s, _mm_unpackhi_epi64(m4s, m4s));
         m4s = _mm_add_epi32(m4s, _mm_srli_epi64(m4s, 32));
-        const int32_t msum = _mm_cvtsi128_si32(m4s);
+        const float msum = _mm_cvtss_f32(_mm_cvtepi32_ps(m4s)); /* int32 0, converted as (float)msum */
         /* f16 -> f32 (exact) with AVX-512F's own vcvtph2ps */
         const __m128 dd = _mm512_castps512_ps128(
             _mm512_cvtph_ps(_mm256_castsi128_si256(_mm_cvtsi32_si128((int)(b->d | ((uint32_t)b->dmin << 16))))));
         const float d = _mm_cvtss_f32(dd) * a->d;
         sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane)));
         const float dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd)) * a->d;
-        total -= dmin * (float)msum;
+        total -= dmin * msum;
     }
     float s[8];
     _mm256_storeu_ps(s, sums);

@@ -135,7 +135,7 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const void *row = j->w + (size_t)r * j->row_bytes;
         for (int64_t c = 0; c < j->n_cols; c++)
-            j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, j->act ? j->act + c * j->nb * QK : NULL, j->nb);
+            j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, j->act ? j->act + c * j->nb * FP4_Q4K_ACT_BYTES : NULL, j->nb);
     }
 }
 
@@ -167,9 +167,9 @@ static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void
         }
     }
     const kq_path *path = &paths[fp4_cpu_path()];
-    int8_t *act = NULL; /* n_blocks × 256 bytes: no larger than xq */
+    int8_t *act = NULL; /* n_blocks × 272 bytes: smaller than xq */
     if (path->act) {
-        act = malloc((size_t)n_blocks * QK);
+        act = malloc((size_t)n_blocks * FP4_Q4K_ACT_BYTES);
         if (!act) {
             free(xq);
             return FP4_ERR_NOMEM;
