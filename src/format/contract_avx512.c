@@ -52,28 +52,61 @@ FP4_TARGET_AVX512 static inline __m512i q9_8_avx512(__m128i s8) {
     return _mm512_maskz_mov_epi64((__mmask8)~nan, v);
 }
 
+/* the same for the 16 scale bytes of a super-block, one per int32 lane. The constants come from
+ * memory (k: 15, 7, 8, 1, 0x80, 0x7F per int32), so that the compiler does not rebuild them with
+ * broadcasts inside the loop. */
+static const int32_t q9_consts[6][16] __attribute__((aligned(64))) = {
+#define C16(v) {v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v}
+    C16(15), C16(7), C16(8), C16(1), C16(0x80), C16(0x7F)
+#undef C16
+};
+FP4_TARGET_AVX512 static inline __m512i q9_16_avx512(__m128i s16, const __m512i k[6]) {
+    const __m512i b = _mm512_cvtepu8_epi32(s16);
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(b, 3), k[0]);
+    const __m512i m = _mm512_and_si512(b, k[1]);
+    const __mmask16 normal = _mm512_test_epi32_mask(e, e);
+    const __m512i mant = _mm512_mask_or_epi32(m, normal, m, k[2]);
+    const __m512i sh = _mm512_maskz_sub_epi32(normal, e, k[3]);
+    __m512i v = _mm512_sllv_epi32(mant, sh); /* <= 15 << 14: no overflow */
+    const __mmask16 neg = _mm512_test_epi32_mask(b, k[4]);
+    v = _mm512_mask_sub_epi32(v, neg, _mm512_setzero_si512(), v);
+    const __mmask16 nan = _mm512_cmpeq_epi32_mask(_mm512_and_si512(b, k[5]), k[5]);
+    return _mm512_maskz_mov_epi32((__mmask16)~nan, v);
+}
+
 FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
                                            const int8_t *act, const float *d, int64_t n_in) {
     const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(MAG8));
     const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08), zero = _mm512_setzero_si512();
+    __m512i k[6];
+    for (int i = 0; i < 6; i++) k[i] = _mm512_load_si512((const void *)q9_consts[i]);
+    /* opaque to the compiler: kept in registers, not rebuilt by broadcasts in the loop */
+    __asm__("" : "+v"(k[0]), "+v"(k[1]), "+v"(k[2]), "+v"(k[3]), "+v"(k[4]), "+v"(k[5]));
+    __m512i low4c = low4, sign4c = sign4;
+    __asm__("" : "+v"(low4c), "+v"(sign4c));
     float acc = 0.0f;
     for (int64_t sb = 0; sb < n_in / FP4_QK_K; sb++) {
         if (d[sb] == 0.0f) continue; /* an all-zero super-block contributes nothing */
         const uint8_t *p = payload_row + sb * (FP4_QK_K / 2);
         const int8_t *a = act + sb * FP4_QK_K;
         __m512i tot = zero;
+        /* q9 of the 16 groups; per half, groups 8h..8h+7 widened to int64 lanes for vpmuldq */
+        const __m512i q9 = q9_16_avx512(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)), k);
+        const __m512i q9h[2] = {_mm512_cvtepi32_epi64(_mm512_castsi512_si256(q9)),
+                                _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(q9, 1))};
+#pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
             const __m512i b = _mm512_loadu_si512((const void *)(p + 64 * h));
-            const __m512i lo = _mm512_and_si512(b, low4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+            const __m512i lo = _mm512_and_si512(b, low4c);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4c);
             __m512i alo = _mm512_loadu_si512((const void *)(a + 128 * h));
             __m512i ahi = _mm512_loadu_si512((const void *)(a + 128 * h + 64));
-            alo = _mm512_mask_sub_epi8(alo, _mm512_test_epi8_mask(lo, sign4), zero, alo);
-            ahi = _mm512_mask_sub_epi8(ahi, _mm512_test_epi8_mask(hi, sign4), zero, ahi);
+            alo = _mm512_mask_sub_epi8(alo, _mm512_test_epi8_mask(lo, sign4c), zero, alo);
+            ahi = _mm512_mask_sub_epi8(ahi, _mm512_test_epi8_mask(hi, sign4c), zero, ahi);
             __m512i s = _mm512_dpbusd_epi32(zero, _mm512_shuffle_epi8(lut, lo), alo);
             s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(lut, hi), ahi);
             s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32)); /* low int32 of int64 lane q: group 8h + q */
-            tot = _mm512_add_epi64(tot, _mm512_mul_epi32(s, q9_8_avx512(_mm_loadl_epi64((const __m128i *)(const void *)(scales_row + sb * 16 + 8 * h)))));
+            tot = _mm512_add_epi64(tot, _mm512_mul_epi32(s, q9h[h]));
         }
         acc = fp4_a16_epilogue(_mm512_reduce_add_epi64(tot), d[sb], scale2, acc);
     }
