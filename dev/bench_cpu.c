@@ -9,7 +9,8 @@
  * Paired: each fp4lane path is timed against the matching ggml kernel in alternation (ours,
  * ggml, ours, ggml, ...), so that load from other processes on a shared machine hits both
  * sides alike; the table gives each side's median and the distribution of the per-pair speed
- * ratios (ggml time / ours: > 1 means fp4lane is faster). fp4lane's CPU paths (portable, avx2,
+ * ratios (ggml time / ours: > 1 means fp4lane is faster), by wall time and by process CPU time
+ * (which leaves out the time a run spent descheduled). fp4lane's CPU paths (portable, avx2,
  * avx512) are forced in turn, those this CPU has. The load average is printed before and after.
  *
  * Weights are random valid blocks (throughput does not depend on the values): NVFP4 payload
@@ -60,36 +61,48 @@ static int cmp_double(const void *a, const void *b) {
 #define MAX_REPS 64
 typedef int (*bench_fn)(void *ctx, int n_threads);
 
-static double time_one(bench_fn fn, void *ctx, int n_threads) {
-    double t0 = now_s();
+static double cpu_s(void) { /* CPU time of the whole process: all its threads, not time spent waiting */
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* wall seconds of one run (< 0 on failure); *cpu: its process CPU seconds */
+static double time_one(bench_fn fn, void *ctx, int n_threads, double *cpu) {
+    const double c0 = cpu_s(), t0 = now_s();
     if (fn(ctx, n_threads)) return -1;
-    return now_s() - t0;
+    const double t = now_s() - t0;
+    *cpu = cpu_s() - c0;
+    return t;
 }
 
 typedef struct paired {
-    double ours, theirs;            /* median seconds; < 0 on failure */
-    double r_min, r_q1, r_med, r_q3, r_max; /* per-pair ratios theirs/ours */
+    double ours, theirs;                    /* median wall seconds; < 0 on failure */
+    double r_min, r_q1, r_med, r_q3, r_max; /* per-pair wall-time ratios theirs/ours */
+    double c_med, c_q1, c_q3;               /* per-pair CPU-time ratios theirs/ours */
 } paired;
 
 /* reps pairs, ours first in even pairs and second in odd ones (one warm-up of each first) */
 static paired time_paired(bench_fn a, void *actx, bench_fn b, void *bctx, int n_threads, int reps) {
-    double ta[MAX_REPS], tb[MAX_REPS], r[MAX_REPS];
-    paired p = {-1, -1, 0, 0, 0, 0, 0};
-    if (time_one(a, actx, n_threads) < 0 || time_one(b, bctx, n_threads) < 0) return p;
+    double ta[MAX_REPS], tb[MAX_REPS], r[MAX_REPS], c[MAX_REPS], ca, cb;
+    paired p = {-1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (time_one(a, actx, n_threads, &ca) < 0 || time_one(b, bctx, n_threads, &cb) < 0) return p;
     for (int i = 0; i < reps; i++) {
         if (i % 2 == 0) {
-            ta[i] = time_one(a, actx, n_threads);
-            tb[i] = time_one(b, bctx, n_threads);
+            ta[i] = time_one(a, actx, n_threads, &ca);
+            tb[i] = time_one(b, bctx, n_threads, &cb);
         } else {
-            tb[i] = time_one(b, bctx, n_threads);
-            ta[i] = time_one(a, actx, n_threads);
+            tb[i] = time_one(b, bctx, n_threads, &cb);
+            ta[i] = time_one(a, actx, n_threads, &ca);
         }
-        if (ta[i] < 0 || tb[i] < 0) return p;
+        if (ta[i] < 0 || tb[i] < 0 || !(ca > 0)) return p;
         r[i] = tb[i] / ta[i];
+        c[i] = cb / ca;
     }
     qsort(ta, (size_t)reps, sizeof ta[0], cmp_double);
     qsort(tb, (size_t)reps, sizeof tb[0], cmp_double);
     qsort(r, (size_t)reps, sizeof r[0], cmp_double);
+    qsort(c, (size_t)reps, sizeof c[0], cmp_double);
     p.ours = ta[reps / 2];
     p.theirs = tb[reps / 2];
     p.r_min = r[0];
@@ -97,6 +110,9 @@ static paired time_paired(bench_fn a, void *actx, bench_fn b, void *bctx, int n_
     p.r_med = r[reps / 2];
     p.r_q3 = r[(3 * reps) / 4];
     p.r_max = r[reps - 1];
+    p.c_med = c[reps / 2];
+    p.c_q1 = c[reps / 4];
+    p.c_q3 = c[(3 * reps) / 4];
     return p;
 }
 
@@ -178,12 +194,12 @@ static const char *pick_variant(void) {
 
 static void row(const char *ours, const char *theirs, paired p, double bytes, int nt) {
     if (p.ours < 0) {
-        printf("| %s | %s | %d | failed | | | | |\n", ours, theirs, nt);
+        printf("| %s | %s | %d | failed | | | | | |\n", ours, theirs, nt);
         return;
     }
-    printf("| %s | %s | %d | %.2f (%.2f GB/s) | %.2f (%.2f GB/s) | **%.2f** | %.2f–%.2f | %.2f–%.2f |\n", ours,
-           theirs, nt, p.ours * 1e3, bytes / p.ours * 1e-9, p.theirs * 1e3, bytes / p.theirs * 1e-9, p.r_med, p.r_q1,
-           p.r_q3, p.r_min, p.r_max);
+    printf("| %s | %s | %d | %.2f (%.2f GB/s) | %.2f (%.2f GB/s) | **%.2f** | %.2f–%.2f | %.2f–%.2f | %.2f (%.2f–%.2f) |\n",
+           ours, theirs, nt, p.ours * 1e3, bytes / p.ours * 1e-9, p.theirs * 1e3, bytes / p.theirs * 1e-9, p.r_med,
+           p.r_q1, p.r_q3, p.r_min, p.r_max, p.c_med, p.c_q1, p.c_q3);
 }
 
 static const char *only; /* argv[2]: "nvfp4", "q4_K" or "w4a4", else all */
@@ -226,7 +242,8 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
         if (only && strcmp(only, kind ? "q4_K" : "nvfp4")) continue;
         if (kind == 0 || (only && kind == 1))
             printf("| fp4lane (path) | ggml (%s) | threads | fp4lane ms (median) | ggml ms (median) | speed ratio "
-                   "ggml/fp4lane (median of %d pairs) | quartiles | min–max |\n|---|---|---|---|---|---|---|---|\n",
+                   "ggml/fp4lane (median of %d pairs) | quartiles | min–max | CPU-time ratio (quartiles) |\n"
+                   "|---|---|---|---|---|---|---|---|---|\n",
                    variant, reps);
         gb.dot = kind ? g->vec_dot_q4_K_q8_K : g->vec_dot_nvfp4_q8_0;
         gb.q8_0 = !kind;
@@ -248,7 +265,7 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
         bench w4 = b;
         w4.nv.input_scale_inv = 0.5f;
         printf("\n| fp4lane (path) | against | threads | ms (median) | ms (median) | speed ratio (median of %d pairs) | "
-               "quartiles | min–max |\n|---|---|---|---|---|---|---|---|\n", reps);
+               "quartiles | min–max | CPU-time ratio (quartiles) |\n|---|---|---|---|---|---|---|---|---|\n", reps);
         snprintf(ours, sizeof ours, "`fp4_nvfp4_matvec_w4a4` (%s)", path_label[best]);
         for (int nt = 1; nt <= 2; nt++)
             row(ours, "`fp4_nvfp4_matvec_w4a4` (portable)", time_paired(run_w4a4_best, &w4, run_w4a4_portable, &w4, nt, reps),
