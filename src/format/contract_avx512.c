@@ -1,9 +1,11 @@
-/* contract_avx512.c — the exact A16 row dot (SPEC §4) with AVX-512 (BW, VL, VNNI), chosen at
- * run time (cpu_path.c). Only the order-free integer part is vectorized: the 16 group dots of a
+/* contract_avx512.c — the exact A16 (SPEC §4) and W4A4 (SPEC §5) row dots with AVX-512 (F, BW,
+ * VL, VNNI), chosen at run time (cpu_path.c). Only the order-free integer part is vectorized: the 16 group dots of a
  * super-block are exact int32 sums and the super-block total Σ dot·q9 is an exact int64 sum,
  * whatever the order; the total then goes through the same pinned f32 epilogue
  * (fp4_a16_epilogue), super-blocks in index order. So the result is the portable path's bits;
- * test_contract checks every path against an element-by-element reimplementation.
+ * test_cpu_paths checks every path against an element-by-element reimplementation. W4A4 is the
+ * same integer scheme with decoded activation codes and one int64 row total (its f32 epilogue
+ * copied operation for operation from contract.c).
  *
  * Per super-block (128 payload bytes, 256 int8 activations, 16 scale bytes), in two halves of 64
  * payload bytes: the low and high nibbles are looked up (vpshufb) as E2M1 magnitudes in units of
