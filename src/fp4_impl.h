@@ -108,11 +108,13 @@ int fp4_cpu_pick(int best, const char *env);
 const char *fp4_cpu_path_name(int path);
 void fp4_cpu_force_path(int path);
 
-/* Exact A16 row dots (contract_x86.c, contract_avx512.c): the same bits as contract.c's. The
- * AVX-512 one reads activations rearranged by fp4_a16_act_avx512 (256 bytes per super-block)
- * and the super-block scales d[]; only Q8_K values in [-127, 127] (what fp4_q8_K_quantize makes). */
-float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const fp4_block_q8_K *xq,
-                       int64_t n_in, const int32_t *q9);
+/* Exact A16 row dots (contract_x86.c, contract_avx512.c): the same bits as contract.c's. They
+ * read activations rearranged once per column (n_in bytes each; fp4_a16_act_avx2 also writes
+ * their absolute values) and the super-block scales d[]; only Q8_K values in [-127, 127] (what
+ * fp4_q8_K_quantize makes). */
+void fp4_a16_act_avx2(const fp4_block_q8_K *xq, int64_t nsb, int8_t *act, uint8_t *aabs);
+float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
+                       const uint8_t *aabs, const float *d, int64_t n_in);
 void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst);
 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
                          const float *d, int64_t n_in);

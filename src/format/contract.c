@@ -149,9 +149,9 @@ typedef struct mv_ctx {
     const float *x;
     int64_t n_cols;
     float *y;
-    const fp4_block_q8_K *xq;             /* a16 exact: n_cols × n_in/256 blocks */
     const int16_t *q16;                   /* a16 exact: the same activations widened, n_cols × n_in */
-    const int8_t *act;                    /* a16 exact, AVX-512: rearranged, n_cols × n_in */
+    const int8_t *act;                    /* a16 exact, AVX2/AVX-512: rearranged, n_cols × n_in */
+    const uint8_t *aabs;                  /* a16 exact, AVX2: |act| */
     const float *d;                       /* a16 exact: n_cols × n_in/256 block scales */
     int path;                             /* a16 exact: fp4_cpu_path() */
     const uint8_t *acodes, *ascales;      /* w4a4: n_cols × n_in/2, n_cols × n_in/16 */
@@ -177,7 +177,8 @@ static float a16_row_portable(const mv_ctx *c, const uint8_t *pr, const uint8_t 
 }
 static float a16_row_avx2(const mv_ctx *c, const uint8_t *pr, const uint8_t *sr, int64_t col) {
     const int64_t n_in = c->w->n_in;
-    return fp4_dot_a16_avx2(pr, sr, c->w->scale2, c->xq + col * (n_in / FP4_QK_K), n_in, q9_table);
+    return fp4_dot_a16_avx2(pr, sr, c->w->scale2, c->act + col * n_in, c->aabs + col * n_in,
+                            c->d + col * (n_in / FP4_QK_K), n_in);
 }
 static float a16_row_avx512(const mv_ctx *c, const uint8_t *pr, const uint8_t *sr, int64_t col) {
     const int64_t n_in = c->w->n_in;
@@ -202,14 +203,16 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
     if (w->n_in % FP4_QK_K) return FP4_ERR_SHAPE;
     const int64_t nsb = w->n_in / FP4_QK_K;
     const int path = fp4_cpu_path();
-    /* the activations as each path reads them: Q8_K blocks (AVX2), widened to int16 (portable),
-     * rearranged int8 (AVX-512); the super-block scales d (portable, AVX-512) */
+    /* the activations as each path reads them: widened to int16 (portable), rearranged int8
+     * (AVX2 with their absolute values, AVX-512); the super-block scales d */
     fp4_block_q8_K *xq = malloc((size_t)(n_cols * nsb + 1) * sizeof *xq);
     int16_t *q16 = path == FP4_CPU_PORTABLE ? malloc((size_t)(n_cols * w->n_in + 1) * sizeof *q16) : NULL;
-    int8_t *act = path == FP4_CPU_AVX512 ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
+    int8_t *act = path != FP4_CPU_PORTABLE ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
+    uint8_t *aabs = path == FP4_CPU_AVX2 ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
     float *d = malloc((size_t)(n_cols * nsb + 1) * sizeof *d);
-    if (!xq || !d || (path == FP4_CPU_PORTABLE && !q16) || (path == FP4_CPU_AVX512 && !act)) {
-        free(xq), free(q16), free(act), free(d);
+    if (!xq || !d || (path == FP4_CPU_PORTABLE && !q16) || (path != FP4_CPU_PORTABLE && !act) ||
+        (path == FP4_CPU_AVX2 && !aabs)) {
+        free(xq), free(q16), free(act), free(aabs), free(d);
         return FP4_ERR_NOMEM;
     }
     for (int64_t col = 0; col < n_cols; col++) {
@@ -220,12 +223,13 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
             if (q16)
                 for (int k = 0; k < FP4_QK_K; k++) q16[col * w->n_in + b * FP4_QK_K + k] = xc[b].qs[k];
         }
-        if (act) fp4_a16_act_avx512(xc, nsb, act + col * w->n_in);
+        if (path == FP4_CPU_AVX2) fp4_a16_act_avx2(xc, nsb, act + col * w->n_in, aabs + col * w->n_in);
+        if (path == FP4_CPU_AVX512) fp4_a16_act_avx512(xc, nsb, act + col * w->n_in);
     }
     pthread_once(&q1_16_once, q1_16_fill);
-    mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .xq = xq, .q16 = q16, .act = act, .d = d, .path = path};
+    mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .q16 = q16, .act = act, .aabs = aabs, .d = d, .path = path};
     st = fp4_parallel_rows(w->n_out, n_threads, a16_rows, &c);
-    free(xq), free(q16), free(act), free(d);
+    free(xq), free(q16), free(act), free(aabs), free(d);
     return st;
 }
 
