@@ -151,8 +151,12 @@ static int run_w4a4_path(bench *b, int nt, int path) {
     fp4_cpu_force_path(-1);
     return rc;
 }
-static int run_w4a4_best(void *p, int nt) { return run_w4a4_path(p, nt, FP4_CPU_N_PATHS); }
-static int run_w4a4_portable(void *p, int nt) { return run_w4a4_path(p, nt, FP4_CPU_PORTABLE); }
+static int run_w4a4_best(void *p, int nt) {
+    return run_w4a4_path(p, nt, FP4_CPU_N_PATHS);
+}
+static int run_w4a4_portable(void *p, int nt) {
+    return run_w4a4_path(p, nt, FP4_CPU_PORTABLE);
+}
 static int run_q4_K(void *p, int nt) {
     bench *b = p;
     return fp4_q4_K_matvec(b->q4, b->n_out, b->n_in, b->x, 1, b->y, nt) != FP4_OK;
@@ -197,9 +201,10 @@ static void row(const char *ours, const char *theirs, paired p, double bytes, in
         printf("| %s | %s | %d | failed | | | | | |\n", ours, theirs, nt);
         return;
     }
-    printf("| %s | %s | %d | %.2f (%.2f GB/s) | %.2f (%.2f GB/s) | **%.2f** | %.2f–%.2f | %.2f–%.2f | %.2f (%.2f–%.2f) |\n",
-           ours, theirs, nt, p.ours * 1e3, bytes / p.ours * 1e-9, p.theirs * 1e3, bytes / p.theirs * 1e-9, p.r_med,
-           p.r_q1, p.r_q3, p.r_min, p.r_max, p.c_med, p.c_q1, p.c_q3);
+    printf("| %s | %s | %d | %.2f (%.2f GB/s) | %.2f (%.2f GB/s) | **%.2f** | %.2f–%.2f | %.2f–%.2f | %.2f "
+           "(%.2f–%.2f) |\n",
+           ours, theirs, nt, p.ours * 1e3, bytes / p.ours * 1e-9, p.theirs * 1e3, bytes / p.theirs * 1e-9,
+           p.r_med, p.r_q1, p.r_q3, p.r_min, p.r_max, p.c_med, p.c_q1, p.c_q3);
 }
 
 static const char *only; /* argv[2]: "nvfp4", "q4_K" or "w4a4", else all */
@@ -241,7 +246,8 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
     for (int kind = 0; kind < 2; kind++) { /* 0: NVFP4 exact A16 vs ggml NVFP4; 1: Q4_K vs ggml Q4_K */
         if (only && strcmp(only, kind ? "q4_K" : "nvfp4")) continue;
         if (kind == 0 || (only && kind == 1))
-            printf("| fp4lane (path) | ggml (%s) | threads | fp4lane ms (median) | ggml ms (median) | speed ratio "
+            printf("| fp4lane (path) | ggml (%s) | threads | fp4lane ms (median) | ggml ms (median) | speed "
+                   "ratio "
                    "ggml/fp4lane (median of %d pairs) | quartiles | min–max | CPU-time ratio (quartiles) |\n"
                    "|---|---|---|---|---|---|---|---|---|\n",
                    variant, reps);
@@ -251,8 +257,8 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
         gb.row_bytes = kind ? (size_t)(n_in / 256) * sizeof(fp4_block_q4_K) : (size_t)(n_in / 64) * 36;
         for (int path = best; path >= 0; path--) {
             fp4_cpu_force_path(path);
-            snprintf(ours, sizeof ours, "%s (%s)", kind ? "`fp4_q4_K_matvec`" : "`fp4_nvfp4_matvec_a16_exact`",
-                     path_label[path]);
+            snprintf(ours, sizeof ours, "%s (%s)",
+                     kind ? "`fp4_q4_K_matvec`" : "`fp4_nvfp4_matvec_a16_exact`", path_label[path]);
             for (int nt = 1; nt <= 2; nt++)
                 row(ours, kind ? "`ggml_vec_dot_q4_K_q8_K`" : "`ggml_vec_dot_nvfp4_q8_0`",
                     time_paired(kind ? run_q4_K : run_nvfp4, &b, run_ggml, &gb, nt, reps),
@@ -264,12 +270,14 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
     if ((!only || !strcmp(only, "w4a4")) && best > FP4_CPU_PORTABLE) {
         bench w4 = b;
         w4.nv.input_scale_inv = 0.5f;
-        printf("\n| fp4lane (path) | against | threads | ms (median) | ms (median) | speed ratio (median of %d pairs) | "
-               "quartiles | min–max | CPU-time ratio (quartiles) |\n|---|---|---|---|---|---|---|---|---|\n", reps);
+        printf("\n| fp4lane (path) | against | threads | ms (median) | ms (median) | speed ratio (median of "
+               "%d pairs) | "
+               "quartiles | min–max | CPU-time ratio (quartiles) |\n|---|---|---|---|---|---|---|---|---|\n",
+               reps);
         snprintf(ours, sizeof ours, "`fp4_nvfp4_matvec_w4a4` (%s)", path_label[best]);
         for (int nt = 1; nt <= 2; nt++)
-            row(ours, "`fp4_nvfp4_matvec_w4a4` (portable)", time_paired(run_w4a4_best, &w4, run_w4a4_portable, &w4, nt, reps),
-                (double)nv_bytes, nt);
+            row(ours, "`fp4_nvfp4_matvec_w4a4` (portable)",
+                time_paired(run_w4a4_best, &w4, run_w4a4_portable, &w4, nt, reps), (double)nv_bytes, nt);
     }
     /* bits: the reference is fp4lane's portable Q4_K dot, which test_ggml_oracle pins to ggml's generic
      * C as built for baseline x86-64 (libggml-cpu-x64.so); the other variants' builds of that same C
@@ -290,10 +298,13 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
             gen_diff += memcmp(&s_ref, &s_gen, 4) != 0;
             ours_diff += memcmp(&s_ref, &s_ours, 4) != 0;
         }
-        printf("\nQ4_K bits, %lld rows, against fp4lane's portable dot (= ggml's generic C built for baseline "
-               "x86-64): ggml_vec_dot_q4_K_q8_K (%s) differs in %ld, ggml_vec_dot_q4_K_q8_K_generic (%s build) in "
-               "%ld, fp4lane (%s) in %ld\n", (long long)n_out, variant, simd_diff, variant, gen_diff,
-               fp4_cpu_path_name(fp4_cpu_path()), ours_diff);
+        printf(
+            "\nQ4_K bits, %lld rows, against fp4lane's portable dot (= ggml's generic C built for baseline "
+            "x86-64): ggml_vec_dot_q4_K_q8_K (%s) differs in %ld, ggml_vec_dot_q4_K_q8_K_generic (%s build) "
+            "in "
+            "%ld, fp4lane (%s) in %ld\n",
+            (long long)n_out, variant, simd_diff, variant, gen_diff, fp4_cpu_path_name(fp4_cpu_path()),
+            ours_diff);
     }
     free(payload);
     free(scales);
@@ -317,7 +328,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("fp4lane %s; ggml %s (%s), CPU backend %s\n", fp4_version(), g.ggml_version(), g.ggml_commit(), g.cpu_name);
-    printf("fp4lane CPU path: %s (best this CPU has, after $FP4_CPU_PATH)\n", fp4_cpu_path_name(fp4_cpu_path()));
+    printf("fp4lane CPU path: %s (best this CPU has, after $FP4_CPU_PATH)\n",
+           fp4_cpu_path_name(fp4_cpu_path()));
     print_load("start");
     if (bench_shape(4096, 14336, &g, variant, reps)) return 1;
     if (bench_shape(14336, 4096, &g, variant, reps)) return 1;

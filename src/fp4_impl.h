@@ -80,7 +80,9 @@ static inline float fp4_a16_epilogue(int64_t total, float d, float scale2, float
  * what ggml returns when the NaN arises inside the dot): which NaN's payload survives an f32 add
  * of two NaNs depends on the operand order the compiler picked, so the K-quant dots return this
  * one instead, the same bits on every CPU path and compiler. Other values pass unchanged. */
-static inline float fp4_canonical_nan(float f) { return f != f ? fp4_bits_f32(0xFFC00000u) : f; }
+static inline float fp4_canonical_nan(float f) {
+    return f != f ? fp4_bits_f32(0xFFC00000u) : f;
+}
 
 /* Q4_K: the 6-bit (scale, min) pair of sub-block j from the 12 packed bytes (ggml's layout). */
 static inline void fp4_q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
@@ -116,16 +118,17 @@ void fp4_a16_act_avx2(const fp4_block_q8_K *xq, int64_t nsb, int8_t *act, uint8_
 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
                        const uint8_t *aabs, const float *d, int64_t n_in);
 void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst);
-float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
-                         const float *d, int64_t n_in);
+float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                         const int8_t *act, const float *d, int64_t n_in);
 
 /* W4A4 row dot, AVX-512 (contract_avx512.c): the same bits as fp4_nvfp4_dot_w4a4. Per column,
  * fp4_w4a4_act_avx512 decodes the activation codes to signed int8 (rearranged like the A16
  * ones) and their scales to q9, padded to a multiple of 8 groups: act holds ceil(n_in/128)·128
  * bytes, q9a ceil(n_in/128)·8 values. */
-void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act, int64_t *q9a);
-float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
-                          const int64_t *q9a, float input_scale_inv, int64_t n_in);
+void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act,
+                         int64_t *q9a);
+float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                          const int8_t *act, const int64_t *q9a, float input_scale_inv, int64_t n_in);
 
 /* Q4_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
  * ggml-generic order. act is NULL or the activations rearranged by the matching fp4_q4K_act_*:

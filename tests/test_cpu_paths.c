@@ -44,8 +44,8 @@ static void test_pick(void) {
     else if (__builtin_cpu_supports("avx2"))
         CHECK_EQ_INT(best, FP4_CPU_AVX2);
 #endif
-    printf("CPU paths: best %s, in use %s; checking %d path(s)\n", fp4_cpu_path_name(best), fp4_cpu_path_name(path),
-           path + 1);
+    printf("CPU paths: best %s, in use %s; checking %d path(s)\n", fp4_cpu_path_name(best),
+           fp4_cpu_path_name(path), path + 1);
 }
 
 /* ---- exact A16: element by element from the integer encodings (SPEC §4) ---- */
@@ -58,7 +58,8 @@ static float a16_slow(const uint8_t *p, const uint8_t *s, float s2, const fp4_bl
             int64_t dot = 0;
             for (int j = 0; j < 16; j++) {
                 int64_t k = sb * 256 + g * 16 + j;
-                dot += (int64_t)fp4_e2m1_q1((uint8_t)((p[k / 2] >> (4 * (k & 1))) & 15)) * xq[sb].qs[g * 16 + j];
+                dot +=
+                    (int64_t)fp4_e2m1_q1((uint8_t)((p[k / 2] >> (4 * (k & 1))) & 15)) * xq[sb].qs[g * 16 + j];
             }
             total += dot * fp4_e4m3fn_q9(s[sb * 16 + g]);
         }
@@ -71,30 +72,38 @@ static float a16_slow(const uint8_t *p, const uint8_t *s, float s2, const fp4_bl
 }
 
 enum { A16_RANDOM, A16_MAX_POS, A16_MAX_NEG, A16_MAX_MIXED, A16_ALL_SCALES, A16_ZERO_SBS, A16_KINDS };
-static const char *const a16_names[A16_KINDS] = {"random", "max+", "max-", "max-mixed", "all-scale-bytes",
-                                                 "zero-super-blocks"};
+static const char *const a16_names[A16_KINDS] = {
+    "random", "max+", "max-", "max-mixed", "all-scale-bytes", "zero-super-blocks"};
 
 /* weights and activations of one case; x gets n_cols columns */
 static void a16_case(int kind, test_rng *r, uint8_t *p, uint8_t *s, float *x, int64_t n_out, int64_t n_in,
                      int64_t n_cols) {
     const int64_t np = n_out * n_in / 2, ns = n_out * n_in / 16, nx = n_cols * n_in;
-    for (int64_t i = 0; i < np; i++) p[i] = (uint8_t)rng_u64(r);
-    for (int64_t i = 0; i < ns; i++) s[i] = (uint8_t)rng_u64(r);
-    for (int64_t i = 0; i < nx; i++) x[i] = rng_normal(r);
+    for (int64_t i = 0; i < np; i++)
+        p[i] = (uint8_t)rng_u64(r);
+    for (int64_t i = 0; i < ns; i++)
+        s[i] = (uint8_t)rng_u64(r);
+    for (int64_t i = 0; i < nx; i++)
+        x[i] = rng_normal(r);
     switch (kind) {
     case A16_MAX_POS: /* every code +6 (0x7), every scale 448 (0x7E), activations all at +127 */
     case A16_MAX_NEG: /* every code -6 (0xF), every scale -448 (0xFE): the largest |group dot · q9| */
         memset(p, kind == A16_MAX_POS ? 0x77 : 0xFF, (size_t)np);
         memset(s, kind == A16_MAX_POS ? 0x7E : 0xFE, (size_t)ns);
-        for (int64_t i = 0; i < nx; i++) x[i] = 3.0f;
+        for (int64_t i = 0; i < nx; i++)
+            x[i] = 3.0f;
         break;
     case A16_MAX_MIXED: /* ±6 codes against ±127 activations of the other sign pattern */
-        for (int64_t i = 0; i < np; i++) p[i] = (i / 3) % 2 ? 0x7F : 0xF7;
-        for (int64_t i = 0; i < ns; i++) s[i] = i % 2 ? 0x7E : 0xFE;
-        for (int64_t i = 0; i < nx; i++) x[i] = i % 2 ? -2.5f : 2.5f;
+        for (int64_t i = 0; i < np; i++)
+            p[i] = (i / 3) % 2 ? 0x7F : 0xF7;
+        for (int64_t i = 0; i < ns; i++)
+            s[i] = i % 2 ? 0x7E : 0xFE;
+        for (int64_t i = 0; i < nx; i++)
+            x[i] = i % 2 ? -2.5f : 2.5f;
         break;
     case A16_ALL_SCALES: /* every scale byte, NaN bytes and negative ones included */
-        for (int64_t i = 0; i < ns; i++) s[i] = (uint8_t)(i * 7 + i / 256);
+        for (int64_t i = 0; i < ns; i++)
+            s[i] = (uint8_t)(i * 7 + i / 256);
         break;
     case A16_ZERO_SBS: /* whole zero super-blocks in the activations (skipped: +0 contribution) */
         for (int64_t i = 0; i < nx; i++)
@@ -106,7 +115,7 @@ static void a16_case(int kind, test_rng *r, uint8_t *p, uint8_t *s, float *x, in
 }
 
 static void test_a16_paths(void) {
-    static const int64_t shapes[][3] = {{1, 256, 1}, {2, 256, 2}, {3, 512, 1}, {7, 768, 3},
+    static const int64_t shapes[][3] = {{1, 256, 1},  {2, 256, 2},   {3, 512, 1},  {7, 768, 3},
                                         {5, 4352, 2}, {37, 1024, 5}, {4, 16384, 1}};
     const int top = fp4_cpu_path();
     test_rng r = {0xA16A16ull};
@@ -115,7 +124,8 @@ static void test_a16_paths(void) {
         const int64_t n_out = shapes[si][0], n_in = shapes[si][1], n_cols = shapes[si][2], nsb = n_in / 256;
         uint8_t *p = malloc((size_t)(n_out * n_in / 2)), *s = malloc((size_t)(n_out * n_in / 16));
         float *x = malloc((size_t)(n_cols * n_in) * sizeof(float));
-        float *ref = malloc((size_t)(n_cols * n_out) * sizeof(float)), *y = malloc((size_t)(n_cols * n_out) * sizeof(float));
+        float *ref = malloc((size_t)(n_cols * n_out) * sizeof(float)),
+              *y = malloc((size_t)(n_cols * n_out) * sizeof(float));
         fp4_block_q8_K *xq = malloc((size_t)nsb * sizeof *xq);
         for (int kind = 0; kind < A16_KINDS; kind++) {
             const float s2s[3] = {1.0f / 2688.0f, 1.0f, 0x1p-30f};
@@ -135,9 +145,11 @@ static void test_a16_paths(void) {
                     memset(y, 0x7F, (size_t)(n_cols * n_out) * sizeof(float));
                     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, n_cols, y, nt));
                     int64_t bad = 0;
-                    for (int64_t i = 0; i < n_cols * n_out; i++) bad += f32_bits(y[i]) != f32_bits(ref[i]);
-                    CHECK_MSG(bad == 0, "a16 %s %lldx%lld path %s threads %d: %lld values differ", a16_names[kind],
-                              (long long)n_out, (long long)n_in, fp4_cpu_path_name(path), nt, (long long)bad);
+                    for (int64_t i = 0; i < n_cols * n_out; i++)
+                        bad += f32_bits(y[i]) != f32_bits(ref[i]);
+                    CHECK_MSG(bad == 0, "a16 %s %lldx%lld path %s threads %d: %lld values differ",
+                              a16_names[kind], (long long)n_out, (long long)n_in, fp4_cpu_path_name(path), nt,
+                              (long long)bad);
                     *(nt == 1 ? &bad_path : &bad_threads) += bad;
                     compared += n_cols * n_out;
                 }
@@ -161,7 +173,8 @@ static float w4a4_slow(const uint8_t *p, const uint8_t *s, float s2, const uint8
         for (int j = 0; j < 16; j++) {
             const int64_t k = g * 16 + j;
             const int sh = 4 * (int)(k & 1);
-            dot += (int64_t)fp4_e2m1_q1((uint8_t)((p[k / 2] >> sh) & 15)) * fp4_e2m1_q1((uint8_t)((ac[k / 2] >> sh) & 15));
+            dot += (int64_t)fp4_e2m1_q1((uint8_t)((p[k / 2] >> sh) & 15)) *
+                   fp4_e2m1_q1((uint8_t)((ac[k / 2] >> sh) & 15));
         }
         total += dot * fp4_e4m3fn_q9(s[g]) * fp4_e4m3fn_q9(as[g]);
     }
@@ -174,8 +187,8 @@ static float w4a4_slow(const uint8_t *p, const uint8_t *s, float s2, const uint8
 
 static void test_w4a4_paths(void) {
     /* n_in: multiples of 16 around the 128-value steps of the AVX-512 loop (masked tails) */
-    static const int64_t shapes[][3] = {{1, 16, 1}, {2, 32, 2}, {3, 112, 1}, {2, 128, 3}, {5, 144, 2},
-                                        {4, 256, 1}, {7, 1040, 2}, {3, 4096, 1}};
+    static const int64_t shapes[][3] = {{1, 16, 1},  {2, 32, 2},  {3, 112, 1},  {2, 128, 3},
+                                        {5, 144, 2}, {4, 256, 1}, {7, 1040, 2}, {3, 4096, 1}};
     const int top = fp4_cpu_path();
     test_rng r = {0x5734A4ull};
     long compared = 0, bad_slow = 0, bad = 0;
@@ -184,11 +197,13 @@ static void test_w4a4_paths(void) {
         uint8_t *p = malloc((size_t)(n_out * n_in / 2)), *s = malloc((size_t)(n_out * n_in / 16));
         uint8_t *ac = malloc((size_t)(n_in / 2)), *as = malloc((size_t)(n_in / 16));
         float *x = malloc((size_t)(n_cols * n_in) * sizeof(float));
-        float *ref = malloc((size_t)(n_cols * n_out) * sizeof(float)), *y = malloc((size_t)(n_cols * n_out) * sizeof(float));
+        float *ref = malloc((size_t)(n_cols * n_out) * sizeof(float)),
+              *y = malloc((size_t)(n_cols * n_out) * sizeof(float));
         for (int kind = 0; kind < A16_KINDS; kind++) {
             a16_case(kind, &r, p, s, x, n_out, n_in, n_cols);
             const float in_invs[3] = {6.0f / 3.0f, 1.0f / 448.0f, 37.5f};
-            fp4_nvfp4_view w = {p, s, kind % 2 ? 1.0f / 2688.0f : 0x1p-12f, in_invs[(si + (size_t)kind) % 3], n_out, n_in};
+            fp4_nvfp4_view w = {
+                p, s, kind % 2 ? 1.0f / 2688.0f : 0x1p-12f, in_invs[(si + (size_t)kind) % 3], n_out, n_in};
             fp4_cpu_force_path(FP4_CPU_PORTABLE);
             CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, n_cols, ref, 1));
             for (int64_t c = 0; c < n_cols; c++) {
@@ -203,9 +218,11 @@ static void test_w4a4_paths(void) {
                     memset(y, 0x7F, (size_t)(n_cols * n_out) * sizeof(float));
                     CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, n_cols, y, nt));
                     int64_t nbad = 0;
-                    for (int64_t i = 0; i < n_cols * n_out; i++) nbad += f32_bits(y[i]) != f32_bits(ref[i]);
-                    CHECK_MSG(nbad == 0, "w4a4 %s %lldx%lld path %s threads %d: %lld values differ", a16_names[kind],
-                              (long long)n_out, (long long)n_in, fp4_cpu_path_name(path), nt, (long long)nbad);
+                    for (int64_t i = 0; i < n_cols * n_out; i++)
+                        nbad += f32_bits(y[i]) != f32_bits(ref[i]);
+                    CHECK_MSG(nbad == 0, "w4a4 %s %lldx%lld path %s threads %d: %lld values differ",
+                              a16_names[kind], (long long)n_out, (long long)n_in, fp4_cpu_path_name(path), nt,
+                              (long long)nbad);
                     bad += nbad;
                     compared += n_cols * n_out;
                 }
@@ -222,12 +239,15 @@ static void test_w4a4_paths(void) {
 /* ---- Q4_K: every path against the portable dot ---- */
 static void rand_q8_K(test_rng *r, fp4_block_q8_K *b, int64_t nb, int extreme) {
     for (int64_t i = 0; i < nb; i++) {
-        b[i].d = ldexpf(rng_uniform(r) + 0.01f, (int)(rng_u64(r) % 40) - 30) * (rng_u64(r) & 1 ? -1.0f : 1.0f);
+        b[i].d =
+            ldexpf(rng_uniform(r) + 0.01f, (int)(rng_u64(r) % 40) - 30) * (rng_u64(r) & 1 ? -1.0f : 1.0f);
         for (int j = 0; j < FP4_QK_K; j++)
-            b[i].qs[j] = extreme ? (int8_t)(extreme > 0 ? 127 : -128) : (int8_t)((int)(rng_u64(r) % 256) - 128);
+            b[i].qs[j] =
+                extreme ? (int8_t)(extreme > 0 ? 127 : -128) : (int8_t)((int)(rng_u64(r) % 256) - 128);
         for (int g = 0; g < 16; g++) {
             int s = 0;
-            for (int j = 0; j < 16; j++) s += b[i].qs[16 * g + j];
+            for (int j = 0; j < 16; j++)
+                s += b[i].qs[16 * g + j];
             b[i].bsums[g] = (int16_t)s;
         }
     }
@@ -243,7 +263,8 @@ static void test_q4_K_paths(void) {
     for (int rep = 0; rep < 3000; rep++) {
         const int kind = rep % 6;
         uint8_t *pw = (uint8_t *)w;
-        for (size_t i = 0; i < sizeof w; i++) pw[i] = (uint8_t)rng_u64(&r);
+        for (size_t i = 0; i < sizeof w; i++)
+            pw[i] = (uint8_t)rng_u64(&r);
         rand_q8_K(&r, x, NB, kind == 2 ? 1 : kind == 3 ? -1 : 0);
         for (int b = 0; b < NB; b++) {
             if (kind == 0) { /* any f16 bits, NaN, Inf and subnormals included */
@@ -269,8 +290,9 @@ static void test_q4_K_paths(void) {
                 fp4_cpu_force_path(path);
                 const float got = fp4_q4_K_dot_q8_K(w, x, nb * FP4_QK_K);
                 bad += f32_bits(got) != f32_bits(ref);
-                CHECK_MSG(f32_bits(got) == f32_bits(ref), "q4_K kind %d nb %lld path %s: %a (0x%08x) vs portable %a (0x%08x)",
-                          kind, (long long)nb, fp4_cpu_path_name(path), (double)got, f32_bits(got), (double)ref,
+                CHECK_MSG(f32_bits(got) == f32_bits(ref),
+                          "q4_K kind %d nb %lld path %s: %a (0x%08x) vs portable %a (0x%08x)", kind,
+                          (long long)nb, fp4_cpu_path_name(path), (double)got, f32_bits(got), (double)ref,
                           f32_bits(ref));
                 compared++;
             }
@@ -283,10 +305,13 @@ static void test_q4_K_paths(void) {
     /* matvec: every path and thread count equals the portable single-thread result */
     const int64_t n_out = 23, n_in = 1280, n_cols = 3, nb = n_in / FP4_QK_K;
     fp4_block_q4_K *q4 = malloc((size_t)(n_out * nb) * sizeof *q4);
-    float *wf = malloc((size_t)(n_out * n_in) * sizeof(float)), *xf = malloc((size_t)(n_cols * n_in) * sizeof(float));
+    float *wf = malloc((size_t)(n_out * n_in) * sizeof(float)),
+          *xf = malloc((size_t)(n_cols * n_in) * sizeof(float));
     float ref[23 * 3], y[23 * 3];
-    for (int64_t i = 0; i < n_out * n_in; i++) wf[i] = rng_normal(&r) * (1.0f + (float)(i % 5));
-    for (int64_t i = 0; i < n_cols * n_in; i++) xf[i] = (i / 256) % 4 == 2 ? 0.0f : rng_normal(&r);
+    for (int64_t i = 0; i < n_out * n_in; i++)
+        wf[i] = rng_normal(&r) * (1.0f + (float)(i % 5));
+    for (int64_t i = 0; i < n_cols * n_in; i++)
+        xf[i] = (i / 256) % 4 == 2 ? 0.0f : rng_normal(&r);
     CHECK_OK(fp4_q4_K_quantize(wf, n_out * n_in, q4));
     fp4_cpu_force_path(FP4_CPU_PORTABLE);
     CHECK_OK(fp4_q4_K_matvec(q4, n_out, n_in, xf, n_cols, ref, 1));
@@ -294,7 +319,8 @@ static void test_q4_K_paths(void) {
         fp4_cpu_force_path(path);
         for (int nt = 1; nt <= 3; nt++) {
             CHECK_OK(fp4_q4_K_matvec(q4, n_out, n_in, xf, n_cols, y, nt));
-            CHECK_MSG(!memcmp(y, ref, sizeof y), "q4_K matvec path %s threads %d", fp4_cpu_path_name(path), nt);
+            CHECK_MSG(!memcmp(y, ref, sizeof y), "q4_K matvec path %s threads %d", fp4_cpu_path_name(path),
+                      nt);
         }
     }
     fp4_cpu_force_path(-1);

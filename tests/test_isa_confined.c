@@ -16,7 +16,8 @@ static int is_wide(const char *line) {
     const char *t = strchr(line, '\t');
     if (!t) return 0;
     t++;
-    while (*t == ' ') t++;
+    while (*t == ' ')
+        t++;
     if (t[0] == 'v' || !strncmp(t, "kmov", 4) || !strncmp(t, "kor", 3) || !strncmp(t, "kand", 4)) return 1;
     return strstr(line, "%ymm") || strstr(line, "%zmm") || strstr(line, "%k");
 }
@@ -73,6 +74,7 @@ int main(void) {
     CHECK_EQ_INT(wide_outside, 0);
     CHECK_EQ_INT(avx512_in_avx2, 0);
     printf("%ld functions, %ld instructions, %ld beyond baseline x86-64, %ld of them outside *avx2*/*avx512* "
-           "functions\n", functions, insns, wide, wide_outside);
+           "functions\n",
+           functions, insns, wide, wide_outside);
     return check_report();
 }

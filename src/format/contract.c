@@ -160,7 +160,9 @@ typedef struct mv_ctx {
 } mv_ctx;
 
 /* n_in rounded up to whole halves of 8 groups (128 values), as fp4_w4a4_act_avx512 writes them */
-static int64_t w4a4_padded(int64_t n_in) { return (n_in + 127) / 128 * 128; }
+static int64_t w4a4_padded(int64_t n_in) {
+    return (n_in + 127) / 128 * 128;
+}
 
 static fp4_status mv_check(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, const float *y) {
     if (!w || !x || !y || !w->payload || !w->scales || n_cols < 0) return FP4_ERR_INVALID_ARG;
@@ -182,7 +184,8 @@ static float a16_row_avx2(const mv_ctx *c, const uint8_t *pr, const uint8_t *sr,
 }
 static float a16_row_avx512(const mv_ctx *c, const uint8_t *pr, const uint8_t *sr, int64_t col) {
     const int64_t n_in = c->w->n_in;
-    return fp4_dot_a16_avx512(pr, sr, c->w->scale2, c->act + col * n_in, c->d + col * (n_in / FP4_QK_K), n_in);
+    return fp4_dot_a16_avx512(pr, sr, c->w->scale2, c->act + col * n_in, c->d + col * (n_in / FP4_QK_K),
+                              n_in);
 }
 static const a16_row_fn a16_row[FP4_CPU_N_PATHS] = {
     [FP4_CPU_PORTABLE] = a16_row_portable, [FP4_CPU_AVX2] = a16_row_avx2, [FP4_CPU_AVX512] = a16_row_avx512};
@@ -193,7 +196,8 @@ static void a16_rows(void *p, int64_t r0, int64_t r1) {
     const a16_row_fn dot = a16_row[c->path];
     for (int64_t r = r0; r < r1; r++)
         for (int64_t col = 0; col < c->n_cols; col++)
-            c->y[col * c->w->n_out + r] = dot(c, c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), col);
+            c->y[col * c->w->n_out + r] =
+                dot(c, c->w->payload + r * (n_in / 2), c->w->scales + r * (n_in / 16), col);
 }
 
 fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
@@ -221,13 +225,15 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
         for (int64_t b = 0; b < nsb; b++) {
             d[col * nsb + b] = xc[b].d;
             if (q16)
-                for (int k = 0; k < FP4_QK_K; k++) q16[col * w->n_in + b * FP4_QK_K + k] = xc[b].qs[k];
+                for (int k = 0; k < FP4_QK_K; k++)
+                    q16[col * w->n_in + b * FP4_QK_K + k] = xc[b].qs[k];
         }
         if (path == FP4_CPU_AVX2) fp4_a16_act_avx2(xc, nsb, act + col * w->n_in, aabs + col * w->n_in);
         if (path == FP4_CPU_AVX512) fp4_a16_act_avx512(xc, nsb, act + col * w->n_in);
     }
     pthread_once(&q1_16_once, q1_16_fill);
-    mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .q16 = q16, .act = act, .aabs = aabs, .d = d, .path = path};
+    mv_ctx c = {
+        .w = w, .x = x, .n_cols = n_cols, .y = y, .q16 = q16, .act = act, .aabs = aabs, .d = d, .path = path};
     st = fp4_parallel_rows(w->n_out, n_threads, a16_rows, &c);
     free(xq), free(q16), free(act), free(aabs), free(d);
     return st;
@@ -240,8 +246,8 @@ static void w4a4_rows(void *p, int64_t r0, int64_t r1) {
         const uint8_t *pr = c->w->payload + r * (n_in / 2), *sr = c->w->scales + r * (n_in / 16);
         for (int64_t col = 0; col < c->n_cols; col++)
             c->y[col * c->w->n_out + r] =
-                c->wact ? fp4_dot_w4a4_avx512(pr, sr, c->w->scale2, c->wact + col * np, c->q9a + col * (np / 16),
-                                              c->w->input_scale_inv, n_in)
+                c->wact ? fp4_dot_w4a4_avx512(pr, sr, c->w->scale2, c->wact + col * np,
+                                              c->q9a + col * (np / 16), c->w->input_scale_inv, n_in)
                         : fp4_nvfp4_dot_w4a4(pr, sr, c->w->scale2, c->acodes + col * (n_in / 2),
                                              c->ascales + col * (n_in / 16), c->w->input_scale_inv, n_in);
     }
@@ -271,7 +277,14 @@ fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_
     }
     if (!st) {
         q1_init();
-        mv_ctx c = {.w = w, .x = x, .n_cols = n_cols, .y = y, .acodes = codes, .ascales = scl, .wact = wact, .q9a = q9a};
+        mv_ctx c = {.w = w,
+                    .x = x,
+                    .n_cols = n_cols,
+                    .y = y,
+                    .acodes = codes,
+                    .ascales = scl,
+                    .wact = wact,
+                    .q9a = q9a};
         st = fp4_parallel_rows(w->n_out, n_threads, w4a4_rows, &c);
     }
     free(codes), free(scl), free(wact), free(q9a);

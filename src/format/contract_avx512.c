@@ -1,6 +1,6 @@
 /* contract_avx512.c — the exact A16 (SPEC §4) and W4A4 (SPEC §5) row dots with AVX-512 (F, BW,
- * VL, VNNI), chosen at run time (cpu_path.c). Only the order-free integer part is vectorized: the 16 group dots of a
- * super-block are exact int32 sums and the super-block total Σ dot·q9 is an exact int64 sum,
+ * VL, VNNI), chosen at run time (cpu_path.c). Only the order-free integer part is vectorized: the 16 group
+ * dots of a super-block are exact int32 sums and the super-block total Σ dot·q9 is an exact int64 sum,
  * whatever the order; the total then goes through the same pinned f32 epilogue
  * (fp4_a16_epilogue), super-blocks in index order. So the result is the portable path's bits;
  * test_cpu_paths checks every path against an element-by-element reimplementation. W4A4 is the
@@ -50,7 +50,8 @@ FP4_TARGET_AVX512 static inline __m512i q9_8_avx512(__m128i s8) {
     __m512i v = _mm512_sllv_epi64(mant, sh);
     const __mmask8 neg = _mm512_test_epi64_mask(b, _mm512_set1_epi64(0x80));
     v = _mm512_mask_sub_epi64(v, neg, _mm512_setzero_si512(), v);
-    const __mmask8 nan = _mm512_cmpeq_epi64_mask(_mm512_and_si512(b, _mm512_set1_epi64(0x7F)), _mm512_set1_epi64(0x7F));
+    const __mmask8 nan =
+        _mm512_cmpeq_epi64_mask(_mm512_and_si512(b, _mm512_set1_epi64(0x7F)), _mm512_set1_epi64(0x7F));
     return _mm512_maskz_mov_epi64((__mmask8)~nan, v);
 }
 
@@ -58,8 +59,10 @@ FP4_TARGET_AVX512 static inline __m512i q9_8_avx512(__m128i s8) {
  * memory (k: 15, 7, 8, 1, 0x80, 0x7F per int32), so that the compiler does not rebuild them with
  * broadcasts inside the loop. */
 static const int32_t q9_consts[6][16] __attribute__((aligned(64))) = {
-#define C16(v) {v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v}
-    C16(15), C16(7), C16(8), C16(1), C16(0x80), C16(0x7F)
+#define C16(v)                                                                                               \
+    { v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v }
+    C16(15),   C16(7),   C16(8), C16(1),
+    C16(0x80), C16(0x7F)
 #undef C16
 };
 FP4_TARGET_AVX512 static inline __m512i q9_16_avx512(__m128i s16, const __m512i k[6]) {
@@ -76,12 +79,14 @@ FP4_TARGET_AVX512 static inline __m512i q9_16_avx512(__m128i s16, const __m512i 
     return _mm512_maskz_mov_epi32((__mmask16)~nan, v);
 }
 
-FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
-                                           const int8_t *act, const float *d, int64_t n_in) {
+FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row,
+                                           float scale2, const int8_t *act, const float *d, int64_t n_in) {
     const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(MAG8));
-    const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08), zero = _mm512_setzero_si512();
+    const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08),
+                  zero = _mm512_setzero_si512();
     __m512i k[6];
-    for (int i = 0; i < 6; i++) k[i] = _mm512_load_si512((const void *)q9_consts[i]);
+    for (int i = 0; i < 6; i++)
+        k[i] = _mm512_load_si512((const void *)q9_consts[i]);
     /* opaque to the compiler: kept in registers, not rebuilt by broadcasts in the loop */
     __asm__("" : "+v"(k[0]), "+v"(k[1]), "+v"(k[2]), "+v"(k[3]), "+v"(k[4]), "+v"(k[5]));
     __m512i low4c = low4, sign4c = sign4;
@@ -93,7 +98,8 @@ FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uin
         const int8_t *a = act + sb * FP4_QK_K;
         __m512i tot = zero;
         /* q9 of the 16 groups; per half, groups 8h..8h+7 widened to int64 lanes for vpmuldq */
-        const __m512i q9 = q9_16_avx512(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)), k);
+        const __m512i q9 =
+            q9_16_avx512(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)), k);
         const __m512i q9h[2] = {_mm512_cvtepi32_epi64(_mm512_castsi512_si256(q9)),
                                 _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(q9, 1))};
 #pragma GCC unroll 2
@@ -117,7 +123,8 @@ FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uin
 
 /* ---- W4A4 (SPEC §5) ---- */
 
-void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act, int64_t *q9a) {
+void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act,
+                         int64_t *q9a) {
     const int64_t ng = n_in / 16, nh = (ng + 7) / 8; /* halves of 8 groups, the last one padded */
     memset(act, 0, (size_t)(nh * 128));
     memset(q9a, 0, (size_t)(nh * 8) * sizeof *q9a);
@@ -126,14 +133,16 @@ void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_
         act[128 * h + r] = (int8_t)fp4_e2m1_q1((uint8_t)(codes[j] & 15));
         act[128 * h + 64 + r] = (int8_t)fp4_e2m1_q1((uint8_t)(codes[j] >> 4));
     }
-    for (int64_t g = 0; g < ng; g++) q9a[g] = fp4_e4m3fn_q9(scales[g]);
+    for (int64_t g = 0; g < ng; g++)
+        q9a[g] = fp4_e4m3fn_q9(scales[g]);
 }
 
-FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
-                                            const int8_t *act, const int64_t *q9a, float input_scale_inv,
-                                            int64_t n_in) {
+FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row,
+                                            float scale2, const int8_t *act, const int64_t *q9a,
+                                            float input_scale_inv, int64_t n_in) {
     const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(MAG8));
-    const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08), zero = _mm512_setzero_si512();
+    const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08),
+                  zero = _mm512_setzero_si512();
     const int64_t ng = n_in / 16;
     __m512i tot = zero;
     for (int64_t g0 = 0; g0 < ng; g0 += 8) { /* 8 groups: 64 payload bytes, the last ones masked */
@@ -144,7 +153,8 @@ FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const ui
             b = _mm512_loadu_si512((const void *)(payload_row + g0 * 8));
             sc = _mm_loadl_epi64((const __m128i *)(const void *)(scales_row + g0));
         } else {
-            b = _mm512_maskz_loadu_epi8(((__mmask64)1 << (8 * left)) - 1, (const void *)(payload_row + g0 * 8));
+            b = _mm512_maskz_loadu_epi8(((__mmask64)1 << (8 * left)) - 1,
+                                        (const void *)(payload_row + g0 * 8));
             sc = _mm_maskz_loadu_epi8((__mmask16)((1u << left) - 1), scales_row + g0);
         }
         const __m512i lo = _mm512_and_si512(b, low4);
@@ -155,7 +165,8 @@ FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const ui
         ahi = _mm512_mask_sub_epi8(ahi, _mm512_test_epi8_mask(hi, sign4), zero, ahi);
         __m512i s = _mm512_dpbusd_epi32(zero, _mm512_shuffle_epi8(lut, lo), alo);
         s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(lut, hi), ahi);
-        s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32)); /* int64 lane q: dot of group g0 + q, |dot| <= 2304 */
+        s = _mm512_add_epi32(s,
+                             _mm512_srli_epi64(s, 32)); /* int64 lane q: dot of group g0 + q, |dot| <= 2304 */
         /* dot · q9(w) fits in int32 (<= 2304 · 229376), so a second vpmuldq by q9(a) is exact */
         const __m512i p = _mm512_mul_epi32(s, q9_8_avx512(sc));
         tot = _mm512_add_epi64(tot, _mm512_mul_epi32(p, _mm512_loadu_si512((const void *)(q9a + g0))));
@@ -167,16 +178,18 @@ FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const ui
     return fp4_round_f16(y);
 }
 #else
-void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act, int64_t *q9a) {
+void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act,
+                         int64_t *q9a) {
     (void)codes, (void)scales, (void)n_in, (void)act, (void)q9a;
 }
-float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
-                          const int64_t *q9a, float input_scale_inv, int64_t n_in) {
-    (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)q9a, (void)input_scale_inv, (void)n_in;
+float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                          const int8_t *act, const int64_t *q9a, float input_scale_inv, int64_t n_in) {
+    (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)q9a, (void)input_scale_inv,
+        (void)n_in;
     return NAN;
 }
-float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
-                         const float *d, int64_t n_in) {
+float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                         const int8_t *act, const float *d, int64_t n_in) {
     (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)d, (void)n_in;
     return NAN;
 }

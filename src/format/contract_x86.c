@@ -48,7 +48,8 @@ FP4_TARGET_AVX2 static inline __m256i q9_8_avx2(__m128i s8) {
     const __m256i sh = _mm256_and_si256(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), normal);
     __m256i v = _mm256_sllv_epi32(mant, sh);
     v = _mm256_sign_epi32(v, _mm256_or_si256(_mm256_slli_epi32(b, 24), _mm256_set1_epi32(1)));
-    const __m256i nan = _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7F)), _mm256_set1_epi32(0x7F));
+    const __m256i nan =
+        _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7F)), _mm256_set1_epi32(0x7F));
     return _mm256_andnot_si256(nan, v);
 }
 
@@ -67,7 +68,8 @@ FP4_TARGET_AVX2 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t
         __m256i m[4]; /* chunk k: int32 2g, 2g+1 = halves of group 4k + g */
         for (int k = 0; k < 4; k++) {
             const __m256i b = LOAD256(p + 32 * k);
-            const __m256i lo = _mm256_and_si256(b, low4), hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+            const __m256i lo = _mm256_and_si256(b, low4),
+                          hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
             const __m256i wlo = _mm256_sign_epi8(_mm256_shuffle_epi8(lut, lo), LOAD256(a + 64 * k));
             const __m256i whi = _mm256_sign_epi8(_mm256_shuffle_epi8(lut, hi), LOAD256(a + 64 * k + 32));
             const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(LOAD256(u + 64 * k), wlo),
@@ -77,8 +79,8 @@ FP4_TARGET_AVX2 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t
         /* hadd: per 128-bit half, group sums of two chunks; packs: the 16 dots as int16 in the
          * order 0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15 */
         const __m256i dots = _mm256_packs_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
-        const __m128i s16 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)),
-                                             gorder);
+        const __m128i s16 =
+            _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)), gorder);
         const __m256i qa = q9_8_avx2(s16), qb = q9_8_avx2(_mm_unpackhi_epi64(s16, s16));
         const __m256i q9lo = _mm256_packs_epi32(_mm256_and_si256(qa, _mm256_set1_epi32(511)),
                                                 _mm256_and_si256(qb, _mm256_set1_epi32(511)));

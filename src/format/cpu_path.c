@@ -38,14 +38,17 @@ int fp4_cpu_best_path(void) {
         return FP4_CPU_AVX512;
     /* the AVX2 kernels use AVX2 and F16C (CPUID leaf 1, ECX bit 29; every AVX2 CPU has it) */
     unsigned a, b, c, d;
-    if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29))) return FP4_CPU_AVX2;
+    if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)))
+        return FP4_CPU_AVX2;
 #endif
     return FP4_CPU_PORTABLE;
 }
 
 static int chosen;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
-static void choose(void) { chosen = fp4_cpu_pick(fp4_cpu_best_path(), getenv("FP4_CPU_PATH")); }
+static void choose(void) {
+    chosen = fp4_cpu_pick(fp4_cpu_best_path(), getenv("FP4_CPU_PATH"));
+}
 
 static int forced = -1; /* tests: fp4_cpu_force_path */
 

@@ -30,7 +30,8 @@ FP4_TARGET_AVX2 void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_
     for (int64_t b = 0; b < nb; b++) {
         int8_t *d = dst + b * FP4_Q4K_ACT_BYTES;
         for (int r = 0; r < 8; r++)
-            _mm256_storeu_si256((__m256i *)(void *)(d + 32 * r), _mm256_shuffle_epi8(LOAD256(x[b].qs + 32 * r), pairs));
+            _mm256_storeu_si256((__m256i *)(void *)(d + 32 * r),
+                                _mm256_shuffle_epi8(LOAD256(x[b].qs + 32 * r), pairs));
         for (int k = 0; k < 8; k++) {
             const int16_t pair = (int16_t)(x[b].bsums[2 * k] + x[b].bsums[2 * k + 1]);
             memcpy(d + 256 + 2 * k, &pair, 2);
@@ -70,7 +71,8 @@ q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act
             const __m256i q = _mm256_shuffle_epi8(LOAD256(b->qs + 32 * c), pairs);
             __m256i alo, ahi;
             if (pre) {
-                alo = LOAD256(act + i * FP4_Q4K_ACT_BYTES + 64 * c), ahi = LOAD256(act + i * FP4_Q4K_ACT_BYTES + 64 * c + 32);
+                alo = LOAD256(act + i * FP4_Q4K_ACT_BYTES + 64 * c),
+                ahi = LOAD256(act + i * FP4_Q4K_ACT_BYTES + 64 * c + 32);
             } else {
                 alo = _mm256_shuffle_epi8(LOAD256(a->qs + 64 * c), pairs);
                 ahi = _mm256_shuffle_epi8(LOAD256(a->qs + 64 * c + 32), pairs);
@@ -86,9 +88,10 @@ q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act
                                               _mm256_permute2x128_si256(acc_lo, acc_hi, 0x31));
         const __m128i mn = _mm_unpackhi_epi64(sm, sm);
         __m128i m4s; /* Σ bsums·mins, 4 partial int32 */
-        if (pre) { /* 8 mins against the 8 pair sums of bsums */
-            m4s = _mm_madd_epi16(_mm_cvtepu8_epi16(mn),
-                                 _mm_loadu_si128((const __m128i *)(const void *)(act + i * FP4_Q4K_ACT_BYTES + 256)));
+        if (pre) {   /* 8 mins against the 8 pair sums of bsums */
+            m4s = _mm_madd_epi16(
+                _mm_cvtepu8_epi16(mn),
+                _mm_loadu_si128((const __m128i *)(const void *)(act + i * FP4_Q4K_ACT_BYTES + 256)));
         } else { /* 16 bsums against mins j/2 */
             const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn, mn));
             const __m256i m8 = _mm256_madd_epi16(LOAD256(a->bsums), mins16);
@@ -97,7 +100,8 @@ q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act
         m4s = _mm_add_epi32(m4s, _mm_unpackhi_epi64(m4s, m4s));
         m4s = _mm_add_epi32(m4s, _mm_srli_epi64(m4s, 32));
         const float msum = _mm_cvtss_f32(_mm_cvtepi32_ps(m4s)); /* int32 0, converted as (float)msum */
-        const __m128 dd = _mm_cvtph_ps(_mm_cvtsi32_si128((int)(b->d | ((uint32_t)b->dmin << 16)))); /* exact */
+        const __m128 dd =
+            _mm_cvtph_ps(_mm_cvtsi32_si128((int)(b->d | ((uint32_t)b->dmin << 16)))); /* exact */
         const float d = _mm_cvtss_f32(dd) * a->d;
         sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane)));
         const float dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd)) * a->d;
@@ -105,7 +109,8 @@ q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act
     }
     float s[8];
     _mm256_storeu_ps(s, sums);
-    for (int l = 0; l < 8; l++) total += s[l];
+    for (int l = 0; l < 8; l++)
+        total += s[l];
     return fp4_canonical_nan(total);
 }
 
@@ -114,7 +119,9 @@ FP4_TARGET_AVX2 float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_
     return act ? q4K_dot_avx2(w, x, act, nb, 1) : q4K_dot_avx2(w, x, NULL, nb, 0);
 }
 #else
-void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) { (void)x, (void)nb, (void)dst; }
+void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
+    (void)x, (void)nb, (void)dst;
+}
 float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     (void)w, (void)x, (void)act, (void)nb;
     return NAN;

@@ -39,7 +39,9 @@ FP4_TARGET_AVX512 static inline __m128i q4K_scales_mins(const uint8_t *s) {
 
 /* vpermb / vpermt2b index tables, in memory order */
 #define GRP(base, l) base + l, base + l + 8, base + l + 16, base + l + 24
-#define GRP8(base) GRP(base, 0), GRP(base, 1), GRP(base, 2), GRP(base, 3), GRP(base, 4), GRP(base, 5), GRP(base, 6), GRP(base, 7)
+#define GRP8(base)                                                                                           \
+    GRP(base, 0), GRP(base, 1), GRP(base, 2), GRP(base, 3), GRP(base, 4), GRP(base, 5), GRP(base, 6),        \
+        GRP(base, 7)
 #define R4(j) j, j, j, j
 #define R32(j) R4(j), R4(j), R4(j), R4(j), R4(j), R4(j), R4(j), R4(j)
 /* weights: out byte 32cl + 4l + k <- in byte 32cl + l + 8k */
@@ -49,7 +51,8 @@ static const uint8_t wperm_tab[64] = {GRP8(0), GRP8(32)};
 static const uint8_t aperm_tab[2][64] = {{GRP8(0), GRP8(64)}, {GRP8(32), GRP8(96)}};
 /* the sub-block scale per int16 (bytes 0..7 of the scales/mins vector; odd bytes masked to 0):
  * half h, low nibbles: chunks 2h, 2h+1 -> scales 4h, 4h+2; high nibbles: 4h+1, 4h+3 */
-static const uint8_t sidx_tab[4][64] = {{R32(0), R32(2)}, {R32(1), R32(3)}, {R32(4), R32(6)}, {R32(5), R32(7)}};
+static const uint8_t sidx_tab[4][64] = {
+    {R32(0), R32(2)}, {R32(1), R32(3)}, {R32(4), R32(6)}, {R32(5), R32(7)}};
 /* the min per bsums int16 j: mins[j/2] (bytes 8..15) */
 static const uint8_t midx_tab[32] = {R4(8), R4(9), R4(10), R4(11), R4(12), R4(13), R4(14), R4(15)};
 
@@ -57,14 +60,14 @@ static const uint8_t midx_tab[32] = {R4(8), R4(9), R4(10), R4(11), R4(12), R4(13
 
 /* rearranged activations of one block, 64 bytes each: half 0's low-nibble partners, its high ones,
  * then half 1's */
-#define Q4K_ACT_BLOCK(qs, a0, a1, a2, a3)                                                           \
-    do {                                                                                        \
-        const __m512i x0_ = LOAD512((qs)), y0_ = LOAD512((qs) + 64);                            \
-        const __m512i x1_ = LOAD512((qs) + 128), y1_ = LOAD512((qs) + 192);                     \
-        a0 = _mm512_permutex2var_epi8(x0_, LOAD512(aperm_tab[0]), y0_);                         \
-        a1 = _mm512_permutex2var_epi8(x0_, LOAD512(aperm_tab[1]), y0_);                         \
-        a2 = _mm512_permutex2var_epi8(x1_, LOAD512(aperm_tab[0]), y1_);                         \
-        a3 = _mm512_permutex2var_epi8(x1_, LOAD512(aperm_tab[1]), y1_);                         \
+#define Q4K_ACT_BLOCK(qs, a0, a1, a2, a3)                                                                    \
+    do {                                                                                                     \
+        const __m512i x0_ = LOAD512((qs)), y0_ = LOAD512((qs) + 64);                                         \
+        const __m512i x1_ = LOAD512((qs) + 128), y1_ = LOAD512((qs) + 192);                                  \
+        a0 = _mm512_permutex2var_epi8(x0_, LOAD512(aperm_tab[0]), y0_);                                      \
+        a1 = _mm512_permutex2var_epi8(x0_, LOAD512(aperm_tab[1]), y0_);                                      \
+        a2 = _mm512_permutex2var_epi8(x1_, LOAD512(aperm_tab[0]), y1_);                                      \
+        a3 = _mm512_permutex2var_epi8(x1_, LOAD512(aperm_tab[1]), y1_);                                      \
     } while (0)
 
 FP4_TARGET_AVX512 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
@@ -85,7 +88,8 @@ FP4_TARGET_AVX512 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, i
 
 /* pre: act holds the rearranged activations (else they are rearranged here, block by block) */
 FP4_TARGET_AVX512 static inline __attribute__((always_inline)) float
-q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb, const int pre) {
+q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+               const int pre) {
     const __m512i wperm = LOAD512(wperm_tab);
     const __m512i sidx0 = LOAD512(sidx_tab[0]), sidx1 = LOAD512(sidx_tab[1]);
     const __m512i sidx2 = LOAD512(sidx_tab[2]), sidx3 = LOAD512(sidx_tab[3]);
@@ -114,27 +118,32 @@ q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *a
                                          _mm512_maskz_permutexvar_epi8(even, sidx0, smz));
         __m512i acc1 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q1, m4), av2),
                                          _mm512_maskz_permutexvar_epi8(even, sidx2, smz));
-        acc0 = _mm512_dpwssd_epi32(acc0, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), av1),
+        acc0 = _mm512_dpwssd_epi32(acc0,
+                                   _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), av1),
                                    _mm512_maskz_permutexvar_epi8(even, sidx1, smz));
-        acc1 = _mm512_dpwssd_epi32(acc1, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), av3),
+        acc1 = _mm512_dpwssd_epi32(acc1,
+                                   _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), av3),
                                    _mm512_maskz_permutexvar_epi8(even, sidx3, smz));
         const __m512i acc = _mm512_add_epi32(acc0, acc1);
         const __m256i lane = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
         __m128i m4s; /* Σ bsums·mins, 4 partial int32 */
-        if (pre) { /* 8 mins against the 8 pair sums of bsums */
-            m4s = _mm_madd_epi16(_mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)),
-                                 _mm_loadu_si128((const __m128i *)(const void *)(act + i * FP4_Q4K_ACT_BYTES + 256)));
+        if (pre) {   /* 8 mins against the 8 pair sums of bsums */
+            m4s = _mm_madd_epi16(
+                _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)),
+                _mm_loadu_si128((const __m128i *)(const void *)(act + i * FP4_Q4K_ACT_BYTES + 256)));
         } else { /* 16 bsums against mins j/2 */
-            const __m256i mins16 = _mm256_maskz_permutexvar_epi8((__mmask32)even, midx, _mm512_castsi512_si256(smz));
-            const __m256i m8 = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)a->bsums), mins16);
+            const __m256i mins16 =
+                _mm256_maskz_permutexvar_epi8((__mmask32)even, midx, _mm512_castsi512_si256(smz));
+            const __m256i m8 =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)a->bsums), mins16);
             m4s = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
         }
         m4s = _mm_add_epi32(m4s, _mm_unpackhi_epi64(m4s, m4s));
         m4s = _mm_add_epi32(m4s, _mm_srli_epi64(m4s, 32));
         const float msum = _mm_cvtss_f32(_mm_cvtepi32_ps(m4s)); /* int32 0, converted as (float)msum */
         /* f16 -> f32 (exact) with AVX-512F's own vcvtph2ps */
-        const __m128 dd = _mm512_castps512_ps128(
-            _mm512_cvtph_ps(_mm256_castsi128_si256(_mm_cvtsi32_si128((int)(b->d | ((uint32_t)b->dmin << 16))))));
+        const __m128 dd = _mm512_castps512_ps128(_mm512_cvtph_ps(
+            _mm256_castsi128_si256(_mm_cvtsi32_si128((int)(b->d | ((uint32_t)b->dmin << 16))))));
         const float d = _mm_cvtss_f32(dd) * a->d;
         sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane)));
         const float dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd)) * a->d;
@@ -142,12 +151,13 @@ q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *a
     }
     float s[8];
     _mm256_storeu_ps(s, sums);
-    for (int l = 0; l < 8; l++) total += s[l];
+    for (int l = 0; l < 8; l++)
+        total += s[l];
     return fp4_canonical_nan(total);
 }
 
-FP4_TARGET_AVX512 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act,
-                                           int64_t nb) {
+FP4_TARGET_AVX512 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x,
+                                           const int8_t *act, int64_t nb) {
     return act ? q4K_dot_avx512(w, x, act, nb, 1) : q4K_dot_avx512(w, x, NULL, nb, 0);
 }
 #else

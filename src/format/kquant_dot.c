@@ -91,14 +91,18 @@ static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n
 /* act: the activations rearranged for a vectorized Q4_K dot (NULL on the portable path) */
 typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 typedef void (*kq_act_fn)(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
-static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) { return q4K_dot(w, x, nb); }
+static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return q4K_dot(w, x, nb);
+}
 static float dot4_avx2(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     return fp4_q4K_dot_avx2(w, x, act, nb);
 }
 static float dot4_avx512(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     return fp4_q4K_dot_avx512(w, x, act, nb);
 }
-static float dot6(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) { return q6K_dot(w, x, nb); }
+static float dot6(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return q6K_dot(w, x, nb);
+}
 
 /* the Q4_K dot of each CPU path (cpu_path.c) and the activation layout it reads */
 typedef struct kq_path {
@@ -106,8 +110,8 @@ typedef struct kq_path {
     kq_act_fn act;
 } kq_path;
 static const kq_path q4K_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = {dot4, NULL},
-                                                   [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2},
-                                                   [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act_avx512}};
+                                                  [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2},
+                                                  [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act_avx512}};
 static const kq_path q6K_path[FP4_CPU_N_PATHS] = {{dot6, NULL}, {dot6, NULL}, {dot6, NULL}};
 
 float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
@@ -135,12 +139,13 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const void *row = j->w + (size_t)r * j->row_bytes;
         for (int64_t c = 0; c < j->n_cols; c++)
-            j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, j->act ? j->act + c * j->nb * FP4_Q4K_ACT_BYTES : NULL, j->nb);
+            j->y[c * j->n_out + r] =
+                j->dot(row, j->xq + c * j->nb, j->act ? j->act + c * j->nb * FP4_Q4K_ACT_BYTES : NULL, j->nb);
     }
 }
 
-static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void *w, int64_t n_out, int64_t n_in,
-                            const float *x, int64_t n_cols, float *y, int n_threads) {
+static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void *w, int64_t n_out,
+                            int64_t n_in, const float *x, int64_t n_cols, float *y, int n_threads) {
     if (n_out < 0 || n_in < 0 || n_cols < 0 || n_in % QK != 0) return FP4_ERR_SHAPE;
     if (n_out == 0 || n_cols == 0) return FP4_OK;
     if (!w || !y || (n_in > 0 && !x)) return FP4_ERR_INVALID_ARG;
