@@ -328,8 +328,22 @@ static void test_q4_K_paths(void) {
     printf("q4_K: %ld dots compared against the portable path\n", compared);
 }
 
+/* column counts whose activation buffers would overflow are refused before anything is read */
+static void test_overflow(void) {
+    uint8_t p[128] = {0}, s[16] = {0};
+    float x[256] = {0}, y[1];
+    fp4_nvfp4_view w = {p, s, 1.0f, 2.0f, 1, 256};
+    CHECK_EQ_INT(fp4_nvfp4_matvec_a16_exact(&w, x, INT64_MAX / 200, y, 1), FP4_ERR_OVERFLOW);
+    CHECK_EQ_INT(fp4_nvfp4_matvec_a16_exact(&w, x, INT64_MAX / 600, y, 1), FP4_ERR_OVERFLOW);
+    CHECK_EQ_INT(fp4_nvfp4_matvec_w4a4(&w, x, INT64_MAX / 200, y, 1), FP4_ERR_OVERFLOW);
+    CHECK_EQ_INT(fp4_nvfp4_matvec_w4a4(&w, x, INT64_MAX / 600, y, 1), FP4_ERR_OVERFLOW);
+    CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, 1, y, 1)); /* the same view, one column: fine */
+    CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, 1, y, 1));
+}
+
 int main(void) {
     test_pick();
+    test_overflow();
     test_a16_paths();
     test_w4a4_paths();
     test_q4_K_paths();

@@ -206,6 +206,8 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
     if (st) return st;
     if (w->n_in % FP4_QK_K) return FP4_ERR_SHAPE;
     const int64_t nsb = w->n_in / FP4_QK_K;
+    int64_t n_vals; /* n_cols × n_in: no buffer below takes more than 2 bytes per value */
+    if (fp4_mul_overflow_i64(n_cols, w->n_in, &n_vals) || n_vals > INT64_MAX / 4) return FP4_ERR_OVERFLOW;
     const int path = fp4_cpu_path();
     /* the activations as each path reads them: widened to int16 (portable), rearranged int8
      * (AVX2 with their absolute values, AVX-512); the super-block scales d */
@@ -259,6 +261,8 @@ fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_
     if (st) return st;
     if (!isfinite(w->input_scale_inv) || !(w->input_scale_inv > 0.0f)) return FP4_ERR_SCALE2;
     const int64_t n_in = w->n_in, np = w4a4_padded(n_in);
+    int64_t n_vals; /* n_cols × np: no buffer below takes more than 1 byte per value */
+    if (fp4_mul_overflow_i64(n_cols, np, &n_vals) || n_vals > INT64_MAX / 4) return FP4_ERR_OVERFLOW;
     const int avx512 = fp4_cpu_path() == FP4_CPU_AVX512; /* W4A4 has no AVX2 path: portable below AVX-512 */
     uint8_t *codes = malloc((size_t)(n_cols * (n_in / 2) + 1));
     uint8_t *scl = malloc((size_t)(n_cols * (n_in / 16) + 1));
