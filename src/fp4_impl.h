@@ -131,6 +131,14 @@ static inline float fp4_a16_epilogue(int64_t total, float d, float scale2, float
     return __builtin_fmaf(1.0f, c, acc);
 }
 
+/* A NaN result as the one NaN 0xFFC00000 (x86's default NaN, what Inf - Inf gives there, and so
+ * what ggml returns when the NaN arises inside the dot): which NaN's payload survives an f32 add
+ * of two NaNs depends on the operand order the compiler picked, so the K-quant dots return this
+ * one instead, the same bits on every CPU path and compiler. Other values pass unchanged. */
+static inline float fp4_canonical_nan(float f) {
+    return f != f ? fp4_bits_f32(0xFFC00000u) : f;
+}
+
 /* Q4_K: the 6-bit (scale, min) pair of sub-block j from the 12 packed bytes (ggml's layout). */
 static inline void fp4_q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
     if (j < 4) {
@@ -147,11 +155,44 @@ typedef void (*fp4_rows_fn)(void *ctx, int64_t r0, int64_t r1);
 fp4_status fp4_parallel_rows(int64_t n_rows, int n_threads, fp4_rows_fn fn, void *ctx);
 #define FP4_MAX_THREADS 256
 
-/* CPU ISA selection for the exact A16 path (contract.c / contract_x86.c). fp4_cpu_set_isa(1)
- * forces the portable path (tests use it to check that both give the same bits). */
-int fp4_cpu_has_avx2(void);
-float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
-                       const fp4_block_q8_K *xq, int64_t n_in, const int32_t *q9);
-void fp4_cpu_set_isa(int portable_only);
+/* CPU code paths (cpu_path.c). All give the same bits; fp4_cpu_path() is the one in use:
+ * CPUID, lowered by $FP4_CPU_PATH (portable|avx2|avx512) and by fp4_cpu_force_path (tests;
+ * -1 = no forcing). fp4_cpu_pick is the pure rule: best path the CPU has, env a ceiling. */
+enum { FP4_CPU_PORTABLE = 0, FP4_CPU_AVX2 = 1, FP4_CPU_AVX512 = 2, FP4_CPU_N_PATHS = 3 };
+int fp4_cpu_path(void);
+int fp4_cpu_best_path(void);
+int fp4_cpu_pick(int best, const char *env);
+const char *fp4_cpu_path_name(int path);
+void fp4_cpu_force_path(int path);
+
+/* Exact A16 row dots (contract_x86.c, contract_avx512.c): the same bits as contract.c's. They
+ * read activations rearranged once per column (n_in bytes each; fp4_a16_act_avx2 also writes
+ * their absolute values) and the super-block scales d[]; only Q8_K values in [-127, 127] (what
+ * fp4_q8_K_quantize makes). */
+void fp4_a16_act_avx2(const fp4_block_q8_K *xq, int64_t nsb, int8_t *act, uint8_t *aabs);
+float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
+                       const uint8_t *aabs, const float *d, int64_t n_in);
+void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst);
+float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                         const int8_t *act, const float *d, int64_t n_in);
+
+/* W4A4 row dot, AVX-512 (contract_avx512.c): the same bits as fp4_nvfp4_dot_w4a4. Per column,
+ * fp4_w4a4_act_avx512 decodes the activation codes to signed int8 (rearranged like the A16
+ * ones) and their scales to q9, padded to a multiple of 8 groups: act holds ceil(n_in/128)·128
+ * bytes, q9a ceil(n_in/128)·8 values. */
+void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act,
+                         int64_t *q9a);
+float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                          const int8_t *act, const int64_t *q9a, float input_scale_inv, int64_t n_in);
+
+/* Q4_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
+ * ggml-generic order. act is NULL or the activations rearranged by the matching fp4_q4K_act_*:
+ * FP4_Q4K_ACT_BYTES per block, the 256 values (the two layouts differ) then the 8 pair sums
+ * bsums[2k] + bsums[2k+1] as int16, which fit for blocks made by fp4_q8_K_quantize (|sum| <= 32·127). */
+#define FP4_Q4K_ACT_BYTES 272
+void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 
 #endif

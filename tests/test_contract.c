@@ -170,9 +170,9 @@ int main(void) {
     test_q8k();
     test_a16_fixture();
     test_a16_random();                  /* the best path this CPU has (AVX2 on x86-64 when present) */
-    fp4_cpu_set_isa(1);
+    fp4_cpu_force_path(FP4_CPU_PORTABLE);
     test_a16_random();                  /* the portable path: the same bits */
-    fp4_cpu_set_isa(0);
+    fp4_cpu_force_path(-1);
     test_w4a4();
     return check_report();
 }

@@ -4,12 +4,15 @@
  *       dequantize_row_nvfp4 times scale2 in f32, against fp4_nvfp4_dequant_row;
  *   (b) Q8_K activations: fp4_q8_K_quantize against quantize_row_q8_K_ref;
  *   (c) Q4_K / Q6_K: quantize bytes, dequantize floats, and dots against the portable
- *       ggml_vec_dot_q{4,6}_K_q8_K_generic.
+ *       ggml_vec_dot_q{4,6}_K_q8_K_generic, on every CPU path (cpu_path.c) this machine has.
+ *       The contract is the generic kernel's f32 order, not ggml's SIMD kernels' (those use
+ *       FMA and another summation order; dev/bench_cpu counts how often they differ).
  * A missing library is a failure, not a skip: CI installs it (`make oracle`). */
 #define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include "ggml_oracle.h"
+#include "fp4_impl.h" /* fp4_cpu_force_path: the K-quant dots on every CPU path */
 #include <math.h>
 #include <stdlib.h>
 
@@ -460,10 +463,15 @@ int main(void) {
 
     test_nvfp4_dequant();
     test_q8_K();
-    test_kquants_rows();
+    /* the dots are checked on every CPU path this machine has (portable, AVX-512 for Q4_K) */
+    for (int path = fp4_cpu_path(); path >= 0; path--) {
+        fp4_cpu_force_path(path);
+        test_kquants_rows();
+        test_kquants_random_bytes();
+        test_matvec_vs_ggml();
+    }
+    fp4_cpu_force_path(-1);
     test_kquants_volume();
-    test_kquants_random_bytes();
-    test_matvec_vs_ggml();
     printf("k-quants: %ld rows quantized/dequantized, %ld dots compared\n", kq_rows, kq_dots);
     return check_report();
 }
