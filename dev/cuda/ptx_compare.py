@@ -21,6 +21,7 @@ import tempfile
 RENAMES = [  # new name -> the old name of the same kernel (renames of the issue-11 split)
     ("a16_exact_mma_kernel", "a16_exact_mma2_kernel"),
     ("native_tile_kernel", "native_v5_kernel"),
+    ("native_dp2a_kernel", "native1_kernel"),
     ("a16_exact_kernel<1, 2, a16_dot_split>", "a16_exact_kernel<1, 2, 2>"),
 ]
 FLAGS = ["-O3", "-std=c++17", "--fmad=false", "-gencode", "arch=compute_90a,code=sm_90a", "-ptx"]
