@@ -3,6 +3,7 @@
  * random and adversarial inputs, for thread counts 1, 2 and 3. The portable path is itself
  * checked against an element-by-element reimplementation here (A16, W4A4) and against ggml's generic
  * dot (Q4_K, test_ggml_oracle, also on every path). */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4_impl.h"

@@ -160,6 +160,41 @@ template <int NT> static __host__ __device__ constexpr size_t x8_smem_bytes() {
 }
 
 /* the 16 groups of one super-block for the warp's 32 rows x 8*NT columns; W = int or long long */
+/* The whole step of one super-block for the warp (a16_exact.cu writes it out inline: as a
+ * function ptxas spills more of the production kernel): its rows' q9 (and the table in qp), the int32
+ * fast path when allow_fast and every row's (OR of |q9|) >> s < 4096 with s the row's lowest set
+ * bit (then 16 x 24576 x 4095 < 2^31 and the totals are exact in int32), else int64 totals; the
+ * group dots and the pinned terms cv. */
+template <int NT, typename DEC>
+static __device__ __forceinline__ void x8_superblock(const uint8_t *st, const int *lut, int *qp,
+                                                              const uint32_t (&b)[NT][16], const float (&dv)[NT][2],
+                                                              float scale2, int lane, const DEC &dec, bool allow_fast,
+                                                              float (&cv)[2][NT][4]) {
+    const int r0 = lane >> 2, qd = lane & 3;
+    int q9[16];
+    int neg; /* unused here */
+    const uint32_t o = fp4_sbt_row_q9(fp4_sbt_row_scales(st, lane), lut, q9, &neg);
+    const int s = o ? __ffs((int)o) - 1 : 0;
+    const bool fast = allow_fast && __all_sync(0xFFFFFFFFu, (o >> s) < 4096u);
+    const int sh = fast ? s : 0;
+    fp4_sbt_put_q9(qp, q9, sh, lane);
+    int shr[4]; /* shifts of the lane's rows r0, r0+8, r0+16, r0+24 */
+#pragma unroll
+    for (int v = 0; v < 4; v++) shr[v] = __shfl_sync(0xFFFFFFFFu, sh, r0 + 8 * v);
+    __syncwarp();
+    float tot[2][NT][4];
+    if (fast) {
+        int acc[2][NT][4];
+        fp4_sbt_a16_groups<NT, int>(st, qp, b, r0, qd, dec, acc);
+        fp4_sbt_totals<NT, int>(acc, shr, tot);
+    } else {
+        long long acc[2][NT][4];
+        fp4_sbt_a16_groups<NT, long long>(st, qp, b, r0, qd, dec, acc);
+        fp4_sbt_totals<NT, long long>(acc, shr, tot);
+    }
+    fp4_sbt_a16_terms<NT>(tot, dv, scale2, cv);
+}
+
 template <int NT, bool FAST>
 static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
@@ -180,7 +215,7 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
     const dec_merged dec = {fp4_q1_luts_make()};
 
     auto load = [&](int sb, int stage) {
-        fp4_sbt_load(my + stage * X8_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
+        FP4_SBT_LOAD(my + stage * X8_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
     };
 
     float own[NT];
@@ -222,7 +257,7 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
             __syncwarp();
             const uint8_t *st = my + (t & 1) * X8_STAGE;
             /* scales of row `lane`: q9 per group, the common shift, the fast-path test */
-            fp4_sbt_a16_superblock<NT>(st, lut, qp, b, dv, scale2, lane, dec, FAST, cv);
+            x8_superblock<NT>(st, lut, qp, b, dv, scale2, lane, dec, FAST, cv);
         } else {
             fp4_sbt_zero_terms<NT>(cv);
         }

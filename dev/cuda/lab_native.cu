@@ -13,7 +13,7 @@
  *   native.10  native.7 up to 8 columns, native.2 above (round-1 production)
  *   native.11  native_tile_kernel<2, 1, 4> in chunks of 8; native.12 <4, NT, 3> in chunks of 32;
  *   native.13  <2, NT, 4> in chunks of 32; native.14 = 11 up to 8 columns, 12 above (round 2-4)
- *   native.15  native1_kernel (R 2) in chunks of 4; native.16 the same with R 4
+ *   native.15  native_dp2a_kernel (R 2) in chunks of 4; native.16 the same with R 4
  * Each lane of the MMA kernels loads 16 payload bytes of a row per 128-value segment (a quad of
  * lanes covers 64 contiguous bytes) and the two scale bytes of those 32 values.
  */

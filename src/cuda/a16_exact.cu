@@ -34,14 +34,14 @@
 #include "sb_tile.cuh"
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
-#define M2_NW 8
-#define M2_ROWS 32
-#define M2_STAGE FP4_SBT_BYTES
-#define M2_S 2
-#define M2_SLOT 2048 /* per warp and parity: qp (16 groups x 32 rows x 4 B), then cbuf (32 x 8NT x 4 B) */
+#define MMA_NW 8
+#define MMA_ROWS 32
+#define MMA_STAGE FP4_SBT_BYTES
+#define MMA_S 2
+#define MMA_SLOT 2048 /* per warp and parity: qp (16 groups x 32 rows x 4 B), then cbuf (32 x 8NT x 4 B) */
 
-static __host__ __device__ constexpr size_t m2_smem_bytes() {
-    return 1024 + (size_t)M2_NW * M2_S * M2_STAGE + (size_t)2 * M2_NW * M2_SLOT;
+static __host__ __device__ constexpr size_t mma_smem_bytes() {
+    return 1024 + (size_t)MMA_NW * MMA_S * MMA_STAGE + (size_t)2 * MMA_NW * MMA_SLOT;
 }
 
 /* four e2m1 codes (bits 0..15) -> four int8 e2m1_q1 in 5 ops; L0/L1 = 0x03020100 / 0x0C080604,
@@ -55,26 +55,25 @@ struct dec_5op {
     }
 };
 
-
 template <int NT>
 static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
     int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf, const float *__restrict__ xd,
     int ncols, float *__restrict__ y) {
     constexpr int NCP = 8 * NT;
-    extern __shared__ __align__(16) uint8_t m2_smem[];
-    int *lut = reinterpret_cast<int *>(m2_smem);
-    uint8_t *stg = m2_smem + 1024;
-    uint8_t *slots = stg + M2_NW * M2_S * M2_STAGE;
+    extern __shared__ __align__(16) uint8_t mma_smem[];
+    int *lut = reinterpret_cast<int *>(mma_smem);
+    uint8_t *stg = mma_smem + 1024;
+    uint8_t *slots = stg + MMA_NW * MMA_S * MMA_STAGE;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = lane >> 2, qd = lane & 3;
-    const int64_t rowbase = (int64_t)blockIdx.x * M2_ROWS;
+    const int64_t rowbase = (int64_t)blockIdx.x * MMA_ROWS;
     const int64_t nsb_pad = k_pad / 256;
-    uint8_t *my = stg + warp * M2_S * M2_STAGE;
+    uint8_t *my = stg + warp * MMA_S * MMA_STAGE;
     lut[tid] = fp4_e4m3_q9((uint32_t)tid);
     const dec_5op dec = {fp4_pin(0x03020100u), fp4_pin(0x0C080604u)};
 
     auto load = [&](int sb, int stage) {
-        fp4_sbt_load(my + stage * M2_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
+        FP4_SBT_LOAD(my + stage * MMA_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
     };
     /* activations (B operands) of super-block sb: column nt*8 + r0, words (qd, g); steps dv */
     uint32_t b[NT][16];
@@ -105,37 +104,60 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
     float own[NT];
 #pragma unroll
     for (int j = 0; j < NT; j++) own[j] = 0.0f;
-    const int rounds = (nsb + M2_NW - 1) / M2_NW;
+    const int rounds = (nsb + MMA_NW - 1) / MMA_NW;
     load(warp, 0);
     loadb(warp);
     __syncthreads(); /* the q9 table */
     for (int t = 0; t < rounds; t++) {
-        const int sb = t * M2_NW + warp;
-        load(sb + M2_NW, (t + 1) & 1);
-        uint8_t *slot = slots + ((t & 1) * M2_NW + warp) * M2_SLOT;
+        const int sb = t * MMA_NW + warp;
+        load(sb + MMA_NW, (t + 1) & 1);
+        uint8_t *slot = slots + ((t & 1) * MMA_NW + warp) * MMA_SLOT;
         int *qp = reinterpret_cast<int *>(slot);
         float *cb = reinterpret_cast<float *>(slot);
         float cv[2][NT][4];
         if (sb < nsb) {
             fp4_cp_async_wait<1>();
             __syncwarp();
-            const uint8_t *st = my + (t & 1) * M2_STAGE;
-            fp4_sbt_a16_superblock<NT>(st, lut, qp, b, dv, scale2, lane, dec, true, cv);
+            const uint8_t *st = my + (t & 1) * MMA_STAGE;
+            /* written out rather than through a helper: as a function, ptxas spills 24 bytes of
+             * the 16-column instance (16 inline, as in round 6) and runs it ~10 % slower */
+            int q9[16];
+            int neg; /* unused here */
+            const uint32_t o = fp4_sbt_row_q9(fp4_sbt_row_scales(st, lane), lut, q9, &neg);
+            const int s = o ? __ffs((int)o) - 1 : 0;
+            const bool fast = __all_sync(0xFFFFFFFFu, (o >> s) < 4096u);
+            const int sh = fast ? s : 0;
+            fp4_sbt_put_q9(qp, q9, sh, lane);
+            int shr[4];
+#pragma unroll
+            for (int v = 0; v < 4; v++) shr[v] = __shfl_sync(0xFFFFFFFFu, sh, r0 + 8 * v);
+            __syncwarp();
+            float tot[2][NT][4];
+            if (fast) {
+                int acc[2][NT][4];
+                fp4_sbt_a16_groups<NT, int>(st, qp, b, r0, qd, dec, acc);
+                fp4_sbt_totals<NT, int>(acc, shr, tot);
+            } else {
+                long long acc[2][NT][4];
+                fp4_sbt_a16_groups<NT, long long>(st, qp, b, r0, qd, dec, acc);
+                fp4_sbt_totals<NT, long long>(acc, shr, tot);
+            }
+            fp4_sbt_a16_terms<NT>(tot, dv, scale2, cv);
         } else {
             fp4_sbt_zero_terms<NT>(cv);
         }
         __syncwarp(); /* every lane is done with qp before the results overwrite it */
         fp4_sbt_put_terms<NT, NCP>(cb, cv, r0, qd);
-        loadb(sb + M2_NW); /* next round's activations: in flight across the barrier */
+        loadb(sb + MMA_NW); /* next round's activations: in flight across the barrier */
         __syncthreads();
         /* The slots of parity t&1 are rewritten in round t+2, after every thread has passed the
          * barrier of round t+1, i.e. after these reads: one barrier per round suffices. */
-        const float *cpar = reinterpret_cast<const float *>(slots + (t & 1) * M2_NW * M2_SLOT);
+        const float *cpar = reinterpret_cast<const float *>(slots + (t & 1) * MMA_NW * MMA_SLOT);
 #pragma unroll
         for (int j = 0; j < NT; j++) {
             const int p = tid + 256 * j; /* (row, column) pair p = row * NCP + column */
 #pragma unroll
-            for (int w = 0; w < M2_NW; w++) own[j] = __fmaf_rn(1.0f, cpar[w * (M2_SLOT / 4) + p], own[j]);
+            for (int w = 0; w < MMA_NW; w++) own[j] = __fmaf_rn(1.0f, cpar[w * (MMA_SLOT / 4) + p], own[j]);
         }
     }
 #pragma unroll
@@ -148,11 +170,11 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
 template <int NT>
 static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const float *d, int64_t nc, float *y,
                               cudaStream_t s) {
-    constexpr size_t smem = m2_smem_bytes();
+    constexpr size_t smem = mma_smem_bytes();
     static int opted_in[FP4_CU_MAX_DEVICES];
     FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_exact_mma_kernel<NT>, smem, opted_in));
-    const int64_t blocks = (w->n_out + M2_ROWS - 1) / M2_ROWS;
-    a16_exact_mma_kernel<NT><<<(unsigned)blocks, M2_NW * 32, smem, s>>>(
+    const int64_t blocks = (w->n_out + MMA_ROWS - 1) / MMA_ROWS;
+    a16_exact_mma_kernel<NT><<<(unsigned)blocks, MMA_NW * 32, smem, s>>>(
         w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
         w->scale2, q, d, (int)nc, y);
     FP4_CUDA_LAUNCHED();

@@ -1,5 +1,5 @@
 /* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the int16
- * dp2a kernel (native_dp2a.cuh: native1_kernel<1, 2>, 2 rows per warp); from 2 to 8 columns one
+ * dp2a kernel (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp); from 2 to 8 columns one
  * launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
  * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
  * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2 and 5) has the measurements

@@ -1,12 +1,12 @@
 /* native_dp2a.cuh — the native A16 kernel at 1..4 columns (SPEC §6), included by a16_native.cu
- * (the route's 1-column kernel: native1_kernel<1, 2>) and by the kernel lab (2..4 columns, 4 rows
+ * (the route's 1-column kernel: native_dp2a_kernel<1, 2>) and by the kernel lab (2..4 columns, 4 rows
  * per warp). The exact 1-column kernel's structure (row-contiguous 512-byte loads, a warp per R
  * rows, 8 lanes per 256-value super-block) with native numerics. Never installed.
  *
  *   1. act16_kernel: one warp per (column, super-block): the f32 activations become int16 with one
  *      f32 step per super-block, d = amax / 32767 (round to nearest; relative error <= 2^-16 of
  *      the block max, far below the f16 rounding of the other native kernels).
- *   2. native1_kernel<NC, R>: each lane owns 16 payload bytes (two 16-groups) of one super-block
+ *   2. native_dp2a_kernel<NC, R>: each lane owns 16 payload bytes (two 16-groups) of one super-block
  *      per pass, 4 super-blocks per warp pass; the next pass's weights and scales are loaded into
  *      registers before the current pass is computed (register double buffer). Nibbles become
  *      signed int8 e2m1_q1 by the merged byte permutes (3 PRMT per 4 weights), two dp2a per 4
@@ -56,14 +56,14 @@ static __global__ __launch_bounds__(256) void act16_kernel(const float *__restri
 }
 
 /* 4 nibbles (bits 0..15 of nib, sel/neg precomputed for the same bits) -> signed int8 e2m1_q1 x4 */
-static __device__ __forceinline__ uint32_t n1_q1x4(uint32_t nib, uint32_t mag, uint32_t sel, const fp4_q1_luts &l) {
+static __device__ __forceinline__ uint32_t dp2a_q1x4(uint32_t nib, uint32_t mag, uint32_t sel, const fp4_q1_luts &l) {
     const uint32_t pos = fp4_prmt(l.p0, l.p1, nib);
     const uint32_t neg = fp4_prmt(l.n0, l.n1, mag);
     return fp4_prmt(pos, neg, sel);
 }
 
 /* Σ q1·a over the 8 weights of one word: a0..a3 = int16 pairs of elements (0,1) (2,3) (4,5) (6,7) */
-static __device__ __forceinline__ int n1_word_dot(uint32_t lo4, uint32_t hi4, uint32_t a0, uint32_t a1, uint32_t a2,
+static __device__ __forceinline__ int dp2a_word_dot(uint32_t lo4, uint32_t hi4, uint32_t a0, uint32_t a1, uint32_t a2,
                                                   uint32_t a3, int acc) {
     acc = __dp2a_lo((int)a0, (int)lo4, acc);
     acc = __dp2a_hi((int)a1, (int)lo4, acc);
@@ -72,7 +72,7 @@ static __device__ __forceinline__ int n1_word_dot(uint32_t lo4, uint32_t hi4, ui
 }
 
 template <int NC, int R>
-static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__restrict__ payload,
+static __global__ __launch_bounds__(256) void native_dp2a_kernel(const uint8_t *__restrict__ payload,
                                                              const uint8_t *__restrict__ scales, int64_t pstride,
                                                              int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
                                                              float scale2, const int16_t *__restrict__ xq,
@@ -141,8 +141,8 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
                 const uint32_t w = words[u];
                 const uint32_t mag = w & 0x77777777u;
                 const uint32_t sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
-                q1[2 * u] = n1_q1x4(w, mag, sel, L);
-                q1[2 * u + 1] = n1_q1x4(w >> 16, mag >> 16, sel >> 16, L);
+                q1[2 * u] = dp2a_q1x4(w, mag, sel, L);
+                q1[2 * u + 1] = dp2a_q1x4(w >> 16, mag >> 16, sel >> 16, L);
             }
             const uint32_t h2 = fp4_e4m3x2_to_h2(sc[r]);
             const __half2 hh = *reinterpret_cast<const __half2 *>(&h2);
@@ -152,10 +152,10 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
                 const uint32_t a[16] = {av[c][0].x, av[c][0].y, av[c][0].z, av[c][0].w, av[c][1].x, av[c][1].y,
                                         av[c][1].z, av[c][1].w, av[c][2].x, av[c][2].y, av[c][2].z, av[c][2].w,
                                         av[c][3].x, av[c][3].y, av[c][3].z, av[c][3].w};
-                int d0 = n1_word_dot(q1[0], q1[1], a[0], a[1], a[2], a[3], 0);
-                d0 = n1_word_dot(q1[2], q1[3], a[4], a[5], a[6], a[7], d0);
-                int d1 = n1_word_dot(q1[4], q1[5], a[8], a[9], a[10], a[11], 0);
-                d1 = n1_word_dot(q1[6], q1[7], a[12], a[13], a[14], a[15], d1);
+                int d0 = dp2a_word_dot(q1[0], q1[1], a[0], a[1], a[2], a[3], 0);
+                d0 = dp2a_word_dot(q1[2], q1[3], a[4], a[5], a[6], a[7], d0);
+                int d1 = dp2a_word_dot(q1[4], q1[5], a[8], a[9], a[10], a[11], 0);
+                d1 = dp2a_word_dot(q1[6], q1[7], a[12], a[13], a[14], a[15], d1);
                 /* |dot| <= 16 * 12 * 32767 < 2^24: exact in f32 */
                 const float t = __fmaf_rn((float)d0, s0, __fmul_rn((float)d1, s1));
                 acc[r][c] = __fmaf_rn(t, dcol[c], acc[r][c]);
@@ -182,10 +182,10 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
 }
 
 template <int NC, int R>
-static fp4_status launch_n1(const fp4_cuda_tensor *w, const int16_t *q, const float *d, float *y, cudaStream_t s) {
+static fp4_status launch_dp2a(const fp4_cuda_tensor *w, const int16_t *q, const float *d, float *y, cudaStream_t s) {
     const int64_t warps = (w->n_out + R - 1) / R;
     const int64_t blocks = (warps * 32 + 255) / 256;
-    native1_kernel<NC, R><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
+    native_dp2a_kernel<NC, R><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
                                                            w->scale_stride, w->n_out, (int)(w->k_pad / 256), w->k_pad,
                                                            w->scale2, q, d, y);
     FP4_CUDA_LAUNCHED();
@@ -194,12 +194,12 @@ static fp4_status launch_n1(const fp4_cuda_tensor *w, const int16_t *q, const fl
 
 /* the kernel for exactly nc (1..NC) columns */
 template <int R, int NC>
-static fp4_status launch_n1_upto(const fp4_cuda_tensor *w, int64_t nc, const int16_t *q, const float *d, float *y,
+static fp4_status launch_dp2a_upto(const fp4_cuda_tensor *w, int64_t nc, const int16_t *q, const float *d, float *y,
                                  cudaStream_t s) {
     if constexpr (NC > 1) {
-        if (nc < NC) return launch_n1_upto<R, NC - 1>(w, nc, q, d, y, s);
+        if (nc < NC) return launch_dp2a_upto<R, NC - 1>(w, nc, q, d, y, s);
     }
-    return launch_n1<NC, R>(w, q, d, y, s);
+    return launch_dp2a<NC, R>(w, q, d, y, s);
 }
 
 /* Scratch after the counters: int16 activations (MAXC, k_pad), steps (MAXC, k_pad/256). */
@@ -225,7 +225,7 @@ static fp4_status native_dp2a(const fp4_cuda_tensor *w, const float *d_x, int64_
         act16_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x + c0 * w->n_in, (int)w->n_in,
                                                                               nsb_pad, (int)nc, w->k_pad, q, d);
         FP4_CUDA_LAUNCHED();
-        FP4_CU_TRY((launch_n1_upto<R, MAXC>(w, nc, q, d, d_y + c0 * w->n_out, stream)));
+        FP4_CU_TRY((launch_dp2a_upto<R, MAXC>(w, nc, q, d, d_y + c0 * w->n_out, stream)));
     }
     return FP4_OK;
 }

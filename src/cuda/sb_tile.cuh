@@ -16,24 +16,26 @@
 
 /* The warp copies super-block sb of rows rowbase..rowbase+31 into dst by cp.async (rows past
  * n_out read the last row; their results are discarded) and commits one group, empty when
- * sb >= nsb, so that every lane's wait counts stay uniform. */
-static __device__ __forceinline__ void fp4_sbt_load(uint8_t *dst, const uint8_t *payload, const uint8_t *scales,
-                                                    int64_t pstride, int64_t sstride, int64_t n_out, int64_t rowbase,
-                                                    int sb, int nsb, int lane) {
-    if (sb < nsb) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int idx = i * 32 + lane, row = idx >> 3, c = idx & 7;
-            int64_t gr = rowbase + row;
-            if (gr >= n_out) gr = n_out - 1;
-            fp4_cp_async16(dst + row * 128 + ((c ^ (row & 7)) << 4), payload + gr * pstride + (int64_t)sb * 128 + c * 16);
-        }
-        int64_t gr = rowbase + lane;
-        if (gr >= n_out) gr = n_out - 1;
-        fp4_cp_async16(dst + FP4_SBT_PAYLOAD + lane * 16, scales + gr * sstride + (int64_t)sb * 16);
-    }
-    fp4_cp_async_commit();
-}
+ * sb >= nsb, so that every lane's wait counts stay uniform. A statement macro, not a function:
+ * through a function nvcc computes the shared-memory addresses differently (64-bit base
+ * arithmetic), and the production kernels are kept instruction-identical to the measured ones. */
+#define FP4_SBT_LOAD(dst, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane)                      \
+    do {                                                                                                      \
+        if ((sb) < (nsb)) {                                                                                   \
+            uint8_t *dst_ = (dst);                                                                            \
+            _Pragma("unroll") for (int i_ = 0; i_ < 8; i_++) {                                                \
+                const int idx_ = i_ * 32 + (lane), row_ = idx_ >> 3, c_ = idx_ & 7;                           \
+                int64_t gr_ = (rowbase) + row_;                                                               \
+                if (gr_ >= (n_out)) gr_ = (n_out) - 1;                                                        \
+                fp4_cp_async16(dst_ + row_ * 128 + ((c_ ^ (row_ & 7)) << 4),                                 \
+                               (payload) + gr_ * (pstride) + (int64_t)(sb) * 128 + c_ * 16);                  \
+            }                                                                                                 \
+            int64_t gr_ = (rowbase) + (lane);                                                                 \
+            if (gr_ >= (n_out)) gr_ = (n_out) - 1;                                                            \
+            fp4_cp_async16(dst_ + FP4_SBT_PAYLOAD + (lane) * 16, (scales) + gr_ * (sstride) + (int64_t)(sb) * 16); \
+        }                                                                                                     \
+        fp4_cp_async_commit();                                                                                \
+    } while (0)
 
 /* The 16-bit unit (4 codes) of 16-group g that lane (r0 = lane / 4, qd = lane % 4) holds in the
  * A fragment of m-tile mt, row half h (rows mt*16 + h*8 + r0). */
@@ -42,17 +44,23 @@ static __device__ __forceinline__ uint32_t fp4_sbt_a_unit(const uint8_t *tile, i
     return *reinterpret_cast<const unsigned short *>(tile + (mt * 16 + h * 8 + r0) * 128 + off);
 }
 
-/* Row `lane`'s 16 scale bytes -> q9[16] through lut (256 e4m3fn_q9 ints in shared memory);
- * returns the OR of their magnitudes (its lowest set bit is the row's common power of two). */
-static __device__ __forceinline__ uint32_t fp4_sbt_row_q9(const uint8_t *tile, const int *lut, int lane, int q9[16]) {
-    const uint4 sv = *reinterpret_cast<const uint4 *>(tile + FP4_SBT_PAYLOAD + lane * 16);
+/* Row `lane`'s 16 scale bytes: sv = fp4_sbt_row_scales(tile, lane). (Loaded by the caller: with
+ * the load inside this helper ptxas gives the exact A16 kernel 13 more registers and spills.) */
+#define fp4_sbt_row_scales(tile, lane) (*reinterpret_cast<const uint4 *>((tile) + FP4_SBT_PAYLOAD + (lane) * 16))
+/* The 16 scale bytes sv -> q9[16] through lut (256 e4m3fn_q9 ints in shared memory); returns the
+ * OR of their magnitudes (its lowest set bit is the row's common power of two); *neg gets the OR
+ * of the q9 themselves (negative when a scale is). */
+static __device__ __forceinline__ uint32_t fp4_sbt_row_q9(uint4 sv, const int *lut, int q9[16], int *neg) {
     const uint32_t sw[4] = {sv.x, sv.y, sv.z, sv.w};
     uint32_t o = 0;
+    int n = 0;
 #pragma unroll
     for (int g = 0; g < 16; g++) {
         q9[g] = lut[(sw[g >> 2] >> (8 * (g & 3))) & 0xFFu];
         o |= (uint32_t)abs(q9[g]);
+        n |= q9[g];
     }
+    *neg = n;
     return o;
 }
 
@@ -106,13 +114,24 @@ static __device__ __forceinline__ float fp4_sbt_total(int acc, int sh) {
 }
 static __device__ __forceinline__ float fp4_sbt_total(long long acc, int) { return __ll2float_rn(acc); }
 
-/* cv = the pinned term of each (row, column) of the warp's 32 rows x 8*NT columns (C layout of
- * m16n8k16: i=0 (row r0, column 2qd), 1 (r0, 2qd+1), 2 (r0+8, 2qd), 3 (r0+8, 2qd+1)); shr: the
- * shifts of rows r0, r0+8, r0+16, r0+24; dv: the steps of columns nt*8 + 2qd + e; a column whose
- * step is 0 contributes +0. */
+/* The group-weighted totals of the warp as f32 (see fp4_sbt_total). */
 template <int NT, typename W>
-static __device__ __forceinline__ void fp4_sbt_a16_terms(const W (&acc)[2][NT][4], const int (&shr)[4],
-                                                         const float (&dv)[NT][2], float scale2, float (&cv)[2][NT][4]) {
+static __device__ __forceinline__ void fp4_sbt_totals(const W (&acc)[2][NT][4], const int (&shr)[4],
+                                                      float (&tot)[2][NT][4]) {
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) tot[mt][nt][i] = fp4_sbt_total(acc[mt][nt][i], shr[mt * 2 + (i >> 1)]);
+}
+
+/* cv = the pinned term of each (row, column) of the warp's 32 rows x 8*NT columns (C layout of
+ * m16n8k16: i=0 (row r0, column 2qd), 1 (r0, 2qd+1), 2 (r0+8, 2qd), 3 (r0+8, 2qd+1)); dv: the
+ * steps of columns nt*8 + 2qd + e; a column whose step is 0 contributes +0. */
+template <int NT>
+static __device__ __forceinline__ void fp4_sbt_a16_terms(const float (&tot)[2][NT][4], const float (&dv)[NT][2],
+                                                         float scale2, float (&cv)[2][NT][4]) {
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
@@ -120,9 +139,9 @@ static __device__ __forceinline__ void fp4_sbt_a16_terms(const W (&acc)[2][NT][4
 #pragma unroll
             for (int i = 0; i < 4; i++) {
                 const float dcol = dv[nt][i & 1];
-                cv[mt][nt][i] = dcol != 0.0f
-                                    ? fp4_cu_a16_term(fp4_sbt_total(acc[mt][nt][i], shr[mt * 2 + (i >> 1)]), dcol, scale2)
-                                    : 0.0f;
+                float c = 0.0f;
+                if (dcol != 0.0f) c = fp4_cu_a16_term(tot[mt][nt][i], dcol, scale2);
+                cv[mt][nt][i] = c;
             }
 }
 
@@ -147,37 +166,6 @@ static __device__ __forceinline__ void fp4_sbt_put_terms(float *cb, const float 
             for (int h = 0; h < 2; h++)
                 *reinterpret_cast<float2 *>(cb + (mt * 16 + h * 8 + r0) * NCP + nt * 8 + qd * 2) =
                     make_float2(cv[mt][nt][2 * h], cv[mt][nt][2 * h + 1]);
-}
-
-/* The whole step of one super-block for the warp: its rows' q9 (and the table in qp), the int32
- * fast path when allow_fast and every row's (OR of |q9|) >> s < 4096 with s the row's lowest set
- * bit (then 16 x 24576 x 4095 < 2^31 and the totals are exact in int32), else int64 totals; the
- * group dots and the pinned terms cv. */
-template <int NT, typename DEC>
-static __device__ __forceinline__ void fp4_sbt_a16_superblock(const uint8_t *st, const int *lut, int *qp,
-                                                              const uint32_t (&b)[NT][16], const float (&dv)[NT][2],
-                                                              float scale2, int lane, const DEC &dec, bool allow_fast,
-                                                              float (&cv)[2][NT][4]) {
-    const int r0 = lane >> 2, qd = lane & 3;
-    int q9[16];
-    const uint32_t o = fp4_sbt_row_q9(st, lut, lane, q9);
-    const int s = o ? __ffs((int)o) - 1 : 0;
-    const bool fast = allow_fast && __all_sync(0xFFFFFFFFu, (o >> s) < 4096u);
-    const int sh = fast ? s : 0;
-    fp4_sbt_put_q9(qp, q9, sh, lane);
-    int shr[4]; /* shifts of the lane's rows r0, r0+8, r0+16, r0+24 */
-#pragma unroll
-    for (int v = 0; v < 4; v++) shr[v] = __shfl_sync(0xFFFFFFFFu, sh, r0 + 8 * v);
-    __syncwarp();
-    if (fast) {
-        int acc[2][NT][4];
-        fp4_sbt_a16_groups<NT, int>(st, qp, b, r0, qd, dec, acc);
-        fp4_sbt_a16_terms<NT, int>(acc, shr, dv, scale2, cv);
-    } else {
-        long long acc[2][NT][4];
-        fp4_sbt_a16_groups<NT, long long>(st, qp, b, r0, qd, dec, acc);
-        fp4_sbt_a16_terms<NT, long long>(acc, shr, dv, scale2, cv);
-    }
 }
 
 #endif /* FP4_CUDA_SB_TILE_CUH */

@@ -291,7 +291,7 @@ static __global__ __launch_bounds__(256, 2) void w4a4_imma_kernel(
     const fp4_q1_luts luts = fp4_q1_luts_make();
 
     auto load = [&](int sb, int stage) {
-        fp4_sbt_load(my + stage * M16_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
+        FP4_SBT_LOAD(my + stage * M16_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
     };
 
     long long tot[2][2][4];
@@ -321,10 +321,8 @@ static __global__ __launch_bounds__(256, 2) void w4a4_imma_kernel(
             __syncwarp();
             const uint8_t *st = my + (t & 1) * M16_STAGE;
             int q9[16];
-            const uint32_t o = fp4_sbt_row_q9(st, lut, lane, q9);
-            int neg = 0;
-#pragma unroll
-            for (int g = 0; g < 16; g++) neg |= q9[g];
+            int neg;
+            const uint32_t o = fp4_sbt_row_q9(fp4_sbt_row_scales(st, lane), lut, q9, &neg);
             const int s = o ? __ffs((int)o) - 1 : 0;
             const int mw = (int)(o >> s); /* >= max q9 >> s */
             const int wmw = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)mw);
