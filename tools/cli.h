@@ -20,6 +20,8 @@ int cmd_convert(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_dump(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 int cli_report_error(const char *verb, fp4_status st, const fp4_error *e);
 
 extern const cli_verb cli_verbs[];

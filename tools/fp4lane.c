@@ -18,6 +18,9 @@ const cli_verb cli_verbs[] = {
      "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k] [--scale2-rule gpu|cpu]"},
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
      "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml"},
+    {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
+     "fp4lane tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] [--add-special] [--parse-special]"},
+    {"detokenize", cmd_detokenize, "token ids to text", "fp4lane detokenize MODEL|tokenizer.json IDS... [--skip-special] [--cleanup]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 
