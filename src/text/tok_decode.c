@@ -218,24 +218,39 @@ struct fp4_detok_stream {
     tok_buf out;     /* the last result */
     tok_buf tmp;
     int32_t strip_left; /* Strip start: content characters still to drop at the stream start */
+    int strip;          /* index of the Strip step, -1 */
     bool started;       /* something other than stripped characters has been produced */
     bool in_group;      /* inside a run of <0xXX> tokens (ByteFallback) */
     size_t group_at, group_n;
     bool bf_bom;        /* ByteFallback present: a run's leading BOM is dropped */
 };
 
+/* Streams follow decode exactly for step lists of the form
+ *   Replace* [ByteLevel | ByteFallback] [Fuse [Strip(start, stop = 0)]]
+ * (every tokenizer this library loads from GGUF, and the common tokenizer.json ones); others are
+ * FP4_ERR_UNSUPPORTED. */
 fp4_status fp4_detok_stream_create(const fp4_tokenizer *t, unsigned flags, fp4_detok_stream **out) {
     if (!t || !out) return FP4_ERR_INVALID_ARG;
     *out = NULL;
-    for (int k = 0; k < t->n_dec; k++)
-        if (t->dec[k].kind == TD_STRIP && (t->dec[k].stop > 0 || k != t->n_dec - 1)) return FP4_ERR_UNSUPPORTED;
     if (!t->has_decoder) return FP4_ERR_UNSUPPORTED;
+    int k = 0;
+    while (k < t->n_dec && t->dec[k].kind == TD_REPLACE) k++;
+    if (k < t->n_dec && (t->dec[k].kind == TD_BYTELEVEL || t->dec[k].kind == TD_BYTEFALLBACK)) k++;
+    if (k < t->n_dec && t->dec[k].kind == TD_FUSE) {
+        k++;
+        if (k < t->n_dec && t->dec[k].kind == TD_STRIP && t->dec[k].stop == 0) k++;
+    }
+    if (k != t->n_dec) return FP4_ERR_UNSUPPORTED;
     fp4_detok_stream *s = calloc(1, sizeof *s);
     if (!s) return FP4_ERR_NOMEM;
     s->t = t;
     s->flags = flags & FP4_TOK_SKIP_SPECIAL;
-    for (int k = 0; k < t->n_dec; k++) {
-        if (t->dec[k].kind == TD_STRIP) s->strip_left = t->dec[k].start;
+    s->strip = -1;
+    for (k = 0; k < t->n_dec; k++) {
+        if (t->dec[k].kind == TD_STRIP) {
+            s->strip_left = t->dec[k].start;
+            s->strip = k;
+        }
         if (t->dec[k].kind == TD_BYTEFALLBACK) s->bf_bom = true;
     }
     *out = s;
@@ -302,6 +317,17 @@ static fp4_status emit(fp4_detok_stream *s, bool all, const char **out, size_t *
     s->out.n = 0;
     fp4_status st = tok_buf_lossy(&s->out, p, keep, false);
     if (st) return st;
+    if (s->strip >= 0 && !s->started) { /* Strip: up to start content characters at the very beginning */
+        const tok_dec *d = &s->t->dec[s->strip];
+        size_t a = 0;
+        while (s->strip_left > 0 && a + d->a.len <= s->out.n && !memcmp(s->out.p + a, tok_str(s->t, d->a), d->a.len)) {
+            a += d->a.len;
+            s->strip_left--;
+        }
+        memmove(s->out.p, s->out.p + a, s->out.n - a + 1);
+        s->out.n -= a;
+        if (s->out.n) s->started = true;
+    }
     memmove(s->pending.p, s->pending.p + keep, n - keep);
     s->pending.n = n - keep;
     if (s->in_group) s->group_at = s->group_at >= keep ? s->group_at - keep : 0;
@@ -332,17 +358,6 @@ fp4_status fp4_detok_stream_push(fp4_detok_stream *s, int32_t id, const char **o
     }
     const char *b = s->tmp.p;
     size_t n = s->tmp.n;
-    /* Strip at the stream start: drop up to start leading content characters */
-    for (int k = 0; k < s->t->n_dec && !s->started; k++) {
-        const tok_dec *d = &s->t->dec[k];
-        if (d->kind != TD_STRIP) continue;
-        while (s->strip_left > 0 && d->a.len && n >= d->a.len && !memcmp(b, tok_str(s->t, d->a), d->a.len)) {
-            b += d->a.len;
-            n -= d->a.len;
-            s->strip_left--;
-        }
-    }
-    if (n) s->started = true;
     if ((st = tok_buf_add(&s->pending, b, n))) return st;
     if (s->in_group && s->bf_bom) {
         s->group_n += n;

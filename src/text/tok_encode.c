@@ -211,6 +211,7 @@ static fp4_status piece_push(piece_vec *v, const char *p, size_t n) {
 typedef struct enc_ctx {
     const fp4_tokenizer *t;
     pcre2_match_data *md;
+    pcre2_match_context *mc; /* bounds the work of one match: a hostile regex ends in FP4_ERR_LIMIT */
     piece_vec a, b;
     tok_buf scratch[TOK_MAX_STEPS]; /* strings made by a step (prefix spaces) */
 } enc_ctx;
@@ -219,7 +220,7 @@ typedef struct enc_ctx {
 static fp4_status regex_split(enc_ctx *c, pcre2_code *re, const char *s, size_t n, piece_vec *out) {
     size_t start = 0, prev = 0;
     while (start <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, c->md, NULL);
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, c->md, c->mc);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) return rc == PCRE2_ERROR_NOMEMORY ? FP4_ERR_NOMEM : FP4_ERR_LIMIT;
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
@@ -295,14 +296,21 @@ fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t
     *n_ids = 0;
     char *s;
     size_t n;
-    fp4_status st = tok_utf8_sanitize(text ? text : "", len, &s, &n);
+    const char *in = text ? text : "";
+    fp4_status st = tok_utf8_sanitize(in, len, &s, &n);
     if (st) return st;
     enc_ctx c = {.t = t};
     tok_ivec out = {0};
     sect_vec secs = {0}, sub = {0};
     tok_buf nb = {0};
     c.md = pcre2_match_data_create(4, NULL);
-    if (!c.md) st = FP4_ERR_NOMEM;
+    c.mc = pcre2_match_context_create(NULL);
+    if (!c.md || !c.mc) st = FP4_ERR_NOMEM;
+    else {
+        pcre2_set_match_limit(c.mc, 10000000);
+        pcre2_set_depth_limit(c.mc, 100000);
+        pcre2_set_heap_limit(c.mc, 64 * 1024); /* KiB */
+    }
     if (!st && (flags & FP4_TOK_ADD_SPECIAL))
         for (int i = 0; !st && i < t->n_tmpl_pre; i++) st = tok_ivec_push(&out, t->tmpl_pre[i]);
     if (!st) st = split_added(t, s, n, false, (flags & FP4_TOK_PARSE_SPECIAL) != 0, &secs);
@@ -335,13 +343,14 @@ fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t
     if (!st && (flags & FP4_TOK_ADD_SPECIAL))
         for (int i = 0; !st && i < t->n_tmpl_post; i++) st = tok_ivec_push(&out, t->tmpl_post[i]);
     pcre2_match_data_free(c.md);
+    pcre2_match_context_free(c.mc);
     free(c.a.p);
     free(c.b.p);
     for (int i = 0; i < TOK_MAX_STEPS; i++) free(c.scratch[i].p);
     free(secs.p);
     free(sub.p);
     free(nb.p);
-    if (s != text) free(s);
+    if (s != in) free(s);
     if (st) {
         free(out.p);
         return st;

@@ -72,7 +72,7 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
         return GFAIL(FP4_ERR_DTYPE, "tokenizer.ggml.tokens", "tok.gguf-type", "tokenizer.ggml.tokens is not a string array");
     if (n == 0 || n > FP4_TOK_MAX_VOCAB)
         return GFAIL(FP4_ERR_LIMIT, "tokenizer.ggml.tokens", "tok.limit", "%llu tokens", (unsigned long long)n);
-    const int32_t *types = NULL;
+    const uint8_t *types = NULL; /* int32 little-endian, unaligned in the file */
     const float *scores = NULL;
     const void *data;
     uint64_t cnt;
@@ -108,7 +108,10 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
     t->kind = gpt2 ? FP4_TOK_BYTE_BPE : FP4_TOK_SPM_BPE;
     int32_t n_added = 0;
     for (uint64_t i = 0; i < n && types; i++)
-        if (types[i] == TT_CONTROL || types[i] == TT_USER || types[i] == TT_UNKNOWN) n_added++;
+        {
+        int32_t ty = (int32_t)fp4_rd_le32(types + 4 * i);
+        if (ty == TT_CONTROL || ty == TT_USER || ty == TT_UNKNOWN) n_added++;
+    }
     if (n_added > FP4_TOK_MAX_ADDED) st = GFAIL(FP4_ERR_LIMIT, "tokenizer.ggml.token_type", "tok.limit", "too many added tokens");
     t->added = st ? NULL : calloc((size_t)n_added + 1, sizeof *t->added);
     if (!st && !t->added) st = GFAIL(FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
@@ -121,8 +124,15 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
             st = GFAIL(FP4_ERR_LIMIT, "tokenizer.ggml.tokens", "tok.token-length", "token %llu has %llu bytes", (unsigned long long)i,
                        (unsigned long long)l);
         else if (add_span(t, s, (size_t)l, &t->text[i])) st = GFAIL(FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+        for (uint64_t k = 0; !st && k < l;) {
+            int vl = tok_utf8_valid_len((const uint8_t *)s + k, (size_t)(l - k));
+            if (vl < 0)
+                st = GFAIL(FP4_ERR_FORMAT, "tokenizer.ggml.tokens", "tok.token-utf8", "token %llu is not valid UTF-8",
+                           (unsigned long long)i);
+            k += (uint64_t)(vl < 0 ? 1 : vl);
+        }
         if (st) break;
-        int ty = types ? types[i] : TT_NORMAL;
+        int ty = types ? (int32_t)fp4_rd_le32(types + 4 * i) : TT_NORMAL;
         if (ty < TT_NORMAL || ty > TT_BYTE)
             st = GFAIL(FP4_ERR_FORMAT, "tokenizer.ggml.token_type", "tok.gguf-token-type", "token %llu has type %d",
                        (unsigned long long)i, ty);
