@@ -21,9 +21,8 @@ void fp4_tokenizer_free(fp4_tokenizer *t) {
     free(t->flags);
     free(t->by_text.slot);
     free(t->by_raw.slot);
-    free(t->merges.key);
-    free(t->merges.rank);
-    free(t->merges.out);
+    free(t->merges.slot);
+    free(t->cp_id);
     free(t->scores);
     free(t->added);
     free(t->pre_regex);
@@ -75,8 +74,7 @@ uint64_t tok_hash(const char *s, size_t n) {
     }
     uint64_t w = 0;
     for (size_t k = 0; i < n; i++, k++) w |= (uint64_t)(uint8_t)s[i] << (8 * k);
-    h = (h ^ w) * 0xC4CEB9FE1A85EC53ull;
-    return h ^ (h >> 29);
+    return tok_mix(h ^ w); /* a full avalanche: the map masks the low bits */
 }
 
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag) {
@@ -116,11 +114,10 @@ int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span 
 fp4_status tok_mmap_init(tok_mmap *m, uint32_t n) {
     uint32_t cap = 16;
     while (cap < n * 2u) cap *= 2;
-    m->key = malloc((size_t)cap * sizeof *m->key);
-    m->rank = malloc((size_t)cap * sizeof *m->rank);
-    m->out = malloc((size_t)cap * sizeof *m->out);
-    if (!m->key || !m->rank || !m->out) return FP4_ERR_NOMEM;
-    memset(m->key, 0xFF, (size_t)cap * sizeof *m->key);
+    free(m->slot);
+    m->slot = malloc((size_t)cap * sizeof *m->slot);
+    if (!m->slot) return FP4_ERR_NOMEM;
+    for (uint32_t i = 0; i < cap; i++) m->slot[i].key = UINT64_MAX;
     m->mask = cap - 1;
     return FP4_OK;
 }
@@ -128,11 +125,10 @@ fp4_status tok_mmap_init(tok_mmap *m, uint32_t n) {
 bool tok_mmap_put(tok_mmap *m, int32_t a, int32_t b, uint32_t rank, int32_t out) {
     uint64_t k = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
     for (uint32_t i = (uint32_t)tok_mix(k) & m->mask;; i = (i + 1) & m->mask) {
-        if (m->key[i] == k) return false;
-        if (m->key[i] == UINT64_MAX) {
-            m->key[i] = k;
-            m->rank[i] = rank;
-            m->out[i] = out;
+        tok_mslot *e = &m->slot[i];
+        if (e->key == k) return false;
+        if (e->key == UINT64_MAX) {
+            *e = (tok_mslot){k, rank, out};
             return true;
         }
     }
@@ -498,6 +494,13 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
             char u[8];
             snprintf(u, sizeof u, "<0x%02X>", b);
             t->byte_id[b] = tok_smap_find(t, &t->by_text, t->text, u, 6);
+        }
+        free(t->cp_id);
+        t->cp_id = malloc(65536 * sizeof *t->cp_id);
+        if (!t->cp_id) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
+        for (uint32_t cp = 0; cp < 65536; cp++) {
+            char u[4];
+            t->cp_id[cp] = cp >= 0xD800 && cp < 0xE000 ? -1 : tok_smap_find(t, &t->by_text, t->text, u, (size_t)tok_utf8_enc(cp, u));
         }
     }
     /* added tokens: sorted by id, normalized spellings, first-byte set */

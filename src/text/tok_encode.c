@@ -212,6 +212,7 @@ typedef struct enc_ctx {
     const fp4_tokenizer *t;
     pcre2_match_data *md;
     pcre2_match_context *mc; /* bounds the work of one match: a hostile regex ends in FP4_ERR_LIMIT */
+    tok_pair_cache *pc;
     piece_vec a, b;
     tok_buf scratch[TOK_MAX_STEPS]; /* strings made by a step (prefix spaces) */
 } enc_ctx;
@@ -285,7 +286,7 @@ static fp4_status encode_text(enc_ctx *c, const char *s, size_t n, tok_ivec *out
     piece_vec *pv;
     fp4_status st = pretokenize(c, s, n, &pv);
     for (size_t i = 0; !st && i < pv->n; i++)
-        if (pv->p[i].n) st = tok_bpe_word(c->t, pv->p[i].p, pv->p[i].n, out);
+        if (pv->p[i].n) st = tok_bpe_word(c->t, c->pc, pv->p[i].p, pv->p[i].n, out);
     return st;
 }
 
@@ -305,6 +306,7 @@ fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t
     tok_buf nb = {0};
     c.md = pcre2_match_data_create(4, NULL);
     c.mc = pcre2_match_context_create(NULL);
+    if (n >= 256 && (c.pc = malloc(sizeof *c.pc))) tok_pair_cache_init(c.pc); /* worth it past a few words */
     if (!c.md || !c.mc) st = FP4_ERR_NOMEM;
     else {
         pcre2_set_match_limit(c.mc, 10000000);
@@ -344,6 +346,7 @@ fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t
         for (int i = 0; !st && i < t->n_tmpl_post; i++) st = tok_ivec_push(&out, t->tmpl_post[i]);
     pcre2_match_data_free(c.md);
     pcre2_match_context_free(c.mc);
+    free(c.pc);
     free(c.a.p);
     free(c.b.p);
     for (int i = 0; i < TOK_MAX_STEPS; i++) free(c.scratch[i].p);

@@ -337,10 +337,11 @@ fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_writer *w, 
         if (scores && t->use_scores) scores[i] = t->scores[i];
     }
     /* merges in rank order */
-    for (uint32_t s = 0; !st && t->merges.key && s <= t->merges.mask; s++) {
-        if (t->merges.key[s] == UINT64_MAX) continue;
-        int32_t a = (int32_t)(t->merges.key[s] >> 32), b = (int32_t)(uint32_t)t->merges.key[s];
-        uint32_t r = t->merges.rank[s];
+    for (uint32_t s = 0; !st && t->merges.slot && s <= t->merges.mask; s++) {
+        const tok_mslot *ms = &t->merges.slot[s];
+        if (ms->key == UINT64_MAX) continue;
+        int32_t a = (int32_t)(ms->key >> 32), b = (int32_t)(uint32_t)ms->key;
+        uint32_t r = ms->rank;
         if (r >= t->n_merges || mstr[r]) {
             st = FP4_ERR_FORMAT;
             break;
@@ -360,7 +361,7 @@ fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_writer *w, 
         memcpy(mstr[r] + t->text[a].len + 1, tok_str(t, t->text[b]), t->text[b].len);
         mstr[r][l] = 0;
         mlen[r] = l;
-        if (scores && !t->use_scores && scores[t->merges.out[s]] == 0.0f) scores[t->merges.out[s]] = -(float)(r + 1);
+        if (scores && !t->use_scores && scores[ms->out] == 0.0f) scores[ms->out] = -(float)(r + 1);
     }
     if (st == FP4_ERR_UNSUPPORTED) st = GFAIL(st, "tokenizer.ggml.merges", "tok.gguf-merge-space", "a merged token holds a space");
     else if (st) st = GFAIL(st, NULL, st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.internal", "cannot list the merges");

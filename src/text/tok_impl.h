@@ -20,11 +20,15 @@ typedef struct tok_smap {
     uint32_t mask;
 } tok_smap;
 
-/* open addressing, (left id, right id) -> (rank, merged id) */
+/* open addressing, (left id, right id) -> (rank, merged id); one 16-byte slot per entry so that
+ * a lookup touches one cache line */
+typedef struct tok_mslot {
+    uint64_t key; /* UINT64_MAX empty */
+    uint32_t rank;
+    int32_t out;
+} tok_mslot;
 typedef struct tok_mmap {
-    uint64_t *key; /* UINT64_MAX empty */
-    uint32_t *rank;
-    int32_t *out;
+    tok_mslot *slot;
     uint32_t mask;
 } tok_mmap;
 
@@ -82,6 +86,7 @@ struct fp4_tokenizer {
     tok_mmap merges;
     uint32_t n_merges;
     int32_t byte_id[256]; /* BYTE_BPE: id of each byte's character; SPM: id of <0xXX> (-1) */
+    int32_t *cp_id;       /* SPM: id of each BMP code point's one-character token (-1), 65536 */
     float *scores;        /* GGUF llama without merges: score merging */
     bool use_scores;
     tok_added *added;
@@ -123,12 +128,13 @@ static inline uint64_t tok_mix(uint64_t z) {
 static inline bool tok_mmap_get(const tok_mmap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *out) {
     uint64_t k = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
     for (uint32_t i = (uint32_t)tok_mix(k) & m->mask;; i = (i + 1) & m->mask) {
-        if (m->key[i] == k) {
-            *rank = m->rank[i];
-            *out = m->out[i];
+        const tok_mslot *e = &m->slot[i];
+        if (e->key == k) {
+            *rank = e->rank;
+            *out = e->out;
             return true;
         }
-        if (m->key[i] == UINT64_MAX) return false;
+        if (e->key == UINT64_MAX) return false;
     }
 }
 /* GPT-2's byte <-> character table */
@@ -168,7 +174,14 @@ typedef struct tok_ivec {
     size_t n, cap;
 } tok_ivec;
 fp4_status tok_ivec_push(tok_ivec *v, int32_t x);
-/* one pre-tokenized word (raw bytes) through the model */
-fp4_status tok_bpe_word(const fp4_tokenizer *t, const char *w, size_t n, tok_ivec *out);
+/* A small direct-mapped cache of merge lookups, one per encode call (the tokenizer itself stays
+ * immutable): the frequent pairs stay in L1 instead of probing the merge table. */
+#define TOK_PAIR_CACHE 4096
+typedef struct tok_pair_cache {
+    tok_mslot e[TOK_PAIR_CACHE]; /* rank UINT32_MAX: no merge */
+} tok_pair_cache;
+void tok_pair_cache_init(tok_pair_cache *c);
+/* one pre-tokenized word (raw bytes) through the model; pc may be NULL */
+fp4_status tok_bpe_word(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n, tok_ivec *out);
 
 #endif
