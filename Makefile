@@ -188,3 +188,11 @@ $(BUILD)/dev/bench_cpu: dev/bench_cpu.c tests/ggml_oracle.c tests/ggml_oracle.h 
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_cpu.c tests/ggml_oracle.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 bench-cpu: $(BUILD)/dev/bench_cpu oracle
 	$(BUILD)/dev/bench_cpu $(BENCH_REPS)
+
+# ---- tokenizer benchmark (dev/bench_text.c beside the JS reference): results in bench/text.md ----
+.PHONY: bench-text
+$(BUILD)/dev/bench_text: dev/bench_text.c $(BUILD)/libfp4lane.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_text.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+bench-text: $(BUILD)/dev/bench_text oracle-text
+	bench/text.sh $(BUILD) $(BENCH_REPS)

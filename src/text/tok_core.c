@@ -467,6 +467,10 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
         const uint8_t *s = (const uint8_t *)tok_str(t, t->text[id]);
         bool all = true;
         for (size_t i = 0; i < n;) {
+            if (s[i] >= 0x21 && s[i] <= 0x7E) { /* printable ASCII stands for itself */
+                tmp[k++] = (char)s[i++];
+                continue;
+            }
             uint32_t cp;
             i += (size_t)tok_utf8_dec(s + i, n - i, &cp);
             int byte = tok_cp_to_byte(cp);
@@ -482,7 +486,7 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
         return fp4_fail(err, st, name, "vocab", "tok.duplicate-token", "two vocabulary ids have the same token string");
     if (st) return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
     if (t->kind == FP4_TOK_BYTE_BPE) {
-        st = tok_smap_build(t, &t->by_raw, t->raw, TOKF_PRESENT | TOKF_MODEL | TOKF_RAWOK);
+        st = t->ignore_merges ? tok_smap_build(t, &t->by_raw, t->raw, TOKF_PRESENT | TOKF_MODEL | TOKF_RAWOK) : FP4_OK;
         if (st) return fp4_fail(err, st, name, "vocab", "tok.duplicate-token", "two vocabulary ids spell the same bytes");
         for (int b = 0; b < 256; b++) {
             char u[4];

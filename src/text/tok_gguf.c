@@ -125,6 +125,10 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
                        (unsigned long long)l);
         else if (add_span(t, s, (size_t)l, &t->text[i])) st = GFAIL(FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
         for (uint64_t k = 0; !st && k < l;) {
+            if ((uint8_t)s[k] < 0x80) {
+                k++;
+                continue;
+            }
             int vl = tok_utf8_valid_len((const uint8_t *)s + k, (size_t)(l - k));
             if (vl < 0)
                 st = GFAIL(FP4_ERR_FORMAT, "tokenizer.ggml.tokens", "tok.token-utf8", "token %llu is not valid UTF-8",
