@@ -76,6 +76,27 @@ static void json_rejections(void) {
     json_object_set_new(json_object_get(json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0), "pattern"),
                         "Regex", json_string("\\w+"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.regex");
+    /* the o200k pattern (gpt-oss) translates and compiles; the valid twin of the refusals above */
+    j = json_deep_copy(bl);
+    json_object_set_new(json_object_get(json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0), "pattern"),
+                        "Regex", json_string("[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                                             "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                                             "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"));
+    CHECK_OK(from(j, &t, &e));
+    if (t) {
+        int32_t *ids = NULL;
+        size_t ni = 0;
+        CHECK_OK(fp4_tokenizer_encode(t, "HelloWorld it'S", 15, 0, &ids, &ni));
+        char *txt = NULL;
+        size_t tl = 0;
+        CHECK_OK(fp4_tokenizer_decode(t, ids, ni, 0, &txt, &tl, &e));
+        CHECK(tl == 15 && !memcmp(txt, "HelloWorld it'S", 15));
+        free(ids);
+        free(txt);
+    }
+    fp4_tokenizer_free(t);
+    t = NULL;
+    json_decref(j);
     /* ids */
     j = json_deep_copy(bl), json_object_set_new(json_object_get(model(j), "vocab"), "zz", json_integer(-1));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.id-range");
