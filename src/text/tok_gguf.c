@@ -199,7 +199,7 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
         t->dec[t->n_dec++] = (tok_dec){.kind = TD_BYTELEVEL};
         t->has_decoder = true;
     } else if (!st) {
-        tok_span lower, space;
+        tok_span lower = {0, 0}, space = {0, 0};
         if (add_span(t, "\xE2\x96\x81", 3, &lower) || add_span(t, " ", 1, &space)) st = GFAIL(FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
         if (space_prefix) t->norm[t->n_norm++] = (tok_norm){.kind = TN_PREPEND, .a = lower};
         t->norm[t->n_norm++] = (tok_norm){.kind = TN_REPLACE, .a = space, .b = lower};
