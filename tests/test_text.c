@@ -143,6 +143,18 @@ static void json_rejections(void) {
     json_object_set_new(json_object_get(json_array_get(json_object_get(json_object_get(j, "post_processor"), "single"), 0), "SpecialToken"),
                         "id", json_string("<nope>"));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.template-unknown");
+    /* a tokenizer_config.json option that changes encoding and is not applied: refused */
+    {
+        char *js = json_dumps(bl, JSON_COMPACT);
+        const char *cfg_bad = "{\"remove_space\": true}", *cfg_ok = "{\"remove_space\": false, \"eos_token\": \"<|end|>\"}";
+        CHECK(fp4_tokenizer_from_json("x", js, strlen(js), cfg_bad, strlen(cfg_bad), &t, &e) == FP4_ERR_UNSUPPORTED &&
+              !strcmp(e.rule, "tok.unsupported") && !strcmp(e.tensor, "remove_space"));
+        CHECK_OK(fp4_tokenizer_from_json("x", js, strlen(js), cfg_ok, strlen(cfg_ok), &t, &e));
+        CHECK(t && fp4_tokenizer_eos(t) == fp4_tokenizer_find(t, "<|end|>", 7) && fp4_tokenizer_cleanup_default(t) == 1);
+        fp4_tokenizer_free(t);
+        t = NULL;
+        free(js);
+    }
     /* duplicate keys in the JSON itself */
     CHECK(fp4_tokenizer_from_json("x", "{\"model\":{},\"model\":{}}", 24, NULL, 0, &t, &e) == FP4_ERR_FORMAT &&
           !strcmp(e.rule, "tok.json"));

@@ -405,6 +405,12 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
             (side ? t->tmpl_post : t->tmpl_pre)[i] = id;
         }
     }
+    /* tokenizer_config.json options that change encoding and that this library does not apply */
+    static const char *const cfg_refused[] = {"remove_space", "do_lowercase_and_remove_accent", "do_lower_case"};
+    for (size_t i = 0; !st && cfg && i < sizeof cfg_refused / sizeof cfg_refused[0]; i++)
+        if (json_is_true(json_object_get(cfg, cfg_refused[i])))
+            st = FAIL(&c, FP4_ERR_UNSUPPORTED, cfg_refused[i], "tok.unsupported", "tokenizer_config.json: %s is not supported",
+                      cfg_refused[i]);
     if (!st) {
         t->bos = config_token(t, cfg, "bos_token");
         t->eos = config_token(t, cfg, "eos_token");
