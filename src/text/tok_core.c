@@ -330,9 +330,12 @@ int32_t fp4_tokenizer_find(const fp4_tokenizer *t, const char *s, size_t len) {
 static bool re_add(tok_buf *b, const char *s) { return tok_buf_add(b, s, strlen(s)) == FP4_OK; }
 
 fp4_status tok_compile_regex(const char *src, bool gpt2, pcre2_code **out, char *why, size_t why_n) {
-    static const char gpt2_re[] =
-        "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\p{White_Space}\\x{FEFF}\\p{L}\\p{N}]+"
-        "|[\\p{White_Space}\\x{FEFF}]+(?![^\\p{White_Space}\\x{FEFF}])|[\\p{White_Space}\\x{FEFF}]+";
+    /* ByteLevel's own pattern is written for JavaScript, whose \s is not Unicode's White_Space:
+     * it has U+FEFF and lacks U+0085 */
+#define JS_WS "\\t\\n\\x0B\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}"
+    static const char gpt2_re[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_WS "\\p{L}\\p{N}]+"
+                                  "|[" JS_WS "]+(?![^" JS_WS "])|[" JS_WS "]+";
+#undef JS_WS
     tok_buf b = {0};
     bool ok = true;
     if (gpt2) ok = re_add(&b, gpt2_re);
