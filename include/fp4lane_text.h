@@ -28,7 +28,7 @@ extern "C" {
 #define FP4_TOK_MAX_VOCAB (1 << 22)       /* token ids in [0, FP4_TOK_MAX_VOCAB)                 */
 #define FP4_TOK_MAX_TOKEN_BYTES 4096      /* bytes of one token string                            */
 #define FP4_TOK_MAX_ADDED 65536           /* added (special or user) tokens                       */
-#define FP4_TOK_MAX_FILE (512u << 20)     /* tokenizer.json bytes                                 */
+#define FP4_TOK_MAX_FILE (128u << 20)     /* tokenizer.json bytes (the largest known are ~35 MB)   */
 
 typedef struct fp4_tokenizer fp4_tokenizer;
 
@@ -38,7 +38,8 @@ typedef enum fp4_tok_kind {
 } fp4_tok_kind;
 
 /* Load from path: a HF directory (tokenizer.json, optional tokenizer_config.json beside it), a
- * tokenizer.json file (tokenizer_config.json beside it is read when present) or a .gguf file.
+ * tokenizer.json file (tokenizer_config.json beside it is read when present) or a GGUF file
+ * (recognised by its magic).
  * Refusals fill err (rule "tok.*"; file names the file, tensor names the JSON field or GGUF key). */
 FP4_API fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *err);
 /* From memory: tokenizer.json bytes and optional tokenizer_config.json bytes (config may be NULL).

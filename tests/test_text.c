@@ -442,6 +442,23 @@ static void cli(void) {
     CHECK(run(cmd, out, sizeof out) == 0 && !strcmp(out, "The <|end|>"));
     snprintf(cmd, sizeof cmd, "%s/fp4lane detokenize tests/data/text/tiny_bytelevel.json 84 999999 2>&1", b);
     CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "tok.decode-id"));
+    /* a GGUF is recognised by its magic, whatever its name */
+    {
+        fp4_tokenizer *t = NULL;
+        fp4_error e;
+        char gp[600];
+        snprintf(gp, sizeof gp, "%s/tok.bin", tmpdir);
+        CHECK_OK(fp4_tokenizer_load("tests/data/text/tiny_bytelevel.json", &t, &e));
+        fp4_gguf_writer *w = NULL;
+        CHECK_OK(fp4_gguf_writer_create(&w));
+        CHECK_OK(fp4_tokenizer_write_gguf(t, w, &e));
+        CHECK_OK(fp4_gguf_writer_write_header(w, gp));
+        CHECK_OK(fp4_gguf_writer_finish(w));
+        fp4_gguf_writer_free(w);
+        fp4_tokenizer_free(t);
+        snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize %s 'The <|end|>' --parse-special --add-special", b, gp);
+        CHECK(run(cmd, out, sizeof out) == 0 && !strcmp(out, "265 84 257 32 265\n"));
+    }
     snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize 2>&1", b);
     CHECK(run(cmd, out, sizeof out) == 2 && strstr(out, "usage"));
     snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize %s/missing.json x 2>&1", b, tmpdir);

@@ -462,8 +462,15 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
     *out = NULL;
     struct stat sb;
     if (stat(path, &sb)) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot stat: %s", strerror(errno));
-    size_t pl = strlen(path);
-    if (S_ISREG(sb.st_mode) && pl >= 5 && !strcmp(path + pl - 5, ".gguf")) {
+    char magic[4] = {0};
+    if (S_ISREG(sb.st_mode)) { /* a GGUF by its magic, whatever its name */
+        FILE *mf = fopen(path, "rb");
+        if (mf) {
+            if (fread(magic, 1, 4, mf) != 4) memset(magic, 0, 4);
+            fclose(mf);
+        }
+    }
+    if (S_ISREG(sb.st_mode) && !memcmp(magic, "GGUF", 4)) {
         fp4_gguf *g = NULL;
         fp4_status st = fp4_gguf_open(path, &g, err);
         if (st) return st;
