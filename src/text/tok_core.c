@@ -134,26 +134,22 @@ bool tok_mmap_put(tok_mmap *m, int32_t a, int32_t b, uint32_t rank, int32_t out)
     }
 }
 
-/* GPT-2: printable bytes map to themselves, the 68 others to U+0100.. in byte order. */
+/* GPT-2: printable bytes map to themselves, the 68 others (0x00-0x20, 0x7F-0xA0, 0xAD) to
+ * U+0100.. in byte order. Closed forms both ways: no shared table to initialise. */
+static inline bool byte_printable(uint32_t b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
+
 uint32_t tok_byte_to_cp(uint8_t b) {
-    if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) return b;
-    uint32_t n = 0;
-    for (uint32_t c = 0; c < b; c++)
-        if (!((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE)) n++;
-    return 256 + n;
+    if (byte_printable(b)) return b;
+    if (b <= 0x20) return 256u + b;
+    if (b <= 0xA0) return 256u + 33u + (b - 0x7Fu);
+    return 256u + 67u; /* 0xAD */
 }
 
 int tok_cp_to_byte(uint32_t cp) {
-    static int16_t rev[324];
-    static int ready;
-    if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-        int16_t tmp[324];
-        for (int i = 0; i < 324; i++) tmp[i] = -1;
-        for (int b = 0; b < 256; b++) tmp[tok_byte_to_cp((uint8_t)b)] = (int16_t)b;
-        memcpy(rev, tmp, sizeof rev);
-        __atomic_store_n(&ready, 1, __ATOMIC_RELEASE);
-    }
-    return cp < 324 ? rev[cp] : -1;
+    if (cp < 256) return byte_printable(cp) ? (int)cp : -1;
+    if (cp < 256 + 33) return (int)(cp - 256);
+    if (cp < 256 + 67) return (int)(cp - 256 - 33 + 0x7F);
+    return cp == 256 + 67 ? 0xAD : -1;
 }
 
 int tok_utf8_dec(const uint8_t *s, size_t n, uint32_t *cp) {
