@@ -5,6 +5,7 @@
 #include "check.h"
 #include "fp4lane_text.h"
 #include <jansson.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -465,12 +466,58 @@ static void cli(void) {
     CHECK(run(cmd, out, sizeof out) == 1 && strstr(out, "tok.io"));
 }
 
+/* one handle, two threads: the same ids as one thread (encode and decode keep no shared state) */
+typedef struct thr_arg {
+    const fp4_tokenizer *t;
+    const char *text;
+    size_t n;
+    int32_t *want;
+    size_t nw;
+    int ok;
+} thr_arg;
+static void *thr_run(void *p) {
+    thr_arg *a = p;
+    a->ok = 1;
+    for (int r = 0; r < 30; r++) {
+        int32_t *ids = NULL;
+        size_t ni = 0;
+        char *txt = NULL;
+        size_t tl = 0;
+        if (fp4_tokenizer_encode(a->t, a->text, a->n, FP4_TOK_PARSE_SPECIAL, &ids, &ni) || ni != a->nw ||
+            memcmp(ids, a->want, ni * sizeof *ids) || fp4_tokenizer_decode(a->t, ids, ni, 0, &txt, &tl, NULL))
+            a->ok = 0;
+        free(ids);
+        free(txt);
+    }
+    return NULL;
+}
+static void threads(void) {
+    fp4_tokenizer *t = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_tokenizer_load("tests/data/text/tiny_bytelevel.json", &t, &e));
+    if (!t) return;
+    char text[4000];
+    size_t n = 0;
+    while (n + 40 < sizeof text) n += (size_t)snprintf(text + n, sizeof text - n, "The then \xe6\x97\xa5 <|end|> %zu  x\n", n);
+    thr_arg a[2] = {{t, text, n, NULL, 0, 0}, {t, text, n, NULL, 0, 0}};
+    CHECK_OK(fp4_tokenizer_encode(t, text, n, FP4_TOK_PARSE_SPECIAL, &a[0].want, &a[0].nw));
+    a[1].want = a[0].want;
+    a[1].nw = a[0].nw;
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) CHECK(pthread_create(&th[i], NULL, thr_run, &a[i]) == 0);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(a[0].ok && a[1].ok && a[0].nw > 100);
+    free(a[0].want);
+    fp4_tokenizer_free(t);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "%s/fp4-text-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmpdir)) return perror("mkdtemp"), 1;
     json_rejections();
     gguf_rejections();
     behaviour();
+    threads();
     cli();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
