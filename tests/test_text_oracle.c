@@ -168,7 +168,7 @@ static void check_tokenizer(const char *npm, const char *model, const char *dir,
 chunks:;
     rd r = {ob, ob + on};
     size_t pos = 0, chunks = 0, bad_enc = 0, bad_plain = 0, bad_tmpl = 0, bad_dec = 0, bad_clean = 0, bad_rt = 0,
-           bad_stream = 0, bad_gguf = 0, n_ids_total = 0;
+           bad_stream = 0, bad_gguf = 0, bad_skip = 0, n_ids_total = 0;
     while (pos < corpus_n) {
         size_t end = pos + 2048 < corpus_n ? pos + 2048 : corpus_n;
         while (end < corpus_n && corpus[end - 1] != '\n') end++;
@@ -176,7 +176,8 @@ chunks:;
         size_t tn = end - pos;
         uint32_t na, nb, nc, nd0, nd1;
         int32_t *a = rd_ids(&r, &na), *b = rd_ids(&r, &nb), *c = rd_ids(&r, &nc);
-        const uint8_t *d0 = rd_bytes(&r, &nd0), *d1 = rd_bytes(&r, &nd1);
+        uint32_t nd2;
+        const uint8_t *d0 = rd_bytes(&r, &nd0), *d1 = rd_bytes(&r, &nd1), *d2 = rd_bytes(&r, &nd2);
         int32_t *x = NULL, *y = NULL, *z = NULL, *g = NULL;
         size_t nx = 0, ny = 0, nz = 0, ng = 0;
         CHECK_OK(fp4_tokenizer_encode(t, text, tn, FP4_TOK_PARSE_SPECIAL, &x, &nx));
@@ -209,6 +210,12 @@ chunks:;
         if (na && (ndt != nd0 || memcmp(dt, d0, nd0)) && bad_dec++ < 3)
             fprintf(stderr, "%s: chunk %zu: decode differs (%zu vs %u bytes)\n", model, chunks, ndt, nd0);
         if (na && (ndc != nd1 || memcmp(dc, d1, nd1))) bad_clean++;
+        char *ds = NULL;
+        size_t nds = 0;
+        CHECK_OK(fp4_tokenizer_decode(t, a, na, FP4_TOK_SKIP_SPECIAL, &ds, &nds, &e));
+        if (na && (nds != nd2 || memcmp(ds, d2, nd2)) && bad_skip++ < 3)
+            fprintf(stderr, "%s: chunk %zu: decode without special tokens differs (%zu vs %u bytes)\n", model, chunks, nds, nd2);
+        free(ds);
         /* round trip on the default encoding */
         char *rt = NULL;
         size_t nrt = 0, nexp = 0;
@@ -261,14 +268,15 @@ chunks:;
     }
     CHECK_MSG(r.p == r.end, "%s: oracle output longer than the corpus", model);
     fprintf(stderr, "%s: %zu chunks, %zu ids; differences: ids %zu, ids without special %zu, template %zu, decode %zu, "
-                    "clean-up %zu, round trip %zu, stream %zu, gguf %zu\n",
-            model, chunks, n_ids_total, bad_enc, bad_plain, bad_tmpl, bad_dec, bad_clean, bad_rt, bad_stream, bad_gguf);
+                    "clean-up %zu, skip-special %zu, round trip %zu, stream %zu, gguf %zu\n",
+            model, chunks, n_ids_total, bad_enc, bad_plain, bad_tmpl, bad_dec, bad_clean, bad_skip, bad_rt, bad_stream, bad_gguf);
     CHECK(full ? chunks > 400 : chunks > 50);
     CHECK_EQ_INT(bad_enc, 0);
     CHECK_EQ_INT(bad_plain, 0);
     CHECK_EQ_INT(bad_tmpl, 0);
     CHECK_EQ_INT(bad_dec, 0);
     CHECK_EQ_INT(bad_clean, 0);
+    CHECK_EQ_INT(bad_skip, 0);
     CHECK_EQ_INT(bad_rt, 0);
     CHECK_EQ_INT(bad_stream, 0);
     CHECK_EQ_INT(bad_gguf, 0);

@@ -9,6 +9,7 @@
 //   u32 n, n x i32   ids with the template's special tokens  (FP4_TOK_ADD_SPECIAL|PARSE_SPECIAL)
 //   u32 n, n bytes   decode(first ids), clean_up_tokenization_spaces false
 //   u32 n, n bytes   decode(first ids), clean_up_tokenization_spaces true
+//   u32 n, n bytes   decode(first ids), skip_special_tokens, no clean-up
 import fs from 'node:fs';
 import zlib from 'node:zlib';
 
@@ -38,6 +39,7 @@ while (pos < corpus.length) {
   const c = all.encode(text, { add_special_tokens: true }).ids;
   const d0 = a.length ? Buffer.from(all.decode(a, { clean_up_tokenization_spaces: false }), 'utf8') : Buffer.alloc(0);
   const d1 = a.length ? Buffer.from(all.decode(a, { clean_up_tokenization_spaces: true }), 'utf8') : Buffer.alloc(0);
-  parts.push(ids32(a), ids32(b), ids32(c), u32(d0.length), d0, u32(d1.length), d1);
+  const d2 = a.length ? Buffer.from(all.decode(a, { skip_special_tokens: true, clean_up_tokenization_spaces: false }), 'utf8') : Buffer.alloc(0);
+  parts.push(ids32(a), ids32(b), ids32(c), u32(d0.length), d0, u32(d1.length), d1, u32(d2.length), d2);
 }
 fs.writeFileSync(outPath, Buffer.concat(parts));
