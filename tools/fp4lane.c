@@ -32,6 +32,10 @@ const cli_verb cli_verbs[] = {
     {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
      "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
      "       [--shard-size N[M|G]] [--threads N] [--json]"},
+    {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
+     "fp4lane tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] [--add-special] [--parse-special]"},
+    {"detokenize", cmd_detokenize, "token ids to text",
+     "fp4lane detokenize MODEL|tokenizer.json IDS... [--skip-special] [--cleanup]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 
