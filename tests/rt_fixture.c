@@ -43,8 +43,9 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
     fp4_error e;
     if (fp4_hf_write_json(path, cfg, 2, 1, &e)) return -1;
 
-    struct { char name[128]; int64_t n_out, n_in; float scale, offset; } t[64];
+    struct tdesc { char name[128]; int64_t n_out, n_in; float scale, offset; } *t = calloc((size_t)(3 + 14 * s->layers), sizeof *t);
     int n = 0;
+    if (!t) return -1;
 #define ADD(nm, o, i, sc, off) (snprintf(t[n].name, 128, "%s", nm), t[n].n_out = (o), t[n].n_in = (i), t[n].scale = (sc), t[n].offset = (off), n++)
     const int H = s->hidden, Q = s->heads * s->head_dim, KV = s->kv_heads * s->head_dim;
     ADD("model.embed_tokens.weight", s->vocab, H, 1.0f, 0);
@@ -75,13 +76,13 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
     }
 #undef ADD
     fp4_hf_writer *w = NULL;
-    if (fp4_hf_writer_create(dir, 0, &w, &e)) return -1;
+    if (fp4_hf_writer_create(dir, 0, &w, &e)) return free(t), -1;
     fp4_hf_writer_add_metadata(w, "format", "pt", &e);
     for (int i = 0; i < n; i++) {
         int64_t sh[2] = {t[i].n_out, t[i].n_in};
         int rank = t[i].n_out == 1 ? 1 : 2;
         if (rank == 1) sh[0] = t[i].n_in;
-        if (fp4_hf_writer_add_tensor(w, t[i].name, FP4_ST_BF16, rank, sh, &e)) return fp4_hf_writer_free(w), -1;
+        if (fp4_hf_writer_add_tensor(w, t[i].name, FP4_ST_BF16, rank, sh, &e)) return fp4_hf_writer_free(w), free(t), -1;
     }
     test_rng r = {seed};
     for (int i = 0; i < n; i++) {
@@ -90,8 +91,9 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
         for (size_t j = 0; j < cnt; j++) b[j] = fp4_f32_to_bf16(t[i].offset + t[i].scale * rng_normal(&r));
         fp4_status st = fp4_hf_writer_write(w, b, cnt * 2, &e);
         free(b);
-        if (st) return fp4_hf_writer_free(w), -1;
+        if (st) return fp4_hf_writer_free(w), free(t), -1;
     }
+    free(t);
     size_t shards;
     fp4_status st = fp4_hf_writer_finish(w, &shards, &e);
     fp4_hf_writer_free(w);
