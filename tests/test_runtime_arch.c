@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static char tmp[512];
 
@@ -120,6 +121,57 @@ static void test_bind(const char *dir) {
                  FP4_ERR_NOT_FOUND, "bind.missing", "q_proj.bias");
     bind_refused(dir, "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"su\"}}", FP4_ERR_UNSUPPORTED, "arch.rope_type", "");
     write_cfg(dir, good);
+}
+
+/* a copy of the bf16 checkpoint with one more tensor (F32, given shape, zeros) */
+static int with_extra(const char *src, const char *dst, const char *name, int rank, int64_t n0) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    fp4_st *st = NULL;
+    fp4_error e;
+    if (fp4_st_open(path, &st, &e)) return -1;
+    mkdir(dst, 0777);
+    fp4_hf_writer *w = NULL;
+    if (fp4_hf_writer_create(dst, 0, &w, &e)) return fp4_st_close(st), -1;
+    for (size_t i = 0; i < fp4_st_n_tensors(st); i++) {
+        const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
+        fp4_hf_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &e);
+    }
+    int64_t sh[1] = {n0};
+    fp4_hf_writer_add_tensor(w, name, FP4_ST_F32, rank, sh, &e);
+    for (size_t i = 0; i < fp4_st_n_tensors(st); i++) fp4_hf_writer_write(w, fp4_st_tensor_at(st, i)->data, fp4_st_tensor_at(st, i)->nbytes, &e);
+    float z[8] = {0};
+    fp4_hf_writer_write(w, z, sizeof(float) * (size_t)(rank ? n0 : 1), &e);
+    size_t shards;
+    fp4_status r = fp4_hf_writer_finish(w, &shards, &e);
+    fp4_hf_writer_free(w);
+    fp4_st_close(st);
+    snprintf(path, sizeof path, "cp '%s/config.json' '%s/'", src, dst);
+    return r || system(path) ? -1 : 0;
+}
+
+static void test_extra_tensors(const char *bf) {
+    char d[600];
+    fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    /* ModelOpt's FP8 KV-cache scales are ignored (the cache is F16) */
+    snprintf(d, sizeof d, "%s/with-kscale", tmp);
+    CHECK(with_extra(bf, d, "model.layers.0.self_attn.k_scale", 0, 1) == 0);
+    CHECK_OK(fp4_model_open(d, NULL, &m, &e));
+    CHECK_OK(fp4_rt_create(m, NULL, &rt, &e));
+    fp4_rt_free(rt), fp4_model_close(m);
+    /* anything else is refused by name, even a scalar */
+    snprintf(d, sizeof d, "%s/with-extra", tmp);
+    CHECK(with_extra(bf, d, "model.layers.0.mlp.gate_scale", 0, 1) == 0);
+    CHECK_OK(fp4_model_open(d, NULL, &m, &e));
+    CHECK(fp4_rt_create(m, NULL, &rt, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "bind.unexpected") && strstr(e.tensor, "gate_scale"));
+    fp4_model_close(m);
+    snprintf(d, sizeof d, "%s/with-kvec", tmp);
+    CHECK(with_extra(bf, d, "model.layers.1.self_attn.k_scale", 1, 4) == 0); /* not a scalar: refused */
+    CHECK_OK(fp4_model_open(d, NULL, &m, &e));
+    CHECK(fp4_rt_create(m, NULL, &rt, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "bind.unexpected"));
+    fp4_model_close(m);
 }
 
 /* ---- the route table ---- */
@@ -343,6 +395,7 @@ int main(void) {
     fp4_error e;
     CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
     test_bind(bf);
+    test_extra_tensors(bf);
     test_routes(bf, nv);
     test_tensor_route();
     test_gguf(bf);

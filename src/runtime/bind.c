@@ -33,10 +33,16 @@ static const struct slot_row {
 static const char *const g_hf[3] = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"};
 static const char *const g_gguf[3] = {"token_embd.weight", "output_norm.weight", "output.weight"};
 
-/* tensors that carry nothing the step needs and may be present */
-static int ignorable(const char *name) {
-    size_t n = strlen(name);
-    return n >= 18 && !strcmp(name + n - 18, "rotary_emb.inv_freq");
+/* tensors that carry nothing the step needs and may be present: old checkpoints' rotary
+ * inv_freq buffers, and ModelOpt's FP8 KV-cache scales (k_scale / v_scale scalars: this runtime
+ * keeps the cache in F16, which needs no scale) */
+static int ends(const char *s, const char *x) {
+    size_t a = strlen(s), b = strlen(x);
+    return a >= b && !strcmp(s + a - b, x);
+}
+static int ignorable(const fp4_tensor *t) {
+    const int scalar = t->type == FP4_TYPE_F32 && (t->n_dims == 0 || (t->n_dims == 1 && t->ne[0] == 1));
+    return ends(t->name, "rotary_emb.inv_freq") || (scalar && (ends(t->name, ".k_scale") || ends(t->name, ".v_scale")));
 }
 
 static int64_t dim_of(const fp4_arch *a, int d) {
@@ -143,7 +149,7 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
         }
     for (int64_t i = 0; i < nt; i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
-        if (!used[i] && !ignorable(t->name)) {
+        if (!used[i] && !ignorable(t)) {
             st = fp4_fail(err, FP4_ERR_FORMAT, NULL, t->name, "bind.unexpected", "%s is not part of a %s model with these dimensions", t->name,
                           fp4_arch_family_name(a->family));
             goto out;
