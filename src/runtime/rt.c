@@ -165,13 +165,17 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     char msg[400];
     if (fp4_route_check(&key, NULL, msg, sizeof msg))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.refused", "%s", msg);
+    /* 2. the architecture (its refusals come before the engine allocates anything) */
+    fp4_arch arch;
+    fp4_status st = fp4_rt_model_arch(m, &arch, err);
+    if (st) return st;
     fp4_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     rt->m = m;
     rt->opts = o;
-    fp4_status st;
-    /* 2. architecture, 3. binding (descriptors only) */
-    if ((st = fp4_rt_model_arch(m, &rt->arch, err)) || (st = fp4_rt_bind(m, &rt->arch, &rt->b, err))) goto fail;
+    rt->arch = arch;
+    /* 3. binding (descriptors only) */
+    if ((st = fp4_rt_bind(m, &rt->arch, &rt->b, err))) goto fail;
     rt->n_ctx = o.n_ctx ? o.n_ctx : (rt->arch.n_ctx_train < RT_DEFAULT_CTX ? rt->arch.n_ctx_train : RT_DEFAULT_CTX);
     if (rt->n_ctx > rt->arch.n_ctx_train) {
         st = fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "rt.context", "n_ctx %lld is past the model's context length %lld", (long long)rt->n_ctx,
