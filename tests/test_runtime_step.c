@@ -252,6 +252,35 @@ static int add_input_scales(const char *src_dir, const char *dst_dir) {
     return fp4_hf_write_json(path, out, 2, 1, &e) ? -1 : 0;
 }
 
+/* The same NVFP4 weights in all four layouts (and W4A4 in all four): exact mode gives the same
+ * bits from each — layouts are converted at the edges, never inside the step. */
+static void test_layouts(const char *src, const char *what) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(src, NULL, &m, &e));
+    if (!m) return;
+    const int64_t V = 320;
+    float *ref = malloc(sizeof(float) * NT * V), *got = malloc(sizeof(float) * NT * V);
+    CHECK(run_seq(m, FP4_MODE_EXACT, 2, 5, toks, NT, ref) == 0);
+    static const struct { fp4_layout l; const char *sfx; } outs[] = {
+        {FP4_LAYOUT_CT, "ct"}, {FP4_LAYOUT_GGUF, "f.gguf"}, {FP4_LAYOUT_GGUF_GGML, "g.gguf"}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        char out[700];
+        snprintf(out, sizeof out, "%s-%s", src, outs[i].sfx);
+        fp4_write_opts wo = {.layout = outs[i].l};
+        CHECK_OK(fp4_model_write(m, out, &wo, &e));
+        fp4_model *m2 = NULL;
+        CHECK_OK(fp4_model_open(out, NULL, &m2, &e));
+        if (!m2) continue;
+        CHECK(run_seq(m2, FP4_MODE_EXACT, 1, NT, toks, NT, got) == 0);
+        int64_t d = bits_differ(ref, got, NT * V);
+        CHECK_MSG(d == 0, "%s from layout %s: %lld logits differ", what, fp4_layout_name(outs[i].l), (long long)d);
+        fp4_model_close(m2);
+    }
+    free(ref), free(got);
+    fp4_model_close(m);
+}
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtstep-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -285,6 +314,8 @@ int main(void) {
     CHECK(add_input_scales(nv, w4) == 0);
     test_exact_oracle(w4, "llama w4a4");
     test_batch(w4, "llama w4a4");
+    test_layouts(nv, "llama nvfp4");
+    test_layouts(w4, "llama w4a4");
     /* no tolerance against the unquantized reference here: 4-bit activations move logits by ~30 %
      * on random weights; the oracle above (bit for bit, SPEC §5 per projection) is the check */
     /* the other families, and a tied head */
