@@ -65,6 +65,8 @@ typedef struct fp4_arch {
     double rope_factor;      /* linear / llama3                                                 */
     double rope_low_freq_factor, rope_high_freq_factor; /* llama3                               */
     int64_t rope_orig_ctx;   /* llama3: original_max_position_embeddings                        */
+    int rope_freq_factors;   /* 1: GGUF tensor rope_freqs.weight (F32, head_dim/2) divides each  */
+                             /*    frequency (llama.cpp's form of Llama 3.1 scaling)           */
     int tied_head;           /* 1: the LM head is the embedding table                           */
     int qkv_bias;            /* 1: q/k/v projections carry biases (Qwen2)                       */
     int qk_norm;             /* 1: per-head RMSNorm of q and k before RoPE (Qwen3)              */

@@ -241,47 +241,69 @@ static void test_tensor_route(void) {
     fp4_model_close(m);
 }
 
-/* ---- GGUF with llama.cpp's keys and names, q/k rows permuted as its converter does ---- */
+/* ---- GGUF with llama.cpp's keys and names, q/k rows permuted as its converter does; Llama 3.1
+ * scaling as its converter writes it (rope_freqs.weight, the divisor of each frequency) ---- */
+static int corrupt_rope_freqs; /* 1: write a zero factor (must be refused) */
 static int write_gguf_llama(const char *hf_dir, const char *path) {
     fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
     fp4_error e;
-    if (fp4_model_open(hf_dir, NULL, &m, &e)) return -1;
+    if (fp4_model_open(hf_dir, NULL, &m, &e) || fp4_rt_create(m, NULL, &rt, &e)) return fp4_model_close(m), -1;
+    const fp4_arch a = *fp4_rt_arch(rt);
+    fp4_rt_free(rt);
     fp4_gguf_writer *w = NULL;
     fp4_gguf_writer_create(&w);
     fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5);
-    fp4_gguf_writer_add_u32(w, "llama.block_count", 2);
-    fp4_gguf_writer_add_u32(w, "llama.context_length", 64);
-    fp4_gguf_writer_add_u32(w, "llama.embedding_length", 256);
-    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", 512);
-    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", 4);
-    fp4_gguf_writer_add_u32(w, "llama.attention.head_count_kv", 2);
-    fp4_gguf_writer_add_u32(w, "llama.rope.dimension_count", 64);
-    fp4_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f); /* as test_bind left config.json */
-    fp4_gguf_writer_add_f32(w, "llama.rope.freq_base", 10000.0f);
+    fp4_gguf_writer_add_u32(w, "llama.block_count", (uint32_t)a.n_layers);
+    fp4_gguf_writer_add_u32(w, "llama.context_length", (uint32_t)a.n_ctx_train);
+    fp4_gguf_writer_add_u32(w, "llama.embedding_length", (uint32_t)a.hidden);
+    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", (uint32_t)a.ffn);
+    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", (uint32_t)a.n_heads);
+    fp4_gguf_writer_add_u32(w, "llama.attention.head_count_kv", (uint32_t)a.n_kv_heads);
+    fp4_gguf_writer_add_u32(w, "llama.rope.dimension_count", (uint32_t)a.head_dim);
+    fp4_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", a.rms_eps);
+    fp4_gguf_writer_add_f32(w, "llama.rope.freq_base", (float)a.rope_theta);
     fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
     fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    static const struct { const char *hf, *gg; int perm_heads; } map[] = {
-        {"input_layernorm.weight", "attn_norm.weight", 0}, {"self_attn.q_proj.weight", "attn_q.weight", 4},
-        {"self_attn.k_proj.weight", "attn_k.weight", 2}, {"self_attn.v_proj.weight", "attn_v.weight", 0},
+    static const struct { const char *hf, *gg; int perm; } map[] = {
+        {"input_layernorm.weight", "attn_norm.weight", 0}, {"self_attn.q_proj.weight", "attn_q.weight", 1},
+        {"self_attn.k_proj.weight", "attn_k.weight", 1}, {"self_attn.v_proj.weight", "attn_v.weight", 0},
         {"self_attn.o_proj.weight", "attn_output.weight", 0}, {"post_attention_layernorm.weight", "ffn_norm.weight", 0},
         {"mlp.gate_proj.weight", "ffn_gate.weight", 0}, {"mlp.up_proj.weight", "ffn_up.weight", 0}, {"mlp.down_proj.weight", "ffn_down.weight", 0}};
-    const fp4_tensor *src[32];
-    char names[32][96];
-    int perm[32], n = 0;
+    const fp4_tensor *src[40];
+    char names[40][96];
+    int perm[40], n = 0;
     snprintf(names[n], 96, "token_embd.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "model.embed_tokens.weight");
     snprintf(names[n], 96, "output_norm.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "model.norm.weight");
     snprintf(names[n], 96, "output.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "lm_head.weight");
-    for (int l = 0; l < 2; l++)
+    for (int l = 0; l < a.n_layers; l++)
         for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
             char hn[128];
             snprintf(hn, sizeof hn, "model.layers.%d.%s", l, map[i].hf);
             snprintf(names[n], 96, "blk.%d.%s", l, map[i].gg);
-            perm[n] = map[i].perm_heads;
+            perm[n] = map[i].perm;
             src[n++] = fp4_model_find(m, hn);
         }
     for (int i = 0; i < n; i++) {
         const int is_norm = src[i]->n_dims == 1;
         if (fp4_gguf_writer_add_tensor(w, names[i], is_norm ? FP4_TYPE_F32 : FP4_TYPE_BF16, src[i]->n_dims, src[i]->ne)) return -1;
+    }
+    float rf[FP4_ARCH_MAX_HEAD_DIM / 2];
+    const int half = (int)a.head_dim / 2;
+    if (a.rope_scaling == FP4_ROPE_LLAMA3) { /* llama.cpp's convert_hf_to_gguf.py, LlamaModel: 1/scale per frequency */
+        for (int i = 0; i < half; i++) {
+            const double f = (float)(1.0 / pow(a.rope_theta, (double)(2 * i) / (double)a.head_dim)), wl = 2 * M_PI / f;
+            const double lo = a.rope_orig_ctx / a.rope_low_freq_factor, hi = a.rope_orig_ctx / a.rope_high_freq_factor;
+            if (wl < hi) rf[i] = 1.0f;
+            else if (wl > lo) rf[i] = (float)a.rope_factor;
+            else {
+                double sm = (a.rope_orig_ctx / wl - a.rope_low_freq_factor) / (a.rope_high_freq_factor - a.rope_low_freq_factor);
+                rf[i] = (float)(1.0 / ((1 - sm) / a.rope_factor + sm));
+            }
+        }
+        if (corrupt_rope_freqs) rf[3] = 0.0f;
+        int64_t ne[1] = {half};
+        if (fp4_gguf_writer_add_tensor(w, "rope_freqs.weight", FP4_TYPE_F32, 1, ne)) return -1;
     }
     if (fp4_gguf_writer_write_header(w, path)) return -1;
     for (int i = 0; i < n; i++) {
@@ -299,7 +321,7 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
         for (int64_t r = 0; r < rows; r++) {
             int64_t from = r;
             if (perm[i]) { /* llama.cpp: reshape(heads, 2, D/2, n_in).swapaxes(1, 2): row h*D + 2i + j <- h*D + j*D/2 + i */
-                const int64_t D = rows / perm[i], h = r / D, q = r % D;
+                const int64_t D = a.head_dim, h = r / D, q = r % D;
                 from = h * D + (q % 2) * (D / 2) + q / 2;
             }
             memcpy(b + r * rb, t->data + from * rb, rb);
@@ -307,6 +329,7 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
         fp4_gguf_writer_write_tensor_data(w, i, b, (size_t)t->nbytes);
         free(b);
     }
+    if (a.rope_scaling == FP4_ROPE_LLAMA3) fp4_gguf_writer_write_tensor_data(w, n, rf, sizeof(float) * (size_t)half);
     fp4_status st = fp4_gguf_writer_finish(w);
     fp4_gguf_writer_free(w);
     fp4_model_close(m);
@@ -314,11 +337,13 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
 }
 
 static void logits_of(const char *path, int32_t n, const int32_t *ids, float *out, const char **routes) {
+    /* out: n rows of the model's vocab */
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     fp4_error e;
     CHECK_OK(fp4_model_open(path, NULL, &m, &e));
     fp4_rt_opts o = {.n_ctx = 32, .n_threads = 2};
+    (void)0;
     fp4_status st = fp4_rt_create(m, &o, &rt, &e);
     CHECK_MSG(st == FP4_OK, "%s: %s %s %s", path, e.rule, e.tensor, e.msg);
     if (rt) {
@@ -358,6 +383,33 @@ static void test_gguf(const char *bf) {
     if (d) fprintf(stderr, "max diff %g (first %g vs %g)\n", md, x[0], y[0]);
     CHECK_MSG(d == 0, "the llama.cpp GGUF differs from its HF source in %lld logits", (long long)d);
     free(x), free(y);
+    /* Llama 3.1 scaling through llama.cpp's rope_freqs.weight: against the HF checkpoint it came
+     * from (the factors are f32-rounded divisors, so close but not bit-equal) and against
+     * transformers' own logits (test_runtime_hf.c's tolerance) */
+    snprintf(path, sizeof path, "%s/llama31.gguf", tmp);
+    CHECK(write_gguf_llama("tests/data/hf/llama31", path) == 0);
+    CHECK_OK(fp4_gguf_open(path, &g, &e));
+    CHECK_OK(fp4_arch_from_gguf(g, &a, &e));
+    CHECK(a.rope_freq_factors && a.rope_scaling == FP4_ROPE_NONE && a.rope_theta == 500000.0);
+    fp4_gguf_close(g);
+    const int32_t ids31[N] = {10, 216, 113, 104, 245, 243, 11, 492, 167};
+    x = malloc(sizeof(float) * N * 512), y = malloc(sizeof(float) * N * 512);
+    logits_of("tests/data/hf/llama31", N, ids31, x, NULL);
+    logits_of(path, N, ids31, y, &how);
+    double md2 = 0, mx2 = 0;
+    for (int i = 0; i < N * 512; i++) md2 = fmax(md2, fabs(x[i] - y[i])), mx2 = fmax(mx2, fabs(x[i]));
+    printf("llama31 GGUF (rope_freqs) vs its HF source: max |dlogit| %.3g of max |logit| %.3g\n", md2, mx2);
+    CHECK(md2 < 1e-3 * mx2); /* ignoring the factors (8x on the low frequencies) moves logits far more */
+    free(x), free(y);
+    corrupt_rope_freqs = 1;
+    snprintf(path, sizeof path, "%s/llama31-bad.gguf", tmp);
+    CHECK(write_gguf_llama("tests/data/hf/llama31", path) == 0);
+    corrupt_rope_freqs = 0;
+    fp4_model *mb = NULL;
+    fp4_rt *rb = NULL;
+    CHECK_OK(fp4_model_open(path, NULL, &mb, &e));
+    CHECK(fp4_rt_create(mb, NULL, &rb, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "rt.rope") && !strcmp(e.tensor, "rope_freqs.weight"));
+    fp4_model_close(mb);
     /* GGUF refusals name key and value */
     fp4_gguf_writer *w = NULL;
     snprintf(path, sizeof path, "%s/moe.gguf", tmp);

@@ -390,9 +390,7 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
     } else if (strcmp(stype, "none")) {
         return refuse(err, "arch.rope_type", "GGUF: %s = %s is not supported (none, linear)", key, stype);
     }
-    if (fp4_gguf_find_tensor(g, "rope_freqs.weight") >= 0)
-        return refuse(err, "arch.rope_type", "GGUF: tensor %s (%s) is not supported yet; use the HF checkpoint", "rope_freqs.weight",
-                      "llama3 rope frequency factors");
+    a->rope_freq_factors = fp4_gguf_find_tensor(g, "rope_freqs.weight") >= 0; /* bound and checked in bind.c */
     uint64_t u;
     a->bos = gg_u64(g, "tokenizer.ggml.bos_token_id", &u) == 1 && u < INT32_MAX ? (int32_t)u : -1;
     if (gg_u64(g, "tokenizer.ggml.eos_token_id", &u) == 1 && u < INT32_MAX) a->eos[a->n_eos++] = (int32_t)u;

@@ -130,7 +130,8 @@ const fp4_rt_backend_ops *fp4_rt_cpu_backend(void);
 typedef const fp4_rt_backend_ops *(*fp4_rt_backend_entry)(uint32_t abi);
 
 /* The host RoPE table (rope.c): cos/sin[pos][i] for pos < n_ctx, i < D/2, computed in double
- * from arch (theta, scaling) and rounded to f32 once. Caller frees both with free(). */
-fp4_status fp4_rt_rope_table(const fp4_arch *a, int64_t n_ctx, float **cos_out, float **sin_out);
+ * from arch (theta, scaling; freq_factors: D/2 divisors of the frequencies, or NULL) and rounded
+ * to f32 once. Caller frees both with free(). */
+fp4_status fp4_rt_rope_table(const fp4_arch *a, int64_t n_ctx, const float *freq_factors, float **cos_out, float **sin_out);
 
 #endif

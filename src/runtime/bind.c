@@ -136,6 +136,14 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
         MARK(g[2]);
         b->head = g[2];
     }
+    if (a->rope_freq_factors) {
+        const fp4_tensor *rf = fp4_model_find(m, "rope_freqs.weight");
+        if (!rf) { st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, "rope_freqs.weight", "bind.missing", "rope_freqs.weight is missing"); goto out; }
+        if (rf->type != FP4_TYPE_F32) { st = fp4_fail(err, FP4_ERR_DTYPE, NULL, rf->name, "bind.dtype", "rope frequency factors must be F32"); goto out; }
+        if ((st = check(rf, K_NORM, a->head_dim / 2, 1, err))) goto out;
+        MARK(rf);
+        b->rope_freqs = rf;
+    }
     for (int64_t l = 0; l < a->n_layers; l++)
         for (size_t s = 0; s < sizeof slot_rows / sizeof slot_rows[0]; s++) {
             const struct slot_row *r = &slot_rows[s];

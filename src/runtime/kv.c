@@ -72,7 +72,8 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
     put_str(&h, "fp4lane-kv-identity-v1");
     put_str(&h, fp4_arch_family_name(a->family));
     const int64_t ints[] = {a->source, a->n_layers, a->hidden, a->n_heads, a->n_kv_heads, a->head_dim, a->ffn, a->vocab,
-                            a->tied_head, a->qkv_bias, a->qk_norm, a->qk_permuted, a->rope_scaling, a->rope_orig_ctx};
+                            a->tied_head, a->qkv_bias, a->qk_norm, a->qk_permuted, a->rope_scaling, a->rope_orig_ctx,
+                            a->rope_freq_factors};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) put_u64(&h, (uint64_t)ints[i]);
     put_f64(&h, a->rms_eps), put_f64(&h, a->rope_theta), put_f64(&h, a->rope_factor);
     put_f64(&h, a->rope_low_freq_factor), put_f64(&h, a->rope_high_freq_factor);

@@ -188,8 +188,11 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     } else rt->be = fp4_rt_cpu_backend();
     if ((st = check_routes(rt, err))) goto fail;
     /* 5. tables, sequences, upload */
-    if ((st = fp4_rt_rope_table(&rt->arch, rt->n_ctx, &rt->rope_cos, &rt->rope_sin))) {
-        st = fp4_fail(err, st, NULL, NULL, "rt.rope", "cannot build the RoPE table");
+    float ff[FP4_ARCH_MAX_HEAD_DIM / 2];
+    if (rt->b.rope_freqs) fp4_tensor_dequant_rows(rt->b.rope_freqs, 0, 1, ff);
+    if ((st = fp4_rt_rope_table(&rt->arch, rt->n_ctx, rt->b.rope_freqs ? ff : NULL, &rt->rope_cos, &rt->rope_sin))) {
+        st = fp4_fail(err, st, NULL, rt->b.rope_freqs ? rt->b.rope_freqs->name : NULL, "rt.rope",
+                      "cannot build the RoPE table (frequency factors must be finite and > 0)");
         goto fail;
     }
     if ((st = widen_vectors(rt, err))) goto fail;

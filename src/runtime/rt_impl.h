@@ -9,6 +9,7 @@
 typedef struct fp4_rt_bound {
     const fp4_tensor *tok_embd, *out_norm, *head;
     const fp4_tensor **layer;            /* n_layers * FP4_LW_COUNT_ (owned array)              */
+    const fp4_tensor *rope_freqs;        /* GGUF rope_freqs.weight [head_dim/2] F32, or NULL    */
 } fp4_rt_bound;
 
 /* Architecture of an open model: HF config.json, fp4lane.hf.config in a GGUF, or llama.cpp keys. */
