@@ -95,6 +95,19 @@ int main(void) {
     /* same again with 3 threads, prefill chunk 1: the same ids (exact mode) */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos --threads 3 --prefill-chunk 1", nv);
     CHECK(cli(a, &o, &er) == 0 && !strncmp(o, first_run, strlen(first_run)));
+    /* sampling is seeded: the same seed twice gives the same ids, another seed (almost surely)
+     * other ids; top-k 1 is greedy whatever the temperature */
+    char s1[256], s2[256];
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 12 --ignore-eos --temp 1.5 --top-p 0.95 --seed 7", nv);
+    CHECK(cli(a, &o, &er) == 0);
+    snprintf(s1, sizeof s1, "%.*s", (int)strcspn(o, "\n"), o);
+    CHECK(cli(a, &o, &er) == 0 && !strncmp(o, s1, strlen(s1)));
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 12 --ignore-eos --temp 1.5 --top-p 0.95 --seed 8", nv);
+    CHECK(cli(a, &o, &er) == 0);
+    snprintf(s2, sizeof s2, "%.*s", (int)strcspn(o, "\n"), o);
+    CHECK(strcmp(s1, s2) != 0);
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos --temp 3 --top-k 1 --seed 9", nv);
+    CHECK(cli(a, &o, &er) == 0 && !strncmp(o, first_run, strlen(first_run)));
     /* -n 0: the prompt only */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 0", nv);
     CHECK(cli(a, &o, &er) == 0 && has(o, "decode 0 tok"));

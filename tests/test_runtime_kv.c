@@ -227,6 +227,30 @@ static void test_sampler(void) {
     }
     CHECK(ok);
     fp4_sampler_free(s);
+    /* top-k over a large vocabulary with many ties at the cut: exactly the k first of (logit desc,
+     * id asc), each of them drawn */
+    enum { BV = 1000, K = 10 };
+    static float bl[BV];
+    test_rng rr = {77};
+    for (int i = 0; i < BV; i++) bl[i] = (float)(int)(rng_uniform(&rr) * 40.0f) * 0.25f;
+    int in_set[BV] = {0}, taken = 0;
+    for (float v = 100; taken < K; v -= 0.25f) /* walk the order: values descending, ids ascending */
+        for (int i = 0; i < BV && taken < K; i++)
+            if (bl[i] == v) in_set[i] = 1, taken++;
+    p = fp4_sampler_defaults();
+    p.temperature = 1.0f, p.top_k = K, p.seed = 5;
+    CHECK_OK(fp4_sampler_create(&p, BV, &s));
+    int seen[BV] = {0};
+    ok = 1;
+    for (int i = 0; i < 5000; i++) {
+        int32_t t = fp4_sampler_sample(s, bl);
+        ok &= t >= 0 && t < BV && in_set[t];
+        if (t >= 0 && t < BV) seen[t] = 1;
+    }
+    int n_seen = 0;
+    for (int i = 0; i < BV; i++) n_seen += seen[i];
+    CHECK(ok && n_seen == K);
+    fp4_sampler_free(s);
     CHECK(fp4_sampler_create(&p, 0, &s) == FP4_ERR_INVALID_ARG);
     p.repeat_penalty = 0;
     CHECK(fp4_sampler_create(&p, V, &s) == FP4_ERR_INVALID_ARG);

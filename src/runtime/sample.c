@@ -119,10 +119,38 @@ int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits) {
             if (w[i] > w[best]) best = i;
         return (int32_t)best;
     }
-    for (int64_t i = 0; i < V; i++) s->cand[i] = (struct cand){w[i] / s->p.temperature, (int32_t)i};
-    qsort(s->cand, (size_t)V, sizeof *s->cand, by_logit);
     int64_t n = V;
-    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
+    if (s->p.top_k > 0 && s->p.top_k < V) {
+        /* the k first of the total order, by a heap whose root is the worst kept candidate */
+        n = s->p.top_k;
+        struct cand *h = s->cand;
+        for (int64_t i = 0; i < V; i++) {
+            struct cand c = {w[i] / s->p.temperature, (int32_t)i};
+            if (i < n) {
+                int64_t j = i;
+                h[j] = c;
+                while (j > 0 && by_logit(&h[(j - 1) / 2], &h[j]) < 0) {
+                    struct cand t = h[j];
+                    h[j] = h[(j - 1) / 2], h[(j - 1) / 2] = t, j = (j - 1) / 2;
+                }
+            } else if (by_logit(&c, &h[0]) < 0) {
+                int64_t j = 0;
+                h[0] = c;
+                for (;;) {
+                    int64_t l = 2 * j + 1, r = l + 1, m = j;
+                    if (l < n && by_logit(&h[l], &h[m]) > 0) m = l;
+                    if (r < n && by_logit(&h[r], &h[m]) > 0) m = r;
+                    if (m == j) break;
+                    struct cand t = h[j];
+                    h[j] = h[m], h[m] = t, j = m;
+                }
+            }
+        }
+        qsort(h, (size_t)n, sizeof *h, by_logit);
+    } else {
+        for (int64_t i = 0; i < V; i++) s->cand[i] = (struct cand){w[i] / s->p.temperature, (int32_t)i};
+        qsort(s->cand, (size_t)V, sizeof *s->cand, by_logit);
+    }
     const double mx = s->cand[0].l;
     double sum = 0.0;
     for (int64_t i = 0; i < n; i++) sum += (s->prob[i] = exp((double)s->cand[i].l - mx));
