@@ -108,6 +108,14 @@ int main(void) {
     CHECK(strcmp(s1, s2) != 0);
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos --temp 3 --top-k 1 --seed 9", nv);
     CHECK(cli(a, &o, &er) == 0 && !strncmp(o, first_run, strlen(first_run)));
+    /* --json: the same ids as one object */
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos --json", nv);
+    CHECK(cli(a, &o, &er) == 0);
+    char want[300];
+    snprintf(want, sizeof want, "{\"sequences\":[[%s]]", first_run + (first_run[0] == ' '));
+    for (char *q = want; *q; q++)
+        if (*q == ' ') *q = ',';
+    CHECK_MSG(!strncmp(o, want, strlen(want)) && has(o, "\"mode\":\"exact\"") && has(o, "\"decode_tokens\":5"), "%s vs %s", o, want);
     /* -n 0: the prompt only */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 0", nv);
     CHECK(cli(a, &o, &er) == 0 && has(o, "decode 0 tok"));
@@ -149,6 +157,8 @@ int main(void) {
     float *full = npy_rows(f1, &r1, 320), *cont = npy_rows(f3, &r2, 320);
     CHECK(full && cont && r1 == 9 && r2 == 3 && !memcmp(full + 6 * 320, cont, sizeof(float) * 3 * 320));
     free(full), free(cont), free(L);
+    snprintf(a, sizeof a, "run %s --prompt-ids 3,2,1 -n 3 --kv-load %s --ctx 10", nv, f2);
+    CHECK(cli(a, &o, &er) == 2 && has(er, "6 cached") && has(er, "10"));
     /* the snapshot of the nvfp4 exact engine is refused by native mode and by another model */
     snprintf(a, sizeof a, "run %s --prompt-ids 3 -n 0 --kv-load %s --mode native", nv, f2);
     CHECK(cli(a, &o, &er) == 1 && has(er, "kv.identity"));

@@ -17,7 +17,7 @@ typedef struct run_args {
     rt_cli_engine e;
     const char *prompt, *batch_file, *logits_out, *kv_save, *kv_load;
     long long n_gen;
-    int ignore_eos;
+    int ignore_eos, json;
     fp4_sampler_params sp;
 } run_args;
 
@@ -35,7 +35,7 @@ static int usage(void) {
             "usage: fp4lane run MODEL (--prompt-ids 1,2,3 | --prompt-ids @FILE | --batch-file PROMPTS) [-n N]\n"
             "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--prefill-chunk N] [--ctx N]\n"
             "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
-            "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] [--kv-load F]\n");
+            "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--json]\n");
     return 2;
 }
 
@@ -64,6 +64,7 @@ static int parse(int argc, char **argv, run_args *a) {
         else if (!strcmp(o, "--kv-save") && v) a->kv_save = v, i++;
         else if (!strcmp(o, "--kv-load") && v) a->kv_load = v, i++;
         else if (!strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
+        else if (!strcmp(o, "--json")) a->json = 1;
         else if (!strcmp(o, "-n") && v) {
             a->n_gen = strtoll(v, &end, 10);
             if (!*v || *end || a->n_gen < 0) return fprintf(stderr, "fp4lane: -n %s: expected a non-negative integer\n", v), -1;
@@ -97,6 +98,21 @@ typedef struct run_stats {
     int64_t n_prefill, n_decode;
     double t_prefill, t_decode;
 } run_stats;
+
+/* --json: one object at the end instead of the streamed ids and the summary line */
+static void summary_json(const run_args *a, fp4_rt *rt, const run_stats *s, int32_t *const *ids, const int64_t *n, int n_seq) {
+    printf("{\"sequences\":[");
+    for (int i = 0; i < n_seq; i++) {
+        printf("%s[", i ? "," : "");
+        for (int64_t j = 0; j < n[i]; j++) printf("%s%d", j ? "," : "", ids[i][j]);
+        printf("]");
+    }
+    printf("],\"prefill_tokens\":%lld,\"prefill_tok_s\":%.3f,\"decode_tokens\":%lld,\"decode_tok_s\":%.3f,\"device\":\"%s\","
+           "\"mode\":\"%s\",\"threads\":%d,\"routes\":\"%s\",\"interrupted\":%s}\n",
+           (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0, (long long)s->n_decode,
+           s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, fp4_rt_device_name(rt), a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native",
+           a->e.o.n_threads, fp4_rt_routes(rt), interrupted ? "true" : "false");
+}
 
 static void summary(const run_args *a, fp4_rt *rt, const run_stats *s, const char *end) {
     fprintf(stdout, "\nprefill %lld tok %.2f tok/s, decode %lld tok %.2f tok/s, device %s, mode %s, threads %d, routes: %s%s\n",
@@ -145,6 +161,12 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
     }
     if (a->kv_load && fp4_rt_kv_load(rt, seq[0], a->kv_load, &err)) {
         rc = cli_report_error("run", err.code, &err);
+        goto out;
+    }
+    if (a->kv_load && fp4_rt_seq_pos(rt, seq[0]) + plen[0] + a->n_gen > fp4_rt_n_ctx(rt)) {
+        fprintf(stderr, "fp4lane run: %lld cached + %lld prompt + -n %lld tokens is past the context length %lld (--ctx)\n",
+                (long long)fp4_rt_seq_pos(rt, seq[0]), (long long)plen[0], a->n_gen, (long long)fp4_rt_n_ctx(rt));
+        rc = 2;
         goto out;
     }
     /* prefill */
@@ -287,20 +309,20 @@ int cmd_run(int argc, char **argv) {
         sa.sa_handler = on_sigint;
         sigaction(SIGINT, &sa, &old);
         run_stats st = {0};
-        if (n_seq == 1) {
-            rc = decode(&a, rt, prompts, plen, 1, have_npy ? &npy : NULL, print_token, first, &st);
-        } else {
-            batch_out b = {calloc((size_t)n_seq, sizeof(int32_t *)), calloc((size_t)n_seq, sizeof(int64_t)), calloc((size_t)n_seq, sizeof(int64_t))};
-            if (!b.ids || !b.n || !b.cap) rc = 1;
-            else rc = decode(&a, rt, prompts, plen, n_seq, NULL, collect_token, &b, &st);
-            for (int i = 0; b.ids && b.n && i < n_seq; i++) {
+        batch_out b = {calloc((size_t)n_seq, sizeof(int32_t *)), calloc((size_t)n_seq, sizeof(int64_t)), calloc((size_t)n_seq, sizeof(int64_t))};
+        if (!b.ids || !b.n || !b.cap) rc = 1;
+        else if (n_seq == 1 && !a.json) rc = decode(&a, rt, prompts, plen, 1, have_npy ? &npy : NULL, print_token, first, &st);
+        else rc = decode(&a, rt, prompts, plen, n_seq, have_npy ? &npy : NULL, collect_token, &b, &st);
+        if (a.json && (!rc || interrupted)) summary_json(&a, rt, &st, b.ids, b.n, n_seq);
+        for (int i = 0; b.ids && b.n && i < n_seq; i++) {
+            if (n_seq > 1 && !a.json) {
                 printf("%d:", i);
                 for (int64_t j = 0; j < b.n[i]; j++) printf(" %d", b.ids[i][j]);
                 printf("\n");
-                free(b.ids[i]);
             }
-            free(b.ids), free(b.n), free(b.cap);
+            free(b.ids[i]);
         }
+        free(b.ids), free(b.n), free(b.cap);
         sigaction(SIGINT, &old, NULL);
         free(first);
         if (have_npy) {
@@ -308,7 +330,7 @@ int cmd_run(int argc, char **argv) {
             else if (rt_npy_finish(&npy)) rc = 1;
             have_npy = 0;
         }
-        if (!rc || interrupted) summary(&a, rt, &st, interrupted ? " (interrupted)" : "");
+        if ((!rc || interrupted) && !a.json) summary(&a, rt, &st, interrupted ? " (interrupted)" : "");
         if (interrupted) rc = 130;
     }
     if (have_npy) rt_npy_abort(&npy);
