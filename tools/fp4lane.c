@@ -21,7 +21,7 @@ const cli_verb cli_verbs[] = {
     {"run", cmd_run, "decode: prompt ids in, generated ids out (CPU, or CUDA through libfp4lane_cuda.so)",
      "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native] [--threads N] "
      "[--prefill-chunk N] [--temp T --top-k K --top-p P --seed S] [--logits-out FILE.npy] [--kv-save F] [--kv-load F] "
-     "[--batch-file PROMPTS]"},
+     "[--batch-file PROMPTS] [--json]"},
     {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids through two configurations",
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
 };
