@@ -136,11 +136,14 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
     fp4_error err;
     int64_t maxp = 0, total = 0;
     for (int i = 0; i < n_seq; i++) total += plen[i], maxp = plen[i] > maxp ? plen[i] : maxp;
-    const int64_t chunk = a->e.prefill_chunk > 0 ? a->e.prefill_chunk : maxp;
+    /* prefill steps of `chunk` positions per sequence (default 256: the engine splits a step into
+     * backend calls anyway; this bounds the logits buffer when every position's logits are kept) */
+    const int64_t chunk = a->e.prefill_chunk > 0 ? a->e.prefill_chunk : (maxp < 256 ? maxp : 256);
     const size_t max_cols = (size_t)(chunk * n_seq + n_seq);
+    const size_t max_logit_rows = npy ? max_cols : (size_t)n_seq; /* else only each prompt's last column */
     fp4_rt_tok *cols = malloc(sizeof *cols * max_cols);
     int *owner = malloc(sizeof *owner * max_cols), *is_last = malloc(sizeof *is_last * max_cols);
-    float *lg = malloc(sizeof(float) * (size_t)V * max_cols);
+    float *lg = malloc(sizeof(float) * (size_t)V * max_logit_rows);
     int32_t *seq = malloc(sizeof *seq * (size_t)n_seq), *next = malloc(sizeof *next * (size_t)n_seq);
     int *live = malloc(sizeof *live * (size_t)n_seq);
     fp4_sampler **smp = calloc((size_t)n_seq, sizeof *smp);
