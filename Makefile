@@ -77,15 +77,14 @@ $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< tests/replay_main.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
 header-check:
-	@echo '#include "fp4lane.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
-	@echo '#include "fp4lane.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
-	@echo '#include "fp4lane_runtime.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
-	@echo '#include "fp4lane_runtime.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
+	@for h in include/*.h; do \
+	  echo "#include \"$${h#include/}\"" | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only - && \
+	  echo "#include \"$${h#include/}\"" | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only - || exit 1; done
 
 # Every FP4_API function is implemented and exported, and nothing else is exported.
 symbols-check: lib
 	@nm -D --defined-only $(BUILD)/libfp4lane.so | awk '{print $$3}' | sort > $(BUILD)/exported.txt
-	@cat include/fp4lane.h include/fp4lane_runtime.h | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
+	@cat include/*.h | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
 	  | grep -v '^visibility$$' | sort -u > $(BUILD)/declared.txt
 	@extra=$$(comm -23 $(BUILD)/exported.txt $(BUILD)/declared.txt); \
 	 missing=$$(comm -13 $(BUILD)/exported.txt $(BUILD)/declared.txt | grep -v '^fp4_cuda_'); \
@@ -147,7 +146,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4l
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) $(CUDA_LIBS)
 cuda: $(BUILD)/libfp4lane_cuda.a $(GPU_TEST_BIN)
 	@nm -g --defined-only $(BUILD)/libfp4lane_cuda.a | awk '$$2=="T"{print $$3}' | grep '^fp4_cuda_' | sort -u > $(BUILD)/cuda_defined.txt
-	@tr '\n' ' ' < include/fp4lane.h | grep -oE 'FP4_API [^;{]*\(' | grep -oE 'fp4_cuda_[A-Za-z0-9_]+ *\($$' | tr -d '( ' | sort -u > $(BUILD)/cuda_declared.txt
+	@cat include/*.h | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE 'fp4_cuda_[A-Za-z0-9_]+ *\($$' | tr -d '( ' | sort -u > $(BUILD)/cuda_declared.txt
 	@missing=$$(comm -13 $(BUILD)/cuda_defined.txt $(BUILD)/cuda_declared.txt); \
 	 if [ -n "$$missing" ]; then echo "declared, not in libfp4lane_cuda.a: $$missing"; exit 1; fi
 
