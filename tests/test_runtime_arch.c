@@ -13,8 +13,9 @@
 
 static char tmp[512];
 
-#define BASE                                                                                                            \
-    "\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,\"vocab_size\":320," \
+#define BASE                                                                                                 \
+    "\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"     \
+    "\"vocab_size\":320,"                                                                                    \
     "\"num_hidden_layers\":2,\"max_position_embeddings\":64,\"rms_norm_eps\":1e-5"
 
 static void refused(const char *json, fp4_status want, const char *key, const char *value) {
@@ -22,51 +23,78 @@ static void refused(const char *json, fp4_status want, const char *key, const ch
     fp4_error e;
     fp4_status st = fp4_arch_from_hf_config(json, &a, &e);
     CHECK_MSG(st == want, "%s -> %s (%s)", json, fp4_status_str(st), e.msg);
-    CHECK_MSG(strstr(e.msg, key) && strstr(e.msg, value), "message '%s' does not name %s = %s", e.msg, key, value);
+    CHECK_MSG(strstr(e.msg, key) && strstr(e.msg, value), "message '%s' does not name %s = %s", e.msg, key,
+              value);
 }
 
 static void test_hf_config(void) {
     fp4_arch a, b;
     fp4_error e;
     CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE "}", &a, &e));
-    CHECK(a.family == FP4_ARCH_LLAMA && a.head_dim == 64 && a.n_kv_heads == 2 && a.rope_theta == 10000.0 && !a.tied_head &&
-          a.rope_scaling == FP4_ROPE_NONE && a.rms_eps == 1e-5f && !a.qk_permuted);
+    CHECK(a.family == FP4_ARCH_LLAMA && a.head_dim == 64 && a.n_kv_heads == 2 && a.rope_theta == 10000.0 &&
+          !a.tied_head && a.rope_scaling == FP4_ROPE_NONE && a.rms_eps == 1e-5f && !a.qk_permuted);
     /* transformers 4 vs 5 spellings of llama3 scaling give the same description */
-    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\","
-                                     "\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}",
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE
+                                     ",\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\","
+                                     "\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                                     "\"original_max_position_embeddings\":8192}}",
                                      &a, &e));
-    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":500000.0,"
-                                     "\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}}",
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE
+                                     ",\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":500000.0,"
+                                     "\"factor\":8.0,\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,"
+                                     "\"original_max_position_embeddings\":8192}}",
                                      &b, &e));
-    CHECK(!memcmp(&a, &b, sizeof a) && a.rope_scaling == FP4_ROPE_LLAMA3 && a.rope_theta == 500000.0 && a.rope_orig_ctx == 8192);
-    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}", &a, &e));
+    CHECK(!memcmp(&a, &b, sizeof a) && a.rope_scaling == FP4_ROPE_LLAMA3 && a.rope_theta == 500000.0 &&
+          a.rope_orig_ctx == 8192);
+    CHECK_OK(fp4_arch_from_hf_config(
+        "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}}", &a, &e));
     CHECK(a.rope_scaling == FP4_ROPE_LINEAR && a.rope_factor == 2.0);
-    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1e6}}", &a, &e));
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE
+                                     ",\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":1e6}}",
+                                     &a, &e));
     CHECK(a.rope_scaling == FP4_ROPE_NONE && a.rope_theta == 1e6);
-    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"qwen3\"," BASE ",\"head_dim\":128,\"tie_word_embeddings\":true,\"eos_token_id\":[7,9]}", &a, &e));
-    CHECK(a.family == FP4_ARCH_QWEN3 && a.qk_norm && a.head_dim == 128 && a.tied_head && a.n_eos == 2 && a.eos[1] == 9);
-    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"qwen2\"," BASE ",\"use_sliding_window\":false,\"sliding_window\":4096}", &a, &e));
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"qwen3\"," BASE
+                                     ",\"head_dim\":128,\"tie_word_embeddings\":true,\"eos_token_id\":[7,9]}",
+                                     &a, &e));
+    CHECK(a.family == FP4_ARCH_QWEN3 && a.qk_norm && a.head_dim == 128 && a.tied_head && a.n_eos == 2 &&
+          a.eos[1] == 9);
+    CHECK_OK(fp4_arch_from_hf_config(
+        "{\"model_type\":\"qwen2\"," BASE ",\"use_sliding_window\":false,\"sliding_window\":4096}", &a, &e));
     CHECK(a.qkv_bias && !a.qk_norm);
-    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"mistral\"," BASE ",\"sliding_window\":null}", &a, &e));
+    CHECK_OK(
+        fp4_arch_from_hf_config("{\"model_type\":\"mistral\"," BASE ",\"sliding_window\":null}", &a, &e));
     /* refusals, each naming the key and the value */
     refused("{\"model_type\":\"gemma2\"," BASE "}", FP4_ERR_UNSUPPORTED, "model_type", "gemma2");
     refused("{\"model_type\":\"mixtral\"," BASE "}", FP4_ERR_UNSUPPORTED, "model_type", "mixtral");
-    refused("{\"model_type\":\"llama\"," BASE ",\"num_local_experts\":8}", FP4_ERR_UNSUPPORTED, "num_local_experts", "8");
-    refused("{\"model_type\":\"mistral\"," BASE ",\"sliding_window\":16}", FP4_ERR_UNSUPPORTED, "sliding_window", "16");
-    refused("{\"model_type\":\"qwen2\"," BASE ",\"use_sliding_window\":true}", FP4_ERR_UNSUPPORTED, "use_sliding_window", "true");
-    refused("{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}}", FP4_ERR_UNSUPPORTED, "rope_type", "yarn");
-    refused("{\"model_type\":\"llama\"," BASE ",\"rope_parameters\":{\"rope_type\":\"dynamic\",\"factor\":4.0}}", FP4_ERR_UNSUPPORTED, "rope_type", "dynamic");
+    refused("{\"model_type\":\"llama\"," BASE ",\"num_local_experts\":8}", FP4_ERR_UNSUPPORTED,
+            "num_local_experts", "8");
+    refused("{\"model_type\":\"mistral\"," BASE ",\"sliding_window\":16}", FP4_ERR_UNSUPPORTED,
+            "sliding_window", "16");
+    refused("{\"model_type\":\"qwen2\"," BASE ",\"use_sliding_window\":true}", FP4_ERR_UNSUPPORTED,
+            "use_sliding_window", "true");
+    refused("{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0}}",
+            FP4_ERR_UNSUPPORTED, "rope_type", "yarn");
+    refused("{\"model_type\":\"llama\"," BASE
+            ",\"rope_parameters\":{\"rope_type\":\"dynamic\",\"factor\":4.0}}",
+            FP4_ERR_UNSUPPORTED, "rope_type", "dynamic");
     refused("{\"model_type\":\"llama\"," BASE ",\"alibi\":true}", FP4_ERR_UNSUPPORTED, "alibi", "true");
-    refused("{\"model_type\":\"llama\"," BASE ",\"position_embedding_type\":\"alibi\"}", FP4_ERR_UNSUPPORTED, "position_embedding_type", "alibi");
-    refused("{\"model_type\":\"llama\"," BASE ",\"hidden_act\":\"gelu\"}", FP4_ERR_UNSUPPORTED, "hidden_act", "gelu");
-    refused("{\"model_type\":\"llama\"," BASE ",\"attention_bias\":true}", FP4_ERR_UNSUPPORTED, "attention_bias", "true");
-    refused("{\"model_type\":\"qwen3\"," BASE ",\"layer_types\":[\"full_attention\",\"sliding_attention\"]}", FP4_ERR_UNSUPPORTED, "layer_types",
-            "sliding_attention");
-    refused("{\"model_type\":\"llama\",\"hidden_size\":256}", FP4_ERR_NOT_FOUND, "num_hidden_layers", "missing");
-    refused("{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":3,\"intermediate_size\":512,"
-            "\"vocab_size\":320,\"num_hidden_layers\":2}", FP4_ERR_SHAPE, "num_key_value_heads", "3");
+    refused("{\"model_type\":\"llama\"," BASE ",\"position_embedding_type\":\"alibi\"}", FP4_ERR_UNSUPPORTED,
+            "position_embedding_type", "alibi");
+    refused("{\"model_type\":\"llama\"," BASE ",\"hidden_act\":\"gelu\"}", FP4_ERR_UNSUPPORTED, "hidden_act",
+            "gelu");
+    refused("{\"model_type\":\"llama\"," BASE ",\"attention_bias\":true}", FP4_ERR_UNSUPPORTED,
+            "attention_bias", "true");
+    refused("{\"model_type\":\"qwen3\"," BASE ",\"layer_types\":[\"full_attention\",\"sliding_attention\"]}",
+            FP4_ERR_UNSUPPORTED, "layer_types", "sliding_attention");
+    refused("{\"model_type\":\"llama\",\"hidden_size\":256}", FP4_ERR_NOT_FOUND, "num_hidden_layers",
+            "missing");
+    refused("{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":"
+            "3,\"intermediate_size\":512,"
+            "\"vocab_size\":320,\"num_hidden_layers\":2}",
+            FP4_ERR_SHAPE, "num_key_value_heads", "3");
     CHECK(fp4_arch_from_hf_config("[1]", &a, &e) == FP4_ERR_FORMAT);
-    CHECK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"hidden_size\":0}", &a, &e) != FP4_OK); /* duplicate key */
+    CHECK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"hidden_size\":0}", &a, &e) !=
+          FP4_OK); /* duplicate key */
 }
 
 /* ---- a model with an edited config: bind refusals name the tensor ---- */
@@ -76,15 +104,16 @@ static void write_cfg(const char *dir, const char *json) {
     fp4_error e;
     CHECK_OK(fp4_hf_write_json(p, json, 2, 1, &e));
 }
-static void bind_refused(const char *dir, const char *json, fp4_status want, const char *rule, const char *tensor) {
+static void bind_refused(const char *dir, const char *json, fp4_status want, const char *rule,
+                         const char *tensor) {
     write_cfg(dir, json);
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     fp4_error e;
     CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
     fp4_status st = fp4_rt_create(m, NULL, &rt, &e);
-    CHECK_MSG(st == want && !strcmp(e.rule, rule) && strstr(e.tensor, tensor), "%s: got %s %s '%s' (%s)", json, fp4_status_str(st), e.rule,
-              e.tensor, e.msg);
+    CHECK_MSG(st == want && !strcmp(e.rule, rule) && strstr(e.tensor, tensor), "%s: got %s %s '%s' (%s)",
+              json, fp4_status_str(st), e.rule, e.tensor, e.msg);
     CHECK(rt == NULL);
     fp4_rt_free(rt);
     fp4_model_close(m);
@@ -101,25 +130,39 @@ static void test_bind(const char *dir) {
     CHECK(rt && strstr(fp4_rt_routes(rt), "cpu.bf16.dense.pinned"));
     fp4_rt_free(rt);
     fp4_model_close(m);
-    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
-                      "\"vocab_size\":321,\"num_hidden_layers\":2,\"max_position_embeddings\":64}",
+    bind_refused(dir,
+                 "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_"
+                 "heads\":2,\"intermediate_size\":512,"
+                 "\"vocab_size\":321,\"num_hidden_layers\":2,\"max_position_embeddings\":64}",
                  FP4_ERR_SHAPE, "bind.shape", "model.embed_tokens.weight");
-    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
-                      "\"vocab_size\":320,\"num_hidden_layers\":1,\"max_position_embeddings\":64}",
+    bind_refused(dir,
+                 "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_"
+                 "heads\":2,\"intermediate_size\":512,"
+                 "\"vocab_size\":320,\"num_hidden_layers\":1,\"max_position_embeddings\":64}",
                  FP4_ERR_FORMAT, "bind.unexpected", "model.layers.1.");
-    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
-                      "\"vocab_size\":320,\"num_hidden_layers\":3,\"max_position_embeddings\":64}",
+    bind_refused(dir,
+                 "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_"
+                 "heads\":2,\"intermediate_size\":512,"
+                 "\"vocab_size\":320,\"num_hidden_layers\":3,\"max_position_embeddings\":64}",
                  FP4_ERR_NOT_FOUND, "bind.missing", "model.layers.2.");
-    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":4,\"intermediate_size\":512,"
-                      "\"vocab_size\":320,\"num_hidden_layers\":2,\"max_position_embeddings\":64}",
+    bind_refused(dir,
+                 "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_"
+                 "heads\":4,\"intermediate_size\":512,"
+                 "\"vocab_size\":320,\"num_hidden_layers\":2,\"max_position_embeddings\":64}",
                  FP4_ERR_SHAPE, "bind.shape", "self_attn.k_proj.weight");
-    bind_refused(dir, "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
-                      "\"vocab_size\":320,\"num_hidden_layers\":2,\"max_position_embeddings\":64,\"tie_word_embeddings\":true}",
+    bind_refused(dir,
+                 "{\"model_type\":\"llama\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_"
+                 "heads\":2,\"intermediate_size\":512,"
+                 "\"vocab_size\":320,\"num_hidden_layers\":2,\"max_position_embeddings\":64,\"tie_word_"
+                 "embeddings\":true}",
                  FP4_ERR_FORMAT, "bind.unexpected", "lm_head.weight");
-    bind_refused(dir, "{\"model_type\":\"qwen2\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":512,"
-                      "\"vocab_size\":320,\"num_hidden_layers\":2,\"max_position_embeddings\":64}",
+    bind_refused(dir,
+                 "{\"model_type\":\"qwen2\",\"hidden_size\":256,\"num_attention_heads\":4,\"num_key_value_"
+                 "heads\":2,\"intermediate_size\":512,"
+                 "\"vocab_size\":320,\"num_hidden_layers\":2,\"max_position_embeddings\":64}",
                  FP4_ERR_NOT_FOUND, "bind.missing", "q_proj.bias");
-    bind_refused(dir, "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"su\"}}", FP4_ERR_UNSUPPORTED, "arch.rope_type", "");
+    bind_refused(dir, "{\"model_type\":\"llama\"," BASE ",\"rope_scaling\":{\"type\":\"su\"}}",
+                 FP4_ERR_UNSUPPORTED, "arch.rope_type", "");
     write_cfg(dir, good);
 }
 
@@ -139,7 +182,8 @@ static int with_extra(const char *src, const char *dst, const char *name, int ra
     }
     int64_t sh[1] = {n0};
     fp4_hf_writer_add_tensor(w, name, FP4_ST_F32, rank, sh, &e);
-    for (size_t i = 0; i < fp4_st_n_tensors(st); i++) fp4_hf_writer_write(w, fp4_st_tensor_at(st, i)->data, fp4_st_tensor_at(st, i)->nbytes, &e);
+    for (size_t i = 0; i < fp4_st_n_tensors(st); i++)
+        fp4_hf_writer_write(w, fp4_st_tensor_at(st, i)->data, fp4_st_tensor_at(st, i)->nbytes, &e);
     float z[8] = {0};
     fp4_hf_writer_write(w, z, sizeof(float) * (size_t)(rank ? n0 : 1), &e);
     size_t shards;
@@ -165,7 +209,8 @@ static void test_extra_tensors(const char *bf) {
     snprintf(d, sizeof d, "%s/with-extra", tmp);
     CHECK(with_extra(bf, d, "model.layers.0.mlp.gate_scale", 0, 1) == 0);
     CHECK_OK(fp4_model_open(d, NULL, &m, &e));
-    CHECK(fp4_rt_create(m, NULL, &rt, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "bind.unexpected") && strstr(e.tensor, "gate_scale"));
+    CHECK(fp4_rt_create(m, NULL, &rt, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "bind.unexpected") &&
+          strstr(e.tensor, "gate_scale"));
     fp4_model_close(m);
     snprintf(d, sizeof d, "%s/with-kvec", tmp);
     CHECK(with_extra(bf, d, "model.layers.1.self_attn.k_scale", 1, 4) == 0); /* not a scalar: refused */
@@ -179,11 +224,14 @@ static void test_routes(const char *bf, const char *nv) {
     fp4_route_key k = {FP4_LANE_NVFP4, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CPU, 1};
     char msg[400];
     const char *name;
-    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE && strstr(msg, "kquant lane") && strstr(msg, "plain NVFP4 decode"));
+    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE &&
+          strstr(msg, "kquant lane") && strstr(msg, "plain NVFP4 decode"));
     k.mode = FP4_MODE_EXACT;
-    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE && strstr(msg, "omit the draft model"));
+    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE &&
+          strstr(msg, "omit the draft model"));
     k = (fp4_route_key){FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 0};
-    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE && strstr(msg, "--mode native on cuda"));
+    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE &&
+          strstr(msg, "--mode native on cuda"));
     /* every combination is a row: qualified (named) or refused (with a message naming another) */
     int n_ok = 0, n_refused = 0;
     for (int lane = 0; lane < FP4_LANE_COUNT_; lane++)
@@ -191,11 +239,16 @@ static void test_routes(const char *bf, const char *nv) {
             for (int mode = 0; mode < 2; mode++)
                 for (int dev = 0; dev < 2; dev++)
                     for (int dr = 0; dr < 2; dr++) {
-                        fp4_route_key q = {(fp4_rt_lane)lane, (fp4_act_precision)act, (fp4_mode)mode, (fp4_device)dev, dr};
+                        fp4_route_key q = {(fp4_rt_lane)lane, (fp4_act_precision)act, (fp4_mode)mode,
+                                           (fp4_device)dev, dr};
                         fp4_status st = fp4_route_check(&q, &name, msg, sizeof msg);
-                        if (st == FP4_OK) n_ok += name && *name;
-                        else n_refused += st == FP4_ERR_REFUSED_ROUTE && (strstr(msg, "use") || strstr(msg, "omit"));
-                        if (st != FP4_OK && st != FP4_ERR_REFUSED_ROUTE) fprintf(stderr, "route %d %d %d %d %d: %s\n", lane, act, mode, dev, dr, msg);
+                        if (st == FP4_OK)
+                            n_ok += name && *name;
+                        else
+                            n_refused +=
+                                st == FP4_ERR_REFUSED_ROUTE && (strstr(msg, "use") || strstr(msg, "omit"));
+                        if (st != FP4_OK && st != FP4_ERR_REFUSED_ROUTE)
+                            fprintf(stderr, "route %d %d %d %d %d: %s\n", lane, act, mode, dev, dr, msg);
                     }
     CHECK_EQ_INT(n_ok + n_refused, FP4_LANE_COUNT_ * 2 * 2 * 2 * 2);
     /* the engine refuses before reading weights: drafting, a CUDA library that is not there */
@@ -206,13 +259,15 @@ static void test_routes(const char *bf, const char *nv) {
     fp4_rt_opts o = {.mode = FP4_MODE_NATIVE, .drafting = 1};
     CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_REFUSED_ROUTE && strstr(e.msg, "unqualified"));
     o = (fp4_rt_opts){.device = FP4_DEVICE_CUDA, .cuda_lib = "/nonexistent/libfp4lane_cuda.so"};
-    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_NO_DEVICE && strstr(e.msg, "libfp4lane_cuda.so") && strstr(e.msg, "--device cpu"));
+    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_NO_DEVICE && strstr(e.msg, "libfp4lane_cuda.so") &&
+          strstr(e.msg, "--device cpu"));
     CHECK(rt == NULL);
     /* a library without the entry point (the CPU library itself) */
     char lib[600];
     snprintf(lib, sizeof lib, "%s/libfp4lane.so", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
     o.cuda_lib = lib;
-    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_NO_DEVICE && !strcmp(e.rule, "rt.cuda-abi") && strstr(e.msg, "fp4_rt_cuda_backend"));
+    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_NO_DEVICE && !strcmp(e.rule, "rt.cuda-abi") &&
+          strstr(e.msg, "fp4_rt_cuda_backend"));
     fp4_model_close(m);
     (void)bf;
 }
@@ -233,8 +288,8 @@ static void test_tensor_route(void) {
     fp4_rt *rt = NULL;
     CHECK_OK(fp4_model_open(d2, NULL, &m, &e));
     fp4_rt_opts o = {.mode = FP4_MODE_EXACT};
-    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.tensor") && strstr(e.tensor, "q_proj.weight") &&
-          strstr(e.msg, "--mode native"));
+    CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.tensor") &&
+          strstr(e.tensor, "q_proj.weight") && strstr(e.msg, "--mode native"));
     o.mode = FP4_MODE_NATIVE;
     CHECK_OK(fp4_rt_create(m, &o, &rt, &e));
     fp4_rt_free(rt);
@@ -248,7 +303,8 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     fp4_error e;
-    if (fp4_model_open(hf_dir, NULL, &m, &e) || fp4_rt_create(m, NULL, &rt, &e)) return fp4_model_close(m), -1;
+    if (fp4_model_open(hf_dir, NULL, &m, &e) || fp4_rt_create(m, NULL, &rt, &e))
+        return fp4_model_close(m), -1;
     const fp4_arch a = *fp4_rt_arch(rt);
     fp4_rt_free(rt);
     fp4_gguf_writer *w = NULL;
@@ -265,16 +321,25 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
     fp4_gguf_writer_add_f32(w, "llama.rope.freq_base", (float)a.rope_theta);
     fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
     fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
-    static const struct { const char *hf, *gg; int perm; } map[] = {
-        {"input_layernorm.weight", "attn_norm.weight", 0}, {"self_attn.q_proj.weight", "attn_q.weight", 1},
-        {"self_attn.k_proj.weight", "attn_k.weight", 1}, {"self_attn.v_proj.weight", "attn_v.weight", 0},
-        {"self_attn.o_proj.weight", "attn_output.weight", 0}, {"post_attention_layernorm.weight", "ffn_norm.weight", 0},
-        {"mlp.gate_proj.weight", "ffn_gate.weight", 0}, {"mlp.up_proj.weight", "ffn_up.weight", 0}, {"mlp.down_proj.weight", "ffn_down.weight", 0}};
+    static const struct {
+        const char *hf, *gg;
+        int perm;
+    } map[] = {{"input_layernorm.weight", "attn_norm.weight", 0},
+               {"self_attn.q_proj.weight", "attn_q.weight", 1},
+               {"self_attn.k_proj.weight", "attn_k.weight", 1},
+               {"self_attn.v_proj.weight", "attn_v.weight", 0},
+               {"self_attn.o_proj.weight", "attn_output.weight", 0},
+               {"post_attention_layernorm.weight", "ffn_norm.weight", 0},
+               {"mlp.gate_proj.weight", "ffn_gate.weight", 0},
+               {"mlp.up_proj.weight", "ffn_up.weight", 0},
+               {"mlp.down_proj.weight", "ffn_down.weight", 0}};
     const fp4_tensor *src[40];
     char names[40][96];
     int perm[40], n = 0;
-    snprintf(names[n], 96, "token_embd.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "model.embed_tokens.weight");
-    snprintf(names[n], 96, "output_norm.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "model.norm.weight");
+    snprintf(names[n], 96, "token_embd.weight"), perm[n] = 0,
+                                                 src[n++] = fp4_model_find(m, "model.embed_tokens.weight");
+    snprintf(names[n], 96, "output_norm.weight"), perm[n] = 0,
+                                                  src[n++] = fp4_model_find(m, "model.norm.weight");
     snprintf(names[n], 96, "output.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "lm_head.weight");
     for (int l = 0; l < a.n_layers; l++)
         for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
@@ -286,18 +351,26 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
         }
     for (int i = 0; i < n; i++) {
         const int is_norm = src[i]->n_dims == 1;
-        if (fp4_gguf_writer_add_tensor(w, names[i], is_norm ? FP4_TYPE_F32 : FP4_TYPE_BF16, src[i]->n_dims, src[i]->ne)) return -1;
+        if (fp4_gguf_writer_add_tensor(w, names[i], is_norm ? FP4_TYPE_F32 : FP4_TYPE_BF16, src[i]->n_dims,
+                                       src[i]->ne))
+            return -1;
     }
     float rf[FP4_ARCH_MAX_HEAD_DIM / 2];
     const int half = (int)a.head_dim / 2;
-    if (a.rope_scaling == FP4_ROPE_LLAMA3) { /* llama.cpp's convert_hf_to_gguf.py, LlamaModel: 1/scale per frequency */
+    if (a.rope_scaling ==
+        FP4_ROPE_LLAMA3) { /* llama.cpp's convert_hf_to_gguf.py, LlamaModel: 1/scale per frequency */
         for (int i = 0; i < half; i++) {
-            const double f = (float)(1.0 / pow(a.rope_theta, (double)(2 * i) / (double)a.head_dim)), wl = 2 * M_PI / f;
-            const double lo = a.rope_orig_ctx / a.rope_low_freq_factor, hi = a.rope_orig_ctx / a.rope_high_freq_factor;
-            if (wl < hi) rf[i] = 1.0f;
-            else if (wl > lo) rf[i] = (float)a.rope_factor;
+            const double f = (float)(1.0 / pow(a.rope_theta, (double)(2 * i) / (double)a.head_dim)),
+                         wl = 2 * M_PI / f;
+            const double lo = a.rope_orig_ctx / a.rope_low_freq_factor,
+                         hi = a.rope_orig_ctx / a.rope_high_freq_factor;
+            if (wl < hi)
+                rf[i] = 1.0f;
+            else if (wl > lo)
+                rf[i] = (float)a.rope_factor;
             else {
-                double sm = (a.rope_orig_ctx / wl - a.rope_low_freq_factor) / (a.rope_high_freq_factor - a.rope_low_freq_factor);
+                double sm = (a.rope_orig_ctx / wl - a.rope_low_freq_factor) /
+                            (a.rope_high_freq_factor - a.rope_low_freq_factor);
                 rf[i] = (float)(1.0 / ((1 - sm) / a.rope_factor + sm));
             }
         }
@@ -320,7 +393,8 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
         const size_t rb = (size_t)cols * 2;
         for (int64_t r = 0; r < rows; r++) {
             int64_t from = r;
-            if (perm[i]) { /* llama.cpp: reshape(heads, 2, D/2, n_in).swapaxes(1, 2): row h*D + 2i + j <- h*D + j*D/2 + i */
+            if (perm[i]) { /* llama.cpp: reshape(heads, 2, D/2, n_in).swapaxes(1, 2): row h*D + 2i + j <- h*D
+                              + j*D/2 + i */
                 const int64_t D = a.head_dim, h = r / D, q = r % D;
                 from = h * D + (q % 2) * (D / 2) + q / 2;
             }
@@ -329,7 +403,8 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
         fp4_gguf_writer_write_tensor_data(w, i, b, (size_t)t->nbytes);
         free(b);
     }
-    if (a.rope_scaling == FP4_ROPE_LLAMA3) fp4_gguf_writer_write_tensor_data(w, n, rf, sizeof(float) * (size_t)half);
+    if (a.rope_scaling == FP4_ROPE_LLAMA3)
+        fp4_gguf_writer_write_tensor_data(w, n, rf, sizeof(float) * (size_t)half);
     fp4_status st = fp4_gguf_writer_finish(w);
     fp4_gguf_writer_free(w);
     fp4_model_close(m);
@@ -350,7 +425,8 @@ static void logits_of(const char *path, int32_t n, const int32_t *ids, float *ou
         int32_t s;
         fp4_rt_seq_open(rt, &s);
         fp4_rt_tok c[32];
-        for (int i = 0; i < n; i++) c[i] = (fp4_rt_tok){s, ids[i], 1};
+        for (int i = 0; i < n; i++)
+            c[i] = (fp4_rt_tok){s, ids[i], 1};
         CHECK_OK(fp4_rt_step(rt, c, n, out, &e));
         if (routes) *routes = fp4_rt_arch(rt)->qk_permuted ? "permuted" : "hf";
     }
@@ -367,8 +443,9 @@ static void test_gguf(const char *bf) {
     CHECK_OK(fp4_gguf_open(path, &g, &e));
     fp4_arch a;
     CHECK_OK(fp4_arch_from_gguf(g, &a, &e));
-    CHECK(a.family == FP4_ARCH_LLAMA && a.source == FP4_ARCH_FROM_GGUF && a.qk_permuted && a.n_layers == 2 && a.hidden == 256 && a.n_kv_heads == 2 &&
-          a.head_dim == 64 && a.vocab == 320 && a.rms_eps == 1e-5f && !a.tied_head && a.eos[0] == 2);
+    CHECK(a.family == FP4_ARCH_LLAMA && a.source == FP4_ARCH_FROM_GGUF && a.qk_permuted && a.n_layers == 2 &&
+          a.hidden == 256 && a.n_kv_heads == 2 && a.head_dim == 64 && a.vocab == 320 && a.rms_eps == 1e-5f &&
+          !a.tied_head && a.eos[0] == 2);
     fp4_gguf_close(g);
     enum { N = 9 };
     const int32_t ids[N] = {1, 5, 300, 17, 17, 2, 99, 250, 4};
@@ -379,7 +456,8 @@ static void test_gguf(const char *bf) {
     CHECK(how && !strcmp(how, "permuted"));
     int64_t d = 0;
     double md = 0;
-    for (int i = 0; i < N * 320; i++) d += f32_bits(x[i]) != f32_bits(y[i]), md = fmax(md, fabs(x[i] - y[i]));
+    for (int i = 0; i < N * 320; i++)
+        d += f32_bits(x[i]) != f32_bits(y[i]), md = fmax(md, fabs(x[i] - y[i]));
     if (d) fprintf(stderr, "max diff %g (first %g vs %g)\n", md, x[0], y[0]);
     CHECK_MSG(d == 0, "the llama.cpp GGUF differs from its HF source in %lld logits", (long long)d);
     free(x), free(y);
@@ -397,7 +475,8 @@ static void test_gguf(const char *bf) {
     logits_of("tests/data/hf/llama31", N, ids31, x, NULL);
     logits_of(path, N, ids31, y, &how);
     double md2 = 0, mx2 = 0;
-    for (int i = 0; i < N * 512; i++) md2 = fmax(md2, fabs(x[i] - y[i])), mx2 = fmax(mx2, fabs(x[i]));
+    for (int i = 0; i < N * 512; i++)
+        md2 = fmax(md2, fabs(x[i] - y[i])), mx2 = fmax(mx2, fabs(x[i]));
     printf("llama31 GGUF (rope_freqs) vs its HF source: max |dlogit| %.3g of max |logit| %.3g\n", md2, mx2);
     CHECK(md2 < 1e-3 * mx2); /* ignoring the factors (8x on the low frequencies) moves logits far more */
     free(x), free(y);
@@ -408,7 +487,8 @@ static void test_gguf(const char *bf) {
     fp4_model *mb = NULL;
     fp4_rt *rb = NULL;
     CHECK_OK(fp4_model_open(path, NULL, &mb, &e));
-    CHECK(fp4_rt_create(mb, NULL, &rb, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "rt.rope") && !strcmp(e.tensor, "rope_freqs.weight"));
+    CHECK(fp4_rt_create(mb, NULL, &rb, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "rt.rope") &&
+          !strcmp(e.tensor, "rope_freqs.weight"));
     fp4_model_close(mb);
     /* GGUF refusals name key and value */
     fp4_gguf_writer *w = NULL;
@@ -430,7 +510,8 @@ static void test_gguf(const char *bf) {
     CHECK_OK(fp4_gguf_writer_finish(w));
     fp4_gguf_writer_free(w);
     CHECK_OK(fp4_gguf_open(path, &g, &e));
-    CHECK(fp4_arch_from_gguf(g, &a, &e) == FP4_ERR_UNSUPPORTED && strstr(e.msg, "llama.expert_count") && strstr(e.msg, "8"));
+    CHECK(fp4_arch_from_gguf(g, &a, &e) == FP4_ERR_UNSUPPORTED && strstr(e.msg, "llama.expert_count") &&
+          strstr(e.msg, "8"));
     fp4_gguf_close(g);
 }
 
