@@ -176,13 +176,14 @@ static int with_extra(const char *src, const char *dst, const char *name, int ra
     mkdir(dst, 0777);
     fp4_hf_writer *w = NULL;
     if (fp4_hf_writer_create(dst, 0, &w, &e)) return fp4_st_close(st), -1;
-    for (size_t i = 0; i < fp4_st_n_tensors(st); i++) {
+    const int64_t nt = (int64_t)fp4_st_n_tensors(st);
+    for (int64_t i = 0; i < nt; i++) {
         const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
         fp4_hf_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &e);
     }
     int64_t sh[1] = {n0};
     fp4_hf_writer_add_tensor(w, name, FP4_ST_F32, rank, sh, &e);
-    for (size_t i = 0; i < fp4_st_n_tensors(st); i++)
+    for (int64_t i = 0; i < nt; i++)
         fp4_hf_writer_write(w, fp4_st_tensor_at(st, i)->data, fp4_st_tensor_at(st, i)->nbytes, &e);
     float z[8] = {0};
     fp4_hf_writer_write(w, z, sizeof(float) * (size_t)(rank ? n0 : 1), &e);
