@@ -5,6 +5,7 @@
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each
 #   make cuda       CUDA library + GPU tests (nvcc; compiles without a GPU)
 #   make test-gpu   GPU tests (needs a GPU)      make lab   kernel lab (needs a GPU)
+#   make sass       SASS of every production CUDA kernel (cuobjdump)
 CC      ?= cc
 NVCC    ?= nvcc
 CUDA_ARCH ?= 90a
@@ -39,7 +40,7 @@ GGML_DIR     = third_party/npm/node_modules/$(GGML_NPM_PKG)/bins/linux-x64
 export FP4_GGML_DIR = $(abspath $(GGML_DIR))
 export FP4_HFGGUF = $(abspath third_party/npm/node_modules/@huggingface/gguf/dist/index.mjs)
 
-.PHONY: header-check symbols-check all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab clean oracle format-check
+.PHONY: header-check symbols-check all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab sass clean oracle format-check
 all: lib cli
 
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
@@ -76,15 +77,19 @@ $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< tests/replay_main.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
+# Every public header compiles alone as C11 and C++11, with and without the opt-in oracle API.
+PUBLIC_H = $(sort $(wildcard include/*.h))
 header-check:
-	@for h in include/*.h; do \
-	  echo "#include \"$${h#include/}\"" | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only - && \
-	  echo "#include \"$${h#include/}\"" | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only - || exit 1; done
+	@for h in $(notdir $(PUBLIC_H)); do for d in -UFP4LANE_ORACLE_API -DFP4LANE_ORACLE_API; do \
+	  echo "#include \"$$h\"" | $(CC) -Iinclude $$d -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only - || exit 1; \
+	  echo "#include \"$$h\"" | $(CXX) -Iinclude $$d -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only - || exit 1; \
+	done; done
 
-# Every FP4_API function is implemented and exported, and nothing else is exported.
+# Every FP4_API function of every public header is implemented and exported (the CUDA ones live
+# in libfp4lane_cuda.a: `make cuda` checks them), and nothing else is exported.
 symbols-check: lib
 	@nm -D --defined-only $(BUILD)/libfp4lane.so | awk '{print $$3}' | sort > $(BUILD)/exported.txt
-	@cat include/*.h | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
+	@cat $(PUBLIC_H) | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE '[A-Za-z0-9_]+ *\($$' | tr -d '( ' \
 	  | grep -v '^visibility$$' | sort -u > $(BUILD)/declared.txt
 	@extra=$$(comm -23 $(BUILD)/exported.txt $(BUILD)/declared.txt); \
 	 missing=$$(comm -13 $(BUILD)/exported.txt $(BUILD)/declared.txt | grep -v '^fp4_cuda_'); \
@@ -118,15 +123,17 @@ fuzz: fuzz-build
 	    $$( [ -f fuzz/$$n.dict ] && echo -dict=fuzz/$$n.dict ) build-fuzz/work/$$n fuzz/corpus/$$n || exit 1; done
 
 # ---- CUDA ----
-# The GPU tests link only the CPU oracle's objects (src/format) and the CUDA library, so they
-# build where jansson's headers are missing (the device machine). `make lab` builds and runs
-# dev/cuda (validate, then time).
+# The GPU tests link only the CPU oracle's objects (src/format, and the CPU dispatch table with
+# the dequantizer it calls: the refusal twin test) and the CUDA library, so they build where
+# jansson's headers are missing (the device machine). `make lab` builds and runs dev/cuda
+# (validate, then time); `make sass` dumps the SASS of every production kernel.
 NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Iinclude -Isrc --fmad=false -Xcompiler -fPIC,-fvisibility=hidden \
              -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -gencode arch=compute_80,code=compute_80
 CU_SRC   = $(sort $(wildcard src/cuda/*.cu))
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
 CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)
 FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/format/*.c)))
+GPU_CPU_OBJ = $(BUILD)/src/cpu/project.o $(BUILD)/src/model/dequant.o
 GPU_TEST_SRC = $(sort $(wildcard tests/gpu/test_*.cu))
 GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm
@@ -140,27 +147,52 @@ $(BUILD)/libfp4lane_cuda.a: $(CU_OBJ)
 $(BUILD)/tests/gpu/check.o: tests/check.c tests/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) \
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) $(GPU_CPU_OBJ) \
                       $(wildcard tests/gpu/*.h tests/*.h) $(CU_HDR)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) $(CUDA_LIBS)
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(GPU_CPU_OBJ) \
+	  $(FORMAT_OBJ) $(CUDA_LIBS)
+# fp4lane_cuda.h compiles alone as C11 and C++; the fp4_cuda_ functions defined in the library
+# are exactly the FP4_API ones it declares (internals are fp4_cu_*, hidden).
 cuda: $(BUILD)/libfp4lane_cuda.a $(GPU_TEST_BIN)
+	@echo '#include "fp4lane_cuda.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
+	@echo '#include "fp4lane_cuda.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
 	@nm -g --defined-only $(BUILD)/libfp4lane_cuda.a | awk '$$2=="T"{print $$3}' | grep '^fp4_cuda_' | sort -u > $(BUILD)/cuda_defined.txt
-	@cat include/*.h | tr '\n' ' ' | grep -oE 'FP4_API [^;{]*\(' | grep -oE 'fp4_cuda_[A-Za-z0-9_]+ *\($$' | tr -d '( ' | sort -u > $(BUILD)/cuda_declared.txt
+	@tr '\n' ' ' < include/fp4lane_cuda.h | grep -oE 'FP4_API [^;{]*\(' | grep -oE 'fp4_cuda_[A-Za-z0-9_]+ *\($$' | tr -d '( ' | sort -u > $(BUILD)/cuda_declared.txt
 	@missing=$$(comm -13 $(BUILD)/cuda_defined.txt $(BUILD)/cuda_declared.txt); \
-	 if [ -n "$$missing" ]; then echo "declared, not in libfp4lane_cuda.a: $$missing"; exit 1; fi
+	 extra=$$(comm -23 $(BUILD)/cuda_defined.txt $(BUILD)/cuda_declared.txt); \
+	 if [ -n "$$missing$$extra" ]; then echo "declared, not in libfp4lane_cuda.a: $$missing"; \
+	   echo "defined, not declared in fp4lane_cuda.h: $$extra"; exit 1; fi
 
 test-gpu: cuda
 	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(GPU_TEST_BIN)
-# every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes)
+# every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes);
+# test_gpu_errors fails a cudaMalloc on purpose, so API errors are not reported for it
 test-gpu-sanitize: cuda
 	@for t in $(GPU_TEST_BIN); do echo "== sanitize $$(basename $$t)"; \
-	  FP4_GPU_QUICK=1 compute-sanitizer --error-exitcode 1 --print-limit 20 $$t || exit 1; done
-lab: cuda
+	  api=$$( [ "$$(basename $$t)" = test_gpu_errors ] && echo "--report-api-errors no" ); \
+	  FP4_GPU_QUICK=1 compute-sanitizer --error-exitcode 1 --print-limit 20 $$api $$t || exit 1; done
+lab: $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ)
 	$(MAKE) -C dev/cuda run BUILD=$(abspath $(BUILD))
+# SASS of every production kernel (each src/cuda object), one file per object under $(BUILD)/sass
+sass: $(CU_OBJ)
+	@mkdir -p $(BUILD)/sass
+	@for o in $(CU_OBJ); do s=$(BUILD)/sass/$$(basename $${o%.o}).sass; cuobjdump -sass $$o > $$s || exit 1; \
+	  echo "$$s: $$(grep -c 'Function :' $$s) kernels"; done
 
 clean:
 	rm -rf build build-asan build-ubsan build-clang build-fuzz
+
+# House style (HACKING.md): no line longer than 110 characters and no tab in the sources under
+# src/ tools/ tests/ include/ fuzz/ dev/ (Makefiles keep their tabs). Lists every offending line.
+FORMAT_DIRS = src tools tests include fuzz dev
+format-check:
+	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \
+	  -o -name '*.sh' -o -name '*.mjs' -o -name '*.py' \) | sort); \
+	 bad=$$(LC_ALL=C.UTF-8 grep -nHP '^.{111}|\t' $$files | cut -c1-150); \
+	 if [ -n "$$bad" ]; then printf '%s\n' "$$bad"; \
+	   echo "format-check: $$(printf '%s\n' "$$bad" | wc -l) line(s) longer than 110 characters or with a tab"; exit 1; \
+	 else echo "format-check: $$(echo $$files | wc -w) files, no line over 110 characters, no tab"; fi
 
 # ---- CPU benchmark (dev/bench_cpu.c): fp4lane vs ggml's CPU kernels; results in bench/cpu.md ----
 .PHONY: bench-cpu
@@ -170,3 +202,58 @@ $(BUILD)/dev/bench_cpu: dev/bench_cpu.c tests/ggml_oracle.c tests/ggml_oracle.h 
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_cpu.c tests/ggml_oracle.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 bench-cpu: $(BUILD)/dev/bench_cpu oracle
 	$(BUILD)/dev/bench_cpu $(BENCH_REPS)
+
+# ---- what the build needs (scripts/deps.sh: installs it as root on Debian, or prints the command) ----
+# Only the objects that include a dependency's header wait for the check: src/format and the CUDA
+# side build anywhere (the device machine has no jansson and no network).
+.PHONY: deps deps-test
+deps:
+	@CC="$(CC)" sh scripts/deps.sh build
+deps-test:
+	@CC="$(CC)" sh scripts/deps.sh test
+$(filter-out $(FORMAT_OBJ),$(LIB_OBJ)) $(CLI_OBJ): | deps
+test: deps-test
+
+# ---- install (PREFIX, DESTDIR) ----
+PREFIX     ?= /usr/local
+INCDIR      = $(DESTDIR)$(PREFIX)/include
+LIBDIR      = $(DESTDIR)$(PREFIX)/lib
+BINDIR      = $(DESTDIR)$(PREFIX)/bin
+PCDIR       = $(LIBDIR)/pkgconfig
+PUB_HEADERS = $(sort $(wildcard include/*.h))
+.PHONY: install uninstall install-check
+$(BUILD)/fp4lane.pc: Makefile
+	@mkdir -p $(dir $@)
+	@printf '%s\n' 'prefix=$(PREFIX)' 'includedir=$${prefix}/include' 'libdir=$${prefix}/lib' '' \
+	  'Name: fp4lane' 'Description: NVFP4 weights: load, validate, quantize, run' \
+	  'Version: $(shell sed -n 's/^#define FP4LANE_VERSION_STRING "\(.*\)"/\1/p' include/fp4lane.h)' \
+	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lfp4lane' \
+	  'Libs.private: $(LDLIBS)' > $@
+install: all $(BUILD)/fp4lane.pc
+	install -d $(INCDIR) $(LIBDIR) $(BINDIR) $(PCDIR)
+	install -m 644 $(PUB_HEADERS) $(INCDIR)/
+	install -m 644 $(BUILD)/libfp4lane.a $(LIBDIR)/
+	install -m 755 $(BUILD)/libfp4lane.so $(LIBDIR)/
+	@if [ -f $(BUILD)/libfp4lane_cuda.a ]; then install -m 644 $(BUILD)/libfp4lane_cuda.a $(LIBDIR)/; fi
+	install -m 755 $(BUILD)/fp4lane $(BINDIR)/
+	install -m 644 $(BUILD)/fp4lane.pc $(PCDIR)/
+uninstall:
+	rm -f $(addprefix $(INCDIR)/,$(notdir $(PUB_HEADERS))) $(LIBDIR)/libfp4lane.a $(LIBDIR)/libfp4lane.so \
+	  $(LIBDIR)/libfp4lane_cuda.a $(BINDIR)/fp4lane $(PCDIR)/fp4lane.pc
+# install into a scratch DESTDIR, build a program against it through pkg-config, run it, uninstall,
+# and check nothing is left behind
+install-check: all
+	@d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	 $(MAKE) --no-print-directory -s install DESTDIR=$$d PREFIX=/opt/fp4 >/dev/null && \
+	 printf '#include <fp4lane.h>\n#include <stdio.h>\nint main(void){puts(fp4_version());return 0;}\n' > $$d/t.c && \
+	 PKG_CONFIG_SYSROOT_DIR=$$d PKG_CONFIG_LIBDIR=$$d/opt/fp4/lib/pkgconfig \
+	   $(CC) $$d/t.c -o $$d/t $$(PKG_CONFIG_SYSROOT_DIR=$$d PKG_CONFIG_LIBDIR=$$d/opt/fp4/lib/pkgconfig pkg-config --cflags --libs --static fp4lane) -Wl,-rpath,$$d/opt/fp4/lib && \
+	 v=$$($$d/t) && test "$$v" = "$$($$d/opt/fp4/bin/fp4lane --version | awk '{print $$NF}')" && \
+	 $(MAKE) --no-print-directory -s uninstall DESTDIR=$$d PREFIX=/opt/fp4 && \
+	 left=$$(find $$d/opt -type f) && test -z "$$left" && echo "install-check: ok (fp4lane $$v via pkg-config)" || \
+	 { echo "install-check: FAILED (left: $$left)"; exit 1; }
+
+# ---- dev tools: make $(BUILD)/dev/NAME builds dev/NAME.c against the library (bench/io.sh uses gen_checkpoint) ----
+$(BUILD)/dev/%: dev/%.c $(BUILD)/libfp4lane.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)

@@ -2,8 +2,16 @@
  * and its Q4_K control lane, next to ggml's own CPU kernels on the same shapes.
  *
  *   make bench-cpu                      # builds $(BUILD)/dev/bench_cpu and runs it
- *   build/dev/bench_cpu [reps]          # median of reps timed runs (default 9) after one warm-up
+ *   build/dev/bench_cpu [reps] [nvfp4|q4_K|w4a4]   # reps timed pairs (default 9) after one warm-up of
+ *                                       # each; optionally one kernel family only
  *   FP4_GGML_CPU=haswell build/dev/bench_cpu    # choose ggml's CPU variant (default: by CPU flags)
+ *
+ * Paired: each fp4lane path is timed against the matching ggml kernel in alternation (ours,
+ * ggml, ours, ggml, ...), so that load from other processes on a shared machine hits both
+ * sides alike; the table gives each side's median and the distribution of the per-pair speed
+ * ratios (ggml time / ours: > 1 means fp4lane is faster), by wall time and by process CPU time
+ * (which leaves out the time a run spent descheduled). fp4lane's CPU paths (portable, avx2,
+ * avx512) are forced in turn, those this CPU has. The load average is printed before and after.
  *
  * Weights are random valid blocks (throughput does not depend on the values): NVFP4 payload
  * bytes uniform, scale bytes 0x00..0x7E, scale2 = 1/2688; Q4_K/Q6_K blocks uniform with finite
@@ -12,6 +20,7 @@
  * K-quants, Q8_0 for ggml's NVFP4 dot), on 1 or 2 threads split by rows like fp4lane.
  * Dev tool: prints, and exits non-zero on failure. */
 #include "fp4lane.h"
+#include "fp4_impl.h" /* fp4_cpu_force_path: time each CPU path */
 #include "ggml_oracle.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -26,12 +35,7 @@ static double now_s(void) {
 }
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
-static uint64_t rnd(void) {
-    uint64_t z = (rs += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static uint64_t rnd(void) { return fp4_splitmix64(&rs); }
 static void fill_bytes(uint8_t *p, size_t n) {
     for (size_t i = 0; i < n; i += 8) {
         uint64_t v = rnd();
@@ -52,23 +56,69 @@ static int cmp_double(const void *a, const void *b) {
 #define MAX_REPS 64
 typedef int (*bench_fn)(void *ctx, int n_threads);
 
-typedef struct timing {
-    double median, best; /* seconds; median < 0 on failure */
-} timing;
+static double cpu_s(void) { /* CPU time of the whole process: all its threads, not time spent waiting */
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
-static timing time_runs(bench_fn fn, void *ctx, int n_threads, int reps) {
-    double t[MAX_REPS];
-    timing r = {-1, -1};
-    if (fn(ctx, n_threads)) return r; /* warm-up */
+/* wall seconds of one run (< 0 on failure); *cpu: its process CPU seconds */
+static double time_one(bench_fn fn, void *ctx, int n_threads, double *cpu) {
+    const double c0 = cpu_s(), t0 = now_s();
+    if (fn(ctx, n_threads)) return -1;
+    const double t = now_s() - t0;
+    *cpu = cpu_s() - c0;
+    return t;
+}
+
+typedef struct paired {
+    double ours, theirs;                    /* median wall seconds; < 0 on failure */
+    double r_min, r_q1, r_med, r_q3, r_max; /* per-pair wall-time ratios theirs/ours */
+    double c_med, c_q1, c_q3;               /* per-pair CPU-time ratios theirs/ours */
+} paired;
+
+/* reps pairs, ours first in even pairs and second in odd ones (one warm-up of each first) */
+static paired time_paired(bench_fn a, void *actx, bench_fn b, void *bctx, int n_threads, int reps) {
+    double ta[MAX_REPS], tb[MAX_REPS], r[MAX_REPS], c[MAX_REPS], ca, cb;
+    paired p = {-1, -1, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (time_one(a, actx, n_threads, &ca) < 0 || time_one(b, bctx, n_threads, &cb) < 0) return p;
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
-        if (fn(ctx, n_threads)) return r;
-        t[i] = now_s() - t0;
+        if (i % 2 == 0) {
+            ta[i] = time_one(a, actx, n_threads, &ca);
+            tb[i] = time_one(b, bctx, n_threads, &cb);
+        } else {
+            tb[i] = time_one(b, bctx, n_threads, &cb);
+            ta[i] = time_one(a, actx, n_threads, &ca);
+        }
+        if (ta[i] < 0 || tb[i] < 0 || !(ca > 0)) return p;
+        r[i] = tb[i] / ta[i];
+        c[i] = cb / ca;
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    r.median = t[reps / 2];
-    r.best = t[0];
-    return r;
+    qsort(ta, (size_t)reps, sizeof ta[0], cmp_double);
+    qsort(tb, (size_t)reps, sizeof tb[0], cmp_double);
+    qsort(r, (size_t)reps, sizeof r[0], cmp_double);
+    qsort(c, (size_t)reps, sizeof c[0], cmp_double);
+    p.ours = ta[reps / 2];
+    p.theirs = tb[reps / 2];
+    p.r_min = r[0];
+    p.r_q1 = r[reps / 4];
+    p.r_med = r[reps / 2];
+    p.r_q3 = r[(3 * reps) / 4];
+    p.r_max = r[reps - 1];
+    p.c_med = c[reps / 2];
+    p.c_q1 = c[reps / 4];
+    p.c_q3 = c[(3 * reps) / 4];
+    return p;
+}
+
+static void print_load(const char *when) {
+    FILE *f = fopen("/proc/loadavg", "r");
+    char buf[128] = "?";
+    if (f) {
+        if (!fgets(buf, sizeof buf, f)) snprintf(buf, sizeof buf, "?\n");
+        fclose(f);
+    }
+    printf("load average (%s): %s", when, buf);
 }
 
 /* ---- the shapes' data ---- */
@@ -89,6 +139,18 @@ typedef struct bench {
 static int run_nvfp4(void *p, int nt) {
     bench *b = p;
     return fp4_nvfp4_matvec_a16_exact(&b->nv, b->x, 1, b->y, nt) != FP4_OK;
+}
+static int run_w4a4_path(bench *b, int nt, int path) {
+    fp4_cpu_force_path(path);
+    const int rc = fp4_nvfp4_matvec_w4a4(&b->nv, b->x, 1, b->y, nt) != FP4_OK;
+    fp4_cpu_force_path(-1);
+    return rc;
+}
+static int run_w4a4_best(void *p, int nt) {
+    return run_w4a4_path(p, nt, FP4_CPU_N_PATHS);
+}
+static int run_w4a4_portable(void *p, int nt) {
+    return run_w4a4_path(p, nt, FP4_CPU_PORTABLE);
 }
 static int run_q4_K(void *p, int nt) {
     bench *b = p;
@@ -129,14 +191,18 @@ static const char *pick_variant(void) {
     return "x64";
 }
 
-static void row(const char *what, timing t, double bytes, int nt) {
-    if (t.median < 0) {
-        printf("| %-46s | %d | failed | | |\n", what, nt);
+static void row(const char *ours, const char *theirs, paired p, double bytes, int nt) {
+    if (p.ours < 0) {
+        printf("| %s | %s | %d | failed | | | | | |\n", ours, theirs, nt);
         return;
     }
-    printf("| %-46s | %d | %8.2f | %6.2f | %6.2f |\n", what, nt, t.median * 1e3, bytes / t.median * 1e-9,
-           bytes / t.best * 1e-9);
+    printf("| %s | %s | %d | %.2f (%.2f GB/s) | %.2f (%.2f GB/s) | **%.2f** | %.2f–%.2f | %.2f–%.2f | %.2f "
+           "(%.2f–%.2f) |\n",
+           ours, theirs, nt, p.ours * 1e3, bytes / p.ours * 1e-9, p.theirs * 1e3, bytes / p.theirs * 1e-9,
+           p.r_med, p.r_q1, p.r_q3, p.r_min, p.r_max, p.c_med, p.c_q1, p.c_q3);
 }
+
+static const char *only; /* argv[2]: "nvfp4", "q4_K" or "w4a4", else all */
 
 static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *variant, int reps) {
     bench b;
@@ -168,24 +234,72 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
 
     printf("\n%lld x %lld (n_out x n_in), 1 column; NVFP4 %.1f MB, Q4_K %.1f MB\n\n", (long long)n_out,
            (long long)n_in, nv_bytes / 1e6, q4_bytes / 1e6);
-    printf("| kernel | threads | ms (median of %d) | GB/s (median) | GB/s (best) |\n|---|---|---|---|---|\n", reps);
-    for (int nt = 1; nt <= 2; nt++) row("fp4lane fp4_nvfp4_matvec_a16_exact", time_runs(run_nvfp4, &b, nt, reps), (double)nv_bytes, nt);
-    for (int nt = 1; nt <= 2; nt++) row("fp4lane fp4_q4_K_matvec", time_runs(run_q4_K, &b, nt, reps), (double)q4_bytes, nt);
-
-    char name[128];
-    struct { const char *label; ggml_vec_dot_fn fn; int nvfp4; } gk[3] = {
-        {"ggml_vec_dot_nvfp4_q8_0", g->vec_dot_nvfp4_q8_0, 1},
-        {"ggml_vec_dot_q4_K_q8_K", g->vec_dot_q4_K_q8_K, 0},
-        {"ggml_vec_dot_q4_K_q8_K_generic", g->vec_dot_q4_K_q8_K_generic, 0},
-    };
-    for (int k = 0; k < 3; k++) {
-        b.dot = gk[k].fn;
-        b.q8_0 = gk[k].nvfp4;
-        b.w = gk[k].nvfp4 ? b.ggml_nvfp4 : (const uint8_t *)b.q4;
-        b.row_bytes = gk[k].nvfp4 ? (size_t)(n_in / 64) * 36 : (size_t)(n_in / 256) * sizeof(fp4_block_q4_K);
-        snprintf(name, sizeof name, "ggml %s (%s)", gk[k].label, variant);
+    bench gb = b; /* ggml's side: its own dot, weights and activation format */
+    static const char *const path_label[FP4_CPU_N_PATHS] = {"portable", "avx2", "avx512"};
+    const int best = fp4_cpu_path();
+    char ours[96];
+    for (int kind = 0; kind < 2; kind++) { /* 0: NVFP4 exact A16 vs ggml NVFP4; 1: Q4_K vs ggml Q4_K */
+        if (only && strcmp(only, kind ? "q4_K" : "nvfp4")) continue;
+        if (kind == 0 || (only && kind == 1))
+            printf("| fp4lane (path) | ggml (%s) | threads | fp4lane ms (median) | ggml ms (median) | speed "
+                   "ratio "
+                   "ggml/fp4lane (median of %d pairs) | quartiles | min–max | CPU-time ratio (quartiles) |\n"
+                   "|---|---|---|---|---|---|---|---|---|\n",
+                   variant, reps);
+        gb.dot = kind ? g->vec_dot_q4_K_q8_K : g->vec_dot_nvfp4_q8_0;
+        gb.q8_0 = !kind;
+        gb.w = kind ? (const uint8_t *)b.q4 : b.ggml_nvfp4;
+        gb.row_bytes = kind ? (size_t)(n_in / 256) * sizeof(fp4_block_q4_K) : (size_t)(n_in / 64) * 36;
+        for (int path = best; path >= 0; path--) {
+            fp4_cpu_force_path(path);
+            snprintf(ours, sizeof ours, "%s (%s)",
+                     kind ? "`fp4_q4_K_matvec`" : "`fp4_nvfp4_matvec_a16_exact`", path_label[path]);
+            for (int nt = 1; nt <= 2; nt++)
+                row(ours, kind ? "`ggml_vec_dot_q4_K_q8_K`" : "`ggml_vec_dot_nvfp4_q8_0`",
+                    time_paired(kind ? run_q4_K : run_nvfp4, &b, run_ggml, &gb, nt, reps),
+                    kind ? (double)q4_bytes : (double)nv_bytes, nt);
+        }
+        fp4_cpu_force_path(-1);
+    }
+    /* W4A4 (SPEC §5) has no ggml counterpart: the best path paired with the portable one */
+    if ((!only || !strcmp(only, "w4a4")) && best > FP4_CPU_PORTABLE) {
+        bench w4 = b;
+        w4.nv.input_scale_inv = 0.5f;
+        printf("\n| fp4lane (path) | against | threads | ms (median) | ms (median) | speed ratio (median of "
+               "%d pairs) | "
+               "quartiles | min–max | CPU-time ratio (quartiles) |\n|---|---|---|---|---|---|---|---|---|\n",
+               reps);
+        snprintf(ours, sizeof ours, "`fp4_nvfp4_matvec_w4a4` (%s)", path_label[best]);
         for (int nt = 1; nt <= 2; nt++)
-            row(name, time_runs(run_ggml, &b, nt, reps), gk[k].nvfp4 ? (double)nv_bytes : (double)q4_bytes, nt);
+            row(ours, "`fp4_nvfp4_matvec_w4a4` (portable)",
+                time_paired(run_w4a4_best, &w4, run_w4a4_portable, &w4, nt, reps), (double)nv_bytes, nt);
+    }
+    /* bits: the reference is fp4lane's portable Q4_K dot, which test_ggml_oracle pins to ggml's generic
+     * C as built for baseline x86-64 (libggml-cpu-x64.so); the other variants' builds of that same C
+     * are compiled with FMA contraction, and their SIMD kernels sum in another order */
+    if (!only || !strcmp(only, "q4_K")) {
+        long simd_diff = 0, gen_diff = 0, ours_diff = 0;
+        g->quantize_row_q8_K(b.x, b.xq, n_in);
+        const size_t rb = (size_t)(n_in / 256) * sizeof(fp4_block_q4_K);
+        for (int64_t r = 0; r < n_out; r++) {
+            float s_gen = 0, s_simd = 0;
+            g->vec_dot_q4_K_q8_K_generic((int)n_in, &s_gen, 0, (const uint8_t *)b.q4 + r * rb, 0, b.xq, 0, 1);
+            g->vec_dot_q4_K_q8_K((int)n_in, &s_simd, 0, (const uint8_t *)b.q4 + r * rb, 0, b.xq, 0, 1);
+            fp4_cpu_force_path(FP4_CPU_PORTABLE);
+            const float s_ref = fp4_q4_K_dot_q8_K(b.q4 + r * (n_in / 256), b.xq, n_in);
+            fp4_cpu_force_path(-1);
+            const float s_ours = fp4_q4_K_dot_q8_K(b.q4 + r * (n_in / 256), b.xq, n_in);
+            simd_diff += memcmp(&s_ref, &s_simd, 4) != 0;
+            gen_diff += memcmp(&s_ref, &s_gen, 4) != 0;
+            ours_diff += memcmp(&s_ref, &s_ours, 4) != 0;
+        }
+        printf(
+            "\nQ4_K bits, %lld rows, against fp4lane's portable dot (= ggml's generic C built for baseline "
+            "x86-64): ggml_vec_dot_q4_K_q8_K (%s) differs in %ld, ggml_vec_dot_q4_K_q8_K_generic (%s build) "
+            "in "
+            "%ld, fp4lane (%s) in %ld\n",
+            (long long)n_out, variant, simd_diff, variant, gen_diff, fp4_cpu_path_name(fp4_cpu_path()),
+            ours_diff);
     }
     free(payload);
     free(scales);
@@ -200,6 +314,7 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 9;
     if (reps < 1 || reps > MAX_REPS) reps = 9;
+    only = argc > 2 ? argv[2] : NULL;
     ggml_oracle g;
     char err[1024];
     const char *variant = pick_variant();
@@ -208,7 +323,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("fp4lane %s; ggml %s (%s), CPU backend %s\n", fp4_version(), g.ggml_version(), g.ggml_commit(), g.cpu_name);
+    printf("fp4lane CPU path: %s (best this CPU has, after $FP4_CPU_PATH)\n",
+           fp4_cpu_path_name(fp4_cpu_path()));
+    print_load("start");
     if (bench_shape(4096, 14336, &g, variant, reps)) return 1;
     if (bench_shape(14336, 4096, &g, variant, reps)) return 1;
+    print_load("end");
     return 0;
 }

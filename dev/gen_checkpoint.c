@@ -1,21 +1,15 @@
 /* gen_checkpoint.c — writes a Llama-shaped bf16 HF checkpoint of about SIZE_MB megabytes from a
  * seeded generator (for bench/io.sh). Usage: gen_checkpoint DIR SIZE_MB [SHARD_MB]
- * Build: make dev/gen_checkpoint (see bench/io.sh). */
+ * Build: make build/dev/gen_checkpoint (bench/io.sh does). */
 #include "fp4lane.h"
+#include "fp4_rng.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
 static uint64_t s = 42;
-static float normal(void) {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    double u1 = ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0), u2 = ((z & 0xFFFFF) + 0.5) / 1048576.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+static float normal(void) { return fp4_rng_normal(&s); }
 
 int main(int argc, char **argv) {
     if (argc < 3) return fprintf(stderr, "usage: gen_checkpoint DIR SIZE_MB [SHARD_MB]\n"), 2;
@@ -27,14 +21,15 @@ int main(int argc, char **argv) {
     fp4_hf_writer *w;
     fp4_error e;
     if (fp4_hf_writer_create(argv[1], shard, &w, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
-    static const char *const nm[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-                                     "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+    static const char *const nm[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                                     "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
     char name[128];
     for (int64_t l = 0; l < layers; l++)
         for (int k = 0; k < 7; k++) {
             int64_t shape[2] = {k < 4 ? H : k < 6 ? F : H, k < 6 ? H : F};
             snprintf(name, sizeof name, "model.layers.%lld.%s.weight", (long long)l, nm[k]);
-            if (fp4_hf_writer_add_tensor(w, name, FP4_ST_BF16, 2, shape, &e)) return fprintf(stderr, "%s\n", e.msg), 1;
+            if (fp4_hf_writer_add_tensor(w, name, FP4_ST_BF16, 2, shape, &e))
+                return fprintf(stderr, "%s\n", e.msg), 1;
         }
     uint16_t *buf = malloc(sizeof(uint16_t) * (size_t)(F * H));
     for (int64_t l = 0; l < layers; l++)

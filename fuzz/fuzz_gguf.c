@@ -41,10 +41,10 @@ static void walk_scalar(const fp4_gguf *g, int64_t i) {
 static void walk_array(const fp4_gguf *g, int64_t i) {
     fp4_gguf_type et = fp4_gguf_arr_type(g, i);
     const void *data;
-    uint64_t n = 0;
+    int64_t n = 0;
     if (et == FP4_GGUF_STRING) {
         if (fp4_gguf_get_arr_str_count(g, i, &n) != FP4_OK) __builtin_trap();
-        for (uint64_t j = 0; j < n; j++) {
+        for (int64_t j = 0; j < n; j++) {
             const char *s;
             uint64_t len;
             if (fp4_gguf_get_arr_str(g, i, j, &s, &len) != FP4_OK) __builtin_trap();
@@ -54,24 +54,25 @@ static void walk_array(const fp4_gguf *g, int64_t i) {
         return;
     }
     if (fp4_gguf_get_arr(g, i, et, &data, &n) != FP4_OK) __builtin_trap();
-    inside(data, n * fp4_gguf_type_size(et));
+    inside(data, (uint64_t)n * fp4_gguf_type_size(et));
     if (fp4_gguf_get_arr_str_count(g, i, &n) != FP4_ERR_DTYPE) __builtin_trap();
 }
 
 static void walk(const fp4_gguf *g) {
     for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++) {
         const char *key = fp4_gguf_key(g, i);
-        if (!key || fp4_gguf_find_key(g, key) != i) __builtin_trap();
+        if (!key || fp4_gguf_key_index(g, key) != i) __builtin_trap();
         if (fp4_gguf_kv_type(g, i) == FP4_GGUF_ARRAY) walk_array(g, i);
         else walk_scalar(g, i);
     }
     uint64_t d = fp4_gguf_data_offset(g), end = d;
     for (int64_t i = 0; i < fp4_gguf_n_tensors(g); i++) {
         const fp4_gguf_tensor *t = fp4_gguf_tensor_at(g, i);
-        if (!t || fp4_gguf_find_tensor(g, t->name) != i || !fp4_type_get(t->type)) __builtin_trap();
+        if (!t || fp4_gguf_tensor_index(g, t->name) != i || !fp4_type_get(t->type)) __builtin_trap();
         if (t->offset != end || t->offset % fp4_gguf_alignment(g) != 0) __builtin_trap();
         inside(t->data, t->size);
-        end = t->offset + (t->size + fp4_gguf_alignment(g) - 1) / fp4_gguf_alignment(g) * fp4_gguf_alignment(g);
+        end =
+            t->offset + (t->size + fp4_gguf_alignment(g) - 1) / fp4_gguf_alignment(g) * fp4_gguf_alignment(g);
     }
     if (fp4_gguf_file_size(g) > end && fp4_gguf_file_size(g) > d) __builtin_trap();
     if (fp4_gguf_tensor_at(g, fp4_gguf_n_tensors(g)) || fp4_gguf_key(g, fp4_gguf_n_kv(g))) __builtin_trap();

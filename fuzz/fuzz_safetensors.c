@@ -13,10 +13,10 @@ static void must(int cond) {
 }
 
 static void walk(const fp4_st *st, const uint8_t *data, size_t size) {
-    size_t n = fp4_st_n_tensors(st);
+    int64_t n = fp4_st_n_tensors(st);
     uint64_t covered = 0;
     volatile uint8_t sink = 0;
-    for (size_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n; i++) {
         const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
         must(t != NULL && t->name != NULL && t->name[0] != 0 && strlen(t->name) <= FP4_MAX_NAME);
         must(fp4_st_find(st, t->name) == t);
@@ -27,13 +27,14 @@ static void walk(const fp4_st *st, const uint8_t *data, size_t size) {
             bits *= (uint64_t)t->shape[d]; /* cannot wrap: the reader checked it */
         }
         must(bits / 8 == t->nbytes && bits % 8 == 0);
-        must(t->data >= data && (size_t)(t->data - data) <= size && t->nbytes <= size - (size_t)(t->data - data));
+        must(t->data >= data && (size_t)(t->data - data) <= size &&
+             t->nbytes <= size - (size_t)(t->data - data));
         for (size_t k = 0; k < t->nbytes; k++) sink ^= t->data[k];
         covered += t->nbytes;
     }
     must(8 + fp4_st_header_len(st) + covered == size);
     must(fp4_st_tensor_at(st, n) == NULL);
-    for (size_t i = 0; i < fp4_st_n_metadata(st); i++) {
+    for (int64_t i = 0; i < fp4_st_n_metadata(st); i++) {
         const char *k = NULL, *v = NULL;
         must(fp4_st_metadata_at(st, i, &k, &v) == FP4_OK && k && v);
         must(fp4_st_metadata_get(st, k) != NULL);

@@ -10,7 +10,14 @@
  *   - calls that read files fill a caller-owned fp4_error with file, tensor and rule;
  *   - the library never prints and never exits; it allocates only where a call says so;
  *   - every _open/_create has one _close/_free that accepts NULL;
- *   - integers in files are little-endian and decoded explicitly; sizes are int64_t/size_t.
+ *   - integers in files are little-endian and decoded explicitly; counts and indices are int64_t
+ *     (an index out of range gives NULL or a status, never undefined behaviour), byte sizes
+ *     size_t/uint64_t;
+ *   - _find(handle, name) returns a pointer or NULL; a lookup that returns an index is named
+ *     _index and returns -1 when absent;
+ *   - helpers that only tests and the exhaustive proofs use (integer codec forms, single-row
+ *     dots, Q8_K dequantization) are declared only when FP4LANE_ORACLE_API is defined before
+ *     this header is included; they are exported either way.
  *
  * NVFP4 bytes (§2): a tensor of n_out rows × n_in values (n_in % 16 == 0) is
  *   payload  n_out × n_in/2 bytes, byte j of a row = element 2j (low nibble), 2j+1 (high);
@@ -136,12 +143,10 @@ FP4_API fp4_status fp4_type_row_size(int64_t type_id, int64_t n, size_t *bytes);
 /* Scalar codecs (§1). Exhaustively tested.                                                   */
 
 FP4_API float fp4_e2m1_decode(uint8_t code);         /* low 4 bits used; 8 -> -0.0            */
-FP4_API int fp4_e2m1_q1(uint8_t code);               /* value in units of 2^-1, signed         */
 FP4_API uint8_t fp4_e2m1_encode(float x);            /* §3 step 5, ties to even, NaN -> 7      */
 
 FP4_API float fp4_e4m3fn_decode(uint8_t b);          /* 0x7F/0xFF -> NaN                       */
 FP4_API int fp4_e4m3fn_is_nan(uint8_t b);
-FP4_API int32_t fp4_e4m3fn_q9(uint8_t b);            /* units of 2^-9; 0 for the NaN bytes     */
 /* RNE, saturating at ±448; NaN -> 0x7F; |x| below half the smallest subnormal -> ±0. */
 FP4_API uint8_t fp4_e4m3fn_encode(float x);
 
@@ -206,7 +211,6 @@ typedef struct fp4_block_q8_K {
 } fp4_block_q8_K;                /* 292 bytes, ggml's layout */
 
 FP4_API fp4_status fp4_q8_K_quantize(const float *x, int64_t n, fp4_block_q8_K *dst);
-FP4_API fp4_status fp4_q8_K_dequantize(const fp4_block_q8_K *src, int64_t n, float *dst);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Contractions (§4–6). Matvec layout: x is n_cols columns of n_in floats (column c at         */
@@ -215,18 +219,11 @@ FP4_API fp4_status fp4_q8_K_dequantize(const fp4_block_q8_K *src, int64_t n, flo
 /* Exact A16 (§4): n_in % 256 == 0; F16 output boundary applied. Bit-identical everywhere. */
 FP4_API fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, int64_t n_cols,
                                               float *y, int n_threads);
-/* One row against an already-quantized activation (n_in/256 blocks); returns the F16-rounded f32. */
-FP4_API float fp4_nvfp4_dot_a16_exact(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
-                                      const fp4_block_q8_K *xq, int64_t n_in);
 
 /* W4A4 activation quantization (§5 steps 1–2): each 16-group gets its own E4M3FN byte and codes,
  * against input_scale = 1/input_scale_inv. Packs like a weight row. */
 FP4_API fp4_status fp4_nvfp4_quantize_act(const float *x, int64_t n_in, float input_scale_inv,
                                           uint8_t *codes, uint8_t *scales);
-/* One row against quantized activations (§5 steps 3–4); returns the F16-rounded f32. */
-FP4_API float fp4_nvfp4_dot_w4a4(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
-                                 const uint8_t *act_codes, const uint8_t *act_scales, float input_scale_inv,
-                                 int64_t n_in);
 /* Exact W4A4 matvec (§5): w->input_scale_inv must be set; n_in % 16 == 0. */
 FP4_API fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
                                          int n_threads);
@@ -241,7 +238,6 @@ FP4_API double fp4_nrmse(const float *a, const float *b, int64_t n);
 
 /* ------------------------------------------------------------------------------------------ */
 /* kquant control lane: Q4_K and Q6_K (identical to ggml's reference).                        */
-/* BEGIN kquant section */
 /* ggml's K-quant blocks, byte for byte (256 values per block; f16 fields are IEEE half bits in
  * host order, as ggml stores them). Quantize/dequantize are bit-identical to ggml's
  * quantize_row_q{4,6}_K_ref / dequantize_row_q{4,6}_K; the dots are bit-identical to
@@ -286,11 +282,6 @@ FP4_API fp4_status fp4_q4_K_dequantize(const fp4_block_q4_K *src, int64_t n, flo
 FP4_API fp4_status fp4_q6_K_quantize(const float *x, int64_t n, fp4_block_q6_K *dst);
 FP4_API fp4_status fp4_q6_K_dequantize(const fp4_block_q6_K *src, int64_t n, float *dst);
 
-/* Dot of n values (n/256 blocks of each). Returns NaN for NULL or n not a non-negative
- * multiple of 256; 0 for n == 0. */
-FP4_API float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n);
-FP4_API float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n);
-
 /* y = W x for a weight of n_out rows × n_in values (n_in % 256 == 0), w = n_out rows of
  * n_in/256 blocks each. Same column layout as fp4_nvfp4_matvec_a16_exact; each column of x is
  * quantized to Q8_K once; rows are split over n_threads pthreads (<= 1: the calling thread).
@@ -299,11 +290,29 @@ FP4_API fp4_status fp4_q4_K_matvec(const void *w, int64_t n_out, int64_t n_in, c
                                    float *y, int n_threads);
 FP4_API fp4_status fp4_q6_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols,
                                    float *y, int n_threads);
-/* END kquant section */
+
+/* ------------------------------------------------------------------------------------------ */
+/* Oracle helpers: the integer forms and single-row dots that the exhaustive proofs and the     */
+/* tests check the contractions against. Opt in with #define FP4LANE_ORACLE_API.               */
+#ifdef FP4LANE_ORACLE_API
+FP4_API int fp4_e2m1_q1(uint8_t code);               /* value in units of 2^-1, signed         */
+FP4_API int32_t fp4_e4m3fn_q9(uint8_t b);            /* units of 2^-9; 0 for the NaN bytes     */
+FP4_API fp4_status fp4_q8_K_dequantize(const fp4_block_q8_K *src, int64_t n, float *dst);
+/* One row against an already-quantized activation (n_in/256 blocks); returns the F16-rounded f32. */
+FP4_API float fp4_nvfp4_dot_a16_exact(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                                      const fp4_block_q8_K *xq, int64_t n_in);
+/* One row against quantized activations (§5 steps 3–4); returns the F16-rounded f32. */
+FP4_API float fp4_nvfp4_dot_w4a4(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                                 const uint8_t *act_codes, const uint8_t *act_scales, float input_scale_inv,
+                                 int64_t n_in);
+/* Dot of n values (n/256 blocks of each), what fp4_q{4,6}_K_matvec promise to equal. Returns NaN
+ * for NULL or n not a non-negative multiple of 256; 0 for n == 0. */
+FP4_API float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n);
+FP4_API float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n);
+#endif /* FP4LANE_ORACLE_API */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Containers: GGUF and safetensors.                                                          */
-/* BEGIN io section */
 /* GGUF */
 /* GGUF v3 (v2 accepted: same layout), little-endian only. The reader maps the file read-only
  * and validates the whole container before it returns a handle (grammar and rules: the comment
@@ -353,12 +362,12 @@ FP4_API uint64_t fp4_gguf_file_size(const fp4_gguf *g);
 FP4_API uint64_t fp4_gguf_data_offset(const fp4_gguf *g);   /* aligned start of the data section */
 
 /* Metadata. i is a key index in [0, n_kv). Getters: FP4_ERR_NOT_FOUND for i < 0 (so that
- * get(g, find_key(g, k), ...) reports a missing key), FP4_ERR_INVALID_ARG for i >= n_kv or a
- * NULL pointer, FP4_ERR_DTYPE when the stored type is not the one asked for. */
+ * get(g, fp4_gguf_key_index(g, k), ...) reports a missing key), FP4_ERR_INVALID_ARG for
+ * i >= n_kv or a NULL pointer, FP4_ERR_DTYPE when the stored type is not the one asked for. */
 FP4_API int64_t fp4_gguf_n_kv(const fp4_gguf *g);
 FP4_API const char *fp4_gguf_key(const fp4_gguf *g, int64_t i);          /* NULL out of range */
 FP4_API fp4_gguf_type fp4_gguf_kv_type(const fp4_gguf *g, int64_t i);
-FP4_API int64_t fp4_gguf_find_key(const fp4_gguf *g, const char *key);   /* -1 when absent */
+FP4_API int64_t fp4_gguf_key_index(const fp4_gguf *g, const char *key);  /* -1 when absent */
 FP4_API fp4_status fp4_gguf_get_u8(const fp4_gguf *g, int64_t i, uint8_t *v);
 FP4_API fp4_status fp4_gguf_get_i8(const fp4_gguf *g, int64_t i, int8_t *v);
 FP4_API fp4_status fp4_gguf_get_u16(const fp4_gguf *g, int64_t i, uint16_t *v);
@@ -377,16 +386,17 @@ FP4_API fp4_gguf_type fp4_gguf_arr_type(const fp4_gguf *g, int64_t i);
 /* Fixed-size elements: elem must equal the stored element type (FP4_ERR_DTYPE otherwise, also
  * for string arrays); *data points at count little-endian elements in the file (unaligned). */
 FP4_API fp4_status fp4_gguf_get_arr(const fp4_gguf *g, int64_t i, fp4_gguf_type elem, const void **data,
-                                    uint64_t *count);
-/* String arrays: count, then element j (not NUL-terminated, like fp4_gguf_get_str). */
-FP4_API fp4_status fp4_gguf_get_arr_str_count(const fp4_gguf *g, int64_t i, uint64_t *count);
-FP4_API fp4_status fp4_gguf_get_arr_str(const fp4_gguf *g, int64_t i, uint64_t j, const char **s,
+                                    int64_t *count);
+/* String arrays: count, then element j in [0, count) (not NUL-terminated, like fp4_gguf_get_str). */
+FP4_API fp4_status fp4_gguf_get_arr_str_count(const fp4_gguf *g, int64_t i, int64_t *count);
+FP4_API fp4_status fp4_gguf_get_arr_str(const fp4_gguf *g, int64_t i, int64_t j, const char **s,
                                         uint64_t *len);
 
 /* Tensors, in file order (which is data order). */
 FP4_API int64_t fp4_gguf_n_tensors(const fp4_gguf *g);
 FP4_API const fp4_gguf_tensor *fp4_gguf_tensor_at(const fp4_gguf *g, int64_t i);   /* NULL out of range */
-FP4_API int64_t fp4_gguf_find_tensor(const fp4_gguf *g, const char *name);         /* -1 when absent */
+FP4_API const fp4_gguf_tensor *fp4_gguf_find(const fp4_gguf *g, const char *name); /* NULL if absent */
+FP4_API int64_t fp4_gguf_tensor_index(const fp4_gguf *g, const char *name);        /* -1 when absent */
 
 /* Streaming writer: memory O(metadata), never O(model). Order of calls:
  *   create; add KVs / set_alignment (before any tensor); add_tensor ...; write_header(path);
@@ -478,12 +488,12 @@ FP4_API fp4_status fp4_st_open(const char *path, fp4_st **out, fp4_error *err);
 FP4_API fp4_status fp4_st_open_buffer(const void *data, size_t size, fp4_st **out, fp4_error *err);
 FP4_API void fp4_st_close(fp4_st *st);
 /* Tensors in header (JSON) order. NULL when i is out of range / the name is absent. */
-FP4_API size_t fp4_st_n_tensors(const fp4_st *st);
-FP4_API const fp4_st_tensor *fp4_st_tensor_at(const fp4_st *st, size_t i);
+FP4_API int64_t fp4_st_n_tensors(const fp4_st *st);
+FP4_API const fp4_st_tensor *fp4_st_tensor_at(const fp4_st *st, int64_t i);
 FP4_API const fp4_st_tensor *fp4_st_find(const fp4_st *st, const char *name);
 /* __metadata__ string pairs in header order; values may not contain NUL. */
-FP4_API size_t fp4_st_n_metadata(const fp4_st *st);
-FP4_API fp4_status fp4_st_metadata_at(const fp4_st *st, size_t i, const char **key, const char **value);
+FP4_API int64_t fp4_st_n_metadata(const fp4_st *st);
+FP4_API fp4_status fp4_st_metadata_at(const fp4_st *st, int64_t i, const char **key, const char **value);
 FP4_API const char *fp4_st_metadata_get(const fp4_st *st, const char *key);   /* NULL if absent */
 FP4_API uint64_t fp4_st_header_len(const fp4_st *st);                         /* N, padding included */
 
@@ -515,11 +525,11 @@ typedef struct fp4_hfdir fp4_hfdir;
 typedef enum fp4_hf_json { FP4_HF_CONFIG = 0, FP4_HF_QUANT_CONFIG = 1 } fp4_hf_json;
 FP4_API fp4_status fp4_hfdir_open(const char *dir, fp4_hfdir **out, fp4_error *err);
 FP4_API void fp4_hfdir_close(fp4_hfdir *d);
-FP4_API size_t fp4_hfdir_n_tensors(const fp4_hfdir *d);                           /* shard order */
-FP4_API const fp4_st_tensor *fp4_hfdir_tensor_at(const fp4_hfdir *d, size_t i);
-FP4_API const fp4_st_tensor *fp4_hfdir_find(const fp4_hfdir *d, const char *name);
-FP4_API size_t fp4_hfdir_n_shards(const fp4_hfdir *d);
-FP4_API const fp4_st *fp4_hfdir_shard(const fp4_hfdir *d, size_t i);
+FP4_API int64_t fp4_hfdir_n_tensors(const fp4_hfdir *d);                          /* shard order */
+FP4_API const fp4_st_tensor *fp4_hfdir_tensor_at(const fp4_hfdir *d, int64_t i);   /* NULL out of range */
+FP4_API const fp4_st_tensor *fp4_hfdir_find(const fp4_hfdir *d, const char *name); /* NULL if absent */
+FP4_API int64_t fp4_hfdir_n_shards(const fp4_hfdir *d);
+FP4_API const fp4_st *fp4_hfdir_shard(const fp4_hfdir *d, int64_t i);             /* NULL out of range */
 FP4_API int fp4_hfdir_has_json(const fp4_hfdir *d, fp4_hf_json which);
 /* Values by dotted path ("quantization_config.quant_algo"; an all-digit segment indexes an
  * array). FP4_ERR_NOT_FOUND when absent (or no such file), FP4_ERR_DTYPE for the wrong JSON
@@ -553,11 +563,9 @@ FP4_API void fp4_hf_writer_free(fp4_hf_writer *w);
  * repr), plus a final newline. indent 1..8; duplicate keys are refused. */
 FP4_API fp4_status fp4_hf_write_json(const char *path, const char *json_text, int indent, int sort_keys,
                                      fp4_error *err);
-/* END io section */
 
 /* ------------------------------------------------------------------------------------------ */
 /* Checkpoints: layouts, the fail-closed loader, conversion and quantization (SPEC §7–8).     */
-/* BEGIN model section */
 
 /* The four NVFP4 layouts of SPEC §7, plus unquantized checkpoints. */
 typedef enum fp4_layout {
@@ -604,11 +612,12 @@ typedef struct fp4_load_opts {
  * it with the tensor types, validates every NVFP4 tensor's companions and every data range
  * before returning. On any violation: no handle, and err names the file, the tensor and the
  * rule. opts may be NULL. */
-FP4_API fp4_status fp4_model_open(const char *path, const fp4_load_opts *opts, fp4_model **out, fp4_error *err);
+FP4_API fp4_status fp4_model_open(const char *path, const fp4_load_opts *opts, fp4_model **out,
+                                  fp4_error *err);
 /* The same over a GGUF or .safetensors image in memory (not copied; it must outlive the handle).
  * name is used in error messages. */
-FP4_API fp4_status fp4_model_open_memory(const void *data, size_t size, const char *name, const fp4_load_opts *opts,
-                                         fp4_model **out, fp4_error *err);
+FP4_API fp4_status fp4_model_open_memory(const void *data, size_t size, const char *name,
+                                         const fp4_load_opts *opts, fp4_model **out, fp4_error *err);
 FP4_API void fp4_model_close(fp4_model *m);
 FP4_API fp4_layout fp4_model_layout(const fp4_model *m);
 FP4_API fp4_weight_precision fp4_model_weight_precision(const fp4_model *m);
@@ -620,6 +629,12 @@ FP4_API uint64_t fp4_model_file_bytes(const fp4_model *m);                      
 /* The container's own JSON (config.json / hf_quant_config.json text) or NULL. */
 FP4_API const char *fp4_model_config_json(const fp4_model *m);
 FP4_API const char *fp4_model_quant_config_json(const fp4_model *m);
+/* The metadata of a GGUF checkpoint, for the runtime and the text layer (architecture,
+ * hyperparameters, tokenizer): the model's own reader handle, read with fp4_gguf_key_index and
+ * the fp4_gguf_get_* getters. It lives until fp4_model_close and must not be closed by the
+ * caller. NULL for safetensors checkpoints, whose metadata is config.json
+ * (fp4_model_config_json). */
+FP4_API const fp4_gguf *fp4_model_gguf(const fp4_model *m);
 
 /* Dequantize rows [r0, r1) of a 2-D (or stacked) tensor to f32 (any weight type fp4lane reads). */
 FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int64_t r1, float *dst);
@@ -633,8 +648,8 @@ FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int6
  * (src/runtime/pinned.h, the order a warp computes; the CUDA twin matches it bit for bit). FP4_ERR_REFUSED_ROUTE, with the route to use instead in the name, when no route
  * serves the keys (e.g. exact A16 needs n_in % 256 == 0). */
 typedef enum fp4_mode { FP4_MODE_EXACT = 0, FP4_MODE_NATIVE = 1 } fp4_mode;
-FP4_API fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols, float *y,
-                                   int n_threads);
+FP4_API fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols,
+                                   float *y, int n_threads);
 /* The table's choice ("none" when nothing serves the keys). */
 FP4_API const char *fp4_cpu_route_name(const fp4_tensor *w, fp4_mode mode);
 
@@ -653,7 +668,8 @@ typedef struct fp4_write_opts {
  * scale bytes and per-tensor scalars are moved, and the scalars that a layout stores as
  * reciprocals keep their exact bits through fp4lane.exact.* metadata, so every round trip is
  * byte-identical. out: a .gguf file for GGUF layouts, a directory for HF layouts. */
-FP4_API fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_opts *opts, fp4_error *err);
+FP4_API fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_opts *opts,
+                                   fp4_error *err);
 
 typedef struct fp4_quantize_opts {
     fp4_layout layout;             /* target layout (FP4_LAYOUT_NONE with to_q4_k)               */
@@ -671,122 +687,8 @@ typedef struct fp4_quantize_opts {
  * with the ModelOpt recipe (SPEC §3). Memory stays O(one tensor). */
 FP4_API fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_quantize_opts *opts,
                                            fp4_error *err);
-/* END model section */
 
-/* ------------------------------------------------------------------------------------------ */
-/* CUDA backend: these symbols live in build/libfp4lane_cuda.a (`make cuda`), linked beside the CPU library. */
-/* BEGIN cuda section */
-/* Device pointers carry a d_ prefix. Every call checks shapes and alignment first
- * (FP4_ERR_INVALID_ARG / FP4_ERR_SHAPE) and turns any CUDA failure into FP4_ERR_CUDA; kernels
- * are enqueued on `stream` (NULL = the legacy default stream) and the call returns without
- * waiting, except the upload/alloc/free calls, which are synchronous. */
-typedef struct CUstream_st *fp4_cuda_stream;   /* the same type as cudaStream_t */
-
-typedef struct fp4_cuda_device_info {
-    char name[256];
-    int cc_major, cc_minor;     /* compute capability; kernels need >= 8.0, tuned for 9.0 */
-    int sm_count;
-    size_t global_mem_bytes;
-    size_t l2_bytes;
-} fp4_cuda_device_info;
-
-/* FP4_OK when at least one device of compute capability >= 8.0 is usable; FP4_ERR_NO_DEVICE
- * without a GPU (or driver), never FP4_ERR_CUDA. */
-FP4_API fp4_status fp4_cuda_available(void);
-FP4_API fp4_status fp4_cuda_device_count(int *count);
-/* Make `device` current for the calling thread and describe it (info may be NULL). */
-FP4_API fp4_status fp4_cuda_init(int device, fp4_cuda_device_info *info);
-
-/* A weight on the device: what kernels and the dispatch read. Plain data; an uploaded tensor
- * owns one cudaMalloc arena (d_arena) released by fp4_cuda_tensor_free(). A caller may also fill
- * one by hand over its own device memory (d_arena = NULL) if it keeps the layout below. */
-typedef struct fp4_cuda_tensor {
-    int64_t type;              /* FP4_TYPE_NVFP4_E2M1 (payload + E4M3FN scales), FP4_TYPE_F16,
-                                  FP4_TYPE_BF16, FP4_TYPE_Q4_K or FP4_TYPE_Q6_K                 */
-    int64_t n_out, n_in;       /* rows, values per row                                           */
-    int64_t k_pad;             /* NVFP4: n_in rounded up to 256; the padding holds code 0 and
-                                  scale byte 0x00 (value 0), so every kernel may read whole
-                                  256-value super-blocks. Others: n_in.                          */
-    const uint8_t *d_payload;  /* NVFP4: (n_out, k_pad/2) E2M1 pairs, low nibble = even element;
-                                  F16/BF16: (n_out, n_in) 2-byte values; Q4_K/Q6_K: (n_out,
-                                  n_in/256) ggml blocks                                          */
-    const uint8_t *d_scales;   /* NVFP4: (n_out, k_pad/16) E4M3FN; NULL for the other types      */
-    int64_t payload_stride;    /* bytes between rows of d_payload (NVFP4: multiple of 128)       */
-    int64_t scale_stride;      /* bytes between rows of d_scales (NVFP4: multiple of 16)         */
-    float scale2;              /* NVFP4 tensor scale, finite > 0                                 */
-    float input_scale_inv;     /* NVFP4: 0 = W4A16, > 0 = W4A4 (SPEC §5)                         */
-    void *d_arena;             /* owned allocation, NULL when borrowed                           */
-    size_t arena_bytes;
-} fp4_cuda_tensor;
-
-/* Upload an NVFP4 view (checked with fp4_nvfp4_view_check first: no kernel ever sees a NaN
- * scale) into one zeroed arena, rows padded to k_pad. */
-FP4_API fp4_status fp4_cuda_tensor_upload_nvfp4(const fp4_nvfp4_view *w, fp4_cuda_tensor *out);
-/* Upload n_out rows of n_in values of type F16, BF16 (2-byte values) or Q4_K/Q6_K (blocks;
- * n_in % 256 == 0). */
-FP4_API fp4_status fp4_cuda_tensor_upload(int64_t type, const void *host_data, int64_t n_out, int64_t n_in,
-                                          fp4_cuda_tensor *out);
-FP4_API void fp4_cuda_tensor_free(fp4_cuda_tensor *t);   /* NULL and borrowed tensors are fine */
-
-/* Device scratch for activation quantization and split-K partials. Zeroed at allocation; kernels
- * leave its counter region zero. One scratch serves one stream at a time. */
-typedef struct fp4_cuda_scratch {
-    void *d_base;
-    size_t bytes;
-} fp4_cuda_scratch;
-/* Bytes any route of fp4_cuda_project() needs for w and up to n_cols columns. */
-FP4_API size_t fp4_cuda_scratch_bytes(const fp4_cuda_tensor *w, int64_t n_cols);
-FP4_API fp4_status fp4_cuda_scratch_alloc(size_t bytes, fp4_cuda_scratch *s);
-FP4_API void fp4_cuda_scratch_free(fp4_cuda_scratch *s);
-
-typedef enum fp4_cuda_mode {
-    FP4_CUDA_EXACT = 0,   /* bit-identical to the CPU oracle (SPEC §4 / §5)                      */
-    FP4_CUDA_NATIVE = 1   /* fast A16 (SPEC §6); W4A4 tensors always run exact                   */
-} fp4_cuda_mode;
-
-/* The projection entry point: y (n_cols columns of n_out f32, column c at d_y + c*n_out) = W x
- * (column c of x at d_x + c*n_in). The kernel comes from one table keyed by (w->type, mode,
- * activation precision = input_scale_inv > 0 ? nvfp4 : a16, n_cols); any n_cols >= 1 is served
- * (wide calls run in chunks). d_x and d_y 16-byte aligned. */
-FP4_API fp4_status fp4_cuda_project(const fp4_cuda_tensor *w, fp4_cuda_mode mode, const float *d_x,
-                                    int64_t n_cols, float *d_y, const fp4_cuda_scratch *scratch,
-                                    fp4_cuda_stream stream);
-/* The table's choice for these keys (a static string; "none" when no route serves them). */
-FP4_API const char *fp4_cuda_route_name(const fp4_cuda_tensor *w, fp4_cuda_mode mode, int64_t n_cols);
-
-/* ---- launchers (what the table calls) ---- */
-/* Rows [row0, row0+n_rows) dequantized in the pinned order into dst_type = FP4_TYPE_F32, F16 or
- * BF16 (RNE from the f32 value): (n_rows, n_in) contiguous at d_dst. */
-FP4_API fp4_status fp4_cuda_nvfp4_dequant(const fp4_cuda_tensor *w, int64_t row0, int64_t n_rows, int64_t dst_type,
-                                          void *d_dst, fp4_cuda_stream stream);
-/* n_cols columns of n values (n % 256 == 0) to Q8_K blocks, bits identical to fp4_q8_K_quantize
- * (an all-zero super-block gives an all-zero block). */
-FP4_API fp4_status fp4_cuda_q8_K_quantize(const float *d_x, int64_t n, int64_t n_cols, fp4_block_q8_K *d_dst,
-                                          fp4_cuda_stream stream);
-/* W4A4 activation quantization, bits identical to fp4_nvfp4_quantize_act, per column:
- * d_codes (n_cols, n_in/2), d_scales (n_cols, n_in/16). */
-FP4_API fp4_status fp4_cuda_nvfp4_quantize_act(const float *d_x, int64_t n_in, int64_t n_cols,
-                                               float input_scale_inv, uint8_t *d_codes, uint8_t *d_scales,
-                                               fp4_cuda_stream stream);
-/* Exact A16 (§4, n_in % 256 == 0), exact W4A4 (§5) and native A16 (§6) matvecs. */
-FP4_API fp4_status fp4_cuda_nvfp4_matvec_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
-                                                   float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream);
-FP4_API fp4_status fp4_cuda_nvfp4_matvec_w4a4(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
-                                              float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream);
-FP4_API fp4_status fp4_cuda_nvfp4_matvec_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
-                                                float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream);
-/* F16/BF16 weights (the LM head): f32 accumulation, rows split over lanes in a fixed order. */
-FP4_API fp4_status fp4_cuda_matvec_dense(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
-                                         fp4_cuda_stream stream);
-/* Q4_K/Q6_K weights against f32 activations: ggml's dequantized values, f32 accumulation. */
-FP4_API fp4_status fp4_cuda_matvec_kquant(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
-                                          fp4_cuda_stream stream);
-/* Embedding lookup: the rows d_ids[0..n_ids) of an F16, BF16 or NVFP4 table -> f32 (n_ids, n_in)
- * at d_out; NVFP4 rows use the pinned dequantization order. The ids live on the device and are
- * not seen by the host: an id outside [0, n_out) yields a row of zeros. */
-FP4_API fp4_status fp4_cuda_embed(const fp4_cuda_tensor *w, const int32_t *d_ids, int64_t n_ids, float *d_out,
-                                  fp4_cuda_stream stream);
-/* END cuda section */
+/* The CUDA backend (build/libfp4lane_cuda.a) is declared in fp4lane_cuda.h, which includes this. */
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,7 @@
 #ifndef FP4_IMPL_H
 #define FP4_IMPL_H
 
+#define FP4LANE_ORACLE_API /* the library defines the oracle helpers too */
 #include "fp4lane.h"
 #include <stdarg.h>
 #include <stdbool.h>
@@ -15,10 +16,18 @@ fp4_status fp4_fail(fp4_error *err, fp4_status code, const char *file, const cha
 void fp4_error_clear(fp4_error *err);
 
 /* ---- checked arithmetic: true on overflow ---- */
-static inline bool fp4_mul_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_mul_overflow(a, b, r); }
-static inline bool fp4_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_add_overflow(a, b, r); }
-static inline bool fp4_mul_overflow_i64(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
-static inline bool fp4_add_overflow_i64(int64_t a, int64_t b, int64_t *r) { return __builtin_add_overflow(a, b, r); }
+static inline bool fp4_mul_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) {
+    return __builtin_mul_overflow(a, b, r);
+}
+static inline bool fp4_add_overflow_u64(uint64_t a, uint64_t b, uint64_t *r) {
+    return __builtin_add_overflow(a, b, r);
+}
+static inline bool fp4_mul_overflow_i64(int64_t a, int64_t b, int64_t *r) {
+    return __builtin_mul_overflow(a, b, r);
+}
+static inline bool fp4_add_overflow_i64(int64_t a, int64_t b, int64_t *r) {
+    return __builtin_add_overflow(a, b, r);
+}
 /* round x up to a multiple of align (a power of two); true on overflow */
 static inline bool fp4_align_up_u64(uint64_t x, uint64_t align, uint64_t *r) {
     uint64_t t;
@@ -32,11 +41,24 @@ static inline uint16_t fp4_rd_le16(const uint8_t *p) { return (uint16_t)(p[0] | 
 static inline uint32_t fp4_rd_le32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
-static inline uint64_t fp4_rd_le64(const uint8_t *p) { return (uint64_t)fp4_rd_le32(p) | ((uint64_t)fp4_rd_le32(p + 4) << 32); }
-static inline float fp4_rd_lef32(const uint8_t *p) { uint32_t u = fp4_rd_le32(p); float f; memcpy(&f, &u, 4); return f; }
+static inline uint64_t fp4_rd_le64(const uint8_t *p) {
+    return (uint64_t)fp4_rd_le32(p) | ((uint64_t)fp4_rd_le32(p + 4) << 32);
+}
+static inline float fp4_rd_lef32(const uint8_t *p) {
+    uint32_t u = fp4_rd_le32(p);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 static inline void fp4_wr_le16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
-static inline void fp4_wr_le32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static inline void fp4_wr_le64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static inline void fp4_wr_le32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void fp4_wr_le64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
 static inline void fp4_wr_lef32(uint8_t *p, float f) { uint32_t u; memcpy(&u, &f, 4); fp4_wr_le32(p, u); }
 static inline uint32_t fp4_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float fp4_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
@@ -54,9 +76,42 @@ static inline bool fp4_cur_take(fp4_cursor *c, size_t n, const uint8_t **out) {
     c->left -= n;
     return true;
 }
-static inline bool fp4_cur_u8(fp4_cursor *c, uint8_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 1, &p)) return false; *v = p[0]; return true; }
-static inline bool fp4_cur_u32(fp4_cursor *c, uint32_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 4, &p)) return false; *v = fp4_rd_le32(p); return true; }
-static inline bool fp4_cur_u64(fp4_cursor *c, uint64_t *v) { const uint8_t *p; if (!fp4_cur_take(c, 8, &p)) return false; *v = fp4_rd_le64(p); return true; }
+static inline bool fp4_cur_u8(fp4_cursor *c, uint8_t *v) {
+    const uint8_t *p;
+    if (!fp4_cur_take(c, 1, &p)) return false;
+    *v = p[0];
+    return true;
+}
+static inline bool fp4_cur_u32(fp4_cursor *c, uint32_t *v) {
+    const uint8_t *p;
+    if (!fp4_cur_take(c, 4, &p)) return false;
+    *v = fp4_rd_le32(p);
+    return true;
+}
+static inline bool fp4_cur_u64(fp4_cursor *c, uint64_t *v) {
+    const uint8_t *p;
+    if (!fp4_cur_take(c, 8, &p)) return false;
+    *v = fp4_rd_le64(p);
+    return true;
+}
+
+/* ---- small shared helpers ---- */
+/* rows of a tensor in GGUF dim order: the product of ne[1..n_dims) (1 for 0-D and 1-D) */
+static inline int64_t fp4_rows_of(const int64_t *ne, int32_t n_dims) {
+    int64_t n = 1;
+    for (int32_t i = 1; i < n_dims; i++) n *= ne[i]; /* callers hold shapes the readers bounded */
+    return n;
+}
+static inline int fp4_ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+/* index of s in names[0..n), -1 when absent */
+static inline int fp4_name_index(const char *s, const char *const *names, int n) {
+    for (int i = 0; i < n; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
 
 /* ---- numeric helpers shared by the oracle files ---- */
 /* ggml's nearest_int: magic-number round to nearest even, valid for |fval| <= 4194303 */
@@ -76,6 +131,14 @@ static inline float fp4_a16_epilogue(int64_t total, float d, float scale2, float
     return __builtin_fmaf(1.0f, c, acc);
 }
 
+/* A NaN result as the one NaN 0xFFC00000 (x86's default NaN, what Inf - Inf gives there, and so
+ * what ggml returns when the NaN arises inside the dot): which NaN's payload survives an f32 add
+ * of two NaNs depends on the operand order the compiler picked, so the K-quant dots return this
+ * one instead, the same bits on every CPU path and compiler. Other values pass unchanged. */
+static inline float fp4_canonical_nan(float f) {
+    return f != f ? fp4_bits_f32(0xFFC00000u) : f;
+}
+
 /* Q4_K: the 6-bit (scale, min) pair of sub-block j from the 12 packed bytes (ggml's layout). */
 static inline void fp4_q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8_t *m) {
     if (j < 4) {
@@ -92,11 +155,44 @@ typedef void (*fp4_rows_fn)(void *ctx, int64_t r0, int64_t r1);
 fp4_status fp4_parallel_rows(int64_t n_rows, int n_threads, fp4_rows_fn fn, void *ctx);
 #define FP4_MAX_THREADS 256
 
-/* CPU ISA selection for the exact A16 path (contract.c / contract_x86.c). fp4_cpu_set_isa(1)
- * forces the portable path (tests use it to check that both give the same bits). */
-int fp4_cpu_has_avx2(void);
-float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const fp4_block_q8_K *xq,
-                       int64_t n_in, const int32_t *q9);
-void fp4_cpu_set_isa(int portable_only);
+/* CPU code paths (cpu_path.c). All give the same bits; fp4_cpu_path() is the one in use:
+ * CPUID, lowered by $FP4_CPU_PATH (portable|avx2|avx512) and by fp4_cpu_force_path (tests;
+ * -1 = no forcing). fp4_cpu_pick is the pure rule: best path the CPU has, env a ceiling. */
+enum { FP4_CPU_PORTABLE = 0, FP4_CPU_AVX2 = 1, FP4_CPU_AVX512 = 2, FP4_CPU_N_PATHS = 3 };
+int fp4_cpu_path(void);
+int fp4_cpu_best_path(void);
+int fp4_cpu_pick(int best, const char *env);
+const char *fp4_cpu_path_name(int path);
+void fp4_cpu_force_path(int path);
+
+/* Exact A16 row dots (contract_x86.c, contract_avx512.c): the same bits as contract.c's. They
+ * read activations rearranged once per column (n_in bytes each; fp4_a16_act_avx2 also writes
+ * their absolute values) and the super-block scales d[]; only Q8_K values in [-127, 127] (what
+ * fp4_q8_K_quantize makes). */
+void fp4_a16_act_avx2(const fp4_block_q8_K *xq, int64_t nsb, int8_t *act, uint8_t *aabs);
+float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
+                       const uint8_t *aabs, const float *d, int64_t n_in);
+void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst);
+float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                         const int8_t *act, const float *d, int64_t n_in);
+
+/* W4A4 row dot, AVX-512 (contract_avx512.c): the same bits as fp4_nvfp4_dot_w4a4. Per column,
+ * fp4_w4a4_act_avx512 decodes the activation codes to signed int8 (rearranged like the A16
+ * ones) and their scales to q9, padded to a multiple of 8 groups: act holds ceil(n_in/128)·128
+ * bytes, q9a ceil(n_in/128)·8 values. */
+void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act,
+                         int64_t *q9a);
+float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                          const int8_t *act, const int64_t *q9a, float input_scale_inv, int64_t n_in);
+
+/* Q4_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
+ * ggml-generic order. act is NULL or the activations rearranged by the matching fp4_q4K_act_*:
+ * FP4_Q4K_ACT_BYTES per block, the 256 values (the two layouts differ) then the 8 pair sums
+ * bsums[2k] + bsums[2k+1] as int16, which fit for blocks made by fp4_q8_K_quantize (|sum| <= 32·127). */
+#define FP4_Q4K_ACT_BYTES 272
+void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 
 #endif

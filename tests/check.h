@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include "fp4_rng.h"
 
 extern long check_passed, check_failed;
 extern const char *check_test_name;
@@ -37,7 +38,8 @@ extern const char *check_test_name;
         }                                                                                     \
     } while (0)
 
-#define CHECK_EQ_INT(a, b) CHECK_MSG((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
+#define CHECK_EQ_INT(a, b)                                                                                   \
+    CHECK_MSG((long long)(a) == (long long)(b), "%lld != %lld", (long long)(a), (long long)(b))
 #define CHECK_OK(expr)                                                                        \
     do {                                                                                      \
         fp4_status st_ = (expr);                                                              \
@@ -48,17 +50,19 @@ extern const char *check_test_name;
 static inline uint32_t f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
-/* Seeded RNG (splitmix64 -> xoshiro-like): identical streams on every machine. */
+/* Seeded RNG (the project's splitmix64, src/fp4_rng.h): identical streams on every machine. */
 typedef struct test_rng { uint64_t s; } test_rng;
-static inline uint64_t rng_u64(test_rng *r) {
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+static inline uint64_t rng_u64(test_rng *r) { return fp4_splitmix64(&r->s); }
 static inline float rng_uniform(test_rng *r) { return (float)((rng_u64(r) >> 40) * (1.0 / 16777216.0)); }
 float rng_normal(test_rng *r);           /* Box–Muller, deterministic */
 
 int check_report(void);                  /* prints "N passed, N failed"; returns 0/1 */
+
+/* The path of a file of the shared test data: $FP4_SHARED_DIR/data/<rel>, FP4_SHARED_DIR being
+ * ../shared (the checkout's sibling) unless set. When that data directory is missing the test
+ * exits at once with a message that names the variable. The string lives for 8 further calls. */
+const char *check_data(const char *rel);
+/* A whole file in a malloc'd buffer with a NUL after its *len bytes; NULL when unreadable. */
+uint8_t *check_slurp(const char *path, size_t *len);
 
 #endif

@@ -13,8 +13,8 @@
 #include <stdint.h>
 
 /* ggml's vec_dot signature: s[0] = dot of n values of vx and vy (nrc == 1; strides unused). */
-typedef void (*ggml_vec_dot_fn)(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy, size_t by,
-                                int nrc);
+typedef void (*ggml_vec_dot_fn)(int n, float *s, size_t bs, const void *vx, size_t bx, const void *vy,
+                                size_t by, int nrc);
 typedef void (*ggml_to_float_fn)(const void *x, float *y, int64_t k);
 typedef void (*ggml_from_float_fn)(const float *x, void *y, int64_t k);
 

@@ -1,4 +1,5 @@
 /* rt_fixture.c — see rt_fixture.h. Deliberately plain: whole-sequence loops, no caches, no threads. */
+#define FP4LANE_ORACLE_API /* the single-row dots the oracle re-implementation uses */
 #include "rt_fixture.h"
 #include "check.h"
 #include "runtime/pinned.h" /* fp4p_exp only: the elementary function itself is tested on its own */

@@ -44,7 +44,8 @@ int main(void) {
     CHECK(RUN("selftest") == 0 && contains(o, "selftest passed"));
     CHECK(RUN("selftest --json") == 0 && contains(o, "\"ok\":true"));
     CHECK(RUN("selftest --bogus") == 2);
-    const char *golden = "../shared/data/modelopt-golden/modelopt_cuda.safetensors";
+    const char *golden = check_data("modelopt-golden/modelopt_cuda.safetensors");
+    const char *input = check_data("modelopt-golden/input.safetensors");
     snprintf(args, sizeof args, "validate %s", golden);
     CHECK(RUN(args) == 0 && contains(o, "valid:") && contains(o, "modelopt layout"));
     /* one NaN scale byte: model.layers.0.mlp.down_proj.weight_scale starts at 8 + 4688 + 66104 */
@@ -58,8 +59,8 @@ int main(void) {
     if (in) fclose(in);
     if (out) fclose(out);
     snprintf(args, sizeof args, "validate %s", bad);
-    CHECK(RUN(args) == 1 && contains(e, "nvfp4.scale-nan") && contains(e, "model.layers.0.mlp.down_proj.weight") &&
-          contains(e, bad) && !contains(o, "valid:"));
+    CHECK(RUN(args) == 1 && contains(e, "nvfp4.scale-nan") &&
+          contains(e, "model.layers.0.mlp.down_proj.weight") && contains(e, bad) && !contains(o, "valid:"));
     snprintf(args, sizeof args, "validate --json %s", bad);
     CHECK(RUN(args) == 1 && contains(o, "\"valid\":false") && contains(o, "nvfp4.scale-nan"));
     snprintf(args, sizeof args, "validate %s/nonexistent", tmp);
@@ -68,7 +69,7 @@ int main(void) {
     snprintf(args, sizeof args, "validate --frob %s", golden);
     CHECK(RUN(args) == 2);
     /* every truncation of a small valid file is refused with status 1, never a signal */
-    snprintf(args, sizeof args, "quantize ../shared/data/modelopt-golden/input.safetensors %s/q.gguf --layout gguf", tmp);
+    snprintf(args, sizeof args, "quantize %s %s/q.gguf --layout gguf", input, tmp);
     CHECK(RUN(args) == 0 && contains(o, "quantized"));
     char q[600];
     snprintf(q, sizeof q, "%s/q.gguf", tmp);
@@ -104,7 +105,9 @@ int main(void) {
         CHECK(json_real_value(json_object_get(t, "bits_per_weight")) == 4.5);
     }
     CHECK(n_nv == 14);
-    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(j, "metadata"), "fp4lane.weight_precision")), "nvfp4"));
+    CHECK(!strcmp(
+        json_string_value(json_object_get(json_object_get(j, "metadata"), "fp4lane.weight_precision")),
+        "nvfp4"));
     json_decref(j);
     snprintf(args, sizeof args, "inspect %s", q);
     CHECK(RUN(args) == 0 && contains(o, "nvfp4_e2m1") && contains(o, "scale2="));
@@ -137,7 +140,7 @@ int main(void) {
     snprintf(args, sizeof args, "quantize %s %s/again.gguf --layout gguf", q, tmp);
     CHECK(RUN(args) == 1 && contains(e, "quantize.already"));
     /* sharded output: a 40 KB shard limit splits the golden set; it loads and converts to the same GGUF */
-    snprintf(args, sizeof args, "quantize ../shared/data/modelopt-golden/input.safetensors %s/sh --shard-size 40000", tmp);
+    snprintf(args, sizeof args, "quantize %s %s/sh --shard-size 40000", input, tmp);
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "%s/sh/model.safetensors.index.json", tmp);
     FILE *ix = fopen(args, "rb");
@@ -145,7 +148,7 @@ int main(void) {
     if (ix) fclose(ix);
     snprintf(args, sizeof args, "validate %s/sh", tmp);
     CHECK(RUN(args) == 0 && contains(o, "modelopt layout"));
-    snprintf(args, sizeof args, "quantize ../shared/data/modelopt-golden/input.safetensors %s/one", tmp);
+    snprintf(args, sizeof args, "quantize %s %s/one", input, tmp);
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "convert %s/sh %s/sh.gguf --layout gguf", tmp, tmp);
     CHECK(RUN(args) == 0);
@@ -154,15 +157,17 @@ int main(void) {
     snprintf(args, sizeof args, "cmp -s %s/sh.gguf %s/one.gguf", tmp, tmp);
     CHECK(system(args) == 0);
     /* a bf16 GGUF is a quantize input too: safetensors -> GGUF (plain) -> quantize = ModelOpt's file */
-    snprintf(args, sizeof args, "convert ../shared/data/modelopt-golden/input.safetensors %s/in.gguf --layout gguf", tmp);
+    snprintf(args, sizeof args, "convert %s %s/in.gguf --layout gguf", input, tmp);
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "validate %s/in.gguf", tmp);
     CHECK(RUN(args) == 0 && contains(o, "none layout"));
     snprintf(args, sizeof args,
-             "quantize %s/in.gguf %s/fromgguf --layout modelopt --metadata device=cuda --metadata torch=2.11.0+cu130 "
-             "--metadata 'producer=modelopt a2fbac7 NVFP4QTensor.quantize'", tmp, tmp);
+             "quantize %s/in.gguf %s/fromgguf --layout modelopt --metadata device=cuda --metadata "
+             "torch=2.11.0+cu130 "
+             "--metadata 'producer=modelopt a2fbac7 NVFP4QTensor.quantize'",
+             tmp, tmp);
     CHECK(RUN(args) == 0);
-    snprintf(args, sizeof args, "cmp -s %s/fromgguf/model.safetensors ../shared/data/modelopt-golden/modelopt_cuda.safetensors", tmp);
+    snprintf(args, sizeof args, "cmp -s %s/fromgguf/model.safetensors %s", tmp, golden);
     CHECK(system(args) == 0);
     CHECK(RUN("demo") == 0 && contains(o, "demo passed"));
     free(o);

@@ -1,4 +1,5 @@
 /* test_contract.c — the CPU oracle contractions (SPEC §4–6): Q8_K, exact A16, W4A4, float A16. */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4_impl.h"
@@ -66,7 +67,8 @@ static void test_a16_fixture(void) {
     memset(x, 0, sizeof x);
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, 1, &y, 1));
     CHECK(f32_bits(y) == 0);
-    CHECK(fp4_nvfp4_matvec_a16_exact(&(fp4_nvfp4_view){p, s, 1.0f, 0.0f, 1, 128}, x, 1, &y, 1) == FP4_ERR_SHAPE);
+    CHECK(fp4_nvfp4_matvec_a16_exact(&(fp4_nvfp4_view){p, s, 1.0f, 0.0f, 1, 128}, x, 1, &y, 1) ==
+          FP4_ERR_SHAPE);
     CHECK(fp4_nvfp4_matvec_a16_exact(&w, NULL, 1, &y, 1) == FP4_ERR_INVALID_ARG);
 }
 
@@ -153,8 +155,9 @@ static void test_w4a4(void) {
             for (int k = 0; k < NI; k++) ref += (double)wrow[k] * (double)xq[c * NI + k];
             float want = fp4_round_f16(((float)ref * s2) * (1.0f / ww.input_scale_inv));
             CHECK(fabsf(y1[c * NO + o] - want) <= fabsf(want) * 2e-3f + 1e-6f);
-            CHECK(f32_bits(y1[c * NO + o]) == f32_bits(fp4_nvfp4_dot_w4a4(pw + o * NI / 2, sw + o * NI / 16, s2,
-                                                                         pa, sa, ww.input_scale_inv, NI)));
+            CHECK(f32_bits(y1[c * NO + o]) ==
+                  f32_bits(fp4_nvfp4_dot_w4a4(pw + o * NI / 2, sw + o * NI / 16, s2, pa, sa,
+                                              ww.input_scale_inv, NI)));
         }
     }
     fp4_nvfp4_view wa = ww;
@@ -167,9 +170,9 @@ int main(void) {
     test_q8k();
     test_a16_fixture();
     test_a16_random();                  /* the best path this CPU has (AVX2 on x86-64 when present) */
-    fp4_cpu_set_isa(1);
+    fp4_cpu_force_path(FP4_CPU_PORTABLE);
     test_a16_random();                  /* the portable path: the same bits */
-    fp4_cpu_set_isa(0);
+    fp4_cpu_force_path(-1);
     test_w4a4();
     return check_report();
 }

@@ -4,11 +4,15 @@
  *       dequantize_row_nvfp4 times scale2 in f32, against fp4_nvfp4_dequant_row;
  *   (b) Q8_K activations: fp4_q8_K_quantize against quantize_row_q8_K_ref;
  *   (c) Q4_K / Q6_K: quantize bytes, dequantize floats, and dots against the portable
- *       ggml_vec_dot_q{4,6}_K_q8_K_generic.
+ *       ggml_vec_dot_q{4,6}_K_q8_K_generic, on every CPU path (cpu_path.c) this machine has.
+ *       The contract is the generic kernel's f32 order, not ggml's SIMD kernels' (those use
+ *       FMA and another summation order; dev/bench_cpu counts how often they differ).
  * A missing library is a failure, not a skip: CI installs it (`make oracle`). */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include "ggml_oracle.h"
+#include "fp4_impl.h" /* fp4_cpu_force_path: the K-quant dots on every CPU path */
 #include <math.h>
 #include <stdlib.h>
 
@@ -18,9 +22,27 @@ static ggml_oracle G;
 /* Row generators: random families and adversarial shapes.                                  */
 
 enum {
-    ROW_GAUSS, ROW_GAUSS_SMALL, ROW_UNIFORM, ROW_UNIFORM_POS, ROW_HEAVY, ROW_SCALED_GROUPS,
-    ROW_ZERO, ROW_NEG_ZERO, ROW_TINY, ROW_SUBNORMAL, ROW_HUGE, ROW_OUTLIER, ROW_OUTLIER_ZEROS,
-    ROW_EQUAL, ROW_EQUAL_NEG, ROW_ALTERNATE, ROW_TIES, ROW_SMALL_INTS, ROW_SPARSE, ROW_MIXED_EXP, ROW_TINY_GROUPS,
+    ROW_GAUSS,
+    ROW_GAUSS_SMALL,
+    ROW_UNIFORM,
+    ROW_UNIFORM_POS,
+    ROW_HEAVY,
+    ROW_SCALED_GROUPS,
+    ROW_ZERO,
+    ROW_NEG_ZERO,
+    ROW_TINY,
+    ROW_SUBNORMAL,
+    ROW_HUGE,
+    ROW_OUTLIER,
+    ROW_OUTLIER_ZEROS,
+    ROW_EQUAL,
+    ROW_EQUAL_NEG,
+    ROW_ALTERNATE,
+    ROW_TIES,
+    ROW_SMALL_INTS,
+    ROW_SPARSE,
+    ROW_MIXED_EXP,
+    ROW_TINY_GROUPS,
     ROW_KINDS
 };
 static const char *const row_names[ROW_KINDS] = {
@@ -61,8 +83,12 @@ static void make_row(int kind, test_rng *r, float *x, int64_t n) {
         case ROW_TIES: v = 0.25f * (float)((int64_t)(rng_u64(r) % 49) - 24); break; /* quarter steps */
         case ROW_SMALL_INTS: v = (float)((int64_t)(rng_u64(r) % 31) - 15); break;
         case ROW_SPARSE: v = (rng_u64(r) % 16 == 0) ? rng_normal(r) : 0.0f; break;
-        case ROW_MIXED_EXP: v = rng_sign(r) * ldexpf(1.0f + rng_uniform(r), (int)(rng_u64(r) % 60) - 30); break;
-        case ROW_TINY_GROUPS: v = rng_normal(r) * ((i / 16) % 3 == 1 ? 1e-17f : 1.0f); break; /* below/above ggml's 1e-15 */
+        case ROW_MIXED_EXP:
+            v = rng_sign(r) * ldexpf(1.0f + rng_uniform(r), (int)(rng_u64(r) % 60) - 30);
+            break;
+        case ROW_TINY_GROUPS: /* below/above ggml's 1e-15 */
+            v = rng_normal(r) * ((i / 16) % 3 == 1 ? 1e-17f : 1.0f);
+            break;
         default: break;
         }
         x[i] = v;
@@ -183,15 +209,15 @@ static void compare_q8_K(const float *x, int64_t n, const char *what) {
     for (int64_t b = 0; b < nb; b++) {
         CHECK_MSG(f32_bits(ours[b].d) == f32_bits(theirs[b].d), "q8_K %s block %lld: d %a vs %a", what,
                   (long long)b, (double)ours[b].d, (double)theirs[b].d);
-        CHECK_MSG(same_bits(ours[b].qs, theirs[b].qs, sizeof ours[b].qs), "q8_K %s block %lld: qs differ", what,
-                  (long long)b);
+        CHECK_MSG(same_bits(ours[b].qs, theirs[b].qs, sizeof ours[b].qs), "q8_K %s block %lld: qs differ",
+                  what, (long long)b);
         if (theirs[b].d != 0.0f) {
             CHECK_MSG(same_bits(ours[b].bsums, theirs[b].bsums, sizeof ours[b].bsums),
                       "q8_K %s block %lld: bsums differ", what, (long long)b);
         } else { /* ggml leaves bsums unwritten for an all-zero block; ours are defined zeros */
             int16_t zero[FP4_QK_K / 16] = {0};
-            CHECK_MSG(same_bits(ours[b].bsums, zero, sizeof zero), "q8_K %s block %lld: zero block bsums", what,
-                      (long long)b);
+            CHECK_MSG(same_bits(ours[b].bsums, zero, sizeof zero), "q8_K %s block %lld: zero block bsums",
+                      what, (long long)b);
         }
     }
     free(ours);
@@ -232,10 +258,11 @@ static uint16_t rand_f16(test_rng *r) {
     return h;
 }
 
-static void check_floats(const float *ours, const float *theirs, int64_t n, const char *what, const char *kind) {
+static void check_floats(const float *ours, const float *theirs, int64_t n, const char *what,
+                         const char *kind) {
     int64_t i = first_float_diff(ours, theirs, n);
-    CHECK_MSG(i < 0, "%s %s: element %lld ours %a ggml %a", what, kind, (long long)i, i < 0 ? 0.0 : (double)ours[i],
-              i < 0 ? 0.0 : (double)theirs[i]);
+    CHECK_MSG(i < 0, "%s %s: element %lld ours %a ggml %a", what, kind, (long long)i,
+              i < 0 ? 0.0 : (double)ours[i], i < 0 ? 0.0 : (double)theirs[i]);
 }
 
 static void check_dot(float ours, float theirs, const char *what, const char *kind) {
@@ -255,8 +282,9 @@ static void test_q4_K_row(const float *x, const float *act, int64_t n, const cha
     CHECK_OK(fp4_q4_K_quantize(x, n, ours));
     G.quantize_row_q4_K_ref(x, theirs, n);
     for (int64_t b = 0; b < nb; b++)
-        CHECK_MSG(same_bits(&ours[b], &theirs[b], sizeof ours[b]), "q4_K quantize %s block %lld: bytes differ (d %04x/%04x dmin %04x/%04x)",
-                  kind, (long long)b, ours[b].d, theirs[b].d, ours[b].dmin, theirs[b].dmin);
+        CHECK_MSG(same_bits(&ours[b], &theirs[b], sizeof ours[b]),
+                  "q4_K quantize %s block %lld: bytes differ (d %04x/%04x dmin %04x/%04x)", kind,
+                  (long long)b, ours[b].d, theirs[b].d, ours[b].dmin, theirs[b].dmin);
     CHECK_OK(fp4_q4_K_dequantize(theirs, n, yo));
     G.dequantize_row_q4_K(theirs, yt, n);
     check_floats(yo, yt, n, "q4_K dequantize", kind);
@@ -283,8 +311,9 @@ static void test_q6_K_row(const float *x, const float *act, int64_t n, const cha
     CHECK_OK(fp4_q6_K_quantize(x, n, ours));
     G.quantize_row_q6_K_ref(x, theirs, n);
     for (int64_t b = 0; b < nb; b++)
-        CHECK_MSG(same_bits(&ours[b], &theirs[b], sizeof ours[b]), "q6_K quantize %s block %lld: bytes differ (d %04x/%04x)",
-                  kind, (long long)b, ours[b].d, theirs[b].d);
+        CHECK_MSG(same_bits(&ours[b], &theirs[b], sizeof ours[b]),
+                  "q6_K quantize %s block %lld: bytes differ (d %04x/%04x)", kind, (long long)b, ours[b].d,
+                  theirs[b].d);
     CHECK_OK(fp4_q6_K_dequantize(theirs, n, yo));
     G.dequantize_row_q6_K(theirs, yt, n);
     check_floats(yo, yt, n, "q6_K dequantize", kind);
@@ -385,8 +414,10 @@ static void test_kquants_random_bytes(void) {
 static void test_matvec_vs_ggml(void) {
     const int64_t n_out = 37, n_in = 768, n_cols = 3;
     test_rng r = {0x4D56ull};
-    float *w = malloc((size_t)(n_out * n_in) * sizeof(float)), *x = malloc((size_t)(n_cols * n_in) * sizeof(float));
-    float *y4 = malloc((size_t)(n_out * n_cols) * sizeof(float)), *y6 = malloc((size_t)(n_out * n_cols) * sizeof(float));
+    float *w = malloc((size_t)(n_out * n_in) * sizeof(float)),
+          *x = malloc((size_t)(n_cols * n_in) * sizeof(float));
+    float *y4 = malloc((size_t)(n_out * n_cols) * sizeof(float)),
+          *y6 = malloc((size_t)(n_out * n_cols) * sizeof(float));
     fp4_block_q4_K *q4 = malloc((size_t)(n_out * n_in / 256) * sizeof *q4);
     fp4_block_q6_K *q6 = malloc((size_t)(n_out * n_in / 256) * sizeof *q6);
     fp4_block_q8_K xq[3];
@@ -424,17 +455,23 @@ int main(void) {
         CHECK_MSG(0, "the ggml oracle is required (make oracle)");
         return check_report();
     }
-    printf("ggml oracle: version %s, commit %s (%s/%s)\n", G.ggml_version(), G.ggml_commit(), G.dir, G.cpu_name);
+    printf("ggml oracle: version %s, commit %s (%s/%s)\n", G.ggml_version(), G.ggml_commit(), G.dir,
+           G.cpu_name);
     /* no flush-to-zero / denormals-are-zero after loading the libraries */
     volatile float tiny = 1e-30f, small = 1e-10f;
     CHECK(tiny * small != 0.0f);
 
     test_nvfp4_dequant();
     test_q8_K();
-    test_kquants_rows();
+    /* the dots are checked on every CPU path this machine has (portable, AVX-512 for Q4_K) */
+    for (int path = fp4_cpu_path(); path >= 0; path--) {
+        fp4_cpu_force_path(path);
+        test_kquants_rows();
+        test_kquants_random_bytes();
+        test_matvec_vs_ggml();
+    }
+    fp4_cpu_force_path(-1);
     test_kquants_volume();
-    test_kquants_random_bytes();
-    test_matvec_vs_ggml();
     printf("k-quants: %ld rows quantized/dequantized, %ld dots compared\n", kq_rows, kq_dots);
     return check_report();
 }

@@ -18,29 +18,18 @@ static const char *tmp(const char *tag) {
     return tmp_path;
 }
 
-static uint8_t *slurp(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc(sz > 0 ? (size_t)sz : 1);
-    *n = fread(p, 1, (size_t)sz, f);
-    fclose(f);
-    return p;
-}
-
 /* ------------------------------------------------------------------------------------------ */
 static void test_types(void) {
     static const struct { int64_t id; const char *name; int64_t bs, ts; } want[] = {
         {0, "f32", 1, 4}, {1, "f16", 1, 2}, {30, "bf16", 1, 2}, {8, "q8_0", 32, 34}, {12, "q4_K", 256, 144},
-        {14, "q6_K", 256, 210}, {15, "q8_K", 256, 292}, {24, "i8", 1, 1}, {25, "i16", 1, 2}, {26, "i32", 1, 4},
-        {27, "i64", 1, 8}, {28, "f64", 1, 8}, {40, "nvfp4", 64, 36}, {1024, "nvfp4_e2m1", 2, 1},
-        {1025, "f8_e4m3fn", 1, 1}, {1026, "u8", 1, 1}};
+        {14, "q6_K", 256, 210}, {15, "q8_K", 256, 292}, {24, "i8", 1, 1}, {25, "i16", 1, 2},
+        {26, "i32", 1, 4}, {27, "i64", 1, 8}, {28, "f64", 1, 8}, {40, "nvfp4", 64, 36},
+        {1024, "nvfp4_e2m1", 2, 1}, {1025, "f8_e4m3fn", 1, 1}, {1026, "u8", 1, 1}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const fp4_type_info *t = fp4_type_get(want[i].id);
-        CHECK_MSG(t && t->type == want[i].id && strcmp(t->name, want[i].name) == 0 && t->block_size == want[i].bs &&
-                      t->type_size == want[i].ts, "type %lld", (long long)want[i].id);
+        CHECK_MSG(t && t->type == want[i].id && strcmp(t->name, want[i].name) == 0 &&
+                      t->block_size == want[i].bs && t->type_size == want[i].ts,
+                  "type %lld", (long long)want[i].id);
     }
     int64_t unknown[] = {-1, 2, 3, 4, 13, 39, 41, 1023, 1027, INT64_MAX};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) CHECK(fp4_type_get(unknown[i]) == NULL);
@@ -58,7 +47,8 @@ static void test_types(void) {
     CHECK(fp4_type_row_size(2, 32, &n) == FP4_ERR_UNSUPPORTED);
     CHECK(fp4_gguf_type_size(FP4_GGUF_UINT16) == 2 && fp4_gguf_type_size(FP4_GGUF_STRING) == 0 &&
           fp4_gguf_type_size(FP4_GGUF_FLOAT64) == 8 && fp4_gguf_type_size((fp4_gguf_type)13) == 0);
-    CHECK(strcmp(fp4_gguf_type_name(FP4_GGUF_BOOL), "bool") == 0 && strcmp(fp4_gguf_type_name(FP4_GGUF_TYPE_NONE), "?") == 0);
+    CHECK(strcmp(fp4_gguf_type_name(FP4_GGUF_BOOL), "bool") == 0 &&
+          strcmp(fp4_gguf_type_name(FP4_GGUF_TYPE_NONE), "?") == 0);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -154,11 +144,11 @@ static void rt_write_kvs(fp4_gguf_writer *w, const rt_arrays *a) {
 
 /* Each array: the stored bytes decode (little-endian) to the host values. */
 static void rt_check_arr(const fp4_gguf *g, const char *key, fp4_gguf_type t, const void *want, uint64_t n) {
-    int64_t k = fp4_gguf_find_key(g, key);
+    int64_t k = fp4_gguf_key_index(g, key);
     const void *data = NULL;
-    uint64_t cnt = 0;
+    int64_t cnt = 0;
     CHECK_MSG(fp4_gguf_arr_type(g, k) == t, "%s", key);
-    CHECK_MSG(fp4_gguf_get_arr(g, k, t, &data, &cnt) == FP4_OK && cnt == n, "%s", key);
+    CHECK_MSG(fp4_gguf_get_arr(g, k, t, &data, &cnt) == FP4_OK && (uint64_t)cnt == n, "%s", key);
     size_t es = fp4_gguf_type_size(t);
     for (uint64_t i = 0; data && i < n; i++) {
         uint64_t v = 0, h = 0;
@@ -169,53 +159,60 @@ static void rt_check_arr(const fp4_gguf *g, const char *key, fp4_gguf_type t, co
         if (es == 8) h = ((const uint64_t *)want)[i];
         CHECK_MSG(v == h, "%s[%llu]", key, (unsigned long long)i);
     }
-    CHECK(fp4_gguf_get_arr(g, k, t == FP4_GGUF_INT8 ? FP4_GGUF_UINT8 : FP4_GGUF_INT8, &data, &cnt) == FP4_ERR_DTYPE);
+    CHECK(fp4_gguf_get_arr(g, k, t == FP4_GGUF_INT8 ? FP4_GGUF_UINT8 : FP4_GGUF_INT8, &data, &cnt) ==
+          FP4_ERR_DTYPE);
 }
 
 static void rt_check_scalars(const fp4_gguf *g) {
     uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
     uint64_t u64; int64_t i64; float f32; double f64; int b; const char *s; uint64_t len;
-    CHECK(fp4_gguf_get_u8(g, fp4_gguf_find_key(g, "t.u8"), &u8) == FP4_OK && u8 == 200);
-    CHECK(fp4_gguf_get_i8(g, fp4_gguf_find_key(g, "t.i8"), &i8) == FP4_OK && i8 == -7);
-    CHECK(fp4_gguf_get_u16(g, fp4_gguf_find_key(g, "t.u16"), &u16) == FP4_OK && u16 == 65000);
-    CHECK(fp4_gguf_get_i16(g, fp4_gguf_find_key(g, "t.i16"), &i16) == FP4_OK && i16 == -30000);
-    CHECK(fp4_gguf_get_u32(g, fp4_gguf_find_key(g, "t.u32"), &u32) == FP4_OK && u32 == 4000000000u);
-    CHECK(fp4_gguf_get_i32(g, fp4_gguf_find_key(g, "t.i32"), &i32) == FP4_OK && i32 == INT32_MIN);
-    CHECK(fp4_gguf_get_f32(g, fp4_gguf_find_key(g, "t.f32"), &f32) == FP4_OK && f32_bits(f32) == f32_bits(-1.5e-3f));
-    CHECK(fp4_gguf_get_u64(g, fp4_gguf_find_key(g, "t.u64"), &u64) == FP4_OK && u64 == (1ull << 63) + 5);
-    CHECK(fp4_gguf_get_i64(g, fp4_gguf_find_key(g, "t.i64"), &i64) == FP4_OK && i64 == INT64_MIN);
-    CHECK(fp4_gguf_get_f64(g, fp4_gguf_find_key(g, "t.f64"), &f64) == FP4_OK && f64 == 3.141592653589793);
-    CHECK(fp4_gguf_get_bool(g, fp4_gguf_find_key(g, "t.bool1"), &b) == FP4_OK && b == 1);
-    CHECK(fp4_gguf_get_bool(g, fp4_gguf_find_key(g, "t.bool0"), &b) == FP4_OK && b == 0);
-    CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "general.architecture"), &s, &len) == FP4_OK && len == 5 &&
-          memcmp(s, "llama", 5) == 0);
-    CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "t.str_nul"), &s, &len) == FP4_OK && len == 3 && memcmp(s, "a\0b", 3) == 0);
-    CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "t.str_empty"), &s, &len) == FP4_OK && len == 0);
+    CHECK(fp4_gguf_get_u8(g, fp4_gguf_key_index(g, "t.u8"), &u8) == FP4_OK && u8 == 200);
+    CHECK(fp4_gguf_get_i8(g, fp4_gguf_key_index(g, "t.i8"), &i8) == FP4_OK && i8 == -7);
+    CHECK(fp4_gguf_get_u16(g, fp4_gguf_key_index(g, "t.u16"), &u16) == FP4_OK && u16 == 65000);
+    CHECK(fp4_gguf_get_i16(g, fp4_gguf_key_index(g, "t.i16"), &i16) == FP4_OK && i16 == -30000);
+    CHECK(fp4_gguf_get_u32(g, fp4_gguf_key_index(g, "t.u32"), &u32) == FP4_OK && u32 == 4000000000u);
+    CHECK(fp4_gguf_get_i32(g, fp4_gguf_key_index(g, "t.i32"), &i32) == FP4_OK && i32 == INT32_MIN);
+    CHECK(fp4_gguf_get_f32(g, fp4_gguf_key_index(g, "t.f32"), &f32) == FP4_OK &&
+          f32_bits(f32) == f32_bits(-1.5e-3f));
+    CHECK(fp4_gguf_get_u64(g, fp4_gguf_key_index(g, "t.u64"), &u64) == FP4_OK && u64 == (1ull << 63) + 5);
+    CHECK(fp4_gguf_get_i64(g, fp4_gguf_key_index(g, "t.i64"), &i64) == FP4_OK && i64 == INT64_MIN);
+    CHECK(fp4_gguf_get_f64(g, fp4_gguf_key_index(g, "t.f64"), &f64) == FP4_OK && f64 == 3.141592653589793);
+    CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "t.bool1"), &b) == FP4_OK && b == 1);
+    CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "t.bool0"), &b) == FP4_OK && b == 0);
+    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "general.architecture"), &s, &len) == FP4_OK &&
+          len == 5 && memcmp(s, "llama", 5) == 0);
+    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "t.str_nul"), &s, &len) == FP4_OK && len == 3 &&
+          memcmp(s, "a\0b", 3) == 0);
+    CHECK(fp4_gguf_get_str(g, fp4_gguf_key_index(g, "t.str_empty"), &s, &len) == FP4_OK && len == 0);
     /* every getter refuses every other type: the PR #26690 class */
-    int64_t k = fp4_gguf_find_key(g, "t.u32");
+    int64_t k = fp4_gguf_key_index(g, "t.u32");
     CHECK(fp4_gguf_get_u8(g, k, &u8) == FP4_ERR_DTYPE && fp4_gguf_get_i32(g, k, &i32) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_u64(g, k, &u64) == FP4_ERR_DTYPE && fp4_gguf_get_f32(g, k, &f32) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_bool(g, k, &b) == FP4_ERR_DTYPE && fp4_gguf_get_str(g, k, &s, &len) == FP4_ERR_DTYPE);
-    k = fp4_gguf_find_key(g, "t.str_nul");
+    k = fp4_gguf_key_index(g, "t.str_nul");
     CHECK(fp4_gguf_get_u32(g, k, &u32) == FP4_ERR_DTYPE && fp4_gguf_get_f64(g, k, &f64) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_i8(g, k, &i8) == FP4_ERR_DTYPE && fp4_gguf_get_i16(g, k, &i16) == FP4_ERR_DTYPE);
     CHECK(fp4_gguf_get_u16(g, k, &u16) == FP4_ERR_DTYPE && fp4_gguf_get_i64(g, k, &i64) == FP4_ERR_DTYPE);
     /* missing key, index out of range, NULL output */
-    CHECK(fp4_gguf_find_key(g, "nope") == -1 && fp4_gguf_get_u32(g, -1, &u32) == FP4_ERR_NOT_FOUND);
+    CHECK(fp4_gguf_key_index(g, "nope") == -1 && fp4_gguf_get_u32(g, -1, &u32) == FP4_ERR_NOT_FOUND);
     CHECK(fp4_gguf_get_u32(g, fp4_gguf_n_kv(g), &u32) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_get_u32(g, 0, NULL) == FP4_ERR_INVALID_ARG && fp4_gguf_get_u32(NULL, 0, &u32) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_get_u32(g, 0, NULL) == FP4_ERR_INVALID_ARG &&
+          fp4_gguf_get_u32(NULL, 0, &u32) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_key(g, -1) == NULL && fp4_gguf_key(g, fp4_gguf_n_kv(g)) == NULL);
-    CHECK(fp4_gguf_kv_type(g, -1) == FP4_GGUF_TYPE_NONE && fp4_gguf_arr_type(g, fp4_gguf_find_key(g, "t.u8")) == FP4_GGUF_TYPE_NONE);
+    CHECK(fp4_gguf_kv_type(g, -1) == FP4_GGUF_TYPE_NONE &&
+          fp4_gguf_arr_type(g, fp4_gguf_key_index(g, "t.u8")) == FP4_GGUF_TYPE_NONE);
 }
 
 static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) {
     int64_t base = align ? 1 : 0;
     CHECK_EQ_INT(fp4_gguf_n_kv(g), RT_NKV + base);
-    if (align) CHECK(strcmp(fp4_gguf_key(g, 0), "general.alignment") == 0 && fp4_gguf_kv_type(g, 0) == FP4_GGUF_UINT32);
+    if (align)
+        CHECK(strcmp(fp4_gguf_key(g, 0), "general.alignment") == 0 &&
+              fp4_gguf_kv_type(g, 0) == FP4_GGUF_UINT32);
     CHECK(strcmp(fp4_gguf_key(g, base), "t.u8") == 0 && fp4_gguf_kv_type(g, base) == FP4_GGUF_UINT8);
     CHECK(strcmp(fp4_gguf_key(g, base + RT_NKV - 1), "a.str_empty") == 0);
     CHECK(fp4_gguf_kv_type(g, base + RT_NKV - 1) == FP4_GGUF_ARRAY);
-    for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++) CHECK(fp4_gguf_find_key(g, fp4_gguf_key(g, i)) == i);
+    for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++) CHECK(fp4_gguf_key_index(g, fp4_gguf_key(g, i)) == i);
     rt_check_scalars(g);
     rt_check_arr(g, "a.u8", FP4_GGUF_UINT8, a->u8, 5);
     rt_check_arr(g, "a.i8", FP4_GGUF_INT8, a->i8, 4);
@@ -229,19 +226,23 @@ static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) 
     rt_check_arr(g, "a.i64", FP4_GGUF_INT64, a->i64, 3);
     rt_check_arr(g, "a.f64", FP4_GGUF_FLOAT64, a->f64, 2);
     rt_check_arr(g, "a.empty", FP4_GGUF_FLOAT32, NULL, 0);
-    int64_t k = fp4_gguf_find_key(g, "a.str");
-    uint64_t n = 0, len;
+    int64_t k = fp4_gguf_key_index(g, "a.str");
+    int64_t n = 0;
+    uint64_t len;
     const char *s;
     const void *data;
-    CHECK(fp4_gguf_arr_type(g, k) == FP4_GGUF_STRING && fp4_gguf_get_arr_str_count(g, k, &n) == FP4_OK && n == 4);
-    for (uint64_t j = 0; j < 4; j++)
-        CHECK(fp4_gguf_get_arr_str(g, k, j, &s, &len) == FP4_OK && len == rt_lens[j] && memcmp(s, rt_strs[j], len) == 0);
-    CHECK(fp4_gguf_get_arr_str(g, k, 4, &s, &len) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_arr_type(g, k) == FP4_GGUF_STRING && fp4_gguf_get_arr_str_count(g, k, &n) == FP4_OK &&
+          n == 4);
+    for (int64_t j = 0; j < 4; j++)
+        CHECK(fp4_gguf_get_arr_str(g, k, j, &s, &len) == FP4_OK && len == rt_lens[j] &&
+              memcmp(s, rt_strs[j], len) == 0);
+    CHECK(fp4_gguf_get_arr_str(g, k, 4, &s, &len) == FP4_ERR_INVALID_ARG &&
+          fp4_gguf_get_arr_str(g, k, -1, &s, &len) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_get_arr(g, k, FP4_GGUF_STRING, &data, &n) == FP4_ERR_DTYPE);
-    CHECK(fp4_gguf_get_arr_str(g, fp4_gguf_find_key(g, "a.u8"), 0, &s, &len) == FP4_ERR_DTYPE);
-    k = fp4_gguf_find_key(g, "a.cstr");
+    CHECK(fp4_gguf_get_arr_str(g, fp4_gguf_key_index(g, "a.u8"), 0, &s, &len) == FP4_ERR_DTYPE);
+    k = fp4_gguf_key_index(g, "a.cstr");
     CHECK(fp4_gguf_get_arr_str(g, k, 1, &s, &len) == FP4_OK && len == 2 && memcmp(s, "yy", 2) == 0);
-    CHECK(fp4_gguf_get_arr_str_count(g, fp4_gguf_find_key(g, "a.str_empty"), &n) == FP4_OK && n == 0);
+    CHECK(fp4_gguf_get_arr_str_count(g, fp4_gguf_key_index(g, "a.str_empty"), &n) == FP4_OK && n == 0);
 }
 
 static void rt_check_tensors(const fp4_gguf *g, uint8_t *const *data, uint32_t align) {
@@ -253,16 +254,20 @@ static void rt_check_tensors(const fp4_gguf *g, uint8_t *const *data, uint32_t a
         const rt_tensor *r = &rt_tensors[i];
         uint64_t n = rt_size(r);
         if (!t) { CHECK(t); continue; }
-        CHECK_MSG(strcmp(t->name, r->name) == 0 && t->type == r->type && t->n_dims == r->n_dims, "%s", r->name);
-        CHECK(memcmp(t->ne, r->ne, sizeof t->ne) == 0 && t->n_elements == r->ne[0] * r->ne[1] * r->ne[2] * r->ne[3]);
+        CHECK_MSG(strcmp(t->name, r->name) == 0 && t->type == r->type && t->n_dims == r->n_dims, "%s",
+                  r->name);
+        CHECK(memcmp(t->ne, r->ne, sizeof t->ne) == 0 &&
+              t->n_elements == r->ne[0] * r->ne[1] * r->ne[2] * r->ne[3]);
         CHECK_MSG(t->size == n && t->offset == d + off && t->offset % align == 0, "%s", r->name);
         CHECK(t->data && memcmp(t->data, data[i], n) == 0);
-        CHECK(fp4_gguf_find_tensor(g, r->name) == i);
+        CHECK(fp4_gguf_tensor_index(g, r->name) == i && fp4_gguf_find(g, r->name) == t);
         off += (n + align - 1) / align * align;
     }
     CHECK(fp4_gguf_file_size(g) == d + off);
     CHECK(fp4_gguf_tensor_at(g, -1) == NULL && fp4_gguf_tensor_at(g, RT_NT) == NULL);
-    CHECK(fp4_gguf_find_tensor(g, "missing") == -1 && fp4_gguf_find_tensor(g, NULL) == -1);
+    CHECK(fp4_gguf_tensor_index(g, "missing") == -1 && fp4_gguf_tensor_index(g, NULL) == -1);
+    CHECK(fp4_gguf_find(g, "missing") == NULL && fp4_gguf_find(g, NULL) == NULL &&
+          fp4_gguf_find(NULL, "x") == NULL);
 }
 
 static void test_roundtrip(uint32_t align) {
@@ -303,7 +308,7 @@ static void test_roundtrip(uint32_t align) {
     }
     fp4_gguf_close(g);
     size_t n = 0;
-    uint8_t *bytes = slurp(path, &n);
+    uint8_t *bytes = check_slurp(path, &n);
     g = NULL;
     CHECK_OK(fp4_gguf_open_buffer(bytes, n, &g, &err));
     if (g) rt_check_tensors(g, data, al);
@@ -334,7 +339,8 @@ static void test_many(void) {
     CHECK(fp4_gguf_writer_add_tensor(w, "blk.77.w", FP4_TYPE_F32, 1, ne) == FP4_ERR_DUPLICATE);
     const char *path = tmp("many");
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    for (int i = 0; i < 1500; i++) ok &= fp4_gguf_writer_write_tensor_data(w, i, &(float){(float)i}, 4) == FP4_OK;
+    for (int i = 0; i < 1500; i++)
+        ok &= fp4_gguf_writer_write_tensor_data(w, i, &(float){(float)i}, 4) == FP4_OK;
     CHECK(ok);
     CHECK_OK(fp4_gguf_writer_finish(w));
     fp4_gguf_writer_free(w);
@@ -344,18 +350,19 @@ static void test_many(void) {
     for (int i = 0; i < 3000; i++) {
         snprintf(name, sizeof name, "k.%d", (i * 7919) % 3000);
         int32_t v = -1;
-        ok &= fp4_gguf_find_key(g, name) == i && fp4_gguf_get_i32(g, i, &v) == FP4_OK && v == i;
+        ok &= fp4_gguf_key_index(g, name) == i && fp4_gguf_get_i32(g, i, &v) == FP4_OK && v == i;
     }
     for (int i = 0; i < 1500; i++) {
         snprintf(name, sizeof name, "blk.%d.w", 1499 - i);
-        const fp4_gguf_tensor *t = fp4_gguf_tensor_at(g, fp4_gguf_find_tensor(g, name));
+        const fp4_gguf_tensor *t = fp4_gguf_find(g, name);
         float f = -1;
         if (t) memcpy(&f, t->data, 4);
-        ok &= t && fp4_gguf_find_tensor(g, name) == i && f == (float)i;
+        ok &= t && fp4_gguf_tensor_index(g, name) == i && f == (float)i;
     }
     CHECK(ok);
-    CHECK(fp4_gguf_find_key(g, "k.3000") == -1 && fp4_gguf_find_key(g, "k.") == -1 && fp4_gguf_find_key(g, "") == -1);
-    CHECK(fp4_gguf_find_tensor(g, "blk.1500.w") == -1 && fp4_gguf_find_tensor(g, "blk.1.") == -1);
+    CHECK(fp4_gguf_key_index(g, "k.3000") == -1 && fp4_gguf_key_index(g, "k.") == -1 &&
+          fp4_gguf_key_index(g, "") == -1);
+    CHECK(fp4_gguf_tensor_index(g, "blk.1500.w") == -1 && fp4_gguf_tensor_index(g, "blk.1.") == -1);
     fp4_gguf_close(g);
     remove(path);
 }
@@ -368,7 +375,8 @@ static void test_writer_misuse(void) {
     fp4_gguf_writer *w = NULL;
     CHECK_OK(fp4_gguf_writer_create(&w));
     CHECK_OK(fp4_gguf_writer_add_u32(w, "a.b", 1));
-    CHECK(fp4_gguf_writer_add_u8(w, "a.b", 1) == FP4_ERR_DUPLICATE && strcmp(werr(w), "gguf.kv.dup_key") == 0);
+    CHECK(fp4_gguf_writer_add_u8(w, "a.b", 1) == FP4_ERR_DUPLICATE &&
+          strcmp(werr(w), "gguf.kv.dup_key") == 0);
     CHECK(fp4_gguf_writer_add_u8(w, "", 1) == FP4_ERR_FORMAT && strcmp(werr(w), "gguf.kv.key_empty") == 0);
     CHECK(fp4_gguf_writer_add_u8(w, "a b", 1) == FP4_ERR_FORMAT && strcmp(werr(w), "gguf.kv.key_chars") == 0);
     CHECK(fp4_gguf_writer_add_u8(w, NULL, 1) == FP4_ERR_INVALID_ARG);
@@ -378,7 +386,8 @@ static void test_writer_misuse(void) {
     CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_STRING, bad_bools, 2) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_ARRAY, bad_bools, 2) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_writer_add_str(w, "a.e", NULL, 3) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_writer_set_alignment(w, 12) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "gguf.alignment") == 0);
+    CHECK(fp4_gguf_writer_set_alignment(w, 12) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "gguf.alignment") == 0);
     CHECK(fp4_gguf_writer_set_alignment(w, 4) == FP4_ERR_INVALID_ARG);
     CHECK_OK(fp4_gguf_writer_add_u32(w, "general.alignment", 16)); /* routed to set_alignment */
     CHECK(fp4_gguf_writer_set_alignment(w, 64) == FP4_ERR_DUPLICATE);
@@ -394,17 +403,21 @@ static void test_writer_misuse(void) {
     CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 5, ne) == FP4_ERR_FORMAT);
     CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 1, (const int64_t[]){-1}) == FP4_ERR_SHAPE);
     CHECK(fp4_gguf_writer_add_tensor(w, "", FP4_TYPE_F32, 1, ne) == FP4_ERR_FORMAT);
-    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F64, 1, (const int64_t[]){INT64_MAX / 8}) == FP4_ERR_OVERFLOW);
+    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F64, 1, (const int64_t[]){INT64_MAX / 8}) ==
+          FP4_ERR_OVERFLOW);
     CHECK(fp4_gguf_writer_set_alignment(w, 64) == FP4_ERR_INVALID_ARG); /* after a tensor */
     CHECK_OK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 1, (const int64_t[]){3}));
     CHECK(fp4_gguf_writer_write_tensor_data(w, 0, "x", 1) == FP4_ERR_INVALID_ARG); /* before the header */
     const char *path = tmp("misuse");
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    CHECK(fp4_gguf_writer_add_u8(w, "late.key", 1) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.state") == 0);
+    CHECK(fp4_gguf_writer_add_u8(w, "late.key", 1) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.state") == 0);
     CHECK(fp4_gguf_writer_add_tensor(w, "late", FP4_TYPE_F32, 1, ne) == FP4_ERR_INVALID_ARG);
     uint8_t buf[200] = {0};
-    CHECK(fp4_gguf_writer_write_tensor_data(w, 1, buf, 12) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.order") == 0);
-    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 73) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.size") == 0);
+    CHECK(fp4_gguf_writer_write_tensor_data(w, 1, buf, 12) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.order") == 0);
+    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 73) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.size") == 0);
     CHECK_OK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 72));
     CHECK(fp4_gguf_writer_finish(w) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.incomplete") == 0);
     CHECK(!file_exists(path)); /* a failed finish leaves no partial file */
@@ -415,8 +428,8 @@ static void test_writer_misuse(void) {
     CHECK_OK(fp4_gguf_writer_add_u32(w, "a.b", 1));
     CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_BOOL, bad_bools, 2) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_writer_add_u8(w, "a.b", 9) == FP4_ERR_DUPLICATE);
-    CHECK(fp4_gguf_writer_add_arr_str(w, "a.s", (const char *const[]){"x", NULL}, (const uint64_t[]){1, 5}, 2) ==
-          FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_add_arr_str(w, "a.s", (const char *const[]){"x", NULL}, (const uint64_t[]){1, 5},
+                                      2) == FP4_ERR_INVALID_ARG);
     CHECK_OK(fp4_gguf_writer_add_str(w, "a.s", "ok", 2));
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
     CHECK_OK(fp4_gguf_writer_finish(w));
@@ -425,7 +438,8 @@ static void test_writer_misuse(void) {
     fp4_gguf *g = NULL;
     CHECK_OK(fp4_gguf_open(path, &g, NULL));
     uint32_t v = 0;
-    CHECK(fp4_gguf_n_kv(g) == 2 && fp4_gguf_get_u32(g, 0, &v) == FP4_OK && v == 1 && fp4_gguf_n_tensors(g) == 0);
+    CHECK(fp4_gguf_n_kv(g) == 2 && fp4_gguf_get_u32(g, 0, &v) == FP4_OK && v == 1 &&
+          fp4_gguf_n_tensors(g) == 0);
     fp4_gguf_close(g);
     remove(path);
 
@@ -437,7 +451,8 @@ static void test_writer_misuse(void) {
     fp4_gguf_writer_free(w);
     CHECK(!file_exists(path));
     CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf") == FP4_ERR_IO && strcmp(werr(w), "writer.io") == 0);
+    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf") == FP4_ERR_IO &&
+          strcmp(werr(w), "writer.io") == 0);
     fp4_gguf_writer_free(w);
     fp4_gguf_writer_free(NULL);
     fp4_gguf_close(NULL);
@@ -490,22 +505,42 @@ typedef struct gg_lib {
 } gg_lib;
 
 #define GG_SYM(f, s) {#s, offsetof(gg_lib, f)}
-static const struct { const char *name; size_t off; } gg_syms[] = {
-    GG_SYM(init_from_file, gguf_init_from_file), GG_SYM(free_ctx, gguf_free),
-    GG_SYM(n_tensors, gguf_get_n_tensors), GG_SYM(n_kv, gguf_get_n_kv), GG_SYM(find_key, gguf_find_key),
-    GG_SYM(get_key, gguf_get_key), GG_SYM(get_kv_type, gguf_get_kv_type), GG_SYM(get_arr_type, gguf_get_arr_type),
-    GG_SYM(get_val_u32, gguf_get_val_u32), GG_SYM(get_val_i32, gguf_get_val_i32),
-    GG_SYM(get_val_f32, gguf_get_val_f32), GG_SYM(get_val_u64, gguf_get_val_u64),
-    GG_SYM(get_val_bool, gguf_get_val_bool), GG_SYM(get_val_str, gguf_get_val_str),
-    GG_SYM(get_arr_n, gguf_get_arr_n), GG_SYM(get_arr_data, gguf_get_arr_data), GG_SYM(get_arr_str, gguf_get_arr_str),
-    GG_SYM(get_version, gguf_get_version), GG_SYM(get_alignment, gguf_get_alignment),
-    GG_SYM(get_data_offset, gguf_get_data_offset), GG_SYM(get_tensor_name, gguf_get_tensor_name),
-    GG_SYM(get_tensor_offset, gguf_get_tensor_offset), GG_SYM(get_tensor_type, gguf_get_tensor_type),
-    GG_SYM(get_tensor_size, gguf_get_tensor_size), GG_SYM(init_empty, gguf_init_empty),
-    GG_SYM(set_val_u8, gguf_set_val_u8), GG_SYM(set_val_i32, gguf_set_val_i32), GG_SYM(set_val_f32, gguf_set_val_f32),
-    GG_SYM(set_val_u64, gguf_set_val_u64), GG_SYM(set_val_f64, gguf_set_val_f64),
-    GG_SYM(set_val_bool, gguf_set_val_bool), GG_SYM(set_val_str, gguf_set_val_str),
-    GG_SYM(set_arr_data, gguf_set_arr_data), GG_SYM(set_arr_str, gguf_set_arr_str),
+static const struct { const char *name; size_t off;
+} gg_syms[] = {
+    GG_SYM(init_from_file, gguf_init_from_file),
+    GG_SYM(free_ctx, gguf_free),
+    GG_SYM(n_tensors, gguf_get_n_tensors),
+    GG_SYM(n_kv, gguf_get_n_kv),
+    GG_SYM(find_key, gguf_find_key),
+    GG_SYM(get_key, gguf_get_key),
+    GG_SYM(get_kv_type, gguf_get_kv_type),
+    GG_SYM(get_arr_type, gguf_get_arr_type),
+    GG_SYM(get_val_u32, gguf_get_val_u32),
+    GG_SYM(get_val_i32, gguf_get_val_i32),
+    GG_SYM(get_val_f32, gguf_get_val_f32),
+    GG_SYM(get_val_u64, gguf_get_val_u64),
+    GG_SYM(get_val_bool, gguf_get_val_bool),
+    GG_SYM(get_val_str, gguf_get_val_str),
+    GG_SYM(get_arr_n, gguf_get_arr_n),
+    GG_SYM(get_arr_data, gguf_get_arr_data),
+    GG_SYM(get_arr_str, gguf_get_arr_str),
+    GG_SYM(get_version, gguf_get_version),
+    GG_SYM(get_alignment, gguf_get_alignment),
+    GG_SYM(get_data_offset, gguf_get_data_offset),
+    GG_SYM(get_tensor_name, gguf_get_tensor_name),
+    GG_SYM(get_tensor_offset, gguf_get_tensor_offset),
+    GG_SYM(get_tensor_type, gguf_get_tensor_type),
+    GG_SYM(get_tensor_size, gguf_get_tensor_size),
+    GG_SYM(init_empty, gguf_init_empty),
+    GG_SYM(set_val_u8, gguf_set_val_u8),
+    GG_SYM(set_val_i32, gguf_set_val_i32),
+    GG_SYM(set_val_f32, gguf_set_val_f32),
+    GG_SYM(set_val_u64, gguf_set_val_u64),
+    GG_SYM(set_val_f64, gguf_set_val_f64),
+    GG_SYM(set_val_bool, gguf_set_val_bool),
+    GG_SYM(set_val_str, gguf_set_val_str),
+    GG_SYM(set_arr_data, gguf_set_arr_data),
+    GG_SYM(set_arr_str, gguf_set_arr_str),
     GG_SYM(write_to_file, gguf_write_to_file),
 };
 
@@ -555,7 +590,8 @@ static void gg_reads_ours(const gg_lib *L, uint32_t align) {
     }
     const char *path = tmp("ggml_in");
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    for (int i = 0; i < GG_NT; i++) CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], rt_size(&gg_tensors[i])));
+    for (int i = 0; i < GG_NT; i++)
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], rt_size(&gg_tensors[i])));
     CHECK_OK(fp4_gguf_writer_finish(w));
     fp4_gguf_writer_free(w);
     fp4_gguf *g = NULL;
@@ -572,7 +608,7 @@ static void gg_reads_ours(const gg_lib *L, uint32_t align) {
             CHECK(L->get_kv_type(ctx, i) == (int)fp4_gguf_kv_type(g, i));
         }
         uint32_t u32;
-        CHECK(fp4_gguf_get_u32(g, fp4_gguf_find_key(g, "t.u32"), &u32) == FP4_OK &&
+        CHECK(fp4_gguf_get_u32(g, fp4_gguf_key_index(g, "t.u32"), &u32) == FP4_OK &&
               L->get_val_u32(ctx, L->find_key(ctx, "t.u32")) == u32);
         CHECK(L->get_val_i32(ctx, L->find_key(ctx, "t.i32")) == INT32_MIN);
         CHECK(f32_bits(L->get_val_f32(ctx, L->find_key(ctx, "t.f32"))) == f32_bits(-1.5e-3f));
@@ -622,19 +658,28 @@ static void gg_writes_ours_reads(const gg_lib *L) {
     fp4_status st = fp4_gguf_open(path, &g, &err);
     CHECK_MSG(st == FP4_OK, "ggml's file refused: %s [%s] %s", fp4_status_str(st), err.rule, err.msg);
     if (g) {
-        uint8_t u8; int32_t i32; float f32; uint64_t u64, n; double f64; int b; const char *str; const void *d;
+        uint8_t u8;
+        int32_t i32;
+        float f32;
+        uint64_t u64, n;
+        double f64;
+        int b;
+        const char *str;
+        const void *d;
         CHECK(fp4_gguf_n_kv(g) == 9 && fp4_gguf_n_tensors(g) == 0);
-        CHECK(fp4_gguf_get_u8(g, fp4_gguf_find_key(g, "x.u8"), &u8) == FP4_OK && u8 == 9);
-        CHECK(fp4_gguf_get_i32(g, fp4_gguf_find_key(g, "x.i32"), &i32) == FP4_OK && i32 == -12345);
-        CHECK(fp4_gguf_get_f32(g, fp4_gguf_find_key(g, "x.f32"), &f32) == FP4_OK && f32 == 0.25f);
-        CHECK(fp4_gguf_get_u64(g, fp4_gguf_find_key(g, "x.u64"), &u64) == FP4_OK && u64 == 1ull << 40);
-        CHECK(fp4_gguf_get_f64(g, fp4_gguf_find_key(g, "x.f64"), &f64) == FP4_OK && f64 == -2.5);
-        CHECK(fp4_gguf_get_bool(g, fp4_gguf_find_key(g, "x.bool"), &b) == FP4_OK && b == 1);
-        CHECK(fp4_gguf_get_arr(g, fp4_gguf_find_key(g, "x.arr"), FP4_GGUF_FLOAT32, &d, &n) == FP4_OK && n == 3 &&
-              memcmp(d, f, sizeof f) == 0);
-        int64_t k = fp4_gguf_find_key(g, "x.toks");
-        for (uint64_t j = 0; j < 3; j++)
-            CHECK(fp4_gguf_get_arr_str(g, k, j, &str, &n) == FP4_OK && n == strlen(s[j]) && memcmp(str, s[j], n) == 0);
+        CHECK(fp4_gguf_get_u8(g, fp4_gguf_key_index(g, "x.u8"), &u8) == FP4_OK && u8 == 9);
+        CHECK(fp4_gguf_get_i32(g, fp4_gguf_key_index(g, "x.i32"), &i32) == FP4_OK && i32 == -12345);
+        CHECK(fp4_gguf_get_f32(g, fp4_gguf_key_index(g, "x.f32"), &f32) == FP4_OK && f32 == 0.25f);
+        CHECK(fp4_gguf_get_u64(g, fp4_gguf_key_index(g, "x.u64"), &u64) == FP4_OK && u64 == 1ull << 40);
+        CHECK(fp4_gguf_get_f64(g, fp4_gguf_key_index(g, "x.f64"), &f64) == FP4_OK && f64 == -2.5);
+        CHECK(fp4_gguf_get_bool(g, fp4_gguf_key_index(g, "x.bool"), &b) == FP4_OK && b == 1);
+        int64_t cnt = 0;
+        CHECK(fp4_gguf_get_arr(g, fp4_gguf_key_index(g, "x.arr"), FP4_GGUF_FLOAT32, &d, &cnt) == FP4_OK &&
+              cnt == 3 && memcmp(d, f, sizeof f) == 0);
+        int64_t k = fp4_gguf_key_index(g, "x.toks");
+        for (int64_t j = 0; j < 3; j++)
+            CHECK(fp4_gguf_get_arr_str(g, k, j, &str, &n) == FP4_OK && n == strlen(s[j]) &&
+                  memcmp(str, s[j], n) == 0);
     }
     fp4_gguf_close(g);
     remove(path);

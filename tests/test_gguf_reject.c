@@ -87,8 +87,10 @@ static uint64_t tsize(const tdesc *t) {
 static uint64_t up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 static void build(const gspec *s, bb *b) {
-    uint32_t align = s->align_kv && s->align_val >= 8 && s->align_val <= 4096 && !(s->align_val & (s->align_val - 1))
-                         ? s->align_val : 32;
+    uint32_t align =
+        s->align_kv && s->align_val >= 8 && s->align_val <= 4096 && !(s->align_val & (s->align_val - 1))
+            ? s->align_val
+            : 32;
     const tdesc *t = s->nt > 0 ? s->t : default_t;
     int nt = s->nt > 0 ? s->nt : s->nt < 0 ? 0 : 2;
     bb kvs = {0};
@@ -147,19 +149,44 @@ static int kv_type_neg(bb *b) { bb_key(b, "x.y", 0xFFFFFFFFu); bb_u32(b, 0); ret
 static int kv_str_beyond(bb *b) { bb_key(b, "x.s", 8); bb_u64(b, 5000); bb_put(b, "abc", 3); return 1; }
 static int kv_str_cap(bb *b) { bb_key(b, "x.s", 8); bb_u64(b, (64ull << 20) + 1); return 1; }
 static int kv_str_umax(bb *b) { bb_key(b, "x.s", 8); bb_u64(b, UINT64_MAX); return 1; }
-static int kv_arr_nested(bb *b) { bb_key(b, "x.a", 9); bb_u32(b, 9); bb_u64(b, 1); bb_u32(b, 4); bb_u64(b, 0); return 1; }
+static int kv_arr_nested(bb *b) {
+    bb_key(b, "x.a", 9);
+    bb_u32(b, 9);
+    bb_u64(b, 1);
+    bb_u32(b, 4);
+    bb_u64(b, 0);
+    return 1;
+}
 static int kv_arr_type13(bb *b) { bb_key(b, "x.a", 9); bb_u32(b, 13); bb_u64(b, 0); return 1; }
-static int kv_arr_bounds(bb *b) { bb_key(b, "x.a", 9); bb_u32(b, 10); bb_u64(b, 64u << 20); bb_u64(b, 5); return 1; }
+static int kv_arr_bounds(bb *b) {
+    bb_key(b, "x.a", 9);
+    bb_u32(b, 10);
+    bb_u64(b, 64u << 20);
+    bb_u64(b, 5);
+    return 1;
+}
 static int kv_arr_short(bb *b) { bb_key(b, "x.a", 9); bb_u32(b, 5); bb_u64(b, 1000); bb_u32(b, 5); return 1; }
 static int kv_arr_cap(bb *b) { bb_key(b, "x.a", 9); bb_u32(b, 0); bb_u64(b, (64u << 20) + 1); return 1; }
 static int kv_arr_umax(bb *b) { bb_key(b, "x.a", 9); bb_u32(b, 12); bb_u64(b, UINT64_MAX); return 1; }
-static int kv_sarr_bounds(bb *b) { bb_key(b, "x.a", 9); bb_u32(b, 8); bb_u64(b, 1u << 20); bb_str(b, "a"); return 1; }
+static int kv_sarr_bounds(bb *b) {
+    bb_key(b, "x.a", 9);
+    bb_u32(b, 8);
+    bb_u64(b, 1u << 20);
+    bb_str(b, "a");
+    return 1;
+}
 static int kv_sarr_elem(bb *b) {
     bb_key(b, "x.a", 9); bb_u32(b, 8); bb_u64(b, 3); bb_str(b, "a"); bb_u64(b, 3000); bb_put(b, "b", 1);
     return 1;
 }
 static int kv_bool2(bb *b) { bb_key(b, "x.b", 7); bb_u8(b, 2); return 1; }
-static int kv_barr_bad(bb *b) { bb_key(b, "x.b", 9); bb_u32(b, 7); bb_u64(b, 3); bb_put(b, "\x01\x00\xff", 3); return 1; }
+static int kv_barr_bad(bb *b) {
+    bb_key(b, "x.b", 9);
+    bb_u32(b, 7);
+    bb_u64(b, 3);
+    bb_put(b, "\x01\x00\xff", 3);
+    return 1;
+}
 static int kv_bools_ok(bb *b) {
     bb_key(b, "x.b", 7); bb_u8(b, 1);
     bb_key(b, "x.c", 9); bb_u32(b, 7); bb_u64(b, 3); bb_put(b, "\x01\x00\x01", 3);
@@ -197,7 +224,8 @@ static void expect_ok(const gspec *s, const char *label) {
     fp4_gguf *g = NULL;
     fp4_error err;
     fp4_status st = fp4_gguf_open_buffer(b.p, b.n, &g, &err);
-    CHECK_MSG(st == FP4_OK && g, "%s: valid twin refused: %s [%s] %s", label, fp4_status_str(st), err.rule, err.msg);
+    CHECK_MSG(st == FP4_OK && g, "%s: valid twin refused: %s [%s] %s", label, fp4_status_str(st), err.rule,
+              err.msg);
     fp4_gguf_close(g);
     free(b.p);
 }
@@ -212,7 +240,8 @@ static void expect_buf(const uint8_t *p, size_t n, fp4_status code, const char *
               "%s: got %s [%s] (%s), want %s [%s]", label, fp4_status_str(st), err.rule, err.msg,
               fp4_status_str(code), rule);
     CHECK_MSG(g == NULL, "%s: handle left non-NULL", label);
-    if (tensor) CHECK_MSG(strcmp(err.tensor, tensor) == 0, "%s: tensor '%s', want '%s'", label, err.tensor, tensor);
+    if (tensor)
+        CHECK_MSG(strcmp(err.tensor, tensor) == 0, "%s: tensor '%s', want '%s'", label, err.tensor, tensor);
     CHECK_MSG(err.msg[0] != '\0', "%s: empty message", label);
     n_cases++;
 }
@@ -234,7 +263,8 @@ static void test_header(void) {
     expect_ok(&v2, "version 2");
     /* 1: short files (more in test_truncations) */
     expect_buf((const uint8_t *)"", 0, FP4_ERR_TRUNCATED, "gguf.truncated", NULL, "empty file");
-    expect_buf((const uint8_t *)"GGUF\x03\x00\x00\x00", 8, FP4_ERR_TRUNCATED, "gguf.truncated", NULL, "8 bytes");
+    expect_buf((const uint8_t *)"GGUF\x03\x00\x00\x00", 8, FP4_ERR_TRUNCATED, "gguf.truncated", NULL,
+               "8 bytes");
     /* 2 */
     const char *magics[] = {"GGML", "GGJT", "FUGG", "gguf"};
     for (int i = 0; i < 4; i++) {
@@ -318,33 +348,72 @@ static void test_tensor_infos(void) {
     char n256[257], n257[258];
     memset(n256, 'n', 256), n256[256] = 0;
     memset(n257, 'n', 257), n257[257] = 0;
-    struct { tdesc t; fp4_status code; const char *rule; const char *label; } bad[] = {
+    struct { tdesc t; fp4_status code; const char *rule; const char *label;
+    } bad[] = {
         {{"", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 0, 0}, FP4_ERR_FORMAT, "gguf.tensor.name", "20: empty name"},
-        {{n257, 1, FP4_TYPE_F32, {1, 1, 1, 1}, 0, 0}, FP4_ERR_LIMIT, "gguf.tensor.name_len", "20: 257-byte name"},
-        {{"a\tb", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 0, 0}, FP4_ERR_FORMAT, "gguf.tensor.name", "20: control byte"},
-        {{S, 1, FP4_TYPE_F32, {1, 1, 1, 1}, 0, 0}, FP4_ERR_DUPLICATE, "gguf.tensor.dup", "21: duplicate name"},
+        {{n257, 1, FP4_TYPE_F32, {1, 1, 1, 1}, 0, 0},
+         FP4_ERR_LIMIT,
+         "gguf.tensor.name_len",
+         "20: 257-byte name"},
+        {{"a\tb", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 0, 0},
+         FP4_ERR_FORMAT,
+         "gguf.tensor.name",
+         "20: control byte"},
+        {{S, 1, FP4_TYPE_F32, {1, 1, 1, 1}, 0, 0},
+         FP4_ERR_DUPLICATE,
+         "gguf.tensor.dup",
+         "21: duplicate name"},
         {{"t", 5, FP4_TYPE_F32, {1, 1, 1, 1}, 0, 0}, FP4_ERR_FORMAT, "gguf.tensor.n_dims", "22: n_dims 5"},
         {{"t", 0, FP4_TYPE_F32, {1, 1, 1, 1}, 0, 0}, FP4_ERR_FORMAT, "gguf.tensor.n_dims", "22: n_dims 0"},
-        {{"t", 2, FP4_TYPE_F32, {4, (uint64_t)-3, 1, 1}, 0, 0}, FP4_ERR_SHAPE, "gguf.tensor.dim", "23: negative dim"},
+        {{"t", 2, FP4_TYPE_F32, {4, (uint64_t)-3, 1, 1}, 0, 0},
+         FP4_ERR_SHAPE,
+         "gguf.tensor.dim",
+         "23: negative dim"},
         {{"t", 2, FP4_TYPE_F32, {4, 0, 1, 1}, 0, 0}, FP4_ERR_SHAPE, "gguf.tensor.dim", "23: zero dim"},
-        {{"t", 4, FP4_TYPE_F32, {INT64_MAX, 2, 1, 1}, 0, 0}, FP4_ERR_OVERFLOW, "gguf.tensor.ne_overflow",
+        {{"t", 4, FP4_TYPE_F32, {INT64_MAX, 2, 1, 1}, 0, 0},
+         FP4_ERR_OVERFLOW,
+         "gguf.tensor.ne_overflow",
          "24: (INT64_MAX, 2, 1, 1)"},
-        {{"t", 2, FP4_TYPE_F32, {1u << 20, (1ull << 42) + 1, 1, 1}, 0, 0}, FP4_ERR_OVERFLOW, "gguf.tensor.nbytes",
+        {{"t", 2, FP4_TYPE_F32, {1u << 20, (1ull << 42) + 1, 1, 1}, 0, 0},
+         FP4_ERR_OVERFLOW,
+         "gguf.tensor.nbytes",
          "25: ne[1] = 2^42+1"},
-        {{"t", 1, FP4_TYPE_F64, {(1ull << 61) - 1, 1, 1, 1}, 0, 0}, FP4_ERR_OVERFLOW, "gguf.tensor.nbytes",
+        {{"t", 1, FP4_TYPE_F64, {(1ull << 61) - 1, 1, 1, 1}, 0, 0},
+         FP4_ERR_OVERFLOW,
+         "gguf.tensor.nbytes",
          "25: padding wraps"},
         {{"t", 1, 2, {32, 1, 1, 1}, 0, 0}, FP4_ERR_UNSUPPORTED, "gguf.tensor.type", "26: Q4_0 (not ours)"},
         {{"t", 1, 4, {32, 1, 1, 1}, 0, 0}, FP4_ERR_UNSUPPORTED, "gguf.tensor.type", "26: removed type 4"},
         {{"t", 1, 1023, {32, 1, 1, 1}, 0, 0}, FP4_ERR_UNSUPPORTED, "gguf.tensor.type", "26: type 1023"},
         {{"t", 1, 0xFFFFFFFFu, {32, 1, 1, 1}, 0, 0}, FP4_ERR_UNSUPPORTED, "gguf.tensor.type", "26: type -1"},
-        {{"t", 1, FP4_TYPE_GGML_NVFP4, {32, 1, 1, 1}, 0, 0}, FP4_ERR_SHAPE, "gguf.tensor.block", "27: nvfp4 ne0 32"},
-        {{"t", 1, FP4_TYPE_Q4_K, {128, 1, 1, 1}, 0, 0}, FP4_ERR_SHAPE, "gguf.tensor.block", "27: q4_K ne0 128"},
-        {{"t", 1, FP4_TYPE_NVFP4_E2M1, {3, 1, 1, 1}, 0, 0}, FP4_ERR_SHAPE, "gguf.tensor.block", "27: e2m1 ne0 3"},
-        {{"t", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 1, 192 + 8}, FP4_ERR_FORMAT, "gguf.tensor.offset_align",
+        {{"t", 1, FP4_TYPE_GGML_NVFP4, {32, 1, 1, 1}, 0, 0},
+         FP4_ERR_SHAPE,
+         "gguf.tensor.block",
+         "27: nvfp4 ne0 32"},
+        {{"t", 1, FP4_TYPE_Q4_K, {128, 1, 1, 1}, 0, 0},
+         FP4_ERR_SHAPE,
+         "gguf.tensor.block",
+         "27: q4_K ne0 128"},
+        {{"t", 1, FP4_TYPE_NVFP4_E2M1, {3, 1, 1, 1}, 0, 0},
+         FP4_ERR_SHAPE,
+         "gguf.tensor.block",
+         "27: e2m1 ne0 3"},
+        {{"t", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 1, 192 + 8},
+         FP4_ERR_FORMAT,
+         "gguf.tensor.offset_align",
          "28: offset not aligned"},
-        {{"t", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 1, 192 + 32}, FP4_ERR_BOUNDS, "gguf.tensor.offset_order", "29: gap"},
-        {{"t", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 1, 128}, FP4_ERR_BOUNDS, "gguf.tensor.offset_order", "29: overlap"},
-        {{"t", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 1, 0}, FP4_ERR_BOUNDS, "gguf.tensor.offset_order", "29: aliasing"},
+        {{"t", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 1, 192 + 32},
+         FP4_ERR_BOUNDS,
+         "gguf.tensor.offset_order",
+         "29: gap"},
+        {{"t", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 1, 128},
+         FP4_ERR_BOUNDS,
+         "gguf.tensor.offset_order",
+         "29: overlap"},
+        {{"t", 1, FP4_TYPE_F32, {1, 1, 1, 1}, 1, 0},
+         FP4_ERR_BOUNDS,
+         "gguf.tensor.offset_order",
+         "29: aliasing"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         gspec s = {.nt = 3, .t = {default_t[0], default_t[1], bad[i].t}};
@@ -422,7 +491,8 @@ static void test_truncations(void) {
         fp4_status st = fp4_gguf_open_buffer(copy, n, &g, &err);
         refused += st != FP4_OK && g == NULL;
         int known = 0;
-        for (size_t k = 0; k < sizeof ok_rules / sizeof ok_rules[0]; k++) known |= strcmp(err.rule, ok_rules[k]) == 0;
+        for (size_t k = 0; k < sizeof ok_rules / sizeof ok_rules[0]; k++)
+            known |= strcmp(err.rule, ok_rules[k]) == 0;
         if (st != FP4_OK && !known) {
             bad_rule++;
             fprintf(stderr, "truncation %zu: rule %s\n", n, err.rule);
@@ -443,7 +513,8 @@ static void test_truncations(void) {
 /* The same file through fp4_gguf_open: err->file, and I/O refusals. */
 static void test_paths(void) {
     char path[256];
-    snprintf(path, sizeof path, "%s/fp4_gguf_rej_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    snprintf(path, sizeof path, "%s/fp4_gguf_rej_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
     gspec s = {.magic = "GGML"};
     bb b = {0};
     build(&s, &b);
@@ -472,14 +543,16 @@ static void test_builder_matches_writer(void) {
     bb b = {0};
     build(&s, &b);
     char path[256];
-    snprintf(path, sizeof path, "%s/fp4_gguf_rejw_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    snprintf(path, sizeof path, "%s/fp4_gguf_rejw_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
     fp4_gguf_writer *w = NULL;
     CHECK_OK(fp4_gguf_writer_create(&w));
     CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5));
     CHECK_OK(fp4_gguf_writer_set_alignment(w, 64));
     for (int i = 0; i < 2; i++)
-        CHECK_OK(fp4_gguf_writer_add_tensor(w, default_t[i].name, (fp4_type)default_t[i].type, (int32_t)default_t[i].n_dims,
-                                            (const int64_t[]){(int64_t)default_t[i].ne[0], (int64_t)default_t[i].ne[1], 1, 1}));
+        CHECK_OK(fp4_gguf_writer_add_tensor(
+            w, default_t[i].name, (fp4_type)default_t[i].type, (int32_t)default_t[i].n_dims,
+            (const int64_t[]){(int64_t)default_t[i].ne[0], (int64_t)default_t[i].ne[1], 1, 1}));
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
     for (int i = 0; i < 2; i++) {
         uint64_t n = tsize(&default_t[i]);

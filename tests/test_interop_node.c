@@ -29,7 +29,8 @@ static char *run(const char *cmd) {
 int main(void) {
     const char *mod = getenv("FP4_HFGGUF");
     char path[512];
-    snprintf(path, sizeof path, "%s/fp4lane-hfgguf-%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    snprintf(path, sizeof path, "%s/fp4lane-hfgguf-%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
     fp4_gguf_writer *w = NULL;
     CHECK_OK(fp4_gguf_writer_create(&w));
     CHECK_OK(fp4_gguf_writer_add_str(w, "fp4lane.weight_precision", "nvfp4", 5));
@@ -60,12 +61,14 @@ int main(void) {
     }
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
     static uint8_t zero[4096];
-    for (int i = 0; i < nt; i++) CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, zero, fp4_gguf_writer_tensor_size(w, i)));
+    for (int i = 0; i < nt; i++)
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, zero, fp4_gguf_writer_tensor_size(w, i)));
     CHECK_OK(fp4_gguf_writer_finish(w));
     fp4_gguf_writer_free(w);
 
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "node tests/interop/gguf_meta.mjs '%s' '%s'", mod ? mod : "(FP4_HFGGUF unset)", path);
+    snprintf(cmd, sizeof cmd, "node tests/interop/gguf_meta.mjs '%s' '%s'", mod ? mod : "(FP4_HFGGUF unset)",
+             path);
     char *out = run(cmd);
     CHECK_MSG(out != NULL, "node / @huggingface/gguf failed (run `make oracle`): %s", cmd);
     json_t *j = out ? json_loads(out, 0, NULL) : NULL;
@@ -79,8 +82,10 @@ int main(void) {
         CHECK(json_integer_value(json_object_get(md, "kv_count")) == fp4_gguf_n_kv(g));
         CHECK(json_integer_value(json_object_get(md, "tensor_count")) == nt);
         CHECK(!strcmp(json_string_value(json_object_get(md, "fp4lane.weight_precision")), "nvfp4"));
-        CHECK(json_number_value(json_object_get(md, "t.u8")) == 200 && json_number_value(json_object_get(md, "t.i8")) == -100);
-        CHECK(json_number_value(json_object_get(md, "t.u16")) == 60000 && json_number_value(json_object_get(md, "t.i16")) == -30000);
+        CHECK(json_number_value(json_object_get(md, "t.u8")) == 200 &&
+              json_number_value(json_object_get(md, "t.i8")) == -100);
+        CHECK(json_number_value(json_object_get(md, "t.u16")) == 60000 &&
+              json_number_value(json_object_get(md, "t.i16")) == -30000);
         CHECK(json_number_value(json_object_get(md, "t.u32")) == 4000000000.0);
         CHECK(json_number_value(json_object_get(md, "t.i32")) == -2000000000.0);
         CHECK(json_number_value(json_object_get(md, "t.u64")) == ldexp(1, 52));
@@ -98,8 +103,10 @@ int main(void) {
             CHECK(!strcmp(json_string_value(json_object_get(x, "name")), gt->name));
             CHECK(json_integer_value(json_object_get(x, "dtype")) == (json_int_t)gt->type);
             json_t *sh = json_object_get(x, "shape");
-            CHECK((int)json_array_size(sh) == gt->n_dims && json_integer_value(json_array_get(sh, 0)) == gt->ne[0]);
-            CHECK((uint64_t)json_integer_value(json_object_get(x, "offset")) == gt->offset - fp4_gguf_data_offset(g));
+            CHECK((int)json_array_size(sh) == gt->n_dims &&
+                  json_integer_value(json_array_get(sh, 0)) == gt->ne[0]);
+            CHECK((uint64_t)json_integer_value(json_object_get(x, "offset")) ==
+                  gt->offset - fp4_gguf_data_offset(g));
         }
     }
     json_decref(j);

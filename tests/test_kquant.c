@@ -1,6 +1,7 @@
 /* test_kquant.c — the kquant control lane without the external oracle: hand-built blocks
  * decoded by the layout in the header, round-trip error bounds, determinism across thread
  * counts, and argument rejection. (Bit-identity with ggml is test_ggml_oracle.c.) */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include <math.h>
@@ -154,10 +155,13 @@ static void test_round_trip(void) {
 static void test_determinism_and_matvec(void) {
     const int64_t n_out = 29, n_in = 1024, n_cols = 3, nb = n_in / QK;
     test_rng r = {7};
-    float *w = malloc((size_t)(n_out * n_in) * sizeof(float)), *x = malloc((size_t)(n_cols * n_in) * sizeof(float));
+    float *w = malloc((size_t)(n_out * n_in) * sizeof(float)),
+          *x = malloc((size_t)(n_cols * n_in) * sizeof(float));
     float *wd = malloc((size_t)(n_out * n_in) * sizeof(float));
-    fp4_block_q4_K *q4 = malloc((size_t)(n_out * nb) * sizeof *q4), *q4b = malloc((size_t)(n_out * nb) * sizeof *q4b);
-    fp4_block_q6_K *q6 = malloc((size_t)(n_out * nb) * sizeof *q6), *q6b = malloc((size_t)(n_out * nb) * sizeof *q6b);
+    fp4_block_q4_K *q4 = malloc((size_t)(n_out * nb) * sizeof *q4),
+                   *q4b = malloc((size_t)(n_out * nb) * sizeof *q4b);
+    fp4_block_q6_K *q6 = malloc((size_t)(n_out * nb) * sizeof *q6),
+                   *q6b = malloc((size_t)(n_out * nb) * sizeof *q6b);
     float y1[29 * 3], y2[29 * 3], y5[29 * 3];
     fp4_block_q8_K xq[4];
     for (int64_t i = 0; i < n_out * n_in; i++) w[i] = rng_normal(&r) * (1.0f + (float)(i % 7));
@@ -186,7 +190,8 @@ static void test_determinism_and_matvec(void) {
         for (int64_t c = 0; c < n_cols; c++) {
             CHECK_OK(fp4_q8_K_quantize(x + c * n_in, n_in, xq));
             for (int64_t o = 0; o < n_out; o++) {
-                float d = kind ? fp4_q6_K_dot_q8_K(q6 + o * nb, xq, n_in) : fp4_q4_K_dot_q8_K(q4 + o * nb, xq, n_in);
+                float d = kind ? fp4_q6_K_dot_q8_K(q6 + o * nb, xq, n_in)
+                               : fp4_q4_K_dot_q8_K(q4 + o * nb, xq, n_in);
                 bad_dot += f32_bits(d) != f32_bits(y1[c * n_out + o]);
                 double ref = 0, mag = 0;
                 for (int64_t k = 0; k < n_in; k++) {

@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GOLDEN "../shared/data/modelopt-golden"
+#define GOLDEN(file) check_data("modelopt-golden/" file)
 
 static char tmp[512];
 
@@ -46,20 +46,22 @@ static void test_golden(void) {
         snprintf(out, sizeof out, "%s/golden_%d", tmp, rule);
         fp4_quantize_opts o = {.layout = FP4_LAYOUT_MODELOPT, .rule = rule ? FP4_SCALE2_CPU : FP4_SCALE2_GPU,
                                .st_metadata = rule ? meta_cpu : meta_gpu};
-        CHECK_OK(fp4_quantize_checkpoint(GOLDEN "/input.safetensors", out, &o, &e));
+        CHECK_OK(fp4_quantize_checkpoint(GOLDEN("input.safetensors"), out, &o, &e));
         snprintf(f, sizeof f, "%s/model.safetensors", out);
-        CHECK_MSG(same_file(f, rule ? GOLDEN "/modelopt_cpu.safetensors" : GOLDEN "/modelopt_cuda.safetensors"),
-                  "quantize --scale2-rule %s differs from ModelOpt's own file", rule ? "cpu" : "gpu");
+        CHECK_MSG(
+            same_file(f, rule ? GOLDEN("modelopt_cpu.safetensors") : GOLDEN("modelopt_cuda.safetensors")),
+            "quantize --scale2-rule %s differs from ModelOpt's own file", rule ? "cpu" : "gpu");
     }
     /* the two rules really differ on this input: the test could fail */
-    CHECK(!same_file(GOLDEN "/modelopt_cpu.safetensors", GOLDEN "/modelopt_cuda.safetensors"));
+    CHECK(!same_file(GOLDEN("modelopt_cpu.safetensors"), GOLDEN("modelopt_cuda.safetensors")));
     /* Q4_K lane: ggml's bytes for every tensor fp4lane quantized */
     snprintf(out, sizeof out, "%s/golden_q4k.gguf", tmp);
     fp4_quantize_opts o = {.layout = FP4_LAYOUT_GGUF, .to_q4_k = 1};
-    CHECK_OK(fp4_quantize_checkpoint(GOLDEN "/input.safetensors", out, &o, &e));
+    CHECK_OK(fp4_quantize_checkpoint(GOLDEN("input.safetensors"), out, &o, &e));
     fp4_model *m = NULL, *src = NULL;
     CHECK_OK(fp4_model_open(out, NULL, &m, &e));
-    CHECK_OK(fp4_model_open(GOLDEN "/input.safetensors", NULL, &src, &e));
+    CHECK_OK(fp4_model_open(GOLDEN("input.safetensors"), NULL, &src, &e));
+    CHECK(fp4_model_gguf(src) == NULL && fp4_model_gguf(NULL) == NULL); /* safetensors: config.json instead */
     if (m && src) {
         CHECK(fp4_model_weight_precision(m) == FP4_WP_Q4_K);
         int n_q4 = 0;
@@ -160,14 +162,19 @@ static void write_synthetic(const char *dir, int w4a4, test_rng *r) {
     fp4_hf_writer_free(w);
     char f[700];
     snprintf(f, sizeof f, "%s/config.json", dir);
-    CHECK_OK(fp4_hf_write_json(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":128}", 2, 1, &e));
+    CHECK_OK(
+        fp4_hf_write_json(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":128}", 2, 1, &e));
     snprintf(f, sizeof f, "%s/hf_quant_config.json", dir);
-    CHECK_OK(fp4_hf_write_json(f, w4a4 ? "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_algo\":\"NVFP4\",\"group_size\":16}}"
-                                       : "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_algo\":\"W4A16_NVFP4\",\"group_size\":16}}",
+    CHECK_OK(fp4_hf_write_json(f,
+                               w4a4 ? "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_"
+                                      "algo\":\"NVFP4\",\"group_size\":16}}"
+                                    : "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_"
+                                      "algo\":\"W4A16_NVFP4\",\"group_size\":16}}",
                                4, 0, &e));
 }
 
-static const fp4_layout layouts[4] = {FP4_LAYOUT_MODELOPT, FP4_LAYOUT_GGUF, FP4_LAYOUT_GGUF_GGML, FP4_LAYOUT_CT};
+static const fp4_layout layouts[4] = {FP4_LAYOUT_MODELOPT, FP4_LAYOUT_GGUF, FP4_LAYOUT_GGUF_GGML,
+                                      FP4_LAYOUT_CT};
 
 static void out_name(char *buf, size_t n, const char *tag, fp4_layout l) {
     snprintf(buf, n, "%.300s/%.40s_%.20s%s", tmp, tag, fp4_layout_name(l),
@@ -195,7 +202,9 @@ static int convert(const char *in, const char *out, fp4_layout l) {
         fp4_write_opts o = {.layout = l};
         st = fp4_model_write(m, out, &o, &e);
     }
-    if (st) fprintf(stderr, "convert %s -> %s: %s [%s] %s %s\n", in, out, fp4_status_str(st), e.rule, e.tensor, e.msg);
+    if (st)
+        fprintf(stderr, "convert %s -> %s: %s [%s] %s %s\n", in, out, fp4_status_str(st), e.rule, e.tensor,
+                e.msg);
     fp4_model_close(m);
     return st == FP4_OK;
 }
@@ -244,7 +253,8 @@ static void test_round_trips(int w4a4) {
     snprintf(tag, sizeof tag, "w%d", w4a4);
     for (int i = 0; i < 4; i++) { /* the same weights in each layout */
         out_name(a, sizeof a, tag, layouts[i]);
-        CHECK_MSG(i == 0 ? convert(base, a, layouts[0]) : convert(base, a, layouts[i]), "base -> %s", fp4_layout_name(layouts[i]));
+        CHECK_MSG(i == 0 ? convert(base, a, layouts[0]) : convert(base, a, layouts[i]), "base -> %s",
+                  fp4_layout_name(layouts[i]));
         same_content(base, a);
     }
     int directions = 0;
@@ -285,10 +295,16 @@ static void test_ggml_interop(void) {
     fp4_error e;
     CHECK_OK(fp4_model_open(f, NULL, &m, &e));
     CHECK_OK(fp4_gguf_open(f, &g, &e));
+    /* the model's own metadata handle holds what an independent reader sees */
+    const fp4_gguf *mg = fp4_model_gguf(m);
+    CHECK(mg && fp4_gguf_n_kv(mg) == fp4_gguf_n_kv(g) && fp4_gguf_n_kv(g) > 0);
+    for (int64_t i = 0; mg && g && i < fp4_gguf_n_kv(g); i++)
+        CHECK(fp4_gguf_key_index(mg, fp4_gguf_key(g, i)) == i &&
+              fp4_gguf_kv_type(mg, i) == fp4_gguf_kv_type(g, i));
     for (int64_t i = 0; m && g && i < fp4_model_n_tensors(m); i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
         if (t->type != FP4_TYPE_NVFP4_E2M1) continue;
-        const fp4_gguf_tensor *gt = fp4_gguf_tensor_at(g, fp4_gguf_find_tensor(g, t->name));
+        const fp4_gguf_tensor *gt = fp4_gguf_find(g, t->name);
         CHECK(gt && gt->type == FP4_TYPE_GGML_NVFP4);
         if (!gt) continue;
         const int64_t n_in = t->ne[0];

@@ -38,7 +38,8 @@ static void fill_base(void) {
             blk[g % 4] = scales[r0 * (NI / 16) + g];
             for (int j = 0; j < 8; j++) {
                 const uint8_t *p = payload + r0 * NI / 2 + g * 8;
-                uint8_t lo = (uint8_t)((p[j / 2] >> (4 * (j & 1))) & 15), hi = (uint8_t)((p[(j + 8) / 2] >> (4 * (j & 1))) & 15);
+                uint8_t lo = (uint8_t)((p[j / 2] >> (4 * (j & 1))) & 15),
+                        hi = (uint8_t)((p[(j + 8) / 2] >> (4 * (j & 1))) & 15);
                 blk[4 + (g % 4) * 8 + j] = (uint8_t)(lo | (hi << 4));
             }
         }
@@ -52,7 +53,8 @@ static void write_gguf(const char *path, const kvspec *kv, int nkv, const tspec 
         else if (kv[i].kind == 1) CHECK_OK(fp4_gguf_writer_add_u32(w, kv[i].key, 7));
         else CHECK_OK(fp4_gguf_writer_add_f32(w, kv[i].key, kv[i].f));
     }
-    for (int i = 0; i < nt; i++) CHECK_OK(fp4_gguf_writer_add_tensor(w, t[i].name, (fp4_type)t[i].type, t[i].n_dims, t[i].ne));
+    for (int i = 0; i < nt; i++)
+        CHECK_OK(fp4_gguf_writer_add_tensor(w, t[i].name, (fp4_type)t[i].type, t[i].n_dims, t[i].ne));
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
     for (int i = 0; i < nt; i++) CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, t[i].data, t[i].size));
     CHECK_OK(fp4_gguf_writer_finish(w));
@@ -64,7 +66,8 @@ static void write_st(const char *dir, const tspec *t, int nt, const char *quant_
     fp4_hf_writer *w = NULL;
     fp4_error e;
     CHECK_OK(fp4_hf_writer_create(dir, 0, &w, &e));
-    for (int i = 0; i < nt; i++) CHECK_OK(fp4_hf_writer_add_tensor(w, t[i].name, (fp4_st_dtype)t[i].type, t[i].n_dims, t[i].ne, &e));
+    for (int i = 0; i < nt; i++)
+        CHECK_OK(fp4_hf_writer_add_tensor(w, t[i].name, (fp4_st_dtype)t[i].type, t[i].n_dims, t[i].ne, &e));
     for (int i = 0; i < nt; i++) CHECK_OK(fp4_hf_writer_write(w, t[i].data, t[i].size, &e));
     size_t ns;
     CHECK_OK(fp4_hf_writer_finish(w, &ns, &e));
@@ -83,11 +86,13 @@ static void expect(const char *what, const char *path, const char *rule, const c
     fp4_status st = fp4_model_open(path, NULL, &m, &e);
     n_cases++;
     if (!rule[0]) {
-        CHECK_MSG(st == FP4_OK, "%s: valid twin refused: %s [%s] %s", what, fp4_status_str(st), e.rule, e.msg);
+        CHECK_MSG(st == FP4_OK, "%s: valid twin refused: %s [%s] %s", what, fp4_status_str(st), e.rule,
+                  e.msg);
     } else {
         CHECK_MSG(st != FP4_OK && m == NULL, "%s: loaded, expected %s", what, rule);
         CHECK_MSG(!strcmp(e.rule, rule), "%s: rule '%s' (%s), expected '%s'", what, e.rule, e.msg, rule);
-        CHECK_MSG(!tensor || !strcmp(e.tensor, tensor), "%s: tensor '%s', expected '%s'", what, e.tensor, tensor);
+        CHECK_MSG(!tensor || !strcmp(e.tensor, tensor), "%s: tensor '%s', expected '%s'", what, e.tensor,
+                  tensor);
         CHECK_MSG(e.file[0] != 0, "%s: the error names no file", what);
     }
     fp4_model_close(m);
@@ -169,12 +174,15 @@ static void gguf_cases(void) {
         {"valid n_in 16", "", NULL, -1, 0, 0, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1, 16},
         {"missing scale", "nvfp4.companion-missing", W, 1, 0, 0, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1, 0},
         {"missing scale2", "nvfp4.companion-missing", W, 2, 0, 0, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1, 0},
-        {"scale dtype f16", "nvfp4.companion-dtype", WS, -1, 0, FP4_TYPE_F16, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1, 0},
+        {"scale dtype f16", "nvfp4.companion-dtype", WS, -1, 0, FP4_TYPE_F16, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1,
+         0},
         {"scale dtype u8", "nvfp4.companion-dtype", WS, -1, 0, FP4_TYPE_U8, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1, 0},
-        {"scale shape n_in/8", "nvfp4.companion-shape", WS, -1, 0, 0, 0, NI / 8, NO / 2, 0, 0, 0.5f, 0, 0, -1, 0},
+        {"scale shape n_in/8", "nvfp4.companion-shape", WS, -1, 0, 0, 0, NI / 8, NO / 2, 0, 0, 0.5f, 0, 0, -1,
+         0},
         {"scale shape transposed", "nvfp4.companion-shape", WS, -1, 0, 0, 0, 2, 8, 0, 0, 0.5f, 0, 0, -1, 128},
         {"scale rank 1", "nvfp4.companion-shape", WS, -1, 0, 0, 1, NO * NI / 16, 1, 0, 0, 0.5f, 0, 0, -1, 0},
-        {"scale2 dtype f16", "nvfp4.companion-dtype", WS2, -1, 0, 0, 0, 0, 0, FP4_TYPE_F16, 0, 0.5f, 0, 0, -1, 0},
+        {"scale2 dtype f16", "nvfp4.companion-dtype", WS2, -1, 0, 0, 0, 0, 0, FP4_TYPE_F16, 0, 0.5f, 0, 0, -1,
+         0},
         {"scale2 two values", "nvfp4.companion-shape", WS2, -1, 0, 0, 0, 0, 0, 0, 2, 0.5f, 0, 0, -1, 0},
         {"scale2 NaN", "nvfp4.scale2", WS2, -1, 0, 0, 0, 0, 0, 0, 0, nan_, 0, 0, -1, 0},
         {"scale2 +Inf", "nvfp4.scale2", WS2, -1, 0, 0, 0, 0, 0, 0, 0, inf, 0, 0, -1, 0},
@@ -189,7 +197,8 @@ static void gguf_cases(void) {
         {"input scale NaN", "nvfp4.input-scale", WIN, -1, 0, 0, 0, 0, 0, 0, 0, 0.5f, 1, nan_, -1, 0},
         {"input scale zero", "nvfp4.input-scale", WIN, -1, 0, 0, 0, 0, 0, 0, 0, 0.5f, 1, 0.0f, -1, 0},
         {"input scale negative", "nvfp4.input-scale", WIN, -1, 0, 0, 0, 0, 0, 0, 0, 0.5f, 1, -2.0f, -1, 0},
-        {"activation says nvfp4, no input scale", "lane.activation", NULL, -1, 5, 0, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1, 0},
+        {"activation says nvfp4, no input scale", "lane.activation", NULL, -1, 5, 0, 0, 0, 0, 0, 0, 0.5f, 0,
+         0, -1, 0},
         {"no lane keys", "lane.missing", W, -1, 1, 0, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1, 0},
         {"lane says f16", "lane.pairing", NULL, -1, 2, 0, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1, 0},
         {"lane says q4_k", "lane.pairing", NULL, -1, 6, 0, 0, 0, 0, 0, 0, 0.5f, 0, 0, -1, 0},
@@ -206,7 +215,8 @@ static void gguf_cases(void) {
             tspec t[3] = {{W, FP4_TYPE_NVFP4_E2M1, 2, {24, 4}, payload, 48},
                           {WS, FP4_TYPE_F8_E4M3FN, 2, {1, 4}, scales, 4},
                           {WS2, FP4_TYPE_F32, 1, {1}, &s2, 4}};
-            kvspec kv[2] = {{"fp4lane.weight_precision", "nvfp4", 0, 0}, {"fp4lane.activation_precision", "a16", 0, 0}};
+            kvspec kv[2] = {{"fp4lane.weight_precision", "nvfp4", 0, 0},
+                            {"fp4lane.activation_precision", "a16", 0, 0}};
             write_gguf(path, kv, 2, t, 3);
             expect(c.what, path, c.rule, c.tensor);
             continue;
@@ -219,8 +229,10 @@ static void gguf_cases(void) {
 static void gguf_cases2(void) {
     char path[700];
     float s2 = 0.5f, inv = 2.0f, bad = NAN, one = 1.0f;
-    const kvspec lane[2] = {{"fp4lane.weight_precision", "nvfp4", 0, 0}, {"fp4lane.activation_precision", "a16", 0, 0}};
-    const kvspec lane44[2] = {{"fp4lane.weight_precision", "nvfp4", 0, 0}, {"fp4lane.activation_precision", "nvfp4", 0, 0}};
+    const kvspec lane[2] = {{"fp4lane.weight_precision", "nvfp4", 0, 0},
+                            {"fp4lane.activation_precision", "a16", 0, 0}};
+    const kvspec lane44[2] = {{"fp4lane.weight_precision", "nvfp4", 0, 0},
+                              {"fp4lane.activation_precision", "nvfp4", 0, 0}};
     uint16_t f16[NO * NI] = {0};
 #define T_PAY(n) {n, FP4_TYPE_NVFP4_E2M1, 2, {NI, NO}, payload, sizeof payload}
 #define T_SC(n) {n ".nvfp4_scale", FP4_TYPE_F8_E4M3FN, 2, {NI / 16, NO}, scales, sizeof scales}
@@ -247,7 +259,8 @@ static void gguf_cases2(void) {
         write_gguf(path, lane, 2, t1, 4);
         expect("orphan scale2", path, "nvfp4.orphan-companion", "b.weight.nvfp4_scale2");
         tspec t2[] = {{"c.weight", FP4_TYPE_F16, 2, {NI, NO}, f16, sizeof f16}, T_SC("c.weight")};
-        const kvspec lane16[2] = {{"fp4lane.weight_precision", "f16", 0, 0}, {"fp4lane.activation_precision", "a16", 0, 0}};
+        const kvspec lane16[2] = {{"fp4lane.weight_precision", "f16", 0, 0},
+                                  {"fp4lane.activation_precision", "a16", 0, 0}};
         write_gguf(path, lane16, 2, t2, 2);
         expect("companion of an F16 weight", path, "nvfp4.orphan-companion", "c.weight.nvfp4_scale");
         tspec t3[] = {{"fp8.weight", FP4_TYPE_F8_E4M3FN, 2, {NI, NO}, f16, NI * NO}};
@@ -256,7 +269,8 @@ static void gguf_cases2(void) {
         tspec t4[] = {{"c.weight", FP4_TYPE_F16, 2, {NI, NO}, f16, sizeof f16}};
         write_gguf(path, lane, 2, t4, 1);
         expect("lane nvfp4 without NVFP4 tensors", path, "lane.pairing", NULL);
-        const kvspec lane16b[2] = {{"fp4lane.weight_precision", "f16", 0, 0}, {"fp4lane.activation_precision", "a16", 0, 0}};
+        const kvspec lane16b[2] = {{"fp4lane.weight_precision", "f16", 0, 0},
+                                   {"fp4lane.activation_precision", "a16", 0, 0}};
         write_gguf(path, lane16b, 2, t4, 1);
         expect("valid f16 file", path, "", NULL);
     }
@@ -295,7 +309,9 @@ static void gguf_cases2(void) {
         tspec t3[] = {t[0], {"g.scale", FP4_TYPE_F16, 1, {1}, f16, 2}};
         write_gguf(path, none, 1, t3, 2);
         expect("ggml .scale F16", path, "nvfp4.companion-dtype", "g.scale");
-        tspec t4[] = {t[0], {"g.scale", FP4_TYPE_F32, 1, {1}, &one, 4}, {"g.weight.scale", FP4_TYPE_F32, 1, {1}, &one, 4}};
+        tspec t4[] = {t[0],
+                      {"g.scale", FP4_TYPE_F32, 1, {1}, &one, 4},
+                      {"g.weight.scale", FP4_TYPE_F32, 1, {1}, &one, 4}};
         write_gguf(path, none, 1, t4, 3);
         expect("ggml both scale namings", path, "ggml.scale-naming", "g.weight");
         tspec t5[] = {t[0], {"h.input_scale", FP4_TYPE_F32, 1, {1}, &one, 4}};
@@ -312,7 +328,9 @@ static void gguf_cases2(void) {
         tspec t7[] = {t[0], T_PAY("a.weight"), T_SC("a.weight"), T_S2("a.weight")};
         write_gguf(path, lane, 2, t7, 4);
         expect("ggml and fp4lane NVFP4 mixed", path, "lane.mixed-layouts", "g.weight");
-        tspec t8[] = {t[0], {"g.scale", FP4_TYPE_F32, 1, {1}, &s2, 4}, {"g.input_scale", FP4_TYPE_F32, 1, {1}, &inv, 4}};
+        tspec t8[] = {t[0],
+                      {"g.scale", FP4_TYPE_F32, 1, {1}, &s2, 4},
+                      {"g.input_scale", FP4_TYPE_F32, 1, {1}, &inv, 4}};
         write_gguf(path, none, 1, t8, 3);
         expect("ggml valid w4a4", path, "", NULL);
     }
@@ -333,47 +351,117 @@ static void st_cases(void) {
 #define M_SC {"m.weight_scale", FP4_ST_F8_E4M3, 2, {NO, NI / 16}, scales, sizeof scales}
 #define M_S2 {"m.weight_scale_2", FP4_ST_F32, 0, {0}, &s2, 4}
 #define M_IN {"m.input_scale", FP4_ST_F32, 0, {0}, &in, 4}
-    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, w4a16); expect("modelopt valid a16", dir, "", NULL); }
-    { tspec t[] = {M_IN, M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 4, w4a4); expect("modelopt valid w4a4", dir, "", NULL); }
-    { tspec t[] = {M_IN, M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 4, NULL); expect("modelopt valid w4a4, no config", dir, "", NULL); }
-    { tspec t[] = {M_S2, M_PAY}; write_st(ST_DIR(), t, 2, NULL); expect("modelopt U8 weight without weight_scale", dir, "nvfp4.orphan-companion", "m.weight_scale_2"); }
-    { tspec t[] = {M_SC, M_PAY}; write_st(ST_DIR(), t, 2, NULL); expect("modelopt missing weight_scale_2", dir, "nvfp4.companion-missing", "m.weight"); }
-    { tspec t[] = {M_S2, M_SC}; write_st(ST_DIR(), t, 2, NULL); expect("modelopt missing payload", dir, "nvfp4.companion-missing", "m.weight_scale"); }
+    {
+        tspec t[] = {M_S2, M_SC, M_PAY};
+        write_st(ST_DIR(), t, 3, w4a16);
+        expect("modelopt valid a16", dir, "", NULL);
+    }
+    {
+        tspec t[] = {M_IN, M_S2, M_SC, M_PAY};
+        write_st(ST_DIR(), t, 4, w4a4);
+        expect("modelopt valid w4a4", dir, "", NULL);
+    }
+    {
+        tspec t[] = {M_IN, M_S2, M_SC, M_PAY};
+        write_st(ST_DIR(), t, 4, NULL);
+        expect("modelopt valid w4a4, no config", dir, "", NULL);
+    }
+    {
+        tspec t[] = {M_S2, M_PAY};
+        write_st(ST_DIR(), t, 2, NULL);
+        expect("modelopt U8 weight without weight_scale", dir, "nvfp4.orphan-companion", "m.weight_scale_2");
+    }
+    {
+        tspec t[] = {M_SC, M_PAY};
+        write_st(ST_DIR(), t, 2, NULL);
+        expect("modelopt missing weight_scale_2", dir, "nvfp4.companion-missing", "m.weight");
+    }
+    {
+        tspec t[] = {M_S2, M_SC};
+        write_st(ST_DIR(), t, 2, NULL);
+        expect("modelopt missing payload", dir, "nvfp4.companion-missing", "m.weight_scale");
+    }
     { tspec t[] = {M_S2, {"m.weight_scale", FP4_ST_F8_E5M2, 2, {NO, NI / 16}, scales, sizeof scales}, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale F8_E5M2", dir, "nvfp4.companion-dtype", "m.weight_scale"); }
+        write_st(ST_DIR(), t, 3, NULL);
+        expect("modelopt scale F8_E5M2", dir, "nvfp4.companion-dtype", "m.weight_scale");
+    }
     { tspec t[] = {M_S2, {"m.weight_scale", FP4_ST_U8, 2, {NO, NI / 16}, scales, sizeof scales}, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale U8", dir, "nvfp4.companion-dtype", "m.weight_scale"); }
-    { tspec t[] = {M_S2, {"m.weight_scale", FP4_ST_F8_E4M3, 2, {NO / 2, NI / 8}, scales, sizeof scales}, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale shape", dir, "nvfp4.companion-shape", "m.weight_scale"); }
+        write_st(ST_DIR(), t, 3, NULL);
+        expect("modelopt scale U8", dir, "nvfp4.companion-dtype", "m.weight_scale");
+    }
+    {
+        tspec t[] = {
+            M_S2, {"m.weight_scale", FP4_ST_F8_E4M3, 2, {NO / 2, NI / 8}, scales, sizeof scales}, M_PAY};
+        write_st(ST_DIR(), t, 3, NULL);
+        expect("modelopt scale shape", dir, "nvfp4.companion-shape", "m.weight_scale");
+    }
     { tspec t[] = {M_S2, M_SC, {"m.weight", FP4_ST_I8, 2, {NO, NI / 2}, i8, sizeof i8}};
       write_st(ST_DIR(), t, 3, NULL); expect("modelopt payload I8", dir, "nvfp4.payload-dtype", "m.weight"); }
     { tspec t[] = {{"m.weight_scale_2", FP4_ST_F32, 1, {2}, two, 8}, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale2 shape [2]", dir, "nvfp4.companion-shape", "m.weight_scale_2"); }
+        write_st(ST_DIR(), t, 3, NULL);
+        expect("modelopt scale2 shape [2]", dir, "nvfp4.companion-shape", "m.weight_scale_2");
+    }
     { tspec t[] = {{"m.weight_scale_2", FP4_ST_F32, 0, {0}, &inf, 4}, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale2 Inf", dir, "nvfp4.scale2", "m.weight_scale_2"); }
+        write_st(ST_DIR(), t, 3, NULL);
+        expect("modelopt scale2 Inf", dir, "nvfp4.scale2", "m.weight_scale_2");
+    }
     { tspec t[] = {{"m.weight_scale_2", FP4_ST_F32, 0, {0}, &nan_, 4}, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale2 NaN", dir, "nvfp4.scale2", "m.weight_scale_2"); }
+        write_st(ST_DIR(), t, 3, NULL);
+        expect("modelopt scale2 NaN", dir, "nvfp4.scale2", "m.weight_scale_2");
+    }
     { tspec t[] = {{"m.input_scale", FP4_ST_F32, 0, {0}, &zero, 4}, M_S2, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 4, NULL); expect("modelopt input_scale 0", dir, "nvfp4.input-scale", "m.input_scale"); }
+        write_st(ST_DIR(), t, 4, NULL);
+        expect("modelopt input_scale 0", dir, "nvfp4.input-scale", "m.input_scale");
+    }
     { tspec t[] = {M_S2, {"m.weight_global_scale", FP4_ST_F32, 1, {1}, &s2, 4}, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 4, NULL); expect("modelopt and CT names", dir, "hf.mixed-conventions", "m.weight_global_scale"); }
-    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, w4a4); expect("config W4A4, no input_scale", dir, "lane.activation", "m.weight"); }
-    { tspec t[] = {M_IN, M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 4, w4a16); expect("config W4A16, input_scale", dir, "lane.activation", "m.weight"); }
-    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, gs32); expect("config group_size 32", dir, "hf.group-size", NULL); }
-    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, fp8); expect("config quant_algo FP8", dir, "hf.quant-algo", NULL); }
+        write_st(ST_DIR(), t, 4, NULL);
+        expect("modelopt and CT names", dir, "hf.mixed-conventions", "m.weight_global_scale");
+    }
+    {
+        tspec t[] = {M_S2, M_SC, M_PAY};
+        write_st(ST_DIR(), t, 3, w4a4);
+        expect("config W4A4, no input_scale", dir, "lane.activation", "m.weight");
+    }
+    {
+        tspec t[] = {M_IN, M_S2, M_SC, M_PAY};
+        write_st(ST_DIR(), t, 4, w4a16);
+        expect("config W4A16, input_scale", dir, "lane.activation", "m.weight");
+    }
+    {
+        tspec t[] = {M_S2, M_SC, M_PAY};
+        write_st(ST_DIR(), t, 3, gs32);
+        expect("config group_size 32", dir, "hf.group-size", NULL);
+    }
+    {
+        tspec t[] = {M_S2, M_SC, M_PAY};
+        write_st(ST_DIR(), t, 3, fp8);
+        expect("config quant_algo FP8", dir, "hf.quant-algo", NULL);
+    }
     float four[NO] = {1, 1, 1, 1};
-    { tspec t[] = {{"f.weight_scale", FP4_ST_F32, 1, {NO}, four, sizeof four}, {"f.weight", FP4_ST_F8_E4M3, 2, {NO, 2}, scales, 8}};
-      write_st(ST_DIR(), t, 2, NULL); expect("FP8 per-channel checkpoint", dir, "hf.fp8", "f.weight_scale"); }
+    {
+        tspec t[] = {{"f.weight_scale", FP4_ST_F32, 1, {NO}, four, sizeof four},
+                     {"f.weight", FP4_ST_F8_E4M3, 2, {NO, 2}, scales, 8}};
+        write_st(ST_DIR(), t, 2, NULL);
+        expect("FP8 per-channel checkpoint", dir, "hf.fp8", "f.weight_scale");
+    }
     memcpy(bad_scales, scales, sizeof scales);
     bad_scales[5] = 0xFF;
-    { tspec t[] = {M_S2, {"m.weight_scale", FP4_ST_F8_E4M3, 2, {NO, NI / 16}, bad_scales, sizeof scales}, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale byte 0xFF", dir, "nvfp4.scale-nan", "m.weight"); }
+    {
+        tspec t[] = {
+            M_S2, {"m.weight_scale", FP4_ST_F8_E4M3, 2, {NO, NI / 16}, bad_scales, sizeof scales}, M_PAY};
+        write_st(ST_DIR(), t, 3, NULL);
+        expect("modelopt scale byte 0xFF", dir, "nvfp4.scale-nan", "m.weight");
+    }
     { tspec t[] = {{"x.weight_scale_2", FP4_ST_F32, 0, {0}, &s2, 4}, M_S2, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 4, NULL); expect("orphan weight_scale_2", dir, "nvfp4.orphan-companion", "x.weight_scale_2"); }
+        write_st(ST_DIR(), t, 4, NULL);
+        expect("orphan weight_scale_2", dir, "nvfp4.orphan-companion", "x.weight_scale_2");
+    }
     { tspec t[] = {M_IN, M_S2, M_SC, M_PAY, {"n.weight_scale_2", FP4_ST_F32, 0, {0}, &s2, 4},
                    {"n.weight_scale", FP4_ST_F8_E4M3, 2, {NO, NI / 16}, scales, sizeof scales},
                    {"n.weight", FP4_ST_U8, 2, {NO, NI / 2}, payload, sizeof payload}};
-      write_st(ST_DIR(), t, 7, NULL); expect("input scale on some HF tensors", dir, "nvfp4.input-scale-partial", "n.weight"); }
+        write_st(ST_DIR(), t, 7, NULL);
+        expect("input scale on some HF tensors", dir, "nvfp4.input-scale-partial", "n.weight");
+    }
 #define C_PAY {"c.weight_packed", FP4_ST_U8, 2, {NO, NI / 2}, payload, sizeof payload}
 #define C_SC {"c.weight_scale", FP4_ST_F8_E4M3, 2, {NO, NI / 16}, scales, sizeof scales}
     float g = 2.0f;
@@ -386,16 +474,31 @@ static void st_cases(void) {
           fp4_model_close(m);
       } }
     { tspec t[] = {{"c.weight_global_scale", FP4_ST_F32, 1, {1}, &nan_, 4}, C_SC, C_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("CT global scale NaN", dir, "nvfp4.scale2", "c.weight_global_scale"); }
-    { tspec t[] = {{"c.weight_global_scale", FP4_ST_F32, 1, {1}, &g, 4}, {"c.input_global_scale", FP4_ST_F32, 1, {1}, &inf, 4}, C_SC, C_PAY};
-      write_st(ST_DIR(), t, 4, NULL); expect("CT input global scale Inf", dir, "nvfp4.input-scale", "c.input_global_scale"); }
-    { tspec t[] = {C_SC, C_PAY}; write_st(ST_DIR(), t, 2, NULL); expect("CT missing global scale", dir, "nvfp4.companion-missing", "c.weight_packed"); }
+        write_st(ST_DIR(), t, 3, NULL);
+        expect("CT global scale NaN", dir, "nvfp4.scale2", "c.weight_global_scale");
+    }
+    {
+        tspec t[] = {{"c.weight_global_scale", FP4_ST_F32, 1, {1}, &g, 4},
+                     {"c.input_global_scale", FP4_ST_F32, 1, {1}, &inf, 4},
+                     C_SC,
+                     C_PAY};
+        write_st(ST_DIR(), t, 4, NULL);
+        expect("CT input global scale Inf", dir, "nvfp4.input-scale", "c.input_global_scale");
+    }
+    {
+        tspec t[] = {C_SC, C_PAY};
+        write_st(ST_DIR(), t, 2, NULL);
+        expect("CT missing global scale", dir, "nvfp4.companion-missing", "c.weight_packed");
+    }
     { /* CT format in config.json that is not NVFP4 */
       tspec t[] = {{"c.weight_global_scale", FP4_ST_F32, 1, {1}, &g, 4}, C_SC, C_PAY};
       write_st(ST_DIR(), t, 3, NULL);
       char f[800]; fp4_error e;
       snprintf(f, sizeof f, "%s/config.json", dir);
-      CHECK_OK(fp4_hf_write_json(f, "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"int-quantized\"}}", 2, 1, &e));
+      CHECK_OK(fp4_hf_write_json(
+          f,
+          "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"int-quantized\"}}",
+          2, 1, &e));
       expect("CT format int-quantized", dir, "hf.quant-algo", NULL); }
 }
 
@@ -404,7 +507,8 @@ static void ggml_write_limits(void) {
     char path[700], out[700];
     float s2 = 0.5f;
     static uint8_t raw[64];
-    const kvspec lane[2] = {{"fp4lane.weight_precision", "nvfp4", 0, 0}, {"fp4lane.activation_precision", "a16", 0, 0}};
+    const kvspec lane[2] = {{"fp4lane.weight_precision", "nvfp4", 0, 0},
+                            {"fp4lane.activation_precision", "a16", 0, 0}};
     const char *longname = "model.layers.0.self_attn.a_very_long_projection_name_for_the_test.weight";
     struct { const char *what, *rule; tspec extra; const char *nv; } cases[] = {
         {"U8 tensor into gguf-ggml", "ggml.dtype", {"raw.bytes", FP4_TYPE_U8, 1, {64}, raw, 64}, "a.weight"},
@@ -428,7 +532,9 @@ static void ggml_write_limits(void) {
         fp4_status st = m ? fp4_model_write(m, out, &o, &e) : FP4_ERR_INVALID_ARG;
         n_cases++;
         if (!cases[i].rule[0]) CHECK_MSG(st == FP4_OK, "%s: %s", cases[i].what, e.msg);
-        else CHECK_MSG(st == FP4_ERR_UNSUPPORTED && !strcmp(e.rule, cases[i].rule), "%s: rule '%s'", cases[i].what, e.rule);
+        else
+            CHECK_MSG(st == FP4_ERR_UNSUPPORTED && !strcmp(e.rule, cases[i].rule), "%s: rule '%s'",
+                      cases[i].what, e.rule);
         fp4_model_close(m);
     }
 }
@@ -445,6 +551,7 @@ int main(void) {
     CHECK(n_cases >= 70);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (!check_failed && !getenv("FP4_KEEP_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    if (!check_failed && !getenv("FP4_KEEP_TMP") && system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", tmp);
     return check_report();
 }

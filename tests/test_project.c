@@ -43,8 +43,13 @@ int main(void) {
     CHECK_OK(fp4_cpu_project(&n, FP4_MODE_NATIVE, x, 1, y1, 1));
     /* dense bf16, native: one rounding of the double sum (exact: the pinned route, test_runtime_step.c) */
     for (int i = 0; i < NO * NI; i++) h[i] = fp4_f32_to_bf16(wf[i]);
-    fp4_tensor d = {.name = "d", .type = FP4_TYPE_BF16, .n_dims = 2, .ne = {NI, NO, 1, 1}, .data = (const uint8_t *)h,
-                    .nbytes = sizeof h, .st_dtype = -1};
+    fp4_tensor d = {.name = "d",
+                    .type = FP4_TYPE_BF16,
+                    .n_dims = 2,
+                    .ne = {NI, NO, 1, 1},
+                    .data = (const uint8_t *)h,
+                    .nbytes = sizeof h,
+                    .st_dtype = -1};
     CHECK(!strcmp(fp4_cpu_route_name(&d, FP4_MODE_NATIVE), "cpu.bf16.dense"));
     CHECK_OK(fp4_cpu_project(&d, FP4_MODE_NATIVE, x, NC, y1, 2));
     for (int c = 0; c < NC; c++)
@@ -56,8 +61,13 @@ int main(void) {
     /* Q4_K */
     static fp4_block_q4_K q[NO * NI / 256];
     CHECK_OK(fp4_q4_K_quantize(wf, NO * NI, q));
-    fp4_tensor k = {.name = "k", .type = FP4_TYPE_Q4_K, .n_dims = 2, .ne = {NI, NO, 1, 1}, .data = (const uint8_t *)q,
-                    .nbytes = sizeof q, .st_dtype = -1};
+    fp4_tensor k = {.name = "k",
+                    .type = FP4_TYPE_Q4_K,
+                    .n_dims = 2,
+                    .ne = {NI, NO, 1, 1},
+                    .data = (const uint8_t *)q,
+                    .nbytes = sizeof q,
+                    .st_dtype = -1};
     CHECK(!strcmp(fp4_cpu_route_name(&k, FP4_MODE_EXACT), "cpu.q4_k.q8_k"));
     CHECK_OK(fp4_cpu_project(&k, FP4_MODE_EXACT, x, NC, y1, 2));
     CHECK_OK(fp4_q4_K_matvec(q, NO, NI, x, NC, y2, 1));

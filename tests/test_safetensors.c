@@ -11,27 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define GOLDEN "../shared/data/modelopt-golden/"
+#define GOLDEN(file) check_data("modelopt-golden/" file)
 
 static char tmp_root[512];
 
 static void tmp_path(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", tmp_root, name); }
-
-static uint8_t *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *p = malloc((size_t)n + 1);
-    if (p && fread(p, 1, (size_t)n, f) != (size_t)n) {
-        free(p);
-        p = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return p;
-}
 
 /* ---- dtypes ---- */
 
@@ -70,8 +54,10 @@ static void roundtrip(const spec *sp, size_t n, const char *const *meta, size_t 
     fp4_error err;
     fp4_st_writer *w = NULL;
     CHECK_OK(fp4_st_writer_create(&w, &err));
-    for (size_t i = 0; i < n_meta; i++) CHECK_OK(fp4_st_writer_add_metadata(w, meta[2 * i], meta[2 * i + 1], &err));
-    for (size_t i = 0; i < n; i++) CHECK_OK(fp4_st_writer_add_tensor(w, sp[i].name, sp[i].dt, sp[i].rank, sp[i].shape, &err));
+    for (size_t i = 0; i < n_meta; i++)
+        CHECK_OK(fp4_st_writer_add_metadata(w, meta[2 * i], meta[2 * i + 1], &err));
+    for (size_t i = 0; i < n; i++)
+        CHECK_OK(fp4_st_writer_add_tensor(w, sp[i].name, sp[i].dt, sp[i].rank, sp[i].shape, &err));
     uint64_t total = fp4_st_writer_data_size(w);
     uint8_t *data = malloc(total + 1);
     test_rng r = {seed};
@@ -154,7 +140,8 @@ static void test_reference_bytes(void) {
     fp4_error err;
     static const uint8_t empty[] = {8, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
     static const char meta_hdr[] = "{\"__metadata__\":{\"framework\":\"pt\"}}     ";
-    static const char attn_hdr[] = "{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}";
+    static const char attn_hdr[] =
+        "{\"attn.0\":{\"dtype\":\"F32\",\"shape\":[1,2,3],\"data_offsets\":[0,24]}}";
     for (int c = 0; c < 3; c++) {
         fp4_st_writer *w = NULL;
         CHECK_OK(fp4_st_writer_create(&w, &err));
@@ -167,7 +154,7 @@ static void test_reference_bytes(void) {
         CHECK_OK(fp4_st_writer_finish(w, &err));
         fp4_st_writer_free(w);
         size_t len;
-        uint8_t *got = slurp(path, &len);
+        uint8_t *got = check_slurp(path, &len);
         CHECK(got != NULL);
         if (!got) continue;
         if (c == 0) CHECK(len == sizeof empty && memcmp(got, empty, len) == 0);
@@ -189,24 +176,24 @@ static void identity(const char *golden, int canonical) {
     fp4_status s = fp4_st_open(golden, &st, &err);
     CHECK_MSG(s == FP4_OK, "%s: %s %s", golden, err.rule, err.msg);
     if (s) return;
-    size_t n = fp4_st_n_tensors(st);
+    int64_t n = fp4_st_n_tensors(st);
     CHECK(n > 10);
     fp4_st_writer *w = NULL;
     CHECK_OK(fp4_st_writer_create(&w, &err));
-    for (size_t i = 0; i < fp4_st_n_metadata(st); i++) {
+    for (int64_t i = 0; i < fp4_st_n_metadata(st); i++) {
         const char *k, *v;
         fp4_st_metadata_at(st, i, &k, &v);
         CHECK_OK(fp4_st_writer_add_metadata(w, k, v, &err));
     }
-    for (size_t j = 0; j < n; j++) {
-        size_t i = canonical ? (j * 7 + 3) % n : j; /* a permutation when gcd(7, n) == 1 */
+    for (int64_t j = 0; j < n; j++) {
+        int64_t i = canonical ? (j * 7 + 3) % n : j; /* a permutation when gcd(7, n) == 1 */
         if (canonical && n % 7 == 0) i = n - 1 - j;
         const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
         CHECK_OK(fp4_st_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &err));
     }
     if (canonical) CHECK_OK(fp4_st_writer_sort_canonical(w));
     CHECK_OK(fp4_st_writer_begin(w, path, &err));
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < (size_t)n; i++) {
         const fp4_st_tensor *t = fp4_st_find(st, fp4_st_writer_tensor_name(w, i));
         CHECK_OK(fp4_st_writer_write(w, t->data, t->nbytes, &err));
     }
@@ -214,22 +201,23 @@ static void identity(const char *golden, int canonical) {
     fp4_st_writer_free(w);
     fp4_st_close(st);
     size_t la, lb;
-    uint8_t *a = slurp(golden, &la), *b = slurp(path, &lb);
-    CHECK_MSG(a && b && la == lb && memcmp(a, b, la) == 0, "%s rewritten (canonical=%d) differs", golden, canonical);
+    uint8_t *a = check_slurp(golden, &la), *b = check_slurp(path, &lb);
+    CHECK_MSG(a && b && la == lb && memcmp(a, b, la) == 0, "%s rewritten (canonical=%d) differs", golden,
+              canonical);
     free(a);
     free(b);
     unlink(path);
 }
 
 static void test_modelopt_identity(void) {
-    identity(GOLDEN "modelopt_cuda.safetensors", 0);
-    identity(GOLDEN "modelopt_cuda.safetensors", 1);
-    identity(GOLDEN "modelopt_cpu.safetensors", 0);
-    identity(GOLDEN "input.safetensors", 0);
+    identity(GOLDEN("modelopt_cuda.safetensors"), 0);
+    identity(GOLDEN("modelopt_cuda.safetensors"), 1);
+    identity(GOLDEN("modelopt_cpu.safetensors"), 0);
+    identity(GOLDEN("input.safetensors"), 0);
     /* a few facts of the golden file */
     fp4_st *st = NULL;
     fp4_error err;
-    CHECK_OK(fp4_st_open(GOLDEN "modelopt_cuda.safetensors", &st, &err));
+    CHECK_OK(fp4_st_open(GOLDEN("modelopt_cuda.safetensors"), &st, &err));
     if (!st) return;
     CHECK(strcmp(fp4_st_metadata_get(st, "device"), "cuda") == 0);
     const fp4_st_tensor *s2 = fp4_st_find(st, "model.layers.0.mlp.down_proj.weight_scale_2");
@@ -275,13 +263,16 @@ static void test_writer_errors(void) {
     fp4_st_writer *w = NULL;
     int64_t sh[2] = {2, 2};
     CHECK_OK(fp4_st_writer_create(&w, &err));
-    CHECK(fp4_st_writer_add_tensor(w, "", FP4_ST_F32, 1, sh, &err) == FP4_ERR_INVALID_ARG && !strcmp(err.rule, "stw.name"));
+    CHECK(fp4_st_writer_add_tensor(w, "", FP4_ST_F32, 1, sh, &err) == FP4_ERR_INVALID_ARG &&
+          !strcmp(err.rule, "stw.name"));
     CHECK(fp4_st_writer_add_tensor(w, "__metadata__", FP4_ST_F32, 1, sh, &err) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_st_writer_add_tensor(w, "bad\xff", FP4_ST_F32, 1, sh, &err) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_st_writer_add_tensor(w, "r5", FP4_ST_F32, 5, sh, &err) == FP4_ERR_LIMIT && !strcmp(err.rule, "st.rank"));
+    CHECK(fp4_st_writer_add_tensor(w, "r5", FP4_ST_F32, 5, sh, &err) == FP4_ERR_LIMIT &&
+          !strcmp(err.rule, "st.rank"));
     int64_t neg[1] = {-1}, odd[1] = {3};
     CHECK(fp4_st_writer_add_tensor(w, "neg", FP4_ST_F32, 1, neg, &err) == FP4_ERR_SHAPE);
-    CHECK(fp4_st_writer_add_tensor(w, "f4", FP4_ST_F4, 1, odd, &err) == FP4_ERR_SHAPE && !strcmp(err.rule, "st.subbyte"));
+    CHECK(fp4_st_writer_add_tensor(w, "f4", FP4_ST_F4, 1, odd, &err) == FP4_ERR_SHAPE &&
+          !strcmp(err.rule, "st.subbyte"));
     CHECK(fp4_st_writer_add_tensor(w, "dt", (fp4_st_dtype)99, 1, odd, &err) == FP4_ERR_DTYPE);
     CHECK(fp4_st_writer_add_metadata(w, "k", "\xc0\x80", &err) == FP4_ERR_INVALID_ARG);
     CHECK_OK(fp4_st_writer_add_tensor(w, "a", FP4_ST_F32, 2, sh, &err));
@@ -310,7 +301,8 @@ static void test_writer_errors(void) {
     CHECK_OK(fp4_st_writer_create(&w, &err));
     CHECK_OK(fp4_st_writer_add_tensor(w, "a", FP4_ST_F32, 2, sh, &err));
     CHECK_OK(fp4_st_writer_begin(w, path, &err));
-    CHECK(fp4_st_writer_write(w, bytes, 17, &err) == FP4_ERR_INVALID_ARG && !strcmp(err.rule, "stw.data_size"));
+    CHECK(fp4_st_writer_write(w, bytes, 17, &err) == FP4_ERR_INVALID_ARG &&
+          !strcmp(err.rule, "stw.data_size"));
     fp4_st_writer_free(w);
     CHECK(access(partial, F_OK) != 0);
     fp4_st_writer_free(NULL);
@@ -337,7 +329,8 @@ static void rm_dir_files(const char *dir) {
 static const char config_in[] =
     "{\"b\": 1e-06, \"a\": [1.0, 0.1, 100000.0, 1e16, 1e15, 1.5e-7, 1.2345678901234568e+17, -0.0, "
     "3.141592653589793, 0.0001, 5e-324, 1.7976931348623157e+308, 2.5, 123.456], "
-    "\"s\": \"\\u00e9\\n\\u001f/\\u007f\\ud83d\\ude00\\\"\\\\\", \"e\": {}, \"l\": [], \"n\": null, \"t\": true, "
+    "\"s\": \"\\u00e9\\n\\u001f/\\u007f\\ud83d\\ude00\\\"\\\\\", \"e\": {}, \"l\": [], \"n\": null, \"t\": "
+    "true, "
     "\"f\": false, \"i\": -12, \"Z\": {\"y\": 1, \"x\": [2]}, "
     "\"quantization_config\": {\"quant_algo\": \"NVFP4\", \"group_size\": 16}}";
 
@@ -345,8 +338,10 @@ static const char config_in[] =
  * quantization_config key, checked separately). */
 static const char config_py_sorted_head[] =
     "{\n  \"Z\": {\n    \"x\": [\n      2\n    ],\n    \"y\": 1\n  },\n  \"a\": [\n    1.0,\n    0.1,\n"
-    "    100000.0,\n    1e+16,\n    1000000000000000.0,\n    1.5e-07,\n    1.2345678901234568e+17,\n    -0.0,\n"
-    "    3.141592653589793,\n    0.0001,\n    5e-324,\n    1.7976931348623157e+308,\n    2.5,\n    123.456\n  ],\n"
+    "    100000.0,\n    1e+16,\n    1000000000000000.0,\n    1.5e-07,\n    1.2345678901234568e+17,\n    "
+    "-0.0,\n"
+    "    3.141592653589793,\n    0.0001,\n    5e-324,\n    1.7976931348623157e+308,\n    2.5,\n    123.456\n "
+    " ],\n"
     "  \"b\": 1e-06,\n  \"e\": {},\n  \"f\": false,\n  \"i\": -12,\n  \"l\": [],\n  \"n\": null,\n";
 static const char config_py_sorted_tail[] =
     "  \"s\": \"\\u00e9\\n\\u001f/\\u007f\\ud83d\\ude00\\\"\\\\\",\n  \"t\": true\n}\n";
@@ -357,29 +352,34 @@ static void test_write_json(const char *dir) {
     fp4_error err;
     CHECK_OK(fp4_hf_write_json(path, config_in, 2, 1, &err));
     size_t len;
-    char *got = (char *)slurp(path, &len);
+    char *got = (char *)check_slurp(path, &len);
     CHECK(got != NULL);
     if (got) {
         got[len] = 0;
         size_t hl = strlen(config_py_sorted_head), tl = strlen(config_py_sorted_tail);
         CHECK(len > hl + tl && memcmp(got, config_py_sorted_head, hl) == 0);
         CHECK(len > tl && memcmp(got + len - tl, config_py_sorted_tail, tl) == 0);
-        CHECK(strstr(got, "  \"quantization_config\": {\n    \"group_size\": 16,\n    \"quant_algo\": \"NVFP4\"\n  },\n"));
+        CHECK(strstr(
+            got,
+            "  \"quantization_config\": {\n    \"group_size\": 16,\n    \"quant_algo\": \"NVFP4\"\n  },\n"));
         free(got);
     }
-    CHECK(fp4_hf_write_json(path, "{\"a\":1,\"a\":2}", 2, 0, &err) == FP4_ERR_DUPLICATE && !strcmp(err.rule, "hfjson.dup"));
-    CHECK(fp4_hf_write_json(path, "{\"a\":", 2, 0, &err) == FP4_ERR_FORMAT && !strcmp(err.rule, "hfjson.parse"));
+    CHECK(fp4_hf_write_json(path, "{\"a\":1,\"a\":2}", 2, 0, &err) == FP4_ERR_DUPLICATE &&
+          !strcmp(err.rule, "hfjson.dup"));
+    CHECK(fp4_hf_write_json(path, "{\"a\":", 2, 0, &err) == FP4_ERR_FORMAT &&
+          !strcmp(err.rule, "hfjson.parse"));
     CHECK(fp4_hf_write_json(path, "{}", 0, 0, &err) == FP4_ERR_INVALID_ARG);
     /* the file written first is still whole */
-    got = (char *)slurp(path, &len);
+    got = (char *)check_slurp(path, &len);
     CHECK(got && len > 100);
     free(got);
     char qpath[700];
     snprintf(qpath, sizeof qpath, "%s/hf_quant_config.json", dir);
-    CHECK_OK(fp4_hf_write_json(qpath,
-                               "{\"producer\": {\"name\": \"modelopt\"}, \"quantization\": {\"quant_algo\": \"NVFP4\", "
-                               "\"group_size\": 16, \"exclude_modules\": [\"lm_head\"]}}",
-                               2, 0, &err));
+    CHECK_OK(fp4_hf_write_json(
+        qpath,
+        "{\"producer\": {\"name\": \"modelopt\"}, \"quantization\": {\"quant_algo\": \"NVFP4\", "
+        "\"group_size\": 16, \"exclude_modules\": [\"lm_head\"]}}",
+        2, 0, &err));
 }
 
 static void check_config_access(const fp4_hfdir *d) {
@@ -387,9 +387,11 @@ static void check_config_access(const fp4_hfdir *d) {
     size_t need = 0;
     int64_t v;
     CHECK(fp4_hfdir_has_json(d, FP4_HF_CONFIG) && fp4_hfdir_has_json(d, FP4_HF_QUANT_CONFIG));
-    CHECK_OK(fp4_hfdir_json_string(d, FP4_HF_CONFIG, "quantization_config.quant_algo", buf, sizeof buf, &need));
+    CHECK_OK(
+        fp4_hfdir_json_string(d, FP4_HF_CONFIG, "quantization_config.quant_algo", buf, sizeof buf, &need));
     CHECK(strcmp(buf, "NVFP4") == 0 && need == 6);
-    CHECK(fp4_hfdir_json_string(d, FP4_HF_CONFIG, "quantization_config.quant_algo", buf, 3, &need) == FP4_ERR_LIMIT);
+    CHECK(fp4_hfdir_json_string(d, FP4_HF_CONFIG, "quantization_config.quant_algo", buf, 3, &need) ==
+          FP4_ERR_LIMIT);
     CHECK_OK(fp4_hfdir_json_int(d, FP4_HF_CONFIG, "quantization_config.group_size", &v));
     CHECK_EQ_INT(v, 16);
     CHECK(fp4_hfdir_json_int(d, FP4_HF_CONFIG, "quantization_config.quant_algo", &v) == FP4_ERR_DTYPE);
@@ -397,9 +399,11 @@ static void check_config_access(const fp4_hfdir *d) {
     CHECK_OK(fp4_hfdir_json_int(d, FP4_HF_CONFIG, "Z.x.0", &v));
     CHECK_EQ_INT(v, 2);
     CHECK(fp4_hfdir_json_int(d, FP4_HF_CONFIG, "Z.x.1", &v) == FP4_ERR_NOT_FOUND);
-    CHECK_OK(fp4_hfdir_json_string(d, FP4_HF_QUANT_CONFIG, "quantization.exclude_modules.0", buf, sizeof buf, NULL));
+    CHECK_OK(fp4_hfdir_json_string(d, FP4_HF_QUANT_CONFIG, "quantization.exclude_modules.0", buf, sizeof buf,
+                                   NULL));
     CHECK(strcmp(buf, "lm_head") == 0);
-    CHECK_OK(fp4_hfdir_json_dump(d, FP4_HF_QUANT_CONFIG, "quantization.exclude_modules", buf, sizeof buf, &need));
+    CHECK_OK(
+        fp4_hfdir_json_dump(d, FP4_HF_QUANT_CONFIG, "quantization.exclude_modules", buf, sizeof buf, &need));
     CHECK(strcmp(buf, "[\"lm_head\"]") == 0);
     CHECK_OK(fp4_hfdir_json_dump(d, FP4_HF_QUANT_CONFIG, "producer", buf, sizeof buf, NULL));
     CHECK(strcmp(buf, "{\"name\":\"modelopt\"}") == 0);
@@ -443,7 +447,7 @@ static void sharded(uint64_t max_shard, size_t expect_shards) {
         uint64_t off = 0;
         for (int i = 0; i < N; i++) {
             const fp4_st_tensor *t = fp4_hfdir_find(d, names[i]);
-            CHECK(t && t == fp4_hfdir_tensor_at(d, (size_t)i)); /* shards keep declaration order */
+            CHECK(t && t == fp4_hfdir_tensor_at(d, i)); /* shards keep declaration order */
             if (t) CHECK(memcmp(t->data, data + off, t->nbytes) == 0);
             off += t ? t->nbytes : 0;
         }
@@ -458,7 +462,8 @@ static void sharded(uint64_t max_shard, size_t expect_shards) {
         json_error_t je;
         json_t *root = json_load_file(ip, 0, &je);
         CHECK(root != NULL);
-        CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(root, "metadata"), "total_size")), total);
+        CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(root, "metadata"), "total_size")),
+                     total);
         const char *prev = "", *key;
         json_t *v;
         json_object_foreach(json_object_get(root, "weight_map"), key, v) {

@@ -19,19 +19,25 @@ static size_t build_raw(uint64_t n_field, const char *hdr, size_t hdr_len, size_
     memset(buf + 8 + hdr_len, 0, data_len);
     return 8 + hdr_len + data_len;
 }
-static size_t build(const char *hdr, size_t data_len) { return build_raw(strlen(hdr), hdr, strlen(hdr), data_len); }
+static size_t build(const char *hdr, size_t data_len) {
+    return build_raw(strlen(hdr), hdr, strlen(hdr), data_len);
+}
 
-#define ENT(name, dt, shape, off) "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":" off "}"
+#define ENT(name, dt, shape, off)                                                                            \
+    "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":" off "}"
 #define ONE(name, dt, shape, off) "{" ENT(name, dt, shape, off) "}"
 
-static void expect_fail(const char *what, size_t size, fp4_status code, const char *rule, const char *tensor) {
+static void expect_fail(const char *what, size_t size, fp4_status code, const char *rule,
+                        const char *tensor) {
     fp4_st *st = NULL;
     fp4_error err;
     fp4_status s = fp4_st_open_buffer(buf, size, &st, &err);
     CHECK_MSG(s == code && st == NULL && strcmp(err.rule, rule) == 0 && err.code == code,
               "%s: got %s / \"%s\" (%s), want %s / \"%s\"", what, fp4_status_str(s), err.rule, err.msg,
               fp4_status_str(code), rule);
-    if (tensor) CHECK_MSG(strcmp(err.tensor, tensor) == 0, "%s: tensor \"%s\", want \"%s\"", what, err.tensor, tensor);
+    if (tensor)
+        CHECK_MSG(strcmp(err.tensor, tensor) == 0, "%s: tensor \"%s\", want \"%s\"", what, err.tensor,
+                  tensor);
     fp4_st_close(st);
 }
 
@@ -68,28 +74,34 @@ static const rcase cases[] = {
     {"trailing bytes in header", "{}  x", 0, FP4_ERR_FORMAT, "st.trailing", NULL},
     {"second object in header", "{}{}", 0, FP4_ERR_FORMAT, "st.trailing", NULL},
     {"nesting too deep", "{\"a\":{\"shape\":[[1]]}}", 0, FP4_ERR_LIMIT, "st.depth", NULL},
-    {"nesting far too deep", "{\"a\":[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]}", 0, FP4_ERR_LIMIT, "st.depth", NULL},
-    {"integer beyond int64", ONE("a", "U8", "[2,18446744073709551614]", "[0,0]"), 0, FP4_ERR_FORMAT, "st.number", NULL},
+    {"nesting far too deep", "{\"a\":[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]}", 0, FP4_ERR_LIMIT, "st.depth",
+     NULL},
+    {"integer beyond int64", ONE("a", "U8", "[2,18446744073709551614]", "[0,0]"), 0, FP4_ERR_FORMAT,
+     "st.number", NULL},
     /* 6: duplicates */
-    {"duplicate tensor", "{" ENT("a", "U8", "[1]", "[0,1]") "," ENT("a", "U8", "[1]", "[1,2]") "}", 2, FP4_ERR_DUPLICATE,
-     "st.dup", NULL},
+    {"duplicate tensor", "{" ENT("a", "U8", "[1]", "[0,1]") "," ENT("a", "U8", "[1]", "[1,2]") "}", 2,
+     FP4_ERR_DUPLICATE, "st.dup", NULL},
     {"duplicate field", "{\"a\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1,
      FP4_ERR_DUPLICATE, "st.dup", NULL},
-    {"duplicate __metadata__", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, FP4_ERR_DUPLICATE, "st.dup", NULL},
+    {"duplicate __metadata__", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, FP4_ERR_DUPLICATE, "st.dup",
+     NULL},
     /* 7: entry fields */
-    {"missing dtype", "{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}", 1, FP4_ERR_FORMAT, "st.entry.fields", "a"},
-    {"missing shape", "{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}}", 1, FP4_ERR_FORMAT, "st.entry.fields", "a"},
-    {"missing data_offsets", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1, FP4_ERR_FORMAT, "st.entry.fields", "a"},
-    {"unknown field", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":0}}", 1, FP4_ERR_FORMAT,
-     "st.entry.extra", "a"},
+    {"missing dtype", "{\"a\":{\"shape\":[1],\"data_offsets\":[0,1]}}", 1, FP4_ERR_FORMAT, "st.entry.fields",
+     "a"},
+    {"missing shape", "{\"a\":{\"dtype\":\"U8\",\"data_offsets\":[0,1]}}", 1, FP4_ERR_FORMAT,
+     "st.entry.fields", "a"},
+    {"missing data_offsets", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1, FP4_ERR_FORMAT, "st.entry.fields",
+     "a"},
+    {"unknown field", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":0}}", 1,
+     FP4_ERR_FORMAT, "st.entry.extra", "a"},
     {"entry is an array", "{\"a\":[1]}", 0, FP4_ERR_FORMAT, "st.entry.type", "a"},
     {"entry is a number", "{\"a\":1}", 0, FP4_ERR_FORMAT, "st.entry.type", "a"},
     {"dtype is a number", "{\"a\":{\"dtype\":8,\"shape\":[1],\"data_offsets\":[0,1]}}", 1, FP4_ERR_FORMAT,
      "st.entry.type", "a"},
-    {"shape is an object", "{\"a\":{\"dtype\":\"U8\",\"shape\":{},\"data_offsets\":[0,1]}}", 1, FP4_ERR_FORMAT,
-     "st.entry.type", "a"},
-    {"data_offsets is a string", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":\"0,1\"}}", 1, FP4_ERR_FORMAT,
-     "st.entry.type", "a"},
+    {"shape is an object", "{\"a\":{\"dtype\":\"U8\",\"shape\":{},\"data_offsets\":[0,1]}}", 1,
+     FP4_ERR_FORMAT, "st.entry.type", "a"},
+    {"data_offsets is a string", "{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":\"0,1\"}}", 1,
+     FP4_ERR_FORMAT, "st.entry.type", "a"},
     /* 8: dtype strings */
     {"dtype F8_E4M3FN", ONE("a", "F8_E4M3FN", "[1]", "[0,1]"), 1, FP4_ERR_DTYPE, "st.dtype", "a"},
     {"dtype fp4", ONE("a", "fp4", "[1]", "[0,1]"), 1, FP4_ERR_DTYPE, "st.dtype", "a"},
@@ -105,8 +117,8 @@ static const rcase cases[] = {
     {"dim above 2^48", ONE("a", "U8", "[281474976710657,0]", "[0,0]"), 0, FP4_ERR_LIMIT, "st.dim_cap", "a"},
     {"rank 5", ONE("a", "U8", "[1,1,1,1,1]", "[0,1]"), 1, FP4_ERR_LIMIT, "st.rank", "a"},
     /* 10, 11: size arithmetic */
-    {"element count overflow", ONE("a", "U8", "[281474976710656,281474976710656]", "[0,0]"), 0, FP4_ERR_OVERFLOW,
-     "st.nbytes_overflow", "a"},
+    {"element count overflow", ONE("a", "U8", "[281474976710656,281474976710656]", "[0,0]"), 0,
+     FP4_ERR_OVERFLOW, "st.nbytes_overflow", "a"},
     {"bit count overflow", ONE("a", "F64", "[281474976710656,65536]", "[0,0]"), 0, FP4_ERR_OVERFLOW,
      "st.nbytes_overflow", "a"},
     {"F4 odd count", ONE("a", "F4", "[3]", "[0,1]"), 1, FP4_ERR_SHAPE, "st.subbyte", "a"},
@@ -118,17 +130,18 @@ static const rcase cases[] = {
     {"fractional offset", ONE("a", "U8", "[1]", "[0,1.0]"), 1, FP4_ERR_FORMAT, "st.offsets", "a"},
     {"end before begin", ONE("a", "U8", "[0]", "[8,4]"), 8, FP4_ERR_BOUNDS, "st.offsets_order", "a"},
     {"span != nbytes", ONE("a", "F32", "[2]", "[0,4]"), 4, FP4_ERR_SHAPE, "st.offsets_size", "a"},
-    {"span != nbytes (MLX #3363)", ONE("a", "F32", "[1000]", "[0,4]"), 4, FP4_ERR_SHAPE, "st.offsets_size", "a"},
+    {"span != nbytes (MLX #3363)", ONE("a", "F32", "[1000]", "[0,4]"), 4, FP4_ERR_SHAPE, "st.offsets_size",
+     "a"},
     /* 14: layout */
     {"first begin not 0", ONE("a", "U8", "[1]", "[1,2]"), 2, FP4_ERR_BOUNDS, "st.gap", "a"},
-    {"gap between", "{" ENT("a", "U8", "[1]", "[0,1]") "," ENT("b", "U8", "[1]", "[2,3]") "}", 3, FP4_ERR_BOUNDS,
-     "st.gap", "b"},
-    {"aliased tensors", "{" ENT("a", "U8", "[4]", "[0,4]") "," ENT("b", "U8", "[4]", "[0,4]") "}", 4, FP4_ERR_BOUNDS,
-     "st.overlap", "b"},
-    {"partial overlap", "{" ENT("a", "U8", "[4]", "[0,4]") "," ENT("b", "U8", "[4]", "[2,6]") "}", 6, FP4_ERR_BOUNDS,
-     "st.overlap", "b"},
-    {"empty tensor inside another", "{" ENT("a", "U8", "[4]", "[0,4]") "," ENT("b", "U8", "[0]", "[2,2]") "}", 4,
+    {"gap between", "{" ENT("a", "U8", "[1]", "[0,1]") "," ENT("b", "U8", "[1]", "[2,3]") "}", 3,
+     FP4_ERR_BOUNDS, "st.gap", "b"},
+    {"aliased tensors", "{" ENT("a", "U8", "[4]", "[0,4]") "," ENT("b", "U8", "[4]", "[0,4]") "}", 4,
      FP4_ERR_BOUNDS, "st.overlap", "b"},
+    {"partial overlap", "{" ENT("a", "U8", "[4]", "[0,4]") "," ENT("b", "U8", "[4]", "[2,6]") "}", 6,
+     FP4_ERR_BOUNDS, "st.overlap", "b"},
+    {"empty tensor inside another", "{" ENT("a", "U8", "[4]", "[0,4]") "," ENT("b", "U8", "[0]", "[2,2]") "}",
+     4, FP4_ERR_BOUNDS, "st.overlap", "b"},
     /* 15: file end */
     {"data truncated", ONE("a", "F32", "[4]", "[0,16]"), 15, FP4_ERR_TRUNCATED, "st.data_truncated", "a"},
     {"data truncated, last is a scale",
@@ -139,17 +152,20 @@ static const rcase cases[] = {
     /* 16: __metadata__ */
     {"metadata is a string", "{\"__metadata__\":\"x\"}", 0, FP4_ERR_FORMAT, "st.metadata", NULL},
     {"metadata is an array", "{\"__metadata__\":[]}", 0, FP4_ERR_FORMAT, "st.metadata", NULL},
-    {"metadata value is a number", "{\"__metadata__\":{\"k\":1}}", 0, FP4_ERR_FORMAT, "st.metadata.value", NULL},
-    {"metadata value is null", "{\"__metadata__\":{\"k\":null}}", 0, FP4_ERR_FORMAT, "st.metadata.value", NULL},
-    {"metadata value is an object", "{\"__metadata__\":{\"k\":{}}}", 0, FP4_ERR_FORMAT, "st.metadata.value", NULL},
+    {"metadata value is a number", "{\"__metadata__\":{\"k\":1}}", 0, FP4_ERR_FORMAT, "st.metadata.value",
+     NULL},
+    {"metadata value is null", "{\"__metadata__\":{\"k\":null}}", 0, FP4_ERR_FORMAT, "st.metadata.value",
+     NULL},
+    {"metadata value is an object", "{\"__metadata__\":{\"k\":{}}}", 0, FP4_ERR_FORMAT, "st.metadata.value",
+     NULL},
     {"metadata value is a non-empty object", "{\"__metadata__\":{\"k\":{\"a\":1}}}", 0, FP4_ERR_FORMAT,
      "st.nested_object", NULL},
     {"object inside a shape", ONE("a", "U8", "[{\"x\":1}]", "[0,1]"), 1, FP4_ERR_LIMIT, "st.depth", NULL},
-    {"shape array far too long", ONE("a", "U8", "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", "[0,1]"), 1, FP4_ERR_LIMIT,
-     "st.array_len", NULL},
+    {"shape array far too long", ONE("a", "U8", "[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]", "[0,1]"), 1,
+     FP4_ERR_LIMIT, "st.array_len", NULL},
     {"rank 9", ONE("a", "U8", "[1,1,1,1,1,1,1,1,1]", "[0,1]"), 1, FP4_ERR_LIMIT, "st.rank", "a"},
-    {"metadata value with NUL", "{\"__metadata__\":{\"k\":\"a\\u0000b\"}}", 0, FP4_ERR_FORMAT, "st.metadata.value",
-     NULL},
+    {"metadata value with NUL", "{\"__metadata__\":{\"k\":\"a\\u0000b\"}}", 0, FP4_ERR_FORMAT,
+     "st.metadata.value", NULL},
     /* 17: names */
     {"empty name", ONE("", "U8", "[1]", "[0,1]"), 1, FP4_ERR_FORMAT, "st.name", NULL},
     {"NUL in name", ONE("a\\u0000hidden", "U8", "[1]", "[0,1]"), 1, FP4_ERR_FORMAT, "st.name", NULL},
@@ -166,7 +182,8 @@ static const struct {
     {"padded with spaces", "{}      ", 0, 0},
     {"leading whitespace", " \t\r\n{}", 0, 0},
     {"empty metadata", "{\"__metadata__\":{}}", 0, 0},
-    {"metadata with empty string and unicode", "{\"__metadata__\":{\"\":\"\",\"k\\u00e9\":\"\\u2211 \\\"q\\\"\"}}", 0, 0},
+    {"metadata with empty string and unicode",
+     "{\"__metadata__\":{\"\":\"\",\"k\\u00e9\":\"\\u2211 \\\"q\\\"\"}}", 0, 0},
     {"one U8", ONE("a", "U8", "[1]", "[0,1]"), 1, 1},
     {"escaped name", ONE("a\\\"b\\\\c\\u00e9", "U8", "[1]", "[0,1]"), 1, 1},
     {"scalar", ONE("s", "F32", "[]", "[0,4]"), 4, 1},
@@ -174,19 +191,26 @@ static const struct {
     {"F4 even count", ONE("a", "F4", "[4]", "[0,2]"), 2, 1},
     {"F6 whole bytes", ONE("a", "F6_E3M2", "[4]", "[0,3]"), 3, 1},
     {"dim exactly 2^48 with a zero", ONE("a", "F64", "[281474976710656,0]", "[0,0]"), 0, 1},
-    {"empty tensors at the same offset", "{" ENT("a", "U8", "[0]", "[0,0]") "," ENT("b", "U8", "[0]", "[0,0]") "}", 0,
-     2},
-    {"empty tensor between", "{" ENT("a", "U8", "[2]", "[0,2]") "," ENT("b", "U8", "[0]", "[2,2]") "," ENT("c", "U8", "[2]", "[2,4]") "}", 4, 3},
-    {"JSON order differs from offset order", "{" ENT("b", "U8", "[2]", "[2,4]") "," ENT("a", "U8", "[2]", "[0,2]") "}", 4,
-     2},
+    {"empty tensors at the same offset",
+     "{" ENT("a", "U8", "[0]", "[0,0]") "," ENT("b", "U8", "[0]", "[0,0]") "}", 0, 2},
+    {"empty tensor between",
+     "{" ENT("a", "U8", "[2]", "[0,2]") "," ENT("b", "U8", "[0]", "[2,2]") "," ENT("c", "U8", "[2]",
+                                                                                   "[2,4]") "}",
+     4, 3},
+    {"JSON order differs from offset order",
+     "{" ENT("b", "U8", "[2]", "[2,4]") "," ENT("a", "U8", "[2]", "[0,2]") "}", 4, 2},
     {"name of 256 bytes",
-     ONE("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
-         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+     ONE("xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+         "xxxxxxxxxxx"
+         "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+         "xxxxxxxxxxx"
          "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
          "U8", "[1]", "[0,1]"),
      1, 1},
-    {"every dtype name", "{" ENT("a", "BOOL", "[1]", "[0,1]") "," ENT("b", "F8_E8M0", "[1]", "[1,2]") ","
-     ENT("c", "F8_E4M3FNUZ", "[1]", "[2,3]") "," ENT("d", "F8_E5M2FNUZ", "[1]", "[3,4]") "," ENT("e", "C64", "[1]", "[4,12]") "}",
+    {"every dtype name",
+     "{" ENT("a", "BOOL", "[1]", "[0,1]") "," ENT("b", "F8_E8M0", "[1]", "[1,2]") "," ENT(
+         "c", "F8_E4M3FNUZ", "[1]", "[2,3]") "," ENT("d", "F8_E5M2FNUZ", "[1]",
+                                                     "[3,4]") "," ENT("e", "C64", "[1]", "[4,12]") "}",
      12, 5},
 };
 
@@ -232,7 +256,8 @@ static void test_counts(void) {
     char *h = malloc(cap);
     size_t n = 0;
     h[n++] = '{';
-    for (size_t i = 0; i < (size_t)FP4_MAX_TENSORS + 2; i++) n += (size_t)sprintf(h + n, "%s\"%zx\":0", i ? "," : "", i);
+    for (size_t i = 0; i < (size_t)FP4_MAX_TENSORS + 2; i++)
+        n += (size_t)sprintf(h + n, "%s\"%zx\":0", i ? "," : "", i);
     h[n++] = '}';
     uint8_t *p = malloc(8 + n);
     for (int i = 0; i < 8; i++) p[i] = (uint8_t)((uint64_t)n >> (8 * i));
@@ -263,7 +288,8 @@ static void test_counts(void) {
 
 static void test_cases(void) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
-        expect_fail(cases[i].what, build(cases[i].hdr, cases[i].data), cases[i].code, cases[i].rule, cases[i].tensor);
+        expect_fail(cases[i].what, build(cases[i].hdr, cases[i].data), cases[i].code, cases[i].rule,
+                    cases[i].tensor);
     for (size_t i = 0; i < sizeof twins / sizeof *twins; i++)
         expect_ok(twins[i].what, build(twins[i].hdr, twins[i].data), twins[i].n);
 }
@@ -348,8 +374,8 @@ static void expect_dir(const char *what, fp4_status code, const char *rule, cons
     if (code == FP4_OK) {
         CHECK_MSG(s == FP4_OK, "%s: valid twin refused: %s %s", what, err.rule, err.msg);
     } else {
-        CHECK_MSG(s == code && d == NULL && strcmp(err.rule, rule) == 0, "%s: got %s / \"%s\" (%s), want \"%s\"", what,
-                  fp4_status_str(s), err.rule, err.msg, rule);
+        CHECK_MSG(s == code && d == NULL && strcmp(err.rule, rule) == 0,
+                  "%s: got %s / \"%s\" (%s), want \"%s\"", what, fp4_status_str(s), err.rule, err.msg, rule);
         if (tensor) CHECK_MSG(strcmp(err.tensor, tensor) == 0, "%s: tensor %s", what, err.tensor);
     }
     fp4_hfdir_close(d);

@@ -22,6 +22,7 @@ int cmd_dump(int argc, char **argv);
 int cmd_validate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 int cli_report_error(const char *verb, fp4_status st, const fp4_error *e);
 
 extern const cli_verb cli_verbs[];
@@ -29,6 +30,7 @@ extern const int cli_n_verbs;
 
 /* shared helpers */
 int cli_isatty_stderr(void);
+int cli_usage(const char *verb); /* the verb's usage line from cli_verbs, on stderr; returns 2 */
 void cli_progress(const char *what, int64_t done, int64_t total); /* TTY only; total 0 ends the line */
 
 #endif

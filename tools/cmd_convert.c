@@ -45,7 +45,8 @@ static int parse(int argc, char **argv, int quantize, conv_args *a) {
         const char *s = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(s, "--layout") && v) {
-            if (fp4_layout_from_name(v, &a->layout) || a->layout == FP4_LAYOUT_NONE) return fprintf(stderr, "fp4lane: unknown layout '%s'\n", v), 2;
+            if (fp4_layout_from_name(v, &a->layout) || a->layout == FP4_LAYOUT_NONE)
+                return fprintf(stderr, "fp4lane: unknown layout '%s'\n", v), 2;
             a->have_layout = 1, i++;
         } else if (quantize && !strcmp(s, "--to") && v) {
             if (!strcmp(v, "q4_k")) a->to_q4_k = 1;
@@ -68,7 +69,8 @@ static int parse(int argc, char **argv, int quantize, conv_args *a) {
             i++;
         } else if (!strcmp(s, "--metadata") && v) {
             const char *eq = strchr(v, '=');
-            if (!eq || a->n_meta == MAX_META || strlen(v) >= 512) return fprintf(stderr, "fp4lane: --metadata KEY=VALUE\n"), 2;
+            if (!eq || a->n_meta == MAX_META || strlen(v) >= 512)
+                return fprintf(stderr, "fp4lane: --metadata KEY=VALUE\n"), 2;
             snprintf(a->meta_buf[a->n_meta], 512, "%s", v);
             a->meta_buf[a->n_meta][eq - v] = 0;
             a->meta[2 * a->n_meta] = a->meta_buf[a->n_meta];
@@ -89,7 +91,8 @@ static int parse(int argc, char **argv, int quantize, conv_args *a) {
         if (!quantize) return fprintf(stderr, "fp4lane convert: --layout is required\n"), 2;
         a->layout = ends_with(a->out, ".gguf") ? FP4_LAYOUT_GGUF : FP4_LAYOUT_MODELOPT;
     }
-    if (a->to_q4_k && a->layout != FP4_LAYOUT_GGUF) return fprintf(stderr, "fp4lane quantize: --to q4_k writes GGUF only\n"), 2;
+    if (a->to_q4_k && a->layout != FP4_LAYOUT_GGUF)
+        return fprintf(stderr, "fp4lane quantize: --to q4_k writes GGUF only\n"), 2;
     return 0;
 }
 
@@ -97,17 +100,17 @@ int cmd_quantize(int argc, char **argv) {
     conv_args a;
     int rc = parse(argc, argv, 1, &a);
     if (rc) {
-        fprintf(stderr, "usage: fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k]\n"
-                        "       [--scale2-rule gpu|cpu] [--no-fusion] [--quantize-embeddings] [--shard-size N[M|G]]\n"
-                        "       [--metadata KEY=VALUE]...\n");
-        return 2;
+        return cli_usage("quantize");
     }
-    fp4_quantize_opts o = {a.layout, a.to_q4_k, a.rule, a.no_fusion, a.quant_emb, a.shard, a.n_meta ? a.meta : NULL, progress, NULL};
+    fp4_quantize_opts o = {
+        a.layout, a.to_q4_k, a.rule, a.no_fusion, a.quant_emb, a.shard, a.n_meta ? a.meta : NULL,
+        progress, NULL};
     fp4_error e;
     fp4_status st = fp4_quantize_checkpoint(a.in, a.out, &o, &e);
     cli_progress("", 0, 0);
     if (st) return cli_report_error("quantize", st, &e);
-    printf("quantized %s -> %s (%s, %s)\n", a.in, a.out, a.to_q4_k ? "q4_k" : "nvfp4", fp4_layout_name(a.to_q4_k ? FP4_LAYOUT_GGUF : a.layout));
+    printf("quantized %s -> %s (%s, %s)\n", a.in, a.out, a.to_q4_k ? "q4_k" : "nvfp4",
+           fp4_layout_name(a.to_q4_k ? FP4_LAYOUT_GGUF : a.layout));
     return 0;
 }
 
@@ -115,9 +118,7 @@ int cmd_convert(int argc, char **argv) {
     conv_args a;
     int rc = parse(argc, argv, 0, &a);
     if (rc) {
-        fprintf(stderr, "usage: fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml\n"
-                        "       [--shard-size N[M|G]] [--metadata KEY=VALUE]...\n");
-        return 2;
+        return cli_usage("convert");
     }
     fp4_model *m = NULL;
     fp4_error e;

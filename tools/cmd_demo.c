@@ -3,6 +3,7 @@
  * recipe, validates it, converts it through all four layouts and back (bytes compared), and runs
  * the exact A16 and W4A4 contractions against the float reference. Exit 0 when all of it holds. */
 #include "cli.h"
+#include "fp4_rng.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,24 +14,22 @@
 enum { HID = 256, FFN = 768, VOCAB = 512 };
 
 static uint64_t rng_state = 0x5EEDF00Dull;
-static float demo_normal(void) { /* splitmix64 + Box-Muller: the same numbers everywhere */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    double u1 = ((z >> 11) + 0.5) * (1.0 / 9007199254740992.0), u2 = ((z & 0xFFFFF) + 0.5) / 1048576.0;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+static float demo_normal(void) { return fp4_rng_normal(&rng_state); } /* the same numbers everywhere */
 
 static int write_bf16_model(const char *dir, fp4_error *e) {
-    static const struct { const char *name; int64_t rows, cols; float sd; } t[] = {
-        {"lm_head.weight", VOCAB, HID, 0.02f}, {"model.embed_tokens.weight", VOCAB, HID, 0.02f},
-        {"model.layers.0.input_layernorm.weight", 0, HID, 0.0f}, {"model.layers.0.mlp.down_proj.weight", HID, FFN, 0.02f},
-        {"model.layers.0.mlp.gate_proj.weight", FFN, HID, 0.03f}, {"model.layers.0.mlp.up_proj.weight", FFN, HID, 0.025f},
-        {"model.layers.0.post_attention_layernorm.weight", 0, HID, 0.0f},
-        {"model.layers.0.self_attn.k_proj.weight", HID / 2, HID, 0.04f}, {"model.layers.0.self_attn.o_proj.weight", HID, HID, 0.02f},
-        {"model.layers.0.self_attn.q_proj.weight", HID, HID, 0.05f}, {"model.layers.0.self_attn.v_proj.weight", HID / 2, HID, 0.03f},
-        {"model.norm.weight", 0, HID, 0.0f}};
+    static const struct { const char *name; int64_t rows, cols; float sd;
+    } t[] = {{"lm_head.weight", VOCAB, HID, 0.02f},
+             {"model.embed_tokens.weight", VOCAB, HID, 0.02f},
+             {"model.layers.0.input_layernorm.weight", 0, HID, 0.0f},
+             {"model.layers.0.mlp.down_proj.weight", HID, FFN, 0.02f},
+             {"model.layers.0.mlp.gate_proj.weight", FFN, HID, 0.03f},
+             {"model.layers.0.mlp.up_proj.weight", FFN, HID, 0.025f},
+             {"model.layers.0.post_attention_layernorm.weight", 0, HID, 0.0f},
+             {"model.layers.0.self_attn.k_proj.weight", HID / 2, HID, 0.04f},
+             {"model.layers.0.self_attn.o_proj.weight", HID, HID, 0.02f},
+             {"model.layers.0.self_attn.q_proj.weight", HID, HID, 0.05f},
+             {"model.layers.0.self_attn.v_proj.weight", HID / 2, HID, 0.03f},
+             {"model.norm.weight", 0, HID, 0.0f}};
     const int n = (int)(sizeof t / sizeof t[0]);
     fp4_hf_writer *w = NULL;
     mkdir(dir, 0777);
@@ -55,8 +54,12 @@ static int write_bf16_model(const char *dir, fp4_error *e) {
     free(buf);
     char cfg[1200];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-    if (!st) st = fp4_hf_write_json(cfg, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":256,\"intermediate_size\":768,"
-                                         "\"model_type\":\"llama\",\"num_hidden_layers\":1,\"vocab_size\":512}", 2, 1, e);
+    if (!st)
+        st = fp4_hf_write_json(
+            cfg,
+            "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":256,\"intermediate_size\":768,"
+            "\"model_type\":\"llama\",\"num_hidden_layers\":1,\"vocab_size\":512}",
+            2, 1, e);
     return st;
 }
 
@@ -83,11 +86,14 @@ static int contractions(const char *path) {
     int ok = q && q->type == FP4_TYPE_NVFP4_E2M1;
     float x[4 * HID], y1[4 * HID], y2[4 * HID], yf[4 * HID];
     for (int i = 0; i < 4 * HID; i++) x[i] = demo_normal();
-    ok = ok && !fp4_nvfp4_matvec_a16_exact(&q->nvfp4, x, 4, y1, 1) && !fp4_nvfp4_matvec_a16_exact(&q->nvfp4, x, 4, y2, 2) &&
+    ok = ok && !fp4_nvfp4_matvec_a16_exact(&q->nvfp4, x, 4, y1, 1) &&
+         !fp4_nvfp4_matvec_a16_exact(&q->nvfp4, x, 4, y2, 2) &&
          !fp4_nvfp4_matvec_a16_float(&q->nvfp4, x, 4, yf, 2);
     ok = ok && step(!memcmp(y1, y2, sizeof y1), "exact A16: 1 and 2 threads give identical bits");
     double err = ok ? fp4_nrmse(y1, yf, 4 * HID) : 1.0;
-    printf("        exact A16 vs float reference: normalized RMS error %.2e (Q8_K activations + F16 output)\n", err);
+    printf(
+        "        exact A16 vs float reference: normalized RMS error %.2e (Q8_K activations + F16 output)\n",
+        err);
     ok = ok && step(err < 0.02, "exact A16 within 2% of the float reference");
     fp4_nvfp4_view w4 = q ? q->nvfp4 : (fp4_nvfp4_view){0};
     w4.input_scale_inv = 2688.0f / 4.0f; /* activations up to |4| */
@@ -101,7 +107,7 @@ static int contractions(const char *path) {
 
 int cmd_demo(int argc, char **argv) {
     (void)argv;
-    if (argc > 1) return fprintf(stderr, "usage: fp4lane demo\n"), 2;
+    if (argc > 1) return cli_usage("demo");
     char dir[40];
     const char *td = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%.16s/fp4lane-demo-XXXXXX", td && strlen(td) <= 16 ? td : "/tmp");
@@ -111,20 +117,26 @@ int cmd_demo(int argc, char **argv) {
     snprintf(mo, sizeof mo, "%s/modelopt", dir);
     fp4_error e;
     printf("fp4lane %s demo (work dir %s)\n", fp4_version(), dir);
-    int ok = step(!write_bf16_model(src, &e), "embedded Llama-shaped bf16 checkpoint written (1 layer, hidden 256)");
+    int ok = step(!write_bf16_model(src, &e),
+                  "embedded Llama-shaped bf16 checkpoint written (1 layer, hidden 256)");
     fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
-    ok = ok && step(!fp4_quantize_checkpoint(src, mo, &qo, &e), "quantized with the ModelOpt recipe (q/k/v and gate/up fused)");
+    ok = ok && step(!fp4_quantize_checkpoint(src, mo, &qo, &e),
+                    "quantized with the ModelOpt recipe (q/k/v and gate/up fused)");
     fp4_model *m = NULL;
     ok = ok && step(!fp4_model_open(mo, NULL, &m, &e), "fail-closed loader accepts it");
-    if (m) printf("        %lld tensors, %llu bytes, weights %s\n", (long long)fp4_model_n_tensors(m),
-                  (unsigned long long)fp4_model_file_bytes(m), fp4_weight_precision_name(fp4_model_weight_precision(m)));
-    static const fp4_layout ls[4] = {FP4_LAYOUT_GGUF, FP4_LAYOUT_GGUF_GGML, FP4_LAYOUT_CT, FP4_LAYOUT_MODELOPT};
+    if (m)
+        printf("        %lld tensors, %llu bytes, weights %s\n", (long long)fp4_model_n_tensors(m),
+               (unsigned long long)fp4_model_file_bytes(m),
+               fp4_weight_precision_name(fp4_model_weight_precision(m)));
+    static const fp4_layout ls[4] = {FP4_LAYOUT_GGUF, FP4_LAYOUT_GGUF_GGML, FP4_LAYOUT_CT,
+                                     FP4_LAYOUT_MODELOPT};
     for (int i = 0; i < 3 && ok; i++) {
         snprintf(p[i], sizeof p[i], "%s/%s%s", dir, fp4_layout_name(ls[i]), i < 2 ? ".gguf" : "");
         snprintf(back[i], sizeof back[i], "%s/back-from-%s", dir, fp4_layout_name(ls[i]));
         fp4_write_opts o = {.layout = ls[i]}, ob = {.layout = FP4_LAYOUT_MODELOPT};
         fp4_model *c = NULL;
-        int good = !fp4_model_write(m, p[i], &o, &e) && !fp4_model_open(p[i], NULL, &c, &e) && !fp4_model_write(c, back[i], &ob, &e);
+        int good = !fp4_model_write(m, p[i], &o, &e) && !fp4_model_open(p[i], NULL, &c, &e) &&
+                   !fp4_model_write(c, back[i], &ob, &e);
         fp4_model_close(c);
         snprintf(f1, sizeof f1, "%s/model.safetensors", mo);
         snprintf(f2, sizeof f2, "%s/model.safetensors", back[i]);

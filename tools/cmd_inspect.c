@@ -26,18 +26,20 @@ static json_t *tensor_json(const fp4_tensor *t) {
     json_t *shape = json_array();
     for (int i = 0; i < t->n_dims; i++) json_array_append_new(shape, json_integer(t->ne[i]));
     double bpw = n_elements(t) ? 8.0 * (double)tensor_bytes(t) / (double)n_elements(t) : 0.0;
-    json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:f}", "name", t->name, "type", type_name(t), "ne", shape, "bytes",
-                          (json_int_t)tensor_bytes(t), "bits_per_weight", bpw);
+    json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:f}", "name", t->name, "type", type_name(t), "ne", shape,
+                          "bytes", (json_int_t)tensor_bytes(t), "bits_per_weight", bpw);
     if (t->type == FP4_TYPE_NVFP4_E2M1) {
         json_object_set_new(o, "scale2", json_real(t->nvfp4.scale2));
-        if (t->nvfp4.input_scale_inv != 0.0f) json_object_set_new(o, "input_scale_inv", json_real(t->nvfp4.input_scale_inv));
+        if (t->nvfp4.input_scale_inv != 0.0f)
+            json_object_set_new(o, "input_scale_inv", json_real(t->nvfp4.input_scale_inv));
     }
     return o;
 }
 
 /* The container's own metadata: GGUF key/values, or safetensors __metadata__ (first shard). */
 static json_t *gguf_value(const fp4_gguf *g, int64_t i) {
-    union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32; uint64_t u64; int64_t i64; float f; double d; int b; } v;
+    union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32; uint64_t u64;
+            int64_t i64; float f; double d; int b; } v;
     const char *s;
     uint64_t len;
     switch (fp4_gguf_kv_type(g, i)) {
@@ -58,12 +60,12 @@ static json_t *gguf_value(const fp4_gguf *g, int64_t i) {
         return j ? j : json_string("(not UTF-8)");
     }
     case FP4_GGUF_ARRAY: {
-        uint64_t n = 0;
+        int64_t n = 0;
         const void *d;
         if (fp4_gguf_arr_type(g, i) == FP4_GGUF_STRING) fp4_gguf_get_arr_str_count(g, i, &n);
         else fp4_gguf_get_arr(g, i, fp4_gguf_arr_type(g, i), &d, &n);
         char buf[64];
-        snprintf(buf, sizeof buf, "[%s × %llu]", fp4_gguf_type_name(fp4_gguf_arr_type(g, i)), (unsigned long long)n);
+        snprintf(buf, sizeof buf, "[%s × %lld]", fp4_gguf_type_name(fp4_gguf_arr_type(g, i)), (long long)n);
         return json_string(buf);
     }
     default: return json_null();
@@ -76,12 +78,13 @@ static json_t *container_metadata(const char *path) {
     fp4_st *st = NULL;
     fp4_hfdir *d = NULL;
     if (!fp4_gguf_open(path, &g, NULL)) {
-        for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++) json_object_set_new(o, fp4_gguf_key(g, i), gguf_value(g, i));
+        for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++)
+            json_object_set_new(o, fp4_gguf_key(g, i), gguf_value(g, i));
     } else {
         const fp4_st *s = NULL;
         if (!fp4_st_open(path, &st, NULL)) s = st;
         else if (!fp4_hfdir_open(path, &d, NULL) && fp4_hfdir_n_shards(d)) s = fp4_hfdir_shard(d, 0);
-        for (size_t i = 0; s && i < fp4_st_n_metadata(s); i++) {
+        for (int64_t i = 0; s && i < fp4_st_n_metadata(s); i++) {
             const char *k, *v;
             if (!fp4_st_metadata_at(s, i, &k, &v)) json_object_set_new(o, k, json_string(v));
         }
@@ -97,10 +100,10 @@ int cmd_inspect(int argc, char **argv) {
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
-        else if (argv[i][0] == '-' || path) return fprintf(stderr, "usage: fp4lane inspect FILE|DIR [--json]\n"), 2;
+        else if (argv[i][0] == '-' || path) return cli_usage("inspect");
         else path = argv[i];
     }
-    if (!path) return fprintf(stderr, "usage: fp4lane inspect FILE|DIR [--json]\n"), 2;
+    if (!path) return cli_usage("inspect");
     fp4_model *m = NULL;
     fp4_error e;
     fp4_status st = fp4_model_open(path, NULL, &m, &e);
@@ -114,20 +117,24 @@ int cmd_inspect(int argc, char **argv) {
     if (json) {
         json_t *arr = json_array();
         for (int64_t i = 0; i < n; i++) json_array_append_new(arr, tensor_json(fp4_model_tensor(m, i)));
-        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:f,s:o}", "file", path, "layout", fp4_layout_name(fp4_model_layout(m)),
-                              "weight_precision", fp4_weight_precision_name(fp4_model_weight_precision(m)),
-                              "activation_precision", fp4_act_precision_name(fp4_model_act_precision(m)), "bytes",
-                              (json_int_t)fp4_model_file_bytes(m), "tensors", (json_int_t)n, "weight_bits_per_weight",
-                              welems ? 8.0 * (double)wbytes / (double)welems : 0.0, "tensor_list", arr);
+        json_t *o = json_pack(
+            "{s:s,s:s,s:s,s:s,s:I,s:I,s:f,s:o}", "file", path, "layout", fp4_layout_name(fp4_model_layout(m)),
+            "weight_precision", fp4_weight_precision_name(fp4_model_weight_precision(m)),
+            "activation_precision", fp4_act_precision_name(fp4_model_act_precision(m)), "bytes",
+            (json_int_t)fp4_model_file_bytes(m), "tensors", (json_int_t)n, "weight_bits_per_weight",
+            welems ? 8.0 * (double)wbytes / (double)welems : 0.0, "tensor_list", arr);
         json_object_set_new(o, "metadata", container_metadata(path));
         char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         puts(s ? s : "{}");
         free(s);
         json_decref(o);
     } else {
-        printf("%s\n  layout %s, weights %s, activations %s, %llu bytes, %lld tensors, 2-D weights %.3f bits/weight\n",
-               path, fp4_layout_name(fp4_model_layout(m)), fp4_weight_precision_name(fp4_model_weight_precision(m)),
-               fp4_act_precision_name(fp4_model_act_precision(m)), (unsigned long long)fp4_model_file_bytes(m), (long long)n,
+        printf("%s\n  layout %s, weights %s, activations %s, %llu bytes, %lld tensors, 2-D weights %.3f "
+               "bits/weight\n",
+               path, fp4_layout_name(fp4_model_layout(m)),
+               fp4_weight_precision_name(fp4_model_weight_precision(m)),
+               fp4_act_precision_name(fp4_model_act_precision(m)),
+               (unsigned long long)fp4_model_file_bytes(m), (long long)n,
                welems ? 8.0 * (double)wbytes / (double)welems : 0.0);
         json_t *md = container_metadata(path);
         const char *k;
@@ -142,12 +149,14 @@ int cmd_inspect(int argc, char **argv) {
             const fp4_tensor *t = fp4_model_tensor(m, i);
             char shape[96] = "";
             for (int d = 0; d < t->n_dims; d++)
-                snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? " x " : "", (long long)t->ne[d]);
+                snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? " x " : "",
+                         (long long)t->ne[d]);
             printf("  %-48s %-10s [%s] %.3f bpw", t->name, type_name(t), t->n_dims ? shape : "scalar",
                    n_elements(t) ? 8.0 * (double)tensor_bytes(t) / (double)n_elements(t) : 0.0);
             if (t->type == FP4_TYPE_NVFP4_E2M1) {
                 printf(" scale2=%.9g", t->nvfp4.scale2);
-                if (t->nvfp4.input_scale_inv != 0.0f) printf(" input_scale_inv=%.9g", t->nvfp4.input_scale_inv);
+                if (t->nvfp4.input_scale_inv != 0.0f)
+                    printf(" input_scale_inv=%.9g", t->nvfp4.input_scale_inv);
             }
             printf("\n");
         }
@@ -165,12 +174,13 @@ int cmd_dump(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) {
             if (sscanf(argv[++i], "%lld:%lld", &a, &b) != 2 || a < 0 || b < a)
                 return fprintf(stderr, "fp4lane dump: --rows A:B with 0 <= A <= B\n"), 2;
-        } else if (argv[i][0] == '-') return fprintf(stderr, "fp4lane dump: unknown option '%s'\n", argv[i]), 2;
+        } else if (argv[i][0] == '-')
+            return fprintf(stderr, "fp4lane dump: unknown option '%s'\n", argv[i]), 2;
         else if (!path) path = argv[i];
         else if (!name) name = argv[i];
         else return 2;
     }
-    if (!path || !name) return fprintf(stderr, "usage: fp4lane dump FILE TENSOR [--rows A:B] [--raw]\n"), 2;
+    if (!path || !name) return cli_usage("dump");
     fp4_model *m = NULL;
     fp4_error e;
     fp4_status st = fp4_model_open(path, NULL, &m, &e);

@@ -1,5 +1,6 @@
 /* cmd_selftest.c — `fp4lane selftest`: the exhaustive codec proofs and the contract fixtures,
  * run against the linked library in about a second. Exit 0 when every proof holds. */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "cli.h"
 #include <math.h>
 #include <stdio.h>
@@ -81,7 +82,8 @@ static void p_quantizer(proof *p) {
     expect(p, fp4_nvfp4_quantize(v, FP4_SRC_F32, 1, 16, 0.25f, packed, &sc) == FP4_OK);
     expect(p, sc == 0x48 && !memcmp(packed, want, 8));
     float s2;
-    expect(p, fp4_scale2_from_amax(448.0f, FP4_SCALE2_GPU, &s2) == FP4_OK && bits(s2) == bits(448.0f * 0x1.861862p-12f));
+    expect(p, fp4_scale2_from_amax(448.0f, FP4_SCALE2_GPU, &s2) == FP4_OK &&
+                  bits(s2) == bits(448.0f * 0x1.861862p-12f));
 }
 
 static void p_contract(proof *p) {
@@ -100,11 +102,14 @@ int cmd_selftest(int argc, char **argv) {
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
-        else { fprintf(stderr, "usage: fp4lane selftest [--json]\n"); return 2; }
+        else return cli_usage("selftest");
     }
-    proof proofs[] = {{"e2m1: 16 codes, q1, encode", 0, 0}, {"e4m3fn: 256 bytes, q9, round trip, midpoints", 0, 0},
-                      {"f16/bf16: 65536 patterns each", 0, 0}, {"SPEC 2 fixture, bit for bit", 0, 0},
-                      {"quantizer: ties to even, scale2 rule", 0, 0}, {"A16/W4A4 exact fixtures", 0, 0}};
+    proof proofs[] = {{"e2m1: 16 codes, q1, encode", 0, 0},
+                      {"e4m3fn: 256 bytes, q9, round trip, midpoints", 0, 0},
+                      {"f16/bf16: 65536 patterns each", 0, 0},
+                      {"SPEC 2 fixture, bit for bit", 0, 0},
+                      {"quantizer: ties to even, scale2 rule", 0, 0},
+                      {"A16/W4A4 exact fixtures", 0, 0}};
     void (*fns[])(proof *) = {p_e2m1, p_e4m3, p_half, p_fixture, p_quantizer, p_contract};
     int n = (int)(sizeof proofs / sizeof proofs[0]), bad = 0;
     for (int i = 0; i < n; i++) {

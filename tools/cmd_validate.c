@@ -15,24 +15,22 @@ int cmd_validate(int argc, char **argv) {
         else if (argv[i][0] == '-' || path) path = NULL, i = argc;
         else path = argv[i];
     }
-    if (!path) {
-        fprintf(stderr, "usage: fp4lane validate FILE|DIR [--json]\n");
-        return 2;
-    }
+    if (!path) return cli_usage("validate");
     fp4_model *m = NULL;
     fp4_error e;
     fp4_status st = fp4_model_open(path, NULL, &m, &e);
     int64_t n_nv = 0;
-    for (int64_t i = 0; !st && i < fp4_model_n_tensors(m); i++) n_nv += fp4_model_tensor(m, i)->type == FP4_TYPE_NVFP4_E2M1;
+    for (int64_t i = 0; !st && i < fp4_model_n_tensors(m); i++)
+        n_nv += fp4_model_tensor(m, i)->type == FP4_TYPE_NVFP4_E2M1;
     if (json) {
-        json_t *o = st ? json_pack("{s:b,s:s,s:s,s:s,s:s,s:s}", "valid", 0, "status", fp4_status_str(st), "file", e.file,
-                                   "tensor", e.tensor, "rule", e.rule, "message", e.msg)
+        json_t *o = st ? json_pack("{s:b,s:s,s:s,s:s,s:s,s:s}", "valid", 0, "status", fp4_status_str(st),
+                                   "file", e.file, "tensor", e.tensor, "rule", e.rule, "message", e.msg)
                        : json_pack("{s:b,s:s,s:s,s:s,s:s,s:I,s:I,s:I}", "valid", 1, "file", path, "layout",
                                    fp4_layout_name(fp4_model_layout(m)), "weight_precision",
-                                   fp4_weight_precision_name(fp4_model_weight_precision(m)), "activation_precision",
-                                   fp4_act_precision_name(fp4_model_act_precision(m)), "tensors",
-                                   (json_int_t)fp4_model_n_tensors(m), "nvfp4_tensors", (json_int_t)n_nv, "bytes",
-                                   (json_int_t)fp4_model_file_bytes(m));
+                                   fp4_weight_precision_name(fp4_model_weight_precision(m)),
+                                   "activation_precision", fp4_act_precision_name(fp4_model_act_precision(m)),
+                                   "tensors", (json_int_t)fp4_model_n_tensors(m), "nvfp4_tensors",
+                                   (json_int_t)n_nv, "bytes", (json_int_t)fp4_model_file_bytes(m));
         char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
         puts(s ? s : "{}");
         free(s);
@@ -43,10 +41,11 @@ int cmd_validate(int argc, char **argv) {
         return cli_report_error("validate", st, &e);
     }
     if (!json)
-        printf("valid: %s: %s layout, weights %s, activations %s, %lld tensors (%lld NVFP4), %llu bytes\n", path,
-               fp4_layout_name(fp4_model_layout(m)), fp4_weight_precision_name(fp4_model_weight_precision(m)),
-               fp4_act_precision_name(fp4_model_act_precision(m)), (long long)fp4_model_n_tensors(m), (long long)n_nv,
-               (unsigned long long)fp4_model_file_bytes(m));
+        printf("valid: %s: %s layout, weights %s, activations %s, %lld tensors (%lld NVFP4), %llu bytes\n",
+               path, fp4_layout_name(fp4_model_layout(m)),
+               fp4_weight_precision_name(fp4_model_weight_precision(m)),
+               fp4_act_precision_name(fp4_model_act_precision(m)), (long long)fp4_model_n_tensors(m),
+               (long long)n_nv, (unsigned long long)fp4_model_file_bytes(m));
     fp4_model_close(m);
     return 0;
 }

@@ -6,28 +6,42 @@
 
 const cli_verb cli_verbs[] = {
     {"help", cmd_help, "show this help, or the usage of one verb", "fp4lane help [VERB]"},
-    {"demo", cmd_demo, "the main job on an embedded model: quantize, validate, convert, contract", "fp4lane demo"},
+    {"demo", cmd_demo, "the main job on an embedded model: quantize, validate, convert, contract",
+     "fp4lane demo"},
     {"selftest", cmd_selftest, "prove the codecs and the contract fixtures (exhaustive, ~1 s)",
      "fp4lane selftest [--json]"},
     {"validate", cmd_validate, "check a checkpoint against every loading rule (exit 0 valid, 1 refused)",
      "fp4lane validate FILE|DIR [--json]"},
-    {"inspect", cmd_inspect, "metadata, tensors, types, shapes, bits/weight, lanes", "fp4lane inspect FILE|DIR [--json]"},
+    {"inspect", cmd_inspect, "metadata, tensors, types, shapes, bits/weight, lanes",
+     "fp4lane inspect FILE|DIR [--json]"},
     {"dump", cmd_dump, "dequantized values of one tensor (text, or raw f32 with --raw)",
      "fp4lane dump FILE TENSOR [--rows A:B] [--raw]"},
     {"quantize", cmd_quantize, "quantize f32/f16/bf16 weights to NVFP4 (ModelOpt recipe) or Q4_K",
-     "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k] [--scale2-rule gpu|cpu]"},
+     "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k]\n"
+     "       [--scale2-rule gpu|cpu] [--no-fusion] [--quantize-embeddings] [--shard-size N[M|G]]\n"
+     "       [--metadata KEY=VALUE]..."},
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
-     "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml"},
+     "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml\n"
+     "       [--shard-size N[M|G]] [--metadata KEY=VALUE]..."},
     {"run", cmd_run, "decode: prompt ids in, generated ids out (CPU, or CUDA through libfp4lane_cuda.so)",
-     "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native] [--threads N] "
-     "[--prefill-chunk N] [--temp T --top-k K --top-p P --seed S] [--logits-out FILE.npy] [--kv-save F] [--kv-load F] "
-     "[--batch-file PROMPTS] [--json]"},
+     "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native]\n"
+     "       [--threads N] [--prefill-chunk N] [--temp T --top-k K --top-p P --seed S]\n"
+     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json]"},
     {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids through two configurations",
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
+    {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
+     "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
+     "       [--shard-size N[M|G]] [--threads N] [--json]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 
 int cli_isatty_stderr(void) { return isatty(2); }
+
+int cli_usage(const char *verb) {
+    for (int i = 0; i < cli_n_verbs; i++)
+        if (!strcmp(verb, cli_verbs[i].name)) fprintf(stderr, "usage: %s\n", cli_verbs[i].usage);
+    return 2;
+}
 
 void cli_progress(const char *what, int64_t done, int64_t total) {
     if (!cli_isatty_stderr()) return;

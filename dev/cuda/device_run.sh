@@ -16,7 +16,7 @@ has() { case ",$STAGES," in *",$1,"*) return 0 ;; esac; return 1; }
 cat "$OUT/env.txt"
 if has build; then
   make BUILD=$B cuda -j"$J" > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; echo BUILD FAILED; exit 1; }
-  make -C dev/cuda BUILD="$PWD/$B" "$PWD/$B/dev/cuda/gemv_lab" >> "$OUT/build.txt" 2>&1 || { tail -20 "$OUT/build.txt"; echo LAB BUILD FAILED; }
+  make -C dev/cuda -j"$J" BUILD="$PWD/$B" "$PWD/$B/dev/cuda/gemv_lab" >> "$OUT/build.txt" 2>&1 || { tail -20 "$OUT/build.txt"; echo LAB BUILD FAILED; }
   echo "build ok"
 fi
 if has test; then
@@ -32,7 +32,7 @@ if has lab; then
   timeout 420 "$B/dev/cuda/gemv_lab" ${LAB_ARGS:-} > "$OUT/lab.txt" 2>&1; echo "lab rc=$?"
   cat "$OUT/lab.txt"
 fi
-if has sass; then
-  for o in gemv_native gemv_exact gemv_w4a4; do cuobjdump -sass "$B/src/cuda/$o.o" > "$OUT/$o.sass" 2>&1; done
-  tar czf "$OUT/sass.tgz" -C "$OUT" gemv_native.sass gemv_exact.sass gemv_w4a4.sass && rm -f "$OUT"/*.sass
+if has sass; then # every production kernel: one .sass per src/cuda object
+  make BUILD=$B sass > "$OUT/sass.txt" 2>&1; echo "sass rc=$?"; cat "$OUT/sass.txt"
+  tar czf "$OUT/sass.tgz" -C "$B" sass
 fi

@@ -5,45 +5,15 @@
  *
  *   build+run:  make lab            (or: make -C dev/cuda run BUILD=/abs/build LAB_ARGS=...)
  *   args:       --quick             small shapes only;   --cols 1,16   column counts
- *               --vars native.11,cublas.9   only these variants
+ *               --vars native.route,cublas.9   only these rows
  *
- * variants (lab numbers; production: native.17, exact.21, w4a4.1 / w4a4.3 at 16 columns):
- *   native.1  plain warp-per-row, f32 decode + FMA, f32 activations     (1 column)
- *   native.2  mma.sync f16 / f32 acc, decode in registers, split-K
- *   native.3  native.2 tuned: <=8-column specialization, weight prefetch, whole-wave split-K,
- *             4 warps, 2 segments in flight
- *   native.7  weights as the MMA's A operand (16 rows per warp, no padded operand slots),
- *             e5m2-style byte decode placed by permutes, prefetch, whole-wave split-K
- *             (8 = 4 segments in flight, 9 = 8 warps: kept in the library, off the table)
- *   native.10 previous production: native.7 up to 8 columns, native.2 above
- *   native.11 weight k-tiles staged through shared memory by cp.async (512 contiguous bytes of a
- *             row per warp instruction, 4 stages), 8 warps split each tile's K, 32 rows per
- *             block, activations staged once per block as f16 in fragment order (chunks of 8)
- *   native.12 native.11 with 64 rows per block, 3 stages, up to 4 n-tiles (32 columns) sharing
- *             each decoded weight fragment (chunks of 32)
- *   native.13 native.12's widths at 32 rows per block, 4 stages
- *   native.14 production: native.11 up to 8 columns, native.12 above
- *   native.15 round 5: exact-kernel structure, int16 activations, dp2a, 2 rows per warp (chunks of 4)
- *   native.16 native.15 with 4 rows per warp
- *   native.17 production (round 5): native.15 at 1 column, native.14 above
- *   exact.1   plain integer loop, Q8_K pass included                    (1 column)
- *   exact.2   dp4a on int8 codes (3-permute signed decode), Q8_K pass included
- *   exact.4   sign-split decode (2 permutes per 4 weights), 32 bytes per lane, Q8_K pass
- *   exact.5   exact.2's coalesced layout with the sign-split decode, tables pinned
- *   exact.6   exact.5 with two rows per warp                            (1 column)
- *   exact.7   production: exact.6 at 1 column, exact.5 at 2, exact.2 at 4 and 8
- *   exact.8   round 3: integer MMA (mma.sync m16n8k16 s8, weights decoded to int8 as the A operand,
- *             activations' Q8_K int8 as B in fragment order), 32 rows x 8 super-blocks per block,
- *             per-warp cp.async staging, int64 totals, ordered epilogue through shared memory
- *   exact.9   exact.8 with int32 totals when the tile's scales allow it (int64 otherwise)
- *   exact.3   production after round 3: exact.7 at 1 and 2 columns, exact.9 from 3 (chunks of 16)
- *   exact.20  round 6: exact.9 with next-round activations prefetched, 1 barrier per round, 5-op decode
- *   exact.21  round 6 candidate: exact.7's dp4a at 1 column, exact.20 from 2 columns (chunks of 16)
- *   exact.1N  the matvec of exact.N alone (activations quantized beforehand; 18, 19: up to 16 cols)
- *   w4a4.1    dp4a, activation pass included                            (production != 16 cols)
- *   w4a4.2    16-column IMMA tile, activation pass included             (round 1-3 production at 16)
- *   w4a4.3    16 columns, 8-warp IMMA, int32 subnormal-product weighting (round 4)
- *   cublas.9  cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights (baseline)
+ * Rows: <op>.route is production, fp4_cuda_project() through the dispatch table (native: the
+ * native A16 route; exact: the exact A16 route; w4a4: the W4A4 routes, the 16-column MMA at 16
+ * columns, dp4a otherwise). The numbered variants are the lab's (lab_native.cu, lab_exact.cu,
+ * lab_w4a4.cu list them; bench/gpu.md has their history):
+ *   native.1..16, exact.1..9 (exact.1N: the matvec of exact.N alone, activations quantized
+ *   beforehand; 17: exact.7, 18, 19: exact.8, 9 up to 16 columns), w4a4.2 (16 columns),
+ *   cublas.9 (cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights, the baseline).
  */
 #include "lab.h"
 #include <cublas_v2.h>
@@ -81,15 +51,18 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
     lab_case *k = (lab_case *)c;
     const fp4_cuda_tensor *t = &k->t[copy % k->ncopies];
     fp4_status st = FP4_OK;
-    if (!strcmp(k->op, "native")) {
-        st = fp4_cu_native(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
+    if (k->variant == 0 && strcmp(k->op, "cublas")) { /* production: the dispatch table */
+        st = fp4_cuda_project(t, !strcmp(k->op, "native") ? FP4_MODE_NATIVE : FP4_MODE_EXACT, k->dx, k->cols, k->dy,
+                              &k->scratch, s);
+    } else if (!strcmp(k->op, "native")) {
+        st = lab_native(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact")) {
         if (k->variant >= 10 && k->variant < 20) /* the matvec alone, activations quantized beforehand */
-            st = k->variant >= 18 ? fp4_cu_a16_exact_matvec(k->variant - 10, t, k->dqf, k->ddf, k->cols, k->dy, s)
-                                  : fp4_cu_a16_exact_matvec(k->variant - 10, t, k->dq, k->dd, k->cols, k->dy, s);
-        else st = fp4_cu_a16_exact(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
+            st = k->variant >= 18 ? lab_exact_matvec(k->variant - 10, t, k->dqf, k->ddf, k->cols, k->dy, s)
+                                  : lab_exact_matvec(k->variant - 10, t, k->dq, k->dd, k->cols, k->dy, s);
+        else st = lab_exact(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "w4a4")) {
-        st = fp4_cu_w4a4(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
+        st = lab_w4a4(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else {
         const float one = 1.0f, zero = 0.0f;
         cublasSetStream(k->blas, s);
@@ -100,7 +73,8 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
         if (bs != CUBLAS_STATUS_SUCCESS) st = FP4_ERR_CUDA;
     }
     if (st != FP4_OK) {
-        fprintf(stderr, "%s.%d cols %lld: %s\n", k->op, k->variant, (long long)k->cols, fp4_status_str(st));
+        fprintf(stderr, "%s.%d cols %lld: %s %s\n", k->op, k->variant, (long long)k->cols, fp4_status_str(st),
+                st == FP4_ERR_CUDA ? fp4_cuda_last_error() : "");
         exit(1);
     }
 }
@@ -204,14 +178,14 @@ int main(int argc, char **argv) {
     int failures = 0;
     for (int si = 0; si < nshapes; si++) {
         const int64_t n_out = shapes[si].n_out, n_in = shapes[si].n_in;
-        uint64_t seed = 1234 + (uint64_t)si;
+        test_rng seed = {1234 + (uint64_t)si};
         uint8_t *payload = (uint8_t *)malloc((size_t)(n_out * n_in / 2));
         uint8_t *scales = (uint8_t *)malloc((size_t)(n_out * n_in / 16));
         for (int64_t i = 0; i < n_out * n_in / 2; i += 8) {
-            const uint64_t r = lab_rng(&seed);
+            const uint64_t r = rng_u64(&seed);
             memcpy(payload + i, &r, 8);
         }
-        for (int64_t i = 0; i < n_out * n_in / 16; i++) scales[i] = (uint8_t)(0x28 + lab_rng(&seed) % 0x38);
+        for (int64_t i = 0; i < n_out * n_in / 16; i++) scales[i] = (uint8_t)(0x28 + rng_u64(&seed) % 0x38);
         fp4_nvfp4_view v = {payload, scales, 4.0e-3f, 0.0f, n_out, n_in};
         lab_case k;
         memset(&k, 0, sizeof k);
@@ -246,7 +220,7 @@ int main(int argc, char **argv) {
         cublasSetWorkspace(k.blas, blas_ws, 32 << 20);
         /* activations */
         float *x = (float *)malloc((size_t)(n_in * MAX_COLS) * 4);
-        for (int64_t i = 0; i < n_in * MAX_COLS; i++) x[i] = lab_normal(&seed);
+        for (int64_t i = 0; i < n_in * MAX_COLS; i++) x[i] = rng_normal(&seed);
         uint16_t *xb = (uint16_t *)malloc((size_t)(n_in * MAX_COLS) * 2);
         for (int64_t i = 0; i < n_in * MAX_COLS; i++) xb[i] = fp4_f32_to_bf16(x[i]);
         LAB_CUDA(cudaMalloc(&k.dx, (size_t)(n_in * MAX_COLS) * 4));
@@ -258,11 +232,17 @@ int main(int argc, char **argv) {
         LAB_CUDA(cudaMalloc(&k.dy, (size_t)(n_out * MAX_COLS) * 4));
         fp4_cuda_tensor tw = k.t[0];
         tw.input_scale_inv = isi;
-        LAB_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&tw, MAX_COLS), &k.scratch));
-        LAB_OK(fp4_cu_q8k_quantize(k.dx, n_in, n_in, 8, k.dq, k.dd, NULL, s));
+        /* the routes' scratch, or what the lab's variants need: split-K partials of up to 64 slices
+         * of MAX_COLS columns, the activation passes */
+        size_t sb = std::max(fp4_cuda_scratch_bytes(&tw, MAX_COLS), fp4_cuda_scratch_bytes(&k.t[0], MAX_COLS));
+        const size_t lab_b = std::max({(size_t)64 * MAX_COLS * n_out * 4, (size_t)MAX_COLS * n_in * 4,
+                                       lab_w4a4_scratch(&tw), lab_exact_scratch(&k.t[0], 16)});
+        sb = std::max(sb, FP4_CU_COUNTER_BYTES + lab_b + 4096);
+        LAB_OK(fp4_cuda_scratch_alloc(sb, &k.scratch));
+        LAB_OK(fp4_cu_q8k_quantize(k.dx, n_in, n_in, 8, k.dq, k.dd, NULL, 0, s));
         LAB_CUDA(cudaMalloc(&k.dqf, (size_t)(n_in * 16)));
         LAB_CUDA(cudaMalloc(&k.ddf, (size_t)(n_in / 256 * 16) * 4));
-        LAB_OK(fp4_cu_q8k_quantize_frag(k.dx, n_in, n_in, 16, k.dqf, k.ddf, s));
+        LAB_OK(fp4_cu_q8k_quantize(k.dx, n_in, n_in, 16, k.dqf, k.ddf, NULL, 1, s));
         LAB_CUDA(cudaStreamSynchronize(s));
 
         lab_ref ref;
@@ -276,10 +256,11 @@ int main(int argc, char **argv) {
         struct var {
             const char *op;
             int variant;
-        } vars[] = {{"native", 1}, {"native", 2}, {"native", 3}, {"native", 7}, {"native", 10}, {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14}, {"native", 15}, {"native", 16}, {"native", 17},
-                    {"exact", 1},  {"exact", 2},  {"exact", 4},  {"exact", 5},  {"exact", 6},
-                    {"exact", 7},  {"exact", 17}, {"exact", 8}, {"exact", 9}, {"exact", 3}, {"exact", 18},
-                    {"exact", 19}, {"exact", 20}, {"exact", 21}, {"w4a4", 1},   {"w4a4", 2},   {"w4a4", 3},   {"cublas", 9}};
+        } vars[] = {{"native", 0}, {"native", 1},  {"native", 2},  {"native", 3},  {"native", 7},  {"native", 10},
+                    {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14}, {"native", 15}, {"native", 16},
+                    {"exact", 0},   {"exact", 1},   {"exact", 2},   {"exact", 4},   {"exact", 5},   {"exact", 6},
+                    {"exact", 7},   {"exact", 17},  {"exact", 8},   {"exact", 9},   {"exact", 3},   {"exact", 18},
+                    {"exact", 19},  {"w4a4", 0},    {"w4a4", 2},    {"cublas", 9}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;
@@ -292,9 +273,12 @@ int main(int argc, char **argv) {
                 if (!strcmp(op, "exact") && var == 6 && nc != 1) continue;
                 if (!strcmp(op, "native") && var == 7 && nc > 8) continue; /* 10 covers > 8 */
                 if (!strcmp(op, "w4a4") && var >= 2 && nc != 16) continue;
+                char vname[32];
+                if (var == 0) snprintf(vname, sizeof vname, "%s.route", op);
+                else snprintf(vname, sizeof vname, "%s.%d", op, var);
                 if (only) {
-                    char name[32];
-                    snprintf(name, sizeof name, ",%s.%d,", op, var);
+                    char name[40];
+                    snprintf(name, sizeof name, ",%s,", vname);
                     char list[256];
                     snprintf(list, sizeof list, ",%s,", only);
                     if (!strstr(list, name)) continue;
@@ -312,8 +296,8 @@ int main(int argc, char **argv) {
                 const double us = lab_time_us(run_variant, &k, !strcmp(op, "cublas") ? k.ncopies_bf : k.ncopies, reps, s);
                 const double bytes = !strcmp(op, "cublas") ? bbytes : wbytes;
                 const double gbs = bytes / (us * 1e-6) / 1e9;
-                printf("| %lldx%lld | %lld | %s.%d | %s | %.1f | %.0f | %.0f%% | %.0f%% |\n", (long long)n_out,
-                       (long long)n_in, (long long)nc, op, var, check, us, gbs, 100.0 * gbs / (lim.read_tbs * 1000),
+                printf("| %lldx%lld | %lld | %s | %s | %.1f | %.0f | %.0f%% | %.0f%% |\n", (long long)n_out,
+                       (long long)n_in, (long long)nc, vname, check, us, gbs, 100.0 * gbs / (lim.read_tbs * 1000),
                        100.0 * gbs / 4420.0);
                 fflush(stdout);
                 memcpy(k.t, saved, sizeof saved);

@@ -1,12 +1,15 @@
 /* lab.h — the kernel lab's harness: die-on-error checks (allowed in dev/, house style §7.7),
  * graph-replay timing with buffer rotation (the L2 never holds the next copy), the two ceiling
- * lines (device copy, read-only stream), and a fast seeded byte generator. Header-only: the lab
- * is one translation unit. */
+ * lines (device copy, read-only stream). Seeded inputs come from tests/check.h's generator. Header
+ * with static functions: only gemv_lab.cu includes it. */
 #ifndef FP4_LAB_H
 #define FP4_LAB_H
 
-#include "fp4lane.h"
-#include "cuda/common.cuh"
+#include "fp4lane_cuda.h"
+extern "C" {
+#include "check.h"
+}
+#include "lab_variants.h"
 #include <algorithm>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,18 +31,6 @@
             exit(1);                                                                                \
         }                                                                                           \
     } while (0)
-
-static uint64_t lab_rng(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-static float lab_normal(uint64_t *s) {
-    double u1 = ((lab_rng(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-    double u2 = (lab_rng(s) >> 11) * (1.0 / 9007199254740992.0);
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
 
 /* One timed thing: run(ctx, copy) enqueues one iteration on `stream` against buffer copy `copy`. */
 typedef void (*lab_run_fn)(void *ctx, int copy, cudaStream_t stream);

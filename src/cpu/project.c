@@ -8,11 +8,7 @@ typedef fp4_status (*route_fn)(const fp4_tensor *w, const float *x, int64_t n_co
 
 enum { ACT_A16 = 0, ACT_NVFP4 = 1, ACT_ANY = 2, MODE_ANY = 2 };
 
-static int64_t rows_of(const fp4_tensor *w) {
-    int64_t n = 1;
-    for (int i = 1; i < w->n_dims; i++) n *= w->ne[i];
-    return n;
-}
+static int64_t rows_of(const fp4_tensor *w) { return fp4_rows_of(w->ne, w->n_dims); }
 
 static fp4_status r_a16_exact(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
     return fp4_nvfp4_matvec_a16_exact(&w->nvfp4, x, n_cols, y, nt);
@@ -30,7 +26,13 @@ static fp4_status r_q6k(const fp4_tensor *w, const float *x, int64_t n_cols, flo
     return fp4_q6_K_matvec(w->data, rows_of(w), w->ne[0], x, n_cols, y, nt);
 }
 
-typedef struct dense_ctx { const fp4_tensor *w; const float *x; int64_t n_cols; float *y; fp4_status st; } dense_ctx;
+typedef struct dense_ctx {
+    const fp4_tensor *w;
+    const float *x;
+    int64_t n_cols;
+    float *y;
+    fp4_status st;
+} dense_ctx;
 
 static void dense_rows(void *p, int64_t r0, int64_t r1) {
     dense_ctx *c = p;
@@ -106,7 +108,8 @@ static const struct route *find_route(const fp4_tensor *w, fp4_mode mode, int *s
     *shape_refused = 0;
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         const struct route *r = &routes[i];
-        if (r->type != w->type || (r->act != ACT_ANY && r->act != act) || (r->mode != MODE_ANY && r->mode != (int)mode))
+        if (r->type != w->type || (r->act != ACT_ANY && r->act != act) ||
+            (r->mode != MODE_ANY && r->mode != (int)mode))
             continue;
         if (w->ne[0] % r->n_in_multiple) {
             *shape_refused = 1;
@@ -123,11 +126,14 @@ const char *fp4_cpu_route_name(const fp4_tensor *w, fp4_mode mode) {
     return r ? r->name : "none";
 }
 
-fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols, float *y, int n_threads) {
+fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols, float *y,
+                           int n_threads) {
     if (!w || !x || !y || n_cols < 0 || (mode != FP4_MODE_EXACT && mode != FP4_MODE_NATIVE) || w->n_dims < 1)
         return FP4_ERR_INVALID_ARG;
     int refused;
     const struct route *r = find_route(w, mode, &refused);
-    if (!r) return refused ? FP4_ERR_REFUSED_ROUTE : FP4_ERR_UNSUPPORTED; /* e.g. exact A16 with n_in % 256: use native */
+    if (!r)
+        return refused ? FP4_ERR_REFUSED_ROUTE
+                       : FP4_ERR_UNSUPPORTED; /* e.g. exact A16 with n_in % 256: use native */
     return r->fn(w, x, n_cols, y, n_threads);
 }

@@ -1,10 +1,13 @@
 /* common.cuh — internals shared by the CUDA kernels of fp4lane (never installed).
  *
- * What lives here: the status-returning CUDA check macros, the scalar codecs of SPEC §1 as
- * device functions (bit-identical to src/format/codec.c), the register decoders that turn packed
- * E2M1 nibbles into f16x2 or int8x4 without a lookup in memory, the scratch layout, and the
- * extern "C" declarations of every internal launcher (the lab and the GPU tests call them by
- * variant; the runtime goes through fp4_cuda_project()).
+ * What lives here: the status-returning CUDA check macros (they keep the failing call, file,
+ * line and cudaGetErrorString for fp4_cuda_last_error()), the scalar codecs of SPEC §1 as device
+ * functions (bit-identical to src/format/codec.c), the register decoders that turn packed E2M1
+ * nibbles into f16x2 or int8x4 without a lookup in memory, the one copy of the small memory
+ * helpers (16-byte loads, cp.async, the split-K arrival and sum), the scratch layout, and the
+ * extern "C" declarations of the route launchers that dispatch.cu's table names. The runtime
+ * goes through fp4_cuda_project(); the kernel lab (dev/cuda) reuses these helpers and the kernel
+ * templates of the *.cuh files, never a copy.
  *
  * Numerics: every f32 operation that the CPU oracle pins is written with an explicit IEEE
  * intrinsic (__fmul_rn, __fdiv_rn, __fmaf_rn, ...) and the library is built with --fmad=false,
@@ -13,7 +16,7 @@
 #ifndef FP4_CUDA_COMMON_CUH
 #define FP4_CUDA_COMMON_CUH
 
-#include "fp4lane.h"
+#include "fp4lane_cuda.h"
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -24,13 +27,27 @@
 #define FP4_CU_CC_HOPPER 900
 
 /* ---- status-returning checks (library code never exits) ------------------------------------ */
+/* Records "expr: cudaGetErrorString (function, file:line)" for fp4_cuda_last_error() in the
+ * calling thread, clears CUDA's non-sticky last error, and returns FP4_ERR_CUDA. */
+#ifdef __cplusplus
+extern "C"
+#endif
+    fp4_status
+    fp4_cu_fail(cudaError_t e, const char *expr, const char *func, const char *file, int line);
+#define FP4_CUDA_FAIL(e, expr) fp4_cu_fail((e), (expr), __func__, __FILE__, __LINE__)
 #define FP4_CUDA_CHECK(expr)                                                                        \
     do {                                                                                            \
         cudaError_t e_ = (expr);                                                                    \
-        if (e_ != cudaSuccess) return FP4_ERR_CUDA;                                                 \
+        if (e_ != cudaSuccess) return FP4_CUDA_FAIL(e_, #expr);                                     \
     } while (0)
 /* after every launch: configuration errors surface here, asynchronous faults at the next sync */
 #define FP4_CUDA_LAUNCHED() FP4_CUDA_CHECK(cudaGetLastError())
+/* forward a non-OK status from an internal call */
+#define FP4_CU_TRY(expr)                                                                            \
+    do {                                                                                            \
+        fp4_status s_ = (expr);                                                                     \
+        if (s_ != FP4_OK) return s_;                                                                \
+    } while (0)
 
 /* ---- scratch layout -------------------------------------------------------------------------- */
 /* The first FP4_CU_COUNTER_BYTES of a scratch hold split-K arrival counters: zero at allocation,
@@ -39,11 +56,57 @@
 #define FP4_CU_COUNTER_BYTES ((size_t)64 * 1024)
 #define FP4_CU_ALIGN(x) (((size_t)(x) + 255) & ~(size_t)255)
 
-/* ---- small device helpers -------------------------------------------------------------------- */
+/* ---- small helpers ---------------------------------------------------------------------------- */
+static inline __host__ __device__ int fp4_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
 static __device__ __forceinline__ uint32_t fp4_prmt(uint32_t a, uint32_t b, uint32_t sel) {
     uint32_t d;
     asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
     return d;
+}
+
+/* 16 bytes through the read-only path (p 16-byte aligned). */
+static __device__ __forceinline__ uint4 fp4_ldg16(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+
+/* cp.async (sm_80+): 16 bytes global -> shared, bypassing L1; commit / wait by group count. */
+static __device__ __forceinline__ void fp4_cp_async16(void *smem, const void *gmem) {
+    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(s), "l"(gmem));
+}
+static __device__ __forceinline__ void fp4_cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> static __device__ __forceinline__ void fp4_cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+/* Eight F16 or BF16 values (one 16-byte load) widened to f32, exactly. */
+template <bool BF16> static __device__ __forceinline__ void fp4_widen8(uint4 q, float v[8]) {
+    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        if (BF16) {
+            v[2 * i] = __uint_as_float(w[i] << 16);
+            v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+        } else {
+            const __half2 h = *reinterpret_cast<const __half2 *>(&w[i]);
+            const float2 f = __half22float2(h);
+            v[2 * i] = f.x;
+            v[2 * i + 1] = f.y;
+        }
+    }
+}
+
+/* Payload and scale pointers of a warp's R rows from row0 (rows past n_out read the last row;
+ * their results are discarded), at this lane's byte offsets poff / soff into the rows. */
+template <int R>
+static __device__ __forceinline__ void fp4_warp_rows(const uint8_t *payload, const uint8_t *scales, int64_t pstride,
+                                                     int64_t sstride, int64_t n_out, int64_t row0, int poff, int soff,
+                                                     const uint8_t *(&prow)[R], const uint8_t *(&srow)[R]) {
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1;
+        prow[r] = payload + row * pstride + poff;
+        srow[r] = scales + row * sstride + soff;
+    }
 }
 
 /* SPEC §4 step 4, the pinned epilogue of one super-block, up to its accumulation:
@@ -53,6 +116,16 @@ static __device__ __forceinline__ float fp4_cu_a16_term(float total, float d, fl
     float c = __fmaf_rn(total, 0x1p-10f, 0.0f);
     c = __fmaf_rn(c, d, 0.0f);
     return __fmaf_rn(c, scale2, 0.0f);
+}
+
+static __device__ __forceinline__ float fp4_round_f16_dev(float f);
+/* SPEC §5 step 4, the W4A4 epilogue of one exact int64 total: ((T * 2^-20) * scale2) *
+ * input_scale in f32, then the F16 boundary. */
+static __device__ __forceinline__ float fp4_cu_w4a4_term(long long total, float scale2, float input_scale) {
+    float v = __fmul_rn(__ll2float_rn(total), 0x1p-20f);
+    v = __fmul_rn(v, scale2);
+    v = __fmul_rn(v, input_scale);
+    return fp4_round_f16_dev(v);
 }
 
 static __device__ __forceinline__ float fp4_pow2f(int e) { /* 2^e for -126 <= e <= 127 */
@@ -246,52 +319,69 @@ static __device__ __forceinline__ bool fp4_splitk_arrive(unsigned *counter, int 
     return last_flag != 0;
 }
 
-/* ---- internal launchers (extern "C"; hidden; the lab and the tests select variants) -------- */
+/* The last-arriving block of a split-K set (after fp4_splitk_arrive): the slices of output
+ * (tok, row) added in slice order, f32 (partials laid out [slice][column][row]). */
+static __device__ __forceinline__ float fp4_splitk_sum(const float *partials, int n_slices, int ncols, int64_t n_out,
+                                                       int tok, int64_t row) {
+    float sum = 0.0f;
+    for (int sp = 0; sp < n_slices; sp++) sum = __fadd_rn(sum, __ldcg(partials + ((int64_t)sp * ncols + tok) * n_out + row));
+    return sum;
+}
+
+/* ---- internal functions (extern "C", hidden by -fvisibility=hidden) ------------------------- */
+#define FP4_CU_MAX_DEVICES 64
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Shared: SM count of the current device (cached), 0 on error. */
+/* SM count of the current device (cached per device), 0 on error. */
 int fp4_cu_sm_count(void);
-/* Split-K plan shared by the launchers and fp4_cuda_scratch_bytes: how many K slices for a grid
- * of row_blocks blocks over n_seg K segments. */
-int fp4_cu_plan_splits(int64_t row_blocks, int64_t n_seg, int blocks_per_sm_target);
+/* cudaFuncAttributeMaxDynamicSharedMemorySize = bytes for `kernel` on the current device, once per
+ * device: done[FP4_CU_MAX_DEVICES] is the caller's (one array per kernel instance), read and
+ * written atomically. */
+fp4_status fp4_cu_smem_opt_in(const void *kernel, size_t bytes, int *done);
 
-/* exact A16 (gemv_exact.cu) */
+/* Activation passes. Q8_K (SPEC §4 step 1) of n_cols columns of n_in values into int8 values
+ * (n_cols, k_pad) at d_q (frag = 0: element order; 1: the integer-MMA fragment order) and steps
+ * (n_cols, k_pad/256) at d_d, and/or ggml blocks at d_blocks; padding super-blocks give zeros. */
 fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q, float *d_d,
-                               fp4_block_q8_K *d_blocks, cudaStream_t stream);
-/* The Q8_K pass with int8 values in the fragment order of the IMMA variants (8, 9; 3 from 2 columns). */
-fp4_status fp4_cu_q8k_quantize_frag(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q,
-                                    float *d_d, cudaStream_t stream);
-/* variant 1: warp per row, plain integer loop (lab baseline); 2, 4..7 dp4a (7: round-2 production);
- * 8, 9: integer MMA, q in fragment order (1..16 columns); 3: round-3 production;
- * 20: round-6 integer MMA (gemv_exact_mma2.cu); 21: 7's dp4a at 1 column, 20 from 2 columns. */
-fp4_status fp4_cu_a16_exact_mma2(const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d, int64_t n_cols,
-                                 float *d_y, cudaStream_t stream);
-fp4_status fp4_cu_a16_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
-                                   int64_t n_cols, float *d_y, cudaStream_t stream);
-size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
-fp4_status fp4_cu_a16_exact(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
-                            const fp4_cuda_scratch *s, cudaStream_t stream);
-
-/* W4A4 (gemv_w4a4.cu): variant 1 dp4a matvec (any width), variant 2 the 16-column IMMA tile. */
+                               fp4_block_q8_K *d_blocks, int frag, cudaStream_t stream);
+/* W4A4 (SPEC §3 steps 3-5 per 16-group): packed codes / scale bytes (the public layout) and/or
+ * int8 e2m1_q1 values (n_cols, k_pad) and e4m3fn_q9 ints at q9[col * q9_cs + group * q9_gs]. */
 fp4_status fp4_cu_w4a4_act_quant(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols,
                                  float input_scale_inv, uint8_t *d_codes, uint8_t *d_scales, int8_t *d_q1,
-                                 int32_t *d_q9, cudaStream_t stream);
-size_t fp4_cu_w4a4_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
-fp4_status fp4_cu_w4a4(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
-                       const fp4_cuda_scratch *s, cudaStream_t stream);
+                                 int32_t *d_q9, int64_t q9_cs, int64_t q9_gs, cudaStream_t stream);
+/* input_scale = 1/input_scale_inv and 6*input_scale, rounded exactly as the CPU does. */
+fp4_status fp4_cu_w4a4_scales(float input_scale_inv, float *input_scale, float *d6);
 
-/* native W4A16 (gemv_native.cu): variant 1 plain warp-per-row f32 FMA (lab baseline, any width),
- * variant 2 the mma.sync kernel (production, 1..64 columns per launch). */
-size_t fp4_cu_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
-fp4_status fp4_cu_native(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+/* ---- the route launchers: what dispatch.cu's table names, nothing else calls them ---------- */
+/* y (n_cols columns of n_out) = W x, any n_cols >= 1 (chunked inside); the scratch holds
+ * FP4_CU_COUNTER_BYTES of counters, then the route's own bytes (its _scratch function). */
+typedef fp4_status (*fp4_cu_route_fn)(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                                      const fp4_cuda_scratch *s, cudaStream_t stream);
+typedef size_t (*fp4_cu_scratch_fn)(const fp4_cuda_tensor *w, int64_t n_cols);
+
+/* exact A16 (a16_exact.cu): the dp4a kernel at 1 column, the integer MMA from 2 (chunks of 16) */
+fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                            const fp4_cuda_scratch *s, cudaStream_t stream);
+size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+/* native A16 (a16_native.cu): the int16 dp2a kernel at 1 column, the shared-memory f16 MMA tiles above */
+fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                             const fp4_cuda_scratch *s, cudaStream_t stream);
+size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+/* exact W4A4 (w4a4.cu): the dp4a kernel at any width; the 8-warp integer MMA at exactly 16
+ * columns (n_in % 64 == 0) */
+fp4_status fp4_cu_w4a4_dp4a(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                            const fp4_cuda_scratch *s, cudaStream_t stream);
+fp4_status fp4_cu_w4a4_mma16(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                             const fp4_cuda_scratch *s, cudaStream_t stream);
+size_t fp4_cu_w4a4_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+/* F16/BF16 (dense.cu) and Q4_K/Q6_K (kquant.cu) weights: f32 accumulation, no scratch */
+fp4_status fp4_cu_dense(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                        const fp4_cuda_scratch *s, cudaStream_t stream);
+fp4_status fp4_cu_kquant(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                          const fp4_cuda_scratch *s, cudaStream_t stream);
-/* native at 1..4 columns (gemv_native1.cu, round 5): int16 activations, dp2a group dots, f32
- * accumulation; variants 15 (2 rows per warp), 16 (4 rows per warp), chunks of 4 columns. */
-size_t fp4_cu_native1_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
-fp4_status fp4_cu_native1(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
-                          const fp4_cuda_scratch *s, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -84,18 +84,7 @@ static __global__ __launch_bounds__(256) void embed_half_kernel(const uint8_t *t
     const int64_t id = ids[blockIdx.y];
     float v[8];
     if (id >= 0 && id < n_out) {
-        const uint4 q = *reinterpret_cast<const uint4 *>(table + id * stride + c * 16);
-        const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            if (BF16) {
-                v[2 * i] = __uint_as_float(w[i] << 16);
-                v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-            } else {
-                v[2 * i] = __half2float(__ushort_as_half((unsigned short)(w[i] & 0xFFFFu)));
-                v[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(w[i] >> 16)));
-            }
-        }
+        fp4_widen8<BF16>(*reinterpret_cast<const uint4 *>(table + id * stride + c * 16), v);
     } else {
 #pragma unroll
         for (int i = 0; i < 8; i++) v[i] = 0.0f;
@@ -105,15 +94,13 @@ static __global__ __launch_bounds__(256) void embed_half_kernel(const uint8_t *t
     d[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
-static int aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
-
 extern "C" {
 
 FP4_API fp4_status fp4_cuda_nvfp4_dequant(const fp4_cuda_tensor *w, int64_t row0, int64_t n_rows, int64_t dst_type,
                                           void *d_dst, fp4_cuda_stream stream) {
     if (!w || !d_dst || w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
     if (row0 < 0 || n_rows < 0 || row0 + n_rows > w->n_out) return FP4_ERR_SHAPE;
-    if (w->n_in <= 0 || w->n_in % 16 || w->payload_stride % 8 || !aligned16(d_dst)) return FP4_ERR_INVALID_ARG;
+    if (w->n_in <= 0 || w->n_in % 16 || w->payload_stride % 8 || !fp4_aligned16(d_dst)) return FP4_ERR_INVALID_ARG;
     if (n_rows == 0) return FP4_OK;
     if (n_rows > 65535) return FP4_ERR_LIMIT; /* grid.y; callers chunk larger spans */
     const dim3 grid((unsigned)((w->n_in / 16 + 255) / 256), (unsigned)n_rows);
@@ -140,7 +127,7 @@ FP4_API fp4_status fp4_cuda_nvfp4_dequant(const fp4_cuda_tensor *w, int64_t row0
 
 FP4_API fp4_status fp4_cuda_embed(const fp4_cuda_tensor *w, const int32_t *d_ids, int64_t n_ids, float *d_out,
                                   fp4_cuda_stream stream) {
-    if (!w || !d_ids || !d_out || !w->d_payload || n_ids < 0 || !aligned16(d_out)) return FP4_ERR_INVALID_ARG;
+    if (!w || !d_ids || !d_out || !w->d_payload || n_ids < 0 || !fp4_aligned16(d_out)) return FP4_ERR_INVALID_ARG;
     if (n_ids == 0) return FP4_OK;
     if (n_ids > 65535) return FP4_ERR_LIMIT;
     cudaStream_t s = (cudaStream_t)stream;
@@ -150,7 +137,7 @@ FP4_API fp4_status fp4_cuda_embed(const fp4_cuda_tensor *w, const int32_t *d_ids
         embed_nvfp4_kernel<<<grid, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride, w->scale_stride,
                                                  w->n_out, w->n_in, w->scale2, d_ids, d_out);
     } else if (w->type == FP4_TYPE_F16 || w->type == FP4_TYPE_BF16) {
-        if (w->n_in % 8 || w->payload_stride % 16 || !aligned16(w->d_payload)) return FP4_ERR_INVALID_ARG;
+        if (w->n_in % 8 || w->payload_stride % 16 || !fp4_aligned16(w->d_payload)) return FP4_ERR_INVALID_ARG;
         const dim3 grid((unsigned)((w->n_in / 8 + 255) / 256), (unsigned)n_ids);
         if (w->type == FP4_TYPE_BF16)
             embed_half_kernel<true><<<grid, 256, 0, s>>>(w->d_payload, w->payload_stride, w->n_out, w->n_in, d_ids, d_out);

@@ -1,9 +1,8 @@
-/* device.cu — device enumeration, tensor upload into one arena, scratch allocation.
+/* device.cu — device enumeration, tensor upload into one arena, scratch allocation (its size comes
+ * from the dispatch table: fp4_cuda_scratch_bytes in dispatch.cu).
  * Host code only (C-style). */
 #include "common.cuh"
 #include <string.h>
-
-#define FP4_CU_MAX_DEVICES 64
 
 extern "C" {
 
@@ -53,27 +52,29 @@ FP4_API fp4_status fp4_cuda_init(int device, fp4_cuda_device_info *info) {
 }
 
 int fp4_cu_sm_count(void) {
-    static int cached[FP4_CU_MAX_DEVICES]; /* benign race: every writer stores the same value */
+    static int cached[FP4_CU_MAX_DEVICES]; /* written once per device, read and written atomically */
     int dev = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
-    if (dev < FP4_CU_MAX_DEVICES && cached[dev]) return cached[dev];
+    if (dev < FP4_CU_MAX_DEVICES) {
+        const int c = __atomic_load_n(&cached[dev], __ATOMIC_RELAXED);
+        if (c) return c;
+    }
     int n = 0;
     if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
-    if (dev < FP4_CU_MAX_DEVICES) cached[dev] = n;
+    if (dev < FP4_CU_MAX_DEVICES) __atomic_store_n(&cached[dev], n, __ATOMIC_RELAXED);
     return n;
 }
 
-/* Enough blocks to cover every SM blocks_per_sm_target times; never more slices than segments,
- * never more than 32. */
-int fp4_cu_plan_splits(int64_t row_blocks, int64_t n_seg, int blocks_per_sm_target) {
-    int sms = fp4_cu_sm_count();
-    if (sms <= 0) sms = 132;
-    const int64_t want = (int64_t)sms * blocks_per_sm_target;
-    int64_t ks = row_blocks >= want ? 1 : (want + row_blocks - 1) / row_blocks;
-    if (ks > 32) ks = 32;
-    if (ks > n_seg / 2) ks = n_seg / 2; /* keep at least two segments per slice */
-    if (ks < 1) ks = 1;
-    return (int)ks;
+/* The attribute is per device (it lives in the device's context). Two threads may both set it
+ * the first time: the call is idempotent, and the flag is written with release order after it. */
+fp4_status fp4_cu_smem_opt_in(const void *kernel, size_t bytes, int *done) {
+    int dev = 0;
+    FP4_CUDA_CHECK(cudaGetDevice(&dev));
+    const int cacheable = dev >= 0 && dev < FP4_CU_MAX_DEVICES;
+    if (cacheable && __atomic_load_n(&done[dev], __ATOMIC_ACQUIRE)) return FP4_OK;
+    FP4_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+    if (cacheable) __atomic_store_n(&done[dev], 1, __ATOMIC_RELEASE);
+    return FP4_OK;
 }
 
 /* ---- tensors --------------------------------------------------------------------------------- */
@@ -105,7 +106,7 @@ FP4_API fp4_status fp4_cuda_tensor_upload_nvfp4(const fp4_nvfp4_view *w, fp4_cud
                          cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
         cudaFree(arena);
-        return FP4_ERR_CUDA;
+        return FP4_CUDA_FAIL(e, "cudaMemset/cudaMemcpy2D(arena)");
     }
     out->type = FP4_TYPE_NVFP4_E2M1;
     out->n_out = w->n_out;
@@ -140,9 +141,10 @@ FP4_API fp4_status fp4_cuda_tensor_upload(int64_t type, const void *host_data, i
     const size_t bytes = row_bytes * (size_t)n_out;
     void *arena = NULL;
     FP4_CUDA_CHECK(cudaMalloc(&arena, FP4_CU_ALIGN(bytes)));
-    if (cudaMemcpy(arena, host_data, bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
+    const cudaError_t e = cudaMemcpy(arena, host_data, bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
         cudaFree(arena);
-        return FP4_ERR_CUDA;
+        return FP4_CUDA_FAIL(e, "cudaMemcpy(arena, host_data, bytes, cudaMemcpyHostToDevice)");
     }
     out->type = type;
     out->n_out = n_out;
@@ -157,21 +159,6 @@ FP4_API fp4_status fp4_cuda_tensor_upload(int64_t type, const void *host_data, i
 
 /* ---- scratch ----------------------------------------------------------------------------------- */
 
-FP4_API size_t fp4_cuda_scratch_bytes(const fp4_cuda_tensor *w, int64_t n_cols) {
-    if (!w || n_cols < 1) return 0;
-    size_t need = 0, b;
-    if (w->type == FP4_TYPE_NVFP4_E2M1) {
-        const int64_t nc = n_cols < 64 ? n_cols : 64; /* the widest single launch */
-        b = fp4_cu_a16_exact_scratch(w, nc < 16 ? nc : 16);
-        if (b > need) need = b;
-        b = fp4_cu_w4a4_scratch(w, nc < 16 ? nc : 16);
-        if (b > need) need = b;
-        b = fp4_cu_native_scratch(w, nc);
-        if (b > need) need = b;
-    }
-    return FP4_CU_COUNTER_BYTES + need;
-}
-
 FP4_API fp4_status fp4_cuda_scratch_alloc(size_t bytes, fp4_cuda_scratch *s) {
     if (!s) return FP4_ERR_INVALID_ARG;
     s->d_base = NULL;
@@ -180,9 +167,10 @@ FP4_API fp4_status fp4_cuda_scratch_alloc(size_t bytes, fp4_cuda_scratch *s) {
     bytes = FP4_CU_ALIGN(bytes);
     void *p = NULL;
     FP4_CUDA_CHECK(cudaMalloc(&p, bytes));
-    if (cudaMemset(p, 0, bytes) != cudaSuccess) {
+    const cudaError_t e = cudaMemset(p, 0, bytes);
+    if (e != cudaSuccess) {
         cudaFree(p);
-        return FP4_ERR_CUDA;
+        return FP4_CUDA_FAIL(e, "cudaMemset(p, 0, bytes)");
     }
     s->d_base = p;
     s->bytes = bytes;

@@ -107,20 +107,20 @@ static fp4_status kq_chunk(const fp4_cuda_tensor *t, const float *x, int64_t nc,
 
 extern "C" {
 
-FP4_API fp4_status fp4_cuda_matvec_kquant(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
-                                          fp4_cuda_stream stream) {
+fp4_status fp4_cu_kquant(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                         const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (!w || !d_x || !d_y || !w->d_payload || n_cols < 1) return FP4_ERR_INVALID_ARG;
     if (w->type != FP4_TYPE_Q4_K && w->type != FP4_TYPE_Q6_K) return FP4_ERR_DTYPE;
     if (w->n_in <= 0 || w->n_in % 256) return FP4_ERR_SHAPE;
     const int64_t bytes = w->type == FP4_TYPE_Q6_K ? 210 : 144;
     if (w->payload_stride != w->n_in / 256 * bytes) return FP4_ERR_INVALID_ARG;
-    if (((uintptr_t)w->d_payload & 15u) || ((uintptr_t)d_x & 15u)) return FP4_ERR_INVALID_ARG;
+    if (!fp4_aligned16(w->d_payload) || !fp4_aligned16(d_x)) return FP4_ERR_INVALID_ARG;
     for (int64_t c0 = 0; c0 < n_cols;) {
         const int64_t left = n_cols - c0;
         const int64_t nc = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
         const fp4_status st = w->type == FP4_TYPE_Q6_K
-                                  ? kq_chunk<true>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, (cudaStream_t)stream)
-                                  : kq_chunk<false>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, (cudaStream_t)stream);
+                                  ? kq_chunk<true>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, stream)
+                                  : kq_chunk<false>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, stream);
         if (st != FP4_OK) return st;
         c0 += nc;
     }

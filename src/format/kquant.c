@@ -196,7 +196,8 @@ static void sym_sums(int n, int nmax, const float *x, float inv, float *slx, flo
 }
 
 static void sym_levels(int n, int nmax, const float *x, float inv, int8_t *L) {
-    for (int i = 0; i < n; i++) L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, fp4_nearest_int(inv * x[i]))));
+    for (int i = 0; i < n; i++)
+        L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, fp4_nearest_int(inv * x[i]))));
 }
 
 /* Symmetric fit of n values to levels -nmax..nmax-1 (stored offset by nmax), x² weights: the

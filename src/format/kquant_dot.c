@@ -4,7 +4,10 @@
  * per block, eight int32 lane sums (lane l collects the products at positions ≡ l mod 8, each
  * group of 8 weighted by its sub-block scale), then sums[l] += (fp16(d)*y.d) * lane[l]; Q4_K also
  * does total -= (fp16(dmin)*y.d) * Σ bsums·mins per block; at the end total += sums[0..7] in
- * order. The integer work is exact, so its order is free. */
+ * order; a NaN result is returned as the NaN 0xFFC00000 (fp4_canonical_nan; ggml returns whichever
+ * NaN its compiled operand order keeps, that one when the NaN arises inside the dot). The integer
+ * work is exact, so its order is free: kquant_avx2.c and kquant_avx512.c do the Q4_K one with AVX2
+ * and AVX-512 (the same bits), chosen at run time (cpu_path.c). */
 #include "fp4_impl.h"
 #include <math.h>
 #include <stdlib.h>
@@ -45,7 +48,7 @@ static float q4K_dot(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n
         total -= dmin * (float)msum;
     }
     for (int l = 0; l < 8; l++) total += sums[l];
-    return total;
+    return fp4_canonical_nan(total);
 }
 
 static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t nb) {
@@ -78,12 +81,42 @@ static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n
         for (int l = 0; l < 8; l++) sums[l] += d * (float)lane[l];
     }
     for (int l = 0; l < 8; l++) total += sums[l];
-    return total;
+    return fp4_canonical_nan(total);
 }
+
+/* ---------------------------------------------------------------------------------------- */
+/* Matvec: quantize every column once, then split rows over threads (fp4_parallel_rows). Each y
+ * value is one dot, so the result does not depend on the thread count. */
+
+/* act: the activations rearranged for a vectorized Q4_K dot (NULL on the portable path) */
+typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+typedef void (*kq_act_fn)(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return q4K_dot(w, x, nb);
+}
+static float dot4_avx2(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return fp4_q4K_dot_avx2(w, x, act, nb);
+}
+static float dot4_avx512(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return fp4_q4K_dot_avx512(w, x, act, nb);
+}
+static float dot6(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return q6K_dot(w, x, nb);
+}
+
+/* the Q4_K dot of each CPU path (cpu_path.c) and the activation layout it reads */
+typedef struct kq_path {
+    kq_dot_fn dot;
+    kq_act_fn act;
+} kq_path;
+static const kq_path q4K_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = {dot4, NULL},
+                                                  [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2},
+                                                  [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act_avx512}};
+static const kq_path q6K_path[FP4_CPU_N_PATHS] = {{dot6, NULL}, {dot6, NULL}, {dot6, NULL}};
 
 float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
     if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
-    return q4K_dot(w, x, n / QK);
+    return q4K_path[fp4_cpu_path()].dot(w, x, NULL, n / QK);
 }
 
 float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n) {
@@ -91,19 +124,12 @@ float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_
     return q6K_dot(w, x, n / QK);
 }
 
-/* ---------------------------------------------------------------------------------------- */
-/* Matvec: quantize every column once, then split rows over threads (fp4_parallel_rows). Each y
- * value is one dot, so the result does not depend on the thread count. */
-
-typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, int64_t nb);
-static float dot4(const void *w, const fp4_block_q8_K *x, int64_t nb) { return q4K_dot(w, x, nb); }
-static float dot6(const void *w, const fp4_block_q8_K *x, int64_t nb) { return q6K_dot(w, x, nb); }
-
 typedef struct kq_job {
     kq_dot_fn dot;
     const uint8_t *w;
     size_t row_bytes;
     const fp4_block_q8_K *xq;
+    const int8_t *act;
     int64_t nb, n_out, n_cols;
     float *y;
 } kq_job;
@@ -112,12 +138,14 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     const kq_job *j = arg;
     for (int64_t r = r0; r < r1; r++) {
         const void *row = j->w + (size_t)r * j->row_bytes;
-        for (int64_t c = 0; c < j->n_cols; c++) j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, j->nb);
+        for (int64_t c = 0; c < j->n_cols; c++)
+            j->y[c * j->n_out + r] =
+                j->dot(row, j->xq + c * j->nb, j->act ? j->act + c * j->nb * FP4_Q4K_ACT_BYTES : NULL, j->nb);
     }
 }
 
-static fp4_status kq_matvec(kq_dot_fn dot, size_t block_bytes, const void *w, int64_t n_out, int64_t n_in,
-                            const float *x, int64_t n_cols, float *y, int n_threads) {
+static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void *w, int64_t n_out,
+                            int64_t n_in, const float *x, int64_t n_cols, float *y, int n_threads) {
     if (n_out < 0 || n_in < 0 || n_cols < 0 || n_in % QK != 0) return FP4_ERR_SHAPE;
     if (n_out == 0 || n_cols == 0) return FP4_OK;
     if (!w || !y || (n_in > 0 && !x)) return FP4_ERR_INVALID_ARG;
@@ -143,18 +171,29 @@ static fp4_status kq_matvec(kq_dot_fn dot, size_t block_bytes, const void *w, in
             return st;
         }
     }
-    kq_job job = {dot, w, (size_t)row_bytes, xq, nb, n_out, n_cols, y};
+    const kq_path *path = &paths[fp4_cpu_path()];
+    int8_t *act = NULL; /* n_blocks × 272 bytes: smaller than xq */
+    if (path->act) {
+        act = malloc((size_t)n_blocks * FP4_Q4K_ACT_BYTES);
+        if (!act) {
+            free(xq);
+            return FP4_ERR_NOMEM;
+        }
+        path->act(xq, n_blocks, act);
+    }
+    kq_job job = {path->dot, w, (size_t)row_bytes, xq, act, nb, n_out, n_cols, y};
     fp4_status st = fp4_parallel_rows(n_out, n_threads, kq_rows, &job);
+    free(act);
     free(xq);
     return st;
 }
 
 fp4_status fp4_q4_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
                            int n_threads) {
-    return kq_matvec(dot4, sizeof(fp4_block_q4_K), w, n_out, n_in, x, n_cols, y, n_threads);
+    return kq_matvec(q4K_path, sizeof(fp4_block_q4_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }
 
 fp4_status fp4_q6_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
                            int n_threads) {
-    return kq_matvec(dot6, sizeof(fp4_block_q6_K), w, n_out, n_in, x, n_cols, y, n_threads);
+    return kq_matvec(q6K_path, sizeof(fp4_block_q6_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }

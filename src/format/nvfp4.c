@@ -28,7 +28,9 @@ static inline float src_at(const void *src, fp4_src_dtype dt, int64_t i) {
     }
 }
 
-static int src_dtype_ok(fp4_src_dtype dt) { return dt == FP4_SRC_F32 || dt == FP4_SRC_F16 || dt == FP4_SRC_BF16; }
+static int src_dtype_ok(fp4_src_dtype dt) {
+    return dt == FP4_SRC_F32 || dt == FP4_SRC_F16 || dt == FP4_SRC_BF16;
+}
 
 fp4_status fp4_amax_update(const void *src, fp4_src_dtype dt, int64_t count, float *amax) {
     if (!src || !amax || count < 0 || !src_dtype_ok(dt)) return FP4_ERR_INVALID_ARG;
@@ -79,7 +81,8 @@ static void quantize_block16(const float *v, float scale2, float d6, uint8_t *pa
 
 fp4_status fp4_nvfp4_quantize(const void *src, fp4_src_dtype dt, int64_t n_rows, int64_t n_in, float scale2,
                               uint8_t *payload, uint8_t *scales) {
-    if (!src || !payload || !scales || n_rows < 0 || n_in < 0 || !src_dtype_ok(dt)) return FP4_ERR_INVALID_ARG;
+    if (!src || !payload || !scales || n_rows < 0 || n_in < 0 || !src_dtype_ok(dt))
+        return FP4_ERR_INVALID_ARG;
     if (n_in % 16) return FP4_ERR_SHAPE;
     if (!isfinite(scale2) || !(scale2 > 0.0f)) return FP4_ERR_SCALE2;
     const float d6 = 6.0f * scale2; /* the product first (SPEC §3 step 3) */

@@ -107,8 +107,8 @@ typedef struct gguf_parse {
 static size_t pos(const gguf_parse *P) { return (size_t)(P->c.p - P->g->base); }
 
 static fp4_status truncated(gguf_parse *P, const char *tensor, const char *what) {
-    return PFAIL(P, FP4_ERR_TRUNCATED, tensor, "gguf.truncated", "file ends inside %s at byte %zu (file size %zu)",
-                 what, pos(P), P->g->size);
+    return PFAIL(P, FP4_ERR_TRUNCATED, tensor, "gguf.truncated",
+                 "file ends inside %s at byte %zu (file size %zu)", what, pos(P), P->g->size);
 }
 
 static fp4_status rd_u32(gguf_parse *P, uint32_t *v, const char *tensor, const char *what) {
@@ -120,8 +120,8 @@ static fp4_status rd_u64(gguf_parse *P, uint64_t *v, const char *tensor, const c
 }
 
 /* u64 length + bytes; len above cap is cap_rule (FP4_ERR_LIMIT), checked before the bytes. */
-static fp4_status rd_string(gguf_parse *P, uint64_t cap, const char *cap_rule, const char *tensor, const char *what,
-                            const uint8_t **s, uint64_t *len) {
+static fp4_status rd_string(gguf_parse *P, uint64_t cap, const char *cap_rule, const char *tensor,
+                            const char *what, const uint8_t **s, uint64_t *len) {
     fp4_status st = rd_u64(P, len, tensor, what);
     if (st) return st;
     if (*len > cap)
@@ -147,8 +147,12 @@ typedef struct name_ref {
     size_t n;
 } name_ref;
 
-static name_ref kv_name(const fp4_gguf *g, uint32_t i) { return (name_ref){g->arena + g->kv[i].key_off, g->kv[i].key_len}; }
-static name_ref t_name(const fp4_gguf *g, uint32_t i) { return (name_ref){g->arena + g->t[i].name_off, g->t[i].name_len}; }
+static name_ref kv_name(const fp4_gguf *g, uint32_t i) {
+    return (name_ref){g->arena + g->kv[i].key_off, g->kv[i].key_len};
+}
+static name_ref t_name(const fp4_gguf *g, uint32_t i) {
+    return (name_ref){g->arena + g->t[i].name_off, g->t[i].name_len};
+}
 
 static int name_cmp(name_ref a, name_ref b) {
     int c = memcmp(a.s, b.s, a.n < b.n ? a.n : b.n);
@@ -160,8 +164,10 @@ static void sort_by_name(const fp4_gguf *g, name_ref (*name)(const fp4_gguf *, u
                          uint32_t *tmp, size_t n) {
     for (size_t w = 1; w < n; w *= 2) {
         for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
-            while (i < mid && j < hi) tmp[k++] = name_cmp(name(g, idx[j]), name(g, idx[i])) < 0 ? idx[j++] : idx[i++];
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid,
+                   k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = name_cmp(name(g, idx[j]), name(g, idx[i])) < 0 ? idx[j++] : idx[i++];
             while (i < mid) tmp[k++] = idx[i++];
             while (j < hi) tmp[k++] = idx[j++];
         }
@@ -187,8 +193,8 @@ static uint32_t *build_index(const fp4_gguf *g, name_ref (*name)(const fp4_gguf 
     return idx;
 }
 
-static int64_t find_by_name(const fp4_gguf *g, name_ref (*name)(const fp4_gguf *, uint32_t), const uint32_t *idx,
-                            size_t n, const char *s) {
+static int64_t find_by_name(const fp4_gguf *g, name_ref (*name)(const fp4_gguf *, uint32_t),
+                            const uint32_t *idx, size_t n, const char *s) {
     name_ref want = {s, strlen(s)};
     size_t lo = 0, hi = n;
     while (lo < hi) {
@@ -208,8 +214,8 @@ static fp4_status parse_header(gguf_parse *P, uint64_t *n_tensors, uint64_t *n_k
     const uint8_t *m;
     if (!fp4_cur_take(&P->c, 4, &m)) return truncated(P, NULL, "the magic");
     if (memcmp(m, GGUF_MAGIC, 4) != 0)
-        return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.magic", "magic is %02x %02x %02x %02x, not \"GGUF\"", m[0], m[1],
-                     m[2], m[3]);
+        return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.magic", "magic is %02x %02x %02x %02x, not \"GGUF\"",
+                     m[0], m[1], m[2], m[3]);
     fp4_status st = rd_u32(P, &P->g->version, NULL, "the version");
     if (st) return st;
     uint32_t v = P->g->version;
@@ -220,9 +226,9 @@ static fp4_status parse_header(gguf_parse *P, uint64_t *n_tensors, uint64_t *n_k
     if ((st = rd_u64(P, n_tensors, NULL, "n_tensors")) || (st = rd_u64(P, n_kv, NULL, "n_kv"))) return st;
     size_t left = P->c.left;
     if (*n_tensors > FP4_MAX_TENSORS || *n_tensors > left / GGUF_MIN_TENSOR_BYTES)
-        return PFAIL(P, *n_tensors > FP4_MAX_TENSORS ? FP4_ERR_LIMIT : FP4_ERR_TRUNCATED, NULL, "gguf.n_tensors",
-                     "n_tensors %llu does not fit the limit %d or the %zu bytes left", (unsigned long long)*n_tensors,
-                     FP4_MAX_TENSORS, left);
+        return PFAIL(P, *n_tensors > FP4_MAX_TENSORS ? FP4_ERR_LIMIT : FP4_ERR_TRUNCATED, NULL,
+                     "gguf.n_tensors", "n_tensors %llu does not fit the limit %d or the %zu bytes left",
+                     (unsigned long long)*n_tensors, FP4_MAX_TENSORS, left);
     if (*n_kv > FP4_MAX_KV || *n_kv > left / GGUF_MIN_KV_BYTES ||
         *n_kv * GGUF_MIN_KV_BYTES > left - *n_tensors * GGUF_MIN_TENSOR_BYTES)
         return PFAIL(P, *n_kv > FP4_MAX_KV ? FP4_ERR_LIMIT : FP4_ERR_TRUNCATED, NULL, "gguf.n_kv",
@@ -235,13 +241,14 @@ static fp4_status parse_str_array(gguf_parse *P, gguf_kv *kv, const char *key) {
     fp4_gguf *g = P->g;
     if (kv->count > P->c.left / 8)
         return PFAIL(P, FP4_ERR_TRUNCATED, NULL, "gguf.array.bounds",
-                     "key '%.64s': %llu strings cannot fit the %zu bytes left", key, (unsigned long long)kv->count,
-                     P->c.left);
+                     "key '%.64s': %llu strings cannot fit the %zu bytes left", key,
+                     (unsigned long long)kv->count, P->c.left);
     kv->str0 = g->n_strs;
     for (uint64_t j = 0; j < kv->count; j++) {
         const uint8_t *s;
         uint64_t len;
-        fp4_status st = rd_string(P, FP4_MAX_STRING, "gguf.string.len", NULL, "a string array element", &s, &len);
+        fp4_status st =
+            rd_string(P, FP4_MAX_STRING, "gguf.string.len", NULL, "a string array element", &s, &len);
         if (st) return st;
         if (!gguf_grow((void **)&g->strs, &g->strs_cap, g->n_strs + 1, sizeof *g->strs))
             return PFAIL(P, FP4_ERR_NOMEM, NULL, "gguf.nomem", "out of memory for string arrays");
@@ -253,8 +260,9 @@ static fp4_status parse_str_array(gguf_parse *P, gguf_kv *kv, const char *key) {
 static fp4_status check_bools(gguf_parse *P, const uint8_t *p, uint64_t n, const char *key) {
     for (uint64_t j = 0; j < n; j++)
         if (p[j] > 1)
-            return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.bool", "key '%.64s': bool byte %u (element %llu) is not 0 or 1",
-                         key, p[j], (unsigned long long)j);
+            return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.bool",
+                         "key '%.64s': bool byte %u (element %llu) is not 0 or 1", key, p[j],
+                         (unsigned long long)j);
     return FP4_OK;
 }
 
@@ -262,14 +270,15 @@ static fp4_status parse_array(gguf_parse *P, gguf_kv *kv, const char *key) {
     fp4_status st = rd_u32(P, &kv->arr_type, NULL, "an array element type");
     if (st) return st;
     if (!gguf_type_valid(kv->arr_type))
-        return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.array.type", "key '%.64s': array element type %u is unknown", key,
-                     kv->arr_type);
+        return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.array.type",
+                     "key '%.64s': array element type %u is unknown", key, kv->arr_type);
     if (kv->arr_type == FP4_GGUF_ARRAY)
         return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.array.nested", "key '%.64s': array of arrays", key);
     if ((st = rd_u64(P, &kv->count, NULL, "an array count"))) return st;
     if (kv->count > FP4_MAX_ARRAY)
-        return PFAIL(P, FP4_ERR_LIMIT, NULL, "gguf.array.count", "key '%.64s': %llu elements, above the limit %u", key,
-                     (unsigned long long)kv->count, FP4_MAX_ARRAY);
+        return PFAIL(P, FP4_ERR_LIMIT, NULL, "gguf.array.count",
+                     "key '%.64s': %llu elements, above the limit %u", key, (unsigned long long)kv->count,
+                     FP4_MAX_ARRAY);
     kv->val = P->c.p;
     if (kv->arr_type == FP4_GGUF_STRING) return parse_str_array(P, kv, key);
     size_t esz = gguf_value_size[kv->arr_type];
@@ -292,7 +301,8 @@ static fp4_status parse_value(gguf_parse *P, gguf_kv *kv, const char *key) {
 
 static fp4_status check_alignment_kv(gguf_parse *P, const gguf_kv *kv) {
     if (kv->type != FP4_GGUF_UINT32)
-        return PFAIL(P, FP4_ERR_DTYPE, NULL, "gguf.alignment.type", "general.alignment has type %s, not uint32",
+        return PFAIL(P, FP4_ERR_DTYPE, NULL, "gguf.alignment.type",
+                     "general.alignment has type %s, not uint32",
                      fp4_gguf_type_name((fp4_gguf_type)kv->type));
     uint32_t a = fp4_rd_le32(kv->val);
     if (!gguf_alignment_ok(a))
@@ -314,13 +324,16 @@ static fp4_status parse_kv(gguf_parse *P) {
     fp4_status st = rd_string(P, FP4_MAX_KEY, "gguf.kv.key_len", NULL, "a key", &k, &klen), code = FP4_OK;
     if (st) return st;
     const char *rule = gguf_key_rule(k, klen, &code);
-    if (rule) return PFAIL(P, code, NULL, rule, "key %zu (%llu bytes) breaks %s", g->n_kv, (unsigned long long)klen, rule);
+    if (rule)
+        return PFAIL(P, code, NULL, rule, "key %zu (%llu bytes) breaks %s", g->n_kv, (unsigned long long)klen,
+                     rule);
     if ((st = arena_add(P, k, (size_t)klen, &kv->key_off))) return st;
     kv->key_len = (uint32_t)klen;
     const char *key = g->arena + kv->key_off;
     if ((st = rd_u32(P, &kv->type, NULL, "a value type"))) return st;
     if (!gguf_type_valid(kv->type))
-        return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.kv.type", "key '%.64s': value type %u is unknown", key, kv->type);
+        return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.kv.type", "key '%.64s': value type %u is unknown", key,
+                     kv->type);
     if ((st = parse_value(P, kv, key))) return st;
     if (klen == strlen(GGUF_KEY_ALIGNMENT) && memcmp(k, GGUF_KEY_ALIGNMENT, klen) == 0 &&
         (st = check_alignment_kv(P, kv)))
@@ -332,12 +345,13 @@ static fp4_status parse_kv(gguf_parse *P) {
 /* ------------------------------------------------------------------------------------------ */
 /* Tensor infos and the data section                                                          */
 
-static fp4_status parse_tinfo_fields(gguf_parse *P, const char *name, uint32_t *n_dims, uint64_t ne[FP4_MAX_DIMS],
-                                     uint32_t *type, uint64_t *offset) {
+static fp4_status parse_tinfo_fields(gguf_parse *P, const char *name, uint32_t *n_dims,
+                                     uint64_t ne[FP4_MAX_DIMS], uint32_t *type, uint64_t *offset) {
     fp4_status st = rd_u32(P, n_dims, name, "n_dims");
     if (st) return st;
     if (*n_dims == 0 || *n_dims > FP4_MAX_DIMS)
-        return PFAIL(P, FP4_ERR_FORMAT, name, "gguf.tensor.n_dims", "n_dims %u is not in 1..%d", *n_dims, FP4_MAX_DIMS);
+        return PFAIL(P, FP4_ERR_FORMAT, name, "gguf.tensor.n_dims", "n_dims %u is not in 1..%d", *n_dims,
+                     FP4_MAX_DIMS);
     for (uint32_t j = 0; j < *n_dims; j++)
         if ((st = rd_u64(P, &ne[j], name, "a dimension"))) return st;
     if ((st = rd_u32(P, type, name, "a tensor type"))) return st;
@@ -352,10 +366,13 @@ static fp4_status parse_tinfo(gguf_parse *P, uint64_t *running) {
     memset(ti, 0, sizeof *ti);
     const uint8_t *s;
     uint64_t len;
-    fp4_status code = FP4_OK, st = rd_string(P, FP4_MAX_NAME, "gguf.tensor.name_len", NULL, "a tensor name", &s, &len);
+    fp4_status code = FP4_OK,
+               st = rd_string(P, FP4_MAX_NAME, "gguf.tensor.name_len", NULL, "a tensor name", &s, &len);
     if (st) return st;
     const char *rule = gguf_name_rule(s, len, &code);
-    if (rule) return PFAIL(P, code, NULL, rule, "tensor %zu: name of %llu bytes breaks %s", g->n_t, (unsigned long long)len, rule);
+    if (rule)
+        return PFAIL(P, code, NULL, rule, "tensor %zu: name of %llu bytes breaks %s", g->n_t,
+                     (unsigned long long)len, rule);
     if ((st = arena_add(P, s, (size_t)len, &ti->name_off))) return st;
     ti->name_len = (size_t)len;
     const char *name = g->arena + ti->name_off;
@@ -363,16 +380,17 @@ static fp4_status parse_tinfo(gguf_parse *P, uint64_t *running) {
     uint64_t ne[FP4_MAX_DIMS] = {0}, offset = 0;
     if ((st = parse_tinfo_fields(P, name, &n_dims, ne, &type, &offset))) return st;
     fp4_gguf_tensor *t = &ti->pub;
-    rule = gguf_tensor_rule(type, n_dims, ne, g->alignment, t->ne, &t->n_elements, &t->size, &ti->padded, &code);
+    rule =
+        gguf_tensor_rule(type, n_dims, ne, g->alignment, t->ne, &t->n_elements, &t->size, &ti->padded, &code);
     if (rule)
-        return PFAIL(P, code, name, rule, "type %u, n_dims %u, ne [%llu, %llu, %llu, %llu] breaks %s", type, n_dims,
-                     (unsigned long long)ne[0], (unsigned long long)ne[1], (unsigned long long)ne[2],
+        return PFAIL(P, code, name, rule, "type %u, n_dims %u, ne [%llu, %llu, %llu, %llu] breaks %s", type,
+                     n_dims, (unsigned long long)ne[0], (unsigned long long)ne[1], (unsigned long long)ne[2],
                      (unsigned long long)ne[3], rule);
     t->type = (fp4_type)type;
     t->n_dims = (int32_t)n_dims;
     if (offset % g->alignment != 0)
-        return PFAIL(P, FP4_ERR_FORMAT, name, "gguf.tensor.offset_align", "offset %llu is not a multiple of %u",
-                     (unsigned long long)offset, g->alignment);
+        return PFAIL(P, FP4_ERR_FORMAT, name, "gguf.tensor.offset_align",
+                     "offset %llu is not a multiple of %u", (unsigned long long)offset, g->alignment);
     if (offset != *running)
         return PFAIL(P, FP4_ERR_BOUNDS, name, "gguf.tensor.offset_order",
                      "offset %llu, but the tensors before it end at %llu (gap, overlap or reordering)",
@@ -401,23 +419,27 @@ static fp4_status check_data(gguf_parse *P, uint64_t total) {
     fp4_status st = check_zero(P, info_end, d < size ? d : size, NULL);
     if (st) return st;
     if (g->n_t > 0 && d > size)
-        return PFAIL(P, FP4_ERR_BOUNDS, NULL, "gguf.data.start", "the data section starts at %llu, past the end %llu",
-                     (unsigned long long)d, (unsigned long long)size);
+        return PFAIL(P, FP4_ERR_BOUNDS, NULL, "gguf.data.start",
+                     "the data section starts at %llu, past the end %llu", (unsigned long long)d,
+                     (unsigned long long)size);
     for (size_t i = 0; i < g->n_t; i++) {
         gguf_tinfo *ti = &g->t[i];
         const char *name = g->arena + ti->name_off;
         uint64_t start, end, pad_end;
-        if (fp4_add_overflow_u64(d, ti->rel, &start) || fp4_add_overflow_u64(start, ti->pub.size, &end) || end > size)
+        if (fp4_add_overflow_u64(d, ti->rel, &start) || fp4_add_overflow_u64(start, ti->pub.size, &end) ||
+            end > size)
             return PFAIL(P, FP4_ERR_BOUNDS, name, "gguf.data.bounds",
-                         "data [%llu + %llu, + %llu bytes) is not inside the file of %llu bytes", (unsigned long long)d,
-                         (unsigned long long)ti->rel, (unsigned long long)ti->pub.size, (unsigned long long)size);
+                         "data [%llu + %llu, + %llu bytes) is not inside the file of %llu bytes",
+                         (unsigned long long)d, (unsigned long long)ti->rel, (unsigned long long)ti->pub.size,
+                         (unsigned long long)size);
         ti->pub.offset = start;
         ti->pub.data = g->base + start;
         pad_end = start + ti->padded; /* end <= size, so this is < size + alignment */
         if ((st = check_zero(P, end, pad_end < size ? pad_end : size, name))) return st;
     }
     if (size > d && size - d > total)
-        return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.trailing", "%llu bytes follow the last tensor's padded end",
+        return PFAIL(P, FP4_ERR_FORMAT, NULL, "gguf.trailing",
+                     "%llu bytes follow the last tensor's padded end",
                      (unsigned long long)(size - d - total));
     return FP4_OK;
 }
@@ -438,14 +460,15 @@ static fp4_status parse_all(gguf_parse *P) {
                      g->arena + g->kv[dup].key_off);
     if (n_tensors > P->c.left / GGUF_MIN_TENSOR_BYTES)
         return PFAIL(P, FP4_ERR_TRUNCATED, NULL, "gguf.n_tensors",
-                     "n_tensors %llu cannot fit the %zu bytes left after the metadata", (unsigned long long)n_tensors,
-                     P->c.left);
+                     "n_tensors %llu cannot fit the %zu bytes left after the metadata",
+                     (unsigned long long)n_tensors, P->c.left);
     for (uint64_t i = 0; i < n_tensors; i++)
         if ((st = parse_tinfo(P, &total))) return st;
     if (!(g->t_by_name = build_index(g, t_name, g->n_t, &dup)))
         return PFAIL(P, FP4_ERR_NOMEM, NULL, "gguf.nomem", "out of memory for the tensor index");
     if (dup >= 0)
-        return PFAIL(P, FP4_ERR_DUPLICATE, g->arena + g->t[dup].name_off, "gguf.tensor.dup", "tensor name appears twice");
+        return PFAIL(P, FP4_ERR_DUPLICATE, g->arena + g->t[dup].name_off, "gguf.tensor.dup",
+                     "tensor name appears twice");
     if ((st = check_data(P, total))) return st;
     for (size_t i = 0; i < g->n_t; i++) g->t[i].pub.name = g->arena + g->t[i].name_off;
     return FP4_OK;
@@ -490,7 +513,8 @@ static fp4_status open_mem(const uint8_t *data, size_t size, void *map, const ch
 
 fp4_status fp4_gguf_open_buffer(const void *data, size_t size, fp4_gguf **out, fp4_error *err) {
     fp4_error_clear(err);
-    if (!out || (!data && size)) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "gguf.arg", "NULL argument");
+    if (!out || (!data && size))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "gguf.arg", "NULL argument");
     *out = NULL;
     return open_mem(data, size, NULL, NULL, out, err);
 }
@@ -505,7 +529,8 @@ fp4_status fp4_gguf_open(const char *path, fp4_gguf **out, fp4_error *err) {
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > SIZE_MAX) {
         int e = errno;
         close(fd);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "gguf.io", "not a regular, mappable file (%s)", strerror(e));
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "gguf.io", "not a regular, mappable file (%s)",
+                        strerror(e));
     }
     size_t size = (size_t)sb.st_size;
     void *map = NULL;
@@ -529,8 +554,12 @@ static const char *const gguf_type_names[FP4_GGUF_TYPE_COUNT_] = {
     "bool", "string", "array", "uint64", "int64", "float64",
 };
 
-const char *fp4_gguf_type_name(fp4_gguf_type t) { return (unsigned)t < FP4_GGUF_TYPE_COUNT_ ? gguf_type_names[t] : "?"; }
-size_t fp4_gguf_type_size(fp4_gguf_type t) { return (unsigned)t < FP4_GGUF_TYPE_COUNT_ ? gguf_value_size[t] : 0; }
+const char *fp4_gguf_type_name(fp4_gguf_type t) {
+    return (unsigned)t < FP4_GGUF_TYPE_COUNT_ ? gguf_type_names[t] : "?";
+}
+size_t fp4_gguf_type_size(fp4_gguf_type t) {
+    return (unsigned)t < FP4_GGUF_TYPE_COUNT_ ? gguf_value_size[t] : 0;
+}
 
 uint32_t fp4_gguf_version(const fp4_gguf *g) { return g ? g->version : 0; }
 uint32_t fp4_gguf_alignment(const fp4_gguf *g) { return g ? g->alignment : 0; }
@@ -553,7 +582,7 @@ fp4_gguf_type fp4_gguf_kv_type(const fp4_gguf *g, int64_t i) {
     return kv ? (fp4_gguf_type)kv->type : FP4_GGUF_TYPE_NONE;
 }
 
-int64_t fp4_gguf_find_key(const fp4_gguf *g, const char *key) {
+int64_t fp4_gguf_key_index(const fp4_gguf *g, const char *key) {
     return g && key ? find_by_name(g, kv_name, g->kv_by_name, g->n_kv, key) : -1;
 }
 
@@ -580,16 +609,36 @@ static fp4_status get_fixed(const fp4_gguf *g, int64_t i, uint32_t want, void *v
     return FP4_OK;
 }
 
-fp4_status fp4_gguf_get_u8(const fp4_gguf *g, int64_t i, uint8_t *v) { return get_fixed(g, i, FP4_GGUF_UINT8, v); }
-fp4_status fp4_gguf_get_i8(const fp4_gguf *g, int64_t i, int8_t *v) { return get_fixed(g, i, FP4_GGUF_INT8, v); }
-fp4_status fp4_gguf_get_u16(const fp4_gguf *g, int64_t i, uint16_t *v) { return get_fixed(g, i, FP4_GGUF_UINT16, v); }
-fp4_status fp4_gguf_get_i16(const fp4_gguf *g, int64_t i, int16_t *v) { return get_fixed(g, i, FP4_GGUF_INT16, v); }
-fp4_status fp4_gguf_get_u32(const fp4_gguf *g, int64_t i, uint32_t *v) { return get_fixed(g, i, FP4_GGUF_UINT32, v); }
-fp4_status fp4_gguf_get_i32(const fp4_gguf *g, int64_t i, int32_t *v) { return get_fixed(g, i, FP4_GGUF_INT32, v); }
-fp4_status fp4_gguf_get_u64(const fp4_gguf *g, int64_t i, uint64_t *v) { return get_fixed(g, i, FP4_GGUF_UINT64, v); }
-fp4_status fp4_gguf_get_i64(const fp4_gguf *g, int64_t i, int64_t *v) { return get_fixed(g, i, FP4_GGUF_INT64, v); }
-fp4_status fp4_gguf_get_f32(const fp4_gguf *g, int64_t i, float *v) { return get_fixed(g, i, FP4_GGUF_FLOAT32, v); }
-fp4_status fp4_gguf_get_f64(const fp4_gguf *g, int64_t i, double *v) { return get_fixed(g, i, FP4_GGUF_FLOAT64, v); }
+fp4_status fp4_gguf_get_u8(const fp4_gguf *g, int64_t i, uint8_t *v) {
+    return get_fixed(g, i, FP4_GGUF_UINT8, v);
+}
+fp4_status fp4_gguf_get_i8(const fp4_gguf *g, int64_t i, int8_t *v) {
+    return get_fixed(g, i, FP4_GGUF_INT8, v);
+}
+fp4_status fp4_gguf_get_u16(const fp4_gguf *g, int64_t i, uint16_t *v) {
+    return get_fixed(g, i, FP4_GGUF_UINT16, v);
+}
+fp4_status fp4_gguf_get_i16(const fp4_gguf *g, int64_t i, int16_t *v) {
+    return get_fixed(g, i, FP4_GGUF_INT16, v);
+}
+fp4_status fp4_gguf_get_u32(const fp4_gguf *g, int64_t i, uint32_t *v) {
+    return get_fixed(g, i, FP4_GGUF_UINT32, v);
+}
+fp4_status fp4_gguf_get_i32(const fp4_gguf *g, int64_t i, int32_t *v) {
+    return get_fixed(g, i, FP4_GGUF_INT32, v);
+}
+fp4_status fp4_gguf_get_u64(const fp4_gguf *g, int64_t i, uint64_t *v) {
+    return get_fixed(g, i, FP4_GGUF_UINT64, v);
+}
+fp4_status fp4_gguf_get_i64(const fp4_gguf *g, int64_t i, int64_t *v) {
+    return get_fixed(g, i, FP4_GGUF_INT64, v);
+}
+fp4_status fp4_gguf_get_f32(const fp4_gguf *g, int64_t i, float *v) {
+    return get_fixed(g, i, FP4_GGUF_FLOAT32, v);
+}
+fp4_status fp4_gguf_get_f64(const fp4_gguf *g, int64_t i, double *v) {
+    return get_fixed(g, i, FP4_GGUF_FLOAT64, v);
+}
 
 fp4_status fp4_gguf_get_bool(const fp4_gguf *g, int64_t i, int *v) {
     const gguf_kv *kv;
@@ -614,31 +663,32 @@ fp4_gguf_type fp4_gguf_arr_type(const fp4_gguf *g, int64_t i) {
     return kv && kv->type == FP4_GGUF_ARRAY ? (fp4_gguf_type)kv->arr_type : FP4_GGUF_TYPE_NONE;
 }
 
-fp4_status fp4_gguf_get_arr(const fp4_gguf *g, int64_t i, fp4_gguf_type elem, const void **data, uint64_t *count) {
+fp4_status fp4_gguf_get_arr(const fp4_gguf *g, int64_t i, fp4_gguf_type elem, const void **data,
+                            int64_t *count) {
     const gguf_kv *kv;
     fp4_status st = kv_typed(g, i, FP4_GGUF_ARRAY, data, &kv);
     if (st) return st;
     if (!count) return FP4_ERR_INVALID_ARG;
     if ((uint32_t)elem != kv->arr_type || elem == FP4_GGUF_STRING) return FP4_ERR_DTYPE;
     *data = kv->val;
-    *count = kv->count;
+    *count = (int64_t)kv->count; /* <= FP4_MAX_ARRAY */
     return FP4_OK;
 }
 
-fp4_status fp4_gguf_get_arr_str_count(const fp4_gguf *g, int64_t i, uint64_t *count) {
+fp4_status fp4_gguf_get_arr_str_count(const fp4_gguf *g, int64_t i, int64_t *count) {
     const gguf_kv *kv;
     fp4_status st = kv_typed(g, i, FP4_GGUF_ARRAY, count, &kv);
     if (st) return st;
     if (kv->arr_type != FP4_GGUF_STRING) return FP4_ERR_DTYPE;
-    *count = kv->count;
+    *count = (int64_t)kv->count; /* <= FP4_MAX_ARRAY */
     return FP4_OK;
 }
 
-fp4_status fp4_gguf_get_arr_str(const fp4_gguf *g, int64_t i, uint64_t j, const char **s, uint64_t *len) {
-    uint64_t n;
+fp4_status fp4_gguf_get_arr_str(const fp4_gguf *g, int64_t i, int64_t j, const char **s, uint64_t *len) {
+    int64_t n;
     fp4_status st = fp4_gguf_get_arr_str_count(g, i, &n);
     if (st) return st;
-    if (!s || !len || j >= n) return FP4_ERR_INVALID_ARG;
+    if (!s || !len || j < 0 || j >= n) return FP4_ERR_INVALID_ARG;
     const uint8_t *p = g->strs[g->kv[i].str0 + j];
     *s = (const char *)p;
     *len = fp4_rd_le64(p - 8);
@@ -649,6 +699,10 @@ const fp4_gguf_tensor *fp4_gguf_tensor_at(const fp4_gguf *g, int64_t i) {
     return g && i >= 0 && (uint64_t)i < g->n_t ? &g->t[i].pub : NULL;
 }
 
-int64_t fp4_gguf_find_tensor(const fp4_gguf *g, const char *name) {
+int64_t fp4_gguf_tensor_index(const fp4_gguf *g, const char *name) {
     return g && name ? find_by_name(g, t_name, g->t_by_name, g->n_t, name) : -1;
+}
+
+const fp4_gguf_tensor *fp4_gguf_find(const fp4_gguf *g, const char *name) {
+    return fp4_gguf_tensor_at(g, fp4_gguf_tensor_index(g, name));
 }

@@ -42,15 +42,16 @@ static inline bool gguf_alignment_ok(uint64_t a) {
 /* Shape and size of one tensor, every product checked before it is used. ne_raw holds n_dims
  * values as read (u64). On success fills ne[4] (1 past n_dims), *nel, *nbytes (unpadded) and
  * *padded (rounded up to align). */
-static inline const char *gguf_tensor_rule(uint32_t type, uint32_t n_dims, const uint64_t *ne_raw, uint64_t align,
-                                           int64_t ne[FP4_MAX_DIMS], int64_t *nel, uint64_t *nbytes,
-                                           uint64_t *padded, fp4_status *code) {
+static inline const char *gguf_tensor_rule(uint32_t type, uint32_t n_dims, const uint64_t *ne_raw,
+                                           uint64_t align, int64_t ne[FP4_MAX_DIMS], int64_t *nel,
+                                           uint64_t *nbytes, uint64_t *padded, fp4_status *code) {
     if (n_dims == 0 || n_dims > FP4_MAX_DIMS) return *code = FP4_ERR_FORMAT, "gguf.tensor.n_dims";
     int64_t n = 1;
     for (uint32_t j = 0; j < FP4_MAX_DIMS; j++) {
         ne[j] = 1;
         if (j >= n_dims) continue;
-        if (ne_raw[j] == 0 || ne_raw[j] > (uint64_t)INT64_MAX) return *code = FP4_ERR_SHAPE, "gguf.tensor.dim";
+        if (ne_raw[j] == 0 || ne_raw[j] > (uint64_t)INT64_MAX)
+            return *code = FP4_ERR_SHAPE, "gguf.tensor.dim";
         ne[j] = (int64_t)ne_raw[j];
         if (fp4_mul_overflow_i64(n, ne[j], &n)) return *code = FP4_ERR_OVERFLOW, "gguf.tensor.ne_overflow";
     }
@@ -59,8 +60,8 @@ static inline const char *gguf_tensor_rule(uint32_t type, uint32_t n_dims, const
     if (ne[0] % ti->block_size != 0) return *code = FP4_ERR_SHAPE, "gguf.tensor.block";
     size_t row;
     uint64_t b;
-    if (fp4_type_row_size(type, ne[0], &row) != FP4_OK || fp4_mul_overflow_u64(row, (uint64_t)(n / ne[0]), &b) ||
-        fp4_align_up_u64(b, align, padded))
+    if (fp4_type_row_size(type, ne[0], &row) != FP4_OK ||
+        fp4_mul_overflow_u64(row, (uint64_t)(n / ne[0]), &b) || fp4_align_up_u64(b, align, padded))
         return *code = FP4_ERR_OVERFLOW, "gguf.tensor.nbytes";
     *nel = n;
     *nbytes = b;

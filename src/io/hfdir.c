@@ -46,7 +46,8 @@ void fp4_hfdir_close(fp4_hfdir *d) {
 static fp4_status join_path(char *out, const char *dir, const char *name, fp4_error *err) {
     int n = snprintf(out, HF_PATH_MAX, "%s/%s", dir, name);
     if (n < 0 || n >= HF_PATH_MAX)
-        return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "hfdir.path", "path longer than %d bytes", HF_PATH_MAX);
+        return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "hfdir.path", "path longer than %d bytes",
+                        HF_PATH_MAX);
     return FP4_OK;
 }
 
@@ -62,8 +63,8 @@ static bool shard_name_ok(const char *s, size_t n) {
     return fp4_st_utf8_valid((const uint8_t *)s, n);
 }
 
-static fp4_status load_json_text(const char *text, size_t len, json_t **out, const char *file, const char *rule,
-                                 const char *dup_rule, fp4_error *err) {
+static fp4_status load_json_text(const char *text, size_t len, json_t **out, const char *file,
+                                 const char *rule, const char *dup_rule, fp4_error *err) {
     json_error_t je;
     *out = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!*out) {
@@ -79,8 +80,8 @@ static fp4_status load_json_text(const char *text, size_t len, json_t **out, con
     return FP4_OK;
 }
 
-static fp4_status load_json_file(const char *path, size_t cap, json_t **out, const char *rule, const char *dup_rule,
-                                 fp4_error *err) {
+static fp4_status load_json_file(const char *path, size_t cap, json_t **out, const char *rule,
+                                 const char *dup_rule, fp4_error *err) {
     char *text;
     size_t len;
     fp4_status s = fp4_st_read_small_file(path, cap, &text, &len, rule, err);
@@ -106,8 +107,8 @@ static fp4_status index_shard_names(fp4_hfdir *d, const json_t *wm, const char *
         if (!json_is_string(v))
             return fp4_fail(err, FP4_ERR_FORMAT, file, key, "index.json", "weight_map value is not a string");
         if (!shard_name_ok(json_string_value(v), json_string_length(v)))
-            return fp4_fail(err, FP4_ERR_FORMAT, file, key, "index.path", "shard path \"%.64s\" is not a plain file name",
-                            json_string_value(v));
+            return fp4_fail(err, FP4_ERR_FORMAT, file, key, "index.path",
+                            "shard path \"%.64s\" is not a plain file name", json_string_value(v));
         names[k++] = (char *)json_string_value(v); /* borrowed until copied below */
     }
     qsort(names, k, sizeof *names, pstr_cmp);
@@ -115,7 +116,8 @@ static fp4_status index_shard_names(fp4_hfdir *d, const json_t *wm, const char *
     for (size_t i = 0; i < k; i++)
         if (m == 0 || strcmp(names[m - 1], names[i]) != 0) names[m++] = names[i];
     if (m > FP4_MAX_SHARDS)
-        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "index.shard_count", "%zu shards, above %d", m, FP4_MAX_SHARDS);
+        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "index.shard_count", "%zu shards, above %d", m,
+                        FP4_MAX_SHARDS);
     d->shards = calloc(m + 1, sizeof *d->shards);
     if (!d->shards) return fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "index.nomem", "out of memory");
     for (size_t i = 0; i < m; i++) {
@@ -134,7 +136,8 @@ static fp4_status index_open_shards(fp4_hfdir *d, const char *dir, fp4_error *er
         fp4_status s = join_path(path, dir, d->shard_names[i], err);
         if (s) return s;
         if (!file_exists(path))
-            return fp4_fail(err, FP4_ERR_NOT_FOUND, path, NULL, "index.missing_shard", "shard file is missing");
+            return fp4_fail(err, FP4_ERR_NOT_FOUND, path, NULL, "index.missing_shard",
+                            "shard file is missing");
         if ((s = fp4_st_open(path, &d->shards[i], err))) return s;
     }
     return FP4_OK;
@@ -155,7 +158,7 @@ static size_t shard_index(const fp4_hfdir *d, const char *name) {
 /* Every shard tensor is mapped to its own shard; every mapped tensor is in its shard. */
 static fp4_status index_cross_check(const fp4_hfdir *d, const json_t *wm, const char *file, fp4_error *err) {
     for (size_t i = 0; i < d->n_shards; i++) {
-        for (size_t j = 0; j < fp4_st_n_tensors(d->shards[i]); j++) {
+        for (int64_t j = 0; j < fp4_st_n_tensors(d->shards[i]); j++) {
             const char *name = fp4_st_tensor_at(d->shards[i], j)->name;
             const json_t *v = json_object_get(wm, name);
             if (!v)
@@ -163,7 +166,8 @@ static fp4_status index_cross_check(const fp4_hfdir *d, const json_t *wm, const 
                                 "tensor of shard %.64s is not in the weight_map", d->shard_names[i]);
             if (strcmp(json_string_value(v), d->shard_names[i]) != 0)
                 return fp4_fail(err, FP4_ERR_DUPLICATE, file, name, "index.wrong_shard",
-                                "tensor found in %.64s but mapped to %.64s", d->shard_names[i], json_string_value(v));
+                                "tensor found in %.64s but mapped to %.64s", d->shard_names[i],
+                                json_string_value(v));
         }
     }
     const char *key;
@@ -171,8 +175,8 @@ static fp4_status index_cross_check(const fp4_hfdir *d, const json_t *wm, const 
     json_object_foreach((json_t *)wm, key, v) {
         size_t k = shard_index(d, json_string_value(v));
         if (k == SIZE_MAX || !fp4_st_find(d->shards[k], key))
-            return fp4_fail(err, FP4_ERR_NOT_FOUND, file, key, "index.missing_tensor", "mapped tensor is not in %.64s",
-                            json_string_value(v));
+            return fp4_fail(err, FP4_ERR_NOT_FOUND, file, key, "index.missing_tensor",
+                            "mapped tensor is not in %.64s", json_string_value(v));
     }
     return FP4_OK;
 }
@@ -182,7 +186,8 @@ static fp4_status open_index(fp4_hfdir *d, const char *dir, const char *ipath, f
     fp4_status s = load_json_file(ipath, HF_MAX_INDEX, &root, "index.json", "index.dup", err);
     if (s) return s;
     const json_t *wm = json_object_get(root, "weight_map");
-    if (!json_is_object(wm)) s = fp4_fail(err, FP4_ERR_FORMAT, ipath, NULL, "index.json", "no weight_map object");
+    if (!json_is_object(wm))
+        s = fp4_fail(err, FP4_ERR_FORMAT, ipath, NULL, "index.json", "no weight_map object");
     if (!s) s = index_shard_names(d, wm, ipath, err);
     if (!s) s = index_open_shards(d, dir, err);
     if (!s) s = index_cross_check(d, wm, ipath, err);
@@ -198,19 +203,22 @@ static int tensor_ptr_cmp(const void *a, const void *b) {
 
 static fp4_status build_view(fp4_hfdir *d, const char *dir, fp4_error *err) {
     size_t n = 0;
-    for (size_t i = 0; i < d->n_shards; i++) n += fp4_st_n_tensors(d->shards[i]);
+    for (size_t i = 0; i < d->n_shards; i++) n += (size_t)fp4_st_n_tensors(d->shards[i]);
     d->all = malloc((n + 1) * sizeof *d->all);
     d->by_name = malloc((n + 1) * sizeof *d->by_name);
-    if (!d->all || !d->by_name) return fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "hfdir.nomem", "out of memory");
+    if (!d->all || !d->by_name)
+        return fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "hfdir.nomem", "out of memory");
     size_t k = 0;
     for (size_t i = 0; i < d->n_shards; i++)
-        for (size_t j = 0; j < fp4_st_n_tensors(d->shards[i]); j++) d->all[k++] = fp4_st_tensor_at(d->shards[i], j);
+        for (int64_t j = 0; j < fp4_st_n_tensors(d->shards[i]); j++)
+            d->all[k++] = fp4_st_tensor_at(d->shards[i], j);
     d->n = n;
     memcpy(d->by_name, d->all, n * sizeof *d->all);
     qsort(d->by_name, n, sizeof *d->by_name, tensor_ptr_cmp);
     for (size_t i = 1; i < n; i++) /* the index check rules this out; a second guard costs nothing */
         if (strcmp(d->by_name[i - 1]->name, d->by_name[i]->name) == 0)
-            return fp4_fail(err, FP4_ERR_DUPLICATE, dir, d->by_name[i]->name, "index.dup", "tensor in two shards");
+            return fp4_fail(err, FP4_ERR_DUPLICATE, dir, d->by_name[i]->name, "index.dup",
+                            "tensor in two shards");
     return FP4_OK;
 }
 
@@ -224,7 +232,8 @@ static fp4_status open_weights(fp4_hfdir *d, const char *dir, fp4_error *err) {
         return fp4_fail(err, FP4_ERR_FORMAT, dir, NULL, "hfdir.ambiguous",
                         "both model.safetensors and model.safetensors.index.json are present");
     if (!has_single && !has_index)
-        return fp4_fail(err, FP4_ERR_NOT_FOUND, dir, NULL, "hfdir.no_weights", "no model.safetensors or index");
+        return fp4_fail(err, FP4_ERR_NOT_FOUND, dir, NULL, "hfdir.no_weights",
+                        "no model.safetensors or index");
     if (has_index) return open_index(d, dir, index, err);
     d->shards = calloc(1, sizeof *d->shards);
     d->shard_names = calloc(1, sizeof *d->shard_names);
@@ -245,7 +254,8 @@ fp4_status fp4_hfdir_open(const char *dir, fp4_hfdir **out, fp4_error *err) {
     char path[HF_PATH_MAX];
     for (int i = 0; i < 2 && !s; i++) {
         s = join_path(path, dir, json_names[i], err);
-        if (!s && file_exists(path)) s = load_json_file(path, HF_MAX_CONFIG, &d->json[i], json_rules[i], json_rules[i], err);
+        if (!s && file_exists(path))
+            s = load_json_file(path, HF_MAX_CONFIG, &d->json[i], json_rules[i], json_rules[i], err);
     }
     if (s) {
         fp4_hfdir_close(d);
@@ -255,10 +265,14 @@ fp4_status fp4_hfdir_open(const char *dir, fp4_hfdir **out, fp4_error *err) {
     return FP4_OK;
 }
 
-size_t fp4_hfdir_n_tensors(const fp4_hfdir *d) { return d ? d->n : 0; }
-const fp4_st_tensor *fp4_hfdir_tensor_at(const fp4_hfdir *d, size_t i) { return d && i < d->n ? d->all[i] : NULL; }
-size_t fp4_hfdir_n_shards(const fp4_hfdir *d) { return d ? d->n_shards : 0; }
-const fp4_st *fp4_hfdir_shard(const fp4_hfdir *d, size_t i) { return d && i < d->n_shards ? d->shards[i] : NULL; }
+int64_t fp4_hfdir_n_tensors(const fp4_hfdir *d) { return d ? (int64_t)d->n : 0; }
+const fp4_st_tensor *fp4_hfdir_tensor_at(const fp4_hfdir *d, int64_t i) {
+    return d && i >= 0 && (uint64_t)i < d->n ? d->all[i] : NULL;
+}
+int64_t fp4_hfdir_n_shards(const fp4_hfdir *d) { return d ? (int64_t)d->n_shards : 0; }
+const fp4_st *fp4_hfdir_shard(const fp4_hfdir *d, int64_t i) {
+    return d && i >= 0 && (uint64_t)i < d->n_shards ? d->shards[i] : NULL;
+}
 
 const fp4_st_tensor *fp4_hfdir_find(const fp4_hfdir *d, const char *name) {
     if (!d || !name) return NULL;

@@ -57,7 +57,8 @@ fp4_status fp4_st_dtype_from_name(const char *name, fp4_st_dtype *out) {
     return dtype_lookup(name, strlen(name), out) ? FP4_OK : FP4_ERR_DTYPE;
 }
 
-fp4_status fp4_st_nbytes(fp4_st_dtype dt, int rank, const int64_t *shape, uint64_t *nbytes, const char **rule) {
+fp4_status fp4_st_nbytes(fp4_st_dtype dt, int rank, const int64_t *shape, uint64_t *nbytes,
+                         const char **rule) {
     if ((unsigned)dt >= FP4_ST_DTYPE_COUNT_) return *rule = "st.dtype", FP4_ERR_DTYPE;
     if (rank < 0 || rank > FP4_MAX_DIMS) return *rule = "st.rank", FP4_ERR_LIMIT;
     uint64_t count = 1;
@@ -66,9 +67,11 @@ fp4_status fp4_st_nbytes(fp4_st_dtype dt, int rank, const int64_t *shape, uint64
         if (shape[i] > FP4_ST_MAX_DIM) return *rule = "st.dim_cap", FP4_ERR_LIMIT;
     }
     for (int i = 0; i < rank; i++)
-        if (fp4_mul_overflow_u64(count, (uint64_t)shape[i], &count)) return *rule = "st.nbytes_overflow", FP4_ERR_OVERFLOW;
+        if (fp4_mul_overflow_u64(count, (uint64_t)shape[i], &count))
+            return *rule = "st.nbytes_overflow", FP4_ERR_OVERFLOW;
     uint64_t bits;
-    if (fp4_mul_overflow_u64(count, (uint64_t)dtab[dt].bits, &bits)) return *rule = "st.nbytes_overflow", FP4_ERR_OVERFLOW;
+    if (fp4_mul_overflow_u64(count, (uint64_t)dtab[dt].bits, &bits))
+        return *rule = "st.nbytes_overflow", FP4_ERR_OVERFLOW;
     if (bits % 8) return *rule = "st.subbyte", FP4_ERR_SHAPE;
     if (bits / 8 > (uint64_t)SIZE_MAX) return *rule = "st.nbytes_overflow", FP4_ERR_OVERFLOW;
     *nbytes = bits / 8;
@@ -168,7 +171,8 @@ static fp4_status st_scan_check(const uint8_t *h, size_t n, const char *file, fp
     st_scan sc;
     json_scan(h, n, &sc);
     if (sc.max_depth > ST_MAX_DEPTH)
-        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.depth", "header nests deeper than %d", ST_MAX_DEPTH);
+        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.depth", "header nests deeper than %d",
+                        ST_MAX_DEPTH);
     uint64_t d1 = sc.members[0];
     if (d1 > (uint64_t)FP4_MAX_TENSORS + 1)
         return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.tensor_count", "%llu entries, above %d",
@@ -182,25 +186,29 @@ static fp4_status st_scan_check(const uint8_t *h, size_t n, const char *file, fp
                         "%llu array elements, far more than shapes and offsets need",
                         (unsigned long long)sc.commas3);
     if (sc.members[2] > 0)
-        return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.nested_object", "an object nested in an entry or metadata");
+        return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.nested_object",
+                        "an object nested in an entry or metadata");
     return FP4_OK;
 }
 
 static fp4_status st_frame(fp4_st *st, const char *file, fp4_error *err) {
     if (st->size < 8)
-        return fp4_fail(err, FP4_ERR_TRUNCATED, file, NULL, "st.short", "file has %zu bytes, fewer than 8", st->size);
+        return fp4_fail(err, FP4_ERR_TRUNCATED, file, NULL, "st.short", "file has %zu bytes, fewer than 8",
+                        st->size);
     uint64_t n = fp4_rd_le64(st->base);
     if (n > FP4_MAX_ST_HEADER)
-        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.header_cap", "header length %llu above the cap %u",
-                        (unsigned long long)n, FP4_MAX_ST_HEADER);
+        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.header_cap",
+                        "header length %llu above the cap %u", (unsigned long long)n, FP4_MAX_ST_HEADER);
     if (n == 0) return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.header_empty", "header length is 0");
     if (n > st->size - 8)
         return fp4_fail(err, FP4_ERR_TRUNCATED, file, NULL, "st.header_len",
-                        "header length %llu runs past the end of the %zu-byte file", (unsigned long long)n, st->size);
+                        "header length %llu runs past the end of the %zu-byte file", (unsigned long long)n,
+                        st->size);
     st->n_header = n;
     const uint8_t *h = st->base + 8;
     if (n >= 3 && h[0] == 0xEF && h[1] == 0xBB && h[2] == 0xBF)
-        return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.bom", "header starts with a UTF-8 byte order mark");
+        return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.bom",
+                        "header starts with a UTF-8 byte order mark");
     if (!fp4_st_utf8_valid(h, (size_t)n))
         return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.utf8", "header is not valid UTF-8");
     size_t i = 0;
@@ -212,7 +220,8 @@ static fp4_status st_frame(fp4_st *st, const char *file, fp4_error *err) {
 
 static fp4_status st_load_json(fp4_st *st, json_t **root, const char *file, fp4_error *err) {
     json_error_t je;
-    *root = json_loadb((const char *)st->base + 8, (size_t)st->n_header, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    *root = json_loadb((const char *)st->base + 8, (size_t)st->n_header,
+                       JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (*root && json_is_object(*root)) return FP4_OK;
     if (*root) {
         json_decref(*root);
@@ -245,30 +254,35 @@ static bool json_uint(const json_t *v, uint64_t *out) {
 static fp4_status st_shape(const json_t *sh, fp4_st_tensor *t, const char *file, fp4_error *err) {
     size_t rank = json_array_size(sh);
     if (rank > FP4_MAX_DIMS)
-        return fp4_fail(err, FP4_ERR_LIMIT, file, t->name, "st.rank", "rank %zu above %d", rank, FP4_MAX_DIMS);
+        return fp4_fail(err, FP4_ERR_LIMIT, file, t->name, "st.rank", "rank %zu above %d", rank,
+                        FP4_MAX_DIMS);
     t->rank = (int)rank;
     for (size_t i = 0; i < rank; i++) {
         const json_t *d = json_array_get(sh, i);
         if (!json_is_integer(d) || json_integer_value(d) < 0)
-            return fp4_fail(err, FP4_ERR_SHAPE, file, t->name, "st.shape", "shape[%zu] is not a non-negative integer", i);
+            return fp4_fail(err, FP4_ERR_SHAPE, file, t->name, "st.shape",
+                            "shape[%zu] is not a non-negative integer", i);
         t->shape[i] = (int64_t)json_integer_value(d);
     }
     uint64_t nbytes;
     const char *rule = NULL;
     fp4_status s = fp4_st_nbytes(t->dtype, t->rank, t->shape, &nbytes, &rule);
-    if (s) return fp4_fail(err, s, file, t->name, rule, "shape cannot describe a tensor of %s", dtab[t->dtype].name);
+    if (s)
+        return fp4_fail(err, s, file, t->name, rule, "shape cannot describe a tensor of %s",
+                        dtab[t->dtype].name);
     t->nbytes = (size_t)nbytes;
     return FP4_OK;
 }
 
 static fp4_status st_offsets(const json_t *off, fp4_st_tensor *t, const char *file, fp4_error *err) {
     uint64_t b, e;
-    if (json_array_size(off) != 2 || !json_uint(json_array_get(off, 0), &b) || !json_uint(json_array_get(off, 1), &e))
+    if (json_array_size(off) != 2 || !json_uint(json_array_get(off, 0), &b) ||
+        !json_uint(json_array_get(off, 1), &e))
         return fp4_fail(err, FP4_ERR_FORMAT, file, t->name, "st.offsets",
                         "data_offsets is not two non-negative integers");
     if (e < b)
-        return fp4_fail(err, FP4_ERR_BOUNDS, file, t->name, "st.offsets_order", "data_offsets end %llu < begin %llu",
-                        (unsigned long long)e, (unsigned long long)b);
+        return fp4_fail(err, FP4_ERR_BOUNDS, file, t->name, "st.offsets_order",
+                        "data_offsets end %llu < begin %llu", (unsigned long long)e, (unsigned long long)b);
     if (e - b != (uint64_t)t->nbytes)
         return fp4_fail(err, FP4_ERR_SHAPE, file, t->name, "st.offsets_size",
                         "data_offsets span %llu bytes, dtype and shape need %zu", (unsigned long long)(e - b),
@@ -277,15 +291,16 @@ static fp4_status st_offsets(const json_t *off, fp4_st_tensor *t, const char *fi
     return FP4_OK;
 }
 
-static fp4_status st_entry(const char *name, size_t name_len, const json_t *v, fp4_st_tensor *t, const char *file,
-                           fp4_error *err) {
+static fp4_status st_entry(const char *name, size_t name_len, const json_t *v, fp4_st_tensor *t,
+                           const char *file, fp4_error *err) {
     t->name = name;
     if (name_len == 0) return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.name", "empty tensor name");
     if (name_len > FP4_MAX_NAME)
-        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.name_len", "tensor name of %zu bytes, above %d", name_len,
-                        FP4_MAX_NAME);
+        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.name_len", "tensor name of %zu bytes, above %d",
+                        name_len, FP4_MAX_NAME);
     if (!json_is_object(v))
-        return fp4_fail(err, FP4_ERR_FORMAT, file, name, "st.entry.type", "tensor entry is not a JSON object");
+        return fp4_fail(err, FP4_ERR_FORMAT, file, name, "st.entry.type",
+                        "tensor entry is not a JSON object");
     const json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape");
     const json_t *off = json_object_get(v, "data_offsets");
     if (!dt || !sh || !off)
@@ -294,19 +309,23 @@ static fp4_status st_entry(const char *name, size_t name_len, const json_t *v, f
     if (json_object_size(v) != 3)
         return fp4_fail(err, FP4_ERR_FORMAT, file, name, "st.entry.extra", "tensor entry has unknown fields");
     if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off))
-        return fp4_fail(err, FP4_ERR_FORMAT, file, name, "st.entry.type", "a tensor entry field has the wrong JSON type");
+        return fp4_fail(err, FP4_ERR_FORMAT, file, name, "st.entry.type",
+                        "a tensor entry field has the wrong JSON type");
     if (!dtype_lookup(json_string_value(dt), json_string_length(dt), &t->dtype))
-        return fp4_fail(err, FP4_ERR_DTYPE, file, name, "st.dtype", "unknown dtype \"%.32s\"", json_string_value(dt));
+        return fp4_fail(err, FP4_ERR_DTYPE, file, name, "st.dtype", "unknown dtype \"%.32s\"",
+                        json_string_value(dt));
     fp4_status s = st_shape(sh, t, file, err);
     return s ? s : st_offsets(off, t, file, err);
 }
 
 static fp4_status st_metadata(fp4_st *st, const json_t *m, const char *file, fp4_error *err) {
-    if (!json_is_object(m)) return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.metadata", "__metadata__ is not an object");
+    if (!json_is_object(m))
+        return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.metadata", "__metadata__ is not an object");
     st->n_meta = json_object_size(m);
     st->meta = calloc(2 * st->n_meta + 1, sizeof *st->meta);
     st->meta_len = calloc(2 * st->n_meta + 1, sizeof *st->meta_len);
-    if (!st->meta || !st->meta_len) return fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "st.nomem", "out of memory");
+    if (!st->meta || !st->meta_len)
+        return fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "st.nomem", "out of memory");
     size_t i = 0;
     for (void *it = json_object_iter((json_t *)m); it; it = json_object_iter_next((json_t *)m, it), i++) {
         const char *k = json_object_iter_key(it);
@@ -358,11 +377,11 @@ static fp4_status st_layout_check(const fp4_st *st, const span *sp, const char *
     for (size_t i = 0; i < st->n_tensors; i++) {
         const char *name = st->t[sp[i].idx].name;
         if (sp[i].b > end)
-            return fp4_fail(err, FP4_ERR_BOUNDS, file, name, "st.gap", "gap in the data region before offset %llu",
-                            (unsigned long long)sp[i].b);
+            return fp4_fail(err, FP4_ERR_BOUNDS, file, name, "st.gap",
+                            "gap in the data region before offset %llu", (unsigned long long)sp[i].b);
         if (sp[i].b < end)
-            return fp4_fail(err, FP4_ERR_BOUNDS, file, name, "st.overlap", "data overlaps the previous tensor at %llu",
-                            (unsigned long long)sp[i].b);
+            return fp4_fail(err, FP4_ERR_BOUNDS, file, name, "st.overlap",
+                            "data overlaps the previous tensor at %llu", (unsigned long long)sp[i].b);
         end = sp[i].e;
     }
     uint64_t avail = (uint64_t)st->size - 8 - st->n_header;
@@ -380,7 +399,8 @@ static fp4_status st_layout_check(const fp4_st *st, const span *sp, const char *
 static fp4_status st_layout(fp4_st *st, const char *file, fp4_error *err) {
     span *sp = calloc(st->n_tensors + 1, sizeof *sp);
     if (!sp) return fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "st.nomem", "out of memory");
-    for (size_t i = 0; i < st->n_tensors; i++) sp[i] = (span){st->t[i].offset, st->t[i].offset + st->t[i].nbytes, i};
+    for (size_t i = 0; i < st->n_tensors; i++)
+        sp[i] = (span){st->t[i].offset, st->t[i].offset + st->t[i].nbytes, i};
     qsort(sp, st->n_tensors, sizeof *sp, span_cmp);
     fp4_status s = st_layout_check(st, sp, file, err);
     free(sp);
@@ -439,7 +459,8 @@ static fp4_status st_parse(fp4_st *st, const char *file, fp4_error *err) {
     if (json_object_get(root, "__metadata__")) n--;
     size_t *name_len = NULL;
     if (n > FP4_MAX_TENSORS) {
-        s = fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.tensor_count", "%zu tensors, above %d", n, FP4_MAX_TENSORS);
+        s = fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.tensor_count", "%zu tensors, above %d", n,
+                     FP4_MAX_TENSORS);
         goto done;
     }
     st->n_tensors = n;
@@ -514,10 +535,10 @@ fp4_status fp4_st_open(const char *path, fp4_st **out, fp4_error *err) {
 
 /* ---- accessors ---- */
 
-size_t fp4_st_n_tensors(const fp4_st *st) { return st ? st->n_tensors : 0; }
+int64_t fp4_st_n_tensors(const fp4_st *st) { return st ? (int64_t)st->n_tensors : 0; }
 
-const fp4_st_tensor *fp4_st_tensor_at(const fp4_st *st, size_t i) {
-    return st && i < st->n_tensors ? &st->t[i] : NULL;
+const fp4_st_tensor *fp4_st_tensor_at(const fp4_st *st, int64_t i) {
+    return st && i >= 0 && (uint64_t)i < st->n_tensors ? &st->t[i] : NULL;
 }
 
 const fp4_st_tensor *fp4_st_find(const fp4_st *st, const char *name) {
@@ -533,10 +554,10 @@ const fp4_st_tensor *fp4_st_find(const fp4_st *st, const char *name) {
     return NULL;
 }
 
-size_t fp4_st_n_metadata(const fp4_st *st) { return st ? st->n_meta : 0; }
+int64_t fp4_st_n_metadata(const fp4_st *st) { return st ? (int64_t)st->n_meta : 0; }
 
-fp4_status fp4_st_metadata_at(const fp4_st *st, size_t i, const char **key, const char **value) {
-    if (!st || i >= st->n_meta) return FP4_ERR_NOT_FOUND;
+fp4_status fp4_st_metadata_at(const fp4_st *st, int64_t i, const char **key, const char **value) {
+    if (!st || i < 0 || (uint64_t)i >= st->n_meta) return FP4_ERR_NOT_FOUND;
     if (key) *key = st->meta[2 * i];
     if (value) *value = st->meta[2 * i + 1];
     return FP4_OK;

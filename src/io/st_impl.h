@@ -18,7 +18,8 @@ bool fp4_st_utf8_valid(const uint8_t *s, size_t n);
 
 /* Bytes of a tensor. On failure returns the status and sets *rule to "st.rank", "st.shape",
  * "st.dim_cap", "st.nbytes_overflow" or "st.subbyte". */
-fp4_status fp4_st_nbytes(fp4_st_dtype dt, int rank, const int64_t *shape, uint64_t *nbytes, const char **rule);
+fp4_status fp4_st_nbytes(fp4_st_dtype dt, int rank, const int64_t *shape, uint64_t *nbytes,
+                         const char **rule);
 
 /* Growable byte buffer; a failed allocation sticks (oom) and later appends do nothing. */
 typedef struct fp4_sbuf {

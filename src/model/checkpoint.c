@@ -1,6 +1,7 @@
 /* checkpoint.c — one raw view over any container: a GGUF file, a .safetensors file, or a
  * Hugging Face directory. Tensors keep the container's bytes; dims are put in GGUF order
- * (ne[0] = the innermost, row length). No meaning is given to names here (loader.c does). */
+ * (ne[0] = the innermost, row length). No meaning is given to names here: the readers
+ * (read_gguf.c, read_hf.c) give it. */
 #include "model_impl.h"
 #include "io/st_impl.h"
 #include <jansson.h>
@@ -88,10 +89,10 @@ static fp4_status dup_json(fp4_ckpt *c, fp4_hf_json which, char **out) {
 }
 
 static fp4_status copy_meta(fp4_ckpt *c, const fp4_st *st) {
-    size_t n = fp4_st_n_metadata(st);
-    c->meta = calloc(n + 1, sizeof *c->meta);
+    int64_t n = fp4_st_n_metadata(st);
+    c->meta = calloc((size_t)n + 1, sizeof *c->meta);
     if (!c->meta) return FP4_ERR_NOMEM;
-    for (size_t i = 0; i < n; i++) {
+    for (int64_t i = 0; i < n; i++) {
         const char *k, *v;
         if (fp4_st_metadata_at(st, i, &k, &v)) continue;
         c->meta[c->n_meta].key = strdup(k);
@@ -109,7 +110,8 @@ const char *fp4_ckpt_meta(const fp4_ckpt *c, const char *key) {
 }
 
 static fp4_status open_gguf(fp4_ckpt *c, const void *mem, size_t size, fp4_error *err) {
-    fp4_status st = mem ? fp4_gguf_open_buffer(mem, size, &c->gguf, err) : fp4_gguf_open(c->path, &c->gguf, err);
+    fp4_status st =
+        mem ? fp4_gguf_open_buffer(mem, size, &c->gguf, err) : fp4_gguf_open(c->path, &c->gguf, err);
     if (st) return st;
     c->is_gguf = 1;
     c->n = fp4_gguf_n_tensors(c->gguf);
@@ -134,12 +136,12 @@ static fp4_status open_gguf(fp4_ckpt *c, const void *mem, size_t size, fp4_error
 static fp4_status open_st_file(fp4_ckpt *c, const void *mem, size_t size, fp4_error *err) {
     fp4_status st = mem ? fp4_st_open_buffer(mem, size, &c->st, err) : fp4_st_open(c->path, &c->st, err);
     if (st) return st;
-    c->n = (int64_t)fp4_st_n_tensors(c->st);
+    c->n = fp4_st_n_tensors(c->st);
     c->t = calloc((size_t)c->n + 1, sizeof *c->t);
     if (!c->t) return fp4_fail(err, FP4_ERR_NOMEM, c->path, NULL, "alloc", "out of memory");
     c->file_bytes = 8 + fp4_st_header_len(c->st);
     for (int64_t i = 0; i < c->n; i++) {
-        raw_from_st(&c->t[i], fp4_st_tensor_at(c->st, (size_t)i));
+        raw_from_st(&c->t[i], fp4_st_tensor_at(c->st, i));
         c->file_bytes += c->t[i].nbytes;
     }
     if (copy_meta(c, c->st)) return fp4_fail(err, FP4_ERR_NOMEM, c->path, NULL, "alloc", "out of memory");
@@ -172,19 +174,23 @@ static int canonical_config(fp4_ckpt *c) {
 static fp4_status open_hfdir(fp4_ckpt *c, fp4_error *err) {
     fp4_status st = fp4_hfdir_open(c->path, &c->hf, err);
     if (st) return st;
-    c->n = (int64_t)fp4_hfdir_n_tensors(c->hf);
+    c->n = fp4_hfdir_n_tensors(c->hf);
     c->t = calloc((size_t)c->n + 1, sizeof *c->t);
     if (!c->t) return fp4_fail(err, FP4_ERR_NOMEM, c->path, NULL, "alloc", "out of memory");
     for (int64_t i = 0; i < c->n; i++) {
-        raw_from_st(&c->t[i], fp4_hfdir_tensor_at(c->hf, (size_t)i));
+        raw_from_st(&c->t[i], fp4_hfdir_tensor_at(c->hf, i));
         c->file_bytes += c->t[i].nbytes;
     }
-    for (size_t s = 0; s < fp4_hfdir_n_shards(c->hf); s++) c->file_bytes += 8 + fp4_st_header_len(fp4_hfdir_shard(c->hf, s));
+    for (int64_t s = 0; s < fp4_hfdir_n_shards(c->hf); s++)
+        c->file_bytes += 8 + fp4_st_header_len(fp4_hfdir_shard(c->hf, s));
     if (fp4_hfdir_n_shards(c->hf) && copy_meta(c, fp4_hfdir_shard(c->hf, 0)))
         return fp4_fail(err, FP4_ERR_NOMEM, c->path, NULL, "alloc", "out of memory");
-    if (dup_json(c, FP4_HF_CONFIG, &c->config_json) || dup_json(c, FP4_HF_QUANT_CONFIG, &c->quant_config_json))
-        return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hfdir.json", "cannot read config.json / hf_quant_config.json");
-    if (c->config_json && canonical_config(c)) return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hf.config", "config.json is not a JSON object");
+    if (dup_json(c, FP4_HF_CONFIG, &c->config_json) ||
+        dup_json(c, FP4_HF_QUANT_CONFIG, &c->quant_config_json))
+        return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hfdir.json",
+                        "cannot read config.json / hf_quant_config.json");
+    if (c->config_json && canonical_config(c))
+        return fp4_fail(err, FP4_ERR_FORMAT, c->path, NULL, "hf.config", "config.json is not a JSON object");
     /* a compressed-tensors directory made by fp4lane keeps ModelOpt's hf_quant_config in metadata */
     const char *q = fp4_ckpt_meta(c, FP4_META_QUANT_CONFIG);
     if (q && !c->quant_config_json && !(c->quant_config_json = strdup(q)))
@@ -197,12 +203,14 @@ fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, f
     if (!path || !out) return FP4_ERR_INVALID_ARG;
     *out = NULL;
     struct stat sb;
-    if (stat(path, &sb) != 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot open: no such file or directory");
+    if (stat(path, &sb) != 0)
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot open: no such file or directory");
     if (strlen(path) >= sizeof((fp4_ckpt *)0)->path)
         return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "io.path", "path too long");
     if (!S_ISDIR(sb.st_mode) && max_bytes && (uint64_t)sb.st_size > max_bytes)
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget", "file is %lld bytes, above the budget of %llu",
-                        (long long)sb.st_size, (unsigned long long)max_bytes);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget",
+                        "file is %lld bytes, above the budget of %llu", (long long)sb.st_size,
+                        (unsigned long long)max_bytes);
     fp4_ckpt *c = calloc(1, sizeof *c);
     if (!c) return FP4_ERR_NOMEM;
     snprintf(c->path, sizeof c->path, "%s", path);
@@ -215,11 +223,13 @@ fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, f
         ssize_t got = fd >= 0 ? read(fd, magic, 4) : -1;
         if (fd >= 0) close(fd);
         if (got < 0) st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot read");
-        else st = (got == 4 && !memcmp(magic, "GGUF", 4)) ? open_gguf(c, NULL, 0, err) : open_st_file(c, NULL, 0, err);
+        else
+            st = (got == 4 && !memcmp(magic, "GGUF", 4)) ? open_gguf(c, NULL, 0, err)
+                                                         : open_st_file(c, NULL, 0, err);
     }
     if (!st && max_bytes && c->file_bytes > max_bytes)
-        st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget", "checkpoint is %llu bytes, above the budget",
-                      (unsigned long long)c->file_bytes);
+        st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget",
+                      "checkpoint is %llu bytes, above the budget", (unsigned long long)c->file_bytes);
     if (!st) st = ckpt_index(c, err);
     if (st) {
         fp4_ckpt_close(c);
@@ -229,17 +239,19 @@ fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, f
     return FP4_OK;
 }
 
-fp4_status fp4_ckpt_open_memory(const void *data, size_t size, const char *name, uint64_t max_bytes, fp4_ckpt **out,
-                                fp4_error *err) {
+fp4_status fp4_ckpt_open_memory(const void *data, size_t size, const char *name, uint64_t max_bytes,
+                                fp4_ckpt **out, fp4_error *err) {
     fp4_error_clear(err);
     if (!data || !out) return FP4_ERR_INVALID_ARG;
     *out = NULL;
     if (max_bytes && size > max_bytes)
-        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "ckpt.budget", "image is %zu bytes, above the budget", size);
+        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "ckpt.budget", "image is %zu bytes, above the budget",
+                        size);
     fp4_ckpt *c = calloc(1, sizeof *c);
     if (!c) return FP4_ERR_NOMEM;
     snprintf(c->path, sizeof c->path, "%s", name ? name : "(memory)");
-    fp4_status st = (size >= 4 && !memcmp(data, "GGUF", 4)) ? open_gguf(c, data, size, err) : open_st_file(c, data, size, err);
+    fp4_status st = (size >= 4 && !memcmp(data, "GGUF", 4)) ? open_gguf(c, data, size, err)
+                                                            : open_st_file(c, data, size, err);
     if (!st) st = ckpt_index(c, err);
     if (st && err && !err->file[0]) snprintf(err->file, sizeof err->file, "%.255s", c->path);
     if (st) {
@@ -271,7 +283,7 @@ fp4_status fp4_ckpt_gguf_str(const fp4_ckpt *c, const char *key, char *buf, size
     if (!c->is_gguf) return FP4_ERR_NOT_FOUND;
     const char *s;
     uint64_t len;
-    fp4_status st = fp4_gguf_get_str(c->gguf, fp4_gguf_find_key(c->gguf, key), &s, &len);
+    fp4_status st = fp4_gguf_get_str(c->gguf, fp4_gguf_key_index(c->gguf, key), &s, &len);
     if (st) return st;
     if (len + 1 > n || memchr(s, 0, (size_t)len)) return FP4_ERR_LIMIT;
     memcpy(buf, s, (size_t)len);

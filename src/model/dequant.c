@@ -6,7 +6,8 @@ typedef fp4_status (*row_fn)(const fp4_tensor *t, int64_t r, float *dst);
 
 static fp4_status row_nvfp4(const fp4_tensor *t, int64_t r, float *dst) {
     const fp4_nvfp4_view *v = &t->nvfp4;
-    return fp4_nvfp4_dequant_row(v->payload + r * (v->n_in / 2), v->scales + r * (v->n_in / 16), v->scale2, v->n_in, dst);
+    return fp4_nvfp4_dequant_row(v->payload + r * (v->n_in / 2), v->scales + r * (v->n_in / 16), v->scale2,
+                                 v->n_in, dst);
 }
 static fp4_status row_f32(const fp4_tensor *t, int64_t r, float *dst) {
     memcpy(dst, t->data + (size_t)(r * t->ne[0]) * 4, (size_t)t->ne[0] * 4);
@@ -20,19 +21,12 @@ static fp4_status row_half(const fp4_tensor *t, int64_t r, float *dst) {
     return FP4_OK;
 }
 static fp4_status row_kq(const fp4_tensor *t, int64_t r, float *dst) {
-    const int64_t nb = t->ne[0] / 256;
-    if (t->type == FP4_TYPE_Q4_K) {
-        fp4_block_q4_K *b = malloc((size_t)nb * sizeof *b);
-        if (!b) return FP4_ERR_NOMEM;
-        memcpy(b, t->data + (size_t)(r * nb) * sizeof *b, (size_t)nb * sizeof *b);
-        fp4_status st = fp4_q4_K_dequantize(b, t->ne[0], dst);
-        free(b);
-        return st;
-    }
-    fp4_block_q6_K *b = malloc((size_t)nb * sizeof *b);
+    const int q4 = t->type == FP4_TYPE_Q4_K;
+    const size_t bytes = (size_t)(t->ne[0] / 256) * (q4 ? sizeof(fp4_block_q4_K) : sizeof(fp4_block_q6_K));
+    void *b = malloc(bytes + 1); /* an aligned copy: the file's bytes are not aligned */
     if (!b) return FP4_ERR_NOMEM;
-    memcpy(b, t->data + (size_t)(r * nb) * sizeof *b, (size_t)nb * sizeof *b);
-    fp4_status st = fp4_q6_K_dequantize(b, t->ne[0], dst);
+    memcpy(b, t->data + (size_t)r * bytes, bytes);
+    fp4_status st = q4 ? fp4_q4_K_dequantize(b, t->ne[0], dst) : fp4_q6_K_dequantize(b, t->ne[0], dst);
     free(b);
     return st;
 }
@@ -44,8 +38,7 @@ static const struct { fp4_type type; row_fn fn; } row_table[] = {
 
 fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int64_t r1, float *dst) {
     if (!t || !dst) return FP4_ERR_INVALID_ARG;
-    int64_t rows = 1;
-    for (int i = 1; i < t->n_dims; i++) rows *= t->ne[i];
+    const int64_t rows = fp4_rows_of(t->ne, t->n_dims);
     if (r0 < 0 || r1 < r0 || r1 > rows) return FP4_ERR_INVALID_ARG;
     for (size_t k = 0; k < sizeof row_table / sizeof row_table[0]; k++) {
         if (row_table[k].type != t->type) continue;

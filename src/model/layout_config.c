@@ -18,31 +18,37 @@ static json_t *exclude_list(const fp4_wsrc *src) {
 
 static json_t *group_args(int act) {
     if (act)
-        return json_pack("{s:i,s:s,s:s,s:b,s:i,s:s,s:s}", "num_bits", 4, "type", "float", "strategy", "tensor_group",
-                         "symmetric", 1, "group_size", 16, "dynamic", "local", "observer", "static_minmax");
-    return json_pack("{s:i,s:s,s:s,s:b,s:i,s:b,s:s}", "num_bits", 4, "type", "float", "strategy", "tensor_group",
-                     "symmetric", 1, "group_size", 16, "dynamic", 0, "observer", "static_minmax");
+        return json_pack("{s:i,s:s,s:s,s:b,s:i,s:s,s:s}", "num_bits", 4, "type", "float", "strategy",
+                         "tensor_group", "symmetric", 1, "group_size", 16, "dynamic", "local", "observer",
+                         "static_minmax");
+    return json_pack("{s:i,s:s,s:s,s:b,s:i,s:b,s:s}", "num_bits", 4, "type", "float", "strategy",
+                     "tensor_group", "symmetric", 1, "group_size", 16, "dynamic", 0, "observer",
+                     "static_minmax");
 }
 
 static json_t *qcfg_modelopt(const fp4_wsrc *src) {
     const int w4a4 = src->ap == FP4_AP_NVFP4;
-    json_t *spec = json_pack("{s:b,s:i,s:s,s:i}", "dynamic", 0, "num_bits", 4, "type", "float", "group_size", 16);
+    json_t *spec =
+        json_pack("{s:b,s:i,s:s,s:i}", "dynamic", 0, "num_bits", 4, "type", "float", "group_size", 16);
     json_t *g0 = json_pack("{s:o,s:o,s:[s]}", "weights", spec, "input_activations",
                            w4a4 ? json_deep_copy(spec) : json_null(), "targets", "Linear");
     return json_pack("{s:s,s:s,s:{s:o},s:o,s:{s:s,s:s}}", "quant_method", "modelopt", "quant_algo",
-                     w4a4 ? "NVFP4" : "W4A16_NVFP4", "config_groups", "group_0", g0, "ignore", exclude_list(src),
-                     "producer", "name", "fp4lane", "version", FP4LANE_VERSION_STRING);
+                     w4a4 ? "NVFP4" : "W4A16_NVFP4", "config_groups", "group_0", g0, "ignore",
+                     exclude_list(src), "producer", "name", "fp4lane", "version", FP4LANE_VERSION_STRING);
 }
 
 static json_t *qcfg_ct(const fp4_wsrc *src) {
     const int w4a4 = src->ap == FP4_AP_NVFP4;
-    json_t *g0 = json_pack("{s:[s],s:o,s:o,s:s}", "targets", "Linear", "weights", group_args(0), "input_activations",
-                           w4a4 ? group_args(1) : json_null(), "format", "nvfp4-pack-quantized");
-    return json_pack("{s:s,s:s,s:s,s:{s:o},s:o}", "quant_method", "compressed-tensors", "format", "nvfp4-pack-quantized",
-                     "quantization_status", "compressed", "config_groups", "group_0", g0, "ignore", exclude_list(src));
+    json_t *g0 =
+        json_pack("{s:[s],s:o,s:o,s:s}", "targets", "Linear", "weights", group_args(0), "input_activations",
+                  w4a4 ? group_args(1) : json_null(), "format", "nvfp4-pack-quantized");
+    return json_pack("{s:s,s:s,s:s,s:{s:o},s:o}", "quant_method", "compressed-tensors", "format",
+                     "nvfp4-pack-quantized", "quantization_status", "compressed", "config_groups", "group_0",
+                     g0, "ignore", exclude_list(src));
 }
 
-static fp4_status write_json(const char *dir, const char *file, json_t *obj, int indent, int sort, fp4_error *err) {
+static fp4_status write_json(const char *dir, const char *file, json_t *obj, int indent, int sort,
+                             fp4_error *err) {
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     char *text = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -55,24 +61,28 @@ static fp4_status write_json(const char *dir, const char *file, json_t *obj, int
 /* The target's config.json text (compact) and, when its quantization_config had to change, the
  * original one (compact JSON, or "null" when there was none) for fp4lane.hf.quantization_config,
  * so that a later conversion back restores it. Both NULL when there is no source config. */
-fp4_status fp4_config_plan(const fp4_wsrc *src, fp4_layout layout, char **cfg_out, char **stash_out, fp4_error *err) {
+fp4_status fp4_config_plan(const fp4_wsrc *src, fp4_layout layout, char **cfg_out, char **stash_out,
+                           fp4_error *err) {
     *cfg_out = *stash_out = NULL;
     if (!src->config_json || (layout != FP4_LAYOUT_MODELOPT && layout != FP4_LAYOUT_CT)) return FP4_OK;
     json_t *cfg = json_loads(src->config_json, JSON_REJECT_DUPLICATES, NULL);
     if (!json_is_object(cfg)) {
         json_decref(cfg);
-        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "hf.config", "the source config.json is not a JSON object");
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "hf.config",
+                        "the source config.json is not a JSON object");
     }
     json_t *old = json_object_get(cfg, "quantization_config");
     const char *method = json_string_value(json_object_get(old, "quant_method"));
     const char *want = layout == FP4_LAYOUT_CT ? "compressed-tensors" : "modelopt";
     fp4_status st = FP4_OK;
-    if (!method || strcmp(method, want) || src->quantized_by_us) { /* a config in the target's vocabulary is kept */
+    /* a config in the target's vocabulary is kept */
+    if (!method || strcmp(method, want) || src->quantized_by_us) {
         if (!src->quantized_by_us) {
             *stash_out = old ? json_dumps(old, JSON_COMPACT | JSON_SORT_KEYS) : strdup("null");
             if (!*stash_out) st = FP4_ERR_NOMEM;
         }
-        json_object_set_new(cfg, "quantization_config", layout == FP4_LAYOUT_CT ? qcfg_ct(src) : qcfg_modelopt(src));
+        json_object_set_new(cfg, "quantization_config",
+                            layout == FP4_LAYOUT_CT ? qcfg_ct(src) : qcfg_modelopt(src));
     }
     if (!st && !(*cfg_out = json_dumps(cfg, JSON_COMPACT | JSON_SORT_KEYS))) st = FP4_ERR_NOMEM;
     json_decref(cfg);
@@ -91,12 +101,13 @@ fp4_status fp4_write_hf_configs(const fp4_wsrc *src, fp4_layout layout, const ch
     }
     if (st || layout != FP4_LAYOUT_MODELOPT) return st;
     json_t *q = NULL;
-    if (src->quant_config_json && !src->quantized_by_us) q = json_loads(src->quant_config_json, JSON_REJECT_DUPLICATES, NULL);
+    if (src->quant_config_json && !src->quantized_by_us)
+        q = json_loads(src->quant_config_json, JSON_REJECT_DUPLICATES, NULL);
     if (!q)
         q = json_pack("{s:{s:s,s:s},s:{s:s,s:n,s:i,s:o}}", "producer", "name", "modelopt", "version",
                       "fp4lane " FP4LANE_VERSION_STRING, "quantization", "quant_algo",
-                      src->ap == FP4_AP_NVFP4 ? "NVFP4" : "W4A16_NVFP4", "kv_cache_quant_algo", "group_size", 16,
-                      "exclude_modules", exclude_list(src));
+                      src->ap == FP4_AP_NVFP4 ? "NVFP4" : "W4A16_NVFP4", "kv_cache_quant_algo", "group_size",
+                      16, "exclude_modules", exclude_list(src));
     if (!q) return fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "alloc", "cannot build hf_quant_config.json");
     st = write_json(dir, "hf_quant_config.json", q, 4, 0, err);
     json_decref(q);

@@ -33,7 +33,8 @@ fp4_status fp4_plan_build(const fp4_wsrc *src, fp4_layout layout, plan *p, fp4_e
 void fp4_plan_free(plan *p);
 fp4_status fp4_plan_kv_str(plan *p, const char *key, const char *s);
 /* config.json / hf_quant_config.json for an HF target (written into dir) */
-fp4_status fp4_config_plan(const fp4_wsrc *src, fp4_layout layout, char **cfg_out, char **stash_out, fp4_error *err);
+fp4_status fp4_config_plan(const fp4_wsrc *src, fp4_layout layout, char **cfg_out, char **stash_out,
+                           fp4_error *err);
 fp4_status fp4_write_hf_configs(const fp4_wsrc *src, fp4_layout layout, const char *dir, const char *cfg_text,
                                 fp4_error *err);
 fp4_status fp4_gguf_copy_kvs(fp4_gguf_writer *w, const fp4_gguf *g);

@@ -58,7 +58,8 @@ static fp4_status kv_exact(plan *p, const char *name, const char *what, float v)
 }
 
 /* The other form of a scalar is recorded when it is exact and a reader would not recompute it. */
-static fp4_status maybe_exact(plan *p, const char *name, const char *what, float native, float other, int other_exact) {
+static fp4_status maybe_exact(plan *p, const char *name, const char *what, float native, float other,
+                              int other_exact) {
     if (!other_exact || 1.0f / native == other) return FP4_OK;
     return kv_exact(p, name, what, other);
 }
@@ -95,11 +96,13 @@ static fp4_status nvfp4_gguf(plan *p, const fp4_tensor *t, const fp4_scalars *sc
     plan_entry *e;
     if (!(e = add(p, err))) return FP4_ERR_NOMEM;
     snprintf(e->name, sizeof e->name, "%s", t->name);
-    e->src = i, e->part = PART_PAYLOAD, e->gguf_type = FP4_TYPE_NVFP4_E2M1, e->nbytes = (uint64_t)(n_out * n_in / 2);
+    e->src = i, e->part = PART_PAYLOAD, e->gguf_type = FP4_TYPE_NVFP4_E2M1,
+    e->nbytes = (uint64_t)(n_out * n_in / 2);
     set_dims(e, t, n_in);
     if (!(e = add(p, err))) return FP4_ERR_NOMEM;
     snprintf(e->name, sizeof e->name, "%s.nvfp4_scale", t->name);
-    e->src = i, e->part = PART_SCALES, e->gguf_type = FP4_TYPE_F8_E4M3FN, e->nbytes = (uint64_t)(n_out * n_in / 16);
+    e->src = i, e->part = PART_SCALES, e->gguf_type = FP4_TYPE_F8_E4M3FN,
+    e->nbytes = (uint64_t)(n_out * n_in / 16);
     set_dims(e, t, n_in / 16);
     snprintf(nm, sizeof nm, "%s.nvfp4_scale2", t->name);
     fp4_status st = scalar_entry(p, nm, i, sc->s2_mul, 0, err);
@@ -115,8 +118,8 @@ static fp4_status nvfp4_gguf(plan *p, const fp4_tensor *t, const fp4_scalars *sc
 static fp4_status nvfp4_ggml(plan *p, const fp4_tensor *t, const fp4_scalars *sc, int64_t i, fp4_error *err) {
     const int64_t n_in = t->ne[0];
     if (n_in % 64)
-        return fp4_fail(err, FP4_ERR_SHAPE, NULL, t->name, "ggml.n_in", "llama.cpp's NVFP4 needs n_in %% 64 == 0 (n_in = %lld)",
-                        (long long)n_in);
+        return fp4_fail(err, FP4_ERR_SHAPE, NULL, t->name, "ggml.n_in",
+                        "llama.cpp's NVFP4 needs n_in %% 64 == 0 (n_in = %lld)", (long long)n_in);
     char base[FP4_MAX_NAME + 8], nm[FP4_MAX_NAME + 48];
     snprintf(base, sizeof base, "%s", t->name);
     if (fp4_ends_with(base, ".weight")) base[strlen(base) - 7] = 0;
@@ -144,18 +147,20 @@ static fp4_status nvfp4_hf(plan *p, const fp4_tensor *t, const fp4_scalars *sc, 
     const int ct = p->layout == FP4_LAYOUT_CT;
     const int64_t n_in = t->ne[0];
     if (!fp4_ends_with(t->name, ".weight"))
-        return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, t->name, "hf.name", "an NVFP4 weight for %s must be named <module>.weight",
-                        fp4_layout_name(p->layout));
+        return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, t->name, "hf.name",
+                        "an NVFP4 weight for %s must be named <module>.weight", fp4_layout_name(p->layout));
     char mod[FP4_MAX_NAME + 8], nm[FP4_MAX_NAME + 48];
     snprintf(mod, sizeof mod, "%.*s", (int)(strlen(t->name) - 7), t->name);
     plan_entry *e = add(p, err);
     if (!e) return FP4_ERR_NOMEM;
     snprintf(e->name, sizeof e->name, "%s%s", mod, ct ? ".weight_packed" : ".weight");
-    e->src = i, e->part = PART_PAYLOAD, e->st_dtype = FP4_ST_U8, e->nbytes = (uint64_t)(t->nvfp4.n_out * n_in / 2);
+    e->src = i, e->part = PART_PAYLOAD, e->st_dtype = FP4_ST_U8,
+    e->nbytes = (uint64_t)(t->nvfp4.n_out * n_in / 2);
     set_dims(e, t, n_in / 2);
     if (!(e = add(p, err))) return FP4_ERR_NOMEM;
     snprintf(e->name, sizeof e->name, "%s.weight_scale", mod);
-    e->src = i, e->part = PART_SCALES, e->st_dtype = FP4_ST_F8_E4M3, e->nbytes = (uint64_t)(t->nvfp4.n_out * n_in / 16);
+    e->src = i, e->part = PART_SCALES, e->st_dtype = FP4_ST_F8_E4M3,
+    e->nbytes = (uint64_t)(t->nvfp4.n_out * n_in / 16);
     set_dims(e, t, n_in / 16);
     fp4_status st;
     if (ct) {
@@ -165,7 +170,8 @@ static fp4_status nvfp4_hf(plan *p, const fp4_tensor *t, const fp4_scalars *sc, 
         if (!st && sc->in_div != 0.0f) {
             snprintf(nm, sizeof nm, "%s.input_global_scale", mod);
             st = scalar_entry(p, nm, i, sc->in_div, 0, err);
-            if (!st) st = maybe_exact(p, t->name, "input_scale_mul", sc->in_div, sc->in_mul, sc->in_mul_exact);
+            if (!st)
+                st = maybe_exact(p, t->name, "input_scale_mul", sc->in_div, sc->in_mul, sc->in_mul_exact);
         }
         return st;
     }
@@ -188,7 +194,8 @@ static fp4_status plain(plan *p, const fp4_tensor *t, int64_t i, fp4_error *err)
     set_dims(e, t, t->ne[0]);
     if (p->is_gguf) {
         if ((int)t->type < 0 || !fp4_type_get(t->type))
-            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, t->name, "gguf.dtype", "this dtype has no GGUF type");
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, t->name, "gguf.dtype",
+                            "this dtype has no GGUF type");
         e->gguf_type = t->type;
         if (t->n_dims == 0) { /* GGUF has no rank 0: [1], with a marker for the way back */
             e->n_dims = 1;
@@ -201,7 +208,8 @@ static fp4_status plain(plan *p, const fp4_tensor *t, int64_t i, fp4_error *err)
     }
     e->st_dtype = t->st_dtype >= 0 ? t->st_dtype : fp4_type_to_st(t->type);
     if (e->st_dtype < 0)
-        return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, t->name, "hf.dtype", "type %s has no safetensors dtype",
+        return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, t->name, "hf.dtype",
+                        "type %s has no safetensors dtype",
                         fp4_type_get(t->type) ? fp4_type_get(t->type)->name : "?");
     return FP4_OK;
 }
@@ -222,7 +230,8 @@ fp4_status fp4_plan_build(const fp4_wsrc *src, fp4_layout layout, plan *p, fp4_e
         const fp4_tensor *t = src->tensor(src->ctx, i);
         if (t->type != FP4_TYPE_NVFP4_E2M1) st = plain(p, t, i, err);
         else if (layout == FP4_LAYOUT_NONE)
-            st = fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, t->name, "layout.none", "an NVFP4 tensor needs an NVFP4 layout");
+            st = fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, t->name, "layout.none",
+                          "an NVFP4 tensor needs an NVFP4 layout");
         else if (layout == FP4_LAYOUT_GGUF) st = nvfp4_gguf(p, t, src->scalars(src->ctx, i), i, err);
         else if (layout == FP4_LAYOUT_GGUF_GGML) st = nvfp4_ggml(p, t, src->scalars(src->ctx, i), i, err);
         else st = nvfp4_hf(p, t, src->scalars(src->ctx, i), i, err);
@@ -230,9 +239,11 @@ fp4_status fp4_plan_build(const fp4_wsrc *src, fp4_layout layout, plan *p, fp4_e
     if (st) return st;
     for (int64_t i = 0; i < p->n; i++) {
         if (p->e[i].part == PART_SCALAR || p->e[i].part == PART_GGML || p->e[i].part == PART_RAW) continue;
-        if (elems(&p->e[i]) == 0) return fp4_fail(err, FP4_ERR_SHAPE, NULL, p->e[i].name, "plan.empty", "empty tensor");
+        if (elems(&p->e[i]) == 0)
+            return fp4_fail(err, FP4_ERR_SHAPE, NULL, p->e[i].name, "plan.empty", "empty tensor");
     }
-    for (int64_t i = 0; layout == FP4_LAYOUT_GGUF_GGML && i < p->n; i++) { /* what llama.cpp itself can open */
+    /* what llama.cpp itself can open */
+    for (int64_t i = 0; layout == FP4_LAYOUT_GGUF_GGML && i < p->n; i++) {
         if (strlen(p->e[i].name) >= 64)
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->e[i].name, "ggml.name",
                             "llama.cpp refuses tensor names of 64 bytes or more");

@@ -211,8 +211,8 @@ fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_
     if (c->is_gguf) { /* HF configs carried through a GGUF come back out */
         const char *s;
         uint64_t len;
-        if (!fp4_gguf_get_str(c->gguf, fp4_gguf_find_key(c->gguf, "fp4lane.hf.config"), &s, &len)) cfg = strndup(s, (size_t)len);
-        if (!fp4_gguf_get_str(c->gguf, fp4_gguf_find_key(c->gguf, "fp4lane.hf.quant_config"), &s, &len))
+        if (!fp4_gguf_get_str(c->gguf, fp4_gguf_key_index(c->gguf, "fp4lane.hf.config"), &s, &len)) cfg = strndup(s, (size_t)len);
+        if (!fp4_gguf_get_str(c->gguf, fp4_gguf_key_index(c->gguf, "fp4lane.hf.quant_config"), &s, &len))
             qcfg = strndup(s, (size_t)len);
     }
     fp4_wsrc src = {m->n, m_tensor, m_nvfp4, m_scalars, NULL, (void *)m, m->wp, m->ap,

@@ -23,7 +23,8 @@ typedef struct fp4_kv_str { char *key, *value; } fp4_kv_str;
 #define FP4_META_QCFG_STASH "fp4lane.hf.quantization_config"
 /* safetensors metadata keys that fp4lane regenerates instead of carrying */
 static inline int fp4_meta_regenerated(const char *k) {
-    return !strncmp(k, "fp4lane.exact.", 14) || !strcmp(k, FP4_META_QUANT_CONFIG) || !strcmp(k, FP4_META_QCFG_STASH);
+    return !strncmp(k, "fp4lane.exact.", 14) || !strcmp(k, FP4_META_QUANT_CONFIG) ||
+           !strcmp(k, FP4_META_QCFG_STASH);
 }
 
 /* Any checkpoint: a GGUF file, a .safetensors file, or a Hugging Face directory. */
@@ -43,8 +44,8 @@ typedef struct fp4_ckpt {
 } fp4_ckpt;
 
 fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, fp4_error *err);
-fp4_status fp4_ckpt_open_memory(const void *data, size_t size, const char *name, uint64_t max_bytes, fp4_ckpt **out,
-                                fp4_error *err);
+fp4_status fp4_ckpt_open_memory(const void *data, size_t size, const char *name, uint64_t max_bytes,
+                                fp4_ckpt **out, fp4_error *err);
 void fp4_ckpt_close(fp4_ckpt *c);
 const fp4_raw *fp4_ckpt_find(const fp4_ckpt *c, const char *name);
 /* GGUF string KV as a NUL-terminated copy into buf; FP4_ERR_NOT_FOUND when absent. */
@@ -104,7 +105,6 @@ typedef struct fp4_wsrc {
 
 fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_write_opts *opts, fp4_error *err);
 
-int fp4_ends_with(const char *s, const char *suffix);
 
 /* ggml type 40 block repacking (one row) */
 void fp4_ggml_pack_row(const uint8_t *payload, const uint8_t *scales, int64_t n_in, uint8_t *blocks);

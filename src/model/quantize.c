@@ -31,21 +31,23 @@ typedef struct qctx {
 /* ModelOpt's default exclusions (nvfp4-peers.md §2.3) and GGUF's names for the same modules. */
 static int excluded(const char *name, int quantize_embeddings) {
     static const char *const emb[] = {"lm_head", "embed_tokens", "token_embd", "wte", "output.weight"};
-    static const char *const never[] = {"router", "mlp.gate.", "block_sparse_moe.gate", "shared_expert_gate", "visual",
-                                        "vision", "multi_modal_projector", "mtp.", "norm"};
+    static const char *const never[] = {"router", "mlp.gate.", "block_sparse_moe.gate", "shared_expert_gate",
+                                        "visual", "vision", "multi_modal_projector", "mtp.", "norm"};
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
         if (strstr(name, never[i])) return 1;
     if (!quantize_embeddings)
         for (size_t i = 0; i < sizeof emb / sizeof emb[0]; i++)
-            if (strstr(name, emb[i]) && (strcmp(emb[i], "output.weight") || !strcmp(name, "output.weight"))) return 1;
+            if (strstr(name, emb[i]) && (strcmp(emb[i], "output.weight") || !strcmp(name, "output.weight")))
+                return 1;
     return 0;
 }
 
 /* The fusion key: the name with its q/k/v (or gate/up) token replaced; equal keys share an amax. */
 static int fusion_key(const char *name, char *key, size_t n) {
-    static const char *const toks[][2] = {{"q_proj", "qkv"}, {"k_proj", "qkv"}, {"v_proj", "qkv"}, {"gate_proj", "gu"},
-                                          {"up_proj", "gu"}, {"attn_q.", "qkv."}, {"attn_k.", "qkv."}, {"attn_v.", "qkv."},
-                                          {"ffn_gate.", "gu."}, {"ffn_up.", "gu."}};
+    static const char *const toks[][2] = {{"q_proj", "qkv"}, {"k_proj", "qkv"}, {"v_proj", "qkv"},
+                                          {"gate_proj", "gu"}, {"up_proj", "gu"}, {"attn_q.", "qkv."},
+                                          {"attn_k.", "qkv."}, {"attn_v.", "qkv."}, {"ffn_gate.", "gu."},
+                                          {"ffn_up.", "gu."}};
     for (size_t i = 0; i < sizeof toks / sizeof toks[0]; i++) {
         const char *p = strstr(name, toks[i][0]);
         if (!p) continue;
@@ -56,7 +58,10 @@ static int fusion_key(const char *name, char *key, size_t n) {
 }
 
 static int src_dt(int type) {
-    return type == FP4_TYPE_F32 ? FP4_SRC_F32 : type == FP4_TYPE_F16 ? FP4_SRC_F16 : type == FP4_TYPE_BF16 ? FP4_SRC_BF16 : -1;
+    return type == FP4_TYPE_F32    ? FP4_SRC_F32
+           : type == FP4_TYPE_F16  ? FP4_SRC_F16
+           : type == FP4_TYPE_BF16 ? FP4_SRC_BF16
+                                   : -1;
 }
 
 static size_t elt_size(int type) { return type == FP4_TYPE_F32 ? 4 : 2; }
@@ -66,10 +71,13 @@ static fp4_status tensor_amax(qctx *c, qtensor *q, fp4_error *err) {
     float tmp[1 << 14]; /* aligned scratch: file data is not aligned */
     q->amax = 0.0f;
     for (int64_t i = 0; i < q->raw->n_elements; i += (int64_t)(chunk / es)) {
-        int64_t cnt = q->raw->n_elements - i < (int64_t)(chunk / es) ? q->raw->n_elements - i : (int64_t)(chunk / es);
+        int64_t cnt =
+            q->raw->n_elements - i < (int64_t)(chunk / es) ? q->raw->n_elements - i : (int64_t)(chunk / es);
         memcpy(tmp, q->raw->data + (size_t)i * es, (size_t)cnt * es);
         fp4_status st = fp4_amax_update(tmp, (fp4_src_dtype)src_dt(q->raw->type), cnt, &q->amax);
-        if (st) return fp4_fail(err, st, c->ck->path, q->raw->name, "quantize.nonfinite", "the weight holds NaN or Inf");
+        if (st)
+            return fp4_fail(err, st, c->ck->path, q->raw->name, "quantize.nonfinite",
+                            "the weight holds NaN or Inf");
     }
     return FP4_OK;
 }
@@ -92,14 +100,17 @@ static fp4_status plan_tensors(qctx *c, fp4_error *err) {
                             "the input is already quantized (use fp4lane convert)");
         const int64_t mult = o->to_q4_k ? 256 : 16;
         q->quantize = r->n_dims == 2 && src_dt(r->type) >= 0 && fp4_ends_with(r->name, ".weight") &&
-                      !excluded(r->name, o->quantize_embeddings) && r->ne[0] % mult == 0 && r->ne[0] <= FP4_MAX_N_IN;
+                      !excluded(r->name, o->quantize_embeddings) && r->ne[0] % mult == 0 &&
+                      r->ne[0] <= FP4_MAX_N_IN;
         if (!q->quantize) continue;
         fp4_status st = tensor_amax(c, q, err);
         if (st) return st;
     }
     for (int64_t i = 0; i < c->n; i++) { /* fusion groups: the max amax of equal keys */
         char ki[FP4_MAX_NAME + 8], kj[FP4_MAX_NAME + 8];
-        if (!c->q[i].quantize || o->no_fusion || c->q[i].group >= 0 || !fusion_key(c->q[i].t.name, ki, sizeof ki)) continue;
+        if (!c->q[i].quantize || o->no_fusion || c->q[i].group >= 0 ||
+            !fusion_key(c->q[i].t.name, ki, sizeof ki))
+            continue;
         float a = c->q[i].amax;
         for (int64_t j = i; j < c->n; j++)
             if (c->q[j].quantize && fusion_key(c->q[j].t.name, kj, sizeof kj) && !strcmp(ki, kj)) {
@@ -122,7 +133,9 @@ static fp4_status plan_tensors(qctx *c, fp4_error *err) {
         }
         float s2;
         fp4_status st = fp4_scale2_from_amax(q->amax, o->rule, &s2);
-        if (st) return fp4_fail(err, st, c->ck->path, q->t.name, "quantize.scale2", "no usable scale2 for amax %g", (double)q->amax);
+        if (st)
+            return fp4_fail(err, st, c->ck->path, q->t.name, "quantize.scale2",
+                            "no usable scale2 for amax %g", (double)q->amax);
         q->t.type = FP4_TYPE_NVFP4_E2M1;
         q->t.nvfp4 = (fp4_nvfp4_view){NULL, NULL, s2, 0.0f, n_out, n_in};
         q->sc = (fp4_scalars){.s2_mul = s2, .s2_div = 1.0f / s2, .s2_mul_exact = 1};
@@ -153,8 +166,9 @@ typedef struct qrows {
 
 static void quant_rows(void *p, int64_t r0, int64_t r1) {
     qrows *q = p;
-    fp4_status st = fp4_nvfp4_quantize((const uint8_t *)q->src + (size_t)(r0 * q->n_in) * q->es, q->dt, r1 - r0, q->n_in,
-                                       q->scale2, q->payload + r0 * (q->n_in / 2), q->scales + r0 * (q->n_in / 16));
+    fp4_status st =
+        fp4_nvfp4_quantize((const uint8_t *)q->src + (size_t)(r0 * q->n_in) * q->es, q->dt, r1 - r0, q->n_in,
+                           q->scale2, q->payload + r0 * (q->n_in / 2), q->scales + r0 * (q->n_in / 16));
     if (st) __atomic_store_n(&q->st[0], st, __ATOMIC_RELAXED); /* any failure refuses the input */
 }
 
@@ -168,16 +182,25 @@ static fp4_status make_bytes(qctx *c, int64_t i, fp4_error *err) {
     qtensor *q = &c->q[i];
     const int64_t n_in = q->t.ne[0], n_out = q->t.ne[1];
     const size_t src_bytes = (size_t)q->raw->nbytes;
-    const size_t out_bytes = c->o->to_q4_k ? (size_t)q->t.nbytes : (size_t)(n_out * n_in / 2 + n_out * n_in / 16);
+    const size_t out_bytes =
+        c->o->to_q4_k ? (size_t)q->t.nbytes : (size_t)(n_out * n_in / 2 + n_out * n_in / 16);
     const size_t f32_bytes = c->o->to_q4_k ? (size_t)(n_out * n_in) * 4 : src_bytes;
-    if (ensure((void **)&c->f32, &c->f32_cap, f32_bytes) || ensure((void **)&c->buf, &c->buf_cap, out_bytes + 1))
+    if (ensure((void **)&c->f32, &c->f32_cap, f32_bytes) ||
+        ensure((void **)&c->buf, &c->buf_cap, out_bytes + 1))
         return fp4_fail(err, FP4_ERR_NOMEM, c->ck->path, q->t.name, "alloc", "out of memory");
     c->cached = -1;
     fp4_status st;
     if (!c->o->to_q4_k) {
         memcpy(c->f32, q->raw->data, src_bytes); /* aligned copy in the source dtype */
-        qrows qr = {c->f32, (fp4_src_dtype)src_dt(q->raw->type), n_in, q->t.nvfp4.scale2, c->buf, c->buf + n_out * n_in / 2,
-                    elt_size(q->raw->type), {FP4_OK}, n_out};
+        qrows qr = {c->f32,
+                    (fp4_src_dtype)src_dt(q->raw->type),
+                    n_in,
+                    q->t.nvfp4.scale2,
+                    c->buf,
+                    c->buf + n_out * n_in / 2,
+                    elt_size(q->raw->type),
+                    {FP4_OK},
+                    n_out};
         st = fp4_parallel_rows(n_out, n_cpus(), quant_rows, &qr);
         if (!st) st = qr.st[0];
         q->t.nvfp4.payload = c->buf;
@@ -194,7 +217,9 @@ static fp4_status make_bytes(qctx *c, int64_t i, fp4_error *err) {
         }
         st = fp4_q4_K_quantize(c->f32, n_out * n_in, (fp4_block_q4_K *)(void *)c->buf);
     }
-    if (st) return fp4_fail(err, st, c->ck->path, q->t.name, "quantize", "cannot quantize: %s", fp4_status_str(st));
+    if (st)
+        return fp4_fail(err, st, c->ck->path, q->t.name, "quantize", "cannot quantize: %s",
+                        fp4_status_str(st));
     c->cached = i;
     return FP4_OK;
 }
@@ -214,22 +239,35 @@ static fp4_status q_plain(void *ctx, int64_t i, const uint8_t **data, fp4_error 
     return st;
 }
 
-fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_quantize_opts *o, fp4_error *err) {
+fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_quantize_opts *o,
+                                   fp4_error *err) {
     fp4_error_clear(err);
     if (!in || !out || !o) return FP4_ERR_INVALID_ARG;
     if (o->to_q4_k && o->layout != FP4_LAYOUT_GGUF && o->layout != FP4_LAYOUT_NONE)
-        return fp4_fail(err, FP4_ERR_UNSUPPORTED, out, NULL, "quantize.layout", "Q4_K is written as GGUF only");
+        return fp4_fail(err, FP4_ERR_UNSUPPORTED, out, NULL, "quantize.layout",
+                        "Q4_K is written as GGUF only");
     qctx c = {.o = o, .cached = -1};
     fp4_status st = fp4_ckpt_open(in, 0, &c.ck, err);
     if (!st) st = plan_tensors(&c, err);
     if (!st) {
-        fp4_wsrc src = {c.n, q_tensor, q_nvfp4, q_scalars, q_plain, &c, o->to_q4_k ? FP4_WP_Q4_K : FP4_WP_NVFP4, FP4_AP_A16,
-                        c.ck->config_json, c.ck->quant_config_json, c.ck, 1};
+        fp4_wsrc src = {c.n,
+                        q_tensor,
+                        q_nvfp4,
+                        q_scalars,
+                        q_plain,
+                        &c,
+                        o->to_q4_k ? FP4_WP_Q4_K : FP4_WP_NVFP4,
+                        FP4_AP_A16,
+                        c.ck->config_json,
+                        c.ck->quant_config_json,
+                        c.ck,
+                        1};
         int any = 0;
         for (int64_t i = 0; i < c.n; i++) any |= c.q[i].quantize;
-        if (!any) st = fp4_fail(err, FP4_ERR_NOT_FOUND, in, NULL, "quantize.nothing", "no weight to quantize");
-        fp4_write_opts wo = {o->to_q4_k ? FP4_LAYOUT_GGUF : o->layout, o->max_shard_bytes, o->st_metadata, o->progress,
-                             o->progress_ctx};
+        if (!any)
+            st = fp4_fail(err, FP4_ERR_NOT_FOUND, in, NULL, "quantize.nothing", "no weight to quantize");
+        fp4_write_opts wo = {o->to_q4_k ? FP4_LAYOUT_GGUF : o->layout, o->max_shard_bytes, o->st_metadata,
+                             o->progress, o->progress_ctx};
         if (!st) st = fp4_write_layout(&src, out, &wo, err);
     }
     free(c.q);

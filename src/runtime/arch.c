@@ -327,7 +327,7 @@ done:
 /* ---------------------------------------------------------------- GGUF metadata */
 
 static int gg_u64(const fp4_gguf *g, const char *key, uint64_t *v) {
-    int64_t i = fp4_rt_gguf_key(g, key);
+    int64_t i = fp4_gguf_key_index(g, key);
     if (i < 0) return 0;
     switch (fp4_gguf_kv_type(g, i)) {
     case FP4_GGUF_UINT32: {
@@ -365,7 +365,7 @@ static int gg_u64(const fp4_gguf *g, const char *key, uint64_t *v) {
     }
 }
 static int gg_f64(const fp4_gguf *g, const char *key, double *v) {
-    int64_t i = fp4_rt_gguf_key(g, key);
+    int64_t i = fp4_gguf_key_index(g, key);
     if (i < 0) return 0;
     if (fp4_gguf_kv_type(g, i) == FP4_GGUF_FLOAT32) {
         float f;
@@ -380,7 +380,7 @@ static int gg_f64(const fp4_gguf *g, const char *key, double *v) {
     return -1;
 }
 static int gg_str(const fp4_gguf *g, const char *key, char *buf, size_t n) {
-    int64_t i = fp4_rt_gguf_key(g, key);
+    int64_t i = fp4_gguf_key_index(g, key);
     const char *s;
     uint64_t len;
     if (i < 0) return 0;
@@ -465,7 +465,7 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
     int64_t vocab = 0;
     if ((st = gg_need(g, name, "vocab_size", &vocab, 0, err))) return st;
     if (!vocab) { /* llama.cpp writes no vocab_size: the embedding's rows (bind checks the head) */
-        const fp4_gguf_tensor *te = fp4_rt_gguf_tensor(g, "token_embd.weight");
+        const fp4_gguf_tensor *te = fp4_gguf_find(g, "token_embd.weight");
         if (te) vocab = te->ne[1];
     }
     a->vocab = vocab;
@@ -489,10 +489,10 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
     } else if (strcmp(stype, "none")) {
         return refuse(err, "arch.rope_type", "GGUF: %s = %s is not supported (none, linear)", key, stype);
     }
-    a->rope_freq_factors = fp4_rt_gguf_tensor(g, "rope_freqs.weight") != NULL; /* checked in bind.c */
+    a->rope_freq_factors = fp4_gguf_find(g, "rope_freqs.weight") != NULL; /* checked in bind.c */
     uint64_t u;
     a->bos = gg_u64(g, "tokenizer.ggml.bos_token_id", &u) == 1 && u < INT32_MAX ? (int32_t)u : -1;
     if (gg_u64(g, "tokenizer.ggml.eos_token_id", &u) == 1 && u < INT32_MAX) a->eos[a->n_eos++] = (int32_t)u;
-    a->tied_head = fp4_rt_gguf_tensor(g, "output.weight") == NULL;
+    a->tied_head = fp4_gguf_find(g, "output.weight") == NULL;
     return arch_check(a, err);
 }

@@ -1,39 +1,18 @@
-/* model_access.c — the runtime's one window into the loader's internals: the GGUF handle of an
- * open model (for its llama.cpp metadata). Kept in this file so a change of the loader's private
- * structs touches one place. */
-#include "model/model_impl.h"
+/* model_access.c — what the runtime reads about an open model beyond its tensors: the
+ * architecture's source (config.json, a config carried in a GGUF, or llama.cpp's GGUF keys) and
+ * the lane. */
 #include "runtime/rt_impl.h"
 #include <stdlib.h>
-
-int64_t fp4_rt_gguf_key(const fp4_gguf *g, const char *key) {
-    for (int64_t i = 0; i < fp4_gguf_n_kv(g); i++) {
-        const char *k = fp4_gguf_key(g, i);
-        if (k && !strcmp(k, key)) return i;
-    }
-    return -1;
-}
-
-const fp4_gguf_tensor *fp4_rt_gguf_tensor(const fp4_gguf *g, const char *name) {
-    for (int64_t i = 0; i < fp4_gguf_n_tensors(g); i++) {
-        const fp4_gguf_tensor *t = fp4_gguf_tensor_at(g, i);
-        if (t && !strcmp(t->name, name)) return t;
-    }
-    return NULL;
-}
-
-const fp4_gguf *fp4_rt_model_gguf(const fp4_model *m) {
-    return m && m->ck && m->ck->is_gguf ? m->ck->gguf : NULL;
-}
 
 fp4_status fp4_rt_model_arch(const fp4_model *m, fp4_arch *a, fp4_error *err) {
     const char *cfg = fp4_model_config_json(m);
     if (cfg) return fp4_arch_from_hf_config(cfg, a, err);
-    const fp4_gguf *g = fp4_rt_model_gguf(m);
+    const fp4_gguf *g = fp4_model_gguf(m);
     if (!g)
         return fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, NULL, "arch.source",
                         "no config.json and no GGUF metadata: the architecture is unknown");
     /* a GGUF written by fp4lane from a HF checkpoint carries its config.json */
-    int64_t i = fp4_rt_gguf_key(g, "fp4lane.hf.config");
+    int64_t i = fp4_gguf_key_index(g, "fp4lane.hf.config");
     const char *s;
     uint64_t len;
     if (i >= 0 && !fp4_gguf_get_str(g, i, &s, &len) && len < FP4_MAX_STRING) {

@@ -14,12 +14,6 @@ typedef struct fp4_rt_bound {
 
 /* Architecture of an open model: HF config.json, fp4lane.hf.config in a GGUF, or llama.cpp keys. */
 fp4_status fp4_rt_model_arch(const fp4_model *m, fp4_arch *a, fp4_error *err);
-/* The GGUF handle of a model opened from a GGUF file, else NULL (model_access.c). */
-const fp4_gguf *fp4_rt_model_gguf(const fp4_model *m);
-/* A GGUF key's index / a tensor by name, through the plain iterators (the reader's own lookups are
- * being renamed on another branch; these compile against both spellings). */
-int64_t fp4_rt_gguf_key(const fp4_gguf *g, const char *key);                    /* -1 absent */
-const fp4_gguf_tensor *fp4_rt_gguf_tensor(const fp4_gguf *g, const char *name); /* NULL absent */
 /* Binds names to slots, checks shapes and types against arch; refuses missing and unexpected
  * tensors by name. */
 fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, fp4_error *err);

@@ -1,15 +1,17 @@
 /* gpu_test.h — helpers shared by the GPU tests (header-only, static): device buffers that fail
  * the test instead of exiting, seeded NVFP4 tensors (random and adversarial), bit comparison
  * that prints the first few (index, expected, actual) triples, and the quick switch
- * (FP4_GPU_QUICK=1, used under compute-sanitizer) that shrinks the shapes. */
+ * (FP4_GPU_QUICK=1, used under compute-sanitizer) that shrinks the shapes. The tests use the
+ * public API (fp4lane_cuda.h) only: they test the routes of fp4_cuda_project(); the kernel lab
+ * (dev/cuda) tests the variants. */
 #ifndef FP4_GPU_TEST_H
 #define FP4_GPU_TEST_H
 
-#include "fp4lane.h"
+#include "fp4lane_cuda.h"
 extern "C" {
 #include "check.h"
 }
-#include "cuda/common.cuh"
+#include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
 
@@ -183,6 +185,62 @@ static void gt_make_act(float *x, int64_t n, int kind, uint64_t seed) {
         default: break;
         }
     }
+}
+
+/* ---- one projection case: a device tensor, its activations, scratch and output buffers ---- */
+
+typedef struct gt_case {
+    fp4_cuda_tensor t;         /* owned: freed by gt_case_free */
+    int64_t n_out, n_in;
+    int maxc;                  /* the widest call of the case */
+    float *dx, *dy;            /* device: x (maxc, n_in), y (maxc, n_out) */
+    float *got, *again;        /* host: (maxc, n_out) */
+    fp4_cuda_scratch s;        /* fp4_cuda_scratch_bytes(t, maxc) */
+} gt_case;
+
+static int gt_max_cols(const int *cols, int n) {
+    int m = 1;
+    for (int i = 0; i < n; i++) m = cols[i] > m ? cols[i] : m;
+    return m;
+}
+
+/* Takes t (uploaded by the caller); x: maxc columns of t->n_in values on the host. */
+static void gt_case_init(gt_case *c, const fp4_cuda_tensor *t, const float *x, int maxc) {
+    memset(c, 0, sizeof *c);
+    c->t = *t;
+    c->n_out = t->n_out;
+    c->n_in = t->n_in;
+    c->maxc = maxc;
+    c->dx = gt_dev_floats(x, c->n_in * maxc);
+    c->dy = gt_dev_poison(c->n_out * maxc);
+    c->got = (float *)malloc((size_t)(c->n_out * maxc) * 4);
+    c->again = (float *)malloc((size_t)(c->n_out * maxc) * 4);
+    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(t, maxc), &c->s));
+}
+
+/* y = W x for nc columns through fp4_cuda_project (the table must pick `route`) into c->got, the
+ * output NaN-poisoned first; a second call must give the same bits (c->again). */
+static void gt_case_project(gt_case *c, fp4_mode mode, int nc, const char *route) {
+    const size_t bytes = (size_t)(c->n_out * nc) * 4;
+    CHECK_MSG(!strcmp(fp4_cuda_route_name(&c->t, mode, nc), route), "route %s, want %s",
+              fp4_cuda_route_name(&c->t, mode, nc), route);
+    for (int rep = 0; rep < 2; rep++) {
+        cudaMemset(c->dy, 0xFF, bytes);
+        const fp4_status st = fp4_cuda_project(&c->t, mode, c->dx, nc, c->dy, &c->s, NULL);
+        CHECK_MSG(st == FP4_OK, "%s cols %d: %s %s", route, nc, fp4_status_str(st), fp4_cuda_last_error());
+        gt_sync(route);
+        gt_down(rep ? c->again : c->got, c->dy, bytes);
+    }
+    CHECK_MSG(!memcmp(c->got, c->again, bytes), "%s cols %d: two runs differ", route, nc);
+}
+
+static void gt_case_free(gt_case *c) {
+    cudaFree(c->dx);
+    cudaFree(c->dy);
+    free(c->got);
+    free(c->again);
+    fp4_cuda_scratch_free(&c->s);
+    fp4_cuda_tensor_free(&c->t);
 }
 
 #endif

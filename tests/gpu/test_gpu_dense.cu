@@ -1,7 +1,8 @@
 /* test_gpu_dense.cu — the F16/BF16 matvec (LM head) and the Q4_K/Q6_K matvec against a
  * double-precision dot of the exactly widened / ggml-dequantized weights: normalized error below
- * DENSE_NRMSE_MAX (f32 accumulation only), through the launchers and fp4_cuda_project, 1..9
- * columns; deterministic; the kquant blocks come from the CPU lane's own quantizer. */
+ * DENSE_NRMSE_MAX (f32 accumulation only), through fp4_cuda_project in both modes (one kernel
+ * whatever the mode), 1..9 columns; deterministic; the kquant blocks come from the CPU lane's own
+ * quantizer. */
 #include "gpu_test.h"
 
 /* f32 FMA accumulation over <= 4096 terms against a double reference */
@@ -16,42 +17,27 @@ static void ref_dot(const float *wf, int64_t n_out, int64_t n_in, const float *x
         }
 }
 
-static void run_case(const fp4_cuda_tensor *t, const float *wf, const char *route, int use_project) {
+/* takes t */
+static void run_case(const fp4_cuda_tensor *t, const float *wf, const char *route, fp4_mode mode) {
     const int64_t n_out = t->n_out, n_in = t->n_in;
     static const int cols[] = {1, 2, 3, 4, 8, 9};
-    float *x = (float *)malloc((size_t)(n_in * 9) * 4);
+    float *x = (float *)malloc((size_t)(n_in * 9) * 4), *ref = (float *)malloc((size_t)(n_out * 9) * 4);
     gt_make_act(x, n_in * 9, 0, 4242 + n_in);
-    float *dx = gt_dev_floats(x, n_in * 9), *dy = gt_dev_poison(n_out * 9);
-    float *ref = (float *)malloc((size_t)(n_out * 9) * 4), *got = (float *)malloc((size_t)(n_out * 9) * 4),
-          *again = (float *)malloc((size_t)(n_out * 9) * 4);
-    fp4_cuda_scratch s;
-    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(t, 9), &s));
+    gt_case c;
+    gt_case_init(&c, t, x, 9);
     for (int i = 0; i < 6; i++) {
         const int nc = cols[i];
         ref_dot(wf, n_out, n_in, x, nc, ref);
-        CHECK(!strcmp(fp4_cuda_route_name(t, FP4_CUDA_EXACT, nc), route));
-        for (int rep = 0; rep < 2; rep++) {
-            cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
-            if (use_project) CHECK_OK(fp4_cuda_project(t, FP4_CUDA_EXACT, dx, nc, dy, &s, NULL));
-            else if (t->type == FP4_TYPE_F16 || t->type == FP4_TYPE_BF16) CHECK_OK(fp4_cuda_matvec_dense(t, dx, nc, dy, NULL));
-            else CHECK_OK(fp4_cuda_matvec_kquant(t, dx, nc, dy, NULL));
-            gt_sync(route);
-            gt_down(rep ? again : got, dy, (size_t)(n_out * nc) * 4);
-        }
-        const double e = fp4_nrmse(got, ref, n_out * nc);
+        gt_case_project(&c, mode, nc, route);
+        const double e = fp4_nrmse(c.got, ref, n_out * nc);
         CHECK_MSG(e < DENSE_NRMSE_MAX, "%s %lldx%lld cols %d: nrmse %.3g", route, (long long)n_out, (long long)n_in, nc, e);
-        CHECK_MSG(!memcmp(got, again, (size_t)(n_out * nc) * 4), "%s not deterministic", route);
     }
-    fp4_cuda_scratch_free(&s);
-    cudaFree(dx);
-    cudaFree(dy);
+    gt_case_free(&c);
     free(x);
     free(ref);
-    free(got);
-    free(again);
 }
 
-static void half_case(int64_t type, int64_t n_out, int64_t n_in, int use_project) {
+static void half_case(int64_t type, int64_t n_out, int64_t n_in, int native) {
     test_rng r = {(uint64_t)(n_out * 31 + n_in)};
     uint16_t *h = (uint16_t *)malloc((size_t)(n_out * n_in) * 2);
     float *wf = (float *)malloc((size_t)(n_out * n_in) * 4);
@@ -62,13 +48,12 @@ static void half_case(int64_t type, int64_t n_out, int64_t n_in, int use_project
     }
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload(type, h, n_out, n_in, &t));
-    run_case(&t, wf, type == FP4_TYPE_BF16 ? "bf16.dense" : "f16.dense", use_project);
-    fp4_cuda_tensor_free(&t);
+    run_case(&t, wf, type == FP4_TYPE_BF16 ? "bf16.dense" : "f16.dense", native ? FP4_MODE_NATIVE : FP4_MODE_EXACT);
     free(h);
     free(wf);
 }
 
-static void kquant_case(int64_t type, int64_t n_out, int64_t n_in, int use_project) {
+static void kquant_case(int64_t type, int64_t n_out, int64_t n_in, int native) {
     test_rng r = {(uint64_t)(type * 7 + n_in)};
     float *src = (float *)malloc((size_t)(n_out * n_in) * 4), *wf = (float *)malloc((size_t)(n_out * n_in) * 4);
     for (int64_t i = 0; i < n_out * n_in; i++) src[i] = rng_normal(&r) * 0.02f + ((i % 97) == 0 ? 0.3f : 0.0f);
@@ -86,8 +71,7 @@ static void kquant_case(int64_t type, int64_t n_out, int64_t n_in, int use_proje
     }
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload(type, blocks, n_out, n_in, &t));
-    run_case(&t, wf, type == FP4_TYPE_Q6_K ? "q6_K.float" : "q4_K.float", use_project);
-    fp4_cuda_tensor_free(&t);
+    run_case(&t, wf, type == FP4_TYPE_Q6_K ? "q6_K.float" : "q4_K.float", native ? FP4_MODE_NATIVE : FP4_MODE_EXACT);
     free(src);
     free(wf);
     free(blocks);

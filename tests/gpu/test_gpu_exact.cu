@@ -1,8 +1,9 @@
-/* test_gpu_exact.cu — the exact A16 contraction (SPEC §4) on the GPU against the CPU oracle, bit
- * for bit: Q8_K blocks (d, qs, bsums) equal fp4_q8_K_quantize on random and adversarial
- * activations; y equals fp4_nvfp4_matvec_a16_exact for every column count 1..16 (and 17, 18, 24, 40
- * through the chunked dispatch), several shapes, random and adversarial weights, both kernel
- * variants; two runs give identical bits. */
+/* test_gpu_exact.cu — the exact A16 route (SPEC §4) on the GPU against the CPU oracle, bit for
+ * bit: Q8_K blocks (d, qs, bsums) equal fp4_q8_K_quantize on random and adversarial activations;
+ * y from fp4_cuda_project(FP4_MODE_EXACT) equals fp4_nvfp4_matvec_a16_exact for every column
+ * count 1..16 (the dp4a kernel at 1, the integer MMA from 2) and 17, 18, 24, 40 (chunks of 16, a
+ * remainder of 1 on the dp4a kernel), several shapes, random and adversarial weights; two runs
+ * give identical bits. The CPU and CUDA tables refuse the same keys with the same status. */
 #include "gpu_test.h"
 
 static void q8k_blocks(int64_t n, int n_cols, int kind, uint64_t seed) {
@@ -35,76 +36,69 @@ static void q8k_blocks(int64_t n, int n_cols, int kind, uint64_t seed) {
     free(got);
 }
 
-/* y for all column counts listed, against the oracle; variant 0 = through fp4_cuda_project. */
+/* y for all column counts listed, through the route, against the oracle. */
 static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float scale2, const int *cols, int ncols_n,
                         uint64_t seed) {
     gt_nvfp4 w;
     gt_make_nvfp4(&w, n_out, n_in, scale2, 0.0f, wkind, seed);
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
-    int maxc = 1;
-    for (int i = 0; i < ncols_n; i++) maxc = cols[i] > maxc ? cols[i] : maxc;
-    float *x = (float *)malloc((size_t)(n_in * maxc) * 4);
+    const int maxc = gt_max_cols(cols, ncols_n);
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4), *want = (float *)malloc((size_t)(n_out * maxc) * 4);
     gt_make_act(x, n_in * maxc, xkind, seed ^ 0x5555);
-    float *dx = gt_dev_floats(x, n_in * maxc);
-    fp4_cuda_scratch s;
-    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&t, maxc), &s));
-    float *want = (float *)malloc((size_t)(n_out * maxc) * 4), *got = (float *)malloc((size_t)(n_out * maxc) * 4),
-          *again = (float *)malloc((size_t)(n_out * maxc) * 4);
-    float *dy = gt_dev_poison(n_out * maxc);
+    gt_case c;
+    gt_case_init(&c, &t, x, maxc);
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w.view, x, nc, want, 8));
+        gt_case_project(&c, FP4_MODE_EXACT, nc, "nvfp4.a16.exact.dp4a");
         char what[96];
-        static const int vlist[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21}; /* 20, 21: round 6 */
-        for (size_t vi = 0; vi < sizeof vlist / sizeof vlist[0]; vi++) { /* 3: round-3 production; 8, 9: integer MMA */
-            const int variant = vlist[vi];
-            if (variant == 1 && nc > 2) continue; /* the plain lab kernel: narrow cases only */
-            cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
-            if (variant == 0) {
-                CHECK(!strcmp(fp4_cuda_route_name(&t, FP4_CUDA_EXACT, nc), "nvfp4.a16.exact.dp4a"));
-                CHECK_OK(fp4_cuda_project(&t, FP4_CUDA_EXACT, dx, nc, dy, &s, NULL));
-            } else {
-                CHECK_OK(fp4_cu_a16_exact(variant, &t, dx, nc, dy, &s, 0));
-            }
-            gt_sync("a16 exact");
-            gt_down(got, dy, (size_t)(n_out * nc) * 4);
-            snprintf(what, sizeof what, "a16 %lldx%lld w%d x%d cols %d v%d", (long long)n_out, (long long)n_in, wkind,
-                     xkind, nc, variant);
-            gt_cmp_bits(what, want, got, n_out * nc);
-            if (variant >= 2) { /* determinism: a second run, identical bits */
-                CHECK_OK(fp4_cu_a16_exact(variant, &t, dx, nc, dy, &s, 0));
-                gt_sync("a16 exact again");
-                gt_down(again, dy, (size_t)(n_out * nc) * 4);
-                CHECK(!memcmp(got, again, (size_t)(n_out * nc) * 4));
-            }
-        }
+        snprintf(what, sizeof what, "a16 %lldx%lld w%d x%d cols %d", (long long)n_out, (long long)n_in, wkind, xkind, nc);
+        gt_cmp_bits(what, want, c.got, n_out * nc);
     }
-    cudaFree(dy);
-    cudaFree(dx);
-    fp4_cuda_scratch_free(&s);
-    fp4_cuda_tensor_free(&t);
+    gt_case_free(&c);
     free(x);
     free(want);
-    free(got);
-    free(again);
     gt_free_nvfp4(&w);
 }
 
-static void shape_errors(void) {
+/* The same keys refused the same way on both backends: exact A16 needs n_in % 256 == 0 (the
+ * CPU's fp4_cpu_project and the GPU's fp4_cuda_project both say FP4_ERR_REFUSED_ROUTE and
+ * "none"); native mode serves the shape on both. */
+static void refusals(void) {
     gt_nvfp4 w;
     gt_make_nvfp4(&w, 4, 272, 1.0f, 0.0f, 0, 3); /* n_in % 256 != 0: not an exact-A16 shape */
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
+    fp4_tensor ct;
+    memset(&ct, 0, sizeof ct);
+    ct.type = FP4_TYPE_NVFP4_E2M1;
+    ct.n_dims = 2;
+    ct.ne[0] = 272;
+    ct.ne[1] = 4;
+    ct.ne[2] = ct.ne[3] = 1;
+    ct.nvfp4 = w.view;
     fp4_cuda_scratch s;
     CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&t, 4), &s));
     float *dx = (float *)gt_dev(272 * 4 * 4), *dy = (float *)gt_dev(16 * 4);
-    CHECK_EQ_INT(fp4_cuda_nvfp4_matvec_a16_exact(&t, dx, 1, dy, &s, NULL), FP4_ERR_SHAPE);
-    CHECK_EQ_INT(fp4_cuda_project(&t, FP4_CUDA_EXACT, dx, 1, dy, &s, NULL), FP4_ERR_SHAPE);
-    CHECK(!strcmp(fp4_cuda_route_name(&t, FP4_CUDA_EXACT, 1), "none"));
-    CHECK_EQ_INT(fp4_cuda_nvfp4_matvec_a16_exact(&t, dx, 0, dy, &s, NULL), FP4_ERR_INVALID_ARG);
-    CHECK_EQ_INT(fp4_cuda_project(&t, (fp4_cuda_mode)7, dx, 1, dy, &s, NULL), FP4_ERR_INVALID_ARG);
+    float x[272] = {0}, y[4];
+    const fp4_status cpu = fp4_cpu_project(&ct, FP4_MODE_EXACT, x, 1, y, 1);
+    const fp4_status gpu = fp4_cuda_project(&t, FP4_MODE_EXACT, dx, 1, dy, &s, NULL);
+    CHECK_EQ_INT(cpu, FP4_ERR_REFUSED_ROUTE);
+    CHECK_EQ_INT(gpu, cpu);
+    CHECK(!strcmp(fp4_cpu_route_name(&ct, FP4_MODE_EXACT), "none"));
+    CHECK(!strcmp(fp4_cuda_route_name(&t, FP4_MODE_EXACT, 1), "none"));
+    CHECK_OK(fp4_cpu_project(&ct, FP4_MODE_NATIVE, x, 1, y, 1));
+    CHECK_OK(fp4_cuda_project(&t, FP4_MODE_NATIVE, dx, 1, dy, &s, NULL));
+    gt_sync("native 272");
+    /* argument errors */
+    CHECK_EQ_INT(fp4_cuda_project(&t, FP4_MODE_EXACT, dx, 0, dy, &s, NULL), FP4_ERR_INVALID_ARG);
+    CHECK_EQ_INT(fp4_cuda_project(&t, (fp4_mode)7, dx, 1, dy, &s, NULL), FP4_ERR_INVALID_ARG);
     CHECK_EQ_INT(fp4_cuda_q8_K_quantize(dx, 100, 1, (fp4_block_q8_K *)dy, NULL), FP4_ERR_SHAPE);
+    /* a type no CUDA route serves (F32 weights are CPU only) */
+    fp4_cuda_tensor f = t;
+    f.type = FP4_TYPE_F32;
+    CHECK_EQ_INT(fp4_cuda_project(&f, FP4_MODE_EXACT, dx, 1, dy, &s, NULL), FP4_ERR_UNSUPPORTED);
     cudaFree(dx);
     cudaFree(dy);
     fp4_cuda_scratch_free(&s);
@@ -115,7 +109,7 @@ static void shape_errors(void) {
 int main(void) {
     GT_REQUIRE_DEVICE();
     const int quick = gt_quick();
-    shape_errors();
+    refusals();
     for (int kind = 0; kind <= 1; kind++) {
         q8k_blocks(256, 1, kind, 11);
         q8k_blocks(4096, 3, kind, 12 + kind);

@@ -1,8 +1,9 @@
-/* test_gpu_w4a4.cu — the W4A4 contraction (SPEC §5) on the GPU against the CPU oracle, bit for
- * bit: activation codes and scale bytes equal fp4_nvfp4_quantize_act (random, adversarial, E2M1
- * rounding ties); y equals fp4_nvfp4_matvec_w4a4 for the dp4a kernel at every width 1..16 (and
- * 17, 40 chunked) including n_in not a multiple of 64 or 256, and for the 16-column IMMA tile
- * (with and without split-K); two runs identical. */
+/* test_gpu_w4a4.cu — the W4A4 routes (SPEC §5) on the GPU against the CPU oracle, bit for bit:
+ * activation codes and scale bytes equal fp4_nvfp4_quantize_act (random, adversarial, E2M1
+ * rounding ties); y from fp4_cuda_project (either mode: W4A4 always runs exact) equals
+ * fp4_nvfp4_matvec_w4a4 at every width 1..16 and 17, 40 (the dp4a route, chunked), including
+ * n_in not a multiple of 64 or 256, and at 16 columns with n_in % 64 == 0 (the integer-MMA
+ * route: its int32 fast path and the int64 fallback); two runs identical. */
 #include "gpu_test.h"
 
 /* Values on the E2M1 decision boundaries of a group whose scale is known: ties to even. */
@@ -50,53 +51,27 @@ static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float
     gt_make_nvfp4(&w, n_out, n_in, scale2, isi, wkind, seed);
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
-    int maxc = 1;
-    for (int i = 0; i < ncols_n; i++) maxc = cols[i] > maxc ? cols[i] : maxc;
-    float *x = (float *)malloc((size_t)(n_in * maxc) * 4);
+    const int maxc = gt_max_cols(cols, ncols_n);
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4), *want = (float *)malloc((size_t)(n_out * maxc) * 4);
     if (xkind == 2) make_ties(x, n_in * maxc, isi);
     else gt_make_act(x, n_in * maxc, xkind, seed ^ 0x7777);
-    float *dx = gt_dev_floats(x, n_in * maxc);
-    fp4_cuda_scratch s;
-    CHECK_OK(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&t, maxc), &s));
-    float *want = (float *)malloc((size_t)(n_out * maxc) * 4), *got = (float *)malloc((size_t)(n_out * maxc) * 4),
-          *again = (float *)malloc((size_t)(n_out * maxc) * 4);
-    float *dy = gt_dev_poison(n_out * maxc);
+    gt_case c;
+    gt_case_init(&c, &t, x, maxc);
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_w4a4(&w.view, x, nc, want, 8));
-        for (int variant = 0; variant <= 3; variant++) {
-            if (variant == 2 && (nc != 16 || n_in % 64)) continue;
-            if (variant == 3 && nc != 16) continue;
-            cudaMemset(dy, 0xFF, (size_t)(n_out * nc) * 4);
-            if (variant == 0) {
-                const char *want_route = (nc == 16 && n_in % 64 == 0) ? "nvfp4.w4a4.tile16" : "nvfp4.w4a4.dp4a";
-                CHECK(!strcmp(fp4_cuda_route_name(&t, FP4_CUDA_NATIVE, nc), want_route));
-                CHECK_OK(fp4_cuda_project(&t, FP4_CUDA_NATIVE, dx, nc, dy, &s, NULL)); /* W4A4 runs exact */
-            } else {
-                CHECK_OK(fp4_cu_w4a4(variant, &t, dx, nc, dy, &s, 0));
-            }
-            gt_sync("w4a4");
-            gt_down(got, dy, (size_t)(n_out * nc) * 4);
+        const char *route = (nc == 16 && n_in % 64 == 0) ? "nvfp4.w4a4.tile16" : "nvfp4.w4a4.dp4a";
+        for (int m = 0; m <= 1; m++) { /* W4A4 runs exact in either mode */
+            gt_case_project(&c, m ? FP4_MODE_NATIVE : FP4_MODE_EXACT, nc, route);
             char what[96];
-            snprintf(what, sizeof what, "w4a4 %lldx%lld w%d x%d cols %d v%d", (long long)n_out, (long long)n_in, wkind,
-                     xkind, nc, variant);
-            gt_cmp_bits(what, want, got, n_out * nc);
-            if (variant >= 1) {
-                CHECK_OK(fp4_cu_w4a4(variant, &t, dx, nc, dy, &s, 0));
-                gt_sync("w4a4 again");
-                gt_down(again, dy, (size_t)(n_out * nc) * 4);
-                CHECK(!memcmp(got, again, (size_t)(n_out * nc) * 4));
-            }
+            snprintf(what, sizeof what, "w4a4 %lldx%lld w%d x%d cols %d mode %d", (long long)n_out, (long long)n_in,
+                     wkind, xkind, nc, m);
+            gt_cmp_bits(what, want, c.got, n_out * nc);
         }
     }
-    cudaFree(dy);
-    cudaFree(dx);
-    fp4_cuda_scratch_free(&s);
-    fp4_cuda_tensor_free(&t);
+    gt_case_free(&c);
     free(x);
     free(want);
-    free(got);
-    free(again);
     gt_free_nvfp4(&w);
 }
 
@@ -114,9 +89,9 @@ int main(void) {
     matvec_case(37, 272, 0, 0, 0.011f, 0.2f, all16, quick ? 4 : 16, 201);   /* n_in % 64 != 0 */
     matvec_case(37, 512, 1, 1, 2.1e-3f, 3.0f, all16, quick ? 4 : 16, 202);
     matvec_case(70, 320, 1, 2, 0.5f, 0.07f, all16, quick ? 4 : 16, 203);    /* tile with n_in % 256 != 0 */
-    matvec_case(64, 8192, 1, 1, 1e-3f, 11.0f, tile, 1, 204);                 /* tile, split-K */
-    matvec_case(96, 4096, 0, 0, 4e-3f, 0.7f, tile, 1, 209);                  /* variant 3 fast path */
-    matvec_case(33, 1040, 0, 1, 4e-3f, 0.7f, tile, 1, 210);                  /* variant 3, padded, mixed */
+    matvec_case(64, 8192, 1, 1, 1e-3f, 11.0f, tile, 1, 204);                 /* MMA, adversarial: int64 */
+    matvec_case(96, 4096, 0, 0, 4e-3f, 0.7f, tile, 1, 209);                  /* MMA, int32 fast path */
+    matvec_case(33, 1040, 0, 1, 4e-3f, 0.7f, tile, 1, 210);                  /* MMA, padded, mixed */
     if (!quick) {
         matvec_case(200, 1024, 0, 1, 0.25f, 1.0f, wide, 2, 205);
         matvec_case(1000, 2048, 1, 0, 3e-2f, 0.5f, tile, 1, 206);

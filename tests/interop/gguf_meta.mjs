@@ -5,6 +5,11 @@ const { gguf } = await import(modulePath);
 const { metadata, tensorInfos } = await gguf(file, { allowLocalFile: true });
 const out = {
   metadata,
-  tensors: tensorInfos.map((t) => ({ name: t.name, dtype: Number(t.dtype), shape: t.shape.map(Number), offset: Number(t.offset) })),
+  tensors: tensorInfos.map((t) => ({
+    name: t.name,
+    dtype: Number(t.dtype),
+    shape: t.shape.map(Number),
+    offset: Number(t.offset),
+  })),
 };
 console.log(JSON.stringify(out, (k, v) => (typeof v === "bigint" ? Number(v) : v)));

@@ -1,9 +1,9 @@
-/* loader_hf.c — safetensors checkpoints (a file or a Hugging Face directory): ModelOpt
+/* read_hf.c — the reader of safetensors checkpoints (a file or a Hugging Face directory): ModelOpt
  * (weight U8, weight_scale F8_E4M3, weight_scale_2 F32, input_scale F32) and compressed-tensors
  * (weight_packed, weight_scale, weight_global_scale = 1/scale2, input_global_scale = 1/input
  * scale). Names that mix the two conventions are refused: guessing would invert a scale. The
  * logical name of an NVFP4 weight is "<module>.weight" in both. */
-#include "loader_impl.h"
+#include "read_impl.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,9 +14,10 @@ typedef struct conv {
     fp4_layout layout;
 } conv;
 
-static const conv conv_modelopt = {".weight", ".weight_scale", ".weight_scale_2", ".input_scale", 1, 1, FP4_LAYOUT_MODELOPT};
-static const conv conv_ct = {".weight_packed", ".weight_scale", ".weight_global_scale", ".input_global_scale", 0, 0,
-                             FP4_LAYOUT_CT};
+static const conv conv_modelopt = {".weight", ".weight_scale", ".weight_scale_2", ".input_scale", 1, 1,
+                                   FP4_LAYOUT_MODELOPT};
+static const conv conv_ct = {".weight_packed", ".weight_scale", ".weight_global_scale", ".input_global_scale",
+                             0, 0, FP4_LAYOUT_CT};
 
 static const fp4_raw *find2(const fp4_ckpt *c, const char *base, const char *sfx) {
     char name[FP4_MAX_NAME + 64];
@@ -24,36 +25,43 @@ static const fp4_raw *find2(const fp4_ckpt *c, const char *base, const char *sfx
     return fp4_ckpt_find(c, name);
 }
 
-static fp4_status pair(const fp4_ckpt *c, const char *lname, float v, int is_mul, const char *mul_key, const char *div_key,
-                       float *mul, float *div, uint8_t *me, uint8_t *de, fp4_error *err) {
+static fp4_status pair(const fp4_ckpt *c, const char *lname, float v, int is_mul, const char *mul_key,
+                       const char *div_key, float *mul, float *div, uint8_t *me, uint8_t *de,
+                       fp4_error *err) {
     float other;
     int h = fp4_exact_get(c, lname, is_mul ? div_key : mul_key, &other, err);
     if (h < 0) return FP4_ERR_SCALE2;
     return fp4_fill_pair(c, lname, v, is_mul, h, other, mul, div, me, de, err);
 }
 
-static fp4_status load_one(fp4_model *m, const conv *cv, const char *base, const fp4_raw *s, fp4_error *err) {
-    const fp4_ckpt *c = m->ck;
-    const fp4_raw *p = find2(c, base, cv->payload), *s2 = find2(c, base, cv->scale2), *in = find2(c, base, cv->input);
-    if (!p) return fp4_fail(err, FP4_ERR_COMPANION, c->path, s->name, "nvfp4.companion-missing", "block scales without a packed payload %s%s", base, cv->payload);
-    if (!s2) return fp4_fail(err, FP4_ERR_COMPANION, c->path, p->name, "nvfp4.companion-missing", "missing %s%s", base, cv->scale2);
+static fp4_status read_one(const fp4_ckpt *c, fp4_read *out, const conv *cv, const char *base,
+                           const fp4_raw *s, fp4_error *err) {
+    const fp4_raw *p = find2(c, base, cv->payload), *s2 = find2(c, base, cv->scale2),
+                  *in = find2(c, base, cv->input);
+    if (!p)
+        return fp4_fail(err, FP4_ERR_COMPANION, c->path, s->name, "nvfp4.companion-missing",
+                        "block scales without a packed payload %s%s", base, cv->payload);
+    if (!s2)
+        return fp4_fail(err, FP4_ERR_COMPANION, c->path, p->name, "nvfp4.companion-missing", "missing %s%s",
+                        base, cv->scale2);
     if (p->st_dtype != FP4_ST_U8)
-        return fp4_fail(err, FP4_ERR_DTYPE, c->path, p->name, "nvfp4.payload-dtype", "packed NVFP4 payload must be U8");
+        return fp4_fail(err, FP4_ERR_DTYPE, c->path, p->name, "nvfp4.payload-dtype",
+                        "packed NVFP4 payload must be U8");
     if (s->st_dtype != FP4_ST_F8_E4M3)
-        return fp4_fail(err, FP4_ERR_DTYPE, c->path, s->name, "nvfp4.companion-dtype", "block scales must be F8_E4M3");
+        return fp4_fail(err, FP4_ERR_DTYPE, c->path, s->name, "nvfp4.companion-dtype",
+                        "block scales must be F8_E4M3");
     const int64_t n_in = s->ne[0] * 16;
     int ok = p->n_dims == s->n_dims && p->n_dims >= 2 && p->ne[0] * 2 == n_in;
     for (int i = 1; i < FP4_MAX_DIMS; i++) ok &= p->ne[i] == s->ne[i];
     if (!ok)
         return fp4_fail(err, FP4_ERR_SHAPE, c->path, s->name, "nvfp4.companion-shape",
-                        "scales [.., %lld] do not match the payload [.., %lld] (n_in/16 vs n_in/2)", (long long)s->ne[0],
-                        (long long)p->ne[0]);
+                        "scales [.., %lld] do not match the payload [.., %lld] (n_in/16 vs n_in/2)",
+                        (long long)s->ne[0], (long long)p->ne[0]);
     if (n_in > FP4_MAX_N_IN)
-        return fp4_fail(err, FP4_ERR_LIMIT, c->path, p->name, "nvfp4.n_in", "n_in = %lld is above %d", (long long)n_in, FP4_MAX_N_IN);
-    int64_t n_out = 1;
-    for (int i = 1; i < p->n_dims; i++) n_out *= p->ne[i];
-    fp4_mtensor *mt = fp4_model_push(m, c->n);
-    fp4_mt_plain(mt, p);
+        return fp4_fail(err, FP4_ERR_LIMIT, c->path, p->name, "nvfp4.n_in", "n_in = %lld is above %d",
+                        (long long)n_in, FP4_MAX_N_IN);
+    const int64_t n_out = fp4_rows_of(p->ne, p->n_dims);
+    fp4_mtensor *mt = fp4_read_push(out, p);
     mt->name_owned = malloc(strlen(base) + 8);
     if (!mt->name_owned) return fp4_fail(err, FP4_ERR_NOMEM, c->path, p->name, "alloc", "out of memory");
     sprintf(mt->name_owned, "%s.weight", base);
@@ -70,8 +78,8 @@ static fp4_status load_one(fp4_model *m, const conv *cv, const char *base, const
                    &sc->s2_mul_exact, &sc->s2_div_exact, err)))
         return st;
     if (in && ((st = fp4_check_scalar(c, in, 1, "input scale", &v, err)) ||
-               (st = pair(c, mt->t.name, v, cv->input_is_mul, "input_scale_mul", "input_scale_div", &sc->in_mul,
-                          &sc->in_div, &sc->in_mul_exact, &sc->in_div_exact, err))))
+               (st = pair(c, mt->t.name, v, cv->input_is_mul, "input_scale_mul", "input_scale_div",
+                          &sc->in_mul, &sc->in_div, &sc->in_mul_exact, &sc->in_div_exact, err))))
         return st;
     if ((st = fp4_check_scale_bytes(c, mt->t.name, s->data, n_out, n_in / 16, err))) return st;
     mt->t.nvfp4 = (fp4_nvfp4_view){p->data, s->data, sc->s2_mul, sc->in_div, n_out, n_in};
@@ -82,7 +90,8 @@ static fp4_status load_one(fp4_model *m, const conv *cv, const char *base, const
  * other than 16 and an algorithm that is not NVFP4. */
 static fp4_status config_lane(const fp4_ckpt *c, fp4_layout layout, int *act, fp4_error *err) {
     *act = -1;
-    const char *txt = layout == FP4_LAYOUT_MODELOPT && c->quant_config_json ? c->quant_config_json : c->config_json;
+    const char *txt =
+        layout == FP4_LAYOUT_MODELOPT && c->quant_config_json ? c->quant_config_json : c->config_json;
     if (!txt) return FP4_OK;
     json_t *root = json_loads(txt, JSON_REJECT_DUPLICATES, NULL);
     if (!root) return FP4_OK; /* the HF reader already parsed it; nothing to say */
@@ -95,19 +104,21 @@ static fp4_status config_lane(const fp4_ckpt *c, fp4_layout layout, int *act, fp
         if (a && !strcmp(a, "NVFP4")) *act = 1;
         else if (a && !strcmp(a, "W4A16_NVFP4")) *act = 0;
         else if (a && strcmp(a, "MIXED_PRECISION"))
-            st = fp4_fail(err, FP4_ERR_LANE, c->path, NULL, "hf.quant-algo", "quant_algo '%s' with NVFP4 tensors", a);
+            st = fp4_fail(err, FP4_ERR_LANE, c->path, NULL, "hf.quant-algo",
+                          "quant_algo '%s' with NVFP4 tensors", a);
         if (!st && gs && json_integer_value(gs) != 16)
             st = fp4_fail(err, FP4_ERR_LANE, c->path, NULL, "hf.group-size", "group_size must be 16");
         const char *f = json_string_value(fmt);
-        if (!st && f && layout == FP4_LAYOUT_CT && strcmp(f, "nvfp4-pack-quantized") && strcmp(f, "mixed-precision"))
-            st = fp4_fail(err, FP4_ERR_LANE, c->path, NULL, "hf.quant-algo", "compressed-tensors format '%s' is not NVFP4", f);
+        if (!st && f && layout == FP4_LAYOUT_CT && strcmp(f, "nvfp4-pack-quantized") &&
+            strcmp(f, "mixed-precision"))
+            st = fp4_fail(err, FP4_ERR_LANE, c->path, NULL, "hf.quant-algo",
+                          "compressed-tensors format '%s' is not NVFP4", f);
     }
     json_decref(root);
     return st;
 }
 
-fp4_status fp4_load_hf(fp4_model *m, fp4_error *err) {
-    const fp4_ckpt *c = m->ck;
+fp4_status fp4_read_hf(const fp4_ckpt *c, fp4_read *out, fp4_error *err) {
     const fp4_raw *mo = NULL, *ct = NULL;
     for (int64_t i = 0; i < c->n; i++) {
         const char *nm = c->t[i].name;
@@ -122,22 +133,23 @@ fp4_status fp4_load_hf(fp4_model *m, fp4_error *err) {
     const conv *cv = ct ? &conv_ct : &conv_modelopt;
     int any_scale = 0;
     for (int64_t i = 0; i < c->n; i++) any_scale |= fp4_ends_with(c->t[i].name, ".weight_scale");
-    m->layout = any_scale ? cv->layout : FP4_LAYOUT_NONE;
+    out->layout = any_scale ? cv->layout : FP4_LAYOUT_NONE;
     fp4_status st;
     char base[FP4_MAX_NAME + 16];
     for (int64_t i = 0; i < c->n; i++) { /* pass 1: every weight_scale makes one NVFP4 tensor */
         const fp4_raw *r = &c->t[i];
         if (!fp4_ends_with(r->name, ".weight_scale")) continue;
         if (r->n_dims < 2)
-            return fp4_fail(err, FP4_ERR_UNSUPPORTED, c->path, r->name, "hf.fp8",
-                            "a 1-D weight_scale is FP8 per-channel quantization, which is not an fp4lane lane");
+            return fp4_fail(
+                err, FP4_ERR_UNSUPPORTED, c->path, r->name, "hf.fp8",
+                "a 1-D weight_scale is FP8 per-channel quantization, which is not an fp4lane lane");
         snprintf(base, sizeof base, "%.*s", (int)(strlen(r->name) - 13), r->name);
-        if ((st = load_one(m, cv, base, r, err))) return st;
+        if ((st = read_one(c, out, cv, base, r, err))) return st;
     }
     for (int64_t i = 0; i < c->n; i++) { /* pass 2: everything else is plain, orphans refused */
         const fp4_raw *r = &c->t[i];
-        static const char *const sfx[] = {".weight_scale", ".weight_scale_2", ".input_scale", ".weight_packed",
-                                          ".weight_global_scale", ".input_global_scale"};
+        static const char *const sfx[] = {".weight_scale",  ".weight_scale_2",      ".input_scale",
+                                          ".weight_packed", ".weight_global_scale", ".input_global_scale"};
         int consumed = 0;
         for (int k = 0; k < 6 && !consumed; k++) {
             if (!fp4_ends_with(r->name, sfx[k])) continue;
@@ -155,9 +167,10 @@ fp4_status fp4_load_hf(fp4_model *m, fp4_error *err) {
                                 "packed U8 weight without weight_scale");
         }
         if (consumed) continue;
-        fp4_mt_plain(fp4_model_push(m, c->n), r);
+        fp4_read_push(out, r);
     }
     int act = -1;
-    if (m->layout != FP4_LAYOUT_NONE && (st = config_lane(c, m->layout, &act, err))) return st;
-    return fp4_model_finish(m, 0, 0, act >= 0, act >= 0 ? act : 0, 0, err);
+    if (out->layout != FP4_LAYOUT_NONE && (st = config_lane(c, out->layout, &act, err))) return st;
+    out->keys = (fp4_lane_keys){.has_ap = act >= 0, .ap = act >= 0 ? act : 0};
+    return FP4_OK;
 }

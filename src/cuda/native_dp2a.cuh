@@ -1,11 +1,12 @@
-/* gemv_native1.cu — the native A16 path at 1..4 columns (round 5): the exact 1-column kernel's
- * structure (row-contiguous 512-byte loads, a warp per R rows, 8 lanes per 256-value super-block)
- * with native numerics.
+/* native_dp2a.cuh — the native A16 kernel at 1..4 columns (SPEC §6), included by a16_native.cu
+ * (the route's 1-column kernel: native_dp2a_kernel<1, 2>) and by the kernel lab (2..4 columns, 4 rows
+ * per warp). The exact 1-column kernel's structure (row-contiguous 512-byte loads, a warp per R
+ * rows, 8 lanes per 256-value super-block) with native numerics. Never installed.
  *
  *   1. act16_kernel: one warp per (column, super-block): the f32 activations become int16 with one
  *      f32 step per super-block, d = amax / 32767 (round to nearest; relative error <= 2^-16 of
  *      the block max, far below the f16 rounding of the other native kernels).
- *   2. native1_kernel<NC, R>: each lane owns 16 payload bytes (two 16-groups) of one super-block
+ *   2. native_dp2a_kernel<NC, R>: each lane owns 16 payload bytes (two 16-groups) of one super-block
  *      per pass, 4 super-blocks per warp pass; the next pass's weights and scales are loaded into
  *      registers before the current pass is computed (register double buffer). Nibbles become
  *      signed int8 e2m1_q1 by the merged byte permutes (3 PRMT per 4 weights), two dp2a per 4
@@ -14,14 +15,13 @@
  *      accumulators added over the warp by a fixed butterfly at the end, * 0.5 * scale2 once per
  *      row. Deterministic (no atomics), f32 accumulation.
  *
- * Variants (fp4_cu_native): 15 = R 2, 16 = R 4, 17 = production (15 at 1 column, native.14
- * above: at 2..4 columns this kernel loses to native.14, bench/gpu.md round 5). Wider calls run in chunks of 4 columns.
+ * native_dp2a<R, MAXC>: the whole call in chunks of MAXC columns (act16 pass, then the kernel).
  */
+#ifndef FP4_CUDA_NATIVE_DP2A_CUH
+#define FP4_CUDA_NATIVE_DP2A_CUH
+
 #include "common.cuh"
 
-#define N1_MAXC 4
-
-static __device__ __forceinline__ uint4 ldg16n1(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
 
 static __global__ __launch_bounds__(256) void act16_kernel(const float *__restrict__ x, int n_in, int nsb_pad,
                                                            int ncols, int64_t k_pad, int16_t *__restrict__ q,
@@ -56,14 +56,14 @@ static __global__ __launch_bounds__(256) void act16_kernel(const float *__restri
 }
 
 /* 4 nibbles (bits 0..15 of nib, sel/neg precomputed for the same bits) -> signed int8 e2m1_q1 x4 */
-static __device__ __forceinline__ uint32_t n1_q1x4(uint32_t nib, uint32_t mag, uint32_t sel, const fp4_q1_luts &l) {
+static __device__ __forceinline__ uint32_t dp2a_q1x4(uint32_t nib, uint32_t mag, uint32_t sel, const fp4_q1_luts &l) {
     const uint32_t pos = fp4_prmt(l.p0, l.p1, nib);
     const uint32_t neg = fp4_prmt(l.n0, l.n1, mag);
     return fp4_prmt(pos, neg, sel);
 }
 
 /* Σ q1·a over the 8 weights of one word: a0..a3 = int16 pairs of elements (0,1) (2,3) (4,5) (6,7) */
-static __device__ __forceinline__ int n1_word_dot(uint32_t lo4, uint32_t hi4, uint32_t a0, uint32_t a1, uint32_t a2,
+static __device__ __forceinline__ int dp2a_word_dot(uint32_t lo4, uint32_t hi4, uint32_t a0, uint32_t a1, uint32_t a2,
                                                   uint32_t a3, int acc) {
     acc = __dp2a_lo((int)a0, (int)lo4, acc);
     acc = __dp2a_hi((int)a1, (int)lo4, acc);
@@ -72,7 +72,7 @@ static __device__ __forceinline__ int n1_word_dot(uint32_t lo4, uint32_t hi4, ui
 }
 
 template <int NC, int R>
-static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__restrict__ payload,
+static __global__ __launch_bounds__(256) void native_dp2a_kernel(const uint8_t *__restrict__ payload,
                                                              const uint8_t *__restrict__ scales, int64_t pstride,
                                                              int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
                                                              float scale2, const int16_t *__restrict__ xq,
@@ -84,12 +84,7 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
     const fp4_q1_luts L = fp4_q1_luts_make();
     const uint8_t *prow[R];
     const uint8_t *srow[R];
-#pragma unroll
-    for (int r = 0; r < R; r++) {
-        const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1; /* clamp; result discarded */
-        prow[r] = payload + row * pstride + sub * 16;
-        srow[r] = scales + row * sstride + sub * 2;
-    }
+    fp4_warp_rows<R>(payload, scales, pstride, sstride, n_out, row0, sub * 16, sub * 2, prow, srow);
     float acc[R][NC];
 #pragma unroll
     for (int r = 0; r < R; r++)
@@ -103,7 +98,7 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
         const bool ok = sb < nsb;
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            nw[r] = ok ? ldg16n1(prow[r] + (int64_t)sb * 128) : make_uint4(0u, 0u, 0u, 0u);
+            nw[r] = ok ? fp4_ldg16(prow[r] + (int64_t)sb * 128) : make_uint4(0u, 0u, 0u, 0u);
             ns[r] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sb * 16)) : 0u;
         }
     }
@@ -122,7 +117,7 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
             const bool ok = sbn < nsb;
 #pragma unroll
             for (int r = 0; r < R; r++) {
-                nw[r] = ok ? ldg16n1(prow[r] + (int64_t)sbn * 128) : make_uint4(0u, 0u, 0u, 0u);
+                nw[r] = ok ? fp4_ldg16(prow[r] + (int64_t)sbn * 128) : make_uint4(0u, 0u, 0u, 0u);
                 ns[r] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sbn * 16))
                            : 0u;
             }
@@ -134,7 +129,7 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
         for (int c = 0; c < NC; c++) {
             const int16_t *xa = xq + (int64_t)c * k_pad + (int64_t)sb * 256 + sub * 32;
 #pragma unroll
-            for (int j = 0; j < 4; j++) av[c][j] = valid ? ldg16n1(xa + 8 * j) : make_uint4(0u, 0u, 0u, 0u);
+            for (int j = 0; j < 4; j++) av[c][j] = valid ? fp4_ldg16(xa + 8 * j) : make_uint4(0u, 0u, 0u, 0u);
             dcol[c] = valid ? __ldg(xd + (int64_t)c * (k_pad / 256) + sb) : 0.0f;
         }
 #pragma unroll
@@ -146,8 +141,8 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
                 const uint32_t w = words[u];
                 const uint32_t mag = w & 0x77777777u;
                 const uint32_t sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
-                q1[2 * u] = n1_q1x4(w, mag, sel, L);
-                q1[2 * u + 1] = n1_q1x4(w >> 16, mag >> 16, sel >> 16, L);
+                q1[2 * u] = dp2a_q1x4(w, mag, sel, L);
+                q1[2 * u + 1] = dp2a_q1x4(w >> 16, mag >> 16, sel >> 16, L);
             }
             const uint32_t h2 = fp4_e4m3x2_to_h2(sc[r]);
             const __half2 hh = *reinterpret_cast<const __half2 *>(&h2);
@@ -157,10 +152,10 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
                 const uint32_t a[16] = {av[c][0].x, av[c][0].y, av[c][0].z, av[c][0].w, av[c][1].x, av[c][1].y,
                                         av[c][1].z, av[c][1].w, av[c][2].x, av[c][2].y, av[c][2].z, av[c][2].w,
                                         av[c][3].x, av[c][3].y, av[c][3].z, av[c][3].w};
-                int d0 = n1_word_dot(q1[0], q1[1], a[0], a[1], a[2], a[3], 0);
-                d0 = n1_word_dot(q1[2], q1[3], a[4], a[5], a[6], a[7], d0);
-                int d1 = n1_word_dot(q1[4], q1[5], a[8], a[9], a[10], a[11], 0);
-                d1 = n1_word_dot(q1[6], q1[7], a[12], a[13], a[14], a[15], d1);
+                int d0 = dp2a_word_dot(q1[0], q1[1], a[0], a[1], a[2], a[3], 0);
+                d0 = dp2a_word_dot(q1[2], q1[3], a[4], a[5], a[6], a[7], d0);
+                int d1 = dp2a_word_dot(q1[4], q1[5], a[8], a[9], a[10], a[11], 0);
+                d1 = dp2a_word_dot(q1[6], q1[7], a[12], a[13], a[14], a[15], d1);
                 /* |dot| <= 16 * 12 * 32767 < 2^24: exact in f32 */
                 const float t = __fmaf_rn((float)d0, s0, __fmul_rn((float)d1, s1));
                 acc[r][c] = __fmaf_rn(t, dcol[c], acc[r][c]);
@@ -187,56 +182,52 @@ static __global__ __launch_bounds__(256) void native1_kernel(const uint8_t *__re
 }
 
 template <int NC, int R>
-static fp4_status launch_n1(const fp4_cuda_tensor *w, const int16_t *q, const float *d, float *y, cudaStream_t s) {
+static fp4_status launch_dp2a(const fp4_cuda_tensor *w, const int16_t *q, const float *d, float *y, cudaStream_t s) {
     const int64_t warps = (w->n_out + R - 1) / R;
     const int64_t blocks = (warps * 32 + 255) / 256;
-    native1_kernel<NC, R><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
+    native_dp2a_kernel<NC, R><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
                                                            w->scale_stride, w->n_out, (int)(w->k_pad / 256), w->k_pad,
                                                            w->scale2, q, d, y);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
 
-template <int R>
-static fp4_status launch_n1_nc(const fp4_cuda_tensor *w, int64_t nc, const int16_t *q, const float *d, float *y,
-                               cudaStream_t s) {
-    switch (nc) {
-        case 1: return launch_n1<1, R>(w, q, d, y, s);
-        case 2: return launch_n1<2, R>(w, q, d, y, s);
-        case 3: return launch_n1<3, R>(w, q, d, y, s);
-        default: return launch_n1<4, R>(w, q, d, y, s);
+/* the kernel for exactly nc (1..NC) columns */
+template <int R, int NC>
+static fp4_status launch_dp2a_upto(const fp4_cuda_tensor *w, int64_t nc, const int16_t *q, const float *d, float *y,
+                                 cudaStream_t s) {
+    if constexpr (NC > 1) {
+        if (nc < NC) return launch_dp2a_upto<R, NC - 1>(w, nc, q, d, y, s);
     }
+    return launch_dp2a<NC, R>(w, q, d, y, s);
 }
 
-extern "C" {
-
-size_t fp4_cu_native1_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
+/* Scratch after the counters: int16 activations (MAXC, k_pad), steps (MAXC, k_pad/256). */
+template <int MAXC> static size_t native_dp2a_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     if (!w || n_cols < 1) return 0;
-    const int64_t nc = n_cols < N1_MAXC ? n_cols : N1_MAXC;
+    const int64_t nc = n_cols < MAXC ? n_cols : MAXC;
     return FP4_CU_ALIGN((size_t)nc * (size_t)w->k_pad * 2) + FP4_CU_ALIGN((size_t)nc * (size_t)(w->k_pad / 256) * 4);
 }
 
-fp4_status fp4_cu_native1(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
-                          const fp4_cuda_scratch *s, cudaStream_t stream) {
+template <int R, int MAXC>
+static fp4_status native_dp2a(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                              const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (!w || !d_x || !d_y || n_cols < 1 || !s || !s->d_base) return FP4_ERR_INVALID_ARG;
-    const int64_t c4 = n_cols < N1_MAXC ? n_cols : N1_MAXC;
-    const size_t qbytes = FP4_CU_ALIGN((size_t)c4 * (size_t)w->k_pad * 2);
-    if (FP4_CU_COUNTER_BYTES + fp4_cu_native1_scratch(w, c4) > s->bytes) return FP4_ERR_INVALID_ARG;
+    const int64_t cm = n_cols < MAXC ? n_cols : MAXC;
+    const size_t qbytes = FP4_CU_ALIGN((size_t)cm * (size_t)w->k_pad * 2);
+    if (FP4_CU_COUNTER_BYTES + native_dp2a_scratch<MAXC>(w, cm) > s->bytes) return FP4_ERR_INVALID_ARG;
     int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
     float *d = (float *)((uint8_t *)q + qbytes);
     const int nsb_pad = (int)(w->k_pad / 256);
-    for (int64_t c0 = 0; c0 < n_cols; c0 += N1_MAXC) {
-        const int64_t nc = n_cols - c0 < N1_MAXC ? n_cols - c0 : N1_MAXC;
+    for (int64_t c0 = 0; c0 < n_cols; c0 += MAXC) {
+        const int64_t nc = n_cols - c0 < MAXC ? n_cols - c0 : MAXC;
         const int64_t jobs = nc * nsb_pad;
         act16_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x + c0 * w->n_in, (int)w->n_in,
                                                                               nsb_pad, (int)nc, w->k_pad, q, d);
         FP4_CUDA_LAUNCHED();
-        float *y = d_y + c0 * w->n_out;
-        const fp4_status st = variant == 16 ? launch_n1_nc<4>(w, nc, q, d, y, stream)
-                                            : launch_n1_nc<2>(w, nc, q, d, y, stream);
-        if (st != FP4_OK) return st;
+        FP4_CU_TRY((launch_dp2a_upto<R, MAXC>(w, nc, q, d, d_y + c0 * w->n_out, stream)));
     }
     return FP4_OK;
 }
 
-} /* extern "C" */
+#endif /* FP4_CUDA_NATIVE_DP2A_CUH */

@@ -1,9 +1,9 @@
-/* loader_gguf.c — GGUF checkpoints: fp4lane's companion layout (NVFP4_E2M1 + .nvfp4_scale,
- * .nvfp4_scale2, .nvfp4_input_scale_inv) and llama.cpp's type 40 with .scale / .input_scale
- * sidecars. A type-40 file without a .scale sidecar means scale2 = 1.0: that is llama.cpp's own
+/* read_gguf.c — the reader of GGUF checkpoints: fp4lane's companion layout (NVFP4_E2M1 +
+ * .nvfp4_scale, .nvfp4_scale2, .nvfp4_input_scale_inv) and llama.cpp's type 40 with .scale /
+ * .input_scale sidecars. A type-40 file without a .scale sidecar means scale2 = 1.0: that is llama.cpp's own
  * convention (its converter omits a scale within 1e-6 of 1.0), so it is accepted, documented in
  * docs/FORMATS.md. The "weight.scale" naming of some community files is refused (ambiguous). */
-#include "loader_impl.h"
+#include "read_impl.h"
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -17,79 +17,79 @@ static const fp4_raw *find_sfx(const fp4_ckpt *c, const char *base, const char *
     return fp4_ckpt_find(c, name);
 }
 
-static int64_t rows_of(const fp4_raw *r) {
-    int64_t n = 1;
-    for (int i = 1; i < r->n_dims; i++) n *= r->ne[i]; /* bounded by the reader's element count */
-    return n;
-}
-
-static fp4_status lane_key(const fp4_ckpt *c, const char *key, const char *const *names, int n, int *has, int *val,
-                           fp4_error *err) {
+static fp4_status lane_key(const fp4_ckpt *c, const char *key, const char *const *names, int n, int *has,
+                           int *val, fp4_error *err) {
     char buf[64];
-    int64_t k = fp4_gguf_find_key(c->gguf, key);
     *has = 0;
-    if (k < 0) return FP4_OK;
+    if (fp4_gguf_key_index(c->gguf, key) < 0) return FP4_OK;
     fp4_status st = fp4_ckpt_gguf_str(c, key, buf, sizeof buf);
     if (st) return fp4_fail(err, FP4_ERR_LANE, c->path, NULL, "lane.value", "%s must be a short string", key);
-    *val = fp4_lane_parse(buf, names, n);
-    if (*val < 0) return fp4_fail(err, FP4_ERR_LANE, c->path, NULL, "lane.value", "%s = '%s' is not a known precision", key, buf);
+    *val = fp4_name_index(buf, names, n);
+    if (*val < 0)
+        return fp4_fail(err, FP4_ERR_LANE, c->path, NULL, "lane.value", "%s = '%s' is not a known precision",
+                        key, buf);
     *has = 1;
     return FP4_OK;
 }
 
-static fp4_status scale_shape_ok(const fp4_ckpt *c, const fp4_raw *p, const fp4_raw *s, int64_t n_in, fp4_error *err) {
+static fp4_status scale_shape_ok(const fp4_ckpt *c, const fp4_raw *p, const fp4_raw *s, int64_t n_in,
+                                 fp4_error *err) {
     if (s->type != FP4_TYPE_F8_E4M3FN)
-        return fp4_fail(err, FP4_ERR_DTYPE, c->path, s->name, "nvfp4.companion-dtype", "block scales must be F8_E4M3FN");
+        return fp4_fail(err, FP4_ERR_DTYPE, c->path, s->name, "nvfp4.companion-dtype",
+                        "block scales must be F8_E4M3FN");
     int ok = s->n_dims == p->n_dims && s->ne[0] == n_in / 16;
     for (int i = 1; i < FP4_MAX_DIMS; i++) ok &= s->ne[i] == p->ne[i];
     if (!ok)
         return fp4_fail(err, FP4_ERR_SHAPE, c->path, s->name, "nvfp4.companion-shape",
-                        "block scales must have shape [n_in/16 = %lld, %lld] like the payload", (long long)(n_in / 16),
-                        (long long)p->ne[1]);
+                        "block scales must have shape [n_in/16 = %lld, %lld] like the payload",
+                        (long long)(n_in / 16), (long long)p->ne[1]);
     return FP4_OK;
 }
 
-static fp4_status input_pair(const fp4_ckpt *c, const char *name, float v, int is_mul, fp4_scalars *sc, fp4_error *err) {
+static fp4_status input_pair(const fp4_ckpt *c, const char *name, float v, int is_mul, fp4_scalars *sc,
+                             fp4_error *err) {
     float other;
     int h = fp4_exact_get(c, name, is_mul ? "input_scale_div" : "input_scale_mul", &other, err);
     if (h < 0) return FP4_ERR_SCALE2;
-    return fp4_fill_pair(c, name, v, is_mul, h, other, &sc->in_mul, &sc->in_div, &sc->in_mul_exact, &sc->in_div_exact, err);
+    return fp4_fill_pair(c, name, v, is_mul, h, other, &sc->in_mul, &sc->in_div, &sc->in_mul_exact,
+                         &sc->in_div_exact, err);
 }
 
 static fp4_status scale2_pair(const fp4_ckpt *c, const char *name, float v, fp4_scalars *sc, fp4_error *err) {
     float other;
     int h = fp4_exact_get(c, name, "scale2_div", &other, err);
     if (h < 0) return FP4_ERR_SCALE2;
-    return fp4_fill_pair(c, name, v, 1, h, other, &sc->s2_mul, &sc->s2_div, &sc->s2_mul_exact, &sc->s2_div_exact, err);
+    return fp4_fill_pair(c, name, v, 1, h, other, &sc->s2_mul, &sc->s2_div, &sc->s2_mul_exact,
+                         &sc->s2_div_exact, err);
 }
 
 static fp4_status nvfp4_shape(const fp4_ckpt *c, const fp4_raw *p, int64_t mult, fp4_error *err) {
     if (p->ne[0] % mult)
-        return fp4_fail(err, FP4_ERR_SHAPE, c->path, p->name, "nvfp4.n_in", "n_in = %lld is not a multiple of %lld",
-                        (long long)p->ne[0], (long long)mult);
+        return fp4_fail(err, FP4_ERR_SHAPE, c->path, p->name, "nvfp4.n_in",
+                        "n_in = %lld is not a multiple of %lld", (long long)p->ne[0], (long long)mult);
     if (p->ne[0] > FP4_MAX_N_IN)
-        return fp4_fail(err, FP4_ERR_LIMIT, c->path, p->name, "nvfp4.n_in", "n_in = %lld is above %d", (long long)p->ne[0],
-                        FP4_MAX_N_IN);
+        return fp4_fail(err, FP4_ERR_LIMIT, c->path, p->name, "nvfp4.n_in", "n_in = %lld is above %d",
+                        (long long)p->ne[0], FP4_MAX_N_IN);
     return FP4_OK;
 }
 
 /* fp4lane's own layout */
-static fp4_status load_native(fp4_model *m, const fp4_raw *p, fp4_error *err) {
-    const fp4_ckpt *c = m->ck;
+static fp4_status read_native(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, fp4_error *err) {
     fp4_status st = nvfp4_shape(c, p, 16, err);
     if (st) return st;
-    const int64_t n_in = p->ne[0], n_out = rows_of(p);
+    const int64_t n_in = p->ne[0], n_out = fp4_rows_of(p->ne, p->n_dims);
     const fp4_raw *s = find_sfx(c, p->name, SFX_SCALE), *s2 = find_sfx(c, p->name, SFX_SCALE2),
                   *in = find_sfx(c, p->name, SFX_INPUT);
     if (!s || !s2)
-        return fp4_fail(err, FP4_ERR_COMPANION, c->path, p->name, "nvfp4.companion-missing", "missing companion %s",
-                        s ? SFX_SCALE2 : SFX_SCALE);
+        return fp4_fail(err, FP4_ERR_COMPANION, c->path, p->name, "nvfp4.companion-missing",
+                        "missing companion %s", s ? SFX_SCALE2 : SFX_SCALE);
     if ((st = scale_shape_ok(c, p, s, n_in, err))) return st;
-    fp4_mtensor *mt = fp4_model_push(m, c->n);
-    fp4_mt_plain(mt, p);
+    fp4_mtensor *mt = fp4_read_push(out, p);
     mt->t.data = NULL;
     float v;
-    if ((st = fp4_check_scalar(c, s2, 0, "scale2", &v, err)) || (st = scale2_pair(c, p->name, v, &mt->sc, err))) return st;
+    if ((st = fp4_check_scalar(c, s2, 0, "scale2", &v, err)) ||
+        (st = scale2_pair(c, p->name, v, &mt->sc, err)))
+        return st;
     if (in && ((st = fp4_check_scalar(c, in, 0, "input scale inverse", &v, err)) ||
                (st = input_pair(c, p->name, v, 0, &mt->sc, err))))
         return st;
@@ -99,11 +99,10 @@ static fp4_status load_native(fp4_model *m, const fp4_raw *p, fp4_error *err) {
 }
 
 /* llama.cpp's type 40: repack into canonical rows once, at load */
-static fp4_status load_ggml(fp4_model *m, const fp4_raw *p, fp4_error *err) {
-    const fp4_ckpt *c = m->ck;
+static fp4_status read_ggml(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, fp4_error *err) {
     fp4_status st = nvfp4_shape(c, p, 64, err);
     if (st) return st;
-    const int64_t n_in = p->ne[0], n_out = rows_of(p);
+    const int64_t n_in = p->ne[0], n_out = fp4_rows_of(p->ne, p->n_dims);
     char base[FP4_MAX_NAME + 8];
     snprintf(base, sizeof base, "%s", p->name);
     if (fp4_ends_with(base, ".weight")) base[strlen(base) - 7] = 0;
@@ -111,8 +110,7 @@ static fp4_status load_ggml(fp4_model *m, const fp4_raw *p, fp4_error *err) {
     if (strcmp(base, p->name) && (find_sfx(c, p->name, ".scale") || find_sfx(c, p->name, ".input_scale")))
         return fp4_fail(err, FP4_ERR_COMPANION, c->path, p->name, "ggml.scale-naming",
                         "sidecar named '%s.scale': only '%s.scale' is accepted", p->name, base);
-    fp4_mtensor *mt = fp4_model_push(m, c->n);
-    fp4_mt_plain(mt, p);
+    fp4_mtensor *mt = fp4_read_push(out, p);
     mt->t.type = FP4_TYPE_NVFP4_E2M1;
     mt->t.data = NULL;
     float v = 1.0f; /* absent .scale means 1.0 (llama.cpp's convention) */
@@ -125,7 +123,8 @@ static fp4_status load_ggml(fp4_model *m, const fp4_raw *p, fp4_error *err) {
     mt->owned = malloc(pay + scl + 1);
     if (!mt->owned) return fp4_fail(err, FP4_ERR_NOMEM, c->path, p->name, "alloc", "out of memory");
     for (int64_t r = 0; r < n_out; r++)
-        fp4_ggml_unpack_row(p->data + r * (n_in / 64) * 36, n_in, mt->owned + r * (n_in / 2), mt->owned + pay + r * (n_in / 16));
+        fp4_ggml_unpack_row(p->data + r * (n_in / 64) * 36, n_in, mt->owned + r * (n_in / 2),
+                            mt->owned + pay + r * (n_in / 16));
     if ((st = fp4_check_scale_bytes(c, p->name, mt->owned + pay, n_out, n_in / 16, err))) return st;
     mt->t.nvfp4 = (fp4_nvfp4_view){mt->owned, mt->owned + pay, mt->sc.s2_mul, mt->sc.in_div, n_out, n_in};
     return FP4_OK;
@@ -141,7 +140,8 @@ static int companion_of(const fp4_ckpt *c, const fp4_raw *r, int ggml, fp4_error
         snprintf(base, sizeof base, "%.*s", (int)(strlen(r->name) - strlen(native[i])), r->name);
         const fp4_raw *p = fp4_ckpt_find(c, base);
         if (p && p->type == FP4_TYPE_NVFP4_E2M1) return 1;
-        fp4_fail(err, FP4_ERR_COMPANION, c->path, r->name, "nvfp4.orphan-companion", "companion without an NVFP4 tensor '%s'", base);
+        fp4_fail(err, FP4_ERR_COMPANION, c->path, r->name, "nvfp4.orphan-companion",
+                 "companion without an NVFP4 tensor '%s'", base);
         return -1;
     }
     for (int i = 0; ggml && i < 2; i++) {
@@ -153,18 +153,20 @@ static int companion_of(const fp4_ckpt *c, const fp4_raw *r, int ggml, fp4_error
             p = fp4_ckpt_find(c, base);
         }
         if (p && p->type == FP4_TYPE_GGML_NVFP4) return 1;
-        fp4_fail(err, FP4_ERR_COMPANION, c->path, r->name, "nvfp4.orphan-companion", "sidecar without a type-40 tensor");
+        fp4_fail(err, FP4_ERR_COMPANION, c->path, r->name, "nvfp4.orphan-companion",
+                 "sidecar without a type-40 tensor");
         return -1;
     }
     return 0;
 }
 
-fp4_status fp4_load_gguf(fp4_model *m, fp4_error *err) {
-    const fp4_ckpt *c = m->ck;
-    int has_wp, wp = 0, has_ap, ap = 0;
+fp4_status fp4_read_gguf(const fp4_ckpt *c, fp4_read *out, fp4_error *err) {
+    fp4_lane_keys *k = &out->keys;
     fp4_status st;
-    if ((st = lane_key(c, "fp4lane.weight_precision", fp4_wp_names(), FP4_WP_COUNT_, &has_wp, &wp, err)) ||
-        (st = lane_key(c, "fp4lane.activation_precision", fp4_ap_names(), FP4_AP_COUNT_, &has_ap, &ap, err)))
+    if ((st = lane_key(c, "fp4lane.weight_precision", fp4_wp_names, FP4_WP_COUNT_, &k->has_wp, &k->wp, err)))
+        return st;
+    if ((st = lane_key(c, "fp4lane.activation_precision", fp4_ap_names, FP4_AP_COUNT_, &k->has_ap, &k->ap,
+                       err)))
         return st;
     const fp4_raw *n1024 = NULL, *n40 = NULL;
     for (int64_t i = 0; i < c->n; i++) {
@@ -174,28 +176,28 @@ fp4_status fp4_load_gguf(fp4_model *m, fp4_error *err) {
     if (n1024 && n40)
         return fp4_fail(err, FP4_ERR_LANE, c->path, n40->name, "lane.mixed-layouts",
                         "both fp4lane NVFP4 (%s) and ggml type 40 tensors in one file", n1024->name);
-    m->layout = n1024 ? FP4_LAYOUT_GGUF : n40 ? FP4_LAYOUT_GGUF_GGML : FP4_LAYOUT_NONE;
+    out->layout = n1024 ? FP4_LAYOUT_GGUF : n40 ? FP4_LAYOUT_GGUF_GGML : FP4_LAYOUT_NONE;
+    k->strict = out->layout == FP4_LAYOUT_GGUF;
     for (int64_t i = 0; i < c->n; i++) {
         const fp4_raw *r = &c->t[i];
-        if (r->type == FP4_TYPE_NVFP4_E2M1) st = load_native(m, r, err);
-        else if (r->type == FP4_TYPE_GGML_NVFP4) st = load_ggml(m, r, err);
+        if (r->type == FP4_TYPE_NVFP4_E2M1) st = read_native(c, out, r, err);
+        else if (r->type == FP4_TYPE_GGML_NVFP4) st = read_ggml(c, out, r, err);
         else {
-            int k = companion_of(c, r, n40 != NULL, err);
-            if (k < 0) return FP4_ERR_COMPANION;
-            if (k) continue;
+            int comp = companion_of(c, r, n40 != NULL, err);
+            if (comp < 0) return FP4_ERR_COMPANION;
+            if (comp) continue;
             if (r->type == FP4_TYPE_F8_E4M3FN)
                 return fp4_fail(err, FP4_ERR_UNSUPPORTED, c->path, r->name, "lane.type",
                                 "F8_E4M3FN outside an NVFP4 companion (FP8 weights are not a lane)");
-            fp4_mtensor *mt = fp4_model_push(m, c->n);
-            fp4_mt_plain(mt, r);
+            fp4_mtensor *mt = fp4_read_push(out, r);
             char key[FP4_MAX_NAME + 32];
             int flag = 0;
             snprintf(key, sizeof key, "fp4lane.scalar.%s", r->name); /* a safetensors rank-0 tensor */
-            if (!fp4_gguf_get_bool(c->gguf, fp4_gguf_find_key(c->gguf, key), &flag) && flag && r->n_dims == 1 &&
-                r->ne[0] == 1)
+            if (!fp4_gguf_get_bool(c->gguf, fp4_gguf_key_index(c->gguf, key), &flag) && flag &&
+                r->n_dims == 1 && r->ne[0] == 1)
                 mt->t.n_dims = 0;
         }
         if (st) return st;
     }
-    return fp4_model_finish(m, has_wp, wp, has_ap, ap, m->layout == FP4_LAYOUT_GGUF, err);
+    return FP4_OK;
 }

@@ -1,25 +1,8 @@
-/* f16.cu — F16/BF16 weight matvec (the unquantized LM head, SPEC §3's default).
+/* dense.cu — F16/BF16 weight matvec (the unquantized LM head, SPEC §3's default).
  * One warp per R rows; each lane reads 16 bytes (8 values) of a row per step, widens them to f32
  * exactly, FMAs against f32 activations, and the warp adds its lanes in a fixed butterfly order:
  * deterministic run to run. Held to a float tolerance against a double-precision reference. */
 #include "common.cuh"
-
-template <bool BF16>
-static __device__ __forceinline__ void widen8(uint4 q, float v[8]) {
-    const uint32_t w[4] = {q.x, q.y, q.z, q.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        if (BF16) {
-            v[2 * i] = __uint_as_float(w[i] << 16);
-            v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
-        } else {
-            const __half2 h = *reinterpret_cast<const __half2 *>(&w[i]);
-            const float2 f = __half22float2(h);
-            v[2 * i] = f.x;
-            v[2 * i + 1] = f.y;
-        }
-    }
-}
 
 template <bool BF16, int NC, int R>
 static __global__ __launch_bounds__(256) void dense_matvec_kernel(const uint8_t *__restrict__ w, int64_t stride,
@@ -38,7 +21,7 @@ static __global__ __launch_bounds__(256) void dense_matvec_kernel(const uint8_t 
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1;
-            widen8<BF16>(__ldg(reinterpret_cast<const uint4 *>(w + row * stride + ch * 16)), wv[r]);
+            fp4_widen8<BF16>(fp4_ldg16(w + row * stride + ch * 16), wv[r]);
         }
 #pragma unroll
         for (int c = 0; c < NC; c++) {
@@ -86,18 +69,18 @@ static fp4_status dense_chunk(const fp4_cuda_tensor *t, const float *x, int64_t 
 
 extern "C" {
 
-FP4_API fp4_status fp4_cuda_matvec_dense(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
-                                         fp4_cuda_stream stream) {
+fp4_status fp4_cu_dense(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                        const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (!w || !d_x || !d_y || !w->d_payload || n_cols < 1) return FP4_ERR_INVALID_ARG;
     if (w->type != FP4_TYPE_F16 && w->type != FP4_TYPE_BF16) return FP4_ERR_DTYPE;
     if (w->n_in <= 0 || w->n_in % 8) return FP4_ERR_SHAPE;
-    if (w->payload_stride % 16 || ((uintptr_t)w->d_payload & 15u) || ((uintptr_t)d_x & 15u)) return FP4_ERR_INVALID_ARG;
+    if (w->payload_stride % 16 || !fp4_aligned16(w->d_payload) || !fp4_aligned16(d_x)) return FP4_ERR_INVALID_ARG;
     for (int64_t c0 = 0; c0 < n_cols;) {
         const int64_t left = n_cols - c0;
         const int64_t nc = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
         const fp4_status st = w->type == FP4_TYPE_BF16
-                                  ? dense_chunk<true>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, (cudaStream_t)stream)
-                                  : dense_chunk<false>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, (cudaStream_t)stream);
+                                  ? dense_chunk<true>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, stream)
+                                  : dense_chunk<false>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, stream);
         if (st != FP4_OK) return st;
         c0 += nc;
     }

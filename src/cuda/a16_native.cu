@@ -1,0 +1,63 @@
+/* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the int16
+ * dp2a kernel (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp); from 2 to 8 columns one
+ * launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
+ * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
+ * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2 and 5) has the measurements
+ * behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a normalized error
+ * against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
+#include "native_dp2a.cuh"
+#include "native_tile.cuh"
+
+#define NARROW 8 /* widest call served by one launch of the 32-row tile */
+#define CHUNK 32 /* columns per launch of the 64-row tiles */
+
+/* one launch of the 64-row tile for nc <= CHUNK columns */
+static fp4_status tile64(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, const fp4_cuda_scratch *s,
+                         cudaStream_t st) {
+    if (nc <= 8) return launch_tile<4, 1, 3>(w, x, nc, y, s, st);
+    if (nc <= 16) return launch_tile<4, 2, 3>(w, x, nc, y, s, st);
+    return launch_tile<4, 4, 3>(w, x, nc, y, s, st);
+}
+
+/* the most K slices any launch of this route plans for w at up to nc columns */
+static int max_slices(const fp4_cuda_tensor *w, int64_t nc) {
+    int k = 0, v;
+    for (int64_t c = 1; c <= (nc < 8 ? nc : 8); c++) { /* a chunk narrower than a launch plans its own */
+        v = tile_slices<2, 1, 4>(w, c); k = v > k ? v : k;
+        v = tile_slices<4, 1, 3>(w, c); k = v > k ? v : k;
+    }
+    for (int64_t c = 9; c <= (nc < CHUNK ? nc : CHUNK); c++) {
+        v = c <= 16 ? tile_slices<4, 2, 3>(w, c) : tile_slices<4, 4, 3>(w, c);
+        k = v > k ? v : k;
+    }
+    return k;
+}
+
+extern "C" {
+
+size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
+    if (!w || n_cols < 1) return 0;
+    const int64_t nc = n_cols < CHUNK ? n_cols : CHUNK;
+    const int ks = max_slices(w, nc);
+    const size_t partials = ks > 1 ? FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) : 0;
+    const size_t act16 = native_dp2a_scratch<1>(w, 1);
+    return partials > act16 ? partials : act16;
+}
+
+fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                             const fp4_cuda_scratch *s, cudaStream_t stream) {
+    if (!w || !d_x || !d_y || n_cols < 1 || !s || !s->d_base) return FP4_ERR_INVALID_ARG;
+    if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
+    if (w->n_in <= 0 || w->n_in % 16 || w->k_pad % 256 || w->k_pad < w->n_in) return FP4_ERR_SHAPE;
+    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) || !fp4_aligned16(d_x))
+        return FP4_ERR_INVALID_ARG;
+    if (n_cols == 1) return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
+    if (n_cols <= NARROW) return launch_tile<2, 1, 4>(w, d_x, n_cols, d_y, s, stream);
+    for (int64_t c0 = 0; c0 < n_cols; c0 += CHUNK) {
+        const int64_t nc = n_cols - c0 < CHUNK ? n_cols - c0 : CHUNK;
+        FP4_CU_TRY(tile64(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, s, stream));
+    }
+    return FP4_OK;
+}
+
+} /* extern "C" */

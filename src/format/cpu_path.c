@@ -1,0 +1,64 @@
+/* cpu_path.c — which CPU code path the exact contractions take (exact A16, Q4_K dot).
+ *
+ * Every path gives the same bits (only order-free integer work differs between them), so the
+ * choice is a speed matter only. It is made once per process from CPUID, lowered by the
+ * environment variable FP4_CPU_PATH=portable|avx2|avx512 (a ceiling: asking for a path the CPU
+ * lacks gives the best one it has below it; any other value is ignored), and tests can force a
+ * path with fp4_cpu_force_path. */
+#include "fp4_impl.h"
+#include <pthread.h>
+#include <stdlib.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
+#endif
+
+static const char *const path_names[FP4_CPU_N_PATHS] = {"portable", "avx2", "avx512"};
+
+const char *fp4_cpu_path_name(int path) {
+    return path >= 0 && path < FP4_CPU_N_PATHS ? path_names[path] : "unknown";
+}
+
+int fp4_cpu_pick(int best, const char *env) {
+    if (best < 0) best = FP4_CPU_PORTABLE;
+    if (best >= FP4_CPU_N_PATHS) best = FP4_CPU_N_PATHS - 1;
+    if (!env) return best;
+    for (int p = 0; p < FP4_CPU_N_PATHS; p++)
+        if (!strcmp(env, path_names[p])) return p < best ? p : best;
+    return best;
+}
+
+int fp4_cpu_best_path(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    __builtin_cpu_init();
+    /* the AVX-512 kernels use F, BW, VL, VNNI and VBMI (vpermb); __builtin_cpu_supports also
+     * checks that the OS saves the vector state */
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+        __builtin_cpu_supports("avx512vbmi"))
+        return FP4_CPU_AVX512;
+    /* the AVX2 kernels use AVX2 and F16C (CPUID leaf 1, ECX bit 29; every AVX2 CPU has it) */
+    unsigned a, b, c, d;
+    if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)))
+        return FP4_CPU_AVX2;
+#endif
+    return FP4_CPU_PORTABLE;
+}
+
+static int chosen;
+static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
+static void choose(void) {
+    chosen = fp4_cpu_pick(fp4_cpu_best_path(), getenv("FP4_CPU_PATH"));
+}
+
+static int forced = -1; /* tests: fp4_cpu_force_path */
+
+int fp4_cpu_path(void) {
+    int f = __atomic_load_n(&forced, __ATOMIC_RELAXED);
+    pthread_once(&chosen_once, choose);
+    if (f >= 0) return f < chosen ? f : chosen;
+    return chosen;
+}
+
+void fp4_cpu_force_path(int path) {
+    __atomic_store_n(&forced, path < 0 ? -1 : path, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,129 @@
+/* kquant_avx2.c — the Q4_K · Q8_K dot with AVX2, chosen at run time (cpu_path.c) on a CPU
+ * without the AVX-512 path. The same bits as kquant_dot.c's q4K_dot (ggml's generic f32 order;
+ * see kquant_avx512.c for why only integer order changes): the eight int32 lane sums are exact,
+ * then the same f32 multiplies and adds, in the same order, and the same canonical NaN.
+ *
+ * Lanes with 128-bit shuffles: chunk c of a block (32 nibble bytes, byte t holding positions
+ * 64c + t and 64c + 32 + t, both in lane t mod 8) is shuffled within each 16-byte half so that
+ * bytes t and t + 8 sit side by side (vpshufb): vpmaddubsw then gives, per half, the 8 lane pair
+ * sums as int16 (|sum| <= 2·15·128). The low- and high-nibble sums are interleaved (vpunpck*wd)
+ * so that vpmaddwd with the pair (scale 2c, scale 2c+1) gives one int32 per lane: lanes 0..3
+ * from the unpacklo, 4..7 from the unpackhi, in each 128-bit half; the halves are added at the
+ * end of the block. The activations are shuffled the same way once per column
+ * (fp4_q4K_act_avx2: per chunk, the 32 low-nibble partners then the 32 high ones; then the pair
+ * sums of bsums, which save a cross-lane widening in Σ bsums·mins), or per block
+ * in the single-dot entry point. */
+#include "fp4_impl.h"
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define FP4_TARGET_AVX2 __attribute__((target("avx2,f16c")))
+
+/* within each 16 bytes: t, t + 8 side by side */
+#define PAIRS 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15
+#define LOAD256(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+
+FP4_TARGET_AVX2 void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
+    const __m256i pairs = _mm256_setr_epi8(PAIRS, PAIRS);
+    for (int64_t b = 0; b < nb; b++) {
+        int8_t *d = dst + b * FP4_Q4K_ACT_BYTES;
+        for (int r = 0; r < 8; r++)
+            _mm256_storeu_si256((__m256i *)(void *)(d + 32 * r),
+                                _mm256_shuffle_epi8(LOAD256(x[b].qs + 32 * r), pairs));
+        for (int k = 0; k < 8; k++) {
+            const int16_t pair = (int16_t)(x[b].bsums[2 * k] + x[b].bsums[2 * k + 1]);
+            memcpy(d + 256 + 2 * k, &pair, 2);
+        }
+    }
+}
+
+/* the 8 scales (bytes 0..7) and 8 mins (bytes 8..15) of a block's 12 packed bytes, as in
+ * kquant_avx512.c (reads 16 bytes: the scales and the first 4 bytes of qs) */
+FP4_TARGET_AVX2 static inline __m128i scales_mins(const uint8_t *s) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+    const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* w0 w2 w1 w2 */
+    const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* w0 w0 w1 w1 */
+    const __m128i low = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                      _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
+    const __m128i top = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(low, top);
+}
+
+FP4_TARGET_AVX2 static inline __attribute__((always_inline)) float
+q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb, const int pre) {
+    const __m256i pairs = _mm256_setr_epi8(PAIRS, PAIRS);
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 sums = _mm256_setzero_ps();
+    float total = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        const fp4_block_q4_K *b = w + i;
+        const fp4_block_q8_K *a = x + i;
+        const __m128i sm = scales_mins(b->scales);
+        /* int32 c = (scale 2c, scale 2c+1) as two int16, for vpmaddwd; int16 j of mn16 = min j/2 */
+        int32_t sp[4] __attribute__((aligned(16)));
+        _mm_store_si128((__m128i *)(void *)sp, _mm_cvtepu8_epi16(sm));
+        __asm__ volatile("" ::: "memory"); /* broadcast from memory, not by shuffles */
+        __m256i acc_lo = _mm256_setzero_si256(), acc_hi = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_shuffle_epi8(LOAD256(b->qs + 32 * c), pairs);
+            __m256i alo, ahi;
+            if (pre) {
+                alo = LOAD256(act + i * FP4_Q4K_ACT_BYTES + 64 * c),
+                ahi = LOAD256(act + i * FP4_Q4K_ACT_BYTES + 64 * c + 32);
+            } else {
+                alo = _mm256_shuffle_epi8(LOAD256(a->qs + 64 * c), pairs);
+                ahi = _mm256_shuffle_epi8(LOAD256(a->qs + 64 * c + 32), pairs);
+            }
+            const __m256i plo = _mm256_maddubs_epi16(_mm256_and_si256(q, m4), alo);
+            const __m256i phi = _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), ahi);
+            const __m256i s = _mm256_set1_epi32(sp[c]);
+            acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(_mm256_unpacklo_epi16(plo, phi), s));
+            acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(_mm256_unpackhi_epi16(plo, phi), s));
+        }
+        /* lanes 0..3 in each half of acc_lo, 4..7 in each half of acc_hi */
+        const __m256i lane = _mm256_add_epi32(_mm256_permute2x128_si256(acc_lo, acc_hi, 0x20),
+                                              _mm256_permute2x128_si256(acc_lo, acc_hi, 0x31));
+        const __m128i mn = _mm_unpackhi_epi64(sm, sm);
+        __m128i m4s; /* Σ bsums·mins, 4 partial int32 */
+        if (pre) {   /* 8 mins against the 8 pair sums of bsums */
+            m4s = _mm_madd_epi16(
+                _mm_cvtepu8_epi16(mn),
+                _mm_loadu_si128((const __m128i *)(const void *)(act + i * FP4_Q4K_ACT_BYTES + 256)));
+        } else { /* 16 bsums against mins j/2 */
+            const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mn, mn));
+            const __m256i m8 = _mm256_madd_epi16(LOAD256(a->bsums), mins16);
+            m4s = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+        }
+        m4s = _mm_add_epi32(m4s, _mm_unpackhi_epi64(m4s, m4s));
+        m4s = _mm_add_epi32(m4s, _mm_srli_epi64(m4s, 32));
+        const float msum = _mm_cvtss_f32(_mm_cvtepi32_ps(m4s)); /* int32 0, converted as (float)msum */
+        const __m128 dd =
+            _mm_cvtph_ps(_mm_cvtsi32_si128((int)(b->d | ((uint32_t)b->dmin << 16)))); /* exact */
+        const float d = _mm_cvtss_f32(dd) * a->d;
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane)));
+        const float dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd)) * a->d;
+        total -= dmin * msum;
+    }
+    float s[8];
+    _mm256_storeu_ps(s, sums);
+    for (int l = 0; l < 8; l++)
+        total += s[l];
+    return fp4_canonical_nan(total);
+}
+
+FP4_TARGET_AVX2 float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act,
+                                       int64_t nb) {
+    return act ? q4K_dot_avx2(w, x, act, nb, 1) : q4K_dot_avx2(w, x, NULL, nb, 0);
+}
+#else
+void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
+    (void)x, (void)nb, (void)dst;
+}
+float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    (void)w, (void)x, (void)act, (void)nb;
+    return NAN;
+}
+#endif

@@ -1,0 +1,168 @@
+/* kquant_avx512.c — the Q4_K · Q8_K dot with AVX-512 (F, BW, VL, VNNI, VBMI), chosen at
+ * run time (cpu_path.c). The same bits as kquant_dot.c's q4K_dot, which follows ggml's portable
+ * ggml_vec_dot_q4_K_q8_K_generic: per block, eight int32 lane sums (lane l: the products at
+ * positions ≡ l mod 8, each weighted by its 32-value sub-block scale), then
+ * sums[l] += (fp16(d)·y.d) · lane[l] (a multiply, then an add: no FMA), total -= (fp16(dmin)·y.d)
+ * · Σ bsums·mins, and at the end total += sums[0..7] in order. The lanes and the mins sum are
+ * exact integers, so only their order of summation is free; the f32 operations are the same,
+ * in the same order (the eight lanes in one vector, element-wise), and a NaN result is the same
+ * canonical NaN (fp4_canonical_nan).
+ *
+ * Lanes with vectors: a block's 128 nibble bytes are 4 chunks of 32 (chunk c, byte t: the low
+ * nibble is position 64c + t, the high one 64c + 32 + t, both in lane t mod 8). vpermb regroups
+ * each 64-byte half so that the 4 bytes of one (chunk, lane) are adjacent: out[32cl + 4l + k] =
+ * in[32cl + l + 8k]. vpmaddubsw (nibble u8 × activation s8, |pair| <= 2·15·128) then adds 2
+ * products of one lane, and vpdpwssd adds 2 of those times the sub-block scale into the int32 of
+ * (chunk, lane). The activations are rearranged the same way once per column
+ * (fp4_q4K_act_avx512), or per block in the single-dot entry point. */
+#include "fp4_impl.h"
+#include <math.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512vbmi")))
+
+/* the 8 sub-block scales (bytes 0..7) and mins (bytes 8..15), 6 bits each, of a block's 12 packed
+ * bytes (layout: fp4_q4K_scale_min). With w0..w2 its 32-bit words: scales 0..3 = w0 & 0x3F (per
+ * byte), 4..7 = (w2 & 0x0F) | (w0 >> 6) << 4; mins 0..3 = w1 & 0x3F, 4..7 = (w2 >> 4) | (w1 >> 6) << 4.
+ * Reads 16 bytes from s: the block's scales and the first 4 bytes of its qs. */
+FP4_TARGET_AVX512 static inline __m128i q4K_scales_mins(const uint8_t *s) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)s);
+    const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)); /* w0 w2 w1 w2 */
+    const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)); /* w0 w0 w1 w1 */
+    const __m128i low = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                      _mm_setr_epi32(0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F));
+    const __m128i top = _mm_and_si128(_mm_srli_epi32(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(low, top);
+}
+
+/* vpermb / vpermt2b index tables, in memory order */
+#define GRP(base, l) base + l, base + l + 8, base + l + 16, base + l + 24
+#define GRP8(base)                                                                                           \
+    GRP(base, 0), GRP(base, 1), GRP(base, 2), GRP(base, 3), GRP(base, 4), GRP(base, 5), GRP(base, 6),        \
+        GRP(base, 7)
+#define R4(j) j, j, j, j
+#define R32(j) R4(j), R4(j), R4(j), R4(j), R4(j), R4(j), R4(j), R4(j)
+/* weights: out byte 32cl + 4l + k <- in byte 32cl + l + 8k */
+static const uint8_t wperm_tab[64] = {GRP8(0), GRP8(32)};
+/* activations of half h from X = qs[128h..+63] (chunk 2h) and Y = qs[128h+64..+127] (chunk 2h+1),
+ * index bit 6 choosing Y: the low-nibble partners (positions 64c + t), then the high ones */
+static const uint8_t aperm_tab[2][64] = {{GRP8(0), GRP8(64)}, {GRP8(32), GRP8(96)}};
+/* the sub-block scale per int16 (bytes 0..7 of the scales/mins vector; odd bytes masked to 0):
+ * half h, low nibbles: chunks 2h, 2h+1 -> scales 4h, 4h+2; high nibbles: 4h+1, 4h+3 */
+static const uint8_t sidx_tab[4][64] = {
+    {R32(0), R32(2)}, {R32(1), R32(3)}, {R32(4), R32(6)}, {R32(5), R32(7)}};
+/* the min per bsums int16 j: mins[j/2] (bytes 8..15) */
+static const uint8_t midx_tab[32] = {R4(8), R4(9), R4(10), R4(11), R4(12), R4(13), R4(14), R4(15)};
+
+#define LOAD512(p) _mm512_loadu_si512((const void *)(p))
+
+/* rearranged activations of one block, 64 bytes each: half 0's low-nibble partners, its high ones,
+ * then half 1's */
+#define Q4K_ACT_BLOCK(qs, a0, a1, a2, a3)                                                                    \
+    do {                                                                                                     \
+        const __m512i x0_ = LOAD512((qs)), y0_ = LOAD512((qs) + 64);                                         \
+        const __m512i x1_ = LOAD512((qs) + 128), y1_ = LOAD512((qs) + 192);                                  \
+        a0 = _mm512_permutex2var_epi8(x0_, LOAD512(aperm_tab[0]), y0_);                                      \
+        a1 = _mm512_permutex2var_epi8(x0_, LOAD512(aperm_tab[1]), y0_);                                      \
+        a2 = _mm512_permutex2var_epi8(x1_, LOAD512(aperm_tab[0]), y1_);                                      \
+        a3 = _mm512_permutex2var_epi8(x1_, LOAD512(aperm_tab[1]), y1_);                                      \
+    } while (0)
+
+FP4_TARGET_AVX512 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
+    for (int64_t b = 0; b < nb; b++) {
+        __m512i a0, a1, a2, a3;
+        Q4K_ACT_BLOCK(x[b].qs, a0, a1, a2, a3);
+        int8_t *d = dst + b * FP4_Q4K_ACT_BYTES;
+        _mm512_storeu_si512((void *)d, a0);
+        _mm512_storeu_si512((void *)(d + 64), a1);
+        _mm512_storeu_si512((void *)(d + 128), a2);
+        _mm512_storeu_si512((void *)(d + 192), a3);
+        for (int k = 0; k < 8; k++) {
+            const int16_t pair = (int16_t)(x[b].bsums[2 * k] + x[b].bsums[2 * k + 1]);
+            memcpy(d + 256 + 2 * k, &pair, 2);
+        }
+    }
+}
+
+/* pre: act holds the rearranged activations (else they are rearranged here, block by block) */
+FP4_TARGET_AVX512 static inline __attribute__((always_inline)) float
+q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+               const int pre) {
+    const __m512i wperm = LOAD512(wperm_tab);
+    const __m512i sidx0 = LOAD512(sidx_tab[0]), sidx1 = LOAD512(sidx_tab[1]);
+    const __m512i sidx2 = LOAD512(sidx_tab[2]), sidx3 = LOAD512(sidx_tab[3]);
+    const __m256i midx = _mm256_loadu_si256((const __m256i *)(const void *)midx_tab);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __mmask64 even = 0x5555555555555555ull;
+    __m256 sums = _mm256_setzero_ps();
+    float total = 0.0f;
+    for (int64_t i = 0; i < nb; i++) {
+        const fp4_block_q4_K *b = w + i;
+        const fp4_block_q8_K *a = x + i;
+        __m512i av0, av1, av2, av3;
+        if (pre) {
+            const int8_t *ap = act + i * FP4_Q4K_ACT_BYTES;
+            av0 = LOAD512(ap), av1 = LOAD512(ap + 64), av2 = LOAD512(ap + 128), av3 = LOAD512(ap + 192);
+        } else {
+            Q4K_ACT_BLOCK(a->qs, av0, av1, av2, av3);
+        }
+        const __m128i sm = q4K_scales_mins(b->scales);
+        const __m512i smz = _mm512_castsi128_si512(sm);
+        const __m512i q0 = _mm512_permutexvar_epi8(wperm, LOAD512(b->qs));
+        const __m512i q1 = _mm512_permutexvar_epi8(wperm, LOAD512(b->qs + 64));
+        /* int32 (chunk cl, lane l) of each half: Σ over the lane's 4 positions in that chunk's two
+         * sub-blocks, times their scales; two independent chains (the halves), added at the end */
+        __m512i acc0 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q0, m4), av0),
+                                         _mm512_maskz_permutexvar_epi8(even, sidx0, smz));
+        __m512i acc1 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q1, m4), av2),
+                                         _mm512_maskz_permutexvar_epi8(even, sidx2, smz));
+        acc0 = _mm512_dpwssd_epi32(acc0,
+                                   _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), av1),
+                                   _mm512_maskz_permutexvar_epi8(even, sidx1, smz));
+        acc1 = _mm512_dpwssd_epi32(acc1,
+                                   _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), av3),
+                                   _mm512_maskz_permutexvar_epi8(even, sidx3, smz));
+        const __m512i acc = _mm512_add_epi32(acc0, acc1);
+        const __m256i lane = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+        __m128i m4s; /* Σ bsums·mins, 4 partial int32 */
+        if (pre) {   /* 8 mins against the 8 pair sums of bsums */
+            m4s = _mm_madd_epi16(
+                _mm_cvtepu8_epi16(_mm_unpackhi_epi64(sm, sm)),
+                _mm_loadu_si128((const __m128i *)(const void *)(act + i * FP4_Q4K_ACT_BYTES + 256)));
+        } else { /* 16 bsums against mins j/2 */
+            const __m256i mins16 =
+                _mm256_maskz_permutexvar_epi8((__mmask32)even, midx, _mm512_castsi512_si256(smz));
+            const __m256i m8 =
+                _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)(const void *)a->bsums), mins16);
+            m4s = _mm_add_epi32(_mm256_castsi256_si128(m8), _mm256_extracti128_si256(m8, 1));
+        }
+        m4s = _mm_add_epi32(m4s, _mm_unpackhi_epi64(m4s, m4s));
+        m4s = _mm_add_epi32(m4s, _mm_srli_epi64(m4s, 32));
+        const float msum = _mm_cvtss_f32(_mm_cvtepi32_ps(m4s)); /* int32 0, converted as (float)msum */
+        /* f16 -> f32 (exact) with AVX-512F's own vcvtph2ps */
+        const __m128 dd = _mm512_castps512_ps128(_mm512_cvtph_ps(
+            _mm256_castsi128_si256(_mm_cvtsi32_si128((int)(b->d | ((uint32_t)b->dmin << 16))))));
+        const float d = _mm_cvtss_f32(dd) * a->d;
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane)));
+        const float dmin = _mm_cvtss_f32(_mm_movehdup_ps(dd)) * a->d;
+        total -= dmin * msum;
+    }
+    float s[8];
+    _mm256_storeu_ps(s, sums);
+    for (int l = 0; l < 8; l++)
+        total += s[l];
+    return fp4_canonical_nan(total);
+}
+
+FP4_TARGET_AVX512 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x,
+                                           const int8_t *act, int64_t nb) {
+    return act ? q4K_dot_avx512(w, x, act, nb, 1) : q4K_dot_avx512(w, x, NULL, nb, 0);
+}
+#else
+float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    (void)w, (void)x, (void)act, (void)nb;
+    return NAN;
+}
+#endif

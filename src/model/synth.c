@@ -1,0 +1,393 @@
+/* synth.c — fp4_synth_checkpoint: a random-weight bf16 Hugging Face checkpoint of a real model's
+ * shape (fp4lane_synth.h states the statistics). Tensors are streamed through the library's HF
+ * writer in row chunks, so memory stays O(one chunk); rows are generated in parallel, each from
+ * its own seeded stream, so the bytes do not depend on the thread count.
+ *
+ * The RNG is splitmix64, kept local here: main has no shared copy yet (tools/cmd_demo.c and
+ * tests/check.h hold their own). */
+#include "fp4_impl.h"
+#include "fp4lane_synth.h"
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct synth_shape {
+    const char *name, *arch;
+    int64_t hidden, layers, heads, kv_heads, head_dim, inter, vocab, max_pos;
+    double rope_theta, rms_eps;
+    int llama3_rope, tie;
+    int64_t bos, eos;
+} synth_shape;
+
+static const synth_shape shapes[] = {
+    {"tiny", "llama", 256, 2, 4, 2, 64, 512, 512, 2048, 500000.0, 1e-5, 1, 0, 1, 2},
+    {"llama3-8b", "llama", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001},
+    {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643, 151645},
+    {"llama3-70b", "llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001},
+};
+enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
+
+typedef struct synth_arch {
+    const char *name, *hf_class, *model_type;
+    int qk_norm, rope_scaling; /* per-head q/k RMSNorm; writes the shape's llama3 rope scaling */
+} synth_arch;
+
+static const synth_arch archs[] = {
+    {"llama", "LlamaForCausalLM", "llama", 0, 1},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", 1, 0},
+};
+enum { N_ARCHS = (int)(sizeof archs / sizeof archs[0]) };
+
+/* Tensor kinds, their statistics, and the dimensions a template names. */
+typedef enum { K_MATRIX, K_PROJ, K_NORM } synth_kind;
+typedef enum { D_ONE, D_HIDDEN, D_Q, D_KV, D_HEAD, D_INTER, D_VOCAB, D_COUNT } synth_dim;
+
+typedef struct layer_tpl {
+    const char *fmt;
+    synth_kind kind;
+    synth_dim rows, cols; /* rows D_ONE: a 1-D tensor of cols values */
+    int qk_norm_only;
+} layer_tpl;
+
+/* module registration order of the HF decoder layer */
+static const layer_tpl layer_tpls[] = {
+    {"model.layers.%d.self_attn.q_proj.weight", K_PROJ, D_Q, D_HIDDEN, 0},
+    {"model.layers.%d.self_attn.k_proj.weight", K_PROJ, D_KV, D_HIDDEN, 0},
+    {"model.layers.%d.self_attn.v_proj.weight", K_PROJ, D_KV, D_HIDDEN, 0},
+    {"model.layers.%d.self_attn.o_proj.weight", K_PROJ, D_HIDDEN, D_Q, 0},
+    {"model.layers.%d.self_attn.q_norm.weight", K_NORM, D_ONE, D_HEAD, 1},
+    {"model.layers.%d.self_attn.k_norm.weight", K_NORM, D_ONE, D_HEAD, 1},
+    {"model.layers.%d.mlp.gate_proj.weight", K_PROJ, D_INTER, D_HIDDEN, 0},
+    {"model.layers.%d.mlp.up_proj.weight", K_PROJ, D_INTER, D_HIDDEN, 0},
+    {"model.layers.%d.mlp.down_proj.weight", K_PROJ, D_HIDDEN, D_INTER, 0},
+    {"model.layers.%d.input_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 0},
+    {"model.layers.%d.post_attention_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 0},
+};
+enum { N_LAYER_TPLS = (int)(sizeof layer_tpls / sizeof layer_tpls[0]) };
+
+typedef struct synth_tensor {
+    char name[96];
+    synth_kind kind;
+    int64_t rows, cols; /* rows 0: 1-D */
+} synth_tensor;
+
+typedef struct synth_plan {
+    const synth_shape *sh;
+    const synth_arch *ar;
+    synth_tensor *t;
+    int n;
+    uint64_t bytes;
+} synth_plan;
+
+/* ---- splitmix64 and the heavy-tailed sampler ---- */
+static inline uint64_t mix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline uint64_t sm_next(uint64_t *s) { return mix64(*s += 0x9E3779B97F4A7C15ull); }
+/* One stream per (seed, tensor, row); row UINT64_MAX is the tensor's own (its outlier columns). */
+static uint64_t stream(uint64_t seed, int tensor, uint64_t row) {
+    return mix64(mix64(mix64(seed) ^ (uint64_t)(tensor + 1)) ^ row);
+}
+static inline double unit_open(uint32_t u) { return ((double)u + 0.5) * 0x1p-31 - 1.0; } /* (-1, 1) */
+/* Student-t, 8 degrees of freedom, scaled to unit variance (Bailey 1994, polar method:
+ * T = U sqrt(nu (W^(-2/nu) - 1) / W), W = U^2 + V^2 < 1; for nu = 8, W^(-1/4) = 1/sqrt(sqrt(W))). */
+static inline double t8_unit(uint64_t *s) {
+    for (;;) {
+        uint64_t z = sm_next(s);
+        double u = unit_open((uint32_t)(z >> 32)), v = unit_open((uint32_t)z), w = u * u + v * v;
+        if (w >= 1.0) continue;
+        double r = 1.0 / sqrt(sqrt(w));
+        return u * sqrt(8.0 * (r - 1.0) / w) * 0.8660254037844386; /* sqrt(6/8): var(t8) = 8/6 */
+    }
+}
+
+/* ---- the plan: tensor names and shapes from the tables ---- */
+static const synth_shape *find_shape(const char *n) {
+    for (int i = 0; n && i < N_SHAPES; i++)
+        if (!strcmp(n, shapes[i].name)) return &shapes[i];
+    return NULL;
+}
+static const synth_arch *find_arch(const char *n) {
+    for (int i = 0; n && i < N_ARCHS; i++)
+        if (!strcmp(n, archs[i].name)) return &archs[i];
+    return NULL;
+}
+
+const char *fp4_synth_shape_name(int i) { return i >= 0 && i < N_SHAPES ? shapes[i].name : NULL; }
+const char *fp4_synth_arch_name(int i) { return i >= 0 && i < N_ARCHS ? archs[i].name : NULL; }
+const char *fp4_synth_shape_arch(const char *shape) {
+    const synth_shape *s = find_shape(shape);
+    return s ? s->arch : NULL;
+}
+
+static void add(synth_plan *p, const char *name, synth_kind k, int64_t rows, int64_t cols) {
+    synth_tensor *t = &p->t[p->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->kind = k, t->rows = rows, t->cols = cols;
+    p->bytes += (uint64_t)(rows ? rows : 1) * (uint64_t)cols * 2u;
+}
+
+static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *err) {
+    memset(p, 0, sizeof *p);
+    if (!o) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arg", "no options");
+    p->sh = find_shape(o->shape);
+    if (!p->sh) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.shape", "unknown shape '%s'", o->shape ? o->shape : "(null)");
+    p->ar = find_arch(o->arch ? o->arch : p->sh->arch);
+    if (!p->ar) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch", "unknown architecture '%s'", o->arch);
+    const synth_shape *s = p->sh;
+    const int64_t dim[D_COUNT] = {[D_ONE] = 0, [D_HIDDEN] = s->hidden, [D_Q] = s->heads * s->head_dim,
+                                  [D_KV] = s->kv_heads * s->head_dim, [D_HEAD] = s->head_dim, [D_INTER] = s->inter,
+                                  [D_VOCAB] = s->vocab};
+    p->t = calloc((size_t)(s->layers * N_LAYER_TPLS + 3), sizeof *p->t);
+    if (!p->t) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    add(p, "model.embed_tokens.weight", K_MATRIX, s->vocab, s->hidden);
+    char name[96];
+    for (int l = 0; l < s->layers; l++)
+        for (int k = 0; k < N_LAYER_TPLS; k++) {
+            const layer_tpl *lt = &layer_tpls[k];
+            if (lt->qk_norm_only && !p->ar->qk_norm) continue;
+            snprintf(name, sizeof name, lt->fmt, l);
+            add(p, name, lt->kind, dim[lt->rows], dim[lt->cols]);
+        }
+    add(p, "model.norm.weight", K_NORM, 0, s->hidden);
+    if (!s->tie) add(p, "lm_head.weight", K_MATRIX, s->vocab, s->hidden);
+    return FP4_OK;
+}
+
+fp4_status fp4_synth_data_bytes(const fp4_synth_opts *opts, uint64_t *bytes, fp4_error *err) {
+    fp4_error_clear(err);
+    if (!bytes) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arg", "bytes is NULL");
+    synth_plan p;
+    fp4_status st = make_plan(opts, &p, err);
+    *bytes = st ? 0 : p.bytes;
+    free(p.t);
+    return st;
+}
+
+/* ---- config.json ---- */
+static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
+    const synth_shape *s = p->sh;
+    char rope[256] = "null", extra[160], buf[2048], path[PATH_MAX];
+    if (p->ar->qk_norm)
+        snprintf(extra, sizeof extra, "\"max_window_layers\":%lld,\"sliding_window\":null,\"use_sliding_window\":false,",
+                 (long long)s->layers);
+    else
+        snprintf(extra, sizeof extra, "\"mlp_bias\":false,\"pretraining_tp\":1,");
+    if (p->ar->rope_scaling && s->llama3_rope)
+        snprintf(rope, sizeof rope, "{\"factor\":8.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
+                                    "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}");
+    int n = snprintf(buf, sizeof buf,
+                     "{\"architectures\":[\"%s\"],\"attention_bias\":false,\"attention_dropout\":0.0,\"bos_token_id\":%lld,"
+                     "\"eos_token_id\":%lld,\"head_dim\":%lld,\"hidden_act\":\"silu\",\"hidden_size\":%lld,"
+                     "\"initializer_range\":0.02,\"intermediate_size\":%lld,\"max_position_embeddings\":%lld,%s"
+                     "\"model_type\":\"%s\",\"num_attention_heads\":%lld,\"num_hidden_layers\":%lld,"
+                     "\"num_key_value_heads\":%lld,\"rms_norm_eps\":%.17g,\"rope_scaling\":%s,\"rope_theta\":%.1f,"
+                     "\"tie_word_embeddings\":%s,\"torch_dtype\":\"bfloat16\",\"use_cache\":true,\"vocab_size\":%lld}",
+                     p->ar->hf_class, (long long)s->bos, (long long)s->eos, (long long)s->head_dim, (long long)s->hidden,
+                     (long long)s->inter, (long long)s->max_pos,
+                     extra,
+                     p->ar->model_type, (long long)s->heads, (long long)s->layers, (long long)s->kv_heads, s->rms_eps, rope,
+                     s->rope_theta, s->tie ? "true" : "false", (long long)s->vocab);
+    if (n < 0 || n >= (int)sizeof buf) return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.config", "config too long");
+    n = snprintf(path, sizeof path, "%s/config.json", dir);
+    if (n < 0 || n >= (int)sizeof path) return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
+    return fp4_hf_write_json(path, buf, 2, 1, err);
+}
+
+/* ---- generation: a chunk of rows, in parallel ---- */
+typedef struct gen_ctx {
+    const synth_tensor *t;
+    int index;
+    uint64_t seed;
+    int64_t row0;
+    const float *colscale; /* K_PROJ: 1, or the outlier factor of the column */
+    uint8_t *out;          /* rows x cols bf16, little-endian */
+} gen_ctx;
+
+static void gen_rows(void *vctx, int64_t r0, int64_t r1) {
+    const gen_ctx *c = vctx;
+    const int64_t cols = c->t->cols;
+    for (int64_t r = r0; r < r1; r++) {
+        uint64_t s = stream(c->seed, c->index, (uint64_t)(c->row0 + r));
+        uint8_t *o = c->out + (size_t)r * (size_t)cols * 2u;
+        for (int64_t k = 0; k < cols; k++) {
+            double x = t8_unit(&s), v;
+            if (c->t->kind == K_NORM) v = 1.0 + FP4_SYNTH_NORM_STD * x;
+            else v = FP4_SYNTH_STD * x * (c->colscale ? c->colscale[k] : 1.0f);
+            fp4_wr_le16(o + 2 * k, fp4_f32_to_bf16((float)v));
+        }
+    }
+}
+
+/* FP4_SYNTH_OUTLIERS distinct columns, each scaled by a factor in [10, 50]. */
+static void outlier_columns(uint64_t seed, int index, int64_t cols, float *colscale) {
+    for (int64_t k = 0; k < cols; k++) colscale[k] = 1.0f;
+    uint64_t s = stream(seed, index, UINT64_MAX);
+    for (int i = 0; i < FP4_SYNTH_OUTLIERS && i < cols;) {
+        int64_t c = (int64_t)(sm_next(&s) % (uint64_t)cols);
+        if (colscale[c] != 1.0f) continue;
+        colscale[c] = (float)(10.0 + 40.0 * ((double)(sm_next(&s) >> 11) * 0x1p-53));
+        i++;
+    }
+}
+
+enum { CHUNK_BYTES = 32 << 20 };
+
+static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_synth_opts *o, fp4_error *err) {
+    fp4_hf_writer *w = NULL;
+    fp4_status st = fp4_hf_writer_create(dir, o->max_shard_bytes, &w, err);
+    char meta[160];
+    snprintf(meta, sizeof meta, "shape=%s arch=%s seed=%llu fp4lane=%s", p->sh->name, p->ar->name,
+             (unsigned long long)o->seed, fp4_version());
+    if (!st) st = fp4_hf_writer_add_metadata(w, "format", "pt", err);
+    if (!st) st = fp4_hf_writer_add_metadata(w, "fp4lane.synth", meta, err);
+    for (int i = 0; i < p->n && !st; i++) {
+        const synth_tensor *t = &p->t[i];
+        int64_t shape[2] = {t->rows ? t->rows : t->cols, t->cols};
+        st = fp4_hf_writer_add_tensor(w, t->name, FP4_ST_BF16, t->rows ? 2 : 1, shape, err);
+    }
+    int64_t max_cols = 0;
+    for (int i = 0; i < p->n; i++) max_cols = p->t[i].cols > max_cols ? p->t[i].cols : max_cols;
+    uint8_t *buf = st ? NULL : malloc(CHUNK_BYTES > max_cols * 2 ? CHUNK_BYTES : (size_t)max_cols * 2);
+    float *colscale = st ? NULL : malloc((size_t)max_cols * sizeof *colscale);
+    if (!st && (!buf || !colscale)) st = fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "alloc", "out of memory");
+    int threads = o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t done = 0;
+    for (int i = 0; i < p->n && !st; i++) {
+        const synth_tensor *t = &p->t[i];
+        const int64_t rows = t->rows ? t->rows : 1, per = CHUNK_BYTES / (t->cols * 2) > 0 ? CHUNK_BYTES / (t->cols * 2) : 1;
+        if (t->kind == K_PROJ) outlier_columns(o->seed, i, t->cols, colscale);
+        for (int64_t r = 0; r < rows && !st; r += per) {
+            const int64_t n = rows - r < per ? rows - r : per;
+            gen_ctx c = {t, i, o->seed, r, t->kind == K_PROJ ? colscale : NULL, buf};
+            st = fp4_parallel_rows(n, threads, gen_rows, &c);
+            if (!st) st = fp4_hf_writer_write(w, buf, (size_t)n * (size_t)t->cols * 2u, err);
+            done += (uint64_t)n * (uint64_t)t->cols * 2u;
+            if (o->progress) o->progress(o->progress_ctx, t->name, done, p->bytes);
+        }
+    }
+    size_t shards = 0;
+    if (!st) st = fp4_hf_writer_finish(w, &shards, err);
+    fp4_hf_writer_free(w);
+    free(buf);
+    free(colscale);
+    return st;
+}
+
+/* ---- the output directory: refuse, build beside, sync, rename ---- */
+static int dir_is_empty(const char *path) {
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    struct dirent *e;
+    int empty = 1;
+    while (empty && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty;
+}
+
+static int fsync_path(const char *path, int dir) {
+    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
+    if (fd < 0) return -1;
+    int r = fsync(fd);
+    close(fd);
+    return r;
+}
+
+/* Every entry of tmp (a directory made here by mkdtemp) is ours: sync them all, or remove them all. */
+static int each_entry(const char *tmp, int remove) {
+    DIR *d = opendir(tmp);
+    if (!d) return -1;
+    struct dirent *e;
+    char path[PATH_MAX];
+    int bad = 0;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        int n = snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
+        if (n < 0 || n >= (int)sizeof path) { bad = -1; continue; }
+        if (remove ? unlink(path) : fsync_path(path, 0)) bad = -1;
+    }
+    closedir(d);
+    return bad;
+}
+
+/* A new directory OUT.tmp-XXXXXXXX (mode 0777 less the umask, as mkdir gives; mkdtemp would make
+ * it 0700): unique by pid, clock and attempt, never an existing one. */
+static int make_tmp_dir(const char *outp, char *tmp, size_t n) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    for (uint64_t a = 0; a < 100; a++) {
+        uint64_t h = mix64(((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (a << 56));
+        int k = snprintf(tmp, n, "%s.tmp-%08x", outp, (unsigned)h);
+        if (k < 0 || (size_t)k >= n) return errno = ENAMETOOLONG, -1;
+        if (mkdir(tmp, 0777) == 0) return 0;
+        if (errno != EEXIST) return -1;
+    }
+    return -1;
+}
+
+static void parent_of(const char *path, char *out, size_t n) {
+    snprintf(out, n, "%s", path);
+    char *sl = strrchr(out, '/');
+    if (!sl) snprintf(out, n, ".");
+    else if (sl == out) out[1] = 0;
+    else *sl = 0;
+}
+
+fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4_error *err) {
+    fp4_error_clear(err);
+    if (!out || !*out) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arg", "no output path");
+    synth_plan p;
+    fp4_status st = make_plan(opts, &p, err);
+    if (st) return free(p.t), st;
+    char tmp[PATH_MAX], parent[PATH_MAX];
+    size_t ol = strlen(out);
+    while (ol > 1 && out[ol - 1] == '/') ol--; /* "dir/" names dir */
+    if (ol >= PATH_MAX - 64) {
+        free(p.t);
+        return fp4_fail(err, FP4_ERR_LIMIT, out, NULL, "synth.path", "output path too long");
+    }
+    char outp[PATH_MAX];
+    snprintf(outp, sizeof outp, "%.*s", (int)ol, out);
+    struct stat sb;
+    if (stat(outp, &sb) == 0 && !(S_ISDIR(sb.st_mode) && dir_is_empty(outp))) {
+        free(p.t);
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, outp, NULL, "synth.out.exists",
+                        "the output exists and is not an empty directory: not overwritten");
+    }
+    parent_of(outp, parent, sizeof parent);
+    struct statvfs vf;
+    if (statvfs(parent, &vf) == 0 && (uint64_t)vf.f_bavail * vf.f_frsize < p.bytes + (1u << 20)) {
+        fp4_fail(err, FP4_ERR_IO, outp, NULL, "synth.space", "needs %.2f GB, %.2f GB free on the file system",
+                 p.bytes / 1e9, (double)vf.f_bavail * vf.f_frsize / 1e9);
+        return free(p.t), FP4_ERR_IO;
+    }
+    if (make_tmp_dir(outp, tmp, sizeof tmp)) {
+        fp4_fail(err, FP4_ERR_IO, tmp, NULL, "synth.io", "mkdir: %s", strerror(errno));
+        return free(p.t), FP4_ERR_IO;
+    }
+    st = write_config(tmp, &p, err);
+    if (!st) st = write_tensors(tmp, &p, opts, err);
+    if (!st && (each_entry(tmp, 0) || fsync_path(tmp, 1)))
+        st = fp4_fail(err, FP4_ERR_IO, tmp, NULL, "synth.io", "fsync: %s", strerror(errno));
+    if (!st && rename(tmp, outp) != 0)
+        st = fp4_fail(err, FP4_ERR_IO, outp, NULL, "synth.io", "rename %s: %s", tmp, strerror(errno));
+    if (st) {
+        each_entry(tmp, 1);
+        rmdir(tmp);
+    } else {
+        fsync_path(parent, 1);
+    }
+    free(p.t);
+    return st;
+}

@@ -1,0 +1,352 @@
+/* test_cpu_paths.c — the CPU code paths (cpu_path.c): the choice rule, and every path this CPU
+ * has giving the same bits as the portable one for the exact A16 and W4A4 matvecs and the Q4_K dot, on
+ * random and adversarial inputs, for thread counts 1, 2 and 3. The portable path is itself
+ * checked against an element-by-element reimplementation here (A16, W4A4) and against ggml's generic
+ * dot (Q4_K, test_ggml_oracle, also on every path). */
+#define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
+#include "check.h"
+#include "fp4lane.h"
+#include "fp4_impl.h"
+#include <math.h>
+#include <stdlib.h>
+
+/* ---- the choice rule ---- */
+static void test_pick(void) {
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_AVX512, NULL), FP4_CPU_AVX512);
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_AVX512, "portable"), FP4_CPU_PORTABLE);
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_AVX512, "avx2"), FP4_CPU_AVX2);
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_AVX512, "avx512"), FP4_CPU_AVX512);
+    /* a CPU without AVX-512: asking for it falls back to the best path below */
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_AVX2, "avx512"), FP4_CPU_AVX2);
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_AVX2, NULL), FP4_CPU_AVX2);
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_PORTABLE, "avx512"), FP4_CPU_PORTABLE);
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_PORTABLE, "avx2"), FP4_CPU_PORTABLE);
+    /* unknown values are ignored, the rule's inputs are clamped */
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_AVX512, "AVX512"), FP4_CPU_AVX512);
+    CHECK_EQ_INT(fp4_cpu_pick(FP4_CPU_AVX2, ""), FP4_CPU_AVX2);
+    CHECK_EQ_INT(fp4_cpu_pick(-3, NULL), FP4_CPU_PORTABLE);
+    CHECK_EQ_INT(fp4_cpu_pick(99, NULL), FP4_CPU_N_PATHS - 1);
+    CHECK(!strcmp(fp4_cpu_path_name(FP4_CPU_AVX512), "avx512") && !strcmp(fp4_cpu_path_name(7), "unknown"));
+
+    /* the process's choice: what the CPU has, under $FP4_CPU_PATH */
+    const int best = fp4_cpu_best_path(), path = fp4_cpu_path();
+    CHECK_EQ_INT(path, fp4_cpu_pick(best, getenv("FP4_CPU_PATH")));
+    CHECK(path <= best);
+    fp4_cpu_force_path(FP4_CPU_PORTABLE);
+    CHECK_EQ_INT(fp4_cpu_path(), FP4_CPU_PORTABLE);
+    fp4_cpu_force_path(FP4_CPU_N_PATHS + 5); /* forcing never goes above the choice */
+    CHECK_EQ_INT(fp4_cpu_path(), path);
+    fp4_cpu_force_path(-1);
+    CHECK_EQ_INT(fp4_cpu_path(), path);
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vbmi"))
+        CHECK_EQ_INT(best, FP4_CPU_AVX512);
+    else if (__builtin_cpu_supports("avx2"))
+        CHECK_EQ_INT(best, FP4_CPU_AVX2);
+#endif
+    printf("CPU paths: best %s, in use %s; checking %d path(s)\n", fp4_cpu_path_name(best),
+           fp4_cpu_path_name(path), path + 1);
+}
+
+/* ---- exact A16: element by element from the integer encodings (SPEC §4) ---- */
+static float a16_slow(const uint8_t *p, const uint8_t *s, float s2, const fp4_block_q8_K *xq, int64_t n_in) {
+    float acc = 0.0f;
+    for (int64_t sb = 0; sb < n_in / 256; sb++) {
+        if (xq[sb].d == 0.0f) continue;
+        int64_t total = 0;
+        for (int g = 0; g < 16; g++) {
+            int64_t dot = 0;
+            for (int j = 0; j < 16; j++) {
+                int64_t k = sb * 256 + g * 16 + j;
+                dot +=
+                    (int64_t)fp4_e2m1_q1((uint8_t)((p[k / 2] >> (4 * (k & 1))) & 15)) * xq[sb].qs[g * 16 + j];
+            }
+            total += dot * fp4_e4m3fn_q9(s[sb * 16 + g]);
+        }
+        float c = fmaf((float)total, 0x1p-10f, 0.0f);
+        c = fmaf(c, xq[sb].d, 0.0f);
+        c = fmaf(c, s2, 0.0f);
+        acc = fmaf(1.0f, c, acc);
+    }
+    return fp4_round_f16(acc);
+}
+
+enum { A16_RANDOM, A16_MAX_POS, A16_MAX_NEG, A16_MAX_MIXED, A16_ALL_SCALES, A16_ZERO_SBS, A16_KINDS };
+static const char *const a16_names[A16_KINDS] = {
+    "random", "max+", "max-", "max-mixed", "all-scale-bytes", "zero-super-blocks"};
+
+/* weights and activations of one case; x gets n_cols columns */
+static void a16_case(int kind, test_rng *r, uint8_t *p, uint8_t *s, float *x, int64_t n_out, int64_t n_in,
+                     int64_t n_cols) {
+    const int64_t np = n_out * n_in / 2, ns = n_out * n_in / 16, nx = n_cols * n_in;
+    for (int64_t i = 0; i < np; i++)
+        p[i] = (uint8_t)rng_u64(r);
+    for (int64_t i = 0; i < ns; i++)
+        s[i] = (uint8_t)rng_u64(r);
+    for (int64_t i = 0; i < nx; i++)
+        x[i] = rng_normal(r);
+    switch (kind) {
+    case A16_MAX_POS: /* every code +6 (0x7), every scale 448 (0x7E), activations all at +127 */
+    case A16_MAX_NEG: /* every code -6 (0xF), every scale -448 (0xFE): the largest |group dot · q9| */
+        memset(p, kind == A16_MAX_POS ? 0x77 : 0xFF, (size_t)np);
+        memset(s, kind == A16_MAX_POS ? 0x7E : 0xFE, (size_t)ns);
+        for (int64_t i = 0; i < nx; i++)
+            x[i] = 3.0f;
+        break;
+    case A16_MAX_MIXED: /* ±6 codes against ±127 activations of the other sign pattern */
+        for (int64_t i = 0; i < np; i++)
+            p[i] = (i / 3) % 2 ? 0x7F : 0xF7;
+        for (int64_t i = 0; i < ns; i++)
+            s[i] = i % 2 ? 0x7E : 0xFE;
+        for (int64_t i = 0; i < nx; i++)
+            x[i] = i % 2 ? -2.5f : 2.5f;
+        break;
+    case A16_ALL_SCALES: /* every scale byte, NaN bytes and negative ones included */
+        for (int64_t i = 0; i < ns; i++)
+            s[i] = (uint8_t)(i * 7 + i / 256);
+        break;
+    case A16_ZERO_SBS: /* whole zero super-blocks in the activations (skipped: +0 contribution) */
+        for (int64_t i = 0; i < nx; i++)
+            if ((i / 256) % 3 != 1) x[i] = 0.0f;
+        break;
+    default:
+        break;
+    }
+}
+
+static void test_a16_paths(void) {
+    static const int64_t shapes[][3] = {{1, 256, 1},  {2, 256, 2},   {3, 512, 1},  {7, 768, 3},
+                                        {5, 4352, 2}, {37, 1024, 5}, {4, 16384, 1}};
+    const int top = fp4_cpu_path();
+    test_rng r = {0xA16A16ull};
+    long compared = 0, bad_slow = 0, bad_path = 0, bad_threads = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t n_out = shapes[si][0], n_in = shapes[si][1], n_cols = shapes[si][2], nsb = n_in / 256;
+        uint8_t *p = malloc((size_t)(n_out * n_in / 2)), *s = malloc((size_t)(n_out * n_in / 16));
+        float *x = malloc((size_t)(n_cols * n_in) * sizeof(float));
+        float *ref = malloc((size_t)(n_cols * n_out) * sizeof(float)),
+              *y = malloc((size_t)(n_cols * n_out) * sizeof(float));
+        fp4_block_q8_K *xq = malloc((size_t)nsb * sizeof *xq);
+        for (int kind = 0; kind < A16_KINDS; kind++) {
+            const float s2s[3] = {1.0f / 2688.0f, 1.0f, 0x1p-30f};
+            a16_case(kind, &r, p, s, x, n_out, n_in, n_cols);
+            fp4_nvfp4_view w = {p, s, s2s[(si + (size_t)kind) % 3], 0.0f, n_out, n_in};
+            fp4_cpu_force_path(FP4_CPU_PORTABLE);
+            CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, n_cols, ref, 1));
+            for (int64_t c = 0; c < n_cols; c++) {
+                CHECK_OK(fp4_q8_K_quantize(x + c * n_in, n_in, xq));
+                for (int64_t o = 0; o < n_out; o++)
+                    bad_slow += f32_bits(a16_slow(p + o * n_in / 2, s + o * n_in / 16, w.scale2, xq, n_in)) !=
+                                f32_bits(ref[c * n_out + o]);
+            }
+            for (int path = 0; path <= top; path++) {
+                fp4_cpu_force_path(path);
+                for (int nt = 1; nt <= 3; nt++) {
+                    memset(y, 0x7F, (size_t)(n_cols * n_out) * sizeof(float));
+                    CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, n_cols, y, nt));
+                    int64_t bad = 0;
+                    for (int64_t i = 0; i < n_cols * n_out; i++)
+                        bad += f32_bits(y[i]) != f32_bits(ref[i]);
+                    CHECK_MSG(bad == 0, "a16 %s %lldx%lld path %s threads %d: %lld values differ",
+                              a16_names[kind], (long long)n_out, (long long)n_in, fp4_cpu_path_name(path), nt,
+                              (long long)bad);
+                    *(nt == 1 ? &bad_path : &bad_threads) += bad;
+                    compared += n_cols * n_out;
+                }
+            }
+        }
+        fp4_cpu_force_path(-1);
+        free(p), free(s), free(x), free(ref), free(y), free(xq);
+    }
+    CHECK_EQ_INT(bad_slow, 0);
+    CHECK_EQ_INT(bad_path, 0);
+    CHECK_EQ_INT(bad_threads, 0);
+    printf("exact A16: %ld values compared across paths and thread counts\n", compared);
+}
+
+/* ---- W4A4 (SPEC §5): element by element, then every path and thread count ---- */
+static float w4a4_slow(const uint8_t *p, const uint8_t *s, float s2, const uint8_t *ac, const uint8_t *as,
+                       float in_inv, int64_t n_in) {
+    int64_t total = 0;
+    for (int64_t g = 0; g < n_in / 16; g++) {
+        int64_t dot = 0;
+        for (int j = 0; j < 16; j++) {
+            const int64_t k = g * 16 + j;
+            const int sh = 4 * (int)(k & 1);
+            dot += (int64_t)fp4_e2m1_q1((uint8_t)((p[k / 2] >> sh) & 15)) *
+                   fp4_e2m1_q1((uint8_t)((ac[k / 2] >> sh) & 15));
+        }
+        total += dot * fp4_e4m3fn_q9(s[g]) * fp4_e4m3fn_q9(as[g]);
+    }
+    const float in_s = 1.0f / in_inv;
+    float y = (float)total * 0x1p-20f;
+    y = y * s2;
+    y = y * in_s;
+    return fp4_round_f16(y);
+}
+
+static void test_w4a4_paths(void) {
+    /* n_in: multiples of 16 around the 128-value steps of the AVX-512 loop (masked tails) */
+    static const int64_t shapes[][3] = {{1, 16, 1},  {2, 32, 2},  {3, 112, 1},  {2, 128, 3},
+                                        {5, 144, 2}, {4, 256, 1}, {7, 1040, 2}, {3, 4096, 1}};
+    const int top = fp4_cpu_path();
+    test_rng r = {0x5734A4ull};
+    long compared = 0, bad_slow = 0, bad = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int64_t n_out = shapes[si][0], n_in = shapes[si][1], n_cols = shapes[si][2];
+        uint8_t *p = malloc((size_t)(n_out * n_in / 2)), *s = malloc((size_t)(n_out * n_in / 16));
+        uint8_t *ac = malloc((size_t)(n_in / 2)), *as = malloc((size_t)(n_in / 16));
+        float *x = malloc((size_t)(n_cols * n_in) * sizeof(float));
+        float *ref = malloc((size_t)(n_cols * n_out) * sizeof(float)),
+              *y = malloc((size_t)(n_cols * n_out) * sizeof(float));
+        for (int kind = 0; kind < A16_KINDS; kind++) {
+            a16_case(kind, &r, p, s, x, n_out, n_in, n_cols);
+            const float in_invs[3] = {6.0f / 3.0f, 1.0f / 448.0f, 37.5f};
+            fp4_nvfp4_view w = {
+                p, s, kind % 2 ? 1.0f / 2688.0f : 0x1p-12f, in_invs[(si + (size_t)kind) % 3], n_out, n_in};
+            fp4_cpu_force_path(FP4_CPU_PORTABLE);
+            CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, n_cols, ref, 1));
+            for (int64_t c = 0; c < n_cols; c++) {
+                CHECK_OK(fp4_nvfp4_quantize_act(x + c * n_in, n_in, w.input_scale_inv, ac, as));
+                for (int64_t o = 0; o < n_out; o++)
+                    bad_slow += f32_bits(w4a4_slow(p + o * n_in / 2, s + o * n_in / 16, w.scale2, ac, as,
+                                                   w.input_scale_inv, n_in)) != f32_bits(ref[c * n_out + o]);
+            }
+            for (int path = 0; path <= top; path++) {
+                fp4_cpu_force_path(path);
+                for (int nt = 1; nt <= 3; nt++) {
+                    memset(y, 0x7F, (size_t)(n_cols * n_out) * sizeof(float));
+                    CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, n_cols, y, nt));
+                    int64_t nbad = 0;
+                    for (int64_t i = 0; i < n_cols * n_out; i++)
+                        nbad += f32_bits(y[i]) != f32_bits(ref[i]);
+                    CHECK_MSG(nbad == 0, "w4a4 %s %lldx%lld path %s threads %d: %lld values differ",
+                              a16_names[kind], (long long)n_out, (long long)n_in, fp4_cpu_path_name(path), nt,
+                              (long long)nbad);
+                    bad += nbad;
+                    compared += n_cols * n_out;
+                }
+            }
+        }
+        fp4_cpu_force_path(-1);
+        free(p), free(s), free(ac), free(as), free(x), free(ref), free(y);
+    }
+    CHECK_EQ_INT(bad_slow, 0);
+    CHECK_EQ_INT(bad, 0);
+    printf("W4A4: %ld values compared across paths and thread counts\n", compared);
+}
+
+/* ---- Q4_K: every path against the portable dot ---- */
+static void rand_q8_K(test_rng *r, fp4_block_q8_K *b, int64_t nb, int extreme) {
+    for (int64_t i = 0; i < nb; i++) {
+        b[i].d =
+            ldexpf(rng_uniform(r) + 0.01f, (int)(rng_u64(r) % 40) - 30) * (rng_u64(r) & 1 ? -1.0f : 1.0f);
+        for (int j = 0; j < FP4_QK_K; j++)
+            b[i].qs[j] =
+                extreme ? (int8_t)(extreme > 0 ? 127 : -128) : (int8_t)((int)(rng_u64(r) % 256) - 128);
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++)
+                s += b[i].qs[16 * g + j];
+            b[i].bsums[g] = (int16_t)s;
+        }
+    }
+}
+
+static void test_q4_K_paths(void) {
+    enum { NB = 6 };
+    const int top = fp4_cpu_path();
+    test_rng r = {0x51344Bull};
+    fp4_block_q4_K w[NB];
+    fp4_block_q8_K x[NB];
+    long compared = 0, bad = 0, nan_seen = 0;
+    for (int rep = 0; rep < 3000; rep++) {
+        const int kind = rep % 6;
+        uint8_t *pw = (uint8_t *)w;
+        for (size_t i = 0; i < sizeof w; i++)
+            pw[i] = (uint8_t)rng_u64(&r);
+        rand_q8_K(&r, x, NB, kind == 2 ? 1 : kind == 3 ? -1 : 0);
+        for (int b = 0; b < NB; b++) {
+            if (kind == 0) { /* any f16 bits, NaN, Inf and subnormals included */
+            } else if (kind == 1 || kind == 2 || kind == 3) { /* max nibbles, max 6-bit scales and mins */
+                memset(w[b].qs, 0xFF, sizeof w[b].qs);
+                memset(w[b].scales, 0xFF, sizeof w[b].scales);
+                w[b].d = 0x7BFF, w[b].dmin = (uint16_t)(rep & 1 ? 0x7BFF : 0xFBFF);
+            } else if (kind == 4) { /* zero blocks among the others */
+                if (b % 2) memset(&w[b], 0, sizeof w[b]);
+                if (b % 3 == 0) memset(&x[b], 0, sizeof x[b]);
+                w[b].d &= 0x7BFF, w[b].dmin &= 0x7BFF;
+            } else { /* finite scales, arbitrary bsums (the dot reads them as given) */
+                w[b].d &= 0x7BFF, w[b].dmin &= 0x7BFF;
+                x[b].bsums[rep % 16] = (int16_t)rng_u64(&r);
+            }
+        }
+        for (int64_t nb = 1; nb <= NB; nb++) {
+            fp4_cpu_force_path(FP4_CPU_PORTABLE);
+            const float ref = fp4_q4_K_dot_q8_K(w, x, nb * FP4_QK_K);
+            nan_seen += isnan(ref);
+            CHECK(!isnan(ref) || f32_bits(ref) == 0xFFC00000u); /* one NaN, whatever the inputs' payloads */
+            for (int path = 1; path <= top; path++) {
+                fp4_cpu_force_path(path);
+                const float got = fp4_q4_K_dot_q8_K(w, x, nb * FP4_QK_K);
+                bad += f32_bits(got) != f32_bits(ref);
+                CHECK_MSG(f32_bits(got) == f32_bits(ref),
+                          "q4_K kind %d nb %lld path %s: %a (0x%08x) vs portable %a (0x%08x)", kind,
+                          (long long)nb, fp4_cpu_path_name(path), (double)got, f32_bits(got), (double)ref,
+                          f32_bits(ref));
+                compared++;
+            }
+        }
+    }
+    fp4_cpu_force_path(-1);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(nan_seen > 0 || top == FP4_CPU_PORTABLE); /* the NaN cases were reached */
+
+    /* matvec: every path and thread count equals the portable single-thread result */
+    const int64_t n_out = 23, n_in = 1280, n_cols = 3, nb = n_in / FP4_QK_K;
+    fp4_block_q4_K *q4 = malloc((size_t)(n_out * nb) * sizeof *q4);
+    float *wf = malloc((size_t)(n_out * n_in) * sizeof(float)),
+          *xf = malloc((size_t)(n_cols * n_in) * sizeof(float));
+    float ref[23 * 3], y[23 * 3];
+    for (int64_t i = 0; i < n_out * n_in; i++)
+        wf[i] = rng_normal(&r) * (1.0f + (float)(i % 5));
+    for (int64_t i = 0; i < n_cols * n_in; i++)
+        xf[i] = (i / 256) % 4 == 2 ? 0.0f : rng_normal(&r);
+    CHECK_OK(fp4_q4_K_quantize(wf, n_out * n_in, q4));
+    fp4_cpu_force_path(FP4_CPU_PORTABLE);
+    CHECK_OK(fp4_q4_K_matvec(q4, n_out, n_in, xf, n_cols, ref, 1));
+    for (int path = 0; path <= top; path++) {
+        fp4_cpu_force_path(path);
+        for (int nt = 1; nt <= 3; nt++) {
+            CHECK_OK(fp4_q4_K_matvec(q4, n_out, n_in, xf, n_cols, y, nt));
+            CHECK_MSG(!memcmp(y, ref, sizeof y), "q4_K matvec path %s threads %d", fp4_cpu_path_name(path),
+                      nt);
+        }
+    }
+    fp4_cpu_force_path(-1);
+    free(q4), free(wf), free(xf);
+    printf("q4_K: %ld dots compared against the portable path\n", compared);
+}
+
+/* column counts whose activation buffers would overflow are refused before anything is read */
+static void test_overflow(void) {
+    uint8_t p[128] = {0}, s[16] = {0};
+    float x[256] = {0}, y[1];
+    fp4_nvfp4_view w = {p, s, 1.0f, 2.0f, 1, 256};
+    CHECK_EQ_INT(fp4_nvfp4_matvec_a16_exact(&w, x, INT64_MAX / 200, y, 1), FP4_ERR_OVERFLOW);
+    CHECK_EQ_INT(fp4_nvfp4_matvec_a16_exact(&w, x, INT64_MAX / 600, y, 1), FP4_ERR_OVERFLOW);
+    CHECK_EQ_INT(fp4_nvfp4_matvec_w4a4(&w, x, INT64_MAX / 200, y, 1), FP4_ERR_OVERFLOW);
+    CHECK_EQ_INT(fp4_nvfp4_matvec_w4a4(&w, x, INT64_MAX / 600, y, 1), FP4_ERR_OVERFLOW);
+    CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, 1, y, 1)); /* the same view, one column: fine */
+    CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, 1, y, 1));
+}
+
+int main(void) {
+    test_pick();
+    test_overflow();
+    test_a16_paths();
+    test_w4a4_paths();
+    test_q4_K_paths();
+    return check_report();
+}

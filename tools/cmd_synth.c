@@ -1,0 +1,87 @@
+/* cmd_synth.c — `fp4lane synth OUT --shape S [--arch A] [--seed N]`: a random-weight bf16 HF
+ * checkpoint of a real model's shape (fp4lane_synth.h), with a progress bar (phase, ETA) on a TTY. */
+#include "cli.h"
+#include "fp4lane_synth.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct synth_bar {
+    double t0, last;
+} synth_bar;
+
+static void bar(void *ctx, const char *what, uint64_t done, uint64_t total) {
+    synth_bar *b = ctx;
+    double t = now_s();
+    if (!cli_isatty_stderr() || (t - b->last < 0.2 && done < total)) return;
+    b->last = t;
+    int pct = total ? (int)(done * 100 / total) : 100, n = pct / 4;
+    double el = t - b->t0, eta = done ? el * (double)(total - done) / (double)done : 0.0;
+    fprintf(stderr, "\r\033[K%-40.40s [%.*s%*s] %3d%% %6.2f/%.2f GB  ETA %dm%02ds", what, n,
+            "#########################", 25 - n, "", pct, done / 1e9, total / 1e9, (int)eta / 60, (int)eta % 60);
+    if (done >= total) fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+}
+
+static int usage(void) {
+    fprintf(stderr, "usage: fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
+                    "       [--shard-size N[M|G]] [--threads N] [--json]\n");
+    return 2;
+}
+
+int cmd_synth(int argc, char **argv) {
+    fp4_synth_opts o = {.seed = 1, .max_shard_bytes = 4ull << 30};
+    const char *out = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *s = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!strcmp(s, "--shape") && v) o.shape = v, i++;
+        else if (!strcmp(s, "--arch") && v) o.arch = v, i++;
+        else if (!strcmp(s, "--seed") && v) {
+            o.seed = strtoull(v, &end, 0), i++;
+            if (*end || !*v) return fprintf(stderr, "fp4lane synth: --seed takes an integer\n"), 2;
+        } else if (!strcmp(s, "--threads") && v) {
+            o.n_threads = (int)strtol(v, &end, 10), i++;
+            if (*end || o.n_threads < 0 || o.n_threads > 256) return fprintf(stderr, "fp4lane synth: --threads 0..256\n"), 2;
+        } else if (!strcmp(s, "--shard-size") && v) {
+            o.max_shard_bytes = strtoull(v, &end, 10), i++;
+            if (*end == 'M' && !end[1]) o.max_shard_bytes <<= 20;
+            else if (*end == 'G' && !end[1]) o.max_shard_bytes <<= 30;
+            else if (*end) return fprintf(stderr, "fp4lane synth: --shard-size BYTES[M|G] (0: one file)\n"), 2;
+        } else if (!strcmp(s, "--json")) json = 1;
+        else if (s[0] == '-' && s[1]) return fprintf(stderr, "fp4lane synth: unknown option '%s'\n", s), usage();
+        else if (!out) out = s;
+        else return fprintf(stderr, "fp4lane synth: too many arguments\n"), usage();
+    }
+    if (!out || !o.shape) return usage();
+    fp4_error e;
+    uint64_t bytes = 0;
+    fp4_status st = fp4_synth_data_bytes(&o, &bytes, &e);
+    if (st) return cli_report_error("synth", st, &e), 2;
+    synth_bar b = {now_s(), 0.0};
+    o.progress = bar, o.progress_ctx = &b;
+    st = fp4_synth_checkpoint(out, &o, &e);
+    if (st) return cli_report_error("synth", st, &e);
+    double dt = now_s() - b.t0;
+    const char *arch = o.arch ? o.arch : fp4_synth_shape_arch(o.shape);
+    if (json) {
+        printf("{\"out\":\"");
+        for (const char *c = out; *c; c++) /* JSON string escapes */
+            if (*c == '"' || *c == '\\') printf("\\%c", *c);
+            else if ((unsigned char)*c < 0x20) printf("\\u%04x", *c);
+            else putchar(*c);
+        printf("\",\"shape\":\"%s\",\"arch\":\"%s\",\"seed\":%llu,\"bytes\":%llu,\"seconds\":%.3f}\n", o.shape, arch,
+               (unsigned long long)o.seed, (unsigned long long)bytes, dt);
+    } else
+        printf("synthesized %s: shape %s, arch %s, seed %llu, %.3f GB of bf16 in %.1f s (%.0f MB/s)\n", out, o.shape, arch,
+               (unsigned long long)o.seed, bytes / 1e9, dt, dt > 0 ? bytes / 1e6 / dt : 0.0);
+    return 0;
+}
