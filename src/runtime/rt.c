@@ -242,6 +242,8 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         .n_slots = o.max_seqs,
         .n_threads = o.n_threads,
         .device = o.cuda_device,
+        .on_plan = o.on_plan,
+        .plan_user = o.plan_user,
     };
     if ((st = rt->be->create(&d, rt->max_cols, &rt->be_state, err))) goto fail;
     *out = rt;
