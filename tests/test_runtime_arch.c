@@ -300,7 +300,7 @@ static void test_tensor_route(void) {
 /* ---- GGUF with llama.cpp's keys and names, q/k rows permuted as its converter does; Llama 3.1
  * scaling as its converter writes it (rope_freqs.weight, the divisor of each frequency) ---- */
 static int corrupt_rope_freqs; /* 1: write a zero factor (must be refused) */
-static int write_gguf_llama(const char *hf_dir, const char *path) {
+static int write_gguf_llamacpp(const char *hf_dir, const char *path) {
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     fp4_error e;
@@ -308,18 +308,29 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
         return fp4_model_close(m), -1;
     const fp4_arch a = *fp4_rt_arch(rt);
     fp4_rt_free(rt);
+    /* llama.cpp's names: Mistral is converted as "llama" (and permuted), Qwen as itself (not) */
+    const char *an = a.family == FP4_ARCH_QWEN2 ? "qwen2" : a.family == FP4_ARCH_QWEN3 ? "qwen3" : "llama";
+    const int permute = !strcmp(an, "llama");
     fp4_gguf_writer *w = NULL;
     fp4_gguf_writer_create(&w);
-    fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5);
-    fp4_gguf_writer_add_u32(w, "llama.block_count", (uint32_t)a.n_layers);
-    fp4_gguf_writer_add_u32(w, "llama.context_length", (uint32_t)a.n_ctx_train);
-    fp4_gguf_writer_add_u32(w, "llama.embedding_length", (uint32_t)a.hidden);
-    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", (uint32_t)a.ffn);
-    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", (uint32_t)a.n_heads);
-    fp4_gguf_writer_add_u32(w, "llama.attention.head_count_kv", (uint32_t)a.n_kv_heads);
-    fp4_gguf_writer_add_u32(w, "llama.rope.dimension_count", (uint32_t)a.head_dim);
-    fp4_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", a.rms_eps);
-    fp4_gguf_writer_add_f32(w, "llama.rope.freq_base", (float)a.rope_theta);
+    fp4_gguf_writer_add_str(w, "general.architecture", an, strlen(an));
+    static const struct {
+        const char *key;
+        int what;
+    } ukeys[] = {{"block_count", 0},          {"context_length", 1},       {"embedding_length", 2},
+                 {"feed_forward_length", 3},  {"attention.head_count", 4}, {"attention.head_count_kv", 5},
+                 {"rope.dimension_count", 6}, {"attention.key_length", 6}};
+    const int64_t uvals[7] = {a.n_layers, a.n_ctx_train, a.hidden,  a.ffn,
+                              a.n_heads,  a.n_kv_heads,  a.head_dim};
+    char key[128];
+    for (size_t i = 0; i < sizeof ukeys / sizeof ukeys[0]; i++) {
+        snprintf(key, sizeof key, "%s.%s", an, ukeys[i].key);
+        fp4_gguf_writer_add_u32(w, key, (uint32_t)uvals[ukeys[i].what]);
+    }
+    snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", an);
+    fp4_gguf_writer_add_f32(w, key, a.rms_eps);
+    snprintf(key, sizeof key, "%s.rope.freq_base", an);
+    fp4_gguf_writer_add_f32(w, key, (float)a.rope_theta);
     fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
     fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
     static const struct {
@@ -329,26 +340,34 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
                {"self_attn.q_proj.weight", "attn_q.weight", 1},
                {"self_attn.k_proj.weight", "attn_k.weight", 1},
                {"self_attn.v_proj.weight", "attn_v.weight", 0},
+               {"self_attn.q_proj.bias", "attn_q.bias", 0},
+               {"self_attn.k_proj.bias", "attn_k.bias", 0},
+               {"self_attn.v_proj.bias", "attn_v.bias", 0},
+               {"self_attn.q_norm.weight", "attn_q_norm.weight", 0},
+               {"self_attn.k_norm.weight", "attn_k_norm.weight", 0},
                {"self_attn.o_proj.weight", "attn_output.weight", 0},
                {"post_attention_layernorm.weight", "ffn_norm.weight", 0},
                {"mlp.gate_proj.weight", "ffn_gate.weight", 0},
                {"mlp.up_proj.weight", "ffn_up.weight", 0},
                {"mlp.down_proj.weight", "ffn_down.weight", 0}};
-    const fp4_tensor *src[40];
-    char names[40][96];
-    int perm[40], n = 0;
+    const fp4_tensor *src[64];
+    char names[64][96];
+    int perm[64], n = 0;
     snprintf(names[n], 96, "token_embd.weight"), perm[n] = 0,
                                                  src[n++] = fp4_model_find(m, "model.embed_tokens.weight");
     snprintf(names[n], 96, "output_norm.weight"), perm[n] = 0,
                                                   src[n++] = fp4_model_find(m, "model.norm.weight");
-    snprintf(names[n], 96, "output.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "lm_head.weight");
+    if (!a.tied_head)
+        snprintf(names[n], 96, "output.weight"), perm[n] = 0, src[n++] = fp4_model_find(m, "lm_head.weight");
     for (int l = 0; l < a.n_layers; l++)
         for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
             char hn[128];
             snprintf(hn, sizeof hn, "model.layers.%d.%s", l, map[i].hf);
+            const fp4_tensor *t = fp4_model_find(m, hn);
+            if (!t) continue; /* biases and q/k norms only where the family has them */
             snprintf(names[n], 96, "blk.%d.%s", l, map[i].gg);
-            perm[n] = map[i].perm;
-            src[n++] = fp4_model_find(m, hn);
+            perm[n] = map[i].perm && permute;
+            src[n++] = t;
         }
     for (int i = 0; i < n; i++) {
         const int is_norm = src[i]->n_dims == 1;
@@ -438,7 +457,7 @@ static void logits_of(const char *path, int32_t n, const int32_t *ids, float *ou
 static void test_gguf(const char *bf) {
     char path[600];
     snprintf(path, sizeof path, "%s/llama.gguf", tmp);
-    CHECK(write_gguf_llama(bf, path) == 0);
+    CHECK(write_gguf_llamacpp(bf, path) == 0);
     fp4_gguf *g = NULL;
     fp4_error e;
     CHECK_OK(fp4_gguf_open(path, &g, &e));
@@ -466,7 +485,7 @@ static void test_gguf(const char *bf) {
      * from (the factors are f32-rounded divisors, so close but not bit-equal) and against
      * transformers' own logits (test_runtime_hf.c's tolerance) */
     snprintf(path, sizeof path, "%s/llama31.gguf", tmp);
-    CHECK(write_gguf_llama("tests/data/hf/llama31", path) == 0);
+    CHECK(write_gguf_llamacpp("tests/data/hf/llama31", path) == 0);
     CHECK_OK(fp4_gguf_open(path, &g, &e));
     CHECK_OK(fp4_arch_from_gguf(g, &a, &e));
     CHECK(a.rope_freq_factors && a.rope_scaling == FP4_ROPE_NONE && a.rope_theta == 500000.0);
@@ -481,9 +500,27 @@ static void test_gguf(const char *bf) {
     printf("llama31 GGUF (rope_freqs) vs its HF source: max |dlogit| %.3g of max |logit| %.3g\n", md2, mx2);
     CHECK(md2 < 1e-3 * mx2); /* ignoring the factors (8x on the low frequencies) moves logits far more */
     free(x), free(y);
+    /* Mistral (converted as "llama", permuted), Qwen2 (biases), Qwen3 (q/k norms, tied head) from
+     * transformers' own checkpoints: the llama.cpp-named GGUF decodes to the HF source's bits */
+    static const char *const fams[] = {"mistral", "qwen2", "qwen3"};
+    for (int f = 0; f < 3; f++) {
+        char src[200];
+        snprintf(src, sizeof src, "tests/data/hf/%s", fams[f]);
+        snprintf(path, sizeof path, "%s/%s.gguf", tmp, fams[f]);
+        CHECK(write_gguf_llamacpp(src, path) == 0);
+        x = malloc(sizeof(float) * N * 512), y = malloc(sizeof(float) * N * 512);
+        logits_of(src, N, ids31, x, NULL);
+        logits_of(path, N, ids31, y, &how);
+        int64_t dd = 0;
+        for (int i = 0; i < N * 512; i++)
+            dd += f32_bits(x[i]) != f32_bits(y[i]);
+        CHECK_MSG(dd == 0 && how && !strcmp(how, f == 0 ? "permuted" : "hf"),
+                  "%s GGUF: %lld logits differ (%s)", fams[f], (long long)dd, how ? how : "?");
+        free(x), free(y);
+    }
     corrupt_rope_freqs = 1;
     snprintf(path, sizeof path, "%s/llama31-bad.gguf", tmp);
-    CHECK(write_gguf_llama("tests/data/hf/llama31", path) == 0);
+    CHECK(write_gguf_llamacpp("tests/data/hf/llama31", path) == 0);
     corrupt_rope_freqs = 0;
     fp4_model *mb = NULL;
     fp4_rt *rb = NULL;
