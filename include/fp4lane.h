@@ -391,8 +391,11 @@ FP4_API int64_t fp4_gguf_find_tensor(const fp4_gguf *g, const char *name);      
 /* Streaming writer: memory O(metadata), never O(model). Order of calls:
  *   create; add KVs / set_alignment (before any tensor); add_tensor ...; write_header(path);
  *   write_tensor_data for tensor 0, 1, ... in order (each in one or more chunks; padding is
- *   written when a tensor is complete); finish. free accepts NULL; freeing a writer whose file
- *   was opened but not finished removes the partial file (so does a failed finish).
+ *   written when a tensor is complete); finish. The bytes go to a temporary name beside path
+ *   (".fp4lane-tmp-*"); finish fsyncs it and renames it over path, so path holds its old bytes
+ *   until then. free accepts NULL; freeing an unfinished writer (or a failed finish) removes the
+ *   temporary file and leaves path untouched. write_header refuses a path that is a symbolic
+ *   link or not a regular file (out.symlink, out.not-regular).
  * Keys and tensor names follow the reader's rules; a duplicate is FP4_ERR_DUPLICATE. Numeric
  * array data is given in host order and written little-endian. A refused call changes nothing,
  * except an I/O failure, which ends the writer and removes its file.
@@ -491,8 +494,9 @@ FP4_API uint64_t fp4_st_header_len(const fp4_st *st);                         /*
  * writes the header (compact JSON: __metadata__ first when any pair was added, then the tensors
  * in declaration order, space-padded to 8 bytes: the byte layout of the reference writer), then
  * fp4_st_writer_write takes every tensor's bytes in declaration order, in chunks of any size.
- * The file appears under its name only at fp4_st_writer_finish (written as PATH.partial, then
- * renamed); fp4_st_writer_free of an unfinished writer removes the partial file. */
+ * The file appears under its name only at fp4_st_writer_finish (written under a temporary name
+ * ".fp4lane-tmp-*" beside it, fsynced, renamed over it); fp4_st_writer_free of an unfinished
+ * writer removes the temporary file and leaves PATH as it was. */
 typedef struct fp4_st_writer fp4_st_writer;
 FP4_API fp4_status fp4_st_writer_create(fp4_st_writer **out, fp4_error *err);
 FP4_API fp4_status fp4_st_writer_add_metadata(fp4_st_writer *w, const char *key, const char *value,
@@ -537,7 +541,9 @@ FP4_API fp4_status fp4_hfdir_json_dump(const fp4_hfdir *d, fp4_hf_json which, co
  * own; 0 = no limit). One shard is written as model.safetensors; several as
  * model-00001-of-0000N.safetensors plus model.safetensors.index.json ({"metadata":
  * {"total_size": data bytes}, "weight_map": sorted}, 2-space indented). Metadata pairs go into
- * every shard. */
+ * every shard. Each file is written atomically (as fp4_st_writer). Weights files already in the
+ * directory that this write would not replace (other shard names, an index beside a single
+ * file) are refused at the first write (hfw.stale): two checkpoints never mix. */
 typedef struct fp4_hf_writer fp4_hf_writer;
 FP4_API fp4_status fp4_hf_writer_create(const char *dir, uint64_t max_shard_bytes, fp4_hf_writer **out,
                                         fp4_error *err);
@@ -646,7 +652,19 @@ typedef struct fp4_write_opts {
     const char *const *st_metadata;/* HF layouts: key, value, key, value, ..., NULL              */
     fp4_progress_fn progress;
     void *progress_ctx;
+    int force;                     /* HF layouts: replace the checkpoint in a non-empty directory */
+    const volatile int *cancel;    /* polled between chunks: nonzero stops the write (out.interrupted) */
 } fp4_write_opts;
+
+/* Outputs are atomic (docs/RELIABILITY.md). A file output is written under a temporary name
+ * ".fp4lane-tmp-*" in its directory, fsynced, loaded back by the fail-closed loader and only then
+ * renamed over the target: the target holds its old bytes or the complete new file, never a mix,
+ * whenever the process dies. A directory output is built beside the target and swapped in whole;
+ * a non-empty target directory is refused (out.exists) unless force, which replaces its
+ * checkpoint files and keeps its other regular files. Refused before anything is created: an
+ * output that is the input under any name (out.same-file, hard and symbolic links included), a
+ * target that is a symbolic link (out.symlink) or not a regular file / directory
+ * (out.not-regular). A failure or a cancel removes only the temporary names the call created. */
 
 /* Re-layout an NVFP4 checkpoint (fp4lane convert): no float is computed; payload nibbles,
  * scale bytes and per-tensor scalars are moved, and the scalars that a layout stores as
@@ -664,6 +682,8 @@ typedef struct fp4_quantize_opts {
     const char *const *st_metadata;
     fp4_progress_fn progress;
     void *progress_ctx;
+    int force;                     /* as fp4_write_opts */
+    const volatile int *cancel;    /* as fp4_write_opts; also polled while reading the input */
 } fp4_quantize_opts;
 
 /* Quantize an unquantized checkpoint (f32/f16/bf16 safetensors file or HF directory, or GGUF)

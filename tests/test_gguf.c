@@ -4,6 +4,7 @@
  * (libggml-base.so from $FP4_GGML_DIR, dlopen): ggml reads our files, we read ggml's. */
 #include "check.h"
 #include "fp4lane.h"
+#include "tmpnames.h"
 #include <dlfcn.h>
 #include <math.h>
 #include <stddef.h>
@@ -429,15 +430,20 @@ static void test_writer_misuse(void) {
     fp4_gguf_close(g);
     remove(path);
 
-    /* freeing an unfinished writer removes its partial file */
+    /* an unfinished writer works under a temporary name beside the target, never on the target;
+     * freeing it removes that name and leaves the target as it was */
+    FILE *old = fopen(path, "wb");
+    CHECK(old && fwrite("old bytes", 1, 9, old) == 9);
+    if (old) fclose(old);
     CHECK_OK(fp4_gguf_writer_create(&w));
     CHECK_OK(fp4_gguf_writer_add_tensor(w, "t", FP4_TYPE_F32, 1, ne));
     CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    CHECK(file_exists(path));
+    CHECK(file_equals(path, "old bytes", 9) && tmp_names_beside(path) == 1);
     fp4_gguf_writer_free(w);
-    CHECK(!file_exists(path));
+    CHECK(file_equals(path, "old bytes", 9) && tmp_names_beside(path) == 0);
+    remove(path);
     CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf") == FP4_ERR_IO && strcmp(werr(w), "writer.io") == 0);
+    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf") == FP4_ERR_IO && strcmp(werr(w), "out.io") == 0);
     fp4_gguf_writer_free(w);
     fp4_gguf_writer_free(NULL);
     fp4_gguf_close(NULL);

@@ -4,6 +4,7 @@
  * follows the reader's grammar (gguf.c), so writer -> reader reproduces every key, value,
  * tensor info and byte. */
 #include "io/gguf_impl.h"
+#include "io/outfile.h"
 #include <stdio.h>
 
 /* ---- name index for duplicate detection: open addressing, FNV-1a. The writer's names come
@@ -101,8 +102,10 @@ struct fp4_gguf_writer {
     uint32_t alignment;
     uint64_t total;          /* running padded size of the data section                       */
     int state;
-    FILE *f;
+    fp4_outfile *o;          /* the temporary file; renamed over path by finish                */
     char *path;
+    fp4_out_check_fn check;  /* run on the complete file before it replaces path (may be NULL) */
+    void *check_ctx;
     size_t cur;              /* tensor being written, and its bytes so far                    */
     uint64_t cur_done;
     fp4_error err;
@@ -137,12 +140,15 @@ fp4_status fp4_gguf_writer_create(fp4_gguf_writer **out) {
     return FP4_OK;
 }
 
+/* Removes the temporary file; whatever was at the target path stays as it was. */
 static void gw_abandon(fp4_gguf_writer *w) {
-    if (w->f) {
-        fclose(w->f);
-        w->f = NULL;
-        if (w->path) remove(w->path);
-    }
+    fp4_outfile_abort(w->o);
+    w->o = NULL;
+}
+
+void fp4_gguf_writer_set_check(fp4_gguf_writer *w, fp4_out_check_fn fn, void *ctx) {
+    w->check = fn;
+    w->check_ctx = ctx;
 }
 
 void fp4_gguf_writer_free(fp4_gguf_writer *w) {
@@ -390,15 +396,13 @@ fp4_status fp4_gguf_writer_add_tensor(fp4_gguf_writer *w, const char *name, fp4_
 /* ------------------------------------------------------------------------------------------ */
 /* Writing                                                                                    */
 
-static fp4_status gw_io_fail(fp4_gguf_writer *w, const char *what) {
-    gw_abandon(w);
-    w->state = GW_FAILED;
-    return WFAIL(w, FP4_ERR_IO, NULL, "writer.io", "%s failed", what);
-}
-
 static fp4_status gw_write(fp4_gguf_writer *w, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, w->f) != n) return gw_io_fail(w, "write");
-    return FP4_OK;
+    fp4_status st = fp4_outfile_write(w->o, p, n, &w->err);
+    if (st) {
+        gw_abandon(w);
+        w->state = GW_FAILED;
+    }
+    return st;
 }
 
 static fp4_status gw_zeros(fp4_gguf_writer *w, uint64_t n) {
@@ -450,10 +454,11 @@ fp4_status fp4_gguf_writer_write_header(fp4_gguf_writer *w, const char *path) {
     size_t n = strlen(path) + 1;
     if (!(w->path = malloc(n))) return WFAIL(w, FP4_ERR_NOMEM, NULL, "writer.nomem", "out of memory");
     memcpy(w->path, path, n);
-    if (!(w->f = fopen(path, "wb"))) {
+    if ((st = fp4_outfile_open(path, &w->o, &w->err))) {
         w->state = GW_FAILED;
-        return WFAIL(w, FP4_ERR_IO, NULL, "writer.io", "cannot create the file");
+        return st;
     }
+    if (w->check) fp4_outfile_set_check(w->o, w->check, w->check_ctx);
     w->state = GW_WRITING;
     return gw_write_head(w);
 }
@@ -492,14 +497,8 @@ fp4_status fp4_gguf_writer_finish(fp4_gguf_writer *w) {
         return WFAIL(w, FP4_ERR_INVALID_ARG, NULL, "writer.incomplete", "only %zu of %zu tensors were written", w->cur,
                      w->n_t);
     }
-    int bad = fflush(w->f) != 0 || ferror(w->f);
-    bad |= fclose(w->f) != 0;
-    w->f = NULL;
-    if (bad) {
-        remove(w->path);
-        w->state = GW_FAILED;
-        return WFAIL(w, FP4_ERR_IO, NULL, "writer.io", "flush/close failed");
-    }
-    w->state = GW_DONE;
-    return FP4_OK;
+    fp4_status st = fp4_outfile_commit(w->o, &w->err); /* fsync, rename over the target */
+    w->o = NULL;
+    w->state = st ? GW_FAILED : GW_DONE;
+    return st;
 }

@@ -2,12 +2,13 @@
  * ModelOpt / compressed-tensors through the sharded safetensors writer. Data streams tensor by
  * tensor from the source (memory: one tensor at most, one row for ggml repacking). */
 #include "layout_impl.h"
+#include "io/outfile.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#define CHUNK ((size_t)64 << 20)
+#define CHUNK ((size_t)16 << 20) /* also how often a cancel request is looked at */
 
 typedef fp4_status (*sink_fn)(void *w, int64_t i, const void *data, size_t n, fp4_error *err);
 
@@ -29,8 +30,15 @@ typedef struct emit_ctx {
     uint64_t done, total;
 } emit_ctx;
 
+static fp4_status interrupted(const fp4_write_opts *o, const char *name, fp4_error *err) {
+    if (!o || !o->cancel || !*o->cancel) return FP4_OK;
+    return fp4_fail(err, FP4_ERR_IO, NULL, name, "out.interrupted", "interrupted: the partial output was removed");
+}
+
 static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, fp4_error *err) {
     while (n) {
+        fp4_status st0 = interrupted(e->opts, NULL, err);
+        if (st0) return st0;
         size_t k = n > CHUNK ? CHUNK : (size_t)n;
         fp4_status st = e->sink(e->w, i, data, k, err);
         if (st) return st;
@@ -41,6 +49,8 @@ static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, f
 }
 
 static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
+    fp4_status st0 = interrupted(e->opts, pe->name, err);
+    if (st0) return st0;
     const fp4_tensor *t = e->src->tensor(e->src->ctx, pe->src);
     if (pe->part == PART_RAW) {
         const uint8_t *d = t->data;
@@ -103,11 +113,28 @@ static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *
     return st;
 }
 
+/* The fail-closed loader on the complete temporary output, before it replaces the target: no run
+ * leaves behind a checkpoint that its own loader refuses. */
+static fp4_status loads_back(void *ctx, const char *tmp, const char *final_path, fp4_error *err) {
+    (void)ctx;
+    fp4_model *m = NULL;
+    fp4_status st = fp4_model_open(tmp, NULL, &m, err);
+    fp4_model_close(m);
+    if (st && err) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "the written output does not load back, so it was not kept: %.440s", err->msg);
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+        snprintf(err->file, sizeof err->file, "%s", final_path);
+    }
+    return st;
+}
+
 static fp4_status write_gguf(const fp4_wsrc *src, const plan *p, const char *out, const fp4_write_opts *opts,
                              fp4_error *err) {
     fp4_gguf_writer *w = NULL;
     fp4_status st = fp4_gguf_writer_create(&w);
     if (st) return fp4_fail(err, st, out, NULL, "alloc", "cannot create a GGUF writer");
+    fp4_gguf_writer_set_check(w, loads_back, NULL);
     st = gguf_kvs(w, src, p);
     for (int64_t i = 0; i < p->n && !st; i++)
         st = fp4_gguf_writer_add_tensor(w, p->e[i].name, (fp4_type)p->e[i].gguf_type, p->e[i].n_dims, p->e[i].ne);
@@ -158,12 +185,14 @@ static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan 
 
 static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, const fp4_write_opts *opts,
                            fp4_error *err) {
-    if (mkdir(out, 0777) != 0 && errno != EEXIST)
-        return fp4_fail(err, FP4_ERR_IO, out, NULL, "io.mkdir", "cannot create the directory: %s", strerror(errno));
+    fp4_outdir *od = NULL;
+    fp4_status st = fp4_outdir_open(out, opts && opts->force, &od, err); /* built beside, swapped in */
+    if (st) return st;
+    const char *dir = fp4_outdir_tmp(od);
     fp4_hf_writer *w = NULL;
     char *cfg = NULL, *stash = NULL;
-    fp4_status st = fp4_config_plan(src, p->layout, &cfg, &stash, err);
-    if (!st) st = fp4_hf_writer_create(out, opts ? opts->max_shard_bytes : 0, &w, err);
+    st = fp4_config_plan(src, p->layout, &cfg, &stash, err);
+    if (!st) st = fp4_hf_writer_create(dir, opts ? opts->max_shard_bytes : 0, &w, err);
     if (!st) st = hf_metadata(w, src, p, opts, stash, err);
     for (int64_t i = 0; i < p->n && !st; i++) {
         int64_t shape[FP4_MAX_DIMS];
@@ -176,15 +205,25 @@ static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, 
     size_t n_shards = 0;
     if (!st) st = fp4_hf_writer_finish(w, &n_shards, err);
     fp4_hf_writer_free(w);
-    if (!st) st = fp4_write_hf_configs(src, p->layout, out, cfg, err);
+    if (!st) st = fp4_write_hf_configs(src, p->layout, dir, cfg, err);
+    if (!st) st = interrupted(opts, NULL, err);
     free(cfg);
     free(stash);
-    return st;
+    if (st) {
+        fp4_outdir_abort(od);
+        return st;
+    }
+    fp4_outdir_set_check(od, loads_back, NULL);
+    return fp4_outdir_commit(od, err);
 }
 
 fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_write_opts *opts, fp4_error *err) {
     fp4_layout layout = opts ? opts->layout : FP4_LAYOUT_GGUF;
     if ((unsigned)layout >= FP4_LAYOUT_COUNT_) return FP4_ERR_INVALID_ARG;
+    if (src->src_ck) { /* never write over what is being read, under any name */
+        fp4_status st0 = fp4_out_same_file_check(src->src_ck->path, out, err);
+        if (st0) return st0;
+    }
     plan p;
     fp4_status st = fp4_plan_build(src, layout, &p, err);
     if (!st) st = p.is_gguf ? write_gguf(src, &p, out, opts, err) : write_hf(src, &p, out, opts, err);

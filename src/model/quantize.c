@@ -94,6 +94,8 @@ static fp4_status plan_tensors(qctx *c, fp4_error *err) {
         q->quantize = r->n_dims == 2 && src_dt(r->type) >= 0 && fp4_ends_with(r->name, ".weight") &&
                       !excluded(r->name, o->quantize_embeddings) && r->ne[0] % mult == 0 && r->ne[0] <= FP4_MAX_N_IN;
         if (!q->quantize) continue;
+        if (o->cancel && *o->cancel)
+            return fp4_fail(err, FP4_ERR_IO, c->ck->path, NULL, "out.interrupted", "interrupted before anything was written");
         fp4_status st = tensor_amax(c, q, err);
         if (st) return st;
     }
@@ -229,7 +231,7 @@ fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_qu
         for (int64_t i = 0; i < c.n; i++) any |= c.q[i].quantize;
         if (!any) st = fp4_fail(err, FP4_ERR_NOT_FOUND, in, NULL, "quantize.nothing", "no weight to quantize");
         fp4_write_opts wo = {o->to_q4_k ? FP4_LAYOUT_GGUF : o->layout, o->max_shard_bytes, o->st_metadata, o->progress,
-                             o->progress_ctx};
+                             o->progress_ctx, o->force, o->cancel};
         if (!st) st = fp4_write_layout(&src, out, &wo, err);
     }
     free(c.q);
