@@ -4,6 +4,7 @@
 #define FP4_CLI_H
 
 #include "fp4lane.h"
+#include <stdio.h>
 
 typedef struct cli_verb {
     const char *name;
@@ -28,5 +29,12 @@ extern const int cli_n_verbs;
 /* shared helpers */
 int cli_isatty_stderr(void);
 void cli_progress(const char *what, int64_t done, int64_t total); /* TTY only; total 0 ends the line */
+
+/* cli_out.c: standard output checked to the last byte, untrusted text escaped */
+void cli_stdio_guard(void);            /* first thing in main: fds 0-2 are never left closed */
+int cli_stdout_finish(int rc);         /* flush + close stdout; a failure turns rc 0 into 1 */
+int cli_stdout_failed(void);           /* a write to stdout has failed already */
+void cli_put_escaped(FILE *f, const char *s);      /* controls and non-UTF-8 bytes as \xNN */
+const char *cli_escaped(const char *s, char *buf, size_t n);  /* the same into buf */
 
 #endif

@@ -24,12 +24,16 @@ static void progress(void *ctx, const char *what, uint64_t done, uint64_t total)
     cli_progress(what, (int64_t)done, done >= total ? 0 : (int64_t)total);
 }
 
+/* Names and messages come from files: printed escaped (cli_out.c). */
 int cli_report_error(const char *verb, fp4_status st, const fp4_error *e) {
     fprintf(stderr, "fp4lane %s: %s", verb, fp4_status_str(st));
-    if (e->file[0]) fprintf(stderr, "\n  file:   %s", e->file);
-    if (e->tensor[0]) fprintf(stderr, "\n  tensor: %s", e->tensor);
-    if (e->rule[0]) fprintf(stderr, "\n  rule:   %s", e->rule);
-    if (e->msg[0]) fprintf(stderr, "\n  %s", e->msg);
+    static const char *const label[4] = {"\n  file:   ", "\n  tensor: ", "\n  rule:   ", "\n  "};
+    const char *field[4] = {e->file, e->tensor, e->rule, e->msg};
+    for (int i = 0; i < 4; i++)
+        if (field[i][0]) {
+            fputs(label[i], stderr);
+            cli_put_escaped(stderr, field[i]);
+        }
     fprintf(stderr, "\n");
     return 1;
 }

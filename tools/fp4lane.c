@@ -55,7 +55,14 @@ int cmd_help(int argc, char **argv) {
     return 2;
 }
 
+static int run_verb(int argc, char **argv);
+
 int main(int argc, char **argv) {
+    cli_stdio_guard();
+    return cli_stdout_finish(run_verb(argc, argv));
+}
+
+static int run_verb(int argc, char **argv) {
     if (argc < 2) {
         usage_all(stderr);
         return 2;
