@@ -186,8 +186,10 @@ typedef enum fp4_scale2_rule {
 FP4_API fp4_status fp4_amax_update(const void *src, fp4_src_dtype dt, int64_t count, float *amax);
 
 /* scale2 from amax by the rule. The all-zero tensor (amax == 0) gets scale2 = 1.0 (documented
- * choice: its blocks then store 0x38 and zero codes, and the file loads). FP4_ERR_NONFINITE for
- * NaN/Inf amax; FP4_ERR_SCALE2 when a positive amax underflows scale2 to 0. */
+ * choice: its blocks then store 0x38 and zero codes, and the file loads). So does a tensor so
+ * small that the rule's scale2 is not a normal f32 (amax < 2688 * FLT_MIN, about 3.2e-35): it is
+ * zero at NVFP4 precision, its values round to +-0, and the file loads (a subnormal scale2 would
+ * be refused by every loader). FP4_ERR_NONFINITE for NaN/Inf amax. */
 FP4_API fp4_status fp4_scale2_from_amax(float amax, fp4_scale2_rule rule, float *scale2);
 
 /* Quantize n_rows rows of n_in values (n_in % 16 == 0) against a given scale2 (§3 steps 3–5).

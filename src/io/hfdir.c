@@ -52,9 +52,11 @@ static fp4_status join_path(char *out, const char *dir, const char *name, fp4_er
     return FP4_OK;
 }
 
+/* Present as a name, even when it does not open (a dangling link, a symlink loop): such a name is
+ * an error when it is read, never silently absent. */
 static bool file_exists(const char *path) {
     struct stat sb;
-    return stat(path, &sb) == 0;
+    return lstat(path, &sb) == 0;
 }
 
 /* A shard name is a plain file name in the directory: no separators, no "..", not absolute. */

@@ -180,6 +180,7 @@ static fp4_status model_open(const char *path, const void *mem, size_t size, con
         if (!m->t) st = fp4_fail(err, FP4_ERR_NOMEM, m->ck->path, NULL, "alloc", "out of memory");
     }
     if (!st) st = m->ck->is_gguf ? fp4_load_gguf(m, err) : fp4_load_hf(m, err);
+    if (!st) st = fp4_quant_claims_check(m, err); /* what the checkpoint says vs what it holds */
     if (st) {
         fp4_model_close(m);
         return st;

@@ -27,4 +27,6 @@ fp4_status fp4_model_finish(fp4_model *m, int has_key_wp, int key_wp, int has_ke
 int fp4_lane_parse(const char *s, const char *const *names, int n);
 const char *const *fp4_wp_names(void);
 const char *const *fp4_ap_names(void);
+/* quant_claims.c: every quantization statement of the checkpoint against its loaded tensors */
+fp4_status fp4_quant_claims_check(const fp4_model *m, fp4_error *err);
 #endif

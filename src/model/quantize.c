@@ -184,6 +184,10 @@ static fp4_status make_bytes(qctx *c, int64_t i, fp4_error *err) {
         if (!st) st = qr.st[0];
         q->t.nvfp4.payload = c->buf;
         q->t.nvfp4.scales = c->buf + n_out * n_in / 2;
+        /* the loader's own checks on what is about to be written (scale2, every scale byte) */
+        if (!st && (st = fp4_nvfp4_view_check(&q->t.nvfp4, NULL, NULL)))
+            return fp4_fail(err, st, c->ck->path, q->t.name, "quantize.unloadable",
+                            "the quantized tensor would not load (%s): not written", fp4_status_str(st));
     } else {
         const size_t es = elt_size(q->raw->type);
         for (int64_t k = 0; k < n_out * n_in; k++) {
