@@ -401,45 +401,47 @@ FP4_API int64_t fp4_gguf_find_tensor(const fp4_gguf *g, const char *name);      
  * Keys and tensor names follow the reader's rules; a duplicate is FP4_ERR_DUPLICATE. Numeric
  * array data is given in host order and written little-endian. A refused call changes nothing,
  * except an I/O failure, which ends the writer and removes its file.
- * Detail of the last failure: fp4_gguf_writer_error() (rule: the reader's gguf.* id for the
- * content, or writer.state / .order / .size / .incomplete / .io / .arg / .nomem). */
+ * Errors: every fallible call takes the caller's fp4_error *err (may be NULL), like the readers
+ * and the safetensors writers: rule is the reader's gguf.* id for the content, out.* for the
+ * file (outfile.h), or writer.state / .order / .size / .incomplete / .arg / .nomem. */
 typedef struct fp4_gguf_writer fp4_gguf_writer;
-FP4_API fp4_status fp4_gguf_writer_create(fp4_gguf_writer **out);
+FP4_API fp4_status fp4_gguf_writer_create(fp4_gguf_writer **out, fp4_error *err);
 FP4_API void fp4_gguf_writer_free(fp4_gguf_writer *w);
-FP4_API const fp4_error *fp4_gguf_writer_error(const fp4_gguf_writer *w);
 /* Writes general.alignment (UINT32); a power of two in [FP4_GGUF_MIN_ALIGNMENT, _MAX_]. Without
  * it the alignment is FP4_GGUF_DEFAULT_ALIGNMENT and no key is written. */
-FP4_API fp4_status fp4_gguf_writer_set_alignment(fp4_gguf_writer *w, uint32_t alignment);
-FP4_API fp4_status fp4_gguf_writer_add_u8(fp4_gguf_writer *w, const char *key, uint8_t v);
-FP4_API fp4_status fp4_gguf_writer_add_i8(fp4_gguf_writer *w, const char *key, int8_t v);
-FP4_API fp4_status fp4_gguf_writer_add_u16(fp4_gguf_writer *w, const char *key, uint16_t v);
-FP4_API fp4_status fp4_gguf_writer_add_i16(fp4_gguf_writer *w, const char *key, int16_t v);
-FP4_API fp4_status fp4_gguf_writer_add_u32(fp4_gguf_writer *w, const char *key, uint32_t v);
-FP4_API fp4_status fp4_gguf_writer_add_i32(fp4_gguf_writer *w, const char *key, int32_t v);
-FP4_API fp4_status fp4_gguf_writer_add_u64(fp4_gguf_writer *w, const char *key, uint64_t v);
-FP4_API fp4_status fp4_gguf_writer_add_i64(fp4_gguf_writer *w, const char *key, int64_t v);
-FP4_API fp4_status fp4_gguf_writer_add_f32(fp4_gguf_writer *w, const char *key, float v);
-FP4_API fp4_status fp4_gguf_writer_add_f64(fp4_gguf_writer *w, const char *key, double v);
-FP4_API fp4_status fp4_gguf_writer_add_bool(fp4_gguf_writer *w, const char *key, int v);   /* 0 or 1 */
+FP4_API fp4_status fp4_gguf_writer_set_alignment(fp4_gguf_writer *w, uint32_t alignment, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_u8(fp4_gguf_writer *w, const char *key, uint8_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_i8(fp4_gguf_writer *w, const char *key, int8_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_u16(fp4_gguf_writer *w, const char *key, uint16_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_i16(fp4_gguf_writer *w, const char *key, int16_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_u32(fp4_gguf_writer *w, const char *key, uint32_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_i32(fp4_gguf_writer *w, const char *key, int32_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_u64(fp4_gguf_writer *w, const char *key, uint64_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_i64(fp4_gguf_writer *w, const char *key, int64_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_f32(fp4_gguf_writer *w, const char *key, float v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_f64(fp4_gguf_writer *w, const char *key, double v, fp4_error *err);
+/* v is 0 or 1 */
+FP4_API fp4_status fp4_gguf_writer_add_bool(fp4_gguf_writer *w, const char *key, int v, fp4_error *err);
 /* len bytes of s (any bytes; pass strlen(s) for a C string). */
-FP4_API fp4_status fp4_gguf_writer_add_str(fp4_gguf_writer *w, const char *key, const char *s, uint64_t len);
+FP4_API fp4_status fp4_gguf_writer_add_str(fp4_gguf_writer *w, const char *key, const char *s, uint64_t len,
+                                           fp4_error *err);
 /* n elements of a fixed-size type (not STRING/ARRAY), host order, e.g. const float * for FLOAT32,
  * const uint8_t * holding 0/1 for BOOL. */
 FP4_API fp4_status fp4_gguf_writer_add_arr(fp4_gguf_writer *w, const char *key, fp4_gguf_type elem,
-                                           const void *data, uint64_t n);
+                                           const void *data, uint64_t n, fp4_error *err);
 /* n strings; lens may be NULL (then each s[j] is NUL-terminated). */
 FP4_API fp4_status fp4_gguf_writer_add_arr_str(fp4_gguf_writer *w, const char *key, const char *const *s,
-                                               const uint64_t *lens, uint64_t n);
+                                               const uint64_t *lens, uint64_t n, fp4_error *err);
 /* Appends a tensor info; computes its size and offset. ne[0] must be a multiple of the type's
  * block size; every ne[j] > 0. */
 FP4_API fp4_status fp4_gguf_writer_add_tensor(fp4_gguf_writer *w, const char *name, fp4_type type,
-                                              int32_t n_dims, const int64_t *ne);
+                                              int32_t n_dims, const int64_t *ne, fp4_error *err);
 FP4_API int64_t fp4_gguf_writer_n_tensors(const fp4_gguf_writer *w);
 FP4_API uint64_t fp4_gguf_writer_tensor_size(const fp4_gguf_writer *w, int64_t i);   /* 0 out of range */
-FP4_API fp4_status fp4_gguf_writer_write_header(fp4_gguf_writer *w, const char *path);
+FP4_API fp4_status fp4_gguf_writer_write_header(fp4_gguf_writer *w, const char *path, fp4_error *err);
 FP4_API fp4_status fp4_gguf_writer_write_tensor_data(fp4_gguf_writer *w, int64_t i, const void *data,
-                                                     size_t size);
-FP4_API fp4_status fp4_gguf_writer_finish(fp4_gguf_writer *w);
+                                                     size_t size, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_finish(fp4_gguf_writer *w, fp4_error *err);
 /* end GGUF */
 /* safetensors */
 /* Reader, streaming writer, and Hugging Face checkpoint directories (single file or shards +

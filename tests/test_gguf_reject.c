@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+static fp4_error gerr; /* filled by the GGUF writer calls (their fp4_error *err) */
+
 /* ---- byte builder ---- */
 typedef struct bb {
     uint8_t *p;
@@ -159,7 +161,8 @@ static int kv_sarr_elem(bb *b) {
     return 1;
 }
 static int kv_bool2(bb *b) { bb_key(b, "x.b", 7); bb_u8(b, 2); return 1; }
-static int kv_barr_bad(bb *b) { bb_key(b, "x.b", 9); bb_u32(b, 7); bb_u64(b, 3); bb_put(b, "\x01\x00\xff", 3); return 1; }
+static int kv_barr_bad(bb *b) { bb_key(b, "x.b", 9); bb_u32(b, 7); bb_u64(b, 3); bb_put(b, "\x01\x00\xff",
+                                                                                        3); return 1; }
 static int kv_bools_ok(bb *b) {
     bb_key(b, "x.b", 7); bb_u8(b, 1);
     bb_key(b, "x.c", 9); bb_u32(b, 7); bb_u64(b, 3); bb_put(b, "\x01\x00\x01", 3);
@@ -197,7 +200,8 @@ static void expect_ok(const gspec *s, const char *label) {
     fp4_gguf *g = NULL;
     fp4_error err;
     fp4_status st = fp4_gguf_open_buffer(b.p, b.n, &g, &err);
-    CHECK_MSG(st == FP4_OK && g, "%s: valid twin refused: %s [%s] %s", label, fp4_status_str(st), err.rule, err.msg);
+    CHECK_MSG(st == FP4_OK && g, "%s: valid twin refused: %s [%s] %s", label, fp4_status_str(st), err.rule,
+              err.msg);
     fp4_gguf_close(g);
     free(b.p);
 }
@@ -212,7 +216,8 @@ static void expect_buf(const uint8_t *p, size_t n, fp4_status code, const char *
               "%s: got %s [%s] (%s), want %s [%s]", label, fp4_status_str(st), err.rule, err.msg,
               fp4_status_str(code), rule);
     CHECK_MSG(g == NULL, "%s: handle left non-NULL", label);
-    if (tensor) CHECK_MSG(strcmp(err.tensor, tensor) == 0, "%s: tensor '%s', want '%s'", label, err.tensor, tensor);
+    if (tensor) CHECK_MSG(strcmp(err.tensor, tensor) == 0, "%s: tensor '%s', want '%s'", label, err.tensor,
+                          tensor);
     CHECK_MSG(err.msg[0] != '\0', "%s: empty message", label);
     n_cases++;
 }
@@ -234,7 +239,8 @@ static void test_header(void) {
     expect_ok(&v2, "version 2");
     /* 1: short files (more in test_truncations) */
     expect_buf((const uint8_t *)"", 0, FP4_ERR_TRUNCATED, "gguf.truncated", NULL, "empty file");
-    expect_buf((const uint8_t *)"GGUF\x03\x00\x00\x00", 8, FP4_ERR_TRUNCATED, "gguf.truncated", NULL, "8 bytes");
+    expect_buf((const uint8_t *)"GGUF\x03\x00\x00\x00", 8, FP4_ERR_TRUNCATED, "gguf.truncated", NULL,
+               "8 bytes");
     /* 2 */
     const char *magics[] = {"GGML", "GGJT", "FUGG", "gguf"};
     for (int i = 0; i < 4; i++) {
@@ -422,7 +428,8 @@ static void test_truncations(void) {
         fp4_status st = fp4_gguf_open_buffer(copy, n, &g, &err);
         refused += st != FP4_OK && g == NULL;
         int known = 0;
-        for (size_t k = 0; k < sizeof ok_rules / sizeof ok_rules[0]; k++) known |= strcmp(err.rule, ok_rules[k]) == 0;
+        for (size_t k = 0; k < sizeof ok_rules / sizeof ok_rules[0]; k++) known |= strcmp(err.rule,
+                                                                                          ok_rules[k]) == 0;
         if (st != FP4_OK && !known) {
             bad_rule++;
             fprintf(stderr, "truncation %zu: rule %s\n", n, err.rule);
@@ -443,7 +450,8 @@ static void test_truncations(void) {
 /* The same file through fp4_gguf_open: err->file, and I/O refusals. */
 static void test_paths(void) {
     char path[256];
-    snprintf(path, sizeof path, "%s/fp4_gguf_rej_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    snprintf(path, sizeof path, "%s/fp4_gguf_rej_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
     gspec s = {.magic = "GGML"};
     bb b = {0};
     build(&s, &b);
@@ -472,23 +480,25 @@ static void test_builder_matches_writer(void) {
     bb b = {0};
     build(&s, &b);
     char path[256];
-    snprintf(path, sizeof path, "%s/fp4_gguf_rejw_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    snprintf(path, sizeof path, "%s/fp4_gguf_rejw_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5));
-    CHECK_OK(fp4_gguf_writer_set_alignment(w, 64));
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5, &gerr));
+    CHECK_OK(fp4_gguf_writer_set_alignment(w, 64, &gerr));
     for (int i = 0; i < 2; i++)
-        CHECK_OK(fp4_gguf_writer_add_tensor(w, default_t[i].name, (fp4_type)default_t[i].type, (int32_t)default_t[i].n_dims,
-                                            (const int64_t[]){(int64_t)default_t[i].ne[0], (int64_t)default_t[i].ne[1], 1, 1}));
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+        CHECK_OK(fp4_gguf_writer_add_tensor(w, default_t[i].name, (fp4_type)default_t[i].type,
+                                            (int32_t)default_t[i].n_dims,
+                                            (const int64_t[]){(int64_t)default_t[i].ne[0], (int64_t)default_t[i].ne[1], 1, 1}, &gerr));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
     for (int i = 0; i < 2; i++) {
         uint64_t n = tsize(&default_t[i]);
         uint8_t *d = malloc(n);
         for (uint64_t k = 0; k < n; k++) d[k] = (uint8_t)(0x11 + 3 * k + i);
-        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, d, n));
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, d, n, &gerr));
         free(d);
     }
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
     FILE *f = fopen(path, "rb");
     uint8_t *got = malloc(b.n + 16);

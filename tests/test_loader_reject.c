@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static fp4_error gerr; /* filled by the GGUF writer calls (their fp4_error *err) */
+
 static char tmp[512];
 static int n_cases;
 
@@ -46,16 +48,18 @@ static void fill_base(void) {
 
 static void write_gguf(const char *path, const kvspec *kv, int nkv, const tspec *t, int nt) {
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
     for (int i = 0; i < nkv; i++) {
-        if (kv[i].kind == 0) CHECK_OK(fp4_gguf_writer_add_str(w, kv[i].key, kv[i].s, strlen(kv[i].s)));
-        else if (kv[i].kind == 1) CHECK_OK(fp4_gguf_writer_add_u32(w, kv[i].key, 7));
-        else CHECK_OK(fp4_gguf_writer_add_f32(w, kv[i].key, kv[i].f));
+        if (kv[i].kind == 0) CHECK_OK(fp4_gguf_writer_add_str(w, kv[i].key, kv[i].s, strlen(kv[i].s), &gerr));
+        else if (kv[i].kind == 1) CHECK_OK(fp4_gguf_writer_add_u32(w, kv[i].key, 7, &gerr));
+        else CHECK_OK(fp4_gguf_writer_add_f32(w, kv[i].key, kv[i].f, &gerr));
     }
-    for (int i = 0; i < nt; i++) CHECK_OK(fp4_gguf_writer_add_tensor(w, t[i].name, (fp4_type)t[i].type, t[i].n_dims, t[i].ne));
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    for (int i = 0; i < nt; i++) CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, t[i].data, t[i].size));
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    for (int i = 0; i < nt; i++) CHECK_OK(fp4_gguf_writer_add_tensor(w, t[i].name, (fp4_type)t[i].type,
+                                                                     t[i].n_dims, t[i].ne, &gerr));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
+    for (int i = 0; i < nt; i++) CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, t[i].data, t[i].size,
+                                                                            &gerr));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
 }
 
@@ -64,7 +68,8 @@ static void write_st(const char *dir, const tspec *t, int nt, const char *quant_
     fp4_hf_writer *w = NULL;
     fp4_error e;
     CHECK_OK(fp4_hf_writer_create(dir, 0, &w, &e));
-    for (int i = 0; i < nt; i++) CHECK_OK(fp4_hf_writer_add_tensor(w, t[i].name, (fp4_st_dtype)t[i].type, t[i].n_dims, t[i].ne, &e));
+    for (int i = 0; i < nt; i++) CHECK_OK(fp4_hf_writer_add_tensor(w, t[i].name, (fp4_st_dtype)t[i].type,
+                                                                   t[i].n_dims, t[i].ne, &e));
     for (int i = 0; i < nt; i++) CHECK_OK(fp4_hf_writer_write(w, t[i].data, t[i].size, &e));
     size_t ns;
     CHECK_OK(fp4_hf_writer_finish(w, &ns, &e));
@@ -83,11 +88,13 @@ static void expect(const char *what, const char *path, const char *rule, const c
     fp4_status st = fp4_model_open(path, NULL, &m, &e);
     n_cases++;
     if (!rule[0]) {
-        CHECK_MSG(st == FP4_OK, "%s: valid twin refused: %s [%s] %s", what, fp4_status_str(st), e.rule, e.msg);
+        CHECK_MSG(st == FP4_OK, "%s: valid twin refused: %s [%s] %s", what, fp4_status_str(st), e.rule,
+                  e.msg);
     } else {
         CHECK_MSG(st != FP4_OK && m == NULL, "%s: loaded, expected %s", what, rule);
         CHECK_MSG(!strcmp(e.rule, rule), "%s: rule '%s' (%s), expected '%s'", what, e.rule, e.msg, rule);
-        CHECK_MSG(!tensor || !strcmp(e.tensor, tensor), "%s: tensor '%s', expected '%s'", what, e.tensor, tensor);
+        CHECK_MSG(!tensor || !strcmp(e.tensor, tensor), "%s: tensor '%s', expected '%s'", what, e.tensor,
+                  tensor);
         CHECK_MSG(e.file[0] != 0, "%s: the error names no file", what);
     }
     fp4_model_close(m);
@@ -333,47 +340,62 @@ static void st_cases(void) {
 #define M_SC {"m.weight_scale", FP4_ST_F8_E4M3, 2, {NO, NI / 16}, scales, sizeof scales}
 #define M_S2 {"m.weight_scale_2", FP4_ST_F32, 0, {0}, &s2, 4}
 #define M_IN {"m.input_scale", FP4_ST_F32, 0, {0}, &in, 4}
-    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, w4a16); expect("modelopt valid a16", dir, "", NULL); }
-    { tspec t[] = {M_IN, M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 4, w4a4); expect("modelopt valid w4a4", dir, "", NULL); }
+    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, w4a16); expect("modelopt valid a16", dir, "",
+                                                                               NULL); }
+    { tspec t[] = {M_IN, M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 4, w4a4); expect("modelopt valid w4a4",
+                                                                                    dir, "", NULL); }
     { tspec t[] = {M_IN, M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 4, NULL); expect("modelopt valid w4a4, no config", dir, "", NULL); }
     { tspec t[] = {M_S2, M_PAY}; write_st(ST_DIR(), t, 2, NULL); expect("modelopt U8 weight without weight_scale", dir, "nvfp4.orphan-companion", "m.weight_scale_2"); }
     { tspec t[] = {M_SC, M_PAY}; write_st(ST_DIR(), t, 2, NULL); expect("modelopt missing weight_scale_2", dir, "nvfp4.companion-missing", "m.weight"); }
     { tspec t[] = {M_S2, M_SC}; write_st(ST_DIR(), t, 2, NULL); expect("modelopt missing payload", dir, "nvfp4.companion-missing", "m.weight_scale"); }
     { tspec t[] = {M_S2, {"m.weight_scale", FP4_ST_F8_E5M2, 2, {NO, NI / 16}, scales, sizeof scales}, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale F8_E5M2", dir, "nvfp4.companion-dtype", "m.weight_scale"); }
+      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale F8_E5M2", dir, "nvfp4.companion-dtype",
+                                             "m.weight_scale"); }
     { tspec t[] = {M_S2, {"m.weight_scale", FP4_ST_U8, 2, {NO, NI / 16}, scales, sizeof scales}, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale U8", dir, "nvfp4.companion-dtype", "m.weight_scale"); }
+      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale U8", dir, "nvfp4.companion-dtype",
+                                             "m.weight_scale"); }
     { tspec t[] = {M_S2, {"m.weight_scale", FP4_ST_F8_E4M3, 2, {NO / 2, NI / 8}, scales, sizeof scales}, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale shape", dir, "nvfp4.companion-shape", "m.weight_scale"); }
+      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale shape", dir, "nvfp4.companion-shape",
+                                             "m.weight_scale"); }
     { tspec t[] = {M_S2, M_SC, {"m.weight", FP4_ST_I8, 2, {NO, NI / 2}, i8, sizeof i8}};
       write_st(ST_DIR(), t, 3, NULL); expect("modelopt payload I8", dir, "nvfp4.payload-dtype", "m.weight"); }
     { tspec t[] = {{"m.weight_scale_2", FP4_ST_F32, 1, {2}, two, 8}, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale2 shape [2]", dir, "nvfp4.companion-shape", "m.weight_scale_2"); }
+      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale2 shape [2]", dir, "nvfp4.companion-shape",
+                                             "m.weight_scale_2"); }
     { tspec t[] = {{"m.weight_scale_2", FP4_ST_F32, 0, {0}, &inf, 4}, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale2 Inf", dir, "nvfp4.scale2", "m.weight_scale_2"); }
+      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale2 Inf", dir, "nvfp4.scale2",
+                                             "m.weight_scale_2"); }
     { tspec t[] = {{"m.weight_scale_2", FP4_ST_F32, 0, {0}, &nan_, 4}, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale2 NaN", dir, "nvfp4.scale2", "m.weight_scale_2"); }
+      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale2 NaN", dir, "nvfp4.scale2",
+                                             "m.weight_scale_2"); }
     { tspec t[] = {{"m.input_scale", FP4_ST_F32, 0, {0}, &zero, 4}, M_S2, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 4, NULL); expect("modelopt input_scale 0", dir, "nvfp4.input-scale", "m.input_scale"); }
+      write_st(ST_DIR(), t, 4, NULL); expect("modelopt input_scale 0", dir, "nvfp4.input-scale",
+                                             "m.input_scale"); }
     { tspec t[] = {M_S2, {"m.weight_global_scale", FP4_ST_F32, 1, {1}, &s2, 4}, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 4, NULL); expect("modelopt and CT names", dir, "hf.mixed-conventions", "m.weight_global_scale"); }
+      write_st(ST_DIR(), t, 4, NULL); expect("modelopt and CT names", dir, "hf.mixed-conventions",
+                                             "m.weight_global_scale"); }
     { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, w4a4); expect("config W4A4, no input_scale", dir, "lane.activation", "m.weight"); }
     { tspec t[] = {M_IN, M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 4, w4a16); expect("config W4A16, input_scale", dir, "lane.activation", "m.weight"); }
-    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, gs32); expect("config group_size 32", dir, "hf.group-size", NULL); }
-    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, fp8); expect("config quant_algo FP8", dir, "hf.quant-algo", NULL); }
+    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, gs32); expect("config group_size 32", dir,
+                                                                              "hf.group-size", NULL); }
+    { tspec t[] = {M_S2, M_SC, M_PAY}; write_st(ST_DIR(), t, 3, fp8); expect("config quant_algo FP8", dir,
+                                                                             "hf.quant-algo", NULL); }
     float four[NO] = {1, 1, 1, 1};
     { tspec t[] = {{"f.weight_scale", FP4_ST_F32, 1, {NO}, four, sizeof four}, {"f.weight", FP4_ST_F8_E4M3, 2, {NO, 2}, scales, 8}};
       write_st(ST_DIR(), t, 2, NULL); expect("FP8 per-channel checkpoint", dir, "hf.fp8", "f.weight_scale"); }
     memcpy(bad_scales, scales, sizeof scales);
     bad_scales[5] = 0xFF;
     { tspec t[] = {M_S2, {"m.weight_scale", FP4_ST_F8_E4M3, 2, {NO, NI / 16}, bad_scales, sizeof scales}, M_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale byte 0xFF", dir, "nvfp4.scale-nan", "m.weight"); }
+      write_st(ST_DIR(), t, 3, NULL); expect("modelopt scale byte 0xFF", dir, "nvfp4.scale-nan",
+                                             "m.weight"); }
     { tspec t[] = {{"x.weight_scale_2", FP4_ST_F32, 0, {0}, &s2, 4}, M_S2, M_SC, M_PAY};
-      write_st(ST_DIR(), t, 4, NULL); expect("orphan weight_scale_2", dir, "nvfp4.orphan-companion", "x.weight_scale_2"); }
+      write_st(ST_DIR(), t, 4, NULL); expect("orphan weight_scale_2", dir, "nvfp4.orphan-companion",
+                                             "x.weight_scale_2"); }
     { tspec t[] = {M_IN, M_S2, M_SC, M_PAY, {"n.weight_scale_2", FP4_ST_F32, 0, {0}, &s2, 4},
                    {"n.weight_scale", FP4_ST_F8_E4M3, 2, {NO, NI / 16}, scales, sizeof scales},
                    {"n.weight", FP4_ST_U8, 2, {NO, NI / 2}, payload, sizeof payload}};
-      write_st(ST_DIR(), t, 7, NULL); expect("input scale on some HF tensors", dir, "nvfp4.input-scale-partial", "n.weight"); }
+      write_st(ST_DIR(), t, 7, NULL); expect("input scale on some HF tensors", dir,
+                                             "nvfp4.input-scale-partial", "n.weight"); }
 #define C_PAY {"c.weight_packed", FP4_ST_U8, 2, {NO, NI / 2}, payload, sizeof payload}
 #define C_SC {"c.weight_scale", FP4_ST_F8_E4M3, 2, {NO, NI / 16}, scales, sizeof scales}
     float g = 2.0f;
@@ -386,16 +408,19 @@ static void st_cases(void) {
           fp4_model_close(m);
       } }
     { tspec t[] = {{"c.weight_global_scale", FP4_ST_F32, 1, {1}, &nan_, 4}, C_SC, C_PAY};
-      write_st(ST_DIR(), t, 3, NULL); expect("CT global scale NaN", dir, "nvfp4.scale2", "c.weight_global_scale"); }
+      write_st(ST_DIR(), t, 3, NULL); expect("CT global scale NaN", dir, "nvfp4.scale2",
+                                             "c.weight_global_scale"); }
     { tspec t[] = {{"c.weight_global_scale", FP4_ST_F32, 1, {1}, &g, 4}, {"c.input_global_scale", FP4_ST_F32, 1, {1}, &inf, 4}, C_SC, C_PAY};
-      write_st(ST_DIR(), t, 4, NULL); expect("CT input global scale Inf", dir, "nvfp4.input-scale", "c.input_global_scale"); }
+      write_st(ST_DIR(), t, 4, NULL); expect("CT input global scale Inf", dir, "nvfp4.input-scale",
+                                             "c.input_global_scale"); }
     { tspec t[] = {C_SC, C_PAY}; write_st(ST_DIR(), t, 2, NULL); expect("CT missing global scale", dir, "nvfp4.companion-missing", "c.weight_packed"); }
     { /* CT format in config.json that is not NVFP4 */
       tspec t[] = {{"c.weight_global_scale", FP4_ST_F32, 1, {1}, &g, 4}, C_SC, C_PAY};
       write_st(ST_DIR(), t, 3, NULL);
       char f[800]; fp4_error e;
       snprintf(f, sizeof f, "%s/config.json", dir);
-      CHECK_OK(fp4_hf_write_json(f, "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"int-quantized\"}}", 2, 1, &e));
+      CHECK_OK(fp4_hf_write_json(f,
+                                 "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"int-quantized\"}}", 2, 1, &e));
       expect("CT format int-quantized", dir, "hf.quant-algo", NULL); }
 }
 
@@ -428,7 +453,8 @@ static void ggml_write_limits(void) {
         fp4_status st = m ? fp4_model_write(m, out, &o, &e) : FP4_ERR_INVALID_ARG;
         n_cases++;
         if (!cases[i].rule[0]) CHECK_MSG(st == FP4_OK, "%s: %s", cases[i].what, e.msg);
-        else CHECK_MSG(st == FP4_ERR_UNSUPPORTED && !strcmp(e.rule, cases[i].rule), "%s: rule '%s'", cases[i].what, e.rule);
+        else CHECK_MSG(st == FP4_ERR_UNSUPPORTED && !strcmp(e.rule, cases[i].rule), "%s: rule '%s'",
+                       cases[i].what, e.rule);
         fp4_model_close(m);
     }
 }
@@ -445,6 +471,7 @@ int main(void) {
     CHECK(n_cases >= 70);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-    if (!check_failed && !getenv("FP4_KEEP_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    if (!check_failed && !getenv("FP4_KEEP_TMP") && system(cmd) != 0) fprintf(stderr,
+                                                                              "could not remove %s\n", tmp);
     return check_report();
 }
