@@ -40,10 +40,20 @@ static void put_file(const char *path, const char *text) {
     if (f) fclose(f);
 }
 
+/* JSON written with ' for " (none of the test texts holds a quote) */
+static void put_json(const char *path, const char *text) {
+    char buf[2048];
+    snprintf(buf, sizeof buf, "%s", text);
+    for (char *q = buf; *q; q++)
+        if (*q == '\'') *q = '"';
+    put_file(path, buf);
+}
+
 /* ---- 6 ---- */
 
 static void test_tiny_tensor(void) {
-    static const char *const names[2] = {"model.layers.0.mlp.down_proj.weight", "model.layers.0.mlp.up_proj.weight"};
+    static const char *const names[2] = {"model.layers.0.mlp.down_proj.weight",
+                                         "model.layers.0.mlp.up_proj.weight"};
     const char *in = P("tiny.safetensors");
     fp4_st_writer *w = NULL;
     fp4_error e;
@@ -60,7 +70,8 @@ static void test_tiny_tensor(void) {
     CHECK_OK(fp4_st_writer_write(w, b, sizeof b, &e));
     CHECK_OK(fp4_st_writer_finish(w, &e));
     fp4_st_writer_free(w);
-    static const fp4_layout ls[4] = {FP4_LAYOUT_GGUF, FP4_LAYOUT_GGUF_GGML, FP4_LAYOUT_MODELOPT, FP4_LAYOUT_CT};
+    static const fp4_layout ls[4] = {FP4_LAYOUT_GGUF, FP4_LAYOUT_GGUF_GGML, FP4_LAYOUT_MODELOPT,
+                                     FP4_LAYOUT_CT};
     for (int rule = 0; rule < 2; rule++)
         for (int l = 0; l < 4; l++) {
             char out[700];
@@ -105,71 +116,78 @@ static void test_hf_claims(void) {
     if (f) fclose(f);
     CHECK(!strcmp(load_rule(mo), ""));
     static const struct { const char *json, *rule; } cases[] = {
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"quant_algo\":\"W4A16_NVFP4\",\"group_size\":16,"
-         "\"exclude_modules\":[\"lm_head\",\"model.embed_tokens\"]}}", ""},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"quant_algo\":\"FP8\"}}", "claims.quant-algo"},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"quant_algo\":\"W4A16_NVFP4\",\"group_size\":32}}",
+        {"{'quantization_config':{'quant_method':'modelopt','quant_algo':'W4A16_NVFP4','group_size':16,"
+         "'exclude_modules':['lm_head','model.embed_tokens']}}", ""},
+        {"{'quantization_config':{'quant_method':'modelopt','quant_algo':'FP8'}}", "claims.quant-algo"},
+        {"{'quantization_config':{'quant_method':'modelopt','quant_algo':'W4A16_NVFP4','group_size':32}}",
          "claims.group-size"},
-        {"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"nvfp4-pack-quantized\"}}",
+        {"{'quantization_config':{'quant_method':'compressed-tensors','format':'nvfp4-pack-quantized'}}",
          "claims.quant-method"},
-        {"{\"quantization_config\":{\"quant_method\":\"gptq\",\"bits\":4}}", "claims.quant-method"},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"quant_algo\":\"NVFP4\"}}", "claims.activations"},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"exclude_modules\":[\"model.layers.0.mlp.down_proj\"]}}",
+        {"{'quantization_config':{'quant_method':'gptq','bits':4}}", "claims.quant-method"},
+        {"{'quantization_config':{'quant_method':'modelopt','quant_algo':'NVFP4'}}", "claims.activations"},
+        {"{'quantization_config':{'quant_method':'modelopt',"
+         "'exclude_modules':['model.layers.0.mlp.down_proj']}}", "claims.exclude"},
+        {"{'quantization_config':{'quant_method':'modelopt',"
+         "'exclude_modules':['model.layers.*.self_attn*']}}", "claims.exclude"},
+        {"{'quantization_config':{'quant_method':'modelopt','ignore':['re:model\\\\.layers\\\\.9\\\\.mlp']}}",
          "claims.exclude"},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"exclude_modules\":[\"model.layers.*.self_attn*\"]}}",
-         "claims.exclude"},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"ignore\":[\"re:model\\\\.layers\\\\.9\\\\.mlp\"]}}",
-         "claims.exclude"},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"ignore\":[\"re:layers\\\\.9\"]}}", ""}, /* re: is anchored */
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"quant_algo\":\"MIXED_PRECISION\",\"quantized_layers\":"
-         "{\"model.layers.0.mlp.down_proj\":{\"quant_algo\":\"W4A16_NVFP4\"}}}}", ""},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"quant_algo\":\"MIXED_PRECISION\",\"quantized_layers\":"
-         "{\"lm_head\":{\"quant_algo\":\"W4A16_NVFP4\"}}}}", "claims.quant-algo"},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"config_groups\":{\"g\":{\"weights\":{\"num_bits\":8,"
-         "\"type\":\"float\"}}}}}", "claims.weights"},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\",\"config_groups\":{\"g\":{\"weights\":{\"num_bits\":4,"
-         "\"type\":\"float\",\"group_size\":16},\"input_activations\":{\"num_bits\":4}}}}}", "claims.activations"},
+        {"{'quantization_config':{'quant_method':'modelopt','ignore':['re:layers\\\\.9']}}",
+         ""}, /* re: is anchored */
+        {"{'quantization_config':{'quant_method':'modelopt','quant_algo':'MIXED_PRECISION',"
+         "'quantized_layers':{'model.layers.0.mlp.down_proj':{'quant_algo':'W4A16_NVFP4'}}}}", ""},
+        {"{'quantization_config':{'quant_method':'modelopt','quant_algo':'MIXED_PRECISION',"
+         "'quantized_layers':{'lm_head':{'quant_algo':'W4A16_NVFP4'}}}}", "claims.quant-algo"},
+        {"{'quantization_config':{'quant_method':'modelopt','config_groups':{'g':{'weights':{'num_bits':8,"
+         "'type':'float'}}}}}", "claims.weights"},
+        {"{'quantization_config':{'quant_method':'modelopt','config_groups':{'g':{'weights':{'num_bits':4,"
+         "'type':'float','group_size':16},'input_activations':{'num_bits':4}}}}}", "claims.activations"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        put_file(cfg, cases[i].json);
+        put_json(cfg, cases[i].json);
         const char *r = load_rule(mo);
-        CHECK_MSG(!strcmp(r, cases[i].rule), "config.json case %zu: rule '%s', want '%s'", i, r, cases[i].rule);
+        CHECK_MSG(!strcmp(r, cases[i].rule), "config.json case %zu: rule '%s', want '%s'", i, r,
+                  cases[i].rule);
     }
     unlink(cfg);
     static const struct { const char *json, *rule; } hq_cases[] = {
         /* the loader's lane reading refuses these two first (its rules: hf.*) */
-        {"{\"quantization\":{\"quant_algo\":\"FP8\",\"kv_cache_quant_algo\":null}}", "hf.quant-algo"},
-        {"{\"quantization\":{\"quant_algo\":\"W4A16_NVFP4\",\"group_size\":32}}", "hf.group-size"},
-        {"{\"quantization\":{\"quant_algo\":null}}", "claims.quant-algo"},
-        {"{\"quantization\":{\"quant_algo\":\"W4A16_NVFP4\",\"exclude_modules\":[\"*.mlp.gate_proj\"]}}", "claims.exclude"},
-        {"{\"quantization\":{\"quant_algo\":\"W4A16_NVFP4\",\"kv_cache_quant_algo\":\"FP8\",\"exclude_modules\":[\"*mlp.gate\"]}}",
-         ""},
+        {"{'quantization':{'quant_algo':'FP8','kv_cache_quant_algo':null}}", "hf.quant-algo"},
+        {"{'quantization':{'quant_algo':'W4A16_NVFP4','group_size':32}}", "hf.group-size"},
+        {"{'quantization':{'quant_algo':null}}", "claims.quant-algo"},
+        {"{'quantization':{'quant_algo':'W4A16_NVFP4','exclude_modules':['*.mlp.gate_proj']}}",
+         "claims.exclude"},
+        {"{'quantization':{'quant_algo':'W4A16_NVFP4','kv_cache_quant_algo':'FP8',"
+         "'exclude_modules':['*mlp.gate']}}", ""},
     };
     for (size_t i = 0; i < sizeof hq_cases / sizeof hq_cases[0]; i++) {
-        put_file(hq, hq_cases[i].json);
+        put_json(hq, hq_cases[i].json);
         const char *r = load_rule(mo);
-        CHECK_MSG(!strcmp(r, hq_cases[i].rule), "hf_quant_config case %zu: rule '%s', want '%s'", i, r, hq_cases[i].rule);
+        CHECK_MSG(!strcmp(r, hq_cases[i].rule), "hf_quant_config case %zu: rule '%s', want '%s'", i, r,
+                  hq_cases[i].rule);
     }
     put_file(hq, hq_orig);
     CHECK(!strcmp(load_rule(mo), ""));
     /* compressed-tensors: format and groups in its vocabulary */
     snprintf(cfg, sizeof cfg, "%s/config.json", ct);
     static const struct { const char *json, *rule; } ct_cases[] = {
-        {"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"nvfp4-pack-quantized\","
-         "\"config_groups\":{\"group_0\":{\"weights\":{\"num_bits\":4,\"type\":\"float\",\"group_size\":16},"
-         "\"input_activations\":null,\"format\":\"nvfp4-pack-quantized\"}},\"ignore\":[\"lm_head\"]}}", ""},
-        {"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\"}}", "hf.quant-algo"},
-        {"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"config_groups\":{\"g\":{\"format\":"
-         "\"int-quantized\"}}}}", "claims.format"},
-        {"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"config_groups\":{\"group_0\":{\"weights\":"
-         "{\"num_bits\":4,\"type\":\"int\"}}}}}", "claims.weights"},
-        {"{\"quantization_config\":{\"quant_method\":\"modelopt\"}}", "claims.quant-method"},
-        {"{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"ignore\":[\"re:.*o_proj\"]}}", "claims.exclude"},
+        {"{'quantization_config':{'quant_method':'compressed-tensors','format':'nvfp4-pack-quantized',"
+         "'config_groups':{'group_0':{'weights':{'num_bits':4,'type':'float','group_size':16},"
+         "'input_activations':null,'format':'nvfp4-pack-quantized'}},'ignore':['lm_head']}}", ""},
+        {"{'quantization_config':{'quant_method':'compressed-tensors','format':'float-quantized'}}",
+         "hf.quant-algo"},
+        {"{'quantization_config':{'quant_method':'compressed-tensors','config_groups':{'g':{'format':"
+         "'int-quantized'}}}}", "claims.format"},
+        {"{'quantization_config':{'quant_method':'compressed-tensors','config_groups':{'group_0':{'weights':"
+         "{'num_bits':4,'type':'int'}}}}}", "claims.weights"},
+        {"{'quantization_config':{'quant_method':'modelopt'}}", "claims.quant-method"},
+        {"{'quantization_config':{'quant_method':'compressed-tensors','ignore':['re:.*o_proj']}}",
+         "claims.exclude"},
     };
     for (size_t i = 0; i < sizeof ct_cases / sizeof ct_cases[0]; i++) {
-        put_file(cfg, ct_cases[i].json);
+        put_json(cfg, ct_cases[i].json);
         const char *r = load_rule(ct);
-        CHECK_MSG(!strcmp(r, ct_cases[i].rule), "compressed-tensors case %zu: rule '%s', want '%s'", i, r, ct_cases[i].rule);
+        CHECK_MSG(!strcmp(r, ct_cases[i].rule), "compressed-tensors case %zu: rule '%s', want '%s'", i, r,
+                  ct_cases[i].rule);
     }
     /* an unquantized checkpoint that claims NVFP4 */
     const char *plain = P("plain");
@@ -209,8 +227,8 @@ static void patched_copy(const char *from, const char *to, const char *what, con
 static void test_gguf_carried(void) {
     char cfg[900];
     snprintf(cfg, sizeof cfg, "%s/config.json", P("mo"));
-    put_file(cfg, "{\"architectures\":[\"LlamaForCausalLM\"],\"quantization_config\":{\"quant_method\":\"modelopt\","
-                  "\"quant_algo\":\"W4A16_NVFP4\"}}");
+    put_json(cfg, "{'architectures':['LlamaForCausalLM'],"
+                  "'quantization_config':{'quant_method':'modelopt','quant_algo':'W4A16_NVFP4'}}");
     fp4_model *m = NULL;
     fp4_error e;
     CHECK_OK(fp4_model_open(P("mo"), NULL, &m, &e));
@@ -219,7 +237,8 @@ static void test_gguf_carried(void) {
     CHECK_OK(fp4_model_write(m, g, &o, &e));
     fp4_model_close(m);
     CHECK(!strcmp(load_rule(g), ""));
-    patched_copy(g, bad, "{\"architectures\"", "x\"architectures\""); /* fp4lane.hf.config is no longer JSON */
+    patched_copy(g, bad, "{\"architectures\"",
+                 "x\"architectures\""); /* fp4lane.hf.config is no longer JSON */
     CHECK(!strcmp(load_rule(bad), "claims.json"));
     /* it is what convert would trip on: now validate says so first */
     CHECK_OK(fp4_model_open(g, NULL, &m, &e));

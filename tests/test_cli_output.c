@@ -46,7 +46,8 @@ static int terminal_safe(const char *s) {
 }
 
 static void write_hostile_names(const char *path, int orphan) {
-    static const char *const names[] = {"a\x1b]0;owned\x07.weight", "b\r\x1b[2J\x1b[H.weight", "c\xc2\x9b" "31m.weight"};
+    static const char *const names[] = {"a\x1b]0;owned\x07.weight", "b\r\x1b[2J\x1b[H.weight",
+                                        "c\xc2\x9b" "31m.weight"};
     fp4_st_writer *w = NULL;
     fp4_error e;
     int64_t sh1[2] = {2, 16};
@@ -72,8 +73,10 @@ int main(void) {
     const char *golden = "../shared/data/modelopt-golden/modelopt_cuda.safetensors";
 
     /* 5: every printing verb, to a full device and to a closed stdout */
-    const char *verbs[] = {"dump %s model.layers.0.mlp.down_proj.weight --raw", "dump %s model.layers.0.mlp.down_proj.weight",
-                           "inspect %s", "inspect --json %s", "validate %s", "validate --json %s", "selftest --json"};
+    const char *verbs[] = {"dump %s model.layers.0.mlp.down_proj.weight --raw",
+                           "dump %s model.layers.0.mlp.down_proj.weight",
+                           "inspect %s", "inspect --json %s", "validate %s", "validate --json %s",
+                           "selftest --json"};
     for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
         snprintf(args, sizeof args, verbs[i], golden);
         CHECK_MSG(RUN(args, NULL) == 0 && strlen(o) > 0, "%s", args);
@@ -91,7 +94,8 @@ int main(void) {
     snprintf(p, sizeof p, "%s/names.safetensors", tmp);
     write_hostile_names(p, 0);
     snprintf(args, sizeof args, "inspect '%s'", p);
-    CHECK(RUN(args, NULL) == 0 && terminal_safe(o) && strstr(o, "a\\x1B]0;owned\\x07.weight") && strstr(o, "\\xC2\\x9B31m"));
+    CHECK(RUN(args, NULL) == 0 && terminal_safe(o) && strstr(o, "a\\x1B]0;owned\\x07.weight") &&
+          strstr(o, "\\xC2\\x9B31m"));
     snprintf(args, sizeof args, "inspect --json '%s'", p);
     CHECK(RUN(args, NULL) == 0 && terminal_safe(o) && strstr(o, "\\u001B]0;owned\\u0007"));
     snprintf(args, sizeof args, "dump '%s' 'x\x1b[2J'", p);

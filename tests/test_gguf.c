@@ -196,7 +196,8 @@ static void rt_check_scalars(const fp4_gguf *g) {
     CHECK(fp4_gguf_get_bool(g, fp4_gguf_find_key(g, "t.bool0"), &b) == FP4_OK && b == 0);
     CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "general.architecture"), &s, &len) == FP4_OK && len == 5 &&
           memcmp(s, "llama", 5) == 0);
-    CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "t.str_nul"), &s, &len) == FP4_OK && len == 3 && memcmp(s, "a\0b", 3) == 0);
+    CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "t.str_nul"), &s, &len) == FP4_OK && len == 3 &&
+          memcmp(s, "a\0b", 3) == 0);
     CHECK(fp4_gguf_get_str(g, fp4_gguf_find_key(g, "t.str_empty"), &s, &len) == FP4_OK && len == 0);
     /* every getter refuses every other type: the PR #26690 class */
     int64_t k = fp4_gguf_find_key(g, "t.u32");
@@ -210,9 +211,11 @@ static void rt_check_scalars(const fp4_gguf *g) {
     /* missing key, index out of range, NULL output */
     CHECK(fp4_gguf_find_key(g, "nope") == -1 && fp4_gguf_get_u32(g, -1, &u32) == FP4_ERR_NOT_FOUND);
     CHECK(fp4_gguf_get_u32(g, fp4_gguf_n_kv(g), &u32) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_get_u32(g, 0, NULL) == FP4_ERR_INVALID_ARG && fp4_gguf_get_u32(NULL, 0, &u32) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_get_u32(g, 0, NULL) == FP4_ERR_INVALID_ARG &&
+          fp4_gguf_get_u32(NULL, 0, &u32) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_key(g, -1) == NULL && fp4_gguf_key(g, fp4_gguf_n_kv(g)) == NULL);
-    CHECK(fp4_gguf_kv_type(g, -1) == FP4_GGUF_TYPE_NONE && fp4_gguf_arr_type(g, fp4_gguf_find_key(g, "t.u8")) == FP4_GGUF_TYPE_NONE);
+    CHECK(fp4_gguf_kv_type(g, -1) == FP4_GGUF_TYPE_NONE &&
+          fp4_gguf_arr_type(g, fp4_gguf_find_key(g, "t.u8")) == FP4_GGUF_TYPE_NONE);
 }
 
 static void rt_check_kvs(const fp4_gguf *g, const rt_arrays *a, uint32_t align) {
@@ -367,7 +370,8 @@ static void test_many(void) {
         ok &= t && fp4_gguf_find_tensor(g, name) == i && f == (float)i;
     }
     CHECK(ok);
-    CHECK(fp4_gguf_find_key(g, "k.3000") == -1 && fp4_gguf_find_key(g, "k.") == -1 && fp4_gguf_find_key(g, "") == -1);
+    CHECK(fp4_gguf_find_key(g, "k.3000") == -1 && fp4_gguf_find_key(g, "k.") == -1 &&
+          fp4_gguf_find_key(g, "") == -1);
     CHECK(fp4_gguf_find_tensor(g, "blk.1500.w") == -1 && fp4_gguf_find_tensor(g, "blk.1.") == -1);
     fp4_gguf_close(g);
     remove(path);
@@ -395,7 +399,8 @@ static void test_writer_misuse(void) {
     CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_STRING, bad_bools, 2, &gerr) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_ARRAY, bad_bools, 2, &gerr) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_writer_add_str(w, "a.e", NULL, 3, &gerr) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_writer_set_alignment(w, 12, &gerr) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "gguf.alignment") == 0);
+    CHECK(fp4_gguf_writer_set_alignment(w, 12, &gerr) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "gguf.alignment") == 0);
     CHECK(fp4_gguf_writer_set_alignment(w, 4, &gerr) == FP4_ERR_INVALID_ARG);
     CHECK_OK(fp4_gguf_writer_add_u32(w, "general.alignment", 16, &gerr)); /* routed to set_alignment */
     CHECK(fp4_gguf_writer_set_alignment(w, 64, &gerr) == FP4_ERR_DUPLICATE);
@@ -420,11 +425,14 @@ static void test_writer_misuse(void) {
                                             &gerr) == FP4_ERR_INVALID_ARG); /* before the header */
     const char *path = tmp("misuse");
     CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
-    CHECK(fp4_gguf_writer_add_u8(w, "late.key", 1, &gerr) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.state") == 0);
+    CHECK(fp4_gguf_writer_add_u8(w, "late.key", 1, &gerr) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.state") == 0);
     CHECK(fp4_gguf_writer_add_tensor(w, "late", FP4_TYPE_F32, 1, ne, &gerr) == FP4_ERR_INVALID_ARG);
     uint8_t buf[200] = {0};
-    CHECK(fp4_gguf_writer_write_tensor_data(w, 1, buf, 12, &gerr) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.order") == 0);
-    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 73, &gerr) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.size") == 0);
+    CHECK(fp4_gguf_writer_write_tensor_data(w, 1, buf, 12, &gerr) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.order") == 0);
+    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 73, &gerr) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.size") == 0);
     CHECK_OK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 72, &gerr));
     CHECK(fp4_gguf_writer_finish(w, &gerr) == FP4_ERR_INVALID_ARG && strcmp(werr(w),
                                                                             "writer.incomplete") == 0);
@@ -465,7 +473,8 @@ static void test_writer_misuse(void) {
     CHECK(file_equals(path, "old bytes", 9) && tmp_names_beside(path) == 0);
     remove(path);
     CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
-    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf", &gerr) == FP4_ERR_IO && strcmp(werr(w), "out.io") == 0);
+    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf", &gerr) == FP4_ERR_IO &&
+          strcmp(werr(w), "out.io") == 0);
     fp4_gguf_writer_free(w);
     fp4_gguf_writer_free(NULL);
     fp4_gguf_close(NULL);
@@ -586,7 +595,8 @@ static void gg_reads_ours(const gg_lib *L, uint32_t align) {
     }
     const char *path = tmp("ggml_in");
     CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
-    for (int i = 0; i < GG_NT; i++) CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], rt_size(&gg_tensors[i]), &gerr));
+    for (int i = 0; i < GG_NT; i++)
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], rt_size(&gg_tensors[i]), &gerr));
     CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
     fp4_gguf *g = NULL;

@@ -489,7 +489,8 @@ static void test_builder_matches_writer(void) {
     for (int i = 0; i < 2; i++)
         CHECK_OK(fp4_gguf_writer_add_tensor(w, default_t[i].name, (fp4_type)default_t[i].type,
                                             (int32_t)default_t[i].n_dims,
-                                            (const int64_t[]){(int64_t)default_t[i].ne[0], (int64_t)default_t[i].ne[1], 1, 1}, &gerr));
+                                            (const int64_t[]){(int64_t)default_t[i].ne[0],
+                                                              (int64_t)default_t[i].ne[1], 1, 1}, &gerr));
     CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
     for (int i = 0; i < 2; i++) {
         uint64_t n = tsize(&default_t[i]);

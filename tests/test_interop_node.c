@@ -63,7 +63,8 @@ int main(void) {
     }
     CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
     static uint8_t zero[4096];
-    for (int i = 0; i < nt; i++) CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, zero, fp4_gguf_writer_tensor_size(w, i), &gerr));
+    for (int i = 0; i < nt; i++)
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, zero, fp4_gguf_writer_tensor_size(w, i), &gerr));
     CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
 

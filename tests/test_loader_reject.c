@@ -420,7 +420,8 @@ static void st_cases(void) {
       char f[800]; fp4_error e;
       snprintf(f, sizeof f, "%s/config.json", dir);
       CHECK_OK(fp4_hf_write_json(f,
-                                 "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"int-quantized\"}}", 2, 1, &e));
+                                 "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format"
+                                     "\":\"int-quantized\"}}", 2, 1, &e));
       expect("CT format int-quantized", dir, "hf.quant-algo", NULL); }
 }
 

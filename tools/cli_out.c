@@ -44,7 +44,11 @@ void cli_put_escaped(FILE *f, const char *s) {
     const unsigned char *u = (const unsigned char *)(s ? s : "");
     while (*u) {
         unsigned char c = *u;
-        size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xE0) == 0xC0 ? 2
+                     : (c & 0xF0) == 0xE0 ? 3
+                     : (c & 0xF8) == 0xF0 ? 4
+                                          : 0;
         int ok = len > 0;
         for (size_t i = 1; ok && i < len; i++) ok = (u[i] & 0xC0) == 0x80;
         if (ok && len == 2 && (c < 0xC2 || (c == 0xC2 && u[1] < 0xA0))) ok = 0; /* overlong, C1 */

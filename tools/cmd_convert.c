@@ -113,7 +113,8 @@ static void catch_signals(void) {
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++) sigaction(stop_signals[i], &sa, NULL);
+    for (size_t i = 0; i < sizeof stop_signals / sizeof stop_signals[0]; i++)
+        sigaction(stop_signals[i], &sa, NULL);
 }
 
 static int finish_signals(const char *verb, fp4_status st) {
@@ -135,7 +136,8 @@ int cmd_quantize(int argc, char **argv) {
                         "       [--metadata KEY=VALUE]... [--force]\n");
         return 2;
     }
-    fp4_quantize_opts o = {a.layout, a.to_q4_k, a.rule, a.no_fusion, a.quant_emb, a.shard, a.n_meta ? a.meta : NULL, progress, NULL,
+    fp4_quantize_opts o = {a.layout, a.to_q4_k, a.rule, a.no_fusion, a.quant_emb, a.shard,
+                           a.n_meta ? a.meta : NULL, progress, NULL,
                            a.force, (const volatile int *)&stop_signal};
     fp4_error e;
     catch_signals();
@@ -159,7 +161,8 @@ int cmd_convert(int argc, char **argv) {
     fp4_error e;
     fp4_status st = fp4_model_open(a.in, NULL, &m, &e);
     if (st) return cli_report_error("convert", st, &e);
-    fp4_write_opts o = {a.layout, a.shard, a.n_meta ? a.meta : NULL, progress, NULL, a.force, (const volatile int *)&stop_signal};
+    fp4_write_opts o = {a.layout, a.shard, a.n_meta ? a.meta : NULL, progress, NULL, a.force,
+                        (const volatile int *)&stop_signal};
     catch_signals();
     st = fp4_model_write(m, a.out, &o, &e);
     cli_progress("", 0, 0);

@@ -127,7 +127,8 @@ int cmd_inspect(int argc, char **argv) {
     } else {
         char esc[1200];
         printf("%s\n  layout %s, weights %s, activations %s, %llu bytes, %lld tensors, 2-D weights %.3f bits/weight\n",
-               cli_escaped(path, esc, sizeof esc), fp4_layout_name(fp4_model_layout(m)), fp4_weight_precision_name(fp4_model_weight_precision(m)),
+               cli_escaped(path, esc, sizeof esc), fp4_layout_name(fp4_model_layout(m)),
+               fp4_weight_precision_name(fp4_model_weight_precision(m)),
                fp4_act_precision_name(fp4_model_act_precision(m)), (unsigned long long)fp4_model_file_bytes(m), (long long)n,
                welems ? 8.0 * (double)wbytes / (double)welems : 0.0);
         json_t *md = container_metadata(path);
@@ -135,7 +136,8 @@ int cmd_inspect(int argc, char **argv) {
         json_t *v;
         json_object_foreach(md, k, v) {
             char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
-            printf("  %-48s %.100s%s\n", cli_escaped(k, esc, sizeof esc), txt ? txt : "?", txt && strlen(txt) > 100 ? "..." : "");
+            printf("  %-48s %.100s%s\n", cli_escaped(k, esc, sizeof esc), txt ? txt : "?",
+                   txt && strlen(txt) > 100 ? "..." : "");
             free(txt);
         }
         json_decref(md);
@@ -144,7 +146,8 @@ int cmd_inspect(int argc, char **argv) {
             char shape[96] = "";
             for (int d = 0; d < t->n_dims; d++)
                 snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? " x " : "", (long long)t->ne[d]);
-            printf("  %-48s %-10s [%s] %.3f bpw", cli_escaped(t->name, esc, sizeof esc), type_name(t), t->n_dims ? shape : "scalar",
+            printf("  %-48s %-10s [%s] %.3f bpw", cli_escaped(t->name, esc, sizeof esc), type_name(t),
+                   t->n_dims ? shape : "scalar",
                    n_elements(t) ? 8.0 * (double)tensor_bytes(t) / (double)n_elements(t) : 0.0);
             if (t->type == FP4_TYPE_NVFP4_E2M1) {
                 printf(" scale2=%.9g", t->nvfp4.scale2);
@@ -179,7 +182,8 @@ int cmd_dump(int argc, char **argv) {
     const fp4_tensor *t = fp4_model_find(m, name);
     if (!t) {
         char en[1200], ep[1200];
-        fprintf(stderr, "fp4lane dump: no tensor '%s' in %s\n", cli_escaped(name, en, sizeof en), cli_escaped(path, ep, sizeof ep));
+        fprintf(stderr, "fp4lane dump: no tensor '%s' in %s\n", cli_escaped(name, en, sizeof en),
+                cli_escaped(path, ep, sizeof ep));
         fp4_model_close(m);
         return 1;
     }

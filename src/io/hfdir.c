@@ -603,7 +603,8 @@ static fp4_status advance_shards(fp4_hf_writer *w, fp4_error *err) {
  * index beside a single file, ...) would mix two checkpoints: refused before anything is written. */
 static fp4_status stale_weights(const fp4_hf_writer *w, fp4_error *err) {
     DIR *dir = opendir(w->dir);
-    if (!dir) return fp4_fail(err, FP4_ERR_IO, w->dir, NULL, "hfw.io", "cannot list the directory: %s", strerror(errno));
+    if (!dir) return fp4_fail(err, FP4_ERR_IO, w->dir, NULL, "hfw.io", "cannot list the directory: %s",
+                              strerror(errno));
     fp4_status s = FP4_OK;
     struct dirent *de;
     char mine[64];
@@ -612,7 +613,8 @@ static fp4_status stale_weights(const fp4_hf_writer *w, fp4_error *err) {
         unsigned k, of;
         int end = 0;
         bool weights = !strcmp(n, "model.safetensors") || !strcmp(n, "model.safetensors.index.json") ||
-                       (sscanf(n, "model-%5u-of-%5u.safetensors%n", &k, &of, &end) == 2 && end > 0 && !n[end]);
+                       (sscanf(n, "model-%5u-of-%5u.safetensors%n", &k, &of, &end) == 2 && end > 0 &&
+                        !n[end]);
         if (!weights) continue;
         bool ours = false;
         if (!strcmp(n, "model.safetensors.index.json")) ours = w->n_shards > 1;
@@ -622,7 +624,8 @@ static fp4_status stale_weights(const fp4_hf_writer *w, fp4_error *err) {
         }
         if (!ours)
             s = fp4_fail(err, FP4_ERR_IO, w->dir, n, "hfw.stale",
-                         "the directory holds %.64s from another checkpoint: write into an empty directory", n);
+                         "the directory holds %.64s from another checkpoint: write into an empty directory",
+                         n);
     }
     closedir(dir);
     return s;

@@ -43,7 +43,8 @@ static fp4_status split_path(const char *path, char *dir, const char **base, fp4
     }
     *base = path + b;
     if (n - b == 0 || (n - b == 1 && path[b] == '.') || (n - b == 2 && !strncmp(path + b, "..", 2)))
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "out.path", "the output must name a file or directory");
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "out.path",
+                        "the output must name a file or directory");
     return FP4_OK;
 }
 
@@ -80,15 +81,20 @@ static fp4_status target_kind(const char *path, int want_dir, int *kind, fp4_err
     *kind = 0;
     if (lstat(path, &sb) != 0) {
         if (errno == ENOENT) return FP4_OK;
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io", "cannot examine the output path: %s", strerror(errno));
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io", "cannot examine the output path: %s",
+                        strerror(errno));
     }
     if (S_ISLNK(sb.st_mode))
         return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.symlink",
-                        "the output path is a symbolic link: give the path it points to (nothing was written)");
+                        "the output path is a symbolic link: give the path it points to "
+                        "(nothing was written)");
     if (S_ISREG(sb.st_mode) && !want_dir) return *kind = 1, FP4_OK;
     if (S_ISDIR(sb.st_mode) && want_dir) return *kind = 2, FP4_OK;
-    return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.not-regular", "the output path exists and is %s, not %s (nothing was written)",
-                    S_ISDIR(sb.st_mode) ? "a directory" : S_ISREG(sb.st_mode) ? "a regular file" : "a special file",
+    return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.not-regular",
+                    "the output path exists and is %s, not %s (nothing was written)",
+                    S_ISDIR(sb.st_mode)   ? "a directory"
+                    : S_ISREG(sb.st_mode) ? "a regular file"
+                                          : "a special file",
                     want_dir ? "a directory" : "a regular file");
 }
 
@@ -129,7 +135,8 @@ fp4_status fp4_outfile_open(const char *path, fp4_outfile **out, fp4_error *err)
             unlink(o->tmp);
         }
         free(o);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io", "cannot create a temporary file beside the output: %s",
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io",
+                        "cannot create a temporary file beside the output: %s",
                         strerror(e));
     }
     *out = o;
@@ -164,12 +171,14 @@ fp4_status fp4_outfile_commit(fp4_outfile *o, fp4_error *err) {
     if (!e && fsync(fileno(f)) != 0) e = errno;
     if (fclose(f) != 0 && !e) e = errno;
     fp4_status st = FP4_OK;
-    if (e) st = fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.io", "flush/fsync/close failed: %s", strerror(e));
+    if (e) st = fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.io", "flush/fsync/close failed: %s",
+                         strerror(e));
     if (!st && o->check) st = o->check(o->check_ctx, o->tmp, o->path, err);
     int kind;
     if (!st) st = target_kind(o->path, 0, &kind, err); /* still a regular file or nothing */
     if (!st && rename(o->tmp, o->path) != 0)
-        st = fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.io", "rename into place failed: %s", strerror(errno));
+        st = fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.io", "rename into place failed: %s",
+                      strerror(errno));
     if (st) {
         unlink(o->tmp);
     } else {
@@ -224,11 +233,13 @@ static fp4_status dir_state(fp4_outdir *d, int *kind, fp4_error *err) {
     if (st || *kind != 2) return st;
     int n = 0;
     if (for_entries(d->path, count_one, &n) < 0)
-        return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "cannot list the output directory: %s", strerror(errno));
+        return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "cannot list the output directory: %s",
+                        strerror(errno));
     if (n == 0) return *kind = 0, FP4_OK; /* an empty directory is replaced like an absent one */
     if (!d->force)
         return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.exists",
-                        "the output directory is not empty: choose another, or --force to replace the checkpoint in it");
+                        "the output directory is not empty: choose another, "
+                        "or --force to replace the checkpoint in it");
     force_scan fs = {""};
     if (for_entries(d->path, force_ok, &fs))
         return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.exists",
@@ -260,7 +271,8 @@ fp4_status fp4_outdir_open(const char *path, int force, fp4_outdir **out, fp4_er
         tmp_name(d->tmp, d->parent, base);
         ok = mkdir(d->tmp, 0777) == 0;
         if (!ok && errno != EEXIST)
-            st = fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io", "cannot create a temporary directory beside the output: %s",
+            st = fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io",
+                          "cannot create a temporary directory beside the output: %s",
                           strerror(errno));
     }
     if (!st && !ok) st = fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io", "no free temporary name");
@@ -303,24 +315,29 @@ static fp4_status swap_in(fp4_outdir *d, fp4_error *err) {
     if (st) return st;
     if (kind != 2) { /* absent or empty: one rename */
         if (rename(d->tmp, d->path) != 0)
-            return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "rename into place failed: %s", strerror(errno));
+            return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "rename into place failed: %s",
+                            strerror(errno));
         return FP4_OK;
     }
     int e = for_entries(d->path, carry_one, d);
-    if (e) return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "cannot keep a file of the old directory: %s", strerror(e));
+    if (e) return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io",
+                           "cannot keep a file of the old directory: %s", strerror(e));
     fsync_dir(d->tmp);
     if (renameat2(AT_FDCWD, d->tmp, AT_FDCWD, d->path, RENAME_EXCHANGE) != 0) {
         if (errno != EINVAL && errno != ENOSYS)
-            return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "swap into place failed: %s", strerror(errno));
+            return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "swap into place failed: %s",
+                            strerror(errno));
         /* no atomic exchange on this filesystem: move the old one aside, then the new one in */
         char old[OUT_PATH_MAX];
         tmp_name(old, d->parent, "old");
         if (rename(d->path, old) != 0)
-            return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "cannot move the old directory aside: %s", strerror(errno));
+            return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io",
+                            "cannot move the old directory aside: %s", strerror(errno));
         if (rename(d->tmp, d->path) != 0) {
             e = errno;
             (void)rename(old, d->path);
-            return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "rename into place failed: %s", strerror(e));
+            return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "rename into place failed: %s",
+                            strerror(e));
         }
         snprintf(d->tmp, sizeof d->tmp, "%s", old);
     }
@@ -409,7 +426,8 @@ fp4_status fp4_out_same_file_check(const char *in, const char *out, fp4_error *e
         hit_scan h = {&ids, ""};
         if (for_entries(out, hit_entry, &h) > 0)
             st = fp4_fail(err, FP4_ERR_IO, out, NULL, "out.same-file",
-                          "the output directory holds '%.200s', which is the input (or part of it): nothing was written",
+                          "the output directory holds '%.200s', which is the input (or part of it): "
+                          "nothing was written",
                           h.name);
     }
     free(ids.v);

@@ -22,7 +22,8 @@
 
 /* Runs on the complete temporary output (a file or a directory) before it replaces the target;
  * a failure aborts the commit. */
-typedef fp4_status (*fp4_out_check_fn)(void *ctx, const char *tmp_path, const char *final_path, fp4_error *err);
+typedef fp4_status (*fp4_out_check_fn)(void *ctx, const char *tmp_path, const char *final_path,
+                                       fp4_error *err);
 
 typedef struct fp4_outfile fp4_outfile;
 fp4_status fp4_outfile_open(const char *path, fp4_outfile **out, fp4_error *err);

@@ -95,7 +95,8 @@ static fp4_status plan_tensors(qctx *c, fp4_error *err) {
                       !excluded(r->name, o->quantize_embeddings) && r->ne[0] % mult == 0 && r->ne[0] <= FP4_MAX_N_IN;
         if (!q->quantize) continue;
         if (o->cancel && *o->cancel)
-            return fp4_fail(err, FP4_ERR_IO, c->ck->path, NULL, "out.interrupted", "interrupted before anything was written");
+            return fp4_fail(err, FP4_ERR_IO, c->ck->path, NULL, "out.interrupted",
+                            "interrupted before anything was written");
         fp4_status st = tensor_amax(c, q, err);
         if (st) return st;
     }
