@@ -36,5 +36,11 @@ int cli_stdout_finish(int rc);         /* flush + close stdout; a failure turns 
 int cli_stdout_failed(void);           /* a write to stdout has failed already */
 void cli_put_escaped(FILE *f, const char *s);      /* controls and non-UTF-8 bytes as \xNN */
 const char *cli_escaped(const char *s, char *buf, size_t n);  /* the same into buf */
+/* a JSON object streamed element by element (memory: one element): head's members, list_key:
+ * [item(ctx, i) for i < n], tail_key: tail (may be NULL); 0 when every write succeeded */
+struct json_t;
+int cli_json_stream(FILE *f, const struct json_t *head, const char *list_key,
+                    struct json_t *(*item)(const void *ctx, int64_t i), const void *ctx, int64_t n,
+                    const char *tail_key, const struct json_t *tail);
 
 #endif

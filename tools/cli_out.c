@@ -4,6 +4,7 @@
  * keys, paths, error messages) escaped so that a file cannot drive the user's terminal. */
 #include "cli.h"
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -72,4 +73,42 @@ const char *cli_escaped(const char *s, char *buf, size_t n) {
     fclose(f);
     buf[n - 1] = 0;
     return buf;
+}
+
+/* A JSON object printed as it is made: head's members, then list_key: [item(ctx, 0), ...,
+ * item(ctx, n-1)] one element at a time (each built, printed and freed), then tail_key: tail.
+ * Memory is one element, whatever n is. ASCII-only output; stops at the first failed write. */
+static int put_value(FILE *f, const json_t *v) {
+    char *s = json_dumps(v, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+    int ok = s && fputs(s, f) >= 0;
+    free(s);
+    return ok;
+}
+
+static int put_key(FILE *f, const char *k, int first) {
+    json_t *js = json_string(k);
+    int ok = fputs(first ? "{\n  " : ",\n  ", f) >= 0 && put_value(f, js) && fputs(": ", f) >= 0;
+    json_decref(js);
+    return ok;
+}
+
+int cli_json_stream(FILE *f, const json_t *head, const char *list_key, json_t *(*item)(const void *ctx,
+                                                                                       int64_t i),
+                    const void *ctx, int64_t n, const char *tail_key, const json_t *tail) {
+    const char *k;
+    json_t *v;
+    int first = 1, ok = 1;
+    json_object_foreach((json_t *)head, k, v) {
+        ok = ok && put_key(f, k, first) && put_value(f, v);
+        first = 0;
+    }
+    ok = ok && put_key(f, list_key, first) && fputs("[", f) >= 0;
+    for (int64_t i = 0; ok && i < n; i++) {
+        json_t *e = item(ctx, i);
+        ok = e && fputs(i ? ",\n    " : "\n    ", f) >= 0 && put_value(f, e) && !ferror(f);
+        json_decref(e);
+    }
+    ok = ok && fputs(n ? "\n  ]" : "]", f) >= 0;
+    if (tail_key) ok = ok && put_key(f, tail_key, 0) && put_value(f, tail);
+    return ok && fputs("\n}\n", f) >= 0 ? 0 : 1;
 }

@@ -35,6 +35,8 @@ static json_t *tensor_json(const fp4_tensor *t) {
     return o;
 }
 
+static json_t *tensor_item(const void *m, int64_t i) { return tensor_json(fp4_model_tensor(m, i)); }
+
 /* The container's own metadata: GGUF key/values, or safetensors __metadata__ (first shard). */
 static json_t *gguf_value(const fp4_gguf *g, int64_t i) {
     union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32; uint64_t u64; int64_t i64; float f; double d; int b; } v;
@@ -111,18 +113,16 @@ int cmd_inspect(int argc, char **argv) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
         if (t->n_dims >= 2) wbytes += tensor_bytes(t), welems += (uint64_t)n_elements(t);
     }
-    if (json) {
-        json_t *arr = json_array();
-        for (int64_t i = 0; i < n; i++) json_array_append_new(arr, tensor_json(fp4_model_tensor(m, i)));
-        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:f,s:o}", "file", path, "layout", fp4_layout_name(fp4_model_layout(m)),
+    if (json) { /* streamed: one tensor's JSON at a time, whatever the tensor count */
+        json_t *o = json_pack("{s:s,s:s,s:s,s:s,s:I,s:I,s:f}", "file", path, "layout",
+                              fp4_layout_name(fp4_model_layout(m)),
                               "weight_precision", fp4_weight_precision_name(fp4_model_weight_precision(m)),
                               "activation_precision", fp4_act_precision_name(fp4_model_act_precision(m)), "bytes",
                               (json_int_t)fp4_model_file_bytes(m), "tensors", (json_int_t)n, "weight_bits_per_weight",
-                              welems ? 8.0 * (double)wbytes / (double)welems : 0.0, "tensor_list", arr);
-        json_object_set_new(o, "metadata", container_metadata(path));
-        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
-        puts(s ? s : "{}");
-        free(s);
+                              welems ? 8.0 * (double)wbytes / (double)welems : 0.0);
+        json_t *md = container_metadata(path);
+        cli_json_stream(stdout, o, "tensor_list", tensor_item, m, n, "metadata", md);
+        json_decref(md);
         json_decref(o);
     } else {
         char esc[1200];

@@ -83,12 +83,40 @@ static fp4_status load_json_text(const char *text, size_t len, json_t **out, con
     return FP4_OK;
 }
 
+/* Members (':' outside strings) of a JSON text: what a tree of it would hold, counted before any
+ * is built. */
+static uint64_t json_members(const char *t, size_t n) {
+    uint64_t k = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        if (in_str) {
+            if (t[i] == '\\') i++;
+            else if (t[i] == '"') in_str = false;
+        } else if (t[i] == '"') {
+            in_str = true;
+        } else {
+            k += t[i] == ':';
+        }
+    }
+    return k;
+}
+
 static fp4_status load_json_file(const char *path, size_t cap, json_t **out, const char *rule, const char *dup_rule,
                                  fp4_error *err) {
     char *text;
     size_t len;
     fp4_status s = fp4_st_read_small_file(path, cap, &text, &len, rule, err);
     if (s) return s;
+    /* an index has a weight_map entry per tensor: more members than a checkpoint may hold tensors
+     * is refused before a tree of them is built (configs get the same bound) */
+    uint64_t members = json_members(text, len);
+    if (members > (uint64_t)FP4_MAX_TENSORS + 64) {
+        free(text);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, strcmp(rule,
+                                                               "index.json") ? rule : "index.tensor_count",
+                        "%llu JSON members: more than a checkpoint's %d tensors", (unsigned long long)members,
+                        FP4_MAX_TENSORS);
+    }
     s = load_json_text(text, len, out, path, rule, dup_rule, err);
     free(text);
     return s;
