@@ -37,8 +37,10 @@ static void write_many(const char *path, long n) {
     char *h = malloc(cap);
     h[len++] = '{';
     for (long i = 0; i < n; i++)
-        len += (size_t)snprintf(h + len, cap - len, "%s\"model.layers.%ld.t%07ld\":{\"dtype\":\"F32\",\"shape\":[1],"
-                                "\"data_offsets\":[%ld,%ld]}", i ? "," : "", i % 100, i, 4 * i, 4 * i + 4);
+        len += (size_t)snprintf(h + len, cap - len,
+                                "%s\"model.layers.%ld.t%07ld\":{\"dtype\":\"F32\",\"shape\":[1],"
+                                "\"data_offsets\":[%ld,%ld]}",
+                                i ? "," : "", i % 100, i, 4 * i, 4 * i + 4);
     h[len++] = '}';
     while (len % 8) h[len++] = ' ';
     FILE *f = fopen(path, "wb");
@@ -46,7 +48,8 @@ static void write_many(const char *path, long n) {
     for (int i = 0; i < 8; i++) l8[i] = (uint8_t)((uint64_t)len >> (8 * i));
     CHECK(f && fwrite(l8, 1, 8, f) == 8 && fwrite(h, 1, len, f) == len);
     static const uint8_t zero[4096];
-    for (long left = 4 * n; f && left > 0; left -= 4096) fwrite(zero, 1, left < 4096 ? (size_t)left : 4096, f);
+    for (long left = 4 * n; f && left > 0; left -= 4096)
+        CHECK(fwrite(zero, 1, left < 4096 ? (size_t)left : 4096, f) > 0);
     if (f) fclose(f);
     free(h);
 }
