@@ -228,23 +228,27 @@ static int force_ok(void *ctx, const char *dir, const char *name) {
     return 1;
 }
 
-static fp4_status dir_state(fp4_outdir *d, int *kind, fp4_error *err) {
-    fp4_status st = target_kind(d->path, 1, kind, err);
+static fp4_status dir_state_of(const char *path, int force, int *kind, fp4_error *err) {
+    fp4_status st = target_kind(path, 1, kind, err);
     if (st || *kind != 2) return st;
     int n = 0;
-    if (for_entries(d->path, count_one, &n) < 0)
-        return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.io", "cannot list the output directory: %s",
+    if (for_entries(path, count_one, &n) < 0)
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io", "cannot list the output directory: %s",
                         strerror(errno));
     if (n == 0) return *kind = 0, FP4_OK; /* an empty directory is replaced like an absent one */
-    if (!d->force)
-        return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.exists",
+    if (!force)
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.exists",
                         "the output directory is not empty: choose another, "
                         "or --force to replace the checkpoint in it");
     force_scan fs = {""};
-    if (for_entries(d->path, force_ok, &fs))
-        return fp4_fail(err, FP4_ERR_IO, d->path, NULL, "out.exists",
+    if (for_entries(path, force_ok, &fs))
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.exists",
                         "--force replaces a directory of regular files only; '%.200s' is not one", fs.bad);
     return FP4_OK;
+}
+
+static fp4_status dir_state(const fp4_outdir *d, int *kind, fp4_error *err) {
+    return dir_state_of(d->path, d->force, kind, err);
 }
 
 static int remove_one(void *ctx, const char *dir, const char *name) {
@@ -431,5 +435,16 @@ fp4_status fp4_out_same_file_check(const char *in, const char *out, fp4_error *e
                           h.name);
     }
     free(ids.v);
+    return st;
+}
+
+fp4_status fp4_out_preflight(const char *in, const char *out, int want_dir, int force, fp4_error *err) {
+    char dir[OUT_PATH_MAX];
+    const char *base;
+    int kind;
+    fp4_status st = out ? split_path(out, dir, &base, err)
+                        : fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "out.path", "NULL output path");
+    if (!st) st = fp4_out_same_file_check(in, out, err);
+    if (!st) st = want_dir ? dir_state_of(out, force, &kind, err) : target_kind(out, 0, &kind, err);
     return st;
 }

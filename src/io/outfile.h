@@ -50,6 +50,11 @@ fp4_status fp4_out_same_file_check(const char *in, const char *out, fp4_error *e
 /* The file writers' hook: fn runs on the complete temporary file before finish renames it. */
 void fp4_gguf_writer_set_check(fp4_gguf_writer *w, fp4_out_check_fn fn, void *ctx);
 
+/* Everything a write to out would refuse about its target, checked before any work is done:
+ * out.same-file (against in, may be NULL), out.path, out.symlink, out.not-regular, and for a
+ * directory (want_dir) out.exists unless force. */
+fp4_status fp4_out_preflight(const char *in, const char *out, int want_dir, int force, fp4_error *err);
+
 /* A checkpoint file name an HF directory writer owns: model.safetensors, its index, shards
  * model-NNNNN-of-NNNNN.safetensors, config.json, hf_quant_config.json, and temporaries. */
 int fp4_out_checkpoint_name(const char *name);

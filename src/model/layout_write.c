@@ -226,8 +226,10 @@ fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_writ
                             fp4_error *err) {
     fp4_layout layout = opts ? opts->layout : FP4_LAYOUT_GGUF;
     if ((unsigned)layout >= FP4_LAYOUT_COUNT_) return FP4_ERR_INVALID_ARG;
-    if (src->src_ck) { /* never write over what is being read, under any name */
-        fp4_status st0 = fp4_out_same_file_check(src->src_ck->path, out, err);
+    { /* never write over what is being read, under any name; the target's kind, before any work */
+        int dir = layout == FP4_LAYOUT_MODELOPT || layout == FP4_LAYOUT_CT;
+        fp4_status st0 = fp4_out_preflight(src->src_ck ? src->src_ck->path : NULL, out, dir,
+                                           opts && opts->force, err);
         if (st0) return st0;
     }
     plan p;

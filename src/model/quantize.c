@@ -3,6 +3,7 @@
  * one: q/k/v and gate/up of a layer, as ModelOpt's export does); pass 2 quantizes a tensor when
  * the writer asks for it. Memory: one tensor (its f32 copy and its quantized bytes). */
 #include "model_impl.h"
+#include "io/outfile.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,7 +228,9 @@ fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_qu
     if (o->to_q4_k && o->layout != FP4_LAYOUT_GGUF && o->layout != FP4_LAYOUT_NONE)
         return fp4_fail(err, FP4_ERR_UNSUPPORTED, out, NULL, "quantize.layout", "Q4_K is written as GGUF only");
     qctx c = {.o = o, .cached = -1};
-    fp4_status st = fp4_ckpt_open(in, 0, &c.ck, err);
+    const int dir_out = !o->to_q4_k && (o->layout == FP4_LAYOUT_MODELOPT || o->layout == FP4_LAYOUT_CT);
+    fp4_status st = fp4_out_preflight(in, out, dir_out, o->force, err); /* before the read pass */
+    if (!st) st = fp4_ckpt_open(in, 0, &c.ck, err);
     if (!st) st = plan_tensors(&c, err);
     if (!st) {
         fp4_wsrc src = {c.n, q_tensor, q_nvfp4, q_scalars, q_plain, &c, o->to_q4_k ? FP4_WP_Q4_K : FP4_WP_NVFP4, FP4_AP_A16,
