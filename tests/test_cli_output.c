@@ -47,7 +47,7 @@ static int terminal_safe(const char *s) {
 
 static void write_hostile_names(const char *path, int orphan) {
     static const char *const names[] = {"a\x1b]0;owned\x07.weight", "b\r\x1b[2J\x1b[H.weight",
-                                        "c\xc2\x9b" "31m.weight"};
+                                        "c\xc2\x9b\x33\x31m.weight"}; /* C1 CSI, "31m" */
     fp4_st_writer *w = NULL;
     fp4_error e;
     int64_t sh1[2] = {2, 16};
