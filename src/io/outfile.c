@@ -128,6 +128,9 @@ fp4_status fp4_outfile_open(const char *path, fp4_outfile **out, fp4_error *err)
         fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
         if (fd < 0 && errno != EEXIST) break;
     }
+    struct stat old;
+    if (fd >= 0 && kind == 1 && stat(path, &old) == 0) /* a replaced file keeps its permissions */
+        (void)fchmod(fd, old.st_mode & 07777);
     if (fd < 0 || !(o->f = fdopen(fd, "wb"))) {
         int e = errno;
         if (fd >= 0) {
@@ -167,6 +170,7 @@ fp4_status fp4_outfile_commit(fp4_outfile *o, fp4_error *err) {
     FILE *f = o->f;
     o->f = NULL;
     int e = 0;
+    errno = 0;
     if (fflush(f) != 0 || ferror(f)) e = errno ? errno : EIO;
     if (!e && fsync(fileno(f)) != 0) e = errno;
     if (fclose(f) != 0 && !e) e = errno;
