@@ -183,6 +183,11 @@ static void test_foreign_paths(void) {
     waitpid(pid, &ws, 0);
     CHECK(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
     CHECK(file_equals(out, "old output", 10) && tmp_names_beside(out) == 0);
+    /* a replaced file keeps its permissions (the new inode is not left at the default mode) */
+    CHECK(chmod(out, 0640) == 0);
+    fp4_write_opts og = {.layout = FP4_LAYOUT_GGUF};
+    CHECK_OK(fp4_model_write(m, out, &og, &e));
+    CHECK(stat(out, &sb) == 0 && (sb.st_mode & 07777) == 0640 && loads(out));
     fp4_model_close(m);
 }
 
