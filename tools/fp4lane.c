@@ -15,9 +15,10 @@ const cli_verb cli_verbs[] = {
     {"dump", cmd_dump, "dequantized values of one tensor (text, or raw f32 with --raw)",
      "fp4lane dump FILE TENSOR [--rows A:B] [--raw]"},
     {"quantize", cmd_quantize, "quantize f32/f16/bf16 weights to NVFP4 (ModelOpt recipe) or Q4_K",
-     "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k] [--scale2-rule gpu|cpu]"},
+     "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k] [--scale2-rule gpu|cpu]"
+     " [--force]"},
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
-     "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml"},
+     "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml [--force]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 
