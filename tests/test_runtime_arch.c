@@ -195,19 +195,20 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
     fp4_error e;
     if (fp4_model_open(hf_dir, NULL, &m, &e)) return -1;
     fp4_gguf_writer *w = NULL;
-    fp4_gguf_writer_create(&w);
-    fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5);
-    fp4_gguf_writer_add_u32(w, "llama.block_count", 2);
-    fp4_gguf_writer_add_u32(w, "llama.context_length", 64);
-    fp4_gguf_writer_add_u32(w, "llama.embedding_length", 256);
-    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", 512);
-    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", 4);
-    fp4_gguf_writer_add_u32(w, "llama.attention.head_count_kv", 2);
-    fp4_gguf_writer_add_u32(w, "llama.rope.dimension_count", 64);
-    fp4_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f); /* as test_bind left config.json */
-    fp4_gguf_writer_add_f32(w, "llama.rope.freq_base", 10000.0f);
-    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    fp4_gguf_writer_create(&w, &e);
+    fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5, &e);
+    fp4_gguf_writer_add_u32(w, "llama.block_count", 2, &e);
+    fp4_gguf_writer_add_u32(w, "llama.context_length", 64, &e);
+    fp4_gguf_writer_add_u32(w, "llama.embedding_length", 256, &e);
+    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", 512, &e);
+    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", 4, &e);
+    fp4_gguf_writer_add_u32(w, "llama.attention.head_count_kv", 2, &e);
+    fp4_gguf_writer_add_u32(w, "llama.rope.dimension_count", 64, &e);
+    /* as test_bind left config.json */
+    fp4_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f, &e);
+    fp4_gguf_writer_add_f32(w, "llama.rope.freq_base", 10000.0f, &e);
+    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1, &e);
+    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2, &e);
     static const struct { const char *hf, *gg; int perm_heads; } map[] = {
         {"input_layernorm.weight", "attn_norm.weight", 0}, {"self_attn.q_proj.weight", "attn_q.weight", 4},
         {"self_attn.k_proj.weight", "attn_k.weight", 2}, {"self_attn.v_proj.weight", "attn_v.weight", 0},
@@ -229,16 +230,18 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
         }
     for (int i = 0; i < n; i++) {
         const int is_norm = src[i]->n_dims == 1;
-        if (fp4_gguf_writer_add_tensor(w, names[i], is_norm ? FP4_TYPE_F32 : FP4_TYPE_BF16, src[i]->n_dims, src[i]->ne)) return -1;
+        if (fp4_gguf_writer_add_tensor(w, names[i], is_norm ? FP4_TYPE_F32 : FP4_TYPE_BF16, src[i]->n_dims,
+                                       src[i]->ne, &e))
+            return -1;
     }
-    if (fp4_gguf_writer_write_header(w, path)) return -1;
+    if (fp4_gguf_writer_write_header(w, path, &e)) return -1;
     for (int i = 0; i < n; i++) {
         const fp4_tensor *t = src[i];
         const int64_t rows = t->n_dims > 1 ? t->ne[1] : 1, cols = t->ne[0];
         if (t->n_dims == 1) {
             float *f = malloc(sizeof(float) * (size_t)cols);
             fp4_tensor_dequant_rows(t, 0, 1, f);
-            fp4_gguf_writer_write_tensor_data(w, i, f, sizeof(float) * (size_t)cols);
+            fp4_gguf_writer_write_tensor_data(w, i, f, sizeof(float) * (size_t)cols, &e);
             free(f);
             continue;
         }
@@ -252,10 +255,10 @@ static int write_gguf_llama(const char *hf_dir, const char *path) {
             }
             memcpy(b + r * rb, t->data + from * rb, rb);
         }
-        fp4_gguf_writer_write_tensor_data(w, i, b, (size_t)t->nbytes);
+        fp4_gguf_writer_write_tensor_data(w, i, b, (size_t)t->nbytes, &e);
         free(b);
     }
-    fp4_status st = fp4_gguf_writer_finish(w);
+    fp4_status st = fp4_gguf_writer_finish(w, &e);
     fp4_gguf_writer_free(w);
     fp4_model_close(m);
     return st ? -1 : 0;
@@ -309,21 +312,21 @@ static void test_gguf(const char *bf) {
     /* GGUF refusals name key and value */
     fp4_gguf_writer *w = NULL;
     snprintf(path, sizeof path, "%s/moe.gguf", tmp);
-    fp4_gguf_writer_create(&w);
-    fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5);
-    fp4_gguf_writer_add_u32(w, "llama.block_count", 2);
-    fp4_gguf_writer_add_u32(w, "llama.context_length", 64);
-    fp4_gguf_writer_add_u32(w, "llama.embedding_length", 256);
-    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", 512);
-    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", 4);
-    fp4_gguf_writer_add_u32(w, "llama.expert_count", 8);
+    fp4_gguf_writer_create(&w, &e);
+    fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5, &e);
+    fp4_gguf_writer_add_u32(w, "llama.block_count", 2, &e);
+    fp4_gguf_writer_add_u32(w, "llama.context_length", 64, &e);
+    fp4_gguf_writer_add_u32(w, "llama.embedding_length", 256, &e);
+    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", 512, &e);
+    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", 4, &e);
+    fp4_gguf_writer_add_u32(w, "llama.expert_count", 8, &e);
     int64_t ne[2] = {256, 320};
-    fp4_gguf_writer_add_tensor(w, "token_embd.weight", FP4_TYPE_F32, 2, ne);
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+    fp4_gguf_writer_add_tensor(w, "token_embd.weight", FP4_TYPE_F32, 2, ne, &e);
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &e));
     float *z = calloc(256 * 320, 4);
-    fp4_gguf_writer_write_tensor_data(w, 0, z, 256 * 320 * 4);
+    fp4_gguf_writer_write_tensor_data(w, 0, z, 256 * 320 * 4, &e);
     free(z);
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    CHECK_OK(fp4_gguf_writer_finish(w, &e));
     fp4_gguf_writer_free(w);
     CHECK_OK(fp4_gguf_open(path, &g, &e));
     CHECK(fp4_arch_from_gguf(g, &a, &e) == FP4_ERR_UNSUPPORTED && strstr(e.msg, "llama.expert_count") && strstr(e.msg, "8"));

@@ -50,6 +50,7 @@ static fp4_status model_open(const char *path, const void *mem, size_t size, con
     }
     if (!st) st = m->ck->is_gguf ? fp4_read_gguf(m->ck, &r, err) : fp4_read_hf(m->ck, &r, err);
     if (!st) st = model_build(m, &r, err);
+    if (!st) st = fp4_quant_claims_check(m, err); /* what the checkpoint says vs what it holds */
     free_tensors(r.t, r.n); /* NULL once the model has taken them */
     if (st) {
         fp4_model_close(m);
