@@ -159,6 +159,21 @@ fp4_status fp4_outfile_write(fp4_outfile *o, const void *data, size_t n, fp4_err
     return FP4_OK;
 }
 
+fp4_status fp4_outfile_write_at(fp4_outfile *o, uint64_t off, const void *data, size_t n, fp4_error *err) {
+    const uint8_t *p = data;
+    if (fflush(o->f) != 0)
+        return fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.io", "write failed: %s", strerror(errno));
+    while (n) {
+        ssize_t w = pwrite(fileno(o->f), p, n, (off_t)off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0)
+            return fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.io", "write failed: %s",
+                            w < 0 ? strerror(errno) : "no progress");
+        p += w, n -= (size_t)w, off += (uint64_t)w;
+    }
+    return FP4_OK;
+}
+
 void fp4_outfile_abort(fp4_outfile *o) {
     if (!o) return;
     if (o->f) fclose(o->f);

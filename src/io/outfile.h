@@ -28,6 +28,8 @@ typedef fp4_status (*fp4_out_check_fn)(void *ctx, const char *tmp_path, const ch
 typedef struct fp4_outfile fp4_outfile;
 fp4_status fp4_outfile_open(const char *path, fp4_outfile **out, fp4_error *err);
 fp4_status fp4_outfile_write(fp4_outfile *o, const void *data, size_t n, fp4_error *err);
+/* overwrites n bytes at offset off of what was written so far (a header known only at the end) */
+fp4_status fp4_outfile_write_at(fp4_outfile *o, uint64_t off, const void *data, size_t n, fp4_error *err);
 void fp4_outfile_set_check(fp4_outfile *o, fp4_out_check_fn fn, void *ctx);
 /* flush, fsync, check, rename, fsync the directory; frees o whatever the result */
 fp4_status fp4_outfile_commit(fp4_outfile *o, fp4_error *err);
