@@ -1,7 +1,8 @@
 /* model.c — the model handle (SPEC §7–8). Opens any container through checkpoint.c, hands it
  * to the container's reader (read_gguf.c / read_hf.c), which folds every NVFP4 weight and its
  * companions into one logical tensor and checks each (validate.c); then checks the whole: no two
- * tensors with one logical name, the lane metadata paired with the tensor types. No handle exists
+ * tensors with one logical name, the lane metadata paired with the tensor types, and every
+ * quantization statement of the checkpoint against its tensors (quant_claims.c). No handle exists
  * before all of it has passed. */
 #include "read_impl.h"
 #include <stdlib.h>
