@@ -145,6 +145,12 @@ static void json_rejections(void) {
     json_object_set_new(json_object_get(json_array_get(json_object_get(json_object_get(j, "post_processor"), "single"), 0), "SpecialToken"),
                         "id", json_string("<nope>"));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.template-unknown");
+    /* a vocabulary string with U+0000 in it: jansson refuses NUL in object keys (a known limit;
+     * no real vocabulary has one), never a silently shortened token */
+    j = json_deep_copy(bl);
+    json_object_setn_new(json_object_get(model(j), "vocab"), "a\0b", 3, json_integer(4000));
+    CHECK(from(j, &t, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "tok.json") && !t);
+    json_decref(j);
     /* a tokenizer_config.json option that changes encoding and is not applied: refused */
     {
         char *js = json_dumps(bl, JSON_COMPACT);

@@ -260,11 +260,11 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     }
     if (max_id < 0) return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.empty", "empty vocabulary");
     if (tok_reserve_ids(t, (int32_t)max_id + 1)) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
-    json_object_foreach(vocab, k, v) {
+    size_t kl;
+    json_object_keylen_foreach(vocab, k, kl, v) { /* keys may hold U+0000: their length, not strlen */
         int32_t id = (int32_t)json_integer_value(v);
         if (t->flags[id] & TOKF_PRESENT)
             return FAIL(c, FP4_ERR_DUPLICATE, "model.vocab", "tok.duplicate-id", "id %d is given to two tokens", (int)id);
-        size_t kl = strlen(k);
         if (kl > FP4_TOK_MAX_TOKEN_BYTES) return FAIL(c, FP4_ERR_LIMIT, "model.vocab", "tok.token-length", "a %zu-byte token", kl);
         if (kl == 0) return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.token-empty", "an empty token string (id %d)", (int)id);
         if (tok_arena_add(t, k, kl, &t->text[id])) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
