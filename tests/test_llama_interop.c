@@ -1,0 +1,227 @@
+/* test_llama_interop.c — GGUFs that llama.cpp runs: a Hugging Face checkpoint quantized by
+ * `fp4lane quantize --layout gguf-ggml` (NVFP4, llama.cpp's type 40) and `--to q4_k` is loaded by
+ * llama.cpp's own libllama (tests/llama_oracle.c: npm @node-llama-cpp/linux-x64 3.22.1 through
+ * dlopen and llama.h's C API), which computes logits for fixed ids at every position; fp4lane's
+ * runtime (fp4_rt, native mode, CPU) computes them from the same file; they must agree.
+ *
+ * Checkpoints: tests/data/hf/llama (q/k rows permuted as llama.cpp's converter does), qwen3
+ * (per-head q/k norm, tied head; not permuted), qwen2 (q/k/v biases), mistral (written as
+ * "llama") and models/tiny (ModelOpt NVFP4 already: `convert`, and a bf16 twin is not needed).
+ *
+ * Tolerance: max |ours - llama.cpp| over every logit of every position, relative to the largest
+ * |logit| of llama.cpp's output, below TOL (stated below, with why), and the same argmax at most
+ * positions. What separates the two runs is arithmetic, not weights: llama.cpp's CPU matmuls
+ * quantize each activation row to Q8_0 (32 values per scale; NVFP4 dots go through
+ * ggml_vec_dot_nvfp4_q8_0) or Q8_K (Q4_K dots), while fp4lane's native route keeps A16 activations
+ * for NVFP4; llama.cpp's NVFP4 code 8 (-0) decodes as +0, which changes no product. A wrong
+ * operation (q/k left in the wrong order, a missing scale, a wrong rope base) moves logits by
+ * tens of percent (test_runtime_arch measures 1.8 on logits of ~3 for the permutation). */
+#include "check.h"
+#include "fp4lane.h"
+#include "fp4lane_runtime.h"
+#include "llama_oracle.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* measured at 3.22.1 on this project's CPU (AVX-512, libggml-cpu-sapphirerapids): NVFP4 1.4-4.2 %,
+ * Q4_K 2.8-3.0 %; test_runtime_hf's exact mode, whose only difference from the float reference is
+ * the same kind of 8-bit activation rounding (Q8_K), measures 3.4-4.5 % */
+#define TOL 0.06
+
+static char tmp[512];
+static const char *fp4lane_bin;
+
+static int run_cli(const char *args) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "%s %s >%s/cli.out 2>%s/cli.err", fp4lane_bin, args, tmp, tmp);
+    int rc = system(cmd);
+    if (rc) {
+        snprintf(cmd, sizeof cmd, "cat %s/cli.err >&2", tmp);
+        if (system(cmd)) {}
+    }
+    return rc;
+}
+
+/* fp4lane's runtime: every position's logits for ids */
+static float *ours(const char *gguf, const int32_t *ids, int n, int64_t *vocab) {
+    fp4_model *m = NULL;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    float *out = NULL;
+    fp4_status st = fp4_model_open(gguf, NULL, &m, &e);
+    fp4_rt_opts o = {.mode = FP4_MODE_NATIVE, .device = FP4_DEVICE_CPU, .n_threads = 2, .n_ctx = 256};
+    if (!st) st = fp4_rt_create(m, &o, &rt, &e);
+    int32_t seq = -1;
+    if (!st) st = fp4_rt_seq_open(rt, &seq);
+    fp4_rt_tok *cols = calloc((size_t)n, sizeof *cols);
+    if (!st) {
+        *vocab = fp4_rt_vocab(rt);
+        out = malloc(sizeof(float) * (size_t)n * (size_t)*vocab);
+        for (int i = 0; i < n; i++) cols[i] = (fp4_rt_tok){seq, ids[i], 1};
+        if (out) st = fp4_rt_step(rt, cols, n, out, &e);
+    }
+    CHECK_MSG(st == FP4_OK, "fp4lane runtime on %s: %s [%s] %s %s", gguf, fp4_status_str(st), e.rule,
+              e.tensor, e.msg);
+    if (st) free(out), out = NULL;
+    free(cols);
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+    return out;
+}
+
+static void compare(llama_oracle *lo, const char *what, const char *gguf, int64_t vocab_want, double tol) {
+    int32_t ids[24];
+    uint64_t s = 0x6c6c616d61ull;
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)(fp4_splitmix64(&s) % (uint64_t)vocab_want);
+    char err[2600];
+    float *theirs = NULL;
+    int nv = 0;
+    int rc = llama_oracle_logits(lo, gguf, ids, 24, 2, &theirs, &nv, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s: %s", what, err);
+    int64_t vocab = 0;
+    float *mine = ours(gguf, ids, 24, &vocab);
+    if (rc == 0 && mine) {
+        CHECK_MSG(nv == vocab && vocab == vocab_want, "%s: vocab %d (llama.cpp) vs %lld", what, nv,
+                  (long long)vocab);
+        double amax = 0, dmax = 0;
+        int same_top = 0;
+        for (int p = 0; p < 24 && nv == vocab; p++) {
+            const float *a = theirs + (size_t)p * (size_t)nv, *b = mine + (size_t)p * (size_t)nv;
+            int ta = 0, tb = 0;
+            for (int k = 0; k < nv; k++) {
+                if (!isfinite(a[k]) || !isfinite(b[k])) {
+                    dmax = INFINITY;
+                    continue;
+                }
+                amax = fmax(amax, fabs(a[k]));
+                dmax = fmax(dmax, fabs((double)a[k] - b[k]));
+                if (a[k] > a[ta]) ta = k;
+                if (b[k] > b[tb]) tb = k;
+            }
+            same_top += ta == tb;
+        }
+        double rel = amax > 0 ? dmax / amax : 1;
+        printf("%-28s max|diff| %.4g of max|logit| %.4g: %.4f (tolerance %.2f), same argmax %d/24\n", what,
+               dmax, amax, rel, tol, same_top);
+        CHECK_MSG(amax > 0.5 && rel < tol, "%s: relative difference %.4f (tolerance %.2f)", what, rel, tol);
+        CHECK_MSG(same_top >= 20, "%s: argmax agrees at %d of 24 positions", what, same_top);
+    }
+    free(theirs);
+    free(mine);
+}
+
+/* fp4lane's runtime gives the same logits bits from llama.cpp's names and q/k order as from the
+ * ModelOpt directory of the same quantization: the names and the permutation round-trip exactly */
+static void same_as_modelopt(const char *src, const char *gguf, const char *name, int64_t vocab) {
+    char args[1600], dir[700];
+    snprintf(dir, sizeof dir, "%s/%s-modelopt", tmp, name);
+    snprintf(args, sizeof args, "quantize %s %s --layout modelopt", src, dir);
+    int ok = run_cli(args) == 0;
+    CHECK_MSG(ok, "fp4lane %s", args);
+    if (!ok) return;
+    int32_t ids[16];
+    for (int i = 0; i < 16; i++) ids[i] = (int32_t)((i * 37 + 5) % vocab);
+    int64_t va = 0, vb = 0;
+    float *a = ours(gguf, ids, 16, &va), *b = ours(dir, ids, 16, &vb);
+    CHECK_MSG(a && b && va == vb && !memcmp(a, b, sizeof(float) * 16 * (size_t)va),
+              "%s: the gguf-ggml file's logits differ from the ModelOpt directory's", name);
+    free(a);
+    free(b);
+}
+
+/* nvfp4: 0 skips the NVFP4 file (see main) */
+static void one(llama_oracle *lo, const char *name, const char *src, int64_t vocab, int do_q4k, int nvfp4) {
+    char args[1600], out[700], what[64];
+    snprintf(out, sizeof out, "%s/%s.gguf", tmp, name);
+    snprintf(args, sizeof args, "quantize %s %s --layout gguf-ggml", src, out);
+    int ok = run_cli(args) == 0;
+    CHECK_MSG(ok, "fp4lane %s", args);
+    snprintf(what, sizeof what, "%s nvfp4", name);
+    if (ok) same_as_modelopt(src, out, name, vocab);
+    if (ok && nvfp4) compare(lo, what, out, vocab, TOL);
+    if (!do_q4k) return;
+    snprintf(out, sizeof out, "%s/%s-q4k.gguf", tmp, name);
+    snprintf(args, sizeof args, "quantize %s %s --to q4_k", src, out); /* .gguf: gguf-ggml by default */
+    ok = run_cli(args) == 0;
+    CHECK_MSG(ok, "fp4lane %s", args);
+    snprintf(what, sizeof what, "%s q4_k", name);
+    if (ok) compare(lo, what, out, vocab, TOL);
+}
+
+/* refusals of the llama.cpp mapping (src/model/ggml_arch.c), each by its rule */
+static void refusals(void) {
+    char args[1600], out[700];
+    /* Llama 3.1 rope scaling needs rope_freqs.weight, not written yet */
+    snprintf(out, sizeof out, "%s/l31.gguf", tmp);
+    snprintf(args, sizeof args, "quantize tests/data/hf/llama31 %s --layout gguf-ggml", out);
+    CHECK(run_cli(args) != 0);
+    snprintf(args, sizeof args, "grep -q ggml.rope_llama3 %s/cli.err", tmp);
+    CHECK(system(args) == 0);
+    CHECK(access(out, F_OK) != 0);
+    /* a Llama checkpoint with a tensor llama.cpp has no name for */
+    char dir[600], f[700];
+    snprintf(dir, sizeof dir, "%s/odd", tmp);
+    CHECK(mkdir(dir, 0777) == 0);
+    fp4_hf_writer *w = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_hf_writer_create(dir, 0, &w, &e));
+    int64_t sh[2] = {64, 64};
+    float zero[64 * 64] = {0};
+    CHECK_OK(fp4_hf_writer_add_tensor(w, "model.layers.0.mlp.extra_proj.weight", FP4_ST_F32, 2, sh, &e));
+    CHECK_OK(fp4_hf_writer_write(w, zero, sizeof zero, &e));
+    size_t shards = 0;
+    CHECK_OK(fp4_hf_writer_finish(w, &shards, &e));
+    fp4_hf_writer_free(w);
+    snprintf(f, sizeof f, "%s/config.json", dir);
+    CHECK_OK(fp4_hf_write_json(f, "{\"model_type\":\"llama\",\"num_hidden_layers\":1,\"hidden_size\":64,"
+                                  "\"num_attention_heads\":1,\"intermediate_size\":64,\"vocab_size\":64}",
+                               2, 1, &e));
+    snprintf(out, sizeof out, "%s/odd.gguf", tmp);
+    snprintf(args, sizeof args, "convert %s %s", dir, out);
+    CHECK(run_cli(args) != 0);
+    snprintf(args, sizeof args, "grep -q ggml.name_map %s/cli.err", tmp);
+    CHECK(system(args) == 0);
+    /* the same file with an explicit fp4lane GGUF layout keeps its names */
+    snprintf(args, sizeof args, "convert %s %s --layout gguf", dir, out);
+    CHECK(run_cli(args) == 0);
+}
+
+int main(void) {
+    check_test_name = "llama_interop";
+    const char *b = getenv("FP4_BUILD");
+    static char bin[600];
+    snprintf(bin, sizeof bin, "%s/fp4lane", b && *b ? b : "build");
+    fp4lane_bin = bin;
+    snprintf(tmp, sizeof tmp, "/tmp/fp4lane-llama-XXXXXX");
+    CHECK(mkdtemp(tmp) != NULL);
+    refusals();
+    llama_oracle *lo = NULL;
+    char err[512];
+    int ok = llama_oracle_open(&lo, err, sizeof err) == 0;
+    CHECK_MSG(ok, "%s", err);
+    if (ok) {
+        one(lo, "llama", "tests/data/hf/llama", 512, 1, 1);
+        one(lo, "qwen3", "tests/data/hf/qwen3", 512, 1, 1);
+        /* Qwen2 NVFP4 (q/k/v biases after the .scale multiply): libllama 3.22.1's CPU path returns
+         * NaN for every logit of this file (the same weights as Q4_K, and NVFP4 without biases,
+         * agree): a llama.cpp limitation, so only the file and fp4lane's side are checked here */
+        one(lo, "qwen2", "tests/data/hf/qwen2", 512, 1, 0);
+        one(lo, "mistral", "tests/data/hf/mistral", 512, 0, 1);
+        /* the tiny model is ModelOpt NVFP4 already: converted, not quantized */
+        char args[1600], out[700];
+        snprintf(out, sizeof out, "%s/tiny.gguf", tmp);
+        snprintf(args, sizeof args, "convert models/tiny %s", out); /* .gguf: gguf-ggml by default */
+        int c = run_cli(args) == 0;
+        CHECK_MSG(c, "fp4lane %s", args);
+        if (c) compare(lo, "tiny (modelopt) nvfp4", out, 4096, TOL);
+    }
+    llama_oracle_close(lo);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    if (system(cmd)) {}
+    return check_report();
+}
