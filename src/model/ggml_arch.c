@@ -3,15 +3,19 @@
  * (general.architecture, <arch>.block_count, ...) and, for the Llama family (llama, mistral),
  * the q/k row order llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute) gives
  * attention: within each head of D rows, row 2i+j of the file is row j·D/2+i of the checkpoint.
- * Qwen2/Qwen3 are not permuted (llama.cpp's converter leaves them). The runtime reads these files
- * back (src/runtime/bind.c: the names; src/runtime/model_access.c: un-permutes Llama q/k).
+ * Qwen2/Qwen3 are not permuted (llama.cpp's converter leaves them). Llama 3.1 rope scaling becomes
+ * llama.cpp's rope_freqs.weight; 1-D F16/BF16 tensors are widened to F32 as its converter does.
+ * The runtime reads these files back (src/runtime/bind.c: the names; src/runtime/model_access.c:
+ * un-permutes Llama q/k).
  *
- * Applied to the write plan only: names, a row order per entry and KVs; no byte is touched here.
+ * Applied to the write plan (names, a row order per entry, KVs, widened and generated entries);
+ * layout_write.c moves the bytes with fp4_ggml_arch_src_row / _widen / _gen.
  * A checkpoint whose config.json names no family fp4lane maps (llama, mistral, qwen2, qwen3)
  * keeps its tensor names (llama.cpp can read such a file's tensors, not run it). The tokenizer
  * is written as llama.cpp's "none" vocabulary of <arch>.vocab_size tokens (ids in, ids out). */
 #include "layout_impl.h"
 #include "fp4lane_runtime.h"
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -75,6 +79,34 @@ void fp4_ggml_arch_widen(const plan_entry *e, const uint8_t *src, int64_t n, uin
         const uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
         fp4_wr_lef32(dst + 4 * k, e->widen_from == FP4_TYPE_BF16 ? fp4_bf16_to_f32(h) : fp4_f16_to_f32(h));
     }
+}
+
+/* rope_freqs.weight as llama.cpp's converter computes it (convert_hf_to_gguf.py, LlamaModel,
+ * rope_type "llama3"): per rotary pair i, 1 for high frequencies, factor for low ones, and the
+ * smooth interpolation between; f32 arithmetic as its torch float32 tensors do */
+fp4_status fp4_ggml_arch_gen(const fp4_wsrc *src, const plan_entry *e, uint8_t *dst, fp4_error *err) {
+    fp4_arch a;
+    fp4_status st = fp4_arch_from_hf_config(src->config_json, &a, err);
+    if (st) return st;
+    if (strcmp(e->name, "rope_freqs.weight") || a.rope_scaling != FP4_ROPE_LLAMA3 ||
+        e->nbytes != (uint64_t)(a.head_dim / 2) * 4)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, e->name, "ggml.gen", "no generator for this tensor");
+    const float dim = (float)a.head_dim, factor = (float)a.rope_factor, lo = (float)a.rope_low_freq_factor,
+                hi = (float)a.rope_high_freq_factor, old_ctx = (float)a.rope_orig_ctx;
+    const float lo_wavelen = old_ctx / lo, hi_wavelen = old_ctx / hi;
+    for (int64_t i = 0; i < a.head_dim / 2; i++) {
+        const float freq = 1.0f / powf((float)a.rope_theta, (float)(2 * i) / dim);
+        const float wavelen = (float)(2.0 * M_PI) / freq;
+        float f;
+        if (wavelen < hi_wavelen) f = 1.0f;
+        else if (wavelen > lo_wavelen) f = factor;
+        else {
+            const float smooth = (old_ctx / wavelen - lo) / (hi - lo);
+            f = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+        fp4_wr_lef32(dst + 4 * i, f);
+    }
+    return FP4_OK;
 }
 
 static fp4_status kv_u32(plan *p, const char *arch, const char *key, int64_t v, fp4_error *err) {
@@ -168,10 +200,6 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     if (fp4_arch_from_hf_config(src->config_json, &a, &ae)) return FP4_OK; /* not a family we map */
     const char *ga = gguf_arch_of(a.family);
     if (!ga) return FP4_OK;
-    if (a.rope_scaling == FP4_ROPE_LLAMA3)
-        return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, NULL, "ggml.rope_llama3",
-                        "llama3 rope scaling needs llama.cpp's rope_freqs.weight tensor, which fp4lane "
-                        "does not write yet; use --layout gguf");
     const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
@@ -202,6 +230,16 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
         p->e[kept++] = *e;
     }
     p->n = kept;
+    if (a.rope_scaling == FP4_ROPE_LLAMA3) { /* llama.cpp reads Llama 3.1's rope as per-pair factors */
+        plan_entry *e = fp4_plan_add(p, err);
+        if (!e) return FP4_ERR_NOMEM;
+        snprintf(e->name, sizeof e->name, "rope_freqs.weight");
+        e->part = PART_GEN;
+        e->gguf_type = FP4_TYPE_F32;
+        e->n_dims = 1;
+        e->ne[0] = a.head_dim / 2;
+        e->nbytes = (uint64_t)(a.head_dim / 2) * 4;
+    }
     fp4_status st = rename_kvs(p, err);
     return st ? st : arch_kvs(p, &a, ga, err);
 }

@@ -35,6 +35,7 @@ static plan_kv *add_kv(plan *p) {
 }
 
 plan_kv *fp4_plan_kv_add(plan *p) { return add_kv(p); }
+plan_entry *fp4_plan_add(plan *p, fp4_error *err) { return add(p, err); }
 
 fp4_status fp4_plan_kv_str(plan *p, const char *key, const char *s) {
     plan_kv *k = add_kv(p);

@@ -41,7 +41,7 @@ static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, f
 }
 
 static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
-    const fp4_tensor *t = e->src->tensor(e->src->ctx, pe->src);
+    const fp4_tensor *t = pe->part == PART_GEN ? NULL : e->src->tensor(e->src->ctx, pe->src);
     if (pe->part == PART_RAW) {
         const uint8_t *d = t->data;
         if (!d) {
@@ -63,6 +63,13 @@ static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_e
         fp4_status st = FP4_OK;
         for (int64_t r = 0; r < pe->ne[1] && !st; r++)
             st = put(e, i, d + fp4_ggml_arch_src_row(pe, r) * rb, rb, err);
+        return st;
+    }
+    if (pe->part == PART_GEN) { /* made by ggml_arch.c */
+        uint8_t *b = malloc((size_t)pe->nbytes);
+        fp4_status st = b ? fp4_ggml_arch_gen(e->src, pe, b, err) : FP4_ERR_NOMEM;
+        if (!st) st = put(e, i, b, pe->nbytes, err);
+        free(b);
         return st;
     }
     if (pe->part == PART_SCALAR) {

@@ -36,7 +36,9 @@ static const char *const g_gguf[3] = {"token_embd.weight", "output_norm.weight",
 /* tensors that carry nothing the step needs and may be present */
 static int ignorable(const char *name) {
     size_t n = strlen(name);
-    return n >= 18 && !strcmp(name + n - 18, "rotary_emb.inv_freq");
+    /* rope_freqs.weight: llama.cpp's Llama 3.1 rope factors, read from config.json's rope_scaling
+     * instead (a llama.cpp GGUF without config.json is refused before binding: arch.c) */
+    return (n >= 18 && !strcmp(name + n - 18, "rotary_emb.inv_freq")) || !strcmp(name, "rope_freqs.weight");
 }
 
 static int64_t dim_of(const fp4_arch *a, int d) {
