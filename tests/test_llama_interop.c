@@ -118,7 +118,7 @@ static void compare(llama_oracle *lo, const char *what, const char *gguf, int64_
 /* fp4lane's runtime gives the same logits bits from llama.cpp's names and q/k order as from the
  * ModelOpt directory of the same quantization: the names and the permutation round-trip exactly */
 static void same_as_modelopt(const char *src, const char *gguf, const char *name, int64_t vocab) {
-    char args[1600], dir[700];
+    char args[6000], dir[700];
     snprintf(dir, sizeof dir, "%s/%s-modelopt", tmp, name);
     snprintf(args, sizeof args, "quantize %s %s --layout modelopt", src, dir);
     int ok = run_cli(args) == 0;
@@ -132,6 +132,22 @@ static void same_as_modelopt(const char *src, const char *gguf, const char *name
               "%s: the gguf-ggml file's logits differ from the ModelOpt directory's", name);
     free(a);
     free(b);
+    /* and the bytes: ModelOpt -> gguf-ggml -> ModelOpt gives back the HF names, q/k order and
+     * BF16 vectors byte for byte (ggml_arch.c's way back), and converting that again gives the
+     * same GGUF */
+    char back[800], g2[800], g3[800];
+    snprintf(g2, sizeof g2, "%s/%s-c.gguf", tmp, name);
+    snprintf(g3, sizeof g3, "%s/%s-c2.gguf", tmp, name);
+    snprintf(back, sizeof back, "%s/%s-back", tmp, name);
+    snprintf(args, sizeof args, "convert %s %s", dir, g2);
+    CHECK(run_cli(args) == 0);
+    snprintf(args, sizeof args, "convert %s %s --layout modelopt", g2, back);
+    CHECK(run_cli(args) == 0);
+    snprintf(args, sizeof args, "convert %s %s", back, g3);
+    CHECK(run_cli(args) == 0);
+    snprintf(args, sizeof args, "cmp -s %s %s && cmp -s %s/model.safetensors %s/model.safetensors && "
+             "cmp -s %s/config.json %s/config.json", g2, g3, dir, back, dir, back);
+    CHECK_MSG(system(args) == 0, "%s: HF -> gguf-ggml -> HF is not byte-identical", name);
 }
 
 /* nvfp4: 0 skips the NVFP4 file (see main) */

@@ -68,10 +68,37 @@ static int map_name(const char *in, char *out, size_t n, int *perm) {
     return 0;
 }
 
+/* llama.cpp's stem + suffix -> the HF module stem + suffix (the inverse of map_name) */
+static int unmap_name(const char *in, char *out, size_t n, int *perm) {
+    *perm = PERM_NONE;
+    for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
+        size_t l = strlen(global_names[i].gg);
+        if (!strncmp(in, global_names[i].gg, l) && in[l] == '.')
+            return snprintf(out, n, "%s%s", global_names[i].hf, in + l) < (int)n;
+    }
+    if (strncmp(in, "blk.", 4)) return 0;
+    const char *s = in + 4;
+    long layer = 0;
+    int digits = 0;
+    while (*s >= '0' && *s <= '9' && digits < 7) layer = layer * 10 + (*s++ - '0'), digits++;
+    if (!digits || *s != '.' || (digits > 1 && s[-digits] == '0')) return 0;
+    s++;
+    for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
+        size_t l = strlen(layer_names[i].gg);
+        if (!strncmp(s, layer_names[i].gg, l) && s[l] == '.') {
+            *perm = layer_names[i].perm;
+            return snprintf(out, n, "model.layers.%ld.%s%s", layer, layer_names[i].hf, s + l) < (int)n;
+        }
+    }
+    return 0;
+}
+
 int64_t fp4_ggml_arch_src_row(const plan_entry *e, int64_t r) {
-    if (e->perm_heads <= 0) return r;
-    const int64_t D = e->ne[1] / e->perm_heads, h = r / D, w = r % D;
-    return h * D + (w % 2) * (D / 2) + w / 2;
+    if (!e->perm_heads) return r;
+    const int64_t heads = e->perm_heads > 0 ? e->perm_heads : -(int64_t)e->perm_heads;
+    const int64_t D = e->ne[1] / heads, h = r / D, w = r % D;
+    if (e->perm_heads > 0) return h * D + (w % 2) * (D / 2) + w / 2; /* HF row -> llama.cpp's order */
+    return h * D + 2 * (w % (D / 2)) + w / (D / 2);                  /* and back */
 }
 
 void fp4_ggml_arch_widen(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst) {
@@ -107,6 +134,15 @@ fp4_status fp4_ggml_arch_gen(const fp4_wsrc *src, const plan_entry *e, uint8_t *
         fp4_wr_lef32(dst + 4 * i, f);
     }
     return FP4_OK;
+}
+
+void fp4_ggml_arch_narrow(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst) {
+    for (int64_t k = 0; k < n; k++) {
+        float f;
+        memcpy(&f, src + 4 * k, 4); /* little-endian host, as the loader assumes */
+        const uint16_t h = e->narrow_to == FP4_TYPE_BF16 ? fp4_f32_to_bf16(f) : fp4_f32_to_f16(f);
+        dst[2 * k] = (uint8_t)h, dst[2 * k + 1] = (uint8_t)(h >> 8);
+    }
 }
 
 static fp4_status kv_u32(plan *p, const char *arch, const char *key, int64_t v, fp4_error *err) {
@@ -217,6 +253,10 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
             e->widen_from = e->gguf_type; /* llama.cpp's converter writes norms and biases as F32 */
             e->gguf_type = FP4_TYPE_F32;
             e->nbytes *= 2;
+            char key[sizeof e->name + 32]; /* for the way back to an HF layout */
+            snprintf(key, sizeof key, "fp4lane.widened.%s", e->name);
+            fp4_status ws = kv_str(p, key, e->widen_from == FP4_TYPE_BF16 ? "bf16" : "f16", err);
+            if (ws) return ws;
         }
         if (permute && perm != PERM_NONE && fp4_ends_with(e->name, ".weight")) {
             const int64_t heads = perm == PERM_Q ? a.n_heads : a.n_kv_heads;
@@ -242,4 +282,59 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     }
     fp4_status st = rename_kvs(p, err);
     return st ? st : arch_kvs(p, &a, ga, err);
+}
+
+/* The way back: an HF layout written from a GGUF that fp4lane wrote in llama.cpp's conventions
+ * (it carries config.json in fp4lane.hf.config) gets the HF names, the HF q/k row order and the
+ * widened vectors' first dtype again, so HF -> gguf-ggml -> HF is byte-identical. */
+fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
+    const fp4_ckpt *c = src->src_ck;
+    if (!c || !c->is_gguf || !src->config_json || fp4_gguf_key_index(c->gguf, "general.architecture") < 0 ||
+        fp4_gguf_tensor_index(c->gguf, "token_embd.weight") < 0)
+        return FP4_OK;
+    fp4_arch a;
+    fp4_error ae;
+    if (fp4_arch_from_hf_config(src->config_json, &a, &ae) || !gguf_arch_of(a.family)) return FP4_OK;
+    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < p->n; i++) {
+        plan_entry *e = &p->e[i];
+        char hf[sizeof e->name], key[sizeof e->name + 32];
+        int perm;
+        if (!strcmp(e->name, "rope_freqs.weight")) continue; /* made from config.json */
+        if (!unmap_name(e->name, hf, sizeof hf, &perm))
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, e->name, "ggml.name_map",
+                            "no Hugging Face name for this llama.cpp tensor");
+        snprintf(key, sizeof key, "fp4lane.widened.%s", e->name);
+        const char *s;
+        uint64_t len;
+        if (e->part == PART_RAW && e->st_dtype == FP4_ST_F32 &&
+            !fp4_gguf_get_str(c->gguf, fp4_gguf_key_index(c->gguf, key), &s, &len)) {
+            e->narrow_to = len == 4 && !memcmp(s, "bf16", 4) ? FP4_TYPE_BF16 : FP4_TYPE_F16;
+            e->st_dtype = e->narrow_to == FP4_TYPE_BF16 ? FP4_ST_BF16 : FP4_ST_F16;
+            e->nbytes /= 2;
+        }
+        if (permute && perm != PERM_NONE && e->n_dims == 2 && e->part != PART_SCALAR) {
+            const int64_t heads = perm == PERM_Q ? a.n_heads : a.n_kv_heads;
+            if (e->ne[1] != heads * a.head_dim || a.head_dim % 2)
+                return fp4_fail(err, FP4_ERR_SHAPE, NULL, e->name, "ggml.permute",
+                                "cannot un-permute %lld rows from %lld heads of %lld", (long long)e->ne[1],
+                                (long long)heads, (long long)a.head_dim);
+            e->perm_heads = (int32_t)-heads;
+        }
+        memcpy(e->name, hf, sizeof hf);
+        p->e[kept++] = *e;
+    }
+    p->n = kept;
+    static const char pre[] = "fp4lane.exact.";
+    for (int64_t i = 0; i < p->n_kv; i++) {
+        char hf[FP4_MAX_NAME + 64];
+        int perm;
+        if (strncmp(p->kv[i].key, pre, sizeof pre - 1)) continue;
+        if (!unmap_name(p->kv[i].key + sizeof pre - 1, hf, sizeof hf, &perm) ||
+            snprintf(p->kv[i].key, sizeof p->kv[i].key, "%s%s", pre, hf) >= (int)sizeof p->kv[i].key)
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->kv[i].key, "ggml.name_map",
+                            "no Hugging Face name for this key");
+    }
+    return FP4_OK;
 }

@@ -18,8 +18,9 @@ typedef struct plan_entry {
     int64_t ne[FP4_MAX_DIMS];
     uint64_t nbytes;
     float value;          /* PART_SCALAR */
-    int32_t perm_heads;   /* > 0: rows in llama.cpp's q/k order over this many heads (ggml_arch.c) */
+    int32_t perm_heads;   /* > 0: rows into llama.cpp's q/k order over this many heads; < 0: back */
     int32_t widen_from;   /* F16/BF16: written as F32 (llama.cpp's 1-D tensors; ggml_arch.c) */
+    int32_t narrow_to;    /* F16/BF16: an F32 source written back narrowed (exactly; ggml_arch.c) */
 } plan_entry;
 
 typedef struct plan_kv {
@@ -52,6 +53,10 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err);
 int64_t fp4_ggml_arch_src_row(const plan_entry *e, int64_t r); /* source row of output row r */
 /* n values of e's source (type widen_from) as little-endian F32 bytes (4n) */
 void fp4_ggml_arch_widen(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst);
+/* n F32 values of e's source as little-endian narrow_to (F16/BF16) bytes (2n) */
+void fp4_ggml_arch_narrow(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst);
+/* HF layouts from a GGUF written by fp4_ggml_arch_plan: HF names, q/k order and dtypes again */
+fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err);
 /* PART_GEN: the bytes of a tensor made here (llama.cpp's rope_freqs.weight), nbytes of them */
 fp4_status fp4_ggml_arch_gen(const fp4_wsrc *src, const plan_entry *e, uint8_t *dst, fp4_error *err);
 /* config.json / hf_quant_config.json for an HF target (written into dir) */

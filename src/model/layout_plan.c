@@ -255,6 +255,7 @@ fp4_status fp4_plan_build(const fp4_wsrc *src, fp4_layout layout, plan *p, fp4_e
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->e[i].name, "ggml.dtype",
                             "llama.cpp has no type for this tensor (fp4lane type %d)", p->e[i].gguf_type);
     }
+    if (!p->is_gguf && (st = fp4_ggml_arch_unplan(src, p, err))) return st;
     if (!p->is_gguf) qsort(p->e, (size_t)p->n, sizeof *p->e, cmp_st);
     for (int64_t i = 0; i < p->n; i++) p->total += p->e[i].nbytes;
     return FP4_OK;

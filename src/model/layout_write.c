@@ -58,6 +58,16 @@ static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_e
             }
             return st;
         }
+        if (pe->narrow_to) { /* F32 vector -> F16/BF16 (back from llama.cpp's 1-D tensors) */
+            uint8_t buf[2048];
+            fp4_status st = FP4_OK;
+            for (uint64_t k = 0, n = pe->nbytes / 2; k < n && !st; k += 1024) {
+                const int64_t m = (int64_t)(n - k < 1024 ? n - k : 1024);
+                fp4_ggml_arch_narrow(pe, d + k * 4, m, buf);
+                st = put(e, i, buf, (uint64_t)m * 2, err);
+            }
+            return st;
+        }
         if (!pe->perm_heads) return put(e, i, d, pe->nbytes, err);
         const uint64_t rb = pe->nbytes / (uint64_t)pe->ne[1]; /* llama.cpp's q/k row order */
         fp4_status st = FP4_OK;
@@ -80,6 +90,13 @@ static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_e
     fp4_nvfp4_view v;
     fp4_status st = e->src->get_nvfp4(e->src->ctx, pe->src, &v, err);
     if (st) return st;
+    if ((pe->part == PART_PAYLOAD || pe->part == PART_SCALES) && pe->perm_heads) { /* q/k rows back */
+        const uint64_t rb = pe->nbytes / (uint64_t)v.n_out;
+        const uint8_t *base = pe->part == PART_PAYLOAD ? v.payload : v.scales;
+        for (int64_t r = 0; r < v.n_out && !st; r++)
+            st = put(e, i, base + fp4_ggml_arch_src_row(pe, r) * rb, rb, err);
+        return st;
+    }
     if (pe->part == PART_PAYLOAD) return put(e, i, v.payload, pe->nbytes, err);
     if (pe->part == PART_SCALES) return put(e, i, v.scales, pe->nbytes, err);
     const int64_t row = v.n_in / 64 * 36; /* PART_GGML: repack row by row */
