@@ -15,8 +15,9 @@
  * quantize each activation row to Q8_0 (32 values per scale; NVFP4 dots go through
  * ggml_vec_dot_nvfp4_q8_0) or Q8_K (Q4_K dots), while fp4lane's native route keeps A16 activations
  * for NVFP4; llama.cpp's NVFP4 code 8 (-0) decodes as +0, which changes no product. A wrong
- * operation (q/k left in the wrong order, a missing scale, a wrong rope base) moves logits by
- * tens of percent (test_runtime_arch measures 1.8 on logits of ~3 for the permutation). */
+ * operation moves logits by far more: the control below gives llama.cpp the Llama file with its q/k
+ * rows left in Hugging Face's order, and its logits then differ by 117 % of the largest logit
+ * (argmax agreeing at 3 of 24 positions); it must exceed 3 × the tolerance. */
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4lane_runtime.h"
@@ -74,15 +75,19 @@ static float *ours(const char *gguf, const int32_t *ids, int n, int64_t *vocab) 
     return out;
 }
 
-static void compare(llama_oracle *lo, const char *what, const char *gguf, int64_t vocab_want, double tol) {
+/* llama.cpp on theirs_file, fp4lane on gguf; returns the relative difference (checked against tol
+ * unless tol < 0) */
+static double compare_files(llama_oracle *lo, const char *what, const char *theirs_file, const char *gguf,
+                            int64_t vocab_want, double tol) {
     int32_t ids[24];
     uint64_t s = 0x6c6c616d61ull;
     for (int i = 0; i < 24; i++) ids[i] = (int32_t)(fp4_splitmix64(&s) % (uint64_t)vocab_want);
     char err[2600];
     float *theirs = NULL;
     int nv = 0;
-    int rc = llama_oracle_logits(lo, gguf, ids, 24, 2, &theirs, &nv, err, sizeof err);
+    int rc = llama_oracle_logits(lo, theirs_file, ids, 24, 2, &theirs, &nv, err, sizeof err);
     CHECK_MSG(rc == 0, "%s: %s", what, err);
+    double rel = INFINITY;
     int64_t vocab = 0;
     float *mine = ours(gguf, ids, 24, &vocab);
     if (rc == 0 && mine) {
@@ -105,15 +110,75 @@ static void compare(llama_oracle *lo, const char *what, const char *gguf, int64_
             }
             same_top += ta == tb;
         }
-        double rel = amax > 0 ? dmax / amax : 1;
-        printf("%-28s max|diff| %.4g of max|logit| %.4g: %.4f (tolerance %.2f), same argmax %d/24\n", what,
-               dmax, amax, rel, tol, same_top);
-        CHECK_MSG(amax > 0.5 && rel < tol, "%s: relative difference %.4f (tolerance %.2f)", what, rel, tol);
-        CHECK_MSG(same_top >= 20, "%s: argmax agrees at %d of 24 positions", what, same_top);
+        rel = amax > 0 ? dmax / amax : 1;
+        printf("%-28s max|diff| %.4g of max|logit| %.4g: %.4f (%s %.2f), same argmax %d/24\n", what, dmax,
+               amax, rel, tol >= 0 ? "tolerance" : "must exceed", tol >= 0 ? tol : 3 * TOL, same_top);
+        if (tol >= 0) {
+            CHECK_MSG(amax > 0.5 && rel < tol, "%s: relative difference %.4f (tolerance %.2f)", what, rel,
+                      tol);
+            CHECK_MSG(same_top >= 20, "%s: argmax agrees at %d of 24 positions", what, same_top);
+        }
     }
     free(theirs);
     free(mine);
+    return rel;
 }
+
+static void compare(llama_oracle *lo, const char *what, const char *gguf, int64_t vocab_want, double tol) {
+    compare_files(lo, what, gguf, gguf, vocab_want, tol);
+}
+
+/* The control: the same Llama file with its q/k rows put back in Hugging Face's order (bytes moved
+ * in place, row by row) is still a valid file, but llama.cpp's rope then pairs the wrong
+ * dimensions: its logits must leave the tolerance by far, or the comparison could not see a
+ * missing permutation. */
+static void permutation_control(llama_oracle *lo, const char *gguf) {
+    fp4_gguf *g = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_gguf_open(gguf, &g, &e));
+    FILE *f = fopen(gguf, "rb");
+    uint8_t *img = NULL;
+    long size = -1;
+    if (f && !fseek(f, 0, SEEK_END) && (size = ftell(f)) > 0 && !fseek(f, 0, SEEK_SET)) {
+        img = malloc((size_t)size);
+        if (img && fread(img, 1, (size_t)size, f) != (size_t)size) free(img), img = NULL;
+    }
+    if (f) fclose(f);
+    CHECK(g && img);
+    int moved = 0;
+    for (int64_t i = 0; g && img && i < fp4_gguf_n_tensors(g); i++) {
+        const fp4_gguf_tensor *t = fp4_gguf_tensor_at(g, i);
+        const char *n = t->name;
+        size_t l = strlen(n);
+        const int q = l > 14 && !strcmp(n + l - 14, ".attn_q.weight");
+        const int k = l > 14 && !strcmp(n + l - 14, ".attn_k.weight");
+        if (!q && !k) continue;
+        const int64_t rows = t->ne[1], heads = q ? 4 : 2, D = rows / heads; /* tests/data/hf/llama */
+        const uint64_t rb = t->size / (uint64_t)rows;
+        uint8_t *copy = malloc((size_t)t->size);
+        if (!copy) continue;
+        memcpy(copy, img + t->offset, (size_t)t->size);
+        for (int64_t r = 0; r < rows; r++) { /* file row 2i+j holds HF row j*D/2+i: put it back there */
+            const int64_t h = r / D, w = r % D, hf = h * D + (w % 2) * (D / 2) + w / 2;
+            memcpy(img + t->offset + (uint64_t)hf * rb, copy + (uint64_t)r * rb, (size_t)rb);
+        }
+        free(copy);
+        moved++;
+    }
+    CHECK_EQ_INT(moved, 4); /* attn_q and attn_k of 2 layers */
+    char bad[700];
+    snprintf(bad, sizeof bad, "%s/llama-unpermuted.gguf", tmp);
+    FILE *o = img ? fopen(bad, "wb") : NULL;
+    CHECK(o && fwrite(img, 1, (size_t)size, o) == (size_t)size);
+    if (o) fclose(o);
+    free(img);
+    fp4_gguf_close(g);
+    /* llama.cpp on the wrong file against fp4lane on the right one */
+    double rel = compare_files(lo, "llama, q/k not permuted", bad, gguf, 512, -1);
+    CHECK_MSG(rel > 3 * TOL, "without the permutation llama.cpp still agrees (%.4f): the test cannot see it",
+              rel);
+}
+
 
 /* fp4lane's runtime gives the same logits bits from llama.cpp's names and q/k order as from the
  * ModelOpt directory of the same quantization: the names and the permutation round-trip exactly */
@@ -215,6 +280,9 @@ int main(void) {
     CHECK_MSG(ok, "%s", err);
     if (ok) {
         one(lo, "llama", "tests/data/hf/llama", 512, 1, 1);
+        char lf[700];
+        snprintf(lf, sizeof lf, "%s/llama.gguf", tmp);
+        permutation_control(lo, lf);
         one(lo, "llama31", "tests/data/hf/llama31", 512, 1, 1); /* llama3 rope: rope_freqs.weight */
         one(lo, "qwen3", "tests/data/hf/qwen3", 512, 1, 1);
         /* Qwen2 NVFP4: libllama 3.22.1 returns NaN for every logit of this file. Its qwen2 graph
