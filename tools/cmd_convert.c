@@ -94,11 +94,12 @@ static int parse(int argc, char **argv, int quantize, conv_args *a) {
         }
     }
     if (!a->in || !a->out) return 2;
-    if (!a->have_layout) {
-        if (!quantize) return fprintf(stderr, "fp4lane convert: --layout is required\n"), 2;
-        a->layout = ends_with(a->out, ".gguf") ? FP4_LAYOUT_GGUF : FP4_LAYOUT_MODELOPT;
+    if (!a->have_layout) { /* a .gguf name means llama.cpp's own layout (README, "The CLI") */
+        if (!quantize && !ends_with(a->out, ".gguf"))
+            return fprintf(stderr, "fp4lane convert: --layout is required\n"), 2;
+        a->layout = ends_with(a->out, ".gguf") ? FP4_LAYOUT_GGUF_GGML : FP4_LAYOUT_MODELOPT;
     }
-    if (a->to_q4_k && a->layout != FP4_LAYOUT_GGUF)
+    if (a->to_q4_k && a->layout != FP4_LAYOUT_GGUF && a->layout != FP4_LAYOUT_GGUF_GGML)
         return fprintf(stderr, "fp4lane quantize: --to q4_k writes GGUF only\n"), 2;
     return 0;
 }
@@ -146,7 +147,7 @@ int cmd_quantize(int argc, char **argv) {
     if (stop_signal) return finish_signals("quantize", st);
     if (st) return cli_report_error("quantize", st, &e);
     printf("quantized %s -> %s (%s, %s)\n", a.in, a.out, a.to_q4_k ? "q4_k" : "nvfp4",
-           fp4_layout_name(a.to_q4_k ? FP4_LAYOUT_GGUF : a.layout));
+           fp4_layout_name(a.layout));
     return 0;
 }
 

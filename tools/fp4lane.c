@@ -21,7 +21,7 @@ const cli_verb cli_verbs[] = {
      "       [--scale2-rule gpu|cpu] [--no-fusion] [--quantize-embeddings] [--shard-size N[M|G]]\n"
      "       [--metadata KEY=VALUE]... [--force]"},
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
-     "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml\n"
+     "fp4lane convert IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml]\n"
      "       [--shard-size N[M|G]] [--metadata KEY=VALUE]... [--force]"},
     {"run", cmd_run, "decode: prompt ids in, generated ids out (CPU, or CUDA through libfp4lane_cuda.so)",
      "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native]\n"

@@ -51,14 +51,46 @@ static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, f
 static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
     fp4_status st0 = interrupted(e->opts, pe->name, err);
     if (st0) return st0;
-    const fp4_tensor *t = e->src->tensor(e->src->ctx, pe->src);
+    const fp4_tensor *t = pe->part == PART_GEN ? NULL : e->src->tensor(e->src->ctx, pe->src);
     if (pe->part == PART_RAW) {
         const uint8_t *d = t->data;
         if (!d) {
             fp4_status st = e->src->get_plain(e->src->ctx, pe->src, &d, err);
             if (st) return st;
         }
-        return put(e, i, d, pe->nbytes, err);
+        if (pe->widen_from) { /* F16/BF16 vector -> F32 (llama.cpp's 1-D tensors) */
+            uint8_t buf[4096];
+            fp4_status st = FP4_OK;
+            for (uint64_t k = 0, n = pe->nbytes / 4; k < n && !st; k += 1024) {
+                const int64_t m = (int64_t)(n - k < 1024 ? n - k : 1024);
+                fp4_ggml_arch_widen(pe, d + k * 2, m, buf);
+                st = put(e, i, buf, (uint64_t)m * 4, err);
+            }
+            return st;
+        }
+        if (pe->narrow_to) { /* F32 vector -> F16/BF16 (back from llama.cpp's 1-D tensors) */
+            uint8_t buf[2048];
+            fp4_status st = FP4_OK;
+            for (uint64_t k = 0, n = pe->nbytes / 2; k < n && !st; k += 1024) {
+                const int64_t m = (int64_t)(n - k < 1024 ? n - k : 1024);
+                fp4_ggml_arch_narrow(pe, d + k * 4, m, buf);
+                st = put(e, i, buf, (uint64_t)m * 2, err);
+            }
+            return st;
+        }
+        if (!pe->perm_heads) return put(e, i, d, pe->nbytes, err);
+        const uint64_t rb = pe->nbytes / (uint64_t)pe->ne[1]; /* llama.cpp's q/k row order */
+        fp4_status st = FP4_OK;
+        for (int64_t r = 0; r < pe->ne[1] && !st; r++)
+            st = put(e, i, d + fp4_ggml_arch_src_row(pe, r) * rb, rb, err);
+        return st;
+    }
+    if (pe->part == PART_GEN) { /* made by ggml_arch.c */
+        uint8_t *b = malloc((size_t)pe->nbytes);
+        fp4_status st = b ? fp4_ggml_arch_gen(e->src, pe, b, err) : FP4_ERR_NOMEM;
+        if (!st) st = put(e, i, b, pe->nbytes, err);
+        free(b);
+        return st;
     }
     if (pe->part == PART_SCALAR) {
         uint8_t b[4];
@@ -68,13 +100,21 @@ static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_e
     fp4_nvfp4_view v;
     fp4_status st = e->src->get_nvfp4(e->src->ctx, pe->src, &v, err);
     if (st) return st;
+    if ((pe->part == PART_PAYLOAD || pe->part == PART_SCALES) && pe->perm_heads) { /* q/k rows back */
+        const uint64_t rb = pe->nbytes / (uint64_t)v.n_out;
+        const uint8_t *base = pe->part == PART_PAYLOAD ? v.payload : v.scales;
+        for (int64_t r = 0; r < v.n_out && !st; r++)
+            st = put(e, i, base + fp4_ggml_arch_src_row(pe, r) * rb, rb, err);
+        return st;
+    }
     if (pe->part == PART_PAYLOAD) return put(e, i, v.payload, pe->nbytes, err);
     if (pe->part == PART_SCALES) return put(e, i, v.scales, pe->nbytes, err);
     const int64_t row = v.n_in / 64 * 36; /* PART_GGML: repack row by row */
     uint8_t *buf = malloc((size_t)row);
     if (!buf) return fp4_fail(err, FP4_ERR_NOMEM, NULL, pe->name, "alloc", "out of memory");
     for (int64_t r = 0; r < v.n_out && !st; r++) {
-        fp4_ggml_pack_row(v.payload + r * (v.n_in / 2), v.scales + r * (v.n_in / 16), v.n_in, buf);
+        const int64_t s = fp4_ggml_arch_src_row(pe, r);
+        fp4_ggml_pack_row(v.payload + s * (v.n_in / 2), v.scales + s * (v.n_in / 16), v.n_in, buf);
         st = put(e, i, buf, (uint64_t)row, err);
     }
     free(buf);
@@ -107,7 +147,8 @@ static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *
                                      strlen(src->quant_config_json), err);
     for (int64_t i = 0; i < p->n_kv && !st; i++) {
         const plan_kv *k = &p->kv[i];
-        st = k->is_f32 ? fp4_gguf_writer_add_f32(w, k->key, k->f, err)
+        st = k->is_f32    ? fp4_gguf_writer_add_f32(w, k->key, k->f, err)
+             : k->is_u32  ? fp4_gguf_writer_add_u32(w, k->key, k->u, err)
              : k->is_bool ? fp4_gguf_writer_add_bool(w, k->key, 1, err)
                           : fp4_gguf_writer_add_str(w, k->key, k->s, strlen(k->s), err);
     }

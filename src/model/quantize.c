@@ -251,7 +251,8 @@ fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_qu
                                    fp4_error *err) {
     fp4_error_clear(err);
     if (!in || !out || !o) return FP4_ERR_INVALID_ARG;
-    if (o->to_q4_k && o->layout != FP4_LAYOUT_GGUF && o->layout != FP4_LAYOUT_NONE)
+    if (o->to_q4_k && o->layout != FP4_LAYOUT_GGUF && o->layout != FP4_LAYOUT_GGUF_GGML &&
+        o->layout != FP4_LAYOUT_NONE)
         return fp4_fail(err, FP4_ERR_UNSUPPORTED, out, NULL, "quantize.layout",
                         "Q4_K is written as GGUF only");
     qctx c = {.o = o, .cached = -1};
@@ -277,7 +278,7 @@ fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_qu
         for (int64_t i = 0; i < c.n; i++) any |= c.q[i].quantize;
         if (!any)
             st = fp4_fail(err, FP4_ERR_NOT_FOUND, in, NULL, "quantize.nothing", "no weight to quantize");
-        fp4_write_opts wo = {o->to_q4_k ? FP4_LAYOUT_GGUF : o->layout, o->max_shard_bytes, o->st_metadata,
+        fp4_write_opts wo = {o->to_q4_k && !o->layout ? FP4_LAYOUT_GGUF : o->layout, o->max_shard_bytes, o->st_metadata,
                              o->progress, o->progress_ctx, o->force, o->cancel};
         if (!st) st = fp4_write_layout(&src, out, &wo, err);
     }
