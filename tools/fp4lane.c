@@ -29,6 +29,9 @@ const cli_verb cli_verbs[] = {
      "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS]"},
     {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids through two configurations",
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
+    {"bench", cmd_bench, "paired timing of two configurations (A B A B ...): mean, CV, ratio, verdict",
+     "fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs 5] [--prefix 66] [--tokens 32] [--warmup 1]\n"
+     "       [--seed S] [--json FILE]"},
     {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
      "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
      "       [--shard-size N[M|G]] [--threads N] [--json]"},
