@@ -134,7 +134,7 @@ CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
 CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)
 FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/format/*.c)))
 GPU_CPU_OBJ = $(BUILD)/src/cpu/project.o $(BUILD)/src/model/dequant.o
-GPU_TEST_SRC = $(sort $(wildcard tests/gpu/test_*.cu))
+GPU_TEST_SRC = $(sort $(filter-out tests/gpu/test_gpu_runtime.cu,$(wildcard tests/gpu/test_*.cu)))
 GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm
 
@@ -152,9 +152,28 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4l
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(GPU_CPU_OBJ) \
 	  $(FORMAT_OBJ) $(CUDA_LIBS)
+# The CUDA twin of the decode step (src/runtime/step_cuda.cu) in build/libfp4lane_cuda.so, which
+# `fp4lane run --device cuda` dlopens beside the executable: the CUDA objects, the step, the
+# format objects and the row dequantizer it calls, cudart (static); it exports only the backend
+# entry point (backend.h's FP4_RT_CUDA_ENTRY) and is never unloaded (-z nodelete: a dlclose'd
+# static cudart would leave its exit handlers pointing into unmapped code). test_gpu_runtime runs the CPU engine
+# (libfp4lane.a: jansson, libcrypto) beside it, so it is built only where jansson's header is.
+RT_CU_OBJ = $(BUILD)/src/runtime/step_cuda.o
+$(RT_CU_OBJ): src/runtime/step_cuda.cu src/runtime/step_kernels.cuh src/runtime/pinned.h src/runtime/backend.h $(CU_HDR)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+$(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(RT_CU_OBJ) $(FORMAT_OBJ) $(BUILD)/src/model/dequant.o
+	@printf '{ global: fp4_rt_cuda_backend; local: *; };\n' > $(BUILD)/libfp4lane_cuda.map
+	$(NVCC) -shared -o $@ $^ -Xlinker --version-script=$(BUILD)/libfp4lane_cuda.map -Xlinker --no-undefined \
+	  -Xlinker -z -Xlinker nodelete -lpthread -lm
+GPU_RT_TEST = $(if $(wildcard /usr/include/jansson.h),$(BUILD)/tests/gpu/test_gpu_runtime)
+$(BUILD)/tests/gpu/test_gpu_runtime: tests/gpu/test_gpu_runtime.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane.a \
+                                     $(BUILD)/libfp4lane_cuda.so $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane.a $(LDLIBS)
 # fp4lane_cuda.h compiles alone as C11 and C++; the fp4_cuda_ functions defined in the library
 # are exactly the FP4_API ones it declares (internals are fp4_cu_*, hidden).
-cuda: $(BUILD)/libfp4lane_cuda.a $(GPU_TEST_BIN)
+cuda: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_cuda.so $(GPU_TEST_BIN) $(GPU_RT_TEST)
 	@echo '#include "fp4lane_cuda.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
 	@echo '#include "fp4lane_cuda.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
 	@nm -g --defined-only $(BUILD)/libfp4lane_cuda.a | awk '$$2=="T"{print $$3}' | grep '^fp4_cuda_' | sort -u > $(BUILD)/cuda_defined.txt
@@ -165,11 +184,11 @@ cuda: $(BUILD)/libfp4lane_cuda.a $(GPU_TEST_BIN)
 	   echo "defined, not declared in fp4lane_cuda.h: $$extra"; exit 1; fi
 
 test-gpu: cuda
-	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(GPU_TEST_BIN)
+	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(GPU_TEST_BIN) $(GPU_RT_TEST)
 # every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes);
 # test_gpu_errors fails a cudaMalloc on purpose, so API errors are not reported for it
 test-gpu-sanitize: cuda
-	@for t in $(GPU_TEST_BIN); do echo "== sanitize $$(basename $$t)"; \
+	@for t in $(GPU_TEST_BIN) $(GPU_RT_TEST); do echo "== sanitize $$(basename $$t)"; \
 	  api=$$( [ "$$(basename $$t)" = test_gpu_errors ] && echo "--report-api-errors no" ); \
 	  FP4_GPU_QUICK=1 compute-sanitizer --error-exitcode 1 --print-limit 20 $$api $$t || exit 1; done
 lab: $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ)

@@ -111,6 +111,18 @@ FP4_API fp4_status fp4_route_check(const fp4_route_key *k, const char **name, ch
 
 typedef enum fp4_kv_dtype { FP4_KV_F16 = 0 } fp4_kv_dtype;
 
+/* What a device backend will allocate, computed before the upload. If total_bytes is above
+ * available_bytes, fp4_rt_create refuses (FP4_ERR_NOMEM, rule "cuda.memory-plan") after the
+ * report and before allocating anything. $FP4LANE_CUDA_MEM_LIMIT (bytes) caps available_bytes. */
+typedef struct fp4_rt_mem_plan {
+    char device[64];          /* e.g. "NVIDIA H200"                                               */
+    uint64_t weights_bytes;   /* uploaded tensors, norm/bias vectors, RoPE tables                 */
+    uint64_t kv_bytes;        /* the F16 KV cache: slots × layers × n_ctx × NKV·D × 2 (K, V)     */
+    uint64_t scratch_bytes;   /* activations, attention buffers, projection scratch, logits      */
+    uint64_t total_bytes;     /* the sum                                                           */
+    uint64_t available_bytes; /* free device memory minus a reserve for the context and graphs   */
+} fp4_rt_mem_plan;
+
 typedef struct fp4_rt_opts {
     fp4_mode mode;           /* FP4_MODE_EXACT (0) or FP4_MODE_NATIVE                           */
     fp4_device device;       /* FP4_DEVICE_CPU (0) or FP4_DEVICE_CUDA                           */
@@ -122,6 +134,10 @@ typedef struct fp4_rt_opts {
     const char *cuda_lib;    /* path of libfp4lane_cuda.so; NULL: $FP4LANE_CUDA_LIB, then the   */
                              /* directory of the running executable, then the loader's path    */
     int cuda_device;
+    /* A device backend's memory plan, reported before any weight is uploaded (NULL: not told).
+     * The CPU backend does not call it. */
+    void (*on_plan)(const fp4_rt_mem_plan *plan, void *user);
+    void *plan_user;
 } fp4_rt_opts;
 
 typedef struct fp4_rt fp4_rt;

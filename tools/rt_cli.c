@@ -131,13 +131,26 @@ int rt_cli_parse_ids(const char *arg, int32_t **ids, int64_t *n) {
     return rc;
 }
 
+/* a device backend's memory plan, before it uploads anything (stderr: stdout carries tokens) */
+static void print_plan(const fp4_rt_mem_plan *p, void *user) {
+    (void)user;
+    const double g = 1024.0 * 1024.0 * 1024.0;
+    fprintf(stderr,
+            "fp4lane: memory plan on %s: weights %.3f GiB + KV cache %.3f GiB + scratch %.3f GiB = %.3f GiB "
+            "(%.3f GiB available)\n",
+            p->device, p->weights_bytes / g, p->kv_bytes / g, p->scratch_bytes / g, p->total_bytes / g,
+            p->available_bytes / g);
+}
+
 int rt_cli_open(const rt_cli_engine *e, fp4_model **m, fp4_rt **rt) {
     fp4_error err;
     *m = NULL;
     *rt = NULL;
     fp4_status st = fp4_model_open(e->model, NULL, m, &err);
     if (st) return cli_report_error("run", st, &err);
-    st = fp4_rt_create(*m, &e->o, rt, &err);
+    fp4_rt_opts o = e->o;
+    if (!o.on_plan) o.on_plan = print_plan;
+    st = fp4_rt_create(*m, &o, rt, &err);
     if (st) {
         fp4_model_close(*m);
         *m = NULL;

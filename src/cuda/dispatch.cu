@@ -31,7 +31,11 @@ static const route routes[] = {
      "nvfp4.a16.exact.dp4a"},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, NO_MAX, 0, fp4_cu_a16_native, fp4_cu_a16_native_scratch,
      "nvfp4.a16.native.mma"},
-    /* unquantized and kquant lanes: one kernel whatever the mode */
+    /* unquantized: exact mode is the CPU's dense.pinned bit for bit (f32 products, the pinned
+     * 32-lane reduction of src/runtime/pinned.h); native mode the FMA kernel */
+    {FP4_TYPE_F16, FP4_MODE_EXACT, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense_pinned, NULL, "f16.dense.pinned"},
+    {FP4_TYPE_BF16, FP4_MODE_EXACT, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense_pinned, NULL, "bf16.dense.pinned"},
+    /* unquantized (native) and kquant lanes: one kernel whatever the mode */
     {FP4_TYPE_F16, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense, NULL, "f16.dense"},
     {FP4_TYPE_BF16, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense, NULL, "bf16.dense"},
     {FP4_TYPE_Q4_K, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_kquant, NULL, "q4_K.float"},

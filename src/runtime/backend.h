@@ -61,7 +61,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 1u
+#define FP4_RT_BACKEND_ABI 2u
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -95,6 +95,9 @@ typedef struct fp4_rt_model_desc {
     int32_t n_slots;                     /* KV slots                                            */
     int n_threads;                       /* CPU                                                 */
     int device;                          /* CUDA device index                                   */
+    /* ABI 2: a device backend reports its memory plan here before uploading (may be NULL) */
+    void (*on_plan)(const fp4_rt_mem_plan *plan, void *user);
+    void *plan_user;
 } fp4_rt_model_desc;
 
 /* One column of a step (see THE STEP). */
@@ -112,7 +115,9 @@ typedef struct fp4_rt_backend_ops {
      * (the runtime then refuses before create). Called before any weight byte is read. */
     const char *(*route)(const fp4_tensor *w, fp4_mode mode);
     /* Upload weights, build tables, allocate the KV cache of n_slots × n_layers × n_ctx × NKV*D
-     * halves for K and for V, and scratch for up to max_cols columns per step. */
+     * halves for K and for V, and scratch for up to max_cols columns per step. A device backend
+     * first computes its memory plan, reports it (d->on_plan) and refuses with FP4_ERR_NOMEM, rule
+     * "cuda.memory-plan", before allocating anything when the plan does not fit. */
     fp4_status (*create)(const fp4_rt_model_desc *d, int64_t max_cols, void **state, fp4_error *err);
     void (*destroy)(void *state);
     /* THE STEP over n columns (n <= max_cols; the runtime splits). logits: host, one row of V

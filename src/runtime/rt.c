@@ -201,7 +201,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         .arch = rt->arch, .mode = o.mode, .tok_embd = rt->b.tok_embd, .out_norm = rt->b.out_norm, .head = rt->b.head,
         .layer = rt->b.layer, .vec = rt->lvec, .out_norm_f32 = rt->vec, .rope_cos = rt->rope_cos, .rope_sin = rt->rope_sin,
         .attn_scale = (float)(1.0 / sqrt((double)rt->arch.head_dim)), .n_ctx = rt->n_ctx, .n_slots = o.max_seqs,
-        .n_threads = o.n_threads, .device = o.cuda_device,
+        .n_threads = o.n_threads, .device = o.cuda_device, .on_plan = o.on_plan, .plan_user = o.plan_user,
     };
     if ((st = rt->be->create(&d, rt->max_cols, &rt->be_state, err))) goto fail;
     *out = rt;

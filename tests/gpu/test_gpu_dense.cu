@@ -1,8 +1,8 @@
 /* test_gpu_dense.cu — the F16/BF16 matvec (LM head) and the Q4_K/Q6_K matvec against a
  * double-precision dot of the exactly widened / ggml-dequantized weights: normalized error below
- * DENSE_NRMSE_MAX (f32 accumulation only), through fp4_cuda_project in both modes (one kernel
- * whatever the mode), 1..9 columns; deterministic; the kquant blocks come from the CPU lane's own
- * quantizer. */
+ * DENSE_NRMSE_MAX (f32 accumulation only), through fp4_cuda_project in both modes (F16/BF16: the
+ * FMA kernel native, the pinned one exact; kquant: one kernel), 1..9 columns; deterministic; the
+ * kquant blocks come from the CPU lane's own quantizer. */
 #include "gpu_test.h"
 
 /* f32 FMA accumulation over <= 4096 terms against a double reference */
@@ -48,7 +48,10 @@ static void half_case(int64_t type, int64_t n_out, int64_t n_in, int native) {
     }
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload(type, h, n_out, n_in, &t));
-    run_case(&t, wf, type == FP4_TYPE_BF16 ? "bf16.dense" : "f16.dense", native ? FP4_MODE_NATIVE : FP4_MODE_EXACT);
+    /* exact mode takes the pinned route (bit-identical to the CPU: test_gpu_dense_pinned) */
+    const char *route = type == FP4_TYPE_BF16 ? (native ? "bf16.dense" : "bf16.dense.pinned")
+                                              : (native ? "f16.dense" : "f16.dense.pinned");
+    run_case(&t, wf, route, native ? FP4_MODE_NATIVE : FP4_MODE_EXACT);
     free(h);
     free(wf);
 }

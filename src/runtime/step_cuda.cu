@@ -1,0 +1,704 @@
+/* step_cuda.cu — the CUDA backend: THE STEP of backend.h on the device, the twin of step_cpu.c.
+ * Built into libfp4lane_cuda.so (`make cuda`), found by rt.c with dlopen; exports only
+ * fp4_rt_cuda_backend (FP4_RT_CUDA_ENTRY).
+ *
+ *   create: memory plan (weights, KV, scratch) computed from the descriptors alone, reported
+ *           (desc->on_plan) and refused when it does not fit (FP4_ERR_NOMEM, "cuda.memory-plan"),
+ *           then weights uploaded once (fp4_cuda_tensor_upload*), vectors and the host's RoPE
+ *           table uploaded as they are, the F16 KV cache allocated on the device.
+ *   step:   one H2D copy of the column table (token, slot, position, logits row), the whole step
+ *           on one stream (embedding, layers, final norm, head: projections only through
+ *           fp4_cuda_project, every other op from step_kernels.cuh / pinned.h), one D2H copy of
+ *           the logits, one stream synchronization. A step whose columns all want logits (a
+ *           decode step) is captured as a CUDA graph the second time its column count is seen,
+ *           and replayed after that; the kernels read the columns from the device, so the graph
+ *           serves any columns of that count.
+ *   exact:  bit-identical to the CPU (projection routes of FP4_MODE_EXACT, pinned ops); kquant
+ *           in exact mode has no route here (refused, docs/ROUTES.md).
+ * Errors: every CUDA failure becomes FP4_ERR_CUDA with fp4_cuda_last_error()'s text in err->msg.
+ * FP4LANE_CUDA_PROFILE=FILE: steps run eagerly with a cudaEvent around every op; the per-op
+ * totals of the steps whose columns all want logits (decode steps) are written to FILE when the
+ * backend is destroyed (a measuring aid for bench/runtime.md). */
+#include "cuda/common.cuh"
+#include "runtime/backend.h"
+#include "runtime/step_kernels.cuh"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+extern "C" fp4_status fp4_fail(fp4_error *err, fp4_status code, const char *file, const char *tensor,
+                               const char *rule, const char *fmt, ...);
+
+#define CU_MAX_GRAPHS 8
+#define CU_RESERVE_BYTES ((uint64_t)768 << 20) /* context, modules, graphs, allocator slack */
+
+enum { OP_EMBED, OP_NORM, OP_QKV, OP_PREP, OP_ATTN, OP_O, OP_GATEUP, OP_SWIGLU, OP_DOWN, OP_HEAD, OP_COUNT_ };
+static const char *const op_names[OP_COUNT_] = {
+    "embed",  "add + rmsnorm", "proj q/k/v", "bias/rope/kv-write", "attention",
+    "proj o", "proj gate/up",  "swiglu",     "proj down",          "final add + norm + head"};
+#define PROF_MAX_EVENTS 4096
+
+typedef struct cu_graph {
+    int64_t n;
+    int seen;
+    cudaGraphExec_t exec;
+} cu_graph;
+
+typedef struct cu_state {
+    fp4_rt_model_desc d;
+    int64_t max_cols;
+    cudaStream_t stream;
+    fp4_cuda_tensor *w;        /* n_layers * FP4_LW_COUNT_ (the projection slots)          */
+    fp4_cuda_tensor emb, head; /* head unused when tied (emb serves both)                  */
+    int emb_on_device;         /* F16/BF16/NVFP4 table: fp4_cuda_embed; else host rows     */
+    float *d_vec;              /* every vector, then the RoPE tables                        */
+    const float **dv;          /* n_layers * FP4_LW_COUNT_ device pointers (NULL: absent)  */
+    const float *d_out_norm, *d_cos, *d_sin;
+    uint16_t *d_kc, *d_vc;
+    float *d_x, *d_h, *d_q, *d_k, *d_v, *d_o, *d_t, *d_g, *d_u, *d_hh, *d_lg, *d_sc, *d_st, *d_den;
+    int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row          */
+    float *h_emb, *h_lg;  /* pinned host rows                                          */
+    fp4_cuda_scratch scratch;
+    cu_graph graphs[CU_MAX_GRAPHS];
+    int graphs_off;
+    fp4_rt_mem_plan plan;
+    /* profiling */
+    const char *prof_path;
+    cudaEvent_t *ev;
+    int n_ev, prof_op[PROF_MAX_EVENTS];
+    double prof_ms[OP_COUNT_];
+    int64_t prof_steps;
+} cu_state;
+
+static const fp4_cuda_tensor *head_of(const cu_state *s) {
+    return s->d.head == s->d.tok_embd ? &s->emb : &s->head;
+}
+
+static fp4_status cuda_fail(fp4_error *err, fp4_status st, const char *tensor, const char *rule,
+                            const char *what) {
+    if (st == FP4_ERR_CUDA)
+        return fp4_fail(err, st, NULL, tensor, rule, "%s: %s", what, fp4_cuda_last_error());
+    return fp4_fail(err, st, NULL, tensor, rule, "%s: %s", what, fp4_status_str(st));
+}
+#define CU_TRY(err, expr, rule)                                                                              \
+    do {                                                                                                     \
+        cudaError_t e_ = (expr);                                                                             \
+        if (e_ != cudaSuccess) return cuda_fail(err, FP4_CUDA_FAIL(e_, #expr), NULL, rule, #expr);           \
+    } while (0)
+
+/* ---- tensor metadata as the upload will lay it out (no device memory) ---- */
+static int64_t rows_of(const fp4_tensor *t) {
+    int64_t r = 1;
+    for (int i = 1; i < t->n_dims; i++)
+        r *= t->ne[i];
+    return r;
+}
+static int stub_of(const fp4_tensor *t, fp4_cuda_tensor *o, uint64_t *bytes) {
+    memset(o, 0, sizeof *o);
+    if (!t || t->n_dims < 1) return -1;
+    const int64_t n_in = t->ne[0], n_out = rows_of(t);
+    o->type = t->type, o->n_in = n_in, o->n_out = n_out, o->k_pad = n_in;
+    uint64_t b = 0;
+    switch ((int)t->type) {
+    case FP4_TYPE_NVFP4_E2M1:
+        o->k_pad = (n_in + 255) / 256 * 256;
+        o->payload_stride = o->k_pad / 2, o->scale_stride = o->k_pad / 16;
+        o->scale2 = t->nvfp4.scale2, o->input_scale_inv = t->nvfp4.input_scale_inv;
+        b = FP4_CU_ALIGN((uint64_t)o->payload_stride * n_out) +
+            FP4_CU_ALIGN((uint64_t)o->scale_stride * n_out);
+        break;
+    case FP4_TYPE_F16:
+    case FP4_TYPE_BF16:
+        o->payload_stride = 2 * n_in, b = FP4_CU_ALIGN((uint64_t)o->payload_stride * n_out);
+        break;
+    case FP4_TYPE_Q4_K:
+        o->payload_stride = n_in / 256 * 144, b = FP4_CU_ALIGN((uint64_t)o->payload_stride * n_out);
+        break;
+    case FP4_TYPE_Q6_K:
+        o->payload_stride = n_in / 256 * 210, b = FP4_CU_ALIGN((uint64_t)o->payload_stride * n_out);
+        break;
+    default:
+        return -1;
+    }
+    if (bytes) *bytes = b;
+    return 0;
+}
+
+static const char *cu_route(const fp4_tensor *w, fp4_mode mode) {
+    fp4_cuda_tensor t;
+    if (stub_of(w, &t, NULL)) return NULL;
+    if (mode == FP4_MODE_EXACT && (t.type == FP4_TYPE_Q4_K || t.type == FP4_TYPE_Q6_K))
+        return NULL; /* ROUTES.md */
+    const char *n = fp4_cuda_route_name(&t, mode, 1);
+    return strcmp(n, "none") ? n : NULL;
+}
+
+static fp4_status upload(const fp4_tensor *t, fp4_cuda_tensor *o) {
+    if (t->type == FP4_TYPE_NVFP4_E2M1) return fp4_cuda_tensor_upload_nvfp4(&t->nvfp4, o);
+    return fp4_cuda_tensor_upload(t->type, t->data, rows_of(t), t->ne[0], o);
+}
+
+static void cu_destroy(void *p);
+
+static int is_proj_slot(int s) {
+    return s == FP4_LW_Q || s == FP4_LW_K || s == FP4_LW_V || s == FP4_LW_O || s == FP4_LW_GATE ||
+           s == FP4_LW_UP || s == FP4_LW_DOWN;
+}
+static int64_t vec_len(const fp4_arch *a, int slot) {
+    switch (slot) {
+    case FP4_LW_ATTN_NORM:
+    case FP4_LW_FFN_NORM:
+        return a->hidden;
+    case FP4_LW_Q_NORM:
+    case FP4_LW_K_NORM:
+        return a->head_dim;
+    case FP4_LW_Q_BIAS:
+        return a->n_heads * a->head_dim;
+    case FP4_LW_K_BIAS:
+    case FP4_LW_V_BIAS:
+        return a->n_kv_heads * a->head_dim;
+    default:
+        return 0;
+    }
+}
+
+/* scratch layout: one list of (pointer, floats) so the plan and the allocation agree */
+typedef struct buf_req {
+    void **p;
+    uint64_t bytes;
+} buf_req;
+
+static int scratch_list(cu_state *s, buf_req *r) {
+    const fp4_arch *a = &s->d.arch;
+    const uint64_t mc = (uint64_t)s->max_cols, H = a->hidden, D = a->head_dim, qd = a->n_heads * D,
+                   kvd = a->n_kv_heads * D, F = a->ffn, V = a->vocab, NH = a->n_heads;
+    const uint64_t wide = H > qd ? H : qd;
+    int n = 0;
+#define REQ(ptr, nbytes) r[n++] = (buf_req){(void **)&(ptr), (uint64_t)(nbytes)}
+    REQ(s->d_x, mc * H * 4);
+    REQ(s->d_h, mc * wide * 4);
+    REQ(s->d_q, mc * qd * 4);
+    REQ(s->d_k, mc * kvd * 4);
+    REQ(s->d_v, mc * kvd * 4);
+    REQ(s->d_o, mc * qd * 4);
+    REQ(s->d_t, mc * H * 4);
+    REQ(s->d_g, mc * F * 4);
+    REQ(s->d_u, mc * F * 4);
+    REQ(s->d_hh, mc * H * 4);
+    REQ(s->d_lg, mc * V * 4);
+    REQ(s->d_sc, mc * NH * (uint64_t)s->d.n_ctx * 4);
+    REQ(s->d_st, mc * NH * STK_LANES * D * 4);
+    REQ(s->d_den, mc * NH * 4);
+    REQ(s->d_in, 4 * mc * 4);
+#undef REQ
+    return n;
+}
+
+static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_error *err) {
+    const fp4_rt_model_desc *d = &s->d;
+    const fp4_arch *a = &d->arch;
+    fp4_rt_mem_plan *p = &s->plan;
+    memset(p, 0, sizeof *p);
+    snprintf(p->device, sizeof p->device, "%s", info->name);
+    uint64_t wb = 0, b, proj_scratch = 0;
+    fp4_cuda_tensor t;
+    const int64_t nslot = a->n_layers * FP4_LW_COUNT_;
+    for (int64_t i = 0; i <= nslot + 1; i++) {
+        const fp4_tensor *w = i < nslot ? d->layer[i] : i == nslot ? d->head : d->tok_embd;
+        if (i < nslot && (!is_proj_slot((int)(i % FP4_LW_COUNT_)) || !w)) continue;
+        if (i == nslot && d->head == d->tok_embd) continue; /* tied: counted once, as the embedding */
+        if (i == nslot + 1 && !s->emb_on_device && d->head != d->tok_embd) continue; /* host rows */
+        if (stub_of(w, &t, &b))
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, w->name, "cuda.type",
+                            "type %d has no CUDA layout", (int)w->type);
+        wb += b;
+        if (i <= nslot || d->head == d->tok_embd) {
+            const size_t sb = fp4_cuda_scratch_bytes(&t, s->max_cols);
+            if (sb > proj_scratch) proj_scratch = sb;
+        }
+    }
+    uint64_t nvec = (uint64_t)a->hidden + (uint64_t)d->n_ctx * (uint64_t)a->head_dim; /* out_norm + cos/sin */
+    for (int64_t i = 0; i < nslot; i++)
+        if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
+    wb += FP4_CU_ALIGN(nvec * 4);
+    p->weights_bytes = wb;
+    uint64_t kvn;
+    const uint64_t kvd = (uint64_t)(a->n_kv_heads * a->head_dim);
+    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)a->n_layers, (uint64_t)d->n_ctx * kvd,
+                               &kvn) ||
+        kvn > (UINT64_MAX / 8))
+        return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
+    p->kv_bytes = 2 * FP4_CU_ALIGN(kvn * 2);
+    buf_req r[32];
+    const int nr = scratch_list(s, r);
+    uint64_t sc = FP4_CU_ALIGN(proj_scratch);
+    for (int i = 0; i < nr; i++)
+        sc += FP4_CU_ALIGN(r[i].bytes);
+    p->scratch_bytes = sc;
+    p->total_bytes = p->weights_bytes + p->kv_bytes + p->scratch_bytes;
+    size_t free_b = 0, total_b = 0;
+    CU_TRY(err, cudaMemGetInfo(&free_b, &total_b), "cuda.memory-plan");
+    p->available_bytes = free_b > CU_RESERVE_BYTES ? free_b - CU_RESERVE_BYTES : 0;
+    const char *lim = getenv("FP4LANE_CUDA_MEM_LIMIT");
+    if (lim && *lim) {
+        const unsigned long long l = strtoull(lim, NULL, 10);
+        if (l < p->available_bytes) p->available_bytes = l;
+    }
+    if (d->on_plan) d->on_plan(p, d->plan_user);
+    if (p->total_bytes > p->available_bytes)
+        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "cuda.memory-plan",
+                        "the model does not fit on %s: weights %.3f GiB + KV cache %.3f GiB + scratch %.3f "
+                        "GiB = %.3f GiB, "
+                        "%.3f GiB available; use a shorter --ctx, fewer sequences, or --device cpu",
+                        p->device, wb / 1073741824.0, p->kv_bytes / 1073741824.0, sc / 1073741824.0,
+                        p->total_bytes / 1073741824.0, p->available_bytes / 1073741824.0);
+    return FP4_OK;
+}
+
+static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err) {
+    *out = NULL;
+    const fp4_arch *a = &d->arch;
+    if (max_cols < 1 || max_cols * (a->n_heads + 2 * a->n_kv_heads) > 65535 || d->n_ctx < 1 ||
+        d->n_ctx > (1 << 30) || a->head_dim % 32 || a->head_dim > FP4_ARCH_MAX_HEAD_DIM ||
+        a->n_heads % a->n_kv_heads)
+        return fp4_fail(
+            err, FP4_ERR_UNSUPPORTED, NULL, NULL, "cuda.shape",
+            "the CUDA step needs head_dim a multiple of 32 up to %d, n_ctx <= 2^30 and at most 65535 "
+            "(column, head) pairs per step (head_dim %lld)",
+            FP4_ARCH_MAX_HEAD_DIM, (long long)a->head_dim);
+    fp4_cuda_device_info info;
+    fp4_status st = fp4_cuda_init(d->device, &info);
+    if (st == FP4_ERR_NO_DEVICE || st == FP4_ERR_INVALID_ARG)
+        return fp4_fail(err, FP4_ERR_NO_DEVICE, NULL, NULL, "cuda.device",
+                        "no usable CUDA device %d (compute capability 8.0+); use --device cpu", d->device);
+    if (st) return cuda_fail(err, st, NULL, "cuda.device", "cannot initialize the CUDA device");
+    cu_state *s = (cu_state *)calloc(1, sizeof *s);
+    if (!s) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    s->d = *d;
+    s->max_cols = max_cols;
+    const int te = (int)d->tok_embd->type;
+    s->emb_on_device = te == FP4_TYPE_F16 || te == FP4_TYPE_BF16 || te == FP4_TYPE_NVFP4_E2M1;
+    if ((st = make_plan(s, &info, err))) {
+        free(s);
+        return st;
+    }
+    const int64_t nslot = a->n_layers * FP4_LW_COUNT_;
+    s->w = (fp4_cuda_tensor *)calloc((size_t)nslot, sizeof *s->w);
+    s->dv = (const float **)calloc((size_t)nslot, sizeof *s->dv);
+    if (!s->w || !s->dv) {
+        cu_destroy(s);
+        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    }
+    *out = s; /* from here cu_destroy frees what exists; the caller gets NULL on failure */
+#define FAIL(x)                                                                                              \
+    do {                                                                                                     \
+        st = (x);                                                                                            \
+        cu_destroy(s);                                                                                       \
+        *out = NULL;                                                                                         \
+        return st;                                                                                           \
+    } while (0)
+    cudaError_t ce = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
+    if (ce != cudaSuccess)
+        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaStreamCreateWithFlags"), NULL, "cuda.alloc", "stream"));
+    if ((size_t)a->hidden * 4 > 48 * 1024) { /* the norm's row in shared memory */
+        ce = cudaFuncSetAttribute(stk_add_rmsnorm, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  (int)a->hidden * 4);
+        if (ce != cudaSuccess)
+            FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaFuncSetAttribute(stk_add_rmsnorm)"), NULL,
+                           "cuda.shape", "hidden size above the shared memory of one block"));
+    }
+    /* weights */
+    for (int64_t i = 0; i < nslot; i++) {
+        if (!is_proj_slot((int)(i % FP4_LW_COUNT_)) || !d->layer[i]) continue;
+        if ((st = upload(d->layer[i], &s->w[i])))
+            FAIL(cuda_fail(err, st, d->layer[i]->name, "cuda.upload", "cannot upload this weight"));
+    }
+    if ((s->emb_on_device || d->head == d->tok_embd) && (st = upload(d->tok_embd, &s->emb)))
+        FAIL(cuda_fail(err, st, d->tok_embd->name, "cuda.upload", "cannot upload the embedding table"));
+    if (d->head != d->tok_embd && (st = upload(d->head, &s->head)))
+        FAIL(cuda_fail(err, st, d->head->name, "cuda.upload", "cannot upload the LM head"));
+    /* vectors and RoPE tables, one block */
+    uint64_t nvec = (uint64_t)a->hidden;
+    for (int64_t i = 0; i < nslot; i++)
+        if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
+    const uint64_t nrope = (uint64_t)d->n_ctx * (uint64_t)(a->head_dim / 2);
+    ce = cudaMalloc((void **)&s->d_vec, (nvec + 2 * nrope) * 4);
+    if (ce != cudaSuccess)
+        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(vectors)"), NULL, "cuda.alloc", "vectors"));
+    float *pv = s->d_vec;
+    ce = cudaMemcpy(pv, d->out_norm_f32, (size_t)a->hidden * 4, cudaMemcpyHostToDevice);
+    s->d_out_norm = pv;
+    pv += a->hidden;
+    for (int64_t i = 0; i < nslot && ce == cudaSuccess; i++) {
+        if (!d->vec[i]) continue;
+        const int64_t n = vec_len(a, (int)(i % FP4_LW_COUNT_));
+        ce = cudaMemcpy(pv, d->vec[i], (size_t)n * 4, cudaMemcpyHostToDevice);
+        s->dv[i] = pv;
+        pv += n;
+    }
+    if (ce == cudaSuccess) ce = cudaMemcpy(pv, d->rope_cos, nrope * 4, cudaMemcpyHostToDevice);
+    s->d_cos = pv;
+    if (ce == cudaSuccess) ce = cudaMemcpy(pv + nrope, d->rope_sin, nrope * 4, cudaMemcpyHostToDevice);
+    s->d_sin = pv + nrope;
+    if (ce != cudaSuccess)
+        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMemcpy(vectors)"), NULL, "cuda.upload", "vectors"));
+    /* KV cache */
+    const uint64_t kvn = (uint64_t)d->n_slots * a->n_layers * d->n_ctx * (a->n_kv_heads * a->head_dim);
+    ce = cudaMalloc((void **)&s->d_kc, kvn * 2);
+    if (ce == cudaSuccess) ce = cudaMalloc((void **)&s->d_vc, kvn * 2);
+    if (ce == cudaSuccess) ce = cudaMemset(s->d_kc, 0, kvn * 2);
+    if (ce == cudaSuccess) ce = cudaMemset(s->d_vc, 0, kvn * 2);
+    if (ce != cudaSuccess)
+        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(KV cache)"), NULL, "cuda.alloc", "KV cache"));
+    /* scratch */
+    buf_req r[32];
+    const int nr = scratch_list(s, r);
+    for (int i = 0; i < nr; i++) {
+        ce = cudaMalloc(r[i].p, r[i].bytes ? r[i].bytes : 16);
+        if (ce != cudaSuccess)
+            FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(scratch)"), NULL, "cuda.alloc", "scratch"));
+    }
+    size_t psb = 0;
+    for (int64_t i = 0; i < nslot; i++)
+        if (s->w[i].d_payload)
+            psb = fp4_cuda_scratch_bytes(&s->w[i], max_cols) > psb
+                      ? fp4_cuda_scratch_bytes(&s->w[i], max_cols)
+                      : psb;
+    if (fp4_cuda_scratch_bytes(head_of(s), max_cols) > psb)
+        psb = fp4_cuda_scratch_bytes(head_of(s), max_cols);
+    if ((st = fp4_cuda_scratch_alloc(psb, &s->scratch)))
+        FAIL(cuda_fail(err, st, NULL, "cuda.alloc", "projection scratch"));
+    ce = cudaHostAlloc((void **)&s->h_in, (size_t)(4 * max_cols) * 4, cudaHostAllocDefault);
+    if (ce == cudaSuccess)
+        ce = cudaHostAlloc((void **)&s->h_lg, (size_t)(max_cols * a->vocab) * 4, cudaHostAllocDefault);
+    if (ce == cudaSuccess && !s->emb_on_device)
+        ce = cudaHostAlloc((void **)&s->h_emb, (size_t)(max_cols * a->hidden) * 4, cudaHostAllocDefault);
+    if (ce != cudaSuccess)
+        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaHostAlloc"), NULL, "cuda.alloc", "pinned host buffers"));
+    s->prof_path = getenv("FP4LANE_CUDA_PROFILE");
+    if (s->prof_path && *s->prof_path) {
+        s->ev = (cudaEvent_t *)calloc(PROF_MAX_EVENTS, sizeof *s->ev);
+        for (int i = 0; s->ev && i < PROF_MAX_EVENTS && ce == cudaSuccess; i++)
+            ce = cudaEventCreate(&s->ev[i]);
+        if (!s->ev || ce != cudaSuccess)
+            FAIL(
+                cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaEventCreate"), NULL, "cuda.alloc", "profiling events"));
+    } else
+        s->prof_path = NULL;
+#undef FAIL
+    return FP4_OK;
+}
+
+static void cu_destroy(void *p) {
+    cu_state *s = (cu_state *)p;
+    if (!s) return;
+    if (s->stream) cudaStreamSynchronize(s->stream);
+    if (s->prof_path && s->prof_steps) {
+        FILE *f = fopen(s->prof_path, "w");
+        if (f) {
+            double tot = 0;
+            for (int i = 0; i < OP_COUNT_; i++)
+                tot += s->prof_ms[i];
+            fprintf(f, "# %lld steps, %.3f ms per step (eager, events between ops)\n",
+                    (long long)s->prof_steps, tot / s->prof_steps);
+            for (int i = 0; i < OP_COUNT_; i++)
+                fprintf(f, "%-20s %9.4f ms/step %6.2f %%\n", op_names[i], s->prof_ms[i] / s->prof_steps,
+                        tot > 0 ? 100.0 * s->prof_ms[i] / tot : 0.0);
+            fclose(f);
+        }
+    }
+    if (s->ev) {
+        for (int i = 0; i < PROF_MAX_EVENTS; i++)
+            if (s->ev[i]) cudaEventDestroy(s->ev[i]);
+        free(s->ev);
+    }
+    for (int i = 0; i < CU_MAX_GRAPHS; i++)
+        if (s->graphs[i].exec) cudaGraphExecDestroy(s->graphs[i].exec);
+    if (s->w)
+        for (int64_t i = 0; i < s->d.arch.n_layers * FP4_LW_COUNT_; i++)
+            fp4_cuda_tensor_free(&s->w[i]);
+    fp4_cuda_tensor_free(&s->emb);
+    fp4_cuda_tensor_free(&s->head);
+    fp4_cuda_scratch_free(&s->scratch);
+    buf_req r[32];
+    const int nr = scratch_list(s, r);
+    for (int i = 0; i < nr; i++)
+        if (*r[i].p) cudaFree(*r[i].p);
+    if (s->d_vec) cudaFree(s->d_vec);
+    if (s->d_kc) cudaFree(s->d_kc);
+    if (s->d_vc) cudaFree(s->d_vc);
+    if (s->h_in) cudaFreeHost(s->h_in);
+    if (s->h_lg) cudaFreeHost(s->h_lg);
+    if (s->h_emb) cudaFreeHost(s->h_emb);
+    if (s->stream) cudaStreamDestroy(s->stream);
+    free(s->w);
+    free(s->dv);
+    free(s);
+}
+
+/* ---- the step body: everything enqueued on s->stream ---- */
+static void prof_mark(cu_state *s, int op) {
+    if (!s->prof_path || s->n_ev >= PROF_MAX_EVENTS) return;
+    s->prof_op[s->n_ev] = op;
+    cudaEventRecord(s->ev[s->n_ev++], s->stream);
+}
+
+static fp4_status proj(cu_state *s, const fp4_cuda_tensor *w, const float *x, int64_t n, float *y,
+                       const char *name, fp4_error *err) {
+    const fp4_status st = fp4_cuda_project(w, s->d.mode, x, n, y, &s->scratch, s->stream);
+    if (st == FP4_ERR_CUDA)
+        return fp4_fail(err, st, NULL, name, "rt.project", "projection failed on route %s: %s",
+                        fp4_cuda_route_name(w, s->d.mode, n), fp4_cuda_last_error());
+    if (st)
+        return fp4_fail(err, st, NULL, name, "rt.project", "projection failed on route %s: %s",
+                        fp4_cuda_route_name(w, s->d.mode, n), fp4_status_str(st));
+    return FP4_OK;
+}
+
+#define LAUNCHED(err, rule)                                                                                  \
+    do {                                                                                                     \
+        cudaError_t e_ = cudaGetLastError();                                                                 \
+        if (e_ != cudaSuccess) return cuda_fail(err, FP4_CUDA_FAIL(e_, rule), NULL, rule, "kernel launch");  \
+    } while (0)
+
+static unsigned blocks_for(int64_t n, int per) {
+    return (unsigned)((n + per - 1) / per);
+}
+
+/* x += t (t may be NULL: no add), then y = rmsnorm(x, w) row by row (rows to lrow when given) */
+static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *w, float *y,
+                           const int32_t *lrow, fp4_error *err) {
+    const int H = (int)s->d.arch.hidden;
+    stk_add_rmsnorm<<<(unsigned)n, STK_NORM_THREADS, (size_t)H * 4, s->stream>>>(s->d_x, t, w, H,
+                                                                                 s->d.arch.rms_eps, y, lrow);
+    LAUNCHED(err, "rt.rmsnorm");
+    return FP4_OK;
+}
+
+/* One layer; the residual add of its down projection (in d_t) is left to the next add_norm. */
+static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
+    const fp4_arch *a = &s->d.arch;
+    const int64_t D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn;
+    const int64_t kvd = NKV * D;
+    const fp4_cuda_tensor *w = s->w + L * FP4_LW_COUNT_;
+    const fp4_tensor *const *hw = s->d.layer + L * FP4_LW_COUNT_;
+    const float *const *v = s->dv + L * FP4_LW_COUNT_;
+    const int64_t slot_stride = a->n_layers * s->d.n_ctx * kvd;
+    uint16_t *kc = s->d_kc + L * s->d.n_ctx * kvd, *vc = s->d_vc + L * s->d.n_ctx * kvd;
+    fp4_status st;
+    prof_mark(s, OP_NORM);
+    if ((st = add_norm(s, n, L ? s->d_t : NULL, v[FP4_LW_ATTN_NORM], s->d_h, NULL, err))) return st;
+    prof_mark(s, OP_QKV);
+    if ((st = proj(s, &w[FP4_LW_Q], s->d_h, n, s->d_q, hw[FP4_LW_Q]->name, err)) ||
+        (st = proj(s, &w[FP4_LW_K], s->d_h, n, s->d_k, hw[FP4_LW_K]->name, err)) ||
+        (st = proj(s, &w[FP4_LW_V], s->d_h, n, s->d_v, hw[FP4_LW_V]->name, err)))
+        return st;
+    prof_mark(s, OP_PREP);
+    stk_prep_args pa = {s->d_q,
+                        s->d_k,
+                        s->d_v,
+                        v[FP4_LW_Q_BIAS],
+                        v[FP4_LW_K_BIAS],
+                        v[FP4_LW_V_BIAS],
+                        a->qk_norm ? v[FP4_LW_Q_NORM] : NULL,
+                        a->qk_norm ? v[FP4_LW_K_NORM] : NULL,
+                        s->d_cos,
+                        s->d_sin,
+                        kc,
+                        vc,
+                        slot_stride,
+                        (int)NH,
+                        (int)NKV,
+                        (int)D,
+                        a->qk_permuted,
+                        a->rms_eps,
+                        *cols};
+    if (!a->qkv_bias) pa.bq = pa.bk = pa.bv = NULL;
+    stk_qkv_prep<<<dim3((unsigned)n, (unsigned)(NH + 2 * NKV)), (unsigned)D, 0, s->stream>>>(pa);
+    LAUNCHED(err, "rt.qkv-prep");
+    prof_mark(s, OP_ATTN);
+    stk_att_args aa = {s->d_q, kc,         vc,      slot_stride, s->d_sc, s->d_st,         s->d_den,
+                       s->d_o, s->d.n_ctx, (int)NH, (int)NKV,    (int)D,  s->d.attn_scale, *cols};
+    /* about eight blocks per SM in all, at least one per (column, head), no more than positions */
+    const int64_t want = (8 * (int64_t)fp4_cu_sm_count() + n * NH - 1) / (n * NH);
+    const int64_t gx = want < 1 ? 1
+                       : want < (int64_t)blocks_for(s->d.n_ctx, STK_SCORE_WARPS)
+                           ? want
+                           : (int64_t)blocks_for(s->d.n_ctx, STK_SCORE_WARPS);
+    stk_att_scores<<<dim3((unsigned)gx, (unsigned)(n * NH)), STK_SCORE_WARPS * 32, 0, s->stream>>>(aa);
+    LAUNCHED(err, "rt.attention");
+    stk_att_softmax<<<(unsigned)(n * NH), 256, 0, s->stream>>>(aa);
+    LAUNCHED(err, "rt.attention");
+    stk_att_strips<<<dim3(STK_LANES, (unsigned)(n * NH)), (unsigned)D, 0, s->stream>>>(aa);
+    LAUNCHED(err, "rt.attention");
+    stk_att_out<<<(unsigned)(n * NH), (unsigned)D, 0, s->stream>>>(aa);
+    LAUNCHED(err, "rt.attention");
+    prof_mark(s, OP_O);
+    if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
+    prof_mark(s, OP_NORM);
+    if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, err))) return st;
+    prof_mark(s, OP_GATEUP);
+    if ((st = proj(s, &w[FP4_LW_GATE], s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err)) ||
+        (st = proj(s, &w[FP4_LW_UP], s->d_h, n, s->d_u, hw[FP4_LW_UP]->name, err)))
+        return st;
+    prof_mark(s, OP_SWIGLU);
+    stk_swiglu<<<blocks_for(n * F, 256), 256, 0, s->stream>>>(s->d_g, s->d_u, n * F);
+    LAUNCHED(err, "rt.swiglu");
+    prof_mark(s, OP_DOWN);
+    return proj(s, &w[FP4_LW_DOWN], s->d_g, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
+}
+
+static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
+    const fp4_arch *a = &s->d.arch;
+    const int64_t mc = s->max_cols;
+    const stk_cols cols = {s->d_in, s->d_in + mc, s->d_in + 2 * mc, s->d_in + 3 * mc};
+    fp4_status st;
+    prof_mark(s, OP_EMBED);
+    if (s->emb_on_device && (st = fp4_cuda_embed(&s->emb, cols.tok, n, s->d_x, s->stream)))
+        return cuda_fail(err, st, s->d.tok_embd->name, "rt.embed", "embedding lookup");
+    for (int64_t L = 0; L < a->n_layers; L++)
+        if ((st = layer(s, L, n, &cols, err))) return st;
+    prof_mark(s, OP_HEAD);
+    if (!nw) return FP4_OK; /* the last residual add only feeds the final norm */
+    if ((st = add_norm(s, n, s->d_t, s->d_out_norm, s->d_hh, cols.lrow, err))) return st;
+    return proj(s, head_of(s), s->d_hh, nw, s->d_lg, s->d.head->name, err);
+}
+
+/* graph of a decode step of n columns: captured the second time n is seen, replayed after */
+static fp4_status run_body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
+    if (s->prof_path || s->graphs_off || nw != n) return body(s, n, nw, err);
+    cu_graph *g = NULL;
+    for (int i = 0; i < CU_MAX_GRAPHS && !g; i++)
+        if (s->graphs[i].seen && s->graphs[i].n == n) g = &s->graphs[i];
+    if (g && g->exec) {
+        CU_TRY(err, cudaGraphLaunch(g->exec, s->stream), "cuda.graph");
+        return FP4_OK;
+    }
+    if (!g) { /* first time: eager, remembered */
+        for (int i = 0; i < CU_MAX_GRAPHS && !g; i++)
+            if (!s->graphs[i].seen) g = &s->graphs[i];
+        if (g) g->seen = 1, g->n = n;
+        return body(s, n, nw, err);
+    }
+    cudaGraph_t graph = NULL;
+    CU_TRY(err, cudaStreamBeginCapture(s->stream, cudaStreamCaptureModeThreadLocal), "cuda.graph");
+    fp4_status st = body(s, n, nw, err);
+    const cudaError_t ce = cudaStreamEndCapture(s->stream, &graph);
+    if (st || ce != cudaSuccess || !graph) {
+        if (graph) cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
+        if (st) return st;
+        s->graphs_off = 1; /* capture refused: run every step eagerly */
+        return body(s, n, nw, err);
+    }
+    const cudaError_t ie = cudaGraphInstantiate(&g->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (ie != cudaSuccess) {
+        g->exec = NULL;
+        return cuda_fail(err, FP4_CUDA_FAIL(ie, "cudaGraphInstantiate"), NULL, "cuda.graph",
+                         "graph instantiation");
+    }
+    CU_TRY(err, cudaGraphLaunch(g->exec, s->stream), "cuda.graph");
+    return FP4_OK;
+}
+
+static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err) {
+    cu_state *s = (cu_state *)p;
+    const fp4_arch *a = &s->d.arch;
+    const int64_t mc = s->max_cols, H = a->hidden, V = a->vocab;
+    if (n <= 0 || n > mc)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "%lld columns (1..%lld)",
+                        (long long)n, (long long)mc);
+    int64_t nw = 0;
+    for (int64_t c = 0; c < n; c++) {
+        if (cols[c].token < 0 || cols[c].token >= a->vocab || cols[c].slot < 0 ||
+            cols[c].slot >= s->d.n_slots || cols[c].pos < 0 || cols[c].pos >= s->d.n_ctx)
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step",
+                            "column %lld: token %d slot %d position %lld out of range", (long long)c,
+                            cols[c].token, cols[c].slot, (long long)cols[c].pos);
+        s->h_in[c] = cols[c].token, s->h_in[mc + c] = cols[c].slot,
+        s->h_in[2 * mc + c] = (int32_t)cols[c].pos;
+        s->h_in[3 * mc + c] = cols[c].want_logits ? (int32_t)nw++ : -1;
+        if (!s->emb_on_device) {
+            const fp4_status st =
+                fp4_tensor_dequant_rows(s->d.tok_embd, cols[c].token, cols[c].token + 1, s->h_emb + c * H);
+            if (st)
+                return fp4_fail(err, st, NULL, s->d.tok_embd->name, "rt.embed",
+                                "cannot read embedding row %d", cols[c].token);
+        }
+    }
+    if (nw && !logits)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
+    s->n_ev = 0;
+    CU_TRY(err, cudaSetDevice(s->d.device), "cuda.step"); /* current device is per thread */
+    CU_TRY(err, cudaMemcpyAsync(s->d_in, s->h_in, (size_t)(4 * mc) * 4, cudaMemcpyHostToDevice, s->stream),
+           "cuda.step");
+    if (!s->emb_on_device)
+        CU_TRY(err, cudaMemcpyAsync(s->d_x, s->h_emb, (size_t)(n * H) * 4, cudaMemcpyHostToDevice, s->stream),
+               "cuda.step");
+    fp4_status st = run_body(s, n, nw, err);
+    if (st) {
+        cudaStreamSynchronize(s->stream);
+        (void)cudaGetLastError();
+        return st;
+    }
+    if (nw)
+        CU_TRY(err,
+               cudaMemcpyAsync(s->h_lg, s->d_lg, (size_t)(nw * V) * 4, cudaMemcpyDeviceToHost, s->stream),
+               "cuda.step");
+    if (s->prof_path) prof_mark(s, OP_COUNT_);
+    CU_TRY(err, cudaStreamSynchronize(s->stream), "cuda.step"); /* the one host synchronization of the step */
+    if (nw) memcpy(logits, s->h_lg, (size_t)(nw * V) * 4);
+    if (s->prof_path && s->n_ev > 1 && nw == n) { /* decode steps only: every column wants logits */
+        for (int i = 0; i + 1 < s->n_ev; i++) {
+            float ms = 0;
+            if (cudaEventElapsedTime(&ms, s->ev[i], s->ev[i + 1]) == cudaSuccess && s->prof_op[i] < OP_COUNT_)
+                s->prof_ms[s->prof_op[i]] += ms;
+        }
+        s->prof_steps++;
+    }
+    return FP4_OK;
+}
+
+static fp4_status kv_copy(cu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
+    const fp4_arch *a = &s->d.arch;
+    const int64_t kvd = a->n_kv_heads * a->head_dim;
+    if (slot < 0 || slot >= s->d.n_slots || n_pos < 0 || n_pos > s->d.n_ctx) return FP4_ERR_INVALID_ARG;
+    cudaError_t e0 = cudaSetDevice(s->d.device);
+    if (e0 == cudaSuccess) e0 = cudaStreamSynchronize(s->stream);
+    if (e0 != cudaSuccess) return FP4_CUDA_FAIL(e0, "cudaStreamSynchronize(KV cache)");
+    for (int64_t L = 0; L < a->n_layers; L++) {
+        const int64_t off = ((int64_t)slot * a->n_layers + L) * s->d.n_ctx * kvd;
+        const size_t bytes = sizeof(uint16_t) * (size_t)(n_pos * kvd);
+        cudaError_t e;
+        if (to_host) {
+            e = cudaMemcpyAsync(k + L * n_pos * kvd, s->d_kc + off, bytes, cudaMemcpyDeviceToHost, s->stream);
+            if (e == cudaSuccess)
+                e = cudaMemcpyAsync(v + L * n_pos * kvd, s->d_vc + off, bytes, cudaMemcpyDeviceToHost,
+                                    s->stream);
+        } else {
+            e = cudaMemcpyAsync(s->d_kc + off, k + L * n_pos * kvd, bytes, cudaMemcpyHostToDevice, s->stream);
+            if (e == cudaSuccess)
+                e = cudaMemcpyAsync(s->d_vc + off, v + L * n_pos * kvd, bytes, cudaMemcpyHostToDevice,
+                                    s->stream);
+        }
+        if (e != cudaSuccess) return FP4_CUDA_FAIL(e, "cudaMemcpyAsync(KV cache)");
+    }
+    const cudaError_t e = cudaStreamSynchronize(s->stream);
+    return e == cudaSuccess ? FP4_OK : FP4_CUDA_FAIL(e, "cudaStreamSynchronize(KV cache)");
+}
+static fp4_status cu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v) {
+    return kv_copy((cu_state *)p, slot, n_pos, k, v, 1);
+}
+static fp4_status cu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v) {
+    return kv_copy((cu_state *)p, slot, n_pos, (uint16_t *)k, (uint16_t *)v, 0);
+}
+
+static const fp4_rt_backend_ops cu_ops = {
+    FP4_RT_BACKEND_ABI, "cuda", cu_route, cu_create, cu_destroy, cu_step, cu_kv_read, cu_kv_write,
+};
+
+extern "C" __attribute__((visibility("default"))) const fp4_rt_backend_ops *
+fp4_rt_cuda_backend(uint32_t abi) {
+    return abi == FP4_RT_BACKEND_ABI ? &cu_ops : NULL;
+}

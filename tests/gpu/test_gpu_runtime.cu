@@ -1,0 +1,414 @@
+/* test_gpu_runtime.cu — the CUDA twin of the decode step (libfp4lane_cuda.so, loaded by the engine
+ * exactly as `fp4lane run --device cuda` loads it) against the CPU engine in the same process,
+ * on transformers' reference checkpoints (tests/data/hf/<name>, bf16 and the NVFP4 twin), a W4A4
+ * twin and a Q4_K GGUF made here:
+ *   - exact mode: teacher-forced logits of every position on the GPU equal the CPU's bit for bit,
+ *     with prefill chunks of 1 (every step a decode step: eager, then captured, then a replayed
+ *     CUDA graph), 5 and all 24, and with the sequence inside a batch of other sequences that
+ *     join and leave (some of which want no logits);
+ *   - an exact KV snapshot saved from the GPU continues on the CPU to the same bits;
+ *   - native mode against transformers' logits within the CPU runtime's tolerance (3e-3 of the
+ *     largest |logit|: float rounding and the F16 KV cache, see test_runtime_hf.c), and the same
+ *     bits run to run;
+ *   - kquant: exact refused on cuda; native within 6 % of the CPU (ggml's Q8_K activations there);
+ *   - the memory plan: reported before the upload, with the KV bytes the shape implies, and a
+ *     plan over the budget ($FP4LANE_CUDA_MEM_LIMIT) refused with FP4_ERR_NOMEM and a message.
+ * FP4_GPU_QUICK=1 (compute-sanitizer): two models, fewer variants. No GPU: skipped. */
+extern "C" {
+#include "check.h"
+}
+#include "fp4lane.h"
+#include "fp4lane_runtime.h"
+#include <ftw.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define HF_DIR "tests/data/hf"
+enum { NTOK = 24, NCTX = 64 };
+
+static char cuda_lib[600];
+static int quick;
+
+static void plan_cb(const fp4_rt_mem_plan *p, void *user) {
+    *(fp4_rt_mem_plan *)user = *p;
+}
+
+static fp4_rt *engine(const fp4_model *m, fp4_device dev, fp4_mode mode, int32_t max_seqs,
+                      fp4_rt_mem_plan *plan, fp4_status *st_out) {
+    fp4_rt_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = mode, o.device = dev, o.n_threads = 2, o.n_ctx = NCTX, o.max_seqs = max_seqs,
+    o.cuda_lib = cuda_lib;
+    if (plan) o.on_plan = plan_cb, o.plan_user = plan;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    const fp4_status st = fp4_rt_create(m, &o, &rt, &e);
+    if (st_out)
+        *st_out = st;
+    else
+        CHECK_MSG(st == FP4_OK, "rt_create %s: %s: %s (%s)", dev == FP4_DEVICE_CUDA ? "cuda" : "cpu",
+                  fp4_status_str(st), e.msg, e.rule);
+    return rt;
+}
+
+/* one sequence, chunks of `chunk` columns; logits of every position; 0 on success */
+static int run_seq(const fp4_model *m, fp4_device dev, fp4_mode mode, int chunk, const int32_t *ids, int n,
+                   float *out) {
+    fp4_rt *rt = engine(m, dev, mode, 1, NULL, NULL);
+    if (!rt) return -1;
+    int32_t s;
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    const int64_t V = fp4_rt_vocab(rt);
+    fp4_rt_tok c[NTOK];
+    fp4_error e;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i += chunk) {
+        const int k = n - i < chunk ? n - i : chunk;
+        for (int j = 0; j < k; j++)
+            c[j].seq = s, c[j].token = ids[i + j], c[j].want_logits = 1;
+        const fp4_status st = fp4_rt_step(rt, c, k, out + (int64_t)i * V, &e);
+        CHECK_MSG(st == FP4_OK, "step: %s: %s", fp4_status_str(st), e.msg);
+        rc = st ? -1 : 0;
+    }
+    fp4_rt_free(rt);
+    return rc;
+}
+
+/* sequence A (ids) inside a batch: B (no logits) leaves after 4 steps, C (logits) joins at step 2;
+ * A's prefill chunks 3, 1, 5, 1, 1, ... ; A's columns sit between B's and C's */
+static int run_batch(const fp4_model *m, fp4_device dev, fp4_mode mode, const int32_t *ids, int n,
+                     float *out) {
+    fp4_rt *rt = engine(m, dev, mode, 3, NULL, NULL);
+    if (!rt) return -1;
+    const int64_t V = fp4_rt_vocab(rt);
+    int32_t a, b, cq = -1;
+    CHECK_OK(fp4_rt_seq_open(rt, &b));
+    CHECK_OK(fp4_rt_seq_open(rt, &a));
+    static const int pattern[] = {3, 1, 5, 1, 1, 2};
+    float *lg = (float *)malloc(sizeof(float) * (size_t)(16 * V));
+    fp4_rt_tok c[16];
+    fp4_error e;
+    int done = 0, rc = 0;
+    for (int step = 0; done < n && !rc; step++) {
+        int k = 0, na = pattern[step % 6];
+        if (na > n - done) na = n - done;
+        if (step < 4)
+            for (int j = 0; j < 2; j++)
+                c[k].seq = b, c[k].token = (ids[(step * 2 + j) % n] * 7 + 3) % (int32_t)V,
+                c[k++].want_logits = 0;
+        if (step == 4) fp4_rt_seq_close(rt, b);
+        const int a0 = k;
+        for (int j = 0; j < na; j++)
+            c[k].seq = a, c[k].token = ids[done + j], c[k++].want_logits = 1;
+        if (step == 2) CHECK_OK(fp4_rt_seq_open(rt, &cq));
+        if (step >= 2 && fp4_rt_seq_pos(rt, cq) < NCTX - 2)
+            for (int j = 0; j < (step % 2) + 1; j++)
+                c[k].seq = cq, c[k].token = (ids[(step + j) % n] + 11) % (int32_t)V, c[k++].want_logits = 1;
+        const fp4_status st = fp4_rt_step(rt, c, k, lg, &e);
+        CHECK_MSG(st == FP4_OK, "batch step %d: %s: %s", step, fp4_status_str(st), e.msg);
+        if (st) rc = -1;
+        /* logits rows come in column order among the wanting columns: A's are the first na */
+        (void)a0;
+        memcpy(out + (int64_t)done * V, lg, sizeof(float) * (size_t)(na * V));
+        done += na;
+    }
+    free(lg);
+    fp4_rt_free(rt);
+    return rc;
+}
+
+static int64_t bits_differ(const char *what, const float *want, const float *got, int64_t n) {
+    int64_t d = 0, first = -1;
+    for (int64_t i = 0; i < n; i++)
+        if (f32_bits(want[i]) != f32_bits(got[i])) d++, first = first < 0 ? i : first;
+    CHECK_MSG(d == 0, "%s: %lld of %lld logits differ in bits (first at %lld: %.9g vs %.9g)", what,
+              (long long)d, (long long)n, (long long)first, first >= 0 ? want[first] : 0.0,
+              first >= 0 ? got[first] : 0.0);
+    printf("%-40s %lld logits, %lld differ in bits\n", what, (long long)n, (long long)d);
+    return d;
+}
+
+static void within(const char *what, const float *got, const double *ref, int64_t n, double tol) {
+    double maxd = 0, maxref = 0;
+    for (int64_t i = 0; i < n; i++)
+        maxd = fmax(maxd, fabs(got[i] - ref[i])), maxref = fmax(maxref, fabs(ref[i]));
+    printf("%-40s max |dlogit| %.3g = %.2e of max |logit| %.3g (tolerance %.0e)\n", what, maxd, maxd / maxref,
+           maxref, tol);
+    CHECK_MSG(maxd <= tol * maxref, "%s: %.3g > %.3g x %.3g", what, maxd, tol, maxref);
+}
+
+static double *read_npy_f64(const char *path, int64_t rows, int64_t cols) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    unsigned char h[10];
+    double *d = NULL;
+    if (fread(h, 1, 10, f) == 10 && !memcmp(h, "\x93NUMPY", 6) && h[6] == 1) {
+        const size_t hl = (size_t)(h[8] | h[9] << 8);
+        char *hdr = (char *)calloc(hl + 1, 1), want[96];
+        snprintf(want, sizeof want, "'shape': (%lld, %lld)", (long long)rows, (long long)cols);
+        if (fread(hdr, 1, hl, f) == hl && strstr(hdr, "'<f8'") && strstr(hdr, "False") && strstr(hdr, want)) {
+            d = (double *)malloc(sizeof(double) * (size_t)(rows * cols));
+            if (fread(d, sizeof(double), (size_t)(rows * cols), f) != (size_t)(rows * cols))
+                free(d), d = NULL;
+        }
+        free(hdr);
+    }
+    fclose(f);
+    return d;
+}
+
+static int read_ids(const char *path, int32_t *ids, int max) {
+    FILE *f = fopen(path, "r");
+    int n = 0;
+    long v;
+    while (f && n < max && fscanf(f, "%ld", &v) == 1) {
+        ids[n++] = (int32_t)v;
+        if (fgetc(f) != ',') break;
+    }
+    if (f) fclose(f);
+    return n;
+}
+
+/* exact: GPU == CPU in bits for chunk 1 / 5 / all and inside a batch; native: near the reference,
+ * the same bits twice. ref may be NULL (no reference logits for this checkpoint). */
+static void model_case(const char *dir, const char *what, const int32_t *ids, const double *ref, double tol) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    fp4_rt *probe = engine(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, 1, NULL, NULL);
+    if (!probe) return fp4_model_close(m);
+    const int64_t V = fp4_rt_vocab(probe), n = (int64_t)NTOK * V;
+    fp4_rt_free(probe);
+    float *cpu = (float *)malloc(sizeof(float) * (size_t)n),
+          *gpu = (float *)malloc(sizeof(float) * (size_t)n),
+          *again = (float *)malloc(sizeof(float) * (size_t)n);
+    char label[160];
+    CHECK(run_seq(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, NTOK, ids, NTOK, cpu) == 0);
+    static const int chunks[] = {1, 5, NTOK};
+    for (int i = 0; i < 3; i++) {
+        if (quick && chunks[i] == 5) continue;
+        memset(gpu, 0xFF, sizeof(float) * (size_t)n);
+        snprintf(label, sizeof label, "%s exact cuda chunk %d", what, chunks[i]);
+        if (run_seq(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, chunks[i], ids, NTOK, gpu) == 0)
+            bits_differ(label, cpu, gpu, n);
+    }
+    memset(gpu, 0xFF, sizeof(float) * (size_t)n);
+    snprintf(label, sizeof label, "%s exact cuda in a batch", what);
+    if (run_batch(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, ids, NTOK, gpu) == 0) bits_differ(label, cpu, gpu, n);
+    if (!quick) {
+        /* an exact snapshot from the GPU continues on the CPU (exact identity names no device) */
+        char path[700];
+        snprintf(path, sizeof path, "%s/fp4lane-gpurt-%d.kv", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+                 (int)getpid());
+        fp4_rt *g = engine(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 1, NULL, NULL);
+        fp4_rt *c = engine(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, 1, NULL, NULL);
+        int32_t sg, sc;
+        fp4_rt_tok cols[NTOK];
+        if (g && c) {
+            CHECK_OK(fp4_rt_seq_open(g, &sg));
+            CHECK_OK(fp4_rt_seq_open(c, &sc));
+            for (int j = 0; j < 12; j++)
+                cols[j].seq = sg, cols[j].token = ids[j], cols[j].want_logits = 1;
+            CHECK_OK(fp4_rt_step(g, cols, 12, gpu, &e));
+            CHECK_OK(fp4_rt_kv_save(g, sg, path, &e));
+            CHECK_OK(fp4_rt_kv_load(c, sc, path, &e));
+            for (int j = 12; j < NTOK; j++)
+                cols[j - 12].seq = sc, cols[j - 12].token = ids[j], cols[j - 12].want_logits = 1;
+            CHECK_OK(fp4_rt_step(c, cols, NTOK - 12, gpu + 12 * V, &e));
+            snprintf(label, sizeof label, "%s exact cuda kv -> cpu", what);
+            bits_differ(label, cpu, gpu, n);
+            unlink(path);
+        }
+        fp4_rt_free(g);
+        fp4_rt_free(c);
+    }
+    if (ref) {
+        snprintf(label, sizeof label, "%s native cuda vs transformers", what);
+        if (run_seq(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, 5, ids, NTOK, gpu) == 0)
+            within(label, gpu, ref, n, tol);
+        snprintf(label, sizeof label, "%s native cuda run to run", what);
+        if (run_seq(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, 5, ids, NTOK, again) == 0)
+            bits_differ(label, gpu, again, n);
+    }
+    free(cpu), free(gpu), free(again);
+    fp4_model_close(m);
+}
+
+/* A W4A4 twin of an NVFP4 checkpoint: every linear gets an input_scale (ModelOpt spelling). */
+static int add_input_scales(const char *src_dir, const char *dst_dir) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/model.safetensors", src_dir);
+    fp4_st *st = NULL;
+    fp4_error e;
+    if (fp4_st_open(path, &st, &e)) return -1;
+    mkdir(dst_dir, 0777);
+    fp4_hf_writer *w = NULL;
+    if (fp4_hf_writer_create(dst_dir, 0, &w, &e)) return fp4_st_close(st), -1;
+    const size_t n = fp4_st_n_tensors(st);
+    const float s = 0.004f; /* ~ activation amax 10 / (6 * 448) */
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t i = 0; i < n; i++) {
+            const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
+            const size_t l = strlen(t->name);
+            const int companion = l > 15 && !strcmp(t->name + l - 15, ".weight_scale_2");
+            char nm[300];
+            snprintf(nm, sizeof nm, "%.*s.input_scale", (int)(l > 15 ? l - 15 : 0), t->name);
+            int64_t sh[1] = {0};
+            if (pass == 0) {
+                fp4_hf_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &e);
+                if (companion) fp4_hf_writer_add_tensor(w, nm, FP4_ST_F32, 0, sh, &e);
+            } else if (fp4_hf_writer_write(w, t->data, t->nbytes, &e) ||
+                       (companion && fp4_hf_writer_write(w, &s, 4, &e))) {
+                fp4_hf_writer_free(w), fp4_st_close(st);
+                return -1;
+            }
+        }
+    size_t shards;
+    const fp4_status r = fp4_hf_writer_finish(w, &shards, &e);
+    fp4_hf_writer_free(w);
+    fp4_st_close(st);
+    if (r) return -1;
+    char cfg[1 << 14], out[1 << 14];
+    snprintf(path, sizeof path, "%s/config.json", src_dir);
+    FILE *f = fopen(path, "rb");
+    const size_t len = f ? fread(cfg, 1, sizeof cfg - 1, f) : 0;
+    if (f) fclose(f);
+    cfg[len] = 0;
+    char *at = strstr(cfg, "\"W4A16_NVFP4\"");
+    if (!at) return -1;
+    snprintf(out, sizeof out, "%.*s\"NVFP4\"%s", (int)(at - cfg), cfg, at + 13);
+    snprintf(path, sizeof path, "%s/config.json", dst_dir);
+    return fp4_hf_write_json(path, out, 2, 1, &e) ? -1 : 0;
+}
+
+static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static void plan_case(const char *dir) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    fp4_rt_mem_plan p;
+    memset(&p, 0, sizeof p);
+    fp4_status st;
+    fp4_rt *rt = engine(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 3, &p, &st);
+    CHECK_OK(st);
+    /* KV: 3 slots x 2 layers x 64 positions x (2 heads x 64) halves, K and V */
+    CHECK_EQ_INT(p.kv_bytes, 2ull * 3 * 2 * NCTX * 128 * 2);
+    CHECK(p.weights_bytes > 0 && p.scratch_bytes > 0 &&
+          p.total_bytes == p.weights_bytes + p.kv_bytes + p.scratch_bytes);
+    CHECK(p.available_bytes >= p.total_bytes && p.device[0]);
+    printf("memory plan on %s: weights %llu, KV %llu, scratch %llu, total %llu of %llu bytes available\n",
+           p.device, (unsigned long long)p.weights_bytes, (unsigned long long)p.kv_bytes,
+           (unsigned long long)p.scratch_bytes, (unsigned long long)p.total_bytes,
+           (unsigned long long)p.available_bytes);
+    fp4_rt_free(rt);
+    /* over the budget: reported, then refused before anything is allocated */
+    setenv("FP4LANE_CUDA_MEM_LIMIT", "100000", 1);
+    memset(&p, 0, sizeof p);
+    fp4_rt_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = FP4_MODE_EXACT, o.device = FP4_DEVICE_CUDA, o.n_ctx = NCTX, o.cuda_lib = cuda_lib,
+    o.on_plan = plan_cb, o.plan_user = &p;
+    rt = NULL;
+    st = fp4_rt_create(m, &o, &rt, &e);
+    CHECK(st == FP4_ERR_NOMEM && rt == NULL && !strcmp(e.rule, "cuda.memory-plan") &&
+          strstr(e.msg, "does not fit") && strstr(e.msg, "--device cpu"));
+    CHECK(p.available_bytes == 100000 && p.total_bytes > p.available_bytes);
+    printf("refused: %s\n", e.msg);
+    unsetenv("FP4LANE_CUDA_MEM_LIMIT");
+    /* and the engine works again afterwards */
+    rt = engine(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 1, NULL, NULL);
+    CHECK(rt != NULL);
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+}
+
+int main(void) {
+    snprintf(cuda_lib, sizeof cuda_lib, "%s/libfp4lane_cuda.so",
+             getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
+    quick = getenv("FP4_GPU_QUICK") && getenv("FP4_GPU_QUICK")[0] == '1';
+    /* skip without a GPU: the engine itself says so */
+    {
+        fp4_model *m = NULL;
+        fp4_error e;
+        CHECK_OK(fp4_model_open(HF_DIR "/llama", NULL, &m, &e));
+        fp4_status st = FP4_ERR_NO_DEVICE;
+        fp4_rt *rt = m ? engine(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 1, NULL, &st) : NULL;
+        fp4_rt_free(rt);
+        fp4_model_close(m);
+        if (st == FP4_ERR_NO_DEVICE) {
+            printf("no CUDA device: GPU tests skipped\n");
+            return check_report();
+        }
+        CHECK_OK(st);
+    }
+    static const char *const names[] = {"llama", "qwen3", "llama31", "qwen2", "mistral"};
+    const int n_models = quick ? 2 : 5;
+    for (int k = 0; k < n_models; k++) {
+        char dir[256], nv[300], path[400], what[96];
+        snprintf(dir, sizeof dir, HF_DIR "/%s", names[k]);
+        snprintf(nv, sizeof nv, "%s/nvfp4", dir);
+        int32_t ids[NTOK + 8];
+        snprintf(path, sizeof path, "%s/ids.txt", dir);
+        CHECK_EQ_INT(read_ids(path, ids, NTOK + 8), NTOK);
+        snprintf(path, sizeof path, "%s/logits_bf16.npy", dir);
+        double *rb = read_npy_f64(path, NTOK, 512);
+        snprintf(path, sizeof path, "%s/logits_nvfp4.npy", dir);
+        double *rn = read_npy_f64(path, NTOK, 512);
+        CHECK(rb && rn);
+        snprintf(what, sizeof what, "%s bf16", names[k]);
+        model_case(dir, what, ids, rb, 3e-3);
+        snprintf(what, sizeof what, "%s nvfp4", names[k]);
+        model_case(nv, what, ids, rn, 3e-3);
+        free(rb), free(rn);
+    }
+    plan_case(HF_DIR "/llama");
+    /* W4A4 and kquant twins of llama */
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s/fp4lane-gpurt-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
+    char w4[600], kq[600];
+    snprintf(w4, sizeof w4, "%s/llama-w4a4", tmp);
+    snprintf(kq, sizeof kq, "%s/llama-q4k.gguf", tmp);
+    int32_t ids[NTOK + 8];
+    CHECK_EQ_INT(read_ids(HF_DIR "/llama/ids.txt", ids, NTOK + 8), NTOK);
+    CHECK(add_input_scales(HF_DIR "/llama/nvfp4", w4) == 0);
+    model_case(w4, "llama w4a4", ids, NULL, 0);
+    if (!quick) {
+        fp4_quantize_opts ko;
+        memset(&ko, 0, sizeof ko);
+        ko.layout = FP4_LAYOUT_GGUF, ko.to_q4_k = 1;
+        fp4_error e;
+        CHECK_OK(fp4_quantize_checkpoint(HF_DIR "/llama", kq, &ko, &e));
+        fp4_model *m = NULL;
+        CHECK_OK(fp4_model_open(kq, NULL, &m, &e));
+        if (m) {
+            fp4_status st;
+            fp4_rt *rt = engine(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 1, NULL, &st);
+            CHECK(st == FP4_ERR_REFUSED_ROUTE && rt == NULL);
+            const int64_t n = (int64_t)NTOK * 512;
+            float *cpu = (float *)malloc(sizeof(float) * (size_t)n),
+                  *gpu = (float *)malloc(sizeof(float) * (size_t)n);
+            double *cd = (double *)malloc(sizeof(double) * (size_t)n);
+            if (run_seq(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, NTOK, ids, NTOK, cpu) == 0 &&
+                run_seq(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, 5, ids, NTOK, gpu) == 0) {
+                for (int64_t i = 0; i < n; i++)
+                    cd[i] = cpu[i];
+                within("llama q4_k native cuda vs cpu", gpu, cd, n, 0.06);
+            }
+            free(cpu), free(gpu), free(cd);
+            fp4_model_close(m);
+        }
+    }
+    nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return check_report();
+}
