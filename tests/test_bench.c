@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int near(double a, double b) { return fabs(a - b) <= 1e-12 * (fabs(a) + fabs(b) + 1); }
+static int near(double a, double b) {
+    return fabs(a - b) <= 1e-12 * (fabs(a) + fabs(b) + 1);
+}
 
 static void test_summary(void) {
     const double x[4] = {2, 4, 4, 6};
@@ -40,13 +42,16 @@ static void test_verdicts(void) {
     CHECK(near(r.pair_min, 121.0 / 101.0) && near(r.pair_max, 119.0 / 99.0));
     CHECK(near(r.noise, r.a.cv > r.b.cv ? r.a.cv : r.b.cv));
     /* the same with A and B exchanged: "A faster" */
-    CHECK(fp4b_compare(b1, a1, 5, &r) == 0 && r.verdict == FP4B_A_FASTER && !strcmp(fp4b_verdict_text(r.verdict), "A faster"));
+    CHECK(fp4b_compare(b1, a1, 5, &r) == 0 && r.verdict == FP4B_A_FASTER &&
+          !strcmp(fp4b_verdict_text(r.verdict), "A faster"));
     /* the chapter's case: +0.14 % between cells whose CVs are ~0.1 %: parity within noise */
     const double a2[5] = {35.44, 35.48, 35.40, 35.45, 35.43}, b2[5] = {35.49, 35.45, 35.53, 35.50, 35.48};
-    CHECK(fp4b_compare(a2, b2, 5, &r) == 0 && r.verdict == FP4B_PARITY && !strcmp(fp4b_verdict_text(r.verdict), "parity within noise"));
+    CHECK(fp4b_compare(a2, b2, 5, &r) == 0 && r.verdict == FP4B_PARITY &&
+          !strcmp(fp4b_verdict_text(r.verdict), "parity within noise"));
     /* every pair agrees in sign but one clears 1 by less than the noise: parity */
     const double a3[5] = {100, 100, 100, 100, 100}, b3[5] = {110, 110, 110, 110, 100.5};
-    CHECK(fp4b_compare(a3, b3, 5, &r) == 0 && r.n_b_higher == 5 && r.pair_min < 1 + r.noise && r.verdict == FP4B_PARITY);
+    CHECK(fp4b_compare(a3, b3, 5, &r) == 0 && r.n_b_higher == 5 && r.pair_min < 1 + r.noise &&
+          r.verdict == FP4B_PARITY);
     /* one pair disagrees in sign: parity, however large the mean difference */
     const double b4[5] = {150, 150, 150, 150, 99};
     CHECK(fp4b_compare(a3, b4, 5, &r) == 0 && r.ratio > 1.3 && r.n_a_higher == 1 && r.verdict == FP4B_PARITY);
@@ -62,7 +67,8 @@ static void test_verdicts(void) {
     CHECK(fp4b_compare(a7, b7, FP4B_MIN_PAIRS, &r) == 0 && r.verdict == FP4B_B_FASTER);
     /* rejected inputs */
     const double z[3] = {100, 0, 100}, ng[3] = {100, -1, 100}, in[3] = {100, INFINITY, 100};
-    CHECK(fp4b_compare(a7, z, 3, &r) == -1 && fp4b_compare(ng, b7, 3, &r) == -1 && fp4b_compare(a7, in, 3, &r) == -1);
+    CHECK(fp4b_compare(a7, z, 3, &r) == -1 && fp4b_compare(ng, b7, 3, &r) == -1 &&
+          fp4b_compare(a7, in, 3, &r) == -1);
     CHECK(fp4b_compare(a7, b7, 0, &r) == -1);
     CHECK(strstr(fp4b_rule_text(), "parity within noise") != NULL);
 }
@@ -76,13 +82,16 @@ static int cli(const char *args) {
     return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
 }
 
-static const char *jstr(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
+static const char *jstr(json_t *o, const char *k) {
+    return json_string_value(json_object_get(o, k));
+}
 
 static void test_end_to_end(void) {
     char path[700], args[2000];
     snprintf(path, sizeof path, "%s/receipt.json", tmp);
     snprintf(args, sizeof args,
-             "bench models/tiny --a \"--mode exact --threads 1\" --b \"--mode exact --threads 2\" --pairs 2 --prefix 5 --tokens 3 "
+             "bench models/tiny --a \"--mode exact --threads 1\" --b \"--mode exact --threads 2\" --pairs 2 "
+             "--prefix 5 --tokens 3 "
              "--warmup 1 --json %s",
              path);
     CHECK_EQ_INT(cli(args), 0);
@@ -91,7 +100,8 @@ static void test_end_to_end(void) {
     CHECK_MSG(r != NULL, "%s", je.text);
     if (!r) return;
     CHECK(jstr(r, "schema") && !strcmp(jstr(r, "schema"), "fp4lane.bench/1"));
-    CHECK(jstr(r, "command") && strstr(jstr(r, "command"), "fp4lane bench models/tiny") && strstr(jstr(r, "command"), "'--mode exact --threads 2'"));
+    CHECK(jstr(r, "command") && strstr(jstr(r, "command"), "fp4lane bench models/tiny") &&
+          strstr(jstr(r, "command"), "'--mode exact --threads 2'"));
     CHECK(json_array_size(json_object_get(r, "argv")) == 16);
     CHECK(jstr(r, "fp4lane_version") && !strcmp(jstr(r, "fp4lane_version"), fp4_version()));
     json_t *gc = json_object_get(r, "git_commit");
@@ -100,28 +110,36 @@ static void test_end_to_end(void) {
     const char *d = jstr(r, "date_utc");
     CHECK(d && strlen(d) == 20 && d[4] == '-' && d[10] == 'T' && d[19] == 'Z');
     json_t *h = json_object_get(r, "host");
-    CHECK(jstr(h, "cpu_model") && *jstr(h, "cpu_model") && json_integer_value(json_object_get(h, "online_cpus")) >= 1);
+    CHECK(jstr(h, "cpu_model") && *jstr(h, "cpu_model") &&
+          json_integer_value(json_object_get(h, "online_cpus")) >= 1);
     json_t *cfg = json_object_get(r, "config");
-    CHECK(json_integer_value(json_object_get(cfg, "pairs")) == 2 && json_integer_value(json_object_get(cfg, "warmup_pairs")) == 1 &&
-          json_integer_value(json_object_get(cfg, "prefix_tokens")) == 5 && json_integer_value(json_object_get(cfg, "forced_tokens")) == 3);
+    CHECK(json_integer_value(json_object_get(cfg, "pairs")) == 2 &&
+          json_integer_value(json_object_get(cfg, "warmup_pairs")) == 1 &&
+          json_integer_value(json_object_get(cfg, "prefix_tokens")) == 5 &&
+          json_integer_value(json_object_get(cfg, "forced_tokens")) == 3);
     json_t *a = json_object_get(r, "a"), *b = json_object_get(r, "b");
-    CHECK(jstr(a, "device") && !strcmp(jstr(a, "device"), "cpu") && json_integer_value(json_object_get(a, "threads")) == 1);
-    CHECK(json_integer_value(json_object_get(b, "threads")) == 2 && jstr(b, "routes") && strstr(jstr(b, "routes"), "exact"));
+    CHECK(jstr(a, "device") && !strcmp(jstr(a, "device"), "cpu") &&
+          json_integer_value(json_object_get(a, "threads")) == 1);
+    CHECK(json_integer_value(json_object_get(b, "threads")) == 2 && jstr(b, "routes") &&
+          strstr(jstr(b, "routes"), "exact"));
     json_t *cells = json_object_get(r, "cells");
     CHECK_EQ_INT(json_array_size(cells), 6); /* (1 warm-up + 2) pairs */
     for (size_t i = 0; i < json_array_size(cells); i++) {
         json_t *c = json_array_get(cells, i);
         CHECK(!strcmp(jstr(c, "side") ? jstr(c, "side") : "", i % 2 ? "B" : "A"));
         CHECK(json_is_true(json_object_get(c, "warmup")) == (i < 2));
-        CHECK(json_real_value(json_object_get(c, "prefill_s")) > 0 && json_real_value(json_object_get(c, "decode_s")) > 0);
-        CHECK(near(json_real_value(json_object_get(c, "decode_tok_s")), 3 / json_real_value(json_object_get(c, "decode_s"))));
+        CHECK(json_real_value(json_object_get(c, "prefill_s")) > 0 &&
+              json_real_value(json_object_get(c, "decode_s")) > 0);
+        CHECK(near(json_real_value(json_object_get(c, "decode_tok_s")),
+                   3 / json_real_value(json_object_get(c, "decode_s"))));
     }
     /* the summary is the statistics of the measured cells (warm-up excluded) */
     json_t *dec = json_object_get(r, "decode");
     const double a0 = json_real_value(json_object_get(json_array_get(cells, 2), "decode_tok_s"));
     const double a1 = json_real_value(json_object_get(json_array_get(cells, 4), "decode_tok_s"));
     CHECK(near(json_real_value(json_object_get(json_object_get(dec, "a"), "mean_tok_s")), (a0 + a1) / 2));
-    CHECK(json_real_value(json_object_get(dec, "pair_ratio_min")) <= json_real_value(json_object_get(dec, "pair_ratio_max")));
+    CHECK(json_real_value(json_object_get(dec, "pair_ratio_min")) <=
+          json_real_value(json_object_get(dec, "pair_ratio_max")));
     /* 2 pairs are below FP4B_MIN_PAIRS: the verdict can only be parity */
     CHECK(jstr(r, "verdict") && !strcmp(jstr(r, "verdict"), "parity within noise"));
     CHECK(jstr(dec, "verdict") && jstr(json_object_get(r, "prefill"), "verdict") && jstr(r, "rule"));
@@ -136,7 +154,8 @@ static void test_end_to_end(void) {
     CHECK_EQ_INT(cli("bench models/tiny --a \"--mode exact\""), 2);
     CHECK_EQ_INT(cli("bench models/tiny --a \"--mode exact\" --b \"--bogus\""), 2);
     CHECK_EQ_INT(cli("bench models/tiny --a \"--mode exact\" --b \"--mode native\" --pairs 0"), 2);
-    CHECK_EQ_INT(cli("bench models/tiny --a \"--mode exact\" --b \"--mode native\" --prefix 100000 --tokens 10"), 2);
+    CHECK_EQ_INT(
+        cli("bench models/tiny --a \"--mode exact\" --b \"--mode native\" --prefix 100000 --tokens 10"), 2);
 }
 
 int main(void) {

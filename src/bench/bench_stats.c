@@ -13,7 +13,8 @@ int fp4b_summarize(const double *x, int n, fp4b_summary *out) {
     }
     const double mean = s / n;
     double ss = 0;
-    for (int i = 0; i < n; i++) ss += (x[i] - mean) * (x[i] - mean);
+    for (int i = 0; i < n; i++)
+        ss += (x[i] - mean) * (x[i] - mean);
     out->n = n;
     out->mean = mean;
     out->sd = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
@@ -42,8 +43,10 @@ int fp4b_compare(const double *a, const double *b, int n, fp4b_result *out) {
     out->noise = out->a.cv > out->b.cv ? out->a.cv : out->b.cv;
     out->verdict = FP4B_PARITY;
     if (n >= FP4B_MIN_PAIRS) {
-        if (out->pair_min > 1.0 + out->noise) out->verdict = FP4B_B_FASTER;
-        else if (out->pair_max * (1.0 + out->noise) < 1.0) out->verdict = FP4B_A_FASTER;
+        if (out->pair_min > 1.0 + out->noise)
+            out->verdict = FP4B_B_FASTER;
+        else if (out->pair_max * (1.0 + out->noise) < 1.0)
+            out->verdict = FP4B_A_FASTER;
     }
     return 0;
 }
@@ -54,7 +57,9 @@ const char *fp4b_verdict_text(fp4b_verdict v) {
 }
 
 const char *fp4b_rule_text(void) {
-    return "ratio = mean(B)/mean(A) of tok/s; spread = min..max of the per-pair ratios B_i/A_i; noise = the larger CV "
-           "(sample sd / mean); 'B faster' only with >= 3 pairs and every B_i/A_i > 1 + noise, 'A faster' only with >= 3 "
+    return "ratio = mean(B)/mean(A) of tok/s; spread = min..max of the per-pair ratios B_i/A_i; noise = the "
+           "larger CV "
+           "(sample sd / mean); 'B faster' only with >= 3 pairs and every B_i/A_i > 1 + noise, 'A faster' "
+           "only with >= 3 "
            "pairs and every A_i/B_i > 1 + noise; otherwise 'parity within noise'";
 }

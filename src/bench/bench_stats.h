@@ -33,10 +33,10 @@ typedef enum fp4b_verdict { FP4B_PARITY = 0, FP4B_A_FASTER = 1, FP4B_B_FASTER = 
 typedef struct fp4b_result {
     fp4b_summary a, b;
     int n_pairs;
-    double ratio;                  /* mean(B) / mean(A)                                         */
-    double pair_min, pair_max;     /* min and max of B_i / A_i                                  */
-    double noise;                  /* max(CV(A), CV(B))                                         */
-    int n_b_higher, n_a_higher;    /* pairs with B_i > A_i, with A_i > B_i                      */
+    double ratio;               /* mean(B) / mean(A)                                         */
+    double pair_min, pair_max;  /* min and max of B_i / A_i                                  */
+    double noise;               /* max(CV(A), CV(B))                                         */
+    int n_b_higher, n_a_higher; /* pairs with B_i > A_i, with A_i > B_i                      */
     fp4b_verdict verdict;
 } fp4b_result;
 
