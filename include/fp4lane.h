@@ -645,8 +645,9 @@ FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int6
  * the SPEC §4/§5 contraction (bit-identical to the GPU's exact kernels); native mode on the CPU is
  * the float reference (SPEC §6). F32/F16/BF16 weights: f32 rows; native mode: double
  * accumulation, one rounding; exact mode: f32 products and the pinned 32-lane reduction
- * (src/runtime/pinned.h, the order a warp computes; the CUDA twin matches it bit for bit). FP4_ERR_REFUSED_ROUTE, with the route to use instead in the name, when no route
- * serves the keys (e.g. exact A16 needs n_in % 256 == 0). */
+ * (src/runtime/pinned.h, the order a warp computes; the CUDA twin matches it bit for bit).
+ * FP4_ERR_REFUSED_ROUTE, with the route to use instead in the name, when no route serves the keys
+ * (e.g. exact A16 needs n_in % 256 == 0). */
 typedef enum fp4_mode { FP4_MODE_EXACT = 0, FP4_MODE_NATIVE = 1 } fp4_mode;
 FP4_API fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols,
                                    float *y, int n_threads);

@@ -28,17 +28,17 @@ extern "C" {
 /* Architecture                                                                               */
 
 typedef enum fp4_arch_family {
-    FP4_ARCH_LLAMA = 0,      /* Llama 2/3/3.1/3.2 (model_type "llama"; GGUF "llama")            */
-    FP4_ARCH_MISTRAL = 1,    /* Mistral dense (model_type "mistral"; no sliding window)        */
-    FP4_ARCH_QWEN2 = 2,      /* Qwen2/2.5: q/k/v biases                                        */
-    FP4_ARCH_QWEN3 = 3,      /* Qwen3: per-head q/k RMSNorm, explicit head_dim                 */
+    FP4_ARCH_LLAMA = 0,   /* Llama 2/3/3.1/3.2 (model_type "llama"; GGUF "llama")            */
+    FP4_ARCH_MISTRAL = 1, /* Mistral dense (model_type "mistral"; no sliding window)        */
+    FP4_ARCH_QWEN2 = 2,   /* Qwen2/2.5: q/k/v biases                                        */
+    FP4_ARCH_QWEN3 = 3,   /* Qwen3: per-head q/k RMSNorm, explicit head_dim                 */
     FP4_ARCH_COUNT_ = 4
 } fp4_arch_family;
 
 typedef enum fp4_rope_scaling {
     FP4_ROPE_NONE = 0,
-    FP4_ROPE_LINEAR = 1,     /* positions divided by factor (inv_freq / factor)                */
-    FP4_ROPE_LLAMA3 = 2      /* Llama 3.1's smooth low/high frequency interpolation            */
+    FP4_ROPE_LINEAR = 1, /* positions divided by factor (inv_freq / factor)                */
+    FP4_ROPE_LLAMA3 = 2  /* Llama 3.1's smooth low/high frequency interpolation            */
 } fp4_rope_scaling;
 
 typedef enum fp4_arch_source { FP4_ARCH_FROM_HF = 0, FP4_ARCH_FROM_GGUF = 1 } fp4_arch_source;
@@ -52,30 +52,32 @@ typedef struct fp4_arch {
     fp4_arch_family family;
     fp4_arch_source source;
     int64_t n_layers;
-    int64_t hidden;          /* hidden_size / n_embd                                           */
-    int64_t n_heads;         /* query heads                                                    */
-    int64_t n_kv_heads;      /* key/value heads (n_heads % n_kv_heads == 0)                    */
-    int64_t head_dim;        /* explicit (Qwen3, some Mistral) or hidden / n_heads; even       */
-    int64_t ffn;             /* intermediate_size                                               */
+    int64_t hidden;     /* hidden_size / n_embd                                           */
+    int64_t n_heads;    /* query heads                                                    */
+    int64_t n_kv_heads; /* key/value heads (n_heads % n_kv_heads == 0)                    */
+    int64_t head_dim;   /* explicit (Qwen3, some Mistral) or hidden / n_heads; even       */
+    int64_t ffn;        /* intermediate_size                                               */
     int64_t vocab;
-    int64_t n_ctx_train;     /* max_position_embeddings / context_length                        */
+    int64_t n_ctx_train; /* max_position_embeddings / context_length                        */
     float rms_eps;
     double rope_theta;
     fp4_rope_scaling rope_scaling;
-    double rope_factor;      /* linear / llama3                                                 */
+    double rope_factor; /* linear / llama3                                                 */
     double rope_low_freq_factor, rope_high_freq_factor; /* llama3                               */
-    int64_t rope_orig_ctx;   /* llama3: original_max_position_embeddings                        */
-    int tied_head;           /* 1: the LM head is the embedding table                           */
-    int qkv_bias;            /* 1: q/k/v projections carry biases (Qwen2)                       */
-    int qk_norm;             /* 1: per-head RMSNorm of q and k before RoPE (Qwen3)              */
-    int qk_permuted;         /* 1: q/k rows in llama.cpp's converter order (GGUF Llama family): */
-                             /*    the step un-permutes q and k after the projection           */
-    int32_t bos;             /* -1 when unknown                                                 */
+    int64_t rope_orig_ctx; /* llama3: original_max_position_embeddings                        */
+    int rope_freq_factors; /* 1: GGUF tensor rope_freqs.weight (F32, head_dim/2) divides each  */
+                           /*    frequency (llama.cpp's form of Llama 3.1 scaling)           */
+    int tied_head;         /* 1: the LM head is the embedding table                           */
+    int qkv_bias;          /* 1: q/k/v projections carry biases (Qwen2)                       */
+    int qk_norm;           /* 1: per-head RMSNorm of q and k before RoPE (Qwen3)              */
+    int qk_permuted;       /* 1: q/k rows in llama.cpp's converter order (GGUF Llama family): */
+                           /*    the step un-permutes q and k after the projection           */
+    int32_t bos;           /* -1 when unknown                                                 */
     int32_t n_eos;
     int32_t eos[FP4_ARCH_MAX_EOS];
 } fp4_arch;
 
-FP4_API const char *fp4_arch_family_name(fp4_arch_family f);   /* "llama", ...; "?"          */
+FP4_API const char *fp4_arch_family_name(fp4_arch_family f); /* "llama", ...; "?"          */
 /* From a HF config.json text (transformers 4: rope_theta/rope_scaling; transformers 5:
  * rope_parameters). Refuses (FP4_ERR_UNSUPPORTED, err->rule "arch.*", err->msg naming the key
  * and the value) MoE, sliding window, ALiBi, unknown rope types and unknown model_type. */
@@ -88,18 +90,18 @@ FP4_API fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_erro
 
 typedef enum fp4_device { FP4_DEVICE_CPU = 0, FP4_DEVICE_CUDA = 1 } fp4_device;
 typedef enum fp4_rt_lane {
-    FP4_LANE_NVFP4 = 0,      /* NVFP4 weights, A16 or W4A4 (act below)                           */
-    FP4_LANE_KQUANT = 1,     /* Q4_K/Q6_K control lane                                          */
-    FP4_LANE_DENSE = 2,      /* F16/BF16/F32 reference lane                                     */
+    FP4_LANE_NVFP4 = 0,  /* NVFP4 weights, A16 or W4A4 (act below)                           */
+    FP4_LANE_KQUANT = 1, /* Q4_K/Q6_K control lane                                          */
+    FP4_LANE_DENSE = 2,  /* F16/BF16/F32 reference lane                                     */
     FP4_LANE_COUNT_ = 3
 } fp4_rt_lane;
 
 typedef struct fp4_route_key {
     fp4_rt_lane lane;
-    fp4_act_precision act;   /* FP4_AP_A16 or FP4_AP_NVFP4 (W4A4); A16 for the other lanes       */
+    fp4_act_precision act; /* FP4_AP_A16 or FP4_AP_NVFP4 (W4A4); A16 for the other lanes       */
     fp4_mode mode;
     fp4_device device;
-    int drafting;            /* 1: speculative drafting requested                              */
+    int drafting; /* 1: speculative drafting requested                              */
 } fp4_route_key;
 
 /* FP4_OK with the route's name in name (may be NULL), or FP4_ERR_REFUSED_ROUTE with a message
@@ -124,15 +126,15 @@ typedef struct fp4_rt_mem_plan {
 } fp4_rt_mem_plan;
 
 typedef struct fp4_rt_opts {
-    fp4_mode mode;           /* FP4_MODE_EXACT (0) or FP4_MODE_NATIVE                           */
-    fp4_device device;       /* FP4_DEVICE_CPU (0) or FP4_DEVICE_CUDA                           */
-    int n_threads;           /* CPU: rows split over this many threads (<= 1: one)              */
-    int64_t n_ctx;           /* positions per sequence; 0: min(n_ctx_train, 4096)               */
-    int32_t max_seqs;        /* sequences held at once; 0: 1                                     */
+    fp4_mode mode;     /* FP4_MODE_EXACT (0) or FP4_MODE_NATIVE                           */
+    fp4_device device; /* FP4_DEVICE_CPU (0) or FP4_DEVICE_CUDA                           */
+    int n_threads;     /* CPU: rows split over this many threads (<= 1: one)              */
+    int64_t n_ctx;     /* positions per sequence; 0: min(n_ctx_train, 4096)               */
+    int32_t max_seqs;  /* sequences held at once; 0: 1                                     */
     fp4_kv_dtype kv_dtype;
-    int drafting;            /* speculative drafting (refused today: see docs/ROUTES.md)        */
-    const char *cuda_lib;    /* path of libfp4lane_cuda.so; NULL: $FP4LANE_CUDA_LIB, then the   */
-                             /* directory of the running executable, then the loader's path    */
+    int drafting;         /* speculative drafting (refused today: see docs/ROUTES.md)        */
+    const char *cuda_lib; /* path of libfp4lane_cuda.so; NULL: $FP4LANE_CUDA_LIB, then the   */
+                          /* directory of the running executable, then the loader's path    */
     int cuda_device;
     /* A device backend's memory plan, reported before any weight is uploaded (NULL: not told).
      * The CPU backend does not call it. */
@@ -156,9 +158,9 @@ FP4_API const char *fp4_rt_device_name(const fp4_rt *rt);
 FP4_API const char *fp4_rt_routes(const fp4_rt *rt);
 
 /* Sequences: a slot with its own KV cache and position. */
-FP4_API fp4_status fp4_rt_seq_open(fp4_rt *rt, int32_t *seq);   /* FP4_ERR_LIMIT when all are used */
-FP4_API void fp4_rt_seq_close(fp4_rt *rt, int32_t seq);          /* its positions are forgotten     */
-FP4_API int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq);   /* next position; -1 if not open   */
+FP4_API fp4_status fp4_rt_seq_open(fp4_rt *rt, int32_t *seq);  /* FP4_ERR_LIMIT when all are used */
+FP4_API void fp4_rt_seq_close(fp4_rt *rt, int32_t seq);        /* its positions are forgotten     */
+FP4_API int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq); /* next position; -1 if not open   */
 
 /* One column of a step: token `token` of sequence `seq`, at that sequence's next position.
  * Several columns may belong to one sequence (a prefill chunk): they take consecutive positions
@@ -191,17 +193,17 @@ FP4_API fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4
 /* Samplers (deterministic: seeded xoshiro256** from splitmix64(seed))                       */
 
 typedef struct fp4_sampler_params {
-    float temperature;       /* <= 0: greedy (argmax, lowest id on ties)                        */
-    int32_t top_k;           /* <= 0: off                                                        */
-    float top_p;             /* >= 1: off                                                        */
-    float min_p;             /* <= 0: off                                                        */
-    float repeat_penalty;    /* 1: off (llama.cpp's rule: logit > 0 ? l / p : l * p)            */
-    float presence_penalty;  /* 0: off (subtracted once from each seen token)                    */
-    int32_t penalty_last_n;  /* tokens of history the penalties look at; 0: all                  */
+    float temperature;      /* <= 0: greedy (argmax, lowest id on ties)                        */
+    int32_t top_k;          /* <= 0: off                                                        */
+    float top_p;            /* >= 1: off                                                        */
+    float min_p;            /* <= 0: off                                                        */
+    float repeat_penalty;   /* 1: off (llama.cpp's rule: logit > 0 ? l / p : l * p)            */
+    float presence_penalty; /* 0: off (subtracted once from each seen token)                    */
+    int32_t penalty_last_n; /* tokens of history the penalties look at; 0: all                  */
     uint64_t seed;
 } fp4_sampler_params;
 
-FP4_API fp4_sampler_params fp4_sampler_defaults(void);   /* greedy, penalties off, seed 0      */
+FP4_API fp4_sampler_params fp4_sampler_defaults(void); /* greedy, penalties off, seed 0      */
 typedef struct fp4_sampler fp4_sampler;
 FP4_API fp4_status fp4_sampler_create(const fp4_sampler_params *p, int64_t vocab, fp4_sampler **out);
 FP4_API void fp4_sampler_free(fp4_sampler *s);

@@ -20,8 +20,12 @@ void rtfx_rmtree(const char *dir) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
-static int is_qwen2(const char *t) { return !strcmp(t, "qwen2"); }
-static int is_qwen3(const char *t) { return !strcmp(t, "qwen3"); }
+static int is_qwen2(const char *t) {
+    return !strcmp(t, "qwen2");
+}
+static int is_qwen3(const char *t) {
+    return !strcmp(t, "qwen3");
+}
 
 int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
     mkdir(dir, 0777);
@@ -29,10 +33,13 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
     snprintf(cfg, sizeof cfg,
              "{\"architectures\":[\"X\"],\"model_type\":\"%s\",\"hidden_size\":%d,\"num_attention_heads\":%d,"
              "\"num_key_value_heads\":%d,\"intermediate_size\":%d,\"vocab_size\":%d,\"num_hidden_layers\":%d,"
-             "\"max_position_embeddings\":%d,\"rms_norm_eps\":1e-06,\"rope_theta\":10000.0,\"tie_word_embeddings\":%s,"
+             "\"max_position_embeddings\":%d,\"rms_norm_eps\":1e-06,\"rope_theta\":10000.0,\"tie_word_"
+             "embeddings\":%s,"
              "\"hidden_act\":\"silu\",\"bos_token_id\":1,\"eos_token_id\":2%s%s%s}",
-             s->model_type, s->hidden, s->heads, s->kv_heads, s->ffn, s->vocab, s->layers, s->ctx, s->tied ? "true" : "false",
-             s->explicit_head_dim || is_qwen3(s->model_type) ? ",\"head_dim\":" : "", "", s->extra_json ? s->extra_json : "");
+             s->model_type, s->hidden, s->heads, s->kv_heads, s->ffn, s->vocab, s->layers, s->ctx,
+             s->tied ? "true" : "false",
+             s->explicit_head_dim || is_qwen3(s->model_type) ? ",\"head_dim\":" : "", "",
+             s->extra_json ? s->extra_json : "");
     if (s->explicit_head_dim || is_qwen3(s->model_type)) {
         /* splice the head_dim value after its key */
         char *k = strstr(cfg, "\"head_dim\":");
@@ -44,9 +51,16 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
     fp4_error e;
     if (fp4_hf_write_json(path, cfg, 2, 1, &e)) return -1;
 
-    struct { char name[128]; int64_t n_out, n_in; float scale, offset; } t[64];
+    struct tdesc {
+        char name[128];
+        int64_t n_out, n_in;
+        float scale, offset;
+    } *t = calloc((size_t)(3 + 14 * s->layers), sizeof *t);
     int n = 0;
-#define ADD(nm, o, i, sc, off) (snprintf(t[n].name, 128, "%s", nm), t[n].n_out = (o), t[n].n_in = (i), t[n].scale = (sc), t[n].offset = (off), n++)
+    if (!t) return -1;
+#define ADD(nm, o, i, sc, off)                                                                               \
+    (snprintf(t[n].name, 128, "%s", nm), t[n].n_out = (o), t[n].n_in = (i), t[n].scale = (sc),               \
+     t[n].offset = (off), n++)
     const int H = s->hidden, Q = s->heads * s->head_dim, KV = s->kv_heads * s->head_dim;
     ADD("model.embed_tokens.weight", s->vocab, H, 1.0f, 0);
     ADD("model.norm.weight", 1, H, 0.1f, 1.0f);
@@ -76,23 +90,26 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
     }
 #undef ADD
     fp4_hf_writer *w = NULL;
-    if (fp4_hf_writer_create(dir, 0, &w, &e)) return -1;
+    if (fp4_hf_writer_create(dir, 0, &w, &e)) return free(t), -1;
     fp4_hf_writer_add_metadata(w, "format", "pt", &e);
     for (int i = 0; i < n; i++) {
         int64_t sh[2] = {t[i].n_out, t[i].n_in};
         int rank = t[i].n_out == 1 ? 1 : 2;
         if (rank == 1) sh[0] = t[i].n_in;
-        if (fp4_hf_writer_add_tensor(w, t[i].name, FP4_ST_BF16, rank, sh, &e)) return fp4_hf_writer_free(w), -1;
+        if (fp4_hf_writer_add_tensor(w, t[i].name, FP4_ST_BF16, rank, sh, &e))
+            return fp4_hf_writer_free(w), free(t), -1;
     }
     test_rng r = {seed};
     for (int i = 0; i < n; i++) {
         size_t cnt = (size_t)(t[i].n_out * t[i].n_in);
         uint16_t *b = malloc(cnt * 2);
-        for (size_t j = 0; j < cnt; j++) b[j] = fp4_f32_to_bf16(t[i].offset + t[i].scale * rng_normal(&r));
+        for (size_t j = 0; j < cnt; j++)
+            b[j] = fp4_f32_to_bf16(t[i].offset + t[i].scale * rng_normal(&r));
         fp4_status st = fp4_hf_writer_write(w, b, cnt * 2, &e);
         free(b);
-        if (st) return fp4_hf_writer_free(w), -1;
+        if (st) return fp4_hf_writer_free(w), free(t), -1;
     }
+    free(t);
     size_t shards;
     fp4_status st = fp4_hf_writer_finish(w, &shards, &e);
     fp4_hf_writer_free(w);
@@ -106,7 +123,9 @@ static const fp4_tensor *T(const fp4_model *m, const char *fmt, int l) {
     snprintf(nm, sizeof nm, fmt, l);
     return fp4_model_find(m, nm);
 }
-static int64_t rows_of(const fp4_tensor *t) { return t->n_dims > 1 ? t->ne[1] : 1; }
+static int64_t rows_of(const fp4_tensor *t) {
+    return t->n_dims > 1 ? t->ne[1] : 1;
+}
 static float *widen(const fp4_tensor *t) {
     int64_t n = rows_of(t) * t->ne[0];
     float *v = malloc(sizeof(float) * (size_t)n);
@@ -119,17 +138,20 @@ static float warp_sum(const float *t, int64_t n, int64_t stride) {
     float p[32], q[32];
     for (int l = 0; l < 32; l++) {
         p[l] = 0.0f;
-        for (int64_t i = l; i < n; i += 32) p[l] = p[l] + t[i * stride];
+        for (int64_t i = l; i < n; i += 32)
+            p[l] = p[l] + t[i * stride];
     }
     for (int off = 16; off >= 1; off >>= 1) {
-        for (int l = 0; l < 32; l++) q[l] = p[l] + p[l ^ off];
+        for (int l = 0; l < 32; l++)
+            q[l] = p[l] + p[l ^ off];
         memcpy(p, q, sizeof p);
     }
     return p[0];
 }
 static float warp_dot(const float *a, const float *b, int64_t n) {
     float *t = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    for (int64_t i = 0; i < n; i++) t[i] = a[i] * b[i];
+    for (int64_t i = 0; i < n; i++)
+        t[i] = a[i] * b[i];
     float r = warp_sum(t, n, 1);
     free(t);
     return r;
@@ -144,22 +166,25 @@ static void oracle_project(const fp4_tensor *w, const float *x, float *y) {
         uint8_t *codes = malloc((size_t)n_in / 2), *sc = malloc((size_t)n_in / 16);
         fp4_nvfp4_quantize_act(x, n_in, w->nvfp4.input_scale_inv, codes, sc);
         for (int64_t r = 0; r < n_out; r++)
-            y[r] = fp4_nvfp4_dot_w4a4(w->nvfp4.payload + r * n_in / 2, w->nvfp4.scales + r * n_in / 16, w->nvfp4.scale2, codes, sc,
-                                      w->nvfp4.input_scale_inv, n_in);
+            y[r] = fp4_nvfp4_dot_w4a4(w->nvfp4.payload + r * n_in / 2, w->nvfp4.scales + r * n_in / 16,
+                                      w->nvfp4.scale2, codes, sc, w->nvfp4.input_scale_inv, n_in);
         free(codes), free(sc);
     } else if (w->type == FP4_TYPE_NVFP4_E2M1) {
         fp4_block_q8_K *q = malloc(sizeof *q * (size_t)(n_in / 256));
         fp4_q8_K_quantize(x, n_in, q);
         for (int64_t r = 0; r < n_out; r++)
-            y[r] = fp4_nvfp4_dot_a16_exact(w->nvfp4.payload + r * n_in / 2, w->nvfp4.scales + r * n_in / 16, w->nvfp4.scale2, q, n_in);
+            y[r] = fp4_nvfp4_dot_a16_exact(w->nvfp4.payload + r * n_in / 2, w->nvfp4.scales + r * n_in / 16,
+                                           w->nvfp4.scale2, q, n_in);
         free(q);
     } else if (w->type == FP4_TYPE_Q4_K || w->type == FP4_TYPE_Q6_K) {
         fp4_block_q8_K *q = malloc(sizeof *q * (size_t)(n_in / 256));
         fp4_q8_K_quantize(x, n_in, q);
-        const size_t rb = (size_t)(n_in / 256) * (w->type == FP4_TYPE_Q4_K ? sizeof(fp4_block_q4_K) : sizeof(fp4_block_q6_K));
+        const size_t rb = (size_t)(n_in / 256) *
+                          (w->type == FP4_TYPE_Q4_K ? sizeof(fp4_block_q4_K) : sizeof(fp4_block_q6_K));
         for (int64_t r = 0; r < n_out; r++)
-            y[r] = w->type == FP4_TYPE_Q4_K ? fp4_q4_K_dot_q8_K((const fp4_block_q4_K *)(const void *)(w->data + r * rb), q, n_in)
-                                            : fp4_q6_K_dot_q8_K((const fp4_block_q6_K *)(const void *)(w->data + r * rb), q, n_in);
+            y[r] = w->type == FP4_TYPE_Q4_K
+                       ? fp4_q4_K_dot_q8_K((const fp4_block_q4_K *)(const void *)(w->data + r * rb), q, n_in)
+                       : fp4_q6_K_dot_q8_K((const fp4_block_q6_K *)(const void *)(w->data + r * rb), q, n_in);
         free(q);
     } else {
         float *row = malloc(sizeof(float) * (size_t)n_in);
@@ -173,40 +198,51 @@ static void oracle_project(const fp4_tensor *w, const float *x, float *y) {
 
 static void oracle_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y) {
     float *sq = malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) sq[i] = x[i] * x[i];
+    for (int64_t i = 0; i < n; i++)
+        sq[i] = x[i] * x[i];
     float mean = warp_sum(sq, n, 1) / (float)n;
     float inv = 1.0f / sqrtf(mean + eps);
-    for (int64_t i = 0; i < n; i++) y[i] = (x[i] * inv) * w[i];
+    for (int64_t i = 0; i < n; i++)
+        y[i] = (x[i] * inv) * w[i];
     free(sq);
 }
 
-static double inv_freq(const fp4_arch *a, int i) { return 1.0 / pow(a->rope_theta, (double)(2 * i) / (double)a->head_dim); }
+static double inv_freq(const fp4_arch *a, int i) {
+    return 1.0 / pow(a->rope_theta, (double)(2 * i) / (double)a->head_dim);
+}
 /* transformers' default / linear / llama3 inverse frequencies, in double */
 static double inv_freq64(const fp4_arch *a, int i) {
     double f = inv_freq(a, i);
     if (a->rope_scaling == FP4_ROPE_LINEAR) return f / a->rope_factor;
     if (a->rope_scaling == FP4_ROPE_LLAMA3) {
-        double wl = 2 * M_PI / f, lo = a->rope_orig_ctx / a->rope_low_freq_factor, hi = a->rope_orig_ctx / a->rope_high_freq_factor;
+        double wl = 2 * M_PI / f, lo = a->rope_orig_ctx / a->rope_low_freq_factor,
+               hi = a->rope_orig_ctx / a->rope_high_freq_factor;
         if (wl > lo) return f / a->rope_factor;
         if (wl < hi) return f;
-        double sm = (a->rope_orig_ctx / wl - a->rope_low_freq_factor) / (a->rope_high_freq_factor - a->rope_low_freq_factor);
+        double sm = (a->rope_orig_ctx / wl - a->rope_low_freq_factor) /
+                    (a->rope_high_freq_factor - a->rope_low_freq_factor);
         return (1 - sm) * f / a->rope_factor + sm * f;
     }
     return f;
 }
 
-
 int rtfx_oracle_exact(const fp4_model *m, const fp4_arch *a, const int32_t *tok, int Tn, float *logits) {
     if (a->qk_permuted) return -1;
-    const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn, V = a->vocab;
+    const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn,
+                  V = a->vocab;
     const int64_t Q = NH * D, KV = NKV * D, half = D / 2, G = NH / NKV;
-    float *x = calloc((size_t)(Tn * H), 4), *h = calloc((size_t)(Tn * H), 4), *q = calloc((size_t)(Tn * Q), 4);
-    float *k = calloc((size_t)(Tn * KV), 4), *v = calloc((size_t)(Tn * KV), 4), *o = calloc((size_t)(Tn * Q), 4);
-    float *t = calloc((size_t)(Tn * (H > F ? H : F)), 4), *g = calloc((size_t)F, 4), *u = calloc((size_t)F, 4), *e = calloc((size_t)Tn, 4);
+    float *x = calloc((size_t)(Tn * H), 4), *h = calloc((size_t)(Tn * H), 4),
+          *q = calloc((size_t)(Tn * Q), 4);
+    float *k = calloc((size_t)(Tn * KV), 4), *v = calloc((size_t)(Tn * KV), 4),
+          *o = calloc((size_t)(Tn * Q), 4);
+    float *t = calloc((size_t)(Tn * (H > F ? H : F)), 4), *g = calloc((size_t)F, 4),
+          *u = calloc((size_t)F, 4), *e = calloc((size_t)Tn, 4);
     const fp4_tensor *emb = fp4_model_find(m, "model.embed_tokens.weight");
-    for (int p = 0; p < Tn; p++) fp4_tensor_dequant_rows(emb, tok[p], tok[p] + 1, x + p * H);
+    for (int p = 0; p < Tn; p++)
+        fp4_tensor_dequant_rows(emb, tok[p], tok[p] + 1, x + p * H);
     for (int l = 0; l < a->n_layers; l++) {
-        float *n1 = widen(T(m, "model.layers.%d.input_layernorm.weight", l)), *n2 = widen(T(m, "model.layers.%d.post_attention_layernorm.weight", l));
+        float *n1 = widen(T(m, "model.layers.%d.input_layernorm.weight", l)),
+              *n2 = widen(T(m, "model.layers.%d.post_attention_layernorm.weight", l));
         float *bq = a->qkv_bias ? widen(T(m, "model.layers.%d.self_attn.q_proj.bias", l)) : NULL;
         float *bk = a->qkv_bias ? widen(T(m, "model.layers.%d.self_attn.k_proj.bias", l)) : NULL;
         float *bv = a->qkv_bias ? widen(T(m, "model.layers.%d.self_attn.v_proj.bias", l)) : NULL;
@@ -217,20 +253,26 @@ int rtfx_oracle_exact(const fp4_model *m, const fp4_arch *a, const int32_t *tok,
             oracle_project(T(m, "model.layers.%d.self_attn.q_proj.weight", l), h + p * H, q + p * Q);
             oracle_project(T(m, "model.layers.%d.self_attn.k_proj.weight", l), h + p * H, k + p * KV);
             oracle_project(T(m, "model.layers.%d.self_attn.v_proj.weight", l), h + p * H, v + p * KV);
-            for (int64_t i = 0; bq && i < Q; i++) q[p * Q + i] += bq[i];
-            for (int64_t i = 0; bk && i < KV; i++) k[p * KV + i] += bk[i], v[p * KV + i] += bv[i];
-            for (int64_t hh = 0; qn && hh < NH; hh++) oracle_rmsnorm(q + p * Q + hh * D, qn, D, a->rms_eps, q + p * Q + hh * D);
-            for (int64_t hh = 0; kn && hh < NKV; hh++) oracle_rmsnorm(k + p * KV + hh * D, kn, D, a->rms_eps, k + p * KV + hh * D);
+            for (int64_t i = 0; bq && i < Q; i++)
+                q[p * Q + i] += bq[i];
+            for (int64_t i = 0; bk && i < KV; i++)
+                k[p * KV + i] += bk[i], v[p * KV + i] += bv[i];
+            for (int64_t hh = 0; qn && hh < NH; hh++)
+                oracle_rmsnorm(q + p * Q + hh * D, qn, D, a->rms_eps, q + p * Q + hh * D);
+            for (int64_t hh = 0; kn && hh < NKV; hh++)
+                oracle_rmsnorm(k + p * KV + hh * D, kn, D, a->rms_eps, k + p * KV + hh * D);
             for (int64_t hh = 0; hh < NH + NKV; hh++) {
                 float *r = hh < NH ? q + p * Q + hh * D : k + p * KV + (hh - NH) * D;
                 for (int64_t i = 0; i < half; i++) {
-                    float c = (float)cos((double)p * inv_freq64(a, (int)i)), s = (float)sin((double)p * inv_freq64(a, (int)i));
+                    float c = (float)cos((double)p * inv_freq64(a, (int)i)),
+                          s = (float)sin((double)p * inv_freq64(a, (int)i));
                     float x0 = r[i], x1 = r[i + half];
                     r[i] = x0 * c - x1 * s;
                     r[i + half] = x1 * c + x0 * s;
                 }
             }
-            for (int64_t i = 0; i < KV; i++) k[p * KV + i] = fp4_round_f16(k[p * KV + i]), v[p * KV + i] = fp4_round_f16(v[p * KV + i]);
+            for (int64_t i = 0; i < KV; i++)
+                k[p * KV + i] = fp4_round_f16(k[p * KV + i]), v[p * KV + i] = fp4_round_f16(v[p * KV + i]);
         }
         const float scale = (float)(1.0 / sqrt((double)D));
         for (int p = 0; p < Tn; p++)
@@ -241,22 +283,27 @@ int rtfx_oracle_exact(const fp4_model *m, const fp4_arch *a, const int32_t *tok,
                     e[j] = warp_dot(q + p * Q + hq * D, k + j * KV + hk * D, D) * scale;
                     if (j == 0 || e[j] > mx) mx = e[j];
                 }
-                for (int j = 0; j <= p; j++) e[j] = fp4p_exp(e[j] - mx);
+                for (int j = 0; j <= p; j++)
+                    e[j] = fp4p_exp(e[j] - mx);
                 float den = warp_sum(e, p + 1, 1);
                 for (int64_t d = 0; d < D; d++) {
-                    for (int j = 0; j <= p; j++) t[j] = e[j] * v[j * KV + hk * D + d];
+                    for (int j = 0; j <= p; j++)
+                        t[j] = e[j] * v[j * KV + hk * D + d];
                     o[p * Q + hq * D + d] = warp_sum(t, p + 1, 1) / den;
                 }
             }
         for (int p = 0; p < Tn; p++) {
             oracle_project(T(m, "model.layers.%d.self_attn.o_proj.weight", l), o + p * Q, t);
-            for (int64_t i = 0; i < H; i++) x[p * H + i] += t[i];
+            for (int64_t i = 0; i < H; i++)
+                x[p * H + i] += t[i];
             oracle_rmsnorm(x + p * H, n2, H, a->rms_eps, h + p * H);
             oracle_project(T(m, "model.layers.%d.mlp.gate_proj.weight", l), h + p * H, g);
             oracle_project(T(m, "model.layers.%d.mlp.up_proj.weight", l), h + p * H, u);
-            for (int64_t i = 0; i < F; i++) g[i] = (g[i] / (1.0f + fp4p_exp(-g[i]))) * u[i];
+            for (int64_t i = 0; i < F; i++)
+                g[i] = (g[i] / (1.0f + fp4p_exp(-g[i]))) * u[i];
             oracle_project(T(m, "model.layers.%d.mlp.down_proj.weight", l), g, t);
-            for (int64_t i = 0; i < H; i++) x[p * H + i] += t[i];
+            for (int64_t i = 0; i < H; i++)
+                x[p * H + i] += t[i];
         }
         free(n1), free(n2), free(bq), free(bk), free(bv), free(qn), free(kn);
     }
@@ -276,39 +323,52 @@ static double *widen64(const fp4_tensor *t) {
     float *f = widen(t);
     int64_t n = rows_of(t) * t->ne[0];
     double *d = malloc(sizeof(double) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) d[i] = f[i];
+    for (int64_t i = 0; i < n; i++)
+        d[i] = f[i];
     free(f);
     return d;
 }
 static void mv64(const double *w, int64_t n_out, int64_t n_in, const double *x, double *y) {
     for (int64_t r = 0; r < n_out; r++) {
         double acc = 0;
-        for (int64_t i = 0; i < n_in; i++) acc += w[r * n_in + i] * x[i];
+        for (int64_t i = 0; i < n_in; i++)
+            acc += w[r * n_in + i] * x[i];
         y[r] = acc;
     }
 }
 static void rms64(const double *x, const double *w, int64_t n, double eps, double *y) {
     double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
+    for (int64_t i = 0; i < n; i++)
+        ss += x[i] * x[i];
     double inv = 1.0 / sqrt(ss / (double)n + eps);
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * inv * w[i];
+    for (int64_t i = 0; i < n; i++)
+        y[i] = x[i] * inv * w[i];
 }
 
 int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok, int Tn, double *logits) {
     if (a->qk_permuted) return -1;
-    const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn, V = a->vocab;
+    const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn,
+                  V = a->vocab;
     const int64_t Q = NH * D, KV = NKV * D, half = D / 2, G = NH / NKV;
-    double *x = calloc((size_t)(Tn * H), 8), *h = calloc((size_t)(Tn * H), 8), *q = calloc((size_t)(Tn * Q), 8);
-    double *k = calloc((size_t)(Tn * KV), 8), *v = calloc((size_t)(Tn * KV), 8), *o = calloc((size_t)(Tn * Q), 8);
-    double *t = calloc((size_t)(H > F ? H : F), 8), *g = calloc((size_t)F, 8), *u = calloc((size_t)F, 8), *e = calloc((size_t)Tn, 8);
+    double *x = calloc((size_t)(Tn * H), 8), *h = calloc((size_t)(Tn * H), 8),
+           *q = calloc((size_t)(Tn * Q), 8);
+    double *k = calloc((size_t)(Tn * KV), 8), *v = calloc((size_t)(Tn * KV), 8),
+           *o = calloc((size_t)(Tn * Q), 8);
+    double *t = calloc((size_t)(H > F ? H : F), 8), *g = calloc((size_t)F, 8), *u = calloc((size_t)F, 8),
+           *e = calloc((size_t)Tn, 8);
     const fp4_tensor *emb = fp4_model_find(m, "model.embed_tokens.weight");
     double *E = widen64(emb);
-    for (int p = 0; p < Tn; p++) memcpy(x + p * H, E + (int64_t)tok[p] * H, sizeof(double) * (size_t)H);
+    for (int p = 0; p < Tn; p++)
+        memcpy(x + p * H, E + (int64_t)tok[p] * H, sizeof(double) * (size_t)H);
     for (int l = 0; l < a->n_layers; l++) {
-        double *n1 = widen64(T(m, "model.layers.%d.input_layernorm.weight", l)), *n2 = widen64(T(m, "model.layers.%d.post_attention_layernorm.weight", l));
-        double *Wq = widen64(T(m, "model.layers.%d.self_attn.q_proj.weight", l)), *Wk = widen64(T(m, "model.layers.%d.self_attn.k_proj.weight", l));
-        double *Wv = widen64(T(m, "model.layers.%d.self_attn.v_proj.weight", l)), *Wo = widen64(T(m, "model.layers.%d.self_attn.o_proj.weight", l));
-        double *Wg = widen64(T(m, "model.layers.%d.mlp.gate_proj.weight", l)), *Wu = widen64(T(m, "model.layers.%d.mlp.up_proj.weight", l));
+        double *n1 = widen64(T(m, "model.layers.%d.input_layernorm.weight", l)),
+               *n2 = widen64(T(m, "model.layers.%d.post_attention_layernorm.weight", l));
+        double *Wq = widen64(T(m, "model.layers.%d.self_attn.q_proj.weight", l)),
+               *Wk = widen64(T(m, "model.layers.%d.self_attn.k_proj.weight", l));
+        double *Wv = widen64(T(m, "model.layers.%d.self_attn.v_proj.weight", l)),
+               *Wo = widen64(T(m, "model.layers.%d.self_attn.o_proj.weight", l));
+        double *Wg = widen64(T(m, "model.layers.%d.mlp.gate_proj.weight", l)),
+               *Wu = widen64(T(m, "model.layers.%d.mlp.up_proj.weight", l));
         double *Wd = widen64(T(m, "model.layers.%d.mlp.down_proj.weight", l));
         double *bq = a->qkv_bias ? widen64(T(m, "model.layers.%d.self_attn.q_proj.bias", l)) : NULL;
         double *bk = a->qkv_bias ? widen64(T(m, "model.layers.%d.self_attn.k_proj.bias", l)) : NULL;
@@ -317,15 +377,21 @@ int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok
         double *kn = a->qk_norm ? widen64(T(m, "model.layers.%d.self_attn.k_norm.weight", l)) : NULL;
         for (int p = 0; p < Tn; p++) {
             rms64(x + p * H, n1, H, a->rms_eps, h + p * H);
-            mv64(Wq, Q, H, h + p * H, q + p * Q), mv64(Wk, KV, H, h + p * H, k + p * KV), mv64(Wv, KV, H, h + p * H, v + p * KV);
-            for (int64_t i = 0; bq && i < Q; i++) q[p * Q + i] += bq[i];
-            for (int64_t i = 0; bk && i < KV; i++) k[p * KV + i] += bk[i], v[p * KV + i] += bv[i];
-            for (int64_t hh = 0; qn && hh < NH; hh++) rms64(q + p * Q + hh * D, qn, D, a->rms_eps, q + p * Q + hh * D);
-            for (int64_t hh = 0; kn && hh < NKV; hh++) rms64(k + p * KV + hh * D, kn, D, a->rms_eps, k + p * KV + hh * D);
+            mv64(Wq, Q, H, h + p * H, q + p * Q), mv64(Wk, KV, H, h + p * H, k + p * KV),
+                mv64(Wv, KV, H, h + p * H, v + p * KV);
+            for (int64_t i = 0; bq && i < Q; i++)
+                q[p * Q + i] += bq[i];
+            for (int64_t i = 0; bk && i < KV; i++)
+                k[p * KV + i] += bk[i], v[p * KV + i] += bv[i];
+            for (int64_t hh = 0; qn && hh < NH; hh++)
+                rms64(q + p * Q + hh * D, qn, D, a->rms_eps, q + p * Q + hh * D);
+            for (int64_t hh = 0; kn && hh < NKV; hh++)
+                rms64(k + p * KV + hh * D, kn, D, a->rms_eps, k + p * KV + hh * D);
             for (int64_t hh = 0; hh < NH + NKV; hh++) {
                 double *r = hh < NH ? q + p * Q + hh * D : k + p * KV + (hh - NH) * D;
                 for (int64_t i = 0; i < half; i++) {
-                    double c = cos(p * inv_freq64(a, (int)i)), s = sin(p * inv_freq64(a, (int)i)), x0 = r[i], x1 = r[i + half];
+                    double c = cos(p * inv_freq64(a, (int)i)), s = sin(p * inv_freq64(a, (int)i)), x0 = r[i],
+                           x1 = r[i + half];
                     r[i] = x0 * c - x1 * s;
                     r[i + half] = x1 * c + x0 * s;
                 }
@@ -338,27 +404,34 @@ int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok
                 double mx = -1e300, den = 0;
                 for (int j = 0; j <= p; j++) {
                     double d = 0;
-                    for (int64_t i = 0; i < D; i++) d += q[p * Q + hq * D + i] * k[j * KV + hk * D + i];
+                    for (int64_t i = 0; i < D; i++)
+                        d += q[p * Q + hq * D + i] * k[j * KV + hk * D + i];
                     e[j] = d * scale;
                     if (e[j] > mx) mx = e[j];
                 }
-                for (int j = 0; j <= p; j++) den += (e[j] = exp(e[j] - mx));
+                for (int j = 0; j <= p; j++)
+                    den += (e[j] = exp(e[j] - mx));
                 for (int64_t d = 0; d < D; d++) {
                     double acc = 0;
-                    for (int j = 0; j <= p; j++) acc += e[j] * v[j * KV + hk * D + d];
+                    for (int j = 0; j <= p; j++)
+                        acc += e[j] * v[j * KV + hk * D + d];
                     o[p * Q + hq * D + d] = acc / den;
                 }
             }
         for (int p = 0; p < Tn; p++) {
             mv64(Wo, H, Q, o + p * Q, t);
-            for (int64_t i = 0; i < H; i++) x[p * H + i] += t[i];
+            for (int64_t i = 0; i < H; i++)
+                x[p * H + i] += t[i];
             rms64(x + p * H, n2, H, a->rms_eps, h + p * H);
             mv64(Wg, F, H, h + p * H, g), mv64(Wu, F, H, h + p * H, u);
-            for (int64_t i = 0; i < F; i++) g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+            for (int64_t i = 0; i < F; i++)
+                g[i] = g[i] / (1 + exp(-g[i])) * u[i];
             mv64(Wd, H, F, g, t);
-            for (int64_t i = 0; i < H; i++) x[p * H + i] += t[i];
+            for (int64_t i = 0; i < H; i++)
+                x[p * H + i] += t[i];
         }
-        free(n1), free(n2), free(Wq), free(Wk), free(Wv), free(Wo), free(Wg), free(Wu), free(Wd), free(bq), free(bk), free(bv), free(qn), free(kn);
+        free(n1), free(n2), free(Wq), free(Wk), free(Wv), free(Wo), free(Wg), free(Wu), free(Wd), free(bq),
+            free(bk), free(bv), free(qn), free(kn);
     }
     double *fn = widen64(fp4_model_find(m, "model.norm.weight"));
     double *Wh = a->tied_head ? E : widen64(fp4_model_find(m, "lm_head.weight"));
@@ -367,6 +440,7 @@ int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok
         mv64(Wh, V, H, h, logits + (int64_t)p * V);
     }
     if (Wh != E) free(Wh);
-    free(E), free(fn), free(x), free(h), free(q), free(k), free(v), free(o), free(t), free(g), free(u), free(e);
+    free(E), free(fn), free(x), free(h), free(q), free(k), free(v), free(o), free(t), free(g), free(u),
+        free(e);
     return 0;
 }

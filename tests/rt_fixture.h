@@ -9,11 +9,11 @@
 #include "fp4lane_runtime.h"
 
 typedef struct rtfx_spec {
-    const char *model_type;   /* "llama", "mistral", "qwen2", "qwen3"                           */
+    const char *model_type; /* "llama", "mistral", "qwen2", "qwen3"                           */
     int hidden, heads, kv_heads, head_dim, ffn, vocab, layers, ctx;
     int tied;
-    int explicit_head_dim;    /* write "head_dim" into config.json                              */
-    const char *extra_json;   /* appended inside the config object (",\"k\":v"), may be NULL   */
+    int explicit_head_dim;  /* write "head_dim" into config.json                              */
+    const char *extra_json; /* appended inside the config object (",\"k\":v"), may be NULL   */
 } rtfx_spec;
 
 /* The default tiny shape: hidden 256, 4 heads × 64, 2 KV heads, ffn 512, vocab 320, 2 layers. */

@@ -39,12 +39,16 @@ static int cli(const char *args, char **out, char **err) {
     if (rc == -1 || !WIFEXITED(rc)) return -1;
     return WEXITSTATUS(rc);
 }
-static int has(const char *s, const char *x) { return s && strstr(s, x) != NULL; }
+static int has(const char *s, const char *x) {
+    return s && strstr(s, x) != NULL;
+}
 static const char *last_line(const char *s) {
     const char *e = s + strlen(s);
-    while (e > s && e[-1] == '\n') e--;
+    while (e > s && e[-1] == '\n')
+        e--;
     const char *p = e;
-    while (p > s && p[-1] != '\n') p--;
+    while (p > s && p[-1] != '\n')
+        p--;
     return p;
 }
 
@@ -53,7 +57,8 @@ static float *npy_rows(const char *path, long *rows, long cols) {
     long len;
     char *b = slurp(path, &len);
     *rows = -1;
-    if (len < 128 || memcmp(b, "\x93NUMPY\x01\x00", 8) || !strstr(b + 10, "'descr': '<f4'") || (len - 128) % (4 * cols)) {
+    if (len < 128 || memcmp(b, "\x93NUMPY\x01\x00", 8) || !strstr(b + 10, "'descr': '<f4'") ||
+        (len - 128) % (4 * cols)) {
         free(b);
         return NULL;
     }
@@ -85,16 +90,43 @@ int main(void) {
     /* ids out, summary last */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos", nv);
     CHECK(cli(a, &o, &er) == 0);
-    CHECK(has(last_line(o), "prefill 4 tok") && has(last_line(o), "decode 5 tok") && has(last_line(o), "device cpu") &&
-          has(last_line(o), "mode exact") && has(last_line(o), "cpu.nvfp4.a16.exact") && has(last_line(o), "head: cpu.bf16.dense.pinned"));
+    CHECK(has(last_line(o), "prefill 4 tok") && has(last_line(o), "decode 5 tok") &&
+          has(last_line(o), "device cpu") && has(last_line(o), "mode exact") &&
+          has(last_line(o), "cpu.nvfp4.a16.exact") && has(last_line(o), "head: cpu.bf16.dense.pinned"));
     int n_ids = 0;
-    for (const char *p = o; *p && *p != '\n'; p++) n_ids += (*p >= '0' && *p <= '9') && (p == o || p[-1] == ' ');
+    for (const char *p = o; *p && *p != '\n'; p++)
+        n_ids += (*p >= '0' && *p <= '9') && (p == o || p[-1] == ' ');
     CHECK_EQ_INT(n_ids, 5);
     char first_run[256];
     snprintf(first_run, sizeof first_run, "%.*s", (int)strcspn(o, "\n"), o);
     /* same again with 3 threads, prefill chunk 1: the same ids (exact mode) */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos --threads 3 --prefill-chunk 1", nv);
     CHECK(cli(a, &o, &er) == 0 && !strncmp(o, first_run, strlen(first_run)));
+    /* sampling is seeded: the same seed twice gives the same ids, another seed (almost surely)
+     * other ids; top-k 1 is greedy whatever the temperature */
+    char s1[256], s2[256];
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 12 --ignore-eos --temp 1.5 --top-p 0.95 --seed 7",
+             nv);
+    CHECK(cli(a, &o, &er) == 0);
+    snprintf(s1, sizeof s1, "%.*s", (int)strcspn(o, "\n"), o);
+    CHECK(cli(a, &o, &er) == 0 && !strncmp(o, s1, strlen(s1)));
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 12 --ignore-eos --temp 1.5 --top-p 0.95 --seed 8",
+             nv);
+    CHECK(cli(a, &o, &er) == 0);
+    snprintf(s2, sizeof s2, "%.*s", (int)strcspn(o, "\n"), o);
+    CHECK(strcmp(s1, s2) != 0);
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos --temp 3 --top-k 1 --seed 9", nv);
+    CHECK(cli(a, &o, &er) == 0 && !strncmp(o, first_run, strlen(first_run)));
+    /* --json: the same ids as one object */
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos --json", nv);
+    CHECK(cli(a, &o, &er) == 0);
+    char want[300];
+    snprintf(want, sizeof want, "{\"sequences\":[[%s]]", first_run + (first_run[0] == ' '));
+    for (char *q = want; *q; q++)
+        if (*q == ' ') *q = ',';
+    CHECK_MSG(!strncmp(o, want, strlen(want)) && has(o, "\"mode\":\"exact\"") &&
+                  has(o, "\"decode_tokens\":5"),
+              "%s vs %s", o, want);
     /* -n 0: the prompt only */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 0", nv);
     CHECK(cli(a, &o, &er) == 0 && has(o, "decode 0 tok"));
@@ -130,12 +162,15 @@ int main(void) {
     snprintf(f3, sizeof f3, "%s/k.npy", tmp);
     snprintf(a, sizeof a, "run %s --prompt-ids 3,2,1 -n 0 --kv-load %s --logits-out %s", nv, f2, f3);
     CHECK(cli(a, &o, &er) == 0);
-    snprintf(a, sizeof a, "run %s --prompt-ids 9,8,7,6,5,4,3,2,1 -n 0 --logits-out %s --prefill-chunk 4", nv, f1);
+    snprintf(a, sizeof a, "run %s --prompt-ids 9,8,7,6,5,4,3,2,1 -n 0 --logits-out %s --prefill-chunk 4", nv,
+             f1);
     CHECK(cli(a, &o, &er) == 0);
     long r1, r2;
     float *full = npy_rows(f1, &r1, 320), *cont = npy_rows(f3, &r2, 320);
     CHECK(full && cont && r1 == 9 && r2 == 3 && !memcmp(full + 6 * 320, cont, sizeof(float) * 3 * 320));
     free(full), free(cont), free(L);
+    snprintf(a, sizeof a, "run %s --prompt-ids 3,2,1 -n 3 --kv-load %s --ctx 10", nv, f2);
+    CHECK(cli(a, &o, &er) == 2 && has(er, "6 cached") && has(er, "10"));
     /* the snapshot of the nvfp4 exact engine is refused by native mode and by another model */
     snprintf(a, sizeof a, "run %s --prompt-ids 3 -n 0 --kv-load %s --mode native", nv, f2);
     CHECK(cli(a, &o, &er) == 1 && has(er, "kv.identity"));
@@ -185,7 +220,8 @@ int main(void) {
     pid_t pid = fork();
     if (pid == 0) {
         if (!freopen(f1, "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(99);
-        execl(bin, bin, "run", bf, "--prompt-ids", "1,2,3", "-n", "4000", "--ignore-eos", "--ctx", "4096", (char *)NULL);
+        execl(bin, bin, "run", bf, "--prompt-ids", "1,2,3", "-n", "4000", "--ignore-eos", "--ctx", "4096",
+              (char *)NULL);
         _exit(98);
     }
     usleep(700 * 1000);
@@ -198,12 +234,19 @@ int main(void) {
     free(so);
 
     /* compare: threads 1 vs 2 are bit-identical; exact vs native drift, --max-drift, --json */
-    snprintf(a, sizeof a, "compare %s --a \"--threads 1\" --b \"--threads 2 --prefill-chunk 3\" --prompt-ids 1,2,3,4,5,6,7 --max-drift 0", nv);
+    snprintf(a, sizeof a,
+             "compare %s --a \"--threads 1\" --b \"--threads 2 --prefill-chunk 3\" --prompt-ids "
+             "1,2,3,4,5,6,7 --max-drift 0",
+             nv);
     CHECK(cli(a, &o, &er) == 0 && has(o, "argmax identical at 7/7") && has(o, " 0 of 2240 logits differ"));
-    snprintf(a, sizeof a, "compare %s --a \"--mode exact\" --b \"--mode native\" --prompt-ids 1,2,3,4,5,6,7 --max-drift 0", nv);
+    snprintf(a, sizeof a,
+             "compare %s --a \"--mode exact\" --b \"--mode native\" --prompt-ids 1,2,3,4,5,6,7 --max-drift 0",
+             nv);
     CHECK(cli(a, &o, &er) == 1 && has(o, "past --max-drift"));
-    snprintf(a, sizeof a, "compare %s --a \"--mode exact\" --b \"--model %s\" --prompt-ids 1,2,3,4,5,6,7 --json", nv, bf);
-    CHECK(cli(a, &o, &er) == 0 && has(o, "\"positions\":7") && has(o, "\"mean_kl\":") && has(o, "\"ok\":true"));
+    snprintf(a, sizeof a,
+             "compare %s --a \"--mode exact\" --b \"--model %s\" --prompt-ids 1,2,3,4,5,6,7 --json", nv, bf);
+    CHECK(cli(a, &o, &er) == 0 && has(o, "\"positions\":7") && has(o, "\"mean_kl\":") &&
+          has(o, "\"ok\":true"));
     snprintf(a, sizeof a, "compare %s --a \"--bogus\" --b \"\" --prompt-ids 1", nv);
     CHECK(cli(a, &o, &er) == 2);
     free(o), free(er);

@@ -34,9 +34,11 @@ static double *read_npy_f64(const char *path, int64_t rows, int64_t cols) {
         char *hdr = calloc(hl + 1, 1);
         char want[96];
         snprintf(want, sizeof want, "'shape': (%lld, %lld)", (long long)rows, (long long)cols);
-        if (hl && fread(hdr, 1, hl, f) == hl && strstr(hdr, "'<f8'") && strstr(hdr, "False") && strstr(hdr, want)) {
+        if (hl && fread(hdr, 1, hl, f) == hl && strstr(hdr, "'<f8'") && strstr(hdr, "False") &&
+            strstr(hdr, want)) {
             d = malloc(sizeof(double) * (size_t)(rows * cols));
-            if (fread(d, sizeof(double), (size_t)(rows * cols), f) != (size_t)(rows * cols)) free(d), d = NULL;
+            if (fread(d, sizeof(double), (size_t)(rows * cols), f) != (size_t)(rows * cols))
+                free(d), d = NULL;
         }
         free(hdr);
     }
@@ -56,7 +58,8 @@ static int read_ids(const char *path, int32_t *ids, int max) {
     return n;
 }
 
-static void run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int n, float *out) {
+static void run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int n,
+                float *out) {
     fp4_rt_opts o = {.mode = mode, .n_threads = threads, .n_ctx = 64};
     fp4_rt *rt = NULL;
     fp4_error e;
@@ -68,7 +71,8 @@ static void run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const
     const int64_t V = fp4_rt_vocab(rt);
     for (int i = 0; i < n; i += chunk) {
         int k = n - i < chunk ? n - i : chunk;
-        for (int j = 0; j < k; j++) c[j] = (fp4_rt_tok){s, ids[i + j], 1};
+        for (int j = 0; j < k; j++)
+            c[j] = (fp4_rt_tok){s, ids[i + j], 1};
         CHECK_OK(fp4_rt_step(rt, c, k, out + (int64_t)i * V, &e));
     }
     fp4_rt_free(rt);
@@ -87,8 +91,8 @@ static void compare(const char *what, const float *got, const double *ref, int n
         }
         same += a == b;
     }
-    printf("%-22s max |dlogit| %.3g (%.2e of max |logit| %.3g), mean %.3g, argmax %d/%d (tolerance %.0e)\n", what, maxd, maxd / maxref, maxref,
-           sum / (double)(n * V), same, n, tol);
+    printf("%-22s max |dlogit| %.3g (%.2e of max |logit| %.3g), mean %.3g, argmax %d/%d (tolerance %.0e)\n",
+           what, maxd, maxd / maxref, maxref, sum / (double)(n * V), same, n, tol);
     CHECK_MSG(maxd <= tol * maxref, "%s: %.3g > %.3g x %.3g", what, maxd, tol, maxref);
 }
 
@@ -134,7 +138,8 @@ int main(void) {
             compare(what, got, rn, n, V, 0.08);
             CHECK(rtfx_oracle_exact(mn, &a, ids, n, alt) == 0);
             int64_t d = 0;
-            for (int64_t i = 0; i < n * V; i++) d += f32_bits(got[i]) != f32_bits(alt[i]);
+            for (int64_t i = 0; i < n * V; i++)
+                d += f32_bits(got[i]) != f32_bits(alt[i]);
             CHECK_MSG(d == 0, "%s nvfp4 exact: %lld logits differ from the oracle", names[k], (long long)d);
         }
         free(got), free(alt), free(rb), free(rn);

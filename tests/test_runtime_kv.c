@@ -26,7 +26,8 @@ static fp4_rt *engine(const fp4_model *m, fp4_mode mode, int64_t n_ctx) {
 static void feed(fp4_rt *rt, int32_t s, const int32_t *t, int n, float *lg) {
     fp4_rt_tok c[32];
     fp4_error e;
-    for (int i = 0; i < n; i++) c[i] = (fp4_rt_tok){s, t[i], 1};
+    for (int i = 0; i < n; i++)
+        c[i] = (fp4_rt_tok){s, t[i], 1};
     CHECK_OK(fp4_rt_step(rt, c, n, lg, &e));
 }
 
@@ -38,7 +39,8 @@ static void copy_edit(const char *from, const char *to, long trunc, long flip_at
     FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
     long i = 0;
     int c;
-    while ((c = fgetc(a)) != EOF && (trunc < 0 || i < trunc)) fputc(i++ == flip_at ? c ^ 0x10 : c, b);
+    while ((c = fgetc(a)) != EOF && (trunc < 0 || i < trunc))
+        fputc(i++ == flip_at ? c ^ 0x10 : c, b);
     if (append) fputc(0, b);
     fclose(a), fclose(b);
 }
@@ -69,7 +71,8 @@ static void test_snapshots(const char *bf, const char *nv) {
     /* nothing but the snapshot was left in the directory (temporary name renamed) */
     DIR *dir = opendir(tmp);
     int stray = 0;
-    for (struct dirent *d; dir && (d = readdir(dir));) stray += strstr(d->d_name, ".tmp.") != NULL;
+    for (struct dirent *d; dir && (d = readdir(dir));)
+        stray += strstr(d->d_name, ".tmp.") != NULL;
     if (dir) closedir(dir);
     CHECK_EQ_INT(stray, 0);
     rt = engine(m, FP4_MODE_EXACT, 32);
@@ -78,7 +81,8 @@ static void test_snapshots(const char *bf, const char *nv) {
     CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), SPLIT);
     feed(rt, s, ids + SPLIT, N - SPLIT, part + SPLIT * V);
     int64_t d = 0;
-    for (int64_t i = 0; i < N * V; i++) d += f32_bits(full[i]) != f32_bits(part[i]);
+    for (int64_t i = 0; i < N * V; i++)
+        d += f32_bits(full[i]) != f32_bits(part[i]);
     CHECK_MSG(d == 0, "save/load/continue differs from the uninterrupted run in %lld logits", (long long)d);
     /* loading into a sequence that is not empty */
     CHECK(fp4_rt_kv_load(rt, s, snap, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "kv.seq"));
@@ -133,8 +137,10 @@ static void test_limits(const char *bf) {
     CHECK(fp4_rt_seq_open(rt, &s2) == FP4_ERR_LIMIT); /* max_seqs 1 */
     float *lg = malloc(sizeof(float) * 16 * 320);
     fp4_rt_tok c[16];
-    for (int i = 0; i < 9; i++) c[i] = (fp4_rt_tok){s, 5, 1};
-    CHECK(fp4_rt_step(rt, c, 9, lg, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "rt.context") && strstr(e.msg, "8"));
+    for (int i = 0; i < 9; i++)
+        c[i] = (fp4_rt_tok){s, 5, 1};
+    CHECK(fp4_rt_step(rt, c, 9, lg, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "rt.context") &&
+          strstr(e.msg, "8"));
     CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), 0); /* refused before anything ran */
     CHECK_OK(fp4_rt_step(rt, c, 8, lg, &e));
     CHECK(fp4_rt_step(rt, c, 1, lg, &e) == FP4_ERR_LIMIT);
@@ -185,11 +191,15 @@ static void test_sampler(void) {
         p.temperature = 1.0f;
         p.seed = run == 2 ? 43 : 42;
         CHECK_OK(fp4_sampler_create(&p, V, &s));
-        for (int i = 0; i < 64; i++) (run == 0 ? a : run == 1 ? b : c)[i] = fp4_sampler_sample(s, l);
+        for (int i = 0; i < 64; i++)
+            (run == 0 ? a : run == 1 ? b : c)[i] = fp4_sampler_sample(s, l);
         fp4_sampler_free(s);
     }
     CHECK(!memcmp(a, b, sizeof a) && memcmp(a, c, sizeof a));
-    const struct { int k; float p, minp; } red[] = {{1, 1.0f, 0}, {0, 0.01f, 0}, {0, 1.0f, 1.0f}};
+    const struct {
+        int k;
+        float p, minp;
+    } red[] = {{1, 1.0f, 0}, {0, 0.01f, 0}, {0, 1.0f, 1.0f}};
     for (int r = 0; r < 3; r++) {
         p = fp4_sampler_defaults();
         p.temperature = 1.5f, p.top_k = red[r].k, p.top_p = red[r].p, p.min_p = red[r].minp, p.seed = 9;
@@ -207,10 +217,12 @@ static void test_sampler(void) {
     p.temperature = 0.7f, p.seed = 1234;
     CHECK_OK(fp4_sampler_create(&p, V, &s));
     int cnt[V] = {0};
-    for (int i = 0; i < 40000; i++) cnt[fp4_sampler_sample(s, l)]++;
+    for (int i = 0; i < 40000; i++)
+        cnt[fp4_sampler_sample(s, l)]++;
     fp4_sampler_free(s);
     double z = 0, pr[V];
-    for (int i = 0; i < V; i++) z += (pr[i] = exp(l[i] / 0.7));
+    for (int i = 0; i < V; i++)
+        z += (pr[i] = exp(l[i] / 0.7));
     int ok = 1;
     for (int i = 0; i < V; i++) {
         double q = pr[i] / z, sd = sqrt(40000 * q * (1 - q));
@@ -226,6 +238,32 @@ static void test_sampler(void) {
         ok &= t == 1 || t == 2;
     }
     CHECK(ok);
+    fp4_sampler_free(s);
+    /* top-k over a large vocabulary with many ties at the cut: exactly the k first of (logit desc,
+     * id asc), each of them drawn */
+    enum { BV = 1000, K = 10 };
+    static float bl[BV];
+    test_rng rr = {77};
+    for (int i = 0; i < BV; i++)
+        bl[i] = (float)(int)(rng_uniform(&rr) * 40.0f) * 0.25f;
+    int in_set[BV] = {0}, taken = 0;
+    for (float v = 100; taken < K; v -= 0.25f) /* walk the order: values descending, ids ascending */
+        for (int i = 0; i < BV && taken < K; i++)
+            if (bl[i] == v) in_set[i] = 1, taken++;
+    p = fp4_sampler_defaults();
+    p.temperature = 1.0f, p.top_k = K, p.seed = 5;
+    CHECK_OK(fp4_sampler_create(&p, BV, &s));
+    int seen[BV] = {0};
+    ok = 1;
+    for (int i = 0; i < 5000; i++) {
+        int32_t t = fp4_sampler_sample(s, bl);
+        ok &= t >= 0 && t < BV && in_set[t];
+        if (t >= 0 && t < BV) seen[t] = 1;
+    }
+    int n_seen = 0;
+    for (int i = 0; i < BV; i++)
+        n_seen += seen[i];
+    CHECK(ok && n_seen == K);
     fp4_sampler_free(s);
     CHECK(fp4_sampler_create(&p, 0, &s) == FP4_ERR_INVALID_ARG);
     p.repeat_penalty = 0;

@@ -14,11 +14,14 @@ static float warp_sum(const float *t, int64_t n) {
     float p[32], q[32];
     for (int l = 0; l < 32; l++) {
         p[l] = 0.0f;
-        for (int64_t i = l; i < n; i += 32) p[l] = p[l] + t[i];
+        for (int64_t i = l; i < n; i += 32)
+            p[l] = p[l] + t[i];
     }
     for (int off = 16; off >= 1; off >>= 1) {
-        for (int l = 0; l < 32; l++) q[l] = p[l] + p[l ^ off];
-        for (int l = 0; l < 32; l++) p[l] = q[l];
+        for (int l = 0; l < 32; l++)
+            q[l] = p[l] + p[l ^ off];
+        for (int l = 0; l < 32; l++)
+            p[l] = q[l];
     }
     for (int l = 1; l < 32; l++)
         if (f32_bits(p[l]) != f32_bits(p[0])) return NAN; /* every lane ends equal */
@@ -46,14 +49,17 @@ static void test_reduction(void) {
     int differs = 0;
     for (int trial = 0; trial < 50 && !differs; trial++) {
         float s = 0.0f;
-        for (int i = 0; i < 1000; i++) s += (t[i] = rng_normal(&r));
+        for (int i = 0; i < 1000; i++)
+            s += (t[i] = rng_normal(&r));
         differs = f32_bits(s) != f32_bits(fp4p_sum(t, 1000, 1));
     }
     CHECK(differs);
     /* strided access */
-    for (int i = 0; i < 300; i++) t[i] = rng_normal(&r);
+    for (int i = 0; i < 300; i++)
+        t[i] = rng_normal(&r);
     float g[100];
-    for (int i = 0; i < 100; i++) g[i] = t[3 * i];
+    for (int i = 0; i < 100; i++)
+        g[i] = t[3 * i];
     CHECK(f32_bits(fp4p_sum(t, 100, 3)) == f32_bits(warp_sum(g, 100)));
 }
 
@@ -122,18 +128,22 @@ static void test_f16(void) {
 static void test_norm_rope_attend(void) {
     test_rng r = {3};
     float x[96], w[96], y[96];
-    for (int i = 0; i < 96; i++) x[i] = rng_normal(&r), w[i] = rng_normal(&r);
+    for (int i = 0; i < 96; i++)
+        x[i] = rng_normal(&r), w[i] = rng_normal(&r);
     fp4p_rmsnorm(x, w, 96, 1e-6f, y);
     float ss = warp_sum((float[96]){0}, 0);
     float sq[96];
-    for (int i = 0; i < 96; i++) sq[i] = x[i] * x[i];
+    for (int i = 0; i < 96; i++)
+        sq[i] = x[i] * x[i];
     ss = warp_sum(sq, 96);
     float inv = 1.0f / sqrtf(ss / 96.0f + 1e-6f);
     int bad = 0;
-    for (int i = 0; i < 96; i++) bad += f32_bits(y[i]) != f32_bits((x[i] * inv) * w[i]);
+    for (int i = 0; i < 96; i++)
+        bad += f32_bits(y[i]) != f32_bits((x[i] * inv) * w[i]);
     CHECK_EQ_INT(bad, 0);
     double ref = 0;
-    for (int i = 0; i < 96; i++) ref += (double)x[i] * x[i];
+    for (int i = 0; i < 96; i++)
+        ref += (double)x[i] * x[i];
     CHECK(fabs(y[5] - x[5] / sqrt(ref / 96 + 1e-6) * w[5]) < 1e-5);
 
     float q[8] = {1, 2, 3, 4, 5, 6, 7, 8}, c[4] = {0.5f, 1, 0, -1}, s[4] = {0.25f, 0, 1, 0};
@@ -145,20 +155,25 @@ static void test_norm_rope_attend(void) {
     enum { N = 70, D = 64, STRIDE = 2 * D };
     static uint16_t kc[N * STRIDE], vc[N * STRIDE];
     float qq[D], o[D], sc[N];
-    for (int i = 0; i < D; i++) qq[i] = rng_normal(&r);
-    for (int i = 0; i < N * STRIDE; i++) kc[i] = fp4_f32_to_f16(rng_normal(&r)), vc[i] = fp4_f32_to_f16(rng_normal(&r));
+    for (int i = 0; i < D; i++)
+        qq[i] = rng_normal(&r);
+    for (int i = 0; i < N * STRIDE; i++)
+        kc[i] = fp4_f32_to_f16(rng_normal(&r)), vc[i] = fp4_f32_to_f16(rng_normal(&r));
     fp4p_attend(qq, kc + D, vc + D, STRIDE, N, D, 0.125f, sc, o);
     double sd[N], mx = -1e30, den = 0, maxerr = 0;
     for (int j = 0; j < N; j++) {
         double d = 0;
-        for (int i = 0; i < D; i++) d += (double)qq[i] * fp4_f16_to_f32(kc[j * STRIDE + D + i]);
+        for (int i = 0; i < D; i++)
+            d += (double)qq[i] * fp4_f16_to_f32(kc[j * STRIDE + D + i]);
         sd[j] = d * 0.125;
         if (sd[j] > mx) mx = sd[j];
     }
-    for (int j = 0; j < N; j++) den += (sd[j] = exp(sd[j] - mx));
+    for (int j = 0; j < N; j++)
+        den += (sd[j] = exp(sd[j] - mx));
     for (int i = 0; i < D; i++) {
         double acc = 0;
-        for (int j = 0; j < N; j++) acc += sd[j] * fp4_f16_to_f32(vc[j * STRIDE + D + i]);
+        for (int j = 0; j < N; j++)
+            acc += sd[j] * fp4_f16_to_f32(vc[j * STRIDE + D + i]);
         if (fabs(acc / den - o[i]) > maxerr) maxerr = fabs(acc / den - o[i]);
     }
     CHECK_MSG(maxerr < 1e-5, "attention max error %g", maxerr);

@@ -16,7 +16,8 @@
 static char tmp[512];
 
 /* Runs tokens through one sequence in chunks of `chunk` columns; logits of every position. */
-static int run_seq(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *tok, int n, float *logits) {
+static int run_seq(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *tok, int n,
+                   float *logits) {
     fp4_rt_opts o = {.mode = mode, .n_threads = threads, .n_ctx = 64, .max_seqs = 1};
     fp4_rt *rt = NULL;
     fp4_error e;
@@ -30,7 +31,8 @@ static int run_seq(const fp4_model *m, fp4_mode mode, int threads, int chunk, co
     fp4_rt_tok cols[64];
     for (int i = 0; i < n; i += chunk) {
         int c = n - i < chunk ? n - i : chunk;
-        for (int j = 0; j < c; j++) cols[j] = (fp4_rt_tok){s, tok[i + j], 1};
+        for (int j = 0; j < c; j++)
+            cols[j] = (fp4_rt_tok){s, tok[i + j], 1};
         if (fp4_rt_step(rt, cols, c, logits + (int64_t)i * V, &e)) {
             fprintf(stderr, "rt_step: %s: %s\n", e.rule, e.msg);
             fp4_rt_free(rt);
@@ -43,7 +45,8 @@ static int run_seq(const fp4_model *m, fp4_mode mode, int threads, int chunk, co
 
 static int64_t bits_differ(const float *a, const float *b, int64_t n) {
     int64_t d = 0;
-    for (int64_t i = 0; i < n; i++) d += f32_bits(a[i]) != f32_bits(b[i]);
+    for (int64_t i = 0; i < n; i++)
+        d += f32_bits(a[i]) != f32_bits(b[i]);
     return d;
 }
 
@@ -68,12 +71,13 @@ static void test_exact_oracle(const char *dir, const char *what) {
     fp4_arch a;
     CHECK(arch_of(m, &a) == 0);
     const int64_t V = a.vocab;
-    float *got = malloc(sizeof(float) * NT * V), *want = malloc(sizeof(float) * NT * V), *alt = malloc(sizeof(float) * NT * V);
+    float *got = malloc(sizeof(float) * NT * V), *want = malloc(sizeof(float) * NT * V),
+          *alt = malloc(sizeof(float) * NT * V);
     CHECK(run_seq(m, FP4_MODE_EXACT, 1, NT, toks, NT, got) == 0);
     CHECK(rtfx_oracle_exact(m, &a, toks, NT, want) == 0);
     int64_t d = bits_differ(got, want, NT * V);
-    CHECK_MSG(d == 0, "%s: %lld of %lld logits differ from the oracle (first pos0 %.9g vs %.9g)", what, (long long)d, (long long)(NT * V),
-              got[0], want[0]);
+    CHECK_MSG(d == 0, "%s: %lld of %lld logits differ from the oracle (first pos0 %.9g vs %.9g)", what,
+              (long long)d, (long long)(NT * V), got[0], want[0]);
     /* invariance: threads × chunking */
     const int th[] = {1, 2, 3}, ch[] = {1, 3, NT};
     for (int i = 0; i < 3; i++)
@@ -81,7 +85,8 @@ static void test_exact_oracle(const char *dir, const char *what) {
             if (th[i] == 1 && ch[j] == NT) continue;
             CHECK(run_seq(m, FP4_MODE_EXACT, th[i], ch[j], toks, NT, alt) == 0);
             d = bits_differ(got, alt, NT * V);
-            CHECK_MSG(d == 0, "%s: threads %d chunk %d: %lld logits differ", what, th[i], ch[j], (long long)d);
+            CHECK_MSG(d == 0, "%s: threads %d chunk %d: %lld logits differ", what, th[i], ch[j],
+                      (long long)d);
         }
     /* tolerance against the double reference (exact: Q8_K activations or f32 pinned sums) */
     double *ref = malloc(sizeof(double) * NT * V);
@@ -109,7 +114,8 @@ static void test_batch(const char *dir, const char *what) {
     CHECK_OK(fp4_rt_create(m, &o, &rt, &e));
     if (!rt) return fp4_model_close(m);
     const int64_t V = fp4_rt_vocab(rt);
-    float *alone = malloc(sizeof(float) * NT * V), *got = malloc(sizeof(float) * NT * V), *lg = malloc(sizeof(float) * 40 * V);
+    float *alone = malloc(sizeof(float) * NT * V), *got = malloc(sizeof(float) * NT * V),
+          *lg = malloc(sizeof(float) * 40 * V);
     CHECK(run_seq(m, FP4_MODE_EXACT, 1, NT, toks, NT, alone) == 0);
     int32_t A, B, C;
     CHECK_OK(fp4_rt_seq_open(rt, &B)); /* B first, so A gets another slot */
@@ -118,8 +124,10 @@ static void test_batch(const char *dir, const char *what) {
     /* step 1: B x3, A x4 (A's columns want logits, B's some) */
     fp4_rt_tok c[40];
     int n = 0, pa = 0, pb = 0, pc = 0;
-    for (int i = 0; i < 3; i++) c[n++] = (fp4_rt_tok){B, other[pb++], i == 2};
-    for (int i = 0; i < 4; i++) c[n++] = (fp4_rt_tok){A, toks[pa++], 1};
+    for (int i = 0; i < 3; i++)
+        c[n++] = (fp4_rt_tok){B, other[pb++], i == 2};
+    for (int i = 0; i < 4; i++)
+        c[n++] = (fp4_rt_tok){A, toks[pa++], 1};
     CHECK_OK(fp4_rt_step(rt, c, n, lg, &e));
     memcpy(got, lg + 1 * V, sizeof(float) * 4 * V);
     /* step 2: A x1 between B x2; then B leaves, C joins with a 5-token prefill next to A x3 */
@@ -133,8 +141,10 @@ static void test_batch(const char *dir, const char *what) {
     CHECK_OK(fp4_rt_seq_open(rt, &C));
     CHECK(C == B); /* the slot is reused: its old cache must not leak into C */
     n = 0;
-    for (int i = 0; i < 5; i++) c[n++] = (fp4_rt_tok){C, other[10 + pc++], 1};
-    for (int i = 0; i < 3; i++) c[n++] = (fp4_rt_tok){A, toks[pa++], 1};
+    for (int i = 0; i < 5; i++)
+        c[n++] = (fp4_rt_tok){C, other[10 + pc++], 1};
+    for (int i = 0; i < 3; i++)
+        c[n++] = (fp4_rt_tok){A, toks[pa++], 1};
     CHECK_OK(fp4_rt_step(rt, c, n, lg, &e));
     memcpy(got + 5 * V, lg + 5 * V, sizeof(float) * 3 * V);
     /* the rest of A one at a time, each step with C beside it */
@@ -147,14 +157,16 @@ static void test_batch(const char *dir, const char *what) {
         pa++;
     }
     int64_t d = bits_differ(alone, got, NT * V);
-    CHECK_MSG(d == 0, "%s: the sequence inside a batch differs from its lone run in %lld logits", what, (long long)d);
+    CHECK_MSG(d == 0, "%s: the sequence inside a batch differs from its lone run in %lld logits", what,
+              (long long)d);
     /* C (a fresh sequence in a reused slot) equals C alone */
     float *calone = malloc(sizeof(float) * 5 * V);
     CHECK(run_seq(m, FP4_MODE_EXACT, 3, 2, other + 10, 5, calone) == 0);
     fp4_rt_seq_close(rt, C);
     CHECK_OK(fp4_rt_seq_open(rt, &C));
     n = 0;
-    for (int i = 0; i < 5; i++) c[n++] = (fp4_rt_tok){C, other[10 + i], 1};
+    for (int i = 0; i < 5; i++)
+        c[n++] = (fp4_rt_tok){C, other[10 + i], 1};
     CHECK_OK(fp4_rt_step(rt, c, n, lg, &e));
     CHECK(bits_differ(calone, lg, 5 * V) == 0);
     free(calone), free(alone), free(got), free(lg);
@@ -195,8 +207,10 @@ static void test_tolerance(const char *dir, const char *what, fp4_mode mode, dou
         }
         argmax_same += ba == bb;
     }
-    printf("%s %s: max |logit - f64 reference| = %.3g = %.3g of max |logit| (tolerance %.3g), argmax identical %lld/%d\n", what,
-           mode == FP4_MODE_EXACT ? "exact" : "native", maxd, maxd / maxref, tol, (long long)argmax_same, NT);
+    printf("%s %s: max |logit - f64 reference| = %.3g = %.3g of max |logit| (tolerance %.3g), argmax "
+           "identical %lld/%d\n",
+           what, mode == FP4_MODE_EXACT ? "exact" : "native", maxd, maxd / maxref, tol,
+           (long long)argmax_same, NT);
     CHECK_MSG(maxd <= tol * maxref, "%s: %.3g > %.3g of %.3g", what, maxd, tol, maxref);
     free(got), free(ref);
     fp4_model_close(m);
@@ -226,7 +240,8 @@ static int add_input_scales(const char *src_dir, const char *dst_dir) {
     }
     for (size_t i = 0; i < n; i++) {
         const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
-        if (fp4_hf_writer_write(w, t->data, t->nbytes, &e)) return fp4_hf_writer_free(w), fp4_st_close(st), -1;
+        if (fp4_hf_writer_write(w, t->data, t->nbytes, &e))
+            return fp4_hf_writer_free(w), fp4_st_close(st), -1;
         size_t l = strlen(t->name);
         if (l > 15 && !strcmp(t->name + l - 15, ".weight_scale_2")) {
             float s = 0.004f; /* ~ activation amax 10 / (6 * 448) */
@@ -250,6 +265,38 @@ static int add_input_scales(const char *src_dir, const char *dst_dir) {
     snprintf(out, sizeof out, "%.*s\"NVFP4\"%s", (int)(at - cfg), cfg, at + 13);
     snprintf(path, sizeof path, "%s/config.json", dst_dir);
     return fp4_hf_write_json(path, out, 2, 1, &e) ? -1 : 0;
+}
+
+/* The same NVFP4 weights in all four layouts (and W4A4 in all four): exact mode gives the same
+ * bits from each — layouts are converted at the edges, never inside the step. */
+static void test_layouts(const char *src, const char *what) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(src, NULL, &m, &e));
+    if (!m) return;
+    const int64_t V = 320;
+    float *ref = malloc(sizeof(float) * NT * V), *got = malloc(sizeof(float) * NT * V);
+    CHECK(run_seq(m, FP4_MODE_EXACT, 2, 5, toks, NT, ref) == 0);
+    static const struct {
+        fp4_layout l;
+        const char *sfx;
+    } outs[] = {{FP4_LAYOUT_CT, "ct"}, {FP4_LAYOUT_GGUF, "f.gguf"}, {FP4_LAYOUT_GGUF_GGML, "g.gguf"}};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++) {
+        char out[700];
+        snprintf(out, sizeof out, "%s-%s", src, outs[i].sfx);
+        fp4_write_opts wo = {.layout = outs[i].l};
+        CHECK_OK(fp4_model_write(m, out, &wo, &e));
+        fp4_model *m2 = NULL;
+        CHECK_OK(fp4_model_open(out, NULL, &m2, &e));
+        if (!m2) continue;
+        CHECK(run_seq(m2, FP4_MODE_EXACT, 1, NT, toks, NT, got) == 0);
+        int64_t d = bits_differ(ref, got, NT * V);
+        CHECK_MSG(d == 0, "%s from layout %s: %lld logits differ", what, fp4_layout_name(outs[i].l),
+                  (long long)d);
+        fp4_model_close(m2);
+    }
+    free(ref), free(got);
+    fp4_model_close(m);
 }
 
 int main(void) {
@@ -285,11 +332,15 @@ int main(void) {
     CHECK(add_input_scales(nv, w4) == 0);
     test_exact_oracle(w4, "llama w4a4");
     test_batch(w4, "llama w4a4");
+    test_layouts(nv, "llama nvfp4");
+    test_layouts(w4, "llama w4a4");
     /* no tolerance against the unquantized reference here: 4-bit activations move logits by ~30 %
      * on random weights; the oracle above (bit for bit, SPEC §5 per projection) is the check */
     /* the other families, and a tied head */
-    static const struct { const char *type; int tied, head_dim; } fam[] = {
-        {"qwen2", 0, 64}, {"qwen3", 0, 128}, {"mistral", 0, 64}, {"llama", 1, 64}};
+    static const struct {
+        const char *type;
+        int tied, head_dim;
+    } fam[] = {{"qwen2", 0, 64}, {"qwen3", 0, 128}, {"mistral", 0, 64}, {"llama", 1, 64}};
     for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
         char d1[600], d2[600], what[64];
         rtfx_spec f = rtfx_default(fam[i].type);

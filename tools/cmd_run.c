@@ -17,7 +17,7 @@ typedef struct run_args {
     rt_cli_engine e;
     const char *prompt, *batch_file, *logits_out, *kv_save, *kv_load;
     long long n_gen;
-    int ignore_eos, timing;
+    int ignore_eos, json, timing;
     fp4_sampler_params sp;
 } run_args;
 
@@ -31,19 +31,22 @@ static void print_token(void *ctx, int32_t seq, int32_t token) {
 }
 
 static int usage(void) {
-    fprintf(stderr,
-            "usage: fp4lane run MODEL (--prompt-ids 1,2,3 | --prompt-ids @FILE | --batch-file PROMPTS) [-n N]\n"
-            "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--prefill-chunk N] [--ctx N]\n"
-            "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
-            "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] [--kv-load F]\n"
-            "       [--timing]\n");
+    fprintf(
+        stderr,
+        "usage: fp4lane run MODEL (--prompt-ids 1,2,3 | --prompt-ids @FILE | --batch-file PROMPTS) [-n N]\n"
+        "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--prefill-chunk N] [--ctx N]\n"
+        "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
+        "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] "
+        "[--kv-load F] [--json]\n"
+        "       [--timing]\n");
     return 2;
 }
 
 static int parse_f(const char *opt, const char *v, float *out) {
     char *end;
     float x = v ? strtof(v, &end) : 0;
-    if (!v || !*v || *end || x != x) return fprintf(stderr, "fp4lane: %s %s: expected a number\n", opt, v ? v : "(missing)"), -1;
+    if (!v || !*v || *end || x != x)
+        return fprintf(stderr, "fp4lane: %s %s: expected a number\n", opt, v ? v : "(missing)"), -1;
     *out = x;
     return 0;
 }
@@ -59,39 +62,70 @@ static int parse(int argc, char **argv, run_args *a) {
         if (r < 0) return -1;
         if (r) continue;
         char *end;
-        if (!strcmp(o, "--prompt-ids") && v) a->prompt = v, i++;
-        else if (!strcmp(o, "--batch-file") && v) a->batch_file = v, i++;
-        else if (!strcmp(o, "--logits-out") && v) a->logits_out = v, i++;
-        else if (!strcmp(o, "--kv-save") && v) a->kv_save = v, i++;
-        else if (!strcmp(o, "--kv-load") && v) a->kv_load = v, i++;
-        else if (!strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
-        else if (!strcmp(o, "--timing")) a->timing = 1;
+        if (!strcmp(o, "--prompt-ids") && v)
+            a->prompt = v, i++;
+        else if (!strcmp(o, "--batch-file") && v)
+            a->batch_file = v, i++;
+        else if (!strcmp(o, "--logits-out") && v)
+            a->logits_out = v, i++;
+        else if (!strcmp(o, "--kv-save") && v)
+            a->kv_save = v, i++;
+        else if (!strcmp(o, "--kv-load") && v)
+            a->kv_load = v, i++;
+        else if (!strcmp(o, "--ignore-eos"))
+            a->ignore_eos = 1;
+        else if (!strcmp(o, "--json"))
+            a->json = 1;
+        else if (!strcmp(o, "--timing"))
+            a->timing = 1;
         else if (!strcmp(o, "-n") && v) {
             a->n_gen = strtoll(v, &end, 10);
-            if (!*v || *end || a->n_gen < 0) return fprintf(stderr, "fp4lane: -n %s: expected a non-negative integer\n", v), -1;
+            if (!*v || *end || a->n_gen < 0)
+                return fprintf(stderr, "fp4lane: -n %s: expected a non-negative integer\n", v), -1;
             i++;
-        } else if (!strcmp(o, "--temp") && v) { if (parse_f(o, v, &a->sp.temperature)) return -1; i++; }
-        else if (!strcmp(o, "--top-p") && v) { if (parse_f(o, v, &a->sp.top_p)) return -1; i++; }
-        else if (!strcmp(o, "--min-p") && v) { if (parse_f(o, v, &a->sp.min_p)) return -1; i++; }
-        else if (!strcmp(o, "--repeat-penalty") && v) { if (parse_f(o, v, &a->sp.repeat_penalty) || !(a->sp.repeat_penalty > 0)) return fprintf(stderr, "fp4lane: --repeat-penalty must be > 0\n"), -1; i++; }
-        else if (!strcmp(o, "--presence-penalty") && v) { if (parse_f(o, v, &a->sp.presence_penalty)) return -1; i++; }
-        else if ((!strcmp(o, "--top-k") || !strcmp(o, "--penalty-last-n")) && v) {
+        } else if (!strcmp(o, "--temp") && v) {
+            if (parse_f(o, v, &a->sp.temperature)) return -1;
+            i++;
+        } else if (!strcmp(o, "--top-p") && v) {
+            if (parse_f(o, v, &a->sp.top_p)) return -1;
+            i++;
+        } else if (!strcmp(o, "--min-p") && v) {
+            if (parse_f(o, v, &a->sp.min_p)) return -1;
+            i++;
+        } else if (!strcmp(o, "--repeat-penalty") && v) {
+            if (parse_f(o, v, &a->sp.repeat_penalty) || !(a->sp.repeat_penalty > 0))
+                return fprintf(stderr, "fp4lane: --repeat-penalty must be > 0\n"), -1;
+            i++;
+        } else if (!strcmp(o, "--presence-penalty") && v) {
+            if (parse_f(o, v, &a->sp.presence_penalty)) return -1;
+            i++;
+        } else if ((!strcmp(o, "--top-k") || !strcmp(o, "--penalty-last-n")) && v) {
             long x = strtol(v, &end, 10);
-            if (!*v || *end || x < 0 || x > INT32_MAX) return fprintf(stderr, "fp4lane: %s %s: expected a non-negative integer\n", o, v), -1;
-            if (o[2] == 't') a->sp.top_k = (int32_t)x;
-            else a->sp.penalty_last_n = (int32_t)x;
+            if (!*v || *end || x < 0 || x > INT32_MAX)
+                return fprintf(stderr, "fp4lane: %s %s: expected a non-negative integer\n", o, v), -1;
+            if (o[2] == 't')
+                a->sp.top_k = (int32_t)x;
+            else
+                a->sp.penalty_last_n = (int32_t)x;
             i++;
         } else if (!strcmp(o, "--seed") && v) {
             a->sp.seed = strtoull(v, &end, 10);
-            if (!*v || *end) return fprintf(stderr, "fp4lane: --seed %s: expected an unsigned integer\n", v), -1;
+            if (!*v || *end)
+                return fprintf(stderr, "fp4lane: --seed %s: expected an unsigned integer\n", v), -1;
             i++;
-        } else if (o[0] != '-' && !a->e.model) a->e.model = o;
-        else return fprintf(stderr, "fp4lane run: unknown or incomplete option '%s'\n", o), -1;
+        } else if (o[0] != '-' && !a->e.model)
+            a->e.model = o;
+        else
+            return fprintf(stderr, "fp4lane run: unknown or incomplete option '%s'\n", o), -1;
     }
     if (!a->e.model) return fprintf(stderr, "fp4lane run: no MODEL\n"), -1;
-    if (!a->prompt == !a->batch_file) return fprintf(stderr, "fp4lane run: give --prompt-ids or --batch-file (one of them)\n"), -1;
+    if (!a->prompt == !a->batch_file)
+        return fprintf(stderr, "fp4lane run: give --prompt-ids or --batch-file (one of them)\n"), -1;
     if (a->batch_file && (a->logits_out || a->kv_save || a->kv_load))
-        return fprintf(stderr, "fp4lane run: --batch-file does not combine with --logits-out / --kv-save / --kv-load\n"), -1;
+        return fprintf(
+                   stderr,
+                   "fp4lane run: --batch-file does not combine with --logits-out / --kv-save / --kv-load\n"),
+               -1;
     return 0;
 }
 
@@ -101,11 +135,33 @@ typedef struct run_stats {
     double t_start, t_load, t_first; /* t_load, t_first: seconds from t_start (cmd_run's entry) */
 } run_stats;
 
+/* --json: one object at the end instead of the streamed ids and the summary line */
+static void summary_json(const run_args *a, fp4_rt *rt, const run_stats *s, int32_t *const *ids,
+                         const int64_t *n, int n_seq) {
+    printf("{\"sequences\":[");
+    for (int i = 0; i < n_seq; i++) {
+        printf("%s[", i ? "," : "");
+        for (int64_t j = 0; j < n[i]; j++)
+            printf("%s%d", j ? "," : "", ids[i][j]);
+        printf("]");
+    }
+    printf("],\"prefill_tokens\":%lld,\"prefill_tok_s\":%.3f,\"decode_tokens\":%lld,\"decode_tok_s\":%.3f,"
+           "\"first_token_s\":%.3f,\"device\":\"%s\","
+           "\"mode\":\"%s\",\"threads\":%d,\"routes\":\"%s\",\"interrupted\":%s}\n",
+           (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0,
+           (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, s->t_first,
+           fp4_rt_device_name(rt), a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads,
+           fp4_rt_routes(rt), interrupted ? "true" : "false");
+}
+
 static void summary(const run_args *a, fp4_rt *rt, const run_stats *s, const char *end) {
-    fprintf(stdout, "\nprefill %lld tok %.2f tok/s, decode %lld tok %.2f tok/s, first token %.3f s, device %s, mode %s, threads %d, routes: %s%s\n",
-            (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0, (long long)s->n_decode,
-            s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, s->t_first, fp4_rt_device_name(rt), a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native",
-            a->e.o.n_threads, fp4_rt_routes(rt), end);
+    fprintf(
+        stdout,
+        "\nprefill %lld tok %.2f tok/s, decode %lld tok %.2f tok/s, first token %.3f s, device %s, mode %s, "
+        "threads %d, routes: %s%s\n",
+        (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0, (long long)s->n_decode,
+        s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, s->t_first, fp4_rt_device_name(rt),
+        a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads, fp4_rt_routes(rt), end);
 }
 
 /* --timing, on stderr: load and first-token times, and the memory split of /proc/self/status
@@ -116,11 +172,13 @@ static void timing_line(const run_stats *s) {
     while (f && fgets(line, sizeof line, f)) {
         long long kb;
         char key[32];
-        if (sscanf(line, "%31[^:]: %lld kB", key, &kb) == 2 && (!strcmp(key, "VmHWM") || !strcmp(key, "RssAnon") || !strcmp(key, "RssFile")))
+        if (sscanf(line, "%31[^:]: %lld kB", key, &kb) == 2 &&
+            (!strcmp(key, "VmHWM") || !strcmp(key, "RssAnon") || !strcmp(key, "RssFile")))
             snprintf(out + strlen(out), sizeof out - strlen(out), ", %s %.1f MiB", key, kb / 1024.0);
     }
     if (f) fclose(f);
-    fprintf(stderr, "timing: load %.3f s, first token %.3f s (from the start of run)%s\n", s->t_load, s->t_first, out);
+    fprintf(stderr, "timing: load %.3f s, first token %.3f s (from the start of run)%s\n", s->t_load,
+            s->t_first, out);
 }
 
 static int is_eos(const fp4_arch *ar, int32_t t) {
@@ -131,18 +189,22 @@ static int is_eos(const fp4_arch *ar, int32_t t) {
 
 /* Decodes n_seq prompts together: prefill steps of `chunk` positions of every sequence, then one
  * column per live sequence per step. cb gets every generated token. */
-static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *plen, int n_seq, rt_npy *npy, token_fn cb, void *cb_ctx,
-                  run_stats *s) {
+static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *plen, int n_seq, rt_npy *npy,
+                  token_fn cb, void *cb_ctx, run_stats *s) {
     const int64_t V = fp4_rt_vocab(rt);
     const fp4_arch *ar = fp4_rt_arch(rt);
     fp4_error err;
     int64_t maxp = 0, total = 0;
-    for (int i = 0; i < n_seq; i++) total += plen[i], maxp = plen[i] > maxp ? plen[i] : maxp;
-    const int64_t chunk = a->e.prefill_chunk > 0 ? a->e.prefill_chunk : maxp;
+    for (int i = 0; i < n_seq; i++)
+        total += plen[i], maxp = plen[i] > maxp ? plen[i] : maxp;
+    /* prefill steps of `chunk` positions per sequence (default 256: the engine splits a step into
+     * backend calls anyway; this bounds the logits buffer when every position's logits are kept) */
+    const int64_t chunk = a->e.prefill_chunk > 0 ? a->e.prefill_chunk : (maxp < 256 ? maxp : 256);
     const size_t max_cols = (size_t)(chunk * n_seq + n_seq);
+    const size_t max_logit_rows = npy ? max_cols : (size_t)n_seq; /* else only each prompt's last column */
     fp4_rt_tok *cols = malloc(sizeof *cols * max_cols);
     int *owner = malloc(sizeof *owner * max_cols), *is_last = malloc(sizeof *is_last * max_cols);
-    float *lg = malloc(sizeof(float) * (size_t)V * max_cols);
+    float *lg = malloc(sizeof(float) * (size_t)V * max_logit_rows);
     int32_t *seq = malloc(sizeof *seq * (size_t)n_seq), *next = malloc(sizeof *next * (size_t)n_seq);
     int *live = malloc(sizeof *live * (size_t)n_seq);
     fp4_sampler **smp = calloc((size_t)n_seq, sizeof *smp);
@@ -159,10 +221,20 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
             rc = 1;
             goto out;
         }
-        for (int64_t j = 0; j < plen[i]; j++) fp4_sampler_accept(smp[i], prompts[i][j]);
+        for (int64_t j = 0; j < plen[i]; j++)
+            fp4_sampler_accept(smp[i], prompts[i][j]);
     }
     if (a->kv_load && fp4_rt_kv_load(rt, seq[0], a->kv_load, &err)) {
         rc = cli_report_error("run", err.code, &err);
+        goto out;
+    }
+    if (a->kv_load && fp4_rt_seq_pos(rt, seq[0]) + plen[0] + a->n_gen > fp4_rt_n_ctx(rt)) {
+        fprintf(stderr,
+                "fp4lane run: %lld cached + %lld prompt + -n %lld tokens is past the context length %lld "
+                "(--ctx)\n",
+                (long long)fp4_rt_seq_pos(rt, seq[0]), (long long)plen[0], a->n_gen,
+                (long long)fp4_rt_n_ctx(rt));
+        rc = 2;
         goto out;
     }
     /* prefill */
@@ -223,9 +295,11 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
         }
     }
     s->t_decode = rt_cli_now() - t0;
-    if (a->kv_save && !interrupted && fp4_rt_kv_save(rt, seq[0], a->kv_save, &err)) rc = cli_report_error("run", err.code, &err);
+    if (a->kv_save && !interrupted && fp4_rt_kv_save(rt, seq[0], a->kv_save, &err))
+        rc = cli_report_error("run", err.code, &err);
 out:
-    for (int i = 0; smp && i < n_seq; i++) fp4_sampler_free(smp[i]);
+    for (int i = 0; smp && i < n_seq; i++)
+        fp4_sampler_free(smp[i]);
     free(smp), free(cols), free(owner), free(is_last), free(lg), free(seq), free(next), free(live);
     return rc;
 }
@@ -255,7 +329,8 @@ int cmd_run(int argc, char **argv) {
     int n_seq = 0, rc = 0;
     if (a.prompt) {
         prompts = malloc(sizeof *prompts), plen = malloc(sizeof *plen);
-        if (!prompts || !plen || rt_cli_parse_ids(a.prompt, &prompts[0], &plen[0])) return free(prompts), free(plen), 2;
+        if (!prompts || !plen || rt_cli_parse_ids(a.prompt, &prompts[0], &plen[0]))
+            return free(prompts), free(plen), 2;
         n_seq = 1;
     } else {
         FILE *f = fopen(a.batch_file, "r");
@@ -275,11 +350,14 @@ int cmd_run(int argc, char **argv) {
             n_seq++;
         }
         fclose(f);
-        if (!rc && !n_seq) fprintf(stderr, "fp4lane run: --batch-file %s holds no prompt\n", a.batch_file), rc = 2;
+        if (!rc && !n_seq)
+            fprintf(stderr, "fp4lane run: --batch-file %s holds no prompt\n", a.batch_file), rc = 2;
         a.e.o.max_seqs = n_seq;
     }
     for (int i = 0; !rc && i < n_seq; i++)
-        if (!plen[i]) fprintf(stderr, "fp4lane run: the prompt%s is empty\n", n_seq > 1 ? " of a batch line" : ""), rc = 2;
+        if (!plen[i])
+            fprintf(stderr, "fp4lane run: the prompt%s is empty\n", n_seq > 1 ? " of a batch line" : ""),
+                rc = 2;
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     if (!rc) rc = rt_cli_open(&a.e, &m, &rt);
@@ -288,56 +366,70 @@ int cmd_run(int argc, char **argv) {
     for (int i = 0; !rc && i < n_seq; i++) {
         for (int64_t j = 0; j < plen[i] && !rc; j++)
             if (prompts[i][j] >= fp4_rt_vocab(rt))
-                fprintf(stderr, "fp4lane run: prompt token id %d is outside the vocabulary [0, %lld)\n", prompts[i][j], (long long)fp4_rt_vocab(rt)), rc = 2;
+                fprintf(stderr, "fp4lane run: prompt token id %d is outside the vocabulary [0, %lld)\n",
+                        prompts[i][j], (long long)fp4_rt_vocab(rt)),
+                    rc = 2;
         if (!rc && plen[i] + a.n_gen > fp4_rt_n_ctx(rt))
-            fprintf(stderr, "fp4lane run: %lld prompt + -n %lld tokens is past the context length %lld (--ctx)\n", (long long)plen[i], a.n_gen,
-                    (long long)fp4_rt_n_ctx(rt)),
+            fprintf(stderr,
+                    "fp4lane run: %lld prompt + -n %lld tokens is past the context length %lld (--ctx)\n",
+                    (long long)plen[i], a.n_gen, (long long)fp4_rt_n_ctx(rt)),
                 rc = 2;
     }
     rt_npy npy;
     int have_npy = 0;
     if (!rc && a.logits_out) {
-        if (rt_npy_open(&npy, a.logits_out, fp4_rt_vocab(rt))) rc = 1;
-        else have_npy = 1;
+        if (rt_npy_open(&npy, a.logits_out, fp4_rt_vocab(rt)))
+            rc = 1;
+        else
+            have_npy = 1;
     }
     if (!rc) {
         int *first = malloc(sizeof(int) * (size_t)n_seq);
-        for (int i = 0; first && i < n_seq; i++) first[i] = 1;
+        for (int i = 0; first && i < n_seq; i++)
+            first[i] = 1;
         struct sigaction sa, old;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_sigint;
         sigaction(SIGINT, &sa, &old);
         run_stats st = {0};
         st.t_start = t_start, st.t_load = t_load;
-        if (n_seq == 1) {
+        batch_out b = {calloc((size_t)n_seq, sizeof(int32_t *)), calloc((size_t)n_seq, sizeof(int64_t)),
+                       calloc((size_t)n_seq, sizeof(int64_t))};
+        if (!b.ids || !b.n || !b.cap)
+            rc = 1;
+        else if (n_seq == 1 && !a.json)
             rc = decode(&a, rt, prompts, plen, 1, have_npy ? &npy : NULL, print_token, first, &st);
-        } else {
-            batch_out b = {calloc((size_t)n_seq, sizeof(int32_t *)), calloc((size_t)n_seq, sizeof(int64_t)), calloc((size_t)n_seq, sizeof(int64_t))};
-            if (!b.ids || !b.n || !b.cap) rc = 1;
-            else rc = decode(&a, rt, prompts, plen, n_seq, NULL, collect_token, &b, &st);
-            for (int i = 0; b.ids && b.n && i < n_seq; i++) {
+        else
+            rc = decode(&a, rt, prompts, plen, n_seq, have_npy ? &npy : NULL, collect_token, &b, &st);
+        if (a.json && (!rc || interrupted)) summary_json(&a, rt, &st, b.ids, b.n, n_seq);
+        for (int i = 0; b.ids && b.n && i < n_seq; i++) {
+            if (n_seq > 1 && !a.json) {
                 printf("%d:", i);
-                for (int64_t j = 0; j < b.n[i]; j++) printf(" %d", b.ids[i][j]);
+                for (int64_t j = 0; j < b.n[i]; j++)
+                    printf(" %d", b.ids[i][j]);
                 printf("\n");
-                free(b.ids[i]);
             }
-            free(b.ids), free(b.n), free(b.cap);
+            free(b.ids[i]);
         }
+        free(b.ids), free(b.n), free(b.cap);
         sigaction(SIGINT, &old, NULL);
         free(first);
         if (have_npy) {
-            if (rc) rt_npy_abort(&npy);
-            else if (rt_npy_finish(&npy)) rc = 1;
+            if (rc)
+                rt_npy_abort(&npy);
+            else if (rt_npy_finish(&npy))
+                rc = 1;
             have_npy = 0;
         }
-        if (!rc || interrupted) summary(&a, rt, &st, interrupted ? " (interrupted)" : "");
+        if ((!rc || interrupted) && !a.json) summary(&a, rt, &st, interrupted ? " (interrupted)" : "");
         if (a.timing && (!rc || interrupted)) timing_line(&st);
         if (interrupted) rc = 130;
     }
     if (have_npy) rt_npy_abort(&npy);
     fp4_rt_free(rt);
     fp4_model_close(m);
-    for (int i = 0; i < n_seq; i++) free(prompts[i]);
+    for (int i = 0; i < n_seq; i++)
+        free(prompts[i]);
     free(prompts), free(plen);
     return rc;
 }

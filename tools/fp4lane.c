@@ -26,15 +26,19 @@ const cli_verb cli_verbs[] = {
     {"run", cmd_run, "decode: prompt ids in, generated ids out (CPU, or CUDA through libfp4lane_cuda.so)",
      "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native]\n"
      "       [--threads N] [--prefill-chunk N] [--temp T --top-k K --top-p P --seed S]\n"
-     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS]"},
-    {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids through two configurations",
+     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json] [--timing]"},
+    {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids, two configurations",
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
     {"bench", cmd_bench, "paired timing of two configurations (A B A B ...): mean, CV, ratio, verdict",
-     "fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs 5] [--prefix 66] [--tokens 32] [--warmup 1]\n"
-     "       [--seed S] [--json FILE]"},
+     "fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs 5] [--prefix 66] [--tokens 32]\n"
+     "       [--warmup 1] [--seed S] [--json FILE]"},
     {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
      "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
      "       [--shard-size N[M|G]] [--threads N] [--json]"},
+    {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
+     "fp4lane tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] [--add-special] [--parse-special]"},
+    {"detokenize", cmd_detokenize, "token ids to text",
+     "fp4lane detokenize MODEL|tokenizer.json IDS... [--skip-special] [--cleanup]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 

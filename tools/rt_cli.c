@@ -30,7 +30,8 @@ static int parse_int(const char *opt, const char *v, long long lo, long long hi,
     errno = 0;
     long long x = v ? strtoll(v, &end, 10) : 0;
     if (!v || !*v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "fp4lane: %s %s: expected an integer in [%lld, %lld]\n", opt, v ? v : "(missing)", lo, hi);
+        fprintf(stderr, "fp4lane: %s %s: expected an integer in [%lld, %lld]\n", opt, v ? v : "(missing)", lo,
+                hi);
         return -1;
     }
     *out = x;
@@ -41,13 +42,19 @@ int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     long long x;
     if (!strcmp(a, "--mode")) {
-        if (v && !strcmp(v, "exact")) e->o.mode = FP4_MODE_EXACT;
-        else if (v && !strcmp(v, "native")) e->o.mode = FP4_MODE_NATIVE;
-        else return fprintf(stderr, "fp4lane: --mode %s: expected exact or native\n", v ? v : "(missing)"), -1;
+        if (v && !strcmp(v, "exact"))
+            e->o.mode = FP4_MODE_EXACT;
+        else if (v && !strcmp(v, "native"))
+            e->o.mode = FP4_MODE_NATIVE;
+        else
+            return fprintf(stderr, "fp4lane: --mode %s: expected exact or native\n", v ? v : "(missing)"), -1;
     } else if (!strcmp(a, "--device")) {
-        if (v && !strcmp(v, "cpu")) e->o.device = FP4_DEVICE_CPU;
-        else if (v && !strcmp(v, "cuda")) e->o.device = FP4_DEVICE_CUDA;
-        else return fprintf(stderr, "fp4lane: --device %s: expected cpu or cuda\n", v ? v : "(missing)"), -1;
+        if (v && !strcmp(v, "cpu"))
+            e->o.device = FP4_DEVICE_CPU;
+        else if (v && !strcmp(v, "cuda"))
+            e->o.device = FP4_DEVICE_CUDA;
+        else
+            return fprintf(stderr, "fp4lane: --device %s: expected cpu or cuda\n", v ? v : "(missing)"), -1;
     } else if (!strcmp(a, "--threads")) {
         if (parse_int(a, v, 1, 256, &x)) return -1;
         e->o.n_threads = (int)x;
@@ -66,7 +73,8 @@ int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--model")) {
         if (!v) return fprintf(stderr, "fp4lane: --model needs a path\n"), -1;
         e->model = v;
-    } else return 0;
+    } else
+        return 0;
     (*i)++;
     return 1;
 }
@@ -77,14 +85,17 @@ int rt_cli_parse_ids_text(const char *text, const char *where, int32_t **ids, in
     if (!v) return -1;
     const char *p = text;
     for (;;) {
-        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
+            p++;
         if (!*p) break;
         char *end;
         errno = 0;
         long long x = strtoll(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX || (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')) {
+        if (end == p || errno || x < 0 || x > INT32_MAX ||
+            (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')) {
             int len = 0;
-            while (p[len] && p[len] != ',' && p[len] != '\n' && len < 40) len++;
+            while (p[len] && p[len] != ',' && p[len] != '\n' && len < 40)
+                len++;
             fprintf(stderr, "fp4lane: %s: token id '%.*s' is not a non-negative integer\n", where, len, p);
             free(v);
             return -1;
@@ -167,7 +178,8 @@ static void npy_header(uint8_t *h, int64_t rows, int64_t cols) {
     memcpy(h, "\x93NUMPY\x01\x00", 8);
     h[8] = (uint8_t)(NPY_HEADER - 10), h[9] = 0;
     char d[NPY_HEADER];
-    int n = snprintf(d, sizeof d, "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %lld), }", (long long)rows, (long long)cols);
+    int n = snprintf(d, sizeof d, "{'descr': '<f4', 'fortran_order': False, 'shape': (%lld, %lld), }",
+                     (long long)rows, (long long)cols);
     memcpy(h + 10, d, (size_t)n);
     h[NPY_HEADER - 1] = '\n';
 }
@@ -196,7 +208,8 @@ int rt_npy_row(rt_npy *w, const float *row) {
         for (int64_t i = 0; i < n; i++) {
             uint32_t u;
             memcpy(&u, &row[k + i], 4);
-            b[4 * i] = (uint8_t)u, b[4 * i + 1] = (uint8_t)(u >> 8), b[4 * i + 2] = (uint8_t)(u >> 16), b[4 * i + 3] = (uint8_t)(u >> 24);
+            b[4 * i] = (uint8_t)u, b[4 * i + 1] = (uint8_t)(u >> 8), b[4 * i + 2] = (uint8_t)(u >> 16),
+                  b[4 * i + 3] = (uint8_t)(u >> 24);
         }
         if (fwrite(b, 4, (size_t)n, w->f) != (size_t)n) return -1;
         k += n;
@@ -213,7 +226,8 @@ void rt_npy_abort(rt_npy *w) {
 int rt_npy_finish(rt_npy *w) {
     uint8_t h[NPY_HEADER];
     npy_header(h, w->rows, w->cols);
-    if (fflush(w->f) || fseek(w->f, 0, SEEK_SET) || fwrite(h, 1, NPY_HEADER, w->f) != NPY_HEADER || fflush(w->f) || fsync(fileno(w->f))) {
+    if (fflush(w->f) || fseek(w->f, 0, SEEK_SET) || fwrite(h, 1, NPY_HEADER, w->f) != NPY_HEADER ||
+        fflush(w->f) || fsync(fileno(w->f))) {
         fprintf(stderr, "fp4lane: --logits-out %s: %s\n", w->tmp, strerror(errno));
         rt_npy_abort(w);
         return -1;

@@ -10,7 +10,7 @@
 typedef struct rt_cli_engine {
     const char *model;
     fp4_rt_opts o;
-    int prefill_chunk;             /* 0: the whole prompt in one step                          */
+    int prefill_chunk; /* 0: the whole prompt in one step                          */
 } rt_cli_engine;
 
 void rt_cli_engine_init(rt_cli_engine *e);
@@ -35,7 +35,7 @@ typedef struct rt_npy {
 } rt_npy;
 int rt_npy_open(rt_npy *w, const char *path, int64_t cols);
 int rt_npy_row(rt_npy *w, const float *row);
-int rt_npy_finish(rt_npy *w);   /* 0 ok */
+int rt_npy_finish(rt_npy *w); /* 0 ok */
 void rt_npy_abort(rt_npy *w);
 
 double rt_cli_now(void);

@@ -28,36 +28,51 @@ const char *fp4_arch_family_name(fp4_arch_family f) {
     return "?";
 }
 
-static fp4_status refuse(fp4_error *err, const char *rule, const char *fmt, const char *key, const char *val) {
+static fp4_status refuse(fp4_error *err, const char *rule, const char *fmt, const char *key,
+                         const char *val) {
     return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, NULL, rule, fmt, key, val);
 }
 
 /* Shape sanity shared by both sources. */
 static fp4_status arch_check(fp4_arch *a, fp4_error *err) {
-    struct { const char *what; int64_t v, lo, hi; } lim[] = {
-        {"layers", a->n_layers, 1, FP4_ARCH_MAX_LAYERS}, {"hidden", a->hidden, 1, ARCH_MAX_HIDDEN},
-        {"heads", a->n_heads, 1, 4096}, {"kv heads", a->n_kv_heads, 1, 4096},
-        {"head_dim", a->head_dim, 2, FP4_ARCH_MAX_HEAD_DIM}, {"ffn", a->ffn, 1, 4 * ARCH_MAX_HIDDEN},
-        {"vocab", a->vocab, 1, ARCH_MAX_VOCAB}, {"context", a->n_ctx_train, 1, ARCH_MAX_CTX},
+    struct {
+        const char *what;
+        int64_t v, lo, hi;
+    } lim[] = {
+        {"layers", a->n_layers, 1, FP4_ARCH_MAX_LAYERS},
+        {"hidden", a->hidden, 1, ARCH_MAX_HIDDEN},
+        {"heads", a->n_heads, 1, 4096},
+        {"kv heads", a->n_kv_heads, 1, 4096},
+        {"head_dim", a->head_dim, 2, FP4_ARCH_MAX_HEAD_DIM},
+        {"ffn", a->ffn, 1, 4 * ARCH_MAX_HIDDEN},
+        {"vocab", a->vocab, 1, ARCH_MAX_VOCAB},
+        {"context", a->n_ctx_train, 1, ARCH_MAX_CTX},
     };
     for (size_t i = 0; i < sizeof lim / sizeof lim[0]; i++)
         if (lim[i].v < lim[i].lo || lim[i].v > lim[i].hi)
-            return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "arch.limit", "%s = %lld is outside [%lld, %lld]", lim[i].what,
-                            (long long)lim[i].v, (long long)lim[i].lo, (long long)lim[i].hi);
-    if (a->head_dim % 2) return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.head_dim", "head_dim = %lld is odd", (long long)a->head_dim);
+            return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "arch.limit", "%s = %lld is outside [%lld, %lld]",
+                            lim[i].what, (long long)lim[i].v, (long long)lim[i].lo, (long long)lim[i].hi);
+    if (a->head_dim % 2)
+        return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.head_dim", "head_dim = %lld is odd",
+                        (long long)a->head_dim);
     if (a->n_heads % a->n_kv_heads)
-        return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.heads", "num_attention_heads = %lld is not a multiple of num_key_value_heads = %lld",
+        return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.heads",
+                        "num_attention_heads = %lld is not a multiple of num_key_value_heads = %lld",
                         (long long)a->n_heads, (long long)a->n_kv_heads);
     if (!(a->rms_eps > 0.0f) || !isfinite(a->rms_eps))
-        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rms_eps", "rms_norm_eps = %g is not a positive number", (double)a->rms_eps);
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rms_eps",
+                        "rms_norm_eps = %g is not a positive number", (double)a->rms_eps);
     if (!(a->rope_theta > 0.0) || !isfinite(a->rope_theta))
-        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_theta", "rope_theta = %g is not a positive number", a->rope_theta);
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_theta",
+                        "rope_theta = %g is not a positive number", a->rope_theta);
     if (a->rope_scaling != FP4_ROPE_NONE && (!(a->rope_factor > 0.0) || !isfinite(a->rope_factor)))
-        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_factor", "rope scaling factor = %g is not a positive number", a->rope_factor);
-    if (a->rope_scaling == FP4_ROPE_LLAMA3 &&
-        (!(a->rope_high_freq_factor > a->rope_low_freq_factor) || !(a->rope_low_freq_factor > 0) || a->rope_orig_ctx <= 0))
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_factor",
+                        "rope scaling factor = %g is not a positive number", a->rope_factor);
+    if (a->rope_scaling == FP4_ROPE_LLAMA3 && (!(a->rope_high_freq_factor > a->rope_low_freq_factor) ||
+                                               !(a->rope_low_freq_factor > 0) || a->rope_orig_ctx <= 0))
         return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_llama3",
-                        "llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and original_max_position_embeddings > 0");
+                        "llama3 rope scaling needs 0 < low_freq_factor < high_freq_factor and "
+                        "original_max_position_embeddings > 0");
     return FP4_OK;
 }
 
@@ -66,10 +81,13 @@ static fp4_status arch_check(fp4_arch *a, fp4_error *err) {
 static int js_int(json_t *o, const char *k, int64_t *v) {
     json_t *j = json_object_get(o, k);
     if (!j || json_is_null(j)) return 0;
-    if (json_is_integer(j)) *v = json_integer_value(j);
-    else if (json_is_real(j) && json_real_value(j) == floor(json_real_value(j)) && fabs(json_real_value(j)) < 9e15)
+    if (json_is_integer(j))
+        *v = json_integer_value(j);
+    else if (json_is_real(j) && json_real_value(j) == floor(json_real_value(j)) &&
+             fabs(json_real_value(j)) < 9e15)
         *v = (int64_t)json_real_value(j);
-    else return -1;
+    else
+        return -1;
     return 1;
 }
 static int js_num(json_t *o, const char *k, double *v) {
@@ -89,8 +107,8 @@ static void js_text(json_t *j, char *buf, size_t n) {
 static fp4_status need_int(json_t *o, const char *k, int64_t *v, fp4_error *err) {
     int r = js_int(o, k, v);
     if (r == 1) return FP4_OK;
-    return fp4_fail(err, r ? FP4_ERR_FORMAT : FP4_ERR_NOT_FOUND, NULL, NULL, "arch.key", "config.json: %s %s", k,
-                    r ? "is not an integer" : "is missing");
+    return fp4_fail(err, r ? FP4_ERR_FORMAT : FP4_ERR_NOT_FOUND, NULL, NULL, "arch.key", "config.json: %s %s",
+                    k, r ? "is not an integer" : "is missing");
 }
 
 /* rope: transformers 5 rope_parameters, else transformers 4 rope_theta + rope_scaling */
@@ -100,9 +118,11 @@ static fp4_status hf_rope(json_t *cfg, fp4_arch *a, fp4_error *err) {
     json_t *sc = rp && !json_is_null(rp) ? rp : json_object_get(cfg, "rope_scaling");
     const char *where = rp && !json_is_null(rp) ? "rope_parameters" : "rope_scaling";
     a->rope_theta = 10000.0;
-    if (js_num(cfg, "rope_theta", &a->rope_theta) < 0) return refuse(err, "arch.rope_theta", "config.json: %s = %s is not a number", "rope_theta", "?");
+    if (js_num(cfg, "rope_theta", &a->rope_theta) < 0)
+        return refuse(err, "arch.rope_theta", "config.json: %s = %s is not a number", "rope_theta", "?");
     if (rp && !json_is_null(rp) && js_num(rp, "rope_theta", &a->rope_theta) < 0)
-        return refuse(err, "arch.rope_theta", "config.json: %s = %s is not a number", "rope_parameters.rope_theta", "?");
+        return refuse(err, "arch.rope_theta", "config.json: %s = %s is not a number",
+                      "rope_parameters.rope_theta", "?");
     a->rope_scaling = FP4_ROPE_NONE;
     if (!sc || json_is_null(sc)) return FP4_OK;
     if (!json_is_object(sc)) {
@@ -114,20 +134,29 @@ static fp4_status hf_rope(json_t *cfg, fp4_arch *a, fp4_error *err) {
     const char *t = json_is_string(ty) ? json_string_value(ty) : NULL;
     if (!t) {
         js_text(ty, txt, sizeof txt);
-        return refuse(err, "arch.rope_type", "config.json: %s.rope_type = %s is not a known rope type", where, txt);
+        return refuse(err, "arch.rope_type", "config.json: %s.rope_type = %s is not a known rope type", where,
+                      txt);
     }
     double partial = 1.0;
     if (js_num(sc, "partial_rotary_factor", &partial) < 0 || partial != 1.0)
-        return refuse(err, "arch.rope_partial", "config.json: %s = %s (partial rotary embeddings are not supported)",
+        return refuse(err, "arch.rope_partial",
+                      "config.json: %s = %s (partial rotary embeddings are not supported)",
                       "partial_rotary_factor", "!= 1");
     if (!strcmp(t, "default")) return FP4_OK;
-    if (!strcmp(t, "linear")) a->rope_scaling = FP4_ROPE_LINEAR;
-    else if (!strcmp(t, "llama3")) a->rope_scaling = FP4_ROPE_LLAMA3;
-    else return refuse(err, "arch.rope_type", "config.json: rope_type = %s (%s) is not supported: default, linear or llama3", t, where);
+    if (!strcmp(t, "linear"))
+        a->rope_scaling = FP4_ROPE_LINEAR;
+    else if (!strcmp(t, "llama3"))
+        a->rope_scaling = FP4_ROPE_LLAMA3;
+    else
+        return refuse(err, "arch.rope_type",
+                      "config.json: rope_type = %s (%s) is not supported: default, linear or llama3", t,
+                      where);
     if (js_num(sc, "factor", &a->rope_factor) != 1)
-        return refuse(err, "arch.rope_factor", "config.json: %s.%s is missing or not a number", where, "factor");
+        return refuse(err, "arch.rope_factor", "config.json: %s.%s is missing or not a number", where,
+                      "factor");
     if (a->rope_scaling == FP4_ROPE_LLAMA3) {
-        if (js_num(sc, "low_freq_factor", &a->rope_low_freq_factor) != 1 || js_num(sc, "high_freq_factor", &a->rope_high_freq_factor) != 1 ||
+        if (js_num(sc, "low_freq_factor", &a->rope_low_freq_factor) != 1 ||
+            js_num(sc, "high_freq_factor", &a->rope_high_freq_factor) != 1 ||
             js_int(sc, "original_max_position_embeddings", &a->rope_orig_ctx) != 1)
             return refuse(err, "arch.rope_llama3", "config.json: %s: llama3 needs %s", where,
                           "factor, low_freq_factor, high_freq_factor, original_max_position_embeddings");
@@ -138,27 +167,37 @@ static fp4_status hf_rope(json_t *cfg, fp4_arch *a, fp4_error *err) {
 /* keys whose presence (with a value that turns them on) names a feature the step does not have */
 static fp4_status hf_refusals(json_t *cfg, const struct family_row *f, int64_t ctx, fp4_error *err) {
     char txt[128];
-    static const char *const moe_keys[] = {"num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"};
+    static const char *const moe_keys[] = {"num_experts", "num_local_experts", "n_routed_experts",
+                                           "num_experts_per_tok", "moe_intermediate_size"};
     for (size_t i = 0; i < sizeof moe_keys / sizeof moe_keys[0]; i++) {
         json_t *j = json_object_get(cfg, moe_keys[i]);
         if (j && !json_is_null(j) && !(json_is_integer(j) && json_integer_value(j) == 0)) {
             js_text(j, txt, sizeof txt);
-            return refuse(err, "arch.moe", "config.json: %s = %s (mixture of experts is not supported)", moe_keys[i], txt);
+            return refuse(err, "arch.moe", "config.json: %s = %s (mixture of experts is not supported)",
+                          moe_keys[i], txt);
         }
     }
     json_t *usw = json_object_get(cfg, "use_sliding_window"), *sw = json_object_get(cfg, "sliding_window");
-    if (json_is_true(usw)) return refuse(err, "arch.sliding_window", "config.json: %s = %s (sliding-window attention is not supported)", "use_sliding_window", "true");
+    if (json_is_true(usw))
+        return refuse(err, "arch.sliding_window",
+                      "config.json: %s = %s (sliding-window attention is not supported)",
+                      "use_sliding_window", "true");
     if (!usw && sw && !json_is_null(sw) && !(json_is_integer(sw) && json_integer_value(sw) >= ctx)) {
         js_text(sw, txt, sizeof txt);
-        return refuse(err, "arch.sliding_window", "config.json: %s = %s (sliding-window attention is not supported)", "sliding_window", txt);
+        return refuse(err, "arch.sliding_window",
+                      "config.json: %s = %s (sliding-window attention is not supported)", "sliding_window",
+                      txt);
     }
     json_t *lt = json_object_get(cfg, "layer_types");
     if (json_is_array(lt)) {
         size_t i;
         json_t *v;
-        json_array_foreach(lt, i, v) if (!json_is_string(v) || strcmp(json_string_value(v), "full_attention")) {
+        json_array_foreach(lt, i,
+                           v) if (!json_is_string(v) || strcmp(json_string_value(v), "full_attention")) {
             js_text(v, txt, sizeof txt);
-            return refuse(err, "arch.layer_types", "config.json: %s = %s (only full_attention layers are supported)", "layer_types[]", txt);
+            return refuse(err, "arch.layer_types",
+                          "config.json: %s = %s (only full_attention layers are supported)", "layer_types[]",
+                          txt);
         }
     }
     static const char *const on_keys[] = {"alibi", "attention_bias", "mlp_bias", "use_alibi"};
@@ -170,9 +209,11 @@ static fp4_status hf_refusals(json_t *cfg, const struct family_row *f, int64_t c
     json_t *pe = json_object_get(cfg, "position_embedding_type");
     if (pe && !json_is_null(pe) && !(json_is_string(pe) && !strcmp(json_string_value(pe), "rope"))) {
         js_text(pe, txt, sizeof txt);
-        return refuse(err, "arch.alibi", "config.json: %s = %s is not supported (rope only)", "position_embedding_type", txt);
+        return refuse(err, "arch.alibi", "config.json: %s = %s is not supported (rope only)",
+                      "position_embedding_type", txt);
     }
-    static const char *const null_keys[] = {"attn_logit_softcapping", "final_logit_softcapping", "logits_scaling"};
+    static const char *const null_keys[] = {"attn_logit_softcapping", "final_logit_softcapping",
+                                            "logits_scaling"};
     for (size_t i = 0; i < sizeof null_keys / sizeof null_keys[0]; i++) {
         json_t *j = json_object_get(cfg, null_keys[i]);
         if (j && !json_is_null(j)) {
@@ -183,11 +224,14 @@ static fp4_status hf_refusals(json_t *cfg, const struct family_row *f, int64_t c
     json_t *act = json_object_get(cfg, "hidden_act");
     if (act && !(json_is_string(act) && !strcmp(json_string_value(act), "silu"))) {
         js_text(act, txt, sizeof txt);
-        return refuse(err, "arch.hidden_act", "config.json: %s = %s (only silu is supported)", "hidden_act", txt);
+        return refuse(err, "arch.hidden_act", "config.json: %s = %s (only silu is supported)", "hidden_act",
+                      txt);
     }
     double prf = 1.0;
     if (js_num(cfg, "partial_rotary_factor", &prf) < 0 || prf != 1.0)
-        return refuse(err, "arch.rope_partial", "config.json: %s = %s (partial rotary embeddings are not supported)", "partial_rotary_factor", "!= 1");
+        return refuse(err, "arch.rope_partial",
+                      "config.json: %s = %s (partial rotary embeddings are not supported)",
+                      "partial_rotary_factor", "!= 1");
     return FP4_OK;
 }
 
@@ -196,12 +240,14 @@ static void hf_tokens(json_t *cfg, fp4_arch *a) {
     a->bos = js_int(cfg, "bos_token_id", &v) == 1 && v >= 0 && v < INT32_MAX ? (int32_t)v : -1;
     a->n_eos = 0;
     json_t *e = json_object_get(cfg, "eos_token_id");
-    if (json_is_integer(e) && json_integer_value(e) >= 0 && json_integer_value(e) < INT32_MAX) a->eos[a->n_eos++] = (int32_t)json_integer_value(e);
+    if (json_is_integer(e) && json_integer_value(e) >= 0 && json_integer_value(e) < INT32_MAX)
+        a->eos[a->n_eos++] = (int32_t)json_integer_value(e);
     else if (json_is_array(e)) {
         size_t i;
         json_t *x;
-        json_array_foreach(e, i, x) if (a->n_eos < FP4_ARCH_MAX_EOS && json_is_integer(x) && json_integer_value(x) >= 0 &&
-                                        json_integer_value(x) < INT32_MAX) a->eos[a->n_eos++] = (int32_t)json_integer_value(x);
+        json_array_foreach(e, i, x) if (a->n_eos < FP4_ARCH_MAX_EOS && json_is_integer(x) &&
+                                        json_integer_value(x) >= 0 && json_integer_value(x) < INT32_MAX)
+            a->eos[a->n_eos++] = (int32_t)json_integer_value(x);
     }
 }
 
@@ -213,7 +259,8 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
     json_t *cfg = json_loads(config_json, JSON_REJECT_DUPLICATES, &je);
     if (!json_is_object(cfg)) {
         json_decref(cfg);
-        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.json", "config.json is not a JSON object (%s)", je.text);
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.json", "config.json is not a JSON object (%s)",
+                        je.text);
     }
     fp4_status st = FP4_OK;
     char txt[128];
@@ -223,7 +270,9 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
         if (!strcmp(json_string_value(mt), families[i].hf_model_type)) f = &families[i];
     if (!f) {
         js_text(mt, txt, sizeof txt);
-        st = refuse(err, "arch.model_type", "config.json: %s = %s is not supported (llama, mistral, qwen2, qwen3)", "model_type", txt);
+        st =
+            refuse(err, "arch.model_type",
+                   "config.json: %s = %s is not supported (llama, mistral, qwen2, qwen3)", "model_type", txt);
         goto done;
     }
     fp4_arch *a = out;
@@ -231,8 +280,10 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
     a->source = FP4_ARCH_FROM_HF;
     a->qkv_bias = f->qkv_bias;
     a->qk_norm = f->qk_norm;
-    if ((st = need_int(cfg, "num_hidden_layers", &a->n_layers, err)) || (st = need_int(cfg, "hidden_size", &a->hidden, err)) ||
-        (st = need_int(cfg, "num_attention_heads", &a->n_heads, err)) || (st = need_int(cfg, "intermediate_size", &a->ffn, err)) ||
+    if ((st = need_int(cfg, "num_hidden_layers", &a->n_layers, err)) ||
+        (st = need_int(cfg, "hidden_size", &a->hidden, err)) ||
+        (st = need_int(cfg, "num_attention_heads", &a->n_heads, err)) ||
+        (st = need_int(cfg, "intermediate_size", &a->ffn, err)) ||
         (st = need_int(cfg, "vocab_size", &a->vocab, err)))
         goto done;
     a->n_kv_heads = a->n_heads;
@@ -246,7 +297,8 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
         goto done;
     }
     if (a->n_heads > 0 && !json_object_get(cfg, "head_dim") && a->hidden % a->n_heads) {
-        st = fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.head_dim", "hidden_size %lld is not a multiple of num_attention_heads %lld and head_dim is absent",
+        st = fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.head_dim",
+                      "hidden_size %lld is not a multiple of num_attention_heads %lld and head_dim is absent",
                       (long long)a->hidden, (long long)a->n_heads);
         goto done;
     }
@@ -257,7 +309,8 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
     }
     double eps = 1e-6;
     if (js_num(cfg, "rms_norm_eps", &eps) < 0) {
-        st = fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rms_eps", "config.json: rms_norm_eps is not a number");
+        st = fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rms_eps",
+                      "config.json: rms_norm_eps is not a number");
         goto done;
     }
     a->rms_eps = (float)eps;
@@ -277,19 +330,53 @@ static int gg_u64(const fp4_gguf *g, const char *key, uint64_t *v) {
     int64_t i = fp4_gguf_key_index(g, key);
     if (i < 0) return 0;
     switch (fp4_gguf_kv_type(g, i)) {
-    case FP4_GGUF_UINT32: { uint32_t x; fp4_gguf_get_u32(g, i, &x); *v = x; return 1; }
-    case FP4_GGUF_INT32: { int32_t x; fp4_gguf_get_i32(g, i, &x); if (x < 0) return -1; *v = (uint64_t)x; return 1; }
-    case FP4_GGUF_UINT64: { fp4_gguf_get_u64(g, i, v); return 1; }
-    case FP4_GGUF_INT64: { int64_t x; fp4_gguf_get_i64(g, i, &x); if (x < 0) return -1; *v = (uint64_t)x; return 1; }
-    case FP4_GGUF_UINT16: { uint16_t x; fp4_gguf_get_u16(g, i, &x); *v = x; return 1; }
-    default: return -1;
+    case FP4_GGUF_UINT32: {
+        uint32_t x;
+        fp4_gguf_get_u32(g, i, &x);
+        *v = x;
+        return 1;
+    }
+    case FP4_GGUF_INT32: {
+        int32_t x;
+        fp4_gguf_get_i32(g, i, &x);
+        if (x < 0) return -1;
+        *v = (uint64_t)x;
+        return 1;
+    }
+    case FP4_GGUF_UINT64: {
+        fp4_gguf_get_u64(g, i, v);
+        return 1;
+    }
+    case FP4_GGUF_INT64: {
+        int64_t x;
+        fp4_gguf_get_i64(g, i, &x);
+        if (x < 0) return -1;
+        *v = (uint64_t)x;
+        return 1;
+    }
+    case FP4_GGUF_UINT16: {
+        uint16_t x;
+        fp4_gguf_get_u16(g, i, &x);
+        *v = x;
+        return 1;
+    }
+    default:
+        return -1;
     }
 }
 static int gg_f64(const fp4_gguf *g, const char *key, double *v) {
     int64_t i = fp4_gguf_key_index(g, key);
     if (i < 0) return 0;
-    if (fp4_gguf_kv_type(g, i) == FP4_GGUF_FLOAT32) { float f; fp4_gguf_get_f32(g, i, &f); *v = f; return 1; }
-    if (fp4_gguf_kv_type(g, i) == FP4_GGUF_FLOAT64) { fp4_gguf_get_f64(g, i, v); return 1; }
+    if (fp4_gguf_kv_type(g, i) == FP4_GGUF_FLOAT32) {
+        float f;
+        fp4_gguf_get_f32(g, i, &f);
+        *v = f;
+        return 1;
+    }
+    if (fp4_gguf_kv_type(g, i) == FP4_GGUF_FLOAT64) {
+        fp4_gguf_get_f64(g, i, v);
+        return 1;
+    }
     return -1;
 }
 static int gg_str(const fp4_gguf *g, const char *key, char *buf, size_t n) {
@@ -302,7 +389,8 @@ static int gg_str(const fp4_gguf *g, const char *key, char *buf, size_t n) {
     return 1;
 }
 
-static fp4_status gg_need(const fp4_gguf *g, const char *arch, const char *sfx, int64_t *v, int required, fp4_error *err) {
+static fp4_status gg_need(const fp4_gguf *g, const char *arch, const char *sfx, int64_t *v, int required,
+                          fp4_error *err) {
     char key[128];
     uint64_t u;
     snprintf(key, sizeof key, "%s.%s", arch, sfx);
@@ -322,11 +410,14 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
     memset(out, 0, sizeof *out);
     char name[64], key[128], txt[64];
     if (gg_str(g, "general.architecture", name, sizeof name) != 1)
-        return fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, NULL, "arch.key", "GGUF: general.architecture is missing or not a string");
+        return fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, NULL, "arch.key",
+                        "GGUF: general.architecture is missing or not a string");
     const struct family_row *f = NULL;
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         if (families[i].gguf_arch && !strcmp(name, families[i].gguf_arch)) f = &families[i];
-    if (!f) return refuse(err, "arch.model_type", "GGUF: %s = %s is not supported (llama, qwen2, qwen3)", "general.architecture", name);
+    if (!f)
+        return refuse(err, "arch.model_type", "GGUF: %s = %s is not supported (llama, qwen2, qwen3)",
+                      "general.architecture", name);
     fp4_arch *a = out;
     a->family = f->family;
     a->source = FP4_ARCH_FROM_GGUF;
@@ -334,17 +425,21 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
     a->qk_norm = f->qk_norm;
     a->qk_permuted = f->family == FP4_ARCH_LLAMA; /* llama.cpp's converter permutes Llama q/k rows */
     fp4_status st;
-    if ((st = gg_need(g, name, "block_count", &a->n_layers, 1, err)) || (st = gg_need(g, name, "embedding_length", &a->hidden, 1, err)) ||
+    if ((st = gg_need(g, name, "block_count", &a->n_layers, 1, err)) ||
+        (st = gg_need(g, name, "embedding_length", &a->hidden, 1, err)) ||
         (st = gg_need(g, name, "attention.head_count", &a->n_heads, 1, err)) ||
-        (st = gg_need(g, name, "feed_forward_length", &a->ffn, 1, err)) || (st = gg_need(g, name, "context_length", &a->n_ctx_train, 1, err)))
+        (st = gg_need(g, name, "feed_forward_length", &a->ffn, 1, err)) ||
+        (st = gg_need(g, name, "context_length", &a->n_ctx_train, 1, err)))
         return st;
     a->n_kv_heads = a->n_heads;
     a->head_dim = a->n_heads ? a->hidden / a->n_heads : 0;
     int64_t vdim = -1, rdim = -1, experts = 0, sw = 0;
     if ((st = gg_need(g, name, "attention.head_count_kv", &a->n_kv_heads, 0, err)) ||
         (st = gg_need(g, name, "attention.key_length", &a->head_dim, 0, err)) ||
-        (st = gg_need(g, name, "attention.value_length", &vdim, 0, err)) || (st = gg_need(g, name, "rope.dimension_count", &rdim, 0, err)) ||
-        (st = gg_need(g, name, "expert_count", &experts, 0, err)) || (st = gg_need(g, name, "attention.sliding_window", &sw, 0, err)))
+        (st = gg_need(g, name, "attention.value_length", &vdim, 0, err)) ||
+        (st = gg_need(g, name, "rope.dimension_count", &rdim, 0, err)) ||
+        (st = gg_need(g, name, "expert_count", &experts, 0, err)) ||
+        (st = gg_need(g, name, "attention.sliding_window", &sw, 0, err)))
         return st;
     if (experts > 0) {
         snprintf(txt, sizeof txt, "%lld", (long long)experts);
@@ -354,48 +449,50 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
     if (sw > 0) {
         snprintf(txt, sizeof txt, "%lld", (long long)sw);
         snprintf(key, sizeof key, "%s.attention.sliding_window", name);
-        return refuse(err, "arch.sliding_window", "GGUF: %s = %s (sliding-window attention is not supported)", key, txt);
+        return refuse(err, "arch.sliding_window", "GGUF: %s = %s (sliding-window attention is not supported)",
+                      key, txt);
     }
     if (vdim >= 0 && vdim != a->head_dim)
-        return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.head_dim", "GGUF: value_length %lld != key_length %lld", (long long)vdim, (long long)a->head_dim);
+        return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.head_dim",
+                        "GGUF: value_length %lld != key_length %lld", (long long)vdim,
+                        (long long)a->head_dim);
     if (rdim >= 0 && rdim != a->head_dim) {
         snprintf(txt, sizeof txt, "%lld", (long long)rdim);
         snprintf(key, sizeof key, "%s.rope.dimension_count", name);
-        return refuse(err, "arch.rope_partial", "GGUF: %s = %s (partial rotary embeddings are not supported)", key, txt);
+        return refuse(err, "arch.rope_partial", "GGUF: %s = %s (partial rotary embeddings are not supported)",
+                      key, txt);
     }
     int64_t vocab = 0;
     if ((st = gg_need(g, name, "vocab_size", &vocab, 0, err))) return st;
-    if (!vocab) {
-        int64_t n;
-        int64_t ti = fp4_gguf_key_index(g, "tokenizer.ggml.tokens");
-        if (ti >= 0 && !fp4_gguf_get_arr_str_count(g, ti, &n)) vocab = (int64_t)n;
-        int64_t te = fp4_gguf_tensor_index(g, "token_embd.weight");
-        if (!vocab && te >= 0) vocab = fp4_gguf_tensor_at(g, te)->ne[1];
+    if (!vocab) { /* llama.cpp writes no vocab_size: the embedding's rows (bind checks the head) */
+        const fp4_gguf_tensor *te = fp4_gguf_find(g, "token_embd.weight");
+        if (te) vocab = te->ne[1];
     }
     a->vocab = vocab;
     double d = 1e-5;
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", name);
-    if (gg_f64(g, key, &d) < 0) return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rms_eps", "GGUF: %s is not a float", key);
+    if (gg_f64(g, key, &d) < 0)
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rms_eps", "GGUF: %s is not a float", key);
     a->rms_eps = (float)d;
     a->rope_theta = 10000.0;
     snprintf(key, sizeof key, "%s.rope.freq_base", name);
-    if (gg_f64(g, key, &a->rope_theta) < 0) return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_theta", "GGUF: %s is not a float", key);
+    if (gg_f64(g, key, &a->rope_theta) < 0)
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_theta", "GGUF: %s is not a float", key);
     char stype[64] = "none";
     snprintf(key, sizeof key, "%s.rope.scaling.type", name);
     gg_str(g, key, stype, sizeof stype);
     if (!strcmp(stype, "linear")) {
         a->rope_scaling = FP4_ROPE_LINEAR;
         snprintf(key, sizeof key, "%s.rope.scaling.factor", name);
-        if (gg_f64(g, key, &a->rope_factor) != 1) return refuse(err, "arch.rope_factor", "GGUF: %s is %s", key, "missing or not a float");
+        if (gg_f64(g, key, &a->rope_factor) != 1)
+            return refuse(err, "arch.rope_factor", "GGUF: %s is %s", key, "missing or not a float");
     } else if (strcmp(stype, "none")) {
         return refuse(err, "arch.rope_type", "GGUF: %s = %s is not supported (none, linear)", key, stype);
     }
-    if (fp4_gguf_tensor_index(g, "rope_freqs.weight") >= 0)
-        return refuse(err, "arch.rope_type", "GGUF: tensor %s (%s) is not supported yet; use the HF checkpoint", "rope_freqs.weight",
-                      "llama3 rope frequency factors");
+    a->rope_freq_factors = fp4_gguf_find(g, "rope_freqs.weight") != NULL; /* checked in bind.c */
     uint64_t u;
     a->bos = gg_u64(g, "tokenizer.ggml.bos_token_id", &u) == 1 && u < INT32_MAX ? (int32_t)u : -1;
     if (gg_u64(g, "tokenizer.ggml.eos_token_id", &u) == 1 && u < INT32_MAX) a->eos[a->n_eos++] = (int32_t)u;
-    a->tied_head = fp4_gguf_tensor_index(g, "output.weight") < 0;
+    a->tied_head = fp4_gguf_find(g, "output.weight") == NULL;
     return arch_check(a, err);
 }

@@ -68,10 +68,20 @@
 
 /* Per-layer weight slots; optional ones are NULL when the architecture has none. */
 typedef enum fp4_rt_lw {
-    FP4_LW_ATTN_NORM = 0, FP4_LW_Q, FP4_LW_K, FP4_LW_V, FP4_LW_O,
-    FP4_LW_Q_BIAS, FP4_LW_K_BIAS, FP4_LW_V_BIAS,        /* qkv_bias */
-    FP4_LW_Q_NORM, FP4_LW_K_NORM,                       /* qk_norm  */
-    FP4_LW_FFN_NORM, FP4_LW_GATE, FP4_LW_UP, FP4_LW_DOWN,
+    FP4_LW_ATTN_NORM = 0,
+    FP4_LW_Q,
+    FP4_LW_K,
+    FP4_LW_V,
+    FP4_LW_O,
+    FP4_LW_Q_BIAS,
+    FP4_LW_K_BIAS,
+    FP4_LW_V_BIAS, /* qkv_bias */
+    FP4_LW_Q_NORM,
+    FP4_LW_K_NORM, /* qk_norm  */
+    FP4_LW_FFN_NORM,
+    FP4_LW_GATE,
+    FP4_LW_UP,
+    FP4_LW_DOWN,
     FP4_LW_COUNT_
 } fp4_rt_lw;
 
@@ -81,20 +91,20 @@ typedef enum fp4_rt_lw {
 typedef struct fp4_rt_model_desc {
     fp4_arch arch;
     fp4_mode mode;
-    const fp4_tensor *tok_embd;          /* [V rows, H]                                         */
-    const fp4_tensor *out_norm;          /* [H]                                                 */
-    const fp4_tensor *head;              /* [V rows, H]; == tok_embd when tied                  */
-    const fp4_tensor *const *layer;      /* n_layers * FP4_LW_COUNT_, slot-major per layer      */
-    const float *const *vec;             /* n_layers * FP4_LW_COUNT_: the norm weights and biases
-                                            widened to f32 (exact), NULL for matrices and absent
-                                            slots; a backend uploads these, never re-widens      */
-    const float *out_norm_f32;           /* [H] output_norm widened to f32                       */
-    const float *rope_cos, *rope_sin;    /* [n_ctx][D/2]                                        */
-    float attn_scale;                    /* (float)(1 / sqrt((double)D))                        */
-    int64_t n_ctx;                       /* positions per slot                                  */
-    int32_t n_slots;                     /* KV slots                                            */
-    int n_threads;                       /* CPU                                                 */
-    int device;                          /* CUDA device index                                   */
+    const fp4_tensor *tok_embd;       /* [V rows, H]                                         */
+    const fp4_tensor *out_norm;       /* [H]                                                 */
+    const fp4_tensor *head;           /* [V rows, H]; == tok_embd when tied                  */
+    const fp4_tensor *const *layer;   /* n_layers * FP4_LW_COUNT_, slot-major per layer      */
+    const float *const *vec;          /* n_layers * FP4_LW_COUNT_: the norm weights and biases
+                                         widened to f32 (exact), NULL for matrices and absent
+                                         slots; a backend uploads these, never re-widens      */
+    const float *out_norm_f32;        /* [H] output_norm widened to f32                       */
+    const float *rope_cos, *rope_sin; /* [n_ctx][D/2]                                        */
+    float attn_scale;                 /* (float)(1 / sqrt((double)D))                        */
+    int64_t n_ctx;                    /* positions per slot                                  */
+    int32_t n_slots;                  /* KV slots                                            */
+    int n_threads;                    /* CPU                                                 */
+    int device;                       /* CUDA device index                                   */
     /* ABI 2: a device backend reports its memory plan here before uploading (may be NULL) */
     void (*on_plan)(const fp4_rt_mem_plan *plan, void *user);
     void *plan_user;
@@ -109,8 +119,8 @@ typedef struct fp4_rt_col {
 } fp4_rt_col;
 
 typedef struct fp4_rt_backend_ops {
-    uint32_t abi;                        /* FP4_RT_BACKEND_ABI                                  */
-    const char *name;                    /* "cpu", "cuda"                                       */
+    uint32_t abi;     /* FP4_RT_BACKEND_ABI                                  */
+    const char *name; /* "cpu", "cuda"                                       */
     /* The route this backend takes for w in mode (a static string), or NULL when it has none
      * (the runtime then refuses before create). Called before any weight byte is read. */
     const char *(*route)(const fp4_tensor *w, fp4_mode mode);
@@ -135,7 +145,9 @@ const fp4_rt_backend_ops *fp4_rt_cpu_backend(void);
 typedef const fp4_rt_backend_ops *(*fp4_rt_backend_entry)(uint32_t abi);
 
 /* The host RoPE table (rope.c): cos/sin[pos][i] for pos < n_ctx, i < D/2, computed in double
- * from arch (theta, scaling) and rounded to f32 once. Caller frees both with free(). */
-fp4_status fp4_rt_rope_table(const fp4_arch *a, int64_t n_ctx, float **cos_out, float **sin_out);
+ * from arch (theta, scaling; freq_factors: D/2 divisors of the frequencies, or NULL) and rounded
+ * to f32 once. Caller frees both with free(). */
+fp4_status fp4_rt_rope_table(const fp4_arch *a, int64_t n_ctx, const float *freq_factors, float **cos_out,
+                             float **sin_out);
 
 #endif

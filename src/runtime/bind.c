@@ -8,24 +8,32 @@
 #include <string.h>
 
 enum { DIM_H, DIM_Q, DIM_KV, DIM_F, DIM_D, DIM_V, DIM_NONE };
-enum { K_NORM, K_PROJ, K_BIAS };   /* what a slot holds: norm vector, weight matrix, bias vector */
+enum { K_NORM, K_PROJ, K_BIAS }; /* what a slot holds: norm vector, weight matrix, bias vector */
 
 static const struct slot_row {
     int slot;
-    const char *hf, *gguf;           /* printf patterns with the layer index                      */
-    int kind, n_in, n_out, need;     /* need: 0 always, 1 qkv_bias, 2 qk_norm                     */
+    const char *hf, *gguf;       /* printf patterns with the layer index                      */
+    int kind, n_in, n_out, need; /* need: 0 always, 1 qkv_bias, 2 qk_norm                     */
 } slot_rows[] = {
-    {FP4_LW_ATTN_NORM, "model.layers.%d.input_layernorm.weight", "blk.%d.attn_norm.weight", K_NORM, DIM_H, DIM_NONE, 0},
+    {FP4_LW_ATTN_NORM, "model.layers.%d.input_layernorm.weight", "blk.%d.attn_norm.weight", K_NORM, DIM_H,
+     DIM_NONE, 0},
     {FP4_LW_Q, "model.layers.%d.self_attn.q_proj.weight", "blk.%d.attn_q.weight", K_PROJ, DIM_H, DIM_Q, 0},
     {FP4_LW_K, "model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight", K_PROJ, DIM_H, DIM_KV, 0},
     {FP4_LW_V, "model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight", K_PROJ, DIM_H, DIM_KV, 0},
-    {FP4_LW_O, "model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", K_PROJ, DIM_Q, DIM_H, 0},
-    {FP4_LW_Q_BIAS, "model.layers.%d.self_attn.q_proj.bias", "blk.%d.attn_q.bias", K_BIAS, DIM_Q, DIM_NONE, 1},
-    {FP4_LW_K_BIAS, "model.layers.%d.self_attn.k_proj.bias", "blk.%d.attn_k.bias", K_BIAS, DIM_KV, DIM_NONE, 1},
-    {FP4_LW_V_BIAS, "model.layers.%d.self_attn.v_proj.bias", "blk.%d.attn_v.bias", K_BIAS, DIM_KV, DIM_NONE, 1},
-    {FP4_LW_Q_NORM, "model.layers.%d.self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight", K_NORM, DIM_D, DIM_NONE, 2},
-    {FP4_LW_K_NORM, "model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight", K_NORM, DIM_D, DIM_NONE, 2},
-    {FP4_LW_FFN_NORM, "model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight", K_NORM, DIM_H, DIM_NONE, 0},
+    {FP4_LW_O, "model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", K_PROJ, DIM_Q, DIM_H,
+     0},
+    {FP4_LW_Q_BIAS, "model.layers.%d.self_attn.q_proj.bias", "blk.%d.attn_q.bias", K_BIAS, DIM_Q, DIM_NONE,
+     1},
+    {FP4_LW_K_BIAS, "model.layers.%d.self_attn.k_proj.bias", "blk.%d.attn_k.bias", K_BIAS, DIM_KV, DIM_NONE,
+     1},
+    {FP4_LW_V_BIAS, "model.layers.%d.self_attn.v_proj.bias", "blk.%d.attn_v.bias", K_BIAS, DIM_KV, DIM_NONE,
+     1},
+    {FP4_LW_Q_NORM, "model.layers.%d.self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight", K_NORM, DIM_D,
+     DIM_NONE, 2},
+    {FP4_LW_K_NORM, "model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight", K_NORM, DIM_D,
+     DIM_NONE, 2},
+    {FP4_LW_FFN_NORM, "model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight", K_NORM,
+     DIM_H, DIM_NONE, 0},
     {FP4_LW_GATE, "model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight", K_PROJ, DIM_H, DIM_F, 0},
     {FP4_LW_UP, "model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight", K_PROJ, DIM_H, DIM_F, 0},
     {FP4_LW_DOWN, "model.layers.%d.mlp.down_proj.weight", "blk.%d.ffn_down.weight", K_PROJ, DIM_F, DIM_H, 0},
@@ -33,25 +41,41 @@ static const struct slot_row {
 static const char *const g_hf[3] = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"};
 static const char *const g_gguf[3] = {"token_embd.weight", "output_norm.weight", "output.weight"};
 
-/* tensors that carry nothing the step needs and may be present */
-static int ignorable(const char *name) {
-    size_t n = strlen(name);
-    return n >= 18 && !strcmp(name + n - 18, "rotary_emb.inv_freq");
+/* tensors that carry nothing the step needs and may be present: old checkpoints' rotary
+ * inv_freq buffers, and ModelOpt's FP8 KV-cache scales (k_scale / v_scale scalars: this runtime
+ * keeps the cache in F16, which needs no scale) */
+static int ends(const char *s, const char *x) {
+    size_t a = strlen(s), b = strlen(x);
+    return a >= b && !strcmp(s + a - b, x);
+}
+static int ignorable(const fp4_tensor *t) {
+    const int scalar = t->type == FP4_TYPE_F32 && (t->n_dims == 0 || (t->n_dims == 1 && t->ne[0] == 1));
+    return ends(t->name, "rotary_emb.inv_freq") ||
+           (scalar && (ends(t->name, ".k_scale") || ends(t->name, ".v_scale")));
 }
 
 static int64_t dim_of(const fp4_arch *a, int d) {
     switch (d) {
-    case DIM_H: return a->hidden;
-    case DIM_Q: return a->n_heads * a->head_dim;
-    case DIM_KV: return a->n_kv_heads * a->head_dim;
-    case DIM_F: return a->ffn;
-    case DIM_D: return a->head_dim;
-    case DIM_V: return a->vocab;
-    default: return 1;
+    case DIM_H:
+        return a->hidden;
+    case DIM_Q:
+        return a->n_heads * a->head_dim;
+    case DIM_KV:
+        return a->n_kv_heads * a->head_dim;
+    case DIM_F:
+        return a->ffn;
+    case DIM_D:
+        return a->head_dim;
+    case DIM_V:
+        return a->vocab;
+    default:
+        return 1;
     }
 }
 
-static int is_dense(fp4_type t) { return t == FP4_TYPE_F32 || t == FP4_TYPE_F16 || t == FP4_TYPE_BF16; }
+static int is_dense(fp4_type t) {
+    return t == FP4_TYPE_F32 || t == FP4_TYPE_F16 || t == FP4_TYPE_BF16;
+}
 static int is_matrix_type(fp4_type t) {
     return is_dense(t) || t == FP4_TYPE_NVFP4_E2M1 || t == FP4_TYPE_Q4_K || t == FP4_TYPE_Q6_K;
 }
@@ -59,20 +83,26 @@ static int is_matrix_type(fp4_type t) {
 static fp4_status check(const fp4_tensor *t, int kind, int64_t n_in, int64_t n_out, fp4_error *err) {
     if (kind != K_PROJ) {
         if (!is_dense(t->type))
-            return fp4_fail(err, FP4_ERR_DTYPE, NULL, t->name, "bind.dtype", "a norm/bias vector must be F32, F16 or BF16 (is type %d)", (int)t->type);
+            return fp4_fail(err, FP4_ERR_DTYPE, NULL, t->name, "bind.dtype",
+                            "a norm/bias vector must be F32, F16 or BF16 (is type %d)", (int)t->type);
         int64_t n = 1;
-        for (int i = 0; i < t->n_dims; i++) n *= t->ne[i];
+        for (int i = 0; i < t->n_dims; i++)
+            n *= t->ne[i];
         if (t->n_dims > 1 && t->ne[1] != 1) n = -1;
         if (n != n_in)
-            return fp4_fail(err, FP4_ERR_SHAPE, NULL, t->name, "bind.shape", "expected a vector of %lld values, found %lld dims (ne0 = %lld)",
-                            (long long)n_in, (long long)t->n_dims, (long long)t->ne[0]);
+            return fp4_fail(err, FP4_ERR_SHAPE, NULL, t->name, "bind.shape",
+                            "expected a vector of %lld values, found %lld dims (ne0 = %lld)", (long long)n_in,
+                            (long long)t->n_dims, (long long)t->ne[0]);
         return FP4_OK;
     }
     if (!is_matrix_type(t->type))
-        return fp4_fail(err, FP4_ERR_DTYPE, NULL, t->name, "bind.dtype", "type %d is not a weight type the runtime projects", (int)t->type);
+        return fp4_fail(err, FP4_ERR_DTYPE, NULL, t->name, "bind.dtype",
+                        "type %d is not a weight type the runtime projects", (int)t->type);
     if (t->n_dims != 2 || t->ne[0] != n_in || t->ne[1] != n_out)
-        return fp4_fail(err, FP4_ERR_SHAPE, NULL, t->name, "bind.shape", "expected [%lld out, %lld in], found %d dims [%lld out, %lld in]",
-                        (long long)n_out, (long long)n_in, (int)t->n_dims, (long long)(t->n_dims > 1 ? t->ne[1] : 1), (long long)t->ne[0]);
+        return fp4_fail(err, FP4_ERR_SHAPE, NULL, t->name, "bind.shape",
+                        "expected [%lld out, %lld in], found %d dims [%lld out, %lld in]", (long long)n_out,
+                        (long long)n_in, (int)t->n_dims, (long long)(t->n_dims > 1 ? t->ne[1] : 1),
+                        (long long)t->ne[0]);
     return FP4_OK;
 }
 
@@ -83,8 +113,10 @@ static int64_t index_of(const fp4_model *m, const fp4_tensor *t) {
         int64_t mid = lo + (hi - lo) / 2;
         int r = strcmp(fp4_model_tensor(m, mid)->name, t->name);
         if (!r) return mid;
-        if (r < 0) lo = mid + 1;
-        else hi = mid - 1;
+        if (r < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
     }
     return fp4_model_n_tensors(m); /* not reached: t came from fp4_model_find */
 }
@@ -112,23 +144,55 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
 #define MARK(t) used[index_of(m, t)] = 1
     /* globals */
     const fp4_tensor *g[3];
-    for (int i = 0; i < 3; i++) g[i] = fp4_model_find(m, gn[i]);
-    if (!g[0]) { st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, gn[0], "bind.missing", "the token embedding %s is missing", gn[0]); goto out; }
-    if (!g[1]) { st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, gn[1], "bind.missing", "the output norm %s is missing", gn[1]); goto out; }
-    if (!a->tied_head && !g[2]) { st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, gn[2], "bind.missing", "the LM head %s is missing (tie_word_embeddings is false)", gn[2]); goto out; }
-    if ((st = check(g[0], K_PROJ, a->hidden, a->vocab, err)) || (st = check(g[1], K_NORM, a->hidden, 1, err))) goto out;
+    for (int i = 0; i < 3; i++)
+        g[i] = fp4_model_find(m, gn[i]);
+    if (!g[0]) {
+        st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, gn[0], "bind.missing",
+                      "the token embedding %s is missing", gn[0]);
+        goto out;
+    }
+    if (!g[1]) {
+        st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, gn[1], "bind.missing", "the output norm %s is missing",
+                      gn[1]);
+        goto out;
+    }
+    if (!a->tied_head && !g[2]) {
+        st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, gn[2], "bind.missing",
+                      "the LM head %s is missing (tie_word_embeddings is false)", gn[2]);
+        goto out;
+    }
+    if ((st = check(g[0], K_PROJ, a->hidden, a->vocab, err)) || (st = check(g[1], K_NORM, a->hidden, 1, err)))
+        goto out;
     if (g[0]->type == FP4_TYPE_NVFP4_E2M1 && g[0]->nvfp4.input_scale_inv > 0.0f) {
-        st = fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, g[0]->name, "bind.dtype", "a W4A4 embedding table is not supported");
+        st = fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, g[0]->name, "bind.dtype",
+                      "a W4A4 embedding table is not supported");
         goto out;
     }
     MARK(g[0]), MARK(g[1]);
     b->tok_embd = g[0];
     b->out_norm = g[1];
-    if (a->tied_head) b->head = g[0]; /* a present lm_head is then unexpected (below) */
+    if (a->tied_head)
+        b->head = g[0]; /* a present lm_head is then unexpected (below) */
     else {
         if ((st = check(g[2], K_PROJ, a->hidden, a->vocab, err))) goto out;
         MARK(g[2]);
         b->head = g[2];
+    }
+    if (a->rope_freq_factors) {
+        const fp4_tensor *rf = fp4_model_find(m, "rope_freqs.weight");
+        if (!rf) {
+            st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, "rope_freqs.weight", "bind.missing",
+                          "rope_freqs.weight is missing");
+            goto out;
+        }
+        if (rf->type != FP4_TYPE_F32) {
+            st = fp4_fail(err, FP4_ERR_DTYPE, NULL, rf->name, "bind.dtype",
+                          "rope frequency factors must be F32");
+            goto out;
+        }
+        if ((st = check(rf, K_NORM, a->head_dim / 2, 1, err))) goto out;
+        MARK(rf);
+        b->rope_freqs = rf;
     }
     for (int64_t l = 0; l < a->n_layers; l++)
         for (size_t s = 0; s < sizeof slot_rows / sizeof slot_rows[0]; s++) {
@@ -136,15 +200,21 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
             if ((r->need == 1 && !a->qkv_bias) || (r->need == 2 && !a->qk_norm)) continue;
             snprintf(name, sizeof name, gg ? r->gguf : r->hf, (int)l);
             const fp4_tensor *t = fp4_model_find(m, name);
-            if (!t) { st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, name, "bind.missing", "%s is missing (layer %lld of %lld)", name, (long long)l, (long long)a->n_layers); goto out; }
+            if (!t) {
+                st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, name, "bind.missing",
+                              "%s is missing (layer %lld of %lld)", name, (long long)l,
+                              (long long)a->n_layers);
+                goto out;
+            }
             if ((st = check(t, r->kind, dim_of(a, r->n_in), dim_of(a, r->n_out), err))) goto out;
             MARK(t);
             b->layer[l * FP4_LW_COUNT_ + r->slot] = t;
         }
     for (int64_t i = 0; i < nt; i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
-        if (!used[i] && !ignorable(t->name)) {
-            st = fp4_fail(err, FP4_ERR_FORMAT, NULL, t->name, "bind.unexpected", "%s is not part of a %s model with these dimensions", t->name,
+        if (!used[i] && !ignorable(t)) {
+            st = fp4_fail(err, FP4_ERR_FORMAT, NULL, t->name, "bind.unexpected",
+                          "%s is not part of a %s model with these dimensions", t->name,
                           fp4_arch_family_name(a->family));
             goto out;
         }

@@ -71,9 +71,12 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
     const fp4_arch *a = &rt->arch;
     put_str(&h, "fp4lane-kv-identity-v1");
     put_str(&h, fp4_arch_family_name(a->family));
-    const int64_t ints[] = {a->source, a->n_layers, a->hidden, a->n_heads, a->n_kv_heads, a->head_dim, a->ffn, a->vocab,
-                            a->tied_head, a->qkv_bias, a->qk_norm, a->qk_permuted, a->rope_scaling, a->rope_orig_ctx};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) put_u64(&h, (uint64_t)ints[i]);
+    const int64_t ints[] = {
+        a->source,   a->n_layers,    a->hidden,       a->n_heads,       a->n_kv_heads,
+        a->head_dim, a->ffn,         a->vocab,        a->tied_head,     a->qkv_bias,
+        a->qk_norm,  a->qk_permuted, a->rope_scaling, a->rope_orig_ctx, a->rope_freq_factors};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        put_u64(&h, (uint64_t)ints[i]);
     put_f64(&h, a->rms_eps), put_f64(&h, a->rope_theta), put_f64(&h, a->rope_factor);
     put_f64(&h, a->rope_low_freq_factor), put_f64(&h, a->rope_high_freq_factor);
     put_str(&h, fp4_rt_lane_name(fp4_rt_model_lane(rt->m)));
@@ -86,7 +89,8 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
         put_str(&h, t->name);
         put_u64(&h, (uint64_t)t->type);
         put_u64(&h, (uint64_t)t->n_dims);
-        for (int d = 0; d < FP4_MAX_DIMS; d++) put_u64(&h, (uint64_t)t->ne[d]);
+        for (int d = 0; d < FP4_MAX_DIMS; d++)
+            put_u64(&h, (uint64_t)t->ne[d]);
         if (t->type == FP4_TYPE_NVFP4_E2M1) {
             const fp4_nvfp4_view *v = &t->nvfp4;
             fp4_sha256_update(&h, v->payload, (size_t)(v->n_out * (v->n_in / 2)));
@@ -99,7 +103,8 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
     }
     uint8_t dg[32];
     fp4_sha256_final(&h, dg);
-    for (int i = 0; i < 32; i++) snprintf(rt->identity + 2 * i, 3, "%02x", dg[i]);
+    for (int i = 0; i < 32; i++)
+        snprintf(rt->identity + 2 * i, 3, "%02x", dg[i]);
 }
 
 const char *fp4_rt_identity(const fp4_rt *rt) {
@@ -126,8 +131,10 @@ fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_
     fp4_rt *rt = (fp4_rt *)crt;
     if (!rt || !path) return FP4_ERR_INVALID_ARG;
     const int64_t n_pos = fp4_rt_seq_pos(rt, seq);
-    if (n_pos < 0) return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.seq", "sequence %d is not open", seq);
-    const uint64_t nl = (uint64_t)rt->arch.n_layers, kvd = (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim);
+    if (n_pos < 0)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.seq", "sequence %d is not open", seq);
+    const uint64_t nl = (uint64_t)rt->arch.n_layers,
+                   kvd = (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim);
     const size_t nh = (size_t)(nl * (uint64_t)n_pos * kvd);
     uint16_t *k = malloc(nh * 2 + 2), *v = malloc(nh * 2 + 2);
     uint8_t *buf = malloc(nh * 4 + KV_HEAD + 4);
@@ -137,7 +144,8 @@ fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_
         goto out;
     }
     if ((st = rt->be->kv_read(rt->be_state, seq, n_pos, k, v))) {
-        st = fp4_fail(err, st, path, NULL, "kv.read", "cannot read the cache from the %s backend", rt->be->name);
+        st = fp4_fail(err, st, path, NULL, "kv.read", "cannot read the cache from the %s backend",
+                      rt->be->name);
         goto out;
     }
     fp4_rt_identity_compute(rt);
@@ -146,7 +154,8 @@ fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_
     fp4_wr_le32(buf + 72, (uint32_t)nl);
     fp4_wr_le32(buf + 76, (uint32_t)kvd);
     fp4_wr_le64(buf + 80, (uint64_t)n_pos);
-    for (size_t i = 0; i < nh; i++) fp4_wr_le16(buf + KV_HEAD + 2 * i, k[i]), fp4_wr_le16(buf + KV_HEAD + 2 * (nh + i), v[i]);
+    for (size_t i = 0; i < nh; i++)
+        fp4_wr_le16(buf + KV_HEAD + 2 * i, k[i]), fp4_wr_le16(buf + KV_HEAD + 2 * (nh + i), v[i]);
     const size_t body = KV_HEAD + 4 * nh;
     uint8_t dg[32];
     fp4_sha256 h;
@@ -176,13 +185,17 @@ fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_
     if (rename(tmp, path)) {
         int e = errno;
         unlink(tmp);
-        st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.rename", "cannot rename the snapshot into place: %s", strerror(e));
+        st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.rename", "cannot rename the snapshot into place: %s",
+                      strerror(e));
         goto out;
     }
     char dir[4200];
     snprintf(dir, sizeof dir, "%s", path);
     char *sl = strrchr(dir, '/');
-    if (sl) *sl = 0; else snprintf(dir, sizeof dir, ".");
+    if (sl)
+        *sl = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
     int dfd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) fsync(dfd), close(dfd);
 out:
@@ -194,7 +207,8 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
     fp4_error_clear(err);
     if (!rt || !path) return FP4_ERR_INVALID_ARG;
     if (fp4_rt_seq_pos(rt, seq) != 0)
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.seq", "sequence %d must be open and empty to load a snapshot", seq);
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.seq",
+                        "sequence %d must be open and empty to load a snapshot", seq);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot open: %s", strerror(errno));
     struct stat sb;
@@ -205,11 +219,13 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
     const uint64_t size = (uint64_t)sb.st_size;
     if (size < KV_HEAD + 32) {
         close(fd);
-        return fp4_fail(err, FP4_ERR_TRUNCATED, path, NULL, "kv.truncated", "%llu bytes: shorter than a snapshot header", (unsigned long long)size);
+        return fp4_fail(err, FP4_ERR_TRUNCATED, path, NULL, "kv.truncated",
+                        "%llu bytes: shorter than a snapshot header", (unsigned long long)size);
     }
     if (size > KV_MAX_FILE) {
         close(fd);
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "kv.size", "%llu bytes is above the snapshot cap", (unsigned long long)size);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "kv.size", "%llu bytes is above the snapshot cap",
+                        (unsigned long long)size);
     }
     uint8_t *buf = malloc((size_t)size);
     uint16_t *k = NULL, *v = NULL;
@@ -236,18 +252,20 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
     }
     const uint64_t nl = fp4_rd_le32(buf + 72), kvd = fp4_rd_le32(buf + 76), n_pos = fp4_rd_le64(buf + 80);
     uint64_t nh, want;
-    if (n_pos > (uint64_t)INT64_MAX || __builtin_mul_overflow(nl * kvd, n_pos, &nh) || __builtin_mul_overflow(nh, 4, &want) ||
-        __builtin_add_overflow(want, KV_HEAD + 32, &want)) {
+    if (n_pos > (uint64_t)INT64_MAX || __builtin_mul_overflow(nl * kvd, n_pos, &nh) ||
+        __builtin_mul_overflow(nh, 4, &want) || __builtin_add_overflow(want, KV_HEAD + 32, &want)) {
         st = fp4_fail(err, FP4_ERR_OVERFLOW, path, NULL, "kv.size", "header sizes overflow");
         goto out;
     }
     if (size < want) {
-        st = fp4_fail(err, FP4_ERR_TRUNCATED, path, NULL, "kv.truncated", "%llu bytes, the header declares %llu", (unsigned long long)size,
+        st = fp4_fail(err, FP4_ERR_TRUNCATED, path, NULL, "kv.truncated",
+                      "%llu bytes, the header declares %llu", (unsigned long long)size,
                       (unsigned long long)want);
         goto out;
     }
     if (size > want) {
-        st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.trailing", "%llu bytes after the checksum", (unsigned long long)(size - want));
+        st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.trailing", "%llu bytes after the checksum",
+                      (unsigned long long)(size - want));
         goto out;
     }
     uint8_t dg[32];
@@ -259,23 +277,27 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
     fp4_sha256_update(&h, buf, (size_t)(size - 32));
     fp4_sha256_final(&h, dg);
     if (memcmp(dg, buf + size - 32, 32)) {
-        st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.checksum", "the snapshot's checksum does not match its bytes (corrupted)");
+        st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.checksum",
+                      "the snapshot's checksum does not match its bytes (corrupted)");
         goto out;
     }
     fp4_rt_identity_compute(rt);
     if (memcmp(buf + 8, rt->identity, 64)) {
         st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.identity",
-                      "the snapshot was made by another model/lane/mode/KV dtype/rope configuration (identity %.16s..., this engine %.16s...)",
+                      "the snapshot was made by another model/lane/mode/KV dtype/rope configuration "
+                      "(identity %.16s..., this engine %.16s...)",
                       (const char *)buf + 8, rt->identity);
         goto out;
     }
     if (nl != (uint64_t)rt->arch.n_layers || kvd != (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim)) {
-        st = fp4_fail(err, FP4_ERR_SHAPE, path, NULL, "kv.shape", "layers/kv_dim %llu/%llu do not match the model", (unsigned long long)nl,
+        st = fp4_fail(err, FP4_ERR_SHAPE, path, NULL, "kv.shape",
+                      "layers/kv_dim %llu/%llu do not match the model", (unsigned long long)nl,
                       (unsigned long long)kvd);
         goto out;
     }
     if (n_pos > (uint64_t)fp4_rt_n_ctx(rt)) {
-        st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "rt.context", "the snapshot holds %llu positions, past the context length %lld",
+        st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "rt.context",
+                      "the snapshot holds %llu positions, past the context length %lld",
                       (unsigned long long)n_pos, (long long)fp4_rt_n_ctx(rt));
         goto out;
     }
@@ -284,9 +306,11 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
         st = fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "out of memory");
         goto out;
     }
-    for (size_t i = 0; i < nh; i++) k[i] = fp4_rd_le16(buf + KV_HEAD + 2 * i), v[i] = fp4_rd_le16(buf + KV_HEAD + 2 * (nh + i));
+    for (size_t i = 0; i < nh; i++)
+        k[i] = fp4_rd_le16(buf + KV_HEAD + 2 * i), v[i] = fp4_rd_le16(buf + KV_HEAD + 2 * (nh + i));
     if ((st = rt->be->kv_write(rt->be_state, seq, (int64_t)n_pos, k, v))) {
-        st = fp4_fail(err, st, path, NULL, "kv.write", "cannot write the cache into the %s backend", rt->be->name);
+        st = fp4_fail(err, st, path, NULL, "kv.write", "cannot write the cache into the %s backend",
+                      rt->be->name);
         goto out;
     }
     fp4_rt_seq_set_pos(rt, seq, (int64_t)n_pos);

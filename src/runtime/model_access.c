@@ -1,17 +1,16 @@
-/* model_access.c — the runtime's one window into the loader's internals: the GGUF handle of an
- * open model (for its llama.cpp metadata). Kept in this file so a change of the loader's private
- * structs touches one place. */
-#include "model/model_impl.h"
+/* model_access.c — what the runtime reads about an open model beyond its tensors: the
+ * architecture's source (config.json, a config carried in a GGUF, or llama.cpp's GGUF keys) and
+ * the lane. */
 #include "runtime/rt_impl.h"
 #include <stdlib.h>
-
-const fp4_gguf *fp4_rt_model_gguf(const fp4_model *m) { return m && m->ck && m->ck->is_gguf ? m->ck->gguf : NULL; }
 
 fp4_status fp4_rt_model_arch(const fp4_model *m, fp4_arch *a, fp4_error *err) {
     const char *cfg = fp4_model_config_json(m);
     if (cfg) return fp4_arch_from_hf_config(cfg, a, err);
-    const fp4_gguf *g = fp4_rt_model_gguf(m);
-    if (!g) return fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, NULL, "arch.source", "no config.json and no GGUF metadata: the architecture is unknown");
+    const fp4_gguf *g = fp4_model_gguf(m);
+    if (!g)
+        return fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, NULL, "arch.source",
+                        "no config.json and no GGUF metadata: the architecture is unknown");
     /* a GGUF written by fp4lane from a HF checkpoint carries its config.json */
     int64_t i = fp4_gguf_key_index(g, "fp4lane.hf.config");
     const char *s;
@@ -30,8 +29,11 @@ fp4_status fp4_rt_model_arch(const fp4_model *m, fp4_arch *a, fp4_error *err) {
 
 fp4_rt_lane fp4_rt_model_lane(const fp4_model *m) {
     switch (fp4_model_weight_precision(m)) {
-    case FP4_WP_NVFP4: return FP4_LANE_NVFP4;
-    case FP4_WP_Q4_K: return FP4_LANE_KQUANT;
-    default: return FP4_LANE_DENSE;
+    case FP4_WP_NVFP4:
+        return FP4_LANE_NVFP4;
+    case FP4_WP_Q4_K:
+        return FP4_LANE_KQUANT;
+    default:
+        return FP4_LANE_DENSE;
     }
 }

@@ -82,7 +82,10 @@ static inline FP4_HD uint32_t fp4p_bits(float f) {
 #ifdef __CUDA_ARCH__
     return (uint32_t)__float_as_uint(f);
 #else
-    union { float f; uint32_t u; } v;
+    union {
+        float f;
+        uint32_t u;
+    } v;
     v.f = f;
     return v.u;
 #endif
@@ -91,7 +94,10 @@ static inline FP4_HD float fp4p_from_bits(uint32_t u) {
 #ifdef __CUDA_ARCH__
     return __uint_as_float(u);
 #else
-    union { float f; uint32_t u; } v;
+    union {
+        float f;
+        uint32_t u;
+    } v;
     v.u = u;
     return v.f;
 #endif
@@ -101,31 +107,40 @@ static inline FP4_HD float fp4p_from_bits(uint32_t u) {
 /* Step 2 of the reduction: the butterfly over 32 lane partials (p is clobbered). [exact] */
 static inline FP4_HD float fp4p_butterfly(float *p) {
     for (int off = FP4P_LANES / 2; off >= 1; off >>= 1)
-        for (int l = 0; l < off; l++) p[l] = fp4p_add(p[l], p[l + off]);
+        for (int l = 0; l < off; l++)
+            p[l] = fp4p_add(p[l], p[l + off]);
     return p[0];
 }
 /* Σ t[i*stride], i < n. [exact] */
 static inline FP4_HD float fp4p_sum(const float *t, int64_t n, int64_t stride) {
     float p[FP4P_LANES];
-    for (int l = 0; l < FP4P_LANES; l++) p[l] = 0.0f;
+    for (int l = 0; l < FP4P_LANES; l++)
+        p[l] = 0.0f;
     int64_t i0 = 0;
     for (; i0 + FP4P_LANES <= n; i0 += FP4P_LANES)
-        for (int l = 0; l < FP4P_LANES; l++) p[l] = fp4p_add(p[l], t[(i0 + l) * stride]);
-    for (int l = 0; i0 + l < n; l++) p[l] = fp4p_add(p[l], t[(i0 + l) * stride]);
+        for (int l = 0; l < FP4P_LANES; l++)
+            p[l] = fp4p_add(p[l], t[(i0 + l) * stride]);
+    for (int l = 0; i0 + l < n; l++)
+        p[l] = fp4p_add(p[l], t[(i0 + l) * stride]);
     return fp4p_butterfly(p);
 }
 /* Σ a[i]*b[i] (each product rounded, then reduced). [exact] */
 static inline FP4_HD float fp4p_dot(const float *a, const float *b, int64_t n) {
     float p[FP4P_LANES];
-    for (int l = 0; l < FP4P_LANES; l++) p[l] = 0.0f;
+    for (int l = 0; l < FP4P_LANES; l++)
+        p[l] = 0.0f;
     int64_t i0 = 0;
     for (; i0 + FP4P_LANES <= n; i0 += FP4P_LANES)
-        for (int l = 0; l < FP4P_LANES; l++) p[l] = fp4p_add(p[l], fp4p_mul(a[i0 + l], b[i0 + l]));
-    for (int l = 0; i0 + l < n; l++) p[l] = fp4p_add(p[l], fp4p_mul(a[i0 + l], b[i0 + l]));
+        for (int l = 0; l < FP4P_LANES; l++)
+            p[l] = fp4p_add(p[l], fp4p_mul(a[i0 + l], b[i0 + l]));
+    for (int l = 0; i0 + l < n; l++)
+        p[l] = fp4p_add(p[l], fp4p_mul(a[i0 + l], b[i0 + l]));
     return fp4p_butterfly(p);
 }
 /* Σ x[i]*x[i]. [exact] */
-static inline FP4_HD float fp4p_sumsq(const float *x, int64_t n) { return fp4p_dot(x, x, n); }
+static inline FP4_HD float fp4p_sumsq(const float *x, int64_t n) {
+    return fp4p_dot(x, x, n);
+}
 
 /* ---- RMSNorm [exact] ----
  * ss = Σ x[i]*x[i] (pinned); mean = ss / (float)n; r = sqrt(mean + eps); inv = 1 / r;
@@ -136,7 +151,8 @@ static inline FP4_HD float fp4p_rms_inv(const float *x, int64_t n, float eps) {
 }
 static inline FP4_HD void fp4p_rmsnorm(const float *x, const float *w, int64_t n, float eps, float *y) {
     float inv = fp4p_rms_inv(x, n, eps);
-    for (int64_t i = 0; i < n; i++) y[i] = fp4p_mul(fp4p_mul(x[i], inv), w[i]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = fp4p_mul(fp4p_mul(x[i], inv), w[i]);
 }
 
 /* ---- the pinned exp [exact] ----
@@ -151,21 +167,24 @@ static inline FP4_HD void fp4p_rmsnorm(const float *x, const float *w, int64_t n
  * Accuracy: within 2 ulp of e^x on normal results (tested against libm in double). */
 #define FP4P_EXP_HI 88.72283935546875f
 #define FP4P_EXP_LO (-103.97208404541015625f)
-static inline FP4_HD float fp4p_pow2i(int k) { return fp4p_from_bits((uint32_t)(k + 127) << 23); } /* -126..127 */
+static inline FP4_HD float fp4p_pow2i(int k) {
+    return fp4p_from_bits((uint32_t)(k + 127) << 23);
+} /* -126..127 */
 static inline FP4_HD float fp4p_exp(float x) {
     if (x != x) return x;
     if (x > FP4P_EXP_HI) return fp4p_from_bits(0x7F800000u);
     if (x < FP4P_EXP_LO) return 0.0f;
-    const float magic = 12582912.0f;                       /* 1.5 * 2^23 */
+    const float magic = 12582912.0f; /* 1.5 * 2^23 */
     float t = fp4p_add(fp4p_mul(x, 1.44269502162933349609375f), magic);
-    float kf = fp4p_sub(t, magic);                         /* exact: an integer in [-150, 128] */
+    float kf = fp4p_sub(t, magic); /* exact: an integer in [-150, 128] */
     int k = (int)kf;
-    float r = fp4p_sub(fp4p_sub(x, fp4p_mul(kf, 0.693145751953125f)), fp4p_mul(kf, 1.428606765330187045e-06f));
-    float p = 1.98412698e-4f;                              /* 1/5040 */
-    p = fp4p_add(fp4p_mul(p, r), 1.38888889e-3f);          /* 1/720 */
-    p = fp4p_add(fp4p_mul(p, r), 8.33333377e-3f);          /* 1/120 */
-    p = fp4p_add(fp4p_mul(p, r), 4.16666679e-2f);          /* 1/24 */
-    p = fp4p_add(fp4p_mul(p, r), 1.66666672e-1f);          /* 1/6 */
+    float r =
+        fp4p_sub(fp4p_sub(x, fp4p_mul(kf, 0.693145751953125f)), fp4p_mul(kf, 1.428606765330187045e-06f));
+    float p = 1.98412698e-4f;                     /* 1/5040 */
+    p = fp4p_add(fp4p_mul(p, r), 1.38888889e-3f); /* 1/720 */
+    p = fp4p_add(fp4p_mul(p, r), 8.33333377e-3f); /* 1/120 */
+    p = fp4p_add(fp4p_mul(p, r), 4.16666679e-2f); /* 1/24 */
+    p = fp4p_add(fp4p_mul(p, r), 1.66666672e-1f); /* 1/6 */
     p = fp4p_add(fp4p_mul(p, r), 0.5f);
     p = fp4p_add(fp4p_mul(p, r), 1.0f);
     p = fp4p_add(fp4p_mul(p, r), 1.0f);
@@ -175,8 +194,12 @@ static inline FP4_HD float fp4p_exp(float x) {
 
 /* ---- SiLU and the SwiGLU gate [exact] ----
  * silu(g) = g / (1 + exp(-g)); act = silu(g) * u. */
-static inline FP4_HD float fp4p_silu(float g) { return fp4p_div(g, fp4p_add(1.0f, fp4p_exp(-g))); }
-static inline FP4_HD float fp4p_swiglu(float g, float u) { return fp4p_mul(fp4p_silu(g), u); }
+static inline FP4_HD float fp4p_silu(float g) {
+    return fp4p_div(g, fp4p_add(1.0f, fp4p_exp(-g)));
+}
+static inline FP4_HD float fp4p_swiglu(float g, float u) {
+    return fp4p_mul(fp4p_silu(g), u);
+}
 
 /* ---- RoPE [exact] ----
  * HF's rotate-half convention (not interleaved): for i < half = head_dim/2, with c = cos[i],
@@ -217,12 +240,12 @@ static inline FP4_HD float fp4p_f16_to_f32(uint16_t h) {
 /* f32 -> f16 round to nearest even (the KV cache store; bit-identical to fp4_f32_to_f16). */
 static inline FP4_HD uint16_t fp4p_f32_to_f16(float f) {
     uint32_t u = fp4p_bits(f), sign = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return (uint16_t)(sign | 0x7E00u | ((a >> 13) & 0x3FFu));   /* NaN, quiet */
-    if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);                          /* overflow -> inf */
-    if (a < 0x38800000u) {                                                            /* f16 subnormal or 0 */
-        if (a < 0x33000000u) return (uint16_t)sign;                                   /* < 2^-25: 0 */
+    if (a > 0x7F800000u) return (uint16_t)(sign | 0x7E00u | ((a >> 13) & 0x3FFu)); /* NaN, quiet */
+    if (a >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);                       /* overflow -> inf */
+    if (a < 0x38800000u) {                                                         /* f16 subnormal or 0 */
+        if (a < 0x33000000u) return (uint16_t)sign;                                /* < 2^-25: 0 */
         uint32_t e = a >> 23, m = (a & 0x7FFFFFu) | 0x800000u;
-        uint32_t shift = 126u - e;                       /* 14..24: m >> shift = units of 2^-24 */
+        uint32_t shift = 126u - e; /* 14..24: m >> shift = units of 2^-24 */
         uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
         if (rem > half || (rem == half && (q & 1u))) q++;
         return (uint16_t)(sign | q);
@@ -232,23 +255,28 @@ static inline FP4_HD uint16_t fp4p_f32_to_f16(float f) {
     return (uint16_t)(sign | q);
 }
 
-static inline FP4_HD void fp4p_attend(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
-                                      int64_t n, int head_dim, float scale, float *s, float *o) {
-    float kv[512];                                         /* head_dim <= 512 (checked by arch) */
+static inline FP4_HD void fp4p_attend(const float *q, const uint16_t *k0, const uint16_t *v0,
+                                      int64_t row_stride, int64_t n, int head_dim, float scale, float *s,
+                                      float *o) {
+    float kv[512]; /* head_dim <= 512 (checked by arch) */
     float m = 0.0f;
     for (int64_t j = 0; j < n; j++) {
         const uint16_t *kr = k0 + j * row_stride;
-        for (int d = 0; d < head_dim; d++) kv[d] = fp4p_f16_to_f32(kr[d]);
+        for (int d = 0; d < head_dim; d++)
+            kv[d] = fp4p_f16_to_f32(kr[d]);
         s[j] = fp4p_mul(fp4p_dot(q, kv, head_dim), scale);
         if (j == 0 || s[j] > m) m = s[j];
     }
-    for (int64_t j = 0; j < n; j++) s[j] = fp4p_exp(fp4p_sub(s[j], m));
+    for (int64_t j = 0; j < n; j++)
+        s[j] = fp4p_exp(fp4p_sub(s[j], m));
     float den = fp4p_sum(s, n, 1);
     for (int d = 0; d < head_dim; d++) {
         float p[FP4P_LANES];
-        for (int l = 0; l < FP4P_LANES; l++) p[l] = 0.0f;
+        for (int l = 0; l < FP4P_LANES; l++)
+            p[l] = 0.0f;
         for (int64_t j = 0; j < n; j++)
-            p[j % FP4P_LANES] = fp4p_add(p[j % FP4P_LANES], fp4p_mul(s[j], fp4p_f16_to_f32(v0[j * row_stride + d])));
+            p[j % FP4P_LANES] =
+                fp4p_add(p[j % FP4P_LANES], fp4p_mul(s[j], fp4p_f16_to_f32(v0[j * row_stride + d])));
         o[d] = fp4p_div(fp4p_butterfly(p), den);
     }
 }

@@ -9,18 +9,22 @@ enum { ANY = -1 };
 
 static const struct route_row {
     int lane, act, mode, device, drafting;
-    const char *name;      /* NULL: refused                                                     */
-    const char *refusal;   /* the message, naming what to use instead                           */
+    const char *name;    /* NULL: refused                                                     */
+    const char *refusal; /* the message, naming what to use instead                           */
 } route_rows[] = {
     /* speculative drafting: not qualified (SPEC §9; the chapter's Fallback B) */
     {FP4_LANE_NVFP4, ANY, FP4_MODE_NATIVE, ANY, 1, NULL,
-     "native NVFP4 speculative decode is unqualified (measured far below plain decode elsewhere); omit the draft model and use "
+     "native NVFP4 speculative decode is unqualified (measured far below plain decode elsewhere); omit the "
+     "draft model and use "
      "plain NVFP4 decode, or route speculative serving to the kquant lane"},
     {ANY, ANY, ANY, ANY, 1, NULL,
-     "speculative drafting is not implemented by fp4lane's runtime; omit the draft model (plain decode, same lane and mode)"},
-    /* the kquant control lane on CUDA: its kernels accumulate dequantized f32 values, not the CPU's Q8_K dot */
+     "speculative drafting is not implemented by fp4lane's runtime; omit the draft model (plain decode, same "
+     "lane and mode)"},
+    /* the kquant control lane on CUDA: its kernels accumulate dequantized f32 values, not the CPU's Q8_K dot
+     */
     {FP4_LANE_KQUANT, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 0, NULL,
-     "kquant exact on cuda cannot be bit-identical to the CPU (the CUDA Q4_K/Q6_K kernels accumulate dequantized f32 "
+     "kquant exact on cuda cannot be bit-identical to the CPU (the CUDA Q4_K/Q6_K kernels accumulate "
+     "dequantized f32 "
      "values); use --mode native on cuda, or --mode exact on cpu"},
     {FP4_LANE_KQUANT, ANY, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, 0, "cuda.kquant.native", NULL},
     {FP4_LANE_KQUANT, ANY, ANY, FP4_DEVICE_CPU, 0, "cpu.kquant.q8_k", NULL},
@@ -39,9 +43,13 @@ static const struct route_row {
 };
 
 static const char *const lane_names[FP4_LANE_COUNT_] = {"nvfp4", "kquant", "dense"};
-const char *fp4_rt_lane_name(fp4_rt_lane l) { return (unsigned)l < FP4_LANE_COUNT_ ? lane_names[l] : "?"; }
+const char *fp4_rt_lane_name(fp4_rt_lane l) {
+    return (unsigned)l < FP4_LANE_COUNT_ ? lane_names[l] : "?";
+}
 
-static int match(int row, int key) { return row == ANY || row == key; }
+static int match(int row, int key) {
+    return row == ANY || row == key;
+}
 
 fp4_status fp4_route_check(const fp4_route_key *k, const char **name, char *msg, size_t msg_size) {
     if (name) *name = NULL;
@@ -61,8 +69,10 @@ fp4_status fp4_route_check(const fp4_route_key *k, const char **name, char *msg,
         return FP4_ERR_REFUSED_ROUTE;
     }
     if (msg && msg_size)
-        snprintf(msg, msg_size, "no route for lane %s, %s activations, %s mode on %s; use --mode exact --device cpu",
-                 fp4_rt_lane_name(k->lane), k->act == FP4_AP_NVFP4 ? "nvfp4" : "a16", k->mode == FP4_MODE_EXACT ? "exact" : "native",
+        snprintf(msg, msg_size,
+                 "no route for lane %s, %s activations, %s mode on %s; use --mode exact --device cpu",
+                 fp4_rt_lane_name(k->lane), k->act == FP4_AP_NVFP4 ? "nvfp4" : "a16",
+                 k->mode == FP4_MODE_EXACT ? "exact" : "native",
                  k->device == FP4_DEVICE_CUDA ? "cuda" : "cpu");
     return FP4_ERR_REFUSED_ROUTE;
 }

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #define RT_DEFAULT_CTX 4096
-#define RT_MAX_COLS 64          /* columns per backend call; a longer batch runs in pieces      */
+#define RT_MAX_COLS 64 /* columns per backend call; a longer batch runs in pieces      */
 #define RT_MAX_SEQS 4096
 
 static const char *const proj_slot_names[FP4_LW_COUNT_] = {
@@ -46,21 +46,25 @@ static fp4_status load_cuda(fp4_rt *rt, fp4_error *err) {
         fp4_rt_backend_entry entry;
         *(void **)&entry = dlsym(h, FP4_RT_CUDA_ENTRY);
         const fp4_rt_backend_ops *ops = entry ? entry(FP4_RT_BACKEND_ABI) : NULL;
-        if (!ops || ops->abi != FP4_RT_BACKEND_ABI || !ops->name || !ops->route || !ops->create || !ops->destroy || !ops->step ||
-            !ops->kv_read || !ops->kv_write) {
+        if (!ops || ops->abi != FP4_RT_BACKEND_ABI || !ops->name || !ops->route || !ops->create ||
+            !ops->destroy || !ops->step || !ops->kv_read || !ops->kv_write) {
             dlclose(h);
-            return fp4_fail(err, FP4_ERR_NO_DEVICE, cands[i], NULL, "rt.cuda-abi", "%s does not provide %s for backend ABI %u", cands[i],
-                            FP4_RT_CUDA_ENTRY, FP4_RT_BACKEND_ABI);
+            return fp4_fail(err, FP4_ERR_NO_DEVICE, cands[i], NULL, "rt.cuda-abi",
+                            "%s does not provide %s for backend ABI %u", cands[i], FP4_RT_CUDA_ENTRY,
+                            FP4_RT_BACKEND_ABI);
         }
         rt->dl = h;
         rt->be = ops;
         return FP4_OK;
     }
     return fp4_fail(err, FP4_ERR_NO_DEVICE, NULL, NULL, "rt.cuda-missing",
-                    "--device cuda needs %s (build it with `make cuda`; tried: %s; %s); or use --device cpu", FP4_RT_CUDA_LIBNAME, tried, why);
+                    "--device cuda needs %s (build it with `make cuda`; tried: %s; %s); or use --device cpu",
+                    FP4_RT_CUDA_LIBNAME, tried, why);
 }
 
-static fp4_act_precision model_act(const fp4_model *m) { return fp4_model_act_precision(m); }
+static fp4_act_precision model_act(const fp4_model *m) {
+    return fp4_model_act_precision(m);
+}
 
 void fp4_rt_free(fp4_rt *rt) {
     if (!rt) return;
@@ -82,17 +86,22 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
             const fp4_tensor *w = rt->b.layer[L * FP4_LW_COUNT_ + s];
             const char *r = rt->be->route(w, rt->opts.mode);
             if (!r) {
-                const int other = rt->be->route(w, rt->opts.mode == FP4_MODE_EXACT ? FP4_MODE_NATIVE : FP4_MODE_EXACT) != NULL;
-                return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, "route.tensor",
-                                "no %s route for this tensor in %s mode (n_in = %lld, type %d); nearest allowed: %s", rt->be->name,
-                                rt->opts.mode == FP4_MODE_EXACT ? "exact" : "native", (long long)w->ne[0], (int)w->type,
-                                other ? (rt->opts.mode == FP4_MODE_EXACT ? "--mode native" : "--mode exact") : "--device cpu");
+                const int other = rt->be->route(w, rt->opts.mode == FP4_MODE_EXACT ? FP4_MODE_NATIVE
+                                                                                   : FP4_MODE_EXACT) != NULL;
+                return fp4_fail(
+                    err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, "route.tensor",
+                    "no %s route for this tensor in %s mode (n_in = %lld, type %d); nearest allowed: %s",
+                    rt->be->name, rt->opts.mode == FP4_MODE_EXACT ? "exact" : "native", (long long)w->ne[0],
+                    (int)w->type,
+                    other ? (rt->opts.mode == FP4_MODE_EXACT ? "--mode native" : "--mode exact")
+                          : "--device cpu");
             }
             if (L == 0) r0[s] = r;
         }
     const char *hr = rt->be->route(rt->b.head, rt->opts.mode);
     if (!hr)
-        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, rt->b.head->name, "route.tensor", "no %s route for the LM head in %s mode", rt->be->name,
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, rt->b.head->name, "route.tensor",
+                        "no %s route for the LM head in %s mode", rt->be->name,
                         rt->opts.mode == FP4_MODE_EXACT ? "exact" : "native");
     char *p = rt->routes;
     size_t left = sizeof rt->routes;
@@ -102,7 +111,8 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
         int n = snprintf(p, left, "%s%s", first ? "" : ",", proj_slot_names[s]);
         p += n, left -= (size_t)n;
         int t = s + 1;
-        while (t < FP4_LW_COUNT_ && !r0[t]) t++;
+        while (t < FP4_LW_COUNT_ && !r0[t])
+            t++;
         first = 0;
         if (t == FP4_LW_COUNT_ || strcmp(r0[t], r0[s])) {
             n = snprintf(p, left, ": %s; ", r0[s]);
@@ -115,12 +125,13 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
 }
 
 static int is_vec_slot(int slot) {
-    return slot == FP4_LW_ATTN_NORM || slot == FP4_LW_FFN_NORM || slot == FP4_LW_Q_NORM || slot == FP4_LW_K_NORM || slot == FP4_LW_Q_BIAS ||
-           slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS;
+    return slot == FP4_LW_ATTN_NORM || slot == FP4_LW_FFN_NORM || slot == FP4_LW_Q_NORM ||
+           slot == FP4_LW_K_NORM || slot == FP4_LW_Q_BIAS || slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS;
 }
 static int64_t n_values(const fp4_tensor *t) {
     int64_t n = 1;
-    for (int i = 0; i < t->n_dims; i++) n *= t->ne[i];
+    for (int i = 0; i < t->n_dims; i++)
+        n *= t->ne[i];
     return n;
 }
 
@@ -150,42 +161,59 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     if (!m || !out) return FP4_ERR_INVALID_ARG;
     *out = NULL;
     fp4_rt_opts o = opts ? *opts : (fp4_rt_opts){0};
-    if (o.mode != FP4_MODE_EXACT && o.mode != FP4_MODE_NATIVE) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.opts", "unknown mode %d", (int)o.mode);
+    if (o.mode != FP4_MODE_EXACT && o.mode != FP4_MODE_NATIVE)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.opts", "unknown mode %d", (int)o.mode);
     if (o.device != FP4_DEVICE_CPU && o.device != FP4_DEVICE_CUDA)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.opts", "unknown device %d", (int)o.device);
-    if (o.kv_dtype != FP4_KV_F16) return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, NULL, "rt.opts", "KV dtype %d: only F16", (int)o.kv_dtype);
+    if (o.kv_dtype != FP4_KV_F16)
+        return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, NULL, "rt.opts", "KV dtype %d: only F16",
+                        (int)o.kv_dtype);
     if (o.max_seqs <= 0) o.max_seqs = 1;
-    if (o.max_seqs > RT_MAX_SEQS) return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "rt.opts", "max_seqs %d is above %d", o.max_seqs, RT_MAX_SEQS);
+    if (o.max_seqs > RT_MAX_SEQS)
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "rt.opts", "max_seqs %d is above %d", o.max_seqs,
+                        RT_MAX_SEQS);
     if (o.n_threads < 1) o.n_threads = 1;
     if (o.n_threads > FP4_MAX_THREADS) o.n_threads = FP4_MAX_THREADS;
-    if (o.n_ctx < 0) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.opts", "n_ctx %lld", (long long)o.n_ctx);
+    if (o.n_ctx < 0)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.opts", "n_ctx %lld", (long long)o.n_ctx);
 
     /* 1. the run-level route, before anything is read */
     fp4_route_key key = {fp4_rt_model_lane(m), model_act(m), o.mode, o.device, o.drafting != 0};
     char msg[400];
     if (fp4_route_check(&key, NULL, msg, sizeof msg))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.refused", "%s", msg);
+    /* 2. the architecture (its refusals come before the engine allocates anything) */
+    fp4_arch arch;
+    fp4_status st = fp4_rt_model_arch(m, &arch, err);
+    if (st) return st;
     fp4_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     rt->m = m;
     rt->opts = o;
-    fp4_status st;
-    /* 2. architecture, 3. binding (descriptors only) */
-    if ((st = fp4_rt_model_arch(m, &rt->arch, err)) || (st = fp4_rt_bind(m, &rt->arch, &rt->b, err))) goto fail;
-    rt->n_ctx = o.n_ctx ? o.n_ctx : (rt->arch.n_ctx_train < RT_DEFAULT_CTX ? rt->arch.n_ctx_train : RT_DEFAULT_CTX);
+    rt->arch = arch;
+    /* 3. binding (descriptors only) */
+    if ((st = fp4_rt_bind(m, &rt->arch, &rt->b, err))) goto fail;
+    rt->n_ctx =
+        o.n_ctx ? o.n_ctx : (rt->arch.n_ctx_train < RT_DEFAULT_CTX ? rt->arch.n_ctx_train : RT_DEFAULT_CTX);
     if (rt->n_ctx > rt->arch.n_ctx_train) {
-        st = fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "rt.context", "n_ctx %lld is past the model's context length %lld", (long long)rt->n_ctx,
+        st = fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "rt.context",
+                      "n_ctx %lld is past the model's context length %lld", (long long)rt->n_ctx,
                       (long long)rt->arch.n_ctx_train);
         goto fail;
     }
     /* 4. backend and per-tensor routes */
     if (o.device == FP4_DEVICE_CUDA) {
         if ((st = load_cuda(rt, err))) goto fail;
-    } else rt->be = fp4_rt_cpu_backend();
+    } else
+        rt->be = fp4_rt_cpu_backend();
     if ((st = check_routes(rt, err))) goto fail;
     /* 5. tables, sequences, upload */
-    if ((st = fp4_rt_rope_table(&rt->arch, rt->n_ctx, &rt->rope_cos, &rt->rope_sin))) {
-        st = fp4_fail(err, st, NULL, NULL, "rt.rope", "cannot build the RoPE table");
+    float ff[FP4_ARCH_MAX_HEAD_DIM / 2];
+    if (rt->b.rope_freqs) fp4_tensor_dequant_rows(rt->b.rope_freqs, 0, 1, ff);
+    if ((st = fp4_rt_rope_table(&rt->arch, rt->n_ctx, rt->b.rope_freqs ? ff : NULL, &rt->rope_cos,
+                                &rt->rope_sin))) {
+        st = fp4_fail(err, st, NULL, rt->b.rope_freqs ? rt->b.rope_freqs->name : NULL, "rt.rope",
+                      "cannot build the RoPE table (frequency factors must be finite and > 0)");
         goto fail;
     }
     if ((st = widen_vectors(rt, err))) goto fail;
@@ -196,12 +224,26 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
         goto fail;
     }
-    for (int32_t i = 0; i < o.max_seqs; i++) rt->seq_pos[i] = -1;
+    for (int32_t i = 0; i < o.max_seqs; i++)
+        rt->seq_pos[i] = -1;
     fp4_rt_model_desc d = {
-        .arch = rt->arch, .mode = o.mode, .tok_embd = rt->b.tok_embd, .out_norm = rt->b.out_norm, .head = rt->b.head,
-        .layer = rt->b.layer, .vec = rt->lvec, .out_norm_f32 = rt->vec, .rope_cos = rt->rope_cos, .rope_sin = rt->rope_sin,
-        .attn_scale = (float)(1.0 / sqrt((double)rt->arch.head_dim)), .n_ctx = rt->n_ctx, .n_slots = o.max_seqs,
-        .n_threads = o.n_threads, .device = o.cuda_device, .on_plan = o.on_plan, .plan_user = o.plan_user,
+        .arch = rt->arch,
+        .mode = o.mode,
+        .tok_embd = rt->b.tok_embd,
+        .out_norm = rt->b.out_norm,
+        .head = rt->b.head,
+        .layer = rt->b.layer,
+        .vec = rt->lvec,
+        .out_norm_f32 = rt->vec,
+        .rope_cos = rt->rope_cos,
+        .rope_sin = rt->rope_sin,
+        .attn_scale = (float)(1.0 / sqrt((double)rt->arch.head_dim)),
+        .n_ctx = rt->n_ctx,
+        .n_slots = o.max_seqs,
+        .n_threads = o.n_threads,
+        .device = o.cuda_device,
+        .on_plan = o.on_plan,
+        .plan_user = o.plan_user,
     };
     if ((st = rt->be->create(&d, rt->max_cols, &rt->be_state, err))) goto fail;
     *out = rt;
@@ -211,11 +253,21 @@ fail:
     return st;
 }
 
-const fp4_arch *fp4_rt_arch(const fp4_rt *rt) { return rt ? &rt->arch : NULL; }
-int64_t fp4_rt_n_ctx(const fp4_rt *rt) { return rt ? rt->n_ctx : 0; }
-int64_t fp4_rt_vocab(const fp4_rt *rt) { return rt ? rt->arch.vocab : 0; }
-const char *fp4_rt_device_name(const fp4_rt *rt) { return rt && rt->be ? rt->be->name : "?"; }
-const char *fp4_rt_routes(const fp4_rt *rt) { return rt ? rt->routes : ""; }
+const fp4_arch *fp4_rt_arch(const fp4_rt *rt) {
+    return rt ? &rt->arch : NULL;
+}
+int64_t fp4_rt_n_ctx(const fp4_rt *rt) {
+    return rt ? rt->n_ctx : 0;
+}
+int64_t fp4_rt_vocab(const fp4_rt *rt) {
+    return rt ? rt->arch.vocab : 0;
+}
+const char *fp4_rt_device_name(const fp4_rt *rt) {
+    return rt && rt->be ? rt->be->name : "?";
+}
+const char *fp4_rt_routes(const fp4_rt *rt) {
+    return rt ? rt->routes : "";
+}
 
 fp4_status fp4_rt_seq_open(fp4_rt *rt, int32_t *seq) {
     if (!rt || !seq) return FP4_ERR_INVALID_ARG;
@@ -235,11 +287,14 @@ int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq) {
 }
 /* used by kv.c after a load */
 void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos);
-void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos) { rt->seq_pos[seq] = pos; }
+void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos) {
+    rt->seq_pos[seq] = pos;
+}
 
 fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *logits, fp4_error *err) {
     fp4_error_clear(err);
-    if (!rt || !toks || n <= 0) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "no columns");
+    if (!rt || !toks || n <= 0)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "no columns");
     /* validate everything first: nothing is computed for a step that would fail */
     int64_t *next = malloc(sizeof *next * (size_t)rt->opts.max_seqs);
     if (!next) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
@@ -249,17 +304,22 @@ fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *log
     for (int64_t i = 0; i < n && !st; i++) {
         const fp4_rt_tok *t = &toks[i];
         if (t->seq < 0 || t->seq >= rt->opts.max_seqs || rt->seq_pos[t->seq] < 0)
-            st = fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.seq", "column %lld: sequence %d is not open", (long long)i, t->seq);
+            st = fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.seq",
+                          "column %lld: sequence %d is not open", (long long)i, t->seq);
         else if (t->token < 0 || t->token >= rt->arch.vocab)
-            st = fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.token", "column %lld: token id %d is outside [0, %lld)", (long long)i, t->token,
+            st = fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.token",
+                          "column %lld: token id %d is outside [0, %lld)", (long long)i, t->token,
                           (long long)rt->arch.vocab);
         else if (next[t->seq] >= rt->n_ctx)
-            st = fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "rt.context", "sequence %d: position %lld is past the context length %lld", t->seq,
+            st = fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "rt.context",
+                          "sequence %d: position %lld is past the context length %lld", t->seq,
                           (long long)next[t->seq], (long long)rt->n_ctx);
-        else next[t->seq]++;
+        else
+            next[t->seq]++;
         n_logits += t->want_logits != 0;
     }
-    if (!st && n_logits && !logits) st = fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
+    if (!st && n_logits && !logits)
+        st = fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
     free(next);
     if (st) return st;
     float *lp = logits;
@@ -273,7 +333,8 @@ fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *log
         }
         if ((st = rt->be->step(rt->be_state, rt->cols, m, lp, err))) {
             /* the cache of these columns is not trustworthy: close their sequences */
-            for (int64_t j = 0; j < n; j++) rt->seq_pos[toks[j].seq] = -1;
+            for (int64_t j = 0; j < n; j++)
+                rt->seq_pos[toks[j].seq] = -1;
             return st;
         }
         if (lp) lp += nl * rt->arch.vocab;

@@ -8,13 +8,12 @@
 /* The checkpoint's tensors bound to slots (bind.c). */
 typedef struct fp4_rt_bound {
     const fp4_tensor *tok_embd, *out_norm, *head;
-    const fp4_tensor **layer;            /* n_layers * FP4_LW_COUNT_ (owned array)              */
+    const fp4_tensor **layer;     /* n_layers * FP4_LW_COUNT_ (owned array)              */
+    const fp4_tensor *rope_freqs; /* GGUF rope_freqs.weight [head_dim/2] F32, or NULL    */
 } fp4_rt_bound;
 
 /* Architecture of an open model: HF config.json, fp4lane.hf.config in a GGUF, or llama.cpp keys. */
 fp4_status fp4_rt_model_arch(const fp4_model *m, fp4_arch *a, fp4_error *err);
-/* The GGUF handle of a model opened from a GGUF file, else NULL (model_access.c). */
-const fp4_gguf *fp4_rt_model_gguf(const fp4_model *m);
 /* Binds names to slots, checks shapes and types against arch; refuses missing and unexpected
  * tensors by name. */
 fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, fp4_error *err);
@@ -29,20 +28,22 @@ struct fp4_rt {
     fp4_arch arch;
     fp4_rt_bound b;
     float *rope_cos, *rope_sin;
-    float *vec;                          /* norm weights and biases widened to f32 (one block)  */
-    const float **lvec;                  /* n_layers * FP4_LW_COUNT_ -> into vec                */
+    float *vec;         /* norm weights and biases widened to f32 (one block)  */
+    const float **lvec; /* n_layers * FP4_LW_COUNT_ -> into vec                */
     int64_t n_ctx, max_cols;
     const fp4_rt_backend_ops *be;
     void *be_state;
-    void *dl;                            /* dlopen handle of libfp4lane_cuda.so                 */
-    int64_t *seq_pos;                    /* per slot: next position, -1 when closed             */
-    fp4_rt_col *cols;                    /* max_cols                                             */
-    char identity[65];                   /* computed on first use                               */
+    void *dl;          /* dlopen handle of libfp4lane_cuda.so                 */
+    int64_t *seq_pos;  /* per slot: next position, -1 when closed             */
+    fp4_rt_col *cols;  /* max_cols                                             */
+    char identity[65]; /* computed on first use                               */
     char routes[1024];
 };
 
 /* SHA-256 helpers (OpenSSL libcrypto). */
-typedef struct fp4_sha256 { void *ctx; } fp4_sha256;
+typedef struct fp4_sha256 {
+    void *ctx;
+} fp4_sha256;
 int fp4_sha256_init(fp4_sha256 *h);
 void fp4_sha256_update(fp4_sha256 *h, const void *p, size_t n);
 void fp4_sha256_final(fp4_sha256 *h, uint8_t out[32]);

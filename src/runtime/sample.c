@@ -11,10 +11,13 @@ struct fp4_sampler {
     fp4_sampler_params p;
     int64_t vocab;
     uint64_t s[4];
-    int32_t *hist;           /* ring of the last penalty_last_n tokens (or all, growing)   */
+    int32_t *hist; /* ring of the last penalty_last_n tokens (or all, growing)   */
     int64_t n_hist, cap_hist, head;
     float *work;
-    struct cand { float l; int32_t id; } *cand;
+    struct cand {
+        float l;
+        int32_t id;
+    } * cand;
     double *prob;
     uint8_t *seen;
 };
@@ -25,7 +28,9 @@ static uint64_t splitmix64(uint64_t *x) {
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+static uint64_t rotl(uint64_t x, int k) {
+    return (x << k) | (x >> (64 - k));
+}
 static uint64_t xoshiro(uint64_t *s) {
     uint64_t r = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
     s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t, s[3] = rotl(s[3], 45);
@@ -49,15 +54,16 @@ void fp4_sampler_free(fp4_sampler *s) {
 fp4_status fp4_sampler_create(const fp4_sampler_params *p, int64_t vocab, fp4_sampler **out) {
     if (!p || !out || vocab <= 0 || vocab > (1 << 26)) return FP4_ERR_INVALID_ARG;
     *out = NULL;
-    if (!(p->temperature == p->temperature) || !(p->top_p == p->top_p) || !(p->min_p == p->min_p) || !(p->repeat_penalty > 0.0f) ||
-        !(p->presence_penalty == p->presence_penalty) || p->penalty_last_n < 0)
+    if (!(p->temperature == p->temperature) || !(p->top_p == p->top_p) || !(p->min_p == p->min_p) ||
+        !(p->repeat_penalty > 0.0f) || !(p->presence_penalty == p->presence_penalty) || p->penalty_last_n < 0)
         return FP4_ERR_INVALID_ARG;
     fp4_sampler *s = calloc(1, sizeof *s);
     if (!s) return FP4_ERR_NOMEM;
     s->p = *p;
     s->vocab = vocab;
     uint64_t x = p->seed;
-    for (int i = 0; i < 4; i++) s->s[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++)
+        s->s[i] = splitmix64(&x);
     s->cap_hist = p->penalty_last_n > 0 ? p->penalty_last_n : 256;
     s->hist = malloc(sizeof *s->hist * (size_t)s->cap_hist);
     s->work = malloc(sizeof *s->work * (size_t)vocab);
@@ -108,10 +114,12 @@ int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits) {
             int32_t t = s->hist[i];
             if (s->seen[t]) continue;
             s->seen[t] = 1;
-            if (s->p.repeat_penalty != 1.0f) w[t] = w[t] > 0.0f ? w[t] / s->p.repeat_penalty : w[t] * s->p.repeat_penalty;
+            if (s->p.repeat_penalty != 1.0f)
+                w[t] = w[t] > 0.0f ? w[t] / s->p.repeat_penalty : w[t] * s->p.repeat_penalty;
             w[t] -= s->p.presence_penalty;
         }
-        for (int64_t i = 0; i < s->n_hist; i++) s->seen[s->hist[i]] = 0;
+        for (int64_t i = 0; i < s->n_hist; i++)
+            s->seen[s->hist[i]] = 0;
     }
     if (!(s->p.temperature > 0.0f)) {
         int64_t best = 0;
@@ -119,14 +127,45 @@ int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits) {
             if (w[i] > w[best]) best = i;
         return (int32_t)best;
     }
-    for (int64_t i = 0; i < V; i++) s->cand[i] = (struct cand){w[i] / s->p.temperature, (int32_t)i};
-    qsort(s->cand, (size_t)V, sizeof *s->cand, by_logit);
     int64_t n = V;
-    if (s->p.top_k > 0 && s->p.top_k < n) n = s->p.top_k;
+    if (s->p.top_k > 0 && s->p.top_k < V) {
+        /* the k first of the total order, by a heap whose root is the worst kept candidate */
+        n = s->p.top_k;
+        struct cand *h = s->cand;
+        for (int64_t i = 0; i < V; i++) {
+            struct cand c = {w[i] / s->p.temperature, (int32_t)i};
+            if (i < n) {
+                int64_t j = i;
+                h[j] = c;
+                while (j > 0 && by_logit(&h[(j - 1) / 2], &h[j]) < 0) {
+                    struct cand t = h[j];
+                    h[j] = h[(j - 1) / 2], h[(j - 1) / 2] = t, j = (j - 1) / 2;
+                }
+            } else if (by_logit(&c, &h[0]) < 0) {
+                int64_t j = 0;
+                h[0] = c;
+                for (;;) {
+                    int64_t l = 2 * j + 1, r = l + 1, m = j;
+                    if (l < n && by_logit(&h[l], &h[m]) > 0) m = l;
+                    if (r < n && by_logit(&h[r], &h[m]) > 0) m = r;
+                    if (m == j) break;
+                    struct cand t = h[j];
+                    h[j] = h[m], h[m] = t, j = m;
+                }
+            }
+        }
+        qsort(h, (size_t)n, sizeof *h, by_logit);
+    } else {
+        for (int64_t i = 0; i < V; i++)
+            s->cand[i] = (struct cand){w[i] / s->p.temperature, (int32_t)i};
+        qsort(s->cand, (size_t)V, sizeof *s->cand, by_logit);
+    }
     const double mx = s->cand[0].l;
     double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (s->prob[i] = exp((double)s->cand[i].l - mx));
-    for (int64_t i = 0; i < n; i++) s->prob[i] /= sum;
+    for (int64_t i = 0; i < n; i++)
+        sum += (s->prob[i] = exp((double)s->cand[i].l - mx));
+    for (int64_t i = 0; i < n; i++)
+        s->prob[i] /= sum;
     if (s->p.top_p < 1.0f) {
         double c = 0.0;
         int64_t keep = n;
@@ -141,11 +180,13 @@ int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits) {
     }
     if (s->p.min_p > 0.0f) {
         int64_t keep = 1;
-        while (keep < n && s->prob[keep] >= s->p.min_p * s->prob[0]) keep++;
+        while (keep < n && s->prob[keep] >= s->p.min_p * s->prob[0])
+            keep++;
         n = keep;
     }
     sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += s->prob[i];
+    for (int64_t i = 0; i < n; i++)
+        sum += s->prob[i];
     const double u = (double)(xoshiro(s->s) >> 11) * 0x1p-53 * sum;
     double c = 0.0;
     for (int64_t i = 0; i < n; i++) {

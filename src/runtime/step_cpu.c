@@ -9,8 +9,8 @@
 
 typedef struct cpu_state {
     fp4_rt_model_desc d;
-    const fp4_tensor **layer;          /* n_layers * FP4_LW_COUNT_                              */
-    uint16_t *kc, *vc;                 /* [slot][layer][pos][NKV*D]                               */
+    const fp4_tensor **layer; /* n_layers * FP4_LW_COUNT_                              */
+    uint16_t *kc, *vc;        /* [slot][layer][pos][NKV*D]                               */
     int64_t max_cols;
     float *x, *h, *q, *k, *v, *o, *t, *g, *u; /* scratch, max_cols columns each                 */
 } cpu_state;
@@ -24,11 +24,14 @@ static void cpu_destroy(void *p) {
     cpu_state *s = p;
     if (!s) return;
     free(s->layer), free(s->kc), free(s->vc);
-    free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g), free(s->u);
+    free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g),
+        free(s->u);
     free(s);
 }
 
-static float *falloc(int64_t n) { return n > 0 && (uint64_t)n < (SIZE_MAX / 4) ? malloc((size_t)n * sizeof(float)) : NULL; }
+static float *falloc(int64_t n) {
+    return n > 0 && (uint64_t)n < (SIZE_MAX / 4) ? malloc((size_t)n * sizeof(float)) : NULL;
+}
 
 static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err) {
     *out = NULL;
@@ -42,7 +45,9 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     if (s->layer) memcpy(s->layer, d->layer, sizeof *s->layer * (size_t)nslot);
     const int64_t kvd = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
     uint64_t kvn;
-    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)kvd, &kvn) || kvn > (SIZE_MAX / 2)) {
+    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)kvd,
+                               &kvn) ||
+        kvn > (SIZE_MAX / 2)) {
         cpu_destroy(s);
         return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
     }
@@ -53,18 +58,22 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     s->k = falloc(max_cols * kvd), s->v = falloc(max_cols * kvd), s->o = falloc(max_cols * qd);
     s->t = falloc(max_cols * a->hidden);
     s->g = falloc(max_cols * a->ffn), s->u = falloc(max_cols * a->ffn);
-    if (!s->layer || !s->kc || !s->vc || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t || !s->g ||
-        !s->u) {
+    if (!s->layer || !s->kc || !s->vc || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t ||
+        !s->g || !s->u) {
         cpu_destroy(s);
-        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (KV cache %llu halves)", (unsigned long long)(2 * kvn));
+        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (KV cache %llu halves)",
+                        (unsigned long long)(2 * kvn));
     }
     *out = s;
     return FP4_OK;
 }
 
-static fp4_status proj(const cpu_state *s, const fp4_tensor *w, const float *x, int64_t n, float *y, fp4_error *err) {
+static fp4_status proj(const cpu_state *s, const fp4_tensor *w, const float *x, int64_t n, float *y,
+                       fp4_error *err) {
     fp4_status st = fp4_cpu_project(w, s->d.mode, x, n, y, s->d.n_threads);
-    if (st) return fp4_fail(err, st, NULL, w->name, "rt.project", "projection failed on route %s", fp4_cpu_route_name(w, s->d.mode));
+    if (st)
+        return fp4_fail(err, st, NULL, w->name, "rt.project", "projection failed on route %s",
+                        fp4_cpu_route_name(w, s->d.mode));
     return FP4_OK;
 }
 
@@ -97,7 +106,8 @@ static void att_rows(void *p, int64_t r0, int64_t r1) {
         const fp4_rt_col *cc = &c->cols[col];
         const uint16_t *k0 = kv_at(s, s->kc, cc->slot, c->layer, 0) + hk * D;
         const uint16_t *v0 = kv_at(s, s->vc, cc->slot, c->layer, 0) + hk * D;
-        fp4p_attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, s->d.attn_scale, sc, s->o + col * NH * D + hq * D);
+        fp4p_attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, s->d.attn_scale, sc,
+                    s->o + col * NH * D + hq * D);
     }
     free(sc);
 }
@@ -107,7 +117,8 @@ static void unpermute(float *x, int64_t n_heads, int64_t D) {
     float tmp[FP4_ARCH_MAX_HEAD_DIM];
     for (int64_t h = 0; h < n_heads; h++) {
         float *v = x + h * D;
-        for (int64_t i = 0; i < D / 2; i++) tmp[i] = v[2 * i], tmp[D / 2 + i] = v[2 * i + 1];
+        for (int64_t i = 0; i < D / 2; i++)
+            tmp[i] = v[2 * i], tmp[D / 2 + i] = v[2 * i + 1];
         memcpy(v, tmp, sizeof(float) * (size_t)D);
     }
 }
@@ -119,38 +130,54 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
     const fp4_tensor *const *w = s->layer + L * FP4_LW_COUNT_;
     const float *const *vw = s->d.vec + L * FP4_LW_COUNT_;
     fp4_status st;
-    for (int64_t c = 0; c < n; c++) fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_ATTN_NORM], H, a->rms_eps, s->h + c * H);
+    for (int64_t c = 0; c < n; c++)
+        fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_ATTN_NORM], H, a->rms_eps, s->h + c * H);
     if ((st = proj(s, w[FP4_LW_Q], s->h, n, s->q, err)) || (st = proj(s, w[FP4_LW_K], s->h, n, s->k, err)) ||
         (st = proj(s, w[FP4_LW_V], s->h, n, s->v, err)))
         return st;
     for (int64_t c = 0; c < n; c++) {
         float *q = s->q + c * qd, *k = s->k + c * kvd, *v = s->v + c * kvd;
         if (a->qkv_bias) {
-            for (int64_t i = 0; i < qd; i++) q[i] = fp4p_add(q[i], vw[FP4_LW_Q_BIAS][i]);
-            for (int64_t i = 0; i < kvd; i++) k[i] = fp4p_add(k[i], vw[FP4_LW_K_BIAS][i]);
-            for (int64_t i = 0; i < kvd; i++) v[i] = fp4p_add(v[i], vw[FP4_LW_V_BIAS][i]);
+            for (int64_t i = 0; i < qd; i++)
+                q[i] = fp4p_add(q[i], vw[FP4_LW_Q_BIAS][i]);
+            for (int64_t i = 0; i < kvd; i++)
+                k[i] = fp4p_add(k[i], vw[FP4_LW_K_BIAS][i]);
+            for (int64_t i = 0; i < kvd; i++)
+                v[i] = fp4p_add(v[i], vw[FP4_LW_V_BIAS][i]);
         }
         if (a->qk_permuted) unpermute(q, NH, D), unpermute(k, NKV, D);
         if (a->qk_norm) {
-            for (int64_t h = 0; h < NH; h++) fp4p_rmsnorm(q + h * D, vw[FP4_LW_Q_NORM], D, a->rms_eps, q + h * D);
-            for (int64_t h = 0; h < NKV; h++) fp4p_rmsnorm(k + h * D, vw[FP4_LW_K_NORM], D, a->rms_eps, k + h * D);
+            for (int64_t h = 0; h < NH; h++)
+                fp4p_rmsnorm(q + h * D, vw[FP4_LW_Q_NORM], D, a->rms_eps, q + h * D);
+            for (int64_t h = 0; h < NKV; h++)
+                fp4p_rmsnorm(k + h * D, vw[FP4_LW_K_NORM], D, a->rms_eps, k + h * D);
         }
         const float *cs = s->d.rope_cos + cols[c].pos * half, *sn = s->d.rope_sin + cols[c].pos * half;
-        for (int64_t h = 0; h < NH; h++) fp4p_rope(q + h * D, cs, sn, (int)half);
-        for (int64_t h = 0; h < NKV; h++) fp4p_rope(k + h * D, cs, sn, (int)half);
-        uint16_t *kd = kv_at(s, s->kc, cols[c].slot, L, cols[c].pos), *vd = kv_at(s, s->vc, cols[c].slot, L, cols[c].pos);
-        for (int64_t i = 0; i < kvd; i++) kd[i] = fp4p_f32_to_f16(k[i]), vd[i] = fp4p_f32_to_f16(v[i]);
+        for (int64_t h = 0; h < NH; h++)
+            fp4p_rope(q + h * D, cs, sn, (int)half);
+        for (int64_t h = 0; h < NKV; h++)
+            fp4p_rope(k + h * D, cs, sn, (int)half);
+        uint16_t *kd = kv_at(s, s->kc, cols[c].slot, L, cols[c].pos),
+                 *vd = kv_at(s, s->vc, cols[c].slot, L, cols[c].pos);
+        for (int64_t i = 0; i < kvd; i++)
+            kd[i] = fp4p_f32_to_f16(k[i]), vd[i] = fp4p_f32_to_f16(v[i]);
     }
     att_ctx ac = {s, cols, L, FP4_OK};
     st = fp4_parallel_rows(n * NH, s->d.n_threads, att_rows, &ac);
     if (st || ac.st) return fp4_fail(err, st ? st : ac.st, NULL, NULL, "rt.attention", "attention failed");
     if ((st = proj(s, w[FP4_LW_O], s->o, n, s->t, err))) return st;
-    for (int64_t i = 0; i < n * H; i++) s->x[i] = fp4p_add(s->x[i], s->t[i]);
-    for (int64_t c = 0; c < n; c++) fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_FFN_NORM], H, a->rms_eps, s->h + c * H);
-    if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) || (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err))) return st;
-    for (int64_t i = 0; i < n * F; i++) s->g[i] = fp4p_swiglu(s->g[i], s->u[i]);
+    for (int64_t i = 0; i < n * H; i++)
+        s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    for (int64_t c = 0; c < n; c++)
+        fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_FFN_NORM], H, a->rms_eps, s->h + c * H);
+    if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) ||
+        (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)))
+        return st;
+    for (int64_t i = 0; i < n * F; i++)
+        s->g[i] = fp4p_swiglu(s->g[i], s->u[i]);
     if ((st = proj(s, w[FP4_LW_DOWN], s->g, n, s->t, err))) return st;
-    for (int64_t i = 0; i < n * H; i++) s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    for (int64_t i = 0; i < n * H; i++)
+        s->x[i] = fp4p_add(s->x[i], s->t[i]);
     return FP4_OK;
 }
 
@@ -158,14 +185,20 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
     cpu_state *s = p;
     const fp4_arch *a = &s->d.arch;
     const int64_t H = a->hidden;
-    if (n <= 0 || n > s->max_cols) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "%lld columns (1..%lld)", (long long)n, (long long)s->max_cols);
+    if (n <= 0 || n > s->max_cols)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "%lld columns (1..%lld)",
+                        (long long)n, (long long)s->max_cols);
     for (int64_t c = 0; c < n; c++) {
-        if (cols[c].token < 0 || cols[c].token >= a->vocab || cols[c].slot < 0 || cols[c].slot >= s->d.n_slots || cols[c].pos < 0 ||
-            cols[c].pos >= s->d.n_ctx)
-            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "column %lld: token %d slot %d position %lld out of range",
-                            (long long)c, cols[c].token, cols[c].slot, (long long)cols[c].pos);
-        fp4_status st = fp4_tensor_dequant_rows(s->d.tok_embd, cols[c].token, cols[c].token + 1, s->x + c * H);
-        if (st) return fp4_fail(err, st, NULL, s->d.tok_embd->name, "rt.embed", "cannot read embedding row %d", cols[c].token);
+        if (cols[c].token < 0 || cols[c].token >= a->vocab || cols[c].slot < 0 ||
+            cols[c].slot >= s->d.n_slots || cols[c].pos < 0 || cols[c].pos >= s->d.n_ctx)
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step",
+                            "column %lld: token %d slot %d position %lld out of range", (long long)c,
+                            cols[c].token, cols[c].slot, (long long)cols[c].pos);
+        fp4_status st =
+            fp4_tensor_dequant_rows(s->d.tok_embd, cols[c].token, cols[c].token + 1, s->x + c * H);
+        if (st)
+            return fp4_fail(err, st, NULL, s->d.tok_embd->name, "rt.embed", "cannot read embedding row %d",
+                            cols[c].token);
     }
     for (int64_t L = 0; L < a->n_layers; L++) {
         fp4_status st = layer_step(s, L, cols, n, err);
@@ -173,9 +206,11 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
     }
     int64_t nw = 0;
     for (int64_t c = 0; c < n; c++)
-        if (cols[c].want_logits) fp4p_rmsnorm(s->x + c * H, s->d.out_norm_f32, H, a->rms_eps, s->h + nw++ * H);
+        if (cols[c].want_logits)
+            fp4p_rmsnorm(s->x + c * H, s->d.out_norm_f32, H, a->rms_eps, s->h + nw++ * H);
     if (!nw) return FP4_OK;
-    if (!logits) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
+    if (!logits)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
     return proj(s, s->d.head, s->h, nw, logits, err);
 }
 
@@ -186,12 +221,16 @@ static fp4_status kv_copy(cpu_state *s, int32_t slot, int64_t n_pos, uint16_t *k
     for (int64_t L = 0; L < a->n_layers; L++) {
         uint16_t *kc = kv_at(s, s->kc, slot, L, 0), *vc = kv_at(s, s->vc, slot, L, 0);
         size_t bytes = sizeof(uint16_t) * (size_t)(n_pos * kvd);
-        if (to_host) memcpy(k + L * n_pos * kvd, kc, bytes), memcpy(v + L * n_pos * kvd, vc, bytes);
-        else memcpy(kc, k + L * n_pos * kvd, bytes), memcpy(vc, v + L * n_pos * kvd, bytes);
+        if (to_host)
+            memcpy(k + L * n_pos * kvd, kc, bytes), memcpy(v + L * n_pos * kvd, vc, bytes);
+        else
+            memcpy(kc, k + L * n_pos * kvd, bytes), memcpy(vc, v + L * n_pos * kvd, bytes);
     }
     return FP4_OK;
 }
-static fp4_status cpu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v) { return kv_copy(p, slot, n_pos, k, v, 1); }
+static fp4_status cpu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v) {
+    return kv_copy(p, slot, n_pos, k, v, 1);
+}
 static fp4_status cpu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v) {
     return kv_copy(p, slot, n_pos, (uint16_t *)k, (uint16_t *)v, 0);
 }
@@ -200,4 +239,6 @@ static const fp4_rt_backend_ops cpu_ops = {
     FP4_RT_BACKEND_ABI, "cpu", cpu_route, cpu_create, cpu_destroy, cpu_step, cpu_kv_read, cpu_kv_write,
 };
 
-const fp4_rt_backend_ops *fp4_rt_cpu_backend(void) { return &cpu_ops; }
+const fp4_rt_backend_ops *fp4_rt_cpu_backend(void) {
+    return &cpu_ops;
+}
