@@ -158,6 +158,47 @@ static void test_end_to_end(void) {
         cli("bench models/tiny --a \"--mode exact\" --b \"--mode native\" --prefix 100000 --tokens 10"), 2);
 }
 
+static char *slurp_tmp(const char *name) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    FILE *f = fopen(path, "rb");
+    char *b = calloc(1, 1 << 16);
+    if (f && b) b[fread(b, 1, (1 << 16) - 1, f)] = 0;
+    if (f) fclose(f);
+    return b;
+}
+
+/* run's first-token time (summary line, --json) and --timing's line (times and the memory split) */
+static void test_run_timing(void) {
+    CHECK_EQ_INT(cli("run models/tiny --prompt-ids 1,2,3 -n 2 --ignore-eos --timing"), 0);
+    char *o = slurp_tmp("out"), *e = slurp_tmp("err");
+    double ft = -1, ld = -1, ft2 = -1, hwm = -1, anon = -1, file = -1;
+    const char *p = o ? strstr(o, ", first token ") : NULL;
+    CHECK(p && sscanf(p, ", first token %lf s,", &ft) == 1 && ft > 0);
+    p = e ? strstr(e, "timing: ") : NULL;
+    CHECK(
+        p &&
+        sscanf(
+            p,
+            "timing: load %lf s, first token %lf s (from the start of run), VmHWM %lf MiB, RssAnon %lf MiB, "
+            "RssFile %lf MiB",
+            &ld, &ft2, &hwm, &anon, &file) == 5);
+    CHECK(ld >= 0 && ft2 >= ld && ft2 == ft && hwm > 0 && anon > 0 && file > 0 && hwm >= anon);
+    free(o), free(e);
+    /* -n 0: no token, no first-token time */
+    CHECK_EQ_INT(cli("run models/tiny --prompt-ids 1,2,3 -n 0"), 0);
+    o = slurp_tmp("out");
+    CHECK(o && strstr(o, "decode 0 tok") && strstr(o, ", first token 0.000 s,"));
+    free(o);
+    CHECK_EQ_INT(cli("run models/tiny --prompt-ids 1,2,3 -n 2 --ignore-eos --json"), 0);
+    o = slurp_tmp("out");
+    json_error_t je;
+    json_t *j = o ? json_loads(o, 0, &je) : NULL;
+    CHECK(j && json_real_value(json_object_get(j, "first_token_s")) > 0);
+    json_decref(j);
+    free(o);
+}
+
 int main(void) {
     test_summary();
     test_verdicts();
@@ -165,6 +206,7 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-bench-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     test_end_to_end();
+    test_run_timing();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp);
