@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+static fp4_error gerr; /* the GGUF writer's error (these callers check the status only) */
 
 /* CPU time of this (single) thread: the machine the figures come from is shared, and wall time
  * there counts other people's work */
@@ -49,8 +50,8 @@ int main(int argc, char **argv) {
     char gpath[512];
     snprintf(gpath, sizeof gpath, "%s/bench_text_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
     fp4_gguf_writer *w = NULL;
-    fp4_gguf_writer_create(&w);
-    if (fp4_tokenizer_write_gguf(t, w, &e) || fp4_gguf_writer_write_header(w, gpath) || fp4_gguf_writer_finish(w))
+    fp4_gguf_writer_create(&w, &gerr);
+    if (fp4_tokenizer_write_gguf(t, w, &e) || fp4_gguf_writer_write_header(w, gpath, &gerr) || fp4_gguf_writer_finish(w, &gerr))
         return fprintf(stderr, "gguf write: %s\n", e.msg), 1;
     fp4_gguf_writer_free(w);
     for (int r = 0; r < reps; r++) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
+static fp4_error gerr; /* the GGUF writer's error (these callers check the status only) */
 
 static char tmpdir[512];
 
@@ -178,14 +179,14 @@ static fp4_status gguf_variant(const fp4_tokenizer *t, const gkv *v, fp4_tokeniz
     snprintf(p2, sizeof p2, "%s/b.gguf", tmpdir);
     fp4_gguf_writer *w = NULL;
     fp4_error e;
-    fp4_gguf_writer_create(&w);
+    fp4_gguf_writer_create(&w, &gerr);
     CHECK_OK(fp4_tokenizer_write_gguf(t, w, &e));
-    CHECK_OK(fp4_gguf_writer_write_header(w, p1));
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    CHECK_OK(fp4_gguf_writer_write_header(w, p1, &gerr));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
     fp4_gguf *g = NULL;
     CHECK_OK(fp4_gguf_open(p1, &g, &e));
-    fp4_gguf_writer_create(&w);
+    fp4_gguf_writer_create(&w, &gerr);
     for (int64_t i = 0; g && i < fp4_gguf_n_kv(g); i++) {
         const char *k = fp4_gguf_key(g, i);
         if ((v->drop && !strcmp(k, v->drop)) || (v->key && !strcmp(k, v->key))) continue;
@@ -194,42 +195,42 @@ static fp4_status gguf_variant(const fp4_tokenizer *t, const gkv *v, fp4_tokeniz
             const char *s;
             uint64_t l;
             fp4_gguf_get_str(g, i, &s, &l);
-            fp4_gguf_writer_add_str(w, k, s, l);
+            fp4_gguf_writer_add_str(w, k, s, l, &gerr);
         } else if (ty == FP4_GGUF_UINT32) {
             uint32_t u;
             fp4_gguf_get_u32(g, i, &u);
-            fp4_gguf_writer_add_u32(w, k, u);
+            fp4_gguf_writer_add_u32(w, k, u, &gerr);
         } else if (ty == FP4_GGUF_BOOL) {
             int b;
             fp4_gguf_get_bool(g, i, &b);
-            fp4_gguf_writer_add_bool(w, k, b);
+            fp4_gguf_writer_add_bool(w, k, b, &gerr);
         } else if (fp4_gguf_arr_type(g, i) == FP4_GGUF_STRING) {
-            uint64_t n;
+            int64_t n;
             fp4_gguf_get_arr_str_count(g, i, &n);
-            const char **ss = calloc(n + 1, sizeof *ss);
-            uint64_t *ll = calloc(n + 1, sizeof *ll);
-            for (uint64_t j = 0; j < n; j++) fp4_gguf_get_arr_str(g, i, j, &ss[j], &ll[j]);
-            fp4_gguf_writer_add_arr_str(w, k, ss, ll, n);
+            const char **ss = calloc((size_t)n + 1, sizeof *ss);
+            uint64_t *ll = calloc((size_t)n + 1, sizeof *ll);
+            for (int64_t j = 0; j < n; j++) fp4_gguf_get_arr_str(g, i, j, &ss[j], &ll[j]);
+            fp4_gguf_writer_add_arr_str(w, k, ss, ll, n, &gerr);
             free(ss);
             free(ll);
         } else {
             const void *d;
-            uint64_t n;
+            int64_t n;
             fp4_gguf_type et = fp4_gguf_arr_type(g, i);
             fp4_gguf_get_arr(g, i, et, &d, &n);
-            void *copy = malloc(n * fp4_gguf_type_size(et) + 1);
-            memcpy(copy, d, n * fp4_gguf_type_size(et)); /* little-endian host */
-            fp4_gguf_writer_add_arr(w, k, et, copy, n);
+            void *copy = malloc((size_t)n * fp4_gguf_type_size(et) + 1);
+            memcpy(copy, d, (size_t)n * fp4_gguf_type_size(et)); /* little-endian host */
+            fp4_gguf_writer_add_arr(w, k, et, copy, n, &gerr);
             free(copy);
         }
     }
     if (v->key) {
-        if (v->is_str) fp4_gguf_writer_add_str(w, v->key, v->s, strlen(v->s));
-        else fp4_gguf_writer_add_u32(w, v->key, v->u);
+        if (v->is_str) fp4_gguf_writer_add_str(w, v->key, v->s, strlen(v->s), &gerr);
+        else fp4_gguf_writer_add_u32(w, v->key, v->u, &gerr);
     }
     fp4_gguf_close(g);
-    CHECK_OK(fp4_gguf_writer_write_header(w, p2));
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    CHECK_OK(fp4_gguf_writer_write_header(w, p2, &gerr));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
     fp4_status st = fp4_tokenizer_load(p2, out, err);
     unlink(p1);
@@ -297,7 +298,7 @@ static void gguf_rejections(void) {
     json_object_set_new(json_array_get(json_object_get(j, "added_tokens"), 1), "rstrip", json_true());
     CHECK_OK(from(j, &t, &e));
     fp4_gguf_writer *w = NULL;
-    fp4_gguf_writer_create(&w);
+    fp4_gguf_writer_create(&w, &gerr);
     CHECK(fp4_tokenizer_write_gguf(t, w, &e) == FP4_ERR_UNSUPPORTED && !strcmp(e.rule, "tok.gguf-added"));
     fp4_tokenizer_free(t);
     t = NULL;
@@ -451,10 +452,10 @@ static void cli(void) {
         snprintf(gp, sizeof gp, "%s/tok.bin", tmpdir);
         CHECK_OK(fp4_tokenizer_load("tests/data/text/tiny_bytelevel.json", &t, &e));
         fp4_gguf_writer *w = NULL;
-        CHECK_OK(fp4_gguf_writer_create(&w));
+        CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
         CHECK_OK(fp4_tokenizer_write_gguf(t, w, &e));
-        CHECK_OK(fp4_gguf_writer_write_header(w, gp));
-        CHECK_OK(fp4_gguf_writer_finish(w));
+        CHECK_OK(fp4_gguf_writer_write_header(w, gp, &gerr));
+        CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
         fp4_gguf_writer_free(w);
         fp4_tokenizer_free(t);
         snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize %s 'The <|end|>' --parse-special --add-special", b, gp);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utf8proc.h>
+static fp4_error gerr; /* the GGUF writer's error (these callers check the status only) */
 
 static char *slurp(FILE *f, size_t *n) {
     size_t cap = 1 << 20, len = 0;
@@ -154,12 +155,12 @@ static void check_tokenizer(const char *npm, const char *model, const char *dir,
     if (!full) goto chunks;
     snprintf(gpath, sizeof gpath, "%s/fp4_text_%d_%s.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), model);
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5));
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5, &gerr));
     st = fp4_tokenizer_write_gguf(t, w, &e);
     CHECK_MSG(st == FP4_OK, "%s: write_gguf %s %s", model, e.rule, e.msg);
-    CHECK_OK(fp4_gguf_writer_write_header(w, gpath));
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    CHECK_OK(fp4_gguf_writer_write_header(w, gpath, &gerr));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
     st = fp4_tokenizer_load(gpath, &tg, &e);
     CHECK_MSG(st == FP4_OK, "%s: GGUF read back: %s %s %s", model, fp4_status_str(st), e.rule, e.msg);

@@ -3,6 +3,7 @@
  * processed, prompt caches. The last line is the summary. Ctrl-C: summary of what was done, 130. */
 #include "cli.h"
 #include "rt_cli.h"
+#include "io/outfile.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +359,14 @@ int cmd_run(int argc, char **argv) {
         if (!plen[i])
             fprintf(stderr, "fp4lane run: the prompt%s is empty\n", n_seq > 1 ? " of a batch line" : ""),
                 rc = 2;
+    /* outputs checked before any work (io/outfile.h): not the model under another name, not a
+     * symbolic link or a special file */
+    const char *outs[2] = {a.logits_out, a.kv_save};
+    for (int i = 0; !rc && i < 2; i++) {
+        fp4_error oe;
+        fp4_status os = outs[i] ? fp4_out_preflight(a.e.model, outs[i], 0, 0, &oe) : FP4_OK;
+        if (os) rc = cli_report_error("run", os, &oe);
+    }
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     if (!rc) rc = rt_cli_open(&a.e, &m, &rt);

@@ -19,10 +19,10 @@ const cli_verb cli_verbs[] = {
     {"quantize", cmd_quantize, "quantize f32/f16/bf16 weights to NVFP4 (ModelOpt recipe) or Q4_K",
      "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k]\n"
      "       [--scale2-rule gpu|cpu] [--no-fusion] [--quantize-embeddings] [--shard-size N[M|G]]\n"
-     "       [--metadata KEY=VALUE]..."},
+     "       [--metadata KEY=VALUE]... [--force]"},
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
      "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml\n"
-     "       [--shard-size N[M|G]] [--metadata KEY=VALUE]..."},
+     "       [--shard-size N[M|G]] [--metadata KEY=VALUE]... [--force]"},
     {"run", cmd_run, "decode: prompt ids in, generated ids out (CPU, or CUDA through libfp4lane_cuda.so)",
      "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native]\n"
      "       [--threads N] [--prefill-chunk N] [--temp T --top-k K --top-p P --seed S]\n"
@@ -82,7 +82,14 @@ int cmd_help(int argc, char **argv) {
     return 2;
 }
 
+static int run_verb(int argc, char **argv);
+
 int main(int argc, char **argv) {
+    cli_stdio_guard();
+    return cli_stdout_finish(run_verb(argc, argv));
+}
+
+static int run_verb(int argc, char **argv) {
     if (argc < 2) {
         usage_all(stderr);
         return 2;

@@ -37,5 +37,5 @@ fp4_status fp4_config_plan(const fp4_wsrc *src, fp4_layout layout, char **cfg_ou
                            fp4_error *err);
 fp4_status fp4_write_hf_configs(const fp4_wsrc *src, fp4_layout layout, const char *dir, const char *cfg_text,
                                 fp4_error *err);
-fp4_status fp4_gguf_copy_kvs(fp4_gguf_writer *w, const fp4_gguf *g);
+fp4_status fp4_gguf_copy_kvs(fp4_gguf_writer *w, const fp4_gguf *g, fp4_error *err);
 #endif

@@ -369,27 +369,25 @@ fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_writer *w, 
     }
     if (st == FP4_ERR_UNSUPPORTED) st = GFAIL(st, "tokenizer.ggml.merges", "tok.gguf-merge-space", "a merged token holds a space");
     else if (st) st = GFAIL(st, NULL, st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.internal", "cannot list the merges");
-#define W(call)                                                                                                        \
-    do {                                                                                                               \
-        if (!st && (st = (call))) {                                                                                    \
-            const fp4_error *we = fp4_gguf_writer_error(w);                                                            \
-            st = GFAIL(st, we ? we->tensor : NULL, "tok.gguf-write", "%s", we ? we->msg : "writer refused");          \
-        }                                                                                                              \
+    fp4_error we = {0};
+#define W(call)                                                                                    \
+    do {                                                                                           \
+        if (!st && (st = (call))) st = GFAIL(st, we.tensor, "tok.gguf-write", "%s", we.msg);         \
     } while (0)
-    W(fp4_gguf_writer_add_str(w, "tokenizer.ggml.model", shape == 0 ? "gpt2" : "llama", shape == 0 ? 4 : 5));
-    if (shape == 0) W(fp4_gguf_writer_add_str(w, "tokenizer.ggml.pre", pe->name, strlen(pe->name)));
-    W(fp4_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", strs, lens, (uint64_t)n));
-    W(fp4_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", FP4_GGUF_INT32, types, (uint64_t)n));
-    if (t->n_merges) W(fp4_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", (const char *const *)mstr, mlen, t->n_merges));
-    if (scores) W(fp4_gguf_writer_add_arr(w, "tokenizer.ggml.scores", FP4_GGUF_FLOAT32, scores, (uint64_t)n));
+    W(fp4_gguf_writer_add_str(w, "tokenizer.ggml.model", shape == 0 ? "gpt2" : "llama", shape == 0 ? 4 : 5, &we));
+    if (shape == 0) W(fp4_gguf_writer_add_str(w, "tokenizer.ggml.pre", pe->name, strlen(pe->name), &we));
+    W(fp4_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", strs, lens, (uint64_t)n, &we));
+    W(fp4_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", FP4_GGUF_INT32, types, (uint64_t)n, &we));
+    if (t->n_merges) W(fp4_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", (const char *const *)mstr, mlen, t->n_merges, &we));
+    if (scores) W(fp4_gguf_writer_add_arr(w, "tokenizer.ggml.scores", FP4_GGUF_FLOAT32, scores, (uint64_t)n, &we));
     int32_t bos = t->n_tmpl_pre ? t->tmpl_pre[0] : t->bos, eos = t->n_tmpl_post ? t->tmpl_post[0] : t->eos;
-    if (bos >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos));
-    if (eos >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos));
-    if (t->pad >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)t->pad));
-    if (t->unk >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk));
-    W(fp4_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", t->n_tmpl_pre > 0));
-    W(fp4_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", t->n_tmpl_post > 0));
-    if (shape == 1) W(fp4_gguf_writer_add_bool(w, "tokenizer.ggml.add_space_prefix", space_prefix));
+    if (bos >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos, &we));
+    if (eos >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos, &we));
+    if (t->pad >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)t->pad, &we));
+    if (t->unk >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", (uint32_t)t->unk, &we));
+    W(fp4_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", t->n_tmpl_pre > 0, &we));
+    W(fp4_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", t->n_tmpl_post > 0, &we));
+    if (shape == 1) W(fp4_gguf_writer_add_bool(w, "tokenizer.ggml.add_space_prefix", space_prefix, &we));
 #undef W
     for (uint32_t r = 0; mstr && r < t->n_merges; r++) free(mstr[r]);
     free(mstr);
