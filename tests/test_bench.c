@@ -150,6 +150,14 @@ static void test_end_to_end(void) {
     CHECK(stat(path, &s0) == 0);
     CHECK_EQ_INT(cli(args), 1);
     CHECK(stat(path, &s1) == 0 && s0.st_ino == s1.st_ino && s0.st_size == s1.st_size);
+    /* a symbolic link as the receipt's path: refused before any cell runs (exit 1), nothing written */
+    char lnk[800], tgt[800];
+    snprintf(lnk, sizeof lnk, "%s/link.json", tmp);
+    snprintf(tgt, sizeof tgt, "%s/target.json", tmp);
+    CHECK(symlink(tgt, lnk) == 0);
+    snprintf(args, sizeof args, "bench models/tiny --a \"\" --b \"--threads 2\" --pairs 1 --json %s", lnk);
+    CHECK_EQ_INT(cli(args), 1);
+    CHECK(access(tgt, F_OK) != 0);
     /* usage errors: exit 2 */
     CHECK_EQ_INT(cli("bench models/tiny --a \"--mode exact\""), 2);
     CHECK_EQ_INT(cli("bench models/tiny --a \"--mode exact\" --b \"--bogus\""), 2);

@@ -12,9 +12,9 @@
 #include "bench/bench_stats.h"
 #include "cli.h"
 #include "fp4_rng.h"
+#include "io/outfile.h"
 #include "rt_cli.h"
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -179,25 +179,21 @@ static json_t *result_json(const fp4b_result *r) {
                      "pairs_a_higher", r->n_a_higher, "verdict", fp4b_verdict_text(r->verdict));
 }
 
-/* written to PATH.tmp.PID, fsynced, then linked to PATH (never replaces an existing file) */
+/* through src/io/outfile.h (a temporary name beside the path, fsynced, renamed, the directory
+ * fsynced); a receipt is evidence, so an existing file at the path is refused (checked before the
+ * cells run and again just before the rename) */
 static int write_receipt(const char *path, const char *text) {
-    char tmp[PATH_MAX + 32];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) return fprintf(stderr, "fp4lane bench: --json %s: %s\n", tmp, strerror(errno)), 1;
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w <= 0) break;
-        off += (size_t)w;
+    fp4_outfile *o = NULL;
+    fp4_error e;
+    fp4_status st = fp4_outfile_open(path, &o, &e);
+    if (!st) st = fp4_outfile_write(o, text, strlen(text), &e);
+    if (!st && access(path, F_OK) == 0) {
+        fp4_outfile_abort(o);
+        return fprintf(stderr, "fp4lane bench: --json %s appeared during the run: not replaced\n", path), 1;
     }
-    int bad = off != len || fsync(fd);
-    if (close(fd)) bad = 1;
-    if (!bad && link(tmp, path)) bad = 1;
-    int e = errno;
-    unlink(tmp);
-    if (bad) return fprintf(stderr, "fp4lane bench: --json %s: %s\n", path, strerror(e)), 1;
-    return 0;
+    if (!st) return fp4_outfile_commit(o, &e) ? cli_report_error("bench --json", e.code, &e) : 0;
+    fp4_outfile_abort(o);
+    return cli_report_error("bench --json", st, &e);
 }
 
 static json_t *side_json(const bench_side *s) {
@@ -311,6 +307,10 @@ int cmd_bench(int argc, char **argv) {
         return fprintf(stderr, "fp4lane bench: --json %s exists: the receipt never replaces a file\n",
                        json_path),
                1;
+    if (json_path) {
+        fp4_error e;
+        if (fp4_out_preflight(NULL, json_path, 0, 0, &e)) return cli_report_error("bench --json", e.code, &e);
+    }
     int rc = 0;
     for (int k = 0; k < 2 && !rc; k++)
         rc = parse_side(&sd[k], k ? "--b" : "--a") ? 2 : 0;
