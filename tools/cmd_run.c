@@ -18,7 +18,7 @@ typedef struct run_args {
     rt_cli_engine e;
     const char *prompt, *batch_file, *logits_out, *kv_save, *kv_load;
     long long n_gen;
-    int ignore_eos, json;
+    int ignore_eos, json, timing;
     fp4_sampler_params sp;
 } run_args;
 
@@ -38,7 +38,8 @@ static int usage(void) {
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--prefill-chunk N] [--ctx N]\n"
         "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
         "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] "
-        "[--kv-load F] [--json]\n");
+        "[--kv-load F] [--json]\n"
+        "       [--timing]\n");
     return 2;
 }
 
@@ -76,6 +77,8 @@ static int parse(int argc, char **argv, run_args *a) {
             a->ignore_eos = 1;
         else if (!strcmp(o, "--json"))
             a->json = 1;
+        else if (!strcmp(o, "--timing"))
+            a->timing = 1;
         else if (!strcmp(o, "-n") && v) {
             a->n_gen = strtoll(v, &end, 10);
             if (!*v || *end || a->n_gen < 0)
@@ -130,6 +133,7 @@ static int parse(int argc, char **argv, run_args *a) {
 typedef struct run_stats {
     int64_t n_prefill, n_decode;
     double t_prefill, t_decode;
+    double t_start, t_load, t_first; /* t_load, t_first: seconds from t_start (cmd_run's entry) */
 } run_stats;
 
 /* --json: one object at the end instead of the streamed ids and the summary line */
@@ -143,21 +147,39 @@ static void summary_json(const run_args *a, fp4_rt *rt, const run_stats *s, int3
         printf("]");
     }
     printf("],\"prefill_tokens\":%lld,\"prefill_tok_s\":%.3f,\"decode_tokens\":%lld,\"decode_tok_s\":%.3f,"
-           "\"device\":\"%s\","
+           "\"first_token_s\":%.3f,\"device\":\"%s\","
            "\"mode\":\"%s\",\"threads\":%d,\"routes\":\"%s\",\"interrupted\":%s}\n",
            (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0,
-           (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, fp4_rt_device_name(rt),
-           a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads, fp4_rt_routes(rt),
-           interrupted ? "true" : "false");
+           (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, s->t_first,
+           fp4_rt_device_name(rt), a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads,
+           fp4_rt_routes(rt), interrupted ? "true" : "false");
 }
 
 static void summary(const run_args *a, fp4_rt *rt, const run_stats *s, const char *end) {
-    fprintf(stdout,
-            "\nprefill %lld tok %.2f tok/s, decode %lld tok %.2f tok/s, device %s, mode %s, threads %d, "
-            "routes: %s%s\n",
-            (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0,
-            (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, fp4_rt_device_name(rt),
-            a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads, fp4_rt_routes(rt), end);
+    fprintf(
+        stdout,
+        "\nprefill %lld tok %.2f tok/s, decode %lld tok %.2f tok/s, first token %.3f s, device %s, mode %s, "
+        "threads %d, routes: %s%s\n",
+        (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0, (long long)s->n_decode,
+        s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, s->t_first, fp4_rt_device_name(rt),
+        a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads, fp4_rt_routes(rt), end);
+}
+
+/* --timing, on stderr: load and first-token times, and the memory split of /proc/self/status
+ * (VmHWM: peak resident; RssAnon / RssFile: now, with the engine still alive) */
+static void timing_line(const run_stats *s) {
+    char line[256], out[512] = "";
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        long long kb;
+        char key[32];
+        if (sscanf(line, "%31[^:]: %lld kB", key, &kb) == 2 &&
+            (!strcmp(key, "VmHWM") || !strcmp(key, "RssAnon") || !strcmp(key, "RssFile")))
+            snprintf(out + strlen(out), sizeof out - strlen(out), ", %s %.1f MiB", key, kb / 1024.0);
+    }
+    if (f) fclose(f);
+    fprintf(stderr, "timing: load %.3f s, first token %.3f s (from the start of run)%s\n", s->t_load,
+            s->t_first, out);
 }
 
 static int is_eos(const fp4_arch *ar, int32_t t) {
@@ -248,6 +270,7 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
         int64_t n = 0;
         for (int i = 0; i < n_seq; i++) {
             if (!live[i]) continue;
+            if (!s->n_decode) s->t_first = rt_cli_now() - s->t_start;
             cb(cb_ctx, i, next[i]);
             fp4_sampler_accept(smp[i], next[i]);
             s->n_decode++;
@@ -299,6 +322,7 @@ static void collect_token(void *ctx, int32_t seq, int32_t token) {
 }
 
 int cmd_run(int argc, char **argv) {
+    const double t_start = rt_cli_now();
     run_args a;
     if (parse(argc, argv, &a)) return usage();
     int32_t **prompts = NULL;
@@ -346,6 +370,7 @@ int cmd_run(int argc, char **argv) {
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     if (!rc) rc = rt_cli_open(&a.e, &m, &rt);
+    const double t_load = rt_cli_now() - t_start;
     /* usage checks that need the model: ids in range, positions within the context */
     for (int i = 0; !rc && i < n_seq; i++) {
         for (int64_t j = 0; j < plen[i] && !rc; j++)
@@ -376,6 +401,7 @@ int cmd_run(int argc, char **argv) {
         sa.sa_handler = on_sigint;
         sigaction(SIGINT, &sa, &old);
         run_stats st = {0};
+        st.t_start = t_start, st.t_load = t_load;
         batch_out b = {calloc((size_t)n_seq, sizeof(int32_t *)), calloc((size_t)n_seq, sizeof(int64_t)),
                        calloc((size_t)n_seq, sizeof(int64_t))};
         if (!b.ids || !b.n || !b.cap)
@@ -405,6 +431,7 @@ int cmd_run(int argc, char **argv) {
             have_npy = 0;
         }
         if ((!rc || interrupted) && !a.json) summary(&a, rt, &st, interrupted ? " (interrupted)" : "");
+        if (a.timing && (!rc || interrupted)) timing_line(&st);
         if (interrupted) rc = 130;
     }
     if (have_npy) rt_npy_abort(&npy);

@@ -26,9 +26,12 @@ const cli_verb cli_verbs[] = {
     {"run", cmd_run, "decode: prompt ids in, generated ids out (CPU, or CUDA through libfp4lane_cuda.so)",
      "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native]\n"
      "       [--threads N] [--prefill-chunk N] [--temp T --top-k K --top-p P --seed S]\n"
-     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json]"},
+     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json] [--timing]"},
     {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids, two configurations",
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
+    {"bench", cmd_bench, "paired timing of two configurations (A B A B ...): mean, CV, ratio, verdict",
+     "fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs 5] [--prefix 66] [--tokens 32]\n"
+     "       [--warmup 1] [--seed S] [--json FILE]"},
     {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
      "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
      "       [--shard-size N[M|G]] [--threads N] [--json]"},
