@@ -140,11 +140,11 @@ FP4_API const char *fp4_chat_template_name(int id); /* "llama3", "llama2", "mist
 FP4_API int fp4_chat_template_by_name(const char *name); /* -1 when unknown                     */
 /* The family of a Jinja chat_template, by fingerprints of its text; -1 when none matches. */
 FP4_API int fp4_chat_template_detect(const char *jinja);
-/* Renders messages as the family's template does, with bos_token = bos (may be NULL: "") and,
- * when add_generation_prompt, the opening of the assistant's answer. *text malloc'd,
+/* Renders messages as the family's template does, with bos_token = bos and eos_token = eos (NULL:
+ * "") and, when add_generation_prompt, the opening of the assistant's answer. *text malloc'd,
  * NUL-terminated. Refusals (FP4_ERR_INVALID_ARG, rule "chat.*") where the template raises an
  * exception (roles that do not alternate for Llama 2 / Mistral, an unknown role). */
-FP4_API fp4_status fp4_chat_render(int id, const fp4_chat_msg *msgs, size_t n, const char *bos,
+FP4_API fp4_status fp4_chat_render(int id, const fp4_chat_msg *msgs, size_t n, const char *bos, const char *eos,
                                    int add_generation_prompt, char **text, size_t *len, fp4_error *err);
 
 #ifdef __cplusplus

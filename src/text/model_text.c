@@ -32,8 +32,8 @@ static void folder_of(const char *path, char *dir, size_t n, int *is_gguf) {
         snprintf(dir, n, ".");
 }
 
-/* reads dir/name as JSON; *j NULL (FP4_OK) when the file does not exist */
-static fp4_status side_json(const char *dir, const char *name, json_t **j, fp4_error *err) {
+/* reads dir/name as JSON (tokenizer_config.json: integers as reals, model_max_length can be 1e30); *j NULL (FP4_OK) when the file does not exist */
+static fp4_status side_json(const char *dir, const char *name, size_t flags, json_t **j, fp4_error *err) {
     char p[4200];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     *j = NULL;
@@ -49,7 +49,7 @@ static fp4_status side_json(const char *dir, const char *name, json_t **j, fp4_e
                         SIDE_FILE_MAX);
     }
     json_error_t je;
-    *j = json_loadf(f, JSON_REJECT_DUPLICATES, &je);
+    *j = json_loadf(f, JSON_REJECT_DUPLICATES | flags, &je);
     fclose(f);
     if (!*j) return fp4_fail(err, FP4_ERR_FORMAT, p, NULL, "text.json", "line %d: %s", je.line, je.text);
     return FP4_OK;
@@ -64,7 +64,7 @@ fp4_status fp4_generation_eos(const char *model_path, int32_t *ids, int max, int
     folder_of(model_path, dir, sizeof dir, &gguf);
     if (gguf) return FP4_OK; /* a GGUF carries its EOS in its own metadata */
     json_t *j;
-    fp4_status st = side_json(dir, "generation_config.json", &j, err);
+    fp4_status st = side_json(dir, "generation_config.json", 0, &j, err);
     if (st || !j) return st;
     json_t *e = json_object_get(j, "eos_token_id");
     size_t i;
@@ -115,7 +115,7 @@ fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error
         return st;
     }
     json_t *j;
-    fp4_status st = side_json(dir, "tokenizer_config.json", &j, err);
+    fp4_status st = side_json(dir, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, &j, err);
     if (st || !j) return st;
     json_t *t = json_object_get(j, "chat_template");
     if (json_is_array(t)) { /* [{"name": "default", "template": ...}, ...] */
