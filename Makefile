@@ -113,7 +113,7 @@ symbols-check: lib
 	 if [ -n "$$extra$$missing" ]; then echo "exported, not declared: $$extra"; echo "declared, not in libfp4lane.so: $$missing"; exit 1; fi
 
 test: all header-check symbols-check $(TEST_BIN) $(REPLAY_BIN) oracle oracle-text
-	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN)
+	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN) tests/test_chat_tmux.sh
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address -fno-sanitize-recover=all" \

@@ -310,6 +310,48 @@ static void run_cli(void) {
     free(out), free(err), free(text);
 }
 
+/* fp4lane chat with its input piped: answers, the cache reused on the second turn, /reset, the end
+ * of input ends it with 0; refusals (the terminal session itself: tests/test_chat_tmux.sh) */
+static void chat_cli(void) {
+    char *out = NULL, *err = NULL, a[2048], in[700];
+    snprintf(in, sizeof in, "%s/chat.txt", tmp);
+    FILE *f = fopen(in, "w");
+    fputs("What is a table?\nAnd a row?\n/reset\nHello\n", f);
+    fclose(f);
+    snprintf(a, sizeof a, "chat models/tiny -n 12 --seed 3 --system 'You answer briefly.' <'%s'", in);
+    CHECK(cli(NULL, a, &out, &err) == 0);
+    CHECK(strstr(err, "template chatml") && strstr(out, "(history cleared)"));
+    /* turn 1 and turn 3 (after /reset) start from an empty cache, turn 2 reuses turn 1's tokens */
+    const char *t1 = strstr(err, "\n["), *t2 = t1 ? strstr(t1 + 1, "\n[") : NULL, *t3 = t2 ? strstr(t2 + 1, "\n[") : NULL;
+    long nn[3] = {-1, -1, -1}, reused[3] = {-1, -1, -1};
+    const char *t[3] = {t1, t2, t3};
+    for (int i = 0; i < 3; i++)
+        if (t[i]) sscanf(t[i], "\n[%ld new prompt tokens (%ld reused)", &nn[i], &reused[i]);
+    CHECK(reused[0] == 0 && nn[0] > 10);
+    CHECK(reused[1] > nn[0] && nn[1] > 0 && nn[1] < reused[1]);
+    CHECK(reused[2] == 0 && nn[2] > 0);
+    /* the same session twice: the same answers (seeded) */
+    char *o1 = strdup(out);
+    CHECK(cli(NULL, a, &out, &err) == 0 && !strcmp(out, o1));
+    free(o1);
+    snprintf(a, sizeof a, "chat models/tiny -n 4 </dev/null");
+    CHECK(cli(NULL, a, &out, &err) == 0);
+    CHECK(cli(NULL, "chat models/tiny --chat-template nope </dev/null", &out, &err) == 2 && strstr(err, "nope"));
+    CHECK(cli(NULL, "chat models/tiny --temp x </dev/null", &out, &err) == 2);
+    /* a template fp4lane does not know: refused, naming --chat-template; given, it runs */
+    char md[700], cmd[3000];
+    snprintf(md, sizeof md, "%s/tinychat", tmp);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp models/tiny/*.json models/tiny/model.safetensors %s/ && "
+                              "sed -i 's/\"chat_template\": \".*\"/\"chat_template\": \"{{ messages }}\"/' %s/tokenizer_config.json",
+             md, md, md);
+    CHECK(system(cmd) == 0);
+    snprintf(a, sizeof a, "chat %s </dev/null", md);
+    CHECK(cli(NULL, a, &out, &err) == 1 && strstr(err, "--chat-template NAME") && strstr(err, "chatml"));
+    snprintf(a, sizeof a, "chat %s --chat-template llama3 -n 4 <'%s'", md, in);
+    CHECK(cli(NULL, a, &out, &err) == 0 && strstr(err, "template llama3"));
+    free(out), free(err);
+}
+
 int main(void) {
     snprintf(bin, sizeof bin, "%s/fp4lane", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
     snprintf(tmp, sizeof tmp, "%s/fp4lane-runtext-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -318,6 +360,7 @@ int main(void) {
     utf8_stream();
     gen_config();
     run_cli();
+    chat_cli();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) fprintf(stderr, "cannot remove %s\n", tmp);
