@@ -5,6 +5,7 @@
  * before the stop string, --seed reproduces, 1 and 2 threads give the same text in exact mode,
  * the summary is stderr's last line, the default model and prompt, usage errors exit 2. */
 #include "check.h"
+#include "fp4lane_runtime.h"
 #include "fp4lane_text.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,6 +142,26 @@ static void stop_filter(void) {
     CHECK(fp4_stop_filter_create(NULL, 0, &f, &e) == FP4_OK);
     CHECK(f && !fp4_stop_filter_push(f, "abc", 3, &o, &l, &st) && l == 3 && !st);
     fp4_stop_filter_free(f);
+}
+
+/* the penalties look at the last penalty_last_n accepted tokens only (the sampler's other steps:
+ * tests/test_runtime_kv.c) */
+static void penalty_window(void) {
+    const float l[6] = {0.5f, 2.0f, 2.0f, -1.0f, 1.9f, 0.0f};
+    for (int last_n = 1; last_n <= 3; last_n++) {
+        fp4_sampler_params p = fp4_sampler_defaults();
+        p.repeat_penalty = 2.0f, p.penalty_last_n = last_n;
+        fp4_sampler *s = NULL;
+        CHECK(fp4_sampler_create(&p, 6, &s) == FP4_OK);
+        if (!s) continue;
+        fp4_sampler_accept(s, 1), fp4_sampler_accept(s, 2);
+        /* last_n 1: only 2 is penalized, 1 (2.0) wins; 2 or more: both, 4 (1.9) wins */
+        CHECK(fp4_sampler_sample(s, l) == (last_n == 1 ? 1 : 4));
+        fp4_sampler_accept(s, 5), fp4_sampler_accept(s, 5);
+        /* the window has moved past 1 and 2 for last_n <= 2 */
+        CHECK(fp4_sampler_sample(s, l) == (last_n <= 2 ? 1 : 4));
+        fp4_sampler_free(s);
+    }
 }
 
 /* models/tiny's byte tokens (Ã = 0xC3, © = 0xA9, ...) split characters: the detokenizer and the
@@ -357,6 +378,7 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-runtext-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     stop_filter();
+    penalty_window();
     utf8_stream();
     gen_config();
     run_cli();

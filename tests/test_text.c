@@ -204,21 +204,21 @@ static fp4_status gguf_variant(const fp4_tokenizer *t, const gkv *v, fp4_tokeniz
             fp4_gguf_get_bool(g, i, &b);
             fp4_gguf_writer_add_bool(w, k, b);
         } else if (fp4_gguf_arr_type(g, i) == FP4_GGUF_STRING) {
-            uint64_t n;
+            int64_t n = 0;
             fp4_gguf_get_arr_str_count(g, i, &n);
-            const char **ss = calloc(n + 1, sizeof *ss);
-            uint64_t *ll = calloc(n + 1, sizeof *ll);
-            for (uint64_t j = 0; j < n; j++) fp4_gguf_get_arr_str(g, i, j, &ss[j], &ll[j]);
+            const char **ss = calloc((size_t)n + 1, sizeof *ss);
+            uint64_t *ll = calloc((size_t)n + 1, sizeof *ll);
+            for (int64_t j = 0; j < n; j++) fp4_gguf_get_arr_str(g, i, j, &ss[j], &ll[j]);
             fp4_gguf_writer_add_arr_str(w, k, ss, ll, n);
             free(ss);
             free(ll);
         } else {
             const void *d;
-            uint64_t n;
+            int64_t n = 0;
             fp4_gguf_type et = fp4_gguf_arr_type(g, i);
             fp4_gguf_get_arr(g, i, et, &d, &n);
-            void *copy = malloc(n * fp4_gguf_type_size(et) + 1);
-            memcpy(copy, d, n * fp4_gguf_type_size(et)); /* little-endian host */
+            void *copy = malloc((size_t)n * fp4_gguf_type_size(et) + 1);
+            memcpy(copy, d, (size_t)n * fp4_gguf_type_size(et)); /* little-endian host */
             fp4_gguf_writer_add_arr(w, k, et, copy, n);
             free(copy);
         }
