@@ -148,7 +148,7 @@ static void stop_filter(void) {
  * tests/test_runtime_kv.c) */
 static void penalty_window(void) {
     const float l[6] = {0.5f, 2.0f, 2.0f, -1.0f, 1.9f, 0.0f};
-    for (int last_n = 1; last_n <= 3; last_n++) {
+    for (int last_n = 1; last_n <= 4; last_n++) {
         fp4_sampler_params p = fp4_sampler_defaults();
         p.repeat_penalty = 2.0f, p.penalty_last_n = last_n;
         fp4_sampler *s = NULL;
@@ -158,8 +158,8 @@ static void penalty_window(void) {
         /* last_n 1: only 2 is penalized, 1 (2.0) wins; 2 or more: both, 4 (1.9) wins */
         CHECK(fp4_sampler_sample(s, l) == (last_n == 1 ? 1 : 4));
         fp4_sampler_accept(s, 5), fp4_sampler_accept(s, 5);
-        /* the window has moved past 1 and 2 for last_n <= 2 */
-        CHECK(fp4_sampler_sample(s, l) == (last_n <= 2 ? 1 : 4));
+        /* history 1 2 5 5: 1 leaves the window unless last_n is 4 (then 1 and 2 are penalized) */
+        CHECK(fp4_sampler_sample(s, l) == (last_n <= 3 ? 1 : 4));
         fp4_sampler_free(s);
     }
 }
