@@ -80,8 +80,13 @@ static int parse(int argc, char **argv, chat_args *a) {
             if (num(o, v, 1e-3, 100, &x)) return -1;
             a->sp.repeat_penalty = (float)x, i++;
         } else if (!strcmp(o, "--seed")) {
-            if (num(o, v, 0, 1.8e19, &x)) return -1;
-            a->sp.seed = (uint64_t)x, i++;
+            char *end;
+            errno = 0;
+            a->sp.seed = v ? strtoull(v, &end, 10) : 0;
+            if (!v || !*v || *end || errno || *v == '-')
+                return fprintf(stderr, "fp4lane chat: --seed %s: expected an unsigned integer\n", v ? v : "(missing)"),
+                       -1;
+            i++;
         } else if (o[0] != '-' && !a->e.model)
             a->e.model = o;
         else
@@ -243,7 +248,6 @@ static int answer(session *s, conv *c) {
     }
     for (size_t i = 0; i < n_ids; i++)
         fp4_sampler_accept(smp, ids[i]);
-    double t0 = rt_cli_now();
     int rc = feed(s, ids + same, n_new);
     double t1 = rt_cli_now();
     int64_t n_gen = 0;
@@ -265,7 +269,6 @@ static int answer(session *s, conv *c) {
     fprintf(stderr, "[%s%lld new prompt tokens (%lld reused), %lld generated, %.1f tok/s]\n",
             stop_answer ? "interrupted; " : "", (long long)n_new, (long long)same, (long long)n_gen,
             t2 > t1 ? n_gen / (t2 - t1) : 0.0);
-    (void)t0;
     if (!rc) rc = conv_add(c, "assistant", out.text ? out.text : "", out.n_text) ? -1 : 1;
     rt_text_out_close(&out);
     fp4_sampler_free(smp);
