@@ -26,17 +26,18 @@ static void cases(json_t *root) {
         char *text = NULL;
         size_t len = 0;
         fp4_error e;
-        fp4_status st = fp4_chat_render(id, m, n, json_string_value(json_object_get(c, "bos")),
-                                        json_string_value(json_object_get(c, "eos")),
-                                        json_is_true(json_object_get(c, "add_generation_prompt")), &text, &len, &e);
+        fp4_status st =
+            fp4_chat_render(id, m, n, json_string_value(json_object_get(c, "bos")),
+                            json_string_value(json_object_get(c, "eos")),
+                            json_is_true(json_object_get(c, "add_generation_prompt")), &text, &len, &e);
         const char *want = json_string_value(json_object_get(c, "expected"));
         if (want) {
-            CHECK_MSG(st == FP4_OK && len == strlen(want) && !strcmp(text, want), "case %zu (%s): got [%s] want [%s]",
-                      i, fam, text ? text : "(refused)", want);
+            CHECK_MSG(st == FP4_OK && len == strlen(want) && !strcmp(text, want),
+                      "case %zu (%s): got [%s] want [%s]", i, fam, text ? text : "(refused)", want);
             n_render++;
         } else {
-            CHECK_MSG(st == FP4_ERR_INVALID_ARG && !text && !strncmp(e.rule, "chat.", 5), "case %zu (%s) must be refused",
-                      i, fam);
+            CHECK_MSG(st == FP4_ERR_INVALID_ARG && !text && !strncmp(e.rule, "chat.", 5),
+                      "case %zu (%s) must be refused", i, fam);
             n_refuse++;
         }
         free(text);
@@ -49,13 +50,15 @@ static void detection(json_t *root) {
     json_t *v;
     int n = 0;
     json_object_foreach(json_object_get(root, "templates"), k, v) {
-        CHECK_MSG(fp4_chat_template_detect(json_string_value(v)) == fp4_chat_template_by_name(k), "detect %s", k);
+        CHECK_MSG(fp4_chat_template_detect(json_string_value(v)) == fp4_chat_template_by_name(k), "detect %s",
+                  k);
         n++;
     }
     CHECK(n == fp4_chat_n_templates());
     /* later variants that render otherwise, and strangers, are not guessed */
-    CHECK(fp4_chat_template_detect("{{ bos_token }}<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
-                                   "Date: December 2023 ... <|eot_id|>") == -1);
+    CHECK(fp4_chat_template_detect(
+              "{{ bos_token }}<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge "
+              "Date: December 2023 ... <|eot_id|>") == -1);
     CHECK(fp4_chat_template_detect("{% for m in messages %}<|im_start|>{{ m.role }}<|im_end|>{% endfor %}"
                                    "{# You are Qwen, created by Alibaba Cloud #}") == -1);
     CHECK(fp4_chat_template_detect("{{ messages }}") == -1);

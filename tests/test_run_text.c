@@ -55,7 +55,11 @@ static const char *last_line(const char *s) {
 static int utf8_ok(const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
-        size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+        size_t k = c < 0x80             ? 1
+                   : (c & 0xE0) == 0xC0 ? 2
+                   : (c & 0xF0) == 0xE0 ? 3
+                   : (c & 0xF8) == 0xF0 ? 4
+                                        : 0;
         if (!k || i + k > n) return 0;
         for (size_t j = 1; j < k; j++)
             if (((unsigned char)s[i + j] & 0xC0) != 0x80) return 0;
@@ -65,7 +69,8 @@ static int utf8_ok(const char *s, size_t n) {
 }
 
 /* pushes pieces through a filter; returns everything it gave back (flushed at the end unless stopped) */
-static char *through(const char *const *stops, size_t ns, const char *const *pieces, size_t np, int *stopped) {
+static char *through(const char *const *stops, size_t ns, const char *const *pieces, size_t np,
+                     int *stopped) {
     fp4_stop_filter *f = NULL;
     fp4_error e;
     static char acc[4096];
@@ -130,7 +135,8 @@ static void stop_filter(void) {
     /* refusals */
     const char *bad1[] = {""}, *bad2[] = {"\xc3"}, *bad3[] = {"\xed\xa0\x80"};
     f = NULL;
-    CHECK(fp4_stop_filter_create(bad1, 1, &f, &e) == FP4_ERR_INVALID_ARG && !f && !strcmp(e.rule, "stop.empty"));
+    CHECK(fp4_stop_filter_create(bad1, 1, &f, &e) == FP4_ERR_INVALID_ARG && !f &&
+          !strcmp(e.rule, "stop.empty"));
     CHECK(fp4_stop_filter_create(bad2, 1, &f, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "stop.utf8"));
     CHECK(fp4_stop_filter_create(bad3, 1, &f, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "stop.utf8"));
     char *big = malloc(FP4_STOP_MAX_BYTES + 2);
@@ -188,10 +194,11 @@ static void utf8_stream(void) {
         const char *o, *o2;
         size_t l, l2;
         int st;
-        if (id[i] < 0 || fp4_detok_stream_push(ds, id[i], &o, &l, &e) || fp4_stop_filter_push(f, o, l, &o2, &l2, &st))
+        if (id[i] < 0 || fp4_detok_stream_push(ds, id[i], &o, &l, &e) ||
+            fp4_stop_filter_push(f, o, l, &o2, &l2, &st))
             break;
         chunks_ok &= utf8_ok(o, l) && utf8_ok(o2, l2);
-        if (i == 3) CHECK(l2 == 0); /* the € still incomplete */
+        if (i == 3) CHECK(l2 == 0);           /* the € still incomplete */
         if (i == 4) CHECK(l == 3 && l2 == 0); /* € complete, held back as a stop string's start */
         memcpy(acc + n, o2, l2), n += l2;
     }
@@ -212,8 +219,9 @@ static void gen_config(void) {
     fp4_error e;
     CHECK(fp4_generation_eos(d, ids, 8, &n, &e) == FP4_OK && n == 0); /* no file */
     snprintf(p, sizeof p, "%s/generation_config.json", d);
-    const char *cases[] = {"{\"eos_token_id\": 7}", "{\"eos_token_id\": [3, 9, 11]}", "{\"bos_token_id\": 1}",
-                           "{\"eos_token_id\": \"x\"}", "{\"eos_token_id\": [-1]}", "{\"eos_token_id\": [1,"};
+    const char *cases[] = {"{\"eos_token_id\": 7}",    "{\"eos_token_id\": [3, 9, 11]}",
+                           "{\"bos_token_id\": 1}",    "{\"eos_token_id\": \"x\"}",
+                           "{\"eos_token_id\": [-1]}", "{\"eos_token_id\": [1,"};
     for (int c = 0; c < 6; c++) {
         FILE *f = fopen(p, "w");
         fputs(cases[c], f);
@@ -248,8 +256,10 @@ static void run_cli(void) {
     char ids[1024];
     snprintf(ids, sizeof ids, "%s", out);
     for (char *c = ids; *c; c++)
-        if (*c == ' ') *c = ',';
-        else if (*c == '\n') *c = 0;
+        if (*c == ' ')
+            *c = ',';
+        else if (*c == '\n')
+            *c = 0;
     CHECK(ids[0] == '0' && ids[1] == ','); /* BOS 0 added by the tokenizer */
     snprintf(a, sizeof a, "run models/tiny --prompt-ids %s -n 40", ids);
     CHECK(cli(NULL, a, &out, &err) == 0);
@@ -276,12 +286,14 @@ static void run_cli(void) {
     const char *first = strstr(text, stop);
     snprintf(a, sizeof a, "run models/tiny -p '%s' -n 40 --stop '%s' --stop 'never-there'", P, stop);
     CHECK(cli(NULL, a, &out, &err) == 0);
-    CHECK(first && strlen(out) == (size_t)(first - text) && !memcmp(out, text, strlen(out)) && !strstr(out, stop));
+    CHECK(first && strlen(out) == (size_t)(first - text) && !memcmp(out, text, strlen(out)) &&
+          !strstr(out, stop));
     CHECK(!strncmp(last_line(err), "prefill ", 8));
     /* EOS from generation_config.json (a list): stop at the third generated token */
     char md[700], cmd[2000];
     snprintf(md, sizeof md, "%s/tinyeos", tmp);
-    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp models/tiny/*.json models/tiny/model.safetensors %s/", md, md);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp models/tiny/*.json models/tiny/model.safetensors %s/", md,
+             md);
     CHECK(system(cmd) == 0);
     int g[4] = {0};
     CHECK(sscanf(gen, "%d %d %d", &g[0], &g[1], &g[2]) == 3);
@@ -302,13 +314,17 @@ static void run_cli(void) {
     CHECK(cli(NULL, a, &out, &err) == 0);
     char *s7 = strdup(out);
     CHECK(cli(NULL, a, &out, &err) == 0 && !strcmp(out, s7));
-    snprintf(a, sizeof a, "run models/tiny -p '%s' -n 32 --temp 0.9 --top-k 50 --top-p 0.95 --seed 7 --threads 2", P);
+    snprintf(a, sizeof a,
+             "run models/tiny -p '%s' -n 32 --temp 0.9 --top-k 50 --top-p 0.95 --seed 7 --threads 2", P);
     CHECK(cli(NULL, a, &out, &err) == 0 && !strcmp(out, s7) && strstr(err, "threads 2"));
     snprintf(a, sizeof a, "run models/tiny -p '%s' -n 32 --temp 0.9 --top-k 50 --top-p 0.95 --seed 8", P);
     CHECK(cli(NULL, a, &out, &err) == 0 && strcmp(out, s7));
-    snprintf(a, sizeof a, "run models/tiny -p '%s' -n 32 --temp 0.9 --min-p 0.05 --repeat-penalty 1.2 "
-                          "--presence-penalty 0.5 --seed 7 --json", P);
-    CHECK(cli(NULL, a, &out, &err) == 0 && !strncmp(out, "{\"text\":\"", 9) && strstr(out, "\"sequences\":[["));
+    snprintf(a, sizeof a,
+             "run models/tiny -p '%s' -n 32 --temp 0.9 --min-p 0.05 --repeat-penalty 1.2 "
+             "--presence-penalty 0.5 --seed 7 --json",
+             P);
+    CHECK(cli(NULL, a, &out, &err) == 0 && !strncmp(out, "{\"text\":\"", 9) &&
+          strstr(out, "\"sequences\":[["));
     free(s7);
     /* no MODEL: $FP4LANE_MODEL, then the build tree's models/tiny; no prompt: a fixed one, sampled
      * with a fixed seed, so the output is the same every time */
@@ -317,7 +333,8 @@ static void run_cli(void) {
     CHECK(!strncmp(d1, "This section describes ", 23) && strlen(d1) > 80 && strstr(err, "seed 4"));
     CHECK(!strncmp(last_line(err), "prefill ", 8) && strstr(err, "decode 48 tok"));
     CHECK(cli("FP4LANE_MODEL=models/tiny", "run", &out, &err) == 0 && !strcmp(out, d1));
-    CHECK(cli("FP4LANE_MODEL=/nonexistent/model", "run", &out, &err) == 1 && strstr(err, "/nonexistent/model"));
+    CHECK(cli("FP4LANE_MODEL=/nonexistent/model", "run", &out, &err) == 1 &&
+          strstr(err, "/nonexistent/model"));
     free(d1);
     /* usage errors: exit 2, naming the problem */
     snprintf(a, sizeof a, "run models/tiny -p x --prompt-ids 0,1");
@@ -343,7 +360,8 @@ static void chat_cli(void) {
     CHECK(cli(NULL, a, &out, &err) == 0);
     CHECK(strstr(err, "template chatml") && strstr(out, "(history cleared)"));
     /* turn 1 and turn 3 (after /reset) start from an empty cache, turn 2 reuses turn 1's tokens */
-    const char *t1 = strstr(err, "\n["), *t2 = t1 ? strstr(t1 + 1, "\n[") : NULL, *t3 = t2 ? strstr(t2 + 1, "\n[") : NULL;
+    const char *t1 = strstr(err, "\n["), *t2 = t1 ? strstr(t1 + 1, "\n[") : NULL,
+               *t3 = t2 ? strstr(t2 + 1, "\n[") : NULL;
     long nn[3] = {-1, -1, -1}, reused[3] = {-1, -1, -1};
     const char *t[3] = {t1, t2, t3};
     for (int i = 0; i < 3; i++)
@@ -357,13 +375,16 @@ static void chat_cli(void) {
     free(o1);
     snprintf(a, sizeof a, "chat models/tiny -n 4 </dev/null");
     CHECK(cli(NULL, a, &out, &err) == 0);
-    CHECK(cli(NULL, "chat models/tiny --chat-template nope </dev/null", &out, &err) == 2 && strstr(err, "nope"));
+    CHECK(cli(NULL, "chat models/tiny --chat-template nope </dev/null", &out, &err) == 2 &&
+          strstr(err, "nope"));
     CHECK(cli(NULL, "chat models/tiny --temp x </dev/null", &out, &err) == 2);
     /* a template fp4lane does not know: refused, naming --chat-template; given, it runs */
     char md[700], cmd[3000];
     snprintf(md, sizeof md, "%s/tinychat", tmp);
-    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp models/tiny/*.json models/tiny/model.safetensors %s/ && "
-                              "sed -i 's/\"chat_template\": \".*\"/\"chat_template\": \"{{ messages }}\"/' %s/tokenizer_config.json",
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && cp models/tiny/*.json models/tiny/model.safetensors %s/ && "
+             "sed -i 's/\"chat_template\": \".*\"/\"chat_template\": \"{{ messages }}\"/' "
+             "%s/tokenizer_config.json",
              md, md, md);
     CHECK(system(cmd) == 0);
     snprintf(a, sizeof a, "chat %s </dev/null", md);

@@ -29,9 +29,11 @@ typedef struct chat_args {
 } chat_args;
 
 static int usage(void) {
-    fprintf(stderr, "usage: fp4lane chat [MODEL] [--system TEXT] [--chat-template llama3|llama2|mistral|qwen3|chatml]\n"
-                    "       [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
-                    "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--ctx N]\n");
+    fprintf(
+        stderr,
+        "usage: fp4lane chat [MODEL] [--system TEXT] [--chat-template llama3|llama2|mistral|qwen3|chatml]\n"
+        "       [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
+        "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--ctx N]\n");
     return 2;
 }
 
@@ -39,7 +41,8 @@ static int num(const char *o, const char *v, double lo, double hi, double *x) {
     char *end;
     *x = v ? strtod(v, &end) : 0;
     if (!v || !*v || *end || !(*x >= lo && *x <= hi))
-        return fprintf(stderr, "fp4lane chat: %s %s: expected a number in [%g, %g]\n", o, v ? v : "(missing)", lo, hi),
+        return fprintf(stderr, "fp4lane chat: %s %s: expected a number in [%g, %g]\n", o, v ? v : "(missing)",
+                       lo, hi),
                -1;
     return 0;
 }
@@ -84,7 +87,8 @@ static int parse(int argc, char **argv, chat_args *a) {
             errno = 0;
             a->sp.seed = v ? strtoull(v, &end, 10) : 0;
             if (!v || !*v || *end || errno || *v == '-')
-                return fprintf(stderr, "fp4lane chat: --seed %s: expected an unsigned integer\n", v ? v : "(missing)"),
+                return fprintf(stderr, "fp4lane chat: --seed %s: expected an unsigned integer\n",
+                               v ? v : "(missing)"),
                        -1;
             i++;
         } else if (o[0] != '-' && !a->e.model)
@@ -93,7 +97,9 @@ static int parse(int argc, char **argv, chat_args *a) {
             return fprintf(stderr, "fp4lane chat: unknown or incomplete option '%s'\n", o), -1;
     }
     if (a->tmpl_name && fp4_chat_template_by_name(a->tmpl_name) < 0)
-        return fprintf(stderr, "fp4lane chat: --chat-template %s: not a template fp4lane has\n", a->tmpl_name), -1;
+        return fprintf(stderr, "fp4lane chat: --chat-template %s: not a template fp4lane has\n",
+                       a->tmpl_name),
+               -1;
     if (!a->e.model) {
         if (rt_text_default_model("chat", a->model_buf, sizeof a->model_buf)) return -2;
         a->e.model = a->model_buf;
@@ -227,7 +233,8 @@ static int answer(session *s, conv *c) {
         free(ids);
         /* the context is full: forget the oldest turns (a system prompt stays) */
         size_t first = c->n && !strcmp(c->m[0].role, "system") ? 1 : 0;
-        if (c->n - first <= 1) return fprintf(stderr, "fp4lane chat: the message is longer than the context\n"), 0;
+        if (c->n - first <= 1)
+            return fprintf(stderr, "fp4lane chat: the message is longer than the context\n"), 0;
         free((char *)c->m[first].content);
         memmove(c->m + first, c->m + first + 1, (c->n - first - 1) * sizeof *c->m);
         c->n--;
@@ -291,8 +298,11 @@ int cmd_chat(int argc, char **argv) {
     s.n_eos = rt_text_eos("chat", a.e.model, fp4_rt_arch(s.rt), s.tok, s.eos, FP4_ARCH_MAX_EOS);
     if (s.n_eos < 0) rc = 1;
     /* the template's end of turn: an EOS when it is one token, else a stop string */
-    static const char *const ends[][2] = {{"llama3", "<|eot_id|>"}, {"qwen3", "<|im_end|>"}, {"chatml", "<|im_end|>"},
-                                          {"llama2", "</s>"},       {"mistral", "</s>"}};
+    static const char *const ends[][2] = {{"llama3", "<|eot_id|>"},
+                                          {"qwen3", "<|im_end|>"},
+                                          {"chatml", "<|im_end|>"},
+                                          {"llama2", "</s>"},
+                                          {"mistral", "</s>"}};
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
         if (!strcmp(ends[i][0], fp4_chat_template_name(s.tmpl))) {
             int32_t id = fp4_tokenizer_find(s.tok, ends[i][1], strlen(ends[i][1]));
@@ -312,8 +322,10 @@ int cmd_chat(int argc, char **argv) {
     sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
     sigaction(SIGINT, &sa, &old);
     if (!rc)
-        fprintf(stderr, "fp4lane chat: %s, template %s. /reset clears the history, /exit ends; Ctrl-C stops an answer.\n",
-                a.e.model, fp4_chat_template_name(s.tmpl));
+        fprintf(
+            stderr,
+            "fp4lane chat: %s, template %s. /reset clears the history, /exit ends; Ctrl-C stops an answer.\n",
+            a.e.model, fp4_chat_template_name(s.tmpl));
     char *line = NULL;
     size_t cap = 0;
     while (!rc) {

@@ -94,8 +94,7 @@ static int parse(int argc, char **argv, run_args *a) {
             if (a->n_stops == FP4_STOP_MAX)
                 return fprintf(stderr, "fp4lane run: more than %d --stop strings\n", FP4_STOP_MAX), -1;
             a->stops[a->n_stops++] = v, i++;
-        }
-        else if (!strcmp(o, "--batch-file") && v)
+        } else if (!strcmp(o, "--batch-file") && v)
             a->batch_file = v, i++;
         else if (!strcmp(o, "--logits-out") && v)
             a->logits_out = v, i++;
@@ -158,7 +157,8 @@ static int parse(int argc, char **argv, run_args *a) {
         a->default_prompt = 1;
         a->text = RUN_DEFAULT_PROMPT;
         if (!a->sampling_given) {
-            a->sp.temperature = 0.7f, a->sp.top_k = 40, a->sp.repeat_penalty = 1.1f, a->sp.penalty_last_n = 64;
+            a->sp.temperature = 0.7f, a->sp.top_k = 40, a->sp.repeat_penalty = 1.1f,
+            a->sp.penalty_last_n = 64;
             a->sp.seed = 4;
         }
         if (!a->n_given) a->n_gen = RUN_DEFAULT_N;
@@ -395,7 +395,8 @@ int cmd_run(int argc, char **argv) {
         prompts = malloc(sizeof *prompts), plen = malloc(sizeof *plen);
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        if (!prompts || !plen || fp4_tokenizer_encode(tok, ptext, plen_b, FP4_TOK_ADD_SPECIAL, &ids, &n_ids)) {
+        if (!prompts || !plen ||
+            fp4_tokenizer_encode(tok, ptext, plen_b, FP4_TOK_ADD_SPECIAL, &ids, &n_ids)) {
             fprintf(stderr, "fp4lane run: cannot encode the prompt\n");
             free(ptext), free(prompts), free(plen), fp4_tokenizer_free(tok);
             return 1;
@@ -442,7 +443,8 @@ int cmd_run(int argc, char **argv) {
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     if (!rc) rc = rt_cli_open(&a.e, &m, &rt);
-    if (!rc && (a.n_eos = rt_text_eos("run", a.e.model, fp4_rt_arch(rt), tok, a.eos, FP4_ARCH_MAX_EOS)) < 0) rc = 1;
+    if (!rc && (a.n_eos = rt_text_eos("run", a.e.model, fp4_rt_arch(rt), tok, a.eos, FP4_ARCH_MAX_EOS)) < 0)
+        rc = 1;
     /* a text prompt without -n: as many tokens as the context leaves, up to RUN_TEXT_N */
     if (!rc && text_mode && !a.n_given && plen[0] + a.n_gen > fp4_rt_n_ctx(rt) && plen[0] < fp4_rt_n_ctx(rt))
         a.n_gen = fp4_rt_n_ctx(rt) - plen[0];

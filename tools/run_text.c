@@ -38,7 +38,8 @@ int rt_text_default_model(const char *verb, char *buf, size_t n) {
     fprintf(stderr,
             "fp4lane %s: no MODEL given and no default model found; looked at $FP4LANE_MODEL (unset), "
             "%s (the build tree's models/tiny) and %s (make install's $(PREFIX)/share/fp4lane/tiny)\n",
-            verb, tree[0] ? tree : "<exe dir>/../models/tiny", inst[0] ? inst : "<exe dir>/../share/fp4lane/tiny");
+            verb, tree[0] ? tree : "<exe dir>/../models/tiny",
+            inst[0] ? inst : "<exe dir>/../share/fp4lane/tiny");
     return -1;
 }
 

@@ -57,8 +57,8 @@ static fp4_status alternate_fail(fp4_error *err) {
 }
 
 /* ChatML: <|im_start|>ROLE\nCONTENT<|im_end|>\n per message */
-static fp4_status r_chatml(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen, cbuf *b,
-                           fp4_error *err) {
+static fp4_status r_chatml(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
+                           cbuf *b, fp4_error *err) {
     for (size_t i = 0; i < n; i++) {
         puts_(b, "<|im_start|>"), puts_(b, m[i].role), puts_(b, "\n"), puts_(b, m[i].content);
         puts_(b, "<|im_end|>\n");
@@ -76,7 +76,8 @@ static fp4_status r_qwen3(const fp4_chat_msg *m, size_t n, const char *bos, cons
         if (!is(&m[k], "user")) continue;
         const char *c = m[k].content;
         size_t l = strlen(c);
-        if (l >= 15 && !strncmp(c, "<tool_response>", 15) && l >= 16 && !strcmp(c + l - 16, "</tool_response>"))
+        if (l >= 15 && !strncmp(c, "<tool_response>", 15) && l >= 16 &&
+            !strcmp(c + l - 16, "</tool_response>"))
             continue;
         last_query = k;
         break;
@@ -130,8 +131,8 @@ static fp4_status r_qwen3(const fp4_chat_msg *m, size_t n, const char *bos, cons
 }
 
 /* Llama 3: BOS, then <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT|trim<|eot_id|> */
-static fp4_status r_llama3(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen, cbuf *b,
-                           fp4_error *err) {
+static fp4_status r_llama3(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
+                           cbuf *b, fp4_error *err) {
     for (size_t i = 0; i < n; i++) {
         if (!i) puts_(b, bos);
         puts_(b, "<|start_header_id|>"), puts_(b, m[i].role), puts_(b, "<|end_header_id|>\n\n");
@@ -144,8 +145,8 @@ static fp4_status r_llama3(const fp4_chat_msg *m, size_t n, const char *bos, con
 
 /* Llama 2: a leading system message folded into the first user turn in <<SYS>>; user/assistant
  * alternate; BOS [INST] user [/INST] assistant EOS (contents stripped) */
-static fp4_status r_llama2(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen, cbuf *b,
-                           fp4_error *err) {
+static fp4_status r_llama2(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
+                           cbuf *b, fp4_error *err) {
     const char *sys = NULL;
     if (n && is(&m[0], "system")) sys = m[0].content, m++, n--;
     for (size_t i = 0; i < n; i++) {
@@ -164,8 +165,8 @@ static fp4_status r_llama2(const fp4_chat_msg *m, size_t n, const char *bos, con
 }
 
 /* Mistral (v0.1 instruct): BOS, then [INST] user [/INST]assistant EOS; user/assistant only */
-static fp4_status r_mistral(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen, cbuf *b,
-                            fp4_error *err) {
+static fp4_status r_mistral(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
+                            cbuf *b, fp4_error *err) {
     puts_(b, bos);
     for (size_t i = 0; i < n; i++) {
         if (is(&m[i], "user") != (i % 2 == 0)) return alternate_fail(err);
@@ -190,7 +191,10 @@ typedef struct chat_family {
 static const chat_family families[] = {
     {"llama3", r_llama3, {"<|start_header_id|>", "<|eot_id|>"}, {"Cutting Knowledge", "tools", "ipython"}},
     {"llama2", r_llama2, {"<<SYS>>", "[INST]", "raise_exception"}, {"tools"}},
-    {"mistral", r_mistral, {"[INST]", "[/INST]", "bos_token"}, {"<<SYS>>", "[AVAILABLE_TOOLS]", "system", "tools"}},
+    {"mistral",
+     r_mistral,
+     {"[INST]", "[/INST]", "bos_token"},
+     {"<<SYS>>", "[AVAILABLE_TOOLS]", "system", "tools"}},
     {"qwen3", r_qwen3, {"<|im_start|>", "</think>", "last_query_index"}, {"You are Qwen"}},
     {"chatml", r_chatml, {"<|im_start|>", "<|im_end|>"}, {"</think>", "You are ", "tools", "loop.first"}},
 };
@@ -229,11 +233,12 @@ fp4_status fp4_chat_render(int id, const fp4_chat_msg *msgs, size_t n, const cha
     if (len) *len = 0;
     for (size_t i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content)
-            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "chat.arg", "message %zu has no role or content",
-                            i);
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "chat.arg",
+                            "message %zu has no role or content", i);
     cbuf b = {0};
     puts_(&b, "");
-    fp4_status st = families[id].render(msgs, n, bos ? bos : "", eos ? eos : "", add_generation_prompt, &b, err);
+    fp4_status st =
+        families[id].render(msgs, n, bos ? bos : "", eos ? eos : "", add_generation_prompt, &b, err);
     if (!st && b.oom) st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "chat.nomem", "out of memory");
     if (st) {
         free(b.p);

@@ -32,7 +32,8 @@ static void folder_of(const char *path, char *dir, size_t n, int *is_gguf) {
         snprintf(dir, n, ".");
 }
 
-/* reads dir/name as JSON (tokenizer_config.json: integers as reals, model_max_length can be 1e30); *j NULL (FP4_OK) when the file does not exist */
+/* reads dir/name as JSON (tokenizer_config.json: integers as reals, model_max_length can be 1e30); *j NULL
+ * (FP4_OK) when the file does not exist */
 static fp4_status side_json(const char *dir, const char *name, size_t flags, json_t **j, fp4_error *err) {
     char p[4200];
     snprintf(p, sizeof p, "%s/%s", dir, name);
@@ -94,7 +95,8 @@ fp4_status fp4_generation_eos(const char *model_path, int32_t *ids, int max, int
 }
 
 fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error *err) {
-    if (!model_path || !tmpl) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "text.arg", "NULL argument");
+    if (!model_path || !tmpl)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "text.arg", "NULL argument");
     *tmpl = NULL;
     char dir[4096];
     int gguf;
@@ -107,7 +109,8 @@ fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error
         uint64_t len = 0;
         int64_t k = fp4_gguf_key_index(g, "tokenizer.chat_template");
         if (k >= 0 && fp4_gguf_get_str(g, k, &s, &len) == FP4_OK && s && len < SIDE_FILE_MAX) {
-            if (!(*tmpl = malloc(len + 1))) st = FP4_ERR_NOMEM;
+            if (!(*tmpl = malloc(len + 1)))
+                st = FP4_ERR_NOMEM;
             else
                 memcpy(*tmpl, s, len), (*tmpl)[len] = 0;
         }
@@ -123,7 +126,8 @@ fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error
         json_t *x, *pick = NULL;
         json_array_foreach(t, i, x) {
             const char *name = json_string_value(json_object_get(x, "name"));
-            if (json_is_string(json_object_get(x, "template")) && (!pick || (name && !strcmp(name, "default"))))
+            if (json_is_string(json_object_get(x, "template")) &&
+                (!pick || (name && !strcmp(name, "default"))))
                 pick = json_object_get(x, "template");
         }
         t = pick;

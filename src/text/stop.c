@@ -25,8 +25,13 @@ void fp4_stop_filter_free(fp4_stop_filter *f) {
 static int utf8_valid(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned c = s[i];
-        size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-        if (!k || (k == 2 && c < 0xC2) || (c == 0xF4 && i + 1 < n && s[i + 1] > 0x8F) || c > 0xF4 || i + k > n)
+        size_t k = c < 0x80             ? 1
+                   : (c & 0xE0) == 0xC0 ? 2
+                   : (c & 0xF0) == 0xE0 ? 3
+                   : (c & 0xF8) == 0xF0 ? 4
+                                        : 0;
+        if (!k || (k == 2 && c < 0xC2) || (c == 0xF4 && i + 1 < n && s[i + 1] > 0x8F) || c > 0xF4 ||
+            i + k > n)
             return 0;
         for (size_t j = 1; j < k; j++)
             if ((s[i + j] & 0xC0) != 0x80) return 0;
@@ -38,20 +43,23 @@ static int utf8_valid(const unsigned char *s, size_t n) {
 }
 
 fp4_status fp4_stop_filter_create(const char *const *stops, size_t n, fp4_stop_filter **out, fp4_error *err) {
-    if (!out || (n && !stops)) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "stop.arg", "NULL argument");
+    if (!out || (n && !stops))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "stop.arg", "NULL argument");
     *out = NULL;
     if (n > FP4_STOP_MAX)
         return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "stop.count", "%zu stop strings (at most %d)", n,
                         FP4_STOP_MAX);
     for (size_t i = 0; i < n; i++) {
         size_t l = stops[i] ? strlen(stops[i]) : 0;
-        if (!l) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "stop.empty", "stop string %zu is empty", i + 1);
+        if (!l)
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "stop.empty", "stop string %zu is empty",
+                            i + 1);
         if (l > FP4_STOP_MAX_BYTES)
             return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "stop.length",
                             "stop string %zu is %zu bytes (at most %d)", i + 1, l, FP4_STOP_MAX_BYTES);
         if (!utf8_valid((const unsigned char *)stops[i], l))
-            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "stop.utf8", "stop string %zu is not valid UTF-8",
-                            i + 1);
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "stop.utf8",
+                            "stop string %zu is not valid UTF-8", i + 1);
     }
     fp4_stop_filter *f = calloc(1, sizeof *f);
     if (!f || (n && (!(f->stop = calloc(n, sizeof *f->stop)) || !(f->len = calloc(n, sizeof *f->len))))) {
@@ -120,8 +128,8 @@ fp4_status fp4_stop_filter_push(fp4_stop_filter *f, const char *text, size_t len
     }
     /* layout after the call: [held][emitted copy] — the held text stays at the front */
     size_t held = f->stopped ? 0 : f->n_buf - emit;
-    memmove(f->buf + f->n_buf, f->buf, emit);      /* the emitted text, copied past the end */
-    memmove(f->buf, f->buf + emit, held);          /* the held-back tail to the front      */
+    memmove(f->buf + f->n_buf, f->buf, emit);        /* the emitted text, copied past the end */
+    memmove(f->buf, f->buf + emit, held);            /* the held-back tail to the front      */
     memmove(f->buf + held, f->buf + f->n_buf, emit); /* the emitted text right after it     */
     f->buf[held + emit] = 0;
     f->n_buf = held;
