@@ -232,6 +232,11 @@ static void gen_config(void) {
         if (c == 2) CHECK(st == FP4_OK && n == 0);
         if (c >= 3) CHECK(st == FP4_ERR_FORMAT);
     }
+    /* a side file past 16 MiB is refused before it is read */
+    FILE *big = fopen(p, "w");
+    CHECK(big && !ftruncate(fileno(big), (16 << 20) + 1));
+    if (big) fclose(big);
+    CHECK(fp4_generation_eos(d, ids, 8, &n, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "text.limit"));
     /* a file in the folder names the folder */
     snprintf(p, sizeof p, "%s/generation_config.json", d);
     FILE *f = fopen(p, "w");
@@ -280,7 +285,34 @@ static void run_cli(void) {
     snprintf(a, sizeof a, "run models/tiny -p - -n 40 <'%s'", pf);
     CHECK(cli(NULL, a, &out, &err) == 0 && !strcmp(out, text));
     /* --stop: a stop string that starts inside one token and ends inside another */
-    const char *at = strlen(text) > 30 ? text + 25 : text;
+    /* token boundaries of the text: the byte lengths of the decoded prefixes of the ids */
+    size_t bound[64], nb = 0, at_off = 0;
+    {
+        fp4_tokenizer *tk = NULL;
+        fp4_error te;
+        int32_t gi[64];
+        int ng = 0, off = 0, k;
+        while (ng < 64 && sscanf(gen + off, "%d%n", &gi[ng], &k) == 1)
+            ng++, off += k;
+        CHECK(ng == 40 && fp4_tokenizer_load("models/tiny", &tk, &te) == FP4_OK);
+        for (int j = 1; tk && j <= ng; j++) {
+            char *d = NULL;
+            size_t dl = 0;
+            if (!fp4_tokenizer_decode(tk, gi, (size_t)j, 0, &d, &dl, &te)) bound[nb++] = dl;
+            free(d);
+        }
+        fp4_tokenizer_free(tk);
+    }
+    /* the first start past byte 20 where neither the start nor the end (7 bytes on) is a token
+     * boundary and at least one boundary lies between them */
+    for (size_t o = 20; !at_off && o + 7 < strlen(text); o++) {
+        int on = 0, inside = 0;
+        for (size_t j = 0; j < nb; j++)
+            on |= bound[j] == o || bound[j] == o + 7, inside |= bound[j] > o && bound[j] < o + 7;
+        if (!on && inside) at_off = o;
+    }
+    CHECK(nb == 40 && at_off > 0);
+    const char *at = text + at_off;
     char stop[16];
     snprintf(stop, sizeof stop, "%.7s", at);
     const char *first = strstr(text, stop);
