@@ -113,7 +113,7 @@ symbols-check: lib
 	 if [ -n "$$extra$$missing" ]; then echo "exported, not declared: $$extra"; echo "declared, not in libfp4lane.so: $$missing"; exit 1; fi
 
 test: all header-check symbols-check $(TEST_BIN) $(REPLAY_BIN) oracle oracle-text
-	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN)
+	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN) tests/test_chat_tmux.sh
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address -fno-sanitize-recover=all" \
@@ -257,6 +257,10 @@ LIBDIR      = $(DESTDIR)$(PREFIX)/lib
 BINDIR      = $(DESTDIR)$(PREFIX)/bin
 PCDIR       = $(LIBDIR)/pkgconfig
 PUB_HEADERS = $(sort $(wildcard include/*.h))
+# the default model of `fp4lane run` / `chat` (found as <bin>/../share/fp4lane/tiny)
+TINYDIR     = $(DESTDIR)$(PREFIX)/share/fp4lane/tiny
+TINY_FILES  = $(addprefix models/tiny/,config.json hf_quant_config.json generation_config.json model.safetensors \
+              tokenizer.json tokenizer_config.json MODEL_CARD.md)
 .PHONY: install uninstall install-check
 $(BUILD)/fp4lane.pc: Makefile
 	@mkdir -p $(dir $@)
@@ -273,9 +277,13 @@ install: all $(BUILD)/fp4lane.pc
 	@if [ -f $(BUILD)/libfp4lane_cuda.a ]; then install -m 644 $(BUILD)/libfp4lane_cuda.a $(LIBDIR)/; fi
 	install -m 755 $(BUILD)/fp4lane $(BINDIR)/
 	install -m 644 $(BUILD)/fp4lane.pc $(PCDIR)/
+	install -d $(TINYDIR)
+	install -m 644 $(TINY_FILES) $(TINYDIR)/
 uninstall:
 	rm -f $(addprefix $(INCDIR)/,$(notdir $(PUB_HEADERS))) $(LIBDIR)/libfp4lane.a $(LIBDIR)/libfp4lane.so \
 	  $(LIBDIR)/libfp4lane_cuda.a $(BINDIR)/fp4lane $(PCDIR)/fp4lane.pc
+	rm -f $(addprefix $(TINYDIR)/,$(notdir $(TINY_FILES)))
+	-rmdir $(TINYDIR) $(DESTDIR)$(PREFIX)/share/fp4lane 2>/dev/null
 # install into a scratch DESTDIR, build a program against it through pkg-config, run it, uninstall,
 # and check nothing is left behind
 install-check: all

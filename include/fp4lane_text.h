@@ -97,6 +97,56 @@ FP4_API void fp4_detok_stream_free(fp4_detok_stream *s); /* accepts NULL */
  * FP4_ERR_UNSUPPORTED for a tokenizer GGUF cannot describe (an unknown pre-tokenizer regex). */
 FP4_API fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_writer *w, fp4_error *err);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Generation helpers                                                                         */
+
+/* Stop strings over streamed text (UTF-8). push returns the text that is safe to print now: a
+ * tail that may still become a stop string is held back (at most the longest stop string - 1
+ * bytes) until later text decides it; *stopped = 1 once a stop string appeared, and out then ends
+ * just before it (the stop string and everything after it are never returned). flush returns the
+ * held-back text at the end of generation. Pushing whole UTF-8 characters gives back whole
+ * characters (stop strings must be valid UTF-8). *out stays valid until the next call. */
+#define FP4_STOP_MAX 64          /* stop strings                                                */
+#define FP4_STOP_MAX_BYTES 1024  /* bytes of one stop string                                    */
+typedef struct fp4_stop_filter fp4_stop_filter;
+FP4_API fp4_status fp4_stop_filter_create(const char *const *stops, size_t n, fp4_stop_filter **out,
+                                          fp4_error *err); /* rule "stop.*": empty, not UTF-8, limits */
+FP4_API fp4_status fp4_stop_filter_push(fp4_stop_filter *f, const char *text, size_t len, const char **out,
+                                        size_t *out_len, int *stopped);
+FP4_API fp4_status fp4_stop_filter_flush(fp4_stop_filter *f, const char **out, size_t *out_len);
+FP4_API int fp4_stop_filter_stopped(const fp4_stop_filter *f);
+FP4_API void fp4_stop_filter_free(fp4_stop_filter *f); /* accepts NULL */
+
+/* The EOS ids of generation_config.json beside model_path (a HF folder or a file in one):
+ * eos_token_id as an integer or a list; at most max are stored, *n = 0 when the file or the key is
+ * absent (and for a GGUF: its EOS is in its metadata). A malformed file: FP4_ERR_FORMAT. */
+FP4_API fp4_status fp4_generation_eos(const char *model_path, int32_t *ids, int max, int *n, fp4_error *err);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Chat templates: the families' Jinja templates as a table (src/text/chat.c)                */
+
+typedef struct fp4_chat_msg {
+    const char *role; /* "system", "user" or "assistant"                                          */
+    const char *content;
+} fp4_chat_msg;
+
+/* The chat_template of tokenizer_config.json beside model_path (a string, or the "default" entry
+ * of a list), or a GGUF's tokenizer.chat_template; *tmpl = NULL (FP4_OK) when there is none.
+ * *tmpl is malloc'd. */
+FP4_API fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error *err);
+/* Template ids: 0 .. fp4_chat_n_templates()-1. */
+FP4_API int fp4_chat_n_templates(void);
+FP4_API const char *fp4_chat_template_name(int id); /* "llama3", "llama2", "mistral", "chatml", ... */
+FP4_API int fp4_chat_template_by_name(const char *name); /* -1 when unknown                     */
+/* The family of a Jinja chat_template, by fingerprints of its text; -1 when none matches. */
+FP4_API int fp4_chat_template_detect(const char *jinja);
+/* Renders messages as the family's template does, with bos_token = bos and eos_token = eos (NULL:
+ * "") and, when add_generation_prompt, the opening of the assistant's answer. *text malloc'd,
+ * NUL-terminated. Refusals (FP4_ERR_INVALID_ARG, rule "chat.*") where the template raises an
+ * exception (roles that do not alternate for Llama 2 / Mistral, an unknown role). */
+FP4_API fp4_status fp4_chat_render(int id, const fp4_chat_msg *msgs, size_t n, const char *bos, const char *eos,
+                                   int add_generation_prompt, char **text, size_t *len, fp4_error *err);
+
 #ifdef __cplusplus
 }
 #endif

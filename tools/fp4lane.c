@@ -23,10 +23,14 @@ const cli_verb cli_verbs[] = {
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
      "fp4lane convert IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml]\n"
      "       [--shard-size N[M|G]] [--metadata KEY=VALUE]... [--force]"},
-    {"run", cmd_run, "decode: prompt ids in, generated ids out (CPU, or CUDA through libfp4lane_cuda.so)",
-     "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native]\n"
+    {"run", cmd_run, "decode: text or ids in, the continuation out (CPU, or CUDA through libfp4lane_cuda.so)",
+     "fp4lane run [MODEL] [-p TEXT|-p -|-f FILE|--prompt-ids 1,2,3|@FILE] [-n N] [--stop STR]...\n"
+     "       [--device cpu|cuda] [--mode exact|native]\n"
      "       [--threads N] [--prefill-chunk N] [--temp T --top-k K --top-p P --seed S]\n"
-     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json] [--timing]"},
+     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json]\n"
+     "       [--timing]"},
+    {"chat", cmd_chat, "interactive chat over MODEL's chat template (default: models/tiny)",
+     "fp4lane chat [MODEL] [--system TEXT] [--chat-template NAME] [-n N] [--temp T] [--seed S] [...]"},
     {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids, two configurations",
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
     {"bench", cmd_bench, "paired timing of two configurations (A B A B ...): mean, CV, ratio, verdict",
