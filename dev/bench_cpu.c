@@ -322,7 +322,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    printf("fp4lane %s; ggml %s (%s), CPU backend %s\n", fp4_version(), g.ggml_version(), g.ggml_commit(), g.cpu_name);
+    printf("fp4lane %s; ggml %s (%s), CPU backend %s\n", fp4_version(), g.ggml_version(), g.ggml_commit(),
+           g.cpu_name);
     printf("fp4lane CPU path: %s (best this CPU has, after $FP4_CPU_PATH)\n",
            fp4_cpu_path_name(fp4_cpu_path()));
     print_load("start");

@@ -48,10 +48,12 @@ int main(int argc, char **argv) {
         if (t1 - t0 < best_load) best_load = t1 - t0;
     }
     char gpath[512];
-    snprintf(gpath, sizeof gpath, "%s/bench_text_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+    snprintf(gpath, sizeof gpath, "%s/bench_text_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
     fp4_gguf_writer *w = NULL;
     fp4_gguf_writer_create(&w, &gerr);
-    if (fp4_tokenizer_write_gguf(t, w, &e) || fp4_gguf_writer_write_header(w, gpath, &gerr) || fp4_gguf_writer_finish(w, &gerr))
+    if (fp4_tokenizer_write_gguf(t, w, &e) || fp4_gguf_writer_write_header(w, gpath, &gerr) ||
+        fp4_gguf_writer_finish(w, &gerr))
         return fprintf(stderr, "gguf write: %s\n", e.msg), 1;
     fp4_gguf_writer_free(w);
     for (int r = 0; r < reps; r++) {
@@ -93,7 +95,8 @@ int main(int argc, char **argv) {
     }
     printf("{\"vocab\": %d, \"load_json_ms\": %.1f, \"load_gguf_ms\": %.1f, \"bytes\": %ld, \"ids\": %zu, "
            "\"encode_mb_s\": %.2f, \"encode_mb_s_wall\": %.2f, \"decode_mb_s\": %.2f}\n",
-           fp4_tokenizer_n_vocab(t), best_load * 1e3, best_gguf * 1e3, n, total_ids, n / best_enc / 1e6, n / best_wall / 1e6, n / best_dec / 1e6);
+           fp4_tokenizer_n_vocab(t), best_load * 1e3, best_gguf * 1e3, n, total_ids, n / best_enc / 1e6,
+           n / best_wall / 1e6, n / best_dec / 1e6);
     fp4_tokenizer_free(t);
     fp4_tokenizer_free(tg);
     free(c);

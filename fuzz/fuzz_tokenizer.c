@@ -31,7 +31,9 @@ static void exercise(const fp4_tokenizer *t, const uint8_t *data, size_t size, u
             for (size_t i = 0; i <= n && ok; i++) {
                 const char *o;
                 size_t ol;
-                if ((i < n ? fp4_detok_stream_push(s, ids[i], &o, &ol, &e) : fp4_detok_stream_flush(s, &o, &ol)) != FP4_OK) ok = 0;
+                if ((i < n ? fp4_detok_stream_push(s, ids[i], &o, &ol, &e)
+                           : fp4_detok_stream_flush(s, &o, &ol)) != FP4_OK)
+                    ok = 0;
                 else if (at + ol > len || memcmp(text + at, o, ol)) __builtin_trap();
                 else at += ol;
             }
@@ -69,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     if (st == FP4_OK) {
         if (!t) __builtin_trap();
-        exercise(t, data, size, ((mode >> 1) & 1 ? FP4_TOK_PARSE_SPECIAL : 0) | ((mode >> 2) & 1 ? FP4_TOK_ADD_SPECIAL : 0),
+        exercise(t, data, size,
+                 ((mode >> 1) & 1 ? FP4_TOK_PARSE_SPECIAL : 0) | ((mode >> 2) & 1 ? FP4_TOK_ADD_SPECIAL : 0),
                  (mode >> 3) & 1);
         fp4_tokenizer_free(t);
     } else if (t || err.code != st || strncmp(err.rule, "tok.", 4) || !err.msg[0]) {

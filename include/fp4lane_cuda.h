@@ -109,8 +109,8 @@ FP4_API const char *fp4_cuda_route_name(const fp4_cuda_tensor *w, fp4_mode mode,
 /* ---- the other device operations ----------------------------------------------------------- */
 /* Rows [row0, row0+n_rows) dequantized in the pinned order into dst_type = FP4_TYPE_F32, F16 or
  * BF16 (RNE from the f32 value): (n_rows, n_in) contiguous at d_dst. */
-FP4_API fp4_status fp4_cuda_nvfp4_dequant(const fp4_cuda_tensor *w, int64_t row0, int64_t n_rows, int64_t dst_type,
-                                          void *d_dst, fp4_cuda_stream stream);
+FP4_API fp4_status fp4_cuda_nvfp4_dequant(const fp4_cuda_tensor *w, int64_t row0, int64_t n_rows,
+                                          int64_t dst_type, void *d_dst, fp4_cuda_stream stream);
 /* n_cols columns of n values (n % 256 == 0) to Q8_K blocks, bits identical to fp4_q8_K_quantize
  * (an all-zero super-block gives an all-zero block). */
 FP4_API fp4_status fp4_cuda_q8_K_quantize(const float *d_x, int64_t n, int64_t n_cols, fp4_block_q8_K *d_dst,

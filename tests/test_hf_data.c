@@ -54,7 +54,8 @@ static void check_logits(const char *dir, const char *file, int vocab) {
         for (int k = 0; k < vocab; k++) s += (l[t * vocab + k] - m) * (l[t * vocab + k] - m) / vocab;
         if (sqrt(s) < min_std) min_std = sqrt(s);
     }
-    CHECK_MSG(finite && min_std > 1.0, "%s: finite %d, smallest std over the vocabulary %g", p, finite, min_std);
+    CHECK_MSG(finite && min_std > 1.0, "%s: finite %d, smallest std over the vocabulary %g", p, finite,
+              min_std);
     free(l);
 }
 
@@ -84,7 +85,8 @@ static void check_model(const char *name) {
         CHECK_MSG(x != NULL, "%s: %s missing from nvfp4/", name, b->name);
         if (!x) continue;
         if (x->type != FP4_TYPE_NVFP4_E2M1) { /* embeddings, head, norms, biases: the same bytes */
-            CHECK_MSG(x->nbytes == b->nbytes && !memcmp(x->data, b->data, b->nbytes), "%s: %s differs", name, b->name);
+            CHECK_MSG(x->nbytes == b->nbytes && !memcmp(x->data, b->data, b->nbytes), "%s: %s differs", name,
+                      b->name);
             continue;
         }
         n_nvfp4++;

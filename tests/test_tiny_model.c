@@ -64,7 +64,8 @@ static void test_tiny_model(void) {
         if (t->type == FP4_TYPE_NVFP4_E2M1) {
             n_nvfp4++;
             CHECK_MSG(t->ne[0] % 256 == 0, "%s: n_in %lld", t->name, (long long)t->ne[0]);
-            CHECK_MSG(strcmp(fp4_cpu_route_name(t, FP4_MODE_EXACT), "none") != 0, "%s: no exact route", t->name);
+            CHECK_MSG(strcmp(fp4_cpu_route_name(t, FP4_MODE_EXACT), "none") != 0, "%s: no exact route",
+                      t->name);
         }
         if (t->n_dims != 2)
             continue;
@@ -79,7 +80,8 @@ static void test_tiny_model(void) {
         for (size_t k = 0; k < n; k++) {
             uint8_t le[4];
             uint32_t u = f32_bits(w[k]);
-            le[0] = (uint8_t)u, le[1] = (uint8_t)(u >> 8), le[2] = (uint8_t)(u >> 16), le[3] = (uint8_t)(u >> 24);
+            le[0] = (uint8_t)u, le[1] = (uint8_t)(u >> 8), le[2] = (uint8_t)(u >> 16),
+            le[3] = (uint8_t)(u >> 24);
             h = fnv1a(h, le, 4);
         }
         digest ^= h;

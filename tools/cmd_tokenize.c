@@ -59,7 +59,8 @@ int cmd_tokenize(int argc, char **argv) {
         else bad = 1;
     }
     if (bad || !model || (file && text)) {
-        fprintf(stderr, "usage: fp4lane tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] [--add-special] [--parse-special]\n");
+        fprintf(stderr, "usage: fp4lane tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] "
+                        "[--add-special] [--parse-special]\n");
         return 2;
     }
     char *buf = NULL;
@@ -155,7 +156,8 @@ int cmd_detokenize(int argc, char **argv) {
     }
     if (bad || !model) {
         free(ids);
-        fprintf(stderr, "usage: fp4lane detokenize MODEL|tokenizer.json IDS... [--skip-special] [--cleanup]\n");
+        fprintf(stderr,
+                "usage: fp4lane detokenize MODEL|tokenizer.json IDS... [--skip-special] [--cleanup]\n");
         return 2;
     }
     fp4_tokenizer *t = NULL;

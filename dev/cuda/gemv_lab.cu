@@ -52,8 +52,8 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
     const fp4_cuda_tensor *t = &k->t[copy % k->ncopies];
     fp4_status st = FP4_OK;
     if (k->variant == 0 && strcmp(k->op, "cublas")) { /* production: the dispatch table */
-        st = fp4_cuda_project(t, !strcmp(k->op, "native") ? FP4_MODE_NATIVE : FP4_MODE_EXACT, k->dx, k->cols, k->dy,
-                              &k->scratch, s);
+        st = fp4_cuda_project(t, !strcmp(k->op, "native") ? FP4_MODE_NATIVE : FP4_MODE_EXACT, k->dx, k->cols,
+                              k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "native")) {
         st = lab_native(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact")) {
@@ -68,8 +68,8 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
         cublasSetStream(k->blas, s);
         const cublasStatus_t bs = cublasGemmEx(
             k->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)t->n_out, (int)k->cols, (int)t->n_in, &one,
-            k->wb[copy % k->ncopies_bf], CUDA_R_16BF, (int)t->n_in, k->dxb, CUDA_R_16BF, (int)t->n_in, &zero, k->dy,
-            CUDA_R_32F, (int)t->n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+            k->wb[copy % k->ncopies_bf], CUDA_R_16BF, (int)t->n_in, k->dxb, CUDA_R_16BF, (int)t->n_in, &zero,
+            k->dy, CUDA_R_32F, (int)t->n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         if (bs != CUBLAS_STATUS_SUCCESS) st = FP4_ERR_CUDA;
     }
     if (st != FP4_OK) {
@@ -87,7 +87,8 @@ struct lab_ref {
 
 static void make_refs(const fp4_nvfp4_view *v, const float *x, int64_t cols, float isi, lab_ref *ref) {
     const int64_t n_in = v->n_in;
-    for (int i = 0; i < SAMPLE_ROWS; i++) ref->rows[i] = i == SAMPLE_ROWS - 1 ? v->n_out - 1 : (v->n_out / SAMPLE_ROWS) * i + (i % 7);
+    for (int i = 0; i < SAMPLE_ROWS; i++)
+        ref->rows[i] = i == SAMPLE_ROWS - 1 ? v->n_out - 1 : (v->n_out / SAMPLE_ROWS) * i + (i % 7);
     fp4_block_q8_K *xq = (fp4_block_q8_K *)malloc(sizeof(fp4_block_q8_K) * (size_t)(n_in / 256));
     uint8_t *ac = (uint8_t *)malloc((size_t)n_in / 2), *as = (uint8_t *)malloc((size_t)n_in / 16);
     float *deq = (float *)malloc((size_t)n_in * 4);
@@ -154,7 +155,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--vars") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--cols") && i + 1 < argc) {
             ncols = 0;
-            for (char *p = strtok(argv[++i], ","); p && ncols < 8; p = strtok(NULL, ",")) cols[ncols++] = atoll(p);
+            for (char *p = strtok(argv[++i], ","); p && ncols < 8; p = strtok(NULL, ","))
+                cols[ncols++] = atoll(p);
         }
     }
     fp4_cuda_device_info info;
@@ -162,10 +164,11 @@ int main(int argc, char **argv) {
     cudaStream_t s;
     LAB_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     const lab_ceiling lim = lab_ceilings(s, info.sm_count);
-    printf("device: %s (cc %d.%d, %d SMs, L2 %zu MB)\n", info.name, info.cc_major, info.cc_minor, info.sm_count,
-           info.l2_bytes >> 20);
-    printf("ceilings: device copy %.2f TB/s (read+write), read-only stream %.2f TB/s (16-byte loads, 2 GiB)\n",
-           lim.copy_tbs, lim.read_tbs);
+    printf("device: %s (cc %d.%d, %d SMs, L2 %zu MB)\n", info.name, info.cc_major, info.cc_minor,
+           info.sm_count, info.l2_bytes >> 20);
+    printf(
+        "ceilings: device copy %.2f TB/s (read+write), read-only stream %.2f TB/s (16-byte loads, 2 GiB)\n",
+        lim.copy_tbs, lim.read_tbs);
     printf("reference ceiling: 4.42 TB/s (gpu-calibration.md)\n\n");
     printf("| shape (n_out x n_in) | cols | variant | check | us | GB/s | %% of read-only | %% of 4.42 |\n");
     printf("|---|---|---|---|---|---|---|---|\n");
@@ -208,13 +211,17 @@ int main(int argc, char **argv) {
             LAB_CUDA(cudaMalloc(&k.wb[c], (size_t)bbytes));
             if (c == 0) {
                 for (int64_t r0 = 0; r0 < n_out; r0 += 65535)
-                    LAB_OK(fp4_cuda_nvfp4_dequant(&k.t[0], r0, std::min<int64_t>(65535, n_out - r0), FP4_TYPE_BF16,
-                                                  (uint8_t *)k.wb[0] + (size_t)r0 * n_in * 2, NULL));
+                    LAB_OK(fp4_cuda_nvfp4_dequant(&k.t[0], r0, std::min<int64_t>(65535, n_out - r0),
+                                                  FP4_TYPE_BF16, (uint8_t *)k.wb[0] + (size_t)r0 * n_in * 2,
+                                                  NULL));
             } else {
                 LAB_CUDA(cudaMemcpy(k.wb[c], k.wb[0], (size_t)bbytes, cudaMemcpyDeviceToDevice));
             }
         }
-        if (cublasCreate(&k.blas) != CUBLAS_STATUS_SUCCESS) { fprintf(stderr, "cublasCreate failed\n"); return 1; }
+        if (cublasCreate(&k.blas) != CUBLAS_STATUS_SUCCESS) {
+            fprintf(stderr, "cublasCreate failed\n");
+            return 1;
+        }
         void *blas_ws;
         LAB_CUDA(cudaMalloc(&blas_ws, 32 << 20));
         cublasSetWorkspace(k.blas, blas_ws, 32 << 20);
@@ -234,7 +241,8 @@ int main(int argc, char **argv) {
         tw.input_scale_inv = isi;
         /* the routes' scratch, or what the lab's variants need: split-K partials of up to 64 slices
          * of MAX_COLS columns, the activation passes */
-        size_t sb = std::max(fp4_cuda_scratch_bytes(&tw, MAX_COLS), fp4_cuda_scratch_bytes(&k.t[0], MAX_COLS));
+        size_t sb =
+            std::max(fp4_cuda_scratch_bytes(&tw, MAX_COLS), fp4_cuda_scratch_bytes(&k.t[0], MAX_COLS));
         const size_t lab_b = std::max({(size_t)64 * MAX_COLS * n_out * 4, (size_t)MAX_COLS * n_in * 4,
                                        lab_w4a4_scratch(&tw), lab_exact_scratch(&k.t[0], 16)});
         sb = std::max(sb, FP4_CU_COUNTER_BYTES + lab_b + 4096);
@@ -256,11 +264,12 @@ int main(int argc, char **argv) {
         struct var {
             const char *op;
             int variant;
-        } vars[] = {{"native", 0}, {"native", 1},  {"native", 2},  {"native", 3},  {"native", 7},  {"native", 10},
-                    {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14}, {"native", 15}, {"native", 16},
-                    {"exact", 0},   {"exact", 1},   {"exact", 2},   {"exact", 4},   {"exact", 5},   {"exact", 6},
-                    {"exact", 7},   {"exact", 17},  {"exact", 8},   {"exact", 9},   {"exact", 3},   {"exact", 18},
-                    {"exact", 19},  {"w4a4", 0},    {"w4a4", 2},    {"cublas", 9}};
+        } vars[] = {{"native", 0},  {"native", 1},  {"native", 2},  {"native", 3},  {"native", 7},
+                    {"native", 10}, {"native", 11}, {"native", 12}, {"native", 13}, {"native", 14},
+                    {"native", 15}, {"native", 16}, {"exact", 0},   {"exact", 1},   {"exact", 2},
+                    {"exact", 4},   {"exact", 5},   {"exact", 6},   {"exact", 7},   {"exact", 17},
+                    {"exact", 8},   {"exact", 9},   {"exact", 3},   {"exact", 18},  {"exact", 19},
+                    {"w4a4", 0},    {"w4a4", 2},    {"cublas", 9}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;
@@ -268,7 +277,9 @@ int main(int argc, char **argv) {
                 const char *op = vars[vi].op;
                 const int var = vars[vi].variant;
                 if ((var == 1 && (!strcmp(op, "native") || !strcmp(op, "exact"))) && nc != 1) continue;
-                if (!strcmp(op, "exact") && var >= 10 && var < 18 && !(nc == 1 || nc == 2 || nc == 4 || nc == 8)) continue;
+                if (!strcmp(op, "exact") && var >= 10 && var < 18 &&
+                    !(nc == 1 || nc == 2 || nc == 4 || nc == 8))
+                    continue;
                 if (!strcmp(op, "exact") && var >= 18 && var < 20 && nc > 16) continue;
                 if (!strcmp(op, "exact") && var == 6 && nc != 1) continue;
                 if (!strcmp(op, "native") && var == 7 && nc > 8) continue; /* 10 covers > 8 */
@@ -293,12 +304,13 @@ int main(int argc, char **argv) {
                 const char *check = validate(&k, &ref, n_out, buf, sizeof buf);
                 failures += strstr(check, "FAIL") != NULL;
                 const int reps = wbytes * nc > 4e9 ? 5 : 20;
-                const double us = lab_time_us(run_variant, &k, !strcmp(op, "cublas") ? k.ncopies_bf : k.ncopies, reps, s);
+                const double us =
+                    lab_time_us(run_variant, &k, !strcmp(op, "cublas") ? k.ncopies_bf : k.ncopies, reps, s);
                 const double bytes = !strcmp(op, "cublas") ? bbytes : wbytes;
                 const double gbs = bytes / (us * 1e-6) / 1e9;
                 printf("| %lldx%lld | %lld | %s | %s | %.1f | %.0f | %.0f%% | %.0f%% |\n", (long long)n_out,
-                       (long long)n_in, (long long)nc, vname, check, us, gbs, 100.0 * gbs / (lim.read_tbs * 1000),
-                       100.0 * gbs / 4420.0);
+                       (long long)n_in, (long long)nc, vname, check, us, gbs,
+                       100.0 * gbs / (lim.read_tbs * 1000), 100.0 * gbs / 4420.0);
                 fflush(stdout);
                 memcpy(k.t, saved, sizeof saved);
             }

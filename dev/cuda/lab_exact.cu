@@ -46,12 +46,10 @@ struct dot_scalar { /* one code at a time */
  * P and N dot products), two int64 shuffle rounds per super-block, then the same pinned f32
  * epilogue in super-block order. */
 template <int NC>
-static __global__ __launch_bounds__(256) void a16_exact_v4_kernel(const uint8_t *__restrict__ payload,
-                                                                  const uint8_t *__restrict__ scales, int64_t pstride,
-                                                                  int64_t sstride, int64_t n_out, int nsb,
-                                                                  int64_t k_pad, float scale2,
-                                                                  const int8_t *__restrict__ xq,
-                                                                  const float *__restrict__ xd, float *__restrict__ y) {
+static __global__ __launch_bounds__(256) void a16_exact_v4_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xq,
+    const float *__restrict__ xd, float *__restrict__ y) {
     const int lane = threadIdx.x & 31;
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (row >= n_out) return;
@@ -119,11 +117,12 @@ static __global__ __launch_bounds__(256) void a16_exact_v4_kernel(const uint8_t 
 }
 
 template <int NC>
-static fp4_status launch_a16_v4(const fp4_cuda_tensor *w, const int8_t *q, const float *d, float *y, cudaStream_t s) {
+static fp4_status launch_a16_v4(const fp4_cuda_tensor *w, const int8_t *q, const float *d, float *y,
+                                cudaStream_t s) {
     const int64_t blocks = (w->n_out * 32 + 255) / 256;
     a16_exact_v4_kernel<NC><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
-                                                            w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
-                                                            w->scale2, q, d, y);
+                                                             w->scale_stride, w->n_out, (int)(w->n_in / 256),
+                                                             w->k_pad, w->scale2, q, d, y);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
@@ -147,7 +146,9 @@ static fp4_status launch_a16_v4(const fp4_cuda_tensor *w, const int8_t *q, const
 /* four e2m1 codes -> four int8 e2m1_q1: the merged decoder, its tables in registers */
 struct dec_merged {
     fp4_q1_luts l;
-    __device__ __forceinline__ uint32_t operator()(uint32_t nib) const { return fp4_e2m1x4_to_q1x4_l(nib, l); }
+    __device__ __forceinline__ uint32_t operator()(uint32_t nib) const {
+        return fp4_e2m1x4_to_q1x4_l(nib, l);
+    }
 };
 
 #define X8_NW 8
@@ -156,7 +157,8 @@ struct dec_merged {
 #define X8_S 2
 
 template <int NT> static __host__ __device__ constexpr size_t x8_smem_bytes() {
-    return 1024 + (size_t)X8_NW * X8_S * X8_STAGE + (size_t)X8_NW * 16 * 32 * 4 + (size_t)X8_NW * X8_ROWS * 8 * NT * 4;
+    return 1024 + (size_t)X8_NW * X8_S * X8_STAGE + (size_t)X8_NW * 16 * 32 * 4 +
+           (size_t)X8_NW * X8_ROWS * 8 * NT * 4;
 }
 
 /* the 16 groups of one super-block for the warp's 32 rows x 8*NT columns; W = int or long long */
@@ -167,9 +169,9 @@ template <int NT> static __host__ __device__ constexpr size_t x8_smem_bytes() {
  * group dots and the pinned terms cv. */
 template <int NT, typename DEC>
 static __device__ __forceinline__ void x8_superblock(const uint8_t *st, const int *lut, int *qp,
-                                                              const uint32_t (&b)[NT][16], const float (&dv)[NT][2],
-                                                              float scale2, int lane, const DEC &dec, bool allow_fast,
-                                                              float (&cv)[2][NT][4]) {
+                                                     const uint32_t (&b)[NT][16], const float (&dv)[NT][2],
+                                                     float scale2, int lane, const DEC &dec, bool allow_fast,
+                                                     float (&cv)[2][NT][4]) {
     const int r0 = lane >> 2, qd = lane & 3;
     int q9[16];
     int neg; /* unused here */
@@ -198,8 +200,8 @@ static __device__ __forceinline__ void x8_superblock(const uint8_t *st, const in
 template <int NT, bool FAST>
 static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
-    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf, const float *__restrict__ xd,
-    int ncols, float *__restrict__ y) {
+    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf,
+    const float *__restrict__ xd, int ncols, float *__restrict__ y) {
     constexpr int NCP = 8 * NT;
     extern __shared__ __align__(16) uint8_t x8_smem[];
     int *lut = reinterpret_cast<int *>(x8_smem);
@@ -238,7 +240,8 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
                 for (int i = 0; i < 4; i++) {
                     uint4 v = make_uint4(0u, 0u, 0u, 0u);
                     if (col < ncols)
-                        v = __ldg(reinterpret_cast<const uint4 *>(xf + col * k_pad + (int64_t)sb * 256 + qd * 64 + i * 16));
+                        v = __ldg(reinterpret_cast<const uint4 *>(xf + col * k_pad + (int64_t)sb * 256 +
+                                                                  qd * 64 + i * 16));
                     b[nt][4 * i] = v.x;
                     b[nt][4 * i + 1] = v.y;
                     b[nt][4 * i + 2] = v.z;
@@ -275,7 +278,8 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_imma_kernel(
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const int p = tid + 256 * j, row = p / NCP, col = p % NCP;
-        if (rowbase + row < n_out && col < ncols) y[(int64_t)col * n_out + rowbase + row] = fp4_round_f16_dev(own[j]);
+        if (rowbase + row < n_out && col < ncols)
+            y[(int64_t)col * n_out + rowbase + row] = fp4_round_f16_dev(own[j]);
     }
 }
 
@@ -287,17 +291,18 @@ static fp4_status launch_imma(const fp4_cuda_tensor *w, const int8_t *q, const f
     FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_exact_imma_kernel<NT, FAST>, smem, opted_in));
     const int64_t blocks = (w->n_out + X8_ROWS - 1) / X8_ROWS;
     a16_exact_imma_kernel<NT, FAST><<<(unsigned)blocks, X8_NW * 32, smem, s>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
-        w->scale2, q, d, (int)nc, y);
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256),
+        w->k_pad, w->scale2, q, d, (int)nc, y);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
 
 /* variants 8 (int64 totals) and 9 (int32 fast path): 1..16 columns per launch, q in fragment order */
-static fp4_status imma_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *q, const float *d, int64_t nc,
-                              float *y, cudaStream_t s) {
+static fp4_status imma_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *q, const float *d,
+                              int64_t nc, float *y, cudaStream_t s) {
     if (nc < 1 || nc > 16) return FP4_ERR_UNSUPPORTED;
-    if (variant == 8) return nc <= 8 ? launch_imma<1, false>(w, q, d, nc, y, s) : launch_imma<2, false>(w, q, d, nc, y, s);
+    if (variant == 8)
+        return nc <= 8 ? launch_imma<1, false>(w, q, d, nc, y, s) : launch_imma<2, false>(w, q, d, nc, y, s);
     return nc <= 8 ? launch_imma<1, true>(w, q, d, nc, y, s) : launch_imma<2, true>(w, q, d, nc, y, s);
 }
 
@@ -343,7 +348,9 @@ fp4_status lab_exact_matvec(int variant, const fp4_cuda_tensor *w, const int8_t 
     }
     if (variant == 5 || variant == 6) { /* 6: two rows per warp at one column */
         switch (n_cols) {
-        case 1: return variant == 6 ? launch_a16_dp4a<1, 2, a16_dot_split>(w, d_q, d_d, d_y, s) : launch_a16_dp4a<1, 1, a16_dot_split>(w, d_q, d_d, d_y, s);
+        case 1:
+            return variant == 6 ? launch_a16_dp4a<1, 2, a16_dot_split>(w, d_q, d_d, d_y, s)
+                                : launch_a16_dp4a<1, 1, a16_dot_split>(w, d_q, d_d, d_y, s);
         case 2: return launch_a16_dp4a<2, 1, a16_dot_split>(w, d_q, d_d, d_y, s);
         case 4: return launch_a16_dp4a<4, 2, a16_dot_split>(w, d_q, d_d, d_y, s);
         case 8: return launch_a16_dp4a<8, 2, a16_dot_split>(w, d_q, d_d, d_y, s);
@@ -364,7 +371,8 @@ fp4_status lab_exact(int variant, const fp4_cuda_tensor *w, const float *d_x, in
     if (!w || !d_x || !d_y || !s || !s->d_base || n_cols < 1) return FP4_ERR_INVALID_ARG;
     if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
     if (w->n_in <= 0 || w->n_in % 256 || w->k_pad != w->n_in) return FP4_ERR_SHAPE;
-    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) || !fp4_aligned16(d_x))
+    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
+        !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
     /* variants 8, 9 and 3: up to 16 columns per launch, any count; the others 1, 2, 4, 8 */
     const int wide = variant == 8 || variant == 9 || variant == 3;
@@ -378,7 +386,8 @@ fp4_status lab_exact(int variant, const fp4_cuda_tensor *w, const float *d_x, in
         int64_t nc = n_cols - c0;
         nc = variant == 1 ? 1 : wide ? (nc < 16 ? nc : 16) : nc >= 8 ? 8 : nc >= 4 ? 4 : nc >= 2 ? 2 : 1;
         const int frag = variant == 8 || variant == 9 || (variant == 3 && nc >= 3);
-        fp4_status st = fp4_cu_q8k_quantize(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, NULL, frag, stream);
+        fp4_status st =
+            fp4_cu_q8k_quantize(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, NULL, frag, stream);
         if (st == FP4_OK) st = lab_exact_matvec(variant, w, q, d, nc, d_y + c0 * w->n_out, stream);
         if (st != FP4_OK) return st;
         c0 += nc;

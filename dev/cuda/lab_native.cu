@@ -39,8 +39,8 @@ static __device__ __forceinline__ void act_pairs(const float *p, bool ok, uint32
 
 /* One m-tile (activation pairs pa: token g, pb: token g+8) against NT weight tiles (B operands). */
 template <int NT>
-static __device__ __forceinline__ void mma_b_tiles(float (&acc)[NT][4], const uint32_t (&pa)[4], const uint32_t (&pb)[4],
-                                                   const uint32_t (&bw)[NT][4]) {
+static __device__ __forceinline__ void mma_b_tiles(float (&acc)[NT][4], const uint32_t (&pa)[4],
+                                                   const uint32_t (&pb)[4], const uint32_t (&bw)[NT][4]) {
     const uint32_t a_lo[4] = {pa[0], pb[0], pa[1], pb[1]};
     const uint32_t a_hi[4] = {pa[2], pb[2], pa[3], pb[3]};
 #pragma unroll
@@ -61,9 +61,9 @@ static __device__ __forceinline__ void b_word(uint32_t word, uint32_t s, uint32_
  * i=0 (token g, row 2q), 1 (token g, row 2q+1), 2 (token g+8, row 2q), 3 (token g+8, row 2q+1);
  * split-K over blockIdx.y (the last-arriving block adds the slices in slice order). */
 template <int MT, int NT>
-static __device__ __forceinline__ void b_operand_store(const float (&acc)[MT][NT][4], int64_t wrow0, int g, int q,
-                                                       int ncols, int64_t n_out, float scale2, float *y,
-                                                       float *partials, unsigned *counters) {
+static __device__ __forceinline__ void b_operand_store(const float (&acc)[MT][NT][4], int64_t wrow0, int g,
+                                                       int q, int ncols, int64_t n_out, float scale2,
+                                                       float *y, float *partials, unsigned *counters) {
     /* f(m, t, i, tok, row) for every output of the lane that exists */
     auto each = [&](auto f) {
 #pragma unroll
@@ -97,8 +97,8 @@ static __device__ __forceinline__ void b_operand_store(const float (&acc)[MT][NT
 template <int MT, int NT, int U>
 static __global__ __launch_bounds__(256) void native_mma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
-    int64_t n_out, int64_t n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x, int ncols,
-    float *__restrict__ y, float *partials, unsigned *counters) {
+    int64_t n_out, int64_t n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x,
+    int ncols, float *__restrict__ y, float *partials, unsigned *counters) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int64_t block_row0 = (int64_t)blockIdx.x * (N_WARPS * NT * 8);
     const int64_t wrow0 = block_row0 + warp * NT * 8;
@@ -131,7 +131,8 @@ static __global__ __launch_bounds__(256) void native_mma_kernel(
 #pragma unroll
             for (int t = 0; t < NT; t++) {
                 wv[u][t] = ok ? fp4_ldg16(wp[t] + (int64_t)(seg0 + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
-                sv[u][t] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[t] + (int64_t)(seg0 + u) * 8))
+                sv[u][t] = ok ? (uint32_t)__ldg(
+                                    reinterpret_cast<const unsigned short *>(sp[t] + (int64_t)(seg0 + u) * 8))
                               : 0u;
             }
         }
@@ -172,8 +173,8 @@ static __global__ __launch_bounds__(256) void native_mma_kernel(
 template <int MT, int NT, int U, bool HALF, int NW>
 static __global__ __launch_bounds__(NW * 32) void native_v3_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
-    int64_t n_out, int n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x, int ncols,
-    float *__restrict__ y, float *partials, unsigned *counters) {
+    int64_t n_out, int n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x,
+    int ncols, float *__restrict__ y, float *partials, unsigned *counters) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int64_t wrow0 = (int64_t)blockIdx.x * (NW * NT * 8) + warp * NT * 8;
     const int seg_begin = blockIdx.y * seg_per_split;
@@ -213,7 +214,9 @@ static __global__ __launch_bounds__(NW * 32) void native_v3_kernel(
         for (int t = 0; t < NT; t++) {
             const bool ok = seg_begin + u < seg_end;
             nw[u][t] = ok ? fp4_ldg16(wp[t] + (seg_begin + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
-            ns[u][t] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[t] + (seg_begin + u) * 8)) : 0u;
+            ns[u][t] =
+                ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[t] + (seg_begin + u) * 8))
+                   : 0u;
         }
     for (int seg0 = seg_begin; seg0 < seg_end; seg0 += U) {
         uint4 cw[U][NT];
@@ -232,7 +235,9 @@ static __global__ __launch_bounds__(NW * 32) void native_v3_kernel(
             for (int t = 0; t < NT; t++) {
                 const bool ok = nxt + u < seg_end;
                 nw[u][t] = ok ? fp4_ldg16(wp[t] + (nxt + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
-                ns[u][t] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[t] + (nxt + u) * 8)) : 0u;
+                ns[u][t] =
+                    ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[t] + (nxt + u) * 8))
+                       : 0u;
             }
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -268,8 +273,8 @@ static __global__ __launch_bounds__(NW * 32) void native_v3_kernel(
 template <int U, int NW>
 static __global__ __launch_bounds__(NW * 32) void native_v4_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
-    int64_t n_out, int n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x, int ncols,
-    float *__restrict__ y, float *partials, unsigned *counters) {
+    int64_t n_out, int n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x,
+    int ncols, float *__restrict__ y, float *partials, unsigned *counters) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const int64_t wrow0 = (int64_t)blockIdx.x * (NW * 16) + warp * 16;
     const int seg_begin = blockIdx.y * seg_per_split;
@@ -294,7 +299,9 @@ static __global__ __launch_bounds__(NW * 32) void native_v4_kernel(
         for (int h = 0; h < 2; h++) {
             const bool ok = seg_begin + u < seg_end;
             nw[u][h] = ok ? fp4_ldg16(wp[h] + (seg_begin + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
-            ns[u][h] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[h] + (seg_begin + u) * 8)) : 0u;
+            ns[u][h] =
+                ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[h] + (seg_begin + u) * 8))
+                   : 0u;
         }
     for (int seg0 = seg_begin; seg0 < seg_end; seg0 += U) {
         uint4 cw[U][2];
@@ -313,7 +320,9 @@ static __global__ __launch_bounds__(NW * 32) void native_v4_kernel(
             for (int h = 0; h < 2; h++) {
                 const bool ok = nxt + u < seg_end;
                 nw[u][h] = ok ? fp4_ldg16(wp[h] + (nxt + u) * 64) : make_uint4(0u, 0u, 0u, 0u);
-                ns[u][h] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[h] + (nxt + u) * 8)) : 0u;
+                ns[u][h] =
+                    ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp[h] + (nxt + u) * 8))
+                       : 0u;
             }
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -382,10 +391,11 @@ static __global__ __launch_bounds__(NW * 32) void native_v4_kernel(
 /* ---- variant 1: plain ---------------------------------------------------------------------------- */
 
 static __global__ __launch_bounds__(256) void native_plain_kernel(const uint8_t *__restrict__ payload,
-                                                                  const uint8_t *__restrict__ scales, int64_t pstride,
-                                                                  int64_t sstride, int64_t n_out, int64_t n_in,
-                                                                  int64_t k_pad, float scale2,
-                                                                  const float *__restrict__ x, float *__restrict__ y) {
+                                                                  const uint8_t *__restrict__ scales,
+                                                                  int64_t pstride, int64_t sstride,
+                                                                  int64_t n_out, int64_t n_in, int64_t k_pad,
+                                                                  float scale2, const float *__restrict__ x,
+                                                                  float *__restrict__ y) {
     const int lane = threadIdx.x & 31;
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (row >= n_out) return;
@@ -440,11 +450,11 @@ static void plan(const fp4_cuda_tensor *w, native_cfg c, int64_t *rb, int *ks, i
 }
 
 template <int MT, int NT, int U>
-static fp4_status launch_mma(const fp4_cuda_tensor *w, const float *x, int64_t ncols, float *y, int64_t rb, int ks,
-                             int sps, float *partials, unsigned *counters, cudaStream_t s) {
+static fp4_status launch_mma(const fp4_cuda_tensor *w, const float *x, int64_t ncols, float *y, int64_t rb,
+                             int ks, int sps, float *partials, unsigned *counters, cudaStream_t s) {
     native_mma_kernel<MT, NT, U><<<dim3((unsigned)rb, (unsigned)ks), 256, 0, s>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->n_in, (int)(w->k_pad / SEG), sps,
-        w->scale2, x, (int)ncols, y, partials, counters);
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->n_in,
+        (int)(w->k_pad / SEG), sps, w->scale2, x, (int)ncols, y, partials, counters);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
@@ -456,8 +466,9 @@ static void v3_plan(const fp4_cuda_tensor *w, int ks_force, int64_t *rb, int *ks
     static int per_sm = 0; /* per instance; a lab is one thread */
     if (!per_sm) {
         int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, native_v3_kernel<MT, NT, U, HALF, NW>, NW * 32, 0) !=
-                cudaSuccess || n < 1)
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, native_v3_kernel<MT, NT, U, HALF, NW>, NW * 32,
+                                                          0) != cudaSuccess ||
+            n < 1)
             n = 1;
         per_sm = n;
     }
@@ -475,16 +486,18 @@ static void v3_plan(const fp4_cuda_tensor *w, int ks_force, int64_t *rb, int *ks
 }
 
 template <int MT, int NT, int U, bool HALF, int NW>
-static fp4_status launch_v3(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, const fp4_cuda_scratch *s,
-                            int ks_force, cudaStream_t st) {
+static fp4_status launch_v3(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y,
+                            const fp4_cuda_scratch *s, int ks_force, cudaStream_t st) {
     int64_t rb;
     int ks, sps;
     v3_plan<MT, NT, U, HALF, NW>(w, ks_force, &rb, &ks, &sps);
-    if (ks > 1 && FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
+    if (ks > 1 &&
+        FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
         return FP4_ERR_INVALID_ARG;
     native_v3_kernel<MT, NT, U, HALF, NW><<<dim3((unsigned)rb, (unsigned)ks), NW * 32, 0, st>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)w->n_in, (int)(w->k_pad / SEG),
-        sps, w->scale2, x, (int)nc, y, (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES), (unsigned *)s->d_base);
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)w->n_in,
+        (int)(w->k_pad / SEG), sps, w->scale2, x, (int)nc, y,
+        (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES), (unsigned *)s->d_base);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
@@ -494,7 +507,8 @@ static void v4_plan(const fp4_cuda_tensor *w, int64_t *rb, int *ks, int *sps) {
     static int per_sm = 0;
     if (!per_sm) {
         int n = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, native_v4_kernel<U, NW>, NW * 32, 0) != cudaSuccess ||
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, native_v4_kernel<U, NW>, NW * 32, 0) !=
+                cudaSuccess ||
             n < 1)
             n = 1;
         per_sm = n;
@@ -513,16 +527,18 @@ static void v4_plan(const fp4_cuda_tensor *w, int64_t *rb, int *ks, int *sps) {
 }
 
 template <int U, int NW>
-static fp4_status launch_v4(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, const fp4_cuda_scratch *s,
-                            cudaStream_t st) {
+static fp4_status launch_v4(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y,
+                            const fp4_cuda_scratch *s, cudaStream_t st) {
     int64_t rb;
     int ks, sps;
     v4_plan<U, NW>(w, &rb, &ks, &sps);
-    if (ks > 1 && FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
+    if (ks > 1 &&
+        FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
         return FP4_ERR_INVALID_ARG;
     native_v4_kernel<U, NW><<<dim3((unsigned)rb, (unsigned)ks), NW * 32, 0, st>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)w->n_in, (int)(w->k_pad / SEG),
-        sps, w->scale2, x, (int)nc, y, (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES), (unsigned *)s->d_base);
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)w->n_in,
+        (int)(w->k_pad / SEG), sps, w->scale2, x, (int)nc, y,
+        (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES), (unsigned *)s->d_base);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
@@ -576,13 +592,14 @@ fp4_status lab_native(int variant, const fp4_cuda_tensor *w, const float *d_x, i
     if (!w || !d_x || !d_y || n_cols < 1) return FP4_ERR_INVALID_ARG;
     if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
     if (w->n_in <= 0 || w->n_in % 16 || w->k_pad % 256 || w->k_pad < w->n_in) return FP4_ERR_SHAPE;
-    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) || !fp4_aligned16(d_x))
+    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
+        !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
     if (variant == 1) {
         for (int64_t c = 0; c < n_cols; c++) {
             native_plain_kernel<<<(unsigned)((w->n_out * 32 + 255) / 256), 256, 0, stream>>>(
-                w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->n_in, w->k_pad, w->scale2,
-                d_x + c * w->n_in, d_y + c * w->n_out);
+                w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->n_in, w->k_pad,
+                w->scale2, d_x + c * w->n_in, d_y + c * w->n_out);
             FP4_CUDA_LAUNCHED();
         }
         return FP4_OK;
@@ -594,7 +611,8 @@ fp4_status lab_native(int variant, const fp4_cuda_tensor *w, const float *d_x, i
         if (n_cols <= 8) return lab_native(11, w, d_x, n_cols, d_y, s, stream);
         return lab_native(12, w, d_x, n_cols, d_y, s, stream);
     }
-    if (variant == 10) { /* previous production: weights-as-A kernel up to 8 columns, the first MMA kernel above */
+    if (variant ==
+        10) { /* previous production: weights-as-A kernel up to 8 columns, the first MMA kernel above */
         if (n_cols <= 8) return lab_native(7, w, d_x, n_cols, d_y, s, stream);
         return lab_native(2, w, d_x, n_cols, d_y, s, stream);
     }
@@ -602,7 +620,8 @@ fp4_status lab_native(int variant, const fp4_cuda_tensor *w, const float *d_x, i
         const int64_t chunk = variant == 11 ? 8 : 32;
         for (int64_t c0 = 0; c0 < n_cols; c0 += chunk) {
             const int64_t nc = n_cols - c0 < chunk ? n_cols - c0 : chunk;
-            const fp4_status st = native_tile(variant, w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, s, stream);
+            const fp4_status st =
+                native_tile(variant, w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, s, stream);
             if (st != FP4_OK) return st;
         }
         return FP4_OK;
@@ -622,7 +641,8 @@ fp4_status lab_native(int variant, const fp4_cuda_tensor *w, const float *d_x, i
     if (variant >= 3) {
         for (int64_t c0 = 0; c0 < n_cols; c0 += 64) {
             const int64_t nc = n_cols - c0 < 64 ? n_cols - c0 : 64;
-            const fp4_status st = native_v3(variant - 3, w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, s, stream);
+            const fp4_status st =
+                native_v3(variant - 3, w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, s, stream);
             if (st != FP4_OK) return st;
         }
         return FP4_OK;
@@ -633,14 +653,16 @@ fp4_status lab_native(int variant, const fp4_cuda_tensor *w, const float *d_x, i
         int64_t rb;
         int ks, sps;
         plan(w, cfg, &rb, &ks, &sps);
-        if (ks > 1 && FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
+        if (ks > 1 &&
+            FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
             return FP4_ERR_INVALID_ARG;
         float *partials = (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
         unsigned *counters = (unsigned *)s->d_base;
         const float *x = d_x + c0 * w->n_in;
         float *y = d_y + c0 * w->n_out;
         fp4_status st;
-        if (cfg.mt == 1 && cfg.nt == 2) st = launch_mma<1, 2, 4>(w, x, nc, y, rb, ks, sps, partials, counters, stream);
+        if (cfg.mt == 1 && cfg.nt == 2)
+            st = launch_mma<1, 2, 4>(w, x, nc, y, rb, ks, sps, partials, counters, stream);
         else if (cfg.mt == 1) st = launch_mma<1, 4, 2>(w, x, nc, y, rb, ks, sps, partials, counters, stream);
         else if (cfg.mt == 2) st = launch_mma<2, 4, 2>(w, x, nc, y, rb, ks, sps, partials, counters, stream);
         else st = launch_mma<4, 4, 2>(w, x, nc, y, rb, ks, sps, partials, counters, stream);

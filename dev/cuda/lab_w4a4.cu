@@ -27,9 +27,10 @@ struct tile_stage {
 
 /* 128 threads stage one K chunk: 512 payload pieces, 64 scale pieces, 256 activation pieces,
  * 64 q9 pieces of 16 bytes. Rows past n_out read the last row (results discarded). */
-static __device__ __forceinline__ void tile_load(tile_stage *st, const uint8_t *payload, const uint8_t *scales,
-                                                 int64_t pstride, int64_t sstride, int64_t n_out, int64_t row_base,
-                                                 int64_t kc, const int8_t *q1, int64_t k_pad, const int32_t *q9t) {
+static __device__ __forceinline__ void tile_load(tile_stage *st, const uint8_t *payload,
+                                                 const uint8_t *scales, int64_t pstride, int64_t sstride,
+                                                 int64_t n_out, int64_t row_base, int64_t kc,
+                                                 const int8_t *q1, int64_t k_pad, const int32_t *q9t) {
     const int tid = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -48,16 +49,15 @@ static __device__ __forceinline__ void tile_load(tile_stage *st, const uint8_t *
         const int piece = tid + i * 128, col = piece >> 4, c = piece & 15;
         fp4_cp_async16(st->a + col * T_APITCH + c * 16, q1 + col * k_pad + kc + c * 16);
     }
-    if (tid < 64) fp4_cp_async16(reinterpret_cast<uint8_t *>(st->aq9) + tid * 16, q9t + (kc / 16) * T_COLS + tid * 4);
+    if (tid < 64)
+        fp4_cp_async16(reinterpret_cast<uint8_t *>(st->aq9) + tid * 16, q9t + (kc / 16) * T_COLS + tid * 4);
 }
 
-static __global__ __launch_bounds__(128) void w4a4_tile_kernel(const uint8_t *__restrict__ payload,
-                                                               const uint8_t *__restrict__ scales, int64_t pstride,
-                                                               int64_t sstride, int64_t n_out, int64_t k_pad,
-                                                               int chunks_per_split, float scale2, float input_scale,
-                                                               const int8_t *__restrict__ q1,
-                                                               const int32_t *__restrict__ q9t, float *__restrict__ y,
-                                                               long long *partials, unsigned *counters) {
+static __global__ __launch_bounds__(128) void w4a4_tile_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int64_t k_pad, int chunks_per_split, float scale2, float input_scale,
+    const int8_t *__restrict__ q1, const int32_t *__restrict__ q9t, float *__restrict__ y,
+    long long *partials, unsigned *counters) {
     __shared__ __align__(16) tile_stage stage[2];
     __shared__ int32_t wq9[T_ROWS * T_QPITCH];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
@@ -73,13 +73,14 @@ static __global__ __launch_bounds__(128) void w4a4_tile_kernel(const uint8_t *__
         for (int i = 0; i < 4; i++) acc[nt][i] = 0;
 
     if (c_begin < c_end)
-        tile_load(&stage[0], payload, scales, pstride, sstride, n_out, row_base, (int64_t)c_begin * T_K, q1, k_pad, q9t);
+        tile_load(&stage[0], payload, scales, pstride, sstride, n_out, row_base, (int64_t)c_begin * T_K, q1,
+                  k_pad, q9t);
     fp4_cp_async_commit();
     for (int ci = c_begin; ci < c_end; ci++) {
         const int cur = (ci - c_begin) & 1;
         if (ci + 1 < c_end)
-            tile_load(&stage[cur ^ 1], payload, scales, pstride, sstride, n_out, row_base, (int64_t)(ci + 1) * T_K, q1,
-                      k_pad, q9t);
+            tile_load(&stage[cur ^ 1], payload, scales, pstride, sstride, n_out, row_base,
+                      (int64_t)(ci + 1) * T_K, q1, k_pad, q9t);
         fp4_cp_async_commit();
         fp4_cp_async_wait<1>(); /* the current stage has landed (the next may still fly) */
         __syncthreads();
@@ -91,13 +92,16 @@ static __global__ __launch_bounds__(128) void w4a4_tile_kernel(const uint8_t *__
         const int rlo = warp * 16 + g, rhi = rlo + 8;
 #pragma unroll 4
         for (int G = 0; G < 16; G++) {
-            const uint32_t wlo = *reinterpret_cast<const unsigned short *>(st->w + rlo * T_WPITCH + G * 8 + q * 2);
-            const uint32_t whi = *reinterpret_cast<const unsigned short *>(st->w + rhi * T_WPITCH + G * 8 + q * 2);
+            const uint32_t wlo =
+                *reinterpret_cast<const unsigned short *>(st->w + rlo * T_WPITCH + G * 8 + q * 2);
+            const uint32_t whi =
+                *reinterpret_cast<const unsigned short *>(st->w + rhi * T_WPITCH + G * 8 + q * 2);
             const uint32_t a0 = fp4_e2m1x4_to_q1x4_l(wlo, luts), a1 = fp4_e2m1x4_to_q1x4_l(whi, luts);
             const int qlo = wq9[rlo * T_QPITCH + G], qhi = wq9[rhi * T_QPITCH + G];
 #pragma unroll
             for (int nt = 0; nt < 2; nt++) {
-                const uint32_t b = *reinterpret_cast<const uint32_t *>(st->a + (nt * 8 + g) * T_APITCH + G * 16 + q * 4);
+                const uint32_t b =
+                    *reinterpret_cast<const uint32_t *>(st->a + (nt * 8 + g) * T_APITCH + G * 16 + q * 4);
                 int c[4];
                 fp4_mma_s8(c, a0, a1, b);
                 const int2 qa = *reinterpret_cast<const int2 *>(st->aq9 + G * T_COLS + nt * 8 + q * 2);
@@ -120,7 +124,8 @@ static __global__ __launch_bounds__(128) void w4a4_tile_kernel(const uint8_t *__
             for (int i = 0; i < 4; i++) {
                 const int64_t row = row_base + warp * 16 + g + (i >> 1) * 8;
                 const int col = nt * 8 + q * 2 + (i & 1);
-                if (row < n_out) y[(int64_t)col * n_out + row] = fp4_cu_w4a4_term(acc[nt][i], scale2, input_scale);
+                if (row < n_out)
+                    y[(int64_t)col * n_out + row] = fp4_cu_w4a4_term(acc[nt][i], scale2, input_scale);
             }
         return;
     }
@@ -141,7 +146,8 @@ static __global__ __launch_bounds__(128) void w4a4_tile_kernel(const uint8_t *__
             const int col = nt * 8 + q * 2 + (i & 1);
             if (row >= n_out) continue;
             long long t = 0;
-            for (int sp = 0; sp < n_split; sp++) t += __ldcg(partials + ((int64_t)sp * T_COLS + col) * n_out + row);
+            for (int sp = 0; sp < n_split; sp++)
+                t += __ldcg(partials + ((int64_t)sp * T_COLS + col) * n_out + row);
             y[(int64_t)col * n_out + row] = fp4_cu_w4a4_term(t, scale2, input_scale);
         }
 }
@@ -166,8 +172,8 @@ fp4_status lab_w4a4(int variant, const fp4_cuda_tensor *w, const float *d_x, int
     int8_t *q1 = (int8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
     int32_t *q9 = (int32_t *)((uint8_t *)q1 + FP4_CU_ALIGN((size_t)(T_COLS * w->k_pad)));
     /* q9 in [group][column] order so that one 16-byte copy stages 4 of them */
-    FP4_CU_TRY(fp4_cu_w4a4_act_quant(d_x, w->n_in, w->k_pad, T_COLS, w->input_scale_inv, NULL, NULL, q1, q9, 1, T_COLS,
-                                     stream));
+    FP4_CU_TRY(fp4_cu_w4a4_act_quant(d_x, w->n_in, w->k_pad, T_COLS, w->input_scale_inv, NULL, NULL, q1, q9,
+                                     1, T_COLS, stream));
     const int64_t rb = (w->n_out + T_ROWS - 1) / T_ROWS, nchunks = w->k_pad / T_K;
     int ks = lab_plan_splits(rb, nchunks, 4);
     if (ks > 1 && rb > (int64_t)(FP4_CU_COUNTER_BYTES / 4)) ks = 1;
@@ -175,8 +181,8 @@ fp4_status lab_w4a4(int variant, const fp4_cuda_tensor *w, const float *d_x, int
     ks = (int)((nchunks + cps - 1) / cps);
     long long *partials = (long long *)((uint8_t *)q9 + FP4_CU_ALIGN((size_t)(T_COLS * ngp) * 4));
     w4a4_tile_kernel<<<dim3((unsigned)rb, (unsigned)ks), 128, 0, stream>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->k_pad, cps, w->scale2, is, q1, q9,
-        d_y, partials, (unsigned *)s->d_base);
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->k_pad, cps, w->scale2, is,
+        q1, q9, d_y, partials, (unsigned *)s->d_base);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }

@@ -47,11 +47,10 @@ static __device__ __forceinline__ void q9_pair(uint32_t two, int *qa, int *qb) {
 }
 
 template <int NC, int R, typename DOT>
-static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__restrict__ payload,
-                                                               const uint8_t *__restrict__ scales, int64_t pstride,
-                                                               int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
-                                                               float scale2, const int8_t *__restrict__ xq,
-                                                               const float *__restrict__ xd, float *__restrict__ y) {
+static __global__ __launch_bounds__(256) void a16_exact_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xq,
+    const float *__restrict__ xd, float *__restrict__ y) {
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -74,7 +73,9 @@ static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__
 #pragma unroll
         for (int r = 0; r < R; r++) {
             wv[r] = valid ? fp4_ldg16(prow[r] + (int64_t)sb * 128) : make_uint4(0u, 0u, 0u, 0u);
-            sc[r] = valid ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sb * 16)) : 0u;
+            sc[r] =
+                valid ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sb * 16))
+                      : 0u;
         }
         int q9a[R], q9b[R];
 #pragma unroll
@@ -114,12 +115,13 @@ static __global__ __launch_bounds__(256) void a16_exact_kernel(const uint8_t *__
 
 /* q, d: the Q8_K pass in element order (fp4_cu_q8k_quantize, frag = 0), NC columns. */
 template <int NC, int R, typename DOT>
-static fp4_status launch_a16_dp4a(const fp4_cuda_tensor *w, const int8_t *q, const float *d, float *y, cudaStream_t s) {
+static fp4_status launch_a16_dp4a(const fp4_cuda_tensor *w, const int8_t *q, const float *d, float *y,
+                                  cudaStream_t s) {
     const int64_t warps = (w->n_out + R - 1) / R;
     const int64_t blocks = (warps * 32 + 255) / 256;
-    a16_exact_kernel<NC, R, DOT><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
-                                                                    w->scale_stride, w->n_out, (int)(w->n_in / 256),
-                                                                    w->k_pad, w->scale2, q, d, y);
+    a16_exact_kernel<NC, R, DOT>
+        <<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride, w->scale_stride,
+                                          w->n_out, (int)(w->n_in / 256), w->k_pad, w->scale2, q, d, y);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }

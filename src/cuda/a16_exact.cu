@@ -58,8 +58,8 @@ struct dec_5op {
 template <int NT>
 static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
-    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf, const float *__restrict__ xd,
-    int ncols, float *__restrict__ y) {
+    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf,
+    const float *__restrict__ xd, int ncols, float *__restrict__ y) {
     constexpr int NCP = 8 * NT;
     extern __shared__ __align__(16) uint8_t mma_smem[];
     int *lut = reinterpret_cast<int *>(mma_smem);
@@ -73,7 +73,8 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
     const dec_5op dec = {fp4_pin(0x03020100u), fp4_pin(0x0C080604u)};
 
     auto load = [&](int sb, int stage) {
-        FP4_SBT_LOAD(my + stage * MMA_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
+        FP4_SBT_LOAD(my + stage * MMA_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb,
+                     lane);
     };
     /* activations (B operands) of super-block sb: column nt*8 + r0, words (qd, g); steps dv */
     uint32_t b[NT][16];
@@ -87,7 +88,8 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
             for (int i = 0; i < 4; i++) {
                 uint4 v = make_uint4(0u, 0u, 0u, 0u);
                 if (ok && col < ncols)
-                    v = __ldg(reinterpret_cast<const uint4 *>(xf + col * k_pad + (int64_t)sb * 256 + qd * 64 + i * 16));
+                    v = __ldg(reinterpret_cast<const uint4 *>(xf + col * k_pad + (int64_t)sb * 256 + qd * 64 +
+                                                              i * 16));
                 b[nt][4 * i] = v.x;
                 b[nt][4 * i + 1] = v.y;
                 b[nt][4 * i + 2] = v.z;
@@ -163,7 +165,8 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         const int p = tid + 256 * j, row = p / NCP, col = p % NCP;
-        if (rowbase + row < n_out && col < ncols) y[(int64_t)col * n_out + rowbase + row] = fp4_round_f16_dev(own[j]);
+        if (rowbase + row < n_out && col < ncols)
+            y[(int64_t)col * n_out + rowbase + row] = fp4_round_f16_dev(own[j]);
     }
 }
 
@@ -175,8 +178,8 @@ static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const fl
     FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_exact_mma_kernel<NT>, smem, opted_in));
     const int64_t blocks = (w->n_out + MMA_ROWS - 1) / MMA_ROWS;
     a16_exact_mma_kernel<NT><<<(unsigned)blocks, MMA_NW * 32, smem, s>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
-        w->scale2, q, d, (int)nc, y);
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256),
+        w->k_pad, w->scale2, q, d, (int)nc, y);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
@@ -206,7 +209,9 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         const int mma = nc >= 2; /* the MMA kernel reads q in fragment order */
         float *y = d_y + c0 * w->n_out;
         FP4_CU_TRY(fp4_cu_q8k_quantize(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, NULL, mma, stream));
-        if (mma) FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream) : launch_mma<2>(w, q, d, nc, y, stream));
+        if (mma)
+            FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream)
+                               : launch_mma<2>(w, q, d, nc, y, stream));
         else FP4_CU_TRY((launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream)));
     }
     return FP4_OK;

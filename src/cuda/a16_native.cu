@@ -12,8 +12,8 @@
 #define CHUNK 32 /* columns per launch of the 64-row tiles */
 
 /* one launch of the 64-row tile for nc <= CHUNK columns */
-static fp4_status tile64(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, const fp4_cuda_scratch *s,
-                         cudaStream_t st) {
+static fp4_status tile64(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y,
+                         const fp4_cuda_scratch *s, cudaStream_t st) {
     if (nc <= 8) return launch_tile<4, 1, 3>(w, x, nc, y, s, st);
     if (nc <= 16) return launch_tile<4, 2, 3>(w, x, nc, y, s, st);
     return launch_tile<4, 4, 3>(w, x, nc, y, s, st);
@@ -49,7 +49,8 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
     if (!w || !d_x || !d_y || n_cols < 1 || !s || !s->d_base) return FP4_ERR_INVALID_ARG;
     if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
     if (w->n_in <= 0 || w->n_in % 16 || w->k_pad % 256 || w->k_pad < w->n_in) return FP4_ERR_SHAPE;
-    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) || !fp4_aligned16(d_x))
+    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
+        !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
     if (n_cols == 1) return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
     if (n_cols <= NARROW) return launch_tile<2, 1, 4>(w, d_x, n_cols, d_y, s, stream);

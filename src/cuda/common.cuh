@@ -66,7 +66,9 @@ static __device__ __forceinline__ uint32_t fp4_prmt(uint32_t a, uint32_t b, uint
 }
 
 /* 16 bytes through the read-only path (p 16-byte aligned). */
-static __device__ __forceinline__ uint4 fp4_ldg16(const void *p) { return __ldg(reinterpret_cast<const uint4 *>(p)); }
+static __device__ __forceinline__ uint4 fp4_ldg16(const void *p) {
+    return __ldg(reinterpret_cast<const uint4 *>(p));
+}
 
 /* cp.async (sm_80+): 16 bytes global -> shared, bypassing L1; commit / wait by group count. */
 static __device__ __forceinline__ void fp4_cp_async16(void *smem, const void *gmem) {
@@ -98,9 +100,9 @@ template <bool BF16> static __device__ __forceinline__ void fp4_widen8(uint4 q, 
 /* Payload and scale pointers of a warp's R rows from row0 (rows past n_out read the last row;
  * their results are discarded), at this lane's byte offsets poff / soff into the rows. */
 template <int R>
-static __device__ __forceinline__ void fp4_warp_rows(const uint8_t *payload, const uint8_t *scales, int64_t pstride,
-                                                     int64_t sstride, int64_t n_out, int64_t row0, int poff, int soff,
-                                                     const uint8_t *(&prow)[R], const uint8_t *(&srow)[R]) {
+static __device__ __forceinline__ void
+fp4_warp_rows(const uint8_t *payload, const uint8_t *scales, int64_t pstride, int64_t sstride, int64_t n_out,
+              int64_t row0, int poff, int soff, const uint8_t *(&prow)[R], const uint8_t *(&srow)[R]) {
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int64_t row = row0 + r < n_out ? row0 + r : n_out - 1;
@@ -178,7 +180,8 @@ static __device__ __forceinline__ uint32_t fp4_dev_e2m1_encode(float x) {
     if (isnan(x)) return 7u;
     const float a = fabsf(x);
     const uint32_t m = (uint32_t)(a > 0.25f) + (uint32_t)(a >= 0.75f) + (uint32_t)(a > 1.25f) +
-                       (uint32_t)(a >= 1.75f) + (uint32_t)(a > 2.5f) + (uint32_t)(a >= 3.5f) + (uint32_t)(a > 5.0f);
+                       (uint32_t)(a >= 1.75f) + (uint32_t)(a > 2.5f) + (uint32_t)(a >= 3.5f) +
+                       (uint32_t)(a > 5.0f);
     return (x < 0.0f ? 8u : 0u) | m;
 }
 
@@ -194,7 +197,9 @@ static __device__ __forceinline__ float fp4_e2m1_to_f32(uint32_t code) {
 }
 
 /* The F16 output boundary (SPEC §4 step 5): (float)(half)f, round to nearest even. */
-static __device__ __forceinline__ float fp4_round_f16_dev(float f) { return __half2float(__float2half_rn(f)); }
+static __device__ __forceinline__ float fp4_round_f16_dev(float f) {
+    return __half2float(__float2half_rn(f));
+}
 
 /* ggml's nearest_int: the magic-number round to nearest even (valid for |f| <= 4194303). */
 static __device__ __forceinline__ int fp4_nearest_int_dev(float f) {
@@ -282,7 +287,8 @@ static __device__ __forceinline__ uint32_t fp4_f2_to_h2(float lo, float hi) {
 }
 
 /* D = A*B + D, m16n8k16, f16 inputs, f32 accumulators (sm_80+). */
-static __device__ __forceinline__ void fp4_mma_f16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+static __device__ __forceinline__ void fp4_mma_f16(float d[4], const uint32_t a[4], uint32_t b0,
+                                                   uint32_t b1) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -321,10 +327,11 @@ static __device__ __forceinline__ bool fp4_splitk_arrive(unsigned *counter, int 
 
 /* The last-arriving block of a split-K set (after fp4_splitk_arrive): the slices of output
  * (tok, row) added in slice order, f32 (partials laid out [slice][column][row]). */
-static __device__ __forceinline__ float fp4_splitk_sum(const float *partials, int n_slices, int ncols, int64_t n_out,
-                                                       int tok, int64_t row) {
+static __device__ __forceinline__ float fp4_splitk_sum(const float *partials, int n_slices, int ncols,
+                                                       int64_t n_out, int tok, int64_t row) {
     float sum = 0.0f;
-    for (int sp = 0; sp < n_slices; sp++) sum = __fadd_rn(sum, __ldcg(partials + ((int64_t)sp * ncols + tok) * n_out + row));
+    for (int sp = 0; sp < n_slices; sp++)
+        sum = __fadd_rn(sum, __ldcg(partials + ((int64_t)sp * ncols + tok) * n_out + row));
     return sum;
 }
 
@@ -345,8 +352,8 @@ fp4_status fp4_cu_smem_opt_in(const void *kernel, size_t bytes, int *done);
 /* Activation passes. Q8_K (SPEC §4 step 1) of n_cols columns of n_in values into int8 values
  * (n_cols, k_pad) at d_q (frag = 0: element order; 1: the integer-MMA fragment order) and steps
  * (n_cols, k_pad/256) at d_d, and/or ggml blocks at d_blocks; padding super-blocks give zeros. */
-fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q, float *d_d,
-                               fp4_block_q8_K *d_blocks, int frag, cudaStream_t stream);
+fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q,
+                               float *d_d, fp4_block_q8_K *d_blocks, int frag, cudaStream_t stream);
 /* W4A4 (SPEC §3 steps 3-5 per 16-group): packed codes / scale bytes (the public layout) and/or
  * int8 e2m1_q1 values (n_cols, k_pad) and e4m3fn_q9 ints at q9[col * q9_cs + group * q9_gs]. */
 fp4_status fp4_cu_w4a4_act_quant(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols,

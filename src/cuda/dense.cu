@@ -5,9 +5,10 @@
 #include "common.cuh"
 
 template <bool BF16, int NC, int R>
-static __global__ __launch_bounds__(256) void dense_matvec_kernel(const uint8_t *__restrict__ w, int64_t stride,
-                                                                  int64_t n_out, int64_t n_in,
-                                                                  const float *__restrict__ x, float *__restrict__ y) {
+static __global__ __launch_bounds__(256) void dense_matvec_kernel(const uint8_t *__restrict__ w,
+                                                                  int64_t stride, int64_t n_out, int64_t n_in,
+                                                                  const float *__restrict__ x,
+                                                                  float *__restrict__ y) {
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -39,7 +40,8 @@ static __global__ __launch_bounds__(256) void dense_matvec_kernel(const uint8_t 
 #pragma unroll
         for (int c = 0; c < NC; c++)
 #pragma unroll
-            for (int m = 16; m >= 1; m >>= 1) acc[r][c] = __fadd_rn(acc[r][c], __shfl_xor_sync(0xFFFFFFFFu, acc[r][c], m));
+            for (int m = 16; m >= 1; m >>= 1)
+                acc[r][c] = __fadd_rn(acc[r][c], __shfl_xor_sync(0xFFFFFFFFu, acc[r][c], m));
     if (lane == 0)
 #pragma unroll
         for (int r = 0; r < R; r++)
@@ -58,7 +60,8 @@ static fp4_status launch_dense(const fp4_cuda_tensor *t, const float *x, float *
 }
 
 template <bool BF16>
-static fp4_status dense_chunk(const fp4_cuda_tensor *t, const float *x, int64_t nc, float *y, cudaStream_t s) {
+static fp4_status dense_chunk(const fp4_cuda_tensor *t, const float *x, int64_t nc, float *y,
+                              cudaStream_t s) {
     switch (nc) {
     case 1: return launch_dense<BF16, 1, 1>(t, x, y, s);
     case 2: return launch_dense<BF16, 2, 1>(t, x, y, s);
@@ -74,13 +77,15 @@ fp4_status fp4_cu_dense(const fp4_cuda_tensor *w, const float *d_x, int64_t n_co
     if (!w || !d_x || !d_y || !w->d_payload || n_cols < 1) return FP4_ERR_INVALID_ARG;
     if (w->type != FP4_TYPE_F16 && w->type != FP4_TYPE_BF16) return FP4_ERR_DTYPE;
     if (w->n_in <= 0 || w->n_in % 8) return FP4_ERR_SHAPE;
-    if (w->payload_stride % 16 || !fp4_aligned16(w->d_payload) || !fp4_aligned16(d_x)) return FP4_ERR_INVALID_ARG;
+    if (w->payload_stride % 16 || !fp4_aligned16(w->d_payload) || !fp4_aligned16(d_x))
+        return FP4_ERR_INVALID_ARG;
     for (int64_t c0 = 0; c0 < n_cols;) {
         const int64_t left = n_cols - c0;
         const int64_t nc = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-        const fp4_status st = w->type == FP4_TYPE_BF16
-                                  ? dense_chunk<true>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, stream)
-                                  : dense_chunk<false>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, stream);
+        const fp4_status st =
+            w->type == FP4_TYPE_BF16
+                ? dense_chunk<true>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, stream)
+                : dense_chunk<false>(w, d_x + c0 * w->n_in, nc, d_y + c0 * w->n_out, stream);
         if (st != FP4_OK) return st;
         c0 += nc;
     }

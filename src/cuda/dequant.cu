@@ -44,9 +44,10 @@ template <> __device__ __forceinline__ void store16<__nv_bfloat16>(__nv_bfloat16
 
 /* grid.x: groups of a row in blocks of 256; grid.y: rows. */
 template <typename T>
-static __global__ __launch_bounds__(256) void dequant_rows_kernel(const uint8_t *payload, const uint8_t *scales,
-                                                                  int64_t pstride, int64_t sstride, int64_t row0,
-                                                                  int64_t n_in, float scale2, T *dst) {
+static __global__ __launch_bounds__(256) void dequant_rows_kernel(const uint8_t *payload,
+                                                                  const uint8_t *scales, int64_t pstride,
+                                                                  int64_t sstride, int64_t row0, int64_t n_in,
+                                                                  float scale2, T *dst) {
     const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= n_in / 16) return;
     const int64_t r = row0 + blockIdx.y;
@@ -57,9 +58,10 @@ static __global__ __launch_bounds__(256) void dequant_rows_kernel(const uint8_t 
 }
 
 /* Embedding: grid.y = position in ids; each thread one 16-value group. */
-static __global__ __launch_bounds__(256) void embed_nvfp4_kernel(const uint8_t *payload, const uint8_t *scales,
-                                                                 int64_t pstride, int64_t sstride, int64_t n_out,
-                                                                 int64_t n_in, float scale2, const int32_t *ids,
+static __global__ __launch_bounds__(256) void embed_nvfp4_kernel(const uint8_t *payload,
+                                                                 const uint8_t *scales, int64_t pstride,
+                                                                 int64_t sstride, int64_t n_out, int64_t n_in,
+                                                                 float scale2, const int32_t *ids,
                                                                  float *out) {
     const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (g >= n_in / 16) return;
@@ -77,8 +79,9 @@ static __global__ __launch_bounds__(256) void embed_nvfp4_kernel(const uint8_t *
 
 /* F16/BF16 rows: each thread 8 values (one 16-byte load). */
 template <bool BF16>
-static __global__ __launch_bounds__(256) void embed_half_kernel(const uint8_t *table, int64_t stride, int64_t n_out,
-                                                                int64_t n_in, const int32_t *ids, float *out) {
+static __global__ __launch_bounds__(256) void embed_half_kernel(const uint8_t *table, int64_t stride,
+                                                                int64_t n_out, int64_t n_in,
+                                                                const int32_t *ids, float *out) {
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= n_in / 8) return;
     const int64_t id = ids[blockIdx.y];
@@ -96,23 +99,27 @@ static __global__ __launch_bounds__(256) void embed_half_kernel(const uint8_t *t
 
 extern "C" {
 
-FP4_API fp4_status fp4_cuda_nvfp4_dequant(const fp4_cuda_tensor *w, int64_t row0, int64_t n_rows, int64_t dst_type,
-                                          void *d_dst, fp4_cuda_stream stream) {
-    if (!w || !d_dst || w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
+FP4_API fp4_status fp4_cuda_nvfp4_dequant(const fp4_cuda_tensor *w, int64_t row0, int64_t n_rows,
+                                          int64_t dst_type, void *d_dst, fp4_cuda_stream stream) {
+    if (!w || !d_dst || w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales)
+        return FP4_ERR_INVALID_ARG;
     if (row0 < 0 || n_rows < 0 || row0 + n_rows > w->n_out) return FP4_ERR_SHAPE;
-    if (w->n_in <= 0 || w->n_in % 16 || w->payload_stride % 8 || !fp4_aligned16(d_dst)) return FP4_ERR_INVALID_ARG;
+    if (w->n_in <= 0 || w->n_in % 16 || w->payload_stride % 8 || !fp4_aligned16(d_dst))
+        return FP4_ERR_INVALID_ARG;
     if (n_rows == 0) return FP4_OK;
     if (n_rows > 65535) return FP4_ERR_LIMIT; /* grid.y; callers chunk larger spans */
     const dim3 grid((unsigned)((w->n_in / 16 + 255) / 256), (unsigned)n_rows);
     cudaStream_t s = (cudaStream_t)stream;
     switch (dst_type) {
     case FP4_TYPE_F32:
-        dequant_rows_kernel<float><<<grid, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride, w->scale_stride,
-                                                        row0, w->n_in, w->scale2, (float *)d_dst);
+        dequant_rows_kernel<float><<<grid, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
+                                                        w->scale_stride, row0, w->n_in, w->scale2,
+                                                        (float *)d_dst);
         break;
     case FP4_TYPE_F16:
         dequant_rows_kernel<__half><<<grid, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
-                                                         w->scale_stride, row0, w->n_in, w->scale2, (__half *)d_dst);
+                                                         w->scale_stride, row0, w->n_in, w->scale2,
+                                                         (__half *)d_dst);
         break;
     case FP4_TYPE_BF16:
         dequant_rows_kernel<__nv_bfloat16><<<grid, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
@@ -127,7 +134,8 @@ FP4_API fp4_status fp4_cuda_nvfp4_dequant(const fp4_cuda_tensor *w, int64_t row0
 
 FP4_API fp4_status fp4_cuda_embed(const fp4_cuda_tensor *w, const int32_t *d_ids, int64_t n_ids, float *d_out,
                                   fp4_cuda_stream stream) {
-    if (!w || !d_ids || !d_out || !w->d_payload || n_ids < 0 || !fp4_aligned16(d_out)) return FP4_ERR_INVALID_ARG;
+    if (!w || !d_ids || !d_out || !w->d_payload || n_ids < 0 || !fp4_aligned16(d_out))
+        return FP4_ERR_INVALID_ARG;
     if (n_ids == 0) return FP4_OK;
     if (n_ids > 65535) return FP4_ERR_LIMIT;
     cudaStream_t s = (cudaStream_t)stream;
@@ -140,9 +148,11 @@ FP4_API fp4_status fp4_cuda_embed(const fp4_cuda_tensor *w, const int32_t *d_ids
         if (w->n_in % 8 || w->payload_stride % 16 || !fp4_aligned16(w->d_payload)) return FP4_ERR_INVALID_ARG;
         const dim3 grid((unsigned)((w->n_in / 8 + 255) / 256), (unsigned)n_ids);
         if (w->type == FP4_TYPE_BF16)
-            embed_half_kernel<true><<<grid, 256, 0, s>>>(w->d_payload, w->payload_stride, w->n_out, w->n_in, d_ids, d_out);
+            embed_half_kernel<true>
+                <<<grid, 256, 0, s>>>(w->d_payload, w->payload_stride, w->n_out, w->n_in, d_ids, d_out);
         else
-            embed_half_kernel<false><<<grid, 256, 0, s>>>(w->d_payload, w->payload_stride, w->n_out, w->n_in, d_ids, d_out);
+            embed_half_kernel<false>
+                <<<grid, 256, 0, s>>>(w->d_payload, w->payload_stride, w->n_out, w->n_in, d_ids, d_out);
     } else {
         return FP4_ERR_UNSUPPORTED;
     }

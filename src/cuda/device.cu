@@ -99,11 +99,11 @@ FP4_API fp4_status fp4_cuda_tensor_upload_nvfp4(const fp4_nvfp4_view *w, fp4_cud
     uint8_t *p = (uint8_t *)arena, *s = p + pbytes;
     cudaError_t e = cudaMemset(arena, 0, pbytes + sbytes);
     if (e == cudaSuccess)
-        e = cudaMemcpy2D(p, pstride, w->payload, (size_t)(w->n_in / 2), (size_t)(w->n_in / 2), (size_t)w->n_out,
-                         cudaMemcpyHostToDevice);
+        e = cudaMemcpy2D(p, pstride, w->payload, (size_t)(w->n_in / 2), (size_t)(w->n_in / 2),
+                         (size_t)w->n_out, cudaMemcpyHostToDevice);
     if (e == cudaSuccess)
-        e = cudaMemcpy2D(s, sstride, w->scales, (size_t)(w->n_in / 16), (size_t)(w->n_in / 16), (size_t)w->n_out,
-                         cudaMemcpyHostToDevice);
+        e = cudaMemcpy2D(s, sstride, w->scales, (size_t)(w->n_in / 16), (size_t)(w->n_in / 16),
+                         (size_t)w->n_out, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
         cudaFree(arena);
         return FP4_CUDA_FAIL(e, "cudaMemset/cudaMemcpy2D(arena)");
@@ -129,8 +129,11 @@ FP4_API fp4_status fp4_cuda_tensor_upload(int64_t type, const void *host_data, i
     memset(out, 0, sizeof *out);
     if (!host_data || n_out <= 0 || n_in <= 0 || n_in > FP4_MAX_N_IN) return FP4_ERR_INVALID_ARG;
     /* the types a device kernel reads: values per block, bytes per block (ggml's sizes) */
-    static const struct { int64_t type, block, bytes, align; } kinds[] = {
-        {FP4_TYPE_F16, 1, 2, 8}, {FP4_TYPE_BF16, 1, 2, 8}, {FP4_TYPE_Q4_K, 256, 144, 256}, {FP4_TYPE_Q6_K, 256, 210, 256}};
+    static const struct { int64_t type, block, bytes, align;
+    } kinds[] = {{FP4_TYPE_F16, 1, 2, 8},
+                 {FP4_TYPE_BF16, 1, 2, 8},
+                 {FP4_TYPE_Q4_K, 256, 144, 256},
+                 {FP4_TYPE_Q6_K, 256, 210, 256}};
     int k = -1;
     for (int i = 0; i < (int)(sizeof kinds / sizeof kinds[0]); i++)
         if (kinds[i].type == type) k = i;

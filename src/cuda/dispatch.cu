@@ -24,13 +24,15 @@ typedef struct route {
 #define NO_MAX INT64_MAX
 static const route routes[] = {
     /* NVFP4, W4A4 (input_scale_inv present): always the exact integer contraction */
-    {FP4_TYPE_NVFP4_E2M1, MODE_ANY, ACT_NVFP4, 16, 16, 64, fp4_cu_w4a4_mma16, fp4_cu_w4a4_scratch, "nvfp4.w4a4.tile16"},
-    {FP4_TYPE_NVFP4_E2M1, MODE_ANY, ACT_NVFP4, 1, NO_MAX, 0, fp4_cu_w4a4_dp4a, fp4_cu_w4a4_scratch, "nvfp4.w4a4.dp4a"},
+    {FP4_TYPE_NVFP4_E2M1, MODE_ANY, ACT_NVFP4, 16, 16, 64, fp4_cu_w4a4_mma16, fp4_cu_w4a4_scratch,
+     "nvfp4.w4a4.tile16"},
+    {FP4_TYPE_NVFP4_E2M1, MODE_ANY, ACT_NVFP4, 1, NO_MAX, 0, fp4_cu_w4a4_dp4a, fp4_cu_w4a4_scratch,
+     "nvfp4.w4a4.dp4a"},
     /* NVFP4, W4A16 */
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_EXACT, ACT_A16, 1, NO_MAX, 256, fp4_cu_a16_exact, fp4_cu_a16_exact_scratch,
      "nvfp4.a16.exact.dp4a"},
-    {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, NO_MAX, 0, fp4_cu_a16_native, fp4_cu_a16_native_scratch,
-     "nvfp4.a16.native.mma"},
+    {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, NO_MAX, 0, fp4_cu_a16_native,
+     fp4_cu_a16_native_scratch, "nvfp4.a16.native.mma"},
     /* unquantized: exact mode is the CPU's dense.pinned bit for bit (f32 products, the pinned
      * 32-lane reduction of src/runtime/pinned.h); native mode the FMA kernel */
     {FP4_TYPE_F16, FP4_MODE_EXACT, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense_pinned, NULL, "f16.dense.pinned"},
@@ -48,7 +50,8 @@ static int act_of(const fp4_cuda_tensor *w) {
 }
 
 static int keys_match(const route *r, const fp4_cuda_tensor *w, int mode) {
-    return r->type == w->type && (r->mode == MODE_ANY || r->mode == mode) && (r->act == ACT_ANY || r->act == act_of(w));
+    return r->type == w->type && (r->mode == MODE_ANY || r->mode == mode) &&
+           (r->act == ACT_ANY || r->act == act_of(w));
 }
 
 /* *refused = 1 when a row of these keys exists but refuses the shape (and none serves). */
@@ -82,7 +85,8 @@ FP4_API fp4_status fp4_cuda_project(const fp4_cuda_tensor *w, fp4_mode mode, con
     int refused;
     const route *r = find_route(w, (int)mode, n_cols, &refused);
     if (!r) return refused ? FP4_ERR_REFUSED_ROUTE : FP4_ERR_UNSUPPORTED;
-    if (r->scratch && (!scratch || !scratch->d_base || scratch->bytes < FP4_CU_COUNTER_BYTES)) return FP4_ERR_INVALID_ARG;
+    if (r->scratch && (!scratch || !scratch->d_base || scratch->bytes < FP4_CU_COUNTER_BYTES))
+        return FP4_ERR_INVALID_ARG;
     return r->fn(w, d_x, n_cols, d_y, scratch, (cudaStream_t)stream);
 }
 

@@ -10,7 +10,8 @@ static thread_local char last_error[384];
 extern "C" {
 
 fp4_status fp4_cu_fail(cudaError_t e, const char *expr, const char *func, const char *file, int line) {
-    snprintf(last_error, sizeof last_error, "%s: %s (%s, %s:%d)", expr, cudaGetErrorString(e), func, file, line);
+    snprintf(last_error, sizeof last_error, "%s: %s (%s, %s:%d)", expr, cudaGetErrorString(e), func, file,
+             line);
     (void)cudaGetLastError(); /* a non-sticky error must not surface again at the next launch check */
     return FP4_ERR_CUDA;
 }

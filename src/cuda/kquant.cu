@@ -54,9 +54,10 @@ static __device__ __forceinline__ void q6k_values(const uint8_t *blk, int lane, 
 }
 
 template <bool Q6, int NC>
-static __global__ __launch_bounds__(256) void kquant_matvec_kernel(const uint8_t *__restrict__ w, int64_t stride,
-                                                                   int64_t n_out, int64_t n_in,
-                                                                   const float *__restrict__ x, float *__restrict__ y) {
+static __global__ __launch_bounds__(256) void kquant_matvec_kernel(const uint8_t *__restrict__ w,
+                                                                   int64_t stride, int64_t n_out,
+                                                                   int64_t n_in, const float *__restrict__ x,
+                                                                   float *__restrict__ y) {
     const int lane = threadIdx.x & 31;
     const int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (row >= n_out) return;

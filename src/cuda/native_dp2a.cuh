@@ -51,20 +51,22 @@ static __global__ __launch_bounds__(256) void act16_kernel(const float *__restri
         b = max(-32767, min(32767, b));
         packed[j] = ((uint32_t)a & 0xFFFFu) | ((uint32_t)b << 16);
     }
-    *reinterpret_cast<uint4 *>(q + (int64_t)col * k_pad + k) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    *reinterpret_cast<uint4 *>(q + (int64_t)col * k_pad + k) =
+        make_uint4(packed[0], packed[1], packed[2], packed[3]);
     if (lane == 0) d[(int64_t)col * nsb_pad + sb] = amax > 0.0f ? __fdiv_rn(amax, 32767.0f) : 0.0f;
 }
 
 /* 4 nibbles (bits 0..15 of nib, sel/neg precomputed for the same bits) -> signed int8 e2m1_q1 x4 */
-static __device__ __forceinline__ uint32_t dp2a_q1x4(uint32_t nib, uint32_t mag, uint32_t sel, const fp4_q1_luts &l) {
+static __device__ __forceinline__ uint32_t dp2a_q1x4(uint32_t nib, uint32_t mag, uint32_t sel,
+                                                     const fp4_q1_luts &l) {
     const uint32_t pos = fp4_prmt(l.p0, l.p1, nib);
     const uint32_t neg = fp4_prmt(l.n0, l.n1, mag);
     return fp4_prmt(pos, neg, sel);
 }
 
 /* Σ q1·a over the 8 weights of one word: a0..a3 = int16 pairs of elements (0,1) (2,3) (4,5) (6,7) */
-static __device__ __forceinline__ int dp2a_word_dot(uint32_t lo4, uint32_t hi4, uint32_t a0, uint32_t a1, uint32_t a2,
-                                                  uint32_t a3, int acc) {
+static __device__ __forceinline__ int dp2a_word_dot(uint32_t lo4, uint32_t hi4, uint32_t a0, uint32_t a1,
+                                                    uint32_t a2, uint32_t a3, int acc) {
     acc = __dp2a_lo((int)a0, (int)lo4, acc);
     acc = __dp2a_hi((int)a1, (int)lo4, acc);
     acc = __dp2a_lo((int)a2, (int)hi4, acc);
@@ -72,11 +74,10 @@ static __device__ __forceinline__ int dp2a_word_dot(uint32_t lo4, uint32_t hi4, 
 }
 
 template <int NC, int R>
-static __global__ __launch_bounds__(256) void native_dp2a_kernel(const uint8_t *__restrict__ payload,
-                                                             const uint8_t *__restrict__ scales, int64_t pstride,
-                                                             int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
-                                                             float scale2, const int16_t *__restrict__ xq,
-                                                             const float *__restrict__ xd, float *__restrict__ y) {
+static __global__ __launch_bounds__(256) void native_dp2a_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int16_t *__restrict__ xq,
+    const float *__restrict__ xd, float *__restrict__ y) {
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -99,7 +100,8 @@ static __global__ __launch_bounds__(256) void native_dp2a_kernel(const uint8_t *
 #pragma unroll
         for (int r = 0; r < R; r++) {
             nw[r] = ok ? fp4_ldg16(prow[r] + (int64_t)sb * 128) : make_uint4(0u, 0u, 0u, 0u);
-            ns[r] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sb * 16)) : 0u;
+            ns[r] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sb * 16))
+                       : 0u;
         }
     }
     for (int sb0 = 0; sb0 < nsb; sb0 += 4) {
@@ -118,7 +120,8 @@ static __global__ __launch_bounds__(256) void native_dp2a_kernel(const uint8_t *
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 nw[r] = ok ? fp4_ldg16(prow[r] + (int64_t)sbn * 128) : make_uint4(0u, 0u, 0u, 0u);
-                ns[r] = ok ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sbn * 16))
+                ns[r] = ok ? (uint32_t)__ldg(
+                                 reinterpret_cast<const unsigned short *>(srow[r] + (int64_t)sbn * 16))
                            : 0u;
             }
         }
@@ -149,8 +152,9 @@ static __global__ __launch_bounds__(256) void native_dp2a_kernel(const uint8_t *
             const float s0 = __low2float(hh), s1 = __high2float(hh);
 #pragma unroll
             for (int c = 0; c < NC; c++) {
-                const uint32_t a[16] = {av[c][0].x, av[c][0].y, av[c][0].z, av[c][0].w, av[c][1].x, av[c][1].y,
-                                        av[c][1].z, av[c][1].w, av[c][2].x, av[c][2].y, av[c][2].z, av[c][2].w,
+                const uint32_t a[16] = {av[c][0].x, av[c][0].y, av[c][0].z, av[c][0].w,
+                                        av[c][1].x, av[c][1].y, av[c][1].z, av[c][1].w,
+                                        av[c][2].x, av[c][2].y, av[c][2].z, av[c][2].w,
                                         av[c][3].x, av[c][3].y, av[c][3].z, av[c][3].w};
                 int d0 = dp2a_word_dot(q1[0], q1[1], a[0], a[1], a[2], a[3], 0);
                 d0 = dp2a_word_dot(q1[2], q1[3], a[4], a[5], a[6], a[7], d0);
@@ -182,20 +186,21 @@ static __global__ __launch_bounds__(256) void native_dp2a_kernel(const uint8_t *
 }
 
 template <int NC, int R>
-static fp4_status launch_dp2a(const fp4_cuda_tensor *w, const int16_t *q, const float *d, float *y, cudaStream_t s) {
+static fp4_status launch_dp2a(const fp4_cuda_tensor *w, const int16_t *q, const float *d, float *y,
+                              cudaStream_t s) {
     const int64_t warps = (w->n_out + R - 1) / R;
     const int64_t blocks = (warps * 32 + 255) / 256;
-    native_dp2a_kernel<NC, R><<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride,
-                                                           w->scale_stride, w->n_out, (int)(w->k_pad / 256), w->k_pad,
-                                                           w->scale2, q, d, y);
+    native_dp2a_kernel<NC, R>
+        <<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride, w->scale_stride,
+                                          w->n_out, (int)(w->k_pad / 256), w->k_pad, w->scale2, q, d, y);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
 
 /* the kernel for exactly nc (1..NC) columns */
 template <int R, int NC>
-static fp4_status launch_dp2a_upto(const fp4_cuda_tensor *w, int64_t nc, const int16_t *q, const float *d, float *y,
-                                 cudaStream_t s) {
+static fp4_status launch_dp2a_upto(const fp4_cuda_tensor *w, int64_t nc, const int16_t *q, const float *d,
+                                   float *y, cudaStream_t s) {
     if constexpr (NC > 1) {
         if (nc < NC) return launch_dp2a_upto<R, NC - 1>(w, nc, q, d, y, s);
     }
@@ -206,7 +211,8 @@ static fp4_status launch_dp2a_upto(const fp4_cuda_tensor *w, int64_t nc, const i
 template <int MAXC> static size_t native_dp2a_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     if (!w || n_cols < 1) return 0;
     const int64_t nc = n_cols < MAXC ? n_cols : MAXC;
-    return FP4_CU_ALIGN((size_t)nc * (size_t)w->k_pad * 2) + FP4_CU_ALIGN((size_t)nc * (size_t)(w->k_pad / 256) * 4);
+    return FP4_CU_ALIGN((size_t)nc * (size_t)w->k_pad * 2) +
+           FP4_CU_ALIGN((size_t)nc * (size_t)(w->k_pad / 256) * 4);
 }
 
 template <int R, int MAXC>
@@ -222,8 +228,8 @@ static fp4_status native_dp2a(const fp4_cuda_tensor *w, const float *d_x, int64_
     for (int64_t c0 = 0; c0 < n_cols; c0 += MAXC) {
         const int64_t nc = n_cols - c0 < MAXC ? n_cols - c0 : MAXC;
         const int64_t jobs = nc * nsb_pad;
-        act16_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x + c0 * w->n_in, (int)w->n_in,
-                                                                              nsb_pad, (int)nc, w->k_pad, q, d);
+        act16_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(
+            d_x + c0 * w->n_in, (int)w->n_in, nsb_pad, (int)nc, w->k_pad, q, d);
         FP4_CUDA_LAUNCHED();
         FP4_CU_TRY((launch_dp2a_upto<R, MAXC>(w, nc, q, d, d_y + c0 * w->n_out, stream)));
     }

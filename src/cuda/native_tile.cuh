@@ -61,7 +61,8 @@ static __device__ __forceinline__ void fp4_e2m1x8_to_h2_bytes(uint32_t w, uint32
 #define TILE_NWK 8
 #define TILE_TKB (TILE_NWK * 64) /* payload bytes per row per k-tile */
 #define TILE_TKS (TILE_NWK * 8)  /* scale bytes per row per k-tile */
-#define TILE_SMEM_MAX ((size_t)200 * 1024) /* dynamic smem opt-in we ask for (H100/H200: 227 KB minus static) */
+#define TILE_SMEM_MAX                                                                                        \
+    ((size_t)200 * 1024) /* dynamic smem opt-in we ask for (H100/H200: 227 KB minus static) */
 
 template <int MT, int S>
 static __host__ __device__ constexpr int tile_stage_bytes() {
@@ -71,8 +72,8 @@ static __host__ __device__ constexpr int tile_stage_bytes() {
 template <int MT, int NT, int S>
 static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
-    int64_t n_out, int n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x, int ncols,
-    float *__restrict__ y, float *partials, unsigned *counters) {
+    int64_t n_out, int n_in, int nseg, int seg_per_split, float scale2, const float *__restrict__ x,
+    int ncols, float *__restrict__ y, float *partials, unsigned *counters) {
     constexpr int BR = MT * 16;
     constexpr int STAGE = tile_stage_bytes<MT, S>();
     extern __shared__ __align__(16) uint8_t tile_smem[];
@@ -96,7 +97,8 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
                 int64_t row = row0 + r;
                 if (row >= n_out) row = n_out - 1;
                 const int pc = c ^ ((r & 1) << 2);
-                fp4_cp_async16(wst + r * TILE_TKB + pc * 16, payload + row * pstride + (int64_t)seg0 * 64 + c * 16);
+                fp4_cp_async16(wst + r * TILE_TKB + pc * 16,
+                               payload + row * pstride + (int64_t)seg0 * 64 + c * 16);
             }
         }
         for (int ci = tid; ci < BR * 4; ci += TILE_NWK * 32) {
@@ -104,7 +106,8 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
             if (seg0 + c * 2 < seg_end) {
                 int64_t row = row0 + r;
                 if (row >= n_out) row = n_out - 1;
-                fp4_cp_async16(sst + r * TILE_TKS + c * 16, scales + row * sstride + (int64_t)seg0 * 8 + c * 16);
+                fp4_cp_async16(sst + r * TILE_TKS + c * 16,
+                               scales + row * sstride + (int64_t)seg0 * 8 + c * 16);
             }
         }
     };
@@ -127,8 +130,8 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
                 lo = __ldg(reinterpret_cast<const float4 *>(p));
                 hi = __ldg(reinterpret_cast<const float4 *>(p + 4));
             }
-            const uint4 v = make_uint4(fp4_f2_to_h2(lo.x, lo.z), fp4_f2_to_h2(hi.x, hi.z), fp4_f2_to_h2(lo.y, lo.w),
-                                       fp4_f2_to_h2(hi.y, hi.w));
+            const uint4 v = make_uint4(fp4_f2_to_h2(lo.x, lo.z), fp4_f2_to_h2(hi.x, hi.z),
+                                       fp4_f2_to_h2(lo.y, lo.w), fp4_f2_to_h2(hi.y, hi.w));
             *reinterpret_cast<uint4 *>(act + col * act_stride + sl * 256 + (wi * 4 + qq) * 16) = v;
         }
     }
@@ -164,7 +167,8 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
             for (int h = 0; h < 2; h++) {
                 const int r = m * 16 + g + h * 8;
                 wv[m][h] = *reinterpret_cast<const uint4 *>(wst + r * TILE_TKB + pc * 16);
-                const uint32_t two = *reinterpret_cast<const unsigned short *>(sst + r * TILE_TKS + warp * 8 + q * 2);
+                const uint32_t two =
+                    *reinterpret_cast<const unsigned short *>(sst + r * TILE_TKS + warp * 8 + q * 2);
                 fp4_scale_pair_h2(two, &sA[m][h], &sB[m][h]);
             }
         const int sl = t * TILE_NWK + warp;
@@ -205,7 +209,8 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
     for (int m = 0; m < MT; m++)
 #pragma unroll
         for (int n = 0; n < NT; n++)
-            red[((warp * MT + m) * NT + n) * 32 + lane] = make_float4(acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]);
+            red[((warp * MT + m) * NT + n) * 32 + lane] =
+                make_float4(acc[m][n][0], acc[m][n][1], acc[m][n][2], acc[m][n][3]);
     __syncthreads();
     const int n_split = gridDim.y;
     constexpr int NE = MT * NT * 32 * 4; /* outputs of the block (some padding) */
@@ -245,7 +250,8 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
         int tok;
         int64_t row;
         coords(e, &tok, &row);
-        if (e < NE && tok < ncols && row < n_out) partials[((int64_t)blockIdx.y * ncols + tok) * n_out + row] = sum_e[j];
+        if (e < NE && tok < ncols && row < n_out)
+            partials[((int64_t)blockIdx.y * ncols + tok) * n_out + row] = sum_e[j];
     }
     if (!fp4_splitk_arrive(counters + blockIdx.x, n_split)) return;
 #pragma unroll
@@ -264,10 +270,12 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
  * are added while that or filling the machine (resident blocks measured for the smem size)
  * needs them; a slice is a whole number of k-tiles. */
 template <int MT, int NT, int S>
-static fp4_status tile_plan(const fp4_cuda_tensor *w, int64_t nc, int64_t *rb, int *ks, int *sps, size_t *smem) {
+static fp4_status tile_plan(const fp4_cuda_tensor *w, int64_t nc, int64_t *rb, int *ks, int *sps,
+                            size_t *smem) {
     constexpr int BR = MT * 16;
     static int opted_in[FP4_CU_MAX_DEVICES]; /* before any occupancy query */
-    const fp4_status st = fp4_cu_smem_opt_in((const void *)native_tile_kernel<MT, NT, S>, TILE_SMEM_MAX, opted_in);
+    const fp4_status st =
+        fp4_cu_smem_opt_in((const void *)native_tile_kernel<MT, NT, S>, TILE_SMEM_MAX, opted_in);
     const int64_t nseg = w->k_pad / SEG;
     const int64_t act_cap = MT >= 4 ? 48 * 1024 : 32 * 1024;
     *rb = (w->n_out + BR - 1) / BR;
@@ -280,8 +288,9 @@ static fp4_status tile_plan(const fp4_cuda_tensor *w, int64_t nc, int64_t *rb, i
         sp = (sp + TILE_NWK - 1) / TILE_NWK * TILE_NWK;
         const size_t sm = (size_t)S * tile_stage_bytes<MT, S>() + (size_t)nc * (size_t)(sp * 256 + 64);
         int per_sm = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, native_tile_kernel<MT, NT, S>, TILE_NWK * 32, sm) !=
-                cudaSuccess || per_sm < 1)
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, native_tile_kernel<MT, NT, S>,
+                                                          TILE_NWK * 32, sm) != cudaSuccess ||
+            per_sm < 1)
             per_sm = 1;
         const int64_t cap = (int64_t)per_sm * sms;
         if (*rb * k < cap) k = cap / *rb > k ? cap / *rb : k;
@@ -299,19 +308,21 @@ static fp4_status tile_plan(const fp4_cuda_tensor *w, int64_t nc, int64_t *rb, i
 }
 
 template <int MT, int NT, int S>
-static fp4_status launch_tile(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, const fp4_cuda_scratch *s,
-                            cudaStream_t st) {
+static fp4_status launch_tile(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y,
+                              const fp4_cuda_scratch *s, cudaStream_t st) {
     static_assert(MT * NT * 4096 <= S * tile_stage_bytes<MT, S>(), "reduction buffer must fit in the stages");
     int64_t rb;
     int ks, sps;
     size_t smem;
     FP4_CU_TRY((tile_plan<MT, NT, S>(w, nc, &rb, &ks, &sps, &smem)));
     if (smem > TILE_SMEM_MAX) return FP4_ERR_UNSUPPORTED;
-    if (ks > 1 && FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
+    if (ks > 1 &&
+        FP4_CU_COUNTER_BYTES + FP4_CU_ALIGN((size_t)ks * (size_t)nc * (size_t)w->n_out * 4) > s->bytes)
         return FP4_ERR_INVALID_ARG;
     native_tile_kernel<MT, NT, S><<<dim3((unsigned)rb, (unsigned)ks), TILE_NWK * 32, smem, st>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)w->n_in, (int)(w->k_pad / SEG),
-        sps, w->scale2, x, (int)nc, y, (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES), (unsigned *)s->d_base);
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)w->n_in,
+        (int)(w->k_pad / SEG), sps, w->scale2, x, (int)nc, y,
+        (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES), (unsigned *)s->d_base);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }

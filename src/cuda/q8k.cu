@@ -87,15 +87,15 @@ static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x
 
 extern "C" {
 
-fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q, float *d_d,
-                               fp4_block_q8_K *d_blocks, int frag, cudaStream_t stream) {
+fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, int64_t n_cols, int8_t *d_q,
+                               float *d_d, fp4_block_q8_K *d_blocks, int frag, cudaStream_t stream) {
     if (!d_x || n_in < 0 || n_cols < 0 || n_in % 256 || k_pad < n_in || k_pad % 256 || !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
     if (frag && (!d_q || !d_d)) return FP4_ERR_INVALID_ARG;
     const int64_t jobs = n_cols * (k_pad / 256);
     if (jobs == 0) return FP4_OK;
-    q8k_quantize_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x, n_in, k_pad, n_cols, d_q, d_d,
-                                                                                d_blocks, frag);
+    q8k_quantize_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x, n_in, k_pad, n_cols,
+                                                                                 d_q, d_d, d_blocks, frag);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }

@@ -19,34 +19,37 @@
  * sb >= nsb, so that every lane's wait counts stay uniform. A statement macro, not a function:
  * through a function nvcc computes the shared-memory addresses differently (64-bit base
  * arithmetic), and the production kernels are kept instruction-identical to the measured ones. */
-#define FP4_SBT_LOAD(dst, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane)                      \
-    do {                                                                                                      \
-        if ((sb) < (nsb)) {                                                                                   \
-            uint8_t *dst_ = (dst);                                                                            \
-            _Pragma("unroll") for (int i_ = 0; i_ < 8; i_++) {                                                \
-                const int idx_ = i_ * 32 + (lane), row_ = idx_ >> 3, c_ = idx_ & 7;                           \
-                int64_t gr_ = (rowbase) + row_;                                                               \
-                if (gr_ >= (n_out)) gr_ = (n_out) - 1;                                                        \
+#define FP4_SBT_LOAD(dst, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane)                  \
+    do {                                                                                                     \
+        if ((sb) < (nsb)) {                                                                                  \
+            uint8_t *dst_ = (dst);                                                                           \
+            _Pragma("unroll") for (int i_ = 0; i_ < 8; i_++) {                                               \
+                const int idx_ = i_ * 32 + (lane), row_ = idx_ >> 3, c_ = idx_ & 7;                          \
+                int64_t gr_ = (rowbase) + row_;                                                              \
+                if (gr_ >= (n_out)) gr_ = (n_out)-1;                                                         \
                 fp4_cp_async16(dst_ + row_ * 128 + ((c_ ^ (row_ & 7)) << 4),                                 \
-                               (payload) + gr_ * (pstride) + (int64_t)(sb) * 128 + c_ * 16);                  \
-            }                                                                                                 \
-            int64_t gr_ = (rowbase) + (lane);                                                                 \
-            if (gr_ >= (n_out)) gr_ = (n_out) - 1;                                                            \
-            fp4_cp_async16(dst_ + FP4_SBT_PAYLOAD + (lane) * 16, (scales) + gr_ * (sstride) + (int64_t)(sb) * 16); \
-        }                                                                                                     \
-        fp4_cp_async_commit();                                                                                \
+                               (payload) + gr_ * (pstride) + (int64_t)(sb)*128 + c_ * 16);                   \
+            }                                                                                                \
+            int64_t gr_ = (rowbase) + (lane);                                                                \
+            if (gr_ >= (n_out)) gr_ = (n_out)-1;                                                             \
+            fp4_cp_async16(dst_ + FP4_SBT_PAYLOAD + (lane)*16,                                               \
+                           (scales) + gr_ * (sstride) + (int64_t)(sb)*16);                                   \
+        }                                                                                                    \
+        fp4_cp_async_commit();                                                                               \
     } while (0)
 
 /* The 16-bit unit (4 codes) of 16-group g that lane (r0 = lane / 4, qd = lane % 4) holds in the
  * A fragment of m-tile mt, row half h (rows mt*16 + h*8 + r0). */
-static __device__ __forceinline__ uint32_t fp4_sbt_a_unit(const uint8_t *tile, int mt, int h, int r0, int qd, int g) {
+static __device__ __forceinline__ uint32_t fp4_sbt_a_unit(const uint8_t *tile, int mt, int h, int r0, int qd,
+                                                          int g) {
     const int off = ((((g >> 1) ^ r0) << 4) | ((g & 1) << 3) | (qd << 1));
     return *reinterpret_cast<const unsigned short *>(tile + (mt * 16 + h * 8 + r0) * 128 + off);
 }
 
 /* Row `lane`'s 16 scale bytes: sv = fp4_sbt_row_scales(tile, lane). (Loaded by the caller: with
  * the load inside this helper ptxas gives the exact A16 kernel 13 more registers and spills.) */
-#define fp4_sbt_row_scales(tile, lane) (*reinterpret_cast<const uint4 *>((tile) + FP4_SBT_PAYLOAD + (lane) * 16))
+#define fp4_sbt_row_scales(tile, lane)                                                                       \
+    (*reinterpret_cast<const uint4 *>((tile) + FP4_SBT_PAYLOAD + (lane)*16))
 /* The 16 scale bytes sv -> q9[16] through lut (256 e4m3fn_q9 ints in shared memory); returns the
  * OR of their magnitudes (its lowest set bit is the row's common power of two); *neg gets the OR
  * of the q9 themselves (negative when a scale is). */
@@ -77,8 +80,9 @@ static __device__ __forceinline__ void fp4_sbt_put_q9(int *qp, const int q9[16],
  * fragment order), one mma.sync per m-tile and n-tile gives the exact int32 group dots, weighted by
  * the q9 table (fp4_sbt_put_q9) into acc (W = int on the fast path, long long otherwise). */
 template <int NT, typename W, typename DEC>
-static __device__ __forceinline__ void fp4_sbt_a16_groups(const uint8_t *st, const int *qp, const uint32_t (&b)[NT][16],
-                                                          int r0, int qd, const DEC &dec, W (&acc)[2][NT][4]) {
+static __device__ __forceinline__ void fp4_sbt_a16_groups(const uint8_t *st, const int *qp,
+                                                          const uint32_t (&b)[NT][16], int r0, int qd,
+                                                          const DEC &dec, W (&acc)[2][NT][4]) {
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
@@ -123,15 +127,17 @@ static __device__ __forceinline__ void fp4_sbt_totals(const W (&acc)[2][NT][4], 
 #pragma unroll
         for (int nt = 0; nt < NT; nt++)
 #pragma unroll
-            for (int i = 0; i < 4; i++) tot[mt][nt][i] = fp4_sbt_total(acc[mt][nt][i], shr[mt * 2 + (i >> 1)]);
+            for (int i = 0; i < 4; i++)
+                tot[mt][nt][i] = fp4_sbt_total(acc[mt][nt][i], shr[mt * 2 + (i >> 1)]);
 }
 
 /* cv = the pinned term of each (row, column) of the warp's 32 rows x 8*NT columns (C layout of
  * m16n8k16: i=0 (row r0, column 2qd), 1 (r0, 2qd+1), 2 (r0+8, 2qd), 3 (r0+8, 2qd+1)); dv: the
  * steps of columns nt*8 + 2qd + e; a column whose step is 0 contributes +0. */
 template <int NT>
-static __device__ __forceinline__ void fp4_sbt_a16_terms(const float (&tot)[2][NT][4], const float (&dv)[NT][2],
-                                                         float scale2, float (&cv)[2][NT][4]) {
+static __device__ __forceinline__ void fp4_sbt_a16_terms(const float (&tot)[2][NT][4],
+                                                         const float (&dv)[NT][2], float scale2,
+                                                         float (&cv)[2][NT][4]) {
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
@@ -157,7 +163,8 @@ template <int NT> static __device__ __forceinline__ void fp4_sbt_zero_terms(floa
 
 /* The warp's terms into its (32 rows x NCP columns) f32 slot in shared memory. */
 template <int NT, int NCP>
-static __device__ __forceinline__ void fp4_sbt_put_terms(float *cb, const float (&cv)[2][NT][4], int r0, int qd) {
+static __device__ __forceinline__ void fp4_sbt_put_terms(float *cb, const float (&cv)[2][NT][4], int r0,
+                                                         int qd) {
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll

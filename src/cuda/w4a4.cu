@@ -56,10 +56,11 @@ static __device__ __forceinline__ uint32_t quant_group(const float *src, float i
     return sc;
 }
 
-static __global__ __launch_bounds__(256) void act_quant_kernel(const float *__restrict__ x, int64_t n_in, int64_t k_pad,
-                                                               int64_t n_cols, float input_scale, float d6,
-                                                               uint8_t *codes, uint8_t *sbytes, int8_t *q1,
-                                                               int32_t *q9, int64_t q9_col_stride,
+static __global__ __launch_bounds__(256) void act_quant_kernel(const float *__restrict__ x, int64_t n_in,
+                                                               int64_t k_pad, int64_t n_cols,
+                                                               float input_scale, float d6, uint8_t *codes,
+                                                               uint8_t *sbytes, int8_t *q1, int32_t *q9,
+                                                               int64_t q9_col_stride,
                                                                int64_t q9_group_stride) {
     const int64_t ngp = k_pad / 16;
     const int64_t gid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -72,7 +73,8 @@ static __global__ __launch_bounds__(256) void act_quant_kernel(const float *__re
     }
     uint32_t packed[2], qv[4];
     const uint32_t sc = quant_group(x + col * n_in + g * 16, input_scale, d6, packed, qv);
-    if (codes) *reinterpret_cast<uint2 *>(codes + col * (n_in / 2) + g * 8) = make_uint2(packed[0], packed[1]);
+    if (codes)
+        *reinterpret_cast<uint2 *>(codes + col * (n_in / 2) + g * 8) = make_uint2(packed[0], packed[1]);
     if (sbytes) sbytes[col * (n_in / 16) + g] = (uint8_t)sc;
     if (q1) *reinterpret_cast<uint4 *>(q1 + col * k_pad + g * 16) = make_uint4(qv[0], qv[1], qv[2], qv[3]);
     if (q9) q9[col * q9_col_stride + g * q9_group_stride] = fp4_e4m3_q9(sc);
@@ -88,12 +90,10 @@ static __device__ __forceinline__ int dot16(uint32_t w0, uint32_t w1, uint4 a, c
 }
 
 template <int NC, int R>
-static __global__ __launch_bounds__(256) void w4a4_dp4a_kernel(const uint8_t *__restrict__ payload,
-                                                               const uint8_t *__restrict__ scales, int64_t pstride,
-                                                               int64_t sstride, int64_t n_out, int64_t k_pad,
-                                                               float scale2, float input_scale,
-                                                               const int8_t *__restrict__ q1,
-                                                               const int32_t *__restrict__ q9, float *__restrict__ y) {
+static __global__ __launch_bounds__(256) void w4a4_dp4a_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int64_t k_pad, float scale2, float input_scale, const int8_t *__restrict__ q1,
+    const int32_t *__restrict__ q9, float *__restrict__ y) {
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -141,7 +141,8 @@ static __global__ __launch_bounds__(256) void w4a4_dp4a_kernel(const uint8_t *__
         for (int r = 0; r < R; r++)
             if (row0 + r < n_out)
 #pragma unroll
-                for (int c = 0; c < NC; c++) y[c * n_out + row0 + r] = fp4_cu_w4a4_term(part[r][c], scale2, input_scale);
+                for (int c = 0; c < NC; c++)
+                    y[c * n_out + row0 + r] = fp4_cu_w4a4_term(part[r][c], scale2, input_scale);
     }
 }
 
@@ -177,9 +178,9 @@ static __global__ __launch_bounds__(256) void w4a4_dp4a_kernel(const uint8_t *__
 /* slot of column c (0..15) inside a 16-entry [qd][nt][e] record */
 static __device__ __forceinline__ int m16_slot(int c) { return ((c & 7) >> 1) * 4 + (c >> 3) * 2 + (c & 1); }
 
-static __global__ __launch_bounds__(256) void act_frag_kernel(const float *__restrict__ x, int64_t n_in, int64_t k_pad,
-                                                              float input_scale, float d6, int8_t *q1f, float *qaf,
-                                                              int *cinfo) {
+static __global__ __launch_bounds__(256) void act_frag_kernel(const float *__restrict__ x, int64_t n_in,
+                                                              int64_t k_pad, float input_scale, float d6,
+                                                              int8_t *q1f, float *qaf, int *cinfo) {
     const int64_t ngp = k_pad / 16;
     const int64_t gid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int lane = threadIdx.x & 31;
@@ -211,15 +212,16 @@ static __global__ __launch_bounds__(256) void act_frag_kernel(const float *__res
 }
 
 template <bool FAST>
-static __device__ __forceinline__ void m16_half(const uint8_t *st, const int *qp, const int8_t *xb, int64_t k_pad,
-                                               const float *qa_sb, int h, int r0, int qd, const int (&ca)[4],
-                                               const int (&mrow)[4], const int (&scol)[4], const fp4_q1_luts &l,
-                                               long long (&tot)[2][2][4]) {
+static __device__ __forceinline__ void
+m16_half(const uint8_t *st, const int *qp, const int8_t *xb, int64_t k_pad, const float *qa_sb, int h, int r0,
+         int qd, const int (&ca)[4], const int (&mrow)[4], const int (&scol)[4], const fp4_q1_luts &l,
+         long long (&tot)[2][2][4]) {
     uint32_t b[2][8];
 #pragma unroll
     for (int nt = 0; nt < 2; nt++) {
         const int8_t *p = xb + (int64_t)(nt * 8 + r0) * k_pad + qd * 64 + h * 32;
-        const uint4 v0 = __ldg(reinterpret_cast<const uint4 *>(p)), v1 = __ldg(reinterpret_cast<const uint4 *>(p + 16));
+        const uint4 v0 = __ldg(reinterpret_cast<const uint4 *>(p)),
+                    v1 = __ldg(reinterpret_cast<const uint4 *>(p + 16));
         b[nt][0] = v0.x, b[nt][1] = v0.y, b[nt][2] = v0.z, b[nt][3] = v0.w;
         b[nt][4] = v1.x, b[nt][5] = v1.y, b[nt][6] = v1.z, b[nt][7] = v1.w;
     }
@@ -271,7 +273,8 @@ static __device__ __forceinline__ void m16_half(const uint8_t *st, const int *qp
             for (int nt = 0; nt < 2; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++)
-                    tot[mt][nt][i] += (long long)acc[mt][nt][i] * (long long)(mrow[mt * 2 + (i >> 1)] << scol[nt * 2 + (i & 1)]);
+                    tot[mt][nt][i] += (long long)acc[mt][nt][i] *
+                                      (long long)(mrow[mt * 2 + (i >> 1)] << scol[nt * 2 + (i & 1)]);
     }
 }
 
@@ -291,7 +294,8 @@ static __global__ __launch_bounds__(256, 2) void w4a4_imma_kernel(
     const fp4_q1_luts luts = fp4_q1_luts_make();
 
     auto load = [&](int sb, int stage) {
-        FP4_SBT_LOAD(my + stage * M16_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb, lane);
+        FP4_SBT_LOAD(my + stage * M16_STAGE, payload, scales, pstride, sstride, n_out, rowbase, sb, nsb,
+                     lane);
     };
 
     long long tot[2][2][4];
@@ -329,7 +333,8 @@ static __global__ __launch_bounds__(256, 2) void w4a4_imma_kernel(
             const int wma = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)mxa);
             const int wsw = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)s);
             const int wsa = (int)__reduce_max_sync(0xFFFFFFFFu, (unsigned)sca);
-            const bool fast = !__any_sync(0xFFFFFFFFu, neg < 0) && (long long)wmw * wma <= M16_LIMIT && wsw + wsa <= 30;
+            const bool fast =
+                !__any_sync(0xFFFFFFFFu, neg < 0) && (long long)wmw * wma <= M16_LIMIT && wsw + wsa <= 30;
             const int sh = fast ? s : 0;
             fp4_sbt_put_q9(qp, q9, sh, lane);
             int mrow[4]; /* 2^shift of the lane's rows r0, r0+8, r0+16, r0+24 */
@@ -367,18 +372,20 @@ static __global__ __launch_bounds__(256, 2) void w4a4_imma_kernel(
         long long T = 0;
 #pragma unroll
         for (int w = 0; w < M16_NW; w++) T += tb[(w * M16_ROWS + row) * 16 + col];
-        if (rowbase + row < n_out) y[(int64_t)col * n_out + rowbase + row] = fp4_cu_w4a4_term(T, scale2, input_scale);
+        if (rowbase + row < n_out)
+            y[(int64_t)col * n_out + rowbase + row] = fp4_cu_w4a4_term(T, scale2, input_scale);
     }
 }
 
 /* ---- launchers ----------------------------------------------------------------------------------- */
 
 template <int NC, int R>
-static fp4_status launch_dp4a(const fp4_cuda_tensor *w, float is, const int8_t *q1, const int32_t *q9, float *y,
-                              cudaStream_t s) {
+static fp4_status launch_dp4a(const fp4_cuda_tensor *w, float is, const int8_t *q1, const int32_t *q9,
+                              float *y, cudaStream_t s) {
     const int64_t warps = (w->n_out + R - 1) / R;
     w4a4_dp4a_kernel<NC, R><<<(unsigned)((warps * 32 + 255) / 256), 256, 0, s>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->k_pad, w->scale2, is, q1, q9, y);
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, w->k_pad, w->scale2, is, q1,
+        q9, y);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
@@ -420,8 +427,8 @@ fp4_status fp4_cu_w4a4_act_quant(const float *d_x, int64_t n_in, int64_t k_pad, 
     FP4_CU_TRY(fp4_cu_w4a4_scales(input_scale_inv, &is, &d6));
     const int64_t n = n_cols * (k_pad / 16);
     if (n == 0) return FP4_OK;
-    act_quant_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(d_x, n_in, k_pad, n_cols, is, d6, d_codes,
-                                                                      d_scales, d_q1, d_q9, q9_cs, q9_gs);
+    act_quant_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(
+        d_x, n_in, k_pad, n_cols, is, d6, d_codes, d_scales, d_q1, d_q9, q9_cs, q9_gs);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
@@ -430,7 +437,8 @@ fp4_status fp4_cu_w4a4_act_quant(const float *d_x, int64_t n_in, int64_t k_pad, 
  * (MMA) (16, k_pad/16), then the MMA's per (super-block, column) shift info (16, k_pad/256). */
 size_t fp4_cu_w4a4_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     if (!w || n_cols < 1) return 0;
-    return FP4_CU_ALIGN((size_t)(MMA_COLS * w->k_pad)) + FP4_CU_ALIGN((size_t)(MMA_COLS * (w->k_pad / 16)) * 4) +
+    return FP4_CU_ALIGN((size_t)(MMA_COLS * w->k_pad)) +
+           FP4_CU_ALIGN((size_t)(MMA_COLS * (w->k_pad / 16)) * 4) +
            FP4_CU_ALIGN((size_t)(MMA_COLS * (w->k_pad / 256)) * 4);
 }
 
@@ -444,14 +452,15 @@ fp4_status fp4_cu_w4a4_mma16(const fp4_cuda_tensor *w, const float *d_x, int64_t
     float *qaf = (float *)((uint8_t *)q1 + FP4_CU_ALIGN((size_t)(MMA_COLS * w->k_pad)));
     int *cinfo = (int *)((uint8_t *)qaf + FP4_CU_ALIGN((size_t)(MMA_COLS * ngp) * 4));
     const int64_t n = MMA_COLS * ngp;
-    act_frag_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(d_x, w->n_in, w->k_pad, is, d6, q1, qaf, cinfo);
+    act_frag_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(d_x, w->n_in, w->k_pad, is, d6, q1, qaf,
+                                                                     cinfo);
     FP4_CUDA_LAUNCHED();
     static int opted_in[FP4_CU_MAX_DEVICES];
     FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)w4a4_imma_kernel, M16_SMEM, opted_in));
     const int64_t blocks = (w->n_out + M16_ROWS - 1) / M16_ROWS;
     w4a4_imma_kernel<<<(unsigned)blocks, M16_NW * 32, M16_SMEM, stream>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->k_pad / 256), w->k_pad,
-        w->scale2, is, q1, qaf, cinfo, d_y);
+        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->k_pad / 256),
+        w->k_pad, w->scale2, is, q1, qaf, cinfo, d_y);
     FP4_CUDA_LAUNCHED();
     return FP4_OK;
 }
@@ -466,8 +475,8 @@ fp4_status fp4_cu_w4a4_dp4a(const fp4_cuda_tensor *w, const float *d_x, int64_t 
     for (int64_t c0 = 0; c0 < n_cols;) {
         const int64_t left = n_cols - c0;
         const int64_t nc = left >= 16 ? 16 : left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-        FP4_CU_TRY(fp4_cu_w4a4_act_quant(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, w->input_scale_inv, NULL, NULL, q1,
-                                         q9, ngp, 1, stream));
+        FP4_CU_TRY(fp4_cu_w4a4_act_quant(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, w->input_scale_inv, NULL,
+                                         NULL, q1, q9, ngp, 1, stream));
         float *y = d_y + c0 * w->n_out;
         switch (nc) {
         case 1: FP4_CU_TRY((launch_dp4a<1, 1>(w, is, q1, q9, y, stream))); break;
@@ -486,8 +495,8 @@ FP4_API fp4_status fp4_cuda_nvfp4_quantize_act(const float *d_x, int64_t n_in, i
                                                fp4_cuda_stream stream) {
     if (!d_codes || !d_scales) return FP4_ERR_INVALID_ARG;
     if (n_in % 16) return FP4_ERR_SHAPE;
-    return fp4_cu_w4a4_act_quant(d_x, n_in, n_in, n_cols, input_scale_inv, d_codes, d_scales, NULL, NULL, 0, 0,
-                                 (cudaStream_t)stream);
+    return fp4_cu_w4a4_act_quant(d_x, n_in, n_in, n_cols, input_scale_inv, d_codes, d_scales, NULL, NULL, 0,
+                                 0, (cudaStream_t)stream);
 }
 
 } /* extern "C" */

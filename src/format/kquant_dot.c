@@ -188,12 +188,12 @@ static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void
     return st;
 }
 
-fp4_status fp4_q4_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
-                           int n_threads) {
+fp4_status fp4_q4_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols,
+                           float *y, int n_threads) {
     return kq_matvec(q4K_path, sizeof(fp4_block_q4_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }
 
-fp4_status fp4_q6_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols, float *y,
-                           int n_threads) {
+fp4_status fp4_q6_K_matvec(const void *w, int64_t n_out, int64_t n_in, const float *x, int64_t n_cols,
+                           float *y, int n_threads) {
     return kq_matvec(q6K_path, sizeof(fp4_block_q6_K), w, n_out, n_in, x, n_cols, y, n_threads);
 }

@@ -504,7 +504,8 @@ static fp4_status write_json_value(const char *path, const json_t *v, int indent
     return s;
 }
 
-fp4_status fp4_hf_write_json(const char *path, const char *json_text, int indent, int sort_keys, fp4_error *err) {
+fp4_status fp4_hf_write_json(const char *path, const char *json_text, int indent, int sort_keys,
+                             fp4_error *err) {
     fp4_error_clear(err);
     if (!path || !json_text || indent < 1 || indent > 8)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "hfjson.arg", "bad path, text or indent");
@@ -512,8 +513,8 @@ fp4_status fp4_hf_write_json(const char *path, const char *json_text, int indent
     json_t *v = json_loads(json_text, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
     if (!v) {
         bool dup = json_error_code(&je) == json_error_duplicate_key;
-        return fp4_fail(err, dup ? FP4_ERR_DUPLICATE : FP4_ERR_FORMAT, path, NULL, dup ? "hfjson.dup" : "hfjson.parse",
-                        "JSON at byte %d: %s", je.position, je.text);
+        return fp4_fail(err, dup ? FP4_ERR_DUPLICATE : FP4_ERR_FORMAT, path, NULL,
+                        dup ? "hfjson.dup" : "hfjson.parse", "JSON at byte %d: %s", je.position, je.text);
     }
     fp4_status s = write_json_value(path, v, indent, sort_keys != 0, err);
     json_decref(v);
@@ -543,7 +544,8 @@ struct fp4_hf_writer {
     bool planned, failed;
 };
 
-fp4_status fp4_hf_writer_create(const char *dir, uint64_t max_shard_bytes, fp4_hf_writer **out, fp4_error *err) {
+fp4_status fp4_hf_writer_create(const char *dir, uint64_t max_shard_bytes, fp4_hf_writer **out,
+                                fp4_error *err) {
     fp4_error_clear(err);
     if (!dir || !out) return fp4_fail(err, FP4_ERR_INVALID_ARG, dir, NULL, "hfw.arg", "dir or out is NULL");
     *out = NULL;
@@ -573,13 +575,15 @@ void fp4_hf_writer_free(fp4_hf_writer *w) {
 }
 
 fp4_status fp4_hf_writer_add_metadata(fp4_hf_writer *w, const char *key, const char *value, fp4_error *err) {
-    if (!w || w->planned) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "hfw.state", "metadata after writing");
+    if (!w || w->planned)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "hfw.state", "metadata after writing");
     return fp4_st_writer_add_metadata(w->meta, key, value, err);
 }
 
 fp4_status fp4_hf_writer_add_tensor(fp4_hf_writer *w, const char *name, fp4_st_dtype dtype, int rank,
                                     const int64_t *shape, fp4_error *err) {
-    if (!w || w->planned) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, name, "hfw.state", "tensor after writing");
+    if (!w || w->planned)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, name, "hfw.state", "tensor after writing");
     /* validates name, dtype, shape and counts exactly as a single file would */
     fp4_status s = fp4_st_writer_add_tensor(w->meta, name, dtype, rank, shape, err);
     if (s) return s;
@@ -592,7 +596,8 @@ fp4_status fp4_hf_writer_add_tensor(fp4_hf_writer *w, const char *name, fp4_st_d
     }
     hfw_tensor *t = &w->t[w->n];
     memset(t, 0, sizeof *t);
-    if (!(t->name = strdup(name))) return fp4_fail(err, FP4_ERR_NOMEM, NULL, name, "hfw.nomem", "out of memory");
+    if (!(t->name = strdup(name)))
+        return fp4_fail(err, FP4_ERR_NOMEM, NULL, name, "hfw.nomem", "out of memory");
     t->dtype = dtype;
     t->rank = rank;
     for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
@@ -687,13 +692,14 @@ static fp4_status plan_shards(fp4_hf_writer *w, fp4_error *err) {
             in_shard = 0;
         }
         w->t[i].shard = shard;
-        if (w->max_shard) bytes = nb > w->max_shard ? w->max_shard : bytes + nb; /* oversized: fills its shard */
+        if (w->max_shard)
+            bytes = nb > w->max_shard ? w->max_shard : bytes + nb; /* oversized: fills its shard */
         in_shard++;
     }
     w->n_shards = shard + 1;
     if (w->n_shards > FP4_MAX_SHARDS)
-        return fp4_fail(err, FP4_ERR_LIMIT, w->dir, NULL, "index.shard_count", "%zu shards, above %d", w->n_shards,
-                        FP4_MAX_SHARDS);
+        return fp4_fail(err, FP4_ERR_LIMIT, w->dir, NULL, "index.shard_count", "%zu shards, above %d",
+                        w->n_shards, FP4_MAX_SHARDS);
     if ((s = stale_weights(w, err))) return s;
     w->cur_shard = 0;
     w->next_tensor = 0;
@@ -708,7 +714,8 @@ fp4_status fp4_hf_writer_write(fp4_hf_writer *w, const void *data, size_t n, fp4
     const uint8_t *p = data;
     while (!s && n) {
         if (!w->cur) {
-            s = fp4_fail(err, FP4_ERR_INVALID_ARG, w->dir, NULL, "stw.data_size", "bytes past the declared tensors");
+            s = fp4_fail(err, FP4_ERR_INVALID_ARG, w->dir, NULL, "stw.data_size",
+                         "bytes past the declared tensors");
             break;
         }
         size_t k = n < w->shard_left ? n : (size_t)w->shard_left;
@@ -728,13 +735,15 @@ static fp4_status write_index(const fp4_hf_writer *w, fp4_error *err) {
     if (s) return s;
     json_t *root = json_object(), *meta = json_object(), *wm = json_object();
     bool ok = root && meta && wm;
-    ok = ok && json_object_set_new(meta, "total_size", json_integer((json_int_t)fp4_st_writer_data_size(w->meta))) == 0;
+    ok = ok && json_object_set_new(meta, "total_size",
+                                   json_integer((json_int_t)fp4_st_writer_data_size(w->meta))) == 0;
     for (size_t i = 0; ok && i < w->n; i++) {
         shard_name(w, w->t[i].shard, name, sizeof name);
         ok = json_object_set_new(wm, w->t[i].name, json_string(name)) == 0;
     }
     ok = ok && json_object_set(root, "metadata", meta) == 0 && json_object_set(root, "weight_map", wm) == 0;
-    s = ok ? write_json_value(path, root, 2, true, err) : fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "hfw.nomem", "out of memory");
+    s = ok ? write_json_value(path, root, 2, true, err)
+           : fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "hfw.nomem", "out of memory");
     json_decref(meta);
     json_decref(wm);
     json_decref(root);
@@ -742,10 +751,12 @@ static fp4_status write_index(const fp4_hf_writer *w, fp4_error *err) {
 }
 
 fp4_status fp4_hf_writer_finish(fp4_hf_writer *w, size_t *n_shards, fp4_error *err) {
-    if (!w || w->failed) return fp4_fail(err, FP4_ERR_INVALID_ARG, w ? w->dir : NULL, NULL, "hfw.state", "bad finish");
+    if (!w || w->failed)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, w ? w->dir : NULL, NULL, "hfw.state", "bad finish");
     fp4_status s = w->planned ? FP4_OK : plan_shards(w, err);
     if (!s && (w->cur || w->cur_shard < w->n_shards))
-        s = fp4_fail(err, FP4_ERR_INVALID_ARG, w->dir, NULL, "stw.data_size", "tensor bytes missing at finish");
+        s = fp4_fail(err, FP4_ERR_INVALID_ARG, w->dir, NULL, "stw.data_size",
+                     "tensor bytes missing at finish");
     if (!s && w->n_shards > 1) s = write_index(w, err);
     if (s) {
         w->failed = true;

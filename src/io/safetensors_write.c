@@ -66,7 +66,8 @@ static void put_u_escape(fp4_sbuf *b, uint32_t u) {
 static size_t utf8_decode(const uint8_t *s, uint32_t *cp) {
     if (s[0] < 0x80) return *cp = s[0], 1;
     if ((s[0] & 0xE0) == 0xC0) return *cp = ((uint32_t)(s[0] & 0x1F) << 6) | (s[1] & 0x3F), 2;
-    if ((s[0] & 0xF0) == 0xE0) return *cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F), 3;
+    if ((s[0] & 0xF0) == 0xE0)
+        return *cp = ((uint32_t)(s[0] & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F), 3;
     *cp = ((uint32_t)(s[0] & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
           (s[3] & 0x3F);
     return 4;
@@ -117,7 +118,8 @@ fp4_status fp4_st_read_small_file(const char *path, size_t cap, char **out, size
     }
     if ((uint64_t)sb.st_size > cap) {
         close(fd);
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, rule, "%lld bytes, above the cap %zu", (long long)sb.st_size, cap);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, rule, "%lld bytes, above the cap %zu",
+                        (long long)sb.st_size, cap);
     }
     size_t n = (size_t)sb.st_size, got = 0;
     char *buf = malloc(n + 1);
@@ -189,7 +191,8 @@ fp4_status fp4_st_writer_add_metadata(fp4_st_writer *w, const char *key, const c
     if (!w || w->state != STW_DECLARE)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "stw.state", "metadata after begin");
     if (!str_ok(key) || !str_ok(value))
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "stw.meta", "metadata key/value is not UTF-8 text");
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "stw.meta",
+                        "metadata key/value is not UTF-8 text");
     if (w->n_meta == w->cap_meta) {
         size_t cap = w->cap_meta ? 2 * w->cap_meta : 8;
         char **m = realloc(w->meta, 2 * cap * sizeof *m);
@@ -223,7 +226,8 @@ fp4_status fp4_st_writer_add_tensor(fp4_st_writer *w, const char *name, fp4_st_d
     if (fp4_add_overflow_u64(w->total, nbytes, &total))
         return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, name, "st.nbytes_overflow", "data size overflows");
     if (w->n >= FP4_MAX_TENSORS)
-        return fp4_fail(err, FP4_ERR_LIMIT, NULL, name, "st.tensor_count", "more than %d tensors", FP4_MAX_TENSORS);
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, name, "st.tensor_count", "more than %d tensors",
+                        FP4_MAX_TENSORS);
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 16;
         stw_tensor *t = realloc(w->t, cap * sizeof *t);
@@ -233,7 +237,8 @@ fp4_status fp4_st_writer_add_tensor(fp4_st_writer *w, const char *name, fp4_st_d
     }
     stw_tensor *t = &w->t[w->n];
     memset(t, 0, sizeof *t);
-    if (!(t->name = strdup(name))) return fp4_fail(err, FP4_ERR_NOMEM, NULL, name, "stw.nomem", "out of memory");
+    if (!(t->name = strdup(name)))
+        return fp4_fail(err, FP4_ERR_NOMEM, NULL, name, "stw.nomem", "out of memory");
     t->dtype = dtype;
     t->rank = rank;
     for (int i = 0; i < rank; i++) t->shape[i] = shape[i];
@@ -282,8 +287,8 @@ fp4_status fp4_stw_check_dups(const fp4_st_writer *w, const char *file, fp4_erro
         qsort(p, m, sizeof *p, pstr_cmp);
         for (size_t i = 1; i < m && !s; i++)
             if (strcmp(p[i - 1], p[i]) == 0)
-                s = fp4_fail(err, FP4_ERR_DUPLICATE, file, pass ? NULL : p[i], pass ? "stw.meta_dup" : "stw.dup",
-                             "\"%.64s\" declared twice", p[i]);
+                s = fp4_fail(err, FP4_ERR_DUPLICATE, file, pass ? NULL : p[i],
+                             pass ? "stw.meta_dup" : "stw.dup", "\"%.64s\" declared twice", p[i]);
     }
     free(p);
     return s;
@@ -338,7 +343,8 @@ fp4_status fp4_st_writer_begin(fp4_st_writer *w, const char *path, fp4_error *er
     }
     if (hb.len > FP4_MAX_ST_HEADER) {
         fp4_sbuf_free(&hb);
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "st.header_cap", "header above %u bytes", FP4_MAX_ST_HEADER);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "st.header_cap", "header above %u bytes",
+                        FP4_MAX_ST_HEADER);
     }
     if (!(w->path = strdup(path))) {
         fp4_sbuf_free(&hb);
@@ -356,7 +362,8 @@ fp4_status fp4_st_writer_begin(fp4_st_writer *w, const char *path, fp4_error *er
 
 fp4_status fp4_st_writer_write(fp4_st_writer *w, const void *data, size_t n, fp4_error *err) {
     if (!w || w->state != STW_WRITING || (!data && n))
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, w ? w->path : NULL, NULL, "stw.state", "write outside begin/finish");
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, w ? w->path : NULL, NULL, "stw.state",
+                        "write outside begin/finish");
     if (n > w->total - w->written) {
         w->state = STW_FAILED;
         return fp4_fail(err, FP4_ERR_INVALID_ARG, w->path, NULL, "stw.data_size",
@@ -373,11 +380,13 @@ fp4_status fp4_st_writer_write(fp4_st_writer *w, const void *data, size_t n, fp4
 
 fp4_status fp4_st_writer_finish(fp4_st_writer *w, fp4_error *err) {
     if (!w || w->state != STW_WRITING)
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, w ? w->path : NULL, NULL, "stw.state", "finish without begin");
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, w ? w->path : NULL, NULL, "stw.state",
+                        "finish without begin");
     if (w->written != w->total) {
         w->state = STW_FAILED;
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, w->path, NULL, "stw.data_size", "%llu of %llu data bytes written",
-                        (unsigned long long)w->written, (unsigned long long)w->total);
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, w->path, NULL, "stw.data_size",
+                        "%llu of %llu data bytes written", (unsigned long long)w->written,
+                        (unsigned long long)w->total);
     }
     fp4_status s = fp4_outfile_commit(w->o, err); /* flush, fsync, rename over the target */
     w->o = NULL;

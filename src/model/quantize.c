@@ -278,8 +278,13 @@ fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_qu
         for (int64_t i = 0; i < c.n; i++) any |= c.q[i].quantize;
         if (!any)
             st = fp4_fail(err, FP4_ERR_NOT_FOUND, in, NULL, "quantize.nothing", "no weight to quantize");
-        fp4_write_opts wo = {o->to_q4_k && !o->layout ? FP4_LAYOUT_GGUF : o->layout, o->max_shard_bytes, o->st_metadata,
-                             o->progress, o->progress_ctx, o->force, o->cancel};
+        fp4_write_opts wo = {o->to_q4_k && !o->layout ? FP4_LAYOUT_GGUF : o->layout,
+                             o->max_shard_bytes,
+                             o->st_metadata,
+                             o->progress,
+                             o->progress_ctx,
+                             o->force,
+                             o->cancel};
         if (!st) st = fp4_write_layout(&src, out, &wo, err);
     }
     free(c.q);

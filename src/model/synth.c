@@ -32,7 +32,8 @@ static const synth_shape shapes[] = {
     {"tiny", "llama", 256, 2, 4, 2, 64, 512, 512, 2048, 500000.0, 1e-5, 1, 0, 1, 2},
     {"llama3-8b", "llama", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001},
     {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643, 151645},
-    {"llama3-70b", "llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001},
+    {"llama3-70b", "llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000,
+     128001},
 };
 enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
 
@@ -142,12 +143,20 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
     memset(p, 0, sizeof *p);
     if (!o) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arg", "no options");
     p->sh = find_shape(o->shape);
-    if (!p->sh) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.shape", "unknown shape '%s'", o->shape ? o->shape : "(null)");
+    if (!p->sh)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.shape", "unknown shape '%s'",
+                        o->shape ? o->shape : "(null)");
     p->ar = find_arch(o->arch ? o->arch : p->sh->arch);
-    if (!p->ar) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch", "unknown architecture '%s'", o->arch);
+    if (!p->ar)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch", "unknown architecture '%s'",
+                        o->arch);
     const synth_shape *s = p->sh;
-    const int64_t dim[D_COUNT] = {[D_ONE] = 0, [D_HIDDEN] = s->hidden, [D_Q] = s->heads * s->head_dim,
-                                  [D_KV] = s->kv_heads * s->head_dim, [D_HEAD] = s->head_dim, [D_INTER] = s->inter,
+    const int64_t dim[D_COUNT] = {[D_ONE] = 0,
+                                  [D_HIDDEN] = s->hidden,
+                                  [D_Q] = s->heads * s->head_dim,
+                                  [D_KV] = s->kv_heads * s->head_dim,
+                                  [D_HEAD] = s->head_dim,
+                                  [D_INTER] = s->inter,
                                   [D_VOCAB] = s->vocab};
     p->t = calloc((size_t)(s->layers * N_LAYER_TPLS + 3), sizeof *p->t);
     if (!p->t) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
@@ -180,28 +189,32 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
     const synth_shape *s = p->sh;
     char rope[256] = "null", extra[160], buf[2048], path[PATH_MAX];
     if (p->ar->qk_norm)
-        snprintf(extra, sizeof extra, "\"max_window_layers\":%lld,\"sliding_window\":null,\"use_sliding_window\":false,",
+        snprintf(extra, sizeof extra,
+                 "\"max_window_layers\":%lld,\"sliding_window\":null,\"use_sliding_window\":false,",
                  (long long)s->layers);
     else
         snprintf(extra, sizeof extra, "\"mlp_bias\":false,\"pretraining_tp\":1,");
     if (p->ar->rope_scaling && s->llama3_rope)
         snprintf(rope, sizeof rope, "{\"factor\":8.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
                                     "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}");
-    int n = snprintf(buf, sizeof buf,
-                     "{\"architectures\":[\"%s\"],\"attention_bias\":false,\"attention_dropout\":0.0,\"bos_token_id\":%lld,"
-                     "\"eos_token_id\":%lld,\"head_dim\":%lld,\"hidden_act\":\"silu\",\"hidden_size\":%lld,"
-                     "\"initializer_range\":0.02,\"intermediate_size\":%lld,\"max_position_embeddings\":%lld,%s"
-                     "\"model_type\":\"%s\",\"num_attention_heads\":%lld,\"num_hidden_layers\":%lld,"
-                     "\"num_key_value_heads\":%lld,\"rms_norm_eps\":%.17g,\"rope_scaling\":%s,\"rope_theta\":%.1f,"
-                     "\"tie_word_embeddings\":%s,\"torch_dtype\":\"bfloat16\",\"use_cache\":true,\"vocab_size\":%lld}",
-                     p->ar->hf_class, (long long)s->bos, (long long)s->eos, (long long)s->head_dim, (long long)s->hidden,
-                     (long long)s->inter, (long long)s->max_pos,
-                     extra,
-                     p->ar->model_type, (long long)s->heads, (long long)s->layers, (long long)s->kv_heads, s->rms_eps, rope,
-                     s->rope_theta, s->tie ? "true" : "false", (long long)s->vocab);
-    if (n < 0 || n >= (int)sizeof buf) return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.config", "config too long");
+    int n = snprintf(
+        buf, sizeof buf,
+        "{\"architectures\":[\"%s\"],\"attention_bias\":false,\"attention_dropout\":0.0,\"bos_token_id\":%"
+        "lld,"
+        "\"eos_token_id\":%lld,\"head_dim\":%lld,\"hidden_act\":\"silu\",\"hidden_size\":%lld,"
+        "\"initializer_range\":0.02,\"intermediate_size\":%lld,\"max_position_embeddings\":%lld,%s"
+        "\"model_type\":\"%s\",\"num_attention_heads\":%lld,\"num_hidden_layers\":%lld,"
+        "\"num_key_value_heads\":%lld,\"rms_norm_eps\":%.17g,\"rope_scaling\":%s,\"rope_theta\":%.1f,"
+        "\"tie_word_embeddings\":%s,\"torch_dtype\":\"bfloat16\",\"use_cache\":true,\"vocab_size\":%lld}",
+        p->ar->hf_class, (long long)s->bos, (long long)s->eos, (long long)s->head_dim, (long long)s->hidden,
+        (long long)s->inter, (long long)s->max_pos, extra, p->ar->model_type, (long long)s->heads,
+        (long long)s->layers, (long long)s->kv_heads, s->rms_eps, rope, s->rope_theta,
+        s->tie ? "true" : "false", (long long)s->vocab);
+    if (n < 0 || n >= (int)sizeof buf)
+        return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.config", "config too long");
     n = snprintf(path, sizeof path, "%s/config.json", dir);
-    if (n < 0 || n >= (int)sizeof path) return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
+    if (n < 0 || n >= (int)sizeof path)
+        return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
     return fp4_hf_write_json(path, buf, 2, 1, err);
 }
 
@@ -244,7 +257,8 @@ static void outlier_columns(uint64_t seed, int index, int64_t cols, float *colsc
 
 enum { CHUNK_BYTES = 32 << 20 };
 
-static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_synth_opts *o, fp4_error *err) {
+static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_synth_opts *o,
+                                fp4_error *err) {
     fp4_hf_writer *w = NULL;
     fp4_status st = fp4_hf_writer_create(dir, o->max_shard_bytes, &w, err);
     char meta[160];
@@ -266,7 +280,8 @@ static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_
     uint64_t done = 0;
     for (int i = 0; i < p->n && !st; i++) {
         const synth_tensor *t = &p->t[i];
-        const int64_t rows = t->rows ? t->rows : 1, per = CHUNK_BYTES / (t->cols * 2) > 0 ? CHUNK_BYTES / (t->cols * 2) : 1;
+        const int64_t rows = t->rows ? t->rows : 1,
+                      per = CHUNK_BYTES / (t->cols * 2) > 0 ? CHUNK_BYTES / (t->cols * 2) : 1;
         if (t->kind == K_PROJ) outlier_columns(o->seed, i, t->cols, colscale);
         for (int64_t r = 0; r < rows && !st; r += per) {
             const int64_t n = rows - r < per ? rows - r : per;

@@ -61,8 +61,8 @@ void tok_pair_cache_init(tok_pair_cache *c) {
     for (int i = 0; i < TOK_PAIR_CACHE; i++) c->e[i].key = UINT64_MAX;
 }
 
-static bool pair(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, const sym *s, int32_t l, uint32_t *rank,
-                 int32_t *out) {
+static bool pair(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, const sym *s, int32_t l,
+                 uint32_t *rank, int32_t *out) {
     int32_t r = s[l].next;
     if (r < 0) return false;
     if (!t->use_scores) {
@@ -121,7 +121,8 @@ fp4_status tok_bpe_word(const fp4_tokenizer *t, tok_pair_cache *pc, const char *
     }
     int32_t ns = 0;
     if (t->kind == FP4_TOK_BYTE_BPE) {
-        for (size_t i = 0; i < n; i++) s[ns++] = (sym){t->byte_id[(uint8_t)w[i]], (int32_t)i - 1, (int32_t)i + 1, (uint32_t)i, 1};
+        for (size_t i = 0; i < n; i++)
+            s[ns++] = (sym){t->byte_id[(uint8_t)w[i]], (int32_t)i - 1, (int32_t)i + 1, (uint32_t)i, 1};
     } else {
         for (size_t i = 0; i < n;) {
             uint32_t cp;

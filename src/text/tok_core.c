@@ -102,7 +102,8 @@ fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, 
     return FP4_OK;
 }
 
-int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s, size_t n) {
+int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
+                      size_t n) {
     if (!m->slot) return -1;
     for (uint32_t i = (uint32_t)tok_hash(s, n) & m->mask;; i = (i + 1) & m->mask) {
         int32_t o = m->slot[i];
@@ -136,7 +137,9 @@ bool tok_mmap_put(tok_mmap *m, int32_t a, int32_t b, uint32_t rank, int32_t out)
 
 /* GPT-2: printable bytes map to themselves, the 68 others (0x00-0x20, 0x7F-0xA0, 0xAD) to
  * U+0100.. in byte order. Closed forms both ways: no shared table to initialise. */
-static inline bool byte_printable(uint32_t b) { return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
+static inline bool byte_printable(uint32_t b) {
+    return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
 
 uint32_t tok_byte_to_cp(uint8_t b) {
     if (byte_printable(b)) return b;
@@ -170,7 +173,8 @@ int tok_utf8_dec(const uint8_t *s, size_t n, uint32_t *cp) {
         *cp = ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[1] & 0x3F) << 6) | (s[2] & 0x3F);
         return 3;
     }
-    *cp = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) | (s[3] & 0x3F);
+    *cp = ((uint32_t)(b & 0x07) << 18) | ((uint32_t)(s[1] & 0x3F) << 12) | ((uint32_t)(s[2] & 0x3F) << 6) |
+          (s[3] & 0x3F);
     return 4;
 }
 
@@ -303,7 +307,8 @@ int32_t fp4_tokenizer_pad(const fp4_tokenizer *t) { return t ? t->pad : -1; }
 int fp4_tokenizer_cleanup_default(const fp4_tokenizer *t) { return t && t->cleanup; }
 
 fp4_status fp4_tokenizer_token(const fp4_tokenizer *t, int32_t id, const char **s, size_t *len) {
-    if (!t || !s || !len || id < 0 || id >= t->n_vocab || !(t->flags[id] & TOKF_PRESENT)) return FP4_ERR_INVALID_ARG;
+    if (!t || !s || !len || id < 0 || id >= t->n_vocab || !(t->flags[id] & TOKF_PRESENT))
+        return FP4_ERR_INVALID_ARG;
     *s = tok_str(t, t->text[id]);
     *len = t->text[id].len;
     return FP4_OK;
@@ -316,7 +321,8 @@ int fp4_tokenizer_is_special(const fp4_tokenizer *t, int32_t id) {
 int32_t fp4_tokenizer_find(const fp4_tokenizer *t, const char *s, size_t len) {
     if (!t || (!s && len)) return -1;
     for (int32_t i = 0; i < t->n_added; i++)
-        if (t->added[i].content.len == len && !memcmp(tok_str(t, t->added[i].content), s, len)) return t->added[i].id;
+        if (t->added[i].content.len == len && !memcmp(tok_str(t, t->added[i].content), s, len))
+            return t->added[i].id;
     return tok_smap_find(t, &t->by_text, t->text, s, len);
 }
 
@@ -328,7 +334,9 @@ static bool re_add(tok_buf *b, const char *s) { return tok_buf_add(b, s, strlen(
 fp4_status tok_compile_regex(const char *src, bool gpt2, pcre2_code **out, char *why, size_t why_n) {
     /* ByteLevel's own pattern is written for JavaScript, whose \s is not Unicode's White_Space:
      * it has U+FEFF and lacks U+0085 */
-#define JS_WS "\\t\\n\\x0B\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}"
+#define JS_WS                                                                                                \
+    "\\t\\n\\x0B\\f\\r "                                                                                     \
+    "\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}"
     static const char gpt2_re[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_WS "\\p{L}\\p{N}]+"
                                   "|[" JS_WS "]+(?![^" JS_WS "])|[" JS_WS "]+";
 #undef JS_WS
@@ -433,7 +441,8 @@ fp4_status tok_compile_regex(const char *src, bool gpt2, pcre2_code **out, char 
     }
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)b.p, b.n, PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &ec, &eo, NULL);
+    pcre2_code *re =
+        pcre2_compile((PCRE2_SPTR)b.p, b.n, PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &ec, &eo, NULL);
     free(b.p);
     if (!re) {
         PCRE2_UCHAR msg[160];
@@ -482,11 +491,15 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
     }
     st = tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL);
     if (st == FP4_ERR_DUPLICATE)
-        return fp4_fail(err, st, name, "vocab", "tok.duplicate-token", "two vocabulary ids have the same token string");
+        return fp4_fail(err, st, name, "vocab", "tok.duplicate-token",
+                        "two vocabulary ids have the same token string");
     if (st) return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
     if (t->kind == FP4_TOK_BYTE_BPE) {
-        st = t->ignore_merges ? tok_smap_build(t, &t->by_raw, t->raw, TOKF_PRESENT | TOKF_MODEL | TOKF_RAWOK) : FP4_OK;
-        if (st) return fp4_fail(err, st, name, "vocab", "tok.duplicate-token", "two vocabulary ids spell the same bytes");
+        st = t->ignore_merges ? tok_smap_build(t, &t->by_raw, t->raw, TOKF_PRESENT | TOKF_MODEL | TOKF_RAWOK)
+                              : FP4_OK;
+        if (st)
+            return fp4_fail(err, st, name, "vocab", "tok.duplicate-token",
+                            "two vocabulary ids spell the same bytes");
         for (int b = 0; b < 256; b++) {
             char u[4];
             int l = tok_utf8_enc(tok_byte_to_cp((uint8_t)b), u);
@@ -503,7 +516,9 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
         if (!t->cp_id) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
         for (uint32_t cp = 0; cp < 65536; cp++) {
             char u[4];
-            t->cp_id[cp] = cp >= 0xD800 && cp < 0xE000 ? -1 : tok_smap_find(t, &t->by_text, t->text, u, (size_t)tok_utf8_enc(cp, u));
+            t->cp_id[cp] = cp >= 0xD800 && cp < 0xE000
+                               ? -1
+                               : tok_smap_find(t, &t->by_text, t->text, u, (size_t)tok_utf8_enc(cp, u));
         }
     }
     /* added tokens: sorted by id, normalized spellings, first-byte set */
@@ -513,10 +528,11 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
     for (int32_t i = 0; i < t->n_added; i++) {
         tok_added *a = &t->added[i];
         if (i && a->id == t->added[i - 1].id)
-            return fp4_fail(err, FP4_ERR_DUPLICATE, name, "added_tokens", "tok.duplicate-added", "added token id %d appears twice",
-                            (int)a->id);
+            return fp4_fail(err, FP4_ERR_DUPLICATE, name, "added_tokens", "tok.duplicate-added",
+                            "added token id %d appears twice", (int)a->id);
         if (a->content.len == 0)
-            return fp4_fail(err, FP4_ERR_FORMAT, name, "added_tokens", "tok.added-empty", "added token %d is empty", (int)a->id);
+            return fp4_fail(err, FP4_ERR_FORMAT, name, "added_tokens", "tok.added-empty",
+                            "added token %d is empty", (int)a->id);
         a->norm = a->content;
         if (a->normalized && t->n_norm > 0) {
             tok_buf nb = {0};

@@ -68,7 +68,10 @@ static int byte_token(const char *s, size_t n) {
     if (3 + (size_t)l1 >= n - 1) return -1;
     int l2 = tok_utf8_dec((const uint8_t *)s + 3 + l1, n - 4 - (size_t)l1, &c2);
     if (3 + (size_t)l1 + (size_t)l2 != n - 1 || c2 >= 0x10000) return -1;
-#define HEXV(c) ((c) >= '0' && (c) <= '9' ? (int)(c) - '0' : ((c) | 0x20) >= 'a' && ((c) | 0x20) <= 'f' ? ((int)(c) | 0x20) - 'a' + 10 : -1)
+#define HEXV(c)                                                                                              \
+    ((c) >= '0' && (c) <= '9'                     ? (int)(c) - '0'                                           \
+     : ((c) | 0x20) >= 'a' && ((c) | 0x20) <= 'f' ? ((int)(c) | 0x20) - 'a' + 10                             \
+                                                  : -1)
     int h1 = c1 < 128 ? HEXV(c1) : -1, h2 = c2 < 128 ? HEXV(c2) : -1;
 #undef HEXV
     if (h1 < 0) return -1;
@@ -83,7 +86,9 @@ static fp4_status dec_step(const fp4_tokenizer *t, const tok_dec *d, const strs 
         for (size_t i = 0; !st && i <= in->n; i++) {
             if (i == in->n || in->added[i]) {
                 if (raw.n) {
-                    if ((st = strs_open(out)) || (st = tok_buf_lossy(&out->b, (const uint8_t *)raw.p, raw.n, false))) break;
+                    if ((st = strs_open(out)) ||
+                        (st = tok_buf_lossy(&out->b, (const uint8_t *)raw.p, raw.n, false)))
+                        break;
                     strs_close(out, false);
                     raw.n = 0;
                 }
@@ -94,7 +99,8 @@ static fp4_status dec_step(const fp4_tokenizer *t, const tok_dec *d, const strs 
     case TD_REPLACE:
         for (size_t i = 0; !st && i < in->n; i++) {
             if ((st = strs_open(out))) break;
-            st = tok_replace_all(S(in, i), L(in, i), tok_str(t, d->a), d->a.len, tok_str(t, d->b), d->b.len, &out->b);
+            st = tok_replace_all(S(in, i), L(in, i), tok_str(t, d->a), d->a.len, tok_str(t, d->b), d->b.len,
+                                 &out->b);
             strs_close(out, in->added[i]);
         }
         break;
@@ -107,7 +113,9 @@ static fp4_status dec_step(const fp4_tokenizer *t, const tok_dec *d, const strs 
                 continue;
             }
             if (raw.n) {
-                if ((st = strs_open(out)) || (st = tok_buf_lossy(&out->b, (const uint8_t *)raw.p, raw.n, true))) break;
+                if ((st = strs_open(out)) ||
+                    (st = tok_buf_lossy(&out->b, (const uint8_t *)raw.p, raw.n, true)))
+                    break;
                 strs_close(out, false);
                 raw.n = 0;
             }
@@ -137,13 +145,15 @@ static fp4_status dec_step(const fp4_tokenizer *t, const tok_dec *d, const strs 
 }
 
 static fp4_status cleanup(const char *s, size_t n, tok_buf *out) {
-    static const char *const pairs[][2] = {{" .", "."},   {" ?", "?"},   {" !", "!"},     {" ,", ","},     {" ' ", "'"},
-                                           {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+    static const char *const pairs[][2] = {{" .", "."},     {" ?", "?"},     {" !", "!"},   {" ,", ","},
+                                           {" ' ", "'"},    {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"},
+                                           {" 've", "'ve"}, {" 're", "'re"}};
     tok_buf a = {0}, b = {0};
     fp4_status st = tok_buf_add(&a, s, n);
     for (size_t k = 0; !st && k < sizeof pairs / sizeof pairs[0]; k++) {
         b.n = 0;
-        st = tok_replace_all(a.p, a.n, pairs[k][0], strlen(pairs[k][0]), pairs[k][1], strlen(pairs[k][1]), &b);
+        st =
+            tok_replace_all(a.p, a.n, pairs[k][0], strlen(pairs[k][0]), pairs[k][1], strlen(pairs[k][1]), &b);
         tok_buf tmp = a;
         a = b;
         b = tmp;
@@ -157,12 +167,13 @@ static fp4_status cleanup(const char *s, size_t n, tok_buf *out) {
 static fp4_status check_id(const fp4_tokenizer *t, int32_t id, size_t pos, fp4_error *err) {
     if (id < 0 || id >= t->n_vocab || !(t->flags[id] & TOKF_PRESENT))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tok.decode-id",
-                        "id %lld at position %zu is not a token (vocabulary: %d ids)", (long long)id, pos, (int)t->n_vocab);
+                        "id %lld at position %zu is not a token (vocabulary: %d ids)", (long long)id, pos,
+                        (int)t->n_vocab);
     return FP4_OK;
 }
 
-fp4_status fp4_tokenizer_decode(const fp4_tokenizer *t, const int32_t *ids, size_t n, unsigned flags, char **text,
-                                size_t *len, fp4_error *err) {
+fp4_status fp4_tokenizer_decode(const fp4_tokenizer *t, const int32_t *ids, size_t n, unsigned flags,
+                                char **text, size_t *len, fp4_error *err) {
     if (!t || !text || !len || (!ids && n))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tok.arg", "NULL argument");
     *text = NULL;
@@ -204,7 +215,8 @@ fp4_status fp4_tokenizer_decode(const fp4_tokenizer *t, const int32_t *ids, size
         if (st == FP4_ERR_NOMEM) fp4_fail(err, st, NULL, NULL, "tok.nomem", "out of memory");
         return st;
     }
-    if (!out.p && tok_buf_add(&out, "", 0)) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "tok.nomem", "out of memory");
+    if (!out.p && tok_buf_add(&out, "", 0))
+        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "tok.nomem", "out of memory");
     *text = out.p;
     *len = out.n;
     return FP4_OK;
@@ -320,7 +332,8 @@ static fp4_status emit(fp4_detok_stream *s, bool all, const char **out, size_t *
     if (s->strip >= 0 && !s->started) { /* Strip: up to start content characters at the very beginning */
         const tok_dec *d = &s->t->dec[s->strip];
         size_t a = 0;
-        while (s->strip_left > 0 && a + d->a.len <= s->out.n && !memcmp(s->out.p + a, tok_str(s->t, d->a), d->a.len)) {
+        while (s->strip_left > 0 && a + d->a.len <= s->out.n &&
+               !memcmp(s->out.p + a, tok_str(s->t, d->a), d->a.len)) {
             a += d->a.len;
             s->strip_left--;
         }
@@ -336,7 +349,8 @@ static fp4_status emit(fp4_detok_stream *s, bool all, const char **out, size_t *
     return FP4_OK;
 }
 
-fp4_status fp4_detok_stream_push(fp4_detok_stream *s, int32_t id, const char **out, size_t *len, fp4_error *err) {
+fp4_status fp4_detok_stream_push(fp4_detok_stream *s, int32_t id, const char **out, size_t *len,
+                                 fp4_error *err) {
     if (!s || !out || !len) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tok.arg", "NULL argument");
     fp4_status st = check_id(s->t, id, 0, err);
     if (st) return st;
@@ -363,7 +377,8 @@ fp4_status fp4_detok_stream_push(fp4_detok_stream *s, int32_t id, const char **o
         s->group_n += n;
         if (s->group_n >= 3 && s->group_n - n < 3 && s->pending.n >= s->group_at + 3 &&
             !memcmp(s->pending.p + s->group_at, "\xEF\xBB\xBF", 3)) {
-            memmove(s->pending.p + s->group_at, s->pending.p + s->group_at + 3, s->pending.n - s->group_at - 3);
+            memmove(s->pending.p + s->group_at, s->pending.p + s->group_at + 3,
+                    s->pending.n - s->group_at - 3);
             s->pending.n -= 3;
         }
     }

@@ -36,7 +36,8 @@ static fp4_status norm_unicode(tok_norm_kind k, const char *s, size_t n, tok_buf
     else if (k == TN_NFKC) opt |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
     else opt |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
     utf8proc_uint8_t *dst = NULL;
-    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, (utf8proc_option_t)opt);
+    utf8proc_ssize_t r =
+        utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, (utf8proc_option_t)opt);
     if (r < 0) {
         free(dst);
         return r == UTF8PROC_ERROR_NOMEM ? FP4_ERR_NOMEM : FP4_ERR_FORMAT;
@@ -46,7 +47,8 @@ static fp4_status norm_unicode(tok_norm_kind k, const char *s, size_t n, tok_buf
     return st;
 }
 
-fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn, tok_buf *out) {
+fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn,
+                           tok_buf *out) {
     if (an == 0) return tok_buf_add(out, s, n);
     size_t i = 0, last = 0;
     while (i + an <= n) {
@@ -93,8 +95,8 @@ fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_bu
 /* JavaScript's String.prototype.trim set: WhiteSpace + LineTerminator */
 static bool js_space(uint32_t c) {
     return c == 9 || c == 10 || c == 11 || c == 12 || c == 13 || c == 32 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000 ||
-           c == 0xFEFF;
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+           c == 0x3000 || c == 0xFEFF;
 }
 static size_t trim_start(const char *s, size_t n) {
     size_t i = 0;
@@ -140,8 +142,8 @@ static fp4_status sect_push(sect_vec *v, sect s) {
     return FP4_OK;
 }
 
-static fp4_status split_added(const fp4_tokenizer *t, const char *s, size_t n, bool normalized_pass, bool special,
-                              sect_vec *out) {
+static fp4_status split_added(const fp4_tokenizer *t, const char *s, size_t n, bool normalized_pass,
+                              bool special, sect_vec *out) {
     size_t start = 0, i = 0;
     out->n = 0;
     while (i < n) {
@@ -177,7 +179,8 @@ static fp4_status split_added(const fp4_tokenizer *t, const char *s, size_t n, b
     for (size_t k = 0; k < out->n; k++) {
         if (out->p[k].added < 0) continue;
         const tok_added *a = &t->added[out->p[k].added];
-        if (a->lstrip && k > 0 && out->p[k - 1].added < 0) out->p[k - 1].len = trim_end(s + out->p[k - 1].off, out->p[k - 1].len);
+        if (a->lstrip && k > 0 && out->p[k - 1].added < 0)
+            out->p[k - 1].len = trim_end(s + out->p[k - 1].off, out->p[k - 1].len);
         if (a->rstrip && k + 1 < out->n && out->p[k + 1].added < 0) {
             size_t d = trim_start(s + out->p[k + 1].off, out->p[k + 1].len);
             out->p[k + 1].off += d;
@@ -290,8 +293,8 @@ static fp4_status encode_text(enc_ctx *c, const char *s, size_t n, tok_ivec *out
     return st;
 }
 
-fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t **ids,
-                                size_t *n_ids) {
+fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t len, unsigned flags,
+                                int32_t **ids, size_t *n_ids) {
     if (!t || !ids || !n_ids || (!text && len)) return FP4_ERR_INVALID_ARG;
     *ids = NULL;
     *n_ids = 0;

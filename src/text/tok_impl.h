@@ -116,7 +116,8 @@ fp4_status tok_arena_add(fp4_tokenizer *t, const char *s, size_t n, tok_span *ou
 static inline const char *tok_str(const fp4_tokenizer *t, tok_span s) { return t->arena + s.off; }
 uint64_t tok_hash(const char *s, size_t n);
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag);
-int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s, size_t n);
+int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
+                      size_t n);
 fp4_status tok_mmap_init(tok_mmap *m, uint32_t n);
 /* false: the pair is already there */
 bool tok_mmap_put(tok_mmap *m, int32_t a, int32_t b, uint32_t rank, int32_t out);
@@ -163,7 +164,8 @@ int tok_added_cmp_id(const void *a, const void *b);
 /* the normalizer steps on valid UTF-8, appended to out */
 fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_buf *out);
 /* every occurrence of a (an > 0) replaced by b, left to right, appended to out */
-fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn, tok_buf *out);
+fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn,
+                           tok_buf *out);
 /* utf8_valid_len: length of the valid sequence at s, or -k (k bytes form a maximal invalid
  * subpart; k == n means the sequence was cut short by the end) */
 int tok_utf8_valid_len(const uint8_t *s, size_t n);

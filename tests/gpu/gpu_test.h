@@ -66,8 +66,8 @@ static int64_t gt_cmp_bits(const char *what, const float *want, const float *got
     for (int64_t i = 0; i < n; i++) {
         if (f32_bits(want[i]) != f32_bits(got[i])) {
             if (bad < 5)
-                fprintf(stderr, "  %s[%lld]: want %.9g (0x%08x) got %.9g (0x%08x)\n", what, (long long)i, want[i],
-                        f32_bits(want[i]), got[i], f32_bits(got[i]));
+                fprintf(stderr, "  %s[%lld]: want %.9g (0x%08x) got %.9g (0x%08x)\n", what, (long long)i,
+                        want[i], f32_bits(want[i]), got[i], f32_bits(got[i]));
             bad++;
         }
     }
@@ -106,8 +106,8 @@ static uint8_t gt_scale_byte(test_rng *r, int lo, int hi, int allow_negative) {
 /* kind 0: random codes, realistic scales (0x28..0x5F: 0.03..~15);
  * kind 1: adversarial: zero groups, zero rows, max scale bytes 0x7E, tiny 0x01, negative scales,
  *         all-±6 groups, scale byte 0x00 (value 0). */
-static void gt_make_nvfp4(gt_nvfp4 *t, int64_t n_out, int64_t n_in, float scale2, float input_scale_inv, int kind,
-                          uint64_t seed) {
+static void gt_make_nvfp4(gt_nvfp4 *t, int64_t n_out, int64_t n_in, float scale2, float input_scale_inv,
+                          int kind, uint64_t seed) {
     test_rng r = {seed};
     t->payload = (uint8_t *)malloc((size_t)(n_out * n_in / 2));
     t->scales = (uint8_t *)malloc((size_t)(n_out * n_in / 16));
@@ -172,7 +172,8 @@ static void gt_make_act(float *x, int64_t n, int kind, uint64_t seed) {
             for (int64_t i = 0; i < len; i++) v[i] = (float)(rng_normal(&r) * 1e-40);
             break;
         case 4:
-            for (int64_t i = 0; i < len; i++) v[i] = ldexpf(1.0f, (int)(rng_u64(&r) % 20) - 10) * ((i & 1) ? -1.f : 1.f);
+            for (int64_t i = 0; i < len; i++)
+                v[i] = ldexpf(1.0f, (int)(rng_u64(&r) % 20) - 10) * ((i & 1) ? -1.f : 1.f);
             break;
         case 5: /* values that land on half-integers of the Q8_K grid: ties to even */
             for (int64_t i = 0; i < len; i++) v[i] = (float)((int)(rng_u64(&r) % 255) - 127) * 0.5f;

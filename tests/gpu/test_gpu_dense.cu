@@ -30,7 +30,8 @@ static void run_case(const fp4_cuda_tensor *t, const float *wf, const char *rout
         ref_dot(wf, n_out, n_in, x, nc, ref);
         gt_case_project(&c, mode, nc, route);
         const double e = fp4_nrmse(c.got, ref, n_out * nc);
-        CHECK_MSG(e < DENSE_NRMSE_MAX, "%s %lldx%lld cols %d: nrmse %.3g", route, (long long)n_out, (long long)n_in, nc, e);
+        CHECK_MSG(e < DENSE_NRMSE_MAX, "%s %lldx%lld cols %d: nrmse %.3g", route, (long long)n_out,
+                  (long long)n_in, nc, e);
     }
     gt_case_free(&c);
     free(x);
@@ -58,8 +59,10 @@ static void half_case(int64_t type, int64_t n_out, int64_t n_in, int native) {
 
 static void kquant_case(int64_t type, int64_t n_out, int64_t n_in, int native) {
     test_rng r = {(uint64_t)(type * 7 + n_in)};
-    float *src = (float *)malloc((size_t)(n_out * n_in) * 4), *wf = (float *)malloc((size_t)(n_out * n_in) * 4);
-    for (int64_t i = 0; i < n_out * n_in; i++) src[i] = rng_normal(&r) * 0.02f + ((i % 97) == 0 ? 0.3f : 0.0f);
+    float *src = (float *)malloc((size_t)(n_out * n_in) * 4),
+          *wf = (float *)malloc((size_t)(n_out * n_in) * 4);
+    for (int64_t i = 0; i < n_out * n_in; i++)
+        src[i] = rng_normal(&r) * 0.02f + ((i % 97) == 0 ? 0.3f : 0.0f);
     const size_t bb = type == FP4_TYPE_Q6_K ? sizeof(fp4_block_q6_K) : sizeof(fp4_block_q4_K);
     uint8_t *blocks = (uint8_t *)malloc(bb * (size_t)(n_out * n_in / 256));
     for (int64_t row = 0; row < n_out; row++) {
@@ -74,7 +77,8 @@ static void kquant_case(int64_t type, int64_t n_out, int64_t n_in, int native) {
     }
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload(type, blocks, n_out, n_in, &t));
-    run_case(&t, wf, type == FP4_TYPE_Q6_K ? "q6_K.float" : "q4_K.float", native ? FP4_MODE_NATIVE : FP4_MODE_EXACT);
+    run_case(&t, wf, type == FP4_TYPE_Q6_K ? "q6_K.float" : "q4_K.float",
+             native ? FP4_MODE_NATIVE : FP4_MODE_EXACT);
     free(src);
     free(wf);
     free(blocks);

@@ -14,7 +14,8 @@ static void fixture_all_bytes(void) {
     const float s2[] = {1.0f, 0.25f, 3.0517578125e-05f, 7.0f / 3.0f, 1.7e-38f, 1e30f, 0x1p-126f * 3.0f};
     const int64_t n_out = (int64_t)(sizeof s2 / sizeof s2[0]), n_in = (int64_t)nf * 16;
     for (int64_t r = 0; r < n_out; r++) {
-        uint8_t *payload = (uint8_t *)malloc((size_t)n_in / 2), *scales = (uint8_t *)malloc((size_t)n_in / 16);
+        uint8_t *payload = (uint8_t *)malloc((size_t)n_in / 2),
+                *scales = (uint8_t *)malloc((size_t)n_in / 16);
         for (int g = 0; g < nf; g++) {
             for (int j = 0; j < 8; j++) payload[g * 8 + j] = (uint8_t)((2 * j) | ((2 * j + 1) << 4));
             scales[g] = finite[g];
@@ -86,8 +87,8 @@ static void padded_rows(void) {
     gt_sync("padded");
     gt_down(got, d, (size_t)(nr * n_in) * 4);
     for (int64_t r = 0; r < nr; r++)
-        fp4_nvfp4_dequant_row(w.payload + (r0 + r) * (n_in / 2), w.scales + (r0 + r) * (n_in / 16), 0.0123f, n_in,
-                              want + r * n_in);
+        fp4_nvfp4_dequant_row(w.payload + (r0 + r) * (n_in / 2), w.scales + (r0 + r) * (n_in / 16), 0.0123f,
+                              n_in, want + r * n_in);
     gt_cmp_bits("padded rows", want, got, nr * n_in);
     /* embedding over the same table, with out-of-range ids */
     const int32_t ids[6] = {0, 52, 7, -1, 53, 7};
@@ -100,8 +101,8 @@ static void padded_rows(void) {
     gt_down(ge, de, (size_t)(6 * n_in) * 4);
     for (int i = 0; i < 6; i++)
         if (ids[i] >= 0 && ids[i] < n_out)
-            fp4_nvfp4_dequant_row(w.payload + ids[i] * (n_in / 2), w.scales + ids[i] * (n_in / 16), 0.0123f, n_in,
-                                  we + i * n_in);
+            fp4_nvfp4_dequant_row(w.payload + ids[i] * (n_in / 2), w.scales + ids[i] * (n_in / 16), 0.0123f,
+                                  n_in, we + i * n_in);
     gt_cmp_bits("embed nvfp4", we, ge, 6 * n_in);
     free(ge);
     free(we);
@@ -169,8 +170,8 @@ static void arguments(void) {
     CHECK_OK(fp4_cuda_init(0, &info));
     CHECK(info.cc_major >= 8 && info.sm_count > 0);
     CHECK_EQ_INT(fp4_cuda_init(n, NULL), FP4_ERR_INVALID_ARG);
-    printf("device: %s, cc %d.%d, %d SMs, L2 %zu MB\n", info.name, info.cc_major, info.cc_minor, info.sm_count,
-           info.l2_bytes >> 20);
+    printf("device: %s, cc %d.%d, %d SMs, L2 %zu MB\n", info.name, info.cc_major, info.cc_minor,
+           info.sm_count, info.l2_bytes >> 20);
 }
 
 int main(void) {

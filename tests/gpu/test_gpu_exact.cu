@@ -25,10 +25,11 @@ static void q8k_blocks(int64_t n, int n_cols, int kind, uint64_t seed) {
                          !memcmp(want[b].bsums, got[b].bsums, sizeof want[b].bsums);
         if (!same && bad++ < 3)
             fprintf(stderr, "  q8k block %lld: d want %a got %a, qs[0..3] want %d %d %d %d got %d %d %d %d\n",
-                    (long long)b, want[b].d, got[b].d, want[b].qs[0], want[b].qs[1], want[b].qs[2], want[b].qs[3],
-                    got[b].qs[0], got[b].qs[1], got[b].qs[2], got[b].qs[3]);
+                    (long long)b, want[b].d, got[b].d, want[b].qs[0], want[b].qs[1], want[b].qs[2],
+                    want[b].qs[3], got[b].qs[0], got[b].qs[1], got[b].qs[2], got[b].qs[3]);
     }
-    CHECK_MSG(bad == 0, "q8k n=%lld cols=%d kind=%d: %lld blocks differ", (long long)n, n_cols, kind, (long long)bad);
+    CHECK_MSG(bad == 0, "q8k n=%lld cols=%d kind=%d: %lld blocks differ", (long long)n, n_cols, kind,
+              (long long)bad);
     cudaFree(dx);
     cudaFree(db);
     free(x);
@@ -37,14 +38,15 @@ static void q8k_blocks(int64_t n, int n_cols, int kind, uint64_t seed) {
 }
 
 /* y for all column counts listed, through the route, against the oracle. */
-static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float scale2, const int *cols, int ncols_n,
-                        uint64_t seed) {
+static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float scale2, const int *cols,
+                        int ncols_n, uint64_t seed) {
     gt_nvfp4 w;
     gt_make_nvfp4(&w, n_out, n_in, scale2, 0.0f, wkind, seed);
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
     const int maxc = gt_max_cols(cols, ncols_n);
-    float *x = (float *)malloc((size_t)(n_in * maxc) * 4), *want = (float *)malloc((size_t)(n_out * maxc) * 4);
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4),
+          *want = (float *)malloc((size_t)(n_out * maxc) * 4);
     gt_make_act(x, n_in * maxc, xkind, seed ^ 0x5555);
     gt_case c;
     gt_case_init(&c, &t, x, maxc);
@@ -53,7 +55,8 @@ static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float
         CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w.view, x, nc, want, 8));
         gt_case_project(&c, FP4_MODE_EXACT, nc, "nvfp4.a16.exact.dp4a");
         char what[96];
-        snprintf(what, sizeof what, "a16 %lldx%lld w%d x%d cols %d", (long long)n_out, (long long)n_in, wkind, xkind, nc);
+        snprintf(what, sizeof what, "a16 %lldx%lld w%d x%d cols %d", (long long)n_out, (long long)n_in, wkind,
+                 xkind, nc);
         gt_cmp_bits(what, want, c.got, n_out * nc);
     }
     gt_case_free(&c);

@@ -27,8 +27,9 @@ static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, co
         int64_t nan = 0;
         for (int64_t k = 0; k < n_out * nc; k++) nan += c.got[k] != c.got[k];
         const double e = fp4_nrmse(c.got, ref, n_out * nc);
-        CHECK_MSG(nan == 0 && e < NATIVE_NRMSE_MAX, "native %lldx%lld w%d cols %d: nrmse %.3g (limit %.1g), %lld unwritten",
-                  (long long)n_out, (long long)n_in, wkind, nc, e, NATIVE_NRMSE_MAX, (long long)nan);
+        CHECK_MSG(nan == 0 && e < NATIVE_NRMSE_MAX,
+                  "native %lldx%lld w%d cols %d: nrmse %.3g (limit %.1g), %lld unwritten", (long long)n_out,
+                  (long long)n_in, wkind, nc, e, NATIVE_NRMSE_MAX, (long long)nan);
         if (nc == 1 || nc == 16 || nc == 64)
             printf("native %lldx%lld cols %d: nrmse %.3g\n", (long long)n_out, (long long)n_in, nc, e);
     }

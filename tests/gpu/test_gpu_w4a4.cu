@@ -13,7 +13,8 @@ static void make_ties(float *x, int64_t n, float input_scale_inv) {
         float *v = x + g * 16;
         /* bmax = 6*input_scale*s with s = 1 -> scale byte 0x38, den = input_scale */
         const float den = input_scale;
-        const float pts[15] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, -0.25f, -0.75f, -1.25f, -2.5f, -5.0f, 0.0f, -0.0f, 5.5f};
+        const float pts[15] = {0.25f,  0.75f,  1.25f, 1.75f, 2.5f, 3.5f,  5.0f, -0.25f,
+                               -0.75f, -1.25f, -2.5f, -5.0f, 0.0f, -0.0f, 5.5f};
         for (int j = 0; j < 15; j++) v[j] = pts[(j + g) % 15] * den;
         v[15] = 6.0f * den;
     }
@@ -23,12 +24,15 @@ static void act_codes(int64_t n_in, int n_cols, int kind, float isi, uint64_t se
     float *x = (float *)malloc((size_t)(n_in * n_cols) * 4);
     if (kind == 2) make_ties(x, n_in * n_cols, isi);
     else gt_make_act(x, n_in * n_cols, kind, seed);
-    uint8_t *wc = (uint8_t *)malloc((size_t)(n_in * n_cols / 2)), *ws = (uint8_t *)malloc((size_t)(n_in * n_cols / 16));
-    uint8_t *gc = (uint8_t *)malloc((size_t)(n_in * n_cols / 2)), *gs = (uint8_t *)malloc((size_t)(n_in * n_cols / 16));
+    uint8_t *wc = (uint8_t *)malloc((size_t)(n_in * n_cols / 2)),
+            *ws = (uint8_t *)malloc((size_t)(n_in * n_cols / 16));
+    uint8_t *gc = (uint8_t *)malloc((size_t)(n_in * n_cols / 2)),
+            *gs = (uint8_t *)malloc((size_t)(n_in * n_cols / 16));
     for (int c = 0; c < n_cols; c++)
         CHECK_OK(fp4_nvfp4_quantize_act(x + c * n_in, n_in, isi, wc + c * n_in / 2, ws + c * n_in / 16));
     float *dx = gt_dev_floats(x, n_in * n_cols);
-    uint8_t *dc = (uint8_t *)gt_dev((size_t)(n_in * n_cols / 2)), *ds = (uint8_t *)gt_dev((size_t)(n_in * n_cols / 16));
+    uint8_t *dc = (uint8_t *)gt_dev((size_t)(n_in * n_cols / 2)),
+            *ds = (uint8_t *)gt_dev((size_t)(n_in * n_cols / 16));
     CHECK_OK(fp4_cuda_nvfp4_quantize_act(dx, n_in, n_cols, isi, dc, ds, NULL));
     gt_sync("act quant");
     gt_down(gc, dc, (size_t)(n_in * n_cols / 2));
@@ -45,14 +49,15 @@ static void act_codes(int64_t n_in, int n_cols, int kind, float isi, uint64_t se
     free(gs);
 }
 
-static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float scale2, float isi, const int *cols,
-                        int ncols_n, uint64_t seed) {
+static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float scale2, float isi,
+                        const int *cols, int ncols_n, uint64_t seed) {
     gt_nvfp4 w;
     gt_make_nvfp4(&w, n_out, n_in, scale2, isi, wkind, seed);
     fp4_cuda_tensor t;
     CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
     const int maxc = gt_max_cols(cols, ncols_n);
-    float *x = (float *)malloc((size_t)(n_in * maxc) * 4), *want = (float *)malloc((size_t)(n_out * maxc) * 4);
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4),
+          *want = (float *)malloc((size_t)(n_out * maxc) * 4);
     if (xkind == 2) make_ties(x, n_in * maxc, isi);
     else gt_make_act(x, n_in * maxc, xkind, seed ^ 0x7777);
     gt_case c;
@@ -64,8 +69,8 @@ static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float
         for (int m = 0; m <= 1; m++) { /* W4A4 runs exact in either mode */
             gt_case_project(&c, m ? FP4_MODE_NATIVE : FP4_MODE_EXACT, nc, route);
             char what[96];
-            snprintf(what, sizeof what, "w4a4 %lldx%lld w%d x%d cols %d mode %d", (long long)n_out, (long long)n_in,
-                     wkind, xkind, nc, m);
+            snprintf(what, sizeof what, "w4a4 %lldx%lld w%d x%d cols %d mode %d", (long long)n_out,
+                     (long long)n_in, wkind, xkind, nc, m);
             gt_cmp_bits(what, want, c.got, n_out * nc);
         }
     }
