@@ -34,4 +34,5 @@ for (let r = 0; r < reps; r++) {
   bestWall = Math.min(bestWall, performance.now() - w0);
 }
 console.log(JSON.stringify({ load_json_ms: +bestLoad.toFixed(1), bytes: corpus.length, ids,
-  encode_mb_s: +(corpus.length / bestEnc / 1e3).toFixed(2), encode_mb_s_wall: +(corpus.length / bestWall / 1e3).toFixed(2) }));
+  encode_mb_s: +(corpus.length / bestEnc / 1e3).toFixed(2),
+  encode_mb_s_wall: +(corpus.length / bestWall / 1e3).toFixed(2) }));

@@ -16,14 +16,30 @@ const templates = {
   llama3: cfg("llama3_1").chat_template,
   qwen3: cfg("qwen3").chat_template,
   llama2:
-    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}",
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}" +
+    "{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}" +
+    "{% set system_message = false %}{% endif %}{% for message in loop_messages %}" +
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}" +
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}" +
+    "{% endif %}{% if loop.index0 == 0 and system_message != false %}" +
+    "{% set content = '<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}" +
+    "{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}" +
+    "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}" +
+    "{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}",
   mistral:
-    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}",
+    "{{ bos_token }}{% for message in messages %}" +
+    "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}" +
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}" +
+    "{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}" +
+    "{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}" +
+    "{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}",
   chatml:
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
+    "{% for message in messages %}" +
+    "{{'<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}" +
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}",
 };
-const special = { llama3: ["<|begin_of_text|>", "<|eot_id|>"], qwen3: ["", "<|im_end|>"], llama2: ["<s>", "</s>"],
-                  mistral: ["<s>", "</s>"], chatml: ["", "<|im_end|>"] };
+const special = { llama3: ["<|begin_of_text|>", "<|eot_id|>"], qwen3: ["", "<|im_end|>"],
+                  llama2: ["<s>", "</s>"], mistral: ["<s>", "</s>"], chatml: ["", "<|im_end|>"] };
 const U = (c) => ({ role: "user", content: c }), A = (c) => ({ role: "assistant", content: c }),
       S = (c) => ({ role: "system", content: c });
 const convs = [
@@ -54,4 +70,6 @@ for (const [name, src] of Object.entries(templates)) {
     }
 }
 const fingerprints = Object.fromEntries(Object.entries(templates));
-process.stdout.write(JSON.stringify({ generator: "@huggingface/jinja@0.5.11", templates: fingerprints, cases: out }, null, 1) + "\n");
+process.stdout.write(
+  JSON.stringify({ generator: "@huggingface/jinja@0.5.11", templates: fingerprints, cases: out }, null, 1)
+  + "\n");

@@ -119,13 +119,15 @@ def main(argv):
         w = deq[name]
         line = f"{name} {list(w.shape)} rms {float(np.sqrt(np.mean(w.astype(np.float64) ** 2))):.6g}"
         if tool:
-            raw = subprocess.run([tool, "dump", argv[1], name, "--raw"], check=True, capture_output=True).stdout
+            raw = subprocess.run([tool, "dump", argv[1], name, "--raw"], check=True,
+                                 capture_output=True).stdout
             ref = np.frombuffer(raw, dtype="<f4").reshape(w.shape)
             same = np.array_equal(ref.view(np.uint32), w.view(np.uint32))
             bad += not same
             line += " dump: " + ("bit-identical" if same else "DIFFERS")
         print(line)
-    print(f"{len(deq)} NVFP4 weights, {len(rest)} other tensors" + (f", {bad} differ from dump" if tool else ""))
+    print(f"{len(deq)} NVFP4 weights, {len(rest)} other tensors"
+          + (f", {bad} differ from dump" if tool else ""))
     return 1 if bad else 0
 
 

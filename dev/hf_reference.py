@@ -46,7 +46,8 @@ MODELS = [
                         "attention_bias": False, "mlp_bias": False}),
     ("llama31", "llama", {"architectures": ["LlamaForCausalLM"], "head_dim": 64, "rope_theta": 500000.0,
                           "rope_scaling": LLAMA31_ROPE, "attention_bias": False, "mlp_bias": False}),
-    ("qwen2", "qwen2", {"architectures": ["Qwen2ForCausalLM"], "rope_theta": 1000000.0, "use_sliding_window": False}),
+    ("qwen2", "qwen2", {"architectures": ["Qwen2ForCausalLM"], "rope_theta": 1000000.0,
+                        "use_sliding_window": False}),
     ("qwen3", "qwen3", {"architectures": ["Qwen3ForCausalLM"], "head_dim": 64, "rope_theta": 1000000.0,
                         "attention_bias": False, "tie_word_embeddings": True, "use_sliding_window": False}),
     ("mistral", "mistral", {"architectures": ["MistralForCausalLM"], "head_dim": 64, "rope_theta": 1000000.0,
@@ -111,7 +112,8 @@ def expected_inv_freq(cfg_extra, head_dim):
     rs = cfg_extra.get("rope_scaling")
     if not rs:
         return inv
-    f, lo, hi, old = rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"], rs["original_max_position_embeddings"]
+    f, lo, hi, old = (rs["factor"], rs["low_freq_factor"], rs["high_freq_factor"],
+                      rs["original_max_position_embeddings"])
     wl = 2 * math.pi / inv
     out = np.where(wl > old / lo, inv / f, inv)
     smooth = (old / wl - lo) / (hi - lo)
@@ -152,7 +154,8 @@ def run_logits(model, ids):
 
 def stats(lg):
     return {"shape": list(lg.shape), "dtype": str(lg.dtype), "finite": bool(np.isfinite(lg).all()),
-            "std_over_vocab_mean": float(lg.std(axis=1).mean()), "std_over_vocab_min": float(lg.std(axis=1).min()),
+            "std_over_vocab_mean": float(lg.std(axis=1).mean()),
+            "std_over_vocab_min": float(lg.std(axis=1).min()),
             "max_abs": float(np.abs(lg).max()), "argmax": [int(a) for a in lg.argmax(axis=1)]}
 
 
@@ -170,10 +173,12 @@ def phase_make(outdir):
         try:
             d = os.path.join(outdir, name)
             exp = expected_inv_freq(extra, 64)
-            for form in ("legacy", "rope_parameters"):  # the config.json keys of Llama 3.1, then transformers 5's
+            # the config.json keys of Llama 3.1, then transformers 5's
+            for form in ("legacy", "rope_parameters"):
                 e = dict(extra)
                 if form == "rope_parameters":
-                    e["rope_parameters"] = dict(e.pop("rope_scaling", {"rope_type": "default"}), rope_theta=e.pop("rope_theta"))
+                    e["rope_parameters"] = dict(e.pop("rope_scaling", {"rope_type": "default"}),
+                                                rope_theta=e.pop("rope_theta"))
                 try:
                     cfg = make_config(mt, e)
                     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
@@ -183,7 +188,8 @@ def phase_make(outdir):
                     continue
                 if inv is not None and np.allclose(inv, exp, rtol=2e-6, atol=0):
                     break
-                log(f"{name}: config form {form}: rope inv_freq {None if inv is None else inv[:3]} != {exp[:3]}")
+                log(f"{name}: config form {form}: "
+                    f"rope inv_freq {None if inv is None else inv[:3]} != {exp[:3]}")
             else:
                 raise RuntimeError("no config form gives the expected rope frequencies")
             model = model.to(torch.float32)
@@ -210,14 +216,15 @@ def phase_make(outdir):
             st = stats(lg)
             st.update({"how": how, "attn_implementation": m64.config._attn_implementation, "tied": tied,
                        "weights": drawn, "seed_weights": 1000 + i, "seed_ids": 2000 + i,
-                       "rope_inv_freq_checked": True, "config_form": form, "config_rope_keys": {k: v for k, v in m64.config.to_dict().items()
-                                                                           if "rope" in k}})
+                       "rope_inv_freq_checked": True, "config_form": form,
+                       "config_rope_keys": {k: v for k, v in m64.config.to_dict().items() if "rope" in k}})
             np.save(os.path.join(d, "logits_bf16.npy"), lg)
             with open(os.path.join(d, "stats_bf16.json"), "w") as f:
                 json.dump(st, f, indent=1)
             log(f"{name}: ok, {sum(p.numel() for p in model.parameters())} params, logits {st['shape']} "
                 f"std/vocab {st['std_over_vocab_mean']:.4f} (min {st['std_over_vocab_min']:.4f}) "
-                f"max|l| {st['max_abs']:.3f} finite {st['finite']} via {how}; attn {st['attn_implementation']}; "
+                f"max|l| {st['max_abs']:.3f} finite {st['finite']} via {how}; "
+                f"attn {st['attn_implementation']}; "
                 f"rope {st['config_rope_keys']}")
         except Exception:
             import traceback
@@ -264,7 +271,8 @@ def phase_dequant(datadir, outdir):
             st.update({"how": how, "n_nvfp4_weights": len(deq), "n_other_tensors_bit_identical": same,
                        "weight_rel_err_min": min(err), "weight_rel_err_max": max(err),
                        "logits_max_abs_diff_vs_bf16": float(np.abs(lg - ref).max()),
-                       "logits_rel_rms_diff_vs_bf16": float(np.sqrt(np.mean((lg - ref) ** 2) / np.mean(ref ** 2))),
+                       "logits_rel_rms_diff_vs_bf16":
+                           float(np.sqrt(np.mean((lg - ref) ** 2) / np.mean(ref ** 2))),
                        "argmax_agree_vs_bf16": int((lg.argmax(1) == ref.argmax(1)).sum())})
             od = os.path.join(outdir, name)
             os.makedirs(od, exist_ok=True)
@@ -273,7 +281,8 @@ def phase_dequant(datadir, outdir):
                 json.dump(st, f, indent=1)
             log(f"{name}: ok, {len(deq)} weights dequantized (rel err {min(err):.4f}..{max(err):.4f}), "
                 f"{same} other tensors identical; std/vocab {st['std_over_vocab_mean']:.4f}; vs bf16: "
-                f"max|d| {st['logits_max_abs_diff_vs_bf16']:.4f} rel rms {st['logits_rel_rms_diff_vs_bf16']:.4f} "
+                f"max|d| {st['logits_max_abs_diff_vs_bf16']:.4f} "
+                f"rel rms {st['logits_rel_rms_diff_vs_bf16']:.4f} "
                 f"argmax agree {st['argmax_agree_vs_bf16']}/{T}")
         except Exception:
             import traceback

@@ -23,16 +23,25 @@ import unicodedata
 SOURCES = [
     ("perl-doc", r"usr/share/perl/[^/]+/pod/[^/]+\.pod$", "pod"),
     ("postgresql-doc-15", r"usr/share/doc/postgresql-doc-15/html/[^/]+\.html$", "html"),
-    ("python-django-doc", r"usr/share/doc/python-django-doc/html/(?!_|genindex|py-modindex|search).*\.html$", "html"),
-    ("python3.11-doc", r"usr/share/doc/python3\.11/html/(?!_|genindex|py-modindex|search|whatsnew/changelog).*\.html$", "html"),
-    ("rust-doc", r"usr/share/doc/rust-doc/html/(book|reference|nomicon|rust-by-example|edition-guide|embedded-book)/(?!.*print\.html$)(?!.*/2018-edition/)(?!.*/first-edition/)(?!.*/second-edition/).*\.html$", "html"),
+    ("python-django-doc", r"usr/share/doc/python-django-doc/html/"
+                          r"(?!_|genindex|py-modindex|search).*\.html$", "html"),
+    ("python3.11-doc", r"usr/share/doc/python3\.11/html/"
+                       r"(?!_|genindex|py-modindex|search|whatsnew/changelog).*\.html$", "html"),
+    ("rust-doc", r"usr/share/doc/rust-doc/html/"
+                 r"(book|reference|nomicon|rust-by-example|edition-guide|embedded-book)/"
+                 r"(?!.*print\.html$)(?!.*/2018-edition/)(?!.*/first-edition/)"
+                 r"(?!.*/second-edition/).*\.html$",
+     "html"),
     ("sphinx-doc", r"usr/share/doc/sphinx-doc/html/(?!_|genindex|py-modindex|search).*\.html$", "html"),
     ("sqlite3-doc", r"usr/share/doc/sqlite3/.*\.html$", "html"),
     ("apache2-doc", r"usr/share/doc/apache2-doc/manual/en/.*\.html$", "html"),
-    ("python-sqlalchemy-doc", r"usr/share/doc/python-sqlalchemy-doc/html/(?!_|genindex|py-modindex|search).*\.html$", "html"),
+    ("python-sqlalchemy-doc", r"usr/share/doc/python-sqlalchemy-doc/html/"
+                              r"(?!_|genindex|py-modindex|search).*\.html$", "html"),
     ("erlang-doc", r"usr/share/doc/erlang-doc/.*\.html$", "html"),
-    ("python-scipy-doc", r"usr/share/doc/python-scipy-doc/html/(?!_|genindex|py-modindex|search).*\.html$", "html"),
-    ("python-pandas-doc", r"usr/share/doc/python-pandas-doc/html/(?!_|genindex|py-modindex|search).*\.html$", "html"),
+    ("python-scipy-doc", r"usr/share/doc/python-scipy-doc/html/"
+                         r"(?!_|genindex|py-modindex|search).*\.html$", "html"),
+    ("python-pandas-doc", r"usr/share/doc/python-pandas-doc/html/"
+                          r"(?!_|genindex|py-modindex|search).*\.html$", "html"),
 ]
 
 SKIP_TAGS = {"pre", "script", "style", "nav", "head", "title", "table", "code-block"}

@@ -70,7 +70,8 @@ def write_safetensors(path, tensors):
     header, off, blobs = {}, 0, []
     for name in sorted(tensors):
         b = np.ascontiguousarray(tensors[name], dtype=np.float32).tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [off, off + len(b)]}
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [off, off + len(b)]}
         off += len(b)
         blobs.append(b)
     h = json.dumps(header).encode()

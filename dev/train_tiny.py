@@ -100,7 +100,8 @@ def evaluate(model, held, seq, max_windows=None, batch=32):
     total, count = 0.0, 0
     for i in range(0, n, batch):
         k = min(batch, n - i)
-        idx = torch.arange(i, i + k, device=held.device)[:, None] * seq + torch.arange(seq + 1, device=held.device)
+        idx = (torch.arange(i, i + k, device=held.device)[:, None] * seq
+               + torch.arange(seq + 1, device=held.device))
         w = held[idx]
         with torch.autocast("cuda", dtype=torch.bfloat16):
             logits = model(input_ids=w[:, :-1], use_cache=False).logits

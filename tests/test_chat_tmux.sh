@@ -41,7 +41,9 @@ check "the banner names the template" 'pane | grep -q "template chatml"'
 # Ctrl-C in the middle of the long answer
 T send-keys -t chat "Tell me about the database server." Enter
 # the answer starts on the line after the question
-started() { [ "$(pane | sed -n '/^> Tell me about the database server\./,$p' | sed 1d | grep -c '[A-Za-z]')" -ge 1 ]; }
+started() {
+  [ "$(pane | sed -n '/^> Tell me about the database server\./,$p' | sed 1d | grep -c '[A-Za-z]')" -ge 1 ]
+}
 end=$((SECONDS + 30)); while ! started && [ $SECONDS -lt $end ]; do sleep 0.05; done
 check "the answer starts" started
 sleep 0.3

@@ -15,8 +15,10 @@ has() { case ",$STAGES," in *",$1,"*) return 0 ;; esac; return 1; }
 } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 if has build; then
-  make BUILD=$B cuda -j"$J" > "$OUT/build.txt" 2>&1 || { tail -40 "$OUT/build.txt"; echo BUILD FAILED; exit 1; }
-  make -C dev/cuda -j"$J" BUILD="$PWD/$B" "$PWD/$B/dev/cuda/gemv_lab" >> "$OUT/build.txt" 2>&1 || { tail -20 "$OUT/build.txt"; echo LAB BUILD FAILED; }
+  make BUILD=$B cuda -j"$J" > "$OUT/build.txt" 2>&1 ||
+    { tail -40 "$OUT/build.txt"; echo BUILD FAILED; exit 1; }
+  make -C dev/cuda -j"$J" BUILD="$PWD/$B" "$PWD/$B/dev/cuda/gemv_lab" >> "$OUT/build.txt" 2>&1 ||
+    { tail -20 "$OUT/build.txt"; echo LAB BUILD FAILED; }
   echo "build ok"
 fi
 if has test; then

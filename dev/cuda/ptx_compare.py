@@ -31,8 +31,8 @@ def kernels(tree, out):
     found = {}
     for src in sorted(glob.glob(os.path.join(tree, "src/cuda/*.cu"))):
         ptx = os.path.join(out, os.path.basename(src) + ".ptx")
-        subprocess.run(["nvcc", *FLAGS, "-I" + os.path.join(tree, "include"), "-I" + os.path.join(tree, "src"),
-                        src, "-o", ptx], check=True, capture_output=True)
+        subprocess.run(["nvcc", *FLAGS, "-I" + os.path.join(tree, "include"),
+                        "-I" + os.path.join(tree, "src"), src, "-o", ptx], check=True, capture_output=True)
         text = open(ptx).read()
         for m in re.finditer(r"\.entry (\w+)", text):
             body = text[m.start():text.index("\n}\n", m.start())]
@@ -43,7 +43,8 @@ def kernels(tree, out):
             body = re.sub(r"\.reg \.\w+ \s*R<\d+>;", "", body)
             body = re.sub(r"\b\w+_smem\b", "SMEM", body)
             name = subprocess.run(["c++filt", m.group(1)], capture_output=True, text=True).stdout.strip()
-            found[name.split("(")[0].replace("void ", "")] = [l.strip() for l in body.split("\n") if l.strip()]
+            found[name.split("(")[0].replace("void ", "")] = [l.strip() for l in body.split("\n")
+                                                              if l.strip()]
     return found
 
 

@@ -27,7 +27,12 @@ let corpus = fs.readFileSync(corpusPath);
 if (corpusPath.endsWith('.gz')) corpus = zlib.gunzipSync(corpus);
 const parts = [];
 const u32 = (n) => { const b = Buffer.alloc(4); b.writeUInt32LE(n); return b; };
-const ids32 = (ids) => { const b = Buffer.alloc(4 + 4 * ids.length); b.writeUInt32LE(ids.length); ids.forEach((v, i) => b.writeInt32LE(v, 4 + 4 * i)); return b; };
+const ids32 = (ids) => {
+  const b = Buffer.alloc(4 + 4 * ids.length);
+  b.writeUInt32LE(ids.length);
+  ids.forEach((v, i) => b.writeInt32LE(v, 4 + 4 * i));
+  return b;
+};
 let pos = 0;
 while (pos < corpus.length) {
   let end = Math.min(corpus.length, pos + 2048);
@@ -37,9 +42,13 @@ while (pos < corpus.length) {
   const a = all.encode(text, { add_special_tokens: false }).ids;
   const b = plain.encode(text, { add_special_tokens: false }).ids;
   const c = all.encode(text, { add_special_tokens: true }).ids;
-  const d0 = a.length ? Buffer.from(all.decode(a, { clean_up_tokenization_spaces: false }), 'utf8') : Buffer.alloc(0);
-  const d1 = a.length ? Buffer.from(all.decode(a, { clean_up_tokenization_spaces: true }), 'utf8') : Buffer.alloc(0);
-  const d2 = a.length ? Buffer.from(all.decode(a, { skip_special_tokens: true, clean_up_tokenization_spaces: false }), 'utf8') : Buffer.alloc(0);
+  const d0 = a.length ? Buffer.from(all.decode(a, { clean_up_tokenization_spaces: false }), 'utf8')
+                      : Buffer.alloc(0);
+  const d1 = a.length ? Buffer.from(all.decode(a, { clean_up_tokenization_spaces: true }), 'utf8')
+                      : Buffer.alloc(0);
+  const d2 = a.length
+    ? Buffer.from(all.decode(a, { skip_special_tokens: true, clean_up_tokenization_spaces: false }), 'utf8')
+    : Buffer.alloc(0);
   parts.push(ids32(a), ids32(b), ids32(c), u32(d0.length), d0, u32(d1.length), d1, u32(d2.length), d2);
 }
 fs.writeFileSync(outPath, Buffer.concat(parts));
