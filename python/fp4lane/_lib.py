@@ -35,13 +35,14 @@ PROGRESS = ctypes.CFUNCTYPE(None, c_void_p, c_char_p, c_uint64, c_uint64)
 
 class WriteOpts(ctypes.Structure):  # fp4_write_opts
     _fields_ = [("layout", c_int), ("max_shard_bytes", c_uint64), ("st_metadata", POINTER(c_char_p)),
-                ("progress", PROGRESS), ("progress_ctx", c_void_p)]
+                ("progress", PROGRESS), ("progress_ctx", c_void_p), ("force", c_int), ("cancel", c_void_p)]
 
 
 class QuantizeOpts(ctypes.Structure):  # fp4_quantize_opts
     _fields_ = [("layout", c_int), ("to_q4_k", c_int), ("rule", c_int), ("no_fusion", c_int),
                 ("quantize_embeddings", c_int), ("max_shard_bytes", c_uint64),
-                ("st_metadata", POINTER(c_char_p)), ("progress", PROGRESS), ("progress_ctx", c_void_p)]
+                ("st_metadata", POINTER(c_char_p)), ("progress", PROGRESS), ("progress_ctx", c_void_p),
+                ("force", c_int), ("cancel", c_void_p)]  # the library reads every field: none may be missing
 
 
 class Arch(ctypes.Structure):  # fp4_arch
