@@ -96,6 +96,12 @@ FP4_API void fp4_detok_stream_free(fp4_detok_stream *s); /* accepts NULL */
  * add_eos_token, add_space_prefix (llama). Reading the file back gives the same encoding.
  * FP4_ERR_UNSUPPORTED for a tokenizer GGUF cannot describe (an unknown pre-tokenizer regex). */
 FP4_API fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_writer *w, fp4_error *err);
+/* The same, with at least n_vocab tokens (ids from fp4_tokenizer_n_vocab(t) up are "[PAD<id>]"
+ * placeholders of type unused) and bos_dflt / eos_dflt (-1: none) as the BOS / EOS ids where t has
+ * none, as llama.cpp's converter pads a vocabulary to the embedding's rows and falls back to
+ * config.json's ids. */
+FP4_API fp4_status fp4_tokenizer_write_gguf_n(const fp4_tokenizer *t, fp4_gguf_writer *w, int32_t n_vocab,
+                                              int32_t bos_dflt, int32_t eos_dflt, fp4_error *err);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Generation helpers                                                                         */

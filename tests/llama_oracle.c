@@ -46,6 +46,8 @@ struct llama_oracle {
     void (*batch_free)(lo_batch b);
     int32_t (*decode)(void *ctx, lo_batch b);
     float *(*get_logits_ith)(void *ctx, int32_t i);
+    int32_t (*tokenize)(const void *vocab, const char *text, int32_t len, int32_t *ids, int32_t n_max,
+                        _Bool add_special, _Bool parse_special);
     char log[2048]; /* the tail of llama.cpp's log */
 };
 
@@ -118,6 +120,7 @@ int llama_oracle_open(llama_oracle **out, char *err, size_t err_len) {
     SYM(o->llama, batch_free, "llama_batch_free");
     SYM(o->llama, decode, "llama_decode");
     SYM(o->llama, get_logits_ith, "llama_get_logits_ith");
+    SYM(o->llama, tokenize, "llama_tokenize");
     o->log_set(on_log, o);
     o->backend_load_all_from_path(dir);
     o->backend_init();
@@ -193,4 +196,29 @@ int llama_oracle_logits(llama_oracle *o, const char *gguf, const int32_t *ids, i
     *logits = out;
     *n_vocab = nv;
     return rc;
+}
+
+int llama_oracle_tokenize(llama_oracle *o, const char *gguf, const char *text, int len, int add_special,
+                          int32_t **ids, int *n, char *err, size_t err_len) {
+    *ids = NULL;
+    *n = 0;
+    o->log[0] = 0;
+    void *model = o->model_load_from_file(gguf, o->model_default_params());
+    if (!model) {
+        snprintf(err, err_len, "libllama refused %s: %s", gguf, o->log);
+        return -1;
+    }
+    const void *vocab = o->model_get_vocab(model);
+    const int32_t cap = len + 8; /* at most one token per byte, plus BOS/EOS */
+    int32_t *out = malloc(sizeof *out * (size_t)cap);
+    const int32_t got = out ? o->tokenize(vocab, text, len, out, cap, add_special != 0, 0) : -1;
+    o->model_free(model);
+    if (got < 0) {
+        snprintf(err, err_len, "llama_tokenize returned %d: %s", (int)got, o->log);
+        free(out);
+        return -1;
+    }
+    *ids = out;
+    *n = got;
+    return 0;
 }

@@ -28,4 +28,10 @@ void llama_oracle_close(llama_oracle *o);
  * 0 on success; else -1 with llama.cpp's last log lines in err. */
 int llama_oracle_logits(llama_oracle *o, const char *gguf, const int32_t *ids, int n, int n_threads,
                         float **logits, int *n_vocab, char *err, size_t err_len);
+
+/* Loads gguf and tokenizes len bytes of text with its vocabulary (llama_tokenize; add_special:
+ * the vocabulary's BOS/EOS; special tokens in the text are not parsed): *ids = malloc'd *n ids.
+ * 0 on success; else -1 with a message in err. */
+int llama_oracle_tokenize(llama_oracle *o, const char *gguf, const char *text, int len, int add_special,
+                          int32_t **ids, int *n, char *err, size_t err_len);
 #endif

@@ -7,7 +7,8 @@
  * Checkpoints: tests/data/hf/llama (q/k rows permuted as llama.cpp's converter does), llama31
  * (Llama 3.1 rope scaling: llama.cpp's rope_freqs.weight, made by fp4lane), qwen3
  * (per-head q/k norm, tied head; not permuted), qwen2 (q/k/v biases), mistral (written as
- * "llama") and models/tiny (ModelOpt NVFP4 already: `convert`, and a bf16 twin is not needed).
+ * "llama") and models/tiny (ModelOpt NVFP4 already: `convert`, and a bf16 twin is not needed;
+ * its file carries tokenizer.json, and libllama tokenizes a corpus sample to fp4lane's ids).
  *
  * Tolerance: max |ours - llama.cpp| over every logit of every position, relative to the largest
  * |logit| of llama.cpp's output, below TOL (stated below, with why), and the same argmax at most
@@ -21,6 +22,7 @@
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4lane_runtime.h"
+#include "fp4lane_text.h"
 #include "llama_oracle.h"
 #include <math.h>
 #include <stdio.h>
@@ -234,6 +236,42 @@ static void one(llama_oracle *lo, const char *name, const char *src, int64_t voc
     if (ok) compare(lo, what, out, vocab, TOL);
 }
 
+/* The tokenizer a gguf-ggml file carries from its HF directory (models/tiny's tokenizer.json):
+ * libllama loads the real vocabulary and tokenizes each line of a corpus sample (with the
+ * vocabulary's BOS) to the same ids as fp4lane's tokenizer read from the same file. */
+static void same_tokens(llama_oracle *lo, const char *gguf) {
+    fp4_tokenizer *t = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_tokenizer_load(gguf, &t, &e));
+    FILE *p = popen("gzip -dc tests/data/text/corpus.txt.gz | head -c 16384", "r");
+    char *text = malloc(16384);
+    size_t n = p && text ? fread(text, 1, 16384, p) : 0;
+    if (p) pclose(p);
+    CHECK(n == 16384 && t);
+    long lines = 0, diff = 0, ids_total = 0;
+    char err[512] = "";
+    for (size_t pos = 0; t && pos < n; lines++) {
+        const char *nl = memchr(text + pos, '\n', n - pos);
+        size_t end = nl ? (size_t)(nl - text) + 1 : n;
+        int32_t *a = NULL, *b = NULL;
+        size_t na = 0;
+        int nb = 0;
+        CHECK_OK(fp4_tokenizer_encode(t, text + pos, end - pos, FP4_TOK_ADD_SPECIAL, &a, &na));
+        int rc = llama_oracle_tokenize(lo, gguf, text + pos, (int)(end - pos), 1, &b, &nb, err, sizeof err);
+        CHECK_MSG(rc == 0, "%s", err);
+        if (rc || (size_t)nb != na || memcmp(a, b, na * sizeof *a)) diff++;
+        ids_total += (long)na;
+        free(a);
+        free(b);
+        pos = end;
+        if (rc) break;
+    }
+    CHECK_MSG(diff == 0 && lines > 50 && ids_total > 3000, "libllama tokenizes %ld of %ld lines differently",
+              diff, lines);
+    free(text);
+    fp4_tokenizer_free(t);
+}
+
 /* refusals of the llama.cpp mapping (src/model/ggml_arch.c), each by its rule */
 static void refusals(void) {
     char args[1600], out[700];
@@ -299,6 +337,7 @@ int main(void) {
         int c = run_cli(args) == 0;
         CHECK_MSG(c, "fp4lane %s", args);
         if (c) compare(lo, "tiny (modelopt) nvfp4", out, 4096, TOL);
+        if (c) same_tokens(lo, out);
     }
     llama_oracle_close(lo);
     char cmd[600];

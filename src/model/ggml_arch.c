@@ -11,8 +11,9 @@
  * Applied to the write plan (names, a row order per entry, KVs, widened and generated entries);
  * layout_write.c moves the bytes with fp4_ggml_arch_src_row / _widen / _gen.
  * A checkpoint whose config.json names no family fp4lane maps (llama, mistral, qwen2, qwen3)
- * keeps its tensor names (llama.cpp can read such a file's tensors, not run it). The tokenizer
- * is written as llama.cpp's "none" vocabulary of <arch>.vocab_size tokens (ids in, ids out). */
+ * keeps its tensor names (llama.cpp can read such a file's tensors, not run it). The tokenizer:
+ * a HF directory's tokenizer.json (layout_write.c, source_tokenizer), else llama.cpp's "none"
+ * vocabulary of <arch>.vocab_size tokens (ids in, ids out), whose keys are planned here. */
 #include "layout_impl.h"
 #include "fp4lane_runtime.h"
 #include <math.h>
@@ -190,7 +191,8 @@ static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error
         st = kv_str(p, key, "linear", err);
         if (!st) st = kv_f32(p, ga, "rope.scaling.factor", (float)a->rope_factor, err);
     }
-    /* the vocabulary: llama.cpp's "none" model (ids only) until a tokenizer is carried */
+    /* the vocabulary: llama.cpp's "none" model (ids only); layout_write.c drops these keys for
+     * the source's own tokenizer where it has one */
     if (!st) st = kv_str(p, "tokenizer.ggml.model", "none", err);
     if (!st && a->bos >= 0) st = kv_u32(p, NULL, "tokenizer.ggml.bos_token_id", a->bos, err);
     if (!st && a->n_eos > 0) st = kv_u32(p, NULL, "tokenizer.ggml.eos_token_id", a->eos[0], err);

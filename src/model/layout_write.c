@@ -3,6 +3,8 @@
  * tensor from the source (memory: one tensor at most, one row for ggml repacking). */
 #include "layout_impl.h"
 #include "io/outfile.h"
+#include "fp4lane_runtime.h"
+#include "fp4lane_text.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,7 +125,44 @@ static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_e
 
 /* ---- GGUF ---- */
 
-static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *p, fp4_error *err) {
+/* The tokenizer a GGUF written from a HF directory carries: its tokenizer.json (+
+ * tokenizer_config.json beside it), read by fp4_tokenizer_load. *out stays NULL when the source is
+ * not a directory or has no tokenizer.json (then ggml_arch.c's "none" vocabulary stands); one the
+ * loader refuses refuses the write with its tok.* rule. ids[0]: the model's vocabulary (embedding
+ * rows) that the token list is padded to, as llama.cpp's converter pads it (gguf-ggml refuses a
+ * tokenizer with more ids than that, which llama.cpp could not load); ids[1..2]: config.json's
+ * BOS / EOS, written where the tokenizer names none (-1: none). */
+static fp4_status source_tokenizer(const fp4_wsrc *src, const plan *p, fp4_tokenizer **out, int32_t ids[3],
+                                   fp4_error *err) {
+    const fp4_ckpt *c = src->src_ck;
+    *out = NULL;
+    ids[0] = 0, ids[1] = ids[2] = -1;
+    char path[sizeof c->path + 32];
+    struct stat sb;
+    if (!c || !c->hf || snprintf(path, sizeof path, "%s/tokenizer.json", c->path) >= (int)sizeof path ||
+        stat(path, &sb) != 0)
+        return FP4_OK;
+    fp4_status st = fp4_tokenizer_load(path, out, err);
+    if (st) return st;
+    fp4_arch a;
+    fp4_error ae;
+    const int32_t have = fp4_tokenizer_n_vocab(*out);
+    if (!src->config_json || fp4_arch_from_hf_config(src->config_json, &a, &ae) || a.vocab <= 0 ||
+        a.vocab > FP4_TOK_MAX_VOCAB)
+        return FP4_OK;
+    ids[0] = (int32_t)a.vocab, ids[1] = a.bos, ids[2] = a.n_eos > 0 ? a.eos[0] : -1;
+    if (have > a.vocab && p->layout == FP4_LAYOUT_GGUF_GGML) {
+        fp4_tokenizer_free(*out);
+        *out = NULL;
+        return fp4_fail(err, FP4_ERR_SHAPE, path, NULL, "ggml.vocab",
+                        "the tokenizer has %d ids, the model's vocabulary %lld: llama.cpp cannot load them",
+                        (int)have, (long long)a.vocab);
+    }
+    return FP4_OK;
+}
+
+static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *p, const fp4_tokenizer *tok,
+                           const int32_t ids[3], fp4_error *err) {
     fp4_status st = FP4_OK;
     const fp4_ckpt *c = src->src_ck;
     if (c && c->is_gguf && fp4_gguf_alignment(c->gguf) != FP4_GGUF_DEFAULT_ALIGNMENT)
@@ -145,8 +184,10 @@ static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *
     if (!st && src->quant_config_json && !(c && c->is_gguf))
         st = fp4_gguf_writer_add_str(w, "fp4lane.hf.quant_config", src->quant_config_json,
                                      strlen(src->quant_config_json), err);
+    if (!st && tok) st = fp4_tokenizer_write_gguf_n(tok, w, ids[0], ids[1], ids[2], err);
     for (int64_t i = 0; i < p->n_kv && !st; i++) {
         const plan_kv *k = &p->kv[i];
+        if (tok && !strncmp(k->key, "tokenizer.ggml.", 15)) continue; /* the "none" stand-in */
         st = k->is_f32    ? fp4_gguf_writer_add_f32(w, k->key, k->f, err)
              : k->is_u32  ? fp4_gguf_writer_add_u32(w, k->key, k->u, err)
              : k->is_bool ? fp4_gguf_writer_add_bool(w, k->key, 1, err)
@@ -175,10 +216,18 @@ static fp4_status loads_back(void *ctx, const char *tmp, const char *final_path,
 static fp4_status write_gguf(const fp4_wsrc *src, const plan *p, const char *out, const fp4_write_opts *opts,
                              fp4_error *err) {
     fp4_gguf_writer *w = NULL;
-    fp4_status st = fp4_gguf_writer_create(&w, err);
-    if (st) return fp4_fail(err, st, out, NULL, "alloc", "cannot create a GGUF writer");
+    fp4_tokenizer *tok = NULL;
+    int32_t ids[3];
+    fp4_status st = source_tokenizer(src, p, &tok, ids, err);
+    if (st) return st;
+    st = fp4_gguf_writer_create(&w, err);
+    if (st) {
+        fp4_tokenizer_free(tok);
+        return fp4_fail(err, st, out, NULL, "alloc", "cannot create a GGUF writer");
+    }
     fp4_gguf_writer_set_check(w, loads_back, NULL);
-    st = gguf_kvs(w, src, p, err);
+    st = gguf_kvs(w, src, p, tok, ids, err);
+    fp4_tokenizer_free(tok);
     for (int64_t i = 0; i < p->n && !st; i++)
         st = fp4_gguf_writer_add_tensor(w, p->e[i].name, (fp4_type)p->e[i].gguf_type, p->e[i].n_dims,
                                         p->e[i].ne, err);

@@ -299,6 +299,11 @@ static int gguf_shape(const fp4_tokenizer *t, const tok_pre_entry **pe, bool *sp
 }
 
 fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_writer *w, fp4_error *err) {
+    return fp4_tokenizer_write_gguf_n(t, w, 0, -1, -1, err);
+}
+
+fp4_status fp4_tokenizer_write_gguf_n(const fp4_tokenizer *t, fp4_gguf_writer *w, int32_t n_vocab,
+                                      int32_t bos_dflt, int32_t eos_dflt, fp4_error *err) {
     const char *name = "gguf writer";
     if (!t || !w) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tok.arg", "NULL argument");
     const tok_pre_entry *pe = NULL;
@@ -311,7 +316,9 @@ fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_writer *w, 
     for (int32_t i = 0; i < t->n_added; i++)
         if (t->added[i].lstrip || t->added[i].rstrip || t->added[i].normalized)
             return GFAIL(FP4_ERR_UNSUPPORTED, NULL, "tok.gguf-added", "added token %d has lstrip/rstrip/normalized", (int)t->added[i].id);
-    int32_t n = t->n_vocab;
+    if (n_vocab > FP4_TOK_MAX_VOCAB)
+        return GFAIL(FP4_ERR_LIMIT, "tokenizer.ggml.tokens", "tok.limit", "%d tokens", (int)n_vocab);
+    int32_t n = t->n_vocab > n_vocab ? t->n_vocab : n_vocab; /* ids past t's: placeholders */
     const char **strs = calloc((size_t)n, sizeof *strs);
     uint64_t *lens = calloc((size_t)n, sizeof *lens);
     int32_t *types = calloc((size_t)n, sizeof *types);
@@ -321,7 +328,7 @@ fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_writer *w, 
     uint64_t *mlen = calloc((size_t)t->n_merges + 1, sizeof *mlen);
     fp4_status st = (strs && lens && types && pads && mstr && mlen && (shape != 1 || scores)) ? FP4_OK : FP4_ERR_NOMEM;
     for (int32_t i = 0; !st && i < n; i++) {
-        if (!(t->flags[i] & TOKF_PRESENT)) { /* a gap: a placeholder that no text produces */
+        if (i >= t->n_vocab || !(t->flags[i] & TOKF_PRESENT)) { /* a gap: a placeholder no text makes */
             snprintf(pads[i], sizeof pads[i], "[PAD%d]", (int)i);
             strs[i] = pads[i];
             lens[i] = strlen(pads[i]);
@@ -381,6 +388,8 @@ fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_writer *w, 
     if (t->n_merges) W(fp4_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", (const char *const *)mstr, mlen, t->n_merges, &we));
     if (scores) W(fp4_gguf_writer_add_arr(w, "tokenizer.ggml.scores", FP4_GGUF_FLOAT32, scores, (uint64_t)n, &we));
     int32_t bos = t->n_tmpl_pre ? t->tmpl_pre[0] : t->bos, eos = t->n_tmpl_post ? t->tmpl_post[0] : t->eos;
+    if (bos < 0 && bos_dflt >= 0 && bos_dflt < n) bos = bos_dflt;
+    if (eos < 0 && eos_dflt >= 0 && eos_dflt < n) eos = eos_dflt;
     if (bos >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", (uint32_t)bos, &we));
     if (eos >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)eos, &we));
     if (t->pad >= 0) W(fp4_gguf_writer_add_u32(w, "tokenizer.ggml.padding_token_id", (uint32_t)t->pad, &we));
