@@ -192,6 +192,39 @@ int main(void) {
         fprintf(stderr, "note: no script(1); the TTY progress bar was not exercised\n");
     }
 
+    /* quantize (and convert to an HF layout) copies the input directory's non-weight files, never
+     * its weight files or index; with --force the fresh copy replaces the old one */
+    {
+        static const char *const comp[][2] = {{"tokenizer.json", "{\"model\":{}}"},
+                                              {"tokenizer_config.json", "{\"chat_template\":\"{{x}}\"}"},
+                                              {"generation_config.json", "{\"do_sample\":false}"},
+                                              {"chat_template.jinja", "{{ messages }}"},
+                                              {"pytorch_model.bin", "weights"},
+                                              {"model.safetensors.index.json.bak.bin", "x"}};
+        char p[1200];
+        for (size_t i = 0; i < sizeof comp / sizeof comp[0]; i++) {
+            snprintf(p, sizeof p, "%s/tiny/%s", tmp, comp[i][0]);
+            if ((f = fopen(p, "w"))) fputs(comp[i][1], f), fclose(f);
+        }
+        snprintf(p, sizeof p, "%s/tiny/subdir", tmp);
+        mkdir(p, 0700);
+        CHECK(RUN("quantize tiny withtok") == 0);
+        CHECK(exists("withtok/tokenizer.json") && exists("withtok/tokenizer_config.json") &&
+              exists("withtok/generation_config.json") && exists("withtok/chat_template.jinja"));
+        CHECK(!exists("withtok/pytorch_model.bin") && !exists("withtok/subdir") &&
+              !exists("withtok/model.safetensors.index.json.bak.bin"));
+        CHECK(RUN("validate withtok") == 0 && RUN("convert withtok ct --layout compressed-tensors") == 0 &&
+              exists("ct/tokenizer.json"));
+        snprintf(p, sizeof p, "%s/tiny/tokenizer.json", tmp);
+        if ((f = fopen(p, "w"))) fputs("{\"new\":1}", f), fclose(f);
+        CHECK(RUN("quantize tiny withtok") == 1 && has(e, "out.exists"));
+        CHECK(RUN("quantize tiny withtok --force") == 0);
+        snprintf(p, sizeof p, "%s/withtok/tokenizer.json", tmp);
+        char buf[64] = "";
+        if ((f = fopen(p, "r"))) buf[fread(buf, 1, sizeof buf - 1, f)] = 0, fclose(f);
+        CHECK(!strcmp(buf, "{\"new\":1}"));
+    }
+
     /* failed and refused runs leave no temporaries, no empty folders */
     CHECK(count_prefixed(tmp, FP4_TMP_PREFIX) == 0);
     CHECK(count_prefixed(tmp, "s") == 1); /* only sh: every strict-size refusal created nothing */

@@ -30,7 +30,8 @@ static const struct {
      "  --shard-size N[K|M|G]  largest safetensors shard in bytes (default 0: one file)\n"
      "  --metadata KEY=VALUE   a safetensors metadata entry (repeatable, at most 32; HF layouts only)\n"
      "  --force                replace the checkpoint in a non-empty OUT directory (default: refuse)\n"
-     "OUT's missing parent directories are created\n"},
+     "OUT's missing parent directories are created. The input directory's other files (tokenizer,\n"
+     "generation_config.json, chat template; never weight files or their index) are copied into OUT\n"},
     {"convert",
      "  --layout L             required: modelopt, compressed-tensors, gguf, gguf-ggml\n"
      "  --shard-size N[K|M|G]  largest safetensors shard in bytes (default 0: one file)\n"

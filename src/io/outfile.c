@@ -396,7 +396,8 @@ static int carry_one(void *ctx, const char *dir, const char *name) {
     char from[JOIN_MAX], to[JOIN_MAX];
     snprintf(from, sizeof from, "%s/%s", dir, name);
     snprintf(to, sizeof to, "%s/%s", d->tmp, name);
-    return link(from, to) != 0 ? errno : 0;
+    if (link(from, to) == 0 || errno == EEXIST) return 0; /* EEXIST: this run wrote a newer copy */
+    return errno;
 }
 
 static fp4_status swap_in(fp4_outdir *d, fp4_error *err) {
@@ -534,4 +535,70 @@ fp4_status fp4_out_preflight(const char *in, const char *out, int want_dir, int 
     if (!st && want_dir) st = dir_name_ok(out, err);
     if (!st) st = want_dir ? dir_state_of(out, force, &kind, err) : target_kind(out, 0, &kind, err);
     return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Companion files                                                                            */
+
+static int weight_file_name(const char *s) {
+    static const char *const ext[] = {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5",
+                                      ".msgpack", ".onnx", ".index.json", ".partial"};
+    size_t n = strlen(s);
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        size_t k = strlen(ext[i]);
+        if (n >= k && !strcmp(s + n - k, ext[i])) return 1;
+    }
+    return 0;
+}
+
+int fp4_out_companion_name(const char *name) {
+    return name[0] != '.' && !fp4_out_checkpoint_name(name) && !weight_file_name(name);
+}
+
+typedef struct copy_scan {
+    const char *dst;
+    int err;
+    char bad[256];
+} copy_scan;
+
+static int copy_one(void *ctx, const char *dir, const char *name) {
+    copy_scan *cs = ctx;
+    if (!fp4_out_companion_name(name)) return 0;
+    char from[JOIN_MAX], to[JOIN_MAX];
+    snprintf(from, sizeof from, "%s/%s", dir, name);
+    snprintf(to, sizeof to, "%s/%s", cs->dst, name);
+    struct stat sb;
+    if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0; /* links followed (HF cache); dirs skipped */
+    int in = open(from, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e = 0;
+    int out = in >= 0 ? open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666) : -1;
+    if (in < 0 || out < 0) e = errno;
+    char buf[1 << 14];
+    for (ssize_t got; !e && (got = read(in, buf, sizeof buf)) != 0;) {
+        if (got < 0) {
+            if (errno != EINTR) e = errno;
+            continue;
+        }
+        for (ssize_t off = 0; !e && off < got;) {
+            ssize_t w = write(out, buf + off, (size_t)(got - off));
+            if (w < 0 && errno != EINTR) e = errno;
+            if (w > 0) off += w;
+        }
+    }
+    if (!e && out >= 0 && fsync(out) != 0) e = errno;
+    if (in >= 0) close(in);
+    if (out >= 0 && close(out) != 0 && !e) e = errno;
+    if (!e) return 0;
+    cs->err = e;
+    snprintf(cs->bad, sizeof cs->bad, "%s", name);
+    return 1;
+}
+
+fp4_status fp4_out_copy_companions(const char *src_dir, const char *dst_dir, fp4_error *err) {
+    struct stat sb;
+    if (!src_dir || stat(src_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return FP4_OK;
+    copy_scan cs = {dst_dir, 0, ""};
+    if (for_entries(src_dir, copy_one, &cs) > 0)
+        return fp4_fail(err, FP4_ERR_IO, src_dir, NULL, "out.io", "cannot copy '%.200s' into the output: %s",
+                        cs.bad, strerror(cs.err));
+    return FP4_OK;
 }

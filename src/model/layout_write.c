@@ -212,6 +212,9 @@ static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, 
     if (!st) st = fp4_hf_writer_finish(w, &n_shards, err);
     fp4_hf_writer_free(w);
     if (!st) st = fp4_write_hf_configs(src, p->layout, dir, cfg, err);
+    /* tokenizer files, generation_config.json, the chat template: transformers and vLLM load the
+     * output on its own (the input's weight files and index are never copied) */
+    if (!st && src->src_ck) st = fp4_out_copy_companions(src->src_ck->path, dir, err);
     if (!st) st = interrupted(opts, NULL, err);
     free(cfg);
     free(stash);
