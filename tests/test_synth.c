@@ -304,11 +304,18 @@ static void test_output_rules(void) {
     snprintf(slash, sizeof slash, "%s/", out);
     CHECK_OK(fp4_synth_checkpoint(slash, &o, &e));
     CHECK_EQ_INT(n_entries(out), 2);
-    /* a parent that does not exist: refused, nothing made */
+    /* missing parents are created (issue 13); a parent that cannot be (a component is a regular
+     * file): refused, nothing made */
     before = n_entries(base);
     path_in(out, sizeof out, "no/such/dir");
+    CHECK_OK(fp4_synth_checkpoint(out, &o, &e));
+    CHECK_EQ_INT(n_entries(out), 2);
+    CHECK_EQ_INT(n_entries(base), before + 1);
+    path_in(out, sizeof out, "no/such/dir/config.json/below");
     CHECK(fp4_synth_checkpoint(out, &o, &e) == FP4_ERR_IO);
-    CHECK_EQ_INT(n_entries(base), before);
+    path_in(out, sizeof out, "no/such/dir");
+    CHECK_EQ_INT(n_entries(out), 2);
+    CHECK_EQ_INT(n_entries(base), before + 1);
     CHECK(fp4_synth_checkpoint(NULL, &o, &e) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_synth_checkpoint(out, NULL, &e) == FP4_ERR_INVALID_ARG);
 }

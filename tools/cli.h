@@ -38,6 +38,12 @@ int cli_isatty_stderr(void);
 int cli_usage(const char *verb); /* the verb's usage line from cli_verbs, on stderr; returns 2 */
 void cli_progress(const char *what, int64_t done, int64_t total); /* TTY only; total 0 ends the line */
 
+/* cli_args.c */
+const char *cli_verb_options(const char *verb); /* the verb's options with defaults, or NULL */
+int cli_wants_help(int argc, char **argv);      /* --help or -h among argv[1..] (before a "--") */
+int cli_parse_size(const char *s, uint64_t *out); /* N[K|M|G], strict; 0 ok, -1 refused */
+int cli_output_path_ok(const char *verb, const char *out); /* 0 (after a message) for "-" */
+
 /* cli_out.c: standard output checked to the last byte, untrusted text escaped */
 void cli_stdio_guard(void);            /* first thing in main: fds 0-2 are never left closed */
 int cli_stdout_finish(int rc);         /* flush + close stdout; a failure turns rc 0 into 1 */

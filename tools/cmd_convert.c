@@ -68,11 +68,9 @@ static int parse(int argc, char **argv, int quantize, conv_args *a) {
         } else if (quantize && !strcmp(s, "--quantize-embeddings")) {
             a->quant_emb = 1;
         } else if (!strcmp(s, "--shard-size") && v) {
-            char *end;
-            a->shard = strtoull(v, &end, 10);
-            if (*end == 'M') a->shard <<= 20;
-            else if (*end == 'G') a->shard <<= 30;
-            else if (*end) return fprintf(stderr, "fp4lane: --shard-size BYTES[M|G]\n"), 2;
+            if (cli_parse_size(v, &a->shard))
+                return fprintf(stderr, "fp4lane: --shard-size N[K|M|G] (digits, then K, M or G at most): "
+                                       "'%s'\n", v), 2;
             i++;
         } else if (!strcmp(s, "--metadata") && v) {
             const char *eq = strchr(v, '=');
@@ -94,6 +92,7 @@ static int parse(int argc, char **argv, int quantize, conv_args *a) {
         }
     }
     if (!a->in || !a->out) return 2;
+    if (!cli_output_path_ok(quantize ? "quantize" : "convert", a->out)) return 2;
     if (!a->have_layout) { /* a .gguf name means llama.cpp's own layout (README, "The CLI") */
         if (!quantize && !ends_with(a->out, ".gguf"))
             return fprintf(stderr, "fp4lane convert: --layout is required\n"), 2;

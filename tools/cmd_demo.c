@@ -3,6 +3,7 @@
  * recipe, validates it, converts it through all four layouts and back (bytes compared), and runs
  * the exact A16 and W4A4 contractions against the float reference. Exit 0 when all of it holds. */
 #include "cli.h"
+#include <signal.h>
 #include "fp4_rng.h"
 #include <math.h>
 #include <stdio.h>
@@ -108,10 +109,20 @@ static int contractions(const char *path) {
 int cmd_demo(int argc, char **argv) {
     (void)argv;
     if (argc > 1) return cli_usage("demo");
+    /* an interrupt waits until the work directory is gone (the demo runs for about a second),
+     * then takes its default action */
+    sigset_t stops, old;
+    sigemptyset(&stops);
+    sigaddset(&stops, SIGINT), sigaddset(&stops, SIGTERM), sigaddset(&stops, SIGHUP);
+    sigprocmask(SIG_BLOCK, &stops, &old);
     char dir[40];
     const char *td = getenv("TMPDIR");
     snprintf(dir, sizeof dir, "%.16s/fp4lane-demo-XXXXXX", td && strlen(td) <= 16 ? td : "/tmp");
-    if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        return 1;
+    }
     char src[64], mo[64], p[4][96], back[4][96], f1[512], f2[512];
     snprintf(src, sizeof src, "%s/bf16", dir);
     snprintf(mo, sizeof mo, "%s/modelopt", dir);
@@ -149,7 +160,13 @@ int cmd_demo(int argc, char **argv) {
     if (!ok && e.code) cli_report_error("demo", e.code, &e);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (ok && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir); /* passed or not */
     printf("%s\n", ok ? "demo passed" : "demo FAILED");
+    fflush(stdout);
+    sigset_t pending;
+    if (!sigpending(&pending) && (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM) ||
+                                  sigismember(&pending, SIGHUP)))
+        fprintf(stderr, "fp4lane demo: interrupted; the work directory was removed\n");
+    sigprocmask(SIG_SETMASK, &old, NULL); /* a pending stop signal is delivered here */
     return ok ? 0 : 1;
 }

@@ -22,12 +22,24 @@ static const char *type_name(const fp4_tensor *t) {
     return ti ? ti->name : "?";
 }
 
-static json_t *tensor_json(const fp4_tensor *t) {
-    json_t *shape = json_array();
-    for (int i = 0; i < t->n_dims; i++) json_array_append_new(shape, json_integer(t->ne[i]));
+/* 1 when path is a GGUF file (shapes as ne, innermost first); 0 for safetensors (PyTorch order) */
+static int gguf_container(const char *path) {
+    unsigned char magic[4] = {0};
+    FILE *f = fopen(path, "rb");
+    size_t got = f ? fread(magic, 1, 4, f) : 0;
+    if (f) fclose(f);
+    return got == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+static json_t *tensor_json(const fp4_tensor *t, int gguf) {
+    json_t *ne = json_array(), *shape = json_array();
+    for (int i = 0; i < t->n_dims; i++) {
+        json_array_append_new(ne, json_integer(t->ne[i]));
+        json_array_append_new(shape, json_integer(t->ne[gguf ? i : t->n_dims - 1 - i]));
+    }
     double bpw = n_elements(t) ? 8.0 * (double)tensor_bytes(t) / (double)n_elements(t) : 0.0;
-    json_t *o = json_pack("{s:s,s:s,s:o,s:I,s:f}", "name", t->name, "type", type_name(t), "ne", shape,
-                          "bytes", (json_int_t)tensor_bytes(t), "bits_per_weight", bpw);
+    json_t *o = json_pack("{s:s,s:s,s:o,s:o,s:I,s:f}", "name", t->name, "type", type_name(t), "ne", ne,
+                          "shape", shape, "bytes", (json_int_t)tensor_bytes(t), "bits_per_weight", bpw);
     if (t->type == FP4_TYPE_NVFP4_E2M1) {
         json_object_set_new(o, "scale2", json_real(t->nvfp4.scale2));
         if (t->nvfp4.input_scale_inv != 0.0f)
@@ -36,7 +48,15 @@ static json_t *tensor_json(const fp4_tensor *t) {
     return o;
 }
 
-static json_t *tensor_item(const void *m, int64_t i) { return tensor_json(fp4_model_tensor(m, i)); }
+typedef struct inspect_ctx {
+    const fp4_model *m;
+    int gguf;
+} inspect_ctx;
+
+static json_t *tensor_item(const void *ctx, int64_t i) {
+    const inspect_ctx *c = ctx;
+    return tensor_json(fp4_model_tensor(c->m, i), c->gguf);
+}
 
 /* The container's own metadata: GGUF key/values, or safetensors __metadata__ (first shard). */
 static json_t *gguf_value(const fp4_gguf *g, int64_t i) {
@@ -111,6 +131,7 @@ int cmd_inspect(int argc, char **argv) {
     fp4_status st = fp4_model_open(path, NULL, &m, &e);
     if (st) return cli_report_error("inspect", st, &e);
     int64_t n = fp4_model_n_tensors(m);
+    const int gguf = gguf_container(path);
     uint64_t wbytes = 0, welems = 0;
     for (int64_t i = 0; i < n; i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
@@ -123,8 +144,10 @@ int cmd_inspect(int argc, char **argv) {
             "activation_precision", fp4_act_precision_name(fp4_model_act_precision(m)), "bytes",
             (json_int_t)fp4_model_file_bytes(m), "tensors", (json_int_t)n, "weight_bits_per_weight",
             welems ? 8.0 * (double)wbytes / (double)welems : 0.0);
+        json_object_set_new(o, "shape_order", json_string(gguf ? "gguf-ne" : "pytorch"));
         json_t *md = container_metadata(path);
-        cli_json_stream(stdout, o, "tensor_list", tensor_item, m, n, "metadata", md);
+        inspect_ctx ic = {m, gguf};
+        cli_json_stream(stdout, o, "tensor_list", tensor_item, &ic, n, "metadata", md);
         json_decref(md);
         json_decref(o);
     } else {
@@ -146,12 +169,14 @@ int cmd_inspect(int argc, char **argv) {
             free(txt);
         }
         json_decref(md);
+        printf("  shapes: %s\n", gguf ? "GGUF ne, innermost (contiguous) dimension first"
+                                     : "PyTorch order, outermost dimension first");
         for (int64_t i = 0; i < n; i++) {
             const fp4_tensor *t = fp4_model_tensor(m, i);
             char shape[96] = "";
             for (int d = 0; d < t->n_dims; d++)
                 snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? " x " : "",
-                         (long long)t->ne[d]);
+                         (long long)t->ne[gguf ? d : t->n_dims - 1 - d]);
             printf("  %-48s %-10s [%s] %.3f bpw", cli_escaped(t->name, esc, sizeof esc), type_name(t),
                    t->n_dims ? shape : "scalar",
                    n_elements(t) ? 8.0 * (double)tensor_bytes(t) / (double)n_elements(t) : 0.0);

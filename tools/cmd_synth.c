@@ -30,11 +30,7 @@ static void bar(void *ctx, const char *what, uint64_t done, uint64_t total) {
     fflush(stderr);
 }
 
-static int usage(void) {
-    fprintf(stderr, "usage: fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
-                    "       [--shard-size N[M|G]] [--threads N] [--json]\n");
-    return 2;
-}
+static int usage(void) { return cli_usage("synth"); }
 
 int cmd_synth(int argc, char **argv) {
     fp4_synth_opts o = {.seed = 1, .max_shard_bytes = 4ull << 30};
@@ -52,16 +48,16 @@ int cmd_synth(int argc, char **argv) {
             o.n_threads = (int)strtol(v, &end, 10), i++;
             if (*end || o.n_threads < 0 || o.n_threads > 256) return fprintf(stderr, "fp4lane synth: --threads 0..256\n"), 2;
         } else if (!strcmp(s, "--shard-size") && v) {
-            o.max_shard_bytes = strtoull(v, &end, 10), i++;
-            if (*end == 'M' && !end[1]) o.max_shard_bytes <<= 20;
-            else if (*end == 'G' && !end[1]) o.max_shard_bytes <<= 30;
-            else if (*end) return fprintf(stderr, "fp4lane synth: --shard-size BYTES[M|G] (0: one file)\n"), 2;
+            if (cli_parse_size(v, &o.max_shard_bytes))
+                return fprintf(stderr, "fp4lane synth: --shard-size N[K|M|G] (0: one file): '%s'\n", v), 2;
+            i++;
         } else if (!strcmp(s, "--json")) json = 1;
         else if (s[0] == '-' && s[1]) return fprintf(stderr, "fp4lane synth: unknown option '%s'\n", s), usage();
         else if (!out) out = s;
         else return fprintf(stderr, "fp4lane synth: too many arguments\n"), usage();
     }
     if (!out || !o.shape) return usage();
+    if (!cli_output_path_ok("synth", out)) return 2;
     fp4_error e;
     uint64_t bytes = 0;
     fp4_status st = fp4_synth_data_bytes(&o, &bytes, &e);

@@ -2,6 +2,7 @@
 #include "cli.h"
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 const cli_verb cli_verbs[] = {
@@ -18,11 +19,11 @@ const cli_verb cli_verbs[] = {
      "fp4lane dump FILE TENSOR [--rows A:B] [--raw]"},
     {"quantize", cmd_quantize, "quantize f32/f16/bf16 weights to NVFP4 (ModelOpt recipe) or Q4_K",
      "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k]\n"
-     "       [--scale2-rule gpu|cpu] [--no-fusion] [--quantize-embeddings] [--shard-size N[M|G]]\n"
+     "       [--scale2-rule gpu|cpu] [--no-fusion] [--quantize-embeddings] [--shard-size N[K|M|G]]\n"
      "       [--metadata KEY=VALUE]... [--force]"},
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
      "fp4lane convert IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml]\n"
-     "       [--shard-size N[M|G]] [--metadata KEY=VALUE]... [--force]"},
+     "       [--shard-size N[K|M|G]] [--metadata KEY=VALUE]... [--force]"},
     {"run", cmd_run, "decode: text or ids in, the continuation out (CPU, or CUDA through libfp4lane_cuda.so)",
      "fp4lane run [MODEL] [-p TEXT|-p -|-f FILE|--prompt-ids 1,2,3|@FILE] [-n N] [--stop STR]...\n"
      "       [--device cpu|cuda] [--mode exact|native]\n"
@@ -38,7 +39,7 @@ const cli_verb cli_verbs[] = {
      "       [--warmup 1] [--seed S] [--json FILE]"},
     {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
      "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
-     "       [--shard-size N[M|G]] [--threads N] [--json]"},
+     "       [--shard-size N[K|M|G]] [--threads N] [--json]"},
     {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
      "fp4lane tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] [--add-special] [--parse-special]"},
     {"detokenize", cmd_detokenize, "token ids to text",
@@ -54,14 +55,39 @@ int cli_usage(const char *verb) {
     return 2;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* "phase [#####     ]  40%  ETA 0m12s": the phase is what the library names (quantize, write);
+ * the ETA is the phase's elapsed time scaled by what is left; redrawn at most 10 times a second. */
 void cli_progress(const char *what, int64_t done, int64_t total) {
+    static char phase[32];
+    static double t0, last;
+    static int64_t last_done;
     if (!cli_isatty_stderr()) return;
     if (total <= 0) {
         fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+        phase[0] = 0;
         return;
     }
+    double t = now_s();
+    if (strncmp(phase, what, sizeof phase - 1) || done < last_done) {
+        snprintf(phase, sizeof phase, "%s", what);
+        t0 = t, last = 0;
+    }
+    last_done = done;
+    if (t - last < 0.1 && done < total) return;
+    last = t;
     int pct = (int)(done * 100 / total), bar = pct / 4;
-    fprintf(stderr, "\r%-24.24s [%.*s%*s] %3d%%", what, bar, "#########################", 25 - bar, "", pct);
+    double el = t - t0, eta = done > 0 ? el * (double)(total - done) / (double)done : -1;
+    fprintf(stderr, "\r\033[K%-12.12s [%.*s%*s] %3d%%", what, bar, "#########################", 25 - bar, "",
+            pct);
+    if (eta >= 0 && el >= 0.5) fprintf(stderr, "  ETA %dm%02ds", (int)eta / 60, (int)eta % 60);
+    else fprintf(stderr, "  ETA --");
     fflush(stderr);
 }
 
@@ -79,7 +105,9 @@ int cmd_help(int argc, char **argv) {
     }
     for (int i = 0; i < cli_n_verbs; i++)
         if (!strcmp(argv[1], cli_verbs[i].name)) {
+            const char *opt = cli_verb_options(cli_verbs[i].name);
             printf("usage: %s\n\n%s\n", cli_verbs[i].usage, cli_verbs[i].summary);
+            if (opt) printf("\noptions:\n%s", opt);
             return 0;
         }
     fprintf(stderr, "fp4lane: no verb '%s'\n", argv[1]);
@@ -104,7 +132,9 @@ static int run_verb(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) return cmd_help(1, argv);
     for (int i = 0; i < cli_n_verbs; i++)
-        if (!strcmp(argv[1], cli_verbs[i].name)) return cli_verbs[i].run(argc - 1, argv + 1);
+        if (!strcmp(argv[1], cli_verbs[i].name)) /* VERB ... --help: the verb's full help */
+            return cli_wants_help(argc - 1, argv + 1) ? cmd_help(2, argv)
+                                                      : cli_verbs[i].run(argc - 1, argv + 1);
     fprintf(stderr, "fp4lane: unknown verb '%s' (try: fp4lane help)\n", argv[1]);
     return 2;
 }

@@ -523,14 +523,14 @@ fp4_status fp4_gguf_open(const char *path, fp4_gguf **out, fp4_error *err) {
     fp4_error_clear(err);
     if (!out || !path) return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "gguf.arg", "NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
     if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "gguf.io", "open: %s", strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > SIZE_MAX) {
         int e = errno;
         close(fd);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "gguf.io", "not a regular, mappable file (%s)",
-                        strerror(e));
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "gguf.io", "%s",
+                        e ? strerror(e) : S_ISREG(sb.st_mode) ? "too large to map" : "not a regular file");
     }
     size_t size = (size_t)sb.st_size;
     void *map = NULL;

@@ -64,6 +64,63 @@ static void fsync_dir(const char *dir) {
     }
 }
 
+/* The missing directories above an output: created (like mkdir -p) and remembered, so that a run
+ * that fails removes the ones it made (rmdir: only while they are empty). */
+#define MADE_MAX 32
+typedef struct made_dirs {
+    char path[OUT_PATH_MAX];
+    size_t cut[MADE_MAX];
+    int n;
+} made_dirs;
+
+static void unmake_dirs(made_dirs *m) {
+    char p[OUT_PATH_MAX];
+    for (int k = m->n - 1; k >= 0; k--) {
+        memcpy(p, m->path, m->cut[k]);
+        p[m->cut[k]] = 0;
+        if (rmdir(p) != 0) break;
+    }
+    m->n = 0;
+}
+
+static fp4_status make_dirs(const char *out, const char *dir, made_dirs *m, fp4_error *err) {
+    struct stat sb;
+    m->n = 0;
+    snprintf(m->path, sizeof m->path, "%s", dir);
+    if (stat(dir, &sb) == 0) return FP4_OK; /* not a directory: the create below says so */
+    size_t n = strlen(m->path);
+    for (size_t i = 1; i <= n; i++) {
+        if (i < n && m->path[i] != '/') continue;
+        char c = m->path[i];
+        m->path[i] = 0;
+        int ok = mkdir(m->path, 0777) == 0, e = errno;
+        m->path[i] = c;
+        if (ok && m->n < MADE_MAX) m->cut[m->n++] = i;
+        else if (!ok && e != EEXIST) {
+            unmake_dirs(m);
+            return fp4_fail(err, FP4_ERR_IO, out, NULL, "out.io", "cannot create the directory %.*s: %s",
+                            (int)i, m->path, strerror(e));
+        }
+    }
+    return FP4_OK;
+}
+
+/* Output names that say "one file": a directory is never given them. */
+static fp4_status dir_name_ok(const char *path, fp4_error *err) {
+    static const char *const file_ext[] = {".gguf", ".safetensors"};
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    for (size_t i = 0; i < sizeof file_ext / sizeof file_ext[0]; i++) {
+        size_t k = strlen(file_ext[i]);
+        if (n >= k && !strncmp(path + n - k, file_ext[i], k))
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "out.dir-name",
+                            "this layout writes a directory (config.json and model*.safetensors), and "
+                            "a name ending in %s is kept for one file: name the directory without it, "
+                            "or write one GGUF file (--layout gguf)", file_ext[i]);
+    }
+    return FP4_OK;
+}
+
 int fp4_out_checkpoint_name(const char *s) {
     static const char *const fixed[] = {"model.safetensors", "model.safetensors.index.json", "config.json",
                                         "hf_quant_config.json"};
@@ -103,6 +160,7 @@ static fp4_status target_kind(const char *path, int want_dir, int *kind, fp4_err
 
 struct fp4_outfile {
     char path[OUT_PATH_MAX], tmp[OUT_PATH_MAX], dir[OUT_PATH_MAX];
+    made_dirs made;
     FILE *f;
     fp4_out_check_fn check;
     void *check_ctx;
@@ -117,6 +175,7 @@ fp4_status fp4_outfile_open(const char *path, fp4_outfile **out, fp4_error *err)
     int kind;
     fp4_status st = split_path(path, o->dir, &base, err);
     if (!st) st = target_kind(path, 0, &kind, err);
+    if (!st) st = make_dirs(path, o->dir, &o->made, err);
     if (st) {
         free(o);
         return st;
@@ -137,6 +196,7 @@ fp4_status fp4_outfile_open(const char *path, fp4_outfile **out, fp4_error *err)
             close(fd);
             unlink(o->tmp);
         }
+        unmake_dirs(&o->made);
         free(o);
         return fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io",
                         "cannot create a temporary file beside the output: %s",
@@ -178,6 +238,7 @@ void fp4_outfile_abort(fp4_outfile *o) {
     if (!o) return;
     if (o->f) fclose(o->f);
     unlink(o->tmp); /* the temporary name is ours (O_EXCL); the target was never touched */
+    unmake_dirs(&o->made);
     free(o);
 }
 
@@ -200,6 +261,7 @@ fp4_status fp4_outfile_commit(fp4_outfile *o, fp4_error *err) {
                       strerror(errno));
     if (st) {
         unlink(o->tmp);
+        unmake_dirs(&o->made);
     } else {
         fsync_dir(o->dir);
     }
@@ -212,6 +274,7 @@ fp4_status fp4_outfile_commit(fp4_outfile *o, fp4_error *err) {
 
 struct fp4_outdir {
     char path[OUT_PATH_MAX], tmp[OUT_PATH_MAX], parent[OUT_PATH_MAX];
+    made_dirs made;
     int force;
     fp4_out_check_fn check;
     void *check_ctx;
@@ -288,7 +351,9 @@ fp4_status fp4_outdir_open(const char *path, int force, fp4_outdir **out, fp4_er
     snprintf(d->path, sizeof d->path, "%s", path);
     d->force = force;
     fp4_status st = split_path(path, d->parent, &base, err);
+    if (!st) st = dir_name_ok(path, err);
     if (!st) st = dir_state(d, &kind, err);
+    if (!st) st = make_dirs(path, d->parent, &d->made, err);
     int ok = 0;
     for (int tries = 0; !st && !ok && tries < 64; tries++) {
         tmp_name(d->tmp, d->parent, base);
@@ -300,6 +365,7 @@ fp4_status fp4_outdir_open(const char *path, int force, fp4_outdir **out, fp4_er
     }
     if (!st && !ok) st = fp4_fail(err, FP4_ERR_IO, path, NULL, "out.io", "no free temporary name");
     if (st) {
+        unmake_dirs(&d->made);
         free(d);
         return st;
     }
@@ -318,6 +384,7 @@ void fp4_outdir_abort(fp4_outdir *d) {
     if (!d) return;
     for_entries(d->tmp, remove_one, NULL); /* files this run wrote (or linked) into its own directory */
     rmdir(d->tmp);
+    unmake_dirs(&d->made);
     free(d);
 }
 
@@ -329,7 +396,8 @@ static int carry_one(void *ctx, const char *dir, const char *name) {
     char from[JOIN_MAX], to[JOIN_MAX];
     snprintf(from, sizeof from, "%s/%s", dir, name);
     snprintf(to, sizeof to, "%s/%s", d->tmp, name);
-    return link(from, to) != 0 ? errno : 0;
+    if (link(from, to) == 0 || errno == EEXIST) return 0; /* EEXIST: this run wrote a newer copy */
+    return errno;
 }
 
 static fp4_status swap_in(fp4_outdir *d, fp4_error *err) {
@@ -464,6 +532,73 @@ fp4_status fp4_out_preflight(const char *in, const char *out, int want_dir, int 
     fp4_status st = out ? split_path(out, dir, &base, err)
                         : fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "out.path", "NULL output path");
     if (!st) st = fp4_out_same_file_check(in, out, err);
+    if (!st && want_dir) st = dir_name_ok(out, err);
     if (!st) st = want_dir ? dir_state_of(out, force, &kind, err) : target_kind(out, 0, &kind, err);
     return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Companion files                                                                            */
+
+static int weight_file_name(const char *s) {
+    static const char *const ext[] = {".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt", ".h5",
+                                      ".msgpack", ".onnx", ".index.json", ".partial"};
+    size_t n = strlen(s);
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        size_t k = strlen(ext[i]);
+        if (n >= k && !strcmp(s + n - k, ext[i])) return 1;
+    }
+    return 0;
+}
+
+int fp4_out_companion_name(const char *name) {
+    return name[0] != '.' && !fp4_out_checkpoint_name(name) && !weight_file_name(name);
+}
+
+typedef struct copy_scan {
+    const char *dst;
+    int err;
+    char bad[256];
+} copy_scan;
+
+static int copy_one(void *ctx, const char *dir, const char *name) {
+    copy_scan *cs = ctx;
+    if (!fp4_out_companion_name(name)) return 0;
+    char from[JOIN_MAX], to[JOIN_MAX];
+    snprintf(from, sizeof from, "%s/%s", dir, name);
+    snprintf(to, sizeof to, "%s/%s", cs->dst, name);
+    struct stat sb;
+    if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0; /* links followed (HF cache); dirs skipped */
+    int in = open(from, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e = 0;
+    int out = in >= 0 ? open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666) : -1;
+    if (in < 0 || out < 0) e = errno;
+    char buf[1 << 14];
+    for (ssize_t got; !e && (got = read(in, buf, sizeof buf)) != 0;) {
+        if (got < 0) {
+            if (errno != EINTR) e = errno;
+            continue;
+        }
+        for (ssize_t off = 0; !e && off < got;) {
+            ssize_t w = write(out, buf + off, (size_t)(got - off));
+            if (w < 0 && errno != EINTR) e = errno;
+            if (w > 0) off += w;
+        }
+    }
+    if (!e && out >= 0 && fsync(out) != 0) e = errno;
+    if (in >= 0) close(in);
+    if (out >= 0 && close(out) != 0 && !e) e = errno;
+    if (!e) return 0;
+    cs->err = e;
+    snprintf(cs->bad, sizeof cs->bad, "%s", name);
+    return 1;
+}
+
+fp4_status fp4_out_copy_companions(const char *src_dir, const char *dst_dir, fp4_error *err) {
+    struct stat sb;
+    if (!src_dir || stat(src_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) return FP4_OK;
+    copy_scan cs = {dst_dir, 0, ""};
+    if (for_entries(src_dir, copy_one, &cs) > 0)
+        return fp4_fail(err, FP4_ERR_IO, src_dir, NULL, "out.io", "cannot copy '%.200s' into the output: %s",
+                        cs.bad, strerror(cs.err));
+    return FP4_OK;
 }

@@ -61,4 +61,13 @@ fp4_status fp4_out_preflight(const char *in, const char *out, int want_dir, int 
  * model-NNNNN-of-NNNNN.safetensors, config.json, hf_quant_config.json, and temporaries. */
 int fp4_out_checkpoint_name(const char *name);
 
+/* A file of an HF directory that is neither a checkpoint file, nor a weight file (*.safetensors,
+ * *.bin, *.pt, *.pth, *.gguf, *.ckpt, *.h5, *.msgpack, *.onnx, *.index.json), nor hidden: the
+ * tokenizer, generation_config.json, the chat template, the README. */
+int fp4_out_companion_name(const char *name);
+/* Copies every companion regular file of src_dir (symbolic links followed; subdirectories not
+ * entered) into dst_dir, a directory this run owns (fp4_outdir_tmp). A src that is not a
+ * directory: nothing to do. */
+fp4_status fp4_out_copy_companions(const char *src_dir, const char *dst_dir, fp4_error *err);
+
 #endif

@@ -330,9 +330,10 @@ fp4_status fp4_st_open(const char *path, fp4_st **out, fp4_error *err) {
     if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "st.open", "open: %s", strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int e = errno;
+        int e = errno, bad_kind = e == 0 || !S_ISREG(sb.st_mode);
         close(fd);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "st.open", "not a regular file (%s)", strerror(e));
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "st.open", "%s", bad_kind ? "not a regular file"
+                                                                                : strerror(e));
     }
     if ((uint64_t)sb.st_size < 8 || (uint64_t)sb.st_size > SIZE_MAX) {
         close(fd);

@@ -5,6 +5,7 @@
 #include "model_impl.h"
 #include "io/st_impl.h"
 #include <jansson.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,15 +218,25 @@ fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, f
     fp4_status st;
     if (S_ISDIR(sb.st_mode)) {
         st = open_hfdir(c, err);
+    } else if (!S_ISREG(sb.st_mode)) { /* opening a FIFO would block; a device is no checkpoint */
+        st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "not a regular file or a directory (%s)",
+                      S_ISFIFO(sb.st_mode)   ? "a FIFO"
+                      : S_ISSOCK(sb.st_mode) ? "a socket"
+                      : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                                  : "a special file");
     } else {
-        unsigned char magic[4] = {0};
-        int fd = open(path, O_RDONLY);
-        ssize_t got = fd >= 0 ? read(fd, magic, 4) : -1;
+        unsigned char head[9] = {0};
+        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        ssize_t got = fd >= 0 ? read(fd, head, sizeof head) : -1;
+        int e = errno;
         if (fd >= 0) close(fd);
-        if (got < 0) st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot read");
-        else
-            st = (got == 4 && !memcmp(magic, "GGUF", 4)) ? open_gguf(c, NULL, 0, err)
-                                                         : open_st_file(c, NULL, 0, err);
+        if (got < 0) st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot read: %s", strerror(e));
+        else if (got >= 4 && !memcmp(head, "GGUF", 4)) st = open_gguf(c, NULL, 0, err);
+        else if (got == 9 && fp4_rd_le64(head) > FP4_MAX_ST_HEADER && head[8] != '{')
+            st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "ckpt.not-model",
+                          "not a model file: neither GGUF (no 'GGUF' magic) nor safetensors (no 8-byte "
+                          "header length followed by a JSON header)");
+        else st = open_st_file(c, NULL, 0, err);
     }
     if (!st && max_bytes && c->file_bytes > max_bytes)
         st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "ckpt.budget",

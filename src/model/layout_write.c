@@ -44,8 +44,9 @@ static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, f
         fp4_status st = e->sink(e->w, i, data, k, err);
         if (st) return st;
         data += k, n -= k, e->done += k;
-        if (e->opts && e->opts->progress) e->opts->progress(e->opts->progress_ctx, "write", e->done,
-                                                            e->total);
+        if (e->opts && e->opts->progress) /* quantizing happens tensor by tensor as data is asked for */
+            e->opts->progress(e->opts->progress_ctx, e->src->quantized_by_us ? "quantize" : "write", e->done,
+                              e->total);
     }
     return FP4_OK;
 }
@@ -301,6 +302,9 @@ static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, 
     if (!st) st = fp4_hf_writer_finish(w, &n_shards, err);
     fp4_hf_writer_free(w);
     if (!st) st = fp4_write_hf_configs(src, p->layout, dir, cfg, err);
+    /* tokenizer files, generation_config.json, the chat template: transformers and vLLM load the
+     * output on its own (the input's weight files and index are never copied) */
+    if (!st && src->src_ck) st = fp4_out_copy_companions(src->src_ck->path, dir, err);
     if (!st) st = interrupted(opts, NULL, err);
     free(cfg);
     free(stash);
@@ -321,6 +325,10 @@ fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_writ
         fp4_status st0 = fp4_out_preflight(src->src_ck ? src->src_ck->path : NULL, out, dir,
                                            opts && opts->force, err);
         if (st0) return st0;
+        if (!dir && opts && opts->st_metadata && opts->st_metadata[0])
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, out, NULL, "out.metadata",
+                            "safetensors metadata (--metadata) has no place in a GGUF file: nothing was "
+                            "written (write an HF layout to carry it)");
     }
     plan p;
     fp4_status st = fp4_plan_build(src, layout, &p, err);

@@ -124,14 +124,21 @@ static fp4_status algo(const claims *c, const json_t *q, const char *a, fp4_erro
         const char *la = json_string_value(json_object_get(v, "quant_algo"));
         if (!la || (strcmp(la, "NVFP4") && strcmp(la, "W4A16_NVFP4")))
             return CFAIL(c, FP4_ERR_LANE, name, "claims.quant-algo",
-                         "%s: layer quant_algo %.64s is not NVFP4", c->src,
-                         la ? la : "(none)");
+                         "%s: layer quant_algo %.64s is not NVFP4%s", c->src, la ? la : "(none)",
+                         la && !strncmp(la, "FP8", 3) ? " (FP8 weights are not an fp4lane lane: refused, "
+                                                        "not run at another precision)"
+                                                      : "");
         snprintf(w, sizeof w, "%.256s.weight", name);
         const fp4_tensor *t = fp4_model_find(c->m, w);
         if (!t || t->type != FP4_TYPE_NVFP4_E2M1)
             return CFAIL(c, FP4_ERR_LANE, name, "claims.quant-algo", "%s lists this layer as %s, but %s",
                          c->src, la,
                          t ? "its weight is not NVFP4" : "it has no weight");
+        const int w4a4 = !strcmp(la, "NVFP4"), has_in = t->nvfp4.input_scale_inv != 0.0f;
+        if (w4a4 != has_in) /* per layer: NVFP4 is W4A4 (an input scale), W4A16_NVFP4 has none */
+            return CFAIL(c, FP4_ERR_LANE, name, "claims.activations",
+                         "%s lists this layer as %s, but its weight %s", c->src, la,
+                         has_in ? "carries an input scale" : "has no input scale");
     }
     return FP4_OK;
 }

@@ -462,6 +462,8 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
     *out = NULL;
     struct stat sb;
     if (stat(path, &sb)) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot stat: %s", strerror(errno));
+    if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) /* opening a FIFO would block */
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "not a regular file or a directory");
     char magic[4] = {0};
     if (S_ISREG(sb.st_mode)) { /* a GGUF by its magic, whatever its name */
         FILE *mf = fopen(path, "rb");

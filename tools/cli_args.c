@@ -1,0 +1,125 @@
+/* cli_args.c — what every verb shares when it reads its arguments: the per-verb option help
+ * (with defaults) that `fp4lane help VERB` and `fp4lane VERB --help` print after the verb's usage
+ * line from cli_verbs, the strict size parser, and the output-path check for "-". */
+#include "cli.h"
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every option a verb's parser accepts, with its default; the usage line stays in cli_verbs. */
+static const struct {
+    const char *verb, *text;
+} verb_options[] = {
+    {"selftest", "  --json                 one JSON object on stdout\n"},
+    {"validate", "  --json                 the verdict and the error as JSON\n"},
+    {"inspect",
+     "  --json                 the listing as JSON (\"shape\" in the container's order, \"ne\" innermost\n"
+     "                         first)\n"
+     "shapes: safetensors in PyTorch order (outermost first), GGUF as ne (innermost first); the listing\n"
+     "labels which\n"},
+    {"dump",
+     "  --rows A:B             rows A (inclusive) to B (exclusive) of the dequantized tensor (default: all)\n"
+     "  --raw                  raw little-endian f32 on stdout instead of text\n"},
+    {"quantize",
+     "  --layout L             modelopt (default; gguf when OUT ends in .gguf), compressed-tensors, gguf,\n"
+     "                         gguf-ggml. modelopt and compressed-tensors write a directory\n"
+     "  --to nvfp4|q4_k        weight format (default nvfp4; q4_k writes GGUF only)\n"
+     "  --scale2-rule gpu|cpu  per-tensor scale rule (default gpu: ModelOpt's amax/(6*448))\n"
+     "  --no-fusion            no shared scale2 across q/k/v and gate/up (default: fused like ModelOpt)\n"
+     "  --quantize-embeddings  quantize embed_tokens and lm_head too (default: kept as they are)\n"
+     "  --shard-size N[K|M|G]  largest safetensors shard in bytes (default 0: one file)\n"
+     "  --metadata KEY=VALUE   a safetensors metadata entry (repeatable, at most 32; HF layouts only)\n"
+     "  --force                replace the checkpoint in a non-empty OUT directory (default: refuse)\n"
+     "OUT's missing parent directories are created. The input directory's other files (tokenizer,\n"
+     "generation_config.json, chat template; never weight files or their index) are copied into OUT\n"},
+    {"convert",
+     "  --layout L             required: modelopt, compressed-tensors, gguf, gguf-ggml\n"
+     "  --shard-size N[K|M|G]  largest safetensors shard in bytes (default 0: one file)\n"
+     "  --metadata KEY=VALUE   a safetensors metadata entry (repeatable, at most 32; HF layouts only)\n"
+     "  --force                replace the checkpoint in a non-empty OUT directory (default: refuse)\n"},
+    {"run",
+     "  MODEL                  (default: $FP4LANE_MODEL, else models/tiny beside the executable)\n"
+     "  -p TEXT | -p - | -f FILE  a text prompt through MODEL's tokenizer (stdin with -p -); without\n"
+     "                         any prompt: \"This section describes\", sampled with a fixed seed\n"
+     "  --prompt-ids 1,2,3|@FILE  token ids instead of text (ids out, summary on stdout)\n"
+     "  --stop STR             stop when the text contains STR (repeatable; not printed)\n"
+     "  -n N                   tokens to generate (default 16 with ids, 128 with text)\n"
+     "  --device cpu|cuda      (default cpu)      --mode exact|native (default exact)\n"
+     "  --threads N            CPU threads (default 1)\n"
+     "  --prefill-chunk N      prompt tokens per step (default 0: the whole prompt)\n"
+     "  --ctx N                context length (default: the model's)\n"
+     "  --temp T (default 0: greedy)  --top-k K (default 0: off)  --top-p P (default 1)\n"
+     "  --min-p P (default 0)  --repeat-penalty X (default 1)  --presence-penalty X (default 0)\n"
+     "  --penalty-last-n N (default 0)  --seed S (default 0)  --ignore-eos\n"
+     "  --logits-out F.npy  --kv-save F  --kv-load F  --batch-file PROMPTS  --cuda-lib PATH  --json\n"
+     "  --timing               load and first-token times and memory, on stderr\n"},
+    {"chat",
+     "  MODEL                  (default: as run)   --system TEXT   --chat-template NAME (default: detected)\n"
+     "  -n N                   tokens per answer (default 256)\n"
+     "  --temp T (default 0.7)  --top-k K (default 40)  --top-p P (default 1)  --min-p P (default 0)\n"
+     "  --repeat-penalty R (default 1.1 over the last 64)  --seed S (default 0)\n"
+     "  --device, --mode, --threads, --ctx as run; /reset and /exit in the session; Ctrl-C ends an answer\n"},
+    {"bench",
+     "  --a \"OPTIONS\" --b \"OPTIONS\"  the two configurations (run's engine options)\n"
+     "  --pairs N (default 5)  --prefix N prompt tokens (default 66)  --tokens N decode steps (default 32)\n"
+     "  --warmup N pairs discarded (default 1)  --seed S (default 1)  --json FILE the receipt\n"},
+    {"compare",
+     "  --a \"OPTIONS\" --b \"OPTIONS\"  the two runtime configurations (run's options)\n"
+     "  --max-drift X          exit 1 when the largest logit difference is above X (default: report only)\n"
+     "  --json                 the comparison as JSON\n"},
+    {"synth",
+     "  --shape S              required: tiny, llama3-8b, qwen3-8b, llama3-70b\n"
+     "  --arch llama|qwen3     (default: the shape's own)\n"
+     "  --seed N               (default 1)\n"
+     "  --shard-size N[K|M|G]  largest shard in bytes (default 4G; 0: one file)\n"
+     "  --threads N            0..256 (default 0: one per core)\n"
+     "  --json                 the summary as JSON\n"},
+    {"tokenize",
+     "  -f FILE                read the text from FILE (default: TEXT, or standard input)\n"
+     "  --json                 {\"ids\": [...], \"tokens\": [...]}\n"
+     "  --add-special          add BOS/EOS as the tokenizer says (default: none added)\n"
+     "  --parse-special        match special tokens written in the text (default: plain text)\n"},
+    {"detokenize",
+     "  --skip-special         leave special tokens out of the text\n"
+     "  --cleanup              HF's clean_up_tokenization_spaces\n"},
+};
+
+const char *cli_verb_options(const char *verb) {
+    for (size_t i = 0; i < sizeof verb_options / sizeof verb_options[0]; i++)
+        if (!strcmp(verb, verb_options[i].verb)) return verb_options[i].text;
+    return NULL;
+}
+
+int cli_wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) return 0;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return 1;
+    }
+    return 0;
+}
+
+/* Digits, then nothing or one of K, M, G (powers of 1024); no sign, no space, no other suffix,
+ * and the product must fit in 63 bits. */
+int cli_parse_size(const char *s, uint64_t *out) {
+    if (!s || *s < '0' || *s > '9') return -1;
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (UINT64_C(1) << 62) / 10) return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    int shift = 0;
+    if (*p == 'K') shift = 10, p++;
+    else if (*p == 'M') shift = 20, p++;
+    else if (*p == 'G') shift = 30, p++;
+    if (*p || v > (UINT64_C(1) << 62) >> shift) return -1;
+    *out = v << shift;
+    return 0;
+}
+
+int cli_output_path_ok(const char *verb, const char *out) {
+    if (out && strcmp(out, "-")) return 1;
+    fprintf(stderr, "fp4lane %s: '-' cannot take a checkpoint (it is written atomically under a file "
+                    "name, not streamed): name a file or directory\n", verb);
+    return 0;
+}
