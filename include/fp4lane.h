@@ -191,8 +191,10 @@ typedef enum fp4_scale2_rule {
 FP4_API fp4_status fp4_amax_update(const void *src, fp4_src_dtype dt, int64_t count, float *amax);
 
 /* scale2 from amax by the rule. The all-zero tensor (amax == 0) gets scale2 = 1.0 (documented
- * choice: its blocks then store 0x38 and zero codes, and the file loads). FP4_ERR_NONFINITE for
- * NaN/Inf amax; FP4_ERR_SCALE2 when a positive amax underflows scale2 to 0. */
+ * choice: its blocks then store 0x38 and zero codes, and the file loads). So does a tensor so
+ * small that the rule's scale2 is not a normal f32 (amax < 2688 * FLT_MIN, about 3.2e-35): it is
+ * zero at NVFP4 precision, its values round to +-0, and the file loads (a subnormal scale2 would
+ * be refused by every loader). FP4_ERR_NONFINITE for NaN/Inf amax. */
 FP4_API fp4_status fp4_scale2_from_amax(float amax, fp4_scale2_rule rule, float *scale2);
 
 /* Quantize n_rows rows of n_in values (n_in % 16 == 0) against a given scale2 (§3 steps 3–5).
@@ -401,50 +403,55 @@ FP4_API int64_t fp4_gguf_tensor_index(const fp4_gguf *g, const char *name);     
 /* Streaming writer: memory O(metadata), never O(model). Order of calls:
  *   create; add KVs / set_alignment (before any tensor); add_tensor ...; write_header(path);
  *   write_tensor_data for tensor 0, 1, ... in order (each in one or more chunks; padding is
- *   written when a tensor is complete); finish. free accepts NULL; freeing a writer whose file
- *   was opened but not finished removes the partial file (so does a failed finish).
+ *   written when a tensor is complete); finish. The bytes go to a temporary name beside path
+ *   (".fp4lane-tmp-*"); finish fsyncs it and renames it over path, so path holds its old bytes
+ *   until then. free accepts NULL; freeing an unfinished writer (or a failed finish) removes the
+ *   temporary file and leaves path untouched. write_header refuses a path that is a symbolic
+ *   link or not a regular file (out.symlink, out.not-regular).
  * Keys and tensor names follow the reader's rules; a duplicate is FP4_ERR_DUPLICATE. Numeric
  * array data is given in host order and written little-endian. A refused call changes nothing,
  * except an I/O failure, which ends the writer and removes its file.
- * Detail of the last failure: fp4_gguf_writer_error() (rule: the reader's gguf.* id for the
- * content, or writer.state / .order / .size / .incomplete / .io / .arg / .nomem). */
+ * Errors: every fallible call takes the caller's fp4_error *err (may be NULL), like the readers
+ * and the safetensors writers: rule is the reader's gguf.* id for the content, out.* for the
+ * file (outfile.h), or writer.state / .order / .size / .incomplete / .arg / .nomem. */
 typedef struct fp4_gguf_writer fp4_gguf_writer;
-FP4_API fp4_status fp4_gguf_writer_create(fp4_gguf_writer **out);
+FP4_API fp4_status fp4_gguf_writer_create(fp4_gguf_writer **out, fp4_error *err);
 FP4_API void fp4_gguf_writer_free(fp4_gguf_writer *w);
-FP4_API const fp4_error *fp4_gguf_writer_error(const fp4_gguf_writer *w);
 /* Writes general.alignment (UINT32); a power of two in [FP4_GGUF_MIN_ALIGNMENT, _MAX_]. Without
  * it the alignment is FP4_GGUF_DEFAULT_ALIGNMENT and no key is written. */
-FP4_API fp4_status fp4_gguf_writer_set_alignment(fp4_gguf_writer *w, uint32_t alignment);
-FP4_API fp4_status fp4_gguf_writer_add_u8(fp4_gguf_writer *w, const char *key, uint8_t v);
-FP4_API fp4_status fp4_gguf_writer_add_i8(fp4_gguf_writer *w, const char *key, int8_t v);
-FP4_API fp4_status fp4_gguf_writer_add_u16(fp4_gguf_writer *w, const char *key, uint16_t v);
-FP4_API fp4_status fp4_gguf_writer_add_i16(fp4_gguf_writer *w, const char *key, int16_t v);
-FP4_API fp4_status fp4_gguf_writer_add_u32(fp4_gguf_writer *w, const char *key, uint32_t v);
-FP4_API fp4_status fp4_gguf_writer_add_i32(fp4_gguf_writer *w, const char *key, int32_t v);
-FP4_API fp4_status fp4_gguf_writer_add_u64(fp4_gguf_writer *w, const char *key, uint64_t v);
-FP4_API fp4_status fp4_gguf_writer_add_i64(fp4_gguf_writer *w, const char *key, int64_t v);
-FP4_API fp4_status fp4_gguf_writer_add_f32(fp4_gguf_writer *w, const char *key, float v);
-FP4_API fp4_status fp4_gguf_writer_add_f64(fp4_gguf_writer *w, const char *key, double v);
-FP4_API fp4_status fp4_gguf_writer_add_bool(fp4_gguf_writer *w, const char *key, int v);   /* 0 or 1 */
+FP4_API fp4_status fp4_gguf_writer_set_alignment(fp4_gguf_writer *w, uint32_t alignment, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_u8(fp4_gguf_writer *w, const char *key, uint8_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_i8(fp4_gguf_writer *w, const char *key, int8_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_u16(fp4_gguf_writer *w, const char *key, uint16_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_i16(fp4_gguf_writer *w, const char *key, int16_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_u32(fp4_gguf_writer *w, const char *key, uint32_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_i32(fp4_gguf_writer *w, const char *key, int32_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_u64(fp4_gguf_writer *w, const char *key, uint64_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_i64(fp4_gguf_writer *w, const char *key, int64_t v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_f32(fp4_gguf_writer *w, const char *key, float v, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_add_f64(fp4_gguf_writer *w, const char *key, double v, fp4_error *err);
+/* v is 0 or 1 */
+FP4_API fp4_status fp4_gguf_writer_add_bool(fp4_gguf_writer *w, const char *key, int v, fp4_error *err);
 /* len bytes of s (any bytes; pass strlen(s) for a C string). */
-FP4_API fp4_status fp4_gguf_writer_add_str(fp4_gguf_writer *w, const char *key, const char *s, uint64_t len);
+FP4_API fp4_status fp4_gguf_writer_add_str(fp4_gguf_writer *w, const char *key, const char *s, uint64_t len,
+                                           fp4_error *err);
 /* n elements of a fixed-size type (not STRING/ARRAY), host order, e.g. const float * for FLOAT32,
  * const uint8_t * holding 0/1 for BOOL. */
 FP4_API fp4_status fp4_gguf_writer_add_arr(fp4_gguf_writer *w, const char *key, fp4_gguf_type elem,
-                                           const void *data, uint64_t n);
+                                           const void *data, uint64_t n, fp4_error *err);
 /* n strings; lens may be NULL (then each s[j] is NUL-terminated). */
 FP4_API fp4_status fp4_gguf_writer_add_arr_str(fp4_gguf_writer *w, const char *key, const char *const *s,
-                                               const uint64_t *lens, uint64_t n);
+                                               const uint64_t *lens, uint64_t n, fp4_error *err);
 /* Appends a tensor info; computes its size and offset. ne[0] must be a multiple of the type's
  * block size; every ne[j] > 0. */
 FP4_API fp4_status fp4_gguf_writer_add_tensor(fp4_gguf_writer *w, const char *name, fp4_type type,
-                                              int32_t n_dims, const int64_t *ne);
+                                              int32_t n_dims, const int64_t *ne, fp4_error *err);
 FP4_API int64_t fp4_gguf_writer_n_tensors(const fp4_gguf_writer *w);
 FP4_API uint64_t fp4_gguf_writer_tensor_size(const fp4_gguf_writer *w, int64_t i);   /* 0 out of range */
-FP4_API fp4_status fp4_gguf_writer_write_header(fp4_gguf_writer *w, const char *path);
+FP4_API fp4_status fp4_gguf_writer_write_header(fp4_gguf_writer *w, const char *path, fp4_error *err);
 FP4_API fp4_status fp4_gguf_writer_write_tensor_data(fp4_gguf_writer *w, int64_t i, const void *data,
-                                                     size_t size);
-FP4_API fp4_status fp4_gguf_writer_finish(fp4_gguf_writer *w);
+                                                     size_t size, fp4_error *err);
+FP4_API fp4_status fp4_gguf_writer_finish(fp4_gguf_writer *w, fp4_error *err);
 /* end GGUF */
 /* safetensors */
 /* Reader, streaming writer, and Hugging Face checkpoint directories (single file or shards +
@@ -501,8 +508,9 @@ FP4_API uint64_t fp4_st_header_len(const fp4_st *st);                         /*
  * writes the header (compact JSON: __metadata__ first when any pair was added, then the tensors
  * in declaration order, space-padded to 8 bytes: the byte layout of the reference writer), then
  * fp4_st_writer_write takes every tensor's bytes in declaration order, in chunks of any size.
- * The file appears under its name only at fp4_st_writer_finish (written as PATH.partial, then
- * renamed); fp4_st_writer_free of an unfinished writer removes the partial file. */
+ * The file appears under its name only at fp4_st_writer_finish (written under a temporary name
+ * ".fp4lane-tmp-*" beside it, fsynced, renamed over it); fp4_st_writer_free of an unfinished
+ * writer removes the temporary file and leaves PATH as it was. */
 typedef struct fp4_st_writer fp4_st_writer;
 FP4_API fp4_status fp4_st_writer_create(fp4_st_writer **out, fp4_error *err);
 FP4_API fp4_status fp4_st_writer_add_metadata(fp4_st_writer *w, const char *key, const char *value,
@@ -547,7 +555,9 @@ FP4_API fp4_status fp4_hfdir_json_dump(const fp4_hfdir *d, fp4_hf_json which, co
  * own; 0 = no limit). One shard is written as model.safetensors; several as
  * model-00001-of-0000N.safetensors plus model.safetensors.index.json ({"metadata":
  * {"total_size": data bytes}, "weight_map": sorted}, 2-space indented). Metadata pairs go into
- * every shard. */
+ * every shard. Each file is written atomically (as fp4_st_writer). Weights files already in the
+ * directory that this write would not replace (other shard names, an index beside a single
+ * file) are refused at the first write (hfw.stale): two checkpoints never mix. */
 typedef struct fp4_hf_writer fp4_hf_writer;
 FP4_API fp4_status fp4_hf_writer_create(const char *dir, uint64_t max_shard_bytes, fp4_hf_writer **out,
                                         fp4_error *err);
@@ -664,7 +674,19 @@ typedef struct fp4_write_opts {
     const char *const *st_metadata;/* HF layouts: key, value, key, value, ..., NULL              */
     fp4_progress_fn progress;
     void *progress_ctx;
+    int force;                     /* HF layouts: replace the checkpoint in a non-empty directory */
+    const volatile int *cancel;    /* polled between chunks: nonzero stops the write (out.interrupted) */
 } fp4_write_opts;
+
+/* Outputs are atomic (docs/RELIABILITY.md). A file output is written under a temporary name
+ * ".fp4lane-tmp-*" in its directory, fsynced, loaded back by the fail-closed loader and only then
+ * renamed over the target: the target holds its old bytes or the complete new file, never a mix,
+ * whenever the process dies. A directory output is built beside the target and swapped in whole;
+ * a non-empty target directory is refused (out.exists) unless force, which replaces its
+ * checkpoint files and keeps its other regular files. Refused before anything is created: an
+ * output that is the input under any name (out.same-file, hard and symbolic links included), a
+ * target that is a symbolic link (out.symlink) or not a regular file / directory
+ * (out.not-regular). A failure or a cancel removes only the temporary names the call created. */
 
 /* Re-layout an NVFP4 checkpoint (fp4lane convert): no float is computed; payload nibbles,
  * scale bytes and per-tensor scalars are moved, and the scalars that a layout stores as
@@ -683,6 +705,8 @@ typedef struct fp4_quantize_opts {
     const char *const *st_metadata;
     fp4_progress_fn progress;
     void *progress_ctx;
+    int force;                     /* as fp4_write_opts */
+    const volatile int *cancel;    /* as fp4_write_opts; also polled while reading the input */
 } fp4_quantize_opts;
 
 /* Quantize an unquantized checkpoint (f32/f16/bf16 safetensors file or HF directory, or GGUF)

@@ -50,8 +50,9 @@ FP4_API fp4_status fp4_synth_data_bytes(const fp4_synth_opts *opts, uint64_t *by
 /* Writes the checkpoint as the directory `out`: config.json (sorted keys, transformers 4 key
  * names: rope_theta, rope_scaling, torch_dtype) and model.safetensors or its shards. Refuses an
  * `out` that exists and is not an empty directory, and a file system without room for the data.
- * Everything is made in a fresh `out.tmp-XXXXXXXX` beside it, fsynced and renamed to `out` at the
- * end; on failure only that temporary directory (all of it made here) is removed. */
+ * Everything is made in a fresh `.fp4lane-tmp-<out>-*` directory beside it (each file fsynced),
+ * renamed to `out` at the end; on failure only that temporary directory (all of it made here) is
+ * removed. */
 FP4_API fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4_error *err);
 
 #ifdef __cplusplus

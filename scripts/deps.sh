@@ -20,6 +20,7 @@ if [ "$what" = test ]; then
   command -v node >/dev/null 2>&1 || need nodejs
   command -v npm >/dev/null 2>&1 || need npm
   /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need python3-numpy
+  command -v tmux >/dev/null 2>&1 || need tmux   # tests/test_chat_tmux.sh: fp4lane chat in a terminal
 fi
 [ -z "$missing" ] && exit 0
 

@@ -4,12 +4,15 @@
  * (libggml-base.so from $FP4_GGML_DIR, dlopen): ggml reads our files, we read ggml's. */
 #include "check.h"
 #include "fp4lane.h"
+#include "tmpnames.h"
 #include <dlfcn.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+static fp4_error gerr; /* filled by the GGUF writer calls (their fp4_error *err) */
 
 static char tmp_path[512];
 static const char *tmp(const char *tag) {
@@ -108,37 +111,37 @@ static void rt_fill(rt_arrays *a, test_rng *r) {
 }
 
 static void rt_write_kvs(fp4_gguf_writer *w, const rt_arrays *a) {
-    CHECK_OK(fp4_gguf_writer_add_u8(w, "t.u8", 200));
-    CHECK_OK(fp4_gguf_writer_add_i8(w, "t.i8", -7));
-    CHECK_OK(fp4_gguf_writer_add_u16(w, "t.u16", 65000));
-    CHECK_OK(fp4_gguf_writer_add_i16(w, "t.i16", -30000));
-    CHECK_OK(fp4_gguf_writer_add_u32(w, "t.u32", 4000000000u));
-    CHECK_OK(fp4_gguf_writer_add_i32(w, "t.i32", INT32_MIN));
-    CHECK_OK(fp4_gguf_writer_add_f32(w, "t.f32", -1.5e-3f));
-    CHECK_OK(fp4_gguf_writer_add_bool(w, "t.bool1", 1));
-    CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5));
-    CHECK_OK(fp4_gguf_writer_add_u64(w, "t.u64", (1ull << 63) + 5));
-    CHECK_OK(fp4_gguf_writer_add_i64(w, "t.i64", INT64_MIN));
-    CHECK_OK(fp4_gguf_writer_add_f64(w, "t.f64", 3.141592653589793));
-    CHECK_OK(fp4_gguf_writer_add_bool(w, "t.bool0", 0));
-    CHECK_OK(fp4_gguf_writer_add_str(w, "t.str_nul", "a\0b", 3));
-    CHECK_OK(fp4_gguf_writer_add_str(w, "t.str_empty", NULL, 0));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.u8", FP4_GGUF_UINT8, a->u8, 5));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.i8", FP4_GGUF_INT8, a->i8, 4));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.u16", FP4_GGUF_UINT16, a->u16, 3));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.i16", FP4_GGUF_INT16, a->i16, 3));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.u32", FP4_GGUF_UINT32, a->u32, 6));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.i32", FP4_GGUF_INT32, a->i32, 2));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.f32", FP4_GGUF_FLOAT32, a->f32, 37));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.bool", FP4_GGUF_BOOL, a->b, 4));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.u64", FP4_GGUF_UINT64, a->u64, 2));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.i64", FP4_GGUF_INT64, a->i64, 3));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.f64", FP4_GGUF_FLOAT64, a->f64, 2));
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.empty", FP4_GGUF_FLOAT32, NULL, 0));
-    CHECK_OK(fp4_gguf_writer_add_arr_str(w, "a.str", rt_strs, rt_lens, 4));
+    CHECK_OK(fp4_gguf_writer_add_u8(w, "t.u8", 200, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_i8(w, "t.i8", -7, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_u16(w, "t.u16", 65000, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_i16(w, "t.i16", -30000, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_u32(w, "t.u32", 4000000000u, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_i32(w, "t.i32", INT32_MIN, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_f32(w, "t.f32", -1.5e-3f, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_bool(w, "t.bool1", 1, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_u64(w, "t.u64", (1ull << 63) + 5, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_i64(w, "t.i64", INT64_MIN, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_f64(w, "t.f64", 3.141592653589793, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_bool(w, "t.bool0", 0, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_str(w, "t.str_nul", "a\0b", 3, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_str(w, "t.str_empty", NULL, 0, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.u8", FP4_GGUF_UINT8, a->u8, 5, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.i8", FP4_GGUF_INT8, a->i8, 4, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.u16", FP4_GGUF_UINT16, a->u16, 3, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.i16", FP4_GGUF_INT16, a->i16, 3, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.u32", FP4_GGUF_UINT32, a->u32, 6, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.i32", FP4_GGUF_INT32, a->i32, 2, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.f32", FP4_GGUF_FLOAT32, a->f32, 37, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.bool", FP4_GGUF_BOOL, a->b, 4, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.u64", FP4_GGUF_UINT64, a->u64, 2, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.i64", FP4_GGUF_INT64, a->i64, 3, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.f64", FP4_GGUF_FLOAT64, a->f64, 2, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.empty", FP4_GGUF_FLOAT32, NULL, 0, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr_str(w, "a.str", rt_strs, rt_lens, 4, &gerr));
     const char *cstrs[] = {"x", "yy", ""};
-    CHECK_OK(fp4_gguf_writer_add_arr_str(w, "a.cstr", cstrs, NULL, 3));
-    CHECK_OK(fp4_gguf_writer_add_arr_str(w, "a.str_empty", NULL, NULL, 0));
+    CHECK_OK(fp4_gguf_writer_add_arr_str(w, "a.cstr", cstrs, NULL, 3, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_arr_str(w, "a.str_empty", NULL, NULL, 0, &gerr));
 }
 #define RT_NKV 30
 
@@ -276,26 +279,27 @@ static void test_roundtrip(uint32_t align) {
     rt_fill(&a, &r);
     uint8_t *data[RT_NT];
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    if (align) CHECK_OK(fp4_gguf_writer_set_alignment(w, align));
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    if (align) CHECK_OK(fp4_gguf_writer_set_alignment(w, align, &gerr));
     rt_write_kvs(w, &a);
     for (int i = 0; i < RT_NT; i++) {
         const rt_tensor *t = &rt_tensors[i];
-        CHECK_OK(fp4_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne));
+        CHECK_OK(fp4_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &gerr));
         uint64_t n = rt_size(t);
         CHECK(fp4_gguf_writer_tensor_size(w, i) == n);
         data[i] = malloc(n);
         for (uint64_t k = 0; k < n; k++) data[i][k] = (uint8_t)rng_u64(&r);
     }
     const char *path = tmp("rt");
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
     for (int i = 0; i < RT_NT; i++) {
         uint64_t n = rt_size(&rt_tensors[i]), h = n / 3;
-        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], h)); /* three chunks, one maybe empty */
-        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i] + h, h));
-        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i] + 2 * h, n - 2 * h));
+        /* three chunks, one maybe empty */
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], h, &gerr));
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i] + h, h, &gerr));
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i] + 2 * h, n - 2 * h, &gerr));
     }
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
     uint32_t al = align ? align : 32;
     fp4_gguf *g = NULL;
@@ -322,27 +326,27 @@ static void test_roundtrip(uint32_t align) {
 /* Many keys and tensors: every name finds itself (sorted index), in file order. */
 static void test_many(void) {
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
     char name[64];
     int ok = 1;
     for (int i = 0; i < 3000; i++) {
         snprintf(name, sizeof name, "k.%d", (i * 7919) % 3000);
-        ok &= fp4_gguf_writer_add_i32(w, name, i) == FP4_OK;
+        ok &= fp4_gguf_writer_add_i32(w, name, i, &gerr) == FP4_OK;
     }
     int64_t ne[1] = {1};
     for (int i = 0; i < 1500; i++) {
         snprintf(name, sizeof name, "blk.%d.w", 1499 - i);
-        ok &= fp4_gguf_writer_add_tensor(w, name, FP4_TYPE_F32, 1, ne) == FP4_OK;
+        ok &= fp4_gguf_writer_add_tensor(w, name, FP4_TYPE_F32, 1, ne, &gerr) == FP4_OK;
     }
     CHECK(ok);
-    CHECK(fp4_gguf_writer_add_i32(w, "k.1234", 0) == FP4_ERR_DUPLICATE);
-    CHECK(fp4_gguf_writer_add_tensor(w, "blk.77.w", FP4_TYPE_F32, 1, ne) == FP4_ERR_DUPLICATE);
+    CHECK(fp4_gguf_writer_add_i32(w, "k.1234", 0, &gerr) == FP4_ERR_DUPLICATE);
+    CHECK(fp4_gguf_writer_add_tensor(w, "blk.77.w", FP4_TYPE_F32, 1, ne, &gerr) == FP4_ERR_DUPLICATE);
     const char *path = tmp("many");
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
     for (int i = 0; i < 1500; i++)
-        ok &= fp4_gguf_writer_write_tensor_data(w, i, &(float){(float)i}, 4) == FP4_OK;
+        ok &= fp4_gguf_writer_write_tensor_data(w, i, &(float){(float)i}, 4, &gerr) == FP4_OK;
     CHECK(ok);
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
     fp4_gguf *g = NULL;
     CHECK_OK(fp4_gguf_open(path, &g, NULL));
@@ -369,71 +373,77 @@ static void test_many(void) {
 /* ------------------------------------------------------------------------------------------ */
 static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 
-static const char *werr(const fp4_gguf_writer *w) { return fp4_gguf_writer_error(w)->rule; }
+static const char *werr(const fp4_gguf_writer *w) { (void)w; return gerr.rule; } /* the last call's error */
 
 static void test_writer_misuse(void) {
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK_OK(fp4_gguf_writer_add_u32(w, "a.b", 1));
-    CHECK(fp4_gguf_writer_add_u8(w, "a.b", 1) == FP4_ERR_DUPLICATE &&
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_u32(w, "a.b", 1, &gerr));
+    CHECK(fp4_gguf_writer_add_u8(w, "a.b", 1, &gerr) == FP4_ERR_DUPLICATE &&
           strcmp(werr(w), "gguf.kv.dup_key") == 0);
-    CHECK(fp4_gguf_writer_add_u8(w, "", 1) == FP4_ERR_FORMAT && strcmp(werr(w), "gguf.kv.key_empty") == 0);
-    CHECK(fp4_gguf_writer_add_u8(w, "a b", 1) == FP4_ERR_FORMAT && strcmp(werr(w), "gguf.kv.key_chars") == 0);
-    CHECK(fp4_gguf_writer_add_u8(w, NULL, 1) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_writer_add_bool(w, "a.c", 2) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "gguf.bool") == 0);
+    CHECK(fp4_gguf_writer_add_u8(w, "", 1, &gerr) == FP4_ERR_FORMAT &&
+          strcmp(werr(w), "gguf.kv.key_empty") == 0);
+    CHECK(fp4_gguf_writer_add_u8(w, "a b", 1, &gerr) == FP4_ERR_FORMAT &&
+          strcmp(werr(w), "gguf.kv.key_chars") == 0);
+    CHECK(fp4_gguf_writer_add_u8(w, NULL, 1, &gerr) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_add_bool(w, "a.c", 2, &gerr) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "gguf.bool") == 0);
     uint8_t bad_bools[2] = {1, 3};
-    CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_BOOL, bad_bools, 2) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_STRING, bad_bools, 2) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_ARRAY, bad_bools, 2) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_writer_add_str(w, "a.e", NULL, 3) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_writer_set_alignment(w, 12) == FP4_ERR_INVALID_ARG &&
+    CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_BOOL, bad_bools, 2, &gerr) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_STRING, bad_bools, 2, &gerr) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_ARRAY, bad_bools, 2, &gerr) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_add_str(w, "a.e", NULL, 3, &gerr) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_set_alignment(w, 12, &gerr) == FP4_ERR_INVALID_ARG &&
           strcmp(werr(w), "gguf.alignment") == 0);
-    CHECK(fp4_gguf_writer_set_alignment(w, 4) == FP4_ERR_INVALID_ARG);
-    CHECK_OK(fp4_gguf_writer_add_u32(w, "general.alignment", 16)); /* routed to set_alignment */
-    CHECK(fp4_gguf_writer_set_alignment(w, 64) == FP4_ERR_DUPLICATE);
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_BOOL, (const uint8_t[]){0, 1}, 2));
+    CHECK(fp4_gguf_writer_set_alignment(w, 4, &gerr) == FP4_ERR_INVALID_ARG);
+    CHECK_OK(fp4_gguf_writer_add_u32(w, "general.alignment", 16, &gerr)); /* routed to set_alignment */
+    CHECK(fp4_gguf_writer_set_alignment(w, 64, &gerr) == FP4_ERR_DUPLICATE);
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_BOOL, (const uint8_t[]){0, 1}, 2, &gerr));
     int64_t ne[2] = {64, 2};
-    CHECK_OK(fp4_gguf_writer_add_tensor(w, "t0", FP4_TYPE_GGML_NVFP4, 2, ne));
-    CHECK(fp4_gguf_writer_add_tensor(w, "t0", FP4_TYPE_F32, 1, ne) == FP4_ERR_DUPLICATE &&
+    CHECK_OK(fp4_gguf_writer_add_tensor(w, "t0", FP4_TYPE_GGML_NVFP4, 2, ne, &gerr));
+    CHECK(fp4_gguf_writer_add_tensor(w, "t0", FP4_TYPE_F32, 1, ne, &gerr) == FP4_ERR_DUPLICATE &&
           strcmp(werr(w), "gguf.tensor.dup") == 0);
-    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_Q4_K, 1, ne) == FP4_ERR_SHAPE &&
-          strcmp(werr(w), "gguf.tensor.block") == 0 && strcmp(fp4_gguf_writer_error(w)->tensor, "t1") == 0);
-    CHECK(fp4_gguf_writer_add_tensor(w, "t1", (fp4_type)2, 1, ne) == FP4_ERR_UNSUPPORTED);
-    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 0, ne) == FP4_ERR_FORMAT);
-    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 5, ne) == FP4_ERR_FORMAT);
-    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 1, (const int64_t[]){-1}) == FP4_ERR_SHAPE);
-    CHECK(fp4_gguf_writer_add_tensor(w, "", FP4_TYPE_F32, 1, ne) == FP4_ERR_FORMAT);
-    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F64, 1, (const int64_t[]){INT64_MAX / 8}) ==
+    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_Q4_K, 1, ne, &gerr) == FP4_ERR_SHAPE &&
+          strcmp(werr(w), "gguf.tensor.block") == 0 && strcmp(gerr.tensor, "t1") == 0);
+    CHECK(fp4_gguf_writer_add_tensor(w, "t1", (fp4_type)2, 1, ne, &gerr) == FP4_ERR_UNSUPPORTED);
+    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 0, ne, &gerr) == FP4_ERR_FORMAT);
+    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 5, ne, &gerr) == FP4_ERR_FORMAT);
+    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 1, (const int64_t[]){-1}, &gerr) ==
+          FP4_ERR_SHAPE);
+    CHECK(fp4_gguf_writer_add_tensor(w, "", FP4_TYPE_F32, 1, ne, &gerr) == FP4_ERR_FORMAT);
+    CHECK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F64, 1, (const int64_t[]){INT64_MAX / 8}, &gerr) ==
           FP4_ERR_OVERFLOW);
-    CHECK(fp4_gguf_writer_set_alignment(w, 64) == FP4_ERR_INVALID_ARG); /* after a tensor */
-    CHECK_OK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 1, (const int64_t[]){3}));
-    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, "x", 1) == FP4_ERR_INVALID_ARG); /* before the header */
+    CHECK(fp4_gguf_writer_set_alignment(w, 64, &gerr) == FP4_ERR_INVALID_ARG); /* after a tensor */
+    CHECK_OK(fp4_gguf_writer_add_tensor(w, "t1", FP4_TYPE_F32, 1, (const int64_t[]){3}, &gerr));
+    /* before the header */
+    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, "x", 1, &gerr) == FP4_ERR_INVALID_ARG);
     const char *path = tmp("misuse");
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    CHECK(fp4_gguf_writer_add_u8(w, "late.key", 1) == FP4_ERR_INVALID_ARG &&
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
+    CHECK(fp4_gguf_writer_add_u8(w, "late.key", 1, &gerr) == FP4_ERR_INVALID_ARG &&
           strcmp(werr(w), "writer.state") == 0);
-    CHECK(fp4_gguf_writer_add_tensor(w, "late", FP4_TYPE_F32, 1, ne) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_add_tensor(w, "late", FP4_TYPE_F32, 1, ne, &gerr) == FP4_ERR_INVALID_ARG);
     uint8_t buf[200] = {0};
-    CHECK(fp4_gguf_writer_write_tensor_data(w, 1, buf, 12) == FP4_ERR_INVALID_ARG &&
+    CHECK(fp4_gguf_writer_write_tensor_data(w, 1, buf, 12, &gerr) == FP4_ERR_INVALID_ARG &&
           strcmp(werr(w), "writer.order") == 0);
-    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 73) == FP4_ERR_INVALID_ARG &&
+    CHECK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 73, &gerr) == FP4_ERR_INVALID_ARG &&
           strcmp(werr(w), "writer.size") == 0);
-    CHECK_OK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 72));
-    CHECK(fp4_gguf_writer_finish(w) == FP4_ERR_INVALID_ARG && strcmp(werr(w), "writer.incomplete") == 0);
+    CHECK_OK(fp4_gguf_writer_write_tensor_data(w, 0, buf, 72, &gerr));
+    CHECK(fp4_gguf_writer_finish(w, &gerr) == FP4_ERR_INVALID_ARG &&
+          strcmp(werr(w), "writer.incomplete") == 0);
     CHECK(!file_exists(path)); /* a failed finish leaves no partial file */
     fp4_gguf_writer_free(w);
 
     /* the refused calls above left no trace: a clean file with the accepted content */
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK_OK(fp4_gguf_writer_add_u32(w, "a.b", 1));
-    CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_BOOL, bad_bools, 2) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_gguf_writer_add_u8(w, "a.b", 9) == FP4_ERR_DUPLICATE);
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_u32(w, "a.b", 1, &gerr));
+    CHECK(fp4_gguf_writer_add_arr(w, "a.d", FP4_GGUF_BOOL, bad_bools, 2, &gerr) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_add_u8(w, "a.b", 9, &gerr) == FP4_ERR_DUPLICATE);
     CHECK(fp4_gguf_writer_add_arr_str(w, "a.s", (const char *const[]){"x", NULL}, (const uint64_t[]){1, 5},
-                                      2) == FP4_ERR_INVALID_ARG);
-    CHECK_OK(fp4_gguf_writer_add_str(w, "a.s", "ok", 2));
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    CHECK_OK(fp4_gguf_writer_finish(w));
-    CHECK(fp4_gguf_writer_finish(w) == FP4_ERR_INVALID_ARG);
+                                      2, &gerr) == FP4_ERR_INVALID_ARG);
+    CHECK_OK(fp4_gguf_writer_add_str(w, "a.s", "ok", 2, &gerr));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
+    CHECK(fp4_gguf_writer_finish(w, &gerr) == FP4_ERR_INVALID_ARG);
     fp4_gguf_writer_free(w);
     fp4_gguf *g = NULL;
     CHECK_OK(fp4_gguf_open(path, &g, NULL));
@@ -443,20 +453,25 @@ static void test_writer_misuse(void) {
     fp4_gguf_close(g);
     remove(path);
 
-    /* freeing an unfinished writer removes its partial file */
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK_OK(fp4_gguf_writer_add_tensor(w, "t", FP4_TYPE_F32, 1, ne));
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    CHECK(file_exists(path));
+    /* an unfinished writer works under a temporary name beside the target, never on the target;
+     * freeing it removes that name and leaves the target as it was */
+    FILE *old = fopen(path, "wb");
+    CHECK(old && fwrite("old bytes", 1, 9, old) == 9);
+    if (old) fclose(old);
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_tensor(w, "t", FP4_TYPE_F32, 1, ne, &gerr));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
+    CHECK(file_equals(path, "old bytes", 9) && tmp_names_beside(path) == 1);
     fp4_gguf_writer_free(w);
-    CHECK(!file_exists(path));
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf") == FP4_ERR_IO &&
-          strcmp(werr(w), "writer.io") == 0);
+    CHECK(file_equals(path, "old bytes", 9) && tmp_names_beside(path) == 0);
+    remove(path);
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    CHECK(fp4_gguf_writer_write_header(w, "/nonexistent-dir/x.gguf", &gerr) == FP4_ERR_IO &&
+          strcmp(werr(w), "out.io") == 0);
     fp4_gguf_writer_free(w);
     fp4_gguf_writer_free(NULL);
     fp4_gguf_close(NULL);
-    CHECK(fp4_gguf_writer_create(NULL) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_gguf_writer_create(NULL, &gerr) == FP4_ERR_INVALID_ARG);
     CHECK(fp4_gguf_n_kv(NULL) == 0 && fp4_gguf_n_tensors(NULL) == 0 && fp4_gguf_tensor_at(NULL, 0) == NULL);
 }
 
@@ -577,22 +592,22 @@ static void gg_reads_ours(const gg_lib *L, uint32_t align) {
     rt_arrays a;
     rt_fill(&a, &r);
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    if (align) CHECK_OK(fp4_gguf_writer_set_alignment(w, align));
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    if (align) CHECK_OK(fp4_gguf_writer_set_alignment(w, align, &gerr));
     rt_write_kvs(w, &a);
     uint8_t *data[GG_NT];
     for (int i = 0; i < GG_NT; i++) {
         CHECK_OK(fp4_gguf_writer_add_tensor(w, gg_tensors[i].name, gg_tensors[i].type, gg_tensors[i].n_dims,
-                                            gg_tensors[i].ne));
+                                            gg_tensors[i].ne, &gerr));
         uint64_t n = rt_size(&gg_tensors[i]);
         data[i] = malloc(n);
         for (uint64_t k = 0; k < n; k++) data[i][k] = (uint8_t)rng_u64(&r);
     }
     const char *path = tmp("ggml_in");
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
     for (int i = 0; i < GG_NT; i++)
-        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], rt_size(&gg_tensors[i])));
-    CHECK_OK(fp4_gguf_writer_finish(w));
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, data[i], rt_size(&gg_tensors[i]), &gerr));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
     fp4_gguf *g = NULL;
     CHECK_OK(fp4_gguf_open(path, &g, NULL));

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+static fp4_error gerr; /* filled by the GGUF writer calls (their fp4_error *err) */
+
 /* ---- byte builder ---- */
 typedef struct bb {
     uint8_t *p;
@@ -546,22 +548,22 @@ static void test_builder_matches_writer(void) {
     snprintf(path, sizeof path, "%s/fp4_gguf_rejw_%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
              (int)getpid());
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5));
-    CHECK_OK(fp4_gguf_writer_set_alignment(w, 64));
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5, &gerr));
+    CHECK_OK(fp4_gguf_writer_set_alignment(w, 64, &gerr));
     for (int i = 0; i < 2; i++)
         CHECK_OK(fp4_gguf_writer_add_tensor(
             w, default_t[i].name, (fp4_type)default_t[i].type, (int32_t)default_t[i].n_dims,
-            (const int64_t[]){(int64_t)default_t[i].ne[0], (int64_t)default_t[i].ne[1], 1, 1}));
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+            (const int64_t[]){(int64_t)default_t[i].ne[0], (int64_t)default_t[i].ne[1], 1, 1}, &gerr));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
     for (int i = 0; i < 2; i++) {
         uint64_t n = tsize(&default_t[i]);
         uint8_t *d = malloc(n);
         for (uint64_t k = 0; k < n; k++) d[k] = (uint8_t)(0x11 + 3 * k + i);
-        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, d, n));
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, d, n, &gerr));
         free(d);
     }
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
     FILE *f = fopen(path, "rb");
     uint8_t *got = malloc(b.n + 16);

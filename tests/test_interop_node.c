@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+static fp4_error gerr; /* filled by the GGUF writer calls (their fp4_error *err) */
+
 static char *run(const char *cmd) {
     FILE *p = popen(cmd, "r");
     if (!p) return NULL;
@@ -32,24 +34,24 @@ int main(void) {
     snprintf(path, sizeof path, "%s/fp4lane-hfgguf-%d.gguf", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
              (int)getpid());
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
-    CHECK_OK(fp4_gguf_writer_add_str(w, "fp4lane.weight_precision", "nvfp4", 5));
-    CHECK_OK(fp4_gguf_writer_add_str(w, "fp4lane.activation_precision", "a16", 3));
-    CHECK_OK(fp4_gguf_writer_add_u8(w, "t.u8", 200));
-    CHECK_OK(fp4_gguf_writer_add_i8(w, "t.i8", -100));
-    CHECK_OK(fp4_gguf_writer_add_u16(w, "t.u16", 60000));
-    CHECK_OK(fp4_gguf_writer_add_i16(w, "t.i16", -30000));
-    CHECK_OK(fp4_gguf_writer_add_u32(w, "t.u32", 4000000000u));
-    CHECK_OK(fp4_gguf_writer_add_i32(w, "t.i32", -2000000000));
-    CHECK_OK(fp4_gguf_writer_add_u64(w, "t.u64", 1ull << 52));
-    CHECK_OK(fp4_gguf_writer_add_i64(w, "t.i64", -(1ll << 52)));
-    CHECK_OK(fp4_gguf_writer_add_f32(w, "t.f32", 0.1f));
-    CHECK_OK(fp4_gguf_writer_add_f64(w, "t.f64", -2.5e-300));
-    CHECK_OK(fp4_gguf_writer_add_bool(w, "t.bool", 1));
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_str(w, "fp4lane.weight_precision", "nvfp4", 5, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_str(w, "fp4lane.activation_precision", "a16", 3, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_u8(w, "t.u8", 200, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_i8(w, "t.i8", -100, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_u16(w, "t.u16", 60000, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_i16(w, "t.i16", -30000, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_u32(w, "t.u32", 4000000000u, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_i32(w, "t.i32", -2000000000, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_u64(w, "t.u64", 1ull << 52, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_i64(w, "t.i64", -(1ll << 52), &gerr));
+    CHECK_OK(fp4_gguf_writer_add_f32(w, "t.f32", 0.1f, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_f64(w, "t.f64", -2.5e-300, &gerr));
+    CHECK_OK(fp4_gguf_writer_add_bool(w, "t.bool", 1, &gerr));
     const uint32_t arr[3] = {1, 2, 3};
-    CHECK_OK(fp4_gguf_writer_add_arr(w, "t.arr_u32", FP4_GGUF_UINT32, arr, 3));
+    CHECK_OK(fp4_gguf_writer_add_arr(w, "t.arr_u32", FP4_GGUF_UINT32, arr, 3, &gerr));
     const char *strs[2] = {"alpha", "beta"};
-    CHECK_OK(fp4_gguf_writer_add_arr_str(w, "t.arr_str", strs, NULL, 2));
+    CHECK_OK(fp4_gguf_writer_add_arr_str(w, "t.arr_str", strs, NULL, 2, &gerr));
     static const struct { const char *name; fp4_type type; int64_t ne0, ne1; } t[] = {
         {"w.weight", FP4_TYPE_NVFP4_E2M1, 64, 4}, {"w.weight.nvfp4_scale", FP4_TYPE_F8_E4M3FN, 4, 4},
         {"w.weight.nvfp4_scale2", FP4_TYPE_F32, 1, 1}, {"e.weight", FP4_TYPE_BF16, 32, 8},
@@ -57,13 +59,13 @@ int main(void) {
     const int nt = (int)(sizeof t / sizeof t[0]);
     for (int i = 0; i < nt; i++) {
         int64_t ne[2] = {t[i].ne0, t[i].ne1};
-        CHECK_OK(fp4_gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].ne1 > 1 ? 2 : 1, ne));
+        CHECK_OK(fp4_gguf_writer_add_tensor(w, t[i].name, t[i].type, t[i].ne1 > 1 ? 2 : 1, ne, &gerr));
     }
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
     static uint8_t zero[4096];
     for (int i = 0; i < nt; i++)
-        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, zero, fp4_gguf_writer_tensor_size(w, i)));
-    CHECK_OK(fp4_gguf_writer_finish(w));
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, zero, fp4_gguf_writer_tensor_size(w, i), &gerr));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
 
     char cmd[2048];

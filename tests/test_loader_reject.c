@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+static fp4_error gerr; /* filled by the GGUF writer calls (their fp4_error *err) */
+
 static char tmp[512];
 static int n_cases;
 
@@ -47,17 +49,18 @@ static void fill_base(void) {
 
 static void write_gguf(const char *path, const kvspec *kv, int nkv, const tspec *t, int nt) {
     fp4_gguf_writer *w = NULL;
-    CHECK_OK(fp4_gguf_writer_create(&w));
+    CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
     for (int i = 0; i < nkv; i++) {
-        if (kv[i].kind == 0) CHECK_OK(fp4_gguf_writer_add_str(w, kv[i].key, kv[i].s, strlen(kv[i].s)));
-        else if (kv[i].kind == 1) CHECK_OK(fp4_gguf_writer_add_u32(w, kv[i].key, 7));
-        else CHECK_OK(fp4_gguf_writer_add_f32(w, kv[i].key, kv[i].f));
+        if (kv[i].kind == 0) CHECK_OK(fp4_gguf_writer_add_str(w, kv[i].key, kv[i].s, strlen(kv[i].s), &gerr));
+        else if (kv[i].kind == 1) CHECK_OK(fp4_gguf_writer_add_u32(w, kv[i].key, 7, &gerr));
+        else CHECK_OK(fp4_gguf_writer_add_f32(w, kv[i].key, kv[i].f, &gerr));
     }
     for (int i = 0; i < nt; i++)
-        CHECK_OK(fp4_gguf_writer_add_tensor(w, t[i].name, (fp4_type)t[i].type, t[i].n_dims, t[i].ne));
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
-    for (int i = 0; i < nt; i++) CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, t[i].data, t[i].size));
-    CHECK_OK(fp4_gguf_writer_finish(w));
+        CHECK_OK(fp4_gguf_writer_add_tensor(w, t[i].name, (fp4_type)t[i].type, t[i].n_dims, t[i].ne, &gerr));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &gerr));
+    for (int i = 0; i < nt; i++)
+        CHECK_OK(fp4_gguf_writer_write_tensor_data(w, i, t[i].data, t[i].size, &gerr));
+    CHECK_OK(fp4_gguf_writer_finish(w, &gerr));
     fp4_gguf_writer_free(w);
 }
 

@@ -312,8 +312,8 @@ static int write_gguf_llamacpp(const char *hf_dir, const char *path) {
     const char *an = a.family == FP4_ARCH_QWEN2 ? "qwen2" : a.family == FP4_ARCH_QWEN3 ? "qwen3" : "llama";
     const int permute = !strcmp(an, "llama");
     fp4_gguf_writer *w = NULL;
-    fp4_gguf_writer_create(&w);
-    fp4_gguf_writer_add_str(w, "general.architecture", an, strlen(an));
+    fp4_gguf_writer_create(&w, &e);
+    fp4_gguf_writer_add_str(w, "general.architecture", an, strlen(an), &e);
     static const struct {
         const char *key;
         int what;
@@ -325,14 +325,14 @@ static int write_gguf_llamacpp(const char *hf_dir, const char *path) {
     char key[128];
     for (size_t i = 0; i < sizeof ukeys / sizeof ukeys[0]; i++) {
         snprintf(key, sizeof key, "%s.%s", an, ukeys[i].key);
-        fp4_gguf_writer_add_u32(w, key, (uint32_t)uvals[ukeys[i].what]);
+        fp4_gguf_writer_add_u32(w, key, (uint32_t)uvals[ukeys[i].what], &e);
     }
     snprintf(key, sizeof key, "%s.attention.layer_norm_rms_epsilon", an);
-    fp4_gguf_writer_add_f32(w, key, a.rms_eps);
+    fp4_gguf_writer_add_f32(w, key, a.rms_eps, &e);
     snprintf(key, sizeof key, "%s.rope.freq_base", an);
-    fp4_gguf_writer_add_f32(w, key, (float)a.rope_theta);
-    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    fp4_gguf_writer_add_f32(w, key, (float)a.rope_theta, &e);
+    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1, &e);
+    fp4_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2, &e);
     static const struct {
         const char *hf, *gg;
         int perm;
@@ -372,7 +372,7 @@ static int write_gguf_llamacpp(const char *hf_dir, const char *path) {
     for (int i = 0; i < n; i++) {
         const int is_norm = src[i]->n_dims == 1;
         if (fp4_gguf_writer_add_tensor(w, names[i], is_norm ? FP4_TYPE_F32 : FP4_TYPE_BF16, src[i]->n_dims,
-                                       src[i]->ne))
+                                       src[i]->ne, &e))
             return -1;
     }
     float rf[FP4_ARCH_MAX_HEAD_DIM / 2];
@@ -396,16 +396,16 @@ static int write_gguf_llamacpp(const char *hf_dir, const char *path) {
         }
         if (corrupt_rope_freqs) rf[3] = 0.0f;
         int64_t ne[1] = {half};
-        if (fp4_gguf_writer_add_tensor(w, "rope_freqs.weight", FP4_TYPE_F32, 1, ne)) return -1;
+        if (fp4_gguf_writer_add_tensor(w, "rope_freqs.weight", FP4_TYPE_F32, 1, ne, &e)) return -1;
     }
-    if (fp4_gguf_writer_write_header(w, path)) return -1;
+    if (fp4_gguf_writer_write_header(w, path, &e)) return -1;
     for (int i = 0; i < n; i++) {
         const fp4_tensor *t = src[i];
         const int64_t rows = t->n_dims > 1 ? t->ne[1] : 1, cols = t->ne[0];
         if (t->n_dims == 1) {
             float *f = malloc(sizeof(float) * (size_t)cols);
             fp4_tensor_dequant_rows(t, 0, 1, f);
-            fp4_gguf_writer_write_tensor_data(w, i, f, sizeof(float) * (size_t)cols);
+            fp4_gguf_writer_write_tensor_data(w, i, f, sizeof(float) * (size_t)cols, &e);
             free(f);
             continue;
         }
@@ -420,12 +420,12 @@ static int write_gguf_llamacpp(const char *hf_dir, const char *path) {
             }
             memcpy(b + r * rb, t->data + from * rb, rb);
         }
-        fp4_gguf_writer_write_tensor_data(w, i, b, (size_t)t->nbytes);
+        fp4_gguf_writer_write_tensor_data(w, i, b, (size_t)t->nbytes, &e);
         free(b);
     }
     if (a.rope_scaling == FP4_ROPE_LLAMA3)
-        fp4_gguf_writer_write_tensor_data(w, n, rf, sizeof(float) * (size_t)half);
-    fp4_status st = fp4_gguf_writer_finish(w);
+        fp4_gguf_writer_write_tensor_data(w, n, rf, sizeof(float) * (size_t)half, &e);
+    fp4_status st = fp4_gguf_writer_finish(w, &e);
     fp4_gguf_writer_free(w);
     fp4_model_close(m);
     return st ? -1 : 0;
@@ -531,21 +531,21 @@ static void test_gguf(const char *bf) {
     /* GGUF refusals name key and value */
     fp4_gguf_writer *w = NULL;
     snprintf(path, sizeof path, "%s/moe.gguf", tmp);
-    fp4_gguf_writer_create(&w);
-    fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5);
-    fp4_gguf_writer_add_u32(w, "llama.block_count", 2);
-    fp4_gguf_writer_add_u32(w, "llama.context_length", 64);
-    fp4_gguf_writer_add_u32(w, "llama.embedding_length", 256);
-    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", 512);
-    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", 4);
-    fp4_gguf_writer_add_u32(w, "llama.expert_count", 8);
+    fp4_gguf_writer_create(&w, &e);
+    fp4_gguf_writer_add_str(w, "general.architecture", "llama", 5, &e);
+    fp4_gguf_writer_add_u32(w, "llama.block_count", 2, &e);
+    fp4_gguf_writer_add_u32(w, "llama.context_length", 64, &e);
+    fp4_gguf_writer_add_u32(w, "llama.embedding_length", 256, &e);
+    fp4_gguf_writer_add_u32(w, "llama.feed_forward_length", 512, &e);
+    fp4_gguf_writer_add_u32(w, "llama.attention.head_count", 4, &e);
+    fp4_gguf_writer_add_u32(w, "llama.expert_count", 8, &e);
     int64_t ne[2] = {256, 320};
-    fp4_gguf_writer_add_tensor(w, "token_embd.weight", FP4_TYPE_F32, 2, ne);
-    CHECK_OK(fp4_gguf_writer_write_header(w, path));
+    fp4_gguf_writer_add_tensor(w, "token_embd.weight", FP4_TYPE_F32, 2, ne, &e);
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, &e));
     float *z = calloc(256 * 320, 4);
-    fp4_gguf_writer_write_tensor_data(w, 0, z, 256 * 320 * 4);
+    fp4_gguf_writer_write_tensor_data(w, 0, z, 256 * 320 * 4, &e);
     free(z);
-    CHECK_OK(fp4_gguf_writer_finish(w));
+    CHECK_OK(fp4_gguf_writer_finish(w, &e));
     fp4_gguf_writer_free(w);
     CHECK_OK(fp4_gguf_open(path, &g, &e));
     CHECK(fp4_arch_from_gguf(g, &a, &e) == FP4_ERR_UNSUPPORTED && strstr(e.msg, "llama.expert_count") &&

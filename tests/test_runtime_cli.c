@@ -4,6 +4,7 @@
  * Ctrl-C (summary, exit 130), the comparator's verdicts. */
 #include "check.h"
 #include "rt_fixture.h"
+#include "tmpnames.h"
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -176,6 +177,30 @@ int main(void) {
     CHECK(cli(a, &o, &er) == 1 && has(er, "kv.identity"));
     snprintf(a, sizeof a, "run %s --prompt-ids 3 -n 0 --kv-load %s", bf, f2);
     CHECK(cli(a, &o, &er) == 1 && has(er, "kv.identity"));
+
+    /* --logits-out and --kv-save go through outfile: no temporary name is left beside them; a
+     * symbolic link, or a file of the model, as the output is refused before any work and keeps
+     * every byte */
+    CHECK_EQ_INT(tmp_names_beside(f1), 0);
+    CHECK_EQ_INT(tmp_names_beside(f2), 0);
+    char ln[600], mf[700];
+    snprintf(ln, sizeof ln, "%s/link.npy", tmp);
+    CHECK(symlink(f1, ln) == 0);
+    snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 0 --logits-out %s", nv, ln);
+    CHECK(cli(a, &o, &er) == 1 && has(er, "out.symlink"));
+    snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 0 --kv-save %s", nv, ln);
+    CHECK(cli(a, &o, &er) == 1 && has(er, "out.symlink"));
+    full = npy_rows(f1, &r1, 320);
+    CHECK(full && r1 == 9);
+    free(full);
+    snprintf(mf, sizeof mf, "%s/model.safetensors", nv);
+    snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 0 --kv-save %s", nv, mf);
+    CHECK(cli(a, &o, &er) == 1 && has(er, "out.same-file"));
+    snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 0 --logits-out %s", nv, mf);
+    CHECK(cli(a, &o, &er) == 1 && has(er, "out.same-file"));
+    CHECK_OK(fp4_model_open(nv, NULL, &m, &e));
+    fp4_model_close(m);
+    m = NULL;
 
     /* --batch-file: each line decoded inside the batch equals its lone run (greedy, exact) */
     snprintf(f3, sizeof f3, "%s/prompts.txt", tmp);

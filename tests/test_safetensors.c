@@ -3,6 +3,7 @@
  * writer's files, sharded HF directories, config JSON output in Python's json.dumps style. */
 #include "check.h"
 #include "fp4lane.h"
+#include "tmpnames.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -256,9 +257,8 @@ static void test_unaligned(void) {
 /* ---- writer misuse ---- */
 
 static void test_writer_errors(void) {
-    char path[600], partial[700];
+    char path[600];
     tmp_path(path, sizeof path, "bad.safetensors");
-    snprintf(partial, sizeof partial, "%s.partial", path);
     fp4_error err;
     fp4_st_writer *w = NULL;
     int64_t sh[2] = {2, 2};
@@ -291,12 +291,12 @@ static void test_writer_errors(void) {
     CHECK_OK(fp4_st_writer_add_tensor(w, "a", FP4_ST_F32, 2, sh, &err));
     CHECK(fp4_st_writer_write(w, bytes, 4, &err) == FP4_ERR_INVALID_ARG); /* before begin */
     CHECK_OK(fp4_st_writer_begin(w, path, &err));
-    CHECK(access(partial, F_OK) == 0 && access(path, F_OK) != 0);
+    CHECK(tmp_names_beside(path) == 1 && access(path, F_OK) != 0); /* a temporary name only */
     CHECK(fp4_st_writer_add_tensor(w, "b", FP4_ST_F32, 2, sh, &err) == FP4_ERR_INVALID_ARG);
     CHECK_OK(fp4_st_writer_write(w, bytes, 8, &err));
     CHECK(fp4_st_writer_finish(w, &err) == FP4_ERR_INVALID_ARG && !strcmp(err.rule, "stw.data_size"));
     fp4_st_writer_free(w);
-    CHECK(access(partial, F_OK) != 0 && access(path, F_OK) != 0); /* nothing left behind */
+    CHECK(tmp_names_beside(path) == 0 && access(path, F_OK) != 0); /* nothing left behind */
 
     CHECK_OK(fp4_st_writer_create(&w, &err));
     CHECK_OK(fp4_st_writer_add_tensor(w, "a", FP4_ST_F32, 2, sh, &err));
@@ -304,7 +304,7 @@ static void test_writer_errors(void) {
     CHECK(fp4_st_writer_write(w, bytes, 17, &err) == FP4_ERR_INVALID_ARG &&
           !strcmp(err.rule, "stw.data_size"));
     fp4_st_writer_free(w);
-    CHECK(access(partial, F_OK) != 0);
+    CHECK(tmp_names_beside(path) == 0);
     fp4_st_writer_free(NULL);
 }
 

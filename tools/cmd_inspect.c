@@ -36,6 +36,8 @@ static json_t *tensor_json(const fp4_tensor *t) {
     return o;
 }
 
+static json_t *tensor_item(const void *m, int64_t i) { return tensor_json(fp4_model_tensor(m, i)); }
+
 /* The container's own metadata: GGUF key/values, or safetensors __metadata__ (first shard). */
 static json_t *gguf_value(const fp4_gguf *g, int64_t i) {
     union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32; uint64_t u64;
@@ -114,24 +116,22 @@ int cmd_inspect(int argc, char **argv) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
         if (t->n_dims >= 2) wbytes += tensor_bytes(t), welems += (uint64_t)n_elements(t);
     }
-    if (json) {
-        json_t *arr = json_array();
-        for (int64_t i = 0; i < n; i++) json_array_append_new(arr, tensor_json(fp4_model_tensor(m, i)));
+    if (json) { /* streamed: one tensor's JSON at a time, whatever the tensor count */
         json_t *o = json_pack(
-            "{s:s,s:s,s:s,s:s,s:I,s:I,s:f,s:o}", "file", path, "layout", fp4_layout_name(fp4_model_layout(m)),
+            "{s:s,s:s,s:s,s:s,s:I,s:I,s:f}", "file", path, "layout", fp4_layout_name(fp4_model_layout(m)),
             "weight_precision", fp4_weight_precision_name(fp4_model_weight_precision(m)),
             "activation_precision", fp4_act_precision_name(fp4_model_act_precision(m)), "bytes",
             (json_int_t)fp4_model_file_bytes(m), "tensors", (json_int_t)n, "weight_bits_per_weight",
-            welems ? 8.0 * (double)wbytes / (double)welems : 0.0, "tensor_list", arr);
-        json_object_set_new(o, "metadata", container_metadata(path));
-        char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        puts(s ? s : "{}");
-        free(s);
+            welems ? 8.0 * (double)wbytes / (double)welems : 0.0);
+        json_t *md = container_metadata(path);
+        cli_json_stream(stdout, o, "tensor_list", tensor_item, m, n, "metadata", md);
+        json_decref(md);
         json_decref(o);
     } else {
+        char esc[1200];
         printf("%s\n  layout %s, weights %s, activations %s, %llu bytes, %lld tensors, 2-D weights %.3f "
                "bits/weight\n",
-               path, fp4_layout_name(fp4_model_layout(m)),
+               cli_escaped(path, esc, sizeof esc), fp4_layout_name(fp4_model_layout(m)),
                fp4_weight_precision_name(fp4_model_weight_precision(m)),
                fp4_act_precision_name(fp4_model_act_precision(m)),
                (unsigned long long)fp4_model_file_bytes(m), (long long)n,
@@ -140,8 +140,9 @@ int cmd_inspect(int argc, char **argv) {
         const char *k;
         json_t *v;
         json_object_foreach(md, k, v) {
-            char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-            printf("  %-48s %.100s%s\n", k, txt ? txt : "?", txt && strlen(txt) > 100 ? "..." : "");
+            char *txt = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT | JSON_ENSURE_ASCII);
+            printf("  %-48s %.100s%s\n", cli_escaped(k, esc, sizeof esc), txt ? txt : "?",
+                   txt && strlen(txt) > 100 ? "..." : "");
             free(txt);
         }
         json_decref(md);
@@ -151,7 +152,8 @@ int cmd_inspect(int argc, char **argv) {
             for (int d = 0; d < t->n_dims; d++)
                 snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", d ? " x " : "",
                          (long long)t->ne[d]);
-            printf("  %-48s %-10s [%s] %.3f bpw", t->name, type_name(t), t->n_dims ? shape : "scalar",
+            printf("  %-48s %-10s [%s] %.3f bpw", cli_escaped(t->name, esc, sizeof esc), type_name(t),
+                   t->n_dims ? shape : "scalar",
                    n_elements(t) ? 8.0 * (double)tensor_bytes(t) / (double)n_elements(t) : 0.0);
             if (t->type == FP4_TYPE_NVFP4_E2M1) {
                 printf(" scale2=%.9g", t->nvfp4.scale2);
@@ -187,7 +189,9 @@ int cmd_dump(int argc, char **argv) {
     if (st) return cli_report_error("dump", st, &e);
     const fp4_tensor *t = fp4_model_find(m, name);
     if (!t) {
-        fprintf(stderr, "fp4lane dump: no tensor '%s' in %s\n", name, path);
+        char en[1200], ep[1200];
+        fprintf(stderr, "fp4lane dump: no tensor '%s' in %s\n", cli_escaped(name, en, sizeof en),
+                cli_escaped(path, ep, sizeof ep));
         fp4_model_close(m);
         return 1;
     }
@@ -201,13 +205,15 @@ int cmd_dump(int argc, char **argv) {
     for (long long r = a; r < b && !rc; r++) {
         st = fp4_tensor_dequant_rows(t, r, r + 1, buf);
         if (st) {
-            fprintf(stderr, "fp4lane dump: %s: %s\n", name, fp4_status_str(st));
+            char en[1200];
+            fprintf(stderr, "fp4lane dump: %s: %s\n", cli_escaped(name, en, sizeof en), fp4_status_str(st));
             rc = 1;
             break;
         }
         if (raw) fwrite(buf, sizeof(float), (size_t)n_in, stdout);
         else
             for (int64_t k = 0; k < n_in; k++) printf("%.9g%c", buf[k], k + 1 == n_in ? '\n' : ' ');
+        if (cli_stdout_failed()) rc = 1; /* stop at the first lost write; main reports it */
     }
     free(buf);
     fp4_model_close(m);

@@ -1,8 +1,13 @@
-/* cmd_run.c — fp4lane run: prompt ids in, generated ids out (no tokenizer yet: ids in, ids out, a
- * per-token callback where a detokenizer will stream text), optional logits of every position
- * processed, prompt caches. The last line is the summary. Ctrl-C: summary of what was done, 130. */
+/* cmd_run.c — fp4lane run: a prompt in (text through MODEL's tokenizer: -p / -f / stdin; or ids),
+ * the continuation out as it is generated (text streamed through the detokenizer and the stop
+ * strings; or ids), optional logits of every position processed, prompt caches. The last line is
+ * the summary: on stdout after ids, on stderr after text (stdout then holds the text alone).
+ * Without MODEL: the default model (run_text.h); without a prompt: a fixed prompt, sampled with a
+ * fixed seed. Ctrl-C: summary of what was done, 130. */
 #include "cli.h"
 #include "rt_cli.h"
+#include "io/outfile.h"
+#include "run_text.h"
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,28 +21,48 @@ static void on_sigint(int sig) {
 typedef struct run_args {
     rt_cli_engine e;
     const char *prompt, *batch_file, *logits_out, *kv_save, *kv_load;
+    const char *text, *text_file; /* -p TEXT (or - for stdin), -f FILE                     */
+    const char *stops[FP4_STOP_MAX];
+    int n_stops;
     long long n_gen;
-    int ignore_eos, json;
+    int ignore_eos, json, timing, n_given, sampling_given, default_prompt;
     fp4_sampler_params sp;
+    int32_t eos[FP4_ARCH_MAX_EOS];
+    int n_eos;
+    char model_buf[4200];
 } run_args;
 
-/* a token leaves the engine: a tokenizer will print text here */
-typedef void (*token_fn)(void *ctx, int32_t seq, int32_t token);
-static void print_token(void *ctx, int32_t seq, int32_t token) {
+/* With no prompt: this prompt (printed before its continuation), sampled (temperature 0.7, top-k
+ * 40, repetition penalty 1.1 over the last 64 tokens, seed 4: picked by reading the continuations
+ * of seeds 1-5 on models/tiny) unless --temp/--seed are given: the README's output is reproducible. */
+#define RUN_DEFAULT_PROMPT "This section describes"
+#define RUN_DEFAULT_N 48
+#define RUN_TEXT_N 128 /* -n when a text prompt is given without -n (capped by the context) */
+
+/* a token leaves the engine; returns 1 to end its sequence (a stop string), -1 on error */
+typedef int (*token_fn)(void *ctx, int32_t seq, int32_t token);
+static int print_token(void *ctx, int32_t seq, int32_t token) {
     int *first = ctx;
     printf("%s%d", first[seq] ? "" : " ", token);
     first[seq] = 0;
     fflush(stdout);
+    return 0;
+}
+static int print_text(void *ctx, int32_t seq, int32_t token) {
+    (void)seq;
+    return rt_text_out_push(ctx, token);
 }
 
 static int usage(void) {
     fprintf(
         stderr,
-        "usage: fp4lane run MODEL (--prompt-ids 1,2,3 | --prompt-ids @FILE | --batch-file PROMPTS) [-n N]\n"
+        "usage: fp4lane run [MODEL] [-p TEXT | -p - | -f FILE | --prompt-ids 1,2,3 | --prompt-ids @FILE |\n"
+        "       --batch-file PROMPTS] [-n N] [--stop STR]...\n"
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--prefill-chunk N] [--ctx N]\n"
         "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
         "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] "
-        "[--kv-load F] [--json]\n");
+        "[--kv-load F] [--json]\n"
+        "       [--timing]\n");
     return 2;
 }
 
@@ -63,7 +88,15 @@ static int parse(int argc, char **argv, run_args *a) {
         char *end;
         if (!strcmp(o, "--prompt-ids") && v)
             a->prompt = v, i++;
-        else if (!strcmp(o, "--batch-file") && v)
+        else if ((!strcmp(o, "-p") || !strcmp(o, "--prompt")) && v)
+            a->text = v, i++;
+        else if (!strcmp(o, "-f") && v)
+            a->text_file = v, i++;
+        else if (!strcmp(o, "--stop") && v) {
+            if (a->n_stops == FP4_STOP_MAX)
+                return fprintf(stderr, "fp4lane run: more than %d --stop strings\n", FP4_STOP_MAX), -1;
+            a->stops[a->n_stops++] = v, i++;
+        } else if (!strcmp(o, "--batch-file") && v)
             a->batch_file = v, i++;
         else if (!strcmp(o, "--logits-out") && v)
             a->logits_out = v, i++;
@@ -75,12 +108,16 @@ static int parse(int argc, char **argv, run_args *a) {
             a->ignore_eos = 1;
         else if (!strcmp(o, "--json"))
             a->json = 1;
+        else if (!strcmp(o, "--timing"))
+            a->timing = 1;
         else if (!strcmp(o, "-n") && v) {
             a->n_gen = strtoll(v, &end, 10);
             if (!*v || *end || a->n_gen < 0)
                 return fprintf(stderr, "fp4lane: -n %s: expected a non-negative integer\n", v), -1;
+            a->n_given = 1;
             i++;
         } else if (!strcmp(o, "--temp") && v) {
+            a->sampling_given = 1;
             if (parse_f(o, v, &a->sp.temperature)) return -1;
             i++;
         } else if (!strcmp(o, "--top-p") && v) {
@@ -106,6 +143,7 @@ static int parse(int argc, char **argv, run_args *a) {
                 a->sp.penalty_last_n = (int32_t)x;
             i++;
         } else if (!strcmp(o, "--seed") && v) {
+            a->sampling_given = 1;
             a->sp.seed = strtoull(v, &end, 10);
             if (!*v || *end)
                 return fprintf(stderr, "fp4lane: --seed %s: expected an unsigned integer\n", v), -1;
@@ -115,9 +153,25 @@ static int parse(int argc, char **argv, run_args *a) {
         else
             return fprintf(stderr, "fp4lane run: unknown or incomplete option '%s'\n", o), -1;
     }
-    if (!a->e.model) return fprintf(stderr, "fp4lane run: no MODEL\n"), -1;
-    if (!a->prompt == !a->batch_file)
-        return fprintf(stderr, "fp4lane run: give --prompt-ids or --batch-file (one of them)\n"), -1;
+    if (!!a->prompt + !!a->batch_file + !!a->text + !!a->text_file > 1)
+        return fprintf(stderr, "fp4lane run: give one of -p, -f, --prompt-ids and --batch-file\n"), -1;
+    if ((a->prompt || a->batch_file) && a->n_stops)
+        return fprintf(stderr, "fp4lane run: --stop needs a text prompt (-p / -f), not ids\n"), -1;
+    if (!a->prompt && !a->batch_file && !a->text && !a->text_file) {
+        a->default_prompt = 1;
+        a->text = RUN_DEFAULT_PROMPT;
+        if (!a->sampling_given) {
+            a->sp.temperature = 0.7f, a->sp.top_k = 40, a->sp.repeat_penalty = 1.1f,
+            a->sp.penalty_last_n = 64;
+            a->sp.seed = 4;
+        }
+        if (!a->n_given) a->n_gen = RUN_DEFAULT_N;
+    } else if ((a->text || a->text_file) && !a->n_given)
+        a->n_gen = RUN_TEXT_N;
+    if (!a->e.model) {
+        if (rt_text_default_model("run", a->model_buf, sizeof a->model_buf)) return -2;
+        a->e.model = a->model_buf;
+    }
     if (a->batch_file && (a->logits_out || a->kv_save || a->kv_load))
         return fprintf(
                    stderr,
@@ -129,6 +183,7 @@ static int parse(int argc, char **argv, run_args *a) {
 typedef struct run_stats {
     int64_t n_prefill, n_decode;
     double t_prefill, t_decode;
+    double t_start, t_load, t_first; /* t_load, t_first: seconds from t_start (cmd_run's entry) */
 } run_stats;
 
 /* --json: one object at the end instead of the streamed ids and the summary line */
@@ -142,26 +197,44 @@ static void summary_json(const run_args *a, fp4_rt *rt, const run_stats *s, int3
         printf("]");
     }
     printf("],\"prefill_tokens\":%lld,\"prefill_tok_s\":%.3f,\"decode_tokens\":%lld,\"decode_tok_s\":%.3f,"
-           "\"device\":\"%s\","
+           "\"first_token_s\":%.3f,\"device\":\"%s\","
            "\"mode\":\"%s\",\"threads\":%d,\"routes\":\"%s\",\"interrupted\":%s}\n",
            (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0,
-           (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, fp4_rt_device_name(rt),
-           a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads, fp4_rt_routes(rt),
-           interrupted ? "true" : "false");
+           (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, s->t_first,
+           fp4_rt_device_name(rt), a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads,
+           fp4_rt_routes(rt), interrupted ? "true" : "false");
 }
 
-static void summary(const run_args *a, fp4_rt *rt, const run_stats *s, const char *end) {
-    fprintf(stdout,
-            "\nprefill %lld tok %.2f tok/s, decode %lld tok %.2f tok/s, device %s, mode %s, threads %d, "
-            "routes: %s%s\n",
+static void summary(FILE *f, const run_args *a, fp4_rt *rt, const run_stats *s, const char *end) {
+    fprintf(f,
+            "\nprefill %lld tok %.2f tok/s, decode %lld tok %.2f tok/s, first token %.3f s, device %s, "
+            "mode %s, threads %d, routes: %s%s\n",
             (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0,
-            (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, fp4_rt_device_name(rt),
-            a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads, fp4_rt_routes(rt), end);
+            (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, s->t_first,
+            fp4_rt_device_name(rt), a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads,
+            fp4_rt_routes(rt), end);
 }
 
-static int is_eos(const fp4_arch *ar, int32_t t) {
-    for (int i = 0; i < ar->n_eos; i++)
-        if (ar->eos[i] == t) return 1;
+/* --timing, on stderr: load and first-token times, and the memory split of /proc/self/status
+ * (VmHWM: peak resident; RssAnon / RssFile: now, with the engine still alive) */
+static void timing_line(const run_stats *s) {
+    char line[256], out[512] = "";
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        long long kb;
+        char key[32];
+        if (sscanf(line, "%31[^:]: %lld kB", key, &kb) == 2 &&
+            (!strcmp(key, "VmHWM") || !strcmp(key, "RssAnon") || !strcmp(key, "RssFile")))
+            snprintf(out + strlen(out), sizeof out - strlen(out), ", %s %.1f MiB", key, kb / 1024.0);
+    }
+    if (f) fclose(f);
+    fprintf(stderr, "timing: load %.3f s, first token %.3f s (from the start of run)%s\n", s->t_load,
+            s->t_first, out);
+}
+
+static int is_eos(const run_args *a, int32_t t) {
+    for (int i = 0; i < a->n_eos; i++)
+        if (a->eos[i] == t) return 1;
     return 0;
 }
 
@@ -170,7 +243,6 @@ static int is_eos(const fp4_arch *ar, int32_t t) {
 static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *plen, int n_seq, rt_npy *npy,
                   token_fn cb, void *cb_ctx, run_stats *s) {
     const int64_t V = fp4_rt_vocab(rt);
-    const fp4_arch *ar = fp4_rt_arch(rt);
     fp4_error err;
     int64_t maxp = 0, total = 0;
     for (int i = 0; i < n_seq; i++)
@@ -247,10 +319,16 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
         int64_t n = 0;
         for (int i = 0; i < n_seq; i++) {
             if (!live[i]) continue;
-            cb(cb_ctx, i, next[i]);
+            if (!s->n_decode) s->t_first = rt_cli_now() - s->t_start;
+            const int stop = cb(cb_ctx, i, next[i]);
+            if (stop < 0) {
+                fprintf(stderr, "fp4lane run: cannot write the output\n");
+                rc = 1;
+                goto out;
+            }
             fp4_sampler_accept(smp[i], next[i]);
             s->n_decode++;
-            if ((!a->ignore_eos && is_eos(ar, next[i])) || g + 1 == a->n_gen) {
+            if (stop || (!a->ignore_eos && is_eos(a, next[i])) || g + 1 == a->n_gen) {
                 live[i] = 0;
                 continue;
             }
@@ -286,24 +364,77 @@ typedef struct batch_out {
     int32_t **ids;
     int64_t *n, *cap;
 } batch_out;
-static void collect_token(void *ctx, int32_t seq, int32_t token) {
+static int collect_token(void *ctx, int32_t seq, int32_t token) {
     batch_out *b = ctx;
     if (b->n[seq] == b->cap[seq]) {
         int64_t c = b->cap[seq] ? 2 * b->cap[seq] : 64;
         int32_t *p = realloc(b->ids[seq], sizeof *p * (size_t)c);
-        if (!p) return;
+        if (!p) return -1;
         b->ids[seq] = p, b->cap[seq] = c;
     }
     b->ids[seq][b->n[seq]++] = token;
+    return 0;
+}
+
+/* text mode: the ids kept (for --json) and the text streamed */
+typedef struct text_ctx {
+    batch_out *b;
+    rt_text_out o;
+} text_ctx;
+static int text_token(void *ctx, int32_t seq, int32_t token) {
+    text_ctx *t = ctx;
+    if (collect_token(t->b, seq, token)) return -1;
+    return print_text(&t->o, seq, token);
+}
+
+static void json_string(const char *s, size_t n) {
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
 }
 
 int cmd_run(int argc, char **argv) {
+    const double t_start = rt_cli_now();
     run_args a;
-    if (parse(argc, argv, &a)) return usage();
+    int pr = parse(argc, argv, &a);
+    if (pr == -2) return 1; /* no default model: printed */
+    if (pr) return usage();
+    const int text_mode = a.text || a.text_file;
     int32_t **prompts = NULL;
     int64_t *plen = NULL;
     int n_seq = 0, rc = 0;
-    if (a.prompt) {
+    fp4_tokenizer *tok = NULL;
+    if (text_mode) {
+        char *ptext;
+        size_t plen_b;
+        if (rt_text_read_prompt("run", a.text, a.text_file, &ptext, &plen_b)) return 2;
+        if (rt_text_tokenizer("run", a.e.model, &tok)) return free(ptext), 1;
+        prompts = malloc(sizeof *prompts), plen = malloc(sizeof *plen);
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        if (!prompts || !plen ||
+            fp4_tokenizer_encode(tok, ptext, plen_b, FP4_TOK_ADD_SPECIAL, &ids, &n_ids)) {
+            fprintf(stderr, "fp4lane run: cannot encode the prompt\n");
+            free(ptext), free(prompts), free(plen), fp4_tokenizer_free(tok);
+            return 1;
+        }
+        free(ptext);
+        prompts[0] = ids, plen[0] = (int64_t)n_ids, n_seq = 1;
+        if (a.default_prompt)
+            fprintf(stderr,
+                    "fp4lane run: no prompt given: model %s, prompt \"%s\", temperature %g, top-k %d, "
+                    "repetition penalty %g, seed %llu\n",
+                    a.e.model, RUN_DEFAULT_PROMPT, a.sp.temperature, a.sp.top_k, a.sp.repeat_penalty,
+                    (unsigned long long)a.sp.seed);
+    } else if (a.prompt) {
         prompts = malloc(sizeof *prompts), plen = malloc(sizeof *plen);
         if (!prompts || !plen || rt_cli_parse_ids(a.prompt, &prompts[0], &plen[0]))
             return free(prompts), free(plen), 2;
@@ -334,9 +465,23 @@ int cmd_run(int argc, char **argv) {
         if (!plen[i])
             fprintf(stderr, "fp4lane run: the prompt%s is empty\n", n_seq > 1 ? " of a batch line" : ""),
                 rc = 2;
+    /* outputs checked before any work (io/outfile.h): not the model under another name, not a
+     * symbolic link or a special file */
+    const char *outs[2] = {a.logits_out, a.kv_save};
+    for (int i = 0; !rc && i < 2; i++) {
+        fp4_error oe;
+        fp4_status os = outs[i] ? fp4_out_preflight(a.e.model, outs[i], 0, 0, &oe) : FP4_OK;
+        if (os) rc = cli_report_error("run", os, &oe);
+    }
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     if (!rc) rc = rt_cli_open(&a.e, &m, &rt);
+    const double t_load = rt_cli_now() - t_start;
+    if (!rc && (a.n_eos = rt_text_eos("run", a.e.model, fp4_rt_arch(rt), tok, a.eos, FP4_ARCH_MAX_EOS)) < 0)
+        rc = 1;
+    /* a text prompt without -n: as many tokens as the context leaves, up to RUN_TEXT_N */
+    if (!rc && text_mode && !a.n_given && plen[0] + a.n_gen > fp4_rt_n_ctx(rt) && plen[0] < fp4_rt_n_ctx(rt))
+        a.n_gen = fp4_rt_n_ctx(rt) - plen[0];
     /* usage checks that need the model: ids in range, positions within the context */
     for (int i = 0; !rc && i < n_seq; i++) {
         for (int64_t j = 0; j < plen[i] && !rc; j++)
@@ -367,15 +512,35 @@ int cmd_run(int argc, char **argv) {
         sa.sa_handler = on_sigint;
         sigaction(SIGINT, &sa, &old);
         run_stats st = {0};
+        st.t_start = t_start, st.t_load = t_load;
         batch_out b = {calloc((size_t)n_seq, sizeof(int32_t *)), calloc((size_t)n_seq, sizeof(int64_t)),
                        calloc((size_t)n_seq, sizeof(int64_t))};
+        text_ctx tc = {&b, {0}};
         if (!b.ids || !b.n || !b.cap)
             rc = 1;
-        else if (n_seq == 1 && !a.json)
+        else if (text_mode) {
+            if (rt_text_out_open(&tc.o, "run", tok, a.stops, (size_t)a.n_stops, a.json ? NULL : stdout))
+                rc = 2;
+            else {
+                if (a.default_prompt && !a.json) fputs(RUN_DEFAULT_PROMPT, stdout);
+                rc = decode(&a, rt, prompts, plen, 1, have_npy ? &npy : NULL, text_token, &tc, &st);
+            }
+            if ((!rc || interrupted) && rt_text_out_finish(&tc.o))
+                fprintf(stderr, "fp4lane run: cannot write the output\n"), rc = 1;
+        } else if (n_seq == 1 && !a.json)
             rc = decode(&a, rt, prompts, plen, 1, have_npy ? &npy : NULL, print_token, first, &st);
         else
             rc = decode(&a, rt, prompts, plen, n_seq, have_npy ? &npy : NULL, collect_token, &b, &st);
-        if (a.json && (!rc || interrupted)) summary_json(&a, rt, &st, b.ids, b.n, n_seq);
+        if (a.json && (!rc || interrupted)) {
+            if (text_mode) {
+                printf("{\"text\":");
+                json_string(tc.o.text ? tc.o.text : "", tc.o.n_text);
+                printf(",\"stopped_by\":\"%s\",\"result\":", tc.o.stopped ? "stop" : "other");
+            }
+            summary_json(&a, rt, &st, b.ids, b.n, n_seq);
+            if (text_mode) printf("}\n");
+        }
+        rt_text_out_close(&tc.o);
         for (int i = 0; b.ids && b.n && i < n_seq; i++) {
             if (n_seq > 1 && !a.json) {
                 printf("%d:", i);
@@ -395,12 +560,15 @@ int cmd_run(int argc, char **argv) {
                 rc = 1;
             have_npy = 0;
         }
-        if ((!rc || interrupted) && !a.json) summary(&a, rt, &st, interrupted ? " (interrupted)" : "");
+        if ((!rc || interrupted) && !a.json)
+            summary(text_mode ? stderr : stdout, &a, rt, &st, interrupted ? " (interrupted)" : "");
+        if (a.timing && (!rc || interrupted)) timing_line(&st);
         if (interrupted) rc = 130;
     }
     if (have_npy) rt_npy_abort(&npy);
     fp4_rt_free(rt);
     fp4_model_close(m);
+    fp4_tokenizer_free(tok);
     for (int i = 0; i < n_seq; i++)
         free(prompts[i]);
     free(prompts), free(plen);

@@ -31,7 +31,7 @@ int cmd_validate(int argc, char **argv) {
                                    "activation_precision", fp4_act_precision_name(fp4_model_act_precision(m)),
                                    "tensors", (json_int_t)fp4_model_n_tensors(m), "nvfp4_tensors",
                                    (json_int_t)n_nv, "bytes", (json_int_t)fp4_model_file_bytes(m));
-        char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        char *s = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII);
         puts(s ? s : "{}");
         free(s);
         json_decref(o);
@@ -42,7 +42,7 @@ int cmd_validate(int argc, char **argv) {
     }
     if (!json)
         printf("valid: %s: %s layout, weights %s, activations %s, %lld tensors (%lld NVFP4), %llu bytes\n",
-               path, fp4_layout_name(fp4_model_layout(m)),
+               cli_escaped(path, (char[1200]){0}, 1200), fp4_layout_name(fp4_model_layout(m)),
                fp4_weight_precision_name(fp4_model_weight_precision(m)),
                fp4_act_precision_name(fp4_model_act_precision(m)), (long long)fp4_model_n_tensors(m),
                (long long)n_nv, (unsigned long long)fp4_model_file_bytes(m));

@@ -19,19 +19,30 @@ const cli_verb cli_verbs[] = {
     {"quantize", cmd_quantize, "quantize f32/f16/bf16 weights to NVFP4 (ModelOpt recipe) or Q4_K",
      "fp4lane quantize IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml] [--to nvfp4|q4_k]\n"
      "       [--scale2-rule gpu|cpu] [--no-fusion] [--quantize-embeddings] [--shard-size N[M|G]]\n"
-     "       [--metadata KEY=VALUE]..."},
+     "       [--metadata KEY=VALUE]... [--force]"},
     {"convert", cmd_convert, "re-layout NVFP4 weights between the four layouts, bit for bit",
-     "fp4lane convert IN OUT --layout modelopt|compressed-tensors|gguf|gguf-ggml\n"
-     "       [--shard-size N[M|G]] [--metadata KEY=VALUE]..."},
-    {"run", cmd_run, "decode: prompt ids in, generated ids out (CPU, or CUDA through libfp4lane_cuda.so)",
-     "fp4lane run MODEL --prompt-ids 1,2,3|@FILE [-n N] [--device cpu|cuda] [--mode exact|native]\n"
+     "fp4lane convert IN OUT [--layout modelopt|compressed-tensors|gguf|gguf-ggml]\n"
+     "       [--shard-size N[M|G]] [--metadata KEY=VALUE]... [--force]"},
+    {"run", cmd_run, "decode: text or ids in, the continuation out (CPU, or CUDA through libfp4lane_cuda.so)",
+     "fp4lane run [MODEL] [-p TEXT|-p -|-f FILE|--prompt-ids 1,2,3|@FILE] [-n N] [--stop STR]...\n"
+     "       [--device cpu|cuda] [--mode exact|native]\n"
      "       [--threads N] [--prefill-chunk N] [--temp T --top-k K --top-p P --seed S]\n"
-     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json]"},
+     "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json]\n"
+     "       [--timing]"},
+    {"chat", cmd_chat, "interactive chat over MODEL's chat template (default: models/tiny)",
+     "fp4lane chat [MODEL] [--system TEXT] [--chat-template NAME] [-n N] [--temp T] [--seed S] [...]"},
     {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids, two configurations",
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
+    {"bench", cmd_bench, "paired timing of two configurations (A B A B ...): mean, CV, ratio, verdict",
+     "fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs 5] [--prefix 66] [--tokens 32]\n"
+     "       [--warmup 1] [--seed S] [--json FILE]"},
     {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
      "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
      "       [--shard-size N[M|G]] [--threads N] [--json]"},
+    {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
+     "fp4lane tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] [--add-special] [--parse-special]"},
+    {"detokenize", cmd_detokenize, "token ids to text",
+     "fp4lane detokenize MODEL|tokenizer.json IDS... [--skip-special] [--cleanup]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 
@@ -75,7 +86,14 @@ int cmd_help(int argc, char **argv) {
     return 2;
 }
 
+static int run_verb(int argc, char **argv);
+
 int main(int argc, char **argv) {
+    cli_stdio_guard();
+    return cli_stdout_finish(run_verb(argc, argv));
+}
+
+static int run_verb(int argc, char **argv) {
     if (argc < 2) {
         usage_all(stderr);
         return 2;

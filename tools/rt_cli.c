@@ -1,6 +1,7 @@
 /* rt_cli.c — see rt_cli.h. */
 #include "rt_cli.h"
 #include "cli.h"
+#include "io/outfile.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -184,34 +185,32 @@ static void npy_header(uint8_t *h, int64_t rows, int64_t cols) {
     h[NPY_HEADER - 1] = '\n';
 }
 
+static int npy_fail(rt_npy *w, fp4_status st, const fp4_error *e) {
+    rt_npy_abort(w);
+    cli_report_error("run --logits-out", st, e);
+    return -1;
+}
+
 int rt_npy_open(rt_npy *w, const char *path, int64_t cols) {
     memset(w, 0, sizeof *w);
-    snprintf(w->path, sizeof w->path, "%s", path);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", path, (long)getpid());
     w->cols = cols;
-    int fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0 || !(w->f = fdopen(fd, "wb"))) {
-        fprintf(stderr, "fp4lane: --logits-out %s: %s\n", w->tmp, strerror(errno));
-        if (fd >= 0) close(fd), unlink(w->tmp);
-        return -1;
-    }
+    fp4_error e;
     uint8_t h[NPY_HEADER];
     npy_header(h, 0, cols);
-    return fwrite(h, 1, NPY_HEADER, w->f) == NPY_HEADER ? 0 : -1;
+    fp4_status st = fp4_outfile_open(path, &w->o, &e);
+    if (!st) st = fp4_outfile_write(w->o, h, NPY_HEADER, &e);
+    return st ? npy_fail(w, st, &e) : 0;
 }
 
 int rt_npy_row(rt_npy *w, const float *row) {
     uint8_t b[4096];
     int64_t k = 0;
+    fp4_error e;
     while (k < w->cols) {
         int64_t n = w->cols - k < 1024 ? w->cols - k : 1024;
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t u;
-            memcpy(&u, &row[k + i], 4);
-            b[4 * i] = (uint8_t)u, b[4 * i + 1] = (uint8_t)(u >> 8), b[4 * i + 2] = (uint8_t)(u >> 16),
-                  b[4 * i + 3] = (uint8_t)(u >> 24);
-        }
-        if (fwrite(b, 4, (size_t)n, w->f) != (size_t)n) return -1;
+        for (int64_t i = 0; i < n; i++) fp4_wr_lef32(b + 4 * i, row[k + i]);
+        fp4_status st = fp4_outfile_write(w->o, b, (size_t)n * 4, &e);
+        if (st) return npy_fail(w, st, &e);
         k += n;
     }
     w->rows++;
@@ -219,25 +218,18 @@ int rt_npy_row(rt_npy *w, const float *row) {
 }
 
 void rt_npy_abort(rt_npy *w) {
-    if (w->f) fclose(w->f), unlink(w->tmp);
-    w->f = NULL;
+    fp4_outfile_abort(w->o); /* removes the temporary name; the path was never touched */
+    w->o = NULL;
 }
 
 int rt_npy_finish(rt_npy *w) {
     uint8_t h[NPY_HEADER];
     npy_header(h, w->rows, w->cols);
-    if (fflush(w->f) || fseek(w->f, 0, SEEK_SET) || fwrite(h, 1, NPY_HEADER, w->f) != NPY_HEADER ||
-        fflush(w->f) || fsync(fileno(w->f))) {
-        fprintf(stderr, "fp4lane: --logits-out %s: %s\n", w->tmp, strerror(errno));
-        rt_npy_abort(w);
-        return -1;
-    }
-    fclose(w->f);
-    w->f = NULL;
-    if (rename(w->tmp, w->path)) {
-        fprintf(stderr, "fp4lane: --logits-out %s: %s\n", w->path, strerror(errno));
-        unlink(w->tmp);
-        return -1;
-    }
-    return 0;
+    fp4_error e;
+    fp4_status st = fp4_outfile_write_at(w->o, 0, h, NPY_HEADER, &e);
+    if (st) return npy_fail(w, st, &e);
+    st = fp4_outfile_commit(w->o, &e); /* frees it, whatever the result */
+    w->o = NULL;
+    if (st) cli_report_error("run --logits-out", st, &e);
+    return st ? -1 : 0;
 }

@@ -26,11 +26,12 @@ int rt_cli_parse_ids_text(const char *text, const char *where, int32_t **ids, in
 /* Opens the model and the engine; prints the typed error and returns the exit code (1) on failure. */
 int rt_cli_open(const rt_cli_engine *e, fp4_model **m, fp4_rt **rt);
 
-/* .npy writer: float32 little-endian [rows, cols], rows known at the end. Written to a temporary
- * name, fsynced and renamed by npy_finish. */
+/* .npy writer: float32 little-endian [rows, cols], rows known at the end. Written under a
+ * temporary name beside the path (src/io/outfile.h), fsynced and renamed by rt_npy_finish; a
+ * symbolic link or a special file as the path is refused before anything is written. */
+struct fp4_outfile;
 typedef struct rt_npy {
-    FILE *f;
-    char path[1024], tmp[1100];
+    struct fp4_outfile *o;
     int64_t rows, cols;
 } rt_npy;
 int rt_npy_open(rt_npy *w, const char *path, int64_t cols);

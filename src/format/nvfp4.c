@@ -53,8 +53,10 @@ fp4_status fp4_scale2_from_amax(float amax, fp4_scale2_rule rule, float *scale2)
     }
     /* GPU: PyTorch on CUDA evaluates tensor / 2688.0 as tensor * fl32(1/2688) = 0x39C30C31 */
     float s = rule == FP4_SCALE2_GPU ? amax * fp4_bits_f32(0x39C30C31u) : amax / 2688.0f;
-    if (!(s > 0.0f)) return FP4_ERR_SCALE2;
-    *scale2 = s;
+    /* amax below 2688 * FLT_MIN (~3.2e-35): the rule's scale2 would be subnormal or 0, which no
+     * loader accepts. Such a tensor is zero at NVFP4 precision: it gets the all-zero tensor's
+     * scale2 = 1.0, and every value rounds to +-0. */
+    *scale2 = isnormal(s) ? s : 1.0f;
     return FP4_OK;
 }
 

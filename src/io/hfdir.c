@@ -3,9 +3,11 @@
  * config.json / hf_quant_config.json through jansson; the sharded writer; and a JSON writer
  * that re-serializes text the way Python's json.dumps(indent=..., sort_keys=...) does. */
 #include "io/st_impl.h"
+#include "io/outfile.h"
 
 #include <errno.h>
 #include <jansson.h>
+#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,9 +53,11 @@ static fp4_status join_path(char *out, const char *dir, const char *name, fp4_er
     return FP4_OK;
 }
 
+/* Present as a name, even when it does not open (a dangling link, a symlink loop): such a name is
+ * an error when it is read, never silently absent. */
 static bool file_exists(const char *path) {
     struct stat sb;
-    return stat(path, &sb) == 0;
+    return lstat(path, &sb) == 0;
 }
 
 /* A shard name is a plain file name in the directory: no separators, no "..", not absolute. */
@@ -80,12 +84,40 @@ static fp4_status load_json_text(const char *text, size_t len, json_t **out, con
     return FP4_OK;
 }
 
+/* Members (':' outside strings) of a JSON text: what a tree of it would hold, counted before any
+ * is built. */
+static uint64_t json_members(const char *t, size_t n) {
+    uint64_t k = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        if (in_str) {
+            if (t[i] == '\\') i++;
+            else if (t[i] == '"') in_str = false;
+        } else if (t[i] == '"') {
+            in_str = true;
+        } else {
+            k += t[i] == ':';
+        }
+    }
+    return k;
+}
+
 static fp4_status load_json_file(const char *path, size_t cap, json_t **out, const char *rule,
                                  const char *dup_rule, fp4_error *err) {
     char *text;
     size_t len;
     fp4_status s = fp4_st_read_small_file(path, cap, &text, &len, rule, err);
     if (s) return s;
+    /* an index has a weight_map entry per tensor: more members than a checkpoint may hold tensors
+     * is refused before a tree of them is built (configs get the same bound) */
+    uint64_t members = json_members(text, len);
+    if (members > (uint64_t)FP4_MAX_TENSORS + 64) {
+        free(text);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, strcmp(rule,
+                                                               "index.json") ? rule : "index.tensor_count",
+                        "%llu JSON members: more than a checkpoint's %d tensors", (unsigned long long)members,
+                        FP4_MAX_TENSORS);
+    }
     s = load_json_text(text, len, out, path, rule, dup_rule, err);
     free(text);
     return s;
@@ -450,22 +482,16 @@ static void py_dump(fp4_sbuf *b, const json_t *v, int indent, int level, bool so
     }
 }
 
-/* path.partial, then rename: the file appears whole or not at all */
+/* a temporary name, fsync, rename: the file appears whole or not at all */
 static fp4_status write_file_atomic(const char *path, const char *data, size_t len, fp4_error *err) {
-    char tmp[HF_PATH_MAX];
-    int n = snprintf(tmp, sizeof tmp, "%s.partial", path);
-    if (n < 0 || n >= (int)sizeof tmp) return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "hfdir.path", "path too long");
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return fp4_fail(err, FP4_ERR_IO, path, NULL, "hfdir.io", "open: %s", strerror(errno));
-    bool ok = fwrite(data, 1, len, f) == len;
-    ok = (fflush(f) == 0) && ok;
-    ok = (fclose(f) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "hfdir.io", "write: %s", strerror(e));
+    fp4_outfile *o;
+    fp4_status s = fp4_outfile_open(path, &o, err);
+    if (s) return s;
+    if ((s = fp4_outfile_write(o, data, len, err))) {
+        fp4_outfile_abort(o);
+        return s;
     }
-    return FP4_OK;
+    return fp4_outfile_commit(o, err);
 }
 
 static fp4_status write_json_value(const char *path, const json_t *v, int indent, bool sort, fp4_error *err) {
@@ -615,6 +641,38 @@ static fp4_status advance_shards(fp4_hf_writer *w, fp4_error *err) {
     return FP4_OK;
 }
 
+/* Weights files in the directory that this writer will not replace (shards of another count, an
+ * index beside a single file, ...) would mix two checkpoints: refused before anything is written. */
+static fp4_status stale_weights(const fp4_hf_writer *w, fp4_error *err) {
+    DIR *dir = opendir(w->dir);
+    if (!dir) return fp4_fail(err, FP4_ERR_IO, w->dir, NULL, "hfw.io", "cannot list the directory: %s",
+                              strerror(errno));
+    fp4_status s = FP4_OK;
+    struct dirent *de;
+    char mine[64];
+    while (!s && (de = readdir(dir))) {
+        const char *n = de->d_name;
+        unsigned k, of;
+        int end = 0;
+        bool weights = !strcmp(n, "model.safetensors") || !strcmp(n, "model.safetensors.index.json") ||
+                       (sscanf(n, "model-%5u-of-%5u.safetensors%n", &k, &of, &end) == 2 && end > 0 &&
+                        !n[end]);
+        if (!weights) continue;
+        bool ours = false;
+        if (!strcmp(n, "model.safetensors.index.json")) ours = w->n_shards > 1;
+        for (size_t i = 0; !ours && i < w->n_shards; i++) {
+            shard_name(w, i, mine, sizeof mine);
+            ours = !strcmp(n, mine);
+        }
+        if (!ours)
+            s = fp4_fail(err, FP4_ERR_IO, w->dir, n, "hfw.stale",
+                         "the directory holds %.64s from another checkpoint: write into an empty directory",
+                         n);
+    }
+    closedir(dir);
+    return s;
+}
+
 static fp4_status plan_shards(fp4_hf_writer *w, fp4_error *err) {
     w->planned = true;
     fp4_status s = fp4_stw_check_dups(w->meta, w->dir, err); /* names across all shards */
@@ -636,6 +694,7 @@ static fp4_status plan_shards(fp4_hf_writer *w, fp4_error *err) {
     if (w->n_shards > FP4_MAX_SHARDS)
         return fp4_fail(err, FP4_ERR_LIMIT, w->dir, NULL, "index.shard_count", "%zu shards, above %d", w->n_shards,
                         FP4_MAX_SHARDS);
+    if ((s = stale_weights(w, err))) return s;
     w->cur_shard = 0;
     w->next_tensor = 0;
     if ((s = open_shard(w, err))) return s;

@@ -1,11 +1,10 @@
 /* safetensors.c — the safetensors reader: an 8-byte little-endian header length N, N bytes of
- * UTF-8 JSON (parsed by jansson, duplicate keys refused), then a data region that the tensors'
- * data_offsets must cover exactly. Every check of reliability.md §4.2 gives its own rule id. */
+ * UTF-8 JSON (parsed in one pass by st_header.c, duplicate keys refused), then a data region that
+ * the tensors' data_offsets must cover exactly. Every check of reliability.md §4.2 gives its own rule id. */
 #include "io/st_impl.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -114,8 +113,7 @@ struct fp4_st {
     const fp4_st_tensor **by_name; /* sorted by name */
     size_t n_meta;
     const char **meta; /* key0, value0, key1, ... */
-    size_t *meta_len;  /* transient: byte lengths while parsing */
-    char *arena;
+    char *arena;       /* every name, key and value (st_header.c) */
 };
 
 void fp4_st_close(fp4_st *st) {
@@ -124,7 +122,6 @@ void fp4_st_close(fp4_st *st) {
     free(st->t);
     free(st->by_name);
     free(st->meta);
-    free(st->meta_len);
     free(st->arena);
     free(st);
 }
@@ -218,146 +215,6 @@ static fp4_status st_frame(fp4_st *st, const char *file, fp4_error *err) {
     return st_scan_check(h, (size_t)n, file, err);
 }
 
-static fp4_status st_load_json(fp4_st *st, json_t **root, const char *file, fp4_error *err) {
-    json_error_t je;
-    *root = json_loadb((const char *)st->base + 8, (size_t)st->n_header,
-                       JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    if (*root && json_is_object(*root)) return FP4_OK;
-    if (*root) {
-        json_decref(*root);
-        *root = NULL;
-        return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.not_object", "header is not a JSON object");
-    }
-    fp4_status s = FP4_ERR_FORMAT;
-    const char *rule = "st.json";
-    switch (json_error_code(&je)) {
-    case json_error_duplicate_key: s = FP4_ERR_DUPLICATE, rule = "st.dup"; break;
-    case json_error_null_byte_in_key: rule = "st.name"; break;
-    case json_error_end_of_input_expected: rule = "st.trailing"; break;
-    case json_error_stack_overflow: s = FP4_ERR_LIMIT, rule = "st.depth"; break;
-    case json_error_numeric_overflow: rule = "st.number"; break;
-    case json_error_invalid_utf8: rule = "st.utf8"; break;
-    case json_error_out_of_memory: s = FP4_ERR_NOMEM, rule = "st.nomem"; break;
-    default: break;
-    }
-    return fp4_fail(err, s, file, NULL, rule, "header JSON at byte %d: %s", je.position, je.text);
-}
-
-/* ---- one tensor entry ---- */
-
-static bool json_uint(const json_t *v, uint64_t *out) {
-    if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
-    *out = (uint64_t)json_integer_value(v);
-    return true;
-}
-
-static fp4_status st_shape(const json_t *sh, fp4_st_tensor *t, const char *file, fp4_error *err) {
-    size_t rank = json_array_size(sh);
-    if (rank > FP4_MAX_DIMS)
-        return fp4_fail(err, FP4_ERR_LIMIT, file, t->name, "st.rank", "rank %zu above %d", rank,
-                        FP4_MAX_DIMS);
-    t->rank = (int)rank;
-    for (size_t i = 0; i < rank; i++) {
-        const json_t *d = json_array_get(sh, i);
-        if (!json_is_integer(d) || json_integer_value(d) < 0)
-            return fp4_fail(err, FP4_ERR_SHAPE, file, t->name, "st.shape",
-                            "shape[%zu] is not a non-negative integer", i);
-        t->shape[i] = (int64_t)json_integer_value(d);
-    }
-    uint64_t nbytes;
-    const char *rule = NULL;
-    fp4_status s = fp4_st_nbytes(t->dtype, t->rank, t->shape, &nbytes, &rule);
-    if (s)
-        return fp4_fail(err, s, file, t->name, rule, "shape cannot describe a tensor of %s",
-                        dtab[t->dtype].name);
-    t->nbytes = (size_t)nbytes;
-    return FP4_OK;
-}
-
-static fp4_status st_offsets(const json_t *off, fp4_st_tensor *t, const char *file, fp4_error *err) {
-    uint64_t b, e;
-    if (json_array_size(off) != 2 || !json_uint(json_array_get(off, 0), &b) ||
-        !json_uint(json_array_get(off, 1), &e))
-        return fp4_fail(err, FP4_ERR_FORMAT, file, t->name, "st.offsets",
-                        "data_offsets is not two non-negative integers");
-    if (e < b)
-        return fp4_fail(err, FP4_ERR_BOUNDS, file, t->name, "st.offsets_order",
-                        "data_offsets end %llu < begin %llu", (unsigned long long)e, (unsigned long long)b);
-    if (e - b != (uint64_t)t->nbytes)
-        return fp4_fail(err, FP4_ERR_SHAPE, file, t->name, "st.offsets_size",
-                        "data_offsets span %llu bytes, dtype and shape need %zu", (unsigned long long)(e - b),
-                        t->nbytes);
-    t->offset = b;
-    return FP4_OK;
-}
-
-static fp4_status st_entry(const char *name, size_t name_len, const json_t *v, fp4_st_tensor *t,
-                           const char *file, fp4_error *err) {
-    t->name = name;
-    if (name_len == 0) return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.name", "empty tensor name");
-    if (name_len > FP4_MAX_NAME)
-        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.name_len", "tensor name of %zu bytes, above %d",
-                        name_len, FP4_MAX_NAME);
-    if (!json_is_object(v))
-        return fp4_fail(err, FP4_ERR_FORMAT, file, name, "st.entry.type",
-                        "tensor entry is not a JSON object");
-    const json_t *dt = json_object_get(v, "dtype"), *sh = json_object_get(v, "shape");
-    const json_t *off = json_object_get(v, "data_offsets");
-    if (!dt || !sh || !off)
-        return fp4_fail(err, FP4_ERR_FORMAT, file, name, "st.entry.fields",
-                        "tensor entry lacks dtype, shape or data_offsets");
-    if (json_object_size(v) != 3)
-        return fp4_fail(err, FP4_ERR_FORMAT, file, name, "st.entry.extra", "tensor entry has unknown fields");
-    if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off))
-        return fp4_fail(err, FP4_ERR_FORMAT, file, name, "st.entry.type",
-                        "a tensor entry field has the wrong JSON type");
-    if (!dtype_lookup(json_string_value(dt), json_string_length(dt), &t->dtype))
-        return fp4_fail(err, FP4_ERR_DTYPE, file, name, "st.dtype", "unknown dtype \"%.32s\"",
-                        json_string_value(dt));
-    fp4_status s = st_shape(sh, t, file, err);
-    return s ? s : st_offsets(off, t, file, err);
-}
-
-static fp4_status st_metadata(fp4_st *st, const json_t *m, const char *file, fp4_error *err) {
-    if (!json_is_object(m))
-        return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.metadata", "__metadata__ is not an object");
-    st->n_meta = json_object_size(m);
-    st->meta = calloc(2 * st->n_meta + 1, sizeof *st->meta);
-    st->meta_len = calloc(2 * st->n_meta + 1, sizeof *st->meta_len);
-    if (!st->meta || !st->meta_len)
-        return fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "st.nomem", "out of memory");
-    size_t i = 0;
-    for (void *it = json_object_iter((json_t *)m); it; it = json_object_iter_next((json_t *)m, it), i++) {
-        const char *k = json_object_iter_key(it);
-        const json_t *v = json_object_iter_value(it);
-        if (!json_is_string(v) || memchr(json_string_value(v), 0, json_string_length(v)))
-            return fp4_fail(err, FP4_ERR_FORMAT, file, NULL, "st.metadata.value",
-                            "__metadata__ value of \"%.64s\" is not a string without NUL", k);
-        st->meta[2 * i] = k;
-        st->meta_len[2 * i] = json_object_iter_key_len(it);
-        st->meta[2 * i + 1] = json_string_value(v);
-        st->meta_len[2 * i + 1] = json_string_length(v);
-    }
-    return FP4_OK;
-}
-
-static fp4_status st_collect(fp4_st *st, json_t *root, size_t *name_len, const char *file, fp4_error *err) {
-    size_t i = 0;
-    for (void *it = json_object_iter(root); it; it = json_object_iter_next(root, it)) {
-        const char *k = json_object_iter_key(it);
-        size_t kl = json_object_iter_key_len(it);
-        fp4_status s;
-        if (kl == 12 && memcmp(k, "__metadata__", 12) == 0) {
-            s = st_metadata(st, json_object_iter_value(it), file, err);
-        } else {
-            name_len[i] = kl;
-            s = st_entry(k, kl, json_object_iter_value(it), &st->t[i++], file, err);
-        }
-        if (s) return s;
-    }
-    return FP4_OK;
-}
-
 /* ---- layout: sorted offsets from 0, no gap, no overlap, exact end ---- */
 
 typedef struct span {
@@ -410,31 +267,7 @@ static fp4_status st_layout(fp4_st *st, const char *file, fp4_error *err) {
     return FP4_OK;
 }
 
-/* ---- own copies of the strings, name index ---- */
-
-static char *arena_copy(char **cur, const char *s, size_t n) {
-    char *d = *cur;
-    memcpy(d, s, n);
-    d[n] = 0;
-    *cur += n + 1;
-    return d;
-}
-
-static fp4_status st_own_strings(fp4_st *st, const size_t *name_len, const char *file, fp4_error *err) {
-    uint64_t total = 1;
-    for (size_t i = 0; i < st->n_tensors; i++) total += name_len[i] + 1;
-    for (size_t i = 0; i < 2 * st->n_meta; i++) total += st->meta_len[i] + 1;
-    if (total > (uint64_t)st->n_header * 2 + 16) /* strings come from the header: cannot happen */
-        return fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.header_cap", "string bytes exceed the header");
-    st->arena = malloc((size_t)total);
-    if (!st->arena) return fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "st.nomem", "out of memory");
-    char *cur = st->arena;
-    for (size_t i = 0; i < st->n_tensors; i++) st->t[i].name = arena_copy(&cur, st->t[i].name, name_len[i]);
-    for (size_t i = 0; i < 2 * st->n_meta; i++) st->meta[i] = arena_copy(&cur, st->meta[i], st->meta_len[i]);
-    free(st->meta_len);
-    st->meta_len = NULL;
-    return FP4_OK;
-}
+/* ---- name index ---- */
 
 static int name_cmp(const void *a, const void *b) {
     return strcmp((*(const fp4_st_tensor *const *)a)->name, (*(const fp4_st_tensor *const *)b)->name);
@@ -453,30 +286,11 @@ static fp4_status st_index(fp4_st *st, const char *file, fp4_error *err) {
 static fp4_status st_parse(fp4_st *st, const char *file, fp4_error *err) {
     fp4_status s = st_frame(st, file, err);
     if (s) return s;
-    json_t *root = NULL;
-    if ((s = st_load_json(st, &root, file, err))) return s;
-    size_t n = json_object_size(root);
-    if (json_object_get(root, "__metadata__")) n--;
-    size_t *name_len = NULL;
-    if (n > FP4_MAX_TENSORS) {
-        s = fp4_fail(err, FP4_ERR_LIMIT, file, NULL, "st.tensor_count", "%zu tensors, above %d", n,
-                     FP4_MAX_TENSORS);
-        goto done;
-    }
-    st->n_tensors = n;
-    st->t = calloc(n + 1, sizeof *st->t);
-    name_len = calloc(n + 1, sizeof *name_len);
-    if (!st->t || !name_len) {
-        s = fp4_fail(err, FP4_ERR_NOMEM, file, NULL, "st.nomem", "out of memory");
-        goto done;
-    }
-    if ((s = st_collect(st, root, name_len, file, err))) goto done;
-    if ((s = st_layout(st, file, err))) goto done;
-    if ((s = st_own_strings(st, name_len, file, err))) goto done;
-    s = st_index(st, file, err);
-done:
-    free(name_len);
-    json_decref(root); /* every string we keep now lives in st->arena */
+    fp4_st_hdr h; /* one pass, no JSON tree (st_header.c) */
+    s = fp4_st_header_parse(st->base + 8, (size_t)st->n_header, file, &h, err);
+    st->t = h.t, st->n_tensors = h.n_t, st->meta = h.meta, st->n_meta = h.n_meta, st->arena = h.arena;
+    if (!s) s = st_layout(st, file, err);
+    if (!s) s = st_index(st, file, err);
     return s;
 }
 

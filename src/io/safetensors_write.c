@@ -3,6 +3,7 @@
  * hfdir.c. The header is byte-compatible with the reference writer: compact JSON, __metadata__
  * first, keys dtype/shape/data_offsets, spaces up to a multiple of 8 bytes. */
 #include "io/st_impl.h"
+#include "io/outfile.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -160,8 +161,8 @@ struct fp4_st_writer {
     size_t n_meta, cap_meta;
     uint64_t total, written;
     int state;
-    FILE *f;
-    char *path, *tmp;
+    fp4_outfile *o; /* temporary file, renamed over path by finish */
+    char *path;
 };
 
 fp4_status fp4_st_writer_create(fp4_st_writer **out, fp4_error *err) {
@@ -173,14 +174,12 @@ fp4_status fp4_st_writer_create(fp4_st_writer **out, fp4_error *err) {
 
 void fp4_st_writer_free(fp4_st_writer *w) {
     if (!w) return;
-    if (w->f) fclose(w->f);
-    if (w->tmp && w->state != STW_DONE) unlink(w->tmp);
+    fp4_outfile_abort(w->o); /* an unfinished file: only its temporary name goes */
     for (size_t i = 0; i < w->n; i++) free(w->t[i].name);
     for (size_t i = 0; i < 2 * w->n_meta; i++) free(w->meta[i]);
     free(w->t);
     free(w->meta);
     free(w->path);
-    free(w->tmp);
     free(w);
 }
 
@@ -326,12 +325,6 @@ static void stw_header(const fp4_st_writer *w, fp4_sbuf *b) {
     while (b->len % 8) fp4_sbuf_putc(b, ' ');
 }
 
-static fp4_status stw_fail_io(fp4_st_writer *w, const char *what, fp4_error *err) {
-    int e = errno;
-    w->state = STW_FAILED;
-    return fp4_fail(err, FP4_ERR_IO, w->path, NULL, "stw.io", "%s: %s", what, strerror(e));
-}
-
 fp4_status fp4_st_writer_begin(fp4_st_writer *w, const char *path, fp4_error *err) {
     if (!w || !path || w->state != STW_DECLARE)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "stw.state", "begin twice, or without a path");
@@ -347,20 +340,16 @@ fp4_status fp4_st_writer_begin(fp4_st_writer *w, const char *path, fp4_error *er
         fp4_sbuf_free(&hb);
         return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "st.header_cap", "header above %u bytes", FP4_MAX_ST_HEADER);
     }
-    size_t pl = strlen(path);
-    w->path = strdup(path);
-    w->tmp = malloc(pl + sizeof ".partial");
-    if (!w->path || !w->tmp) {
+    if (!(w->path = strdup(path))) {
         fp4_sbuf_free(&hb);
         return fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "stw.nomem", "out of memory");
     }
-    memcpy(w->tmp, path, pl);
-    memcpy(w->tmp + pl, ".partial", sizeof ".partial");
-    w->state = STW_WRITING;
     uint8_t len8[8];
     fp4_wr_le64(len8, hb.len);
-    w->f = fopen(w->tmp, "wb");
-    if (!w->f || fwrite(len8, 1, 8, w->f) != 8 || fwrite(hb.p, 1, hb.len, w->f) != hb.len) s = stw_fail_io(w, "write", err);
+    s = fp4_outfile_open(path, &w->o, err);
+    if (!s) s = fp4_outfile_write(w->o, len8, 8, err);
+    if (!s) s = fp4_outfile_write(w->o, hb.p, hb.len, err);
+    w->state = s ? STW_FAILED : STW_WRITING;
     fp4_sbuf_free(&hb);
     return s;
 }
@@ -373,7 +362,11 @@ fp4_status fp4_st_writer_write(fp4_st_writer *w, const void *data, size_t n, fp4
         return fp4_fail(err, FP4_ERR_INVALID_ARG, w->path, NULL, "stw.data_size",
                         "%zu bytes written past the declared %llu", n, (unsigned long long)w->total);
     }
-    if (n && fwrite(data, 1, n, w->f) != n) return stw_fail_io(w, "write", err);
+    fp4_status s = fp4_outfile_write(w->o, data, n, err);
+    if (s) {
+        w->state = STW_FAILED;
+        return s;
+    }
     w->written += n;
     return FP4_OK;
 }
@@ -386,14 +379,8 @@ fp4_status fp4_st_writer_finish(fp4_st_writer *w, fp4_error *err) {
         return fp4_fail(err, FP4_ERR_INVALID_ARG, w->path, NULL, "stw.data_size", "%llu of %llu data bytes written",
                         (unsigned long long)w->written, (unsigned long long)w->total);
     }
-    FILE *f = w->f;
-    w->f = NULL;
-    if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        fclose(f);
-        return stw_fail_io(w, "flush", err);
-    }
-    if (fclose(f) != 0) return stw_fail_io(w, "close", err);
-    if (rename(w->tmp, w->path) != 0) return stw_fail_io(w, "rename", err);
-    w->state = STW_DONE;
-    return FP4_OK;
+    fp4_status s = fp4_outfile_commit(w->o, err); /* flush, fsync, rename over the target */
+    w->o = NULL;
+    w->state = s ? STW_FAILED : STW_DONE;
+    return s;
 }

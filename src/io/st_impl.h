@@ -42,6 +42,20 @@ size_t fp4_stw_n_meta(const fp4_st_writer *w);
 void fp4_stw_meta_at(const fp4_st_writer *w, size_t i, const char **key, const char **value);
 fp4_status fp4_stw_check_dups(const fp4_st_writer *w, const char *file, fp4_error *err);
 
+/* The header JSON of a safetensors file parsed without a JSON tree (st_header.c): tensors in
+ * header order (name, dtype, rank, shape, offset, nbytes; data left NULL), __metadata__ pairs,
+ * every string NUL-terminated in one arena. On failure the fields hold what was allocated (free
+ * t, meta and arena). */
+typedef struct fp4_st_hdr {
+    fp4_st_tensor *t;
+    size_t n_t;
+    const char **meta; /* key0, value0, ... */
+    size_t n_meta;
+    char *arena;
+} fp4_st_hdr;
+fp4_status fp4_st_header_parse(const uint8_t *text, size_t n, const char *file, fp4_st_hdr *out,
+                               fp4_error *err);
+
 /* Whole small file into memory (at most cap bytes, else FP4_ERR_LIMIT with rule). */
 fp4_status fp4_st_read_small_file(const char *path, size_t cap, char **out, size_t *len, const char *rule,
                                   fp4_error *err);

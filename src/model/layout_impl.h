@@ -3,7 +3,10 @@
 #define FP4_LAYOUT_IMPL_H
 #include "model_impl.h"
 
-typedef enum plan_part { PART_RAW = 0, PART_PAYLOAD, PART_SCALES, PART_SCALAR, PART_GGML } plan_part;
+typedef enum plan_part {
+    PART_RAW = 0, PART_PAYLOAD, PART_SCALES, PART_SCALAR, PART_GGML,
+    PART_GEN /* made by ggml_arch.c */
+} plan_part;
 
 typedef struct plan_entry {
     char name[FP4_MAX_NAME + 64];
@@ -15,9 +18,20 @@ typedef struct plan_entry {
     int64_t ne[FP4_MAX_DIMS];
     uint64_t nbytes;
     float value;          /* PART_SCALAR */
+    int32_t perm_heads;   /* > 0: rows into llama.cpp's q/k order over this many heads; < 0: back */
+    int32_t widen_from;   /* F16/BF16: written as F32 (llama.cpp's 1-D tensors; ggml_arch.c) */
+    int32_t narrow_to;    /* F16/BF16: an F32 source written back narrowed (exactly; ggml_arch.c) */
 } plan_entry;
 
-typedef struct plan_kv { char key[FP4_MAX_NAME + 64]; int is_f32; float f; int is_bool; char *s; } plan_kv;
+typedef struct plan_kv {
+    char key[FP4_MAX_NAME + 64];
+    int is_f32;
+    float f;
+    int is_bool;
+    char *s;
+    int is_u32;
+    uint32_t u;
+} plan_kv;
 
 typedef struct plan {
     fp4_layout layout;
@@ -32,10 +46,23 @@ typedef struct plan {
 fp4_status fp4_plan_build(const fp4_wsrc *src, fp4_layout layout, plan *p, fp4_error *err);
 void fp4_plan_free(plan *p);
 fp4_status fp4_plan_kv_str(plan *p, const char *key, const char *s);
+plan_kv *fp4_plan_kv_add(plan *p); /* zeroed; NULL when out of memory */
+plan_entry *fp4_plan_add(plan *p, fp4_error *err); /* zeroed, types -1, dims 1; NULL: out of memory */
+/* gguf-ggml from a HF checkpoint: llama.cpp's names, metadata and q/k row order (ggml_arch.c) */
+fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err);
+int64_t fp4_ggml_arch_src_row(const plan_entry *e, int64_t r); /* source row of output row r */
+/* n values of e's source (type widen_from) as little-endian F32 bytes (4n) */
+void fp4_ggml_arch_widen(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst);
+/* n F32 values of e's source as little-endian narrow_to (F16/BF16) bytes (2n) */
+void fp4_ggml_arch_narrow(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst);
+/* HF layouts from a GGUF written by fp4_ggml_arch_plan: HF names, q/k order and dtypes again */
+fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err);
+/* PART_GEN: the bytes of a tensor made here (llama.cpp's rope_freqs.weight), nbytes of them */
+fp4_status fp4_ggml_arch_gen(const fp4_wsrc *src, const plan_entry *e, uint8_t *dst, fp4_error *err);
 /* config.json / hf_quant_config.json for an HF target (written into dir) */
 fp4_status fp4_config_plan(const fp4_wsrc *src, fp4_layout layout, char **cfg_out, char **stash_out,
                            fp4_error *err);
 fp4_status fp4_write_hf_configs(const fp4_wsrc *src, fp4_layout layout, const char *dir, const char *cfg_text,
                                 fp4_error *err);
-fp4_status fp4_gguf_copy_kvs(fp4_gguf_writer *w, const fp4_gguf *g);
+fp4_status fp4_gguf_copy_kvs(fp4_gguf_writer *w, const fp4_gguf *g, fp4_error *err);
 #endif

@@ -34,6 +34,9 @@ static plan_kv *add_kv(plan *p) {
     return k;
 }
 
+plan_kv *fp4_plan_kv_add(plan *p) { return add_kv(p); }
+plan_entry *fp4_plan_add(plan *p, fp4_error *err) { return add(p, err); }
+
 fp4_status fp4_plan_kv_str(plan *p, const char *key, const char *s) {
     plan_kv *k = add_kv(p);
     if (!k || !(k->s = strdup(s))) return FP4_ERR_NOMEM;
@@ -242,6 +245,7 @@ fp4_status fp4_plan_build(const fp4_wsrc *src, fp4_layout layout, plan *p, fp4_e
         if (elems(&p->e[i]) == 0)
             return fp4_fail(err, FP4_ERR_SHAPE, NULL, p->e[i].name, "plan.empty", "empty tensor");
     }
+    if (layout == FP4_LAYOUT_GGUF_GGML && (st = fp4_ggml_arch_plan(src, p, err))) return st;
     /* what llama.cpp itself can open */
     for (int64_t i = 0; layout == FP4_LAYOUT_GGUF_GGML && i < p->n; i++) {
         if (strlen(p->e[i].name) >= 64)
@@ -251,6 +255,7 @@ fp4_status fp4_plan_build(const fp4_wsrc *src, fp4_layout layout, plan *p, fp4_e
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->e[i].name, "ggml.dtype",
                             "llama.cpp has no type for this tensor (fp4lane type %d)", p->e[i].gguf_type);
     }
+    if (!p->is_gguf && (st = fp4_ggml_arch_unplan(src, p, err))) return st;
     if (!p->is_gguf) qsort(p->e, (size_t)p->n, sizeof *p->e, cmp_st);
     for (int64_t i = 0; i < p->n; i++) p->total += p->e[i].nbytes;
     return FP4_OK;

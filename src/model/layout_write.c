@@ -2,19 +2,18 @@
  * ModelOpt / compressed-tensors through the sharded safetensors writer. Data streams tensor by
  * tensor from the source (memory: one tensor at most, one row for ggml repacking). */
 #include "layout_impl.h"
+#include "io/outfile.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#define CHUNK ((size_t)64 << 20)
+#define CHUNK ((size_t)16 << 20) /* also how often a cancel request is looked at */
 
 typedef fp4_status (*sink_fn)(void *w, int64_t i, const void *data, size_t n, fp4_error *err);
 
 static fp4_status sink_gguf(void *w, int64_t i, const void *data, size_t n, fp4_error *err) {
-    fp4_status st = fp4_gguf_writer_write_tensor_data(w, i, data, n);
-    if (st && err) *err = *fp4_gguf_writer_error(w);
-    return st;
+    return fp4_gguf_writer_write_tensor_data(w, i, data, n, err);
 }
 static fp4_status sink_hf(void *w, int64_t i, const void *data, size_t n, fp4_error *err) {
     (void)i;
@@ -29,26 +28,69 @@ typedef struct emit_ctx {
     uint64_t done, total;
 } emit_ctx;
 
+static fp4_status interrupted(const fp4_write_opts *o, const char *name, fp4_error *err) {
+    if (!o || !o->cancel || !*o->cancel) return FP4_OK;
+    return fp4_fail(err, FP4_ERR_IO, NULL, name, "out.interrupted",
+                    "interrupted: the partial output was removed");
+}
+
 static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, fp4_error *err) {
     while (n) {
+        fp4_status st0 = interrupted(e->opts, NULL, err);
+        if (st0) return st0;
         size_t k = n > CHUNK ? CHUNK : (size_t)n;
         fp4_status st = e->sink(e->w, i, data, k, err);
         if (st) return st;
         data += k, n -= k, e->done += k;
-        if (e->opts && e->opts->progress) e->opts->progress(e->opts->progress_ctx, "write", e->done, e->total);
+        if (e->opts && e->opts->progress) e->opts->progress(e->opts->progress_ctx, "write", e->done,
+                                                            e->total);
     }
     return FP4_OK;
 }
 
 static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
-    const fp4_tensor *t = e->src->tensor(e->src->ctx, pe->src);
+    fp4_status st0 = interrupted(e->opts, pe->name, err);
+    if (st0) return st0;
+    const fp4_tensor *t = pe->part == PART_GEN ? NULL : e->src->tensor(e->src->ctx, pe->src);
     if (pe->part == PART_RAW) {
         const uint8_t *d = t->data;
         if (!d) {
             fp4_status st = e->src->get_plain(e->src->ctx, pe->src, &d, err);
             if (st) return st;
         }
-        return put(e, i, d, pe->nbytes, err);
+        if (pe->widen_from) { /* F16/BF16 vector -> F32 (llama.cpp's 1-D tensors) */
+            uint8_t buf[4096];
+            fp4_status st = FP4_OK;
+            for (uint64_t k = 0, n = pe->nbytes / 4; k < n && !st; k += 1024) {
+                const int64_t m = (int64_t)(n - k < 1024 ? n - k : 1024);
+                fp4_ggml_arch_widen(pe, d + k * 2, m, buf);
+                st = put(e, i, buf, (uint64_t)m * 4, err);
+            }
+            return st;
+        }
+        if (pe->narrow_to) { /* F32 vector -> F16/BF16 (back from llama.cpp's 1-D tensors) */
+            uint8_t buf[2048];
+            fp4_status st = FP4_OK;
+            for (uint64_t k = 0, n = pe->nbytes / 2; k < n && !st; k += 1024) {
+                const int64_t m = (int64_t)(n - k < 1024 ? n - k : 1024);
+                fp4_ggml_arch_narrow(pe, d + k * 4, m, buf);
+                st = put(e, i, buf, (uint64_t)m * 2, err);
+            }
+            return st;
+        }
+        if (!pe->perm_heads) return put(e, i, d, pe->nbytes, err);
+        const uint64_t rb = pe->nbytes / (uint64_t)pe->ne[1]; /* llama.cpp's q/k row order */
+        fp4_status st = FP4_OK;
+        for (int64_t r = 0; r < pe->ne[1] && !st; r++)
+            st = put(e, i, d + fp4_ggml_arch_src_row(pe, r) * rb, rb, err);
+        return st;
+    }
+    if (pe->part == PART_GEN) { /* made by ggml_arch.c */
+        uint8_t *b = malloc((size_t)pe->nbytes);
+        fp4_status st = b ? fp4_ggml_arch_gen(e->src, pe, b, err) : FP4_ERR_NOMEM;
+        if (!st) st = put(e, i, b, pe->nbytes, err);
+        free(b);
+        return st;
     }
     if (pe->part == PART_SCALAR) {
         uint8_t b[4];
@@ -58,13 +100,21 @@ static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_e
     fp4_nvfp4_view v;
     fp4_status st = e->src->get_nvfp4(e->src->ctx, pe->src, &v, err);
     if (st) return st;
+    if ((pe->part == PART_PAYLOAD || pe->part == PART_SCALES) && pe->perm_heads) { /* q/k rows back */
+        const uint64_t rb = pe->nbytes / (uint64_t)v.n_out;
+        const uint8_t *base = pe->part == PART_PAYLOAD ? v.payload : v.scales;
+        for (int64_t r = 0; r < v.n_out && !st; r++)
+            st = put(e, i, base + fp4_ggml_arch_src_row(pe, r) * rb, rb, err);
+        return st;
+    }
     if (pe->part == PART_PAYLOAD) return put(e, i, v.payload, pe->nbytes, err);
     if (pe->part == PART_SCALES) return put(e, i, v.scales, pe->nbytes, err);
     const int64_t row = v.n_in / 64 * 36; /* PART_GGML: repack row by row */
     uint8_t *buf = malloc((size_t)row);
     if (!buf) return fp4_fail(err, FP4_ERR_NOMEM, NULL, pe->name, "alloc", "out of memory");
     for (int64_t r = 0; r < v.n_out && !st; r++) {
-        fp4_ggml_pack_row(v.payload + r * (v.n_in / 2), v.scales + r * (v.n_in / 16), v.n_in, buf);
+        const int64_t s = fp4_ggml_arch_src_row(pe, r);
+        fp4_ggml_pack_row(v.payload + s * (v.n_in / 2), v.scales + s * (v.n_in / 16), v.n_in, buf);
         st = put(e, i, buf, (uint64_t)row, err);
     }
     free(buf);
@@ -73,32 +123,51 @@ static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_e
 
 /* ---- GGUF ---- */
 
-static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *p) {
+static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *p, fp4_error *err) {
     fp4_status st = FP4_OK;
     const fp4_ckpt *c = src->src_ck;
     if (c && c->is_gguf && fp4_gguf_alignment(c->gguf) != FP4_GGUF_DEFAULT_ALIGNMENT)
-        st = fp4_gguf_writer_set_alignment(w, fp4_gguf_alignment(c->gguf));
+        st = fp4_gguf_writer_set_alignment(w, fp4_gguf_alignment(c->gguf), err);
     if (!st) st = fp4_gguf_writer_add_str(w, "fp4lane.weight_precision", fp4_weight_precision_name(src->wp),
-                                          strlen(fp4_weight_precision_name(src->wp)));
+                                          strlen(fp4_weight_precision_name(src->wp)), err);
     if (!st) st = fp4_gguf_writer_add_str(w, "fp4lane.activation_precision", fp4_act_precision_name(src->ap),
-                                          strlen(fp4_act_precision_name(src->ap)));
-    if (!st && c && c->is_gguf) st = fp4_gguf_copy_kvs(w, c->gguf);
+                                          strlen(fp4_act_precision_name(src->ap)), err);
+    if (!st && c && c->is_gguf) st = fp4_gguf_copy_kvs(w, c->gguf, err);
     if (!st && c && !c->is_gguf && !src->quantized_by_us)
         for (int64_t i = 0; i < c->n_meta && !st; i++) {
             if (fp4_meta_regenerated(c->meta[i].key)) continue;
             char key[FP4_MAX_NAME + 64];
             snprintf(key, sizeof key, "fp4lane.st.%s", c->meta[i].key);
-            st = fp4_gguf_writer_add_str(w, key, c->meta[i].value, strlen(c->meta[i].value));
+            st = fp4_gguf_writer_add_str(w, key, c->meta[i].value, strlen(c->meta[i].value), err);
         }
     if (!st && src->config_json && !(c && c->is_gguf))
-        st = fp4_gguf_writer_add_str(w, "fp4lane.hf.config", src->config_json, strlen(src->config_json));
+        st = fp4_gguf_writer_add_str(w, "fp4lane.hf.config", src->config_json, strlen(src->config_json), err);
     if (!st && src->quant_config_json && !(c && c->is_gguf))
-        st = fp4_gguf_writer_add_str(w, "fp4lane.hf.quant_config", src->quant_config_json, strlen(src->quant_config_json));
+        st = fp4_gguf_writer_add_str(w, "fp4lane.hf.quant_config", src->quant_config_json,
+                                     strlen(src->quant_config_json), err);
     for (int64_t i = 0; i < p->n_kv && !st; i++) {
         const plan_kv *k = &p->kv[i];
-        st = k->is_f32 ? fp4_gguf_writer_add_f32(w, k->key, k->f)
-             : k->is_bool ? fp4_gguf_writer_add_bool(w, k->key, 1)
-                          : fp4_gguf_writer_add_str(w, k->key, k->s, strlen(k->s));
+        st = k->is_f32    ? fp4_gguf_writer_add_f32(w, k->key, k->f, err)
+             : k->is_u32  ? fp4_gguf_writer_add_u32(w, k->key, k->u, err)
+             : k->is_bool ? fp4_gguf_writer_add_bool(w, k->key, 1, err)
+                          : fp4_gguf_writer_add_str(w, k->key, k->s, strlen(k->s), err);
+    }
+    return st;
+}
+
+/* The fail-closed loader on the complete temporary output, before it replaces the target: no run
+ * leaves behind a checkpoint that its own loader refuses. */
+static fp4_status loads_back(void *ctx, const char *tmp, const char *final_path, fp4_error *err) {
+    (void)ctx;
+    fp4_model *m = NULL;
+    fp4_status st = fp4_model_open(tmp, NULL, &m, err);
+    fp4_model_close(m);
+    if (st && err) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "the written output does not load back, so it was not kept: %.440s",
+                 err->msg);
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+        snprintf(err->file, sizeof err->file, "%s", final_path);
     }
     return st;
 }
@@ -106,27 +175,29 @@ static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *
 static fp4_status write_gguf(const fp4_wsrc *src, const plan *p, const char *out, const fp4_write_opts *opts,
                              fp4_error *err) {
     fp4_gguf_writer *w = NULL;
-    fp4_status st = fp4_gguf_writer_create(&w);
+    fp4_status st = fp4_gguf_writer_create(&w, err);
     if (st) return fp4_fail(err, st, out, NULL, "alloc", "cannot create a GGUF writer");
-    st = gguf_kvs(w, src, p);
+    fp4_gguf_writer_set_check(w, loads_back, NULL);
+    st = gguf_kvs(w, src, p, err);
     for (int64_t i = 0; i < p->n && !st; i++)
-        st = fp4_gguf_writer_add_tensor(w, p->e[i].name, (fp4_type)p->e[i].gguf_type, p->e[i].n_dims, p->e[i].ne);
-    if (!st) st = fp4_gguf_writer_write_header(w, out);
+        st = fp4_gguf_writer_add_tensor(w, p->e[i].name, (fp4_type)p->e[i].gguf_type, p->e[i].n_dims,
+                                        p->e[i].ne, err);
+    if (!st) st = fp4_gguf_writer_write_header(w, out, err);
     if (st) {
-        if (err) *err = *fp4_gguf_writer_error(w);
         fp4_gguf_writer_free(w);
         return st;
     }
     emit_ctx e = {src, opts, sink_gguf, w, 0, p->total};
     for (int64_t i = 0; i < p->n && !st; i++) st = emit_entry(&e, i, &p->e[i], err);
-    if (!st && (st = fp4_gguf_writer_finish(w)) && err) *err = *fp4_gguf_writer_error(w);
+    if (!st) st = fp4_gguf_writer_finish(w, err);
     fp4_gguf_writer_free(w);
     return st;
 }
 
 /* ---- safetensors (HF directory) ---- */
 
-static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan *p, const fp4_write_opts *opts,
+static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan *p,
+                              const fp4_write_opts *opts,
                               const char *stash, fp4_error *err) {
     fp4_status st = FP4_OK;
     if (stash) st = fp4_hf_writer_add_metadata(w, FP4_META_QCFG_STASH, stash, err);
@@ -138,7 +209,8 @@ static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan 
         for (int64_t i = 0; i < fp4_gguf_n_kv(c->gguf) && !st; i++) {
             const char *k = fp4_gguf_key(c->gguf, i), *s;
             uint64_t len;
-            if (strncmp(k, "fp4lane.st.", 11) || fp4_meta_regenerated(k + 11) || fp4_gguf_get_str(c->gguf, i, &s, &len))
+            if (strncmp(k, "fp4lane.st.", 11) || fp4_meta_regenerated(k + 11) || fp4_gguf_get_str(c->gguf, i,
+                                                                                                  &s, &len))
                 continue;
             char *v = strndup(s, (size_t)len);
             if (!v) return FP4_ERR_NOMEM;
@@ -152,18 +224,21 @@ static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan 
     }
     if (!st && p->layout == FP4_LAYOUT_CT && src->quant_config_json)
         st = fp4_hf_writer_add_metadata(w, FP4_META_QUANT_CONFIG, src->quant_config_json, err);
-    for (int64_t i = 0; i < p->n_kv && !st; i++) st = fp4_hf_writer_add_metadata(w, p->kv[i].key, p->kv[i].s, err);
+    for (int64_t i = 0; i < p->n_kv && !st; i++) st = fp4_hf_writer_add_metadata(w, p->kv[i].key, p->kv[i].s,
+                                                                                 err);
     return st;
 }
 
 static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, const fp4_write_opts *opts,
                            fp4_error *err) {
-    if (mkdir(out, 0777) != 0 && errno != EEXIST)
-        return fp4_fail(err, FP4_ERR_IO, out, NULL, "io.mkdir", "cannot create the directory: %s", strerror(errno));
+    fp4_outdir *od = NULL;
+    fp4_status st = fp4_outdir_open(out, opts && opts->force, &od, err); /* built beside, swapped in */
+    if (st) return st;
+    const char *dir = fp4_outdir_tmp(od);
     fp4_hf_writer *w = NULL;
     char *cfg = NULL, *stash = NULL;
-    fp4_status st = fp4_config_plan(src, p->layout, &cfg, &stash, err);
-    if (!st) st = fp4_hf_writer_create(out, opts ? opts->max_shard_bytes : 0, &w, err);
+    st = fp4_config_plan(src, p->layout, &cfg, &stash, err);
+    if (!st) st = fp4_hf_writer_create(dir, opts ? opts->max_shard_bytes : 0, &w, err);
     if (!st) st = hf_metadata(w, src, p, opts, stash, err);
     for (int64_t i = 0; i < p->n && !st; i++) {
         int64_t shape[FP4_MAX_DIMS];
@@ -176,15 +251,28 @@ static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, 
     size_t n_shards = 0;
     if (!st) st = fp4_hf_writer_finish(w, &n_shards, err);
     fp4_hf_writer_free(w);
-    if (!st) st = fp4_write_hf_configs(src, p->layout, out, cfg, err);
+    if (!st) st = fp4_write_hf_configs(src, p->layout, dir, cfg, err);
+    if (!st) st = interrupted(opts, NULL, err);
     free(cfg);
     free(stash);
-    return st;
+    if (st) {
+        fp4_outdir_abort(od);
+        return st;
+    }
+    fp4_outdir_set_check(od, loads_back, NULL);
+    return fp4_outdir_commit(od, err);
 }
 
-fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_write_opts *opts, fp4_error *err) {
+fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_write_opts *opts,
+                            fp4_error *err) {
     fp4_layout layout = opts ? opts->layout : FP4_LAYOUT_GGUF;
     if ((unsigned)layout >= FP4_LAYOUT_COUNT_) return FP4_ERR_INVALID_ARG;
+    { /* never write over what is being read, under any name; the target's kind, before any work */
+        int dir = layout == FP4_LAYOUT_MODELOPT || layout == FP4_LAYOUT_CT;
+        fp4_status st0 = fp4_out_preflight(src->src_ck ? src->src_ck->path : NULL, out, dir,
+                                           opts && opts->force, err);
+        if (st0) return st0;
+    }
     plan p;
     fp4_status st = fp4_plan_build(src, layout, &p, err);
     if (!st) st = p.is_gguf ? write_gguf(src, &p, out, opts, err) : write_hf(src, &p, out, opts, err);
@@ -211,7 +299,8 @@ fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_
     if (c->is_gguf) { /* HF configs carried through a GGUF come back out */
         const char *s;
         uint64_t len;
-        if (!fp4_gguf_get_str(c->gguf, fp4_gguf_key_index(c->gguf, "fp4lane.hf.config"), &s, &len)) cfg = strndup(s, (size_t)len);
+        if (!fp4_gguf_get_str(c->gguf, fp4_gguf_key_index(c->gguf, "fp4lane.hf.config"), &s, &len))
+            cfg = strndup(s, (size_t)len);
         if (!fp4_gguf_get_str(c->gguf, fp4_gguf_key_index(c->gguf, "fp4lane.hf.quant_config"), &s, &len))
             qcfg = strndup(s, (size_t)len);
     }

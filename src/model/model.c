@@ -1,7 +1,8 @@
 /* model.c — the model handle (SPEC §7–8). Opens any container through checkpoint.c, hands it
  * to the container's reader (read_gguf.c / read_hf.c), which folds every NVFP4 weight and its
  * companions into one logical tensor and checks each (validate.c); then checks the whole: no two
- * tensors with one logical name, the lane metadata paired with the tensor types. No handle exists
+ * tensors with one logical name, the lane metadata paired with the tensor types, and every
+ * quantization statement of the checkpoint against its tensors (quant_claims.c). No handle exists
  * before all of it has passed. */
 #include "read_impl.h"
 #include <stdlib.h>
@@ -50,6 +51,7 @@ static fp4_status model_open(const char *path, const void *mem, size_t size, con
     }
     if (!st) st = m->ck->is_gguf ? fp4_read_gguf(m->ck, &r, err) : fp4_read_hf(m->ck, &r, err);
     if (!st) st = model_build(m, &r, err);
+    if (!st) st = fp4_quant_claims_check(m, err); /* what the checkpoint says vs what it holds */
     free_tensors(r.t, r.n); /* NULL once the model has taken them */
     if (st) {
         fp4_model_close(m);

@@ -3,6 +3,7 @@
  * one: q/k/v and gate/up of a layer, as ModelOpt's export does); pass 2 quantizes a tensor when
  * the writer asks for it. Memory: one tensor (its f32 copy and its quantized bytes). */
 #include "model_impl.h"
+#include "io/outfile.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,9 @@ static fp4_status plan_tensors(qctx *c, fp4_error *err) {
                       !excluded(r->name, o->quantize_embeddings) && r->ne[0] % mult == 0 &&
                       r->ne[0] <= FP4_MAX_N_IN;
         if (!q->quantize) continue;
+        if (o->cancel && *o->cancel)
+            return fp4_fail(err, FP4_ERR_IO, c->ck->path, NULL, "out.interrupted",
+                            "interrupted before anything was written");
         fp4_status st = tensor_amax(c, q, err);
         if (st) return st;
     }
@@ -205,6 +209,10 @@ static fp4_status make_bytes(qctx *c, int64_t i, fp4_error *err) {
         if (!st) st = qr.st[0];
         q->t.nvfp4.payload = c->buf;
         q->t.nvfp4.scales = c->buf + n_out * n_in / 2;
+        /* the loader's own checks on what is about to be written (scale2, every scale byte) */
+        if (!st && (st = fp4_nvfp4_view_check(&q->t.nvfp4, NULL, NULL)))
+            return fp4_fail(err, st, c->ck->path, q->t.name, "quantize.unloadable",
+                            "the quantized tensor would not load (%s): not written", fp4_status_str(st));
     } else {
         const size_t es = elt_size(q->raw->type);
         for (int64_t k = 0; k < n_out * n_in; k++) {
@@ -243,11 +251,15 @@ fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_qu
                                    fp4_error *err) {
     fp4_error_clear(err);
     if (!in || !out || !o) return FP4_ERR_INVALID_ARG;
-    if (o->to_q4_k && o->layout != FP4_LAYOUT_GGUF && o->layout != FP4_LAYOUT_NONE)
+    if (o->to_q4_k && o->layout != FP4_LAYOUT_GGUF && o->layout != FP4_LAYOUT_GGUF_GGML &&
+        o->layout != FP4_LAYOUT_NONE)
         return fp4_fail(err, FP4_ERR_UNSUPPORTED, out, NULL, "quantize.layout",
                         "Q4_K is written as GGUF only");
     qctx c = {.o = o, .cached = -1};
-    fp4_status st = fp4_ckpt_open(in, 0, &c.ck, err);
+    const int dir_out =
+        !o->to_q4_k && (o->layout == FP4_LAYOUT_MODELOPT || o->layout == FP4_LAYOUT_CT);
+    fp4_status st = fp4_out_preflight(in, out, dir_out, o->force, err); /* before the read pass */
+    if (!st) st = fp4_ckpt_open(in, 0, &c.ck, err);
     if (!st) st = plan_tensors(&c, err);
     if (!st) {
         fp4_wsrc src = {c.n,
@@ -266,8 +278,8 @@ fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_qu
         for (int64_t i = 0; i < c.n; i++) any |= c.q[i].quantize;
         if (!any)
             st = fp4_fail(err, FP4_ERR_NOT_FOUND, in, NULL, "quantize.nothing", "no weight to quantize");
-        fp4_write_opts wo = {o->to_q4_k ? FP4_LAYOUT_GGUF : o->layout, o->max_shard_bytes, o->st_metadata,
-                             o->progress, o->progress_ctx};
+        fp4_write_opts wo = {o->to_q4_k && !o->layout ? FP4_LAYOUT_GGUF : o->layout, o->max_shard_bytes, o->st_metadata,
+                             o->progress, o->progress_ctx, o->force, o->cancel};
         if (!st) st = fp4_write_layout(&src, out, &wo, err);
     }
     free(c.q);

@@ -5,7 +5,8 @@
  *   read_hf.c    HF layouts    } tensor; return the tensors, the layout and the lane keys;
  *   validate.c   the checks the readers and model.c share (scalars, scale bytes, exact pairs,
  *                lane pairing);
- *   names.c      layout and lane names.
+ *   names.c      layout and lane names;
+ *   quant_claims.c  the checkpoint's quantization statements against its tensors (model.c).
  * A reader calls validate.c, names.c and checkpoint.c, never model.c. */
 #ifndef FP4_READ_IMPL_H
 #define FP4_READ_IMPL_H
@@ -68,6 +69,10 @@ int fp4_exact_get(const fp4_ckpt *c, const char *name, const char *what, float *
  * NVFP4 tensors or none, keys that agree with the tensors. Gives the model's lane. */
 fp4_status fp4_check_lane(const char *path, const fp4_mtensor *t, int64_t n, const fp4_lane_keys *k,
                           fp4_weight_precision *wp, fp4_act_precision *ap, fp4_error *err);
+
+/* ---- quant_claims.c: every quantization statement of the checkpoint against its loaded
+ * tensors; model.c calls it once the handle's tensors are built ---- */
+fp4_status fp4_quant_claims_check(const fp4_model *m, fp4_error *err);
 
 /* ---- names.c ---- */
 extern const char *const fp4_wp_names[FP4_WP_COUNT_];

@@ -7,6 +7,7 @@
  * tests/check.h hold their own). */
 #include "fp4_impl.h"
 #include "fp4lane_synth.h"
+#include "io/outfile.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -284,7 +285,7 @@ static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_
     return st;
 }
 
-/* ---- the output directory: refuse, build beside, sync, rename ---- */
+/* ---- the output: refused unless absent or empty, built beside, swapped in (io/outfile.h) ---- */
 static int dir_is_empty(const char *path) {
     DIR *d = opendir(path);
     if (!d) return 0;
@@ -294,46 +295,6 @@ static int dir_is_empty(const char *path) {
         if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
     closedir(d);
     return empty;
-}
-
-static int fsync_path(const char *path, int dir) {
-    int fd = open(path, dir ? O_RDONLY | O_DIRECTORY : O_RDONLY);
-    if (fd < 0) return -1;
-    int r = fsync(fd);
-    close(fd);
-    return r;
-}
-
-/* Every entry of tmp (a directory made here by mkdtemp) is ours: sync them all, or remove them all. */
-static int each_entry(const char *tmp, int remove) {
-    DIR *d = opendir(tmp);
-    if (!d) return -1;
-    struct dirent *e;
-    char path[PATH_MAX];
-    int bad = 0;
-    while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        int n = snprintf(path, sizeof path, "%s/%s", tmp, e->d_name);
-        if (n < 0 || n >= (int)sizeof path) { bad = -1; continue; }
-        if (remove ? unlink(path) : fsync_path(path, 0)) bad = -1;
-    }
-    closedir(d);
-    return bad;
-}
-
-/* A new directory OUT.tmp-XXXXXXXX (mode 0777 less the umask, as mkdir gives; mkdtemp would make
- * it 0700): unique by pid, clock and attempt, never an existing one. */
-static int make_tmp_dir(const char *outp, char *tmp, size_t n) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    for (uint64_t a = 0; a < 100; a++) {
-        uint64_t h = mix64(((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (a << 56));
-        int k = snprintf(tmp, n, "%s.tmp-%08x", outp, (unsigned)h);
-        if (k < 0 || (size_t)k >= n) return errno = ENAMETOOLONG, -1;
-        if (mkdir(tmp, 0777) == 0) return 0;
-        if (errno != EEXIST) return -1;
-    }
-    return -1;
 }
 
 static void parent_of(const char *path, char *out, size_t n) {
@@ -350,7 +311,7 @@ fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4
     synth_plan p;
     fp4_status st = make_plan(opts, &p, err);
     if (st) return free(p.t), st;
-    char tmp[PATH_MAX], parent[PATH_MAX];
+    char parent[PATH_MAX];
     size_t ol = strlen(out);
     while (ol > 1 && out[ol - 1] == '/') ol--; /* "dir/" names dir */
     if (ol >= PATH_MAX - 64) {
@@ -372,22 +333,15 @@ fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4
                  p.bytes / 1e9, (double)vf.f_bavail * vf.f_frsize / 1e9);
         return free(p.t), FP4_ERR_IO;
     }
-    if (make_tmp_dir(outp, tmp, sizeof tmp)) {
-        fp4_fail(err, FP4_ERR_IO, tmp, NULL, "synth.io", "mkdir: %s", strerror(errno));
-        return free(p.t), FP4_ERR_IO;
-    }
-    st = write_config(tmp, &p, err);
-    if (!st) st = write_tensors(tmp, &p, opts, err);
-    if (!st && (each_entry(tmp, 0) || fsync_path(tmp, 1)))
-        st = fp4_fail(err, FP4_ERR_IO, tmp, NULL, "synth.io", "fsync: %s", strerror(errno));
-    if (!st && rename(tmp, outp) != 0)
-        st = fp4_fail(err, FP4_ERR_IO, outp, NULL, "synth.io", "rename %s: %s", tmp, strerror(errno));
-    if (st) {
-        each_entry(tmp, 1);
-        rmdir(tmp);
-    } else {
-        fsync_path(parent, 1);
-    }
+    /* every file is written under a temporary name, fsynced and renamed, inside a directory built
+     * beside the target; that directory is then renamed into place (fp4_outdir_*) */
+    fp4_outdir *od = NULL;
+    st = fp4_outdir_open(outp, 0, &od, err);
+    if (st) return free(p.t), st;
+    st = write_config(fp4_outdir_tmp(od), &p, err);
+    if (!st) st = write_tensors(fp4_outdir_tmp(od), &p, opts, err);
+    if (st) fp4_outdir_abort(od);
+    else st = fp4_outdir_commit(od, err);
     free(p.t);
     return st;
 }

@@ -50,7 +50,9 @@ static int ends(const char *s, const char *x) {
 }
 static int ignorable(const fp4_tensor *t) {
     const int scalar = t->type == FP4_TYPE_F32 && (t->n_dims == 0 || (t->n_dims == 1 && t->ne[0] == 1));
-    return ends(t->name, "rotary_emb.inv_freq") ||
+    /* rope_freqs.weight: llama.cpp's Llama 3.1 rope factors, read from config.json's rope_scaling
+     * instead (a llama.cpp GGUF without config.json is refused before binding: arch.c) */
+    return ends(t->name, "rotary_emb.inv_freq") || !strcmp(t->name, "rope_freqs.weight") ||
            (scalar && (ends(t->name, ".k_scale") || ends(t->name, ".v_scale")));
 }
 

@@ -13,8 +13,9 @@
  *  80  n_pos u64
  *  88  K halves [n_layers][n_pos][kv_dim] u16, then V halves, same shape
  *  end SHA-256 of every byte before it (32 bytes)
- * Written to PATH.tmp.PID, fsynced, renamed, directory fsynced. */
+ * Written under a temporary name beside PATH, fsynced, renamed, directory fsynced (outfile.h). */
 #include "runtime/rt_impl.h"
+#include "io/outfile.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -115,17 +116,6 @@ const char *fp4_rt_identity(const fp4_rt *rt) {
 
 void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos);
 
-static int write_all(int fd, const void *p, size_t n) {
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        b += w, n -= (size_t)w;
-    }
-    return 0;
-}
-
 fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_error *err) {
     fp4_error_clear(err);
     fp4_rt *rt = (fp4_rt *)crt;
@@ -165,39 +155,14 @@ fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_
     }
     fp4_sha256_update(&h, buf, body);
     fp4_sha256_final(&h, dg);
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp) {
-        st = fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.path", "path too long");
+    /* a temporary name beside path, fsynced, renamed, the directory fsynced (io/outfile.h) */
+    fp4_outfile *of = NULL;
+    if ((st = fp4_outfile_open(path, &of, err))) goto out;
+    if ((st = fp4_outfile_write(of, buf, body, err)) || (st = fp4_outfile_write(of, dg, 32, err))) {
+        fp4_outfile_abort(of);
         goto out;
     }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        st = fp4_fail(err, FP4_ERR_IO, tmp, NULL, "io.open", "cannot create: %s", strerror(errno));
-        goto out;
-    }
-    if (write_all(fd, buf, body) || write_all(fd, dg, 32) || fsync(fd) || close(fd)) {
-        int e = errno;
-        close(fd);
-        unlink(tmp);
-        st = fp4_fail(err, FP4_ERR_IO, tmp, NULL, "io.write", "cannot write: %s", strerror(e));
-        goto out;
-    }
-    if (rename(tmp, path)) {
-        int e = errno;
-        unlink(tmp);
-        st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.rename", "cannot rename the snapshot into place: %s",
-                      strerror(e));
-        goto out;
-    }
-    char dir[4200];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *sl = strrchr(dir, '/');
-    if (sl)
-        *sl = 0;
-    else
-        snprintf(dir, sizeof dir, ".");
-    int dfd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) fsync(dfd), close(dfd);
+    st = fp4_outfile_commit(of, err);
 out:
     free(k), free(v), free(buf);
     return st;

@@ -19,6 +19,7 @@ extern "C" {
 }
 #include "fp4lane.h"
 #include "fp4lane_runtime.h"
+#include <jansson.h>
 #include <ftw.h>
 #include <math.h>
 #include <stdio.h>
@@ -273,17 +274,24 @@ static int add_input_scales(const char *src_dir, const char *dst_dir) {
     fp4_hf_writer_free(w);
     fp4_st_close(st);
     if (r) return -1;
-    char cfg[1 << 14], out[1 << 14];
+    /* the config now says W4A4, as fp4lane writes it: quant_algo NVFP4 and input activations in
+     * the config group (the loader holds every claim against the tensors: quant_claims.c) */
     snprintf(path, sizeof path, "%s/config.json", src_dir);
-    FILE *f = fopen(path, "rb");
-    const size_t len = f ? fread(cfg, 1, sizeof cfg - 1, f) : 0;
-    if (f) fclose(f);
-    cfg[len] = 0;
-    char *at = strstr(cfg, "\"W4A16_NVFP4\"");
-    if (!at) return -1;
-    snprintf(out, sizeof out, "%.*s\"NVFP4\"%s", (int)(at - cfg), cfg, at + 13);
+    json_t *cfg = json_load_file(path, 0, NULL);
+    json_t *q = json_object_get(cfg, "quantization_config");
+    json_t *g0 = json_object_get(json_object_get(q, "config_groups"), "group_0");
+    json_t *wt = json_object_get(g0, "weights");
+    if (!q || !json_is_string(json_object_get(q, "quant_algo")) ||
+        strcmp(json_string_value(json_object_get(q, "quant_algo")), "W4A16_NVFP4") || !wt)
+        return json_decref(cfg), -1;
+    json_object_set_new(q, "quant_algo", json_string("NVFP4"));
+    json_object_set_new(g0, "input_activations", json_deep_copy(wt));
+    char *out = json_dumps(cfg, JSON_COMPACT);
+    json_decref(cfg);
     snprintf(path, sizeof path, "%s/config.json", dst_dir);
-    return fp4_hf_write_json(path, out, 2, 1, &e) ? -1 : 0;
+    const int rc = out && !fp4_hf_write_json(path, out, 2, 1, &e) ? 0 : -1;
+    free(out);
+    return rc;
 }
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {

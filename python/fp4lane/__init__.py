@@ -1,0 +1,326 @@
+"""fp4lane for Python: ctypes over libfp4lane.so (no compiled extension), numpy arrays.
+
+    import fp4lane
+    with fp4lane.open("model.gguf") as m:          # validates, like `fp4lane validate`
+        print(m.layout, m.weight_precision, [t.name for t in m.tensors()][:3])
+        w = m.tensor("blk.0.attn_q.weight")        # float32, dequantized, shape (n_out, n_in)
+        raw = m.tensor("blk.0.attn_q.weight", raw=True)  # {"payload", "scales", "scale2", ...}
+        with m.engine(mode="native") as e:
+            logits = e.logits([1, 2, 3])           # (3, vocab) float32
+            ids = e.generate([1, 2, 3], 8)         # greedy unless sampler options are given
+    fp4lane.quantize("hf_dir", "out.gguf")         # gguf-ggml (llama.cpp's layout) for .gguf
+    fp4lane.convert("out.gguf", "out_dir", layout="modelopt")
+
+Every failure raises fp4lane.Error with the library's fp4_error fields: code, status, file,
+tensor, rule, msg. The library is found through $FP4LANE_LIB, then the checkout's
+build/libfp4lane.so, then the system's loader path (`make install`)."""
+import ctypes
+import json
+
+import numpy as np
+
+from . import _lib as L
+from ._lib import lib
+
+__all__ = ["Error", "version", "open", "validate", "quantize", "convert", "Model", "TensorInfo", "Engine"]
+
+LAYOUTS = ("none", "gguf", "gguf-ggml", "modelopt", "compressed-tensors")
+_NVFP4 = 1024
+_NUMPY_OF_TYPE = {0: np.float32, 1: np.float16, 24: np.int8, 25: np.int16, 26: np.int32, 27: np.int64,
+                  28: np.float64, 30: np.uint16, 1026: np.uint8}  # BF16 as its uint16 bits
+
+
+class Error(Exception):
+    """A refusal or failure of libfp4lane: the fp4_error it filled."""
+
+    def __init__(self, code, file="", tensor="", rule="", msg=""):
+        self.code = code
+        self.status = lib.fp4_status_str(code).decode()
+        self.file, self.tensor, self.rule, self.msg = file, tensor, rule, msg
+        parts = [self.status]
+        if rule:
+            parts.append("[%s]" % rule)
+        if file:
+            parts.append(file)
+        if tensor:
+            parts.append("tensor %s" % tensor)
+        if msg:
+            parts.append(msg)
+        super().__init__(": ".join([parts[0], " ".join(parts[1:])]) if len(parts) > 1 else parts[0])
+
+
+def _raise(code, err=None):
+    if code == 0:
+        return
+    if err is None:
+        raise Error(code)
+    raise Error(code, err.file.decode(errors="replace"), err.tensor.decode(errors="replace"),
+                err.rule.decode(errors="replace"), err.msg.decode(errors="replace"))
+
+
+def _b(s):
+    return s.encode() if isinstance(s, str) else bytes(s)
+
+
+def version():
+    return lib.fp4_version().decode()
+
+
+def _layout(name):
+    v = ctypes.c_int()
+    if name is None or lib.fp4_layout_from_name(_b(name), ctypes.byref(v)) != 0:
+        raise ValueError("unknown layout %r (one of %s)" % (name, ", ".join(LAYOUTS)))
+    return v.value
+
+
+class TensorInfo:
+    """One logical tensor: name, type name, shape (row-major: (..., n_out, n_in)), bytes in the file."""
+
+    def __init__(self, t):
+        self.name = t.name.decode()
+        self.type_id = t.type
+        info = lib.fp4_type_get(t.type)
+        self.type = info.contents.name.decode() if info else str(t.type)
+        self.shape = tuple(t.ne[i] for i in reversed(range(t.n_dims)))
+        self.nbytes = (t.nvfp4.n_out * t.nvfp4.n_in * 9 // 16) if t.type == _NVFP4 else t.nbytes
+        self.scale2 = t.nvfp4.scale2 if t.type == _NVFP4 else None
+
+    def __repr__(self):
+        return "TensorInfo(%r, %s, %s)" % (self.name, self.type, self.shape)
+
+
+class Model:
+    """A checkpoint opened and validated by fp4_model_open (GGUF file, .safetensors, HF directory)."""
+
+    def __init__(self, path):
+        self.path = str(path)
+        err = L.Error()
+        h = ctypes.c_void_p()
+        _raise(lib.fp4_model_open(_b(self.path), None, ctypes.byref(h), ctypes.byref(err)), err)
+        self._h = h
+
+    def close(self):
+        if getattr(self, "_h", None):
+            lib.fp4_model_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("the model is closed")
+        return self._h
+
+    @property
+    def layout(self):
+        return lib.fp4_layout_name(lib.fp4_model_layout(self._handle())).decode()
+
+    @property
+    def weight_precision(self):
+        return lib.fp4_weight_precision_name(lib.fp4_model_weight_precision(self._handle())).decode()
+
+    @property
+    def act_precision(self):
+        return lib.fp4_act_precision_name(lib.fp4_model_act_precision(self._handle())).decode()
+
+    @property
+    def file_bytes(self):
+        return lib.fp4_model_file_bytes(self._handle())
+
+    @property
+    def config(self):
+        """config.json as a dict (HF checkpoints), or None."""
+        s = lib.fp4_model_config_json(self._handle())
+        return json.loads(s.decode()) if s else None
+
+    def _tensor(self, name):
+        p = lib.fp4_model_find(self._handle(), _b(name))
+        if not p:
+            raise Error(16, self.path, name, "tensor.name", "no tensor named %s" % name)
+        return p.contents
+
+    def tensors(self):
+        h = self._handle()
+        return [TensorInfo(lib.fp4_model_tensor(h, i).contents) for i in range(lib.fp4_model_n_tensors(h))]
+
+    def inspect(self):
+        """What `fp4lane inspect --json` reports, as a dict."""
+        return {"path": self.path, "layout": self.layout, "weight_precision": self.weight_precision,
+                "activation_precision": self.act_precision, "file_bytes": self.file_bytes,
+                "tensors": [{"name": t.name, "type": t.type, "shape": list(t.shape), "scale2": t.scale2}
+                            for t in self.tensors()]}
+
+    def tensor(self, name, raw=False):
+        """The tensor as numpy: dequantized float32 (shape (..., n_out, n_in)) by default; raw=True:
+        an NVFP4 weight as {"payload": uint8 (n_out, n_in/2), "scales": uint8 (n_out, n_in/16),
+        "scale2": float, "input_scale_inv": float}, any other tensor as its element type (BF16 as
+        uint16 bits; block types as uint8 bytes). Arrays are copies: they outlive the model."""
+        t = self._tensor(name)
+        shape = tuple(t.ne[i] for i in reversed(range(t.n_dims)))
+        if raw:
+            if t.type == _NVFP4:
+                v = t.nvfp4
+                pay = np.ctypeslib.as_array(ctypes.cast(v.payload, ctypes.POINTER(ctypes.c_uint8)),
+                                            (v.n_out * v.n_in // 2,)).copy().reshape(v.n_out, v.n_in // 2)
+                sc = np.ctypeslib.as_array(ctypes.cast(v.scales, ctypes.POINTER(ctypes.c_uint8)),
+                                           (v.n_out * v.n_in // 16,)).copy().reshape(v.n_out, v.n_in // 16)
+                return {"payload": pay, "scales": sc, "scale2": float(v.scale2),
+                        "input_scale_inv": float(v.input_scale_inv)}
+            data = np.frombuffer(ctypes.string_at(t.data, t.nbytes), dtype=np.uint8).copy()
+            dt = _NUMPY_OF_TYPE.get(t.type)
+            return data.view(dt).reshape(shape if shape else ()) if dt is not None else data
+        n_in = t.ne[0] if t.n_dims > 0 else 1
+        rows = 1
+        for i in range(1, max(t.n_dims, 1)):
+            rows *= t.ne[i]
+        out = np.empty((rows, n_in), dtype=np.float32)
+        _raise(lib.fp4_tensor_dequant_rows(ctypes.byref(t), 0, rows, out.ctypes.data_as(ctypes.c_void_p)))
+        return out.reshape(shape if shape else ())
+
+    def write(self, out, layout):
+        """Re-layout (fp4lane convert): no float is computed; round trips are byte-identical."""
+        err = L.Error()
+        o = L.WriteOpts(layout=_layout(layout))
+        _raise(lib.fp4_model_write(self._handle(), _b(str(out)), ctypes.byref(o), ctypes.byref(err)), err)
+
+    def engine(self, mode="native", threads=1, n_ctx=0, max_seqs=1):
+        return Engine(self, mode=mode, threads=threads, n_ctx=n_ctx, max_seqs=max_seqs)
+
+
+def open(path):  # noqa: A001 - the module's verb, like the CLI's
+    """Open and validate a checkpoint; raises fp4lane.Error naming the file, tensor and rule."""
+    return Model(path)
+
+
+def validate(path):
+    """None when fp4lane accepts the checkpoint, else fp4lane.Error (as `fp4lane validate`)."""
+    Model(path).close()
+
+
+def _default_layout(out, layout):
+    if layout is not None:
+        return _layout(layout)
+    return _layout("gguf-ggml" if str(out).endswith(".gguf") else "modelopt")
+
+
+def quantize(inp, out, layout=None, to="nvfp4", scale2_rule="gpu", no_fusion=False, quantize_embeddings=False,
+             shard_size=0):
+    """Quantize an unquantized checkpoint (fp4lane quantize). layout: None picks gguf-ggml for a
+    .gguf name, else modelopt; to: "nvfp4" or "q4_k"."""
+    if to not in ("nvfp4", "q4_k"):
+        raise ValueError("to must be 'nvfp4' or 'q4_k'")
+    if scale2_rule not in ("gpu", "cpu"):
+        raise ValueError("scale2_rule must be 'gpu' or 'cpu'")
+    o = L.QuantizeOpts(layout=_default_layout(out, layout), to_q4_k=int(to == "q4_k"),
+                       rule=int(scale2_rule == "cpu"), no_fusion=int(bool(no_fusion)),
+                       quantize_embeddings=int(bool(quantize_embeddings)), max_shard_bytes=int(shard_size))
+    err = L.Error()
+    _raise(lib.fp4_quantize_checkpoint(_b(str(inp)), _b(str(out)), ctypes.byref(o), ctypes.byref(err)), err)
+
+
+def convert(inp, out, layout=None):
+    """Re-layout a checkpoint (fp4lane convert); layout None: gguf-ggml for a .gguf name."""
+    if layout is None and not str(out).endswith(".gguf"):
+        raise ValueError("convert needs a layout unless the output name ends in .gguf")
+    with Model(inp) as m:
+        m.write(out, layout or "gguf-ggml")
+
+
+class Engine:
+    """The decode runtime (fp4lane_runtime.h) over an open model, on the CPU."""
+
+    def __init__(self, model, mode="native", threads=1, n_ctx=0, max_seqs=1):
+        if mode not in ("exact", "native"):
+            raise ValueError("mode must be 'exact' or 'native'")
+        self.model = model  # kept alive: the engine borrows it
+        o = L.RtOpts(mode=0 if mode == "exact" else 1, device=0, n_threads=int(threads), n_ctx=int(n_ctx),
+                     max_seqs=int(max_seqs))
+        err = L.Error()
+        h = ctypes.c_void_p()
+        _raise(lib.fp4_rt_create(model._handle(), ctypes.byref(o), ctypes.byref(h), ctypes.byref(err)), err)
+        self._h = h
+        self.vocab = lib.fp4_rt_vocab(h)
+        self.n_ctx = lib.fp4_rt_n_ctx(h)
+        self.routes = lib.fp4_rt_routes(h).decode()
+        a = lib.fp4_rt_arch(h).contents
+        self.arch = {"family": lib.fp4_arch_family_name(a.family).decode(), "layers": a.n_layers,
+                     "hidden": a.hidden, "heads": a.n_heads, "kv_heads": a.n_kv_heads, "head_dim": a.head_dim,
+                     "ffn": a.ffn, "vocab": a.vocab, "bos": a.bos, "eos": list(a.eos[:a.n_eos])}
+
+    def close(self):
+        if getattr(self, "_h", None):
+            lib.fp4_rt_free(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+    def _step(self, seq, ids, want_all):
+        n = len(ids)
+        cols = (L.RtTok * n)(*[L.RtTok(seq, int(t), int(want_all or i == n - 1)) for i, t in enumerate(ids)])
+        out = np.empty((n if want_all else 1, self.vocab), dtype=np.float32)
+        err = L.Error()
+        _raise(lib.fp4_rt_step(self._h, cols, n, out.ctypes.data_as(ctypes.c_void_p), ctypes.byref(err)), err)
+        return out
+
+    def _open_seq(self):
+        if not self._h:
+            raise ValueError("the engine is closed")
+        s = ctypes.c_int32()
+        _raise(lib.fp4_rt_seq_open(self._h, ctypes.byref(s)))
+        return s.value
+
+    def logits(self, ids):
+        """Logits at every position of ids, as one fresh sequence: float32 (len(ids), vocab)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise ValueError("ids is empty")
+        seq = self._open_seq()
+        try:
+            return self._step(seq, ids, True)
+        finally:
+            lib.fp4_rt_seq_close(self._h, seq)
+
+    def generate(self, ids, n, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
+                 presence_penalty=0.0, seed=0, stop=None):
+        """n new ids after the prompt ids (greedy by default; seeded sampling otherwise). Stops early
+        at an id in stop (default: the model's eos ids)."""
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise ValueError("ids is empty")
+        p = lib.fp4_sampler_defaults()
+        p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
+        p.repeat_penalty, p.presence_penalty, p.seed = repeat_penalty, presence_penalty, seed
+        smp = ctypes.c_void_p()
+        _raise(lib.fp4_sampler_create(ctypes.byref(p), self.vocab, ctypes.byref(smp)))
+        stop = set(self.arch["eos"] if stop is None else stop)
+        seq = self._open_seq()
+        out = []
+        try:
+            for t in ids:
+                lib.fp4_sampler_accept(smp, t)
+            logits = self._step(seq, ids, False)
+            while len(out) < n:
+                t = lib.fp4_sampler_sample(smp, logits.ctypes.data_as(ctypes.c_void_p))
+                out.append(t)
+                lib.fp4_sampler_accept(smp, t)
+                if t in stop or len(out) == n:
+                    break
+                logits = self._step(seq, [t], False)
+        finally:
+            lib.fp4_rt_seq_close(self._h, seq)
+            lib.fp4_sampler_free(smp)
+        return out

@@ -1,0 +1,133 @@
+"""ctypes declarations of libfp4lane.so: the structs and prototypes of include/fp4lane.h and
+include/fp4lane_runtime.h that the binding uses, field for field. Nothing here is called by users."""
+import ctypes
+import ctypes.util
+import os
+
+c_int, c_int32, c_int64, c_uint64, c_float, c_double = (ctypes.c_int, ctypes.c_int32, ctypes.c_int64,
+                                                        ctypes.c_uint64, ctypes.c_float, ctypes.c_double)
+c_char_p, c_void_p, c_size_t, POINTER = ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER
+
+FP4_MAX_DIMS = 4
+
+
+class Error(ctypes.Structure):  # fp4_error
+    _fields_ = [("code", c_int), ("file", ctypes.c_char * 256), ("tensor", ctypes.c_char * 128),
+                ("rule", ctypes.c_char * 64), ("msg", ctypes.c_char * 512)]
+
+
+class NvFp4View(ctypes.Structure):  # fp4_nvfp4_view
+    _fields_ = [("payload", c_void_p), ("scales", c_void_p), ("scale2", c_float),
+                ("input_scale_inv", c_float), ("n_out", c_int64), ("n_in", c_int64)]
+
+
+class Tensor(ctypes.Structure):  # fp4_tensor
+    _fields_ = [("name", c_char_p), ("type", c_int), ("n_dims", c_int32), ("ne", c_int64 * FP4_MAX_DIMS),
+                ("data", c_void_p), ("nbytes", c_uint64), ("nvfp4", NvFp4View), ("st_dtype", c_int)]
+
+
+class TypeInfo(ctypes.Structure):  # fp4_type_info
+    _fields_ = [("type", c_int), ("name", c_char_p), ("block_size", c_int64), ("type_size", c_int64)]
+
+
+PROGRESS = ctypes.CFUNCTYPE(None, c_void_p, c_char_p, c_uint64, c_uint64)
+
+
+class WriteOpts(ctypes.Structure):  # fp4_write_opts
+    _fields_ = [("layout", c_int), ("max_shard_bytes", c_uint64), ("st_metadata", POINTER(c_char_p)),
+                ("progress", PROGRESS), ("progress_ctx", c_void_p), ("force", c_int), ("cancel", c_void_p)]
+
+
+class QuantizeOpts(ctypes.Structure):  # fp4_quantize_opts
+    _fields_ = [("layout", c_int), ("to_q4_k", c_int), ("rule", c_int), ("no_fusion", c_int),
+                ("quantize_embeddings", c_int), ("max_shard_bytes", c_uint64),
+                ("st_metadata", POINTER(c_char_p)), ("progress", PROGRESS), ("progress_ctx", c_void_p),
+                ("force", c_int), ("cancel", c_void_p)]
+
+
+class Arch(ctypes.Structure):  # fp4_arch
+    _fields_ = [("family", c_int), ("source", c_int), ("n_layers", c_int64), ("hidden", c_int64),
+                ("n_heads", c_int64), ("n_kv_heads", c_int64), ("head_dim", c_int64), ("ffn", c_int64),
+                ("vocab", c_int64), ("n_ctx_train", c_int64), ("rms_eps", c_float), ("rope_theta", c_double),
+                ("rope_scaling", c_int), ("rope_factor", c_double), ("rope_low_freq_factor", c_double),
+                ("rope_high_freq_factor", c_double), ("rope_orig_ctx", c_int64), ("tied_head", c_int),
+                ("qkv_bias", c_int), ("qk_norm", c_int), ("qk_permuted", c_int), ("bos", c_int32),
+                ("n_eos", c_int32), ("eos", c_int32 * 8)]
+
+
+class RtOpts(ctypes.Structure):  # fp4_rt_opts
+    _fields_ = [("mode", c_int), ("device", c_int), ("n_threads", c_int), ("n_ctx", c_int64),
+                ("max_seqs", c_int32), ("kv_dtype", c_int), ("drafting", c_int), ("cuda_lib", c_char_p),
+                ("cuda_device", c_int)]
+
+
+class RtTok(ctypes.Structure):  # fp4_rt_tok
+    _fields_ = [("seq", c_int32), ("token", c_int32), ("want_logits", c_int32)]
+
+
+class SamplerParams(ctypes.Structure):  # fp4_sampler_params
+    _fields_ = [("temperature", c_float), ("top_k", c_int32), ("top_p", c_float), ("min_p", c_float),
+                ("repeat_penalty", c_float), ("presence_penalty", c_float), ("penalty_last_n", c_int32),
+                ("seed", c_uint64)]
+
+
+_PROTOS = {
+    "fp4_version": (c_char_p, []),
+    "fp4_status_str": (c_char_p, [c_int]),
+    "fp4_type_get": (POINTER(TypeInfo), [c_int64]),
+    "fp4_layout_name": (c_char_p, [c_int]),
+    "fp4_layout_from_name": (c_int, [c_char_p, POINTER(c_int)]),
+    "fp4_weight_precision_name": (c_char_p, [c_int]),
+    "fp4_act_precision_name": (c_char_p, [c_int]),
+    "fp4_model_open": (c_int, [c_char_p, c_void_p, POINTER(c_void_p), POINTER(Error)]),
+    "fp4_model_close": (None, [c_void_p]),
+    "fp4_model_layout": (c_int, [c_void_p]),
+    "fp4_model_weight_precision": (c_int, [c_void_p]),
+    "fp4_model_act_precision": (c_int, [c_void_p]),
+    "fp4_model_n_tensors": (c_int64, [c_void_p]),
+    "fp4_model_tensor": (POINTER(Tensor), [c_void_p, c_int64]),
+    "fp4_model_find": (POINTER(Tensor), [c_void_p, c_char_p]),
+    "fp4_model_file_bytes": (c_uint64, [c_void_p]),
+    "fp4_model_config_json": (c_char_p, [c_void_p]),
+    "fp4_model_quant_config_json": (c_char_p, [c_void_p]),
+    "fp4_tensor_dequant_rows": (c_int, [POINTER(Tensor), c_int64, c_int64, c_void_p]),
+    "fp4_model_write": (c_int, [c_void_p, c_char_p, POINTER(WriteOpts), POINTER(Error)]),
+    "fp4_quantize_checkpoint": (c_int, [c_char_p, c_char_p, POINTER(QuantizeOpts), POINTER(Error)]),
+    "fp4_rt_create": (c_int, [c_void_p, POINTER(RtOpts), POINTER(c_void_p), POINTER(Error)]),
+    "fp4_rt_free": (None, [c_void_p]),
+    "fp4_rt_arch": (POINTER(Arch), [c_void_p]),
+    "fp4_rt_vocab": (c_int64, [c_void_p]),
+    "fp4_rt_n_ctx": (c_int64, [c_void_p]),
+    "fp4_rt_routes": (c_char_p, [c_void_p]),
+    "fp4_rt_seq_open": (c_int, [c_void_p, POINTER(c_int32)]),
+    "fp4_rt_seq_close": (None, [c_void_p, c_int32]),
+    "fp4_rt_step": (c_int, [c_void_p, POINTER(RtTok), c_int64, c_void_p, POINTER(Error)]),
+    "fp4_arch_family_name": (c_char_p, [c_int]),
+    "fp4_sampler_defaults": (SamplerParams, []),
+    "fp4_sampler_create": (c_int, [POINTER(SamplerParams), c_int64, POINTER(c_void_p)]),
+    "fp4_sampler_free": (None, [c_void_p]),
+    "fp4_sampler_accept": (None, [c_void_p, c_int32]),
+    "fp4_sampler_sample": (c_int32, [c_void_p, c_void_p]),
+}
+
+
+def _find():
+    env = os.environ.get("FP4LANE_LIB")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    built = os.path.join(here, "..", "..", "build", "libfp4lane.so")  # a checkout's `make`
+    if os.path.exists(built):
+        return built
+    return ctypes.util.find_library("fp4lane") or "libfp4lane.so"
+
+
+def load():
+    lib = ctypes.CDLL(_find())
+    for name, (res, args) in _PROTOS.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+    return lib
+
+
+lib = load()

@@ -1,0 +1,340 @@
+/* ggml_arch.c — a Hugging Face checkpoint written as llama.cpp's own GGUF (layout gguf-ggml):
+ * llama.cpp's tensor names (blk.N.attn_q.weight, ...), its architecture metadata
+ * (general.architecture, <arch>.block_count, ...) and, for the Llama family (llama, mistral),
+ * the q/k row order llama.cpp's converter (convert_hf_to_gguf.py, LlamaModel.permute) gives
+ * attention: within each head of D rows, row 2i+j of the file is row j·D/2+i of the checkpoint.
+ * Qwen2/Qwen3 are not permuted (llama.cpp's converter leaves them). Llama 3.1 rope scaling becomes
+ * llama.cpp's rope_freqs.weight; 1-D F16/BF16 tensors are widened to F32 as its converter does.
+ * The runtime reads these files back (src/runtime/bind.c: the names; src/runtime/model_access.c:
+ * un-permutes Llama q/k).
+ *
+ * Applied to the write plan (names, a row order per entry, KVs, widened and generated entries);
+ * layout_write.c moves the bytes with fp4_ggml_arch_src_row / _widen / _gen.
+ * A checkpoint whose config.json names no family fp4lane maps (llama, mistral, qwen2, qwen3)
+ * keeps its tensor names (llama.cpp can read such a file's tensors, not run it). The tokenizer
+ * is written as llama.cpp's "none" vocabulary of <arch>.vocab_size tokens (ids in, ids out). */
+#include "layout_impl.h"
+#include "fp4lane_runtime.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { PERM_NONE = 0, PERM_Q, PERM_K };
+
+static const struct { const char *hf, *gg; } global_names[] = {
+    {"model.embed_tokens", "token_embd"},
+    {"model.norm", "output_norm"},
+    {"lm_head", "output"},
+};
+
+static const struct { const char *hf, *gg; int perm; } layer_names[] = {
+    {"input_layernorm", "attn_norm", PERM_NONE},
+    {"self_attn.q_proj", "attn_q", PERM_Q},
+    {"self_attn.k_proj", "attn_k", PERM_K},
+    {"self_attn.v_proj", "attn_v", PERM_NONE},
+    {"self_attn.o_proj", "attn_output", PERM_NONE},
+    {"self_attn.q_norm", "attn_q_norm", PERM_NONE},
+    {"self_attn.k_norm", "attn_k_norm", PERM_NONE},
+    {"post_attention_layernorm", "ffn_norm", PERM_NONE},
+    {"mlp.gate_proj", "ffn_gate", PERM_NONE},
+    {"mlp.up_proj", "ffn_up", PERM_NONE},
+    {"mlp.down_proj", "ffn_down", PERM_NONE},
+};
+
+/* HF module stem + any suffix (".weight", ".bias", ".scale", ".weight.scale2_div", ...) ->
+ * llama.cpp's stem + the same suffix. 1 when mapped; *perm: which permutation the stem takes. */
+static int map_name(const char *in, char *out, size_t n, int *perm) {
+    *perm = PERM_NONE;
+    for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
+        size_t l = strlen(global_names[i].hf);
+        if (!strncmp(in, global_names[i].hf, l) && in[l] == '.')
+            return snprintf(out, n, "%s%s", global_names[i].gg, in + l) < (int)n;
+    }
+    static const char pre[] = "model.layers.";
+    if (strncmp(in, pre, sizeof pre - 1)) return 0;
+    const char *s = in + sizeof pre - 1;
+    long layer = 0;
+    int digits = 0;
+    while (*s >= '0' && *s <= '9' && digits < 7) layer = layer * 10 + (*s++ - '0'), digits++;
+    if (!digits || *s != '.' || (digits > 1 && s[-digits] == '0')) return 0;
+    s++;
+    for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
+        size_t l = strlen(layer_names[i].hf);
+        if (!strncmp(s, layer_names[i].hf, l) && s[l] == '.') {
+            *perm = layer_names[i].perm;
+            return snprintf(out, n, "blk.%ld.%s%s", layer, layer_names[i].gg, s + l) < (int)n;
+        }
+    }
+    return 0;
+}
+
+/* llama.cpp's stem + suffix -> the HF module stem + suffix (the inverse of map_name) */
+static int unmap_name(const char *in, char *out, size_t n, int *perm) {
+    *perm = PERM_NONE;
+    for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
+        size_t l = strlen(global_names[i].gg);
+        if (!strncmp(in, global_names[i].gg, l) && in[l] == '.')
+            return snprintf(out, n, "%s%s", global_names[i].hf, in + l) < (int)n;
+    }
+    if (strncmp(in, "blk.", 4)) return 0;
+    const char *s = in + 4;
+    long layer = 0;
+    int digits = 0;
+    while (*s >= '0' && *s <= '9' && digits < 7) layer = layer * 10 + (*s++ - '0'), digits++;
+    if (!digits || *s != '.' || (digits > 1 && s[-digits] == '0')) return 0;
+    s++;
+    for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
+        size_t l = strlen(layer_names[i].gg);
+        if (!strncmp(s, layer_names[i].gg, l) && s[l] == '.') {
+            *perm = layer_names[i].perm;
+            return snprintf(out, n, "model.layers.%ld.%s%s", layer, layer_names[i].hf, s + l) < (int)n;
+        }
+    }
+    return 0;
+}
+
+int64_t fp4_ggml_arch_src_row(const plan_entry *e, int64_t r) {
+    if (!e->perm_heads) return r;
+    const int64_t heads = e->perm_heads > 0 ? e->perm_heads : -(int64_t)e->perm_heads;
+    const int64_t D = e->ne[1] / heads, h = r / D, w = r % D;
+    if (e->perm_heads > 0) return h * D + (w % 2) * (D / 2) + w / 2; /* HF row -> llama.cpp's order */
+    return h * D + 2 * (w % (D / 2)) + w / (D / 2);                  /* and back */
+}
+
+void fp4_ggml_arch_widen(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst) {
+    for (int64_t k = 0; k < n; k++) {
+        const uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
+        fp4_wr_lef32(dst + 4 * k, e->widen_from == FP4_TYPE_BF16 ? fp4_bf16_to_f32(h) : fp4_f16_to_f32(h));
+    }
+}
+
+/* rope_freqs.weight as llama.cpp's converter computes it (convert_hf_to_gguf.py, LlamaModel,
+ * rope_type "llama3"): per rotary pair i, 1 for high frequencies, factor for low ones, and the
+ * smooth interpolation between; f32 arithmetic as its torch float32 tensors do */
+fp4_status fp4_ggml_arch_gen(const fp4_wsrc *src, const plan_entry *e, uint8_t *dst, fp4_error *err) {
+    fp4_arch a;
+    fp4_status st = fp4_arch_from_hf_config(src->config_json, &a, err);
+    if (st) return st;
+    if (strcmp(e->name, "rope_freqs.weight") || a.rope_scaling != FP4_ROPE_LLAMA3 ||
+        e->nbytes != (uint64_t)(a.head_dim / 2) * 4)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, e->name, "ggml.gen", "no generator for this tensor");
+    const float dim = (float)a.head_dim, factor = (float)a.rope_factor, lo = (float)a.rope_low_freq_factor,
+                hi = (float)a.rope_high_freq_factor, old_ctx = (float)a.rope_orig_ctx;
+    const float lo_wavelen = old_ctx / lo, hi_wavelen = old_ctx / hi;
+    for (int64_t i = 0; i < a.head_dim / 2; i++) {
+        const float freq = 1.0f / powf((float)a.rope_theta, (float)(2 * i) / dim);
+        const float wavelen = (float)(2.0 * M_PI) / freq;
+        float f;
+        if (wavelen < hi_wavelen) f = 1.0f;
+        else if (wavelen > lo_wavelen) f = factor;
+        else {
+            const float smooth = (old_ctx / wavelen - lo) / (hi - lo);
+            f = 1.0f / ((1.0f - smooth) / factor + smooth);
+        }
+        fp4_wr_lef32(dst + 4 * i, f);
+    }
+    return FP4_OK;
+}
+
+void fp4_ggml_arch_narrow(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst) {
+    for (int64_t k = 0; k < n; k++) {
+        float f;
+        memcpy(&f, src + 4 * k, 4); /* little-endian host, as the loader assumes */
+        const uint16_t h = e->narrow_to == FP4_TYPE_BF16 ? fp4_f32_to_bf16(f) : fp4_f32_to_f16(f);
+        dst[2 * k] = (uint8_t)h, dst[2 * k + 1] = (uint8_t)(h >> 8);
+    }
+}
+
+static fp4_status kv_u32(plan *p, const char *arch, const char *key, int64_t v, fp4_error *err) {
+    if (v < 0 || v > (int64_t)UINT32_MAX)
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "ggml.kv",
+                        "%s.%s = %lld does not fit llama.cpp's u32", arch, key, (long long)v);
+    plan_kv *k = fp4_plan_kv_add(p);
+    if (!k) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    snprintf(k->key, sizeof k->key, "%s%s%s", arch ? arch : "", arch ? "." : "", key);
+    k->is_u32 = 1;
+    k->u = (uint32_t)v;
+    return FP4_OK;
+}
+
+static fp4_status kv_f32(plan *p, const char *arch, const char *key, float v, fp4_error *err) {
+    plan_kv *k = fp4_plan_kv_add(p);
+    if (!k) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    snprintf(k->key, sizeof k->key, "%s.%s", arch, key);
+    k->is_f32 = 1;
+    k->f = v;
+    return FP4_OK;
+}
+
+static fp4_status kv_str(plan *p, const char *key, const char *s, fp4_error *err) {
+    if (fp4_plan_kv_str(p, key, s)) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    return FP4_OK;
+}
+
+/* llama.cpp's hyperparameter keys (llama-arch.cpp LLM_KV_*) for one of the mapped families */
+static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error *err) {
+    const struct { const char *key; int64_t v; } u[] = {
+        {"context_length", a->n_ctx_train},     {"embedding_length", a->hidden},
+        {"block_count", a->n_layers},           {"feed_forward_length", a->ffn},
+        {"attention.head_count", a->n_heads},   {"attention.head_count_kv", a->n_kv_heads},
+        {"attention.key_length", a->head_dim},  {"attention.value_length", a->head_dim},
+        {"rope.dimension_count", a->head_dim},  {"vocab_size", a->vocab},
+    };
+    fp4_status st = kv_str(p, "general.architecture", ga, err);
+    for (size_t i = 0; i < sizeof u / sizeof u[0] && !st; i++) st = kv_u32(p, ga, u[i].key, u[i].v, err);
+    if (!st) st = kv_f32(p, ga, "attention.layer_norm_rms_epsilon", a->rms_eps, err);
+    if (!st) st = kv_f32(p, ga, "rope.freq_base", (float)a->rope_theta, err);
+    if (!st && a->rope_scaling == FP4_ROPE_LINEAR) {
+        char key[64];
+        snprintf(key, sizeof key, "%s.rope.scaling.type", ga);
+        st = kv_str(p, key, "linear", err);
+        if (!st) st = kv_f32(p, ga, "rope.scaling.factor", (float)a->rope_factor, err);
+    }
+    /* the vocabulary: llama.cpp's "none" model (ids only) until a tokenizer is carried */
+    if (!st) st = kv_str(p, "tokenizer.ggml.model", "none", err);
+    if (!st && a->bos >= 0) st = kv_u32(p, NULL, "tokenizer.ggml.bos_token_id", a->bos, err);
+    if (!st && a->n_eos > 0) st = kv_u32(p, NULL, "tokenizer.ggml.eos_token_id", a->eos[0], err);
+    return st;
+}
+
+/* fp4lane.exact.<tensor>.<what> and fp4lane.scalar.<tensor> name tensors: renamed with them */
+static fp4_status rename_kvs(plan *p, fp4_error *err) {
+    static const char *const pre[] = {"fp4lane.exact.", "fp4lane.scalar."};
+    for (int64_t i = 0; i < p->n_kv; i++)
+        for (int j = 0; j < 2; j++) {
+            size_t l = strlen(pre[j]);
+            char mapped[FP4_MAX_NAME + 64];
+            int perm;
+            if (strncmp(p->kv[i].key, pre[j], l)) continue;
+            if (!map_name(p->kv[i].key + l, mapped, sizeof mapped, &perm))
+                return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->kv[i].key + l, "ggml.name_map",
+                                "no llama.cpp name for this tensor");
+            char key[sizeof p->kv[i].key];
+            if (snprintf(key, sizeof key, "%s%s", pre[j], mapped) >= (int)sizeof key)
+                return fp4_fail(err, FP4_ERR_LIMIT, NULL, mapped, "ggml.name_map", "key too long");
+            memcpy(p->kv[i].key, key, sizeof key);
+        }
+    return FP4_OK;
+}
+
+static const char *gguf_arch_of(fp4_arch_family f) {
+    switch (f) {
+    case FP4_ARCH_LLAMA:
+    case FP4_ARCH_MISTRAL: return "llama"; /* llama.cpp runs Mistral dense as "llama" */
+    case FP4_ARCH_QWEN2: return "qwen2";
+    case FP4_ARCH_QWEN3: return "qwen3";
+    default: return NULL;
+    }
+}
+
+fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
+    const fp4_ckpt *c = src->src_ck;
+    if (!src->config_json) return FP4_OK;
+    if (c && c->is_gguf && fp4_gguf_key_index(c->gguf, "general.architecture") >= 0) return FP4_OK;
+    fp4_arch a;
+    fp4_error ae;
+    if (fp4_arch_from_hf_config(src->config_json, &a, &ae)) return FP4_OK; /* not a family we map */
+    const char *ga = gguf_arch_of(a.family);
+    if (!ga) return FP4_OK;
+    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < p->n; i++) {
+        plan_entry *e = &p->e[i];
+        char mapped[sizeof e->name];
+        int perm;
+        if (fp4_ends_with(e->name, "rotary_emb.inv_freq")) continue; /* llama.cpp computes it */
+        if (!map_name(e->name, mapped, sizeof mapped, &perm))
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, e->name, "ggml.name_map",
+                            "no llama.cpp name for this tensor of a %s checkpoint",
+                            fp4_arch_family_name(a.family));
+        memcpy(e->name, mapped, sizeof mapped);
+        if (e->part == PART_RAW && e->n_dims == 1 &&
+            (e->gguf_type == FP4_TYPE_BF16 || e->gguf_type == FP4_TYPE_F16)) {
+            e->widen_from = e->gguf_type; /* llama.cpp's converter writes norms and biases as F32 */
+            e->gguf_type = FP4_TYPE_F32;
+            e->nbytes *= 2;
+            char key[sizeof e->name + 32]; /* for the way back to an HF layout */
+            snprintf(key, sizeof key, "fp4lane.widened.%s", e->name);
+            fp4_status ws = kv_str(p, key, e->widen_from == FP4_TYPE_BF16 ? "bf16" : "f16", err);
+            if (ws) return ws;
+        }
+        if (permute && perm != PERM_NONE && fp4_ends_with(e->name, ".weight")) {
+            const int64_t heads = perm == PERM_Q ? a.n_heads : a.n_kv_heads;
+            if (e->n_dims != 2 || e->ne[1] != heads * a.head_dim || a.head_dim % 2 ||
+                (e->part != PART_RAW && e->part != PART_GGML))
+                return fp4_fail(err, FP4_ERR_SHAPE, NULL, e->name, "ggml.permute",
+                                "cannot permute %lld rows into %lld heads of %lld", (long long)e->ne[1],
+                                (long long)heads, (long long)a.head_dim);
+            e->perm_heads = (int32_t)heads;
+        }
+        p->e[kept++] = *e;
+    }
+    p->n = kept;
+    if (a.rope_scaling == FP4_ROPE_LLAMA3) { /* llama.cpp reads Llama 3.1's rope as per-pair factors */
+        plan_entry *e = fp4_plan_add(p, err);
+        if (!e) return FP4_ERR_NOMEM;
+        snprintf(e->name, sizeof e->name, "rope_freqs.weight");
+        e->part = PART_GEN;
+        e->gguf_type = FP4_TYPE_F32;
+        e->n_dims = 1;
+        e->ne[0] = a.head_dim / 2;
+        e->nbytes = (uint64_t)(a.head_dim / 2) * 4;
+    }
+    fp4_status st = rename_kvs(p, err);
+    return st ? st : arch_kvs(p, &a, ga, err);
+}
+
+/* The way back: an HF layout written from a GGUF that fp4lane wrote in llama.cpp's conventions
+ * (it carries config.json in fp4lane.hf.config) gets the HF names, the HF q/k row order and the
+ * widened vectors' first dtype again, so HF -> gguf-ggml -> HF is byte-identical. */
+fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
+    const fp4_ckpt *c = src->src_ck;
+    if (!c || !c->is_gguf || !src->config_json || fp4_gguf_key_index(c->gguf, "general.architecture") < 0 ||
+        fp4_gguf_tensor_index(c->gguf, "token_embd.weight") < 0)
+        return FP4_OK;
+    fp4_arch a;
+    fp4_error ae;
+    if (fp4_arch_from_hf_config(src->config_json, &a, &ae) || !gguf_arch_of(a.family)) return FP4_OK;
+    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < p->n; i++) {
+        plan_entry *e = &p->e[i];
+        char hf[sizeof e->name], key[sizeof e->name + 32];
+        int perm;
+        if (!strcmp(e->name, "rope_freqs.weight")) continue; /* made from config.json */
+        if (!unmap_name(e->name, hf, sizeof hf, &perm))
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, e->name, "ggml.name_map",
+                            "no Hugging Face name for this llama.cpp tensor");
+        snprintf(key, sizeof key, "fp4lane.widened.%s", e->name);
+        const char *s;
+        uint64_t len;
+        if (e->part == PART_RAW && e->st_dtype == FP4_ST_F32 &&
+            !fp4_gguf_get_str(c->gguf, fp4_gguf_key_index(c->gguf, key), &s, &len)) {
+            e->narrow_to = len == 4 && !memcmp(s, "bf16", 4) ? FP4_TYPE_BF16 : FP4_TYPE_F16;
+            e->st_dtype = e->narrow_to == FP4_TYPE_BF16 ? FP4_ST_BF16 : FP4_ST_F16;
+            e->nbytes /= 2;
+        }
+        if (permute && perm != PERM_NONE && e->n_dims == 2 && e->part != PART_SCALAR) {
+            const int64_t heads = perm == PERM_Q ? a.n_heads : a.n_kv_heads;
+            if (e->ne[1] != heads * a.head_dim || a.head_dim % 2)
+                return fp4_fail(err, FP4_ERR_SHAPE, NULL, e->name, "ggml.permute",
+                                "cannot un-permute %lld rows from %lld heads of %lld", (long long)e->ne[1],
+                                (long long)heads, (long long)a.head_dim);
+            e->perm_heads = (int32_t)-heads;
+        }
+        memcpy(e->name, hf, sizeof hf);
+        p->e[kept++] = *e;
+    }
+    p->n = kept;
+    static const char pre[] = "fp4lane.exact.";
+    for (int64_t i = 0; i < p->n_kv; i++) {
+        char hf[FP4_MAX_NAME + 64];
+        int perm;
+        if (strncmp(p->kv[i].key, pre, sizeof pre - 1)) continue;
+        if (!unmap_name(p->kv[i].key + sizeof pre - 1, hf, sizeof hf, &perm) ||
+            snprintf(p->kv[i].key, sizeof p->kv[i].key, "%s%s", pre, hf) >= (int)sizeof p->kv[i].key)
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->kv[i].key, "ggml.name_map",
+                            "no Hugging Face name for this key");
+    }
+    return FP4_OK;
+}

@@ -1,0 +1,364 @@
+/* tok_encode.c — text to ids, in the reference's order:
+ *   invalid UTF-8 -> U+FFFD; split out added tokens (unnormalized spellings; special ones only
+ *   with FP4_TOK_PARSE_SPECIAL; lstrip/rstrip trim the neighbours); each remaining section is
+ *   normalized, split again on normalized added tokens, pre-tokenized (regex Split / ByteLevel),
+ *   and each piece goes through the model (tok_bpe.c); the template adds BOS/EOS on request. */
+#include "tok_impl.h"
+#include <stdlib.h>
+#include <utf8proc.h>
+
+fp4_status tok_ivec_push(tok_ivec *v, int32_t x) {
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 256;
+        int32_t *p = realloc(v->p, cap * sizeof *p);
+        if (!p) return FP4_ERR_NOMEM;
+        v->p = p;
+        v->cap = cap;
+    }
+    v->p[v->n++] = x;
+    return FP4_OK;
+}
+
+/* ---- normalizers ---- */
+static fp4_status norm_unicode(tok_norm_kind k, const char *s, size_t n, tok_buf *out) {
+    if (k == TN_NFC) { /* code points below U+0300 are NFC-stable and never combine */
+        size_t i = 0;
+        while (i < n && (uint8_t)s[i] < 0xCC) i++;
+        if (i == n) return tok_buf_add(out, s, n);
+    } else if (k == TN_NFD || k == TN_NFKD || k == TN_NFKC) {
+        size_t i = 0;
+        while (i < n && (uint8_t)s[i] < 0x80) i++;
+        if (i == n) return tok_buf_add(out, s, n);
+    }
+    int opt = UTF8PROC_STABLE;
+    if (k == TN_NFC) opt |= UTF8PROC_COMPOSE;
+    else if (k == TN_NFD) opt |= UTF8PROC_DECOMPOSE;
+    else if (k == TN_NFKC) opt |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+    else opt |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+    utf8proc_uint8_t *dst = NULL;
+    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, (utf8proc_option_t)opt);
+    if (r < 0) {
+        free(dst);
+        return r == UTF8PROC_ERROR_NOMEM ? FP4_ERR_NOMEM : FP4_ERR_FORMAT;
+    }
+    fp4_status st = tok_buf_add(out, dst, (size_t)r);
+    free(dst);
+    return st;
+}
+
+fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn, tok_buf *out) {
+    if (an == 0) return tok_buf_add(out, s, n);
+    size_t i = 0, last = 0;
+    while (i + an <= n) {
+        const char *p = memchr(s + i, a[0], n - i - an + 1);
+        if (!p) break;
+        i = (size_t)(p - s);
+        if (!memcmp(p, a, an)) {
+            if (tok_buf_add(out, s + last, i - last) || tok_buf_add(out, b, bn)) return FP4_ERR_NOMEM;
+            i += an;
+            last = i;
+        } else i++;
+    }
+    return tok_buf_add(out, s + last, n - last);
+}
+
+fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_buf *out) {
+    tok_buf a = {0}, b = {0};
+    fp4_status st = tok_buf_add(&a, s, n);
+    for (int i = 0; !st && i < t->n_norm; i++) {
+        const tok_norm *nm = &t->norm[i];
+        b.n = 0;
+        switch (nm->kind) {
+        case TN_PREPEND:
+            st = tok_buf_add(&b, tok_str(t, nm->a), nm->a.len);
+            if (!st) st = tok_buf_add(&b, a.p, a.n);
+            break;
+        case TN_REPLACE:
+            st = tok_replace_all(a.p, a.n, tok_str(t, nm->a), nm->a.len, tok_str(t, nm->b), nm->b.len, &b);
+            break;
+        default:
+            st = norm_unicode(nm->kind, a.p, a.n, &b);
+            break;
+        }
+        tok_buf tmp = a;
+        a = b;
+        b = tmp;
+    }
+    if (!st) st = tok_buf_add(out, a.p, a.n);
+    free(a.p);
+    free(b.p);
+    return st;
+}
+
+/* JavaScript's String.prototype.trim set: WhiteSpace + LineTerminator */
+static bool js_space(uint32_t c) {
+    return c == 9 || c == 10 || c == 11 || c == 12 || c == 13 || c == 32 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000 ||
+           c == 0xFEFF;
+}
+static size_t trim_start(const char *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint32_t cp;
+        int l = tok_utf8_dec((const uint8_t *)s + i, n - i, &cp);
+        if (!js_space(cp)) break;
+        i += (size_t)l;
+    }
+    return i;
+}
+static size_t trim_end(const char *s, size_t n) { /* new length */
+    while (n > 0) {
+        size_t j = n - 1;
+        while (j > 0 && ((uint8_t)s[j] & 0xC0) == 0x80) j--;
+        uint32_t cp;
+        tok_utf8_dec((const uint8_t *)s + j, n - j, &cp);
+        if (!js_space(cp)) break;
+        n = j;
+    }
+    return n;
+}
+
+/* ---- splitting on added tokens: leftmost, longest at each position ---- */
+typedef struct sect {
+    size_t off, len;
+    int32_t id; /* -1: text */
+    int32_t added; /* index into t->added, -1 for text */
+} sect;
+typedef struct sect_vec {
+    sect *p;
+    size_t n, cap;
+} sect_vec;
+static fp4_status sect_push(sect_vec *v, sect s) {
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 64;
+        sect *p = realloc(v->p, cap * sizeof *p);
+        if (!p) return FP4_ERR_NOMEM;
+        v->p = p;
+        v->cap = cap;
+    }
+    v->p[v->n++] = s;
+    return FP4_OK;
+}
+
+static fp4_status split_added(const fp4_tokenizer *t, const char *s, size_t n, bool normalized_pass, bool special,
+                              sect_vec *out) {
+    size_t start = 0, i = 0;
+    out->n = 0;
+    while (i < n) {
+        uint8_t c = (uint8_t)s[i];
+        if (!(t->added_first[c >> 3] & (1u << (c & 7)))) {
+            i++;
+            continue;
+        }
+        int32_t best = -1;
+        size_t best_len = 0;
+        for (int32_t k = 0; k < t->n_added; k++) {
+            const tok_added *a = &t->added[k];
+            if ((bool)a->normalized != normalized_pass) continue;
+            if (a->special && !special) continue;
+            tok_span sp = normalized_pass ? a->norm : a->content;
+            if (sp.len > best_len && sp.len <= n - i && (uint8_t)tok_str(t, sp)[0] == c &&
+                !memcmp(tok_str(t, sp), s + i, sp.len)) {
+                best = k;
+                best_len = sp.len;
+            }
+        }
+        if (best < 0) {
+            i++;
+            continue;
+        }
+        if (i > start && sect_push(out, (sect){start, i - start, -1, -1})) return FP4_ERR_NOMEM;
+        if (sect_push(out, (sect){i, best_len, t->added[best].id, best})) return FP4_ERR_NOMEM;
+        i += best_len;
+        start = i;
+    }
+    if (start < n && sect_push(out, (sect){start, n - start, -1, -1})) return FP4_ERR_NOMEM;
+    /* lstrip / rstrip trim the text neighbours */
+    for (size_t k = 0; k < out->n; k++) {
+        if (out->p[k].added < 0) continue;
+        const tok_added *a = &t->added[out->p[k].added];
+        if (a->lstrip && k > 0 && out->p[k - 1].added < 0) out->p[k - 1].len = trim_end(s + out->p[k - 1].off, out->p[k - 1].len);
+        if (a->rstrip && k + 1 < out->n && out->p[k + 1].added < 0) {
+            size_t d = trim_start(s + out->p[k + 1].off, out->p[k + 1].len);
+            out->p[k + 1].off += d;
+            out->p[k + 1].len -= d;
+        }
+    }
+    return FP4_OK;
+}
+
+/* ---- pre-tokenization ---- */
+typedef struct piece {
+    const char *p;
+    size_t n;
+} piece;
+typedef struct piece_vec {
+    piece *p;
+    size_t n, cap;
+} piece_vec;
+static fp4_status piece_push(piece_vec *v, const char *p, size_t n) {
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? v->cap * 2 : 256;
+        piece *q = realloc(v->p, cap * sizeof *q);
+        if (!q) return FP4_ERR_NOMEM;
+        v->p = q;
+        v->cap = cap;
+    }
+    v->p[v->n++] = (piece){p, n};
+    return FP4_OK;
+}
+
+typedef struct enc_ctx {
+    const fp4_tokenizer *t;
+    pcre2_match_data *md;
+    pcre2_match_context *mc; /* bounds the work of one match: a hostile regex ends in FP4_ERR_LIMIT */
+    tok_pair_cache *pc;
+    piece_vec a, b;
+    tok_buf scratch[TOK_MAX_STEPS]; /* strings made by a step (prefix spaces) */
+} enc_ctx;
+
+/* isolated split: matches and the gaps between them, empty pieces dropped */
+static fp4_status regex_split(enc_ctx *c, pcre2_code *re, const char *s, size_t n, piece_vec *out) {
+    size_t start = 0, prev = 0;
+    while (start <= n) {
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, c->md, c->mc);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) return rc == PCRE2_ERROR_NOMEMORY ? FP4_ERR_NOMEM : FP4_ERR_LIMIT;
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
+        size_t ms = ov[0], me = ov[1];
+        if (me < ms) return FP4_ERR_UNSUPPORTED; /* \K-style lookbehind tricks */
+        if (ms > prev && piece_push(out, s + prev, ms - prev)) return FP4_ERR_NOMEM;
+        if (me > ms && piece_push(out, s + ms, me - ms)) return FP4_ERR_NOMEM;
+        prev = me;
+        if (me == ms) { /* empty match: step one code point */
+            if (me >= n) break;
+            uint32_t cp;
+            start = me + (size_t)tok_utf8_dec((const uint8_t *)s + me, n - me, &cp);
+        } else start = me;
+    }
+    if (prev < n && piece_push(out, s + prev, n - prev)) return FP4_ERR_NOMEM;
+    return FP4_OK;
+}
+
+static fp4_status pretokenize(enc_ctx *c, const char *s, size_t n, piece_vec **res) {
+    const fp4_tokenizer *t = c->t;
+    piece_vec *cur = &c->a, *nxt = &c->b;
+    cur->n = 0;
+    if (piece_push(cur, s, n)) return FP4_ERR_NOMEM;
+    for (int k = 0; k < t->n_pre; k++) {
+        const tok_pre *p = &t->pre[k];
+        nxt->n = 0;
+        if (p->kind == TP_BYTELEVEL && p->prefix_space) {
+            /* a space before every piece that does not start with one; pointers into scratch are
+             * fixed up after the buffer stops growing */
+            tok_buf *sb = &c->scratch[k];
+            sb->n = 0;
+            size_t need = 0;
+            for (size_t i = 0; i < cur->n; i++) need += cur->p[i].n + 1;
+            if (need + 1 > sb->cap) {
+                char *q = realloc(sb->p, need + 1);
+                if (!q) return FP4_ERR_NOMEM;
+                sb->p = q;
+                sb->cap = need + 1;
+            }
+            for (size_t i = 0; i < cur->n; i++) {
+                size_t o = sb->n;
+                if (cur->p[i].n == 0 || cur->p[i].p[0] != ' ') sb->p[sb->n++] = ' ';
+                memcpy(sb->p + sb->n, cur->p[i].p, cur->p[i].n);
+                sb->n += cur->p[i].n;
+                cur->p[i] = (piece){sb->p + o, sb->n - o};
+            }
+        }
+        if (!p->re) continue;
+        for (size_t i = 0; i < cur->n; i++) {
+            fp4_status st = regex_split(c, p->re, cur->p[i].p, cur->p[i].n, nxt);
+            if (st) return st;
+        }
+        piece_vec *tmp = cur;
+        cur = nxt;
+        nxt = tmp;
+    }
+    *res = cur;
+    return FP4_OK;
+}
+
+static fp4_status encode_text(enc_ctx *c, const char *s, size_t n, tok_ivec *out) {
+    piece_vec *pv;
+    fp4_status st = pretokenize(c, s, n, &pv);
+    for (size_t i = 0; !st && i < pv->n; i++)
+        if (pv->p[i].n) st = tok_bpe_word(c->t, c->pc, pv->p[i].p, pv->p[i].n, out);
+    return st;
+}
+
+fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t len, unsigned flags, int32_t **ids,
+                                size_t *n_ids) {
+    if (!t || !ids || !n_ids || (!text && len)) return FP4_ERR_INVALID_ARG;
+    *ids = NULL;
+    *n_ids = 0;
+    char *s;
+    size_t n;
+    const char *in = text ? text : "";
+    fp4_status st = tok_utf8_sanitize(in, len, &s, &n);
+    if (st) return st;
+    enc_ctx c = {.t = t};
+    tok_ivec out = {0};
+    sect_vec secs = {0}, sub = {0};
+    tok_buf nb = {0};
+    c.md = pcre2_match_data_create(4, NULL);
+    c.mc = pcre2_match_context_create(NULL);
+    if (n >= 256 && (c.pc = malloc(sizeof *c.pc))) tok_pair_cache_init(c.pc); /* worth it past a few words */
+    if (!c.md || !c.mc) st = FP4_ERR_NOMEM;
+    else {
+        pcre2_set_match_limit(c.mc, 10000000);
+        pcre2_set_depth_limit(c.mc, 100000);
+        pcre2_set_heap_limit(c.mc, 64 * 1024); /* KiB */
+    }
+    if (!st && (flags & FP4_TOK_ADD_SPECIAL))
+        for (int i = 0; !st && i < t->n_tmpl_pre; i++) st = tok_ivec_push(&out, t->tmpl_pre[i]);
+    if (!st) st = split_added(t, s, n, false, (flags & FP4_TOK_PARSE_SPECIAL) != 0, &secs);
+    for (size_t k = 0; !st && k < secs.n; k++) {
+        sect *q = &secs.p[k];
+        if (q->added >= 0) {
+            st = tok_ivec_push(&out, q->id);
+            continue;
+        }
+        if (q->len == 0) continue;
+        const char *sec = s + q->off;
+        size_t sec_n = q->len;
+        if (t->n_norm) {
+            nb.n = 0;
+            if ((st = tok_normalize(t, sec, sec_n, &nb))) break;
+            sec = nb.p;
+            sec_n = nb.n;
+            if (sec_n == 0) continue;
+        }
+        if (!t->any_norm_added) {
+            st = encode_text(&c, sec, sec_n, &out);
+            continue;
+        }
+        if ((st = split_added(t, sec, sec_n, true, (flags & FP4_TOK_PARSE_SPECIAL) != 0, &sub))) break;
+        for (size_t j = 0; !st && j < sub.n; j++) {
+            if (sub.p[j].added >= 0) st = tok_ivec_push(&out, sub.p[j].id);
+            else if (sub.p[j].len) st = encode_text(&c, sec + sub.p[j].off, sub.p[j].len, &out);
+        }
+    }
+    if (!st && (flags & FP4_TOK_ADD_SPECIAL))
+        for (int i = 0; !st && i < t->n_tmpl_post; i++) st = tok_ivec_push(&out, t->tmpl_post[i]);
+    pcre2_match_data_free(c.md);
+    pcre2_match_context_free(c.mc);
+    free(c.pc);
+    free(c.a.p);
+    free(c.b.p);
+    for (int i = 0; i < TOK_MAX_STEPS; i++) free(c.scratch[i].p);
+    free(secs.p);
+    free(sub.p);
+    free(nb.p);
+    if (s != in) free(s);
+    if (st) {
+        free(out.p);
+        return st;
+    }
+    *ids = out.p;
+    *n_ids = out.n;
+    return FP4_OK;
+}

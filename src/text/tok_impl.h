@@ -1,0 +1,187 @@
+/* tok_impl.h — internals of the tokenizers (src/text): the tokenizer object, string/merge maps,
+ * the pipeline step tables shared by the loaders (tok_json.c, tok_gguf.c), the encoder
+ * (tok_encode.c, tok_bpe.c) and the decoder (tok_decode.c). */
+#ifndef FP4_TOK_IMPL_H
+#define FP4_TOK_IMPL_H
+
+#include "fp4_impl.h"
+#include "fp4lane_text.h"
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdbool.h>
+
+typedef struct tok_span {
+    uint32_t off, len; /* into fp4_tokenizer.arena */
+} tok_span;
+
+/* open addressing, string -> id; strings live in the tokenizer (by id) */
+typedef struct tok_smap {
+    int32_t *slot; /* -1 empty */
+    uint32_t mask;
+} tok_smap;
+
+/* open addressing, (left id, right id) -> (rank, merged id); one 16-byte slot per entry so that
+ * a lookup touches one cache line */
+typedef struct tok_mslot {
+    uint64_t key; /* UINT64_MAX empty */
+    uint32_t rank;
+    int32_t out;
+} tok_mslot;
+typedef struct tok_mmap {
+    tok_mslot *slot;
+    uint32_t mask;
+} tok_mmap;
+
+enum { TOKF_PRESENT = 1, TOKF_SPECIAL = 2, TOKF_ADDED = 4, TOKF_MODEL = 8, TOKF_RAWOK = 16 };
+
+typedef struct tok_added {
+    int32_t id;
+    tok_span content;
+    tok_span norm; /* normalized content (normalized == 1 and a normalizer exists) */
+    uint8_t special, lstrip, rstrip, normalized, single_word;
+} tok_added;
+
+typedef enum tok_norm_kind { TN_NFC, TN_NFD, TN_NFKC, TN_NFKD, TN_PREPEND, TN_REPLACE } tok_norm_kind;
+typedef struct tok_norm {
+    tok_norm_kind kind;
+    tok_span a, b; /* PREPEND: a; REPLACE: a -> b */
+} tok_norm;
+
+typedef enum tok_pre_kind { TP_SPLIT, TP_BYTELEVEL } tok_pre_kind;
+typedef struct tok_pre {
+    tok_pre_kind kind;
+    pcre2_code *re;        /* SPLIT, or BYTELEVEL with use_regex */
+    uint8_t prefix_space;  /* BYTELEVEL add_prefix_space */
+} tok_pre;
+
+typedef enum tok_dec_kind { TD_BYTELEVEL, TD_REPLACE, TD_BYTEFALLBACK, TD_FUSE, TD_STRIP } tok_dec_kind;
+typedef struct tok_dec {
+    tok_dec_kind kind;
+    tok_span a, b;        /* REPLACE a -> b; STRIP: a = the content character */
+    int32_t start, stop;  /* STRIP */
+} tok_dec;
+
+#define TOK_MAX_STEPS 8
+#define TOK_MAX_TMPL 8
+
+/* Known pre-tokenizers by their llama.cpp name (tokenizer.ggml.pre). */
+typedef struct tok_pre_entry {
+    const char *name;
+    const char *regex;   /* Oniguruma source as in tokenizer.json; NULL: ByteLevel's own (GPT-2) */
+    uint8_t nfc, ignore_merges;
+} tok_pre_entry;
+extern const tok_pre_entry tok_pre_table[];
+extern const int tok_pre_table_n;
+
+struct fp4_tokenizer {
+    fp4_tok_kind kind;
+    int32_t n_vocab;
+    char *arena;
+    size_t arena_len, arena_cap;
+    tok_span *text;   /* per id: the vocabulary spelling */
+    tok_span *raw;    /* per id: bytes the token stands for (byte-level decoded; SPM: = text) */
+    uint8_t *flags;   /* per id: TOKF_* */
+    tok_smap by_text; /* model vocabulary spelling -> id */
+    tok_smap by_raw;  /* byte-level: raw bytes -> id (ignore_merges) */
+    tok_mmap merges;
+    uint32_t n_merges;
+    int32_t byte_id[256]; /* BYTE_BPE: id of each byte's character; SPM: id of <0xXX> (-1) */
+    int32_t *cp_id;       /* SPM: id of each BMP code point's one-character token (-1), 65536 */
+    float *scores;        /* GGUF llama without merges: score merging */
+    bool use_scores;
+    tok_added *added;
+    int32_t n_added;
+    tok_norm norm[TOK_MAX_STEPS];
+    int n_norm;
+    tok_pre pre[TOK_MAX_STEPS];
+    int n_pre;
+    char *pre_regex;      /* the Split regex source (for GGUF write), NULL if none */
+    bool pre_gpt2;        /* ByteLevel(use_regex) is the only splitter */
+    tok_dec dec[TOK_MAX_STEPS];
+    int n_dec;
+    bool has_decoder;
+    int32_t tmpl_pre[TOK_MAX_TMPL], tmpl_post[TOK_MAX_TMPL];
+    int n_tmpl_pre, n_tmpl_post;
+    int32_t bos, eos, pad, unk;
+    bool ignore_merges, byte_fallback, cleanup;
+    bool any_norm_added;  /* some added token is matched after normalization */
+    uint8_t added_first[32]; /* bitset of first bytes of added tokens */
+};
+
+/* ---- tok_core.c ---- */
+fp4_tokenizer *tok_new(void);
+fp4_status tok_reserve_ids(fp4_tokenizer *t, int32_t n_vocab);
+/* append bytes to the arena; span out */
+fp4_status tok_arena_add(fp4_tokenizer *t, const char *s, size_t n, tok_span *out);
+static inline const char *tok_str(const fp4_tokenizer *t, tok_span s) { return t->arena + s.off; }
+uint64_t tok_hash(const char *s, size_t n);
+fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag);
+int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s, size_t n);
+fp4_status tok_mmap_init(tok_mmap *m, uint32_t n);
+/* false: the pair is already there */
+bool tok_mmap_put(tok_mmap *m, int32_t a, int32_t b, uint32_t rank, int32_t out);
+static inline uint64_t tok_mix(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static inline bool tok_mmap_get(const tok_mmap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *out) {
+    uint64_t k = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
+    for (uint32_t i = (uint32_t)tok_mix(k) & m->mask;; i = (i + 1) & m->mask) {
+        const tok_mslot *e = &m->slot[i];
+        if (e->key == k) {
+            *rank = e->rank;
+            *out = e->out;
+            return true;
+        }
+        if (e->key == UINT64_MAX) return false;
+    }
+}
+/* GPT-2's byte <-> character table */
+uint32_t tok_byte_to_cp(uint8_t b);
+int tok_cp_to_byte(uint32_t cp); /* -1 when cp is not one of the 256 */
+/* UTF-8 helpers: decode one code point of valid UTF-8 (returns its length) */
+int tok_utf8_dec(const uint8_t *s, size_t n, uint32_t *cp);
+int tok_utf8_enc(uint32_t cp, char *out);
+/* Replace invalid UTF-8 by U+FFFD (maximal subparts). *out is s itself when s is valid, else a
+ * malloc'd copy (caller frees when *out != s). */
+fp4_status tok_utf8_sanitize(const char *s, size_t n, char **out, size_t *out_n);
+/* Append the lossy UTF-8 decoding of bytes to a buffer (strip_bom: drop a leading U+FFEF). */
+typedef struct tok_buf {
+    char *p;
+    size_t n, cap;
+} tok_buf;
+fp4_status tok_buf_add(tok_buf *b, const void *s, size_t n);
+fp4_status tok_buf_lossy(tok_buf *b, const uint8_t *s, size_t n, bool strip_bom);
+/* Finalize: compile regexes (with the Oniguruma -> PCRE2 translation), build maps, added-token
+ * tables, byte tables and the raw spellings. name: for errors. */
+fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err);
+fp4_status tok_compile_regex(const char *onig, bool gpt2_builtin, pcre2_code **out, char *why, size_t why_n);
+int tok_added_cmp_id(const void *a, const void *b);
+
+/* ---- tok_encode.c ---- */
+/* the normalizer steps on valid UTF-8, appended to out */
+fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_buf *out);
+/* every occurrence of a (an > 0) replaced by b, left to right, appended to out */
+fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn, tok_buf *out);
+/* utf8_valid_len: length of the valid sequence at s, or -k (k bytes form a maximal invalid
+ * subpart; k == n means the sequence was cut short by the end) */
+int tok_utf8_valid_len(const uint8_t *s, size_t n);
+
+/* ---- tok_bpe.c ---- */
+typedef struct tok_ivec {
+    int32_t *p;
+    size_t n, cap;
+} tok_ivec;
+fp4_status tok_ivec_push(tok_ivec *v, int32_t x);
+/* A small direct-mapped cache of merge lookups, one per encode call (the tokenizer itself stays
+ * immutable): the frequent pairs stay in L1 instead of probing the merge table. */
+#define TOK_PAIR_CACHE 4096
+typedef struct tok_pair_cache {
+    tok_mslot e[TOK_PAIR_CACHE]; /* rank UINT32_MAX: no merge */
+} tok_pair_cache;
+void tok_pair_cache_init(tok_pair_cache *c);
+/* one pre-tokenized word (raw bytes) through the model; pc may be NULL */
+fp4_status tok_bpe_word(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n, tok_ivec *out);
+
+#endif

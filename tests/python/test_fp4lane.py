@@ -1,0 +1,158 @@
+"""The Python binding (python/fp4lane) against the CLI and against numpy's own arithmetic.
+Run by tests/test_python.c with /usr/bin/python3 (Debian's python3-numpy), PYTHONPATH=python and
+FP4LANE_LIB=<build>/libfp4lane.so; the last line is "PYRESULT run=N failed=F"."""
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import numpy as np
+
+import fp4lane
+
+BUILD = os.environ.get("FP4_BUILD", "build")
+CLI = os.path.join(BUILD, "fp4lane")
+TINY = "models/tiny"
+LLAMA = "tests/data/hf/llama"
+
+E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], dtype=np.float32)
+
+
+def e4m3fn(b):
+    """E4M3FN bytes -> float32, written from the format's definition (no table shared with C)."""
+    b = b.astype(np.int32)
+    s = np.where(b & 0x80, -1.0, 1.0)
+    e = (b >> 3) & 15
+    m = b & 7
+    v = np.where(e == 0, m / 8.0 * 2.0 ** -6, (1 + m / 8.0) * 2.0 ** (e - 7.0))
+    return (s * v).astype(np.float32)
+
+
+def cli(*args):
+    r = subprocess.run([CLI] + [str(a) for a in args], capture_output=True, text=True)
+    if r.returncode:
+        raise AssertionError("fp4lane %s: %s" % (" ".join(map(str, args)), r.stderr))
+    return r.stdout
+
+
+class Binding(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="fp4lane-py-")
+        cls.gguf = os.path.join(cls.tmp, "llama.gguf")
+        fp4lane.quantize(LLAMA, cls.gguf)  # .gguf, no layout: gguf-ggml
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def test_version(self):
+        self.assertEqual(cli("--version").split()[-1], fp4lane.version())
+
+    def test_open_inspect(self):
+        with fp4lane.open(TINY) as m:
+            self.assertEqual((m.layout, m.weight_precision, m.act_precision), ("modelopt", "nvfp4", "a16"))
+            ts = {t.name: t for t in m.tensors()}
+            q = ts["model.layers.0.self_attn.q_proj.weight"]
+            self.assertEqual((q.type, q.shape), ("nvfp4_e2m1", (256, 256)))
+            self.assertEqual(m.config["model_type"], "llama")
+            info = m.inspect()
+            self.assertEqual(len(info["tensors"]), len(ts))
+        with fp4lane.open(self.gguf) as g:
+            names = {t.name for t in g.tensors()}
+            self.assertIn("blk.0.attn_q.weight", names)  # llama.cpp's names
+            self.assertEqual(g.layout, "gguf-ggml")
+
+    def test_dequant_matches_numpy(self):
+        """dequantized = (e2m1 · e4m3) · scale2, recomputed here from the raw bytes"""
+        with fp4lane.open(TINY) as m:
+            name = "model.layers.3.mlp.down_proj.weight"
+            raw = m.tensor(name, raw=True)
+            w = m.tensor(name)
+            pay, sc = raw["payload"], raw["scales"]
+            codes = np.stack([pay & 15, pay >> 4], axis=-1).reshape(pay.shape[0], -1)
+            scale = np.repeat(e4m3fn(sc), 16, axis=1)
+            ref = (E2M1[codes] * scale).astype(np.float32) * np.float32(raw["scale2"])
+            self.assertEqual(w.shape, (256, 1024))
+            self.assertTrue(np.array_equal(w.view(np.uint32), ref.astype(np.float32).view(np.uint32)))
+
+    def test_raw_plain(self):
+        with fp4lane.open(TINY) as m:
+            bits = m.tensor("model.norm.weight", raw=True)
+            self.assertEqual(bits.dtype, np.uint16)
+            self.assertTrue(np.array_equal((bits.astype(np.uint32) << 16).view(np.float32),
+                                           m.tensor("model.norm.weight")))
+
+    def test_convert_round_trip(self):
+        out = os.path.join(self.tmp, "tiny.gguf")
+        fp4lane.convert(TINY, out, layout="gguf")
+        back = os.path.join(self.tmp, "tiny_back")
+        fp4lane.convert(out, back, layout="modelopt")
+        with open(os.path.join(TINY, "model.safetensors"), "rb") as a, \
+                open(os.path.join(back, "model.safetensors"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        with self.assertRaises(ValueError):
+            fp4lane.convert(TINY, os.path.join(self.tmp, "nolayout"))
+
+    def test_quantize_q4k_and_errors(self):
+        out = os.path.join(self.tmp, "q4k.gguf")
+        fp4lane.quantize(LLAMA, out, to="q4_k")
+        with fp4lane.open(out) as m:
+            self.assertEqual((m.layout, m.weight_precision), ("none", "q4_k"))
+        with self.assertRaises(fp4lane.Error) as cm:
+            fp4lane.quantize(TINY, os.path.join(self.tmp, "again.gguf"))
+        e = cm.exception
+        self.assertEqual((e.status, e.rule), ("unsupported", "quantize.already"))
+        self.assertTrue(e.tensor.startswith("model.layers."))
+
+    def test_refusal_names_file_and_rule(self):
+        bad = os.path.join(self.tmp, "truncated.gguf")
+        with open(self.gguf, "rb") as f:
+            data = f.read()
+        with open(bad, "wb") as f:
+            f.write(data[: len(data) // 2])
+        with self.assertRaises(fp4lane.Error) as cm:
+            fp4lane.validate(bad)
+        e = cm.exception
+        self.assertNotEqual(e.code, 0)
+        self.assertTrue(e.rule)
+        self.assertIn("truncated.gguf", e.file)
+        self.assertIn(e.rule, str(e))
+        with fp4lane.open(TINY) as m, self.assertRaises(fp4lane.Error) as cm:
+            m.tensor("no.such.tensor")
+        self.assertEqual((cm.exception.status, cm.exception.tensor), ("not found", "no.such.tensor"))
+
+    def test_logits_match_cli(self):
+        ids = [1, 7, 42, 300, 5, 9]
+        npy = os.path.join(self.tmp, "l.npy")
+        cli("run", self.gguf, "--prompt-ids", ",".join(map(str, ids)), "-n", "1", "--mode", "exact",
+            "--logits-out", npy)
+        theirs = np.load(npy)
+        with fp4lane.open(self.gguf) as m, m.engine(mode="exact", threads=2) as e:
+            self.assertEqual(e.arch["family"], "llama")
+            ours = e.logits(ids)
+        self.assertEqual(ours.shape, (len(ids), 512))
+        self.assertTrue(np.array_equal(ours.view(np.uint32), theirs[: len(ids)].view(np.uint32)))
+
+    def test_generate_matches_cli(self):
+        out = cli("run", self.gguf, "--prompt-ids", "3,1,4,1,5", "-n", "6", "--mode", "native",
+                  "--ignore-eos")
+        want = [int(x) for x in out.splitlines()[0].split()]
+        with fp4lane.open(self.gguf) as m, m.engine() as e:
+            got = e.generate([3, 1, 4, 1, 5], 6, stop=[])
+            self.assertEqual(got, want)
+            a = e.generate([3, 1, 4], 5, temperature=0.8, top_k=40, seed=7, stop=[])
+            b = e.generate([3, 1, 4], 5, temperature=0.8, top_k=40, seed=7, stop=[])
+            self.assertEqual(a, b)  # seeded
+        with self.assertRaises(ValueError):
+            fp4lane.open(self.gguf).engine(mode="fast")
+
+
+if __name__ == "__main__":
+    r = unittest.TextTestRunner(stream=sys.stderr, verbosity=2).run(
+        unittest.defaultTestLoader.loadTestsFromTestCase(Binding))
+    bad = len(r.failures) + len(r.errors) + len(r.unexpectedSuccesses)
+    print("PYRESULT run=%d failed=%d" % (r.testsRun, bad))
+    sys.exit(1 if bad else 0)

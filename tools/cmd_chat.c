@@ -1,0 +1,369 @@
+/* cmd_chat.c — fp4lane chat: an interactive loop over MODEL's chat template (detected from its
+ * chat_template, or --chat-template NAME). Each turn renders the whole conversation, tokenizes it
+ * and prefills only what follows the tokens already in the KV cache (the cache is kept across
+ * turns; when the new tokens do not extend it, or the context is full, it is rebuilt). The answer
+ * streams to stdout; a one-line summary per answer goes to stderr. /reset clears the history
+ * (the system prompt stays), /exit or end of input ends the session (exit 0). Ctrl-C stops the
+ * current answer, not the session. */
+#include "cli.h"
+#include "rt_cli.h"
+#include "run_text.h"
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t stop_answer;
+static void on_sigint(int sig) {
+    (void)sig;
+    stop_answer = 1;
+}
+
+typedef struct chat_args {
+    rt_cli_engine e;
+    const char *system, *tmpl_name;
+    long long n_answer;
+    fp4_sampler_params sp;
+    char model_buf[4200];
+} chat_args;
+
+static int usage(void) {
+    fprintf(
+        stderr,
+        "usage: fp4lane chat [MODEL] [--system TEXT] [--chat-template llama3|llama2|mistral|qwen3|chatml]\n"
+        "       [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
+        "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--ctx N]\n");
+    return 2;
+}
+
+static int num(const char *o, const char *v, double lo, double hi, double *x) {
+    char *end;
+    *x = v ? strtod(v, &end) : 0;
+    if (!v || !*v || *end || !(*x >= lo && *x <= hi))
+        return fprintf(stderr, "fp4lane chat: %s %s: expected a number in [%g, %g]\n", o, v ? v : "(missing)",
+                       lo, hi),
+               -1;
+    return 0;
+}
+
+static int parse(int argc, char **argv, chat_args *a) {
+    memset(a, 0, sizeof *a);
+    rt_cli_engine_init(&a->e);
+    a->sp = fp4_sampler_defaults();
+    /* a chat samples by default: temperature 0.7, top-k 40, repetition penalty 1.1 (last 64) */
+    a->sp.temperature = 0.7f, a->sp.top_k = 40, a->sp.repeat_penalty = 1.1f, a->sp.penalty_last_n = 64;
+    a->n_answer = 256;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r = rt_cli_engine_opt(&a->e, argc, argv, &i);
+        if (r < 0) return -1;
+        if (r) continue;
+        double x;
+        if (!strcmp(o, "--system") && v)
+            a->system = v, i++;
+        else if (!strcmp(o, "--chat-template") && v)
+            a->tmpl_name = v, i++;
+        else if (!strcmp(o, "-n")) {
+            if (num(o, v, 1, 1 << 24, &x)) return -1;
+            a->n_answer = (long long)x, i++;
+        } else if (!strcmp(o, "--temp")) {
+            if (num(o, v, 0, 100, &x)) return -1;
+            a->sp.temperature = (float)x, i++;
+        } else if (!strcmp(o, "--top-k")) {
+            if (num(o, v, 0, INT32_MAX, &x)) return -1;
+            a->sp.top_k = (int32_t)x, i++;
+        } else if (!strcmp(o, "--top-p")) {
+            if (num(o, v, 0, 1, &x)) return -1;
+            a->sp.top_p = (float)x, i++;
+        } else if (!strcmp(o, "--min-p")) {
+            if (num(o, v, 0, 1, &x)) return -1;
+            a->sp.min_p = (float)x, i++;
+        } else if (!strcmp(o, "--repeat-penalty")) {
+            if (num(o, v, 1e-3, 100, &x)) return -1;
+            a->sp.repeat_penalty = (float)x, i++;
+        } else if (!strcmp(o, "--seed")) {
+            char *end;
+            errno = 0;
+            a->sp.seed = v ? strtoull(v, &end, 10) : 0;
+            if (!v || !*v || *end || errno || *v == '-')
+                return fprintf(stderr, "fp4lane chat: --seed %s: expected an unsigned integer\n",
+                               v ? v : "(missing)"),
+                       -1;
+            i++;
+        } else if (o[0] != '-' && !a->e.model)
+            a->e.model = o;
+        else
+            return fprintf(stderr, "fp4lane chat: unknown or incomplete option '%s'\n", o), -1;
+    }
+    if (a->tmpl_name && fp4_chat_template_by_name(a->tmpl_name) < 0)
+        return fprintf(stderr, "fp4lane chat: --chat-template %s: not a template fp4lane has\n",
+                       a->tmpl_name),
+               -1;
+    if (!a->e.model) {
+        if (rt_text_default_model("chat", a->model_buf, sizeof a->model_buf)) return -2;
+        a->e.model = a->model_buf;
+    }
+    return 0;
+}
+
+static void list_templates(FILE *f) {
+    for (int i = 0; i < fp4_chat_n_templates(); i++)
+        fprintf(f, "%s%s", i ? ", " : "", fp4_chat_template_name(i));
+}
+
+/* the template: --chat-template, else detected from MODEL's chat_template; -1 refused (printed) */
+static int pick_template(const chat_args *a) {
+    if (a->tmpl_name) return fp4_chat_template_by_name(a->tmpl_name);
+    char *t = NULL;
+    fp4_error err;
+    if (fp4_chat_template_read(a->e.model, &t, &err)) return cli_report_error("chat", err.code, &err), -1;
+    int id = fp4_chat_template_detect(t);
+    if (id < 0) {
+        fprintf(stderr, "fp4lane chat: %s: %s; give --chat-template NAME (one of: ", a->e.model,
+                t ? "its chat_template is not one fp4lane knows" : "it has no chat_template");
+        list_templates(stderr);
+        fprintf(stderr, ")\n");
+    }
+    free(t);
+    return id;
+}
+
+/* the conversation */
+typedef struct conv {
+    fp4_chat_msg *m;
+    size_t n, cap;
+} conv;
+static int conv_add(conv *c, const char *role, const char *content, size_t len) {
+    if (c->n == c->cap) {
+        size_t cap = c->cap ? 2 * c->cap : 16;
+        fp4_chat_msg *m = realloc(c->m, cap * sizeof *m);
+        if (!m) return -1;
+        c->m = m, c->cap = cap;
+    }
+    char *s = malloc(len + 1);
+    if (!s) return -1;
+    memcpy(s, content, len), s[len] = 0;
+    c->m[c->n].role = role, c->m[c->n].content = s;
+    c->n++;
+    return 0;
+}
+static void conv_truncate(conv *c, size_t n) {
+    while (c->n > n)
+        free((char *)c->m[--c->n].content);
+}
+
+typedef struct session {
+    chat_args *a;
+    fp4_rt *rt;
+    fp4_tokenizer *tok;
+    int tmpl;
+    int32_t seq;
+    int32_t *kv; /* the token ids in the KV cache, in order */
+    int64_t n_kv, cap_kv;
+    int32_t eos[FP4_ARCH_MAX_EOS + 2];
+    int n_eos;
+    const char *stop_str[2];
+    int n_stop;
+    float *lg;
+    char bos[256], eos_s[256]; /* the template's bos_token / eos_token: the tokenizer's spelling */
+} session;
+
+static void token_text(const fp4_tokenizer *t, int32_t id, char *buf, size_t n) {
+    const char *s;
+    size_t len;
+    buf[0] = 0;
+    if (id >= 0 && !fp4_tokenizer_token(t, id, &s, &len) && len < n) memcpy(buf, s, len), buf[len] = 0;
+}
+
+static int kv_push(session *s, int32_t t) {
+    if (s->n_kv == s->cap_kv) {
+        int64_t cap = s->cap_kv ? 2 * s->cap_kv : 1024;
+        int32_t *p = realloc(s->kv, sizeof *p * (size_t)cap);
+        if (!p) return -1;
+        s->kv = p, s->cap_kv = cap;
+    }
+    s->kv[s->n_kv++] = t;
+    return 0;
+}
+static void kv_reset(session *s) {
+    fp4_rt_seq_close(s->rt, s->seq);
+    fp4_rt_seq_open(s->rt, &s->seq);
+    s->n_kv = 0;
+}
+
+/* feeds ids[0..n) after the cache; the last one's logits land in s->lg */
+static int feed(session *s, const int32_t *ids, int64_t n) {
+    fp4_rt_tok cols[256];
+    fp4_error err;
+    for (int64_t i = 0; i < n;) {
+        int64_t k = 0;
+        for (; k < 256 && i + k < n; k++)
+            cols[k] = (fp4_rt_tok){s->seq, ids[i + k], i + k == n - 1};
+        if (fp4_rt_step(s->rt, cols, k, i + k == n ? s->lg : NULL, &err))
+            return cli_report_error("chat", err.code, &err), -1;
+        for (int64_t j = 0; j < k; j++)
+            if (kv_push(s, ids[i + j])) return -1;
+        i += k;
+    }
+    return 0;
+}
+
+static int is_eos(const session *s, int32_t t) {
+    for (int i = 0; i < s->n_eos; i++)
+        if (s->eos[i] == t) return 1;
+    return 0;
+}
+
+/* one answer to the conversation c (its last message is the user's): 1 with the answer appended,
+ * 0 refused (printed; the user's message stays last), -1 failed */
+static int answer(session *s, conv *c) {
+    char *text = NULL;
+    size_t len;
+    fp4_error err;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    for (int attempt = 0;; attempt++) {
+        if (fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))
+            return fprintf(stderr, "fp4lane chat: %s\n", err.msg), 0;
+        if (fp4_tokenizer_encode(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids))
+            return free(text), fprintf(stderr, "fp4lane chat: cannot encode the conversation\n"), -1;
+        free(text);
+        if ((int64_t)n_ids + 1 < fp4_rt_n_ctx(s->rt)) break;
+        free(ids);
+        /* the context is full: forget the oldest turns (a system prompt stays) */
+        size_t first = c->n && !strcmp(c->m[0].role, "system") ? 1 : 0;
+        if (c->n - first <= 1)
+            return fprintf(stderr, "fp4lane chat: the message is longer than the context\n"), 0;
+        free((char *)c->m[first].content);
+        memmove(c->m + first, c->m + first + 1, (c->n - first - 1) * sizeof *c->m);
+        c->n--;
+        fprintf(stderr, "fp4lane chat: context full: the oldest message is forgotten\n");
+    }
+    /* reuse the cache when the conversation's tokens extend it */
+    int64_t same = 0;
+    while (same < s->n_kv && same < (int64_t)n_ids && s->kv[same] == ids[same])
+        same++;
+    if (same < s->n_kv || same == (int64_t)n_ids) kv_reset(s), same = 0;
+    int64_t n_new = (int64_t)n_ids - same;
+    fp4_sampler *smp = NULL;
+    rt_text_out out;
+    if (fp4_sampler_create(&s->a->sp, fp4_rt_vocab(s->rt), &smp) ||
+        rt_text_out_open(&out, "chat", s->tok, s->stop_str, (size_t)s->n_stop, stdout)) {
+        fp4_sampler_free(smp), free(ids);
+        return -1;
+    }
+    for (size_t i = 0; i < n_ids; i++)
+        fp4_sampler_accept(smp, ids[i]);
+    int rc = feed(s, ids + same, n_new);
+    double t1 = rt_cli_now();
+    int64_t n_gen = 0;
+    while (!rc && !stop_answer && n_gen < s->a->n_answer && s->n_kv < fp4_rt_n_ctx(s->rt)) {
+        int32_t t = fp4_sampler_sample(smp, s->lg);
+        fp4_sampler_accept(smp, t);
+        n_gen++;
+        if (is_eos(s, t)) break;
+        int st = rt_text_out_push(&out, t);
+        if (st < 0) rc = -1;
+        if (st) break;
+        if (n_gen == s->a->n_answer) break;
+        rc = feed(s, &t, 1);
+    }
+    if (!rc && rt_text_out_finish(&out)) rc = -1;
+    double t2 = rt_cli_now();
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr, "[%s%lld new prompt tokens (%lld reused), %lld generated, %.1f tok/s]\n",
+            stop_answer ? "interrupted; " : "", (long long)n_new, (long long)same, (long long)n_gen,
+            t2 > t1 ? n_gen / (t2 - t1) : 0.0);
+    if (!rc) rc = conv_add(c, "assistant", out.text ? out.text : "", out.n_text) ? -1 : 1;
+    rt_text_out_close(&out);
+    fp4_sampler_free(smp);
+    free(ids);
+    return rc;
+}
+
+int cmd_chat(int argc, char **argv) {
+    chat_args a;
+    int pr = parse(argc, argv, &a);
+    if (pr == -2) return 1;
+    if (pr) return usage();
+    session s = {0};
+    s.a = &a;
+    if ((s.tmpl = pick_template(&a)) < 0) return 1;
+    if (rt_text_tokenizer("chat", a.e.model, &s.tok)) return 1;
+    fp4_model *m = NULL;
+    if (rt_cli_open(&a.e, &m, &s.rt)) return fp4_tokenizer_free(s.tok), 1;
+    int rc = 0;
+    s.n_eos = rt_text_eos("chat", a.e.model, fp4_rt_arch(s.rt), s.tok, s.eos, FP4_ARCH_MAX_EOS);
+    if (s.n_eos < 0) rc = 1;
+    /* the template's end of turn: an EOS when it is one token, else a stop string */
+    static const char *const ends[][2] = {{"llama3", "<|eot_id|>"},
+                                          {"qwen3", "<|im_end|>"},
+                                          {"chatml", "<|im_end|>"},
+                                          {"llama2", "</s>"},
+                                          {"mistral", "</s>"}};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+        if (!strcmp(ends[i][0], fp4_chat_template_name(s.tmpl))) {
+            int32_t id = fp4_tokenizer_find(s.tok, ends[i][1], strlen(ends[i][1]));
+            if (id >= 0 && fp4_tokenizer_is_special(s.tok, id))
+                s.eos[s.n_eos++] = id;
+            else
+                s.stop_str[s.n_stop++] = ends[i][1];
+        }
+    token_text(s.tok, fp4_tokenizer_bos(s.tok), s.bos, sizeof s.bos);
+    token_text(s.tok, fp4_tokenizer_eos(s.tok), s.eos_s, sizeof s.eos_s);
+    s.lg = malloc(sizeof(float) * (size_t)fp4_rt_vocab(s.rt));
+    if (!rc && (!s.lg || fp4_rt_seq_open(s.rt, &s.seq))) rc = 1;
+    conv c = {0};
+    if (!rc && a.system && conv_add(&c, "system", a.system, strlen(a.system))) rc = 1;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+    sigaction(SIGINT, &sa, &old);
+    if (!rc)
+        fprintf(
+            stderr,
+            "fp4lane chat: %s, template %s. /reset clears the history, /exit ends; Ctrl-C stops an answer.\n",
+            a.e.model, fp4_chat_template_name(s.tmpl));
+    char *line = NULL;
+    size_t cap = 0;
+    while (!rc) {
+        stop_answer = 0;
+        fputs("> ", stdout);
+        fflush(stdout);
+        errno = 0;
+        ssize_t n = getline(&line, &cap, stdin);
+        if (n < 0) {
+            if (errno == EINTR || stop_answer) {
+                clearerr(stdin);
+                fputs("\n", stdout);
+                continue;
+            }
+            fputs("\n", stdout);
+            break; /* end of input */
+        }
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        if (!n) continue;
+        if (!strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset")) {
+            conv_truncate(&c, a.system ? 1 : 0);
+            kv_reset(&s);
+            printf("(history cleared)\n");
+            continue;
+        }
+        if (conv_add(&c, "user", line, (size_t)n)) rc = 1;
+        int r = rc ? -1 : answer(&s, &c);
+        if (r < 0) rc = 1;
+        if (!r) conv_truncate(&c, c.n - 1); /* refused: the user's message is dropped */
+    }
+    sigaction(SIGINT, &old, NULL);
+    free(line);
+    conv_truncate(&c, 0);
+    free(c.m), free(s.kv), free(s.lg);
+    fp4_rt_free(s.rt);
+    fp4_model_close(m);
+    fp4_tokenizer_free(s.tok);
+    return rc;
+}
