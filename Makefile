@@ -150,7 +150,7 @@ CU_SRC   = $(sort $(wildcard src/cuda/*.cu))
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
 CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)
 FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/format/*.c)))
-GPU_CPU_OBJ = $(BUILD)/src/cpu/project.o $(BUILD)/src/model/dequant.o
+GPU_CPU_OBJ = $(BUILD)/src/cpu/project.o $(BUILD)/src/cpu/native.o $(BUILD)/src/model/dequant.o
 GPU_TEST_SRC = $(sort $(filter-out tests/gpu/test_gpu_runtime.cu,$(wildcard tests/gpu/test_*.cu)))
 GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm

@@ -652,9 +652,10 @@ FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int6
 /* The CPU projection entry point, the twin of fp4_cuda_project: y = W x for any weight type
  * fp4lane loads, the kernel chosen from one table keyed by (w->type, activation precision =
  * input_scale_inv > 0 ? nvfp4 : a16, mode). Layout as fp4_nvfp4_matvec_a16_exact. Exact mode is
- * the SPEC §4/§5 contraction (bit-identical to the GPU's exact kernels); native mode on the CPU is
- * the float reference (SPEC §6). F32/F16/BF16 weights: f32 rows; native mode: double
- * accumulation, one rounding; exact mode: f32 products and the pinned 32-lane reduction
+ * the SPEC §4/§5 contraction (bit-identical to the GPU's exact kernels); native mode on the CPU
+ * decodes rows to f32 and accumulates in f32 (SPEC §6; fp4_nvfp4_matvec_a16_float stays the double
+ * reference). F32/F16/BF16 weights: f32 rows; native mode: f32 dots of eight partial sums;
+ * exact mode: f32 products and the pinned 32-lane reduction
  * (src/runtime/pinned.h, the order a warp computes; the CUDA twin matches it bit for bit).
  * FP4_ERR_REFUSED_ROUTE, with the route to use instead in the name, when no route serves the keys
  * (e.g. exact A16 needs n_in % 256 == 0). */

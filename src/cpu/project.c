@@ -1,8 +1,10 @@
 /* project.c — the CPU backend's dispatch table: (weight type, activation precision, mode) →
  * kernel. The runtime asks this table, never a kernel by name (ARCHITECTURE.md). */
 #include "fp4_impl.h"
+#include "cpu/native.h"
 #include "runtime/pinned.h"
 #include <stdlib.h>
+#include <string.h>
 
 typedef fp4_status (*route_fn)(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int n_threads);
 
@@ -13,8 +15,8 @@ static int64_t rows_of(const fp4_tensor *w) { return fp4_rows_of(w->ne, w->n_dim
 static fp4_status r_a16_exact(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
     return fp4_nvfp4_matvec_a16_exact(&w->nvfp4, x, n_cols, y, nt);
 }
-static fp4_status r_a16_float(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
-    return fp4_nvfp4_matvec_a16_float(&w->nvfp4, x, n_cols, y, nt);
+static fp4_status r_a16_native(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+    return fp4_cpu_nvfp4_a16_native(&w->nvfp4, x, n_cols, y, nt);
 }
 static fp4_status r_w4a4(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
     return fp4_nvfp4_matvec_w4a4(&w->nvfp4, x, n_cols, y, nt);
@@ -34,6 +36,29 @@ typedef struct dense_ctx {
     fp4_status st;
 } dense_ctx;
 
+/* One dense row widened to f32, exactly: bf16 by a 16-bit shift (fp4_bf16_to_f32's bits, in a loop
+ * the compiler vectorizes), f32 copied, f16 through the codec. */
+static void dense_row(const fp4_tensor *w, int64_t r, float *row) {
+    const int64_t n = w->ne[0];
+    if (w->type == FP4_TYPE_BF16) {
+        const uint8_t *p = w->data + (size_t)(r * n) * 2;
+        uint32_t *u = (uint32_t *)(void *)row;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        for (int64_t k = 0; k < n; k++) {
+            uint16_t h;
+            memcpy(&h, p + 2 * k, 2); /* unaligned little-endian halves, one load each */
+            u[k] = (uint32_t)h << 16;
+        }
+#else
+        for (int64_t k = 0; k < n; k++) u[k] = ((uint32_t)p[2 * k] | (uint32_t)p[2 * k + 1] << 8) << 16;
+#endif
+    } else if (w->type == FP4_TYPE_F32) {
+        memcpy(row, w->data + (size_t)(r * n) * 4, sizeof(float) * (size_t)n);
+    } else {
+        fp4_tensor_dequant_rows(w, r, r + 1, row); /* cannot fail: type and range checked */
+    }
+}
+
 static void dense_rows(void *p, int64_t r0, int64_t r1) {
     dense_ctx *c = p;
     const int64_t n_in = c->w->ne[0], n_out = rows_of(c->w);
@@ -43,12 +68,9 @@ static void dense_rows(void *p, int64_t r0, int64_t r1) {
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
-        fp4_tensor_dequant_rows(c->w, r, r + 1, row); /* cannot fail: type and range checked */
-        for (int64_t col = 0; col < c->n_cols; col++) {
-            double acc = 0.0;
-            for (int64_t k = 0; k < n_in; k++) acc += (double)row[k] * (double)c->x[col * n_in + k];
-            c->y[col * n_out + r] = (float)acc;
-        }
+        dense_row(c->w, r, row);
+        for (int64_t col = 0; col < c->n_cols; col++)
+            c->y[col * n_out + r] = fp4_cpu_dot_f32(row, c->x + col * n_in, n_in);
     }
     free(row);
 }
@@ -71,8 +93,9 @@ static void dense_pinned_rows(void *p, int64_t r0, int64_t r1) {
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
-        fp4_tensor_dequant_rows(c->w, r, r + 1, row); /* cannot fail: type and range checked */
-        for (int64_t col = 0; col < c->n_cols; col++) c->y[col * n_out + r] = fp4p_dot(row, c->x + col * n_in, n_in);
+        dense_row(c->w, r, row);
+        for (int64_t col = 0; col < c->n_cols; col++)
+            c->y[col * n_out + r] = fp4p_dot(row, c->x + col * n_in, n_in);
     }
     free(row);
 }
@@ -91,7 +114,7 @@ static const struct route {
     route_fn fn;
 } routes[] = {
     {FP4_TYPE_NVFP4_E2M1, ACT_A16, FP4_MODE_EXACT, 256, "cpu.nvfp4.a16.exact", r_a16_exact},
-    {FP4_TYPE_NVFP4_E2M1, ACT_A16, FP4_MODE_NATIVE, 16, "cpu.nvfp4.a16.float", r_a16_float},
+    {FP4_TYPE_NVFP4_E2M1, ACT_A16, FP4_MODE_NATIVE, 16, "cpu.nvfp4.a16.native", r_a16_native},
     {FP4_TYPE_NVFP4_E2M1, ACT_NVFP4, MODE_ANY, 16, "cpu.nvfp4.w4a4.exact", r_w4a4},
     {FP4_TYPE_Q4_K, ACT_ANY, MODE_ANY, 256, "cpu.q4_k.q8_k", r_q4k},
     {FP4_TYPE_Q6_K, ACT_ANY, MODE_ANY, 256, "cpu.q6_k.q8_k", r_q6k},

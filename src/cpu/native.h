@@ -1,0 +1,16 @@
+/* native.h — the CPU's native (fast, not bit-pinned) projection kernels, reached only through the
+ * dispatch table in project.c. */
+#ifndef FP4_CPU_NATIVE_H
+#define FP4_CPU_NATIVE_H
+
+#include "fp4_impl.h"
+
+/* y = W x for an NVFP4 A16 weight (n_in % 16 == 0), f32 accumulation; layout as
+ * fp4_nvfp4_matvec_a16_exact. */
+fp4_status fp4_cpu_nvfp4_a16_native(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
+                                    int n_threads);
+
+/* Σ a[i]·b[i] in f32 with eight partial sums (native dense rows and NVFP4 rows). */
+float fp4_cpu_dot_f32(const float *a, const float *b, int64_t n);
+
+#endif
