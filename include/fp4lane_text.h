@@ -44,8 +44,9 @@ typedef enum fp4_tok_kind {
 FP4_API fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *err);
 /* From memory: tokenizer.json bytes and optional tokenizer_config.json bytes (config may be NULL).
  * name goes into err->file. */
-FP4_API fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t json_len, const void *config,
-                                           size_t config_len, fp4_tokenizer **out, fp4_error *err);
+FP4_API fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t json_len,
+                                           const void *config, size_t config_len, fp4_tokenizer **out,
+                                           fp4_error *err);
 /* From an open GGUF's tokenizer.ggml.* keys. */
 FP4_API fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_tokenizer **out,
                                            fp4_error *err);
@@ -150,8 +151,9 @@ FP4_API int fp4_chat_template_detect(const char *jinja);
  * "") and, when add_generation_prompt, the opening of the assistant's answer. *text malloc'd,
  * NUL-terminated. Refusals (FP4_ERR_INVALID_ARG, rule "chat.*") where the template raises an
  * exception (roles that do not alternate for Llama 2 / Mistral, an unknown role). */
-FP4_API fp4_status fp4_chat_render(int id, const fp4_chat_msg *msgs, size_t n, const char *bos, const char *eos,
-                                   int add_generation_prompt, char **text, size_t *len, fp4_error *err);
+FP4_API fp4_status fp4_chat_render(int id, const fp4_chat_msg *msgs, size_t n, const char *bos,
+                                   const char *eos, int add_generation_prompt, char **text, size_t *len,
+                                   fp4_error *err);
 
 #ifdef __cplusplus
 }

@@ -68,11 +68,15 @@ static void test_names_and_sizes(void) {
     CHECK(!strcmp(fp4_synth_shape_name(0), "tiny"));
     CHECK(fp4_synth_shape_name(4) == NULL && fp4_synth_shape_name(-1) == NULL);
     CHECK(!strcmp(fp4_synth_arch_name(1), "qwen3") && fp4_synth_arch_name(2) == NULL);
-    CHECK(!strcmp(fp4_synth_shape_arch("qwen3-8b"), "qwen3") && !strcmp(fp4_synth_shape_arch("llama3-70b"), "llama"));
+    CHECK(!strcmp(fp4_synth_shape_arch("qwen3-8b"), "qwen3") &&
+          !strcmp(fp4_synth_shape_arch("llama3-70b"), "llama"));
     CHECK(fp4_synth_shape_arch("gpt2") == NULL);
     /* the published parameter counts, 2 bytes each */
-    static const struct { const char *shape; uint64_t params; } want[] = {
-        {"llama3-8b", 8030261248ull}, {"qwen3-8b", 8190735360ull}, {"llama3-70b", 70553706496ull}, {"tiny", 1443072ull}};
+    static const struct { const char *shape; uint64_t params;
+    } want[] = {{"llama3-8b", 8030261248ull},
+                {"qwen3-8b", 8190735360ull},
+                {"llama3-70b", 70553706496ull},
+                {"tiny", 1443072ull}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         fp4_synth_opts o = {.shape = want[i].shape};
         uint64_t b = 0;
@@ -126,11 +130,12 @@ static void check_statistics(fp4_model *m) {
             double mean = 0, var = 0;
             for (int64_t k = 0; k < cols; k++) mean += v[k] / cols;
             for (int64_t k = 0; k < cols; k++) var += (v[k] - mean) * (v[k] - mean) / cols;
-            CHECK_MSG(fabs(mean - 1.0) < 0.015 && sqrt(var) > 0.035 && sqrt(var) < 0.065, "%s: mean %g std %g", t->name,
-                      mean, sqrt(var));
+            CHECK_MSG(fabs(mean - 1.0) < 0.015 && sqrt(var) > 0.035 && sqrt(var) < 0.065,
+                      "%s: mean %g std %g", t->name, mean, sqrt(var));
             n_norm++;
         } else { /* column RMS: exactly FP4_SYNTH_OUTLIERS outlier columns in a projection, none elsewhere */
-            double *crms = calloc((size_t)cols, sizeof *crms), *sorted = malloc(sizeof *sorted * (size_t)cols);
+            double *crms = calloc((size_t)cols, sizeof *crms),
+                   *sorted = malloc(sizeof *sorted * (size_t)cols);
             for (int64_t r = 0; r < rows; r++)
                 for (int64_t k = 0; k < cols; k++) crms[k] += v[r * cols + k] * v[r * cols + k] / rows;
             for (int64_t k = 0; k < cols; k++) sorted[k] = crms[k] = sqrt(crms[k]);
@@ -139,9 +144,11 @@ static void check_statistics(fp4_model *m) {
             int n_out = 0;
             for (int64_t k = 0; k < cols; k++) n_out += crms[k] > 5.0 * med;
             CHECK_MSG(n_out == (proj ? FP4_SYNTH_OUTLIERS : 0), "%s: %d outlier columns", t->name, n_out);
-            if (proj) { /* factors in [10, 50]: the outliers' RMS is 8..60 x the median, the rest below 1.5 x */
-                CHECK_MSG(sorted[cols - FP4_SYNTH_OUTLIERS] > 8.0 * med && sorted[cols - 1] < 60.0 * med, "%s: %g %g",
-                          t->name, sorted[cols - FP4_SYNTH_OUTLIERS] / med, sorted[cols - 1] / med);
+            if (proj) { /* factors in [10, 50]: the outliers' RMS is 8..60 x the median, the rest below 1.5 x
+                         */
+                CHECK_MSG(sorted[cols - FP4_SYNTH_OUTLIERS] > 8.0 * med && sorted[cols - 1] < 60.0 * med,
+                          "%s: %g %g", t->name, sorted[cols - FP4_SYNTH_OUTLIERS] / med,
+                          sorted[cols - 1] / med);
                 CHECK(sorted[cols - FP4_SYNTH_OUTLIERS - 1] < 1.5 * med);
                 n_proj++;
             }
@@ -160,7 +167,8 @@ static void check_statistics(fp4_model *m) {
     CHECK_EQ_INT(n_proj, 14);
     CHECK_EQ_INT(n_norm, 5);
     double sd = sqrt(s2 / n_bulk), p4 = tail4 / n_bulk, p6 = tail6 / n_bulk;
-    printf("  tiny bulk: %.0f values, std %.5f, P(|x|>4sd) %.2e (Gaussian 6.3e-05, t8 1.7e-03), P(|x|>6sd) %.2e (Gaussian 2.0e-09)\n",
+    printf("  tiny bulk: %.0f values, std %.5f, P(|x|>4sd) %.2e (Gaussian 6.3e-05, t8 1.7e-03), P(|x|>6sd) "
+           "%.2e (Gaussian 2.0e-09)\n",
            n_bulk, sd, p4, p6);
     CHECK_MSG(fabs(sd - FP4_SYNTH_STD) < 0.0005, "bulk std %g", sd);
     CHECK_MSG(p4 > 1.0e-3 && p4 < 2.5e-3, "tail beyond 4 sd %g", p4); /* heavy tails: ~27x Gaussian */

@@ -25,7 +25,8 @@ static void bar(void *ctx, const char *what, uint64_t done, uint64_t total) {
     int pct = total ? (int)(done * 100 / total) : 100, n = pct / 4;
     double el = t - b->t0, eta = done ? el * (double)(total - done) / (double)done : 0.0;
     fprintf(stderr, "\r\033[K%-40.40s [%.*s%*s] %3d%% %6.2f/%.2f GB  ETA %dm%02ds", what, n,
-            "#########################", 25 - n, "", pct, done / 1e9, total / 1e9, (int)eta / 60, (int)eta % 60);
+            "#########################", 25 - n, "", pct, done / 1e9, total / 1e9, (int)eta / 60,
+            (int)eta % 60);
     if (done >= total) fprintf(stderr, "\r\033[K");
     fflush(stderr);
 }
@@ -46,13 +47,15 @@ int cmd_synth(int argc, char **argv) {
             if (*end || !*v) return fprintf(stderr, "fp4lane synth: --seed takes an integer\n"), 2;
         } else if (!strcmp(s, "--threads") && v) {
             o.n_threads = (int)strtol(v, &end, 10), i++;
-            if (*end || o.n_threads < 0 || o.n_threads > 256) return fprintf(stderr, "fp4lane synth: --threads 0..256\n"), 2;
+            if (*end || o.n_threads < 0 || o.n_threads > 256)
+                return fprintf(stderr, "fp4lane synth: --threads 0..256\n"), 2;
         } else if (!strcmp(s, "--shard-size") && v) {
             if (cli_parse_size(v, &o.max_shard_bytes))
                 return fprintf(stderr, "fp4lane synth: --shard-size N[K|M|G] (0: one file): '%s'\n", v), 2;
             i++;
         } else if (!strcmp(s, "--json")) json = 1;
-        else if (s[0] == '-' && s[1]) return fprintf(stderr, "fp4lane synth: unknown option '%s'\n", s), usage();
+        else if (s[0] == '-' && s[1])
+            return fprintf(stderr, "fp4lane synth: unknown option '%s'\n", s), usage();
         else if (!out) out = s;
         else return fprintf(stderr, "fp4lane synth: too many arguments\n"), usage();
     }
@@ -74,10 +77,10 @@ int cmd_synth(int argc, char **argv) {
             if (*c == '"' || *c == '\\') printf("\\%c", *c);
             else if ((unsigned char)*c < 0x20) printf("\\u%04x", *c);
             else putchar(*c);
-        printf("\",\"shape\":\"%s\",\"arch\":\"%s\",\"seed\":%llu,\"bytes\":%llu,\"seconds\":%.3f}\n", o.shape, arch,
-               (unsigned long long)o.seed, (unsigned long long)bytes, dt);
+        printf("\",\"shape\":\"%s\",\"arch\":\"%s\",\"seed\":%llu,\"bytes\":%llu,\"seconds\":%.3f}\n",
+               o.shape, arch, (unsigned long long)o.seed, (unsigned long long)bytes, dt);
     } else
-        printf("synthesized %s: shape %s, arch %s, seed %llu, %.3f GB of bf16 in %.1f s (%.0f MB/s)\n", out, o.shape, arch,
-               (unsigned long long)o.seed, bytes / 1e9, dt, dt > 0 ? bytes / 1e6 / dt : 0.0);
+        printf("synthesized %s: shape %s, arch %s, seed %llu, %.3f GB of bf16 in %.1f s (%.0f MB/s)\n", out,
+               o.shape, arch, (unsigned long long)o.seed, bytes / 1e9, dt, dt > 0 ? bytes / 1e6 / dt : 0.0);
     return 0;
 }

@@ -37,17 +37,22 @@ static bool jflag(json_t *o, const char *k, bool dflt) {
     return json_is_boolean(v) ? json_is_true(v) : dflt;
 }
 static fp4_status jstr_span(jctx *c, json_t *v, tok_span *out, const char *field) {
-    if (!json_is_string(v)) return FAIL(c, FP4_ERR_FORMAT, field, "tok.json-type", "%s: expected a string", field);
+    if (!json_is_string(v))
+        return FAIL(c, FP4_ERR_FORMAT, field, "tok.json-type", "%s: expected a string", field);
     size_t n = json_string_length(v);
-    if (n > FP4_TOK_MAX_TOKEN_BYTES) return FAIL(c, FP4_ERR_LIMIT, field, "tok.token-length", "%s: %zu bytes", field, n);
-    if (tok_arena_add(c->t, json_string_value(v), n, out)) return FAIL(c, FP4_ERR_NOMEM, field, "tok.nomem", "out of memory");
+    if (n > FP4_TOK_MAX_TOKEN_BYTES)
+        return FAIL(c, FP4_ERR_LIMIT, field, "tok.token-length", "%s: %zu bytes", field, n);
+    if (tok_arena_add(c->t, json_string_value(v), n, out))
+        return FAIL(c, FP4_ERR_NOMEM, field, "tok.nomem", "out of memory");
     return FP4_OK;
 }
 /* a String pattern ({"String": "x"}) */
 static fp4_status jpattern_string(jctx *c, json_t *o, tok_span *out, const char *field) {
     json_t *p = json_object_get(o, "pattern");
     json_t *s = json_object_get(p, "String");
-    if (!s) return FAIL(c, FP4_ERR_UNSUPPORTED, field, "tok.unsupported", "%s: only String patterns are supported", field);
+    if (!s)
+        return FAIL(c, FP4_ERR_UNSUPPORTED, field, "tok.unsupported",
+                    "%s: only String patterns are supported", field);
     return jstr_span(c, s, out, field);
 }
 
@@ -56,17 +61,20 @@ static fp4_status parse_norm(jctx *c, json_t *o, int depth) {
     fp4_tokenizer *t = c->t;
     if (json_is_null(o) || !o) return FP4_OK;
     const char *ty = jtype(o);
-    if (!ty || depth > 4) return FAIL(c, FP4_ERR_FORMAT, "normalizer", "tok.json-type", "normalizer without a type");
+    if (!ty || depth > 4)
+        return FAIL(c, FP4_ERR_FORMAT, "normalizer", "tok.json-type", "normalizer without a type");
     if (!strcmp(ty, "Sequence")) {
         json_t *a = json_object_get(o, "normalizers");
-        if (!json_is_array(a)) return FAIL(c, FP4_ERR_FORMAT, "normalizer", "tok.json-type", "Sequence without normalizers");
+        if (!json_is_array(a))
+            return FAIL(c, FP4_ERR_FORMAT, "normalizer", "tok.json-type", "Sequence without normalizers");
         for (size_t i = 0; i < json_array_size(a); i++) {
             fp4_status st = parse_norm(c, json_array_get(a, i), depth + 1);
             if (st) return st;
         }
         return FP4_OK;
     }
-    if (t->n_norm >= TOK_MAX_STEPS) return FAIL(c, FP4_ERR_LIMIT, "normalizer", "tok.steps", "more than %d normalizers", TOK_MAX_STEPS);
+    if (t->n_norm >= TOK_MAX_STEPS)
+        return FAIL(c, FP4_ERR_LIMIT, "normalizer", "tok.steps", "more than %d normalizers", TOK_MAX_STEPS);
     tok_norm *n = &t->norm[t->n_norm];
     static const struct { const char *name; tok_norm_kind k; } uni[] = {
         {"NFC", TN_NFC}, {"NFD", TN_NFD}, {"NFKC", TN_NFKC}, {"NFKD", TN_NFKD}};
@@ -84,8 +92,11 @@ static fp4_status parse_norm(jctx *c, json_t *o, int depth) {
         n->kind = TN_REPLACE;
         if ((st = jpattern_string(c, o, &n->a, "normalizer.pattern"))) return st;
         if ((st = jstr_span(c, json_object_get(o, "content"), &n->b, "normalizer.content"))) return st;
-        if (n->a.len == 0) return FAIL(c, FP4_ERR_FORMAT, "normalizer.pattern", "tok.json-value", "empty Replace pattern");
-    } else return FAIL(c, FP4_ERR_UNSUPPORTED, "normalizer", "tok.unsupported", "normalizer type %s is not supported", ty);
+        if (n->a.len == 0)
+            return FAIL(c, FP4_ERR_FORMAT, "normalizer.pattern", "tok.json-value", "empty Replace pattern");
+    } else
+        return FAIL(c, FP4_ERR_UNSUPPORTED, "normalizer", "tok.unsupported",
+                    "normalizer type %s is not supported", ty);
     t->n_norm++;
     return FP4_OK;
 }
@@ -95,31 +106,42 @@ static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
     fp4_tokenizer *t = c->t;
     if (json_is_null(o) || !o) return FP4_OK;
     const char *ty = jtype(o);
-    if (!ty || depth > 4) return FAIL(c, FP4_ERR_FORMAT, "pre_tokenizer", "tok.json-type", "pre_tokenizer without a type");
+    if (!ty || depth > 4)
+        return FAIL(c, FP4_ERR_FORMAT, "pre_tokenizer", "tok.json-type", "pre_tokenizer without a type");
     if (!strcmp(ty, "Sequence")) {
         json_t *a = json_object_get(o, "pretokenizers");
-        if (!json_is_array(a)) return FAIL(c, FP4_ERR_FORMAT, "pre_tokenizer", "tok.json-type", "Sequence without pretokenizers");
+        if (!json_is_array(a))
+            return FAIL(c, FP4_ERR_FORMAT, "pre_tokenizer", "tok.json-type",
+                        "Sequence without pretokenizers");
         for (size_t i = 0; i < json_array_size(a); i++) {
             fp4_status st = parse_pre(c, json_array_get(a, i), depth + 1, byte_level);
             if (st) return st;
         }
         return FP4_OK;
     }
-    if (t->n_pre >= TOK_MAX_STEPS) return FAIL(c, FP4_ERR_LIMIT, "pre_tokenizer", "tok.steps", "more than %d pre-tokenizers", TOK_MAX_STEPS);
+    if (t->n_pre >= TOK_MAX_STEPS)
+        return FAIL(c, FP4_ERR_LIMIT, "pre_tokenizer", "tok.steps", "more than %d pre-tokenizers",
+                    TOK_MAX_STEPS);
     tok_pre *p = &t->pre[t->n_pre];
     char why[200] = "";
     if (!strcmp(ty, "Split")) {
         if (*byte_level)
-            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported", "a Split after a ByteLevel pre-tokenizer");
+            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported",
+                        "a Split after a ByteLevel pre-tokenizer");
         json_t *re = json_object_get(json_object_get(o, "pattern"), "Regex");
         json_t *beh = json_object_get(o, "behavior");
         if (!json_is_string(re))
-            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.pattern", "tok.unsupported", "only Regex Split patterns are supported");
+            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.pattern", "tok.unsupported",
+                        "only Regex Split patterns are supported");
         if (!json_is_string(beh) || strcmp(json_string_value(beh), "Isolated") || jflag(o, "invert", false))
-            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.behavior", "tok.unsupported", "only Isolated, non-inverted Split is supported");
-        if (t->pre_regex) return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported", "more than one Split");
+            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.behavior", "tok.unsupported",
+                        "only Isolated, non-inverted Split is supported");
+        if (t->pre_regex)
+            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported", "more than one Split");
         fp4_status st = tok_compile_regex(json_string_value(re), false, &p->re, why, sizeof why);
-        if (st) return FAIL(c, st, "pre_tokenizer.pattern", st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.regex", "%s", why);
+        if (st)
+            return FAIL(c, st, "pre_tokenizer.pattern", st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.regex", "%s",
+                        why);
         t->pre_regex = strdup(json_string_value(re));
         if (!t->pre_regex) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
         p->kind = TP_SPLIT;
@@ -138,7 +160,8 @@ static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
         t->n_pre++;
         return FP4_OK;
     }
-    return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported", "pre-tokenizer type %s is not supported", ty);
+    return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported",
+                "pre-tokenizer type %s is not supported", ty);
 }
 
 /* ---- decoder ---- */
@@ -146,18 +169,21 @@ static fp4_status parse_dec(jctx *c, json_t *o, int depth) {
     fp4_tokenizer *t = c->t;
     if (json_is_null(o) || !o) return FP4_OK;
     const char *ty = jtype(o);
-    if (!ty || depth > 4) return FAIL(c, FP4_ERR_FORMAT, "decoder", "tok.json-type", "decoder without a type");
+    if (!ty || depth > 4)
+        return FAIL(c, FP4_ERR_FORMAT, "decoder", "tok.json-type", "decoder without a type");
     t->has_decoder = true;
     if (!strcmp(ty, "Sequence")) {
         json_t *a = json_object_get(o, "decoders");
-        if (!json_is_array(a)) return FAIL(c, FP4_ERR_FORMAT, "decoder", "tok.json-type", "Sequence without decoders");
+        if (!json_is_array(a))
+            return FAIL(c, FP4_ERR_FORMAT, "decoder", "tok.json-type", "Sequence without decoders");
         for (size_t i = 0; i < json_array_size(a); i++) {
             fp4_status st = parse_dec(c, json_array_get(a, i), depth + 1);
             if (st) return st;
         }
         return FP4_OK;
     }
-    if (t->n_dec >= TOK_MAX_STEPS) return FAIL(c, FP4_ERR_LIMIT, "decoder", "tok.steps", "more than %d decoders", TOK_MAX_STEPS);
+    if (t->n_dec >= TOK_MAX_STEPS)
+        return FAIL(c, FP4_ERR_LIMIT, "decoder", "tok.steps", "more than %d decoders", TOK_MAX_STEPS);
     tok_dec *d = &t->dec[t->n_dec];
     fp4_status st;
     if (!strcmp(ty, "ByteLevel")) d->kind = TD_BYTELEVEL;
@@ -167,19 +193,24 @@ static fp4_status parse_dec(jctx *c, json_t *o, int depth) {
         d->kind = TD_REPLACE;
         if ((st = jpattern_string(c, o, &d->a, "decoder.pattern"))) return st;
         if ((st = jstr_span(c, json_object_get(o, "content"), &d->b, "decoder.content"))) return st;
-        if (d->a.len == 0) return FAIL(c, FP4_ERR_FORMAT, "decoder.pattern", "tok.json-value", "empty Replace pattern");
+        if (d->a.len == 0)
+            return FAIL(c, FP4_ERR_FORMAT, "decoder.pattern", "tok.json-value", "empty Replace pattern");
     } else if (!strcmp(ty, "Strip")) {
         d->kind = TD_STRIP;
         if ((st = jstr_span(c, json_object_get(o, "content"), &d->a, "decoder.content"))) return st;
         json_t *a = json_object_get(o, "start"), *b = json_object_get(o, "stop");
-        json_int_t s0 = json_is_integer(a) ? json_integer_value(a) : 0, s1 = json_is_integer(b) ? json_integer_value(b) : 0;
+        json_int_t s0 = json_is_integer(a) ? json_integer_value(a) : 0,
+                   s1 = json_is_integer(b) ? json_integer_value(b) : 0;
         uint32_t cp;
         if (s0 < 0 || s1 < 0 || s0 > 64 || s1 > 64 || d->a.len == 0 ||
             (size_t)tok_utf8_dec((const uint8_t *)tok_str(t, d->a), d->a.len, &cp) != d->a.len)
-            return FAIL(c, FP4_ERR_FORMAT, "decoder", "tok.json-value", "Strip needs one content character and 0..64 start/stop");
+            return FAIL(c, FP4_ERR_FORMAT, "decoder", "tok.json-value",
+                        "Strip needs one content character and 0..64 start/stop");
         d->start = (int32_t)s0;
         d->stop = (int32_t)s1;
-    } else return FAIL(c, FP4_ERR_UNSUPPORTED, "decoder", "tok.unsupported", "decoder type %s is not supported", ty);
+    } else
+        return FAIL(c, FP4_ERR_UNSUPPORTED, "decoder", "tok.unsupported", "decoder type %s is not supported",
+                    ty);
     t->n_dec++;
     return FP4_OK;
 }
@@ -189,11 +220,13 @@ static fp4_status parse_post(jctx *c, json_t *o, int depth) {
     fp4_tokenizer *t = c->t;
     if (json_is_null(o) || !o) return FP4_OK;
     const char *ty = jtype(o);
-    if (!ty || depth > 4) return FAIL(c, FP4_ERR_FORMAT, "post_processor", "tok.json-type", "post_processor without a type");
+    if (!ty || depth > 4)
+        return FAIL(c, FP4_ERR_FORMAT, "post_processor", "tok.json-type", "post_processor without a type");
     if (!strcmp(ty, "ByteLevel")) return FP4_OK;
     if (!strcmp(ty, "Sequence")) {
         json_t *a = json_object_get(o, "processors");
-        if (!json_is_array(a)) return FAIL(c, FP4_ERR_FORMAT, "post_processor", "tok.json-type", "Sequence without processors");
+        if (!json_is_array(a))
+            return FAIL(c, FP4_ERR_FORMAT, "post_processor", "tok.json-type", "Sequence without processors");
         for (size_t i = 0; i < json_array_size(a); i++) {
             fp4_status st = parse_post(c, json_array_get(a, i), depth + 1);
             if (st) return st;
@@ -201,21 +234,29 @@ static fp4_status parse_post(jctx *c, json_t *o, int depth) {
         return FP4_OK;
     }
     if (strcmp(ty, "TemplateProcessing"))
-        return FAIL(c, FP4_ERR_UNSUPPORTED, "post_processor", "tok.unsupported", "post-processor type %s is not supported", ty);
+        return FAIL(c, FP4_ERR_UNSUPPORTED, "post_processor", "tok.unsupported",
+                    "post-processor type %s is not supported", ty);
     json_t *single = json_object_get(o, "single");
-    if (!json_is_array(single)) return FAIL(c, FP4_ERR_FORMAT, "post_processor.single", "tok.json-type", "template without single");
+    if (!json_is_array(single))
+        return FAIL(c, FP4_ERR_FORMAT, "post_processor.single", "tok.json-type", "template without single");
     int side = 0, seen_a = 0;
     for (size_t i = 0; i < json_array_size(single); i++) {
-        json_t *it = json_array_get(single, i), *sp = json_object_get(it, "SpecialToken"), *sq = json_object_get(it, "Sequence");
+        json_t *it = json_array_get(single, i), *sp = json_object_get(it, "SpecialToken"),
+               *sq = json_object_get(it, "Sequence");
         if (sq) {
-            if (seen_a++) return FAIL(c, FP4_ERR_FORMAT, "post_processor.single", "tok.json-value", "two sequences in single");
+            if (seen_a++)
+                return FAIL(c, FP4_ERR_FORMAT, "post_processor.single", "tok.json-value",
+                            "two sequences in single");
             side = 1;
             continue;
         }
         json_t *id = json_object_get(sp, "id");
-        if (!json_is_string(id)) return FAIL(c, FP4_ERR_FORMAT, "post_processor.single", "tok.json-type", "SpecialToken without id");
+        if (!json_is_string(id))
+            return FAIL(c, FP4_ERR_FORMAT, "post_processor.single", "tok.json-type",
+                        "SpecialToken without id");
         int *n = side ? &t->n_tmpl_post : &t->n_tmpl_pre;
-        if (*n >= TOK_MAX_TMPL) return FAIL(c, FP4_ERR_LIMIT, "post_processor.single", "tok.steps", "template too long");
+        if (*n >= TOK_MAX_TMPL)
+            return FAIL(c, FP4_ERR_LIMIT, "post_processor.single", "tok.steps", "template too long");
         c->tmpl_names[side][(*n)++] = json_string_value(id);
     }
     return FP4_OK;
@@ -225,13 +266,18 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     fp4_tokenizer *t = c->t;
     const char *ty = jtype(m);
     if (!json_is_object(m)) return FAIL(c, FP4_ERR_FORMAT, "model", "tok.json-type", "no model object");
-    if (ty && strcmp(ty, "BPE")) return FAIL(c, FP4_ERR_UNSUPPORTED, "model.type", "tok.unsupported", "model type %s is not supported", ty);
+    if (ty && strcmp(ty, "BPE"))
+        return FAIL(c, FP4_ERR_UNSUPPORTED, "model.type", "tok.unsupported", "model type %s is not supported",
+                    ty);
     json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
     if (!json_is_object(vocab) || !json_is_array(merges))
-        return FAIL(c, FP4_ERR_FORMAT, "model", "tok.json-type", "BPE model needs a vocab object and a merges array");
+        return FAIL(c, FP4_ERR_FORMAT, "model", "tok.json-type",
+                    "BPE model needs a vocab object and a merges array");
     if (!json_is_null(json_object_get(m, "dropout")) && json_object_get(m, "dropout"))
-        return FAIL(c, FP4_ERR_UNSUPPORTED, "model.dropout", "tok.unsupported", "BPE dropout is not supported");
-    static const char *const affix[] = {"continuing_subword_prefix", "end_of_word_suffix", "continuing_subword_suffix"};
+        return FAIL(c, FP4_ERR_UNSUPPORTED, "model.dropout", "tok.unsupported",
+                    "BPE dropout is not supported");
+    static const char *const affix[] = {"continuing_subword_prefix", "end_of_word_suffix",
+                                        "continuing_subword_suffix"};
     for (int i = 0; i < 3; i++) {
         json_t *v = json_object_get(m, affix[i]);
         if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
@@ -246,28 +292,37 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     json_t *v;
     json_object_foreach(vocab, k, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= FP4_TOK_MAX_VOCAB)
-            return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.id-range", "token id out of [0, %d)", FP4_TOK_MAX_VOCAB);
+            return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.id-range", "token id out of [0, %d)",
+                        FP4_TOK_MAX_VOCAB);
         if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
     }
     if (!json_is_array(added) && added && !json_is_null(added))
         return FAIL(c, FP4_ERR_FORMAT, "added_tokens", "tok.json-type", "added_tokens is not an array");
-    if (json_array_size(added) > FP4_TOK_MAX_ADDED) return FAIL(c, FP4_ERR_LIMIT, "added_tokens", "tok.limit", "too many added tokens");
+    if (json_array_size(added) > FP4_TOK_MAX_ADDED)
+        return FAIL(c, FP4_ERR_LIMIT, "added_tokens", "tok.limit", "too many added tokens");
     for (size_t i = 0; i < json_array_size(added); i++) {
         json_t *id = json_object_get(json_array_get(added, i), "id");
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= FP4_TOK_MAX_VOCAB)
-            return FAIL(c, FP4_ERR_FORMAT, "added_tokens", "tok.id-range", "added token id out of [0, %d)", FP4_TOK_MAX_VOCAB);
+            return FAIL(c, FP4_ERR_FORMAT, "added_tokens", "tok.id-range", "added token id out of [0, %d)",
+                        FP4_TOK_MAX_VOCAB);
         if (json_integer_value(id) > max_id) max_id = json_integer_value(id);
     }
     if (max_id < 0) return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.empty", "empty vocabulary");
-    if (tok_reserve_ids(t, (int32_t)max_id + 1)) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+    if (tok_reserve_ids(t, (int32_t)max_id + 1))
+        return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
     size_t kl;
     json_object_keylen_foreach(vocab, k, kl, v) { /* keys may hold U+0000: their length, not strlen */
         int32_t id = (int32_t)json_integer_value(v);
         if (t->flags[id] & TOKF_PRESENT)
-            return FAIL(c, FP4_ERR_DUPLICATE, "model.vocab", "tok.duplicate-id", "id %d is given to two tokens", (int)id);
-        if (kl > FP4_TOK_MAX_TOKEN_BYTES) return FAIL(c, FP4_ERR_LIMIT, "model.vocab", "tok.token-length", "a %zu-byte token", kl);
-        if (kl == 0) return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.token-empty", "an empty token string (id %d)", (int)id);
-        if (tok_arena_add(t, k, kl, &t->text[id])) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+            return FAIL(c, FP4_ERR_DUPLICATE, "model.vocab", "tok.duplicate-id",
+                        "id %d is given to two tokens", (int)id);
+        if (kl > FP4_TOK_MAX_TOKEN_BYTES)
+            return FAIL(c, FP4_ERR_LIMIT, "model.vocab", "tok.token-length", "a %zu-byte token", kl);
+        if (kl == 0)
+            return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.token-empty", "an empty token string (id %d)",
+                        (int)id);
+        if (tok_arena_add(t, k, kl, &t->text[id]))
+            return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
         t->flags[id] = TOKF_PRESENT | TOKF_MODEL;
     }
     t->n_added = 0;
@@ -285,13 +340,17 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
         x->normalized = jflag(a, "normalized", !x->special);
         x->single_word = jflag(a, "single_word", false);
         if (x->single_word)
-            return FAIL(c, FP4_ERR_UNSUPPORTED, "added_tokens.single_word", "tok.unsupported", "single_word added tokens are not supported");
+            return FAIL(c, FP4_ERR_UNSUPPORTED, "added_tokens.single_word", "tok.unsupported",
+                        "single_word added tokens are not supported");
         uint8_t *f = &t->flags[x->id];
-        if (*f & TOKF_ADDED) return FAIL(c, FP4_ERR_DUPLICATE, "added_tokens", "tok.duplicate-added", "added token id %d twice", (int)x->id);
+        if (*f & TOKF_ADDED)
+            return FAIL(c, FP4_ERR_DUPLICATE, "added_tokens", "tok.duplicate-added",
+                        "added token id %d twice", (int)x->id);
         if (*f & TOKF_PRESENT) {
-            if (t->text[x->id].len != x->content.len || memcmp(tok_str(t, t->text[x->id]), tok_str(t, x->content), x->content.len))
-                return FAIL(c, FP4_ERR_FORMAT, "added_tokens", "tok.added-conflict", "added token %d differs from the vocabulary's",
-                            (int)x->id);
+            if (t->text[x->id].len != x->content.len ||
+                memcmp(tok_str(t, t->text[x->id]), tok_str(t, x->content), x->content.len))
+                return FAIL(c, FP4_ERR_FORMAT, "added_tokens", "tok.added-conflict",
+                            "added token %d differs from the vocabulary's", (int)x->id);
         } else t->text[x->id] = x->content;
         *f |= TOKF_PRESENT | TOKF_ADDED | (x->special ? TOKF_SPECIAL : 0);
         t->n_added++;
@@ -300,20 +359,25 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     for (int32_t i = 0; i < t->n_added; i++)
         for (int32_t j = i + 1; j < t->n_added && t->n_added <= 4096; j++)
             if (t->added[i].content.len == t->added[j].content.len &&
-                !memcmp(tok_str(t, t->added[i].content), tok_str(t, t->added[j].content), t->added[i].content.len))
-                return FAIL(c, FP4_ERR_DUPLICATE, "added_tokens", "tok.duplicate-token", "two added tokens spell the same string");
+                !memcmp(tok_str(t, t->added[i].content), tok_str(t, t->added[j].content),
+                        t->added[i].content.len))
+                return FAIL(c, FP4_ERR_DUPLICATE, "added_tokens", "tok.duplicate-token",
+                            "two added tokens spell the same string");
     json_t *unk = json_object_get(m, "unk_token");
     if (json_is_string(unk)) {
         /* resolved after the maps exist */
-    } else if (unk && !json_is_null(unk)) return FAIL(c, FP4_ERR_FORMAT, "model.unk_token", "tok.json-type", "unk_token is not a string");
+    } else if (unk && !json_is_null(unk))
+        return FAIL(c, FP4_ERR_FORMAT, "model.unk_token", "tok.json-type", "unk_token is not a string");
     return FP4_OK;
 }
 
 static fp4_status parse_merges(jctx *c, json_t *merges) {
     fp4_tokenizer *t = c->t;
     size_t n = json_array_size(merges);
-    if (n > (size_t)FP4_TOK_MAX_VOCAB * 2) return FAIL(c, FP4_ERR_LIMIT, "model.merges", "tok.limit", "%zu merges", n);
-    if (tok_mmap_init(&t->merges, (uint32_t)n + 1)) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+    if (n > (size_t)FP4_TOK_MAX_VOCAB * 2)
+        return FAIL(c, FP4_ERR_LIMIT, "model.merges", "tok.limit", "%zu merges", n);
+    if (tok_mmap_init(&t->merges, (uint32_t)n + 1))
+        return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
     char buf[2 * FP4_TOK_MAX_TOKEN_BYTES + 2];
     for (size_t i = 0; i < n; i++) {
         json_t *e = json_array_get(merges, i);
@@ -322,7 +386,8 @@ static fp4_status parse_merges(jctx *c, json_t *merges) {
         if (json_is_string(e)) {
             const char *s = json_string_value(e), *sp = memchr(s, ' ', json_string_length(e));
             if (!sp || memchr(sp + 1, ' ', json_string_length(e) - (size_t)(sp - s) - 1))
-                return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form", "merge %zu is not \"a b\"", i);
+                return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form", "merge %zu is not \"a b\"",
+                            i);
             a = s;
             an = (size_t)(sp - s);
             b = sp + 1;
@@ -333,17 +398,25 @@ static fp4_status parse_merges(jctx *c, json_t *merges) {
             an = json_string_length(json_array_get(e, 0));
             b = json_string_value(json_array_get(e, 1));
             bn = json_string_length(json_array_get(e, 1));
-        } else return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form", "merge %zu is neither \"a b\" nor [a, b]", i);
-        int32_t ia = tok_smap_find(t, &t->by_text, t->text, a, an), ib = tok_smap_find(t, &t->by_text, t->text, b, bn);
+        } else
+            return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form",
+                        "merge %zu is neither \"a b\" nor [a, b]", i);
+        int32_t ia = tok_smap_find(t, &t->by_text, t->text, a, an),
+                ib = tok_smap_find(t, &t->by_text, t->text, b, bn);
         if (ia < 0 || ib < 0)
-            return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-unknown", "merge %zu names a token not in the vocabulary", i);
-        if (an + bn > 2 * FP4_TOK_MAX_TOKEN_BYTES) return FAIL(c, FP4_ERR_LIMIT, "model.merges", "tok.token-length", "merge %zu", i);
+            return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-unknown",
+                        "merge %zu names a token not in the vocabulary", i);
+        if (an + bn > 2 * FP4_TOK_MAX_TOKEN_BYTES)
+            return FAIL(c, FP4_ERR_LIMIT, "model.merges", "tok.token-length", "merge %zu", i);
         memcpy(buf, a, an);
         memcpy(buf + an, b, bn);
         int32_t io = tok_smap_find(t, &t->by_text, t->text, buf, an + bn);
-        if (io < 0) return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-result", "merge %zu makes a token not in the vocabulary", i);
+        if (io < 0)
+            return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-result",
+                        "merge %zu makes a token not in the vocabulary", i);
         if (!tok_mmap_put(&t->merges, ia, ib, (uint32_t)i, io))
-            return FAIL(c, FP4_ERR_DUPLICATE, "model.merges", "tok.merge-duplicate", "merge %zu repeats an earlier pair", i);
+            return FAIL(c, FP4_ERR_DUPLICATE, "model.merges", "tok.merge-duplicate",
+                        "merge %zu repeats an earlier pair", i);
     }
     t->n_merges = (uint32_t)n;
     return FP4_OK;
@@ -356,17 +429,20 @@ static int32_t config_token(const fp4_tokenizer *t, json_t *cfg, const char *key
     return fp4_tokenizer_find(t, json_string_value(v), json_string_length(v));
 }
 
-fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t json_len, const void *config, size_t config_len,
-                                   fp4_tokenizer **out, fp4_error *err) {
-    if (!out || (!json && json_len)) return fp4_fail(err, FP4_ERR_INVALID_ARG, name, NULL, "tok.arg", "NULL argument");
+fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t json_len, const void *config,
+                                   size_t config_len, fp4_tokenizer **out, fp4_error *err) {
+    if (!out || (!json && json_len))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, name, NULL, "tok.arg", "NULL argument");
     *out = NULL;
     if (!name) name = "tokenizer.json";
-    if (json_len > FP4_TOK_MAX_FILE) return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.limit", "%zu bytes", json_len);
+    if (json_len > FP4_TOK_MAX_FILE)
+        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.limit", "%zu bytes", json_len);
     json_error_t je;
     json_t *root = json_loadb(json, json_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root || !json_is_object(root)) {
         json_decref(root);
-        return fp4_fail(err, FP4_ERR_FORMAT, name, NULL, "tok.json", "not a JSON object: %s (line %d)", root ? "" : je.text, je.line);
+        return fp4_fail(err, FP4_ERR_FORMAT, name, NULL, "tok.json", "not a JSON object: %s (line %d)",
+                        root ? "" : je.text, je.line);
     }
     json_t *cfg = NULL;
     if (config && config_len) {
@@ -374,7 +450,8 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
         if (!json_is_object(cfg)) {
             json_decref(cfg);
             json_decref(root);
-            return fp4_fail(err, FP4_ERR_FORMAT, name, "tokenizer_config.json", "tok.json", "tokenizer_config.json: %s", je.text);
+            return fp4_fail(err, FP4_ERR_FORMAT, name, "tokenizer_config.json", "tok.json",
+                            "tokenizer_config.json: %s", je.text);
         }
     }
     fp4_tokenizer *t = tok_new();
@@ -393,7 +470,9 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
         json_t *unk = json_object_get(model, "unk_token");
         if (json_is_string(unk)) {
             t->unk = fp4_tokenizer_find(t, json_string_value(unk), json_string_length(unk));
-            if (t->unk < 0) st = FAIL(&c, FP4_ERR_FORMAT, "model.unk_token", "tok.unk-unknown", "unk_token is not a token");
+            if (t->unk < 0)
+                st = FAIL(&c, FP4_ERR_FORMAT, "model.unk_token", "tok.unk-unknown",
+                          "unk_token is not a token");
         }
     }
     for (int side = 0; !st && side < 2; side++) {
@@ -401,16 +480,19 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
         for (int i = 0; !st && i < n; i++) {
             const char *nm = c.tmpl_names[side][i];
             int32_t id = fp4_tokenizer_find(t, nm, strlen(nm));
-            if (id < 0) st = FAIL(&c, FP4_ERR_FORMAT, "post_processor", "tok.template-unknown", "template token %s is not a token", nm);
+            if (id < 0)
+                st = FAIL(&c, FP4_ERR_FORMAT, "post_processor", "tok.template-unknown",
+                          "template token %s is not a token", nm);
             (side ? t->tmpl_post : t->tmpl_pre)[i] = id;
         }
     }
     /* tokenizer_config.json options that change encoding and that this library does not apply */
-    static const char *const cfg_refused[] = {"remove_space", "do_lowercase_and_remove_accent", "do_lower_case"};
+    static const char *const cfg_refused[] = {"remove_space", "do_lowercase_and_remove_accent",
+                                              "do_lower_case"};
     for (size_t i = 0; !st && cfg && i < sizeof cfg_refused / sizeof cfg_refused[0]; i++)
         if (json_is_true(json_object_get(cfg, cfg_refused[i])))
-            st = FAIL(&c, FP4_ERR_UNSUPPORTED, cfg_refused[i], "tok.unsupported", "tokenizer_config.json: %s is not supported",
-                      cfg_refused[i]);
+            st = FAIL(&c, FP4_ERR_UNSUPPORTED, cfg_refused[i], "tok.unsupported",
+                      "tokenizer_config.json: %s is not supported", cfg_refused[i]);
     if (!st) {
         t->bos = config_token(t, cfg, "bos_token");
         t->eos = config_token(t, cfg, "eos_token");
@@ -439,7 +521,8 @@ static fp4_status read_file(const char *path, char **buf, size_t *n, bool option
     struct stat sb;
     if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > FP4_TOK_MAX_FILE) {
         fclose(f);
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "not a regular file of at most %u bytes", FP4_TOK_MAX_FILE);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "not a regular file of at most %u bytes",
+                        FP4_TOK_MAX_FILE);
     }
     char *p = malloc((size_t)sb.st_size + 1);
     if (!p) {
@@ -461,7 +544,8 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
     if (!path || !out) return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "tok.arg", "NULL argument");
     *out = NULL;
     struct stat sb;
-    if (stat(path, &sb)) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot stat: %s", strerror(errno));
+    if (stat(path, &sb))
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot stat: %s", strerror(errno));
     if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) /* opening a FIFO would block */
         return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "not a regular file or a directory");
     char magic[4] = {0};
