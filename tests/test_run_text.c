@@ -5,6 +5,7 @@
  * before the stop string, --seed reproduces, 1 and 2 threads give the same text in exact mode,
  * the summary is stderr's last line, the default model and prompt, usage errors exit 2. */
 #include "check.h"
+#include "cli_util.h"
 #include "fp4lane_runtime.h"
 #include "fp4lane_text.h"
 #include <stdio.h>
@@ -15,31 +16,13 @@
 
 static char bin[512], tmp[512];
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    n = (long)fread(b, 1, (size_t)n, f);
-    b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 /* runs "env bin args" with stdout/stderr captured; returns the exit status */
 static int cli(const char *env, const char *args, char **out, char **err) {
     char cmd[8192], fo[600], fe[600];
     snprintf(fo, sizeof fo, "%s/out", tmp);
     snprintf(fe, sizeof fe, "%s/err", tmp);
     snprintf(cmd, sizeof cmd, "%s %s %s >'%s' 2>'%s'", env ? env : "", bin, args, fo, fe);
-    int rc = system(cmd);
-    free(*out), free(*err);
-    *out = slurp(fo);
-    *err = slurp(fe);
-    if (rc == -1 || !WIFEXITED(rc)) return -1;
-    return WEXITSTATUS(rc);
+    return cu_system(cmd, fo, fe, out, err);
 }
 
 static const char *last_line(const char *s) {
