@@ -57,14 +57,10 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtcli-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     char bf[600], nv[600], a[3000], f1[700], f2[700], f3[700];
-    snprintf(bf, sizeof bf, "%s/llama-bf16", tmp);
-    snprintf(nv, sizeof nv, "%s/llama-nvfp4", tmp);
     rtfx_spec s = rtfx_default("llama");
     s.ctx = 4096;
-    CHECK(rtfx_write_hf(bf, &s, 8) == 0);
-    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
+    rtfx_write_pair(tmp, &s, 8, bf, nv, sizeof bf);
     fp4_error e;
-    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
     char *o = NULL, *er = NULL;
 
     /* ids out, summary last */

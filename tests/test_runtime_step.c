@@ -253,13 +253,10 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtstep-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     char bf[600], nv[600];
-    snprintf(bf, sizeof bf, "%s/llama-bf16", tmp);
-    snprintf(nv, sizeof nv, "%s/llama-nvfp4", tmp);
     rtfx_spec s = rtfx_default("llama");
-    CHECK(rtfx_write_hf(bf, &s, 11) == 0);
+    rtfx_write_pair(tmp, &s, 11, bf, nv, sizeof bf);
     fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
     fp4_error e;
-    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
     test_exact_oracle(bf, "llama bf16");
     test_exact_oracle(nv, "llama nvfp4");
     test_batch(bf, "llama bf16");
