@@ -65,7 +65,8 @@ int main(void) {
         int rc = RUN(args);
         char want[64];
         snprintf(want, sizeof want, "usage: fp4lane %s", verbs[i]);
-        CHECK_MSG(rc == 0 && cu_has(o, want) && !cu_has(e, "unknown option"), "%s --help: rc %d", verbs[i], rc);
+        CHECK_MSG(rc == 0 && cu_has(o, want) && !cu_has(e, "unknown option"), "%s --help: rc %d", verbs[i],
+                  rc);
         snprintf(args, sizeof args, "%s some-file -h", verbs[i]);
         CHECK_MSG(RUN(args) == 0 && cu_has(o, want), "%s -h", verbs[i]);
     }
@@ -111,8 +112,10 @@ int main(void) {
     }
 
     /* a name that says "one file" never becomes a directory */
-    CHECK(RUN("quantize tiny out.safetensors") == 1 && cu_has(e, "out.dir-name") && !exists("out.safetensors"));
-    CHECK(RUN("quantize tiny d.gguf --layout modelopt") == 1 && cu_has(e, "out.dir-name") && !exists("d.gguf"));
+    CHECK(RUN("quantize tiny out.safetensors") == 1 && cu_has(e, "out.dir-name") &&
+          !exists("out.safetensors"));
+    CHECK(RUN("quantize tiny d.gguf --layout modelopt") == 1 && cu_has(e, "out.dir-name") &&
+          !exists("d.gguf"));
     CHECK(RUN("convert a/b/c e.gguf --layout compressed-tensors") == 1 && cu_has(e, "out.dir-name"));
     CHECK(RUN("quantize tiny f.gguf --layout gguf") == 0);
     struct stat sb;

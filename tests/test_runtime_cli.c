@@ -186,7 +186,8 @@ int main(void) {
     CHECK(cli(a, &o, &er) == 0);
     char line0[300];
     snprintf(line0, sizeof line0, "0: %s", first_run + (first_run[0] == ' '));
-    CHECK_MSG(cu_has(o, line0) && cu_has(o, "\n1: ") && cu_has(o, "\n2: "), "batch output: %s (want %s)", o, line0);
+    CHECK_MSG(cu_has(o, line0) && cu_has(o, "\n1: ") && cu_has(o, "\n2: "), "batch output: %s (want %s)", o,
+              line0);
     snprintf(a, sizeof a, "run %s --prompt-ids 10,11 -n 5 --ignore-eos", nv);
     char *o2 = NULL, *e2 = NULL;
     CHECK(cli(a, &o2, &e2) == 0);
@@ -238,7 +239,8 @@ int main(void) {
              "compare %s --a \"--threads 1\" --b \"--threads 2 --prefill-chunk 3\" --prompt-ids "
              "1,2,3,4,5,6,7 --max-drift 0",
              nv);
-    CHECK(cli(a, &o, &er) == 0 && cu_has(o, "argmax identical at 7/7") && cu_has(o, " 0 of 2240 logits differ"));
+    CHECK(cli(a, &o, &er) == 0 && cu_has(o, "argmax identical at 7/7") &&
+          cu_has(o, " 0 of 2240 logits differ"));
     snprintf(a, sizeof a,
              "compare %s --a \"--mode exact\" --b \"--mode native\" --prompt-ids 1,2,3,4,5,6,7 --max-drift 0",
              nv);
