@@ -12,11 +12,7 @@ static char bin[512], tmp[512];
 
 /* Runs the CLI with args; returns the exit status (-1 for a signal); out/err captured. */
 static int cli(const char *args, char **out, char **err) {
-    char cmd[2048], fo[600], fe[600];
-    snprintf(fo, sizeof fo, "%s/out", tmp);
-    snprintf(fe, sizeof fe, "%s/err", tmp);
-    snprintf(cmd, sizeof cmd, "%s %s >'%s' 2>'%s'", bin, args, fo, fe);
-    return cu_system(cmd, fo, fe, out, err);
+    return cu_run(bin, tmp, NULL, args, out, err);
 }
 
 int main(void) {

@@ -16,22 +16,8 @@
 static char bin[512], tmp[512];
 
 static int cli(const char *args, char **out, char **err) {
-    char cmd[4096], fo[600], fe[600];
-    snprintf(fo, sizeof fo, "%s/out", tmp);
-    snprintf(fe, sizeof fe, "%s/err", tmp);
-    snprintf(cmd, sizeof cmd, "%s %s >'%s' 2>'%s'", bin, args, fo, fe);
-    return cu_system(cmd, fo, fe, out, err);
+    return cu_run(bin, tmp, NULL, args, out, err);
 }
-static const char *last_line(const char *s) {
-    const char *e = s + strlen(s);
-    while (e > s && e[-1] == '\n')
-        e--;
-    const char *p = e;
-    while (p > s && p[-1] != '\n')
-        p--;
-    return p;
-}
-
 /* the float32 rows of an .npy written by run: checks the header, returns rows */
 static float *npy_rows(const char *path, long *rows, long cols) {
     long len;
@@ -66,9 +52,10 @@ int main(void) {
     /* ids out, summary last */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos", nv);
     CHECK(cli(a, &o, &er) == 0);
-    CHECK(cu_has(last_line(o), "prefill 4 tok") && cu_has(last_line(o), "decode 5 tok") &&
-          cu_has(last_line(o), "device cpu") && cu_has(last_line(o), "mode exact") &&
-          cu_has(last_line(o), "cpu.nvfp4.a16.exact") && cu_has(last_line(o), "head: cpu.bf16.dense.pinned"));
+    CHECK(cu_has(cu_last_line(o), "prefill 4 tok") && cu_has(cu_last_line(o), "decode 5 tok") &&
+          cu_has(cu_last_line(o), "device cpu") && cu_has(cu_last_line(o), "mode exact") &&
+          cu_has(cu_last_line(o), "cpu.nvfp4.a16.exact") &&
+          cu_has(cu_last_line(o), "head: cpu.bf16.dense.pinned"));
     int n_ids = 0;
     for (const char *p = o; *p && *p != '\n'; p++)
         n_ids += (*p >= '0' && *p <= '9') && (p == o || p[-1] == ' ');
@@ -231,7 +218,7 @@ int main(void) {
     waitpid(pid, &ws, 0);
     CHECK_MSG(WIFEXITED(ws) && WEXITSTATUS(ws) == 130, "status %d", ws);
     char *so = cu_slurp(f1, NULL);
-    CHECK(cu_has(last_line(so), "(interrupted)") && cu_has(last_line(so), "decode"));
+    CHECK(cu_has(cu_last_line(so), "(interrupted)") && cu_has(cu_last_line(so), "decode"));
     free(so);
 
     /* compare: threads 1 vs 2 are bit-identical; exact vs native drift, --max-drift, --json */
