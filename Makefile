@@ -184,10 +184,14 @@ $(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(RT_CU_OBJ) $(FORMAT_OBJ) $(BUILD)/src/m
 	$(NVCC) -shared -o $@ $^ -Xlinker --version-script=$(BUILD)/libfp4lane_cuda.map -Xlinker --no-undefined \
 	  -Xlinker -z -Xlinker nodelete -lpthread -lm
 GPU_RT_TEST = $(if $(wildcard /usr/include/jansson.h),$(BUILD)/tests/gpu/test_gpu_runtime)
-$(BUILD)/tests/gpu/test_gpu_runtime: tests/gpu/test_gpu_runtime.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane.a \
-                                     $(BUILD)/libfp4lane_cuda.so $(wildcard tests/*.h)
+$(BUILD)/tests/gpu/rt_data.o: tests/rt_data.c tests/rt_data.h
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane.a $(LDLIBS)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
+$(BUILD)/tests/gpu/test_gpu_runtime: tests/gpu/test_gpu_runtime.cu $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
+                                     $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane_cuda.so $(wildcard tests/*.h)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o $(BUILD)/libfp4lane.a \
+	  $(LDLIBS)
 # fp4lane_cuda.h compiles alone as C11 and C++; the fp4_cuda_ functions defined in the library
 # are exactly the FP4_API ones it declares (internals are fp4_cu_*, hidden).
 cuda: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_cuda.so $(GPU_TEST_BIN) $(GPU_RT_TEST)

@@ -20,6 +20,15 @@ void rtfx_rmtree(const char *dir) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+void rtfx_write_pair(const char *dir, const rtfx_spec *s, uint64_t seed, char *bf, char *nv, size_t cap) {
+    snprintf(bf, cap, "%s/%s-bf16", dir, s->model_type);
+    snprintf(nv, cap, "%s/%s-nvfp4", dir, s->model_type);
+    CHECK(rtfx_write_hf(bf, s, seed) == 0);
+    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
+    fp4_error e;
+    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
+}
+
 static int is_qwen2(const char *t) {
     return !strcmp(t, "qwen2");
 }

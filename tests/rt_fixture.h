@@ -27,6 +27,10 @@ int rtfx_oracle_exact(const fp4_model *m, const fp4_arch *a, const int32_t *tok,
  * KV rounding: logits [T][vocab]. */
 int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok, int T, double *logits);
 
+/* DIR/<model_type>-bf16 (rtfx_write_hf of s, seed) and its NVFP4 twin DIR/<model_type>-nvfp4
+ * (ModelOpt layout), each CHECKed; their paths into bf and nv (cap bytes each). */
+void rtfx_write_pair(const char *dir, const rtfx_spec *s, uint64_t seed, char *bf, char *nv, size_t cap);
+
 /* rm -rf of a directory the test created */
 void rtfx_rmtree(const char *dir);
 

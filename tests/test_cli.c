@@ -1,6 +1,7 @@
 /* test_cli.c — the fp4lane CLI as a user meets it: exit codes (0 ok, 1 refused, 2 usage, never a
  * signal), the one-line summaries, --json output, errors that name file, tensor and rule. */
 #include "check.h"
+#include "cli_util.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,25 +12,8 @@ static char bin[512], tmp[512];
 
 /* Runs the CLI with args; returns the exit status (-1 for a signal); out/err captured. */
 static int cli(const char *args, char **out, char **err) {
-    char cmd[2048], fo[600], fe[600];
-    snprintf(fo, sizeof fo, "%s/out", tmp);
-    snprintf(fe, sizeof fe, "%s/err", tmp);
-    snprintf(cmd, sizeof cmd, "%s %s >'%s' 2>'%s'", bin, args, fo, fe);
-    int rc = system(cmd);
-    const char *files[2] = {fo, fe};
-    char **dst[2] = {out, err};
-    for (int i = 0; i < 2; i++) {
-        if (!dst[i]) continue;
-        FILE *f = fopen(files[i], "rb");
-        size_t cap = 1 << 20, n = f ? fread(*dst[i] = malloc(cap), 1, cap - 1, f) : 0;
-        if (!f) *dst[i] = calloc(1, 1);
-        else (*dst[i])[n] = 0, fclose(f);
-    }
-    if (rc == -1 || !WIFEXITED(rc)) return -1;
-    return WEXITSTATUS(rc);
+    return cu_run(bin, tmp, NULL, args, out, err);
 }
-
-static int contains(const char *s, const char *x) { return s && strstr(s, x) != NULL; }
 
 int main(void) {
     snprintf(bin, sizeof bin, "%s/fp4lane", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
@@ -37,17 +21,17 @@ int main(void) {
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     char *o = NULL, *e = NULL, args[1600];
 #define RUN(a) (free(o), free(e), o = e = NULL, cli(a, &o, &e))
-    CHECK(RUN("--version") == 0 && contains(o, "fp4lane 0.1.0"));
-    CHECK(RUN("") == 2 && contains(e, "usage"));
+    CHECK(RUN("--version") == 0 && cu_has(o, "fp4lane 0.1.0"));
+    CHECK(RUN("") == 2 && cu_has(e, "usage"));
     CHECK(RUN("frobnicate") == 2);
-    CHECK(RUN("help validate") == 0 && contains(o, "validate"));
-    CHECK(RUN("selftest") == 0 && contains(o, "selftest passed"));
-    CHECK(RUN("selftest --json") == 0 && contains(o, "\"ok\":true"));
+    CHECK(RUN("help validate") == 0 && cu_has(o, "validate"));
+    CHECK(RUN("selftest") == 0 && cu_has(o, "selftest passed"));
+    CHECK(RUN("selftest --json") == 0 && cu_has(o, "\"ok\":true"));
     CHECK(RUN("selftest --bogus") == 2);
     const char *golden = check_data("modelopt-golden/modelopt_cuda.safetensors");
     const char *input = check_data("modelopt-golden/input.safetensors");
     snprintf(args, sizeof args, "validate %s", golden);
-    CHECK(RUN(args) == 0 && contains(o, "valid:") && contains(o, "modelopt layout"));
+    CHECK(RUN(args) == 0 && cu_has(o, "valid:") && cu_has(o, "modelopt layout"));
     /* one NaN scale byte: model.layers.0.mlp.down_proj.weight_scale starts at 8 + 4688 + 66104 */
     char bad[600];
     snprintf(bad, sizeof bad, "%s/bad.safetensors", tmp);
@@ -59,18 +43,18 @@ int main(void) {
     if (in) fclose(in);
     if (out) fclose(out);
     snprintf(args, sizeof args, "validate %s", bad);
-    CHECK(RUN(args) == 1 && contains(e, "nvfp4.scale-nan") &&
-          contains(e, "model.layers.0.mlp.down_proj.weight") && contains(e, bad) && !contains(o, "valid:"));
+    CHECK(RUN(args) == 1 && cu_has(e, "nvfp4.scale-nan") &&
+          cu_has(e, "model.layers.0.mlp.down_proj.weight") && cu_has(e, bad) && !cu_has(o, "valid:"));
     snprintf(args, sizeof args, "validate --json %s", bad);
-    CHECK(RUN(args) == 1 && contains(o, "\"valid\":false") && contains(o, "nvfp4.scale-nan"));
+    CHECK(RUN(args) == 1 && cu_has(o, "\"valid\":false") && cu_has(o, "nvfp4.scale-nan"));
     snprintf(args, sizeof args, "validate %s/nonexistent", tmp);
-    CHECK(RUN(args) == 1 && contains(e, "io.open"));
+    CHECK(RUN(args) == 1 && cu_has(e, "io.open"));
     CHECK(RUN("validate") == 2);
     snprintf(args, sizeof args, "validate --frob %s", golden);
     CHECK(RUN(args) == 2);
     /* every truncation of a small valid file is refused with status 1, never a signal */
     snprintf(args, sizeof args, "quantize %s %s/q.gguf --layout gguf", input, tmp);
-    CHECK(RUN(args) == 0 && contains(o, "quantized"));
+    CHECK(RUN(args) == 0 && cu_has(o, "quantized"));
     char q[600];
     snprintf(q, sizeof q, "%s/q.gguf", tmp);
     FILE *f = fopen(q, "rb");
@@ -90,7 +74,7 @@ int main(void) {
     }
     CHECK(signals == 0 && accepted == 0);
     snprintf(args, sizeof args, "validate %s", q);
-    CHECK(RUN(args) == 0 && contains(o, "gguf layout"));
+    CHECK(RUN(args) == 0 && cu_has(o, "gguf layout"));
     /* inspect --json: valid JSON, NVFP4 at exactly 4.5 bits/weight */
     snprintf(args, sizeof args, "inspect --json %s", q);
     CHECK(RUN(args) == 0);
@@ -110,7 +94,7 @@ int main(void) {
         "nvfp4"));
     json_decref(j);
     snprintf(args, sizeof args, "inspect %s", q);
-    CHECK(RUN(args) == 0 && contains(o, "nvfp4_e2m1") && contains(o, "scale2="));
+    CHECK(RUN(args) == 0 && cu_has(o, "nvfp4_e2m1") && cu_has(o, "scale2="));
     /* dump: text rows and raw f32 */
     snprintf(args, sizeof args, "dump %s model.layers.9.self_attn.q_proj.weight --rows 2:4", q);
     CHECK(RUN(args) == 0);
@@ -125,20 +109,20 @@ int main(void) {
     if (r) fseek(r, 0, SEEK_END), sz = ftell(r), fclose(r);
     CHECK(sz == 256 * 4);
     snprintf(args, sizeof args, "dump %s no.such.tensor", q);
-    CHECK(RUN(args) == 1 && contains(e, "no tensor"));
+    CHECK(RUN(args) == 1 && cu_has(e, "no tensor"));
     CHECK(RUN("dump") == 2);
     /* conversions and their usage errors */
     snprintf(args, sizeof args, "convert %s %s/ct", q, tmp);
-    CHECK(RUN(args) == 2 && contains(e, "--layout"));
+    CHECK(RUN(args) == 2 && cu_has(e, "--layout"));
     snprintf(args, sizeof args, "convert %s %s/ct --layout compressed-tensors", q, tmp);
-    CHECK(RUN(args) == 0 && contains(o, "compressed-tensors"));
+    CHECK(RUN(args) == 0 && cu_has(o, "compressed-tensors"));
     snprintf(args, sizeof args, "convert %s %s/g.gguf --layout gguf-ggml", q, tmp);
-    CHECK(RUN(args) == 1 && contains(e, "ggml.n_in")); /* the golden set has a 16-wide tensor */
+    CHECK(RUN(args) == 1 && cu_has(e, "ggml.n_in")); /* the golden set has a 16-wide tensor */
     snprintf(args, sizeof args, "convert %s %s/x --layout fp5", q, tmp);
     CHECK(RUN(args) == 2);
     CHECK(RUN("quantize") == 2);
     snprintf(args, sizeof args, "quantize %s %s/again.gguf --layout gguf", q, tmp);
-    CHECK(RUN(args) == 1 && contains(e, "quantize.already"));
+    CHECK(RUN(args) == 1 && cu_has(e, "quantize.already"));
     /* sharded output: a 40 KB shard limit splits the golden set; it loads and converts to the same GGUF */
     snprintf(args, sizeof args, "quantize %s %s/sh --shard-size 40000", input, tmp);
     CHECK(RUN(args) == 0);
@@ -147,7 +131,7 @@ int main(void) {
     CHECK(ix != NULL);
     if (ix) fclose(ix);
     snprintf(args, sizeof args, "validate %s/sh", tmp);
-    CHECK(RUN(args) == 0 && contains(o, "modelopt layout"));
+    CHECK(RUN(args) == 0 && cu_has(o, "modelopt layout"));
     snprintf(args, sizeof args, "quantize %s %s/one", input, tmp);
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "convert %s/sh %s/sh.gguf --layout gguf", tmp, tmp);
@@ -160,7 +144,7 @@ int main(void) {
     snprintf(args, sizeof args, "convert %s %s/in.gguf --layout gguf", input, tmp);
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "validate %s/in.gguf", tmp);
-    CHECK(RUN(args) == 0 && contains(o, "none layout"));
+    CHECK(RUN(args) == 0 && cu_has(o, "none layout"));
     snprintf(args, sizeof args,
              "quantize %s/in.gguf %s/fromgguf --layout modelopt --metadata device=cuda --metadata "
              "torch=2.11.0+cu130 "
@@ -169,7 +153,7 @@ int main(void) {
     CHECK(RUN(args) == 0);
     snprintf(args, sizeof args, "cmp -s %s/fromgguf/model.safetensors %s", tmp, golden);
     CHECK(system(args) == 0);
-    CHECK(RUN("demo") == 0 && contains(o, "demo passed"));
+    CHECK(RUN("demo") == 0 && cu_has(o, "demo passed"));
     free(o);
     free(e);
     snprintf(args, sizeof args, "rm -rf '%s'", tmp);

@@ -4,6 +4,7 @@
  * cannot go, a non-model file and a FIFO named as such, "-" refused as an output, a negative scale
  * byte not called NaN, a progress bar with phase and ETA, and no leftovers after a failed run. */
 #include "check.h"
+#include "cli_util.h"
 #include "fp4lane.h"
 #include "io/outfile.h"
 #include <dirent.h>
@@ -22,20 +23,8 @@ static int cli(const char *args, char **out, char **err) {
     snprintf(fo, sizeof fo, "%s/out", tmp);
     snprintf(fe, sizeof fe, "%s/err", tmp);
     snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s >'%s' 2>'%s' </dev/null", tmp, bin, args, fo, fe);
-    int rc = system(cmd);
-    const char *files[2] = {fo, fe};
-    char **dst[2] = {out, err};
-    for (int i = 0; i < 2; i++) {
-        FILE *f = fopen(files[i], "rb");
-        size_t cap = 1 << 20, n = f ? fread(*dst[i] = malloc(cap), 1, cap - 1, f) : 0;
-        if (!f) *dst[i] = calloc(1, 1);
-        else (*dst[i])[n] = 0, fclose(f);
-    }
-    if (rc == -1 || !WIFEXITED(rc)) return -1;
-    return WEXITSTATUS(rc);
+    return cu_system(cmd, fo, fe, out, err);
 }
-
-static int has(const char *s, const char *x) { return s && strstr(s, x) != NULL; }
 
 static int exists(const char *rel) {
     char p[1200];
@@ -76,9 +65,10 @@ int main(void) {
         int rc = RUN(args);
         char want[64];
         snprintf(want, sizeof want, "usage: fp4lane %s", verbs[i]);
-        CHECK_MSG(rc == 0 && has(o, want) && !has(e, "unknown option"), "%s --help: rc %d", verbs[i], rc);
+        CHECK_MSG(rc == 0 && cu_has(o, want) && !cu_has(e, "unknown option"), "%s --help: rc %d", verbs[i],
+                  rc);
         snprintf(args, sizeof args, "%s some-file -h", verbs[i]);
-        CHECK_MSG(RUN(args) == 0 && has(o, want), "%s -h", verbs[i]);
+        CHECK_MSG(RUN(args) == 0 && cu_has(o, want), "%s -h", verbs[i]);
     }
     static const char *const quantize_opts[] = {"--layout", "--to", "--scale2-rule", "--no-fusion",
                                                 "--quantize-embeddings", "--shard-size", "--metadata",
@@ -87,21 +77,21 @@ int main(void) {
     for (size_t i = 0; i < sizeof quantize_opts / sizeof quantize_opts[0]; i++) {
         char line[64];
         snprintf(line, sizeof line, "\n  %s ", quantize_opts[i]); /* an options line of its own */
-        CHECK_MSG(has(o, line), "help quantize lacks %s", quantize_opts[i]);
+        CHECK_MSG(cu_has(o, line), "help quantize lacks %s", quantize_opts[i]);
     }
-    CHECK(has(o, "default"));
-    CHECK(RUN("quantize in out --frobnicate") == 2 && has(e, "unknown option"));
+    CHECK(cu_has(o, "default"));
+    CHECK(RUN("quantize in out --frobnicate") == 2 && cu_has(e, "unknown option"));
 
     /* a small bf16 checkpoint to work on */
     CHECK(RUN("synth tiny --shape tiny") == 0);
 
     /* inspect labels the order: PyTorch order for safetensors, ne for GGUF; tiny's lm_head is
      * [vocab 512, hidden 256] in PyTorch order */
-    CHECK(RUN("inspect tiny") == 0 && has(o, "PyTorch order") && has(o, "[512 x 256]"));
-    CHECK(RUN("inspect tiny --json") == 0 && has(o, "\"shape_order\": \"pytorch\"") &&
-          has(o, "\"shape\":[512,256]") && has(o, "\"ne\":[256,512]"));
+    CHECK(RUN("inspect tiny") == 0 && cu_has(o, "PyTorch order") && cu_has(o, "[512 x 256]"));
+    CHECK(RUN("inspect tiny --json") == 0 && cu_has(o, "\"shape_order\": \"pytorch\"") &&
+          cu_has(o, "\"shape\":[512,256]") && cu_has(o, "\"ne\":[256,512]"));
     CHECK(RUN("quantize tiny q.gguf") == 0);
-    CHECK(RUN("inspect q.gguf") == 0 && has(o, "GGUF ne") && has(o, "[256 x 512]"));
+    CHECK(RUN("inspect q.gguf") == 0 && cu_has(o, "GGUF ne") && cu_has(o, "[256 x 512]"));
 
     /* missing output parents are created */
     CHECK(RUN("quantize tiny a/b/c") == 0 && exists("a/b/c/model.safetensors"));
@@ -122,9 +112,11 @@ int main(void) {
     }
 
     /* a name that says "one file" never becomes a directory */
-    CHECK(RUN("quantize tiny out.safetensors") == 1 && has(e, "out.dir-name") && !exists("out.safetensors"));
-    CHECK(RUN("quantize tiny d.gguf --layout modelopt") == 1 && has(e, "out.dir-name") && !exists("d.gguf"));
-    CHECK(RUN("convert a/b/c e.gguf --layout compressed-tensors") == 1 && has(e, "out.dir-name"));
+    CHECK(RUN("quantize tiny out.safetensors") == 1 && cu_has(e, "out.dir-name") &&
+          !exists("out.safetensors"));
+    CHECK(RUN("quantize tiny d.gguf --layout modelopt") == 1 && cu_has(e, "out.dir-name") &&
+          !exists("d.gguf"));
+    CHECK(RUN("convert a/b/c e.gguf --layout compressed-tensors") == 1 && cu_has(e, "out.dir-name"));
     CHECK(RUN("quantize tiny f.gguf --layout gguf") == 0);
     struct stat sb;
     snprintf(args, sizeof args, "%s/f.gguf", tmp);
@@ -135,7 +127,7 @@ int main(void) {
                                             "+5", "0x10", "18446744073709551616"};
     for (size_t i = 0; i < sizeof bad_sizes / sizeof bad_sizes[0]; i++) {
         snprintf(args, sizeof args, "quantize tiny s%zu --shard-size '%s'", i, bad_sizes[i]);
-        CHECK_MSG(RUN(args) == 2 && has(e, "--shard-size"), "'%s' accepted", bad_sizes[i]);
+        CHECK_MSG(RUN(args) == 2 && cu_has(e, "--shard-size"), "'%s' accepted", bad_sizes[i]);
         snprintf(args, sizeof args, "synth s%zu --shape tiny --shard-size '%s'", i, bad_sizes[i]);
         CHECK_MSG(RUN(args) == 2, "synth '%s' accepted", bad_sizes[i]);
     }
@@ -151,27 +143,27 @@ int main(void) {
     CHECK(RUN("quantize tiny sh --shard-size 1M") == 0 && exists("sh/model.safetensors.index.json"));
 
     /* --metadata where it cannot be carried is refused, and nothing is written */
-    CHECK(RUN("quantize tiny m.gguf --metadata a=b") == 1 && has(e, "out.metadata") && !exists("m.gguf"));
-    CHECK(RUN("convert a/b/c m2.gguf --layout gguf --metadata a=b") == 1 && has(e, "out.metadata"));
-    CHECK(RUN("quantize tiny mm --metadata a=b") == 0 && RUN("inspect mm") == 0 && has(o, "\"b\""));
+    CHECK(RUN("quantize tiny m.gguf --metadata a=b") == 1 && cu_has(e, "out.metadata") && !exists("m.gguf"));
+    CHECK(RUN("convert a/b/c m2.gguf --layout gguf --metadata a=b") == 1 && cu_has(e, "out.metadata"));
+    CHECK(RUN("quantize tiny mm --metadata a=b") == 0 && RUN("inspect mm") == 0 && cu_has(o, "\"b\""));
 
     /* a file that is no model, a FIFO, a device: said so */
     FILE *f = NULL;
     snprintf(args, sizeof args, "%s/notes.txt", tmp);
     if ((f = fopen(args, "w"))) fputs("hello, this is a text file and not a model at all\n", f), fclose(f);
-    CHECK(RUN("inspect notes.txt") == 1 && has(e, "not a model file") && !has(e, "above the cap"));
-    CHECK(RUN("validate notes.txt") == 1 && has(e, "ckpt.not-model"));
+    CHECK(RUN("inspect notes.txt") == 1 && cu_has(e, "not a model file") && !cu_has(e, "above the cap"));
+    CHECK(RUN("validate notes.txt") == 1 && cu_has(e, "ckpt.not-model"));
     snprintf(args, sizeof args, "%s/fifo", tmp);
     CHECK(mkfifo(args, 0600) == 0);
-    CHECK(RUN("inspect fifo") == 1 && has(e, "not a regular file") && has(e, "FIFO") &&
-          !has(e, "No such file"));
-    CHECK(RUN("inspect /dev/null") == 1 && has(e, "a device"));
-    CHECK(RUN("inspect does-not-exist") == 1 && has(e, "no such file"));
-    CHECK(RUN("tokenize fifo hello") == 1 && has(e, "not a regular file")); /* no hang */
+    CHECK(RUN("inspect fifo") == 1 && cu_has(e, "not a regular file") && cu_has(e, "FIFO") &&
+          !cu_has(e, "No such file"));
+    CHECK(RUN("inspect /dev/null") == 1 && cu_has(e, "a device"));
+    CHECK(RUN("inspect does-not-exist") == 1 && cu_has(e, "no such file"));
+    CHECK(RUN("tokenize fifo hello") == 1 && cu_has(e, "not a regular file")); /* no hang */
 
     /* "-" is not a place for a checkpoint */
-    CHECK(RUN("quantize tiny -") == 2 && has(e, "'-'") && !exists("-"));
-    CHECK(RUN("convert q.gguf - --layout gguf") == 2 && has(e, "'-'") && !exists("-"));
+    CHECK(RUN("quantize tiny -") == 2 && cu_has(e, "'-'") && !exists("-"));
+    CHECK(RUN("convert q.gguf - --layout gguf") == 2 && cu_has(e, "'-'") && !exists("-"));
     CHECK(RUN("synth - --shape tiny") == 2 && !exists("-"));
 
     /* a negative scale byte is not reported as NaN */
@@ -187,7 +179,7 @@ int main(void) {
         snprintf(args, sizeof args, "%s/tty", tmp);
         char buf[1 << 16] = "";
         if ((f = fopen(args, "rb"))) buf[fread(buf, 1, sizeof buf - 1, f)] = 0, fclose(f);
-        CHECK_MSG(has(buf, "quantize") && has(buf, "ETA") && has(buf, "%"), "tty: %.200s", buf);
+        CHECK_MSG(cu_has(buf, "quantize") && cu_has(buf, "ETA") && cu_has(buf, "%"), "tty: %.200s", buf);
     } else {
         fprintf(stderr, "note: no script(1); the TTY progress bar was not exercised\n");
     }
@@ -217,7 +209,7 @@ int main(void) {
               exists("ct/tokenizer.json"));
         snprintf(p, sizeof p, "%s/tiny/tokenizer.json", tmp);
         if ((f = fopen(p, "w"))) fputs("{\"new\":1}", f), fclose(f);
-        CHECK(RUN("quantize tiny withtok") == 1 && has(e, "out.exists"));
+        CHECK(RUN("quantize tiny withtok") == 1 && cu_has(e, "out.exists"));
         CHECK(RUN("quantize tiny withtok --force") == 0);
         snprintf(p, sizeof p, "%s/withtok/tokenizer.json", tmp);
         char buf[64] = "";

@@ -5,6 +5,7 @@
  * 12. tensor names with terminal controls (OSC title, CR, ANSI clear, C1 CSI) are printed escaped
  *     by inspect and in error messages: no control byte reaches the terminal. */
 #include "check.h"
+#include "cli_util.h"
 #include "fp4lane.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,19 +21,7 @@ static int sh(const char *args, const char *redir, char **out, char **err) {
     snprintf(fe, sizeof fe, "%s/err", tmp);
     if (redir) snprintf(cmd, sizeof cmd, "%s %s %s 2>'%s'", bin, args, redir, fe);
     else snprintf(cmd, sizeof cmd, "%s %s >'%s' 2>'%s'", bin, args, fo, fe);
-    int rc = system(cmd);
-    const char *files[2] = {fo, fe};
-    char **dst[2] = {out, err};
-    for (int i = 0; i < 2; i++) {
-        if (!dst[i]) continue;
-        FILE *f = fopen(files[i], "rb");
-        size_t cap = 4 << 20, n = 0;
-        *dst[i] = malloc(cap);
-        if (f) n = fread(*dst[i], 1, cap - 1, f), fclose(f);
-        (*dst[i])[n] = 0;
-    }
-    if (rc == -1 || !WIFEXITED(rc)) return -1;
-    return WEXITSTATUS(rc);
+    return cu_system(cmd, fo, fe, out, err);
 }
 
 /* no byte below 0x20 other than \n, no DEL, no C1 control (UTF-8 C2 80..9F) */

@@ -12,23 +12,11 @@
 static const char *const models[] = {"llama", "llama31", "qwen2", "qwen3", "mistral"};
 enum { T = 24 };
 
-static long slurp(const char *p, unsigned char **data) {
-    FILE *f = fopen(p, "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *data = malloc((size_t)n + 1);
-    if (!*data || fread(*data, 1, (size_t)n, f) != (size_t)n) n = -1;
-    else (*data)[n] = 0;
-    fclose(f);
-    return n;
-}
-
 /* A version-1 .npy of little-endian float64, C order, shape (rows, cols): the values, or NULL. */
 static double *load_npy(const char *p, int rows, int cols) {
-    unsigned char *d = NULL;
-    long n = slurp(p, &d);
+    size_t size = 0;
+    unsigned char *d = check_slurp(p, &size);
+    const long n = d ? (long)size : -1;
     char want[96];
     snprintf(want, sizeof want, "{'descr': '<f8', 'fortran_order': False, 'shape': (%d, %d), }", rows, cols);
     int ok = n > 10 && !memcmp(d, "\x93NUMPY\x01\x00", 8);
@@ -105,9 +93,10 @@ static void check_model(const char *name) {
         free(w);
     }
     CHECK_EQ_INT(n_nvfp4, 14);
-    unsigned char *ids = NULL;
+    size_t ids_size = 0;
     snprintf(p, sizeof p, "%s/ids.txt", dir);
-    CHECK(slurp(p, &ids) > 0);
+    unsigned char *ids = check_slurp(p, &ids_size);
+    CHECK(ids && ids_size > 0);
     int n_ids = 0, in_range = 1;
     for (char *s = (char *)ids, *end; s && *s && *s != '\n'; s = *end == ',' ? end + 1 : NULL, n_ids++) {
         long id = strtol(s, &end, 10);

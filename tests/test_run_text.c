@@ -5,6 +5,7 @@
  * before the stop string, --seed reproduces, 1 and 2 threads give the same text in exact mode,
  * the summary is stderr's last line, the default model and prompt, usage errors exit 2. */
 #include "check.h"
+#include "cli_util.h"
 #include "fp4lane_runtime.h"
 #include "fp4lane_text.h"
 #include <stdio.h>
@@ -15,41 +16,9 @@
 
 static char bin[512], tmp[512];
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    n = (long)fread(b, 1, (size_t)n, f);
-    b[n] = 0;
-    fclose(f);
-    return b;
-}
-
 /* runs "env bin args" with stdout/stderr captured; returns the exit status */
 static int cli(const char *env, const char *args, char **out, char **err) {
-    char cmd[8192], fo[600], fe[600];
-    snprintf(fo, sizeof fo, "%s/out", tmp);
-    snprintf(fe, sizeof fe, "%s/err", tmp);
-    snprintf(cmd, sizeof cmd, "%s %s %s >'%s' 2>'%s'", env ? env : "", bin, args, fo, fe);
-    int rc = system(cmd);
-    free(*out), free(*err);
-    *out = slurp(fo);
-    *err = slurp(fe);
-    if (rc == -1 || !WIFEXITED(rc)) return -1;
-    return WEXITSTATUS(rc);
-}
-
-static const char *last_line(const char *s) {
-    const char *e = s + strlen(s);
-    while (e > s && e[-1] == '\n')
-        e--;
-    const char *p = e;
-    while (p > s && p[-1] != '\n')
-        p--;
-    return p;
+    return cu_run(bin, tmp, env, args, out, err);
 }
 
 static int utf8_ok(const char *s, size_t n) {
@@ -254,7 +223,7 @@ static void run_cli(void) {
     CHECK(cli(NULL, a, &out, &err) == 0);
     char *text = strdup(out);
     CHECK(strlen(text) > 40 && utf8_ok(text, strlen(text)) && !strstr(text, "prefill"));
-    CHECK(!strncmp(last_line(err), "prefill ", 8) && strstr(err, "decode 40 tok"));
+    CHECK(!strncmp(cu_last_line(err), "prefill ", 8) && strstr(err, "decode 40 tok"));
     /* the same text from --prompt-ids + detokenize */
     snprintf(a, sizeof a, "tokenize models/tiny '%s' --add-special", P);
     CHECK(cli(NULL, a, &out, &err) == 0);
@@ -320,7 +289,7 @@ static void run_cli(void) {
     CHECK(cli(NULL, a, &out, &err) == 0);
     CHECK(first && strlen(out) == (size_t)(first - text) && !memcmp(out, text, strlen(out)) &&
           !strstr(out, stop));
-    CHECK(!strncmp(last_line(err), "prefill ", 8));
+    CHECK(!strncmp(cu_last_line(err), "prefill ", 8));
     /* EOS from generation_config.json (a list): stop at the third generated token */
     char md[700], cmd[2000];
     snprintf(md, sizeof md, "%s/tinyeos", tmp);
@@ -363,7 +332,7 @@ static void run_cli(void) {
     CHECK(cli(NULL, "run", &out, &err) == 0);
     char *d1 = strdup(out);
     CHECK(!strncmp(d1, "This section describes ", 23) && strlen(d1) > 80 && strstr(err, "seed 4"));
-    CHECK(!strncmp(last_line(err), "prefill ", 8) && strstr(err, "decode 48 tok"));
+    CHECK(!strncmp(cu_last_line(err), "prefill ", 8) && strstr(err, "decode 48 tok"));
     CHECK(cli("FP4LANE_MODEL=models/tiny", "run", &out, &err) == 0 && !strcmp(out, d1));
     CHECK(cli("FP4LANE_MODEL=/nonexistent/model", "run", &out, &err) == 1 &&
           strstr(err, "/nonexistent/model"));

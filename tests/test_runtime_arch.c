@@ -558,13 +558,8 @@ int main(void) {
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     test_hf_config();
     char bf[600], nv[600];
-    snprintf(bf, sizeof bf, "%s/llama-bf16", tmp);
-    snprintf(nv, sizeof nv, "%s/llama-nvfp4", tmp);
     rtfx_spec s = rtfx_default("llama");
-    CHECK(rtfx_write_hf(bf, &s, 3) == 0);
-    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
-    fp4_error e;
-    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
+    rtfx_write_pair(tmp, &s, 3, bf, nv, sizeof bf);
     test_bind(bf);
     test_extra_tensors(bf);
     test_routes(bf, nv);

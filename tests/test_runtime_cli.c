@@ -3,6 +3,7 @@
  * across two runs, --batch-file, usage errors (exit 2) that name the value, refusals (exit 1),
  * Ctrl-C (summary, exit 130), the comparator's verdicts. */
 #include "check.h"
+#include "cli_util.h"
 #include "rt_fixture.h"
 #include "tmpnames.h"
 #include <signal.h>
@@ -14,49 +15,13 @@
 
 static char bin[512], tmp[512];
 
-static char *slurp(const char *path, long *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    n = (long)fread(b, 1, (size_t)n, f);
-    b[n] = 0;
-    fclose(f);
-    if (len) *len = n;
-    return b;
-}
-
 static int cli(const char *args, char **out, char **err) {
-    char cmd[4096], fo[600], fe[600];
-    snprintf(fo, sizeof fo, "%s/out", tmp);
-    snprintf(fe, sizeof fe, "%s/err", tmp);
-    snprintf(cmd, sizeof cmd, "%s %s >'%s' 2>'%s'", bin, args, fo, fe);
-    int rc = system(cmd);
-    free(*out), free(*err);
-    *out = slurp(fo, NULL);
-    *err = slurp(fe, NULL);
-    if (rc == -1 || !WIFEXITED(rc)) return -1;
-    return WEXITSTATUS(rc);
+    return cu_run(bin, tmp, NULL, args, out, err);
 }
-static int has(const char *s, const char *x) {
-    return s && strstr(s, x) != NULL;
-}
-static const char *last_line(const char *s) {
-    const char *e = s + strlen(s);
-    while (e > s && e[-1] == '\n')
-        e--;
-    const char *p = e;
-    while (p > s && p[-1] != '\n')
-        p--;
-    return p;
-}
-
 /* the float32 rows of an .npy written by run: checks the header, returns rows */
 static float *npy_rows(const char *path, long *rows, long cols) {
     long len;
-    char *b = slurp(path, &len);
+    char *b = cu_slurp(path, &len);
     *rows = -1;
     if (len < 128 || memcmp(b, "\x93NUMPY\x01\x00", 8) || !strstr(b + 10, "'descr': '<f4'") ||
         (len - 128) % (4 * cols)) {
@@ -78,22 +43,19 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtcli-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     char bf[600], nv[600], a[3000], f1[700], f2[700], f3[700];
-    snprintf(bf, sizeof bf, "%s/llama-bf16", tmp);
-    snprintf(nv, sizeof nv, "%s/llama-nvfp4", tmp);
     rtfx_spec s = rtfx_default("llama");
     s.ctx = 4096;
-    CHECK(rtfx_write_hf(bf, &s, 8) == 0);
-    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
+    rtfx_write_pair(tmp, &s, 8, bf, nv, sizeof bf);
     fp4_error e;
-    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
     char *o = NULL, *er = NULL;
 
     /* ids out, summary last */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 5 --ignore-eos", nv);
     CHECK(cli(a, &o, &er) == 0);
-    CHECK(has(last_line(o), "prefill 4 tok") && has(last_line(o), "decode 5 tok") &&
-          has(last_line(o), "device cpu") && has(last_line(o), "mode exact") &&
-          has(last_line(o), "cpu.nvfp4.a16.exact") && has(last_line(o), "head: cpu.bf16.dense.pinned"));
+    CHECK(cu_has(cu_last_line(o), "prefill 4 tok") && cu_has(cu_last_line(o), "decode 5 tok") &&
+          cu_has(cu_last_line(o), "device cpu") && cu_has(cu_last_line(o), "mode exact") &&
+          cu_has(cu_last_line(o), "cpu.nvfp4.a16.exact") &&
+          cu_has(cu_last_line(o), "head: cpu.bf16.dense.pinned"));
     int n_ids = 0;
     for (const char *p = o; *p && *p != '\n'; p++)
         n_ids += (*p >= '0' && *p <= '9') && (p == o || p[-1] == ' ');
@@ -125,12 +87,12 @@ int main(void) {
     snprintf(want, sizeof want, "{\"sequences\":[[%s]]", first_run + (first_run[0] == ' '));
     for (char *q = want; *q; q++)
         if (*q == ' ') *q = ',';
-    CHECK_MSG(!strncmp(o, want, strlen(want)) && has(o, "\"mode\":\"exact\"") &&
-                  has(o, "\"decode_tokens\":5"),
+    CHECK_MSG(!strncmp(o, want, strlen(want)) && cu_has(o, "\"mode\":\"exact\"") &&
+                  cu_has(o, "\"decode_tokens\":5"),
               "%s vs %s", o, want);
     /* -n 0: the prompt only */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3,4 -n 0", nv);
-    CHECK(cli(a, &o, &er) == 0 && has(o, "decode 0 tok"));
+    CHECK(cli(a, &o, &er) == 0 && cu_has(o, "decode 0 tok"));
 
     /* --logits-out: every position processed; bit-equal to the library */
     snprintf(f1, sizeof f1, "%s/l.npy", tmp);
@@ -171,12 +133,12 @@ int main(void) {
     CHECK(full && cont && r1 == 9 && r2 == 3 && !memcmp(full + 6 * 320, cont, sizeof(float) * 3 * 320));
     free(full), free(cont), free(L);
     snprintf(a, sizeof a, "run %s --prompt-ids 3,2,1 -n 3 --kv-load %s --ctx 10", nv, f2);
-    CHECK(cli(a, &o, &er) == 2 && has(er, "6 cached") && has(er, "10"));
+    CHECK(cli(a, &o, &er) == 2 && cu_has(er, "6 cached") && cu_has(er, "10"));
     /* the snapshot of the nvfp4 exact engine is refused by native mode and by another model */
     snprintf(a, sizeof a, "run %s --prompt-ids 3 -n 0 --kv-load %s --mode native", nv, f2);
-    CHECK(cli(a, &o, &er) == 1 && has(er, "kv.identity"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "kv.identity"));
     snprintf(a, sizeof a, "run %s --prompt-ids 3 -n 0 --kv-load %s", bf, f2);
-    CHECK(cli(a, &o, &er) == 1 && has(er, "kv.identity"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "kv.identity"));
 
     /* --logits-out and --kv-save go through outfile: no temporary name is left beside them; a
      * symbolic link, or a file of the model, as the output is refused before any work and keeps
@@ -187,17 +149,17 @@ int main(void) {
     snprintf(ln, sizeof ln, "%s/link.npy", tmp);
     CHECK(symlink(f1, ln) == 0);
     snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 0 --logits-out %s", nv, ln);
-    CHECK(cli(a, &o, &er) == 1 && has(er, "out.symlink"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "out.symlink"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 0 --kv-save %s", nv, ln);
-    CHECK(cli(a, &o, &er) == 1 && has(er, "out.symlink"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "out.symlink"));
     full = npy_rows(f1, &r1, 320);
     CHECK(full && r1 == 9);
     free(full);
     snprintf(mf, sizeof mf, "%s/model.safetensors", nv);
     snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 0 --kv-save %s", nv, mf);
-    CHECK(cli(a, &o, &er) == 1 && has(er, "out.same-file"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "out.same-file"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 0 --logits-out %s", nv, mf);
-    CHECK(cli(a, &o, &er) == 1 && has(er, "out.same-file"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "out.same-file"));
     CHECK_OK(fp4_model_open(nv, NULL, &m, &e));
     fp4_model_close(m);
     m = NULL;
@@ -211,34 +173,35 @@ int main(void) {
     CHECK(cli(a, &o, &er) == 0);
     char line0[300];
     snprintf(line0, sizeof line0, "0: %s", first_run + (first_run[0] == ' '));
-    CHECK_MSG(has(o, line0) && has(o, "\n1: ") && has(o, "\n2: "), "batch output: %s (want %s)", o, line0);
+    CHECK_MSG(cu_has(o, line0) && cu_has(o, "\n1: ") && cu_has(o, "\n2: "), "batch output: %s (want %s)", o,
+              line0);
     snprintf(a, sizeof a, "run %s --prompt-ids 10,11 -n 5 --ignore-eos", nv);
     char *o2 = NULL, *e2 = NULL;
     CHECK(cli(a, &o2, &e2) == 0);
     char line1[300];
     snprintf(line1, sizeof line1, "1: %.*s", (int)strcspn(o2, "\n"), o2);
-    CHECK_MSG(has(o, line1), "%s vs %s", o, line1);
+    CHECK_MSG(cu_has(o, line1), "%s vs %s", o, line1);
     free(o2), free(e2);
 
     /* usage errors name the value; refusals exit 1 */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,320,3", nv);
-    CHECK(cli(a, &o, &er) == 2 && has(er, "320"));
+    CHECK(cli(a, &o, &er) == 2 && cu_has(er, "320"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1,x3", nv);
-    CHECK(cli(a, &o, &er) == 2 && has(er, "x3"));
+    CHECK(cli(a, &o, &er) == 2 && cu_has(er, "x3"));
     snprintf(a, sizeof a, "run %s --prompt-ids ,", nv);
-    CHECK(cli(a, &o, &er) == 2 && has(er, "empty"));
+    CHECK(cli(a, &o, &er) == 2 && cu_has(er, "empty"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2 -n 5000", nv);
-    CHECK(cli(a, &o, &er) == 2 && has(er, "5000") && has(er, "context"));
+    CHECK(cli(a, &o, &er) == 2 && cu_has(er, "5000") && cu_has(er, "context"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1 --mode fast", nv);
-    CHECK(cli(a, &o, &er) == 2 && has(er, "fast"));
+    CHECK(cli(a, &o, &er) == 2 && cu_has(er, "fast"));
     snprintf(a, sizeof a, "run %s --prompt-ids @%s/nonexistent", nv, tmp);
     CHECK(cli(a, &o, &er) == 2);
     snprintf(a, sizeof a, "run %s --prompt-ids 1 --device cuda --cuda-lib %s/nonexistent.so", nv, tmp);
-    CHECK(cli(a, &o, &er) == 1 && has(er, "libfp4lane_cuda.so") && has(er, "--device cpu"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "libfp4lane_cuda.so") && cu_has(er, "--device cpu"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1 --mode native --draft %s", nv, nv);
-    CHECK(cli(a, &o, &er) == 1 && has(er, "unqualified"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "unqualified"));
     snprintf(a, sizeof a, "run %s/nonexistent --prompt-ids 1", tmp);
-    CHECK(cli(a, &o, &er) == 1 && has(er, "file:"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "file:"));
 
     /* Ctrl-C: the summary of what was done, exit 130 */
     snprintf(f1, sizeof f1, "%s/sig.out", tmp);
@@ -254,8 +217,8 @@ int main(void) {
     int ws = 0;
     waitpid(pid, &ws, 0);
     CHECK_MSG(WIFEXITED(ws) && WEXITSTATUS(ws) == 130, "status %d", ws);
-    char *so = slurp(f1, NULL);
-    CHECK(has(last_line(so), "(interrupted)") && has(last_line(so), "decode"));
+    char *so = cu_slurp(f1, NULL);
+    CHECK(cu_has(cu_last_line(so), "(interrupted)") && cu_has(cu_last_line(so), "decode"));
     free(so);
 
     /* compare: threads 1 vs 2 are bit-identical; exact vs native drift, --max-drift, --json */
@@ -263,15 +226,16 @@ int main(void) {
              "compare %s --a \"--threads 1\" --b \"--threads 2 --prefill-chunk 3\" --prompt-ids "
              "1,2,3,4,5,6,7 --max-drift 0",
              nv);
-    CHECK(cli(a, &o, &er) == 0 && has(o, "argmax identical at 7/7") && has(o, " 0 of 2240 logits differ"));
+    CHECK(cli(a, &o, &er) == 0 && cu_has(o, "argmax identical at 7/7") &&
+          cu_has(o, " 0 of 2240 logits differ"));
     snprintf(a, sizeof a,
              "compare %s --a \"--mode exact\" --b \"--mode native\" --prompt-ids 1,2,3,4,5,6,7 --max-drift 0",
              nv);
-    CHECK(cli(a, &o, &er) == 1 && has(o, "past --max-drift"));
+    CHECK(cli(a, &o, &er) == 1 && cu_has(o, "past --max-drift"));
     snprintf(a, sizeof a,
              "compare %s --a \"--mode exact\" --b \"--model %s\" --prompt-ids 1,2,3,4,5,6,7 --json", nv, bf);
-    CHECK(cli(a, &o, &er) == 0 && has(o, "\"positions\":7") && has(o, "\"mean_kl\":") &&
-          has(o, "\"ok\":true"));
+    CHECK(cli(a, &o, &er) == 0 && cu_has(o, "\"positions\":7") && cu_has(o, "\"mean_kl\":") &&
+          cu_has(o, "\"ok\":true"));
     snprintf(a, sizeof a, "compare %s --a \"--bogus\" --b \"\" --prompt-ids 1", nv);
     CHECK(cli(a, &o, &er) == 2);
     free(o), free(er);

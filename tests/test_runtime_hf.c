@@ -15,6 +15,7 @@
  *     and rounds every projection's output to F16 (SPEC §4): measured 3.4-4.5 % here.
  * And, bit for bit: NVFP4 exact equals the test's own oracle (rt_fixture.c) at every logit. */
 #include "check.h"
+#include "rt_data.h"
 #include "rt_fixture.h"
 #include <math.h>
 #include <stdio.h>
@@ -22,41 +23,6 @@
 #include <string.h>
 
 #define HF_DIR "tests/data/hf"
-
-/* float64 .npy [rows, cols] (C order) */
-static double *read_npy_f64(const char *path, int64_t rows, int64_t cols) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char h[10];
-    double *d = NULL;
-    if (fread(h, 1, 10, f) == 10 && !memcmp(h, "\x93NUMPY", 6)) {
-        size_t hl = h[6] == 1 ? (size_t)(h[8] | h[9] << 8) : 0;
-        char *hdr = calloc(hl + 1, 1);
-        char want[96];
-        snprintf(want, sizeof want, "'shape': (%lld, %lld)", (long long)rows, (long long)cols);
-        if (hl && fread(hdr, 1, hl, f) == hl && strstr(hdr, "'<f8'") && strstr(hdr, "False") &&
-            strstr(hdr, want)) {
-            d = malloc(sizeof(double) * (size_t)(rows * cols));
-            if (fread(d, sizeof(double), (size_t)(rows * cols), f) != (size_t)(rows * cols))
-                free(d), d = NULL;
-        }
-        free(hdr);
-    }
-    fclose(f);
-    return d;
-}
-
-static int read_ids(const char *path, int32_t *ids, int max) {
-    FILE *f = fopen(path, "r");
-    int n = 0;
-    long v;
-    while (f && n < max && fscanf(f, "%ld", &v) == 1) {
-        ids[n++] = (int32_t)v;
-        if (fgetc(f) != ',') break;
-    }
-    if (f) fclose(f);
-    return n;
-}
 
 static void run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int n,
                 float *out) {
@@ -105,7 +71,7 @@ int main(void) {
         snprintf(nv, sizeof nv, "%s/nvfp4", dir);
         int32_t ids[64];
         snprintf(path, sizeof path, "%s/ids.txt", dir);
-        const int n = read_ids(path, ids, 64);
+        const int n = rtd_read_ids(path, ids, 64);
         CHECK_MSG(n == 24, "%s: %d ids", path, n);
         if (n != 24) continue;
         found++;
@@ -118,9 +84,9 @@ int main(void) {
         CHECK_OK(fp4_arch_from_hf_config(fp4_model_config_json(mb), &a, &e));
         const int64_t V = a.vocab;
         snprintf(path, sizeof path, "%s/logits_bf16.npy", dir);
-        double *rb = read_npy_f64(path, n, V);
+        double *rb = rtd_read_npy_f64(path, n, V);
         snprintf(path, sizeof path, "%s/logits_nvfp4.npy", dir);
-        double *rn = read_npy_f64(path, n, V);
+        double *rn = rtd_read_npy_f64(path, n, V);
         CHECK(rb && rn);
         float *got = malloc(sizeof(float) * (size_t)(n * V)), *alt = malloc(sizeof(float) * (size_t)(n * V));
         if (rb && rn) {

@@ -274,13 +274,8 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtkv-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     char bf[600], nv[600];
-    snprintf(bf, sizeof bf, "%s/llama-bf16", tmp);
-    snprintf(nv, sizeof nv, "%s/llama-nvfp4", tmp);
     rtfx_spec s = rtfx_default("llama");
-    CHECK(rtfx_write_hf(bf, &s, 21) == 0);
-    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
-    fp4_error e;
-    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
+    rtfx_write_pair(tmp, &s, 21, bf, nv, sizeof bf);
     test_snapshots(bf, nv);
     test_limits(bf);
     test_sampler();

@@ -6,8 +6,8 @@
  *     a batch of other sequences that join and leave — the same bits;
  *   - both modes agree with a double-precision reference within stated tolerances. */
 #include "check.h"
+#include "rt_data.h"
 #include "rt_fixture.h"
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,63 +217,6 @@ static void test_tolerance(const char *dir, const char *what, fp4_mode mode, dou
     fp4_model_close(m);
 }
 
-/* A W4A4 twin of an NVFP4 checkpoint: every linear gets an input_scale (ModelOpt spelling). */
-static int add_input_scales(const char *src_dir, const char *dst_dir) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/model.safetensors", src_dir);
-    fp4_st *st = NULL;
-    fp4_error e;
-    if (fp4_st_open(path, &st, &e)) return -1;
-    mkdir(dst_dir, 0777);
-    fp4_hf_writer *w = NULL;
-    if (fp4_hf_writer_create(dst_dir, 0, &w, &e)) return fp4_st_close(st), -1;
-    const size_t n = fp4_st_n_tensors(st);
-    for (size_t i = 0; i < n; i++) {
-        const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
-        fp4_hf_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &e);
-        size_t l = strlen(t->name);
-        if (l > 15 && !strcmp(t->name + l - 15, ".weight_scale_2")) {
-            char nm[300];
-            snprintf(nm, sizeof nm, "%.*s.input_scale", (int)(l - 15), t->name);
-            int64_t sh[1] = {0};
-            fp4_hf_writer_add_tensor(w, nm, FP4_ST_F32, 0, sh, &e);
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
-        if (fp4_hf_writer_write(w, t->data, t->nbytes, &e))
-            return fp4_hf_writer_free(w), fp4_st_close(st), -1;
-        size_t l = strlen(t->name);
-        if (l > 15 && !strcmp(t->name + l - 15, ".weight_scale_2")) {
-            float s = 0.004f; /* ~ activation amax 10 / (6 * 448) */
-            if (fp4_hf_writer_write(w, &s, 4, &e)) return fp4_hf_writer_free(w), fp4_st_close(st), -1;
-        }
-    }
-    size_t shards;
-    fp4_status r = fp4_hf_writer_finish(w, &shards, &e);
-    fp4_hf_writer_free(w);
-    fp4_st_close(st);
-    if (r) return -1;
-    /* the config now says W4A4, as fp4lane writes it: quant_algo NVFP4 and input activations in
-     * the config group (the loader holds every claim against the tensors) */
-    snprintf(path, sizeof path, "%s/config.json", src_dir);
-    json_t *cfg = json_load_file(path, 0, NULL);
-    json_t *q = json_object_get(cfg, "quantization_config");
-    json_t *g0 = json_object_get(json_object_get(q, "config_groups"), "group_0");
-    json_t *wt = json_object_get(g0, "weights");
-    if (!q || !json_is_string(json_object_get(q, "quant_algo")) ||
-        strcmp(json_string_value(json_object_get(q, "quant_algo")), "W4A16_NVFP4") || !wt)
-        return json_decref(cfg), -1;
-    json_object_set_new(q, "quant_algo", json_string("NVFP4"));
-    json_object_set_new(g0, "input_activations", json_deep_copy(wt));
-    char *out = json_dumps(cfg, JSON_COMPACT);
-    json_decref(cfg);
-    snprintf(path, sizeof path, "%s/config.json", dst_dir);
-    int rc = out && !fp4_hf_write_json(path, out, 2, 1, &e) ? 0 : -1;
-    free(out);
-    return rc;
-}
-
 /* The same NVFP4 weights in all four layouts (and W4A4 in all four): exact mode gives the same
  * bits from each — layouts are converted at the edges, never inside the step. */
 static void test_layouts(const char *src, const char *what) {
@@ -310,13 +253,10 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtstep-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     char bf[600], nv[600];
-    snprintf(bf, sizeof bf, "%s/llama-bf16", tmp);
-    snprintf(nv, sizeof nv, "%s/llama-nvfp4", tmp);
     rtfx_spec s = rtfx_default("llama");
-    CHECK(rtfx_write_hf(bf, &s, 11) == 0);
+    rtfx_write_pair(tmp, &s, 11, bf, nv, sizeof bf);
     fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
     fp4_error e;
-    CHECK_OK(fp4_quantize_checkpoint(bf, nv, &qo, &e));
     test_exact_oracle(bf, "llama bf16");
     test_exact_oracle(nv, "llama nvfp4");
     test_batch(bf, "llama bf16");
@@ -336,7 +276,7 @@ int main(void) {
     /* W4A4 (input scales on every linear) */
     char w4[600];
     snprintf(w4, sizeof w4, "%s/llama-w4a4", tmp);
-    CHECK(add_input_scales(nv, w4) == 0);
+    CHECK(rtd_add_input_scales(nv, w4) == 0);
     test_exact_oracle(w4, "llama w4a4");
     test_batch(w4, "llama w4a4");
     test_layouts(nv, "llama nvfp4");

@@ -43,16 +43,11 @@ static int n_entries(const char *dir) {
     return n;
 }
 
+/* check_slurp's size as a long, -1 when the file cannot be read */
 static long file_bytes(const char *p, unsigned char **data) {
-    FILE *f = fopen(p, "rb");
-    if (!f) return -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    *data = malloc((size_t)n + 1);
-    if (!*data || fread(*data, 1, (size_t)n, f) != (size_t)n) n = -1;
-    fclose(f);
-    return n;
+    size_t n = 0;
+    *data = check_slurp(p, &n);
+    return *data ? (long)n : -1;
 }
 
 static int same_file(const char *a, const char *b) {

@@ -89,19 +89,15 @@ class TensorInfo:
         return "TensorInfo(%r, %s, %s)" % (self.name, self.type, self.shape)
 
 
-class Model:
-    """A checkpoint opened and validated by fp4_model_open (GGUF file, .safetensors, HF directory)."""
+class _Owned:
+    """A library handle in self._h, freed once by the library function named _free: on close(), at
+    the end of a with block, or when the object is collected."""
 
-    def __init__(self, path):
-        self.path = str(path)
-        err = L.Error()
-        h = ctypes.c_void_p()
-        _raise(lib.fp4_model_open(_b(self.path), None, ctypes.byref(h), ctypes.byref(err)), err)
-        self._h = h
+    _free = None
 
     def close(self):
         if getattr(self, "_h", None):
-            lib.fp4_model_close(self._h)
+            getattr(lib, self._free)(self._h)
             self._h = None
 
     def __enter__(self):
@@ -112,6 +108,19 @@ class Model:
 
     def __del__(self):
         self.close()
+
+
+class Model(_Owned):
+    """A checkpoint opened and validated by fp4_model_open (GGUF file, .safetensors, HF directory)."""
+
+    _free = "fp4_model_close"
+
+    def __init__(self, path):
+        self.path = str(path)
+        err = L.Error()
+        h = ctypes.c_void_p()
+        _raise(lib.fp4_model_open(_b(self.path), None, ctypes.byref(h), ctypes.byref(err)), err)
+        self._h = h
 
     def _handle(self):
         if not self._h:
@@ -233,8 +242,10 @@ def convert(inp, out, layout=None):
         m.write(out, layout or "gguf-ggml")
 
 
-class Engine:
+class Engine(_Owned):
     """The decode runtime (fp4lane_runtime.h) over an open model, on the CPU."""
+
+    _free = "fp4_rt_free"
 
     def __init__(self, model, mode="native", threads=1, n_ctx=0, max_seqs=1):
         if mode not in ("exact", "native"):
@@ -253,20 +264,6 @@ class Engine:
         self.arch = {"family": lib.fp4_arch_family_name(a.family).decode(), "layers": a.n_layers,
                      "hidden": a.hidden, "heads": a.n_heads, "kv_heads": a.n_kv_heads, "head_dim": a.head_dim,
                      "ffn": a.ffn, "vocab": a.vocab, "bos": a.bos, "eos": list(a.eos[:a.n_eos])}
-
-    def close(self):
-        if getattr(self, "_h", None):
-            lib.fp4_rt_free(self._h)
-            self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
     def _step(self, seq, ids, want_all):
         n = len(ids)

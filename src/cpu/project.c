@@ -28,11 +28,13 @@ static fp4_status r_q6k(const fp4_tensor *w, const float *x, int64_t n_cols, flo
     return fp4_q6_K_matvec(w->data, rows_of(w), w->ne[0], x, n_cols, y, nt);
 }
 
+typedef float (*dense_dot_fn)(const float *a, const float *b, int64_t n);
 typedef struct dense_ctx {
     const fp4_tensor *w;
     const float *x;
     int64_t n_cols;
     float *y;
+    dense_dot_fn dot; /* fp4_cpu_dot_f32 (native) or pinned_dot (exact) */
     fp4_status st;
 } dense_ctx;
 
@@ -70,40 +72,29 @@ static void dense_rows(void *p, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         dense_row(c->w, r, row);
         for (int64_t col = 0; col < c->n_cols; col++)
-            c->y[col * n_out + r] = fp4_cpu_dot_f32(row, c->x + col * n_in, n_in);
+            c->y[col * n_out + r] = c->dot(row, c->x + col * n_in, n_in);
     }
     free(row);
 }
-static fp4_status r_dense(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+static fp4_status dense_run(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt,
+                            dense_dot_fn dot) {
     if (!w->data) return FP4_ERR_INVALID_ARG;
-    dense_ctx c = {w, x, n_cols, y, FP4_OK};
+    dense_ctx c = {w, x, n_cols, y, dot, FP4_OK};
     fp4_status st = fp4_parallel_rows(rows_of(w), nt, dense_rows, &c);
     return st ? st : c.st;
+}
+static fp4_status r_dense(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
+    return dense_run(w, x, n_cols, y, nt, fp4_cpu_dot_f32);
 }
 
 /* Exact mode, dense weights: each row widened exactly to f32, y = fp4p_dot(row, x) — products
  * rounded in f32, then the pinned 32-lane reduction (src/runtime/pinned.h) that the CUDA twin
  * computes with one warp per row. */
-static void dense_pinned_rows(void *p, int64_t r0, int64_t r1) {
-    dense_ctx *c = p;
-    const int64_t n_in = c->w->ne[0], n_out = rows_of(c->w);
-    float *row = malloc(sizeof(float) * (size_t)n_in);
-    if (!row) {
-        __atomic_store_n(&c->st, FP4_ERR_NOMEM, __ATOMIC_RELAXED);
-        return;
-    }
-    for (int64_t r = r0; r < r1; r++) {
-        dense_row(c->w, r, row);
-        for (int64_t col = 0; col < c->n_cols; col++)
-            c->y[col * n_out + r] = fp4p_dot(row, c->x + col * n_in, n_in);
-    }
-    free(row);
+static float pinned_dot(const float *a, const float *b, int64_t n) {
+    return fp4p_dot(a, b, n);
 }
 static fp4_status r_dense_pinned(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
-    if (!w->data) return FP4_ERR_INVALID_ARG;
-    dense_ctx c = {w, x, n_cols, y, FP4_OK};
-    fp4_status st = fp4_parallel_rows(rows_of(w), nt, dense_pinned_rows, &c);
-    return st ? st : c.st;
+    return dense_run(w, x, n_cols, y, nt, pinned_dot);
 }
 
 static const struct route {

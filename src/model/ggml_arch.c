@@ -42,56 +42,43 @@ static const struct { const char *hf, *gg; int perm; } layer_names[] = {
     {"mlp.down_proj", "ffn_down", PERM_NONE},
 };
 
-/* HF module stem + any suffix (".weight", ".bias", ".scale", ".weight.scale2_div", ...) ->
- * llama.cpp's stem + the same suffix. 1 when mapped; *perm: which permutation the stem takes. */
-static int map_name(const char *in, char *out, size_t n, int *perm) {
+/* One name through the tables, HF -> llama.cpp (to_gg 1) or back (to_gg 0): a module stem + any
+ * suffix (".weight", ".bias", ".scale", ".weight.scale2_div", ...) -> the other side's stem + the
+ * same suffix. 1 when mapped; *perm: which permutation the stem takes. */
+static int convert_name(const char *in, char *out, size_t n, int *perm, int to_gg) {
     *perm = PERM_NONE;
     for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
-        size_t l = strlen(global_names[i].hf);
-        if (!strncmp(in, global_names[i].hf, l) && in[l] == '.')
-            return snprintf(out, n, "%s%s", global_names[i].gg, in + l) < (int)n;
+        const char *from = to_gg ? global_names[i].hf : global_names[i].gg;
+        const char *to = to_gg ? global_names[i].gg : global_names[i].hf;
+        size_t l = strlen(from);
+        if (!strncmp(in, from, l) && in[l] == '.') return snprintf(out, n, "%s%s", to, in + l) < (int)n;
     }
-    static const char pre[] = "model.layers.";
-    if (strncmp(in, pre, sizeof pre - 1)) return 0;
-    const char *s = in + sizeof pre - 1;
+    const char *pre = to_gg ? "model.layers." : "blk.", *out_pre = to_gg ? "blk." : "model.layers.";
+    const size_t pl = strlen(pre);
+    if (strncmp(in, pre, pl)) return 0;
+    const char *s = in + pl;
     long layer = 0;
     int digits = 0;
     while (*s >= '0' && *s <= '9' && digits < 7) layer = layer * 10 + (*s++ - '0'), digits++;
     if (!digits || *s != '.' || (digits > 1 && s[-digits] == '0')) return 0;
     s++;
     for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
-        size_t l = strlen(layer_names[i].hf);
-        if (!strncmp(s, layer_names[i].hf, l) && s[l] == '.') {
+        const char *from = to_gg ? layer_names[i].hf : layer_names[i].gg;
+        const char *to = to_gg ? layer_names[i].gg : layer_names[i].hf;
+        size_t l = strlen(from);
+        if (!strncmp(s, from, l) && s[l] == '.') {
             *perm = layer_names[i].perm;
-            return snprintf(out, n, "blk.%ld.%s%s", layer, layer_names[i].gg, s + l) < (int)n;
+            return snprintf(out, n, "%s%ld.%s%s", out_pre, layer, to, s + l) < (int)n;
         }
     }
     return 0;
 }
-
+static int map_name(const char *in, char *out, size_t n, int *perm) {
+    return convert_name(in, out, n, perm, 1);
+}
 /* llama.cpp's stem + suffix -> the HF module stem + suffix (the inverse of map_name) */
 static int unmap_name(const char *in, char *out, size_t n, int *perm) {
-    *perm = PERM_NONE;
-    for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
-        size_t l = strlen(global_names[i].gg);
-        if (!strncmp(in, global_names[i].gg, l) && in[l] == '.')
-            return snprintf(out, n, "%s%s", global_names[i].hf, in + l) < (int)n;
-    }
-    if (strncmp(in, "blk.", 4)) return 0;
-    const char *s = in + 4;
-    long layer = 0;
-    int digits = 0;
-    while (*s >= '0' && *s <= '9' && digits < 7) layer = layer * 10 + (*s++ - '0'), digits++;
-    if (!digits || *s != '.' || (digits > 1 && s[-digits] == '0')) return 0;
-    s++;
-    for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
-        size_t l = strlen(layer_names[i].gg);
-        if (!strncmp(s, layer_names[i].gg, l) && s[l] == '.') {
-            *perm = layer_names[i].perm;
-            return snprintf(out, n, "model.layers.%ld.%s%s", layer, layer_names[i].hf, s + l) < (int)n;
-        }
-    }
-    return 0;
+    return convert_name(in, out, n, perm, 0);
 }
 
 int64_t fp4_ggml_arch_src_row(const plan_entry *e, int64_t r) {

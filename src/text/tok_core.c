@@ -270,6 +270,19 @@ fp4_status tok_buf_add(tok_buf *b, const void *s, size_t n) {
     return FP4_OK;
 }
 
+void tok_buf_swap(tok_buf *a, tok_buf *b) {
+    tok_buf tmp = *a;
+    *a = *b;
+    *b = tmp;
+}
+
+fp4_status tok_buf_drain(tok_buf *out, tok_buf *a, tok_buf *b, fp4_status st) {
+    if (!st) st = tok_buf_add(out, a->p, a->n);
+    free(a->p);
+    free(b->p);
+    return st;
+}
+
 fp4_status tok_buf_lossy(tok_buf *b, const uint8_t *s, size_t n, bool strip_bom) {
     static const char fffd[3] = {(char)0xEF, (char)0xBF, (char)0xBD};
     size_t i = 0;

@@ -154,14 +154,9 @@ static fp4_status cleanup(const char *s, size_t n, tok_buf *out) {
         b.n = 0;
         st =
             tok_replace_all(a.p, a.n, pairs[k][0], strlen(pairs[k][0]), pairs[k][1], strlen(pairs[k][1]), &b);
-        tok_buf tmp = a;
-        a = b;
-        b = tmp;
+        tok_buf_swap(&a, &b);
     }
-    if (!st) st = tok_buf_add(out, a.p, a.n);
-    free(a.p);
-    free(b.p);
-    return st;
+    return tok_buf_drain(out, &a, &b, st);
 }
 
 static fp4_status check_id(const fp4_tokenizer *t, int32_t id, size_t pos, fp4_error *err) {

@@ -82,14 +82,9 @@ fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_bu
             st = norm_unicode(nm->kind, a.p, a.n, &b);
             break;
         }
-        tok_buf tmp = a;
-        a = b;
-        b = tmp;
+        tok_buf_swap(&a, &b);
     }
-    if (!st) st = tok_buf_add(out, a.p, a.n);
-    free(a.p);
-    free(b.p);
-    return st;
+    return tok_buf_drain(out, &a, &b, st);
 }
 
 /* JavaScript's String.prototype.trim set: WhiteSpace + LineTerminator */

@@ -154,6 +154,11 @@ typedef struct tok_buf {
 } tok_buf;
 fp4_status tok_buf_add(tok_buf *b, const void *s, size_t n);
 fp4_status tok_buf_lossy(tok_buf *b, const uint8_t *s, size_t n, bool strip_bom);
+/* A pass of a two-buffer pipeline is done: its output *b becomes the next pass's input *a. */
+void tok_buf_swap(tok_buf *a, tok_buf *b);
+/* The pipeline's end: appends the last result *a to out unless st is an error, frees both buffers;
+ * returns the status. */
+fp4_status tok_buf_drain(tok_buf *out, tok_buf *a, tok_buf *b, fp4_status st);
 /* Finalize: compile regexes (with the Oniguruma -> PCRE2 translation), build maps, added-token
  * tables, byte tables and the raw spellings. name: for errors. */
 fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err);

@@ -19,7 +19,7 @@ extern "C" {
 }
 #include "fp4lane.h"
 #include "fp4lane_runtime.h"
-#include <jansson.h>
+#include "rt_data.h"
 #include <ftw.h>
 #include <math.h>
 #include <stdio.h>
@@ -142,38 +142,6 @@ static void within(const char *what, const float *got, const double *ref, int64_
     CHECK_MSG(maxd <= tol * maxref, "%s: %.3g > %.3g x %.3g", what, maxd, tol, maxref);
 }
 
-static double *read_npy_f64(const char *path, int64_t rows, int64_t cols) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    unsigned char h[10];
-    double *d = NULL;
-    if (fread(h, 1, 10, f) == 10 && !memcmp(h, "\x93NUMPY", 6) && h[6] == 1) {
-        const size_t hl = (size_t)(h[8] | h[9] << 8);
-        char *hdr = (char *)calloc(hl + 1, 1), want[96];
-        snprintf(want, sizeof want, "'shape': (%lld, %lld)", (long long)rows, (long long)cols);
-        if (fread(hdr, 1, hl, f) == hl && strstr(hdr, "'<f8'") && strstr(hdr, "False") && strstr(hdr, want)) {
-            d = (double *)malloc(sizeof(double) * (size_t)(rows * cols));
-            if (fread(d, sizeof(double), (size_t)(rows * cols), f) != (size_t)(rows * cols))
-                free(d), d = NULL;
-        }
-        free(hdr);
-    }
-    fclose(f);
-    return d;
-}
-
-static int read_ids(const char *path, int32_t *ids, int max) {
-    FILE *f = fopen(path, "r");
-    int n = 0;
-    long v;
-    while (f && n < max && fscanf(f, "%ld", &v) == 1) {
-        ids[n++] = (int32_t)v;
-        if (fgetc(f) != ',') break;
-    }
-    if (f) fclose(f);
-    return n;
-}
-
 /* exact: GPU == CPU in bits for chunk 1 / 5 / all and inside a batch; native: near the reference,
  * the same bits twice. ref may be NULL (no reference logits for this checkpoint). */
 static void model_case(const char *dir, const char *what, const int32_t *ids, const double *ref, double tol) {
@@ -238,60 +206,6 @@ static void model_case(const char *dir, const char *what, const int32_t *ids, co
     }
     free(cpu), free(gpu), free(again);
     fp4_model_close(m);
-}
-
-/* A W4A4 twin of an NVFP4 checkpoint: every linear gets an input_scale (ModelOpt spelling). */
-static int add_input_scales(const char *src_dir, const char *dst_dir) {
-    char path[700];
-    snprintf(path, sizeof path, "%s/model.safetensors", src_dir);
-    fp4_st *st = NULL;
-    fp4_error e;
-    if (fp4_st_open(path, &st, &e)) return -1;
-    mkdir(dst_dir, 0777);
-    fp4_hf_writer *w = NULL;
-    if (fp4_hf_writer_create(dst_dir, 0, &w, &e)) return fp4_st_close(st), -1;
-    const size_t n = fp4_st_n_tensors(st);
-    const float s = 0.004f; /* ~ activation amax 10 / (6 * 448) */
-    for (int pass = 0; pass < 2; pass++)
-        for (size_t i = 0; i < n; i++) {
-            const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
-            const size_t l = strlen(t->name);
-            const int companion = l > 15 && !strcmp(t->name + l - 15, ".weight_scale_2");
-            char nm[300];
-            snprintf(nm, sizeof nm, "%.*s.input_scale", (int)(l > 15 ? l - 15 : 0), t->name);
-            int64_t sh[1] = {0};
-            if (pass == 0) {
-                fp4_hf_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &e);
-                if (companion) fp4_hf_writer_add_tensor(w, nm, FP4_ST_F32, 0, sh, &e);
-            } else if (fp4_hf_writer_write(w, t->data, t->nbytes, &e) ||
-                       (companion && fp4_hf_writer_write(w, &s, 4, &e))) {
-                fp4_hf_writer_free(w), fp4_st_close(st);
-                return -1;
-            }
-        }
-    size_t shards;
-    const fp4_status r = fp4_hf_writer_finish(w, &shards, &e);
-    fp4_hf_writer_free(w);
-    fp4_st_close(st);
-    if (r) return -1;
-    /* the config now says W4A4, as fp4lane writes it: quant_algo NVFP4 and input activations in
-     * the config group (the loader holds every claim against the tensors: quant_claims.c) */
-    snprintf(path, sizeof path, "%s/config.json", src_dir);
-    json_t *cfg = json_load_file(path, 0, NULL);
-    json_t *q = json_object_get(cfg, "quantization_config");
-    json_t *g0 = json_object_get(json_object_get(q, "config_groups"), "group_0");
-    json_t *wt = json_object_get(g0, "weights");
-    if (!q || !json_is_string(json_object_get(q, "quant_algo")) ||
-        strcmp(json_string_value(json_object_get(q, "quant_algo")), "W4A16_NVFP4") || !wt)
-        return json_decref(cfg), -1;
-    json_object_set_new(q, "quant_algo", json_string("NVFP4"));
-    json_object_set_new(g0, "input_activations", json_deep_copy(wt));
-    char *out = json_dumps(cfg, JSON_COMPACT);
-    json_decref(cfg);
-    snprintf(path, sizeof path, "%s/config.json", dst_dir);
-    const int rc = out && !fp4_hf_write_json(path, out, 2, 1, &e) ? 0 : -1;
-    free(out);
-    return rc;
 }
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
@@ -367,11 +281,11 @@ int main(void) {
         snprintf(nv, sizeof nv, "%s/nvfp4", dir);
         int32_t ids[NTOK + 8];
         snprintf(path, sizeof path, "%s/ids.txt", dir);
-        CHECK_EQ_INT(read_ids(path, ids, NTOK + 8), NTOK);
+        CHECK_EQ_INT(rtd_read_ids(path, ids, NTOK + 8), NTOK);
         snprintf(path, sizeof path, "%s/logits_bf16.npy", dir);
-        double *rb = read_npy_f64(path, NTOK, 512);
+        double *rb = rtd_read_npy_f64(path, NTOK, 512);
         snprintf(path, sizeof path, "%s/logits_nvfp4.npy", dir);
-        double *rn = read_npy_f64(path, NTOK, 512);
+        double *rn = rtd_read_npy_f64(path, NTOK, 512);
         CHECK(rb && rn);
         snprintf(what, sizeof what, "%s bf16", names[k]);
         model_case(dir, what, ids, rb, 3e-3);
@@ -388,8 +302,8 @@ int main(void) {
     snprintf(w4, sizeof w4, "%s/llama-w4a4", tmp);
     snprintf(kq, sizeof kq, "%s/llama-q4k.gguf", tmp);
     int32_t ids[NTOK + 8];
-    CHECK_EQ_INT(read_ids(HF_DIR "/llama/ids.txt", ids, NTOK + 8), NTOK);
-    CHECK(add_input_scales(HF_DIR "/llama/nvfp4", w4) == 0);
+    CHECK_EQ_INT(rtd_read_ids(HF_DIR "/llama/ids.txt", ids, NTOK + 8), NTOK);
+    CHECK(rtd_add_input_scales(HF_DIR "/llama/nvfp4", w4) == 0);
     model_case(w4, "llama w4a4", ids, NULL, 0);
     if (!quick) {
         fp4_quantize_opts ko;
