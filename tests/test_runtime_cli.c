@@ -194,6 +194,13 @@ int main(void) {
     CHECK(cli(a, &o, &er) == 2 && cu_has(er, "5000") && cu_has(er, "context"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1 --mode fast", nv);
     CHECK(cli(a, &o, &er) == 2 && cu_has(er, "fast"));
+    /* sampler values out of range are usage errors, not silently "off" (top-p 2, min-p 1.5, seed -1) */
+    static const char *const bad_sampling[] = {"--top-p 2", "--min-p 1.5", "--temp -1", "--temp inf",
+                                               "--seed -1", "--repeat-penalty 0", "--presence-penalty nan"};
+    for (size_t k = 0; k < sizeof bad_sampling / sizeof *bad_sampling; k++) {
+        snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 1 %s", nv, bad_sampling[k]);
+        CHECK_MSG(cli(a, &o, &er) == 2 && cu_has(er, strchr(bad_sampling[k], ' ') + 1), "%s: %s", bad_sampling[k], er);
+    }
     snprintf(a, sizeof a, "run %s --prompt-ids @%s/nonexistent", nv, tmp);
     CHECK(cli(a, &o, &er) == 2);
     snprintf(a, sizeof a, "run %s --prompt-ids 1 --device cuda --cuda-lib %s/nonexistent.so", nv, tmp);

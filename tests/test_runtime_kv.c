@@ -268,6 +268,12 @@ static void test_sampler(void) {
     CHECK(fp4_sampler_create(&p, 0, &s) == FP4_ERR_INVALID_ARG);
     p.repeat_penalty = 0;
     CHECK(fp4_sampler_create(&p, V, &s) == FP4_ERR_INVALID_ARG);
+    p = fp4_sampler_defaults(), p.temperature = INFINITY;
+    CHECK(fp4_sampler_create(&p, V, &s) == FP4_ERR_INVALID_ARG);
+    p = fp4_sampler_defaults(), p.top_p = NAN;
+    CHECK(fp4_sampler_create(&p, V, &s) == FP4_ERR_INVALID_ARG);
+    p = fp4_sampler_defaults(), p.presence_penalty = -INFINITY;
+    CHECK(fp4_sampler_create(&p, V, &s) == FP4_ERR_INVALID_ARG);
 }
 
 int main(void) {

@@ -8,6 +8,7 @@
 #include "rt_cli.h"
 #include "io/outfile.h"
 #include "run_text.h"
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,11 +67,14 @@ static int usage(void) {
     return 2;
 }
 
-static int parse_f(const char *opt, const char *v, float *out) {
+/* A number in [lo, hi] (the ranges of `fp4lane chat`, so both verbs accept the same values). */
+static int parse_f(const char *opt, const char *v, float lo, float hi, float *out) {
     char *end;
     float x = v ? strtof(v, &end) : 0;
     if (!v || !*v || *end || x != x)
         return fprintf(stderr, "fp4lane: %s %s: expected a number\n", opt, v ? v : "(missing)"), -1;
+    if (!(x >= lo && x <= hi))
+        return fprintf(stderr, "fp4lane: %s %s: out of range [%g, %g]\n", opt, v, (double)lo, (double)hi), -1;
     *out = x;
     return 0;
 }
@@ -118,20 +122,19 @@ static int parse(int argc, char **argv, run_args *a) {
             i++;
         } else if (!strcmp(o, "--temp") && v) {
             a->sampling_given = 1;
-            if (parse_f(o, v, &a->sp.temperature)) return -1;
+            if (parse_f(o, v, 0, 100, &a->sp.temperature)) return -1;
             i++;
         } else if (!strcmp(o, "--top-p") && v) {
-            if (parse_f(o, v, &a->sp.top_p)) return -1;
+            if (parse_f(o, v, 0, 1, &a->sp.top_p)) return -1;
             i++;
         } else if (!strcmp(o, "--min-p") && v) {
-            if (parse_f(o, v, &a->sp.min_p)) return -1;
+            if (parse_f(o, v, 0, 1, &a->sp.min_p)) return -1;
             i++;
         } else if (!strcmp(o, "--repeat-penalty") && v) {
-            if (parse_f(o, v, &a->sp.repeat_penalty) || !(a->sp.repeat_penalty > 0))
-                return fprintf(stderr, "fp4lane: --repeat-penalty must be > 0\n"), -1;
+            if (parse_f(o, v, 1e-3f, 100, &a->sp.repeat_penalty)) return -1;
             i++;
         } else if (!strcmp(o, "--presence-penalty") && v) {
-            if (parse_f(o, v, &a->sp.presence_penalty)) return -1;
+            if (parse_f(o, v, -100, 100, &a->sp.presence_penalty)) return -1;
             i++;
         } else if ((!strcmp(o, "--top-k") || !strcmp(o, "--penalty-last-n")) && v) {
             long x = strtol(v, &end, 10);
@@ -144,8 +147,9 @@ static int parse(int argc, char **argv, run_args *a) {
             i++;
         } else if (!strcmp(o, "--seed") && v) {
             a->sampling_given = 1;
+            errno = 0;
             a->sp.seed = strtoull(v, &end, 10);
-            if (!*v || *end)
+            if (!*v || *end || errno || *v == '-')
                 return fprintf(stderr, "fp4lane: --seed %s: expected an unsigned integer\n", v), -1;
             i++;
         } else if (o[0] != '-' && !a->e.model)

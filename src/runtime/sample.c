@@ -54,8 +54,10 @@ void fp4_sampler_free(fp4_sampler *s) {
 fp4_status fp4_sampler_create(const fp4_sampler_params *p, int64_t vocab, fp4_sampler **out) {
     if (!p || !out || vocab <= 0 || vocab > (1 << 26)) return FP4_ERR_INVALID_ARG;
     *out = NULL;
-    if (!(p->temperature == p->temperature) || !(p->top_p == p->top_p) || !(p->min_p == p->min_p) ||
-        !(p->repeat_penalty > 0.0f) || !(p->presence_penalty == p->presence_penalty) || p->penalty_last_n < 0)
+    /* NaN and infinities are refused; out-of-range values keep their documented meaning (off) */
+    if (!isfinite(p->temperature) || !isfinite(p->top_p) || !isfinite(p->min_p) ||
+        !(p->repeat_penalty > 0.0f) || !isfinite(p->repeat_penalty) || !isfinite(p->presence_penalty) ||
+        p->penalty_last_n < 0)
         return FP4_ERR_INVALID_ARG;
     fp4_sampler *s = calloc(1, sizeof *s);
     if (!s) return FP4_ERR_NOMEM;
