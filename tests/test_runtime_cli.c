@@ -199,7 +199,8 @@ int main(void) {
                                                "--seed -1", "--repeat-penalty 0", "--presence-penalty nan"};
     for (size_t k = 0; k < sizeof bad_sampling / sizeof *bad_sampling; k++) {
         snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 1 %s", nv, bad_sampling[k]);
-        CHECK_MSG(cli(a, &o, &er) == 2 && cu_has(er, strchr(bad_sampling[k], ' ') + 1), "%s: %s", bad_sampling[k], er);
+        const char *val = strchr(bad_sampling[k], ' ') + 1;
+        CHECK_MSG(cli(a, &o, &er) == 2 && cu_has(er, val), "%s: %s", bad_sampling[k], er);
     }
     snprintf(a, sizeof a, "run %s --prompt-ids @%s/nonexistent", nv, tmp);
     CHECK(cli(a, &o, &er) == 2);
