@@ -161,7 +161,7 @@ static __global__ void stk_qkv_prep(stk_prep_args a) {
  *     four-launch version and as fp4p_attend: exact mode keeps the CPU's bits. */
 #define STK_GB 4       /* query heads per attention block */
 #define STK_MAX_GX 64  /* score blocks per group (their per-head maxima are kept) */
-#define STK_PV_CHUNK 64 /* positions per lane at a time: V rows in registers, e_j in shared memory */
+#define STK_PV_CHUNK 32 /* positions per lane staged in shared memory at a time */
 typedef struct stk_att_args {
     const float *q;
     int64_t q_cs;            /* floats between the columns of q */
@@ -207,30 +207,23 @@ template <int NDL> static __global__ void stk_att_scores(stk_att_args a) {
     }
     const uint16_t *k0 = a.kc + a.cols.slot[c] * a.slot_stride + hk * D + lane;
     float *srow = a.scores + ((int64_t)c * a.nh + h0) * a.n_ctx;
-    const int64_t step = (int64_t)gridDim.x * STK_SCORE_WARPS;
-    for (int64_t j = (int64_t)blockIdx.x * STK_SCORE_WARPS + warp; j <= pos; j += 2 * step) {
-        /* two positions per iteration (j, j + step), both K rows loaded before either is used */
-        const int64_t jj[2] = {j, j + step};
-        float kv[2][NDL];
+    for (int64_t j = (int64_t)blockIdx.x * STK_SCORE_WARPS + warp; j <= pos;
+         j += (int64_t)gridDim.x * STK_SCORE_WARPS) {
+        const uint16_t *kr = k0 + j * kvd;
+        float kv[NDL];
 #pragma unroll
-        for (int r = 0; r < 2; r++)
+        for (int m = 0; m < NDL; m++)
+            kv[m] = m < nd ? stk_h2f(kr[32 * m]) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < STK_GB; i++) {
+            if (i >= nhb) break; /* uniform over the block */
+            float p = 0.0f;
 #pragma unroll
             for (int m = 0; m < NDL; m++)
-                kv[r][m] = m < nd && jj[r] <= pos ? stk_h2f(k0[jj[r] * kvd + 32 * m]) : 0.0f;
-#pragma unroll
-        for (int r = 0; r < 2; r++) {
-            if (jj[r] > pos) break; /* uniform over the warp */
-#pragma unroll
-            for (int i = 0; i < STK_GB; i++) {
-                if (i >= nhb) break; /* uniform over the block */
-                float p = 0.0f;
-#pragma unroll
-                for (int m = 0; m < NDL; m++)
-                    if (m < nd) p = fp4p_add(p, fp4p_mul(qv[i][m], kv[r][m]));
-                p = fp4p_mul(stk_warp_butterfly(p), a.scale);
-                if (lane == 0) srow[i * a.n_ctx + jj[r]] = p;
-                mx[i] = fmaxf(mx[i], p);
-            }
+                if (m < nd) p = fp4p_add(p, fp4p_mul(qv[i][m], kv[m]));
+            p = fp4p_mul(stk_warp_butterfly(p), a.scale);
+            if (lane == 0) srow[i * a.n_ctx + j] = p;
+            mx[i] = fmaxf(mx[i], p);
         }
     }
     if (lane == 0)
@@ -267,7 +260,7 @@ static __device__ __forceinline__ float stk_strip_butterfly(const float *p, int6
 }
 
 /* D threads; block (l, group) */
-static __global__ __launch_bounds__(FP4_ARCH_MAX_HEAD_DIM) void stk_att_pv(stk_att_args a) {
+static __global__ void stk_att_pv(stk_att_args a) {
     __shared__ float es[STK_GB][STK_PV_CHUNK];
     __shared__ float ms[STK_GB];
     __shared__ int last_s;
@@ -290,24 +283,21 @@ static __global__ __launch_bounds__(FP4_ARCH_MAX_HEAD_DIM) void stk_att_pv(stk_a
         p[g] = 0.0f;
     const uint16_t *vr = a.vc + a.cols.slot[c] * a.slot_stride + hk * D + d;
     for (int64_t j0 = l; j0 < n; j0 += 32 * STK_PV_CHUNK) {
-        const int64_t left = (n - j0 + 31) / 32;
-        const int nt = left < STK_PV_CHUNK ? (int)left : STK_PV_CHUNK;
-        float vv[STK_PV_CHUNK]; /* every V load of the chunk in flight before the exps */
-#pragma unroll
-        for (int t = 0; t < STK_PV_CHUNK; t++)
-            vv[t] = t < nt ? stk_h2f(vr[(j0 + 32 * (int64_t)t) * kvd]) : 0.0f;
         for (int i = threadIdx.x; i < STK_GB * STK_PV_CHUNK; i += blockDim.x) {
             const int g = i / STK_PV_CHUNK, t = i % STK_PV_CHUNK;
             const int64_t j = j0 + 32 * (int64_t)t;
             es[g][t] = g < nhb && j < n ? fp4p_exp(fp4p_sub(a.scores[(ch0 + g) * a.n_ctx + j], ms[g])) : 0.0f;
         }
         __syncthreads();
+        const int64_t left = (n - j0 + 31) / 32;
+        const int nt = left < STK_PV_CHUNK ? (int)left : STK_PV_CHUNK;
+#pragma unroll 8
+        for (int t = 0; t < nt; t++) {
+            const float v = stk_h2f(vr[(j0 + 32 * (int64_t)t) * kvd]);
 #pragma unroll
-        for (int t = 0; t < STK_PV_CHUNK; t++)
-            if (t < nt)
-#pragma unroll
-                for (int g = 0; g < STK_GB; g++)
-                    if (g < nhb) p[g] = fp4p_add(p[g], fp4p_mul(es[g][t], vv[t]));
+            for (int g = 0; g < STK_GB; g++)
+                if (g < nhb) p[g] = fp4p_add(p[g], fp4p_mul(es[g][t], v));
+        }
         if ((int)threadIdx.x < nhb)
             for (int t = 0; t < nt; t++)
                 den = fp4p_add(den, es[threadIdx.x][t]);
