@@ -181,6 +181,32 @@ static int n_cpus(void) {
     return n < 1 ? 1 : n > 16 ? 16 : (int)n;
 }
 
+/* Q4_K rows: widen rows [r0, r1) to f32, then (n_in a multiple of 256) quantize them in place */
+typedef struct q4rows {
+    const fp4_raw *raw;
+    float *f32;
+    fp4_block_q4_K *out;
+    int64_t n_in;
+    fp4_status st[1];
+} q4rows;
+
+static void q4_rows(void *p, int64_t r0, int64_t r1) {
+    q4rows *q = p;
+    const size_t es = elt_size(q->raw->type);
+    for (int64_t k = r0 * q->n_in; k < r1 * q->n_in; k++) {
+        uint16_t h;
+        if (es == 4) memcpy(&q->f32[k], q->raw->data + k * 4, 4);
+        else {
+            memcpy(&h, q->raw->data + k * 2, 2);
+            q->f32[k] = q->raw->type == FP4_TYPE_F16 ? fp4_f16_to_f32(h) : fp4_bf16_to_f32(h);
+        }
+    }
+    if (q->n_in % 256) return;
+    const fp4_status st =
+        fp4_q4_K_quantize(q->f32 + r0 * q->n_in, (r1 - r0) * q->n_in, q->out + r0 * (q->n_in / 256));
+    if (st) __atomic_store_n(&q->st[0], st, __ATOMIC_RELAXED);
+}
+
 static fp4_status make_bytes(qctx *c, int64_t i, fp4_error *err) {
     if (c->cached == i) return FP4_OK;
     qtensor *q = &c->q[i];
@@ -214,16 +240,14 @@ static fp4_status make_bytes(qctx *c, int64_t i, fp4_error *err) {
             return fp4_fail(err, st, c->ck->path, q->t.name, "quantize.unloadable",
                             "the quantized tensor would not load (%s): not written", fp4_status_str(st));
     } else {
-        const size_t es = elt_size(q->raw->type);
-        for (int64_t k = 0; k < n_out * n_in; k++) {
-            uint16_t h;
-            if (es == 4) memcpy(&c->f32[k], q->raw->data + k * 4, 4);
-            else {
-                memcpy(&h, q->raw->data + k * 2, 2);
-                c->f32[k] = q->raw->type == FP4_TYPE_F16 ? fp4_f16_to_f32(h) : fp4_bf16_to_f32(h);
-            }
+        q4rows qr = {q->raw, c->f32, (fp4_block_q4_K *)(void *)c->buf, n_in, {FP4_OK}};
+        /* rows of whole 256-value blocks are independent: the same bytes from any thread count */
+        st = n_in % 256 ? FP4_OK : fp4_parallel_rows(n_out, n_cpus(), q4_rows, &qr);
+        if (!st && n_in % 256) {
+            q4_rows(&qr, 0, n_out); /* widen only; the blocks straddle rows */
+            st = fp4_q4_K_quantize(c->f32, n_out * n_in, (fp4_block_q4_K *)(void *)c->buf);
         }
-        st = fp4_q4_K_quantize(c->f32, n_out * n_in, (fp4_block_q4_K *)(void *)c->buf);
+        if (!st) st = qr.st[0];
     }
     if (st)
         return fp4_fail(err, st, c->ck->path, q->t.name, "quantize", "cannot quantize: %s",

@@ -13,6 +13,10 @@
  *           decode step) is captured as a CUDA graph the second time its column count is seen,
  *           and replayed after that; the kernels read the columns from the device, so the graph
  *           serves any columns of that count.
+ *           q/k/v and gate/up run as one projection each when their tensors can be fused (one
+ *           type, one row length, one NVFP4 scale2: see upload_fused); attention is two launches
+ *           per layer (step_kernels.cuh); per layer: norm, q/k/v, prep, 2 attention, o, norm,
+ *           gate/up, SwiGLU, down.
  *   exact:  bit-identical to the CPU (projection routes of FP4_MODE_EXACT, pinned ops); kquant
  *           in exact mode has no route here (refused, docs/ROUTES.md).
  * Errors: every CUDA failure becomes FP4_ERR_CUDA with fp4_cuda_last_error()'s text in err->msg.
@@ -49,13 +53,16 @@ typedef struct cu_state {
     int64_t max_cols;
     cudaStream_t stream;
     fp4_cuda_tensor *w;        /* n_layers * FP4_LW_COUNT_ (the projection slots)          */
+    fp4_cuda_tensor *wf;       /* n_layers * 2: q/k/v and gate/up as one tensor each (rows
+                                  concatenated) when fusible, else empty and w serves     */
     fp4_cuda_tensor emb, head; /* head unused when tied (emb serves both)                  */
     int emb_on_device;         /* F16/BF16/NVFP4 table: fp4_cuda_embed; else host rows     */
     float *d_vec;              /* every vector, then the RoPE tables                        */
     const float **dv;          /* n_layers * FP4_LW_COUNT_ device pointers (NULL: absent)  */
     const float *d_out_norm, *d_cos, *d_sin;
     uint16_t *d_kc, *d_vc;
-    float *d_x, *d_h, *d_q, *d_k, *d_v, *d_o, *d_t, *d_g, *d_u, *d_hh, *d_lg, *d_sc, *d_st, *d_den;
+    float *d_x, *d_h, *d_q, *d_k, *d_v, *d_o, *d_t, *d_g, *d_u, *d_hh, *d_lg, *d_sc, *d_st, *d_den, *d_bmax;
+    unsigned *d_tk; /* attention tickets, zero between launches */
     int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row          */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
     fp4_cuda_scratch scratch;
@@ -138,6 +145,85 @@ static fp4_status upload(const fp4_tensor *t, fp4_cuda_tensor *o) {
     return fp4_cuda_tensor_upload(t->type, t->data, rows_of(t), t->ne[0], o);
 }
 
+/* ---- fused projections: q/k/v (group 0) and gate/up (group 1) share their input; when their
+ * tensors have one type, one row length and (NVFP4) the same scale2 and input scale (ModelOpt's
+ * fused quantization gives them one), they are uploaded as one tensor whose rows are theirs in
+ * order, and one projection through the dispatch table computes all of them: every row's bits are
+ * what its own tensor's projection gives (rows are independent in every route), in one launch
+ * that fills the GPU where k and v alone do not. FP4LANE_CUDA_NO_FUSE=1 keeps them apart. ---- */
+static const int fuse_slots[2][3] = {{FP4_LW_Q, FP4_LW_K, FP4_LW_V}, {FP4_LW_GATE, FP4_LW_UP, -1}};
+
+static int fuse_parts(const fp4_rt_model_desc *d, int64_t L, int g, const fp4_tensor **parts) {
+    const char *off = getenv("FP4LANE_CUDA_NO_FUSE");
+    if (off && *off && strcmp(off, "0")) return 0;
+    const int np = g ? 2 : 3;
+    for (int i = 0; i < np; i++) {
+        parts[i] = d->layer[L * FP4_LW_COUNT_ + fuse_slots[g][i]];
+        if (!parts[i] || parts[i]->n_dims < 1) return 0;
+    }
+    for (int i = 1; i < np; i++) {
+        const fp4_tensor *a = parts[0], *b = parts[i];
+        if (a->type != b->type || a->ne[0] != b->ne[0]) return 0;
+        if (a->type == FP4_TYPE_NVFP4_E2M1 && (memcmp(&a->nvfp4.scale2, &b->nvfp4.scale2, sizeof(float)) ||
+                                               memcmp(&a->nvfp4.input_scale_inv, &b->nvfp4.input_scale_inv,
+                                                      sizeof(float))))
+            return 0;
+    }
+    return np;
+}
+
+/* the fused tensor's metadata as the upload will lay it out; 0 when the group is not fused */
+static int fuse_stub(const fp4_rt_model_desc *d, int64_t L, int g, fp4_cuda_tensor *o) {
+    const fp4_tensor *parts[3];
+    const int np = fuse_parts(d, L, g, parts);
+    if (!np || stub_of(parts[0], o, NULL)) return 0;
+    o->n_out = 0;
+    for (int i = 0; i < np; i++)
+        o->n_out += rows_of(parts[i]);
+    return np;
+}
+
+static fp4_status upload_fused(const fp4_tensor *const *parts, int np, fp4_cuda_tensor *o) {
+    fp4_cuda_tensor t[3];
+    memset(t, 0, sizeof t);
+    memset(o, 0, sizeof *o);
+    fp4_status st = FP4_OK;
+    int64_t n_out = 0;
+    for (int i = 0; i < np && !st; i++)
+        if (!(st = upload(parts[i], &t[i]))) n_out += t[i].n_out;
+    for (int i = 1; i < np && !st; i++)
+        if (t[i].payload_stride != t[0].payload_stride || t[i].scale_stride != t[0].scale_stride ||
+            t[i].k_pad != t[0].k_pad || !t[i].d_scales != !t[0].d_scales)
+            st = FP4_ERR_INVALID_ARG; /* cannot happen for one type and row length */
+    void *arena = NULL;
+    const size_t pb = FP4_CU_ALIGN((size_t)t[0].payload_stride * (size_t)n_out);
+    const size_t sb = t[0].d_scales ? FP4_CU_ALIGN((size_t)t[0].scale_stride * (size_t)n_out) : 0;
+    if (!st) {
+        cudaError_t e = cudaMalloc(&arena, pb + sb);
+        if (e == cudaSuccess) e = cudaMemset(arena, 0, pb + sb);
+        for (int64_t i = 0, r = 0; i < np && e == cudaSuccess; r += t[i].n_out, i++) {
+            e = cudaMemcpy((uint8_t *)arena + r * t[0].payload_stride, t[i].d_payload,
+                           (size_t)(t[i].n_out * t[0].payload_stride), cudaMemcpyDeviceToDevice);
+            if (e == cudaSuccess && sb)
+                e = cudaMemcpy((uint8_t *)arena + pb + r * t[0].scale_stride, t[i].d_scales,
+                               (size_t)(t[i].n_out * t[0].scale_stride), cudaMemcpyDeviceToDevice);
+        }
+        if (e != cudaSuccess) st = FP4_CUDA_FAIL(e, "cudaMalloc/cudaMemcpy(fused projection)");
+    }
+    if (!st) {
+        *o = t[0];
+        o->n_out = n_out;
+        o->d_payload = (const uint8_t *)arena;
+        o->d_scales = sb ? (const uint8_t *)arena + pb : NULL;
+        o->d_arena = arena;
+        o->arena_bytes = pb + sb;
+    } else if (arena)
+        cudaFree(arena);
+    for (int i = 0; i < np; i++)
+        fp4_cuda_tensor_free(&t[i]);
+    return st;
+}
+
 static void cu_destroy(void *p);
 
 static int is_proj_slot(int s) {
@@ -177,18 +263,20 @@ static int scratch_list(cu_state *s, buf_req *r) {
 #define REQ(ptr, nbytes) r[n++] = (buf_req){(void **)&(ptr), (uint64_t)(nbytes)}
     REQ(s->d_x, mc * H * 4);
     REQ(s->d_h, mc * wide * 4);
-    REQ(s->d_q, mc * qd * 4);
+    REQ(s->d_q, mc * (qd + 2 * kvd) * 4); /* q, or q/k/v of one fused projection */
     REQ(s->d_k, mc * kvd * 4);
     REQ(s->d_v, mc * kvd * 4);
     REQ(s->d_o, mc * qd * 4);
     REQ(s->d_t, mc * H * 4);
-    REQ(s->d_g, mc * F * 4);
+    REQ(s->d_g, mc * 2 * F * 4); /* g, or g/u of one fused projection */
     REQ(s->d_u, mc * F * 4);
     REQ(s->d_hh, mc * H * 4);
     REQ(s->d_lg, mc * V * 4);
     REQ(s->d_sc, mc * NH * (uint64_t)s->d.n_ctx * 4);
     REQ(s->d_st, mc * NH * STK_LANES * D * 4);
-    REQ(s->d_den, mc * NH * 4);
+    REQ(s->d_den, mc * NH * STK_LANES * 4);
+    REQ(s->d_bmax, mc * NH * STK_MAX_GX * 4);
+    REQ(s->d_tk, mc * NH * 4); /* one per (column, KV head, head group) <= one per (column, head) */
     REQ(s->d_in, 4 * mc * 4);
 #undef REQ
     return n;
@@ -217,6 +305,12 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
             if (sb > proj_scratch) proj_scratch = sb;
         }
     }
+    for (int64_t L = 0; L < a->n_layers; L++)
+        for (int g = 0; g < 2; g++)
+            if (fuse_stub(d, L, g, &t)) {
+                const size_t sb = fp4_cuda_scratch_bytes(&t, s->max_cols);
+                if (sb > proj_scratch) proj_scratch = sb;
+            }
     uint64_t nvec = (uint64_t)a->hidden + (uint64_t)d->n_ctx * (uint64_t)a->head_dim; /* out_norm + cos/sin */
     for (int64_t i = 0; i < nslot; i++)
         if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
@@ -285,7 +379,8 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     const int64_t nslot = a->n_layers * FP4_LW_COUNT_;
     s->w = (fp4_cuda_tensor *)calloc((size_t)nslot, sizeof *s->w);
     s->dv = (const float **)calloc((size_t)nslot, sizeof *s->dv);
-    if (!s->w || !s->dv) {
+    s->wf = (fp4_cuda_tensor *)calloc((size_t)(2 * a->n_layers), sizeof *s->wf);
+    if (!s->w || !s->dv || !s->wf) {
         cu_destroy(s);
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     }
@@ -307,9 +402,19 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
             FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaFuncSetAttribute(stk_add_rmsnorm)"), NULL,
                            "cuda.shape", "hidden size above the shared memory of one block"));
     }
-    /* weights */
+    /* weights: the fused groups first, then every projection slot no group took */
+    for (int64_t L = 0; L < a->n_layers; L++)
+        for (int g = 0; g < 2; g++) {
+            const fp4_tensor *parts[3];
+            const int np = fuse_parts(d, L, g, parts);
+            if (np && (st = upload_fused(parts, np, &s->wf[2 * L + g])))
+                FAIL(cuda_fail(err, st, parts[0]->name, "cuda.upload", "cannot upload a fused projection"));
+        }
     for (int64_t i = 0; i < nslot; i++) {
         if (!is_proj_slot((int)(i % FP4_LW_COUNT_)) || !d->layer[i]) continue;
+        const int sl = (int)(i % FP4_LW_COUNT_);
+        const int g = sl == FP4_LW_GATE || sl == FP4_LW_UP ? 1 : sl == FP4_LW_O || sl == FP4_LW_DOWN ? -1 : 0;
+        if (g >= 0 && s->wf[2 * (i / FP4_LW_COUNT_) + g].d_payload) continue;
         if ((st = upload(d->layer[i], &s->w[i])))
             FAIL(cuda_fail(err, st, d->layer[i]->name, "cuda.upload", "cannot upload this weight"));
     }
@@ -358,7 +463,13 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
         if (ce != cudaSuccess)
             FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(scratch)"), NULL, "cuda.alloc", "scratch"));
     }
+    ce = cudaMemset(s->d_tk, 0, (size_t)(max_cols * a->n_heads) * 4);
+    if (ce != cudaSuccess)
+        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMemset(tickets)"), NULL, "cuda.alloc", "scratch"));
     size_t psb = 0;
+    for (int64_t i = 0; i < 2 * a->n_layers; i++)
+        if (s->wf[i].d_payload && fp4_cuda_scratch_bytes(&s->wf[i], max_cols) > psb)
+            psb = fp4_cuda_scratch_bytes(&s->wf[i], max_cols);
     for (int64_t i = 0; i < nslot; i++)
         if (s->w[i].d_payload)
             psb = fp4_cuda_scratch_bytes(&s->w[i], max_cols) > psb
@@ -417,6 +528,9 @@ static void cu_destroy(void *p) {
     if (s->w)
         for (int64_t i = 0; i < s->d.arch.n_layers * FP4_LW_COUNT_; i++)
             fp4_cuda_tensor_free(&s->w[i]);
+    if (s->wf)
+        for (int64_t i = 0; i < 2 * s->d.arch.n_layers; i++)
+            fp4_cuda_tensor_free(&s->wf[i]);
     fp4_cuda_tensor_free(&s->emb);
     fp4_cuda_tensor_free(&s->head);
     fp4_cuda_scratch_free(&s->scratch);
@@ -432,6 +546,7 @@ static void cu_destroy(void *p) {
     if (s->h_emb) cudaFreeHost(s->h_emb);
     if (s->stream) cudaStreamDestroy(s->stream);
     free(s->w);
+    free(s->wf);
     free(s->dv);
     free(s);
 }
@@ -489,14 +604,22 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     prof_mark(s, OP_NORM);
     if ((st = add_norm(s, n, L ? s->d_t : NULL, v[FP4_LW_ATTN_NORM], s->d_h, NULL, err))) return st;
     prof_mark(s, OP_QKV);
-    if ((st = proj(s, &w[FP4_LW_Q], s->d_h, n, s->d_q, hw[FP4_LW_Q]->name, err)) ||
-        (st = proj(s, &w[FP4_LW_K], s->d_h, n, s->d_k, hw[FP4_LW_K]->name, err)) ||
-        (st = proj(s, &w[FP4_LW_V], s->d_h, n, s->d_v, hw[FP4_LW_V]->name, err)))
+    const fp4_cuda_tensor *fqkv = &s->wf[2 * L], *fgu = &s->wf[2 * L + 1];
+    float *qb = s->d_q, *kb = s->d_k, *vb = s->d_v;
+    int64_t q_cs = NH * D, kv_cs = kvd;
+    if (fqkv->d_payload) { /* one projection; rows of q, k, v in order: [col][qd + 2*kvd] */
+        if ((st = proj(s, fqkv, s->d_h, n, s->d_q, hw[FP4_LW_Q]->name, err))) return st;
+        kb = s->d_q + NH * D, vb = kb + kvd, q_cs = kv_cs = NH * D + 2 * kvd;
+    } else if ((st = proj(s, &w[FP4_LW_Q], s->d_h, n, s->d_q, hw[FP4_LW_Q]->name, err)) ||
+               (st = proj(s, &w[FP4_LW_K], s->d_h, n, s->d_k, hw[FP4_LW_K]->name, err)) ||
+               (st = proj(s, &w[FP4_LW_V], s->d_h, n, s->d_v, hw[FP4_LW_V]->name, err)))
         return st;
     prof_mark(s, OP_PREP);
-    stk_prep_args pa = {s->d_q,
-                        s->d_k,
-                        s->d_v,
+    stk_prep_args pa = {qb,
+                        kb,
+                        vb,
+                        q_cs,
+                        kv_cs,
                         v[FP4_LW_Q_BIAS],
                         v[FP4_LW_K_BIAS],
                         v[FP4_LW_V_BIAS],
@@ -517,35 +640,48 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     stk_qkv_prep<<<dim3((unsigned)n, (unsigned)(NH + 2 * NKV)), (unsigned)D, 0, s->stream>>>(pa);
     LAUNCHED(err, "rt.qkv-prep");
     prof_mark(s, OP_ATTN);
-    stk_att_args aa = {s->d_q, kc,         vc,      slot_stride, s->d_sc, s->d_st,         s->d_den,
-                       s->d_o, s->d.n_ctx, (int)NH, (int)NKV,    (int)D,  s->d.attn_scale, *cols};
-    /* about eight blocks per SM in all, at least one per (column, head), no more than positions */
-    const int64_t want = (8 * (int64_t)fp4_cu_sm_count() + n * NH - 1) / (n * NH);
-    const int64_t gx = want < 1 ? 1
-                       : want < (int64_t)blocks_for(s->d.n_ctx, STK_SCORE_WARPS)
-                           ? want
-                           : (int64_t)blocks_for(s->d.n_ctx, STK_SCORE_WARPS);
-    stk_att_scores<<<dim3((unsigned)gx, (unsigned)(n * NH)), STK_SCORE_WARPS * 32, 0, s->stream>>>(aa);
+    /* groups of up to STK_GB query heads per KV head; score blocks: about eight per SM in all, at
+     * least one per group, at most STK_MAX_GX, no more than the positions need */
+    const int64_t groups = n * NKV * ((NH / NKV + STK_GB - 1) / STK_GB);
+    const int64_t want = (8 * (int64_t)fp4_cu_sm_count() + groups - 1) / groups;
+    const int64_t need = (int64_t)blocks_for(s->d.n_ctx, STK_SCORE_WARPS);
+    int64_t gx = want < need ? want : need;
+    gx = gx < 1 ? 1 : gx > STK_MAX_GX ? STK_MAX_GX : gx;
+    stk_att_args aa = {qb,      q_cs,     kc,       vc,      slot_stride, s->d_sc,    s->d_bmax,
+                       s->d_st, s->d_den, s->d_tk,  s->d_o,  s->d.n_ctx,  (int)NH,    (int)NKV,
+                       (int)D,  (int)gx,  s->d.attn_scale, *cols};
+    const dim3 sg((unsigned)gx, (unsigned)groups);
+    if (D <= 64)
+        stk_att_scores<2><<<sg, STK_SCORE_WARPS * 32, 0, s->stream>>>(aa);
+    else if (D <= 128)
+        stk_att_scores<4><<<sg, STK_SCORE_WARPS * 32, 0, s->stream>>>(aa);
+    else
+        stk_att_scores<STK_MAX_DL><<<sg, STK_SCORE_WARPS * 32, 0, s->stream>>>(aa);
     LAUNCHED(err, "rt.attention");
-    stk_att_softmax<<<(unsigned)(n * NH), 256, 0, s->stream>>>(aa);
-    LAUNCHED(err, "rt.attention");
-    stk_att_strips<<<dim3(STK_LANES, (unsigned)(n * NH)), (unsigned)D, 0, s->stream>>>(aa);
-    LAUNCHED(err, "rt.attention");
-    stk_att_out<<<(unsigned)(n * NH), (unsigned)D, 0, s->stream>>>(aa);
+    stk_att_pv<<<dim3(STK_LANES, (unsigned)groups), (unsigned)D, 0, s->stream>>>(aa);
     LAUNCHED(err, "rt.attention");
     prof_mark(s, OP_O);
     if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
     prof_mark(s, OP_NORM);
     if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, err))) return st;
     prof_mark(s, OP_GATEUP);
-    if ((st = proj(s, &w[FP4_LW_GATE], s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err)) ||
-        (st = proj(s, &w[FP4_LW_UP], s->d_h, n, s->d_u, hw[FP4_LW_UP]->name, err)))
-        return st;
-    prof_mark(s, OP_SWIGLU);
-    stk_swiglu<<<blocks_for(n * F, 256), 256, 0, s->stream>>>(s->d_g, s->d_u, n * F);
+    float *act = s->d_g; /* the down projection's input: [col][F] */
+    if (fgu->d_payload) { /* one projection: [col][2F], g then u */
+        if ((st = proj(s, fgu, s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err))) return st;
+        prof_mark(s, OP_SWIGLU);
+        stk_swiglu<<<blocks_for(n * F, 256), 256, 0, s->stream>>>(s->d_u, s->d_g, s->d_g + F, F, 2 * F,
+                                                                   n * F);
+        act = s->d_u;
+    } else {
+        if ((st = proj(s, &w[FP4_LW_GATE], s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err)) ||
+            (st = proj(s, &w[FP4_LW_UP], s->d_h, n, s->d_u, hw[FP4_LW_UP]->name, err)))
+            return st;
+        prof_mark(s, OP_SWIGLU);
+        stk_swiglu<<<blocks_for(n * F, 256), 256, 0, s->stream>>>(s->d_g, s->d_g, s->d_u, F, F, n * F);
+    }
     LAUNCHED(err, "rt.swiglu");
     prof_mark(s, OP_DOWN);
-    return proj(s, &w[FP4_LW_DOWN], s->d_g, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
+    return proj(s, &w[FP4_LW_DOWN], act, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
 }
 
 static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {

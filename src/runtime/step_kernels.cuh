@@ -9,7 +9,8 @@
  * CUDA graph of a decode step replays.
  *
  * Layouts: x, t [col][H]; q, o [col][NH*D]; k, v [col][NKV*D]; g, u [col][F];
- * KV cache [slot][layer][pos][NKV*D] halves; scores [col][NH][n_ctx]; strips [col][NH][32][D]. */
+ * KV cache [slot][layer][pos][NKV*D] halves; scores [col][NH][n_ctx]; strips [col][NH][32][D].
+ * (With fused projections q/k/v share rows of qd + 2*kvd floats and g/u rows of 2F: strides below.) */
 #ifndef FP4_RT_STEP_KERNELS_CUH
 #define FP4_RT_STEP_KERNELS_CUH
 
@@ -44,7 +45,7 @@ static __device__ __forceinline__ float stk_h2f(uint16_t h) {
  * waiting on global memory once per term; the butterfly and the scaling are pinned.h's. With lrow,
  * row r goes to row lrow[r] of y and is skipped when lrow[r] < 0 (the final norm of the columns
  * that want logits: the other columns' x is dead after the step). */
-#define STK_NORM_THREADS 256
+#define STK_NORM_THREADS 1024
 static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float *x, const float *t,
                                                                            const float *__restrict__ w,
                                                                            int len, float eps, float *y,
@@ -84,6 +85,8 @@ static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float
  * KV write. Block (column, head) over NH q heads, then NKV k heads, then NKV v heads; D threads. */
 typedef struct stk_prep_args {
     float *q, *k, *v;
+    int64_t q_cs, kv_cs;        /* floats between columns of q, of k and v (one fused q/k/v
+                                   projection: all three qd + 2*kvd) */
     const float *bq, *bk, *bv;  /* NULL without qkv_bias */
     const float *qn, *kn;       /* NULL without qk_norm  */
     const float *cos_t, *sin_t; /* [n_ctx][D/2]          */
@@ -98,11 +101,11 @@ static __global__ void stk_qkv_prep(stk_prep_args a) {
     __shared__ float buf[FP4_ARCH_MAX_HEAD_DIM];
     __shared__ float inv_s;
     const int c = blockIdx.x, hb = blockIdx.y, d = threadIdx.x, D = a.d, half = D / 2;
-    const int qd = a.nh * D, kvd = a.nkv * D;
+    const int kvd = a.nkv * D;
     const int kind = hb < a.nh ? 0 : hb < a.nh + a.nkv ? 1 : 2; /* q, k, v: uniform over the block */
     const int h = kind == 0 ? hb : kind == 1 ? hb - a.nh : hb - a.nh - a.nkv;
-    float *base =
-        kind == 0 ? a.q + (int64_t)c * qd + h * D : (kind == 1 ? a.k : a.v) + (int64_t)c * kvd + h * D;
+    float *base = kind == 0 ? a.q + (int64_t)c * a.q_cs + h * D
+                            : (kind == 1 ? a.k : a.v) + (int64_t)c * a.kv_cs + h * D;
     const float *bias = kind == 0 ? a.bq : kind == 1 ? a.bk : a.bv;
     float val = base[d];
     if (bias) val = fp4p_add(val, bias[h * D + d]);
@@ -144,110 +147,187 @@ static __global__ void stk_qkv_prep(stk_prep_args a) {
     }
 }
 
-/* attention (fp4p_attend), in four launches over (column, query head) */
+/* attention (fp4p_attend) in two launches. A block serves one column and a group of up to STK_GB
+ * query heads of one KV head (GQA: the heads hk*G .. hk*G+G-1 read the same K and V rows, which the
+ * block reads once for all of them). Block row y = (c * nkv + hk) * ngb + gb, ngb = ceil(G / STK_GB).
+ *   stk_att_scores: s_j = fp4p_dot(q, k_j) * scale for j <= pos, one warp per position (the warps of
+ *     gridDim.x blocks striding over the positions; the grid does not depend on the position: graphs
+ *     replay it), and each block's maximum of its scores per head (the max is order-free).
+ *   stk_att_pv: block l (0..31) of a group is lane l of the pinned reductions over positions: with
+ *     m = the max of the blocks' maxima, it forms e_j = fp4p_exp(s_j - m) for j = l, l+32, ... in
+ *     increasing order and adds them (den strip l) and e_j * v_j[d] (o strip l, per d), each from
+ *     +0.0f; the last of the 32 blocks to finish (a ticket, reset by that block) meets the strips
+ *     in the butterfly and writes o[d] = sum / den. The same operations in the same order as the
+ *     four-launch version and as fp4p_attend: exact mode keeps the CPU's bits. */
+#define STK_GB 4       /* query heads per attention block */
+#define STK_MAX_GX 64  /* score blocks per group (their per-head maxima are kept) */
+#define STK_PV_CHUNK 32 /* positions per lane staged in shared memory at a time */
 typedef struct stk_att_args {
     const float *q;
+    int64_t q_cs;            /* floats between the columns of q */
     const uint16_t *kc, *vc; /* this layer's slot 0, position 0 */
     int64_t slot_stride;
-    float *scores, *strips, *den;
+    float *scores;   /* [col][NH][n_ctx] */
+    float *bmax;     /* [col][NH][STK_MAX_GX]: the score blocks' maxima */
+    float *strips;   /* [col][NH][32][D] */
+    float *den;      /* [col][NH][32] */
+    unsigned *ticket; /* [col][NKV][ngb], zero between launches */
     float *o;
     int64_t n_ctx;
-    int nh, nkv, d;
+    int nh, nkv, d, gx;
     float scale;
     stk_cols cols;
 } stk_att_args;
 
-/* s_j = fp4p_dot(q, k_j) * scale: one warp per position j, the warps of gridDim.x blocks striding
- * over the positions 0..pos (the grid does not depend on the position: graphs replay it); the
- * lane's q values (q[lane], q[lane+32], ...) stay in registers */
 #define STK_MAX_DL (FP4_ARCH_MAX_HEAD_DIM / 32)
-static __global__ void stk_att_scores(stk_att_args a) {
-    const int lane = threadIdx.x & 31, D = a.d, nd = D / 32;
-    const int c = blockIdx.y / a.nh, hq = blockIdx.y % a.nh, hk = hq / (a.nh / a.nkv);
+static __device__ __forceinline__ void stk_att_group(const stk_att_args &a, int y, int *c, int *hk, int *h0,
+                                                     int *nhb) {
+    const int G = a.nh / a.nkv, ngb = (G + STK_GB - 1) / STK_GB, gb = y % ngb;
+    *hk = (y / ngb) % a.nkv;
+    *c = y / (ngb * a.nkv);
+    *h0 = *hk * G + gb * STK_GB;
+    *nhb = G - gb * STK_GB < STK_GB ? G - gb * STK_GB : STK_GB;
+}
+
+/* NDL: an upper bound of D/32 (registers for q and k values); the step picks 2, 4 or STK_MAX_DL */
+template <int NDL> static __global__ void stk_att_scores(stk_att_args a) {
+    __shared__ float wmax[STK_SCORE_WARPS][STK_GB];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, D = a.d, nd = D / 32;
+    int c, hk, h0, nhb;
+    stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
     const int64_t pos = a.cols.pos[c], kvd = (int64_t)a.nkv * D;
-    const float *q = a.q + (int64_t)c * a.nh * D + hq * D;
-    float qv[STK_MAX_DL];
+    const float *q = a.q + (int64_t)c * a.q_cs + (int64_t)h0 * D;
+    float qv[STK_GB][NDL], mx[STK_GB];
 #pragma unroll
-    for (int m = 0; m < STK_MAX_DL; m++)
-        qv[m] = m < nd ? q[lane + 32 * m] : 0.0f;
+    for (int i = 0; i < STK_GB; i++) {
+        mx[i] = __int_as_float((int)0xFF800000u); /* -inf */
+#pragma unroll
+        for (int m = 0; m < NDL; m++)
+            qv[i][m] = i < nhb && m < nd ? q[i * D + lane + 32 * m] : 0.0f;
+    }
     const uint16_t *k0 = a.kc + a.cols.slot[c] * a.slot_stride + hk * D + lane;
-    float *srow = a.scores + ((int64_t)c * a.nh + hq) * a.n_ctx;
-    for (int64_t j = (int64_t)blockIdx.x * STK_SCORE_WARPS + (threadIdx.x >> 5); j <= pos;
+    float *srow = a.scores + ((int64_t)c * a.nh + h0) * a.n_ctx;
+    for (int64_t j = (int64_t)blockIdx.x * STK_SCORE_WARPS + warp; j <= pos;
          j += (int64_t)gridDim.x * STK_SCORE_WARPS) {
         const uint16_t *kr = k0 + j * kvd;
-        float p = 0.0f;
+        float kv[NDL];
 #pragma unroll
-        for (int m = 0; m < STK_MAX_DL; m++)
-            if (m < nd) p = fp4p_add(p, fp4p_mul(qv[m], stk_h2f(kr[32 * m])));
-        p = stk_warp_butterfly(p);
-        if (lane == 0) srow[j] = fp4p_mul(p, a.scale);
+        for (int m = 0; m < NDL; m++)
+            kv[m] = m < nd ? stk_h2f(kr[32 * m]) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < STK_GB; i++) {
+            if (i >= nhb) break; /* uniform over the block */
+            float p = 0.0f;
+#pragma unroll
+            for (int m = 0; m < NDL; m++)
+                if (m < nd) p = fp4p_add(p, fp4p_mul(qv[i][m], kv[m]));
+            p = fp4p_mul(stk_warp_butterfly(p), a.scale);
+            if (lane == 0) srow[i * a.n_ctx + j] = p;
+            mx[i] = fmaxf(mx[i], p);
+        }
     }
-}
-
-/* m = max s_j; e_j = fp4p_exp(s_j - m) in place; den = the pinned sum of e_j (warp 0) */
-static __global__ void stk_att_softmax(stk_att_args a) {
-    __shared__ float red[32];
-    const int c = blockIdx.x / a.nh, hq = blockIdx.x % a.nh;
-    const int64_t n = (int64_t)a.cols.pos[c] + 1;
-    float *s = a.scores + ((int64_t)c * a.nh + hq) * a.n_ctx;
-    float m = __int_as_float((int)0xFF800000u); /* -inf */
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        m = fmaxf(m, s[j]); /* the max is order-free */
+    if (lane == 0)
 #pragma unroll
-    for (int off = 16; off >= 1; off >>= 1)
-        m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+        for (int i = 0; i < STK_GB; i++)
+            wmax[warp][i] = mx[i];
     __syncthreads();
-    m = red[0];
-    for (int w = 1; w < (int)(blockDim.x >> 5); w++)
-        m = fmaxf(m, red[w]);
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        s[j] = fp4p_exp(fp4p_sub(s[j], m));
-    __syncthreads(); /* global writes of the block visible to warp 0 */
-    if (threadIdx.x < 32) {
-        float p = 0.0f;
-#pragma unroll 8
-        for (int64_t j = threadIdx.x; j < n; j += 32)
-            p = fp4p_add(p, s[j]);
-        p = stk_warp_butterfly(p);
-        if (threadIdx.x == 0) a.den[(int64_t)c * a.nh + hq] = p;
+    if (threadIdx.x < nhb) {
+        float m = wmax[0][threadIdx.x];
+        for (int w = 1; w < STK_SCORE_WARPS; w++)
+            m = fmaxf(m, wmax[w][threadIdx.x]);
+        a.bmax[((int64_t)c * a.nh + h0 + threadIdx.x) * STK_MAX_GX + blockIdx.x] = m;
     }
 }
 
-/* strip l (block x) of o[d]: the sum over j = l, l+32, ... of e_j * v_j[d], in order; D threads */
-static __global__ void stk_att_strips(stk_att_args a) {
+/* the pinned butterfly over 32 strips p[k * stride] (written by other blocks: read from L2) */
+static __device__ __forceinline__ float stk_strip_butterfly(const float *p, int64_t stride) {
+    float v[STK_LANES];
+#pragma unroll
+    for (int k = 0; k < STK_LANES; k++)
+        v[k] = __ldcg(p + k * stride);
+#pragma unroll
+    for (int k = 0; k < 16; k++)
+        v[k] = fp4p_add(v[k], v[k + 16]);
+#pragma unroll
+    for (int k = 0; k < 8; k++)
+        v[k] = fp4p_add(v[k], v[k + 8]);
+#pragma unroll
+    for (int k = 0; k < 4; k++)
+        v[k] = fp4p_add(v[k], v[k + 4]);
+    v[0] = fp4p_add(v[0], v[2]);
+    v[1] = fp4p_add(v[1], v[3]);
+    return fp4p_add(v[0], v[1]);
+}
+
+/* D threads; block (l, group) */
+static __global__ void stk_att_pv(stk_att_args a) {
+    __shared__ float es[STK_GB][STK_PV_CHUNK];
+    __shared__ float ms[STK_GB];
+    __shared__ int last_s;
     const int l = blockIdx.x, d = threadIdx.x, D = a.d;
-    const int c = blockIdx.y / a.nh, hq = blockIdx.y % a.nh, hk = hq / (a.nh / a.nkv);
+    int c, hk, h0, nhb;
+    stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
     const int64_t n = (int64_t)a.cols.pos[c] + 1, kvd = (int64_t)a.nkv * D;
-    const float *e = a.scores + ((int64_t)c * a.nh + hq) * a.n_ctx;
+    const int64_t ch0 = (int64_t)c * a.nh + h0; /* (column, first head of the group) */
+    if (threadIdx.x < STK_GB) {
+        float m = __int_as_float((int)0xFF800000u);
+        if ((int)threadIdx.x < nhb)
+            for (int b = 0; b < a.gx; b++)
+                m = fmaxf(m, a.bmax[(ch0 + threadIdx.x) * STK_MAX_GX + b]);
+        ms[threadIdx.x] = m;
+    }
+    __syncthreads();
+    float p[STK_GB], den = 0.0f;
+#pragma unroll
+    for (int g = 0; g < STK_GB; g++)
+        p[g] = 0.0f;
     const uint16_t *vr = a.vc + a.cols.slot[c] * a.slot_stride + hk * D + d;
-    float p = 0.0f;
+    for (int64_t j0 = l; j0 < n; j0 += 32 * STK_PV_CHUNK) {
+        for (int i = threadIdx.x; i < STK_GB * STK_PV_CHUNK; i += blockDim.x) {
+            const int g = i / STK_PV_CHUNK, t = i % STK_PV_CHUNK;
+            const int64_t j = j0 + 32 * (int64_t)t;
+            es[g][t] = g < nhb && j < n ? fp4p_exp(fp4p_sub(a.scores[(ch0 + g) * a.n_ctx + j], ms[g])) : 0.0f;
+        }
+        __syncthreads();
+        const int64_t left = (n - j0 + 31) / 32;
+        const int nt = left < STK_PV_CHUNK ? (int)left : STK_PV_CHUNK;
 #pragma unroll 8
-    for (int64_t j = l; j < n; j += STK_LANES)
-        p = fp4p_add(p, fp4p_mul(e[j], stk_h2f(vr[j * kvd])));
-    a.strips[(((int64_t)c * a.nh + hq) * STK_LANES + l) * D + d] = p;
+        for (int t = 0; t < nt; t++) {
+            const float v = stk_h2f(vr[(j0 + 32 * (int64_t)t) * kvd]);
+#pragma unroll
+            for (int g = 0; g < STK_GB; g++)
+                if (g < nhb) p[g] = fp4p_add(p[g], fp4p_mul(es[g][t], v));
+        }
+        if ((int)threadIdx.x < nhb)
+            for (int t = 0; t < nt; t++)
+                den = fp4p_add(den, es[threadIdx.x][t]);
+        __syncthreads();
+    }
+#pragma unroll
+    for (int g = 0; g < STK_GB; g++)
+        if (g < nhb) a.strips[((ch0 + g) * STK_LANES + l) * D + d] = p[g];
+    if ((int)threadIdx.x < nhb) a.den[(ch0 + threadIdx.x) * STK_LANES + l] = den;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last_s = atomicAdd(&a.ticket[blockIdx.y], 1u) == gridDim.x - 1;
+    __syncthreads();
+    if (!last_s) return;
+    __threadfence();
+    for (int g = 0; g < nhb; g++) {
+        const float sum = stk_strip_butterfly(a.strips + (ch0 + g) * STK_LANES * D + d, D);
+        const float den_g = stk_strip_butterfly(a.den + (ch0 + g) * STK_LANES, 1);
+        a.o[(ch0 + g) * D + d] = fp4p_div(sum, den_g);
+    }
+    if (threadIdx.x == 0) a.ticket[blockIdx.y] = 0u;
 }
 
-/* o[d] = butterfly(strips) / den; D threads */
-static __global__ void stk_att_out(stk_att_args a) {
-    const int d = threadIdx.x, D = a.d;
-    const int64_t ch = blockIdx.x; /* c * nh + hq */
-    float p[STK_LANES];
-#pragma unroll
-    for (int l = 0; l < STK_LANES; l++)
-        p[l] = a.strips[(ch * STK_LANES + l) * D + d];
-#pragma unroll
-    for (int off = STK_LANES / 2; off >= 1; off >>= 1)
-#pragma unroll
-        for (int l = 0; l < off; l++)
-            p[l] = fp4p_add(p[l], p[l + off]);
-    a.o[ch * D + d] = fp4p_div(p[0], a.den[ch]);
-}
-
-/* g[i] = swiglu(g[i], u[i]) */
-static __global__ void stk_swiglu(float *g, const float *u, int64_t n) {
+/* out[c][f] = swiglu(g[c][f], u[c][f]) for f < F; g and u rows gs floats apart (out may be g) */
+static __global__ void stk_swiglu(float *out, const float *g, const float *u, int64_t F, int64_t gs,
+                                  int64_t n) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) g[i] = fp4p_swiglu(g[i], u[i]);
+    if (i >= n) return;
+    const int64_t at = i / F * gs + i % F;
+    out[i] = fp4p_swiglu(g[at], u[at]);
 }
 
 #endif
