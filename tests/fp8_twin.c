@@ -38,22 +38,33 @@ static int fp8_trio(const fp4_tensor *w, const fp8tw_opts *o, const char *mod, t
     float *sc = malloc(sizeof(float) * (size_t)n_out);
     if (!f || !q || !sc || fp4_tensor_dequant_rows(w, 0, n_out, f)) return free(f), free(q), free(sc), -1;
     float amax_all = 0.0f;
-    for (int64_t i = 0; i < n_in * n_out; i++) amax_all = fmaxf(amax_all, fabsf(f[i]));
+    for (int64_t i = 0; i < n_in * n_out; i++)
+        amax_all = fmaxf(amax_all, fabsf(f[i]));
     for (int64_t r = 0; r < n_out; r++) {
         float amax = 0.0f;
-        for (int64_t k = 0; k < n_in; k++) amax = fmaxf(amax, fabsf(f[r * n_in + k]));
+        for (int64_t k = 0; k < n_in; k++)
+            amax = fmaxf(amax, fabsf(f[r * n_in + k]));
         float s = (o->per_channel ? amax : amax_all) / 448.0f;
         if (!(s > 0.0f)) s = 1.0f;
         sc[r] = s;
-        for (int64_t k = 0; k < n_in; k++) q[r * n_in + k] = fp4_e4m3fn_encode(f[r * n_in + k] / s);
+        for (int64_t k = 0; k < n_in; k++)
+            q[r * n_in + k] = fp4_e4m3fn_encode(f[r * n_in + k] / s);
     }
     free(f);
     tw_entry *t = &e[(*n)++];
-    *t = (tw_entry){.dtype = FP4_ST_F8_E4M3, .rank = 2, .shape = {n_out, n_in}, .data = q, .owned = q,
+    *t = (tw_entry){.dtype = FP4_ST_F8_E4M3,
+                    .rank = 2,
+                    .shape = {n_out, n_in},
+                    .data = q,
+                    .owned = q,
                     .nbytes = (size_t)(n_in * n_out)};
     snprintf(t->name, sizeof t->name, "%s.weight", mod);
     t = &e[(*n)++];
-    *t = (tw_entry){.dtype = FP4_ST_F32, .rank = o->per_channel, .shape = {n_out}, .data = sc, .owned = sc,
+    *t = (tw_entry){.dtype = FP4_ST_F32,
+                    .rank = o->per_channel,
+                    .shape = {n_out},
+                    .data = sc,
+                    .owned = sc,
                     .nbytes = sizeof(float) * (size_t)(o->per_channel ? n_out : 1)};
     snprintf(t->name, sizeof t->name, "%s.weight_scale", mod);
     if (!o->no_input_scale) {
@@ -72,8 +83,10 @@ static int write_config(const char *plain_dir, const char *dst, const char *qc) 
     snprintf(p, sizeof p, "%s/config.json", plain_dir);
     json_t *cfg = json_load_file(p, 0, NULL), *q = qc ? json_loads(qc, 0, NULL) : NULL;
     if (!cfg || (qc && !q)) return json_decref(cfg), json_decref(q), -1;
-    if (q) json_object_set_new(cfg, "quantization_config", q);
-    else json_object_del(cfg, "quantization_config");
+    if (q)
+        json_object_set_new(cfg, "quantization_config", q);
+    else
+        json_object_del(cfg, "quantization_config");
     snprintf(p, sizeof p, "%s/config.json", dst);
     int rc = json_dump_file(cfg, p, JSON_INDENT(2)) ? -1 : 0;
     json_decref(cfg);
@@ -84,7 +97,8 @@ int fp8tw_write(const char *plain_dir, const char *nv_dir, const char *dst, cons
     fp4_model *plain = NULL;
     fp4_hfdir *src = NULL;
     fp4_error err;
-    if (fp4_model_open(plain_dir, NULL, &plain, &err) || fp4_hfdir_open(nv_dir ? nv_dir : plain_dir, &src, &err))
+    if (fp4_model_open(plain_dir, NULL, &plain, &err) ||
+        fp4_hfdir_open(nv_dir ? nv_dir : plain_dir, &src, &err))
         return fp4_model_close(plain), -1;
     const int64_t n_src = fp4_hfdir_n_tensors(src);
     tw_entry *e = calloc((size_t)n_src * 3 + 3, sizeof *e);
@@ -112,12 +126,14 @@ int fp8tw_write(const char *plain_dir, const char *nv_dir, const char *dst, cons
     if (!rc) rc = fp4_hf_writer_create(dst, 0, &w, &err) ? -1 : 0;
     for (int i = 0; !rc && i < n; i++)
         rc = fp4_hf_writer_add_tensor(w, e[i].name, e[i].dtype, e[i].rank, e[i].shape, &err) ? -1 : 0;
-    for (int i = 0; !rc && i < n; i++) rc = fp4_hf_writer_write(w, e[i].data, e[i].nbytes, &err) ? -1 : 0;
+    for (int i = 0; !rc && i < n; i++)
+        rc = fp4_hf_writer_write(w, e[i].data, e[i].nbytes, &err) ? -1 : 0;
     size_t shards;
     if (!rc) rc = fp4_hf_writer_finish(w, &shards, &err) ? -1 : 0;
     if (rc && w) fprintf(stderr, "fp8tw_write: %s %s\n", err.rule, err.msg);
     fp4_hf_writer_free(w);
-    for (int i = 0; i < n; i++) free(e[i].owned);
+    for (int i = 0; i < n; i++)
+        free(e[i].owned);
     free(e);
     fp4_hfdir_close(src);
     fp4_model_close(plain);
@@ -164,8 +180,8 @@ int fp8tw_mixed_hfq(char *buf, size_t cap, int n_layers, const char *(*algo)(con
             snprintf(mod, sizeof mod, "model.layers.%d.%s", l, proj[p]);
             const char *a = algo(mod, ctx);
             if (!a || k >= cap) continue;
-            k += (size_t)snprintf(buf + k, cap - k, "%s\n  \"%s\": {\"quant_algo\": \"%s\"%s}", first ? "" : ",",
-                                  mod, a, strstr(a, "NVFP4") ? ", \"group_size\": 16" : "");
+            k += (size_t)snprintf(buf + k, cap - k, "%s\n  \"%s\": {\"quant_algo\": \"%s\"%s}",
+                                  first ? "" : ",", mod, a, strstr(a, "NVFP4") ? ", \"group_size\": 16" : "");
             first = 0;
         }
     if (k < cap) k += (size_t)snprintf(buf + k, cap - k, "}}}\n");

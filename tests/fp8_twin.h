@@ -9,11 +9,11 @@
 #include "fp4lane.h"
 
 typedef struct fp8tw_opts {
-    int per_channel;         /* weight_scale [out] instead of []                               */
-    int no_input_scale;      /* leave input_scale out                                         */
+    int per_channel;    /* weight_scale [out] instead of []                               */
+    int no_input_scale; /* leave input_scale out                                         */
     int (*pick)(const char *module, void *ctx); /* which projections become FP8 (NULL: all)   */
     void *ctx;
-    const char *hf_quant_config; /* hf_quant_config.json text, or NULL for none               */
+    const char *hf_quant_config;     /* hf_quant_config.json text, or NULL for none               */
     const char *quantization_config; /* config.json's quantization_config (JSON), or NULL     */
 } fp8tw_opts;
 
@@ -36,8 +36,8 @@ int fp8tw_mixed_hfq(char *buf, size_t cap, int n_layers, const char *(*algo)(con
                     void *ctx);
 
 /* ModelOpt's FP8 hf_quant_config.json (quant_algo FP8, kv_cache_quant_algo FP8, lm_head excluded) */
-#define FP8TW_HFQ_FP8                                                                                     \
-    "{\"producer\": {\"name\": \"modelopt\", \"version\": \"0.31.0\"},\n \"quantization\": "            \
+#define FP8TW_HFQ_FP8                                                                                        \
+    "{\"producer\": {\"name\": \"modelopt\", \"version\": \"0.31.0\"},\n \"quantization\": "                 \
     "{\"quant_algo\": \"FP8\", \"kv_cache_quant_algo\": \"FP8\", \"exclude_modules\": [\"lm_head\"]}}\n"
 
 #endif

@@ -271,7 +271,8 @@ static void test_fp8(const char *bf, const char *nv) {
     fp8tw_opts o = {.hf_quant_config = FP8TW_HFQ_FP8};
     CHECK(fp8tw_write(bf, NULL, f8, &o) == 0);
     o = (fp8tw_opts){.per_channel = 1,
-                     .hf_quant_config = "{\"quantization\": {\"quant_algo\": \"FP8_PER_CHANNEL_PER_TOKEN\"}}"};
+                     .hf_quant_config =
+                         "{\"quantization\": {\"quant_algo\": \"FP8_PER_CHANNEL_PER_TOKEN\"}}"};
     CHECK(fp8tw_write(bf, NULL, f8c, &o) == 0);
     CHECK(fp8tw_mixed_hfq(hfq, sizeof hfq, 2, algo_layer1, NULL) == 0);
     o = (fp8tw_opts){.pick = pick_layer1, .hf_quant_config = hfq};

@@ -94,7 +94,8 @@ static fp4_status dense_run(const fp4_tensor *w, const float *x, int64_t n_cols,
     dense_ctx c = {w, x, n_cols, y, dot, FP4_OK, {0}};
     if (w->type == FP4_TYPE_F8_E4M3FN) {
         if (!w->fp8.row_scale && !(w->fp8.scale > 0.0f)) return FP4_ERR_INVALID_ARG; /* not a weight */
-        for (int b = 0; b < 256; b++) c.lut[b] = fp4_e4m3fn_decode((uint8_t)b); /* NaN bytes: refused by the loader */
+        for (int b = 0; b < 256; b++)
+            c.lut[b] = fp4_e4m3fn_decode((uint8_t)b); /* NaN bytes: refused by the loader */
     }
     fp4_status st = fp4_parallel_rows(rows_of(w), nt, dense_rows, &c);
     return st ? st : c.st;

@@ -149,7 +149,10 @@ static fp4_status layer_algo(const claims *c, const char *name, const char *la, 
     }
     if (!t || t->type != FP4_TYPE_NVFP4_E2M1)
         return CFAIL(c, FP4_ERR_LANE, name, "claims.quant-algo", "%s lists this layer as %s, but %s", c->src,
-                     la, !t ? "it has no weight" : is_fp8(t) ? "its weight is FP8" : "its weight is not NVFP4");
+                     la,
+                     !t          ? "it has no weight"
+                     : is_fp8(t) ? "its weight is FP8"
+                                 : "its weight is not NVFP4");
     const int w4a4 = !strcmp(la, "NVFP4"), has_in = t->nvfp4.input_scale_inv != 0.0f;
     if (w4a4 != has_in) /* per layer: NVFP4 is W4A4 (an input scale), W4A16_NVFP4 has none */
         return CFAIL(c, FP4_ERR_LANE, name, "claims.activations",
@@ -166,7 +169,8 @@ static fp4_status algo(const claims *c, const json_t *q, const char *a, fp4_erro
                          "%s says quant_algo %s, but no tensor is NVFP4", c->src, a);
         if (c->n_fp8) /* FP8 tensors the statement does not claim */
             return CFAIL(c, FP4_ERR_LANE, c->first_fp8_tensor, "claims.quant-algo",
-                         "%s says quant_algo %s, but this weight is FP8 (a mix is MIXED_PRECISION)", c->src, a);
+                         "%s says quant_algo %s, but this weight is FP8 (a mix is MIXED_PRECISION)", c->src,
+                         a);
         return activations(c, !strcmp(a, "NVFP4"), a, err);
     }
     if (f8 >= 0) {
@@ -234,7 +238,8 @@ static fp4_status groups(const claims *c, const json_t *cg, int ct, fp4_error *e
                 const char *f8f = json_string_value(json_object_get(g, "format"));
                 if (f8f && strcmp(f8f, "float-quantized"))
                     return CFAIL(c, FP4_ERR_LANE, NULL, "claims.format",
-                                 "%s: FP8 group %.64s format %.64s is not float-quantized", c->src, gname, f8f);
+                                 "%s: FP8 group %.64s format %.64s is not float-quantized", c->src, gname,
+                                 f8f);
                 fp8_group[ch] = 1;
                 continue;
             }
@@ -292,12 +297,13 @@ static fp4_status quant_object(const claims *c, const json_t *q, int layout_word
                      "%s says quant_method %s, but no tensor is NVFP4 or FP8", c->src, method);
     fp4_status st = FP4_OK;
     if (ja && !json_is_null(ja)) {
-        if (!json_is_string(ja)) return CFAIL(c, FP4_ERR_FORMAT, NULL, "claims.quant-algo",
-                                              "%s: quant_algo is not a string", c->src);
+        if (!json_is_string(ja))
+            return CFAIL(c, FP4_ERR_FORMAT, NULL, "claims.quant-algo", "%s: quant_algo is not a string",
+                         c->src);
         st = algo(c, q, json_string_value(ja), err);
     } else if (ja && (c->n_nv || c->n_fp8)) {
-        st = CFAIL(c, FP4_ERR_LANE, NULL, "claims.quant-algo", "%s says quant_algo null, but the tensors are %s",
-                   c->src, c->n_nv ? "NVFP4" : "FP8");
+        st = CFAIL(c, FP4_ERR_LANE, NULL, "claims.quant-algo",
+                   "%s says quant_algo null, but the tensors are %s", c->src, c->n_nv ? "NVFP4" : "FP8");
     }
     if (!st) st = group_size(c, json_object_get(q, "group_size"), "the", err);
     const char *f = json_string_value(json_object_get(q, "format"));

@@ -105,7 +105,8 @@ fp4_status fp4_read_fp8(const fp4_ckpt *c, fp4_read *out, const char *base, fp4_
     if (per_channel) {
         float *rs = malloc(sizeof(float) * (size_t)n_out + 1);
         if (!rs) return fp4_fail(err, FP4_ERR_NOMEM, c->path, w->name, "alloc", "out of memory");
-        for (int64_t r = 0; r < n_out; r++) rs[r] = scale_at(s, r);
+        for (int64_t r = 0; r < n_out; r++)
+            rs[r] = scale_at(s, r);
         mt->owned = (uint8_t *)rs;
         mt->t.fp8.row_scale = rs;
     }

@@ -155,7 +155,8 @@ fp4_status fp4_read_hf(const fp4_ckpt *c, fp4_read *out, fp4_error *err) {
         const fp4_raw *r = &c->t[i];
         if (!fp4_ends_with(r->name, ".weight_scale")) continue;
         snprintf(base, sizeof base, "%.*s", (int)(strlen(r->name) - 13), r->name);
-        if ((st = fp4_fp8_module(c, base) ? fp4_read_fp8(c, out, base, err) : read_one(c, out, cv, base, r, err)))
+        if ((st = fp4_fp8_module(c, base) ? fp4_read_fp8(c, out, base, err)
+                                          : read_one(c, out, cv, base, r, err)))
             return st;
     }
     for (int64_t i = 0; i < c->n; i++) { /* pass 2: everything else is plain, orphans refused */
