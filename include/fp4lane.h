@@ -678,6 +678,8 @@ FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int6
  * reference). F32/F16/BF16 weights: f32 rows; native mode: f32 dots of eight partial sums;
  * exact mode: f32 products and the pinned 32-lane reduction
  * (src/runtime/pinned.h, the order a warp computes; the CUDA twin matches it bit for bit).
+ * FP8 weights (FP4_TYPE_F8_E4M3FN, fp4_fp8_view): the same dense routes over the E4M3 values, then
+ * one f32 multiply by the row's scale (exact mode: cpu.fp8.dense.pinned; native: cpu.fp8.dense).
  * FP4_ERR_REFUSED_ROUTE, with the route to use instead in the name, when no route serves the keys
  * (e.g. exact A16 needs n_in % 256 == 0). */
 typedef enum fp4_mode { FP4_MODE_EXACT = 0, FP4_MODE_NATIVE = 1 } fp4_mode;
