@@ -300,6 +300,15 @@ static void test_claims(const char *f8, const char *f8c, const char *mx) {
          "{\"quant_method\": \"modelopt\", \"quant_algo\": \"FP8\", \"kv_cache_quant_algo\": \"FP8\", "
          "\"exclude_modules\": [\"lm_head\"]}",
          NULL},
+        /* what ModelOpt's convert_hf_quant_config_format (Model-Optimizer a2fbac7,
+         * modelopt/torch/export/convert_hf_config.py) puts in config.json for quant_algo FP8 */
+        {"config.json as ModelOpt's converter writes FP8",
+         "{\"config_groups\": {\"group_0\": {\"input_activations\": {\"dynamic\": false, \"num_bits\": 8, "
+         "\"type\": \"float\"}, \"weights\": {\"dynamic\": false, \"num_bits\": 8, \"type\": \"float\"}, "
+         "\"targets\": [\"Linear\"]}}, \"ignore\": [\"lm_head\"], \"quant_algo\": \"FP8\", \"kv_cache_scheme\": "
+         "{\"dynamic\": false, \"num_bits\": 8, \"type\": \"float\"}, \"producer\": {\"name\": \"modelopt\", "
+         "\"version\": \"0.37.0\"}, \"quant_method\": \"modelopt\"}",
+         NULL},
         {"compressed-tensors float-quantized, strategy tensor",
          "{\"quant_method\": \"compressed-tensors\", \"format\": \"float-quantized\", \"config_groups\": "
          "{\"group_0\": {\"targets\": [\"Linear\"], \"weights\": {\"num_bits\": 8, \"type\": \"float\", "
@@ -364,6 +373,36 @@ static void test_claims(const char *f8, const char *f8c, const char *mx) {
     CHECK(fp8tw_mixed_hfq(hfq, sizeof hfq, 2, mixed_algo, (void *)none) == 0);
     put(mx, "hf_quant_config.json", hfq);
     fp4_model_close(open_ok("mixed twin restored", mx));
+    /* the same statement as ModelOpt's converter puts it in config.json: one config group per
+     * per-layer algorithm (targets: the layers), quantized_layers kept, quant_method modelopt */
+    json_t *hq = json_loads(hfq, 0, NULL), *ql = json_object_get(json_object_get(hq, "quantization"),
+                                                                  "quantized_layers");
+    json_t *g0 = json_pack("{s:{s:b,s:i,s:s,s:i},s:[]}", "weights", "dynamic", 0, "num_bits", 4, "type", "float",
+                           "group_size", 16, "targets");
+    json_t *g1 = json_pack("{s:{s:b,s:i,s:s},s:{s:b,s:i,s:s},s:[]}", "input_activations", "dynamic", 0,
+                           "num_bits", 8, "type", "float", "weights", "dynamic", 0, "num_bits", 8, "type", "float",
+                           "targets");
+    const char *lname;
+    json_t *lv;
+    json_object_foreach(ql, lname, lv) {
+        const int is8 = !strcmp(json_string_value(json_object_get(lv, "quant_algo")), "FP8");
+        json_array_append_new(json_object_get(is8 ? g1 : g0, "targets"), json_string(lname));
+    }
+    json_t *qc = json_pack("{s:{s:o,s:o},s:O,s:[],s:s,s:{s:b,s:i,s:s},s:{s:s,s:s},s:s}", "config_groups",
+                           "group_0", g0, "group_1", g1, "quantized_layers", ql, "ignore", "quant_algo",
+                           "MIXED_PRECISION", "kv_cache_scheme", "dynamic", 0, "num_bits", 8, "type", "float",
+                           "producer", "name", "modelopt", "version", "0.37.0", "quant_method", "modelopt");
+    snprintf(p, sizeof p, "%s/config.json", mx);
+    cfg0 = cu_slurp(p, NULL);
+    json_t *cfg = json_loads(cfg0, 0, NULL);
+    json_object_set_new(cfg, "quantization_config", qc);
+    CHECK(json_dump_file(cfg, p, JSON_INDENT(2)) == 0);
+    json_decref(cfg), json_decref(hq);
+    put(mx, "hf_quant_config.json", NULL);
+    fp4_model_close(open_ok("mixed twin, config.json as ModelOpt's converter writes it", mx));
+    put(mx, "config.json", cfg0);
+    put(mx, "hf_quant_config.json", hfq);
+    free(cfg0);
 }
 
 /* refusals before any work: CUDA (the route table, before the CUDA library is even looked for),

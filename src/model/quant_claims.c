@@ -210,7 +210,9 @@ static fp4_status algo(const claims *c, const json_t *q, const char *a, fp4_erro
 }
 
 /* config_groups: weights 4-bit float in groups of 16; input_activations present <=> W4A4 */
-static fp4_status groups(const claims *c, const json_t *cg, int ct, fp4_error *err) {
+/* mixed: quant_algo MIXED_PRECISION, whose groups (one per per-layer algorithm, ModelOpt's
+ * convert_hf_config.py) may differ in activations: quantized_layers is checked per layer instead */
+static fp4_status groups(const claims *c, const json_t *cg, int ct, int mixed, fp4_error *err) {
     if (!cg || json_is_null(cg)) return FP4_OK;
     if (!json_is_object(cg)) return CFAIL(c, FP4_ERR_FORMAT, NULL, "claims.weights",
                                           "%s: config_groups is not an object", c->src);
@@ -225,9 +227,9 @@ static fp4_status groups(const claims *c, const json_t *cg, int ct, fp4_error *e
             if (nb && json_integer_value(nb) == 8 && tys && !strcmp(tys, "float")) {
                 /* compressed-tensors FP8 (float-quantized); its input_activations (W8A8) are the
                  * producer's arithmetic: fp4lane runs the weights with f32 activations */
-                const char *sg = json_string_value(json_object_get(wt, "strategy"));
+                const char *sg = json_string_value(json_object_get(wt, "strategy")); /* none: tensor */
                 const int ch = sg && !strcmp(sg, "channel");
-                if (!sg || (!ch && strcmp(sg, "tensor")))
+                if (sg && !ch && strcmp(sg, "tensor"))
                     return CFAIL(c, FP4_ERR_LANE, NULL, "claims.weights",
                                  "%s: group %.64s FP8 weights with strategy %.32s (fp4lane reads tensor and "
                                  "channel FP8, not block-scaled)",
@@ -255,6 +257,7 @@ static fp4_status groups(const claims *c, const json_t *cg, int ct, fp4_error *e
                          "%s: group %.64s format %.64s is not nvfp4-pack-quantized",
                          c->src, gname, f);
         int act = ia && !json_is_null(ia);
+        if (mixed) continue;
         if (any_act >= 0 && act != any_act)
             return CFAIL(c, FP4_ERR_LANE, NULL, "claims.activations",
                          "%s: config groups disagree on input activations", c->src);
@@ -311,7 +314,9 @@ static fp4_status quant_object(const claims *c, const json_t *q, int layout_word
         (strcmp(f, "float-quantized") || c->n_nv))
         st = CFAIL(c, FP4_ERR_LANE, NULL, "claims.format", "%s: format %.64s is not nvfp4-pack-quantized",
                    c->src, f);
-    if (!st) st = groups(c, json_object_get(q, "config_groups"), ct, err);
+    const char *algo_s = json_string_value(ja);
+    if (!st)
+        st = groups(c, json_object_get(q, "config_groups"), ct, algo_s && !strcmp(algo_s, "MIXED_PRECISION"), err);
     if (!st) st = exclude_list(c, json_object_get(q, "exclude_modules"), "exclude_modules", err);
     if (!st) st = exclude_list(c, json_object_get(q, "ignore"), "ignore", err);
     return st;
