@@ -45,7 +45,8 @@ static const char *expect(const char *what, const char *dir, const char *rule, c
     fp4_status st = fp4_model_open(dir, NULL, &m, &e);
     CHECK_MSG(st != FP4_OK && !strcmp(e.rule, rule), "%s: status %d rule '%s' (%s), want '%s'", what, (int)st,
               st ? e.rule : "", st ? e.msg : "", rule);
-    if (tensor) CHECK_MSG(st && !strcmp(e.tensor, tensor), "%s: tensor '%s', want '%s'", what, e.tensor, tensor);
+    if (tensor)
+        CHECK_MSG(st && !strcmp(e.tensor, tensor), "%s: tensor '%s', want '%s'", what, e.tensor, tensor);
     fp4_model_close(m);
     return st ? e.msg : "";
 }
@@ -76,8 +77,9 @@ static void test_accept(const char *f8, const char *f8c, const char *mx) {
         CHECK(!strcmp(fp4_weight_precision_name(FP4_WP_FP8), "fp8"));
         CHECK_EQ_INT(fp4_model_act_precision(m), FP4_AP_A16);
         const fp4_tensor *t = fp4_model_find(m, Q0);
-        CHECK(t && t->type == FP4_TYPE_F8_E4M3FN && t->n_dims == 2 && t->fp8.scale > 0.0f && !t->fp8.row_scale &&
-              t->fp8.input_scale == 0.0125f && t->fp8.n_out == 256 && t->fp8.n_in == 256);
+        CHECK(t && t->type == FP4_TYPE_F8_E4M3FN && t->n_dims == 2 && t->fp8.scale > 0.0f &&
+              !t->fp8.row_scale && t->fp8.input_scale == 0.0125f && t->fp8.n_out == 256 &&
+              t->fp8.n_in == 256);
         CHECK(!fp4_model_find(m, "model.layers.0.self_attn.q_proj.weight_scale"));
         CHECK(fp4_model_find(m, "lm_head.weight")->type == FP4_TYPE_BF16); /* excluded, as published */
         if (t) {
@@ -117,10 +119,12 @@ static void test_project(const char *f8c) {
     if (!m) return;
     const fp4_tensor *t = fp4_model_find(m, D1); /* [256 out, 512 in] */
     const int64_t n_in = t->ne[0], n_out = t->ne[1], nc = 5;
-    float *x = malloc(sizeof(float) * (size_t)(n_in * nc)), *y1 = malloc(sizeof(float) * (size_t)(n_out * nc)),
+    float *x = malloc(sizeof(float) * (size_t)(n_in * nc)),
+          *y1 = malloc(sizeof(float) * (size_t)(n_out * nc)),
           *y2 = malloc(sizeof(float) * (size_t)(n_out * nc)), *row = malloc(sizeof(float) * (size_t)n_in);
     test_rng rg = {7};
-    for (int64_t i = 0; i < n_in * nc; i++) x[i] = rng_normal(&rg);
+    for (int64_t i = 0; i < n_in * nc; i++)
+        x[i] = rng_normal(&rg);
     CHECK_OK(fp4_cpu_project(t, FP4_MODE_EXACT, x, nc, y1, 1));
     for (int th = 2; th <= 3; th++) {
         CHECK_OK(fp4_cpu_project(t, FP4_MODE_EXACT, x, nc, y2, th));
@@ -133,13 +137,16 @@ static void test_project(const char *f8c) {
     CHECK_OK(fp4_cpu_project(t, FP4_MODE_NATIVE, x, nc, y2, 2));
     for (int64_t r = 0; r < n_out; r++) {
         float p[32] = {0};
-        for (int64_t k = 0; k < n_in; k++) p[k % 32] += fp4_e4m3fn_decode(t->data[r * n_in + k]) * x[k];
+        for (int64_t k = 0; k < n_in; k++)
+            p[k % 32] += fp4_e4m3fn_decode(t->data[r * n_in + k]) * x[k];
         for (int off = 16; off >= 1; off >>= 1)
-            for (int l = 0; l < off; l++) p[l] += p[l + off];
+            for (int l = 0; l < off; l++)
+                p[l] += p[l + off];
         oracle_bad += f32_bits(p[0] * t->fp8.row_scale[r]) != f32_bits(y1[r]);
         fp4_tensor_dequant_rows(t, r, r + 1, row);
         double ref = 0, mag = 0;
-        for (int64_t k = 0; k < n_in; k++) ref += (double)row[k] * x[k], mag += fabs((double)row[k] * x[k]);
+        for (int64_t k = 0; k < n_in; k++)
+            ref += (double)row[k] * x[k], mag += fabs((double)row[k] * x[k]);
         worst = fmax(worst, fabs(y2[r] - ref) / (mag > 0 ? mag : 1));
     }
     CHECK_MSG(oracle_bad == 0, "%lld rows differ from the pinned dot x scale", (long long)oracle_bad);
@@ -174,7 +181,8 @@ static void test_values(const char *f8, const char *f8c) {
         fp4_model *m = open_ok("fp8 twin", f8);
         const fp4_tensor *t = NULL;
         const char *stem = cases[i].tensor; /* the original bytes, from the weight or the raw file */
-        if (m && (t = fp4_model_find(m, stem)) && cases[i].is_byte) memcpy(old, t->data + cases[i].at, 1);
+        if (m && (t = fp4_model_find(m, stem)) && cases[i].is_byte)
+            memcpy(old, t->data + cases[i].at, 1);
         else if (m) { /* scales are folded: read them back through the view */
             t = fp4_model_find(m, strstr(stem, "q_proj") ? Q0 : "model.layers.0.mlp.up_proj.weight");
             float v = strstr(stem, "input") ? t->fp8.input_scale : t->fp8.scale;
@@ -213,10 +221,12 @@ static const char *one_file(const char *tag, const ts *t, int n) {
     fp4_hf_writer *w = NULL;
     fp4_error e;
     CHECK_OK(fp4_hf_writer_create(dir, 0, &w, &e));
-    for (int i = 0; i < n; i++) CHECK_OK(fp4_hf_writer_add_tensor(w, t[i].name, t[i].dt, t[i].rank, t[i].shape, &e));
+    for (int i = 0; i < n; i++)
+        CHECK_OK(fp4_hf_writer_add_tensor(w, t[i].name, t[i].dt, t[i].rank, t[i].shape, &e));
     static uint8_t buf[4096];
     memset(buf, 0x3F, sizeof buf); /* E4M3 1.875, BF16 0.746, F32 0.747: every value valid */
-    for (int i = 0; i < n; i++) CHECK_OK(fp4_hf_writer_write(w, buf, t[i].nbytes, &e));
+    for (int i = 0; i < n; i++)
+        CHECK_OK(fp4_hf_writer_write(w, buf, t[i].nbytes, &e));
     size_t shards;
     CHECK_OK(fp4_hf_writer_finish(w, &shards, &e));
     fp4_hf_writer_free(w);
@@ -271,14 +281,16 @@ static void test_claims(const char *f8, const char *f8c, const char *mx) {
     static const struct {
         const char *what, *hfq, *rule;
     } fp8_cases[] = {
-        {"FP8 twin claimed W4A16_NVFP4", "{\"quantization\": {\"quant_algo\": \"W4A16_NVFP4\"}}", "claims.quant-algo"},
+        {"FP8 twin claimed W4A16_NVFP4", "{\"quantization\": {\"quant_algo\": \"W4A16_NVFP4\"}}",
+         "claims.quant-algo"},
         {"FP8 twin claimed per-channel",
          "{\"quantization\": {\"quant_algo\": \"FP8_PER_CHANNEL_PER_TOKEN\"}}", "claims.quant-algo"},
         {"FP8 twin with exclude_modules naming FP8 weights",
-         "{\"quantization\": {\"quant_algo\": \"FP8\", \"exclude_modules\": [\"lm_head\", \"model.layers.*.mlp.*\"]}}",
+         "{\"quantization\": {\"quant_algo\": \"FP8\", \"exclude_modules\": [\"lm_head\", "
+         "\"model.layers.*.mlp.*\"]}}",
          "claims.exclude"},
-        {"FP8 twin claimed W8A8_SQ_PER_CHANNEL", "{\"quantization\": {\"quant_algo\": \"W8A8_SQ_PER_CHANNEL\"}}",
-         "claims.quant-algo"},
+        {"FP8 twin claimed W8A8_SQ_PER_CHANNEL",
+         "{\"quantization\": {\"quant_algo\": \"W8A8_SQ_PER_CHANNEL\"}}", "claims.quant-algo"},
     };
     for (size_t i = 0; i < sizeof fp8_cases / sizeof fp8_cases[0]; i++) {
         put(f8, "hf_quant_config.json", fp8_cases[i].hfq);
@@ -305,7 +317,8 @@ static void test_claims(const char *f8, const char *f8c, const char *mx) {
         {"config.json as ModelOpt's converter writes FP8",
          "{\"config_groups\": {\"group_0\": {\"input_activations\": {\"dynamic\": false, \"num_bits\": 8, "
          "\"type\": \"float\"}, \"weights\": {\"dynamic\": false, \"num_bits\": 8, \"type\": \"float\"}, "
-         "\"targets\": [\"Linear\"]}}, \"ignore\": [\"lm_head\"], \"quant_algo\": \"FP8\", \"kv_cache_scheme\": "
+         "\"targets\": [\"Linear\"]}}, \"ignore\": [\"lm_head\"], \"quant_algo\": \"FP8\", "
+         "\"kv_cache_scheme\": "
          "{\"dynamic\": false, \"num_bits\": 8, \"type\": \"float\"}, \"producer\": {\"name\": \"modelopt\", "
          "\"version\": \"0.37.0\"}, \"quant_method\": \"modelopt\"}",
          NULL},
@@ -338,8 +351,10 @@ static void test_claims(const char *f8, const char *f8c, const char *mx) {
         json_object_set_new(cfg, "quantization_config", json_loads(qc_cases[i].qc, 0, NULL));
         CHECK(json_dump_file(cfg, p, JSON_INDENT(2)) == 0);
         json_decref(cfg);
-        if (qc_cases[i].rule) expect(qc_cases[i].what, f8, qc_cases[i].rule, NULL);
-        else fp4_model_close(open_ok(qc_cases[i].what, f8));
+        if (qc_cases[i].rule)
+            expect(qc_cases[i].what, f8, qc_cases[i].rule, NULL);
+        else
+            fp4_model_close(open_ok(qc_cases[i].what, f8));
     }
     put(f8, "config.json", cfg0);
     put(f8, "hf_quant_config.json", FP8TW_HFQ_FP8);
@@ -348,8 +363,8 @@ static void test_claims(const char *f8, const char *f8c, const char *mx) {
     static const struct {
         const char *what, *module, *algo, *rule, *tensor;
     } mx_cases[] = {
-        {"an FP8 layer listed as W4A16_NVFP4", "model.layers.1.mlp.down_proj", "W4A16_NVFP4", "claims.quant-algo",
-         "model.layers.1.mlp.down_proj"},
+        {"an FP8 layer listed as W4A16_NVFP4", "model.layers.1.mlp.down_proj", "W4A16_NVFP4",
+         "claims.quant-algo", "model.layers.1.mlp.down_proj"},
         {"an NVFP4 layer listed as FP8", "model.layers.0.mlp.up_proj", "FP8", "claims.quant-algo",
          "model.layers.0.mlp.up_proj"},
         {"an FP8 layer listed as FP8_PER_CHANNEL_PER_TOKEN", "model.layers.1.self_attn.q_proj",
@@ -365,8 +380,10 @@ static void test_claims(const char *f8, const char *f8c, const char *mx) {
         put(mx, "hf_quant_config.json", hfq);
         expect(mx_cases[i].what, mx, mx_cases[i].rule, mx_cases[i].tensor);
     }
-    put(mx, "hf_quant_config.json", "{\"quantization\": {\"quant_algo\": \"W4A16_NVFP4\", \"group_size\": 16}}");
-    expect("mixed tensors claimed W4A16_NVFP4", mx, "claims.quant-algo", "model.layers.1.mlp.down_proj.weight");
+    put(mx, "hf_quant_config.json",
+        "{\"quantization\": {\"quant_algo\": \"W4A16_NVFP4\", \"group_size\": 16}}");
+    expect("mixed tensors claimed W4A16_NVFP4", mx, "claims.quant-algo",
+           "model.layers.1.mlp.down_proj.weight");
     put(mx, "hf_quant_config.json", "{\"quantization\": {\"quant_algo\": \"FP8\"}}");
     expect("mixed tensors claimed FP8", mx, "hf.quant-algo", NULL);
     const char *none[2] = {NULL, NULL};
@@ -375,13 +392,13 @@ static void test_claims(const char *f8, const char *f8c, const char *mx) {
     fp4_model_close(open_ok("mixed twin restored", mx));
     /* the same statement as ModelOpt's converter puts it in config.json: one config group per
      * per-layer algorithm (targets: the layers), quantized_layers kept, quant_method modelopt */
-    json_t *hq = json_loads(hfq, 0, NULL), *ql = json_object_get(json_object_get(hq, "quantization"),
-                                                                  "quantized_layers");
-    json_t *g0 = json_pack("{s:{s:b,s:i,s:s,s:i},s:[]}", "weights", "dynamic", 0, "num_bits", 4, "type", "float",
-                           "group_size", 16, "targets");
-    json_t *g1 = json_pack("{s:{s:b,s:i,s:s},s:{s:b,s:i,s:s},s:[]}", "input_activations", "dynamic", 0,
-                           "num_bits", 8, "type", "float", "weights", "dynamic", 0, "num_bits", 8, "type", "float",
-                           "targets");
+    json_t *hq = json_loads(hfq, 0, NULL),
+           *ql = json_object_get(json_object_get(hq, "quantization"), "quantized_layers");
+    json_t *g0 = json_pack("{s:{s:b,s:i,s:s,s:i},s:[]}", "weights", "dynamic", 0, "num_bits", 4, "type",
+                           "float", "group_size", 16, "targets");
+    json_t *g1 =
+        json_pack("{s:{s:b,s:i,s:s},s:{s:b,s:i,s:s},s:[]}", "input_activations", "dynamic", 0, "num_bits", 8,
+                  "type", "float", "weights", "dynamic", 0, "num_bits", 8, "type", "float", "targets");
     const char *lname;
     json_t *lv;
     json_object_foreach(ql, lname, lv) {
@@ -415,12 +432,15 @@ static void test_refusals(const char *f8, const char *mx) {
         fp4_rt *rt = NULL;
         fp4_error e;
         for (int mode = 0; mode < 2; mode++) {
-            fp4_rt_opts o = {.mode = (fp4_mode)mode, .device = FP4_DEVICE_CUDA,
+            fp4_rt_opts o = {.mode = (fp4_mode)mode,
+                             .device = FP4_DEVICE_CUDA,
                              .cuda_lib = "/nonexistent/libfp4lane_cuda.so"};
-            CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.refused") &&
-                  cu_has(e.msg, "--device cpu") && cu_has(e.msg, "FP8") && rt == NULL);
+            CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_REFUSED_ROUTE &&
+                  !strcmp(e.rule, "route.refused") && cu_has(e.msg, "--device cpu") && cu_has(e.msg, "FP8") &&
+                  rt == NULL);
         }
-        if (i == 1) CHECK(!strcmp(e.tensor, "model.layers.1.mlp.down_proj.weight") || cu_has(e.tensor, "layers.1."));
+        if (i == 1)
+            CHECK(!strcmp(e.tensor, "model.layers.1.mlp.down_proj.weight")); /* the first FP8 weight by name */
         char out[700];
         snprintf(out, sizeof out, "%s/converted-%d", tmp, i);
         fp4_write_opts wo = {.layout = FP4_LAYOUT_CT};
@@ -428,7 +448,8 @@ static void test_refusals(const char *f8, const char *mx) {
         struct stat sb;
         CHECK(stat(out, &sb) != 0);
         fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
-        CHECK(fp4_quantize_checkpoint(dirs[i], out, &qo, &e) != FP4_OK && !strcmp(e.rule, "quantize.already"));
+        CHECK(fp4_quantize_checkpoint(dirs[i], out, &qo, &e) != FP4_OK &&
+              !strcmp(e.rule, "quantize.already"));
         fp4_model_close(m);
     }
     fp4_route_key k = {FP4_LANE_FP8, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CPU, 0};
@@ -483,7 +504,8 @@ int main(void) {
     snprintf(mx, sizeof mx, "%s/mixed", tmp);
     fp8tw_opts o = {.hf_quant_config = FP8TW_HFQ_FP8};
     CHECK(fp8tw_write(PLAIN, NULL, f8, &o) == 0);
-    o = (fp8tw_opts){.per_channel = 1, .no_input_scale = 1,
+    o = (fp8tw_opts){.per_channel = 1,
+                     .no_input_scale = 1,
                      .hf_quant_config = "{\"quantization\": {\"quant_algo\": \"FP8_PER_CHANNEL_PER_TOKEN\", "
                                         "\"exclude_modules\": [\"lm_head\"]}}"};
     CHECK(fp8tw_write(PLAIN, NULL, f8c, &o) == 0);

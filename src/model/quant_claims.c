@@ -316,7 +316,8 @@ static fp4_status quant_object(const claims *c, const json_t *q, int layout_word
                    c->src, f);
     const char *algo_s = json_string_value(ja);
     if (!st)
-        st = groups(c, json_object_get(q, "config_groups"), ct, algo_s && !strcmp(algo_s, "MIXED_PRECISION"), err);
+        st = groups(c, json_object_get(q, "config_groups"), ct, algo_s && !strcmp(algo_s, "MIXED_PRECISION"),
+                    err);
     if (!st) st = exclude_list(c, json_object_get(q, "exclude_modules"), "exclude_modules", err);
     if (!st) st = exclude_list(c, json_object_get(q, "ignore"), "ignore", err);
     return st;
