@@ -439,8 +439,8 @@ static void test_refusals(const char *f8, const char *mx) {
                   !strcmp(e.rule, "route.refused") && cu_has(e.msg, "--device cpu") && cu_has(e.msg, "FP8") &&
                   rt == NULL);
         }
-        if (i == 1)
-            CHECK(!strcmp(e.tensor, "model.layers.1.mlp.down_proj.weight")); /* the first FP8 weight by name */
+        if (i == 1) /* the first FP8 weight by name */
+            CHECK(!strcmp(e.tensor, "model.layers.1.mlp.down_proj.weight")));
         char out[700];
         snprintf(out, sizeof out, "%s/converted-%d", tmp, i);
         fp4_write_opts wo = {.layout = FP4_LAYOUT_CT};
