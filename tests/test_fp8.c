@@ -440,7 +440,7 @@ static void test_refusals(const char *f8, const char *mx) {
                   rt == NULL);
         }
         if (i == 1) /* the first FP8 weight by name */
-            CHECK(!strcmp(e.tensor, "model.layers.1.mlp.down_proj.weight")));
+            CHECK(!strcmp(e.tensor, "model.layers.1.mlp.down_proj.weight"));
         char out[700];
         snprintf(out, sizeof out, "%s/converted-%d", tmp, i);
         fp4_write_opts wo = {.layout = FP4_LAYOUT_CT};
