@@ -128,6 +128,20 @@ int main(void) {
              NULL);
     CHECK_OK(open_rule(d, rule, sizeof rule));
     CHECK(SAME_LOGITS(d));
+    /* what ModelOpt's exporter writes today (Model-Optimizer a2fbac7, unified_export_hf.py
+     * _write_hf_export_config): hf_quant_config.json, and config.json's quantization_config in the
+     * form convert_hf_quant_config_format gives it */
+    snprintf(hfq, sizeof hfq, HFQ_FP4, "W4A16_NVFP4");
+    d = twin("config-qc-exporter",
+             "{\"config_groups\": {\"group_0\": {\"weights\": {\"dynamic\": false, \"num_bits\": 4, "
+             "\"type\": \"float\", \"group_size\": 16}, \"targets\": [\"Linear\"]}}, "
+             "\"ignore\": [\"lm_head\"], "
+             "\"quant_algo\": \"W4A16_NVFP4\", \"kv_cache_scheme\": {\"dynamic\": false, \"num_bits\": 8, "
+             "\"type\": \"float\"}, \"producer\": {\"name\": \"modelopt\", \"version\": \"0.23.0\"}, "
+             "\"quant_method\": \"modelopt\"}",
+             hfq);
+    CHECK_OK(open_rule(d, rule, sizeof rule));
+    CHECK(SAME_LOGITS(d));
     d = twin("config-qc-bad", "{\"quant_method\": \"modelopt\", \"quant_algo\": \"W4A16_NVFP4\", "
                               "\"group_size\": 32}", NULL);
     CHECK(open_rule(d, rule, sizeof rule) != FP4_OK);
