@@ -47,8 +47,9 @@
  *                widened to f32 (exact), x_c, n_in), scale_r): the dense.pinned dot, then one
  *                pinned multiply by the tensor's (or row's) scale. A CUDA twin would widen E4M3 to
  *                bf16 at upload (exact: 3 mantissa bits, exponents 2^-9..2^8), run bf16.dense.pinned
- *                and apply the same fp4p_mul; none is qualified yet, so FP8 on CUDA is refused at
- *                startup (docs/ROUTES.md)
+ *                and apply the same fp4p_mul: src/cuda/fp8.cu does exactly that (routes
+ *                fp8.dense.pinned / fp8.dense, tests/gpu/test_gpu_fp8.cu); until that test has
+ *                run on a GPU the route table refuses FP8 on CUDA at startup (docs/ROUTES.md)
  *   Q4_K/Q6_K  -> CPU only (ggml's Q8_K dot); refused on CUDA in exact mode (docs/ROUTES.md)
  * Native mode: any kernel of the device's table; no bit contract (held to tolerances in tests).
  * ================================================================================================
