@@ -171,8 +171,8 @@ class Model(_Owned):
         """The tensor as numpy: dequantized float32 (shape (..., n_out, n_in)) by default; raw=True:
         an NVFP4 weight as {"payload": uint8 (n_out, n_in/2), "scales": uint8 (n_out, n_in/16),
         "scale2": float, "input_scale_inv": float}, an FP8 weight as {"weight": uint8 (n_out, n_in),
-        "scale": float or float32 (n_out,), "input_scale": float}, any other tensor as its element type (BF16 as
-        uint16 bits; block types as uint8 bytes). Arrays are copies: they outlive the model."""
+        "scale": float or float32 (n_out,), "input_scale": float}, any other tensor as its element type
+        (BF16 as uint16 bits; block types as uint8 bytes). Arrays are copies: they outlive the model."""
         t = self._tensor(name)
         shape = tuple(t.ne[i] for i in reversed(range(t.n_dims)))
         if raw:

@@ -94,7 +94,8 @@ class Binding(unittest.TestCase):
         w = rng.integers(0, 256, size=(4, 32), dtype=np.uint8)
         w[(w & 0x7F) == 0x7F] ^= 1  # no NaN bytes
         scale = np.array(0.0123, dtype=np.float32)
-        blobs = [("m.weight", "F8_E4M3", [4, 32], w.tobytes()), ("m.weight_scale", "F32", [], scale.tobytes())]
+        blobs = [("m.weight", "F8_E4M3", [4, 32], w.tobytes()),
+                 ("m.weight_scale", "F32", [], scale.tobytes())]
         header, off = {}, 0
         for name, dt, shape, data in blobs:
             header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
