@@ -484,7 +484,8 @@ static void test_cli(const char *f8) {
     snprintf(bin, sizeof bin, "%s/fp4lane", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
     char *out = NULL, *err = NULL;
     snprintf(args, sizeof args, "validate %s", f8);
-    CHECK(cu_run(bin, tmp, NULL, args, &out, &err) == 0 && cu_has(out, "weights fp8") && cu_has(out, "14 FP8"));
+    CHECK(cu_run(bin, tmp, NULL, args, &out, &err) == 0 && cu_has(out, "weights fp8") &&
+          cu_has(out, "14 FP8"));
     snprintf(args, sizeof args, "inspect %s", f8);
     CHECK(cu_run(bin, tmp, NULL, args, &out, &err) == 0 && cu_has(out, "fp8") && cu_has(out, "f8_e4m3fn"));
     snprintf(args, sizeof args, "run %s --prompt-ids 1,17,300 -n 4 --mode exact --threads 2", f8);
