@@ -58,7 +58,7 @@ static int fp8_trio(const fp4_tensor *w, const fp8tw_opts *o, const char *mod, t
                     .data = q,
                     .owned = q,
                     .nbytes = (size_t)(n_in * n_out)};
-    snprintf(t->name, sizeof t->name, "%s.weight", mod);
+    snprintf(t->name, sizeof t->name, "%.256s.weight", mod);
     t = &e[(*n)++];
     *t = (tw_entry){.dtype = FP4_ST_F32,
                     .rank = o->per_channel,
@@ -66,14 +66,14 @@ static int fp8_trio(const fp4_tensor *w, const fp8tw_opts *o, const char *mod, t
                     .data = sc,
                     .owned = sc,
                     .nbytes = sizeof(float) * (size_t)(o->per_channel ? n_out : 1)};
-    snprintf(t->name, sizeof t->name, "%s.weight_scale", mod);
+    snprintf(t->name, sizeof t->name, "%.256s.weight_scale", mod);
     if (!o->no_input_scale) {
         float *in = malloc(sizeof(float));
         if (!in) return -1;
         *in = 0.0125f; /* a static activation scale as ModelOpt stores it: checked, not applied */
         t = &e[(*n)++];
         *t = (tw_entry){.dtype = FP4_ST_F32, .rank = 0, .data = in, .owned = in, .nbytes = 4};
-        snprintf(t->name, sizeof t->name, "%s.input_scale", mod);
+        snprintf(t->name, sizeof t->name, "%.256s.input_scale", mod);
     }
     return 0;
 }
