@@ -8,6 +8,10 @@
 
 #include "fp4lane.h"
 
+#ifdef __cplusplus
+extern "C" { /* also linked into the GPU runtime test (C++) */
+#endif
+
 typedef struct fp8tw_opts {
     int per_channel;    /* weight_scale [out] instead of []                               */
     int no_input_scale; /* leave input_scale out                                         */
@@ -39,5 +43,9 @@ int fp8tw_mixed_hfq(char *buf, size_t cap, int n_layers, const char *(*algo)(con
 #define FP8TW_HFQ_FP8                                                                                        \
     "{\"producer\": {\"name\": \"modelopt\", \"version\": \"0.31.0\"},\n \"quantization\": "                 \
     "{\"quant_algo\": \"FP8\", \"kv_cache_quant_algo\": \"FP8\", \"exclude_modules\": [\"lm_head\"]}}\n"
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
