@@ -187,11 +187,15 @@ GPU_RT_TEST = $(if $(wildcard /usr/include/jansson.h),$(BUILD)/tests/gpu/test_gp
 $(BUILD)/tests/gpu/rt_data.o: tests/rt_data.c tests/rt_data.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
+$(BUILD)/tests/gpu/fp8_twin.o: tests/fp8_twin.c tests/fp8_twin.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
 $(BUILD)/tests/gpu/test_gpu_runtime: tests/gpu/test_gpu_runtime.cu $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
+                                     $(BUILD)/tests/gpu/fp8_twin.o \
                                      $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane_cuda.so $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o $(BUILD)/libfp4lane.a \
-	  $(LDLIBS)
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
+	  $(BUILD)/tests/gpu/fp8_twin.o $(BUILD)/libfp4lane.a $(LDLIBS)
 # fp4lane_cuda.h compiles alone as C11 and C++; the fp4_cuda_ functions defined in the library
 # are exactly the FP4_API ones it declares (internals are fp4_cu_*, hidden).
 cuda: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_cuda.so $(GPU_TEST_BIN) $(GPU_RT_TEST)

@@ -122,7 +122,7 @@ typedef enum fp4_type {
     FP4_TYPE_BF16 = 30,
     FP4_TYPE_GGML_NVFP4 = 40,     /* ggml: 36-byte blocks of 64 values (see §7)               */
     FP4_TYPE_NVFP4_E2M1 = 1024,   /* fp4lane: packed E2M1 payload, 2 values per byte          */
-    FP4_TYPE_F8_E4M3FN = 1025,    /* fp4lane: E4M3FN block scales, 1 per byte                 */
+    FP4_TYPE_F8_E4M3FN = 1025,    /* fp4lane: E4M3FN block scales, 1 per byte; FP8 weights    */
     FP4_TYPE_U8 = 1026            /* fp4lane: raw bytes (safetensors U8)                      */
 } fp4_type;
 
@@ -591,12 +591,32 @@ FP4_API const char *fp4_layout_name(fp4_layout l);   /* "none", "gguf", "gguf-gg
 FP4_API fp4_status fp4_layout_from_name(const char *name, fp4_layout *out);
 
 /* Lane metadata (SPEC §7): fp4lane.weight_precision / fp4lane.activation_precision. */
+/* FP4_WP_FP8: FP8 E4M3 weights with per-tensor (or per-channel) f32 scales and no NVFP4 tensor;
+ * a checkpoint that mixes NVFP4 and FP8 layers is FP4_WP_NVFP4 (its FP8 tensors run on their own
+ * route, see fp4_fp8_view). */
 typedef enum fp4_weight_precision {
-    FP4_WP_NVFP4 = 0, FP4_WP_Q4_K = 1, FP4_WP_F16 = 2, FP4_WP_BF16 = 3, FP4_WP_F32 = 4, FP4_WP_COUNT_ = 5
+    FP4_WP_NVFP4 = 0, FP4_WP_Q4_K = 1, FP4_WP_F16 = 2, FP4_WP_BF16 = 3, FP4_WP_F32 = 4, FP4_WP_FP8 = 5,
+    FP4_WP_COUNT_ = 6
 } fp4_weight_precision;
 typedef enum fp4_act_precision { FP4_AP_A16 = 0, FP4_AP_NVFP4 = 1, FP4_AP_COUNT_ = 2 } fp4_act_precision;
 FP4_API const char *fp4_weight_precision_name(fp4_weight_precision p);
 FP4_API const char *fp4_act_precision_name(fp4_act_precision p);
+
+/* An FP8 weight (ModelOpt quant_algo FP8, or a MIXED_PRECISION layer "FP8"): the tensor's type is
+ * FP4_TYPE_F8_E4M3FN, its data n_out x n_in E4M3FN bytes (never 0x7F/0xFF), and its weight_scale
+ * one f32 per tensor or one per output row (per-channel), each finite, positive and normal:
+ *   dequantized w[r][k] = e4m3fn(byte[r][k]) * scale_r            (one f32 multiply)
+ * Projections do not dequantize: every E4M3 value is exact in f32 (and in bf16), so exact mode
+ * computes y[r] = fp4p_mul(fp4p_dot(e4m3fn(row r), x), scale_r) — the pinned dense dot of
+ * src/runtime/pinned.h, then one pinned f32 multiply by the row's scale. Activations stay f32
+ * (weight-only): a producer's input_scale (its static FP8 activation scale, W8A8) is checked
+ * and kept here, never applied. */
+typedef struct fp4_fp8_view {
+    float scale;               /* per-tensor weight_scale; 0 when per-channel                     */
+    const float *row_scale;    /* per-channel: n_out scales (owned by the model), else NULL       */
+    float input_scale;         /* the file's input_scale, 0 when absent; not used (weight-only)   */
+    int64_t n_out, n_in;
+} fp4_fp8_view;
 
 /* One logical tensor of a loaded checkpoint. An NVFP4 weight is one logical tensor (its
  * companions folded in); everything else is a plain tensor in the file's bytes. Dims are in
@@ -610,6 +630,7 @@ typedef struct fp4_tensor {
     uint64_t nbytes;
     fp4_nvfp4_view nvfp4;      /* NVFP4: payload/scales in canonical rows, scale2, input inv */
     int st_dtype;              /* the safetensors dtype when the source was safetensors, else -1 */
+    fp4_fp8_view fp8;          /* FP8 weights (type FP4_TYPE_F8_E4M3FN): their scales; else 0s  */
 } fp4_tensor;
 
 typedef struct fp4_model fp4_model;
@@ -657,6 +678,8 @@ FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int6
  * reference). F32/F16/BF16 weights: f32 rows; native mode: f32 dots of eight partial sums;
  * exact mode: f32 products and the pinned 32-lane reduction
  * (src/runtime/pinned.h, the order a warp computes; the CUDA twin matches it bit for bit).
+ * FP8 weights (FP4_TYPE_F8_E4M3FN, fp4_fp8_view): the same dense routes over the E4M3 values, then
+ * one f32 multiply by the row's scale (exact mode: cpu.fp8.dense.pinned; native: cpu.fp8.dense).
  * FP4_ERR_REFUSED_ROUTE, with the route to use instead in the name, when no route serves the keys
  * (e.g. exact A16 needs n_in % 256 == 0). */
 typedef enum fp4_mode { FP4_MODE_EXACT = 0, FP4_MODE_NATIVE = 1 } fp4_mode;

@@ -54,7 +54,8 @@ FP4_API fp4_status fp4_cuda_init(int device, fp4_cuda_device_info *info);
  * one by hand over its own device memory (d_arena = NULL) if it keeps the layout below. */
 typedef struct fp4_cuda_tensor {
     int64_t type;              /* FP4_TYPE_NVFP4_E2M1 (payload + E4M3FN scales), FP4_TYPE_F16,
-                                  FP4_TYPE_BF16, FP4_TYPE_Q4_K or FP4_TYPE_Q6_K                 */
+                                  FP4_TYPE_BF16, FP4_TYPE_Q4_K, FP4_TYPE_Q6_K, or
+                                  FP4_TYPE_F8_E4M3FN (FP8: see fp4_cuda_tensor_upload_fp8)       */
     int64_t n_out, n_in;       /* rows, values per row                                           */
     int64_t k_pad;             /* NVFP4: n_in rounded up to 256; the padding holds code 0 and
                                   scale byte 0x00 (value 0), so every kernel may read whole
@@ -78,6 +79,11 @@ FP4_API fp4_status fp4_cuda_tensor_upload_nvfp4(const fp4_nvfp4_view *w, fp4_cud
  * n_in % 256 == 0). */
 FP4_API fp4_status fp4_cuda_tensor_upload(int64_t type, const void *host_data, int64_t n_out, int64_t n_in,
                                           fp4_cuda_tensor *out);
+/* Upload an FP8 weight (type FP4_TYPE_F8_E4M3FN with its fp4_fp8_view, as the loader gives it;
+ * n_in % 8 == 0): type FP4_TYPE_F8_E4M3FN, d_payload (n_out, n_in) bf16 values widened exactly
+ * from the E4M3FN bytes, d_scales n_out f32 row scales (the per-tensor scale repeated),
+ * scale2 = the per-tensor scale (0 when per-channel). NaN bytes and bad scales are refused. */
+FP4_API fp4_status fp4_cuda_tensor_upload_fp8(const fp4_tensor *w, fp4_cuda_tensor *out);
 FP4_API void fp4_cuda_tensor_free(fp4_cuda_tensor *t);   /* NULL and borrowed tensors are fine */
 
 /* ---- scratch --------------------------------------------------------------------------------- */

@@ -93,7 +93,8 @@ typedef enum fp4_rt_lane {
     FP4_LANE_NVFP4 = 0,  /* NVFP4 weights, A16 or W4A4 (act below)                           */
     FP4_LANE_KQUANT = 1, /* Q4_K/Q6_K control lane                                          */
     FP4_LANE_DENSE = 2,  /* F16/BF16/F32 reference lane                                     */
-    FP4_LANE_COUNT_ = 3
+    FP4_LANE_FP8 = 3,    /* FP8 E4M3 weights with f32 scales, weight-only (fp4_fp8_view)    */
+    FP4_LANE_COUNT_ = 4
 } fp4_rt_lane;
 
 typedef struct fp4_route_key {

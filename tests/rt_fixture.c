@@ -195,6 +195,15 @@ static void oracle_project(const fp4_tensor *w, const float *x, float *y) {
                        ? fp4_q4_K_dot_q8_K((const fp4_block_q4_K *)(const void *)(w->data + r * rb), q, n_in)
                        : fp4_q6_K_dot_q8_K((const fp4_block_q6_K *)(const void *)(w->data + r * rb), q, n_in);
         free(q);
+    } else if (w->type == FP4_TYPE_F8_E4M3FN) {
+        /* FP8 (fp4_fp8_view): the warp-order dot over the E4M3 values, then the row's scale */
+        float *row = malloc(sizeof(float) * (size_t)n_in);
+        for (int64_t r = 0; r < n_out; r++) {
+            for (int64_t k = 0; k < n_in; k++)
+                row[k] = fp4_e4m3fn_decode(w->data[r * n_in + k]);
+            y[r] = warp_dot(row, x, n_in) * (w->fp8.row_scale ? w->fp8.row_scale[r] : w->fp8.scale);
+        }
+        free(row);
     } else {
         float *row = malloc(sizeof(float) * (size_t)n_in);
         for (int64_t r = 0; r < n_out; r++) {

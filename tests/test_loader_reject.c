@@ -442,10 +442,12 @@ static void st_cases(void) {
     }
     float four[NO] = {1, 1, 1, 1};
     {
-        tspec t[] = {{"f.weight_scale", FP4_ST_F32, 1, {NO}, four, sizeof four},
+        /* per-tensor and per-channel FP8 load (tests/test_fp8.c); a 2-D grid of scales is
+         * block-scaled FP8, which is refused by name */
+        tspec t[] = {{"f.weight_scale", FP4_ST_F32, 2, {2, 2}, four, sizeof four},
                      {"f.weight", FP4_ST_F8_E4M3, 2, {NO, 2}, scales, 8}};
         write_st(ST_DIR(), t, 2, NULL);
-        expect("FP8 per-channel checkpoint", dir, "hf.fp8", "f.weight_scale");
+        expect("FP8 block-scaled checkpoint", dir, "hf.fp8", "f.weight_scale");
     }
     memcpy(bad_scales, scales, sizeof scales);
     bad_scales[5] = 0xFF;

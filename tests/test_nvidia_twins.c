@@ -128,6 +128,20 @@ int main(void) {
              NULL);
     CHECK_OK(open_rule(d, rule, sizeof rule));
     CHECK(SAME_LOGITS(d));
+    /* what ModelOpt's exporter writes today (Model-Optimizer a2fbac7, unified_export_hf.py
+     * _write_hf_export_config): hf_quant_config.json, and config.json's quantization_config in the
+     * form convert_hf_quant_config_format gives it */
+    snprintf(hfq, sizeof hfq, HFQ_FP4, "W4A16_NVFP4");
+    d = twin("config-qc-exporter",
+             "{\"config_groups\": {\"group_0\": {\"weights\": {\"dynamic\": false, \"num_bits\": 4, "
+             "\"type\": \"float\", \"group_size\": 16}, \"targets\": [\"Linear\"]}}, "
+             "\"ignore\": [\"lm_head\"], "
+             "\"quant_algo\": \"W4A16_NVFP4\", \"kv_cache_scheme\": {\"dynamic\": false, \"num_bits\": 8, "
+             "\"type\": \"float\"}, \"producer\": {\"name\": \"modelopt\", \"version\": \"0.23.0\"}, "
+             "\"quant_method\": \"modelopt\"}",
+             hfq);
+    CHECK_OK(open_rule(d, rule, sizeof rule));
+    CHECK(SAME_LOGITS(d));
     d = twin("config-qc-bad", "{\"quant_method\": \"modelopt\", \"quant_algo\": \"W4A16_NVFP4\", "
                               "\"group_size\": 32}", NULL);
     CHECK(open_rule(d, rule, sizeof rule) != FP4_OK);
@@ -141,12 +155,12 @@ int main(void) {
         int k = snprintf(hfq, sizeof hfq,
                          "{\"producer\": {\"name\": \"modelopt\", \"version\": \"0.31.0\"},\n "
                          "\"quantization\": {\"quant_algo\": \"MIXED_PRECISION\", \"kv_cache_quant_algo\": "
-                         "\"FP8\", \"exclude_modules\": [\"lm_head\", \"model.embed_tokens\"], "
-                         "\"quantized_layers\": {");
+                         "\"FP8\", \"quantized_layers\": {"); /* no exclude_modules: the exporter writes
+                                                                * none for MIXED_PRECISION */
         for (int l = 0; l < 2; l++)
             for (int p = 0; p < 7; p++) {
                 const char *a = "W4A16_NVFP4";
-                if (l == 1 && p == 6 && variant == 1) a = "FP8";   /* an FP8 layer */
+                if (l == 1 && p == 6 && variant == 1) a = "FP8";   /* FP8, but the weight is NVFP4 */
                 if (l == 1 && p == 6 && variant == 2) a = "NVFP4"; /* W4A4 without input scales */
                 k += snprintf(hfq + k, sizeof hfq - (size_t)k,
                               "%s\n  \"model.layers.%d.%s\": {\"quant_algo\": \"%s\"%s}", l || p ? "," : "",
@@ -165,7 +179,7 @@ int main(void) {
             CHECK_MSG(st == FP4_ERR_LANE && !strcmp(rule, want), "variant %d: %s", variant, rule);
         }
     }
-    { /* the FP8 refusal says so */
+    { /* the refusal names the layer and says FP8 (FP8 layers that are FP8 run: tests/test_fp8.c) */
         fp4_model *m = NULL;
         fp4_error e;
         snprintf(qc, sizeof qc, "%s/mixed-1", tmp);

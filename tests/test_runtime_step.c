@@ -6,6 +6,7 @@
  *     a batch of other sequences that join and leave — the same bits;
  *   - both modes agree with a double-precision reference within stated tolerances. */
 #include "check.h"
+#include "fp8_twin.h"
 #include "rt_data.h"
 #include "rt_fixture.h"
 #include <math.h>
@@ -249,6 +250,45 @@ static void test_layouts(const char *src, const char *what) {
     fp4_model_close(m);
 }
 
+/* the mixed twin: layer 1 FP8, layer 0 NVFP4 (W4A16) */
+static int pick_layer1(const char *module, void *ctx) {
+    (void)ctx;
+    return strstr(module, "layers.1.") != NULL;
+}
+static const char *algo_layer1(const char *module, void *ctx) {
+    return pick_layer1(module, ctx) ? "FP8" : "W4A16_NVFP4";
+}
+
+/* FP8 weights (ModelOpt quant_algo FP8: E4M3 + per-tensor weight_scale; FP8_PER_CHANNEL_PER_TOKEN:
+ * per-row scales) and MIXED_PRECISION (NVFP4 + FP8 layers): exact mode is the oracle's bits
+ * (the warp-order dot over the E4M3 values, then the scale) and invariant; both modes are held to
+ * the f64 reference on the dequantized weights like the bf16 lane (3e-3: F16 KV rounding only). */
+static void test_fp8(const char *bf, const char *nv) {
+    char f8[600], f8c[600], mx[600], hfq[4096];
+    snprintf(f8, sizeof f8, "%s/llama-fp8", tmp);
+    snprintf(f8c, sizeof f8c, "%s/llama-fp8-channel", tmp);
+    snprintf(mx, sizeof mx, "%s/llama-mixed-fp8", tmp);
+    fp8tw_opts o = {.hf_quant_config = FP8TW_HFQ_FP8};
+    CHECK(fp8tw_write(bf, NULL, f8, &o) == 0);
+    o = (fp8tw_opts){.per_channel = 1,
+                     .hf_quant_config =
+                         "{\"quantization\": {\"quant_algo\": \"FP8_PER_CHANNEL_PER_TOKEN\"}}"};
+    CHECK(fp8tw_write(bf, NULL, f8c, &o) == 0);
+    CHECK(fp8tw_mixed_hfq(hfq, sizeof hfq, 2, algo_layer1, NULL) == 0);
+    o = (fp8tw_opts){.pick = pick_layer1, .hf_quant_config = hfq};
+    CHECK(fp8tw_write(bf, nv, mx, &o) == 0);
+    test_exact_oracle(f8, "llama fp8");
+    test_batch(f8, "llama fp8");
+    test_tolerance(f8, "llama fp8", FP4_MODE_NATIVE, 3e-3);
+    test_tolerance(f8, "llama fp8", FP4_MODE_EXACT, 3e-3);
+    test_exact_oracle(f8c, "llama fp8 per-channel");
+    test_tolerance(f8c, "llama fp8 per-channel", FP4_MODE_NATIVE, 3e-3);
+    test_exact_oracle(mx, "llama nvfp4+fp8");
+    test_batch(mx, "llama nvfp4+fp8");
+    test_tolerance(mx, "llama nvfp4+fp8", FP4_MODE_NATIVE, 3e-3);
+    test_tolerance(mx, "llama nvfp4+fp8", FP4_MODE_EXACT, 0.06);
+}
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtstep-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -265,6 +305,7 @@ int main(void) {
     test_tolerance(bf, "llama bf16", FP4_MODE_EXACT, 3e-3);
     test_tolerance(nv, "llama nvfp4", FP4_MODE_NATIVE, 3e-3);
     test_tolerance(nv, "llama nvfp4", FP4_MODE_EXACT, 0.06);
+    test_fp8(bf, nv);
     /* the kquant control lane (Q4_K GGUF with the HF names and config carried) */
     char kq[600];
     snprintf(kq, sizeof kq, "%s/llama-q4k.gguf", tmp);

@@ -45,6 +45,12 @@ static json_t *tensor_json(const fp4_tensor *t, int gguf) {
         if (t->nvfp4.input_scale_inv != 0.0f)
             json_object_set_new(o, "input_scale_inv", json_real(t->nvfp4.input_scale_inv));
     }
+    if (t->type == FP4_TYPE_F8_E4M3FN) { /* FP8 weight: per-tensor scale, or per-channel */
+        json_object_set_new(o, "fp8_scale",
+                            t->fp8.row_scale ? json_string("per-channel") : json_real(t->fp8.scale));
+        if (t->fp8.input_scale != 0.0f)
+            json_object_set_new(o, "fp8_input_scale", json_real(t->fp8.input_scale));
+    }
     return o;
 }
 
@@ -185,6 +191,10 @@ int cmd_inspect(int argc, char **argv) {
                 if (t->nvfp4.input_scale_inv != 0.0f)
                     printf(" input_scale_inv=%.9g", t->nvfp4.input_scale_inv);
             }
+            if (t->type == FP4_TYPE_F8_E4M3FN && t->fp8.row_scale) printf(" scale=per-channel");
+            else if (t->type == FP4_TYPE_F8_E4M3FN) printf(" scale=%.9g", t->fp8.scale);
+            if (t->type == FP4_TYPE_F8_E4M3FN && t->fp8.input_scale != 0.0f)
+                printf(" input_scale=%.9g (not applied: weight-only)", t->fp8.input_scale);
             printf("\n");
         }
     }

@@ -26,6 +26,7 @@ __all__ = ["Error", "version", "open", "validate", "quantize", "convert", "Model
 
 LAYOUTS = ("none", "gguf", "gguf-ggml", "modelopt", "compressed-tensors")
 _NVFP4 = 1024
+_FP8 = 1025  # FP8 weights (E4M3FN bytes + fp4_fp8_view scales)
 _NUMPY_OF_TYPE = {0: np.float32, 1: np.float16, 24: np.int8, 25: np.int16, 26: np.int32, 27: np.int64,
                   28: np.float64, 30: np.uint16, 1026: np.uint8}  # BF16 as its uint16 bits
 
@@ -169,8 +170,9 @@ class Model(_Owned):
     def tensor(self, name, raw=False):
         """The tensor as numpy: dequantized float32 (shape (..., n_out, n_in)) by default; raw=True:
         an NVFP4 weight as {"payload": uint8 (n_out, n_in/2), "scales": uint8 (n_out, n_in/16),
-        "scale2": float, "input_scale_inv": float}, any other tensor as its element type (BF16 as
-        uint16 bits; block types as uint8 bytes). Arrays are copies: they outlive the model."""
+        "scale2": float, "input_scale_inv": float}, an FP8 weight as {"weight": uint8 (n_out, n_in),
+        "scale": float or float32 (n_out,), "input_scale": float}, any other tensor as its element type
+        (BF16 as uint16 bits; block types as uint8 bytes). Arrays are copies: they outlive the model."""
         t = self._tensor(name)
         shape = tuple(t.ne[i] for i in reversed(range(t.n_dims)))
         if raw:
@@ -183,6 +185,12 @@ class Model(_Owned):
                 return {"payload": pay, "scales": sc, "scale2": float(v.scale2),
                         "input_scale_inv": float(v.input_scale_inv)}
             data = np.frombuffer(ctypes.string_at(t.data, t.nbytes), dtype=np.uint8).copy()
+            if t.type == _FP8:  # an FP8 weight: E4M3FN bytes and its per-tensor or per-row scales
+                f = t.fp8
+                scale = (np.ctypeslib.as_array(f.row_scale, (f.n_out,)).copy() if f.row_scale
+                         else float(f.scale))
+                return {"weight": data.reshape(f.n_out, f.n_in), "scale": scale,
+                        "input_scale": float(f.input_scale)}
             dt = _NUMPY_OF_TYPE.get(t.type)
             return data.view(dt).reshape(shape if shape else ()) if dt is not None else data
         n_in = t.ne[0] if t.n_dims > 0 else 1

@@ -21,9 +21,15 @@ class NvFp4View(ctypes.Structure):  # fp4_nvfp4_view
                 ("input_scale_inv", c_float), ("n_out", c_int64), ("n_in", c_int64)]
 
 
+class Fp8View(ctypes.Structure):  # fp4_fp8_view
+    _fields_ = [("scale", c_float), ("row_scale", POINTER(c_float)), ("input_scale", c_float),
+                ("n_out", c_int64), ("n_in", c_int64)]
+
+
 class Tensor(ctypes.Structure):  # fp4_tensor
     _fields_ = [("name", c_char_p), ("type", c_int), ("n_dims", c_int32), ("ne", c_int64 * FP4_MAX_DIMS),
-                ("data", c_void_p), ("nbytes", c_uint64), ("nvfp4", NvFp4View), ("st_dtype", c_int)]
+                ("data", c_void_p), ("nbytes", c_uint64), ("nvfp4", NvFp4View), ("st_dtype", c_int),
+                ("fp8", Fp8View)]
 
 
 class TypeInfo(ctypes.Structure):  # fp4_type_info

@@ -36,13 +36,19 @@ typedef struct dense_ctx {
     float *y;
     dense_dot_fn dot; /* fp4_cpu_dot_f32 (native) or pinned_dot (exact) */
     fp4_status st;
+    float lut[256];   /* FP8 weights: e4m3fn(byte), exact in f32 */
 } dense_ctx;
 
 /* One dense row widened to f32, exactly: bf16 by a 16-bit shift (fp4_bf16_to_f32's bits, in a loop
- * the compiler vectorizes), f32 copied, f16 through the codec. */
-static void dense_row(const fp4_tensor *w, int64_t r, float *row) {
+ * the compiler vectorizes), f32 copied, FP8 E4M3FN through a 256-entry table (every E4M3 value is
+ * exact in f32), f16 through the codec. */
+static void dense_row(const dense_ctx *c, int64_t r, float *row) {
+    const fp4_tensor *w = c->w;
     const int64_t n = w->ne[0];
-    if (w->type == FP4_TYPE_BF16) {
+    if (w->type == FP4_TYPE_F8_E4M3FN) {
+        const uint8_t *p = w->data + (size_t)(r * n);
+        for (int64_t k = 0; k < n; k++) row[k] = c->lut[p[k]];
+    } else if (w->type == FP4_TYPE_BF16) {
         const uint8_t *p = w->data + (size_t)(r * n) * 2;
         uint32_t *u = (uint32_t *)(void *)row;
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
@@ -69,17 +75,28 @@ static void dense_rows(void *p, int64_t r0, int64_t r1) {
         __atomic_store_n(&c->st, FP4_ERR_NOMEM, __ATOMIC_RELAXED);
         return;
     }
+    const fp4_fp8_view *f = c->w->type == FP4_TYPE_F8_E4M3FN ? &c->w->fp8 : NULL;
     for (int64_t r = r0; r < r1; r++) {
-        dense_row(c->w, r, row);
+        dense_row(c, r, row);
         for (int64_t col = 0; col < c->n_cols; col++)
             c->y[col * n_out + r] = c->dot(row, c->x + col * n_in, n_in);
+        if (f) { /* FP8: the row's scale applied to the dot, one f32 multiply per output */
+            const float s = f->row_scale ? f->row_scale[r] : f->scale;
+            for (int64_t col = 0; col < c->n_cols; col++)
+                c->y[col * n_out + r] = fp4p_mul(c->y[col * n_out + r], s);
+        }
     }
     free(row);
 }
 static fp4_status dense_run(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt,
                             dense_dot_fn dot) {
     if (!w->data) return FP4_ERR_INVALID_ARG;
-    dense_ctx c = {w, x, n_cols, y, dot, FP4_OK};
+    dense_ctx c = {w, x, n_cols, y, dot, FP4_OK, {0}};
+    if (w->type == FP4_TYPE_F8_E4M3FN) {
+        if (!w->fp8.row_scale && !(w->fp8.scale > 0.0f)) return FP4_ERR_INVALID_ARG; /* not a weight */
+        for (int b = 0; b < 256; b++)
+            c.lut[b] = fp4_e4m3fn_decode((uint8_t)b); /* NaN bytes: refused by the loader */
+    }
     fp4_status st = fp4_parallel_rows(rows_of(w), nt, dense_rows, &c);
     return st ? st : c.st;
 }
@@ -89,7 +106,8 @@ static fp4_status r_dense(const fp4_tensor *w, const float *x, int64_t n_cols, f
 
 /* Exact mode, dense weights: each row widened exactly to f32, y = fp4p_dot(row, x) — products
  * rounded in f32, then the pinned 32-lane reduction (src/runtime/pinned.h) that the CUDA twin
- * computes with one warp per row. */
+ * computes with one warp per row. FP8 weights: the same dot over the E4M3 values, then
+ * y = fp4p_mul(y, scale_r) (fp4_fp8_view). */
 static float pinned_dot(const float *a, const float *b, int64_t n) {
     return fp4p_dot(a, b, n);
 }
@@ -115,6 +133,8 @@ static const struct route {
     {FP4_TYPE_F32, ACT_ANY, MODE_ANY, 1, "cpu.f32.dense", r_dense},
     {FP4_TYPE_F16, ACT_ANY, MODE_ANY, 1, "cpu.f16.dense", r_dense},
     {FP4_TYPE_BF16, ACT_ANY, MODE_ANY, 1, "cpu.bf16.dense", r_dense},
+    {FP4_TYPE_F8_E4M3FN, ACT_ANY, FP4_MODE_EXACT, 1, "cpu.fp8.dense.pinned", r_dense_pinned},
+    {FP4_TYPE_F8_E4M3FN, ACT_ANY, MODE_ANY, 1, "cpu.fp8.dense", r_dense},
 };
 
 static const struct route *find_route(const fp4_tensor *w, fp4_mode mode, int *shape_refused) {

@@ -392,6 +392,12 @@ fp4_status fp4_cu_dense_pinned(const fp4_cuda_tensor *w, const float *d_x, int64
                                const fp4_cuda_scratch *s, cudaStream_t stream);
 fp4_status fp4_cu_kquant(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                          const fp4_cuda_scratch *s, cudaStream_t stream);
+/* FP8 weights (fp8.cu): the bf16-widened rows through dense.pinned (exact) or dense (native), then
+ * the f32 row scales, one __fmul_rn each; no scratch */
+fp4_status fp4_cu_fp8_pinned(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                             const fp4_cuda_scratch *s, cudaStream_t stream);
+fp4_status fp4_cu_fp8_dense(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                            const fp4_cuda_scratch *s, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

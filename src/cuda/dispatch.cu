@@ -40,6 +40,9 @@ static const route routes[] = {
     /* unquantized (native) and kquant lanes: one kernel whatever the mode */
     {FP4_TYPE_F16, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense, NULL, "f16.dense"},
     {FP4_TYPE_BF16, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense, NULL, "bf16.dense"},
+    /* FP8 (E4M3 widened to bf16 at upload, f32 row scales): the bf16 routes, then the scale */
+    {FP4_TYPE_F8_E4M3FN, FP4_MODE_EXACT, ACT_ANY, 1, NO_MAX, 0, fp4_cu_fp8_pinned, NULL, "fp8.dense.pinned"},
+    {FP4_TYPE_F8_E4M3FN, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_fp8_dense, NULL, "fp8.dense"},
     {FP4_TYPE_Q4_K, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_kquant, NULL, "q4_K.float"},
     {FP4_TYPE_Q6_K, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_kquant, NULL, "q6_K.float"},
 };

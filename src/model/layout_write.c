@@ -351,6 +351,11 @@ static fp4_status m_nvfp4(void *ctx, int64_t i, fp4_nvfp4_view *v, fp4_error *er
 fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_opts *opts, fp4_error *err) {
     fp4_error_clear(err);
     if (!m || !out) return FP4_ERR_INVALID_ARG;
+    for (int64_t i = 0; i < m->n; i++) /* no layout writer carries an FP8 weight's scales yet */
+        if (m->t[i].t.type == FP4_TYPE_F8_E4M3FN)
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, m->ck->path, m->t[i].t.name, "write.fp8",
+                            "FP8 weights cannot be re-laid out by convert (their weight_scale would be "
+                            "lost); run the checkpoint as it is (fp4lane run / validate / inspect)");
     const fp4_ckpt *c = m->ck;
     char *cfg = NULL, *qcfg = NULL;
     if (c->is_gguf) { /* HF configs carried through a GGUF come back out */

@@ -3,7 +3,7 @@
 
 static const char *const layout_names[FP4_LAYOUT_COUNT_] = {"none", "gguf", "gguf-ggml", "modelopt",
                                                              "compressed-tensors"};
-const char *const fp4_wp_names[FP4_WP_COUNT_] = {"nvfp4", "q4_k", "f16", "bf16", "f32"};
+const char *const fp4_wp_names[FP4_WP_COUNT_] = {"nvfp4", "q4_k", "f16", "bf16", "f32", "fp8"};
 const char *const fp4_ap_names[FP4_AP_COUNT_] = {"a16", "nvfp4"};
 
 const char *fp4_layout_name(fp4_layout l) { return (unsigned)l < FP4_LAYOUT_COUNT_ ? layout_names[l] : "?"; }

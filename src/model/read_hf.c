@@ -118,10 +118,24 @@ static fp4_status config_lane(const fp4_ckpt *c, fp4_layout layout, int *act, fp
     return st;
 }
 
+/* 1 when raw tensor r belongs to an FP8 module (read_fp8.c): its weight, weight_scale or
+ * input_scale; those never decide the NVFP4 naming convention or the layout. */
+static int fp8_part(const fp4_ckpt *c, const fp4_raw *r) {
+    static const char *const sfx[] = {".weight", ".weight_scale", ".input_scale"};
+    char base[FP4_MAX_NAME + 16];
+    for (size_t k = 0; k < sizeof sfx / sizeof sfx[0]; k++) {
+        if (!fp4_ends_with(r->name, sfx[k])) continue;
+        snprintf(base, sizeof base, "%.*s", (int)(strlen(r->name) - strlen(sfx[k])), r->name);
+        if (fp4_fp8_module(c, base)) return 1;
+    }
+    return 0;
+}
+
 fp4_status fp4_read_hf(const fp4_ckpt *c, fp4_read *out, fp4_error *err) {
     const fp4_raw *mo = NULL, *ct = NULL;
     for (int64_t i = 0; i < c->n; i++) {
         const char *nm = c->t[i].name;
+        if (fp8_part(c, &c->t[i])) continue;
         if (!mo && (fp4_ends_with(nm, ".weight_scale_2") || fp4_ends_with(nm, ".input_scale"))) mo = &c->t[i];
         if (!ct && (fp4_ends_with(nm, ".weight_packed") || fp4_ends_with(nm, ".weight_global_scale") ||
                     fp4_ends_with(nm, ".input_global_scale")))
@@ -132,24 +146,30 @@ fp4_status fp4_read_hf(const fp4_ckpt *c, fp4_read *out, fp4_error *err) {
                         "ModelOpt (%s) and compressed-tensors names in one checkpoint", mo->name);
     const conv *cv = ct ? &conv_ct : &conv_modelopt;
     int any_scale = 0;
-    for (int64_t i = 0; i < c->n; i++) any_scale |= fp4_ends_with(c->t[i].name, ".weight_scale");
+    for (int64_t i = 0; i < c->n; i++)
+        any_scale |= fp4_ends_with(c->t[i].name, ".weight_scale") && !fp8_part(c, &c->t[i]);
     out->layout = any_scale ? cv->layout : FP4_LAYOUT_NONE;
     fp4_status st;
     char base[FP4_MAX_NAME + 16];
-    for (int64_t i = 0; i < c->n; i++) { /* pass 1: every weight_scale makes one NVFP4 tensor */
+    for (int64_t i = 0; i < c->n; i++) { /* pass 1: every weight_scale makes one NVFP4 or FP8 tensor */
         const fp4_raw *r = &c->t[i];
         if (!fp4_ends_with(r->name, ".weight_scale")) continue;
-        if (r->n_dims < 2)
-            return fp4_fail(
-                err, FP4_ERR_UNSUPPORTED, c->path, r->name, "hf.fp8",
-                "a 1-D weight_scale is FP8 per-channel quantization, which is not an fp4lane lane");
         snprintf(base, sizeof base, "%.*s", (int)(strlen(r->name) - 13), r->name);
-        if ((st = read_one(c, out, cv, base, r, err))) return st;
+        if ((st = fp4_fp8_module(c, base) ? fp4_read_fp8(c, out, base, err)
+                                          : read_one(c, out, cv, base, r, err)))
+            return st;
     }
     for (int64_t i = 0; i < c->n; i++) { /* pass 2: everything else is plain, orphans refused */
         const fp4_raw *r = &c->t[i];
         static const char *const sfx[] = {".weight_scale",  ".weight_scale_2",      ".input_scale",
                                           ".weight_packed", ".weight_global_scale", ".input_global_scale"};
+        if (fp8_part(c, r)) { /* folded by fp4_read_fp8 in pass 1, unless its scale is missing */
+            snprintf(base, sizeof base, "%.*s", (int)(strrchr(r->name, '.') - r->name), r->name);
+            if (!find2(c, base, ".weight_scale"))
+                return fp4_fail(err, FP4_ERR_COMPANION, c->path, r->name, "fp8.scale-missing",
+                                "an F8_E4M3 weight without %s.weight_scale", base);
+            continue;
+        }
         int consumed = 0;
         for (int k = 0; k < 6 && !consumed; k++) {
             if (!fp4_ends_with(r->name, sfx[k])) continue;
@@ -166,6 +186,10 @@ fp4_status fp4_read_hf(const fp4_ckpt *c, fp4_read *out, fp4_error *err) {
                 return fp4_fail(err, FP4_ERR_COMPANION, c->path, r->name, "nvfp4.companion-missing",
                                 "packed U8 weight without weight_scale");
         }
+        if (!consumed && r->st_dtype == FP4_ST_F8_E4M3)
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, c->path, r->name, "fp8.scale-missing",
+                            "an F8_E4M3 tensor that is neither an FP8 weight with weight_scale nor NVFP4 "
+                            "block scales");
         if (consumed) continue;
         fp4_read_push(out, r);
     }

@@ -3,6 +3,7 @@
  *                the whole (unique logical names, lane pairing) and builds the handle;
  *   read_gguf.c  GGUF layouts  } fold each NVFP4 weight and its companions into one logical
  *   read_hf.c    HF layouts    } tensor; return the tensors, the layout and the lane keys;
+ *   read_fp8.c   FP8 weights of HF checkpoints (weight + per-tensor/per-channel weight_scale);
  *   validate.c   the checks the readers and model.c share (scalars, scale bytes, exact pairs,
  *                lane pairing);
  *   names.c      layout and lane names;
@@ -47,6 +48,13 @@ static inline fp4_mtensor *fp4_read_push(fp4_read *out, const fp4_raw *r) {
     mt->t.st_dtype = r->st_dtype;
     return mt;
 }
+
+/* ---- read_fp8.c: FP8 weights of safetensors checkpoints ---- */
+/* 1 when "<base>.weight" is an F8_E4M3 tensor. */
+int fp4_fp8_module(const fp4_ckpt *c, const char *base);
+/* Folds "<base>.weight" (F8_E4M3 [out, in]), "<base>.weight_scale" and an optional
+ * "<base>.input_scale" into one FP8 logical tensor (fp4_fp8_view), every byte and scale checked. */
+fp4_status fp4_read_fp8(const fp4_ckpt *c, fp4_read *out, const char *base, fp4_error *err);
 
 /* ---- validate.c ---- */
 int fp4_scalar_ok(float v); /* finite, positive, normal */

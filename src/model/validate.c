@@ -102,7 +102,7 @@ int fp4_exact_get(const fp4_ckpt *c, const char *name, const char *what, float *
 
 fp4_status fp4_check_lane(const char *path, const fp4_mtensor *t, int64_t n, const fp4_lane_keys *k,
                           fp4_weight_precision *wp, fp4_act_precision *ap, fp4_error *err) {
-    int64_t n_nv = 0, n_in = 0, n_q4 = 0, n_bf = 0, n_f16 = 0;
+    int64_t n_nv = 0, n_in = 0, n_q4 = 0, n_bf = 0, n_f16 = 0, n_fp8 = 0;
     const char *first_nv = NULL, *first_with = NULL, *first_without = NULL;
     for (int64_t i = 0; i < n; i++) {
         const fp4_tensor *ti = &t[i].t;
@@ -119,6 +119,7 @@ fp4_status fp4_check_lane(const char *path, const fp4_mtensor *t, int64_t n, con
             n_q4 += ti->type == FP4_TYPE_Q4_K || ti->type == FP4_TYPE_Q6_K;
             n_bf += ti->type == FP4_TYPE_BF16;
             n_f16 += ti->type == FP4_TYPE_F16;
+            n_fp8 += ti->type == FP4_TYPE_F8_E4M3FN;
         }
     }
     if (n_in && n_in != n_nv)
@@ -136,6 +137,10 @@ fp4_status fp4_check_lane(const char *path, const fp4_mtensor *t, int64_t n, con
     if (k->has_wp && k->wp == FP4_WP_Q4_K && n_q4 == 0)
         return fp4_fail(err, FP4_ERR_LANE, path, NULL, "lane.pairing",
                         "fp4lane.weight_precision = q4_k but no Q4_K tensor");
+    if (k->has_wp && k->wp == FP4_WP_FP8 && (n_fp8 == 0 || n_nv))
+        return fp4_fail(err, FP4_ERR_LANE, path, first_nv, "lane.pairing",
+                        "fp4lane.weight_precision = fp8 but the file has %lld FP8 and %lld NVFP4 weights",
+                        (long long)n_fp8, (long long)n_nv);
     fp4_act_precision derived = n_in ? FP4_AP_NVFP4 : FP4_AP_A16;
     if (k->has_ap && n_nv && (fp4_act_precision)k->ap != derived)
         return fp4_fail(err, FP4_ERR_LANE, path, derived == FP4_AP_NVFP4 ? first_with : first_nv,
@@ -147,6 +152,11 @@ fp4_status fp4_check_lane(const char *path, const fp4_mtensor *t, int64_t n, con
     *ap = n_nv ? derived : (k->has_ap ? (fp4_act_precision)k->ap : FP4_AP_A16);
     if (k->has_wp) *wp = (fp4_weight_precision)k->wp;
     else
-        *wp = n_nv ? FP4_WP_NVFP4 : n_q4 ? FP4_WP_Q4_K : n_bf ? FP4_WP_BF16 : n_f16 ? FP4_WP_F16 : FP4_WP_F32;
+        *wp = n_nv    ? FP4_WP_NVFP4
+              : n_fp8 ? FP4_WP_FP8
+              : n_q4  ? FP4_WP_Q4_K
+              : n_bf  ? FP4_WP_BF16
+              : n_f16 ? FP4_WP_F16
+                      : FP4_WP_F32;
     return FP4_OK;
 }

@@ -43,6 +43,13 @@
  *   NVFP4 A16  -> SPEC §4 (Q8_K per column, integer dots, pinned epilogue, F16 boundary)
  *   NVFP4 W4A4 -> SPEC §5
  *   F16/BF16/F32 -> "dense.pinned": y[r] = fp4p_dot(w_row_r widened to f32, x_c, n_in)
+ *   FP8 E4M3 + f32 scale (fp4_fp8_view) -> "fp8.dense.pinned": y[r] = fp4p_mul(fp4p_dot(e4m3 row r
+ *                widened to f32 (exact), x_c, n_in), scale_r): the dense.pinned dot, then one
+ *                pinned multiply by the tensor's (or row's) scale. A CUDA twin would widen E4M3 to
+ *                bf16 at upload (exact: 3 mantissa bits, exponents 2^-9..2^8), run bf16.dense.pinned
+ *                and apply the same fp4p_mul: src/cuda/fp8.cu does exactly that (routes
+ *                fp8.dense.pinned / fp8.dense, tests/gpu/test_gpu_fp8.cu); until that test has
+ *                run on a GPU the route table refuses FP8 on CUDA at startup (docs/ROUTES.md)
  *   Q4_K/Q6_K  -> CPU only (ggml's Q8_K dot); refused on CUDA in exact mode (docs/ROUTES.md)
  * Native mode: any kernel of the device's table; no bit contract (held to tolerances in tests).
  * ================================================================================================

@@ -79,7 +79,8 @@ static int is_dense(fp4_type t) {
     return t == FP4_TYPE_F32 || t == FP4_TYPE_F16 || t == FP4_TYPE_BF16;
 }
 static int is_matrix_type(fp4_type t) {
-    return is_dense(t) || t == FP4_TYPE_NVFP4_E2M1 || t == FP4_TYPE_Q4_K || t == FP4_TYPE_Q6_K;
+    return is_dense(t) || t == FP4_TYPE_NVFP4_E2M1 || t == FP4_TYPE_Q4_K || t == FP4_TYPE_Q6_K ||
+           t == FP4_TYPE_F8_E4M3FN; /* FP8 weights (the loader gives them their scales) */
 }
 
 static fp4_status check(const fp4_tensor *t, int kind, int64_t n_in, int64_t n_out, fp4_error *err) {

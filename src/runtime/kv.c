@@ -101,6 +101,12 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
         } else if (t->data) {
             fp4_sha256_update(&h, t->data, (size_t)t->nbytes);
         }
+        if (t->type == FP4_TYPE_F8_E4M3FN) { /* FP8 weights: their scales are part of the weights */
+            const fp4_fp8_view *f = &t->fp8;
+            put_u64(&h, fp4_f32_bits(f->scale));
+            for (int64_t r = 0; f->row_scale && r < f->n_out; r++)
+                put_u64(&h, fp4_f32_bits(f->row_scale[r]));
+        }
     }
     uint8_t dg[32];
     fp4_sha256_final(&h, dg);

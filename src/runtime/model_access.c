@@ -37,6 +37,8 @@ fp4_rt_lane fp4_rt_model_lane(const fp4_model *m) {
         return FP4_LANE_NVFP4;
     case FP4_WP_Q4_K:
         return FP4_LANE_KQUANT;
+    case FP4_WP_FP8:
+        return FP4_LANE_FP8;
     default:
         return FP4_LANE_DENSE;
     }

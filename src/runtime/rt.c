@@ -182,6 +182,13 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     char msg[400];
     if (fp4_route_check(&key, NULL, msg, sizeof msg))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.refused", "%s", msg);
+    /* FP8 layers of another lane's model (ModelOpt MIXED_PRECISION) need the fp8 lane's route too */
+    const fp4_tensor *fp8_t = NULL;
+    for (int64_t i = 0; i < fp4_model_n_tensors(m) && !fp8_t; i++)
+        if (fp4_model_tensor(m, i)->type == FP4_TYPE_F8_E4M3FN) fp8_t = fp4_model_tensor(m, i);
+    fp4_route_key key8 = {FP4_LANE_FP8, FP4_AP_A16, o.mode, o.device, o.drafting != 0};
+    if (fp8_t && key.lane != FP4_LANE_FP8 && fp4_route_check(&key8, NULL, msg, sizeof msg))
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, fp8_t->name, "route.refused", "%s", msg);
     /* 2. the architecture (its refusals come before the engine allocates anything) */
     fp4_arch arch;
     fp4_status st = fp4_rt_model_arch(m, &arch, err);

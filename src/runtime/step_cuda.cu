@@ -121,6 +121,10 @@ static int stub_of(const fp4_tensor *t, fp4_cuda_tensor *o, uint64_t *bytes) {
     case FP4_TYPE_Q4_K:
         o->payload_stride = n_in / 256 * 144, b = FP4_CU_ALIGN((uint64_t)o->payload_stride * n_out);
         break;
+    case FP4_TYPE_F8_E4M3FN: /* widened to bf16 rows + f32 row scales (fp4_cuda_tensor_upload_fp8) */
+        o->payload_stride = 2 * n_in, o->scale_stride = 4, o->scale2 = t->fp8.scale;
+        b = FP4_CU_ALIGN((uint64_t)o->payload_stride * n_out) + FP4_CU_ALIGN((uint64_t)4 * n_out);
+        break;
     case FP4_TYPE_Q6_K:
         o->payload_stride = n_in / 256 * 210, b = FP4_CU_ALIGN((uint64_t)o->payload_stride * n_out);
         break;
@@ -142,6 +146,7 @@ static const char *cu_route(const fp4_tensor *w, fp4_mode mode) {
 
 static fp4_status upload(const fp4_tensor *t, fp4_cuda_tensor *o) {
     if (t->type == FP4_TYPE_NVFP4_E2M1) return fp4_cuda_tensor_upload_nvfp4(&t->nvfp4, o);
+    if (t->type == FP4_TYPE_F8_E4M3FN) return fp4_cuda_tensor_upload_fp8(t, o);
     return fp4_cuda_tensor_upload(t->type, t->data, rows_of(t), t->ne[0], o);
 }
 

@@ -85,6 +85,35 @@ class Binding(unittest.TestCase):
             self.assertTrue(np.array_equal((bits.astype(np.uint32) << 16).view(np.float32),
                                            m.tensor("model.norm.weight")))
 
+    def test_fp8_weight(self):
+        """An FP8 weight (E4M3FN + per-tensor weight_scale, ModelOpt names) written here as a bare
+        safetensors file: the fp8 lane, the raw bytes and scales, dequantized = e4m3fn · scale"""
+        import json
+        import struct
+        rng = np.random.default_rng(5)
+        w = rng.integers(0, 256, size=(4, 32), dtype=np.uint8)
+        w[(w & 0x7F) == 0x7F] ^= 1  # no NaN bytes
+        scale = np.array(0.0123, dtype=np.float32)
+        blobs = [("m.weight", "F8_E4M3", [4, 32], w.tobytes()),
+                 ("m.weight_scale", "F32", [], scale.tobytes())]
+        header, off = {}, 0
+        for name, dt, shape, data in blobs:
+            header[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
+            off += len(data)
+        h = json.dumps(header).encode()
+        h += b" " * (-len(h) % 8)
+        path = os.path.join(self.tmp, "fp8.safetensors")
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(h)) + h + b"".join(b[3] for b in blobs))
+        with fp4lane.open(path) as m:
+            self.assertEqual(m.weight_precision, "fp8")
+            raw = m.tensor("m.weight", raw=True)
+            self.assertTrue(np.array_equal(raw["weight"], w))
+            self.assertEqual(raw["scale"], float(scale))
+            self.assertEqual(raw["input_scale"], 0.0)
+            ref = e4m3fn(w) * scale
+            self.assertTrue(np.array_equal(m.tensor("m.weight").view(np.uint32), ref.view(np.uint32)))
+
     def test_convert_round_trip(self):
         out = os.path.join(self.tmp, "tiny.gguf")
         fp4lane.convert(TINY, out, layout="gguf")
