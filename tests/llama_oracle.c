@@ -242,8 +242,8 @@ int llama_oracle_tokenize(llama_oracle *o, const char *gguf, const char *text, i
     return 0;
 }
 
-int llama_oracle_quantize(llama_oracle *o, const char *in, const char *out, int ftype, int n_threads, char *err,
-                          size_t err_len) {
+int llama_oracle_quantize(llama_oracle *o, const char *in, const char *out, int ftype, int n_threads,
+                          char *err, size_t err_len) {
     o->log[0] = 0;
     lo_quant_params p = o->quantize_default_params();
     /* the layout check: release v0.5.0's defaults, field for field */
@@ -257,7 +257,8 @@ int llama_oracle_quantize(llama_oracle *o, const char *in, const char *out, int 
     p.nthread = n_threads;
     p.ftype = ftype;
     uint32_t rc = o->quantize(in, out, &p);
-    if (rc) snprintf(err, err_len, "llama_model_quantize(%s, ftype %d) returned %u: %s", in, ftype, rc, o->log);
+    if (rc)
+        snprintf(err, err_len, "llama_model_quantize(%s, ftype %d) returned %u: %s", in, ftype, rc, o->log);
     return rc ? -1 : 0;
 }
 
@@ -315,7 +316,9 @@ int llama_oracle_session_decode(llama_oracle_session *s, int32_t token, int32_t 
     return 0;
 }
 
-void llama_oracle_session_clear(llama_oracle_session *s) { s->o->memory_clear(s->o->get_memory(s->ctx), 1); }
+void llama_oracle_session_clear(llama_oracle_session *s) {
+    s->o->memory_clear(s->o->get_memory(s->ctx), 1);
+}
 
 void llama_oracle_session_close(llama_oracle_session *s) {
     if (!s) return;

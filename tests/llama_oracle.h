@@ -40,8 +40,8 @@ int llama_oracle_tokenize(llama_oracle *o, const char *gguf, const char *text, i
  * (llama.h's enum llama_ftype: LLAMA_ORACLE_Q4_K_M, LLAMA_ORACLE_Q6_K, ...), n_threads workers.
  * 0 on success; else -1 with llama.cpp's last log lines in err. */
 enum { LLAMA_ORACLE_Q4_K_S = 14, LLAMA_ORACLE_Q4_K_M = 15, LLAMA_ORACLE_Q6_K = 18 };
-int llama_oracle_quantize(llama_oracle *o, const char *in, const char *out, int ftype, int n_threads, char *err,
-                          size_t err_len);
+int llama_oracle_quantize(llama_oracle *o, const char *in, const char *out, int ftype, int n_threads,
+                          char *err, size_t err_len);
 
 /* A model and a context kept open to decode one token at a time (the benchmark's way in): open
  * loads gguf with a context of n_ctx positions and n_threads; decode runs token at position pos of

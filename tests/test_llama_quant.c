@@ -59,7 +59,8 @@ static int run_cli(const char *args) {
     int rc = system(cmd);
     if (rc) {
         snprintf(cmd, sizeof cmd, "cat %s/cli.err >&2", tmp);
-        if (system(cmd)) {}
+        if (system(cmd)) {
+        }
     }
     return rc;
 }
@@ -132,14 +133,15 @@ static float *ours(const char *gguf, fp4_mode mode, int threads, int chunk, cons
         *vocab = fp4_rt_vocab(rt);
         if (routes) snprintf(routes, routes_len, "%s", fp4_rt_routes(rt));
         out = malloc(sizeof(float) * (size_t)n * (size_t)*vocab);
-        for (int i = 0; i < n; i++) cols[i] = (fp4_rt_tok){seq, ids[i], 1};
+        for (int i = 0; i < n; i++)
+            cols[i] = (fp4_rt_tok){seq, ids[i], 1};
         for (int i = 0; out && !st && i < n; i += chunk) {
             const int c = n - i < chunk ? n - i : chunk;
             st = fp4_rt_step(rt, cols + i, c, out + (size_t)i * (size_t)*vocab, &e);
         }
     }
-    CHECK_MSG(st == FP4_OK, "fp4lane runtime on %s: %s [%s] %s %s", gguf, fp4_status_str(st), e.rule, e.tensor,
-              e.msg);
+    CHECK_MSG(st == FP4_OK, "fp4lane runtime on %s: %s [%s] %s %s", gguf, fp4_status_str(st), e.rule,
+              e.tensor, e.msg);
     if (st) free(out), out = NULL;
     free(cols);
     fp4_rt_free(rt);
@@ -149,7 +151,8 @@ static float *ours(const char *gguf, fp4_mode mode, int threads, int chunk, cons
 
 static void fixed_ids(int32_t *ids) {
     uint64_t s = 0x6c6c616d61717175ull;
-    for (int i = 0; i < NPOS; i++) ids[i] = (int32_t)(fp4_splitmix64(&s) % 512u);
+    for (int i = 0; i < NPOS; i++)
+        ids[i] = (int32_t)(fp4_splitmix64(&s) % 512u);
 }
 
 /* relative max difference of two [NPOS x nv] logit sets (to a's largest |logit|); same argmax count */
@@ -213,15 +216,18 @@ static float *one_file(llama_oracle *lo, const char *what, const char *gguf, con
         float *mine = ours(gguf, modes[m].mode, 2, NPOS, ids, NPOS, &vocab, routes, sizeof routes);
         if (!mine) continue;
         CHECK_MSG(vocab == nv && nv == 512, "%s: vocab %d (llama.cpp) vs %lld", what, nv, (long long)vocab);
-        CHECK_MSG(strstr(routes, want_routes) != NULL, "%s: routes '%s', want '%s'", what, routes, want_routes);
+        CHECK_MSG(strstr(routes, want_routes) != NULL, "%s: routes '%s', want '%s'", what, routes,
+                  want_routes);
         int same = 0;
         double rel0 = INFINITY;
         const double rel = vocab == nv ? rel_diff(theirs, mine, nv, &same, &rel0) : INFINITY;
         printf("%-6s %-6s vs libllama: max|diff| / max|logit| position 0 %.2g (tolerance %.0e), all %.4f "
-               "(tolerance %.2f), same argmax %d/%d\n", what, modes[m].name, rel0, TOL0, rel, TOL, same, NPOS);
-        CHECK_MSG(rel0 < TOL0, "%s %s: position 0 relative difference %.3g (tolerance %.0e)", what, modes[m].name,
-                  rel0, TOL0);
-        CHECK_MSG(rel < TOL, "%s %s: relative difference %.5f (tolerance %.3f)", what, modes[m].name, rel, TOL);
+               "(tolerance %.2f), same argmax %d/%d\n",
+               what, modes[m].name, rel0, TOL0, rel, TOL, same, NPOS);
+        CHECK_MSG(rel0 < TOL0, "%s %s: position 0 relative difference %.3g (tolerance %.0e)", what,
+                  modes[m].name, rel0, TOL0);
+        CHECK_MSG(rel < TOL, "%s %s: relative difference %.5f (tolerance %.3f)", what, modes[m].name, rel,
+                  TOL);
         CHECK_MSG(same >= NPOS - 2, "%s %s: argmax agrees at %d of %d positions", what, modes[m].name, same,
                   NPOS);
         if (modes[m].mode == FP4_MODE_EXACT) { /* invariance: threads 1/2, chunks 1/5/all, bit for bit */
@@ -275,8 +281,10 @@ int main(void) {
     const struct {
         const char *in, *out;
         int ftype;
-    } q[] = {{plain, q4km, LLAMA_ORACLE_Q4_K_M}, {plain, q6k, LLAMA_ORACLE_Q6_K},
-             {plain, q4ks, LLAMA_ORACLE_Q4_K_S}, {bf16, stale, LLAMA_ORACLE_Q4_K_M}};
+    } q[] = {{plain, q4km, LLAMA_ORACLE_Q4_K_M},
+             {plain, q6k, LLAMA_ORACLE_Q6_K},
+             {plain, q4ks, LLAMA_ORACLE_Q4_K_S},
+             {bf16, stale, LLAMA_ORACLE_Q4_K_M}};
     for (size_t i = 0; ok && i < sizeof q / sizeof q[0]; i++) {
         int rc = llama_oracle_quantize(lo, q[i].in, q[i].out, q[i].ftype, 2, err, sizeof err);
         CHECK_MSG(rc == 0, "%s", err);
@@ -284,7 +292,8 @@ int main(void) {
     }
     if (ok) {
         /* (1) llama.cpp's mix (llama-quant.cpp of v0.5.0: use_more_bits(1, 2) holds, (0, 2) does not) */
-        const want_type km[] = {{"blk.1.attn_v.weight", FP4_TYPE_Q6_K}, {"blk.1.ffn_down.weight", FP4_TYPE_Q6_K},
+        const want_type km[] = {{"blk.1.attn_v.weight", FP4_TYPE_Q6_K},
+                                {"blk.1.ffn_down.weight", FP4_TYPE_Q6_K},
                                 {"output.weight", FP4_TYPE_Q6_K}};
         check_types(q4km, km, 3, FP4_TYPE_Q4_K);
         check_types(q6k, NULL, 0, FP4_TYPE_Q6_K);
@@ -307,8 +316,8 @@ int main(void) {
         fp4_model *m = NULL;
         fp4_error e;
         fp4_status st = fp4_model_open(q4ks, NULL, &m, &e);
-        CHECK_MSG(st != FP4_OK && !strcmp(e.rule, "gguf.tensor.type") && !strcmp(e.tensor, "blk.0.attn_v.weight")
-                      && strstr(e.msg, "type 13"),
+        CHECK_MSG(st != FP4_OK && !strcmp(e.rule, "gguf.tensor.type") &&
+                      !strcmp(e.tensor, "blk.0.attn_v.weight") && strstr(e.msg, "type 13"),
                   "Q4_K_S (Q5_K attn_v): %s [%s] %s %s", fp4_status_str(st), e.rule, e.tensor, e.msg);
         fp4_model_close(m);
         /* (4) llama.cpp copied fp4lane.weight_precision = bf16 into a Q4_K/Q6_K file: refused */
@@ -320,6 +329,7 @@ int main(void) {
     }
     llama_oracle_close(lo);
     snprintf(args, sizeof args, "rm -rf %s", tmp);
-    if (system(args)) {}
+    if (system(args)) {
+    }
     return check_report();
 }
