@@ -25,6 +25,7 @@
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4lane_runtime.h"
+#include "gguf_strip.h"
 #include "llama_oracle.h"
 #include <math.h>
 #include <stdio.h>
@@ -65,55 +66,14 @@ static int run_cli(const char *args) {
     return rc;
 }
 
-/* Copies in to out without the fp4lane.* keys (the types the converter writes; any other fails). */
 static int strip_fp4lane_keys(const char *in, const char *out) {
-    fp4_gguf *g = NULL;
-    fp4_gguf_writer *w = NULL;
-    fp4_error e;
-    fp4_status st = fp4_gguf_open(in, &g, &e);
-    if (!st) st = fp4_gguf_writer_create(&w, &e);
-    int64_t dropped = 0;
-    for (int64_t i = 0; !st && i < fp4_gguf_n_kv(g); i++) {
-        const char *k = fp4_gguf_key(g, i);
-        if (!strncmp(k, "fp4lane.", 8) || !strcmp(k, "general.alignment")) {
-            dropped += k[0] == 'f';
-            continue;
-        }
-        uint32_t u;
-        float f;
-        const char *s;
-        uint64_t len;
-        switch (fp4_gguf_kv_type(g, i)) {
-        case FP4_GGUF_UINT32:
-            if (!(st = fp4_gguf_get_u32(g, i, &u))) st = fp4_gguf_writer_add_u32(w, k, u, &e);
-            break;
-        case FP4_GGUF_FLOAT32:
-            if (!(st = fp4_gguf_get_f32(g, i, &f))) st = fp4_gguf_writer_add_f32(w, k, f, &e);
-            break;
-        case FP4_GGUF_STRING:
-            if (!(st = fp4_gguf_get_str(g, i, &s, &len))) st = fp4_gguf_writer_add_str(w, k, s, len, &e);
-            break;
-        default:
-            CHECK_MSG(0, "strip: key %s has a type this copy does not handle", k);
-            st = FP4_ERR_DTYPE;
-        }
-    }
-    for (int64_t i = 0; !st && i < fp4_gguf_n_tensors(g); i++) {
-        const fp4_gguf_tensor *t = fp4_gguf_tensor_at(g, i);
-        st = fp4_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &e);
-    }
-    if (!st) st = fp4_gguf_writer_write_header(w, out, &e);
-    for (int64_t i = 0; !st && i < fp4_gguf_n_tensors(g); i++) {
-        const fp4_gguf_tensor *t = fp4_gguf_tensor_at(g, i);
-        st = fp4_gguf_writer_write_tensor_data(w, i, t->data, (size_t)t->size, &e);
-    }
-    if (!st) st = fp4_gguf_writer_finish(w, &e);
-    CHECK_MSG(st == FP4_OK, "strip %s: %s [%s] %s", in, fp4_status_str(st), e.rule, e.msg);
-    CHECK_MSG(dropped >= 3, "strip %s: only %lld fp4lane.* keys (the converter writes them)", in,
-              (long long)dropped);
-    fp4_gguf_writer_free(w);
-    fp4_gguf_close(g);
-    return st == FP4_OK ? 0 : -1;
+    char err[800];
+    long dropped = 0;
+    int rc = gguf_strip_fp4lane(in, out, &dropped, err, sizeof err);
+    CHECK_MSG(rc == 0, "%s", err);
+    CHECK_MSG(rc || dropped >= 3, "strip %s: only %ld fp4lane.* keys (the converter writes them)", in,
+              dropped);
+    return rc;
 }
 
 /* fp4lane's runtime: every position's logits for ids, fed in chunks of `chunk` columns */
