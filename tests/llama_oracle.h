@@ -39,7 +39,7 @@ int llama_oracle_tokenize(llama_oracle *o, const char *gguf, const char *text, i
  * F32/F16/BF16 GGUF in and writes out with llama.cpp's per-tensor type choice for ftype
  * (llama.h's enum llama_ftype: LLAMA_ORACLE_Q4_K_M, LLAMA_ORACLE_Q6_K, ...), n_threads workers.
  * 0 on success; else -1 with llama.cpp's last log lines in err. */
-enum { LLAMA_ORACLE_Q4_K_S = 14, LLAMA_ORACLE_Q4_K_M = 15, LLAMA_ORACLE_Q6_K = 18 };
+enum { LLAMA_ORACLE_Q8_0 = 7, LLAMA_ORACLE_Q4_K_S = 14, LLAMA_ORACLE_Q4_K_M = 15, LLAMA_ORACLE_Q6_K = 18 };
 int llama_oracle_quantize(llama_oracle *o, const char *in, const char *out, int ftype, int n_threads,
                           char *err, size_t err_len);
 

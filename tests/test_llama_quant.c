@@ -10,7 +10,8 @@
  * fall back to non-k types: Q4_K_M gives Q4_K for token_embd, q, k, o, gate, up and layer 0's v and
  * down, Q6_K for layer 1's v and down (use_more_bits) and for output; Q6_K gives Q6_K everywhere.
  * Q4_K_S puts Q5_K in attn_v, a type fp4lane has no route for: that file is refused at load,
- * naming the tensor (rule gguf.tensor.type).
+ * naming the tensor (rule gguf.tensor.type); Q8_0 (ftype 7) is a type the loader reads but no route
+ * projects: the engine refuses it (bind.dtype, naming token_embd.weight).
  *
  * Checked: (1) llama.cpp's type choice is the mix above; (2) fp4lane's logits (exact and native
  * modes) on each file agree with libllama's own logits on the same file, teacher-forced fixed ids
@@ -223,7 +224,7 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "/tmp/fp4lane-llamaq-XXXXXX");
     CHECK(mkdtemp(tmp) != NULL);
     llama_oracle *lo = NULL;
-    char err[2600], args[2048], bf16[700], plain[700], q4km[700], q6k[700], q4ks[700], stale[700];
+    char err[2600], args[2048], bf16[700], plain[700], q4km[700], q6k[700], q4ks[700], stale[700], q80[700];
     int ok = llama_oracle_open(&lo, err, sizeof err) == 0;
     CHECK_MSG(ok, "%s", err);
     snprintf(args, sizeof args, "synth %s/synth --shape tiny --seed 11", tmp);
@@ -238,13 +239,15 @@ int main(void) {
     snprintf(q6k, sizeof q6k, "%s/q6_k.gguf", tmp);
     snprintf(q4ks, sizeof q4ks, "%s/q4_k_s.gguf", tmp);
     snprintf(stale, sizeof stale, "%s/q4_k_m-stale-keys.gguf", tmp);
+    snprintf(q80, sizeof q80, "%s/q8_0.gguf", tmp);
     const struct {
         const char *in, *out;
         int ftype;
     } q[] = {{plain, q4km, LLAMA_ORACLE_Q4_K_M},
              {plain, q6k, LLAMA_ORACLE_Q6_K},
              {plain, q4ks, LLAMA_ORACLE_Q4_K_S},
-             {bf16, stale, LLAMA_ORACLE_Q4_K_M}};
+             {bf16, stale, LLAMA_ORACLE_Q4_K_M},
+             {plain, q80, LLAMA_ORACLE_Q8_0}};
     for (size_t i = 0; ok && i < sizeof q / sizeof q[0]; i++) {
         int rc = llama_oracle_quantize(lo, q[i].in, q[i].out, q[i].ftype, 2, err, sizeof err);
         CHECK_MSG(rc == 0, "%s", err);
@@ -279,6 +282,16 @@ int main(void) {
         CHECK_MSG(st != FP4_OK && !strcmp(e.rule, "gguf.tensor.type") &&
                       !strcmp(e.tensor, "blk.0.attn_v.weight") && strstr(e.msg, "type 13"),
                   "Q4_K_S (Q5_K attn_v): %s [%s] %s %s", fp4_status_str(st), e.rule, e.tensor, e.msg);
+        fp4_model_close(m);
+        /* Q8_0 (ftype 7): a type the loader reads but no route projects: the engine refuses it */
+        fp4_rt *rt = NULL;
+        st = fp4_model_open(q80, NULL, &m, &e);
+        CHECK_OK(st);
+        fp4_rt_opts ro = {.mode = FP4_MODE_EXACT, .device = FP4_DEVICE_CPU, .n_threads = 1, .n_ctx = 64};
+        fp4_status sr = st ? st : fp4_rt_create(m, &ro, &rt, &e);
+        CHECK_MSG(sr != FP4_OK && !strcmp(e.rule, "bind.dtype") && !strcmp(e.tensor, "token_embd.weight"),
+                  "Q8_0: %s [%s] %s %s", fp4_status_str(sr), e.rule, e.tensor, e.msg);
+        fp4_rt_free(rt);
         fp4_model_close(m);
         /* (4) llama.cpp copied fp4lane.weight_precision = bf16 into a Q4_K/Q6_K file: refused */
         m = NULL;
