@@ -159,7 +159,8 @@ static void pair_row(const cfg *c, llama_oracle *lo, const char *lane, const cha
             ma = fmax(ma, theirs[j]);
             mb = fmax(mb, fs.logits[j]);
         }
-        for (int64_t j = 0; ok && j < nv; j++) za += exp(theirs[j] - ma), zb += exp(fs.logits[j] - mb);
+        for (int64_t j = 0; ok && j < nv; j++)
+            za += exp(theirs[j] - ma), zb += exp(fs.logits[j] - mb);
         for (int64_t j = 0; ok && j < nv; j++) {
             const double la = theirs[j] - ma - log(za), lb = fs.logits[j] - mb - log(zb);
             k += exp(la) * (la - lb);
@@ -173,9 +174,10 @@ static void pair_row(const cfg *c, llama_oracle *lo, const char *lane, const cha
     if (!ok) {
         fprintf(stderr, "%s %s: the sanity run failed\n", lane, mname);
     } else {
-        fprintf(stderr, "sanity %s %s t%d, %d positions: max|diff|/max|logit| %.4f, argmax same at %d, mean KL %.2g; "
-                "fp4lane routes: %s\n", lane, mname, threads, n, amax > 0 ? dmax / amax : 0.0, same, kl,
-                fp4_rt_routes(fs.rt));
+        fprintf(stderr,
+                "sanity %s %s t%d, %d positions: max|diff|/max|logit| %.4f, argmax same at %d, mean KL %.2g; "
+                "fp4lane routes: %s\n",
+                lane, mname, threads, n, amax > 0 ? dmax / amax : 0.0, same, kl, fp4_rt_routes(fs.rt));
         double a[MAX_PAIRS], b[MAX_PAIRS];
         int np = 0;
         for (int p = 0; ok && p < c->warmup + c->pairs; p++) {
@@ -189,8 +191,9 @@ static void pair_row(const cfg *c, llama_oracle *lo, const char *lane, const cha
         }
         fp4b_result r;
         if (ok && !fp4b_compare(a, b, np, &r)) {
-            printf("| %s | %s | %d | %.1f (CV %.1f %%) | %.1f (CV %.1f %%) | **%.2f** | %.2f–%.2f | %s |\n", lane,
-                   mname, threads, r.a.mean, 100 * r.a.cv, r.b.mean, 100 * r.b.cv, r.ratio, r.pair_min, r.pair_max,
+            printf("| %s | %s | %d | %.1f (CV %.1f %%) | %.1f (CV %.1f %%) | **%.2f** | %.2f–%.2f | %s |\n",
+                   lane, mname, threads, r.a.mean, 100 * r.a.cv, r.b.mean, 100 * r.b.cv, r.ratio, r.pair_min,
+                   r.pair_max,
                    r.verdict == FP4B_B_FASTER   ? "fp4lane faster"
                    : r.verdict == FP4B_A_FASTER ? "llama.cpp faster"
                                                 : fp4b_verdict_text(r.verdict));
@@ -240,9 +243,29 @@ static int parse_int(const char *v, int lo, int hi, int *out) {
     return 0;
 }
 
+/* the libggml-cpu-<variant>.so ggml loaded (from /proc/self/maps), for the receipt */
+static void print_ggml_variant(void) {
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[1200], seen[1200] = "";
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "libggml-cpu-");
+        if (p && !strstr(seen, p)) {
+            snprintf(seen, sizeof seen, "%s", p);
+            printf("ggml CPU backend: %s", p);
+        }
+    }
+    if (f) fclose(f);
+}
+
 int main(int argc, char **argv) {
-    cfg c = {.pairs = 5, .warmup = 1, .prefix = 16, .tokens = 32, .threads = {1, 2}, .n_threads = 2,
-             .lane_q4 = 1, .lane_nv = 1};
+    cfg c = {.pairs = 5,
+             .warmup = 1,
+             .prefix = 16,
+             .tokens = 32,
+             .threads = {1, 2},
+             .n_threads = 2,
+             .lane_q4 = 1,
+             .lane_nv = 1};
     if (argc < 3) {
         fprintf(stderr, "usage: bench_llama_cpu FP4LANE_BIN WORKDIR [--pairs N] [--warmup N] [--prefix N] "
                         "[--tokens N] [--threads 1,2] [--lanes q4_k_m,nvfp4]\n");
@@ -251,30 +274,38 @@ int main(int argc, char **argv) {
     for (int i = 3; i + 1 < argc + 1; i += 2) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         int bad = 0;
-        if (!strcmp(o, "--pairs")) bad = parse_int(v, 1, MAX_PAIRS, &c.pairs);
-        else if (!strcmp(o, "--warmup")) bad = parse_int(v, 0, 16, &c.warmup);
-        else if (!strcmp(o, "--prefix")) bad = parse_int(v, 0, MAX_TOK / 2, &c.prefix);
-        else if (!strcmp(o, "--tokens")) bad = parse_int(v, 1, MAX_TOK / 2, &c.tokens);
+        if (!strcmp(o, "--pairs"))
+            bad = parse_int(v, 1, MAX_PAIRS, &c.pairs);
+        else if (!strcmp(o, "--warmup"))
+            bad = parse_int(v, 0, 16, &c.warmup);
+        else if (!strcmp(o, "--prefix"))
+            bad = parse_int(v, 0, MAX_TOK / 2, &c.prefix);
+        else if (!strcmp(o, "--tokens"))
+            bad = parse_int(v, 1, MAX_TOK / 2, &c.tokens);
         else if (!strcmp(o, "--threads")) {
             c.n_threads = 0;
-            for (const char *p = v; *p && c.n_threads < 4; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+            for (const char *p = v; *p && c.n_threads < 4;
+                 p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
                 c.threads[c.n_threads] = atoi(p);
                 bad |= c.threads[c.n_threads++] < 1;
             }
         } else if (!strcmp(o, "--lanes")) {
             c.lane_q4 = strstr(v, "q4_k_m") != NULL;
             c.lane_nv = strstr(v, "nvfp4") != NULL;
-        } else bad = 1;
+        } else
+            bad = 1;
         if (bad) return fprintf(stderr, "bench_llama_cpu: bad option %s %s\n", o, v), 2;
     }
     llama_oracle *lo = NULL;
     char err[2600], q4[900], nv[900];
     if (llama_oracle_open(&lo, err, sizeof err)) return fprintf(stderr, "%s\n", err), 1;
     if (make_files(argv[1], argv[2], lo, &c, q4, nv, sizeof q4)) return 1;
+    print_ggml_variant();
     int32_t ids[MAX_TOK];
     uint64_t s = 0x62656e6368ull;
     const int n = c.prefix + c.tokens;
-    for (int i = 0; i < n; i++) ids[i] = (int32_t)(fp4_splitmix64(&s) % 32000u);
+    for (int i = 0; i < n; i++)
+        ids[i] = (int32_t)(fp4_splitmix64(&s) % 32000u);
     printf("CPU decode, one token per step: %d-token prefix (untimed), %d timed teacher-forced tokens; "
            "%d pairs after %d warm-up, A = llama.cpp (libllama 3.22.1), B = fp4lane\n",
            c.prefix, c.tokens, c.pairs, c.warmup);

@@ -34,13 +34,14 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Tolerances, both relative to llama.cpp's largest |logit| (measured at 3.22.1 on this project's CPU,
- * AVX-512, libggml-cpu-sapphirerapids).
+/* Tolerances, both relative to llama.cpp's largest |logit| (measured at 3.22.1 on this session's
+ * 2-vCPU AMD EPYC VM, AVX-512, ggml's libggml-cpu-zen4.so; ggml's SIMD Q4_K dot sums its block
+ * products in another order than ggml's C code, which fp4lane reproduces bit for bit).
  * TOL0, position 0: both engines run these files through the same arithmetic for every matrix
  * (ggml's Q4_K/Q6_K x Q8_K dot: the activation row quantized to Q8_K, integer block sums, the same
  * f32 scaling), the same dequantized token_embd row, RMSNorm, RoPE and SiLU; attention over one
  * position returns V itself. Measured 1.4e-7 to 2.3e-7 (a few ulps of the largest logit: the order
- * of float sums outside the dots); 1e-5 allows a different ggml CPU variant's summation order.
+ * of float sums in and outside the dots); 1e-5 leaves room for another ggml CPU variant's order.
  * TOL, every position: from position 1 on, llama.cpp's CPU flash attention (on by default) rounds
  * Q to F16 for the K dot and accumulates the softmax-weighted V rows in an F16 accumulator
  * (ggml-cpu ops.cpp, VKQ16), where fp4lane keeps f32; F16 rounding of ~2^-11 per step, carried
