@@ -317,3 +317,17 @@ $(BUILD)/dev/bench_text: dev/bench_text.c $(BUILD)/libfp4lane.a
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_text.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 bench-text: $(BUILD)/dev/bench_text oracle-text
 	bench/text.sh $(BUILD) $(BENCH_REPS)
+
+# ---- CPU decode beside llama.cpp (dev/bench_llama_cpu.c): libllama from the pinned npm package through
+# dlopen, the same GGUFs (llama-160m shape: llama.cpp's Q4_K_M and fp4lane's NVFP4 type 40), paired
+# cells; files under $(BUILD)/bench-llama; results in bench/cpu.md. BENCH_LLAMA_ARGS: --pairs N ... ----
+.PHONY: bench-llama-cpu
+BENCH_LLAMA_ARGS ?=
+$(BUILD)/dev/bench_llama_cpu: dev/bench_llama_cpu.c tests/llama_oracle.c tests/llama_oracle.h tests/gguf_strip.c \
+                              tests/gguf_strip.h $(BUILD)/libfp4lane.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_llama_cpu.c tests/llama_oracle.c tests/gguf_strip.c \
+	  $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+bench-llama-cpu: $(BUILD)/dev/bench_llama_cpu $(BUILD)/fp4lane oracle
+	@mkdir -p $(BUILD)/bench-llama
+	$(BUILD)/dev/bench_llama_cpu $(BUILD)/fp4lane $(BUILD)/bench-llama $(BENCH_LLAMA_ARGS)

@@ -13,8 +13,10 @@ extern "C" {
  * intermediate 512, vocab 512), "llama3-8b" (4096, 32 layers, 32 heads, 8 KV, 14336, vocab
  * 128256, rope_theta 5e5 + llama3 rope scaling), "qwen3-8b" (4096, 36 layers, 32 heads, 8 KV,
  * head_dim 128, 12288, vocab 151936, rope_theta 1e6), "llama3-70b" (8192, 80 layers, 64 heads,
- * 8 KV, 28672, vocab 128256). Architectures: "llama" (LlamaForCausalLM; llama3 rope scaling where
- * the shape has it) and "qwen3" (Qwen3ForCausalLM: per-head q_norm/k_norm, no rope scaling).
+ * 8 KV, 28672, vocab 128256), "llama-160m" (JackFram/llama-160m: 768, 12 layers, 12 heads x 64,
+ * 12 KV, 3072, vocab 32000, rope_theta 1e4, untied; a CPU decode shape). Architectures: "llama"
+ * (LlamaForCausalLM; llama3 rope scaling where the shape has it) and "qwen3" (Qwen3ForCausalLM:
+ * per-head q_norm/k_norm, no rope scaling).
  *
  * Statistics of the bf16 values (every tensor its own seeded stream; documented and tested):
  *   matrices (embeddings, q/k/v/o, gate/up/down, lm_head): Student-t with 8 degrees of freedom

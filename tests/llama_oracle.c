@@ -27,6 +27,17 @@ typedef struct lo_params {
 enum { CP_N_CTX = 0, CP_N_BATCH = 4, CP_N_UBATCH = 8, CP_N_SEQ_MAX = 12, CP_N_OUT_PER_SEQ = 24,
        CP_N_THREADS = 28, CP_N_THREADS_BATCH = 32 };
 
+/* llama.h (release v0.5.0): struct llama_model_quantize_params, field for field (enums are int) */
+typedef struct lo_quant_params {
+    int32_t nthread, ftype, output_tensor_type, token_embedding_type;
+    _Bool allow_requantize, quantize_output_tensor, only_copy, pure, keep_split, dry_run;
+    const void *imatrix, *kv_overrides, *tt_overrides;
+    const int32_t *prune_layers;
+    size_t max_buf_size;
+} lo_quant_params;
+_Static_assert(sizeof(lo_quant_params) == 64, "llama_model_quantize_params is 64 bytes on x86-64");
+enum { LO_GGML_TYPE_COUNT = 43, LO_FTYPE_Q8_0 = 7 };
+
 typedef void (*lo_log_fn)(int level, const char *text, void *user);
 
 struct llama_oracle {
@@ -48,6 +59,10 @@ struct llama_oracle {
     float *(*get_logits_ith)(void *ctx, int32_t i);
     int32_t (*tokenize)(const void *vocab, const char *text, int32_t len, int32_t *ids, int32_t n_max,
                         _Bool add_special, _Bool parse_special);
+    lo_quant_params (*quantize_default_params)(void);
+    uint32_t (*quantize)(const char *in, const char *out, const lo_quant_params *p);
+    void *(*get_memory)(const void *ctx);
+    void (*memory_clear)(void *mem, _Bool data);
     char log[2048]; /* the tail of llama.cpp's log */
 };
 
@@ -121,6 +136,10 @@ int llama_oracle_open(llama_oracle **out, char *err, size_t err_len) {
     SYM(o->llama, decode, "llama_decode");
     SYM(o->llama, get_logits_ith, "llama_get_logits_ith");
     SYM(o->llama, tokenize, "llama_tokenize");
+    SYM(o->llama, quantize_default_params, "llama_model_quantize_default_params");
+    SYM(o->llama, quantize, "llama_model_quantize");
+    SYM(o->llama, get_memory, "llama_get_memory");
+    SYM(o->llama, memory_clear, "llama_memory_clear");
     o->log_set(on_log, o);
     o->backend_load_all_from_path(dir);
     o->backend_init();
@@ -221,4 +240,90 @@ int llama_oracle_tokenize(llama_oracle *o, const char *gguf, const char *text, i
     *ids = out;
     *n = got;
     return 0;
+}
+
+int llama_oracle_quantize(llama_oracle *o, const char *in, const char *out, int ftype, int n_threads,
+                          char *err, size_t err_len) {
+    o->log[0] = 0;
+    lo_quant_params p = o->quantize_default_params();
+    /* the layout check: release v0.5.0's defaults, field for field */
+    if (p.nthread != 0 || p.ftype != LO_FTYPE_Q8_0 || p.output_tensor_type != LO_GGML_TYPE_COUNT ||
+        p.token_embedding_type != LO_GGML_TYPE_COUNT || p.allow_requantize || !p.quantize_output_tensor ||
+        p.only_copy || p.pure || p.keep_split || p.dry_run || p.imatrix || p.kv_overrides || p.tt_overrides ||
+        p.prune_layers || p.max_buf_size != 8ull << 30) {
+        snprintf(err, err_len, "llama oracle: llama_model_quantize_params is not v0.5.0's layout");
+        return -1;
+    }
+    p.nthread = n_threads;
+    p.ftype = ftype;
+    uint32_t rc = o->quantize(in, out, &p);
+    if (rc)
+        snprintf(err, err_len, "llama_model_quantize(%s, ftype %d) returned %u: %s", in, ftype, rc, o->log);
+    return rc ? -1 : 0;
+}
+
+struct llama_oracle_session {
+    llama_oracle *o;
+    void *model, *ctx;
+    lo_batch b;
+};
+
+int llama_oracle_session_open(llama_oracle *o, const char *gguf, int n_ctx, int n_threads,
+                              llama_oracle_session **out, int *n_vocab, char *err, size_t err_len) {
+    *out = NULL;
+    o->log[0] = 0;
+    llama_oracle_session *s = calloc(1, sizeof *s);
+    if (!s) return snprintf(err, err_len, "out of memory"), -1;
+    s->o = o;
+    s->model = o->model_load_from_file(gguf, o->model_default_params());
+    if (!s->model) {
+        snprintf(err, err_len, "libllama refused %s: %s", gguf, o->log);
+        free(s);
+        return -1;
+    }
+    lo_params cp = o->context_default_params();
+    wr32(&cp, CP_N_CTX, (uint32_t)n_ctx);
+    wr32(&cp, CP_N_BATCH, (uint32_t)n_ctx);
+    wr32(&cp, CP_N_UBATCH, (uint32_t)n_ctx);
+    wr32(&cp, CP_N_THREADS, (uint32_t)n_threads);
+    wr32(&cp, CP_N_THREADS_BATCH, (uint32_t)n_threads);
+    s->ctx = o->init_from_model(s->model, cp);
+    if (!s->ctx) {
+        snprintf(err, err_len, "libllama: no context for %s: %s", gguf, o->log);
+        o->model_free(s->model);
+        free(s);
+        return -1;
+    }
+    *n_vocab = o->vocab_n_tokens(o->model_get_vocab(s->model));
+    s->b = o->batch_init(1, 0, 1);
+    *out = s;
+    return 0;
+}
+
+int llama_oracle_session_decode(llama_oracle_session *s, int32_t token, int32_t pos, const float **logits,
+                                char *err, size_t err_len) {
+    *logits = NULL;
+    s->b.n_tokens = 1;
+    s->b.token[0] = token;
+    s->b.pos[0] = pos;
+    s->b.n_seq_id[0] = 1;
+    s->b.seq_id[0][0] = 0;
+    s->b.logits[0] = 1;
+    int32_t d = s->o->decode(s->ctx, s->b);
+    if (d != 0) return snprintf(err, err_len, "llama_decode returned %d: %s", (int)d, s->o->log), -1;
+    *logits = s->o->get_logits_ith(s->ctx, 0);
+    if (!*logits) return snprintf(err, err_len, "no logits at position %d: %s", (int)pos, s->o->log), -1;
+    return 0;
+}
+
+void llama_oracle_session_clear(llama_oracle_session *s) {
+    s->o->memory_clear(s->o->get_memory(s->ctx), 1);
+}
+
+void llama_oracle_session_close(llama_oracle_session *s) {
+    if (!s) return;
+    s->o->batch_free(s->b);
+    s->o->free_ctx(s->ctx);
+    s->o->model_free(s->model);
+    free(s);
 }

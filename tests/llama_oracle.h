@@ -34,4 +34,24 @@ int llama_oracle_logits(llama_oracle *o, const char *gguf, const int32_t *ids, i
  * 0 on success; else -1 with a message in err. */
 int llama_oracle_tokenize(llama_oracle *o, const char *gguf, const char *text, int len, int add_special,
                           int32_t **ids, int *n, char *err, size_t err_len);
+
+/* llama.cpp's own quantizer (llama_model_quantize, the code behind llama-quantize): reads the
+ * F32/F16/BF16 GGUF in and writes out with llama.cpp's per-tensor type choice for ftype
+ * (llama.h's enum llama_ftype: LLAMA_ORACLE_Q4_K_M, LLAMA_ORACLE_Q6_K, ...), n_threads workers.
+ * 0 on success; else -1 with llama.cpp's last log lines in err. */
+enum { LLAMA_ORACLE_Q8_0 = 7, LLAMA_ORACLE_Q4_K_S = 14, LLAMA_ORACLE_Q4_K_M = 15, LLAMA_ORACLE_Q6_K = 18 };
+int llama_oracle_quantize(llama_oracle *o, const char *in, const char *out, int ftype, int n_threads,
+                          char *err, size_t err_len);
+
+/* A model and a context kept open to decode one token at a time (the benchmark's way in): open
+ * loads gguf with a context of n_ctx positions and n_threads; decode runs token at position pos of
+ * sequence 0 and points *logits at llama.cpp's vocab-sized row (valid until the next call); clear
+ * empties the KV cache. 0 on success; else -1 with a message in err. */
+typedef struct llama_oracle_session llama_oracle_session;
+int llama_oracle_session_open(llama_oracle *o, const char *gguf, int n_ctx, int n_threads,
+                              llama_oracle_session **out, int *n_vocab, char *err, size_t err_len);
+int llama_oracle_session_decode(llama_oracle_session *s, int32_t token, int32_t pos, const float **logits,
+                                char *err, size_t err_len);
+void llama_oracle_session_clear(llama_oracle_session *s);
+void llama_oracle_session_close(llama_oracle_session *s);
 #endif

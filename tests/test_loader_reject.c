@@ -276,6 +276,17 @@ static void gguf_cases2(void) {
                                    {"fp4lane.activation_precision", "a16", 0, 0}};
         write_gguf(path, lane16b, 2, t4, 1);
         expect("valid f16 file", path, "", NULL);
+        /* a dense claim over a k-quant matrix (llama.cpp's quantizer copies its input's keys) */
+        static uint8_t q4k[144];
+        tspec t5[] = {{"q.weight", FP4_TYPE_Q4_K, 2, {256, 1}, q4k, sizeof q4k}};
+        const kvspec lanebf[2] = {{"fp4lane.weight_precision", "bf16", 0, 0},
+                                  {"fp4lane.activation_precision", "a16", 0, 0}};
+        write_gguf(path, lanebf, 2, t5, 1);
+        expect("lane bf16 over a Q4_K matrix", path, "lane.pairing", NULL);
+        const kvspec laneq4[2] = {{"fp4lane.weight_precision", "q4_k", 0, 0},
+                                  {"fp4lane.activation_precision", "a16", 0, 0}};
+        write_gguf(path, laneq4, 2, t5, 1);
+        expect("valid q4_k file", path, "", NULL);
     }
     { /* exact reciprocal metadata: wrong type, inconsistent */
         tspec t[] = {T_PAY("a.weight"), T_SC("a.weight"), T_S2("a.weight")};

@@ -61,7 +61,8 @@ static int same_file(const char *a, const char *b) {
 
 static void test_names_and_sizes(void) {
     CHECK(!strcmp(fp4_synth_shape_name(0), "tiny"));
-    CHECK(fp4_synth_shape_name(4) == NULL && fp4_synth_shape_name(-1) == NULL);
+    CHECK(!strcmp(fp4_synth_shape_name(4), "llama-160m"));
+    CHECK(fp4_synth_shape_name(5) == NULL && fp4_synth_shape_name(-1) == NULL);
     CHECK(!strcmp(fp4_synth_arch_name(1), "qwen3") && fp4_synth_arch_name(2) == NULL);
     CHECK(!strcmp(fp4_synth_shape_arch("qwen3-8b"), "qwen3") &&
           !strcmp(fp4_synth_shape_arch("llama3-70b"), "llama"));
@@ -71,7 +72,8 @@ static void test_names_and_sizes(void) {
     } want[] = {{"llama3-8b", 8030261248ull},
                 {"qwen3-8b", 8190735360ull},
                 {"llama3-70b", 70553706496ull},
-                {"tiny", 1443072ull}};
+                {"tiny", 1443072ull},
+                {"llama-160m", 162417408ull}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         fp4_synth_opts o = {.shape = want[i].shape};
         uint64_t b = 0;

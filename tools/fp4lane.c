@@ -38,8 +38,8 @@ const cli_verb cli_verbs[] = {
      "fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs 5] [--prefix 66] [--tokens 32]\n"
      "       [--warmup 1] [--seed S] [--json FILE]"},
     {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
-     "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b [--arch llama|qwen3] [--seed N]\n"
-     "       [--shard-size N[K|M|G]] [--threads N] [--json]"},
+     "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b|llama-160m [--arch llama|qwen3]\n"
+     "       [--seed N] [--shard-size N[K|M|G]] [--threads N] [--json]"},
     {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
      "fp4lane tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] [--add-special] [--parse-special]"},
     {"detokenize", cmd_detokenize, "token ids to text",

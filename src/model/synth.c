@@ -34,6 +34,8 @@ static const synth_shape shapes[] = {
     {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643, 151645},
     {"llama3-70b", "llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000,
      128001},
+    /* JackFram/llama-160m (a published small Llama, used as a draft model): a CPU decode shape */
+    {"llama-160m", "llama", 768, 12, 12, 12, 64, 3072, 32000, 2048, 10000.0, 1e-6, 0, 0, 1, 2},
 };
 enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
 

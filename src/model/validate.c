@@ -141,6 +141,13 @@ fp4_status fp4_check_lane(const char *path, const fp4_mtensor *t, int64_t n, con
         return fp4_fail(err, FP4_ERR_LANE, path, first_nv, "lane.pairing",
                         "fp4lane.weight_precision = fp8 but the file has %lld FP8 and %lld NVFP4 weights",
                         (long long)n_fp8, (long long)n_nv);
+    /* a dense claim over k-quant matrices: llama.cpp's quantizer copies every key of its input, so
+     * a file quantized from an fp4lane F16/BF16 GGUF still says so */
+    if (k->has_wp && k->wp != FP4_WP_NVFP4 && k->wp != FP4_WP_Q4_K && n_q4)
+        return fp4_fail(err, FP4_ERR_LANE, path, NULL, "lane.pairing",
+                        "fp4lane.weight_precision = %s but the file has %lld Q4_K/Q6_K matrices (a key "
+                        "copied from the file it was quantized from?)",
+                        fp4_wp_names[k->wp], (long long)n_q4);
     fp4_act_precision derived = n_in ? FP4_AP_NVFP4 : FP4_AP_A16;
     if (k->has_ap && n_nv && (fp4_act_precision)k->ap != derived)
         return fp4_fail(err, FP4_ERR_LANE, path, derived == FP4_AP_NVFP4 ? first_with : first_nv,
