@@ -227,7 +227,8 @@ static void test_routes(const char *bf, const char *nv) {
     const char *name;
     CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE &&
           strstr(msg, "kquant lane") && strstr(msg, "plain NVFP4 decode"));
-    k.device = FP4_DEVICE_CUDA, k.act = FP4_AP_NVFP4; /* W4A4 native runs the exact contraction: still refused */
+    k.device = FP4_DEVICE_CUDA,
+    k.act = FP4_AP_NVFP4; /* W4A4 native runs the exact contraction: still refused */
     CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE && strstr(msg, "unqualified"));
     /* drafting is qualified where the verify step is batch invariant (tests/test_runtime_spec.c) */
     static const struct {
@@ -259,7 +260,8 @@ static void test_routes(const char *bf, const char *nv) {
             CHECK_MSG(st == FP4_OK && name && !strcmp(name, drafting[i].route), "drafting row %zu: %s", i,
                       name ? name : msg);
         else
-            CHECK_MSG(st == FP4_ERR_REFUSED_ROUTE && strstr(msg, drafting[i].hint), "drafting row %zu: %s", i, msg);
+            CHECK_MSG(st == FP4_ERR_REFUSED_ROUTE && strstr(msg, drafting[i].hint), "drafting row %zu: %s", i,
+                      msg);
     }
     k = (fp4_route_key){FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 0};
     CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE &&

@@ -39,7 +39,8 @@ typedef struct gen {
     int failed;
 } gen;
 
-static fp4_rt *engine(const char *path, fp4_model **m, fp4_mode mode, int threads, int64_t n_ctx, int drafting) {
+static fp4_rt *engine(const char *path, fp4_model **m, fp4_mode mode, int threads, int64_t n_ctx,
+                      int drafting) {
     fp4_error e;
     fp4_rt *rt = NULL;
     *m = NULL;
@@ -95,8 +96,8 @@ static void generate(const cfg *c, gen *g, const char *tag) {
     memset(g, 0, sizeof *g);
     fp4_model *m = NULL, *dm = NULL;
     fp4_rt *rt = engine(c->target, &m, c->mode, c->threads, c->n_ctx ? c->n_ctx : NCTX, c->draft != NULL);
-    fp4_rt *dr = c->draft ? engine(c->draft, &dm, c->mode, c->threads, c->draft_ctx ? c->draft_ctx : NCTX, 0)
-                          : NULL;
+    fp4_rt *dr =
+        c->draft ? engine(c->draft, &dm, c->mode, c->threads, c->draft_ctx ? c->draft_ctx : NCTX, 0) : NULL;
     fp4_error e;
     g->failed = 1;
     if (!rt || (c->draft && !dr)) goto out;
@@ -167,7 +168,8 @@ static void same_as_plain(const cfg *spec, const char *tag) {
     generate(spec, &b, tag);
     char *kvb = b.failed ? NULL : cu_slurp(b.kv, &lb);
     CHECK_MSG(!a.failed && !b.failed, "%s: generation failed", tag);
-    CHECK_MSG(a.n_tok == b.n_tok && !memcmp(a.tok, b.tok, sizeof(int32_t) * (size_t)a.n_tok), "%s: tokens", tag);
+    CHECK_MSG(a.n_tok == b.n_tok && !memcmp(a.tok, b.tok, sizeof(int32_t) * (size_t)a.n_tok), "%s: tokens",
+              tag);
     CHECK_MSG(a.n_rows == b.n_rows && a.n_rows == PLEN + n_gen_of(spec) - 1 && a.rows && b.rows &&
                   !memcmp(a.rows, b.rows, sizeof(float) * (size_t)(a.n_rows * a.V)),
               "%s: logits (%lld vs %lld rows)", tag, (long long)a.n_rows, (long long)b.n_rows);
@@ -264,7 +266,8 @@ static void test_refusals(const char *nv, const char *bf, const char *v256) {
     CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_REFUSED_ROUTE && strstr(e.msg, "--mode exact"));
     fp4_model_close(m);
     /* fp4_spec_create */
-    fp4_rt *plain = engine(nv, &m, FP4_MODE_EXACT, 1, 32, 0), *tgt = engine(nv, &dm, FP4_MODE_EXACT, 1, 32, 1);
+    fp4_rt *plain = engine(nv, &m, FP4_MODE_EXACT, 1, 32, 0),
+           *tgt = engine(nv, &dm, FP4_MODE_EXACT, 1, 32, 1);
     fp4_rt *v = engine(v256, &vm, FP4_MODE_EXACT, 1, 32, 0);
     int32_t s1, s2, s3;
     fp4_spec *sp = NULL;
@@ -272,13 +275,15 @@ static void test_refusals(const char *nv, const char *bf, const char *v256) {
     CHECK_OK(fp4_rt_seq_open(plain, &s1));
     CHECK_OK(fp4_rt_seq_open(tgt, &s2));
     CHECK_OK(fp4_rt_seq_open(v, &s3));
-    CHECK(fp4_spec_create(plain, s1, tgt, s2, 4, &sp, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "spec.target"));
+    CHECK(fp4_spec_create(plain, s1, tgt, s2, 4, &sp, &e) == FP4_ERR_INVALID_ARG &&
+          !strcmp(e.rule, "spec.target"));
     CHECK(fp4_spec_create(tgt, s2, v, s3, 4, &sp, &e) == FP4_ERR_FORMAT && !strcmp(e.rule, "spec.vocab") &&
           strstr(e.msg, "256") && strstr(e.msg, "320"));
     CHECK(fp4_spec_create(tgt, s2, plain, s1, 0, &sp, &e) == FP4_ERR_INVALID_ARG &&
           !strcmp(e.rule, "spec.n-draft"));
     CHECK(fp4_spec_create(tgt, s2, plain, s1, FP4_SPEC_MAX_DRAFT + 1, &sp, &e) == FP4_ERR_INVALID_ARG);
-    CHECK(fp4_spec_create(tgt, s2, tgt, s2, 4, &sp, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "spec.seq"));
+    CHECK(fp4_spec_create(tgt, s2, tgt, s2, 4, &sp, &e) == FP4_ERR_INVALID_ARG &&
+          !strcmp(e.rule, "spec.seq"));
     CHECK(sp == NULL);
     CHECK_OK(fp4_spec_create(tgt, s2, plain, s1, 4, &sp, &e));
     /* a history that is not the target's: spec.pos; a failing callback: FP4_ERR_IO, rolled back */
@@ -331,13 +336,14 @@ static void test_cli(const char *nv, const char *bf, const char *foreign, const 
     for (int i = 0; i < 4; i++)
         snprintf(f[i], sizeof f[i], "%s/cli-%d", tmp, i);
     /* ids: sampled, threads 2: the same ids, logits file and KV snapshot as the plain run */
-    const char *gen_opts = "--prompt-ids 3,17,101,250,42,7 -n 20 --ignore-eos --threads 2 --temp 0.8 --top-k 40 "
-                           "--top-p 0.9 --seed 7";
+    const char *gen_opts =
+        "--prompt-ids 3,17,101,250,42,7 -n 20 --ignore-eos --threads 2 --temp 0.8 --top-k 40 "
+        "--top-p 0.9 --seed 7";
     snprintf(a, sizeof a, "run %s %s --logits-out %s --kv-save %s", nv, gen_opts, f[0], f[1]);
     CHECK(cli(a, &o, &er) == 0);
     first_line(o, l1, sizeof l1);
-    snprintf(a, sizeof a, "run %s %s --logits-out %s --kv-save %s --draft %s --draft-n 3", nv, gen_opts, f[2], f[3],
-             foreign);
+    snprintf(a, sizeof a, "run %s %s --logits-out %s --kv-save %s --draft %s --draft-n 3", nv, gen_opts, f[2],
+             f[3], foreign);
     CHECK_MSG(cli(a, &o, &er) == 0, "%s", er);
     first_line(o, l2, sizeof l2);
     CHECK_MSG(!strcmp(l1, l2) && strlen(l1) > 20, "%s vs %s", l1, l2);
@@ -347,14 +353,16 @@ static void test_cli(const char *nv, const char *bf, const char *foreign, const 
     /* greedy with the target as its own draft: every proposal accepted */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3 -n 12 --ignore-eos --draft %s", bf, bf);
     CHECK(cli(a, &o, &er) == 0 && cu_has(cu_last_line(o), "(100.0 %)"));
-    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3 -n 12 --ignore-eos --json --draft %s --draft-n 2", bf, bf);
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3 -n 12 --ignore-eos --json --draft %s --draft-n 2", bf,
+             bf);
     CHECK(cli(a, &o, &er) == 0 && cu_has(o, "\"draft_n\":2") && cu_has(o, "\"drafted\":"));
     /* text: models/tiny drafting for itself gives the plain run's text */
     snprintf(a, sizeof a, "run models/tiny -p 'The history of' -n 24 --ignore-eos");
     CHECK(cli(a, &o, &er) == 0);
     char *plain_text = o;
     o = NULL;
-    snprintf(a, sizeof a, "run models/tiny -p 'The history of' -n 24 --ignore-eos --draft models/tiny --draft-n 5");
+    snprintf(a, sizeof a,
+             "run models/tiny -p 'The history of' -n 24 --ignore-eos --draft models/tiny --draft-n 5");
     CHECK(cli(a, &o, &er) == 0 && plain_text && o && !strcmp(plain_text, o) && cu_has(er, "draft-n 5"));
     free(plain_text);
     /* refusals (exit 1): vocabulary, tokenizer, routes; usage (exit 2) */
@@ -362,7 +370,8 @@ static void test_cli(const char *nv, const char *bf, const char *foreign, const 
     CHECK(cli(a, &o, &er) == 1 && cu_has(er, "320") && cu_has(er, "4096") && cu_has(er, "tokenizer"));
     snprintf(a, sizeof a, "run models/tiny -p 'Hello' --draft %s", v4096);
     CHECK(cli(a, &o, &er) == 1 && cu_has(er, "tokenizer"));
-    snprintf(a, sizeof a, "run models/tiny --prompt-ids 1,2 -n 3 --draft %s", v4096); /* ids: vocabulary only */
+    snprintf(a, sizeof a, "run models/tiny --prompt-ids 1,2 -n 3 --draft %s",
+             v4096); /* ids: vocabulary only */
     CHECK(cli(a, &o, &er) == 0 && cu_has(cu_last_line(o), "drafted"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1 --mode native --draft %s", nv, nv);
     CHECK(cli(a, &o, &er) == 1 && cu_has(er, "unqualified"));

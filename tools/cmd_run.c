@@ -179,7 +179,8 @@ static int parse(int argc, char **argv, run_args *a) {
     }
     if (a->e.draft && (a->batch_file || a->kv_load))
         return fprintf(stderr, "fp4lane run: --draft drafts for one sequence from its start: not with %s\n",
-                       a->batch_file ? "--batch-file" : "--kv-load (the draft has no cache of its positions)"),
+                       a->batch_file ? "--batch-file"
+                                     : "--kv-load (the draft has no cache of its positions)"),
                -1;
     if (a->batch_file && (a->logits_out || a->kv_save || a->kv_load))
         return fprintf(

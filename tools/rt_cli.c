@@ -68,7 +68,8 @@ int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i) {
         e->o.n_ctx = x;
     } else if (!strcmp(a, "--draft") || !strcmp(a, "--draft-n")) {
         if (!e->allow_draft)
-            return fprintf(stderr, "fp4lane: %s: speculative drafting is an option of `fp4lane run`\n", a), -1;
+            return fprintf(stderr, "fp4lane: %s: speculative drafting is an option of `fp4lane run`\n", a),
+                   -1;
         if (a[7]) {
             if (parse_int(a, v, 1, FP4_SPEC_MAX_DRAFT, &x)) return -1;
             e->draft_n = (int)x;

@@ -17,20 +17,23 @@ int run_spec_same_tokenizer(const char *draft, const fp4_tokenizer *t) {
     if (fp4_tokenizer_n_vocab(d) != n)
         snprintf(why, sizeof why, "%d tokens, the target's %d", fp4_tokenizer_n_vocab(d), n);
     else if (fp4_tokenizer_bos(d) != fp4_tokenizer_bos(t) || fp4_tokenizer_eos(d) != fp4_tokenizer_eos(t))
-        snprintf(why, sizeof why, "BOS/EOS %d/%d, the target's %d/%d", fp4_tokenizer_bos(d), fp4_tokenizer_eos(d),
-                 fp4_tokenizer_bos(t), fp4_tokenizer_eos(t));
+        snprintf(why, sizeof why, "BOS/EOS %d/%d, the target's %d/%d", fp4_tokenizer_bos(d),
+                 fp4_tokenizer_eos(d), fp4_tokenizer_bos(t), fp4_tokenizer_eos(t));
     for (int32_t i = 0; !why[0] && i < n; i++) {
         const char *a = NULL, *b = NULL;
         size_t la = 0, lb = 0;
-        const int ea = fp4_tokenizer_token(t, i, &a, &la) != FP4_OK, eb = fp4_tokenizer_token(d, i, &b, &lb) != FP4_OK;
+        const int ea = fp4_tokenizer_token(t, i, &a, &la) != FP4_OK,
+                  eb = fp4_tokenizer_token(d, i, &b, &lb) != FP4_OK;
         if (ea != eb || la != lb || (la && memcmp(a, b, la)) ||
             fp4_tokenizer_is_special(t, i) != fp4_tokenizer_is_special(d, i))
             snprintf(why, sizeof why, "token id %d differs", i);
     }
     fp4_tokenizer_free(d);
     if (!why[0]) return 0;
-    fprintf(stderr, "fp4lane run: refused: the draft model %s has another tokenizer (%s): a draft must share "
-                    "the target's tokenizer\n", draft, why);
+    fprintf(stderr,
+            "fp4lane run: refused: the draft model %s has another tokenizer (%s): a draft must share "
+            "the target's tokenizer\n",
+            draft, why);
     return 1;
 }
 

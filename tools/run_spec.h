@@ -16,10 +16,10 @@ typedef struct run_spec {
     fp4_rt *target, *draft;
     int32_t tseq, dseq;
     int draft_n;
-    fp4_sampler *smp;                       /* the target's, told of the prompt already     */
+    fp4_sampler *smp;                                    /* the target's, told of the prompt already     */
     int (*token)(void *ctx, int32_t seq, int32_t token); /* run's callback: 1 stop, < 0 fails */
     void *token_ctx;
-    rt_npy *npy;                            /* the target's logits rows, or NULL           */
+    rt_npy *npy; /* the target's logits rows, or NULL           */
     const int32_t *eos;
     int n_eos, ignore_eos;
     int64_t n_gen;

@@ -37,14 +37,16 @@ fp4_status fp4_spec_create(fp4_rt *target, int32_t tseq, fp4_rt *draft, int32_t 
     if (n_draft < 1 || n_draft > FP4_SPEC_MAX_DRAFT)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "spec.n-draft",
                         "draft length %d is outside [1, %d]", n_draft, FP4_SPEC_MAX_DRAFT);
-    if (fp4_rt_seq_pos(target, tseq) < 0 || fp4_rt_seq_pos(draft, dseq) < 0 || (target == draft && tseq == dseq))
+    if (fp4_rt_seq_pos(target, tseq) < 0 || fp4_rt_seq_pos(draft, dseq) < 0 ||
+        (target == draft && tseq == dseq))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "spec.seq",
                         "the target and draft sequences must be open (and distinct)");
     fp4_spec *s = calloc(1, sizeof *s);
     if (!s) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     const int64_t V = fp4_rt_vocab(target);
     const int64_t nc = n_draft + 1 > SPEC_CATCHUP_COLS ? n_draft + 1 : SPEC_CATCHUP_COLS;
-    *s = (fp4_spec){.target = target, .draft = draft, .tseq = tseq, .dseq = dseq, .n_draft = n_draft, .vocab = V};
+    *s = (fp4_spec){
+        .target = target, .draft = draft, .tseq = tseq, .dseq = dseq, .n_draft = n_draft, .vocab = V};
     s->cols = malloc(sizeof *s->cols * (size_t)nc);
     s->tl = malloc(sizeof(float) * (size_t)V * (size_t)(n_draft + 1));
     s->dl = malloc(sizeof(float) * (size_t)V);
