@@ -10,8 +10,12 @@ D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 for L in 2 4 6; do python3 bench/spec_draft.py models/tiny "$D/tiny-l$L" "$L"; done
 P="The history of the city"
-run() { "$B" run models/tiny -p "$P" -n 128 --ignore-eos "$@" 2>&1 >/dev/null | tail -1 |
-        sed -E 's/.*decode ([0-9]+) tok ([0-9.]+) tok\/s.*routes: [^,]*(, draft-n .*)?$/\2 tok\/s\3/'; }
+run() {
+  l=$("$B" run models/tiny -p "$P" -n 128 --ignore-eos "$@" 2>&1 >/dev/null | tail -1)
+  echo "decode $(echo "$l" | sed -E 's/.*decode [0-9]+ tok ([0-9.]+) tok\/s.*/\1/') tok/s," \
+       "prefill $(echo "$l" | sed -E 's/^prefill [0-9]+ tok ([0-9.]+) tok\/s.*/\1/') tok/s" \
+       "$(echo "$l" | grep -oE 'draft-n .*' || true)"
+}
 echo "commit $(git rev-parse --short HEAD), $(date -u '+%Y-%m-%d %H:%M UTC'), load $(cut -d' ' -f1-3 /proc/loadavg)"
 for i in $(seq "$R"); do
   echo "round $i"
