@@ -48,7 +48,7 @@ all: lib cli
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
 cli: $(BUILD)/fp4lane
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
