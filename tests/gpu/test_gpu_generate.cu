@@ -94,7 +94,8 @@ static void generate(const char *target, const char *draft, fp4_device dev, fp4_
         CHECK_OK(fp4_rt_seq_open(rt, &seq));
         fp4_rt_tok cols[NP];
         for (int i = 0; i < NP; i++)
-            cols[i] = tk(seq, prompt[i], 1), fp4_sampler_accept(smp, prompt[i]), g->hist[g->n_hist++] = prompt[i];
+            cols[i] = tk(seq, prompt[i], 1), fp4_sampler_accept(smp, prompt[i]),
+            g->hist[g->n_hist++] = prompt[i];
         CHECK_OK(fp4_rt_step(rt, cols, NP, g->rows, &e));
         g->n_rows = NP;
         int32_t next = fp4_sampler_sample(smp, g->rows + (NP - 1) * g->V);
@@ -151,7 +152,8 @@ static void spec_case(const char *target, const char *draft, fp4_mode mode, int 
     generate(target, NULL, FP4_DEVICE_CUDA, mode, 0, sampled, &plain);
     generate(target, draft, FP4_DEVICE_CUDA, mode, k, sampled, &spec);
     char w[256];
-    snprintf(w, sizeof w, "%s k %d %s: speculative vs plain on cuda", what, k, sampled ? "sampled" : "greedy");
+    snprintf(w, sizeof w, "%s k %d %s: speculative vs plain on cuda", what, k,
+             sampled ? "sampled" : "greedy");
     same(&plain, &spec, 1, w);
     CHECK_MSG(spec.st.drafted > 0 && spec.st.accepted <= spec.st.drafted, "%s: drafted %lld", w,
               (long long)spec.st.drafted);
@@ -165,7 +167,8 @@ static void spec_case(const char *target, const char *draft, fp4_mode mode, int 
     if (mode == FP4_MODE_EXACT) {
         gen cpu;
         generate(target, NULL, FP4_DEVICE_CPU, mode, 0, sampled, &cpu);
-        snprintf(w, sizeof w, "%s k %d %s: speculative cuda vs plain cpu", what, k, sampled ? "sampled" : "greedy");
+        snprintf(w, sizeof w, "%s k %d %s: speculative cuda vs plain cpu", what, k,
+                 sampled ? "sampled" : "greedy");
         same(&cpu, &spec, 1, w);
         free(cpu.rows);
     }
@@ -178,7 +181,8 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f)
 }
 
 int main(void) {
-    snprintf(cuda_lib, sizeof cuda_lib, "%s/libfp4lane_cuda.so", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
+    snprintf(cuda_lib, sizeof cuda_lib, "%s/libfp4lane_cuda.so",
+             getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
     {
         fp4_model *m = NULL;
         fp4_status st = FP4_ERR_NO_DEVICE;
