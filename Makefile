@@ -48,7 +48,7 @@ all: lib cli
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
 cli: $(BUILD)/fp4lane
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h)
+$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h tools/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
 
@@ -151,7 +151,9 @@ CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
 CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)
 FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/format/*.c)))
 GPU_CPU_OBJ = $(BUILD)/src/cpu/project.o $(BUILD)/src/cpu/native.o $(BUILD)/src/model/dequant.o
-GPU_TEST_SRC = $(sort $(filter-out tests/gpu/test_gpu_runtime.cu,$(wildcard tests/gpu/test_*.cu)))
+# the GPU tests that also run the CPU engine (libfp4lane.a beside libfp4lane_cuda.so): built below
+GPU_RT_SRC = tests/gpu/test_gpu_runtime.cu tests/gpu/test_gpu_generate.cu
+GPU_TEST_SRC = $(sort $(filter-out $(GPU_RT_SRC),$(wildcard tests/gpu/test_*.cu)))
 GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm
 
@@ -183,14 +185,14 @@ $(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(RT_CU_OBJ) $(FORMAT_OBJ) $(BUILD)/src/m
 	@printf '{ global: fp4_rt_cuda_backend; local: *; };\n' > $(BUILD)/libfp4lane_cuda.map
 	$(NVCC) -shared -o $@ $^ -Xlinker --version-script=$(BUILD)/libfp4lane_cuda.map -Xlinker --no-undefined \
 	  -Xlinker -z -Xlinker nodelete -lpthread -lm
-GPU_RT_TEST = $(if $(wildcard /usr/include/jansson.h),$(BUILD)/tests/gpu/test_gpu_runtime)
+GPU_RT_TEST = $(if $(wildcard /usr/include/jansson.h),$(GPU_RT_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%))
 $(BUILD)/tests/gpu/rt_data.o: tests/rt_data.c tests/rt_data.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
 $(BUILD)/tests/gpu/fp8_twin.o: tests/fp8_twin.c tests/fp8_twin.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
-$(BUILD)/tests/gpu/test_gpu_runtime: tests/gpu/test_gpu_runtime.cu $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
+$(GPU_RT_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%): $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
                                      $(BUILD)/tests/gpu/fp8_twin.o \
                                      $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane_cuda.so $(wildcard tests/*.h)
 	@mkdir -p $(dir $@)

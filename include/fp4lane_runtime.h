@@ -133,7 +133,8 @@ typedef struct fp4_rt_opts {
     int64_t n_ctx;     /* positions per sequence; 0: min(n_ctx_train, 4096)               */
     int32_t max_seqs;  /* sequences held at once; 0: 1                                     */
     fp4_kv_dtype kv_dtype;
-    int drafting;         /* speculative drafting (refused today: see docs/ROUTES.md)        */
+    int drafting;         /* 1: this engine verifies a draft (fp4_spec); the route table    */
+                          /* decides (docs/ROUTES.md) before any weight is read             */
     const char *cuda_lib; /* path of libfp4lane_cuda.so; NULL: $FP4LANE_CUDA_LIB, then the   */
                           /* directory of the running executable, then the loader's path    */
     int cuda_device;
@@ -162,6 +163,10 @@ FP4_API const char *fp4_rt_routes(const fp4_rt *rt);
 FP4_API fp4_status fp4_rt_seq_open(fp4_rt *rt, int32_t *seq);  /* FP4_ERR_LIMIT when all are used */
 FP4_API void fp4_rt_seq_close(fp4_rt *rt, int32_t seq);        /* its positions are forgotten     */
 FP4_API int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq); /* next position; -1 if not open   */
+/* Rolls a sequence back to pos (0 <= pos <= its position; FP4_ERR_INVALID_ARG otherwise or for a
+ * closed sequence): positions >= pos are forgotten and the next step writes position pos. The
+ * cache keeps its identity; a snapshot saved afterwards holds positions [0, pos). */
+FP4_API fp4_status fp4_rt_seq_truncate(fp4_rt *rt, int32_t seq, int64_t pos);
 
 /* One column of a step: token `token` of sequence `seq`, at that sequence's next position.
  * Several columns may belong to one sequence (a prefill chunk): they take consecutive positions
@@ -212,6 +217,59 @@ FP4_API void fp4_sampler_free(fp4_sampler *s);
 FP4_API void fp4_sampler_accept(fp4_sampler *s, int32_t token);
 /* Picks a token from vocab logits (not modified). */
 FP4_API int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Speculative decoding (docs/ROUTES.md, "Speculative decoding")                              */
+/*
+ * A draft engine (a second, smaller checkpoint with the same vocabulary) proposes up to K tokens
+ * greedily; the target engine checks them in one step of K+1 columns of its sequence (the
+ * pending token and the K drafted ones); the target's own sampler then picks, column by column in
+ * order, the token plain decoding would pick from that column's logits. Drafted tokens are
+ * accepted while they equal those picks; the first pick that differs (or the pick after the last
+ * drafted token) is emitted too; both caches are rolled back (fp4_rt_seq_truncate) to what was
+ * accepted. On the routes the table qualifies for drafting, the logits of a column do not depend
+ * on the other columns of its step (exact mode: batch and chunk invariant; the kquant lane), so
+ * the emitted tokens, the sampler's state and every logit equal plain decoding's bit for bit,
+ * whatever the draft proposes: the draft changes only the speed. With temperature > 0 this is
+ * not the rejection scheme of Leviathan et al.: a drafted token is accepted only when the
+ * target's seeded sample equals it, which keeps the output exactly what plain decoding with the
+ * same seed emits, at a lower acceptance rate than rejection sampling would reach.
+ */
+#define FP4_SPEC_MAX_DRAFT 32
+
+typedef struct fp4_spec fp4_spec;
+typedef struct fp4_spec_stats {
+    int64_t rounds;   /* target steps made by rounds                                           */
+    int64_t drafted;  /* tokens the draft proposed                                             */
+    int64_t accepted; /* drafted tokens that equalled the target's pick                        */
+    int64_t emitted;  /* tokens the rounds emitted                                             */
+} fp4_spec_stats;
+
+/* target: created with fp4_rt_opts.drafting = 1 (else FP4_ERR_INVALID_ARG, rule "spec.target");
+ * draft: the same vocabulary (else FP4_ERR_FORMAT, rule "spec.vocab", naming both sizes); tseq
+ * and dseq: open sequences of each; n_draft in [1, FP4_SPEC_MAX_DRAFT]. Both engines borrowed. */
+FP4_API fp4_status fp4_spec_create(fp4_rt *target, int32_t tseq, fp4_rt *draft, int32_t dseq, int32_t n_draft,
+                                   fp4_spec **out, fp4_error *err);
+FP4_API void fp4_spec_free(fp4_spec *s);
+FP4_API fp4_spec_stats fp4_spec_get_stats(const fp4_spec *s);
+
+/* Told of each token a round emits, in order, with the target's logits row it was picked from
+ * (vocab floats, valid during the call): return 0 to go on, 1 to end the generation with this
+ * token (EOS, a stop string, the budget), < 0 to fail the round (FP4_ERR_IO, rule "spec.emit"). */
+typedef int (*fp4_spec_emit_fn)(void *user, int32_t token, const float *logits);
+
+/* One round. hist[0..n_hist): the sequence so far, prompt then emitted tokens; the last one is
+ * pending (emitted, not yet cached by the target: fp4_rt_seq_pos(target) == n_hist - 1, else
+ * FP4_ERR_INVALID_ARG rule "spec.pos"). The draft caches a prefix of hist and catches up first;
+ * hist is read only before the first emit call. max_new >= 1: tokens the caller still takes; at
+ * most min(n_draft, max_new - 1) are drafted, fewer near either engine's context length (none:
+ * a plain step). smp (the target's sampler) samples each emitted token once, in order, and is
+ * told of it (fp4_sampler_accept) before emit. *stopped = 1 when emit returned 1. Afterwards
+ * the target caches every emitted token but the last, which is pending, as plain decoding
+ * leaves it. On an engine error the sequences are closed (fp4_rt_step's rule). */
+FP4_API fp4_status fp4_spec_round(fp4_spec *s, const int32_t *hist, int64_t n_hist, int64_t max_new,
+                                  fp4_sampler *smp, fp4_spec_emit_fn emit, void *user, int *stopped,
+                                  fp4_error *err);
 
 #ifdef __cplusplus
 }

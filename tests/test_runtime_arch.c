@@ -227,9 +227,42 @@ static void test_routes(const char *bf, const char *nv) {
     const char *name;
     CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE &&
           strstr(msg, "kquant lane") && strstr(msg, "plain NVFP4 decode"));
-    k.mode = FP4_MODE_EXACT;
-    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE &&
-          strstr(msg, "omit the draft model"));
+    k.device = FP4_DEVICE_CUDA,
+    k.act = FP4_AP_NVFP4; /* W4A4 native runs the exact contraction: still refused */
+    CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE && strstr(msg, "unqualified"));
+    /* drafting is qualified where the verify step is batch invariant (tests/test_runtime_spec.c) */
+    static const struct {
+        fp4_rt_lane lane;
+        fp4_act_precision act;
+        fp4_mode mode;
+        fp4_device dev;
+        const char *route; /* NULL: refused, the message holding `hint` */
+        const char *hint;
+    } drafting[] = {
+        {FP4_LANE_NVFP4, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CPU, "cpu.nvfp4.a16.exact+draft", NULL},
+        {FP4_LANE_NVFP4, FP4_AP_NVFP4, FP4_MODE_EXACT, FP4_DEVICE_CPU, "cpu.nvfp4.w4a4.exact+draft", NULL},
+        {FP4_LANE_NVFP4, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CUDA, "cuda.nvfp4.a16.exact+draft", NULL},
+        {FP4_LANE_NVFP4, FP4_AP_NVFP4, FP4_MODE_EXACT, FP4_DEVICE_CUDA, "cuda.nvfp4.w4a4.exact+draft", NULL},
+        {FP4_LANE_NVFP4, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, NULL, "route speculative serving"},
+        {FP4_LANE_DENSE, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CPU, "cpu.dense.pinned+draft", NULL},
+        {FP4_LANE_DENSE, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CUDA, "cuda.dense.pinned+draft", NULL},
+        {FP4_LANE_DENSE, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CPU, NULL, "use --mode exact"},
+        {FP4_LANE_DENSE, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, NULL, "use --mode exact"},
+        {FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CPU, "cpu.kquant.q8_k+draft", NULL},
+        {FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CPU, "cpu.kquant.q8_k+draft", NULL},
+        {FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, "cuda.kquant.native+draft", NULL},
+        {FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CUDA, NULL, "--mode native on cuda"},
+    };
+    for (size_t i = 0; i < sizeof drafting / sizeof drafting[0]; i++) {
+        fp4_route_key q = {drafting[i].lane, drafting[i].act, drafting[i].mode, drafting[i].dev, 1};
+        const fp4_status st = fp4_route_check(&q, &name, msg, sizeof msg);
+        if (drafting[i].route)
+            CHECK_MSG(st == FP4_OK && name && !strcmp(name, drafting[i].route), "drafting row %zu: %s", i,
+                      name ? name : msg);
+        else
+            CHECK_MSG(st == FP4_ERR_REFUSED_ROUTE && strstr(msg, drafting[i].hint), "drafting row %zu: %s", i,
+                      msg);
+    }
     k = (fp4_route_key){FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 0};
     CHECK(fp4_route_check(&k, &name, msg, sizeof msg) == FP4_ERR_REFUSED_ROUTE &&
           strstr(msg, "--mode native on cuda"));

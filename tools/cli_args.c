@@ -52,6 +52,10 @@ static const struct {
      "  --min-p P (default 0)  --repeat-penalty X (default 1)  --presence-penalty X (default 0)\n"
      "  --penalty-last-n N (default 0)  --seed S (default 0)  --ignore-eos\n"
      "  --logits-out F.npy  --kv-save F  --kv-load F  --batch-file PROMPTS  --cuda-lib PATH  --json\n"
+     "  --draft DRAFT          speculative decoding: DRAFT (same tokenizer) proposes, MODEL verifies in one\n"
+     "                         step; the output is plain decoding's bit for bit (exact mode, kquant lane;\n"
+     "                         refused elsewhere: docs/ROUTES.md). Not with --batch-file or --kv-load\n"
+     "  --draft-n K            tokens drafted per verify step, 1..32 (default 4)\n"
      "  --timing               load and first-token times and memory, on stderr\n"},
     {"chat",
      "  MODEL                  (default: as run)   --system TEXT   --chat-template NAME (default: detected)\n"

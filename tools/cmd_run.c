@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "rt_cli.h"
 #include "io/outfile.h"
+#include "run_spec.h"
 #include "run_text.h"
 #include <errno.h>
 #include <signal.h>
@@ -31,6 +32,9 @@ typedef struct run_args {
     int32_t eos[FP4_ARCH_MAX_EOS];
     int n_eos;
     char model_buf[4200];
+    fp4_model *draft_m; /* --draft: the draft model and engine (run_spec.h)            */
+    fp4_rt *draft;
+    fp4_spec_stats spec;
 } run_args;
 
 /* With no prompt: this prompt (printed before its continuation), sampled (temperature 0.7, top-k
@@ -58,7 +62,7 @@ static int usage(void) {
     fprintf(
         stderr,
         "usage: fp4lane run [MODEL] [-p TEXT | -p - | -f FILE | --prompt-ids 1,2,3 | --prompt-ids @FILE |\n"
-        "       --batch-file PROMPTS] [-n N] [--stop STR]...\n"
+        "       --batch-file PROMPTS] [-n N] [--stop STR]... [--draft DRAFT [--draft-n K]]\n"
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--prefill-chunk N] [--ctx N]\n"
         "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
         "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] "
@@ -82,6 +86,7 @@ static int parse_f(const char *opt, const char *v, float lo, float hi, float *ou
 static int parse(int argc, char **argv, run_args *a) {
     memset(a, 0, sizeof *a);
     rt_cli_engine_init(&a->e);
+    a->e.allow_draft = 1;
     a->sp = fp4_sampler_defaults();
     a->n_gen = 16;
     for (int i = 1; i < argc; i++) {
@@ -176,6 +181,11 @@ static int parse(int argc, char **argv, run_args *a) {
         if (rt_text_default_model("run", a->model_buf, sizeof a->model_buf)) return -2;
         a->e.model = a->model_buf;
     }
+    if (a->e.draft && (a->batch_file || a->kv_load))
+        return fprintf(stderr, "fp4lane run: --draft drafts for one sequence from its start: not with %s\n",
+                       a->batch_file ? "--batch-file"
+                                     : "--kv-load (the draft has no cache of its positions)"),
+               -1;
     if (a->batch_file && (a->logits_out || a->kv_save || a->kv_load))
         return fprintf(
                    stderr,
@@ -202,21 +212,28 @@ static void summary_json(const run_args *a, fp4_rt *rt, const run_stats *s, int3
     }
     printf("],\"prefill_tokens\":%lld,\"prefill_tok_s\":%.3f,\"decode_tokens\":%lld,\"decode_tok_s\":%.3f,"
            "\"first_token_s\":%.3f,\"device\":\"%s\","
-           "\"mode\":\"%s\",\"threads\":%d,\"routes\":\"%s\",\"interrupted\":%s}\n",
+           "\"mode\":\"%s\",\"threads\":%d,\"routes\":\"%s\",\"draft_n\":%d,\"drafted\":%lld,"
+           "\"accepted\":%lld,\"interrupted\":%s}\n",
            (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0,
            (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, s->t_first,
            fp4_rt_device_name(rt), a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads,
-           fp4_rt_routes(rt), interrupted ? "true" : "false");
+           fp4_rt_routes(rt), a->draft ? a->e.draft_n : 0, (long long)a->spec.drafted,
+           (long long)a->spec.accepted, interrupted ? "true" : "false");
 }
 
 static void summary(FILE *f, const run_args *a, fp4_rt *rt, const run_stats *s, const char *end) {
+    char dr[200] = "";
+    if (a->draft)
+        snprintf(dr, sizeof dr, ", draft-n %d: drafted %lld, accepted %lld (%.1f %%)", a->e.draft_n,
+                 (long long)a->spec.drafted, (long long)a->spec.accepted,
+                 a->spec.drafted ? 100.0 * a->spec.accepted / a->spec.drafted : 0.0);
     fprintf(f,
             "\nprefill %lld tok %.2f tok/s, decode %lld tok %.2f tok/s, first token %.3f s, device %s, "
-            "mode %s, threads %d, routes: %s%s\n",
+            "mode %s, threads %d, routes: %s%s%s\n",
             (long long)s->n_prefill, s->t_prefill > 0 ? s->n_prefill / s->t_prefill : 0.0,
             (long long)s->n_decode, s->t_decode > 0 ? s->n_decode / s->t_decode : 0.0, s->t_first,
             fp4_rt_device_name(rt), a->e.o.mode == FP4_MODE_EXACT ? "exact" : "native", a->e.o.n_threads,
-            fp4_rt_routes(rt), end);
+            fp4_rt_routes(rt), dr, end);
 }
 
 /* --timing, on stderr: load and first-token times, and the memory split of /proc/self/status
@@ -315,10 +332,24 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
             k++;
         }
     }
+    /* --draft: the draft caches the prompt too (one sequence; run_spec.h) */
+    run_spec sp = {.target = rt, .draft = a->draft, .tseq = seq[0], .draft_n = a->e.draft_n, .smp = smp[0],
+                   .token = cb, .token_ctx = cb_ctx, .npy = npy, .eos = a->eos, .n_eos = a->n_eos,
+                   .ignore_eos = a->ignore_eos, .n_gen = a->n_gen, .interrupted = &interrupted};
+    if (a->draft && !interrupted &&
+        (fp4_rt_seq_open(a->draft, &sp.dseq) || run_spec_prefill(&sp, prompts[0], plen[0]))) {
+        rc = 1;
+        goto out;
+    }
     s->n_prefill = total;
     s->t_prefill = rt_cli_now() - t0;
     /* decode: emit each sequence's next token; feed it unless it ends the sequence */
     t0 = rt_cli_now();
+    if (a->draft && !interrupted) {
+        if ((rc = run_spec_decode(&sp, prompts[0], plen[0], next[0]))) goto out;
+        s->n_decode = sp.n_decode, a->spec = sp.stats;
+        if (sp.n_decode) s->t_first = sp.t_first - s->t_start;
+    } else
     for (int64_t g = 0; g < a->n_gen && !interrupted; g++) {
         int64_t n = 0;
         for (int i = 0; i < n_seq; i++) {
@@ -480,6 +511,8 @@ int cmd_run(int argc, char **argv) {
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     if (!rc) rc = rt_cli_open(&a.e, &m, &rt);
+    if (!rc && a.e.draft) rc = rt_cli_open_draft(&a.e, rt, &a.draft_m, &a.draft);
+    if (!rc && a.e.draft && tok) rc = run_spec_same_tokenizer(a.e.draft, tok);
     const double t_load = rt_cli_now() - t_start;
     if (!rc && (a.n_eos = rt_text_eos("run", a.e.model, fp4_rt_arch(rt), tok, a.eos, FP4_ARCH_MAX_EOS)) < 0)
         rc = 1;
@@ -570,6 +603,8 @@ int cmd_run(int argc, char **argv) {
         if (interrupted) rc = 130;
     }
     if (have_npy) rt_npy_abort(&npy);
+    fp4_rt_free(a.draft);
+    fp4_model_close(a.draft_m);
     fp4_rt_free(rt);
     fp4_model_close(m);
     fp4_tokenizer_free(tok);

@@ -24,6 +24,7 @@ void rt_cli_engine_init(rt_cli_engine *e) {
     e->o.n_threads = 1;
     e->o.max_seqs = 1;
     e->prefill_chunk = 0;
+    e->draft_n = 4;
 }
 
 static int parse_int(const char *opt, const char *v, long long lo, long long hi, long long *out) {
@@ -65,9 +66,18 @@ int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--ctx")) {
         if (parse_int(a, v, 1, 1 << 24, &x)) return -1;
         e->o.n_ctx = x;
-    } else if (!strcmp(a, "--draft")) {
-        if (!v) return fprintf(stderr, "fp4lane: --draft needs a model\n"), -1;
-        e->o.drafting = 1;
+    } else if (!strcmp(a, "--draft") || !strcmp(a, "--draft-n")) {
+        if (!e->allow_draft)
+            return fprintf(stderr, "fp4lane: %s: speculative drafting is an option of `fp4lane run`\n", a),
+                   -1;
+        if (a[7]) {
+            if (parse_int(a, v, 1, FP4_SPEC_MAX_DRAFT, &x)) return -1;
+            e->draft_n = (int)x;
+        } else {
+            if (!v) return fprintf(stderr, "fp4lane: --draft needs a model\n"), -1;
+            e->draft = v;
+            e->o.drafting = 1;
+        }
     } else if (!strcmp(a, "--cuda-lib")) {
         if (!v) return fprintf(stderr, "fp4lane: --cuda-lib needs a path\n"), -1;
         e->o.cuda_lib = v;
@@ -167,6 +177,38 @@ int rt_cli_open(const rt_cli_engine *e, fp4_model **m, fp4_rt **rt) {
         fp4_model_close(*m);
         *m = NULL;
         return cli_report_error("run", st, &err);
+    }
+    return 0;
+}
+
+int rt_cli_open_draft(const rt_cli_engine *e, const fp4_rt *target, fp4_model **m, fp4_rt **rt) {
+    fp4_error err;
+    *m = NULL;
+    *rt = NULL;
+    fp4_status st = fp4_model_open(e->draft, NULL, m, &err);
+    if (st) return cli_report_error("run --draft", st, &err);
+    fp4_rt_opts o = e->o;
+    o.drafting = 0, o.max_seqs = 1, o.n_ctx = fp4_rt_n_ctx(target);
+    if (!o.on_plan) o.on_plan = print_plan;
+    st = fp4_rt_create(*m, &o, rt, &err);
+    if (st == FP4_ERR_LIMIT && !strcmp(err.rule, "rt.context")) { /* a draft with a shorter context */
+        o.n_ctx = 0;
+        st = fp4_rt_create(*m, &o, rt, &err);
+    }
+    if (!st && fp4_rt_vocab(*rt) != fp4_rt_vocab(target)) {
+        fprintf(stderr,
+                "fp4lane run: refused: the draft model %s has a vocabulary of %lld tokens, the target %s "
+                "one of %lld: a draft must share the target's tokenizer\n",
+                e->draft, (long long)fp4_rt_vocab(*rt), e->model, (long long)fp4_rt_vocab(target));
+        fp4_rt_free(*rt);
+        fp4_model_close(*m);
+        *rt = NULL, *m = NULL;
+        return 1;
+    }
+    if (st) {
+        fp4_model_close(*m);
+        *m = NULL;
+        return cli_report_error("run --draft", st, &err);
     }
     return 0;
 }

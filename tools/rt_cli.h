@@ -11,6 +11,9 @@ typedef struct rt_cli_engine {
     const char *model;
     fp4_rt_opts o;
     int prefill_chunk; /* 0: the whole prompt in one step                          */
+    const char *draft; /* --draft MODEL (run only: allow_draft)                    */
+    int draft_n;       /* --draft-n K (default 4)                                  */
+    int allow_draft;   /* set by a verb that drafts before parsing                 */
 } rt_cli_engine;
 
 void rt_cli_engine_init(rt_cli_engine *e);
@@ -25,6 +28,12 @@ int rt_cli_parse_ids_text(const char *text, const char *where, int32_t **ids, in
 
 /* Opens the model and the engine; prints the typed error and returns the exit code (1) on failure. */
 int rt_cli_open(const rt_cli_engine *e, fp4_model **m, fp4_rt **rt);
+
+/* Opens the draft model (e->draft) and its engine for the target: the target's mode, device and
+ * threads, no drafting of its own, the target's context length (or the draft's own when that is
+ * shorter); refuses a vocabulary that differs from the target's, naming both sizes. Prints the
+ * error and returns the exit code (1) on failure. */
+int rt_cli_open_draft(const rt_cli_engine *e, const fp4_rt *target, fp4_model **m, fp4_rt **rt);
 
 /* .npy writer: float32 little-endian [rows, cols], rows known at the end. Written under a
  * temporary name beside the path (src/io/outfile.h), fsynced and renamed by rt_npy_finish; a

@@ -12,14 +12,29 @@ static const struct route_row {
     const char *name;    /* NULL: refused                                                     */
     const char *refusal; /* the message, naming what to use instead                           */
 } route_rows[] = {
-    /* speculative drafting: not qualified (SPEC §9; the chapter's Fallback B) */
+    /* speculative drafting (fp4_spec): the target's verify step must give each column the bits a
+     * plain decode step gives it, so the accepted tokens and every logit are plain decoding's */
     {FP4_LANE_NVFP4, ANY, FP4_MODE_NATIVE, ANY, 1, NULL,
      "native NVFP4 speculative decode is unqualified (measured far below plain decode elsewhere); omit the "
      "draft model and use "
      "plain NVFP4 decode, or route speculative serving to the kquant lane"},
-    {ANY, ANY, ANY, ANY, 1, NULL,
-     "speculative drafting is not implemented by fp4lane's runtime; omit the draft model (plain decode, same "
-     "lane and mode)"},
+    {FP4_LANE_FP8, ANY, ANY, ANY, 1, NULL,
+     "speculative decode on the fp8 lane is not qualified (no test holds its verify step to plain "
+     "decoding's bits yet); omit --draft"},
+    {FP4_LANE_DENSE, ANY, FP4_MODE_NATIVE, ANY, 1, NULL,
+     "speculative decode on the dense lane needs --mode exact (its verify step is then bit-identical to "
+     "plain decode); native dense kernels are not held batch-invariant: use --mode exact, or omit --draft"},
+    {FP4_LANE_KQUANT, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 1, NULL,
+     "kquant exact on cuda cannot be bit-identical to the CPU (the CUDA Q4_K/Q6_K kernels accumulate "
+     "dequantized f32 values); use --mode native on cuda, or --mode exact on cpu"},
+    {FP4_LANE_KQUANT, ANY, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, 1, "cuda.kquant.native+draft", NULL},
+    {FP4_LANE_KQUANT, ANY, ANY, FP4_DEVICE_CPU, 1, "cpu.kquant.q8_k+draft", NULL},
+    {FP4_LANE_NVFP4, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CPU, 1, "cpu.nvfp4.a16.exact+draft", NULL},
+    {FP4_LANE_NVFP4, FP4_AP_NVFP4, FP4_MODE_EXACT, FP4_DEVICE_CPU, 1, "cpu.nvfp4.w4a4.exact+draft", NULL},
+    {FP4_LANE_NVFP4, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 1, "cuda.nvfp4.a16.exact+draft", NULL},
+    {FP4_LANE_NVFP4, FP4_AP_NVFP4, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 1, "cuda.nvfp4.w4a4.exact+draft", NULL},
+    {FP4_LANE_DENSE, ANY, FP4_MODE_EXACT, FP4_DEVICE_CPU, 1, "cpu.dense.pinned+draft", NULL},
+    {FP4_LANE_DENSE, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 1, "cuda.dense.pinned+draft", NULL},
     /* the kquant control lane on CUDA: its kernels accumulate dequantized f32 values, not the CPU's Q8_K dot
      */
     {FP4_LANE_KQUANT, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 0, NULL,

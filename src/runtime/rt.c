@@ -292,6 +292,16 @@ void fp4_rt_seq_close(fp4_rt *rt, int32_t seq) {
 int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq) {
     return rt && seq >= 0 && seq < rt->opts.max_seqs ? rt->seq_pos[seq] : -1;
 }
+fp4_status fp4_rt_seq_truncate(fp4_rt *rt, int32_t seq, int64_t pos) {
+    if (!rt || seq < 0 || seq >= rt->opts.max_seqs || rt->seq_pos[seq] < 0 || pos < 0 ||
+        pos > rt->seq_pos[seq])
+        return FP4_ERR_INVALID_ARG;
+    rt->seq_pos[seq] = pos; /* the rows past pos are written again before any step reads them */
+    return FP4_OK;
+}
+int fp4_rt_drafting(const fp4_rt *rt) {
+    return rt && rt->opts.drafting;
+}
 /* used by kv.c after a load */
 void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos);
 void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos) {

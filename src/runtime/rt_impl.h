@@ -40,6 +40,9 @@ struct fp4_rt {
     char routes[1024];
 };
 
+/* 1 when the engine was created with fp4_rt_opts.drafting (its route qualified for drafting). */
+int fp4_rt_drafting(const fp4_rt *rt);
+
 /* SHA-256 helpers (OpenSSL libcrypto). */
 typedef struct fp4_sha256 {
     void *ctx;
