@@ -502,7 +502,7 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
             return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
         if (all) t->flags[id] |= TOKF_RAWOK;
     }
-    st = tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL);
+    st = t->by_text_ready ? FP4_OK : tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL);
     if (st == FP4_ERR_DUPLICATE)
         return fp4_fail(err, st, name, "vocab", "tok.duplicate-token",
                         "two vocabulary ids have the same token string");

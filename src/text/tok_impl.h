@@ -82,6 +82,7 @@ struct fp4_tokenizer {
     tok_span *raw;    /* per id: bytes the token stands for (byte-level decoded; SPM: = text) */
     uint8_t *flags;   /* per id: TOKF_* */
     tok_smap by_text; /* model vocabulary spelling -> id */
+    bool by_text_ready; /* by_text built by the loader (tok_jbig_install_by_text): tok_finish keeps it */
     tok_smap by_raw;  /* byte-level: raw bytes -> id (ignore_merges) */
     tok_mmap merges;
     uint32_t n_merges;
@@ -164,6 +165,25 @@ fp4_status tok_buf_drain(tok_buf *out, tok_buf *a, tok_buf *b, fp4_status st);
 fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err);
 fp4_status tok_compile_regex(const char *onig, bool gpt2_builtin, pcre2_code **out, char *why, size_t why_n);
 int tok_added_cmp_id(const void *a, const void *b);
+
+/* ---- tok_jscan.c: model.vocab and model.merges of a tokenizer.json without jansson ---- */
+typedef struct tok_jbig {
+    bool vocab_found, merges_found;
+    size_t vocab_at[2], merges_at[2]; /* [start, end) of the two values in the document */
+    int32_t max_id;                   /* the vocabulary's largest id (-1: empty) */
+    size_t n_merges;
+} tok_jbig;
+/* true: both members read; the vocabulary is in t (arena, text[], flags[] PRESENT | MODEL,
+ * n_vocab = max_id + 1, by_text built and by_text_ready), the merges checked and counted.
+ * false: not in the reader's subset; the caller discards t and parses with jansson alone. */
+bool tok_jscan(fp4_tokenizer *t, const char *s, size_t n, tok_jbig *b);
+enum { TOK_JM_PAIR, TOK_JM_BADSTR, TOK_JM_BADSHAPE };
+#define TOK_JM_BUF (2 * FP4_TOK_MAX_TOKEN_BYTES + 1)
+/* one merge in document order: a, b (form TOK_JM_PAIR) */
+typedef fp4_status (*tok_merge_fn)(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn,
+                                   int form);
+/* the merges tok_jscan read, in order, through fn (a and b contiguous); stops at fn's first error */
+fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx);
 
 /* ---- tok_encode.c ---- */
 /* the normalizer steps on valid UTF-8, appended to out */
