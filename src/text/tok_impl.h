@@ -112,6 +112,8 @@ struct fp4_tokenizer {
 /* ---- tok_core.c ---- */
 fp4_tokenizer *tok_new(void);
 fp4_status tok_reserve_ids(fp4_tokenizer *t, int32_t n_vocab);
+/* grow the arena's capacity to at least cap bytes (at most UINT32_MAX) */
+fp4_status tok_arena_reserve(fp4_tokenizer *t, size_t cap);
 /* append bytes to the arena; span out */
 fp4_status tok_arena_add(fp4_tokenizer *t, const char *s, size_t n, tok_span *out);
 static inline const char *tok_str(const fp4_tokenizer *t, tok_span s) { return t->arena + s.off; }

@@ -32,9 +32,38 @@ typedef struct scan {
 } scan;
 
 static inline bool is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+/* pretty-printed files indent every merge by 6-8 spaces per line: runs of spaces 8 and 4 at a time */
 static inline void skip_ws(scan *c) {
-    while (c->i < c->n && is_ws(c->s[c->i])) c->i++;
+    const uint8_t *s = c->s;
+    size_t i = c->i, n = c->n;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b == ' ') {
+            uint64_t w8;
+            uint32_t w4;
+            while (i + 8 <= n && (memcpy(&w8, s + i, 8), w8 == 0x2020202020202020ull)) i += 8;
+            if (i + 4 <= n && (memcpy(&w4, s + i, 4), w4 == 0x20202020u)) i += 4;
+            while (i < n && s[i] == ' ') i++;
+        } else if (b == '\n' || b == '\r' || b == '\t')
+            i++;
+        else
+            break;
+    }
+    c->i = i;
 }
+
+/* bytes that stand for themselves in a JSON string: 0x20-0x7F but '"' and '\\' */
+#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+#define Z16 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+static const uint8_t plain[256] = {
+    Z16, Z16,                                              /* 0x00-0x1F: control characters */
+    1,   1,   0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,    /* 0x22 '"' */
+    P16, P16,                                              /* 0x30-0x4F */
+    1,   1,   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,    /* 0x5C '\\' */
+    P16, P16,                                              /* 0x60-0x7F */
+    Z16, Z16, Z16, Z16, Z16, Z16, Z16, Z16};               /* 0x80-0xFF: UTF-8, checked */
+#undef P16
+#undef Z16
 static inline int peek(const scan *c) { return c->i < c->n ? c->s[c->i] : -1; }
 
 static int hex4(const uint8_t *p) {
@@ -53,22 +82,28 @@ static int hex4(const uint8_t *p) {
 static bool get_string(scan *c, char *out, size_t cap, size_t *len, bool key) {
     const uint8_t *s = c->s;
     size_t i = c->i + 1, n = c->n, k = 0;
+    /* every byte written consumes at least one byte read, so stopping the plain run at lim keeps
+     * k <= cap (k <= i - (c->i + 1)); the multi-byte paths check */
+    size_t lim = n - i > cap ? i + cap : n;
     for (;;) {
-        size_t j = i;
-        while (j < n && s[j] >= 0x20 && s[j] < 0x80 && s[j] != '"' && s[j] != '\\') j++;
-        if (j - i > cap - k) return false;
-        memcpy(out + k, s + i, j - i);
-        k += j - i;
-        i = j;
-        if (i >= n) return false;
+        while (i < lim && plain[s[i]]) out[k++] = (char)s[i++];
+        if (i >= n) return false; /* cut short */
         uint8_t b = s[i];
         if (b == '"') break;
+        if (i >= lim) return false; /* longer than cap */
         if (b < 0x20) return false; /* a raw control character */
         if (b >= 0x80) {
+            if (b >= 0xC2 && b <= 0xDF && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) { /* the usual */
+                if (cap - k < 2) return false;
+                out[k] = (char)b;
+                out[k + 1] = (char)s[i + 1];
+                k += 2;
+                i += 2;
+                continue;
+            }
             int l = tok_utf8_valid_len(s + i, n - i);
             if (l < 2 || (size_t)l > cap - k) return false;
-            memcpy(out + k, s + i, (size_t)l);
-            k += (size_t)l;
+            for (int q = 0; q < l; q++) out[k++] = (char)s[i + q];
             i += (size_t)l;
             continue;
         }

@@ -16,8 +16,11 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct jctx {
     fp4_tokenizer *t;
@@ -609,6 +612,31 @@ static fp4_status read_file(const char *path, char **buf, size_t *n, bool option
     return FP4_OK;
 }
 
+/* tokenizer.json mapped, not read: copying 10 MB into fresh pages costs more than parsing it */
+static fp4_status map_file(const char *path, void **map, size_t *n, fp4_error *err) {
+    *map = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > FP4_TOK_MAX_FILE) {
+        close(fd);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "not a regular file of at most %u bytes",
+                        FP4_TOK_MAX_FILE);
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        return FP4_OK;
+    }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "mmap: %s", strerror(e));
+    *map = p;
+    *n = (size_t)sb.st_size;
+    return FP4_OK;
+}
+
 fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *err) {
     if (!path || !out) return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "tok.arg", "NULL argument");
     *out = NULL;
@@ -643,12 +671,13 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
         int dl = sl ? (int)(sl - path) : 0;
         snprintf(cpath, sizeof cpath, "%.*s%stokenizer_config.json", dl, path, sl ? "/" : "");
     }
-    char *j = NULL, *cf = NULL;
-    size_t jn, cn;
-    fp4_status st = read_file(jpath, &j, &jn, false, err);
+    void *j = NULL;
+    char *cf = NULL;
+    size_t jn = 0, cn;
+    fp4_status st = map_file(jpath, &j, &jn, err);
     if (!st) st = read_file(cpath, &cf, &cn, true, err);
-    if (!st) st = fp4_tokenizer_from_json(jpath, j, jn, cf, cf ? cn : 0, out, err);
-    free(j);
+    if (!st) st = fp4_tokenizer_from_json(jpath, j ? j : "", jn, cf, cf ? cn : 0, out, err);
+    if (j) munmap(j, jn);
     free(cf);
     return st;
 }
