@@ -82,8 +82,21 @@ uint64_t tok_hash(const char *s, size_t n) {
         h = (h ^ w) * 0xFF51AFD7ED558CCDull;
         h ^= h >> 32;
     }
-    uint64_t w = 0;
-    for (size_t k = 0; i < n; i++, k++) w |= (uint64_t)(uint8_t)s[i] << (8 * k);
+    uint64_t w = 0; /* the last n % 8 bytes: 4, 2, 1 at a time (n itself is in h) */
+    const char *p = s + i;
+    if ((n - i) & 4) {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        w = x;
+        p += 4;
+    }
+    if ((n - i) & 2) {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        w = (w << 16) | x;
+        p += 2;
+    }
+    if ((n - i) & 1) w = (w << 8) | (uint8_t)*p;
     return tok_mix(h ^ w); /* a full avalanche: the map masks the low bits */
 }
 

@@ -173,7 +173,7 @@ typedef struct tok_jbig {
     bool vocab_found, merges_found;
     size_t vocab_at[2], merges_at[2]; /* [start, end) of the two values in the document */
     int32_t max_id;                   /* the vocabulary's largest id (-1: empty) */
-    size_t n_merges;
+    size_t n_merges;                  /* at least the number of merges (exact when counted by a walk) */
 } tok_jbig;
 /* true: both members read; the vocabulary is in t (arena, text[], flags[] PRESENT | MODEL,
  * n_vocab = max_id + 1, by_text built and by_text_ready), the merges checked and counted.
@@ -184,8 +184,10 @@ enum { TOK_JM_PAIR, TOK_JM_BADSTR, TOK_JM_BADSHAPE };
 /* one merge in document order: a, b (form TOK_JM_PAIR) */
 typedef fp4_status (*tok_merge_fn)(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn,
                                    int form);
-/* the merges tok_jscan read, in order, through fn (a and b contiguous); stops at fn's first error */
-fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx);
+/* the merges tok_jscan found, read strictly, in order, through fn (a and b contiguous); stops at
+ * fn's first error; FP4_ERR_FORMAT: outside the subset, more than b->n_merges, or the array does not
+ * end at merges_at[1]. *count: the merges read. */
+fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx, size_t *count);
 
 /* ---- tok_encode.c ---- */
 /* the normalizer steps on valid UTF-8, appended to out */

@@ -234,42 +234,81 @@ static bool merge_entry(scan *c, char *buf, size_t *an, size_t *bn, int *form) {
     return true;
 }
 
-/* The merges array at c->i: checked and counted only (tok_jscan_merges reads it again, after
- * the vocabulary maps exist). */
-static bool scan_merges(scan *c, tok_jbig *b) {
-    char buf[TOK_JM_BUF];
-    c->i++; /* [ */
-    skip_ws(c);
-    b->n_merges = 0;
-    if (peek(c) == ']') {
-        c->i++;
-        return true;
-    }
-    for (bool more = true; more;) {
+/* The merges array at c->i: its extent and its element count (commas at its own depth), not
+ * checked: tok_jscan_merges reads it strictly, after the vocabulary maps exist. */
+static bool skip_merges(scan *c, size_t *count) {
+    size_t depth = 0, commas = 0;
+    bool empty = true;
+    for (;;) {
         skip_ws(c);
-        size_t an, bn;
-        int form;
-        if (b->n_merges >= (size_t)FP4_TOK_MAX_VOCAB * 2 || !merge_entry(c, buf, &an, &bn, &form)) return false;
-        b->n_merges++;
-        if (!next_item(c, ']', &more)) return false;
+        if (c->i >= c->n) return false;
+        uint8_t x = c->s[c->i];
+        if (x == '"') {
+            if (!skip_string(c)) return false;
+            empty = false;
+            continue;
+        }
+        if (x == '[' || x == '{') {
+            if (++depth > TOK_JSCAN_DEPTH) return false;
+            if (depth > 1) empty = false;
+        } else if (x == ']' || x == '}') {
+            if (--depth == 0) {
+                c->i++;
+                *count = empty ? 0 : commas + 1;
+                return true;
+            }
+        } else if (x == ',' && depth == 1)
+            commas++;
+        else if (depth == 1)
+            empty = false;
+        c->i++;
     }
-    return true;
 }
 
-fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx) {
-    scan c = {(const uint8_t *)s, b->merges_at[1], b->merges_at[0] + 1};
+/* Hugging Face writes merges last in model and model last in the document: where the text ends
+ * with "] } }" (and whitespace), the "]" is taken for the end of the merges. A wrong guess is
+ * caught by tok_jscan_merges, which must end exactly there. 0: not this layout. */
+static size_t merges_end_guess(const scan *c) {
+    static const char tail[] = "}}]";
+    size_t i = c->n;
+    for (int k = 0; k < 3; k++) {
+        while (i > c->i && is_ws(c->s[i - 1])) i--;
+        if (i <= c->i + 1 || c->s[i - 1] != (uint8_t)tail[k]) return 0;
+        i--;
+    }
+    return i + 1;
+}
+
+/* An upper bound of the merges in [c->i, end): quotes / 4 when the first is a pair, else / 2
+ * (escaped quotes only raise it). tok_jscan_merges refuses more. */
+static size_t count_merges(const scan *c, size_t end) {
+    scan f = *c;
+    f.i++;
+    skip_ws(&f);
+    if (f.i >= end || f.s[f.i] == ']') return 0;
+    size_t q = 0;
+    for (const uint8_t *p = c->s + c->i, *e = c->s + end; (p = memchr(p, '"', (size_t)(e - p))) != NULL; p++) q++;
+    return f.s[f.i] == '[' ? q / 4 : q / 2;
+}
+
+fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx, size_t *count) {
+    scan c = {(const uint8_t *)s, b->merges_at[1], b->merges_at[0] + 1}; /* just past the [ */
     char buf[TOK_JM_BUF];
-    for (size_t i = 0; i < b->n_merges; i++) {
+    size_t i = 0;
+    skip_ws(&c);
+    *count = 0;
+    if (peek(&c) == ']') return c.i + 1 == c.n ? FP4_OK : FP4_ERR_FORMAT;
+    for (bool more = true; more; i++) {
         size_t an, bn;
         int form;
         skip_ws(&c);
-        if (!merge_entry(&c, buf, &an, &bn, &form)) return FP4_ERR_FORMAT; /* read before: not reached */
+        if (i >= b->n_merges || !merge_entry(&c, buf, &an, &bn, &form)) return FP4_ERR_FORMAT;
         fp4_status st = fn(ctx, i, buf, an, buf + an, bn, form);
         if (st) return st;
-        skip_ws(&c);
-        c.i++; /* , or ] */
+        if (!next_item(&c, ']', &more)) return FP4_ERR_FORMAT;
     }
-    return FP4_OK;
+    *count = i;
+    return c.i == c.n ? FP4_OK : FP4_ERR_FORMAT;
 }
 
 /* The vocabulary object at c->i, straight into t's tables: spellings into the arena, text[] and
@@ -348,7 +387,13 @@ static bool scan_model(fp4_tokenizer *t, scan *c, tok_jbig *b) {
             b->vocab_at[1] = c->i;
             b->vocab_found = true;
         } else if (is_merges && peek(c) == '[') {
-            if (!scan_merges(c, b)) return false;
+            size_t end = merges_end_guess(c);
+            if (end) { /* the usual layout: an upper bound of the count from the quotes */
+                b->n_merges = count_merges(c, end);
+                c->i = end;
+            } else if (!skip_merges(c, &b->n_merges))
+                return false;
+            if (b->n_merges > (size_t)FP4_TOK_MAX_VOCAB * 2) return false;
             b->merges_at[0] = at;
             b->merges_at[1] = c->i;
             b->merges_found = true;

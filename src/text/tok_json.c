@@ -29,7 +29,6 @@ typedef struct jctx {
     const char *tmpl_names[2][TOK_MAX_TMPL];
     tok_jbig *big; /* where model.vocab and model.merges are */
     bool fast;     /* tok_jscan read them (else jansson did) */
-    bool merge_failed; /* merge_one reported an error */
 } jctx;
 
 #define FAIL(c, code, field, rule, ...) fp4_fail((c)->err, code, (c)->name, field, rule, __VA_ARGS__)
@@ -383,7 +382,6 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
 static fp4_status merge_one(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn, int form) {
     jctx *c = ctx;
     fp4_tokenizer *t = c->t;
-    c->merge_failed = true; /* until it returns FP4_OK */
     if (form == TOK_JM_BADSTR)
         return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form", "merge %zu is not \"a b\"", i);
     if (form == TOK_JM_BADSHAPE)
@@ -409,7 +407,6 @@ static fp4_status merge_one(void *ctx, size_t i, const char *a, size_t an, const
     if (!tok_mmap_put(&t->merges, ia, ib, (uint32_t)i, io))
         return FAIL(c, FP4_ERR_DUPLICATE, "model.merges", "tok.merge-duplicate", "merge %zu repeats an earlier pair",
                     i);
-    c->merge_failed = false;
     return FP4_OK;
 }
 
@@ -421,11 +418,9 @@ static fp4_status parse_merges(jctx *c, json_t *merges, const char *doc) {
     if (tok_mmap_init(&t->merges, (uint32_t)n + 1))
         return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
     fp4_status st = FP4_OK;
-    if (c->fast) {
-        st = tok_jscan_merges(doc, c->big, merge_one, c);
-        if (st && !c->merge_failed) /* tok_jscan read them before: the file changed under its mapping */
-            st = FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.json", "the merges changed while being read");
-    } else
+    if (c->fast) /* checked here, as they are read (any failure: the jansson pass decides) */
+        st = tok_jscan_merges(doc, c->big, merge_one, c, &n);
+    else
         for (size_t i = 0; !st && i < n; i++) {
             json_t *e = json_array_get(merges, i), *x = json_array_get(e, 0), *y = json_array_get(e, 1);
             if (json_is_string(e)) {
@@ -475,26 +470,19 @@ static char *without_big(const char *s, size_t n, const tok_jbig *b, size_t *out
     return o;
 }
 
-fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t json_len, const void *config,
-                                   size_t config_len, fp4_tokenizer **out, fp4_error *err) {
-    if (!out || (!json && json_len))
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, name, NULL, "tok.arg", "NULL argument");
-    *out = NULL;
-    if (!name) name = "tokenizer.json";
-    if (json_len > FP4_TOK_MAX_FILE)
-        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.limit", "%zu bytes", json_len);
-    /* model.vocab and model.merges by tok_jscan, the rest by jansson from a copy without them;
-     * anything tok_jscan does not read, or a copy jansson refuses: jansson parses the original
-     * (its refusal is then the one reported) */
+/* One pass. fast: model.vocab and model.merges by tok_jscan, the rest by jansson from a copy
+ * without them; whatever fails there (outside tok_jscan's subset, or any refusal at all) returns
+ * an error and the caller runs the jansson pass, whose verdict and message stand. */
+static fp4_status from_json_pass(const char *name, const char *json, size_t json_len, const void *config,
+                                 size_t config_len, bool fast, fp4_tokenizer **out, fp4_error *err) {
     fp4_tokenizer *t = tok_new();
     if (!t) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
-    tok_jbig big;
-    bool fast = tok_jscan(t, json, json_len, &big);
+    tok_jbig big = {0};
     json_error_t je;
     json_t *root = NULL;
     if (fast) {
         size_t cn;
-        char *copy = without_big(json, json_len, &big, &cn);
+        char *copy = tok_jscan(t, json, json_len, &big) ? without_big(json, json_len, &big, &cn) : NULL;
         root = copy ? json_loadb(copy, cn, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je) : NULL;
         free(copy);
         json_t *m = json_object_get(root, "model"), *v = json_object_get(m, "vocab"),
@@ -502,14 +490,11 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
         if (!json_is_object(root) || !json_is_object(v) || json_object_size(v) || !json_is_array(mg) ||
             json_array_size(mg)) {
             json_decref(root);
-            fast = false;
+            fp4_tokenizer_free(t);
+            return FP4_ERR_FORMAT;
         }
-    }
-    if (!fast) {
-        fp4_tokenizer_free(t);
-        if (!(t = tok_new())) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
+    } else
         root = json_loadb(json, json_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    }
     if (!root || !json_is_object(root)) {
         json_decref(root);
         fp4_tokenizer_free(t);
@@ -522,7 +507,7 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
         if (!json_is_object(cfg)) {
             json_decref(cfg);
             json_decref(root);
-                fp4_tokenizer_free(t);
+            fp4_tokenizer_free(t);
             return fp4_fail(err, FP4_ERR_FORMAT, name, "tokenizer_config.json", "tok.json",
                             "tokenizer_config.json: %s", je.text);
         }
@@ -580,6 +565,20 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
     }
     *out = t;
     return FP4_OK;
+}
+
+fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t json_len, const void *config,
+                                   size_t config_len, fp4_tokenizer **out, fp4_error *err) {
+    if (!out || (!json && json_len))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, name, NULL, "tok.arg", "NULL argument");
+    *out = NULL;
+    if (!name) name = "tokenizer.json";
+    if (json_len > FP4_TOK_MAX_FILE)
+        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.limit", "%zu bytes", json_len);
+    /* the fast pass succeeds only where the jansson pass would, with the same tokenizer (tok_jscan.c);
+     * a refusal is always the jansson pass's */
+    if (from_json_pass(name, json, json_len, config, config_len, true, out, err) == FP4_OK) return FP4_OK;
+    return from_json_pass(name, json, json_len, config, config_len, false, out, err);
 }
 
 static fp4_status read_file(const char *path, char **buf, size_t *n, bool optional, fp4_error *err) {
