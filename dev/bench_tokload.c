@@ -43,8 +43,8 @@ int main(int argc, char **argv) {
         }
         qsort(cpu, (size_t)reps, sizeof *cpu, cmp_d);
         qsort(wall, (size_t)reps, sizeof *wall, cmp_d);
-        printf("%-60s %8d %10.1f %10.1f %10.1f %10.1f\n", argv[a], (int)nv, cpu[reps / 2], cpu[0], wall[reps / 2],
-               wall[0]);
+        printf("%-60s %8d %10.1f %10.1f %10.1f %10.1f\n", argv[a], (int)nv, cpu[reps / 2], cpu[0],
+               wall[reps / 2], wall[0]);
     }
     free(cpu);
     free(wall);

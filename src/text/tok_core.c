@@ -102,7 +102,8 @@ uint64_t tok_hash(const char *s, size_t n) {
 
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag) {
     uint32_t cap = 16;
-    while (cap < (uint32_t)t->n_vocab + (uint32_t)t->n_vocab / 2) cap *= 2; /* load <= 2/3 */
+    while (cap < (uint32_t)t->n_vocab + (uint32_t)t->n_vocab / 2)
+        cap *= 2; /* load <= 2/3 */
     free(m->slot);
     m->slot = malloc((size_t)cap * sizeof *m->slot);
     if (!m->slot) return FP4_ERR_NOMEM;
@@ -137,7 +138,8 @@ int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span 
 
 fp4_status tok_mmap_init(tok_mmap *m, uint32_t n) {
     uint32_t cap = 16;
-    while (cap < n + n / 2) cap *= 2; /* load <= 2/3 */
+    while (cap < n + n / 2)
+        cap *= 2; /* load <= 2/3 */
     free(m->slot);
     m->slot = malloc((size_t)cap * sizeof *m->slot);
     if (!m->slot) return FP4_ERR_NOMEM;
@@ -521,7 +523,8 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
             if (byte < 0) all = false;
             tmp[k++] = (char)(byte < 0 ? 0 : byte);
         }
-        if (k == n && !memcmp(tmp, s, n)) t->raw[id] = t->text[id]; /* printable ASCII: the same bytes */
+        if (k == n && !memcmp(tmp, s, n))
+            t->raw[id] = t->text[id]; /* printable ASCII: the same bytes */
         else if ((st = tok_arena_add(t, tmp, k, &t->raw[id])))
             return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
         if (all) t->flags[id] |= TOKF_RAWOK;

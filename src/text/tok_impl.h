@@ -189,6 +189,13 @@ typedef fp4_status (*tok_merge_fn)(void *ctx, size_t i, const char *a, size_t an
  * end at merges_at[1]. *count: the merges read. */
 fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx, size_t *count);
 
+/* ---- tok_json.c ---- */
+/* One pass of fp4_tokenizer_from_json (json non-NULL, at most FP4_TOK_MAX_FILE bytes). fast: through
+ * tok_jscan; any failure there is an error without a promise about err (the caller then runs the
+ * jansson pass: fast == false, the reference, whose refusals fill err). test_tok_jscan runs both. */
+fp4_status tok_json_pass(const char *name, const char *json, size_t json_len, const void *config,
+                         size_t config_len, bool fast, fp4_tokenizer **out, fp4_error *err);
+
 /* ---- tok_encode.c ---- */
 /* the normalizer steps on valid UTF-8, appended to out */
 fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_buf *out);

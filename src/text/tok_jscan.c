@@ -31,7 +31,9 @@ typedef struct scan {
     size_t n, i;
 } scan;
 
-static inline bool is_ws(uint8_t c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+static inline bool is_ws(uint8_t c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
 /* pretty-printed files indent every merge by 6-8 spaces per line: runs of spaces 8 and 4 at a time */
 static inline void skip_ws(scan *c) {
     const uint8_t *s = c->s;
@@ -41,9 +43,11 @@ static inline void skip_ws(scan *c) {
         if (b == ' ') {
             uint64_t w8;
             uint32_t w4;
-            while (i + 8 <= n && (memcpy(&w8, s + i, 8), w8 == 0x2020202020202020ull)) i += 8;
+            while (i + 8 <= n && (memcpy(&w8, s + i, 8), w8 == 0x2020202020202020ull))
+                i += 8;
             if (i + 4 <= n && (memcpy(&w4, s + i, 4), w4 == 0x20202020u)) i += 4;
-            while (i < n && s[i] == ' ') i++;
+            while (i < n && s[i] == ' ')
+                i++;
         } else if (b == '\n' || b == '\r' || b == '\t')
             i++;
         else
@@ -56,21 +60,26 @@ static inline void skip_ws(scan *c) {
 #define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
 #define Z16 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
 static const uint8_t plain[256] = {
-    Z16, Z16,                                              /* 0x00-0x1F: control characters */
-    1,   1,   0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,    /* 0x22 '"' */
-    P16, P16,                                              /* 0x30-0x4F */
-    1,   1,   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,    /* 0x5C '\\' */
-    P16, P16,                                              /* 0x60-0x7F */
-    Z16, Z16, Z16, Z16, Z16, Z16, Z16, Z16};               /* 0x80-0xFF: UTF-8, checked */
+    Z16, Z16,                                                      /* 0x00-0x1F: control characters */
+    1,   1,   0,   1,   1,   1,   1,   1,  1, 1, 1, 1, 1, 1, 1, 1, /* 0x22 '"' */
+    P16, P16,                                                      /* 0x30-0x4F */
+    1,   1,   1,   1,   1,   1,   1,   1,  1, 1, 1, 1, 0, 1, 1, 1, /* 0x5C '\\' */
+    P16, P16,                                                      /* 0x60-0x7F */
+    Z16, Z16, Z16, Z16, Z16, Z16, Z16, Z16};                       /* 0x80-0xFF: UTF-8, checked */
 #undef P16
 #undef Z16
-static inline int peek(const scan *c) { return c->i < c->n ? c->s[c->i] : -1; }
+static inline int peek(const scan *c) {
+    return c->i < c->n ? c->s[c->i] : -1;
+}
 
 static int hex4(const uint8_t *p) {
     int v = 0;
     for (int k = 0; k < 4; k++) {
         uint8_t h = p[k];
-        int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10 : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
         if (d < 0) return -1;
         v = v * 16 + d;
     }
@@ -86,7 +95,8 @@ static bool get_string(scan *c, char *out, size_t cap, size_t *len, bool key) {
      * k <= cap (k <= i - (c->i + 1)); the multi-byte paths check */
     size_t lim = n - i > cap ? i + cap : n;
     for (;;) {
-        while (i < lim && plain[s[i]]) out[k++] = (char)s[i++];
+        while (i < lim && plain[s[i]])
+            out[k++] = (char)s[i++];
         if (i >= n) return false; /* cut short */
         uint8_t b = s[i];
         if (b == '"') break;
@@ -103,7 +113,8 @@ static bool get_string(scan *c, char *out, size_t cap, size_t *len, bool key) {
             }
             int l = tok_utf8_valid_len(s + i, n - i);
             if (l < 2 || (size_t)l > cap - k) return false;
-            for (int q = 0; q < l; q++) out[k++] = (char)s[i + q];
+            for (int q = 0; q < l; q++)
+                out[k++] = (char)s[i + q];
             i += (size_t)l;
             continue;
         }
@@ -147,7 +158,8 @@ static bool skip_string(scan *c) {
         if (!q) return false;
         size_t j = (size_t)(q - c->s);
         size_t bs = 0; /* backslashes right before the quote: an odd count escapes it */
-        while (j - bs > i && c->s[j - bs - 1] == '\\') bs++;
+        while (j - bs > i && c->s[j - bs - 1] == '\\')
+            bs++;
         if (!(bs & 1)) {
             c->i = j + 1;
             return true;
@@ -181,7 +193,8 @@ static bool skip_value(scan *c) {
         return false;
     }
     size_t i0 = c->i;
-    while (c->i < c->n && !is_ws(c->s[c->i]) && !strchr(",}]:[{\"", c->s[c->i])) c->i++;
+    while (c->i < c->n && !is_ws(c->s[c->i]) && !strchr(",}]:[{\"", c->s[c->i]))
+        c->i++;
     return c->i > i0;
 }
 
@@ -272,7 +285,8 @@ static size_t merges_end_guess(const scan *c) {
     static const char tail[] = "}}]";
     size_t i = c->n;
     for (int k = 0; k < 3; k++) {
-        while (i > c->i && is_ws(c->s[i - 1])) i--;
+        while (i > c->i && is_ws(c->s[i - 1]))
+            i--;
         if (i <= c->i + 1 || c->s[i - 1] != (uint8_t)tail[k]) return 0;
         i--;
     }
@@ -287,7 +301,8 @@ static size_t count_merges(const scan *c, size_t end) {
     skip_ws(&f);
     if (f.i >= end || f.s[f.i] == ']') return 0;
     size_t q = 0;
-    for (const uint8_t *p = c->s + c->i, *e = c->s + end; (p = memchr(p, '"', (size_t)(e - p))) != NULL; p++) q++;
+    for (const uint8_t *p = c->s + c->i, *e = c->s + end; (p = memchr(p, '"', (size_t)(e - p))) != NULL; p++)
+        q++;
     return f.s[f.i] == '[' ? q / 4 : q / 2;
 }
 
@@ -315,7 +330,7 @@ fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, v
  * flags[] by id. Gives up on what the jansson path reports (an id out of range or given twice,
  * an empty or over-long key) as well as on what jansson refuses. */
 static bool scan_vocab(fp4_tokenizer *t, scan *c, tok_jbig *b) {
-    char key[FP4_TOK_MAX_TOKEN_BYTES];
+    const size_t key_max = FP4_TOK_MAX_TOKEN_BYTES;
     int32_t cap = 0;
     b->max_id = -1;
     c->i++; /* { */
@@ -327,7 +342,13 @@ static bool scan_vocab(fp4_tokenizer *t, scan *c, tok_jbig *b) {
     for (bool more = true; more;) {
         skip_ws(c);
         size_t kl;
-        if (peek(c) != '"' || !get_string(c, key, sizeof key, &kl, true) || kl == 0) return false;
+        if (t->arena_cap - t->arena_len < key_max + 1) { /* decoded straight into the arena */
+            if (tok_arena_reserve(t, 2 * t->arena_cap + key_max + 1) ||
+                t->arena_cap - t->arena_len < key_max + 1)
+                return false;
+        }
+        char *key = t->arena + t->arena_len;
+        if (peek(c) != '"' || !get_string(c, key, key_max, &kl, true) || kl == 0) return false;
         skip_ws(c);
         if (peek(c) != ':') return false;
         c->i++;
@@ -348,7 +369,9 @@ static bool scan_vocab(fp4_tokenizer *t, scan *c, tok_jbig *b) {
             cap = (int32_t)nc;
         }
         if (t->flags[id] & TOKF_PRESENT) return false;
-        if (tok_arena_add(t, key, kl, &t->text[id])) return false;
+        key[kl] = 0;
+        t->text[id] = (tok_span){(uint32_t)t->arena_len, (uint32_t)kl};
+        t->arena_len += kl + 1;
         t->flags[id] = TOKF_PRESENT | TOKF_MODEL;
         if (id > b->max_id) b->max_id = (int32_t)id;
         if (!next_item(c, '}', &more)) return false;
@@ -367,7 +390,9 @@ static bool member_key(scan *c, char *key, size_t cap, size_t *kl) {
     return true;
 }
 
-static bool key_is(const char *k, size_t kl, const char *want) { return kl == strlen(want) && !memcmp(k, want, kl); }
+static bool key_is(const char *k, size_t kl, const char *want) {
+    return kl == strlen(want) && !memcmp(k, want, kl);
+}
 
 static bool scan_model(fp4_tokenizer *t, scan *c, tok_jbig *b) {
     c->i++; /* { */

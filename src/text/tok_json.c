@@ -295,9 +295,9 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     int64_t max_id = c->fast ? (int64_t)t->n_vocab - 1 : -1;
     const char *k;
     json_t *v;
-    if (!c->fast)
-        json_object_foreach(vocab, k, v) {
-            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= FP4_TOK_MAX_VOCAB)
+    if (!c->fast) json_object_foreach(vocab, k, v) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) >= FP4_TOK_MAX_VOCAB)
                 return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.id-range", "token id out of [0, %d)",
                             FP4_TOK_MAX_VOCAB);
             if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
@@ -379,15 +379,17 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
 }
 
 /* one merge, in order: both halves and their concatenation are tokens, the pair is new */
-static fp4_status merge_one(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn, int form) {
+static fp4_status merge_one(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn,
+                            int form) {
     jctx *c = ctx;
     fp4_tokenizer *t = c->t;
     if (form == TOK_JM_BADSTR)
         return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form", "merge %zu is not \"a b\"", i);
     if (form == TOK_JM_BADSHAPE)
-        return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form", "merge %zu is neither \"a b\" nor [a, b]",
-                    i);
-    int32_t ia = tok_smap_find(t, &t->by_text, t->text, a, an), ib = tok_smap_find(t, &t->by_text, t->text, b, bn);
+        return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form",
+                    "merge %zu is neither \"a b\" nor [a, b]", i);
+    int32_t ia = tok_smap_find(t, &t->by_text, t->text, a, an),
+            ib = tok_smap_find(t, &t->by_text, t->text, b, bn);
     if (ia < 0 || ib < 0)
         return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-unknown",
                     "merge %zu names a token not in the vocabulary", i);
@@ -405,8 +407,8 @@ static fp4_status merge_one(void *ctx, size_t i, const char *a, size_t an, const
         return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-result",
                     "merge %zu makes a token not in the vocabulary", i);
     if (!tok_mmap_put(&t->merges, ia, ib, (uint32_t)i, io))
-        return FAIL(c, FP4_ERR_DUPLICATE, "model.merges", "tok.merge-duplicate", "merge %zu repeats an earlier pair",
-                    i);
+        return FAIL(c, FP4_ERR_DUPLICATE, "model.merges", "tok.merge-duplicate",
+                    "merge %zu repeats an earlier pair", i);
     return FP4_OK;
 }
 
@@ -429,7 +431,8 @@ static fp4_status parse_merges(jctx *c, json_t *merges, const char *doc) {
                 if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp - s) - 1))
                     st = merge_one(c, i, "", 0, "", 0, TOK_JM_BADSTR);
                 else
-                    st = merge_one(c, i, s, (size_t)(sp - s), sp + 1, len - (size_t)(sp - s) - 1, TOK_JM_PAIR);
+                    st =
+                        merge_one(c, i, s, (size_t)(sp - s), sp + 1, len - (size_t)(sp - s) - 1, TOK_JM_PAIR);
             } else if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(x) && json_is_string(y))
                 st = merge_one(c, i, json_string_value(x), json_string_length(x), json_string_value(y),
                                json_string_length(y), TOK_JM_PAIR);
@@ -473,8 +476,8 @@ static char *without_big(const char *s, size_t n, const tok_jbig *b, size_t *out
 /* One pass. fast: model.vocab and model.merges by tok_jscan, the rest by jansson from a copy
  * without them; whatever fails there (outside tok_jscan's subset, or any refusal at all) returns
  * an error and the caller runs the jansson pass, whose verdict and message stand. */
-static fp4_status from_json_pass(const char *name, const char *json, size_t json_len, const void *config,
-                                 size_t config_len, bool fast, fp4_tokenizer **out, fp4_error *err) {
+fp4_status tok_json_pass(const char *name, const char *json, size_t json_len, const void *config,
+                         size_t config_len, bool fast, fp4_tokenizer **out, fp4_error *err) {
     fp4_tokenizer *t = tok_new();
     if (!t) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
     tok_jbig big = {0};
@@ -577,8 +580,8 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
         return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.limit", "%zu bytes", json_len);
     /* the fast pass succeeds only where the jansson pass would, with the same tokenizer (tok_jscan.c);
      * a refusal is always the jansson pass's */
-    if (from_json_pass(name, json, json_len, config, config_len, true, out, err) == FP4_OK) return FP4_OK;
-    return from_json_pass(name, json, json_len, config, config_len, false, out, err);
+    if (tok_json_pass(name, json, json_len, config, config_len, true, out, err) == FP4_OK) return FP4_OK;
+    return tok_json_pass(name, json, json_len, config, config_len, false, out, err);
 }
 
 static fp4_status read_file(const char *path, char **buf, size_t *n, bool optional, fp4_error *err) {
