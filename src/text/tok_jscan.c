@@ -1,26 +1,30 @@
-/* tok_jscan.c — a bounded one-pass reader for the two large members of a tokenizer.json:
- * model.vocab ({"string": id, ...}) and model.merges (["a b", ...] or [["a", "b"], ...]).
+/* tok_jscan.c — a bounded reader for the two large members of a tokenizer.json: model.vocab
+ * ({"string": id, ...}) and model.merges (["a b", ...] or [["a", "b"], ...]).
  *
  * jansson builds a value, a hash entry and a string copy per vocabulary entry and per merge, and
- * frees them all again: ~90 % of loading a 150k-token tokenizer.json. This reader walks the
- * document once, finds the two members by their path (root object -> "model" -> "vocab" /
- * "merges"), and reads them into flat tables: keys straight into the tokenizer's arena, merges
- * into one buffer. jansson still parses everything else (tok_json.c hands it a copy of the
- * document with the two members replaced by {} and []), so the accepted language is jansson's.
+ * frees them all again: ~90 % of loading a 150k-token tokenizer.json. tok_jscan walks the document
+ * once, finds the two members by their path (root object -> "model" -> "vocab" / "merges"), reads
+ * the vocabulary straight into the tokenizer (keys decoded into the arena, text[] and flags[] by
+ * id, the spelling map) and locates the merges (their extent and an upper bound of their count);
+ * tok_jscan_merges later reads the merges strictly, one at a time, as the loader checks and
+ * inserts them. jansson parses everything else (tok_json.c hands it a copy of the document with
+ * the two values replaced by {} and []), so the accepted language is jansson's.
  *
- * What it reads is a strict subset of what jansson accepts, each string decoded exactly as
- * jansson decodes it (escapes \" \\ \/ \b \f \n \r \t \uXXXX with surrogate pairs; raw UTF-8
- * validated; no control characters). On anything outside that subset — a syntax error, a lone
- * surrogate, U+0000 in a key (jansson refuses it), a duplicate key (JSON_REJECT_DUPLICATES), an
- * id that is not a plain non-negative integer of at most 9 digits, a merge of another shape, a
- * key longer than FP4_TOK_MAX_TOKEN_BYTES, more entries than the limits allow, nesting deeper
- * than TOK_JSCAN_DEPTH — it gives up, and the caller parses the original document with jansson
- * alone (the previous path): every refusal keeps the rule and message it had.
+ * What is read is a strict subset of what jansson accepts, each string decoded as jansson decodes
+ * it (escapes \" \\ \/ \b \f \n \r \t \uXXXX with surrogate pairs; raw UTF-8 validated; no control
+ * characters). Outside that subset — a syntax error, a lone surrogate, U+0000 in a key (jansson
+ * refuses it), a key twice (JSON_REJECT_DUPLICATES), an id that is not a plain integer of at most
+ * 9 digits below FP4_TOK_MAX_VOCAB or that is given twice, an empty or over-long key, a merge of
+ * another shape, more merges than counted, nesting deeper than TOK_JSCAN_DEPTH — the fast pass
+ * fails, and so does it on any refusal of the loader's own rules: fp4_tokenizer_from_json then
+ * runs the jansson-only pass, whose verdict and message stand. The fast pass succeeds only where
+ * that pass would, with the same tables (tests/test_tok_jscan.c compares them).
  *
  * The walk outside the two members is lenient (strings, brackets and scalars skipped, not
  * checked): the jansson parse of the copy checks it. Where that parse succeeds, the walk saw the
  * same tokens jansson did (strings end at the same unescaped quote, scalars at the same
- * delimiter), so the members it replaced are the ones at model.vocab and model.merges. */
+ * delimiter), so the values it replaced are the ones at model.vocab and model.merges; the end of
+ * the merges, when guessed from the document's tail, is confirmed by the strict read ending there. */
 #include "tok_impl.h"
 #include <stdlib.h>
 

@@ -11,7 +11,9 @@
  *   decoder        null | ByteLevel | Replace (String) | ByteFallback | Fuse | Strip | Sequence
  * Rules: ids in [0, FP4_TOK_MAX_VOCAB), one token per id and one id per token (tok.duplicate-*),
  * added tokens agree with the vocabulary where they share an id (tok.added-conflict), every merge
- * names two tokens whose concatenation is a token (tok.merge-*), each pair once. */
+ * names two tokens whose concatenation is a token (tok.merge-*), each pair once.
+ * Two passes (tok_json_pass): the fast one reads model.vocab and model.merges with tok_jscan.c and
+ * the rest with jansson; if it fails for any reason the jansson-only pass runs and decides. */
 #include "tok_impl.h"
 #include <errno.h>
 #include <jansson.h>
