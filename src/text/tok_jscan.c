@@ -304,9 +304,19 @@ static size_t count_merges(const scan *c, size_t end) {
     f.i++;
     skip_ws(&f);
     if (f.i >= end || f.s[f.i] == ']') return 0;
-    size_t q = 0;
-    for (const uint8_t *p = c->s + c->i, *e = c->s + end; (p = memchr(p, '"', (size_t)(e - p))) != NULL; p++)
-        q++;
+    /* the quotes, eight bytes at a time (memchr per quote is call-bound: one every ~12 bytes) */
+    const uint64_t ones = 0x0101010101010101ull, low7 = 0x7F7F7F7F7F7F7F7Full;
+    const uint8_t *p = c->s + c->i;
+    size_t q = 0, i = 0, n = end - c->i;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        uint64_t x = w ^ (ones * '"');                         /* zero bytes where the quotes are */
+        uint64_t z = (~(((x & low7) + low7) | x) >> 7) & ones; /* 1 in each of those bytes */
+        q += (size_t)((z * ones) >> 56);                       /* their count (at most 8) */
+    }
+    for (; i < n; i++)
+        q += p[i] == '"';
     return f.s[f.i] == '[' ? q / 4 : q / 2;
 }
 
