@@ -1,6 +1,7 @@
 /* test_chat.c — chat templates (src/text/chat.c): every family renders the conversations of
  * tests/text/chat_expected.json to the bytes the real Jinja templates give (rendered by
- * @huggingface/jinja 0.5.11: dev/chat_expected.mjs), refuses where they raise; detection of each
+ * @huggingface/jinja 0.5.11: dev/chat_expected.mjs) and to the rendering @huggingface/jinja's
+ * README publishes for Mistral-7B-Instruct-v0.1, refuses where they raise; detection of each
  * real template, refusal of unknown ones; chat_template read from tokenizer_config.json. */
 #include "check.h"
 #include "fp4lane_text.h"
@@ -11,7 +12,7 @@
 static void cases(json_t *root) {
     size_t i;
     json_t *c;
-    int n_render = 0, n_refuse = 0;
+    int n_render = 0, n_refuse = 0, n_published = 0;
     json_array_foreach(json_object_get(root, "cases"), i, c) {
         const char *fam = json_string_value(json_object_get(c, "family"));
         int id = fp4_chat_template_by_name(fam);
@@ -31,6 +32,7 @@ static void cases(json_t *root) {
                             json_string_value(json_object_get(c, "eos")),
                             json_is_true(json_object_get(c, "add_generation_prompt")), &text, &len, &e);
         const char *want = json_string_value(json_object_get(c, "expected"));
+        n_published += json_object_get(c, "source") != NULL && want; /* printed by its publisher */
         if (want) {
             CHECK_MSG(st == FP4_OK && len == strlen(want) && !strcmp(text, want),
                       "case %zu (%s): got [%s] want [%s]", i, fam, text ? text : "(refused)", want);
@@ -43,6 +45,7 @@ static void cases(json_t *root) {
         free(text);
     }
     CHECK(n_render >= 60 && n_refuse >= 10); /* the file was read and holds both kinds */
+    CHECK(n_published >= 1);
 }
 
 static void detection(json_t *root) {

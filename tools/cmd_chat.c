@@ -31,7 +31,8 @@ typedef struct chat_args {
 static int usage(void) {
     fprintf(
         stderr,
-        "usage: fp4lane chat [MODEL] [--system TEXT] [--chat-template llama3|llama2|mistral|qwen3|chatml]\n"
+        "usage: fp4lane chat [MODEL] [--system TEXT]\n"
+        "       [--chat-template llama3|llama2|llama2-default|mistral|mistral-eos-space|qwen3|chatml]\n"
         "       [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--ctx N]\n");
     return 2;
@@ -302,7 +303,9 @@ int cmd_chat(int argc, char **argv) {
                                           {"qwen3", "<|im_end|>"},
                                           {"chatml", "<|im_end|>"},
                                           {"llama2", "</s>"},
-                                          {"mistral", "</s>"}};
+                                          {"llama2-default", "</s>"},
+                                          {"mistral", "</s>"},
+                                          {"mistral-eos-space", "</s>"}};
     for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
         if (!strcmp(ends[i][0], fp4_chat_template_name(s.tmpl))) {
             int32_t id = fp4_tokenizer_find(s.tok, ends[i][1], strlen(ends[i][1]));

@@ -48,8 +48,9 @@ static int is(const fp4_chat_msg *m, const char *role) {
     return m->role && !strcmp(m->role, role);
 }
 
+/* variant: a family's published revisions that render otherwise (chat_family.variant) */
 typedef fp4_status (*render_fn)(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
-                                cbuf *b, fp4_error *err);
+                                int variant, cbuf *b, fp4_error *err);
 
 static fp4_status alternate_fail(fp4_error *err) {
     return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "chat.alternate",
@@ -58,7 +59,7 @@ static fp4_status alternate_fail(fp4_error *err) {
 
 /* ChatML: <|im_start|>ROLE\nCONTENT<|im_end|>\n per message */
 static fp4_status r_chatml(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
-                           cbuf *b, fp4_error *err) {
+                           int variant, cbuf *b, fp4_error *err) {
     for (size_t i = 0; i < n; i++) {
         puts_(b, "<|im_start|>"), puts_(b, m[i].role), puts_(b, "\n"), puts_(b, m[i].content);
         puts_(b, "<|im_end|>\n");
@@ -69,8 +70,8 @@ static fp4_status r_chatml(const fp4_chat_msg *m, size_t n, const char *bos, con
 
 /* Qwen3: ChatML, a leading system message, assistant turns after the last user turn carry their
  * reasoning in <think> (empty when none) when they are last; "</think>" in content splits it. */
-static fp4_status r_qwen3(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen, cbuf *b,
-                          fp4_error *err) {
+static fp4_status r_qwen3(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
+                          int variant, cbuf *b, fp4_error *err) {
     size_t last_query = n ? n - 1 : 0;
     for (size_t k = n; k-- > 0;) {
         if (!is(&m[k], "user")) continue;
@@ -132,7 +133,7 @@ static fp4_status r_qwen3(const fp4_chat_msg *m, size_t n, const char *bos, cons
 
 /* Llama 3: BOS, then <|start_header_id|>ROLE<|end_header_id|>\n\nCONTENT|trim<|eot_id|> */
 static fp4_status r_llama3(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
-                           cbuf *b, fp4_error *err) {
+                           int variant, cbuf *b, fp4_error *err) {
     for (size_t i = 0; i < n; i++) {
         if (!i) puts_(b, bos);
         puts_(b, "<|start_header_id|>"), puts_(b, m[i].role), puts_(b, "<|end_header_id|>\n\n");
@@ -144,9 +145,11 @@ static fp4_status r_llama3(const fp4_chat_msg *m, size_t n, const char *bos, con
 }
 
 /* Llama 2: a leading system message folded into the first user turn in <<SYS>>; user/assistant
- * alternate; BOS [INST] user [/INST] assistant EOS (contents stripped) */
+ * alternate; BOS [INST] user [/INST] assistant EOS (contents stripped). Variant 1, the default
+ * template of transformers' LlamaTokenizer (use_default_system_prompt off): a later system message
+ * (where the alternation lets one stand) renders as its own <<SYS>> block; Meta's drops it. */
 static fp4_status r_llama2(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
-                           cbuf *b, fp4_error *err) {
+                           int variant, cbuf *b, fp4_error *err) {
     const char *sys = NULL;
     if (n && is(&m[0], "system")) sys = m[0].content, m++, n--;
     for (size_t i = 0; i < n; i++) {
@@ -159,21 +162,24 @@ static fp4_status r_llama2(const fp4_chat_msg *m, size_t n, const char *bos, con
             puts_(b, bos), puts_(b, "[INST] "), put_stripped(b, cs, WS, 1, 1), puts_(b, " [/INST]");
         else if (is(&m[i], "assistant"))
             puts_(b, " "), put_stripped(b, cs, WS, 1, 1), puts_(b, " "), puts_(b, eos);
+        else if (variant == 1 && is(&m[i], "system"))
+            puts_(b, "<<SYS>>\n"), put_stripped(b, cs, WS, 1, 1), puts_(b, "\n<</SYS>>\n\n");
         free(c.p);
     }
     return FP4_OK;
 }
 
-/* Mistral (v0.1 instruct): BOS, then [INST] user [/INST]assistant EOS; user/assistant only */
+/* Mistral (v0.1 instruct): BOS, then [INST] user [/INST]assistant EOS; user/assistant only. Variant 1,
+ * the template of late 2023 (@huggingface/jinja's README renders it): a space after each EOS. */
 static fp4_status r_mistral(const fp4_chat_msg *m, size_t n, const char *bos, const char *eos, int gen,
-                            cbuf *b, fp4_error *err) {
+                            int variant, cbuf *b, fp4_error *err) {
     puts_(b, bos);
     for (size_t i = 0; i < n; i++) {
         if (is(&m[i], "user") != (i % 2 == 0)) return alternate_fail(err);
         if (is(&m[i], "user"))
             puts_(b, "[INST] "), puts_(b, m[i].content), puts_(b, " [/INST]");
         else if (is(&m[i], "assistant"))
-            puts_(b, m[i].content), puts_(b, eos);
+            puts_(b, m[i].content), puts_(b, eos), puts_(b, variant == 1 ? " " : "");
         else
             return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "chat.role",
                             "Only user and assistant roles are supported!");
@@ -184,19 +190,35 @@ static fp4_status r_mistral(const fp4_chat_msg *m, size_t n, const char *bos, co
 typedef struct chat_family {
     const char *name;
     render_fn render;
+    int variant;
     const char *must[3];     /* fingerprints: all present ...                                 */
-    const char *must_not[4]; /* ... and none of these (later variants that render otherwise)  */
+    const char *must_not[5]; /* ... and none of these (later variants that render otherwise)  */
 } chat_family;
 
 static const chat_family families[] = {
-    {"llama3", r_llama3, {"<|start_header_id|>", "<|eot_id|>"}, {"Cutting Knowledge", "tools", "ipython"}},
-    {"llama2", r_llama2, {"<<SYS>>", "[INST]", "raise_exception"}, {"tools"}},
+    {"llama3", r_llama3, 0, {"<|start_header_id|>", "<|eot_id|>"}, {"Cutting Knowledge", "tools", "ipython"}},
+    {"llama2",
+     r_llama2,
+     0,
+     {"<<SYS>>", "[INST]", "raise_exception"},
+     {"tools", "elif message['role'] == 'system'", "USE_DEFAULT_PROMPT", "true == true"}},
+    {"llama2-default",
+     r_llama2,
+     1,
+     {"<<SYS>>", "[INST]", "elif message['role'] == 'system'"},
+     {"tools", "USE_DEFAULT_PROMPT", "true == true"}},
     {"mistral",
      r_mistral,
+     0,
      {"[INST]", "[/INST]", "bos_token"},
+     {"<<SYS>>", "[AVAILABLE_TOOLS]", "system", "tools", "eos_token + ' '"}},
+    {"mistral-eos-space",
+     r_mistral,
+     1,
+     {"[INST]", "[/INST]", "eos_token + ' '"},
      {"<<SYS>>", "[AVAILABLE_TOOLS]", "system", "tools"}},
-    {"qwen3", r_qwen3, {"<|im_start|>", "</think>", "last_query_index"}, {"You are Qwen"}},
-    {"chatml", r_chatml, {"<|im_start|>", "<|im_end|>"}, {"</think>", "You are ", "tools", "loop.first"}},
+    {"qwen3", r_qwen3, 0, {"<|im_start|>", "</think>", "last_query_index"}, {"You are Qwen"}},
+    {"chatml", r_chatml, 0, {"<|im_start|>", "<|im_end|>"}, {"</think>", "You are ", "tools", "loop.first"}},
 };
 #define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
 
@@ -218,7 +240,7 @@ int fp4_chat_template_detect(const char *jinja) {
         int ok = 1;
         for (int k = 0; ok && k < 3 && families[i].must[k]; k++)
             ok = strstr(jinja, families[i].must[k]) != NULL;
-        for (int k = 0; ok && k < 4 && families[i].must_not[k]; k++)
+        for (int k = 0; ok && k < 5 && families[i].must_not[k]; k++)
             ok = strstr(jinja, families[i].must_not[k]) == NULL;
         if (ok) return i;
     }
@@ -237,8 +259,8 @@ fp4_status fp4_chat_render(int id, const fp4_chat_msg *msgs, size_t n, const cha
                             "message %zu has no role or content", i);
     cbuf b = {0};
     puts_(&b, "");
-    fp4_status st =
-        families[id].render(msgs, n, bos ? bos : "", eos ? eos : "", add_generation_prompt, &b, err);
+    fp4_status st = families[id].render(msgs, n, bos ? bos : "", eos ? eos : "", add_generation_prompt,
+                                        families[id].variant, &b, err);
     if (!st && b.oom) st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "chat.nomem", "out of memory");
     if (st) {
         free(b.p);

@@ -3,6 +3,7 @@
 #include "tok_impl.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 fp4_tokenizer *tok_new(void) {
     fp4_tokenizer *t = calloc(1, sizeof *t);
@@ -45,6 +46,16 @@ fp4_status tok_reserve_ids(fp4_tokenizer *t, int32_t n_vocab) {
     return FP4_OK;
 }
 
+fp4_status tok_arena_reserve(fp4_tokenizer *t, size_t cap) {
+    if (cap <= t->arena_cap) return FP4_OK;
+    if (cap > UINT32_MAX) cap = UINT32_MAX;
+    char *p = realloc(t->arena, cap);
+    if (!p) return FP4_ERR_NOMEM;
+    t->arena = p;
+    t->arena_cap = cap;
+    return FP4_OK;
+}
+
 fp4_status tok_arena_add(fp4_tokenizer *t, const char *s, size_t n, tok_span *out) {
     if (n > UINT32_MAX || t->arena_len + n + 1 > UINT32_MAX) return FP4_ERR_LIMIT;
     if (t->arena_len + n + 1 > t->arena_cap) {
@@ -72,14 +83,28 @@ uint64_t tok_hash(const char *s, size_t n) {
         h = (h ^ w) * 0xFF51AFD7ED558CCDull;
         h ^= h >> 32;
     }
-    uint64_t w = 0;
-    for (size_t k = 0; i < n; i++, k++) w |= (uint64_t)(uint8_t)s[i] << (8 * k);
+    uint64_t w = 0; /* the last n % 8 bytes: 4, 2, 1 at a time (n itself is in h) */
+    const char *p = s + i;
+    if ((n - i) & 4) {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        w = x;
+        p += 4;
+    }
+    if ((n - i) & 2) {
+        uint16_t x;
+        memcpy(&x, p, 2);
+        w = (w << 16) | x;
+        p += 2;
+    }
+    if ((n - i) & 1) w = (w << 8) | (uint8_t)*p;
     return tok_mix(h ^ w); /* a full avalanche: the map masks the low bits */
 }
 
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag) {
     uint32_t cap = 16;
-    while (cap < (uint32_t)t->n_vocab * 2u) cap *= 2;
+    while (cap < (uint32_t)t->n_vocab + (uint32_t)t->n_vocab / 2)
+        cap *= 2; /* load <= 2/3 */
     free(m->slot);
     m->slot = malloc((size_t)cap * sizeof *m->slot);
     if (!m->slot) return FP4_ERR_NOMEM;
@@ -114,9 +139,16 @@ int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span 
 
 fp4_status tok_mmap_init(tok_mmap *m, uint32_t n) {
     uint32_t cap = 16;
-    while (cap < n * 2u) cap *= 2;
+    while (cap < n + n / 2)
+        cap *= 2; /* load <= 2/3 */
     free(m->slot);
-    m->slot = malloc((size_t)cap * sizeof *m->slot);
+    size_t bytes = (size_t)cap * sizeof *m->slot, huge = (size_t)2 << 20;
+    if (bytes >= huge) { /* a multiple of 2 MiB: huge pages where the kernel offers them (fewer faults
+                          * and TLB misses, in loading and in encoding); refused advice is fine */
+        m->slot = aligned_alloc(huge, bytes);
+        if (m->slot) (void)madvise(m->slot, bytes, MADV_HUGEPAGE);
+    } else
+        m->slot = malloc(bytes);
     if (!m->slot) return FP4_ERR_NOMEM;
     for (uint32_t i = 0; i < cap; i++) m->slot[i].key = UINT64_MAX;
     m->mask = cap - 1;
@@ -498,11 +530,13 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
             if (byte < 0) all = false;
             tmp[k++] = (char)(byte < 0 ? 0 : byte);
         }
-        if ((st = tok_arena_add(t, tmp, k, &t->raw[id])))
+        if (k == n && !memcmp(tmp, s, n))
+            t->raw[id] = t->text[id]; /* printable ASCII: the same bytes */
+        else if ((st = tok_arena_add(t, tmp, k, &t->raw[id])))
             return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
         if (all) t->flags[id] |= TOKF_RAWOK;
     }
-    st = tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL);
+    st = t->by_text_ready ? FP4_OK : tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL);
     if (st == FP4_ERR_DUPLICATE)
         return fp4_fail(err, st, name, "vocab", "tok.duplicate-token",
                         "two vocabulary ids have the same token string");

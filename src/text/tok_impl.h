@@ -82,6 +82,7 @@ struct fp4_tokenizer {
     tok_span *raw;    /* per id: bytes the token stands for (byte-level decoded; SPM: = text) */
     uint8_t *flags;   /* per id: TOKF_* */
     tok_smap by_text; /* model vocabulary spelling -> id */
+    bool by_text_ready; /* by_text built by the loader (tok_jbig_install_by_text): tok_finish keeps it */
     tok_smap by_raw;  /* byte-level: raw bytes -> id (ignore_merges) */
     tok_mmap merges;
     uint32_t n_merges;
@@ -111,6 +112,8 @@ struct fp4_tokenizer {
 /* ---- tok_core.c ---- */
 fp4_tokenizer *tok_new(void);
 fp4_status tok_reserve_ids(fp4_tokenizer *t, int32_t n_vocab);
+/* grow the arena's capacity to at least cap bytes (at most UINT32_MAX) */
+fp4_status tok_arena_reserve(fp4_tokenizer *t, size_t cap);
 /* append bytes to the arena; span out */
 fp4_status tok_arena_add(fp4_tokenizer *t, const char *s, size_t n, tok_span *out);
 static inline const char *tok_str(const fp4_tokenizer *t, tok_span s) { return t->arena + s.off; }
@@ -164,6 +167,34 @@ fp4_status tok_buf_drain(tok_buf *out, tok_buf *a, tok_buf *b, fp4_status st);
 fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err);
 fp4_status tok_compile_regex(const char *onig, bool gpt2_builtin, pcre2_code **out, char *why, size_t why_n);
 int tok_added_cmp_id(const void *a, const void *b);
+
+/* ---- tok_jscan.c: model.vocab and model.merges of a tokenizer.json without jansson ---- */
+typedef struct tok_jbig {
+    bool vocab_found, merges_found;
+    size_t vocab_at[2], merges_at[2]; /* [start, end) of the two values in the document */
+    int32_t max_id;                   /* the vocabulary's largest id (-1: empty) */
+    size_t n_merges;                  /* at least the number of merges (exact when counted by a walk) */
+} tok_jbig;
+/* true: both members read; the vocabulary is in t (arena, text[], flags[] PRESENT | MODEL,
+ * n_vocab = max_id + 1, by_text built and by_text_ready), the merges checked and counted.
+ * false: not in the reader's subset; the caller discards t and parses with jansson alone. */
+bool tok_jscan(fp4_tokenizer *t, const char *s, size_t n, tok_jbig *b);
+enum { TOK_JM_PAIR, TOK_JM_BADSTR, TOK_JM_BADSHAPE };
+#define TOK_JM_BUF (2 * FP4_TOK_MAX_TOKEN_BYTES + 1)
+/* one merge in document order: a, b (form TOK_JM_PAIR) */
+typedef fp4_status (*tok_merge_fn)(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn,
+                                   int form);
+/* the merges tok_jscan found, read strictly, in order, through fn (a and b contiguous); stops at
+ * fn's first error; FP4_ERR_FORMAT: outside the subset, more than b->n_merges, or the array does not
+ * end at merges_at[1]. *count: the merges read. */
+fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx, size_t *count);
+
+/* ---- tok_json.c ---- */
+/* One pass of fp4_tokenizer_from_json (json non-NULL, at most FP4_TOK_MAX_FILE bytes). fast: through
+ * tok_jscan; any failure there is an error without a promise about err (the caller then runs the
+ * jansson pass: fast == false, the reference, whose refusals fill err). test_tok_jscan runs both. */
+fp4_status tok_json_pass(const char *name, const char *json, size_t json_len, const void *config,
+                         size_t config_len, bool fast, fp4_tokenizer **out, fp4_error *err);
 
 /* ---- tok_encode.c ---- */
 /* the normalizer steps on valid UTF-8, appended to out */

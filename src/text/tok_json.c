@@ -11,19 +11,26 @@
  *   decoder        null | ByteLevel | Replace (String) | ByteFallback | Fuse | Strip | Sequence
  * Rules: ids in [0, FP4_TOK_MAX_VOCAB), one token per id and one id per token (tok.duplicate-*),
  * added tokens agree with the vocabulary where they share an id (tok.added-conflict), every merge
- * names two tokens whose concatenation is a token (tok.merge-*), each pair once. */
+ * names two tokens whose concatenation is a token (tok.merge-*), each pair once.
+ * Two passes (tok_json_pass): the fast one reads model.vocab and model.merges with tok_jscan.c and
+ * the rest with jansson; if it fails for any reason the jansson-only pass runs and decides. */
 #include "tok_impl.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct jctx {
     fp4_tokenizer *t;
     const char *name;
     fp4_error *err;
     const char *tmpl_names[2][TOK_MAX_TMPL];
+    tok_jbig *big; /* where model.vocab and model.merges are */
+    bool fast;     /* tok_jscan read them (else jansson did) */
 } jctx;
 
 #define FAIL(c, code, field, rule, ...) fp4_fail((c)->err, code, (c)->name, field, rule, __VA_ARGS__)
@@ -286,16 +293,17 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     t->kind = byte_level ? FP4_TOK_BYTE_BPE : FP4_TOK_SPM_BPE;
     t->byte_fallback = jflag(m, "byte_fallback", false);
     t->ignore_merges = jflag(m, "ignore_merges", false);
-    /* ids: vocabulary and added tokens */
-    int64_t max_id = -1;
+    /* ids: vocabulary and added tokens (tok_jscan has read the vocabulary into t already) */
+    int64_t max_id = c->fast ? (int64_t)t->n_vocab - 1 : -1;
     const char *k;
     json_t *v;
-    json_object_foreach(vocab, k, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= FP4_TOK_MAX_VOCAB)
-            return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.id-range", "token id out of [0, %d)",
-                        FP4_TOK_MAX_VOCAB);
-        if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
-    }
+    if (!c->fast) json_object_foreach(vocab, k, v) {
+            if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+                json_integer_value(v) >= FP4_TOK_MAX_VOCAB)
+                return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.id-range", "token id out of [0, %d)",
+                            FP4_TOK_MAX_VOCAB);
+            if (json_integer_value(v) > max_id) max_id = json_integer_value(v);
+        }
     if (!json_is_array(added) && added && !json_is_null(added))
         return FAIL(c, FP4_ERR_FORMAT, "added_tokens", "tok.json-type", "added_tokens is not an array");
     if (json_array_size(added) > FP4_TOK_MAX_ADDED)
@@ -311,20 +319,21 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     if (tok_reserve_ids(t, (int32_t)max_id + 1))
         return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
     size_t kl;
-    json_object_keylen_foreach(vocab, k, kl, v) { /* keys may hold U+0000: their length, not strlen */
-        int32_t id = (int32_t)json_integer_value(v);
-        if (t->flags[id] & TOKF_PRESENT)
-            return FAIL(c, FP4_ERR_DUPLICATE, "model.vocab", "tok.duplicate-id",
-                        "id %d is given to two tokens", (int)id);
-        if (kl > FP4_TOK_MAX_TOKEN_BYTES)
-            return FAIL(c, FP4_ERR_LIMIT, "model.vocab", "tok.token-length", "a %zu-byte token", kl);
-        if (kl == 0)
-            return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.token-empty", "an empty token string (id %d)",
-                        (int)id);
-        if (tok_arena_add(t, k, kl, &t->text[id]))
-            return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
-        t->flags[id] = TOKF_PRESENT | TOKF_MODEL;
-    }
+    if (!c->fast)
+        json_object_keylen_foreach(vocab, k, kl, v) { /* keys may hold U+0000: their length, not strlen */
+            int32_t id = (int32_t)json_integer_value(v);
+            if (t->flags[id] & TOKF_PRESENT)
+                return FAIL(c, FP4_ERR_DUPLICATE, "model.vocab", "tok.duplicate-id",
+                            "id %d is given to two tokens", (int)id);
+            if (kl > FP4_TOK_MAX_TOKEN_BYTES)
+                return FAIL(c, FP4_ERR_LIMIT, "model.vocab", "tok.token-length", "a %zu-byte token", kl);
+            if (kl == 0)
+                return FAIL(c, FP4_ERR_FORMAT, "model.vocab", "tok.token-empty",
+                            "an empty token string (id %d)", (int)id);
+            if (tok_arena_add(t, k, kl, &t->text[id]))
+                return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+            t->flags[id] = TOKF_PRESENT | TOKF_MODEL;
+        }
     t->n_added = 0;
     t->added = calloc(json_array_size(added) + 1, sizeof *t->added);
     if (!t->added) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
@@ -371,53 +380,68 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     return FP4_OK;
 }
 
-static fp4_status parse_merges(jctx *c, json_t *merges) {
+/* one merge, in order: both halves and their concatenation are tokens, the pair is new */
+static fp4_status merge_one(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn,
+                            int form) {
+    jctx *c = ctx;
     fp4_tokenizer *t = c->t;
-    size_t n = json_array_size(merges);
+    if (form == TOK_JM_BADSTR)
+        return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form", "merge %zu is not \"a b\"", i);
+    if (form == TOK_JM_BADSHAPE)
+        return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form",
+                    "merge %zu is neither \"a b\" nor [a, b]", i);
+    int32_t ia = tok_smap_find(t, &t->by_text, t->text, a, an),
+            ib = tok_smap_find(t, &t->by_text, t->text, b, bn);
+    if (ia < 0 || ib < 0)
+        return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-unknown",
+                    "merge %zu names a token not in the vocabulary", i);
+    if (an + bn > 2 * FP4_TOK_MAX_TOKEN_BYTES)
+        return FAIL(c, FP4_ERR_LIMIT, "model.merges", "tok.token-length", "merge %zu", i);
+    char buf[2 * FP4_TOK_MAX_TOKEN_BYTES];
+    const char *ab = a;
+    if (b != a + an) { /* tok_jscan hands them over contiguous; jansson's strings are apart */
+        memcpy(buf, a, an);
+        memcpy(buf + an, b, bn);
+        ab = buf;
+    }
+    int32_t io = tok_smap_find(t, &t->by_text, t->text, ab, an + bn);
+    if (io < 0)
+        return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-result",
+                    "merge %zu makes a token not in the vocabulary", i);
+    if (!tok_mmap_put(&t->merges, ia, ib, (uint32_t)i, io))
+        return FAIL(c, FP4_ERR_DUPLICATE, "model.merges", "tok.merge-duplicate",
+                    "merge %zu repeats an earlier pair", i);
+    return FP4_OK;
+}
+
+static fp4_status parse_merges(jctx *c, json_t *merges, const char *doc) {
+    fp4_tokenizer *t = c->t;
+    size_t n = c->fast ? c->big->n_merges : json_array_size(merges);
     if (n > (size_t)FP4_TOK_MAX_VOCAB * 2)
         return FAIL(c, FP4_ERR_LIMIT, "model.merges", "tok.limit", "%zu merges", n);
     if (tok_mmap_init(&t->merges, (uint32_t)n + 1))
         return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
-    char buf[2 * FP4_TOK_MAX_TOKEN_BYTES + 2];
-    for (size_t i = 0; i < n; i++) {
-        json_t *e = json_array_get(merges, i);
-        const char *a, *b;
-        size_t an, bn;
-        if (json_is_string(e)) {
-            const char *s = json_string_value(e), *sp = memchr(s, ' ', json_string_length(e));
-            if (!sp || memchr(sp + 1, ' ', json_string_length(e) - (size_t)(sp - s) - 1))
-                return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form", "merge %zu is not \"a b\"",
-                            i);
-            a = s;
-            an = (size_t)(sp - s);
-            b = sp + 1;
-            bn = json_string_length(e) - an - 1;
-        } else if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(json_array_get(e, 0)) &&
-                   json_is_string(json_array_get(e, 1))) {
-            a = json_string_value(json_array_get(e, 0));
-            an = json_string_length(json_array_get(e, 0));
-            b = json_string_value(json_array_get(e, 1));
-            bn = json_string_length(json_array_get(e, 1));
-        } else
-            return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-form",
-                        "merge %zu is neither \"a b\" nor [a, b]", i);
-        int32_t ia = tok_smap_find(t, &t->by_text, t->text, a, an),
-                ib = tok_smap_find(t, &t->by_text, t->text, b, bn);
-        if (ia < 0 || ib < 0)
-            return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-unknown",
-                        "merge %zu names a token not in the vocabulary", i);
-        if (an + bn > 2 * FP4_TOK_MAX_TOKEN_BYTES)
-            return FAIL(c, FP4_ERR_LIMIT, "model.merges", "tok.token-length", "merge %zu", i);
-        memcpy(buf, a, an);
-        memcpy(buf + an, b, bn);
-        int32_t io = tok_smap_find(t, &t->by_text, t->text, buf, an + bn);
-        if (io < 0)
-            return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merge-result",
-                        "merge %zu makes a token not in the vocabulary", i);
-        if (!tok_mmap_put(&t->merges, ia, ib, (uint32_t)i, io))
-            return FAIL(c, FP4_ERR_DUPLICATE, "model.merges", "tok.merge-duplicate",
-                        "merge %zu repeats an earlier pair", i);
-    }
+    fp4_status st = FP4_OK;
+    if (c->fast) /* checked here, as they are read (any failure: the jansson pass decides) */
+        st = tok_jscan_merges(doc, c->big, merge_one, c, &n);
+    else
+        for (size_t i = 0; !st && i < n; i++) {
+            json_t *e = json_array_get(merges, i), *x = json_array_get(e, 0), *y = json_array_get(e, 1);
+            if (json_is_string(e)) {
+                const char *s = json_string_value(e), *sp = memchr(s, ' ', json_string_length(e));
+                size_t len = json_string_length(e);
+                if (!sp || memchr(sp + 1, ' ', len - (size_t)(sp - s) - 1))
+                    st = merge_one(c, i, "", 0, "", 0, TOK_JM_BADSTR);
+                else
+                    st =
+                        merge_one(c, i, s, (size_t)(sp - s), sp + 1, len - (size_t)(sp - s) - 1, TOK_JM_PAIR);
+            } else if (json_is_array(e) && json_array_size(e) == 2 && json_is_string(x) && json_is_string(y))
+                st = merge_one(c, i, json_string_value(x), json_string_length(x), json_string_value(y),
+                               json_string_length(y), TOK_JM_PAIR);
+            else
+                st = merge_one(c, i, "", 0, "", 0, TOK_JM_BADSHAPE);
+        }
+    if (st) return st;
     t->n_merges = (uint32_t)n;
     return FP4_OK;
 }
@@ -429,18 +453,56 @@ static int32_t config_token(const fp4_tokenizer *t, json_t *cfg, const char *key
     return fp4_tokenizer_find(t, json_string_value(v), json_string_length(v));
 }
 
-fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t json_len, const void *config,
-                                   size_t config_len, fp4_tokenizer **out, fp4_error *err) {
-    if (!out || (!json && json_len))
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, name, NULL, "tok.arg", "NULL argument");
-    *out = NULL;
-    if (!name) name = "tokenizer.json";
-    if (json_len > FP4_TOK_MAX_FILE)
-        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.limit", "%zu bytes", json_len);
+/* The document with the values of model.vocab and model.merges (read by tok_jscan) replaced by
+ * {} and []. */
+static char *without_big(const char *s, size_t n, const tok_jbig *b, size_t *out_n) {
+    const size_t *cut[2] = {b->vocab_at, b->merges_at};
+    const char *fill[2] = {"{}", "[]"};
+    int first = cut[0][0] < cut[1][0] ? 0 : 1;
+    char *o = malloc(n - (cut[0][1] - cut[0][0]) - (cut[1][1] - cut[1][0]) + 5);
+    if (!o) return NULL;
+    size_t k = 0, at = 0;
+    for (int r = 0; r < 2; r++) {
+        int w = r ? !first : first;
+        memcpy(o + k, s + at, cut[w][0] - at);
+        k += cut[w][0] - at;
+        memcpy(o + k, fill[w], 2);
+        k += 2;
+        at = cut[w][1];
+    }
+    memcpy(o + k, s + at, n - at);
+    *out_n = k + n - at;
+    return o;
+}
+
+/* One pass. fast: model.vocab and model.merges by tok_jscan, the rest by jansson from a copy
+ * without them; whatever fails there (outside tok_jscan's subset, or any refusal at all) returns
+ * an error and the caller runs the jansson pass, whose verdict and message stand. */
+fp4_status tok_json_pass(const char *name, const char *json, size_t json_len, const void *config,
+                         size_t config_len, bool fast, fp4_tokenizer **out, fp4_error *err) {
+    fp4_tokenizer *t = tok_new();
+    if (!t) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
+    tok_jbig big = {0};
     json_error_t je;
-    json_t *root = json_loadb(json, json_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    json_t *root = NULL;
+    if (fast) {
+        size_t cn;
+        char *copy = tok_jscan(t, json, json_len, &big) ? without_big(json, json_len, &big, &cn) : NULL;
+        root = copy ? json_loadb(copy, cn, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je) : NULL;
+        free(copy);
+        json_t *m = json_object_get(root, "model"), *v = json_object_get(m, "vocab"),
+               *mg = json_object_get(m, "merges");
+        if (!json_is_object(root) || !json_is_object(v) || json_object_size(v) || !json_is_array(mg) ||
+            json_array_size(mg)) {
+            json_decref(root);
+            fp4_tokenizer_free(t);
+            return FP4_ERR_FORMAT;
+        }
+    } else
+        root = json_loadb(json, json_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
     if (!root || !json_is_object(root)) {
         json_decref(root);
+        fp4_tokenizer_free(t);
         return fp4_fail(err, FP4_ERR_FORMAT, name, NULL, "tok.json", "not a JSON object: %s (line %d)",
                         root ? "" : je.text, je.line);
     }
@@ -450,13 +512,13 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
         if (!json_is_object(cfg)) {
             json_decref(cfg);
             json_decref(root);
+            fp4_tokenizer_free(t);
             return fp4_fail(err, FP4_ERR_FORMAT, name, "tokenizer_config.json", "tok.json",
                             "tokenizer_config.json: %s", je.text);
         }
     }
-    fp4_tokenizer *t = tok_new();
-    jctx c = {.t = t, .name = name, .err = err};
-    fp4_status st = t ? FP4_OK : fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
+    jctx c = {.t = t, .name = name, .err = err, .big = &big, .fast = fast};
+    fp4_status st = FP4_OK;
     bool byte_level = false;
     json_t *model = json_object_get(root, "model");
     if (!st) st = parse_norm(&c, json_object_get(root, "normalizer"), 0);
@@ -465,7 +527,7 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
     if (!st) st = parse_post(&c, json_object_get(root, "post_processor"), 0);
     if (!st) st = parse_model(&c, model, json_object_get(root, "added_tokens"), byte_level);
     if (!st) st = tok_finish(t, name, err);
-    if (!st) st = parse_merges(&c, json_object_get(model, "merges"));
+    if (!st) st = parse_merges(&c, json_object_get(model, "merges"), json);
     if (!st) {
         json_t *unk = json_object_get(model, "unk_token");
         if (json_is_string(unk)) {
@@ -510,6 +572,20 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
     return FP4_OK;
 }
 
+fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t json_len, const void *config,
+                                   size_t config_len, fp4_tokenizer **out, fp4_error *err) {
+    if (!out || (!json && json_len))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, name, NULL, "tok.arg", "NULL argument");
+    *out = NULL;
+    if (!name) name = "tokenizer.json";
+    if (json_len > FP4_TOK_MAX_FILE)
+        return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.limit", "%zu bytes", json_len);
+    /* the fast pass succeeds only where the jansson pass would, with the same tokenizer (tok_jscan.c);
+     * a refusal is always the jansson pass's */
+    if (tok_json_pass(name, json, json_len, config, config_len, true, out, err) == FP4_OK) return FP4_OK;
+    return tok_json_pass(name, json, json_len, config, config_len, false, out, err);
+}
+
 static fp4_status read_file(const char *path, char **buf, size_t *n, bool optional, fp4_error *err) {
     *buf = NULL;
     *n = 0;
@@ -537,6 +613,31 @@ static fp4_status read_file(const char *path, char **buf, size_t *n, bool option
     }
     *buf = p;
     *n = got;
+    return FP4_OK;
+}
+
+/* tokenizer.json mapped, not read: copying 10 MB into fresh pages costs more than parsing it */
+static fp4_status map_file(const char *path, void **map, size_t *n, fp4_error *err) {
+    *map = NULL;
+    *n = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > FP4_TOK_MAX_FILE) {
+        close(fd);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "not a regular file of at most %u bytes",
+                        FP4_TOK_MAX_FILE);
+    }
+    if (sb.st_size == 0) {
+        close(fd);
+        return FP4_OK;
+    }
+    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "mmap: %s", strerror(e));
+    *map = p;
+    *n = (size_t)sb.st_size;
     return FP4_OK;
 }
 
@@ -574,12 +675,13 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
         int dl = sl ? (int)(sl - path) : 0;
         snprintf(cpath, sizeof cpath, "%.*s%stokenizer_config.json", dl, path, sl ? "/" : "");
     }
-    char *j = NULL, *cf = NULL;
-    size_t jn, cn;
-    fp4_status st = read_file(jpath, &j, &jn, false, err);
+    void *j = NULL;
+    char *cf = NULL;
+    size_t jn = 0, cn;
+    fp4_status st = map_file(jpath, &j, &jn, err);
     if (!st) st = read_file(cpath, &cf, &cn, true, err);
-    if (!st) st = fp4_tokenizer_from_json(jpath, j, jn, cf, cf ? cn : 0, out, err);
-    free(j);
+    if (!st) st = fp4_tokenizer_from_json(jpath, j ? j : "", jn, cf, cf ? cn : 0, out, err);
+    if (j) munmap(j, jn);
     free(cf);
     return st;
 }

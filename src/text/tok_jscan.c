@@ -1,0 +1,474 @@
+/* tok_jscan.c — a bounded reader for the two large members of a tokenizer.json: model.vocab
+ * ({"string": id, ...}) and model.merges (["a b", ...] or [["a", "b"], ...]).
+ *
+ * jansson builds a value, a hash entry and a string copy per vocabulary entry and per merge, and
+ * frees them all again: ~90 % of loading a 150k-token tokenizer.json. tok_jscan walks the document
+ * once, finds the two members by their path (root object -> "model" -> "vocab" / "merges"), reads
+ * the vocabulary straight into the tokenizer (keys decoded into the arena, text[] and flags[] by
+ * id, the spelling map) and locates the merges (their extent and an upper bound of their count);
+ * tok_jscan_merges later reads the merges strictly, one at a time, as the loader checks and
+ * inserts them. jansson parses everything else (tok_json.c hands it a copy of the document with
+ * the two values replaced by {} and []), so the accepted language is jansson's.
+ *
+ * What is read is a strict subset of what jansson accepts, each string decoded as jansson decodes
+ * it (escapes \" \\ \/ \b \f \n \r \t \uXXXX with surrogate pairs; raw UTF-8 validated; no control
+ * characters). Outside that subset — a syntax error, a lone surrogate, U+0000 in a key (jansson
+ * refuses it), a key twice (JSON_REJECT_DUPLICATES), an id that is not a plain integer of at most
+ * 9 digits below FP4_TOK_MAX_VOCAB or that is given twice, an empty or over-long key, a merge of
+ * another shape, more merges than counted, nesting deeper than TOK_JSCAN_DEPTH — the fast pass
+ * fails, and so does it on any refusal of the loader's own rules: fp4_tokenizer_from_json then
+ * runs the jansson-only pass, whose verdict and message stand. The fast pass succeeds only where
+ * that pass would, with the same tables (tests/test_tok_jscan.c compares them).
+ *
+ * The walk outside the two members is lenient (strings, brackets and scalars skipped, not
+ * checked): the jansson parse of the copy checks it. Where that parse succeeds, the walk saw the
+ * same tokens jansson did (strings end at the same unescaped quote, scalars at the same
+ * delimiter), so the values it replaced are the ones at model.vocab and model.merges; the end of
+ * the merges, when guessed from the document's tail, is confirmed by the strict read ending there. */
+#include "tok_impl.h"
+#include <stdlib.h>
+
+#define TOK_JSCAN_DEPTH 64
+
+typedef struct scan {
+    const uint8_t *s;
+    size_t n, i;
+} scan;
+
+static inline bool is_ws(uint8_t c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+/* pretty-printed files indent every merge by 6-8 spaces per line: runs of spaces 8 and 4 at a time */
+static inline void skip_ws(scan *c) {
+    const uint8_t *s = c->s;
+    size_t i = c->i, n = c->n;
+    while (i < n) {
+        uint8_t b = s[i];
+        if (b == ' ') {
+            uint64_t w8;
+            uint32_t w4;
+            while (i + 8 <= n && (memcpy(&w8, s + i, 8), w8 == 0x2020202020202020ull))
+                i += 8;
+            if (i + 4 <= n && (memcpy(&w4, s + i, 4), w4 == 0x20202020u)) i += 4;
+            while (i < n && s[i] == ' ')
+                i++;
+        } else if (b == '\n' || b == '\r' || b == '\t')
+            i++;
+        else
+            break;
+    }
+    c->i = i;
+}
+
+/* bytes that stand for themselves in a JSON string: 0x20-0x7F but '"' and '\\' */
+#define P16 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1
+#define Z16 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+static const uint8_t plain[256] = {
+    Z16, Z16,                                                      /* 0x00-0x1F: control characters */
+    1,   1,   0,   1,   1,   1,   1,   1,  1, 1, 1, 1, 1, 1, 1, 1, /* 0x22 '"' */
+    P16, P16,                                                      /* 0x30-0x4F */
+    1,   1,   1,   1,   1,   1,   1,   1,  1, 1, 1, 1, 0, 1, 1, 1, /* 0x5C '\\' */
+    P16, P16,                                                      /* 0x60-0x7F */
+    Z16, Z16, Z16, Z16, Z16, Z16, Z16, Z16};                       /* 0x80-0xFF: UTF-8, checked */
+#undef P16
+#undef Z16
+static inline int peek(const scan *c) {
+    return c->i < c->n ? c->s[c->i] : -1;
+}
+
+static int hex4(const uint8_t *p) {
+    int v = 0;
+    for (int k = 0; k < 4; k++) {
+        uint8_t h = p[k];
+        int d = h >= '0' && h <= '9'   ? h - '0'
+                : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                       : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* One JSON string at c->i (the opening quote) decoded into out[0..cap); *len its length.
+ * false: not in the subset (or longer than cap); nothing else is reported. */
+static bool get_string(scan *c, char *out, size_t cap, size_t *len, bool key) {
+    const uint8_t *s = c->s;
+    size_t i = c->i + 1, n = c->n, k = 0;
+    /* every byte written consumes at least one byte read, so stopping the plain run at lim keeps
+     * k <= cap (k <= i - (c->i + 1)); the multi-byte paths check */
+    size_t lim = n - i > cap ? i + cap : n;
+    for (;;) {
+        while (i < lim && plain[s[i]])
+            out[k++] = (char)s[i++];
+        if (i >= n) return false; /* cut short */
+        uint8_t b = s[i];
+        if (b == '"') break;
+        if (i >= lim) return false; /* longer than cap */
+        if (b < 0x20) return false; /* a raw control character */
+        if (b >= 0x80) {
+            if (b >= 0xC2 && b <= 0xDF && i + 1 < n && (s[i + 1] & 0xC0) == 0x80) { /* the usual */
+                if (cap - k < 2) return false;
+                out[k] = (char)b;
+                out[k + 1] = (char)s[i + 1];
+                k += 2;
+                i += 2;
+                continue;
+            }
+            int l = tok_utf8_valid_len(s + i, n - i);
+            if (l < 2 || (size_t)l > cap - k) return false;
+            for (int q = 0; q < l; q++)
+                out[k++] = (char)s[i + q];
+            i += (size_t)l;
+            continue;
+        }
+        /* an escape */
+        if (i + 1 >= n) return false;
+        static const char simple_in[] = "\"\\/bfnrt", simple_out[] = "\"\\/\b\f\n\r\t";
+        const char *e = memchr(simple_in, s[i + 1], sizeof simple_in - 1);
+        if (e) {
+            if (k >= cap) return false;
+            out[k++] = simple_out[e - simple_in];
+            i += 2;
+            continue;
+        }
+        if (s[i + 1] != 'u' || i + 6 > n) return false;
+        int v = hex4(s + i + 2);
+        if (v < 0) return false;
+        i += 6;
+        uint32_t cp = (uint32_t)v;
+        if (cp >= 0xDC00 && cp <= 0xDFFF) return false; /* a lone low surrogate */
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            if (i + 6 > n || s[i] != '\\' || s[i + 1] != 'u') return false;
+            int lo = hex4(s + i + 2);
+            if (lo < 0xDC00 || lo > 0xDFFF) return false;
+            cp = 0x10000u + ((cp - 0xD800u) << 10) + ((uint32_t)lo - 0xDC00u);
+            i += 6;
+        }
+        if (cp == 0 && key) return false; /* jansson: "NUL byte in object key not supported" */
+        if (cap - k < 4) return false;
+        k += (size_t)tok_utf8_enc(cp, out + k);
+    }
+    c->i = i + 1;
+    *len = k;
+    return true;
+}
+
+/* A string, not decoded (lenient: jansson checks it in the copy). */
+static bool skip_string(scan *c) {
+    size_t i = c->i + 1;
+    for (;;) {
+        const uint8_t *q = memchr(c->s + i, '"', c->n - i);
+        if (!q) return false;
+        size_t j = (size_t)(q - c->s);
+        size_t bs = 0; /* backslashes right before the quote: an odd count escapes it */
+        while (j - bs > i && c->s[j - bs - 1] == '\\')
+            bs++;
+        if (!(bs & 1)) {
+            c->i = j + 1;
+            return true;
+        }
+        i = j + 1;
+    }
+}
+
+/* Any value, not decoded (lenient). */
+static bool skip_value(scan *c) {
+    int b = peek(c);
+    if (b == '"') return skip_string(c);
+    if (b == '{' || b == '[') {
+        size_t depth = 0;
+        while (c->i < c->n) {
+            uint8_t x = c->s[c->i];
+            if (x == '"') {
+                if (!skip_string(c)) return false;
+                continue;
+            }
+            if (x == '{' || x == '[') {
+                if (++depth > TOK_JSCAN_DEPTH) return false;
+            } else if (x == '}' || x == ']') {
+                if (--depth == 0) {
+                    c->i++;
+                    return true;
+                }
+            }
+            c->i++;
+        }
+        return false;
+    }
+    size_t i0 = c->i;
+    while (c->i < c->n && !is_ws(c->s[c->i]) && !strchr(",}]:[{\"", c->s[c->i]))
+        c->i++;
+    return c->i > i0;
+}
+
+/* After a member or element: true with *more set at ',', false at the closer or on anything else. */
+static bool next_item(scan *c, int closer, bool *more) {
+    skip_ws(c);
+    int b = peek(c);
+    c->i++;
+    if (b == ',') {
+        *more = true;
+        return true;
+    }
+    *more = false;
+    return b == closer;
+}
+
+/* One merge at c->i: "a b" or ["a", "b"], decoded into buf with a and b contiguous (the space
+ * of "a b" closed up); *form TOK_JM_BADSTR when a string has no or more than one space. */
+static bool merge_entry(scan *c, char *buf, size_t *an, size_t *bn, int *form) {
+    size_t xn, yn;
+    if (peek(c) == '"') {
+        if (!get_string(c, buf, TOK_JM_BUF, &xn, false)) return false;
+        const char *sp = memchr(buf, ' ', xn);
+        *form = TOK_JM_PAIR;
+        *an = *bn = 0;
+        if (!sp || memchr(sp + 1, ' ', xn - (size_t)(sp - buf) - 1)) {
+            *form = TOK_JM_BADSTR;
+            return true;
+        }
+        *an = (size_t)(sp - buf);
+        *bn = xn - *an - 1;
+        memmove(buf + *an, sp + 1, *bn);
+        return true;
+    }
+    if (peek(c) != '[') return false;
+    c->i++;
+    skip_ws(c);
+    if (peek(c) != '"' || !get_string(c, buf, FP4_TOK_MAX_TOKEN_BYTES, &xn, false)) return false;
+    skip_ws(c);
+    if (peek(c) != ',') return false;
+    c->i++;
+    skip_ws(c);
+    if (peek(c) != '"' || !get_string(c, buf + xn, FP4_TOK_MAX_TOKEN_BYTES, &yn, false)) return false;
+    skip_ws(c);
+    if (peek(c) != ']') return false;
+    c->i++;
+    *an = xn;
+    *bn = yn;
+    *form = TOK_JM_PAIR;
+    return true;
+}
+
+/* The merges array at c->i: its extent and its element count (commas at its own depth), not
+ * checked: tok_jscan_merges reads it strictly, after the vocabulary maps exist. */
+static bool skip_merges(scan *c, size_t *count) {
+    size_t depth = 0, commas = 0;
+    bool empty = true;
+    for (;;) {
+        skip_ws(c);
+        if (c->i >= c->n) return false;
+        uint8_t x = c->s[c->i];
+        if (x == '"') {
+            if (!skip_string(c)) return false;
+            empty = false;
+            continue;
+        }
+        if (x == '[' || x == '{') {
+            if (++depth > TOK_JSCAN_DEPTH) return false;
+            if (depth > 1) empty = false;
+        } else if (x == ']' || x == '}') {
+            if (--depth == 0) {
+                c->i++;
+                *count = empty ? 0 : commas + 1;
+                return true;
+            }
+        } else if (x == ',' && depth == 1)
+            commas++;
+        else if (depth == 1)
+            empty = false;
+        c->i++;
+    }
+}
+
+/* Hugging Face writes merges last in model and model last in the document: where the text ends
+ * with "] } }" (and whitespace), the "]" is taken for the end of the merges. A wrong guess is
+ * caught by tok_jscan_merges, which must end exactly there. 0: not this layout. */
+static size_t merges_end_guess(const scan *c) {
+    static const char tail[] = "}}]";
+    size_t i = c->n;
+    for (int k = 0; k < 3; k++) {
+        while (i > c->i && is_ws(c->s[i - 1]))
+            i--;
+        if (i <= c->i + 1 || c->s[i - 1] != (uint8_t)tail[k]) return 0;
+        i--;
+    }
+    return i + 1;
+}
+
+/* An upper bound of the merges in [c->i, end): quotes / 4 when the first is a pair, else / 2
+ * (escaped quotes only raise it). tok_jscan_merges refuses more. */
+static size_t count_merges(const scan *c, size_t end) {
+    scan f = *c;
+    f.i++;
+    skip_ws(&f);
+    if (f.i >= end || f.s[f.i] == ']') return 0;
+    /* the quotes, eight bytes at a time (memchr per quote is call-bound: one every ~12 bytes) */
+    const uint64_t ones = 0x0101010101010101ull, low7 = 0x7F7F7F7F7F7F7F7Full;
+    const uint8_t *p = c->s + c->i;
+    size_t q = 0, i = 0, n = end - c->i;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        uint64_t x = w ^ (ones * '"');                         /* zero bytes where the quotes are */
+        uint64_t z = (~(((x & low7) + low7) | x) >> 7) & ones; /* 1 in each of those bytes */
+        q += (size_t)((z * ones) >> 56);                       /* their count (at most 8) */
+    }
+    for (; i < n; i++)
+        q += p[i] == '"';
+    return f.s[f.i] == '[' ? q / 4 : q / 2;
+}
+
+fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx, size_t *count) {
+    scan c = {(const uint8_t *)s, b->merges_at[1], b->merges_at[0] + 1}; /* just past the [ */
+    char buf[TOK_JM_BUF];
+    size_t i = 0;
+    skip_ws(&c);
+    *count = 0;
+    if (peek(&c) == ']') return c.i + 1 == c.n ? FP4_OK : FP4_ERR_FORMAT;
+    for (bool more = true; more; i++) {
+        size_t an, bn;
+        int form;
+        skip_ws(&c);
+        if (i >= b->n_merges || !merge_entry(&c, buf, &an, &bn, &form)) return FP4_ERR_FORMAT;
+        fp4_status st = fn(ctx, i, buf, an, buf + an, bn, form);
+        if (st) return st;
+        if (!next_item(&c, ']', &more)) return FP4_ERR_FORMAT;
+    }
+    *count = i;
+    return c.i == c.n ? FP4_OK : FP4_ERR_FORMAT;
+}
+
+/* The vocabulary object at c->i, straight into t's tables: spellings into the arena, text[] and
+ * flags[] by id. Gives up on what the jansson path reports (an id out of range or given twice,
+ * an empty or over-long key) as well as on what jansson refuses. */
+static bool scan_vocab(fp4_tokenizer *t, scan *c, tok_jbig *b) {
+    const size_t key_max = FP4_TOK_MAX_TOKEN_BYTES;
+    int32_t cap = 0;
+    b->max_id = -1;
+    c->i++; /* { */
+    skip_ws(c);
+    if (peek(c) == '}') {
+        c->i++;
+        return true;
+    }
+    for (bool more = true; more;) {
+        skip_ws(c);
+        size_t kl;
+        if (t->arena_cap - t->arena_len < key_max + 1) { /* decoded straight into the arena */
+            if (tok_arena_reserve(t, 2 * t->arena_cap + key_max + 1) ||
+                t->arena_cap - t->arena_len < key_max + 1)
+                return false;
+        }
+        char *key = t->arena + t->arena_len;
+        if (peek(c) != '"' || !get_string(c, key, key_max, &kl, true) || kl == 0) return false;
+        skip_ws(c);
+        if (peek(c) != ':') return false;
+        c->i++;
+        skip_ws(c);
+        /* the id: 0 or [1-9][0-9]{0,8}, then a delimiter (jansson's integer grammar, bounded) */
+        size_t i0 = c->i;
+        int64_t id = 0;
+        while (c->i < c->n && c->s[c->i] >= '0' && c->s[c->i] <= '9' && c->i - i0 < 10)
+            id = id * 10 + (c->s[c->i++] - '0');
+        size_t nd = c->i - i0;
+        if (nd == 0 || nd > 9 || (nd > 1 && c->s[i0] == '0') || id >= FP4_TOK_MAX_VOCAB) return false;
+        if (c->i < c->n && !is_ws(c->s[c->i]) && c->s[c->i] != ',' && c->s[c->i] != '}') return false;
+        if (id >= cap) { /* grow by doubling; t->n_vocab is set to max_id + 1 at the end */
+            int64_t nc = cap ? (int64_t)cap * 2 : 4096;
+            if (nc < id + 1) nc = id + 1;
+            if (nc > FP4_TOK_MAX_VOCAB) nc = FP4_TOK_MAX_VOCAB;
+            if (tok_reserve_ids(t, (int32_t)nc)) return false;
+            cap = (int32_t)nc;
+        }
+        if (t->flags[id] & TOKF_PRESENT) return false;
+        key[kl] = 0;
+        t->text[id] = (tok_span){(uint32_t)t->arena_len, (uint32_t)kl};
+        t->arena_len += kl + 1;
+        t->flags[id] = TOKF_PRESENT | TOKF_MODEL;
+        if (id > b->max_id) b->max_id = (int32_t)id;
+        if (!next_item(c, '}', &more)) return false;
+    }
+    return true;
+}
+
+/* A member of an object at c->i: its key decoded into key[0..cap) (false: not in the subset). */
+static bool member_key(scan *c, char *key, size_t cap, size_t *kl) {
+    skip_ws(c);
+    if (peek(c) != '"' || !get_string(c, key, cap, kl, true)) return false;
+    skip_ws(c);
+    if (peek(c) != ':') return false;
+    c->i++;
+    skip_ws(c);
+    return true;
+}
+
+static bool key_is(const char *k, size_t kl, const char *want) {
+    return kl == strlen(want) && !memcmp(k, want, kl);
+}
+
+static bool scan_model(fp4_tokenizer *t, scan *c, tok_jbig *b) {
+    c->i++; /* { */
+    skip_ws(c);
+    if (peek(c) == '}') return false; /* no members: nothing to read */
+    for (bool more = true; more;) {
+        char key[64];
+        size_t kl;
+        if (!member_key(c, key, sizeof key, &kl)) return false;
+        bool is_vocab = key_is(key, kl, "vocab"), is_merges = key_is(key, kl, "merges");
+        size_t at = c->i;
+        if (is_vocab && b->vocab_found) return false; /* a duplicate key: jansson's message */
+        if (is_merges && b->merges_found) return false;
+        if (is_vocab && peek(c) == '{') {
+            if (!scan_vocab(t, c, b)) return false;
+            b->vocab_at[0] = at;
+            b->vocab_at[1] = c->i;
+            b->vocab_found = true;
+        } else if (is_merges && peek(c) == '[') {
+            size_t end = merges_end_guess(c);
+            if (end) { /* the usual layout: an upper bound of the count from the quotes */
+                b->n_merges = count_merges(c, end);
+                c->i = end;
+            } else if (!skip_merges(c, &b->n_merges))
+                return false;
+            if (b->n_merges > (size_t)FP4_TOK_MAX_VOCAB * 2) return false;
+            b->merges_at[0] = at;
+            b->merges_at[1] = c->i;
+            b->merges_found = true;
+        } else if (is_vocab || is_merges || !skip_value(c))
+            return false; /* a vocab that is not an object: jansson's path says so */
+        if (!next_item(c, '}', &more)) return false;
+    }
+    return true;
+}
+
+bool tok_jscan(fp4_tokenizer *t, const char *s, size_t n, tok_jbig *b) {
+    scan c = {(const uint8_t *)s, n, 0};
+    memset(b, 0, sizeof *b);
+    b->max_id = -1;
+    skip_ws(&c);
+    if (peek(&c) != '{') return false;
+    c.i++;
+    skip_ws(&c);
+    bool model_seen = false;
+    if (peek(&c) != '}')
+        for (bool more = true; more;) {
+            char key[64];
+            size_t kl;
+            if (!member_key(&c, key, sizeof key, &kl)) return false;
+            if (key_is(key, kl, "model")) {
+                if (model_seen || peek(&c) != '{' || !scan_model(t, &c, b)) return false;
+                model_seen = true;
+            } else if (!skip_value(&c))
+                return false;
+            if (!next_item(&c, '}', &more)) return false;
+        }
+    /* what follows the root is jansson's to judge (it parses the copy, tail included) */
+    if (!b->vocab_found || !b->merges_found) return false;
+    t->n_vocab = b->max_id + 1;
+    /* a spelling twice is a duplicate key (jansson's refusal) */
+    if (tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL)) return false;
+    t->by_text_ready = true;
+    return true;
+}
