@@ -252,6 +252,8 @@ static void test_routes(const char *bf, const char *nv) {
         {FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CPU, "cpu.kquant.q8_k+draft", NULL},
         {FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, "cuda.kquant.native+draft", NULL},
         {FP4_LANE_KQUANT, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CUDA, NULL, "--mode native on cuda"},
+        {FP4_LANE_FP8, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CPU, NULL, "omit --draft"},
+        {FP4_LANE_FP8, FP4_AP_A16, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, NULL, "omit --draft"},
     };
     for (size_t i = 0; i < sizeof drafting / sizeof drafting[0]; i++) {
         fp4_route_key q = {drafting[i].lane, drafting[i].act, drafting[i].mode, drafting[i].dev, 1};
