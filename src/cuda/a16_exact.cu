@@ -1,8 +1,10 @@
 /* a16_exact.cu — the exact A16 route (SPEC §4) on the GPU, bit-identical to
- * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the dp4a kernel
- * (a16_dp4a.cuh: a16_exact_kernel<1, 2, a16_dot_split>, 2 rows per warp) and from 2 to 16
- * columns the integer-MMA kernel below; wider calls run in chunks of 16 (a remainder of 1 column
- * takes the dp4a kernel). bench/gpu.md (round 6) has the measurements behind the choice; the
+ * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the row-team kernel
+ * (a16_team.cuh: a16_team_kernel<true, 2>, launched with programmatic dependent launch so it streams
+ * weights while the Q8_K pass runs; the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of
+ * a16_dp4a.cuh where a row is too long for the team's shared memory) and from 2 to 16 columns
+ * the integer-MMA kernel below; wider calls run in chunks of 16 (a remainder of 1 column takes
+ * the 1-column kernel). bench/gpu.md (rounds 6 and 7) has the measurements behind the choice; the
  * kernel lab (dev/cuda) keeps the alternatives.
  *
  * a16_exact_mma_kernel<NT> (block = 8 warps over the same 32 rows, round t gives warp w
@@ -31,7 +33,11 @@
  * Bit-identical to SPEC §4 whatever the integer order.
  */
 #include "a16_dp4a.cuh"
+#include "a16_team.cuh"
 #include "sb_tile.cuh"
+
+#define TEAM_R 2      /* the 1-column team kernel: rows per row group */
+#define TEAM_TASKS 16 /* ... and tasks per block (a16_team.cuh) */
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
 #define MMA_NW 8
@@ -212,7 +218,12 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         if (mma)
             FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream)
                                : launch_mma<2>(w, q, d, nc, y, stream));
-        else FP4_CU_TRY((launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream)));
+        else {
+            const fp4_status st = launch_team<true, TEAM_R>(w, q, d, y, TEAM_TASKS, 1, stream);
+            if (st == FP4_ERR_UNSUPPORTED) /* rows too long for the team's shared memory */
+                FP4_CU_TRY((launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream)));
+            else FP4_CU_TRY(st);
+        }
     }
     return FP4_OK;
 }
