@@ -26,6 +26,8 @@
  *     shared memory and each (row, column) owner thread adds them in warp (= super-block) order;
  *   - the next round's B fragments and steps are loaded into registers at the end of the current
  *     round, so their L2 latency hides behind the epilogue, the barrier and the owner sums;
+ *   - launched with programmatic dependent launch: the first weight tile is requested before the
+ *     kernel waits for the Q8_K pass (which triggers its dependents at its start);
  *   - one __syncthreads per round: the per-warp f32 results go to a buffer double-buffered by
  *     round parity, and each warp's q9 row table lives in the same 2 KB slot of the current
  *     parity (used before the results are written over it). 107.5 KB of shared memory per block
@@ -114,6 +116,7 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
     for (int j = 0; j < NT; j++) own[j] = 0.0f;
     const int rounds = (nsb + MMA_NW - 1) / MMA_NW;
     load(warp, 0);
+    fp4_pdl_wait(); /* launched with PDL after the Q8_K pass: its q and d from here on */
     loadb(warp);
     __syncthreads(); /* the q9 table */
     for (int t = 0; t < rounds; t++) {
@@ -183,10 +186,20 @@ static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const fl
     static int opted_in[FP4_CU_MAX_DEVICES];
     FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_exact_mma_kernel<NT>, smem, opted_in));
     const int64_t blocks = (w->n_out + MMA_ROWS - 1) / MMA_ROWS;
-    a16_exact_mma_kernel<NT><<<(unsigned)blocks, MMA_NW * 32, smem, s>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256),
-        w->k_pad, w->scale2, q, d, (int)nc, y);
-    FP4_CUDA_LAUNCHED();
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(MMA_NW * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute attr[1]; /* programmatic dependent launch: the first weight tile is copied
+                                  * while the Q8_K pass runs */
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    FP4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, a16_exact_mma_kernel<NT>, w->d_payload, w->d_scales,
+                                      w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256),
+                                      w->k_pad, w->scale2, (const int8_t *)q, (const float *)d, (int)nc, y));
     return FP4_OK;
 }
 

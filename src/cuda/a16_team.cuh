@@ -71,7 +71,20 @@ struct team_iter {
 };
 
 /* Issue task it's weight loads (scale pairs and payload chunks of its R rows) into st. */
-template <bool EXACT, int R>
+/* 16 bytes of weights, read once: through L1 without allocating (LDP 1), or __ldg (LDP 0). */
+template <int LDP> static __device__ __forceinline__ uint4 team_ldw(const uint8_t *p) {
+    if constexpr (LDP == 1) {
+        uint4 v;
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p));
+        return v;
+    } else {
+        return fp4_ldg16(p);
+    }
+}
+
+template <bool EXACT, int R, int LDP>
 static __device__ __forceinline__ void team_load_w(const team_args &A, const team_iter &it, int T, int oct,
                                                    int sub, team_stage<EXACT, R> &st) {
     st.g = it.g;
@@ -83,7 +96,7 @@ static __device__ __forceinline__ void team_load_w(const team_args &A, const tea
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const bool in = st.ok && rb + r < A.n_out; /* rows past n_out: zeros, results discarded */
-        st.w[r] = in ? fp4_ldg16(pp + r * A.pstride) : make_uint4(0u, 0u, 0u, 0u);
+        st.w[r] = in ? team_ldw<LDP>(pp + r * A.pstride) : make_uint4(0u, 0u, 0u, 0u);
         st.s[r] = in ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp + r * A.sstride)) : 0u;
     }
 }
@@ -177,26 +190,26 @@ static __device__ __forceinline__ void team_compute(int sub, float scale2, const
     }
 }
 
-template <bool EXACT, int R>
-static __global__ __launch_bounds__(256, 4) void a16_team_kernel(team_args A, float scale2, float *__restrict__ y) {
+template <bool EXACT, int R, int LDP>
+static __global__ __launch_bounds__(256, R >= 4 ? (EXACT ? 3 : 2) : 4) void a16_team_kernel(team_args A, float scale2, float *__restrict__ y) {
     extern __shared__ float team_cs[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int oct = lane >> 3, sub = lane & 7;
     const int T = A.G * A.P, cst = A.nsb | 1;
     team_stage<EXACT, R> s0, s1;
     team_iter it = {warp, warp / A.P, warp % A.P};
-    team_load_w<EXACT, R>(A, it, T, oct, sub, s0); /* weights do not depend on the activation pass */
+    team_load_w<EXACT, R, LDP>(A, it, T, oct, sub, s0); /* weights do not depend on the activation pass */
     fp4_pdl_wait();
     team_load_a<EXACT, R>(A, sub, s0);
     for (;;) { /* ping-pong: the next task's loads are issued before the current task is computed */
         if (it.t >= T) break;
         it.advance(nw, A.P);
-        team_load_w<EXACT, R>(A, it, T, oct, sub, s1);
+        team_load_w<EXACT, R, LDP>(A, it, T, oct, sub, s1);
         team_load_a<EXACT, R>(A, sub, s1);
         team_compute<EXACT, R>(sub, scale2, s0, team_cs, cst);
         if (it.t >= T) break;
         it.advance(nw, A.P);
-        team_load_w<EXACT, R>(A, it, T, oct, sub, s0);
+        team_load_w<EXACT, R, LDP>(A, it, T, oct, sub, s0);
         team_load_a<EXACT, R>(A, sub, s0);
         team_compute<EXACT, R>(sub, scale2, s1, team_cs, cst);
     }
@@ -232,8 +245,9 @@ template <int R> static inline size_t team_smem(int nsb, int tasks) {
 }
 
 /* y (n_out) = W x for one column: xq / xd from the activation pass (exact: Q8_K int8 in element
- * order, native: act16_kernel's int16), launched with programmatic stream serialization when pdl. */
-template <bool EXACT, int R>
+ * order, native: act16_kernel's int16), launched with programmatic stream serialization when pdl;
+ * LDP 1: the weights read with L1::no_allocate. */
+template <bool EXACT, int R, int LDP = 0>
 static fp4_status launch_team(const fp4_cuda_tensor *w, const void *xq, const float *xd, float *y, int tasks,
                               int pdl, cudaStream_t s) {
     team_args A;
@@ -262,7 +276,7 @@ static fp4_status launch_team(const fp4_cuda_tensor *w, const void *xq, const fl
     attr[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
     cfg.numAttrs = pdl ? 1 : 0;
-    FP4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, a16_team_kernel<EXACT, R>, A, w->scale2, y));
+    FP4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, a16_team_kernel<EXACT, R, LDP>, A, w->scale2, y));
     return FP4_OK;
 }
 
