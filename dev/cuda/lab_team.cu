@@ -34,8 +34,8 @@ static int team_config(int variant, team_cfg *c) {
 }
 
 template <bool EXACT>
-static fp4_status team_launch(const team_cfg &c, const fp4_cuda_tensor *w, const void *q, const float *d, float *y,
-                              cudaStream_t s) {
+static fp4_status team_launch(const team_cfg &c, const fp4_cuda_tensor *w, const void *q, const float *d,
+                              float *y, cudaStream_t s) {
     if (c.ldp) return launch_team<EXACT, 2, 1>(w, q, d, y, c.tasks, c.pdl, s);
     return c.r == 4 ? launch_team<EXACT, 4>(w, q, d, y, c.tasks, c.pdl, s)
                     : launch_team<EXACT, 2>(w, q, d, y, c.tasks, c.pdl, s);

@@ -190,17 +190,10 @@ static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const fl
     cfg.gridDim = dim3((unsigned)blocks);
     cfg.blockDim = dim3(MMA_NW * 32);
     cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cudaLaunchAttribute attr[1]; /* programmatic dependent launch: the first weight tile is copied
-                                  * while the Q8_K pass runs */
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    FP4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, a16_exact_mma_kernel<NT>, w->d_payload, w->d_scales,
-                                      w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256),
-                                      w->k_pad, w->scale2, (const int8_t *)q, (const float *)d, (int)nc, y));
-    return FP4_OK;
+    cfg.stream = s; /* programmatic dependent launch: the first weight tile is copied during the Q8_K pass */
+    return fp4_cu_launch_pdl(cfg, 1, a16_exact_mma_kernel<NT>, w->d_payload, w->d_scales, w->payload_stride,
+                             w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad, w->scale2, q, d,
+                             (int)nc, y);
 }
 
 extern "C" {

@@ -3,8 +3,8 @@
  * native_dp2a_kernel<1, 2> of native_dp2a.cuh for rows too long for it); from 2 to 8 columns one
  * launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
  * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
- * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2 and 5) has the measurements
- * behind the choice (round 7: the team kernel); the kernel lab (dev/cuda) keeps the alternatives. Held to a normalized error
+ * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2, 5 and 7) has the measurements
+ * behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a normalized error
  * against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
 #include "a16_team.cuh"
 #include "native_dp2a.cuh"
@@ -15,8 +15,8 @@
 
 /* one column: the int16 activation pass, then the row-team kernel (PDL: it streams weights while
  * the pass runs); the dp2a kernel where a row is too long for the team's shared memory */
-static fp4_status native_team(const fp4_cuda_tensor *w, const float *d_x, float *d_y, const fp4_cuda_scratch *s,
-                              cudaStream_t stream) {
+static fp4_status native_team(const fp4_cuda_tensor *w, const float *d_x, float *d_y,
+                              const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (FP4_CU_COUNTER_BYTES + native_dp2a_scratch<1>(w, 1) > s->bytes) return FP4_ERR_INVALID_ARG;
     if (team_smem<TEAM_R>((int)(w->k_pad / 256), TEAM_TASKS) > TEAM_SMEM_MAX)
         return native_dp2a<2, 1>(w, d_x, 1, d_y, s, stream);
