@@ -70,7 +70,6 @@ struct team_iter {
     }
 };
 
-/* Issue task it's weight loads (scale pairs and payload chunks of its R rows) into st. */
 /* 16 bytes of weights, read once: through L1 without allocating (LDP 1), or __ldg (LDP 0). */
 template <int LDP> static __device__ __forceinline__ uint4 team_ldw(const uint8_t *p) {
     if constexpr (LDP == 1) {
@@ -84,6 +83,9 @@ template <int LDP> static __device__ __forceinline__ uint4 team_ldw(const uint8_
     }
 }
 
+/* Issue task it's weight loads (scale pairs and payload chunks of its R rows) into st. Loads are
+ * unconditional (no branches): a lane past the rows, the super-blocks or the tasks reads a clamped
+ * address and its result is never written (st.ok, the row check of the chain). */
 template <bool EXACT, int R, int LDP>
 static __device__ __forceinline__ void team_load_w(const team_args &A, const team_iter &it, int T, int oct,
                                                    int sub, team_stage<EXACT, R> &st) {
@@ -91,24 +93,26 @@ static __device__ __forceinline__ void team_load_w(const team_args &A, const tea
     st.sb = 4 * it.p + oct;
     st.ok = it.t < T && st.sb < A.nsb;
     const int64_t rb = (int64_t)blockIdx.x * A.G * R + (int64_t)it.g * R;
-    const uint8_t *pp = A.payload + rb * A.pstride + (int64_t)st.sb * 128 + sub * 16;
-    const uint8_t *sp = A.scales + rb * A.sstride + (int64_t)st.sb * 16 + sub * 2;
+    const int sbc = st.sb < A.nsb ? st.sb : A.nsb - 1;
+    const uint8_t *pp = A.payload + (int64_t)sbc * 128 + sub * 16;
+    const uint8_t *sp = A.scales + (int64_t)sbc * 16 + sub * 2;
 #pragma unroll
     for (int r = 0; r < R; r++) {
-        const bool in = st.ok && rb + r < A.n_out; /* rows past n_out: zeros, results discarded */
-        st.w[r] = in ? team_ldw<LDP>(pp + r * A.pstride) : make_uint4(0u, 0u, 0u, 0u);
-        st.s[r] = in ? (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp + r * A.sstride)) : 0u;
+        const int64_t row = rb + r < A.n_out ? rb + r : A.n_out - 1;
+        st.w[r] = team_ldw<LDP>(pp + row * A.pstride);
+        st.s[r] = (uint32_t)__ldg(reinterpret_cast<const unsigned short *>(sp + row * A.sstride));
     }
 }
 
 template <bool EXACT, int R>
 static __device__ __forceinline__ void team_load_a(const team_args &A, int sub, team_stage<EXACT, R> &st) {
     constexpr int AV = team_stage<EXACT, R>::AV;
+    const int sbc = st.sb < A.nsb ? st.sb : A.nsb - 1; /* unconditional, as team_load_w */
     const uint8_t *xa =
-        reinterpret_cast<const uint8_t *>(A.xq) + ((int64_t)st.sb * 256 + sub * 32) * (EXACT ? 1 : 2);
+        reinterpret_cast<const uint8_t *>(A.xq) + ((int64_t)sbc * 256 + sub * 32) * (EXACT ? 1 : 2);
 #pragma unroll
-    for (int j = 0; j < AV; j++) st.a[j] = st.ok ? fp4_ldg16(xa + 16 * j) : make_uint4(0u, 0u, 0u, 0u);
-    st.d = st.ok ? __ldg(A.xd + st.sb) : 0.0f;
+    for (int j = 0; j < AV; j++) st.a[j] = fp4_ldg16(xa + 16 * j);
+    st.d = __ldg(A.xd + sbc);
 }
 
 /* Reduce-scatter of R values over the 8 lanes of an octet (R = 1, 2 or 4): lane sub ends with the
