@@ -1,8 +1,9 @@
 /* a16_exact.cu — the exact A16 route (SPEC §4) on the GPU, bit-identical to
- * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the row-team kernel
- * (a16_team.cuh: a16_team_kernel<true, 2>, launched with programmatic dependent launch so it streams
- * weights while the Q8_K pass runs; the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of
- * a16_dp4a.cuh where a row is too long for the team's shared memory) and from 2 to 16 columns
+ * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column and under 8192 rows the
+ * row-team kernel (a16_team.cuh: a16_team_kernel<true, 2>, launched with programmatic dependent
+ * launch so it streams weights while the Q8_K pass runs), from 8192 rows (or rows too long for
+ * the team's shared memory) the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of
+ * a16_dp4a.cuh, and from 2 to 16 columns
  * the integer-MMA kernel below; wider calls run in chunks of 16 (a remainder of 1 column takes
  * the 1-column kernel). bench/gpu.md (rounds 6 and 7) has the measurements behind the choice; the
  * kernel lab (dev/cuda) keeps the alternatives.
@@ -26,8 +27,9 @@
  *     shared memory and each (row, column) owner thread adds them in warp (= super-block) order;
  *   - the next round's B fragments and steps are loaded into registers at the end of the current
  *     round, so their L2 latency hides behind the epilogue, the barrier and the owner sums;
- *   - launched with programmatic dependent launch: the first weight tile is requested before the
- *     kernel waits for the Q8_K pass (which triggers its dependents at its start);
+ *   - launched with programmatic dependent launch when the grid has more blocks than SMs: the
+ *     first weight tile is requested before the kernel waits for the Q8_K pass (which triggers
+ *     its dependents at its start);
  *   - one __syncthreads per round: the per-warp f32 results go to a buffer double-buffered by
  *     round parity, and each warp's q9 row table lives in the same 2 KB slot of the current
  *     parity (used before the results are written over it). 107.5 KB of shared memory per block
@@ -38,8 +40,10 @@
 #include "a16_team.cuh"
 #include "sb_tile.cuh"
 
-#define TEAM_R 2      /* the 1-column team kernel: rows per row group */
-#define TEAM_TASKS 16 /* ... and tasks per block (a16_team.cuh) */
+#define TEAM_R 2         /* the 1-column team kernel: rows per row group */
+#define TEAM_TASKS 16    /* ... and tasks per block (a16_team.cuh) */
+#define TEAM_MAX_ROWS 8191 /* ... and the most rows it serves: from 8192 rows the dp4a kernel has the
+                            * warps to fill the GPU and was as fast or faster (bench/gpu.md, round 7) */
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
 #define MMA_NW 8
@@ -190,8 +194,12 @@ static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const fl
     cfg.gridDim = dim3((unsigned)blocks);
     cfg.blockDim = dim3(MMA_NW * 32);
     cfg.dynamicSmemBytes = smem;
-    cfg.stream = s; /* programmatic dependent launch: the first weight tile is copied during the Q8_K pass */
-    return fp4_cu_launch_pdl(cfg, 1, a16_exact_mma_kernel<NT>, w->d_payload, w->d_scales, w->payload_stride,
+    cfg.stream = s;
+    /* programmatic dependent launch (the first weight tile is copied during the Q8_K pass) only when
+     * the grid has more blocks than SMs: with fewer, blocks launched beside the Q8_K pass's doubled
+     * up on SMs (4096 rows, 128 blocks: 21.8 -> 31.0 us at 8 columns, bench/gpu.md round 7) */
+    const int sms = fp4_cu_sm_count(), pdl = sms > 0 && blocks > sms;
+    return fp4_cu_launch_pdl(cfg, pdl, a16_exact_mma_kernel<NT>, w->d_payload, w->d_scales, w->payload_stride,
                              w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad, w->scale2, q, d,
                              (int)nc, y);
 }
@@ -225,8 +233,10 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
             FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream)
                                : launch_mma<2>(w, q, d, nc, y, stream));
         else {
-            const fp4_status st = launch_team<true, TEAM_R>(w, q, d, y, TEAM_TASKS, 1, stream);
-            if (st == FP4_ERR_UNSUPPORTED) /* rows too long for the team's shared memory */
+            const fp4_status st = w->n_out <= TEAM_MAX_ROWS
+                                      ? launch_team<true, TEAM_R>(w, q, d, y, TEAM_TASKS, 1, stream)
+                                      : FP4_ERR_UNSUPPORTED;
+            if (st == FP4_ERR_UNSUPPORTED) /* many rows, or rows too long for the team's shared memory */
                 FP4_CU_TRY((launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream)));
             else FP4_CU_TRY(st);
         }

@@ -1,30 +1,13 @@
 /* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the int16
- * activation pass and the row-team kernel (a16_team.cuh: a16_team_kernel<false, 2>; the dp2a kernel
- * native_dp2a_kernel<1, 2> of native_dp2a.cuh for rows too long for it); from 2 to 8 columns one
+ * dp2a kernel (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of
+ * a16_team.cuh was slower in native mode, round 7, and stays in the lab); from 2 to 8 columns one
  * launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
  * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
  * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2, 5 and 7) has the measurements
  * behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a normalized error
  * against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
-#include "a16_team.cuh"
 #include "native_dp2a.cuh"
 #include "native_tile.cuh"
-
-#define TEAM_R 2      /* the 1-column team kernel: rows per row group */
-#define TEAM_TASKS 16 /* ... and tasks per block (a16_team.cuh) */
-
-/* one column: the int16 activation pass, then the row-team kernel (PDL: it streams weights while
- * the pass runs); the dp2a kernel where a row is too long for the team's shared memory */
-static fp4_status native_team(const fp4_cuda_tensor *w, const float *d_x, float *d_y,
-                              const fp4_cuda_scratch *s, cudaStream_t stream) {
-    if (FP4_CU_COUNTER_BYTES + native_dp2a_scratch<1>(w, 1) > s->bytes) return FP4_ERR_INVALID_ARG;
-    if (team_smem<TEAM_R>((int)(w->k_pad / 256), TEAM_TASKS) > TEAM_SMEM_MAX)
-        return native_dp2a<2, 1>(w, d_x, 1, d_y, s, stream);
-    int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
-    float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)w->k_pad * 2));
-    FP4_CU_TRY(act16_pass(w, d_x, 1, q, d, stream));
-    return launch_team<false, TEAM_R>(w, q, d, d_y, TEAM_TASKS, 1, stream);
-}
 
 #define NARROW 8 /* widest call served by one launch of the 32-row tile */
 #define CHUNK 32 /* columns per launch of the 64-row tiles */
@@ -70,7 +53,7 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
     if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
         !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
-    if (n_cols == 1) return native_team(w, d_x, d_y, s, stream);
+    if (n_cols == 1) return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
     if (n_cols <= NARROW) return launch_tile<2, 1, 4>(w, d_x, n_cols, d_y, s, stream);
     for (int64_t c0 = 0; c0 < n_cols; c0 += CHUNK) {
         const int64_t nc = n_cols - c0 < CHUNK ? n_cols - c0 : CHUNK;
