@@ -4,7 +4,7 @@
  * tasks (R rows x 4 super-blocks) a block takes, PDL = programmatic dependent launch after the
  * activation pass.
  *
- *   .30  R 2, 16 tasks, PDL   (production at 1 column)
+ *   .30  R 2, 16 tasks, PDL   (exact: production at 1 column under 8192 rows)
  *   .31  R 2, 16 tasks, plain launch (what PDL is worth)
  *   .32  R 4, 16 tasks, PDL
  *   .33  R 2, 8 tasks, PDL    (one task per warp on most shapes)
