@@ -13,6 +13,8 @@
  * lab_w4a4.cu list them; bench/gpu.md has their history):
  *   native.1..16, exact.1..9 (exact.1N: the matvec of exact.N alone, activations quantized
  *   beforehand; 17: exact.7, 18, 19: exact.8, 9 up to 16 columns), w4a4.2 (16 columns),
+ *   native.30..36, exact.30..36 (1 column: the row-team kernels, lab_team.cu; exact.40 the
+ *   kernel of exact.30 alone),
  *   cublas.9 (cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights, the baseline).
  */
 #include "lab.h"
@@ -54,6 +56,10 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
     if (k->variant == 0 && strcmp(k->op, "cublas")) { /* production: the dispatch table */
         st = fp4_cuda_project(t, !strcmp(k->op, "native") ? FP4_MODE_NATIVE : FP4_MODE_EXACT, k->dx, k->cols,
                               k->dy, &k->scratch, s);
+    } else if (k->variant >= 30 && k->variant < 40) { /* the row-team kernels (lab_team.cu) */
+        st = lab_team(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
+    } else if (!strcmp(k->op, "exact") && k->variant == 40) {
+        st = lab_team_matvec(k->variant, t, k->dq, k->dd, k->dy, s);
     } else if (!strcmp(k->op, "native")) {
         st = lab_native(k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact")) {
@@ -269,7 +275,10 @@ int main(int argc, char **argv) {
                     {"native", 15}, {"native", 16}, {"exact", 0},   {"exact", 1},   {"exact", 2},
                     {"exact", 4},   {"exact", 5},   {"exact", 6},   {"exact", 7},   {"exact", 17},
                     {"exact", 8},   {"exact", 9},   {"exact", 3},   {"exact", 18},  {"exact", 19},
-                    {"w4a4", 0},    {"w4a4", 2},    {"cublas", 9}};
+                    {"w4a4", 0},    {"w4a4", 2},    {"cublas", 9},  {"native", 30}, {"native", 31},
+                    {"native", 32}, {"native", 33}, {"native", 34}, {"native", 35}, {"native", 36},
+                    {"exact", 30},  {"exact", 31},  {"exact", 32},  {"exact", 33},  {"exact", 34},
+                    {"exact", 35},  {"exact", 36},  {"exact", 40}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;
@@ -277,6 +286,7 @@ int main(int argc, char **argv) {
                 const char *op = vars[vi].op;
                 const int var = vars[vi].variant;
                 if ((var == 1 && (!strcmp(op, "native") || !strcmp(op, "exact"))) && nc != 1) continue;
+                if (var >= 30 && nc != 1) continue; /* the row-team kernels: 1 column */
                 if (!strcmp(op, "exact") && var >= 10 && var < 18 &&
                     !(nc == 1 || nc == 2 || nc == 4 || nc == 8))
                     continue;

@@ -36,4 +36,11 @@ fp4_status lab_w4a4(int variant, const fp4_cuda_tensor *w, const float *d_x, int
                     const fp4_cuda_scratch *s, cudaStream_t stream);
 size_t lab_w4a4_scratch(const fp4_cuda_tensor *w);
 
+/* exact.30..36 / native.30..36 (lab_team.cu): the row-team kernel at 1 column, its activation pass
+ * included; lab_team_matvec: exact.40, the kernel of exact.30 alone (q in element order) */
+fp4_status lab_team(int exact, int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
+                    float *d_y, const fp4_cuda_scratch *s, cudaStream_t stream);
+fp4_status lab_team_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
+                           float *d_y, cudaStream_t stream);
+
 #endif

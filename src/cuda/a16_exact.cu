@@ -1,8 +1,11 @@
 /* a16_exact.cu — the exact A16 route (SPEC §4) on the GPU, bit-identical to
- * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the dp4a kernel
- * (a16_dp4a.cuh: a16_exact_kernel<1, 2, a16_dot_split>, 2 rows per warp) and from 2 to 16
- * columns the integer-MMA kernel below; wider calls run in chunks of 16 (a remainder of 1 column
- * takes the dp4a kernel). bench/gpu.md (round 6) has the measurements behind the choice; the
+ * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column and under 8192 rows the
+ * row-team kernel (a16_team.cuh: a16_team_kernel<true, 2>, launched with programmatic dependent
+ * launch so it streams weights while the Q8_K pass runs), from 8192 rows (or rows too long for
+ * the team's shared memory) the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of
+ * a16_dp4a.cuh, and from 2 to 16 columns
+ * the integer-MMA kernel below; wider calls run in chunks of 16 (a remainder of 1 column takes
+ * the 1-column kernel). bench/gpu.md (rounds 6 and 7) has the measurements behind the choice; the
  * kernel lab (dev/cuda) keeps the alternatives.
  *
  * a16_exact_mma_kernel<NT> (block = 8 warps over the same 32 rows, round t gives warp w
@@ -24,6 +27,9 @@
  *     shared memory and each (row, column) owner thread adds them in warp (= super-block) order;
  *   - the next round's B fragments and steps are loaded into registers at the end of the current
  *     round, so their L2 latency hides behind the epilogue, the barrier and the owner sums;
+ *   - launched with programmatic dependent launch when the grid has more blocks than SMs: the
+ *     first weight tile is requested before the kernel waits for the Q8_K pass (which triggers
+ *     its dependents at its start);
  *   - one __syncthreads per round: the per-warp f32 results go to a buffer double-buffered by
  *     round parity, and each warp's q9 row table lives in the same 2 KB slot of the current
  *     parity (used before the results are written over it). 107.5 KB of shared memory per block
@@ -31,7 +37,13 @@
  * Bit-identical to SPEC §4 whatever the integer order.
  */
 #include "a16_dp4a.cuh"
+#include "a16_team.cuh"
 #include "sb_tile.cuh"
+
+#define TEAM_R 2         /* the 1-column team kernel: rows per row group */
+#define TEAM_TASKS 16    /* ... and tasks per block (a16_team.cuh) */
+#define TEAM_MAX_ROWS 8191 /* ... and the most rows it serves: from 8192 rows the dp4a kernel has the
+                            * warps to fill the GPU and was as fast or faster (bench/gpu.md, round 7) */
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
 #define MMA_NW 8
@@ -108,6 +120,7 @@ static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(
     for (int j = 0; j < NT; j++) own[j] = 0.0f;
     const int rounds = (nsb + MMA_NW - 1) / MMA_NW;
     load(warp, 0);
+    fp4_pdl_wait(); /* launched with PDL after the Q8_K pass: its q and d from here on */
     loadb(warp);
     __syncthreads(); /* the q9 table */
     for (int t = 0; t < rounds; t++) {
@@ -177,11 +190,18 @@ static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const fl
     static int opted_in[FP4_CU_MAX_DEVICES];
     FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_exact_mma_kernel<NT>, smem, opted_in));
     const int64_t blocks = (w->n_out + MMA_ROWS - 1) / MMA_ROWS;
-    a16_exact_mma_kernel<NT><<<(unsigned)blocks, MMA_NW * 32, smem, s>>>(
-        w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256),
-        w->k_pad, w->scale2, q, d, (int)nc, y);
-    FP4_CUDA_LAUNCHED();
-    return FP4_OK;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)blocks);
+    cfg.blockDim = dim3(MMA_NW * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    /* programmatic dependent launch (the first weight tile is copied during the Q8_K pass) only when
+     * the grid has more blocks than SMs: with fewer, blocks launched beside the Q8_K pass's doubled
+     * up on SMs (4096 rows, 128 blocks: 21.8 -> 31.0 us at 8 columns, bench/gpu.md round 7) */
+    const int sms = fp4_cu_sm_count(), pdl = sms > 0 && blocks > sms;
+    return fp4_cu_launch_pdl(cfg, pdl, a16_exact_mma_kernel<NT>, w->d_payload, w->d_scales, w->payload_stride,
+                             w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad, w->scale2, q, d,
+                             (int)nc, y);
 }
 
 extern "C" {
@@ -212,7 +232,14 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         if (mma)
             FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream)
                                : launch_mma<2>(w, q, d, nc, y, stream));
-        else FP4_CU_TRY((launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream)));
+        else {
+            const fp4_status st = w->n_out <= TEAM_MAX_ROWS
+                                      ? launch_team<true, TEAM_R>(w, q, d, y, TEAM_TASKS, 1, stream)
+                                      : FP4_ERR_UNSUPPORTED;
+            if (st == FP4_ERR_UNSUPPORTED) /* many rows, or rows too long for the team's shared memory */
+                FP4_CU_TRY((launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream)));
+            else FP4_CU_TRY(st);
+        }
     }
     return FP4_OK;
 }

@@ -1,8 +1,9 @@
 /* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the int16
- * dp2a kernel (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp); from 2 to 8 columns one
+ * dp2a kernel (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of
+ * a16_team.cuh was slower in native mode, round 7, and stays in the lab); from 2 to 8 columns one
  * launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
  * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
- * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2 and 5) has the measurements
+ * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2, 5 and 7) has the measurements
  * behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a normalized error
  * against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
 #include "native_dp2a.cuh"

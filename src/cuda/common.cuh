@@ -80,6 +80,22 @@ template <int N> static __device__ __forceinline__ void fp4_cp_async_wait() {
     asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
+/* Programmatic dependent launch (sm_90+; no-ops for a plain launch and below sm_90):
+ * fp4_pdl_wait blocks until the grids this one depends on have completed and their memory is
+ * visible (a kernel launched with cudaLaunchAttributeProgrammaticStreamSerialization calls it
+ * before it touches anything an earlier kernel writes or reads); fp4_pdl_trigger lets the
+ * dependents of this grid be scheduled before it completes. */
+static __device__ __forceinline__ void fp4_pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void fp4_pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 /* Eight F16 or BF16 values (one 16-byte load) widened to f32, exactly. */
 template <bool BF16> static __device__ __forceinline__ void fp4_widen8(uint4 q, float v[8]) {
     const uint32_t w[4] = {q.x, q.y, q.z, q.w};

@@ -26,6 +26,7 @@
 static __global__ __launch_bounds__(256) void act16_kernel(const float *__restrict__ x, int n_in, int nsb_pad,
                                                            int ncols, int64_t k_pad, int16_t *__restrict__ q,
                                                            float *__restrict__ d) {
+    fp4_pdl_trigger(); /* the PDL-launched 1-column team kernel waits for this grid before reading */
     const int lane = threadIdx.x & 31;
     const int64_t job = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (job >= (int64_t)ncols * nsb_pad) return;
@@ -215,6 +216,17 @@ template <int MAXC> static size_t native_dp2a_scratch(const fp4_cuda_tensor *w, 
            FP4_CU_ALIGN((size_t)nc * (size_t)(w->k_pad / 256) * 4);
 }
 
+/* The int16 activation pass of nc columns into q (nc, k_pad) and d (nc, k_pad / 256). */
+static fp4_status act16_pass(const fp4_cuda_tensor *w, const float *d_x, int64_t nc, int16_t *q, float *d,
+                             cudaStream_t stream) {
+    const int nsb_pad = (int)(w->k_pad / 256);
+    const int64_t jobs = nc * nsb_pad;
+    act16_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x, (int)w->n_in, nsb_pad, (int)nc,
+                                                                          w->k_pad, q, d);
+    FP4_CUDA_LAUNCHED();
+    return FP4_OK;
+}
+
 template <int R, int MAXC>
 static fp4_status native_dp2a(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                               const fp4_cuda_scratch *s, cudaStream_t stream) {
@@ -224,13 +236,9 @@ static fp4_status native_dp2a(const fp4_cuda_tensor *w, const float *d_x, int64_
     if (FP4_CU_COUNTER_BYTES + native_dp2a_scratch<MAXC>(w, cm) > s->bytes) return FP4_ERR_INVALID_ARG;
     int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
     float *d = (float *)((uint8_t *)q + qbytes);
-    const int nsb_pad = (int)(w->k_pad / 256);
     for (int64_t c0 = 0; c0 < n_cols; c0 += MAXC) {
         const int64_t nc = n_cols - c0 < MAXC ? n_cols - c0 : MAXC;
-        const int64_t jobs = nc * nsb_pad;
-        act16_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(
-            d_x + c0 * w->n_in, (int)w->n_in, nsb_pad, (int)nc, w->k_pad, q, d);
-        FP4_CUDA_LAUNCHED();
+        FP4_CU_TRY(act16_pass(w, d_x + c0 * w->n_in, nc, q, d, stream));
         FP4_CU_TRY((launch_dp2a_upto<R, MAXC>(w, nc, q, d, d_y + c0 * w->n_out, stream)));
     }
     return FP4_OK;

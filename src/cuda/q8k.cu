@@ -9,6 +9,8 @@
 static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x, int64_t n_in, int64_t k_pad,
                                                                   int64_t n_cols, int8_t *q, float *dq,
                                                                   fp4_block_q8_K *blocks, int frag) {
+    fp4_pdl_trigger(); /* a dependent launched with PDL (the 1-column exact kernel) may start streaming
+                        * its weights now; it waits for this grid before reading q and d */
     const int lane = threadIdx.x & 31;
     const int64_t nsb = n_in / 256, nsb_pad = k_pad / 256;
     const int64_t job = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
