@@ -58,9 +58,8 @@ static const struct route_row {
     /* FP8 weights (E4M3 + f32 weight_scale), weight-only: a pinned dense dot, then the scale */
     {FP4_LANE_FP8, ANY, FP4_MODE_EXACT, FP4_DEVICE_CPU, 0, "cpu.fp8.dense.pinned", NULL},
     {FP4_LANE_FP8, ANY, FP4_MODE_NATIVE, FP4_DEVICE_CPU, 0, "cpu.fp8.dense", NULL},
-    {FP4_LANE_FP8, ANY, ANY, FP4_DEVICE_CUDA, 0, NULL,
-     "FP8 weights have no qualified CUDA route yet (the fp8.dense.pinned / fp8.dense kernels await "
-     "tests/gpu/test_gpu_fp8 on a GPU); use --device cpu (--mode exact or --mode native)"},
+    {FP4_LANE_FP8, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 0, "cuda.fp8.dense.pinned", NULL},
+    {FP4_LANE_FP8, ANY, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, 0, "cuda.fp8.dense", NULL},
 };
 
 static const char *const lane_names[FP4_LANE_COUNT_] = {"nvfp4", "kquant", "dense", "fp8"};
