@@ -30,6 +30,14 @@ int cu_run(const char *bin, const char *dir, const char *env, const char *args, 
     return cu_system(cmd, fo, fe, out, err);
 }
 
+int cu_run_loud(const char *bin, const char *dir, const char *args) {
+    char *err = NULL;
+    int rc = cu_run(bin, dir, NULL, args, NULL, &err);
+    if (rc && err) fputs(err, stderr);
+    free(err);
+    return rc;
+}
+
 int cu_has(const char *s, const char *x) {
     return s && strstr(s, x) != NULL;
 }

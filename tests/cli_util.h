@@ -12,6 +12,9 @@ char *cu_slurp(const char *path, long *len);
 int cu_system(const char *cmd, const char *fo, const char *fe, char **out, char **err);
 /* Runs "[env ]bin args" with stdout / stderr captured in dir/out and dir/err (cu_system). */
 int cu_run(const char *bin, const char *dir, const char *env, const char *args, char **out, char **err);
+/* cu_run without capture for the caller: returns the exit status and copies the command's stderr
+ * to the test's stderr when the status is not 0 */
+int cu_run_loud(const char *bin, const char *dir, const char *args);
 /* s is not NULL and contains x */
 int cu_has(const char *s, const char *x);
 /* the start of the last non-empty line of s (trailing newlines skipped) */

@@ -20,6 +20,7 @@
  * rows left in Hugging Face's order, and its logits then differ by 117 % of the largest logit
  * (argmax agreeing at 3 of 24 positions); it must exceed 3 × the tolerance. */
 #include "check.h"
+#include "cli_util.h"
 #include "fp4lane.h"
 #include "fp4lane_runtime.h"
 #include "fp4lane_text.h"
@@ -39,15 +40,9 @@
 static char tmp[512];
 static const char *fp4lane_bin;
 
+/* the fp4lane executable with args; its stderr shown when it fails */
 static int run_cli(const char *args) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s >%s/cli.out 2>%s/cli.err", fp4lane_bin, args, tmp, tmp);
-    int rc = system(cmd);
-    if (rc) {
-        snprintf(cmd, sizeof cmd, "cat %s/cli.err >&2", tmp);
-        if (system(cmd)) {}
-    }
-    return rc;
+    return cu_run_loud(fp4lane_bin, tmp, args);
 }
 
 /* fp4lane's runtime: every position's logits for ids */
@@ -296,7 +291,7 @@ static void refusals(void) {
     snprintf(out, sizeof out, "%s/odd.gguf", tmp);
     snprintf(args, sizeof args, "convert %s %s", dir, out);
     CHECK(run_cli(args) != 0);
-    snprintf(args, sizeof args, "grep -q ggml.name_map %s/cli.err", tmp);
+    snprintf(args, sizeof args, "grep -q ggml.name_map %s/err", tmp);
     CHECK(system(args) == 0);
     /* the same file with an explicit fp4lane GGUF layout keeps its names */
     snprintf(args, sizeof args, "convert %s %s --layout gguf", dir, out);

@@ -24,6 +24,7 @@
  * "SKIP: libllama not installed" and passes; with it, any failure of libllama is a failure. */
 #define FP4LANE_ORACLE_API
 #include "check.h"
+#include "cli_util.h"
 #include "fp4lane.h"
 #include "fp4lane_runtime.h"
 #include "gguf_strip.h"
@@ -56,16 +57,9 @@
 static char tmp[512];
 static const char *fp4lane_bin;
 
+/* the fp4lane executable with args; its stderr shown when it fails */
 static int run_cli(const char *args) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s >%s/cli.out 2>%s/cli.err", fp4lane_bin, args, tmp, tmp);
-    int rc = system(cmd);
-    if (rc) {
-        snprintf(cmd, sizeof cmd, "cat %s/cli.err >&2", tmp);
-        if (system(cmd)) {
-        }
-    }
-    return rc;
+    return cu_run_loud(fp4lane_bin, tmp, args);
 }
 
 static int strip_fp4lane_keys(const char *in, const char *out) {
@@ -222,7 +216,7 @@ int main(void) {
     static char bin[600];
     snprintf(bin, sizeof bin, "%s/fp4lane", b && *b ? b : "build");
     fp4lane_bin = bin;
-    snprintf(tmp, sizeof tmp, "/tmp/fp4lane-llamaq-XXXXXX");
+    snprintf(tmp, sizeof tmp, "%s/fp4lane-llamaq-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     CHECK(mkdtemp(tmp) != NULL);
     llama_oracle *lo = NULL;
     char err[2600], args[2048], bf16[700], plain[700], q4km[700], q6k[700], q4ks[700], stale[700], q80[700];

@@ -381,6 +381,8 @@ static void test_cli(const char *nv, const char *bf, const char *foreign, const 
     CHECK(cli(a, &o, &er) == 2 && cu_has(er, "--draft-n 0"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1 --draft %s --draft-n 33", nv, nv);
     CHECK(cli(a, &o, &er) == 2 && cu_has(er, "33"));
+    snprintf(a, sizeof a, "run %s --prompt-ids 1 --draft-n 3", nv); /* --draft-n alone is not ignored */
+    CHECK(cli(a, &o, &er) == 2 && cu_has(er, "--draft-n 3") && cu_has(er, "--draft DRAFT"));
     snprintf(a, sizeof a, "run %s --batch-file %s --draft %s", nv, f[0], nv);
     CHECK(cli(a, &o, &er) == 2 && cu_has(er, "--batch-file"));
     snprintf(a, sizeof a, "run %s --prompt-ids 1 --kv-load %s --draft %s", nv, f[1], nv);

@@ -181,6 +181,10 @@ static int parse(int argc, char **argv, run_args *a) {
         if (rt_text_default_model("run", a->model_buf, sizeof a->model_buf)) return -2;
         a->e.model = a->model_buf;
     }
+    if (a->e.draft_n_given && !a->e.draft)
+        return fprintf(stderr, "fp4lane run: --draft-n %d needs --draft DRAFT (a draft model)\n",
+                       a->e.draft_n),
+               -1;
     if (a->e.draft && (a->batch_file || a->kv_load))
         return fprintf(stderr, "fp4lane run: --draft drafts for one sequence from its start: not with %s\n",
                        a->batch_file ? "--batch-file"

@@ -73,6 +73,7 @@ int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i) {
         if (a[7]) {
             if (parse_int(a, v, 1, FP4_SPEC_MAX_DRAFT, &x)) return -1;
             e->draft_n = (int)x;
+            e->draft_n_given = 1;
         } else {
             if (!v) return fprintf(stderr, "fp4lane: --draft needs a model\n"), -1;
             e->draft = v;

@@ -13,6 +13,7 @@ typedef struct rt_cli_engine {
     int prefill_chunk; /* 0: the whole prompt in one step                          */
     const char *draft; /* --draft MODEL (run only: allow_draft)                    */
     int draft_n;       /* --draft-n K (default 4)                                  */
+    int draft_n_given; /* --draft-n was given (it needs --draft)                   */
     int allow_draft;   /* set by a verb that drafts before parsing                 */
 } rt_cli_engine;
 

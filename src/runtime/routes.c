@@ -7,6 +7,11 @@
 
 enum { ANY = -1 };
 
+/* one refusal, with and without drafting */
+#define KQUANT_EXACT_CUDA                                                                                 \
+    "kquant exact on cuda cannot be bit-identical to the CPU (the CUDA Q4_K/Q6_K kernels accumulate "    \
+    "dequantized f32 values); use --mode native on cuda, or --mode exact on cpu"
+
 static const struct route_row {
     int lane, act, mode, device, drafting;
     const char *name;    /* NULL: refused                                                     */
@@ -24,9 +29,7 @@ static const struct route_row {
     {FP4_LANE_DENSE, ANY, FP4_MODE_NATIVE, ANY, 1, NULL,
      "speculative decode on the dense lane needs --mode exact (its verify step is then bit-identical to "
      "plain decode); native dense kernels are not held batch-invariant: use --mode exact, or omit --draft"},
-    {FP4_LANE_KQUANT, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 1, NULL,
-     "kquant exact on cuda cannot be bit-identical to the CPU (the CUDA Q4_K/Q6_K kernels accumulate "
-     "dequantized f32 values); use --mode native on cuda, or --mode exact on cpu"},
+    {FP4_LANE_KQUANT, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 1, NULL, KQUANT_EXACT_CUDA},
     {FP4_LANE_KQUANT, ANY, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, 1, "cuda.kquant.native+draft", NULL},
     {FP4_LANE_KQUANT, ANY, ANY, FP4_DEVICE_CPU, 1, "cpu.kquant.q8_k+draft", NULL},
     {FP4_LANE_NVFP4, FP4_AP_A16, FP4_MODE_EXACT, FP4_DEVICE_CPU, 1, "cpu.nvfp4.a16.exact+draft", NULL},
@@ -37,10 +40,7 @@ static const struct route_row {
     {FP4_LANE_DENSE, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 1, "cuda.dense.pinned+draft", NULL},
     /* the kquant control lane on CUDA: its kernels accumulate dequantized f32 values, not the CPU's Q8_K dot
      */
-    {FP4_LANE_KQUANT, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 0, NULL,
-     "kquant exact on cuda cannot be bit-identical to the CPU (the CUDA Q4_K/Q6_K kernels accumulate "
-     "dequantized f32 "
-     "values); use --mode native on cuda, or --mode exact on cpu"},
+    {FP4_LANE_KQUANT, ANY, FP4_MODE_EXACT, FP4_DEVICE_CUDA, 0, NULL, KQUANT_EXACT_CUDA},
     {FP4_LANE_KQUANT, ANY, FP4_MODE_NATIVE, FP4_DEVICE_CUDA, 0, "cuda.kquant.native", NULL},
     {FP4_LANE_KQUANT, ANY, ANY, FP4_DEVICE_CPU, 0, "cpu.kquant.q8_k", NULL},
     /* NVFP4 */
