@@ -663,9 +663,9 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
                D <= 64    ? fp4_cu_launch(sg, sb, 0, s->stream, 1, stk_att_scores<2>, aa)
                : D <= 128 ? fp4_cu_launch(sg, sb, 0, s->stream, 1, stk_att_scores<4>, aa)
                           : fp4_cu_launch(sg, sb, 0, s->stream, 1, stk_att_scores<STK_MAX_DL>, aa));
-    STK_LAUNCH(
-        err, "rt.attention",
-        fp4_cu_launch(dim3(STK_LANES, (unsigned)groups), dim3((unsigned)D), 0, s->stream, 1, stk_att_pv, aa));
+    STK_LAUNCH(err, "rt.attention",
+               fp4_cu_launch(dim3(STK_LANES, (unsigned)groups), dim3(STK_PV_THREADS), 0, s->stream, 1,
+                             stk_att_pv, aa));
     prof_mark(s, OP_O);
     if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
     prof_mark(s, OP_NORM);

@@ -3,12 +3,12 @@
 # then decode timings base / new / new with FP4LANE_CUDA_NO_PDL=1 (same binary, PDL off) per row,
 # back to back on the same model files, then compare, the eager profile and compute-sanitizer.
 # Layout (carried as gpuwork/gpustep): new/ and base/ each hold fp4lane + libfp4lane_cuda.so;
-# new/tests/gpu/ the GPU tests. Logs under $OUT; a short table last.
+# new/tests/gpu/ the GPU tests; lib/ the project VM's libutf8proc, libpcre2-8, libjansson. Logs under $OUT; a short table last.
 set -u
 G=gpuwork/gpustep; N=$G/new; B=$G/base
 tar xJf $G/bin.tar.xz -C $G
 chmod +x $N/fp4lane $B/fp4lane $N/tests/gpu/* 2>/dev/null
-export CUDA_MODULE_LOADING=EAGER FP4_BUILD=$N
+export CUDA_MODULE_LOADING=EAGER FP4_BUILD=$N LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
 M=/tmp/rt_l8; Q=/tmp/rt_l8nv; L=$OUT/bench.txt
 T0=$(date +%s)
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader; } | tee $OUT/env.txt
@@ -19,7 +19,7 @@ T0=$(date +%s)
   rm -rf $M ) &
 MK=$!
 fail=0
-for t in ${TESTS:-test_gpu_runtime test_gpu_dense_pinned test_gpu_exact test_gpu_native test_gpu_dense}; do
+for t in ${TESTS:-test_gpu_runtime test_gpu_generate test_gpu_dense_pinned test_gpu_exact test_gpu_native test_gpu_dense test_gpu_w4a4 test_gpu_dequant test_gpu_errors test_gpu_fp8}; do
   echo "== $t" >> $OUT/tests.txt
   timeout 120 $N/tests/gpu/$t >> $OUT/tests.txt 2>&1; rc=$?; echo "$t rc=$rc"; [ $rc = 0 ] || fail=1
 done
