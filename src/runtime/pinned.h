@@ -41,7 +41,6 @@
 #endif
 
 #define FP4P_LANES 32
-#define FP4P_ATT_CHUNK 64 /* attention's chunk of positions (a multiple of FP4P_LANES): fp4p_attend */
 
 /* ---- basic operations: one IEEE binary32 rounding each ---- */
 static inline FP4_HD float fp4p_add(float a, float b) {
@@ -223,14 +222,8 @@ static inline FP4_HD void fp4p_rope(float *x, const float *cs, const float *sn, 
  *   s_j  = fp4p_dot(q, k_j, head_dim) * scale                (pinned dot, then one multiply)
  *   m    = max_j s_j                                          (order-free)
  *   e_j  = fp4p_exp(s_j - m)
- *   den  = chunked sum of e_j over j                          (below)
- *   o[d] = chunked sum over j of (e_j * v_j[d]), then o[d] / den
- * THE CHUNKED SUM over positions (split-K, so a GPU spreads long contexts over many blocks): the
- * positions are cut into chunks of FP4P_ATT_CHUNK (c = 0, 1, ...: j in [c*C, min(n, (c+1)*C)));
- * each chunk's terms are summed by the pinned reduction (lane l: j = c*C + l, l + 32, ... — the
- * same lane as j mod 32, C being a multiple of 32), and the chunk values by the pinned reduction
- * over c (lane l gets chunks l, l + 32, ... in order). With one chunk (n <= C) this is the plain
- * pinned reduction over j bit for bit (a lane partial is never -0, so +0 + v == v).
+ *   den  = fp4p_sum(e_0..e_{n-1})                             (pinned reduction over j)
+ *   o[d] = fp4p_sum over j of (e_j * v_j[d]), then o[d] / den (pinned reduction over j, per d)
  * The score and weight buffers hold n floats; the caller provides them (n <= n_ctx). kv_row(j)
  * is given as a pointer and a row stride in halves; f16 widening is fp4p_f16_to_f32. */
 static inline FP4_HD float fp4p_f16_to_f32(uint16_t h) {
@@ -276,27 +269,15 @@ static inline FP4_HD void fp4p_attend(const float *q, const uint16_t *k0, const 
     }
     for (int64_t j = 0; j < n; j++)
         s[j] = fp4p_exp(fp4p_sub(s[j], m));
-    float cl[FP4P_LANES], p[FP4P_LANES];
-    for (int l = 0; l < FP4P_LANES; l++)
-        cl[l] = 0.0f;
-    for (int64_t j0 = 0, c = 0; j0 < n; j0 += FP4P_ATT_CHUNK, c++) {
-        const int64_t len = n - j0 < FP4P_ATT_CHUNK ? n - j0 : FP4P_ATT_CHUNK;
-        cl[c % FP4P_LANES] = fp4p_add(cl[c % FP4P_LANES], fp4p_sum(s + j0, len, 1));
-    }
-    const float den = fp4p_butterfly(cl);
+    float den = fp4p_sum(s, n, 1);
     for (int d = 0; d < head_dim; d++) {
+        float p[FP4P_LANES];
         for (int l = 0; l < FP4P_LANES; l++)
-            cl[l] = 0.0f;
-        for (int64_t j0 = 0, c = 0; j0 < n; j0 += FP4P_ATT_CHUNK, c++) {
-            const int64_t len = n - j0 < FP4P_ATT_CHUNK ? n - j0 : FP4P_ATT_CHUNK;
-            for (int l = 0; l < FP4P_LANES; l++)
-                p[l] = 0.0f;
-            for (int64_t i = 0; i < len; i++)
-                p[i % FP4P_LANES] = fp4p_add(
-                    p[i % FP4P_LANES], fp4p_mul(s[j0 + i], fp4p_f16_to_f32(v0[(j0 + i) * row_stride + d])));
-            cl[c % FP4P_LANES] = fp4p_add(cl[c % FP4P_LANES], fp4p_butterfly(p));
-        }
-        o[d] = fp4p_div(fp4p_butterfly(cl), den);
+            p[l] = 0.0f;
+        for (int64_t j = 0; j < n; j++)
+            p[j % FP4P_LANES] =
+                fp4p_add(p[j % FP4P_LANES], fp4p_mul(s[j], fp4p_f16_to_f32(v0[j * row_stride + d])));
+        o[d] = fp4p_div(fp4p_butterfly(p), den);
     }
 }
 

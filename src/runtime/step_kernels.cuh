@@ -19,6 +19,7 @@
 #ifndef FP4_RT_STEP_KERNELS_CUH
 #define FP4_RT_STEP_KERNELS_CUH
 
+#include "cuda/act_pass.cuh"
 #include "cuda/common.cuh"
 #include "fp4lane_runtime.h"
 #include "runtime/pinned.h"
@@ -58,11 +59,41 @@ static __device__ __forceinline__ float stk_h2f(uint16_t h) {
  * waiting on global memory once per term; the butterfly and the scaling are pinned.h's. With lrow,
  * row r goes to row lrow[r] of y and is skipped when lrow[r] < 0 (the final norm of the columns
  * that want logits: the other columns' x is dead after the step). */
+/* The next projection's activation pass, fused (dispatch.cu's fp4_cu_route_pre): kind
+ * FP4_CU_PRE_Q8K or _I16 (0: none), the values k_pad wide per row (zeros past the row's length),
+ * q (int8 or int16) and the super-blocks' steps d, rows k_pad and k_pad / 256 apart. */
+typedef struct stk_pre {
+    int kind;
+    int64_t k_pad;
+    void *q;
+    float *d;
+} stk_pre;
+
+/* one warp: super-block sb of row `row` from its 8 values per lane (act_pass.cuh's bodies) */
+static __device__ __forceinline__ void stk_pre_store(const stk_pre &p, int64_t row, int64_t sb,
+                                                     const float v[8], int lane) {
+    const int64_t at = row * p.k_pad + sb * 256 + lane * 8, dat = row * (p.k_pad / 256) + sb;
+    float d;
+    if (p.kind == FP4_CU_PRE_Q8K) {
+        uint32_t lo, hi;
+        int bsum;
+        fp4_q8k_warp(v, lane, &lo, &hi, &d, &bsum);
+        *reinterpret_cast<uint2 *>(static_cast<int8_t *>(p.q) + at) = make_uint2(lo, hi);
+    } else {
+        uint4 packed;
+        fp4_act16_warp(v, &packed, &d);
+        *reinterpret_cast<uint4 *>(static_cast<int16_t *>(p.q) + at) = packed;
+    }
+    if (lane == 0) p.d[dat] = d;
+}
+
+/* With pre.kind, the block also writes the next projection's pass of y (warp w: super-blocks w,
+ * w + 32, ...; the same y values, recomputed from the staged row). */
 #define STK_NORM_THREADS 1024
 static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float *x, const float *t,
                                                                            const float *__restrict__ w,
                                                                            int len, float eps, float *y,
-                                                                           const int32_t *lrow) {
+                                                                           const int32_t *lrow, stk_pre pre) {
     extern __shared__ float xs[];
     __shared__ float inv_s;
     STK_PDL_ENTRY();
@@ -93,6 +124,18 @@ static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float
     float *yr = y + dst * len;
     for (int i = threadIdx.x; i < len; i += blockDim.x)
         yr[i] = fp4p_mul(fp4p_mul(xs[i], inv), w[i]);
+    if (pre.kind) {
+        const int lane = threadIdx.x & 31;
+        for (int64_t sb = threadIdx.x >> 5; sb < pre.k_pad / 256; sb += blockDim.x >> 5) {
+            float v[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int64_t i = sb * 256 + lane * 8 + j;
+                v[j] = i < len ? fp4p_mul(fp4p_mul(xs[i], inv), w[i]) : 0.0f;
+            }
+            stk_pre_store(pre, dst, sb, v, lane);
+        }
+    }
 }
 
 /* THE STEP c..g for one head of one column: bias, llama.cpp un-permute, q/k RMSNorm, RoPE, the F16
@@ -168,19 +211,15 @@ static __global__ void stk_qkv_prep(stk_prep_args a) {
  *   stk_att_scores: s_j = fp4p_dot(q, k_j) * scale for j <= pos, one warp per position (the warps of
  *     gridDim.x blocks striding over the positions; the grid does not depend on the position: graphs
  *     replay it), and each block's maximum of its scores per head (the max is order-free).
- *   stk_att_pv: fp4p_attend's chunked sums (pinned.h): block b (0..31) of a group is lane b of the
- *     reduction over chunks, so it takes chunks b, b + 32, ... (FP4P_ATT_CHUNK positions each) in
- *     order. Per chunk it forms e_j = fp4p_exp(s_j - m) (m = the max of the score blocks' maxima)
- *     in shared memory; thread (head g, d pair) keeps the chunk's 32 lane partials of e_j * v_j[d]
- *     for its two d in registers (lane l: positions l, l + 32, ... of the chunk, in order; absent
- *     ones skipped), meets them in the butterfly and adds the chunk value to its slot partial; one
- *     thread per head does the same for e_j (den). The last of the 32 blocks to finish (a ticket,
- *     reset by that block) meets the 32 slot partials in the butterfly and writes
- *     o[d] = sum / den. The same operations in the same order as fp4p_attend: exact mode keeps
- *     the CPU's bits, and every chunk's positions are independent work (no chain over the whole
- *     context, as a single pinned reduction over j had). */
+ *   stk_att_pv: block l (0..31) of a group is lane l of the pinned reductions over positions: with
+ *     m = the max of the blocks' maxima, it forms e_j = fp4p_exp(s_j - m) for j = l, l+32, ... in
+ *     increasing order and adds them (den strip l) and e_j * v_j[d] (o strip l, per d), each from
+ *     +0.0f; the last of the 32 blocks to finish (a ticket, reset by that block) meets the strips
+ *     in the butterfly and writes o[d] = sum / den. The same operations in the same order as the
+ *     four-launch version and as fp4p_attend: exact mode keeps the CPU's bits. */
 #define STK_GB 4       /* query heads per attention block */
 #define STK_MAX_GX 64  /* score blocks per group (their per-head maxima are kept) */
+#define STK_PV_CHUNK 32 /* positions per lane staged in shared memory at a time */
 typedef struct stk_att_args {
     const float *q;
     int64_t q_cs;            /* floats between the columns of q */
@@ -199,7 +238,6 @@ typedef struct stk_att_args {
 } stk_att_args;
 
 #define STK_MAX_DL (FP4_ARCH_MAX_HEAD_DIM / 32)
-#define STK_SCORE_U 4 /* positions per warp and pass */
 static __device__ __forceinline__ void stk_att_group(const stk_att_args &a, int y, int *c, int *hk, int *h0,
                                                      int *nhb) {
     const int G = a.nh / a.nkv, ngb = (G + STK_GB - 1) / STK_GB, gb = y % ngb;
@@ -228,31 +266,23 @@ template <int NDL> static __global__ void stk_att_scores(stk_att_args a) {
     }
     const uint16_t *k0 = a.kc + a.cols.slot[c] * a.slot_stride + hk * D + lane;
     float *srow = a.scores + ((int64_t)c * a.nh + h0) * a.n_ctx;
-    const int64_t stride = (int64_t)gridDim.x * STK_SCORE_WARPS;
-    for (int64_t j = (int64_t)blockIdx.x * STK_SCORE_WARPS + warp; j <= pos; j += STK_SCORE_U * stride) {
-        float kv[STK_SCORE_U][NDL]; /* STK_SCORE_U positions' K rows in flight at once */
+    for (int64_t j = (int64_t)blockIdx.x * STK_SCORE_WARPS + warp; j <= pos;
+         j += (int64_t)gridDim.x * STK_SCORE_WARPS) {
+        const uint16_t *kr = k0 + j * kvd;
+        float kv[NDL];
 #pragma unroll
-        for (int u = 0; u < STK_SCORE_U; u++)
+        for (int m = 0; m < NDL; m++)
+            kv[m] = m < nd ? stk_h2f(kr[32 * m]) : 0.0f;
+#pragma unroll
+        for (int i = 0; i < STK_GB; i++) {
+            if (i >= nhb) break; /* uniform over the block */
+            float p = 0.0f;
 #pragma unroll
             for (int m = 0; m < NDL; m++)
-                kv[u][m] = m < nd && j + u * stride <= pos
-                               ? stk_h2f(__ldg(k0 + (j + u * stride) * kvd + 32 * m))
-                               : 0.0f;
-#pragma unroll
-        for (int u = 0; u < STK_SCORE_U; u++) {
-            const int64_t ju = j + u * stride;
-            if (ju > pos) break; /* uniform over the warp */
-#pragma unroll
-            for (int i = 0; i < STK_GB; i++) {
-                if (i >= nhb) break; /* uniform over the block */
-                float p = 0.0f;
-#pragma unroll
-                for (int m = 0; m < NDL; m++)
-                    if (m < nd) p = fp4p_add(p, fp4p_mul(qv[i][m], kv[u][m]));
-                p = fp4p_mul(stk_warp_butterfly(p), a.scale);
-                if (lane == 0) srow[i * a.n_ctx + ju] = p;
-                mx[i] = fmaxf(mx[i], p);
-            }
+                if (m < nd) p = fp4p_add(p, fp4p_mul(qv[i][m], kv[m]));
+            p = fp4p_mul(stk_warp_butterfly(p), a.scale);
+            if (lane == 0) srow[i * a.n_ctx + j] = p;
+            mx[i] = fmaxf(mx[i], p);
         }
     }
     if (lane == 0)
@@ -288,140 +318,71 @@ static __device__ __forceinline__ float stk_strip_butterfly(const float *p, int6
     return fp4p_add(v[0], v[1]);
 }
 
-/* the pinned butterfly over 32 register partials (fp4p_butterfly, unrolled so p stays in registers) */
-static __device__ __forceinline__ float stk_reg_butterfly(float (&p)[STK_LANES]) {
-#pragma unroll
-    for (int k = 0; k < 16; k++)
-        p[k] = fp4p_add(p[k], p[k + 16]);
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-        p[k] = fp4p_add(p[k], p[k + 8]);
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-        p[k] = fp4p_add(p[k], p[k + 4]);
-    p[0] = fp4p_add(p[0], p[2]);
-    p[1] = fp4p_add(p[1], p[3]);
-    return fp4p_add(p[0], p[1]);
-}
-
-/* one chunk of len positions (FULL: len == FP4P_ATT_CHUNK) for two d of one head: the chunk's
- * lane partials of e_j * v_j[d], d + 1 (lane l: chunk positions l, l + 32, ..., absent ones skipped),
- * then the butterfly */
-template <bool FULL>
-static __device__ __forceinline__ void stk_pv_chunk(const float *es, const uint16_t *vr, int64_t kvd, int len,
-                                                    float *c0, float *c1) {
-    float p0[STK_LANES], p1[STK_LANES];
-#pragma unroll
-    for (int l = 0; l < STK_LANES; l++)
-        p0[l] = p1[l] = 0.0f;
-#pragma unroll
-    for (int t = 0; t < FP4P_ATT_CHUNK / STK_LANES; t++)
-#pragma unroll
-        for (int l = 0; l < STK_LANES; l++) {
-            const int i = t * STK_LANES + l;
-            if (FULL || i < len) {
-                const uint32_t w = __ldg(reinterpret_cast<const unsigned int *>(vr + i * kvd));
-                const float e = es[i];
-                p0[l] = fp4p_add(p0[l], fp4p_mul(e, stk_h2f((uint16_t)(w & 0xFFFFu))));
-                p1[l] = fp4p_add(p1[l], fp4p_mul(e, stk_h2f((uint16_t)(w >> 16))));
-            }
-        }
-    *c0 = stk_reg_butterfly(p0);
-    *c1 = stk_reg_butterfly(p1);
-}
-
-/* the chunk's sum of e_j (the same lanes) */
-static __device__ __forceinline__ float stk_den_chunk(const float *es, int len) {
-    float q[STK_LANES];
-#pragma unroll
-    for (int l = 0; l < STK_LANES; l++)
-        q[l] = 0.0f;
-#pragma unroll
-    for (int t = 0; t < FP4P_ATT_CHUNK / STK_LANES; t++)
-#pragma unroll
-        for (int l = 0; l < STK_LANES; l++)
-            if (t * STK_LANES + l < len) q[l] = fp4p_add(q[l], es[t * STK_LANES + l]);
-    return stk_reg_butterfly(q);
-}
-
-/* block (b, group) of STK_PV_THREADS threads: thread t takes the (head g, d pair dp) items t,
- * t + STK_PV_THREADS, ... of the group's STK_GB * D / 2 */
-#define STK_PV_THREADS 256
-#define STK_PV_ITEMS (STK_GB * FP4_ARCH_MAX_HEAD_DIM / 2 / STK_PV_THREADS)
-static __global__ __launch_bounds__(STK_PV_THREADS, 2) void stk_att_pv(stk_att_args a) {
-    __shared__ float es[STK_GB][FP4P_ATT_CHUNK];
+/* D threads; block (l, group) */
+static __global__ void stk_att_pv(stk_att_args a) {
+    __shared__ float es[STK_GB][STK_PV_CHUNK];
     __shared__ float ms[STK_GB];
     __shared__ int last_s;
     STK_PDL_ENTRY();
-    const int b = blockIdx.x, D = a.d, np = D / 2, tid = threadIdx.x;
-    const int warp = tid >> 5, lane = tid & 31, nwarp = STK_PV_THREADS / 32;
+    const int l = blockIdx.x, d = threadIdx.x, D = a.d;
     int c, hk, h0, nhb;
     stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
     const int64_t n = (int64_t)a.cols.pos[c] + 1, kvd = (int64_t)a.nkv * D;
     const int64_t ch0 = (int64_t)c * a.nh + h0; /* (column, first head of the group) */
-    const int items = nhb * np;                 /* items of heads past nhb do not exist */
-    for (int hh = warp; hh < nhb; hh += nwarp) { /* the max of the score blocks' maxima (order-free) */
+    /* the max of the score blocks' maxima (order-free): warp h of the block for head h, its lanes
+     * over the blocks, then a shuffle tree (not one thread's chain of dependent loads) */
+    for (int hh = (int)threadIdx.x >> 5; hh < STK_GB; hh += (int)blockDim.x >> 5) {
+        const int lane = threadIdx.x & 31;
         float m = __int_as_float((int)0xFF800000u);
-        for (int bb = lane; bb < a.gx; bb += 32)
-            m = fmaxf(m, a.bmax[(ch0 + hh) * STK_MAX_GX + bb]);
+        if (hh < nhb)
+            for (int b = lane; b < a.gx; b += 32)
+                m = fmaxf(m, a.bmax[(ch0 + hh) * STK_MAX_GX + b]);
 #pragma unroll
         for (int off = 16; off >= 1; off >>= 1)
             m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
         if (lane == 0) ms[hh] = m;
     }
     __syncthreads();
-    /* this slot's partials (lane b of the reduction over chunks), per item: two d, and den */
-    float acc0[STK_PV_ITEMS], acc1[STK_PV_ITEMS], accd[STK_PV_ITEMS];
+    float p[STK_GB], den = 0.0f;
 #pragma unroll
-    for (int k = 0; k < STK_PV_ITEMS; k++)
-        acc0[k] = acc1[k] = accd[k] = 0.0f;
-    const uint16_t *v0 = a.vc + a.cols.slot[c] * a.slot_stride + hk * D;
-    for (int64_t j0 = (int64_t)b * FP4P_ATT_CHUNK; j0 < n; j0 += (int64_t)STK_LANES * FP4P_ATT_CHUNK) {
-        const int len = n - j0 < FP4P_ATT_CHUNK ? (int)(n - j0) : FP4P_ATT_CHUNK;
-        for (int i = tid; i < STK_GB * FP4P_ATT_CHUNK; i += STK_PV_THREADS) {
-            const int gg = i / FP4P_ATT_CHUNK, t = i % FP4P_ATT_CHUNK;
-            es[gg][t] = gg < nhb && t < len
-                            ? fp4p_exp(fp4p_sub(a.scores[(ch0 + gg) * a.n_ctx + j0 + t], ms[gg]))
-                            : 0.0f;
+    for (int g = 0; g < STK_GB; g++)
+        p[g] = 0.0f;
+    const uint16_t *vr = a.vc + a.cols.slot[c] * a.slot_stride + hk * D + d;
+    for (int64_t j0 = l; j0 < n; j0 += 32 * STK_PV_CHUNK) {
+        for (int i = threadIdx.x; i < STK_GB * STK_PV_CHUNK; i += blockDim.x) {
+            const int g = i / STK_PV_CHUNK, t = i % STK_PV_CHUNK;
+            const int64_t j = j0 + 32 * (int64_t)t;
+            es[g][t] = g < nhb && j < n ? fp4p_exp(fp4p_sub(a.scores[(ch0 + g) * a.n_ctx + j], ms[g])) : 0.0f;
         }
         __syncthreads();
+        const int64_t left = (n - j0 + 31) / 32;
+        const int nt = left < STK_PV_CHUNK ? (int)left : STK_PV_CHUNK;
+#pragma unroll 8
+        for (int t = 0; t < nt; t++) {
+            const float v = stk_h2f(vr[(j0 + 32 * (int64_t)t) * kvd]);
 #pragma unroll
-        for (int k = 0; k < STK_PV_ITEMS; k++) {
-            const int it = tid + k * STK_PV_THREADS;
-            if (it >= items) break;
-            const int g = it / np, dp = it % np;
-            float c0, c1;
-            if (len == FP4P_ATT_CHUNK)
-                stk_pv_chunk<true>(es[g], v0 + j0 * kvd + 2 * dp, kvd, len, &c0, &c1);
-            else
-                stk_pv_chunk<false>(es[g], v0 + j0 * kvd + 2 * dp, kvd, len, &c0, &c1);
-            acc0[k] = fp4p_add(acc0[k], c0);
-            acc1[k] = fp4p_add(acc1[k], c1);
-            if (dp == 0) accd[k] = fp4p_add(accd[k], stk_den_chunk(es[g], len));
+            for (int g = 0; g < STK_GB; g++)
+                if (g < nhb) p[g] = fp4p_add(p[g], fp4p_mul(es[g][t], v));
         }
+        if ((int)threadIdx.x < nhb)
+            for (int t = 0; t < nt; t++)
+                den = fp4p_add(den, es[threadIdx.x][t]);
         __syncthreads();
     }
 #pragma unroll
-    for (int k = 0; k < STK_PV_ITEMS; k++) {
-        const int it = tid + k * STK_PV_THREADS;
-        if (it >= items) break;
-        const int g = it / np, dp = it % np;
-        float *st = a.strips + ((ch0 + g) * STK_LANES + b) * D + 2 * dp;
-        st[0] = acc0[k];
-        st[1] = acc1[k];
-        if (dp == 0) a.den[(ch0 + g) * STK_LANES + b] = accd[k];
-    }
+    for (int g = 0; g < STK_GB; g++)
+        if (g < nhb) a.strips[((ch0 + g) * STK_LANES + l) * D + d] = p[g];
+    if ((int)threadIdx.x < nhb) a.den[(ch0 + threadIdx.x) * STK_LANES + l] = den;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last_s = atomicAdd(&a.ticket[blockIdx.y], 1u) == gridDim.x - 1;
     __syncthreads();
     if (!last_s) return;
     __threadfence();
-    for (int it = tid; it < items * 2; it += STK_PV_THREADS) { /* (head, d) */
-        const int g = it / D, d = it % D;
+    for (int g = 0; g < nhb; g++) {
+        const float sum = stk_strip_butterfly(a.strips + (ch0 + g) * STK_LANES * D + d, D);
         const float den_g = stk_strip_butterfly(a.den + (ch0 + g) * STK_LANES, 1);
-        a.o[(ch0 + g) * D + d] =
-            fp4p_div(stk_strip_butterfly(a.strips + (ch0 + g) * STK_LANES * D + d, D), den_g);
+        a.o[(ch0 + g) * D + d] = fp4p_div(sum, den_g);
     }
     if (threadIdx.x == 0) a.ticket[blockIdx.y] = 0u;
 }
@@ -434,6 +395,27 @@ static __global__ void stk_swiglu(float *out, const float *g, const float *u, in
     if (i >= n) return;
     const int64_t at = i / F * gs + i % F;
     out[i] = fp4p_swiglu(g[at], u[at]);
+}
+
+/* SwiGLU with the down projection's pass: warp (column blockIdx.y, super-block blockIdx.x * 8 + w)
+ * forms out[c][f] = swiglu(g, u) of its 256 values (as stk_swiglu), stores them and the pass */
+static __global__ __launch_bounds__(256) void stk_swiglu_pre(float *out, const float *g, const float *u,
+                                                             int64_t F, int64_t gs, stk_pre pre) {
+    STK_PDL_ENTRY();
+    const int lane = threadIdx.x & 31;
+    const int64_t c = blockIdx.y, sb = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    if (sb >= pre.k_pad / 256) return; /* a whole warp */
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int64_t f = sb * 256 + lane * 8 + j;
+        v[j] = 0.0f;
+        if (f < F) {
+            v[j] = fp4p_swiglu(g[c * gs + f], u[c * gs + f]);
+            out[c * F + f] = v[j];
+        }
+    }
+    stk_pre_store(pre, c, sb, v, lane);
 }
 
 #endif
