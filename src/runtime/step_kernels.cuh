@@ -52,13 +52,6 @@ static __device__ __forceinline__ float stk_h2f(uint16_t h) {
     return __half2float(__ushort_as_half(h));
 } /* exact */
 
-/* The residual add and the RMSNorm that follows it, one block per row (fp4p_add, then
- * fp4p_rmsnorm): with t, x_row[i] = x_row[i] + t_row[i] is stored back first (THE STEP i/m); then
- * y_row = rmsnorm(x_row, w). The block stages the row in shared memory (len floats, dynamic), so
- * lane l of warp 0 sums its squares x[l], x[l+32], ... in order from shared memory instead of
- * waiting on global memory once per term; the butterfly and the scaling are pinned.h's. With lrow,
- * row r goes to row lrow[r] of y and is skipped when lrow[r] < 0 (the final norm of the columns
- * that want logits: the other columns' x is dead after the step). */
 /* The next projection's activation pass, fused (dispatch.cu's fp4_cu_route_pre): kind
  * FP4_CU_PRE_Q8K or _I16 (0: none), the values k_pad wide per row (zeros past the row's length),
  * q (int8 or int16) and the super-blocks' steps d, rows k_pad and k_pad / 256 apart. */
@@ -87,7 +80,14 @@ static __device__ __forceinline__ void stk_pre_store(const stk_pre &p, int64_t r
     if (lane == 0) p.d[dat] = d;
 }
 
-/* With pre.kind, the block also writes the next projection's pass of y (warp w: super-blocks w,
+/* The residual add and the RMSNorm that follows it, one block per row (fp4p_add, then
+ * fp4p_rmsnorm): with t, x_row[i] = x_row[i] + t_row[i] is stored back first (THE STEP i/m); then
+ * y_row = rmsnorm(x_row, w). The block stages the row in shared memory (len floats, dynamic), so
+ * lane l of warp 0 sums its squares x[l], x[l+32], ... in order from shared memory instead of
+ * waiting on global memory once per term; the butterfly and the scaling are pinned.h's. With lrow,
+ * row r goes to row lrow[r] of y and is skipped when lrow[r] < 0 (the final norm of the columns
+ * that want logits: the other columns' x is dead after the step).
+ * With pre.kind, the block also writes the next projection's pass of y (warp w: super-blocks w,
  * w + 32, ...; the same y values, recomputed from the staged row). */
 #define STK_NORM_THREADS 1024
 static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float *x, const float *t,
