@@ -204,31 +204,7 @@ static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const fl
                              (int)nc, y);
 }
 
-/* the 1-column kernels after the Q8_K pass (q, d in element order) */
-static fp4_status exact_one_col(const fp4_cuda_tensor *w, const int8_t *q, const float *d, float *y,
-                                cudaStream_t stream) {
-    const fp4_status st = w->n_out <= TEAM_MAX_ROWS
-                              ? launch_team<true, TEAM_R>(w, q, d, y, TEAM_TASKS, 1, stream)
-                              : FP4_ERR_UNSUPPORTED;
-    if (st == FP4_ERR_UNSUPPORTED) /* many rows, or rows too long for the team's shared memory */
-        return launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream);
-    return st;
-}
-
 extern "C" {
-
-/* the route at 1 column from a Q8_K pass the caller ran (fp4_cu_project_pre) */
-fp4_status fp4_cu_a16_exact_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, int64_t n_cols,
-                                float *d_y, const fp4_cuda_scratch *s, cudaStream_t stream) {
-    (void)s;
-    if (!w || !d_q || !d_d || !d_y || n_cols != 1) return FP4_ERR_INVALID_ARG;
-    if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
-    if (w->n_in <= 0 || w->n_in % 256 || w->k_pad != w->n_in) return FP4_ERR_SHAPE;
-    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
-        !fp4_aligned16(w->d_scales) || !fp4_aligned16(d_q))
-        return FP4_ERR_INVALID_ARG;
-    return exact_one_col(w, (const int8_t *)d_q, d_d, d_y, stream);
-}
 
 size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     if (!w || n_cols < 1) return 0;
@@ -256,8 +232,14 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         if (mma)
             FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream)
                                : launch_mma<2>(w, q, d, nc, y, stream));
-        else
-            FP4_CU_TRY(exact_one_col(w, q, d, y, stream));
+        else {
+            const fp4_status st = w->n_out <= TEAM_MAX_ROWS
+                                      ? launch_team<true, TEAM_R>(w, q, d, y, TEAM_TASKS, 1, stream)
+                                      : FP4_ERR_UNSUPPORTED;
+            if (st == FP4_ERR_UNSUPPORTED) /* many rows, or rows too long for the team's shared memory */
+                FP4_CU_TRY((launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream)));
+            else FP4_CU_TRY(st);
+        }
     }
     return FP4_OK;
 }

@@ -36,19 +36,6 @@ static int max_slices(const fp4_cuda_tensor *w, int64_t nc) {
 
 extern "C" {
 
-/* the route at 1 column from an int16 pass the caller ran (fp4_cu_project_pre) */
-fp4_status fp4_cu_a16_native_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, int64_t n_cols,
-                                 float *d_y, const fp4_cuda_scratch *s, cudaStream_t stream) {
-    (void)s;
-    if (!w || !d_q || !d_d || !d_y || n_cols != 1) return FP4_ERR_INVALID_ARG;
-    if (w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales) return FP4_ERR_INVALID_ARG;
-    if (w->n_in <= 0 || w->n_in % 16 || w->k_pad % 256 || w->k_pad < w->n_in) return FP4_ERR_SHAPE;
-    if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
-        !fp4_aligned16(d_q))
-        return FP4_ERR_INVALID_ARG;
-    return launch_dp2a<1, 2>(w, (const int16_t *)d_q, d_d, d_y, stream); /* native_dp2a<2, 1>'s kernel */
-}
-
 size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     if (!w || n_cols < 1) return 0;
     const int64_t nc = n_cols < CHUNK ? n_cols : CHUNK;

@@ -429,33 +429,15 @@ fp4_status fp4_cu_w4a4_scales(float input_scale_inv, float *input_scale, float *
 typedef fp4_status (*fp4_cu_route_fn)(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                                       const fp4_cuda_scratch *s, cudaStream_t stream);
 typedef size_t (*fp4_cu_scratch_fn)(const fp4_cuda_tensor *w, int64_t n_cols);
-/* A route after its activation pass, the pass's output given (fp4_cu_route_pre / _project_pre in
- * dispatch.cu; the decode step runs the pass fused into its own kernels): at 1 column,
- * FP4_CU_PRE_Q8K = Q8_K int8 values in element order (k_pad) and steps (k_pad / 256), what
- * fp4_cu_q8k_quantize writes with frag 0; FP4_CU_PRE_I16 = the int16 values (k_pad, zeros past
- * n_in) and steps of native_dp2a.cuh's act16_kernel. Both from act_pass.cuh's warp bodies. */
-#define FP4_CU_PRE_NONE 0
-#define FP4_CU_PRE_Q8K 1
-#define FP4_CU_PRE_I16 2
-typedef fp4_status (*fp4_cu_pre_fn)(const fp4_cuda_tensor *w, const void *d_q, const float *d_d,
-                                    int64_t n_cols, float *d_y, const fp4_cuda_scratch *s,
-                                    cudaStream_t stream);
-int fp4_cu_route_pre(const fp4_cuda_tensor *w, fp4_mode mode, int64_t n_cols);
-fp4_status fp4_cu_project_pre(const fp4_cuda_tensor *w, fp4_mode mode, const void *d_q, const float *d_d,
-                              int64_t n_cols, float *d_y, const fp4_cuda_scratch *s, fp4_cuda_stream stream);
 
 /* exact A16 (a16_exact.cu): the dp4a kernel at 1 column, the integer MMA from 2 (chunks of 16) */
 fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                             const fp4_cuda_scratch *s, cudaStream_t stream);
 size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
-fp4_status fp4_cu_a16_exact_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, int64_t n_cols,
-                                float *d_y, const fp4_cuda_scratch *s, cudaStream_t stream);
 /* native A16 (a16_native.cu): the int16 dp2a kernel at 1 column, the shared-memory f16 MMA tiles above */
 fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                              const fp4_cuda_scratch *s, cudaStream_t stream);
 size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
-fp4_status fp4_cu_a16_native_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, int64_t n_cols,
-                                 float *d_y, const fp4_cuda_scratch *s, cudaStream_t stream);
 /* exact W4A4 (w4a4.cu): the dp4a kernel at any width; the 8-warp integer MMA at exactly 16
  * columns (n_in % 64 == 0) */
 fp4_status fp4_cu_w4a4_dp4a(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,

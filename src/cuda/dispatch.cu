@@ -19,8 +19,6 @@ typedef struct route {
     fp4_cu_route_fn fn;
     fp4_cu_scratch_fn scratch; /* NULL: the route needs no scratch beyond the counters */
     const char *name;
-    int pre;              /* FP4_CU_PRE_*: the activation pass at 1 column a caller may run itself */
-    fp4_cu_pre_fn pre_fn; /* ... and the route after that pass */
 } route;
 
 #define NO_MAX INT64_MAX
@@ -32,9 +30,9 @@ static const route routes[] = {
      "nvfp4.w4a4.dp4a"},
     /* NVFP4, W4A16 */
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_EXACT, ACT_A16, 1, NO_MAX, 256, fp4_cu_a16_exact, fp4_cu_a16_exact_scratch,
-     "nvfp4.a16.exact.dp4a", FP4_CU_PRE_Q8K, fp4_cu_a16_exact_pre},
+     "nvfp4.a16.exact.dp4a"},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, NO_MAX, 0, fp4_cu_a16_native,
-     fp4_cu_a16_native_scratch, "nvfp4.a16.native.mma", FP4_CU_PRE_I16, fp4_cu_a16_native_pre},
+     fp4_cu_a16_native_scratch, "nvfp4.a16.native.mma"},
     /* unquantized: exact mode is the CPU's dense.pinned bit for bit (f32 products, the pinned
      * 32-lane reduction of src/runtime/pinned.h); native mode the FMA kernel */
     {FP4_TYPE_F16, FP4_MODE_EXACT, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense_pinned, NULL, "f16.dense.pinned"},
@@ -93,26 +91,6 @@ FP4_API fp4_status fp4_cuda_project(const fp4_cuda_tensor *w, fp4_mode mode, con
     if (r->scratch && (!scratch || !scratch->d_base || scratch->bytes < FP4_CU_COUNTER_BYTES))
         return FP4_ERR_INVALID_ARG;
     return r->fn(w, d_x, n_cols, d_y, scratch, (cudaStream_t)stream);
-}
-
-/* The activation pass the route of (w, mode, n_cols) starts with when the caller may run it
- * itself (FP4_CU_PRE_NONE: none, or not at this width): the decode step fuses it into the kernel
- * that makes the projection's input, then calls fp4_cu_project_pre. */
-int fp4_cu_route_pre(const fp4_cuda_tensor *w, fp4_mode mode, int64_t n_cols) {
-    int refused;
-    const route *r = find_route(w, (int)mode, n_cols, &refused);
-    return r && r->pre_fn && n_cols == 1 ? r->pre : FP4_CU_PRE_NONE;
-}
-
-/* y = W x from x's activation pass (q, d: the layout of fp4_cu_route_pre's kind, k_pad wide) */
-fp4_status fp4_cu_project_pre(const fp4_cuda_tensor *w, fp4_mode mode, const void *d_q, const float *d_d,
-                              int64_t n_cols, float *d_y, const fp4_cuda_scratch *scratch,
-                              fp4_cuda_stream stream) {
-    if (!w || !d_q || !d_d || !d_y || n_cols != 1) return FP4_ERR_INVALID_ARG;
-    int refused;
-    const route *r = find_route(w, (int)mode, n_cols, &refused);
-    if (!r || !r->pre_fn) return FP4_ERR_UNSUPPORTED;
-    return r->pre_fn(w, d_q, d_d, n_cols, d_y, scratch, (cudaStream_t)stream);
 }
 
 FP4_API size_t fp4_cuda_scratch_bytes(const fp4_cuda_tensor *w, int64_t n_cols) {

@@ -20,7 +20,7 @@
 #ifndef FP4_CUDA_NATIVE_DP2A_CUH
 #define FP4_CUDA_NATIVE_DP2A_CUH
 
-#include "act_pass.cuh"
+#include "common.cuh"
 
 
 static __global__ __launch_bounds__(256) void act16_kernel(const float *__restrict__ x, int n_in, int nsb_pad,
@@ -39,11 +39,23 @@ static __global__ __launch_bounds__(256) void act16_kernel(const float *__restri
         const float4 a = __ldg(src), b = __ldg(src + 1);
         v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
     }
-    uint4 packed;
-    float dd;
-    fp4_act16_warp(v, &packed, &dd);
-    *reinterpret_cast<uint4 *>(q + (int64_t)col * k_pad + k) = packed;
-    if (lane == 0) d[(int64_t)col * nsb_pad + sb] = dd;
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 8; j++) amax = fmaxf(amax, fabsf(v[j]));
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, m));
+    const float inv = amax > 0.0f ? __fdiv_rn(32767.0f, amax) : 0.0f;
+    uint32_t packed[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        int a = __float2int_rn(__fmul_rn(v[2 * j], inv)), b = __float2int_rn(__fmul_rn(v[2 * j + 1], inv));
+        a = max(-32767, min(32767, a));
+        b = max(-32767, min(32767, b));
+        packed[j] = ((uint32_t)a & 0xFFFFu) | ((uint32_t)b << 16);
+    }
+    *reinterpret_cast<uint4 *>(q + (int64_t)col * k_pad + k) =
+        make_uint4(packed[0], packed[1], packed[2], packed[3]);
+    if (lane == 0) d[(int64_t)col * nsb_pad + sb] = amax > 0.0f ? __fdiv_rn(amax, 32767.0f) : 0.0f;
 }
 
 /* 4 nibbles (bits 0..15 of nib, sel/neg precomputed for the same bits) -> signed int8 e2m1_q1 x4 */

@@ -16,13 +16,7 @@
  *           q/k/v and gate/up run as one projection each when their tensors can be fused (one
  *           type, one row length, one NVFP4 scale2: see upload_fused); attention is two launches
  *           per layer (step_kernels.cuh); per layer: norm, q/k/v, prep, 2 attention, o, norm,
- *           gate/up, SwiGLU, down. At one column (decode), the activation pass of the fused q/k/v,
- *           the fused gate/up and down (Q8_K in exact mode, int16 in native: dispatch.cu's
- *           fp4_cu_route_pre) is written by the norm / SwiGLU kernel that makes their input, and
- *           the projection starts from it (fp4_cu_project_pre): 11 launches a layer instead of 14
- *           (FP4LANE_CUDA_NO_QFUSE=1: the projections run their own passes). Every kernel is
- *           launched with programmatic dependent launch (step_kernels.cuh; FP4LANE_CUDA_NO_PDL=1:
- *           plain launches).
+ *           gate/up, SwiGLU, down.
  *   exact:  bit-identical to the CPU (projection routes of FP4_MODE_EXACT, pinned ops); kquant
  *           in exact mode has no route here (refused, docs/ROUTES.md).
  * Errors: every CUDA failure becomes FP4_ERR_CUDA with fp4_cuda_last_error()'s text in err->msg.
@@ -69,9 +63,6 @@ typedef struct cu_state {
     uint16_t *d_kc, *d_vc;
     float *d_x, *d_h, *d_q, *d_k, *d_v, *d_o, *d_t, *d_g, *d_u, *d_hh, *d_lg, *d_sc, *d_st, *d_den, *d_bmax;
     unsigned *d_tk; /* attention tickets, zero between launches */
-    void *d_aq;     /* a fused activation pass (one column): int8 / int16 values, k_pad wide */
-    float *d_ad;    /* ... and its super-blocks' steps */
-    int qfuse;      /* fuse the next projection's activation pass into the norm / SwiGLU kernels */
     int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row          */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
     fp4_cuda_scratch scratch;
@@ -292,9 +283,6 @@ static int scratch_list(cu_state *s, buf_req *r) {
     REQ(s->d_bmax, mc * NH * STK_MAX_GX * 4);
     REQ(s->d_tk, mc * NH * 4); /* one per (column, KV head, head group) <= one per (column, head) */
     REQ(s->d_in, 4 * mc * 4);
-    const uint64_t kp = ((F > wide ? F : wide) + 255) / 256 * 256; /* the widest projection input, padded */
-    REQ(s->d_aq, kp * 2);
-    REQ(s->d_ad, kp / 256 * 4);
 #undef REQ
     return n;
 }
@@ -503,8 +491,6 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
         ce = cudaHostAlloc((void **)&s->h_emb, (size_t)(max_cols * a->hidden) * 4, cudaHostAllocDefault);
     if (ce != cudaSuccess)
         FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaHostAlloc"), NULL, "cuda.alloc", "pinned host buffers"));
-    const char *nq = getenv("FP4LANE_CUDA_NO_QFUSE");
-    s->qfuse = !(nq && *nq && strcmp(nq, "0"));
     s->prof_path = getenv("FP4LANE_CUDA_PROFILE");
     if (s->prof_path && *s->prof_path) {
         s->ev = (cudaEvent_t *)calloc(PROF_MAX_EVENTS, sizeof *s->ev);
@@ -600,36 +586,13 @@ static unsigned blocks_for(int64_t n, int per) {
     return (unsigned)((n + per - 1) / per);
 }
 
-/* The activation pass of the projection that reads the next kernel's output, fused into that
- * kernel when the route has one at this width (one column: decode steps) and w is the only reader;
- * kind 0: none, the projection runs its own. */
-static stk_pre pre_for(cu_state *s, const fp4_cuda_tensor *w, int64_t n) {
-    stk_pre p = {0, 0, s->d_aq, s->d_ad};
-    if (s->qfuse && w && w->d_payload && n == 1)
-        p.kind = fp4_cu_route_pre(w, s->d.mode, n), p.k_pad = w->k_pad;
-    return p;
-}
-
-/* y = W x where the kernel before wrote x's pass (pre.kind) or only x */
-static fp4_status proj_from(cu_state *s, const fp4_cuda_tensor *w, const stk_pre &pre, const float *x,
-                            int64_t n, float *y, const char *name, fp4_error *err) {
-    if (!pre.kind) return proj(s, w, x, n, y, name, err);
-    const fp4_status st = fp4_cu_project_pre(w, s->d.mode, pre.q, pre.d, n, y, &s->scratch, s->stream);
-    if (st)
-        return fp4_fail(err, st, NULL, name, "rt.project", "projection failed on route %s: %s",
-                        fp4_cuda_route_name(w, s->d.mode, n),
-                        st == FP4_ERR_CUDA ? fp4_cuda_last_error() : fp4_status_str(st));
-    return FP4_OK;
-}
-
-/* x += t (t may be NULL: no add), then y = rmsnorm(x, w) row by row (rows to lrow when given), and
- * the next projection's pass of y when pre.kind */
+/* x += t (t may be NULL: no add), then y = rmsnorm(x, w) row by row (rows to lrow when given) */
 static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *w, float *y,
-                           const int32_t *lrow, const stk_pre &pre, fp4_error *err) {
+                           const int32_t *lrow, fp4_error *err) {
     const int H = (int)s->d.arch.hidden;
     STK_LAUNCH(err, "rt.rmsnorm",
                fp4_cu_launch(dim3((unsigned)n), dim3(STK_NORM_THREADS), (size_t)H * 4, s->stream, 1,
-                             stk_add_rmsnorm, s->d_x, t, w, H, s->d.arch.rms_eps, y, lrow, pre));
+                             stk_add_rmsnorm, s->d_x, t, w, H, s->d.arch.rms_eps, y, lrow));
     return FP4_OK;
 }
 
@@ -644,15 +607,14 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     const int64_t slot_stride = a->n_layers * s->d.n_ctx * kvd;
     uint16_t *kc = s->d_kc + L * s->d.n_ctx * kvd, *vc = s->d_vc + L * s->d.n_ctx * kvd;
     fp4_status st;
-    const fp4_cuda_tensor *fqkv = &s->wf[2 * L], *fgu = &s->wf[2 * L + 1];
-    const stk_pre pre_qkv = pre_for(s, fqkv, n); /* only for the fused q/k/v: one reader */
     prof_mark(s, OP_NORM);
-    if ((st = add_norm(s, n, L ? s->d_t : NULL, v[FP4_LW_ATTN_NORM], s->d_h, NULL, pre_qkv, err))) return st;
+    if ((st = add_norm(s, n, L ? s->d_t : NULL, v[FP4_LW_ATTN_NORM], s->d_h, NULL, err))) return st;
     prof_mark(s, OP_QKV);
+    const fp4_cuda_tensor *fqkv = &s->wf[2 * L], *fgu = &s->wf[2 * L + 1];
     float *qb = s->d_q, *kb = s->d_k, *vb = s->d_v;
     int64_t q_cs = NH * D, kv_cs = kvd;
     if (fqkv->d_payload) { /* one projection; rows of q, k, v in order: [col][qd + 2*kvd] */
-        if ((st = proj_from(s, fqkv, pre_qkv, s->d_h, n, s->d_q, hw[FP4_LW_Q]->name, err))) return st;
+        if ((st = proj(s, fqkv, s->d_h, n, s->d_q, hw[FP4_LW_Q]->name, err))) return st;
         kb = s->d_q + NH * D, vb = kb + kvd, q_cs = kv_cs = NH * D + 2 * kvd;
     } else if ((st = proj(s, &w[FP4_LW_Q], s->d_h, n, s->d_q, hw[FP4_LW_Q]->name, err)) ||
                (st = proj(s, &w[FP4_LW_K], s->d_h, n, s->d_k, hw[FP4_LW_K]->name, err)) ||
@@ -706,24 +668,16 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
         fp4_cu_launch(dim3(STK_LANES, (unsigned)groups), dim3((unsigned)D), 0, s->stream, 1, stk_att_pv, aa));
     prof_mark(s, OP_O);
     if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
-    const stk_pre pre_gu = pre_for(s, fgu, n), pre_down = pre_for(s, &w[FP4_LW_DOWN], n);
     prof_mark(s, OP_NORM);
-    if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, pre_gu, err))) return st;
+    if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, err))) return st;
     prof_mark(s, OP_GATEUP);
     float *act = s->d_g; /* the down projection's input: [col][F] */
     if (fgu->d_payload) { /* one projection: [col][2F], g then u */
-        if ((st = proj_from(s, fgu, pre_gu, s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err))) return st;
+        if ((st = proj(s, fgu, s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err))) return st;
         prof_mark(s, OP_SWIGLU);
-        if (pre_down.kind)
-            STK_LAUNCH(err, "rt.swiglu",
-                       fp4_cu_launch(dim3((unsigned)((pre_down.k_pad / 256 + 7) / 8), (unsigned)n), dim3(256),
-                                     0, s->stream, 1, stk_swiglu_pre, s->d_u, (const float *)s->d_g,
-                                     (const float *)(s->d_g + F), F, 2 * F, pre_down));
-        else
-            STK_LAUNCH(err, "rt.swiglu",
-                       fp4_cu_launch(dim3(blocks_for(n * F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu,
-                                     s->d_u, (const float *)s->d_g, (const float *)(s->d_g + F), F, 2 * F,
-                                     n * F));
+        STK_LAUNCH(err, "rt.swiglu",
+                   fp4_cu_launch(dim3(blocks_for(n * F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, s->d_u,
+                                 (const float *)s->d_g, (const float *)(s->d_g + F), F, 2 * F, n * F));
         act = s->d_u;
     } else {
         if ((st = proj(s, &w[FP4_LW_GATE], s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err)) ||
@@ -735,8 +689,7 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
                                  (const float *)s->d_g, (const float *)s->d_u, F, F, n * F));
     }
     prof_mark(s, OP_DOWN);
-    return proj_from(s, &w[FP4_LW_DOWN], fgu->d_payload ? pre_down : stk_pre{0, 0, NULL, NULL}, act, n,
-                     s->d_t, hw[FP4_LW_DOWN]->name, err);
+    return proj(s, &w[FP4_LW_DOWN], act, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
 }
 
 static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
@@ -751,8 +704,7 @@ static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
         if ((st = layer(s, L, n, &cols, err))) return st;
     prof_mark(s, OP_HEAD);
     if (!nw) return FP4_OK; /* the last residual add only feeds the final norm */
-    const stk_pre none = {0, 0, NULL, NULL};
-    if ((st = add_norm(s, n, s->d_t, s->d_out_norm, s->d_hh, cols.lrow, none, err))) return st;
+    if ((st = add_norm(s, n, s->d_t, s->d_out_norm, s->d_hh, cols.lrow, err))) return st;
     return proj(s, head_of(s), s->d_hh, nw, s->d_lg, s->d.head->name, err);
 }
 

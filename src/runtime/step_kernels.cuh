@@ -19,7 +19,6 @@
 #ifndef FP4_RT_STEP_KERNELS_CUH
 #define FP4_RT_STEP_KERNELS_CUH
 
-#include "cuda/act_pass.cuh"
 #include "cuda/common.cuh"
 #include "fp4lane_runtime.h"
 #include "runtime/pinned.h"
@@ -52,48 +51,18 @@ static __device__ __forceinline__ float stk_h2f(uint16_t h) {
     return __half2float(__ushort_as_half(h));
 } /* exact */
 
-/* The next projection's activation pass, fused (dispatch.cu's fp4_cu_route_pre): kind
- * FP4_CU_PRE_Q8K or _I16 (0: none), the values k_pad wide per row (zeros past the row's length),
- * q (int8 or int16) and the super-blocks' steps d, rows k_pad and k_pad / 256 apart. */
-typedef struct stk_pre {
-    int kind;
-    int64_t k_pad;
-    void *q;
-    float *d;
-} stk_pre;
-
-/* one warp: super-block sb of row `row` from its 8 values per lane (act_pass.cuh's bodies) */
-static __device__ __forceinline__ void stk_pre_store(const stk_pre &p, int64_t row, int64_t sb,
-                                                     const float v[8], int lane) {
-    const int64_t at = row * p.k_pad + sb * 256 + lane * 8, dat = row * (p.k_pad / 256) + sb;
-    float d;
-    if (p.kind == FP4_CU_PRE_Q8K) {
-        uint32_t lo, hi;
-        int bsum;
-        fp4_q8k_warp(v, lane, &lo, &hi, &d, &bsum);
-        *reinterpret_cast<uint2 *>(static_cast<int8_t *>(p.q) + at) = make_uint2(lo, hi);
-    } else {
-        uint4 packed;
-        fp4_act16_warp(v, &packed, &d);
-        *reinterpret_cast<uint4 *>(static_cast<int16_t *>(p.q) + at) = packed;
-    }
-    if (lane == 0) p.d[dat] = d;
-}
-
 /* The residual add and the RMSNorm that follows it, one block per row (fp4p_add, then
  * fp4p_rmsnorm): with t, x_row[i] = x_row[i] + t_row[i] is stored back first (THE STEP i/m); then
  * y_row = rmsnorm(x_row, w). The block stages the row in shared memory (len floats, dynamic), so
  * lane l of warp 0 sums its squares x[l], x[l+32], ... in order from shared memory instead of
  * waiting on global memory once per term; the butterfly and the scaling are pinned.h's. With lrow,
  * row r goes to row lrow[r] of y and is skipped when lrow[r] < 0 (the final norm of the columns
- * that want logits: the other columns' x is dead after the step).
- * With pre.kind, the block also writes the next projection's pass of y (warp w: super-blocks w,
- * w + 32, ...; the same y values, recomputed from the staged row). */
+ * that want logits: the other columns' x is dead after the step). */
 #define STK_NORM_THREADS 1024
 static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float *x, const float *t,
                                                                            const float *__restrict__ w,
                                                                            int len, float eps, float *y,
-                                                                           const int32_t *lrow, stk_pre pre) {
+                                                                           const int32_t *lrow) {
     extern __shared__ float xs[];
     __shared__ float inv_s;
     STK_PDL_ENTRY();
@@ -124,18 +93,6 @@ static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float
     float *yr = y + dst * len;
     for (int i = threadIdx.x; i < len; i += blockDim.x)
         yr[i] = fp4p_mul(fp4p_mul(xs[i], inv), w[i]);
-    if (pre.kind) {
-        const int lane = threadIdx.x & 31;
-        for (int64_t sb = threadIdx.x >> 5; sb < pre.k_pad / 256; sb += blockDim.x >> 5) {
-            float v[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int64_t i = sb * 256 + lane * 8 + j;
-                v[j] = i < len ? fp4p_mul(fp4p_mul(xs[i], inv), w[i]) : 0.0f;
-            }
-            stk_pre_store(pre, dst, sb, v, lane);
-        }
-    }
 }
 
 /* THE STEP c..g for one head of one column: bias, llama.cpp un-permute, q/k RMSNorm, RoPE, the F16
@@ -329,18 +286,12 @@ static __global__ void stk_att_pv(stk_att_args a) {
     stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
     const int64_t n = (int64_t)a.cols.pos[c] + 1, kvd = (int64_t)a.nkv * D;
     const int64_t ch0 = (int64_t)c * a.nh + h0; /* (column, first head of the group) */
-    /* the max of the score blocks' maxima (order-free): warp h of the block for head h, its lanes
-     * over the blocks, then a shuffle tree (not one thread's chain of dependent loads) */
-    for (int hh = (int)threadIdx.x >> 5; hh < STK_GB; hh += (int)blockDim.x >> 5) {
-        const int lane = threadIdx.x & 31;
+    if (threadIdx.x < STK_GB) {
         float m = __int_as_float((int)0xFF800000u);
-        if (hh < nhb)
-            for (int b = lane; b < a.gx; b += 32)
-                m = fmaxf(m, a.bmax[(ch0 + hh) * STK_MAX_GX + b]);
-#pragma unroll
-        for (int off = 16; off >= 1; off >>= 1)
-            m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
-        if (lane == 0) ms[hh] = m;
+        if ((int)threadIdx.x < nhb)
+            for (int b = 0; b < a.gx; b++)
+                m = fmaxf(m, a.bmax[(ch0 + threadIdx.x) * STK_MAX_GX + b]);
+        ms[threadIdx.x] = m;
     }
     __syncthreads();
     float p[STK_GB], den = 0.0f;
@@ -395,27 +346,6 @@ static __global__ void stk_swiglu(float *out, const float *g, const float *u, in
     if (i >= n) return;
     const int64_t at = i / F * gs + i % F;
     out[i] = fp4p_swiglu(g[at], u[at]);
-}
-
-/* SwiGLU with the down projection's pass: warp (column blockIdx.y, super-block blockIdx.x * 8 + w)
- * forms out[c][f] = swiglu(g, u) of its 256 values (as stk_swiglu), stores them and the pass */
-static __global__ __launch_bounds__(256) void stk_swiglu_pre(float *out, const float *g, const float *u,
-                                                             int64_t F, int64_t gs, stk_pre pre) {
-    STK_PDL_ENTRY();
-    const int lane = threadIdx.x & 31;
-    const int64_t c = blockIdx.y, sb = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    if (sb >= pre.k_pad / 256) return; /* a whole warp */
-    float v[8];
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const int64_t f = sb * 256 + lane * 8 + j;
-        v[j] = 0.0f;
-        if (f < F) {
-            v[j] = fp4p_swiglu(g[c * gs + f], u[c * gs + f]);
-            out[c * F + f] = v[j];
-        }
-    }
-    stk_pre_store(pre, c, sb, v, lane);
 }
 
 #endif
