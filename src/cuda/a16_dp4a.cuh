@@ -51,6 +51,8 @@ static __global__ __launch_bounds__(256) void a16_exact_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
     int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xq,
     const float *__restrict__ xd, float *__restrict__ y) {
+    fp4_pdl_trigger(); /* the step's next kernel (launched with PDL) waits for this grid */
+    fp4_pdl_wait();    /* launched with PDL after the Q8_K pass: its q and d (and y) from here on */
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -119,11 +121,9 @@ static fp4_status launch_a16_dp4a(const fp4_cuda_tensor *w, const int8_t *q, con
                                   cudaStream_t s) {
     const int64_t warps = (w->n_out + R - 1) / R;
     const int64_t blocks = (warps * 32 + 255) / 256;
-    a16_exact_kernel<NC, R, DOT>
-        <<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride, w->scale_stride,
-                                          w->n_out, (int)(w->n_in / 256), w->k_pad, w->scale2, q, d, y);
-    FP4_CUDA_LAUNCHED();
-    return FP4_OK;
+    return fp4_cu_launch(dim3((unsigned)blocks), dim3(256), 0, s, 1, a16_exact_kernel<NC, R, DOT>,
+                         w->d_payload, w->d_scales, w->payload_stride, w->scale_stride, w->n_out,
+                         (int)(w->n_in / 256), w->k_pad, w->scale2, q, d, y);
 }
 
 #endif /* FP4_CUDA_A16_DP4A_CUH */

@@ -200,6 +200,7 @@ template <bool EXACT, int R, int LDP>
 static __global__ __launch_bounds__(256, TEAM_MIN_BLOCKS(EXACT, R)) void a16_team_kernel(
     team_args A, float scale2, float *__restrict__ y) {
     extern __shared__ float team_cs[];
+    fp4_pdl_trigger(); /* the step's next kernel (launched with PDL) waits for this grid */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int oct = lane >> 3, sub = lane & 7;
     const int T = A.G * A.P, cst = A.nsb | 1;
@@ -234,26 +235,6 @@ static __global__ __launch_bounds__(256, TEAM_MIN_BLOCKS(EXACT, R)) void a16_tea
             y[row] = __fmul_rn(acc, __fmul_rn(0.5f, scale2)); /* q1 = 2 * e2m1 */
         }
     }
-}
-
-/* cudaLaunchKernelEx with programmatic stream serialization when pdl (the kernel calls
- * fp4_pdl_wait before it touches what earlier kernels write or read); if the launch with the
- * attribute is refused, the error is cleared and the kernel launched plainly. */
-template <typename... KArgs, typename... Args>
-static fp4_status fp4_cu_launch_pdl(cudaLaunchConfig_t cfg, int pdl, void (*kernel)(KArgs...), Args... args) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    if (pdl) {
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
-        if (cudaLaunchKernelEx(&cfg, kernel, args...) == cudaSuccess) return FP4_OK;
-        (void)cudaGetLastError(); /* a refused launch attribute is not sticky */
-    }
-    cfg.attrs = NULL;
-    cfg.numAttrs = 0;
-    FP4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
-    return FP4_OK;
 }
 
 /* Row groups and warps per block for nsb super-blocks, about `tasks` tasks per block. */

@@ -20,6 +20,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Hopper thresholds (house style §7.12): the first compute capability with the e4m3x2 -> f16x2
  * conversion instruction, and the one we tune for. */
@@ -94,6 +96,49 @@ static __device__ __forceinline__ void fp4_pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+
+/* FP4LANE_CUDA_NO_PDL=1 (any value but "0"): every launch below is a plain one (a measuring aid
+ * and a way out; read once per translation unit). */
+static inline int fp4_cu_pdl_off(void) {
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("FP4LANE_CUDA_NO_PDL");
+        off = e && *e && strcmp(e, "0") ? 1 : 0;
+    }
+    return off;
+}
+
+/* cudaLaunchKernelEx with programmatic stream serialization when pdl (the kernel calls
+ * fp4_pdl_wait before it touches what earlier kernels write or read); if the launch with the
+ * attribute is refused, the error is cleared and the kernel launched plainly. */
+template <typename... KArgs, typename... Args>
+static fp4_status fp4_cu_launch_pdl(cudaLaunchConfig_t cfg, int pdl, void (*kernel)(KArgs...), Args... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    if (pdl && !fp4_cu_pdl_off()) {
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        if (cudaLaunchKernelEx(&cfg, kernel, args...) == cudaSuccess) return FP4_OK;
+        (void)cudaGetLastError(); /* a refused launch attribute is not sticky */
+    }
+    cfg.attrs = NULL;
+    cfg.numAttrs = 0;
+    FP4_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+    return FP4_OK;
+}
+
+/* The same for a grid, block, dynamic shared memory and stream. */
+template <typename... KArgs, typename... Args>
+static fp4_status fp4_cu_launch(dim3 grid, dim3 block, size_t smem, cudaStream_t s, int pdl,
+                                void (*kernel)(KArgs...), Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    return fp4_cu_launch_pdl(cfg, pdl, kernel, args...);
 }
 
 /* Eight F16 or BF16 values (one 16-byte load) widened to f32, exactly. */

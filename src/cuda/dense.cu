@@ -9,6 +9,8 @@ static __global__ __launch_bounds__(256) void dense_matvec_kernel(const uint8_t 
                                                                   int64_t stride, int64_t n_out, int64_t n_in,
                                                                   const float *__restrict__ x,
                                                                   float *__restrict__ y) {
+    fp4_pdl_trigger(); /* launched with PDL (the decode step's LM head): the next kernel may queue */
+    fp4_pdl_wait();    /* ... and x (and y, which earlier kernels may read) only after the previous grid */
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -53,10 +55,9 @@ static __global__ __launch_bounds__(256) void dense_matvec_kernel(const uint8_t 
 template <bool BF16, int NC, int R>
 static fp4_status launch_dense(const fp4_cuda_tensor *t, const float *x, float *y, cudaStream_t s) {
     const int64_t warps = (t->n_out + R - 1) / R;
-    dense_matvec_kernel<BF16, NC, R><<<(unsigned)((warps * 32 + 255) / 256), 256, 0, s>>>(
-        t->d_payload, t->payload_stride, t->n_out, t->n_in, x, y);
-    FP4_CUDA_LAUNCHED();
-    return FP4_OK;
+    return fp4_cu_launch(dim3((unsigned)((warps * 32 + 255) / 256)), dim3(256), 0, s, 1,
+                         dense_matvec_kernel<BF16, NC, R>, t->d_payload, t->payload_stride, t->n_out, t->n_in,
+                         x, y);
 }
 
 template <bool BF16>

@@ -21,6 +21,8 @@ static __global__ __launch_bounds__(DP_WARPS * 32) void dense_pinned_kernel(cons
                                                                             int64_t n_in,
                                                                             const float *__restrict__ x,
                                                                             float *__restrict__ y) {
+    fp4_pdl_trigger(); /* launched with PDL (the decode step's LM head): the next kernel may queue */
+    fp4_pdl_wait();    /* ... and x (and y, which earlier kernels may read) only after the previous grid */
     const int lane = threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * DP_WARPS + (threadIdx.x >> 5);
     if (row >= n_out) return; /* a whole warp leaves together */
@@ -61,10 +63,8 @@ static __global__ __launch_bounds__(DP_WARPS * 32) void dense_pinned_kernel(cons
 template <bool BF16, int NC>
 static fp4_status launch_pinned(const fp4_cuda_tensor *t, const float *x, float *y, cudaStream_t s) {
     const int64_t blocks = (t->n_out + DP_WARPS - 1) / DP_WARPS;
-    dense_pinned_kernel<BF16, NC><<<(unsigned)blocks, DP_WARPS * 32, 0, s>>>(
-        (const uint16_t *)t->d_payload, t->payload_stride / 2, t->n_out, t->n_in, x, y);
-    FP4_CUDA_LAUNCHED();
-    return FP4_OK;
+    return fp4_cu_launch(dim3((unsigned)blocks), dim3(DP_WARPS * 32), 0, s, 1, dense_pinned_kernel<BF16, NC>,
+                         (const uint16_t *)t->d_payload, t->payload_stride / 2, t->n_out, t->n_in, x, y);
 }
 
 template <bool BF16>

@@ -26,7 +26,8 @@
 static __global__ __launch_bounds__(256) void act16_kernel(const float *__restrict__ x, int n_in, int nsb_pad,
                                                            int ncols, int64_t k_pad, int16_t *__restrict__ q,
                                                            float *__restrict__ d) {
-    fp4_pdl_trigger(); /* the PDL-launched 1-column team kernel waits for this grid before reading */
+    fp4_pdl_trigger(); /* the PDL-launched 1-column kernel waits for this grid before reading */
+    fp4_pdl_wait();    /* launched with PDL itself: x (and q, which the previous projection read) from here */
     const int lane = threadIdx.x & 31;
     const int64_t job = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (job >= (int64_t)ncols * nsb_pad) return;
@@ -79,6 +80,7 @@ static __global__ __launch_bounds__(256) void native_dp2a_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
     int64_t n_out, int nsb, int64_t k_pad, float scale2, const int16_t *__restrict__ xq,
     const float *__restrict__ xd, float *__restrict__ y) {
+    fp4_pdl_trigger(); /* the step's next kernel (launched with PDL) waits for this grid */
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -105,6 +107,7 @@ static __global__ __launch_bounds__(256) void native_dp2a_kernel(
                        : 0u;
         }
     }
+    fp4_pdl_wait(); /* launched with PDL after the int16 pass: its q and d (and y) from here on */
     for (int sb0 = 0; sb0 < nsb; sb0 += 4) {
         const int sb = sb0 + oct;
         const bool valid = sb < nsb;
@@ -191,11 +194,9 @@ static fp4_status launch_dp2a(const fp4_cuda_tensor *w, const int16_t *q, const 
                               cudaStream_t s) {
     const int64_t warps = (w->n_out + R - 1) / R;
     const int64_t blocks = (warps * 32 + 255) / 256;
-    native_dp2a_kernel<NC, R>
-        <<<(unsigned)blocks, 256, 0, s>>>(w->d_payload, w->d_scales, w->payload_stride, w->scale_stride,
-                                          w->n_out, (int)(w->k_pad / 256), w->k_pad, w->scale2, q, d, y);
-    FP4_CUDA_LAUNCHED();
-    return FP4_OK;
+    return fp4_cu_launch(dim3((unsigned)blocks), dim3(256), 0, s, 1, native_dp2a_kernel<NC, R>, w->d_payload,
+                         w->d_scales, w->payload_stride, w->scale_stride, w->n_out, (int)(w->k_pad / 256),
+                         w->k_pad, w->scale2, q, d, y);
 }
 
 /* the kernel for exactly nc (1..NC) columns */
@@ -221,10 +222,8 @@ static fp4_status act16_pass(const fp4_cuda_tensor *w, const float *d_x, int64_t
                              cudaStream_t stream) {
     const int nsb_pad = (int)(w->k_pad / 256);
     const int64_t jobs = nc * nsb_pad;
-    act16_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x, (int)w->n_in, nsb_pad, (int)nc,
-                                                                          w->k_pad, q, d);
-    FP4_CUDA_LAUNCHED();
-    return FP4_OK;
+    return fp4_cu_launch(dim3((unsigned)((jobs * 32 + 255) / 256)), dim3(256), 0, stream, 1, act16_kernel,
+                         d_x, (int)w->n_in, nsb_pad, (int)nc, w->k_pad, q, d);
 }
 
 template <int R, int MAXC>

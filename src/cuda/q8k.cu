@@ -11,6 +11,7 @@ static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x
                                                                   fp4_block_q8_K *blocks, int frag) {
     fp4_pdl_trigger(); /* a dependent launched with PDL (the 1-column exact kernel) may start streaming
                         * its weights now; it waits for this grid before reading q and d */
+    fp4_pdl_wait();    /* launched with PDL itself: x (and q, which the previous projection read) from here */
     const int lane = threadIdx.x & 31;
     const int64_t nsb = n_in / 256, nsb_pad = k_pad / 256;
     const int64_t job = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
@@ -96,10 +97,8 @@ fp4_status fp4_cu_q8k_quantize(const float *d_x, int64_t n_in, int64_t k_pad, in
     if (frag && (!d_q || !d_d)) return FP4_ERR_INVALID_ARG;
     const int64_t jobs = n_cols * (k_pad / 256);
     if (jobs == 0) return FP4_OK;
-    q8k_quantize_kernel<<<(unsigned)((jobs * 32 + 255) / 256), 256, 0, stream>>>(d_x, n_in, k_pad, n_cols,
-                                                                                 d_q, d_d, d_blocks, frag);
-    FP4_CUDA_LAUNCHED();
-    return FP4_OK;
+    return fp4_cu_launch(dim3((unsigned)((jobs * 32 + 255) / 256)), dim3(256), 0, stream, 1,
+                         q8k_quantize_kernel, d_x, n_in, k_pad, n_cols, d_q, d_d, d_blocks, frag);
 }
 
 FP4_API fp4_status fp4_cuda_q8_K_quantize(const float *d_x, int64_t n, int64_t n_cols, fp4_block_q8_K *d_dst,

@@ -575,10 +575,11 @@ static fp4_status proj(cu_state *s, const fp4_cuda_tensor *w, const float *x, in
     return FP4_OK;
 }
 
-#define LAUNCHED(err, rule)                                                                                  \
+/* every step kernel: launched with programmatic stream serialization (step_kernels.cuh) */
+#define STK_LAUNCH(err, rule, expr)                                                                          \
     do {                                                                                                     \
-        cudaError_t e_ = cudaGetLastError();                                                                 \
-        if (e_ != cudaSuccess) return cuda_fail(err, FP4_CUDA_FAIL(e_, rule), NULL, rule, "kernel launch");  \
+        const fp4_status st_ = (expr);                                                                       \
+        if (st_ != FP4_OK) return cuda_fail(err, st_, NULL, rule, "kernel launch");                          \
     } while (0)
 
 static unsigned blocks_for(int64_t n, int per) {
@@ -589,9 +590,9 @@ static unsigned blocks_for(int64_t n, int per) {
 static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *w, float *y,
                            const int32_t *lrow, fp4_error *err) {
     const int H = (int)s->d.arch.hidden;
-    stk_add_rmsnorm<<<(unsigned)n, STK_NORM_THREADS, (size_t)H * 4, s->stream>>>(s->d_x, t, w, H,
-                                                                                 s->d.arch.rms_eps, y, lrow);
-    LAUNCHED(err, "rt.rmsnorm");
+    STK_LAUNCH(err, "rt.rmsnorm",
+               fp4_cu_launch(dim3((unsigned)n), dim3(STK_NORM_THREADS), (size_t)H * 4, s->stream, 1,
+                             stk_add_rmsnorm, s->d_x, t, w, H, s->d.arch.rms_eps, y, lrow));
     return FP4_OK;
 }
 
@@ -642,8 +643,9 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
                         a->rms_eps,
                         *cols};
     if (!a->qkv_bias) pa.bq = pa.bk = pa.bv = NULL;
-    stk_qkv_prep<<<dim3((unsigned)n, (unsigned)(NH + 2 * NKV)), (unsigned)D, 0, s->stream>>>(pa);
-    LAUNCHED(err, "rt.qkv-prep");
+    STK_LAUNCH(err, "rt.qkv-prep",
+               fp4_cu_launch(dim3((unsigned)n, (unsigned)(NH + 2 * NKV)), dim3((unsigned)D), 0, s->stream, 1,
+                             stk_qkv_prep, pa));
     prof_mark(s, OP_ATTN);
     /* groups of up to STK_GB query heads per KV head; score blocks: about eight per SM in all, at
      * least one per group, at most STK_MAX_GX, no more than the positions need */
@@ -656,15 +658,14 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
                        s->d_st, s->d_den, s->d_tk,  s->d_o,  s->d.n_ctx,  (int)NH,    (int)NKV,
                        (int)D,  (int)gx,  s->d.attn_scale, *cols};
     const dim3 sg((unsigned)gx, (unsigned)groups);
-    if (D <= 64)
-        stk_att_scores<2><<<sg, STK_SCORE_WARPS * 32, 0, s->stream>>>(aa);
-    else if (D <= 128)
-        stk_att_scores<4><<<sg, STK_SCORE_WARPS * 32, 0, s->stream>>>(aa);
-    else
-        stk_att_scores<STK_MAX_DL><<<sg, STK_SCORE_WARPS * 32, 0, s->stream>>>(aa);
-    LAUNCHED(err, "rt.attention");
-    stk_att_pv<<<dim3(STK_LANES, (unsigned)groups), (unsigned)D, 0, s->stream>>>(aa);
-    LAUNCHED(err, "rt.attention");
+    const dim3 sb(STK_SCORE_WARPS * 32);
+    STK_LAUNCH(err, "rt.attention",
+               D <= 64    ? fp4_cu_launch(sg, sb, 0, s->stream, 1, stk_att_scores<2>, aa)
+               : D <= 128 ? fp4_cu_launch(sg, sb, 0, s->stream, 1, stk_att_scores<4>, aa)
+                          : fp4_cu_launch(sg, sb, 0, s->stream, 1, stk_att_scores<STK_MAX_DL>, aa));
+    STK_LAUNCH(
+        err, "rt.attention",
+        fp4_cu_launch(dim3(STK_LANES, (unsigned)groups), dim3((unsigned)D), 0, s->stream, 1, stk_att_pv, aa));
     prof_mark(s, OP_O);
     if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
     prof_mark(s, OP_NORM);
@@ -674,17 +675,19 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     if (fgu->d_payload) { /* one projection: [col][2F], g then u */
         if ((st = proj(s, fgu, s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err))) return st;
         prof_mark(s, OP_SWIGLU);
-        stk_swiglu<<<blocks_for(n * F, 256), 256, 0, s->stream>>>(s->d_u, s->d_g, s->d_g + F, F, 2 * F,
-                                                                   n * F);
+        STK_LAUNCH(err, "rt.swiglu",
+                   fp4_cu_launch(dim3(blocks_for(n * F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, s->d_u,
+                                 (const float *)s->d_g, (const float *)(s->d_g + F), F, 2 * F, n * F));
         act = s->d_u;
     } else {
         if ((st = proj(s, &w[FP4_LW_GATE], s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err)) ||
             (st = proj(s, &w[FP4_LW_UP], s->d_h, n, s->d_u, hw[FP4_LW_UP]->name, err)))
             return st;
         prof_mark(s, OP_SWIGLU);
-        stk_swiglu<<<blocks_for(n * F, 256), 256, 0, s->stream>>>(s->d_g, s->d_g, s->d_u, F, F, n * F);
+        STK_LAUNCH(err, "rt.swiglu",
+                   fp4_cu_launch(dim3(blocks_for(n * F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, s->d_g,
+                                 (const float *)s->d_g, (const float *)s->d_u, F, F, n * F));
     }
-    LAUNCHED(err, "rt.swiglu");
     prof_mark(s, OP_DOWN);
     return proj(s, &w[FP4_LW_DOWN], act, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
 }

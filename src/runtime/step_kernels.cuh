@@ -10,10 +10,16 @@
  *
  * Layouts: x, t [col][H]; q, o [col][NH*D]; k, v [col][NKV*D]; g, u [col][F];
  * KV cache [slot][layer][pos][NKV*D] halves; scores [col][NH][n_ctx]; strips [col][NH][32][D].
- * (With fused projections q/k/v share rows of qd + 2*kvd floats and g/u rows of 2F: strides below.) */
+ * (With fused projections q/k/v share rows of qd + 2*kvd floats and g/u rows of 2F: strides below.)
+ *
+ * Programmatic dependent launch: step_cuda.cu launches every kernel here with programmatic stream
+ * serialization, so it may be resident before its predecessor has finished; each one therefore
+ * starts with STK_PDL_ENTRY (let its own successor queue, then wait for the predecessor grid and
+ * its memory) before it reads or writes anything another kernel touches. */
 #ifndef FP4_RT_STEP_KERNELS_CUH
 #define FP4_RT_STEP_KERNELS_CUH
 
+#include "cuda/common.cuh"
 #include "fp4lane_runtime.h"
 #include "runtime/pinned.h"
 #include <cuda_fp16.h>
@@ -21,6 +27,13 @@
 
 #define STK_LANES 32
 #define STK_SCORE_WARPS 8
+
+/* every block of every step kernel, first: no global memory is touched before this */
+#define STK_PDL_ENTRY()                                                                                      \
+    do {                                                                                                     \
+        fp4_pdl_trigger();                                                                                   \
+        fp4_pdl_wait();                                                                                      \
+    } while (0)
 
 /* the per-step column table on the device: four int32 arrays of max_cols */
 typedef struct stk_cols {
@@ -52,6 +65,7 @@ static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float
                                                                            const int32_t *lrow) {
     extern __shared__ float xs[];
     __shared__ float inv_s;
+    STK_PDL_ENTRY();
     const int64_t r = blockIdx.x;
     const int64_t dst = lrow ? lrow[r] : r;
     if (dst < 0) return; /* uniform over the block */
@@ -100,6 +114,7 @@ typedef struct stk_prep_args {
 static __global__ void stk_qkv_prep(stk_prep_args a) {
     __shared__ float buf[FP4_ARCH_MAX_HEAD_DIM];
     __shared__ float inv_s;
+    STK_PDL_ENTRY();
     const int c = blockIdx.x, hb = blockIdx.y, d = threadIdx.x, D = a.d, half = D / 2;
     const int kvd = a.nkv * D;
     const int kind = hb < a.nh ? 0 : hb < a.nh + a.nkv ? 1 : 2; /* q, k, v: uniform over the block */
@@ -192,6 +207,7 @@ static __device__ __forceinline__ void stk_att_group(const stk_att_args &a, int 
 /* NDL: an upper bound of D/32 (registers for q and k values); the step picks 2, 4 or STK_MAX_DL */
 template <int NDL> static __global__ void stk_att_scores(stk_att_args a) {
     __shared__ float wmax[STK_SCORE_WARPS][STK_GB];
+    STK_PDL_ENTRY();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, D = a.d, nd = D / 32;
     int c, hk, h0, nhb;
     stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
@@ -264,6 +280,7 @@ static __global__ void stk_att_pv(stk_att_args a) {
     __shared__ float es[STK_GB][STK_PV_CHUNK];
     __shared__ float ms[STK_GB];
     __shared__ int last_s;
+    STK_PDL_ENTRY();
     const int l = blockIdx.x, d = threadIdx.x, D = a.d;
     int c, hk, h0, nhb;
     stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
@@ -324,6 +341,7 @@ static __global__ void stk_att_pv(stk_att_args a) {
 /* out[c][f] = swiglu(g[c][f], u[c][f]) for f < F; g and u rows gs floats apart (out may be g) */
 static __global__ void stk_swiglu(float *out, const float *g, const float *u, int64_t F, int64_t gs,
                                   int64_t n) {
+    STK_PDL_ENTRY();
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const int64_t at = i / F * gs + i % F;

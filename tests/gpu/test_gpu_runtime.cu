@@ -11,6 +11,9 @@
  *     largest |logit|: float rounding and the F16 KV cache, see test_runtime_hf.c), and the same
  *     bits run to run;
  *   - kquant: exact refused on cuda; native within 6 % of the CPU (ggml's Q8_K activations there);
+ *   - a long context (the llama NVFP4 twin with max_position_embeddings raised, LONG_N positions:
+ *     more chunks than attention's 32 slots, a partial last chunk), prefill in 256-column steps then
+ *     decode steps (eager, captured, replayed): the last positions' exact logits equal the CPU's;
  *   - the memory plan: reported before the upload, with the KV bytes the shape implies, and a
  *     plan over the budget ($FP4LANE_CUDA_MEM_LIMIT) refused with FP4_ERR_NOMEM and a message.
  * FP4_GPU_QUICK=1 (compute-sanitizer): two models, fewer variants. No GPU: skipped. */
@@ -209,6 +212,84 @@ static void model_case(const char *dir, const char *what, const int32_t *ids, co
     fp4_model_close(m);
 }
 
+/* Exact attention over more positions than the 32 slots of FP4P_ATT_CHUNK (pinned.h) cover:
+ * the CPU and the GPU walk the same steps; the logits of the last LONG_W positions compared. */
+enum { LONG_N = 2300, LONG_CTX = 2304, LONG_PRE = 2292, LONG_W = 12 };
+static int long_steps(const fp4_model *m, fp4_device dev, float *out) {
+    fp4_rt_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = FP4_MODE_EXACT, o.device = dev, o.n_threads = 2, o.n_ctx = LONG_CTX, o.max_seqs = 1,
+    o.cuda_lib = cuda_lib;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    fp4_status st = fp4_rt_create(m, &o, &rt, &e);
+    CHECK_MSG(st == FP4_OK, "long rt_create: %s: %s", fp4_status_str(st), e.msg);
+    if (st) return -1;
+    const int64_t V = fp4_rt_vocab(rt);
+    int32_t sq;
+    CHECK_OK(fp4_rt_seq_open(rt, &sq));
+    static fp4_rt_tok c[256];
+    float *lg = (float *)malloc(sizeof(float) * (size_t)(256 * V));
+    int done = 0, got = 0, rc = 0;
+    while (done < LONG_N && !rc) {
+        const int k = done < LONG_PRE ? (LONG_PRE - done < 256 ? LONG_PRE - done : 256) : 1;
+        for (int j = 0; j < k; j++) {
+            const int pos = done + j;
+            c[j].seq = sq, c[j].token = (int32_t)((pos * 37 + 11) % V),
+            c[j].want_logits = pos >= LONG_N - LONG_W;
+        }
+        st = fp4_rt_step(rt, c, k, lg, &e);
+        CHECK_MSG(st == FP4_OK, "long step at %d: %s: %s", done, fp4_status_str(st), e.msg);
+        rc = st ? -1 : 0;
+        int nw = 0;
+        for (int j = 0; j < k; j++)
+            nw += c[j].want_logits;
+        if (!rc && nw) memcpy(out + (int64_t)got * V, lg, sizeof(float) * (size_t)(nw * V));
+        got += nw, done += k;
+    }
+    free(lg);
+    fp4_rt_free(rt);
+    return rc || got != LONG_W ? -1 : 0;
+}
+
+static void long_case(const char *tmp) {
+    char dir[700], path[800], src[800];
+    snprintf(dir, sizeof dir, "%s/llama-long", tmp);
+    CHECK(mkdir(dir, 0700) == 0);
+    static const char *const files[] = {"hf_quant_config.json", "model.safetensors"};
+    char cwd[512];
+    CHECK(getcwd(cwd, sizeof cwd) != NULL);
+    for (int i = 0; i < 2; i++) {
+        snprintf(src, sizeof src, "%s/" HF_DIR "/llama/nvfp4/%s", cwd, files[i]);
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        CHECK(symlink(src, path) == 0);
+    }
+    size_t len = 0;
+    char *cfg = (char *)check_slurp(HF_DIR "/llama/nvfp4/config.json", &len);
+    CHECK(cfg != NULL);
+    if (!cfg) return;
+    char *at = strstr(cfg, "\"max_position_embeddings\": 2048");
+    CHECK(at != NULL);
+    if (at) memcpy(strstr(at, "2048"), "4096", 4);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(cfg, 1, len, f) == len);
+    if (f) fclose(f);
+    free(cfg);
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    const int64_t n = (int64_t)LONG_W * 512;
+    float *cpu = (float *)malloc(sizeof(float) * (size_t)n);
+    float *gpu = (float *)malloc(sizeof(float) * (size_t)n);
+    memset(gpu, 0xFF, sizeof(float) * (size_t)n);
+    if (long_steps(m, FP4_DEVICE_CPU, cpu) == 0 && long_steps(m, FP4_DEVICE_CUDA, gpu) == 0)
+        bits_differ("llama nvfp4 exact cuda, 2300 positions", cpu, gpu, n);
+    free(cpu), free(gpu);
+    fp4_model_close(m);
+}
+
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb, (void)flag, (void)ftw;
     return remove(p);
@@ -350,6 +431,7 @@ int main(void) {
     CHECK(rtd_add_input_scales(HF_DIR "/llama/nvfp4", w4) == 0);
     model_case(w4, "llama w4a4", ids, NULL, 0);
     fp8_cases(tmp, ids);
+    long_case(tmp);
     if (!quick) {
         fp4_quantize_opts ko;
         memset(&ko, 0, sizeof ko);
