@@ -15,7 +15,8 @@
  *   beforehand; 17: exact.7, 18, 19: exact.8, 9 up to 16 columns), w4a4.2 (16 columns),
  *   native.30..36, exact.30..36 (1 column: the row-team kernels, lab_team.cu; exact.40 the
  *   kernel of exact.30 alone), native.50..58, exact.50..58 (1 column: the stream kernels,
- *   lab_stream.cu; exact.60 the kernel of exact.50 alone),
+ *   lab_stream.cu; exact.60 the kernel of exact.50 alone; .61..66 one item per lane,
+ *   exact.69 the kernel of exact.61 alone),
  *   cublas.9 (cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights, the baseline).
  */
 #include "lab.h"
@@ -59,10 +60,10 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
                               k->dy, &k->scratch, s);
     } else if (k->variant >= 30 && k->variant < 40) { /* the row-team kernels (lab_team.cu) */
         st = lab_team(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
-    } else if (k->variant >= 50 && k->variant < 60) { /* the stream kernels (lab_stream.cu) */
-        st = lab_stream(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
-    } else if (!strcmp(k->op, "exact") && k->variant == 60) {
+    } else if (!strcmp(k->op, "exact") && (k->variant == 60 || k->variant == 69)) {
         st = lab_stream_matvec(k->variant, t, k->dq, k->dd, k->dy, s);
+    } else if (k->variant >= 50 && k->variant < 70) { /* the stream kernels (lab_stream.cu) */
+        st = lab_stream(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact") && k->variant == 40) {
         st = lab_team_matvec(k->variant, t, k->dq, k->dd, k->dy, s);
     } else if (!strcmp(k->op, "native")) {
@@ -287,7 +288,10 @@ int main(int argc, char **argv) {
                     {"native", 52}, {"native", 53}, {"native", 54}, {"native", 55}, {"native", 56},
                     {"native", 57}, {"native", 58}, {"exact", 50},  {"exact", 51},  {"exact", 52},
                     {"exact", 53},  {"exact", 54},  {"exact", 55},  {"exact", 56},  {"exact", 57},
-                    {"exact", 58},  {"exact", 60}};
+                    {"exact", 58},  {"exact", 60},  {"native", 61}, {"native", 62}, {"native", 63},
+                    {"native", 64}, {"native", 65}, {"native", 66}, {"native", 67}, {"exact", 61},
+                    {"exact", 62},  {"exact", 63},  {"exact", 64},  {"exact", 65},  {"exact", 66},
+                    {"exact", 69}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;

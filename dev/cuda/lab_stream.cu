@@ -14,6 +14,16 @@
  *   .57  NW 8,  IPS 128, NST 3, BPS 2, PDL
  *   .58  NW 4,  IPS 64,  NST 4, BPS 3, PDL   (fewer blocks per SM where shared memory is short)
  *   exact.60  the kernel of exact.50 alone, on activations quantized beforehand
+ * One item per lane (a16_item_kernel: IPS = NW * 32 items per stage):
+ *   .61  NW 8,  NST 4, BPS 1, PDL   (36 KB stages)
+ *   .62  NW 16, NST 2, BPS 1, PDL   (72 KB stages)
+ *   .63  NW 12, NST 3, BPS 1, PDL
+ *   .64  NW 8,  NST 3, BPS 1, PDL
+ *   .65  .61 with a plain launch
+ *   .66  NW 4,  NST 4, BPS 2, PDL   (1 where shared memory is short)
+ *   exact.69  the kernel of exact.61 alone
+ *   native.67 the exact path of exact.61 (Q8_K pass + exact item kernel), validated as native
+ * All of them ask for enough shared memory that no more than BPS blocks share an SM.
  */
 #include "lab_variants.h"
 #include "cuda/a16_stream.cuh"
@@ -31,6 +41,12 @@ static fp4_status stream_launch(int variant, const fp4_cuda_tensor *w, const voi
     case 56: return launch_stream<EXACT, 16, 256, 4>(w, q, d, y, 1, 1, s);
     case 57: return launch_stream<EXACT, 8, 128, 3>(w, q, d, y, 2, 1, s);
     case 58: return launch_stream<EXACT, 4, 64, 4>(w, q, d, y, 3, 1, s);
+    case 61: return launch_item<EXACT, 8, 4>(w, q, d, y, 1, 1, s);
+    case 62: return launch_item<EXACT, 16, 2>(w, q, d, y, 1, 1, s);
+    case 63: return launch_item<EXACT, 12, 3>(w, q, d, y, 1, 1, s);
+    case 64: return launch_item<EXACT, 8, 3>(w, q, d, y, 1, 1, s);
+    case 65: return launch_item<EXACT, 8, 4>(w, q, d, y, 1, 0, s);
+    case 66: return launch_item<EXACT, 4, 4>(w, q, d, y, 2, 1, s);
     default: return FP4_ERR_UNSUPPORTED;
     }
 }
@@ -39,7 +55,8 @@ fp4_status lab_stream(int exact, int variant, const fp4_cuda_tensor *w, const fl
                       float *d_y, const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (n_cols != 1) return FP4_ERR_UNSUPPORTED;
     uint8_t *base = (uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
-    if (exact) {
+    if (exact || variant == 67) { /* native.67: the exact kernel of exact.61, held to native's error */
+        if (variant == 67) variant = 61;
         if (w->k_pad != w->n_in || w->n_in % 256) return FP4_ERR_SHAPE;
         int8_t *q = (int8_t *)base;
         float *d = (float *)(base + FP4_CU_ALIGN((size_t)w->k_pad));
@@ -54,5 +71,5 @@ fp4_status lab_stream(int exact, int variant, const fp4_cuda_tensor *w, const fl
 
 fp4_status lab_stream_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                              float *d_y, cudaStream_t stream) {
-    return stream_launch<true>(variant - 10, w, d_q, d_d, d_y, stream);
+    return stream_launch<true>(variant == 69 ? 61 : variant - 10, w, d_q, d_d, d_y, stream);
 }

@@ -1,14 +1,13 @@
 /* a16_exact.cu — the exact A16 route (SPEC §4) on the GPU, bit-identical to
- * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the stream kernel
- * (a16_stream.cuh: a16_stream_kernel<true, 8, 128, 4>, persistent blocks fed by cp.async.bulk,
- * launched with programmatic dependent launch so it streams weights while the Q8_K pass runs);
- * where its layout or shared memory does not fit, under 8192 rows the row-team kernel
- * (a16_team.cuh: a16_team_kernel<true, 2>, PDL too), from 8192 rows (or rows too long for the
- * team's shared memory) the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of a16_dp4a.cuh;
- * from 2 to 16 columns
- * the integer-MMA kernel below; wider calls run in chunks of 16 (a remainder of 1 column takes
- * the 1-column kernel). bench/gpu.md (rounds 6, 7 and 8) has the measurements behind the choice; the
- * kernel lab (dev/cuda) keeps the alternatives.
+ * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the item kernel
+ * (a16_stream.cuh: a16_item_kernel<true, ITEM_NW, ITEM_NST>, one item per lane, persistent
+ * blocks fed by cp.async.bulk, launched with programmatic dependent launch so it streams weights
+ * while the Q8_K pass runs); where its layout or shared memory does not fit, under 8192 rows the
+ * row-team kernel (a16_team.cuh: a16_team_kernel<true, 2>, PDL too), from 8192 rows (or rows too
+ * long for the team's shared memory) the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of
+ * a16_dp4a.cuh; from 2 to 16 columns the integer-MMA kernel below; wider calls run in chunks of
+ * 16 (a remainder of 1 column takes the 1-column kernel). bench/gpu.md (rounds 6, 7 and 8) has
+ * the measurements behind the choice; the kernel lab (dev/cuda) keeps the alternatives.
  *
  * a16_exact_mma_kernel<NT> (block = 8 warps over the same 32 rows, round t gives warp w
  * super-block 8t + w, so the warps' order is the super-block order):
@@ -48,9 +47,10 @@
 #define TEAM_MAX_ROWS 8191 /* ... and the most rows it serves: from 8192 rows the dp4a kernel has the
                             * warps to fill the GPU and was as fast or faster (bench/gpu.md, round 7) */
 
-#define STREAM_NW 8   /* the 1-column stream kernel: warps per block, */
-#define STREAM_IPS 128 /* items per stage, */
-#define STREAM_NST 4   /* stages (a16_stream.cuh) */
+#ifndef ITEM_NW
+#define ITEM_NW 16 /* the 1-column item kernel (a16_stream.cuh): warps per block, */
+#define ITEM_NST 2 /* and shared-memory stages */
+#endif
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
 #define MMA_NW 8
@@ -240,9 +240,9 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
             FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream)
                                : launch_mma<2>(w, q, d, nc, y, stream));
         else {
-            /* the stream kernel (a16_stream.cuh, lab exact.50: bench/gpu.md round 8) where the layout
-             * and its shared memory allow; else the round-7 kernels */
-            fp4_status st = launch_stream<true, STREAM_NW, STREAM_IPS, STREAM_NST>(w, q, d, y, 1, 1, stream);
+            /* the item kernel (a16_stream.cuh, bench/gpu.md round 8) where the layout and its shared
+             * memory allow; else the round-7 kernels */
+            fp4_status st = launch_item<true, ITEM_NW, ITEM_NST>(w, q, d, y, 1, 1, stream);
             if (st != FP4_ERR_UNSUPPORTED) {
                 FP4_CU_TRY(st);
                 continue;

@@ -1,5 +1,5 @@
 /* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the int16
- * pass, then the stream kernel (a16_stream.cuh: a16_stream_kernel<false, 8, 128, 4>, the dp2a
+ * pass, then the item kernel (a16_stream.cuh: a16_item_kernel<false, ITEM_NW, ITEM_NST>, the dp2a
  * arithmetic of native_dp2a.cuh on persistent blocks fed by cp.async.bulk; round 8), where its
  * layout or shared memory does not fit the int16 dp2a kernel (native_dp2a.cuh:
  * native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of a16_team.cuh was slower in
@@ -13,6 +13,10 @@
 #include "native_dp2a.cuh"
 #include "native_tile.cuh"
 
+#ifndef ITEM_NW
+#define ITEM_NW 16 /* the 1-column item kernel (a16_stream.cuh): warps per block, */
+#define ITEM_NST 2 /* and shared-memory stages */
+#endif
 #define NARROW 8 /* widest call served by one launch of the 32-row tile */
 #define CHUNK 32 /* columns per launch of the 64-row tiles */
 
@@ -58,13 +62,13 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
         !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
     if (n_cols == 1) {
-        /* the stream kernel (a16_stream.cuh, lab native.50: bench/gpu.md round 8) after the int16
-         * pass, where the layout and its shared memory allow; else the dp2a kernel */
+        /* the item kernel (a16_stream.cuh, bench/gpu.md round 8) after the int16 pass, where the
+         * layout and its shared memory allow; else the dp2a kernel */
         if (FP4_CU_COUNTER_BYTES + native_dp2a_scratch<1>(w, 1) > s->bytes) return FP4_ERR_INVALID_ARG;
         int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
         float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)w->k_pad * 2));
         FP4_CU_TRY(act16_pass(w, d_x, 1, q, d, stream));
-        const fp4_status st = launch_stream<false, 8, 128, 4>(w, q, d, d_y, 1, 1, stream);
+        const fp4_status st = launch_item<false, ITEM_NW, ITEM_NST>(w, q, d, d_y, 1, 1, stream);
         if (st != FP4_ERR_UNSUPPORTED) return st;
         return launch_dp2a<1, 2>(w, q, d, d_y, stream);
     }

@@ -221,6 +221,19 @@ static inline int stream_device_ok(void) {
     return major >= 9;
 }
 
+/* The dynamic shared memory a launch asks for: at least what it uses, and enough that no more than
+ * bps blocks fit on one SM (228 KB per SM, 1 KB reserved per block). Without it, blocks launched
+ * with PDL beside the activation pass doubled up on some SMs and left others idle (4096x14336:
+ * 24.1 us with PDL, 18.8 without; bench/gpu.md round 8). */
+static inline size_t stream_slot(int bps) { /* the most one of bps blocks per SM may use */
+    const size_t slot = (size_t)228 * 1024 / (size_t)bps - 1024, cap = (size_t)227 * 1024;
+    return slot < cap ? slot : cap;
+}
+static inline size_t stream_smem_request(size_t need, int bps) {
+    const size_t want = stream_slot(bps);
+    return need > want ? need : want;
+}
+
 /* 1 column. q, d: the activation pass (EXACT: Q8_K int8 in element order; native: act16 int16).
  * FP4_ERR_UNSUPPORTED when the layout is not the item stream or the block's shared memory would not
  * fit (the caller falls back). bps: blocks per SM. */
@@ -237,13 +250,13 @@ static fp4_status launch_stream(const fp4_cuda_tensor *w, const void *q, const f
     if (sms <= 0) sms = 132;
     /* fewer blocks per SM while bps blocks' shared memory would not fit; then more blocks (in waves)
      * when one block's per-item values would not fit */
-    while (bps > 1 && L::bytes((int)nsb, (w->n_out + (int64_t)sms * bps - 1) / ((int64_t)sms * bps)) >
-                          SMEM_MAX / bps)
+    while (bps > 1 &&
+           L::bytes((int)nsb, (w->n_out + (int64_t)sms * bps - 1) / ((int64_t)sms * bps)) > stream_slot(bps))
         bps--;
     int64_t G = (int64_t)sms * bps;
     if (G > w->n_out) G = w->n_out;
-    if (L::bytes((int)nsb, 1) <= SMEM_MAX / bps)
-        while (L::bytes((int)nsb, (w->n_out + G - 1) / G) > SMEM_MAX / bps && G < w->n_out) G += sms;
+    if (L::bytes((int)nsb, 1) <= stream_slot(bps))
+        while (L::bytes((int)nsb, (w->n_out + G - 1) / G) > stream_slot(bps) && G < w->n_out) G += sms;
     const int64_t rows_max = (w->n_out + G - 1) / G;
     const size_t smem = L::bytes((int)nsb, rows_max);
     if (smem > SMEM_MAX || rows_max * nsb + IPS >= ((int64_t)1 << 32) / 256) return FP4_ERR_UNSUPPORTED;
@@ -253,10 +266,197 @@ static fp4_status launch_stream(const fp4_cuda_tensor *w, const void *q, const f
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)G);
     cfg.blockDim = dim3(NW * 32);
-    cfg.dynamicSmemBytes = smem;
+    cfg.dynamicSmemBytes = stream_smem_request(smem, bps);
     cfg.stream = s;
     return fp4_cu_launch_pdl(cfg, pdl, a16_stream_kernel<EXACT, NW, IPS, NST>, w->d_payload, w->d_scales,
                              w->n_out, (int)nsb, magic, w->scale2, q, d, y);
+}
+
+/* ---- a16_item_kernel: one item per lane ------------------------------------------------------
+ * The same stream (persistent blocks, NST stages of cp.async.bulk into shared memory, PDL), but
+ * each lane owns a whole item (one row's super-block, 256 weights) per stage: the int64 total
+ * (exact) or the f32 sum (native) of its 16 groups stays in the lane, so the per-item work of the
+ * 8-lane kernel — three int64 shuffle rounds, the epilogue on 8 lanes, the addressing of 8
+ * lanes — is paid once per 256 weights instead of once per 32. A stage holds IPS = NW * 32 items.
+ * Lane l walks its 8 chunks in the order c = (j + l) & 7 (j = 0..7), so the 8 lanes of a
+ * shared-memory phase read 8 different bank groups of their (consecutive) items; its 16 scale
+ * bytes are rotated by the same amount once, so chunk step j takes halfword j. The activations
+ * of super-block sb sit at sb * ASTR with ASTR = 256 + 16 (exact) or 512 + 16 (native): with
+ * consecutive super-blocks on consecutive lanes the rotated reads are conflict-free too. */
+template <bool EXACT, int NW, int NST> struct item_smem {
+    static constexpr int IPS = NW * 32;
+    static constexpr size_t stage = (size_t)IPS * 144;
+    static constexpr int ASTR = EXACT ? 272 : 528;
+    static __host__ __device__ size_t act(int nsb) { return (size_t)nsb * ASTR; }
+    static __host__ __device__ size_t bytes(int nsb, int64_t rows_max) {
+        return 128 + NST * stage + act(nsb) + (size_t)nsb * 4 + (size_t)rows_max * (nsb + 1) * 4;
+    }
+};
+
+/* 8 halfwords h[0..7] (h[k] in w[k >> 1], low half first) rotated so that halfword j of the
+ * result is h[(j + rot) & 7], rot = 0..7 */
+static __device__ __forceinline__ void fp4_rot_h8(uint32_t w[4], int rot) {
+    uint32_t t[4];
+    const bool r2 = rot & 4, r1 = rot & 2;
+#pragma unroll
+    for (int i = 0; i < 4; i++) t[i] = r2 ? w[(i + 2) & 3] : w[i];
+#pragma unroll
+    for (int i = 0; i < 4; i++) w[i] = r1 ? t[(i + 1) & 3] : t[i];
+    const unsigned sh = (rot & 1) * 16u;
+#pragma unroll
+    for (int i = 0; i < 4; i++) t[i] = __funnelshift_r(w[i], w[(i + 1) & 3], sh);
+#pragma unroll
+    for (int i = 0; i < 4; i++) w[i] = t[i];
+}
+
+template <bool EXACT, int NW, int NST>
+static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t n_out, int nsb,
+    uint64_t magic, float scale2, const void *__restrict__ xq_v, const float *__restrict__ xd,
+    float *__restrict__ y) {
+    using L = item_smem<EXACT, NW, NST>;
+    constexpr int NT = NW * 32, IPS = L::IPS, ASTR = L::ASTR;
+    extern __shared__ __align__(128) uint8_t sm[];
+    uint64_t *bar = reinterpret_cast<uint64_t *>(sm);
+    uint8_t *stg = sm + 128;
+    uint8_t *act = stg + NST * L::stage;
+    float *dsm = reinterpret_cast<float *>(act + L::act(nsb));
+    float *cbuf = dsm + nsb;
+    const int tid = threadIdx.x, rot = tid & 7;
+    const int64_t G = gridDim.x, b = blockIdx.x;
+    const int64_t row_begin = b * n_out / G, row_end = (b + 1) * n_out / G;
+    const int nrows = (int)(row_end - row_begin);
+    const int n_items = nrows * nsb;
+    const int nit = (n_items + IPS - 1) / IPS;
+    const uint8_t *gp = payload + row_begin * nsb * 128;
+    const uint8_t *gs = scales + row_begin * nsb * 16;
+
+    auto issue = [&](int it) {
+        const int s = it % NST, base = it * IPS;
+        const int cnt = n_items - base < IPS ? n_items - base : IPS;
+        uint8_t *dst = stg + s * L::stage;
+        fp4_mbar_expect_tx(&bar[s], (unsigned)cnt * 144u);
+        fp4_bulk_g2s(dst, gp + (int64_t)base * 128, (unsigned)cnt * 128u, &bar[s]);
+        fp4_bulk_g2s(dst + IPS * 128, gs + (int64_t)base * 16, (unsigned)cnt * 16u, &bar[s]);
+    };
+    if (tid == 0) {
+        for (int s = 0; s < NST; s++) fp4_mbar_init(&bar[s], 1);
+        fp4_mbar_fence_init();
+    }
+    __syncthreads();
+    if (tid == 0)
+        for (int it = 0; it < NST && it < nit; it++) issue(it);
+    fp4_pdl_wait(); /* launched with PDL after the activation pass: its q and d from here on */
+    {
+        constexpr int CPS = EXACT ? 16 : 32; /* 16-byte chunks per super-block */
+        const uint4 *src = reinterpret_cast<const uint4 *>(xq_v);
+        for (int i = tid; i < nsb * CPS; i += NT)
+            *reinterpret_cast<uint4 *>(act + (i / CPS) * ASTR + (i % CPS) * 16) = __ldg(src + i);
+        for (int i = tid; i < nsb; i += NT) dsm[i] = __ldg(xd + i);
+    }
+    __syncthreads();
+
+    const uint32_t L0 = fp4_pin(0x03020100u), L1 = fp4_pin(0x0C080604u);
+    const fp4_q1_luts QL = EXACT ? fp4_q1_luts{0u, 0u, 0u, 0u} : fp4_q1_luts_make();
+    for (int it = 0; it < nit; it++) {
+        const int s = it % NST, base = it * IPS;
+        const int cnt = n_items - base < IPS ? n_items - base : IPS;
+        fp4_mbar_wait(&bar[s], (unsigned)(it / NST) & 1u);
+        const uint8_t *wp = stg + s * L::stage + tid * 128;
+        const uint32_t li = (uint32_t)(base + tid);
+        const uint32_t lr = (uint32_t)(((uint64_t)li * magic) >> 32); /* li / nsb, exact here */
+        const int sbi = (int)(li - lr * (uint32_t)nsb);
+        const uint4 s16 = *reinterpret_cast<const uint4 *>(stg + s * L::stage + IPS * 128 + tid * 16);
+        uint32_t rs[4] = {s16.x, s16.y, s16.z, s16.w};
+        fp4_rot_h8(rs, rot);
+        const uint8_t *ap = act + sbi * ASTR;
+        const float dv = dsm[sbi];
+        long long tot = 0;
+        float facc = 0.0f;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int c = (j + rot) & 7;
+            const uint4 wv = *reinterpret_cast<const uint4 *>(wp + c * 16);
+            const uint32_t sc = rs[j >> 1] >> (16 * (j & 1));
+            if constexpr (EXACT) {
+                const uint4 a0 = *reinterpret_cast<const uint4 *>(ap + c * 32);
+                const uint4 a1 = *reinterpret_cast<const uint4 *>(ap + c * 32 + 16);
+                const int da = a16_dot_split::dot(wv.x, wv.y, a0, L0, L1);
+                const int db = a16_dot_split::dot(wv.z, wv.w, a1, L0, L1);
+                int qa, qb;
+                q9_pair(sc, &qa, &qb);
+                tot += (long long)da * qa;
+                tot += (long long)db * qb;
+            } else {
+                uint4 av[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) av[k] = *reinterpret_cast<const uint4 *>(ap + c * 64 + k * 16);
+                const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+                uint32_t q1[8];
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const uint32_t w = words[u];
+                    const uint32_t mag = w & 0x77777777u;
+                    const uint32_t sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
+                    q1[2 * u] = dp2a_q1x4(w, mag, sel, QL);
+                    q1[2 * u + 1] = dp2a_q1x4(w >> 16, mag >> 16, sel >> 16, QL);
+                }
+                const uint32_t h2 = fp4_e4m3x2_to_h2(sc);
+                const __half2 hh = *reinterpret_cast<const __half2 *>(&h2);
+                const float s0 = __low2float(hh), s1 = __high2float(hh);
+                int d0 = dp2a_word_dot(q1[0], q1[1], av[0].x, av[0].y, av[0].z, av[0].w, 0);
+                d0 = dp2a_word_dot(q1[2], q1[3], av[1].x, av[1].y, av[1].z, av[1].w, d0);
+                int d1 = dp2a_word_dot(q1[4], q1[5], av[2].x, av[2].y, av[2].z, av[2].w, 0);
+                d1 = dp2a_word_dot(q1[6], q1[7], av[3].x, av[3].y, av[3].z, av[3].w, d1);
+                facc = __fmaf_rn((float)d0, s0, __fmaf_rn((float)d1, s1, facc));
+            }
+        }
+        float cv;
+        if constexpr (EXACT) cv = dv != 0.0f ? fp4_cu_a16_term(__ll2float_rn(tot), dv, scale2) : 0.0f;
+        else cv = __fmul_rn(facc, dv);
+        if (tid < cnt) cbuf[li + lr] = cv; /* row lr, column sbi of stride nsb + 1 */
+        __syncthreads(); /* every warp is done with stage s */
+        if (tid == 0 && it + NST < nit) issue(it + NST);
+    }
+    for (int r = tid; r < nrows; r += NT) {
+        const float *c = cbuf + (size_t)r * (nsb + 1);
+        float acc = 0.0f;
+        for (int k = 0; k < nsb; k++) acc = __fmaf_rn(1.0f, c[k], acc);
+        y[row_begin + r] = EXACT ? fp4_round_f16_dev(acc) : __fmul_rn(acc, __fmul_rn(0.5f, scale2));
+    }
+}
+
+template <bool EXACT, int NW, int NST>
+static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const float *d, float *y, int bps,
+                              int pdl, cudaStream_t s) {
+    using L = item_smem<EXACT, NW, NST>;
+    const int64_t nsb = w->k_pad / 256;
+    if (!stream_device_ok() || nsb < 1 || nsb > 256 || w->payload_stride != nsb * 128 ||
+        w->scale_stride != nsb * 16 || !fp4_aligned16(w->d_scales) || !fp4_aligned16(q))
+        return FP4_ERR_UNSUPPORTED;
+    constexpr size_t SMEM_MAX = 227 * 1024;
+    int sms = fp4_cu_sm_count();
+    if (sms <= 0) sms = 132;
+    while (bps > 1 &&
+           L::bytes((int)nsb, (w->n_out + (int64_t)sms * bps - 1) / ((int64_t)sms * bps)) > stream_slot(bps))
+        bps--;
+    int64_t G = (int64_t)sms * bps;
+    if (G > w->n_out) G = w->n_out;
+    if (L::bytes((int)nsb, 1) <= stream_slot(bps))
+        while (L::bytes((int)nsb, (w->n_out + G - 1) / G) > stream_slot(bps) && G < w->n_out) G += sms;
+    const int64_t rows_max = (w->n_out + G - 1) / G;
+    const size_t smem = L::bytes((int)nsb, rows_max);
+    if (smem > SMEM_MAX || rows_max * nsb + L::IPS >= ((int64_t)1 << 32) / 256) return FP4_ERR_UNSUPPORTED;
+    static int opted_in[FP4_CU_MAX_DEVICES];
+    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_item_kernel<EXACT, NW, NST>, SMEM_MAX, opted_in));
+    const uint64_t magic = (((uint64_t)1 << 32) + (uint64_t)nsb - 1) / (uint64_t)nsb;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)G);
+    cfg.blockDim = dim3(NW * 32);
+    cfg.dynamicSmemBytes = stream_smem_request(smem, bps);
+    cfg.stream = s;
+    return fp4_cu_launch_pdl(cfg, pdl, a16_item_kernel<EXACT, NW, NST>, w->d_payload, w->d_scales, w->n_out,
+                             (int)nsb, magic, w->scale2, q, d, y);
 }
 
 #endif /* FP4_CUDA_A16_STREAM_CUH */

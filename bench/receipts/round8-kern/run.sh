@@ -3,11 +3,19 @@
 # tests of the route that runs them; binaries built on the CPU machine, carried as gpuwork/gpukern
 set -u
 G=$(cd "$(dirname "$0")" && pwd)
+[ -f "$G/bin.tar.xz" ] && tar xJf "$G/bin.tar.xz" -C "$G"
 export LD_LIBRARY_PATH=$G/lib:${LD_LIBRARY_PATH:-}
 OUT=${OUT:-$G/out}; mkdir -p "$OUT"
 LIM=${LIM:-185}
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,clocks.mem --format=csv; } > "$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
+[ -f "$G/lab_stream.o" ] && command -v cuobjdump > /dev/null &&
+  cuobjdump -sass "$G/lab_stream.o" 2>/dev/null | xz -6 > "$OUT/lab_stream.sass.xz"
+# a quick check of the stream kernels first: a hang or a wrong bit ends the call here
+timeout 30 "$G/gemv_lab" --quick --vars exact.route,exact.50,exact.58,native.route,native.50 --cols 1 \
+  > "$OUT/quick.txt" 2>&1
+rc=$?; echo "quick rc=$rc"; grep -E "^\| [0-9]|failures" "$OUT/quick.txt" | cut -d'|' -f2-7 | tr -s ' '
+[ $rc -ne 0 ] && { tail -5 "$OUT/quick.txt"; exit 1; }
 V=exact.route,exact.7,exact.30,exact.50,exact.51,exact.52,exact.53,exact.54,exact.55,exact.56,exact.57,exact.58,exact.60
 V=$V,native.route,native.15,native.50,native.51,native.52,native.53,native.54,native.55,native.56,native.57,native.58
 timeout 110 "$G/gemv_lab" --vars "${VARS:-$V}" --cols "${COLS:-1,8,16}" > "$OUT/lab.txt" 2>&1; echo "lab rc=$?"
@@ -28,6 +36,4 @@ if command -v compute-sanitizer > /dev/null; then
     echo "sanitize $t rc=$? $(grep -E 'ERROR SUMMARY' "$OUT/san_$t.txt" | tail -1)"
   done
 fi
-[ -f "$G/lab_stream.o" ] && command -v cuobjdump > /dev/null &&
-  cuobjdump -sass "$G/lab_stream.o" 2>/dev/null | xz -6 > "$OUT/lab_stream.sass.xz"
 echo "--- lab"; grep -E "^ceil|^\| [0-9]" "$OUT/lab.txt" | cut -d'|' -f2-7 | tr -s ' '; tail -1 "$OUT/lab.txt"
