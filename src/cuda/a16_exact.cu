@@ -47,10 +47,8 @@
 #define TEAM_MAX_ROWS 8191 /* ... and the most rows it serves: from 8192 rows the dp4a kernel has the
                             * warps to fill the GPU and was as fast or faster (bench/gpu.md, round 7) */
 
-#ifndef ITEM_NW
-#define ITEM_NW 16 /* the 1-column item kernel (a16_stream.cuh): warps per block, */
-#define ITEM_NST 2 /* and shared-memory stages */
-#endif
+#define ITEM_NW 8  /* the 1-column item kernel (a16_stream.cuh, lab exact.61): warps per block, */
+#define ITEM_NST 4 /* and shared-memory stages (bench/gpu.md round 8) */
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
 #define MMA_NW 8

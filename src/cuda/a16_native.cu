@@ -1,22 +1,14 @@
 /* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the int16
- * pass, then the item kernel (a16_stream.cuh: a16_item_kernel<false, ITEM_NW, ITEM_NST>, the dp2a
- * arithmetic of native_dp2a.cuh on persistent blocks fed by cp.async.bulk; round 8), where its
- * layout or shared memory does not fit the int16 dp2a kernel (native_dp2a.cuh:
- * native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of a16_team.cuh was slower in
- * native mode, round 7, and stays in the lab); from 2 to 8 columns one
+ * dp2a kernel (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of
+ * a16_team.cuh was slower in native mode, round 7, and stays in the lab); from 2 to 8 columns one
  * launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
  * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
  * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2, 5 and 7) has the measurements
  * behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a normalized error
  * against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
-#include "a16_stream.cuh"
 #include "native_dp2a.cuh"
 #include "native_tile.cuh"
 
-#ifndef ITEM_NW
-#define ITEM_NW 16 /* the 1-column item kernel (a16_stream.cuh): warps per block, */
-#define ITEM_NST 2 /* and shared-memory stages */
-#endif
 #define NARROW 8 /* widest call served by one launch of the 32-row tile */
 #define CHUNK 32 /* columns per launch of the 64-row tiles */
 
@@ -61,17 +53,7 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
     if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
         !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
-    if (n_cols == 1) {
-        /* the item kernel (a16_stream.cuh, bench/gpu.md round 8) after the int16 pass, where the
-         * layout and its shared memory allow; else the dp2a kernel */
-        if (FP4_CU_COUNTER_BYTES + native_dp2a_scratch<1>(w, 1) > s->bytes) return FP4_ERR_INVALID_ARG;
-        int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
-        float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)w->k_pad * 2));
-        FP4_CU_TRY(act16_pass(w, d_x, 1, q, d, stream));
-        const fp4_status st = launch_item<false, ITEM_NW, ITEM_NST>(w, q, d, d_y, 1, 1, stream);
-        if (st != FP4_ERR_UNSUPPORTED) return st;
-        return launch_dp2a<1, 2>(w, q, d, d_y, stream);
-    }
+    if (n_cols == 1) return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
     if (n_cols <= NARROW) return launch_tile<2, 1, 4>(w, d_x, n_cols, d_y, s, stream);
     for (int64_t c0 = 0; c0 < n_cols; c0 += CHUNK) {
         const int64_t nc = n_cols - c0 < CHUNK ? n_cols - c0 : CHUNK;
