@@ -15,7 +15,7 @@
  *   .58  NW 4,  IPS 64,  NST 4, BPS 3, PDL   (fewer blocks per SM where shared memory is short)
  *   exact.60  the kernel of exact.50 alone, on activations quantized beforehand
  * One item per lane (a16_item_kernel: IPS = NW * 32 items per stage):
- *   .61  NW 8,  NST 4, BPS 1, PDL   (36 KB stages)
+ *   .61  NW 8,  NST 4, BPS 1, PDL   (36 KB stages; exact: the route at 1 column, round 8)
  *   .62  NW 16, NST 2, BPS 1, PDL   (72 KB stages)
  *   .63  NW 12, NST 3, BPS 1, PDL
  *   .64  NW 8,  NST 3, BPS 1, PDL
