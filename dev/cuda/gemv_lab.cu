@@ -16,7 +16,8 @@
  *   native.30..36, exact.30..36 (1 column: the row-team kernels, lab_team.cu; exact.40 the
  *   kernel of exact.30 alone), native.50..58, exact.50..58 (1 column: the stream kernels,
  *   lab_stream.cu; exact.60 the kernel of exact.50 alone; .61..66 one item per lane,
- *   exact.69 the kernel of exact.61 alone),
+ *   exact.69 the kernel of exact.61 alone; .71, .72 the lookup words from shared memory,
+ *   exact.79 the kernel of exact.71 alone),
  *   cublas.9 (cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights, the baseline).
  */
 #include "lab.h"
@@ -60,9 +61,9 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
                               k->dy, &k->scratch, s);
     } else if (k->variant >= 30 && k->variant < 40) { /* the row-team kernels (lab_team.cu) */
         st = lab_team(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
-    } else if (!strcmp(k->op, "exact") && (k->variant == 60 || k->variant == 69)) {
+    } else if (!strcmp(k->op, "exact") && (k->variant == 60 || k->variant == 69 || k->variant == 79)) {
         st = lab_stream_matvec(k->variant, t, k->dq, k->dd, k->dy, s);
-    } else if (k->variant >= 50 && k->variant < 70) { /* the stream kernels (lab_stream.cu) */
+    } else if (k->variant >= 50 && k->variant < 80) { /* the stream kernels (lab_stream.cu) */
         st = lab_stream(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact") && k->variant == 40) {
         st = lab_team_matvec(k->variant, t, k->dq, k->dd, k->dy, s);
@@ -291,7 +292,8 @@ int main(int argc, char **argv) {
                     {"exact", 58},  {"exact", 60},  {"native", 61}, {"native", 62}, {"native", 63},
                     {"native", 64}, {"native", 65}, {"native", 66}, {"native", 67}, {"exact", 61},
                     {"exact", 62},  {"exact", 63},  {"exact", 64},  {"exact", 65},  {"exact", 66},
-                    {"exact", 69}};
+                    {"exact", 69},  {"native", 71}, {"native", 72}, {"exact", 71},  {"exact", 72},
+                    {"exact", 79}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;

@@ -23,6 +23,11 @@
  *   .66  NW 4,  NST 4, BPS 2, PDL   (1 where shared memory is short)
  *   exact.69  the kernel of exact.61 alone
  *   native.67 the exact path of exact.61 (Q8_K pass + exact item kernel), validated as native
+ * The PRMT lookup words read once from shared memory (TAB 1, round 9: no per-PRMT copies from
+ * uniform registers):
+ *   .71  NW 8,  NST 4, BPS 1, PDL, TAB 1
+ *   .72  NW 8,  NST 3, BPS 1, PDL, TAB 1
+ *   exact.79  the kernel of exact.71 alone
  * All of them ask for enough shared memory that no more than BPS blocks share an SM.
  */
 #include "lab_variants.h"
@@ -47,6 +52,8 @@ static fp4_status stream_launch(int variant, const fp4_cuda_tensor *w, const voi
     case 64: return launch_item<EXACT, 8, 3>(w, q, d, y, 1, 1, s);
     case 65: return launch_item<EXACT, 8, 4>(w, q, d, y, 1, 0, s);
     case 66: return launch_item<EXACT, 4, 4>(w, q, d, y, 2, 1, s);
+    case 71: return launch_item<EXACT, 8, 4, 1>(w, q, d, y, 1, 1, s);
+    case 72: return launch_item<EXACT, 8, 3, 1>(w, q, d, y, 1, 1, s);
     default: return FP4_ERR_UNSUPPORTED;
     }
 }
@@ -71,5 +78,6 @@ fp4_status lab_stream(int exact, int variant, const fp4_cuda_tensor *w, const fl
 
 fp4_status lab_stream_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                              float *d_y, cudaStream_t stream) {
-    return stream_launch<true>(variant == 69 ? 61 : variant - 10, w, d_q, d_d, d_y, stream);
+    const int v = variant == 69 ? 61 : variant == 79 ? 71 : variant - 10;
+    return stream_launch<true>(v, w, d_q, d_d, d_y, stream);
 }

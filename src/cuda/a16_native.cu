@@ -1,13 +1,24 @@
-/* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the int16
- * dp2a kernel (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of
+/* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the item
+ * kernel (a16_stream.cuh: a16_item_kernel<false, 8, 3, NITEM_TAB>, the int16 activation pass then
+ * one 256-weight item per lane, persistent blocks fed by cp.async.bulk, PDL; bench/gpu.md round 9)
+ * where the layout fits and the grid is one block per SM; else the int16 dp2a kernel
+ * (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of
  * a16_team.cuh was slower in native mode, round 7, and stays in the lab); from 2 to 8 columns one
  * launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
  * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
  * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2, 5 and 7) has the measurements
  * behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a normalized error
  * against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
+#include "a16_stream.cuh"
 #include "native_dp2a.cuh"
 #include "native_tile.cuh"
+
+#ifndef NITEM_ON
+#define NITEM_ON 1 /* 0: the 1-column route stays on the dp2a kernel */
+#endif
+#ifndef NITEM_TAB
+#define NITEM_TAB 1 /* the item kernel's lookup words: 0 fp4_pin, 1 read from shared memory */
+#endif
 
 #define NARROW 8 /* widest call served by one launch of the 32-row tile */
 #define CHUNK 32 /* columns per launch of the 64-row tiles */
@@ -53,7 +64,21 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
     if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
         !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
-    if (n_cols == 1) return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
+    if (n_cols == 1) {
+        if (NITEM_ON && w->payload_stride == w->k_pad / 2 && w->scale_stride == w->k_pad / 16 &&
+            FP4_CU_COUNTER_BYTES + native_dp2a_scratch<1>(w, 1) <= s->bytes) {
+            /* the int16 activation pass of the dp2a kernel, into the same scratch */
+            int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
+            float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)w->k_pad * 2));
+            if (fp4_aligned16(w->d_scales)) {
+                FP4_CU_TRY(act16_pass(w, d_x, 1, q, d, stream));
+                const fp4_status st = launch_item<false, 8, 3, NITEM_TAB>(w, q, d, d_y, 1, 1, stream, 1);
+                if (st != FP4_ERR_UNSUPPORTED) return st;
+                return launch_dp2a_upto<2, 1>(w, 1, q, d, d_y, stream); /* same q, d */
+            }
+        }
+        return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
+    }
     if (n_cols <= NARROW) return launch_tile<2, 1, 4>(w, d_x, n_cols, d_y, s, stream);
     for (int64_t c0 = 0; c0 < n_cols; c0 += CHUNK) {
         const int64_t nc = n_cols - c0 < CHUNK ? n_cols - c0 : CHUNK;

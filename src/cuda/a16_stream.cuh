@@ -282,7 +282,13 @@ static fp4_status launch_stream(const fp4_cuda_tensor *w, const void *q, const f
  * shared-memory phase read 8 different bank groups of their (consecutive) items; its 16 scale
  * bytes are rotated by the same amount once, so chunk step j takes halfword j. The activations
  * of super-block sb sit at sb * ASTR with ASTR = 256 + 16 (exact) or 512 + 16 (native): with
- * consecutive super-blocks on consecutive lanes the rotated reads are conflict-free too. */
+ * consecutive super-blocks on consecutive lanes the rotated reads are conflict-free too.
+ * TAB (round 9): where the PRMT lookup words come from. 0: fp4_pin'd constants — the empty asm
+ * pins them for NVVM only; ptxas sees plain constants, keeps them in uniform registers and copies
+ * one into a vector register before nearly every PRMT (~100 IMAD.U32 per exact item, round 8's
+ * SASS). 1: thread 0 writes them to shared memory beside the mbarriers and every thread reads
+ * them back once with a volatile ld.shared, so ptxas sees values it cannot rematerialize and keeps
+ * them in vector registers for the whole kernel. The arithmetic is the same in both. */
 template <bool EXACT, int NW, int NST> struct item_smem {
     static constexpr int IPS = NW * 32;
     static constexpr size_t stage = (size_t)IPS * 144;
@@ -309,7 +315,14 @@ static __device__ __forceinline__ void fp4_rot_h8(uint32_t w[4], int rot) {
     for (int i = 0; i < 4; i++) w[i] = t[i];
 }
 
-template <bool EXACT, int NW, int NST>
+/* a 32-bit word of shared memory the compiler cannot see through (a16_item_kernel, TAB 1) */
+static __device__ __forceinline__ uint32_t fp4_lds_opaque(const void *p) {
+    uint32_t v;
+    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(fp4_smem_u32(p)) : "memory");
+    return v;
+}
+
+template <bool EXACT, int NW, int NST, int TAB = 0>
 static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t n_out, int nsb,
     uint64_t magic, float scale2, const void *__restrict__ xq_v, const float *__restrict__ xd,
@@ -339,9 +352,16 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
         fp4_bulk_g2s(dst, gp + (int64_t)base * 128, (unsigned)cnt * 128u, &bar[s]);
         fp4_bulk_g2s(dst + IPS * 128, gs + (int64_t)base * 16, (unsigned)cnt * 16u, &bar[s]);
     };
+    uint32_t *tab = reinterpret_cast<uint32_t *>(sm + 64); /* TAB 1: the lookup words (NST <= 8) */
     if (tid == 0) {
         for (int s = 0; s < NST; s++) fp4_mbar_init(&bar[s], 1);
         fp4_mbar_fence_init();
+        if (TAB) {
+            tab[0] = 0x03020100u;
+            tab[1] = 0x0C080604u;
+            tab[2] = 0xFDFEFF00u;
+            tab[3] = 0xF4F8FAFCu;
+        }
     }
     __syncthreads();
     if (tid == 0)
@@ -356,8 +376,19 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
     }
     __syncthreads();
 
-    const uint32_t L0 = fp4_pin(0x03020100u), L1 = fp4_pin(0x0C080604u);
-    const fp4_q1_luts QL = EXACT ? fp4_q1_luts{0u, 0u, 0u, 0u} : fp4_q1_luts_make();
+    static_assert(NST <= 8 && (TAB == 0 || TAB == 1), "a16_item_kernel: NST, TAB");
+    uint32_t L0, L1;
+    fp4_q1_luts QL;
+    if (TAB) {
+        L0 = fp4_lds_opaque(tab);
+        L1 = fp4_lds_opaque(tab + 1);
+        QL = EXACT ? fp4_q1_luts{0u, 0u, 0u, 0u}
+                   : fp4_q1_luts{L0, L1, fp4_lds_opaque(tab + 2), fp4_lds_opaque(tab + 3)};
+    } else {
+        L0 = fp4_pin(0x03020100u);
+        L1 = fp4_pin(0x0C080604u);
+        QL = EXACT ? fp4_q1_luts{0u, 0u, 0u, 0u} : fp4_q1_luts_make();
+    }
     for (int it = 0; it < nit; it++) {
         const int s = it % NST, base = it * IPS;
         const int cnt = n_items - base < IPS ? n_items - base : IPS;
@@ -426,9 +457,11 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
     }
 }
 
-template <bool EXACT, int NW, int NST>
+/* one_wave: FP4_ERR_UNSUPPORTED rather than a grid of more than one block per SM slot (the native
+ * route: a second wave cost 46 % on 8192x28672, round 8's native.63) */
+template <bool EXACT, int NW, int NST, int TAB = 0>
 static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const float *d, float *y, int bps,
-                              int pdl, cudaStream_t s) {
+                              int pdl, cudaStream_t s, int one_wave = 0) {
     using L = item_smem<EXACT, NW, NST>;
     const int64_t nsb = w->k_pad / 256;
     if (!stream_device_ok() || nsb < 1 || nsb > 256 || w->payload_stride != nsb * 128 ||
@@ -444,19 +477,20 @@ static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const flo
     if (G > w->n_out) G = w->n_out;
     if (L::bytes((int)nsb, 1) <= stream_slot(bps))
         while (L::bytes((int)nsb, (w->n_out + G - 1) / G) > stream_slot(bps) && G < w->n_out) G += sms;
+    if (one_wave && G > (int64_t)sms * bps) return FP4_ERR_UNSUPPORTED;
     const int64_t rows_max = (w->n_out + G - 1) / G;
     const size_t smem = L::bytes((int)nsb, rows_max);
     if (smem > SMEM_MAX || rows_max * nsb + L::IPS >= ((int64_t)1 << 32) / 256) return FP4_ERR_UNSUPPORTED;
     static int opted_in[FP4_CU_MAX_DEVICES];
-    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_item_kernel<EXACT, NW, NST>, SMEM_MAX, opted_in));
+    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_item_kernel<EXACT, NW, NST, TAB>, SMEM_MAX, opted_in));
     const uint64_t magic = (((uint64_t)1 << 32) + (uint64_t)nsb - 1) / (uint64_t)nsb;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)G);
     cfg.blockDim = dim3(NW * 32);
     cfg.dynamicSmemBytes = stream_smem_request(smem, bps);
     cfg.stream = s;
-    return fp4_cu_launch_pdl(cfg, pdl, a16_item_kernel<EXACT, NW, NST>, w->d_payload, w->d_scales, w->n_out,
-                             (int)nsb, magic, w->scale2, q, d, y);
+    return fp4_cu_launch_pdl(cfg, pdl, a16_item_kernel<EXACT, NW, NST, TAB>, w->d_payload, w->d_scales,
+                             w->n_out, (int)nsb, magic, w->scale2, q, d, y);
 }
 
 #endif /* FP4_CUDA_A16_STREAM_CUH */
