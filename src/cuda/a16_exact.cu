@@ -258,10 +258,11 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
             int sms = fp4_cu_sm_count();
             if (sms <= 0) sms = 132;
             const int64_t per_block = w->n_out * (w->k_pad / 256) / sms; /* items */
+            cudaStream_t s0 = stream;
             const int short_run = per_block <= (int64_t)ITEM_SHORT_STAGES * ITEM_NW * 32;
-            fp4_status st = short_run
-                                ? launch_item<true, ITEM_NW, ITEM_NST_SHORT, ITEM_TAB>(w, q, d, y, 1, 1, stream)
-                                : launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, stream);
+            fp4_status st;
+            if (short_run) st = launch_item<true, ITEM_NW, ITEM_NST_SHORT, ITEM_TAB>(w, q, d, y, 1, 1, s0);
+            else st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, s0);
             if (st != FP4_ERR_UNSUPPORTED) {
                 FP4_CU_TRY(st);
                 continue;
