@@ -1,6 +1,6 @@
 /* a16_exact.cu — the exact A16 route (SPEC §4) on the GPU, bit-identical to
  * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the item kernel
- * (a16_stream.cuh: a16_item_kernel<true, 8, 3 or 4, ITEM_TAB>, one item per lane, persistent
+ * (a16_stream.cuh: a16_item_kernel<true, 8, 4>, one item per lane, persistent
  * blocks fed by cp.async.bulk, launched with programmatic dependent launch so it streams weights
  * while the Q8_K pass runs); where its layout or shared memory does not fit, under 8192 rows the
  * row-team kernel (a16_team.cuh: a16_team_kernel<true, 2>, PDL too), from 8192 rows (or rows too
@@ -47,10 +47,12 @@
 #define TEAM_MAX_ROWS 8191 /* ... and the most rows it serves: from 8192 rows the dp4a kernel has the
                             * warps to fill the GPU and was as fast or faster (bench/gpu.md, round 7) */
 
-/* the 1-column item kernel (a16_stream.cuh; bench/gpu.md rounds 8, 9): 8 warps per block, ITEM_NST
- * shared-memory stages, or ITEM_NST_SHORT where a block's share of the items is at most
- * ITEM_SHORT_STAGES stages (the 4096-wide shapes: ~7 stages per block), the lookup words as ITEM_TAB
- * says (0 fp4_pin, 1 read from shared memory) */
+/* the 1-column item kernel (a16_stream.cuh, lab exact.61; bench/gpu.md rounds 8, 9): ITEM_NW warps
+ * per block, ITEM_NST shared-memory stages, the lookup words as ITEM_TAB says (0 fp4_pin, 1 read from
+ * shared memory). Round 9's candidate route, not measured on the device (no device call was lent):
+ * ITEM_TAB 1, and ITEM_NST_SHORT stages where a block's share of the items is at most
+ * ITEM_SHORT_STAGES stages (the 4096-wide shapes: ~7 stages per block; 0 = off). The defaults are
+ * round 8's route; bench/receipts/round9-kern/build_alt.sh builds the candidates for a test. */
 #define ITEM_NW 8
 #ifndef ITEM_NST
 #define ITEM_NST 4
@@ -59,10 +61,10 @@
 #define ITEM_NST_SHORT 3
 #endif
 #ifndef ITEM_SHORT_STAGES
-#define ITEM_SHORT_STAGES 16
+#define ITEM_SHORT_STAGES 0
 #endif
 #ifndef ITEM_TAB
-#define ITEM_TAB 1
+#define ITEM_TAB 0
 #endif
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
@@ -255,14 +257,17 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         else {
             /* the item kernel (a16_stream.cuh, bench/gpu.md round 8) where the layout and its shared
              * memory allow; else the round-7 kernels */
+#if ITEM_SHORT_STAGES > 0
             int sms = fp4_cu_sm_count();
             if (sms <= 0) sms = 132;
             const int64_t per_block = w->n_out * (w->k_pad / 256) / sms; /* items */
-            cudaStream_t s0 = stream;
-            const int short_run = per_block <= (int64_t)ITEM_SHORT_STAGES * ITEM_NW * 32;
             fp4_status st;
-            if (short_run) st = launch_item<true, ITEM_NW, ITEM_NST_SHORT, ITEM_TAB>(w, q, d, y, 1, 1, s0);
-            else st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, s0);
+            if (per_block <= (int64_t)ITEM_SHORT_STAGES * ITEM_NW * 32)
+                st = launch_item<true, ITEM_NW, ITEM_NST_SHORT, ITEM_TAB>(w, q, d, y, 1, 1, stream);
+            else st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, stream);
+#else
+            fp4_status st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, stream);
+#endif
             if (st != FP4_ERR_UNSUPPORTED) {
                 FP4_CU_TRY(st);
                 continue;

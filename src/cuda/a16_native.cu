@@ -1,8 +1,5 @@
-/* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the item
- * kernel (a16_stream.cuh: a16_item_kernel<false, 8, 3, NITEM_TAB>, the int16 activation pass then
- * one 256-weight item per lane, persistent blocks fed by cp.async.bulk, PDL; bench/gpu.md round 9)
- * where the layout fits and the grid is one block per SM; else the int16 dp2a kernel
- * (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of
+/* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the int16
+ * dp2a kernel (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of
  * a16_team.cuh was slower in native mode, round 7, and stays in the lab); from 2 to 8 columns one
  * launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
  * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
@@ -13,11 +10,17 @@
 #include "native_dp2a.cuh"
 #include "native_tile.cuh"
 
+/* Round 9's candidate 1-column route, not measured on the device (no device call was lent; off by
+ * default): NITEM_ON 1 runs the int16 activation pass, then the item kernel (a16_stream.cuh:
+ * a16_item_kernel<false, 8, 3, NITEM_TAB>, lab native.64 / .72) where the layout fits and the grid
+ * is one block per SM, else the dp2a kernel on the same activations. NITEM_TAB: the item kernel's
+ * lookup words (0 fp4_pin, 1 read from shared memory). bench/receipts/round9-kern/build_alt.sh
+ * builds it for a test. */
 #ifndef NITEM_ON
-#define NITEM_ON 1 /* 0: the 1-column route stays on the dp2a kernel */
+#define NITEM_ON 0
 #endif
 #ifndef NITEM_TAB
-#define NITEM_TAB 1 /* the item kernel's lookup words: 0 fp4_pin, 1 read from shared memory */
+#define NITEM_TAB 1
 #endif
 
 #define NARROW 8 /* widest call served by one launch of the 32-row tile */
@@ -65,7 +68,8 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
         !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
     if (n_cols == 1) {
-        if (NITEM_ON && w->payload_stride == w->k_pad / 2 && w->scale_stride == w->k_pad / 16 &&
+#if NITEM_ON
+        if (w->payload_stride == w->k_pad / 2 && w->scale_stride == w->k_pad / 16 &&
             FP4_CU_COUNTER_BYTES + native_dp2a_scratch<1>(w, 1) <= s->bytes) {
             /* the int16 activation pass of the dp2a kernel, into the same scratch */
             int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
@@ -77,6 +81,7 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
                 return launch_dp2a_upto<2, 1>(w, 1, q, d, d_y, stream); /* same q, d */
             }
         }
+#endif
         return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
     }
     if (n_cols <= NARROW) return launch_tile<2, 1, 4>(w, d_x, n_cols, d_y, s, stream);

@@ -288,7 +288,8 @@ static fp4_status launch_stream(const fp4_cuda_tensor *w, const void *q, const f
  * one into a vector register before nearly every PRMT (~100 IMAD.U32 per exact item, round 8's
  * SASS). 1: thread 0 writes them to shared memory beside the mbarriers and every thread reads
  * them back once with a volatile ld.shared, so ptxas sees values it cannot rematerialize and keeps
- * them in vector registers for the whole kernel. The arithmetic is the same in both. */
+ * them in vector registers for the whole kernel; where NST is not a power of two the stage index and
+ * its phase are running counters. The arithmetic is the same in both. */
 template <bool EXACT, int NW, int NST> struct item_smem {
     static constexpr int IPS = NW * 32;
     static constexpr size_t stage = (size_t)IPS * 144;
@@ -389,10 +390,19 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
         L1 = fp4_pin(0x0C080604u);
         QL = EXACT ? fp4_q1_luts{0u, 0u, 0u, 0u} : fp4_q1_luts_make();
     }
+    /* TAB 1 and NST not a power of two: the stage and its phase as running counters (it % 3 and
+     * it / 3 cost an IMAD.HI pair and more per stage: 574 -> 540 instructions per item, SASS) */
+    constexpr bool RUN = TAB && (NST & (NST - 1));
+    int s_run = 0;
+    unsigned ph_run = 0;
     for (int it = 0; it < nit; it++) {
-        const int s = it % NST, base = it * IPS;
+        const int s = RUN ? s_run : it % NST, base = it * IPS;
         const int cnt = n_items - base < IPS ? n_items - base : IPS;
-        fp4_mbar_wait(&bar[s], (unsigned)(it / NST) & 1u);
+        fp4_mbar_wait(&bar[s], RUN ? ph_run : (unsigned)(it / NST) & 1u);
+        if (RUN && ++s_run == NST) {
+            s_run = 0;
+            ph_run ^= 1u;
+        }
         const uint8_t *wp = stg + s * L::stage + tid * 128;
         const uint32_t li = (uint32_t)(base + tid);
         const uint32_t lr = (uint32_t)(((uint64_t)li * magic) >> 32); /* li / nsb, exact here */
