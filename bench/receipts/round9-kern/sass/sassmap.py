@@ -1,3 +1,5 @@
+# sassmap.py: SASS opcode histograms of a cubin without cuobjdump (round 9). The low 12 bits of each
+# 16-byte sm_90 instruction name its opcode; the names come from a cuobjdump -sass text dump of any cubin.
 # opcode map from a cuobjdump -sass text dump: low 12 bits of the first 64-bit word -> mnemonic
 import re,sys,collections,subprocess,struct
 def build_map(path):
