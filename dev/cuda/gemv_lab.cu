@@ -14,7 +14,10 @@
  *   native.1..16, exact.1..9 (exact.1N: the matvec of exact.N alone, activations quantized
  *   beforehand; 17: exact.7, 18, 19: exact.8, 9 up to 16 columns), w4a4.2 (16 columns),
  *   native.30..36, exact.30..36 (1 column: the row-team kernels, lab_team.cu; exact.40 the
- *   kernel of exact.30 alone),
+ *   kernel of exact.30 alone), native.50..58, exact.50..58 (1 column: the stream kernels,
+ *   lab_stream.cu; exact.60 the kernel of exact.50 alone; .61..66 one item per lane,
+ *   exact.69 the kernel of exact.61 alone; .71, .72 the lookup words from shared memory,
+ *   exact.79 the kernel of exact.71 alone),
  *   cublas.9 (cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights, the baseline).
  */
 #include "lab.h"
@@ -58,6 +61,10 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
                               k->dy, &k->scratch, s);
     } else if (k->variant >= 30 && k->variant < 40) { /* the row-team kernels (lab_team.cu) */
         st = lab_team(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
+    } else if (!strcmp(k->op, "exact") && (k->variant == 60 || k->variant == 69 || k->variant == 79)) {
+        st = lab_stream_matvec(k->variant, t, k->dq, k->dd, k->dy, s);
+    } else if (k->variant >= 50 && k->variant < 80) { /* the stream kernels (lab_stream.cu) */
+        st = lab_stream(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact") && k->variant == 40) {
         st = lab_team_matvec(k->variant, t, k->dq, k->dd, k->dy, s);
     } else if (!strcmp(k->op, "native")) {
@@ -278,7 +285,15 @@ int main(int argc, char **argv) {
                     {"w4a4", 0},    {"w4a4", 2},    {"cublas", 9},  {"native", 30}, {"native", 31},
                     {"native", 32}, {"native", 33}, {"native", 34}, {"native", 35}, {"native", 36},
                     {"exact", 30},  {"exact", 31},  {"exact", 32},  {"exact", 33},  {"exact", 34},
-                    {"exact", 35},  {"exact", 36},  {"exact", 40}};
+                    {"exact", 35},  {"exact", 36},  {"exact", 40},  {"native", 50}, {"native", 51},
+                    {"native", 52}, {"native", 53}, {"native", 54}, {"native", 55}, {"native", 56},
+                    {"native", 57}, {"native", 58}, {"exact", 50},  {"exact", 51},  {"exact", 52},
+                    {"exact", 53},  {"exact", 54},  {"exact", 55},  {"exact", 56},  {"exact", 57},
+                    {"exact", 58},  {"exact", 60},  {"native", 61}, {"native", 62}, {"native", 63},
+                    {"native", 64}, {"native", 65}, {"native", 66}, {"native", 67}, {"exact", 61},
+                    {"exact", 62},  {"exact", 63},  {"exact", 64},  {"exact", 65},  {"exact", 66},
+                    {"exact", 69},  {"native", 71}, {"native", 72}, {"exact", 71},  {"exact", 72},
+                    {"exact", 79}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;

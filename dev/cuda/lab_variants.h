@@ -43,4 +43,13 @@ fp4_status lab_team(int exact, int variant, const fp4_cuda_tensor *w, const floa
 fp4_status lab_team_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                            float *d_y, cudaStream_t stream);
 
+/* exact.50..58, 61..66, 71, 72 / native.50..58, 61..67, 71, 72 (lab_stream.cu): the stream kernels at
+ * 1 column, their activation pass included; lab_stream_matvec: exact.60 / 69 / 79, the kernel of
+ * exact.50 / 61 / 71 alone
+ * (q in element order) */
+fp4_status lab_stream(int exact, int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols,
+                      float *d_y, const fp4_cuda_scratch *s, cudaStream_t stream);
+fp4_status lab_stream_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
+                             float *d_y, cudaStream_t stream);
+
 #endif

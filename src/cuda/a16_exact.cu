@@ -1,12 +1,13 @@
 /* a16_exact.cu — the exact A16 route (SPEC §4) on the GPU, bit-identical to
- * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column and under 8192 rows the
- * row-team kernel (a16_team.cuh: a16_team_kernel<true, 2>, launched with programmatic dependent
- * launch so it streams weights while the Q8_K pass runs), from 8192 rows (or rows too long for
- * the team's shared memory) the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of
- * a16_dp4a.cuh, and from 2 to 16 columns
- * the integer-MMA kernel below; wider calls run in chunks of 16 (a remainder of 1 column takes
- * the 1-column kernel). bench/gpu.md (rounds 6 and 7) has the measurements behind the choice; the
- * kernel lab (dev/cuda) keeps the alternatives.
+ * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the item kernel
+ * (a16_stream.cuh: a16_item_kernel<true, 8, 4>, one item per lane, persistent
+ * blocks fed by cp.async.bulk, launched with programmatic dependent launch so it streams weights
+ * while the Q8_K pass runs); where its layout or shared memory does not fit, under 8192 rows the
+ * row-team kernel (a16_team.cuh: a16_team_kernel<true, 2>, PDL too), from 8192 rows (or rows too
+ * long for the team's shared memory) the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of
+ * a16_dp4a.cuh; from 2 to 16 columns the integer-MMA kernel below; wider calls run in chunks of
+ * 16 (a remainder of 1 column takes the 1-column kernel). bench/gpu.md (rounds 6, 7 and 8) has
+ * the measurements behind the choice; the kernel lab (dev/cuda) keeps the alternatives.
  *
  * a16_exact_mma_kernel<NT> (block = 8 warps over the same 32 rows, round t gives warp w
  * super-block 8t + w, so the warps' order is the super-block order):
@@ -37,6 +38,7 @@
  * Bit-identical to SPEC §4 whatever the integer order.
  */
 #include "a16_dp4a.cuh"
+#include "a16_stream.cuh"
 #include "a16_team.cuh"
 #include "sb_tile.cuh"
 
@@ -44,6 +46,26 @@
 #define TEAM_TASKS 16    /* ... and tasks per block (a16_team.cuh) */
 #define TEAM_MAX_ROWS 8191 /* ... and the most rows it serves: from 8192 rows the dp4a kernel has the
                             * warps to fill the GPU and was as fast or faster (bench/gpu.md, round 7) */
+
+/* the 1-column item kernel (a16_stream.cuh, lab exact.61; bench/gpu.md rounds 8, 9): ITEM_NW warps
+ * per block, ITEM_NST shared-memory stages, the lookup words as ITEM_TAB says (0 fp4_pin, 1 read from
+ * shared memory). Round 9's candidate route, not measured on the device (no device call was lent):
+ * ITEM_TAB 1, and ITEM_NST_SHORT stages where a block's share of the items is at most
+ * ITEM_SHORT_STAGES stages (the 4096-wide shapes: ~7 stages per block; 0 = off). The defaults are
+ * round 8's route; bench/receipts/round9-kern/build_alt.sh builds the candidates for a test. */
+#define ITEM_NW 8
+#ifndef ITEM_NST
+#define ITEM_NST 4
+#endif
+#ifndef ITEM_NST_SHORT
+#define ITEM_NST_SHORT 3
+#endif
+#ifndef ITEM_SHORT_STAGES
+#define ITEM_SHORT_STAGES 0
+#endif
+#ifndef ITEM_TAB
+#define ITEM_TAB 0
+#endif
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
 #define MMA_NW 8
@@ -233,7 +255,24 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
             FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream)
                                : launch_mma<2>(w, q, d, nc, y, stream));
         else {
-            const fp4_status st = w->n_out <= TEAM_MAX_ROWS
+            /* the item kernel (a16_stream.cuh, bench/gpu.md round 8) where the layout and its shared
+             * memory allow; else the round-7 kernels */
+#if ITEM_SHORT_STAGES > 0
+            int sms = fp4_cu_sm_count();
+            if (sms <= 0) sms = 132;
+            const int64_t per_block = w->n_out * (w->k_pad / 256) / sms; /* items */
+            fp4_status st;
+            if (per_block <= (int64_t)ITEM_SHORT_STAGES * ITEM_NW * 32)
+                st = launch_item<true, ITEM_NW, ITEM_NST_SHORT, ITEM_TAB>(w, q, d, y, 1, 1, stream);
+            else st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, stream);
+#else
+            fp4_status st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, stream);
+#endif
+            if (st != FP4_ERR_UNSUPPORTED) {
+                FP4_CU_TRY(st);
+                continue;
+            }
+            st = w->n_out <= TEAM_MAX_ROWS
                                       ? launch_team<true, TEAM_R>(w, q, d, y, TEAM_TASKS, 1, stream)
                                       : FP4_ERR_UNSUPPORTED;
             if (st == FP4_ERR_UNSUPPORTED) /* many rows, or rows too long for the team's shared memory */

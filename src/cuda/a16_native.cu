@@ -6,8 +6,22 @@
  * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2, 5 and 7) has the measurements
  * behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a normalized error
  * against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
+#include "a16_stream.cuh"
 #include "native_dp2a.cuh"
 #include "native_tile.cuh"
+
+/* Round 9's candidate 1-column route, not measured on the device (no device call was lent; off by
+ * default): NITEM_ON 1 runs the int16 activation pass, then the item kernel (a16_stream.cuh:
+ * a16_item_kernel<false, 8, 3, NITEM_TAB>, lab native.64 / .72) where the layout fits and the grid
+ * is one block per SM, else the dp2a kernel on the same activations. NITEM_TAB: the item kernel's
+ * lookup words (0 fp4_pin, 1 read from shared memory). bench/receipts/round9-kern/build_alt.sh
+ * builds it for a test. */
+#ifndef NITEM_ON
+#define NITEM_ON 0
+#endif
+#ifndef NITEM_TAB
+#define NITEM_TAB 1
+#endif
 
 #define NARROW 8 /* widest call served by one launch of the 32-row tile */
 #define CHUNK 32 /* columns per launch of the 64-row tiles */
@@ -53,7 +67,23 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
     if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
         !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
-    if (n_cols == 1) return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
+    if (n_cols == 1) {
+#if NITEM_ON
+        if (w->payload_stride == w->k_pad / 2 && w->scale_stride == w->k_pad / 16 &&
+            FP4_CU_COUNTER_BYTES + native_dp2a_scratch<1>(w, 1) <= s->bytes) {
+            /* the int16 activation pass of the dp2a kernel, into the same scratch */
+            int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
+            float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)w->k_pad * 2));
+            if (fp4_aligned16(w->d_scales)) {
+                FP4_CU_TRY(act16_pass(w, d_x, 1, q, d, stream));
+                const fp4_status st = launch_item<false, 8, 3, NITEM_TAB>(w, q, d, d_y, 1, 1, stream, 1);
+                if (st != FP4_ERR_UNSUPPORTED) return st;
+                return launch_dp2a_upto<2, 1>(w, 1, q, d, d_y, stream); /* same q, d */
+            }
+        }
+#endif
+        return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
+    }
     if (n_cols <= NARROW) return launch_tile<2, 1, 4>(w, d_x, n_cols, d_y, s, stream);
     for (int64_t c0 = 0; c0 < n_cols; c0 += CHUNK) {
         const int64_t nc = n_cols - c0 < CHUNK ? n_cols - c0 : CHUNK;
