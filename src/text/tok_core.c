@@ -129,8 +129,13 @@ fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, 
 
 int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
                       size_t n) {
+    return m->slot ? tok_smap_find_h(t, m, spans, s, n, (uint32_t)tok_hash(s, n)) : -1;
+}
+
+int32_t tok_smap_find_h(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
+                        size_t n, uint32_t h) {
     if (!m->slot) return -1;
-    for (uint32_t i = (uint32_t)tok_hash(s, n) & m->mask;; i = (i + 1) & m->mask) {
+    for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
         int32_t o = m->slot[i];
         if (o < 0) return -1;
         if (spans[o].len == n && !memcmp(t->arena + spans[o].off, s, n)) return o;

@@ -121,6 +121,9 @@ uint64_t tok_hash(const char *s, size_t n);
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag);
 int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
                       size_t n);
+/* the same with h = tok_hash(s, n) (its low 32 bits) known */
+int32_t tok_smap_find_h(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
+                        size_t n, uint32_t h);
 fp4_status tok_mmap_init(tok_mmap *m, uint32_t n);
 /* false: the pair is already there */
 bool tok_mmap_put(tok_mmap *m, int32_t a, int32_t b, uint32_t rank, int32_t out);
@@ -128,6 +131,10 @@ static inline uint64_t tok_mix(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+/* the slot where the pair's probe starts */
+static inline const tok_mslot *tok_mmap_slot(const tok_mmap *m, int32_t a, int32_t b) {
+    return &m->slot[(uint32_t)tok_mix(((uint64_t)(uint32_t)a << 32) | (uint32_t)b) & m->mask];
 }
 static inline bool tok_mmap_get(const tok_mmap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *out) {
     uint64_t k = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
@@ -181,13 +188,12 @@ typedef struct tok_jbig {
 bool tok_jscan(fp4_tokenizer *t, const char *s, size_t n, tok_jbig *b);
 enum { TOK_JM_PAIR, TOK_JM_BADSTR, TOK_JM_BADSHAPE };
 #define TOK_JM_BUF (2 * FP4_TOK_MAX_TOKEN_BYTES + 1)
-/* one merge in document order: a, b (form TOK_JM_PAIR) */
-typedef fp4_status (*tok_merge_fn)(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn,
-                                   int form);
-/* the merges tok_jscan found, read strictly, in order, through fn (a and b contiguous); stops at
- * fn's first error; FP4_ERR_FORMAT: outside the subset, more than b->n_merges, or the array does not
- * end at merges_at[1]. *count: the merges read. */
-fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx, size_t *count);
+/* the merges tok_jscan found, read strictly, in order, into t->merges (initialised, room for
+ * b->n_merges): each names two tokens of t->by_text whose concatenation is one, each pair once.
+ * FP4_ERR_FORMAT on anything else (outside the subset, more than b->n_merges, an array that does not
+ * end at merges_at[1], a merge the loader refuses); the jansson pass then decides. *count: the
+ * merges read. */
+fp4_status tok_jscan_merges(fp4_tokenizer *t, const char *s, const tok_jbig *b, size_t *count);
 
 /* ---- tok_json.c ---- */
 /* One pass of fp4_tokenizer_from_json (json non-NULL, at most FP4_TOK_MAX_FILE bytes). fast: through

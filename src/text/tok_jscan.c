@@ -320,10 +320,56 @@ static size_t count_merges(const scan *c, size_t end) {
     return f.s[f.i] == '[' ? q / 4 : q / 2;
 }
 
-fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx, size_t *count) {
+/* ---- the merges into t->merges, a chunk at a time ----
+ * A merge's result is looked up first where the previous one's ended, at the next id (Hugging
+ * Face's trainer gives merge i the id base + i, so this is a sequential read), and by its spelling
+ * when that is not it. Its halves are then the first an and the last bn bytes of the result's
+ * spelling in the arena: each chunk of TOK_JM_CHUNK merges hashes them while the decoded bytes are
+ * at hand, then resolves them and inserts the pairs in order, in stages that prefetch what the
+ * next stage reads (the slots, the spans, the spellings, the merge slots): the misses of a chunk
+ * overlap instead of following one another. */
+#define TOK_JM_CHUNK 64
+typedef struct jm_ent {
+    uint32_t ha, hb; /* the halves' hashes (the low 32 bits: all the map uses) */
+    int32_t io, ia, ib;
+    uint32_t an, bn;
+} jm_ent;
+
+static bool jm_flush(fp4_tokenizer *t, jm_ent *e, size_t ne, size_t first) {
+    const tok_smap *m = &t->by_text;
+    const int32_t *slot = m->slot;
+    for (size_t k = 0; k < ne; k++) {
+        __builtin_prefetch(&slot[e[k].ha & m->mask]);
+        __builtin_prefetch(&slot[e[k].hb & m->mask]);
+    }
+    for (size_t k = 0; k < ne; k++) {
+        int32_t x = slot[e[k].ha & m->mask], y = slot[e[k].hb & m->mask];
+        if (x >= 0) __builtin_prefetch(&t->text[x]);
+        if (y >= 0) __builtin_prefetch(&t->text[y]);
+    }
+    for (size_t k = 0; k < ne; k++) {
+        int32_t x = slot[e[k].ha & m->mask], y = slot[e[k].hb & m->mask];
+        if (x >= 0) __builtin_prefetch(t->arena + t->text[x].off);
+        if (y >= 0) __builtin_prefetch(t->arena + t->text[y].off);
+    }
+    for (size_t k = 0; k < ne; k++) {
+        const char *ab = tok_str(t, t->text[e[k].io]);
+        e[k].ia = tok_smap_find_h(t, m, t->text, ab, e[k].an, e[k].ha);
+        e[k].ib = tok_smap_find_h(t, m, t->text, ab + e[k].an, e[k].bn, e[k].hb);
+        if (e[k].ia < 0 || e[k].ib < 0) return false;
+        __builtin_prefetch(tok_mmap_slot(&t->merges, e[k].ia, e[k].ib), 1);
+    }
+    for (size_t k = 0; k < ne; k++)
+        if (!tok_mmap_put(&t->merges, e[k].ia, e[k].ib, (uint32_t)(first + k), e[k].io)) return false;
+    return true;
+}
+
+fp4_status tok_jscan_merges(fp4_tokenizer *t, const char *s, const tok_jbig *b, size_t *count) {
     scan c = {(const uint8_t *)s, b->merges_at[1], b->merges_at[0] + 1}; /* just past the [ */
     char buf[TOK_JM_BUF];
-    size_t i = 0;
+    jm_ent e[TOK_JM_CHUNK];
+    size_t i = 0, ne = 0;
+    int32_t next = 0; /* where the previous result ended */
     skip_ws(&c);
     *count = 0;
     if (peek(&c) == ']') return c.i + 1 == c.n ? FP4_OK : FP4_ERR_FORMAT;
@@ -331,11 +377,24 @@ fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, v
         size_t an, bn;
         int form;
         skip_ws(&c);
-        if (i >= b->n_merges || !merge_entry(&c, buf, &an, &bn, &form)) return FP4_ERR_FORMAT;
-        fp4_status st = fn(ctx, i, buf, an, buf + an, bn, form);
-        if (st) return st;
+        if (i >= b->n_merges || !merge_entry(&c, buf, &an, &bn, &form) || form != TOK_JM_PAIR)
+            return FP4_ERR_FORMAT;
+        size_t n = an + bn;
+        int32_t io = next;
+        if (io >= t->n_vocab || !(t->flags[io] & TOKF_MODEL) || t->text[io].len != n ||
+            memcmp(tok_str(t, t->text[io]), buf, n))
+            io = tok_smap_find(t, &t->by_text, t->text, buf, n);
+        if (io < 0) return FP4_ERR_FORMAT; /* the result or (then) a half is not a token */
+        next = io + 1;
+        e[ne++] = (jm_ent){(uint32_t)tok_hash(buf, an), (uint32_t)tok_hash(buf + an, bn), io, -1, -1,
+                           (uint32_t)an, (uint32_t)bn};
+        if (ne == TOK_JM_CHUNK) {
+            if (!jm_flush(t, e, ne, i + 1 - ne)) return FP4_ERR_FORMAT;
+            ne = 0;
+        }
         if (!next_item(&c, ']', &more)) return FP4_ERR_FORMAT;
     }
+    if (ne && !jm_flush(t, e, ne, i - ne)) return FP4_ERR_FORMAT;
     *count = i;
     return c.i == c.n ? FP4_OK : FP4_ERR_FORMAT;
 }
