@@ -104,7 +104,7 @@ uint64_t tok_hash(const char *s, size_t n) {
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag) {
     uint32_t cap = 16;
     while (cap < (uint32_t)t->n_vocab + (uint32_t)t->n_vocab / 2)
-        cap *= 2; /* load <= 2/3 */
+        cap *= 2; /* load <= 2/3; at most 2^23 slots, below the tag's bits */
     free(m->slot);
     m->slot = malloc((size_t)cap * sizeof *m->slot);
     if (!m->slot) return FP4_ERR_NOMEM;
@@ -114,14 +114,17 @@ fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, 
         if ((t->flags[id] & need_flag) != need_flag) continue;
         const char *s = tok_str(t, spans[id]);
         size_t n = spans[id].len;
-        uint32_t i = (uint32_t)tok_hash(s, n) & m->mask;
-        for (;; i = (i + 1) & m->mask) {
+        uint32_t h = (uint32_t)tok_hash(s, n);
+        int32_t tag = TOK_SMAP_TAG(h);
+        for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
             int32_t o = m->slot[i];
             if (o < 0) {
-                m->slot[i] = id;
+                m->slot[i] = tag | id;
                 break;
             }
-            if (spans[o].len == n && !memcmp(tok_str(t, spans[o]), s, n)) return FP4_ERR_DUPLICATE;
+            if ((o & ~TOK_SMAP_ID_MASK) == tag && spans[o & TOK_SMAP_ID_MASK].len == n &&
+                !memcmp(tok_str(t, spans[o & TOK_SMAP_ID_MASK]), s, n))
+                return FP4_ERR_DUPLICATE;
         }
     }
     return FP4_OK;
@@ -135,9 +138,12 @@ int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span 
 int32_t tok_smap_find_h(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
                         size_t n, uint32_t h) {
     if (!m->slot) return -1;
+    int32_t tag = TOK_SMAP_TAG(h);
     for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
         int32_t o = m->slot[i];
         if (o < 0) return -1;
+        if ((o & ~TOK_SMAP_ID_MASK) != tag) continue;
+        o &= TOK_SMAP_ID_MASK;
         if (spans[o].len == n && !memcmp(t->arena + spans[o].off, s, n)) return o;
     }
 }

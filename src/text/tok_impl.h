@@ -14,11 +14,16 @@ typedef struct tok_span {
     uint32_t off, len; /* into fp4_tokenizer.arena */
 } tok_span;
 
-/* open addressing, string -> id; strings live in the tokenizer (by id) */
+/* open addressing, string -> id; strings live in the tokenizer (by id). A slot holds the id in its
+ * low 22 bits and 9 bits of the string's hash above them (TOK_SMAP_TAG), so that a probe passes
+ * over the other strings' slots without reading their spans and bytes. */
 typedef struct tok_smap {
-    int32_t *slot; /* -1 empty */
-    uint32_t mask;
+    int32_t *slot; /* -1 empty, else TOK_SMAP_TAG(hash) | id */
+    uint32_t mask; /* below 2^23 (at most 2^23 slots for 2^22 ids): the tag's hash bits are others */
 } tok_smap;
+#define TOK_SMAP_ID_MASK (FP4_TOK_MAX_VOCAB - 1)
+#define TOK_SMAP_TAG(h) ((int32_t)((uint32_t)(h) >> 23) << 22)
+_Static_assert(FP4_TOK_MAX_VOCAB == 1 << 22, "the slot's id and tag bits");
 
 /* open addressing, (left id, right id) -> (rank, merged id); one 16-byte slot per entry so that
  * a lookup touches one cache line */

@@ -321,82 +321,131 @@ static size_t count_merges(const scan *c, size_t end) {
 }
 
 /* ---- the merges into t->merges, a chunk at a time ----
- * A merge's result is looked up first where the previous one's ended, at the next id (Hugging
- * Face's trainer gives merge i the id base + i, so this is a sequential read), and by its spelling
- * when that is not it. Its halves are then the first an and the last bn bytes of the result's
- * spelling in the arena: each chunk of TOK_JM_CHUNK merges hashes them while the decoded bytes are
- * at hand, then resolves them and inserts the pairs in order, in stages that prefetch what the
- * next stage reads (the slots, the spans, the spellings, the merge slots): the misses of a chunk
- * overlap instead of following one another. */
+ * A merge's result is looked for first where the previous one's ended, at the next id (Hugging
+ * Face's trainer gives merge i the id base + i: a sequential read), else by its spelling; its halves
+ * are then the first an and the last bn bytes of the result's spelling. The lookups of a chunk of
+ * TOK_JM_CHUNK merges (hashed while the decoded bytes are at hand) go in stages that prefetch what
+ * the next stage reads (the slots, the spans, the spellings, the merge slots), so that their cache
+ * misses overlap instead of following one another; the pairs are inserted in order. */
 #define TOK_JM_CHUNK 64
+#define TOK_JM_SCRATCH (4 * TOK_JM_BUF)
 typedef struct jm_ent {
-    uint32_t ha, hb; /* the halves' hashes (the low 32 bits: all the map uses) */
-    int32_t io, ia, ib;
-    uint32_t an, bn;
+    uint32_t ho, ha, hb; /* hashes of the result (looked up by spelling) and the halves: the low 32 bits */
+    int32_t io, ia, ib;  /* io -1: to be looked up (its spelling at scratch + at) */
+    uint32_t an, bn, at;
 } jm_ent;
+typedef struct jm_chunk {
+    jm_ent e[TOK_JM_CHUNK];
+    size_t ne, first; /* entries; the index of the first merge */
+    size_t used;      /* of scratch: the spellings of the results to look up */
+    bool deferred;    /* some io is -1 */
+    int32_t last;     /* the last result of the chunk flushed last */
+    char scratch[TOK_JM_SCRATCH];
+} jm_chunk;
 
-static bool jm_flush(fp4_tokenizer *t, jm_ent *e, size_t ne, size_t first) {
+/* the slots, spans and spellings that lookups of these hashes will read, one stage after another
+ * (the span and spelling of the first slot with the hash's tag) */
+static void jm_prefetch(const fp4_tokenizer *t, const uint32_t *h, size_t nh) {
     const tok_smap *m = &t->by_text;
-    const int32_t *slot = m->slot;
-    for (size_t k = 0; k < ne; k++) {
-        __builtin_prefetch(&slot[e[k].ha & m->mask]);
-        __builtin_prefetch(&slot[e[k].hb & m->mask]);
+    int32_t id[2 * TOK_JM_CHUNK];
+    for (size_t k = 0; k < nh; k++)
+        __builtin_prefetch(&m->slot[h[k] & m->mask]);
+    for (size_t k = 0; k < nh; k++) {
+        uint32_t i = h[k] & m->mask;
+        int32_t x = m->slot[i], tag = TOK_SMAP_TAG(h[k]);
+        for (int p = 0; p < 3 && x >= 0 && (x & ~TOK_SMAP_ID_MASK) != tag; p++)
+            x = m->slot[i = (i + 1) & m->mask];
+        id[k] = x >= 0 && (x & ~TOK_SMAP_ID_MASK) == tag ? x & TOK_SMAP_ID_MASK : -1;
+        if (id[k] >= 0) __builtin_prefetch(&t->text[id[k]]);
     }
-    for (size_t k = 0; k < ne; k++) {
-        int32_t x = slot[e[k].ha & m->mask], y = slot[e[k].hb & m->mask];
-        if (x >= 0) __builtin_prefetch(&t->text[x]);
-        if (y >= 0) __builtin_prefetch(&t->text[y]);
+    for (size_t k = 0; k < nh; k++)
+        if (id[k] >= 0) __builtin_prefetch(t->arena + t->text[id[k]].off);
+}
+
+static bool jm_flush(fp4_tokenizer *t, jm_chunk *ch) {
+    const tok_smap *m = &t->by_text;
+    jm_ent *e = ch->e;
+    uint32_t h[2 * TOK_JM_CHUNK];
+    size_t nh = 0;
+    if (ch->deferred) {
+        for (size_t k = 0; k < ch->ne; k++)
+            if (e[k].io < 0) h[nh++] = e[k].ho;
+        jm_prefetch(t, h, nh);
+        for (size_t k = 0; k < ch->ne; k++) {
+            if (e[k].io >= 0) continue;
+            e[k].io = tok_smap_find_h(t, m, t->text, ch->scratch + e[k].at, e[k].an + e[k].bn, e[k].ho);
+            if (e[k].io < 0) return false; /* the result is not a token */
+        }
     }
-    for (size_t k = 0; k < ne; k++) {
-        int32_t x = slot[e[k].ha & m->mask], y = slot[e[k].hb & m->mask];
-        if (x >= 0) __builtin_prefetch(t->arena + t->text[x].off);
-        if (y >= 0) __builtin_prefetch(t->arena + t->text[y].off);
+    nh = 0;
+    for (size_t k = 0; k < ch->ne; k++) {
+        h[nh++] = e[k].ha;
+        h[nh++] = e[k].hb;
     }
-    for (size_t k = 0; k < ne; k++) {
+    jm_prefetch(t, h, nh);
+    for (size_t k = 0; k < ch->ne; k++) {
         const char *ab = tok_str(t, t->text[e[k].io]);
         e[k].ia = tok_smap_find_h(t, m, t->text, ab, e[k].an, e[k].ha);
         e[k].ib = tok_smap_find_h(t, m, t->text, ab + e[k].an, e[k].bn, e[k].hb);
         if (e[k].ia < 0 || e[k].ib < 0) return false;
         __builtin_prefetch(tok_mmap_slot(&t->merges, e[k].ia, e[k].ib), 1);
     }
-    for (size_t k = 0; k < ne; k++)
-        if (!tok_mmap_put(&t->merges, e[k].ia, e[k].ib, (uint32_t)(first + k), e[k].io)) return false;
+    for (size_t k = 0; k < ch->ne; k++)
+        if (!tok_mmap_put(&t->merges, e[k].ia, e[k].ib, (uint32_t)(ch->first + k), e[k].io)) return false;
+    ch->last = e[ch->ne - 1].io;
+    ch->first += ch->ne;
+    ch->ne = ch->used = 0;
+    ch->deferred = false;
     return true;
 }
 
 fp4_status tok_jscan_merges(fp4_tokenizer *t, const char *s, const tok_jbig *b, size_t *count) {
     scan c = {(const uint8_t *)s, b->merges_at[1], b->merges_at[0] + 1}; /* just past the [ */
-    char buf[TOK_JM_BUF];
-    jm_ent e[TOK_JM_CHUNK];
-    size_t i = 0, ne = 0;
-    int32_t next = 0; /* where the previous result ended */
+    jm_chunk *ch = malloc(sizeof *ch);
+    if (!ch) return FP4_ERR_NOMEM;
+    ch->ne = ch->first = ch->used = 0;
+    ch->deferred = false;
+    size_t i = 0;
+    int32_t next = 0; /* where the previous result ended (-1: not known yet) */
+    fp4_status st = FP4_ERR_FORMAT;
     skip_ws(&c);
     *count = 0;
-    if (peek(&c) == ']') return c.i + 1 == c.n ? FP4_OK : FP4_ERR_FORMAT;
+    if (peek(&c) == ']') {
+        free(ch);
+        return c.i + 1 == c.n ? FP4_OK : FP4_ERR_FORMAT;
+    }
     for (bool more = true; more; i++) {
         size_t an, bn;
         int form;
+        char *buf = ch->scratch + ch->used;
         skip_ws(&c);
-        if (i >= b->n_merges || !merge_entry(&c, buf, &an, &bn, &form) || form != TOK_JM_PAIR)
-            return FP4_ERR_FORMAT;
+        if (i >= b->n_merges || !merge_entry(&c, buf, &an, &bn, &form) || form != TOK_JM_PAIR) goto out;
         size_t n = an + bn;
         int32_t io = next;
-        if (io >= t->n_vocab || !(t->flags[io] & TOKF_MODEL) || t->text[io].len != n ||
+        if (io < 0 || io >= t->n_vocab || !(t->flags[io] & TOKF_MODEL) || t->text[io].len != n ||
             memcmp(tok_str(t, t->text[io]), buf, n))
-            io = tok_smap_find(t, &t->by_text, t->text, buf, n);
-        if (io < 0) return FP4_ERR_FORMAT; /* the result or (then) a half is not a token */
-        next = io + 1;
-        e[ne++] = (jm_ent){(uint32_t)tok_hash(buf, an), (uint32_t)tok_hash(buf + an, bn), io, -1, -1,
-                           (uint32_t)an, (uint32_t)bn};
-        if (ne == TOK_JM_CHUNK) {
-            if (!jm_flush(t, e, ne, i + 1 - ne)) return FP4_ERR_FORMAT;
-            ne = 0;
+            io = -1;
+        jm_ent *e = &ch->e[ch->ne++];
+        *e = (jm_ent){io < 0 ? (uint32_t)tok_hash(buf, n) : 0, (uint32_t)tok_hash(buf, an),
+                      (uint32_t)tok_hash(buf + an, bn), io, -1, -1, (uint32_t)an, (uint32_t)bn,
+                      (uint32_t)ch->used};
+        if (io < 0) {
+            ch->used += n;
+            ch->deferred = true;
         }
-        if (!next_item(&c, ']', &more)) return FP4_ERR_FORMAT;
+        next = io < 0 ? -1 : io + 1;
+        if (ch->ne == TOK_JM_CHUNK || TOK_JM_SCRATCH - ch->used < TOK_JM_BUF) {
+            if (!jm_flush(t, ch)) goto out;
+            next = ch->last + 1;
+        }
+        if (!next_item(&c, ']', &more)) goto out;
     }
-    if (ne && !jm_flush(t, e, ne, i - ne)) return FP4_ERR_FORMAT;
+    if (ch->ne && !jm_flush(t, ch)) goto out;
     *count = i;
-    return c.i == c.n ? FP4_OK : FP4_ERR_FORMAT;
+    st = c.i == c.n ? FP4_OK : FP4_ERR_FORMAT;
+out:
+    free(ch);
+    return st;
 }
 
 /* The vocabulary object at c->i, straight into t's tables: spellings into the arena, text[] and
