@@ -102,6 +102,11 @@ uint64_t tok_hash(const char *s, size_t n) {
 }
 
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag) {
+    return tok_smap_build_h(t, m, spans, need_flag, NULL);
+}
+
+fp4_status tok_smap_build_h(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag,
+                            const uint32_t *hash) {
     uint32_t cap = 16;
     while (cap < (uint32_t)t->n_vocab + (uint32_t)t->n_vocab / 2)
         cap *= 2; /* load <= 2/3; at most 2^23 slots, below the tag's bits */
@@ -114,7 +119,7 @@ fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, 
         if ((t->flags[id] & need_flag) != need_flag) continue;
         const char *s = tok_str(t, spans[id]);
         size_t n = spans[id].len;
-        uint32_t h = (uint32_t)tok_hash(s, n);
+        uint32_t h = hash ? hash[id] : (uint32_t)tok_hash(s, n);
         int32_t tag = TOK_SMAP_TAG(h);
         for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
             int32_t o = m->slot[i];
@@ -514,9 +519,9 @@ fp4_status tok_compile_regex(const char *src, bool gpt2, pcre2_code **out, char 
 fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
     fp4_status st;
     /* raw spellings */
-    free(t->raw);
-    t->raw = malloc((size_t)t->n_vocab * sizeof *t->raw);
-    if (!t->raw) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
+    tok_span *raw = realloc(t->raw, (size_t)t->n_vocab * sizeof *t->raw); /* its pages kept */
+    if (!raw) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
+    t->raw = raw;
     for (int32_t id = 0; id < t->n_vocab; id++) {
         t->raw[id] = t->text[id];
         if (!(t->flags[id] & TOKF_PRESENT)) continue;
@@ -525,26 +530,40 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
             continue;
         }
         /* byte-level: every character back to its byte; one outside the table gives 0x00 (as the
-         * reference's decoder does) */
-        char tmp[FP4_TOK_MAX_TOKEN_BYTES];
-        size_t k = 0, n = t->text[id].len;
+         * reference's decoder does). Printable ASCII stands for itself: such a token is its own
+         * raw spelling; the others are decoded straight into the arena (at most n bytes). */
+        size_t n = t->text[id].len, i = 0;
         const uint8_t *s = (const uint8_t *)tok_str(t, t->text[id]);
+        while (i < n && s[i] >= 0x21 && s[i] <= 0x7E)
+            i++;
+        if (i == n) {
+            t->flags[id] |= TOKF_RAWOK; /* raw[id] = text[id] */
+            continue;
+        }
+        if (t->arena_len + n + 1 > t->arena_cap &&
+            (st = tok_arena_reserve(t, t->arena_cap * 2 + n + 1)) != FP4_OK)
+            return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
+        if (t->arena_len + n + 1 > t->arena_cap)
+            return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.nomem", "out of memory");
+        s = (const uint8_t *)tok_str(t, t->text[id]); /* the arena may have moved */
+        char *o = t->arena + t->arena_len;
+        memcpy(o, s, i);
+        size_t k = i;
         bool all = true;
-        for (size_t i = 0; i < n;) {
-            if (s[i] >= 0x21 && s[i] <= 0x7E) { /* printable ASCII stands for itself */
-                tmp[k++] = (char)s[i++];
+        while (i < n) {
+            if (s[i] >= 0x21 && s[i] <= 0x7E) {
+                o[k++] = (char)s[i++];
                 continue;
             }
             uint32_t cp;
             i += (size_t)tok_utf8_dec(s + i, n - i, &cp);
             int byte = tok_cp_to_byte(cp);
             if (byte < 0) all = false;
-            tmp[k++] = (char)(byte < 0 ? 0 : byte);
+            o[k++] = (char)(byte < 0 ? 0 : byte);
         }
-        if (k == n && !memcmp(tmp, s, n))
-            t->raw[id] = t->text[id]; /* printable ASCII: the same bytes */
-        else if ((st = tok_arena_add(t, tmp, k, &t->raw[id])))
-            return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
+        o[k] = 0;
+        t->raw[id] = (tok_span){(uint32_t)t->arena_len, (uint32_t)k};
+        t->arena_len += k + 1;
         if (all) t->flags[id] |= TOKF_RAWOK;
     }
     st = t->by_text_ready ? FP4_OK : tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL);

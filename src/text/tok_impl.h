@@ -84,7 +84,8 @@ struct fp4_tokenizer {
     char *arena;
     size_t arena_len, arena_cap;
     tok_span *text;   /* per id: the vocabulary spelling */
-    tok_span *raw;    /* per id: bytes the token stands for (byte-level decoded; SPM: = text) */
+    tok_span *raw;    /* per id: bytes the token stands for (byte-level decoded; SPM: = text); set by
+                       * tok_finish (tok_jscan keeps the spellings' hashes there until then) */
     uint8_t *flags;   /* per id: TOKF_* */
     tok_smap by_text; /* model vocabulary spelling -> id */
     bool by_text_ready; /* by_text built by the loader (tok_jbig_install_by_text): tok_finish keeps it */
@@ -124,6 +125,9 @@ fp4_status tok_arena_add(fp4_tokenizer *t, const char *s, size_t n, tok_span *ou
 static inline const char *tok_str(const fp4_tokenizer *t, tok_span s) { return t->arena + s.off; }
 uint64_t tok_hash(const char *s, size_t n);
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag);
+/* the same with hash[id] = tok_hash of spans[id] (its low 32 bits) known for the ids it takes */
+fp4_status tok_smap_build_h(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag,
+                            const uint32_t *hash);
 int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
                       size_t n);
 /* the same with h = tok_hash(s, n) (its low 32 bits) known */
@@ -188,7 +192,8 @@ typedef struct tok_jbig {
     size_t n_merges;                  /* at least the number of merges (exact when counted by a walk) */
 } tok_jbig;
 /* true: both members read; the vocabulary is in t (arena, text[], flags[] PRESENT | MODEL,
- * n_vocab = max_id + 1, by_text built and by_text_ready), the merges checked and counted.
+ * n_vocab = max_id + 1, by_text built and by_text_ready; raw[] allocated for n_vocab ids, its
+ * contents left for tok_finish), the merges located and counted.
  * false: not in the reader's subset; the caller discards t and parses with jansson alone. */
 bool tok_jscan(fp4_tokenizer *t, const char *s, size_t n, tok_jbig *b);
 enum { TOK_JM_PAIR, TOK_JM_BADSTR, TOK_JM_BADSHAPE };

@@ -449,11 +449,12 @@ out:
 }
 
 /* The vocabulary object at c->i, straight into t's tables: spellings into the arena, text[] and
- * flags[] by id. Gives up on what the jansson path reports (an id out of range or given twice,
- * an empty or over-long key) as well as on what jansson refuses. */
+ * flags[] by id, and each spelling's hash (for the map) into raw[] (as uint32_t[], until tok_finish
+ * writes it): no array of its own to fault in. Gives up on what the jansson path reports (an id
+ * out of range or given twice, an empty or over-long key) as well as on what jansson refuses. */
 static bool scan_vocab(fp4_tokenizer *t, scan *c, tok_jbig *b) {
     const size_t key_max = FP4_TOK_MAX_TOKEN_BYTES;
-    int32_t cap = 0;
+    int32_t cap = 0, filled = 0; /* text[] and flags[] are set below filled */
     b->max_id = -1;
     c->i++; /* { */
     skip_ws(c);
@@ -487,11 +488,23 @@ static bool scan_vocab(fp4_tokenizer *t, scan *c, tok_jbig *b) {
             int64_t nc = cap ? (int64_t)cap * 2 : 4096;
             if (nc < id + 1) nc = id + 1;
             if (nc > FP4_TOK_MAX_VOCAB) nc = FP4_TOK_MAX_VOCAB;
-            if (tok_reserve_ids(t, (int32_t)nc)) return false;
+            tok_span *x = realloc(t->text, (size_t)nc * sizeof *x);
+            if (x) t->text = x;
+            uint8_t *f = x ? realloc(t->flags, (size_t)nc) : NULL;
+            if (f) t->flags = f;
+            tok_span *r = f ? realloc(t->raw, (size_t)nc * sizeof *r) : NULL;
+            if (!r) return false;
+            t->raw = r;
             cap = (int32_t)nc;
         }
-        if (t->flags[id] & TOKF_PRESENT) return false;
+        if (id >= filled) { /* ids skipped over are absent */
+            memset(t->text + filled, 0, (size_t)(id - filled) * sizeof *t->text);
+            memset(t->flags + filled, 0, (size_t)(id - filled));
+            filled = (int32_t)id + 1;
+        } else if (t->flags[id] & TOKF_PRESENT)
+            return false;
         key[kl] = 0;
+        ((uint32_t *)(void *)t->raw)[id] = (uint32_t)tok_hash(key, kl); /* while the key is at hand */
         t->text[id] = (tok_span){(uint32_t)t->arena_len, (uint32_t)kl};
         t->arena_len += kl + 1;
         t->flags[id] = TOKF_PRESENT | TOKF_MODEL;
@@ -575,8 +588,9 @@ bool tok_jscan(fp4_tokenizer *t, const char *s, size_t n, tok_jbig *b) {
     /* what follows the root is jansson's to judge (it parses the copy, tail included) */
     if (!b->vocab_found || !b->merges_found) return false;
     t->n_vocab = b->max_id + 1;
-    /* a spelling twice is a duplicate key (jansson's refusal) */
-    if (tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL)) return false;
+    /* a spelling twice is a duplicate key (jansson's refusal); the hashes are in raw[] (scan_vocab) */
+    const uint32_t *hash = (const uint32_t *)(void *)t->raw;
+    if (tok_smap_build_h(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL, hash)) return false;
     t->by_text_ready = true;
     return true;
 }
