@@ -128,7 +128,7 @@ fp4_status tok_smap_build_h(fp4_tokenizer *t, tok_smap *m, const tok_span *spans
                 break;
             }
             if ((o & ~TOK_SMAP_ID_MASK) == tag && spans[o & TOK_SMAP_ID_MASK].len == n &&
-                !memcmp(tok_str(t, spans[o & TOK_SMAP_ID_MASK]), s, n))
+                tok_bytes_eq(tok_str(t, spans[o & TOK_SMAP_ID_MASK]), s, n))
                 return FP4_ERR_DUPLICATE;
         }
     }
@@ -138,19 +138,6 @@ fp4_status tok_smap_build_h(fp4_tokenizer *t, tok_smap *m, const tok_span *spans
 int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
                       size_t n) {
     return m->slot ? tok_smap_find_h(t, m, spans, s, n, (uint32_t)tok_hash(s, n)) : -1;
-}
-
-int32_t tok_smap_find_h(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
-                        size_t n, uint32_t h) {
-    if (!m->slot) return -1;
-    int32_t tag = TOK_SMAP_TAG(h);
-    for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
-        int32_t o = m->slot[i];
-        if (o < 0) return -1;
-        if ((o & ~TOK_SMAP_ID_MASK) != tag) continue;
-        o &= TOK_SMAP_ID_MASK;
-        if (spans[o].len == n && !memcmp(t->arena + spans[o].off, s, n)) return o;
-    }
 }
 
 fp4_status tok_mmap_init(tok_mmap *m, uint32_t n) {
@@ -196,12 +183,14 @@ uint32_t tok_byte_to_cp(uint8_t b) {
     return 256u + 67u; /* 0xAD */
 }
 
-int tok_cp_to_byte(uint32_t cp) {
+static inline int cp_to_byte(uint32_t cp) {
     if (cp < 256) return byte_printable(cp) ? (int)cp : -1;
     if (cp < 256 + 33) return (int)(cp - 256);
     if (cp < 256 + 67) return (int)(cp - 256 - 33 + 0x7F);
     return cp == 256 + 67 ? 0xAD : -1;
 }
+
+int tok_cp_to_byte(uint32_t cp) { return cp_to_byte(cp); }
 
 int tok_utf8_dec(const uint8_t *s, size_t n, uint32_t *cp) {
     uint8_t b = s[0];
@@ -556,8 +545,12 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
                 continue;
             }
             uint32_t cp;
-            i += (size_t)tok_utf8_dec(s + i, n - i, &cp);
-            int byte = tok_cp_to_byte(cp);
+            if (s[i] >= 0xC2 && s[i] <= 0xDF && i + 1 < n) { /* the table's others: two bytes */
+                cp = ((uint32_t)(s[i] & 0x1F) << 6) | (s[i + 1] & 0x3F);
+                i += 2;
+            } else
+                i += (size_t)tok_utf8_dec(s + i, n - i, &cp);
+            int byte = cp_to_byte(cp);
             if (byte < 0) all = false;
             o[k++] = (char)(byte < 0 ? 0 : byte);
         }

@@ -130,9 +130,50 @@ fp4_status tok_smap_build_h(fp4_tokenizer *t, tok_smap *m, const tok_span *spans
                             const uint32_t *hash);
 int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
                       size_t n);
-/* the same with h = tok_hash(s, n) (its low 32 bits) known */
-int32_t tok_smap_find_h(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
-                        size_t n, uint32_t h);
+/* a == b over n bytes, inline: the strings looked up are short, a call to memcmp costs more than
+ * the comparison (overlapping loads, never a byte outside [0, n)) */
+static inline bool tok_bytes_eq(const char *a, const char *b, size_t n) {
+    uint64_t x, y;
+    uint32_t u, v;
+    uint16_t p, q;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&x, a + i, 8);
+            memcpy(&y, b + i, 8);
+            if (x != y) return false;
+        }
+        memcpy(&x, a + n - 8, 8);
+        memcpy(&y, b + n - 8, 8);
+        return x == y;
+    }
+    if (n >= 4) {
+        memcpy(&u, a, 4);
+        memcpy(&v, b, 4);
+        if (u != v) return false;
+        memcpy(&u, a + n - 4, 4);
+        memcpy(&v, b + n - 4, 4);
+        return u == v;
+    }
+    if (n >= 2) {
+        memcpy(&p, a, 2);
+        memcpy(&q, b, 2);
+        return p == q && a[n - 1] == b[n - 1];
+    }
+    return n == 0 || a[0] == b[0];
+}
+/* tok_smap_find with h = tok_hash(s, n) (its low 32 bits) known */
+static inline int32_t tok_smap_find_h(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans,
+                                      const char *s, size_t n, uint32_t h) {
+    if (!m->slot) return -1;
+    int32_t tag = TOK_SMAP_TAG(h);
+    for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
+        int32_t o = m->slot[i];
+        if (o < 0) return -1;
+        if ((o & ~TOK_SMAP_ID_MASK) != tag) continue;
+        o &= TOK_SMAP_ID_MASK;
+        if (spans[o].len == n && tok_bytes_eq(t->arena + spans[o].off, s, n)) return o;
+    }
+}
 fp4_status tok_mmap_init(tok_mmap *m, uint32_t n);
 /* false: the pair is already there */
 bool tok_mmap_put(tok_mmap *m, int32_t a, int32_t b, uint32_t rank, int32_t out);

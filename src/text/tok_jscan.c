@@ -399,6 +399,54 @@ static bool jm_flush(fp4_tokenizer *t, jm_chunk *ch) {
     return true;
 }
 
+/* The merge at c->i when it spells w (the n bytes of a token: valid UTF-8) literally, as "a b" or
+ * ["a", "b"] with a and b not empty and apart at a character boundary: c->i moves past it, *an is
+ * a's length. Literally: no byte of w that a JSON string must escape (or, in "a b", a space), so each
+ * string stands for its bytes, as get_string would decode them. false: c is left as it was and
+ * merge_entry reads the merge. */
+static inline bool literal_byte(uint8_t x) {
+    return x >= 0x20 && x != '"' && x != '\\';
+}
+static bool merge_literal(scan *c, const uint8_t *w, size_t n, size_t *an) {
+    scan d = *c;
+    const uint8_t *s = d.s;
+    size_t k = 0, split = 0;
+    if (peek(&d) == '"') {
+        for (d.i++; k < n; k++, d.i++) {
+            if (d.i < d.n && s[d.i] == ' ' && !split && k > 0) {
+                split = k;
+                d.i++;
+            }
+            if (d.i >= d.n || !literal_byte(w[k]) || w[k] == ' ' || s[d.i] != w[k]) return false;
+        }
+        if (peek(&d) != '"') return false;
+    } else if (peek(&d) == '[') {
+        d.i++;
+        skip_ws(&d);
+        if (peek(&d) != '"') return false;
+        for (d.i++; d.i < d.n && s[d.i] != '"'; k++, d.i++)
+            if (k >= n || !literal_byte(w[k]) || s[d.i] != w[k]) return false;
+        split = k;
+        d.i++;
+        skip_ws(&d);
+        if (peek(&d) != ',') return false;
+        d.i++;
+        skip_ws(&d);
+        if (peek(&d) != '"') return false;
+        for (d.i++; k < n; k++, d.i++)
+            if (d.i >= d.n || !literal_byte(w[k]) || s[d.i] != w[k]) return false;
+        if (peek(&d) != '"') return false;
+        d.i++;
+        skip_ws(&d);
+        if (peek(&d) != ']') return false;
+    } else
+        return false;
+    if (split == 0 || split >= n || (w[split] & 0xC0) == 0x80) return false;
+    c->i = d.i + 1; /* past the closing quote or bracket */
+    *an = split;
+    return true;
+}
+
 fp4_status tok_jscan_merges(fp4_tokenizer *t, const char *s, const tok_jbig *b, size_t *count) {
     scan c = {(const uint8_t *)s, b->merges_at[1], b->merges_at[0] + 1}; /* just past the [ */
     jm_chunk *ch = malloc(sizeof *ch);
@@ -415,16 +463,26 @@ fp4_status tok_jscan_merges(fp4_tokenizer *t, const char *s, const tok_jbig *b, 
         return c.i + 1 == c.n ? FP4_OK : FP4_ERR_FORMAT;
     }
     for (bool more = true; more; i++) {
-        size_t an, bn;
+        size_t an, bn, n;
         int form;
-        char *buf = ch->scratch + ch->used;
-        skip_ws(&c);
-        if (i >= b->n_merges || !merge_entry(&c, buf, &an, &bn, &form) || form != TOK_JM_PAIR) goto out;
-        size_t n = an + bn;
         int32_t io = next;
-        if (io < 0 || io >= t->n_vocab || !(t->flags[io] & TOKF_MODEL) || t->text[io].len != n ||
-            memcmp(tok_str(t, t->text[io]), buf, n))
-            io = -1;
+        const char *buf;
+        skip_ws(&c);
+        if (i >= b->n_merges) goto out;
+        if (io >= 0 && io < t->n_vocab && (t->flags[io] & TOKF_MODEL) &&
+            merge_literal(&c, (const uint8_t *)tok_str(t, t->text[io]), t->text[io].len, &an)) {
+            buf = tok_str(t, t->text[io]); /* the usual: the next token, spelt out */
+            n = t->text[io].len;
+            bn = n - an;
+        } else {
+            char *d = ch->scratch + ch->used;
+            if (!merge_entry(&c, d, &an, &bn, &form) || form != TOK_JM_PAIR) goto out;
+            buf = d;
+            n = an + bn;
+            if (io < 0 || io >= t->n_vocab || !(t->flags[io] & TOKF_MODEL) || t->text[io].len != n ||
+                !tok_bytes_eq(tok_str(t, t->text[io]), buf, n))
+                io = -1;
+        }
         jm_ent *e = &ch->e[ch->ne++];
         *e = (jm_ent){io < 0 ? (uint32_t)tok_hash(buf, n) : 0, (uint32_t)tok_hash(buf, an),
                       (uint32_t)tok_hash(buf + an, bn), io, -1, -1, (uint32_t)an, (uint32_t)bn,
