@@ -38,18 +38,23 @@ typedef struct scan {
 static inline bool is_ws(uint8_t c) {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
-/* pretty-printed files indent every merge by 6-8 spaces per line: runs of spaces 8 and 4 at a time */
+/* pretty-printed files put a newline and 6-12 spaces before every merge (and both its halves): a
+ * run of spaces eight at a time, its end found in the last word (the first byte that differs from a
+ * space: x ^ spaces has it as its lowest nonzero byte) */
 static inline void skip_ws(scan *c) {
     const uint8_t *s = c->s;
     size_t i = c->i, n = c->n;
+    const uint64_t spaces = 0x2020202020202020ull;
     while (i < n) {
         uint8_t b = s[i];
         if (b == ' ') {
-            uint64_t w8;
-            uint32_t w4;
-            while (i + 8 <= n && (memcpy(&w8, s + i, 8), w8 == 0x2020202020202020ull))
+            uint64_t w8 = spaces;
+            while (i + 8 <= n && (memcpy(&w8, s + i, 8), w8 == spaces))
                 i += 8;
-            if (i + 4 <= n && (memcpy(&w4, s + i, 4), w4 == 0x20202020u)) i += 4;
+            if (i + 8 <= n) {
+                i += (size_t)__builtin_ctzll(w8 ^ spaces) >> 3;
+                continue;
+            }
             while (i < n && s[i] == ' ')
                 i++;
         } else if (b == '\n' || b == '\r' || b == '\t')
