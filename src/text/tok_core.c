@@ -519,26 +519,17 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
             continue;
         }
         /* byte-level: every character back to its byte; one outside the table gives 0x00 (as the
-         * reference's decoder does). Printable ASCII stands for itself: such a token is its own
-         * raw spelling; the others are decoded straight into the arena (at most n bytes). */
-        size_t n = t->text[id].len, i = 0;
-        const uint8_t *s = (const uint8_t *)tok_str(t, t->text[id]);
-        while (i < n && s[i] >= 0x21 && s[i] <= 0x7E)
-            i++;
-        if (i == n) {
-            t->flags[id] |= TOKF_RAWOK; /* raw[id] = text[id] */
-            continue;
-        }
+         * reference's decoder does); decoded straight into the arena (at most n bytes). Printable
+         * ASCII stands for itself: a token of nothing else is its own raw spelling. */
+        size_t n = t->text[id].len, i = 0, k = 0;
         if (t->arena_len + n + 1 > t->arena_cap &&
             (st = tok_arena_reserve(t, t->arena_cap * 2 + n + 1)) != FP4_OK)
             return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
         if (t->arena_len + n + 1 > t->arena_cap)
             return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.nomem", "out of memory");
-        s = (const uint8_t *)tok_str(t, t->text[id]); /* the arena may have moved */
+        const uint8_t *s = (const uint8_t *)tok_str(t, t->text[id]);
         char *o = t->arena + t->arena_len;
-        memcpy(o, s, i);
-        size_t k = i;
-        bool all = true;
+        bool all = true, same = true;
         while (i < n) {
             if (s[i] >= 0x21 && s[i] <= 0x7E) {
                 o[k++] = (char)s[i++];
@@ -553,11 +544,13 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
             int byte = cp_to_byte(cp);
             if (byte < 0) all = false;
             o[k++] = (char)(byte < 0 ? 0 : byte);
+            same = false;
         }
+        if (all) t->flags[id] |= TOKF_RAWOK;
+        if (same) continue; /* raw[id] = text[id] */
         o[k] = 0;
         t->raw[id] = (tok_span){(uint32_t)t->arena_len, (uint32_t)k};
         t->arena_len += k + 1;
-        if (all) t->flags[id] |= TOKF_RAWOK;
     }
     st = t->by_text_ready ? FP4_OK : tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL);
     if (st == FP4_ERR_DUPLICATE)

@@ -5,10 +5,12 @@
  * frees them all again: ~90 % of loading a 150k-token tokenizer.json. tok_jscan walks the document
  * once, finds the two members by their path (root object -> "model" -> "vocab" / "merges"), reads
  * the vocabulary straight into the tokenizer (keys decoded into the arena, text[] and flags[] by
- * id, the spelling map) and locates the merges (their extent and an upper bound of their count);
- * tok_jscan_merges later reads the merges strictly, one at a time, as the loader checks and
- * inserts them. jansson parses everything else (tok_json.c hands it a copy of the document with
- * the two values replaced by {} and []), so the accepted language is jansson's.
+ * id, the spelling map from hashes taken as each key is decoded) and locates the merges (their
+ * extent and an upper bound of their count); tok_jscan_merges later reads the merges strictly, in
+ * order, checks them as the jansson pass does and inserts them (a merge that spells the next token
+ * is compared in place, not decoded; the lookups of 64 merges at a time are prefetched in stages).
+ * jansson parses everything else (tok_json.c hands it a copy of the document with the two values
+ * replaced by {} and []), so the accepted language is jansson's.
  *
  * What is read is a strict subset of what jansson accepts, each string decoded as jansson decodes
  * it (escapes \" \\ \/ \b \f \n \r \t \uXXXX with surrogate pairs; raw UTF-8 validated; no control
@@ -560,11 +562,13 @@ static bool scan_vocab(fp4_tokenizer *t, scan *c, tok_jbig *b) {
             t->raw = r;
             cap = (int32_t)nc;
         }
-        if (id >= filled) { /* ids skipped over are absent */
+        if (id > filled) { /* ids skipped over are absent */
             memset(t->text + filled, 0, (size_t)(id - filled) * sizeof *t->text);
             memset(t->flags + filled, 0, (size_t)(id - filled));
+        }
+        if (id >= filled)
             filled = (int32_t)id + 1;
-        } else if (t->flags[id] & TOKF_PRESENT)
+        else if (t->flags[id] & TOKF_PRESENT)
             return false;
         key[kl] = 0;
         ((uint32_t *)(void *)t->raw)[id] = (uint32_t)tok_hash(key, kl); /* while the key is at hand */
