@@ -328,9 +328,10 @@ static size_t count_merges(const scan *c, size_t end) {
 }
 
 /* ---- the merges into t->merges, a chunk at a time ----
- * A merge's result is looked for first where the previous one's ended, at the next id (Hugging
- * Face's trainer gives merge i the id base + i: a sequential read), else by its spelling; its halves
- * are then the first an and the last bn bytes of the result's spelling. The lookups of a chunk of
+ * A merge's result is looked for first at the id after the previous result (Hugging Face's trainer
+ * gives merge i the id base + i: a sequential read), then at the previous result itself (Llama 3's
+ * later merges make each token again from other halves, in id order), else by its spelling; its
+ * halves are then the first an and the last bn bytes of the result's spelling. The lookups of a chunk of
  * TOK_JM_CHUNK merges (hashed while the decoded bytes are at hand) go in stages that prefetch what
  * the next stage reads (the slots, the spans, the spellings, the merge slots), so that their cache
  * misses overlap instead of following one another; the pairs are inserted in order. */
@@ -461,7 +462,7 @@ fp4_status tok_jscan_merges(fp4_tokenizer *t, const char *s, const tok_jbig *b, 
     ch->ne = ch->first = ch->used = 0;
     ch->deferred = false;
     size_t i = 0;
-    int32_t next = 0; /* where the previous result ended (-1: not known yet) */
+    int32_t next = 0; /* the id after the previous result (-1: not known yet) */
     fp4_status st = FP4_ERR_FORMAT;
     skip_ws(&c);
     *count = 0;
@@ -470,26 +471,30 @@ fp4_status tok_jscan_merges(fp4_tokenizer *t, const char *s, const tok_jbig *b, 
         return c.i + 1 == c.n ? FP4_OK : FP4_ERR_FORMAT;
     }
     for (bool more = true; more; i++) {
-        size_t an, bn, n;
+        size_t an = 0, bn, n = 0;
         int form;
-        int32_t io = next;
-        const char *buf;
+        int32_t io = -1, cand[2] = {next, next - 1}; /* the next token, or the previous result again */
+        const char *buf = NULL;
         skip_ws(&c);
         if (i >= b->n_merges) goto out;
-        if (io >= 0 && io < t->n_vocab && (t->flags[io] & TOKF_MODEL) &&
-            merge_literal(&c, (const uint8_t *)tok_str(t, t->text[io]), t->text[io].len, &an)) {
-            buf = tok_str(t, t->text[io]); /* the usual: the next token, spelt out */
-            n = t->text[io].len;
-            bn = n - an;
-        } else {
+        for (int q = 0; q < 2 && io < 0; q++) /* the usual: a candidate, spelt out */
+            if (cand[q] >= 0 && cand[q] < t->n_vocab && (t->flags[cand[q]] & TOKF_MODEL) &&
+                merge_literal(&c, (const uint8_t *)tok_str(t, t->text[cand[q]]), t->text[cand[q]].len, &an)) {
+                io = cand[q];
+                buf = tok_str(t, t->text[io]);
+                n = t->text[io].len;
+            }
+        if (io < 0) {
             char *d = ch->scratch + ch->used;
             if (!merge_entry(&c, d, &an, &bn, &form) || form != TOK_JM_PAIR) goto out;
             buf = d;
             n = an + bn;
-            if (io < 0 || io >= t->n_vocab || !(t->flags[io] & TOKF_MODEL) || t->text[io].len != n ||
-                !tok_bytes_eq(tok_str(t, t->text[io]), buf, n))
-                io = -1;
+            for (int q = 0; q < 2 && io < 0; q++)
+                if (cand[q] >= 0 && cand[q] < t->n_vocab && (t->flags[cand[q]] & TOKF_MODEL) &&
+                    t->text[cand[q]].len == n && tok_bytes_eq(tok_str(t, t->text[cand[q]]), buf, n))
+                    io = cand[q];
         }
+        bn = n - an;
         jm_ent *e = &ch->e[ch->ne++];
         *e = (jm_ent){io < 0 ? (uint32_t)tok_hash(buf, n) : 0, (uint32_t)tok_hash(buf, an),
                       (uint32_t)tok_hash(buf + an, bn), io, -1, -1, (uint32_t)an, (uint32_t)bn,
