@@ -231,6 +231,14 @@ static void rejections(void) {
          false},
         {"\"version\": \"1.0\"", "\"version\": \"1.0\", \"model\": {}", true, FP4_ERR_FORMAT, "tok.json",
          false},
+        /* merges read as the next token spelt out (merge_literal), and what that must leave to the decoder */
+        {"[\"h\", \"e\"]", "[\"h\",\"e\"]", true, FP4_OK, NULL, true},
+        {"[\"h\", \"e\"]", "[\"h\", \"\\u0065\"]", true, FP4_OK, NULL, true},
+        {"[\"h\", \"e\"]", "[\"he\", \"\"]", true, FP4_ERR_FORMAT, "tok.merge-unknown", false},
+        {"[\"h\", \"e\"]", "[\"\", \"he\"]", true, FP4_ERR_FORMAT, "tok.merge-unknown", false},
+        {"[\"h\", \"e\"]", "[\"h\", \"e\", \"\"]", true, FP4_ERR_FORMAT, "tok.merge-form", false},
+        {"[\"\xc4\xa0t\", \"he\"]", "[\"\xc4\", \"\xa0the\"]", true, FP4_ERR_FORMAT, "tok.json", false},
+        {"[\"\xc4\xa0t\", \"he\"]", "[\"\xc4\xa0t\", \"he\"\n]", true, FP4_OK, NULL, true},
     };
     variants("bytelevel", bl, v, sizeof v / sizeof v[0]);
     /* nesting elsewhere: within the walk's depth (fast) and past it (jansson alone) */
@@ -253,6 +261,12 @@ static void rejections(void) {
         {"\"merges\": [", "\"merges\": [\"\\u2581 t\"]}, \"x\": [", true, FP4_ERR_FORMAT, "tok.json", false},
         {"\"merges\": [", "\"merges\":[ ], \"unk_token\": null, \"x\": [", true, FP4_ERR_FORMAT, "tok.json",
          false},
+        {"\"h e\"", "\"he \"", true, FP4_ERR_FORMAT, "tok.merge-unknown", false},
+        {"\"h e\"", "\" he\"", true, FP4_ERR_FORMAT, "tok.merge-unknown", false},
+        {"\"h e\"", "\"h  e\"", true, FP4_ERR_FORMAT, "tok.merge-form", false},
+        {"\"h e\"", "\"h\\u0020e\"", true, FP4_OK, NULL, true},
+        {"\"\xe6\x97\xa5 \xe6\x9c\xac\"", "\"\xe6\x97 \xa5\xe6\x9c\xac\"", true, FP4_ERR_FORMAT, "tok.json",
+         false}, /* a space inside a character */
     };
     variants("spm", spm, vs, sizeof vs / sizeof vs[0]);
     /* truncated anywhere: the jansson pass's refusal (every 7th cut, and the last 40) */

@@ -102,9 +102,14 @@ uint64_t tok_hash(const char *s, size_t n) {
 }
 
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag) {
+    return tok_smap_build_h(t, m, spans, need_flag, NULL);
+}
+
+fp4_status tok_smap_build_h(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag,
+                            const uint32_t *hash) {
     uint32_t cap = 16;
     while (cap < (uint32_t)t->n_vocab + (uint32_t)t->n_vocab / 2)
-        cap *= 2; /* load <= 2/3 */
+        cap *= 2; /* load <= 2/3; at most 2^23 slots, below the tag's bits */
     free(m->slot);
     m->slot = malloc((size_t)cap * sizeof *m->slot);
     if (!m->slot) return FP4_ERR_NOMEM;
@@ -114,14 +119,17 @@ fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, 
         if ((t->flags[id] & need_flag) != need_flag) continue;
         const char *s = tok_str(t, spans[id]);
         size_t n = spans[id].len;
-        uint32_t i = (uint32_t)tok_hash(s, n) & m->mask;
-        for (;; i = (i + 1) & m->mask) {
+        uint32_t h = hash ? hash[id] : (uint32_t)tok_hash(s, n);
+        int32_t tag = TOK_SMAP_TAG(h);
+        for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
             int32_t o = m->slot[i];
             if (o < 0) {
-                m->slot[i] = id;
+                m->slot[i] = tag | id;
                 break;
             }
-            if (spans[o].len == n && !memcmp(tok_str(t, spans[o]), s, n)) return FP4_ERR_DUPLICATE;
+            if ((o & ~TOK_SMAP_ID_MASK) == tag && spans[o & TOK_SMAP_ID_MASK].len == n &&
+                tok_bytes_eq(tok_str(t, spans[o & TOK_SMAP_ID_MASK]), s, n))
+                return FP4_ERR_DUPLICATE;
         }
     }
     return FP4_OK;
@@ -129,12 +137,7 @@ fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, 
 
 int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
                       size_t n) {
-    if (!m->slot) return -1;
-    for (uint32_t i = (uint32_t)tok_hash(s, n) & m->mask;; i = (i + 1) & m->mask) {
-        int32_t o = m->slot[i];
-        if (o < 0) return -1;
-        if (spans[o].len == n && !memcmp(t->arena + spans[o].off, s, n)) return o;
-    }
+    return m->slot ? tok_smap_find_h(t, m, spans, s, n, (uint32_t)tok_hash(s, n)) : -1;
 }
 
 fp4_status tok_mmap_init(tok_mmap *m, uint32_t n) {
@@ -180,12 +183,14 @@ uint32_t tok_byte_to_cp(uint8_t b) {
     return 256u + 67u; /* 0xAD */
 }
 
-int tok_cp_to_byte(uint32_t cp) {
+static inline int cp_to_byte(uint32_t cp) {
     if (cp < 256) return byte_printable(cp) ? (int)cp : -1;
     if (cp < 256 + 33) return (int)(cp - 256);
     if (cp < 256 + 67) return (int)(cp - 256 - 33 + 0x7F);
     return cp == 256 + 67 ? 0xAD : -1;
 }
+
+int tok_cp_to_byte(uint32_t cp) { return cp_to_byte(cp); }
 
 int tok_utf8_dec(const uint8_t *s, size_t n, uint32_t *cp) {
     uint8_t b = s[0];
@@ -503,9 +508,9 @@ fp4_status tok_compile_regex(const char *src, bool gpt2, pcre2_code **out, char 
 fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
     fp4_status st;
     /* raw spellings */
-    free(t->raw);
-    t->raw = malloc((size_t)t->n_vocab * sizeof *t->raw);
-    if (!t->raw) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
+    tok_span *raw = realloc(t->raw, (size_t)t->n_vocab * sizeof *t->raw); /* its pages kept */
+    if (!raw) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
+    t->raw = raw;
     for (int32_t id = 0; id < t->n_vocab; id++) {
         t->raw[id] = t->text[id];
         if (!(t->flags[id] & TOKF_PRESENT)) continue;
@@ -514,27 +519,38 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
             continue;
         }
         /* byte-level: every character back to its byte; one outside the table gives 0x00 (as the
-         * reference's decoder does) */
-        char tmp[FP4_TOK_MAX_TOKEN_BYTES];
-        size_t k = 0, n = t->text[id].len;
+         * reference's decoder does); decoded straight into the arena (at most n bytes). Printable
+         * ASCII stands for itself: a token of nothing else is its own raw spelling. */
+        size_t n = t->text[id].len, i = 0, k = 0;
+        if (t->arena_len + n + 1 > t->arena_cap &&
+            (st = tok_arena_reserve(t, t->arena_cap * 2 + n + 1)) != FP4_OK)
+            return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
+        if (t->arena_len + n + 1 > t->arena_cap)
+            return fp4_fail(err, FP4_ERR_LIMIT, name, NULL, "tok.nomem", "out of memory");
         const uint8_t *s = (const uint8_t *)tok_str(t, t->text[id]);
-        bool all = true;
-        for (size_t i = 0; i < n;) {
-            if (s[i] >= 0x21 && s[i] <= 0x7E) { /* printable ASCII stands for itself */
-                tmp[k++] = (char)s[i++];
+        char *o = t->arena + t->arena_len;
+        bool all = true, same = true;
+        while (i < n) {
+            if (s[i] >= 0x21 && s[i] <= 0x7E) {
+                o[k++] = (char)s[i++];
                 continue;
             }
             uint32_t cp;
-            i += (size_t)tok_utf8_dec(s + i, n - i, &cp);
-            int byte = tok_cp_to_byte(cp);
+            if (s[i] >= 0xC2 && s[i] <= 0xDF && i + 1 < n) { /* the table's others: two bytes */
+                cp = ((uint32_t)(s[i] & 0x1F) << 6) | (s[i + 1] & 0x3F);
+                i += 2;
+            } else
+                i += (size_t)tok_utf8_dec(s + i, n - i, &cp);
+            int byte = cp_to_byte(cp);
             if (byte < 0) all = false;
-            tmp[k++] = (char)(byte < 0 ? 0 : byte);
+            o[k++] = (char)(byte < 0 ? 0 : byte);
+            same = false;
         }
-        if (k == n && !memcmp(tmp, s, n))
-            t->raw[id] = t->text[id]; /* printable ASCII: the same bytes */
-        else if ((st = tok_arena_add(t, tmp, k, &t->raw[id])))
-            return fp4_fail(err, st, name, NULL, "tok.nomem", "out of memory");
         if (all) t->flags[id] |= TOKF_RAWOK;
+        if (same) continue; /* raw[id] = text[id] */
+        o[k] = 0;
+        t->raw[id] = (tok_span){(uint32_t)t->arena_len, (uint32_t)k};
+        t->arena_len += k + 1;
     }
     st = t->by_text_ready ? FP4_OK : tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL);
     if (st == FP4_ERR_DUPLICATE)

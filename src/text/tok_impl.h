@@ -14,11 +14,16 @@ typedef struct tok_span {
     uint32_t off, len; /* into fp4_tokenizer.arena */
 } tok_span;
 
-/* open addressing, string -> id; strings live in the tokenizer (by id) */
+/* open addressing, string -> id; strings live in the tokenizer (by id). A slot holds the id in its
+ * low 22 bits and 9 bits of the string's hash above them (TOK_SMAP_TAG), so that a probe passes
+ * over the other strings' slots without reading their spans and bytes. */
 typedef struct tok_smap {
-    int32_t *slot; /* -1 empty */
-    uint32_t mask;
+    int32_t *slot; /* -1 empty, else TOK_SMAP_TAG(hash) | id */
+    uint32_t mask; /* below 2^23 (at most 2^23 slots for 2^22 ids): the tag's hash bits are others */
 } tok_smap;
+#define TOK_SMAP_ID_MASK (FP4_TOK_MAX_VOCAB - 1)
+#define TOK_SMAP_TAG(h) ((int32_t)((uint32_t)(h) >> 23) << 22)
+_Static_assert(FP4_TOK_MAX_VOCAB == 1 << 22, "the slot's id and tag bits");
 
 /* open addressing, (left id, right id) -> (rank, merged id); one 16-byte slot per entry so that
  * a lookup touches one cache line */
@@ -79,7 +84,8 @@ struct fp4_tokenizer {
     char *arena;
     size_t arena_len, arena_cap;
     tok_span *text;   /* per id: the vocabulary spelling */
-    tok_span *raw;    /* per id: bytes the token stands for (byte-level decoded; SPM: = text) */
+    tok_span *raw;    /* per id: bytes the token stands for (byte-level decoded; SPM: = text); set by
+                       * tok_finish (tok_jscan keeps the spellings' hashes there until then) */
     uint8_t *flags;   /* per id: TOKF_* */
     tok_smap by_text; /* model vocabulary spelling -> id */
     bool by_text_ready; /* by_text built by the loader (tok_jbig_install_by_text): tok_finish keeps it */
@@ -119,8 +125,55 @@ fp4_status tok_arena_add(fp4_tokenizer *t, const char *s, size_t n, tok_span *ou
 static inline const char *tok_str(const fp4_tokenizer *t, tok_span s) { return t->arena + s.off; }
 uint64_t tok_hash(const char *s, size_t n);
 fp4_status tok_smap_build(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag);
+/* the same with hash[id] = tok_hash of spans[id] (its low 32 bits) known for the ids it takes */
+fp4_status tok_smap_build_h(fp4_tokenizer *t, tok_smap *m, const tok_span *spans, uint8_t need_flag,
+                            const uint32_t *hash);
 int32_t tok_smap_find(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans, const char *s,
                       size_t n);
+/* a == b over n bytes, inline: the strings looked up are short, a call to memcmp costs more than
+ * the comparison (overlapping loads, never a byte outside [0, n)) */
+static inline bool tok_bytes_eq(const char *a, const char *b, size_t n) {
+    uint64_t x, y;
+    uint32_t u, v;
+    uint16_t p, q;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&x, a + i, 8);
+            memcpy(&y, b + i, 8);
+            if (x != y) return false;
+        }
+        memcpy(&x, a + n - 8, 8);
+        memcpy(&y, b + n - 8, 8);
+        return x == y;
+    }
+    if (n >= 4) {
+        memcpy(&u, a, 4);
+        memcpy(&v, b, 4);
+        if (u != v) return false;
+        memcpy(&u, a + n - 4, 4);
+        memcpy(&v, b + n - 4, 4);
+        return u == v;
+    }
+    if (n >= 2) {
+        memcpy(&p, a, 2);
+        memcpy(&q, b, 2);
+        return p == q && a[n - 1] == b[n - 1];
+    }
+    return n == 0 || a[0] == b[0];
+}
+/* tok_smap_find with h = tok_hash(s, n) (its low 32 bits) known */
+static inline int32_t tok_smap_find_h(const fp4_tokenizer *t, const tok_smap *m, const tok_span *spans,
+                                      const char *s, size_t n, uint32_t h) {
+    if (!m->slot) return -1;
+    int32_t tag = TOK_SMAP_TAG(h);
+    for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
+        int32_t o = m->slot[i];
+        if (o < 0) return -1;
+        if ((o & ~TOK_SMAP_ID_MASK) != tag) continue;
+        o &= TOK_SMAP_ID_MASK;
+        if (spans[o].len == n && tok_bytes_eq(t->arena + spans[o].off, s, n)) return o;
+    }
+}
 fp4_status tok_mmap_init(tok_mmap *m, uint32_t n);
 /* false: the pair is already there */
 bool tok_mmap_put(tok_mmap *m, int32_t a, int32_t b, uint32_t rank, int32_t out);
@@ -128,6 +181,10 @@ static inline uint64_t tok_mix(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
+}
+/* the slot where the pair's probe starts */
+static inline const tok_mslot *tok_mmap_slot(const tok_mmap *m, int32_t a, int32_t b) {
+    return &m->slot[(uint32_t)tok_mix(((uint64_t)(uint32_t)a << 32) | (uint32_t)b) & m->mask];
 }
 static inline bool tok_mmap_get(const tok_mmap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *out) {
     uint64_t k = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
@@ -176,18 +233,18 @@ typedef struct tok_jbig {
     size_t n_merges;                  /* at least the number of merges (exact when counted by a walk) */
 } tok_jbig;
 /* true: both members read; the vocabulary is in t (arena, text[], flags[] PRESENT | MODEL,
- * n_vocab = max_id + 1, by_text built and by_text_ready), the merges checked and counted.
+ * n_vocab = max_id + 1, by_text built and by_text_ready; raw[] allocated for n_vocab ids, its
+ * contents left for tok_finish), the merges located and counted.
  * false: not in the reader's subset; the caller discards t and parses with jansson alone. */
 bool tok_jscan(fp4_tokenizer *t, const char *s, size_t n, tok_jbig *b);
 enum { TOK_JM_PAIR, TOK_JM_BADSTR, TOK_JM_BADSHAPE };
 #define TOK_JM_BUF (2 * FP4_TOK_MAX_TOKEN_BYTES + 1)
-/* one merge in document order: a, b (form TOK_JM_PAIR) */
-typedef fp4_status (*tok_merge_fn)(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn,
-                                   int form);
-/* the merges tok_jscan found, read strictly, in order, through fn (a and b contiguous); stops at
- * fn's first error; FP4_ERR_FORMAT: outside the subset, more than b->n_merges, or the array does not
- * end at merges_at[1]. *count: the merges read. */
-fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx, size_t *count);
+/* the merges tok_jscan found, read strictly, in order, into t->merges (initialised, room for
+ * b->n_merges): each names two tokens of t->by_text whose concatenation is one, each pair once.
+ * FP4_ERR_FORMAT on anything else (outside the subset, more than b->n_merges, an array that does not
+ * end at merges_at[1], a merge the loader refuses); the jansson pass then decides. *count: the
+ * merges read. */
+fp4_status tok_jscan_merges(fp4_tokenizer *t, const char *s, const tok_jbig *b, size_t *count);
 
 /* ---- tok_json.c ---- */
 /* One pass of fp4_tokenizer_from_json (json non-NULL, at most FP4_TOK_MAX_FILE bytes). fast: through

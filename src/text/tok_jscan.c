@@ -5,10 +5,12 @@
  * frees them all again: ~90 % of loading a 150k-token tokenizer.json. tok_jscan walks the document
  * once, finds the two members by their path (root object -> "model" -> "vocab" / "merges"), reads
  * the vocabulary straight into the tokenizer (keys decoded into the arena, text[] and flags[] by
- * id, the spelling map) and locates the merges (their extent and an upper bound of their count);
- * tok_jscan_merges later reads the merges strictly, one at a time, as the loader checks and
- * inserts them. jansson parses everything else (tok_json.c hands it a copy of the document with
- * the two values replaced by {} and []), so the accepted language is jansson's.
+ * id, the spelling map from hashes taken as each key is decoded) and locates the merges (their
+ * extent and an upper bound of their count); tok_jscan_merges later reads the merges strictly, in
+ * order, checks them as the jansson pass does and inserts them (a merge that spells the next token
+ * is compared in place, not decoded; the lookups of 64 merges at a time are prefetched in stages).
+ * jansson parses everything else (tok_json.c hands it a copy of the document with the two values
+ * replaced by {} and []), so the accepted language is jansson's.
  *
  * What is read is a strict subset of what jansson accepts, each string decoded as jansson decodes
  * it (escapes \" \\ \/ \b \f \n \r \t \uXXXX with surrogate pairs; raw UTF-8 validated; no control
@@ -38,18 +40,23 @@ typedef struct scan {
 static inline bool is_ws(uint8_t c) {
     return c == ' ' || c == '\n' || c == '\r' || c == '\t';
 }
-/* pretty-printed files indent every merge by 6-8 spaces per line: runs of spaces 8 and 4 at a time */
+/* pretty-printed files put a newline and 6-12 spaces before every merge (and both its halves): a
+ * run of spaces eight at a time, its end found in the last word (the first byte that differs from a
+ * space: x ^ spaces has it as its lowest nonzero byte) */
 static inline void skip_ws(scan *c) {
     const uint8_t *s = c->s;
     size_t i = c->i, n = c->n;
+    const uint64_t spaces = 0x2020202020202020ull;
     while (i < n) {
         uint8_t b = s[i];
         if (b == ' ') {
-            uint64_t w8;
-            uint32_t w4;
-            while (i + 8 <= n && (memcpy(&w8, s + i, 8), w8 == 0x2020202020202020ull))
+            uint64_t w8 = spaces;
+            while (i + 8 <= n && (memcpy(&w8, s + i, 8), w8 == spaces))
                 i += 8;
-            if (i + 4 <= n && (memcpy(&w4, s + i, 4), w4 == 0x20202020u)) i += 4;
+            if (i + 8 <= n) {
+                i += (size_t)__builtin_ctzll(w8 ^ spaces) >> 3;
+                continue;
+            }
             while (i < n && s[i] == ' ')
                 i++;
         } else if (b == '\n' || b == '\r' || b == '\t')
@@ -320,32 +327,204 @@ static size_t count_merges(const scan *c, size_t end) {
     return f.s[f.i] == '[' ? q / 4 : q / 2;
 }
 
-fp4_status tok_jscan_merges(const char *s, const tok_jbig *b, tok_merge_fn fn, void *ctx, size_t *count) {
+/* ---- the merges into t->merges, a chunk at a time ----
+ * A merge's result is looked for first at the id after the previous result (Hugging Face's trainer
+ * gives merge i the id base + i: a sequential read), then at the previous result itself (Llama 3's
+ * later merges make each token again from other halves, in id order), else by its spelling; its
+ * halves are then the first an and the last bn bytes of the result's spelling. The lookups of a chunk of
+ * TOK_JM_CHUNK merges (hashed while the decoded bytes are at hand) go in stages that prefetch what
+ * the next stage reads (the slots, the spans, the spellings, the merge slots), so that their cache
+ * misses overlap instead of following one another; the pairs are inserted in order. */
+#define TOK_JM_CHUNK 64
+#define TOK_JM_SCRATCH (4 * TOK_JM_BUF)
+typedef struct jm_ent {
+    uint32_t ho, ha, hb; /* hashes of the result (looked up by spelling) and the halves: the low 32 bits */
+    int32_t io, ia, ib;  /* io -1: to be looked up (its spelling at scratch + at) */
+    uint32_t an, bn, at;
+} jm_ent;
+typedef struct jm_chunk {
+    jm_ent e[TOK_JM_CHUNK];
+    size_t ne, first; /* entries; the index of the first merge */
+    size_t used;      /* of scratch: the spellings of the results to look up */
+    bool deferred;    /* some io is -1 */
+    int32_t last;     /* the last result of the chunk flushed last */
+    char scratch[TOK_JM_SCRATCH];
+} jm_chunk;
+
+/* the slots, spans and spellings that lookups of these hashes will read, one stage after another
+ * (the span and spelling of the first slot with the hash's tag) */
+static void jm_prefetch(const fp4_tokenizer *t, const uint32_t *h, size_t nh) {
+    const tok_smap *m = &t->by_text;
+    int32_t id[2 * TOK_JM_CHUNK];
+    for (size_t k = 0; k < nh; k++)
+        __builtin_prefetch(&m->slot[h[k] & m->mask]);
+    for (size_t k = 0; k < nh; k++) {
+        uint32_t i = h[k] & m->mask;
+        int32_t x = m->slot[i], tag = TOK_SMAP_TAG(h[k]);
+        for (int p = 0; p < 3 && x >= 0 && (x & ~TOK_SMAP_ID_MASK) != tag; p++)
+            x = m->slot[i = (i + 1) & m->mask];
+        id[k] = x >= 0 && (x & ~TOK_SMAP_ID_MASK) == tag ? x & TOK_SMAP_ID_MASK : -1;
+        if (id[k] >= 0) __builtin_prefetch(&t->text[id[k]]);
+    }
+    for (size_t k = 0; k < nh; k++)
+        if (id[k] >= 0) __builtin_prefetch(t->arena + t->text[id[k]].off);
+}
+
+static bool jm_flush(fp4_tokenizer *t, jm_chunk *ch) {
+    const tok_smap *m = &t->by_text;
+    jm_ent *e = ch->e;
+    uint32_t h[2 * TOK_JM_CHUNK];
+    size_t nh = 0;
+    if (ch->deferred) {
+        for (size_t k = 0; k < ch->ne; k++)
+            if (e[k].io < 0) h[nh++] = e[k].ho;
+        jm_prefetch(t, h, nh);
+        for (size_t k = 0; k < ch->ne; k++) {
+            if (e[k].io >= 0) continue;
+            e[k].io = tok_smap_find_h(t, m, t->text, ch->scratch + e[k].at, e[k].an + e[k].bn, e[k].ho);
+            if (e[k].io < 0) return false; /* the result is not a token */
+        }
+    }
+    nh = 0;
+    for (size_t k = 0; k < ch->ne; k++) {
+        h[nh++] = e[k].ha;
+        h[nh++] = e[k].hb;
+    }
+    jm_prefetch(t, h, nh);
+    for (size_t k = 0; k < ch->ne; k++) {
+        const char *ab = tok_str(t, t->text[e[k].io]);
+        e[k].ia = tok_smap_find_h(t, m, t->text, ab, e[k].an, e[k].ha);
+        e[k].ib = tok_smap_find_h(t, m, t->text, ab + e[k].an, e[k].bn, e[k].hb);
+        if (e[k].ia < 0 || e[k].ib < 0) return false;
+        __builtin_prefetch(tok_mmap_slot(&t->merges, e[k].ia, e[k].ib), 1);
+    }
+    for (size_t k = 0; k < ch->ne; k++)
+        if (!tok_mmap_put(&t->merges, e[k].ia, e[k].ib, (uint32_t)(ch->first + k), e[k].io)) return false;
+    ch->last = e[ch->ne - 1].io;
+    ch->first += ch->ne;
+    ch->ne = ch->used = 0;
+    ch->deferred = false;
+    return true;
+}
+
+/* The merge at c->i when it spells w (the n bytes of a token: valid UTF-8) literally, as "a b" or
+ * ["a", "b"] with a and b not empty and apart at a character boundary: c->i moves past it, *an is
+ * a's length. Literally: no byte of w that a JSON string must escape (or, in "a b", a space), so each
+ * string stands for its bytes, as get_string would decode them. false: c is left as it was and
+ * merge_entry reads the merge. */
+static inline bool literal_byte(uint8_t x) {
+    return x >= 0x20 && x != '"' && x != '\\';
+}
+static bool merge_literal(scan *c, const uint8_t *w, size_t n, size_t *an) {
+    scan d = *c;
+    const uint8_t *s = d.s;
+    size_t k = 0, split = 0;
+    if (peek(&d) == '"') {
+        for (d.i++; k < n; k++, d.i++) {
+            if (d.i < d.n && s[d.i] == ' ' && !split && k > 0) {
+                split = k;
+                d.i++;
+            }
+            if (d.i >= d.n || !literal_byte(w[k]) || w[k] == ' ' || s[d.i] != w[k]) return false;
+        }
+        if (peek(&d) != '"') return false;
+    } else if (peek(&d) == '[') {
+        d.i++;
+        skip_ws(&d);
+        if (peek(&d) != '"') return false;
+        for (d.i++; d.i < d.n && s[d.i] != '"'; k++, d.i++)
+            if (k >= n || !literal_byte(w[k]) || s[d.i] != w[k]) return false;
+        split = k;
+        d.i++;
+        skip_ws(&d);
+        if (peek(&d) != ',') return false;
+        d.i++;
+        skip_ws(&d);
+        if (peek(&d) != '"') return false;
+        for (d.i++; k < n; k++, d.i++)
+            if (d.i >= d.n || !literal_byte(w[k]) || s[d.i] != w[k]) return false;
+        if (peek(&d) != '"') return false;
+        d.i++;
+        skip_ws(&d);
+        if (peek(&d) != ']') return false;
+    } else
+        return false;
+    if (split == 0 || split >= n || (w[split] & 0xC0) == 0x80) return false;
+    c->i = d.i + 1; /* past the closing quote or bracket */
+    *an = split;
+    return true;
+}
+
+fp4_status tok_jscan_merges(fp4_tokenizer *t, const char *s, const tok_jbig *b, size_t *count) {
     scan c = {(const uint8_t *)s, b->merges_at[1], b->merges_at[0] + 1}; /* just past the [ */
-    char buf[TOK_JM_BUF];
+    jm_chunk *ch = malloc(sizeof *ch);
+    if (!ch) return FP4_ERR_NOMEM;
+    ch->ne = ch->first = ch->used = 0;
+    ch->deferred = false;
     size_t i = 0;
+    int32_t next = 0; /* the id after the previous result (-1: not known yet) */
+    fp4_status st = FP4_ERR_FORMAT;
     skip_ws(&c);
     *count = 0;
-    if (peek(&c) == ']') return c.i + 1 == c.n ? FP4_OK : FP4_ERR_FORMAT;
-    for (bool more = true; more; i++) {
-        size_t an, bn;
-        int form;
-        skip_ws(&c);
-        if (i >= b->n_merges || !merge_entry(&c, buf, &an, &bn, &form)) return FP4_ERR_FORMAT;
-        fp4_status st = fn(ctx, i, buf, an, buf + an, bn, form);
-        if (st) return st;
-        if (!next_item(&c, ']', &more)) return FP4_ERR_FORMAT;
+    if (peek(&c) == ']') {
+        free(ch);
+        return c.i + 1 == c.n ? FP4_OK : FP4_ERR_FORMAT;
     }
+    for (bool more = true; more; i++) {
+        size_t an = 0, bn, n = 0;
+        int form;
+        int32_t io = -1, cand[2] = {next, next - 1}; /* the next token, or the previous result again */
+        const char *buf = NULL;
+        skip_ws(&c);
+        if (i >= b->n_merges) goto out;
+        for (int q = 0; q < 2 && io < 0; q++) /* the usual: a candidate, spelt out */
+            if (cand[q] >= 0 && cand[q] < t->n_vocab && (t->flags[cand[q]] & TOKF_MODEL) &&
+                merge_literal(&c, (const uint8_t *)tok_str(t, t->text[cand[q]]), t->text[cand[q]].len, &an)) {
+                io = cand[q];
+                buf = tok_str(t, t->text[io]);
+                n = t->text[io].len;
+            }
+        if (io < 0) {
+            char *d = ch->scratch + ch->used;
+            if (!merge_entry(&c, d, &an, &bn, &form) || form != TOK_JM_PAIR) goto out;
+            buf = d;
+            n = an + bn;
+            for (int q = 0; q < 2 && io < 0; q++)
+                if (cand[q] >= 0 && cand[q] < t->n_vocab && (t->flags[cand[q]] & TOKF_MODEL) &&
+                    t->text[cand[q]].len == n && tok_bytes_eq(tok_str(t, t->text[cand[q]]), buf, n))
+                    io = cand[q];
+        }
+        bn = n - an;
+        jm_ent *e = &ch->e[ch->ne++];
+        *e = (jm_ent){io < 0 ? (uint32_t)tok_hash(buf, n) : 0, (uint32_t)tok_hash(buf, an),
+                      (uint32_t)tok_hash(buf + an, bn), io, -1, -1, (uint32_t)an, (uint32_t)bn,
+                      (uint32_t)ch->used};
+        if (io < 0) {
+            ch->used += n;
+            ch->deferred = true;
+        }
+        next = io < 0 ? -1 : io + 1;
+        if (ch->ne == TOK_JM_CHUNK || TOK_JM_SCRATCH - ch->used < TOK_JM_BUF) {
+            if (!jm_flush(t, ch)) goto out;
+            next = ch->last + 1;
+        }
+        if (!next_item(&c, ']', &more)) goto out;
+    }
+    if (ch->ne && !jm_flush(t, ch)) goto out;
     *count = i;
-    return c.i == c.n ? FP4_OK : FP4_ERR_FORMAT;
+    st = c.i == c.n ? FP4_OK : FP4_ERR_FORMAT;
+out:
+    free(ch);
+    return st;
 }
 
 /* The vocabulary object at c->i, straight into t's tables: spellings into the arena, text[] and
- * flags[] by id. Gives up on what the jansson path reports (an id out of range or given twice,
- * an empty or over-long key) as well as on what jansson refuses. */
+ * flags[] by id, and each spelling's hash (for the map) into raw[] (as uint32_t[], until tok_finish
+ * writes it): no array of its own to fault in. Gives up on what the jansson path reports (an id
+ * out of range or given twice, an empty or over-long key) as well as on what jansson refuses. */
 static bool scan_vocab(fp4_tokenizer *t, scan *c, tok_jbig *b) {
     const size_t key_max = FP4_TOK_MAX_TOKEN_BYTES;
-    int32_t cap = 0;
+    int32_t cap = 0, filled = 0; /* text[] and flags[] are set below filled */
     b->max_id = -1;
     c->i++; /* { */
     skip_ws(c);
@@ -379,11 +558,25 @@ static bool scan_vocab(fp4_tokenizer *t, scan *c, tok_jbig *b) {
             int64_t nc = cap ? (int64_t)cap * 2 : 4096;
             if (nc < id + 1) nc = id + 1;
             if (nc > FP4_TOK_MAX_VOCAB) nc = FP4_TOK_MAX_VOCAB;
-            if (tok_reserve_ids(t, (int32_t)nc)) return false;
+            tok_span *x = realloc(t->text, (size_t)nc * sizeof *x);
+            if (x) t->text = x;
+            uint8_t *f = x ? realloc(t->flags, (size_t)nc) : NULL;
+            if (f) t->flags = f;
+            tok_span *r = f ? realloc(t->raw, (size_t)nc * sizeof *r) : NULL;
+            if (!r) return false;
+            t->raw = r;
             cap = (int32_t)nc;
         }
-        if (t->flags[id] & TOKF_PRESENT) return false;
+        if (id > filled) { /* ids skipped over are absent */
+            memset(t->text + filled, 0, (size_t)(id - filled) * sizeof *t->text);
+            memset(t->flags + filled, 0, (size_t)(id - filled));
+        }
+        if (id >= filled)
+            filled = (int32_t)id + 1;
+        else if (t->flags[id] & TOKF_PRESENT)
+            return false;
         key[kl] = 0;
+        ((uint32_t *)(void *)t->raw)[id] = (uint32_t)tok_hash(key, kl); /* while the key is at hand */
         t->text[id] = (tok_span){(uint32_t)t->arena_len, (uint32_t)kl};
         t->arena_len += kl + 1;
         t->flags[id] = TOKF_PRESENT | TOKF_MODEL;
@@ -467,8 +660,9 @@ bool tok_jscan(fp4_tokenizer *t, const char *s, size_t n, tok_jbig *b) {
     /* what follows the root is jansson's to judge (it parses the copy, tail included) */
     if (!b->vocab_found || !b->merges_found) return false;
     t->n_vocab = b->max_id + 1;
-    /* a spelling twice is a duplicate key (jansson's refusal) */
-    if (tok_smap_build(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL)) return false;
+    /* a spelling twice is a duplicate key (jansson's refusal); the hashes are in raw[] (scan_vocab) */
+    const uint32_t *hash = (const uint32_t *)(void *)t->raw;
+    if (tok_smap_build_h(t, &t->by_text, t->text, TOKF_PRESENT | TOKF_MODEL, hash)) return false;
     t->by_text_ready = true;
     return true;
 }

@@ -380,7 +380,8 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     return FP4_OK;
 }
 
-/* one merge, in order: both halves and their concatenation are tokens, the pair is new */
+/* one merge of the jansson pass, in order: both halves and their concatenation are tokens, the pair
+ * is new (the fast pass checks the same in tok_jscan_merges) */
 static fp4_status merge_one(void *ctx, size_t i, const char *a, size_t an, const char *b, size_t bn,
                             int form) {
     jctx *c = ctx;
@@ -399,7 +400,7 @@ static fp4_status merge_one(void *ctx, size_t i, const char *a, size_t an, const
         return FAIL(c, FP4_ERR_LIMIT, "model.merges", "tok.token-length", "merge %zu", i);
     char buf[2 * FP4_TOK_MAX_TOKEN_BYTES];
     const char *ab = a;
-    if (b != a + an) { /* tok_jscan hands them over contiguous; jansson's strings are apart */
+    if (b != a + an) { /* the halves of "a b" and of [a, b] lie apart */
         memcpy(buf, a, an);
         memcpy(buf + an, b, bn);
         ab = buf;
@@ -423,7 +424,7 @@ static fp4_status parse_merges(jctx *c, json_t *merges, const char *doc) {
         return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
     fp4_status st = FP4_OK;
     if (c->fast) /* checked here, as they are read (any failure: the jansson pass decides) */
-        st = tok_jscan_merges(doc, c->big, merge_one, c, &n);
+        st = tok_jscan_merges(t, doc, c->big, &n);
     else
         for (size_t i = 0; !st && i < n; i++) {
             json_t *e = json_array_get(merges, i), *x = json_array_get(e, 0), *y = json_array_get(e, 1);
@@ -677,7 +678,7 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
     }
     void *j = NULL;
     char *cf = NULL;
-    size_t jn = 0, cn;
+    size_t jn = 0, cn = 0;
     fp4_status st = map_file(jpath, &j, &jn, err);
     if (!st) st = read_file(cpath, &cf, &cn, true, err);
     if (!st) st = fp4_tokenizer_from_json(jpath, j ? j : "", jn, cf, cf ? cn : 0, out, err);
