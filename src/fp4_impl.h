@@ -195,4 +195,13 @@ float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const i
 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 
+/* Q6_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
+ * q6K_dot. act is NULL or the activations rearranged by the matching fp4_q6K_act_*: FP4_Q6K_ACT_BYTES
+ * per block, the 256 values (the two layouts differ) then 128 int16 bias terms 32·(a + a'). */
+#define FP4_Q6K_ACT_BYTES 512
+void fp4_q6K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q6K_dot_avx2(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+
 #endif

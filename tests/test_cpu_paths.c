@@ -1,8 +1,8 @@
 /* test_cpu_paths.c — the CPU code paths (cpu_path.c): the choice rule, and every path this CPU
- * has giving the same bits as the portable one for the exact A16 and W4A4 matvecs and the Q4_K dot, on
- * random and adversarial inputs, for thread counts 1, 2 and 3. The portable path is itself
- * checked against an element-by-element reimplementation here (A16, W4A4) and against ggml's generic
- * dot (Q4_K, test_ggml_oracle, also on every path). */
+ * has giving the same bits as the portable one for the exact A16 and W4A4 matvecs and the Q4_K and
+ * Q6_K dots, on random and adversarial inputs, for thread counts 1, 2 and 3. The portable path is
+ * itself checked against an element-by-element reimplementation here (A16, W4A4) and against ggml's
+ * generic dots (Q4_K, Q6_K: test_ggml_oracle, also on every path). */
 #define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
@@ -329,6 +329,94 @@ static void test_q4_K_paths(void) {
     printf("q4_K: %ld dots compared against the portable path\n", compared);
 }
 
+/* ---- Q6_K: every path against the portable dot ---- */
+static void test_q6_K_paths(void) {
+    enum { NB = 6 };
+    const int top = fp4_cpu_path();
+    test_rng r = {0x51364Bull};
+    fp4_block_q6_K w[NB];
+    fp4_block_q8_K x[NB];
+    long compared = 0, bad = 0, nan_seen = 0;
+    for (int rep = 0; rep < 3000; rep++) {
+        const int kind = rep % 7;
+        uint8_t *pw = (uint8_t *)w;
+        for (size_t i = 0; i < sizeof w; i++)
+            pw[i] = (uint8_t)rng_u64(&r);
+        rand_q8_K(&r, x, NB, kind == 2 ? 1 : kind == 3 ? -1 : 0);
+        for (int b = 0; b < NB; b++) {
+            if (kind == 0) { /* any f16 bits, NaN, Inf and subnormals included */
+            } else if (kind == 1 || kind == 2 || kind == 3) { /* q = 63 or 0, scales ±127 / -128 */
+                const int lo = rep & 1;
+                memset(w[b].ql, lo ? 0x00 : 0xFF, sizeof w[b].ql);
+                memset(w[b].qh, lo ? 0x00 : 0xFF, sizeof w[b].qh);
+                memset(w[b].scales, rep & 2 ? 0x80 : 0x7F, sizeof w[b].scales);
+                w[b].d = (uint16_t)(rep & 4 ? 0x7BFF : 0xFBFF);
+            } else if (kind == 4) { /* zero blocks among the others */
+                if (b % 2) memset(&w[b], 0, sizeof w[b]);
+                if (b % 3 == 0) memset(&x[b], 0, sizeof x[b]);
+                w[b].d &= 0x7BFF;
+            } else if (kind == 5) { /* one value of one position set, the rest 0: the lane mapping */
+                memset(&w[b], 0, sizeof w[b]);
+                const int pos = (int)(rng_u64(&r) % FP4_QK_K), q = (int)(rng_u64(&r) % 64);
+                const int h = pos / 128, l = pos % 32, k = (pos % 128) / 32;
+                uint8_t *ql = w[b].ql + 64 * h + l + (k & 1) * 32;
+                *ql = (uint8_t)(k < 2 ? (q & 0xF) | (*ql & 0xF0) : (q & 0xF) << 4 | (*ql & 0x0F));
+                w[b].qh[32 * h + l] |= (uint8_t)((q >> 4) << (2 * k));
+                for (int g = 0; g < 16; g++)
+                    w[b].scales[g] = (int8_t)(g + 1 - 8 * (g & 1));
+                w[b].d = 0x3C00;
+            } else { /* finite scales */
+                w[b].d &= 0x7BFF;
+            }
+        }
+        for (int64_t nb = 1; nb <= NB; nb++) {
+            fp4_cpu_force_path(FP4_CPU_PORTABLE);
+            const float ref = fp4_q6_K_dot_q8_K(w, x, nb * FP4_QK_K);
+            nan_seen += isnan(ref);
+            CHECK(!isnan(ref) || f32_bits(ref) == 0xFFC00000u);
+            for (int path = 1; path <= top; path++) {
+                fp4_cpu_force_path(path);
+                const float got = fp4_q6_K_dot_q8_K(w, x, nb * FP4_QK_K);
+                bad += f32_bits(got) != f32_bits(ref);
+                CHECK_MSG(f32_bits(got) == f32_bits(ref),
+                          "q6_K kind %d nb %lld path %s: %a (0x%08x) vs portable %a (0x%08x)", kind,
+                          (long long)nb, fp4_cpu_path_name(path), (double)got, f32_bits(got), (double)ref,
+                          f32_bits(ref));
+                compared++;
+            }
+        }
+    }
+    fp4_cpu_force_path(-1);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(nan_seen > 0 || top == FP4_CPU_PORTABLE);
+
+    /* matvec (activations rearranged once per column): every path and thread count equals the
+     * portable single-thread result */
+    const int64_t n_out = 23, n_in = 1280, n_cols = 3, nb = n_in / FP4_QK_K;
+    fp4_block_q6_K *q6 = malloc((size_t)(n_out * nb) * sizeof *q6);
+    float *wf = malloc((size_t)(n_out * n_in) * sizeof(float)),
+          *xf = malloc((size_t)(n_cols * n_in) * sizeof(float));
+    float ref[23 * 3], y[23 * 3];
+    for (int64_t i = 0; i < n_out * n_in; i++)
+        wf[i] = rng_normal(&r) * (1.0f + (float)(i % 5));
+    for (int64_t i = 0; i < n_cols * n_in; i++)
+        xf[i] = (i / 256) % 4 == 2 ? 0.0f : rng_normal(&r);
+    CHECK_OK(fp4_q6_K_quantize(wf, n_out * n_in, q6));
+    fp4_cpu_force_path(FP4_CPU_PORTABLE);
+    CHECK_OK(fp4_q6_K_matvec(q6, n_out, n_in, xf, n_cols, ref, 1));
+    for (int path = 0; path <= top; path++) {
+        fp4_cpu_force_path(path);
+        for (int nt = 1; nt <= 3; nt++) {
+            CHECK_OK(fp4_q6_K_matvec(q6, n_out, n_in, xf, n_cols, y, nt));
+            CHECK_MSG(!memcmp(y, ref, sizeof y), "q6_K matvec path %s threads %d", fp4_cpu_path_name(path),
+                      nt);
+        }
+    }
+    fp4_cpu_force_path(-1);
+    free(q6), free(wf), free(xf);
+    printf("q6_K: %ld dots compared against the portable path\n", compared);
+}
+
 /* column counts whose activation buffers would overflow are refused before anything is read */
 static void test_overflow(void) {
     uint8_t p[128] = {0}, s[16] = {0};
@@ -348,5 +436,6 @@ int main(void) {
     test_a16_paths();
     test_w4a4_paths();
     test_q4_K_paths();
+    test_q6_K_paths();
     return check_report();
 }
