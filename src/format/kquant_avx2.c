@@ -119,55 +119,60 @@ FP4_TARGET_AVX2 float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_
     return act ? q4K_dot_avx2(w, x, act, nb, 1) : q4K_dot_avx2(w, x, NULL, nb, 0);
 }
 /* ---- Q6_K · Q8_K (kquant_dot.c's q6K_dot: the same lanes, the same f32 order) ----
- * Eight vectors of 32 weights q (0..63), vector j holding positions 32j..32j+31 (scale group 2j in
- * its low 128 bits, 2j+1 in its high ones), each byte pair-shuffled (PAIRS: positions t and t + 8
- * of a group side by side; ql and qh are shuffled before the nibbles and bits are put together,
- * which commutes). vpmaddubsw (q u8 × activation s8, |pair| <= 2·63·128) minus the same with
- * q = 32 (precomputed per column) gives Σ (q - 32)·a of each (group, lane) as int16, exact; the
- * vectors 2m and 2m+1 are interleaved (vpunpck*wd: groups 4m, 4m+2 in the low 128 bits, 4m+1,
- * 4m+3 in the high ones) for vpmaddwd with those groups' scales: lanes 0..3 from the unpacklo,
- * 4..7 from the unpackhi, the two 128-bit halves added at the end of the block. The activations
- * are shuffled once per column (fp4_q6K_act_avx2: the 8 shuffled vectors, then the 8 bias
- * vectors 32·(a + a') as int16). */
+ * Eight vectors of 32 weights q (0..63), vector j holding positions 32j..32j+31: scale groups
+ * a = 2j (bytes 0..15) and b = 2j+1 (16..31). LANE6 (vpermd by dwords, then vpshufb) puts the 4
+ * bytes of lane l side by side: a_l, a_l+8, b_l, b_l+8, lanes 0..3 in the low 128 bits and 4..7 in
+ * the high ones; it moves bytes only, so it is applied to ql and qh before the nibbles and bits are
+ * put together. vpmaddubsw (q u8 × activation s8, |pair| <= 2·63·128) minus the same with q = 32
+ * (precomputed per column) gives Σ (q - 32)·a of each (group, lane) as int16, exact; vpmaddwd with
+ * the pair (scale a, scale b) then gives the lane's int32 of the 32 positions, lanes 0..7 in order.
+ * The activations are rearranged the same way once per column (fp4_q6K_act_avx2: the 8 vectors,
+ * then the 8 bias vectors 32·(a + a') as int16), or per block in the single-dot entry point. */
+#define LANE6_SHUF 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15
+FP4_TARGET_AVX2 static inline __m256i lane6(__m256i v, __m256i didx, __m256i shuf) {
+    return _mm256_shuffle_epi8(_mm256_permutevar8x32_epi32(v, didx), shuf);
+}
+
 FP4_TARGET_AVX2 void fp4_q6K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
-    const __m256i pairs = _mm256_setr_epi8(PAIRS, PAIRS), m32 = _mm256_set1_epi8(32);
+    const __m256i didx = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i shuf = _mm256_setr_epi8(LANE6_SHUF, LANE6_SHUF), m32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < nb; b++) {
         int8_t *d = dst + b * FP4_Q6K_ACT_BYTES;
         for (int j = 0; j < 8; j++) {
-            const __m256i a = _mm256_shuffle_epi8(LOAD256(x[b].qs + 32 * j), pairs);
+            const __m256i a = lane6(LOAD256(x[b].qs + 32 * j), didx, shuf);
             _mm256_storeu_si256((__m256i *)(void *)(d + 32 * j), a);
             _mm256_storeu_si256((__m256i *)(void *)(d + 256 + 32 * j), _mm256_maddubs_epi16(m32, a));
         }
     }
 }
 
-/* int16 s0 s2 s1 s3 s4 s6 s5 s7 in each 128-bit half: int32 words (s4m, s4m+2), (s4m+1, s4m+3) */
-#define SPAIRS 0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15
-
 FP4_TARGET_AVX2 static inline __attribute__((always_inline)) float
 q6K_dot_avx2(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb, const int pre) {
-    const __m256i pairs = _mm256_setr_epi8(PAIRS, PAIRS), spairs = _mm256_setr_epi8(SPAIRS, SPAIRS);
+    const __m256i didx = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i shuf = _mm256_setr_epi8(LANE6_SHUF, LANE6_SHUF);
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30), m32 = _mm256_set1_epi8(32);
-    const __m256i hi4 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     __m256 sums = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const fp4_block_q6_K *b = w + i;
         const fp4_block_q8_K *a = x + i;
-        const __m256i sw = _mm256_shuffle_epi8(
-            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)), spairs);
-        __m256i acc_lo = _mm256_setzero_si256(), acc_hi = _mm256_setzero_si256();
+        /* int32 j = (scale 2j, scale 2j+1) as two int16, broadcast from memory */
+        int32_t sp[8] __attribute__((aligned(32)));
+        _mm256_store_si256((__m256i *)(void *)sp,
+                           _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
+        __asm__ volatile("" ::: "memory");
+        __m256i acc = _mm256_setzero_si256();
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const __m256i l0 = _mm256_shuffle_epi8(LOAD256(b->ql + 64 * h), pairs);
-            const __m256i l1 = _mm256_shuffle_epi8(LOAD256(b->ql + 64 * h + 32), pairs);
-            const __m256i qh = _mm256_shuffle_epi8(LOAD256(b->qh + 32 * h), pairs);
+            const __m256i l0 = lane6(LOAD256(b->ql + 64 * h), didx, shuf);
+            const __m256i l1 = lane6(LOAD256(b->ql + 64 * h + 32), didx, shuf);
+            const __m256i qh = lane6(LOAD256(b->qh + 32 * h), didx, shuf);
             __m256i q[4];
             q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m2));
             q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m2));
             q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m2));
             q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                    _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2));
-            __m256i p[4];
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 const int j = 4 * h + k;
                 __m256i av, bv;
@@ -175,25 +180,15 @@ q6K_dot_avx2(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act
                     av = LOAD256(act + i * FP4_Q6K_ACT_BYTES + 32 * j);
                     bv = LOAD256(act + i * FP4_Q6K_ACT_BYTES + 256 + 32 * j);
                 } else {
-                    av = _mm256_shuffle_epi8(LOAD256(a->qs + 32 * j), pairs);
+                    av = lane6(LOAD256(a->qs + 32 * j), didx, shuf);
                     bv = _mm256_maddubs_epi16(m32, av);
                 }
-                p[k] = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], av), bv);
-            }
-            for (int n = 0; n < 2; n++) {
-                const int m = 2 * h + n; /* vectors 2m, 2m+1: scale words 2m (low half), 2m+1 (high) */
-                const __m256i widx = _mm256_add_epi32(_mm256_set1_epi32(2 * m), hi4);
-                const __m256i s = _mm256_permutevar8x32_epi32(sw, widx);
-                const __m256i lo = _mm256_unpacklo_epi16(p[2 * n], p[2 * n + 1]);
-                const __m256i hi = _mm256_unpackhi_epi16(p[2 * n], p[2 * n + 1]);
-                acc_lo = _mm256_add_epi32(acc_lo, _mm256_madd_epi16(lo, s));
-                acc_hi = _mm256_add_epi32(acc_hi, _mm256_madd_epi16(hi, s));
+                const __m256i p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], av), bv);
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi32(sp[j])));
             }
         }
-        const __m256i lane = _mm256_add_epi32(_mm256_permute2x128_si256(acc_lo, acc_hi, 0x20),
-                                              _mm256_permute2x128_si256(acc_lo, acc_hi, 0x31));
         const float d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128((int)b->d))) * a->d; /* exact */
-        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane)));
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(acc)));
     }
     float s[8], total = 0.0f;
     _mm256_storeu_ps(s, sums);
