@@ -1,7 +1,8 @@
 /* kquant_avx2.c — the Q4_K · Q8_K and Q6_K · Q8_K dots with AVX2, chosen at run time (cpu_path.c)
- * on a CPU without the AVX-512 path (Q6_K's is described at its code below). The same bits as kquant_dot.c's q4K_dot (ggml's generic f32 order;
- * see kquant_avx512.c for why only integer order changes): the eight int32 lane sums are exact,
- * then the same f32 multiplies and adds, in the same order, and the same canonical NaN.
+ * on a CPU without the AVX-512 path (Q6_K's is described at its code below). The same bits as
+ * kquant_dot.c's q4K_dot (ggml's generic f32 order; see kquant_avx512.c for why only integer order
+ * changes): the eight int32 lane sums are exact, then the same f32 multiplies and adds, in the
+ * same order, and the same canonical NaN.
  *
  * Lanes with 128-bit shuffles: chunk c of a block (32 nibble bytes, byte t holding positions
  * 64c + t and 64c + 32 + t, both in lane t mod 8) is shuffled within each 16-byte half so that

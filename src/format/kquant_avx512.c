@@ -1,12 +1,12 @@
 /* kquant_avx512.c — the Q4_K · Q8_K and Q6_K · Q8_K dots with AVX-512 (F, BW, VL, VNNI, VBMI),
- * chosen at run time (cpu_path.c); Q6_K's is described at its code below. The same bits as kquant_dot.c's q4K_dot, which follows ggml's portable
- * ggml_vec_dot_q4_K_q8_K_generic: per block, eight int32 lane sums (lane l: the products at
- * positions ≡ l mod 8, each weighted by its 32-value sub-block scale), then
- * sums[l] += (fp16(d)·y.d) · lane[l] (a multiply, then an add: no FMA), total -= (fp16(dmin)·y.d)
- * · Σ bsums·mins, and at the end total += sums[0..7] in order. The lanes and the mins sum are
- * exact integers, so only their order of summation is free; the f32 operations are the same,
- * in the same order (the eight lanes in one vector, element-wise), and a NaN result is the same
- * canonical NaN (fp4_canonical_nan).
+ * chosen at run time (cpu_path.c); Q6_K's is described at its code below. The same bits as
+ * kquant_dot.c's q4K_dot, which follows ggml's portable ggml_vec_dot_q4_K_q8_K_generic: per block,
+ * eight int32 lane sums (lane l: the products at positions ≡ l mod 8, each weighted by its
+ * 32-value sub-block scale), then sums[l] += (fp16(d)·y.d) · lane[l] (a multiply, then an add: no
+ * FMA), total -= (fp16(dmin)·y.d) · Σ bsums·mins, and at the end total += sums[0..7] in order. The
+ * lanes and the mins sum are exact integers, so only their order of summation is free; the f32
+ * operations are the same, in the same order (the eight lanes in one vector, element-wise), and a
+ * NaN result is the same canonical NaN (fp4_canonical_nan).
  *
  * Lanes with vectors: a block's 128 nibble bytes are 4 chunks of 32 (chunk c, byte t: the low
  * nibble is position 64c + t, the high one 64c + 32 + t, both in lane t mod 8). vpermb regroups
