@@ -1,8 +1,8 @@
-/* test_cpu_paths.c — the CPU code paths (cpu_path.c): the choice rule, and every path this CPU
- * has giving the same bits as the portable one for the exact A16 and W4A4 matvecs and the Q4_K and
- * Q6_K dots, on random and adversarial inputs, for thread counts 1, 2 and 3. The portable path is
- * itself checked against an element-by-element reimplementation here (A16, W4A4) and against ggml's
- * generic dots (Q4_K, Q6_K: test_ggml_oracle, also on every path). */
+/* test_cpu_paths.c — the CPU code paths (cpu_path.c): the choice rule, and every path this CPU has
+ * giving the same bits as the portable one for the exact A16 and W4A4 matvecs, the Q4_K and Q6_K dots
+ * and the dense (BF16, F32) rows of both modes, on random and adversarial inputs, for thread counts 1,
+ * 2 and 3. The portable path is itself checked against an element-by-element reimplementation here
+ * (A16, W4A4) and against ggml's generic dots (Q4_K, Q6_K: test_ggml_oracle, also on every path). */
 #define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
@@ -417,6 +417,89 @@ static void test_q6_K_paths(void) {
     printf("q6_K: %ld dots compared against the portable path\n", compared);
 }
 
+/* ---- dense rows (project.c's dense routes): every path against the portable dots ---- */
+static float edge_f32(test_rng *r) {
+    static const float v[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-40f, 3e38f, -3e38f, 1e-20f};
+    return v[rng_u64(r) % (sizeof v / sizeof v[0])];
+}
+
+/* the portable orders written out: the pinned 32 lanes + butterfly, and native's 8 lanes */
+static float ref_pinned(const float *a, const float *b, int64_t n) {
+    float p[32] = {0};
+    for (int64_t i = 0; i < n; i++)
+        p[i % 32] = p[i % 32] + a[i] * b[i];
+    for (int off = 16; off >= 1; off >>= 1)
+        for (int l = 0; l < off; l++)
+            p[l] = p[l] + p[l + off];
+    return p[0];
+}
+static float ref_dot8(const float *a, const float *b, int64_t n) {
+    float p[8] = {0};
+    for (int64_t i = 0; i < n; i++)
+        p[i % 8] += a[i] * b[i];
+    return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
+
+static void test_dense_paths(void) {
+    enum { NO = 7, NC = 3, MAXN = 1001 };
+    static const int64_t sizes[] = {1, 5, 31, 32, 33, 63, 64, 100, 768, 1001};
+    const int top = fp4_cpu_path();
+    test_rng r = {0xD3A5Eull};
+    uint16_t *hb = malloc(sizeof(uint16_t) * NO * MAXN);
+    float *wf = malloc(sizeof(float) * NO * MAXN), *wd = malloc(sizeof(float) * NO * MAXN);
+    float *x = malloc(sizeof(float) * NC * MAXN), ref[NO * NC], y[NO * NC];
+    long compared = 0, bad = 0;
+    for (int rep = 0; rep < 60; rep++) {
+        const int64_t n = sizes[rep % 10];
+        const int kind = (rep / 10) % 3; /* 0: normal values; 1: edge values mixed in; 2: any bf16 bits */
+        for (int64_t i = 0; i < NO * n; i++) {
+            wf[i] = kind == 1 && rng_u64(&r) % 8 == 0 ? edge_f32(&r) : rng_normal(&r);
+            hb[i] = kind == 2 ? (uint16_t)rng_u64(&r) : fp4_f32_to_bf16(wf[i]);
+            wd[i] = fp4_bf16_to_f32(hb[i]);
+        }
+        for (int64_t i = 0; i < NC * n; i++)
+            x[i] = kind == 1 && rng_u64(&r) % 8 == 0 ? edge_f32(&r) : rng_normal(&r);
+        for (int ty = 0; ty < 2; ty++) { /* BF16 (read by the fused dots), F32 (a widened row) */
+            fp4_tensor t = {.name = "d", .n_dims = 2, .ne = {n, NO, 1, 1}, .st_dtype = -1};
+            t.type = ty ? FP4_TYPE_F32 : FP4_TYPE_BF16;
+            t.data = ty ? (const uint8_t *)wf : (const uint8_t *)hb;
+            t.nbytes = (size_t)(NO * n) * (ty ? 4 : 2);
+            const float *wr = ty ? wf : wd;
+            for (int mode = 0; mode < 2; mode++) {
+                const fp4_mode m = mode ? FP4_MODE_NATIVE : FP4_MODE_EXACT;
+                fp4_cpu_force_path(FP4_CPU_PORTABLE);
+                CHECK_OK(fp4_cpu_project(&t, m, x, NC, ref, 1));
+                for (int c = 0; c < NC; c++) /* the portable route is the written-out order */
+                    for (int o = 0; o < NO; o++) {
+                        const float e = mode ? ref_dot8(wr + o * n, x + c * n, n)
+                                             : ref_pinned(wr + o * n, x + c * n, n);
+                        const float g = ref[c * NO + o]; /* a NaN: the one NaN, whatever the inputs' */
+                        CHECK_MSG(f32_bits(e) == f32_bits(g) || (isnan(e) && f32_bits(g) == 0xFFC00000u),
+                                  "dense portable type %d mode %d n %lld: %a vs %a", ty, mode, (long long)n,
+                                  (double)g, (double)e);
+                    }
+                for (int path = 1; path <= top; path++) {
+                    fp4_cpu_force_path(path);
+                    for (int nt = 1; nt <= 3; nt += 2) {
+                        CHECK_OK(fp4_cpu_project(&t, m, x, NC, y, nt));
+                        for (int i = 0; i < NO * NC; i++) {
+                            bad += f32_bits(y[i]) != f32_bits(ref[i]);
+                            compared++;
+                        }
+                        CHECK_MSG(!memcmp(y, ref, sizeof y),
+                                  "dense type %d mode %d n %lld path %s threads %d", ty, mode, (long long)n,
+                                  fp4_cpu_path_name(path), nt);
+                    }
+                }
+            }
+        }
+    }
+    fp4_cpu_force_path(-1);
+    CHECK_EQ_INT(bad, 0);
+    free(hb), free(wf), free(wd), free(x);
+    printf("dense: %ld values compared against the portable path\n", compared);
+}
+
 /* column counts whose activation buffers would overflow are refused before anything is read */
 static void test_overflow(void) {
     uint8_t p[128] = {0}, s[16] = {0};
@@ -437,5 +520,6 @@ int main(void) {
     test_w4a4_paths();
     test_q4_K_paths();
     test_q6_K_paths();
+    test_dense_paths();
     return check_report();
 }
