@@ -1,12 +1,14 @@
 /* test_cpu_paths.c — the CPU code paths (cpu_path.c): the choice rule, and every path this CPU has
- * giving the same bits as the portable one for the exact A16 and W4A4 matvecs, the Q4_K and Q6_K dots
- * and the dense (BF16, F32) rows of both modes, on random and adversarial inputs, for thread counts 1,
- * 2 and 3. The portable path is itself checked against an element-by-element reimplementation here
- * (A16, W4A4) and against ggml's generic dots (Q4_K, Q6_K: test_ggml_oracle, also on every path). */
+ * giving the same bits as the portable one for the exact A16 and W4A4 matvecs, the Q4_K and Q6_K dots,
+ * the dense (BF16, F32) rows of both modes and the pinned attention, on random and adversarial inputs,
+ * for thread counts 1, 2 and 3. The portable path is itself checked against an element-by-element
+ * reimplementation here (A16, W4A4) and against ggml's generic dots (Q4_K, Q6_K: test_ggml_oracle,
+ * also on every path). */
 #define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4_impl.h"
+#include "runtime/pinned.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -500,6 +502,51 @@ static void test_dense_paths(void) {
     printf("dense: %ld values compared against the portable path\n", compared);
 }
 
+/* ---- the pinned attention (fp4p_attend) on every path ---- */
+static void test_attend_paths(void) {
+    enum { MAXN = 70, MAXD = 160, STRIDE = 2 * MAXD + 8 };
+    static const int dims[] = {8, 16, 24, 32, 48, 64, 80, 128, 160, 13};
+    const int top = fp4_cpu_path();
+    test_rng r = {0xA77E4Dull};
+    float *q = malloc(sizeof(float) * MAXD), *s_ref = malloc(sizeof(float) * MAXN);
+    float *s_got = malloc(sizeof(float) * MAXN), o_ref[MAXD], o_got[MAXD];
+    uint16_t *k = malloc(sizeof(uint16_t) * MAXN * STRIDE), *v = malloc(sizeof(uint16_t) * MAXN * STRIDE);
+    long compared = 0, bad = 0;
+    for (int rep = 0; rep < 400; rep++) {
+        const int hd = dims[rep % 10], kind = (rep / 10) % 4;
+        const int64_t n = 1 + (int64_t)(rng_u64(&r) % MAXN), stride = hd + (int64_t)(rng_u64(&r) % 3) * 8;
+        for (int d = 0; d < hd; d++)
+            q[d] = kind == 3 && rng_u64(&r) % 16 == 0 ? edge_f32(&r) : rng_normal(&r);
+        for (int64_t i = 0; i < n * stride; i++) { /* kind 2: any f16 bits (Inf, NaN, subnormals) */
+            const float kf = rng_normal(&r) * (kind == 1 ? 40.0f : 1.0f), vf = rng_normal(&r);
+            k[i] = kind == 2 && rng_u64(&r) % 8 == 0 ? (uint16_t)rng_u64(&r) : fp4_f32_to_f16(kf);
+            v[i] = kind == 2 && rng_u64(&r) % 8 == 0 ? (uint16_t)rng_u64(&r) : fp4_f32_to_f16(vf);
+        }
+        const float scale = 0.125f;
+        fp4p_attend(q, k, v, stride, n, hd, scale, s_ref, o_ref);
+        for (int path = FP4_CPU_AVX2; path <= top; path++) {
+            if (path == FP4_CPU_AVX2)
+                fp4_attend_avx2(q, k, v, stride, n, hd, scale, s_got, o_got);
+            else
+                fp4_attend_avx512(q, k, v, stride, n, hd, scale, s_got, o_got);
+            /* the same bits, but for NaN: which of two NaNs an add keeps depends on the operand order
+             * the compiler picks for fp4p_attend's scalar code (the GPU twin's NaN is canonical) */
+            int same = 1;
+            for (int d = 0; d < hd; d++)
+                same &= f32_bits(o_got[d]) == f32_bits(o_ref[d]) || (isnan(o_got[d]) && isnan(o_ref[d]));
+            for (int64_t j = 0; j < n; j++)
+                same &= f32_bits(s_got[j]) == f32_bits(s_ref[j]) || (isnan(s_got[j]) && isnan(s_ref[j]));
+            bad += !same;
+            compared++;
+            CHECK_MSG(same, "attend path %s head_dim %d n %lld kind %d", fp4_cpu_path_name(path), hd,
+                      (long long)n, kind);
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    free(q), free(s_ref), free(s_got), free(k), free(v);
+    printf("attend: %ld (column, head) attentions compared against fp4p_attend\n", compared);
+}
+
 /* column counts whose activation buffers would overflow are refused before anything is read */
 static void test_overflow(void) {
     uint8_t p[128] = {0}, s[16] = {0};
@@ -521,5 +568,6 @@ int main(void) {
     test_q4_K_paths();
     test_q6_K_paths();
     test_dense_paths();
+    test_attend_paths();
     return check_report();
 }
