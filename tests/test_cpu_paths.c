@@ -256,6 +256,35 @@ static void rand_q8_K(test_rng *r, fp4_block_q8_K *b, int64_t nb, int extreme) {
     }
 }
 
+/* the K-quant matvecs (activations rearranged once per column on the vector paths): every path and
+ * thread count equals the portable single-thread result. q6: Q6_K, else Q4_K. */
+static void kq_matvec_paths(test_rng *r, int q6) {
+    enum { NO = 23, NI = 1280, NC = 3 };
+    const int top = fp4_cpu_path();
+    const size_t bs = q6 ? sizeof(fp4_block_q6_K) : sizeof(fp4_block_q4_K);
+    void *w = malloc((size_t)(NO * NI / FP4_QK_K) * bs);
+    float *wf = malloc(sizeof(float) * NO * NI), *xf = malloc(sizeof(float) * NC * NI);
+    float ref[NO * NC], y[NO * NC];
+    for (int64_t i = 0; i < NO * NI; i++)
+        wf[i] = rng_normal(r) * (1.0f + (float)(i % 5));
+    for (int64_t i = 0; i < NC * NI; i++)
+        xf[i] = (i / 256) % 4 == 2 ? 0.0f : rng_normal(r);
+    CHECK_OK(q6 ? fp4_q6_K_quantize(wf, NO * NI, w) : fp4_q4_K_quantize(wf, NO * NI, w));
+    for (int path = -1; path <= top; path++) { /* -1: the reference, portable at 1 thread */
+        fp4_cpu_force_path(path < 0 ? FP4_CPU_PORTABLE : path);
+        for (int nt = 1; nt <= (path < 0 ? 1 : 3); nt++) {
+            float *out = path < 0 ? ref : y;
+            CHECK_OK(q6 ? fp4_q6_K_matvec(w, NO, NI, xf, NC, out, nt)
+                        : fp4_q4_K_matvec(w, NO, NI, xf, NC, out, nt));
+            if (path >= 0)
+                CHECK_MSG(!memcmp(y, ref, sizeof y), "%s matvec path %s threads %d", q6 ? "q6_K" : "q4_K",
+                          fp4_cpu_path_name(path), nt);
+        }
+    }
+    fp4_cpu_force_path(-1);
+    free(w), free(wf), free(xf);
+}
+
 static void test_q4_K_paths(void) {
     enum { NB = 6 };
     const int top = fp4_cpu_path();
@@ -305,29 +334,7 @@ static void test_q4_K_paths(void) {
     CHECK_EQ_INT(bad, 0);
     CHECK(nan_seen > 0 || top == FP4_CPU_PORTABLE); /* the NaN cases were reached */
 
-    /* matvec: every path and thread count equals the portable single-thread result */
-    const int64_t n_out = 23, n_in = 1280, n_cols = 3, nb = n_in / FP4_QK_K;
-    fp4_block_q4_K *q4 = malloc((size_t)(n_out * nb) * sizeof *q4);
-    float *wf = malloc((size_t)(n_out * n_in) * sizeof(float)),
-          *xf = malloc((size_t)(n_cols * n_in) * sizeof(float));
-    float ref[23 * 3], y[23 * 3];
-    for (int64_t i = 0; i < n_out * n_in; i++)
-        wf[i] = rng_normal(&r) * (1.0f + (float)(i % 5));
-    for (int64_t i = 0; i < n_cols * n_in; i++)
-        xf[i] = (i / 256) % 4 == 2 ? 0.0f : rng_normal(&r);
-    CHECK_OK(fp4_q4_K_quantize(wf, n_out * n_in, q4));
-    fp4_cpu_force_path(FP4_CPU_PORTABLE);
-    CHECK_OK(fp4_q4_K_matvec(q4, n_out, n_in, xf, n_cols, ref, 1));
-    for (int path = 0; path <= top; path++) {
-        fp4_cpu_force_path(path);
-        for (int nt = 1; nt <= 3; nt++) {
-            CHECK_OK(fp4_q4_K_matvec(q4, n_out, n_in, xf, n_cols, y, nt));
-            CHECK_MSG(!memcmp(y, ref, sizeof y), "q4_K matvec path %s threads %d", fp4_cpu_path_name(path),
-                      nt);
-        }
-    }
-    fp4_cpu_force_path(-1);
-    free(q4), free(wf), free(xf);
+    kq_matvec_paths(&r, 0);
     printf("q4_K: %ld dots compared against the portable path\n", compared);
 }
 
@@ -392,30 +399,7 @@ static void test_q6_K_paths(void) {
     CHECK_EQ_INT(bad, 0);
     CHECK(nan_seen > 0 || top == FP4_CPU_PORTABLE);
 
-    /* matvec (activations rearranged once per column): every path and thread count equals the
-     * portable single-thread result */
-    const int64_t n_out = 23, n_in = 1280, n_cols = 3, nb = n_in / FP4_QK_K;
-    fp4_block_q6_K *q6 = malloc((size_t)(n_out * nb) * sizeof *q6);
-    float *wf = malloc((size_t)(n_out * n_in) * sizeof(float)),
-          *xf = malloc((size_t)(n_cols * n_in) * sizeof(float));
-    float ref[23 * 3], y[23 * 3];
-    for (int64_t i = 0; i < n_out * n_in; i++)
-        wf[i] = rng_normal(&r) * (1.0f + (float)(i % 5));
-    for (int64_t i = 0; i < n_cols * n_in; i++)
-        xf[i] = (i / 256) % 4 == 2 ? 0.0f : rng_normal(&r);
-    CHECK_OK(fp4_q6_K_quantize(wf, n_out * n_in, q6));
-    fp4_cpu_force_path(FP4_CPU_PORTABLE);
-    CHECK_OK(fp4_q6_K_matvec(q6, n_out, n_in, xf, n_cols, ref, 1));
-    for (int path = 0; path <= top; path++) {
-        fp4_cpu_force_path(path);
-        for (int nt = 1; nt <= 3; nt++) {
-            CHECK_OK(fp4_q6_K_matvec(q6, n_out, n_in, xf, n_cols, y, nt));
-            CHECK_MSG(!memcmp(y, ref, sizeof y), "q6_K matvec path %s threads %d", fp4_cpu_path_name(path),
-                      nt);
-        }
-    }
-    fp4_cpu_force_path(-1);
-    free(q6), free(wf), free(xf);
+    kq_matvec_paths(&r, 1);
     printf("q6_K: %ld dots compared against the portable path\n", compared);
 }
 
