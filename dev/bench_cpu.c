@@ -1,8 +1,8 @@
 /* bench_cpu.c — CPU matvec throughput (one activation column) of fp4lane's exact NVFP4 A16 path
- * and its Q4_K control lane, next to ggml's own CPU kernels on the same shapes.
+ * and its Q4_K / Q6_K control lane, next to ggml's own CPU kernels on the same shapes.
  *
  *   make bench-cpu                      # builds $(BUILD)/dev/bench_cpu and runs it
- *   build/dev/bench_cpu [reps] [nvfp4|q4_K|w4a4]   # reps timed pairs (default 9) after one warm-up of
+ *   build/dev/bench_cpu [reps] [nvfp4|q4_K|q6_K|w4a4]   # reps timed pairs (default 9) after one warm-up of
  *                                       # each; optionally one kernel family only
  *   FP4_GGML_CPU=haswell build/dev/bench_cpu    # choose ggml's CPU variant (default: by CPU flags)
  *
@@ -19,8 +19,10 @@
  * ggml rows are driven one vec_dot per row, after quantizing the column once (Q8_K for the
  * K-quants, Q8_0 for ggml's NVFP4 dot), on 1 or 2 threads split by rows like fp4lane.
  * Dev tool: prints, and exits non-zero on failure. */
+#define FP4LANE_ORACLE_API /* the single-row K-quant dots, for the bits line */
 #include "fp4lane.h"
 #include "fp4_impl.h" /* fp4_cpu_force_path: time each CPU path */
+#include "fp4_rng.h"
 #include "ggml_oracle.h"
 #include <pthread.h>
 #include <stdio.h>
@@ -128,6 +130,7 @@ typedef struct bench {
     fp4_nvfp4_view nv;      /* fp4lane NVFP4 */
     uint8_t *ggml_nvfp4;    /* ggml's 36-byte blocks (same bytes count) */
     fp4_block_q4_K *q4;
+    fp4_block_q6_K *q6;
     ggml_oracle *g;
     void *xq;               /* ggml activation blocks */
     ggml_vec_dot_fn dot;    /* the ggml kernel being timed */
@@ -155,6 +158,10 @@ static int run_w4a4_portable(void *p, int nt) {
 static int run_q4_K(void *p, int nt) {
     bench *b = p;
     return fp4_q4_K_matvec(b->q4, b->n_out, b->n_in, b->x, 1, b->y, nt) != FP4_OK;
+}
+static int run_q6_K(void *p, int nt) {
+    bench *b = p;
+    return fp4_q6_K_matvec(b->q6, b->n_out, b->n_in, b->x, 1, b->y, nt) != FP4_OK;
 }
 
 typedef struct ggml_part {
@@ -202,7 +209,7 @@ static void row(const char *ours, const char *theirs, paired p, double bytes, in
            p.r_med, p.r_q1, p.r_q3, p.r_min, p.r_max, p.c_med, p.c_q1, p.c_q3);
 }
 
-static const char *only; /* argv[2]: "nvfp4", "q4_K" or "w4a4", else all */
+static const char *only; /* argv[2]: "nvfp4", "q4_K", "q6_K" or "w4a4", else all */
 
 static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *variant, int reps) {
     bench b;
@@ -215,10 +222,12 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
     uint8_t *payload = malloc((size_t)(n_out * n_in / 2)), *scales = malloc((size_t)(n_out * n_in / 16));
     b.ggml_nvfp4 = malloc(nv_bytes);
     b.q4 = malloc(q4_bytes);
+    const size_t q6_bytes = (size_t)(n_out * (n_in / 256)) * sizeof(fp4_block_q6_K);
+    b.q6 = malloc(q6_bytes);
     b.x = malloc((size_t)n_in * sizeof(float));
     b.y = malloc((size_t)n_out * sizeof(float));
     b.xq = malloc((size_t)(n_in / 32) * 34 + (size_t)(n_in / 256) * 292);
-    if (!payload || !scales || !b.ggml_nvfp4 || !b.q4 || !b.x || !b.y || !b.xq) return 1;
+    if (!payload || !scales || !b.ggml_nvfp4 || !b.q4 || !b.q6 || !b.x || !b.y || !b.xq) return 1;
     fill_bytes(payload, (size_t)(n_out * n_in / 2));
     for (int64_t i = 0; i < n_out * n_in / 16; i++) scales[i] = (uint8_t)(rnd() % 0x7F);
     fill_bytes(b.ggml_nvfp4, nv_bytes);
@@ -229,35 +238,46 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
         b.q4[i].d = (uint16_t)(0x2000 + rnd() % 0x1000);
         b.q4[i].dmin = (uint16_t)(0x1C00 + rnd() % 0x1000);
     }
+    fill_bytes((uint8_t *)b.q6, q6_bytes);
+    for (int64_t i = 0; i < n_out * (n_in / 256); i++)
+        b.q6[i].d = (uint16_t)(0x2000 + rnd() % 0x1000);
     for (int64_t i = 0; i < n_in; i++) b.x[i] = gauss();
     b.nv = (fp4_nvfp4_view){payload, scales, 1.0f / 2688.0f, 0.0f, n_out, n_in};
 
-    printf("\n%lld x %lld (n_out x n_in), 1 column; NVFP4 %.1f MB, Q4_K %.1f MB\n\n", (long long)n_out,
-           (long long)n_in, nv_bytes / 1e6, q4_bytes / 1e6);
+    printf("\n%lld x %lld (n_out x n_in), 1 column; NVFP4 %.1f MB, Q4_K %.1f MB, Q6_K %.1f MB\n\n",
+           (long long)n_out, (long long)n_in, nv_bytes / 1e6, q4_bytes / 1e6, q6_bytes / 1e6);
     bench gb = b; /* ggml's side: its own dot, weights and activation format */
     static const char *const path_label[FP4_CPU_N_PATHS] = {"portable", "avx2", "avx512"};
     const int best = fp4_cpu_path();
     char ours[96];
-    for (int kind = 0; kind < 2; kind++) { /* 0: NVFP4 exact A16 vs ggml NVFP4; 1: Q4_K vs ggml Q4_K */
-        if (only && strcmp(only, kind ? "q4_K" : "nvfp4")) continue;
-        if (kind == 0 || (only && kind == 1))
+    static const char *const kind_name[3] = {"nvfp4", "q4_K", "q6_K"};
+    static const char *const ours_name[3] = {"`fp4_nvfp4_matvec_a16_exact`", "`fp4_q4_K_matvec`",
+                                             "`fp4_q6_K_matvec`"};
+    static const char *const theirs_name[3] = {"`ggml_vec_dot_nvfp4_q8_0`", "`ggml_vec_dot_q4_K_q8_K`",
+                                               "`ggml_vec_dot_q6_K_q8_K`"};
+    static bench_fn const run_ours[3] = {run_nvfp4, run_q4_K, run_q6_K};
+    /* 0: NVFP4 exact A16 vs ggml NVFP4; 1: Q4_K vs ggml Q4_K; 2: Q6_K vs ggml Q6_K */
+    for (int kind = 0; kind < 3; kind++) {
+        if (only && strcmp(only, kind_name[kind])) continue;
+        if (kind == 0 || only)
             printf("| fp4lane (path) | ggml (%s) | threads | fp4lane ms (median) | ggml ms (median) | speed "
                    "ratio "
                    "ggml/fp4lane (median of %d pairs) | quartiles | min–max | CPU-time ratio (quartiles) |\n"
                    "|---|---|---|---|---|---|---|---|---|\n",
                    variant, reps);
-        gb.dot = kind ? g->vec_dot_q4_K_q8_K : g->vec_dot_nvfp4_q8_0;
+        gb.dot = kind == 2 ? g->vec_dot_q6_K_q8_K : kind ? g->vec_dot_q4_K_q8_K : g->vec_dot_nvfp4_q8_0;
         gb.q8_0 = !kind;
-        gb.w = kind ? (const uint8_t *)b.q4 : b.ggml_nvfp4;
-        gb.row_bytes = kind ? (size_t)(n_in / 256) * sizeof(fp4_block_q4_K) : (size_t)(n_in / 64) * 36;
+        gb.w = kind == 2 ? (const uint8_t *)b.q6 : kind ? (const uint8_t *)b.q4 : b.ggml_nvfp4;
+        gb.row_bytes = kind == 2 ? (size_t)(n_in / 256) * sizeof(fp4_block_q6_K)
+                       : kind    ? (size_t)(n_in / 256) * sizeof(fp4_block_q4_K)
+                                 : (size_t)(n_in / 64) * 36;
+        const double bytes = kind == 2 ? (double)q6_bytes : kind ? (double)q4_bytes : (double)nv_bytes;
         for (int path = best; path >= 0; path--) {
             fp4_cpu_force_path(path);
-            snprintf(ours, sizeof ours, "%s (%s)",
-                     kind ? "`fp4_q4_K_matvec`" : "`fp4_nvfp4_matvec_a16_exact`", path_label[path]);
+            snprintf(ours, sizeof ours, "%s (%s)", ours_name[kind], path_label[path]);
             for (int nt = 1; nt <= 2; nt++)
-                row(ours, kind ? "`ggml_vec_dot_q4_K_q8_K`" : "`ggml_vec_dot_nvfp4_q8_0`",
-                    time_paired(kind ? run_q4_K : run_nvfp4, &b, run_ggml, &gb, nt, reps),
-                    kind ? (double)q4_bytes : (double)nv_bytes, nt);
+                row(ours, theirs_name[kind], time_paired(run_ours[kind], &b, run_ggml, &gb, nt, reps), bytes,
+                    nt);
         }
         fp4_cpu_force_path(-1);
     }
@@ -274,37 +294,43 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
             row(ours, "`fp4_nvfp4_matvec_w4a4` (portable)",
                 time_paired(run_w4a4_best, &w4, run_w4a4_portable, &w4, nt, reps), (double)nv_bytes, nt);
     }
-    /* bits: the reference is fp4lane's portable Q4_K dot, which test_ggml_oracle pins to ggml's generic
-     * C as built for baseline x86-64 (libggml-cpu-x64.so); the other variants' builds of that same C
+    /* bits: the reference is fp4lane's portable Q4_K / Q6_K dot, which test_ggml_oracle pins to ggml's
+     * generic C as built for baseline x86-64 (libggml-cpu-x64.so); the other variants' builds of that same C
      * are compiled with FMA contraction, and their SIMD kernels sum in another order */
-    if (!only || !strcmp(only, "q4_K")) {
+    for (int k6 = 0; k6 < 2; k6++) {
+        if (only && strcmp(only, k6 ? "q6_K" : "q4_K")) continue;
         long simd_diff = 0, gen_diff = 0, ours_diff = 0;
         g->quantize_row_q8_K(b.x, b.xq, n_in);
-        const size_t rb = (size_t)(n_in / 256) * sizeof(fp4_block_q4_K);
+        const size_t rb = (size_t)(n_in / 256) * (k6 ? sizeof(fp4_block_q6_K) : sizeof(fp4_block_q4_K));
+        const ggml_vec_dot_fn gen = k6 ? g->vec_dot_q6_K_q8_K_generic : g->vec_dot_q4_K_q8_K_generic;
+        const ggml_vec_dot_fn simd = k6 ? g->vec_dot_q6_K_q8_K : g->vec_dot_q4_K_q8_K;
         for (int64_t r = 0; r < n_out; r++) {
-            float s_gen = 0, s_simd = 0;
-            g->vec_dot_q4_K_q8_K_generic((int)n_in, &s_gen, 0, (const uint8_t *)b.q4 + r * rb, 0, b.xq, 0, 1);
-            g->vec_dot_q4_K_q8_K((int)n_in, &s_simd, 0, (const uint8_t *)b.q4 + r * rb, 0, b.xq, 0, 1);
-            fp4_cpu_force_path(FP4_CPU_PORTABLE);
-            const float s_ref = fp4_q4_K_dot_q8_K(b.q4 + r * (n_in / 256), b.xq, n_in);
-            fp4_cpu_force_path(-1);
-            const float s_ours = fp4_q4_K_dot_q8_K(b.q4 + r * (n_in / 256), b.xq, n_in);
+            float s_gen = 0, s_simd = 0, s_ref, s_ours;
+            const uint8_t *wr = (k6 ? (const uint8_t *)b.q6 : (const uint8_t *)b.q4) + r * rb;
+            gen((int)n_in, &s_gen, 0, wr, 0, b.xq, 0, 1);
+            simd((int)n_in, &s_simd, 0, wr, 0, b.xq, 0, 1);
+            for (int pass = 0; pass < 2; pass++) { /* portable, then the best path */
+                fp4_cpu_force_path(pass ? -1 : FP4_CPU_PORTABLE);
+                const float v = k6 ? fp4_q6_K_dot_q8_K((const fp4_block_q6_K *)(const void *)wr, b.xq, n_in)
+                                   : fp4_q4_K_dot_q8_K((const fp4_block_q4_K *)(const void *)wr, b.xq, n_in);
+                *(pass ? &s_ours : &s_ref) = v;
+            }
             simd_diff += memcmp(&s_ref, &s_simd, 4) != 0;
             gen_diff += memcmp(&s_ref, &s_gen, 4) != 0;
             ours_diff += memcmp(&s_ref, &s_ours, 4) != 0;
         }
-        printf(
-            "\nQ4_K bits, %lld rows, against fp4lane's portable dot (= ggml's generic C built for baseline "
-            "x86-64): ggml_vec_dot_q4_K_q8_K (%s) differs in %ld, ggml_vec_dot_q4_K_q8_K_generic (%s build) "
-            "in "
-            "%ld, fp4lane (%s) in %ld\n",
-            (long long)n_out, variant, simd_diff, variant, gen_diff, fp4_cpu_path_name(fp4_cpu_path()),
-            ours_diff);
+        const char *kn = k6 ? "q6_K" : "q4_K";
+        printf("\n%s bits, %lld rows, against fp4lane's portable dot (= ggml's generic C built for baseline "
+               "x86-64): ggml_vec_dot_%s_q8_K (%s) differs in %ld, ggml_vec_dot_%s_q8_K_generic (%s build) "
+               "in %ld, fp4lane (%s) in %ld\n",
+               k6 ? "Q6_K" : "Q4_K", (long long)n_out, kn, variant, simd_diff, kn, variant, gen_diff,
+               fp4_cpu_path_name(fp4_cpu_path()), ours_diff);
     }
     free(payload);
     free(scales);
     free(b.ggml_nvfp4);
     free(b.q4);
+    free(b.q6);
     free(b.x);
     free(b.y);
     free(b.xq);

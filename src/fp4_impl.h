@@ -195,4 +195,20 @@ float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const i
 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 
+/* Q6_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
+ * q6K_dot. act is NULL or the activations rearranged by the matching fp4_q6K_act_*: FP4_Q6K_ACT_BYTES
+ * per block, the 256 values (the two layouts differ) then 128 int16 bias terms 32·(a + a'). */
+#define FP4_Q6K_ACT_BYTES 512
+void fp4_q6K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q6K_dot_avx2(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+
+/* fp4p_attend (src/runtime/pinned.h) on the AVX2 / AVX-512 paths, the same bits
+ * (src/cpu/attend_x86.c) */
+void fp4_attend_avx2(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride, int64_t n,
+                     int head_dim, float scale, float *s, float *o);
+void fp4_attend_avx512(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride, int64_t n,
+                       int head_dim, float scale, float *s, float *o);
+
 #endif

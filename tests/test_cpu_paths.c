@@ -1,12 +1,14 @@
-/* test_cpu_paths.c — the CPU code paths (cpu_path.c): the choice rule, and every path this CPU
- * has giving the same bits as the portable one for the exact A16 and W4A4 matvecs and the Q4_K dot, on
- * random and adversarial inputs, for thread counts 1, 2 and 3. The portable path is itself
- * checked against an element-by-element reimplementation here (A16, W4A4) and against ggml's generic
- * dot (Q4_K, test_ggml_oracle, also on every path). */
+/* test_cpu_paths.c — the CPU code paths (cpu_path.c): the choice rule, and every path this CPU has
+ * giving the same bits as the portable one for the exact A16 and W4A4 matvecs, the Q4_K and Q6_K dots,
+ * the dense (BF16, F32) rows of both modes and the pinned attention, on random and adversarial inputs,
+ * for thread counts 1, 2 and 3. The portable path is itself checked against an element-by-element
+ * reimplementation here (A16, W4A4) and against ggml's generic dots (Q4_K, Q6_K: test_ggml_oracle,
+ * also on every path). */
 #define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4_impl.h"
+#include "runtime/pinned.h"
 #include <math.h>
 #include <stdlib.h>
 
@@ -254,6 +256,35 @@ static void rand_q8_K(test_rng *r, fp4_block_q8_K *b, int64_t nb, int extreme) {
     }
 }
 
+/* the K-quant matvecs (activations rearranged once per column on the vector paths): every path and
+ * thread count equals the portable single-thread result. q6: Q6_K, else Q4_K. */
+static void kq_matvec_paths(test_rng *r, int q6) {
+    enum { NO = 23, NI = 1280, NC = 3 };
+    const int top = fp4_cpu_path();
+    const size_t bs = q6 ? sizeof(fp4_block_q6_K) : sizeof(fp4_block_q4_K);
+    void *w = malloc((size_t)(NO * NI / FP4_QK_K) * bs);
+    float *wf = malloc(sizeof(float) * NO * NI), *xf = malloc(sizeof(float) * NC * NI);
+    float ref[NO * NC], y[NO * NC];
+    for (int64_t i = 0; i < NO * NI; i++)
+        wf[i] = rng_normal(r) * (1.0f + (float)(i % 5));
+    for (int64_t i = 0; i < NC * NI; i++)
+        xf[i] = (i / 256) % 4 == 2 ? 0.0f : rng_normal(r);
+    CHECK_OK(q6 ? fp4_q6_K_quantize(wf, NO * NI, w) : fp4_q4_K_quantize(wf, NO * NI, w));
+    for (int path = -1; path <= top; path++) { /* -1: the reference, portable at 1 thread */
+        fp4_cpu_force_path(path < 0 ? FP4_CPU_PORTABLE : path);
+        for (int nt = 1; nt <= (path < 0 ? 1 : 3); nt++) {
+            float *out = path < 0 ? ref : y;
+            CHECK_OK(q6 ? fp4_q6_K_matvec(w, NO, NI, xf, NC, out, nt)
+                        : fp4_q4_K_matvec(w, NO, NI, xf, NC, out, nt));
+            if (path >= 0)
+                CHECK_MSG(!memcmp(y, ref, sizeof y), "%s matvec path %s threads %d", q6 ? "q6_K" : "q4_K",
+                          fp4_cpu_path_name(path), nt);
+        }
+    }
+    fp4_cpu_force_path(-1);
+    free(w), free(wf), free(xf);
+}
+
 static void test_q4_K_paths(void) {
     enum { NB = 6 };
     const int top = fp4_cpu_path();
@@ -303,30 +334,201 @@ static void test_q4_K_paths(void) {
     CHECK_EQ_INT(bad, 0);
     CHECK(nan_seen > 0 || top == FP4_CPU_PORTABLE); /* the NaN cases were reached */
 
-    /* matvec: every path and thread count equals the portable single-thread result */
-    const int64_t n_out = 23, n_in = 1280, n_cols = 3, nb = n_in / FP4_QK_K;
-    fp4_block_q4_K *q4 = malloc((size_t)(n_out * nb) * sizeof *q4);
-    float *wf = malloc((size_t)(n_out * n_in) * sizeof(float)),
-          *xf = malloc((size_t)(n_cols * n_in) * sizeof(float));
-    float ref[23 * 3], y[23 * 3];
-    for (int64_t i = 0; i < n_out * n_in; i++)
-        wf[i] = rng_normal(&r) * (1.0f + (float)(i % 5));
-    for (int64_t i = 0; i < n_cols * n_in; i++)
-        xf[i] = (i / 256) % 4 == 2 ? 0.0f : rng_normal(&r);
-    CHECK_OK(fp4_q4_K_quantize(wf, n_out * n_in, q4));
-    fp4_cpu_force_path(FP4_CPU_PORTABLE);
-    CHECK_OK(fp4_q4_K_matvec(q4, n_out, n_in, xf, n_cols, ref, 1));
-    for (int path = 0; path <= top; path++) {
-        fp4_cpu_force_path(path);
-        for (int nt = 1; nt <= 3; nt++) {
-            CHECK_OK(fp4_q4_K_matvec(q4, n_out, n_in, xf, n_cols, y, nt));
-            CHECK_MSG(!memcmp(y, ref, sizeof y), "q4_K matvec path %s threads %d", fp4_cpu_path_name(path),
-                      nt);
+    kq_matvec_paths(&r, 0);
+    printf("q4_K: %ld dots compared against the portable path\n", compared);
+}
+
+/* ---- Q6_K: every path against the portable dot ---- */
+static void test_q6_K_paths(void) {
+    enum { NB = 6 };
+    const int top = fp4_cpu_path();
+    test_rng r = {0x51364Bull};
+    fp4_block_q6_K w[NB];
+    fp4_block_q8_K x[NB];
+    long compared = 0, bad = 0, nan_seen = 0;
+    for (int rep = 0; rep < 3000; rep++) {
+        const int kind = rep % 7;
+        uint8_t *pw = (uint8_t *)w;
+        for (size_t i = 0; i < sizeof w; i++)
+            pw[i] = (uint8_t)rng_u64(&r);
+        rand_q8_K(&r, x, NB, kind == 2 ? 1 : kind == 3 ? -1 : 0);
+        for (int b = 0; b < NB; b++) {
+            if (kind == 0) { /* any f16 bits, NaN, Inf and subnormals included */
+            } else if (kind == 1 || kind == 2 || kind == 3) { /* q = 63 or 0, scales ±127 / -128 */
+                const int lo = rep & 1;
+                memset(w[b].ql, lo ? 0x00 : 0xFF, sizeof w[b].ql);
+                memset(w[b].qh, lo ? 0x00 : 0xFF, sizeof w[b].qh);
+                memset(w[b].scales, rep & 2 ? 0x80 : 0x7F, sizeof w[b].scales);
+                w[b].d = (uint16_t)(rep & 4 ? 0x7BFF : 0xFBFF);
+            } else if (kind == 4) { /* zero blocks among the others */
+                if (b % 2) memset(&w[b], 0, sizeof w[b]);
+                if (b % 3 == 0) memset(&x[b], 0, sizeof x[b]);
+                w[b].d &= 0x7BFF;
+            } else if (kind == 5) { /* one value of one position set, the rest 0: the lane mapping */
+                memset(&w[b], 0, sizeof w[b]);
+                const int pos = (int)(rng_u64(&r) % FP4_QK_K), q = (int)(rng_u64(&r) % 64);
+                const int h = pos / 128, l = pos % 32, k = (pos % 128) / 32;
+                uint8_t *ql = w[b].ql + 64 * h + l + (k & 1) * 32;
+                *ql = (uint8_t)(k < 2 ? (q & 0xF) | (*ql & 0xF0) : (q & 0xF) << 4 | (*ql & 0x0F));
+                w[b].qh[32 * h + l] |= (uint8_t)((q >> 4) << (2 * k));
+                for (int g = 0; g < 16; g++)
+                    w[b].scales[g] = (int8_t)(g + 1 - 8 * (g & 1));
+                w[b].d = 0x3C00;
+            } else { /* finite scales */
+                w[b].d &= 0x7BFF;
+            }
+        }
+        for (int64_t nb = 1; nb <= NB; nb++) {
+            fp4_cpu_force_path(FP4_CPU_PORTABLE);
+            const float ref = fp4_q6_K_dot_q8_K(w, x, nb * FP4_QK_K);
+            nan_seen += isnan(ref);
+            CHECK(!isnan(ref) || f32_bits(ref) == 0xFFC00000u);
+            for (int path = 1; path <= top; path++) {
+                fp4_cpu_force_path(path);
+                const float got = fp4_q6_K_dot_q8_K(w, x, nb * FP4_QK_K);
+                bad += f32_bits(got) != f32_bits(ref);
+                CHECK_MSG(f32_bits(got) == f32_bits(ref),
+                          "q6_K kind %d nb %lld path %s: %a (0x%08x) vs portable %a (0x%08x)", kind,
+                          (long long)nb, fp4_cpu_path_name(path), (double)got, f32_bits(got), (double)ref,
+                          f32_bits(ref));
+                compared++;
+            }
         }
     }
     fp4_cpu_force_path(-1);
-    free(q4), free(wf), free(xf);
-    printf("q4_K: %ld dots compared against the portable path\n", compared);
+    CHECK_EQ_INT(bad, 0);
+    CHECK(nan_seen > 0 || top == FP4_CPU_PORTABLE);
+
+    kq_matvec_paths(&r, 1);
+    printf("q6_K: %ld dots compared against the portable path\n", compared);
+}
+
+/* ---- dense rows (project.c's dense routes): every path against the portable dots ---- */
+static float edge_f32(test_rng *r) {
+    static const float v[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 1e-45f, -1e-40f, 3e38f, -3e38f, 1e-20f};
+    return v[rng_u64(r) % (sizeof v / sizeof v[0])];
+}
+
+/* the portable orders written out: the pinned 32 lanes + butterfly, and native's 8 lanes */
+static float ref_pinned(const float *a, const float *b, int64_t n) {
+    float p[32] = {0};
+    for (int64_t i = 0; i < n; i++)
+        p[i % 32] = p[i % 32] + a[i] * b[i];
+    for (int off = 16; off >= 1; off >>= 1)
+        for (int l = 0; l < off; l++)
+            p[l] = p[l] + p[l + off];
+    return p[0];
+}
+static float ref_dot8(const float *a, const float *b, int64_t n) {
+    float p[8] = {0};
+    for (int64_t i = 0; i < n; i++)
+        p[i % 8] += a[i] * b[i];
+    return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
+
+static void test_dense_paths(void) {
+    enum { NO = 7, NC = 3, MAXN = 1001 };
+    static const int64_t sizes[] = {1, 5, 31, 32, 33, 63, 64, 100, 768, 1001};
+    const int top = fp4_cpu_path();
+    test_rng r = {0xD3A5Eull};
+    uint16_t *hb = malloc(sizeof(uint16_t) * NO * MAXN);
+    float *wf = malloc(sizeof(float) * NO * MAXN), *wd = malloc(sizeof(float) * NO * MAXN);
+    float *x = malloc(sizeof(float) * NC * MAXN), ref[NO * NC], y[NO * NC];
+    long compared = 0, bad = 0;
+    for (int rep = 0; rep < 60; rep++) {
+        const int64_t n = sizes[rep % 10];
+        const int kind = (rep / 10) % 3; /* 0: normal values; 1: edge values mixed in; 2: any bf16 bits */
+        for (int64_t i = 0; i < NO * n; i++) {
+            wf[i] = kind == 1 && rng_u64(&r) % 8 == 0 ? edge_f32(&r) : rng_normal(&r);
+            hb[i] = kind == 2 ? (uint16_t)rng_u64(&r) : fp4_f32_to_bf16(wf[i]);
+            wd[i] = fp4_bf16_to_f32(hb[i]);
+        }
+        for (int64_t i = 0; i < NC * n; i++)
+            x[i] = kind == 1 && rng_u64(&r) % 8 == 0 ? edge_f32(&r) : rng_normal(&r);
+        for (int ty = 0; ty < 2; ty++) { /* BF16 (read by the fused dots), F32 (a widened row) */
+            fp4_tensor t = {.name = "d", .n_dims = 2, .ne = {n, NO, 1, 1}, .st_dtype = -1};
+            t.type = ty ? FP4_TYPE_F32 : FP4_TYPE_BF16;
+            t.data = ty ? (const uint8_t *)wf : (const uint8_t *)hb;
+            t.nbytes = (size_t)(NO * n) * (ty ? 4 : 2);
+            const float *wr = ty ? wf : wd;
+            for (int mode = 0; mode < 2; mode++) {
+                const fp4_mode m = mode ? FP4_MODE_NATIVE : FP4_MODE_EXACT;
+                fp4_cpu_force_path(FP4_CPU_PORTABLE);
+                CHECK_OK(fp4_cpu_project(&t, m, x, NC, ref, 1));
+                for (int c = 0; c < NC; c++) /* the portable route is the written-out order */
+                    for (int o = 0; o < NO; o++) {
+                        const float e = mode ? ref_dot8(wr + o * n, x + c * n, n)
+                                             : ref_pinned(wr + o * n, x + c * n, n);
+                        const float g = ref[c * NO + o]; /* a NaN: the one NaN, whatever the inputs' */
+                        CHECK_MSG(f32_bits(e) == f32_bits(g) || (isnan(e) && f32_bits(g) == 0xFFC00000u),
+                                  "dense portable type %d mode %d n %lld: %a vs %a", ty, mode, (long long)n,
+                                  (double)g, (double)e);
+                    }
+                for (int path = 1; path <= top; path++) {
+                    fp4_cpu_force_path(path);
+                    for (int nt = 1; nt <= 3; nt += 2) {
+                        CHECK_OK(fp4_cpu_project(&t, m, x, NC, y, nt));
+                        for (int i = 0; i < NO * NC; i++) {
+                            bad += f32_bits(y[i]) != f32_bits(ref[i]);
+                            compared++;
+                        }
+                        CHECK_MSG(!memcmp(y, ref, sizeof y),
+                                  "dense type %d mode %d n %lld path %s threads %d", ty, mode, (long long)n,
+                                  fp4_cpu_path_name(path), nt);
+                    }
+                }
+            }
+        }
+    }
+    fp4_cpu_force_path(-1);
+    CHECK_EQ_INT(bad, 0);
+    free(hb), free(wf), free(wd), free(x);
+    printf("dense: %ld values compared against the portable path\n", compared);
+}
+
+/* ---- the pinned attention (fp4p_attend) on every path ---- */
+static void test_attend_paths(void) {
+    enum { MAXN = 70, MAXD = 160, STRIDE = 2 * MAXD + 8 };
+    static const int dims[] = {8, 16, 24, 32, 48, 64, 80, 128, 160, 13};
+    const int top = fp4_cpu_path();
+    test_rng r = {0xA77E4Dull};
+    float *q = malloc(sizeof(float) * MAXD), *s_ref = malloc(sizeof(float) * MAXN);
+    float *s_got = malloc(sizeof(float) * MAXN), o_ref[MAXD], o_got[MAXD];
+    uint16_t *k = malloc(sizeof(uint16_t) * MAXN * STRIDE), *v = malloc(sizeof(uint16_t) * MAXN * STRIDE);
+    long compared = 0, bad = 0;
+    for (int rep = 0; rep < 400; rep++) {
+        const int hd = dims[rep % 10], kind = (rep / 10) % 4;
+        const int64_t n = 1 + (int64_t)(rng_u64(&r) % MAXN), stride = hd + (int64_t)(rng_u64(&r) % 3) * 8;
+        for (int d = 0; d < hd; d++)
+            q[d] = kind == 3 && rng_u64(&r) % 16 == 0 ? edge_f32(&r) : rng_normal(&r);
+        for (int64_t i = 0; i < n * stride; i++) { /* kind 2: any f16 bits (Inf, NaN, subnormals) */
+            const float kf = rng_normal(&r) * (kind == 1 ? 40.0f : 1.0f), vf = rng_normal(&r);
+            k[i] = kind == 2 && rng_u64(&r) % 8 == 0 ? (uint16_t)rng_u64(&r) : fp4_f32_to_f16(kf);
+            v[i] = kind == 2 && rng_u64(&r) % 8 == 0 ? (uint16_t)rng_u64(&r) : fp4_f32_to_f16(vf);
+        }
+        const float scale = 0.125f;
+        fp4p_attend(q, k, v, stride, n, hd, scale, s_ref, o_ref);
+        for (int path = FP4_CPU_AVX2; path <= top; path++) {
+            if (path == FP4_CPU_AVX2)
+                fp4_attend_avx2(q, k, v, stride, n, hd, scale, s_got, o_got);
+            else
+                fp4_attend_avx512(q, k, v, stride, n, hd, scale, s_got, o_got);
+            /* the same bits, but for NaN: which of two NaNs an add keeps depends on the operand order
+             * the compiler picks for fp4p_attend's scalar code (the GPU twin's NaN is canonical) */
+            int same = 1;
+            for (int d = 0; d < hd; d++)
+                same &= f32_bits(o_got[d]) == f32_bits(o_ref[d]) || (isnan(o_got[d]) && isnan(o_ref[d]));
+            for (int64_t j = 0; j < n; j++)
+                same &= f32_bits(s_got[j]) == f32_bits(s_ref[j]) || (isnan(s_got[j]) && isnan(s_ref[j]));
+            bad += !same;
+            compared++;
+            CHECK_MSG(same, "attend path %s head_dim %d n %lld kind %d", fp4_cpu_path_name(path), hd,
+                      (long long)n, kind);
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    free(q), free(s_ref), free(s_got), free(k), free(v);
+    printf("attend: %ld (column, head) attentions compared against fp4p_attend\n", compared);
 }
 
 /* column counts whose activation buffers would overflow are refused before anything is read */
@@ -348,5 +550,8 @@ int main(void) {
     test_a16_paths();
     test_w4a4_paths();
     test_q4_K_paths();
+    test_q6_K_paths();
+    test_dense_paths();
+    test_attend_paths();
     return check_report();
 }

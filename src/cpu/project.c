@@ -29,12 +29,14 @@ static fp4_status r_q6k(const fp4_tensor *w, const float *x, int64_t n_cols, flo
 }
 
 typedef float (*dense_dot_fn)(const float *a, const float *b, int64_t n);
+typedef float (*bf16_dot_fn)(const uint8_t *w, const float *b, int64_t n);
 typedef struct dense_ctx {
     const fp4_tensor *w;
     const float *x;
     int64_t n_cols;
     float *y;
-    dense_dot_fn dot; /* fp4_cpu_dot_f32 (native) or pinned_dot (exact) */
+    dense_dot_fn dot;     /* native_dot or pinned_dot (exact), or their vector forms */
+    bf16_dot_fn bf16_dot; /* BF16 weights on a vector path: the dot reads the bf16 row itself */
     fp4_status st;
     float lut[256];   /* FP8 weights: e4m3fn(byte), exact in f32 */
 } dense_ctx;
@@ -77,6 +79,12 @@ static void dense_rows(void *p, int64_t r0, int64_t r1) {
     }
     const fp4_fp8_view *f = c->w->type == FP4_TYPE_F8_E4M3FN ? &c->w->fp8 : NULL;
     for (int64_t r = r0; r < r1; r++) {
+        if (c->bf16_dot) {
+            const uint8_t *wr = c->w->data + (size_t)(r * n_in) * 2;
+            for (int64_t col = 0; col < c->n_cols; col++)
+                c->y[col * n_out + r] = c->bf16_dot(wr, c->x + col * n_in, n_in);
+            continue;
+        }
         dense_row(c, r, row);
         for (int64_t col = 0; col < c->n_cols; col++)
             c->y[col * n_out + r] = c->dot(row, c->x + col * n_in, n_in);
@@ -88,10 +96,26 @@ static void dense_rows(void *p, int64_t r0, int64_t r1) {
     }
     free(row);
 }
+/* the dots of each CPU path (cpu_path.c; dense_x86.c), [pinned][path]: the same bits on every path */
+typedef struct dense_path {
+    dense_dot_fn dot;
+    bf16_dot_fn bf16_dot;
+} dense_path;
+static float pinned_dot(const float *a, const float *b, int64_t n);
+static float native_dot(const float *a, const float *b, int64_t n);
+static const dense_path dense_paths[2][FP4_CPU_N_PATHS] = {
+    {[FP4_CPU_PORTABLE] = {native_dot, NULL},
+     [FP4_CPU_AVX2] = {fp4_dot8_f32_avx2, fp4_dot8_bf16_avx2},
+     [FP4_CPU_AVX512] = {fp4_dot8_f32_avx2, fp4_dot8_bf16_avx2}}, /* 8 lanes: one ymm */
+    {[FP4_CPU_PORTABLE] = {pinned_dot, NULL},
+     [FP4_CPU_AVX2] = {fp4_pinned_dot_f32_avx2, fp4_pinned_dot_bf16_avx2},
+     [FP4_CPU_AVX512] = {fp4_pinned_dot_f32_avx512, fp4_pinned_dot_bf16_avx512}}};
+
 static fp4_status dense_run(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt,
-                            dense_dot_fn dot) {
+                            int pinned) {
     if (!w->data) return FP4_ERR_INVALID_ARG;
-    dense_ctx c = {w, x, n_cols, y, dot, FP4_OK, {0}};
+    const dense_path *dp = &dense_paths[pinned][fp4_cpu_path()];
+    dense_ctx c = {w, x, n_cols, y, dp->dot, w->type == FP4_TYPE_BF16 ? dp->bf16_dot : NULL, FP4_OK, {0}};
     if (w->type == FP4_TYPE_F8_E4M3FN) {
         if (!w->fp8.row_scale && !(w->fp8.scale > 0.0f)) return FP4_ERR_INVALID_ARG; /* not a weight */
         for (int b = 0; b < 256; b++)
@@ -101,18 +125,23 @@ static fp4_status dense_run(const fp4_tensor *w, const float *x, int64_t n_cols,
     return st ? st : c.st;
 }
 static fp4_status r_dense(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
-    return dense_run(w, x, n_cols, y, nt, fp4_cpu_dot_f32);
+    return dense_run(w, x, n_cols, y, nt, 0);
 }
 
 /* Exact mode, dense weights: each row widened exactly to f32, y = fp4p_dot(row, x) — products
  * rounded in f32, then the pinned 32-lane reduction (src/runtime/pinned.h) that the CUDA twin
- * computes with one warp per row. FP8 weights: the same dot over the E4M3 values, then
- * y = fp4p_mul(y, scale_r) (fp4_fp8_view). */
+ * computes with one warp per row. A NaN result is the NaN 0xFFC00000 (fp4_canonical_nan, as the
+ * K-quant dots): which NaN an add of two NaNs keeps depends on the operand order a compiler picks,
+ * so the dense dots of every CPU path (dense_x86.c) return that one. FP8 weights: the same dot over
+ * the E4M3 values, then y = fp4p_mul(y, scale_r) (fp4_fp8_view). */
 static float pinned_dot(const float *a, const float *b, int64_t n) {
-    return fp4p_dot(a, b, n);
+    return fp4_canonical_nan(fp4p_dot(a, b, n));
+}
+static float native_dot(const float *a, const float *b, int64_t n) {
+    return fp4_canonical_nan(fp4_cpu_dot_f32(a, b, n));
 }
 static fp4_status r_dense_pinned(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
-    return dense_run(w, x, n_cols, y, nt, pinned_dot);
+    return dense_run(w, x, n_cols, y, nt, 1);
 }
 
 static const struct route {

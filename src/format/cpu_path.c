@@ -1,4 +1,5 @@
-/* cpu_path.c — which CPU code path the exact contractions take (exact A16, Q4_K dot).
+/* cpu_path.c — which CPU code path the exact contractions take (exact A16, W4A4, the Q4_K and Q6_K
+ * dots, the dense rows).
  *
  * Every path gives the same bits (only order-free integer work differs between them), so the
  * choice is a speed matter only. It is made once per process from CPUID, lowered by the

@@ -1,12 +1,12 @@
-/* kquant_avx512.c — the Q4_K · Q8_K dot with AVX-512 (F, BW, VL, VNNI, VBMI), chosen at
- * run time (cpu_path.c). The same bits as kquant_dot.c's q4K_dot, which follows ggml's portable
- * ggml_vec_dot_q4_K_q8_K_generic: per block, eight int32 lane sums (lane l: the products at
- * positions ≡ l mod 8, each weighted by its 32-value sub-block scale), then
- * sums[l] += (fp16(d)·y.d) · lane[l] (a multiply, then an add: no FMA), total -= (fp16(dmin)·y.d)
- * · Σ bsums·mins, and at the end total += sums[0..7] in order. The lanes and the mins sum are
- * exact integers, so only their order of summation is free; the f32 operations are the same,
- * in the same order (the eight lanes in one vector, element-wise), and a NaN result is the same
- * canonical NaN (fp4_canonical_nan).
+/* kquant_avx512.c — the Q4_K · Q8_K and Q6_K · Q8_K dots with AVX-512 (F, BW, VL, VNNI, VBMI),
+ * chosen at run time (cpu_path.c); Q6_K's is described at its code below. The same bits as
+ * kquant_dot.c's q4K_dot, which follows ggml's portable ggml_vec_dot_q4_K_q8_K_generic: per block,
+ * eight int32 lane sums (lane l: the products at positions ≡ l mod 8, each weighted by its
+ * 32-value sub-block scale), then sums[l] += (fp16(d)·y.d) · lane[l] (a multiply, then an add: no
+ * FMA), total -= (fp16(dmin)·y.d) · Σ bsums·mins, and at the end total += sums[0..7] in order. The
+ * lanes and the mins sum are exact integers, so only their order of summation is free; the f32
+ * operations are the same, in the same order (the eight lanes in one vector, element-wise), and a
+ * NaN result is the same canonical NaN (fp4_canonical_nan).
  *
  * Lanes with vectors: a block's 128 nibble bytes are 4 chunks of 32 (chunk c, byte t: the low
  * nibble is position 64c + t, the high one 64c + 32 + t, both in lane t mod 8). vpermb regroups
@@ -160,7 +160,111 @@ FP4_TARGET_AVX512 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_bl
                                            const int8_t *act, int64_t nb) {
     return act ? q4K_dot_avx512(w, x, act, nb, 1) : q4K_dot_avx512(w, x, NULL, nb, 0);
 }
+/* ---- Q6_K · Q8_K (kquant_dot.c's q6K_dot: the same lanes, the same f32 order) ----
+ * The 256 weights q (0..63) are rebuilt in position order, 64 per vector (vector v: positions
+ * 64v..64v+63, scale groups 4v..4v+3): low or high nibbles of ql, or-ed with the matching two bits
+ * of qh. lane6_512 (vpermd by dwords, then vpshufb; the byte order of wperm_tab, by two cheaper
+ * shuffles) puts the 4 bytes of (32-byte half gp, lane l) side by side: positions
+ * 32gp + l + 8k, k = 0..3, i.e. the lane's two positions of scale group 4v + 2gp, then those of
+ * group 4v + 2gp + 1. vpmaddubsw (q u8 × activation s8, |pair| <= 2·63·128) gives the lane's pair
+ * sum per group; minus the same with q = 32 (precomputed per column) it is Σ (q - 32)·a, exact
+ * (|·| <= 2·32·128); vpmaddwd / vpdpwssd times the two groups' scales (int32 word 2v + gp of the
+ * scales widened to int16) add into int32 (gp, l). The activations are permuted once per column
+ * (fp4_q6K_act_avx512: the 4 permuted vectors, then the 4 bias vectors 32·(a + a') as int16). */
+#define LANE6_SHUF 0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15
+static const int32_t lane6_didx[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+FP4_TARGET_AVX512 static inline __m512i lane6_512(__m512i v, __m512i didx, __m512i shuf) {
+    return _mm512_shuffle_epi8(_mm512_permutexvar_epi32(didx, v), shuf);
+}
+
+FP4_TARGET_AVX512 void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
+    const __m512i didx = LOAD512(lane6_didx), m32 = _mm512_set1_epi8(32);
+    const __m512i shuf = _mm512_broadcast_i32x4(_mm_setr_epi8(LANE6_SHUF));
+    for (int64_t b = 0; b < nb; b++) {
+        int8_t *d = dst + b * FP4_Q6K_ACT_BYTES;
+#pragma GCC unroll 4
+        for (int v = 0; v < 4; v++) {
+            const __m512i a = lane6_512(LOAD512(x[b].qs + 64 * v), didx, shuf);
+            _mm512_storeu_si512((void *)(d + 64 * v), a);
+            _mm512_storeu_si512((void *)(d + 256 + 64 * v), _mm512_maddubs_epi16(m32, a));
+        }
+    }
+}
+
+FP4_TARGET_AVX512 static inline __attribute__((always_inline)) float
+q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+               const int pre) {
+    const __m512i didx = LOAD512(lane6_didx);
+    const __m512i shuf = _mm512_broadcast_i32x4(_mm_setr_epi8(LANE6_SHUF));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30), m32 = _mm512_set1_epi8(32);
+    /* qh bits 0-1 to 4-5 in the low 256 bits, bits 2-3 in the high ones; bits 4-5 / 6-7 likewise */
+    const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    /* vector v's scales: int32 word 2v in the low 256 bits, 2v + 1 in the high ones */
+    const __m512i sidx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+    __m256 sums = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const fp4_block_q6_K *b = w + i;
+        const fp4_block_q8_K *a = x + i;
+        const __m512i s16 = _mm512_castsi256_si512(
+            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
+        __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i ql = LOAD512(b->ql + 64 * h);
+            const __m512i qh =
+                _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(b->qh + 32 * h)));
+            const __m512i lo =
+                _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m2));
+            const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                               _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m2));
+#pragma GCC unroll 2
+            for (int k = 0; k < 2; k++) {
+                const int v = 2 * h + k;
+                __m512i av, bv;
+                if (pre) {
+                    av = LOAD512(act + i * FP4_Q6K_ACT_BYTES + 64 * v);
+                    bv = LOAD512(act + i * FP4_Q6K_ACT_BYTES + 256 + 64 * v);
+                } else {
+                    av = lane6_512(LOAD512(a->qs + 64 * v), didx, shuf);
+                    bv = _mm512_maddubs_epi16(m32, av);
+                }
+                const __m512i pv =
+                    _mm512_sub_epi16(_mm512_maddubs_epi16(lane6_512(k ? hi : lo, didx, shuf), av), bv);
+                const __m512i sv =
+                    _mm512_permutexvar_epi32(_mm512_add_epi32(sidx, _mm512_set1_epi32(2 * v)), s16);
+                if (k)
+                    acc1 = _mm512_dpwssd_epi32(acc1, pv, sv);
+                else
+                    acc0 = _mm512_dpwssd_epi32(acc0, pv, sv);
+            }
+        }
+        const __m512i acc = _mm512_add_epi32(acc0, acc1);
+        const __m256i lane = _mm256_add_epi32(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+        const float dw = _mm_cvtss_f32(_mm512_castps512_ps128(
+            _mm512_cvtph_ps(_mm256_castsi128_si256(_mm_cvtsi32_si128((int)b->d))))); /* exact */
+        const float d = dw * a->d;
+        sums = _mm256_add_ps(sums, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(lane)));
+    }
+    float s[8], total = 0.0f;
+    _mm256_storeu_ps(s, sums);
+    for (int l = 0; l < 8; l++)
+        total += s[l];
+    return fp4_canonical_nan(total);
+}
+
+FP4_TARGET_AVX512 float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x,
+                                           const int8_t *act, int64_t nb) {
+    return act ? q6K_dot_avx512(w, x, act, nb, 1) : q6K_dot_avx512(w, x, NULL, nb, 0);
+}
 #else
+void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
+    (void)x, (void)nb, (void)dst;
+}
+float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    (void)w, (void)x, (void)act, (void)nb;
+    return NAN;
+}
 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     (void)w, (void)x, (void)act, (void)nb;
     return NAN;

@@ -6,7 +6,7 @@
  * does total -= (fp16(dmin)*y.d) * Σ bsums·mins per block; at the end total += sums[0..7] in
  * order; a NaN result is returned as the NaN 0xFFC00000 (fp4_canonical_nan; ggml returns whichever
  * NaN its compiled operand order keeps, that one when the NaN arises inside the dot). The integer
- * work is exact, so its order is free: kquant_avx2.c and kquant_avx512.c do the Q4_K one with AVX2
+ * work is exact, so its order is free: kquant_avx2.c and kquant_avx512.c do the Q4_K and Q6_K ones with AVX2
  * and AVX-512 (the same bits), chosen at run time (cpu_path.c). */
 #include "fp4_impl.h"
 #include <math.h>
@@ -103,16 +103,28 @@ static float dot4_avx512(const void *w, const fp4_block_q8_K *x, const int8_t *a
 static float dot6(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     return q6K_dot(w, x, nb);
 }
+static float dot6_avx2(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return fp4_q6K_dot_avx2(w, x, act, nb);
+}
+static float dot6_avx512(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
+    return fp4_q6K_dot_avx512(w, x, act, nb);
+}
 
-/* the Q4_K dot of each CPU path (cpu_path.c) and the activation layout it reads */
+/* the Q4_K / Q6_K dot of each CPU path (cpu_path.c), the activation layout it reads and its bytes
+ * per block */
 typedef struct kq_path {
     kq_dot_fn dot;
     kq_act_fn act;
+    size_t act_bytes;
 } kq_path;
-static const kq_path q4K_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = {dot4, NULL},
-                                                  [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2},
-                                                  [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act_avx512}};
-static const kq_path q6K_path[FP4_CPU_N_PATHS] = {{dot6, NULL}, {dot6, NULL}, {dot6, NULL}};
+static const kq_path q4K_path[FP4_CPU_N_PATHS] = {
+    [FP4_CPU_PORTABLE] = {dot4, NULL, 0},
+    [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2, FP4_Q4K_ACT_BYTES},
+    [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act_avx512, FP4_Q4K_ACT_BYTES}};
+static const kq_path q6K_path[FP4_CPU_N_PATHS] = {
+    [FP4_CPU_PORTABLE] = {dot6, NULL, 0},
+    [FP4_CPU_AVX2] = {dot6_avx2, fp4_q6K_act_avx2, FP4_Q6K_ACT_BYTES},
+    [FP4_CPU_AVX512] = {dot6_avx512, fp4_q6K_act_avx512, FP4_Q6K_ACT_BYTES}};
 
 float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
     if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
@@ -121,7 +133,7 @@ float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_
 
 float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n) {
     if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
-    return q6K_dot(w, x, n / QK);
+    return q6K_path[fp4_cpu_path()].dot(w, x, NULL, n / QK);
 }
 
 typedef struct kq_job {
@@ -130,6 +142,7 @@ typedef struct kq_job {
     size_t row_bytes;
     const fp4_block_q8_K *xq;
     const int8_t *act;
+    size_t act_bytes;
     int64_t nb, n_out, n_cols;
     float *y;
 } kq_job;
@@ -138,9 +151,10 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     const kq_job *j = arg;
     for (int64_t r = r0; r < r1; r++) {
         const void *row = j->w + (size_t)r * j->row_bytes;
-        for (int64_t c = 0; c < j->n_cols; c++)
-            j->y[c * j->n_out + r] =
-                j->dot(row, j->xq + c * j->nb, j->act ? j->act + c * j->nb * FP4_Q4K_ACT_BYTES : NULL, j->nb);
+        for (int64_t c = 0; c < j->n_cols; c++) {
+            const int8_t *act = j->act ? j->act + (size_t)(c * j->nb) * j->act_bytes : NULL;
+            j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, act, j->nb);
+        }
     }
 }
 
@@ -172,16 +186,21 @@ static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void
         }
     }
     const kq_path *path = &paths[fp4_cpu_path()];
-    int8_t *act = NULL; /* n_blocks × 272 bytes: smaller than xq */
+    int8_t *act = NULL; /* n_blocks × 272 or 512 bytes */
+    uint64_t act_total;
     if (path->act) {
-        act = malloc((size_t)n_blocks * FP4_Q4K_ACT_BYTES);
+        if (fp4_mul_overflow_u64((uint64_t)n_blocks, path->act_bytes, &act_total) || act_total > SIZE_MAX) {
+            free(xq);
+            return FP4_ERR_OVERFLOW;
+        }
+        act = malloc((size_t)act_total);
         if (!act) {
             free(xq);
             return FP4_ERR_NOMEM;
         }
         path->act(xq, n_blocks, act);
     }
-    kq_job job = {path->dot, w, (size_t)row_bytes, xq, act, nb, n_out, n_cols, y};
+    kq_job job = {path->dot, w, (size_t)row_bytes, xq, act, path->act_bytes, nb, n_out, n_cols, y};
     fp4_status st = fp4_parallel_rows(n_out, n_threads, kq_rows, &job);
     free(act);
     free(xq);

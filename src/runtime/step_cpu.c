@@ -91,8 +91,20 @@ typedef struct att_ctx {
     fp4_status st;
 } att_ctx;
 
+/* fp4p_attend on each CPU path (cpu_path.c; src/cpu/attend_x86.c): the same bits */
+typedef void (*attend_fn)(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
+                          int64_t n, int head_dim, float scale, float *s, float *o);
+static void attend_portable(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
+                            int64_t n, int head_dim, float scale, float *s, float *o) {
+    fp4p_attend(q, k0, v0, row_stride, n, head_dim, scale, s, o);
+}
+static const attend_fn attend_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = attend_portable,
+                                                       [FP4_CPU_AVX2] = fp4_attend_avx2,
+                                                       [FP4_CPU_AVX512] = fp4_attend_avx512};
+
 static void att_rows(void *p, int64_t r0, int64_t r1) {
     att_ctx *c = p;
+    const attend_fn attend = attend_path[fp4_cpu_path()];
     const cpu_state *s = c->s;
     const fp4_arch *a = &s->d.arch;
     const int64_t D = a->head_dim, NH = a->n_heads, G = a->n_heads / a->n_kv_heads, kvd = a->n_kv_heads * D;
@@ -106,8 +118,8 @@ static void att_rows(void *p, int64_t r0, int64_t r1) {
         const fp4_rt_col *cc = &c->cols[col];
         const uint16_t *k0 = kv_at(s, s->kc, cc->slot, c->layer, 0) + hk * D;
         const uint16_t *v0 = kv_at(s, s->vc, cc->slot, c->layer, 0) + hk * D;
-        fp4p_attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, s->d.attn_scale, sc,
-                    s->o + col * NH * D + hq * D);
+        attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, s->d.attn_scale, sc,
+               s->o + col * NH * D + hq * D);
     }
     free(sc);
 }
