@@ -31,7 +31,7 @@
  * All of them ask for enough shared memory that no more than BPS blocks share an SM.
  */
 #include "lab_variants.h"
-#include "cuda/a16_stream.cuh"
+#include "lab_stream_kernel.cuh"
 
 template <bool EXACT>
 static fp4_status stream_launch(int variant, const fp4_cuda_tensor *w, const void *q, const float *d,

@@ -1,27 +1,18 @@
-/* a16_stream.cuh — the 1-column A16 "stream" kernel template (round 8, issue 10 item 1): exact
- * (SPEC §4, bit-identical to fp4_nvfp4_matvec_a16_exact) and native (SPEC §6, the int16 dp2a
- * arithmetic of native_dp2a.cuh). Included by the kernel lab (dev/cuda/lab_stream.cu) and, where
- * a variant wins, by a route. Never installed.
+/* a16_stream.cuh — the 1-column A16 item kernel (round 8, issue 10 item 1; the exact route at one
+ * column, a16_exact.cu): exact (SPEC §4, bit-identical to fp4_nvfp4_matvec_a16_exact) and native
+ * (SPEC §6, the int16 dp2a arithmetic of native_dp2a.cuh; in the lab only). Included by the routes
+ * and by the kernel lab (dev/cuda/lab_stream.cu; round 8's first, 8-lanes-per-item stream kernel
+ * is dev/cuda/lab_stream_kernel.cuh). Never installed.
  *
  * The weights as one stream of items. With payload_stride = nsb*128 and scale_stride = nsb*16
  * (the upload's layout), item i = (row i / nsb, super-block i % nsb) is payload bytes
  * [128 i, 128 i + 128) and scale bytes [16 i, 16 i + 16): a run of whole rows is one contiguous
  * range of both. The grid has a few blocks per SM (persistent: every block is resident); block b
- * owns rows [b n / G, (b + 1) n / G) and streams its items through NST shared-memory stages of
- * IPS items, each filled by two cp.async.bulk copies (payload, scales) that complete on the
- * stage's mbarrier — the copy engine keeps NST * IPS * 144 bytes in flight per block at no
- * register cost. Thread 0 refills a stage once every warp has passed the stage's barrier.
- *
- * Compute: 8 lanes per item (the lane mapping of the dp4a kernel: lane `sub` owns the 16 payload
- * bytes of groups 2 sub, 2 sub + 1), the activations of the block's whole K in shared memory
- * (copied once, after the activation pass: the kernel is launched with PDL and requests its first
- * stages before it waits), 16-byte chunks permuted so the reads are conflict-free.
- *   exact: sign-split dp4a (a16_dot_split), int64 weighting by e4m3fn_q9, 8-lane int64 sum
- *          (order-free), the pinned term fp4_cu_a16_term per item into a per-item buffer; at the
- *          end one thread per row runs acc = fma(1, c, acc) over its super-blocks in index order,
- *          then the F16 boundary: the CPU's operations exactly.
- *   native: int16 activations, merged decode + dp2a, t = d0*s0 + d1*s1 per lane, * d, a fixed
- *          3-step butterfly over the 8 lanes, the per-row sum in super-block order, * 0.5 * scale2.
+ * owns rows [b n / G, (b + 1) n / G) and streams its items through NST shared-memory stages, each
+ * filled by two cp.async.bulk copies (payload, scales) that complete on the stage's mbarrier — the
+ * copy engine keeps the stages' bytes in flight per block at no register cost. Thread 0 refills a
+ * stage once every warp has passed the stage's barrier. The kernel is launched with PDL and
+ * requests its first stages before it waits for the activation pass.
  */
 #ifndef FP4_CUDA_A16_STREAM_CUH
 #define FP4_CUDA_A16_STREAM_CUH
@@ -69,141 +60,6 @@ static __device__ __forceinline__ void fp4_mbar_wait(uint64_t *bar, unsigned par
 #endif
 }
 
-/* Shared-memory layout of one block (bytes), in this order: NST mbarriers (128 B), NST stages of
- * IPS*128 payload + IPS*16 scale bytes, the activations (nsb*256 int8 or int16), the steps
- * (nsb f32), the per-item values (rows_max rows of nsb + 1 f32: an odd stride, conflict-free
- * row chains). */
-template <bool EXACT, int IPS, int NST> struct stream_smem {
-    static constexpr size_t stage = (size_t)IPS * 144;
-    static __host__ __device__ size_t act(int nsb) { return (size_t)nsb * 256 * (EXACT ? 1 : 2); }
-    static __host__ __device__ size_t bytes(int nsb, int64_t rows_max) {
-        return 128 + NST * stage + act(nsb) + (size_t)nsb * 4 + (size_t)rows_max * (nsb + 1) * 4;
-    }
-};
-
-template <bool EXACT, int NW, int IPS, int NST>
-static __global__ __launch_bounds__(NW * 32, 1) void a16_stream_kernel(
-    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t n_out, int nsb,
-    uint64_t magic, float scale2, const void *__restrict__ xq_v, const float *__restrict__ xd,
-    float *__restrict__ y) {
-    static_assert(IPS % (NW * 4) == 0, "IPS: whole warp rounds");
-    using L = stream_smem<EXACT, IPS, NST>;
-    constexpr int NT = NW * 32, ROUNDS = IPS / (NW * 4);
-    extern __shared__ __align__(128) uint8_t sm[];
-    uint64_t *bar = reinterpret_cast<uint64_t *>(sm);
-    uint8_t *stg = sm + 128;
-    uint8_t *act = stg + NST * L::stage;
-    float *dsm = reinterpret_cast<float *>(act + L::act(nsb));
-    float *cbuf = dsm + nsb;
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, oct = lane >> 3, sub = lane & 7;
-    const int64_t G = gridDim.x, b = blockIdx.x;
-    const int64_t row_begin = b * n_out / G, row_end = (b + 1) * n_out / G;
-    const int nrows = (int)(row_end - row_begin);
-    const int n_items = nrows * nsb;
-    const int nit = (n_items + IPS - 1) / IPS;
-    const uint8_t *gp = payload + row_begin * nsb * 128;
-    const uint8_t *gs = scales + row_begin * nsb * 16;
-
-    auto issue = [&](int it) { /* thread 0: stage it % NST <- items [it*IPS, +cnt) */
-        const int s = it % NST, base = it * IPS;
-        const int cnt = n_items - base < IPS ? n_items - base : IPS;
-        uint8_t *dst = stg + s * L::stage;
-        fp4_mbar_expect_tx(&bar[s], (unsigned)cnt * 144u);
-        fp4_bulk_g2s(dst, gp + (int64_t)base * 128, (unsigned)cnt * 128u, &bar[s]);
-        fp4_bulk_g2s(dst + IPS * 128, gs + (int64_t)base * 16, (unsigned)cnt * 16u, &bar[s]);
-    };
-    if (tid == 0) {
-        for (int s = 0; s < NST; s++) fp4_mbar_init(&bar[s], 1);
-        fp4_mbar_fence_init();
-    }
-    __syncthreads();
-    if (tid == 0)
-        for (int it = 0; it < NST && it < nit; it++) issue(it);
-    fp4_pdl_wait(); /* launched with PDL after the activation pass: its q and d from here on */
-    {
-        /* activations into shared memory, 16-byte chunks permuted per super-block: exact, chunk
-         * c = 2 sub + h at h*8 + sub; native (64 B per lane), c = 4 sub + j at j*8 + sub */
-        constexpr int CPS = EXACT ? 16 : 32; /* chunks per super-block */
-        const uint4 *src = reinterpret_cast<const uint4 *>(xq_v);
-        uint4 *dst = reinterpret_cast<uint4 *>(act);
-        for (int i = tid; i < nsb * CPS; i += NT) {
-            const int sbi = i / CPS, c = i % CPS;
-            const int pos = EXACT ? (c & 1) * 8 + (c >> 1) : (c & 3) * 8 + (c >> 2);
-            dst[sbi * CPS + pos] = __ldg(src + i);
-        }
-        for (int i = tid; i < nsb; i += NT) dsm[i] = __ldg(xd + i);
-    }
-    __syncthreads();
-
-    const uint32_t L0 = fp4_pin(0x03020100u), L1 = fp4_pin(0x0C080604u);
-    const fp4_q1_luts QL = EXACT ? fp4_q1_luts{0u, 0u, 0u, 0u} : fp4_q1_luts_make();
-    for (int it = 0; it < nit; it++) {
-        const int s = it % NST, base = it * IPS;
-        const int cnt = n_items - base < IPS ? n_items - base : IPS;
-        fp4_mbar_wait(&bar[s], (unsigned)(it / NST) & 1u);
-        const uint8_t *sp = stg + s * L::stage;
-        const uint8_t *ss = sp + IPS * 128;
-#pragma unroll
-        for (int j = 0; j < ROUNDS; j++) {
-            const int slot = j * NW * 4 + warp * 4 + oct;
-            const uint32_t li = (uint32_t)(base + slot);
-            const uint32_t lr = (uint32_t)(((uint64_t)li * magic) >> 32); /* li / nsb, exact here */
-            const int sbi = (int)(li - lr * (uint32_t)nsb);
-            const uint4 wv = *reinterpret_cast<const uint4 *>(sp + slot * 128 + sub * 16);
-            const uint32_t sc = *reinterpret_cast<const unsigned short *>(ss + slot * 16 + sub * 2);
-            const float dv = dsm[sbi];
-            float cv;
-            if constexpr (EXACT) {
-                const uint4 *ap = reinterpret_cast<const uint4 *>(act + sbi * 256);
-                const uint4 a0 = ap[sub], a1 = ap[8 + sub];
-                const int da = a16_dot_split::dot(wv.x, wv.y, a0, L0, L1);
-                const int db = a16_dot_split::dot(wv.z, wv.w, a1, L0, L1);
-                int qa, qb;
-                q9_pair(sc, &qa, &qb);
-                long long part = (long long)da * qa + (long long)db * qb;
-                part += fp4_shfl_xor_i64(part, 1);
-                part += fp4_shfl_xor_i64(part, 2);
-                part += fp4_shfl_xor_i64(part, 4);
-                cv = dv != 0.0f ? fp4_cu_a16_term(__ll2float_rn(part), dv, scale2) : 0.0f;
-            } else {
-                const uint4 *ap = reinterpret_cast<const uint4 *>(act + sbi * 512);
-                const uint4 av[4] = {ap[sub], ap[8 + sub], ap[16 + sub], ap[24 + sub]};
-                const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
-                uint32_t q1[8];
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const uint32_t w = words[u];
-                    const uint32_t mag = w & 0x77777777u;
-                    const uint32_t sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
-                    q1[2 * u] = dp2a_q1x4(w, mag, sel, QL);
-                    q1[2 * u + 1] = dp2a_q1x4(w >> 16, mag >> 16, sel >> 16, QL);
-                }
-                const uint32_t h2 = fp4_e4m3x2_to_h2(sc);
-                const __half2 hh = *reinterpret_cast<const __half2 *>(&h2);
-                const float s0 = __low2float(hh), s1 = __high2float(hh);
-                int d0 = dp2a_word_dot(q1[0], q1[1], av[0].x, av[0].y, av[0].z, av[0].w, 0);
-                d0 = dp2a_word_dot(q1[2], q1[3], av[1].x, av[1].y, av[1].z, av[1].w, d0);
-                int d1 = dp2a_word_dot(q1[4], q1[5], av[2].x, av[2].y, av[2].z, av[2].w, 0);
-                d1 = dp2a_word_dot(q1[6], q1[7], av[3].x, av[3].y, av[3].z, av[3].w, d1);
-                float t = __fmul_rn(__fmaf_rn((float)d0, s0, __fmul_rn((float)d1, s1)), dv);
-                t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 1));
-                t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 2));
-                t = __fadd_rn(t, __shfl_xor_sync(0xFFFFFFFFu, t, 4));
-                cv = t;
-            }
-            if (sub == 0 && slot < cnt) cbuf[li + lr] = cv; /* row lr, column sbi of stride nsb + 1 */
-        }
-        __syncthreads(); /* every warp is done with stage s */
-        if (tid == 0 && it + NST < nit) issue(it + NST);
-    }
-    /* one thread per row: the super-blocks in index order */
-    for (int r = tid; r < nrows; r += NT) {
-        const float *c = cbuf + (size_t)r * (nsb + 1);
-        float acc = 0.0f;
-        for (int k = 0; k < nsb; k++) acc = __fmaf_rn(1.0f, c[k], acc);
-        y[row_begin + r] = EXACT ? fp4_round_f16_dev(acc) : __fmul_rn(acc, __fmul_rn(0.5f, scale2));
-    }
-}
 
 /* 1 when the current device has cp.async.bulk and mbarrier transaction counts (sm_90+); the
  * kernel's PTX for older targets has no copies and must never run. Cached per device. */
@@ -234,43 +90,6 @@ static inline size_t stream_smem_request(size_t need, int bps) {
     return need > want ? need : want;
 }
 
-/* 1 column. q, d: the activation pass (EXACT: Q8_K int8 in element order; native: act16 int16).
- * FP4_ERR_UNSUPPORTED when the layout is not the item stream or the block's shared memory would not
- * fit (the caller falls back). bps: blocks per SM. */
-template <bool EXACT, int NW, int IPS, int NST>
-static fp4_status launch_stream(const fp4_cuda_tensor *w, const void *q, const float *d, float *y, int bps,
-                                int pdl, cudaStream_t s) {
-    using L = stream_smem<EXACT, IPS, NST>;
-    const int64_t nsb = w->k_pad / 256;
-    if (!stream_device_ok() || nsb < 1 || nsb > 256 || w->payload_stride != nsb * 128 ||
-        w->scale_stride != nsb * 16 || !fp4_aligned16(w->d_scales) || !fp4_aligned16(q))
-        return FP4_ERR_UNSUPPORTED;
-    constexpr size_t SMEM_MAX = 227 * 1024;
-    int sms = fp4_cu_sm_count();
-    if (sms <= 0) sms = 132;
-    /* fewer blocks per SM while bps blocks' shared memory would not fit; then more blocks (in waves)
-     * when one block's per-item values would not fit */
-    while (bps > 1 &&
-           L::bytes((int)nsb, (w->n_out + (int64_t)sms * bps - 1) / ((int64_t)sms * bps)) > stream_slot(bps))
-        bps--;
-    int64_t G = (int64_t)sms * bps;
-    if (G > w->n_out) G = w->n_out;
-    if (L::bytes((int)nsb, 1) <= stream_slot(bps))
-        while (L::bytes((int)nsb, (w->n_out + G - 1) / G) > stream_slot(bps) && G < w->n_out) G += sms;
-    const int64_t rows_max = (w->n_out + G - 1) / G;
-    const size_t smem = L::bytes((int)nsb, rows_max);
-    if (smem > SMEM_MAX || rows_max * nsb + IPS >= ((int64_t)1 << 32) / 256) return FP4_ERR_UNSUPPORTED;
-    static int opted_in[FP4_CU_MAX_DEVICES];
-    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_stream_kernel<EXACT, NW, IPS, NST>, SMEM_MAX, opted_in));
-    const uint64_t magic = (((uint64_t)1 << 32) + (uint64_t)nsb - 1) / (uint64_t)nsb;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)G);
-    cfg.blockDim = dim3(NW * 32);
-    cfg.dynamicSmemBytes = stream_smem_request(smem, bps);
-    cfg.stream = s;
-    return fp4_cu_launch_pdl(cfg, pdl, a16_stream_kernel<EXACT, NW, IPS, NST>, w->d_payload, w->d_scales,
-                             w->n_out, (int)nsb, magic, w->scale2, q, d, y);
-}
 
 /* ---- a16_item_kernel: one item per lane ------------------------------------------------------
  * The same stream (persistent blocks, NST stages of cp.async.bulk into shared memory, PDL), but
