@@ -251,23 +251,13 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
                 uint4 av[4];
 #pragma unroll
                 for (int k = 0; k < 4; k++) av[k] = *reinterpret_cast<const uint4 *>(ap + c * 64 + k * 16);
-                const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
                 uint32_t q1[8];
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    const uint32_t w = words[u];
-                    const uint32_t mag = w & 0x77777777u;
-                    const uint32_t sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
-                    q1[2 * u] = dp2a_q1x4(w, mag, sel, QL);
-                    q1[2 * u + 1] = dp2a_q1x4(w >> 16, mag >> 16, sel >> 16, QL);
-                }
+                dp2a_decode16(wv, QL, q1);
                 const uint32_t h2 = fp4_e4m3x2_to_h2(sc);
                 const __half2 hh = *reinterpret_cast<const __half2 *>(&h2);
                 const float s0 = __low2float(hh), s1 = __high2float(hh);
-                int d0 = dp2a_word_dot(q1[0], q1[1], av[0].x, av[0].y, av[0].z, av[0].w, 0);
-                d0 = dp2a_word_dot(q1[2], q1[3], av[1].x, av[1].y, av[1].z, av[1].w, d0);
-                int d1 = dp2a_word_dot(q1[4], q1[5], av[2].x, av[2].y, av[2].z, av[2].w, 0);
-                d1 = dp2a_word_dot(q1[6], q1[7], av[3].x, av[3].y, av[3].z, av[3].w, d1);
+                int d0, d1;
+                dp2a_dot32(q1, av[0], av[1], av[2], av[3], d0, d1);
                 facc = __fmaf_rn((float)d0, s0, __fmaf_rn((float)d1, s1, facc));
             }
         }
@@ -286,17 +276,24 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
     }
 }
 
-/* one_wave: FP4_ERR_UNSUPPORTED rather than a grid of more than one block per SM slot (the native
- * route: a second wave cost 46 % on 8192x28672, round 8's native.63) */
-template <bool EXACT, int NW, int NST, int TAB = 0>
-static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const float *d, float *y, int bps,
-                              int pdl, cudaStream_t s, int one_wave = 0) {
-    using L = item_smem<EXACT, NW, NST>;
+/* The grid of a stream launch (L: the kernel's shared-memory layout, L::bytes(nsb, rows_max); ips:
+ * items per stage): fewer blocks per SM while bps blocks' shared memory would not fit, then more
+ * blocks (in waves) while one block's per-item values would not fit. FP4_ERR_UNSUPPORTED when the
+ * layout is not the item stream, the block's shared memory cannot fit, or (one_wave) the grid would
+ * need more than one block per SM slot. */
+struct stream_plan {
+    int64_t nsb, G;
+    size_t smem_request; /* what the launch asks for (stream_smem_request) */
+    uint64_t magic;      /* item -> (row, super-block) by multiplication */
+};
+constexpr size_t STREAM_SMEM_MAX = 227 * 1024;
+template <class L>
+static fp4_status stream_plan_make(const fp4_cuda_tensor *w, const void *q, int64_t ips, int bps,
+                                   int one_wave, stream_plan *p) {
     const int64_t nsb = w->k_pad / 256;
     if (!stream_device_ok() || nsb < 1 || nsb > 256 || w->payload_stride != nsb * 128 ||
         w->scale_stride != nsb * 16 || !fp4_aligned16(w->d_scales) || !fp4_aligned16(q))
         return FP4_ERR_UNSUPPORTED;
-    constexpr size_t SMEM_MAX = 227 * 1024;
     int sms = fp4_cu_sm_count();
     if (sms <= 0) sms = 132;
     while (bps > 1 &&
@@ -309,17 +306,33 @@ static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const flo
     if (one_wave && G > (int64_t)sms * bps) return FP4_ERR_UNSUPPORTED;
     const int64_t rows_max = (w->n_out + G - 1) / G;
     const size_t smem = L::bytes((int)nsb, rows_max);
-    if (smem > SMEM_MAX || rows_max * nsb + L::IPS >= ((int64_t)1 << 32) / 256) return FP4_ERR_UNSUPPORTED;
+    if (smem > STREAM_SMEM_MAX || rows_max * nsb + ips >= ((int64_t)1 << 32) / 256)
+        return FP4_ERR_UNSUPPORTED;
+    p->nsb = nsb;
+    p->G = G;
+    p->smem_request = stream_smem_request(smem, bps);
+    p->magic = (((uint64_t)1 << 32) + (uint64_t)nsb - 1) / (uint64_t)nsb;
+    return FP4_OK;
+}
+
+/* one_wave: FP4_ERR_UNSUPPORTED rather than a grid of more than one block per SM slot (the native
+ * route: a second wave cost 46 % on 8192x28672, round 8's native.63) */
+template <bool EXACT, int NW, int NST, int TAB = 0>
+static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const float *d, float *y, int bps,
+                              int pdl, cudaStream_t s, int one_wave = 0) {
+    stream_plan p;
+    const fp4_status st = stream_plan_make<item_smem<EXACT, NW, NST>>(w, q, NW * 32, bps, one_wave, &p);
+    if (st != FP4_OK) return st;
     static int opted_in[FP4_CU_MAX_DEVICES];
-    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_item_kernel<EXACT, NW, NST, TAB>, SMEM_MAX, opted_in));
-    const uint64_t magic = (((uint64_t)1 << 32) + (uint64_t)nsb - 1) / (uint64_t)nsb;
+    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_item_kernel<EXACT, NW, NST, TAB>, STREAM_SMEM_MAX,
+                                  opted_in));
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)G);
+    cfg.gridDim = dim3((unsigned)p.G);
     cfg.blockDim = dim3(NW * 32);
-    cfg.dynamicSmemBytes = stream_smem_request(smem, bps);
+    cfg.dynamicSmemBytes = p.smem_request;
     cfg.stream = s;
     return fp4_cu_launch_pdl(cfg, pdl, a16_item_kernel<EXACT, NW, NST, TAB>, w->d_payload, w->d_scales,
-                             w->n_out, (int)nsb, magic, w->scale2, q, d, y);
+                             w->n_out, (int)p.nsb, p.magic, w->scale2, q, d, y);
 }
 
 #endif /* FP4_CUDA_A16_STREAM_CUH */

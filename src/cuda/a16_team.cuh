@@ -165,25 +165,12 @@ static __device__ __forceinline__ void team_compute(int sub, float scale2, const
     } else {
         const fp4_q1_luts L = fp4_q1_luts_make();
         float part[R];
-        const uint32_t a[16] = {st.a[0].x, st.a[0].y, st.a[0].z, st.a[0].w, st.a[1].x, st.a[1].y,
-                                st.a[1].z, st.a[1].w, st.a[2].x, st.a[2].y, st.a[2].z, st.a[2].w,
-                                st.a[3].x, st.a[3].y, st.a[3].z, st.a[3].w};
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const uint32_t words[4] = {st.w[r].x, st.w[r].y, st.w[r].z, st.w[r].w};
             uint32_t q1[8];
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const uint32_t w = words[u];
-                const uint32_t mag = w & 0x77777777u;
-                const uint32_t sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
-                q1[2 * u] = dp2a_q1x4(w, mag, sel, L);
-                q1[2 * u + 1] = dp2a_q1x4(w >> 16, mag >> 16, sel >> 16, L);
-            }
-            int d0 = dp2a_word_dot(q1[0], q1[1], a[0], a[1], a[2], a[3], 0);
-            d0 = dp2a_word_dot(q1[2], q1[3], a[4], a[5], a[6], a[7], d0);
-            int d1 = dp2a_word_dot(q1[4], q1[5], a[8], a[9], a[10], a[11], 0);
-            d1 = dp2a_word_dot(q1[6], q1[7], a[12], a[13], a[14], a[15], d1);
+            dp2a_decode16(st.w[r], L, q1);
+            int d0, d1;
+            dp2a_dot32(q1, st.a[0], st.a[1], st.a[2], st.a[3], d0, d1);
             const uint32_t h2 = fp4_e4m3x2_to_h2(st.s[r]);
             const __half2 hh = *reinterpret_cast<const __half2 *>(&h2);
             /* |dot| <= 16 * 12 * 32767 < 2^24: exact in f32 */

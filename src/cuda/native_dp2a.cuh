@@ -75,6 +75,30 @@ static __device__ __forceinline__ int dp2a_word_dot(uint32_t lo4, uint32_t hi4, 
     return __dp2a_hi((int)a3, (int)hi4, acc);
 }
 
+/* the 32 weights of 16 payload bytes (lanes' groups 2 sub, 2 sub + 1) as 8 int8x4 of e2m1_q1,
+ * q1[i] = elements 4i..4i+3 */
+static __device__ __forceinline__ void dp2a_decode16(uint4 wv, const fp4_q1_luts &l, uint32_t q1[8]) {
+    const uint32_t words[4] = {wv.x, wv.y, wv.z, wv.w};
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const uint32_t w = words[u];
+        const uint32_t mag = w & 0x77777777u;
+        const uint32_t sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
+        q1[2 * u] = dp2a_q1x4(w, mag, sel, l);
+        q1[2 * u + 1] = dp2a_q1x4(w >> 16, mag >> 16, sel >> 16, l);
+    }
+}
+
+/* the two group dots of those 32 weights against 16 int16 pairs (a0..a3: 8 elements each):
+ * d0 over elements 0..15, d1 over 16..31 */
+static __device__ __forceinline__ void dp2a_dot32(const uint32_t q1[8], uint4 a0, uint4 a1, uint4 a2,
+                                                  uint4 a3, int &d0, int &d1) {
+    d0 = dp2a_word_dot(q1[0], q1[1], a0.x, a0.y, a0.z, a0.w, 0);
+    d0 = dp2a_word_dot(q1[2], q1[3], a1.x, a1.y, a1.z, a1.w, d0);
+    d1 = dp2a_word_dot(q1[4], q1[5], a2.x, a2.y, a2.z, a2.w, 0);
+    d1 = dp2a_word_dot(q1[6], q1[7], a3.x, a3.y, a3.z, a3.w, d1);
+}
+
 template <int NC, int R>
 static __global__ __launch_bounds__(256) void native_dp2a_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
@@ -141,29 +165,15 @@ static __global__ __launch_bounds__(256) void native_dp2a_kernel(
         }
 #pragma unroll
         for (int r = 0; r < R; r++) {
-            const uint32_t words[4] = {wv[r].x, wv[r].y, wv[r].z, wv[r].w};
             uint32_t q1[8]; /* int8x4 of elements 4i..4i+3 */
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                const uint32_t w = words[u];
-                const uint32_t mag = w & 0x77777777u;
-                const uint32_t sel = ((w >> 1) & 0x44444444u) | 0x32103210u;
-                q1[2 * u] = dp2a_q1x4(w, mag, sel, L);
-                q1[2 * u + 1] = dp2a_q1x4(w >> 16, mag >> 16, sel >> 16, L);
-            }
+            dp2a_decode16(wv[r], L, q1);
             const uint32_t h2 = fp4_e4m3x2_to_h2(sc[r]);
             const __half2 hh = *reinterpret_cast<const __half2 *>(&h2);
             const float s0 = __low2float(hh), s1 = __high2float(hh);
 #pragma unroll
             for (int c = 0; c < NC; c++) {
-                const uint32_t a[16] = {av[c][0].x, av[c][0].y, av[c][0].z, av[c][0].w,
-                                        av[c][1].x, av[c][1].y, av[c][1].z, av[c][1].w,
-                                        av[c][2].x, av[c][2].y, av[c][2].z, av[c][2].w,
-                                        av[c][3].x, av[c][3].y, av[c][3].z, av[c][3].w};
-                int d0 = dp2a_word_dot(q1[0], q1[1], a[0], a[1], a[2], a[3], 0);
-                d0 = dp2a_word_dot(q1[2], q1[3], a[4], a[5], a[6], a[7], d0);
-                int d1 = dp2a_word_dot(q1[4], q1[5], a[8], a[9], a[10], a[11], 0);
-                d1 = dp2a_word_dot(q1[6], q1[7], a[12], a[13], a[14], a[15], d1);
+                int d0, d1;
+                dp2a_dot32(q1, av[c][0], av[c][1], av[c][2], av[c][3], d0, d1);
                 /* |dot| <= 16 * 12 * 32767 < 2^24: exact in f32 */
                 const float t = __fmaf_rn((float)d0, s0, __fmul_rn((float)d1, s1));
                 acc[r][c] = __fmaf_rn(t, dcol[c], acc[r][c]);
