@@ -7,8 +7,10 @@
 # Usage, from the repository root: bash bench/runtime_cuda.sh BIN_DIR[:BASE_DIR] [STAGES]
 # STAGES: a comma list run in the order given, from test, compare, sanitize, bench (NVFP4 native
 # and exact, context 512 and 4096), profile (the per-op profile of each), lanes (Q4_K native; bf16
-# native and exact), batch (8 sequences decoded together vs 1, NVFP4 native); default
-# test,compare,sanitize,bench,profile.
+# native and exact), batch (8 sequences decoded together vs 1, NVFP4 native), prefill (native
+# prefill of 512 and 3968 tokens with the GEMM route on and off, and its per-op profile); default
+# test,compare,sanitize,bench,profile. FP4_KEEP_MODELS=1 keeps the models in /tmp for a later call
+# of this script in the same device session (else they are removed at the end).
 # FP4_GPU_TESTS: the GPU test binaries of the test stage (default test_gpu_runtime
 # test_gpu_dense_pinned test_gpu_dense).
 # BIN_DIR holds fp4lane, libfp4lane_cuda.so and the GPU test binaries (`make cuda` output, copied
@@ -127,6 +129,19 @@ st_lanes() {
   done
   grep -E "^==|prefill|memory plan|rc=" "$L" | tail -24
 }
+st_prefill() { # native prefill at 512 and 3968 (-n 1), the GEMM route off and on (FP4LANE_CUDA_GEMM=1)
+  need_nvfp4; prompts
+  for p in 512 3968; do
+    for d in $(bins); do
+      timed "$d" nvfp4 $Q native --prompt-ids @/tmp/p$p -n 1 --ctx 4096
+      FP4LANE_CUDA_GEMM=1 timed "$d" nvfp4-gemm $Q native --prompt-ids @/tmp/p$p -n 1 --ctx 4096
+    done
+    FP4LANE_CUDA_GEMM=1 FP4LANE_CUDA_PROFILE=$OUT/prof_prefill_native_$p.txt timeout 60 "$B/fp4lane" run $Q --device cuda \
+      --mode native --prompt-ids @/tmp/p$p -n 1 --ignore-eos --ctx 4096 > /dev/null 2>&1
+  done
+  grep -E "^==|prefill|rc=" "$L" | tail -16
+  cat "$OUT"/prof_prefill_native_*.txt 2>/dev/null | sed -n '/prefill/,$p'
+}
 st_batch() {
   need_nvfp4; prompts
   for d in $(bins); do
@@ -137,8 +152,8 @@ st_batch() {
 }
 for stage in ${STAGES//,/ }; do
   case $stage in
-    test|compare|sanitize|bench|profile|lanes|batch) "st_$stage" ;;
+    test|compare|sanitize|bench|profile|lanes|batch|prefill) "st_$stage" ;;
     *) echo "unknown stage $stage" ;;
   esac
 done
-rm -rf $M $Q $K
+[ -n "${FP4_KEEP_MODELS:-}" ] || rm -rf $M $Q $K

@@ -47,24 +47,16 @@
 #define TEAM_MAX_ROWS 8191 /* ... and the most rows it serves: from 8192 rows the dp4a kernel has the
                             * warps to fill the GPU and was as fast or faster (bench/gpu.md, round 7) */
 
-/* the 1-column item kernel (a16_stream.cuh, lab exact.61; bench/gpu.md rounds 8, 9): ITEM_NW warps
- * per block, ITEM_NST shared-memory stages, the lookup words as ITEM_TAB says (0 fp4_pin, 1 read from
- * shared memory). Round 9's candidate route, not measured on the device (no device call was lent):
- * ITEM_TAB 1, and ITEM_NST_SHORT stages where a block's share of the items is at most
- * ITEM_SHORT_STAGES stages (the 4096-wide shapes: ~7 stages per block; 0 = off). The defaults are
- * round 8's route; bench/receipts/round9-kern/build_alt.sh builds the candidates for a test. */
+/* the 1-column item kernel (a16_stream.cuh; bench/gpu.md rounds 8, 9): ITEM_NW warps per block,
+ * ITEM_NST shared-memory stages, the lookup words as ITEM_TAB says (0 fp4_pin, 1 read from shared
+ * memory). Round 9's choice, lab exact.72 (<8, 3, TAB 1>): 3-9 % faster than round 8's <8, 4, TAB 0>
+ * (exact.61) on all four issue-10 shapes in one sitting (bench/gpu.md "Round 9, measured"). */
 #define ITEM_NW 8
 #ifndef ITEM_NST
-#define ITEM_NST 4
-#endif
-#ifndef ITEM_NST_SHORT
-#define ITEM_NST_SHORT 3
-#endif
-#ifndef ITEM_SHORT_STAGES
-#define ITEM_SHORT_STAGES 0
+#define ITEM_NST 3
 #endif
 #ifndef ITEM_TAB
-#define ITEM_TAB 0
+#define ITEM_TAB 1
 #endif
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
@@ -257,17 +249,7 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         else {
             /* the item kernel (a16_stream.cuh, bench/gpu.md round 8) where the layout and its shared
              * memory allow; else the round-7 kernels */
-#if ITEM_SHORT_STAGES > 0
-            int sms = fp4_cu_sm_count();
-            if (sms <= 0) sms = 132;
-            const int64_t per_block = w->n_out * (w->k_pad / 256) / sms; /* items */
-            fp4_status st;
-            if (per_block <= (int64_t)ITEM_SHORT_STAGES * ITEM_NW * 32)
-                st = launch_item<true, ITEM_NW, ITEM_NST_SHORT, ITEM_TAB>(w, q, d, y, 1, 1, stream);
-            else st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, stream);
-#else
             fp4_status st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, stream);
-#endif
             if (st != FP4_ERR_UNSUPPORTED) {
                 FP4_CU_TRY(st);
                 continue;

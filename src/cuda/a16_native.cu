@@ -1,23 +1,24 @@
-/* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the int16
- * dp2a kernel (native_dp2a.cuh: native_dp2a_kernel<1, 2>, 2 rows per warp; the row-team kernel of
- * a16_team.cuh was slower in native mode, round 7, and stays in the lab); from 2 to 8 columns one
- * launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
+/* a16_native.cu — the native (fast) A16 route (SPEC §6): any column count. At 1 column the item
+ * kernel on int16 activations (below; else the dp2a kernel, native_dp2a.cuh: native_dp2a_kernel<1, 2>,
+ * 2 rows per warp; the row-team kernel of a16_team.cuh was slower in native mode, round 7); from 2
+ * to 8 columns one launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
  * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
- * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages). bench/gpu.md (rounds 2, 5 and 7) has the measurements
- * behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a normalized error
- * against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
+ * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages); from FP4_CU_GEMM_MIN_COLS columns the dispatch table
+ * puts the opt-in f16 GEMM route (a16_gemm.cu) first. bench/gpu.md (rounds 2, 5, 7, 9) has the
+ * measurements behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a
+ * normalized error against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
 #include "a16_stream.cuh"
 #include "native_dp2a.cuh"
 #include "native_tile.cuh"
 
-/* Round 9's candidate 1-column route, not measured on the device (no device call was lent; off by
- * default): NITEM_ON 1 runs the int16 activation pass, then the item kernel (a16_stream.cuh:
- * a16_item_kernel<false, 8, 3, NITEM_TAB>, lab native.64 / .72) where the layout fits and the grid
- * is one block per SM, else the dp2a kernel on the same activations. NITEM_TAB: the item kernel's
- * lookup words (0 fp4_pin, 1 read from shared memory). bench/receipts/round9-kern/build_alt.sh
- * builds it for a test. */
+/* The 1-column route (round 9, lab native.72; bench/gpu.md "Round 9, measured"): the int16
+ * activation pass, then the item kernel (a16_stream.cuh: a16_item_kernel<false, 8, 3, NITEM_TAB>)
+ * where the layout fits and the grid is one block per SM, else the dp2a kernel on the same
+ * activations; 2-16 % faster than the dp2a kernel alone (lab native.15) on the four issue-10 shapes
+ * in one sitting. NITEM_ON 0 builds the dp2a kernel alone; NITEM_TAB: the item kernel's lookup
+ * words (0 fp4_pin, 1 read from shared memory). */
 #ifndef NITEM_ON
-#define NITEM_ON 0
+#define NITEM_ON 1
 #endif
 #ifndef NITEM_TAB
 #define NITEM_TAB 1

@@ -19,9 +19,13 @@ typedef struct route {
     fp4_cu_route_fn fn;
     fp4_cu_scratch_fn scratch; /* NULL: the route needs no scratch beyond the counters */
     const char *name;
+    int (*available)(void); /* NULL: always; else the row serves only where this returns nonzero */
 } route;
 
 #define NO_MAX INT64_MAX
+/* the fewest columns the native GEMM route (prefill) serves: below, the tile kernels read the
+ * NVFP4 bytes once per call, where the GEMM route also writes and reads them widened to f16 */
+#define FP4_CU_GEMM_MIN_COLS 32
 static const route routes[] = {
     /* NVFP4, W4A4 (input_scale_inv present): always the exact integer contraction */
     {FP4_TYPE_NVFP4_E2M1, MODE_ANY, ACT_NVFP4, 16, 16, 64, fp4_cu_w4a4_mma16, fp4_cu_w4a4_scratch,
@@ -31,6 +35,8 @@ static const route routes[] = {
     /* NVFP4, W4A16 */
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_EXACT, ACT_A16, 1, NO_MAX, 256, fp4_cu_a16_exact, fp4_cu_a16_exact_scratch,
      "nvfp4.a16.exact.dp4a"},
+    {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, FP4_CU_GEMM_MIN_COLS, NO_MAX, 0, fp4_cu_a16_gemm,
+     fp4_cu_a16_gemm_scratch, "nvfp4.a16.native.gemm", fp4_cu_gemm_available},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, NO_MAX, 0, fp4_cu_a16_native,
      fp4_cu_a16_native_scratch, "nvfp4.a16.native.mma"},
     /* unquantized: exact mode is the CPU's dense.pinned bit for bit (f32 products, the pinned
@@ -64,6 +70,7 @@ static const route *find_route(const fp4_cuda_tensor *w, int mode, int64_t n_col
     for (size_t i = 0; i < N_ROUTES; i++) {
         const route *r = &routes[i];
         if (!keys_match(r, w, mode) || n_cols < r->min_cols || n_cols > r->max_cols) continue;
+        if (r->available && !r->available()) continue;
         if (r->n_in_multiple && w->n_in % r->n_in_multiple) {
             *refused = 1;
             continue;
@@ -99,6 +106,7 @@ FP4_API size_t fp4_cuda_scratch_bytes(const fp4_cuda_tensor *w, int64_t n_cols) 
     for (size_t i = 0; i < N_ROUTES; i++) {
         const route *r = &routes[i];
         if (!r->scratch || !keys_match(r, w, r->mode == MODE_ANY ? FP4_MODE_EXACT : r->mode)) continue;
+        if (r->available && !r->available()) continue;
         const int64_t nc = n_cols < r->max_cols ? n_cols : r->max_cols;
         if (nc < r->min_cols) continue;
         const size_t b = r->scratch(w, nc);

@@ -68,7 +68,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 2u
+#define FP4_RT_BACKEND_ABI 3u
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -115,6 +115,9 @@ typedef struct fp4_rt_model_desc {
     /* ABI 2: a device backend reports its memory plan here before uploading (may be NULL) */
     void (*on_plan)(const fp4_rt_mem_plan *plan, void *user);
     void *plan_user;
+    /* ABI 3: at most this many columns of a step want logits (the runtime splits a step at it;
+     * <= create's max_cols) */
+    int64_t max_logit_cols;
 } fp4_rt_model_desc;
 
 /* One column of a step (see THE STEP). */
@@ -144,6 +147,10 @@ typedef struct fp4_rt_backend_ops {
      * [layer][pos][NKV*D] halves (k then v buffers). */
     fp4_status (*kv_read)(void *state, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v);
     fp4_status (*kv_write)(void *state, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v);
+    /* ABI 3, optional (NULL: the runtime's default of 64): the columns per step this backend wants
+     * for this model (create's max_cols; its prefill runs in steps of that many). Exact mode's bits
+     * do not depend on it. */
+    int64_t (*step_cols)(const fp4_rt_model_desc *d);
 } fp4_rt_backend_ops;
 
 /* The CPU backend (step_cpu.c). */

@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #define RT_DEFAULT_CTX 4096
-#define RT_MAX_COLS 64 /* columns per backend call; a longer batch runs in pieces      */
+#define RT_MAX_COLS 64 /* columns per backend call unless the backend asks for more (step_cols) */
+#define RT_MAX_STEP_COLS 4096   /* ... and the most it may ask for                               */
+#define RT_MAX_LOGIT_COLS 64    /* columns of one backend call that want logits                  */
 #define RT_MAX_SEQS 4096
 
 static const char *const proj_slot_names[FP4_LW_COUNT_] = {
@@ -50,8 +52,9 @@ static fp4_status load_cuda(fp4_rt *rt, fp4_error *err) {
             !ops->destroy || !ops->step || !ops->kv_read || !ops->kv_write) {
             dlclose(h);
             return fp4_fail(err, FP4_ERR_NO_DEVICE, cands[i], NULL, "rt.cuda-abi",
-                            "%s does not provide %s for backend ABI %u", cands[i], FP4_RT_CUDA_ENTRY,
-                            FP4_RT_BACKEND_ABI);
+                            "%s does not provide %s for backend ABI %u (a library of another build: "
+                            "rebuild it with `make cuda`, or use --device cpu)",
+                            cands[i], FP4_RT_CUDA_ENTRY, FP4_RT_BACKEND_ABI);
         }
         rt->dl = h;
         rt->be = ops;
@@ -224,15 +227,6 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         goto fail;
     }
     if ((st = widen_vectors(rt, err))) goto fail;
-    rt->max_cols = RT_MAX_COLS;
-    rt->seq_pos = malloc(sizeof *rt->seq_pos * (size_t)o.max_seqs);
-    rt->cols = malloc(sizeof *rt->cols * (size_t)rt->max_cols);
-    if (!rt->seq_pos || !rt->cols) {
-        st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
-        goto fail;
-    }
-    for (int32_t i = 0; i < o.max_seqs; i++)
-        rt->seq_pos[i] = -1;
     fp4_rt_model_desc d = {
         .arch = rt->arch,
         .mode = o.mode,
@@ -252,6 +246,18 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         .on_plan = o.on_plan,
         .plan_user = o.plan_user,
     };
+    rt->max_cols = rt->be->step_cols ? rt->be->step_cols(&d) : RT_MAX_COLS;
+    if (rt->max_cols < 1 || rt->max_cols > RT_MAX_STEP_COLS) rt->max_cols = RT_MAX_COLS;
+    d.max_logit_cols = rt->max_cols < RT_MAX_LOGIT_COLS ? rt->max_cols : RT_MAX_LOGIT_COLS;
+    rt->max_logit_cols = d.max_logit_cols;
+    rt->seq_pos = malloc(sizeof *rt->seq_pos * (size_t)o.max_seqs);
+    rt->cols = malloc(sizeof *rt->cols * (size_t)rt->max_cols);
+    if (!rt->seq_pos || !rt->cols) {
+        st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+        goto fail;
+    }
+    for (int32_t i = 0; i < o.max_seqs; i++)
+        rt->seq_pos[i] = -1;
     if ((st = rt->be->create(&d, rt->max_cols, &rt->be_state, err))) goto fail;
     *out = rt;
     return FP4_OK;
@@ -340,12 +346,13 @@ fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *log
     free(next);
     if (st) return st;
     float *lp = logits;
-    for (int64_t i0 = 0; i0 < n; i0 += rt->max_cols) {
-        const int64_t m = n - i0 < rt->max_cols ? n - i0 : rt->max_cols;
+    for (int64_t i0 = 0, m = 0; i0 < n; i0 += m) {
+        /* a step ends at max_cols columns or at max_logit_cols that want logits */
         int64_t nl = 0;
-        for (int64_t j = 0; j < m; j++) {
-            const fp4_rt_tok *t = &toks[i0 + j];
-            rt->cols[j] = (fp4_rt_col){t->token, t->seq, rt->seq_pos[t->seq]++, t->want_logits != 0};
+        for (m = 0; i0 + m < n && m < rt->max_cols; m++) {
+            const fp4_rt_tok *t = &toks[i0 + m];
+            if (t->want_logits && nl == rt->max_logit_cols) break;
+            rt->cols[m] = (fp4_rt_col){t->token, t->seq, rt->seq_pos[t->seq]++, t->want_logits != 0};
             nl += t->want_logits != 0;
         }
         if ((st = rt->be->step(rt->be_state, rt->cols, m, lp, err))) {

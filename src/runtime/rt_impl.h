@@ -30,7 +30,7 @@ struct fp4_rt {
     float *rope_cos, *rope_sin;
     float *vec;         /* norm weights and biases widened to f32 (one block)  */
     const float **lvec; /* n_layers * FP4_LW_COUNT_ -> into vec                */
-    int64_t n_ctx, max_cols;
+    int64_t n_ctx, max_cols, max_logit_cols;
     const fp4_rt_backend_ops *be;
     void *be_state;
     void *dl;          /* dlopen handle of libfp4lane_cuda.so                 */

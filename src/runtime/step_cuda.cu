@@ -73,8 +73,8 @@ typedef struct cu_state {
     const char *prof_path;
     cudaEvent_t *ev;
     int n_ev, prof_op[PROF_MAX_EVENTS];
-    double prof_ms[OP_COUNT_];
-    int64_t prof_steps;
+    double prof_ms[2][OP_COUNT_]; /* [0] decode steps (every column wants logits), [1] the others */
+    int64_t prof_steps[2], prof_cols[2];
 } cu_state;
 
 static const fp4_cuda_tensor *head_of(const cu_state *s) {
@@ -253,6 +253,12 @@ static int64_t vec_len(const fp4_arch *a, int slot) {
     }
 }
 
+/* the columns of one step that may want logits (desc's max_logit_cols; the runtime splits at it) */
+static int64_t logit_rows(const cu_state *s) {
+    const int64_t l = s->d.max_logit_cols;
+    return l >= 1 && l <= s->max_cols ? l : s->max_cols;
+}
+
 /* scratch layout: one list of (pointer, floats) so the plan and the allocation agree */
 typedef struct buf_req {
     void **p;
@@ -276,7 +282,7 @@ static int scratch_list(cu_state *s, buf_req *r) {
     REQ(s->d_g, mc * 2 * F * 4); /* g, or g/u of one fused projection */
     REQ(s->d_u, mc * F * 4);
     REQ(s->d_hh, mc * H * 4);
-    REQ(s->d_lg, mc * V * 4);
+    REQ(s->d_lg, (uint64_t)logit_rows(s) * V * 4);
     REQ(s->d_sc, mc * NH * (uint64_t)s->d.n_ctx * 4);
     REQ(s->d_st, mc * NH * STK_LANES * D * 4);
     REQ(s->d_den, mc * NH * STK_LANES * 4);
@@ -484,9 +490,11 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
         psb = fp4_cuda_scratch_bytes(head_of(s), max_cols);
     if ((st = fp4_cuda_scratch_alloc(psb, &s->scratch)))
         FAIL(cuda_fail(err, st, NULL, "cuda.alloc", "projection scratch"));
+    if (d->mode == FP4_MODE_NATIVE) fp4_cu_gemm_warm(); /* where the GEMM route is on, cuBLAS loads
+                                                            here, not in the first prefill */
     ce = cudaHostAlloc((void **)&s->h_in, (size_t)(4 * max_cols) * 4, cudaHostAllocDefault);
     if (ce == cudaSuccess)
-        ce = cudaHostAlloc((void **)&s->h_lg, (size_t)(max_cols * a->vocab) * 4, cudaHostAllocDefault);
+        ce = cudaHostAlloc((void **)&s->h_lg, (size_t)(logit_rows(s) * a->vocab) * 4, cudaHostAllocDefault);
     if (ce == cudaSuccess && !s->emb_on_device)
         ce = cudaHostAlloc((void **)&s->h_emb, (size_t)(max_cols * a->hidden) * 4, cudaHostAllocDefault);
     if (ce != cudaSuccess)
@@ -509,20 +517,25 @@ static void cu_destroy(void *p) {
     cu_state *s = (cu_state *)p;
     if (!s) return;
     if (s->stream) cudaStreamSynchronize(s->stream);
-    if (s->prof_path && s->prof_steps) {
-        FILE *f = fopen(s->prof_path, "w");
-        if (f) {
-            double tot = 0;
-            for (int i = 0; i < OP_COUNT_; i++)
-                tot += s->prof_ms[i];
-            fprintf(f, "# %lld steps, %.3f ms per step (eager, events between ops)\n",
-                    (long long)s->prof_steps, tot / s->prof_steps);
-            for (int i = 0; i < OP_COUNT_; i++)
-                fprintf(f, "%-20s %9.4f ms/step %6.2f %%\n", op_names[i], s->prof_ms[i] / s->prof_steps,
-                        tot > 0 ? 100.0 * s->prof_ms[i] / tot : 0.0);
-            fclose(f);
-        }
+    FILE *f = s->prof_path && (s->prof_steps[0] || s->prof_steps[1]) ? fopen(s->prof_path, "w") : NULL;
+    for (int k = 0; f && k < 2; k++) { /* decode steps first (the section earlier tools read), then prefill */
+        const int64_t n = s->prof_steps[k];
+        if (!n) continue;
+        double tot = 0;
+        for (int i = 0; i < OP_COUNT_; i++)
+            tot += s->prof_ms[k][i];
+        if (k == 0)
+            fprintf(f, "# %lld steps, %.3f ms per step (eager, events between ops)\n", (long long)n, tot / n);
+        else
+            fprintf(f, "# prefill: %lld steps of %lld columns in all, %.3f ms per step, %.1f columns/s "
+                       "(eager)\n",
+                    (long long)n, (long long)s->prof_cols[1], tot / n,
+                    tot > 0 ? 1e3 * (double)s->prof_cols[1] / tot : 0.0);
+        for (int i = 0; i < OP_COUNT_; i++)
+            fprintf(f, "%-20s %9.4f ms/step %6.2f %%\n", op_names[i], s->prof_ms[k][i] / n,
+                    tot > 0 ? 100.0 * s->prof_ms[k][i] / tot : 0.0);
     }
+    if (f) fclose(f);
     if (s->ev) {
         for (int i = 0; i < PROF_MAX_EVENTS; i++)
             if (s->ev[i]) cudaEventDestroy(s->ev[i]);
@@ -773,6 +786,10 @@ static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *log
     }
     if (nw && !logits)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
+    if (nw > logit_rows(s))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step",
+                        "%lld columns want logits (at most %lld a step)", (long long)nw,
+                        (long long)logit_rows(s));
     s->n_ev = 0;
     CU_TRY(err, cudaSetDevice(s->d.device), "cuda.step"); /* current device is per thread */
     CU_TRY(err, cudaMemcpyAsync(s->d_in, s->h_in, (size_t)(4 * mc) * 4, cudaMemcpyHostToDevice, s->stream),
@@ -793,13 +810,14 @@ static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *log
     if (s->prof_path) prof_mark(s, OP_COUNT_);
     CU_TRY(err, cudaStreamSynchronize(s->stream), "cuda.step"); /* the one host synchronization of the step */
     if (nw) memcpy(logits, s->h_lg, (size_t)(nw * V) * 4);
-    if (s->prof_path && s->n_ev > 1 && nw == n) { /* decode steps only: every column wants logits */
+    if (s->prof_path && s->n_ev > 1) { /* decode steps (every column wants logits) apart */
+        const int k = nw == n ? 0 : 1;
         for (int i = 0; i + 1 < s->n_ev; i++) {
             float ms = 0;
             if (cudaEventElapsedTime(&ms, s->ev[i], s->ev[i + 1]) == cudaSuccess && s->prof_op[i] < OP_COUNT_)
-                s->prof_ms[s->prof_op[i]] += ms;
+                s->prof_ms[k][s->prof_op[i]] += ms;
         }
-        s->prof_steps++;
+        s->prof_steps[k]++, s->prof_cols[k] += n;
     }
     return FP4_OK;
 }
@@ -838,8 +856,26 @@ static fp4_status cu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16
     return kv_copy((cu_state *)p, slot, n_pos, (uint16_t *)k, (uint16_t *)v, 0);
 }
 
+/* Columns per step: the runtime's 64, or 512 in native mode where the native GEMM route is on
+ * (FP4LANE_CUDA_GEMM=1, a16_gemm.cu: it widens each weight once per call, so a prefill wants few,
+ * wide calls), fewer where the attention scores buffer (columns x heads x n_ctx floats) would pass
+ * 512 MiB or the (column, head) grid rows 65535; never below 64. */
+#define CU_STEP_COLS 512
+#define CU_SCORES_BYTES ((uint64_t)512 << 20)
+static int64_t cu_step_cols(const fp4_rt_model_desc *d) {
+    const fp4_arch *a = &d->arch;
+    if (d->mode != FP4_MODE_NATIVE || !fp4_cu_gemm_available()) return 64;
+    int64_t mc = CU_STEP_COLS;
+    const uint64_t per_col = (uint64_t)a->n_heads * (uint64_t)(d->n_ctx > 0 ? d->n_ctx : 1) * 4;
+    if ((uint64_t)mc * per_col > CU_SCORES_BYTES) mc = (int64_t)(CU_SCORES_BYTES / per_col);
+    const int64_t heads = a->n_heads + 2 * a->n_kv_heads;
+    if (heads > 0 && mc * heads > 65535) mc = 65535 / heads;
+    return mc < 64 ? 64 : mc;
+}
+
 static const fp4_rt_backend_ops cu_ops = {
     FP4_RT_BACKEND_ABI, "cuda", cu_route, cu_create, cu_destroy, cu_step, cu_kv_read, cu_kv_write,
+    cu_step_cols,
 };
 
 extern "C" __attribute__((visibility("default"))) const fp4_rt_backend_ops *

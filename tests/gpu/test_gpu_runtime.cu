@@ -215,10 +215,10 @@ static void model_case(const char *dir, const char *what, const int32_t *ids, co
 /* Exact attention over more positions than the 32 slots of FP4P_ATT_CHUNK (pinned.h) cover:
  * the CPU and the GPU walk the same steps; the logits of the last LONG_W positions compared. */
 enum { LONG_N = 2300, LONG_CTX = 2304, LONG_PRE = 2292, LONG_W = 12 };
-static int long_steps(const fp4_model *m, fp4_device dev, float *out) {
+static int long_steps(const fp4_model *m, fp4_device dev, fp4_mode mode, float *out) {
     fp4_rt_opts o;
     memset(&o, 0, sizeof o);
-    o.mode = FP4_MODE_EXACT, o.device = dev, o.n_threads = 2, o.n_ctx = LONG_CTX, o.max_seqs = 1,
+    o.mode = mode, o.device = dev, o.n_threads = 2, o.n_ctx = LONG_CTX, o.max_seqs = 1,
     o.cuda_lib = cuda_lib;
     fp4_rt *rt = NULL;
     fp4_error e;
@@ -284,9 +284,20 @@ static void long_case(const char *tmp) {
     float *cpu = (float *)malloc(sizeof(float) * (size_t)n);
     float *gpu = (float *)malloc(sizeof(float) * (size_t)n);
     memset(gpu, 0xFF, sizeof(float) * (size_t)n);
-    if (long_steps(m, FP4_DEVICE_CPU, cpu) == 0 && long_steps(m, FP4_DEVICE_CUDA, gpu) == 0)
+    if (long_steps(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, cpu) == 0 &&
+        long_steps(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, gpu) == 0)
         bits_differ("llama nvfp4 exact cuda, 2300 positions", cpu, gpu, n);
-    free(cpu), free(gpu);
+    /* native: prefill steps of 256 columns (the GEMM route with FP4LANE_CUDA_GEMM=1, as `make
+     * test-gpu` runs this test a second time; the tiles else) near the CPU's native logits */
+    double *ref = (double *)malloc(sizeof(double) * (size_t)n);
+    memset(gpu, 0xFF, sizeof(float) * (size_t)n);
+    if (long_steps(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, cpu) == 0 &&
+        long_steps(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, gpu) == 0) {
+        for (int64_t i = 0; i < n; i++)
+            ref[i] = cpu[i];
+        within("llama nvfp4 native cuda vs cpu, 2300 positions", gpu, ref, n, 3e-3);
+    }
+    free(cpu), free(gpu), free(ref);
     fp4_model_close(m);
 }
 
