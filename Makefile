@@ -151,7 +151,7 @@ CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
 CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)
 FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/format/*.c)))
 GPU_CPU_OBJ = $(BUILD)/src/cpu/project.o $(BUILD)/src/cpu/dense_x86.o $(BUILD)/src/cpu/native.o \
-              $(BUILD)/src/model/dequant.o
+              $(BUILD)/src/cpu/native_x86.o $(BUILD)/src/model/dequant.o
 # the GPU tests that also run the CPU engine (libfp4lane.a beside libfp4lane_cuda.so): built below
 GPU_RT_SRC = tests/gpu/test_gpu_runtime.cu tests/gpu/test_gpu_generate.cu
 GPU_TEST_SRC = $(sort $(filter-out $(GPU_RT_SRC),$(wildcard tests/gpu/test_*.cu)))

@@ -1,6 +1,7 @@
 /* test_cpu_paths.c — the CPU code paths (cpu_path.c): the choice rule, and every path this CPU has
  * giving the same bits as the portable one for the exact A16 and W4A4 matvecs, the Q4_K and Q6_K dots,
- * the dense (BF16, F32) rows of both modes and the pinned attention, on random and adversarial inputs,
+ * the dense (BF16, F32) rows of both modes, the native NVFP4 route and the pinned attention, on random
+ * and adversarial inputs,
  * for thread counts 1, 2 and 3. The portable path is itself checked against an element-by-element
  * reimplementation here (A16, W4A4) and against ggml's generic dots (Q4_K, Q6_K: test_ggml_oracle,
  * also on every path). */
@@ -8,6 +9,7 @@
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4_impl.h"
+#include "cpu/native.h"
 #include "runtime/pinned.h"
 #include <math.h>
 #include <stdlib.h>
@@ -486,6 +488,95 @@ static void test_dense_paths(void) {
     printf("dense: %ld values compared against the portable path\n", compared);
 }
 
+/* native NVFP4's order (native.c), written out: 64 lanes, then the halving tree */
+static float ref_dot64(const float *a, const float *b, int64_t n) {
+    float p[64] = {0};
+    for (int64_t i = 0; i < n; i++)
+        p[i % 64] += a[i] * b[i];
+    for (int w = 32; w >= 1; w /= 2)
+        for (int l = 0; l < w; l++)
+            p[l] += p[l + w];
+    return p[0];
+}
+
+/* ---- the native NVFP4 A16 route (native.c / native_x86.c) on every path, 1 column (the fused
+ * decode-and-dot) and 3 ---- */
+static void test_native_a16_paths(void) {
+    enum { NO = 9, NC = 3, MAXN = 1040 };
+    static const int64_t sizes[] = {16, 48, 256, 272, 1040};
+    static const float e2m1[16] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6, -0.0f, -0.5f, -1, -1.5f, -2, -3, -4, -6};
+    const int top = fp4_cpu_path();
+    test_rng r = {0xA7E5ull};
+    uint8_t *pay = malloc(NO * MAXN / 2), *sc = malloc(NO * MAXN / 16);
+    float *x = malloc(sizeof(float) * NC * MAXN), *row = malloc(sizeof(float) * MAXN);
+    float ref[NO * NC], y[NO * NC];
+    long compared = 0, bad = 0;
+    for (int rep = 0; rep < 30; rep++) {
+        const int64_t n = sizes[rep % 5];
+        const int kind = (rep / 5) % 3; /* 0: scales 0x20..0x5F; 1: any scale byte (NaN 0x7F/0xFF, zero,
+                                            subnormal); 2: edge activations mixed in */
+        const float scale2 = rep % 2 ? 1.0f / 2688.0f : 0.75f;
+        for (int64_t i = 0; i < NO * n / 2; i++)
+            pay[i] = (uint8_t)rng_u64(&r);
+        for (int64_t i = 0; i < NO * n / 16; i++)
+            sc[i] = kind == 1 ? (uint8_t)rng_u64(&r) : (uint8_t)(0x20 + rng_u64(&r) % 0x40);
+        for (int64_t i = 0; i < NC * n; i++)
+            x[i] = kind == 2 && rng_u64(&r) % 8 == 0 ? edge_f32(&r) : rng_normal(&r);
+        fp4_nvfp4_view w = {.payload = pay, .scales = sc, .n_out = NO, .n_in = n, .scale2 = scale2};
+        fp4_cpu_force_path(FP4_CPU_PORTABLE);
+        CHECK_OK(fp4_cpu_nvfp4_a16_native(&w, x, NC, ref, 1));
+        for (int o = 0; o < NO; o++) { /* the portable route is the written-out decode and dot8 */
+            for (int64_t i = 0; i < n; i++) {
+                const uint8_t b = pay[o * n / 2 + i / 2];
+                const float sb = fp4_e4m3fn_decode(sc[o * n / 16 + i / 16]) * scale2;
+                row[i] = e2m1[i % 2 ? b >> 4 : b & 15] * sb;
+            }
+            for (int c = 0; c < NC; c++) {
+                const float e = ref_dot64(row, x + c * n, n), g = ref[c * NO + o];
+                CHECK_MSG(f32_bits(e) == f32_bits(g) || (isnan(e) && f32_bits(g) == 0xFFC00000u),
+                          "native a16 portable n %lld kind %d: %a vs %a", (long long)n, kind, (double)g,
+                          (double)e);
+            }
+        }
+        float ref1[NO]; /* one column: column 0 alone */
+        CHECK_OK(fp4_cpu_nvfp4_a16_native(&w, x, 1, ref1, 1));
+        CHECK(!memcmp(ref1, ref, sizeof ref1));
+        for (int path = 1; path <= top; path++) {
+            fp4_cpu_force_path(path);
+            for (int nt = 1; nt <= 3; nt++) {
+                CHECK_OK(fp4_cpu_nvfp4_a16_native(&w, x, NC, y, nt));
+                for (int i = 0; i < NO * NC; i++)
+                    bad += f32_bits(y[i]) != f32_bits(ref[i]), compared++;
+                CHECK_MSG(!memcmp(y, ref, sizeof y), "native a16 n %lld kind %d path %s threads %d",
+                          (long long)n, kind, fp4_cpu_path_name(path), nt);
+                CHECK_OK(fp4_cpu_nvfp4_a16_native(&w, x, 1, y, nt));
+                for (int i = 0; i < NO; i++)
+                    bad += f32_bits(y[i]) != f32_bits(ref1[i]), compared++;
+                CHECK_MSG(!memcmp(y, ref1, sizeof ref1),
+                          "native a16 1 column n %lld kind %d path %s threads %d", (long long)n, kind,
+                          fp4_cpu_path_name(path), nt);
+            }
+            const float d64 =
+                path == FP4_CPU_AVX512 ? fp4_dot64_f32_avx512(row, x, n) : fp4_dot64_f32_avx2(row, x, n);
+            CHECK(f32_bits(d64) == f32_bits(fp4_cpu_dot64_f32(row, x, n)));
+            /* the row decode alone, every value */
+            float *row2 = malloc(sizeof(float) * (size_t)n);
+            float stab[256];
+            fp4_nvfp4_scale_table(scale2, stab);
+            fp4_nvfp4_row_decode(pay, sc, stab, n, row);
+            if (path == FP4_CPU_AVX512) fp4_nvfp4_row_decode_avx512(pay, sc, stab, n, row2);
+            else fp4_nvfp4_row_decode_avx2(pay, sc, stab, n, row2);
+            CHECK_MSG(!memcmp(row, row2, sizeof(float) * (size_t)n), "native row decode n %lld path %s",
+                      (long long)n, fp4_cpu_path_name(path));
+            free(row2);
+        }
+    }
+    fp4_cpu_force_path(-1);
+    CHECK_EQ_INT(bad, 0);
+    free(pay), free(sc), free(x), free(row);
+    printf("native a16: %ld values compared against the portable path\n", compared);
+}
+
 /* ---- the pinned attention (fp4p_attend) on every path ---- */
 static void test_attend_paths(void) {
     enum { MAXN = 70, MAXD = 160, STRIDE = 2 * MAXD + 8 };
@@ -552,6 +643,7 @@ int main(void) {
     test_q4_K_paths();
     test_q6_K_paths();
     test_dense_paths();
+    test_native_a16_paths();
     test_attend_paths();
     return check_report();
 }

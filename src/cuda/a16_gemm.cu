@@ -15,7 +15,8 @@
  * as on the tile kernels, and no finite activation overflows (f16's 65504 limit; NaN and Inf stay
  * what they are); the column's outputs are multiplied by 2^e_c after the GEMM. Deterministic: one
  * cuBLAS handle, one algorithm choice per shape (cuBLAS gives the same bits run to run on one GPU
- * model and toolkit); not invariant across GPUs or cuBLAS versions (exact mode is). */
+ * model and toolkit); not invariant across GPUs or cuBLAS versions (exact mode is). A call made while
+ * its stream captures a CUDA graph runs the tile kernels instead. */
 #include "common.cuh"
 #include <cublas_api.h>
 #include <dlfcn.h>
@@ -139,14 +140,10 @@ static int64_t span_rows(const fp4_cuda_tensor *w) {
     return r < w->n_out ? r : w->n_out;
 }
 
-/* blas.mu held: the handle, made now unless the stream is capturing a graph (no handle is made
- * inside a capture: a decode step of many sequences captured before any prefill; the tile
- * kernels serve that call) or an earlier attempt failed; 0 without one */
-static int blas_handle(cudaStream_t stream) {
+/* blas.mu held: the handle, made at the first call (never inside a graph capture: callers check);
+ * 0 without one (an earlier attempt failed) */
+static int blas_handle(void) {
     if (blas.h || blas.h_failed) return blas.h != NULL;
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    if (stream && (cudaStreamIsCapturing(stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone))
-        return 0;
     if (blas.create(&blas.h) != CUBLAS_STATUS_SUCCESS) blas.h = NULL, blas.h_failed = 1;
     return blas.h != NULL;
 }
@@ -156,7 +153,7 @@ extern "C" {
 void fp4_cu_gemm_warm(void) {
     if (!fp4_cu_gemm_available()) return;
     pthread_mutex_lock(&blas.mu);
-    (void)blas_handle(NULL);
+    (void)blas_handle();
     pthread_mutex_unlock(&blas.mu);
 }
 
@@ -186,11 +183,15 @@ fp4_status fp4_cu_a16_gemm(const fp4_cuda_tensor *w, const float *d_x, int64_t n
     __half *wq = (__half *)((uint8_t *)cs + FP4_CU_ALIGN((size_t)n_cols * 4));
     const int64_t ld = w->k_pad, R = span_rows(w);
     fp4_status st = FP4_OK;
+    /* inside a graph capture (a decode step of 32+ sequences) the tile kernels serve: cuBLAS may
+     * allocate while it plans, which a capture does not allow */
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
+        return fp4_cu_a16_native(w, d_x, n_cols, d_y, s, stream);
     pthread_mutex_lock(&blas.mu);
-    if (!blas_handle(stream)) {
+    if (!blas_handle()) {
         pthread_mutex_unlock(&blas.mu);
-        if (blas.h_failed) return FP4_CUDA_FAIL(cudaErrorNotSupported, "cublasCreate_v2 failed");
-        return fp4_cu_a16_native(w, d_x, n_cols, d_y, s, stream); /* inside a graph capture */
+        return FP4_CUDA_FAIL(cudaErrorNotSupported, "cublasCreate_v2 failed");
     }
     gemm_act16_kernel<<<(unsigned)n_cols, 256, 0, stream>>>(d_x, w->n_in, ld, xq, cs);
     const cudaError_t e0 = cudaGetLastError();

@@ -24,8 +24,10 @@ typedef struct route {
 
 #define NO_MAX INT64_MAX
 /* the fewest columns the native GEMM route (prefill) serves: below, the tile kernels read the
- * NVFP4 bytes once per call, where the GEMM route also writes and reads them widened to f16 */
-#define FP4_CU_GEMM_MIN_COLS 32
+ * NVFP4 bytes once per call, where the GEMM route also writes and reads them widened to f16.
+ * Above the runtime's 64 logit columns a step, so no decode step (every column wants logits)
+ * reaches it: decode steps are graph-captured, prefill steps are not. */
+#define FP4_CU_GEMM_MIN_COLS 128
 static const route routes[] = {
     /* NVFP4, W4A4 (input_scale_inv present): always the exact integer contraction */
     {FP4_TYPE_NVFP4_E2M1, MODE_ANY, ACT_NVFP4, 16, 16, 64, fp4_cu_w4a4_mma16, fp4_cu_w4a4_scratch,

@@ -3,8 +3,8 @@
  * Identity: SHA-256 over a versioned, explicitly serialized record of the architecture, the
  * weights (every tensor's name, type, dims and bytes; NVFP4 payload, scales, scale2 and input
  * scale), lane, activation precision, mode, KV dtype and the RoPE configuration; native mode adds
- * the device (native kernels differ per device; exact ones do not). Exact and native state never
- * alias.
+ * the device and the native revision (native kernels differ per device and per revision; exact ones
+ * do not). Exact and native state never alias.
  *
  * Snapshot file (little-endian):
  *   0  "FP4LKV01"                 8 bytes
@@ -26,6 +26,10 @@
 #include <unistd.h>
 
 #define KV_MAGIC "FP4LKV01"
+/* bumped whenever a native kernel's order of operations changes (2: the CPU's native NVFP4 dot in
+ * 64 lanes), so a native snapshot of an older build is refused rather than continued with other
+ * numerics; exact mode's bits never change, so its identity does not carry this */
+#define FP4_RT_NATIVE_REV "native-rev-2"
 #define KV_HEAD 88
 #define KV_MAX_FILE (64ull << 30)
 
@@ -84,7 +88,10 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
     put_str(&h, fp4_act_precision_name(fp4_model_act_precision(rt->m)));
     put_str(&h, rt->opts.mode == FP4_MODE_EXACT ? "exact" : "native");
     put_str(&h, "kv:f16");
-    if (rt->opts.mode == FP4_MODE_NATIVE) put_str(&h, rt->be->name);
+    if (rt->opts.mode == FP4_MODE_NATIVE) { /* native numerics are the backend's, and its revision's */
+        put_str(&h, rt->be->name);
+        put_str(&h, FP4_RT_NATIVE_REV);
+    }
     for (int64_t i = 0; i < fp4_model_n_tensors(rt->m); i++) {
         const fp4_tensor *t = fp4_model_tensor(rt->m, i);
         put_str(&h, t->name);

@@ -1,7 +1,7 @@
 /* test_gpu_native.cu — the native A16 route (SPEC §6), fp4_cuda_project(FP4_MODE_NATIVE): within
  * NATIVE_NRMSE_MAX of the float reference fp4_nvfp4_matvec_a16_float for 1..64 columns and 80
  * (the item / dp2a kernels at 1, the 32-row tile up to 8, chunks of 32 on the 64-row tiles above;
- * from 32 columns the f16 GEMM route through cuBLAS, which this test turns on (FP4LANE_CUDA_GEMM=1)
+ * from 128 columns the f16 GEMM route through cuBLAS, which this test turns on (FP4LANE_CUDA_GEMM=1)
  * unless FP4LANE_CUDA_GEMM=0 is set: `make test-gpu` runs it both ways), activations past f16's
  * range on the GEMM route, shapes
  * with n_in not a multiple of 256 (padded rows), split-K and single-slice grids, row counts that
@@ -11,7 +11,7 @@
 /* Activations are rounded to f16 (relative error 2^-11 each) and the tensor cores accumulate in
  * f32; on N(0,1) activations the measured error is a few 1e-4. The bound leaves ~4x margin. */
 #define NATIVE_NRMSE_MAX 2e-3
-#define GEMM_MIN_COLS 32 /* dispatch.cu's FP4_CU_GEMM_MIN_COLS */
+#define GEMM_MIN_COLS 128 /* dispatch.cu's FP4_CU_GEMM_MIN_COLS */
 
 static int gemm_on(void) { return !strcmp(getenv("FP4LANE_CUDA_GEMM"), "1"); } /* main() sets it */
 /* the route the table must choose: the GEMM from 32 columns where it is on (a device without a
@@ -78,12 +78,12 @@ int main(void) {
         native_case(4096, 1040, 0, 0.1f, cols_few, 4, 304);  /* n_in % 128 != 0 */
         native_case(300, 4096, 1, 3e-2f, cols_all, 18, 305);
         native_case(20000, 512, 0, 1.0f, cols_few, 2, 306); /* many row blocks, no split */
-        static const int cols_gemm[] = {32, 96, 160};
+        static const int cols_gemm[] = {127, 128, 300};
         native_case(9000, 4096, 0, 1e-2f, cols_gemm, 3, 307); /* GEMM: two row spans, many columns */
     }
     /* activations of 1e6 (f16 overflows at 65504) beside ones of 1e-6 (f16 subnormals): the GEMM
      * route's per-column power-of-two scaling; the tiles' f16 rounding fails this (not run there) */
-    static const int cols_range[] = {33, 64};
+    static const int cols_range[] = {128, 131};
     if (gemm_on()) native_case_x(200, 1024, 0, 0.3f, cols_range, 2, 308, 1e6f);
     return check_report();
 }

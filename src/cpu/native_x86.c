@@ -1,0 +1,156 @@
+/* native_x86.c — the row decode of the CPU's native NVFP4 A16 route (native.c) with AVX2 and
+ * AVX-512, chosen at run time (cpu_path.c), each giving the portable bits.
+ *
+ * The portable decode writes row[16b + j] = e2m1_value[code_j] * s_b, s_b = stab[scale_b] =
+ * e4m3(scale_b) * scale2 (one f32 multiply each, codes low nibble first). Here s_b is the same, and the
+ * sixteen values of a group come from one table permute (AVX-512: the 16-entry table; AVX2: the
+ * eight magnitudes, the sign bit of code bit 3 put back with an xor — e2m1_value[8 + k] is exactly
+ * -e2m1_value[k], -0.0 included), then one vector multiply by s_b: IEEE multiplication is exact
+ * up to one rounding of the same operands, and negating an operand negates the result, so every
+ * value is the portable one bit for bit (NaN scales give NaN values either way; which NaN a dot
+ * returns is settled by the dots, which return 0xFFC00000). */
+#include "cpu/native.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define FP4_TARGET_AVX2 __attribute__((target("avx2")))
+#define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+#define FP4_INLINE static inline __attribute__((always_inline))
+
+/* group b's 16 values (codes low nibble first) times s, as two ymm (AVX2) or one zmm (AVX-512) */
+FP4_INLINE FP4_TARGET_AVX2 void group_avx2(const uint8_t *q, float s, __m256 v[2]) {
+    const __m256 mag = _mm256_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f);
+    const __m256i m15 = _mm256_set1_epi32(15), m7 = _mm256_set1_epi32(7), m8 = _mm256_set1_epi32(8);
+    const __m256 vs = _mm256_set1_ps(s);
+    const __m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q));
+    const __m256i lo = _mm256_and_si256(d, m15), hi = _mm256_srli_epi32(d, 4);
+    const __m256i u0 = _mm256_unpacklo_epi32(lo, hi), u1 = _mm256_unpackhi_epi32(lo, hi);
+    const __m256i c[2] = {_mm256_permute2x128_si256(u0, u1, 0x20), _mm256_permute2x128_si256(u0, u1, 0x31)};
+    for (int h = 0; h < 2; h++) {
+        const __m256 m = _mm256_permutevar8x32_ps(mag, _mm256_and_si256(c[h], m7));
+        const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(c[h], m8), 28);
+        v[h] = _mm256_mul_ps(_mm256_xor_ps(m, _mm256_castsi256_ps(sign)), vs);
+    }
+}
+FP4_INLINE FP4_TARGET_AVX512 __m512 group_avx512(const uint8_t *q, float s) {
+    const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
+                                      -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
+    const __m256i m15 = _mm256_set1_epi32(15);
+    const __m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q));
+    /* dword j = (b_j & 15) | (b_j >> 4) << 16: as words, the codes in row order */
+    const __m256i pairs =
+        _mm256_or_si256(_mm256_and_si256(d, m15), _mm256_slli_epi32(_mm256_srli_epi32(d, 4), 16));
+    return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu16_epi32(pairs), lut), _mm512_set1_ps(s));
+}
+
+FP4_TARGET_AVX2 void fp4_nvfp4_row_decode_avx2(const uint8_t *pay, const uint8_t *sc, const float *stab,
+                                               int64_t n_in, float *row) {
+    for (int64_t b = 0; b < n_in / 16; b++) {
+        __m256 v[2];
+        group_avx2(pay + 8 * b, stab[sc[b]], v);
+        _mm256_storeu_ps(row + 16 * b, v[0]);
+        _mm256_storeu_ps(row + 16 * b + 8, v[1]);
+    }
+}
+
+FP4_TARGET_AVX512 void fp4_nvfp4_row_decode_avx512(const uint8_t *pay, const uint8_t *sc, const float *stab,
+                                                   int64_t n_in, float *row) {
+    for (int64_t b = 0; b < n_in / 16; b++)
+        _mm512_storeu_ps(row + 16 * b, group_avx512(pay + 8 * b, stab[sc[b]]));
+}
+
+/* dot64 (native.c): lanes 0..63 as eight ymm / four zmm of partials, a multiply then an add per
+ * lane and step (no FMA, the file is built with -ffp-contract=off), the tail and the tree portable */
+FP4_TARGET_AVX2 float fp4_dot64_f32_avx2(const float *a, const float *b, int64_t n) {
+    __m256 acc[8];
+    for (int k = 0; k < 8; k++)
+        acc[k] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 8; k++)
+            acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_loadu_ps(a + i + 8 * k),
+                                                         _mm256_loadu_ps(b + i + 8 * k)));
+    float p[64];
+    for (int k = 0; k < 8; k++)
+        _mm256_storeu_ps(p + 8 * k, acc[k]);
+    for (; i < n; i++)
+        p[i & 63] += a[i] * b[i];
+    return fp4_dot64_reduce(p);
+}
+FP4_TARGET_AVX512 float fp4_dot64_f32_avx512(const float *a, const float *b, int64_t n) {
+    __m512 acc[4];
+    for (int k = 0; k < 4; k++)
+        acc[k] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int k = 0; k < 4; k++)
+            acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_loadu_ps(a + i + 16 * k),
+                                                         _mm512_loadu_ps(b + i + 16 * k)));
+    float p[64];
+    for (int k = 0; k < 4; k++)
+        _mm512_storeu_ps(p + 16 * k, acc[k]);
+    for (; i < n; i++)
+        p[i & 63] += a[i] * b[i];
+    return fp4_dot64_reduce(p);
+}
+
+/* one row against one column without the row in memory: group b holds values 16b .. 16b+15,
+ * lanes 16 (b mod 4) .. +15, so its products go to accumulator b mod 4 (eight ymm: 2b, 2b+1 mod 8) */
+FP4_TARGET_AVX2 float fp4_nvfp4_dot64_avx2(const uint8_t *pay, const uint8_t *sc, const float *stab,
+                                           const float *x, int64_t n_in) {
+    __m256 acc[8];
+    for (int k = 0; k < 8; k++)
+        acc[k] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n_in / 16; b++) {
+        __m256 v[2];
+        group_avx2(pay + 8 * b, stab[sc[b]], v);
+        const int k = (int)(2 * (b & 3));
+        acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(v[0], _mm256_loadu_ps(x + 16 * b)));
+        acc[k + 1] = _mm256_add_ps(acc[k + 1], _mm256_mul_ps(v[1], _mm256_loadu_ps(x + 16 * b + 8)));
+    }
+    float p[64];
+    for (int k = 0; k < 8; k++)
+        _mm256_storeu_ps(p + 8 * k, acc[k]);
+    return fp4_dot64_reduce(p);
+}
+FP4_TARGET_AVX512 float fp4_nvfp4_dot64_avx512(const uint8_t *pay, const uint8_t *sc, const float *stab,
+                                               const float *x, int64_t n_in) {
+    __m512 acc[4];
+    for (int k = 0; k < 4; k++)
+        acc[k] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n_in / 16; b++) {
+        const __m512 v = group_avx512(pay + 8 * b, stab[sc[b]]);
+        acc[b & 3] = _mm512_add_ps(acc[b & 3], _mm512_mul_ps(v, _mm512_loadu_ps(x + 16 * b)));
+    }
+    float p[64];
+    for (int k = 0; k < 4; k++)
+        _mm512_storeu_ps(p + 16 * k, acc[k]);
+    return fp4_dot64_reduce(p);
+}
+#else
+float fp4_dot64_f32_avx2(const float *a, const float *b, int64_t n) {
+    return fp4_cpu_dot64_f32(a, b, n);
+}
+float fp4_dot64_f32_avx512(const float *a, const float *b, int64_t n) {
+    return fp4_cpu_dot64_f32(a, b, n);
+}
+float fp4_nvfp4_dot64_avx2(const uint8_t *pay, const uint8_t *sc, const float *stab, const float *x,
+                           int64_t n_in) {
+    (void)pay, (void)sc, (void)stab, (void)x, (void)n_in;
+    return 0.0f; /* not reached: native.c picks the AVX forms only on x86-64 */
+}
+float fp4_nvfp4_dot64_avx512(const uint8_t *pay, const uint8_t *sc, const float *stab, const float *x,
+                             int64_t n_in) {
+    (void)pay, (void)sc, (void)stab, (void)x, (void)n_in;
+    return 0.0f; /* not reached */
+}
+void fp4_nvfp4_row_decode_avx2(const uint8_t *pay, const uint8_t *sc, const float *stab, int64_t n_in,
+                               float *row) {
+    fp4_nvfp4_row_decode(pay, sc, stab, n_in, row);
+}
+void fp4_nvfp4_row_decode_avx512(const uint8_t *pay, const uint8_t *sc, const float *stab, int64_t n_in,
+                                 float *row) {
+    fp4_nvfp4_row_decode(pay, sc, stab, n_in, row);
+}
+#endif
