@@ -183,8 +183,9 @@ fp4_status fp4_cu_a16_gemm(const fp4_cuda_tensor *w, const float *d_x, int64_t n
     __half *wq = (__half *)((uint8_t *)cs + FP4_CU_ALIGN((size_t)n_cols * 4));
     const int64_t ld = w->k_pad, R = span_rows(w);
     fp4_status st = FP4_OK;
-    /* inside a graph capture (a decode step of 32+ sequences) the tile kernels serve: cuBLAS may
-     * allocate while it plans, which a capture does not allow */
+    /* inside a graph capture the tile kernels serve (cuBLAS may allocate while it plans, which a
+     * capture does not allow); the runtime captures only decode steps, and those have at most 64
+     * columns, below this route's 128 */
     cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone)
         return fp4_cu_a16_native(w, d_x, n_cols, d_y, s, stream);
