@@ -9,6 +9,7 @@
 #include "fp8_twin.h"
 #include "rt_data.h"
 #include "rt_fixture.h"
+#include "runtime/rt_impl.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,7 +290,33 @@ static void test_fp8(const char *bf, const char *nv) {
     test_tolerance(mx, "llama nvfp4+fp8", FP4_MODE_EXACT, 0.06);
 }
 
+/* how the runtime cuts a call into backend steps (fp4_rt_step_span): max_cols columns, and a step
+ * ends before the column that would exceed max_logit_cols wanting logits */
+static void test_step_span(void) {
+    enum { N = 700 };
+    static fp4_rt_tok t[N];
+    for (int i = 0; i < N; i++)
+        t[i] = (fp4_rt_tok){.seq = 0, .token = 1, .want_logits = 1};
+    CHECK_EQ_INT(fp4_rt_step_span(t, N, 512, 64), 64);  /* every column wants logits: 64 a step */
+    CHECK_EQ_INT(fp4_rt_step_span(t, 10, 512, 64), 10);  /* fewer than both caps */
+    CHECK_EQ_INT(fp4_rt_step_span(t, N, 64, 64), 64);
+    CHECK_EQ_INT(fp4_rt_step_span(t, N, 16, 64), 16);   /* max_cols first */
+    for (int i = 0; i < N; i++)
+        t[i].want_logits = 0;
+    CHECK_EQ_INT(fp4_rt_step_span(t, N, 512, 64), 512); /* a prefill: max_cols */
+    t[N - 1].want_logits = 1;
+    CHECK_EQ_INT(fp4_rt_step_span(t + 512, N - 512, 512, 64), N - 512); /* the last column wants logits */
+    for (int i = 0; i < 100; i++)
+        t[2 * i].want_logits = 1; /* 100 wanting columns among the first 200 */
+    CHECK_EQ_INT(fp4_rt_step_span(t, N, 512, 64), 128); /* ends before the 65th (column 128) */
+    CHECK_EQ_INT(fp4_rt_step_span(t, N, 512, 1), 2);    /* columns 0 and 1; column 2 would be the 2nd */
+    CHECK_EQ_INT(fp4_rt_step_span(t, N, 512, 0), 2);    /* a cap below 1 counts as 1 */
+    CHECK_EQ_INT(fp4_rt_step_span(t + 1, N - 1, 512, 1), 3); /* columns 1, 2 (wants), 3; not 4 */
+    CHECK_EQ_INT(fp4_rt_step_span(t, 0, 512, 64), 0);
+}
+
 int main(void) {
+    test_step_span();
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtstep-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     char bf[600], nv[600];

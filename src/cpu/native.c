@@ -2,12 +2,13 @@
  * (E2M1 value × (E4M3 scale × scale2): the native order, not the pinned one), then f32 dots in
  * 64 lanes per column (lane l adds the rounded products of i ≡ l mod 64 in increasing i, then the
  * halving tree p[l] += p[l + w], w = 32 .. 1: fp4_cpu_dot64_f32), so that four AVX-512 or eight
- * AVX2 accumulators run side by side; at one column the AVX forms decode and multiply in
- * registers (native_x86.c). Every path gives the portable bits (tests/test_cpu_paths.c), chosen by
- * cpu_path.c like the exact paths; a NaN output is 0xFFC00000 on every path. No bit contract: held
- * to the float reference by a tolerance (tests/test_project.c) and to transformers' logits by
- * tests/test_runtime_hf.c. The float reference (fp4_nvfp4_matvec_a16_float: double accumulation)
- * stays the oracle it is; this is the route `--mode native` takes on a CPU. */
+ * AVX2 accumulators run side by side; at one column every path decodes and multiplies without a
+ * row buffer (fp4_nvfp4_dot64; native_x86.c). Every path gives the portable bits
+ * (tests/test_cpu_paths.c), chosen by cpu_path.c like the exact paths; a NaN output is 0xFFC00000
+ * on every path. No bit contract: held to the float reference by a tolerance
+ * (tests/test_project.c) and to transformers' logits by tests/test_runtime_hf.c. The float
+ * reference (fp4_nvfp4_matvec_a16_float: double accumulation) stays the oracle it is; this is the
+ * route `--mode native` takes on a CPU. */
 #include "cpu/native.h"
 #include <stdlib.h>
 
@@ -63,8 +64,24 @@ float fp4_cpu_dot64_f32(const float *a, const float *b, int64_t n) {
     return fp4_dot64_reduce(p);
 }
 
-/* [path]: the same bits on every path; row_dot: one decoded row against one column (NULL: decode,
- * then dot) */
+float fp4_nvfp4_dot64(const uint8_t *pay, const uint8_t *sc, const float *stab, const float *x,
+                      int64_t n_in) {
+    float p[64];
+    for (int l = 0; l < 64; l++)
+        p[l] = 0.0f;
+    for (int64_t b = 0; b < n_in / 16; b++) {
+        const float s = stab[sc[b]];
+        float *pl = p + 16 * (b & 3); /* values 16b .. 16b+15: lanes 16 (b mod 4) .. +15 */
+        for (int j = 0; j < 8; j++) {
+            const uint8_t q = pay[8 * b + j];
+            pl[2 * j] += (e2m1_value[q & 15] * s) * x[16 * b + 2 * j];
+            pl[2 * j + 1] += (e2m1_value[q >> 4] * s) * x[16 * b + 2 * j + 1];
+        }
+    }
+    return fp4_dot64_reduce(p);
+}
+
+/* [path]: the same bits on every path; decode + dot serve several columns, fused one column */
 typedef void (*row_decode_fn)(const uint8_t *pay, const uint8_t *sc, const float *stab, int64_t n_in,
                               float *row);
 typedef float (*row_dot_fn)(const float *a, const float *b, int64_t n);
@@ -75,7 +92,7 @@ static const struct {
     row_dot_fn dot;
     fused_dot_fn fused;
 } native_paths[FP4_CPU_N_PATHS] = {
-    [FP4_CPU_PORTABLE] = {fp4_nvfp4_row_decode, fp4_cpu_dot64_f32, NULL},
+    [FP4_CPU_PORTABLE] = {fp4_nvfp4_row_decode, fp4_cpu_dot64_f32, fp4_nvfp4_dot64},
     [FP4_CPU_AVX2] = {fp4_nvfp4_row_decode_avx2, fp4_dot64_f32_avx2, fp4_nvfp4_dot64_avx2},
     [FP4_CPU_AVX512] = {fp4_nvfp4_row_decode_avx512, fp4_dot64_f32_avx512, fp4_nvfp4_dot64_avx512},
 };

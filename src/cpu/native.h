@@ -22,11 +22,14 @@ void fp4_nvfp4_row_decode_avx512(const uint8_t *pay, const uint8_t *sc, const fl
 
 /* Σ a[i]·b[i] in f32 in 64 lanes and the halving tree (native NVFP4 rows, native.c), NaN as
  * 0xFFC00000; fp4_dot64_reduce: the tree over stored lanes. The AVX forms (native_x86.c) give the
- * same bits, and the fused ones the same as row decode + dot64 at one column. */
+ * same bits; fp4_nvfp4_dot64 and its AVX forms (one row, one column, no row buffer) the same as
+ * row decode + dot64. */
 float fp4_cpu_dot64_f32(const float *a, const float *b, int64_t n);
 float fp4_dot64_reduce(float p[64]);
 float fp4_dot64_f32_avx2(const float *a, const float *b, int64_t n);
 float fp4_dot64_f32_avx512(const float *a, const float *b, int64_t n);
+float fp4_nvfp4_dot64(const uint8_t *pay, const uint8_t *sc, const float *stab, const float *x,
+                      int64_t n_in);
 float fp4_nvfp4_dot64_avx2(const uint8_t *pay, const uint8_t *sc, const float *stab, const float *x,
                            int64_t n_in);
 float fp4_nvfp4_dot64_avx512(const uint8_t *pay, const uint8_t *sc, const float *stab, const float *x,

@@ -137,13 +137,11 @@ float fp4_dot64_f32_avx512(const float *a, const float *b, int64_t n) {
 }
 float fp4_nvfp4_dot64_avx2(const uint8_t *pay, const uint8_t *sc, const float *stab, const float *x,
                            int64_t n_in) {
-    (void)pay, (void)sc, (void)stab, (void)x, (void)n_in;
-    return 0.0f; /* not reached: native.c picks the AVX forms only on x86-64 */
+    return fp4_nvfp4_dot64(pay, sc, stab, x, n_in);
 }
 float fp4_nvfp4_dot64_avx512(const uint8_t *pay, const uint8_t *sc, const float *stab, const float *x,
                              int64_t n_in) {
-    (void)pay, (void)sc, (void)stab, (void)x, (void)n_in;
-    return 0.0f; /* not reached */
+    return fp4_nvfp4_dot64(pay, sc, stab, x, n_in);
 }
 void fp4_nvfp4_row_decode_avx2(const uint8_t *pay, const uint8_t *sc, const float *stab, int64_t n_in,
                                float *row) {

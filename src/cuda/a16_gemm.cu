@@ -9,7 +9,8 @@
  * skipped and the tile kernels serve.
  *
  * Numerics (SPEC §6, native): a weight e2m1 * e4m3 has at most 6 significant bits and lies in
- * [2^-10, 2688], so its f16 is exact; scale2 is the GEMM's alpha. Each column of activations is
+ * [2^-10, 2688], so its f16 (dequant.cu's fp4_cuda_nvfp4_dequant with scale2 = 1) is exact; scale2
+ * is the GEMM's alpha. Each column of activations is
  * scaled by a power of two 2^-e_c (exact) so that its largest magnitude lies in [2^14, 2^15) before
  * the RNE rounding to f16: the relative error of every activation is the f16 rounding's 2^-11,
  * as on the tile kernels, and no finite activation overflows (f16's 65504 limit; NaN and Inf stay
@@ -99,31 +100,6 @@ static __global__ __launch_bounds__(256) void gemm_act16_kernel(const float *x, 
     }
 }
 
-/* rows [row0, row0 + gridDim.y) of w, e2m1 * e4m3 (no scale2) as f16, row stride ld; one thread
- * per 16-value group of the first n_in values */
-static __global__ __launch_bounds__(256) void gemm_w16_kernel(const uint8_t *payload, const uint8_t *scales,
-                                                              int64_t pstride, int64_t sstride, int64_t row0,
-                                                              int64_t n_in, int64_t ld, __half *dst) {
-    const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g >= n_in / 16) return;
-    const int64_t r = row0 + blockIdx.y;
-    const uint2 p = *reinterpret_cast<const uint2 *>(payload + r * pstride + g * 8);
-    const float s = fp4_e4m3_to_f32(scales[r * sstride + g]);
-    const uint32_t wd[2] = {p.x, p.y};
-    uint32_t h[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const uint32_t w = wd[i >> 2] >> (8 * (i & 3));
-        const float a = __fmul_rn(fp4_e2m1_to_f32(w & 15u), s);
-        const float b = __fmul_rn(fp4_e2m1_to_f32((w >> 4) & 15u), s);
-        h[i] = (uint32_t)__half_as_ushort(__float2half_rn(a)) |
-               ((uint32_t)__half_as_ushort(__float2half_rn(b)) << 16);
-    }
-    uint4 *d = reinterpret_cast<uint4 *>(dst + (int64_t)blockIdx.y * ld + g * 16);
-    d[0] = make_uint4(h[0], h[1], h[2], h[3]);
-    d[1] = make_uint4(h[4], h[5], h[6], h[7]);
-}
-
 /* y[c][r] *= colscale[c] for the n_cols columns of n_out rows */
 static __global__ void gemm_colscale_kernel(float *y, int64_t n_out, int64_t n, const float *colscale) {
     const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -181,7 +157,9 @@ fp4_status fp4_cu_a16_gemm(const fp4_cuda_tensor *w, const float *d_x, int64_t n
     __half *xq = (__half *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
     float *cs = (float *)((uint8_t *)xq + FP4_CU_ALIGN((size_t)n_cols * (size_t)w->k_pad * 2));
     __half *wq = (__half *)((uint8_t *)cs + FP4_CU_ALIGN((size_t)n_cols * 4));
-    const int64_t ld = w->k_pad, R = span_rows(w);
+    const int64_t ld = w->n_in, R = span_rows(w);
+    fp4_cuda_tensor w1 = *w; /* the rows widened without scale2 (exact in f16): it is the GEMM's alpha */
+    w1.scale2 = 1.0f;
     fp4_status st = FP4_OK;
     /* inside a graph capture the tile kernels serve (cuBLAS may allocate while it plans, which a
      * capture does not allow); the runtime captures only decode steps, and those have at most 64
@@ -202,15 +180,9 @@ fp4_status fp4_cu_a16_gemm(const fp4_cuda_tensor *w, const float *d_x, int64_t n
     const float alpha = w->scale2, beta = 0.0f;
     for (int64_t r0 = 0; !st && r0 < w->n_out; r0 += R) {
         const int64_t m = w->n_out - r0 < R ? w->n_out - r0 : R;
-        const dim3 grid((unsigned)((w->n_in / 16 + 255) / 256), (unsigned)m);
-        gemm_w16_kernel<<<grid, 256, 0, stream>>>(w->d_payload, w->d_scales, w->payload_stride,
-                                                  w->scale_stride, r0, w->n_in, ld, wq);
-        const cudaError_t e = cudaGetLastError();
-        if (e != cudaSuccess) {
-            st = FP4_CUDA_FAIL(e, "gemm_w16_kernel");
-            break;
-        }
-        /* column-major view: Y[n_out x nc] (ld n_out) = W^T[k x m]^T (ld k_pad) * X[k x nc] (ld k_pad) */
+        /* dequant.cu's widening (x 1.0f: the values e2m1 * e4m3 themselves), rows of n_in halves */
+        if ((st = fp4_cuda_nvfp4_dequant(&w1, r0, m, FP4_TYPE_F16, wq, (fp4_cuda_stream)stream))) break;
+        /* column-major view: Y[n_out x nc] (ld n_out) = W^T[k x m]^T (ld n_in) * X[k x nc] (ld n_in) */
         if (blas.gemm(blas.h, CUBLAS_OP_T, CUBLAS_OP_N, (int)m, (int)n_cols, (int)w->n_in, &alpha, wq,
                       CUDA_R_16F, (int)ld, xq, CUDA_R_16F, (int)ld, &beta, d_y + r0, CUDA_R_32F,
                       (int)w->n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)

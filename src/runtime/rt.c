@@ -314,6 +314,19 @@ void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos) {
     rt->seq_pos[seq] = pos;
 }
 
+/* The columns of the next backend step from toks[0..n): at most max_cols, and it ends before the
+ * column that would be the (max_logit_cols + 1)-th to want logits (max_logit_cols < 1 counts as 1);
+ * at least 1 when n >= 1 and max_cols >= 1. */
+int64_t fp4_rt_step_span(const fp4_rt_tok *toks, int64_t n, int64_t max_cols, int64_t max_logit_cols) {
+    int64_t m = 0, nl = 0;
+    if (max_logit_cols < 1) max_logit_cols = 1; /* so that a step always takes a column */
+    for (; m < n && m < max_cols; m++) {
+        if (toks[m].want_logits && nl == max_logit_cols) break;
+        nl += toks[m].want_logits != 0;
+    }
+    return m;
+}
+
 fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *logits, fp4_error *err) {
     fp4_error_clear(err);
     if (!rt || !toks || n <= 0)
@@ -347,12 +360,11 @@ fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *log
     if (st) return st;
     float *lp = logits;
     for (int64_t i0 = 0, m = 0; i0 < n; i0 += m) {
-        /* a step ends at max_cols columns or at max_logit_cols that want logits */
+        m = fp4_rt_step_span(toks + i0, n - i0, rt->max_cols, rt->max_logit_cols);
         int64_t nl = 0;
-        for (m = 0; i0 + m < n && m < rt->max_cols; m++) {
-            const fp4_rt_tok *t = &toks[i0 + m];
-            if (t->want_logits && nl == rt->max_logit_cols) break;
-            rt->cols[m] = (fp4_rt_col){t->token, t->seq, rt->seq_pos[t->seq]++, t->want_logits != 0};
+        for (int64_t j = 0; j < m; j++) {
+            const fp4_rt_tok *t = &toks[i0 + j];
+            rt->cols[j] = (fp4_rt_col){t->token, t->seq, rt->seq_pos[t->seq]++, t->want_logits != 0};
             nl += t->want_logits != 0;
         }
         if ((st = rt->be->step(rt->be_state, rt->cols, m, lp, err))) {

@@ -52,4 +52,7 @@ void fp4_sha256_update(fp4_sha256 *h, const void *p, size_t n);
 void fp4_sha256_final(fp4_sha256 *h, uint8_t out[32]);
 void fp4_rt_identity_compute(struct fp4_rt *rt);
 
+/* rt.c: how many of toks[0..n) the next backend step takes (max_cols, max_logit_cols) */
+int64_t fp4_rt_step_span(const fp4_rt_tok *toks, int64_t n, int64_t max_cols, int64_t max_logit_cols);
+
 #endif
