@@ -26,7 +26,6 @@
 #include <stdint.h>
 
 #define STK_LANES 32
-#define STK_SCORE_WARPS 8
 
 /* every block of every step kernel, first: no global memory is touched before this */
 #define STK_PDL_ENTRY()                                                                                      \
