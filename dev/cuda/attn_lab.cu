@@ -34,11 +34,8 @@ static fp4_status launch(int var, stk_att_args a, int n) {
         return fp4_cu_launch(dim3(32, (unsigned)groups), dim3(D), 0, 0, 1, old_att_pv, a);
     }
     if (var == 3) return stk_attention(a, n, 0);
-    const int64_t want = (STK_SC_RESIDENT * (int64_t)fp4_cu_sm_count() + groups - 1) / groups;
-    const int64_t need = (NCTX + STK_SC_TEAMS - 1) / STK_SC_TEAMS;
-    int64_t gx = want < need ? want : need;
-    gx = gx < 1 ? 1 : gx > STK_MAX_GX ? STK_MAX_GX : gx;
-    a.gx = (int)gx;
+    const int gx = stk_att_gx(groups, NCTX, fp4_cu_sm_count());
+    a.gx = gx;
     fp4_status st = fp4_cu_launch(dim3((unsigned)gx, (unsigned)groups), dim3(STK_SC_THREADS), 0, 0, 1,
                                   stk_att_scores<4>, a);
     if (st) return st;
@@ -81,7 +78,7 @@ int main(int argc, char **argv) {
         hq[i] = (float)((int64_t)(fp4_splitmix64(&s) >> 40) - (1 << 23)) / (float)(1 << 23);
     ck(cudaMalloc(&q, sizeof(float) * MAXC * q_cs), "malloc");
     ck(cudaMemcpy(q, hq, sizeof(float) * MAXC * q_cs, cudaMemcpyHostToDevice), "H2D");
-    ck(cudaMalloc(&sc, sizeof(float) * MAXC * NH * NCTX), "malloc");
+    ck(cudaMalloc(&sc, sizeof(float) * MAXC * NKV * STK_GB * NCTX), "malloc"); /* both layouts fit */
     ck(cudaMalloc(&bm, sizeof(float) * MAXC * NH * STK_MAX_GX), "malloc");
     ck(cudaMalloc(&st, sizeof(float) * MAXC * NH * 32 * D), "malloc");
     ck(cudaMalloc(&den, sizeof(float) * MAXC * NH * 32), "malloc");

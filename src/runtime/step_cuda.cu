@@ -277,7 +277,8 @@ static int scratch_list(cu_state *s, buf_req *r) {
     REQ(s->d_u, mc * F * 4);
     REQ(s->d_hh, mc * H * 4);
     REQ(s->d_lg, mc * V * 4);
-    REQ(s->d_sc, mc * NH * (uint64_t)s->d.n_ctx * 4);
+    const uint64_t ngroups = mc * a->n_kv_heads * ((NH / a->n_kv_heads + STK_GB - 1) / STK_GB);
+    REQ(s->d_sc, ngroups * STK_GB * (uint64_t)s->d.n_ctx * 4); /* [block row][n_ctx][STK_GB] */
     REQ(s->d_st, mc * NH * STK_LANES * D * 4);
     REQ(s->d_den, mc * NH * STK_LANES * 4);
     REQ(s->d_bmax, mc * NH * STK_MAX_GX * 4);

@@ -9,7 +9,8 @@
  * CUDA graph of a decode step replays.
  *
  * Layouts: x, t [col][H]; q, o [col][NH*D]; k, v [col][NKV*D]; g, u [col][F];
- * KV cache [slot][layer][pos][NKV*D] halves; scores [col][NH][n_ctx]; strips [col][NH][32][D].
+ * KV cache [slot][layer][pos][NKV*D] halves; scores [attention block row][n_ctx][STK_GB] (below);
+ * strips [col][NH][32][D].
  * (With fused projections q/k/v share rows of qd + 2*kvd floats and g/u rows of 2F: strides below.)
  *
  * Programmatic dependent launch: step_cuda.cu launches every kernel here with programmatic stream
@@ -176,7 +177,9 @@ static __global__ void stk_qkv_prep(stk_prep_args a) {
  *     m = the max of the blocks' maxima, it forms e_j = fp4p_exp(s_j - m) for j = l, l+32, ... in
  *     increasing order and adds them (den strip l) and e_j * v_j[d] (o strip l, per d; thread d),
  *     each from +0.0f. The V rows and scores of lane l come through shared memory, STK_PV_STAGES
- *     chunks of rows in flight (cp.async), so the adds never wait on one load at a time. The last
+ *     chunks of rows in flight (16-byte cp.async: a position's STK_GB scores sit side by side), so
+ *     the adds never wait on one load at a time. Everything another kernel wrote is read through L2
+ *     (cp.async.cg, __ldcg), never a possibly stale L1 line. The last
  *     of the 32 blocks to finish (a ticket, reset by that block) meets the strips in the butterfly
  *     and writes o[d] = sum / den. The same operations in the same order as fp4p_attend: exact
  *     mode keeps the CPU's bits. */
@@ -192,7 +195,7 @@ typedef struct stk_att_args {
     int64_t q_cs;            /* floats between the columns of q */
     const uint16_t *kc, *vc; /* this layer's slot 0, position 0 */
     int64_t slot_stride;
-    float *scores;    /* [col][NH][n_ctx] */
+    float *scores;    /* [block row][n_ctx][STK_GB]: a group's heads side by side per position */
     float *bmax;      /* [col][NH][STK_MAX_GX]: the score blocks' maxima */
     float *strips;    /* [col][NH][32][D] */
     float *den;       /* [col][NH][32] */
@@ -263,7 +266,7 @@ static __device__ __forceinline__ void stk_score_row(const stk_att_args &a, cons
         p[g][1] = fp4p_add(p[g][1], p[g][3]);
         const float s = fp4p_mul(fp4p_add(p[g][0], p[g][1]), a.scale);
         if (valid) {
-            if (t == g) srow[(int64_t)g * a.n_ctx + j] = s;
+            if (t == g) srow[j * STK_GB + g] = s;
             mx[g] = fmaxf(mx[g], s);
         }
     }
@@ -282,14 +285,14 @@ static __global__ __launch_bounds__(STK_SC_THREADS,
     const int64_t pos = a.cols.pos[c], kvd = (int64_t)a.nkv * D;
     const float *q = a.q + (int64_t)c * a.q_cs + (int64_t)h0 * D;
     for (int i = threadIdx.x; i < STK_GB * D; i += blockDim.x)
-        qs[i] = i < nhb * D ? q[i] : 0.0f;
+        qs[i] = i < nhb * D ? __ldcg(q + i) : 0.0f;
     __syncthreads();
     float mx[STK_GB];
 #pragma unroll
     for (int g = 0; g < STK_GB; g++)
         mx[g] = stk_neg_inf();
     const uint16_t *k0 = a.kc + a.cols.slot[c] * a.slot_stride + hk * D + 8 * t;
-    float *srow = a.scores + ((int64_t)c * a.nh + h0) * a.n_ctx;
+    float *srow = a.scores + (int64_t)blockIdx.y * a.n_ctx * STK_GB;
     /* warp-uniform trip counts (the shuffles need the whole warp): jb is the warp's first position,
      * a team past pos reduces row pos and drops the result; the next trip's K row is loaded before
      * this trip's is reduced */
@@ -301,7 +304,7 @@ static __global__ __launch_bounds__(STK_SC_THREADS,
         const uint16_t *r = k0 + (j <= pos ? j : pos) * kvd;
 #pragma unroll
         for (int m = 0; m < NDL; m++)
-            if (m < nd) kn[m] = fp4_ldg16(r + 32 * m);
+            if (m < nd) kn[m] = __ldcg(reinterpret_cast<const uint4 *>(r + 32 * m));
     }
     for (int64_t jb = jb0; jb <= pos; jb += step) {
         const int64_t j = jb + (lane >> 2), jn = j + step;
@@ -313,7 +316,7 @@ static __global__ __launch_bounds__(STK_SC_THREADS,
             const uint16_t *r = k0 + (jn <= pos ? jn : pos) * kvd;
 #pragma unroll
             for (int m = 0; m < NDL; m++)
-                if (m < nd) kn[m] = fp4_ldg16(r + 32 * m);
+                if (m < nd) kn[m] = __ldcg(reinterpret_cast<const uint4 *>(r + 32 * m));
         }
         stk_score_row<NDL>(a, qs, k, nhb, t, j <= pos, j, srow, mx);
     }
@@ -333,12 +336,6 @@ static __global__ __launch_bounds__(STK_SC_THREADS,
     }
 }
 
-/* cp.async of 4 bytes (sm_80+), through L1 */
-static __device__ __forceinline__ void stk_cp_async4(void *smem, const void *gmem) {
-    const unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(s), "l"(gmem));
-}
-
 /* rows of V per pipeline chunk, and the dynamic shared memory of stk_att_pv */
 static __host__ __device__ __forceinline__ int stk_pv_rows(int D) {
     return STK_PV_STAGE_HALVES / (D > 64 ? D : 64);
@@ -350,7 +347,7 @@ static __host__ __device__ __forceinline__ int stk_pv_stage_bytes(int D) {
 /* lane l's chunk k (rows u = k*R .. k*R+R-1, positions l + 32u) into its stage: V rows, scores */
 static __device__ __forceinline__ void stk_pv_issue(const stk_att_args &a, unsigned char *stage,
                                                     const uint16_t *vl, const float *sl, int64_t nu,
-                                                    int64_t k, int nhb) {
+                                                    int64_t k) {
     const int D = a.d, R = stk_pv_rows(D), per = D / 8;
     const int64_t u0 = k * R;
     if (u0 < nu) {
@@ -362,10 +359,8 @@ static __device__ __forceinline__ void stk_pv_issue(const stk_att_args &a, unsig
             fp4_cp_async16(vs + r * D + 8 * p, vl + (u0 + r) * 32 * kvd + 8 * p);
         }
         float *ss = reinterpret_cast<float *>(stage + R * D * 2);
-        for (int i = threadIdx.x; i < rows * STK_GB; i += blockDim.x) {
-            const int r = i / STK_GB, g = i % STK_GB;
-            if (g < nhb) stk_cp_async4(ss + i, sl + g * a.n_ctx + (u0 + r) * 32);
-        }
+        for (int r = threadIdx.x; r < rows; r += blockDim.x) /* a position's STK_GB scores: 16 bytes */
+            fp4_cp_async16(ss + r * STK_GB, sl + (u0 + r) * 32 * STK_GB);
     }
     fp4_cp_async_commit(); /* an empty group past the last chunk keeps the count */
 }
@@ -403,17 +398,17 @@ template <int NS> static __global__ __launch_bounds__(FP4_ARCH_MAX_HEAD_DIM) voi
     const int64_t ch0 = (int64_t)c * a.nh + h0; /* (column, first head of the group) */
     const int64_t nchunk = (nu + R - 1) / R;
     const uint16_t *vl = a.vc + a.cols.slot[c] * a.slot_stride + hk * D + l * (int64_t)a.nkv * D;
-    const float *sl = a.scores + ch0 * a.n_ctx + l;
+    const float *sl = a.scores + ((int64_t)blockIdx.y * a.n_ctx + l) * STK_GB;
 #pragma unroll
     for (int k = 0; k < NS - 1; k++)
-        stk_pv_issue(a, pv_smem + k * SB, vl, sl, nu, k, nhb);
+        stk_pv_issue(a, pv_smem + k * SB, vl, sl, nu, k);
     if (threadIdx.x < 32) { /* the max of the score blocks' maxima, per head (order-free) */
 #pragma unroll
         for (int g = 0; g < STK_GB; g++) {
             float m = stk_neg_inf();
             if (g < nhb)
                 for (int b = threadIdx.x; b < a.gx; b += 32)
-                    m = fmaxf(m, a.bmax[(ch0 + g) * STK_MAX_GX + b]);
+                    m = fmaxf(m, __ldcg(a.bmax + (ch0 + g) * STK_MAX_GX + b));
 #pragma unroll
             for (int off = 16; off >= 1; off >>= 1)
                 m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
@@ -428,7 +423,7 @@ template <int NS> static __global__ __launch_bounds__(FP4_ARCH_MAX_HEAD_DIM) voi
     for (int64_t k = 0; k < nchunk; k++) {
         fp4_cp_async_wait<NS - 2>();
         __syncthreads(); /* chunk k is in; every thread is done with chunk k-1's stage */
-        stk_pv_issue(a, pv_smem + ((k + NS - 1) % NS) * SB, vl, sl, nu, k + NS - 1, nhb);
+        stk_pv_issue(a, pv_smem + ((k + NS - 1) % NS) * SB, vl, sl, nu, k + NS - 1);
         unsigned char *stage = pv_smem + (k % NS) * SB;
         const int rows = nu - k * R < R ? (int)(nu - k * R) : R;
         float *es = reinterpret_cast<float *>(stage + R * D * 2);
@@ -477,16 +472,24 @@ template <int NS> static __global__ __launch_bounds__(FP4_ARCH_MAX_HEAD_DIM) voi
     if (threadIdx.x == 0) a.ticket[blockIdx.y] = 0u;
 }
 
-/* The two launches of one layer's attention over n columns (a.gx is set here): score blocks about
- * STK_SC_RESIDENT per SM in all, at least one per group, at most STK_MAX_GX, no more than n_ctx
- * needs; the grids depend on n, n_ctx and the device only. */
+/* The attention grids of n columns: groups (block rows) and score blocks per group (at most
+ * STK_SC_RESIDENT per SM in all but at least one per group, at most STK_MAX_GX, no more than n_ctx
+ * needs); they depend on n, the shape, n_ctx and the SM count only. */
+static inline int64_t stk_att_groups(int64_t n, int nh, int nkv) {
+    return n * nkv * ((nh / nkv + STK_GB - 1) / STK_GB);
+}
+static inline int stk_att_gx(int64_t groups, int64_t n_ctx, int sms) {
+    const int64_t want = STK_SC_RESIDENT * (int64_t)sms / groups; /* one wave */
+    const int64_t need = (n_ctx + STK_SC_TEAMS - 1) / STK_SC_TEAMS;
+    const int64_t gx = want < need ? want : need;
+    return gx < 1 ? 1 : gx > STK_MAX_GX ? STK_MAX_GX : (int)gx;
+}
+
+/* The two launches of one layer's attention over n columns (a.gx is set here). */
 static inline fp4_status stk_attention(stk_att_args a, int64_t n, cudaStream_t stream) {
-    const int64_t groups = n * a.nkv * ((a.nh / a.nkv + STK_GB - 1) / STK_GB);
-    const int64_t want = (STK_SC_RESIDENT * (int64_t)fp4_cu_sm_count() + groups - 1) / groups;
-    const int64_t need = (a.n_ctx + STK_SC_TEAMS - 1) / STK_SC_TEAMS;
-    int64_t gx = want < need ? want : need;
-    gx = gx < 1 ? 1 : gx > STK_MAX_GX ? STK_MAX_GX : gx;
-    a.gx = (int)gx;
+    const int64_t groups = stk_att_groups(n, a.nh, a.nkv);
+    const int gx = stk_att_gx(groups, a.n_ctx, fp4_cu_sm_count());
+    a.gx = gx;
     const dim3 sg((unsigned)gx, (unsigned)groups), sb(STK_SC_THREADS);
     fp4_status st = a.d <= 64    ? fp4_cu_launch(sg, sb, 0, stream, 1, stk_att_scores<2>, a)
                     : a.d <= 128 ? fp4_cu_launch(sg, sb, 0, stream, 1, stk_att_scores<4>, a)
