@@ -69,7 +69,8 @@ static void emu_scores(const emu *e, int bx, int y) {
                     for (int g = 0; g < nhb; g++)
                         for (int i = 0; i < 8; i++) {
                             const float kf = h2f(k0[row * e->kvd + 8 * t + 32 * m + i]);
-                            p[lane][g][i] = fp4p_add(p[lane][g][i], fp4p_mul(qs[g * D + 32 * m + 8 * t + i], kf));
+                            p[lane][g][i] =
+                                fp4p_add(p[lane][g][i], fp4p_mul(qs[g * D + 32 * m + 8 * t + i], kf));
                         }
             }
             for (int g = 0; g < nhb; g++) {
@@ -210,8 +211,8 @@ static uint16_t f16_of(uint64_t *s, float sd, size_t i) {
 
 /* one shape, ncol columns (slot[c], pos[c]), score grids of the given SM count; returns the
  * number of differing outputs */
-static int64_t emu_case(int D, int NH, int NKV, int64_t n_ctx, int ncol, const int32_t *slot, const int32_t *pos,
-                        int sms, int NS, const uint16_t *kc, const uint16_t *vc) {
+static int64_t emu_case(int D, int NH, int NKV, int64_t n_ctx, int ncol, const int32_t *slot,
+                        const int32_t *pos, int sms, int NS, const uint16_t *kc, const uint16_t *vc) {
     emu e;
     memset(&e, 0, sizeof e);
     e.D = D, e.NH = NH, e.NKV = NKV, e.n_ctx = n_ctx, e.kvd = (int64_t)NKV * D, e.slot_stride = n_ctx * e.kvd;
@@ -244,18 +245,23 @@ static int64_t emu_case(int D, int NH, int NKV, int64_t n_ctx, int ncol, const i
         emu_merge(&e, y);
     }
     int64_t bad = 0;
-    float *want = (float *)malloc(sizeof(float) * (size_t)D), *sb = (float *)malloc(sizeof(float) * (size_t)n_ctx);
+    float *want = (float *)malloc(sizeof(float) * (size_t)D),
+          *sb = (float *)malloc(sizeof(float) * (size_t)n_ctx);
     const int G = NH / NKV;
     for (int c = 0; c < ncol; c++)
         for (int h = 0; h < NH; h++) {
             const int64_t at = slot[c] * e.slot_stride + (h / G) * D;
-            fp4p_attend(q + c * e.q_cs + h * D, kc + at, vc + at, e.kvd, (int64_t)pos[c] + 1, D, e.scale, sb, want);
+            fp4p_attend(q + c * e.q_cs + h * D, kc + at, vc + at, e.kvd, (int64_t)pos[c] + 1, D, e.scale, sb,
+                        want);
             for (int d = 0; d < D; d++)
                 bad += fp4p_bits(want[d]) != fp4p_bits(e.o[((int64_t)c * NH + h) * D + d]);
         }
-    printf("d %3d heads %2d/%d ctx %5lld cols %d pos %5d..%5d sms %3d gx %2d stages %d: %lld of %lld differ\n", D,
-           NH, NKV, (long long)n_ctx, ncol, pos[0], pos[ncol - 1], sms, e.gx, NS, (long long)bad, (long long)no);
-    free(q), free(e.scores), free(e.bmax), free(e.strips), free(e.den), free(e.o), free(smem), free(want), free(sb);
+    printf(
+        "d %3d heads %2d/%d ctx %5lld cols %d pos %5d..%5d sms %3d gx %2d stages %d: %lld of %lld differ\n",
+        D, NH, NKV, (long long)n_ctx, ncol, pos[0], pos[ncol - 1], sms, e.gx, NS, (long long)bad,
+        (long long)no);
+    free(q), free(e.scores), free(e.bmax), free(e.strips), free(e.den), free(e.o), free(smem), free(want),
+        free(sb);
     return bad;
 }
 
@@ -266,25 +272,28 @@ int main(int argc, char **argv) {
         int64_t n_ctx;
     } sh[] = {{128, 32, 8, 4700}, {64, 4, 2, 9000}, {128, 28, 4, 1300}, {64, 14, 2, 1200},
               {128, 64, 8, 1100}, {32, 2, 2, 2100}, {256, 8, 2, 2600}};
-    static const int32_t singles[] = {0, 1, 31, 32, 33, 63, 64, 65, 1023, 1024, 1025, 2111, 2112, 2113, 4095,
-                                      4096, 4097, 4224, 8191, 8192, 8999};
+    static const int32_t singles[] = {0,    1,    31,   32,   33,   63,   64,   65,   1023, 1024, 1025,
+                                      2111, 2112, 2113, 4095, 4096, 4097, 4224, 8191, 8192, 8999};
     const int own[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     int64_t bad = 0;
     for (int i = 0; i < (quick ? 2 : 7); i++) {
         const int D = sh[i].d, NH = sh[i].nh, NKV = sh[i].nkv;
         const int64_t n_ctx = sh[i].n_ctx, ss = n_ctx * NKV * D;
-        uint16_t *kc = (uint16_t *)malloc((size_t)(8 * ss) * 2), *vc = (uint16_t *)malloc((size_t)(8 * ss) * 2);
+        uint16_t *kc = (uint16_t *)malloc((size_t)(8 * ss) * 2),
+                 *vc = (uint16_t *)malloc((size_t)(8 * ss) * 2);
         uint64_t s = (uint64_t)(D + NH * 100 + n_ctx);
         const float ksd = 2.5f / sqrtf(sqrtf((float)D));
         for (size_t x = 0; x < (size_t)(8 * ss); x++)
             kc[x] = f16_of(&s, ksd, x), vc[x] = f16_of(&s, 1.0f, x + 13);
         const int32_t last = (int32_t)n_ctx - 1;
         for (size_t k = 0; k < sizeof singles / sizeof singles[0]; k++)
-            if (singles[k] < last) bad += emu_case(D, NH, NKV, n_ctx, 1, own + (k % 8), &singles[k], 132, 4, kc, vc);
+            if (singles[k] < last)
+                bad += emu_case(D, NH, NKV, n_ctx, 1, own + (k % 8), &singles[k], 132, 4, kc, vc);
         bad += emu_case(D, NH, NKV, n_ctx, 1, own, &last, 132, 4, kc, vc);
         bad += emu_case(D, NH, NKV, n_ctx, 1, own, &last, 7, 4, kc, vc);
         bad += emu_case(D, NH, NKV, n_ctx, 1, own, &last, 1, 3, kc, vc);
-        const int32_t p8[8] = {31, last, 32, 1055, last - 32, 4159 < last ? 4159 : last - 1, 2, 2111 < last ? 2111 : 5};
+        const int32_t p8[8] = {
+            31, last, 32, 1055, last - 32, 4159 < last ? 4159 : last - 1, 2, 2111 < last ? 2111 : 5};
         bad += emu_case(D, NH, NKV, n_ctx, 8, own, p8, 132, 4, kc, vc);
         bad += emu_case(D, NH, NKV, n_ctx, 8, own, p8, 20, 2, kc, vc);
         free(kc), free(vc);

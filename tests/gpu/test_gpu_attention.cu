@@ -86,7 +86,8 @@ static void att_case(const att_kv *kv, int ncol, const int32_t *slot, const int3
         }
     /* the GPU: the step's scratch buffers, sized as step_cuda.cu sizes them */
     float *d_q = gt_dev_floats(q, ncol * q_cs);
-    float *d_sc = gt_dev_poison(stk_att_groups(ncol, NH, NKV) * STK_GB * n_ctx), *d_bmax = gt_dev_poison(ncol * NH * STK_MAX_GX);
+    float *d_sc = gt_dev_poison(stk_att_groups(ncol, NH, NKV) * STK_GB * n_ctx),
+          *d_bmax = gt_dev_poison(ncol * NH * STK_MAX_GX);
     float *d_st = gt_dev_poison(ncol * NH * STK_LANES * D), *d_den = gt_dev_poison(ncol * NH * STK_LANES);
     float *d_o = gt_dev_poison(ncol * NH * D);
     unsigned *d_tk = (unsigned *)gt_dev((size_t)(ncol * NH) * 4);
