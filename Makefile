@@ -172,6 +172,8 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4l
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(GPU_CPU_OBJ) \
 	  $(FORMAT_OBJ) $(CUDA_LIBS)
+# the step's attention launcher, tested alone against pinned.h
+$(BUILD)/tests/gpu/test_gpu_attention: src/runtime/step_kernels.cuh src/runtime/pinned.h
 # The CUDA twin of the decode step (src/runtime/step_cuda.cu) in build/libfp4lane_cuda.so, which
 # `fp4lane run --device cuda` dlopens beside the executable: the CUDA objects, the step, the
 # format objects and the row dequantizer it calls, cudart (static); it exports only the backend

@@ -283,7 +283,8 @@ static int scratch_list(cu_state *s, buf_req *r) {
     REQ(s->d_u, mc * F * 4);
     REQ(s->d_hh, mc * H * 4);
     REQ(s->d_lg, (uint64_t)logit_rows(s) * V * 4);
-    REQ(s->d_sc, mc * NH * (uint64_t)s->d.n_ctx * 4);
+    const uint64_t ngroups = mc * a->n_kv_heads * ((NH / a->n_kv_heads + STK_GB - 1) / STK_GB);
+    REQ(s->d_sc, ngroups * STK_GB * (uint64_t)s->d.n_ctx * 4); /* [block row][n_ctx][STK_GB] */
     REQ(s->d_st, mc * NH * STK_LANES * D * 4);
     REQ(s->d_den, mc * NH * STK_LANES * 4);
     REQ(s->d_bmax, mc * NH * STK_MAX_GX * 4);
@@ -660,25 +661,10 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
                fp4_cu_launch(dim3((unsigned)n, (unsigned)(NH + 2 * NKV)), dim3((unsigned)D), 0, s->stream, 1,
                              stk_qkv_prep, pa));
     prof_mark(s, OP_ATTN);
-    /* groups of up to STK_GB query heads per KV head; score blocks: about eight per SM in all, at
-     * least one per group, at most STK_MAX_GX, no more than the positions need */
-    const int64_t groups = n * NKV * ((NH / NKV + STK_GB - 1) / STK_GB);
-    const int64_t want = (8 * (int64_t)fp4_cu_sm_count() + groups - 1) / groups;
-    const int64_t need = (int64_t)blocks_for(s->d.n_ctx, STK_SCORE_WARPS);
-    int64_t gx = want < need ? want : need;
-    gx = gx < 1 ? 1 : gx > STK_MAX_GX ? STK_MAX_GX : gx;
     stk_att_args aa = {qb,      q_cs,     kc,       vc,      slot_stride, s->d_sc,    s->d_bmax,
                        s->d_st, s->d_den, s->d_tk,  s->d_o,  s->d.n_ctx,  (int)NH,    (int)NKV,
-                       (int)D,  (int)gx,  s->d.attn_scale, *cols};
-    const dim3 sg((unsigned)gx, (unsigned)groups);
-    const dim3 sb(STK_SCORE_WARPS * 32);
-    STK_LAUNCH(err, "rt.attention",
-               D <= 64    ? fp4_cu_launch(sg, sb, 0, s->stream, 1, stk_att_scores<2>, aa)
-               : D <= 128 ? fp4_cu_launch(sg, sb, 0, s->stream, 1, stk_att_scores<4>, aa)
-                          : fp4_cu_launch(sg, sb, 0, s->stream, 1, stk_att_scores<STK_MAX_DL>, aa));
-    STK_LAUNCH(
-        err, "rt.attention",
-        fp4_cu_launch(dim3(STK_LANES, (unsigned)groups), dim3((unsigned)D), 0, s->stream, 1, stk_att_pv, aa));
+                       (int)D,  0,        s->d.attn_scale, *cols};
+    STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
     prof_mark(s, OP_O);
     if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
     prof_mark(s, OP_NORM);

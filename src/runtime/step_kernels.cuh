@@ -9,7 +9,8 @@
  * CUDA graph of a decode step replays.
  *
  * Layouts: x, t [col][H]; q, o [col][NH*D]; k, v [col][NKV*D]; g, u [col][F];
- * KV cache [slot][layer][pos][NKV*D] halves; scores [col][NH][n_ctx]; strips [col][NH][32][D].
+ * KV cache [slot][layer][pos][NKV*D] halves; scores [attention block row][n_ctx][STK_GB] (below);
+ * strips [col][NH][32][D].
  * (With fused projections q/k/v share rows of qd + 2*kvd floats and g/u rows of 2F: strides below.)
  *
  * Programmatic dependent launch: step_cuda.cu launches every kernel here with programmatic stream
@@ -26,7 +27,6 @@
 #include <stdint.h>
 
 #define STK_LANES 32
-#define STK_SCORE_WARPS 8
 
 /* every block of every step kernel, first: no global memory is touched before this */
 #define STK_PDL_ENTRY()                                                                                      \
@@ -162,30 +162,43 @@ static __global__ void stk_qkv_prep(stk_prep_args a) {
     }
 }
 
-/* attention (fp4p_attend) in two launches. A block serves one column and a group of up to STK_GB
- * query heads of one KV head (GQA: the heads hk*G .. hk*G+G-1 read the same K and V rows, which the
- * block reads once for all of them). Block row y = (c * nkv + hk) * ngb + gb, ngb = ceil(G / STK_GB).
- *   stk_att_scores: s_j = fp4p_dot(q, k_j) * scale for j <= pos, one warp per position (the warps of
- *     gridDim.x blocks striding over the positions; the grid does not depend on the position: graphs
- *     replay it), and each block's maximum of its scores per head (the max is order-free).
+/* attention (fp4p_attend) in two launches (stk_attention below). A block serves one column and a
+ * group of up to STK_GB query heads of one KV head (GQA: the heads hk*G .. hk*G+G-1 read the same K
+ * and V rows, which the block reads once for all of them). Block row y = (c * nkv + hk) * ngb + gb,
+ * ngb = ceil(G / STK_GB). Neither grid depends on a position (graphs replay them); every block reads
+ * its column's position from the device.
+ *   stk_att_scores: s_j = fp4p_dot(q, k_j) * scale for j <= pos. A team of 4 threads computes one
+ *     position: team thread t holds pinned lanes 8t..8t+7 of the dot (d = 8t+i+32m: one 16-byte K
+ *     load per m), adds its lanes' products in increasing m from +0.0f, and the butterfly's steps
+ *     16 and 8 are xor shuffles between team threads 2 and 1 apart (lane 8t+i meets 8(t^2)+i, then
+ *     8(t^1)+i), steps 4, 2, 1 are in registers: the pinned dot. The teams of gridDim.x blocks
+ *     stride over the positions; each block writes its maximum per head (the max is order-free).
  *   stk_att_pv: block l (0..31) of a group is lane l of the pinned reductions over positions: with
  *     m = the max of the blocks' maxima, it forms e_j = fp4p_exp(s_j - m) for j = l, l+32, ... in
- *     increasing order and adds them (den strip l) and e_j * v_j[d] (o strip l, per d), each from
- *     +0.0f; the last of the 32 blocks to finish (a ticket, reset by that block) meets the strips
- *     in the butterfly and writes o[d] = sum / den. The same operations in the same order as the
- *     four-launch version and as fp4p_attend: exact mode keeps the CPU's bits. */
-#define STK_GB 4       /* query heads per attention block */
-#define STK_MAX_GX 64  /* score blocks per group (their per-head maxima are kept) */
-#define STK_PV_CHUNK 32 /* positions per lane staged in shared memory at a time */
+ *     increasing order and adds them (den strip l) and e_j * v_j[d] (o strip l, per d; thread d),
+ *     each from +0.0f. The V rows and scores of lane l come through shared memory, STK_PV_STAGES
+ *     chunks of rows in flight (16-byte cp.async: a position's STK_GB scores sit side by side), so
+ *     the adds never wait on one load at a time. Everything another kernel wrote is read through L2
+ *     (cp.async.cg, __ldcg), never a possibly stale L1 line. The last
+ *     of the 32 blocks to finish (a ticket, reset by that block) meets the strips in the butterfly
+ *     and writes o[d] = sum / den. The same operations in the same order as fp4p_attend: exact
+ *     mode keeps the CPU's bits. */
+#define STK_GB 4           /* query heads per attention block */
+#define STK_MAX_GX 64      /* score blocks per group (their per-head maxima are kept) */
+#define STK_SC_THREADS 256 /* score block: 64 teams of 4 threads */
+#define STK_SC_TEAMS (STK_SC_THREADS / 4)
+#define STK_SC_RESIDENT 2        /* score blocks resident per SM (launch bounds; the grid planner) */
+#define STK_PV_STAGES 4          /* chunks of a lane's rows in flight */
+#define STK_PV_STAGE_HALVES 4096 /* V halves per chunk: 4096 / max(D, 64) rows */
 typedef struct stk_att_args {
     const float *q;
     int64_t q_cs;            /* floats between the columns of q */
     const uint16_t *kc, *vc; /* this layer's slot 0, position 0 */
     int64_t slot_stride;
-    float *scores;   /* [col][NH][n_ctx] */
-    float *bmax;     /* [col][NH][STK_MAX_GX]: the score blocks' maxima */
-    float *strips;   /* [col][NH][32][D] */
-    float *den;      /* [col][NH][32] */
+    float *scores;    /* [block row][n_ctx][STK_GB]: a group's heads side by side per position */
+    float *bmax;      /* [col][NH][STK_MAX_GX]: the score blocks' maxima */
+    float *strips;    /* [col][NH][32][D] */
+    float *den;       /* [col][NH][32] */
     unsigned *ticket; /* [col][NKV][ngb], zero between launches */
     float *o;
     int64_t n_ctx;
@@ -204,55 +217,152 @@ static __device__ __forceinline__ void stk_att_group(const stk_att_args &a, int 
     *nhb = G - gb * STK_GB < STK_GB ? G - gb * STK_GB : STK_GB;
 }
 
-/* NDL: an upper bound of D/32 (registers for q and k values); the step picks 2, 4 or STK_MAX_DL */
-template <int NDL> static __global__ void stk_att_scores(stk_att_args a) {
-    __shared__ float wmax[STK_SCORE_WARPS][STK_GB];
+static __device__ __forceinline__ float stk_neg_inf() {
+    return __int_as_float((int)0xFF800000u);
+}
+
+/* one position's scores for the block's heads: k holds this team thread's K halves d = 8t+i+32m;
+ * p[g][i] is head g's pinned lane 8t+i, adding in increasing m from +0.0f */
+template <int NDL>
+static __device__ __forceinline__ void stk_score_row(const stk_att_args &a, const float *qs, const uint4 *k,
+                                                     int nhb, int t, bool valid, int64_t j, float *srow,
+                                                     float *mx) {
+    const int D = a.d, nd = D / 32;
+    float p[STK_GB][8];
+#pragma unroll
+    for (int g = 0; g < STK_GB; g++)
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            p[g][i] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < NDL; m++) {
+        if (m >= nd) break;
+        float kf[8];
+        fp4_widen8<false>(k[m], kf);
+#pragma unroll
+        for (int g = 0; g < STK_GB; g++) {
+            if (g >= nhb) break; /* uniform over the block */
+            const float4 qa = *reinterpret_cast<const float4 *>(qs + g * D + 32 * m + 8 * t);
+            const float4 qb = *reinterpret_cast<const float4 *>(qs + g * D + 32 * m + 8 * t + 4);
+            const float qv[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+#pragma unroll
+            for (int i = 0; i < 8; i++)
+                p[g][i] = fp4p_add(p[g][i], fp4p_mul(qv[i], kf[i]));
+        }
+    }
+#pragma unroll
+    for (int g = 0; g < STK_GB; g++) {
+        if (g >= nhb) break;
+#pragma unroll
+        for (int i = 0; i < 8; i++) /* step 16: lane 8t+i meets 8(t^2)+i */
+            p[g][i] = fp4p_add(p[g][i], __shfl_xor_sync(0xFFFFFFFFu, p[g][i], 2));
+#pragma unroll
+        for (int i = 0; i < 8; i++) /* step 8: 8(t^1)+i */
+            p[g][i] = fp4p_add(p[g][i], __shfl_xor_sync(0xFFFFFFFFu, p[g][i], 1));
+#pragma unroll
+        for (int i = 0; i < 4; i++) /* steps 4, 2, 1: in registers */
+            p[g][i] = fp4p_add(p[g][i], p[g][i + 4]);
+        p[g][0] = fp4p_add(p[g][0], p[g][2]);
+        p[g][1] = fp4p_add(p[g][1], p[g][3]);
+        const float s = fp4p_mul(fp4p_add(p[g][0], p[g][1]), a.scale);
+        if (valid) {
+            if (t == g) srow[j * STK_GB + g] = s;
+            mx[g] = fmaxf(mx[g], s);
+        }
+    }
+}
+
+/* NDL: an upper bound of D/32 (16-byte K loads per team thread); the step picks 2, 4 or STK_MAX_DL */
+template <int NDL>
+static __global__ __launch_bounds__(STK_SC_THREADS,
+                                    NDL <= 4 ? STK_SC_RESIDENT : 1) void stk_att_scores(stk_att_args a) {
+    __shared__ __align__(16) float qs[STK_GB * FP4_ARCH_MAX_HEAD_DIM];
+    __shared__ float wmax[STK_SC_THREADS / 32][STK_GB];
     STK_PDL_ENTRY();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, D = a.d, nd = D / 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3, D = a.d, nd = D / 32;
     int c, hk, h0, nhb;
     stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
     const int64_t pos = a.cols.pos[c], kvd = (int64_t)a.nkv * D;
     const float *q = a.q + (int64_t)c * a.q_cs + (int64_t)h0 * D;
-    float qv[STK_GB][NDL], mx[STK_GB];
+    for (int i = threadIdx.x; i < STK_GB * D; i += blockDim.x)
+        qs[i] = i < nhb * D ? __ldcg(q + i) : 0.0f;
+    __syncthreads();
+    float mx[STK_GB];
 #pragma unroll
-    for (int i = 0; i < STK_GB; i++) {
-        mx[i] = __int_as_float((int)0xFF800000u); /* -inf */
+    for (int g = 0; g < STK_GB; g++)
+        mx[g] = stk_neg_inf();
+    const uint16_t *k0 = a.kc + a.cols.slot[c] * a.slot_stride + hk * D + 8 * t;
+    float *srow = a.scores + (int64_t)blockIdx.y * a.n_ctx * STK_GB;
+    /* warp-uniform trip counts (the shuffles need the whole warp): jb is the warp's first position,
+     * a team past pos reduces row pos and drops the result; the next trip's K row is loaded before
+     * this trip's is reduced */
+    const int64_t step = (int64_t)gridDim.x * STK_SC_TEAMS,
+                  jb0 = (int64_t)blockIdx.x * STK_SC_TEAMS + 8 * warp;
+    uint4 kn[NDL];
+    if (jb0 <= pos) {
+        const int64_t j = jb0 + (lane >> 2);
+        const uint16_t *r = k0 + (j <= pos ? j : pos) * kvd;
 #pragma unroll
         for (int m = 0; m < NDL; m++)
-            qv[i][m] = i < nhb && m < nd ? q[i * D + lane + 32 * m] : 0.0f;
+            if (m < nd) kn[m] = __ldcg(reinterpret_cast<const uint4 *>(r + 32 * m));
     }
-    const uint16_t *k0 = a.kc + a.cols.slot[c] * a.slot_stride + hk * D + lane;
-    float *srow = a.scores + ((int64_t)c * a.nh + h0) * a.n_ctx;
-    for (int64_t j = (int64_t)blockIdx.x * STK_SCORE_WARPS + warp; j <= pos;
-         j += (int64_t)gridDim.x * STK_SCORE_WARPS) {
-        const uint16_t *kr = k0 + j * kvd;
-        float kv[NDL];
+    for (int64_t jb = jb0; jb <= pos; jb += step) {
+        const int64_t j = jb + (lane >> 2), jn = j + step;
+        uint4 k[NDL];
 #pragma unroll
         for (int m = 0; m < NDL; m++)
-            kv[m] = m < nd ? stk_h2f(kr[32 * m]) : 0.0f;
-#pragma unroll
-        for (int i = 0; i < STK_GB; i++) {
-            if (i >= nhb) break; /* uniform over the block */
-            float p = 0.0f;
+            k[m] = kn[m];
+        if (jb + step <= pos) {
+            const uint16_t *r = k0 + (jn <= pos ? jn : pos) * kvd;
 #pragma unroll
             for (int m = 0; m < NDL; m++)
-                if (m < nd) p = fp4p_add(p, fp4p_mul(qv[i][m], kv[m]));
-            p = fp4p_mul(stk_warp_butterfly(p), a.scale);
-            if (lane == 0) srow[i * a.n_ctx + j] = p;
-            mx[i] = fmaxf(mx[i], p);
+                if (m < nd) kn[m] = __ldcg(reinterpret_cast<const uint4 *>(r + 32 * m));
         }
+        stk_score_row<NDL>(a, qs, k, nhb, t, j <= pos, j, srow, mx);
     }
-    if (lane == 0)
 #pragma unroll
-        for (int i = 0; i < STK_GB; i++)
-            wmax[warp][i] = mx[i];
+    for (int g = 0; g < STK_GB; g++) {
+#pragma unroll
+        for (int off = 16; off >= 1; off >>= 1)
+            mx[g] = fmaxf(mx[g], __shfl_xor_sync(0xFFFFFFFFu, mx[g], off));
+        if (lane == 0) wmax[warp][g] = mx[g];
+    }
     __syncthreads();
-    if (threadIdx.x < nhb) {
+    if ((int)threadIdx.x < nhb) {
         float m = wmax[0][threadIdx.x];
-        for (int w = 1; w < STK_SCORE_WARPS; w++)
+        for (int w = 1; w < STK_SC_THREADS / 32; w++)
             m = fmaxf(m, wmax[w][threadIdx.x]);
         a.bmax[((int64_t)c * a.nh + h0 + threadIdx.x) * STK_MAX_GX + blockIdx.x] = m;
     }
+}
+
+/* rows of V per pipeline chunk, and the dynamic shared memory of stk_att_pv */
+static __host__ __device__ __forceinline__ int stk_pv_rows(int D) {
+    return STK_PV_STAGE_HALVES / (D > 64 ? D : 64);
+}
+static __host__ __device__ __forceinline__ int stk_pv_stage_bytes(int D) {
+    return stk_pv_rows(D) * (D * 2 + STK_GB * 4);
+}
+
+/* lane l's chunk k (rows u = k*R .. k*R+R-1, positions l + 32u) into its stage: V rows, scores */
+static __device__ __forceinline__ void stk_pv_issue(const stk_att_args &a, unsigned char *stage,
+                                                    const uint16_t *vl, const float *sl, int64_t nu,
+                                                    int64_t k) {
+    const int D = a.d, R = stk_pv_rows(D), per = D / 8;
+    const int64_t u0 = k * R;
+    if (u0 < nu) {
+        const int rows = nu - u0 < R ? (int)(nu - u0) : R;
+        const int64_t kvd = (int64_t)a.nkv * D;
+        uint16_t *vs = reinterpret_cast<uint16_t *>(stage);
+        for (int i = threadIdx.x; i < rows * per; i += blockDim.x) {
+            const int r = i / per, p = i - r * per;
+            fp4_cp_async16(vs + r * D + 8 * p, vl + (u0 + r) * 32 * kvd + 8 * p);
+        }
+        float *ss = reinterpret_cast<float *>(stage + R * D * 2);
+        for (int r = threadIdx.x; r < rows; r += blockDim.x) /* a position's STK_GB scores: 16 bytes */
+            fp4_cp_async16(ss + r * STK_GB, sl + (u0 + r) * 32 * STK_GB);
+    }
+    fp4_cp_async_commit(); /* an empty group past the last chunk keeps the count */
 }
 
 /* the pinned butterfly over 32 strips p[k * stride] (written by other blocks: read from L2) */
@@ -275,67 +385,119 @@ static __device__ __forceinline__ float stk_strip_butterfly(const float *p, int6
     return fp4p_add(v[0], v[1]);
 }
 
-/* D threads; block (l, group) */
-static __global__ void stk_att_pv(stk_att_args a) {
-    __shared__ float es[STK_GB][STK_PV_CHUNK];
-    __shared__ float ms[STK_GB];
+/* D threads; block (l, group); stk_pv_stage_bytes(D) * NS bytes of dynamic shared memory */
+template <int NS> static __global__ __launch_bounds__(FP4_ARCH_MAX_HEAD_DIM) void stk_att_pv(stk_att_args a) {
+    extern __shared__ __align__(16) unsigned char pv_smem[];
+    __shared__ float ms[STK_GB], dens[STK_GB];
     __shared__ int last_s;
     STK_PDL_ENTRY();
-    const int l = blockIdx.x, d = threadIdx.x, D = a.d;
+    const int l = blockIdx.x, d = threadIdx.x, D = a.d, R = stk_pv_rows(D), SB = stk_pv_stage_bytes(D);
     int c, hk, h0, nhb;
     stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
-    const int64_t n = (int64_t)a.cols.pos[c] + 1, kvd = (int64_t)a.nkv * D;
+    const int64_t n = (int64_t)a.cols.pos[c] + 1, nu = (n - l + 31) / 32; /* lane l's positions */
     const int64_t ch0 = (int64_t)c * a.nh + h0; /* (column, first head of the group) */
-    if (threadIdx.x < STK_GB) {
-        float m = __int_as_float((int)0xFF800000u);
-        if ((int)threadIdx.x < nhb)
-            for (int b = 0; b < a.gx; b++)
-                m = fmaxf(m, a.bmax[(ch0 + threadIdx.x) * STK_MAX_GX + b]);
-        ms[threadIdx.x] = m;
+    const int64_t nchunk = (nu + R - 1) / R;
+    const uint16_t *vl = a.vc + a.cols.slot[c] * a.slot_stride + hk * D + l * (int64_t)a.nkv * D;
+    const float *sl = a.scores + ((int64_t)blockIdx.y * a.n_ctx + l) * STK_GB;
+#pragma unroll
+    for (int k = 0; k < NS - 1; k++)
+        stk_pv_issue(a, pv_smem + k * SB, vl, sl, nu, k);
+    if (threadIdx.x < 32) { /* the max of the score blocks' maxima, per head (order-free) */
+#pragma unroll
+        for (int g = 0; g < STK_GB; g++) {
+            float m = stk_neg_inf();
+            if (g < nhb)
+                for (int b = threadIdx.x; b < a.gx; b += 32)
+                    m = fmaxf(m, __ldcg(a.bmax + (ch0 + g) * STK_MAX_GX + b));
+#pragma unroll
+            for (int off = 16; off >= 1; off >>= 1)
+                m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
+            if (threadIdx.x == 0) ms[g] = m;
+        }
     }
-    __syncthreads();
     float p[STK_GB], den = 0.0f;
 #pragma unroll
     for (int g = 0; g < STK_GB; g++)
         p[g] = 0.0f;
-    const uint16_t *vr = a.vc + a.cols.slot[c] * a.slot_stride + hk * D + d;
-    for (int64_t j0 = l; j0 < n; j0 += 32 * STK_PV_CHUNK) {
-        for (int i = threadIdx.x; i < STK_GB * STK_PV_CHUNK; i += blockDim.x) {
-            const int g = i / STK_PV_CHUNK, t = i % STK_PV_CHUNK;
-            const int64_t j = j0 + 32 * (int64_t)t;
-            es[g][t] = g < nhb && j < n ? fp4p_exp(fp4p_sub(a.scores[(ch0 + g) * a.n_ctx + j], ms[g])) : 0.0f;
+    const int dg = d & 3; /* thread d < nhb keeps head d's den strip */
+    for (int64_t k = 0; k < nchunk; k++) {
+        fp4_cp_async_wait<NS - 2>();
+        __syncthreads(); /* chunk k is in; every thread is done with chunk k-1's stage */
+        stk_pv_issue(a, pv_smem + ((k + NS - 1) % NS) * SB, vl, sl, nu, k + NS - 1);
+        unsigned char *stage = pv_smem + (k % NS) * SB;
+        const int rows = nu - k * R < R ? (int)(nu - k * R) : R;
+        float *es = reinterpret_cast<float *>(stage + R * D * 2);
+        for (int i = threadIdx.x; i < rows * STK_GB; i += blockDim.x) {
+            const int g = i % STK_GB;
+            es[i] = g < nhb ? fp4p_exp(fp4p_sub(es[i], ms[g])) : 0.0f;
         }
         __syncthreads();
-        const int64_t left = (n - j0 + 31) / 32;
-        const int nt = left < STK_PV_CHUNK ? (int)left : STK_PV_CHUNK;
+        const uint16_t *vs = reinterpret_cast<const uint16_t *>(stage) + d;
 #pragma unroll 8
-        for (int t = 0; t < nt; t++) {
-            const float v = stk_h2f(vr[(j0 + 32 * (int64_t)t) * kvd]);
+        for (int r = 0; r < rows; r++) {
+            const float v = stk_h2f(vs[r * D]);
+            const float4 e4 = reinterpret_cast<const float4 *>(es)[r];
+            const float e[STK_GB] = {e4.x, e4.y, e4.z, e4.w};
 #pragma unroll
             for (int g = 0; g < STK_GB; g++)
-                if (g < nhb) p[g] = fp4p_add(p[g], fp4p_mul(es[g][t], v));
+                if (g < nhb) p[g] = fp4p_add(p[g], fp4p_mul(e[g], v));
+            den = fp4p_add(den, dg == 0 ? e4.x : dg == 1 ? e4.y : dg == 2 ? e4.z : e4.w);
         }
-        if ((int)threadIdx.x < nhb)
-            for (int t = 0; t < nt; t++)
-                den = fp4p_add(den, es[threadIdx.x][t]);
-        __syncthreads();
     }
 #pragma unroll
     for (int g = 0; g < STK_GB; g++)
         if (g < nhb) a.strips[((ch0 + g) * STK_LANES + l) * D + d] = p[g];
-    if ((int)threadIdx.x < nhb) a.den[(ch0 + threadIdx.x) * STK_LANES + l] = den;
+    if (d < nhb) a.den[(ch0 + d) * STK_LANES + l] = den;
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last_s = atomicAdd(&a.ticket[blockIdx.y], 1u) == gridDim.x - 1;
     __syncthreads();
     if (!last_s) return;
     __threadfence();
-    for (int g = 0; g < nhb; g++) {
-        const float sum = stk_strip_butterfly(a.strips + (ch0 + g) * STK_LANES * D + d, D);
-        const float den_g = stk_strip_butterfly(a.den + (ch0 + g) * STK_LANES, 1);
-        a.o[(ch0 + g) * D + d] = fp4p_div(sum, den_g);
+    for (int g = d >> 5; g < nhb; g += blockDim.x >> 5) { /* warp g: head g's den strips, a warp's
+                                                             butterfly (lane l holds strip l) */
+        const float v = stk_warp_butterfly(__ldcg(a.den + (ch0 + g) * STK_LANES + (d & 31)));
+        if ((d & 31) == 0) dens[g] = v;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int g = 0; g < STK_GB; g += 2) { /* two heads' strips in flight at a time */
+        if (g >= nhb) break;              /* uniform over the block */
+        const int g2 = g + 1 < nhb ? g + 1 : g;
+        const float s1 = stk_strip_butterfly(a.strips + (ch0 + g) * STK_LANES * D + d, D);
+        const float s2 = stk_strip_butterfly(a.strips + (ch0 + g2) * STK_LANES * D + d, D);
+        a.o[(ch0 + g) * D + d] = fp4p_div(s1, dens[g]);
+        if (g2 != g) a.o[(ch0 + g2) * D + d] = fp4p_div(s2, dens[g2]);
     }
     if (threadIdx.x == 0) a.ticket[blockIdx.y] = 0u;
+}
+
+/* The attention grids of n columns: groups (block rows) and score blocks per group (at most
+ * STK_SC_RESIDENT per SM in all but at least one per group, at most STK_MAX_GX, no more than n_ctx
+ * needs); they depend on n, the shape, n_ctx and the SM count only. */
+static inline int64_t stk_att_groups(int64_t n, int nh, int nkv) {
+    return n * nkv * ((nh / nkv + STK_GB - 1) / STK_GB);
+}
+static inline int stk_att_gx(int64_t groups, int64_t n_ctx, int sms) {
+    const int64_t want = STK_SC_RESIDENT * (int64_t)sms / groups; /* one wave */
+    const int64_t need = (n_ctx + STK_SC_TEAMS - 1) / STK_SC_TEAMS;
+    const int64_t gx = want < need ? want : need;
+    return gx < 1 ? 1 : gx > STK_MAX_GX ? STK_MAX_GX : (int)gx;
+}
+
+/* The two launches of one layer's attention over n columns (a.gx is set here). */
+static inline fp4_status stk_attention(stk_att_args a, int64_t n, cudaStream_t stream) {
+    const int64_t groups = stk_att_groups(n, a.nh, a.nkv);
+    const int gx = stk_att_gx(groups, a.n_ctx, fp4_cu_sm_count());
+    a.gx = gx;
+    const dim3 sg((unsigned)gx, (unsigned)groups), sb(STK_SC_THREADS);
+    fp4_status st = a.d <= 64    ? fp4_cu_launch(sg, sb, 0, stream, 1, stk_att_scores<2>, a)
+                    : a.d <= 128 ? fp4_cu_launch(sg, sb, 0, stream, 1, stk_att_scores<4>, a)
+                                 : fp4_cu_launch(sg, sb, 0, stream, 1, stk_att_scores<STK_MAX_DL>, a);
+    if (st) return st;
+    return fp4_cu_launch(dim3(STK_LANES, (unsigned)groups), dim3((unsigned)a.d),
+                         (size_t)STK_PV_STAGES * stk_pv_stage_bytes(a.d), stream, 1,
+                         stk_att_pv<STK_PV_STAGES>, a);
 }
 
 /* out[c][f] = swiglu(g[c][f], u[c][f]) for f < F; g and u rows gs floats apart (out may be g) */

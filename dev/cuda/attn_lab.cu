@@ -1,0 +1,132 @@
+/* attn_lab.cu — timing of the decode step's attention (stk_attention's kernels of
+ * src/runtime/step_kernels.cuh) beside the kernels before round 3 (lab_attn_old.cuh), on the
+ * llama3-8b shape (32 query heads, 8 KV heads, head_dim 128, F16 KV cache of 32 layers: each call
+ * reads the next layer's rows, so the cache comes from DRAM as in the step), 1 and 8 columns at
+ * positions 511 and 3967 (n_ctx 4096). Variants: old; new with 2, 3, 4 pipeline stages (4 is the
+ * step's). Every variant's outputs are compared bit for bit with old's (exit 1 if any differ).
+ *   attn_lab [REPS]   (default 200 calls per cell; launches back to back with PDL, as the step) */
+#include "runtime/step_kernels.cuh"
+#include "lab_attn_old.cuh"
+#include "fp4_rng.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { D = 128, NH = 32, NKV = 8, NL = 32, NCTX = 4096, MAXC = 8 };
+
+static void ck(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+        exit(2);
+    }
+}
+
+static fp4_status launch(int var, stk_att_args a, int n) {
+    const int64_t groups = (int64_t)n * NKV;
+    if (var == 0) { /* the launch of d07eabb's step_cuda.cu */
+        const int64_t want = (8 * (int64_t)fp4_cu_sm_count() + groups - 1) / groups, need = NCTX / 8;
+        int64_t gx = want < need ? want : need;
+        gx = gx < 1 ? 1 : gx > STK_MAX_GX ? STK_MAX_GX : gx;
+        a.gx = (int)gx;
+        fp4_status st =
+            fp4_cu_launch(dim3((unsigned)gx, (unsigned)groups), dim3(256), 0, 0, 1, old_att_scores<4>, a);
+        if (st) return st;
+        return fp4_cu_launch(dim3(32, (unsigned)groups), dim3(D), 0, 0, 1, old_att_pv, a);
+    }
+    if (var == 3) return stk_attention(a, n, 0);
+    const int gx = stk_att_gx(groups, NCTX, fp4_cu_sm_count());
+    a.gx = gx;
+    fp4_status st = fp4_cu_launch(dim3((unsigned)gx, (unsigned)groups), dim3(STK_SC_THREADS), 0, 0, 1,
+                                  stk_att_scores<4>, a);
+    if (st) return st;
+    const dim3 pg(32, (unsigned)groups);
+    return var == 1 ? fp4_cu_launch(pg, dim3(D), 2 * (size_t)stk_pv_stage_bytes(D), 0, 1, stk_att_pv<2>, a)
+                    : fp4_cu_launch(pg, dim3(D), 3 * (size_t)stk_pv_stage_bytes(D), 0, 1, stk_att_pv<3>, a);
+}
+
+int main(int argc, char **argv) {
+    const int reps = argc > 1 ? atoi(argv[1]) : 200;
+    static const char *const names[4] = {"old (d07eabb)", "new, 2 stages", "new, 3 stages",
+                                         "new, 4 stages (step)"};
+    const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
+    const size_t kvn = (size_t)(MAXC * slot_stride);
+    uint16_t *kc, *vc;
+    ck(cudaMalloc(&kc, kvn * 2), "malloc K");
+    ck(cudaMalloc(&vc, kvn * 2), "malloc V");
+    { /* f16 values of about N(0, 0.5) (K) and N(0, 1) (V): one layer's rows, copied to every layer
+       * and slot on the device */
+        uint16_t *h = (uint16_t *)malloc((size_t)layer * 2);
+        uint64_t s = 1;
+        for (int which = 0; which < 2; which++) {
+            uint16_t *base = which ? vc : kc;
+            for (int64_t i = 0; i < layer; i++) {
+                const uint64_t x = fp4_splitmix64(&s);
+                const float u =
+                    (float)(x & 0xFFFF) + (float)((x >> 16) & 0xFFFF) + (float)((x >> 32) & 0xFFFF);
+                h[i] = fp4p_f32_to_f16((u - 98302.5f) / 32768.0f * (which ? 1.0f : 0.5f));
+            }
+            ck(cudaMemcpy(base, h, (size_t)layer * 2, cudaMemcpyHostToDevice), "H2D");
+            for (int64_t at = layer; at < MAXC * slot_stride; at += layer)
+                ck(cudaMemcpy(base + at, base, (size_t)layer * 2, cudaMemcpyDeviceToDevice), "D2D");
+        }
+        free(h);
+    }
+    const int64_t q_cs = NH * D + 2 * kvd;
+    float *hq = (float *)malloc(sizeof(float) * MAXC * q_cs), *q, *sc, *bm, *st, *den, *o;
+    uint64_t s = 7;
+    for (int64_t i = 0; i < MAXC * q_cs; i++)
+        hq[i] = (float)((int64_t)(fp4_splitmix64(&s) >> 40) - (1 << 23)) / (float)(1 << 23);
+    ck(cudaMalloc(&q, sizeof(float) * MAXC * q_cs), "malloc");
+    ck(cudaMemcpy(q, hq, sizeof(float) * MAXC * q_cs, cudaMemcpyHostToDevice), "H2D");
+    ck(cudaMalloc(&sc, sizeof(float) * MAXC * NKV * STK_GB * NCTX), "malloc"); /* both layouts fit */
+    ck(cudaMalloc(&bm, sizeof(float) * MAXC * NH * STK_MAX_GX), "malloc");
+    ck(cudaMalloc(&st, sizeof(float) * MAXC * NH * 32 * D), "malloc");
+    ck(cudaMalloc(&den, sizeof(float) * MAXC * NH * 32), "malloc");
+    ck(cudaMalloc(&o, sizeof(float) * MAXC * NH * D), "malloc");
+    unsigned *tk;
+    ck(cudaMalloc(&tk, 4 * MAXC * NH), "malloc");
+    ck(cudaMemset(tk, 0, 4 * MAXC * NH), "memset");
+    int32_t *din;
+    ck(cudaMalloc(&din, 4 * 4 * MAXC), "malloc");
+    float *ref = (float *)malloc(sizeof(float) * MAXC * NH * D),
+          *got = (float *)malloc(sizeof(float) * MAXC * NH * D);
+    cudaEvent_t e0, e1;
+    ck(cudaEventCreate(&e0), "event");
+    ck(cudaEventCreate(&e1), "event");
+    static const int cols[2] = {1, 8}, poss[2] = {511, 3967};
+    int bad = 0;
+    printf("| variant | columns | position | us per layer (scores + pv) |\n|---|---|---|---|\n");
+    for (int ci = 0; ci < 2; ci++)
+        for (int pi = 0; pi < 2; pi++) {
+            const int n = cols[ci];
+            int32_t in[4 * MAXC];
+            for (int c = 0; c < n; c++)
+                in[c] = 0, in[n + c] = c, in[2 * n + c] = poss[pi], in[3 * n + c] = c;
+            ck(cudaMemcpy(din, in, 4 * 4 * (size_t)n, cudaMemcpyHostToDevice), "H2D");
+            const stk_cols cl = {din, din + n, din + 2 * n, din + 3 * n};
+            for (int var = 0; var < 4; var++) {
+                stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
+                                  NH, NKV,  D,  0,  0.08838834764831845f, cl};
+                for (int r = 0; r < 5; r++)
+                    ck(launch(var, a, n) ? cudaErrorUnknown : cudaSuccess, "launch");
+                ck(cudaDeviceSynchronize(), "warm-up");
+                ck(cudaMemcpy(var ? got : ref, o, sizeof(float) * n * NH * D, cudaMemcpyDeviceToHost), "D2H");
+                if (var && memcmp(ref, got, sizeof(float) * n * NH * D)) {
+                    printf("%s cols %d pos %d: outputs differ from old's\n", names[var], n, poss[pi]);
+                    bad = 1;
+                }
+                ck(cudaEventRecord(e0), "record");
+                for (int r = 0; r < reps; r++) {
+                    a.kc = kc + (r % NL) * layer, a.vc = vc + (r % NL) * layer;
+                    if (launch(var, a, n)) ck(cudaErrorUnknown, "launch");
+                }
+                ck(cudaEventRecord(e1), "record");
+                ck(cudaEventSynchronize(e1), "sync");
+                float ms = 0;
+                ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+                printf("| %s | %d | %d | %.2f |\n", names[var], n, poss[pi], 1000.0 * ms / reps);
+            }
+        }
+    printf(bad ? "FAIL: outputs differ\n" : "all variants bit-identical to old\n");
+    return bad;
+}
