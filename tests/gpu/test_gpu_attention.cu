@@ -70,6 +70,12 @@ static void att_case(const att_kv *kv, int ncol, const int32_t *slot, const int3
     const int D = sh->d, NH = sh->nh, NKV = sh->nkv, G = NH / NKV;
     const int64_t kvd = kv->kvd, n_ctx = sh->n_ctx, slot_stride = kv->slot_stride;
     const int64_t q_cs = (int64_t)NH * D + 2 * kvd; /* the fused q/k/v rows of the step */
+    for (int c = 0; c < ncol; c++)
+        if (pos[c] < 0 || pos[c] >= n_ctx || slot[c] < 0 || slot[c] >= MAX_SLOTS) { /* a case out of range */
+            CHECK_MSG(0, "case column %d: position %d slot %d outside %lld x %d", c, pos[c], slot[c],
+                      (long long)n_ctx, MAX_SLOTS);
+            return;
+        }
     test_rng r = {(uint64_t)(D * 7919 + NH * 31 + ncol * 5 + pos[0] * 3 + pos[ncol - 1])};
     float *q = (float *)malloc(sizeof(float) * (size_t)(ncol * q_cs));
     for (int64_t i = 0; i < ncol * q_cs; i++)
@@ -139,7 +145,10 @@ static void shape_cases(const att_shape *sh, const int32_t *singles, int ns) {
         const int32_t p3[3] = {last, 0, last / 2 + 33};
         att_case(&kv, 3, own + 5, p3);
         if (!gt_quick()) {
-            const int32_t p8[8] = {31, last, 32, 1055, last - 32, 4159 < last ? 4159 : last - 1, 2, 2111};
+            /* every position below n_ctx (the smallest shape has 2100): fp4p_attend's score buffer and
+             * the KV slot hold n_ctx positions */
+            const int32_t p8[8] = {31, last, 32, 1055, last - 32, 4159 < last ? 4159 : last - 1, 2,
+                                   2111 < last ? 2111 : last - 3};
             att_case(&kv, 8, own, p8);
             int32_t pf[8];
             for (int i = 0; i < 8; i++)
