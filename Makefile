@@ -213,12 +213,12 @@ cuda: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_cuda.so $(GPU_TEST_BIN) $(G
 	 if [ -n "$$missing$$extra" ]; then echo "declared, not in libfp4lane_cuda.a: $$missing"; \
 	   echo "defined, not declared in fp4lane_cuda.h: $$extra"; exit 1; fi
 
-# the native GEMM route (opt-in, FP4LANE_CUDA_GEMM=1): test_gpu_native turns it on itself, so it
-# runs once more with it off (the tiles from 32 columns), and test_gpu_runtime once more with it on
+# the native GEMM route (on unless FP4LANE_CUDA_GEMM=0): test_gpu_native and test_gpu_runtime run
+# once more with it off (the tiles from 32 columns, 64-column prefill steps)
 test-gpu: cuda
 	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(GPU_TEST_BIN) $(GPU_RT_TEST)
 	@FP4LANE_CUDA_GEMM=0 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_native
-	@$(if $(GPU_RT_TEST),FP4LANE_CUDA_GEMM=1 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_runtime)
+	@$(if $(GPU_RT_TEST),FP4LANE_CUDA_GEMM=0 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_runtime)
 # every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes);
 # test_gpu_errors fails a cudaMalloc on purpose, so API errors are not reported for it
 test-gpu-sanitize: cuda

@@ -129,14 +129,14 @@ st_lanes() {
   done
   grep -E "^==|prefill|memory plan|rc=" "$L" | tail -24
 }
-st_prefill() { # native prefill at 512 and 3968 (-n 1), the GEMM route off and on (FP4LANE_CUDA_GEMM=1)
+st_prefill() { # native prefill at 512 and 3968 (-n 1), the GEMM route off (FP4LANE_CUDA_GEMM=0) and on (the default)
   need_nvfp4; prompts
   for p in 512 3968; do
     for d in $(bins); do
-      timed "$d" nvfp4 $Q native --prompt-ids @/tmp/p$p -n 1 --ctx 4096
-      FP4LANE_CUDA_GEMM=1 timed "$d" nvfp4-gemm $Q native --prompt-ids @/tmp/p$p -n 1 --ctx 4096
+      FP4LANE_CUDA_GEMM=0 timed "$d" nvfp4-tiles $Q native --prompt-ids @/tmp/p$p -n 1 --ctx 4096
+      timed "$d" nvfp4-gemm $Q native --prompt-ids @/tmp/p$p -n 1 --ctx 4096
     done
-    FP4LANE_CUDA_GEMM=1 FP4LANE_CUDA_PROFILE=$OUT/prof_prefill_native_$p.txt timeout 60 "$B/fp4lane" run $Q --device cuda \
+    FP4LANE_CUDA_PROFILE=$OUT/prof_prefill_native_$p.txt timeout 60 "$B/fp4lane" run $Q --device cuda \
       --mode native --prompt-ids @/tmp/p$p -n 1 --ignore-eos --ctx 4096 > /dev/null 2>&1
   done
   grep -E "^==|prefill|rc=" "$L" | tail -16

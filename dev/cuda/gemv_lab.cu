@@ -5,6 +5,8 @@
  *
  *   build+run:  make lab            (or: make -C dev/cuda run BUILD=/abs/build LAB_ARGS=...)
  *   args:       --quick             small shapes only;   --cols 1,16   column counts
+ *               --decode            the llama3-8b decode step's shapes (q/k/v, o, gate/up, down)
+ *               --l2                one weight copy replayed (L2-resident where it fits)
  *               --vars native.route,cublas.9   only these rows
  *
  * Rows: <op>.route is production, fp4_cuda_project() through the dispatch table (native: the
@@ -159,12 +161,14 @@ static int has_col(const int64_t *cols, int ncols, int64_t c) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0;
+    int quick = 0, decode = 0, l2 = 0;
     int64_t cols[8] = {1, 2, 4, 8, 16, 32};
     int ncols = 6;
     const char *only = NULL; /* --vars native.11,exact.7: time only these (comma list of op.variant) */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--decode")) decode = 1; /* the llama3-8b decode step's four shapes */
+        else if (!strcmp(argv[i], "--l2")) l2 = 1; /* one weight copy, replayed: L2-resident where it fits */
         else if (!strcmp(argv[i], "--vars") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--cols") && i + 1 < argc) {
             ncols = 0;
@@ -188,8 +192,10 @@ int main(int argc, char **argv) {
 
     static const lab_shape full[] = {{4096, 14336}, {14336, 4096}, {8192, 28672}, {28672, 8192}};
     static const lab_shape small[] = {{1024, 4096}, {4096, 1024}};
-    const lab_shape *shapes = quick ? small : full;
-    const int nshapes = quick ? 2 : 4;
+    static const lab_shape dec[] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
+    const lab_shape *shapes = decode ? dec : quick ? small : full;
+    const int nshapes = quick && !decode ? 2 : 4;
+    if (l2) printf("weights: one copy replayed (--l2: L2-resident where they fit)\n");
     const float isi = 0.7f;
     int failures = 0;
     for (int si = 0; si < nshapes; si++) {
@@ -207,8 +213,8 @@ int main(int argc, char **argv) {
         memset(&k, 0, sizeof k);
         LAB_OK(fp4_cuda_tensor_upload_nvfp4(&v, &k.t[0]));
         const double wbytes = (double)n_out * n_in / 2 + (double)n_out * n_in / 16;
-        const double l2 = (double)info.l2_bytes;
-        k.ncopies = (int)std::min(8.0, std::max(2.0, ceil(3.0 * l2 / wbytes)));
+        const double l2b = (double)info.l2_bytes;
+        k.ncopies = l2 ? 1 : (int)std::min(8.0, std::max(2.0, ceil(3.0 * l2b / wbytes)));
         for (int c = 1; c < k.ncopies; c++) {
             k.t[c] = k.t[0];
             void *arena;
@@ -219,7 +225,7 @@ int main(int argc, char **argv) {
             k.t[c].d_scales = (const uint8_t *)arena + (k.t[0].d_scales - k.t[0].d_payload);
         }
         const double bbytes = (double)n_out * n_in * 2;
-        k.ncopies_bf = (int)std::min(8.0, std::max(2.0, ceil(3.0 * l2 / bbytes)));
+        k.ncopies_bf = l2 ? 1 : (int)std::min(8.0, std::max(2.0, ceil(3.0 * l2b / bbytes)));
         for (int c = 0; c < k.ncopies_bf; c++) {
             LAB_CUDA(cudaMalloc(&k.wb[c], (size_t)bbytes));
             if (c == 0) {

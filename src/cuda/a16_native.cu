@@ -4,7 +4,7 @@
  * to 8 columns one launch of the shared-memory tile kernel with 32 rows per block (native_tile.cuh:
  * native_tile_kernel<2, 1, 4>, 4 stages); above 8 columns chunks of 32 with 64 rows per block and
  * 1, 2 or 4 n-tiles (<4, NT, 3>, 3 stages); from FP4_CU_GEMM_MIN_COLS columns the dispatch table
- * puts the opt-in f16 GEMM route (a16_gemm.cu) first. bench/gpu.md (rounds 2, 5, 7, 9) has the
+ * puts the f16 GEMM route (a16_gemm.cu) first. bench/gpu.md (rounds 2, 5, 7, 9) has the
  * measurements behind the choice; the kernel lab (dev/cuda) keeps the alternatives. Held to a
  * normalized error against the float reference (tests/gpu/test_gpu_native.cu); deterministic. */
 #include "a16_stream.cuh"

@@ -439,7 +439,7 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
                              const fp4_cuda_scratch *s, cudaStream_t stream);
 size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
 /* native A16 for many columns (a16_gemm.cu): weights and activations widened to f16, cuBLAS's
- * tensor-core GEMM (opt-in, FP4LANE_CUDA_GEMM=1, and loaded at run time; fp4_cu_gemm_available()
+ * tensor-core GEMM (on unless FP4LANE_CUDA_GEMM=0, and loaded at run time; fp4_cu_gemm_available()
  * says whether it is on and loaded) */
 fp4_status fp4_cu_a16_gemm(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                            const fp4_cuda_scratch *s, cudaStream_t stream);
@@ -447,6 +447,11 @@ size_t fp4_cu_a16_gemm_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
 int fp4_cu_gemm_available(void);
 /* load cuBLAS and make its handle now (the backend's create, native mode), not in the first prefill */
 void fp4_cu_gemm_warm(void);
+/* column-major C[i] = alpha * op(A[i]) * B[i] for i < batch (A, B f16; C f32; f32 accumulation), A
+ * transposed when trans_a; FP4_ERR_UNSUPPORTED without cuBLAS or inside a graph capture */
+fp4_status fp4_cu_gemm_f16_batched(int trans_a, int m, int n, int k, float alpha, const void *a, int lda,
+                                   long long stride_a, const void *b, int ldb, long long stride_b, float *c,
+                                   int ldc, long long stride_c, int batch, cudaStream_t stream);
 /* exact W4A4 (w4a4.cu): the dp4a kernel at any width; the 8-warp integer MMA at exactly 16
  * columns (n_in % 64 == 0) */
 fp4_status fp4_cu_w4a4_dp4a(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,

@@ -1,11 +1,10 @@
 /* test_gpu_native.cu — the native A16 route (SPEC §6), fp4_cuda_project(FP4_MODE_NATIVE): within
  * NATIVE_NRMSE_MAX of the float reference fp4_nvfp4_matvec_a16_float for 1..64 columns and 80
  * (the item / dp2a kernels at 1, the 32-row tile up to 8, chunks of 32 on the 64-row tiles above;
- * from 128 columns the f16 GEMM route through cuBLAS, which this test turns on (FP4LANE_CUDA_GEMM=1)
- * unless FP4LANE_CUDA_GEMM=0 is set: `make test-gpu` runs it both ways), activations past f16's
- * range on the GEMM route, shapes
- * with n_in not a multiple of 256 (padded rows), split-K and single-slice grids, row counts that
- * do not fill a block; every output written (NaN-poisoned buffers); two runs give identical bits. */
+ * from 128 columns the f16 GEMM route through cuBLAS, on unless FP4LANE_CUDA_GEMM=0: `make
+ * test-gpu` runs it both ways), activations past f16's range on the GEMM route, shapes with n_in
+ * not a multiple of 256 (padded rows), split-K and single-slice grids, row counts that do not fill a
+ * block; every output written (NaN-poisoned buffers); two runs give identical bits. */
 #include "gpu_test.h"
 
 /* Activations are rounded to f16 (relative error 2^-11 each) and the tensor cores accumulate in
@@ -13,7 +12,10 @@
 #define NATIVE_NRMSE_MAX 2e-3
 #define GEMM_MIN_COLS 128 /* dispatch.cu's FP4_CU_GEMM_MIN_COLS */
 
-static int gemm_on(void) { return !strcmp(getenv("FP4LANE_CUDA_GEMM"), "1"); } /* main() sets it */
+static int gemm_on(void) { /* the route's own rule (a16_gemm.cu); a device without cuBLAS fails here */
+    const char *e = getenv("FP4LANE_CUDA_GEMM");
+    return !e || strcmp(e, "0");
+}
 /* the route the table must choose: the GEMM from 32 columns where it is on (a device without a
  * loadable libcublas fails here: the route would be untested) */
 static const char *want_route(int nc) {
@@ -66,7 +68,6 @@ static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, co
 }
 
 int main(void) {
-    if (!getenv("FP4LANE_CUDA_GEMM")) setenv("FP4LANE_CUDA_GEMM", "1", 1); /* before any projection */
     GT_REQUIRE_DEVICE();
     const int quick = gt_quick();
     static const int cols_all[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 24, 32, 33, 48, 64, 80};

@@ -287,8 +287,8 @@ static void long_case(const char *tmp) {
     if (long_steps(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, cpu) == 0 &&
         long_steps(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, gpu) == 0)
         bits_differ("llama nvfp4 exact cuda, 2300 positions", cpu, gpu, n);
-    /* native: prefill steps of 256 columns (the GEMM route with FP4LANE_CUDA_GEMM=1, as `make
-     * test-gpu` runs this test a second time; the tiles else) near the CPU's native logits */
+    /* native: prefill steps of 256 columns (the GEMM route, or with FP4LANE_CUDA_GEMM=0, as `make
+     * test-gpu` runs this test a second time, 64 columns on the tiles) near the CPU's native logits */
     double *ref = (double *)malloc(sizeof(double) * (size_t)n);
     memset(gpu, 0xFF, sizeof(float) * (size_t)n);
     if (long_steps(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, cpu) == 0 &&
