@@ -157,9 +157,9 @@ fp4_status fp4_cu_gemm_f16_batched(int trans_a, int m, int n, int k, float alpha
     if (!blas_handle()) st = FP4_CUDA_FAIL(cudaErrorNotSupported, "cublasCreate_v2 failed");
     else if (blas.set_stream(blas.h, stream) != CUBLAS_STATUS_SUCCESS)
         st = FP4_CUDA_FAIL(cudaErrorInvalidValue, "cublasSetStream_v2 failed");
-    else if (blas.gemm_sb(blas.h, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, a, CUDA_R_16F,
-                          lda, stride_a, b, CUDA_R_16F, ldb, stride_b, &beta, c, CUDA_R_32F, ldc, stride_c, batch,
-                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
+    else if (blas.gemm_sb(blas.h, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, a,
+                          CUDA_R_16F, lda, stride_a, b, CUDA_R_16F, ldb, stride_b, &beta, c, CUDA_R_32F, ldc,
+                          stride_c, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT) != CUBLAS_STATUS_SUCCESS)
         st = FP4_CUDA_FAIL(cudaErrorLaunchFailure, "cublasGemmStridedBatchedEx failed");
     pthread_mutex_unlock(&blas.mu);
     return st;

@@ -25,6 +25,7 @@
  * backend is destroyed (a measuring aid for bench/runtime.md). */
 #include "cuda/common.cuh"
 #include "runtime/backend.h"
+#include "runtime/att_gemm.cuh"
 #include "runtime/step_kernels.cuh"
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +64,9 @@ typedef struct cu_state {
     uint16_t *d_kc, *d_vc;
     float *d_x, *d_h, *d_q, *d_k, *d_v, *d_o, *d_t, *d_g, *d_u, *d_hh, *d_lg, *d_sc, *d_st, *d_den, *d_bmax;
     unsigned *d_tk; /* attention tickets, zero between launches */
+    uint16_t *d_q16, *d_p; /* native prefill attention through cuBLAS (att_gemm.cuh): q and P in f16 */
+    float *d_qs;
+    int att_gemm; /* native mode, cuBLAS loaded, not FP4LANE_CUDA_ATT_GEMM=0 */
     int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row          */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
     fp4_cuda_scratch scratch;
@@ -284,7 +288,14 @@ static int scratch_list(cu_state *s, buf_req *r) {
     REQ(s->d_hh, mc * H * 4);
     REQ(s->d_lg, (uint64_t)logit_rows(s) * V * 4);
     const uint64_t ngroups = mc * a->n_kv_heads * ((NH / a->n_kv_heads + STK_GB - 1) / STK_GB);
-    REQ(s->d_sc, ngroups * STK_GB * (uint64_t)s->d.n_ctx * 4); /* [block row][n_ctx][STK_GB] */
+    const uint64_t sc = ngroups * STK_GB * (uint64_t)s->d.n_ctx * 4, ld = (uint64_t)att_gemm_ld(s->d.n_ctx);
+    /* [block row][n_ctx][STK_GB]; or att_gemm.cuh's scores [head][column][ld] */
+    REQ(s->d_sc, s->att_gemm && mc * NH * ld * 4 > sc ? mc * NH * ld * 4 : sc);
+    if (s->att_gemm) {
+        REQ(s->d_q16, mc * NH * D * 2);
+        REQ(s->d_qs, mc * NH * 4);
+        REQ(s->d_p, mc * NH * ld * 2);
+    }
     REQ(s->d_st, mc * NH * STK_LANES * D * 4);
     REQ(s->d_den, mc * NH * STK_LANES * 4);
     REQ(s->d_bmax, mc * NH * STK_MAX_GX * 4);
@@ -384,6 +395,8 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     s->max_cols = max_cols;
     const int te = (int)d->tok_embd->type;
     s->emb_on_device = te == FP4_TYPE_F16 || te == FP4_TYPE_BF16 || te == FP4_TYPE_NVFP4_E2M1;
+    const char *ag = getenv("FP4LANE_CUDA_ATT_GEMM");
+    s->att_gemm = d->mode == FP4_MODE_NATIVE && fp4_cu_gemm_available() && !(ag && !strcmp(ag, "0"));
     if ((st = make_plan(s, &info, err))) {
         free(s);
         return st;
@@ -610,6 +623,45 @@ static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *
     return FP4_OK;
 }
 
+/* One layer's attention over n columns: where every run of columns (one slot, consecutive
+ * positions) has ATT_GEMM_MIN_COLS or more and the native GEMM attention is on, each run through
+ * cuBLAS (att_gemm.cuh); else, or where it declines (a graph capture), stk_attention's pinned
+ * kernels over the whole step. The runs come from the host's copy of the step's columns. */
+static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, const uint16_t *kc,
+                            const uint16_t *vc, int64_t slot_stride, fp4_error *err) {
+    const int64_t mc = s->max_cols;
+    const int32_t *slot = s->h_in + mc, *pos = s->h_in + 2 * mc;
+    int gemm = s->att_gemm && n >= ATT_GEMM_MIN_COLS;
+    for (int64_t c0 = 0, c1; gemm && c0 < n; c0 = c1) {
+        for (c1 = c0 + 1; c1 < n && slot[c1] == slot[c0] && pos[c1] == pos[c1 - 1] + 1;) c1++;
+        gemm = c1 - c0 >= ATT_GEMM_MIN_COLS;
+    }
+    for (int64_t c0 = 0, c1; gemm && c0 < n; c0 = c1) {
+        for (c1 = c0 + 1; c1 < n && slot[c1] == slot[c0] && pos[c1] == pos[c1 - 1] + 1;) c1++;
+        const att_gemm_args g = {aa.q + c0 * aa.q_cs,
+                                 aa.q_cs,
+                                 kc + slot[c0] * slot_stride,
+                                 vc + slot[c0] * slot_stride,
+                                 aa.o + c0 * aa.nh * aa.d,
+                                 (__half *)s->d_q16,
+                                 s->d_qs,
+                                 s->d_sc,
+                                 (__half *)s->d_p,
+                                 att_gemm_ld(s->d.n_ctx),
+                                 pos[c0],
+                                 c1 - c0,
+                                 aa.nh,
+                                 aa.nkv,
+                                 aa.d,
+                                 aa.scale};
+        const fp4_status st = att_gemm_run(g, s->stream);
+        if (st == FP4_ERR_UNSUPPORTED && c0 == 0) gemm = 0; /* nothing launched: the pinned kernels */
+        else if (st) return cuda_fail(err, st, NULL, "rt.attention", "attention through cuBLAS");
+    }
+    if (!gemm) STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
+    return FP4_OK;
+}
+
 /* One layer; the residual add of its down projection (in d_t) is left to the next add_norm. */
 static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
@@ -664,7 +716,7 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     stk_att_args aa = {qb,      q_cs,     kc,       vc,      slot_stride, s->d_sc,    s->d_bmax,
                        s->d_st, s->d_den, s->d_tk,  s->d_o,  s->d.n_ctx,  (int)NH,    (int)NKV,
                        (int)D,  0,        s->d.attn_scale, *cols};
-    STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
+    if ((st = attention(s, n, aa, kc, vc, slot_stride, err))) return st;
     prof_mark(s, OP_O);
     if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
     prof_mark(s, OP_NORM);
@@ -843,7 +895,7 @@ static fp4_status cu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16
 }
 
 /* Columns per step: the runtime's 64, or 512 in native mode where the native GEMM route is on
- * (FP4LANE_CUDA_GEMM=1, a16_gemm.cu: it widens each weight once per call, so a prefill wants few,
+ * (unless FP4LANE_CUDA_GEMM=0, a16_gemm.cu: it widens each weight once per call, so a prefill wants few,
  * wide calls), fewer where the attention scores buffer (columns x heads x n_ctx floats) would pass
  * 512 MiB or the (column, head) grid rows 65535; never below 64. */
 #define CU_STEP_COLS 512

@@ -13,6 +13,7 @@
  * shapes and shorter contexts. The inputs: q and K normal (K scaled so the scores spread over
  * tens of units: the exp range), V normal, with -0.0 and f16 subnormals sprinkled in. */
 #include "gpu_test.h"
+#include "runtime/att_gemm.cuh"
 #include "runtime/step_kernels.cuh"
 #include <string.h>
 
@@ -132,6 +133,69 @@ static void att_case(const att_kv *kv, int ncol, const int32_t *slot, const int3
     free(q), free(want), free(sbuf), free(got);
 }
 
+/* native prefill attention through cuBLAS (att_gemm.cuh): a run of m columns of slot `slot` at
+ * positions p0 .. p0+m-1 against fp4p_attend, within GEMM_ATT_NRMSE of it over all outputs (f16 q
+ * and probabilities: relative errors of 2^-11 each), every output finite; twice the same bits. big:
+ * q times 1e6 (f32 scores past f16's range: the power-of-two scaling keeps q16 finite; the softmax
+ * is then a near one-hot whose ties f16 may break differently), only finiteness checked */
+#define GEMM_ATT_NRMSE 3e-3
+static void gemm_case(const att_kv *kv, int32_t slot, int32_t p0, int32_t m, int big) {
+    const att_shape *sh = kv->sh;
+    const int D = sh->d, NH = sh->nh, NKV = sh->nkv, G = NH / NKV;
+    const int64_t kvd = kv->kvd, q_cs = (int64_t)NH * D + 2 * kvd, ld = att_gemm_ld(sh->n_ctx);
+    if (p0 + m > sh->n_ctx) {
+        CHECK_MSG(0, "gemm case p0 %d m %d past n_ctx %lld", p0, m, (long long)sh->n_ctx);
+        return;
+    }
+    test_rng r = {(uint64_t)(D * 31 + NH * 7 + p0 * 3 + m)};
+    float *q = (float *)malloc(sizeof(float) * (size_t)(m * q_cs));
+    for (int64_t i = 0; i < m * q_cs; i++)
+        q[i] = rng_normal(&r) * (big ? 1.0e6f : 1.0f);
+    const float scale = (float)(1.0 / sqrt((double)D));
+    float *want = (float *)malloc(sizeof(float) * (size_t)(m * NH * D));
+    float *sbuf = (float *)malloc(sizeof(float) * (size_t)sh->n_ctx);
+    for (int c = 0; c < m; c++)
+        for (int h = 0; h < NH; h++) {
+            const int64_t at = slot * kv->slot_stride + (h / G) * D;
+            fp4p_attend(q + c * q_cs + h * D, kv->kc + at, kv->vc + at, kvd, (int64_t)p0 + c + 1, D, scale,
+                        sbuf, want + ((int64_t)c * NH + h) * D);
+        }
+    float *d_q = gt_dev_floats(q, m * q_cs), *d_o = gt_dev_poison((int64_t)m * NH * D);
+    float *d_s = gt_dev_poison((int64_t)NH * m * ld), *d_qs = gt_dev_poison((int64_t)NH * m);
+    __half *d_q16 = (__half *)gt_dev((size_t)(NH * m * D) * 2);
+    __half *d_p = (__half *)gt_dev((size_t)(NH * m * ld) * 2);
+    float *got = (float *)malloc(sizeof(float) * (size_t)(m * NH * D));
+    float *again = (float *)malloc(sizeof(float) * (size_t)(m * NH * D));
+    if (d_q && d_o && d_s && d_qs && d_q16 && d_p) {
+        const int64_t at = slot * kv->slot_stride;
+        const att_gemm_args a = {d_q,  q_cs, kv->d_kc + at, kv->d_vc + at, d_o, d_q16, d_qs, d_s,
+                                 d_p,  ld,   p0,            m,             NH,  NKV,   D,    scale};
+        char what[160];
+        snprintf(what, sizeof what, "gemm attention d %d heads %d/%d cols %d at %d..%d%s", D, NH, NKV, m, p0,
+                 p0 + m - 1, big ? " (q x 1e6)" : "");
+        CHECK_OK(att_gemm_run(a, 0));
+        gt_sync(what);
+        gt_down(got, d_o, sizeof(float) * (size_t)(m * NH * D));
+        CHECK_OK(att_gemm_run(a, 0));
+        gt_sync(what);
+        gt_down(again, d_o, sizeof(float) * (size_t)(m * NH * D));
+        double num = 0.0, den = 0.0;
+        int64_t bad = 0;
+        for (int64_t i = 0; i < (int64_t)m * NH * D; i++) {
+            bad += !isfinite(got[i]);
+            num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+            den += (double)want[i] * want[i];
+        }
+        const double e = den > 0 ? sqrt(num / den) : sqrt(num);
+        CHECK_MSG(bad == 0 && (big || e <= GEMM_ATT_NRMSE), "%s: nrmse %.2e (bound %.0e), %lld not finite",
+                  what, e, GEMM_ATT_NRMSE, (long long)bad);
+        CHECK_MSG(memcmp(got, again, sizeof(float) * (size_t)(m * NH * D)) == 0, "%s: two runs differ", what);
+        printf("%s: nrmse %.2e\n", what, e);
+    }
+    cudaFree(d_q), cudaFree(d_o), cudaFree(d_s), cudaFree(d_qs), cudaFree(d_q16), cudaFree(d_p);
+    free(q), free(want), free(sbuf), free(got), free(again);
+}
+
 /* the column sets of one shape: one column at each listed position below n_ctx and at the last,
  * then 3 and 8 columns in their own slots, then 8 columns of one slot at consecutive positions */
 static void shape_cases(const att_shape *sh, const int32_t *singles, int ns) {
@@ -155,6 +219,14 @@ static void shape_cases(const att_shape *sh, const int32_t *singles, int ns) {
                 pf[i] = last - 7 + i;
             att_case(&kv, 8, zero, pf);
         }
+        /* the native prefill route: runs from the first position and deep (the CPU reference costs
+         * columns x heads x positions, so short runs where the context is long) */
+        if (fp4_cu_gemm_available()) {
+            gemm_case(&kv, 3, 0, gt_quick() ? 64 : 512, 0);
+            gemm_case(&kv, 6, (int32_t)sh->n_ctx - 67, 67, 0);
+            gemm_case(&kv, 1, 100, 70, 1);
+        } else
+            printf("gemm attention: cuBLAS not loaded or FP4LANE_CUDA_GEMM=0, cases skipped\n");
     }
     kv_free(&kv);
 }
