@@ -27,8 +27,9 @@
 
 #define KV_MAGIC "FP4LKV01"
 /* bumped whenever a native kernel's order of operations changes (2: the CPU's native NVFP4 dot in
- * 64 lanes; 3: CUDA native prefill through cuBLAS, projections and attention), so a native snapshot of an older build is refused rather than continued with other
- * numerics; exact mode's bits never change, so its identity does not carry this */
+ * 64 lanes; 3: CUDA native prefill through cuBLAS, projections and attention), so a native snapshot
+ * of an older build is refused rather than continued with other numerics; exact mode's bits never
+ * change, so its identity does not carry this */
 #define FP4_RT_NATIVE_REV "native-rev-3"
 #define KV_HEAD 88
 #define KV_MAX_FILE (64ull << 30)
