@@ -36,12 +36,35 @@ FP4_INLINE FP4_TARGET_AVX2 void group_avx2(const uint8_t *q, float s, __m256 v[2
 FP4_INLINE FP4_TARGET_AVX512 __m512 group_avx512(const uint8_t *q, float s) {
     const __m512 lut = _mm512_setr_ps(0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f, -0.0f, -0.5f, -1.0f,
                                       -1.5f, -2.0f, -3.0f, -4.0f, -6.0f);
-    const __m256i m15 = _mm256_set1_epi32(15);
-    const __m256i d = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)q));
-    /* dword j = (b_j & 15) | (b_j >> 4) << 16: as words, the codes in row order */
-    const __m256i pairs =
-        _mm256_or_si256(_mm256_and_si256(d, m15), _mm256_slli_epi32(_mm256_srli_epi32(d, 4), 16));
-    return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_cvtepu16_epi32(pairs), lut), _mm512_set1_ps(s));
+    /* dword k = byte k/2 of the group, shifted right by 4 when k is odd: its low four bits are code k
+     * (vpermps reads only those), so the codes in row order in three operations */
+    const __m128i dup = _mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)(const void *)q),
+                                         _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7));
+    const __m512i idx = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(dup),
+                                          _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4));
+    return _mm512_mul_ps(_mm512_permutexvar_ps(idx, lut), _mm512_set1_ps(s));
+}
+
+/* fp4_dot64_reduce (native.c: p[l] += p[l + w] for w = 32, 16, .., 1) on the lanes in registers:
+ * the same additions of the same pairs (addition commutes bit for bit; which NaN comes out is
+ * settled by fp4_canonical_nan), so the same bits as storing the lanes and calling it */
+FP4_INLINE FP4_TARGET_AVX2 float reduce8_avx2(__m256 acc[8]) {
+    for (int k = 0; k < 4; k++) /* w = 32: lanes l and l + 32 are acc[k] and acc[k + 4] */
+        acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
+    acc[0] = _mm256_add_ps(acc[0], acc[2]); /* w = 16 */
+    acc[1] = _mm256_add_ps(acc[1], acc[3]);
+    const __m256 d = _mm256_add_ps(acc[0], acc[1]);                                   /* w = 8 */
+    const __m128 e = _mm_add_ps(_mm256_castps256_ps128(d), _mm256_extractf128_ps(d, 1)); /* w = 4 */
+    const __m128 f = _mm_add_ps(e, _mm_movehl_ps(e, e));                               /* w = 2 */
+    return fp4_canonical_nan(_mm_cvtss_f32(_mm_add_ss(f, _mm_shuffle_ps(f, f, 1))));  /* w = 1 */
+}
+FP4_INLINE FP4_TARGET_AVX512 float reduce4_avx512(const __m512 acc[4]) {
+    const __m512 c = _mm512_add_ps(_mm512_add_ps(acc[0], acc[2]), _mm512_add_ps(acc[1], acc[3])); /* 32, 16 */
+    const __m256 d = _mm256_add_ps(_mm512_castps512_ps256(c),
+                                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(c), 1))); /* 8 */
+    const __m128 e = _mm_add_ps(_mm256_castps256_ps128(d), _mm256_extractf128_ps(d, 1)); /* w = 4 */
+    const __m128 f = _mm_add_ps(e, _mm_movehl_ps(e, e));                               /* w = 2 */
+    return fp4_canonical_nan(_mm_cvtss_f32(_mm_add_ss(f, _mm_shuffle_ps(f, f, 1))));  /* w = 1 */
 }
 
 FP4_TARGET_AVX2 void fp4_nvfp4_row_decode_avx2(const uint8_t *pay, const uint8_t *sc, const float *stab,
@@ -71,6 +94,7 @@ FP4_TARGET_AVX2 float fp4_dot64_f32_avx2(const float *a, const float *b, int64_t
         for (int k = 0; k < 8; k++)
             acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_loadu_ps(a + i + 8 * k),
                                                          _mm256_loadu_ps(b + i + 8 * k)));
+    if (i == n) return reduce8_avx2(acc);
     float p[64];
     for (int k = 0; k < 8; k++)
         _mm256_storeu_ps(p + 8 * k, acc[k]);
@@ -87,6 +111,7 @@ FP4_TARGET_AVX512 float fp4_dot64_f32_avx512(const float *a, const float *b, int
         for (int k = 0; k < 4; k++)
             acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_loadu_ps(a + i + 16 * k),
                                                          _mm512_loadu_ps(b + i + 16 * k)));
+    if (i == n) return reduce4_avx512(acc);
     float p[64];
     for (int k = 0; k < 4; k++)
         _mm512_storeu_ps(p + 16 * k, acc[k]);
@@ -109,10 +134,7 @@ FP4_TARGET_AVX2 float fp4_nvfp4_dot64_avx2(const uint8_t *pay, const uint8_t *sc
         acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(v[0], _mm256_loadu_ps(x + 16 * b)));
         acc[k + 1] = _mm256_add_ps(acc[k + 1], _mm256_mul_ps(v[1], _mm256_loadu_ps(x + 16 * b + 8)));
     }
-    float p[64];
-    for (int k = 0; k < 8; k++)
-        _mm256_storeu_ps(p + 8 * k, acc[k]);
-    return fp4_dot64_reduce(p);
+    return reduce8_avx2(acc);
 }
 FP4_TARGET_AVX512 float fp4_nvfp4_dot64_avx512(const uint8_t *pay, const uint8_t *sc, const float *stab,
                                                const float *x, int64_t n_in) {
@@ -123,10 +145,7 @@ FP4_TARGET_AVX512 float fp4_nvfp4_dot64_avx512(const uint8_t *pay, const uint8_t
         const __m512 v = group_avx512(pay + 8 * b, stab[sc[b]]);
         acc[b & 3] = _mm512_add_ps(acc[b & 3], _mm512_mul_ps(v, _mm512_loadu_ps(x + 16 * b)));
     }
-    float p[64];
-    for (int k = 0; k < 4; k++)
-        _mm512_storeu_ps(p + 16 * k, acc[k]);
-    return fp4_dot64_reduce(p);
+    return reduce4_avx512(acc);
 }
 #else
 float fp4_dot64_f32_avx2(const float *a, const float *b, int64_t n) {
