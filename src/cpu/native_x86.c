@@ -86,14 +86,18 @@ FP4_TARGET_AVX512 void fp4_nvfp4_row_decode_avx512(const uint8_t *pay, const uin
 /* dot64 (native.c): lanes 0..63 as eight ymm / four zmm of partials, a multiply then an add per
  * lane and step (no FMA, the file is built with -ffp-contract=off), the tail and the tree portable */
 FP4_TARGET_AVX2 float fp4_dot64_f32_avx2(const float *a, const float *b, int64_t n) {
-    __m256 acc[8];
-    for (int k = 0; k < 8; k++)
-        acc[k] = _mm256_setzero_ps();
+    /* named accumulators (registers; an array of them was kept in memory by the compiler) */
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
     int64_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        for (int k = 0; k < 8; k++)
-            acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_loadu_ps(a + i + 8 * k),
-                                                         _mm256_loadu_ps(b + i + 8 * k)));
+#define FP4_T8(k) _mm256_mul_ps(_mm256_loadu_ps(a + i + 8 * (k)), _mm256_loadu_ps(b + i + 8 * (k)))
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm256_add_ps(a0, FP4_T8(0)), a1 = _mm256_add_ps(a1, FP4_T8(1));
+        a2 = _mm256_add_ps(a2, FP4_T8(2)), a3 = _mm256_add_ps(a3, FP4_T8(3));
+        a4 = _mm256_add_ps(a4, FP4_T8(4)), a5 = _mm256_add_ps(a5, FP4_T8(5));
+        a6 = _mm256_add_ps(a6, FP4_T8(6)), a7 = _mm256_add_ps(a7, FP4_T8(7));
+    }
+#undef FP4_T8
+    __m256 acc[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
     if (i == n) return reduce8_avx2(acc);
     float p[64];
     for (int k = 0; k < 8; k++)
@@ -103,14 +107,15 @@ FP4_TARGET_AVX2 float fp4_dot64_f32_avx2(const float *a, const float *b, int64_t
     return fp4_dot64_reduce(p);
 }
 FP4_TARGET_AVX512 float fp4_dot64_f32_avx512(const float *a, const float *b, int64_t n) {
-    __m512 acc[4];
-    for (int k = 0; k < 4; k++)
-        acc[k] = _mm512_setzero_ps();
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0; /* named: registers */
     int64_t i = 0;
-    for (; i + 64 <= n; i += 64)
-        for (int k = 0; k < 4; k++)
-            acc[k] = _mm512_add_ps(acc[k], _mm512_mul_ps(_mm512_loadu_ps(a + i + 16 * k),
-                                                         _mm512_loadu_ps(b + i + 16 * k)));
+#define FP4_T16(k) _mm512_mul_ps(_mm512_loadu_ps(a + i + 16 * (k)), _mm512_loadu_ps(b + i + 16 * (k)))
+    for (; i + 64 <= n; i += 64) {
+        a0 = _mm512_add_ps(a0, FP4_T16(0)), a1 = _mm512_add_ps(a1, FP4_T16(1));
+        a2 = _mm512_add_ps(a2, FP4_T16(2)), a3 = _mm512_add_ps(a3, FP4_T16(3));
+    }
+#undef FP4_T16
+    __m512 acc[4] = {a0, a1, a2, a3};
     if (i == n) return reduce4_avx512(acc);
     float p[64];
     for (int k = 0; k < 4; k++)
@@ -124,27 +129,50 @@ FP4_TARGET_AVX512 float fp4_dot64_f32_avx512(const float *a, const float *b, int
  * lanes 16 (b mod 4) .. +15, so its products go to accumulator b mod 4 (eight ymm: 2b, 2b+1 mod 8) */
 FP4_TARGET_AVX2 float fp4_nvfp4_dot64_avx2(const uint8_t *pay, const uint8_t *sc, const float *stab,
                                            const float *x, int64_t n_in) {
-    __m256 acc[8];
-    for (int k = 0; k < 8; k++)
-        acc[k] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n_in / 16; b++) {
-        __m256 v[2];
-        group_avx2(pay + 8 * b, stab[sc[b]], v);
-        const int k = (int)(2 * (b & 3));
-        acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(v[0], _mm256_loadu_ps(x + 16 * b)));
-        acc[k + 1] = _mm256_add_ps(acc[k + 1], _mm256_mul_ps(v[1], _mm256_loadu_ps(x + 16 * b + 8)));
+    /* named accumulators (registers), four groups a trip: group b to a(2(b mod 4)), a(2(b mod 4)+1) */
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    const int64_t nb = n_in / 16;
+    int64_t b = 0;
+#define FP4_G8(g, lo, hi)                                                                                    \
+    do {                                                                                                     \
+        __m256 v_[2];                                                                                        \
+        group_avx2(pay + 8 * (g), stab[sc[g]], v_);                                                          \
+        lo = _mm256_add_ps(lo, _mm256_mul_ps(v_[0], _mm256_loadu_ps(x + 16 * (g))));                         \
+        hi = _mm256_add_ps(hi, _mm256_mul_ps(v_[1], _mm256_loadu_ps(x + 16 * (g) + 8)));                     \
+    } while (0)
+    for (; b + 4 <= nb; b += 4) {
+        FP4_G8(b, a0, a1);
+        FP4_G8(b + 1, a2, a3);
+        FP4_G8(b + 2, a4, a5);
+        FP4_G8(b + 3, a6, a7);
     }
+    if (b < nb) FP4_G8(b, a0, a1); /* the tail: groups b mod 4 = 0, 1, 2 */
+    if (b + 1 < nb) FP4_G8(b + 1, a2, a3);
+    if (b + 2 < nb) FP4_G8(b + 2, a4, a5);
+#undef FP4_G8
+    __m256 acc[8] = {a0, a1, a2, a3, a4, a5, a6, a7};
     return reduce8_avx2(acc);
 }
 FP4_TARGET_AVX512 float fp4_nvfp4_dot64_avx512(const uint8_t *pay, const uint8_t *sc, const float *stab,
                                                const float *x, int64_t n_in) {
-    __m512 acc[4];
-    for (int k = 0; k < 4; k++)
-        acc[k] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < n_in / 16; b++) {
-        const __m512 v = group_avx512(pay + 8 * b, stab[sc[b]]);
-        acc[b & 3] = _mm512_add_ps(acc[b & 3], _mm512_mul_ps(v, _mm512_loadu_ps(x + 16 * b)));
+#define FP4_GROUP_TERM(b)                                                                                    \
+    _mm512_mul_ps(group_avx512(pay + 8 * (b), stab[sc[b]]), _mm512_loadu_ps(x + 16 * (b)))
+    /* four named accumulators, four groups a trip: registers (an array indexed by b mod 4 stayed in
+     * memory, a store-to-load chain per group) */
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    const int64_t nb = n_in / 16;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) {
+        a0 = _mm512_add_ps(a0, FP4_GROUP_TERM(b));
+        a1 = _mm512_add_ps(a1, FP4_GROUP_TERM(b + 1));
+        a2 = _mm512_add_ps(a2, FP4_GROUP_TERM(b + 2));
+        a3 = _mm512_add_ps(a3, FP4_GROUP_TERM(b + 3));
     }
+    if (b < nb) a0 = _mm512_add_ps(a0, FP4_GROUP_TERM(b)); /* the tail: groups b mod 4 = 0, 1, 2 */
+    if (b + 1 < nb) a1 = _mm512_add_ps(a1, FP4_GROUP_TERM(b + 1));
+    if (b + 2 < nb) a2 = _mm512_add_ps(a2, FP4_GROUP_TERM(b + 2));
+#undef FP4_GROUP_TERM
+    const __m512 acc[4] = {a0, a1, a2, a3};
     return reduce4_avx512(acc);
 }
 #else
