@@ -252,6 +252,54 @@ static int long_steps(const fp4_model *m, fp4_device dev, fp4_mode mode, float *
     return rc || got != LONG_W ? -1 : 0;
 }
 
+/* Two sequences side by side in every step (prefill chunks of 128 columns each, then one column
+ * each): in native mode each sequence's run of columns takes the cuBLAS attention on its own slot
+ * (att_gemm.cuh: one run per slot), in exact mode the pinned kernels; out: the last LONG_W logits
+ * rows of sequence 0, then of sequence 1. */
+static int long2_steps(const fp4_model *m, fp4_device dev, fp4_mode mode, float *out) {
+    fp4_rt_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = mode, o.device = dev, o.n_threads = 2, o.n_ctx = LONG_CTX, o.max_seqs = 2,
+    o.cuda_lib = cuda_lib;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    fp4_status st = fp4_rt_create(m, &o, &rt, &e);
+    CHECK_MSG(st == FP4_OK, "long2 rt_create: %s: %s", fp4_status_str(st), e.msg);
+    if (st) return -1;
+    const int64_t V = fp4_rt_vocab(rt);
+    int32_t sq[2];
+    CHECK_OK(fp4_rt_seq_open(rt, &sq[0]));
+    CHECK_OK(fp4_rt_seq_open(rt, &sq[1]));
+    static fp4_rt_tok c[256];
+    float *lg = (float *)malloc(sizeof(float) * (size_t)(2 * LONG_W * V));
+    int done = 0, got[2] = {0, 0}, rc = 0;
+    while (done < LONG_N && !rc) {
+        const int k = done < LONG_PRE ? (LONG_PRE - done < 128 ? LONG_PRE - done : 128) : 1;
+        for (int s = 0; s < 2; s++)
+            for (int j = 0; j < k; j++) {
+                const int pos = done + j;
+                fp4_rt_tok *t = &c[s * k + j];
+                t->seq = sq[s], t->token = (int32_t)((pos * (s ? 53 : 37) + (s ? 7 : 11)) % V);
+                t->want_logits = pos >= LONG_N - LONG_W;
+            }
+        st = fp4_rt_step(rt, c, 2 * k, lg, &e);
+        CHECK_MSG(st == FP4_OK, "long2 step at %d: %s: %s", done, fp4_status_str(st), e.msg);
+        rc = st ? -1 : 0;
+        int row = 0;
+        for (int s = 0; s < 2 && !rc; s++)
+            for (int j = 0; j < k; j++)
+                if (c[s * k + j].want_logits) {
+                    memcpy(out + ((int64_t)s * LONG_W + got[s]) * V, lg + (int64_t)row * V,
+                           sizeof(float) * (size_t)V);
+                    got[s]++, row++;
+                }
+        done += k;
+    }
+    free(lg);
+    fp4_rt_free(rt);
+    return rc || got[0] != LONG_W || got[1] != LONG_W ? -1 : 0;
+}
+
 static void long_case(const char *tmp) {
     char dir[700], path[800], src[800];
     snprintf(dir, sizeof dir, "%s/llama-long", tmp);
@@ -296,6 +344,22 @@ static void long_case(const char *tmp) {
         for (int64_t i = 0; i < n; i++)
             ref[i] = cpu[i];
         within("llama nvfp4 native cuda vs cpu, 2300 positions", gpu, ref, n, 3e-3);
+    }
+    free(cpu), free(gpu), free(ref);
+    /* two sequences in every step: exact in bits, native near the CPU's (several runs a step) */
+    const int64_t n2 = 2 * n;
+    cpu = (float *)malloc(sizeof(float) * (size_t)n2), gpu = (float *)malloc(sizeof(float) * (size_t)n2);
+    ref = (double *)malloc(sizeof(double) * (size_t)n2);
+    memset(gpu, 0xFF, sizeof(float) * (size_t)n2);
+    if (long2_steps(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, cpu) == 0 &&
+        long2_steps(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, gpu) == 0)
+        bits_differ("llama nvfp4 exact cuda, 2 sequences x 2300 positions", cpu, gpu, n2);
+    memset(gpu, 0xFF, sizeof(float) * (size_t)n2);
+    if (long2_steps(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, cpu) == 0 &&
+        long2_steps(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, gpu) == 0) {
+        for (int64_t i = 0; i < n2; i++)
+            ref[i] = cpu[i];
+        within("llama nvfp4 native cuda vs cpu, 2 sequences x 2300 positions", gpu, ref, n2, 3e-3);
     }
     free(cpu), free(gpu), free(ref);
     fp4_model_close(m);
