@@ -24,6 +24,13 @@
 #include <pthread.h>
 
 #define GEMM_W_BYTES ((size_t)64 << 20) /* the widened weight span in scratch */
+#if CUDART_VERSION >= 13000 && CUDART_VERSION < 14000
+#define FP4_CUBLAS_OWN "libcublas.so.13"
+#elif CUDART_VERSION >= 12000 && CUDART_VERSION < 13000
+#define FP4_CUBLAS_OWN "libcublas.so.12"
+#else
+#define FP4_CUBLAS_OWN "libcublas.so"
+#endif
 #define GEMM_ACT_TOP 14                 /* a column's largest |x| is scaled into [2^14, 2^15) */
 
 /* ---- cuBLAS, loaded at run time ------------------------------------------------------------ */
@@ -52,9 +59,12 @@ static struct {
 static void blas_load(void) {
     const char *on = getenv("FP4LANE_CUDA_GEMM");
     if (on && !strcmp(on, "0")) return; /* turned off (above) */
-    static const char *const names[] = {"libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    /* by default only the cuBLAS of this build's CUDA major (the runtime it links); another major
+     * brings its own runtime into the process, so it is tried only when asked for (=1) */
+    static const char *const names[] = {FP4_CUBLAS_OWN, "libcublas.so.13", "libcublas.so.12", "libcublas.so"};
+    const size_t n_names = on && !strcmp(on, "1") ? sizeof names / sizeof names[0] : 1;
     void *lib = NULL;
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++)
+    for (size_t i = 0; i < n_names && !lib; i++)
         lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
     if (!lib) return;
     blas.create = (create_fn)dlsym(lib, "cublasCreate_v2");
