@@ -58,7 +58,8 @@ int rt_text_tokenizer(const char *verb, const char *model, fp4_tokenizer **t) {
     fp4_status st = fp4_tokenizer_load(p, t, &err);
     if (st) {
         if (!stat(model, &sb)) /* a MODEL that is not there: the error below says so alone */
-            fprintf(stderr, "fp4lane %s: MODEL's tokenizer is needed for text (or give --prompt-ids):\n", verb);
+            fprintf(stderr, "fp4lane %s: MODEL's tokenizer is needed for text (or give --prompt-ids):\n",
+                    verb);
         return cli_report_error(verb, st, &err);
     }
     return 0;
