@@ -210,6 +210,14 @@ int main(void) {
     CHECK(cli(a, &o, &er) == 1 && cu_has(er, "unqualified"));
     snprintf(a, sizeof a, "run %s/nonexistent --prompt-ids 1", tmp);
     CHECK(cli(a, &o, &er) == 1 && cu_has(er, "file:"));
+    /* a text prompt and a MODEL that is not there: the i/o error naming it, no tokenizer preface;
+     * a MODEL without a tokenizer: the preface, then the error */
+    snprintf(a, sizeof a, "run %s/nonexistent -p hello", tmp);
+    CHECK_MSG(cli(a, &o, &er) == 1 && cu_has(er, "nonexistent") && cu_has(er, "cannot stat") &&
+                  !cu_has(er, "tokenizer is needed"),
+              "missing MODEL, text prompt: %s", er);
+    snprintf(a, sizeof a, "run %s -p hello", tmp);
+    CHECK_MSG(cli(a, &o, &er) == 1 && cu_has(er, "tokenizer is needed"), "MODEL without a tokenizer: %s", er);
 
     /* Ctrl-C: the summary of what was done, exit 130 */
     snprintf(f1, sizeof f1, "%s/sig.out", tmp);

@@ -212,81 +212,46 @@ static void model_case(const char *dir, const char *what, const int32_t *ids, co
     fp4_model_close(m);
 }
 
-/* Exact attention over more positions than the 32 slots of FP4P_ATT_CHUNK (pinned.h) cover:
- * the CPU and the GPU walk the same steps; the logits of the last LONG_W positions compared. */
+/* Attention over more positions than the 32 slots of FP4P_ATT_CHUNK (pinned.h) cover: the CPU
+ * and the GPU walk the same steps; the logits of the last LONG_W positions compared. nseq 1: one
+ * sequence, prefill chunks of 256 columns; nseq 2: two sequences side by side in every step
+ * (chunks of 128 columns each, then one column each), so in native mode each sequence's run takes
+ * the cuBLAS attention on its own slot (att_gemm.cuh: one run per slot), in exact mode the pinned
+ * kernels. out: the last LONG_W logits rows of sequence 0, then of sequence 1. */
 enum { LONG_N = 2300, LONG_CTX = 2304, LONG_PRE = 2292, LONG_W = 12 };
-static int long_steps(const fp4_model *m, fp4_device dev, fp4_mode mode, float *out) {
+static int long_steps(const fp4_model *m, fp4_device dev, fp4_mode mode, int nseq, float *out) {
     fp4_rt_opts o;
     memset(&o, 0, sizeof o);
-    o.mode = mode, o.device = dev, o.n_threads = 2, o.n_ctx = LONG_CTX, o.max_seqs = 1,
+    o.mode = mode, o.device = dev, o.n_threads = 2, o.n_ctx = LONG_CTX, o.max_seqs = nseq,
     o.cuda_lib = cuda_lib;
     fp4_rt *rt = NULL;
     fp4_error e;
     fp4_status st = fp4_rt_create(m, &o, &rt, &e);
-    CHECK_MSG(st == FP4_OK, "long rt_create: %s: %s", fp4_status_str(st), e.msg);
-    if (st) return -1;
-    const int64_t V = fp4_rt_vocab(rt);
-    int32_t sq;
-    CHECK_OK(fp4_rt_seq_open(rt, &sq));
-    static fp4_rt_tok c[256];
-    float *lg = (float *)malloc(sizeof(float) * (size_t)(256 * V));
-    int done = 0, got = 0, rc = 0;
-    while (done < LONG_N && !rc) {
-        const int k = done < LONG_PRE ? (LONG_PRE - done < 256 ? LONG_PRE - done : 256) : 1;
-        for (int j = 0; j < k; j++) {
-            const int pos = done + j;
-            c[j].seq = sq, c[j].token = (int32_t)((pos * 37 + 11) % V),
-            c[j].want_logits = pos >= LONG_N - LONG_W;
-        }
-        st = fp4_rt_step(rt, c, k, lg, &e);
-        CHECK_MSG(st == FP4_OK, "long step at %d: %s: %s", done, fp4_status_str(st), e.msg);
-        rc = st ? -1 : 0;
-        int nw = 0;
-        for (int j = 0; j < k; j++)
-            nw += c[j].want_logits;
-        if (!rc && nw) memcpy(out + (int64_t)got * V, lg, sizeof(float) * (size_t)(nw * V));
-        got += nw, done += k;
-    }
-    free(lg);
-    fp4_rt_free(rt);
-    return rc || got != LONG_W ? -1 : 0;
-}
-
-/* Two sequences side by side in every step (prefill chunks of 128 columns each, then one column
- * each): in native mode each sequence's run of columns takes the cuBLAS attention on its own slot
- * (att_gemm.cuh: one run per slot), in exact mode the pinned kernels; out: the last LONG_W logits
- * rows of sequence 0, then of sequence 1. */
-static int long2_steps(const fp4_model *m, fp4_device dev, fp4_mode mode, float *out) {
-    fp4_rt_opts o;
-    memset(&o, 0, sizeof o);
-    o.mode = mode, o.device = dev, o.n_threads = 2, o.n_ctx = LONG_CTX, o.max_seqs = 2,
-    o.cuda_lib = cuda_lib;
-    fp4_rt *rt = NULL;
-    fp4_error e;
-    fp4_status st = fp4_rt_create(m, &o, &rt, &e);
-    CHECK_MSG(st == FP4_OK, "long2 rt_create: %s: %s", fp4_status_str(st), e.msg);
+    CHECK_MSG(st == FP4_OK, "long rt_create (%d sequences): %s: %s", nseq, fp4_status_str(st), e.msg);
     if (st) return -1;
     const int64_t V = fp4_rt_vocab(rt);
     int32_t sq[2];
-    CHECK_OK(fp4_rt_seq_open(rt, &sq[0]));
-    CHECK_OK(fp4_rt_seq_open(rt, &sq[1]));
+    for (int s = 0; s < nseq; s++)
+        CHECK_OK(fp4_rt_seq_open(rt, &sq[s]));
     static fp4_rt_tok c[256];
-    float *lg = (float *)malloc(sizeof(float) * (size_t)(2 * LONG_W * V));
+    const int chunk = 256 / nseq;
+    float *lg = (float *)malloc(sizeof(float) * (size_t)(256 * V));
     int done = 0, got[2] = {0, 0}, rc = 0;
     while (done < LONG_N && !rc) {
-        const int k = done < LONG_PRE ? (LONG_PRE - done < 128 ? LONG_PRE - done : 128) : 1;
-        for (int s = 0; s < 2; s++)
+        const int k = done < LONG_PRE ? (LONG_PRE - done < chunk ? LONG_PRE - done : chunk) : 1;
+        for (int s = 0; s < nseq; s++)
             for (int j = 0; j < k; j++) {
                 const int pos = done + j;
                 fp4_rt_tok *t = &c[s * k + j];
                 t->seq = sq[s], t->token = (int32_t)((pos * (s ? 53 : 37) + (s ? 7 : 11)) % V);
                 t->want_logits = pos >= LONG_N - LONG_W;
             }
-        st = fp4_rt_step(rt, c, 2 * k, lg, &e);
-        CHECK_MSG(st == FP4_OK, "long2 step at %d: %s: %s", done, fp4_status_str(st), e.msg);
+        st = fp4_rt_step(rt, c, (int64_t)nseq * k, lg, &e);
+        CHECK_MSG(st == FP4_OK, "long step at %d (%d sequences): %s: %s", done, nseq, fp4_status_str(st),
+                  e.msg);
         rc = st ? -1 : 0;
-        int row = 0;
-        for (int s = 0; s < 2 && !rc; s++)
+        int row = 0; /* the wanted rows, in column order */
+        for (int s = 0; s < nseq && !rc; s++)
             for (int j = 0; j < k; j++)
                 if (c[s * k + j].want_logits) {
                     memcpy(out + ((int64_t)s * LONG_W + got[s]) * V, lg + (int64_t)row * V,
@@ -297,7 +262,9 @@ static int long2_steps(const fp4_model *m, fp4_device dev, fp4_mode mode, float 
     }
     free(lg);
     fp4_rt_free(rt);
-    return rc || got[0] != LONG_W || got[1] != LONG_W ? -1 : 0;
+    for (int s = 0; s < nseq; s++)
+        if (got[s] != LONG_W) rc = -1;
+    return rc;
 }
 
 static void long_case(const char *tmp) {
@@ -328,38 +295,31 @@ static void long_case(const char *tmp) {
     fp4_error e;
     CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
     if (!m) return;
-    const int64_t n = (int64_t)LONG_W * 512;
-    float *cpu = (float *)malloc(sizeof(float) * (size_t)n);
-    float *gpu = (float *)malloc(sizeof(float) * (size_t)n);
-    memset(gpu, 0xFF, sizeof(float) * (size_t)n);
-    if (long_steps(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, cpu) == 0 &&
-        long_steps(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, gpu) == 0)
-        bits_differ("llama nvfp4 exact cuda, 2300 positions", cpu, gpu, n);
-    /* native: prefill steps of 256 columns (the GEMM route, or with FP4LANE_CUDA_GEMM=0, as `make
-     * test-gpu` runs this test a second time, 64 columns on the tiles) near the CPU's native logits */
-    double *ref = (double *)malloc(sizeof(double) * (size_t)n);
-    memset(gpu, 0xFF, sizeof(float) * (size_t)n);
-    if (long_steps(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, cpu) == 0 &&
-        long_steps(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, gpu) == 0) {
-        for (int64_t i = 0; i < n; i++)
-            ref[i] = cpu[i];
-        within("llama nvfp4 native cuda vs cpu, 2300 positions", gpu, ref, n, 3e-3);
-    }
-    free(cpu), free(gpu), free(ref);
-    /* two sequences in every step: exact in bits, native near the CPU's (several runs a step) */
-    const int64_t n2 = 2 * n;
-    cpu = (float *)malloc(sizeof(float) * (size_t)n2), gpu = (float *)malloc(sizeof(float) * (size_t)n2);
-    ref = (double *)malloc(sizeof(double) * (size_t)n2);
-    memset(gpu, 0xFF, sizeof(float) * (size_t)n2);
-    if (long2_steps(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, cpu) == 0 &&
-        long2_steps(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, gpu) == 0)
-        bits_differ("llama nvfp4 exact cuda, 2 sequences x 2300 positions", cpu, gpu, n2);
-    memset(gpu, 0xFF, sizeof(float) * (size_t)n2);
-    if (long2_steps(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, cpu) == 0 &&
-        long2_steps(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, gpu) == 0) {
-        for (int64_t i = 0; i < n2; i++)
-            ref[i] = cpu[i];
-        within("llama nvfp4 native cuda vs cpu, 2 sequences x 2300 positions", gpu, ref, n2, 3e-3);
+    /* one sequence, then two side by side: exact in bits, native near the CPU's native logits
+     * (prefill steps of 256 columns: the GEMM route, or with FP4LANE_CUDA_GEMM=0, as `make
+     * test-gpu` runs this test a second time, 64 columns on the tiles) */
+    const int64_t n2 = (int64_t)2 * LONG_W * 512;
+    float *cpu = (float *)malloc(sizeof(float) * (size_t)n2);
+    float *gpu = (float *)malloc(sizeof(float) * (size_t)n2);
+    double *ref = (double *)malloc(sizeof(double) * (size_t)n2);
+    for (int nseq = 1; nseq <= 2; nseq++) {
+        const int64_t n = (int64_t)nseq * LONG_W * 512;
+        char what[96];
+        snprintf(what, sizeof what, "llama nvfp4 exact cuda, %s2300 positions",
+                 nseq == 2 ? "2 sequences x " : "");
+        memset(gpu, 0xFF, sizeof(float) * (size_t)n);
+        if (long_steps(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, nseq, cpu) == 0 &&
+            long_steps(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, nseq, gpu) == 0)
+            bits_differ(what, cpu, gpu, n);
+        snprintf(what, sizeof what, "llama nvfp4 native cuda vs cpu, %s2300 positions",
+                 nseq == 2 ? "2 sequences x " : "");
+        memset(gpu, 0xFF, sizeof(float) * (size_t)n);
+        if (long_steps(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, nseq, cpu) == 0 &&
+            long_steps(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, nseq, gpu) == 0) {
+            for (int64_t i = 0; i < n; i++)
+                ref[i] = cpu[i];
+            within(what, gpu, ref, n, 3e-3);
+        }
     }
     free(cpu), free(gpu), free(ref);
     fp4_model_close(m);
