@@ -173,7 +173,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4l
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(GPU_CPU_OBJ) \
 	  $(FORMAT_OBJ) $(CUDA_LIBS)
 # the step's attention launcher, tested alone against pinned.h
-$(BUILD)/tests/gpu/test_gpu_attention: src/runtime/step_kernels.cuh src/runtime/pinned.h
+$(BUILD)/tests/gpu/test_gpu_attention: $(wildcard src/runtime/*.cuh) src/runtime/pinned.h
 # The CUDA twin of the decode step (src/runtime/step_cuda.cu) in build/libfp4lane_cuda.so, which
 # `fp4lane run --device cuda` dlopens beside the executable: the CUDA objects, the step, the
 # format objects and the row dequantizer it calls, cudart (static); it exports only the backend
@@ -181,7 +181,7 @@ $(BUILD)/tests/gpu/test_gpu_attention: src/runtime/step_kernels.cuh src/runtime/
 # static cudart would leave its exit handlers pointing into unmapped code). test_gpu_runtime runs the CPU engine
 # (libfp4lane.a: jansson, libcrypto) beside it, so it is built only where jansson's header is.
 RT_CU_OBJ = $(BUILD)/src/runtime/step_cuda.o
-$(RT_CU_OBJ): src/runtime/step_cuda.cu src/runtime/step_kernels.cuh src/runtime/pinned.h src/runtime/backend.h $(CU_HDR)
+$(RT_CU_OBJ): src/runtime/step_cuda.cu $(wildcard src/runtime/*.cuh) src/runtime/pinned.h src/runtime/backend.h $(CU_HDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(RT_CU_OBJ) $(FORMAT_OBJ) $(BUILD)/src/model/dequant.o

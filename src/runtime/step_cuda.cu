@@ -25,6 +25,7 @@
  * backend is destroyed (a measuring aid for bench/runtime.md). */
 #include "cuda/common.cuh"
 #include "runtime/backend.h"
+#include "runtime/att_cluster.cuh"
 #include "runtime/att_gemm.cuh"
 #include "runtime/step_kernels.cuh"
 #include <stdio.h>
@@ -67,6 +68,7 @@ typedef struct cu_state {
     uint16_t *d_q16, *d_p; /* native prefill attention through cuBLAS (att_gemm.cuh): q and P in f16 */
     float *d_qs;
     int att_gemm; /* native mode, cuBLAS loaded, not FP4LANE_CUDA_ATT_GEMM=0 */
+    int att_cl;   /* the one-launch cluster attention's cluster size (att_cluster.cuh), 0: off */
     int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row          */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
     fp4_cuda_scratch scratch;
@@ -397,6 +399,8 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     s->emb_on_device = te == FP4_TYPE_F16 || te == FP4_TYPE_BF16 || te == FP4_TYPE_NVFP4_E2M1;
     const char *ag = getenv("FP4LANE_CUDA_ATT_GEMM");
     s->att_gemm = d->mode == FP4_MODE_NATIVE && fp4_cu_gemm_available() && !(ag && !strcmp(ag, "0"));
+    const char *ac = getenv("FP4LANE_CUDA_ATT_CLUSTER"); /* 0 off, 8 or 16 the cluster size (default 16) */
+    s->att_cl = ac && !strcmp(ac, "0") ? 0 : att_cluster_pick((int)a->head_dim, d->n_ctx, ac && !strcmp(ac, "8") ? 8 : 16);
     if ((st = make_plan(s, &info, err))) {
         free(s);
         return st;
@@ -658,7 +662,8 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
         if (st == FP4_ERR_UNSUPPORTED && c0 == 0) gemm = 0; /* nothing launched: the pinned kernels */
         else if (st) return cuda_fail(err, st, NULL, "rt.attention", "attention through cuBLAS");
     }
-    if (!gemm) STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
+    if (!gemm && s->att_cl) STK_LAUNCH(err, "rt.attention", att_cluster(aa, n, s->att_cl, s->stream));
+    else if (!gemm) STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
     return FP4_OK;
 }
 

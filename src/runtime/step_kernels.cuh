@@ -59,19 +59,44 @@ static __device__ __forceinline__ float stk_h2f(uint16_t h) {
  * row r goes to row lrow[r] of y and is skipped when lrow[r] < 0 (the final norm of the columns
  * that want logits: the other columns' x is dead after the step). */
 #define STK_NORM_THREADS 1024
+#define STK_NORM_PW 4 /* row elements per thread in registers (the w prefetch); the rest in a loop */
 static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float *x, const float *t,
                                                                            const float *__restrict__ w,
                                                                            int len, float eps, float *y,
                                                                            const int32_t *lrow) {
     extern __shared__ float xs[];
     __shared__ float inv_s;
+    const int tid = threadIdx.x, bd = blockDim.x;
+    float wr[STK_NORM_PW]; /* w is a weight (no kernel writes it): requested before the wait */
+#pragma unroll
+    for (int k = 0; k < STK_NORM_PW; k++)
+        wr[k] = tid + k * bd < len ? __ldg(w + tid + k * bd) : 0.0f;
     STK_PDL_ENTRY();
     const int64_t r = blockIdx.x;
     const int64_t dst = lrow ? lrow[r] : r;
     if (dst < 0) return; /* uniform over the block */
     float *xr = x + r * len;
     const float *tr = t ? t + r * len : NULL;
-    for (int i = threadIdx.x; i < len; i += blockDim.x) {
+    float xv[STK_NORM_PW], tv[STK_NORM_PW];
+#pragma unroll
+    for (int k = 0; k < STK_NORM_PW; k++) { /* every load first, then the adds */
+        const int i = tid + k * bd;
+        xv[k] = i < len ? xr[i] : 0.0f;
+        tv[k] = tr && i < len ? tr[i] : 0.0f;
+    }
+#pragma unroll
+    for (int k = 0; k < STK_NORM_PW; k++) {
+        const int i = tid + k * bd;
+        if (i < len) {
+            float v = xv[k];
+            if (tr) {
+                v = fp4p_add(v, tv[k]);
+                xr[i] = v;
+            }
+            xs[i] = v;
+        }
+    }
+    for (int i = tid + STK_NORM_PW * bd; i < len; i += bd) {
         float v = xr[i];
         if (tr) {
             v = fp4p_add(v, tr[i]);
@@ -80,18 +105,23 @@ static __global__ __launch_bounds__(STK_NORM_THREADS) void stk_add_rmsnorm(float
         xs[i] = v;
     }
     __syncthreads();
-    if (threadIdx.x < 32) {
+    if (tid < 32) {
         float p = 0.0f;
 #pragma unroll 8
-        for (int i = threadIdx.x; i < len; i += 32)
+        for (int i = tid; i < len; i += 32)
             p = fp4p_add(p, fp4p_mul(xs[i], xs[i]));
         p = stk_warp_butterfly(p);
-        if (threadIdx.x == 0) inv_s = fp4p_div(1.0f, fp4p_sqrt(fp4p_add(fp4p_div(p, (float)len), eps)));
+        if (tid == 0) inv_s = fp4p_div(1.0f, fp4p_sqrt(fp4p_add(fp4p_div(p, (float)len), eps)));
     }
     __syncthreads();
     const float inv = inv_s;
     float *yr = y + dst * len;
-    for (int i = threadIdx.x; i < len; i += blockDim.x)
+#pragma unroll
+    for (int k = 0; k < STK_NORM_PW; k++) {
+        const int i = tid + k * bd;
+        if (i < len) yr[i] = fp4p_mul(fp4p_mul(xs[i], inv), wr[k]);
+    }
+    for (int i = tid + STK_NORM_PW * bd; i < len; i += bd)
         yr[i] = fp4p_mul(fp4p_mul(xs[i], inv), w[i]);
 }
 

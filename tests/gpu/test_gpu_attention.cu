@@ -13,6 +13,7 @@
  * shapes and shorter contexts. The inputs: q and K normal (K scaled so the scores spread over
  * tens of units: the exp range), V normal, with -0.0 and f16 subnormals sprinkled in. */
 #include "gpu_test.h"
+#include "runtime/att_cluster.cuh"
 #include "runtime/att_gemm.cuh"
 #include "runtime/step_kernels.cuh"
 #include <string.h>
@@ -23,6 +24,7 @@ typedef struct att_shape {
 } att_shape;
 
 enum { MAX_SLOTS = 8 };
+static int n_cluster_cases; /* cases the cluster kernels ran (none on a GPU before sm_90) */
 
 /* one shape's KV cache (MAX_SLOTS slots, every row filled), on the host and on the device */
 typedef struct att_kv {
@@ -119,6 +121,17 @@ static void att_case(const att_kv *kv, int ncol, const int32_t *slot, const int3
                      NKV, (long long)n_ctx, ncol, pos[0], pos[ncol - 1], rep ? " (again)" : "");
             gt_cmp_bits(what, want, got, (int64_t)ncol * NH * D);
             cudaMemset(d_o, 0xFF, sizeof(float) * (size_t)(ncol * NH * D));
+        }
+        for (int cs = 8; cs <= 16; cs *= 2) { /* the one-launch cluster kernels, where they run */
+            if (att_cluster_pick(D, n_ctx, cs) != cs) continue;
+            CHECK_OK(att_cluster(a, ncol, cs, 0));
+            gt_sync("att_cluster");
+            gt_down(got, d_o, sizeof(float) * (size_t)(ncol * NH * D));
+            snprintf(what, sizeof what, "cluster %d attention d %d heads %d/%d ctx %lld cols %d pos %d..%d", cs, D,
+                     NH, NKV, (long long)n_ctx, ncol, pos[0], pos[ncol - 1]);
+            gt_cmp_bits(what, want, got, (int64_t)ncol * NH * D);
+            cudaMemset(d_o, 0xFF, sizeof(float) * (size_t)(ncol * NH * D));
+            n_cluster_cases++;
         }
         unsigned *tk = (unsigned *)malloc((size_t)(ncol * NH) * 4);
         gt_down(tk, d_tk, (size_t)(ncol * NH) * 4);
@@ -255,5 +268,9 @@ int main(void) {
         else
             shape_cases(sh, singles, (int)(sizeof singles / sizeof singles[0]));
     }
+    int major = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0);
+    printf("cluster attention cases: %d\n", n_cluster_cases);
+    CHECK_MSG(major < 9 || n_cluster_cases > 0, "no case ran the cluster kernels on an sm_%d0 device", major);
     return check_report();
 }
