@@ -3,8 +3,9 @@
  * llama3-8b shape (32 query heads, 8 KV heads, head_dim 128, F16 KV cache of 32 layers: each call
  * reads the next layer's rows, so the cache comes from DRAM as in the step), 1 and 8 columns at
  * positions 511 and 3967 (n_ctx 4096). Variants: old; new with 2, 3, 4 pipeline stages (4 is the
- * step's); the one-launch cluster kernels of att_cluster.cuh (clusters of 8 and 16). Every variant's outputs are compared bit for bit with old's (exit 1 if any differ).
- *   attn_lab [REPS]   (default 200 calls per cell; launches back to back with PDL, as the step) */
+ * step's); the one-launch cluster kernels of att_cluster.cuh (clusters of 8 and 16). Every variant's outputs
+ * are compared bit for bit with old's (exit 1 if any differ). attn_lab [REPS]   (default 200 calls per cell;
+ * launches back to back with PDL, as the step) */
 #include "runtime/att_cluster.cuh"
 #include "runtime/step_kernels.cuh"
 #include "lab_attn_old.cuh"
@@ -35,7 +36,7 @@ static fp4_status launch(int var, stk_att_args a, int n) {
         return fp4_cu_launch(dim3(32, (unsigned)groups), dim3(D), 0, 0, 1, old_att_pv, a);
     }
     if (var == 3) return stk_attention(a, n, 0);
-    if (var >= 4) return att_cluster(a, n, var == 4 ? 8 : 16, 0);
+    if (var >= 4) return att_cluster(a, n, var == 4 ? 8 : 16, var < 6 ? 0 : var - 5, 0);
     const int gx = stk_att_gx(groups, NCTX, fp4_cu_sm_count());
     a.gx = gx;
     fp4_status st = fp4_cu_launch(dim3((unsigned)gx, (unsigned)groups), dim3(STK_SC_THREADS), 0, 0, 1,
@@ -48,9 +49,14 @@ static fp4_status launch(int var, stk_att_args a, int n) {
 
 int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
-    static const char *const names[6] = {"old (d07eabb)", "new, 2 stages", "new, 3 stages",
-                                         "new, 4 stages (step)", "cluster of 8 (att_cluster.cuh)",
-                                         "cluster of 16 (att_cluster.cuh)"};
+    static const char *const names[8] = {"old (d07eabb)",
+                                         "new, 2 stages",
+                                         "new, 3 stages",
+                                         "new, 4 stages (step)",
+                                         "cluster of 8 (att_cluster.cuh)",
+                                         "cluster of 16 (att_cluster.cuh)",
+                                         "cluster of 16, 1 block per SM",
+                                         "cluster of 16, 2 blocks per SM"};
     const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
     const size_t kvn = (size_t)(MAXC * slot_stride);
     uint16_t *kc, *vc;
@@ -96,10 +102,10 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     ck(cudaEventCreate(&e0), "event");
     ck(cudaEventCreate(&e1), "event");
-    static const int cols[2] = {1, 8}, poss[2] = {511, 3967};
+    static const int cols[4] = {1, 2, 4, 8}, poss[2] = {511, 3967};
     int bad = 0;
     printf("| variant | columns | position | us per layer (scores + pv) |\n|---|---|---|---|\n");
-    for (int ci = 0; ci < 2; ci++)
+    for (int ci = 0; ci < 4; ci++)
         for (int pi = 0; pi < 2; pi++) {
             const int n = cols[ci];
             int32_t in[4 * MAXC];
@@ -107,8 +113,8 @@ int main(int argc, char **argv) {
                 in[c] = 0, in[n + c] = c, in[2 * n + c] = poss[pi], in[3 * n + c] = c;
             ck(cudaMemcpy(din, in, 4 * 4 * (size_t)n, cudaMemcpyHostToDevice), "H2D");
             const stk_cols cl = {din, din + n, din + 2 * n, din + 3 * n};
-            for (int var = 0; var < 6; var++) {
-                if (var >= 4 && !att_cluster_ok(D, NCTX, var == 4 ? 8 : 16)) continue;
+            for (int var = 0; var < 8; var++) {
+                if (var >= 4 && att_cluster_pick(D, NCTX, var == 4 ? 8 : 16) != (var == 4 ? 8 : 16)) continue;
                 stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
                                   NH, NKV,  D,  0,  0.08838834764831845f, cl};
                 for (int r = 0; r < 5; r++)

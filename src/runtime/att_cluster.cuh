@@ -30,10 +30,11 @@
 #endif
 
 #define ATT_CL_THREADS 256
-#define ATT_CL_RC 32       /* V rows (local slots) per ring chunk */
-#define ATT_CL_NS 4        /* ring chunks */
-#define ATT_CL_MAX_D 128   /* head_dim: a multiple of 32, at most this */
+#define ATT_CL_RC 32     /* V rows (local slots) per ring chunk */
+#define ATT_CL_NS 4      /* ring chunks (8 measured slower: bench/gpu.md, session 6) */
+#define ATT_CL_MAX_D 128 /* head_dim: a multiple of 32, at most this */
 #define ATT_CL_MAX_SMEM ((size_t)200 * 1024)
+#define ATT_CL_MAX_COLS 4 /* wider steps keep the two launches (their blocks fill the GPU already) */
 
 /* dynamic shared memory: qs [STK_GB*D] | es [NI_max][STK_GB] | part [LPB][STK_GB][D] |
  * denp [LPB][STK_GB] | bm [STK_GB] | ms [STK_GB] | ring [NS][RC][D] halves */
@@ -45,6 +46,16 @@ static __host__ __device__ __forceinline__ size_t att_cluster_smem(int64_t n_ctx
     return (size_t)4 * ((size_t)STK_GB * d + (size_t)att_cluster_slots(n_ctx, cs) * STK_GB +
                         (size_t)lpb * STK_GB * d + (size_t)lpb * STK_GB + 2 * STK_GB) +
            (size_t)2 * ATT_CL_NS * ATT_CL_RC * d;
+}
+
+/* the shared memory a launch asks for: what it uses, or with bps > 0 enough that no more than bps
+ * blocks fit on one SM */
+static inline size_t att_cluster_request(int64_t n_ctx, int d, int cs, int bps) {
+    const size_t smem = att_cluster_smem(n_ctx, d, cs);
+    if (bps <= 0) return smem;
+    size_t want = (size_t)228 * 1024 / (size_t)(bps + 1) + 2048; /* bps + 1 blocks do not fit */
+    want = want < ATT_CL_MAX_SMEM ? want : ATT_CL_MAX_SMEM;
+    return smem > want ? smem : want;
 }
 
 /* ring chunk k of the block's local V rows (those of positions past the column's are not read) */
@@ -243,7 +254,8 @@ static inline int att_cluster_ok(int d, int64_t n_ctx, int cs) {
     int dev = 0, ok = 0;
     if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
     const int c = dev < FP4_CU_MAX_DEVICES ? __atomic_load_n(&cached[dev], __ATOMIC_RELAXED) : 0;
-    if (c) ok = c == 1;
+    if (c)
+        ok = c == 1;
     else {
         int major = 0;
         if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
@@ -254,8 +266,11 @@ static inline int att_cluster_ok(int d, int64_t n_ctx, int cs) {
     return att_cluster_smem(n_ctx, d, cs) <= ATT_CL_MAX_SMEM;
 }
 
-template <int CS, int NDL> static fp4_status att_cluster_launch_t(stk_att_args a, int64_t groups, cudaStream_t s) {
-    const size_t smem = att_cluster_smem(a.n_ctx, a.d, CS);
+template <int CS, int NDL>
+static fp4_status att_cluster_launch_t(stk_att_args a, int64_t groups, int bps, cudaStream_t s) {
+    /* bps > 0: at most bps blocks per SM (else a cluster's blocks may double up on some SMs of their
+     * GPC and leave others idle) */
+    const size_t smem = att_cluster_request(a.n_ctx, a.d, CS, bps);
     void (*k)(stk_att_args) = att_cluster_kernel<CS, NDL>;
     /* attributes, set on every call (cheap, and not a stream operation: allowed during a capture) */
     if (CS > 8) FP4_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
@@ -283,7 +298,7 @@ template <int CS, int NDL> static fp4_status att_cluster_launch_t(stk_att_args a
 
 /* whether a cluster of CS blocks with this shared memory can be resident at all on the device */
 template <int CS, int NDL> static int att_cluster_fits_t(int64_t n_ctx, int d) {
-    const size_t smem = att_cluster_smem(n_ctx, d, CS);
+    const size_t smem = att_cluster_request(n_ctx, d, CS, 1); /* the largest request (one per SM) */
     void (*k)(stk_att_args) = att_cluster_kernel<CS, NDL>;
     if (CS > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
         return (void)cudaGetLastError(), 0;
@@ -308,18 +323,31 @@ template <int CS, int NDL> static int att_cluster_fits_t(int64_t n_ctx, int d) {
 static inline int att_cluster_pick(int d, int64_t n_ctx, int want) {
     for (int cs = want; cs >= 8; cs /= 2) {
         if (!att_cluster_ok(d, n_ctx, cs)) continue;
-        const int fits = cs == 16 ? (d <= 64 ? att_cluster_fits_t<16, 2>(n_ctx, d) : att_cluster_fits_t<16, 4>(n_ctx, d))
-                                  : (d <= 64 ? att_cluster_fits_t<8, 2>(n_ctx, d) : att_cluster_fits_t<8, 4>(n_ctx, d));
+        const int fits =
+            cs == 16 ? (d <= 64 ? att_cluster_fits_t<16, 2>(n_ctx, d) : att_cluster_fits_t<16, 4>(n_ctx, d))
+                     : (d <= 64 ? att_cluster_fits_t<8, 2>(n_ctx, d) : att_cluster_fits_t<8, 4>(n_ctx, d));
         if (fits) return cs;
     }
     return 0;
 }
 
-/* one layer's attention over n columns in one cluster launch (cs 8 or 16; att_cluster_ok first) */
-static inline fp4_status att_cluster(stk_att_args a, int64_t n, int cs, cudaStream_t s) {
+/* the step's blocks per SM at n columns (FP4LANE_CUDA_ATT_CLUSTER_BPS overrides it): as many as fit.
+ * One per SM at one column (1 x 8 KV heads x 16 = 128 blocks) crashed in its first form (a request
+ * past the limit) and is not measured yet: bench/gpu.md, session 6. */
+static inline int att_cluster_bps(int64_t n) {
+    (void)n;
+    return 0;
+}
+
+/* one layer's attention over n columns in one cluster launch (cs 8 or 16: att_cluster_pick first;
+ * bps > 0: at most bps blocks per SM, by the shared memory asked for) */
+static inline fp4_status att_cluster(stk_att_args a, int64_t n, int cs, int bps, cudaStream_t s) {
     const int64_t groups = stk_att_groups(n, a.nh, a.nkv);
-    if (cs == 16) return a.d <= 64 ? att_cluster_launch_t<16, 2>(a, groups, s) : att_cluster_launch_t<16, 4>(a, groups, s);
-    return a.d <= 64 ? att_cluster_launch_t<8, 2>(a, groups, s) : att_cluster_launch_t<8, 4>(a, groups, s);
+    if (cs == 16)
+        return a.d <= 64 ? att_cluster_launch_t<16, 2>(a, groups, bps, s)
+                         : att_cluster_launch_t<16, 4>(a, groups, bps, s);
+    return a.d <= 64 ? att_cluster_launch_t<8, 2>(a, groups, bps, s)
+                     : att_cluster_launch_t<8, 4>(a, groups, bps, s);
 }
 
 #endif

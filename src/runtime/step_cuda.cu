@@ -69,6 +69,7 @@ typedef struct cu_state {
     float *d_qs;
     int att_gemm; /* native mode, cuBLAS loaded, not FP4LANE_CUDA_ATT_GEMM=0 */
     int att_cl;   /* the one-launch cluster attention's cluster size (att_cluster.cuh), 0: off */
+    int att_cl_bps; /* its blocks per SM at most (0: as they fit; -1: att_cluster_bps's rule) */
     int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row          */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
     fp4_cuda_scratch scratch;
@@ -400,7 +401,10 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     const char *ag = getenv("FP4LANE_CUDA_ATT_GEMM");
     s->att_gemm = d->mode == FP4_MODE_NATIVE && fp4_cu_gemm_available() && !(ag && !strcmp(ag, "0"));
     const char *ac = getenv("FP4LANE_CUDA_ATT_CLUSTER"); /* 0 off, 8 or 16 the cluster size (default 16) */
-    s->att_cl = ac && !strcmp(ac, "0") ? 0 : att_cluster_pick((int)a->head_dim, d->n_ctx, ac && !strcmp(ac, "8") ? 8 : 16);
+    const int want_cl = ac && !strcmp(ac, "8") ? 8 : 16;
+    s->att_cl = ac && !strcmp(ac, "0") ? 0 : att_cluster_pick((int)a->head_dim, d->n_ctx, want_cl);
+    const char *ab = getenv("FP4LANE_CUDA_ATT_CLUSTER_BPS"); /* 0, 1 or 2; unset: the rule */
+    s->att_cl_bps = ab && ab[0] >= '0' && ab[0] <= '2' && !ab[1] ? ab[0] - '0' : -1;
     if ((st = make_plan(s, &info, err))) {
         free(s);
         return st;
@@ -629,8 +633,10 @@ static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *
 
 /* One layer's attention over n columns: where every run of columns (one slot, consecutive
  * positions) has ATT_GEMM_MIN_COLS or more and the native GEMM attention is on, each run through
- * cuBLAS (att_gemm.cuh); else, or where it declines (a graph capture), stk_attention's pinned
- * kernels over the whole step. The runs come from the host's copy of the step's columns. */
+ * cuBLAS (att_gemm.cuh); else, or where it declines (a graph capture), the pinned kernels over the
+ * whole step: up to ATT_CL_MAX_COLS columns the one-launch cluster kernel (att_cluster.cuh) where the
+ * device runs it, else stk_attention's two launches (the same bits either way). The runs come from
+ * the host's copy of the step's columns. */
 static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, const uint16_t *kc,
                             const uint16_t *vc, int64_t slot_stride, fp4_error *err) {
     const int64_t mc = s->max_cols;
@@ -662,7 +668,10 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
         if (st == FP4_ERR_UNSUPPORTED && c0 == 0) gemm = 0; /* nothing launched: the pinned kernels */
         else if (st) return cuda_fail(err, st, NULL, "rt.attention", "attention through cuBLAS");
     }
-    if (!gemm && s->att_cl) STK_LAUNCH(err, "rt.attention", att_cluster(aa, n, s->att_cl, s->stream));
+    if (!gemm && s->att_cl && n <= ATT_CL_MAX_COLS)
+        STK_LAUNCH(err, "rt.attention",
+                   att_cluster(aa, n, s->att_cl, s->att_cl_bps < 0 ? att_cluster_bps(n) : s->att_cl_bps,
+                               s->stream));
     else if (!gemm) STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
     return FP4_OK;
 }

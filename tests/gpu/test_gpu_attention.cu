@@ -122,13 +122,16 @@ static void att_case(const att_kv *kv, int ncol, const int32_t *slot, const int3
             gt_cmp_bits(what, want, got, (int64_t)ncol * NH * D);
             cudaMemset(d_o, 0xFF, sizeof(float) * (size_t)(ncol * NH * D));
         }
-        for (int cs = 8; cs <= 16; cs *= 2) { /* the one-launch cluster kernels, where they run */
+        static const int cl_var[3][2] = {{8, 0}, {16, 0}, {16, 1}}; /* (cluster size, blocks per SM) */
+        for (int vi = 0; vi < 3; vi++) { /* the one-launch cluster kernels, where they run */
+            const int cs = cl_var[vi][0], bps = cl_var[vi][1];
             if (att_cluster_pick(D, n_ctx, cs) != cs) continue;
-            CHECK_OK(att_cluster(a, ncol, cs, 0));
+            CHECK_OK(att_cluster(a, ncol, cs, bps, 0));
             gt_sync("att_cluster");
             gt_down(got, d_o, sizeof(float) * (size_t)(ncol * NH * D));
-            snprintf(what, sizeof what, "cluster %d attention d %d heads %d/%d ctx %lld cols %d pos %d..%d", cs, D,
-                     NH, NKV, (long long)n_ctx, ncol, pos[0], pos[ncol - 1]);
+            snprintf(what, sizeof what,
+                     "cluster %d/%d attention d %d heads %d/%d ctx %lld cols %d pos %d..%d", cs, bps, D, NH,
+                     NKV, (long long)n_ctx, ncol, pos[0], pos[ncol - 1]);
             gt_cmp_bits(what, want, got, (int64_t)ncol * NH * D);
             cudaMemset(d_o, 0xFF, sizeof(float) * (size_t)(ncol * NH * D));
             n_cluster_cases++;
@@ -181,8 +184,9 @@ static void gemm_case(const att_kv *kv, int32_t slot, int32_t p0, int32_t m, int
     float *again = (float *)malloc(sizeof(float) * (size_t)(m * NH * D));
     if (d_q && d_o && d_s && d_qs && d_q16 && d_p) {
         const int64_t at = slot * kv->slot_stride;
-        const att_gemm_args a = {d_q,  q_cs, kv->d_kc + at, kv->d_vc + at, d_o, d_q16, d_qs, d_s,
-                                 d_p,  ld,   p0,            m,             NH,  NKV,   D,    scale};
+        const att_gemm_args a = {
+            d_q, q_cs, kv->d_kc + at, kv->d_vc + at, d_o, d_q16, d_qs, d_s, d_p, ld, p0, m, NH,
+            NKV, D,    scale};
         char what[160];
         snprintf(what, sizeof what, "gemm attention d %d heads %d/%d cols %d at %d..%d%s", D, NH, NKV, m, p0,
                  p0 + m - 1, big ? " (q x 1e6)" : "");
@@ -224,8 +228,10 @@ static void shape_cases(const att_shape *sh, const int32_t *singles, int ns) {
         if (!gt_quick()) {
             /* every position below n_ctx (the smallest shape has 2100): fp4p_attend's score buffer and
              * the KV slot hold n_ctx positions */
-            const int32_t p8[8] = {31, last, 32, 1055, last - 32, 4159 < last ? 4159 : last - 1, 2,
-                                   2111 < last ? 2111 : last - 3};
+            const int32_t p8[8] = {31,        last,
+                                   32,        1055,
+                                   last - 32, 4159 < last ? 4159 : last - 1,
+                                   2,         2111 < last ? 2111 : last - 3};
             att_case(&kv, 8, own, p8);
             int32_t pf[8];
             for (int i = 0; i < 8; i++)
