@@ -34,7 +34,7 @@
 #define ATT_CL_NS 4      /* ring chunks (8 measured slower: bench/gpu.md, session 6) */
 #define ATT_CL_MAX_D 128 /* head_dim: a multiple of 32, at most this */
 #define ATT_CL_MAX_SMEM ((size_t)200 * 1024)
-#define ATT_CL_MAX_COLS 4 /* wider steps keep the two launches (their blocks fill the GPU already) */
+#define ATT_CL_MAX_COLS 1 /* wider steps keep the two launches (attn_lab, session 6: faster from 2) */
 
 /* dynamic shared memory: qs [STK_GB*D] | es [NI_max][STK_GB] | part [LPB][STK_GB][D] |
  * denp [LPB][STK_GB] | bm [STK_GB] | ms [STK_GB] | ring [NS][RC][D] halves */
