@@ -3,6 +3,7 @@
  * 8s+j of sub-block s holds element 16s+j (low nibble) and 16s+j+8 (high nibble). Canonical
  * rows hold element 2j in the low nibble of byte j. Only nibbles move; nothing is computed. */
 #include "model_impl.h"
+#include <string.h>
 
 void fp4_ggml_pack_row(const uint8_t *payload, const uint8_t *scales, int64_t n_in, uint8_t *blocks) {
     for (int64_t b = 0; b < n_in / 64; b++) {
@@ -20,7 +21,30 @@ void fp4_ggml_pack_row(const uint8_t *payload, const uint8_t *scales, int64_t n_
     }
 }
 
+/* The eight bytes of a word, each < 16, paired: byte j of the result's low half is
+ * b[2j] | b[2j+1] << 4 (j < 4). w | w >> 4 puts b[k+1] in the high nibble of byte k; the even
+ * bytes are then gathered by two masked shifts. */
+static uint32_t pair_nibbles(uint64_t w) {
+    uint64_t t = (w | (w >> 4)) & 0x00FF00FF00FF00FFull;
+    t = (t | (t >> 8)) & 0x0000FFFF0000FFFFull;
+    return (uint32_t)(t | (t >> 16));
+}
+
 void fp4_ggml_unpack_row(const uint8_t *blocks, int64_t n_in, uint8_t *payload, uint8_t *scales) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* a sub-block's 8 bytes as one word: the low nibbles are elements 0..7, the high 8..15 */
+    for (int64_t b = 0; b < n_in / 64; b++) {
+        const uint8_t *blk = blocks + b * 36;
+        memcpy(scales + b * 4, blk, 4);
+        for (int s = 0; s < 4; s++) {
+            uint64_t x;
+            memcpy(&x, blk + 4 + s * 8, 8);
+            const uint64_t lo = x & 0x0F0F0F0F0F0F0F0Full, hi = (x >> 4) & 0x0F0F0F0F0F0F0F0Full;
+            const uint64_t out = (uint64_t)pair_nibbles(lo) | (uint64_t)pair_nibbles(hi) << 32;
+            memcpy(payload + (b * 4 + s) * 8, &out, 8);
+        }
+    }
+#else
     for (int64_t b = 0; b < n_in / 64; b++) {
         const uint8_t *blk = blocks + b * 36;
         for (int s = 0; s < 4; s++) {
@@ -35,4 +59,5 @@ void fp4_ggml_unpack_row(const uint8_t *blocks, int64_t n_in, uint8_t *payload, 
             for (int j = 0; j < 8; j++) dst[j] = (uint8_t)(v[2 * j] | (v[2 * j + 1] << 4));
         }
     }
+#endif
 }

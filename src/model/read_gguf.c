@@ -6,6 +6,7 @@
 #include "read_impl.h"
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define SFX_SCALE ".nvfp4_scale"
 #define SFX_SCALE2 ".nvfp4_scale2"
@@ -98,6 +99,30 @@ static fp4_status read_native(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p
     return FP4_OK;
 }
 
+/* rows r0..r1 of a type-40 tensor into canonical rows (each row on its own: any split gives the
+ * same bytes) */
+typedef struct unpack_job {
+    const uint8_t *blocks;
+    int64_t n_in;
+    uint8_t *payload, *scales;
+} unpack_job;
+
+static void unpack_rows(void *ctx, int64_t r0, int64_t r1) {
+    const unpack_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++)
+        fp4_ggml_unpack_row(j->blocks + r * (j->n_in / 64) * 36, j->n_in, j->payload + r * (j->n_in / 2),
+                            j->scales + r * (j->n_in / 16));
+}
+
+/* threads for a repack of this many bytes: one per 16 MiB, at most one per core and 8 (the
+ * repack is a memory pass; a small tensor is not worth a thread) */
+static int unpack_threads(size_t bytes) {
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t t = (int64_t)(bytes >> 24) + 1;
+    if (t > cores) t = cores;
+    return t < 1 ? 1 : t > 8 ? 8 : (int)t;
+}
+
 /* llama.cpp's type 40: repack into canonical rows once, at load */
 static fp4_status read_ggml(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, fp4_error *err) {
     fp4_status st = nvfp4_shape(c, p, 64, err);
@@ -122,9 +147,9 @@ static fp4_status read_ggml(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, 
     const size_t pay = (size_t)(n_out * (n_in / 2)), scl = (size_t)(n_out * (n_in / 16));
     mt->owned = malloc(pay + scl + 1);
     if (!mt->owned) return fp4_fail(err, FP4_ERR_NOMEM, c->path, p->name, "alloc", "out of memory");
-    for (int64_t r = 0; r < n_out; r++)
-        fp4_ggml_unpack_row(p->data + r * (n_in / 64) * 36, n_in, mt->owned + r * (n_in / 2),
-                            mt->owned + pay + r * (n_in / 16));
+    unpack_job job = {p->data, n_in, mt->owned, mt->owned + pay};
+    if ((st = fp4_parallel_rows(n_out, unpack_threads(pay + scl), unpack_rows, &job)))
+        return fp4_fail(err, st, c->path, p->name, "ggml.repack", "repack failed");
     if ((st = fp4_check_scale_bytes(c, p->name, mt->owned + pay, n_out, n_in / 16, err))) return st;
     mt->t.nvfp4 = (fp4_nvfp4_view){mt->owned, mt->owned + pay, mt->sc.s2_mul, mt->sc.in_div, n_out, n_in};
     return FP4_OK;
