@@ -145,7 +145,8 @@ fuzz: fuzz-build
 # jansson's headers are missing (the device machine). `make lab` builds and runs dev/cuda
 # (validate, then time); `make sass` dumps the SASS of every production kernel.
 NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Iinclude -Isrc --fmad=false -Xcompiler -fPIC,-fvisibility=hidden \
-             -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -gencode arch=compute_80,code=compute_80
+             -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -gencode arch=compute_80,code=compute_80 \
+             -DFP4_CU_BUILD_CC=$(subst a,,$(CUDA_ARCH))
 CU_SRC   = $(sort $(wildcard src/cuda/*.cu))
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
 CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)

@@ -61,20 +61,10 @@ static __device__ __forceinline__ void fp4_mbar_wait(uint64_t *bar, unsigned par
 }
 
 
-/* 1 when the current device has cp.async.bulk and mbarrier transaction counts (sm_90+); the
- * kernel's PTX for older targets has no copies and must never run. Cached per device. */
+/* 1 when the current device runs the sm_90a code with cp.async.bulk and mbarrier transaction
+ * counts (fp4_cu_sm90_code); the kernel's PTX for older targets has no copies and must never run. */
 static inline int stream_device_ok(void) {
-    static int cached[FP4_CU_MAX_DEVICES]; /* 0 unknown, 1 yes, 2 no; read and written atomically */
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
-    if (dev < FP4_CU_MAX_DEVICES) {
-        const int c = __atomic_load_n(&cached[dev], __ATOMIC_RELAXED);
-        if (c) return c == 1;
-    }
-    int major = 0;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
-    if (dev < FP4_CU_MAX_DEVICES) __atomic_store_n(&cached[dev], major >= 9 ? 1 : 2, __ATOMIC_RELAXED);
-    return major >= 9;
+    return fp4_cu_sm90_code();
 }
 
 /* The dynamic shared memory a launch asks for: at least what it uses, and enough that no more than

@@ -98,15 +98,45 @@ static __device__ __forceinline__ void fp4_pdl_trigger() {
 #endif
 }
 
+/* The compute capability of the build's cubin (Makefile: CUDA_ARCH without its 'a', e.g. 90). */
+#ifndef FP4_CU_BUILD_CC
+#define FP4_CU_BUILD_CC 90
+#endif
+
+/* 1 when the current device runs this library's Hopper code: the build holds a cubin for
+ * FP4_CU_BUILD_CC (sm_90a by default) and compute_80 PTX (Makefile); the cubin loads on its own
+ * major version from its minor on (an 'a' cubin on exactly that version). Any other device runs
+ * the compute_80 PTX, whose bodies of the Hopper-only code (griddepcontrol, cp.async.bulk,
+ * clusters: under __CUDA_ARCH__ >= FP4_CU_CC_HOPPER) are empty: there a launch with programmatic
+ * stream serialization would not wait for its predecessor, and a Hopper-only kernel would compute
+ * nothing. Cached per device (read and written atomically). */
+static inline int fp4_cu_sm90_code(void) {
+    static int cached[64]; /* 0 unknown, 1 yes, 2 no */
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
+    if (dev < 64) {
+        const int c = __atomic_load_n(&cached[dev], __ATOMIC_RELAXED);
+        if (c) return c == 1;
+    }
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+        return 0;
+    const int ok = FP4_CU_BUILD_CC >= 90 && major == FP4_CU_BUILD_CC / 10 && minor >= FP4_CU_BUILD_CC % 10;
+    if (dev < 64) __atomic_store_n(&cached[dev], ok ? 1 : 2, __ATOMIC_RELAXED);
+    return ok;
+}
+
 /* FP4LANE_CUDA_NO_PDL=1 (any value but "0"): every launch below is a plain one (a measuring aid
- * and a way out; read once per translation unit). */
+ * and a way out; read once per translation unit); also plain on a device that does not run the
+ * sm_90a code (fp4_cu_sm90_code: its kernels' fp4_pdl_wait is empty). */
 static inline int fp4_cu_pdl_off(void) {
     static int off = -1;
     if (off < 0) {
         const char *e = getenv("FP4LANE_CUDA_NO_PDL");
         off = e && *e && strcmp(e, "0") ? 1 : 0;
     }
-    return off;
+    return off || !fp4_cu_sm90_code();
 }
 
 /* cudaLaunchKernelEx with programmatic stream serialization when pdl (the kernel calls

@@ -247,22 +247,11 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void att_cluster_kernel(stk_
 #endif
 }
 
-/* 1 where the cluster kernel may serve this shape and n_ctx on the current device (sm_90+, head_dim
+/* 1 where the cluster kernel may serve this shape and n_ctx on the current device (one that runs the
+ * sm_90a code: fp4_cu_sm90_code; head_dim
  * a multiple of 32 up to ATT_CL_MAX_D, shared memory within ATT_CL_MAX_SMEM) */
 static inline int att_cluster_ok(int d, int64_t n_ctx, int cs) {
-    static int cached[FP4_CU_MAX_DEVICES]; /* 0 unknown, 1 sm_90+, 2 older; read and written atomically */
-    int dev = 0, ok = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || dev < 0) return 0;
-    const int c = dev < FP4_CU_MAX_DEVICES ? __atomic_load_n(&cached[dev], __ATOMIC_RELAXED) : 0;
-    if (c)
-        ok = c == 1;
-    else {
-        int major = 0;
-        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return 0;
-        ok = major >= 9;
-        if (dev < FP4_CU_MAX_DEVICES) __atomic_store_n(&cached[dev], ok ? 1 : 2, __ATOMIC_RELAXED);
-    }
-    if (!ok || d % 32 || d > ATT_CL_MAX_D || (cs != 8 && cs != 16)) return 0;
+    if (!fp4_cu_sm90_code() || d % 32 || d > ATT_CL_MAX_D || (cs != 8 && cs != 16)) return 0;
     return att_cluster_smem(n_ctx, d, cs) <= ATT_CL_MAX_SMEM;
 }
 
