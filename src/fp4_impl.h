@@ -173,6 +173,9 @@ void fp4_a16_act_avx2(const fp4_block_q8_K *xq, int64_t nsb, int8_t *act, uint8_
 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
                        const uint8_t *aabs, const float *d, int64_t n_in);
 void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst);
+/* fp4_round_f16 by F16C (same bits for every f32): the row dots' F16 output boundary */
+float fp4_round_f16_avx2(float f);
+float fp4_round_f16_avx512(float f);
 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
                          const int8_t *act, const float *d, int64_t n_in);
 

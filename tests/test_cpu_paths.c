@@ -622,6 +622,46 @@ static void test_attend_paths(void) {
     printf("attend: %ld (column, head) attentions compared against fp4p_attend\n", compared);
 }
 
+/* the F16 output boundary by F16C (fp4_round_f16_avx2 / _avx512) against fp4_round_f16: every f16
+ * value's f32 image, its neighbours and the rounding midpoints between consecutive f16 values with
+ * theirs (both signs), f32 subnormals, NaNs with random payloads, and random patterns. (Every one of
+ * the 2^32 patterns was compared once: bench/receipts/s6-cpu/round_f16.txt.) */
+static uint32_t round_bits(int path, float f) {
+    const float r = path == FP4_CPU_AVX512 ? fp4_round_f16_avx512(f)
+                    : path == FP4_CPU_AVX2 ? fp4_round_f16_avx2(f)
+                                           : fp4_round_f16(f);
+    return f32_bits(r);
+}
+
+static void test_round_f16_paths(void) {
+#if defined(__x86_64__) && defined(__GNUC__)
+    test_rng r = {0x16f16c};
+    const int best = fp4_cpu_best_path();
+    long compared = 0, bad = 0;
+    for (int path = FP4_CPU_AVX2; path <= best; path++) {
+        for (uint32_t h = 0; h < 65536; h++) {
+            const uint32_t u = f32_bits(fp4_f16_to_f32((uint16_t)h));
+            const uint32_t un = f32_bits(fp4_f16_to_f32((uint16_t)(h + 1)));
+            const uint32_t mid = f32_bits((bits_f32(u) + bits_f32(un)) * 0.5f); /* exact: 11 -> 12 bits */
+            const uint32_t probe[8] = {u, u + 1, u - 1, u + 2, mid, mid + 1, mid - 1, mid ^ 0x80000000u};
+            for (int i = 0; i < 8; i++) {
+                const float f = bits_f32(probe[i]);
+                bad += round_bits(path, f) != f32_bits(fp4_round_f16(f)), compared++;
+            }
+        }
+        for (int i = 0; i < 1 << 20; i++) {
+            uint32_t u = (uint32_t)rng_u64(&r);
+            if (i % 4 == 1) u &= 0x807FFFFFu;                    /* f32 subnormal or zero */
+            if (i % 4 == 2) u |= 0x7F800000u;                    /* Inf or NaN, any payload */
+            if (i % 4 == 3) u = (u & 0x87FFFFFFu) | 0x38000000u; /* around the f16 normal/subnormal edge */
+            bad += round_bits(path, bits_f32(u)) != f32_bits(fp4_round_f16(bits_f32(u))), compared++;
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+    printf("round_f16: %ld values compared on the vector paths\n", compared);
+#endif
+}
+
 /* column counts whose activation buffers would overflow are refused before anything is read */
 static void test_overflow(void) {
     uint8_t p[128] = {0}, s[16] = {0};
@@ -645,5 +685,6 @@ int main(void) {
     test_dense_paths();
     test_native_a16_paths();
     test_attend_paths();
+    test_round_f16_paths();
     return check_report();
 }

@@ -32,7 +32,15 @@ void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
+
+/* (float)(half)f through F16C (vcvtps2ph with round to nearest even, vcvtph2ps): fp4_round_f16's
+ * bits for every f32 (NaNs quieted keeping the top payload bits, as the C code does; test_cpu_paths,
+ * and every one of the 2^32 patterns in bench/receipts/s6-cpu/round_f16.txt). The row dots end with
+ * it; the C version's two calls and branches were 7 % of an exact CPU decode. */
+FP4_TARGET_AVX512 float fp4_round_f16_avx512(float f) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT)));
+}
 
 /* E2M1 magnitudes in units of 2^-1, indexed by code & 7 (SPEC §1), once per 128-bit lane */
 #define MAG8 0, 1, 2, 3, 4, 6, 8, 12, 0, 1, 2, 3, 4, 6, 8, 12
@@ -118,7 +126,7 @@ FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uin
         }
         acc = fp4_a16_epilogue(_mm512_reduce_add_epi64(tot), d[sb], scale2, acc);
     }
-    return fp4_round_f16(acc);
+    return fp4_round_f16_avx512(acc);
 }
 
 /* ---- W4A4 (SPEC §5) ---- */
@@ -175,7 +183,7 @@ FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const ui
     float y = (float)_mm512_reduce_add_epi64(tot) * 0x1p-20f;
     y = y * scale2;
     y = y * input_scale;
-    return fp4_round_f16(y);
+    return fp4_round_f16_avx512(y);
 }
 #else
 void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act,

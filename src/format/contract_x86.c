@@ -31,7 +31,13 @@ void fp4_a16_act_avx2(const fp4_block_q8_K *xq, int64_t nsb, int8_t *act, uint8_
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define FP4_TARGET_AVX2 __attribute__((target("avx2")))
+#define FP4_TARGET_AVX2 __attribute__((target("avx2,f16c")))
+
+/* (float)(half)f through F16C: fp4_round_f16's bits (contract_avx512.c's twin; fp4_cpu_best_path
+ * requires F16C for this path) */
+FP4_TARGET_AVX2 float fp4_round_f16_avx2(float f) {
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT)));
+}
 
 /* E2M1 values in units of 2^-1, indexed by the code (SPEC §1), for vpshufb */
 #define E2M1_Q1 0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
@@ -91,7 +97,7 @@ FP4_TARGET_AVX2 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t
         const int64_t total = (int64_t)_mm_extract_epi32(t, 1) * 512 + _mm_cvtsi128_si32(t);
         acc = fp4_a16_epilogue(total, d[sb], scale2, acc);
     }
-    return fp4_round_f16(acc);
+    return fp4_round_f16_avx2(acc);
 }
 #else
 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,

@@ -31,16 +31,17 @@ int fp4_cpu_pick(int best, const char *env) {
 int fp4_cpu_best_path(void) {
 #if defined(__x86_64__) && defined(__GNUC__)
     __builtin_cpu_init();
+    /* F16C (CPUID leaf 1, ECX bit 29; every AVX2 and AVX-512 CPU has it): both vector paths use it */
+    unsigned a, b, c, d;
+    const int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
     /* the AVX-512 kernels use F, BW, VL, VNNI and VBMI (vpermb); __builtin_cpu_supports also
      * checks that the OS saves the vector state */
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+    if (f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
         __builtin_cpu_supports("avx512vbmi"))
         return FP4_CPU_AVX512;
-    /* the AVX2 kernels use AVX2 and F16C (CPUID leaf 1, ECX bit 29; every AVX2 CPU has it) */
-    unsigned a, b, c, d;
-    if (__builtin_cpu_supports("avx2") && __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)))
-        return FP4_CPU_AVX2;
+    /* the AVX2 kernels use AVX2 and F16C */
+    if (f16c && __builtin_cpu_supports("avx2")) return FP4_CPU_AVX2;
 #endif
     return FP4_CPU_PORTABLE;
 }
