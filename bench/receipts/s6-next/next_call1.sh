@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# PREPARED, NOT RUN (session 6 ran out of device time): the first device call of the next session.
+#  1. compute-sanitizer memcheck over the cluster attention (attn_lab quick);
+#  2. ncu per-kernel breakdown of one 8-sequence decode step, native and exact (8 sequences decode
+#     at 2.3-2.5x one; the lab's kernel times do not explain the ~9 ms step);
+#  3. the GPU load of a type-40 GGUF after the repack change (first token, host memory peak).
+# Package on the project VM: make -j2 BUILD=build-gpu cuda build-gpu/fp4lane &&
+#   make -C dev/cuda BUILD=$PWD/build-gpu $PWD/build-gpu/dev/cuda/attn_lab; then
+#   mkdir -p /tmp/stn/f && cp build-gpu/fp4lane build-gpu/libfp4lane_cuda.so build-gpu/dev/cuda/attn_lab /tmp/stn/f/
+#   && (cd /tmp/stn && tar cJf $OLDPWD/gpuwork/next/bin.tar.xz f); the libraries as gpuwork/s5/lib
+#   (libutf8proc.so.2, libpcre2-8.so.0, libjansson.so.4, libcrypto.so.3); carry both; about 300 s.
+set -u
+G=gpuwork/next; tar xJf $G/bin.tar.xz -C $G; F=$G/f
+export LD_LIBRARY_PATH=$PWD/gpuwork/s5/lib:${LD_LIBRARY_PATH:-}
+( $F/fp4lane synth /tmp/s8 --shape llama3-8b --threads 12 --seed 1 > /dev/null 2>&1
+  $F/fp4lane quantize /tmp/s8 /tmp/l8nv.gguf --layout gguf-ggml > /dev/null 2>&1; rm -rf /tmp/s8
+  echo "model t=$SECONDS" ) > $OUT/model.txt 2>&1 &
+timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 $F/attn_lab 1 quick > $OUT/sanitize.txt 2>&1
+echo "memcheck rc=$? t=$SECONDS" >> $OUT/sanitize.txt
+wait
+python3 -c 'import random
+for s in range(8):
+    r = random.Random(100 + s); print(",".join(str(r.randrange(128000)) for _ in range(512)))' > /tmp/b8
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+for mode in native exact; do
+  timeout 150 $NCU --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv --print-units base \
+    $F/fp4lane run /tmp/l8nv.gguf --device cuda --mode $mode --batch-file /tmp/b8 -n 3 --ignore-eos --ctx 4096 \
+    > /tmp/ncu_$mode.csv 2>/dev/null
+  python3 dev/cuda/ncu_step.py /tmp/ncu_$mode.csv > $OUT/ncu_seq8_$mode.txt 2>&1
+done
+cat > /tmp/peak.py <<'PY'
+import subprocess, sys, time
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+ma = mf = 0; t0 = time.time()
+while p.poll() is None:
+    try:
+        for l in open(f"/proc/{p.pid}/status"):
+            if l.startswith("RssAnon:"): ma = max(ma, int(l.split()[1]))
+            if l.startswith("RssFile:"): mf = max(mf, int(l.split()[1]))
+    except OSError: pass
+    time.sleep(0.005)
+out = p.stdout.read().decode(errors="replace")
+print(f"wall {time.time()-t0:.2f} s, peak RssAnon {ma/1024:.0f} MiB, peak RssFile {mf/1024:.0f} MiB, rc {p.returncode}")
+print("\n".join(l for l in out.splitlines() if "prefill" in l or "rror" in l))
+PY
+cut -d, -f1-512 <(head -1 /tmp/b8) > /tmp/p512
+for rep in 1 2; do for mode in exact native; do
+  python3 /tmp/peak.py $F/fp4lane run /tmp/l8nv.gguf --device cuda --mode $mode --prompt-ids @/tmp/p512 -n 1 --ignore-eos --ctx 4096
+done; done > $OUT/load_gguf.txt 2>&1
+echo "end t=$SECONDS" >> $OUT/load_gguf.txt
