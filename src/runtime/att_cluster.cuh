@@ -17,10 +17,10 @@
  *     memory), the pinned butterfly, o = sum / den; a last barrier keeps every block's shared
  *     memory alive until the others have read it.
  * Every grid dimension depends on the shape, n_ctx and the column count only (graphs replay it);
- * positions are read from the device. sm_90+ only (att_cluster_ok says where it runs); the PTX of
- * older targets has an empty body that is never launched. Shared memory grows with n_ctx (the
- * scores of a block's lanes): att_cluster_smem; beyond ATT_CL_MAX_SMEM the step keeps the two
- * launches. */
+ * positions are read from the device. The step uses it for steps of ATT_CL_MAX_COLS column(s),
+ * on a device that runs the build's sm_90a code (att_cluster_ok, fp4_cu_sm90_code); the compute_80
+ * PTX has an empty body that is never launched. Shared memory grows with n_ctx (the scores of a
+ * block's lanes): att_cluster_smem; beyond ATT_CL_MAX_SMEM the step keeps the two launches. */
 #ifndef FP4_RT_ATT_CLUSTER_CUH
 #define FP4_RT_ATT_CLUSTER_CUH
 
