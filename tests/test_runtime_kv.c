@@ -163,6 +163,48 @@ static void test_limits(const char *bf) {
     fp4_model_close(m);
 }
 
+/* greedy as defined: NaN as -inf, the first maximum in index order (0 when nothing beats -inf) */
+static int32_t ref_greedy(const float *l, int64_t n) {
+    int64_t best = 0;
+    float bv = l[0] != l[0] ? -INFINITY : l[0];
+    for (int64_t i = 1; i < n; i++) {
+        const float v = l[i] != l[i] ? -INFINITY : l[i];
+        if (v > bv) best = i, bv = v;
+    }
+    return (int32_t)best;
+}
+
+/* the greedy fast path (no penalties) against the definition: random logits with NaNs, -inf, +inf
+ * and ties, every length from 1 to 40 and a 128k vocabulary, all-NaN and all -inf rows */
+static void test_greedy(void) {
+    test_rng r = {1202};
+    float *l = malloc(sizeof *l * 128257);
+    int bad = 0, n_cases = 0;
+    for (int64_t n = 1; n <= 128257; n = n < 40 ? n + 1 : n * 3 + 1) {
+        if (n > 128257) n = 128257;
+        for (int rep = 0; rep < 40; rep++, n_cases++) {
+            for (int64_t i = 0; i < n; i++) {
+                const uint64_t x = rng_u64(&r);
+                l[i] = (float)(x % 7) - 3.0f; /* many ties */
+                if (x % 11 == 0) l[i] = NAN;
+                if (x % 13 == 0) l[i] = -INFINITY;
+                if (rep == 1) l[i] = NAN;
+                if (rep == 2) l[i] = -INFINITY;
+                if (rep == 3 && x % 97 == 0) l[i] = INFINITY;
+            }
+            if (rep == 4) l[n - 1] = 100.0f; /* the maximum in the tail after the 8-wide part */
+            fp4_sampler_params p = fp4_sampler_defaults();
+            fp4_sampler *s = NULL;
+            CHECK_OK(fp4_sampler_create(&p, n, &s));
+            bad += fp4_sampler_sample(s, l) != ref_greedy(l, n);
+            fp4_sampler_free(s);
+        }
+        if (n == 128257) break;
+    }
+    CHECK_MSG(bad == 0, "greedy differs from its definition in %d of %d cases", bad, n_cases);
+    free(l);
+}
+
 static void test_sampler(void) {
     enum { V = 6 };
     const float l[V] = {0.5f, 2.0f, 2.0f, -1.0f, 1.9f, 0.0f};
@@ -285,6 +327,7 @@ int main(void) {
     test_snapshots(bf, nv);
     test_limits(bf);
     test_sampler();
+    test_greedy();
     if (!check_failed) rtfx_rmtree(tmp);
     return check_report();
 }
