@@ -207,6 +207,42 @@ static void test_run_timing(void) {
     free(o);
 }
 
+/* NAME=VALUE words of a side's OPTIONS: in the environment while that side's engine is created
+ * (FP4LANE_CUDA_LIB, read when --device cuda opens the library, names a file that does not
+ * exist: B's error names it), and gone again for the other side; malformed or too many words are
+ * usage errors */
+static void test_side_env(void) {
+    unsetenv("FP4LANE_CUDA_LIB");
+    const char *lib = "/nonexistent/fp4-bench-env.so";
+    char args[1000];
+    snprintf(args, sizeof args,
+             "bench models/tiny --a \"--threads 1\" --b \"--device cuda FP4LANE_CUDA_LIB=%s\" --pairs 1 "
+             "--prefix 2 --tokens 1 --warmup 0",
+             lib);
+    CHECK(cli(args) != 0);
+    char *e = slurp_tmp("err");
+    CHECK_MSG(e && strstr(e, lib), "B's engine did not see its FP4LANE_CUDA_LIB: %s", e ? e : "");
+    CHECK_MSG(e && !strncmp(e, "fp4lane bench: ", 15), "the error is not reported under bench: %s",
+              e ? e : "");
+    free(e);
+    snprintf(args, sizeof args,
+             "bench models/tiny --a \"--threads 1 FP4LANE_CUDA_LIB=%s\" --b \"--device cuda\" --pairs 1 "
+             "--prefix 2 --tokens 1 --warmup 0",
+             lib);
+    cli(args); /* B may run (a GPU and its library) or fail (none): either way without A's word */
+    e = slurp_tmp("err");
+    CHECK_MSG(e && !strstr(e, lib), "A's FP4LANE_CUDA_LIB reached B: %s", e ? e : "");
+    free(e);
+    CHECK_EQ_INT(cli("bench models/tiny --a \"--threads 1 FP4_BENCH_TEST_WORD=1\" --b \"--threads 1\" "
+                     "--pairs 1 --prefix 2 --tokens 1 --warmup 0"),
+                 0);
+    CHECK_EQ_INT(cli("bench models/tiny --a \"lower_case=1\" --b \"--threads 1\" --pairs 1"), 2);
+    CHECK_EQ_INT(cli("bench models/tiny --a \"=1\" --b \"--threads 1\" --pairs 1"), 2);
+    CHECK_EQ_INT(cli("bench models/tiny --a \"A=1 B=1 C=1 D=1 E=1 F=1 G=1 H=1 I=1\" --b \"--threads 1\" "
+                     "--pairs 1"),
+                 2);
+}
+
 int main(void) {
     test_summary();
     test_verdicts();
@@ -215,6 +251,7 @@ int main(void) {
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     test_end_to_end();
     test_run_timing();
+    test_side_env();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp);

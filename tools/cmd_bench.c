@@ -28,13 +28,19 @@ static int usage(void) {
                     "       [--seed S] [--json FILE]\n"
                     "  OPTIONS: --mode exact|native --device cpu|cuda --threads N --prefill-chunk N --ctx N "
                     "--model PATH\n"
+                    "           and NAME=VALUE: an environment variable set while that side's engine is "
+                    "created\n"
+                    "           (knobs read then, e.g. FP4LANE_CUDA_ATT_CLUSTER=0; docs/ROUTES.md)\n"
                     "  defaults: 5 pairs, a 66-token prefix, 32 teacher-forced tokens, 1 warm-up pair\n");
     return 2;
 }
 
+#define BENCH_MAX_ENV 8
 typedef struct bench_side {
     const char *spec;
     char *keep;
+    char *env[BENCH_MAX_ENV]; /* NAME=VALUE words of OPTIONS (pointers into keep) */
+    int n_env;
     rt_cli_engine e;
     fp4_model *m;
     fp4_rt *rt;
@@ -50,19 +56,65 @@ typedef struct bench_cfg {
     unsigned long long seed;
 } bench_cfg;
 
-/* splits an OPTIONS string on whitespace into engine options (as compare does) */
+/* a NAME=VALUE word: NAME of upper-case letters, digits and '_', not starting with a digit */
+static int env_word(const char *t) {
+    const char *eq = strchr(t, '=');
+    if (!eq || eq == t || (*t >= '0' && *t <= '9')) return 0;
+    for (const char *c = t; c < eq; c++)
+        if (!((*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '_')) return 0;
+    return 1;
+}
+
+/* splits an OPTIONS string on whitespace into engine options (as compare does) and NAME=VALUE
+ * environment assignments (set while that side's engine is created: bench_open) */
 static int parse_side(bench_side *s, const char *which) {
     char *buf = s->keep = strdup(s->spec), *argv[64];
     if (!buf) return -1;
     int argc = 0;
-    for (char *t = strtok(buf, " \t"); t && argc < 63; t = strtok(NULL, " \t"))
-        argv[argc++] = t;
+    for (char *t = strtok(buf, " \t"); t && argc < 63; t = strtok(NULL, " \t")) {
+        if (!env_word(t)) {
+            argv[argc++] = t;
+            continue;
+        }
+        if (s->n_env == BENCH_MAX_ENV)
+            return fprintf(stderr, "fp4lane bench: %s: more than %d NAME=VALUE words\n", which,
+                           BENCH_MAX_ENV),
+                   -1;
+        s->env[s->n_env++] = t;
+    }
     for (int i = 0; i < argc; i++) {
         int r = rt_cli_engine_opt(&s->e, argc, argv, &i);
         if (r == 0) fprintf(stderr, "fp4lane bench: %s: '%s' is not an engine option\n", which, argv[i]);
         if (r <= 0) return -1;
     }
     return 0;
+}
+
+/* opens one side's engine with its NAME=VALUE words in the environment, then puts back what was
+ * there before (an unset name unset again), so the other side never sees them */
+static int bench_open(bench_side *s) {
+    char *old[BENCH_MAX_ENV] = {0};
+    int had[BENCH_MAX_ENV] = {0}, rc = 0;
+    for (int i = 0; i < s->n_env && !rc; i++) {
+        char *eq = strchr(s->env[i], '=');
+        *eq = 0;
+        const char *prev = getenv(s->env[i]);
+        had[i] = prev != NULL;
+        old[i] = prev ? strdup(prev) : NULL;
+        if ((had[i] && !old[i]) || setenv(s->env[i], eq + 1, 1))
+            fprintf(stderr, "fp4lane bench: cannot set %s\n", s->env[i]), rc = 1;
+        *eq = '=';
+    }
+    if (!rc) rc = rt_cli_open(&s->e, &s->m, &s->rt);
+    for (int i = s->n_env - 1; i >= 0; i--) {
+        char *eq = strchr(s->env[i], '=');
+        *eq = 0;
+        if (had[i] && old[i]) setenv(s->env[i], old[i], 1);
+        else if (!had[i]) unsetenv(s->env[i]);
+        *eq = '=';
+        free(old[i]);
+    }
+    return rc;
 }
 
 static int parse_ll(const char *opt, const char *v, long long lo, long long hi, long long *out) {
@@ -271,6 +323,7 @@ int cmd_bench(int argc, char **argv) {
     bench_side sd[2];
     memset(sd, 0, sizeof sd);
     rt_cli_engine_init(&sd[0].e), rt_cli_engine_init(&sd[1].e);
+    sd[0].e.verb = sd[1].e.verb = "bench";
     bench_cfg cfg = {5, 66, 32, 1, 1};
     const char *model = NULL, *json_path = NULL;
     for (int i = 1; i < argc; i++) {
@@ -317,7 +370,7 @@ int cmd_bench(int argc, char **argv) {
     for (int k = 0; k < 2; k++)
         if (!sd[k].e.model) sd[k].e.model = model;
     for (int k = 0; k < 2 && !rc; k++)
-        rc = rt_cli_open(&sd[k].e, &sd[k].m, &sd[k].rt);
+        rc = bench_open(&sd[k]);
     const int64_t n_tok = cfg.prefix + cfg.tokens;
     int64_t V = 0;
     for (int k = 0; k < 2 && !rc; k++) {

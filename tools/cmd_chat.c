@@ -51,6 +51,7 @@ static int num(const char *o, const char *v, double lo, double hi, double *x) {
 static int parse(int argc, char **argv, chat_args *a) {
     memset(a, 0, sizeof *a);
     rt_cli_engine_init(&a->e);
+    a->e.verb = "chat";
     a->sp = fp4_sampler_defaults();
     /* a chat samples by default: temperature 0.7, top-k 40, repetition penalty 1.1 (last 64) */
     a->sp.temperature = 0.7f, a->sp.top_k = 40, a->sp.repeat_penalty = 1.1f, a->sp.penalty_last_n = 64;

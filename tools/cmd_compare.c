@@ -91,6 +91,7 @@ static int64_t argmax(const float *l, int64_t V) {
 int cmd_compare(int argc, char **argv) {
     rt_cli_engine A, B;
     rt_cli_engine_init(&A), rt_cli_engine_init(&B);
+    A.verb = B.verb = "compare";
     const char *model = NULL, *sa = NULL, *sb = NULL, *prompt = NULL;
     double max_drift = -1;
     int json = 0;

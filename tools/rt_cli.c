@@ -25,6 +25,7 @@ void rt_cli_engine_init(rt_cli_engine *e) {
     e->o.max_seqs = 1;
     e->prefill_chunk = 0;
     e->draft_n = 4;
+    e->verb = "run";
 }
 
 static int parse_int(const char *opt, const char *v, long long lo, long long hi, long long *out) {
@@ -170,14 +171,14 @@ int rt_cli_open(const rt_cli_engine *e, fp4_model **m, fp4_rt **rt) {
     *m = NULL;
     *rt = NULL;
     fp4_status st = fp4_model_open(e->model, NULL, m, &err);
-    if (st) return cli_report_error("run", st, &err);
+    if (st) return cli_report_error(e->verb, st, &err);
     fp4_rt_opts o = e->o;
     if (!o.on_plan) o.on_plan = print_plan;
     st = fp4_rt_create(*m, &o, rt, &err);
     if (st) {
         fp4_model_close(*m);
         *m = NULL;
-        return cli_report_error("run", st, &err);
+        return cli_report_error(e->verb, st, &err);
     }
     return 0;
 }

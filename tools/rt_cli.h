@@ -15,6 +15,7 @@ typedef struct rt_cli_engine {
     int draft_n;       /* --draft-n K (default 4)                                  */
     int draft_n_given; /* --draft-n was given (it needs --draft)                   */
     int allow_draft;   /* set by a verb that drafts before parsing                 */
+    const char *verb;  /* the verb errors are reported under (default "run")       */
 } rt_cli_engine;
 
 void rt_cli_engine_init(rt_cli_engine *e);
