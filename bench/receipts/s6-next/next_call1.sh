@@ -49,3 +49,9 @@ for rep in 1 2; do for mode in exact native; do
   python3 /tmp/peak.py $F/fp4lane run /tmp/l8nv.gguf --device cuda --mode $mode --prompt-ids @/tmp/p512 -n 1 --ignore-eos --ctx 4096
 done; done > $OUT/load_gguf.txt 2>&1
 echo "end t=$SECONDS" >> $OUT/load_gguf.txt
+# 4. the cluster attention on / off as a receipt (fp4lane bench's NAME=VALUE words), context 512
+for mode in exact native; do
+  timeout 200 $F/fp4lane bench /tmp/l8nv.gguf --a "--device cuda --mode $mode --ctx 4096" \
+    --b "--device cuda --mode $mode --ctx 4096 FP4LANE_CUDA_ATT_CLUSTER=0" --pairs 5 --prefix 512 --tokens 32 \
+    --json $OUT/bench_cluster_$mode.json > $OUT/bench_cluster_$mode.txt 2>&1
+done
