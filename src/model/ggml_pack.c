@@ -31,33 +31,16 @@ static uint32_t pair_nibbles(uint64_t w) {
 }
 
 void fp4_ggml_unpack_row(const uint8_t *blocks, int64_t n_in, uint8_t *payload, uint8_t *scales) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    /* a sub-block's 8 bytes as one word: the low nibbles are elements 0..7, the high 8..15 */
+    /* a sub-block's 8 bytes as one little-endian word (fp4_rd_le64: the same on any host; one load
+     * on x86): the low nibbles are elements 0..7, the high ones 8..15 */
     for (int64_t b = 0; b < n_in / 64; b++) {
         const uint8_t *blk = blocks + b * 36;
         memcpy(scales + b * 4, blk, 4);
         for (int s = 0; s < 4; s++) {
-            uint64_t x;
-            memcpy(&x, blk + 4 + s * 8, 8);
+            const uint64_t x = fp4_rd_le64(blk + 4 + s * 8);
             const uint64_t lo = x & 0x0F0F0F0F0F0F0F0Full, hi = (x >> 4) & 0x0F0F0F0F0F0F0F0Full;
             const uint64_t out = (uint64_t)pair_nibbles(lo) | (uint64_t)pair_nibbles(hi) << 32;
-            memcpy(payload + (b * 4 + s) * 8, &out, 8);
+            fp4_wr_le64(payload + (b * 4 + s) * 8, out);
         }
     }
-#else
-    for (int64_t b = 0; b < n_in / 64; b++) {
-        const uint8_t *blk = blocks + b * 36;
-        for (int s = 0; s < 4; s++) {
-            const int64_t g = b * 4 + s;
-            uint8_t *dst = payload + g * 8;
-            uint8_t v[16];
-            scales[g] = blk[s];
-            for (int j = 0; j < 8; j++) {
-                v[j] = blk[4 + s * 8 + j] & 15;
-                v[j + 8] = blk[4 + s * 8 + j] >> 4;
-            }
-            for (int j = 0; j < 8; j++) dst[j] = (uint8_t)(v[2 * j] | (v[2 * j + 1] << 4));
-        }
-    }
-#endif
 }

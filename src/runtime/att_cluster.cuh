@@ -88,22 +88,6 @@ static __device__ __forceinline__ void att_cl_krow(uint4 (&k)[NDL], const uint16
         if (m < nd) k[m] = __ldcg(reinterpret_cast<const uint4 *>(r + 32 * m));
 }
 
-/* the pinned butterfly of 32 strips in registers (stk_strip_butterfly's pairs) */
-static __device__ __forceinline__ float att_cl_butterfly(float (&v)[STK_LANES]) {
-#pragma unroll
-    for (int k = 0; k < 16; k++)
-        v[k] = fp4p_add(v[k], v[k + 16]);
-#pragma unroll
-    for (int k = 0; k < 8; k++)
-        v[k] = fp4p_add(v[k], v[k + 8]);
-#pragma unroll
-    for (int k = 0; k < 4; k++)
-        v[k] = fp4p_add(v[k], v[k + 4]);
-    v[0] = fp4p_add(v[0], v[2]);
-    v[1] = fp4p_add(v[1], v[3]);
-    return fp4p_add(v[0], v[1]);
-}
-
 template <int CS, int NDL>
 static __global__ __launch_bounds__(ATT_CL_THREADS) void att_cluster_kernel(stk_att_args a) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
@@ -151,20 +135,8 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void att_cluster_kernel(stk_
         if (i0 + step < ni) att_cl_krow<LPB, NDL>(kn, k0, kvd, nd, b, n, i + step);
         stk_score_row<NDL>(a, qs, k, nhb, t, i < ni && j < n, i, es, mx);
     }
-#pragma unroll
-    for (int g = 0; g < STK_GB; g++) {
-#pragma unroll
-        for (int off = 16; off >= 1; off >>= 1)
-            mx[g] = fmaxf(mx[g], __shfl_xor_sync(0xFFFFFFFFu, mx[g], off));
-        if (lane == 0) wmax[warp][g] = mx[g];
-    }
-    __syncthreads();
-    if (tid < STK_GB) {
-        float m = wmax[0][tid];
-        for (int w = 1; w < ATT_CL_THREADS / 32; w++)
-            m = fmaxf(m, wmax[w][tid]);
-        bm[tid] = m;
-    }
+    const float bmx = stk_block_head_max<ATT_CL_THREADS / 32>(mx, wmax);
+    if (tid < STK_GB) bm[tid] = bmx;
     cluster.sync(); /* every block's maxima */
     if (tid < STK_GB) {
         float m = stk_neg_inf();
@@ -240,7 +212,7 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void att_cluster_kernel(stk_
                 v[l] = rp[((l % LPB) * STK_GB + g) * D + d];
                 w[l] = rd[(l % LPB) * STK_GB + g];
             }
-            a.o[((int64_t)c * a.nh + h0 + g) * D + d] = fp4p_div(att_cl_butterfly(v), att_cl_butterfly(w));
+            a.o[((int64_t)c * a.nh + h0 + g) * D + d] = fp4p_div(stk_butterfly32(v), stk_butterfly32(w));
         }
     }
     cluster.sync(); /* no block leaves while another reads its shared memory */

@@ -302,6 +302,29 @@ static __device__ __forceinline__ void stk_score_row(const stk_att_args &a, cons
     }
 }
 
+/* the block's maximum per head from each thread's mx (the max is order-free): the warp's by xor
+ * shuffles, then thread g < STK_GB takes head g's over the NW warps (wmax: NW x STK_GB shared
+ * floats); other threads get -inf. Every thread of the block calls it (a barrier inside). */
+template <int NW>
+static __device__ __forceinline__ float stk_block_head_max(float (&mx)[STK_GB], float (*wmax)[STK_GB]) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int g = 0; g < STK_GB; g++) {
+#pragma unroll
+        for (int off = 16; off >= 1; off >>= 1)
+            mx[g] = fmaxf(mx[g], __shfl_xor_sync(0xFFFFFFFFu, mx[g], off));
+        if (lane == 0) wmax[warp][g] = mx[g];
+    }
+    __syncthreads();
+    float m = stk_neg_inf();
+    if ((int)threadIdx.x < STK_GB) {
+        m = wmax[0][threadIdx.x];
+        for (int w = 1; w < NW; w++)
+            m = fmaxf(m, wmax[w][threadIdx.x]);
+    }
+    return m;
+}
+
 /* NDL: an upper bound of D/32 (16-byte K loads per team thread); the step picks 2, 4 or STK_MAX_DL */
 template <int NDL>
 static __global__ __launch_bounds__(STK_SC_THREADS,
@@ -350,20 +373,8 @@ static __global__ __launch_bounds__(STK_SC_THREADS,
         }
         stk_score_row<NDL>(a, qs, k, nhb, t, j <= pos, j, srow, mx);
     }
-#pragma unroll
-    for (int g = 0; g < STK_GB; g++) {
-#pragma unroll
-        for (int off = 16; off >= 1; off >>= 1)
-            mx[g] = fmaxf(mx[g], __shfl_xor_sync(0xFFFFFFFFu, mx[g], off));
-        if (lane == 0) wmax[warp][g] = mx[g];
-    }
-    __syncthreads();
-    if ((int)threadIdx.x < nhb) {
-        float m = wmax[0][threadIdx.x];
-        for (int w = 1; w < STK_SC_THREADS / 32; w++)
-            m = fmaxf(m, wmax[w][threadIdx.x]);
-        a.bmax[((int64_t)c * a.nh + h0 + threadIdx.x) * STK_MAX_GX + blockIdx.x] = m;
-    }
+    const float m = stk_block_head_max<STK_SC_THREADS / 32>(mx, wmax);
+    if ((int)threadIdx.x < nhb) a.bmax[((int64_t)c * a.nh + h0 + threadIdx.x) * STK_MAX_GX + blockIdx.x] = m;
 }
 
 /* rows of V per pipeline chunk, and the dynamic shared memory of stk_att_pv */
@@ -395,12 +406,8 @@ static __device__ __forceinline__ void stk_pv_issue(const stk_att_args &a, unsig
     fp4_cp_async_commit(); /* an empty group past the last chunk keeps the count */
 }
 
-/* the pinned butterfly over 32 strips p[k * stride] (written by other blocks: read from L2) */
-static __device__ __forceinline__ float stk_strip_butterfly(const float *p, int64_t stride) {
-    float v[STK_LANES];
-#pragma unroll
-    for (int k = 0; k < STK_LANES; k++)
-        v[k] = __ldcg(p + k * stride);
+/* the pinned butterfly of 32 lane partials held in registers (fp4p_butterfly's pairs) */
+static __device__ __forceinline__ float stk_butterfly32(float (&v)[STK_LANES]) {
 #pragma unroll
     for (int k = 0; k < 16; k++)
         v[k] = fp4p_add(v[k], v[k + 16]);
@@ -413,6 +420,15 @@ static __device__ __forceinline__ float stk_strip_butterfly(const float *p, int6
     v[0] = fp4p_add(v[0], v[2]);
     v[1] = fp4p_add(v[1], v[3]);
     return fp4p_add(v[0], v[1]);
+}
+
+/* the pinned butterfly over 32 strips p[k * stride] (written by other blocks: read from L2) */
+static __device__ __forceinline__ float stk_strip_butterfly(const float *p, int64_t stride) {
+    float v[STK_LANES];
+#pragma unroll
+    for (int k = 0; k < STK_LANES; k++)
+        v[k] = __ldcg(p + k * stride);
+    return stk_butterfly32(v);
 }
 
 /* D threads; block (l, group); stk_pv_stage_bytes(D) * NS bytes of dynamic shared memory */

@@ -6,18 +6,25 @@
 #  3. the GPU load of a type-40 GGUF after the repack change (first token, host memory peak).
 # Package on the project VM: make -j2 BUILD=build-gpu cuda build-gpu/fp4lane &&
 #   make -C dev/cuda BUILD=$PWD/build-gpu $PWD/build-gpu/dev/cuda/attn_lab; then
-#   mkdir -p /tmp/stn/f && cp build-gpu/fp4lane build-gpu/libfp4lane_cuda.so build-gpu/dev/cuda/attn_lab /tmp/stn/f/
+#   mkdir -p /tmp/stn/f/tests/gpu && cp build-gpu/fp4lane build-gpu/libfp4lane_cuda.so build-gpu/dev/cuda/attn_lab /tmp/stn/f/
+#   && cp build-gpu/tests/gpu/test_gpu_{attention,runtime,generate} /tmp/stn/f/tests/gpu/
 #   && (cd /tmp/stn && tar cJf $OLDPWD/gpuwork/next/bin.tar.xz f); the libraries as gpuwork/s5/lib
-#   (libutf8proc.so.2, libpcre2-8.so.0, libjansson.so.4, libcrypto.so.3); carry both; about 300 s.
+#   (libutf8proc.so.2, libpcre2-8.so.0, libjansson.so.4, libcrypto.so.3); carry both; about 400 s.
+# Six files come back: tests.txt, ncu_seq8.txt, load_gguf.txt, bench_cluster.txt and the two receipts.
 set -u
 G=gpuwork/next; tar xJf $G/bin.tar.xz -C $G; F=$G/f
 export LD_LIBRARY_PATH=$PWD/gpuwork/s5/lib:${LD_LIBRARY_PATH:-}
 ( $F/fp4lane synth /tmp/s8 --shape llama3-8b --threads 12 --seed 1 > /dev/null 2>&1
   $F/fp4lane quantize /tmp/s8 /tmp/l8nv.gguf --layout gguf-ggml > /dev/null 2>&1; rm -rf /tmp/s8
-  echo "model t=$SECONDS" ) > $OUT/model.txt 2>&1 &
-timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 $F/attn_lab 1 quick > $OUT/sanitize.txt 2>&1
-echo "memcheck rc=$? t=$SECONDS" >> $OUT/sanitize.txt
-wait
+  echo "model t=$SECONDS" ) > /tmp/model.txt 2>&1 &
+# 0. the GPU tests of the session's last tree (the attention helpers were shared after the device
+#    time was spent: stk_block_head_max, stk_butterfly32 -- compiled, never run)
+export FP4_BUILD=$F
+for t in attention runtime generate; do timeout 200 $F/tests/gpu/test_gpu_$t > /tmp/t.txt 2>&1
+  echo "test_gpu_$t rc=$? t=$SECONDS" >> $OUT/tests.txt; grep -E "passed, |CHECK|cluster" /tmp/t.txt | head >> $OUT/tests.txt; done
+timeout 90 compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20 $F/attn_lab 1 quick > /tmp/san.txt 2>&1
+echo "memcheck rc=$? t=$SECONDS" >> $OUT/tests.txt; tail -5 /tmp/san.txt >> $OUT/tests.txt
+wait; cat /tmp/model.txt >> $OUT/tests.txt
 python3 -c 'import random
 for s in range(8):
     r = random.Random(100 + s); print(",".join(str(r.randrange(128000)) for _ in range(512)))' > /tmp/b8
@@ -27,31 +34,16 @@ for mode in native exact; do
     --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size --csv --print-units base \
     $F/fp4lane run /tmp/l8nv.gguf --device cuda --mode $mode --batch-file /tmp/b8 -n 3 --ignore-eos --ctx 4096 \
     > /tmp/ncu_$mode.csv 2>/dev/null
-  python3 dev/cuda/ncu_step.py /tmp/ncu_$mode.csv > $OUT/ncu_seq8_$mode.txt 2>&1
+  { echo "== $mode"; python3 dev/cuda/ncu_step.py /tmp/ncu_$mode.csv; } >> $OUT/ncu_seq8.txt 2>&1
 done
-cat > /tmp/peak.py <<'PY'
-import subprocess, sys, time
-p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-ma = mf = 0; t0 = time.time()
-while p.poll() is None:
-    try:
-        for l in open(f"/proc/{p.pid}/status"):
-            if l.startswith("RssAnon:"): ma = max(ma, int(l.split()[1]))
-            if l.startswith("RssFile:"): mf = max(mf, int(l.split()[1]))
-    except OSError: pass
-    time.sleep(0.005)
-out = p.stdout.read().decode(errors="replace")
-print(f"wall {time.time()-t0:.2f} s, peak RssAnon {ma/1024:.0f} MiB, peak RssFile {mf/1024:.0f} MiB, rc {p.returncode}")
-print("\n".join(l for l in out.splitlines() if "prefill" in l or "rror" in l))
-PY
 cut -d, -f1-512 <(head -1 /tmp/b8) > /tmp/p512
 for rep in 1 2; do for mode in exact native; do
-  python3 /tmp/peak.py $F/fp4lane run /tmp/l8nv.gguf --device cuda --mode $mode --prompt-ids @/tmp/p512 -n 1 --ignore-eos --ctx 4096
+  python3 dev/peak_rss.py $F/fp4lane run /tmp/l8nv.gguf --device cuda --mode $mode --prompt-ids @/tmp/p512 -n 1 --ignore-eos --ctx 4096
 done; done > $OUT/load_gguf.txt 2>&1
 echo "end t=$SECONDS" >> $OUT/load_gguf.txt
 # 4. the cluster attention on / off as a receipt (fp4lane bench's NAME=VALUE words), context 512
 for mode in exact native; do
   timeout 200 $F/fp4lane bench /tmp/l8nv.gguf --a "--device cuda --mode $mode --ctx 4096" \
     --b "--device cuda --mode $mode --ctx 4096 FP4LANE_CUDA_ATT_CLUSTER=0" --pairs 5 --prefix 512 --tokens 32 \
-    --json $OUT/bench_cluster_$mode.json > $OUT/bench_cluster_$mode.txt 2>&1
+    --json $OUT/bench_cluster_$mode.json >> $OUT/bench_cluster.txt 2>&1
 done
