@@ -66,8 +66,9 @@ static const struct {
     {"bench",
      "  --a \"OPTIONS\" --b \"OPTIONS\"  the two configurations (run's engine options); NAME=VALUE words in\n"
      "                         OPTIONS are environment variables set while that side's engine is created\n"
-     "                         (knobs read then: FP4LANE_CUDA_ATT_CLUSTER, _ATT_CLUSTER_BPS, _ATT_GEMM,\n"
-     "                         _NO_FUSE, _MEM_LIMIT; a knob a process reads once follows the first side)\n"
+     "                         and while its cells run (FP4LANE_CUDA_ATT_CLUSTER, _ATT_CLUSTER_BPS,\n"
+     "                         _ATT_GEMM, _NO_FUSE, _MEM_LIMIT, _NO_QIN; a knob a process reads once\n"
+     "                         follows the first side)\n"
      "  --pairs N (default 5)  --prefix N prompt tokens (default 66)  --tokens N decode steps (default 32)\n"
      "  --warmup N pairs discarded (default 1)  --seed S (default 1)  --json FILE the receipt\n"},
     {"compare",

@@ -30,7 +30,7 @@ static int usage(void) {
                     "--model PATH\n"
                     "           and NAME=VALUE: an environment variable set while that side's engine is "
                     "created\n"
-                    "           (knobs read then, e.g. FP4LANE_CUDA_ATT_CLUSTER=0; docs/ROUTES.md)\n"
+                    "           and while its cells run (e.g. FP4LANE_CUDA_ATT_CLUSTER=0; docs/ROUTES.md)\n"
                     "  defaults: 5 pairs, a 66-token prefix, 32 teacher-forced tokens, 1 warm-up pair\n");
     return 2;
 }
@@ -66,7 +66,7 @@ static int env_word(const char *t) {
 }
 
 /* splits an OPTIONS string on whitespace into engine options (as compare does) and NAME=VALUE
- * environment assignments (set while that side's engine is created: bench_open) */
+ * environment assignments (set while that side's engine is created and its cells run) */
 static int parse_side(bench_side *s, const char *which) {
     char *buf = s->keep = strdup(s->spec), *argv[64];
     if (!buf) return -1;
@@ -90,30 +90,47 @@ static int parse_side(bench_side *s, const char *which) {
     return 0;
 }
 
-/* opens one side's engine with its NAME=VALUE words in the environment, then puts back what was
- * there before (an unset name unset again), so the other side never sees them */
-static int bench_open(bench_side *s) {
-    char *old[BENCH_MAX_ENV] = {0};
-    int had[BENCH_MAX_ENV] = {0}, rc = 0;
+/* a side's NAME=VALUE words put into the environment (bench_env_set) and what was there before,
+ * put back by bench_env_restore (an unset name unset again), so the other side never sees them */
+typedef struct bench_env_saved {
+    char *old[BENCH_MAX_ENV];
+    int had[BENCH_MAX_ENV];
+} bench_env_saved;
+
+static int bench_env_set(bench_side *s, bench_env_saved *sv) {
+    int rc = 0;
+    memset(sv, 0, sizeof *sv);
     for (int i = 0; i < s->n_env && !rc; i++) {
         char *eq = strchr(s->env[i], '=');
         *eq = 0;
         const char *prev = getenv(s->env[i]);
-        had[i] = prev != NULL;
-        old[i] = prev ? strdup(prev) : NULL;
-        if ((had[i] && !old[i]) || setenv(s->env[i], eq + 1, 1))
+        sv->had[i] = prev != NULL;
+        sv->old[i] = prev ? strdup(prev) : NULL;
+        if ((sv->had[i] && !sv->old[i]) || setenv(s->env[i], eq + 1, 1))
             fprintf(stderr, "fp4lane bench: cannot set %s\n", s->env[i]), rc = 1;
         *eq = '=';
     }
-    if (!rc) rc = rt_cli_open(&s->e, &s->m, &s->rt);
+    return rc;
+}
+
+static void bench_env_restore(bench_side *s, bench_env_saved *sv) {
     for (int i = s->n_env - 1; i >= 0; i--) {
         char *eq = strchr(s->env[i], '=');
         *eq = 0;
-        if (had[i] && old[i]) setenv(s->env[i], old[i], 1);
-        else if (!had[i]) unsetenv(s->env[i]);
+        if (sv->had[i] && sv->old[i]) setenv(s->env[i], sv->old[i], 1);
+        else if (!sv->had[i]) unsetenv(s->env[i]);
         *eq = '=';
-        free(old[i]);
+        free(sv->old[i]);
+        sv->old[i] = NULL;
     }
+}
+
+/* opens one side's engine with its NAME=VALUE words in the environment */
+static int bench_open(bench_side *s) {
+    bench_env_saved sv;
+    int rc = bench_env_set(s, &sv);
+    if (!rc) rc = rt_cli_open(&s->e, &s->m, &s->rt);
+    bench_env_restore(s, &sv);
     return rc;
 }
 
@@ -409,7 +426,11 @@ int cmd_bench(int argc, char **argv) {
     for (int c = 0; !rc && c < n_cells; c++) {
         cells[c].side = c % 2;
         cells[c].warmup = c < 2 * cfg.warmup;
-        rc = run_cell(&sd[c % 2], ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, lg, cols, &cells[c]);
+        bench_env_saved sv; /* the side's words again while its cell runs (knobs read at each call) */
+        rc = bench_env_set(&sd[c % 2], &sv);
+        if (!rc)
+            rc = run_cell(&sd[c % 2], ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, lg, cols, &cells[c]);
+        bench_env_restore(&sd[c % 2], &sv);
         cli_progress("bench cells", c + 1, n_cells);
     }
     cli_progress("", 0, 0);

@@ -1,8 +1,10 @@
 /* a16_exact.cu — the exact A16 route (SPEC §4) on the GPU, bit-identical to
  * fp4_nvfp4_matvec_a16_exact: the Q8_K pass (q8k.cu), then at 1 column the item kernel
- * (a16_stream.cuh: a16_item_kernel<true, 8, 4>, one item per lane, persistent
+ * (a16_stream.cuh: a16_item_kernel<true, 8, 3, 1, QIN>, one item per lane, persistent
  * blocks fed by cp.async.bulk, launched with programmatic dependent launch so it streams weights
- * while the Q8_K pass runs); where its layout or shared memory does not fit, under 8192 rows the
+ * while its input's producer runs, then quantizing that input to Q8_K in every block — or, with
+ * FP4LANE_CUDA_NO_QIN, after a separate Q8_K pass); where its layout or shared memory does not
+ * fit, under 8192 rows the
  * row-team kernel (a16_team.cuh: a16_team_kernel<true, 2>, PDL too), from 8192 rows (or rows too
  * long for the team's shared memory) the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of
  * a16_dp4a.cuh; from 2 to 16 columns the integer-MMA kernel below; wider calls run in chunks of
@@ -242,6 +244,14 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         const int64_t nc = n_cols - c0 < chunk ? n_cols - c0 : chunk;
         const int mma = nc >= 2; /* the MMA kernel reads q in fragment order */
         float *y = d_y + c0 * w->n_out;
+        if (!mma && fp4_cu_qin_on()) { /* the item kernel quantizes its own input (QIN) */
+            const fp4_status st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB, true>(
+                w, d_x + c0 * w->n_in, NULL, y, 1, 1, stream);
+            if (st != FP4_ERR_UNSUPPORTED) {
+                FP4_CU_TRY(st);
+                continue;
+            }
+        }
         FP4_CU_TRY(fp4_cu_q8k_quantize(d_x + c0 * w->n_in, w->n_in, w->k_pad, nc, q, d, NULL, mma, stream));
         if (mma)
             FP4_CU_TRY(nc <= 8 ? launch_mma<1>(w, q, d, nc, y, stream)

@@ -11,8 +11,9 @@
 #include "native_dp2a.cuh"
 #include "native_tile.cuh"
 
-/* The 1-column route (round 9, lab native.72; bench/gpu.md "Round 9, measured"): the int16
- * activation pass, then the item kernel (a16_stream.cuh: a16_item_kernel<false, 8, 3, NITEM_TAB>)
+/* The 1-column route (round 9, lab native.72; bench/gpu.md "Round 9, measured"): the item kernel
+ * quantizing its own int16 input (QIN, session 7; FP4LANE_CUDA_NO_QIN: the int16 activation pass,
+ * then the item kernel) (a16_stream.cuh: a16_item_kernel<false, 8, 3, NITEM_TAB>)
  * where the layout fits and the grid is one block per SM, else the dp2a kernel on the same
  * activations; 2-16 % faster than the dp2a kernel alone (lab native.15) on the four issue-10 shapes
  * in one sitting. NITEM_ON 0 builds the dp2a kernel alone; NITEM_TAB: the item kernel's lookup
@@ -76,6 +77,11 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
             int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
             float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)w->k_pad * 2));
             if (fp4_aligned16(w->d_scales)) {
+                if (fp4_cu_qin_on()) { /* the item kernel makes its own int16 input (QIN) */
+                    const fp4_status st = launch_item<false, 8, 3, NITEM_TAB, true>(w, d_x, NULL, d_y, 1, 1,
+                                                                                  stream, 1);
+                    if (st != FP4_ERR_UNSUPPORTED) return st;
+                }
                 FP4_CU_TRY(act16_pass(w, d_x, 1, q, d, stream));
                 const fp4_status st = launch_item<false, 8, 3, NITEM_TAB>(w, q, d, d_y, 1, 1, stream, 1);
                 if (st != FP4_ERR_UNSUPPORTED) return st;

@@ -12,12 +12,16 @@
  * filled by two cp.async.bulk copies (payload, scales) that complete on the stage's mbarrier — the
  * copy engine keeps the stages' bytes in flight per block at no register cost. Thread 0 refills a
  * stage once every warp has passed the stage's barrier. The kernel is launched with PDL and
- * requests its first stages before it waits for the activation pass.
+ * requests its first stages before it waits for the activation pass. QIN (session 7): no
+ * separate pass — every block quantizes the f32 input itself (act_warp.cuh, the pass's own
+ * operations, so the same bytes) after it waits for the input's producer; one launch and one
+ * grid-to-grid dependency fewer per projection (fp4_cu_qin_on, FP4LANE_CUDA_NO_QIN).
  */
 #ifndef FP4_CUDA_A16_STREAM_CUH
 #define FP4_CUDA_A16_STREAM_CUH
 
 #include "a16_dp4a.cuh"
+#include "act_warp.cuh"
 #include "a16_team.cuh" /* fp4_cu_launch_pdl */
 #include "native_dp2a.cuh"
 
@@ -60,6 +64,15 @@ static __device__ __forceinline__ void fp4_mbar_wait(uint64_t *bar, unsigned par
 #endif
 }
 
+
+/* 0 when FP4LANE_CUDA_NO_QIN is set to anything but "0": the 1-column routes run the separate
+ * activation pass before the item kernel (the form before session 7; the bytes are the same).
+ * Read at every call, not cached, so that fp4lane bench can pair the two forms in one process
+ * (a decode step's graph keeps the form it was captured with). */
+static inline int fp4_cu_qin_on(void) {
+    const char *e = getenv("FP4LANE_CUDA_NO_QIN");
+    return !(e && *e && strcmp(e, "0"));
+}
 
 /* 1 when the current device runs the sm_90a code with cp.async.bulk and mbarrier transaction
  * counts (fp4_cu_sm90_code); the kernel's PTX for older targets has no copies and must never run. */
@@ -132,11 +145,11 @@ static __device__ __forceinline__ uint32_t fp4_lds_opaque(const void *p) {
     return v;
 }
 
-template <bool EXACT, int NW, int NST, int TAB = 0>
+template <bool EXACT, int NW, int NST, int TAB = 0, bool QIN = false>
 static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t n_out, int nsb,
     uint64_t magic, float scale2, const void *__restrict__ xq_v, const float *__restrict__ xd,
-    float *__restrict__ y) {
+    float *__restrict__ y, int64_t n_in) {
     using L = item_smem<EXACT, NW, NST>;
     constexpr int NT = NW * 32, IPS = L::IPS, ASTR = L::ASTR;
     extern __shared__ __align__(128) uint8_t sm[];
@@ -176,8 +189,40 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
     __syncthreads();
     if (tid == 0)
         for (int it = 0; it < NST && it < nit; it++) issue(it);
-    fp4_pdl_wait(); /* launched with PDL after the activation pass: its q and d from here on */
-    {
+    fp4_pdl_wait(); /* launched with PDL after the activation pass (or, QIN, the producer of x) */
+    if constexpr (QIN) {
+        /* the activation pass in every block (act_warp.cuh, the same operations as q8k.cu and
+         * act16_kernel): warp w quantizes super-blocks w, w + NW, ... of the f32 input x = xq_v
+         * straight into the stage layout, its QU super-blocks' loads issued before any is used */
+        constexpr int QU = 8;
+        const float *x = reinterpret_cast<const float *>(xq_v);
+        const int warp = tid >> 5, lane = tid & 31;
+        for (int sb0 = warp; sb0 < nsb; sb0 += NW * QU) {
+            float v[QU][8];
+#pragma unroll
+            for (int u = 0; u < QU; u++) {
+                const int sb = sb0 + u * NW;
+                if (sb < nsb) fp4_act_load8(x, n_in, sb, lane, v[u]);
+            }
+#pragma unroll
+            for (int u = 0; u < QU; u++) {
+                const int sb = sb0 + u * NW;
+                if (sb >= nsb) break; /* warp-uniform */
+                float dq;
+                if constexpr (EXACT) {
+                    uint32_t lo, hi;
+                    int bsum;
+                    dq = fp4_q8k_warp(v[u], lane, &lo, &hi, &bsum);
+                    *reinterpret_cast<uint2 *>(act + sb * ASTR + lane * 8) = make_uint2(lo, hi);
+                } else {
+                    uint4 packed;
+                    dq = fp4_act16_warp(v[u], &packed);
+                    *reinterpret_cast<uint4 *>(act + sb * ASTR + lane * 16) = packed;
+                }
+                if (lane == 0) dsm[sb] = dq;
+            }
+        }
+    } else {
         constexpr int CPS = EXACT ? 16 : 32; /* 16-byte chunks per super-block */
         const uint4 *src = reinterpret_cast<const uint4 *>(xq_v);
         for (int i = tid; i < nsb * CPS; i += NT)
@@ -307,22 +352,22 @@ static fp4_status stream_plan_make(const fp4_cuda_tensor *w, const void *q, int6
 
 /* one_wave: FP4_ERR_UNSUPPORTED rather than a grid of more than one block per SM slot (the native
  * route: a second wave cost 46 % on 8192x28672, round 8's native.63) */
-template <bool EXACT, int NW, int NST, int TAB = 0>
+template <bool EXACT, int NW, int NST, int TAB = 0, bool QIN = false>
 static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const float *d, float *y, int bps,
                               int pdl, cudaStream_t s, int one_wave = 0) {
     stream_plan p;
     const fp4_status st = stream_plan_make<item_smem<EXACT, NW, NST>>(w, q, NW * 32, bps, one_wave, &p);
     if (st != FP4_OK) return st;
     static int opted_in[FP4_CU_MAX_DEVICES];
-    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_item_kernel<EXACT, NW, NST, TAB>, STREAM_SMEM_MAX,
+    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_item_kernel<EXACT, NW, NST, TAB, QIN>, STREAM_SMEM_MAX,
                                   opted_in));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3((unsigned)p.G);
     cfg.blockDim = dim3(NW * 32);
     cfg.dynamicSmemBytes = p.smem_request;
     cfg.stream = s;
-    return fp4_cu_launch_pdl(cfg, pdl, a16_item_kernel<EXACT, NW, NST, TAB>, w->d_payload, w->d_scales,
-                             w->n_out, (int)p.nsb, p.magic, w->scale2, q, d, y);
+    return fp4_cu_launch_pdl(cfg, pdl, a16_item_kernel<EXACT, NW, NST, TAB, QIN>, w->d_payload, w->d_scales,
+                             w->n_out, (int)p.nsb, p.magic, w->scale2, q, d, y, w->n_in);
 }
 
 #endif /* FP4_CUDA_A16_STREAM_CUH */

@@ -20,7 +20,7 @@
 #ifndef FP4_CUDA_NATIVE_DP2A_CUH
 #define FP4_CUDA_NATIVE_DP2A_CUH
 
-#include "common.cuh"
+#include "act_warp.cuh"
 
 
 static __global__ __launch_bounds__(256) void act16_kernel(const float *__restrict__ x, int n_in, int nsb_pad,
@@ -32,30 +32,12 @@ static __global__ __launch_bounds__(256) void act16_kernel(const float *__restri
     const int64_t job = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     if (job >= (int64_t)ncols * nsb_pad) return;
     const int col = (int)(job / nsb_pad), sb = (int)(job % nsb_pad);
-    const int k = sb * 256 + lane * 8;
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    if (k < n_in) { /* n_in % 16 == 0: a lane's 8 values are all in or all out */
-        const float4 *src = reinterpret_cast<const float4 *>(x + (int64_t)col * n_in + k);
-        const float4 a = __ldg(src), b = __ldg(src + 1);
-        v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
-    }
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 8; j++) amax = fmaxf(amax, fabsf(v[j]));
-#pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, m));
-    const float inv = amax > 0.0f ? __fdiv_rn(32767.0f, amax) : 0.0f;
-    uint32_t packed[4];
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        int a = __float2int_rn(__fmul_rn(v[2 * j], inv)), b = __float2int_rn(__fmul_rn(v[2 * j + 1], inv));
-        a = max(-32767, min(32767, a));
-        b = max(-32767, min(32767, b));
-        packed[j] = ((uint32_t)a & 0xFFFFu) | ((uint32_t)b << 16);
-    }
-    *reinterpret_cast<uint4 *>(q + (int64_t)col * k_pad + k) =
-        make_uint4(packed[0], packed[1], packed[2], packed[3]);
-    if (lane == 0) d[(int64_t)col * nsb_pad + sb] = amax > 0.0f ? __fdiv_rn(amax, 32767.0f) : 0.0f;
+    float v[8];
+    fp4_act_load8(x + (int64_t)col * n_in, n_in, sb, lane, v);
+    uint4 packed;
+    const float dd = fp4_act16_warp(v, &packed);
+    *reinterpret_cast<uint4 *>(q + (int64_t)col * k_pad + sb * 256 + lane * 8) = packed;
+    if (lane == 0) d[(int64_t)col * nsb_pad + sb] = dd;
 }
 
 /* 4 nibbles (bits 0..15 of nib, sel/neg precomputed for the same bits) -> signed int8 e2m1_q1 x4 */

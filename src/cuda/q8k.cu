@@ -4,7 +4,7 @@
  * q = min(127, nearest_int(iscale*x)) by the magic number, d = 1/iscale. Writes ggml blocks (the
  * public fp4_cuda_q8_K_quantize) and/or the kernels' layout: int8 values (n_cols, k_pad) in
  * element order (the dp4a kernel) or in the integer MMA's fragment order, and the steps d. */
-#include "common.cuh"
+#include "act_warp.cuh"
 
 static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x, int64_t n_in, int64_t k_pad,
                                                                   int64_t n_cols, int8_t *q, float *dq,
@@ -29,50 +29,11 @@ static __global__ __launch_bounds__(256) void q8k_quantize_kernel(const float *x
         if (dq && lane == 0) dq[col * nsb_pad + sb] = 0.0f;
         return;
     }
-    const float4 *src = reinterpret_cast<const float4 *>(x + col * n_in + sb * 256 + lane * 8);
-    const float4 v0 = src[0], v1 = src[1];
-    const float v[8] = {v0.x, v0.y, v0.z, v0.w, v1.x, v1.y, v1.z, v1.w};
-    /* first largest |x| in index order: lane-local scan with strict '>', then (amax, index) */
-    float amax = 0.0f, mx = 0.0f;
-    int idx = 1 << 30;
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-        const float ax = fabsf(v[j]);
-        if (ax > amax) { amax = ax; mx = v[j]; idx = lane * 8 + j; }
-    }
-#pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) {
-        const float oa = __shfl_xor_sync(0xFFFFFFFFu, amax, m);
-        const float om = __shfl_xor_sync(0xFFFFFFFFu, mx, m);
-        const int oi = __shfl_xor_sync(0xFFFFFFFFu, idx, m);
-        if (oa > amax || (oa == amax && oi < idx)) { amax = oa; mx = om; idx = oi; }
-    }
-    int8_t qs[8];
-    float d = 0.0f;
-    int bsum = 0;
-    if (amax == 0.0f) {
-#pragma unroll
-        for (int j = 0; j < 8; j++) qs[j] = 0;
-    } else {
-        const float iscale = __fdiv_rn(-127.0f, mx);
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const float p = __fmul_rn(iscale, v[j]);
-            /* iscale = -inf (max below ~3.7e-37) times 0 is NaN: every CPU's default NaN has
-             * mantissa 0x400000, which the magic-number trick turns into 0 */
-            const int t = isnan(p) ? 0 : fp4_nearest_int_dev(p);
-            qs[j] = (int8_t)(uint8_t)((t < 127 ? t : 127) & 0xFF);
-            bsum += qs[j];
-        }
-        d = __fdiv_rn(1.0f, iscale);
-    }
-    bsum += __shfl_xor_sync(0xFFFFFFFFu, bsum, 1); /* lanes 2g, 2g+1 hold group g */
-    uint32_t lo = 0, hi = 0;
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        lo |= (uint32_t)(uint8_t)qs[j] << (8 * j);
-        hi |= (uint32_t)(uint8_t)qs[4 + j] << (8 * j);
-    }
+    float v[8];
+    fp4_act_load8(x + col * n_in, n_in, sb, lane, v);
+    uint32_t lo, hi;
+    int bsum;
+    const float d = fp4_q8k_warp(v, lane, &lo, &hi, &bsum);
     if (fdst) {
         *reinterpret_cast<uint32_t *>(fdst) = lo;
         *reinterpret_cast<uint32_t *>(fdst + 64) = hi;

@@ -233,6 +233,17 @@ static void gt_case_project(gt_case *c, fp4_mode mode, int nc, const char *route
         gt_down(rep ? c->again : c->got, c->dy, bytes);
     }
     CHECK_MSG(!memcmp(c->got, c->again, bytes), "%s cols %d: two runs differ", route, nc);
+    if (nc == 1) { /* the item kernel's own activation pass (QIN) against the separate pass: same bytes */
+        setenv("FP4LANE_CUDA_NO_QIN", "1", 1);
+        cudaMemset(c->dy, 0xFF, bytes);
+        const fp4_status st = fp4_cuda_project(&c->t, mode, c->dx, nc, c->dy, &c->s, NULL);
+        unsetenv("FP4LANE_CUDA_NO_QIN");
+        CHECK_MSG(st == FP4_OK, "%s NO_QIN: %s %s", route, fp4_status_str(st), fp4_cuda_last_error());
+        gt_sync(route);
+        gt_down(c->again, c->dy, bytes);
+        CHECK_MSG(!memcmp(c->got, c->again, bytes), "%s %lldx%lld: QIN and the separate pass differ", route,
+                  (long long)c->n_out, (long long)c->n_in);
+    }
 }
 
 static void gt_case_free(gt_case *c) {
