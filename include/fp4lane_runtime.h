@@ -183,6 +183,14 @@ typedef struct fp4_rt_tok {
  * n_ctx — nothing is computed then, never a wrap. If the backend fails mid-step, the sequences of
  * the step are closed (their caches are incomplete). */
 FP4_API fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, float *logits, fp4_error *err);
+/* fp4_rt_step, but instead of logits the greedy choice of each want_logits column (in column
+ * order): the first index of its largest logit, NaN never chosen, 0 when all are -inf or NaN —
+ * what a plain greedy fp4_sampler picks from fp4_rt_step's logits (the same logits; exact mode's
+ * invariance carries over). On CUDA it is taken on the device and only the tokens cross to the
+ * host; elsewhere (or FP4LANE_CUDA_NO_ARGMAX=1) from the logits on the host. tokens may be NULL
+ * when no column wants logits. */
+FP4_API fp4_status fp4_rt_step_greedy(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, int32_t *tokens,
+                                      fp4_error *err);
 
 /* KV identity: a digest of the weights (tensor names, types, shapes and bytes), lane, mode, KV
  * dtype, rope configuration and architecture (native mode: and the device). Hex, 64 characters
@@ -217,6 +225,9 @@ FP4_API void fp4_sampler_free(fp4_sampler *s);
 FP4_API void fp4_sampler_accept(fp4_sampler *s, int32_t token);
 /* Picks a token from vocab logits (not modified). */
 FP4_API int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits);
+/* 1 when s is plain greedy (temperature 0, penalties off): its choice is then
+ * fp4_rt_step_greedy's, and the logits need not leave the device. */
+FP4_API int fp4_sampler_is_greedy(const fp4_sampler *s);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Speculative decoding (docs/ROUTES.md, "Speculative decoding")                              */

@@ -318,6 +318,72 @@ static void test_sampler(void) {
     CHECK(fp4_sampler_create(&p, V, &s) == FP4_ERR_INVALID_ARG);
 }
 
+/* fp4_rt_step_greedy: the same tokens a plain greedy sampler picks from fp4_rt_step's logits, for
+ * two sequences with columns that do and do not want logits, over several steps; the plain-greedy
+ * predicate; the refusals */
+static void test_step_greedy(const char *bf) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(bf, NULL, &m, &e));
+    if (!m) return;
+    fp4_rt_opts o = {.mode = FP4_MODE_EXACT, .n_ctx = 64, .n_threads = 2, .max_seqs = 2};
+    fp4_rt *ra = NULL, *rb = NULL;
+    CHECK_OK(fp4_rt_create(m, &o, &ra, &e));
+    CHECK_OK(fp4_rt_create(m, &o, &rb, &e));
+    const int64_t V = ra ? fp4_rt_vocab(ra) : 1;
+    float *lg = malloc(sizeof(float) * (size_t)V * 16);
+    fp4_sampler_params p = fp4_sampler_defaults();
+    fp4_sampler *smp = NULL;
+    CHECK_OK(fp4_sampler_create(&p, V, &smp));
+    CHECK(fp4_sampler_is_greedy(smp));
+    int32_t sa[2], sb[2];
+    int bad = 0, n_tok = 0;
+    if (ra && rb) {
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(fp4_rt_seq_open(ra, &sa[k]));
+            CHECK_OK(fp4_rt_seq_open(rb, &sb[k]));
+        }
+        for (int step = 0; step < 4; step++) {
+            fp4_rt_tok ca[12], cb[12];
+            int n = 0, nl = 0;
+            for (int k = 0; k < 2; k++)
+                for (int j = 0; j < 3 + step; j++, n++) {
+                    const int32_t t = (int32_t)((step * 37 + k * 11 + j * 5) % V);
+                    const int want = (j + step + k) % 2 == 0 || j == 2 + step;
+                    ca[n] = (fp4_rt_tok){sa[k], t, want};
+                    cb[n] = (fp4_rt_tok){sb[k], t, want};
+                    nl += want;
+                }
+            int32_t got[12];
+            CHECK_OK(fp4_rt_step(ra, ca, n, lg, &e));
+            CHECK_OK(fp4_rt_step_greedy(rb, cb, n, got, &e));
+            for (int q = 0; q < nl; q++, n_tok++) bad += got[q] != fp4_sampler_sample(smp, lg + (int64_t)q * V);
+        }
+        CHECK_MSG(bad == 0 && n_tok > 20, "step_greedy differs from the sampler in %d of %d", bad, n_tok);
+        fp4_rt_tok c = {sb[0], 3, 1};
+        CHECK(fp4_rt_step_greedy(rb, &c, 1, NULL, &e) == FP4_ERR_INVALID_ARG);
+        c.want_logits = 0;
+        CHECK_OK(fp4_rt_step_greedy(rb, &c, 1, NULL, &e)); /* nothing wanted: no buffer needed */
+        c = (fp4_rt_tok){sb[0] + 5, 3, 1};
+        int32_t t1;
+        CHECK(fp4_rt_step_greedy(rb, &c, 1, &t1, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "rt.seq"));
+    }
+    fp4_sampler_free(smp);
+    p.temperature = 0.7f;
+    CHECK_OK(fp4_sampler_create(&p, V, &smp));
+    CHECK(!fp4_sampler_is_greedy(smp));
+    fp4_sampler_free(smp);
+    p = fp4_sampler_defaults();
+    p.repeat_penalty = 1.1f;
+    CHECK_OK(fp4_sampler_create(&p, V, &smp));
+    CHECK(!fp4_sampler_is_greedy(smp) && !fp4_sampler_is_greedy(NULL));
+    fp4_sampler_free(smp);
+    free(lg);
+    fp4_rt_free(ra);
+    fp4_rt_free(rb);
+    fp4_model_close(m);
+}
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtkv-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -328,6 +394,7 @@ int main(void) {
     test_limits(bf);
     test_sampler();
     test_greedy();
+    test_step_greedy(bf);
     if (!check_failed) rtfx_rmtree(tmp);
     return check_report();
 }

@@ -25,7 +25,7 @@
 static int usage(void) {
     fprintf(stderr, "usage: fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs N] [--prefix N] "
                     "[--tokens N] [--warmup N]\n"
-                    "       [--seed S] [--json FILE]\n"
+                    "       [--seed S] [--logits] [--json FILE]\n"
                     "  OPTIONS: --mode exact|native --device cpu|cuda --threads N --prefill-chunk N --ctx N "
                     "--model PATH\n"
                     "           and NAME=VALUE: an environment variable set while that side's engine is "
@@ -54,6 +54,7 @@ typedef struct bench_cell {
 typedef struct bench_cfg {
     long long pairs, prefix, tokens, warmup;
     unsigned long long seed;
+    int logits; /* --logits: decode steps copy every logit to the host (else greedy steps) */
 } bench_cfg;
 
 /* a NAME=VALUE word: NAME of upper-case letters, digits and '_', not starting with a digit */
@@ -146,9 +147,11 @@ static int parse_ll(const char *opt, const char *v, long long lo, long long hi, 
 }
 
 /* one cell: a fresh sequence, the prefix as one prefill (or --prefill-chunk pieces), then the
- * teacher-forced tokens one step each; the sequence is closed again */
+ * teacher-forced tokens one step each — greedy steps (fp4_rt_step_greedy, what a greedy `run`
+ * decodes with: the choice is taken and dropped) or, logits, steps that bring every logit to the
+ * host; the sequence is closed again */
 static int run_cell(bench_side *s, const int32_t *prefix, int64_t n_prefix, const int32_t *forced,
-                    int64_t n_forced, float *lg, fp4_rt_tok *cols, bench_cell *c) {
+                    int64_t n_forced, int logits, float *lg, fp4_rt_tok *cols, bench_cell *c) {
     fp4_error err;
     int32_t seq;
     if (fp4_rt_seq_open(s->rt, &seq)) return fprintf(stderr, "fp4lane bench: cannot open a sequence\n"), 1;
@@ -164,7 +167,9 @@ static int run_cell(bench_side *s, const int32_t *prefix, int64_t n_prefix, cons
     double t1 = rt_cli_now();
     for (int64_t i = 0; !rc && i < n_forced; i++) {
         cols[0] = (fp4_rt_tok){seq, forced[i], 1};
-        if (fp4_rt_step(s->rt, cols, 1, lg, &err)) rc = cli_report_error("bench", err.code, &err);
+        int32_t tok;
+        if (logits ? fp4_rt_step(s->rt, cols, 1, lg, &err) : fp4_rt_step_greedy(s->rt, cols, 1, &tok, &err))
+            rc = cli_report_error("bench", err.code, &err);
     }
     double t2 = rt_cli_now();
     fp4_rt_seq_close(s->rt, seq);
@@ -308,10 +313,11 @@ static int receipt(const char *path, int argc, char **argv, const bench_cfg *cfg
     json_object_set_new(r, "date_utc", json_string(date));
     json_object_set_new(r, "host", host);
     json_object_set_new(r, "config",
-                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:s}", "pairs", cfg->pairs, "warmup_pairs",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:s,s:s}", "pairs", cfg->pairs, "warmup_pairs",
                                   cfg->warmup, "prefix_tokens", cfg->prefix, "forced_tokens", cfg->tokens,
                                   "seed", (json_int_t)cfg->seed, "order",
-                                  "A B A B ..., warm-up pairs first and discarded"));
+                                  "A B A B ..., warm-up pairs first and discarded", "decode_step",
+                                  cfg->logits ? "logits to the host" : "greedy (fp4_rt_step_greedy)"));
     json_object_set_new(r, "a", side_json(&sd[0]));
     json_object_set_new(r, "b", side_json(&sd[1]));
     json_object_set_new(r, "rule", json_string(fp4b_rule_text()));
@@ -341,7 +347,7 @@ int cmd_bench(int argc, char **argv) {
     memset(sd, 0, sizeof sd);
     rt_cli_engine_init(&sd[0].e), rt_cli_engine_init(&sd[1].e);
     sd[0].e.verb = sd[1].e.verb = "bench";
-    bench_cfg cfg = {5, 66, 32, 1, 1};
+    bench_cfg cfg = {5, 66, 32, 1, 1, 0};
     const char *model = NULL, *json_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -352,6 +358,8 @@ int cmd_bench(int argc, char **argv) {
             sd[1].spec = v, i++;
         else if (!strcmp(o, "--json") && v)
             json_path = v, i++;
+        else if (!strcmp(o, "--logits"))
+            cfg.logits = 1;
         else if (!strcmp(o, "--pairs") && v) {
             if (parse_ll(o, v, 1, 1000, &cfg.pairs)) return 2;
             i++;
@@ -429,7 +437,8 @@ int cmd_bench(int argc, char **argv) {
         bench_env_saved sv; /* the side's words again while its cell runs (knobs read at each call) */
         rc = bench_env_set(&sd[c % 2], &sv);
         if (!rc)
-            rc = run_cell(&sd[c % 2], ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, lg, cols, &cells[c]);
+            rc = run_cell(&sd[c % 2], ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, cfg.logits, lg, cols,
+                          &cells[c]);
         bench_env_restore(&sd[c % 2], &sv);
         cli_progress("bench cells", c + 1, n_cells);
     }

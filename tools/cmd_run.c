@@ -281,10 +281,11 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
     int *owner = malloc(sizeof *owner * max_cols), *is_last = malloc(sizeof *is_last * max_cols);
     float *lg = malloc(sizeof(float) * (size_t)V * max_logit_rows);
     int32_t *seq = malloc(sizeof *seq * (size_t)n_seq), *next = malloc(sizeof *next * (size_t)n_seq);
+    int32_t *gtok = malloc(sizeof *gtok * (size_t)n_seq); /* a greedy decode step's tokens */
     int *live = malloc(sizeof *live * (size_t)n_seq);
     fp4_sampler **smp = calloc((size_t)n_seq, sizeof *smp);
     int rc = 0;
-    if (!cols || !owner || !is_last || !lg || !seq || !next || !live || !smp) {
+    if (!cols || !owner || !is_last || !lg || !seq || !next || !gtok || !live || !smp) {
         fprintf(stderr, "fp4lane run: out of memory\n");
         rc = 1;
         goto out;
@@ -347,7 +348,11 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
     }
     s->n_prefill = total;
     s->t_prefill = rt_cli_now() - t0;
-    /* decode: emit each sequence's next token; feed it unless it ends the sequence */
+    /* decode: emit each sequence's next token; feed it unless it ends the sequence. Plain greedy
+     * sampling without --logits-out needs the tokens only: fp4_rt_step_greedy (the same choice) */
+    int greedy = !npy;
+    for (int i = 0; i < n_seq; i++)
+        greedy = greedy && fp4_sampler_is_greedy(smp[i]);
     t0 = rt_cli_now();
     if (a->draft && !interrupted) {
         if ((rc = run_spec_decode(&sp, prompts[0], plen[0], next[0]))) goto out;
@@ -375,6 +380,15 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
             cols[n++] = (fp4_rt_tok){seq[i], next[i], 1};
         }
         if (!n) break;
+        if (greedy) { /* the tokens alone cross from the device (fp4_rt_step_greedy) */
+            if (fp4_rt_step_greedy(rt, cols, n, gtok, &err)) {
+                rc = cli_report_error("run", err.code, &err);
+                goto out;
+            }
+            for (int64_t c = 0; c < n; c++)
+                next[owner[c]] = gtok[c];
+            continue;
+        }
         if (fp4_rt_step(rt, cols, n, lg, &err)) {
             rc = cli_report_error("run", err.code, &err);
             goto out;
@@ -394,7 +408,7 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
 out:
     for (int i = 0; smp && i < n_seq; i++)
         fp4_sampler_free(smp[i]);
-    free(smp), free(cols), free(owner), free(is_last), free(lg), free(seq), free(next), free(live);
+    free(smp), free(cols), free(owner), free(is_last), free(lg), free(seq), free(next), free(gtok), free(live);
     return rc;
 }
 

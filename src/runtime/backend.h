@@ -68,7 +68,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 3u
+#define FP4_RT_BACKEND_ABI 4u
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -151,6 +151,10 @@ typedef struct fp4_rt_backend_ops {
      * for this model (create's max_cols; its prefill runs in steps of that many). Exact mode's bits
      * do not depend on it. */
     int64_t (*step_cols)(const fp4_rt_model_desc *d);
+    /* ABI 4, optional (NULL: the runtime takes step's logits and argmax.h on the host): THE STEP,
+     * but tokens[k] = fp4_rt_greedy_argmax of the k-th want_logits column's logits instead of the
+     * logits themselves (a device backend reduces them where they are). Synchronous. */
+    fp4_status (*step_greedy)(void *state, const fp4_rt_col *cols, int64_t n, int32_t *tokens, fp4_error *err);
 } fp4_rt_backend_ops;
 
 /* The CPU backend (step_cpu.c). */

@@ -1,6 +1,7 @@
 /* rt.c — the engine: arch → routes → bind → backend (CPU here, CUDA through dlopen), sequences
  * with their positions, and the step that splits a batch into backend calls. */
 #include "runtime/rt_impl.h"
+#include "runtime/argmax.h"
 #include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
@@ -73,7 +74,7 @@ void fp4_rt_free(fp4_rt *rt) {
     if (!rt) return;
     if (rt->be && rt->be_state) rt->be->destroy(rt->be_state);
     if (rt->dl) dlclose(rt->dl);
-    free(rt->seq_pos), free(rt->cols), free(rt->rope_cos), free(rt->rope_sin), free(rt->vec), free(rt->lvec);
+    free(rt->seq_pos), free(rt->cols), free(rt->glg), free(rt->rope_cos), free(rt->rope_sin), free(rt->vec), free(rt->lvec);
     fp4_rt_bound_free(&rt->b);
     free(rt);
 }
@@ -327,7 +328,9 @@ int64_t fp4_rt_step_span(const fp4_rt_tok *toks, int64_t n, int64_t max_cols, in
     return m;
 }
 
-fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *logits, fp4_error *err) {
+/* fp4_rt_step (tokens NULL) and fp4_rt_step_greedy (logits NULL) */
+static fp4_status rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *logits, int32_t *tokens,
+                          fp4_error *err) {
     fp4_error_clear(err);
     if (!rt || !toks || n <= 0)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "no columns");
@@ -354,8 +357,11 @@ fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *log
             next[t->seq]++;
         n_logits += t->want_logits != 0;
     }
-    if (!st && n_logits && !logits)
+    if (!st && n_logits && !logits && !tokens)
         st = fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
+    if (!st && n_logits && tokens && !rt->be->step_greedy && !rt->glg &&
+        !(rt->glg = malloc(sizeof *rt->glg * (size_t)(rt->max_logit_cols * rt->arch.vocab))))
+        st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     free(next);
     if (st) return st;
     float *lp = logits;
@@ -367,13 +373,35 @@ fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *log
             rt->cols[j] = (fp4_rt_col){t->token, t->seq, rt->seq_pos[t->seq]++, t->want_logits != 0};
             nl += t->want_logits != 0;
         }
-        if ((st = rt->be->step(rt->be_state, rt->cols, m, lp, err))) {
+        if (tokens && rt->be->step_greedy) st = rt->be->step_greedy(rt->be_state, rt->cols, m, tokens, err);
+        else if (tokens) {
+            st = rt->be->step(rt->be_state, rt->cols, m, nl ? rt->glg : NULL, err);
+            for (int64_t k = 0; !st && k < nl; k++)
+                tokens[k] = fp4_rt_greedy_argmax(rt->glg + k * rt->arch.vocab, rt->arch.vocab);
+        } else
+            st = rt->be->step(rt->be_state, rt->cols, m, lp, err);
+        if (st) {
             /* the cache of these columns is not trustworthy: close their sequences */
             for (int64_t j = 0; j < n; j++)
                 rt->seq_pos[toks[j].seq] = -1;
             return st;
         }
         if (lp) lp += nl * rt->arch.vocab;
+        if (tokens) tokens += nl;
     }
     return FP4_OK;
+}
+
+fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *logits, fp4_error *err) {
+    return rt_step(rt, toks, n, logits, NULL, err);
+}
+
+fp4_status fp4_rt_step_greedy(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, int32_t *tokens, fp4_error *err) {
+    fp4_error_clear(err);
+    int64_t nl = 0;
+    for (int64_t i = 0; toks && i < n; i++)
+        nl += toks[i].want_logits != 0;
+    if (nl && !tokens)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "tokens wanted but no buffer given");
+    return rt_step(rt, toks, n, NULL, nl ? tokens : NULL, err);
 }

@@ -36,6 +36,7 @@ struct fp4_rt {
     void *dl;          /* dlopen handle of libfp4lane_cuda.so                 */
     int64_t *seq_pos;  /* per slot: next position, -1 when closed             */
     fp4_rt_col *cols;  /* max_cols                                             */
+    float *glg;        /* fp4_rt_step_greedy's host logits without step_greedy: max_logit_cols rows */
     char identity[65]; /* computed on first use                               */
     char routes[1024];
 };

@@ -3,6 +3,7 @@
  * and a small state, so a GPU twin can follow the same steps: penalties → (greedy | temperature →
  * sort by logit desc, id asc → top-k → softmax in double → top-p → min-p → one draw). */
 #include "fp4lane_runtime.h"
+#include "runtime/argmax.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,33 +105,20 @@ static int by_logit(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
-/* Greedy without penalties, straight from the logits: the first index of the largest value, NaN
- * never chosen (the same token as the general path, which copies the logits with NaN as -inf and
- * keeps the first maximum; every value -inf or NaN gives 0 there and here). Eight running maxima,
- * then the first index holding the maximum: two light passes instead of a copy, a NaN pass and a
- * serial scan (a 128k vocabulary: 250-300 us a token on the project VM; the GPU step is ~2.8 ms). */
-static int32_t greedy_argmax(const float *l, int64_t V) {
-    float m[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY};
-    int64_t i = 0;
-    for (; i + 8 <= V; i += 8)
-        for (int k = 0; k < 8; k++)
-            m[k] = l[i + k] > m[k] ? l[i + k] : m[k];
-    for (; i < V; i++)
-        m[0] = l[i] > m[0] ? l[i] : m[0];
-    float best = m[0];
-    for (int k = 1; k < 8; k++)
-        best = m[k] > best ? m[k] : best;
-    if (best == -INFINITY) return 0;
-    for (i = 0; i < V; i++)
-        if (l[i] == best) break;
-    return (int32_t)i;
+/* Greedy without penalties, straight from the logits (argmax.h): the same token as the general
+ * path, which copies the logits with NaN as -inf and keeps the first maximum. */
+static int plain_greedy(const fp4_sampler_params *p) {
+    return !(p->temperature > 0.0f) && p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f;
+}
+
+int fp4_sampler_is_greedy(const fp4_sampler *s) {
+    return s && plain_greedy(&s->p);
 }
 
 int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits) {
     if (!s || !logits) return -1;
     const int64_t V = s->vocab;
-    if (!(s->p.temperature > 0.0f) && s->p.repeat_penalty == 1.0f && s->p.presence_penalty == 0.0f)
-        return greedy_argmax(logits, V);
+    if (plain_greedy(&s->p)) return fp4_rt_greedy_argmax(logits, V);
     float *w = s->work;
     memcpy(w, logits, sizeof *w * (size_t)V);
     for (int64_t i = 0; i < V; i++)

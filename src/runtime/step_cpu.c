@@ -250,6 +250,7 @@ static fp4_status cpu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint1
 static const fp4_rt_backend_ops cpu_ops = {
     FP4_RT_BACKEND_ABI, "cpu", cpu_route, cpu_create, cpu_destroy, cpu_step, cpu_kv_read, cpu_kv_write,
     NULL, /* step_cols: the runtime's 64 */
+    NULL, /* step_greedy: the runtime's host argmax of step's logits */
 };
 
 const fp4_rt_backend_ops *fp4_rt_cpu_backend(void) {

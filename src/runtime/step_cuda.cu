@@ -9,7 +9,9 @@
  *   step:   one H2D copy of the column table (token, slot, position, logits row), the whole step
  *           on one stream (embedding, layers, final norm, head: projections only through
  *           fp4_cuda_project, every other op from step_kernels.cuh / pinned.h), one D2H copy of
- *           the logits, one stream synchronization. A step whose columns all want logits (a
+ *           the logits — or, greedy (step_greedy: fp4_rt_step_greedy), of one int32 per column from
+ *           fp4_cuda_argmax_rows, FP4LANE_CUDA_NO_ARGMAX=1 taking argmax.h's on the host instead —
+ *           one stream synchronization. A step whose columns all want logits (a
  *           decode step) is captured as a CUDA graph the second time its column count is seen,
  *           and replayed after that; the kernels read the columns from the device, so the graph
  *           serves any columns of that count.
@@ -25,6 +27,7 @@
  * backend is destroyed (a measuring aid for bench/runtime.md). */
 #include "cuda/common.cuh"
 #include "runtime/backend.h"
+#include "runtime/argmax.h"
 #include "runtime/att_cluster.cuh"
 #include "runtime/att_gemm.cuh"
 #include "runtime/step_kernels.cuh"
@@ -65,12 +68,16 @@ typedef struct cu_state {
     uint16_t *d_kc, *d_vc;
     float *d_x, *d_h, *d_q, *d_k, *d_v, *d_o, *d_t, *d_g, *d_u, *d_hh, *d_lg, *d_sc, *d_st, *d_den, *d_bmax;
     unsigned *d_tk; /* attention tickets, zero between launches */
+    void *d_am;     /* fp4_cuda_argmax_rows's work (zero between calls) */
+    int32_t *d_tok; /* the greedy tokens of a step (logit_rows) */
+    int argmax_off; /* FP4LANE_CUDA_NO_ARGMAX: step_greedy copies the logits and takes argmax.h's */
     uint16_t *d_q16, *d_p; /* native prefill attention through cuBLAS (att_gemm.cuh): q and P in f16 */
     float *d_qs;
     int att_gemm; /* native mode, cuBLAS loaded, not FP4LANE_CUDA_ATT_GEMM=0 */
     int att_cl;   /* the one-launch cluster attention's cluster size (att_cluster.cuh), 0: off */
     int att_cl_bps; /* its blocks per SM at most (0: as they fit; -1: att_cluster_bps's rule) */
-    int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row          */
+    int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row (h_in: then the
+                           * greedy tokens, max_cols more)                                */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
     fp4_cuda_scratch scratch;
     cu_graph graphs[CU_MAX_GRAPHS];
@@ -304,6 +311,8 @@ static int scratch_list(cu_state *s, buf_req *r) {
     REQ(s->d_bmax, mc * NH * STK_MAX_GX * 4);
     REQ(s->d_tk, mc * NH * 4); /* one per (column, KV head, head group) <= one per (column, head) */
     REQ(s->d_in, 4 * mc * 4);
+    REQ(s->d_am, fp4_cuda_argmax_work_bytes(logit_rows(s)));
+    REQ(s->d_tok, (uint64_t)logit_rows(s) * 4);
 #undef REQ
     return n;
 }
@@ -497,6 +506,7 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
             FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(scratch)"), NULL, "cuda.alloc", "scratch"));
     }
     ce = cudaMemset(s->d_tk, 0, (size_t)(max_cols * a->n_heads) * 4);
+    if (ce == cudaSuccess) ce = cudaMemset(s->d_am, 0, fp4_cuda_argmax_work_bytes(logit_rows(s)));
     if (ce != cudaSuccess)
         FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMemset(tickets)"), NULL, "cuda.alloc", "scratch"));
     size_t psb = 0;
@@ -514,13 +524,15 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
         FAIL(cuda_fail(err, st, NULL, "cuda.alloc", "projection scratch"));
     if (d->mode == FP4_MODE_NATIVE) fp4_cu_gemm_warm(); /* where the GEMM route is on, cuBLAS loads
                                                             here, not in the first prefill */
-    ce = cudaHostAlloc((void **)&s->h_in, (size_t)(4 * max_cols) * 4, cudaHostAllocDefault);
+    ce = cudaHostAlloc((void **)&s->h_in, (size_t)(5 * max_cols) * 4, cudaHostAllocDefault);
     if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&s->h_lg, (size_t)(logit_rows(s) * a->vocab) * 4, cudaHostAllocDefault);
     if (ce == cudaSuccess && !s->emb_on_device)
         ce = cudaHostAlloc((void **)&s->h_emb, (size_t)(max_cols * a->hidden) * 4, cudaHostAllocDefault);
     if (ce != cudaSuccess)
         FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaHostAlloc"), NULL, "cuda.alloc", "pinned host buffers"));
+    const char *na = getenv("FP4LANE_CUDA_NO_ARGMAX");
+    s->argmax_off = na && *na && strcmp(na, "0");
     s->prof_path = getenv("FP4LANE_CUDA_PROFILE");
     if (s->prof_path && *s->prof_path) {
         s->ev = (cudaEvent_t *)calloc(PROF_MAX_EVENTS, sizeof *s->ev);
@@ -811,8 +823,9 @@ static fp4_status run_body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     return FP4_OK;
 }
 
-static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err) {
-    cu_state *s = (cu_state *)p;
+/* the step; logits (host rows) or, greedy, tokens (one per want_logits column) */
+static fp4_status cu_step_impl(cu_state *s, const fp4_rt_col *cols, int64_t n, float *logits, int32_t *tokens,
+                               fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
     const int64_t mc = s->max_cols, H = a->hidden, V = a->vocab;
     if (n <= 0 || n > mc)
@@ -836,8 +849,9 @@ static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *log
                                 "cannot read embedding row %d", cols[c].token);
         }
     }
-    if (nw && !logits)
+    if (nw && !logits && !tokens)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
+    const int on_device = tokens && !s->argmax_off; /* only the tokens cross to the host */
     if (nw > logit_rows(s))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step",
                         "%lld columns want logits (at most %lld a step)", (long long)nw,
@@ -855,13 +869,24 @@ static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *log
         (void)cudaGetLastError();
         return st;
     }
-    if (nw)
+    int32_t *h_tok = s->h_in + 4 * mc;
+    if (nw && on_device) {
+        if ((st = fp4_cuda_argmax_rows(s->d_lg, nw, V, V, s->d_am, s->d_tok, s->stream)))
+            return cuda_fail(err, st, NULL, "rt.greedy", "argmax of the logits");
+        CU_TRY(err, cudaMemcpyAsync(h_tok, s->d_tok, (size_t)nw * 4, cudaMemcpyDeviceToHost, s->stream),
+               "cuda.step");
+    } else if (nw)
         CU_TRY(err,
                cudaMemcpyAsync(s->h_lg, s->d_lg, (size_t)(nw * V) * 4, cudaMemcpyDeviceToHost, s->stream),
                "cuda.step");
     if (s->prof_path) prof_mark(s, OP_COUNT_);
     CU_TRY(err, cudaStreamSynchronize(s->stream), "cuda.step"); /* the one host synchronization of the step */
-    if (nw) memcpy(logits, s->h_lg, (size_t)(nw * V) * 4);
+    if (nw && on_device) memcpy(tokens, h_tok, (size_t)nw * 4);
+    else if (nw && tokens)
+        for (int64_t k = 0; k < nw; k++)
+            tokens[k] = fp4_rt_greedy_argmax(s->h_lg + k * V, V);
+    else if (nw)
+        memcpy(logits, s->h_lg, (size_t)(nw * V) * 4);
     if (s->prof_path && s->n_ev > 1) { /* decode steps (every column wants logits) apart */
         const int k = nw == n ? 0 : 1;
         for (int i = 0; i + 1 < s->n_ev; i++) {
@@ -872,6 +897,13 @@ static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *log
         s->prof_steps[k]++, s->prof_cols[k] += n;
     }
     return FP4_OK;
+}
+
+static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err) {
+    return cu_step_impl((cu_state *)p, cols, n, logits, NULL, err);
+}
+static fp4_status cu_step_greedy(void *p, const fp4_rt_col *cols, int64_t n, int32_t *tokens, fp4_error *err) {
+    return cu_step_impl((cu_state *)p, cols, n, NULL, tokens, err);
 }
 
 static fp4_status kv_copy(cu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
@@ -927,7 +959,7 @@ static int64_t cu_step_cols(const fp4_rt_model_desc *d) {
 
 static const fp4_rt_backend_ops cu_ops = {
     FP4_RT_BACKEND_ABI, "cuda", cu_route, cu_create, cu_destroy, cu_step, cu_kv_read, cu_kv_write,
-    cu_step_cols,
+    cu_step_cols, cu_step_greedy,
 };
 
 extern "C" __attribute__((visibility("default"))) const fp4_rt_backend_ops *

@@ -414,6 +414,60 @@ static void fp8_cases(const char *tmp, const int32_t *ids) {
     }
 }
 
+/* fp4_rt_step_greedy on CUDA (argmax on the device; FP4LANE_CUDA_NO_ARGMAX=1: on the host) against a
+ * plain greedy sampler over fp4_rt_step's logits of a twin engine, two sequences decoded together
+ * (the tokens fed back), exact and native; in exact mode the CPU engine's greedy tokens too */
+static void greedy_case(const char *dir, const int32_t *ids) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    for (int mode = 0; mode < 2; mode++) {
+        const fp4_mode md = mode ? FP4_MODE_NATIVE : FP4_MODE_EXACT;
+        fp4_rt *ref = engine(m, FP4_DEVICE_CUDA, md, 2, NULL, NULL), *rt[3];
+        rt[0] = engine(m, FP4_DEVICE_CUDA, md, 2, NULL, NULL);
+        setenv("FP4LANE_CUDA_NO_ARGMAX", "1", 1);
+        rt[1] = engine(m, FP4_DEVICE_CUDA, md, 2, NULL, NULL);
+        unsetenv("FP4LANE_CUDA_NO_ARGMAX");
+        rt[2] = md == FP4_MODE_EXACT ? engine(m, FP4_DEVICE_CPU, md, 2, NULL, NULL) : NULL;
+        if (!ref || !rt[0] || !rt[1]) break;
+        const int64_t V = fp4_rt_vocab(ref);
+        float *lg = (float *)malloc(sizeof(float) * (size_t)(2 * V));
+        fp4_sampler_params sp = fp4_sampler_defaults();
+        fp4_sampler *smp = NULL;
+        CHECK_OK(fp4_sampler_create(&sp, V, &smp));
+        int32_t sr[2], sq[3][2];
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(fp4_rt_seq_open(ref, &sr[k]));
+            for (int i = 0; i < 3; i++)
+                if (rt[i]) CHECK_OK(fp4_rt_seq_open(rt[i], &sq[i][k]));
+        }
+        int32_t next[2] = {ids[0], ids[5]};
+        int bad = 0, n = 0;
+        for (int step = 0; step < 12; step++) {
+            fp4_rt_tok c[2] = {{sr[0], next[0], 1}, {sr[1], next[1], 1}};
+            CHECK_OK(fp4_rt_step(ref, c, 2, lg, &e));
+            const int32_t want[2] = {fp4_sampler_sample(smp, lg), fp4_sampler_sample(smp, lg + V)};
+            for (int i = 0; i < 3; i++) {
+                if (!rt[i]) continue;
+                fp4_rt_tok ci[2] = {{sq[i][0], next[0], 1}, {sq[i][1], next[1], 1}};
+                int32_t got[2] = {-1, -1};
+                CHECK_OK(fp4_rt_step_greedy(rt[i], ci, 2, got, &e));
+                bad += (got[0] != want[0]) + (got[1] != want[1]);
+                n += 2;
+            }
+            next[0] = want[0], next[1] = want[1];
+        }
+        CHECK_MSG(bad == 0, "%s %s: step_greedy differs from the sampler in %d of %d tokens", dir,
+                  mode ? "native" : "exact", bad, n);
+        fp4_sampler_free(smp);
+        free(lg);
+        fp4_rt_free(ref);
+        for (int i = 0; i < 3; i++) fp4_rt_free(rt[i]);
+    }
+    fp4_model_close(m);
+}
+
 int main(void) {
     snprintf(cuda_lib, sizeof cuda_lib, "%s/libfp4lane_cuda.so",
              getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
@@ -454,6 +508,11 @@ int main(void) {
         free(rb), free(rn);
     }
     plan_case(HF_DIR "/llama");
+    {
+        int32_t gids[NTOK + 8];
+        CHECK_EQ_INT(rtd_read_ids(HF_DIR "/llama/ids.txt", gids, NTOK + 8), NTOK);
+        greedy_case(HF_DIR "/llama/nvfp4", gids);
+    }
     /* W4A4 and kquant twins of llama */
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%s/fp4lane-gpurt-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
