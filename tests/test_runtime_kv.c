@@ -357,7 +357,8 @@ static void test_step_greedy(const char *bf) {
             int32_t got[12];
             CHECK_OK(fp4_rt_step(ra, ca, n, lg, &e));
             CHECK_OK(fp4_rt_step_greedy(rb, cb, n, got, &e));
-            for (int q = 0; q < nl; q++, n_tok++) bad += got[q] != fp4_sampler_sample(smp, lg + (int64_t)q * V);
+            for (int q = 0; q < nl; q++, n_tok++)
+                bad += got[q] != fp4_sampler_sample(smp, lg + (int64_t)q * V);
         }
         CHECK_MSG(bad == 0 && n_tok > 20, "step_greedy differs from the sampler in %d of %d", bad, n_tok);
         fp4_rt_tok c = {sb[0], 3, 1};

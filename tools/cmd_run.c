@@ -408,7 +408,8 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
 out:
     for (int i = 0; smp && i < n_seq; i++)
         fp4_sampler_free(smp[i]);
-    free(smp), free(cols), free(owner), free(is_last), free(lg), free(seq), free(next), free(gtok), free(live);
+    free(smp), free(cols), free(owner), free(is_last), free(lg), free(seq), free(next), free(gtok);
+    free(live);
     return rc;
 }
 

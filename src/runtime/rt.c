@@ -74,7 +74,8 @@ void fp4_rt_free(fp4_rt *rt) {
     if (!rt) return;
     if (rt->be && rt->be_state) rt->be->destroy(rt->be_state);
     if (rt->dl) dlclose(rt->dl);
-    free(rt->seq_pos), free(rt->cols), free(rt->glg), free(rt->rope_cos), free(rt->rope_sin), free(rt->vec), free(rt->lvec);
+    free(rt->seq_pos), free(rt->cols), free(rt->glg), free(rt->rope_cos), free(rt->rope_sin), free(rt->vec);
+    free(rt->lvec);
     fp4_rt_bound_free(&rt->b);
     free(rt);
 }
@@ -396,7 +397,8 @@ fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *log
     return rt_step(rt, toks, n, logits, NULL, err);
 }
 
-fp4_status fp4_rt_step_greedy(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, int32_t *tokens, fp4_error *err) {
+fp4_status fp4_rt_step_greedy(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, int32_t *tokens,
+                              fp4_error *err) {
     fp4_error_clear(err);
     int64_t nl = 0;
     for (int64_t i = 0; toks && i < n; i++)

@@ -902,7 +902,8 @@ static fp4_status cu_step_impl(cu_state *s, const fp4_rt_col *cols, int64_t n, f
 static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err) {
     return cu_step_impl((cu_state *)p, cols, n, logits, NULL, err);
 }
-static fp4_status cu_step_greedy(void *p, const fp4_rt_col *cols, int64_t n, int32_t *tokens, fp4_error *err) {
+static fp4_status cu_step_greedy(void *p, const fp4_rt_col *cols, int64_t n, int32_t *tokens,
+                                 fp4_error *err) {
     return cu_step_impl((cu_state *)p, cols, n, NULL, tokens, err);
 }
 
