@@ -77,7 +77,7 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
             int16_t *q = (int16_t *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
             float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)w->k_pad * 2));
             if (fp4_aligned16(w->d_scales)) {
-                if (fp4_cu_qin_on()) { /* the item kernel makes its own int16 input (QIN) */
+                if (fp4_cu_qin_on(w)) { /* the item kernel makes its own int16 input (QIN) */
                     const fp4_status st = launch_item<false, 8, 3, NITEM_TAB, true>(w, d_x, NULL, d_y, 1, 1,
                                                                                   stream, 1);
                     if (st != FP4_ERR_UNSUPPORTED) return st;

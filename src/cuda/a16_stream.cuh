@@ -65,13 +65,18 @@ static __device__ __forceinline__ void fp4_mbar_wait(uint64_t *bar, unsigned par
 }
 
 
-/* 0 when FP4LANE_CUDA_NO_QIN is set to anything but "0": the 1-column routes run the separate
- * activation pass before the item kernel (the form before session 7; the bytes are the same).
- * Read at every call, not cached, so that fp4lane bench can pair the two forms in one process
- * (a decode step's graph keeps the form it was captured with). */
-static inline int fp4_cu_qin_on(void) {
+/* 1 when the 1-column item kernel quantizes its own input for w (QIN): rows of at most
+ * QIN_MAX_NSB super-blocks (4 096 values), and FP4LANE_CUDA_NO_QIN unset or "0" (else the separate
+ * activation pass runs before the item kernel, the form before session 7; the bytes are the same).
+ * Longer rows keep the separate pass: every block quantizes the whole row, and at 14 336 values
+ * (down) that took longer than the pass it replaces (lab, session 7: 12.8 -> 14.9 us exact, 14.9 ->
+ * 16.2 us native; 6144x4096 8.2 -> 7.9 and 9.5 -> 9.0 us). The environment is read at every call,
+ * not cached, so that fp4lane bench can pair the two forms in one process (a decode step's graph
+ * keeps the form it was captured with). */
+#define QIN_MAX_NSB 16
+static inline int fp4_cu_qin_on(const fp4_cuda_tensor *w) {
     const char *e = getenv("FP4LANE_CUDA_NO_QIN");
-    return !(e && *e && strcmp(e, "0"));
+    return w->k_pad / 256 <= QIN_MAX_NSB && !(e && *e && strcmp(e, "0"));
 }
 
 /* 1 when the current device runs the sm_90a code with cp.async.bulk and mbarrier transaction
