@@ -65,7 +65,7 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
         st = lab_team(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact") && (k->variant == 60 || k->variant == 69 || k->variant == 79)) {
         st = lab_stream_matvec(k->variant, t, k->dq, k->dd, k->dy, s);
-    } else if (k->variant >= 50 && k->variant < 80) { /* the stream kernels (lab_stream.cu) */
+    } else if (k->variant >= 50 && k->variant < 90) { /* the stream kernels (lab_stream.cu) */
         st = lab_stream(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact") && k->variant == 40) {
         st = lab_team_matvec(k->variant, t, k->dq, k->dd, k->dy, s);
@@ -299,7 +299,10 @@ int main(int argc, char **argv) {
                     {"native", 64}, {"native", 65}, {"native", 66}, {"native", 67}, {"exact", 61},
                     {"exact", 62},  {"exact", 63},  {"exact", 64},  {"exact", 65},  {"exact", 66},
                     {"exact", 69},  {"native", 71}, {"native", 72}, {"exact", 71},  {"exact", 72},
-                    {"exact", 79}};
+                    {"exact", 79},  {"exact", 73},  {"exact", 74},  {"exact", 75},  {"exact", 76},
+                    {"exact", 82},  {"exact", 83},  {"exact", 84},  {"exact", 85},  {"exact", 86},
+                    {"native", 73}, {"native", 74}, {"native", 75}, {"native", 76}, {"native", 82},
+                    {"native", 83}, {"native", 84}, {"native", 85}, {"native", 86}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;

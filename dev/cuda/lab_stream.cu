@@ -28,6 +28,10 @@
  *   .71  NW 8,  NST 4, BPS 1, PDL, TAB 1
  *   .72  NW 8,  NST 3, BPS 1, PDL, TAB 1
  *   exact.79  the kernel of exact.71 alone
+ * Session 7, for the decode step's 4096-wide shapes (few items per block), TAB 1:
+ *   .73  NW 8,  NST 2, BPS 2     .74  NW 16, NST 2, BPS 1
+ *   .75  NW 4,  NST 3, BPS 3     .76  NW 4,  NST 4, BPS 2
+ *   .82-.86  .72-.76 quantizing their own input in every block (QIN; .82 is the route's kernel)
  * All of them ask for enough shared memory that no more than BPS blocks share an SM.
  */
 #include "lab_variants.h"
@@ -54,6 +58,16 @@ static fp4_status stream_launch(int variant, const fp4_cuda_tensor *w, const voi
     case 66: return launch_item<EXACT, 4, 4>(w, q, d, y, 2, 1, s);
     case 71: return launch_item<EXACT, 8, 4, 1>(w, q, d, y, 1, 1, s);
     case 72: return launch_item<EXACT, 8, 3, 1>(w, q, d, y, 1, 1, s);
+    case 73: return launch_item<EXACT, 8, 2, 1>(w, q, d, y, 2, 1, s);
+    case 74: return launch_item<EXACT, 16, 2, 1>(w, q, d, y, 1, 1, s);
+    case 75: return launch_item<EXACT, 4, 3, 1>(w, q, d, y, 3, 1, s);
+    case 76: return launch_item<EXACT, 4, 4, 1>(w, q, d, y, 2, 1, s);
+    /* QIN: q is the f32 input */
+    case 82: return launch_item<EXACT, 8, 3, 1, true>(w, q, NULL, y, 1, 1, s);
+    case 83: return launch_item<EXACT, 8, 2, 1, true>(w, q, NULL, y, 2, 1, s);
+    case 84: return launch_item<EXACT, 16, 2, 1, true>(w, q, NULL, y, 1, 1, s);
+    case 85: return launch_item<EXACT, 4, 3, 1, true>(w, q, NULL, y, 3, 1, s);
+    case 86: return launch_item<EXACT, 4, 4, 1, true>(w, q, NULL, y, 2, 1, s);
     default: return FP4_ERR_UNSUPPORTED;
     }
 }
@@ -62,6 +76,11 @@ fp4_status lab_stream(int exact, int variant, const fp4_cuda_tensor *w, const fl
                       float *d_y, const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (n_cols != 1) return FP4_ERR_UNSUPPORTED;
     uint8_t *base = (uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
+    if (variant >= 82) { /* QIN: no pass */
+        if (exact && (w->k_pad != w->n_in || w->n_in % 256)) return FP4_ERR_SHAPE;
+        return exact ? stream_launch<true>(variant, w, d_x, NULL, d_y, stream)
+                     : stream_launch<false>(variant, w, d_x, NULL, d_y, stream);
+    }
     if (exact || variant == 67) { /* native.67: the exact kernel of exact.61, held to native's error */
         if (variant == 67) variant = 61;
         if (w->k_pad != w->n_in || w->n_in % 256) return FP4_ERR_SHAPE;
