@@ -245,8 +245,7 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         const int mma = nc >= 2; /* the MMA kernel reads q in fragment order */
         float *y = d_y + c0 * w->n_out;
         if (!mma && fp4_cu_qin_on(w)) { /* the item kernel quantizes its own input (QIN) */
-            const fp4_status st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB, true>(
-                w, d_x + c0 * w->n_in, NULL, y, 1, 1, stream);
+            const fp4_status st = launch_item_qin<true>(w, d_x + c0 * w->n_in, y, stream, 0);
             if (st != FP4_ERR_UNSUPPORTED) {
                 FP4_CU_TRY(st);
                 continue;

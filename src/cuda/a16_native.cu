@@ -78,8 +78,7 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
             float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)w->k_pad * 2));
             if (fp4_aligned16(w->d_scales)) {
                 if (fp4_cu_qin_on(w)) { /* the item kernel makes its own int16 input (QIN) */
-                    const fp4_status st = launch_item<false, 8, 3, NITEM_TAB, true>(w, d_x, NULL, d_y, 1, 1,
-                                                                                  stream, 1);
+                    const fp4_status st = launch_item_qin<false>(w, d_x, d_y, stream, 1);
                     if (st != FP4_ERR_UNSUPPORTED) return st;
                 }
                 FP4_CU_TRY(act16_pass(w, d_x, 1, q, d, stream));

@@ -130,6 +130,12 @@ int main(void) {
         matvec_case(1000, 2816, 0, 0, 1e-2f, few, 5, 106);
         matvec_case(64, 1024, 1, 1, 7.0f, wide, 4, 107);
         matvec_case(1, 14336, 1, 1, 0.031f, all16, 16, 108);
+        /* the 1-column QIN launch's three shapes (a16_stream.cuh launch_item_qin): 16 384+ rows
+         * (2 blocks per SM), 4 097..16 383 rows, 4 096 rows (16 warps) */
+        static const int one[] = {1, 2};
+        matvec_case(20000, 512, 1, 0, 0.02f, one, 2, 109);
+        matvec_case(6144, 1024, 0, 1, 0.3f, one, 2, 110);
+        matvec_case(4096, 4096, 1, 1, 4e-3f, one, 2, 111);
     }
     return check_report();
 }
