@@ -228,6 +228,16 @@ size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     return FP4_CU_ALIGN((size_t)(nc * w->k_pad)) + FP4_CU_ALIGN((size_t)(nc * (w->k_pad / 256)) * 4);
 }
 
+/* the 1-column item kernel on a given Q8_K pass (int8 in element order, steps): the form the route
+ * takes for rows too long for QIN */
+fp4_status fp4_cu_a16_exact_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
+                                cudaStream_t stream) {
+    if (!w || w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales || w->n_in <= 0 ||
+        w->n_in % 256 || w->k_pad != w->n_in || !fp4_aligned16(d_q))
+        return FP4_ERR_UNSUPPORTED;
+    return launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, d_q, d_d, d_y, 1, 1, stream);
+}
+
 fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                             const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (!w || !d_x || !d_y || !s || !s->d_base || n_cols < 1) return FP4_ERR_INVALID_ARG;

@@ -61,6 +61,20 @@ size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
     return partials > act16 ? partials : act16;
 }
 
+/* the 1-column item kernel on a given int16 pass (act16_kernel's layout: k_pad values, steps) */
+fp4_status fp4_cu_a16_native_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
+                                 cudaStream_t stream) {
+#if NITEM_ON
+    if (!w || w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales || w->n_in <= 0 ||
+        w->n_in % 16 || w->k_pad % 256 || w->payload_stride != w->k_pad / 2 ||
+        w->scale_stride != w->k_pad / 16 || !fp4_aligned16(w->d_scales) || !fp4_aligned16(d_q))
+        return FP4_ERR_UNSUPPORTED;
+    return launch_item<false, 8, 3, NITEM_TAB>(w, d_q, d_d, d_y, 1, 1, stream, 1);
+#else
+    return FP4_ERR_UNSUPPORTED;
+#endif
+}
+
 fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                              const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (!w || !d_x || !d_y || n_cols < 1 || !s || !s->d_base) return FP4_ERR_INVALID_ARG;

@@ -459,15 +459,30 @@ fp4_status fp4_cu_w4a4_scales(float input_scale_inv, float *input_scale, float *
 typedef fp4_status (*fp4_cu_route_fn)(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                                       const fp4_cuda_scratch *s, cudaStream_t stream);
 typedef size_t (*fp4_cu_scratch_fn)(const fp4_cuda_tensor *w, int64_t n_cols);
+/* one column from a given activation pass (exact: Q8_K int8 values in element order and their
+ * steps, q8k.cu's layout; native: int16 values and steps, act16_kernel's): FP4_ERR_UNSUPPORTED
+ * without launching anything when the route's 1-column kernel does not take w that way */
+typedef fp4_status (*fp4_cu_pre_fn)(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
+                                    cudaStream_t stream);
 
 /* exact A16 (a16_exact.cu): the dp4a kernel at 1 column, the integer MMA from 2 (chunks of 16) */
 fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                             const fp4_cuda_scratch *s, cudaStream_t stream);
 size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+fp4_status fp4_cu_a16_exact_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
+                                cudaStream_t stream);
 /* native A16 (a16_native.cu): the int16 dp2a kernel at 1 column, the shared-memory f16 MMA tiles above */
 fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                              const fp4_cuda_scratch *s, cudaStream_t stream);
 size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+fp4_status fp4_cu_a16_native_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
+                                 cudaStream_t stream);
+/* dispatch.cu: the 1-column route of (w, mode) from a given activation pass (fp4_cu_pre_fn), where
+ * the table's row has one; FP4_ERR_UNSUPPORTED (nothing launched) otherwise: then project the
+ * f32 activations with fp4_cuda_project. Same bytes as fp4_cuda_project on the values the pass
+ * was made from. */
+fp4_status fp4_cu_project_pre(const fp4_cuda_tensor *w, fp4_mode mode, const void *d_q, const float *d_d,
+                              float *d_y, cudaStream_t stream);
 /* native A16 for many columns (a16_gemm.cu): weights and activations widened to f16, cuBLAS's
  * tensor-core GEMM (on unless FP4LANE_CUDA_GEMM=0, and loaded at run time; fp4_cu_gemm_available()
  * says whether it is on and loaded) */

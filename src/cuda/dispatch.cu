@@ -20,6 +20,7 @@ typedef struct route {
     fp4_cu_scratch_fn scratch; /* NULL: the route needs no scratch beyond the counters */
     const char *name;
     int (*available)(void); /* NULL: always; else the row serves only where this returns nonzero */
+    fp4_cu_pre_fn pre;      /* NULL: no 1-column form from a given activation pass */
 } route;
 
 #define NO_MAX INT64_MAX
@@ -36,11 +37,11 @@ static const route routes[] = {
      "nvfp4.w4a4.dp4a"},
     /* NVFP4, W4A16 */
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_EXACT, ACT_A16, 1, NO_MAX, 256, fp4_cu_a16_exact, fp4_cu_a16_exact_scratch,
-     "nvfp4.a16.exact.dp4a"},
+     "nvfp4.a16.exact.dp4a", NULL, fp4_cu_a16_exact_pre},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, FP4_CU_GEMM_MIN_COLS, NO_MAX, 0, fp4_cu_a16_gemm,
      fp4_cu_a16_gemm_scratch, "nvfp4.a16.native.gemm", fp4_cu_gemm_available},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, NO_MAX, 0, fp4_cu_a16_native,
-     fp4_cu_a16_native_scratch, "nvfp4.a16.native.mma"},
+     fp4_cu_a16_native_scratch, "nvfp4.a16.native.mma", NULL, fp4_cu_a16_native_pre},
     /* unquantized: exact mode is the CPU's dense.pinned bit for bit (f32 products, the pinned
      * 32-lane reduction of src/runtime/pinned.h); native mode the FMA kernel */
     {FP4_TYPE_F16, FP4_MODE_EXACT, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense_pinned, NULL, "f16.dense.pinned"},
@@ -100,6 +101,15 @@ FP4_API fp4_status fp4_cuda_project(const fp4_cuda_tensor *w, fp4_mode mode, con
     if (r->scratch && (!scratch || !scratch->d_base || scratch->bytes < FP4_CU_COUNTER_BYTES))
         return FP4_ERR_INVALID_ARG;
     return r->fn(w, d_x, n_cols, d_y, scratch, (cudaStream_t)stream);
+}
+
+fp4_status fp4_cu_project_pre(const fp4_cuda_tensor *w, fp4_mode mode, const void *d_q, const float *d_d,
+                              float *d_y, cudaStream_t stream) {
+    if (!w || !d_q || !d_d || !d_y) return FP4_ERR_INVALID_ARG;
+    int refused;
+    const route *r = find_route(w, (int)mode, 1, &refused);
+    if (!r || !r->pre) return FP4_ERR_UNSUPPORTED;
+    return r->pre(w, d_q, d_d, d_y, stream);
 }
 
 FP4_API size_t fp4_cuda_scratch_bytes(const fp4_cuda_tensor *w, int64_t n_cols) {

@@ -71,6 +71,10 @@ typedef struct cu_state {
     void *d_am;     /* fp4_cuda_argmax_rows's work (zero between calls) */
     int32_t *d_tok; /* the greedy tokens of a step (logit_rows) */
     int argmax_off; /* FP4LANE_CUDA_NO_ARGMAX: step_greedy copies the logits and takes argmax.h's */
+    int act_fuse;   /* 1-column steps: SwiGLU makes down's activation pass (FP4LANE_CUDA_NO_ACTFUSE: off) */
+    void *d_aq;     /* ... that pass: int8 or int16 values of aq_nsb super-blocks */
+    float *d_ad;    /* ... and their steps */
+    int64_t aq_nsb;
     uint16_t *d_q16, *d_p; /* native prefill attention through cuBLAS (att_gemm.cuh): q and P in f16 */
     float *d_qs;
     int att_gemm; /* native mode, cuBLAS loaded, not FP4LANE_CUDA_ATT_GEMM=0 */
@@ -312,6 +316,9 @@ static int scratch_list(cu_state *s, buf_req *r) {
     REQ(s->d_tk, mc * NH * 4); /* one per (column, KV head, head group) <= one per (column, head) */
     REQ(s->d_in, 4 * mc * 4);
     REQ(s->d_am, fp4_cuda_argmax_work_bytes(logit_rows(s)));
+    s->aq_nsb = (int64_t)(F + 255) / 256;
+    REQ(s->d_aq, (uint64_t)s->aq_nsb * 512); /* int16 (native) or int8 (exact) */
+    REQ(s->d_ad, (uint64_t)s->aq_nsb * 4);
     REQ(s->d_tok, (uint64_t)logit_rows(s) * 4);
 #undef REQ
     return n;
@@ -533,6 +540,8 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
         FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaHostAlloc"), NULL, "cuda.alloc", "pinned host buffers"));
     const char *na = getenv("FP4LANE_CUDA_NO_ARGMAX");
     s->argmax_off = na && *na && strcmp(na, "0");
+    const char *nf = getenv("FP4LANE_CUDA_NO_ACTFUSE");
+    s->act_fuse = !(nf && *nf && strcmp(nf, "0"));
     s->prof_path = getenv("FP4LANE_CUDA_PROFILE");
     if (s->prof_path && *s->prof_path) {
         s->ev = (cudaEvent_t *)calloc(PROF_MAX_EVENTS, sizeof *s->ev);
@@ -631,6 +640,34 @@ static fp4_status proj(cu_state *s, const fp4_cuda_tensor *w, const float *x, in
 
 static unsigned blocks_for(int64_t n, int per) {
     return (unsigned)((n + per - 1) / per);
+}
+
+/* One column: a = swiglu(g, u) and the down projection into d_t, the activation pass of down made
+ * by the SwiGLU kernel itself (stk_swiglu_act) where down's route starts from a given pass
+ * (fp4_cu_project_pre), else stk_swiglu then the route on a. The same bytes either way. */
+static fp4_status swiglu_down1(cu_state *s, const float *g, const float *u, float *a, const fp4_cuda_tensor *wd,
+                               const char *name, fp4_error *err) {
+    const int64_t F = s->d.arch.ffn, nsb = wd->k_pad / 256;
+    const int exact = s->d.mode == FP4_MODE_EXACT;
+    if (wd->type == FP4_TYPE_NVFP4_E2M1 && wd->k_pad % 256 == 0 && wd->k_pad >= F && nsb <= s->aq_nsb &&
+        (!exact || wd->k_pad == F)) {
+        const unsigned blocks = (unsigned)((nsb + 1) / 2); /* 2 warps a block */
+        STK_LAUNCH(err, "rt.swiglu",
+                   exact ? fp4_cu_launch(dim3(blocks), dim3(64), 0, s->stream, 1, stk_swiglu_act<true>, a,
+                                         (void *)s->d_aq, s->d_ad, g, u, F, nsb)
+                         : fp4_cu_launch(dim3(blocks), dim3(64), 0, s->stream, 1, stk_swiglu_act<false>, a,
+                                         (void *)s->d_aq, s->d_ad, g, u, F, nsb));
+        prof_mark(s, OP_DOWN);
+        const fp4_status st = fp4_cu_project_pre(wd, s->d.mode, s->d_aq, s->d_ad, s->d_t, s->stream);
+        if (st == FP4_OK) return FP4_OK;
+        if (st != FP4_ERR_UNSUPPORTED)
+            return cuda_fail(err, st, name, "rt.project", "projection from the fused activation pass");
+        return proj(s, wd, a, 1, s->d_t, name, err); /* a is written: the route's own pass */
+    }
+    STK_LAUNCH(err, "rt.swiglu",
+               fp4_cu_launch(dim3(blocks_for(F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, a, g, u, F, F, F));
+    prof_mark(s, OP_DOWN);
+    return proj(s, wd, a, 1, s->d_t, name, err);
 }
 
 /* x += t (t may be NULL: no add), then y = rmsnorm(x, w) row by row (rows to lrow when given) */
@@ -752,6 +789,8 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     if (fgu->d_payload) { /* one projection: [col][2F], g then u */
         if ((st = proj(s, fgu, s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err))) return st;
         prof_mark(s, OP_SWIGLU);
+        if (n == 1 && s->act_fuse) /* SwiGLU and down's activation pass in one kernel */
+            return swiglu_down1(s, s->d_g, s->d_g + F, s->d_u, &w[FP4_LW_DOWN], hw[FP4_LW_DOWN]->name, err);
         STK_LAUNCH(err, "rt.swiglu",
                    fp4_cu_launch(dim3(blocks_for(n * F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, s->d_u,
                                  (const float *)s->d_g, (const float *)(s->d_g + F), F, 2 * F, n * F));
@@ -761,6 +800,8 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
             (st = proj(s, &w[FP4_LW_UP], s->d_h, n, s->d_u, hw[FP4_LW_UP]->name, err)))
             return st;
         prof_mark(s, OP_SWIGLU);
+        if (n == 1 && s->act_fuse)
+            return swiglu_down1(s, s->d_g, s->d_u, s->d_g, &w[FP4_LW_DOWN], hw[FP4_LW_DOWN]->name, err);
         STK_LAUNCH(err, "rt.swiglu",
                    fp4_cu_launch(dim3(blocks_for(n * F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, s->d_g,
                                  (const float *)s->d_g, (const float *)s->d_u, F, F, n * F));

@@ -20,6 +20,7 @@
 #ifndef FP4_RT_STEP_KERNELS_CUH
 #define FP4_RT_STEP_KERNELS_CUH
 
+#include "cuda/act_warp.cuh"
 #include "cuda/common.cuh"
 #include "fp4lane_runtime.h"
 #include "runtime/pinned.h"
@@ -554,6 +555,39 @@ static __global__ void stk_swiglu(float *out, const float *g, const float *u, in
     if (i >= n) return;
     const int64_t at = i / F * gs + i % F;
     out[i] = fp4p_swiglu(g[at], u[at]);
+}
+
+/* One column: a[f] = swiglu(g[f], u[f]) for f < F (stk_swiglu's values) and, in the same kernel, a's
+ * activation pass for the down projection (act_warp.cuh, the operations of q8k.cu / act16_kernel):
+ * EXACT the Q8_K int8 values in element order, else int16, and one step a super-block, for nsb
+ * super-blocks (zeros past F). One warp per super-block: the bytes of stk_swiglu followed by the
+ * separate pass, one launch and one f32 round trip fewer. */
+template <bool EXACT>
+static __global__ void stk_swiglu_act(float *a, void *q, float *d, const float *g, const float *u, int64_t F,
+                                      int64_t nsb) {
+    STK_PDL_ENTRY();
+    const int lane = threadIdx.x & 31;
+    const int64_t sb = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (sb >= nsb) return;
+    const int64_t k = sb * 256 + lane * 8;
+    float v[8];
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        v[j] = k + j < F ? fp4p_swiglu(g[k + j], u[k + j]) : 0.0f;
+        if (k + j < F) a[k + j] = v[j];
+    }
+    float dq;
+    if constexpr (EXACT) {
+        uint32_t lo, hi;
+        int bsum;
+        dq = fp4_q8k_warp(v, lane, &lo, &hi, &bsum);
+        *reinterpret_cast<uint2 *>(static_cast<int8_t *>(q) + k) = make_uint2(lo, hi);
+    } else {
+        uint4 packed;
+        dq = fp4_act16_warp(v, &packed);
+        *reinterpret_cast<uint4 *>(static_cast<int16_t *>(q) + k) = packed;
+    }
+    if (lane == 0) d[sb] = dq;
 }
 
 #endif

@@ -414,6 +414,31 @@ static void fp8_cases(const char *tmp, const int32_t *ids) {
     }
 }
 
+/* one-column steps with SwiGLU making down's activation pass (stk_swiglu_act + fp4_cu_project_pre)
+ * against FP4LANE_CUDA_NO_ACTFUSE=1 (stk_swiglu, then the route's own pass): every logit's bytes,
+ * native and exact (exact is also held to the CPU by model_case) */
+static void actfuse_case(const char *dir, const int32_t *ids) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    const int64_t n = (int64_t)NTOK * 512;
+    float *a = (float *)malloc(sizeof(float) * (size_t)n), *b = (float *)malloc(sizeof(float) * (size_t)n);
+    for (int mode = 0; mode < 2; mode++) {
+        const fp4_mode md = mode ? FP4_MODE_NATIVE : FP4_MODE_EXACT;
+        memset(a, 0, sizeof(float) * (size_t)n);
+        memset(b, 0xFF, sizeof(float) * (size_t)n);
+        const int ra = run_seq(m, FP4_DEVICE_CUDA, md, 1, ids, NTOK, a);
+        setenv("FP4LANE_CUDA_NO_ACTFUSE", "1", 1);
+        const int rb = run_seq(m, FP4_DEVICE_CUDA, md, 1, ids, NTOK, b);
+        unsetenv("FP4LANE_CUDA_NO_ACTFUSE");
+        CHECK_MSG(ra == 0 && rb == 0 && !memcmp(a, b, sizeof(float) * (size_t)n),
+                  "%s %s: the fused SwiGLU pass changed logits", dir, mode ? "native" : "exact");
+    }
+    free(a), free(b);
+    fp4_model_close(m);
+}
+
 /* fp4_rt_step_greedy on CUDA (argmax on the device; FP4LANE_CUDA_NO_ARGMAX=1: on the host) against a
  * plain greedy sampler over fp4_rt_step's logits of a twin engine, two sequences decoded together
  * (the tokens fed back), exact and native; in exact mode the CPU engine's greedy tokens too */
@@ -512,6 +537,8 @@ int main(void) {
         int32_t gids[NTOK + 8];
         CHECK_EQ_INT(rtd_read_ids(HF_DIR "/llama/ids.txt", gids, NTOK + 8), NTOK);
         greedy_case(HF_DIR "/llama/nvfp4", gids);
+        actfuse_case(HF_DIR "/llama/nvfp4", gids);
+        actfuse_case(HF_DIR "/qwen3/nvfp4", gids);
     }
     /* W4A4 and kquant twins of llama */
     char tmp[512];
