@@ -375,14 +375,20 @@ static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const flo
                              w->n_out, (int)p.nsb, p.magic, w->scale2, q, d, y, w->n_in);
 }
 
-/* The 1-column QIN launch of both routes (a16_exact.cu, a16_native.cu), its shape by the row count
- * (lab, session 7, bench/gpu.md: exact / native µs, the QIN forms): 16 384 rows and more (gate/up)
- * two blocks per SM of 8 warps with 2 stages (lab .83: 19.8 -> 19.3 / 22.7 -> 22.0 against .82);
- * 4 096 rows and fewer (o) one block of 16 warps with 2 stages (.84: 6.0 -> 5.8 / 6.7 -> 6.3);
- * between (q/k/v, 6 144 rows) 8 warps, 3 stages, one block per SM (.82, the fastest there). */
+/* The 1-column QIN launch of both routes (a16_exact.cu, a16_native.cu). Exact: its shape by the row
+ * count (lab, session 7, bench/gpu.md, exact µs of the QIN forms): 16 384 rows and more (gate/up)
+ * two blocks per SM of 8 warps with 2 stages (lab .83: 19.8 -> 19.3 against .82); 4 096 rows and
+ * fewer (o) one block of 16 warps with 2 stages (.84: 6.0 -> 5.8); between (q/k/v, 6 144 rows) 8
+ * warps, 3 stages, one block per SM (.82). Exact's integer totals do not depend on the shape. Native
+ * keeps the separate pass's shape (.82) everywhere: a lane sums its item's 8 chunk products in an
+ * order rotated by the item's place in the block's stream, so another grid can round another way
+ * where a row has fewer than 8 super-blocks (s7-call4: 20000x512 differed with .83); with one shape
+ * QIN and the separate pass give the same bytes (the lab's native .83/.84 gains, 0.7 and 0.4 us,
+ * are left). */
 template <bool EXACT>
 static fp4_status launch_item_qin(const fp4_cuda_tensor *w, const float *x, float *y, cudaStream_t s,
                                   int one_wave) {
+    if (!EXACT) return launch_item<EXACT, 8, 3, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);
     if (w->n_out >= 16384) return launch_item<EXACT, 8, 2, 1, true>(w, x, NULL, y, 2, 1, s, one_wave);
     if (w->n_out <= 4096) return launch_item<EXACT, 16, 2, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);
     return launch_item<EXACT, 8, 3, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);

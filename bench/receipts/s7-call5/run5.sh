@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 7, device call 5: SwiGLU making the down projection's activation pass at one column
 # (stk_swiglu_act + fp4_cu_project_pre; FP4LANE_CUDA_NO_ACTFUSE=1: stk_swiglu, then the route's
-# own pass). GPU tests, then decode paired with and without it. Binaries: gpuwork/s7e.
+# own pass), and the native QIN launch back to one shape (s7-call4: 20000x512 bytes differed).
+# GPU tests, then decode paired with and without it. Binaries: gpuwork/s7e.
 set -u
 G=gpuwork/s7e; tar xJf $G/bin.tar.xz -C $G; F=$G/f
 export LD_LIBRARY_PATH=$PWD/gpuwork/s5/lib:${LD_LIBRARY_PATH:-}
