@@ -645,8 +645,8 @@ static unsigned blocks_for(int64_t n, int per) {
 /* One column: a = swiglu(g, u) and the down projection into d_t, the activation pass of down made
  * by the SwiGLU kernel itself (stk_swiglu_act) where down's route starts from a given pass
  * (fp4_cu_project_pre), else stk_swiglu then the route on a. The same bytes either way. */
-static fp4_status swiglu_down1(cu_state *s, const float *g, const float *u, float *a, const fp4_cuda_tensor *wd,
-                               const char *name, fp4_error *err) {
+static fp4_status swiglu_down1(cu_state *s, const float *g, const float *u, float *a,
+                               const fp4_cuda_tensor *wd, const char *name, fp4_error *err) {
     const int64_t F = s->d.arch.ffn, nsb = wd->k_pad / 256;
     const int exact = s->d.mode == FP4_MODE_EXACT;
     if (wd->type == FP4_TYPE_NVFP4_E2M1 && wd->k_pad % 256 == 0 && wd->k_pad >= F && nsb <= s->aq_nsb &&
@@ -665,7 +665,8 @@ static fp4_status swiglu_down1(cu_state *s, const float *g, const float *u, floa
         return proj(s, wd, a, 1, s->d_t, name, err); /* a is written: the route's own pass */
     }
     STK_LAUNCH(err, "rt.swiglu",
-               fp4_cu_launch(dim3(blocks_for(F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, a, g, u, F, F, F));
+               fp4_cu_launch(dim3(blocks_for(F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, a, g, u, F, F,
+                             F));
     prof_mark(s, OP_DOWN);
     return proj(s, wd, a, 1, s->d_t, name, err);
 }

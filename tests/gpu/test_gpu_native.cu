@@ -79,7 +79,7 @@ int main(void) {
         native_case(4096, 1040, 0, 0.1f, cols_few, 4, 304);  /* n_in % 128 != 0 */
         native_case(300, 4096, 1, 3e-2f, cols_all, 18, 305);
         native_case(20000, 512, 0, 1.0f, cols_few, 2, 306); /* many row blocks, no split */
-        native_case(6144, 1024, 1, 0.05f, cols_few, 1, 312); /* the QIN launch between 4 096 and 16 384 rows */
+        native_case(6144, 1024, 1, 0.05f, cols_few, 1, 312); /* QIN between 4 096 and 16 384 rows */
         static const int cols_gemm[] = {127, 128, 300};
         native_case(9000, 4096, 0, 1e-2f, cols_gemm, 3, 307); /* GEMM: two row spans, many columns */
     }
