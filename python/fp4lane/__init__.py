@@ -207,8 +207,9 @@ class Model(_Owned):
         o = L.WriteOpts(layout=_layout(layout))
         _raise(lib.fp4_model_write(self._handle(), _b(str(out)), ctypes.byref(o), ctypes.byref(err)), err)
 
-    def engine(self, mode="native", threads=1, n_ctx=0, max_seqs=1):
-        return Engine(self, mode=mode, threads=threads, n_ctx=n_ctx, max_seqs=max_seqs)
+    def engine(self, mode="native", threads=1, n_ctx=0, max_seqs=1, device="cpu", cuda_lib=None):
+        return Engine(self, mode=mode, threads=threads, n_ctx=n_ctx, max_seqs=max_seqs, device=device,
+                      cuda_lib=cuda_lib)
 
 
 def open(path):  # noqa: A001 - the module's verb, like the CLI's
@@ -251,16 +252,20 @@ def convert(inp, out, layout=None):
 
 
 class Engine(_Owned):
-    """The decode runtime (fp4lane_runtime.h) over an open model, on the CPU."""
+    """The decode runtime (fp4lane_runtime.h) over an open model, on the CPU or (device="cuda",
+    libfp4lane_cuda.so found as the runtime finds it, or at cuda_lib) on the GPU."""
 
     _free = "fp4_rt_free"
 
-    def __init__(self, model, mode="native", threads=1, n_ctx=0, max_seqs=1):
+    def __init__(self, model, mode="native", threads=1, n_ctx=0, max_seqs=1, device="cpu", cuda_lib=None):
         if mode not in ("exact", "native"):
             raise ValueError("mode must be 'exact' or 'native'")
+        if device not in ("cpu", "cuda"):
+            raise ValueError("device must be 'cpu' or 'cuda'")
         self.model = model  # kept alive: the engine borrows it
-        o = L.RtOpts(mode=0 if mode == "exact" else 1, device=0, n_threads=int(threads), n_ctx=int(n_ctx),
-                     max_seqs=int(max_seqs))
+        self._cuda_lib = None if cuda_lib is None else _b(cuda_lib)  # kept alive: read by create
+        o = L.RtOpts(mode=0 if mode == "exact" else 1, device=0 if device == "cpu" else 1,
+                     n_threads=int(threads), n_ctx=int(n_ctx), max_seqs=int(max_seqs), cuda_lib=self._cuda_lib)
         err = L.Error()
         h = ctypes.c_void_p()
         _raise(lib.fp4_rt_create(model._handle(), ctypes.byref(o), ctypes.byref(h), ctypes.byref(err)), err)
@@ -268,6 +273,7 @@ class Engine(_Owned):
         self.vocab = lib.fp4_rt_vocab(h)
         self.n_ctx = lib.fp4_rt_n_ctx(h)
         self.routes = lib.fp4_rt_routes(h).decode()
+        self.device = lib.fp4_rt_device_name(h).decode()
         a = lib.fp4_rt_arch(h).contents
         self.arch = {"family": lib.fp4_arch_family_name(a.family).decode(), "layers": a.n_layers,
                      "hidden": a.hidden, "heads": a.n_heads, "kv_heads": a.n_kv_heads, "head_dim": a.head_dim,
@@ -280,6 +286,16 @@ class Engine(_Owned):
         err = L.Error()
         _raise(lib.fp4_rt_step(self._h, cols, n, out.ctypes.data_as(ctypes.c_void_p), ctypes.byref(err)), err)
         return out
+
+    def _step_greedy(self, seq, ids):
+        """ids as one step of seq; the greedy id after its last (fp4_rt_step_greedy: on CUDA only
+        the id leaves the device)."""
+        n = len(ids)
+        cols = (L.RtTok * n)(*[L.RtTok(seq, int(t), int(i == n - 1)) for i, t in enumerate(ids)])
+        tok = ctypes.c_int32(-1)
+        err = L.Error()
+        _raise(lib.fp4_rt_step_greedy(self._h, cols, n, ctypes.byref(tok), ctypes.byref(err)), err)
+        return tok.value
 
     def _open_seq(self):
         if not self._h:
@@ -317,6 +333,14 @@ class Engine(_Owned):
         try:
             for t in ids:
                 lib.fp4_sampler_accept(smp, t)
+            if lib.fp4_sampler_is_greedy(smp):  # the same ids; the logits stay where they are
+                t = self._step_greedy(seq, ids)
+                while len(out) < n:
+                    out.append(t)
+                    if t in stop or len(out) == n:
+                        break
+                    t = self._step_greedy(seq, [t])
+                return out
             logits = self._step(seq, ids, False)
             while len(out) < n:
                 t = lib.fp4_sampler_sample(smp, logits.ctypes.data_as(ctypes.c_void_p))

@@ -61,10 +61,10 @@ class Arch(ctypes.Structure):  # fp4_arch
                 ("n_eos", c_int32), ("eos", c_int32 * 8)]
 
 
-class RtOpts(ctypes.Structure):  # fp4_rt_opts
+class RtOpts(ctypes.Structure):  # fp4_rt_opts, every field (the C side reads them all)
     _fields_ = [("mode", c_int), ("device", c_int), ("n_threads", c_int), ("n_ctx", c_int64),
                 ("max_seqs", c_int32), ("kv_dtype", c_int), ("drafting", c_int), ("cuda_lib", c_char_p),
-                ("cuda_device", c_int)]
+                ("cuda_device", c_int), ("on_plan", c_void_p), ("plan_user", c_void_p)]
 
 
 class RtTok(ctypes.Structure):  # fp4_rt_tok
@@ -108,6 +108,9 @@ _PROTOS = {
     "fp4_rt_seq_open": (c_int, [c_void_p, POINTER(c_int32)]),
     "fp4_rt_seq_close": (None, [c_void_p, c_int32]),
     "fp4_rt_step": (c_int, [c_void_p, POINTER(RtTok), c_int64, c_void_p, POINTER(Error)]),
+    "fp4_rt_step_greedy": (c_int, [c_void_p, POINTER(RtTok), c_int64, POINTER(c_int32), POINTER(Error)]),
+    "fp4_rt_device_name": (c_char_p, [c_void_p]),
+    "fp4_sampler_is_greedy": (c_int, [c_void_p]),
     "fp4_arch_family_name": (c_char_p, [c_int]),
     "fp4_sampler_defaults": (SamplerParams, []),
     "fp4_sampler_create": (c_int, [POINTER(SamplerParams), c_int64, POINTER(c_void_p)]),

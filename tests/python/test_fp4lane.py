@@ -178,6 +178,24 @@ class Binding(unittest.TestCase):
         with self.assertRaises(ValueError):
             fp4lane.open(self.gguf).engine(mode="fast")
 
+    def test_greedy_steps_and_device(self):
+        # greedy generate takes fp4_rt_step_greedy; each id must be the first argmax of the logits
+        # of everything before it (computed apart, as one sequence)
+        with fp4lane.open(self.gguf) as m, m.engine(mode="exact") as e:
+            self.assertEqual(e.device, "cpu")
+            prompt = [3, 1, 4, 1, 5]
+            got = e.generate(prompt, 8, stop=[])
+            self.assertEqual(len(got), 8)
+            lg = e.logits(prompt + got[:-1])
+            want = [int(np.argmax(lg[len(prompt) - 1 + i])) for i in range(8)]
+            self.assertEqual(got, want)
+        with fp4lane.open(self.gguf) as m:
+            with self.assertRaises(ValueError):
+                m.engine(device="gpu")
+            with self.assertRaises(fp4lane.Error) as cm:  # a library that is not there: refused, named
+                m.engine(device="cuda", cuda_lib="/nonexistent/libfp4lane_cuda.so")
+            self.assertIn("nonexistent", str(cm.exception))
+
 
 if __name__ == "__main__":
     r = unittest.TextTestRunner(stream=sys.stderr, verbosity=2).run(
