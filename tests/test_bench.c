@@ -243,6 +243,46 @@ static void test_side_env(void) {
                  2);
 }
 
+/* --order abba: the cells' sides A B, B A, A B (warm-up pair first), the statistics by side (a
+ * receipt whose pairs were read by place would give A the B cells' times), the order recorded;
+ * an unknown order is a usage error */
+static void test_order(void) {
+    char path[700], args[2000];
+    snprintf(path, sizeof path, "%s/abba.json", tmp);
+    snprintf(args, sizeof args,
+             "bench models/tiny --a \"--mode exact --threads 1\" --b \"--mode exact --threads 1\" --pairs 2 "
+             "--prefix 4 --tokens 2 --warmup 1 --order abba --json %s",
+             path);
+    CHECK_EQ_INT(cli(args), 0);
+    json_error_t je;
+    json_t *r = json_load_file(path, 0, &je);
+    CHECK_MSG(r != NULL, "%s", je.text);
+    if (!r) return;
+    json_t *cells = json_object_get(r, "cells");
+    static const char *want = "ABBAAB";
+    CHECK_EQ_INT(json_array_size(cells), 6);
+    double a_dec = 0, b_dec = 0;
+    for (size_t i = 0; i < json_array_size(cells) && i < 6; i++) {
+        json_t *c = json_array_get(cells, i);
+        const char *side = jstr(c, "side") ? jstr(c, "side") : "";
+        CHECK_MSG(side[0] == want[i], "cell %zu: side %s, want %c", i, side, want[i]);
+        if (i >= 2) {
+            const double t = json_real_value(json_object_get(c, "decode_s"));
+            if (side[0] == 'A') a_dec += 2 / t / 2;
+            else b_dec += 2 / t / 2;
+        }
+    }
+    json_t *dec = json_object_get(r, "decode");
+    const double am = json_real_value(json_object_get(json_object_get(dec, "a"), "mean_tok_s")),
+                 bm = json_real_value(json_object_get(json_object_get(dec, "b"), "mean_tok_s"));
+    CHECK_MSG(fabs(am - a_dec) <= 1e-6 * a_dec && fabs(bm - b_dec) <= 1e-6 * b_dec,
+              "decode means %g / %g, the cells by side give %g / %g", am, bm, a_dec, b_dec);
+    const char *ord = jstr(json_object_get(r, "config"), "order");
+    CHECK(ord && !strncmp(ord, "A B B A", 7));
+    json_decref(r);
+    CHECK_EQ_INT(cli("bench models/tiny --a \"--threads 1\" --b \"--threads 1\" --order aabb"), 2);
+}
+
 int main(void) {
     test_summary();
     test_verdicts();
@@ -252,6 +292,7 @@ int main(void) {
     test_end_to_end();
     test_run_timing();
     test_side_env();
+    test_order();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp);

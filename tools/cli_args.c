@@ -72,7 +72,9 @@ static const struct {
      "  --pairs N (default 5)  --prefix N prompt tokens (default 66)  --tokens N decode steps (default 32)\n"
      "  --warmup N pairs discarded (default 1)  --seed S (default 1)  --json FILE the receipt\n"
      "  --logits               decode steps bring every logit to the host (default: greedy steps,\n"
-     "                         fp4_rt_step_greedy, as a greedy run decodes)\n"},
+     "                         fp4_rt_step_greedy, as a greedy run decodes)\n"
+     "  --order abab|abba      cells A B A B ... (default) or A B B A ...: pairs alternate which side\n"
+     "                         runs first, so an advantage of running first cancels\n"},
     {"compare",
      "  --a \"OPTIONS\" --b \"OPTIONS\"  the two runtime configurations (run's options)\n"
      "  --max-drift X          exit 1 when the largest logit difference is above X (default: report only)\n"

@@ -25,7 +25,7 @@
 static int usage(void) {
     fprintf(stderr, "usage: fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs N] [--prefix N] "
                     "[--tokens N] [--warmup N]\n"
-                    "       [--seed S] [--logits] [--json FILE]\n"
+                    "       [--seed S] [--logits] [--order abab|abba] [--json FILE]\n"
                     "  OPTIONS: --mode exact|native --device cpu|cuda --threads N --prefill-chunk N --ctx N "
                     "--model PATH\n"
                     "           and NAME=VALUE: an environment variable set while that side's engine is "
@@ -55,7 +55,13 @@ typedef struct bench_cfg {
     long long pairs, prefix, tokens, warmup;
     unsigned long long seed;
     int logits; /* --logits: decode steps copy every logit to the host (else greedy steps) */
+    int abba;   /* --order abba: pairs alternate A B, B A (a first-in-pair advantage cancels) */
 } bench_cfg;
+
+/* the side of cell c (pair c / 2, place c % 2) */
+static int cell_side(const bench_cfg *cfg, int c) {
+    return cfg->abba && (c / 2) % 2 ? 1 - c % 2 : c % 2;
+}
 
 /* a NAME=VALUE word: NAME of upper-case letters, digits and '_', not starting with a digit */
 static int env_word(const char *t) {
@@ -316,7 +322,9 @@ static int receipt(const char *path, int argc, char **argv, const bench_cfg *cfg
                         json_pack("{s:I,s:I,s:I,s:I,s:I,s:s,s:s}", "pairs", cfg->pairs, "warmup_pairs",
                                   cfg->warmup, "prefix_tokens", cfg->prefix, "forced_tokens", cfg->tokens,
                                   "seed", (json_int_t)cfg->seed, "order",
-                                  "A B A B ..., warm-up pairs first and discarded", "decode_step",
+                                  cfg->abba ? "A B B A ..., warm-up pairs first and discarded"
+                                            : "A B A B ..., warm-up pairs first and discarded",
+                                  "decode_step",
                                   cfg->logits ? "logits to the host" : "greedy (fp4_rt_step_greedy)"));
     json_object_set_new(r, "a", side_json(&sd[0]));
     json_object_set_new(r, "b", side_json(&sd[1]));
@@ -347,7 +355,7 @@ int cmd_bench(int argc, char **argv) {
     memset(sd, 0, sizeof sd);
     rt_cli_engine_init(&sd[0].e), rt_cli_engine_init(&sd[1].e);
     sd[0].e.verb = sd[1].e.verb = "bench";
-    bench_cfg cfg = {5, 66, 32, 1, 1, 0};
+    bench_cfg cfg = {5, 66, 32, 1, 1, 0, 0};
     const char *model = NULL, *json_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -360,6 +368,11 @@ int cmd_bench(int argc, char **argv) {
             json_path = v, i++;
         else if (!strcmp(o, "--logits"))
             cfg.logits = 1;
+        else if (!strcmp(o, "--order") && v) {
+            if (strcmp(v, "abab") && strcmp(v, "abba"))
+                return fprintf(stderr, "fp4lane bench: --order %s: expected abab or abba\n", v), 2;
+            cfg.abba = !strcmp(v, "abba"), i++;
+        }
         else if (!strcmp(o, "--pairs") && v) {
             if (parse_ll(o, v, 1, 1000, &cfg.pairs)) return 2;
             i++;
@@ -423,23 +436,24 @@ int cmd_bench(int argc, char **argv) {
         uint64_t st = cfg.seed;
         for (int64_t i = 0; i < n_tok; i++)
             ids[i] = (int32_t)(fp4_splitmix64(&st) % (uint64_t)V);
-        printf("bench: %s, %lld pairs (A B A B ...) after %lld warm-up pair%s, prefix %lld tokens, %lld "
+        printf("bench: %s, %lld pairs (%s) after %lld warm-up pair%s, prefix %lld tokens, %lld "
                "teacher-forced tokens\n",
-               model, cfg.pairs, cfg.warmup, cfg.warmup == 1 ? "" : "s", cfg.prefix, cfg.tokens);
+               model, cfg.pairs, cfg.abba ? "A B B A ..." : "A B A B ...", cfg.warmup, cfg.warmup == 1 ? "" : "s",
+               cfg.prefix, cfg.tokens);
         for (int k = 0; k < 2; k++)
             printf("  %c: %s  [device %s, routes %s]\n", 'A' + k, sd[k].spec, fp4_rt_device_name(sd[k].rt),
                    fp4_rt_routes(sd[k].rt));
         fflush(stdout);
     }
     for (int c = 0; !rc && c < n_cells; c++) {
-        cells[c].side = c % 2;
+        const int k = cell_side(&cfg, c);
+        cells[c].side = k;
         cells[c].warmup = c < 2 * cfg.warmup;
         bench_env_saved sv; /* the side's words again while its cell runs (knobs read at each call) */
-        rc = bench_env_set(&sd[c % 2], &sv);
+        rc = bench_env_set(&sd[k], &sv);
         if (!rc)
-            rc = run_cell(&sd[c % 2], ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, cfg.logits, lg, cols,
-                          &cells[c]);
-        bench_env_restore(&sd[c % 2], &sv);
+            rc = run_cell(&sd[k], ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, cfg.logits, lg, cols, &cells[c]);
+        bench_env_restore(&sd[k], &sv);
         cli_progress("bench cells", c + 1, n_cells);
     }
     cli_progress("", 0, 0);
@@ -451,6 +465,7 @@ int cmd_bench(int argc, char **argv) {
         if (!v) rc = 1;
         for (int i = 0; !rc && i < np; i++) {
             const bench_cell *a = &cells[2 * (cfg.warmup + i)], *b = a + 1;
+            if (a->side) a = b, b = a - 1; /* a B A pair (--order abba) */
             v[i] = cfg.tokens / a->t_decode, v[np + i] = cfg.tokens / b->t_decode;
             v[2 * np + i] = cfg.prefix / a->t_prefill, v[3 * np + i] = cfg.prefix / b->t_prefill;
         }
