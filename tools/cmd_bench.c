@@ -438,8 +438,8 @@ int cmd_bench(int argc, char **argv) {
             ids[i] = (int32_t)(fp4_splitmix64(&st) % (uint64_t)V);
         printf("bench: %s, %lld pairs (%s) after %lld warm-up pair%s, prefix %lld tokens, %lld "
                "teacher-forced tokens\n",
-               model, cfg.pairs, cfg.abba ? "A B B A ..." : "A B A B ...", cfg.warmup, cfg.warmup == 1 ? "" : "s",
-               cfg.prefix, cfg.tokens);
+               model, cfg.pairs, cfg.abba ? "A B B A ..." : "A B A B ...", cfg.warmup,
+               cfg.warmup == 1 ? "" : "s", cfg.prefix, cfg.tokens);
         for (int k = 0; k < 2; k++)
             printf("  %c: %s  [device %s, routes %s]\n", 'A' + k, sd[k].spec, fp4_rt_device_name(sd[k].rt),
                    fp4_rt_routes(sd[k].rt));
@@ -452,7 +452,8 @@ int cmd_bench(int argc, char **argv) {
         bench_env_saved sv; /* the side's words again while its cell runs (knobs read at each call) */
         rc = bench_env_set(&sd[k], &sv);
         if (!rc)
-            rc = run_cell(&sd[k], ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, cfg.logits, lg, cols, &cells[c]);
+            rc = run_cell(&sd[k], ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, cfg.logits, lg, cols,
+                          &cells[c]);
         bench_env_restore(&sd[k], &sv);
         cli_progress("bench cells", c + 1, n_cells);
     }
