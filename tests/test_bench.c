@@ -283,6 +283,32 @@ static void test_order(void) {
     CHECK_EQ_INT(cli("bench models/tiny --a \"--threads 1\" --b \"--threads 1\" --order aabb"), 2);
 }
 
+/* --seqs 3: three sequences a cell (each engine holds them), decode tok/s over all of them
+ * (3 * tokens / the cell's decode seconds), recorded; 0 and 65 are usage errors */
+static void test_seqs(void) {
+    char path[700], args[2000];
+    snprintf(path, sizeof path, "%s/seqs.json", tmp);
+    snprintf(args, sizeof args,
+             "bench models/tiny --a \"--mode exact --threads 1\" --b \"--mode native --threads 1\" --pairs 1 "
+             "--prefix 5 --tokens 4 --warmup 0 --seqs 3 --json %s",
+             path);
+    CHECK_EQ_INT(cli(args), 0);
+    json_error_t je;
+    json_t *r = json_load_file(path, 0, &je);
+    CHECK_MSG(r != NULL, "%s", je.text);
+    if (!r) return;
+    CHECK(json_integer_value(json_object_get(json_object_get(r, "config"), "sequences")) == 3);
+    json_t *c0 = json_array_get(json_object_get(r, "cells"), 0);
+    const double t = json_real_value(json_object_get(c0, "decode_s")),
+                 m = json_real_value(json_object_get(json_object_get(json_object_get(r, "decode"), "a"),
+                                                     "mean_tok_s"));
+    CHECK_MSG(t > 0 && fabs(m - 3 * 4 / t) <= 1e-6 * m, "decode mean %g, 3 x 4 tokens / %g s = %g", m, t,
+              3 * 4 / t);
+    json_decref(r);
+    CHECK_EQ_INT(cli("bench models/tiny --a \"--threads 1\" --b \"--threads 1\" --seqs 0"), 2);
+    CHECK_EQ_INT(cli("bench models/tiny --a \"--threads 1\" --b \"--threads 1\" --seqs 65"), 2);
+}
+
 int main(void) {
     test_summary();
     test_verdicts();
@@ -293,6 +319,7 @@ int main(void) {
     test_run_timing();
     test_side_env();
     test_order();
+    test_seqs();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp);

@@ -73,6 +73,8 @@ static const struct {
      "  --warmup N pairs discarded (default 1)  --seed S (default 1)  --json FILE the receipt\n"
      "  --logits               decode steps bring every logit to the host (default: greedy steps,\n"
      "                         fp4_rt_step_greedy, as a greedy run decodes)\n"
+     "  --seqs N               sequences decoded together in each cell, 1..64 (default 1): tok/s counts\n"
+     "                         every sequence's tokens\n"
      "  --order abab|abba      cells A B A B ... (default) or A B B A ...: pairs alternate which side\n"
      "                         runs first, so an advantage of running first cancels\n"},
     {"compare",

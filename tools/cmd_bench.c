@@ -25,7 +25,7 @@
 static int usage(void) {
     fprintf(stderr, "usage: fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs N] [--prefix N] "
                     "[--tokens N] [--warmup N]\n"
-                    "       [--seed S] [--logits] [--order abab|abba] [--json FILE]\n"
+                    "       [--seed S] [--seqs N] [--logits] [--order abab|abba] [--json FILE]\n"
                     "  OPTIONS: --mode exact|native --device cpu|cuda --threads N --prefill-chunk N --ctx N "
                     "--model PATH\n"
                     "           and NAME=VALUE: an environment variable set while that side's engine is "
@@ -56,6 +56,7 @@ typedef struct bench_cfg {
     unsigned long long seed;
     int logits; /* --logits: decode steps copy every logit to the host (else greedy steps) */
     int abba;   /* --order abba: pairs alternate A B, B A (a first-in-pair advantage cancels) */
+    int seqs;   /* --seqs N: sequences decoded together in every cell (the same prefix and tokens) */
 } bench_cfg;
 
 /* the side of cell c (pair c / 2, place c % 2) */
@@ -152,33 +153,42 @@ static int parse_ll(const char *opt, const char *v, long long lo, long long hi, 
     return 0;
 }
 
-/* one cell: a fresh sequence, the prefix as one prefill (or --prefill-chunk pieces), then the
- * teacher-forced tokens one step each — greedy steps (fp4_rt_step_greedy, what a greedy `run`
- * decodes with: the choice is taken and dropped) or, logits, steps that bring every logit to the
- * host; the sequence is closed again */
-static int run_cell(bench_side *s, const int32_t *prefix, int64_t n_prefix, const int32_t *forced,
-                    int64_t n_forced, int logits, float *lg, fp4_rt_tok *cols, bench_cell *c) {
+/* one cell: ns fresh sequences, the prefix of each as one prefill step of all of them (or
+ * --prefill-chunk pieces of each), then the teacher-forced tokens one step of ns columns each —
+ * greedy steps (fp4_rt_step_greedy, what a greedy `run` decodes with: the choices are taken and
+ * dropped) or, logits, steps that bring every logit to the host; the sequences are closed again.
+ * lg: ns rows of vocab floats, tok: ns ids, cols: ns * max(prefix, 1) columns. */
+static int run_cell(bench_side *s, int ns, const int32_t *prefix, int64_t n_prefix, const int32_t *forced,
+                    int64_t n_forced, int logits, float *lg, int32_t *tok, fp4_rt_tok *cols, bench_cell *c) {
     fp4_error err;
-    int32_t seq;
-    if (fp4_rt_seq_open(s->rt, &seq)) return fprintf(stderr, "fp4lane bench: cannot open a sequence\n"), 1;
+    int32_t seq[64];
+    int rc = 0, opened = 0;
+    while (opened < ns && !rc) {
+        if (fp4_rt_seq_open(s->rt, &seq[opened])) {
+            fprintf(stderr, "fp4lane bench: cannot open sequence %d\n", opened + 1);
+            rc = 1;
+        } else
+            opened++;
+    }
     const int64_t chunk = s->e.prefill_chunk > 0 ? s->e.prefill_chunk : n_prefix;
-    int rc = 0;
     double t0 = rt_cli_now();
     for (int64_t i = 0; !rc && i < n_prefix; i += chunk) {
         const int64_t n = n_prefix - i < chunk ? n_prefix - i : chunk;
-        for (int64_t j = 0; j < n; j++)
-            cols[j] = (fp4_rt_tok){seq, prefix[i + j], i + j == n_prefix - 1};
-        if (fp4_rt_step(s->rt, cols, n, lg, &err)) rc = cli_report_error("bench", err.code, &err);
+        for (int q = 0; q < ns; q++)
+            for (int64_t j = 0; j < n; j++)
+                cols[q * n + j] = (fp4_rt_tok){seq[q], prefix[i + j], i + j == n_prefix - 1};
+        if (fp4_rt_step(s->rt, cols, n * ns, lg, &err)) rc = cli_report_error("bench", err.code, &err);
     }
     double t1 = rt_cli_now();
     for (int64_t i = 0; !rc && i < n_forced; i++) {
-        cols[0] = (fp4_rt_tok){seq, forced[i], 1};
-        int32_t tok;
-        if (logits ? fp4_rt_step(s->rt, cols, 1, lg, &err) : fp4_rt_step_greedy(s->rt, cols, 1, &tok, &err))
+        for (int q = 0; q < ns; q++)
+            cols[q] = (fp4_rt_tok){seq[q], forced[i], 1};
+        if (logits ? fp4_rt_step(s->rt, cols, ns, lg, &err) : fp4_rt_step_greedy(s->rt, cols, ns, tok, &err))
             rc = cli_report_error("bench", err.code, &err);
     }
     double t2 = rt_cli_now();
-    fp4_rt_seq_close(s->rt, seq);
+    for (int q = 0; q < opened; q++)
+        fp4_rt_seq_close(s->rt, seq[q]);
     c->t_prefill = t1 - t0;
     c->t_decode = t2 - t1;
     return rc;
@@ -319,8 +329,9 @@ static int receipt(const char *path, int argc, char **argv, const bench_cfg *cfg
     json_object_set_new(r, "date_utc", json_string(date));
     json_object_set_new(r, "host", host);
     json_object_set_new(r, "config",
-                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:s,s:s}", "pairs", cfg->pairs, "warmup_pairs",
-                                  cfg->warmup, "prefix_tokens", cfg->prefix, "forced_tokens", cfg->tokens,
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:s,s:s}", "pairs", cfg->pairs, "warmup_pairs",
+                                  cfg->warmup, "sequences", (json_int_t)cfg->seqs, "prefix_tokens",
+                                  cfg->prefix, "forced_tokens", cfg->tokens,
                                   "seed", (json_int_t)cfg->seed, "order",
                                   cfg->abba ? "A B B A ..., warm-up pairs first and discarded"
                                             : "A B A B ..., warm-up pairs first and discarded",
@@ -355,7 +366,7 @@ int cmd_bench(int argc, char **argv) {
     memset(sd, 0, sizeof sd);
     rt_cli_engine_init(&sd[0].e), rt_cli_engine_init(&sd[1].e);
     sd[0].e.verb = sd[1].e.verb = "bench";
-    bench_cfg cfg = {5, 66, 32, 1, 1, 0, 0};
+    bench_cfg cfg = {5, 66, 32, 1, 1, 0, 0, 1};
     const char *model = NULL, *json_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -368,7 +379,10 @@ int cmd_bench(int argc, char **argv) {
             json_path = v, i++;
         else if (!strcmp(o, "--logits"))
             cfg.logits = 1;
-        else if (!strcmp(o, "--order") && v) {
+        else if (!strcmp(o, "--seqs") && v) {
+            if (parse_ll(o, v, 1, 64, &x)) return 2;
+            cfg.seqs = (int)x, i++;
+        } else if (!strcmp(o, "--order") && v) {
             if (strcmp(v, "abab") && strcmp(v, "abba"))
                 return fprintf(stderr, "fp4lane bench: --order %s: expected abab or abba\n", v), 2;
             cfg.abba = !strcmp(v, "abba"), i++;
@@ -405,8 +419,10 @@ int cmd_bench(int argc, char **argv) {
     int rc = 0;
     for (int k = 0; k < 2 && !rc; k++)
         rc = parse_side(&sd[k], k ? "--b" : "--a") ? 2 : 0;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) {
         if (!sd[k].e.model) sd[k].e.model = model;
+        sd[k].e.o.max_seqs = cfg.seqs;
+    }
     for (int k = 0; k < 2 && !rc; k++)
         rc = bench_open(&sd[k]);
     const int64_t n_tok = cfg.prefix + cfg.tokens;
@@ -423,10 +439,12 @@ int cmd_bench(int argc, char **argv) {
     }
     const int n_cells = (int)(2 * (cfg.pairs + cfg.warmup));
     int32_t *ids = rc ? NULL : malloc(sizeof *ids * (size_t)n_tok);
-    float *lg = rc ? NULL : malloc(sizeof(float) * (size_t)V);
-    fp4_rt_tok *cols = rc ? NULL : malloc(sizeof *cols * (size_t)cfg.prefix);
+    float *lg = rc ? NULL : malloc(sizeof(float) * (size_t)V * (size_t)cfg.seqs);
+    int32_t *tok = rc ? NULL : malloc(sizeof *tok * (size_t)cfg.seqs);
+    fp4_rt_tok *cols = rc ? NULL : malloc(sizeof *cols * (size_t)cfg.prefix * (size_t)cfg.seqs);
     bench_cell *cells = rc ? NULL : calloc((size_t)n_cells, sizeof *cells);
-    if (!rc && (!ids || !lg || !cols || !cells)) fprintf(stderr, "fp4lane bench: out of memory\n"), rc = 1;
+    if (!rc && (!ids || !lg || !tok || !cols || !cells))
+        fprintf(stderr, "fp4lane bench: out of memory\n"), rc = 1;
     char date[32], load0[128], load1[128];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -437,9 +455,9 @@ int cmd_bench(int argc, char **argv) {
         for (int64_t i = 0; i < n_tok; i++)
             ids[i] = (int32_t)(fp4_splitmix64(&st) % (uint64_t)V);
         printf("bench: %s, %lld pairs (%s) after %lld warm-up pair%s, prefix %lld tokens, %lld "
-               "teacher-forced tokens\n",
+               "teacher-forced tokens, %d sequence%s a cell\n",
                model, cfg.pairs, cfg.abba ? "A B B A ..." : "A B A B ...", cfg.warmup,
-               cfg.warmup == 1 ? "" : "s", cfg.prefix, cfg.tokens);
+               cfg.warmup == 1 ? "" : "s", cfg.prefix, cfg.tokens, cfg.seqs, cfg.seqs == 1 ? "" : "s");
         for (int k = 0; k < 2; k++)
             printf("  %c: %s  [device %s, routes %s]\n", 'A' + k, sd[k].spec, fp4_rt_device_name(sd[k].rt),
                    fp4_rt_routes(sd[k].rt));
@@ -452,8 +470,8 @@ int cmd_bench(int argc, char **argv) {
         bench_env_saved sv; /* the side's words again while its cell runs (knobs read at each call) */
         rc = bench_env_set(&sd[k], &sv);
         if (!rc)
-            rc = run_cell(&sd[k], ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, cfg.logits, lg, cols,
-                          &cells[c]);
+            rc = run_cell(&sd[k], cfg.seqs, ids, cfg.prefix, ids + cfg.prefix, cfg.tokens, cfg.logits, lg,
+                          tok, cols, &cells[c]);
         bench_env_restore(&sd[k], &sv);
         cli_progress("bench cells", c + 1, n_cells);
     }
@@ -467,8 +485,9 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; !rc && i < np; i++) {
             const bench_cell *a = &cells[2 * (cfg.warmup + i)], *b = a + 1;
             if (a->side) a = b, b = a - 1; /* a B A pair (--order abba) */
-            v[i] = cfg.tokens / a->t_decode, v[np + i] = cfg.tokens / b->t_decode;
-            v[2 * np + i] = cfg.prefix / a->t_prefill, v[3 * np + i] = cfg.prefix / b->t_prefill;
+            const double ns = cfg.seqs; /* tok/s over every sequence of the cell */
+            v[i] = ns * cfg.tokens / a->t_decode, v[np + i] = ns * cfg.tokens / b->t_decode;
+            v[2 * np + i] = ns * cfg.prefix / a->t_prefill, v[3 * np + i] = ns * cfg.prefix / b->t_prefill;
         }
         if (!rc && (fp4b_compare(v, v + np, np, &dec) || fp4b_compare(v + 2 * np, v + 3 * np, np, &pre)))
             fprintf(stderr, "fp4lane bench: a cell took no measurable time (timer resolution)\n"), rc = 1;
@@ -485,7 +504,7 @@ int cmd_bench(int argc, char **argv) {
                 rc = receipt(json_path, argc, argv, &cfg, sd, cells, n_cells, &dec, &pre, date, load0, load1);
         }
     }
-    free(ids), free(lg), free(cols), free(cells);
+    free(ids), free(lg), free(tok), free(cols), free(cells);
     for (int k = 0; k < 2; k++)
         fp4_rt_free(sd[k].rt), fp4_model_close(sd[k].m), free(sd[k].keep);
     return rc;

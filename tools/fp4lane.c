@@ -36,7 +36,7 @@ const cli_verb cli_verbs[] = {
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
     {"bench", cmd_bench, "paired timing of two configurations (A B A B ...): mean, CV, ratio, verdict",
      "fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs 5] [--prefix 66] [--tokens 32]\n"
-     "       [--warmup 1] [--seed S] [--logits] [--order abab|abba] [--json FILE]"},
+     "       [--warmup 1] [--seed S] [--seqs N] [--logits] [--order abab|abba] [--json FILE]"},
     {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
      "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b|llama-160m [--arch llama|qwen3]\n"
      "       [--seed N] [--shard-size N[K|M|G]] [--threads N] [--json]"},
