@@ -85,9 +85,11 @@ int main(void) {
     /* two callers at once: one has the pool, the other the per-call path, both right */
     int b1 = 0, b2 = 0;
     pthread_t t1, t2;
-    CHECK(pthread_create(&t1, NULL, concurrent, &b1) == 0 && pthread_create(&t2, NULL, concurrent, &b2) == 0);
-    pthread_join(t1, NULL);
-    pthread_join(t2, NULL);
+    const int c1 = pthread_create(&t1, NULL, concurrent, &b1) == 0;
+    const int c2 = pthread_create(&t2, NULL, concurrent, &b2) == 0;
+    CHECK(c1 && c2);
+    if (c1) pthread_join(t1, NULL);
+    if (c2) pthread_join(t2, NULL);
     CHECK_MSG(b1 == 0 && b2 == 0, "concurrent callers: %d and %d of 300 calls wrong", b1, b2);
     /* the child of a fork has no workers of the parent: it must make its own, not wait forever */
     const pid_t pid = fork();
