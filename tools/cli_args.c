@@ -45,7 +45,7 @@ static const struct {
      "  --stop STR             stop when the text contains STR (repeatable; not printed)\n"
      "  -n N                   tokens to generate (default 16 with ids, 128 with text)\n"
      "  --device cpu|cuda      (default cpu)      --mode exact|native (default exact)\n"
-     "  --threads N            CPU threads (default: one per core, at most 8; the bits do not depend on it)\n"
+     "  --threads N            CPU threads (default 1)\n"
      "  --prefill-chunk N      prompt tokens per step (default 0: the whole prompt)\n"
      "  --ctx N                context length (default: the model's)\n"
      "  --temp T (default 0: greedy)  --top-k K (default 0: off)  --top-p P (default 1)\n"

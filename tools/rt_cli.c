@@ -17,20 +17,11 @@ double rt_cli_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* --threads' default: one per online core, at most RT_CLI_MAX_DEFAULT_THREADS (decode is bound by
- * memory long before that; the row splits run on kept workers, src/format/threads.c). The bits do
- * not depend on it. */
-#define RT_CLI_MAX_DEFAULT_THREADS 8
-static int default_threads(void) {
-    const long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > RT_CLI_MAX_DEFAULT_THREADS ? RT_CLI_MAX_DEFAULT_THREADS : (int)n;
-}
-
 void rt_cli_engine_init(rt_cli_engine *e) {
     memset(e, 0, sizeof *e);
     e->o.mode = FP4_MODE_EXACT;
     e->o.device = FP4_DEVICE_CPU;
-    e->o.n_threads = default_threads();
+    e->o.n_threads = 1;
     e->o.max_seqs = 1;
     e->prefill_chunk = 0;
     e->draft_n = 4;
