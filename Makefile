@@ -182,7 +182,7 @@ $(BUILD)/tests/gpu/test_gpu_attention: $(wildcard src/runtime/*.cuh) src/runtime
 # static cudart would leave its exit handlers pointing into unmapped code). test_gpu_runtime runs the CPU engine
 # (libfp4lane.a: jansson, libcrypto) beside it, so it is built only where jansson's header is.
 RT_CU_OBJ = $(BUILD)/src/runtime/step_cuda.o
-$(RT_CU_OBJ): src/runtime/step_cuda.cu $(wildcard src/runtime/*.cuh) src/runtime/pinned.h src/runtime/backend.h $(CU_HDR)
+$(RT_CU_OBJ): src/runtime/step_cuda.cu $(wildcard src/runtime/*.cuh) src/runtime/pinned.h src/runtime/backend.h src/runtime/argmax.h $(CU_HDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 $(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(RT_CU_OBJ) $(FORMAT_OBJ) $(BUILD)/src/model/dequant.o

@@ -243,20 +243,26 @@ static void test_side_env(void) {
                  2);
 }
 
+/* `fp4lane bench models/tiny OPTS --json TMP/NAME`: exit 0 and the receipt parsed (NULL, a failed
+ * check, otherwise; the caller frees it) */
+static json_t *bench_receipt(const char *name, const char *opts) {
+    char path[700], args[2000];
+    snprintf(path, sizeof path, "%s/%s", tmp, name);
+    snprintf(args, sizeof args, "bench models/tiny %s --json %s", opts, path);
+    CHECK_EQ_INT(cli(args), 0);
+    json_error_t je;
+    json_t *r = json_load_file(path, 0, &je);
+    CHECK_MSG(r != NULL, "%s: %s", name, je.text);
+    return r;
+}
+
 /* --order abba: the cells' sides A B, B A, A B (warm-up pair first), the statistics by side (a
  * receipt whose pairs were read by place would give A the B cells' times), the order recorded;
  * an unknown order is a usage error */
 static void test_order(void) {
-    char path[700], args[2000];
-    snprintf(path, sizeof path, "%s/abba.json", tmp);
-    snprintf(args, sizeof args,
-             "bench models/tiny --a \"--mode exact --threads 1\" --b \"--mode exact --threads 1\" --pairs 2 "
-             "--prefix 4 --tokens 2 --warmup 1 --order abba --json %s",
-             path);
-    CHECK_EQ_INT(cli(args), 0);
-    json_error_t je;
-    json_t *r = json_load_file(path, 0, &je);
-    CHECK_MSG(r != NULL, "%s", je.text);
+    json_t *r = bench_receipt("abba.json",
+                              "--a \"--mode exact --threads 1\" --b \"--mode exact --threads 1\" "
+                              "--pairs 2 --prefix 4 --tokens 2 --warmup 1 --order abba");
     if (!r) return;
     json_t *cells = json_object_get(r, "cells");
     static const char *want = "ABBAAB";
@@ -286,16 +292,9 @@ static void test_order(void) {
 /* --seqs 3: three sequences a cell (each engine holds them), decode tok/s over all of them
  * (3 * tokens / the cell's decode seconds), recorded; 0 and 65 are usage errors */
 static void test_seqs(void) {
-    char path[700], args[2000];
-    snprintf(path, sizeof path, "%s/seqs.json", tmp);
-    snprintf(args, sizeof args,
-             "bench models/tiny --a \"--mode exact --threads 1\" --b \"--mode native --threads 1\" --pairs 1 "
-             "--prefix 5 --tokens 4 --warmup 0 --seqs 3 --json %s",
-             path);
-    CHECK_EQ_INT(cli(args), 0);
-    json_error_t je;
-    json_t *r = json_load_file(path, 0, &je);
-    CHECK_MSG(r != NULL, "%s", je.text);
+    json_t *r = bench_receipt("seqs.json",
+                              "--a \"--mode exact --threads 1\" --b \"--mode native --threads 1\" "
+                              "--pairs 1 --prefix 5 --tokens 4 --warmup 0 --seqs 3");
     if (!r) return;
     CHECK(json_integer_value(json_object_get(json_object_get(r, "config"), "sequences")) == 3);
     json_t *c0 = json_array_get(json_object_get(r, "cells"), 0);
@@ -309,6 +308,23 @@ static void test_seqs(void) {
     CHECK_EQ_INT(cli("bench models/tiny --a \"--threads 1\" --b \"--threads 1\" --seqs 65"), 2);
 }
 
+/* the decode step a receipt says it timed: greedy steps by default, --logits the logits steps */
+static void test_decode_step(void) {
+    static const char *const opts[2] = {"", " --logits"};
+    static const char *const want[2] = {"greedy (fp4_rt_step_greedy)", "logits to the host"};
+    for (int k = 0; k < 2; k++) {
+        char o[300], name[32];
+        snprintf(o, sizeof o, "--a \"--threads 1\" --b \"--threads 1\" --pairs 1 --prefix 3 --tokens 2 "
+                 "--warmup 0%s", opts[k]);
+        snprintf(name, sizeof name, "step%d.json", k);
+        json_t *r = bench_receipt(name, o);
+        if (!r) continue;
+        const char *st = jstr(json_object_get(r, "config"), "decode_step");
+        CHECK_MSG(st && !strcmp(st, want[k]), "decode_step %s, want %s", st ? st : "(none)", want[k]);
+        json_decref(r);
+    }
+}
+
 int main(void) {
     test_summary();
     test_verdicts();
@@ -320,6 +336,7 @@ int main(void) {
     test_side_env();
     test_order();
     test_seqs();
+    test_decode_step();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", tmp);
