@@ -213,5 +213,19 @@ void fp4_attend_avx2(const float *q, const uint16_t *k0, const uint16_t *v0, int
                      int head_dim, float scale, float *s, float *o);
 void fp4_attend_avx512(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride, int64_t n,
                        int head_dim, float scale, float *s, float *o);
+/* fp4p_attend of query heads hq0 .. hq0 + nh - 1 of one column (kv head (hq0 + h) / group; q and o
+ * hold the nh heads' head_dim values back to back; k0 / v0 point at kv head 0 of position 0) with
+ * AVX-512, positions outside and heads inside (src/cpu/attend_heads_x86.c); scratch s holds
+ * nh * n floats, P nh * 32 * head_dim. The same bits as fp4p_attend head by head. */
+enum { FP4_ATTEND_MAX_HD = 512, FP4_ATTEND_MAX_HEADS = 16 };
+void fp4_attend_heads_avx512(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
+                             int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
+                             float *P, float *o);
+/* fp4p_exp on n values and g[i] = fp4p_swiglu(g[i], u[i]) for i < n, 16 / 8 lanes at a time
+ * (src/cpu/pinned_x86.c): the same bits (a NaN may be another NaN) */
+void fp4_exp_avx512(const float *x, float *y, int64_t n);
+void fp4_exp_avx2(const float *x, float *y, int64_t n);
+void fp4_swiglu_avx512(float *g, const float *u, int64_t n);
+void fp4_swiglu_avx2(float *g, const float *u, int64_t n);
 
 #endif

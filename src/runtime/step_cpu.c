@@ -91,37 +91,85 @@ typedef struct att_ctx {
     fp4_status st;
 } att_ctx;
 
-/* fp4p_attend on each CPU path (cpu_path.c; src/cpu/attend_x86.c): the same bits */
+/* fp4p_attend of query heads hq0 .. hq0 + nh - 1 of one column on each CPU path (cpu_path.c;
+ * src/cpu/attend_x86.c, attend_heads_x86.c): the same bits. AVX-512 walks the positions once for
+ * all the heads (their K/V row segments are contiguous); the others head by head. */
 typedef void (*attend_fn)(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
-                          int64_t n, int head_dim, float scale, float *s, float *o);
+                          int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
+                          float *P, float *o);
 static void attend_portable(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
-                            int64_t n, int head_dim, float scale, float *s, float *o) {
-    fp4p_attend(q, k0, v0, row_stride, n, head_dim, scale, s, o);
+                            int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
+                            float *P, float *o) {
+    (void)P;
+    for (int h = 0; h < nh; h++) {
+        const int64_t hk = (hq0 + h) / group;
+        fp4p_attend(q + (int64_t)h * head_dim, k0 + hk * head_dim, v0 + hk * head_dim, row_stride, n,
+                    head_dim, scale, s, o + (int64_t)h * head_dim);
+    }
+}
+static void attend_avx2(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
+                        int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
+                        float *P, float *o) {
+    (void)P;
+    for (int h = 0; h < nh; h++) {
+        const int64_t hk = (hq0 + h) / group;
+        fp4_attend_avx2(q + (int64_t)h * head_dim, k0 + hk * head_dim, v0 + hk * head_dim, row_stride, n,
+                        head_dim, scale, s, o + (int64_t)h * head_dim);
+    }
 }
 static const attend_fn attend_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = attend_portable,
-                                                       [FP4_CPU_AVX2] = fp4_attend_avx2,
-                                                       [FP4_CPU_AVX512] = fp4_attend_avx512};
+                                                       [FP4_CPU_AVX2] = attend_avx2,
+                                                       [FP4_CPU_AVX512] = fp4_attend_heads_avx512};
 
+/* rows r = col * NH + hq, r0 .. r1: each column's run of heads in calls of at most
+ * FP4_ATTEND_MAX_HEADS */
 static void att_rows(void *p, int64_t r0, int64_t r1) {
     att_ctx *c = p;
     const attend_fn attend = attend_path[fp4_cpu_path()];
     const cpu_state *s = c->s;
     const fp4_arch *a = &s->d.arch;
     const int64_t D = a->head_dim, NH = a->n_heads, G = a->n_heads / a->n_kv_heads, kvd = a->n_kv_heads * D;
-    float *sc = falloc(s->d.n_ctx);
-    if (!sc) {
+    const int64_t hb = r1 - r0 < FP4_ATTEND_MAX_HEADS ? r1 - r0 : FP4_ATTEND_MAX_HEADS;
+    float *sc = falloc(s->d.n_ctx * hb), *P = falloc(FP4P_LANES * D * hb);
+    if (!sc || !P) {
+        free(sc), free(P);
         __atomic_store_n(&c->st, FP4_ERR_NOMEM, __ATOMIC_RELAXED);
         return;
     }
-    for (int64_t r = r0; r < r1; r++) {
-        const int64_t col = r / NH, hq = r % NH, hk = hq / G;
+    for (int64_t r = r0; r < r1;) {
+        const int64_t col = r / NH, hq = r % NH;
+        int64_t nh = NH - hq < r1 - r ? NH - hq : r1 - r;
+        if (nh > hb) nh = hb;
         const fp4_rt_col *cc = &c->cols[col];
-        const uint16_t *k0 = kv_at(s, s->kc, cc->slot, c->layer, 0) + hk * D;
-        const uint16_t *v0 = kv_at(s, s->vc, cc->slot, c->layer, 0) + hk * D;
-        attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, s->d.attn_scale, sc,
-               s->o + col * NH * D + hq * D);
+        const uint16_t *k0 = kv_at(s, s->kc, cc->slot, c->layer, 0);
+        const uint16_t *v0 = kv_at(s, s->vc, cc->slot, c->layer, 0);
+        attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, hq, (int)nh, (int)G,
+               s->d.attn_scale, sc, P, s->o + col * NH * D + hq * D);
+        r += nh;
     }
-    free(sc);
+    free(sc), free(P);
+}
+
+/* g = fp4p_swiglu(g, u) element-wise on each CPU path (src/cpu/pinned_x86.c): the same bits; a
+ * prefill's n * F values in chunks over the threads */
+typedef void (*swiglu_fn)(float *g, const float *u, int64_t n);
+static void swiglu_portable(float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        g[i] = fp4p_swiglu(g[i], u[i]);
+}
+static const swiglu_fn swiglu_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = swiglu_portable,
+                                                       [FP4_CPU_AVX2] = fp4_swiglu_avx2,
+                                                       [FP4_CPU_AVX512] = fp4_swiglu_avx512};
+enum { SWIGLU_CHUNK = 4096 };
+typedef struct swiglu_ctx {
+    float *g;
+    const float *u;
+    int64_t n;
+} swiglu_ctx;
+static void swiglu_rows(void *p, int64_t r0, int64_t r1) {
+    const swiglu_ctx *c = p;
+    const int64_t i0 = r0 * SWIGLU_CHUNK, i1 = r1 * SWIGLU_CHUNK < c->n ? r1 * SWIGLU_CHUNK : c->n;
+    swiglu_path[fp4_cpu_path()](c->g + i0, c->u + i0, i1 - i0);
 }
 
 /* llama.cpp's converter order -> HF order, per head: out[j*D/2 + i] = in[2i + j] */
@@ -185,8 +233,11 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
     if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) ||
         (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)))
         return st;
-    for (int64_t i = 0; i < n * F; i++)
-        s->g[i] = fp4p_swiglu(s->g[i], s->u[i]);
+    swiglu_ctx sc = {s->g, s->u, n * F};
+    const int64_t sw_chunks = (n * F + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK;
+    const int sw_threads = n * F >= 16 * SWIGLU_CHUNK ? s->d.n_threads : 1;
+    if ((st = fp4_parallel_rows(sw_chunks, sw_threads, swiglu_rows, &sc)))
+        return fp4_fail(err, st, NULL, NULL, "rt.swiglu", "SwiGLU failed");
     if ((st = proj(s, w[FP4_LW_DOWN], s->g, n, s->t, err))) return st;
     for (int64_t i = 0; i < n * H; i++)
         s->x[i] = fp4p_add(s->x[i], s->t[i]);
