@@ -221,6 +221,10 @@ enum { FP4_ATTEND_MAX_HD = 512, FP4_ATTEND_MAX_HEADS = 16 };
 void fp4_attend_heads_avx512(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
                              int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
                              float *P, float *o);
+/* the same walk with AVX2 (src/cpu/attend_heads_avx2.c), the same bits */
+void fp4_attend_heads_avx2(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
+                           int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
+                           float *P, float *o);
 /* fp4p_exp on n values and g[i] = fp4p_swiglu(g[i], u[i]) for i < n, 16 / 8 lanes at a time
  * (src/cpu/pinned_x86.c): the same bits (a NaN may be another NaN) */
 void fp4_exp_avx512(const float *x, float *y, int64_t n);

@@ -1,8 +1,8 @@
 /* test_attend_heads.c — the pinned attention of several heads at once (fp4_attend_heads_avx512,
- * src/cpu/attend_heads_x86.c) against fp4p_attend head by head, bit for bit (NaN: any NaN, as
- * attend_x86.c's note says); the vector exp and SwiGLU (pinned_x86.c) against fp4p_exp and
- * fp4p_swiglu on every class of bit pattern, AVX2 and AVX-512.
- * What the CPU (or FP4_CPU_PATH) lacks is skipped. */
+ * src/cpu/attend_heads_x86.c; fp4_attend_heads_avx2, attend_heads_avx2.c) against fp4p_attend head by head,
+ * bit for bit (NaN: any NaN, as attend_x86.c's note says); the vector exp and SwiGLU (pinned_x86.c) against
+ * fp4p_exp and fp4p_swiglu on every class of bit pattern, AVX2 and AVX-512. What the CPU (or FP4_CPU_PATH)
+ * lacks is skipped. */
 #include "check.h"
 #include "fp4lane.h"
 #include "fp4_impl.h"
@@ -82,20 +82,21 @@ static void test_exp(int with_avx512) {
     free(x), free(y), free(u), free(g);
 }
 
-static void test_heads(void) {
+static void test_heads(int with_avx512) {
     enum { MAXN = 300, MAXD = 160, MAXH = 20 };
-    static const int dims[] = {16, 32, 48, 64, 80, 128, 160, 24, 13};
+    static const int dims[] = {16, 32, 48, 64, 80, 128, 160, 24, 13, 8, 40};
     static const int groups[] = {1, 2, 4, 3};
     test_rng r = {0xA77E4D5ull};
     long compared = 0, bad = 0;
-    for (int rep = 0; rep < 240; rep++) {
-        const int D = dims[rep % 9], kind = (rep / 36) % 4;
-        int G = groups[(rep / 9) % 4], nkv = 1 + (int)(rng_u64(&r) % 5);
-        if (rep == 5) G = 1, nkv = MAXH; /* more heads than FP4_ATTEND_MAX_HEADS: the per-head fallback */
+    for (int rep = 0; rep < 480; rep++) { /* even reps AVX-512 (where present), odd AVX2 */
+        const int D = dims[(rep / 2) % 11], kind = (rep / 44) % 4;
+        int G = groups[(rep / 22) % 4], nkv = 1 + (int)(rng_u64(&r) % 5);
+        if (rep == 4 || rep == 5)
+            G = 1, nkv = MAXH; /* more heads than FP4_ATTEND_MAX_HEADS: the per-head fallback */
         const int NH = nkv * G;
-        const int64_t hq0 = rep == 5 ? 0 : (int64_t)(rng_u64(&r) % (uint64_t)NH);
+        const int64_t hq0 = rep == 4 || rep == 5 ? 0 : (int64_t)(rng_u64(&r) % (uint64_t)NH);
         int nh = 1 + (int)(rng_u64(&r) % (uint64_t)(NH - hq0));
-        if (rep % 17 == 0 || rep == 5) nh = NH - (int)hq0; /* to the last head */
+        if (rep % 17 == 0 || rep == 4 || rep == 5) nh = NH - (int)hq0; /* to the last head */
         const int64_t n = rep % 7 == 0 ? 1 : 1 + (int64_t)(rng_u64(&r) % MAXN);
         const int64_t stride = (int64_t)nkv * D + (int64_t)(rng_u64(&r) % 3) * 8;
         const int64_t kv_n = n * stride;
@@ -112,7 +113,11 @@ static void test_heads(void) {
             v[i] = kind == 2 && rng_u64(&r) % 8 == 0 ? (uint16_t)rng_u64(&r) : fp4_f32_to_f16(vf);
         }
         const float scale = 1.0f / sqrtf((float)D);
-        fp4_attend_heads_avx512(q, k, v, stride, n, D, hq0, nh, G, scale, s, P, o);
+        const int avx512 = rep % 2 == 0 && with_avx512;
+        if (avx512)
+            fp4_attend_heads_avx512(q, k, v, stride, n, D, hq0, nh, G, scale, s, P, o);
+        else
+            fp4_attend_heads_avx2(q, k, v, stride, n, D, hq0, nh, G, scale, s, P, o);
         for (int h = 0; h < nh; h++) {
             const int64_t hk = (hq0 + h) / G;
             fp4p_attend(q + h * D, k + hk * D, v + hk * D, stride, n, D, scale, s1, o1);
@@ -133,8 +138,9 @@ static void test_heads(void) {
 int main(void) {
     const int top = fp4_cpu_path(); /* a path above it would not run here */
     if (top >= FP4_CPU_AVX2) test_exp(top >= FP4_CPU_AVX512);
-    if (top >= FP4_CPU_AVX512) test_heads();
+    if (top >= FP4_CPU_AVX2) test_heads(top >= FP4_CPU_AVX512);
     if (top < FP4_CPU_AVX512)
-        printf("attend heads: no AVX-512 on this CPU (or FP4_CPU_PATH below it): skipped\n");
+        printf("attend heads: no AVX-512 on this CPU (or FP4_CPU_PATH below it): %s\n",
+               top >= FP4_CPU_AVX2 ? "AVX2 only" : "skipped");
     return check_report();
 }

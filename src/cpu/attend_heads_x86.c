@@ -31,22 +31,6 @@
 #define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #define FP4_INLINE static inline __attribute__((always_inline))
 
-FP4_INLINE FP4_TARGET_AVX512 __m512 f16x16(const uint16_t *h) {
-    const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)h);
-    __m512 v = _mm512_cvtph_ps(x);
-    const __mmask16 nan =
-        _mm256_cmpgt_epi16_mask(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)), _mm256_set1_epi16(0x7C00));
-    if (nan) {
-        const __m512i w = _mm512_cvtepu16_epi32(x);
-        const __m512i bits = _mm512_or_si512(
-            _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x8000)), 16),
-                            _mm512_set1_epi32(0x7F800000)),
-            _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x3FF)), 13));
-        v = _mm512_mask_blend_ps(nan, v, _mm512_castsi512_ps(bits));
-    }
-    return v;
-}
-
 /* fp4p_butterfly of the 32 lanes lo (0..15) and hi (16..31): off 16 is lo + hi, off 8 the vector's
  * low half plus its high half, and so on: the same pairs as p[l] += p[l + off] */
 FP4_INLINE FP4_TARGET_AVX512 float butterfly32(__m512 lo, __m512 hi) {
@@ -115,11 +99,11 @@ FP4_TARGET_AVX512 void fp4_attend_heads_avx512(const float *q, const uint16_t *k
             __m512 p0 = _mm512_setzero_ps(), p1 = p0;
             int d0 = 0;
             for (; d0 + FP4P_LANES <= D; d0 += FP4P_LANES) {
-                p0 = _mm512_add_ps(p0, _mm512_mul_ps(_mm512_loadu_ps(qh + d0), f16x16(kh + d0)));
-                p1 = _mm512_add_ps(p1, _mm512_mul_ps(_mm512_loadu_ps(qh + d0 + 16), f16x16(kh + d0 + 16)));
+                p0 = _mm512_add_ps(p0, _mm512_mul_ps(_mm512_loadu_ps(qh + d0), fp4x_f16x16(kh + d0)));
+                p1 = _mm512_add_ps(p1, _mm512_mul_ps(_mm512_loadu_ps(qh + d0 + 16), fp4x_f16x16(kh + d0 + 16)));
             }
             if (d0 < D) /* 16 tail dims: lanes 0..15 */
-                p0 = _mm512_add_ps(p0, _mm512_mul_ps(_mm512_loadu_ps(qh + d0), f16x16(kh + d0)));
+                p0 = _mm512_add_ps(p0, _mm512_mul_ps(_mm512_loadu_ps(qh + d0), fp4x_f16x16(kh + d0)));
             const float sj = fp4p_mul(butterfly32(p0, p1), scale);
             s[h * n + j] = sj;
             if (j == 0 || sj > m[h]) m[h] = sj;
@@ -141,7 +125,7 @@ FP4_TARGET_AVX512 void fp4_attend_heads_avx512(const float *q, const uint16_t *k
             const __m512 sj = _mm512_set1_ps(s[h * n + j]);
             for (int c = 0; c < nc; c++)
                 _mm512_storeu_ps(pl + 16 * c, _mm512_add_ps(_mm512_loadu_ps(pl + 16 * c),
-                                                            _mm512_mul_ps(sj, f16x16(vh + 16 * c))));
+                                                            _mm512_mul_ps(sj, fp4x_f16x16(vh + 16 * c))));
         }
     }
     for (int h = 0; h < nh; h++) {

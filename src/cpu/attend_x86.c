@@ -19,6 +19,7 @@
  * scalar code (and the GPU twin's NaN is canonical). */
 #include "fp4_impl.h"
 #include "runtime/pinned.h"
+#include "cpu/pinned_x86.h"
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -28,38 +29,6 @@
 #define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 
 enum { MAX_HD = 512 };
-
-/* 8 f16 -> f32, fp4p_f16_to_f32's bits (NaNs not quieted) */
-FP4_TARGET_AVX2 static inline __m256 f16x8_avx2(const uint16_t *h) {
-    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)h);
-    __m256 v = _mm256_cvtph_ps(x);
-    const __m128i nan16 = _mm_cmpgt_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7FFF)), _mm_set1_epi16(0x7C00));
-    if (_mm_movemask_epi8(nan16)) {
-        const __m256i w = _mm256_cvtepu16_epi32(x);
-        const __m256i bits = _mm256_or_si256(
-            _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16),
-                            _mm256_set1_epi32(0x7F800000)),
-            _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3FF)), 13));
-        v = _mm256_blendv_ps(v, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan16)));
-    }
-    return v;
-}
-
-FP4_TARGET_AVX512 static inline __m512 f16x16_avx512(const uint16_t *h) {
-    const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)h);
-    __m512 v = _mm512_cvtph_ps(x);
-    const __mmask16 nan = _mm256_cmpgt_epi16_mask(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)),
-                                                  _mm256_set1_epi16(0x7C00));
-    if (nan) {
-        const __m512i w = _mm512_cvtepu16_epi32(x);
-        const __m512i bits = _mm512_or_si512(
-            _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x8000)), 16),
-                            _mm512_set1_epi32(0x7F800000)),
-            _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x3FF)), 13));
-        v = _mm512_mask_blend_ps(nan, v, _mm512_castsi512_ps(bits));
-    }
-    return v;
-}
 
 /* The K rows are read one position at a time, row_stride halves apart, mostly from memory (the
  * weights streamed through the caches since the last step): ask for K row j + PF_AHEAD, and for
@@ -106,11 +75,11 @@ FP4_TARGET_AVX512 void fp4_attend_avx512(const float *q, const uint16_t *k0, con
         __m512 p0 = _mm512_setzero_ps(), p1 = p0;
         int d0 = 0;
         for (; d0 + FP4P_LANES <= head_dim; d0 += FP4P_LANES) {
-            const __m512 ka = f16x16_avx512(kr + d0), kb = f16x16_avx512(kr + d0 + 16);
+            const __m512 ka = fp4x_f16x16(kr + d0), kb = fp4x_f16x16(kr + d0 + 16);
             p0 = _mm512_add_ps(p0, _mm512_mul_ps(_mm512_loadu_ps(q + d0), ka));
             p1 = _mm512_add_ps(p1, _mm512_mul_ps(_mm512_loadu_ps(q + d0 + 16), kb));
         }
-        if (d0 < head_dim) _mm512_storeu_ps(kv + d0, f16x16_avx512(kr + d0)); /* 16 tail dims */
+        if (d0 < head_dim) _mm512_storeu_ps(kv + d0, fp4x_f16x16(kr + d0)); /* 16 tail dims */
         _mm512_storeu_ps(lanes, p0), _mm512_storeu_ps(lanes + 16, p1);
         s[j] = fp4p_mul(dot_tail(lanes, q, kv, d0, head_dim), scale);
         if (j == 0 || s[j] > m) m = s[j];
@@ -124,7 +93,7 @@ FP4_TARGET_AVX512 void fp4_attend_avx512(const float *q, const uint16_t *k0, con
         const __m512 sj = _mm512_set1_ps(s[j]);
         for (int c = 0; c < nc; c++)
             _mm512_store_ps(pl + 16 * c, _mm512_add_ps(_mm512_load_ps(pl + 16 * c),
-                                                       _mm512_mul_ps(sj, f16x16_avx512(vr + 16 * c))));
+                                                       _mm512_mul_ps(sj, fp4x_f16x16(vr + 16 * c))));
     }
     for (int off = FP4P_LANES / 2; off >= 1; off >>= 1)
         for (int l = 0; l < off; l++)
@@ -156,9 +125,9 @@ FP4_TARGET_AVX2 void fp4_attend_avx2(const float *q, const uint16_t *k0, const u
 #pragma GCC unroll 4
             for (int t = 0; t < 4; t++)
                 p[t] = _mm256_add_ps(
-                    p[t], _mm256_mul_ps(_mm256_loadu_ps(q + d0 + 8 * t), f16x8_avx2(kr + d0 + 8 * t)));
+                    p[t], _mm256_mul_ps(_mm256_loadu_ps(q + d0 + 8 * t), fp4x_f16x8(kr + d0 + 8 * t)));
         for (int d = d0; d < head_dim; d += 8) /* 8..24 tail dims */
-            _mm256_storeu_ps(kv + d, f16x8_avx2(kr + d));
+            _mm256_storeu_ps(kv + d, fp4x_f16x8(kr + d));
 #pragma GCC unroll 4
         for (int t = 0; t < 4; t++)
             _mm256_storeu_ps(lanes + 8 * t, p[t]);
@@ -174,7 +143,7 @@ FP4_TARGET_AVX2 void fp4_attend_avx2(const float *q, const uint16_t *k0, const u
         const __m256 sj = _mm256_set1_ps(s[j]);
         for (int c = 0; c < nc; c++)
             _mm256_store_ps(pl + 8 * c, _mm256_add_ps(_mm256_load_ps(pl + 8 * c),
-                                                      _mm256_mul_ps(sj, f16x8_avx2(vr + 8 * c))));
+                                                      _mm256_mul_ps(sj, fp4x_f16x8(vr + 8 * c))));
     }
     for (int off = FP4P_LANES / 2; off >= 1; off >>= 1)
         for (int l = 0; l < off; l++)

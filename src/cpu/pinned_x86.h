@@ -6,6 +6,7 @@
 #if defined(__x86_64__) && defined(__GNUC__)
 #include "runtime/pinned.h"
 #include <immintrin.h>
+#include <stdint.h>
 
 /* fp4p_exp on sixteen lanes: the regular path's operations on every lane, then the NaN, overflow
  * and underflow lanes replaced as fp4p_exp's early returns give them (constants: pinned.h's) */
@@ -62,6 +63,38 @@ static inline __attribute__((always_inline, target("avx2"))) __m256 fp4x_exp8(__
                          _mm256_cmp_ps(x, _mm256_set1_ps(FP4P_EXP_HI), _CMP_GT_OQ));
     y = _mm256_blendv_ps(y, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(FP4P_EXP_LO), _CMP_LT_OQ));
     return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+/* 8 / 16 f16 -> f32 with fp4p_f16_to_f32's bits: vcvtph2ps gives them for every f16 but a NaN, whose
+ * lanes are rebuilt as fp4p_f16_to_f32 builds them (sign | 0x7F800000 | m << 13, not quieted) */
+static inline __attribute__((always_inline, target("avx2,f16c"))) __m256 fp4x_f16x8(const uint16_t *h) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)(const void *)h);
+    __m256 v = _mm256_cvtph_ps(x);
+    const __m128i nan16 = _mm_cmpgt_epi16(_mm_and_si128(x, _mm_set1_epi16(0x7FFF)), _mm_set1_epi16(0x7C00));
+    if (_mm_movemask_epi8(nan16)) {
+        const __m256i w = _mm256_cvtepu16_epi32(x);
+        const __m256i bits = _mm256_or_si256(
+            _mm256_or_si256(_mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x8000)), 16),
+                            _mm256_set1_epi32(0x7F800000)),
+            _mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x3FF)), 13));
+        v = _mm256_blendv_ps(v, _mm256_castsi256_ps(bits), _mm256_castsi256_ps(_mm256_cvtepi16_epi32(nan16)));
+    }
+    return v;
+}
+static inline __attribute__((always_inline, target("avx512f,avx512bw,avx512vl"))) __m512
+fp4x_f16x16(const uint16_t *h) {
+    const __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)h);
+    __m512 v = _mm512_cvtph_ps(x);
+    const __mmask16 nan =
+        _mm256_cmpgt_epi16_mask(_mm256_and_si256(x, _mm256_set1_epi16(0x7FFF)), _mm256_set1_epi16(0x7C00));
+    if (nan) {
+        const __m512i w = _mm512_cvtepu16_epi32(x);
+        const __m512i bits = _mm512_or_si512(
+            _mm512_or_si512(_mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x8000)), 16),
+                            _mm512_set1_epi32(0x7F800000)),
+            _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x3FF)), 13));
+        v = _mm512_mask_blend_ps(nan, v, _mm512_castsi512_ps(bits));
+    }
+    return v;
 }
 #endif
 #endif

@@ -92,8 +92,8 @@ typedef struct att_ctx {
 } att_ctx;
 
 /* fp4p_attend of query heads hq0 .. hq0 + nh - 1 of one column on each CPU path (cpu_path.c;
- * src/cpu/attend_x86.c, attend_heads_x86.c): the same bits. AVX-512 walks the positions once for
- * all the heads (their K/V row segments are contiguous); the others head by head. */
+ * src/cpu/attend_heads_x86.c, attend_heads_avx2.c): the same bits. AVX-512 and AVX2 walk the
+ * positions once for all the heads (their K/V row segments are contiguous); portable head by head. */
 typedef void (*attend_fn)(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
                           int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
                           float *P, float *o);
@@ -107,18 +107,8 @@ static void attend_portable(const float *q, const uint16_t *k0, const uint16_t *
                     head_dim, scale, s, o + (int64_t)h * head_dim);
     }
 }
-static void attend_avx2(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
-                        int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
-                        float *P, float *o) {
-    (void)P;
-    for (int h = 0; h < nh; h++) {
-        const int64_t hk = (hq0 + h) / group;
-        fp4_attend_avx2(q + (int64_t)h * head_dim, k0 + hk * head_dim, v0 + hk * head_dim, row_stride, n,
-                        head_dim, scale, s, o + (int64_t)h * head_dim);
-    }
-}
 static const attend_fn attend_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = attend_portable,
-                                                       [FP4_CPU_AVX2] = attend_avx2,
+                                                       [FP4_CPU_AVX2] = fp4_attend_heads_avx2,
                                                        [FP4_CPU_AVX512] = fp4_attend_heads_avx512};
 
 /* rows r = col * NH + hq, r0 .. r1: each column's run of heads in calls of at most
