@@ -100,7 +100,8 @@ FP4_TARGET_AVX512 void fp4_attend_heads_avx512(const float *q, const uint16_t *k
             int d0 = 0;
             for (; d0 + FP4P_LANES <= D; d0 += FP4P_LANES) {
                 p0 = _mm512_add_ps(p0, _mm512_mul_ps(_mm512_loadu_ps(qh + d0), fp4x_f16x16(kh + d0)));
-                p1 = _mm512_add_ps(p1, _mm512_mul_ps(_mm512_loadu_ps(qh + d0 + 16), fp4x_f16x16(kh + d0 + 16)));
+                const __m512 kb16 = fp4x_f16x16(kh + d0 + 16);
+                p1 = _mm512_add_ps(p1, _mm512_mul_ps(_mm512_loadu_ps(qh + d0 + 16), kb16));
             }
             if (d0 < D) /* 16 tail dims: lanes 0..15 */
                 p0 = _mm512_add_ps(p0, _mm512_mul_ps(_mm512_loadu_ps(qh + d0), fp4x_f16x16(kh + d0)));
