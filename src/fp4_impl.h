@@ -221,7 +221,10 @@ enum { FP4_ATTEND_MAX_HD = 512, FP4_ATTEND_MAX_HEADS = 16 };
 void fp4_attend_heads_avx512(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
                              int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
                              float *P, float *o);
-/* the same walk with AVX2 (src/cpu/attend_heads_avx2.c), the same bits */
+/* the same with AVX2 (src/cpu/attend_heads_avx2.c), and fp4p_attend head by head (portable) */
+void fp4_attend_heads_portable(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
+                               int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
+                               float *P, float *o);
 void fp4_attend_heads_avx2(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
                            int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
                            float *P, float *o);

@@ -10,6 +10,7 @@
 #include "fp4_impl.h"
 #include "runtime/pinned.h"
 #include "cpu/pinned_x86.h"
+#include "cpu/attend_heads.h"
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -52,23 +53,18 @@ FP4_TARGET_AVX2 void fp4_attend_heads_avx2(const float *q, const uint16_t *k0, c
                                            int group, float scale, float *s, float *P, float *o) {
     const int D = head_dim;
     if (D % 8 || D > FP4_ATTEND_MAX_HD || nh > FP4_ATTEND_MAX_HEADS) {
-        for (int h = 0; h < nh; h++) {
-            const int64_t hk = (hq0 + h) / group;
-            fp4_attend_avx2(q + (int64_t)h * D, k0 + hk * D, v0 + hk * D, row_stride, n, D, scale, s,
-                            o + (int64_t)h * D);
-        }
+        fp4_heads_each(fp4_attend_avx2, q, k0, v0, row_stride, n, D, hq0, nh, group, scale, s, o);
         return;
     }
-    const int64_t hk_lo = hq0 / group, span = ((hq0 + nh - 1) / group - hk_lo + 1) * D;
-    const uint16_t *kb = k0 + hk_lo * D, *vb = v0 + hk_lo * D;
-    int64_t off[FP4_ATTEND_MAX_HEADS];
+    fp4_heads_span hs;
+    fp4_heads_span_init(&hs, k0, v0, hq0, nh, group, D);
+    const uint16_t *kb = hs.kb, *vb = hs.vb;
+    const int64_t *off = hs.off;
     float m[FP4_ATTEND_MAX_HEADS];
     for (int h = 0; h < nh; h++)
-        off[h] = ((hq0 + h) / group - hk_lo) * D, m[h] = 0.0f;
+        m[h] = 0.0f;
     for (int64_t j = 0; j < n; j++) {
-        const int64_t jp = j + PF_AHEAD < n ? j + PF_AHEAD : n - 1;
-        for (int64_t b = 0; b < span * 2; b += 64)
-            __builtin_prefetch((const char *)(kb + jp * row_stride) + b, 0, 3);
+        fp4_heads_prefetch(kb, j, PF_AHEAD, n, row_stride, hs.span);
         const uint16_t *kr = kb + j * row_stride;
         for (int h = 0; h < nh; h++) {
             const float *qh = q + (int64_t)h * D;
@@ -95,9 +91,7 @@ FP4_TARGET_AVX2 void fp4_attend_heads_avx2(const float *q, const uint16_t *k0, c
     const int nc = D / 8;
     memset(P, 0, sizeof(float) * FP4P_LANES * (size_t)D * (size_t)nh);
     for (int64_t j = 0; j < n; j++) {
-        const int64_t jp = j + PF_AHEAD < n ? j + PF_AHEAD : n - 1;
-        for (int64_t b = 0; b < span * 2; b += 64)
-            __builtin_prefetch((const char *)(vb + jp * row_stride) + b, 0, 3);
+        fp4_heads_prefetch(vb, j, PF_AHEAD, n, row_stride, hs.span);
         const uint16_t *vr = vb + j * row_stride;
         for (int h = 0; h < nh; h++) {
             float *pl = P + ((int64_t)h * FP4P_LANES + j % FP4P_LANES) * D;
@@ -125,6 +119,6 @@ FP4_TARGET_AVX2 void fp4_attend_heads_avx2(const float *q, const uint16_t *k0, c
 void fp4_attend_heads_avx2(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
                            int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
                            float *P, float *o) {
-    fp4_attend_heads_avx512(q, k0, v0, row_stride, n, head_dim, hq0, nh, group, scale, s, P, o);
+    fp4_attend_heads_portable(q, k0, v0, row_stride, n, head_dim, hq0, nh, group, scale, s, P, o);
 }
 #endif

@@ -97,17 +97,7 @@ typedef struct att_ctx {
 typedef void (*attend_fn)(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
                           int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
                           float *P, float *o);
-static void attend_portable(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
-                            int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
-                            float *P, float *o) {
-    (void)P;
-    for (int h = 0; h < nh; h++) {
-        const int64_t hk = (hq0 + h) / group;
-        fp4p_attend(q + (int64_t)h * head_dim, k0 + hk * head_dim, v0 + hk * head_dim, row_stride, n,
-                    head_dim, scale, s, o + (int64_t)h * head_dim);
-    }
-}
-static const attend_fn attend_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = attend_portable,
+static const attend_fn attend_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = fp4_attend_heads_portable,
                                                        [FP4_CPU_AVX2] = fp4_attend_heads_avx2,
                                                        [FP4_CPU_AVX512] = fp4_attend_heads_avx512};
 
