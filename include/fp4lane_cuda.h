@@ -70,11 +70,20 @@ typedef struct fp4_cuda_tensor {
     float input_scale_inv;     /* NVFP4: 0 = W4A16, > 0 = W4A4 (SPEC §5)                         */
     void *d_arena;             /* owned allocation, NULL when borrowed                           */
     size_t arena_bytes;
+    const uint8_t *d_frag;     /* NVFP4: the native route's tensor-core copy (fp4_cuda_tensor_make_frag),
+                                  NULL when none; owned, freed by fp4_cuda_tensor_free            */
+    size_t frag_bytes;
 } fp4_cuda_tensor;
 
 /* Upload an NVFP4 view (checked with fp4_nvfp4_view_check first: no kernel ever sees a NaN
  * scale) into one zeroed arena, rows padded to k_pad. */
 FP4_API fp4_status fp4_cuda_tensor_upload_nvfp4(const fp4_nvfp4_view *w, fp4_cuda_tensor *out);
+/* The native A16 route's second copy of an uploaded W4A16 NVFP4 tensor (t->d_frag): the same bytes
+ * repacked on the device into the tensor cores' fragment order (src/cuda/frag.cuh), from which
+ * fp4_cuda_project(FP4_MODE_NATIVE) serves 1 to 8 columns in one pass over the weights. It costs
+ * another 4.5 bits a weight of device memory; exact mode never reads it. FP4_ERR_UNSUPPORTED for
+ * other types, W4A4 tensors, and devices without the sm_90a code. Idempotent. */
+FP4_API fp4_status fp4_cuda_tensor_make_frag(fp4_cuda_tensor *t);
 /* Upload n_out rows of n_in values of type F16, BF16 (2-byte values) or Q4_K/Q6_K (blocks;
  * n_in % 256 == 0). */
 FP4_API fp4_status fp4_cuda_tensor_upload(int64_t type, const void *host_data, int64_t n_out, int64_t n_in,

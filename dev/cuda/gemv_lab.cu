@@ -20,6 +20,7 @@
  *   lab_stream.cu; exact.60 the kernel of exact.50 alone; .61..66 one item per lane,
  *   exact.69 the kernel of exact.61 alone; .71, .72 the lookup words from shared memory,
  *   exact.79 the kernel of exact.71 alone),
+ *   native.90..95 (1..8 columns: the frag kernels on the tensor cores, lab_frag.cu),
  *   cublas.9 (cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights, the baseline).
  */
 #include "lab.h"
@@ -61,6 +62,8 @@ static void run_variant(void *c, int copy, cudaStream_t s) {
     if (k->variant == 0 && strcmp(k->op, "cublas")) { /* production: the dispatch table */
         st = fp4_cuda_project(t, !strcmp(k->op, "native") ? FP4_MODE_NATIVE : FP4_MODE_EXACT, k->dx, k->cols,
                               k->dy, &k->scratch, s);
+    } else if (k->variant >= 90 && !strcmp(k->op, "native")) { /* the frag kernels (lab_frag.cu) */
+        st = lab_frag(k->variant, t, k->dx, k->cols, k->dy, s);
     } else if (k->variant >= 30 && k->variant < 40) { /* the row-team kernels (lab_team.cu) */
         st = lab_team(!strcmp(k->op, "exact"), k->variant, t, k->dx, k->cols, k->dy, &k->scratch, s);
     } else if (!strcmp(k->op, "exact") && (k->variant == 60 || k->variant == 69 || k->variant == 79)) {
@@ -266,6 +269,7 @@ int main(int argc, char **argv) {
                                        lab_w4a4_scratch(&tw), lab_exact_scratch(&k.t[0], 16)});
         sb = std::max(sb, FP4_CU_COUNTER_BYTES + lab_b + 4096);
         LAB_OK(fp4_cuda_scratch_alloc(sb, &k.scratch));
+        LAB_OK(lab_frag_prepare(k.t, k.ncopies, s));
         LAB_OK(fp4_cu_q8k_quantize(k.dx, n_in, n_in, 8, k.dq, k.dd, NULL, 0, s));
         LAB_CUDA(cudaMalloc(&k.dqf, (size_t)(n_in * 16)));
         LAB_CUDA(cudaMalloc(&k.ddf, (size_t)(n_in / 256 * 16) * 4));
@@ -302,7 +306,9 @@ int main(int argc, char **argv) {
                     {"exact", 79},  {"exact", 73},  {"exact", 74},  {"exact", 75},  {"exact", 76},
                     {"exact", 82},  {"exact", 83},  {"exact", 84},  {"exact", 85},  {"exact", 86},
                     {"native", 73}, {"native", 74}, {"native", 75}, {"native", 76}, {"native", 82},
-                    {"native", 83}, {"native", 84}, {"native", 85}, {"native", 86}};
+                    {"native", 83}, {"native", 84}, {"native", 85}, {"native", 86}, {"native", 90},
+                    {"native", 91}, {"native", 92}, {"native", 93}, {"native", 94},
+                    {"native", 95}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;
@@ -310,7 +316,8 @@ int main(int argc, char **argv) {
                 const char *op = vars[vi].op;
                 const int var = vars[vi].variant;
                 if ((var == 1 && (!strcmp(op, "native") || !strcmp(op, "exact"))) && nc != 1) continue;
-                if (var >= 30 && nc != 1) continue; /* the row-team kernels: 1 column */
+                if (var >= 90 && nc > 8) continue; /* the frag kernels: 1..8 columns */
+                if (var >= 30 && var < 90 && nc != 1) continue; /* the row-team, stream kernels: 1 column */
                 if (!strcmp(op, "exact") && var >= 10 && var < 18 &&
                     !(nc == 1 || nc == 2 || nc == 4 || nc == 8))
                     continue;
@@ -368,6 +375,7 @@ int main(int argc, char **argv) {
         for (int c = 0; c < k.ncopies_bf; c++) cudaFree(k.wb[c]);
         for (int c = 0; c < k.ncopies; c++) fp4_cuda_tensor_free(&k.t[c]);
         fp4_cuda_scratch_free(&k.scratch);
+        lab_frag_release();
     }
     printf("\n%d validation failures\n", failures);
     return failures ? 1 : 0;

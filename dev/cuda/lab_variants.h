@@ -52,4 +52,11 @@ fp4_status lab_stream(int exact, int variant, const fp4_cuda_tensor *w, const fl
 fp4_status lab_stream_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *d_q, const float *d_d,
                              float *d_y, cudaStream_t stream);
 
+/* native.90..94 (lab_frag.cu): the frag kernels at 1..8 columns; lab_frag_prepare makes the frag
+ * copies of n rotated weight copies before any timing, lab_frag_release frees them */
+fp4_status lab_frag(int variant, const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                    cudaStream_t stream);
+fp4_status lab_frag_prepare(const fp4_cuda_tensor *t, int n, cudaStream_t s);
+void lab_frag_release(void);
+
 #endif

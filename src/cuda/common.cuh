@@ -453,6 +453,13 @@ fp4_status fp4_cu_w4a4_act_quant(const float *d_x, int64_t n_in, int64_t k_pad, 
 /* input_scale = 1/input_scale_inv and 6*input_scale, rounded exactly as the CPU does. */
 fp4_status fp4_cu_w4a4_scales(float input_scale_inv, float *input_scale, float *d6);
 
+/* the frag layout's item (frag.cuh: 16 rows x 256 values, 2048 payload + 256 scale bytes) and the
+ * bytes of the frag copy of an n_out x k_pad NVFP4 tensor */
+#define FRAG_ITEM 2304
+static inline __host__ __device__ size_t frag_bytes(int64_t n_out, int64_t k_pad) {
+    return (size_t)((n_out + 15) / 16) * (size_t)(k_pad / 256) * FRAG_ITEM;
+}
+
 /* ---- the route launchers: what dispatch.cu's table names, nothing else calls them ---------- */
 /* y (n_cols columns of n_out) = W x, any n_cols >= 1 (chunked inside); the scratch holds
  * FP4_CU_COUNTER_BYTES of counters, then the route's own bytes (its _scratch function). */
@@ -477,6 +484,13 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
 size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
 fp4_status fp4_cu_a16_native_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
                                  cudaStream_t stream);
+/* native A16 on the tensor cores from the frag copy (frag.cu), 1..8 columns; taken where the
+ * tensor has (or, for a layout stub, will have) its frag copy: frag_bytes > 0 */
+fp4_status fp4_cu_a16_frag(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                           const fp4_cuda_scratch *s, cudaStream_t stream);
+int fp4_cu_frag_takes(const fp4_cuda_tensor *w);
+/* dispatch.cu: 1 when the 1-column route of (w, mode) starts from a given activation pass */
+int fp4_cu_project_has_pre(const fp4_cuda_tensor *w, fp4_mode mode);
 /* dispatch.cu: the 1-column route of (w, mode) from a given activation pass (fp4_cu_pre_fn), where
  * the table's row has one; FP4_ERR_UNSUPPORTED (nothing launched) otherwise: then project the
  * f32 activations with fp4_cuda_project. Same bytes as fp4_cuda_project on the values the pass

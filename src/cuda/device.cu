@@ -82,6 +82,7 @@ fp4_status fp4_cu_smem_opt_in(const void *kernel, size_t bytes, int *done) {
 FP4_API void fp4_cuda_tensor_free(fp4_cuda_tensor *t) {
     if (!t) return;
     if (t->d_arena) cudaFree(t->d_arena);
+    if (t->d_frag) cudaFree((void *)t->d_frag);
     memset(t, 0, sizeof *t);
 }
 

@@ -21,6 +21,7 @@ typedef struct route {
     const char *name;
     int (*available)(void); /* NULL: always; else the row serves only where this returns nonzero */
     fp4_cu_pre_fn pre;      /* NULL: no 1-column form from a given activation pass */
+    int (*takes)(const fp4_cuda_tensor *w); /* NULL: any tensor of the keys; else only where nonzero */
 } route;
 
 #define NO_MAX INT64_MAX
@@ -38,6 +39,8 @@ static const route routes[] = {
     /* NVFP4, W4A16 */
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_EXACT, ACT_A16, 1, NO_MAX, 256, fp4_cu_a16_exact, fp4_cu_a16_exact_scratch,
      "nvfp4.a16.exact.dp4a", NULL, fp4_cu_a16_exact_pre},
+    {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, 8, 0, fp4_cu_a16_frag, fp4_cu_a16_native_scratch,
+     "nvfp4.a16.native.frag", NULL, NULL, fp4_cu_frag_takes},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, FP4_CU_GEMM_MIN_COLS, NO_MAX, 0, fp4_cu_a16_gemm,
      fp4_cu_a16_gemm_scratch, "nvfp4.a16.native.gemm", fp4_cu_gemm_available},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, NO_MAX, 0, fp4_cu_a16_native,
@@ -74,6 +77,7 @@ static const route *find_route(const fp4_cuda_tensor *w, int mode, int64_t n_col
         const route *r = &routes[i];
         if (!keys_match(r, w, mode) || n_cols < r->min_cols || n_cols > r->max_cols) continue;
         if (r->available && !r->available()) continue;
+        if (r->takes && !r->takes(w)) continue;
         if (r->n_in_multiple && w->n_in % r->n_in_multiple) {
             *refused = 1;
             continue;
@@ -110,6 +114,12 @@ fp4_status fp4_cu_project_pre(const fp4_cuda_tensor *w, fp4_mode mode, const voi
     const route *r = find_route(w, (int)mode, 1, &refused);
     if (!r || !r->pre) return FP4_ERR_UNSUPPORTED;
     return r->pre(w, d_q, d_d, d_y, stream);
+}
+
+int fp4_cu_project_has_pre(const fp4_cuda_tensor *w, fp4_mode mode) {
+    int refused;
+    const route *r = find_route(w, (int)mode, 1, &refused);
+    return r && r->pre;
 }
 
 FP4_API size_t fp4_cuda_scratch_bytes(const fp4_cuda_tensor *w, int64_t n_cols) {

@@ -207,6 +207,8 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
         if (stub_of(w, &t, &b))
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, w->name, "cuda.type",
                             "type %d has no CUDA layout", (int)w->type);
+        if (i < nslot && frag_wanted(d->mode, t.type, t.input_scale_inv)) /* its frag copy */
+            wb += FP4_CU_ALIGN(frag_bytes(t.n_out + 15, t.k_pad));          /* (a fused group's tiles) */
         wb += b;
         if (i <= nslot || d->head == d->tok_embd) {
             const size_t sb = fp4_cuda_scratch_bytes(&t, s->max_cols);
@@ -332,6 +334,13 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
         if (g >= 0 && s->wf[2 * (i / FP4_LW_COUNT_) + g].d_payload) continue;
         if ((st = upload(d->layer[i], &s->w[i])))
             FAIL(cuda_fail(err, st, d->layer[i]->name, "cuda.upload", "cannot upload this weight"));
+    }
+    for (int64_t i = 0; i < nslot + 2 * a->n_layers; i++) { /* native mode: the frag copies */
+        fp4_cuda_tensor *t = i < nslot ? &s->w[i] : &s->wf[i - nslot];
+        if (!t->d_payload || !frag_wanted(d->mode, t->type, t->input_scale_inv)) continue;
+        if ((st = fp4_cuda_tensor_make_frag(t)) && st != FP4_ERR_UNSUPPORTED)
+            FAIL(cuda_fail(err, st, i < nslot ? d->layer[i]->name : NULL, "cuda.upload",
+                           "cannot make the tensor-core copy of a projection"));
     }
     if ((s->emb_on_device || d->head == d->tok_embd) && (st = upload(d->tok_embd, &s->emb)))
         FAIL(cuda_fail(err, st, d->tok_embd->name, "cuda.upload", "cannot upload the embedding table"));
@@ -516,7 +525,7 @@ static fp4_status swiglu_down1(cu_state *s, const float *g, const float *u, floa
     const int64_t F = s->d.arch.ffn, nsb = wd->k_pad / 256;
     const int exact = s->d.mode == FP4_MODE_EXACT;
     if (wd->type == FP4_TYPE_NVFP4_E2M1 && wd->k_pad % 256 == 0 && wd->k_pad >= F && nsb <= s->aq_nsb &&
-        (!exact || wd->k_pad == F)) {
+        (!exact || wd->k_pad == F) && fp4_cu_project_has_pre(wd, s->d.mode)) {
         const unsigned blocks = (unsigned)((nsb + 1) / 2); /* 2 warps a block */
         STK_LAUNCH(err, "rt.swiglu",
                    exact ? fp4_cu_launch(dim3(blocks), dim3(64), 0, s->stream, 1, stk_swiglu_act<true>, a,

@@ -4,7 +4,8 @@
  * from 128 columns the f16 GEMM route through cuBLAS, on unless FP4LANE_CUDA_GEMM=0: `make
  * test-gpu` runs it both ways), activations past f16's range on the GEMM route, shapes with n_in
  * not a multiple of 256 (padded rows), split-K and single-slice grids, row counts that do not fill a
- * block; every output written (NaN-poisoned buffers); two runs give identical bits. */
+ * block; every output written (NaN-poisoned buffers); two runs give identical bits. The frag route
+ * (1..8 columns from the tensor-core copy, fp4_cuda_tensor_make_frag) on its own tensors: frag_case. */
 #include "gpu_test.h"
 
 /* Activations are rounded to f16 (relative error 2^-11 each) and the tensor cores accumulate in
@@ -62,6 +63,66 @@ static void native_case_x(int64_t n_out, int64_t n_in, int wkind, float scale2, 
     free(ref);
     gt_free_nvfp4(&w);
 }
+/* The frag route (frag.cu: the tensor-core copy, 1..8 columns) on the same inputs: the table picks it
+ * where the tensor has its copy, within NATIVE_NRMSE_MAX for every column (activations scaled by a
+ * power of two per column: act_mul 1e6 / 1e-6 columns pass too), two runs identical, and each
+ * column's bits independent of the call's other columns (column 0 of an nc-column call is the
+ * 1-column call's output). */
+static void frag_case(int64_t n_out, int64_t n_in, int wkind, float scale2, uint64_t seed, float act_mul) {
+    gt_nvfp4 w;
+    gt_make_nvfp4(&w, n_out, n_in, scale2, 0.0f, wkind, seed);
+    fp4_cuda_tensor t;
+    CHECK_OK(fp4_cuda_tensor_upload_nvfp4(&w.view, &t));
+    const fp4_status fs = fp4_cuda_tensor_make_frag(&t);
+    CHECK_MSG(fs == FP4_OK, "make_frag %lldx%lld: %s %s", (long long)n_out, (long long)n_in,
+              fp4_status_str(fs), fp4_cuda_last_error());
+    CHECK_MSG(t.d_frag && t.frag_bytes == (size_t)((n_out + 15) / 16) * (size_t)(t.k_pad / 256) * 2304,
+              "frag copy of %lldx%lld: %zu bytes", (long long)n_out, (long long)n_in, t.frag_bytes);
+    CHECK_OK(fp4_cuda_tensor_make_frag(&t)); /* idempotent */
+    const int maxc = 8;
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4), *ref = (float *)malloc((size_t)(n_out * maxc) * 4);
+    float *col0 = (float *)malloc((size_t)n_out * 4);
+    gt_make_act(x, n_in * maxc, 0, seed ^ 0x7777);
+    if (act_mul != 1.0f)
+        for (int64_t c = 0; c < maxc; c++) {
+            const float f = c % 3 == 0 ? 1.0f / act_mul : c % 3 == 2 ? act_mul : 1.0f;
+            for (int64_t i = 0; i < n_in; i++) x[c * n_in + i] *= f;
+        }
+    gt_case c;
+    gt_case_init(&c, &t, x, maxc);
+    for (int nc = 1; nc <= maxc; nc++) {
+        CHECK_OK(fp4_nvfp4_matvec_a16_float(&w.view, x, nc, ref, 8));
+        gt_case_project(&c, FP4_MODE_NATIVE, nc, "nvfp4.a16.native.frag");
+        double e = 0.0;
+        int64_t nan = 0;
+        for (int64_t k = 0; k < n_out * nc; k++) nan += c.got[k] != c.got[k];
+        for (int k = 0; k < nc; k++) {
+            const double ek = fp4_nrmse(c.got + k * n_out, ref + k * n_out, n_out);
+            e = ek > e ? ek : e;
+        }
+        CHECK_MSG(nan == 0 && e < NATIVE_NRMSE_MAX,
+                  "frag %lldx%lld w%d x%g cols %d: nrmse %.3g, %lld unwritten", (long long)n_out,
+                  (long long)n_in, wkind, act_mul, nc, e, (long long)nan);
+        if (nc == 1) memcpy(col0, c.got, (size_t)n_out * 4);
+        else
+            CHECK_MSG(!memcmp(col0, c.got, (size_t)n_out * 4),
+                      "frag %lldx%lld cols %d: column 0 differs from the 1-column call", (long long)n_out,
+                      (long long)n_in, nc);
+        if (nc == 1 || nc == 8)
+            printf("frag %lldx%lld x%g cols %d: nrmse %.3g\n", (long long)n_out, (long long)n_in, act_mul,
+                   nc, e);
+    }
+    CHECK_MSG(!strcmp(fp4_cuda_route_name(&c.t, FP4_MODE_NATIVE, 9), "nvfp4.a16.native.mma"),
+              "9 columns: route %s", fp4_cuda_route_name(&c.t, FP4_MODE_NATIVE, 9));
+    CHECK_MSG(!strcmp(fp4_cuda_route_name(&c.t, FP4_MODE_EXACT, 1), "nvfp4.a16.exact.dp4a") || t.n_in % 256,
+              "exact mode: route %s", fp4_cuda_route_name(&c.t, FP4_MODE_EXACT, 1));
+    gt_case_free(&c);
+    free(x);
+    free(ref);
+    free(col0);
+    gt_free_nvfp4(&w);
+}
+
 static void native_case(int64_t n_out, int64_t n_in, int wkind, float scale2, const int *cols, int ncols_n,
                         uint64_t seed) {
     native_case_x(n_out, n_in, wkind, scale2, cols, ncols_n, seed, 1.0f);
@@ -82,6 +143,19 @@ int main(void) {
         native_case(6144, 1024, 1, 0.05f, cols_few, 1, 312); /* QIN between 4 096 and 16 384 rows */
         static const int cols_gemm[] = {127, 128, 300};
         native_case(9000, 4096, 0, 1e-2f, cols_gemm, 3, 307); /* GEMM: two row spans, many columns */
+    }
+    /* the frag route: rows not a multiple of 16, n_in not a multiple of 256, one tile, long rows
+     * (8 columns in chunks of 4), many tiles per block, the decode shapes' widths */
+    frag_case(37, 512, 0, 0.013f, 311, 1.0f);
+    frag_case(130, 144, 1, 0.5f, 312, 1.0f);
+    frag_case(5, 4096, 0, 0.25f, 313, 1.0f);
+    frag_case(300, 4096, 1, 3e-2f, 314, 1e6f); /* columns of 1e6 and 1e-6 beside N(0,1) */
+    if (!quick) {
+        frag_case(64, 14336, 0, 2e-3f, 315, 1.0f);
+        frag_case(4096, 1040, 0, 0.1f, 316, 1.0f);
+        frag_case(20000, 512, 0, 1.0f, 317, 1.0f);
+        frag_case(6144, 4096, 1, 0.05f, 318, 1.0f);
+        frag_case(4096, 14336, 0, 2e-3f, 319, 1e6f);
     }
     /* activations of 1e6 (f16 overflows at 65504) beside ones of 1e-6 (f16 subnormals): the GEMM
      * route's per-column power-of-two scaling; the tiles' f16 rounding fails this (not run there) */

@@ -1,0 +1,71 @@
+/* frag.cu — the native A16 route on the tensor cores from the frag copy (frag.cuh): the copy's
+ * making (fp4_cuda_tensor_make_frag) and the route the dispatch table names for 1 to 8 columns
+ * ("nvfp4.a16.native.frag", taken where the tensor has its frag copy). Where one launch's shared
+ * memory cannot hold the activations (8 columns of long rows) the columns go in halves; where
+ * not even one column fits, the tile route (a16_native.cu) serves the call. bench/gpu.md
+ * ("Session 9") has the measurements behind the kernel's shape. */
+#include "frag.cuh"
+
+/* the launch shape (lab native.92): 16 warps, one item a warp per stage, 3 stages */
+template <int NCP>
+static fp4_status frag_launch(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y,
+                              cudaStream_t s) {
+    return launch_frag<16, 1, 3, NCP>(w, w->d_frag, x, nc, y, s, 1);
+}
+
+static fp4_status frag_cols(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, cudaStream_t s) {
+    fp4_status st;
+    if (nc == 1)
+        st = frag_launch<1>(w, x, nc, y, s);
+    else if (nc == 2)
+        st = frag_launch<2>(w, x, nc, y, s);
+    else if (nc <= 4)
+        st = frag_launch<4>(w, x, nc, y, s);
+    else
+        st = frag_launch<8>(w, x, nc, y, s);
+    if (st != FP4_ERR_UNSUPPORTED || nc == 1) return st;
+    const int64_t h = (nc + 1) / 2; /* the activations of nc columns do not fit: two halves */
+    FP4_CU_TRY(frag_cols(w, x, h, y, s));
+    return frag_cols(w, x + h * w->n_in, nc - h, y + h * w->n_out, s);
+}
+
+extern "C" {
+
+FP4_API fp4_status fp4_cuda_tensor_make_frag(fp4_cuda_tensor *t) {
+    if (!t) return FP4_ERR_INVALID_ARG;
+    if (t->type != FP4_TYPE_NVFP4_E2M1 || t->input_scale_inv > 0.0f || !t->d_payload || !t->d_scales ||
+        t->k_pad % 256 || t->k_pad < t->n_in || t->n_out < 1)
+        return FP4_ERR_UNSUPPORTED;
+    if (t->d_frag) return FP4_OK;
+    if (!stream_device_ok()) return FP4_ERR_UNSUPPORTED;
+    const size_t bytes = frag_bytes(t->n_out, t->k_pad);
+    uint8_t *f = NULL;
+    FP4_CUDA_CHECK(cudaMalloc((void **)&f, bytes));
+    fp4_status st = frag_repack(t, f, 0);
+    if (st == FP4_OK) {
+        const cudaError_t e = cudaDeviceSynchronize();
+        if (e != cudaSuccess) st = FP4_CUDA_FAIL(e, "cudaDeviceSynchronize(frag repack)");
+    }
+    if (st != FP4_OK) {
+        cudaFree(f);
+        return st;
+    }
+    t->d_frag = f;
+    t->frag_bytes = bytes;
+    return FP4_OK;
+}
+
+int fp4_cu_frag_takes(const fp4_cuda_tensor *w) {
+    return w->frag_bytes > 0;
+}
+
+fp4_status fp4_cu_a16_frag(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                           const fp4_cuda_scratch *s, cudaStream_t stream) {
+    if (!w || !d_x || !d_y || n_cols < 1 || n_cols > FRAG_MAX_COLS) return FP4_ERR_INVALID_ARG;
+    if (!w->d_frag) return FP4_ERR_INVALID_ARG;
+    const fp4_status st = frag_cols(w, d_x, n_cols, d_y, stream);
+    if (st != FP4_ERR_UNSUPPORTED) return st;
+    return fp4_cu_a16_native(w, d_x, n_cols, d_y, s, stream);
+}
+
+} /* extern "C" */
