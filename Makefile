@@ -175,6 +175,8 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4l
 	  $(FORMAT_OBJ) $(CUDA_LIBS)
 # the step's attention launcher, tested alone against pinned.h
 $(BUILD)/tests/gpu/test_gpu_attention: $(wildcard src/runtime/*.cuh) src/runtime/pinned.h
+# the step's fused upload (step_upload.cuh), from type-40 parts repacked on the device
+$(BUILD)/tests/gpu/test_gpu_ggml_repack: $(wildcard src/runtime/*.cuh) src/runtime/backend.h
 # The CUDA twin of the decode step (src/runtime/step_cuda.cu) in build/libfp4lane_cuda.so, which
 # `fp4lane run --device cuda` dlopens beside the executable: the CUDA objects, the step, the
 # format objects and the row dequantizer it calls (with the type-40 row unpack), cudart (static); it exports only the backend
