@@ -152,7 +152,7 @@ CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
 CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)
 FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/format/*.c)))
 GPU_CPU_OBJ = $(BUILD)/src/cpu/project.o $(BUILD)/src/cpu/dense_x86.o $(BUILD)/src/cpu/native.o \
-              $(BUILD)/src/cpu/native_x86.o $(BUILD)/src/model/dequant.o
+              $(BUILD)/src/cpu/native_x86.o $(BUILD)/src/model/dequant.o $(BUILD)/src/model/ggml_pack.o
 # the GPU tests that also run the CPU engine (libfp4lane.a beside libfp4lane_cuda.so): built below
 GPU_RT_SRC = tests/gpu/test_gpu_runtime.cu tests/gpu/test_gpu_generate.cu
 GPU_TEST_SRC = $(sort $(filter-out $(GPU_RT_SRC),$(wildcard tests/gpu/test_*.cu)))
@@ -175,9 +175,11 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4l
 	  $(FORMAT_OBJ) $(CUDA_LIBS)
 # the step's attention launcher, tested alone against pinned.h
 $(BUILD)/tests/gpu/test_gpu_attention: $(wildcard src/runtime/*.cuh) src/runtime/pinned.h
+# the step's fused upload (step_upload.cuh), from type-40 parts repacked on the device
+$(BUILD)/tests/gpu/test_gpu_ggml_repack: $(wildcard src/runtime/*.cuh) src/runtime/backend.h
 # The CUDA twin of the decode step (src/runtime/step_cuda.cu) in build/libfp4lane_cuda.so, which
 # `fp4lane run --device cuda` dlopens beside the executable: the CUDA objects, the step, the
-# format objects and the row dequantizer it calls, cudart (static); it exports only the backend
+# format objects and the row dequantizer it calls (with the type-40 row unpack), cudart (static); it exports only the backend
 # entry point (backend.h's FP4_RT_CUDA_ENTRY) and is never unloaded (-z nodelete: a dlclose'd
 # static cudart would leave its exit handlers pointing into unmapped code). test_gpu_runtime runs the CPU engine
 # (libfp4lane.a: jansson, libcrypto) beside it, so it is built only where jansson's header is.
@@ -185,7 +187,8 @@ RT_CU_OBJ = $(BUILD)/src/runtime/step_cuda.o
 $(RT_CU_OBJ): src/runtime/step_cuda.cu $(wildcard src/runtime/*.cuh) src/runtime/pinned.h src/runtime/backend.h src/runtime/argmax.h $(CU_HDR)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(RT_CU_OBJ) $(FORMAT_OBJ) $(BUILD)/src/model/dequant.o
+$(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(RT_CU_OBJ) $(FORMAT_OBJ) $(BUILD)/src/model/dequant.o \
+                            $(BUILD)/src/model/ggml_pack.o
 	@printf '{ global: fp4_rt_cuda_backend; local: *; };\n' > $(BUILD)/libfp4lane_cuda.map
 	$(NVCC) -shared -o $@ $^ -Xlinker --version-script=$(BUILD)/libfp4lane_cuda.map -Xlinker --no-undefined \
 	  -Xlinker -z -Xlinker nodelete -lpthread -lm

@@ -242,7 +242,7 @@ static int bench_shape(int64_t n_out, int64_t n_in, ggml_oracle *g, const char *
     for (int64_t i = 0; i < n_out * (n_in / 256); i++)
         b.q6[i].d = (uint16_t)(0x2000 + rnd() % 0x1000);
     for (int64_t i = 0; i < n_in; i++) b.x[i] = gauss();
-    b.nv = (fp4_nvfp4_view){payload, scales, 1.0f / 2688.0f, 0.0f, n_out, n_in};
+    b.nv = (fp4_nvfp4_view){payload, scales, 1.0f / 2688.0f, 0.0f, n_out, n_in, FP4_PACK_CANONICAL};
 
     printf("\n%lld x %lld (n_out x n_in), 1 column; NVFP4 %.1f MB, Q4_K %.1f MB, Q6_K %.1f MB\n\n",
            (long long)n_out, (long long)n_in, nv_bytes / 1e6, q4_bytes / 1e6, q6_bytes / 1e6);

@@ -159,6 +159,16 @@ FP4_API float fp4_round_f16(float f);                /* (float)(half)f: the F16 
 /* ------------------------------------------------------------------------------------------ */
 /* The in-memory NVFP4 tensor every layer passes around (ARCHITECTURE.md).                    */
 
+/* How a view's bytes are laid out. FP4_PACK_CANONICAL (the zero value: every view fp4lane makes
+ * unless asked otherwise) is the payload and scale planes below. FP4_PACK_GGML64 is llama.cpp's
+ * type 40 as the file holds it, given by a model opened with FP4_LOAD_DEFER_REPACK: payload points
+ * at n_out rows of n_in/64 blocks of 36 bytes (4 E4M3FN scale bytes, one per 16 values, then 32
+ * bytes of codes: byte 8s+j of sub-block s holds element 16s+j in the low nibble and 16s+j+8 in the
+ * high one; ggml_pack.c), scales is NULL and n_in % 64 == 0. Only fp4_nvfp4_view_check,
+ * fp4_tensor_dequant_rows and the CUDA upload (fp4_cuda_tensor_upload_nvfp4) read such a view;
+ * every other consumer refuses it with FP4_ERR_UNSUPPORTED. */
+typedef enum fp4_nvfp4_packing { FP4_PACK_CANONICAL = 0, FP4_PACK_GGML64 = 1 } fp4_nvfp4_packing;
+
 typedef struct fp4_nvfp4_view {
     const uint8_t *payload;   /* (n_out, n_in/2)  E2M1 pairs, low nibble = even element      */
     const uint8_t *scales;    /* (n_out, n_in/16) E4M3FN                                     */
@@ -166,10 +176,12 @@ typedef struct fp4_nvfp4_view {
     float input_scale_inv;    /* 0 when absent (W4A16); finite > 0 when present (W4A4)       */
     int64_t n_out;
     int64_t n_in;             /* multiple of 16                                              */
+    fp4_nvfp4_packing packing; /* FP4_PACK_CANONICAL unless the loader deferred a repack      */
 } fp4_nvfp4_view;
 
-/* Checks shape (n_in % 16, limits), scale2/input scale, and every scale byte (no 0x7F/0xFF).
- * The first violation is returned; bad_row and bad_col (may be NULL) locate a bad scale byte. */
+/* Checks shape (n_in % 16, limits; % 64 for FP4_PACK_GGML64), scale2/input scale, and every scale
+ * byte (no 0x7F/0xFF; a GGML64 view's are read in place in its blocks). The first violation is
+ * returned; bad_row and bad_col (may be NULL) locate a bad scale byte (col: its 16-value group). */
 FP4_API fp4_status fp4_nvfp4_view_check(const fp4_nvfp4_view *w, int64_t *bad_row, int64_t *bad_col);
 
 /* Row dequantization in the pinned order. n % 16 == 0. */
@@ -217,6 +229,7 @@ FP4_API fp4_status fp4_q8_K_quantize(const float *x, int64_t n, fp4_block_q8_K *
 /* ------------------------------------------------------------------------------------------ */
 /* Contractions (§4–6). Matvec layout: x is n_cols columns of n_in floats (column c at         */
 /* x + c*n_in), y is n_cols columns of n_out floats (y + c*n_out). n_threads <= 1: one thread. */
+/* Canonical views only: an FP4_PACK_GGML64 view gives FP4_ERR_UNSUPPORTED.                    */
 
 /* Exact A16 (§4): n_in % 256 == 0; F16 output boundary applied. Bit-identical everywhere. */
 FP4_API fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, int64_t n_cols,
@@ -628,7 +641,7 @@ typedef struct fp4_tensor {
     int64_t ne[FP4_MAX_DIMS];
     const uint8_t *data;       /* plain tensors: the bytes (unaligned); NULL for NVFP4        */
     uint64_t nbytes;
-    fp4_nvfp4_view nvfp4;      /* NVFP4: payload/scales in canonical rows, scale2, input inv */
+    fp4_nvfp4_view nvfp4;      /* NVFP4: payload/scales (see .packing), scale2, input inv     */
     int st_dtype;              /* the safetensors dtype when the source was safetensors, else -1 */
     fp4_fp8_view fp8;          /* FP8 weights (type FP4_TYPE_F8_E4M3FN): their scales; else 0s  */
 } fp4_tensor;
@@ -637,7 +650,17 @@ typedef struct fp4_model fp4_model;
 
 typedef struct fp4_load_opts {
     uint64_t max_file_bytes;   /* refuse checkpoints larger than this before mapping (0: no cap) */
+    uint32_t flags;            /* FP4_LOAD_* bits; 0: the default open                         */
 } fp4_load_opts;
+
+/* FP4_LOAD_DEFER_REPACK: llama.cpp type-40 tensors are not repacked into canonical rows (a host
+ * copy of every NVFP4 weight): each is checked exactly as without the flag (the same verdicts,
+ * rules and messages; its scale bytes read in place) and exposed as an FP4_PACK_GGML64 view of the
+ * file's own blocks, so the open costs the mapping alone. For a consumer that repacks on its own
+ * (the CUDA upload: `fp4lane run --device cuda`) or reads nothing (`fp4lane validate`); the CPU
+ * engine, the projections, the writers and fp4lane's other consumers refuse such tensors with
+ * FP4_ERR_UNSUPPORTED. No effect on other layouts. */
+#define FP4_LOAD_DEFER_REPACK 1u
 
 /* Opens a GGUF file, a .safetensors file or a Hugging Face directory, selects the lane, pairs
  * it with the tensor types, validates every NVFP4 tensor's companions and every data range
@@ -667,7 +690,8 @@ FP4_API const char *fp4_model_quant_config_json(const fp4_model *m);
  * (fp4_model_config_json). */
 FP4_API const fp4_gguf *fp4_model_gguf(const fp4_model *m);
 
-/* Dequantize rows [r0, r1) of a 2-D (or stacked) tensor to f32 (any weight type fp4lane reads). */
+/* Dequantize rows [r0, r1) of a 2-D (or stacked) tensor to f32 (any weight type fp4lane reads;
+ * NVFP4 in either packing, the same bits). */
 FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int64_t r1, float *dst);
 
 /* The CPU projection entry point, the twin of fp4_cuda_project: y = W x for any weight type
@@ -685,7 +709,8 @@ FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int6
 typedef enum fp4_mode { FP4_MODE_EXACT = 0, FP4_MODE_NATIVE = 1 } fp4_mode;
 FP4_API fp4_status fp4_cpu_project(const fp4_tensor *w, fp4_mode mode, const float *x, int64_t n_cols,
                                    float *y, int n_threads);
-/* The table's choice ("none" when nothing serves the keys). */
+/* An NVFP4 tensor of FP4_PACK_GGML64 (FP4_LOAD_DEFER_REPACK) is refused: FP4_ERR_UNSUPPORTED.
+ * The table's choice ("none" when nothing serves the keys, and for such a tensor). */
 FP4_API const char *fp4_cpu_route_name(const fp4_tensor *w, fp4_mode mode);
 
 /* Progress callback for long operations: done/total in bytes. */

@@ -150,6 +150,13 @@ static inline void fp4_q4K_scale_min(int j, const uint8_t *s, uint8_t *sc, uint8
     }
 }
 
+/* ---- llama.cpp's type-40 blocks ⇄ canonical rows, one row (src/model/ggml_pack.c) ---- */
+void fp4_ggml_pack_row(const uint8_t *payload, const uint8_t *scales, int64_t n_in, uint8_t *blocks);
+void fp4_ggml_unpack_row(const uint8_t *blocks, int64_t n_in, uint8_t *payload, uint8_t *scales);
+/* Row r of a view in canonical form whatever its packing: n_in/2 payload bytes and n_in/16 scale
+ * bytes (copied, or unpacked from an FP4_PACK_GGML64 view's blocks). */
+void fp4_nvfp4_view_row(const fp4_nvfp4_view *v, int64_t r, uint8_t *payload, uint8_t *scales);
+
 /* ---- row-parallel helper (pthreads): fn(ctx, row_begin, row_end) over [0, n_rows) ---- */
 typedef void (*fp4_rows_fn)(void *ctx, int64_t r0, int64_t r1);
 fp4_status fp4_parallel_rows(int64_t n_rows, int n_threads, fp4_rows_fn fn, void *ctx);

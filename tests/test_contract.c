@@ -60,15 +60,15 @@ static void test_a16_fixture(void) {
     memset(s, 0x38, sizeof s);
     float x[256], y = -1;
     for (int i = 0; i < 256; i++) x[i] = 1.0f;
-    fp4_nvfp4_view w = {p, s, 1.0f, 0.0f, 1, 256};
+    fp4_nvfp4_view w = {p, s, 1.0f, 0.0f, 1, 256, FP4_PACK_CANONICAL};
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, 1, &y, 1));
     CHECK(y == 256.0f);
     /* a zero activation super-block contributes nothing: the result is exactly +0 */
     memset(x, 0, sizeof x);
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, 1, &y, 1));
     CHECK(f32_bits(y) == 0);
-    CHECK(fp4_nvfp4_matvec_a16_exact(&(fp4_nvfp4_view){p, s, 1.0f, 0.0f, 1, 128}, x, 1, &y, 1) ==
-          FP4_ERR_SHAPE);
+    CHECK(fp4_nvfp4_matvec_a16_exact(&(fp4_nvfp4_view){p, s, 1.0f, 0.0f, 1, 128, FP4_PACK_CANONICAL}, x, 1,
+                                     &y, 1) == FP4_ERR_SHAPE);
     CHECK(fp4_nvfp4_matvec_a16_exact(&w, NULL, 1, &y, 1) == FP4_ERR_INVALID_ARG);
 }
 
@@ -86,7 +86,7 @@ static void test_a16_random(void) {
     fill(&r, x, NC * NI, 1.0f);
     for (int i = 0; i < 256; i++) x[2 * NI + 256 + i] = 0.0f; /* a zero super-block in column 2 */
     x[3 * NI + 5] = 1e4f;                                      /* an outlier in column 3 */
-    fp4_nvfp4_view w = {p, s, s2, 0.0f, NO, NI};
+    fp4_nvfp4_view w = {p, s, s2, 0.0f, NO, NI, FP4_PACK_CANONICAL};
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, NC, y1, 1));
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, NC, y2, 2));
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, NC, y3, 3));
@@ -117,7 +117,7 @@ static void test_w4a4(void) {
     memset(s, 0x38, sizeof s);
     float x[64], y;
     for (int i = 0; i < 64; i++) x[i] = 1.0f;
-    fp4_nvfp4_view w = {p, s, 1.0f, 6.0f, 1, 64};
+    fp4_nvfp4_view w = {p, s, 1.0f, 6.0f, 1, 64, FP4_PACK_CANONICAL};
     CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, 1, &y, 1));
     CHECK(y == 64.0f);
     uint8_t ac[32], as[4];
@@ -139,7 +139,7 @@ static void test_w4a4(void) {
     CHECK_OK(fp4_nvfp4_quantize(wf, FP4_SRC_F32, NO, NI, s2, pw, sw));
     CHECK_OK(fp4_amax_update(xs, FP4_SRC_F32, NC * NI, &xamax));
     CHECK_OK(fp4_scale2_from_amax(xamax, FP4_SCALE2_GPU, &in_s));
-    fp4_nvfp4_view ww = {pw, sw, s2, 1.0f / in_s, NO, NI};
+    fp4_nvfp4_view ww = {pw, sw, s2, 1.0f / in_s, NO, NI, FP4_PACK_CANONICAL};
     CHECK_OK(fp4_nvfp4_matvec_w4a4(&ww, xs, NC, y1, 1));
     CHECK_OK(fp4_nvfp4_matvec_w4a4(&ww, xs, NC, y2, 2));
     CHECK(!memcmp(y1, y2, sizeof y1));

@@ -135,7 +135,7 @@ static void test_a16_paths(void) {
         for (int kind = 0; kind < A16_KINDS; kind++) {
             const float s2s[3] = {1.0f / 2688.0f, 1.0f, 0x1p-30f};
             a16_case(kind, &r, p, s, x, n_out, n_in, n_cols);
-            fp4_nvfp4_view w = {p, s, s2s[(si + (size_t)kind) % 3], 0.0f, n_out, n_in};
+            fp4_nvfp4_view w = {p, s, s2s[(si + (size_t)kind) % 3], 0.0f, n_out, n_in, FP4_PACK_CANONICAL};
             fp4_cpu_force_path(FP4_CPU_PORTABLE);
             CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w, x, n_cols, ref, 1));
             for (int64_t c = 0; c < n_cols; c++) {
@@ -207,8 +207,12 @@ static void test_w4a4_paths(void) {
         for (int kind = 0; kind < A16_KINDS; kind++) {
             a16_case(kind, &r, p, s, x, n_out, n_in, n_cols);
             const float in_invs[3] = {6.0f / 3.0f, 1.0f / 448.0f, 37.5f};
-            fp4_nvfp4_view w = {
-                p, s, kind % 2 ? 1.0f / 2688.0f : 0x1p-12f, in_invs[(si + (size_t)kind) % 3], n_out, n_in};
+            fp4_nvfp4_view w = {.payload = p,
+                                .scales = s,
+                                .scale2 = kind % 2 ? 1.0f / 2688.0f : 0x1p-12f,
+                                .input_scale_inv = in_invs[(si + (size_t)kind) % 3],
+                                .n_out = n_out,
+                                .n_in = n_in};
             fp4_cpu_force_path(FP4_CPU_PORTABLE);
             CHECK_OK(fp4_nvfp4_matvec_w4a4(&w, x, n_cols, ref, 1));
             for (int64_t c = 0; c < n_cols; c++) {
@@ -666,7 +670,7 @@ static void test_round_f16_paths(void) {
 static void test_overflow(void) {
     uint8_t p[128] = {0}, s[16] = {0};
     float x[256] = {0}, y[1];
-    fp4_nvfp4_view w = {p, s, 1.0f, 2.0f, 1, 256};
+    fp4_nvfp4_view w = {p, s, 1.0f, 2.0f, 1, 256, FP4_PACK_CANONICAL};
     CHECK_EQ_INT(fp4_nvfp4_matvec_a16_exact(&w, x, INT64_MAX / 200, y, 1), FP4_ERR_OVERFLOW);
     CHECK_EQ_INT(fp4_nvfp4_matvec_a16_exact(&w, x, INT64_MAX / 600, y, 1), FP4_ERR_OVERFLOW);
     CHECK_EQ_INT(fp4_nvfp4_matvec_w4a4(&w, x, INT64_MAX / 200, y, 1), FP4_ERR_OVERFLOW);

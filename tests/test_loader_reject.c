@@ -1,7 +1,8 @@
 /* test_loader_reject.c — the fail-closed loader (SPEC §8): each malformed checkpoint is refused
  * with the right rule, naming the tensor; each valid twin loads (a check that only refuses proves
  * nothing). Files are tiny and generated here: GGUF (fp4lane and llama.cpp layouts) and
- * safetensors (ModelOpt and compressed-tensors). */
+ * safetensors (ModelOpt and compressed-tensors). Every case is opened a second time with
+ * FP4_LOAD_DEFER_REPACK, which must give the same verdict and the same error. */
 #include "check.h"
 #include "fp4lane.h"
 #include <math.h>
@@ -82,11 +83,30 @@ static void write_st(const char *dir, const tspec *t, int nt, const char *quant_
     }
 }
 
-/* Open; expect the rule ("" = must load). */
+/* The same file opened with FP4_LOAD_DEFER_REPACK (llama.cpp type-40 tensors left as the file's
+ * blocks, scale bytes checked in place): the same verdict, and on a refusal the same file, tensor,
+ * rule and message. */
+static void expect_deferred_same(const char *what, const char *path, fp4_status st, const fp4_error *e) {
+    fp4_model *m = NULL;
+    fp4_error ed;
+    const fp4_load_opts lo = {.flags = FP4_LOAD_DEFER_REPACK};
+    const fp4_status sd = fp4_model_open(path, &lo, &m, &ed);
+    CHECK_MSG(sd == st && (st == FP4_OK) == (m != NULL), "%s: deferred open gives %s, the default %s", what,
+              fp4_status_str(sd), fp4_status_str(st));
+    if (st != FP4_OK && sd == st)
+        CHECK_MSG(!strcmp(ed.rule, e->rule) && !strcmp(ed.tensor, e->tensor) && !strcmp(ed.file, e->file) &&
+                      !strcmp(ed.msg, e->msg),
+                  "%s: deferred open refuses with [%s] %s: %s, the default with [%s] %s: %s", what, ed.rule,
+                  ed.tensor, ed.msg, e->rule, e->tensor, e->msg);
+    fp4_model_close(m);
+}
+
+/* Open; expect the rule ("" = must load); the deferred open must agree. */
 static void expect(const char *what, const char *path, const char *rule, const char *tensor) {
     fp4_model *m = NULL;
     fp4_error e;
     fp4_status st = fp4_model_open(path, NULL, &m, &e);
+    expect_deferred_same(what, path, st, &e);
     n_cases++;
     if (!rule[0]) {
         CHECK_MSG(st == FP4_OK, "%s: valid twin refused: %s [%s] %s", what, fp4_status_str(st), e.rule,

@@ -75,7 +75,7 @@ static void test_zero_tensor(void) {
     CHECK_OK(fp4_nvfp4_quantize(z, FP4_SRC_F32, 2, 32, s2, p, s));
     for (int i = 0; i < 32; i++) CHECK(p[i] == 0);
     for (int i = 0; i < 4; i++) CHECK(s[i] == 0x38);
-    fp4_nvfp4_view w = {p, s, s2, 0.0f, 2, 32};
+    fp4_nvfp4_view w = {p, s, s2, 0.0f, 2, 32, FP4_PACK_CANONICAL};
     CHECK_OK(fp4_nvfp4_view_check(&w, NULL, NULL)); /* the zero tensor loads */
 }
 
@@ -160,7 +160,7 @@ static void test_properties(void) {
         CHECK_OK(fp4_nvfp4_quantize(h, FP4_SRC_F16, NO, NI, s2, pb, sb));
         CHECK_OK(fp4_nvfp4_quantize(hw, FP4_SRC_F32, NO, NI, s2, pf, sf));
         CHECK(!memcmp(pb, pf, sizeof pf) && !memcmp(sb, sf, sizeof sf));
-        fp4_nvfp4_view v = {p, s, s2, 0.0f, NO, NI};
+        fp4_nvfp4_view v = {p, s, s2, 0.0f, NO, NI, FP4_PACK_CANONICAL};
         CHECK_OK(fp4_nvfp4_view_check(&v, NULL, NULL));
     }
 }
@@ -182,7 +182,7 @@ static void test_rejections(void) {
     CHECK(fp4_nvfp4_quantize(NULL, FP4_SRC_F32, 1, 32, 1.0f, p, s) == FP4_ERR_INVALID_ARG);
     /* the view check refuses NaN scale bytes and reports where */
     uint8_t sc[4] = {0x38, 0x38, 0x38, 0xFF}, pl[32] = {0};
-    fp4_nvfp4_view v = {pl, sc, 1.0f, 0.0f, 2, 32};
+    fp4_nvfp4_view v = {pl, sc, 1.0f, 0.0f, 2, 32, FP4_PACK_CANONICAL};
     int64_t br = -1, bc = -1;
     CHECK(fp4_nvfp4_view_check(&v, &br, &bc) == FP4_ERR_NAN_SCALE);
     CHECK(br == 1 && bc == 1);

@@ -92,7 +92,7 @@ static void p_contract(proof *p) {
     memset(pl, 0x22, sizeof pl);
     memset(sc, 0x38, sizeof sc);
     for (int i = 0; i < 256; i++) x[i] = 1.0f;
-    fp4_nvfp4_view w = {pl, sc, 1.0f, 0.0f, 1, 256};
+    fp4_nvfp4_view w = {pl, sc, 1.0f, 0.0f, 1, 256, FP4_PACK_CANONICAL};
     expect(p, fp4_nvfp4_matvec_a16_exact(&w, x, 1, &y, 1) == FP4_OK && y == 256.0f);
     w.input_scale_inv = 6.0f;
     expect(p, fp4_nvfp4_matvec_w4a4(&w, x, 1, &y, 1) == FP4_OK && y == 256.0f);

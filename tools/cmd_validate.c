@@ -1,4 +1,5 @@
-/* cmd_validate.c — `fp4lane validate FILE|DIR [--json]`: the fail-closed loader on its own.
+/* cmd_validate.c — `fp4lane validate FILE|DIR [--json]`: the fail-closed loader on its own (opened
+ * with FP4_LOAD_DEFER_REPACK: the same checks, no repacked copy of llama.cpp's type-40 tensors).
  * Exit 0 and a one-line summary when the checkpoint loads; 1 with the error on stderr when it is
  * refused; 2 on usage errors. */
 #include "cli.h"
@@ -18,7 +19,10 @@ int cmd_validate(int argc, char **argv) {
     if (!path) return cli_usage("validate");
     fp4_model *m = NULL;
     fp4_error e;
-    fp4_status st = fp4_model_open(path, NULL, &m, &e);
+    /* deferred: every check of the default open (the same verdicts), without the host copy of
+     * llama.cpp's type-40 tensors; validate reads no weight */
+    const fp4_load_opts lo = {.flags = FP4_LOAD_DEFER_REPACK};
+    fp4_status st = fp4_model_open(path, &lo, &m, &e);
     int64_t n_nv = 0, n_fp8 = 0;
     for (int64_t i = 0; !st && i < fp4_model_n_tensors(m); i++) {
         n_nv += fp4_model_tensor(m, i)->type == FP4_TYPE_NVFP4_E2M1;

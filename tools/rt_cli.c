@@ -166,11 +166,20 @@ static void print_plan(const fp4_rt_mem_plan *p, void *user) {
             p->available_bytes / g);
 }
 
+/* the load options of an engine: on cuda the upload repacks llama.cpp's type-40 blocks on the device,
+ * so the host keeps the file's mapping only (FP4_LOAD_DEFER_REPACK); the CPU reads canonical rows */
+static fp4_load_opts load_opts(const rt_cli_engine *e) {
+    fp4_load_opts lo = {0};
+    if (e->o.device == FP4_DEVICE_CUDA) lo.flags = FP4_LOAD_DEFER_REPACK;
+    return lo;
+}
+
 int rt_cli_open(const rt_cli_engine *e, fp4_model **m, fp4_rt **rt) {
     fp4_error err;
     *m = NULL;
     *rt = NULL;
-    fp4_status st = fp4_model_open(e->model, NULL, m, &err);
+    const fp4_load_opts lo = load_opts(e);
+    fp4_status st = fp4_model_open(e->model, &lo, m, &err);
     if (st) return cli_report_error(e->verb, st, &err);
     fp4_rt_opts o = e->o;
     if (!o.on_plan) o.on_plan = print_plan;
@@ -187,7 +196,8 @@ int rt_cli_open_draft(const rt_cli_engine *e, const fp4_rt *target, fp4_model **
     fp4_error err;
     *m = NULL;
     *rt = NULL;
-    fp4_status st = fp4_model_open(e->draft, NULL, m, &err);
+    const fp4_load_opts lo = load_opts(e);
+    fp4_status st = fp4_model_open(e->draft, &lo, m, &err);
     if (st) return cli_report_error("run --draft", st, &err);
     fp4_rt_opts o = e->o;
     o.drafting = 0, o.max_seqs = 1, o.n_ctx = fp4_rt_n_ctx(target);

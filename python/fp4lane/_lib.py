@@ -18,7 +18,7 @@ class Error(ctypes.Structure):  # fp4_error
 
 class NvFp4View(ctypes.Structure):  # fp4_nvfp4_view
     _fields_ = [("payload", c_void_p), ("scales", c_void_p), ("scale2", c_float),
-                ("input_scale_inv", c_float), ("n_out", c_int64), ("n_in", c_int64)]
+                ("input_scale_inv", c_float), ("n_out", c_int64), ("n_in", c_int64), ("packing", c_int)]
 
 
 class Fp8View(ctypes.Structure):  # fp4_fp8_view

@@ -133,6 +133,7 @@ static void native_rows(void *p, int64_t r0, int64_t r1) {
 
 fp4_status fp4_cpu_nvfp4_a16_native(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, float *y,
                                     int n_threads) {
+    if (w && w->packing != FP4_PACK_CANONICAL) return FP4_ERR_UNSUPPORTED; /* ggml blocks: not repacked */
     if (!w || !x || !y || n_cols < 0 || w->n_in <= 0 || w->n_in % 16 || w->n_out < 0 || !w->payload ||
         !w->scales)
         return FP4_ERR_INVALID_ARG;

@@ -169,6 +169,8 @@ static const struct route {
 static const struct route *find_route(const fp4_tensor *w, fp4_mode mode, int *shape_refused) {
     const int act = w->type == FP4_TYPE_NVFP4_E2M1 && w->nvfp4.input_scale_inv > 0.0f ? ACT_NVFP4 : ACT_A16;
     *shape_refused = 0;
+    if (w->type == FP4_TYPE_NVFP4_E2M1 && w->nvfp4.packing != FP4_PACK_CANONICAL)
+        return NULL; /* llama.cpp blocks left as the file holds them (FP4_LOAD_DEFER_REPACK): no route */
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
         const struct route *r = &routes[i];
         if (r->type != w->type || (r->act != ACT_ANY && r->act != act) ||

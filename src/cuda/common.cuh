@@ -440,6 +440,13 @@ int fp4_cu_sm_count(void);
  * written atomically. */
 fp4_status fp4_cu_smem_opt_in(const void *kernel, size_t bytes, int *done);
 
+/* Upload: n_rows rows of n_in values of llama.cpp type-40 blocks (36 bytes per 64 values, 4-aligned
+ * at d_blocks) into canonical rows at d_payload / d_scales with the given strides (ggml_repack.cu);
+ * bytes past n_in/2 and n_in/16 of each row are not written. */
+fp4_status fp4_cu_ggml_repack(const uint8_t *d_blocks, int64_t n_rows, int64_t n_in, uint8_t *d_payload,
+                              int64_t payload_stride, uint8_t *d_scales, int64_t scale_stride,
+                              cudaStream_t stream);
+
 /* Activation passes. Q8_K (SPEC §4 step 1) of n_cols columns of n_in values into int8 values
  * (n_cols, k_pad) at d_q (frag = 0: element order; 1: the integer-MMA fragment order) and steps
  * (n_cols, k_pad/256) at d_d, and/or ggml blocks at d_blocks; padding super-blocks give zeros. */

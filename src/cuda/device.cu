@@ -1,6 +1,6 @@
-/* device.cu — device enumeration, tensor upload into one arena, scratch allocation (its size comes
- * from the dispatch table: fp4_cuda_scratch_bytes in dispatch.cu).
- * Host code only (C-style). */
+/* device.cu — device enumeration, tensor upload into one arena (llama.cpp type-40 views repacked on
+ * the device: ggml_repack.cu), scratch allocation (its size comes from the dispatch table:
+ * fp4_cuda_scratch_bytes in dispatch.cu). Host code only (C-style). */
 #include "common.cuh"
 #include <string.h>
 
@@ -86,6 +86,40 @@ FP4_API void fp4_cuda_tensor_free(fp4_cuda_tensor *t) {
     memset(t, 0, sizeof *t);
 }
 
+/* A type-40 view (FP4_PACK_GGML64): its rows go through a device staging buffer of at most
+ * GGML_STAGE_BYTES (whole rows, at least one), allocated here and freed before returning, and
+ * fp4_cu_ggml_repack writes them into the zeroed planes p / s at the canonical upload's strides,
+ * so the arena holds the bytes the canonical upload of the repacked view leaves. Every copy and
+ * launch is on the legacy default stream, in order: a chunk's copy waits for the previous
+ * chunk's kernel; the last one is waited for before the staging buffer is freed. */
+#define GGML_STAGE_BYTES ((size_t)16 << 20)
+
+static fp4_status upload_ggml_rows(const fp4_nvfp4_view *w, uint8_t *p, size_t pstride, uint8_t *s,
+                                   size_t sstride) {
+    const size_t row = (size_t)(w->n_in / 64) * 36;
+    int64_t rows = (int64_t)(GGML_STAGE_BYTES / row);
+    if (rows < 1) rows = 1;
+    if (rows > w->n_out) rows = w->n_out;
+    void *stage = NULL;
+    FP4_CUDA_CHECK(cudaMalloc(&stage, (size_t)rows * row));
+    fp4_status st = FP4_OK;
+    for (int64_t r0 = 0; r0 < w->n_out && st == FP4_OK; r0 += rows) {
+        const int64_t n = w->n_out - r0 < rows ? w->n_out - r0 : rows;
+        const cudaError_t e =
+            cudaMemcpy(stage, w->payload + (size_t)r0 * row, (size_t)n * row, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) st = FP4_CUDA_FAIL(e, "cudaMemcpy(stage, type-40 blocks)");
+        else
+            st = fp4_cu_ggml_repack((const uint8_t *)stage, n, w->n_in, p + (size_t)r0 * pstride,
+                                    (int64_t)pstride, s + (size_t)r0 * sstride, (int64_t)sstride, 0);
+    }
+    if (st == FP4_OK) {
+        const cudaError_t e = cudaStreamSynchronize(0);
+        if (e != cudaSuccess) st = FP4_CUDA_FAIL(e, "cudaStreamSynchronize(type-40 repack)");
+    }
+    cudaFree(stage);
+    return st;
+}
+
 FP4_API fp4_status fp4_cuda_tensor_upload_nvfp4(const fp4_nvfp4_view *w, fp4_cuda_tensor *out) {
     if (!w || !out) return FP4_ERR_INVALID_ARG;
     memset(out, 0, sizeof *out);
@@ -99,12 +133,20 @@ FP4_API fp4_status fp4_cuda_tensor_upload_nvfp4(const fp4_nvfp4_view *w, fp4_cud
     FP4_CUDA_CHECK(cudaMalloc(&arena, pbytes + sbytes));
     uint8_t *p = (uint8_t *)arena, *s = p + pbytes;
     cudaError_t e = cudaMemset(arena, 0, pbytes + sbytes);
-    if (e == cudaSuccess)
-        e = cudaMemcpy2D(p, pstride, w->payload, (size_t)(w->n_in / 2), (size_t)(w->n_in / 2),
-                         (size_t)w->n_out, cudaMemcpyHostToDevice);
-    if (e == cudaSuccess)
-        e = cudaMemcpy2D(s, sstride, w->scales, (size_t)(w->n_in / 16), (size_t)(w->n_in / 16),
-                         (size_t)w->n_out, cudaMemcpyHostToDevice);
+    if (e == cudaSuccess && w->packing == FP4_PACK_GGML64) {
+        st = upload_ggml_rows(w, p, pstride, s, sstride);
+        if (st != FP4_OK) {
+            cudaFree(arena);
+            return st;
+        }
+    } else {
+        if (e == cudaSuccess)
+            e = cudaMemcpy2D(p, pstride, w->payload, (size_t)(w->n_in / 2), (size_t)(w->n_in / 2),
+                             (size_t)w->n_out, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess)
+            e = cudaMemcpy2D(s, sstride, w->scales, (size_t)(w->n_in / 16), (size_t)(w->n_in / 16),
+                             (size_t)w->n_out, cudaMemcpyHostToDevice);
+    }
     if (e != cudaSuccess) {
         cudaFree(arena);
         return FP4_CUDA_FAIL(e, "cudaMemset/cudaMemcpy2D(arena)");

@@ -165,6 +165,7 @@ static int64_t w4a4_padded(int64_t n_in) {
 }
 
 static fp4_status mv_check(const fp4_nvfp4_view *w, const float *x, int64_t n_cols, const float *y) {
+    if (w && w->packing != FP4_PACK_CANONICAL) return FP4_ERR_UNSUPPORTED; /* ggml blocks: not repacked */
     if (!w || !x || !y || !w->payload || !w->scales || n_cols < 0) return FP4_ERR_INVALID_ARG;
     if (w->n_out < 0 || w->n_in < 0 || w->n_in % 16 || w->n_in > FP4_MAX_N_IN) return FP4_ERR_SHAPE;
     if (!isfinite(w->scale2) || !(w->scale2 > 0.0f)) return FP4_ERR_SCALE2;

@@ -122,15 +122,25 @@ fp4_status fp4_nvfp4_quantize_act(const float *x, int64_t n_in, float input_scal
 
 static int scale2_ok(float s) { return isfinite(s) && s > 0.0f && isnormal(s); }
 
+/* the scale byte of group g of row r: the scale plane, or in place in a type-40 block (its first
+ * four bytes are the scales of its four 16-value groups) */
+static uint8_t scale_at(const fp4_nvfp4_view *w, int64_t r, int64_t g) {
+    if (w->packing == FP4_PACK_GGML64) return w->payload[(r * (w->n_in / 64) + g / 4) * 36 + g % 4];
+    return w->scales[r * (w->n_in / 16) + g];
+}
+
 fp4_status fp4_nvfp4_view_check(const fp4_nvfp4_view *w, int64_t *bad_row, int64_t *bad_col) {
-    if (!w || !w->payload || !w->scales) return FP4_ERR_INVALID_ARG;
+    if (!w || !w->payload) return FP4_ERR_INVALID_ARG;
+    if (w->packing == FP4_PACK_CANONICAL ? !w->scales : w->packing != FP4_PACK_GGML64)
+        return FP4_ERR_INVALID_ARG;
     if (w->n_out <= 0 || w->n_in <= 0 || w->n_in % 16 || w->n_in > FP4_MAX_N_IN) return FP4_ERR_SHAPE;
+    if (w->packing == FP4_PACK_GGML64 && w->n_in % 64) return FP4_ERR_SHAPE;
     if (!scale2_ok(w->scale2)) return FP4_ERR_SCALE2;
     if (w->input_scale_inv != 0.0f && !scale2_ok(w->input_scale_inv)) return FP4_ERR_SCALE2;
     const int64_t ng = w->n_in / 16;
     for (int64_t r = 0; r < w->n_out; r++)
         for (int64_t g = 0; g < ng; g++)
-            if (fp4_e4m3fn_is_nan(w->scales[r * ng + g])) {
+            if (fp4_e4m3fn_is_nan(scale_at(w, r, g))) {
                 if (bad_row) *bad_row = r;
                 if (bad_col) *bad_col = g;
                 return FP4_ERR_NAN_SCALE;

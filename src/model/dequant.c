@@ -6,6 +6,17 @@ typedef fp4_status (*row_fn)(const fp4_tensor *t, int64_t r, float *dst);
 
 static fp4_status row_nvfp4(const fp4_tensor *t, int64_t r, float *dst) {
     const fp4_nvfp4_view *v = &t->nvfp4;
+    if (v->packing == FP4_PACK_GGML64) { /* llama.cpp's blocks as the file holds them: one at a time */
+        const uint8_t *row = v->payload + r * (v->n_in / 64) * 36;
+        uint8_t p[32], s[4];
+        fp4_status st = FP4_OK;
+        for (int64_t b = 0; b < v->n_in / 64 && !st; b++) {
+            fp4_ggml_unpack_row(row + b * 36, 64, p, s);
+            st = fp4_nvfp4_dequant_row(p, s, v->scale2, 64, dst + b * 64); /* element-wise: the same bits */
+        }
+        return st;
+    }
+    if (v->packing != FP4_PACK_CANONICAL) return FP4_ERR_UNSUPPORTED;
     return fp4_nvfp4_dequant_row(v->payload + r * (v->n_in / 2), v->scales + r * (v->n_in / 16), v->scale2,
                                  v->n_in, dst);
 }

@@ -1,4 +1,5 @@
-/* ggml_pack.c — llama.cpp's NVFP4 block (type 40) ⇄ fp4lane's canonical rows (SPEC §7).
+/* ggml_pack.c — llama.cpp's NVFP4 block (type 40) ⇄ fp4lane's canonical rows (SPEC §7), and
+ * row r of a view of either packing in canonical form.
  * A block holds 64 values: 4 UE4M3 scale bytes (one per 16 values), then 32 bytes where byte
  * 8s+j of sub-block s holds element 16s+j (low nibble) and 16s+j+8 (high nibble). Canonical
  * rows hold element 2j in the low nibble of byte j. Only nibbles move; nothing is computed. */
@@ -43,4 +44,13 @@ void fp4_ggml_unpack_row(const uint8_t *blocks, int64_t n_in, uint8_t *payload, 
             fp4_wr_le64(payload + (b * 4 + s) * 8, out);
         }
     }
+}
+
+void fp4_nvfp4_view_row(const fp4_nvfp4_view *v, int64_t r, uint8_t *payload, uint8_t *scales) {
+    if (v->packing == FP4_PACK_GGML64) {
+        fp4_ggml_unpack_row(v->payload + r * (v->n_in / 64) * 36, v->n_in, payload, scales);
+        return;
+    }
+    memcpy(payload, v->payload + r * (v->n_in / 2), (size_t)(v->n_in / 2));
+    memcpy(scales, v->scales + r * (v->n_in / 16), (size_t)(v->n_in / 16));
 }

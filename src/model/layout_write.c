@@ -356,6 +356,11 @@ fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, m->ck->path, m->t[i].t.name, "write.fp8",
                             "FP8 weights cannot be re-laid out by convert (their weight_scale would be "
                             "lost); run the checkpoint as it is (fp4lane run / validate / inspect)");
+    for (int64_t i = 0; i < m->n; i++) /* the writers read canonical rows */
+        if (m->t[i].t.type == FP4_TYPE_NVFP4_E2M1 && m->t[i].t.nvfp4.packing != FP4_PACK_CANONICAL)
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, m->ck->path, m->t[i].t.name, "write.deferred",
+                            "this model was opened with FP4_LOAD_DEFER_REPACK (llama.cpp blocks not "
+                            "repacked): open it without the flag to write it");
     const fp4_ckpt *c = m->ck;
     char *cfg = NULL, *qcfg = NULL;
     if (c->is_gguf) { /* HF configs carried through a GGUF come back out */

@@ -105,9 +105,6 @@ typedef struct fp4_wsrc {
 
 fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_write_opts *opts, fp4_error *err);
 
-
-/* ggml type 40 block repacking (one row) */
-void fp4_ggml_pack_row(const uint8_t *payload, const uint8_t *scales, int64_t n_in, uint8_t *blocks);
-void fp4_ggml_unpack_row(const uint8_t *blocks, int64_t n_in, uint8_t *payload, uint8_t *scales);
+/* ggml type 40 block repacking (one row): fp4_ggml_pack_row / fp4_ggml_unpack_row, fp4_impl.h */
 
 #endif

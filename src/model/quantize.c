@@ -141,7 +141,7 @@ static fp4_status plan_tensors(qctx *c, fp4_error *err) {
             return fp4_fail(err, st, c->ck->path, q->t.name, "quantize.scale2",
                             "no usable scale2 for amax %g", (double)q->amax);
         q->t.type = FP4_TYPE_NVFP4_E2M1;
-        q->t.nvfp4 = (fp4_nvfp4_view){NULL, NULL, s2, 0.0f, n_out, n_in};
+        q->t.nvfp4 = (fp4_nvfp4_view){NULL, NULL, s2, 0.0f, n_out, n_in, FP4_PACK_CANONICAL};
         q->sc = (fp4_scalars){.s2_mul = s2, .s2_div = 1.0f / s2, .s2_mul_exact = 1};
     }
     return FP4_OK;

@@ -95,7 +95,8 @@ static fp4_status read_native(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p
                (st = input_pair(c, p->name, v, 0, &mt->sc, err))))
         return st;
     if ((st = fp4_check_scale_bytes(c, p->name, s->data, n_out, n_in / 16, err))) return st;
-    mt->t.nvfp4 = (fp4_nvfp4_view){p->data, s->data, mt->sc.s2_mul, mt->sc.in_div, n_out, n_in};
+    mt->t.nvfp4 =
+        (fp4_nvfp4_view){p->data, s->data, mt->sc.s2_mul, mt->sc.in_div, n_out, n_in, FP4_PACK_CANONICAL};
     return FP4_OK;
 }
 
@@ -123,7 +124,8 @@ static int unpack_threads(size_t bytes) {
     return t < 1 ? 1 : t > 8 ? 8 : (int)t;
 }
 
-/* llama.cpp's type 40: repack into canonical rows once, at load */
+/* llama.cpp's type 40: repack into canonical rows once, at load; with FP4_LOAD_DEFER_REPACK, checked
+ * in place and left as the file's blocks (the CUDA upload repacks on the device) */
 static fp4_status read_ggml(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, fp4_error *err) {
     fp4_status st = nvfp4_shape(c, p, 64, err);
     if (st) return st;
@@ -144,6 +146,12 @@ static fp4_status read_ggml(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, 
     if (in && ((st = fp4_check_scalar(c, in, 0, "input scale (.input_scale)", &v, err)) ||
                (st = input_pair(c, p->name, v, 1, &mt->sc, err))))
         return st;
+    if (out->flags & FP4_LOAD_DEFER_REPACK) { /* the same checks, the file's own blocks (FP4_PACK_GGML64) */
+        if ((st = fp4_check_ggml_scale_bytes(c, p->name, p->data, n_out, n_in, err))) return st;
+        mt->t.nvfp4 =
+            (fp4_nvfp4_view){p->data, NULL, mt->sc.s2_mul, mt->sc.in_div, n_out, n_in, FP4_PACK_GGML64};
+        return FP4_OK;
+    }
     const size_t pay = (size_t)(n_out * (n_in / 2)), scl = (size_t)(n_out * (n_in / 16));
     mt->owned = malloc(pay + scl + 1);
     if (!mt->owned) return fp4_fail(err, FP4_ERR_NOMEM, c->path, p->name, "alloc", "out of memory");
@@ -151,7 +159,8 @@ static fp4_status read_ggml(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, 
     if ((st = fp4_parallel_rows(n_out, unpack_threads(pay + scl), unpack_rows, &job)))
         return fp4_fail(err, st, c->path, p->name, "ggml.repack", "repack failed");
     if ((st = fp4_check_scale_bytes(c, p->name, mt->owned + pay, n_out, n_in / 16, err))) return st;
-    mt->t.nvfp4 = (fp4_nvfp4_view){mt->owned, mt->owned + pay, mt->sc.s2_mul, mt->sc.in_div, n_out, n_in};
+    mt->t.nvfp4 = (fp4_nvfp4_view){mt->owned, mt->owned + pay,   mt->sc.s2_mul, mt->sc.in_div, n_out,
+                                   n_in,      FP4_PACK_CANONICAL};
     return FP4_OK;
 }
 

@@ -82,7 +82,7 @@ static fp4_status read_one(const fp4_ckpt *c, fp4_read *out, const conv *cv, con
                           &sc->in_mul, &sc->in_div, &sc->in_mul_exact, &sc->in_div_exact, err))))
         return st;
     if ((st = fp4_check_scale_bytes(c, mt->t.name, s->data, n_out, n_in / 16, err))) return st;
-    mt->t.nvfp4 = (fp4_nvfp4_view){p->data, s->data, sc->s2_mul, sc->in_div, n_out, n_in};
+    mt->t.nvfp4 = (fp4_nvfp4_view){p->data, s->data, sc->s2_mul, sc->in_div, n_out, n_in, FP4_PACK_CANONICAL};
     return FP4_OK;
 }
 

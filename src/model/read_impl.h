@@ -25,6 +25,7 @@ typedef struct fp4_lane_keys {
  * tensor of the checkpoint (cap); the caller frees it, with each entry's owned buffers, whatever
  * the reader returns. */
 typedef struct fp4_read {
+    uint32_t flags; /* in: fp4_load_opts.flags (FP4_LOAD_DEFER_REPACK) */
     fp4_layout layout;
     fp4_lane_keys keys;
     int64_t n, cap;
@@ -64,6 +65,10 @@ fp4_status fp4_check_scalar(const fp4_ckpt *c, const fp4_raw *r, int allow_rank0
 /* Every scale byte of n_rows rows of n_groups: no NaN (0x7F/0xFF), no sign bit. */
 fp4_status fp4_check_scale_bytes(const fp4_ckpt *c, const char *name, const uint8_t *s, int64_t n_rows,
                                  int64_t n_groups, fp4_error *err);
+/* The same rules, verdicts and messages over n_rows rows of n_in values of type-40 blocks, each
+ * scale byte read where the block holds it (group g of a row: byte g % 4 of its block g / 4). */
+fp4_status fp4_check_ggml_scale_bytes(const fp4_ckpt *c, const char *name, const uint8_t *blocks,
+                                      int64_t n_rows, int64_t n_in, fp4_error *err);
 fp4_status fp4_check_exact_pair(const fp4_ckpt *c, const char *name, float mul, float div, fp4_error *err);
 /* Fill one scalar pair from its native form v (is_mul: v is a multiplier) and an optional exact
  * other form (have_other). */

@@ -27,22 +27,40 @@ fp4_status fp4_check_scalar(const fp4_ckpt *c, const fp4_raw *r, int allow_rank0
     return FP4_OK;
 }
 
+/* one scale byte of row r, group g: no NaN (0x7F/0xFF), no sign bit */
+static fp4_status scale_byte(const fp4_ckpt *c, const char *name, uint8_t b, int64_t r, int64_t g,
+                             fp4_error *err) {
+    if ((b & 0x7F) == 0x7F)
+        return fp4_fail(err, FP4_ERR_NAN_SCALE, c->path, name, "nvfp4.scale-nan",
+                        "scale byte 0x%02X (E4M3 NaN) at row %lld, group %lld", b, (long long)r,
+                        (long long)g);
+    if (b & 0x80)
+        return fp4_fail(err, FP4_ERR_NAN_SCALE, c->path, name, "nvfp4.scale-negative",
+                        "scale byte 0x%02X has the sign bit set (row %lld, group %lld)", b, (long long)r,
+                        (long long)g);
+    return FP4_OK;
+}
+
 fp4_status fp4_check_scale_bytes(const fp4_ckpt *c, const char *name, const uint8_t *s, int64_t n_rows,
                                  int64_t n_groups, fp4_error *err) {
     for (int64_t r = 0; r < n_rows; r++) {
         const uint8_t *row = s + r * n_groups;
-        for (int64_t g = 0; g < n_groups; g++) {
-            uint8_t b = row[g];
-            if ((b & 0x7F) == 0x7F)
-                return fp4_fail(err, FP4_ERR_NAN_SCALE, c->path, name, "nvfp4.scale-nan",
-                                "scale byte 0x%02X (E4M3 NaN) at row %lld, group %lld", b, (long long)r,
-                                (long long)g);
-            if (b & 0x80)
-                return fp4_fail(err, FP4_ERR_NAN_SCALE, c->path, name, "nvfp4.scale-negative",
-                                "scale byte 0x%02X has the sign bit set (row %lld, group %lld)", b,
-                                (long long)r, (long long)g);
-        }
+        for (int64_t g = 0; g < n_groups; g++)
+            if ((row[g] & 0x7F) == 0x7F || (row[g] & 0x80)) return scale_byte(c, name, row[g], r, g, err);
     }
+    return FP4_OK;
+}
+
+fp4_status fp4_check_ggml_scale_bytes(const fp4_ckpt *c, const char *name, const uint8_t *blocks,
+                                      int64_t n_rows, int64_t n_in, fp4_error *err) {
+    const int64_t nb = n_in / 64;
+    for (int64_t r = 0; r < n_rows; r++)
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *blk = blocks + (r * nb + b) * 36; /* its 4 scale bytes: groups 4b .. 4b+3 */
+            for (int s = 0; s < 4; s++)
+                if ((blk[s] & 0x7F) == 0x7F || (blk[s] & 0x80))
+                    return scale_byte(c, name, blk[s], r, b * 4 + s, err);
+        }
     return FP4_OK;
 }
 

@@ -70,6 +70,22 @@ static void put_str(fp4_sha256 *h, const char *s) {
     fp4_sha256_update(h, s, strlen(s));
 }
 
+/* An NVFP4 view of another packing (FP4_LOAD_DEFER_REPACK: llama.cpp's blocks as the file holds
+ * them) hashed as its canonical bytes, the payload plane then the scale plane, one row at a time:
+ * the identity of the weights, not of their packing. -1 when out of memory (no identity). */
+static int hash_nvfp4_rows(fp4_sha256 *h, const fp4_nvfp4_view *v) {
+    const size_t pb = (size_t)(v->n_in / 2), sb = (size_t)(v->n_in / 16);
+    uint8_t *row = malloc(pb + sb);
+    if (!row) return -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int64_t r = 0; r < v->n_out; r++) {
+            fp4_nvfp4_view_row(v, r, row, row + pb);
+            fp4_sha256_update(h, pass ? row + pb : row, pass ? sb : pb);
+        }
+    free(row);
+    return 0;
+}
+
 void fp4_rt_identity_compute(fp4_rt *rt) {
     if (rt->identity[0]) return;
     fp4_sha256 h;
@@ -100,7 +116,15 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
         put_u64(&h, (uint64_t)t->n_dims);
         for (int d = 0; d < FP4_MAX_DIMS; d++)
             put_u64(&h, (uint64_t)t->ne[d]);
-        if (t->type == FP4_TYPE_NVFP4_E2M1) {
+        if (t->type == FP4_TYPE_NVFP4_E2M1 && t->nvfp4.packing != FP4_PACK_CANONICAL) {
+            if (hash_nvfp4_rows(&h, &t->nvfp4)) { /* out of memory: no identity, no snapshot matches */
+                uint8_t dg[32];
+                fp4_sha256_final(&h, dg);
+                return;
+            }
+            put_u64(&h, fp4_f32_bits(t->nvfp4.scale2));
+            put_u64(&h, fp4_f32_bits(t->nvfp4.input_scale_inv));
+        } else if (t->type == FP4_TYPE_NVFP4_E2M1) {
             const fp4_nvfp4_view *v = &t->nvfp4;
             fp4_sha256_update(&h, v->payload, (size_t)(v->n_out * (v->n_in / 2)));
             fp4_sha256_update(&h, v->scales, (size_t)(v->n_out * (v->n_in / 16)));

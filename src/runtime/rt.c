@@ -161,6 +161,20 @@ static fp4_status widen_vectors(fp4_rt *rt, fp4_error *err) {
     return st ? fp4_fail(err, st, NULL, t->name, "rt.widen", "cannot widen this vector to f32") : FP4_OK;
 }
 
+/* The CPU backend reads NVFP4 weights as canonical rows: a model opened with FP4_LOAD_DEFER_REPACK
+ * (llama.cpp blocks left as the file holds them, for the CUDA upload) is refused by name. */
+static fp4_status cpu_canonical(const fp4_model *m, fp4_error *err) {
+    for (int64_t i = 0; i < fp4_model_n_tensors(m); i++) {
+        const fp4_tensor *t = fp4_model_tensor(m, i);
+        if (t->type == FP4_TYPE_NVFP4_E2M1 && t->nvfp4.packing != FP4_PACK_CANONICAL)
+            return fp4_fail(
+                err, FP4_ERR_UNSUPPORTED, NULL, t->name, "rt.deferred",
+                "the model was opened with FP4_LOAD_DEFER_REPACK (llama.cpp blocks not repacked): "
+                "the CPU backend needs it opened without the flag");
+    }
+    return FP4_OK;
+}
+
 fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **out, fp4_error *err) {
     fp4_error_clear(err);
     if (!m || !out) return FP4_ERR_INVALID_ARG;
@@ -216,6 +230,8 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     /* 4. backend and per-tensor routes */
     if (o.device == FP4_DEVICE_CUDA) {
         if ((st = load_cuda(rt, err))) goto fail;
+    } else if ((st = cpu_canonical(m, err))) {
+        goto fail;
     } else
         rt->be = fp4_rt_cpu_backend();
     if ((st = check_routes(rt, err))) goto fail;

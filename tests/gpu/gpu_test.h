@@ -140,6 +140,7 @@ static void gt_make_nvfp4(gt_nvfp4 *t, int64_t n_out, int64_t n_in, float scale2
     t->view.input_scale_inv = input_scale_inv;
     t->view.n_out = n_out;
     t->view.n_in = n_in;
+    t->view.packing = FP4_PACK_CANONICAL;
 }
 
 static void gt_free_nvfp4(gt_nvfp4 *t) {

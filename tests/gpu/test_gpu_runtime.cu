@@ -15,7 +15,9 @@
  *     more chunks than attention's 32 slots, a partial last chunk), prefill in 256-column steps then
  *     decode steps (eager, captured, replayed): the last positions' exact logits equal the CPU's;
  *   - the memory plan: reported before the upload, with the KV bytes the shape implies, and a
- *     plan over the budget ($FP4LANE_CUDA_MEM_LIMIT) refused with FP4_ERR_NOMEM and a message.
+ *     plan over the budget ($FP4LANE_CUDA_MEM_LIMIT) refused with FP4_ERR_NOMEM and a message;
+ *   - llama.cpp GGUFs (type 40) opened with FP4_LOAD_DEFER_REPACK (blocks repacked by the upload)
+ *     give the eager open's logits bits on cuda, exact and native, fused or not (ggml_defer_case).
  * FP4_GPU_QUICK=1 (compute-sanitizer): two models, fewer variants. No GPU: skipped. */
 extern "C" {
 #include "check.h"
@@ -493,6 +495,76 @@ static void greedy_case(const char *dir, const int32_t *ids) {
     fp4_model_close(m);
 }
 
+/* A llama.cpp GGUF (type 40, written here from an NVFP4 checkpoint) opened eagerly (canonical rows
+ * on the host) and with FP4_LOAD_DEFER_REPACK (the file's blocks, repacked by the CUDA upload): the
+ * same logits bits on cuda in exact and native mode (fused q/k/v and gate/up, and with
+ * FP4LANE_CUDA_NO_FUSE=1 each projection alone), exact equal to the CPU's eager engine, the same
+ * KV identity; the CPU engine refuses the deferred model. */
+static void ggml_defer_case(const char *tmp, const char *src, const char *what, const int32_t *ids) {
+    char gg[700];
+    snprintf(gg, sizeof gg, "%s/%s-ggml.gguf", tmp, what);
+    fp4_model *m = NULL, *d = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(src, NULL, &m, &e));
+    if (!m) return;
+    fp4_write_opts wo;
+    memset(&wo, 0, sizeof wo);
+    wo.layout = FP4_LAYOUT_GGUF_GGML;
+    CHECK_OK(fp4_model_write(m, gg, &wo, &e));
+    fp4_model_close(m);
+    m = NULL;
+    fp4_load_opts lo;
+    memset(&lo, 0, sizeof lo);
+    lo.flags = FP4_LOAD_DEFER_REPACK;
+    CHECK_OK(fp4_model_open(gg, NULL, &m, &e));
+    CHECK_OK(fp4_model_open(gg, &lo, &d, &e));
+    if (!m || !d) return fp4_model_close(m), fp4_model_close(d);
+    const fp4_tensor *w = fp4_model_find(d, "blk.0.attn_q.weight");
+    CHECK(w && w->nvfp4.packing == FP4_PACK_GGML64);
+    const int64_t n = (int64_t)NTOK * 512;
+    float *cpu = (float *)malloc(sizeof(float) * (size_t)n), *ea = (float *)malloc(sizeof(float) * (size_t)n),
+          *de = (float *)malloc(sizeof(float) * (size_t)n);
+    char label[200];
+    CHECK(run_seq(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, NTOK, ids, NTOK, cpu) == 0);
+    for (int fuse = 1; fuse >= 0; fuse--) {
+        if (!fuse) setenv("FP4LANE_CUDA_NO_FUSE", "1", 1);
+        for (int mode = 0; mode < 2; mode++) {
+            const fp4_mode md = mode ? FP4_MODE_NATIVE : FP4_MODE_EXACT;
+            memset(ea, 0, sizeof(float) * (size_t)n);
+            memset(de, 0xFF, sizeof(float) * (size_t)n);
+            snprintf(label, sizeof label, "%s gguf-ggml %s cuda deferred vs eager%s", what,
+                     mode ? "native" : "exact", fuse ? "" : " (no fuse)");
+            if (run_seq(m, FP4_DEVICE_CUDA, md, 5, ids, NTOK, ea) == 0 &&
+                run_seq(d, FP4_DEVICE_CUDA, md, 5, ids, NTOK, de) == 0)
+                bits_differ(label, ea, de, n);
+            if (md == FP4_MODE_EXACT) {
+                snprintf(label, sizeof label, "%s gguf-ggml exact cuda deferred vs cpu%s", what,
+                         fuse ? "" : " (no fuse)");
+                bits_differ(label, cpu, de, n);
+            }
+        }
+        if (!fuse) unsetenv("FP4LANE_CUDA_NO_FUSE");
+    }
+    fp4_rt *a = engine(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 1, NULL, NULL);
+    fp4_rt *b = engine(d, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 1, NULL, NULL);
+    fp4_rt *c = engine(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, 1, NULL, NULL);
+    if (a && b && c)
+        CHECK_MSG(!strcmp(fp4_rt_identity(a), fp4_rt_identity(b)) &&
+                      !strcmp(fp4_rt_identity(b), fp4_rt_identity(c)),
+                  "%s: KV identity eager %s, deferred %s, cpu %s", what, fp4_rt_identity(a),
+                  fp4_rt_identity(b), fp4_rt_identity(c));
+    fp4_rt_free(a), fp4_rt_free(b), fp4_rt_free(c);
+    fp4_status st = FP4_OK;
+    fp4_rt *r = engine(d, FP4_DEVICE_CPU, FP4_MODE_EXACT, 1, NULL, &st);
+    CHECK_MSG(st == FP4_ERR_UNSUPPORTED && r == NULL, "%s: cpu engine on a deferred model: %s", what,
+              fp4_status_str(st));
+    fp4_rt_free(r);
+    free(cpu), free(ea), free(de);
+    fp4_model_close(m);
+    fp4_model_close(d);
+    unlink(gg);
+}
+
 int main(void) {
     snprintf(cuda_lib, sizeof cuda_lib, "%s/libfp4lane_cuda.so",
              getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
@@ -551,6 +623,9 @@ int main(void) {
     CHECK_EQ_INT(rtd_read_ids(HF_DIR "/llama/ids.txt", ids, NTOK + 8), NTOK);
     CHECK(rtd_add_input_scales(HF_DIR "/llama/nvfp4", w4) == 0);
     model_case(w4, "llama w4a4", ids, NULL, 0);
+    ggml_defer_case(tmp, HF_DIR "/llama/nvfp4", "llama", ids);
+    ggml_defer_case(tmp, w4, "llama-w4a4", ids);
+    if (!quick) ggml_defer_case(tmp, HF_DIR "/qwen3/nvfp4", "qwen3", ids);
     fp8_cases(tmp, ids);
     long_case(tmp);
     if (!quick) {
