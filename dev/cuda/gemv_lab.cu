@@ -20,7 +20,7 @@
  *   lab_stream.cu; exact.60 the kernel of exact.50 alone; .61..66 one item per lane,
  *   exact.69 the kernel of exact.61 alone; .71, .72 the lookup words from shared memory,
  *   exact.79 the kernel of exact.71 alone),
- *   native.90..95 (1..8 columns: the frag kernels on the tensor cores, lab_frag.cu),
+ *   native.90..97 (1..8 columns: the frag kernels on the tensor cores, lab_frag.cu),
  *   cublas.9 (cublasGemmEx bf16 x bf16 -> f32 of the dequantized weights, the baseline).
  */
 #include "lab.h"
@@ -308,7 +308,7 @@ int main(int argc, char **argv) {
                     {"native", 73}, {"native", 74}, {"native", 75}, {"native", 76}, {"native", 82},
                     {"native", 83}, {"native", 84}, {"native", 85}, {"native", 86}, {"native", 90},
                     {"native", 91}, {"native", 92}, {"native", 93}, {"native", 94},
-                    {"native", 95}};
+                    {"native", 95}, {"native", 96}, {"native", 97}};
         for (int ci = 0; ci < ncols; ci++) {
             const int64_t nc = std::min<int64_t>(cols[ci], MAX_COLS);
             if (nc < 1 || (ci > 0 && has_col(cols, ci, nc))) continue;

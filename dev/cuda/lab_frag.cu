@@ -8,6 +8,8 @@
  *   native.93  NW 16, IPW 1, NST 4
  *   native.94  NW 16, IPW 2, NST 2
  *   native.95  NW 12, IPW 1, NST 4
+ *   native.96  NW 8,  IPW 2, NST 4
+ *   native.97  NW 12, IPW 2, NST 3
  * The frag copies are made by lab_frag_prepare (one per rotated weight copy, before any timing);
  * lab_frag_release frees them.
  */
