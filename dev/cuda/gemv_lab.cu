@@ -7,7 +7,7 @@
  *   args:       --quick             small shapes only;   --cols 1,16   column counts
  *               --decode            the llama3-8b decode step's shapes (q/k/v, o, gate/up, down)
  *               --l2                one weight copy replayed (L2-resident where it fits)
- *               --vars native.route,cublas.9   only these rows
+ *               --vars native.route,cublas.9   only these rows;   --shape 2   only the third shape
  *
  * Rows: <op>.route is production, fp4_cuda_project() through the dispatch table (native: the
  * native A16 route; exact: the exact A16 route; w4a4: the W4A4 routes, the 16-column MMA at 16
@@ -164,7 +164,7 @@ static int has_col(const int64_t *cols, int ncols, int64_t c) {
 }
 
 int main(int argc, char **argv) {
-    int quick = 0, decode = 0, l2 = 0;
+    int quick = 0, decode = 0, l2 = 0, shape_only = -1;
     int64_t cols[8] = {1, 2, 4, 8, 16, 32};
     int ncols = 6;
     const char *only = NULL; /* --vars native.11,exact.7: time only these (comma list of op.variant) */
@@ -173,6 +173,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--decode")) decode = 1; /* the llama3-8b decode step's four shapes */
         else if (!strcmp(argv[i], "--l2")) l2 = 1; /* one weight copy, replayed: L2-resident where it fits */
         else if (!strcmp(argv[i], "--vars") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--shape") && i + 1 < argc) shape_only = atoi(argv[++i]); /* one shape */
         else if (!strcmp(argv[i], "--cols") && i + 1 < argc) {
             ncols = 0;
             for (char *p = strtok(argv[++i], ","); p && ncols < 8; p = strtok(NULL, ","))
@@ -202,6 +203,7 @@ int main(int argc, char **argv) {
     const float isi = 0.7f;
     int failures = 0;
     for (int si = 0; si < nshapes; si++) {
+        if (shape_only >= 0 && si != shape_only) continue;
         const int64_t n_out = shapes[si].n_out, n_in = shapes[si].n_in;
         test_rng seed = {1234 + (uint64_t)si};
         uint8_t *payload = (uint8_t *)malloc((size_t)(n_out * n_in / 2));

@@ -95,6 +95,10 @@ fp4_status lab_frag(int variant, const fp4_cuda_tensor *w, const float *d_x, int
         return frag_cols<16, 2, 2>(w, f, d_x, n_cols, d_y, stream);
     case 95:
         return frag_cols<12, 1, 4>(w, f, d_x, n_cols, d_y, stream);
+    case 96:
+        return frag_cols<8, 2, 4>(w, f, d_x, n_cols, d_y, stream);
+    case 97:
+        return frag_cols<12, 2, 3>(w, f, d_x, n_cols, d_y, stream);
     default:
         return FP4_ERR_UNSUPPORTED;
     }

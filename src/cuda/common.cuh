@@ -491,11 +491,11 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
 size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
 fp4_status fp4_cu_a16_native_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
                                  cudaStream_t stream);
-/* native A16 on the tensor cores from the frag copy (frag.cu), 1..8 columns; taken where the
- * tensor has (or, for a layout stub, will have) its frag copy: frag_bytes > 0 */
+/* native A16 on the tensor cores from the frag copy (frag.cu), 1..8 columns; the table takes it where
+ * the tensor has its frag copy (frag_bytes > 0) and n_cols columns fit one launch */
 fp4_status fp4_cu_a16_frag(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                            const fp4_cuda_scratch *s, cudaStream_t stream);
-int fp4_cu_frag_takes(const fp4_cuda_tensor *w);
+int fp4_cu_frag_takes(const fp4_cuda_tensor *w, int64_t n_cols);
 /* dispatch.cu: 1 when the 1-column route of (w, mode) starts from a given activation pass */
 int fp4_cu_project_has_pre(const fp4_cuda_tensor *w, fp4_mode mode);
 /* dispatch.cu: the 1-column route of (w, mode) from a given activation pass (fp4_cu_pre_fn), where

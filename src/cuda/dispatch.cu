@@ -21,7 +21,8 @@ typedef struct route {
     const char *name;
     int (*available)(void); /* NULL: always; else the row serves only where this returns nonzero */
     fp4_cu_pre_fn pre;      /* NULL: no 1-column form from a given activation pass */
-    int (*takes)(const fp4_cuda_tensor *w); /* NULL: any tensor of the keys; else only where nonzero */
+    int (*takes)(const fp4_cuda_tensor *w, int64_t n_cols); /* NULL: any tensor of the keys; else only
+                                                              * where nonzero */
 } route;
 
 #define NO_MAX INT64_MAX
@@ -39,7 +40,9 @@ static const route routes[] = {
     /* NVFP4, W4A16 */
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_EXACT, ACT_A16, 1, NO_MAX, 256, fp4_cu_a16_exact, fp4_cu_a16_exact_scratch,
      "nvfp4.a16.exact.dp4a", NULL, fp4_cu_a16_exact_pre},
-    {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, 8, 0, fp4_cu_a16_frag, fp4_cu_a16_native_scratch,
+    /* native, 2..8 columns from the tensor-core copy where the tensor has one and the call fits one
+     * launch (frag.cu; at 1 column the item kernel of native.mma is faster, bench/gpu.md session 9) */
+    {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 2, 8, 0, fp4_cu_a16_frag, fp4_cu_a16_native_scratch,
      "nvfp4.a16.native.frag", NULL, NULL, fp4_cu_frag_takes},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, FP4_CU_GEMM_MIN_COLS, NO_MAX, 0, fp4_cu_a16_gemm,
      fp4_cu_a16_gemm_scratch, "nvfp4.a16.native.gemm", fp4_cu_gemm_available},
@@ -77,7 +80,7 @@ static const route *find_route(const fp4_cuda_tensor *w, int mode, int64_t n_col
         const route *r = &routes[i];
         if (!keys_match(r, w, mode) || n_cols < r->min_cols || n_cols > r->max_cols) continue;
         if (r->available && !r->available()) continue;
-        if (r->takes && !r->takes(w)) continue;
+        if (r->takes && !r->takes(w, n_cols)) continue;
         if (r->n_in_multiple && w->n_in % r->n_in_multiple) {
             *refused = 1;
             continue;

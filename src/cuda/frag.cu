@@ -7,10 +7,17 @@
 #include "frag.cuh"
 
 /* the launch shape (lab native.92): 16 warps, one item a warp per stage, 3 stages */
+#define FRAG_NW 16
+#define FRAG_IPW 1
+#define FRAG_NST 3
 template <int NCP>
 static fp4_status frag_launch(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y,
                               cudaStream_t s) {
-    return launch_frag<16, 1, 3, NCP>(w, w->d_frag, x, nc, y, s, 1);
+    return launch_frag<FRAG_NW, FRAG_IPW, FRAG_NST, NCP>(w, w->d_frag, x, nc, y, s, 1);
+}
+/* 1 when one launch of NCP columns fits the shared memory (launch_frag's own rule) */
+template <int NCP> static int frag_fits(const fp4_cuda_tensor *w) {
+    return frag_plan<FRAG_NW, FRAG_IPW, FRAG_NST, NCP>(w, NULL, NULL, NULL) == FP4_OK;
 }
 
 static fp4_status frag_cols(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, cudaStream_t s) {
@@ -55,8 +62,12 @@ FP4_API fp4_status fp4_cuda_tensor_make_frag(fp4_cuda_tensor *t) {
     return FP4_OK;
 }
 
-int fp4_cu_frag_takes(const fp4_cuda_tensor *w) {
-    return w->frag_bytes > 0;
+int fp4_cu_frag_takes(const fp4_cuda_tensor *w, int64_t n_cols) {
+    if (w->frag_bytes == 0 || n_cols < 1 || n_cols > FRAG_MAX_COLS) return 0;
+    return n_cols == 1   ? frag_fits<1>(w)
+           : n_cols == 2 ? frag_fits<2>(w)
+           : n_cols <= 4 ? frag_fits<4>(w)
+                         : frag_fits<8>(w);
 }
 
 fp4_status fp4_cu_a16_frag(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,

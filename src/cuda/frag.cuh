@@ -387,25 +387,41 @@ static fp4_status frag_repack(const fp4_cuda_tensor *w, uint8_t *out, cudaStream
     return FP4_OK;
 }
 
+/* the grid, ring and shared memory of a launch; FP4_ERR_UNSUPPORTED where one block's shared
+ * memory would not fit (or the device has no sm_90a code) */
+template <int NW, int IPW, int NST, int NCP>
+static fp4_status frag_plan(const fp4_cuda_tensor *w, int64_t *grid, int *ring, size_t *smem) {
+    using L = frag_smem<NW, IPW, NST, NCP>;
+    if (w->k_pad % 256 || w->n_in % 16 || w->k_pad < 256 || !stream_device_ok()) return FP4_ERR_UNSUPPORTED;
+    const int nsb = (int)(w->k_pad / 256);
+    const int64_t n_tiles = (w->n_out + 15) / 16;
+    int sms = fp4_cu_sm_count();
+    if (sms <= 0) sms = 132;
+    const int64_t G = n_tiles < sms ? n_tiles : sms;
+    const int64_t tmax = (n_tiles + G - 1) / G;
+    const int r = L::ring_slots(nsb, tmax);
+    const size_t b = L::bytes(nsb, r);
+    if (b > STREAM_SMEM_MAX || tmax * nsb >= (1 << 30)) return FP4_ERR_UNSUPPORTED;
+    if (grid) *grid = G;
+    if (ring) *ring = r;
+    if (smem) *smem = b;
+    return FP4_OK;
+}
+
 /* y (ncols x n_out) = w x (ncols x n_in), ncols <= NCP, from the frag copy; FP4_ERR_UNSUPPORTED
  * where the device has no sm_90a code or one block's shared memory would not fit */
 template <int NW, int IPW, int NST, int NCP>
 static fp4_status launch_frag(const fp4_cuda_tensor *w, const uint8_t *frag, const float *x, int64_t ncols,
                               float *y, cudaStream_t s, int pdl) {
-    using L = frag_smem<NW, IPW, NST, NCP>;
-    if (ncols < 1 || ncols > NCP || !frag || !fp4_aligned16(frag) || !fp4_aligned16(x) || w->k_pad % 256 ||
-        w->n_in % 16)
+    if (ncols < 1 || ncols > NCP || !frag || !fp4_aligned16(frag) || !fp4_aligned16(x))
         return FP4_ERR_UNSUPPORTED;
-    if (!stream_device_ok()) return FP4_ERR_UNSUPPORTED;
+    int64_t G;
+    int ring;
+    size_t smem;
+    const fp4_status st = frag_plan<NW, IPW, NST, NCP>(w, &G, &ring, &smem);
+    if (st != FP4_OK) return st;
     const int nsb = (int)(w->k_pad / 256);
     const int64_t n_tiles = (w->n_out + 15) / 16;
-    int sms = fp4_cu_sm_count();
-    if (sms <= 0) sms = 132;
-    int64_t G = n_tiles < sms ? n_tiles : sms;
-    const int64_t tmax = (n_tiles + G - 1) / G;
-    const int ring = L::ring_slots(nsb, tmax);
-    const size_t smem = L::bytes(nsb, ring);
-    if (smem > STREAM_SMEM_MAX || tmax * nsb >= (1 << 30)) return FP4_ERR_UNSUPPORTED;
     static int opted_in[FP4_CU_MAX_DEVICES];
     FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)frag_kernel<NW, IPW, NST, NCP>, STREAM_SMEM_MAX, opted_in));
     cudaLaunchConfig_t cfg = {};

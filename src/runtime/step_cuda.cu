@@ -207,7 +207,7 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
         if (stub_of(w, &t, &b))
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, w->name, "cuda.type",
                             "type %d has no CUDA layout", (int)w->type);
-        if (i < nslot && frag_wanted(d->mode, t.type, t.input_scale_inv)) /* its frag copy */
+        if (i < nslot && frag_wanted(d->mode, d->n_slots, t.type, t.input_scale_inv)) /* its frag copy */
             wb += FP4_CU_ALIGN(frag_bytes(t.n_out + 15, t.k_pad));          /* (a fused group's tiles) */
         wb += b;
         if (i <= nslot || d->head == d->tok_embd) {
@@ -337,7 +337,7 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     }
     for (int64_t i = 0; i < nslot + 2 * a->n_layers; i++) { /* native mode: the frag copies */
         fp4_cuda_tensor *t = i < nslot ? &s->w[i] : &s->wf[i - nslot];
-        if (!t->d_payload || !frag_wanted(d->mode, t->type, t->input_scale_inv)) continue;
+        if (!t->d_payload || !frag_wanted(d->mode, d->n_slots, t->type, t->input_scale_inv)) continue;
         if ((st = fp4_cuda_tensor_make_frag(t)) && st != FP4_ERR_UNSUPPORTED)
             FAIL(cuda_fail(err, st, i < nslot ? d->layer[i]->name : NULL, "cuda.upload",
                            "cannot make the tensor-core copy of a projection"));

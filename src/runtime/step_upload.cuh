@@ -48,17 +48,21 @@ static int stub_of(const fp4_tensor *t, fp4_cuda_tensor *o, uint64_t *bytes) {
 }
 
 /* native mode gives every W4A16 NVFP4 projection its frag copy (fp4_cuda_tensor_make_frag: the
- * tensor-core route at 1..8 columns) unless FP4LANE_CUDA_NO_FRAG is set to anything but "0" */
-static int frag_wanted(fp4_mode mode, int64_t type, float input_scale_inv) {
-    const char *e = getenv("FP4LANE_CUDA_NO_FRAG");
+ * tensor-core route at 2..8 columns, another 4.5 bits a weight of device memory) where steps of 2..8
+ * columns are expected: engines of more than one sequence, or FP4LANE_CUDA_FRAG=1 (speculative
+ * decoding's verify steps, say); FP4LANE_CUDA_NO_FRAG=1 never */
+static int env_on(const char *name) {
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0");
+}
+static int frag_wanted(fp4_mode mode, int64_t n_slots, int64_t type, float input_scale_inv) {
     return mode == FP4_MODE_NATIVE && type == FP4_TYPE_NVFP4_E2M1 && !(input_scale_inv > 0.0f) &&
-           !(e && *e && strcmp(e, "0"));
+           (n_slots > 1 || env_on("FP4LANE_CUDA_FRAG")) && !env_on("FP4LANE_CUDA_NO_FRAG");
 }
 
 static const char *cu_route(const fp4_tensor *w, fp4_mode mode) {
     fp4_cuda_tensor t;
     if (stub_of(w, &t, NULL)) return NULL;
-    if (frag_wanted(mode, t.type, t.input_scale_inv)) t.frag_bytes = frag_bytes(t.n_out, t.k_pad);
     if (mode == FP4_MODE_EXACT && (t.type == FP4_TYPE_Q4_K || t.type == FP4_TYPE_Q6_K))
         return NULL; /* ROUTES.md */
     const char *n = fp4_cuda_route_name(&t, mode, 1);
