@@ -19,7 +19,7 @@ int main(void) {
     CHECK_OK(fp4_scale2_from_amax(amax, FP4_SCALE2_GPU, &s2));
     CHECK_OK(fp4_nvfp4_quantize(wf, FP4_SRC_F32, NO, NI, s2, p, s));
     fp4_tensor t = {.name = "w", .type = FP4_TYPE_NVFP4_E2M1, .n_dims = 2, .ne = {NI, NO, 1, 1},
-                    .nvfp4 = {p, s, s2, 0.0f, NO, NI}, .st_dtype = -1};
+                    .nvfp4 = {p, s, s2, 0.0f, NO, NI, FP4_PACK_CANONICAL}, .st_dtype = -1};
     CHECK(!strcmp(fp4_cpu_route_name(&t, FP4_MODE_EXACT), "cpu.nvfp4.a16.exact"));
     CHECK_OK(fp4_cpu_project(&t, FP4_MODE_EXACT, x, NC, y1, 2));
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&t.nvfp4, x, NC, y2, 1));
