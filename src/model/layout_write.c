@@ -198,11 +198,16 @@ static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *
 }
 
 /* The fail-closed loader on the complete temporary output, before it replaces the target: no run
- * leaves behind a checkpoint that its own loader refuses. */
+ * leaves behind a checkpoint that its own loader refuses. Opened deferred (FP4_LOAD_DEFER_REPACK:
+ * every check of the default open, a type-40 file's scale bytes read in its blocks) so that a
+ * gguf-ggml output is not repacked into a host copy just to be checked. */
 static fp4_status loads_back(void *ctx, const char *tmp, const char *final_path, fp4_error *err) {
     (void)ctx;
     fp4_model *m = NULL;
-    fp4_status st = fp4_model_open(tmp, NULL, &m, err);
+    fp4_load_opts lo;
+    memset(&lo, 0, sizeof lo);
+    lo.flags = FP4_LOAD_DEFER_REPACK;
+    fp4_status st = fp4_model_open(tmp, &lo, &m, err);
     fp4_model_close(m);
     if (st && err) {
         char msg[sizeof err->msg];
