@@ -117,40 +117,23 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
         fp4_cp_async_commit();
     }
     /* activations of this K slice -> f16 in fragment order: (col, seg, wi, q) 16 bytes holding
-     * values k = seg*128 + q*32 + wi*8 + {0,2,4,6,1,3,5,7}, each column's slice scaled by 2^-e
-     * (e = the exponent of its largest |x|, less 14: no f16 overflow past 65504 and no f16
-     * subnormals for a column of small values; the block's sums are scaled back by 2^e, exactly,
-     * before they leave it). The maxima are unsigned atomicMax on the f32 bits: order-free. */
+     * values k = seg*128 + q*32 + wi*8 + {0,2,4,6,1,3,5,7}. One pass converts them as they are
+     * while every thread tracks its columns' largest |x| (one unsigned atomicMax on the f32 bits
+     * per column it touches: order-free); a column whose largest |x| lies outside [2^-10, 2^15)
+     * is then converted again scaled by 2^-e (e = its exponent less 14: no f16 overflow past 65504,
+     * no f16 subnormals for a column of small values), and the block's sums of that column are
+     * scaled back by 2^e, exactly, before they leave it. Ordinary activations keep the plain
+     * conversion's bits and its single pass. */
     __shared__ unsigned col_max[NT * 8];
-    __shared__ float col_f[2][NT * 8]; /* [0]: 2^-e, [1]: 2^e */
+    __shared__ float col_f[2][NT * 8]; /* [0]: 2^-e, [1]: 2^e (1 and 1 for a plain column) */
+    __shared__ int col_redo;
     {
         for (int c = tid; c < NT * 8; c += TILE_NWK * 32) col_max[c] = 0u;
+        if (tid == 0) col_redo = 0;
         __syncthreads();
         const int nwords = ncols * seg_per_split * 16;
-        for (int i = tid; i < nwords; i += TILE_NWK * 32) {
-            const int col = i / (seg_per_split * 16), rem = i - col * (seg_per_split * 16);
-            const int sl = rem >> 4, qq = (rem >> 2) & 3, wi = rem & 3;
-            const int k = (seg_begin + sl) * 128 + qq * 32 + wi * 8;
-            if (k + 8 <= n_in && seg_begin + sl < seg_end) {
-                const float *p = x + (int64_t)col * n_in + k;
-                const float4 lo = __ldg(reinterpret_cast<const float4 *>(p));
-                const float4 hi = __ldg(reinterpret_cast<const float4 *>(p + 4));
-                const float ml = fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(lo.z), fabsf(lo.w)));
-                const float mh = fmaxf(fmaxf(fabsf(hi.x), fabsf(hi.y)), fmaxf(fabsf(hi.z), fabsf(hi.w)));
-                const float m = fmaxf(ml, mh);
-                atomicMax(&col_max[col], __float_as_uint(m));
-            }
-        }
-        __syncthreads();
-        for (int c = tid; c < NT * 8; c += TILE_NWK * 32) {
-            int e = (int)((col_max[c] >> 23) & 0xFFu);
-            if (e == 0) e = 1;
-            e = e - 127 - 14;
-            if (e < -126) e = -126;
-            col_f[0][c] = __uint_as_float((uint32_t)(127 - e) << 23);
-            col_f[1][c] = __uint_as_float((uint32_t)(127 + e) << 23);
-        }
-        __syncthreads();
+        int mcol = -1;
+        float mval = 0.0f;
         for (int i = tid; i < nwords; i += TILE_NWK * 32) {
             const int col = i / (seg_per_split * 16), rem = i - col * (seg_per_split * 16);
             const int sl = rem >> 4, qq = (rem >> 2) & 3, wi = rem & 3;
@@ -161,13 +144,53 @@ static __global__ __launch_bounds__(TILE_NWK * 32) void native_tile_kernel(
                 lo = __ldg(reinterpret_cast<const float4 *>(p));
                 hi = __ldg(reinterpret_cast<const float4 *>(p + 4));
             }
-            const float f = col_f[0][col];
-            lo = make_float4(__fmul_rn(lo.x, f), __fmul_rn(lo.y, f), __fmul_rn(lo.z, f), __fmul_rn(lo.w, f));
-            hi = make_float4(__fmul_rn(hi.x, f), __fmul_rn(hi.y, f), __fmul_rn(hi.z, f), __fmul_rn(hi.w, f));
+            if (col != mcol) {
+                if (mcol >= 0) atomicMax(&col_max[mcol], __float_as_uint(mval));
+                mcol = col;
+                mval = 0.0f;
+            }
+            const float ml = fmaxf(fmaxf(fabsf(lo.x), fabsf(lo.y)), fmaxf(fabsf(lo.z), fabsf(lo.w)));
+            const float mh = fmaxf(fmaxf(fabsf(hi.x), fabsf(hi.y)), fmaxf(fabsf(hi.z), fabsf(hi.w)));
+            mval = fmaxf(mval, fmaxf(ml, mh));
             const uint4 v = make_uint4(fp4_f2_to_h2(lo.x, lo.z), fp4_f2_to_h2(hi.x, hi.z),
                                        fp4_f2_to_h2(lo.y, lo.w), fp4_f2_to_h2(hi.y, hi.w));
             *reinterpret_cast<uint4 *>(act + col * act_stride + sl * 256 + (wi * 4 + qq) * 16) = v;
         }
+        if (mcol >= 0) atomicMax(&col_max[mcol], __float_as_uint(mval));
+        __syncthreads();
+        for (int c = tid; c < NT * 8; c += TILE_NWK * 32) {
+            const int be = (int)((col_max[c] >> 23) & 0xFFu); /* biased exponent of the largest |x| */
+            if (be >= 127 - 10 && be < 127 + 15) {             /* [2^-10, 2^15): as it is */
+                col_f[0][c] = 1.0f;
+                col_f[1][c] = 1.0f;
+                continue;
+            }
+            int e = (be ? be : 1) - 127 - 14;
+            if (e < -126) e = -126;
+            col_f[0][c] = __uint_as_float((uint32_t)(127 - e) << 23);
+            col_f[1][c] = __uint_as_float((uint32_t)(127 + e) << 23);
+            if (c < ncols && col_max[c]) atomicExch(&col_redo, 1);
+        }
+        __syncthreads();
+        if (col_redo) /* block-uniform */
+            for (int i = tid; i < nwords; i += TILE_NWK * 32) {
+                const int col = i / (seg_per_split * 16), rem = i - col * (seg_per_split * 16);
+                const float f = col_f[0][col];
+                if (f == 1.0f) continue;
+                const int sl = rem >> 4, qq = (rem >> 2) & 3, wi = rem & 3;
+                const int k = (seg_begin + sl) * 128 + qq * 32 + wi * 8;
+                float4 lo = make_float4(0.f, 0.f, 0.f, 0.f), hi = lo;
+                if (k + 8 <= n_in && seg_begin + sl < seg_end) {
+                    const float *p = x + (int64_t)col * n_in + k;
+                    lo = __ldg(reinterpret_cast<const float4 *>(p));
+                    hi = __ldg(reinterpret_cast<const float4 *>(p + 4));
+                }
+                const uint4 v = make_uint4(fp4_f2_to_h2(__fmul_rn(lo.x, f), __fmul_rn(lo.z, f)),
+                                           fp4_f2_to_h2(__fmul_rn(hi.x, f), __fmul_rn(hi.z, f)),
+                                           fp4_f2_to_h2(__fmul_rn(lo.y, f), __fmul_rn(lo.w, f)),
+                                           fp4_f2_to_h2(__fmul_rn(hi.y, f), __fmul_rn(hi.w, f)));
+                *reinterpret_cast<uint4 *>(act + col * act_stride + sl * 256 + (wi * 4 + qq) * 16) = v;
+            }
     }
     float acc[MT][NT][4];
 #pragma unroll
