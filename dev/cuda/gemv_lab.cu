@@ -8,6 +8,7 @@
  *               --decode            the llama3-8b decode step's shapes (q/k/v, o, gate/up, down)
  *               --l2                one weight copy replayed (L2-resident where it fits)
  *               --vars native.route,cublas.9   only these rows;   --shape 2   only the third shape
+ *               --head              the BF16 LM head instead (lab_head.cu: 128256 x 4096, its own rows)
  *
  * Rows: <op>.route is production, fp4_cuda_project() through the dispatch table (native: the
  * native A16 route; exact: the exact A16 route; w4a4: the W4A4 routes, the 16-column MMA at 16
@@ -168,6 +169,8 @@ int main(int argc, char **argv) {
     int64_t cols[8] = {1, 2, 4, 8, 16, 32};
     int ncols = 6;
     const char *only = NULL; /* --vars native.11,exact.7: time only these (comma list of op.variant) */
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--head")) return lab_head(argc, argv);
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--decode")) decode = 1; /* the llama3-8b decode step's four shapes */

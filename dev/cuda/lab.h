@@ -1,7 +1,7 @@
 /* lab.h — the kernel lab's harness: die-on-error checks (allowed in dev/, house style §7.7),
  * graph-replay timing with buffer rotation (the L2 never holds the next copy), the two ceiling
  * lines (device copy, read-only stream). Seeded inputs come from tests/check.h's generator. Header
- * with static functions: only gemv_lab.cu includes it. */
+ * with static functions: gemv_lab.cu and lab_head.cu include it. */
 #ifndef FP4_LAB_H
 #define FP4_LAB_H
 

@@ -59,4 +59,7 @@ fp4_status lab_frag(int variant, const fp4_cuda_tensor *w, const float *d_x, int
 fp4_status lab_frag_prepare(const fp4_cuda_tensor *t, int n, cudaStream_t s);
 void lab_frag_release(void);
 
+/* gemv_lab --head (lab_head.cu): the BF16 LM head's routes, dense_mma_kernel shapes and cuBLAS */
+int lab_head(int argc, char **argv);
+
 #endif

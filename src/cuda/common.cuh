@@ -528,6 +528,10 @@ size_t fp4_cu_w4a4_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
 /* F16/BF16 (dense.cu) and Q4_K/Q6_K (kquant.cu) weights: f32 accumulation, no scratch */
 fp4_status fp4_cu_dense(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                         const fp4_cuda_scratch *s, cudaStream_t stream);
+/* BF16 in native mode from 2 columns (dense_mma.cu): mma.sync bf16 on split f32 activations, chunks of
+ * 16 columns, no scratch */
+fp4_status fp4_cu_dense_mma(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                            const fp4_cuda_scratch *s, cudaStream_t stream);
 /* F16/BF16 in exact mode (dense_pinned.cu): the CPU's dense.pinned bit for bit, no scratch */
 fp4_status fp4_cu_dense_pinned(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                                const fp4_cuda_scratch *s, cudaStream_t stream);

@@ -1,7 +1,8 @@
 /* dense.cu — F16/BF16 weight matvec (the unquantized LM head, SPEC §3's default).
  * One warp per R rows; each lane reads 16 bytes (8 values) of a row per step, widens them to f32
  * exactly, FMAs against f32 activations, and the warp adds its lanes in a fixed butterfly order:
- * deterministic run to run. Held to a float tolerance against a double-precision reference. */
+ * deterministic run to run. Held to a float tolerance against a double-precision reference. BF16
+ * weights in native mode from 2 columns take the tensor cores instead (dense_mma.cu). */
 #include "common.cuh"
 
 template <bool BF16, int NC, int R>
