@@ -4,6 +4,8 @@
  * bf16.dense.pinned, 1 column bf16.dense (the FMA kernel is at the weight-read roofline there),
  * F16 weights f16.dense. No scratch: the activations are split into bf16 terms in registers. */
 #include "dense_mma.cuh"
+#include <stdlib.h>
+#include <string.h>
 
 /* the launch shape: 2 row tiles (32 rows) a warp, 3 k-steps of loads in flight at 8 columns, 2 at
  * 16 (the 16-column tile holds twice the activation registers); two activation terms */
@@ -13,6 +15,13 @@
 #define DM_NS 2
 
 extern "C" {
+
+/* the table's availability test: off with FP4LANE_CUDA_NO_DENSE_MMA=1 (then bf16.dense at every
+ * width: the paired benchmark's other side) */
+int fp4_cu_dense_mma_on(void) {
+    const char *e = getenv("FP4LANE_CUDA_NO_DENSE_MMA");
+    return !(e && *e && strcmp(e, "0"));
+}
 
 fp4_status fp4_cu_dense_mma(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                             const fp4_cuda_scratch *s, cudaStream_t stream) {
