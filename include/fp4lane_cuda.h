@@ -75,11 +75,13 @@ typedef struct fp4_cuda_tensor {
     size_t frag_bytes;
 } fp4_cuda_tensor;
 
-/* Upload an NVFP4 view (checked with fp4_nvfp4_view_check first: no kernel ever sees a NaN
- * scale) into one zeroed arena, rows padded to k_pad. A view of llama.cpp's type-40 blocks
- * (FP4_PACK_GGML64, from FP4_LOAD_DEFER_REPACK) is repacked on the device, through a staging
- * buffer of at most 16 MiB held only during the call: the arena's bytes are those the upload of
- * the same weights in canonical rows leaves. */
+/* Upload an NVFP4 view into one zeroed arena, rows padded to k_pad, refusing what
+ * fp4_nvfp4_view_check refuses (no other kernel ever sees a NaN scale): the shape and scales are
+ * checked on the host first, every scale byte on the device as it arrives (FP4_ERR_NAN_SCALE,
+ * nothing kept). The rows go through two pinned buffers of at most 32 MiB held only during the
+ * call. A view of llama.cpp's type-40 blocks (FP4_PACK_GGML64, from FP4_LOAD_DEFER_REPACK) is
+ * repacked on the device: the arena's bytes are those the upload of the same weights in canonical
+ * rows leaves. */
 FP4_API fp4_status fp4_cuda_tensor_upload_nvfp4(const fp4_nvfp4_view *w, fp4_cuda_tensor *out);
 /* The native A16 route's second copy of an uploaded W4A16 NVFP4 tensor (t->d_frag): the same bytes
  * repacked on the device into the tensor cores' fragment order (src/cuda/frag.cuh), from which

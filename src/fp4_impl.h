@@ -156,6 +156,9 @@ void fp4_ggml_unpack_row(const uint8_t *blocks, int64_t n_in, uint8_t *payload, 
 /* Row r of a view in canonical form whatever its packing: n_in/2 payload bytes and n_in/16 scale
  * bytes (copied, or unpacked from an FP4_PACK_GGML64 view's blocks). */
 void fp4_nvfp4_view_row(const fp4_nvfp4_view *v, int64_t r, uint8_t *payload, uint8_t *scales);
+/* fp4_nvfp4_view_check less the walk over the scale bytes (the CUDA upload checks those on the
+ * device, as they arrive: src/cuda/device.cu) */
+fp4_status fp4_nvfp4_view_check_shape(const fp4_nvfp4_view *w);
 
 /* ---- row-parallel helper (pthreads): fn(ctx, row_begin, row_end) over [0, n_rows) ---- */
 typedef void (*fp4_rows_fn)(void *ctx, int64_t r0, int64_t r1);

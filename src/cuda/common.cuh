@@ -442,10 +442,45 @@ fp4_status fp4_cu_smem_opt_in(const void *kernel, size_t bytes, int *done);
 
 /* Upload: n_rows rows of n_in values of llama.cpp type-40 blocks (36 bytes per 64 values, 4-aligned
  * at d_blocks) into canonical rows at d_payload / d_scales with the given strides (ggml_repack.cu);
- * bytes past n_in/2 and n_in/16 of each row are not written. */
+ * bytes past n_in/2 and n_in/16 of each row are not written. A NaN scale byte sets *d_bad to 1. */
 fp4_status fp4_cu_ggml_repack(const uint8_t *d_blocks, int64_t n_rows, int64_t n_in, uint8_t *d_payload,
-                              int64_t payload_stride, uint8_t *d_scales, int64_t scale_stride,
+                              int64_t payload_stride, uint8_t *d_scales, int64_t scale_stride, int *d_bad,
                               cudaStream_t stream);
+/* *d_bad = 1 when a byte of the (n_rows, n_groups) scale plane at d_scales (rows stride bytes apart)
+ * is an E4M3 NaN (ggml_repack.cu) */
+fp4_status fp4_cu_scale_nan(const uint8_t *d_scales, int64_t n_rows, int64_t n_groups, int64_t stride,
+                            int *d_bad, cudaStream_t stream);
+
+/* The NVFP4 upload's staging (device.cu), for one thread at a time: two pinned host buffers the
+ * host fills from the view's memory (a file mapping, say) in turn, each copied to the device on
+ * `stream` while the host fills the other, one device buffer for type-40 blocks before their
+ * repack, and the flag the device sets on a NaN scale byte. Opened once per engine (pinning memory
+ * costs milliseconds), closed by fp4_cu_stager_close (idempotent; a zeroed stager is closed). */
+typedef struct fp4_cu_stager {
+    uint8_t *host[2];     /* pinned, bytes each                                   */
+    uint8_t *dev;         /* device, bytes                                        */
+    size_t bytes;         /* per buffer                                           */
+    cudaStream_t stream;  /* non-blocking: every copy and kernel of an upload     */
+    cudaEvent_t freed[2]; /* host[k]'s last copy to the device has completed      */
+    int used[2];          /* freed[k] was recorded                                */
+    int *d_bad, *h_bad;   /* the NaN flag on the device, and its pinned read-back */
+    int threads;          /* host threads for a buffer's fill                     */
+} fp4_cu_stager;
+#define FP4_CU_STAGE_BYTES ((size_t)32 << 20)
+fp4_status fp4_cu_stager_open(fp4_cu_stager *s, size_t bytes);
+void fp4_cu_stager_close(fp4_cu_stager *s);
+/* A view's rows into planes the caller allocated and zeroed (k_pad strides, as
+ * fp4_cuda_tensor_upload_nvfp4 lays them out): the shape and scales checked on the host
+ * (fp4_nvfp4_view_check_shape), every scale byte on the device; FP4_ERR_NAN_SCALE when one is a NaN
+ * (the planes then hold it: the caller frees them). Returns when the device has written every
+ * byte. */
+fp4_status fp4_cu_upload_nvfp4_into(fp4_cu_stager *s, const fp4_nvfp4_view *w, uint8_t *d_payload,
+                                    size_t payload_stride, uint8_t *d_scales, size_t scale_stride);
+/* fp4_cuda_tensor_upload (F16/BF16/Q4_K/Q6_K) through an open stager (NULL: as the public one) */
+fp4_status fp4_cu_tensor_upload_staged(fp4_cu_stager *s, int64_t type, const void *host_data, int64_t n_out,
+                                       int64_t n_in, fp4_cuda_tensor *out);
+/* fp4_cuda_tensor_upload_nvfp4 through an open stager */
+fp4_status fp4_cu_tensor_upload_nvfp4_staged(fp4_cu_stager *s, const fp4_nvfp4_view *w, fp4_cuda_tensor *out);
 
 /* Activation passes. Q8_K (SPEC §4 step 1) of n_cols columns of n_in values into int8 values
  * (n_cols, k_pad) at d_q (frag = 0: element order; 1: the integer-MMA fragment order) and steps

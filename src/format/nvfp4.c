@@ -129,7 +129,9 @@ static uint8_t scale_at(const fp4_nvfp4_view *w, int64_t r, int64_t g) {
     return w->scales[r * (w->n_in / 16) + g];
 }
 
-fp4_status fp4_nvfp4_view_check(const fp4_nvfp4_view *w, int64_t *bad_row, int64_t *bad_col) {
+/* every check of fp4_nvfp4_view_check but the scale bytes: the CUDA upload checks those on the
+ * device as they arrive (src/cuda/device.cu) */
+fp4_status fp4_nvfp4_view_check_shape(const fp4_nvfp4_view *w) {
     if (!w || !w->payload) return FP4_ERR_INVALID_ARG;
     if (w->packing == FP4_PACK_CANONICAL ? !w->scales : w->packing != FP4_PACK_GGML64)
         return FP4_ERR_INVALID_ARG;
@@ -137,6 +139,12 @@ fp4_status fp4_nvfp4_view_check(const fp4_nvfp4_view *w, int64_t *bad_row, int64
     if (w->packing == FP4_PACK_GGML64 && w->n_in % 64) return FP4_ERR_SHAPE;
     if (!scale2_ok(w->scale2)) return FP4_ERR_SCALE2;
     if (w->input_scale_inv != 0.0f && !scale2_ok(w->input_scale_inv)) return FP4_ERR_SCALE2;
+    return FP4_OK;
+}
+
+fp4_status fp4_nvfp4_view_check(const fp4_nvfp4_view *w, int64_t *bad_row, int64_t *bad_col) {
+    const fp4_status st = fp4_nvfp4_view_check_shape(w);
+    if (st != FP4_OK) return st;
     const int64_t ng = w->n_in / 16;
     for (int64_t r = 0; r < w->n_out; r++)
         for (int64_t g = 0; g < ng; g++)

@@ -57,6 +57,7 @@ typedef struct cu_state {
     fp4_rt_model_desc d;
     int64_t max_cols;
     cudaStream_t stream;
+    fp4_cu_stager stage;       /* weights' upload staging (device.cu): create() only       */
     fp4_cuda_tensor *w;        /* n_layers * FP4_LW_COUNT_ (the projection slots)          */
     fp4_cuda_tensor *wf;       /* n_layers * 2: q/k/v and gate/up as one tensor each (rows
                                   concatenated) when fusible, else empty and w serves     */
@@ -319,12 +320,15 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
             FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaFuncSetAttribute(stk_add_rmsnorm)"), NULL,
                            "cuda.shape", "hidden size above the shared memory of one block"));
     }
-    /* weights: the fused groups first, then every projection slot no group took */
+    /* weights: the fused groups first, then every projection slot no group took; NVFP4 ones
+     * through one staging (pinned buffers, device-side scale check: device.cu), closed after */
+    if ((st = fp4_cu_stager_open(&s->stage, FP4_CU_STAGE_BYTES)))
+        FAIL(cuda_fail(err, st, NULL, "cuda.alloc", "upload staging"));
     for (int64_t L = 0; L < a->n_layers; L++)
         for (int g = 0; g < 2; g++) {
             const fp4_tensor *parts[3];
             const int np = fuse_parts(d, L, g, parts);
-            if (np && (st = upload_fused(parts, np, &s->wf[2 * L + g])))
+            if (np && (st = upload_fused(&s->stage, parts, np, &s->wf[2 * L + g])))
                 FAIL(cuda_fail(err, st, parts[0]->name, "cuda.upload", "cannot upload a fused projection"));
         }
     for (int64_t i = 0; i < nslot; i++) {
@@ -332,7 +336,7 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
         const int sl = (int)(i % FP4_LW_COUNT_);
         const int g = sl == FP4_LW_GATE || sl == FP4_LW_UP ? 1 : sl == FP4_LW_O || sl == FP4_LW_DOWN ? -1 : 0;
         if (g >= 0 && s->wf[2 * (i / FP4_LW_COUNT_) + g].d_payload) continue;
-        if ((st = upload(d->layer[i], &s->w[i])))
+        if ((st = upload(&s->stage, d->layer[i], &s->w[i])))
             FAIL(cuda_fail(err, st, d->layer[i]->name, "cuda.upload", "cannot upload this weight"));
     }
     for (int64_t i = 0; i < nslot + 2 * a->n_layers; i++) { /* native mode: the frag copies */
@@ -342,10 +346,11 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
             FAIL(cuda_fail(err, st, i < nslot ? d->layer[i]->name : NULL, "cuda.upload",
                            "cannot make the tensor-core copy of a projection"));
     }
-    if ((s->emb_on_device || d->head == d->tok_embd) && (st = upload(d->tok_embd, &s->emb)))
+    if ((s->emb_on_device || d->head == d->tok_embd) && (st = upload(&s->stage, d->tok_embd, &s->emb)))
         FAIL(cuda_fail(err, st, d->tok_embd->name, "cuda.upload", "cannot upload the embedding table"));
-    if (d->head != d->tok_embd && (st = upload(d->head, &s->head)))
+    if (d->head != d->tok_embd && (st = upload(&s->stage, d->head, &s->head)))
         FAIL(cuda_fail(err, st, d->head->name, "cuda.upload", "cannot upload the LM head"));
+    fp4_cu_stager_close(&s->stage);
     /* vectors and RoPE tables, one block */
     uint64_t nvec = (uint64_t)a->hidden;
     for (int64_t i = 0; i < nslot; i++)
@@ -435,6 +440,7 @@ static void cu_destroy(void *p) {
     cu_state *s = (cu_state *)p;
     if (!s) return;
     if (s->stream) cudaStreamSynchronize(s->stream);
+    fp4_cu_stager_close(&s->stage);
     FILE *f = s->prof_path && (s->prof_steps[0] || s->prof_steps[1]) ? fopen(s->prof_path, "w") : NULL;
     for (int k = 0; f && k < 2; k++) { /* decode steps first (the section earlier tools read), then prefill */
         const int64_t n = s->prof_steps[k];

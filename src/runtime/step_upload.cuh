@@ -69,10 +69,13 @@ static const char *cu_route(const fp4_tensor *w, fp4_mode mode) {
     return strcmp(n, "none") ? n : NULL;
 }
 
-static fp4_status upload(const fp4_tensor *t, fp4_cuda_tensor *o) {
-    if (t->type == FP4_TYPE_NVFP4_E2M1) return fp4_cuda_tensor_upload_nvfp4(&t->nvfp4, o);
+/* sg: the engine's staging for NVFP4 views (fp4_cu_stager, device.cu: pinned buffers opened once for
+ * the whole upload, the copies overlapped with the host's fills, every scale byte checked on the
+ * device as it arrives) */
+static fp4_status upload(fp4_cu_stager *sg, const fp4_tensor *t, fp4_cuda_tensor *o) {
+    if (t->type == FP4_TYPE_NVFP4_E2M1) return fp4_cu_tensor_upload_nvfp4_staged(sg, &t->nvfp4, o);
     if (t->type == FP4_TYPE_F8_E4M3FN) return fp4_cuda_tensor_upload_fp8(t, o);
-    return fp4_cuda_tensor_upload(t->type, t->data, rows_of(t), t->ne[0], o);
+    return fp4_cu_tensor_upload_staged(sg, t->type, t->data, rows_of(t), t->ne[0], o);
 }
 
 /* ---- fused projections: q/k/v (group 0) and gate/up (group 1) share their input; when their
@@ -113,14 +116,53 @@ static int fuse_stub(const fp4_rt_model_desc *d, int64_t L, int g, fp4_cuda_tens
     return np;
 }
 
-static fp4_status upload_fused(const fp4_tensor *const *parts, int np, fp4_cuda_tensor *o) {
+/* NVFP4 parts go straight into the fused tensor's planes, each at its first row (the stub's layout:
+ * one k_pad for every part); other types through a tensor of their own each, then copied */
+static fp4_status upload_fused_nvfp4(fp4_cu_stager *sg, const fp4_tensor *const *parts, int np,
+                                     fp4_cuda_tensor *o) {
+    fp4_cuda_tensor t;
+    if (stub_of(parts[0], &t, NULL)) return FP4_ERR_INVALID_ARG;
+    int64_t n_out = 0;
+    for (int i = 0; i < np; i++) {
+        if (parts[i]->nvfp4.n_out != rows_of(parts[i]) || parts[i]->nvfp4.n_in != t.n_in)
+            return FP4_ERR_INVALID_ARG; /* the loader's views have their tensor's shape */
+        n_out += rows_of(parts[i]);
+    }
+    const size_t pb = FP4_CU_ALIGN((size_t)t.payload_stride * (size_t)n_out);
+    const size_t sb = FP4_CU_ALIGN((size_t)t.scale_stride * (size_t)n_out);
+    void *arena = NULL;
+    fp4_status st = FP4_OK;
+    cudaError_t e = cudaMalloc(&arena, pb + sb);
+    if (e == cudaSuccess) e = cudaMemsetAsync(arena, 0, pb + sb, sg->stream);
+    if (e != cudaSuccess) st = FP4_CUDA_FAIL(e, "cudaMalloc/cudaMemsetAsync(fused projection)");
+    uint8_t *p = (uint8_t *)arena, *sc = p + pb;
+    for (int64_t i = 0, r = 0; i < np && !st; r += rows_of(parts[i]), i++)
+        st =
+            fp4_cu_upload_nvfp4_into(sg, &parts[i]->nvfp4, p + r * t.payload_stride, (size_t)t.payload_stride,
+                                     sc + r * t.scale_stride, (size_t)t.scale_stride);
+    if (st) {
+        if (arena) cudaStreamSynchronize(sg->stream), cudaFree(arena);
+        return st;
+    }
+    t.n_out = n_out;
+    t.d_payload = p;
+    t.d_scales = sc;
+    t.d_arena = arena;
+    t.arena_bytes = pb + sb;
+    *o = t;
+    return FP4_OK;
+}
+
+static fp4_status upload_fused(fp4_cu_stager *sg, const fp4_tensor *const *parts, int np,
+                               fp4_cuda_tensor *o) {
+    memset(o, 0, sizeof *o);
+    if (parts[0]->type == FP4_TYPE_NVFP4_E2M1) return upload_fused_nvfp4(sg, parts, np, o);
     fp4_cuda_tensor t[3];
     memset(t, 0, sizeof t);
-    memset(o, 0, sizeof *o);
     fp4_status st = FP4_OK;
     int64_t n_out = 0;
     for (int i = 0; i < np && !st; i++)
-        if (!(st = upload(parts[i], &t[i]))) n_out += t[i].n_out;
+        if (!(st = upload(sg, parts[i], &t[i]))) n_out += t[i].n_out;
     for (int i = 1; i < np && !st; i++)
         if (t[i].payload_stride != t[0].payload_stride || t[i].scale_stride != t[0].scale_stride ||
             t[i].k_pad != t[0].k_pad || !t[i].d_scales != !t[0].d_scales)
