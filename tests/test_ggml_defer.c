@@ -165,6 +165,55 @@ static void random_files(void) {
     CHECK(loaded > 20 && refused > 20); /* both verdicts exercised */
 }
 
+/* the deferred open's word test (validate.c) against the eager open's byte test: every byte value at
+ * each of a block's 4 scale positions (0x7F and up refused), then a tensor of 40 MB of blocks (the
+ * check on several threads) with refused bytes planted in a late row and in an earlier one: the
+ * message names the earliest, as the serial walk does */
+static void scale_word_test(void) {
+    test_rng r = {91};
+    const int64_t n_in = 256, n_out = 3, nbk = n_in / 64;
+    const size_t nb = (size_t)(n_out * nbk * 36);
+    uint8_t *blk = malloc(nb);
+    int refused = 0;
+    for (int pos = 0; pos < 4; pos++)
+        for (int v = 0; v < 256; v++) {
+            make_blocks(&r, n_out, n_in, blk);
+            blk[(1 * nbk + 2) * 36 + pos] = (uint8_t)v; /* row 1, block 2: group 8 + pos */
+            tdesc t[1] = {{"blk.0.ffn_down.weight", FP4_TYPE_GGML_NVFP4, 2, {n_in, n_out, 1, 1}, blk, nb}};
+            char path[700], what[96];
+            snprintf(path, sizeof path, "%s/w%d_%d.gguf", tmp, pos, v);
+            snprintf(what, sizeof what, "scale byte 0x%02X at position %d", v, pos);
+            if (write_gguf(path, t, 1) != 0) continue;
+            const fp4_status st = both_ways(path, what);
+            CHECK_MSG((st != FP4_OK) == (v >= 0x7F), "%s: %s", what, fp4_status_str(st));
+            refused += st != FP4_OK;
+            unlink(path);
+        }
+    CHECK_EQ_INT(refused, 4 * (256 - 0x7F));
+    free(blk);
+    /* 40 MB: 7 000 rows of 10 240 values (160 blocks, 5 760 bytes a row) */
+    const int64_t big_in = 10240, big_out = 7000, bnk = big_in / 64;
+    const size_t bb = (size_t)(big_out * bnk * 36);
+    uint8_t *big = malloc(bb);
+    make_blocks(&r, big_out, big_in, big);
+    big[(6900 * bnk + 3) * 36 + 1] = 0xFF; /* late row (the last thread's share) */
+    big[(2500 * bnk + 150) * 36 + 2] = 0x7F; /* earlier, in another share: this one is named */
+    tdesc t[1] = {{"blk.0.ffn_down.weight", FP4_TYPE_GGML_NVFP4, 2, {big_in, big_out, 1, 1}, big, bb}};
+    char path[700];
+    snprintf(path, sizeof path, "%s/big.gguf", tmp);
+    if (write_gguf(path, t, 1) == 0) {
+        fp4_model *m = NULL;
+        fp4_error e;
+        const fp4_status st = fp4_model_open(path, &deferred, &m, &e);
+        CHECK_MSG(st == FP4_ERR_NAN_SCALE && strstr(e.msg, "row 2500, group 602"), "big tensor: %s [%s] %s",
+                  fp4_status_str(st), e.rule, e.msg);
+        fp4_model_close(m);
+        CHECK(both_ways(path, "40 MB of blocks, two refused bytes") == FP4_ERR_NAN_SCALE);
+        unlink(path);
+    }
+    free(big);
+}
+
 /* fp4_nvfp4_view_check on a GGML64 view: in place, the canonical view's verdict and location */
 static void view_check_in_place(void) {
     test_rng r = {7};
@@ -273,6 +322,7 @@ int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-defer-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     random_files();
+    scale_word_test();
     view_check_in_place();
     model_cases();
     printf("%d files opened both ways\n", n_cases);
