@@ -73,7 +73,11 @@ typedef struct fp4_cuda_tensor {
     const uint8_t *d_frag;     /* NVFP4: the native route's tensor-core copy (fp4_cuda_tensor_make_frag),
                                   NULL when none; owned, freed by fp4_cuda_tensor_free            */
     size_t frag_bytes;
+    uint32_t flags;            /* FP4_CUDA_TENSOR_*; 0 from every upload                          */
 } fp4_cuda_tensor;
+/* fp4_cuda_tensor.flags: a call of n columns gives every column the bits a 1-column call gives it
+ * (fp4_cuda_project skips routes that would not; what speculative decoding's verify steps need) */
+#define FP4_CUDA_TENSOR_INVARIANT 1u
 
 /* Upload an NVFP4 view into one zeroed arena, rows padded to k_pad, refusing what
  * fp4_nvfp4_view_check refuses (no other kernel ever sees a NaN scale): the shape and scales are

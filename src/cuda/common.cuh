@@ -566,6 +566,9 @@ fp4_status fp4_cu_dense(const fp4_cuda_tensor *w, const float *d_x, int64_t n_co
 /* BF16 in native mode from 2 columns (dense_mma.cu): mma.sync bf16 on split f32 activations, chunks of
  * 16 columns, no scratch */
 int fp4_cu_dense_mma_on(void); /* FP4LANE_CUDA_NO_DENSE_MMA unset or "0" */
+/* the table's takes test: not for a tensor flagged FP4_CUDA_TENSOR_INVARIANT (the MMA sums round
+ * otherwise than bf16.dense's 1-column FMA chain) */
+int fp4_cu_dense_mma_takes(const fp4_cuda_tensor *w, int64_t n_cols);
 fp4_status fp4_cu_dense_mma(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                             const fp4_cuda_scratch *s, cudaStream_t stream);
 /* F16/BF16 in exact mode (dense_pinned.cu): the CPU's dense.pinned bit for bit, no scratch */

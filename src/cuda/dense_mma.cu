@@ -18,6 +18,11 @@ extern "C" {
 
 /* the table's availability test: off with FP4LANE_CUDA_NO_DENSE_MMA=1 (then bf16.dense at every
  * width: the paired benchmark's other side) */
+int fp4_cu_dense_mma_takes(const fp4_cuda_tensor *w, int64_t n_cols) {
+    (void)n_cols;
+    return !(w->flags & FP4_CUDA_TENSOR_INVARIANT);
+}
+
 int fp4_cu_dense_mma_on(void) {
     const char *e = getenv("FP4LANE_CUDA_NO_DENSE_MMA");
     return !(e && *e && strcmp(e, "0"));

@@ -55,7 +55,7 @@ static const route routes[] = {
     /* BF16 native from 2 columns: the tensor cores on bf16 hi/lo activation terms (dense_mma.cu;
      * F16 weights have no such split: f16.dense) */
     {FP4_TYPE_BF16, FP4_MODE_NATIVE, ACT_ANY, 2, NO_MAX, 0, fp4_cu_dense_mma, NULL, "bf16.dense.mma",
-     fp4_cu_dense_mma_on},
+     fp4_cu_dense_mma_on, NULL, fp4_cu_dense_mma_takes},
     /* unquantized (native) and kquant lanes: one kernel whatever the mode */
     {FP4_TYPE_F16, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense, NULL, "f16.dense"},
     {FP4_TYPE_BF16, MODE_ANY, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense, NULL, "bf16.dense"},

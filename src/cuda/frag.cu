@@ -63,7 +63,8 @@ FP4_API fp4_status fp4_cuda_tensor_make_frag(fp4_cuda_tensor *t) {
 }
 
 int fp4_cu_frag_takes(const fp4_cuda_tensor *w, int64_t n_cols) {
-    if (w->frag_bytes == 0 || n_cols < 1 || n_cols > FRAG_MAX_COLS) return 0;
+    if (w->frag_bytes == 0 || n_cols < 1 || n_cols > FRAG_MAX_COLS || (w->flags & FP4_CUDA_TENSOR_INVARIANT))
+        return 0;
     return n_cols == 1   ? frag_fits<1>(w)
            : n_cols == 2 ? frag_fits<2>(w)
            : n_cols <= 4 ? frag_fits<4>(w)

@@ -259,6 +259,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         .attn_scale = (float)(1.0 / sqrt((double)rt->arch.head_dim)),
         .n_ctx = rt->n_ctx,
         .n_slots = o.max_seqs,
+        .invariant = o.drafting != 0,
         .n_threads = o.n_threads,
         .device = o.cuda_device,
         .on_plan = o.on_plan,

@@ -156,6 +156,36 @@ static void kquant_case(int64_t type, int64_t n_out, int64_t n_in, int native) {
     free(blocks);
 }
 
+/* FP4_CUDA_TENSOR_INVARIANT (drafting engines): a BF16 tensor so flagged keeps bf16.dense at every
+ * width in native mode, and each column of a k-column call has the bits of its own 1-column call
+ * (the check fails on bf16.dense.mma, whose sums round otherwise) */
+static void invariant_case(int64_t n_out, int64_t n_in, uint64_t seed) {
+    const int maxc = 9;
+    float *wf = (float *)malloc((size_t)(n_out * n_in) * 4);
+    fp4_cuda_tensor t;
+    bf16_weights(n_out, n_in, seed, &t, wf);
+    t.flags |= FP4_CUDA_TENSOR_INVARIANT;
+    float *x = (float *)malloc((size_t)(n_in * maxc) * 4), *one = (float *)malloc((size_t)(n_out * maxc) * 4);
+    gt_make_act(x, n_in * maxc, 0, seed ^ 0x77);
+    gt_case c;
+    gt_case_init(&c, &t, x, maxc);
+    for (int k = 0; k < maxc; k++) { /* each column alone */
+        float *dx = gt_dev_floats(x + (int64_t)k * n_in, n_in), *dy = gt_dev_poison(n_out);
+        CHECK_OK(fp4_cuda_project(&c.t, FP4_MODE_NATIVE, dx, 1, dy, &c.s, NULL));
+        gt_sync("invariant 1 column");
+        gt_down(one + (int64_t)k * n_out, dy, (size_t)n_out * 4);
+        cudaFree(dx), cudaFree(dy);
+    }
+    for (int nc = 2; nc <= maxc; nc++) {
+        gt_case_project(&c, FP4_MODE_NATIVE, nc, "bf16.dense");
+        CHECK_MSG(!memcmp(one, c.got, (size_t)(n_out * nc) * 4),
+                  "invariant %lldx%lld cols %d: a column differs from its 1-column call", (long long)n_out,
+                  (long long)n_in, nc);
+    }
+    gt_case_free(&c);
+    free(wf), free(x), free(one);
+}
+
 int main(void) {
     GT_REQUIRE_DEVICE();
     const int quick = gt_quick();
@@ -165,6 +195,7 @@ int main(void) {
     kquant_case(FP4_TYPE_Q6_K, 9, 512, 1);
     mma_case(40, 72, 1e6f, 71);   /* n_in % 32 == 8: 2 steps (fewer than in flight) and a tail */
     mma_case(33, 136, 1.0f, 72);  /* 4 steps and a tail; one partial row tile */
+    invariant_case(300, 512, 76);
     if (!quick) {
         mma_case(1000, 4096, 1e6f, 73); /* 32 warps; the last one's second row tile past n_out */
         mma_case(257, 512, 1e6f, 74);
