@@ -110,9 +110,9 @@ typedef struct fp4_rt_model_desc {
     float attn_scale;                 /* (float)(1 / sqrt((double)D))                        */
     int64_t n_ctx;                    /* positions per slot                                  */
     int32_t n_slots;                  /* KV slots                                            */
-    int invariant;                    /* drafting (fp4_spec): a k-column step must give each
-                                         column a 1-column step's bits (the CUDA head: no route
-                                         that would not, FP4_CUDA_TENSOR_INVARIANT)            */
+    int invariant;                    /* the lane qualifies for drafting (fp4_spec): a k-column
+                                         step must give each column a 1-column step's bits (on
+                                         CUDA no route that would not: FP4_CUDA_TENSOR_INVARIANT) */
     int n_threads;                    /* CPU                                                 */
     int device;                       /* CUDA device index                                   */
     /* ABI 2: a device backend reports its memory plan here before uploading (may be NULL) */

@@ -208,6 +208,12 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     fp4_route_key key8 = {FP4_LANE_FP8, FP4_AP_A16, o.mode, o.device, o.drafting != 0};
     if (fp8_t && key.lane != FP4_LANE_FP8 && fp4_route_check(&key8, NULL, msg, sizeof msg))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, fp8_t->name, "route.refused", "%s", msg);
+    /* an engine whose lane the table qualifies for drafting is held batch-invariant whether or not
+     * it drafts: a speculative run's target and the plain run it must equal bit for bit take the
+     * same routes (CUDA: FP4_CUDA_TENSOR_INVARIANT; test_gpu_generate) */
+    fp4_route_key keyd = key;
+    keyd.drafting = 1;
+    const int invariant = o.drafting || fp4_route_check(&keyd, NULL, NULL, 0) == FP4_OK;
     /* 2. the architecture (its refusals come before the engine allocates anything) */
     fp4_arch arch;
     fp4_status st = fp4_rt_model_arch(m, &arch, err);
@@ -259,7 +265,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         .attn_scale = (float)(1.0 / sqrt((double)rt->arch.head_dim)),
         .n_ctx = rt->n_ctx,
         .n_slots = o.max_seqs,
-        .invariant = o.drafting != 0,
+        .invariant = invariant,
         .n_threads = o.n_threads,
         .device = o.cuda_device,
         .on_plan = o.on_plan,

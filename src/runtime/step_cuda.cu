@@ -350,7 +350,7 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
         FAIL(cuda_fail(err, st, d->tok_embd->name, "cuda.upload", "cannot upload the embedding table"));
     if (d->head != d->tok_embd && (st = upload(&s->stage, d->head, &s->head)))
         FAIL(cuda_fail(err, st, d->head->name, "cuda.upload", "cannot upload the LM head"));
-    if (d->invariant) { /* drafting: no route whose k-column call rounds otherwise than its 1-column call */
+    if (d->invariant) { /* a drafting lane: no route whose k-column call rounds otherwise than 1-column */
         for (int64_t i = 0; i < nslot; i++) s->w[i].flags |= FP4_CUDA_TENSOR_INVARIANT;
         for (int64_t i = 0; i < 2 * a->n_layers; i++) s->wf[i].flags |= FP4_CUDA_TENSOR_INVARIANT;
         s->emb.flags |= FP4_CUDA_TENSOR_INVARIANT;
