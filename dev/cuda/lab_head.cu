@@ -42,14 +42,14 @@ static __global__ void head_fill(uint16_t *w, int64_t n) {
         w[i] = head_bits((uint64_t)i);
 }
 
-template <int R, int U8, int U16, int NS>
+template <int R, int U8, int U16, int NS, int PF = 0>
 static fp4_status head_mma(const fp4_cuda_tensor *t, const float *x, int64_t n_cols, float *y,
                            cudaStream_t s) {
     for (int64_t c0 = 0; c0 < n_cols; c0 += DM_MAX_COLS) {
         const int nc = (int)(n_cols - c0 < DM_MAX_COLS ? n_cols - c0 : DM_MAX_COLS);
         const fp4_status st =
-            nc > 8 ? launch_dense_mma<2, R, U16, NS>(t, x + c0 * t->n_in, nc, y + c0 * t->n_out, s)
-                   : launch_dense_mma<1, R, U8, NS>(t, x + c0 * t->n_in, nc, y + c0 * t->n_out, s);
+            nc > 8 ? launch_dense_mma<2, R, U16, NS, PF>(t, x + c0 * t->n_in, nc, y + c0 * t->n_out, s)
+                   : launch_dense_mma<1, R, U8, NS, PF>(t, x + c0 * t->n_in, nc, y + c0 * t->n_out, s);
         if (st != FP4_OK) return st;
     }
     return FP4_OK;
@@ -96,6 +96,19 @@ static void head_run(void *c, int copy, cudaStream_t s) {
         break;
     case 6:
         st = head_mma<2, 3, 2, 3>(t, k->dx, k->cols, k->dy, s);
+        break;
+    /* session 10: the L2's 256-byte fetch (PF 1) and deeper load rings */
+    case 7:
+        st = head_mma<2, 3, 2, 2, 1>(t, k->dx, k->cols, k->dy, s);
+        break;
+    case 8:
+        st = head_mma<1, 8, 4, 2, 1>(t, k->dx, k->cols, k->dy, s);
+        break;
+    case 9:
+        st = head_mma<1, 8, 4, 2>(t, k->dx, k->cols, k->dy, s);
+        break;
+    case 10:
+        st = head_mma<2, 6, 3, 2, 1>(t, k->dx, k->cols, k->dy, s);
         break;
     default: {
         const float one = 1.0f, zero = 0.0f;
@@ -193,7 +206,8 @@ int lab_head(int argc, char **argv) {
         const char *name;
         int variant;
     } vars[] = {{"head.route", -1}, {"head.exact", -2}, {"head.dense", -3}, {"head.1", 1}, {"head.2", 2},
-                {"head.3", 3},      {"head.4", 4},      {"head.5", 5},      {"head.6", 6}, {"cublas", -4}};
+                {"head.3", 3},      {"head.4", 4},      {"head.5", 5},      {"head.6", 6}, {"head.7", 7},
+                {"head.8", 8},      {"head.9", 9},      {"head.10", 10},    {"cublas", -4}};
     float *y = (float *)malloc((size_t)(n_out * HEAD_MAX_COLS) * 4);
     int failures = 0;
     for (int ci = 0; ci < ncols; ci++) {

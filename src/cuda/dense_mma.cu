@@ -8,11 +8,14 @@
 #include <string.h>
 
 /* the launch shape: 2 row tiles (32 rows) a warp, 3 k-steps of loads in flight at 8 columns, 2 at
- * 16 (the 16-column tile holds twice the activation registers); two activation terms */
+ * 16 (the 16-column tile holds twice the activation registers); two activation terms; the weight
+ * loads with the L2's 256-byte fetch (DM_PF 1: the lab's head.7, 254-257 us at 2-8 columns of
+ * 128256x4096, 93-94 % of 4.42 TB/s, against 443-448 us without it: bench/gpu.md session 10) */
 #define DM_R 2
 #define DM_U8 3
 #define DM_U16 2
 #define DM_NS 2
+#define DM_PF 1
 
 extern "C" {
 
@@ -39,8 +42,8 @@ fp4_status fp4_cu_dense_mma(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         const int nc = (int)(n_cols - c0 < DM_MAX_COLS ? n_cols - c0 : DM_MAX_COLS);
         const float *x = d_x + c0 * w->n_in;
         float *y = d_y + c0 * w->n_out;
-        const fp4_status st = nc > 8 ? launch_dense_mma<2, DM_R, DM_U16, DM_NS>(w, x, nc, y, stream)
-                                     : launch_dense_mma<1, DM_R, DM_U8, DM_NS>(w, x, nc, y, stream);
+        const fp4_status st = nc > 8 ? launch_dense_mma<2, DM_R, DM_U16, DM_NS, DM_PF>(w, x, nc, y, stream)
+                                     : launch_dense_mma<1, DM_R, DM_U8, DM_NS, DM_PF>(w, x, nc, y, stream);
         if (st != FP4_OK) return st;
     }
     return FP4_OK;

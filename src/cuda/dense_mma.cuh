@@ -42,12 +42,19 @@
 
 /* 16 weight bytes: read once, so kept out of L1 (which then holds the activations every warp of
  * the SM re-reads). The weights are never written by an earlier kernel of a step, so this load
- * may be issued before the PDL wait. */
-static __device__ __forceinline__ uint4 dm_ldg_stream(const void *p) {
+ * may be issued before the PDL wait. A warp's load reads 64 bytes of each of 8 rows 8 KB apart;
+ * with PF 1 the L2 fetches the aligned 256 bytes around each, so the row's next three k-steps
+ * come from the L2 (lab, session 10: 443 -> 254 us at 2-8 columns of the 8B head). */
+template <int PF = 0> static __device__ __forceinline__ uint4 dm_ldg_stream(const void *p) {
     uint4 v;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
+    if (PF) /* PF 1: the L2 fetches the 256-byte block around it (the row's next k-steps) */
+        asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p));
+    else
+        asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+            : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+            : "l"(p));
     return v;
 }
 
@@ -89,14 +96,14 @@ template <int NS> static __device__ __forceinline__ void dm_split(const float4 x
 
 /* One k-step's loads into registers: weights of rows g and g+8 of R row tiles, activations of
  * columns g and g+8 (tiles j < NT) where the column exists (zeros otherwise). */
-template <int R>
+template <int R, int PF = 0>
 static __device__ __forceinline__ void dm_load_w(const uint8_t *const pw[R][2], int64_t step,
                                                  uint4 wv[R][2]) {
 #pragma unroll
     for (int r = 0; r < R; r++)
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            wv[r][h] = dm_ldg_stream(pw[r][h] + step * (DM_STEP * 2));
+            wv[r][h] = dm_ldg_stream<PF>(pw[r][h] + step * (DM_STEP * 2));
 }
 template <int NT>
 static __device__ __forceinline__ void dm_load_x(const float *const px[NT], const bool xon[NT], int64_t step,
@@ -155,7 +162,7 @@ static __device__ __forceinline__ void dm_flush(float acc[R][NT][4], float tot[R
  * spill; the production shape at 16 columns is one). */
 #define DM_MIN_BLOCKS(NT, R, U, NS)                                                                          \
     ((U)*8 * ((R) + (NT)) + 8 * (R) * (NT) + 4 * (NS) * (NT) + 30 <= 128 ? 4 : 3)
-template <int NT, int R, int U, int NS>
+template <int NT, int R, int U, int NS, int PF = 0>
 static __global__ __launch_bounds__(DM_WARPS * 32, DM_MIN_BLOCKS(NT, R, U, NS)) void dense_mma_kernel(
     const uint8_t *__restrict__ w, int64_t stride, int64_t n_out, int64_t n_in, const float *__restrict__ x,
     int nc, float *__restrict__ y) {
@@ -193,7 +200,7 @@ static __global__ __launch_bounds__(DM_WARPS * 32, DM_MIN_BLOCKS(NT, R, U, NS)) 
                  * earlier kernels may read) only after it */
 #pragma unroll
     for (int u = 0; u < U; u++)
-        if (u < nfull) dm_load_w<R>(pw, u, wv[u]);
+        if (u < nfull) dm_load_w<R, PF>(pw, u, wv[u]);
     fp4_pdl_wait();
 #pragma unroll
     for (int u = 0; u < U; u++)
@@ -205,7 +212,7 @@ static __global__ __launch_bounds__(DM_WARPS * 32, DM_MIN_BLOCKS(NT, R, U, NS)) 
             if (s < nfull) {
                 dm_step<NT, R, NS>(wv[u], xv[u], acc);
                 if (s + U < nfull) {
-                    dm_load_w<R>(pw, s + U, wv[u]);
+                    dm_load_w<R, PF>(pw, s + U, wv[u]);
                     dm_load_x<NT>(px, xon, s + U, xv[u]);
                 }
                 if ((s + 1) % DM_FLUSH == 0) dm_flush<NT, R>(acc, tot);
@@ -246,13 +253,13 @@ static __global__ __launch_bounds__(DM_WARPS * 32, DM_MIN_BLOCKS(NT, R, U, NS)) 
 }
 
 /* One launch of up to 8*NT columns (the caller checked types, shapes and alignment). */
-template <int NT, int R, int U, int NS>
+template <int NT, int R, int U, int NS, int PF = 0>
 static fp4_status launch_dense_mma(const fp4_cuda_tensor *t, const float *x, int nc, float *y,
                                    cudaStream_t s) {
     const int64_t warps = ((t->n_out + 15) / 16 + R - 1) / R;
     return fp4_cu_launch(dim3((unsigned)((warps + DM_WARPS - 1) / DM_WARPS)), dim3(DM_WARPS * 32), 0, s, 1,
-                         dense_mma_kernel<NT, R, U, NS>, t->d_payload, t->payload_stride, t->n_out, t->n_in,
-                         x, nc, y);
+                         dense_mma_kernel<NT, R, U, NS, PF>, t->d_payload, t->payload_stride, t->n_out,
+                         t->n_in, x, nc, y);
 }
 
 #endif /* FP4_CUDA_DENSE_MMA_CUH */
