@@ -81,6 +81,7 @@ typedef struct cu_state {
     int att_gemm; /* native mode, cuBLAS loaded, not FP4LANE_CUDA_ATT_GEMM=0 */
     int att_cl;   /* the one-launch cluster attention's cluster size (att_cluster.cuh), 0: off */
     int att_cl_bps; /* its blocks per SM at most (0: as they fit; -1: att_cluster_bps's rule) */
+    int att_cl_wide; /* the cluster size for steps of 2 to ATT_CL_WIDE_COLS columns (0: two launches) */
     int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row (h_in: then the
                            * greedy tokens, max_cols more)                                */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
@@ -290,6 +291,10 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     s->att_cl = ac && !strcmp(ac, "0") ? 0 : att_cluster_pick((int)a->head_dim, d->n_ctx, want_cl);
     const char *ab = getenv("FP4LANE_CUDA_ATT_CLUSTER_BPS"); /* 0, 1 or 2; unset: the rule */
     s->att_cl_bps = ab && ab[0] >= '0' && ab[0] <= '2' && !ab[1] ? ab[0] - '0' : -1;
+    const char *aw = getenv("FP4LANE_CUDA_ATT_CLUSTER_WIDE"); /* 2, 4, 8 or 16; unset or 0: off */
+    const int want_w = aw ? atoi(aw) : 0;
+    s->att_cl_wide =
+        s->att_cl && want_w >= 2 && want_w <= 16 ? att_cluster_pick((int)a->head_dim, d->n_ctx, want_w) : 0;
     if ((st = make_plan(s, &info, err))) {
         free(s);
         return st;
@@ -609,6 +614,8 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
         STK_LAUNCH(err, "rt.attention",
                    att_cluster(aa, n, s->att_cl, s->att_cl_bps < 0 ? att_cluster_bps(n) : s->att_cl_bps,
                                s->stream));
+    else if (!gemm && s->att_cl_wide && n <= ATT_CL_WIDE_COLS)
+        STK_LAUNCH(err, "rt.attention", att_cluster(aa, n, s->att_cl_wide, 0, s->stream));
     else if (!gemm) STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
     return FP4_OK;
 }
