@@ -1,10 +1,11 @@
 /* attn_lab.cu — timing of the decode step's attention (stk_attention's kernels of
  * src/runtime/step_kernels.cuh) beside the kernels before round 3 (lab_attn_old.cuh), on the
  * llama3-8b shape (32 query heads, 8 KV heads, head_dim 128, F16 KV cache of 32 layers: each call
- * reads the next layer's rows, so the cache comes from DRAM as in the step), 1 and 8 columns at
- * positions 511 and 3967 (n_ctx 4096). Variants: old; new with 2, 3, 4 pipeline stages (4 is the
- * step's); the one-launch cluster kernels of att_cluster.cuh (clusters of 8 and 16; of 4 and 2 since
- * session 11). Every variant's outputs are compared bit for bit with old's (exit 1 if any differ).
+ * reads the next layer's rows, so the cache comes from DRAM as in the step), 1 to 8 columns at
+ * positions 511, 767, 1023, 2047 and 3967 (n_ctx 4096). Variants: old; new with 2, 3, 4 pipeline
+ * stages (4 is the step's); the one-launch cluster kernels of att_cluster.cuh (clusters of 8 and
+ * 16; of 4 and 2 since session 11). Every variant's outputs are compared bit for bit with old's
+ * (exit 1 if any differ).
  * attn_lab [REPS]   (default 200 calls per cell; launches back to back with PDL, as the step) */
 #include "runtime/att_cluster.cuh"
 #include "runtime/step_kernels.cuh"
@@ -107,11 +108,11 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     ck(cudaEventCreate(&e0), "event");
     ck(cudaEventCreate(&e1), "event");
-    static const int cols[4] = {1, 2, 4, 8}, poss[2] = {511, 3967};
+    static const int cols[4] = {1, 2, 4, 8}, poss[5] = {511, 767, 1023, 2047, 3967};
     int bad = 0;
     printf("| variant | columns | position | us per layer (scores + pv) |\n|---|---|---|---|\n");
     for (int ci = 0; ci < (quick ? 1 : 4); ci++)
-        for (int pi = 0; pi < 2; pi++) {
+        for (int pi = 0; pi < 5; pi++) {
             const int n = cols[ci];
             int32_t in[4 * MAXC];
             for (int c = 0; c < n; c++)

@@ -379,18 +379,21 @@ static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const flo
                              w->n_out, (int)p.nsb, p.magic, w->scale2, q, d, y, w->n_in);
 }
 
-/* The 1-column QIN launch of both routes (a16_exact.cu, a16_native.cu), its shape by the row count
- * (lab, session 7, bench/gpu.md, exact µs of the QIN forms): 16 384 rows and more (gate/up) two
- * blocks per SM of 8 warps with 2 stages (lab .83: 19.8 -> 19.3 against .82); 4 096 rows and fewer
- * (o) one block of 16 warps with 2 stages (.84: 6.0 -> 5.8); between (q/k/v, 6 144 rows) 8 warps,
- * 3 stages, one block per SM (.82). Exact's integer totals do not depend on the shape. Native's f32
- * sums do not either since session 11: a lane's chunk order follows its item's index in the matrix
- * (a16_item_kernel's rot; before, its place in the block's stream, so another grid rounded another
- * way where a row has fewer than 8 super-blocks: s7-call4, 20000x512 with .83), so native takes
- * the same shapes (lab, session 7: .83 22.6 -> 22.0 us on gate/up, .84 6.7 -> 6.3 on o). */
+/* The 1-column QIN launch of both routes (a16_exact.cu, a16_native.cu). Exact: its shape by the row
+ * count (lab, session 7, bench/gpu.md, exact µs of the QIN forms): 16 384 rows and more (gate/up)
+ * two blocks per SM of 8 warps with 2 stages (lab .83: 19.8 -> 19.3 against .82); 4 096 rows and
+ * fewer (o) one block of 16 warps with 2 stages (.84: 6.0 -> 5.8); between (q/k/v, 6 144 rows) 8
+ * warps, 3 stages, one block per SM (.82). Exact's integer totals do not depend on the shape, and
+ * native's f32 sums do not either since session 11 (a16_item_kernel's rot follows the item's index
+ * in the matrix; before, its place in the block's stream, so another grid rounded another way where
+ * a row has fewer than 8 super-blocks: s7-call4, 20000x512 with .83). Native keeps .82 everywhere:
+ * exact's shapes are faster in the lab (s11-call1: o 6.7 -> 6.3 us, gate/up 23.0 -> 22.2) but the
+ * decode step was slower with them (401.6 / 404.6 / 404.0 -> 394.5 / 396.5 / 395.3 tok/s, old and
+ * new binaries alternating in the same call; bench/gpu.md session 11). */
 template <bool EXACT>
 static fp4_status launch_item_qin(const fp4_cuda_tensor *w, const float *x, float *y, cudaStream_t s,
                                   int one_wave) {
+    if (!EXACT) return launch_item<EXACT, 8, 3, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);
     if (w->n_out >= 16384) return launch_item<EXACT, 8, 2, 1, true>(w, x, NULL, y, 2, 1, s, one_wave);
     if (w->n_out <= 4096) return launch_item<EXACT, 16, 2, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);
     return launch_item<EXACT, 8, 3, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);

@@ -35,7 +35,7 @@
 #define ATT_CL_MAX_D 128 /* head_dim: a multiple of 32, at most this */
 #define ATT_CL_MAX_SMEM ((size_t)200 * 1024)
 #define ATT_CL_MAX_COLS 1 /* wider steps keep the two launches (attn_lab, session 6: faster from 2) */
-#define ATT_CL_WIDE_COLS 8 /* up to this many, FP4LANE_CUDA_ATT_CLUSTER_WIDE's smaller clusters */
+#define ATT_CL_WIDE_COLS 8 /* up to this many, smaller clusters at short positions (step_cuda.cu) */
 
 /* dynamic shared memory: qs [STK_GB*D] | es [NI_max][STK_GB] | part [LPB][STK_GB][D] |
  * denp [LPB][STK_GB] | bm [STK_GB] | ms [STK_GB] | ring [NS][RC][D] halves */

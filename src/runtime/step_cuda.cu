@@ -49,6 +49,7 @@ static const char *const op_names[OP_COUNT_] = {
 
 typedef struct cu_graph {
     int64_t n;
+    int akey; /* the attention kernel the graph holds (att_wide_cs: the step's positions choose it) */
     int seen;
     cudaGraphExec_t exec;
 } cu_graph;
@@ -81,7 +82,8 @@ typedef struct cu_state {
     int att_gemm; /* native mode, cuBLAS loaded, not FP4LANE_CUDA_ATT_GEMM=0 */
     int att_cl;   /* the one-launch cluster attention's cluster size (att_cluster.cuh), 0: off */
     int att_cl_bps; /* its blocks per SM at most (0: as they fit; -1: att_cluster_bps's rule) */
-    int att_cl_wide; /* the cluster size for steps of 2 to ATT_CL_WIDE_COLS columns (0: two launches) */
+    int att_cl_wide; /* the cluster attention for steps of 2 to ATT_CL_WIDE_COLS columns (att_wide) */
+    int att_wide_ok; /* bit cs: clusters of cs blocks run this shape and n_ctx (att_wide's sizes) */
     int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row (h_in: then the
                            * greedy tokens, max_cols more)                                */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
@@ -291,10 +293,15 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     s->att_cl = ac && !strcmp(ac, "0") ? 0 : att_cluster_pick((int)a->head_dim, d->n_ctx, want_cl);
     const char *ab = getenv("FP4LANE_CUDA_ATT_CLUSTER_BPS"); /* 0, 1 or 2; unset: the rule */
     s->att_cl_bps = ab && ab[0] >= '0' && ab[0] <= '2' && !ab[1] ? ab[0] - '0' : -1;
-    const char *aw = getenv("FP4LANE_CUDA_ATT_CLUSTER_WIDE"); /* 2, 4, 8 or 16; unset or 0: off */
-    const int want_w = aw ? atoi(aw) : 0;
-    s->att_cl_wide =
-        s->att_cl && want_w >= 2 && want_w <= 16 ? att_cluster_pick((int)a->head_dim, d->n_ctx, want_w) : 0;
+    const char *aw = getenv("FP4LANE_CUDA_ATT_CLUSTER_WIDE"); /* 0: off; 2, 4, 8, 16: that size always */
+    const int want_w = aw ? atoi(aw) : -1;
+    s->att_cl_wide = !s->att_cl || want_w == 0 ? 0
+                     : want_w >= 2 && want_w <= 16 ? att_cluster_pick((int)a->head_dim, d->n_ctx, want_w)
+                                                   : -1; /* the table */
+    for (int cs = 2; cs <= 8 && s->att_cl_wide < 0; cs *= 2)
+        if (att_cluster_ok((int)a->head_dim, d->n_ctx, cs) &&
+            att_cluster_fits(cs, d->n_ctx, (int)a->head_dim))
+            s->att_wide_ok |= 1 << cs;
     if ((st = make_plan(s, &info, err))) {
         free(s);
         return st;
@@ -573,6 +580,33 @@ static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *
     return FP4_OK;
 }
 
+/* Steps of 2 to ATT_CL_WIDE_COLS columns whose positions are all below max_pos: the cluster kernel
+ * with clusters of cs blocks instead of stk_attention's two launches (attn_lab, s11-call1, µs a
+ * layer at position 511 / 3967: 2 columns, clusters of 8 10.79 / 42.48 against 15.16 / 39.55; 4
+ * columns, of 4 15.62 / 78.20 against 20.76 / 65.45; 8 columns, of 2 26.07 / 155.48 against 29.88 /
+ * 108.20, and of 2 the best in the 8-sequence step at positions 512-575: 1 624 tok/s against 1 571).
+ * Longer contexts need more blocks a column than these clusters have. */
+static const struct {
+    int64_t max_cols;
+    int cs;
+    int32_t max_pos;
+} att_wide[] = {{2, 8, 2047}, {4, 4, 1023}, {8, 2, 767}};
+
+/* the cluster size of this step's attention (0: the two launches, or gemm, or 1-column rules) */
+static int att_wide_cs(const cu_state *s, int64_t n) {
+    if (!s->att_cl_wide || n < 2 || n > ATT_CL_WIDE_COLS) return 0;
+    if (s->att_cl_wide > 0) return s->att_cl_wide; /* FP4LANE_CUDA_ATT_CLUSTER_WIDE's size */
+    const int32_t *pos = s->h_in + 2 * s->max_cols;
+    int32_t mp = 0;
+    for (int64_t c = 0; c < n; c++) mp = pos[c] > mp ? pos[c] : mp;
+    for (size_t i = 0; i < sizeof att_wide / sizeof att_wide[0]; i++)
+        if (n <= att_wide[i].max_cols) {
+            if (mp > att_wide[i].max_pos) return 0;
+            return s->att_wide_ok >> att_wide[i].cs & 1 ? att_wide[i].cs : 0;
+        }
+    return 0;
+}
+
 /* One layer's attention over n columns: where every run of columns (one slot, consecutive
  * positions) has ATT_GEMM_MIN_COLS or more and the native GEMM attention is on, each run through
  * cuBLAS (att_gemm.cuh); else, or where it declines (a graph capture), the pinned kernels over the
@@ -614,8 +648,8 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
         STK_LAUNCH(err, "rt.attention",
                    att_cluster(aa, n, s->att_cl, s->att_cl_bps < 0 ? att_cluster_bps(n) : s->att_cl_bps,
                                s->stream));
-    else if (!gemm && s->att_cl_wide && n <= ATT_CL_WIDE_COLS)
-        STK_LAUNCH(err, "rt.attention", att_cluster(aa, n, s->att_cl_wide, 0, s->stream));
+    else if (!gemm && att_wide_cs(s, n))
+        STK_LAUNCH(err, "rt.attention", att_cluster(aa, n, att_wide_cs(s, n), 0, s->stream));
     else if (!gemm) STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
     return FP4_OK;
 }
@@ -721,12 +755,14 @@ static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     return proj(s, head_of(s), s->d_hh, nw, s->d_lg, s->d.head->name, err);
 }
 
-/* graph of a decode step of n columns: captured the second time n is seen, replayed after */
+/* graph of a decode step of n columns (and its attention kernel, att_wide_cs): captured the second
+ * time the pair is seen, replayed after */
 static fp4_status run_body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     if (s->prof_path || s->graphs_off || nw != n) return body(s, n, nw, err);
     cu_graph *g = NULL;
+    const int akey = att_wide_cs(s, n);
     for (int i = 0; i < CU_MAX_GRAPHS && !g; i++)
-        if (s->graphs[i].seen && s->graphs[i].n == n) g = &s->graphs[i];
+        if (s->graphs[i].seen && s->graphs[i].n == n && s->graphs[i].akey == akey) g = &s->graphs[i];
     if (g && g->exec) {
         CU_TRY(err, cudaGraphLaunch(g->exec, s->stream), "cuda.graph");
         return FP4_OK;
@@ -734,7 +770,7 @@ static fp4_status run_body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     if (!g) { /* first time: eager, remembered */
         for (int i = 0; i < CU_MAX_GRAPHS && !g; i++)
             if (!s->graphs[i].seen) g = &s->graphs[i];
-        if (g) g->seen = 1, g->n = n;
+        if (g) g->seen = 1, g->n = n, g->akey = akey;
         return body(s, n, nw, err);
     }
     cudaGraph_t graph = NULL;
