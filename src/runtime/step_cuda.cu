@@ -38,7 +38,7 @@
 extern "C" fp4_status fp4_fail(fp4_error *err, fp4_status code, const char *file, const char *tensor,
                                const char *rule, const char *fmt, ...);
 
-#define CU_MAX_GRAPHS 8
+#define CU_MAX_GRAPHS 16 /* (column count, attention kernel) pairs; past them steps run eagerly */
 #define CU_RESERVE_BYTES ((uint64_t)768 << 20) /* context, modules, graphs, allocator slack */
 
 enum { OP_EMBED, OP_NORM, OP_QKV, OP_PREP, OP_ATTN, OP_O, OP_GATEUP, OP_SWIGLU, OP_DOWN, OP_HEAD, OP_COUNT_ };
@@ -580,19 +580,22 @@ static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *
     return FP4_OK;
 }
 
-/* Steps of 2 to ATT_CL_WIDE_COLS columns whose positions are all below max_pos: the cluster kernel
- * with clusters of cs blocks instead of stk_attention's two launches (attn_lab, s11-call1, µs a
- * layer at position 511 / 3967: 2 columns, clusters of 8 10.79 / 42.48 against 15.16 / 39.55; 4
- * columns, of 4 15.62 / 78.20 against 20.76 / 65.45; 8 columns, of 2 26.07 / 155.48 against 29.88 /
- * 108.20, and of 2 the best in the 8-sequence step at positions 512-575: 1 624 tok/s against 1 571).
- * Longer contexts need more blocks a column than these clusters have. */
+/* Steps of 2 to ATT_CL_WIDE_COLS columns whose positions are all at most max_pos: the cluster kernel
+ * with clusters of cs blocks instead of stk_attention's two launches; the first row that holds the
+ * step wins. attn_lab (s11-call2, µs a layer at positions 511 / 767 / 1023 / 2047 / 3967): 2 columns,
+ * clusters of 8 10.87 / 13.23 / 15.26 / 24.13 / 42.66 against the two launches' 15.24 / 16.27 /
+ * 17.56 / 25.21 / 39.62; 4 columns, of 4 15.60 / 20.00 / 24.66 / 43.25 against 20.84 / 25.05 / 27.04
+ * / 40.73; 8 columns, of 2 26.25 / 36.24 and of 4 26.07 / 32.97 / 40.16 against 29.95 / 35.78 /
+ * 41.73. In the 8-sequence step at positions 512-575 clusters of 2 beat those of 4 (s11-call1: 1 624
+ * against 1 584 tok/s; the two launches 1 571), hence 2 up to 639. Longer contexts need more blocks a
+ * column than these clusters have. */
 static const struct {
-    int64_t max_cols;
-    int cs;
+    int64_t min_cols, max_cols;
     int32_t max_pos;
-} att_wide[] = {{2, 8, 2047}, {4, 4, 1023}, {8, 2, 767}};
+    int cs;
+} att_wide[] = {{2, 2, 2047, 8}, {3, 4, 1023, 4}, {5, 8, 639, 2}, {5, 8, 1023, 4}};
 
-/* the cluster size of this step's attention (0: the two launches, or gemm, or 1-column rules) */
+/* the cluster size of this step's attention at 2+ columns (0: the two launches) */
 static int att_wide_cs(const cu_state *s, int64_t n) {
     if (!s->att_cl_wide || n < 2 || n > ATT_CL_WIDE_COLS) return 0;
     if (s->att_cl_wide > 0) return s->att_cl_wide; /* FP4LANE_CUDA_ATT_CLUSTER_WIDE's size */
@@ -600,10 +603,8 @@ static int att_wide_cs(const cu_state *s, int64_t n) {
     int32_t mp = 0;
     for (int64_t c = 0; c < n; c++) mp = pos[c] > mp ? pos[c] : mp;
     for (size_t i = 0; i < sizeof att_wide / sizeof att_wide[0]; i++)
-        if (n <= att_wide[i].max_cols) {
-            if (mp > att_wide[i].max_pos) return 0;
+        if (n >= att_wide[i].min_cols && n <= att_wide[i].max_cols && mp <= att_wide[i].max_pos)
             return s->att_wide_ok >> att_wide[i].cs & 1 ? att_wide[i].cs : 0;
-        }
     return 0;
 }
 
