@@ -1,11 +1,12 @@
 /* attn_lab.cu — timing of the decode step's attention (stk_attention's kernels of
  * src/runtime/step_kernels.cuh) beside the kernels before round 3 (lab_attn_old.cuh), on the
  * llama3-8b shape (32 query heads, 8 KV heads, head_dim 128, F16 KV cache of 32 layers: each call
- * reads the next layer's rows, so the cache comes from DRAM as in the step), 1 and 8 columns at
- * positions 511 and 3967 (n_ctx 4096). Variants: old; new with 2, 3, 4 pipeline stages (4 is the
- * step's); the one-launch cluster kernels of att_cluster.cuh (clusters of 8 and 16). Every variant's outputs
- * are compared bit for bit with old's (exit 1 if any differ). attn_lab [REPS]   (default 200 calls per cell;
- * launches back to back with PDL, as the step) */
+ * reads the next layer's rows, so the cache comes from DRAM as in the step), 1 to 8 columns at
+ * positions 511, 767, 1023, 2047 and 3967 (n_ctx 4096). Variants: old; new with 2, 3, 4 pipeline
+ * stages (4 is the step's); the one-launch cluster kernels of att_cluster.cuh (clusters of 8 and
+ * 16; of 4 and 2 since session 11). Every variant's outputs are compared bit for bit with old's
+ * (exit 1 if any differ).
+ * attn_lab [REPS]   (default 200 calls per cell; launches back to back with PDL, as the step) */
 #include "runtime/att_cluster.cuh"
 #include "runtime/step_kernels.cuh"
 #include "lab_attn_old.cuh"
@@ -36,6 +37,7 @@ static fp4_status launch(int var, stk_att_args a, int n) {
         return fp4_cu_launch(dim3(32, (unsigned)groups), dim3(D), 0, 0, 1, old_att_pv, a);
     }
     if (var == 3) return stk_attention(a, n, 0);
+    if (var >= 8) return att_cluster(a, n, var == 8 ? 4 : 2, 0, 0); /* session 11 */
     if (var >= 4) return att_cluster(a, n, var == 4 ? 8 : 16, var < 6 ? 0 : var - 5, 0);
     const int gx = stk_att_gx(groups, NCTX, fp4_cu_sm_count());
     a.gx = gx;
@@ -51,14 +53,16 @@ int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
     const int quick = argc > 2 && !strcmp(argv[2], "quick"); /* 1 column, the step's and the cluster
                                                               * variants, one warm-up (a sanitizer run) */
-    static const char *const names[8] = {"old (d07eabb)",
+    static const char *const names[10] = {"old (d07eabb)",
                                          "new, 2 stages",
                                          "new, 3 stages",
                                          "new, 4 stages (step)",
                                          "cluster of 8 (att_cluster.cuh)",
                                          "cluster of 16 (att_cluster.cuh)",
                                          "cluster of 16, 1 block per SM",
-                                         "cluster of 16, 2 blocks per SM"};
+                                         "cluster of 16, 2 blocks per SM",
+                                         "cluster of 4 (session 11)",
+                                         "cluster of 2 (session 11)"};
     const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
     const size_t kvn = (size_t)(MAXC * slot_stride);
     uint16_t *kc, *vc;
@@ -104,19 +108,21 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     ck(cudaEventCreate(&e0), "event");
     ck(cudaEventCreate(&e1), "event");
-    static const int cols[4] = {1, 2, 4, 8}, poss[2] = {511, 3967};
+    static const int cols[4] = {1, 2, 4, 8}, poss[5] = {511, 767, 1023, 2047, 3967};
     int bad = 0;
     printf("| variant | columns | position | us per layer (scores + pv) |\n|---|---|---|---|\n");
     for (int ci = 0; ci < (quick ? 1 : 4); ci++)
-        for (int pi = 0; pi < 2; pi++) {
+        for (int pi = 0; pi < 5; pi++) {
             const int n = cols[ci];
             int32_t in[4 * MAXC];
             for (int c = 0; c < n; c++)
                 in[c] = 0, in[n + c] = c, in[2 * n + c] = poss[pi], in[3 * n + c] = c;
             ck(cudaMemcpy(din, in, 4 * 4 * (size_t)n, cudaMemcpyHostToDevice), "H2D");
             const stk_cols cl = {din, din + n, din + 2 * n, din + 3 * n};
-            for (int var = 0; var < 8; var++) {
-                if (var >= 4 && att_cluster_pick(D, NCTX, var == 4 ? 8 : 16) != (var == 4 ? 8 : 16)) continue;
+            for (int var = 0; var < 10; var++) {
+                const int cs = var == 4 ? 8 : 16;
+                if (var >= 4 && var < 8 && att_cluster_pick(D, NCTX, cs) != cs) continue;
+                if (var >= 8 && !att_cluster_ok(D, NCTX, var == 8 ? 4 : 2)) continue;
                 stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
                                   NH, NKV,  D,  0,  0.08838834764831845f, cl};
                 if (quick && var != 0 && var != 3 && var != 4 && var != 5) continue;

@@ -56,18 +56,27 @@ void lab_frag_release(void) {
     }
 }
 
+/* the K parts' sums (frag_parts > 1: down's 14 336 values, session 11): 8 parts of 8 columns of
+ * the lab's widest output */
+static float *lab_parts(void) {
+    static float *p;
+    if (!p && cudaMalloc((void **)&p, (size_t)8 * 8 * 28672 * 4) != cudaSuccess) p = NULL;
+    return p;
+}
+
 template <int NW, int IPW, int NST>
 static fp4_status frag_cols(const fp4_cuda_tensor *w, const uint8_t *f, const float *x, int64_t nc, float *y,
                             cudaStream_t s) {
     fp4_status st;
+    float *parts = lab_parts();
     if (nc == 1)
-        st = launch_frag<NW, IPW, NST, 1>(w, f, x, nc, y, s, 1);
+        st = launch_frag<NW, IPW, NST, 1>(w, f, x, nc, y, parts, s, 1);
     else if (nc == 2)
-        st = launch_frag<NW, IPW, NST, 2>(w, f, x, nc, y, s, 1);
+        st = launch_frag<NW, IPW, NST, 2>(w, f, x, nc, y, parts, s, 1);
     else if (nc <= 4)
-        st = launch_frag<NW, IPW, NST, 4>(w, f, x, nc, y, s, 1);
+        st = launch_frag<NW, IPW, NST, 4>(w, f, x, nc, y, parts, s, 1);
     else
-        st = launch_frag<NW, IPW, NST, 8>(w, f, x, nc, y, s, 1);
+        st = launch_frag<NW, IPW, NST, 8>(w, f, x, nc, y, parts, s, 1);
     if (st != FP4_ERR_UNSUPPORTED || nc == 1) return st;
     const int64_t h = (nc + 1) / 2; /* the activations of nc columns do not fit: two halves */
     const fp4_status sc = frag_cols<NW, IPW, NST>(w, f, x, h, y, s);

@@ -163,9 +163,13 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
     uint8_t *act = stg + NST * L::stage;
     float *dsm = reinterpret_cast<float *>(act + L::act(nsb));
     float *cbuf = dsm + nsb;
-    const int tid = threadIdx.x, rot = tid & 7;
+    const int tid = threadIdx.x;
     const int64_t G = gridDim.x, b = blockIdx.x;
     const int64_t row_begin = b * n_out / G, row_end = (b + 1) * n_out / G;
+    /* the lane's chunk rotation: the low bits of its item's index in the whole matrix (a stage
+     * starts at a multiple of IPS, a multiple of 32), so a native lane's sum order depends on the
+     * item, never on the grid (session 11; tid & 7 before, the same where nsb is a multiple of 8) */
+    const int rot = (int)(((uint64_t)row_begin * (uint64_t)nsb + (uint64_t)tid) & 7u);
     const int nrows = (int)(row_end - row_begin);
     const int n_items = nrows * nsb;
     const int nit = (n_items + IPS - 1) / IPS;
@@ -379,12 +383,13 @@ static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const flo
  * count (lab, session 7, bench/gpu.md, exact µs of the QIN forms): 16 384 rows and more (gate/up)
  * two blocks per SM of 8 warps with 2 stages (lab .83: 19.8 -> 19.3 against .82); 4 096 rows and
  * fewer (o) one block of 16 warps with 2 stages (.84: 6.0 -> 5.8); between (q/k/v, 6 144 rows) 8
- * warps, 3 stages, one block per SM (.82). Exact's integer totals do not depend on the shape. Native
- * keeps the separate pass's shape (.82) everywhere: a lane sums its item's 8 chunk products in an
- * order rotated by the item's place in the block's stream, so another grid can round another way
- * where a row has fewer than 8 super-blocks (s7-call4: 20000x512 differed with .83); with one shape
- * QIN and the separate pass give the same bytes (the lab's native .83/.84 gains, 0.7 and 0.4 us,
- * are left). */
+ * warps, 3 stages, one block per SM (.82). Exact's integer totals do not depend on the shape, and
+ * native's f32 sums do not either since session 11 (a16_item_kernel's rot follows the item's index
+ * in the matrix; before, its place in the block's stream, so another grid rounded another way where
+ * a row has fewer than 8 super-blocks: s7-call4, 20000x512 with .83). Native keeps .82 everywhere:
+ * exact's shapes are faster in the lab (s11-call1: o 6.7 -> 6.3 us, gate/up 23.0 -> 22.2) but the
+ * decode step was slower with them (401.6 / 404.6 / 404.0 -> 394.5 / 396.5 / 395.3 tok/s, old and
+ * new binaries alternating in the same call; bench/gpu.md session 11). */
 template <bool EXACT>
 static fp4_status launch_item_qin(const fp4_cuda_tensor *w, const float *x, float *y, cudaStream_t s,
                                   int one_wave) {

@@ -524,6 +524,7 @@ fp4_status fp4_cu_a16_exact_pre(const fp4_cuda_tensor *w, const void *d_q, const
 fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                              const fp4_cuda_scratch *s, cudaStream_t stream);
 size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+size_t fp4_cu_a16_frag_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
 fp4_status fp4_cu_a16_native_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
                                  cudaStream_t stream);
 /* native A16 on the tensor cores from the frag copy (frag.cu), 1..8 columns; the table takes it where

@@ -15,6 +15,15 @@ template <bool BF16> static __device__ __forceinline__ float dp_widen(uint16_t h
     return __half2float(__ushort_as_half(h)); /* exact: every f16 is an f32 */
 }
 
+/* a weight (never written by a kernel of the step): read-only path, and the L2 fetches the aligned
+ * 256 bytes around it, so a warp's 64-byte read brings the row's next three as well (the same hint
+ * took bf16.dense.mma from 443 to 254 us, bench/gpu.md session 10); the values are the same */
+static __device__ __forceinline__ uint16_t dp_ldg_w(const uint16_t *p) {
+    unsigned short v;
+    asm("ld.global.nc.L2::256B.u16 %0, [%1];" : "=h"(v) : "l"(p));
+    return v;
+}
+
 template <bool BF16, int NC>
 static __global__ __launch_bounds__(DP_WARPS * 32) void dense_pinned_kernel(const uint16_t *__restrict__ w,
                                                                             int64_t stride, int64_t n_out,
@@ -36,7 +45,7 @@ static __global__ __launch_bounds__(DP_WARPS * 32) void dense_pinned_kernel(cons
         float wv[8];
 #pragma unroll
         for (int m = 0; m < 8; m++)
-            wv[m] = dp_widen<BF16>(__ldg(wr + k + 32 * m));
+            wv[m] = dp_widen<BF16>(dp_ldg_w(wr + k + 32 * m));
 #pragma unroll
         for (int c = 0; c < NC; c++)
 #pragma unroll
@@ -44,7 +53,7 @@ static __global__ __launch_bounds__(DP_WARPS * 32) void dense_pinned_kernel(cons
                 acc[c] = __fadd_rn(acc[c], __fmul_rn(wv[m], __ldg(x + c * n_in + k + 32 * m)));
     }
     for (; k < n_in; k += 32) {
-        const float wv = dp_widen<BF16>(__ldg(wr + k));
+        const float wv = dp_widen<BF16>(dp_ldg_w(wr + k));
 #pragma unroll
         for (int c = 0; c < NC; c++)
             acc[c] = __fadd_rn(acc[c], __fmul_rn(wv, __ldg(x + c * n_in + k)));

@@ -42,7 +42,7 @@ static const route routes[] = {
      "nvfp4.a16.exact.dp4a", NULL, fp4_cu_a16_exact_pre},
     /* native, 2..8 columns from the tensor-core copy where the tensor has one and the call fits one
      * launch (frag.cu; at 1 column the item kernel of native.mma is faster, bench/gpu.md session 9) */
-    {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 2, 8, 0, fp4_cu_a16_frag, fp4_cu_a16_native_scratch,
+    {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 2, 8, 0, fp4_cu_a16_frag, fp4_cu_a16_frag_scratch,
      "nvfp4.a16.native.frag", NULL, NULL, fp4_cu_frag_takes},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, FP4_CU_GEMM_MIN_COLS, NO_MAX, 0, fp4_cu_a16_gemm,
      fp4_cu_a16_gemm_scratch, "nvfp4.a16.native.gemm", fp4_cu_gemm_available},

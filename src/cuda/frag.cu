@@ -1,8 +1,10 @@
 /* frag.cu — the native A16 route on the tensor cores from the frag copy (frag.cuh): the copy's
  * making (fp4_cuda_tensor_make_frag) and the route the dispatch table names for 1 to 8 columns
  * ("nvfp4.a16.native.frag", taken where the tensor has its frag copy). Where one launch's shared
- * memory cannot hold the activations (8 columns of long rows) the columns go in halves; where
- * not even one column fits, the tile route (a16_native.cu) serves the call. bench/gpu.md
+ * memory cannot hold 8 columns of a long row's activations (down's 14 336 values), every call on the
+ * tensor splits K into parts (frag_parts: 4 for down) and adds the parts' sums in a second launch
+ * (session 11; before, the tile route served down from 3 columns); where not even that fits, the
+ * columns go in halves, and where not even one column fits, the tile route (a16_native.cu). bench/gpu.md
  * ("Session 9") has the measurements behind the kernel's shape. */
 #include "frag.cuh"
 
@@ -11,32 +13,46 @@
 #define FRAG_IPW 1
 #define FRAG_NST 3
 template <int NCP>
-static fp4_status frag_launch(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y,
+static fp4_status frag_launch(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, float *parts,
                               cudaStream_t s) {
-    return launch_frag<FRAG_NW, FRAG_IPW, FRAG_NST, NCP>(w, w->d_frag, x, nc, y, s, 1);
+    return launch_frag<FRAG_NW, FRAG_IPW, FRAG_NST, NCP>(w, w->d_frag, x, nc, y, parts, s, 1);
 }
 /* 1 when one launch of NCP columns fits the shared memory (launch_frag's own rule) */
 template <int NCP> static int frag_fits(const fp4_cuda_tensor *w) {
     return frag_plan<FRAG_NW, FRAG_IPW, FRAG_NST, NCP>(w, NULL, NULL, NULL) == FP4_OK;
 }
 
-static fp4_status frag_cols(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, cudaStream_t s) {
+static fp4_status frag_cols(const fp4_cuda_tensor *w, const float *x, int64_t nc, float *y, float *parts,
+                            cudaStream_t s) {
     fp4_status st;
     if (nc == 1)
-        st = frag_launch<1>(w, x, nc, y, s);
+        st = frag_launch<1>(w, x, nc, y, parts, s);
     else if (nc == 2)
-        st = frag_launch<2>(w, x, nc, y, s);
+        st = frag_launch<2>(w, x, nc, y, parts, s);
     else if (nc <= 4)
-        st = frag_launch<4>(w, x, nc, y, s);
+        st = frag_launch<4>(w, x, nc, y, parts, s);
     else
-        st = frag_launch<8>(w, x, nc, y, s);
+        st = frag_launch<8>(w, x, nc, y, parts, s);
     if (st != FP4_ERR_UNSUPPORTED || nc == 1) return st;
     const int64_t h = (nc + 1) / 2; /* the activations of nc columns do not fit: two halves */
-    FP4_CU_TRY(frag_cols(w, x, h, y, s));
-    return frag_cols(w, x + h * w->n_in, nc - h, y + h * w->n_out, s);
+    FP4_CU_TRY(frag_cols(w, x, h, y, parts, s));
+    return frag_cols(w, x + h * w->n_in, nc - h, y + h * w->n_out, parts, s);
+}
+
+/* the K parts' sums of a call of nc columns (frag_parts > 1), in the scratch after the counters */
+static size_t frag_parts_bytes(const fp4_cuda_tensor *w, int64_t nc) {
+    const int kp = frag_parts<FRAG_NW, FRAG_IPW, FRAG_NST>(w);
+    return kp > 1 ? FP4_CU_ALIGN((size_t)kp * (size_t)nc * (size_t)w->n_out * 4) : 0;
 }
 
 extern "C" {
+
+size_t fp4_cu_a16_frag_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
+    if (!w || n_cols < 1) return 0;
+    const size_t a = fp4_cu_a16_native_scratch(w, n_cols); /* the tile route's, where frag declines */
+    const size_t b = w->frag_bytes && n_cols <= FRAG_MAX_COLS ? frag_parts_bytes(w, n_cols) : 0;
+    return a > b ? a : b;
+}
 
 FP4_API fp4_status fp4_cuda_tensor_make_frag(fp4_cuda_tensor *t) {
     if (!t) return FP4_ERR_INVALID_ARG;
@@ -75,7 +91,13 @@ fp4_status fp4_cu_a16_frag(const fp4_cuda_tensor *w, const float *d_x, int64_t n
                            const fp4_cuda_scratch *s, cudaStream_t stream) {
     if (!w || !d_x || !d_y || n_cols < 1 || n_cols > FRAG_MAX_COLS) return FP4_ERR_INVALID_ARG;
     if (!w->d_frag) return FP4_ERR_INVALID_ARG;
-    const fp4_status st = frag_cols(w, d_x, n_cols, d_y, stream);
+    float *parts = NULL;
+    const size_t pb = frag_parts_bytes(w, n_cols);
+    if (pb) {
+        if (!s || !s->d_base || s->bytes < FP4_CU_COUNTER_BYTES + pb) return FP4_ERR_INVALID_ARG;
+        parts = (float *)((uint8_t *)s->d_base + FP4_CU_COUNTER_BYTES);
+    }
+    const fp4_status st = frag_cols(w, d_x, n_cols, d_y, parts, stream);
     if (st != FP4_ERR_UNSUPPORTED) return st;
     return fp4_cu_a16_native(w, d_x, n_cols, d_y, s, stream);
 }

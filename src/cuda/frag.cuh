@@ -157,12 +157,21 @@ template <int NW, int IPW, int NST, int NCP> struct frag_smem {
 
 template <int NW, int IPW, int NST, int NCP>
 static __global__
-__launch_bounds__(NW * 32, 1) void frag_kernel(const uint8_t *__restrict__ frag, int64_t n_out, int nsb,
-                                               int64_t n_tiles, const float *__restrict__ x, int64_t n_in,
-                                               int ncols, float scale2, float *__restrict__ y, int ring) {
+__launch_bounds__(NW * 32, 1) void frag_kernel(const uint8_t *__restrict__ frag, int64_t n_out,
+                                               int nsb_all, int64_t n_tiles, const float *__restrict__ x_all,
+                                               int64_t n_in_all, int ncols, float scale2,
+                                               float *__restrict__ y_all, int ring, int kp, int64_t y_ps) {
     using L = frag_smem<NW, IPW, NST, NCP>;
     constexpr int NT = NW * 32, IPS = L::IPS;
     extern __shared__ __align__(128) uint8_t sm[];
+    /* split-K (session 11): kp parts of nsb_all / kp super-blocks each; block b serves part b % kp of
+     * the tiles of block b / kp of a kp-th of the grid, from its part's activations, and writes the
+     * part's sums at y_all + kq * y_ps (frag_sum_kernel adds the parts); kp 1: the whole rows */
+    const int kq = (int)(blockIdx.x % (unsigned)kp), nsb = nsb_all / kp; /* this block's K part */
+    const float *x = x_all + (int64_t)kq * nsb * 256;
+    const int64_t x_cs = n_in_all, k_left = n_in_all - (int64_t)kq * nsb * 256;
+    const int64_t n_in = k_left < (int64_t)nsb * 256 ? k_left : (int64_t)nsb * 256; /* values of the part */
+    float *y = y_all + (int64_t)kq * y_ps;
     uint64_t *bar = reinterpret_cast<uint64_t *>(sm);
     uint8_t *stg = sm + 128;
     uint8_t *act = sm + L::act_off;
@@ -171,18 +180,30 @@ __launch_bounds__(NW * 32, 1) void frag_kernel(const uint8_t *__restrict__ frag,
     int *cnt =
         reinterpret_cast<int *>(sm + L::cnt_off(nsb, ring)); /* [ring]: warps done with the slot's tile */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int64_t G = gridDim.x, b = blockIdx.x;
+    const int64_t G = gridDim.x / kp, b = blockIdx.x / kp;
     const int64_t t0 = b * n_tiles / G, t1 = (b + 1) * n_tiles / G;
     const int ntl = (int)(t1 - t0);
     const int n_items = ntl * nsb;
     const int nit = (n_items + IPS - 1) / IPS;
-    const uint8_t *gp = frag + t0 * nsb * FRAG_ITEM;
+    const uint8_t *gp = frag + t0 * nsb_all * FRAG_ITEM;
 
     auto issue = [&](int it) {
         const int s = it % NST, base = it * IPS;
         const int cnt = n_items - base < IPS ? n_items - base : IPS;
         fp4_mbar_expect_tx(&bar[s], (unsigned)cnt * FRAG_ITEM);
-        fp4_bulk_g2s(stg + s * L::stage, gp + (int64_t)base * FRAG_ITEM, (unsigned)cnt * FRAG_ITEM, &bar[s]);
+        if (kp == 1) {
+            fp4_bulk_g2s(stg + s * L::stage, gp + (int64_t)base * FRAG_ITEM, (unsigned)cnt * FRAG_ITEM,
+                         &bar[s]);
+        } else { /* a part's items are runs of nsb within each tile's nsb_all */
+            for (int li = base; li < base + cnt;) {
+                const int tl = li / nsb, r = li - tl * nsb;
+                const int run = nsb - r < base + cnt - li ? nsb - r : base + cnt - li;
+                fp4_bulk_g2s(stg + s * L::stage + (size_t)(li - base) * FRAG_ITEM,
+                             gp + ((int64_t)tl * nsb_all + (int64_t)kq * nsb + r) * FRAG_ITEM,
+                             (unsigned)run * FRAG_ITEM, &bar[s]);
+                li += run;
+            }
+        }
     };
     if (tid == 0) {
         for (int s = 0; s < NST; s++)
@@ -212,7 +233,7 @@ __launch_bounds__(NW * 32, 1) void frag_kernel(const uint8_t *__restrict__ frag,
 #pragma unroll
             for (int c = 0; c < NCP; c++)
                 if (c < ncols) {
-                    const float4 v = reinterpret_cast<const float4 *>(x + (int64_t)c * n_in)[i];
+                    const float4 v = reinterpret_cast<const float4 *>(x + (int64_t)c * x_cs)[i];
                     m[c] = fmaxf(m[c], fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))));
                 }
 #pragma unroll
@@ -245,7 +266,7 @@ __launch_bounds__(NW * 32, 1) void frag_kernel(const uint8_t *__restrict__ frag,
                 if (c >= ncols) break;
                 float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
                 if (k < n_in) {
-                    const float4 *p = reinterpret_cast<const float4 *>(x + (int64_t)c * n_in + k);
+                    const float4 *p = reinterpret_cast<const float4 *>(x + (int64_t)c * x_cs + k);
                     lo = p[0];
                     hi = p[1];
                 }
@@ -387,41 +408,76 @@ static fp4_status frag_repack(const fp4_cuda_tensor *w, uint8_t *out, cudaStream
     return FP4_OK;
 }
 
-/* the grid, ring and shared memory of a launch; FP4_ERR_UNSUPPORTED where one block's shared
- * memory would not fit (or the device has no sm_90a code) */
+/* the grid, ring and shared memory of a launch of kp K parts; FP4_ERR_UNSUPPORTED where one block's
+ * shared memory would not fit (or the device has no sm_90a code) */
 template <int NW, int IPW, int NST, int NCP>
-static fp4_status frag_plan(const fp4_cuda_tensor *w, int64_t *grid, int *ring, size_t *smem) {
+static fp4_status frag_plan_k(const fp4_cuda_tensor *w, int kp, int64_t *grid, int *ring, size_t *smem) {
     using L = frag_smem<NW, IPW, NST, NCP>;
     if (w->k_pad % 256 || w->n_in % 16 || w->k_pad < 256 || !stream_device_ok()) return FP4_ERR_UNSUPPORTED;
-    const int nsb = (int)(w->k_pad / 256);
+    const int nsb_all = (int)(w->k_pad / 256);
+    if (kp < 1 || nsb_all % kp) return FP4_ERR_UNSUPPORTED;
+    const int nsb = nsb_all / kp;
     const int64_t n_tiles = (w->n_out + 15) / 16;
     int sms = fp4_cu_sm_count();
     if (sms <= 0) sms = 132;
-    const int64_t G = n_tiles < sms ? n_tiles : sms;
+    const int64_t per = sms / kp > 0 ? sms / kp : 1;
+    const int64_t G = n_tiles < per ? n_tiles : per; /* blocks per part */
     const int64_t tmax = (n_tiles + G - 1) / G;
     const int r = L::ring_slots(nsb, tmax);
     const size_t b = L::bytes(nsb, r);
     if (b > STREAM_SMEM_MAX || tmax * nsb >= (1 << 30)) return FP4_ERR_UNSUPPORTED;
-    if (grid) *grid = G;
+    if (grid) *grid = G * kp;
     if (ring) *ring = r;
     if (smem) *smem = b;
     return FP4_OK;
 }
 
+/* The K parts of every launch on w (session 11): the fewest (1, 2, 4, 7 or 8, dividing the row's
+ * super-blocks) with which FRAG_MAX_COLS columns fit one launch, 0 if none. A function of the tensor
+ * alone, so that a column's bits do not depend on how many columns the call has. */
+template <int NW, int IPW, int NST> static int frag_parts(const fp4_cuda_tensor *w) {
+    static const int kps[] = {1, 2, 4, 7, 8};
+    for (int i = 0; i < 5; i++)
+        if (frag_plan_k<NW, IPW, NST, FRAG_MAX_COLS>(w, kps[i], NULL, NULL, NULL) == FP4_OK) return kps[i];
+    return 0;
+}
+
+template <int NW, int IPW, int NST, int NCP>
+static fp4_status frag_plan(const fp4_cuda_tensor *w, int64_t *grid, int *ring, size_t *smem) {
+    const int kp = frag_parts<NW, IPW, NST>(w);
+    return kp ? frag_plan_k<NW, IPW, NST, NCP>(w, kp, grid, ring, smem) : FP4_ERR_UNSUPPORTED;
+}
+
+/* y = the sum of kp parts p[k * ps + i] (k = 0, 1, ... in order) for i < n */
+static __global__ void frag_sum_kernel(const float *__restrict__ p, int64_t ps, int kp, int64_t n,
+                                       float *__restrict__ y) {
+    fp4_pdl_wait();
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float s = p[i];
+    for (int k = 1; k < kp; k++)
+        s = __fadd_rn(s, p[(int64_t)k * ps + i]);
+    y[i] = s;
+}
+
 /* y (ncols x n_out) = w x (ncols x n_in), ncols <= NCP, from the frag copy; FP4_ERR_UNSUPPORTED
- * where the device has no sm_90a code or one block's shared memory would not fit */
+ * where the device has no sm_90a code or one block's shared memory would not fit. With more than one
+ * K part the parts' sums go to parts (frag_parts(w) * ncols * n_out floats) and a second launch
+ * adds them into y. */
 template <int NW, int IPW, int NST, int NCP>
 static fp4_status launch_frag(const fp4_cuda_tensor *w, const uint8_t *frag, const float *x, int64_t ncols,
-                              float *y, cudaStream_t s, int pdl) {
+                              float *y, float *parts, cudaStream_t s, int pdl) {
     if (ncols < 1 || ncols > NCP || !frag || !fp4_aligned16(frag) || !fp4_aligned16(x))
         return FP4_ERR_UNSUPPORTED;
+    const int kp = frag_parts<NW, IPW, NST>(w);
+    if (kp < 1 || (kp > 1 && !parts)) return FP4_ERR_UNSUPPORTED;
     int64_t G;
     int ring;
     size_t smem;
-    const fp4_status st = frag_plan<NW, IPW, NST, NCP>(w, &G, &ring, &smem);
+    const fp4_status st = frag_plan_k<NW, IPW, NST, NCP>(w, kp, &G, &ring, &smem);
     if (st != FP4_OK) return st;
     const int nsb = (int)(w->k_pad / 256);
-    const int64_t n_tiles = (w->n_out + 15) / 16;
+    const int64_t n_tiles = (w->n_out + 15) / 16, n = ncols * w->n_out;
     static int opted_in[FP4_CU_MAX_DEVICES];
     FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)frag_kernel<NW, IPW, NST, NCP>, STREAM_SMEM_MAX, opted_in));
     cudaLaunchConfig_t cfg = {};
@@ -429,8 +485,11 @@ static fp4_status launch_frag(const fp4_cuda_tensor *w, const uint8_t *frag, con
     cfg.blockDim = dim3(NW * 32);
     cfg.dynamicSmemBytes = stream_smem_request(smem, 1);
     cfg.stream = s;
-    return fp4_cu_launch_pdl(cfg, pdl, frag_kernel<NW, IPW, NST, NCP>, frag, w->n_out, nsb, n_tiles, x,
-                             w->n_in, (int)ncols, w->scale2, y, ring);
+    FP4_CU_TRY(fp4_cu_launch_pdl(cfg, pdl, frag_kernel<NW, IPW, NST, NCP>, frag, w->n_out, nsb, n_tiles, x,
+                                 w->n_in, (int)ncols, w->scale2, kp > 1 ? parts : y, ring, kp, n));
+    if (kp == 1) return FP4_OK;
+    return fp4_cu_launch(dim3((unsigned)((n + 255) / 256)), dim3(256), 0, s, pdl, frag_sum_kernel,
+                         (const float *)parts, n, kp, n, y);
 }
 
 #endif /* FP4_CUDA_FRAG_CUH */

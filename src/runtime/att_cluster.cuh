@@ -35,6 +35,7 @@
 #define ATT_CL_MAX_D 128 /* head_dim: a multiple of 32, at most this */
 #define ATT_CL_MAX_SMEM ((size_t)200 * 1024)
 #define ATT_CL_MAX_COLS 1 /* wider steps keep the two launches (attn_lab, session 6: faster from 2) */
+#define ATT_CL_WIDE_COLS 8 /* up to this many, smaller clusters at short positions (step_cuda.cu) */
 
 /* dynamic shared memory: qs [STK_GB*D] | es [NI_max][STK_GB] | part [LPB][STK_GB][D] |
  * denp [LPB][STK_GB] | bm [STK_GB] | ms [STK_GB] | ring [NS][RC][D] halves */
@@ -161,42 +162,59 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void att_cluster_kernel(stk_
                 den = fp4p_add(den, es[(u * LPB + r) * STK_GB + g]);
         denp[tid] = den;
     }
-    /* o strips: thread (r, dimension pair dp) */
-    const int npair = D / 2, pr = tid / npair, dp = tid - pr * npair;
-    const bool pv = pr < LPB;
-    const int64_t nu = pv && n > b * LPB + pr ? (n - b * LPB - pr + 31) / 32 : 0;
-    float p[STK_GB][2];
+    /* o strips: thread (r, dimension pair dp), r = pr + s * PR for its NSET sets s (clusters of 8
+     * and 16 hold at most 4 lanes a block: one set; of 4 and 2, 8 and 16 lanes: two and four) */
+    constexpr int NSET = (LPB + 3) / 4;
+    const int npair = D / 2, PR = ATT_CL_THREADS / npair, pr = tid / npair, dp = tid - pr * npair;
+    int64_t nu[NSET];
+    bool pv[NSET];
 #pragma unroll
-    for (int g = 0; g < STK_GB; g++)
-        p[g][0] = p[g][1] = 0.0f;
+    for (int q2 = 0; q2 < NSET; q2++) {
+        const int r = pr + q2 * PR;
+        pv[q2] = r < LPB;
+        nu[q2] = pv[q2] && n > b * LPB + r ? (n - b * LPB - r + 31) / 32 : 0;
+    }
+    float p[NSET][STK_GB][2];
+#pragma unroll
+    for (int q2 = 0; q2 < NSET; q2++)
+#pragma unroll
+        for (int g = 0; g < STK_GB; g++)
+            p[q2][g][0] = p[q2][g][1] = 0.0f;
     for (int64_t k = 0; k < nchunk; k++) {
         fp4_cp_async_wait<ATT_CL_NS - 2>();
         __syncthreads(); /* chunk k is in; every thread is done with chunk k-1's stage */
         att_cl_issue<LPB>(ring, vbase, kvd, D, b, n, ni, k + ATT_CL_NS - 1);
-        if (pv) {
+#pragma unroll
+        for (int q2 = 0; q2 < NSET; q2++) {
+            if (!pv[q2]) continue;
+            const int r = pr + q2 * PR;
             const uint16_t *st = ring + (k % ATT_CL_NS) * ATT_CL_RC * D + 2 * dp;
 #pragma unroll 4
             for (int w = 0; w < ATT_CL_RC / LPB; w++) {
                 const int64_t u = (k * ATT_CL_RC) / LPB + w;
-                if (u >= nu) break;
-                const __half2 h2 = *reinterpret_cast<const __half2 *>(st + (w * LPB + pr) * D);
+                if (u >= nu[q2]) break;
+                const __half2 h2 = *reinterpret_cast<const __half2 *>(st + (w * LPB + r) * D);
                 const float2 v = __half22float2(h2);
-                const float4 e4 = *reinterpret_cast<const float4 *>(es + (u * LPB + pr) * STK_GB);
+                const float4 e4 = *reinterpret_cast<const float4 *>(es + (u * LPB + r) * STK_GB);
                 const float e[STK_GB] = {e4.x, e4.y, e4.z, e4.w};
 #pragma unroll
                 for (int g = 0; g < STK_GB; g++)
                     if (g < nhb) {
-                        p[g][0] = fp4p_add(p[g][0], fp4p_mul(e[g], v.x));
-                        p[g][1] = fp4p_add(p[g][1], fp4p_mul(e[g], v.y));
+                        p[q2][g][0] = fp4p_add(p[q2][g][0], fp4p_mul(e[g], v.x));
+                        p[q2][g][1] = fp4p_add(p[q2][g][1], fp4p_mul(e[g], v.y));
                     }
             }
         }
     }
-    if (pv)
 #pragma unroll
-        for (int g = 0; g < STK_GB; g++) {
-            part[(pr * STK_GB + g) * D + 2 * dp] = p[g][0];
-            part[(pr * STK_GB + g) * D + 2 * dp + 1] = p[g][1];
+    for (int q2 = 0; q2 < NSET; q2++)
+        if (pv[q2]) {
+            const int r = pr + q2 * PR;
+#pragma unroll
+            for (int g = 0; g < STK_GB; g++) {
+                part[(r * STK_GB + g) * D + 2 * dp] = p[q2][g][0];
+                part[(r * STK_GB + g) * D + 2 * dp + 1] = p[q2][g][1];
+            }
         }
     cluster.sync(); /* every block's strips */
     const int per = (nhb * D + CS - 1) / CS;
@@ -223,7 +241,8 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void att_cluster_kernel(stk_
  * sm_90a code: fp4_cu_sm90_code; head_dim
  * a multiple of 32 up to ATT_CL_MAX_D, shared memory within ATT_CL_MAX_SMEM) */
 static inline int att_cluster_ok(int d, int64_t n_ctx, int cs) {
-    if (!fp4_cu_sm90_code() || d % 32 || d > ATT_CL_MAX_D || (cs != 8 && cs != 16)) return 0;
+    if (!fp4_cu_sm90_code() || d % 32 || d > ATT_CL_MAX_D || (cs != 2 && cs != 4 && cs != 8 && cs != 16))
+        return 0;
     return att_cluster_smem(n_ctx, d, cs) <= ATT_CL_MAX_SMEM;
 }
 
@@ -279,16 +298,23 @@ template <int CS, int NDL> static int att_cluster_fits_t(int64_t n_ctx, int d) {
     return nc > 0;
 }
 
-/* the cluster size the step uses for this shape and n_ctx: want (16 or 8) where it runs, else 8,
- * else 0 (the two launches of stk_attention) */
-static inline int att_cluster_pick(int d, int64_t n_ctx, int want) {
-    for (int cs = want; cs >= 8; cs /= 2) {
-        if (!att_cluster_ok(d, n_ctx, cs)) continue;
-        const int fits =
-            cs == 16 ? (d <= 64 ? att_cluster_fits_t<16, 2>(n_ctx, d) : att_cluster_fits_t<16, 4>(n_ctx, d))
-                     : (d <= 64 ? att_cluster_fits_t<8, 2>(n_ctx, d) : att_cluster_fits_t<8, 4>(n_ctx, d));
-        if (fits) return cs;
+/* whether clusters of cs blocks with this shared memory can be resident (att_cluster_fits_t) */
+static inline int att_cluster_fits(int cs, int64_t n_ctx, int d) {
+    const bool s = d <= 64;
+    switch (cs) {
+    case 16: return s ? att_cluster_fits_t<16, 2>(n_ctx, d) : att_cluster_fits_t<16, 4>(n_ctx, d);
+    case 8: return s ? att_cluster_fits_t<8, 2>(n_ctx, d) : att_cluster_fits_t<8, 4>(n_ctx, d);
+    case 4: return s ? att_cluster_fits_t<4, 2>(n_ctx, d) : att_cluster_fits_t<4, 4>(n_ctx, d);
+    case 2: return s ? att_cluster_fits_t<2, 2>(n_ctx, d) : att_cluster_fits_t<2, 4>(n_ctx, d);
+    default: return 0;
     }
+}
+
+/* the cluster size the step uses for this shape and n_ctx: want (16, 8, 4 or 2) where it runs, else
+ * the next smaller one, else 0 (the two launches of stk_attention) */
+static inline int att_cluster_pick(int d, int64_t n_ctx, int want) {
+    for (int cs = want; cs >= 2; cs /= 2)
+        if (att_cluster_ok(d, n_ctx, cs) && att_cluster_fits(cs, n_ctx, d)) return cs;
     return 0;
 }
 
@@ -300,15 +326,25 @@ static inline int att_cluster_bps(int64_t n) {
     return 0;
 }
 
-/* one layer's attention over n columns in one cluster launch (cs 8 or 16: att_cluster_pick first;
+/* one layer's attention over n columns in one cluster launch (cs 16, 8, 4 or 2: att_cluster_pick first;
  * bps > 0: at most bps blocks per SM, by the shared memory asked for) */
 static inline fp4_status att_cluster(stk_att_args a, int64_t n, int cs, int bps, cudaStream_t s) {
     const int64_t groups = stk_att_groups(n, a.nh, a.nkv);
-    if (cs == 16)
+    switch (cs) {
+    case 16:
         return a.d <= 64 ? att_cluster_launch_t<16, 2>(a, groups, bps, s)
                          : att_cluster_launch_t<16, 4>(a, groups, bps, s);
-    return a.d <= 64 ? att_cluster_launch_t<8, 2>(a, groups, bps, s)
-                     : att_cluster_launch_t<8, 4>(a, groups, bps, s);
+    case 8:
+        return a.d <= 64 ? att_cluster_launch_t<8, 2>(a, groups, bps, s)
+                         : att_cluster_launch_t<8, 4>(a, groups, bps, s);
+    case 4:
+        return a.d <= 64 ? att_cluster_launch_t<4, 2>(a, groups, bps, s)
+                         : att_cluster_launch_t<4, 4>(a, groups, bps, s);
+    case 2:
+        return a.d <= 64 ? att_cluster_launch_t<2, 2>(a, groups, bps, s)
+                         : att_cluster_launch_t<2, 4>(a, groups, bps, s);
+    default: return FP4_ERR_UNSUPPORTED;
+    }
 }
 
 #endif

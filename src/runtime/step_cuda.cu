@@ -38,7 +38,7 @@
 extern "C" fp4_status fp4_fail(fp4_error *err, fp4_status code, const char *file, const char *tensor,
                                const char *rule, const char *fmt, ...);
 
-#define CU_MAX_GRAPHS 8
+#define CU_MAX_GRAPHS 16 /* (column count, attention kernel) pairs; past them steps run eagerly */
 #define CU_RESERVE_BYTES ((uint64_t)768 << 20) /* context, modules, graphs, allocator slack */
 
 enum { OP_EMBED, OP_NORM, OP_QKV, OP_PREP, OP_ATTN, OP_O, OP_GATEUP, OP_SWIGLU, OP_DOWN, OP_HEAD, OP_COUNT_ };
@@ -49,6 +49,7 @@ static const char *const op_names[OP_COUNT_] = {
 
 typedef struct cu_graph {
     int64_t n;
+    int akey; /* the attention kernel the graph holds (att_wide_cs: the step's positions choose it) */
     int seen;
     cudaGraphExec_t exec;
 } cu_graph;
@@ -81,6 +82,8 @@ typedef struct cu_state {
     int att_gemm; /* native mode, cuBLAS loaded, not FP4LANE_CUDA_ATT_GEMM=0 */
     int att_cl;   /* the one-launch cluster attention's cluster size (att_cluster.cuh), 0: off */
     int att_cl_bps; /* its blocks per SM at most (0: as they fit; -1: att_cluster_bps's rule) */
+    int att_cl_wide; /* the cluster attention for steps of 2 to ATT_CL_WIDE_COLS columns (att_wide) */
+    int att_wide_ok; /* bit cs: clusters of cs blocks run this shape and n_ctx (att_wide's sizes) */
     int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row (h_in: then the
                            * greedy tokens, max_cols more)                                */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
@@ -290,6 +293,15 @@ static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     s->att_cl = ac && !strcmp(ac, "0") ? 0 : att_cluster_pick((int)a->head_dim, d->n_ctx, want_cl);
     const char *ab = getenv("FP4LANE_CUDA_ATT_CLUSTER_BPS"); /* 0, 1 or 2; unset: the rule */
     s->att_cl_bps = ab && ab[0] >= '0' && ab[0] <= '2' && !ab[1] ? ab[0] - '0' : -1;
+    const char *aw = getenv("FP4LANE_CUDA_ATT_CLUSTER_WIDE"); /* 0: off; 2, 4, 8, 16: that size always */
+    const int want_w = aw ? atoi(aw) : -1;
+    s->att_cl_wide = !s->att_cl || want_w == 0 ? 0
+                     : want_w >= 2 && want_w <= 16 ? att_cluster_pick((int)a->head_dim, d->n_ctx, want_w)
+                                                   : -1; /* the table */
+    for (int cs = 2; cs <= 8 && s->att_cl_wide < 0; cs *= 2)
+        if (att_cluster_ok((int)a->head_dim, d->n_ctx, cs) &&
+            att_cluster_fits(cs, d->n_ctx, (int)a->head_dim))
+            s->att_wide_ok |= 1 << cs;
     if ((st = make_plan(s, &info, err))) {
         free(s);
         return st;
@@ -568,6 +580,36 @@ static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *
     return FP4_OK;
 }
 
+/* Steps of 2 to ATT_CL_WIDE_COLS columns whose positions are all at most max_pos: the cluster kernel
+ * with clusters of cs blocks instead of stk_attention's two launches; the first row that holds the
+ * step wins. attn_lab (s11-call2, µs a layer at positions 511 / 767 / 1023 / 2047 / 3967): 2 columns,
+ * clusters of 8 10.87 / 13.23 / 15.26 / 24.13 / 42.66 against the two launches' 15.24 / 16.27 /
+ * 17.56 / 25.21 / 39.62; 4 columns, of 4 15.60 / 20.00 / 24.66 / 43.25 against 20.84 / 25.05 / 27.04
+ * / 40.73; 8 columns, of 2 26.25 / 36.24 and of 4 26.07 / 32.97 / 40.16 against 29.95 / 35.78 /
+ * 41.73. The step gains less than the lab says: 8 sequences at positions 512-575 with clusters of 2
+ * 1 757 against 1 698 tok/s (s11-call2/3, fp4lane bench, A faster), but at 900-963 clusters of 4
+ * 1 601 against 1 612 (s11-call3, B faster) where the lab had them 1.6 µs ahead. So the rows keep the
+ * lab's margins of 3 µs and more: up to position 767 at 2-4 columns (timed in the lab only) and 639
+ * at 5-8. Longer contexts need more blocks a column than these clusters have. */
+static const struct {
+    int64_t min_cols, max_cols;
+    int32_t max_pos;
+    int cs;
+} att_wide[] = {{2, 2, 767, 8}, {3, 4, 767, 4}, {5, 8, 639, 2}};
+
+/* the cluster size of this step's attention at 2+ columns (0: the two launches) */
+static int att_wide_cs(const cu_state *s, int64_t n) {
+    if (!s->att_cl_wide || n < 2 || n > ATT_CL_WIDE_COLS) return 0;
+    if (s->att_cl_wide > 0) return s->att_cl_wide; /* FP4LANE_CUDA_ATT_CLUSTER_WIDE's size */
+    const int32_t *pos = s->h_in + 2 * s->max_cols;
+    int32_t mp = 0;
+    for (int64_t c = 0; c < n; c++) mp = pos[c] > mp ? pos[c] : mp;
+    for (size_t i = 0; i < sizeof att_wide / sizeof att_wide[0]; i++)
+        if (n >= att_wide[i].min_cols && n <= att_wide[i].max_cols && mp <= att_wide[i].max_pos)
+            return s->att_wide_ok >> att_wide[i].cs & 1 ? att_wide[i].cs : 0;
+    return 0;
+}
+
 /* One layer's attention over n columns: where every run of columns (one slot, consecutive
  * positions) has ATT_GEMM_MIN_COLS or more and the native GEMM attention is on, each run through
  * cuBLAS (att_gemm.cuh); else, or where it declines (a graph capture), the pinned kernels over the
@@ -609,6 +651,8 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
         STK_LAUNCH(err, "rt.attention",
                    att_cluster(aa, n, s->att_cl, s->att_cl_bps < 0 ? att_cluster_bps(n) : s->att_cl_bps,
                                s->stream));
+    else if (!gemm && att_wide_cs(s, n))
+        STK_LAUNCH(err, "rt.attention", att_cluster(aa, n, att_wide_cs(s, n), 0, s->stream));
     else if (!gemm) STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
     return FP4_OK;
 }
@@ -714,12 +758,14 @@ static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     return proj(s, head_of(s), s->d_hh, nw, s->d_lg, s->d.head->name, err);
 }
 
-/* graph of a decode step of n columns: captured the second time n is seen, replayed after */
+/* graph of a decode step of n columns (and its attention kernel, att_wide_cs): captured the second
+ * time the pair is seen, replayed after */
 static fp4_status run_body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     if (s->prof_path || s->graphs_off || nw != n) return body(s, n, nw, err);
     cu_graph *g = NULL;
+    const int akey = att_wide_cs(s, n);
     for (int i = 0; i < CU_MAX_GRAPHS && !g; i++)
-        if (s->graphs[i].seen && s->graphs[i].n == n) g = &s->graphs[i];
+        if (s->graphs[i].seen && s->graphs[i].n == n && s->graphs[i].akey == akey) g = &s->graphs[i];
     if (g && g->exec) {
         CU_TRY(err, cudaGraphLaunch(g->exec, s->stream), "cuda.graph");
         return FP4_OK;
@@ -727,7 +773,7 @@ static fp4_status run_body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     if (!g) { /* first time: eager, remembered */
         for (int i = 0; i < CU_MAX_GRAPHS && !g; i++)
             if (!s->graphs[i].seen) g = &s->graphs[i];
-        if (g) g->seen = 1, g->n = n;
+        if (g) g->seen = 1, g->n = n, g->akey = akey;
         return body(s, n, nw, err);
     }
     cudaGraph_t graph = NULL;

@@ -122,8 +122,8 @@ static void att_case(const att_kv *kv, int ncol, const int32_t *slot, const int3
             gt_cmp_bits(what, want, got, (int64_t)ncol * NH * D);
             cudaMemset(d_o, 0xFF, sizeof(float) * (size_t)(ncol * NH * D));
         }
-        static const int cl_var[3][2] = {{8, 0}, {16, 0}, {16, 1}}; /* (cluster size, blocks per SM) */
-        for (int vi = 0; vi < 3; vi++) { /* the one-launch cluster kernels, where they run */
+        static const int cl_var[5][2] = {{8, 0}, {16, 0}, {16, 1}, {4, 0}, {2, 0}}; /* (size, blocks/SM) */
+        for (int vi = 0; vi < 5; vi++) { /* the one-launch cluster kernels, where they run */
             const int cs = cl_var[vi][0], bps = cl_var[vi][1];
             if (att_cluster_pick(D, n_ctx, cs) != cs) continue;
             CHECK_OK(att_cluster(a, ncol, cs, bps, 0));

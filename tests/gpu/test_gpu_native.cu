@@ -64,8 +64,8 @@ static void native_case_x(int64_t n_out, int64_t n_in, int wkind, float scale2, 
     gt_free_nvfp4(&w);
 }
 /* The frag route (frag.cu: the tensor-core copy) on the same inputs: the table picks it for 2..8
- * columns where the tensor has its copy and the columns fit one launch (every width here up to 4 096
- * values, 2 columns of 14 336), the item kernel of native.mma at 1 column; within NATIVE_NRMSE_MAX for
+ * columns where the tensor has its copy and the columns fit one launch (every width here; 14 336
+ * values in K parts, frag_parts), the item kernel of native.mma at 1 column; within NATIVE_NRMSE_MAX for
  * every column (activations scaled by a power of two per column: act_mul 1e6 / 1e-6 columns pass
  * too), two runs identical, and each column's bits independent of the call's other columns (column
  * 0 of an nc-column frag call is the 2-column call's). */
@@ -92,7 +92,7 @@ static void frag_case(int64_t n_out, int64_t n_in, int wkind, float scale2, uint
     gt_case c;
     gt_case_init(&c, &t, x, maxc);
     for (int nc = 1; nc <= maxc; nc++) {
-        const int frag = nc >= 2 && (n_in <= 4096 || nc <= 2);
+        const int frag = nc >= 2; /* 14 336 values: every width in 4 K parts (session 11) */
         CHECK_OK(fp4_nvfp4_matvec_a16_float(&w.view, x, nc, ref, 8));
         gt_case_project(&c, FP4_MODE_NATIVE, nc, frag ? "nvfp4.a16.native.frag" : "nvfp4.a16.native.mma");
         double e = 0.0;
@@ -158,6 +158,8 @@ int main(void) {
         frag_case(20000, 512, 0, 1.0f, 317, 1.0f);
         frag_case(6144, 4096, 1, 0.05f, 318, 1.0f);
         frag_case(4096, 14336, 0, 2e-3f, 319, 1e6f);
+        frag_case(100, 14320, 1, 0.01f, 320, 1.0f); /* 4 K parts, the last one short of k_pad */
+        frag_case(64, 28672, 0, 1e-3f, 321, 1e6f);  /* 7 K parts */
     }
     /* activations of 1e6 (f16 overflows at 65504) beside ones of 1e-6 (f16 subnormals): the GEMM
      * route's per-column power-of-two scaling, and the tiles' per-(column, K slice) one (session 9:
