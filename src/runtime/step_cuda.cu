@@ -589,8 +589,9 @@ static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *
  * 41.73. The step gains less than the lab says: 8 sequences at positions 512-575 with clusters of 2
  * 1 757 against 1 698 tok/s (s11-call2/3, fp4lane bench, A faster), but at 900-963 clusters of 4
  * 1 601 against 1 612 (s11-call3, B faster) where the lab had them 1.6 µs ahead. So the rows keep the
- * lab's margins of 3 µs and more: up to position 767 at 2-4 columns (timed in the lab only) and 639
- * at 5-8. Longer contexts need more blocks a column than these clusters have. */
+ * lab's margins of 3 µs and more: up to position 767 at 2-4 columns and 639 at 5-8 (2 and 4
+ * sequences at 512-575, s11-call5: 590.5 / 574.9 and 1 072.2 / 1 031.6 tok/s, A faster). Longer
+ * contexts need more blocks a column than these clusters have. */
 static const struct {
     int64_t min_cols, max_cols;
     int32_t max_pos;
