@@ -722,19 +722,22 @@ typedef struct fp4_write_opts {
     const char *const *st_metadata;/* HF layouts: key, value, key, value, ..., NULL              */
     fp4_progress_fn progress;
     void *progress_ctx;
-    int force;                     /* HF layouts: replace the checkpoint in a non-empty directory */
+    int force;                     /* replace an existing output file, or the checkpoint in a
+                                      non-empty directory (default: refuse, out.exists)          */
     const volatile int *cancel;    /* polled between chunks: nonzero stops the write (out.interrupted) */
 } fp4_write_opts;
 
 /* Outputs are atomic (docs/RELIABILITY.md). A file output is written under a temporary name
  * ".fp4lane-tmp-*" in its directory, fsynced, loaded back by the fail-closed loader and only then
  * renamed over the target: the target holds its old bytes or the complete new file, never a mix,
- * whenever the process dies. A directory output is built beside the target and swapped in whole;
- * a non-empty target directory is refused (out.exists) unless force, which replaces its
- * checkpoint files and keeps its other regular files. Refused before anything is created: an
- * output that is the input under any name (out.same-file, hard and symbolic links included), a
- * target that is a symbolic link (out.symlink) or not a regular file / directory
- * (out.not-regular). A failure or a cancel removes only the temporary names the call created. */
+ * whenever the process dies. An existing target file is refused (out.exists) unless force, before
+ * any work and again at the rename (a file that appears meanwhile keeps its bytes). A directory
+ * output is built beside the target and swapped in whole; a non-empty target directory is refused
+ * (out.exists) unless force, which replaces its checkpoint files and keeps its other regular
+ * files. Refused before anything is created: an output that is the input under any name
+ * (out.same-file, hard and symbolic links included), a target that is a symbolic link
+ * (out.symlink) or not a regular file / directory (out.not-regular). A failure or a cancel
+ * removes only the temporary names the call created. */
 
 /* Re-layout an NVFP4 checkpoint (fp4lane convert): no float is computed; payload nibbles,
  * scale bytes and per-tensor scalars are moved, and the scalars that a layout stores as

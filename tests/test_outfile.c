@@ -8,7 +8,10 @@
  *  4. sharded outputs never mix two runs: a non-empty directory is refused without --force, with
  *     it the old checkpoint is replaced whole (other files kept), kills leave old or new;
  * 10. a re-run with another --shard-size into an earlier output never leaves a directory the
- *     loader refuses. */
+ *     loader refuses;
+ * and an existing output file is replaced only with force (--force): refused before any work
+ * without it (library and CLI: quantize, convert, run's --logits-out / --kv-save), and a file
+ * that appears at the path while a run writes keeps its bytes (the rename never replaces). */
 #include "check.h"
 #include "fp4lane.h"
 #include "tmpnames.h"
@@ -175,7 +178,7 @@ static void test_foreign_paths(void) {
         signal(SIGXFSZ, SIG_IGN);
         struct rlimit rl = {40000, 40000};
         setrlimit(RLIMIT_FSIZE, &rl);
-        fp4_write_opts og = {.layout = FP4_LAYOUT_GGUF};
+        fp4_write_opts og = {.layout = FP4_LAYOUT_GGUF, .force = 1};
         fp4_status st = fp4_model_write(m, out, &og, &e);
         _exit(st == FP4_ERR_IO && !strcmp(e.rule, "out.io") ? 0 : 1);
     }
@@ -185,9 +188,67 @@ static void test_foreign_paths(void) {
     CHECK(file_equals(out, "old output", 10) && tmp_names_beside(out) == 0);
     /* a replaced file keeps its permissions (the new inode is not left at the default mode) */
     CHECK(chmod(out, 0640) == 0);
-    fp4_write_opts og = {.layout = FP4_LAYOUT_GGUF};
+    fp4_write_opts og = {.layout = FP4_LAYOUT_GGUF, .force = 1};
     CHECK_OK(fp4_model_write(m, out, &og, &e));
     CHECK(stat(out, &sb) == 0 && (sb.st_mode & 07777) == 0640 && loads(out));
+    fp4_model_close(m);
+}
+
+/* ---- an existing output file: replaced only with force ---- */
+
+/* the progress callback of test_existing_file: puts a foreign file at the output path during the
+ * write (after its first chunk), as another process could */
+static const char *appear_path;
+static void progress_appear(void *ctx, const char *what, uint64_t done, uint64_t total) {
+    (void)ctx, (void)what, (void)done, (void)total;
+    if (!appear_path) return;
+    FILE *f = fopen(appear_path, "wb");
+    if (f) fputs("appeared", f), fclose(f);
+    appear_path = NULL;
+}
+
+static void test_existing_file(void) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(path_in("m.gguf"), NULL, &m, &e));
+    const char *keep = path_in("keep.gguf"), *x = path_in("x.safetensors");
+    FILE *f = fopen(keep, "wb");
+    CHECK(f && fputs("the user's file", f) >= 0);
+    if (f) fclose(f);
+    fp4_write_opts o = {.layout = FP4_LAYOUT_GGUF_GGML};
+    CHECK(fp4_model_write(m, keep, &o, &e) == FP4_ERR_IO && !strcmp(e.rule, "out.exists"));
+    CHECK(file_equals(keep, "the user's file", 15) && tmp_names_beside(keep) == 0);
+    fp4_quantize_opts q = {.layout = FP4_LAYOUT_GGUF};
+    CHECK(fp4_quantize_checkpoint(x, keep, &q, &e) == FP4_ERR_IO && !strcmp(e.rule, "out.exists"));
+    CHECK(file_equals(keep, "the user's file", 15) && tmp_names_beside(keep) == 0);
+    /* the CLI: exit 1 with the rule, the file intact; --force replaces it with a checkpoint */
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "'%s' quantize '%s' '%s' 2>/dev/null", bin, x, keep);
+    CHECK(WEXITSTATUS(system(cmd)) == 1 && file_equals(keep, "the user's file", 15));
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s' '%s' --layout gguf 2>/dev/null", bin, path_in("m.gguf"),
+             keep);
+    CHECK(WEXITSTATUS(system(cmd)) == 1 && file_equals(keep, "the user's file", 15));
+    snprintf(cmd, sizeof cmd, "'%s' convert '%s' '%s' --layout gguf --force >/dev/null 2>&1", bin,
+             path_in("m.gguf"), keep);
+    CHECK(WEXITSTATUS(system(cmd)) == 0 && loads(keep) && tmp_names_beside(keep) == 0);
+    /* a file that appears at the path while the write runs: the commit refuses, it keeps its
+     * bytes, the run's temporary file is removed (library, without force) */
+    const char *late = path_in("late.gguf");
+    appear_path = late;
+    fp4_write_opts ol = {.layout = FP4_LAYOUT_GGUF, .progress = progress_appear};
+    CHECK(fp4_model_write(m, late, &ol, &e) == FP4_ERR_IO && !strcmp(e.rule, "out.exists"));
+    CHECK(!appear_path && file_equals(late, "appeared", 8) && tmp_names_beside(late) == 0);
+    /* with force the same race replaces it (the caller asked for that) */
+    appear_path = late;
+    ol.force = 1;
+    CHECK_OK(fp4_model_write(m, late, &ol, &e));
+    CHECK(!appear_path && loads(late) && tmp_names_beside(late) == 0);
+    /* quantize: the same, through the read pass and the write */
+    const char *lq = path_in("lateq.gguf");
+    appear_path = lq;
+    fp4_quantize_opts qa = {.layout = FP4_LAYOUT_GGUF, .progress = progress_appear};
+    CHECK(fp4_quantize_checkpoint(x, lq, &qa, &e) == FP4_ERR_IO && !strcmp(e.rule, "out.exists"));
+    CHECK(!appear_path && file_equals(lq, "appeared", 8) && tmp_names_beside(lq) == 0);
     fp4_model_close(m);
 }
 
@@ -234,7 +295,7 @@ static void progress_kill(void *ctx, const char *what, uint64_t done, uint64_t t
 }
 
 static fp4_status quantize_gguf(const char *in, const char *out) {
-    fp4_quantize_opts q = {.layout = FP4_LAYOUT_GGUF, .progress = progress_kill};
+    fp4_quantize_opts q = {.layout = FP4_LAYOUT_GGUF, .progress = progress_kill, .force = 1};
     fp4_error e;
     return fp4_quantize_checkpoint(in, out, &q, &e);
 }
@@ -293,7 +354,7 @@ static void test_kill_file(void) {
     printf("SIGKILL x%d (after each of %ld write chunks, then over a %.2f s run): old file %d, new file %d, "
            "mixed 0, stale temporaries %d (removed)\n", n, n_calls, t_run, n_old_seen, n_new_seen, left);
     /* SIGINT / SIGTERM to the CLI: old or new, and its temporary file removed */
-    char *argv[] = {bin, "quantize", (char *)in, (char *)out, "--layout", "gguf", NULL};
+    char *argv[] = {bin, "quantize", (char *)in, (char *)out, "--layout", "gguf", "--force", NULL};
     for (int k = 0; k < 6; k++) {
         copy_file(path_in("m.gguf"), out);
         int sig = k % 2 ? SIGTERM : SIGINT;
@@ -386,6 +447,7 @@ int main(void) {
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
     test_same_file();
     test_foreign_paths();
+    test_existing_file();
     test_kill_file();
     test_dirs();
     char cmd[700];

@@ -125,10 +125,21 @@ int main(void) {
     snprintf(f3, sizeof f3, "%s/k.npy", tmp);
     snprintf(a, sizeof a, "run %s --prompt-ids 3,2,1 -n 0 --kv-load %s --logits-out %s", nv, f2, f3);
     CHECK(cli(a, &o, &er) == 0);
+    /* f1 exists (written above): refused without --force, the file unchanged; replaced with it */
+    long r0, r1;
+    float *before = npy_rows(f1, &r0, 320);
     snprintf(a, sizeof a, "run %s --prompt-ids 9,8,7,6,5,4,3,2,1 -n 0 --logits-out %s --prefill-chunk 4", nv,
              f1);
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "out.exists") && cu_has(er, "--force"));
+    float *after = npy_rows(f1, &r1, 320);
+    CHECK(before && after && r0 == r1 && !memcmp(before, after, sizeof(float) * 320 * (size_t)r0));
+    free(before), free(after);
+    snprintf(a, sizeof a, "run %s --prompt-ids 1 -n 0 --kv-save %s", nv, f2);
+    CHECK(cli(a, &o, &er) == 1 && cu_has(er, "out.exists"));
+    snprintf(a, sizeof a,
+             "run %s --prompt-ids 9,8,7,6,5,4,3,2,1 -n 0 --logits-out %s --prefill-chunk 4 --force", nv, f1);
     CHECK(cli(a, &o, &er) == 0);
-    long r1, r2;
+    long r2;
     float *full = npy_rows(f1, &r1, 320), *cont = npy_rows(f3, &r2, 320);
     CHECK(full && cont && r1 == 9 && r2 == 3 && !memcmp(full + 6 * 320, cont, sizeof(float) * 3 * 320));
     free(full), free(cont), free(L);

@@ -29,14 +29,16 @@ static const struct {
      "  --quantize-embeddings  quantize embed_tokens and lm_head too (default: kept as they are)\n"
      "  --shard-size N[K|M|G]  largest safetensors shard in bytes (default 0: one file)\n"
      "  --metadata KEY=VALUE   a safetensors metadata entry (repeatable, at most 32; HF layouts only)\n"
-     "  --force                replace the checkpoint in a non-empty OUT directory (default: refuse)\n"
+     "  --force                replace an existing OUT file, or the checkpoint in a non-empty OUT\n"
+     "                         directory (default: refuse, nothing written)\n"
      "OUT's missing parent directories are created. The input directory's other files (tokenizer,\n"
      "generation_config.json, chat template; never weight files or their index) are copied into OUT\n"},
     {"convert",
      "  --layout L             required: modelopt, compressed-tensors, gguf, gguf-ggml\n"
      "  --shard-size N[K|M|G]  largest safetensors shard in bytes (default 0: one file)\n"
      "  --metadata KEY=VALUE   a safetensors metadata entry (repeatable, at most 32; HF layouts only)\n"
-     "  --force                replace the checkpoint in a non-empty OUT directory (default: refuse)\n"},
+     "  --force                replace an existing OUT file, or the checkpoint in a non-empty OUT\n"
+     "                         directory (default: refuse, nothing written)\n"},
     {"run",
      "  MODEL                  (default: $FP4LANE_MODEL, else models/tiny beside the executable)\n"
      "  -p TEXT | -p - | -f FILE  a text prompt through MODEL's tokenizer (stdin with -p -); without\n"
@@ -52,6 +54,7 @@ static const struct {
      "  --min-p P (default 0)  --repeat-penalty X (default 1)  --presence-penalty X (default 0)\n"
      "  --penalty-last-n N (default 0)  --seed S (default 0)  --ignore-eos\n"
      "  --logits-out F.npy  --kv-save F  --kv-load F  --batch-file PROMPTS  --cuda-lib PATH  --json\n"
+     "  --force                replace an existing --logits-out / --kv-save file (default: refuse)\n"
      "  --draft DRAFT          speculative decoding: DRAFT (same tokenizer) proposes, MODEL verifies in one\n"
      "                         step; the output is plain decoding's bit for bit (exact mode, kquant lane;\n"
      "                         refused elsewhere: docs/ROUTES.md). Not with --batch-file or --kv-load\n"

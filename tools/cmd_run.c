@@ -27,7 +27,7 @@ typedef struct run_args {
     const char *stops[FP4_STOP_MAX];
     int n_stops;
     long long n_gen;
-    int ignore_eos, json, timing, n_given, sampling_given, default_prompt;
+    int ignore_eos, json, timing, n_given, sampling_given, default_prompt, force;
     fp4_sampler_params sp;
     int32_t eos[FP4_ARCH_MAX_EOS];
     int n_eos;
@@ -67,7 +67,7 @@ static int usage(void) {
         "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
         "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] "
         "[--kv-load F] [--json]\n"
-        "       [--timing]\n");
+        "       [--force] [--timing]\n");
     return 2;
 }
 
@@ -115,6 +115,8 @@ static int parse(int argc, char **argv, run_args *a) {
             a->kv_load = v, i++;
         else if (!strcmp(o, "--ignore-eos"))
             a->ignore_eos = 1;
+        else if (!strcmp(o, "--force"))
+            a->force = 1;
         else if (!strcmp(o, "--json"))
             a->json = 1;
         else if (!strcmp(o, "--timing"))
@@ -520,11 +522,11 @@ int cmd_run(int argc, char **argv) {
             fprintf(stderr, "fp4lane run: the prompt%s is empty\n", n_seq > 1 ? " of a batch line" : ""),
                 rc = 2;
     /* outputs checked before any work (io/outfile.h): not the model under another name, not a
-     * symbolic link or a special file */
+     * symbolic link or a special file, not an existing file unless --force */
     const char *outs[2] = {a.logits_out, a.kv_save};
     for (int i = 0; !rc && i < 2; i++) {
         fp4_error oe;
-        fp4_status os = outs[i] ? fp4_out_preflight(a.e.model, outs[i], 0, 0, &oe) : FP4_OK;
+        fp4_status os = outs[i] ? fp4_out_preflight(a.e.model, outs[i], 0, a.force, &oe) : FP4_OK;
         if (os) rc = cli_report_error("run", os, &oe);
     }
     fp4_model *m = NULL;
@@ -554,7 +556,7 @@ int cmd_run(int argc, char **argv) {
     rt_npy npy;
     int have_npy = 0;
     if (!rc && a.logits_out) {
-        if (rt_npy_open(&npy, a.logits_out, fp4_rt_vocab(rt)))
+        if (rt_npy_open(&npy, a.logits_out, fp4_rt_vocab(rt), !a.force))
             rc = 1;
         else
             have_npy = 1;

@@ -29,7 +29,7 @@ const cli_verb cli_verbs[] = {
      "       [--device cpu|cuda] [--mode exact|native]\n"
      "       [--threads N] [--prefill-chunk N] [--temp T --top-k K --top-p P --seed S]\n"
      "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json]\n"
-     "       [--timing]"},
+     "       [--force] [--timing]"},
     {"chat", cmd_chat, "interactive chat over MODEL's chat template (default: models/tiny)",
      "fp4lane chat [MODEL] [--system TEXT] [--chat-template NAME] [-n N] [--temp T] [--seed S] [...]"},
     {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids, two configurations",

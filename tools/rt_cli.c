@@ -245,13 +245,14 @@ static int npy_fail(rt_npy *w, fp4_status st, const fp4_error *e) {
     return -1;
 }
 
-int rt_npy_open(rt_npy *w, const char *path, int64_t cols) {
+int rt_npy_open(rt_npy *w, const char *path, int64_t cols, int noreplace) {
     memset(w, 0, sizeof *w);
     w->cols = cols;
     fp4_error e;
     uint8_t h[NPY_HEADER];
     npy_header(h, 0, cols);
     fp4_status st = fp4_outfile_open(path, &w->o, &e);
+    if (!st && noreplace) fp4_outfile_set_noreplace(w->o); /* a file that appears meanwhile stays */
     if (!st) st = fp4_outfile_write(w->o, h, NPY_HEADER, &e);
     return st ? npy_fail(w, st, &e) : 0;
 }

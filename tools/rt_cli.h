@@ -45,7 +45,8 @@ typedef struct rt_npy {
     struct fp4_outfile *o;
     int64_t rows, cols;
 } rt_npy;
-int rt_npy_open(rt_npy *w, const char *path, int64_t cols);
+/* noreplace: the commit refuses a path that exists by then (out.exists) */
+int rt_npy_open(rt_npy *w, const char *path, int64_t cols, int noreplace);
 int rt_npy_row(rt_npy *w, const float *row);
 int rt_npy_finish(rt_npy *w); /* 0 ok */
 void rt_npy_abort(rt_npy *w);

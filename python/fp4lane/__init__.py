@@ -201,10 +201,11 @@ class Model(_Owned):
         _raise(lib.fp4_tensor_dequant_rows(ctypes.byref(t), 0, rows, out.ctypes.data_as(ctypes.c_void_p)))
         return out.reshape(shape if shape else ())
 
-    def write(self, out, layout):
-        """Re-layout (fp4lane convert): no float is computed; round trips are byte-identical."""
+    def write(self, out, layout, force=False):
+        """Re-layout (fp4lane convert): no float is computed; round trips are byte-identical. An
+        existing output (a file, or a non-empty directory) is refused unless force."""
         err = L.Error()
-        o = L.WriteOpts(layout=_layout(layout))
+        o = L.WriteOpts(layout=_layout(layout), force=int(bool(force)))
         _raise(lib.fp4_model_write(self._handle(), _b(str(out)), ctypes.byref(o), ctypes.byref(err)), err)
 
     def engine(self, mode="native", threads=1, n_ctx=0, max_seqs=1, device="cpu", cuda_lib=None):
@@ -229,26 +230,28 @@ def _default_layout(out, layout):
 
 
 def quantize(inp, out, layout=None, to="nvfp4", scale2_rule="gpu", no_fusion=False, quantize_embeddings=False,
-             shard_size=0):
+             shard_size=0, force=False):
     """Quantize an unquantized checkpoint (fp4lane quantize). layout: None picks gguf-ggml for a
-    .gguf name, else modelopt; to: "nvfp4" or "q4_k"."""
+    .gguf name, else modelopt; to: "nvfp4" or "q4_k". An existing output is refused unless force."""
     if to not in ("nvfp4", "q4_k"):
         raise ValueError("to must be 'nvfp4' or 'q4_k'")
     if scale2_rule not in ("gpu", "cpu"):
         raise ValueError("scale2_rule must be 'gpu' or 'cpu'")
     o = L.QuantizeOpts(layout=_default_layout(out, layout), to_q4_k=int(to == "q4_k"),
                        rule=int(scale2_rule == "cpu"), no_fusion=int(bool(no_fusion)),
-                       quantize_embeddings=int(bool(quantize_embeddings)), max_shard_bytes=int(shard_size))
+                       quantize_embeddings=int(bool(quantize_embeddings)), max_shard_bytes=int(shard_size),
+                       force=int(bool(force)))
     err = L.Error()
     _raise(lib.fp4_quantize_checkpoint(_b(str(inp)), _b(str(out)), ctypes.byref(o), ctypes.byref(err)), err)
 
 
-def convert(inp, out, layout=None):
-    """Re-layout a checkpoint (fp4lane convert); layout None: gguf-ggml for a .gguf name."""
+def convert(inp, out, layout=None, force=False):
+    """Re-layout a checkpoint (fp4lane convert); layout None: gguf-ggml for a .gguf name. An existing
+    output is refused unless force."""
     if layout is None and not str(out).endswith(".gguf"):
         raise ValueError("convert needs a layout unless the output name ends in .gguf")
     with Model(inp) as m:
-        m.write(out, layout or "gguf-ggml")
+        m.write(out, layout or "gguf-ggml", force=force)
 
 
 class Engine(_Owned):

@@ -106,6 +106,7 @@ struct fp4_gguf_writer {
     char *path;
     fp4_out_check_fn check;  /* run on the complete file before it replaces path (may be NULL) */
     void *check_ctx;
+    int noreplace;           /* finish refuses a target that exists by then                   */
     size_t cur;              /* tensor being written, and its bytes so far                    */
     uint64_t cur_done;
 };
@@ -144,6 +145,8 @@ static void gw_abandon(fp4_gguf_writer *w) {
     fp4_outfile_abort(w->o);
     w->o = NULL;
 }
+
+void fp4_gguf_writer_set_noreplace(fp4_gguf_writer *w) { w->noreplace = 1; }
 
 void fp4_gguf_writer_set_check(fp4_gguf_writer *w, fp4_out_check_fn fn, void *ctx) {
     w->check = fn;
@@ -483,6 +486,7 @@ fp4_status fp4_gguf_writer_write_header(fp4_gguf_writer *w, const char *path, fp
         return st;
     }
     if (w->check) fp4_outfile_set_check(w->o, w->check, w->check_ctx);
+    if (w->noreplace) fp4_outfile_set_noreplace(w->o);
     w->state = GW_WRITING;
     return gw_write_head(w, err);
 }

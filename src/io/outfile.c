@@ -164,6 +164,7 @@ struct fp4_outfile {
     FILE *f;
     fp4_out_check_fn check;
     void *check_ctx;
+    int noreplace; /* commit refuses (out.exists) a target that exists by then */
 };
 
 fp4_status fp4_outfile_open(const char *path, fp4_outfile **out, fp4_error *err) {
@@ -213,6 +214,18 @@ void fp4_outfile_set_check(fp4_outfile *o, fp4_out_check_fn fn, void *ctx) {
     o->check_ctx = ctx;
 }
 
+void fp4_outfile_set_noreplace(fp4_outfile *o) { o->noreplace = 1; }
+
+/* rename(2) that never replaces: RENAME_NOREPLACE, or where the filesystem lacks it a hard link
+ * (which fails with EEXIST just the same) and the temporary name's removal. 0 or an errno. */
+static int rename_noreplace(const char *from, const char *to) {
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    if (errno != EINVAL && errno != ENOSYS) return errno;
+    if (link(from, to) != 0) return errno;
+    unlink(from);
+    return 0;
+}
+
 fp4_status fp4_outfile_write(fp4_outfile *o, const void *data, size_t n, fp4_error *err) {
     if (n && fwrite(data, 1, n, o->f) != n)
         return fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.io", "write failed: %s", strerror(errno));
@@ -256,9 +269,15 @@ fp4_status fp4_outfile_commit(fp4_outfile *o, fp4_error *err) {
     if (!st && o->check) st = o->check(o->check_ctx, o->tmp, o->path, err);
     int kind;
     if (!st) st = target_kind(o->path, 0, &kind, err); /* still a regular file or nothing */
-    if (!st && rename(o->tmp, o->path) != 0)
+    if (!st && !o->noreplace && rename(o->tmp, o->path) != 0)
         st = fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.io", "rename into place failed: %s",
                       strerror(errno));
+    if (!st && o->noreplace && (e = rename_noreplace(o->tmp, o->path)) != 0)
+        st = e == EEXIST ? fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.exists",
+                                    "the output file appeared while this run wrote it: not replaced "
+                                    "(the new bytes were discarded)")
+                         : fp4_fail(err, FP4_ERR_IO, o->path, NULL, "out.io", "rename into place failed: %s",
+                                    strerror(e));
     if (st) {
         unlink(o->tmp);
         unmake_dirs(&o->made);
@@ -534,6 +553,10 @@ fp4_status fp4_out_preflight(const char *in, const char *out, int want_dir, int 
     if (!st) st = fp4_out_same_file_check(in, out, err);
     if (!st && want_dir) st = dir_name_ok(out, err);
     if (!st) st = want_dir ? dir_state_of(out, force, &kind, err) : target_kind(out, 0, &kind, err);
+    if (!st && !want_dir && kind == 1 && !force)
+        st = fp4_fail(err, FP4_ERR_IO, out, NULL, "out.exists",
+                      "the output file exists: nothing was written (remove it, choose another name, or "
+                      "--force to replace it)");
     return st;
 }
 

@@ -7,6 +7,8 @@
  *   - a directory is built beside its target (".fp4lane-tmp-<name>-XXXXXX/") and swapped in whole;
  *     a non-empty target is refused unless force (then its checkpoint files are replaced and any
  *     other regular file in it is carried into the new directory by hard link);
+ *   - an existing target file is replaced only when the caller asks (force; fp4_out_preflight
+ *     refuses it before any work, fp4_outfile_set_noreplace at the rename);
  *   - nothing that existed before the run is deleted or truncated: a failure or an abort removes
  *     only the temporary names this run created. A target that is not a regular file (a device,
  *     a FIFO, a socket) or a directory where a file is wanted, or a symbolic link, is refused
@@ -31,6 +33,9 @@ fp4_status fp4_outfile_write(fp4_outfile *o, const void *data, size_t n, fp4_err
 /* overwrites n bytes at offset off of what was written so far (a header known only at the end) */
 fp4_status fp4_outfile_write_at(fp4_outfile *o, uint64_t off, const void *data, size_t n, fp4_error *err);
 void fp4_outfile_set_check(fp4_outfile *o, fp4_out_check_fn fn, void *ctx);
+/* the commit never replaces: a target that exists by then (created by someone else while this run
+ * wrote) is refused with out.exists and keeps its bytes (RENAME_NOREPLACE, or a hard link) */
+void fp4_outfile_set_noreplace(fp4_outfile *o);
 /* flush, fsync, check, rename, fsync the directory; frees o whatever the result */
 fp4_status fp4_outfile_commit(fp4_outfile *o, fp4_error *err);
 /* closes and removes the temporary file; frees o (NULL is fine) */
@@ -51,10 +56,12 @@ fp4_status fp4_out_same_file_check(const char *in, const char *out, fp4_error *e
 
 /* The file writers' hook: fn runs on the complete temporary file before finish renames it. */
 void fp4_gguf_writer_set_check(fp4_gguf_writer *w, fp4_out_check_fn fn, void *ctx);
+/* finish never replaces an existing target (fp4_outfile_set_noreplace); before write_header */
+void fp4_gguf_writer_set_noreplace(fp4_gguf_writer *w);
 
 /* Everything a write to out would refuse about its target, checked before any work is done:
- * out.same-file (against in, may be NULL), out.path, out.symlink, out.not-regular, and for a
- * directory (want_dir) out.exists unless force. */
+ * out.same-file (against in, may be NULL), out.path, out.symlink, out.not-regular, and
+ * out.exists unless force: a non-empty directory (want_dir) or an existing regular file. */
 fp4_status fp4_out_preflight(const char *in, const char *out, int want_dir, int force, fp4_error *err);
 
 /* A checkpoint file name an HF directory writer owns: model.safetensors, its index, shards

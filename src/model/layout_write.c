@@ -232,6 +232,7 @@ static fp4_status write_gguf(const fp4_wsrc *src, const plan *p, const char *out
         return fp4_fail(err, st, out, NULL, "alloc", "cannot create a GGUF writer");
     }
     fp4_gguf_writer_set_check(w, loads_back, NULL);
+    if (!(opts && opts->force)) fp4_gguf_writer_set_noreplace(w); /* a file that appears meanwhile stays */
     st = gguf_kvs(w, src, p, tok, ids, err);
     fp4_tokenizer_free(tok);
     for (int64_t i = 0; i < p->n && !st; i++)

@@ -124,6 +124,17 @@ class Binding(unittest.TestCase):
             self.assertEqual(a.read(), b.read())
         with self.assertRaises(ValueError):
             fp4lane.convert(TINY, os.path.join(self.tmp, "nolayout"))
+        # an existing output file is refused unless force (its bytes kept), replaced with it
+        keep = os.path.join(self.tmp, "keep.gguf")
+        with open(keep, "wb") as f:
+            f.write(b"the user's file")
+        with self.assertRaises(fp4lane.Error) as cm:
+            fp4lane.convert(TINY, keep, layout="gguf")
+        self.assertEqual(cm.exception.rule, "out.exists")
+        with open(keep, "rb") as f:
+            self.assertEqual(f.read(), b"the user's file")
+        fp4lane.convert(TINY, keep, layout="gguf", force=True)
+        fp4lane.validate(keep)
 
     def test_quantize_q4k_and_errors(self):
         out = os.path.join(self.tmp, "q4k.gguf")
