@@ -224,9 +224,14 @@ int main(void) {
     /* a text prompt and a MODEL that is not there: the i/o error naming it, no tokenizer preface;
      * a MODEL without a tokenizer: the preface, then the error */
     snprintf(a, sizeof a, "run %s/nonexistent -p hello", tmp);
-    CHECK_MSG(cli(a, &o, &er) == 1 && cu_has(er, "nonexistent") && cu_has(er, "cannot stat") &&
-                  !cu_has(er, "tokenizer is needed"),
+    CHECK_MSG(cli(a, &o, &er) == 1 && cu_has(er, "nonexistent") && cu_has(er, "io.open") &&
+                  cu_has(er, "no such file") && !cu_has(er, "tokenizer is needed"),
               "missing MODEL, text prompt: %s", er);
+    snprintf(a, sizeof a, "run %s/nonexistent", tmp); /* the default prompt: text too */
+    CHECK_MSG(cli(a, &o, &er) == 1 && cu_has(er, "io.open") && cu_has(er, "no such file"), "%s", er);
+    /* chat: the missing MODEL said as such, not as a missing chat template */
+    snprintf(a, sizeof a, "chat %s/nonexistent", tmp);
+    CHECK_MSG(cli(a, &o, &er) == 1 && cu_has(er, "io.open") && !cu_has(er, "chat_template"), "%s", er);
     snprintf(a, sizeof a, "run %s -p hello", tmp);
     CHECK_MSG(cli(a, &o, &er) == 1 && cu_has(er, "tokenizer is needed"), "MODEL without a tokenizer: %s", er);
 

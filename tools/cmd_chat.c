@@ -292,7 +292,7 @@ int cmd_chat(int argc, char **argv) {
     if (pr) return usage();
     session s = {0};
     s.a = &a;
-    if ((s.tmpl = pick_template(&a)) < 0) return 1;
+    if (rt_text_model_present("chat", a.e.model) || (s.tmpl = pick_template(&a)) < 0) return 1;
     if (rt_text_tokenizer("chat", a.e.model, &s.tok)) return 1;
     fp4_model *m = NULL;
     if (rt_cli_open(&a.e, &m, &s.rt)) return fp4_tokenizer_free(s.tok), 1;

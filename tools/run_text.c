@@ -43,9 +43,25 @@ int rt_text_default_model(const char *verb, char *buf, size_t n) {
     return -1;
 }
 
+int rt_text_model_present(const char *verb, const char *model) {
+    struct stat sb;
+    if (!stat(model, &sb)) return 0;
+    fp4_error err = {0};
+    char why[128];
+    snprintf(why, sizeof why, "%s", strerror(errno));
+    if (why[0] >= 'A' && why[0] <= 'Z') why[0] = (char)(why[0] - 'A' + 'a');
+    err.code = FP4_ERR_IO;
+    snprintf(err.file, sizeof err.file, "%s", model);
+    snprintf(err.rule, sizeof err.rule, "io.open");
+    snprintf(err.msg, sizeof err.msg, "cannot open: %s", why);
+    cli_report_error(verb, FP4_ERR_IO, &err);
+    return -1;
+}
+
 int rt_text_tokenizer(const char *verb, const char *model, fp4_tokenizer **t) {
     char dir[PATH_MAX + 1];
     struct stat sb;
+    if (rt_text_model_present(verb, model)) return -1;
     const char *p = model;
     size_t l = strlen(model);
     /* a .safetensors file: its folder holds the tokenizer */

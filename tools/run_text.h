@@ -16,6 +16,9 @@ int rt_text_default_model(const char *verb, char *buf, size_t n);
 /* MODEL's tokenizer: a HF folder (tokenizer.json + tokenizer_config.json), the folder of a
  * .safetensors file, or a GGUF (tokenizer.ggml.*). Prints the typed error on failure (returns 1). */
 int rt_text_tokenizer(const char *verb, const char *model, fp4_tokenizer **t);
+/* 0 when MODEL is there; else the loader's own refusal (io.open, the path, the reason) is printed
+ * and -1 returned: a missing model is said as such before its tokenizer or template is looked for */
+int rt_text_model_present(const char *verb, const char *model);
 
 /* The EOS set: generation_config.json's eos_token_id when present, else config.json's / the
  * GGUF's (the engine's arch), else the tokenizer's. Returns the count (<= max), -1 on error. */
