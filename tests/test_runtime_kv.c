@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <dirent.h>
 
 static char tmp[512];
@@ -121,6 +122,44 @@ static void test_snapshots(const char *bf, const char *nv) {
     rt = engine(m, FP4_MODE_EXACT, 4);
     CHECK_OK(fp4_rt_seq_open(rt, &s));
     CHECK(fp4_rt_kv_load(rt, s, snap, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "rt.context"));
+    fp4_rt_free(rt);
+    /* hostile sizes: a sparse 6 GiB file behind the snapshot's header (this engine's largest
+     * snapshot is far smaller) is refused from its header alone, by what the header says, without
+     * its body being read or allocated (the whole-file path would ask for 6 GiB: FP4_ERR_NOMEM or
+     * a 6 GiB read, and kv.truncated/kv.checksum); each edit below is a header the check must
+     * tell apart */
+    rt = engine(m, FP4_MODE_EXACT, 32);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    static const struct {
+        int at, width;
+        uint64_t value;
+        const char *rule;
+    } huge[] = {{-1, 0, 0, "kv.trailing"}, /* the header as saved: the body trails */
+                {0, 1, 'X', "kv.magic"},   /* not a snapshot */
+                {72, 4, 7, "kv.shape"},    /* layers of another model */
+                {76, 4, 3, "kv.shape"},    /* kv_dim of another model */
+                {80, 8, 33, "rt.context"}, /* 33 positions, n_ctx 32 */
+                {80, 8, UINT64_MAX, "rt.context"}};
+    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
+        copy_edit(snap, bad, 88, -1, 0);
+        FILE *f = fopen(bad, "r+b");
+        CHECK(f != NULL);
+        if (!f) break;
+        if (huge[i].at >= 0) {
+            uint8_t b[8];
+            for (int k = 0; k < 8; k++)
+                b[k] = (uint8_t)(huge[i].value >> (8 * k));
+            CHECK(fseek(f, huge[i].at, SEEK_SET) == 0 &&
+                  fwrite(b, 1, (size_t)huge[i].width, f) == (size_t)huge[i].width);
+        }
+        CHECK(fflush(f) == 0 && ftruncate(fileno(f), (off_t)6 << 30) == 0);
+        fclose(f);
+        const fp4_status st = fp4_rt_kv_load(rt, s, bad, &e);
+        CHECK_MSG(st != FP4_OK && !strcmp(e.rule, huge[i].rule), "huge file %zu: rule %s, want %s", i, e.rule,
+                  huge[i].rule);
+        CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), 0);
+    }
+    remove(bad);
     fp4_rt_free(rt);
     free(full), free(part);
     fp4_model_close(m), fp4_model_close(m2);

@@ -206,6 +206,46 @@ out:
     return st;
 }
 
+/* The bytes of the largest snapshot this engine could load: every layer's K and V at n_ctx
+ * positions, the header and the checksum. */
+static uint64_t kv_engine_cap(const fp4_rt *rt) {
+    const uint64_t per =
+        (uint64_t)rt->arch.n_layers * (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim) * 4;
+    uint64_t cap;
+    if (__builtin_mul_overflow(per, (uint64_t)fp4_rt_n_ctx(rt), &cap) ||
+        __builtin_add_overflow(cap, (uint64_t)KV_HEAD + 32, &cap))
+        return UINT64_MAX;
+    return cap;
+}
+
+/* Before the body is read: a file of size bytes larger than kv_engine_cap can only be refused; its
+ * header says why (kv.magic, kv.size, kv.shape, rt.context) without a pass over the rest. Files
+ * within the cap go on to the whole-file checks in their usual order (checksum before identity). */
+static fp4_status kv_header_precheck(const fp4_rt *rt, int fd, uint64_t size, uint8_t *hd, const char *path,
+                                     fp4_error *err) {
+    if (size <= kv_engine_cap(rt)) return FP4_OK;
+    ssize_t r;
+    do r = pread(fd, hd, KV_HEAD, 0);
+    while (r < 0 && errno == EINTR);
+    if (r != KV_HEAD) return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.read", "short read");
+    if (memcmp(hd, KV_MAGIC, 8))
+        return fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.magic", "not an fp4lane KV snapshot");
+    const uint64_t nl = fp4_rd_le32(hd + 72), kvd = fp4_rd_le32(hd + 76), n_pos = fp4_rd_le64(hd + 80);
+    if (nl != (uint64_t)rt->arch.n_layers || kvd != (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim))
+        return fp4_fail(err, FP4_ERR_SHAPE, path, NULL, "kv.shape",
+                        "layers/kv_dim %llu/%llu do not match the model (and the file, %llu bytes, is larger "
+                        "than any snapshot this engine can load: not read)",
+                        (unsigned long long)nl, (unsigned long long)kvd, (unsigned long long)size);
+    if (n_pos > (uint64_t)fp4_rt_n_ctx(rt))
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "rt.context",
+                        "the snapshot holds %llu positions, past the context length %lld",
+                        (unsigned long long)n_pos, (long long)fp4_rt_n_ctx(rt));
+    /* the header fits the engine, so it declares at most kv_engine_cap bytes: the rest trails */
+    return fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.trailing",
+                    "%llu bytes, more than the %llu positions the header declares can take (not read)",
+                    (unsigned long long)size, (unsigned long long)n_pos);
+}
+
 fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *err) {
     fp4_error_clear(err);
     if (!rt || !path) return FP4_ERR_INVALID_ARG;
@@ -229,6 +269,15 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
         close(fd);
         return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "kv.size", "%llu bytes is above the snapshot cap",
                         (unsigned long long)size);
+    }
+    { /* the header alone first: a file larger than this engine's largest snapshot whose header
+       * does not fit the engine is refused before its body is read (a hostile size costs nothing) */
+        uint8_t hd[KV_HEAD];
+        fp4_status sh = kv_header_precheck(rt, fd, size, hd, path, err);
+        if (sh) {
+            close(fd);
+            return sh;
+        }
     }
     uint8_t *buf = malloc((size_t)size);
     uint16_t *k = NULL, *v = NULL;
