@@ -27,7 +27,8 @@ static int setup(void) {
     g_broken = 1;
     const char *mp = getenv("FP4_FUZZ_MODEL") ? getenv("FP4_FUZZ_MODEL") : "models/tiny";
     fp4_error e;
-    if (fp4_model_open(mp, NULL, &g_model, &e)) return fprintf(stderr, "fuzz_kvload: %s: %s\n", mp, e.msg), -1;
+    if (fp4_model_open(mp, NULL, &g_model, &e))
+        return fprintf(stderr, "fuzz_kvload: %s: %s\n", mp, e.msg), -1;
     fp4_rt_opts o = {0};
     o.mode = FP4_MODE_EXACT;
     o.n_ctx = 16;
