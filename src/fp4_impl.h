@@ -188,6 +188,13 @@ float fp4_round_f16_avx2(float f);
 float fp4_round_f16_avx512(float f);
 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
                          const int8_t *act, const float *d, int64_t n_in);
+/* nc (1..4) columns of one row at once, each with fp4_dot_a16_avx512's bits: actu holds each
+ * column's rearranged activations offset to unsigned (fp4_a16_actu_avx512 of the act above), column
+ * c at actu + c * act_stride, its super-block scales at d + c * d_stride; out[c] its result. */
+void fp4_a16_actu_avx512(const int8_t *act, int64_t n, uint8_t *dst);
+void fp4_dot_a16_cols_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                             const uint8_t *actu, int64_t act_stride, const float *d, int64_t d_stride,
+                             int64_t n_in, int nc, float *out);
 
 /* W4A4 row dot, AVX-512 (contract_avx512.c): the same bits as fp4_nvfp4_dot_w4a4. Per column,
  * fp4_w4a4_act_avx512 decodes the activation codes to signed int8 (rearranged like the A16

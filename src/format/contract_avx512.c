@@ -32,7 +32,7 @@ void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c")))
+#define FP4_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx512dq,fma,f16c")))
 
 /* (float)(half)f through F16C (vcvtps2ph with round to nearest even, vcvtph2ps): fp4_round_f16's
  * bits for every f32 (NaNs quieted keeping the top payload bits, as the C code does; test_cpu_paths,
@@ -129,6 +129,109 @@ FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uin
     return fp4_round_f16_avx512(acc);
 }
 
+/* ---- several columns of one row (a prefill chunk, a batch, a verify step) ----
+ * The weights' share of fp4_dot_a16_avx512 — nibbles, magnitudes, signs, the q9 scales — once per
+ * super-block for NC columns; per column only the activation loads, two vpdpbusd and the sums. The
+ * sign goes onto the weight (s8, -12..12) and the activation is offset to unsigned (a + 128,
+ * fp4_a16_actu_avx512), so vpdpbusd sums (a + 128)·w = a·w + 128·w per product: each int32 lane
+ * starts at -128·Σw of its four weights (one vpdpbusd of 0x80 bytes, once per super-block). The
+ * group dots are the same exact int32 values, the totals the same int64 ones, and each column runs
+ * the same epilogue in super-block order (skipping the super-blocks whose d is 0, as the one-column
+ * dot does): each column's result has fp4_dot_a16_avx512's bits. */
+void fp4_a16_actu_avx512(const int8_t *act, int64_t n, uint8_t *dst) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = (uint8_t)(act[i] ^ (int8_t)0x80);
+}
+
+#define FP4_A16_NC_MAX 4
+
+/* the four int64 totals of t[0..3] (each the sum of its eight lanes; integer adds, so any order is
+ * the same sum), as one vector: a transpose-and-add tree instead of four horizontal reductions */
+FP4_TARGET_AVX512 static inline __m256i sum4_epi64(const __m512i t[4]) {
+    const __m512i a = _mm512_add_epi64(_mm512_unpacklo_epi64(t[0], t[1]), _mm512_unpackhi_epi64(t[0], t[1]));
+    const __m512i b = _mm512_add_epi64(_mm512_unpacklo_epi64(t[2], t[3]), _mm512_unpackhi_epi64(t[2], t[3]));
+    /* 128-bit chunks: a holds (t0, t1) partials, b (t2, t3); e = a0 a2 b0 b2, f = a1 a3 b1 b3 */
+    const __m512i g = _mm512_add_epi64(_mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                                       _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    const __m512i h = _mm512_add_epi64(g, _mm512_shuffle_i64x2(g, g, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castsi512_si256(_mm512_permutexvar_epi64(_mm512_setr_epi64(0, 1, 4, 5, 0, 1, 4, 5), h));
+}
+
+FP4_TARGET_AVX512 static inline __attribute__((always_inline)) void
+a16_cols_nc(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const uint8_t *actu,
+            int64_t act_stride, const float *d, int64_t d_stride, int64_t n_in, float *out, const int NC) {
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(MAG8));
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08), k80 = _mm512_set1_epi8((char)0x80);
+    __asm__("" : "+v"(low4), "+v"(sign4), "+v"(k80));
+    __m512i k[6];
+    for (int i = 0; i < 6; i++)
+        k[i] = _mm512_load_si512((const void *)q9_consts[i]);
+    __asm__("" : "+v"(k[0]), "+v"(k[1]), "+v"(k[2]), "+v"(k[3]), "+v"(k[4]), "+v"(k[5]));
+    /* the epilogue (fp4_a16_epilogue) of the four columns in the lanes of one vector: the same four
+     * IEEE operations per lane as the scalar fmaf's, the (float) of the total by vcvtqq2ps (round to
+     * nearest, as the scalar conversion); a column whose d is 0 keeps its acc (the skip) */
+    const __m128 z4 = _mm_setzero_ps(), one4 = _mm_set1_ps(1.0f), k10 = _mm_set1_ps(0x1p-10f),
+                 s24 = _mm_set1_ps(scale2);
+    __m128 acc = z4;
+    for (int64_t sb = 0; sb < n_in / FP4_QK_K; sb++) {
+        float dv[FP4_A16_NC_MAX] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++)
+            dv[c] = d[c * d_stride + sb];
+        const __m128 d4 = _mm_loadu_ps(dv);
+        const __mmask8 live = _mm_cmp_ps_mask(d4, z4, _CMP_NEQ_UQ);
+        if (!live) continue; /* all-zero super-blocks in every column: nothing to add */
+        const uint8_t *p = payload_row + sb * (FP4_QK_K / 2);
+        const __m512i q9 =
+            q9_16_avx512(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)), k);
+        const __m512i q9h[2] = {_mm512_cvtepi32_epi64(_mm512_castsi512_si256(q9)),
+                                _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(q9, 1))};
+        __m512i tot[FP4_A16_NC_MAX] = {zero, zero, zero, zero};
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m512i b = _mm512_loadu_si512((const void *)(p + 64 * h));
+            const __m512i lo = _mm512_and_si512(b, low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+            __m512i wlo = _mm512_shuffle_epi8(lut, lo), whi = _mm512_shuffle_epi8(lut, hi);
+            wlo = _mm512_mask_sub_epi8(wlo, _mm512_test_epi8_mask(lo, sign4), zero, wlo);
+            whi = _mm512_mask_sub_epi8(whi, _mm512_test_epi8_mask(hi, sign4), zero, whi);
+            const __m512i ncorr =
+                _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, k80, wlo), k80, whi));
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++) {
+                const uint8_t *a = actu + c * act_stride + sb * FP4_QK_K + 128 * h;
+                __m512i s = _mm512_dpbusd_epi32(ncorr, _mm512_loadu_si512((const void *)a), wlo);
+                s = _mm512_dpbusd_epi32(s, _mm512_loadu_si512((const void *)(a + 64)), whi);
+                s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32)); /* low int32 of lane q: group 8h + q */
+                tot[c] = _mm512_add_epi64(tot[c], _mm512_mul_epi32(s, q9h[h]));
+            }
+        }
+        __m128 c4 = _mm256_cvtepi64_ps(sum4_epi64(tot));
+        c4 = _mm_fmadd_ps(c4, k10, z4);
+        c4 = _mm_fmadd_ps(c4, d4, z4);
+        c4 = _mm_fmadd_ps(c4, s24, z4);
+        acc = _mm_mask3_fmadd_ps(one4, c4, acc, live);
+    }
+    float r[FP4_A16_NC_MAX];
+    _mm_storeu_ps(r, _mm_cvtph_ps(_mm_cvtps_ph(acc, _MM_FROUND_TO_NEAREST_INT))); /* fp4_round_f16's bits */
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++)
+        out[c] = r[c];
+}
+
+FP4_TARGET_AVX512 void fp4_dot_a16_cols_avx512(const uint8_t *payload_row, const uint8_t *scales_row,
+                                               float scale2, const uint8_t *actu, int64_t act_stride,
+                                               const float *d, int64_t d_stride, int64_t n_in, int nc,
+                                               float *out) {
+    switch (nc) { /* NC a constant in each: the columns' sums stay in registers */
+    case 1: a16_cols_nc(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, 1); break;
+    case 2: a16_cols_nc(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, 2); break;
+    case 3: a16_cols_nc(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, 3); break;
+    default: a16_cols_nc(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, 4); break;
+    }
+}
+
 /* ---- W4A4 (SPEC §5) ---- */
 
 void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act,
@@ -200,5 +303,17 @@ float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, 
                          const int8_t *act, const float *d, int64_t n_in) {
     (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)d, (void)n_in;
     return NAN;
+}
+void fp4_a16_actu_avx512(const int8_t *act, int64_t n, uint8_t *dst) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = (uint8_t)(act[i] ^ (int8_t)0x80);
+}
+void fp4_dot_a16_cols_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                             const uint8_t *actu, int64_t act_stride, const float *d, int64_t d_stride,
+                             int64_t n_in, int nc, float *out) {
+    (void)payload_row, (void)scales_row, (void)scale2, (void)actu, (void)act_stride, (void)d, (void)d_stride,
+        (void)n_in;
+    for (int c = 0; c < nc; c++)
+        out[c] = NAN;
 }
 #endif

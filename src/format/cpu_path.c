@@ -34,11 +34,12 @@ int fp4_cpu_best_path(void) {
     /* F16C (CPUID leaf 1, ECX bit 29; every AVX2 and AVX-512 CPU has it): both vector paths use it */
     unsigned a, b, c, d;
     const int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
-    /* the AVX-512 kernels use F, BW, VL, VNNI and VBMI (vpermb); __builtin_cpu_supports also
-     * checks that the OS saves the vector state */
+    /* the AVX-512 kernels use F, BW, VL, VNNI, VBMI (vpermb), DQ (vcvtqq2ps) and FMA (every CPU with
+     * VBMI has the last two); __builtin_cpu_supports also checks that the OS saves the vector state */
     if (f16c && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-        __builtin_cpu_supports("avx512vbmi"))
+        __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("fma"))
         return FP4_CPU_AVX512;
     /* the AVX2 kernels use AVX2 and F16C */
     if (f16c && __builtin_cpu_supports("avx2")) return FP4_CPU_AVX2;
