@@ -20,8 +20,11 @@
  * the noise). Before timing, both engines decode the same tokens once and their last logits are
  * compared (the sanity line: they run the same model).
  *
+ * --prefill: the cells time the prefix instead, as ONE step (fp4_rt_step of all its columns; one
+ * llama_decode of a batch of the whole prefix, logits of the last position): prompt tok/s.
+ *
  * usage: bench_llama_cpu FP4LANE_BIN WORKDIR [--pairs N] [--warmup N] [--prefix N] [--tokens N]
- *        [--threads LIST] [--lanes q4_k_m,nvfp4] */
+ *        [--threads LIST] [--lanes q4_k_m,nvfp4] [--prefill] */
 #include "bench/bench_stats.h"
 #include "fp4_rng.h"
 #include "fp4lane.h"
@@ -39,7 +42,7 @@ enum { MAX_PAIRS = 64, MAX_TOK = 1024 };
 
 typedef struct cfg {
     int pairs, warmup, prefix, tokens, threads[4], n_threads;
-    int lane_q4, lane_nv;
+    int lane_q4, lane_nv, prefill;
 } cfg;
 
 static double now(void) {
@@ -102,6 +105,34 @@ static int fp4_run(fp4_side *s, const int32_t *ids, int n, int from, double *dt)
     if (seq >= 0) fp4_rt_seq_close(s->rt, seq);
     if (st) fprintf(stderr, "fp4lane step: %s [%s] %s\n", fp4_status_str(st), e.rule, e.msg);
     return st ? -1 : 0;
+}
+
+/* --prefill: ids[0..n) as one step of n columns in a fresh sequence, timed */
+static int fp4_prefill(fp4_side *s, const int32_t *ids, int n, double *dt) {
+    int32_t seq = -1;
+    fp4_error e;
+    fp4_status st = fp4_rt_seq_open(s->rt, &seq);
+    fp4_rt_tok *c = malloc(sizeof *c * (size_t)n);
+    if (!c) st = FP4_ERR_NOMEM;
+    for (int i = 0; !st && i < n; i++) /* the last position's logits only, as llama.cpp's batch */
+        c[i] = (fp4_rt_tok){seq, ids[i], i == n - 1};
+    const double t0 = now();
+    if (!st) st = fp4_rt_step(s->rt, c, n, s->logits, &e);
+    *dt = now() - t0;
+    free(c);
+    if (seq >= 0) fp4_rt_seq_close(s->rt, seq);
+    if (st) fprintf(stderr, "fp4lane prefill: %s\n", fp4_status_str(st));
+    return st ? -1 : 0;
+}
+
+static int llama_prefill(llama_oracle_session *s, const int32_t *ids, int n, double *dt, const float **last) {
+    char err[2600];
+    llama_oracle_session_clear(s);
+    const double t0 = now();
+    const int r = llama_oracle_session_prefill(s, ids, n, last, err, sizeof err);
+    *dt = now() - t0;
+    if (r) fprintf(stderr, "%s\n", err);
+    return r;
 }
 
 static int llama_run(llama_oracle_session *s, const int32_t *ids, int n, int from, double *dt,
@@ -182,10 +213,16 @@ static void pair_row(const cfg *c, llama_oracle *lo, const char *lane, const cha
         int np = 0;
         for (int p = 0; ok && p < c->warmup + c->pairs; p++) {
             double ta_s = 0, tb_s = 0;
-            ok = !llama_run(ls, ids, n, c->prefix, &ta_s, &theirs) && !fp4_run(&fs, ids, n, c->prefix, &tb_s);
+            if (c->prefill)
+                ok = !llama_prefill(ls, ids, c->prefix, &ta_s, &theirs) &&
+                     !fp4_prefill(&fs, ids, c->prefix, &tb_s);
+            else
+                ok = !llama_run(ls, ids, n, c->prefix, &ta_s, &theirs) &&
+                     !fp4_run(&fs, ids, n, c->prefix, &tb_s);
             if (ok && p >= c->warmup) {
-                a[np] = c->tokens / ta_s;
-                b[np] = c->tokens / tb_s;
+                const int timed = c->prefill ? c->prefix : c->tokens;
+                a[np] = timed / ta_s;
+                b[np] = timed / tb_s;
                 np++;
             }
         }
@@ -268,12 +305,17 @@ int main(int argc, char **argv) {
              .lane_nv = 1};
     if (argc < 3) {
         fprintf(stderr, "usage: bench_llama_cpu FP4LANE_BIN WORKDIR [--pairs N] [--warmup N] [--prefix N] "
-                        "[--tokens N] [--threads 1,2] [--lanes q4_k_m,nvfp4]\n");
+                        "[--tokens N] [--threads 1,2] [--lanes q4_k_m,nvfp4] [--prefill]\n");
         return 2;
     }
     for (int i = 3; i + 1 < argc + 1; i += 2) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         int bad = 0;
+        if (!strcmp(o, "--prefill")) {
+            c.prefill = 1;
+            i--; /* no value */
+            continue;
+        }
         if (!strcmp(o, "--pairs"))
             bad = parse_int(v, 1, MAX_PAIRS, &c.pairs);
         else if (!strcmp(o, "--warmup"))
@@ -306,9 +348,14 @@ int main(int argc, char **argv) {
     const int n = c.prefix + c.tokens;
     for (int i = 0; i < n; i++)
         ids[i] = (int32_t)(fp4_splitmix64(&s) % 32000u);
-    printf("CPU decode, one token per step: %d-token prefix (untimed), %d timed teacher-forced tokens; "
-           "%d pairs after %d warm-up, A = llama.cpp (libllama 3.22.1), B = fp4lane\n",
-           c.prefix, c.tokens, c.pairs, c.warmup);
+    if (c.prefill)
+        printf("CPU prefill: a %d-token prompt as one step (one llama_decode batch; one fp4_rt_step of %d "
+               "columns), timed; %d pairs after %d warm-up, A = llama.cpp (libllama 3.22.1), B = fp4lane\n",
+               c.prefix, c.prefix, c.pairs, c.warmup);
+    else
+        printf("CPU decode, one token per step: %d-token prefix (untimed), %d timed teacher-forced tokens; "
+               "%d pairs after %d warm-up, A = llama.cpp (libllama 3.22.1), B = fp4lane\n",
+               c.prefix, c.tokens, c.pairs, c.warmup);
     printf("verdict rule: %s\n\n", fp4b_rule_text());
     printf("| file | fp4lane mode | threads | llama.cpp tok/s | fp4lane tok/s | ratio B/A | pair min–max | "
            "verdict |\n|---|---|---|---|---|---|---|---|\n");

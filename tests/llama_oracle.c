@@ -316,6 +316,28 @@ int llama_oracle_session_decode(llama_oracle_session *s, int32_t token, int32_t 
     return 0;
 }
 
+int llama_oracle_session_prefill(llama_oracle_session *s, const int32_t *ids, int n, const float **logits,
+                                 char *err, size_t err_len) {
+    *logits = NULL;
+    if (n < 1) return snprintf(err, err_len, "an empty prefill"), -1;
+    lo_batch b = s->o->batch_init(n, 0, 1);
+    b.n_tokens = n;
+    for (int i = 0; i < n; i++) {
+        b.token[i] = ids[i];
+        b.pos[i] = i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = i == n - 1;
+    }
+    int32_t d = s->o->decode(s->ctx, b);
+    s->o->batch_free(b);
+    if (d != 0)
+        return snprintf(err, err_len, "llama_decode (%d tokens) returned %d: %s", n, (int)d, s->o->log), -1;
+    *logits = s->o->get_logits_ith(s->ctx, -1);
+    if (!*logits) return snprintf(err, err_len, "no logits after the prefill: %s", s->o->log), -1;
+    return 0;
+}
+
 void llama_oracle_session_clear(llama_oracle_session *s) {
     s->o->memory_clear(s->o->get_memory(s->ctx), 1);
 }

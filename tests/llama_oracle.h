@@ -52,6 +52,10 @@ int llama_oracle_session_open(llama_oracle *o, const char *gguf, int n_ctx, int 
                               llama_oracle_session **out, int *n_vocab, char *err, size_t err_len);
 int llama_oracle_session_decode(llama_oracle_session *s, int32_t token, int32_t pos, const float **logits,
                                 char *err, size_t err_len);
+/* prefill: ids[0..n) at positions 0..n-1 of sequence 0 in one llama_decode (n <= the session's
+ * n_ctx, its batch size), logits of the last position only */
+int llama_oracle_session_prefill(llama_oracle_session *s, const int32_t *ids, int n, const float **logits,
+                                 char *err, size_t err_len);
 void llama_oracle_session_clear(llama_oracle_session *s);
 void llama_oracle_session_close(llama_oracle_session *s);
 #endif
