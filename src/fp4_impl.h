@@ -192,6 +192,11 @@ float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, 
  * column's rearranged activations offset to unsigned (fp4_a16_actu_avx512 of the act above), column
  * c at actu + c * act_stride, its super-block scales at d + c * d_stride; out[c] its result. */
 void fp4_a16_actu_avx512(const int8_t *act, int64_t n, uint8_t *dst);
+/* the same on the AVX2 path: actu = act ^ 0x80 on act's AVX2 layout (fp4_a16_act_avx2), each
+ * column's results with fp4_dot_a16_avx2's bits */
+void fp4_dot_a16_cols_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                           const uint8_t *actu, int64_t act_stride, const float *d, int64_t d_stride,
+                           int64_t n_in, int nc, float *out);
 void fp4_dot_a16_cols_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
                              const uint8_t *actu, int64_t act_stride, const float *d, int64_t d_stride,
                              int64_t n_in, int nc, float *out);

@@ -1,6 +1,6 @@
 /* test_a16_cols.c — the exact A16 matvec at several columns (a prefill chunk, a batch, a verify
- * step): on the AVX-512 path the row's weights are decoded once for up to four columns
- * (fp4_dot_a16_cols_avx512, with the sign on the weight and the activations offset to unsigned).
+ * step): on the AVX-512 and AVX2 paths the row's weights are decoded once for up to four columns
+ * (fp4_dot_a16_cols_avx512 / _avx2, the sign on the weight and the activations offset to unsigned).
  * Every column of every n_cols call must give the bits of the one-column call on that column, on
  * every path this CPU has, for thread counts 1-3: random weights and activations, every scale byte
  * (the NaN bytes 0x7F/0xFF, negative and subnormal scales included), all-zero super-blocks in some

@@ -151,7 +151,7 @@ typedef struct mv_ctx {
     float *y;
     const int16_t *q16;                   /* a16 exact: the same activations widened, n_cols × n_in */
     const int8_t *act;                    /* a16 exact, AVX2/AVX-512: rearranged, n_cols × n_in */
-    const uint8_t *actu;                  /* a16 exact, AVX-512, 2+ columns: act + 128 as unsigned */
+    const uint8_t *actu;                  /* a16 exact, AVX2/AVX-512, 2+ columns: act + 128, unsigned */
     const uint8_t *aabs;                  /* a16 exact, AVX2: |act| */
     const float *d;                       /* a16 exact: n_cols × n_in/256 block scales */
     int path;                             /* a16 exact: fp4_cpu_path() */
@@ -198,12 +198,12 @@ static void a16_rows(void *p, int64_t r0, int64_t r1) {
     const a16_row_fn dot = a16_row[c->path];
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *pr = c->w->payload + r * (n_in / 2), *sr = c->w->scales + r * (n_in / 16);
-        if (c->actu) { /* AVX-512, 2+ columns: the row's weights decoded once for up to 4 columns */
+        if (c->actu) { /* AVX2/AVX-512, 2+ columns: the row's weights decoded once for up to 4 columns */
             for (int64_t col = 0; col < c->n_cols; col += 4) {
                 const int nc = c->n_cols - col < 4 ? (int)(c->n_cols - col) : 4;
                 float out[4];
-                fp4_dot_a16_cols_avx512(pr, sr, c->w->scale2, c->actu + col * n_in, n_in, c->d + col * nsb,
-                                        nsb, n_in, nc, out);
+                (c->path == FP4_CPU_AVX512 ? fp4_dot_a16_cols_avx512 : fp4_dot_a16_cols_avx2)(
+                    pr, sr, c->w->scale2, c->actu + col * n_in, n_in, c->d + col * nsb, nsb, n_in, nc, out);
                 for (int k = 0; k < nc; k++)
                     c->y[(col + k) * c->w->n_out + r] = out[k];
             }
@@ -229,7 +229,7 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
     int16_t *q16 = path == FP4_CPU_PORTABLE ? malloc((size_t)(n_cols * w->n_in + 1) * sizeof *q16) : NULL;
     int8_t *act = path != FP4_CPU_PORTABLE ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
     uint8_t *aabs = path == FP4_CPU_AVX2 ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
-    const int cols_kernel = path == FP4_CPU_AVX512 && n_cols >= 2 && !getenv("FP4_CPU_NO_COLS");
+    const int cols_kernel = path != FP4_CPU_PORTABLE && n_cols >= 2 && !getenv("FP4_CPU_NO_COLS");
     uint8_t *actu = cols_kernel ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
     float *d = malloc((size_t)(n_cols * nsb + 1) * sizeof *d);
     if (!xq || !d || (path == FP4_CPU_PORTABLE && !q16) || (path != FP4_CPU_PORTABLE && !act) ||
@@ -248,7 +248,7 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
         }
         if (path == FP4_CPU_AVX2) fp4_a16_act_avx2(xc, nsb, act + col * w->n_in, aabs + col * w->n_in);
         if (path == FP4_CPU_AVX512) fp4_a16_act_avx512(xc, nsb, act + col * w->n_in);
-        if (actu) fp4_a16_actu_avx512(act + col * w->n_in, w->n_in, actu + col * w->n_in);
+        if (actu) fp4_a16_actu_avx512(act + col * w->n_in, w->n_in, actu + col * w->n_in); /* either layout */
     }
     pthread_once(&q1_16_once, q1_16_fill);
     mv_ctx c = {.w = w,

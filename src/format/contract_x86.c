@@ -31,7 +31,7 @@ void fp4_a16_act_avx2(const fp4_block_q8_K *xq, int64_t nsb, int8_t *act, uint8_
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define FP4_TARGET_AVX2 __attribute__((target("avx2,f16c")))
+#define FP4_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
 
 /* (float)(half)f through F16C: fp4_round_f16's bits (contract_avx512.c's twin; fp4_cpu_best_path
  * requires F16C for this path) */
@@ -99,7 +99,106 @@ FP4_TARGET_AVX2 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t
     }
     return fp4_round_f16_avx2(acc);
 }
+/* Several columns of one row (contract_avx512.c's fp4_dot_a16_cols_avx512 for AVX2): the signed
+ * weights (-12..12, the code's sign in the table) decoded once per 32 payload bytes for NC columns;
+ * each column's activations offset to unsigned (fp4_a16_actu_avx512: act ^ 0x80, on act's AVX2
+ * layout), so vpmaddubsw gives (a + 128)·w + (a' + 128)·w' per int16 (|.| <= 6120: no saturation)
+ * and 128·(w + w') of the weights alone is taken off: the same int16 pair sums as the one-column
+ * dot's |a|·sign(a)w, then its own tail (dots, q9 split, int64 total) and epilogue per column. */
+FP4_TARGET_AVX2 static inline __attribute__((always_inline)) void
+a16_cols_nc_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const uint8_t *actu,
+                 int64_t act_stride, const float *d, int64_t d_stride, int64_t n_in, float *out,
+                 const int NC) {
+    const __m256i lut = _mm256_setr_epi8(E2M1_Q1, E2M1_Q1);
+    const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1),
+                  k80 = _mm256_set1_epi8((char)0x80);
+    const __m128i gorder = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int64_t sb = 0; sb < n_in / FP4_QK_K; sb++) {
+        int any = 0;
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++)
+            any |= d[c * d_stride + sb] != 0.0f;
+        if (!any) continue;
+        const uint8_t *p = payload_row + sb * (FP4_QK_K / 2);
+        __m256i h[4][2]; /* column c: hadd of chunks 0, 1 and of chunks 2, 3 */
+        for (int k2 = 0; k2 < 2; k2++) {
+            __m256i m[4][2];
+#pragma GCC unroll 2
+            for (int kk = 0; kk < 2; kk++) {
+                const int k = 2 * k2 + kk;
+                const __m256i b = LOAD256(p + 32 * k);
+                const __m256i lo = _mm256_and_si256(b, low4),
+                              hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), low4);
+                const __m256i wlo = _mm256_shuffle_epi8(lut, lo), whi = _mm256_shuffle_epi8(lut, hi);
+                const __m256i corr =
+                    _mm256_add_epi16(_mm256_maddubs_epi16(k80, wlo), _mm256_maddubs_epi16(k80, whi));
+#pragma GCC unroll 4
+                for (int c = 0; c < NC; c++) {
+                    const uint8_t *u = actu + c * act_stride + sb * FP4_QK_K + 64 * k;
+                    const __m256i pr = _mm256_add_epi16(_mm256_maddubs_epi16(LOAD256(u), wlo),
+                                                        _mm256_maddubs_epi16(LOAD256(u + 32), whi));
+                    m[c][kk] = _mm256_madd_epi16(_mm256_sub_epi16(pr, corr), ones);
+                }
+            }
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++)
+                h[c][k2] = _mm256_hadd_epi32(m[c][0], m[c][1]);
+        }
+        const __m128i s16 =
+            _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)), gorder);
+        const __m256i qa = q9_8_avx2(s16), qb = q9_8_avx2(_mm_unpackhi_epi64(s16, s16));
+        const __m256i q9lo = _mm256_packs_epi32(_mm256_and_si256(qa, _mm256_set1_epi32(511)),
+                                                _mm256_and_si256(qb, _mm256_set1_epi32(511)));
+        const __m256i q9hi = _mm256_packs_epi32(_mm256_srai_epi32(qa, 9), _mm256_srai_epi32(qb, 9));
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const float dc = d[c * d_stride + sb];
+            if (dc == 0.0f) continue;
+            const __m256i dots = _mm256_packs_epi32(h[c][0], h[c][1]);
+            const __m256i s = _mm256_hadd_epi32(_mm256_madd_epi16(dots, q9lo), _mm256_madd_epi16(dots, q9hi));
+            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            t = _mm_hadd_epi32(t, t);
+            const int64_t total = (int64_t)_mm_extract_epi32(t, 1) * 512 + _mm_cvtsi128_si32(t);
+            acc[c] = fp4_a16_epilogue(total, dc, scale2, acc[c]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++)
+        out[c] = fp4_round_f16_avx2(acc[c]);
+}
+
+FP4_TARGET_AVX2 void fp4_dot_a16_cols_avx2(const uint8_t *payload_row, const uint8_t *scales_row,
+                                           float scale2, const uint8_t *actu, int64_t act_stride,
+                                           const float *d, int64_t d_stride, int64_t n_in, int nc,
+                                           float *out) {
+#define FP4_COLS_CASE(n)                                                                                     \
+    a16_cols_nc_avx2(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, n)
+    switch (nc) { /* NC a constant in each */
+    case 1:
+        FP4_COLS_CASE(1);
+        break;
+    case 2:
+        FP4_COLS_CASE(2);
+        break;
+    case 3:
+        FP4_COLS_CASE(3);
+        break;
+    default:
+        FP4_COLS_CASE(4);
+        break;
+    }
+#undef FP4_COLS_CASE
+}
 #else
+void fp4_dot_a16_cols_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                           const uint8_t *actu, int64_t act_stride, const float *d, int64_t d_stride,
+                           int64_t n_in, int nc, float *out) {
+    (void)payload_row, (void)scales_row, (void)scale2, (void)actu, (void)act_stride, (void)d, (void)d_stride,
+        (void)n_in;
+    for (int c = 0; c < nc; c++)
+        out[c] = NAN;
+}
 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const int8_t *act,
                        const uint8_t *aabs, const float *d, int64_t n_in) {
     (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)aabs, (void)d, (void)n_in;

@@ -41,8 +41,8 @@ int fp4_cpu_best_path(void) {
         __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("fma"))
         return FP4_CPU_AVX512;
-    /* the AVX2 kernels use AVX2 and F16C */
-    if (f16c && __builtin_cpu_supports("avx2")) return FP4_CPU_AVX2;
+    /* the AVX2 kernels use AVX2, FMA (every AVX2 CPU has it) and F16C */
+    if (f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return FP4_CPU_AVX2;
 #endif
     return FP4_CPU_PORTABLE;
 }
