@@ -65,18 +65,18 @@ int main(int argc, char **argv) {
                                                               * variants, one warm-up (a sanitizer run) */
     enum { NV = 13 };
     static const char *const names[NV] = {"old (d07eabb)",
-                                         "new, 2 stages",
-                                         "new, 3 stages",
-                                         "new, 4 stages (step)",
-                                         "cluster of 8 (att_cluster.cuh)",
-                                         "cluster of 16 (att_cluster.cuh)",
-                                         "cluster of 16, 1 block per SM",
-                                         "cluster of 16, 2 blocks per SM",
-                                         "cluster of 4 (session 11)",
-                                         "cluster of 2 (session 11)",
-                                         "staged, cluster of 16 (session 12)",
-                                         "staged + L2 prefetch, cluster of 16 (session 12)",
-                                         "staged, cluster of 8 (session 12)"};
+                                          "new, 2 stages",
+                                          "new, 3 stages",
+                                          "new, 4 stages (step)",
+                                          "cluster of 8 (att_cluster.cuh)",
+                                          "cluster of 16 (att_cluster.cuh)",
+                                          "cluster of 16, 1 block per SM",
+                                          "cluster of 16, 2 blocks per SM",
+                                          "cluster of 4 (session 11)",
+                                          "cluster of 2 (session 11)",
+                                          "staged, cluster of 16 (session 12)",
+                                          "staged + L2 prefetch, cluster of 16 (session 12)",
+                                          "staged, cluster of 8 (session 12)"};
     const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
     const size_t kvn = (size_t)(MAXC * slot_stride);
     uint16_t *kc, *vc;

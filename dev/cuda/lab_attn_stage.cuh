@@ -87,12 +87,24 @@ static __host__ __device__ __forceinline__ int64_t ats_vat(const ats_layout &l, 
 
 static __device__ __forceinline__ void ats_wait(int pending) { /* cp.async.wait_group, any count */
     switch (pending) {
-    case 0: fp4_cp_async_wait<0>(); break;
-    case 1: fp4_cp_async_wait<1>(); break;
-    case 2: fp4_cp_async_wait<2>(); break;
-    case 3: fp4_cp_async_wait<3>(); break;
-    case 4: fp4_cp_async_wait<4>(); break;
-    default: fp4_cp_async_wait<5>(); break;
+    case 0:
+        fp4_cp_async_wait<0>();
+        break;
+    case 1:
+        fp4_cp_async_wait<1>();
+        break;
+    case 2:
+        fp4_cp_async_wait<2>();
+        break;
+    case 3:
+        fp4_cp_async_wait<3>();
+        break;
+    case 4:
+        fp4_cp_async_wait<4>();
+        break;
+    default:
+        fp4_cp_async_wait<5>();
+        break;
     }
 }
 
@@ -257,7 +269,8 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
 #pragma unroll
                 for (int g = 0; g < STK_GB; g++)
                     if (g < nhb) p[q2][g] = fp4p_add(p[q2][g], fp4p_mul(e[g], v));
-                if (d < STK_GB) den[q2] = fp4p_add(den[q2], d == 0 ? e4.x : d == 1 ? e4.y : d == 2 ? e4.z : e4.w);
+                if (d < STK_GB)
+                    den[q2] = fp4p_add(den[q2], d == 0 ? e4.x : d == 1 ? e4.y : d == 2 ? e4.z : e4.w);
             }
         }
     }
@@ -297,7 +310,8 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
 /* 1 where the lab variant serves this shape: sm_90a code, head_dim 32, 64 or 128 (a divisor of the
  * block: one dimension a thread in the o strips), a cluster size of 2..16, shared memory in range */
 static inline int ats_ok(int d, int64_t n_ctx, int cs) {
-    if (!fp4_cu_sm90_code() || (d != 32 && d != 64 && d != 128) || (cs != 2 && cs != 4 && cs != 8 && cs != 16))
+    if (!fp4_cu_sm90_code() || (d != 32 && d != 64 && d != 128) ||
+        (cs != 2 && cs != 4 && cs != 8 && cs != 16))
         return 0;
     return ats_layout_of(n_ctx, d, cs).bytes <= ATS_MAX_SMEM;
 }
@@ -334,7 +348,8 @@ template <int CS, int D, bool PF> static int ats_fit_t(int64_t n_ctx, int *bps) 
     return nc;
 }
 
-template <int CS, int D, bool PF> static fp4_status ats_launch_t(ats_args aa, int64_t groups, cudaStream_t s) {
+template <int CS, int D, bool PF>
+static fp4_status ats_launch_t(ats_args aa, int64_t groups, cudaStream_t s) {
     const size_t smem = ats_layout_of(aa.a.n_ctx, D, CS).bytes;
     void (*k)(ats_args) = ats_kernel<CS, D, PF>;
     FP4_CUDA_CHECK(ats_attrs(k, CS, smem));
@@ -361,8 +376,7 @@ template <int CS, int D, bool PF> static fp4_status ats_launch_t(ats_args aa, in
 
 /* the dispatch of the lab's instances: clusters of 16 and 8 (with and without the prefetch), D 128 and
  * 64 (the lab's shape is 128; 64 for the emulator's second shape, compiled for the resource report) */
-#define ATS_CASES(X)                                                                                         \
-    X(16, 128, false) X(16, 128, true) X(8, 128, false) X(16, 64, false) X(8, 64, false)
+#define ATS_CASES(X) X(16, 128, false) X(16, 128, true) X(8, 128, false) X(16, 64, false) X(8, 64, false)
 
 static inline int ats_fit(int cs, int d, bool pf, int64_t n_ctx, int *bps) {
 #define ATS_FIT(CS, DD, PF)                                                                                  \
