@@ -43,9 +43,10 @@ static fp4_status launch(int var, stk_att_args a, int n) {
         return fp4_cu_launch(dim3(32, (unsigned)groups), dim3(D), 0, 0, 1, old_att_pv, a);
     }
     if (var == 3) return stk_attention(a, n, 0);
-    if (var >= 10) { /* session 12: staged (11: with the L2 prefetch; 12: clusters of 8) */
+    if (var >= 10) { /* session 12: staged (11: with the L2 prefetch; 12: clusters of 8; 13: the V rows
+                      * of the K region requested only after the scores) */
         const ats_args aa = {a, MAXC};
-        return ats_attention(aa, n, var == 12 ? 8 : 16, var == 11, 0);
+        return ats_attention(aa, n, var == 12 ? 8 : 16, var == 11, var != 13, 0);
     }
     if (var >= 8) return att_cluster(a, n, var == 8 ? 4 : 2, 0, 0); /* session 11 */
     if (var >= 4) return att_cluster(a, n, var == 4 ? 8 : 16, var < 6 ? 0 : var - 5, 0);
@@ -63,7 +64,7 @@ int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
     const int quick = argc > 2 && !strcmp(argv[2], "quick"); /* 1 column, the step's and the cluster
                                                               * variants, one warm-up (a sanitizer run) */
-    enum { NV = 13 };
+    enum { NV = 14 };
     static const char *const names[NV] = {"old (d07eabb)",
                                           "new, 2 stages",
                                           "new, 3 stages",
@@ -76,7 +77,8 @@ int main(int argc, char **argv) {
                                           "cluster of 2 (session 11)",
                                           "staged, cluster of 16 (session 12)",
                                           "staged + L2 prefetch, cluster of 16 (session 12)",
-                                          "staged, cluster of 8 (session 12)"};
+                                          "staged, cluster of 8 (session 12)",
+                                          "staged, late V, cluster of 16 (session 12)"};
     const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
     const size_t kvn = (size_t)(MAXC * slot_stride);
     uint16_t *kc, *vc;
@@ -131,7 +133,7 @@ int main(int argc, char **argv) {
         if (var >= 8 && var < 10) runs[var] = att_cluster_ok(D, NCTX, cs);
         if (var >= 10) {
             int bps = 0, nc = 0;
-            runs[var] = ats_ok(D, NCTX, cs) && (nc = ats_fit(cs, D, var == 11, NCTX, &bps)) > 0;
+            runs[var] = ats_ok(D, NCTX, cs) && (nc = ats_fit(cs, D, var == 11, var != 13, NCTX, &bps)) > 0;
             printf("%s: %zu bytes of shared memory a block, %d blocks per SM, %d clusters resident%s\n",
                    names[var], ats_layout_of(NCTX, D, cs).bytes, bps, nc, runs[var] ? "" : ": not run");
         }

@@ -138,9 +138,24 @@ static float butterfly32(float *v) { /* stk_butterfly32 */
     return fp4p_add(v[0], v[1]);
 }
 
+/* ats_issue_vb: the V rows of K-region rows [k0, k1) (ats_vb_rows), one commit group */
+template <int LPB, int D, bool EV>
+static void vb_issue(blk *k, const emu *e, const ats_layout &L, int b, int64_t n, int64_t kvo, int g,
+                     int trips, int nb) {
+    int k0, k1;
+    ats_vb_rows<EV>(g, trips, nb, &k0, &k1);
+    for (int x = 0; x < (k1 - k0) * (D / 8); x++) {
+        const int i = L.va + k0 + x / (D / 8), ch = x % (D / 8);
+        const int64_t j = 32 * (int64_t)(i / LPB) + b * LPB + i % LPB;
+        if (j < n)
+            cp_issue(k, (int64_t)L.kreg + 2 * (ats_vat(L, i, D) + 8 * ch), 1, kvo + j * e->kvd + 8 * ch);
+    }
+    cp_commit(k);
+}
+
 /* one cluster (column c at position pos in slot `slot`, group y): the outputs into o (values mode);
  * cnt_s / cnt_v count how often each position is scored / its V row read (one chain, d = 0) */
-template <int CS, int D>
+template <int CS, int D, bool EV>
 static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o, int *cnt_s, int *cnt_v) {
     constexpr int LPB = 32 / CS, NDL = D / 32, PER = D / 8, T = ATT_CL_THREADS;
     const ats_layout L = ats_layout_of(e->n_ctx, D, CS);
@@ -181,8 +196,10 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
         float mxb[STK_GB];
         for (int g = 0; g < STK_GB; g++)
             mxb[g] = -INFINITY;
+        const int nb = ni - L.va;
         for (int g = 0; g < ATS_NKG; g++) {
-            cp_wait(k, e, ATS_NKG - g);
+            cp_wait(k, e, ats_pend_k<EV>(g));
+            if (EV && g >= 1) vb_issue<LPB, D, EV>(k, e, L, b, n, kvo, g, trips, nb);
             for (int s = ats_tb(g, trips); s < ats_tb(g + 1, trips); s++)
                 for (int w = 0; w < T / 32; w++) {
                     if (s * ATS_TS + 8 * w >= ni) continue; /* this warp is done */
@@ -234,14 +251,8 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
         }
         for (int g = 0; g < STK_GB; g++)
             bmv[b][g] = mxb[g];
-        /* past the block-max barrier: V of slots va .. ni-1 into the K region */
-        for (int x = 0; x < (ni - L.va) * PER; x++) {
-            const int i = L.va + x / PER, ch = x % PER;
-            if (POS(i) < n)
-                cp_issue(k, (int64_t)L.kreg + 2 * (ats_vat(L, i, D) + 8 * ch), 1,
-                         kvo + POS(i) * kvd + 8 * ch);
-        }
-        cp_commit(k);
+        /* past the block-max barrier: the rest of the K region's V rows */
+        vb_issue<LPB, D, EV>(k, e, L, b, n, kvo, ATS_NKG, trips, nb);
 #undef POS
     }
     float ms[STK_GB]; /* the cluster's max (order-free) */
@@ -260,21 +271,27 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
                 if (ats_pos<LPB>(i, b) < n)
                     for (int g = 0; g < nhb; g++)
                         es[i * STK_GB + g] = fp4p_exp(fp4p_sub(es[i * STK_GB + g], ms[g]));
-        /* thread (r, d): the kernel's sets cover every r < LPB; both halves behind their barriers */
+        /* thread (r, dimension pair d/2): the kernel's sets cover every r < LPB; both halves behind
+         * their barriers; the den strips from the exps alone */
         float *pa = (float *)calloc((size_t)(LPB * D * STK_GB), sizeof(float));
-        float *da = (float *)calloc((size_t)(LPB * D), sizeof(float));
+        float *da = (float *)calloc((size_t)(LPB * STK_GB), sizeof(float));
         for (int half = 0; half < 2; half++) {
-            cp_wait(k, e, half ? 0 : 1);
+            cp_wait(k, e, ats_pend_v<EV>(half));
             for (int r = 0; r < LPB; r++) {
                 const int nu = n > b * LPB + r ? (int)((n - b * LPB - r + 31) / 32) : 0;
+                if (half == 0 && e->values)
+                    for (int g = 0; g < nhb; g++)
+                        for (int u = 0; u < nu; u++)
+                            da[r * STK_GB + g] = fp4p_add(da[r * STK_GB + g], es[(u * LPB + r) * STK_GB + g]);
                 const int u0 = half ? ua : 0, u1 = half ? nu : std::min(nu, ua);
                 for (int d = 0; d < D; d++) {
                     if (!(e->values || d == 0 || d == 7 || d == 8 || d == D - 1)) continue;
-                    float *p = pa + (r * D + d) * STK_GB, *den = da + r * D + d;
+                    float *p = pa + (r * D + d) * STK_GB;
                     for (int u = u0; u < u1; u++) {
                         const int i = u * LPB + r;
-                        const int64_t j = 32 * (int64_t)u + b * LPB + r,
-                                      at = ats_vat(L, u0 * LPB + r, D) + d + (int64_t)(u - u0) * LPB * D;
+                        const int64_t j = 32 * (int64_t)u + b * LPB + r;
+                        const int64_t at =
+                            ats_vat(L, u0 * LPB + r, D) + 2 * (d / 2) + (int64_t)(u - u0) * LPB * D + d % 2;
                         const uint16_t *vp = rd(k, (int64_t)L.kreg + 2 * at, 1, kvo + j * kvd + d, "V");
                         if (at != ats_vat(L, i, D) + d)
                             EMU_ERR("V row of slot %d: the chain's stride misses it\n", i);
@@ -283,17 +300,17 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
                         const float v = h2f(*vp), *e4 = es + (int64_t)i * STK_GB;
                         for (int g = 0; g < nhb; g++)
                             p[g] = fp4p_add(p[g], fp4p_mul(e4[g], v));
-                        if (d < STK_GB) *den = fp4p_add(*den, e4[d]);
                     }
                 }
             }
         }
-        for (int r = 0; r < LPB; r++)
-            for (int d = 0; d < D; d++) {
+        for (int r = 0; r < LPB; r++) {
+            for (int d = 0; d < D; d++)
                 for (int g = 0; g < STK_GB; g++)
                     part[(r * STK_GB + g) * D + d] = pa[(r * D + d) * STK_GB + g];
-                if (d < STK_GB) denp[r * STK_GB + d] = d < nhb ? da[r * D + d] : 0.0f;
-            }
+            for (int g = 0; g < STK_GB; g++)
+                denp[r * STK_GB + g] = g < nhb ? da[r * STK_GB + g] : 0.0f;
+        }
         free(pa), free(da);
     }
     if (e->values)
@@ -322,7 +339,7 @@ static uint16_t f16_of(uint64_t *s, float sd, size_t i) {
 
 /* one column at pos in slot 1: values mode compares every head with fp4p_attend, layout mode
  * checks the coverage (one group: the others differ only by kvo) */
-template <int CS, int D> static int64_t emu_case(const emu *e0, int64_t pos, int values) {
+template <int CS, int D, bool EV = true> static int64_t emu_case(const emu *e0, int64_t pos, int values) {
     emu e = *e0;
     e.values = values;
     const ats_layout L = ats_layout_of(e.n_ctx, D, CS);
@@ -334,7 +351,7 @@ template <int CS, int D> static int64_t emu_case(const emu *e0, int64_t pos, int
     const long long err0 = n_err;
     const int ny = values ? e.NKV * ngb : 1;
     for (int y = 0; y < ny; y++)
-        emu_cluster<CS, D>(&e, y, pos, slot, o, y == 0 ? cs : NULL, y == 0 ? cv : NULL);
+        emu_cluster<CS, D, EV>(&e, y, pos, slot, o, y == 0 ? cs : NULL, y == 0 ? cv : NULL);
     for (int64_t j = 0; j < e.n_ctx; j++)
         if (cs[j] != (j <= pos) || cv[j] != (j <= pos))
             EMU_ERR("ctx %lld cs %d pos %lld: position %lld scored %d times, its V row read %d times\n",
@@ -350,9 +367,9 @@ template <int CS, int D> static int64_t emu_case(const emu *e0, int64_t pos, int
                 bad += fp4p_bits(want[d]) != fp4p_bits(o[h * D + d]);
         }
         free(want), free(sb);
-        printf("d %3d heads %2d/%d ctx %5lld cluster %2d pos %5lld smem %6zu: %lld of %d differ%s\n", D, NH,
-               e.NKV, (long long)e.n_ctx, CS, (long long)pos, L.bytes, (long long)bad, NH * D,
-               n_err > err0 ? " (layout errors)" : "");
+        printf("d %3d heads %2d/%d ctx %5lld cluster %2d%s pos %5lld smem %6zu: %lld of %d differ%s\n", D, NH,
+               e.NKV, (long long)e.n_ctx, CS, EV ? "" : " late V", (long long)pos, L.bytes, (long long)bad,
+               NH * D, n_err > err0 ? " (layout errors)" : "");
     }
     free(o), free(cs), free(cv);
     return bad + (n_err > err0);
@@ -383,10 +400,11 @@ template <int D> static int64_t layout_all(int64_t n_ctx, int step) {
     int64_t bad = 0, cases = 0;
     for (int64_t p = 0; p < n_ctx; p += (p < 300 || p > n_ctx - 300 ? 1 : step)) {
         bad += emu_case<16, D>(&e, p, 0) + emu_case<8, D>(&e, p, 0) + emu_case<4, D>(&e, p, 0) +
-               emu_case<2, D>(&e, p, 0);
+               emu_case<2, D>(&e, p, 0) + emu_case<16, D, false>(&e, p, 0);
         cases++;
     }
-    printf("layout: d %3d ctx %5lld, %lld positions x clusters 16/8/4/2 (where they fit: %zu/%zu/%zu/%zu "
+    printf("layout: d %3d ctx %5lld, %lld positions x clusters 16/8/4/2 and 16 late V (where they fit: "
+           "%zu/%zu/%zu/%zu "
            "bytes): "
            "%lld failed\n",
            D, (long long)n_ctx, (long long)cases, ats_layout_of(n_ctx, D, 16).bytes,
@@ -406,6 +424,7 @@ static int64_t values_at(int NH, int NKV, int64_t n_ctx, const int64_t *ps, int 
     for (int k = 0; k < np; k++) {
         const int64_t p = ps[k] < n_ctx ? ps[k] : n_ctx - 1;
         if (cs_mask & 16) bad += emu_case<16, D>(&e, p, 1);
+        if (cs_mask & 1) bad += emu_case<16, D, false>(&e, p, 1); /* the late V rows */
         if (cs_mask & 8) bad += emu_case<8, D>(&e, p, 1);
         if (cs_mask & 4) bad += emu_case<4, D>(&e, p, 1);
         if (cs_mask & 2) bad += emu_case<2, D>(&e, p, 1);
@@ -441,7 +460,7 @@ int main(int argc, char **argv) {
     static const int64_t ps[] = {0,   1,   31,   32,   33,   63,   64,   65,  255,
                                  256, 511, 1023, 1024, 2047, 2111, 3967, 4095};
     static const int64_t pq[] = {0, 33, 2111, 4095};
-    bad += values_at<128>(32, 8, 4096, quick ? pq : ps, quick ? 4 : 17, quick ? 16 : 16 | 8);
+    bad += values_at<128>(32, 8, 4096, quick ? pq : ps, quick ? 4 : 17, quick ? 16 | 1 : 16 | 8 | 1);
     if (!quick) {
         static const int64_t p2[] = {0, 5, 64, 700, 1299};
         bad += values_at<128>(28, 4, 1300, p2, 5, 16 | 8 | 4); /* G 7: a partial head group */

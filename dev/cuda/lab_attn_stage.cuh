@@ -85,6 +85,27 @@ static __host__ __device__ __forceinline__ int64_t ats_vat(const ats_layout &l, 
     return i < l.va ? (int64_t)(l.vreg - l.kreg) / 2 + (int64_t)i * D : (int64_t)(i - l.va) * D;
 }
 
+/* pending commit groups allowed at the wait before K group g's scores, and before the o strips'
+ * half 0 (the V region) and half 1 (all). Groups: K 0..ATS_NKG-1, the V region, then the K-region
+ * V rows: with EV one piece at each K group's barrier from g = 1 and one after the block max
+ * (ATS_NKG pieces), else one after the block max */
+template <bool EV> static __host__ __device__ __forceinline__ int ats_pend_k(int g) {
+    return ATS_NKG - g + (EV && g >= 1 ? g - 1 : 0);
+}
+template <bool EV> static __host__ __device__ __forceinline__ int ats_pend_v(int half) {
+    return half ? 0 : EV ? ATS_NKG : 1;
+}
+/* the K-region rows [k0, k1) of the V rows of slots va + k requested at barrier g (g < ATS_NKG: the
+ * one before K group g's scores, EV only: the rows of K group g-1, dead by then; g = ATS_NKG: after
+ * the block max) when there are nb such rows */
+template <bool EV>
+static __host__ __device__ __forceinline__ void ats_vb_rows(int g, int trips, int nb, int *k0, int *k1) {
+    int a0 = 0, a1 = g == ATS_NKG ? nb : 0;
+    if (EV && g >= 1) a0 = ats_tb(g - 1, trips) * ATS_TS, a1 = g == ATS_NKG ? nb : ats_tb(g, trips) * ATS_TS;
+    *k0 = a0 < nb ? a0 : nb, *k1 = a1 < nb ? a1 : nb;
+    if (*k1 < *k0) *k1 = *k0;
+}
+
 static __device__ __forceinline__ void ats_wait(int pending) { /* cp.async.wait_group, any count */
     switch (pending) {
     case 0:
@@ -106,6 +127,21 @@ static __device__ __forceinline__ void ats_wait(int pending) { /* cp.async.wait_
         fp4_cp_async_wait<5>();
         break;
     }
+}
+
+/* the V rows of K-region rows [k0, k1) (ats_vb_rows) by cp.async, one commit group (possibly empty) */
+template <int LPB, int D, bool EV>
+static __device__ __forceinline__ void ats_issue_vb(uint16_t *kreg, const uint16_t *vbase, int64_t kvd,
+                                                    const ats_layout &L, int b, int64_t n, int g, int trips,
+                                                    int nb) {
+    int k0, k1;
+    ats_vb_rows<EV>(g, trips, nb, &k0, &k1);
+    for (int x = threadIdx.x; x < (k1 - k0) * (D / 8); x += ATT_CL_THREADS) {
+        const int i = L.va + k0 + x / (D / 8), ch = x % (D / 8);
+        const int64_t j = ats_pos<LPB>(i, b);
+        if (j < n) fp4_cp_async16(kreg + ats_vat(L, i, D) + 8 * ch, vbase + j * kvd + 8 * ch);
+    }
+    fp4_cp_async_commit();
 }
 
 /* the L2 prefetch before the PDL wait (ATS_PF): rows of positions < pos, position and slot clamped */
@@ -131,7 +167,7 @@ static __device__ __forceinline__ void ats_prefetch(const ats_args &aa, int b, i
 #endif
 }
 
-template <int CS, int D, bool PF>
+template <int CS, int D, bool PF, bool EV>
 static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
     namespace cg = cooperative_groups;
@@ -192,10 +228,12 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
 #pragma unroll
     for (int g = 0; g < STK_GB; g++)
         mx[g] = stk_neg_inf();
+    const int nb = ni - L.va; /* V rows of slots va.. (K-region row k: slot va + k) */
 #pragma unroll
     for (int g = 0; g < ATS_NKG; g++) {
-        ats_wait(ATS_NKG - g); /* K groups 0..g in (later K groups and V may be in flight) */
-        __syncthreads();       /* every thread's copies (and qs) visible */
+        ats_wait(ats_pend_k<EV>(g)); /* K groups 0..g in (later K groups and V may be in flight) */
+        __syncthreads();             /* every thread's copies (and qs) visible; K group g-1 read */
+        if (EV && g >= 1) ats_issue_vb<LPB, D, EV>(kreg, vbase, kvd, L, b, n, g, trips, nb);
         const int s1 = ats_tb(g + 1, trips);
         for (int s = ats_tb(g, trips); s < s1; s++) {
             if (s * ATS_TS + 8 * warp >= ni) break; /* uniform over the warp */
@@ -208,15 +246,8 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
             stk_score_row<NDL>(a, qs, k, nhb, t, i < ni && j < n, i, es, mx);
         }
     }
-    const float bmx = stk_block_head_max<ATT_CL_THREADS / 32>(mx, wmax); /* a barrier: K is dead */
-    { /* V of slots va .. ni-1 into the K region */
-        for (int x = tid; x < (ni - L.va) * PER; x += ATT_CL_THREADS) {
-            const int i = L.va + x / PER, ch = x % PER;
-            const int64_t j = ats_pos<LPB>(i, b);
-            if (j < n) fp4_cp_async16(kreg + ats_vat(L, i, D) + 8 * ch, vbase + j * kvd + 8 * ch);
-        }
-        fp4_cp_async_commit(); /* possibly empty: the count stays uniform */
-    }
+    const float bmx = stk_block_head_max<ATT_CL_THREADS / 32>(mx, wmax);     /* a barrier: K is dead */
+    ats_issue_vb<LPB, D, EV>(kreg, vbase, kvd, L, b, n, ATS_NKG, trips, nb); /* the rest of V */
     if (tid < STK_GB) bm[tid] = bmx;
     cluster.sync(); /* every block's maxima */
     if (tid < STK_GB) {
@@ -232,45 +263,55 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
             for (int g = 0; g < nhb; g++)
                 es[i * STK_GB + g] = fp4p_exp(fp4p_sub(es[i * STK_GB + g], ms[g]));
     }
-    /* o strips and den strips: thread (r, d), r = pr + q2 * PR for its NSET sets; lane r's chain
-     * u = 0, 1, ... (slot u*LPB + r) in increasing order from +0.0f */
-    constexpr int PR = ATT_CL_THREADS / D, NSET = (LPB + PR - 1) / PR;
-    const int pr = tid / D, d = tid % D;
+    /* o strips: thread (r, dimension pair dp), r = pr + q2 * PR for its NSET sets, as
+     * att_cluster_kernel; lane r's chain u = 0, 1, ... (slot u*LPB + r) in increasing order from
+     * +0.0f, the rounds of the V region first, then those of the K region */
+    constexpr int NPAIR = D / 2, PR = ATT_CL_THREADS / NPAIR, NSET = (LPB + PR - 1) / PR;
+    const int pr = tid / NPAIR, dp = tid - pr * NPAIR;
+    /* den strip (lane b*LPB + r, head g), thread dt = r*STK_GB + g: threads the o strips leave idle
+     * where there are (clusters of 16 and 8 at D 128: half the block), else the first ones */
+    const int dt = PR > LPB ? tid - LPB * NPAIR : tid;
     int nu[NSET];
-    float p[NSET][STK_GB], den[NSET];
+    float p[NSET][STK_GB][2];
 #pragma unroll
     for (int q2 = 0; q2 < NSET; q2++) {
         const int r = pr + q2 * PR;
         nu[q2] = r < LPB && n > b * LPB + r ? (int)((n - b * LPB - r + 31) / 32) : 0;
-        den[q2] = 0.0f;
 #pragma unroll
         for (int g = 0; g < STK_GB; g++)
-            p[q2][g] = 0.0f;
+            p[q2][g][0] = p[q2][g][1] = 0.0f;
     }
     const int ua = L.va / LPB; /* rounds whose V rows are in the V region */
 #pragma unroll
     for (int half = 0; half < 2; half++) {
-        if (half == 0)
-            fp4_cp_async_wait<1>(); /* the V region in (the rest may be in flight) */
-        else
-            fp4_cp_async_wait<0>();
-        __syncthreads(); /* the copies, and the exps, visible to every thread */
+        ats_wait(ats_pend_v<EV>(half)); /* half 0: the V region in; half 1: everything */
+        __syncthreads();                /* the copies, and the exps, visible to every thread */
+        if (half == 0 && dt >= 0 && dt < LPB * STK_GB) {
+            const int r = dt / STK_GB, g = dt % STK_GB, l = b * LPB + r;
+            const int nd = n > l ? (int)((n - l + 31) / 32) : 0;
+            float den = 0.0f;
+            if (g < nhb)
+                for (int u = 0; u < nd; u++)
+                    den = fp4p_add(den, es[(u * LPB + r) * STK_GB + g]);
+            denp[dt] = den;
+        }
 #pragma unroll
         for (int q2 = 0; q2 < NSET; q2++) {
             const int r = pr + q2 * PR, u0 = half ? ua : 0, u1 = half ? nu[q2] : min(nu[q2], ua);
             if (u0 >= u1) continue;
-            const uint16_t *vr = kreg + ats_vat(L, u0 * LPB + r, D) + d;
+            const uint16_t *vr = kreg + ats_vat(L, u0 * LPB + r, D) + 2 * dp;
             const float *er = es + (u0 * LPB + r) * STK_GB;
 #pragma unroll 4
             for (int u = 0; u < u1 - u0; u++) {
-                const float v = stk_h2f(vr[u * LPB * D]);
+                const float2 v = __half22float2(*reinterpret_cast<const __half2 *>(vr + u * LPB * D));
                 const float4 e4 = *reinterpret_cast<const float4 *>(er + u * LPB * STK_GB);
                 const float e[STK_GB] = {e4.x, e4.y, e4.z, e4.w};
 #pragma unroll
                 for (int g = 0; g < STK_GB; g++)
-                    if (g < nhb) p[q2][g] = fp4p_add(p[q2][g], fp4p_mul(e[g], v));
-                if (d < STK_GB)
-                    den[q2] = fp4p_add(den[q2], d == 0 ? e4.x : d == 1 ? e4.y : d == 2 ? e4.z : e4.w);
+                    if (g < nhb) {
+                        p[q2][g][0] = fp4p_add(p[q2][g][0], fp4p_mul(e[g], v.x));
+                        p[q2][g][1] = fp4p_add(p[q2][g][1], fp4p_mul(e[g], v.y));
+                    }
             }
         }
     }
@@ -279,9 +320,10 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
         const int r = pr + q2 * PR;
         if (r < LPB) {
 #pragma unroll
-            for (int g = 0; g < STK_GB; g++)
-                part[(r * STK_GB + g) * D + d] = p[q2][g];
-            if (d < STK_GB) denp[r * STK_GB + d] = d < nhb ? den[q2] : 0.0f;
+            for (int g = 0; g < STK_GB; g++) {
+                part[(r * STK_GB + g) * D + 2 * dp] = p[q2][g][0];
+                part[(r * STK_GB + g) * D + 2 * dp + 1] = p[q2][g][1];
+            }
         }
     }
     cluster.sync(); /* every block's strips */
@@ -327,9 +369,9 @@ static inline cudaError_t ats_attrs(void (*k)(ats_args), int cs, size_t smem) {
 
 /* clusters of CS resident at once (cudaOccupancyMaxActiveClusters, 0 if none or on error) and
  * blocks per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor) */
-template <int CS, int D, bool PF> static int ats_fit_t(int64_t n_ctx, int *bps) {
+template <int CS, int D, bool PF, bool EV> static int ats_fit_t(int64_t n_ctx, int *bps) {
     const size_t smem = ats_layout_of(n_ctx, D, CS).bytes;
-    void (*k)(ats_args) = ats_kernel<CS, D, PF>;
+    void (*k)(ats_args) = ats_kernel<CS, D, PF, EV>;
     *bps = 0;
     if (ats_attrs(k, CS, smem) != cudaSuccess) return (void)cudaGetLastError(), 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(bps, k, ATT_CL_THREADS, smem) != cudaSuccess)
@@ -348,10 +390,10 @@ template <int CS, int D, bool PF> static int ats_fit_t(int64_t n_ctx, int *bps) 
     return nc;
 }
 
-template <int CS, int D, bool PF>
+template <int CS, int D, bool PF, bool EV>
 static fp4_status ats_launch_t(ats_args aa, int64_t groups, cudaStream_t s) {
     const size_t smem = ats_layout_of(aa.a.n_ctx, D, CS).bytes;
-    void (*k)(ats_args) = ats_kernel<CS, D, PF>;
+    void (*k)(ats_args) = ats_kernel<CS, D, PF, EV>;
     FP4_CUDA_CHECK(ats_attrs(k, CS, smem));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(CS, (unsigned)groups);
@@ -374,24 +416,27 @@ static fp4_status ats_launch_t(ats_args aa, int64_t groups, cudaStream_t s) {
     return FP4_OK;
 }
 
-/* the dispatch of the lab's instances: clusters of 16 and 8 (with and without the prefetch), D 128 and
- * 64 (the lab's shape is 128; 64 for the emulator's second shape, compiled for the resource report) */
-#define ATS_CASES(X) X(16, 128, false) X(16, 128, true) X(8, 128, false) X(16, 64, false) X(8, 64, false)
+/* the dispatch of the lab's instances (CS, D, PF, EV): clusters of 16 and 8, D 128 (the lab's shape)
+ * and 64 (compiled for the resource report); 16 with the prefetch; 16 without the early V rows */
+#define ATS_CASES(X)                                                                                         \
+    X(16, 128, false, true)                                                                                  \
+    X(16, 128, true, true)                                                                                   \
+    X(8, 128, false, true) X(16, 128, false, false) X(16, 64, false, true) X(8, 64, false, true)
 
-static inline int ats_fit(int cs, int d, bool pf, int64_t n_ctx, int *bps) {
-#define ATS_FIT(CS, DD, PF)                                                                                  \
-    if (cs == CS && d == DD && pf == PF) return ats_fit_t<CS, DD, PF>(n_ctx, bps);
+static inline int ats_fit(int cs, int d, bool pf, bool ev, int64_t n_ctx, int *bps) {
+#define ATS_FIT(CS, DD, PF, EV)                                                                              \
+    if (cs == CS && d == DD && pf == PF && ev == EV) return ats_fit_t<CS, DD, PF, EV>(n_ctx, bps);
     ATS_CASES(ATS_FIT)
 #undef ATS_FIT
     *bps = 0;
     return 0;
 }
 
-static inline fp4_status ats_attention(ats_args aa, int64_t n, int cs, bool pf, cudaStream_t s) {
+static inline fp4_status ats_attention(ats_args aa, int64_t n, int cs, bool pf, bool ev, cudaStream_t s) {
     if (!ats_ok(aa.a.d, aa.a.n_ctx, cs)) return FP4_ERR_UNSUPPORTED;
     const int64_t groups = stk_att_groups(n, aa.a.nh, aa.a.nkv);
-#define ATS_GO(CS, DD, PF)                                                                                   \
-    if (cs == CS && aa.a.d == DD && pf == PF) return ats_launch_t<CS, DD, PF>(aa, groups, s);
+#define ATS_GO(CS, DD, PF, EV)                                                                               \
+    if (cs == CS && aa.a.d == DD && pf == PF && ev == EV) return ats_launch_t<CS, DD, PF, EV>(aa, groups, s);
     ATS_CASES(ATS_GO)
 #undef ATS_GO
     return FP4_ERR_UNSUPPORTED;
