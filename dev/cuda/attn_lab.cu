@@ -30,6 +30,11 @@ static void ck(cudaError_t e, const char *what) {
     }
 }
 
+/* session 12's variants 10..14: lab_attn_stage.cuh's flags */
+static int ats_flags(int var) {
+    return var == 11 ? ATS_PF | ATS_EV : var == 13 ? 0 : var == 14 ? ATS_EV | ATS_TMA : ATS_EV;
+}
+
 static fp4_status launch(int var, stk_att_args a, int n) {
     const int64_t groups = (int64_t)n * NKV;
     if (var == 0) { /* the launch of d07eabb's step_cuda.cu */
@@ -44,9 +49,9 @@ static fp4_status launch(int var, stk_att_args a, int n) {
     }
     if (var == 3) return stk_attention(a, n, 0);
     if (var >= 10) { /* session 12: staged (11: with the L2 prefetch; 12: clusters of 8; 13: the V rows
-                      * of the K region requested only after the scores) */
+                      * of the K region requested only after the scores; 14: by TMA) */
         const ats_args aa = {a, MAXC};
-        return ats_attention(aa, n, var == 12 ? 8 : 16, var == 11, var != 13, 0);
+        return ats_attention(aa, n, var == 12 ? 8 : 16, ats_flags(var), 0);
     }
     if (var >= 8) return att_cluster(a, n, var == 8 ? 4 : 2, 0, 0); /* session 11 */
     if (var >= 4) return att_cluster(a, n, var == 4 ? 8 : 16, var < 6 ? 0 : var - 5, 0);
@@ -64,7 +69,7 @@ int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
     const int quick = argc > 2 && !strcmp(argv[2], "quick"); /* 1 column, the step's and the cluster
                                                               * variants, one warm-up (a sanitizer run) */
-    enum { NV = 14 };
+    enum { NV = 15 };
     static const char *const names[NV] = {"old (d07eabb)",
                                           "new, 2 stages",
                                           "new, 3 stages",
@@ -78,7 +83,8 @@ int main(int argc, char **argv) {
                                           "staged, cluster of 16 (session 12)",
                                           "staged + L2 prefetch, cluster of 16 (session 12)",
                                           "staged, cluster of 8 (session 12)",
-                                          "staged, late V, cluster of 16 (session 12)"};
+                                          "staged, late V, cluster of 16 (session 12)",
+                                          "staged by TMA, cluster of 16 (session 12)"};
     const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
     const size_t kvn = (size_t)(MAXC * slot_stride);
     uint16_t *kc, *vc;
@@ -133,7 +139,7 @@ int main(int argc, char **argv) {
         if (var >= 8 && var < 10) runs[var] = att_cluster_ok(D, NCTX, cs);
         if (var >= 10) {
             int bps = 0, nc = 0;
-            runs[var] = ats_ok(D, NCTX, cs) && (nc = ats_fit(cs, D, var == 11, var != 13, NCTX, &bps)) > 0;
+            runs[var] = ats_ok(D, NCTX, cs) && (nc = ats_fit(cs, D, ats_flags(var), NCTX, &bps)) > 0;
             printf("%s: %zu bytes of shared memory a block, %d blocks per SM, %d clusters resident%s\n",
                    names[var], ats_layout_of(NCTX, D, cs).bytes, bps, nc, runs[var] ? "" : ": not run");
         }

@@ -46,6 +46,8 @@ typedef struct blk {
     int *pend;
     cpy *q;
     int nq, cap, committed;
+    int tma, cur;                               /* TMA: copies go to mbarrier cur */
+    int64_t exp_tx[ATS_NBAR], got_tx[ATS_NBAR]; /* TMA: bytes expected, bytes copied */
 } blk;
 
 typedef struct emu {
@@ -60,8 +62,9 @@ static int64_t tag_of(int which, int64_t src) {
     return ((int64_t)which << 62) | src;
 }
 
-static void blk_init(blk *k, const ats_layout *L, int values) {
-    k->L = *L;
+static void blk_init(blk *k, const ats_layout *L, int values, int tma) {
+    memset(k, 0, sizeof *k);
+    k->L = *L, k->tma = tma;
     k->sm = (unsigned char *)malloc(L->bytes);
     if (values) memset(k->sm, 0x7F, L->bytes); /* stale contents: NaN-ish */
     const int64_t nch = (int64_t)(L->bytes / 16);
@@ -86,8 +89,34 @@ static void cp_issue(blk *k, int64_t dst, int which, int64_t src) {
     const int64_t ch = dst / 16;
     if (k->pend[ch] >= 0) EMU_ERR("two copies in flight into chunk %lld\n", (long long)ch);
     if (k->nq == k->cap) k->cap *= 2, k->q = (cpy *)realloc(k->q, sizeof(cpy) * (size_t)k->cap);
-    k->q[k->nq++] = (cpy){ch, src, which, k->committed};
-    k->pend[ch] = k->committed;
+    const int grp = k->tma ? k->cur : k->committed;
+    k->q[k->nq++] = (cpy){ch, src, which, grp};
+    k->pend[ch] = grp;
+    if (k->tma) k->got_tx[grp] += 16;
+}
+/* TMA: a row (D halves) by one bulk copy on mbarrier bar: 16-byte pieces in the model */
+static void bulk_issue(blk *k, int bar, int64_t dst, int which, int64_t src, int D) {
+    k->cur = bar;
+    for (int ch = 0; ch < D / 8; ch++)
+        cp_issue(k, dst + 16 * ch, which, src + 8 * ch);
+}
+/* TMA: every thread waits for mbarrier bar's phase 0: its copies have landed (and it completes only
+ * when the bytes copied are the bytes expected) */
+static void bar_wait(blk *k, const emu *e, int bar) {
+    if (k->got_tx[bar] != k->exp_tx[bar])
+        EMU_ERR("mbarrier %d expects %lld bytes, its copies bring %lld\n", bar, (long long)k->exp_tx[bar],
+                (long long)k->got_tx[bar]);
+    int keep = 0;
+    for (int x = 0; x < k->nq; x++) {
+        const cpy c = k->q[x];
+        if (c.grp == bar) {
+            memcpy(k->sm + c.dst * 16, (c.which ? e->vc : e->kc) + c.src, 16);
+            k->tag[c.dst] = tag_of(c.which, c.src), k->pend[c.dst] = -1;
+        } else {
+            k->q[keep++] = c;
+        }
+    }
+    k->nq = keep;
 }
 static void cp_commit(blk *k) {
     k->committed++;
@@ -139,23 +168,34 @@ static float butterfly32(float *v) { /* stk_butterfly32 */
 }
 
 /* ats_issue_vb: the V rows of K-region rows [k0, k1) (ats_vb_rows), one commit group */
-template <int LPB, int D, bool EV>
+template <int LPB, int D, bool EV, bool TMA>
 static void vb_issue(blk *k, const emu *e, const ats_layout &L, int b, int64_t n, int64_t kvo, int g,
                      int trips, int nb) {
     int k0, k1;
     ats_vb_rows<EV>(g, trips, nb, &k0, &k1);
-    for (int x = 0; x < (k1 - k0) * (D / 8); x++) {
-        const int i = L.va + k0 + x / (D / 8), ch = x % (D / 8);
-        const int64_t j = 32 * (int64_t)(i / LPB) + b * LPB + i % LPB;
-        if (j < n)
-            cp_issue(k, (int64_t)L.kreg + 2 * (ats_vat(L, i, D) + 8 * ch), 1, kvo + j * e->kvd + 8 * ch);
+    if constexpr (TMA) {
+        for (int kk = k0; kk < k1; kk++) {
+            const int i = L.va + kk;
+            const int64_t j = 32 * (int64_t)(i / LPB) + b * LPB + i % LPB;
+            if (j < n)
+                bulk_issue(k, ATS_NKG + g, (int64_t)L.kreg + 2 * ats_vat<D, TMA>(L, i), 1, kvo + j * e->kvd,
+                           D);
+        }
+    } else {
+        for (int x = 0; x < (k1 - k0) * (D / 8); x++) {
+            const int i = L.va + k0 + x / (D / 8), ch = x % (D / 8);
+            const int64_t j = 32 * (int64_t)(i / LPB) + b * LPB + i % LPB;
+            if (j < n)
+                cp_issue(k, (int64_t)L.kreg + 2 * (ats_vat<D, TMA>(L, i) + 8 * ch), 1,
+                         kvo + j * e->kvd + 8 * ch);
+        }
+        cp_commit(k);
     }
-    cp_commit(k);
 }
 
 /* one cluster (column c at position pos in slot `slot`, group y): the outputs into o (values mode);
  * cnt_s / cnt_v count how often each position is scored / its V row read (one chain, d = 0) */
-template <int CS, int D, bool EV>
+template <int CS, int D, bool EV, bool TMA>
 static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o, int *cnt_s, int *cnt_v) {
     constexpr int LPB = 32 / CS, NDL = D / 32, PER = D / 8, T = ATT_CL_THREADS;
     const ats_layout L = ats_layout_of(e->n_ctx, D, CS);
@@ -167,10 +207,17 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
     float bmv[CS][STK_GB];
     for (int b = 0; b < CS; b++) {
         blk *k = &bk[b];
-        blk_init(k, &L, e->values);
+        blk_init(k, &L, e->values, TMA);
         float *qs = (float *)(k->sm + L.qs), *es = (float *)(k->sm + L.es);
         /* the naive position of slot i: lane b*LPB + i % LPB, round i / LPB */
 #define POS(i) ((int64_t)((i) / LPB) * 32 + b * LPB + (i) % LPB)
+        const int nv = ats_nvalid<LPB>(n, b);
+        for (int i = 0; i < ni; i++)
+            if ((POS(i) < n) != (i < nv))
+                EMU_ERR("ats_nvalid(%lld, %d) = %d: slot %d\n", (long long)n, b, nv, i);
+        if (TMA)
+            for (int x = 0; x < ATS_NBAR; x++)
+                k->exp_tx[x] = ats_tx<LPB, D>(x, L, ni, nv, trips);
         for (int g = 0; g < ATS_NKG; g++) {
             const int i0 = std::min(ats_tb(g, trips) * ATS_TS, ni),
                       i1 = std::min(ats_tb(g + 1, trips) * ATS_TS, ni);
@@ -179,18 +226,28 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
                 if (ats_pos<LPB>(i, b) != POS(i))
                     EMU_ERR("ats_pos(%d, %d) != %lld\n", i, b, (long long)POS(i));
                 const int64_t j = POS(i) < n ? POS(i) : n - 1;
-                cp_issue(k, (int64_t)L.kreg + 2 * ats_kat<D>(i, ch), 0, kvo + j * kvd + 8 * ch);
+                if (TMA) { /* the row's bulk copy, once */
+                    if (ch == 0)
+                        bulk_issue(k, g, (int64_t)L.kreg + 2 * ats_kat<D, TMA>(i, 0, L.nimax), 0,
+                                   kvo + j * kvd, D);
+                } else {
+                    cp_issue(k, (int64_t)L.kreg + 2 * ats_kat<D, TMA>(i, ch, L.nimax), 0,
+                             kvo + j * kvd + 8 * ch);
+                }
             }
-            cp_commit(k);
+            if (!TMA) cp_commit(k);
         }
         const int na = std::min(L.va, ni);
-        for (int x = 0; x < na * PER; x++) {
+        if (TMA)
+            for (int i = 0; i < std::min(L.va, nv); i++)
+                bulk_issue(k, ATS_NKG, (int64_t)L.kreg + 2 * ats_vat<D, TMA>(L, i), 1, kvo + POS(i) * kvd, D);
+        for (int x = 0; x < na * PER && !TMA; x++) {
             const int i = x / PER, ch = x % PER;
             if (POS(i) < n)
-                cp_issue(k, (int64_t)L.kreg + 2 * (ats_vat(L, i, D) + 8 * ch), 1,
+                cp_issue(k, (int64_t)L.kreg + 2 * (ats_vat<D, TMA>(L, i) + 8 * ch), 1,
                          kvo + POS(i) * kvd + 8 * ch);
         }
-        cp_commit(k);
+        if (!TMA) cp_commit(k);
         for (int i = 0; i < STK_GB * D; i++)
             qs[i] = i < nhb * D ? e->q[h0 * D + i] : 0.0f;
         float mxb[STK_GB];
@@ -198,8 +255,11 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
             mxb[g] = -INFINITY;
         const int nb = ni - L.va;
         for (int g = 0; g < ATS_NKG; g++) {
-            cp_wait(k, e, ats_pend_k<EV>(g));
-            if (EV && g >= 1) vb_issue<LPB, D, EV>(k, e, L, b, n, kvo, g, trips, nb);
+            if (TMA)
+                bar_wait(k, e, g);
+            else
+                cp_wait(k, e, ats_pend_k<EV>(g));
+            if (EV && g >= 1) vb_issue<LPB, D, EV, TMA>(k, e, L, b, n, kvo, g, trips, nb);
             for (int s = ats_tb(g, trips); s < ats_tb(g + 1, trips); s++)
                 for (int w = 0; w < T / 32; w++) {
                     if (s * ATS_TS + 8 * w >= ni) continue; /* this warp is done */
@@ -213,8 +273,9 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
                                 for (int ii = 0; ii < 8; ii++)
                                     p[t][g2][ii] = 0.0f;
                             for (int m = 0; m < NDL; m++) {
-                                const uint16_t *kr = rd(k, (int64_t)L.kreg + 2 * ats_kat<D>(ri, 4 * m + t), 0,
-                                                        kvo + jr * kvd + 8 * (4 * m + t), "K");
+                                const uint16_t *kr =
+                                    rd(k, (int64_t)L.kreg + 2 * ats_kat<D, TMA>(ri, 4 * m + t, L.nimax), 0,
+                                       kvo + jr * kvd + 8 * (4 * m + t), "K");
                                 if (!e->values) continue;
                                 for (int g2 = 0; g2 < nhb; g2++)
                                     for (int ii = 0; ii < 8; ii++)
@@ -252,7 +313,7 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
         for (int g = 0; g < STK_GB; g++)
             bmv[b][g] = mxb[g];
         /* past the block-max barrier: the rest of the K region's V rows */
-        vb_issue<LPB, D, EV>(k, e, L, b, n, kvo, ATS_NKG, trips, nb);
+        vb_issue<LPB, D, EV, TMA>(k, e, L, b, n, kvo, ATS_NKG, trips, nb);
 #undef POS
     }
     float ms[STK_GB]; /* the cluster's max (order-free) */
@@ -276,7 +337,13 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
         float *pa = (float *)calloc((size_t)(LPB * D * STK_GB), sizeof(float));
         float *da = (float *)calloc((size_t)(LPB * STK_GB), sizeof(float));
         for (int half = 0; half < 2; half++) {
-            cp_wait(k, e, ats_pend_v<EV>(half));
+            if (TMA) {
+                if (half == 0) bar_wait(k, e, ATS_NKG);
+                for (int x = ATS_NKG + 1; half && x < ATS_NBAR; x++)
+                    bar_wait(k, e, x);
+            } else {
+                cp_wait(k, e, ats_pend_v<EV>(half));
+            }
             for (int r = 0; r < LPB; r++) {
                 const int nu = n > b * LPB + r ? (int)((n - b * LPB - r + 31) / 32) : 0;
                 if (half == 0 && e->values)
@@ -290,10 +357,10 @@ static void emu_cluster(const emu *e, int y, int64_t pos, int64_t slot, float *o
                     for (int u = u0; u < u1; u++) {
                         const int i = u * LPB + r;
                         const int64_t j = 32 * (int64_t)u + b * LPB + r;
-                        const int64_t at =
-                            ats_vat(L, u0 * LPB + r, D) + 2 * (d / 2) + (int64_t)(u - u0) * LPB * D + d % 2;
+                        const int64_t at = ats_vat<D, TMA>(L, u0 * LPB + r) + 2 * (d / 2) +
+                                           (int64_t)(u - u0) * ats_vstride<D, TMA>(LPB, half == 1) + d % 2;
                         const uint16_t *vp = rd(k, (int64_t)L.kreg + 2 * at, 1, kvo + j * kvd + d, "V");
-                        if (at != ats_vat(L, i, D) + d)
+                        if (at != ats_vat<D, TMA>(L, i) + d)
                             EMU_ERR("V row of slot %d: the chain's stride misses it\n", i);
                         if (d == 0 && cnt_v) cnt_v[j]++;
                         if (!e->values) continue;
@@ -339,7 +406,8 @@ static uint16_t f16_of(uint64_t *s, float sd, size_t i) {
 
 /* one column at pos in slot 1: values mode compares every head with fp4p_attend, layout mode
  * checks the coverage (one group: the others differ only by kvo) */
-template <int CS, int D, bool EV = true> static int64_t emu_case(const emu *e0, int64_t pos, int values) {
+template <int CS, int D, bool EV = true, bool TMA = false>
+static int64_t emu_case(const emu *e0, int64_t pos, int values) {
     emu e = *e0;
     e.values = values;
     const ats_layout L = ats_layout_of(e.n_ctx, D, CS);
@@ -351,7 +419,7 @@ template <int CS, int D, bool EV = true> static int64_t emu_case(const emu *e0, 
     const long long err0 = n_err;
     const int ny = values ? e.NKV * ngb : 1;
     for (int y = 0; y < ny; y++)
-        emu_cluster<CS, D, EV>(&e, y, pos, slot, o, y == 0 ? cs : NULL, y == 0 ? cv : NULL);
+        emu_cluster<CS, D, EV, TMA>(&e, y, pos, slot, o, y == 0 ? cs : NULL, y == 0 ? cv : NULL);
     for (int64_t j = 0; j < e.n_ctx; j++)
         if (cs[j] != (j <= pos) || cv[j] != (j <= pos))
             EMU_ERR("ctx %lld cs %d pos %lld: position %lld scored %d times, its V row read %d times\n",
@@ -368,8 +436,11 @@ template <int CS, int D, bool EV = true> static int64_t emu_case(const emu *e0, 
         }
         free(want), free(sb);
         printf("d %3d heads %2d/%d ctx %5lld cluster %2d%s pos %5lld smem %6zu: %lld of %d differ%s\n", D, NH,
-               e.NKV, (long long)e.n_ctx, CS, EV ? "" : " late V", (long long)pos, L.bytes, (long long)bad,
-               NH * D, n_err > err0 ? " (layout errors)" : "");
+               e.NKV, (long long)e.n_ctx, CS,
+               TMA  ? " TMA"
+               : EV ? ""
+                    : " late V",
+               (long long)pos, L.bytes, (long long)bad, NH * D, n_err > err0 ? " (layout errors)" : "");
     }
     free(o), free(cs), free(cv);
     return bad + (n_err > err0);
@@ -400,10 +471,12 @@ template <int D> static int64_t layout_all(int64_t n_ctx, int step) {
     int64_t bad = 0, cases = 0;
     for (int64_t p = 0; p < n_ctx; p += (p < 300 || p > n_ctx - 300 ? 1 : step)) {
         bad += emu_case<16, D>(&e, p, 0) + emu_case<8, D>(&e, p, 0) + emu_case<4, D>(&e, p, 0) +
-               emu_case<2, D>(&e, p, 0) + emu_case<16, D, false>(&e, p, 0);
+               emu_case<2, D>(&e, p, 0) + emu_case<16, D, false>(&e, p, 0) +
+               emu_case<16, D, true, true>(&e, p, 0) + emu_case<8, D, true, true>(&e, p, 0);
         cases++;
     }
-    printf("layout: d %3d ctx %5lld, %lld positions x clusters 16/8/4/2 and 16 late V (where they fit: "
+    printf("layout: d %3d ctx %5lld, %lld positions x clusters 16/8/4/2, 16 late V, 16 and 8 by TMA (where "
+           "they fit: "
            "%zu/%zu/%zu/%zu "
            "bytes): "
            "%lld failed\n",
@@ -424,7 +497,8 @@ static int64_t values_at(int NH, int NKV, int64_t n_ctx, const int64_t *ps, int 
     for (int k = 0; k < np; k++) {
         const int64_t p = ps[k] < n_ctx ? ps[k] : n_ctx - 1;
         if (cs_mask & 16) bad += emu_case<16, D>(&e, p, 1);
-        if (cs_mask & 1) bad += emu_case<16, D, false>(&e, p, 1); /* the late V rows */
+        if (cs_mask & 1) bad += emu_case<16, D, false>(&e, p, 1);      /* the late V rows */
+        if (cs_mask & 1) bad += emu_case<16, D, true, true>(&e, p, 1); /* TMA */
         if (cs_mask & 8) bad += emu_case<8, D>(&e, p, 1);
         if (cs_mask & 4) bad += emu_case<4, D>(&e, p, 1);
         if (cs_mask & 2) bad += emu_case<2, D>(&e, p, 1);

@@ -30,12 +30,14 @@
 #ifndef FP4_LAB_ATTN_STAGE_CUH
 #define FP4_LAB_ATTN_STAGE_CUH
 
+#include "cuda/a16_stream.cuh" /* mbarrier and bulk-copy primitives (TMA) */
 #include "runtime/att_cluster.cuh"
 
 #define ATS_VA 128 /* local slots whose V rows are requested at the start (a multiple of 16) */
 #define ATS_NKG 4  /* commit groups of the K rows (whole score trips each) */
 #define ATS_TS (ATT_CL_THREADS / 4) /* slots per score trip: a team of 4 threads per slot */
 #define ATS_MAX_SMEM ((size_t)227 * 1024)
+#define ATS_NBAR (2 * ATS_NKG + 1) /* TMA: an mbarrier per K group, the V region, each K-region V piece */
 
 typedef struct ats_args {
     stk_att_args a;
@@ -44,7 +46,8 @@ typedef struct ats_args {
 
 /* byte offsets of the dynamic shared memory: qs [STK_GB*D] f32 | es [nimax][STK_GB] f32 |
  * part [LPB][STK_GB][D] f32 | denp [LPB][STK_GB] | bm [STK_GB] | ms [STK_GB] | kreg [nimax][D] halves
- * (K rows, then the V rows of slots va..) | vreg [va][D] halves (the V rows of slots 0..va-1) */
+ * + 64 bytes (K rows, then the V rows of slots va..) | vreg [va][D] halves (the V rows of slots
+ * 0..va-1) */
 typedef struct ats_layout {
     int nimax, va, lpb;
     size_t qs, es, part, denp, bm, ms, kreg, vreg, bytes;
@@ -62,7 +65,7 @@ static __host__ __device__ __forceinline__ ats_layout ats_layout_of(int64_t n_ct
     l.bm = l.denp + (size_t)4 * l.lpb * STK_GB;
     l.ms = l.bm + (size_t)4 * STK_GB;
     l.kreg = l.ms + (size_t)4 * STK_GB;
-    l.vreg = l.kreg + (size_t)2 * l.nimax * d;
+    l.vreg = l.kreg + (size_t)2 * l.nimax * d + 64; /* 64: TMA's odd-slot offset (ats_kat) */
     l.bytes = l.vreg + (size_t)2 * l.va * d;
     return l;
 }
@@ -75,14 +78,30 @@ template <int LPB> static __host__ __device__ __forceinline__ int64_t ats_pos(in
 static __host__ __device__ __forceinline__ int ats_tb(int g, int trips) {
     return (g * trips + ATS_NKG - 1) / ATS_NKG;
 }
-/* halves offset, in the K region, of 16-byte chunk ch of slot i's K row (odd slots: chunk ^ 4) */
-template <int D> static __host__ __device__ __forceinline__ int ats_kat(int i, int ch) {
+/* halves offset, in the K region, of 16-byte chunk ch of slot i's K row. cp.async (16-byte copies):
+ * rows in slot order, the chunks of odd slots swizzled (chunk ^ 4); TMA (a row a bulk copy, so
+ * rows whole): even slots first, then odd ones 64 bytes further. Either way the teams of slots i
+ * and i+1 in a quarter warp read 16-byte bank groups 4 apart (no conflict). */
+template <int D, bool TMA> static __host__ __device__ __forceinline__ int ats_kat(int i, int ch, int nimax) {
+    if (TMA) return ((i & 1) ? (nimax / 2) * D + 32 : 0) + (i >> 1) * D + 8 * ch;
     return i * D + 8 * (D >= 64 ? ch ^ ((i & 1) << 2) : ch);
 }
-/* halves offset, from the K region's start, of slot i's V row: the V region for i < va, the K
- * region (dead after the scores) for the rest */
-static __host__ __device__ __forceinline__ int64_t ats_vat(const ats_layout &l, int i, int D) {
-    return i < l.va ? (int64_t)(l.vreg - l.kreg) / 2 + (int64_t)i * D : (int64_t)(i - l.va) * D;
+/* local slots of block b whose positions are < n: a prefix of the slots (positions grow with i) */
+template <int LPB> static __host__ __device__ __forceinline__ int ats_nvalid(int64_t n, int b) {
+    const int64_t part = n % 32 - b * LPB;
+    return (int)(LPB * (n / 32) + (part < 0 ? 0 : part > LPB ? LPB : part));
+}
+/* halves offset, from the K region's start, of slot i's V row: the V region for i < va, else the
+ * place of K slot i - va (dead after the scores: K-region V rows are requested in the freed K
+ * groups' slots, ats_vb_rows); and the distance between the V rows of one lane's consecutive rounds
+ * (slots i and i + LPB: LPB rows, or LPB/2 in TMA's K region of even and odd slots) */
+template <int D, bool TMA>
+static __host__ __device__ __forceinline__ int64_t ats_vat(const ats_layout &l, int i) {
+    if (i < l.va) return (int64_t)(l.vreg - l.kreg) / 2 + (int64_t)i * D;
+    return TMA ? ats_kat<D, true>(i - l.va, 0, l.nimax) : (int64_t)(i - l.va) * D;
+}
+template <int D, bool TMA> static __host__ __device__ __forceinline__ int ats_vstride(int lpb, bool kregion) {
+    return (TMA && kregion ? lpb / 2 : lpb) * D;
 }
 
 /* pending commit groups allowed at the wait before K group g's scores, and before the o strips'
@@ -129,19 +148,49 @@ static __device__ __forceinline__ void ats_wait(int pending) { /* cp.async.wait_
     }
 }
 
-/* the V rows of K-region rows [k0, k1) (ats_vb_rows) by cp.async, one commit group (possibly empty) */
-template <int LPB, int D, bool EV>
+/* the V rows of K-region rows [k0, k1) (ats_vb_rows): cp.async, one commit group (possibly empty);
+ * TMA, a bulk copy a row on mbarrier bar (its byte count: ats_tx) */
+template <int LPB, int D, bool EV, bool TMA>
 static __device__ __forceinline__ void ats_issue_vb(uint16_t *kreg, const uint16_t *vbase, int64_t kvd,
                                                     const ats_layout &L, int b, int64_t n, int g, int trips,
-                                                    int nb) {
+                                                    int nb, uint64_t *bar) {
     int k0, k1;
     ats_vb_rows<EV>(g, trips, nb, &k0, &k1);
-    for (int x = threadIdx.x; x < (k1 - k0) * (D / 8); x += ATT_CL_THREADS) {
-        const int i = L.va + k0 + x / (D / 8), ch = x % (D / 8);
-        const int64_t j = ats_pos<LPB>(i, b);
-        if (j < n) fp4_cp_async16(kreg + ats_vat(L, i, D) + 8 * ch, vbase + j * kvd + 8 * ch);
+    if constexpr (TMA) {
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* after the generic reads of K */
+        for (int k = k0 + (int)threadIdx.x; k < k1; k += ATT_CL_THREADS) {
+            const int i = L.va + k;
+            const int64_t j = ats_pos<LPB>(i, b);
+            if (j < n) fp4_bulk_g2s(kreg + ats_vat<D, TMA>(L, i), vbase + j * kvd, 2 * D, bar);
+        }
+    } else {
+        for (int x = threadIdx.x; x < (k1 - k0) * (D / 8); x += ATT_CL_THREADS) {
+            const int i = L.va + k0 + x / (D / 8), ch = x % (D / 8);
+            const int64_t j = ats_pos<LPB>(i, b);
+            if (j < n) fp4_cp_async16(kreg + ats_vat<D, TMA>(L, i) + 8 * ch, vbase + j * kvd + 8 * ch);
+        }
+        fp4_cp_async_commit();
     }
-    fp4_cp_async_commit();
+}
+
+/* TMA: the bytes mbarrier x expects (x < ATS_NKG: K group x; ATS_NKG: the V region; ATS_NKG + g,
+ * g = 1..ATS_NKG: the K-region V rows of barrier g, EV only) */
+template <int LPB, int D>
+static __host__ __device__ __forceinline__ unsigned ats_tx(int x, const ats_layout &L, int ni, int nv,
+                                                           int trips) {
+    int rows = 0;
+    if (x < ATS_NKG) {
+        const int i0 = ats_tb(x, trips) * ATS_TS, i1 = ats_tb(x + 1, trips) * ATS_TS;
+        rows = (i1 < ni ? i1 : ni) - (i0 < ni ? i0 : ni);
+    } else if (x == ATS_NKG) {
+        rows = L.va < nv ? L.va : nv;
+    } else {
+        int k0, k1;
+        ats_vb_rows<true>(x - ATS_NKG, trips, ni - L.va, &k0, &k1);
+        const int a = L.va + k0, e = L.va + k1 < nv ? L.va + k1 : nv;
+        rows = e > a ? e - a : 0;
+    }
+    return (unsigned)rows * 2u * (unsigned)D;
 }
 
 /* the L2 prefetch before the PDL wait (ATS_PF): rows of positions < pos, position and slot clamped */
@@ -167,14 +216,16 @@ static __device__ __forceinline__ void ats_prefetch(const ats_args &aa, int b, i
 #endif
 }
 
-template <int CS, int D, bool PF, bool EV>
+template <int CS, int D, bool PF, bool EV, bool TMA>
 static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa) {
+    static_assert(!TMA || EV, "the TMA form has the early V rows only");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
     namespace cg = cooperative_groups;
     constexpr int LPB = 32 / CS, NDL = D / 32, PER = D / 8; /* PER: 16-byte chunks a row */
     const stk_att_args &a = aa.a;
     extern __shared__ __align__(16) float cl_smem[];
     __shared__ float wmax[ATT_CL_THREADS / 32][STK_GB];
+    __shared__ __align__(8) uint64_t bars[ATS_NBAR]; /* TMA */
     cg::cluster_group cluster = cg::this_cluster();
     const int b = (int)cluster.block_rank(), tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int t = lane & 3;
@@ -197,26 +248,47 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
     uint16_t *kreg = reinterpret_cast<uint16_t *>(sm + L.kreg);
     const int64_t kvo = a.cols.slot[c] * a.slot_stride + hk * D;
     const uint16_t *kbase = a.kc + kvo, *vbase = a.vc + kvo;
-    const int trips = (ni + ATS_TS - 1) / ATS_TS;
+    const int trips = (ni + ATS_TS - 1) / ATS_TS, nv = ats_nvalid<LPB>(n, b);
+    if (TMA) { /* the mbarriers and their byte counts first, published by a barrier */
+        if (tid == 0) {
+            for (int x = 0; x < ATS_NBAR; x++)
+                fp4_mbar_init(&bars[x], 1);
+            fp4_mbar_fence_init();
+            for (int x = 0; x < ATS_NBAR; x++)
+                fp4_mbar_expect_tx(&bars[x], ats_tx<LPB, D>(x, L, ni, nv, trips));
+        }
+        __syncthreads();
+        for (int g = 0; g < ATS_NKG; g++) {
+            const int i1 = min(ats_tb(g + 1, trips) * ATS_TS, ni);
+            for (int i = ats_tb(g, trips) * ATS_TS + tid; i < i1; i += ATT_CL_THREADS) {
+                const int64_t j = ats_pos<LPB>(i, b);
+                fp4_bulk_g2s(kreg + ats_kat<D, TMA>(i, 0, L.nimax), kbase + (j < n ? j : n - 1) * kvd, 2 * D,
+                             &bars[g]);
+            }
+        }
+        for (int i = tid; i < min(L.va, nv); i += ATT_CL_THREADS)
+            fp4_bulk_g2s(kreg + ats_vat<D, TMA>(L, i), vbase + ats_pos<LPB>(i, b) * kvd, 2 * D,
+                         &bars[ATS_NKG]);
+    }
     /* K: every local slot's row (a slot past the column's position: the last row, its score is
      * dropped), one commit group per ATS_NKG-th of the score trips */
 #pragma unroll
-    for (int g = 0; g < ATS_NKG; g++) {
+    for (int g = 0; g < ATS_NKG && !TMA; g++) {
         const int i0 = min(ats_tb(g, trips) * ATS_TS, ni), i1 = min(ats_tb(g + 1, trips) * ATS_TS, ni);
         for (int x = tid; x < (i1 - i0) * PER; x += ATT_CL_THREADS) {
             const int i = i0 + x / PER, ch = x % PER;
             int64_t j = ats_pos<LPB>(i, b);
             j = j < n ? j : n - 1;
-            fp4_cp_async16(kreg + ats_kat<D>(i, ch), kbase + j * kvd + 8 * ch);
+            fp4_cp_async16(kreg + ats_kat<D, TMA>(i, ch, L.nimax), kbase + j * kvd + 8 * ch);
         }
         fp4_cp_async_commit();
     }
-    { /* V of slots 0 .. va-1 (those of positions past the column's are not read) */
+    if (!TMA) { /* V of slots 0 .. va-1 (those of positions past the column's are not read) */
         const int na = min(L.va, ni);
         for (int x = tid; x < na * PER; x += ATT_CL_THREADS) {
             const int i = x / PER, ch = x % PER;
             const int64_t j = ats_pos<LPB>(i, b);
-            if (j < n) fp4_cp_async16(kreg + ats_vat(L, i, D) + 8 * ch, vbase + j * kvd + 8 * ch);
+            if (j < n) fp4_cp_async16(kreg + ats_vat<D, TMA>(L, i) + 8 * ch, vbase + j * kvd + 8 * ch);
         }
         fp4_cp_async_commit();
     }
@@ -231,9 +303,13 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
     const int nb = ni - L.va; /* V rows of slots va.. (K-region row k: slot va + k) */
 #pragma unroll
     for (int g = 0; g < ATS_NKG; g++) {
-        ats_wait(ats_pend_k<EV>(g)); /* K groups 0..g in (later K groups and V may be in flight) */
-        __syncthreads();             /* every thread's copies (and qs) visible; K group g-1 read */
-        if (EV && g >= 1) ats_issue_vb<LPB, D, EV>(kreg, vbase, kvd, L, b, n, g, trips, nb);
+        if (TMA)
+            fp4_mbar_wait(&bars[g], 0);
+        else
+            ats_wait(ats_pend_k<EV>(g)); /* K groups 0..g in (later K groups and V may be in flight) */
+        __syncthreads();                 /* every thread's copies (and qs) visible; K group g-1 read */
+        if (EV && g >= 1)
+            ats_issue_vb<LPB, D, EV, TMA>(kreg, vbase, kvd, L, b, n, g, trips, nb, &bars[ATS_NKG + g]);
         const int s1 = ats_tb(g + 1, trips);
         for (int s = ats_tb(g, trips); s < s1; s++) {
             if (s * ATS_TS + 8 * warp >= ni) break; /* uniform over the warp */
@@ -242,12 +318,13 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
             uint4 k[NDL];
 #pragma unroll
             for (int m = 0; m < NDL; m++)
-                k[m] = *reinterpret_cast<const uint4 *>(kreg + ats_kat<D>(ri, 4 * m + t));
+                k[m] = *reinterpret_cast<const uint4 *>(kreg + ats_kat<D, TMA>(ri, 4 * m + t, L.nimax));
             stk_score_row<NDL>(a, qs, k, nhb, t, i < ni && j < n, i, es, mx);
         }
     }
-    const float bmx = stk_block_head_max<ATT_CL_THREADS / 32>(mx, wmax);     /* a barrier: K is dead */
-    ats_issue_vb<LPB, D, EV>(kreg, vbase, kvd, L, b, n, ATS_NKG, trips, nb); /* the rest of V */
+    const float bmx = stk_block_head_max<ATT_CL_THREADS / 32>(mx, wmax); /* a barrier: K is dead */
+    ats_issue_vb<LPB, D, EV, TMA>(kreg, vbase, kvd, L, b, n, ATS_NKG, trips, nb,
+                                  &bars[2 * ATS_NKG]); /* the rest */
     if (tid < STK_GB) bm[tid] = bmx;
     cluster.sync(); /* every block's maxima */
     if (tid < STK_GB) {
@@ -284,8 +361,14 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
     const int ua = L.va / LPB; /* rounds whose V rows are in the V region */
 #pragma unroll
     for (int half = 0; half < 2; half++) {
-        ats_wait(ats_pend_v<EV>(half)); /* half 0: the V region in; half 1: everything */
-        __syncthreads();                /* the copies, and the exps, visible to every thread */
+        if (TMA) { /* half 0: the V region in; half 1: everything */
+            if (half == 0) fp4_mbar_wait(&bars[ATS_NKG], 0);
+            for (int x = ATS_NKG + 1; half && x < ATS_NBAR; x++)
+                fp4_mbar_wait(&bars[x], 0);
+        } else {
+            ats_wait(ats_pend_v<EV>(half));
+        }
+        __syncthreads(); /* the copies, and the exps, visible to every thread */
         if (half == 0 && dt >= 0 && dt < LPB * STK_GB) {
             const int r = dt / STK_GB, g = dt % STK_GB, l = b * LPB + r;
             const int nd = n > l ? (int)((n - l + 31) / 32) : 0;
@@ -299,11 +382,12 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
         for (int q2 = 0; q2 < NSET; q2++) {
             const int r = pr + q2 * PR, u0 = half ? ua : 0, u1 = half ? nu[q2] : min(nu[q2], ua);
             if (u0 >= u1) continue;
-            const uint16_t *vr = kreg + ats_vat(L, u0 * LPB + r, D) + 2 * dp;
+            const uint16_t *vr = kreg + ats_vat<D, TMA>(L, u0 * LPB + r) + 2 * dp;
+            const int vs = ats_vstride<D, TMA>(LPB, half == 1);
             const float *er = es + (u0 * LPB + r) * STK_GB;
 #pragma unroll 4
             for (int u = 0; u < u1 - u0; u++) {
-                const float2 v = __half22float2(*reinterpret_cast<const __half2 *>(vr + u * LPB * D));
+                const float2 v = __half22float2(*reinterpret_cast<const __half2 *>(vr + u * vs));
                 const float4 e4 = *reinterpret_cast<const float4 *>(er + u * LPB * STK_GB);
                 const float e[STK_GB] = {e4.x, e4.y, e4.z, e4.w};
 #pragma unroll
@@ -369,9 +453,9 @@ static inline cudaError_t ats_attrs(void (*k)(ats_args), int cs, size_t smem) {
 
 /* clusters of CS resident at once (cudaOccupancyMaxActiveClusters, 0 if none or on error) and
  * blocks per SM (cudaOccupancyMaxActiveBlocksPerMultiprocessor) */
-template <int CS, int D, bool PF, bool EV> static int ats_fit_t(int64_t n_ctx, int *bps) {
+template <int CS, int D, bool PF, bool EV, bool TMA> static int ats_fit_t(int64_t n_ctx, int *bps) {
     const size_t smem = ats_layout_of(n_ctx, D, CS).bytes;
-    void (*k)(ats_args) = ats_kernel<CS, D, PF, EV>;
+    void (*k)(ats_args) = ats_kernel<CS, D, PF, EV, TMA>;
     *bps = 0;
     if (ats_attrs(k, CS, smem) != cudaSuccess) return (void)cudaGetLastError(), 0;
     if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(bps, k, ATT_CL_THREADS, smem) != cudaSuccess)
@@ -390,10 +474,10 @@ template <int CS, int D, bool PF, bool EV> static int ats_fit_t(int64_t n_ctx, i
     return nc;
 }
 
-template <int CS, int D, bool PF, bool EV>
+template <int CS, int D, bool PF, bool EV, bool TMA>
 static fp4_status ats_launch_t(ats_args aa, int64_t groups, cudaStream_t s) {
     const size_t smem = ats_layout_of(aa.a.n_ctx, D, CS).bytes;
-    void (*k)(ats_args) = ats_kernel<CS, D, PF, EV>;
+    void (*k)(ats_args) = ats_kernel<CS, D, PF, EV, TMA>;
     FP4_CUDA_CHECK(ats_attrs(k, CS, smem));
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(CS, (unsigned)groups);
@@ -416,27 +500,35 @@ static fp4_status ats_launch_t(ats_args aa, int64_t groups, cudaStream_t s) {
     return FP4_OK;
 }
 
-/* the dispatch of the lab's instances (CS, D, PF, EV): clusters of 16 and 8, D 128 (the lab's shape)
- * and 64 (compiled for the resource report); 16 with the prefetch; 16 without the early V rows */
+/* the dispatch of the lab's instances (CS, D, PF, EV, TMA): clusters of 16 and 8 at D 128 (the lab's
+ * shape), 16 with the prefetch, 16 without the early V rows, 16 by TMA; D 64 compiled for the
+ * resource report */
 #define ATS_CASES(X)                                                                                         \
-    X(16, 128, false, true)                                                                                  \
-    X(16, 128, true, true)                                                                                   \
-    X(8, 128, false, true) X(16, 128, false, false) X(16, 64, false, true) X(8, 64, false, true)
+    X(16, 128, false, true, false)                                                                           \
+    X(16, 128, true, true, false)                                                                            \
+    X(8, 128, false, true, false)                                                                            \
+    X(16, 128, false, false, false)                                                                          \
+    X(16, 128, false, true, true) X(16, 64, false, true, false) X(8, 64, false, true, false)
 
-static inline int ats_fit(int cs, int d, bool pf, bool ev, int64_t n_ctx, int *bps) {
-#define ATS_FIT(CS, DD, PF, EV)                                                                              \
-    if (cs == CS && d == DD && pf == PF && ev == EV) return ats_fit_t<CS, DD, PF, EV>(n_ctx, bps);
+/* the lab's variant flags */
+enum { ATS_PF = 1, ATS_EV = 2, ATS_TMA = 4 };
+
+static inline int ats_fit(int cs, int d, int fl, int64_t n_ctx, int *bps) {
+#define ATS_FIT(CS, DD, PF, EV, TMA)                                                                         \
+    if (cs == CS && d == DD && fl == ((PF ? ATS_PF : 0) | (EV ? ATS_EV : 0) | (TMA ? ATS_TMA : 0)))          \
+        return ats_fit_t<CS, DD, PF, EV, TMA>(n_ctx, bps);
     ATS_CASES(ATS_FIT)
 #undef ATS_FIT
     *bps = 0;
     return 0;
 }
 
-static inline fp4_status ats_attention(ats_args aa, int64_t n, int cs, bool pf, bool ev, cudaStream_t s) {
+static inline fp4_status ats_attention(ats_args aa, int64_t n, int cs, int fl, cudaStream_t s) {
     if (!ats_ok(aa.a.d, aa.a.n_ctx, cs)) return FP4_ERR_UNSUPPORTED;
     const int64_t groups = stk_att_groups(n, aa.a.nh, aa.a.nkv);
-#define ATS_GO(CS, DD, PF, EV)                                                                               \
-    if (cs == CS && aa.a.d == DD && pf == PF && ev == EV) return ats_launch_t<CS, DD, PF, EV>(aa, groups, s);
+#define ATS_GO(CS, DD, PF, EV, TMA)                                                                          \
+    if (cs == CS && aa.a.d == DD && fl == ((PF ? ATS_PF : 0) | (EV ? ATS_EV : 0) | (TMA ? ATS_TMA : 0)))     \
+        return ats_launch_t<CS, DD, PF, EV, TMA>(aa, groups, s);
     ATS_CASES(ATS_GO)
 #undef ATS_GO
     return FP4_ERR_UNSUPPORTED;
