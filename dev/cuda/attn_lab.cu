@@ -11,7 +11,7 @@
  * positions (round and trip boundaries, the V region's end, the last position).
  * attn_lab [REPS] [quick]   (default 200 calls per cell; launches back to back with PDL, as the
  * step; quick: 1 column, the step's, the cluster and the staged variants, one warm-up, fewer check
- * positions: a sanitizer run) */
+ * positions: a sanitizer run; ATTN_LAB_SKIP=N[,N...]: variants not to run) */
 #include "runtime/att_cluster.cuh"
 #include "runtime/step_kernels.cuh"
 #include "lab_attn_old.cuh"
@@ -66,6 +66,7 @@ static fp4_status launch(int var, stk_att_args a, int n) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach a file as they are printed (a timeout keeps them) */
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
     const int quick = argc > 2 && !strcmp(argv[2], "quick"); /* 1 column, the step's and the cluster
                                                               * variants, one warm-up (a sanitizer run) */
@@ -132,6 +133,7 @@ int main(int argc, char **argv) {
     ck(cudaEventCreate(&e1), "event");
     static const int cols[4] = {1, 2, 4, 8}, poss[5] = {511, 767, 1023, 2047, 3967};
     int bad = 0, runs[NV];
+    const char *skip = getenv("ATTN_LAB_SKIP"); /* variant numbers not to run, e.g. "14" or "11,14" */
     for (int var = 0; var < NV; var++) { /* which variants run on this device at n_ctx NCTX */
         const int cs = var == 4 || var == 12 ? 8 : var == 8 ? 4 : var == 9 ? 2 : 16;
         runs[var] = 1;
@@ -142,6 +144,10 @@ int main(int argc, char **argv) {
             runs[var] = ats_ok(D, NCTX, cs) && (nc = ats_fit(cs, D, ats_flags(var), NCTX, &bps)) > 0;
             printf("%s: %zu bytes of shared memory a block, %d blocks per SM, %d clusters resident%s\n",
                    names[var], ats_layout_of(NCTX, D, cs).bytes, bps, nc, runs[var] ? "" : ": not run");
+        }
+        for (const char *p = skip; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+            if (atoi(p) == var && runs[var]) printf("%s: skipped (ATTN_LAB_SKIP)\n", names[var]);
+            if (atoi(p) == var) runs[var] = 0;
         }
     }
     printf("cluster of 16 (att_cluster.cuh): %zu bytes of shared memory a block\n\n",
