@@ -134,7 +134,7 @@ int main(int argc, char **argv) {
     static const int cols[4] = {1, 2, 4, 8}, poss[5] = {511, 767, 1023, 2047, 3967};
     int bad = 0, runs[NV];
     const char *skip = getenv("ATTN_LAB_SKIP"); /* variant numbers not to run, e.g. "14" or "11,14" */
-    for (int var = 0; var < NV; var++) { /* which variants run on this device at n_ctx NCTX */
+    for (int var = 0; var < NV; var++) {        /* which variants run on this device at n_ctx NCTX */
         const int cs = var == 4 || var == 12 ? 8 : var == 8 ? 4 : var == 9 ? 2 : 16;
         runs[var] = 1;
         if (var >= 4 && var < 8) runs[var] = att_cluster_pick(D, NCTX, cs) == cs;
