@@ -12,4 +12,4 @@ S=$(mktemp -d); mkdir -p $S/f/tests/gpu gpuwork/s12
 cp $B/dev/cuda/attn_lab $S/f/ && cp $B/tests/gpu/test_gpu_attention $S/f/tests/gpu/
 { git rev-parse HEAD; git status --short | head -5; date -u; } > $S/f/BUILT.txt
 (cd $S && tar cJf - f) > gpuwork/s12/bin.tar.xz
-rm -rf $S; ls -la gpuwork/s12; cat gpuwork/s12/../s12/bin.tar.xz | xz -dc | tar tvf - | head
+rm -rf $S; ls -la gpuwork/s12; xz -dc gpuwork/s12/bin.tar.xz | tar tvf -
