@@ -8,7 +8,11 @@
  * K row and the first V rows in flight from the start; with an L2 prefetch before the PDL wait;
  * clusters of 16 and 8). Every variant's outputs are compared bit for bit with old's (exit 1 if any
  * differ); then a check pass compares the cluster variants with old's at 1 column and many more
- * positions (round and trip boundaries, the V region's end, the last position).
+ * positions (round and trip boundaries, the V region's end, the last position); then (not in quick)
+ * pairs: each call followed by the o projection (4096 x 4096 NVFP4, exact, 1 column, through
+ * fp4_cuda_project as the step, reading the attention's output; 8 weight copies in turn), so the
+ * time a layer's attention costs its successor shows (larger shared memory may keep the
+ * projection's blocks off the SMs longer: session 6's version 2).
  * attn_lab [REPS] [quick]   (default 200 calls per cell; launches back to back with PDL, as the
  * step; quick: 1 column, the step's, the cluster and the staged variants, one warm-up, fewer check
  * positions: a sanitizer run; ATTN_LAB_SKIP=N[,N...]: variants not to run) */
@@ -17,6 +21,7 @@
 #include "lab_attn_old.cuh"
 #include "lab_attn_stage.cuh"
 #include "fp4_rng.h"
+#include "fp4lane_cuda.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +220,62 @@ int main(int argc, char **argv) {
             }
         }
         printf("check pass: %d (variant, position) cases against old, %d differ\n", checked, differ);
+    }
+    if (!quick) { /* pairs: attention + the o projection, 1 column */
+        enum { NO = 8 };
+        static fp4_cuda_tensor ow[NO];
+        const int64_t n_o = NH * D;
+        uint8_t *pay = (uint8_t *)malloc((size_t)(n_o * n_o / 2)),
+                *scl = (uint8_t *)malloc((size_t)(n_o * n_o / 16));
+        uint64_t r0 = 11;
+        for (int64_t i = 0; i < n_o * n_o / 2; i += 8) {
+            const uint64_t x = fp4_splitmix64(&r0);
+            memcpy(pay + i, &x, 8);
+        }
+        for (int64_t i = 0; i < n_o * n_o / 16; i++)
+            scl[i] = (uint8_t)(0x28 + fp4_splitmix64(&r0) % 0x38); /* finite E4M3FN scales */
+        const fp4_nvfp4_view v = {pay, scl, 4.0e-3f, 0.0f, n_o, n_o, FP4_PACK_CANONICAL};
+        for (int k = 0; k < NO; k++)
+            ck(fp4_cuda_tensor_upload_nvfp4(&v, &ow[k]) ? cudaErrorUnknown : cudaSuccess, "upload o");
+        free(pay), free(scl);
+        fp4_cuda_scratch scr;
+        ck(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&ow[0], 1), &scr) ? cudaErrorUnknown : cudaSuccess,
+           "scratch");
+        float *dy;
+        ck(cudaMalloc(&dy, sizeof(float) * n_o), "malloc");
+        static const int pvars[] = {-1, 3, 5, 10, 11, 13, 14}, ppos[] = {511, 2047, 3967};
+        printf("\n| pair: variant + o projection | columns | position | us per layer (attention + o) |\n"
+               "|---|---|---|---|\n");
+        for (int pi = 0; pi < 3; pi++) {
+            int32_t in[4] = {0, 0, ppos[pi], 0};
+            ck(cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice), "H2D");
+            const stk_cols cl = {din, din + 1, din + 2, din + 3};
+            for (int vi = 0; vi < (int)(sizeof pvars / sizeof pvars[0]); vi++) {
+                const int var = pvars[vi];
+                if (var >= 0 && !runs[var]) continue;
+                stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
+                                  NH, NKV,  D,  0,  0.08838834764831845f, cl};
+                for (int r = -5; r < reps; r++) {
+                    if (r == 0) ck(cudaEventRecord(e0), "record");
+                    const int rr = r < 0 ? r + 5 : r;
+                    a.kc = kc + (rr % NL) * layer, a.vc = vc + (rr % NL) * layer;
+                    if (var >= 0 && launch(var, a, 1)) ck(cudaErrorUnknown, "launch");
+                    if (fp4_cuda_project(&ow[rr % NO], FP4_MODE_EXACT, o, 1, dy, &scr, NULL))
+                        ck(cudaErrorUnknown, fp4_cuda_last_error());
+                }
+                ck(cudaEventRecord(e1), "record");
+                ck(cudaEventSynchronize(e1), "sync");
+                float ms = 0;
+                ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+                printf("| pair: %s | 1 | %d | %.2f |\n",
+                       var < 0 ? "o projection alone (exact, 4096 x 4096)" : names[var], ppos[pi],
+                       1000.0 * ms / reps);
+            }
+        }
+        for (int k = 0; k < NO; k++)
+            fp4_cuda_tensor_free(&ow[k]);
+        fp4_cuda_scratch_free(&scr);
+        cudaFree(dy);
     }
     printf(bad ? "FAIL: outputs differ\n" : "all variants bit-identical to old\n");
     return bad;

@@ -2,7 +2,8 @@
 # Session 12, device call 1 (PREPARED, NOT RUN in session 12: no device was lent). The staged cluster
 # attention of dev/cuda/lab_attn_stage.cuh (bench/gpu.md "Session 12"): attn_lab variants 10-14 beside
 # the step's cluster of 16 (variant 5), every output compared bit for bit with the old kernels, a
-# check pass at 33 positions; compute-sanitizer memcheck (and racecheck) of `attn_lab 3 quick`;
+# check pass at 33 positions, pairs with the o projection; compute-sanitizer memcheck (and
+# racecheck) of `attn_lab 3 quick`;
 # test_gpu_attention (the production routes, unchanged); ncu of the cluster kernels (DRAM bytes and
 # throughput, isolated durations). Binaries: gpuwork/s12/bin.tar.xz from stage.sh (project VM).
 #   run(command="bash bench/receipts/s12-attn/run.sh", carry=["gpuwork/s12"], timeout_s=600)
