@@ -35,9 +35,18 @@ static void ck(cudaError_t e, const char *what) {
     }
 }
 
-/* session 12's variants 10..14: lab_attn_stage.cuh's flags */
+/* session 12's variants 10..15: lab_attn_stage.cuh's flags */
 static int ats_flags(int var) {
     return var == 11 ? ATS_PF | ATS_EV : var == 13 ? 0 : var == 14 ? ATS_EV | ATS_TMA : ATS_EV;
+}
+/* variant 15: variant 10 with its shared memory sized for the cell's position (the next power of
+ * two from 512 above it) instead of n_ctx; set by the cell loops */
+static int64_t g_pos_bucket;
+static int64_t pos_bucket(int64_t pos) {
+    int64_t b = 512;
+    while (b < pos + 1)
+        b *= 2;
+    return b;
 }
 
 static fp4_status launch(int var, stk_att_args a, int n) {
@@ -54,8 +63,9 @@ static fp4_status launch(int var, stk_att_args a, int n) {
     }
     if (var == 3) return stk_attention(a, n, 0);
     if (var >= 10) { /* session 12: staged (11: with the L2 prefetch; 12: clusters of 8; 13: the V rows
-                      * of the K region requested only after the scores; 14: by TMA) */
-        const ats_args aa = {a, MAXC};
+                      * of the K region requested only after the scores; 14: by TMA; 15: shared
+                      * memory by position bucket) */
+        const ats_args aa = {a, MAXC, var == 15 ? g_pos_bucket : 0};
         return ats_attention(aa, n, var == 12 ? 8 : 16, ats_flags(var), 0);
     }
     if (var >= 8) return att_cluster(a, n, var == 8 ? 4 : 2, 0, 0); /* session 11 */
@@ -75,7 +85,7 @@ int main(int argc, char **argv) {
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
     const int quick = argc > 2 && !strcmp(argv[2], "quick"); /* 1 column, the step's and the cluster
                                                               * variants, one warm-up (a sanitizer run) */
-    enum { NV = 15 };
+    enum { NV = 16 };
     static const char *const names[NV] = {"old (d07eabb)",
                                           "new, 2 stages",
                                           "new, 3 stages",
@@ -90,7 +100,8 @@ int main(int argc, char **argv) {
                                           "staged + L2 prefetch, cluster of 16 (session 12)",
                                           "staged, cluster of 8 (session 12)",
                                           "staged, late V, cluster of 16 (session 12)",
-                                          "staged by TMA, cluster of 16 (session 12)"};
+                                          "staged by TMA, cluster of 16 (session 12)",
+                                          "staged, smem by position bucket, cluster of 16 (session 12)"};
     const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
     const size_t kvn = (size_t)(MAXC * slot_stride);
     uint16_t *kc, *vc;
@@ -165,6 +176,7 @@ int main(int argc, char **argv) {
             for (int c = 0; c < n; c++)
                 in[c] = 0, in[n + c] = c, in[2 * n + c] = poss[pi], in[3 * n + c] = c;
             ck(cudaMemcpy(din, in, 4 * 4 * (size_t)n, cudaMemcpyHostToDevice), "H2D");
+            g_pos_bucket = pos_bucket(poss[pi]);
             const stk_cols cl = {din, din + n, din + 2 * n, din + 3 * n};
             for (int var = 0; var < NV; var++) {
                 if (!runs[var]) continue;
@@ -201,6 +213,7 @@ int main(int argc, char **argv) {
         for (int pi = 0; pi < ncp; pi++) {
             int32_t in[4] = {0, 0, quick ? cpos_q[pi] : cpos[pi], 0};
             ck(cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice), "H2D");
+            g_pos_bucket = pos_bucket(in[2]);
             const stk_cols cl = {din, din + 1, din + 2, din + 3};
             const stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
                                     NH, NKV,  D,  0,  0.08838834764831845f, cl};
@@ -243,12 +256,13 @@ int main(int argc, char **argv) {
            "scratch");
         float *dy;
         ck(cudaMalloc(&dy, sizeof(float) * n_o), "malloc");
-        static const int pvars[] = {-1, 3, 5, 10, 11, 13, 14}, ppos[] = {511, 2047, 3967};
+        static const int pvars[] = {-1, 3, 5, 10, 11, 13, 14, 15}, ppos[] = {511, 2047, 3967};
         printf("\n| pair: variant + o projection | columns | position | us per layer (attention + o) |\n"
                "|---|---|---|---|\n");
         for (int pi = 0; pi < 3; pi++) {
             int32_t in[4] = {0, 0, ppos[pi], 0};
             ck(cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice), "H2D");
+            g_pos_bucket = pos_bucket(ppos[pi]);
             const stk_cols cl = {din, din + 1, din + 2, din + 3};
             for (int vi = 0; vi < (int)(sizeof pvars / sizeof pvars[0]); vi++) {
                 const int var = pvars[vi];

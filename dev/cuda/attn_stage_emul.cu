@@ -523,6 +523,8 @@ int main(int argc, char **argv) {
     bad += layout_all<128>(512, 1);
     bad += layout_all<128>(4096, quick ? 61 : 1);
     if (!quick) {
+        bad += layout_all<128>(1024, 1); /* attn_lab's variant 15 sizes by these buckets */
+        bad += layout_all<128>(2048, 1);
         bad += layout_all<128>(4100, 7);
         bad += layout_all<128>(8192, 13);
         bad += layout_all<128>(100, 1);

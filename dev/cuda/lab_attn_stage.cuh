@@ -41,8 +41,13 @@
 
 typedef struct ats_args {
     stk_att_args a;
-    int64_t nslots; /* slots of the KV cache (the prefetch's clamp) */
+    int64_t nslots;  /* slots of the KV cache (the prefetch's clamp) */
+    int64_t lay_ctx; /* the n_ctx the shared memory is sized for (0: a.n_ctx); any value > every
+                        column's position serves (a bucket of positions: smaller shared memory) */
 } ats_args;
+static __host__ __device__ __forceinline__ int64_t ats_lay_ctx(const ats_args &aa) {
+    return aa.lay_ctx > 0 ? aa.lay_ctx : aa.a.n_ctx;
+}
 
 /* byte offsets of the dynamic shared memory: qs [STK_GB*D] f32 | es [nimax][STK_GB] f32 |
  * part [LPB][STK_GB][D] f32 | denp [LPB][STK_GB] | bm [STK_GB] | ms [STK_GB] | kreg [nimax][D] halves
@@ -238,7 +243,7 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void ats_kernel(ats_args aa)
     } else {
         STK_PDL_ENTRY();
     }
-    const ats_layout L = ats_layout_of(a.n_ctx, D, CS);
+    const ats_layout L = ats_layout_of(ats_lay_ctx(aa), D, CS);
     const int64_t pos = a.cols.pos[c], n = pos + 1, kvd = (int64_t)a.nkv * D;
     const int ni = (int)((n + 31) / 32 * LPB); /* local slots of the column's rounds */
     unsigned char *sm = reinterpret_cast<unsigned char *>(cl_smem);
@@ -476,7 +481,7 @@ template <int CS, int D, bool PF, bool EV, bool TMA> static int ats_fit_t(int64_
 
 template <int CS, int D, bool PF, bool EV, bool TMA>
 static fp4_status ats_launch_t(ats_args aa, int64_t groups, cudaStream_t s) {
-    const size_t smem = ats_layout_of(aa.a.n_ctx, D, CS).bytes;
+    const size_t smem = ats_layout_of(ats_lay_ctx(aa), D, CS).bytes;
     void (*k)(ats_args) = ats_kernel<CS, D, PF, EV, TMA>;
     FP4_CUDA_CHECK(ats_attrs(k, CS, smem));
     cudaLaunchConfig_t cfg = {};
@@ -524,7 +529,7 @@ static inline int ats_fit(int cs, int d, int fl, int64_t n_ctx, int *bps) {
 }
 
 static inline fp4_status ats_attention(ats_args aa, int64_t n, int cs, int fl, cudaStream_t s) {
-    if (!ats_ok(aa.a.d, aa.a.n_ctx, cs)) return FP4_ERR_UNSUPPORTED;
+    if (!ats_ok(aa.a.d, ats_lay_ctx(aa), cs) || ats_lay_ctx(aa) > aa.a.n_ctx) return FP4_ERR_UNSUPPORTED;
     const int64_t groups = stk_att_groups(n, aa.a.nh, aa.a.nkv);
 #define ATS_GO(CS, DD, PF, EV, TMA)                                                                          \
     if (cs == CS && aa.a.d == DD && fl == ((PF ? ATS_PF : 0) | (EV ? ATS_EV : 0) | (TMA ? ATS_TMA : 0)))     \
