@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 12, device call 1 (PREPARED, NOT RUN in session 12: no device was lent). The staged cluster
-# attention of dev/cuda/lab_attn_stage.cuh (bench/gpu.md "Session 12"): attn_lab variants 10-14 beside
+# attention of dev/cuda/lab_attn_stage.cuh (bench/gpu.md "Session 12"): attn_lab variants 10-15 beside
 # the step's cluster of 16 (variant 5), every output compared bit for bit with the old kernels, a
 # check pass at 33 positions, pairs with the o projection; compute-sanitizer memcheck (and
 # racecheck) of `attn_lab 3 quick`;
