@@ -15,7 +15,7 @@ export FP4_BUILD=$F
 step() { echo "$1 rc=$2 t=$SECONDS" >> $W/tests.txt; }
 # a smoke run first: a variant that hangs (an mbarrier that never completes) is skipped from then on
 SK=""
-for try in "" "14" "11,14" "10,11,12,13,14"; do
+for try in "" "14" "11,14" "10,11,12,13,14,15"; do
   ATTN_LAB_SKIP=$try timeout 60 $F/attn_lab 1 quick > $W/smoke.txt 2>&1; rc=$?
   step "smoke attn_lab 1 quick (skip: ${try:-none})" $rc
   if [ $rc -ne 124 ] && [ $rc -ne 137 ]; then SK=$try; break; fi
