@@ -4,13 +4,24 @@
  * reads the next layer's rows, so the cache comes from DRAM as in the step), 1 to 8 columns at
  * positions 511, 767, 1023, 2047 and 3967 (n_ctx 4096). Variants: old; new with 2, 3, 4 pipeline
  * stages (4 is the step's); the one-launch cluster kernels of att_cluster.cuh (clusters of 8 and
- * 16; of 4 and 2 since session 11). Every variant's outputs are compared bit for bit with old's
- * (exit 1 if any differ).
- * attn_lab [REPS]   (default 200 calls per cell; launches back to back with PDL, as the step) */
+ * 16; of 4 and 2 since session 11); session 12's staged cluster kernels (lab_attn_stage.cuh: every
+ * K row and the first V rows in flight from the start; with an L2 prefetch before the PDL wait;
+ * clusters of 16 and 8). Every variant's outputs are compared bit for bit with old's (exit 1 if any
+ * differ); then a check pass compares the cluster variants with old's at 1 column and many more
+ * positions (round and trip boundaries, the V region's end, the last position); then (not in quick)
+ * pairs: each call followed by the o projection (4096 x 4096 NVFP4, exact, 1 column, through
+ * fp4_cuda_project as the step, reading the attention's output; 8 weight copies in turn), so the
+ * time a layer's attention costs its successor shows (larger shared memory may keep the
+ * projection's blocks off the SMs longer: session 6's version 2).
+ * attn_lab [REPS] [quick]   (default 200 calls per cell; launches back to back with PDL, as the
+ * step; quick: 1 column, the step's, the cluster and the staged variants, one warm-up, fewer check
+ * positions: a sanitizer run; ATTN_LAB_SKIP=N[,N...]: variants not to run) */
 #include "runtime/att_cluster.cuh"
 #include "runtime/step_kernels.cuh"
 #include "lab_attn_old.cuh"
+#include "lab_attn_stage.cuh"
 #include "fp4_rng.h"
+#include "fp4lane_cuda.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +33,20 @@ static void ck(cudaError_t e, const char *what) {
         fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
         exit(2);
     }
+}
+
+/* session 12's variants 10..15: lab_attn_stage.cuh's flags */
+static int ats_flags(int var) {
+    return var == 11 ? ATS_PF | ATS_EV : var == 13 ? 0 : var == 14 ? ATS_EV | ATS_TMA : ATS_EV;
+}
+/* variant 15: variant 10 with its shared memory sized for the cell's position (the next power of
+ * two from 512 above it) instead of n_ctx; set by the cell loops */
+static int64_t g_pos_bucket;
+static int64_t pos_bucket(int64_t pos) {
+    int64_t b = 512;
+    while (b < pos + 1)
+        b *= 2;
+    return b;
 }
 
 static fp4_status launch(int var, stk_att_args a, int n) {
@@ -37,6 +62,12 @@ static fp4_status launch(int var, stk_att_args a, int n) {
         return fp4_cu_launch(dim3(32, (unsigned)groups), dim3(D), 0, 0, 1, old_att_pv, a);
     }
     if (var == 3) return stk_attention(a, n, 0);
+    if (var >= 10) { /* session 12: staged (11: with the L2 prefetch; 12: clusters of 8; 13: the V rows
+                      * of the K region requested only after the scores; 14: by TMA; 15: shared
+                      * memory by position bucket) */
+        const ats_args aa = {a, MAXC, var == 15 ? g_pos_bucket : 0};
+        return ats_attention(aa, n, var == 12 ? 8 : 16, ats_flags(var), 0);
+    }
     if (var >= 8) return att_cluster(a, n, var == 8 ? 4 : 2, 0, 0); /* session 11 */
     if (var >= 4) return att_cluster(a, n, var == 4 ? 8 : 16, var < 6 ? 0 : var - 5, 0);
     const int gx = stk_att_gx(groups, NCTX, fp4_cu_sm_count());
@@ -50,19 +81,27 @@ static fp4_status launch(int var, stk_att_args a, int n) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach a file as they are printed (a timeout keeps them) */
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
     const int quick = argc > 2 && !strcmp(argv[2], "quick"); /* 1 column, the step's and the cluster
                                                               * variants, one warm-up (a sanitizer run) */
-    static const char *const names[10] = {"old (d07eabb)",
-                                         "new, 2 stages",
-                                         "new, 3 stages",
-                                         "new, 4 stages (step)",
-                                         "cluster of 8 (att_cluster.cuh)",
-                                         "cluster of 16 (att_cluster.cuh)",
-                                         "cluster of 16, 1 block per SM",
-                                         "cluster of 16, 2 blocks per SM",
-                                         "cluster of 4 (session 11)",
-                                         "cluster of 2 (session 11)"};
+    enum { NV = 16 };
+    static const char *const names[NV] = {"old (d07eabb)",
+                                          "new, 2 stages",
+                                          "new, 3 stages",
+                                          "new, 4 stages (step)",
+                                          "cluster of 8 (att_cluster.cuh)",
+                                          "cluster of 16 (att_cluster.cuh)",
+                                          "cluster of 16, 1 block per SM",
+                                          "cluster of 16, 2 blocks per SM",
+                                          "cluster of 4 (session 11)",
+                                          "cluster of 2 (session 11)",
+                                          "staged, cluster of 16 (session 12)",
+                                          "staged + L2 prefetch, cluster of 16 (session 12)",
+                                          "staged, cluster of 8 (session 12)",
+                                          "staged, late V, cluster of 16 (session 12)",
+                                          "staged by TMA, cluster of 16 (session 12)",
+                                          "staged, smem by position bucket, cluster of 16 (session 12)"};
     const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
     const size_t kvn = (size_t)(MAXC * slot_stride);
     uint16_t *kc, *vc;
@@ -109,7 +148,26 @@ int main(int argc, char **argv) {
     ck(cudaEventCreate(&e0), "event");
     ck(cudaEventCreate(&e1), "event");
     static const int cols[4] = {1, 2, 4, 8}, poss[5] = {511, 767, 1023, 2047, 3967};
-    int bad = 0;
+    int bad = 0, runs[NV];
+    const char *skip = getenv("ATTN_LAB_SKIP"); /* variant numbers not to run, e.g. "14" or "11,14" */
+    for (int var = 0; var < NV; var++) {        /* which variants run on this device at n_ctx NCTX */
+        const int cs = var == 4 || var == 12 ? 8 : var == 8 ? 4 : var == 9 ? 2 : 16;
+        runs[var] = 1;
+        if (var >= 4 && var < 8) runs[var] = att_cluster_pick(D, NCTX, cs) == cs;
+        if (var >= 8 && var < 10) runs[var] = att_cluster_ok(D, NCTX, cs);
+        if (var >= 10) {
+            int bps = 0, nc = 0;
+            runs[var] = ats_ok(D, NCTX, cs) && (nc = ats_fit(cs, D, ats_flags(var), NCTX, &bps)) > 0;
+            printf("%s: %zu bytes of shared memory a block, %d blocks per SM, %d clusters resident%s\n",
+                   names[var], ats_layout_of(NCTX, D, cs).bytes, bps, nc, runs[var] ? "" : ": not run");
+        }
+        for (const char *p = skip; p && *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) {
+            if (atoi(p) == var && runs[var]) printf("%s: skipped (ATTN_LAB_SKIP)\n", names[var]);
+            if (atoi(p) == var) runs[var] = 0;
+        }
+    }
+    printf("cluster of 16 (att_cluster.cuh): %zu bytes of shared memory a block\n\n",
+           att_cluster_smem(NCTX, D, 16));
     printf("| variant | columns | position | us per layer (scores + pv) |\n|---|---|---|---|\n");
     for (int ci = 0; ci < (quick ? 1 : 4); ci++)
         for (int pi = 0; pi < 5; pi++) {
@@ -118,14 +176,13 @@ int main(int argc, char **argv) {
             for (int c = 0; c < n; c++)
                 in[c] = 0, in[n + c] = c, in[2 * n + c] = poss[pi], in[3 * n + c] = c;
             ck(cudaMemcpy(din, in, 4 * 4 * (size_t)n, cudaMemcpyHostToDevice), "H2D");
+            g_pos_bucket = pos_bucket(poss[pi]);
             const stk_cols cl = {din, din + n, din + 2 * n, din + 3 * n};
-            for (int var = 0; var < 10; var++) {
-                const int cs = var == 4 ? 8 : 16;
-                if (var >= 4 && var < 8 && att_cluster_pick(D, NCTX, cs) != cs) continue;
-                if (var >= 8 && !att_cluster_ok(D, NCTX, var == 8 ? 4 : 2)) continue;
+            for (int var = 0; var < NV; var++) {
+                if (!runs[var]) continue;
                 stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
                                   NH, NKV,  D,  0,  0.08838834764831845f, cl};
-                if (quick && var != 0 && var != 3 && var != 4 && var != 5) continue;
+                if (quick && var != 0 && var != 3 && var != 4 && var != 5 && var < 10) continue;
                 for (int r = 0; r < (quick ? 1 : 5); r++)
                     ck(launch(var, a, n) ? cudaErrorUnknown : cudaSuccess, "launch");
                 ck(cudaDeviceSynchronize(), "warm-up");
@@ -146,6 +203,94 @@ int main(int argc, char **argv) {
                 printf("| %s | %d | %d | %.2f |\n", names[var], n, poss[pi], 1000.0 * ms / reps);
             }
         }
+    { /* the check pass: 1 column, the cluster variants against old at many positions */
+        static const int cpos[] = {0,    1,    2,    31,   32,   33,   63,   64,   65,   127,  128,
+                                   129,  255,  256,  257,  511,  512,  1023, 1024, 1025, 2047, 2048,
+                                   2049, 2111, 3071, 3967, 4000, 4031, 4032, 4063, 4064, 4094, 4095};
+        static const int cpos_q[] = {0, 33, 2049, 4095};
+        const int ncp = quick ? 4 : (int)(sizeof cpos / sizeof cpos[0]);
+        int checked = 0, differ = 0;
+        for (int pi = 0; pi < ncp; pi++) {
+            int32_t in[4] = {0, 0, quick ? cpos_q[pi] : cpos[pi], 0};
+            ck(cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice), "H2D");
+            g_pos_bucket = pos_bucket(in[2]);
+            const stk_cols cl = {din, din + 1, din + 2, din + 3};
+            const stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
+                                    NH, NKV,  D,  0,  0.08838834764831845f, cl};
+            for (int var = 0; var < NV; var++) {
+                if (!runs[var] || (var != 0 && var != 4 && var != 5 && var < 10)) continue;
+                ck(cudaMemset(o, 0xFF, sizeof(float) * NH * D), "memset"); /* NaNs: a missed write shows */
+                ck(launch(var, a, 1) ? cudaErrorUnknown : cudaSuccess, "launch");
+                ck(cudaDeviceSynchronize(), "check");
+                ck(cudaMemcpy(var ? got : ref, o, sizeof(float) * NH * D, cudaMemcpyDeviceToHost), "D2H");
+                if (var) {
+                    checked++;
+                    if (memcmp(ref, got, sizeof(float) * NH * D)) {
+                        printf("check: %s pos %d: outputs differ from old's\n", names[var], in[2]);
+                        differ++, bad = 1;
+                    }
+                }
+            }
+        }
+        printf("check pass: %d (variant, position) cases against old, %d differ\n", checked, differ);
+    }
+    if (!quick) { /* pairs: attention + the o projection, 1 column */
+        enum { NO = 8 };
+        static fp4_cuda_tensor ow[NO];
+        const int64_t n_o = NH * D;
+        uint8_t *pay = (uint8_t *)malloc((size_t)(n_o * n_o / 2)),
+                *scl = (uint8_t *)malloc((size_t)(n_o * n_o / 16));
+        uint64_t r0 = 11;
+        for (int64_t i = 0; i < n_o * n_o / 2; i += 8) {
+            const uint64_t x = fp4_splitmix64(&r0);
+            memcpy(pay + i, &x, 8);
+        }
+        for (int64_t i = 0; i < n_o * n_o / 16; i++)
+            scl[i] = (uint8_t)(0x28 + fp4_splitmix64(&r0) % 0x38); /* finite E4M3FN scales */
+        const fp4_nvfp4_view v = {pay, scl, 4.0e-3f, 0.0f, n_o, n_o, FP4_PACK_CANONICAL};
+        for (int k = 0; k < NO; k++)
+            ck(fp4_cuda_tensor_upload_nvfp4(&v, &ow[k]) ? cudaErrorUnknown : cudaSuccess, "upload o");
+        free(pay), free(scl);
+        fp4_cuda_scratch scr;
+        ck(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&ow[0], 1), &scr) ? cudaErrorUnknown : cudaSuccess,
+           "scratch");
+        float *dy;
+        ck(cudaMalloc(&dy, sizeof(float) * n_o), "malloc");
+        static const int pvars[] = {-1, 3, 5, 10, 11, 13, 14, 15}, ppos[] = {511, 2047, 3967};
+        printf("\n| pair: variant + o projection | columns | position | us per layer (attention + o) |\n"
+               "|---|---|---|---|\n");
+        for (int pi = 0; pi < 3; pi++) {
+            int32_t in[4] = {0, 0, ppos[pi], 0};
+            ck(cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice), "H2D");
+            g_pos_bucket = pos_bucket(ppos[pi]);
+            const stk_cols cl = {din, din + 1, din + 2, din + 3};
+            for (int vi = 0; vi < (int)(sizeof pvars / sizeof pvars[0]); vi++) {
+                const int var = pvars[vi];
+                if (var >= 0 && !runs[var]) continue;
+                stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
+                                  NH, NKV,  D,  0,  0.08838834764831845f, cl};
+                for (int r = -5; r < reps; r++) {
+                    if (r == 0) ck(cudaEventRecord(e0), "record");
+                    const int rr = r < 0 ? r + 5 : r;
+                    a.kc = kc + (rr % NL) * layer, a.vc = vc + (rr % NL) * layer;
+                    if (var >= 0 && launch(var, a, 1)) ck(cudaErrorUnknown, "launch");
+                    if (fp4_cuda_project(&ow[rr % NO], FP4_MODE_EXACT, o, 1, dy, &scr, NULL))
+                        ck(cudaErrorUnknown, fp4_cuda_last_error());
+                }
+                ck(cudaEventRecord(e1), "record");
+                ck(cudaEventSynchronize(e1), "sync");
+                float ms = 0;
+                ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+                printf("| pair: %s | 1 | %d | %.2f |\n",
+                       var < 0 ? "o projection alone (exact, 4096 x 4096)" : names[var], ppos[pi],
+                       1000.0 * ms / reps);
+            }
+        }
+        for (int k = 0; k < NO; k++)
+            fp4_cuda_tensor_free(&ow[k]);
+        fp4_cuda_scratch_free(&scr);
+        cudaFree(dy);
+    }
     printf(bad ? "FAIL: outputs differ\n" : "all variants bit-identical to old\n");
     return bad;
 }
