@@ -59,12 +59,32 @@ FP4_TARGET_AVX2 static inline __m256i q9_8_avx2(__m128i s8) {
     return _mm256_andnot_si256(nan, v);
 }
 
+/* the 16 q9 scales of a super-block split as q9 = hi·2^9 + lo (int16 each), in the group order of
+ * the packed dots */
+FP4_TARGET_AVX2 static inline void q9_split_avx2(const uint8_t *scales16, __m256i *q9lo, __m256i *q9hi) {
+    const __m128i gorder = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
+    const __m128i s16 = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)scales16), gorder);
+    const __m256i qa = q9_8_avx2(s16), qb = q9_8_avx2(_mm_unpackhi_epi64(s16, s16));
+    *q9lo = _mm256_packs_epi32(_mm256_and_si256(qa, _mm256_set1_epi32(511)),
+                               _mm256_and_si256(qb, _mm256_set1_epi32(511)));
+    *q9hi = _mm256_packs_epi32(_mm256_srai_epi32(qa, 9), _mm256_srai_epi32(qb, 9));
+}
+
+/* a super-block's int64 total Σ dot·q9 from its group sums: h01 / h23 the hadds of chunks 0, 1 and
+ * 2, 3 (per 128-bit half, group sums of two chunks); packs: the 16 dots as int16 in the order
+ * 0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15 */
+FP4_TARGET_AVX2 static inline int64_t sb_total_avx2(__m256i h01, __m256i h23, __m256i q9lo, __m256i q9hi) {
+    const __m256i dots = _mm256_packs_epi32(h01, h23);
+    const __m256i s = _mm256_hadd_epi32(_mm256_madd_epi16(dots, q9lo), _mm256_madd_epi16(dots, q9hi));
+    __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    t = _mm_hadd_epi32(t, t); /* [Σ dot·lo, Σ dot·hi, ...] */
+    return (int64_t)_mm_extract_epi32(t, 1) * 512 + _mm_cvtsi128_si32(t);
+}
+
 FP4_TARGET_AVX2 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
                                        const int8_t *act, const uint8_t *aabs, const float *d, int64_t n_in) {
     const __m256i lut = _mm256_setr_epi8(E2M1_Q1, E2M1_Q1);
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    /* the group order the packed dots end up in (see below), applied to the scale bytes */
-    const __m128i gorder = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
     float acc = 0.0f;
     for (int64_t sb = 0; sb < n_in / FP4_QK_K; sb++) {
         if (d[sb] == 0.0f) continue; /* an all-zero super-block contributes nothing */
@@ -82,19 +102,10 @@ FP4_TARGET_AVX2 float fp4_dot_a16_avx2(const uint8_t *payload_row, const uint8_t
                                                 _mm256_maddubs_epi16(LOAD256(u + 64 * k + 32), whi));
             m[k] = _mm256_madd_epi16(pr, ones);
         }
-        /* hadd: per 128-bit half, group sums of two chunks; packs: the 16 dots as int16 in the
-         * order 0 1 4 5 8 9 12 13 | 2 3 6 7 10 11 14 15 */
-        const __m256i dots = _mm256_packs_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
-        const __m128i s16 =
-            _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)), gorder);
-        const __m256i qa = q9_8_avx2(s16), qb = q9_8_avx2(_mm_unpackhi_epi64(s16, s16));
-        const __m256i q9lo = _mm256_packs_epi32(_mm256_and_si256(qa, _mm256_set1_epi32(511)),
-                                                _mm256_and_si256(qb, _mm256_set1_epi32(511)));
-        const __m256i q9hi = _mm256_packs_epi32(_mm256_srai_epi32(qa, 9), _mm256_srai_epi32(qb, 9));
-        const __m256i s = _mm256_hadd_epi32(_mm256_madd_epi16(dots, q9lo), _mm256_madd_epi16(dots, q9hi));
-        __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-        t = _mm_hadd_epi32(t, t); /* [Σ dot·lo, Σ dot·hi, ...] */
-        const int64_t total = (int64_t)_mm_extract_epi32(t, 1) * 512 + _mm_cvtsi128_si32(t);
+        __m256i q9lo, q9hi;
+        q9_split_avx2(scales_row + sb * 16, &q9lo, &q9hi);
+        const int64_t total =
+            sb_total_avx2(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]), q9lo, q9hi);
         acc = fp4_a16_epilogue(total, d[sb], scale2, acc);
     }
     return fp4_round_f16_avx2(acc);
@@ -112,7 +123,6 @@ a16_cols_nc_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float sc
     const __m256i lut = _mm256_setr_epi8(E2M1_Q1, E2M1_Q1);
     const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1),
                   k80 = _mm256_set1_epi8((char)0x80);
-    const __m128i gorder = _mm_setr_epi8(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int64_t sb = 0; sb < n_in / FP4_QK_K; sb++) {
         int any = 0;
@@ -145,22 +155,13 @@ a16_cols_nc_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float sc
             for (int c = 0; c < NC; c++)
                 h[c][k2] = _mm256_hadd_epi32(m[c][0], m[c][1]);
         }
-        const __m128i s16 =
-            _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)), gorder);
-        const __m256i qa = q9_8_avx2(s16), qb = q9_8_avx2(_mm_unpackhi_epi64(s16, s16));
-        const __m256i q9lo = _mm256_packs_epi32(_mm256_and_si256(qa, _mm256_set1_epi32(511)),
-                                                _mm256_and_si256(qb, _mm256_set1_epi32(511)));
-        const __m256i q9hi = _mm256_packs_epi32(_mm256_srai_epi32(qa, 9), _mm256_srai_epi32(qb, 9));
+        __m256i q9lo, q9hi;
+        q9_split_avx2(scales_row + sb * 16, &q9lo, &q9hi);
 #pragma GCC unroll 4
         for (int c = 0; c < NC; c++) {
             const float dc = d[c * d_stride + sb];
-            if (dc == 0.0f) continue;
-            const __m256i dots = _mm256_packs_epi32(h[c][0], h[c][1]);
-            const __m256i s = _mm256_hadd_epi32(_mm256_madd_epi16(dots, q9lo), _mm256_madd_epi16(dots, q9hi));
-            __m128i t = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-            t = _mm_hadd_epi32(t, t);
-            const int64_t total = (int64_t)_mm_extract_epi32(t, 1) * 512 + _mm_cvtsi128_si32(t);
-            acc[c] = fp4_a16_epilogue(total, dc, scale2, acc[c]);
+            if (dc != 0.0f)
+                acc[c] = fp4_a16_epilogue(sb_total_avx2(h[c][0], h[c][1], q9lo, q9hi), dc, scale2, acc[c]);
         }
     }
 #pragma GCC unroll 4
