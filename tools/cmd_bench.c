@@ -276,6 +276,7 @@ static int write_receipt(const char *path, const char *text) {
     fp4_outfile *o = NULL;
     fp4_error e;
     fp4_status st = fp4_outfile_open(path, &o, &e);
+    if (!st) fp4_outfile_set_noreplace(o); /* the rename itself refuses a file that appeared meanwhile */
     if (!st) st = fp4_outfile_write(o, text, strlen(text), &e);
     if (!st && access(path, F_OK) == 0) {
         fp4_outfile_abort(o);
