@@ -207,6 +207,10 @@ void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+/* rows 0..3 of w (row_bytes apart, nb blocks each) against one column's rearranged act (not NULL)
+ * and its blocks x: y[r] = fp4_q4K_dot_avx512 of row r, the same bits */
+void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, const fp4_block_q8_K *x, const int8_t *act,
+                          int64_t nb, float *y);
 
 /* Q6_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
  * q6K_dot. act is NULL or the activations rearranged by the matching fp4_q6K_act_*: FP4_Q6K_ACT_BYTES

@@ -17,6 +17,7 @@
  * (fp4_q4K_act_avx512), or per block in the single-dot entry point. */
 #include "fp4_impl.h"
 #include <math.h>
+#include <stddef.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -160,6 +161,116 @@ FP4_TARGET_AVX512 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_bl
                                            const int8_t *act, int64_t nb) {
     return act ? q4K_dot_avx512(w, x, act, nb, 1) : q4K_dot_avx512(w, x, NULL, nb, 0);
 }
+
+/* ---- Q4_K, four rows at a time (the matvec's kernel when act is given) ----
+ * Each row's integer lanes are q4K_dot_avx512's, and each row's f32 operations are too, in the same
+ * order: the rows' d, dmin and totals sit in the elements of vectors, rows 0-1 and 2-3 share a
+ * 512-bit vector of lane sums (8 per row), so every element-wise multiply, add and subtract is the
+ * scalar one of its row; at the end a transpose puts lane l of the four rows in one vector and
+ * total += lane 0, ..., lane 7 in order. Shared by the four rows: the activation loads, the
+ * constants, and the work on their first 16 bytes (d, dmin and the packed scales: one 128-bit lane
+ * per row of one vector): the 6-bit unpacking, the f16 conversion, the Σ bsums·mins. */
+#define RIDX4(b) R32(b), R32(b + 2)
+#define RIDX(r) {RIDX4(16 * r)}, {RIDX4(16 * r + 1)}, {RIDX4(16 * r + 4)}, {RIDX4(16 * r + 5)}
+/* row r's scale per int16 (sidx_tab's, from row r's 128-bit lane) */
+static const uint8_t sidx4_tab[4][4][64] = {{RIDX(0)}, {RIDX(1)}, {RIDX(2)}, {RIDX(3)}};
+#define M8(b) b, b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7
+/* the 8 mins of each row as int16 (bytes 8..15 of its lane; odd bytes masked) */
+#define M8W(b) b, 0, b + 1, 0, b + 2, 0, b + 3, 0, b + 4, 0, b + 5, 0, b + 6, 0, b + 7, 0
+static const uint8_t midx4_tab[64] = {M8W(8), M8W(24), M8W(40), M8W(56)};
+/* lane l of rows 0..3 from [row 0 | row 1] and [row 2 | row 3] (permutex2var): lanes 0-3, then 4-7 */
+#define TR4(l) l, l + 8, l + 16, l + 24
+static const int32_t tr4_tab[2][16] = {{TR4(0), TR4(1), TR4(2), TR4(3)}, {TR4(4), TR4(5), TR4(6), TR4(7)}};
+
+FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, const fp4_block_q8_K *x,
+                                            const int8_t *act, int64_t nb, float *y) {
+    const __m512i wperm = LOAD512(wperm_tab), midx4 = LOAD512(midx4_tab);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __mmask64 even = 0x5555555555555555ull;
+    const __m512i didx = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12);
+    const __m256i deint = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m512i pair01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i pair23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    __m512 sums01 = _mm512_setzero_ps(), sums23 = _mm512_setzero_ps();
+    __m128 total = _mm_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const int8_t *ap = act + i * FP4_Q4K_ACT_BYTES;
+        const __m512i av0 = LOAD512(ap), av1 = LOAD512(ap + 64), av2 = LOAD512(ap + 128);
+        const __m512i av3 = LOAD512(ap + 192);
+        const uint8_t *b0 = w + i * (int64_t)sizeof(fp4_block_q4_K);
+        /* bytes 0..15 of the four rows' blocks (d, dmin, scales[0..11]), row r in lane r */
+        __m512i head = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)b0));
+        head = _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + row_bytes)), 1);
+        head = _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + 2 * row_bytes)), 2);
+        head = _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + 3 * row_bytes)), 3);
+        /* q4K_scales_mins of each lane: words w0 w1 w2 = dwords 1 2 3 of head */
+        const __m512i sa = _mm512_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)); /* w0 w2 w1 w2 */
+        const __m512i sb = _mm512_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1)); /* w0 w0 w1 w1 */
+        const __m512i low =
+            _mm512_and_si512(_mm512_srlv_epi32(sa, _mm512_set4_epi32(4, 0, 0, 0)),
+                             _mm512_set4_epi32(0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F));
+        const __m512i top =
+            _mm512_and_si512(_mm512_srli_epi32(sb, 2), _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
+        const __m512i sm = _mm512_or_si512(low, top);
+        /* Σ bsums·mins per row: 4 partial int32 in its lane, then summed (exact) to element r */
+        __m512i ms = _mm512_madd_epi16(_mm512_maskz_permutexvar_epi8(even, midx4, sm),
+                                       _mm512_broadcast_i32x4(_mm_loadu_si128(
+                                           (const __m128i *)(const void *)(ap + 256))));
+        ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(1, 0, 3, 2)));
+        ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m128i msum = _mm512_castsi512_si128(_mm512_permutexvar_epi32(didx, ms));
+        __m512i acc[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *qs = b0 + (size_t)r * row_bytes + offsetof(fp4_block_q4_K, qs);
+            const __m512i q0 = _mm512_permutexvar_epi8(wperm, LOAD512(qs));
+            const __m512i q1 = _mm512_permutexvar_epi8(wperm, LOAD512(qs + 64));
+            __m512i acc0 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q0, m4), av0),
+                                             _mm512_maskz_permutexvar_epi8(even, LOAD512(sidx4_tab[r][0]), sm));
+            __m512i acc1 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q1, m4), av2),
+                                             _mm512_maskz_permutexvar_epi8(even, LOAD512(sidx4_tab[r][2]), sm));
+            acc0 = _mm512_dpwssd_epi32(
+                acc0, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), av1),
+                _mm512_maskz_permutexvar_epi8(even, LOAD512(sidx4_tab[r][1]), sm));
+            acc[r] = _mm512_dpwssd_epi32(
+                acc1, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), av3),
+                _mm512_maskz_permutexvar_epi8(even, LOAD512(sidx4_tab[r][3]), sm));
+            acc[r] = _mm512_add_epi32(acc[r], acc0);
+        }
+        /* the 8 int32 lanes of rows 0, 1 in one vector, of rows 2, 3 in another */
+        const __m512i lane01 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[0], acc[1], 0x44),
+                                                _mm512_shuffle_i64x2(acc[0], acc[1], 0xEE));
+        const __m512i lane23 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[2], acc[3], 0x44),
+                                                _mm512_shuffle_i64x2(acc[2], acc[3], 0xEE));
+        /* [d0 dmin0 d1 dmin1 ...] -> f32 (exact) -> times y.d -> [d0..d3 | dmin0..dmin3] */
+        const __m256 dv = _mm256_permutevar8x32_ps(
+            _mm256_mul_ps(_mm512_castps512_ps256(_mm512_cvtph_ps(
+                              _mm512_castsi512_si256(_mm512_permutexvar_epi32(didx, head)))),
+                          _mm256_set1_ps(x[i].d)),
+            deint);
+        const __m512 dz = _mm512_castps256_ps512(dv);
+        sums01 = _mm512_add_ps(sums01,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
+        sums23 = _mm512_add_ps(sums23,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
+        total = _mm_sub_ps(total, _mm_mul_ps(_mm256_extractf128_ps(dv, 1), _mm_cvtepi32_ps(msum)));
+    }
+    /* t0 = lanes 0..3 of rows 0..3 (one 128-bit lane each), t1 = lanes 4..7 */
+    const __m512 t0 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[0]), sums23);
+    const __m512 t1 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[1]), sums23);
+    total = _mm_add_ps(total, _mm512_castps512_ps128(t0));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 1));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 2));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 3));
+    total = _mm_add_ps(total, _mm512_castps512_ps128(t1));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 1));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 2));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 3));
+    float t[4];
+    _mm_storeu_ps(t, total);
+    for (int r = 0; r < 4; r++)
+        y[r] = fp4_canonical_nan(t[r]);
+}
 /* ---- Q6_K · Q8_K (kquant_dot.c's q6K_dot: the same lanes, the same f32 order) ----
  * The 256 weights q (0..63) are rebuilt in position order, 64 per vector (vector v: positions
  * 64v..64v+63, scale groups 4v..4v+3): low or high nibbles of ql, or-ed with the matching two bits
@@ -268,5 +379,11 @@ float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const
 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     (void)w, (void)x, (void)act, (void)nb;
     return NAN;
+}
+void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, const fp4_block_q8_K *x, const int8_t *act,
+                          int64_t nb, float *y) {
+    (void)w, (void)row_bytes, (void)x, (void)act, (void)nb;
+    for (int r = 0; r < 4; r++)
+        y[r] = NAN;
 }
 #endif
