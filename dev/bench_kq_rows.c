@@ -55,7 +55,8 @@ int main(int argc, char **argv) {
     float *y = malloc(sizeof(float) * 32000);
     float *row = malloc(sizeof(float) * 3072);
     if (!x || !y || !row) return 1;
-    for (int i = 0; i < 3072; i++) x[i] = (float)fp4_rng_normal(&seed);
+    for (int i = 0; i < 3072; i++)
+        x[i] = (float)fp4_rng_normal(&seed);
     for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
         const shape *sh = &shapes[s];
         const size_t blk = sh->q6 ? sizeof(fp4_block_q6_K) : sizeof(fp4_block_q4_K);
@@ -66,13 +67,15 @@ int main(int argc, char **argv) {
         uint8_t *w = malloc(bytes * (size_t)copies);
         if (!w) return 1;
         for (int64_t r = 0; r < sh->n_out; r++) {
-            for (int64_t i = 0; i < sh->n_in; i++) row[i] = 0.02f * (float)fp4_rng_normal(&seed);
+            for (int64_t i = 0; i < sh->n_in; i++)
+                row[i] = 0.02f * (float)fp4_rng_normal(&seed);
             uint8_t *dst = w + (size_t)r * (size_t)nb * blk;
             fp4_status st = sh->q6 ? fp4_q6_K_quantize(row, sh->n_in, (fp4_block_q6_K *)(void *)dst)
                                    : fp4_q4_K_quantize(row, sh->n_in, (fp4_block_q4_K *)(void *)dst);
             if (st) return 1;
         }
-        for (int c = 1; c < copies; c++) memcpy(w + bytes * (size_t)c, w, bytes);
+        for (int c = 1; c < copies; c++)
+            memcpy(w + bytes * (size_t)c, w, bytes);
         double *t = malloc(sizeof(double) * (size_t)reps);
         if (!t) return 1;
         for (int k = -1; k < reps; k++) {
@@ -87,8 +90,9 @@ int main(int argc, char **argv) {
         }
         qsort(t, (size_t)reps, sizeof(double), cmp_d);
         const double med = t[reps / 2];
-        printf("%-26s %s %8.1f us  %6.2f ns/row-block  %6.2f GB/s  (y[0] %g)\n", sh->name, hot ? "hot " : "cold",
-               med * 1e6, med * 1e9 / (double)(sh->n_out * nb), (double)bytes / med * 1e-9, (double)y[0]);
+        printf("%-26s %s %8.1f us  %6.2f ns/row-block  %6.2f GB/s  (y[0] %g)\n", sh->name,
+               hot ? "hot " : "cold", med * 1e6, med * 1e9 / (double)(sh->n_out * nb),
+               (double)bytes / med * 1e-9, (double)y[0]);
         free(t);
         free(w);
     }

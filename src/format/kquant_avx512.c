@@ -171,7 +171,10 @@ FP4_TARGET_AVX512 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_bl
  * constants, and the work on their first 16 bytes (d, dmin and the packed scales: one 128-bit lane
  * per row of one vector): the 6-bit unpacking, the f16 conversion, the Σ bsums·mins. */
 #define RIDX4(b) R32(b), R32(b + 2)
-#define RIDX(r) {RIDX4(16 * r)}, {RIDX4(16 * r + 1)}, {RIDX4(16 * r + 4)}, {RIDX4(16 * r + 5)}
+#define RIDX(r)                                                                                              \
+    {RIDX4(16 * r)}, {RIDX4(16 * r + 1)}, {RIDX4(16 * r + 4)}, {                                             \
+        RIDX4(16 * r + 5)                                                                                    \
+    }
 /* row r's scale per int16 (sidx_tab's, from row r's 128-bit lane) */
 static const uint8_t sidx4_tab[4][4][64] = {{RIDX(0)}, {RIDX(1)}, {RIDX(2)}, {RIDX(3)}};
 #define M8(b) b, b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7
@@ -201,8 +204,10 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
         /* bytes 0..15 of the four rows' blocks (d, dmin, scales[0..11]), row r in lane r */
         __m512i head = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)b0));
         head = _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + row_bytes)), 1);
-        head = _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + 2 * row_bytes)), 2);
-        head = _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + 3 * row_bytes)), 3);
+        head =
+            _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + 2 * row_bytes)), 2);
+        head =
+            _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + 3 * row_bytes)), 3);
         /* q4K_scales_mins of each lane: words w0 w1 w2 = dwords 1 2 3 of head */
         const __m512i sa = _mm512_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)); /* w0 w2 w1 w2 */
         const __m512i sb = _mm512_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1)); /* w0 w0 w1 w1 */
@@ -213,9 +218,9 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
             _mm512_and_si512(_mm512_srli_epi32(sb, 2), _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
         const __m512i sm = _mm512_or_si512(low, top);
         /* Σ bsums·mins per row: 4 partial int32 in its lane, then summed (exact) to element r */
-        __m512i ms = _mm512_madd_epi16(_mm512_maskz_permutexvar_epi8(even, midx4, sm),
-                                       _mm512_broadcast_i32x4(_mm_loadu_si128(
-                                           (const __m128i *)(const void *)(ap + 256))));
+        __m512i ms = _mm512_madd_epi16(
+            _mm512_maskz_permutexvar_epi8(even, midx4, sm),
+            _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(ap + 256))));
         ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(1, 0, 3, 2)));
         ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
         const __m128i msum = _mm512_castsi512_si128(_mm512_permutexvar_epi32(didx, ms));
@@ -225,10 +230,12 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
             const uint8_t *qs = b0 + (size_t)r * row_bytes + offsetof(fp4_block_q4_K, qs);
             const __m512i q0 = _mm512_permutexvar_epi8(wperm, LOAD512(qs));
             const __m512i q1 = _mm512_permutexvar_epi8(wperm, LOAD512(qs + 64));
-            __m512i acc0 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q0, m4), av0),
-                                             _mm512_maskz_permutexvar_epi8(even, LOAD512(sidx4_tab[r][0]), sm));
-            __m512i acc1 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q1, m4), av2),
-                                             _mm512_maskz_permutexvar_epi8(even, LOAD512(sidx4_tab[r][2]), sm));
+            __m512i acc0 =
+                _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q0, m4), av0),
+                                  _mm512_maskz_permutexvar_epi8(even, LOAD512(sidx4_tab[r][0]), sm));
+            __m512i acc1 =
+                _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q1, m4), av2),
+                                  _mm512_maskz_permutexvar_epi8(even, LOAD512(sidx4_tab[r][2]), sm));
             acc0 = _mm512_dpwssd_epi32(
                 acc0, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), av1),
                 _mm512_maskz_permutexvar_epi8(even, LOAD512(sidx4_tab[r][1]), sm));
@@ -244,8 +251,8 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
                                                 _mm512_shuffle_i64x2(acc[2], acc[3], 0xEE));
         /* [d0 dmin0 d1 dmin1 ...] -> f32 (exact) -> times y.d -> [d0..d3 | dmin0..dmin3] */
         const __m256 dv = _mm256_permutevar8x32_ps(
-            _mm256_mul_ps(_mm512_castps512_ps256(_mm512_cvtph_ps(
-                              _mm512_castsi512_si256(_mm512_permutexvar_epi32(didx, head)))),
+            _mm256_mul_ps(_mm512_castps512_ps256(
+                              _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi32(didx, head)))),
                           _mm256_set1_ps(x[i].d)),
             deint);
         const __m512 dz = _mm512_castps256_ps512(dv);

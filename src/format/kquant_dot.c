@@ -212,7 +212,8 @@ static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void
         }
         path->act(xq, n_blocks, act);
     }
-    kq_job job = {path->dot, act ? path->rows4 : NULL, w, (size_t)row_bytes, xq, act, path->act_bytes, nb, n_out, n_cols, y};
+    kq_job job = {path->dot, act ? path->rows4 : NULL, w, (size_t)row_bytes, xq, act, path->act_bytes, nb,
+                  n_out, n_cols, y};
     fp4_status st = fp4_parallel_rows(n_out, n_threads, kq_rows, &job);
     free(act);
     free(xq);
