@@ -220,6 +220,9 @@ void fp4_q6K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q6K_dot_avx2(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+/* four rows, as fp4_q4K_rows4_avx512: y[r] = fp4_q6K_dot_avx512 of row r, the same bits */
+void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, const fp4_block_q8_K *x, const int8_t *act,
+                          int64_t nb, float *y);
 
 /* fp4p_attend (src/runtime/pinned.h) on the AVX2 / AVX-512 paths, the same bits
  * (src/cpu/attend_x86.c) */

@@ -185,6 +185,26 @@ static const uint8_t midx4_tab[64] = {M8W(8), M8W(24), M8W(40), M8W(56)};
 #define TR4(l) l, l + 8, l + 16, l + 24
 static const int32_t tr4_tab[2][16] = {{TR4(0), TR4(1), TR4(2), TR4(3)}, {TR4(4), TR4(5), TR4(6), TR4(7)}};
 
+/* y[r] = total[r] + lane 0 + ... + lane 7 of row r, in that order, r = 0..3; the lanes of rows 0, 1
+ * in [row 0 | row 1], of rows 2, 3 in [row 2 | row 3] */
+FP4_TARGET_AVX512 static inline void rows4_finish(__m512 sums01, __m512 sums23, __m128 total, float *y) {
+    /* t0 = lanes 0..3 of rows 0..3 (one 128-bit lane each), t1 = lanes 4..7 */
+    const __m512 t0 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[0]), sums23);
+    const __m512 t1 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[1]), sums23);
+    total = _mm_add_ps(total, _mm512_castps512_ps128(t0));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 1));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 2));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 3));
+    total = _mm_add_ps(total, _mm512_castps512_ps128(t1));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 1));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 2));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 3));
+    float t[4];
+    _mm_storeu_ps(t, total);
+    for (int r = 0; r < 4; r++)
+        y[r] = fp4_canonical_nan(t[r]);
+}
+
 FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, const fp4_block_q8_K *x,
                                             const int8_t *act, int64_t nb, float *y) {
     const __m512i wperm = LOAD512(wperm_tab), midx4 = LOAD512(midx4_tab);
@@ -262,21 +282,7 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
                                _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
         total = _mm_sub_ps(total, _mm_mul_ps(_mm256_extractf128_ps(dv, 1), _mm_cvtepi32_ps(msum)));
     }
-    /* t0 = lanes 0..3 of rows 0..3 (one 128-bit lane each), t1 = lanes 4..7 */
-    const __m512 t0 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[0]), sums23);
-    const __m512 t1 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[1]), sums23);
-    total = _mm_add_ps(total, _mm512_castps512_ps128(t0));
-    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 1));
-    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 2));
-    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 3));
-    total = _mm_add_ps(total, _mm512_castps512_ps128(t1));
-    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 1));
-    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 2));
-    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 3));
-    float t[4];
-    _mm_storeu_ps(t, total);
-    for (int r = 0; r < 4; r++)
-        y[r] = fp4_canonical_nan(t[r]);
+    rows4_finish(sums01, sums23, total, y);
 }
 /* ---- Q6_K · Q8_K (kquant_dot.c's q6K_dot: the same lanes, the same f32 order) ----
  * The 256 weights q (0..63) are rebuilt in position order, 64 per vector (vector v: positions
@@ -375,6 +381,77 @@ FP4_TARGET_AVX512 float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_bl
                                            const int8_t *act, int64_t nb) {
     return act ? q6K_dot_avx512(w, x, act, nb, 1) : q6K_dot_avx512(w, x, NULL, nb, 0);
 }
+
+/* ---- Q6_K, four rows at a time (the matvec's kernel when act is given) ----
+ * Each row's integer lanes are q6K_dot_avx512's and its f32 operations are too, in the same order
+ * (the layout of fp4_q4K_rows4_avx512: d in the elements of a vector, rows 0-1 and 2-3 sharing a
+ * 512-bit vector of lane sums, the transpose and total += lane 0..7 at the end). */
+FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, const fp4_block_q8_K *x,
+                                            const int8_t *act, int64_t nb, float *y) {
+    const __m512i didx = LOAD512(lane6_didx);
+    const __m512i shuf = _mm512_broadcast_i32x4(_mm_setr_epi8(LANE6_SHUF));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+    const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i sidx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+    const __m512i pair01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i pair23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    __m512 sums01 = _mm512_setzero_ps(), sums23 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const int8_t *ap = act + i * FP4_Q6K_ACT_BYTES;
+        const uint8_t *b0 = w + i * (int64_t)sizeof(fp4_block_q6_K);
+        __m512i acc[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const fp4_block_q6_K *b = (const fp4_block_q6_K *)(const void *)(b0 + (size_t)r * row_bytes);
+            const __m512i s16 = _mm512_castsi256_si512(
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
+            __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i ql = LOAD512(b->ql + 64 * h);
+                const __m512i qh = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)(const void *)(b->qh + 32 * h)));
+                const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                                   _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m2));
+                const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                                   _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m2));
+#pragma GCC unroll 2
+                for (int k = 0; k < 2; k++) {
+                    const int v = 2 * h + k;
+                    const __m512i av = LOAD512(ap + 64 * v), bv = LOAD512(ap + 256 + 64 * v);
+                    const __m512i pv =
+                        _mm512_sub_epi16(_mm512_maddubs_epi16(lane6_512(k ? hi : lo, didx, shuf), av), bv);
+                    const __m512i sv =
+                        _mm512_permutexvar_epi32(_mm512_add_epi32(sidx, _mm512_set1_epi32(2 * v)), s16);
+                    if (k)
+                        acc1 = _mm512_dpwssd_epi32(acc1, pv, sv);
+                    else
+                        acc0 = _mm512_dpwssd_epi32(acc0, pv, sv);
+                }
+            }
+            acc[r] = _mm512_add_epi32(acc0, acc1);
+        }
+        const __m512i lane01 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[0], acc[1], 0x44),
+                                                _mm512_shuffle_i64x2(acc[0], acc[1], 0xEE));
+        const __m512i lane23 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[2], acc[3], 0x44),
+                                                _mm512_shuffle_i64x2(acc[2], acc[3], 0xEE));
+        /* the four d (f16 -> f32, exact) times y.d, element r */
+        const size_t od = offsetof(fp4_block_q6_K, d);
+        uint16_t d0, d1, d2, d3;
+        memcpy(&d0, b0 + od, 2), memcpy(&d1, b0 + row_bytes + od, 2);
+        memcpy(&d2, b0 + 2 * row_bytes + od, 2), memcpy(&d3, b0 + 3 * row_bytes + od, 2);
+        const __m128i dh = _mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0, 0, 0, 0);
+        const __m512 dz = _mm512_castps256_ps512(
+            _mm256_mul_ps(_mm512_castps512_ps256(_mm512_cvtph_ps(_mm256_castsi128_si256(dh))),
+                          _mm256_set1_ps(x[i].d)));
+        sums01 = _mm512_add_ps(sums01,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
+        sums23 = _mm512_add_ps(sums23,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
+    }
+    rows4_finish(sums01, sums23, _mm_setzero_ps(), y);
+}
 #else
 void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
     (void)x, (void)nb, (void)dst;
@@ -388,6 +465,12 @@ float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const
     return NAN;
 }
 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, const fp4_block_q8_K *x, const int8_t *act,
+                          int64_t nb, float *y) {
+    (void)w, (void)row_bytes, (void)x, (void)act, (void)nb;
+    for (int r = 0; r < 4; r++)
+        y[r] = NAN;
+}
+void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, const fp4_block_q8_K *x, const int8_t *act,
                           int64_t nb, float *y) {
     (void)w, (void)row_bytes, (void)x, (void)act, (void)nb;
     for (int r = 0; r < 4; r++)
