@@ -91,8 +91,8 @@ static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n
 /* act: the activations rearranged for a vectorized Q4_K dot (NULL on the portable path) */
 typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 typedef void (*kq_act_fn)(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
-/* four rows (row_bytes apart) against one column with act given: the dots of the four */
-typedef void (*kq_rows4_fn)(const uint8_t *w, size_t row_bytes, const fp4_block_q8_K *x, const int8_t *act,
+/* rows 0..n-1 (n = 1..4, row_bytes apart) against one column with act given: their dots */
+typedef void (*kq_rows4_fn)(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x, const int8_t *act,
                             int64_t nb, float *y);
 static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     return q4K_dot(w, x, nb);
@@ -113,8 +113,9 @@ static float dot6_avx512(const void *w, const fp4_block_q8_K *x, const int8_t *a
     return fp4_q6K_dot_avx512(w, x, act, nb);
 }
 
-/* the Q4_K / Q6_K dot of each CPU path (cpu_path.c), the activation layout it reads and its bytes
- * per block, and its four-row kernel (NULL: one row at a time) */
+/* the Q4_K / Q6_K dot of each CPU path (cpu_path.c), its kernel of up to four rows (NULL: the
+ * matvec takes one row at a time, with dot) and the activation layout that the matvec's kernel
+ * (rows4, else dot) reads, with its bytes per block */
 typedef struct kq_path {
     kq_dot_fn dot;
     kq_act_fn act;
@@ -124,7 +125,7 @@ typedef struct kq_path {
 static const kq_path q4K_path[FP4_CPU_N_PATHS] = {
     [FP4_CPU_PORTABLE] = {dot4, NULL, 0, NULL},
     [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2, FP4_Q4K_ACT_BYTES, NULL},
-    [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act_avx512, FP4_Q4K_ACT_BYTES, fp4_q4K_rows4_avx512}};
+    [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act4_avx512, FP4_Q4K_ACT_BYTES, fp4_q4K_rows4_avx512}};
 static const kq_path q6K_path[FP4_CPU_N_PATHS] = {
     [FP4_CPU_PORTABLE] = {dot6, NULL, 0, NULL},
     [FP4_CPU_AVX2] = {dot6_avx2, fp4_q6K_act_avx2, FP4_Q6K_ACT_BYTES, NULL},
@@ -154,13 +155,16 @@ typedef struct kq_job {
 
 static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     const kq_job *j = arg;
-    if (j->rows4) /* four rows at a time, each column against them; the rest one by one below */
-        for (; r0 + 4 <= r1; r0 += 4) {
-            const uint8_t *rows = j->w + (size_t)r0 * j->row_bytes;
+    if (j->rows4) { /* up to four rows at a time, each column against them */
+        for (int64_t r = r0; r < r1; r += 4) {
+            const uint8_t *rows = j->w + (size_t)r * j->row_bytes;
+            const int n = r1 - r < 4 ? (int)(r1 - r) : 4;
             for (int64_t c = 0; c < j->n_cols; c++)
-                j->rows4(rows, j->row_bytes, j->xq + c * j->nb, j->act + (size_t)(c * j->nb) * j->act_bytes,
-                         j->nb, j->y + c * j->n_out + r0);
+                j->rows4(rows, j->row_bytes, n, j->xq + c * j->nb, j->act + (size_t)(c * j->nb) * j->act_bytes,
+                         j->nb, j->y + c * j->n_out + r);
         }
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         const void *row = j->w + (size_t)r * j->row_bytes;
         for (int64_t c = 0; c < j->n_cols; c++) {
