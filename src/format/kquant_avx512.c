@@ -262,10 +262,11 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
         const __m512i av3 = LOAD512(ap + 192);
         const uint8_t *b0 = w + i * (int64_t)sizeof(fp4_block_q4_K);
         /* bytes 0..15 of the four rows' blocks (d, dmin, scales[0..11]), row r in lane r */
-        __m512i head = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)(const void *)(b0 + off[0])));
-        head = _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + off[1])), 1);
-        head = _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + off[2])), 2);
-        head = _mm512_inserti32x4(head, _mm_loadu_si128((const __m128i *)(const void *)(b0 + off[3])), 3);
+#define LOAD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+        /* two independent halves: a short dependency chain */
+        const __m256i h01 = _mm256_inserti128_si256(_mm256_castsi128_si256(LOAD128(b0 + off[0])), LOAD128(b0 + off[1]), 1);
+        const __m256i h23 = _mm256_inserti128_si256(_mm256_castsi128_si256(LOAD128(b0 + off[2])), LOAD128(b0 + off[3]), 1);
+        const __m512i head = _mm512_inserti64x4(_mm512_castsi256_si512(h01), h23, 1);
         /* q4K_scales_mins of each lane: words w0 w1 w2 = dwords 1 2 3 of head */
         const __m512i sa = _mm512_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)); /* w0 w2 w1 w2 */
         const __m512i sb = _mm512_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1)); /* w0 w0 w1 w1 */
@@ -289,6 +290,9 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *qs = b0 + off[r] + offsetof(fp4_block_q4_K, qs);
+            _mm_prefetch((const char *)qs + 8 * row_bytes, _MM_HINT_T0);
+            _mm_prefetch((const char *)qs + 8 * row_bytes + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)qs + 8 * row_bytes + 127, _MM_HINT_T0);
             const __m512i q0 = _mm512_permutexvar_epi8(wperm, LOAD512(qs));
             const __m512i q1 = _mm512_permutexvar_epi8(wperm, LOAD512(qs + 64));
             __m512i acc0 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q0, m4), av0),
@@ -445,6 +449,10 @@ FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const fp4_block_q6_K *b = (const fp4_block_q6_K *)(const void *)(b0 + off[r]);
+            _mm_prefetch((const char *)b + 8 * row_bytes, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + 8 * row_bytes + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + 8 * row_bytes + 128, _MM_HINT_T0);
+            _mm_prefetch((const char *)b + 8 * row_bytes + 209, _MM_HINT_T0);
             const __m512i s16 = _mm512_castsi256_si512(
                 _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
             __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
