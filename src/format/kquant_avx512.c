@@ -58,6 +58,7 @@ static const uint8_t sidx_tab[4][64] = {
 static const uint8_t midx_tab[32] = {R4(8), R4(9), R4(10), R4(11), R4(12), R4(13), R4(14), R4(15)};
 
 #define LOAD512(p) _mm512_loadu_si512((const void *)(p))
+#define LOAD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
 
 /* rearranged activations of one block, 64 bytes each: half 0's low-nibble partners, its high ones,
  * then half 1's */
@@ -218,7 +219,8 @@ FP4_TARGET_AVX512 void fp4_q4K_act4_avx512(const fp4_block_q8_K *x, int64_t nb, 
 
 /* y[r] = total[r] + lane 0 + ... + lane 7 of row r, in that order, r < n (<= 4); the lanes of rows 0,
  * 1 in [row 0 | row 1], of rows 2, 3 in [row 2 | row 3] */
-FP4_TARGET_AVX512 static inline void rows4_finish(__m512 sums01, __m512 sums23, __m128 total, int n, float *y) {
+FP4_TARGET_AVX512 static inline void rows4_finish(__m512 sums01, __m512 sums23, __m128 total, int n,
+                                                  float *y) {
     /* t0 = lanes 0..3 of rows 0..3 (one 128-bit lane each), t1 = lanes 4..7 */
     const __m512 t0 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[0]), sums23);
     const __m512 t1 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[1]), sums23);
@@ -242,8 +244,9 @@ static inline void rows4_offsets(size_t row_bytes, int n, size_t off[4]) {
         off[r] = (size_t)(r < n ? r : n - 1) * row_bytes;
 }
 
-FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
-                                            const int8_t *act, int64_t nb, float *y) {
+FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n,
+                                            const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+                                            float *y) {
     size_t off[4];
     rows4_offsets(row_bytes, n, off);
     const __m512i wperm = LOAD512(wperm4_tab), midx4 = LOAD512(midx4_tab), spair = LOAD512(spair_tab);
@@ -262,10 +265,11 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
         const __m512i av3 = LOAD512(ap + 192);
         const uint8_t *b0 = w + i * (int64_t)sizeof(fp4_block_q4_K);
         /* bytes 0..15 of the four rows' blocks (d, dmin, scales[0..11]), row r in lane r */
-#define LOAD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
         /* two independent halves: a short dependency chain */
-        const __m256i h01 = _mm256_inserti128_si256(_mm256_castsi128_si256(LOAD128(b0 + off[0])), LOAD128(b0 + off[1]), 1);
-        const __m256i h23 = _mm256_inserti128_si256(_mm256_castsi128_si256(LOAD128(b0 + off[2])), LOAD128(b0 + off[3]), 1);
+        const __m256i h01 =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(LOAD128(b0 + off[0])), LOAD128(b0 + off[1]), 1);
+        const __m256i h23 =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(LOAD128(b0 + off[2])), LOAD128(b0 + off[3]), 1);
         const __m512i head = _mm512_inserti64x4(_mm512_castsi256_si512(h01), h23, 1);
         /* q4K_scales_mins of each lane: words w0 w1 w2 = dwords 1 2 3 of head */
         const __m512i sa = _mm512_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)); /* w0 w2 w1 w2 */
@@ -319,10 +323,10 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
                           _mm256_set1_ps(x[i].d)),
             deint);
         const __m512 dz = _mm512_castps256_ps512(dv);
-        sums01 =
-            _mm512_add_ps(sums01, _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
-        sums23 =
-            _mm512_add_ps(sums23, _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
+        sums01 = _mm512_add_ps(sums01,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
+        sums23 = _mm512_add_ps(sums23,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
         total = _mm_sub_ps(total, _mm_mul_ps(_mm256_extractf128_ps(dv, 1), _mm_cvtepi32_ps(msum)));
     }
     rows4_finish(sums01, sums23, total, n, y);
@@ -429,8 +433,9 @@ FP4_TARGET_AVX512 float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_bl
  * Each row's integer lanes are q6K_dot_avx512's and its f32 operations are too, in the same order
  * (the layout of fp4_q4K_rows4_avx512: d in the elements of a vector, rows 0-1 and 2-3 sharing a
  * 512-bit vector of lane sums, the transpose and total += lane 0..7 at the end). */
-FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
-                                            const int8_t *act, int64_t nb, float *y) {
+FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n,
+                                            const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+                                            float *y) {
     size_t off[4];
     rows4_offsets(row_bytes, n, off);
     const __m512i didx = LOAD512(lane6_didx);
@@ -491,9 +496,8 @@ FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
         memcpy(&d0, b0 + off[0] + od, 2), memcpy(&d1, b0 + off[1] + od, 2);
         memcpy(&d2, b0 + off[2] + od, 2), memcpy(&d3, b0 + off[3] + od, 2);
         const __m128i dh = _mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0, 0, 0, 0);
-        const __m512 dz = _mm512_castps256_ps512(
-            _mm256_mul_ps(_mm512_castps512_ps256(_mm512_cvtph_ps(_mm256_castsi128_si256(dh))),
-                          _mm256_set1_ps(x[i].d)));
+        const __m512 dz = _mm512_castps256_ps512(_mm256_mul_ps(
+            _mm512_castps512_ps256(_mm512_cvtph_ps(_mm256_castsi128_si256(dh))), _mm256_set1_ps(x[i].d)));
         sums01 = _mm512_add_ps(sums01,
                                _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
         sums23 = _mm512_add_ps(sums23,
@@ -516,14 +520,14 @@ float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const
 void fp4_q4K_act4_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
     (void)x, (void)nb, (void)dst;
 }
-void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x, const int8_t *act,
-                          int64_t nb, float *y) {
+void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                          const int8_t *act, int64_t nb, float *y) {
     (void)w, (void)row_bytes, (void)x, (void)act, (void)nb;
     for (int r = 0; r < n; r++)
         y[r] = NAN;
 }
-void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x, const int8_t *act,
-                          int64_t nb, float *y) {
+void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                          const int8_t *act, int64_t nb, float *y) {
     (void)w, (void)row_bytes, (void)x, (void)act, (void)nb;
     for (int r = 0; r < n; r++)
         y[r] = NAN;

@@ -92,8 +92,8 @@ static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n
 typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 typedef void (*kq_act_fn)(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 /* rows 0..n-1 (n = 1..4, row_bytes apart) against one column with act given: their dots */
-typedef void (*kq_rows4_fn)(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x, const int8_t *act,
-                            int64_t nb, float *y);
+typedef void (*kq_rows4_fn)(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                            const int8_t *act, int64_t nb, float *y);
 static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     return q4K_dot(w, x, nb);
 }
@@ -160,8 +160,8 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
             const uint8_t *rows = j->w + (size_t)r * j->row_bytes;
             const int n = r1 - r < 4 ? (int)(r1 - r) : 4;
             for (int64_t c = 0; c < j->n_cols; c++)
-                j->rows4(rows, j->row_bytes, n, j->xq + c * j->nb, j->act + (size_t)(c * j->nb) * j->act_bytes,
-                         j->nb, j->y + c * j->n_out + r);
+                j->rows4(rows, j->row_bytes, n, j->xq + c * j->nb,
+                         j->act + (size_t)(c * j->nb) * j->act_bytes, j->nb, j->y + c * j->n_out + r);
         }
         return;
     }
