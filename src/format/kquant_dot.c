@@ -7,7 +7,9 @@
  * order; a NaN result is returned as the NaN 0xFFC00000 (fp4_canonical_nan; ggml returns whichever
  * NaN its compiled operand order keeps, that one when the NaN arises inside the dot). The integer
  * work is exact, so its order is free: kquant_avx2.c and kquant_avx512.c do the Q4_K and Q6_K ones with AVX2
- * and AVX-512 (the same bits), chosen at run time (cpu_path.c). */
+ * and AVX-512 (the same bits), chosen at run time (cpu_path.c). On AVX-512 the matvec takes four rows at
+ * a time (fp4_q{4,6}K_rows4_avx512: each row's f32 operations in the elements of vectors, in its own
+ * order); every path prefetches the weights 8 rows ahead. */
 #include "fp4_impl.h"
 #include <math.h>
 #include <stdlib.h>
