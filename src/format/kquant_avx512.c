@@ -59,10 +59,12 @@ static const uint8_t midx_tab[32] = {R4(8), R4(9), R4(10), R4(11), R4(12), R4(13
 
 #define LOAD512(p) _mm512_loadu_si512((const void *)(p))
 #define LOAD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
-/* the rows kernels prefetch the weights this many rows ahead (into L1) */
+/* the rows kernels prefetch the weights this many rows ahead (into L1); the address is formed as an
+ * integer, since it may lie past the end of the weights (a prefetch never faults) */
 #ifndef KQ_PF_ROWS
 #define KQ_PF_ROWS 8
 #endif
+#define PF_AHEAD(p, rb, off) ((const char *)((uintptr_t)(p) + KQ_PF_ROWS * (rb) + (off)))
 
 /* rearranged activations of one block, 64 bytes each: half 0's low-nibble partners, its high ones,
  * then half 1's */
@@ -298,9 +300,9 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *qs = b0 + off[r] + offsetof(fp4_block_q4_K, qs);
-            _mm_prefetch((const char *)qs + KQ_PF_ROWS * row_bytes, _MM_HINT_T0);
-            _mm_prefetch((const char *)qs + KQ_PF_ROWS * row_bytes + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)qs + KQ_PF_ROWS * row_bytes + 127, _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(qs, row_bytes, 0), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(qs, row_bytes, 64), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(qs, row_bytes, 127), _MM_HINT_T0);
             const __m512i q0 = _mm512_permutexvar_epi8(wperm, LOAD512(qs));
             const __m512i q1 = _mm512_permutexvar_epi8(wperm, LOAD512(qs + 64));
             __m512i acc0 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q0, m4), av0),
@@ -458,10 +460,10 @@ FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const fp4_block_q6_K *b = (const fp4_block_q6_K *)(const void *)(b0 + off[r]);
-            _mm_prefetch((const char *)b + KQ_PF_ROWS * row_bytes, _MM_HINT_T0);
-            _mm_prefetch((const char *)b + KQ_PF_ROWS * row_bytes + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)b + KQ_PF_ROWS * row_bytes + 128, _MM_HINT_T0);
-            _mm_prefetch((const char *)b + KQ_PF_ROWS * row_bytes + 209, _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(b, row_bytes, 0), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(b, row_bytes, 64), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(b, row_bytes, 128), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(b, row_bytes, 209), _MM_HINT_T0);
             const __m512i s16 = _mm512_castsi256_si512(
                 _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
             __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();

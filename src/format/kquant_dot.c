@@ -169,9 +169,11 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     }
     for (int64_t r = r0; r < r1; r++) {
         const void *row = j->w + (size_t)r * j->row_bytes;
-        /* the row 8 ahead into the caches (a baseline-x86-64 prefetch; no fault past the end) */
+        /* the row 8 ahead into the caches (a baseline-x86-64 prefetch; it may lie past the end of the
+         * weights, so the address is formed as an integer: a prefetch never faults) */
+        const uintptr_t ahead = (uintptr_t)row + 8 * j->row_bytes;
         for (size_t b = 0; b < j->row_bytes; b += 64)
-            __builtin_prefetch((const char *)row + 8 * j->row_bytes + b, 0, 3);
+            __builtin_prefetch((const void *)(ahead + b), 0, 3);
         for (int64_t c = 0; c < j->n_cols; c++) {
             const int8_t *act = j->act ? j->act + (size_t)(c * j->nb) * j->act_bytes : NULL;
             j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, act, j->nb);
