@@ -219,6 +219,12 @@ void fp4_q4K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q4K_dot_avx2(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 void fp4_q4K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+/* rows 0..n-1 (n = 1..4) of w (row_bytes apart, nb blocks each) against one column: its blocks x and
+ * act, those rearranged by fp4_q4K_act4_avx512 (a layout of its own, FP4_Q4K_ACT_BYTES per block):
+ * y[r] = fp4_q4K_dot_avx512 of row r, the same bits */
+void fp4_q4K_act4_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                          const int8_t *act, int64_t nb, float *y);
 
 /* Q6_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
  * q6K_dot. act is NULL or the activations rearranged by the matching fp4_q6K_act_*: FP4_Q6K_ACT_BYTES
@@ -228,6 +234,10 @@ void fp4_q6K_act_avx2(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q6K_dot_avx2(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
+/* rows 0..n-1 (n = 1..4), as fp4_q4K_rows4_avx512, against act from fp4_q6K_act_avx512:
+ * y[r] = fp4_q6K_dot_avx512 of row r, the same bits */
+void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                          const int8_t *act, int64_t nb, float *y);
 
 /* fp4p_attend (src/runtime/pinned.h) on the AVX2 / AVX-512 paths, the same bits
  * (src/cpu/attend_x86.c) */

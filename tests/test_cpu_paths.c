@@ -12,6 +12,7 @@
 #include "cpu/native.h"
 #include "runtime/pinned.h"
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 /* ---- the choice rule ---- */
@@ -342,6 +343,97 @@ static void test_q4_K_paths(void) {
 
     kq_matvec_paths(&r, 0);
     printf("q4_K: %ld dots compared against the portable path\n", compared);
+}
+
+/* ---- the K-quant matvecs' multi-row kernels (fp4_q{4,6}K_rows4_avx512): adversarial weights ----
+ * Row counts below, at and past a multiple of the 4-row group (the rest one row at a time), 1-6
+ * blocks a row, 1-3 columns, every path and 1-3 threads: each y must equal, bit for bit, the portable
+ * single-row dot (fp4_q*_K_dot_q8_K) of its row and column against fp4_q8_K_quantize's blocks.
+ * The weights are raw bytes with any f16 scale (NaN, Inf, subnormal), saturated nibbles and
+ * scales, zero blocks; some activation columns are huge, so that the f32 sums overflow. */
+static void kq_rows_block(test_rng *r, uint8_t *blk, int q6, int kind) {
+    const size_t bs = q6 ? sizeof(fp4_block_q6_K) : sizeof(fp4_block_q4_K);
+    for (size_t i = 0; i < bs; i++)
+        blk[i] = (uint8_t)rng_u64(r);
+    uint16_t d = (uint16_t)rng_u64(r), dmin = (uint16_t)rng_u64(r);
+    if (kind == 1) { /* saturated: every nibble / 6-bit value at its top, the largest finite scales */
+        memset(blk, 0xFF, bs);
+        d = 0x7BFF, dmin = (uint16_t)(rng_u64(r) & 1 ? 0x7BFF : 0xFBFF);
+    } else if (kind == 2) { /* a zero block */
+        memset(blk, 0, bs);
+    } else if (kind == 3) { /* subnormal f16 scales */
+        d &= 0x83FF, dmin &= 0x83FF;
+    } else if (kind == 4) { /* finite */
+        d &= 0x7BFF, dmin &= 0x7BFF;
+    } else if (kind == 5) { /* NaN or Inf */
+        d = rng_u64(r) & 1 ? 0x7C00 : 0xFE01;
+    } /* else: any f16 bits */
+    if (q6) {
+        memcpy(blk + offsetof(fp4_block_q6_K, d), &d, 2);
+    } else {
+        memcpy(blk + offsetof(fp4_block_q4_K, d), &d, 2);
+        memcpy(blk + offsetof(fp4_block_q4_K, dmin), &dmin, 2);
+    }
+}
+
+static void kq_rows_case(test_rng *r, int q6, int64_t no, int64_t nb, int64_t nc, long *compared,
+                         long *nan_inf) {
+    const int top = fp4_cpu_path();
+    const size_t bs = q6 ? sizeof(fp4_block_q6_K) : sizeof(fp4_block_q4_K);
+    const int64_t ni = nb * FP4_QK_K;
+    uint8_t *w = malloc((size_t)(no * nb) * bs);
+    float *x = malloc(sizeof(float) * (size_t)(nc * ni));
+    float *ref = malloc(sizeof(float) * (size_t)(nc * no)), *y = malloc(sizeof(float) * (size_t)(nc * no));
+    fp4_block_q8_K *xq = malloc(sizeof(fp4_block_q8_K) * (size_t)(nc * nb));
+    const int mostly = (int)(rng_u64(r) % 7); /* most blocks of this case are of one kind */
+    for (int64_t i = 0; i < no * nb; i++)
+        kq_rows_block(r, w + (size_t)i * bs, q6, rng_u64(r) % 3 ? mostly : (int)(rng_u64(r) % 7));
+    for (int64_t c = 0; c < nc; c++) {
+        const float scale = c == 2 ? 3e37f : 1.0f; /* the third column overflows the f32 sums */
+        for (int64_t i = 0; i < ni; i++)
+            x[c * ni + i] = (i / FP4_QK_K) % 3 == 1 && c == 1 ? 0.0f : scale * rng_normal(r);
+        CHECK_OK(fp4_q8_K_quantize(x + c * ni, ni, xq + c * nb));
+    }
+    fp4_cpu_force_path(FP4_CPU_PORTABLE);
+    for (int64_t c = 0; c < nc; c++)
+        for (int64_t o = 0; o < no; o++) {
+            const void *row = w + (size_t)(o * nb) * bs;
+            ref[c * no + o] =
+                q6 ? fp4_q6_K_dot_q8_K(row, xq + c * nb, ni) : fp4_q4_K_dot_q8_K(row, xq + c * nb, ni);
+            nan_inf[0] += isnan(ref[c * no + o]), nan_inf[1] += isinf(ref[c * no + o]);
+        }
+    for (int path = FP4_CPU_PORTABLE; path <= top; path++) {
+        fp4_cpu_force_path(path);
+        for (int nt = 1; nt <= 3; nt++) {
+            memset(y, 0x55, sizeof(float) * (size_t)(nc * no));
+            CHECK_OK(q6 ? fp4_q6_K_matvec(w, no, ni, x, nc, y, nt)
+                        : fp4_q4_K_matvec(w, no, ni, x, nc, y, nt));
+            for (int64_t k = 0; k < nc * no; k++) {
+                CHECK_MSG(
+                    f32_bits(y[k]) == f32_bits(ref[k]),
+                    "%s rows %lld blocks %lld column %lld row %lld path %s threads %d: 0x%08x vs 0x%08x",
+                    q6 ? "q6_K" : "q4_K", (long long)no, (long long)nb, (long long)(k / no),
+                    (long long)(k % no), fp4_cpu_path_name(path), nt, f32_bits(y[k]), f32_bits(ref[k]));
+                (*compared)++;
+            }
+        }
+    }
+    fp4_cpu_force_path(-1);
+    free(w), free(x), free(ref), free(y), free(xq);
+}
+
+static void test_kq_rows_paths(void) {
+    test_rng r = {0x4B5257ull};
+    static const int64_t rows[] = {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 31, 37};
+    long compared = 0, nan_inf[2] = {0, 0};
+    for (int q6 = 0; q6 <= 1; q6++)
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            for (int64_t nb = 1; nb <= 6; nb += (nb < 3 ? 1 : 3))
+                kq_rows_case(&r, q6, rows[i], nb, 1 + (int64_t)((i + (size_t)nb) % 3), &compared, nan_inf);
+    CHECK(nan_inf[0] > 0 && nan_inf[1] > 0); /* the NaN and Inf results were reached */
+    printf("k-quant multi-row matvecs: %ld outputs compared against the portable single-row dots "
+           "(references: %ld NaN, %ld Inf)\n",
+           compared, nan_inf[0], nan_inf[1]);
 }
 
 /* ---- Q6_K: every path against the portable dot ---- */
@@ -686,6 +778,7 @@ int main(void) {
     test_w4a4_paths();
     test_q4_K_paths();
     test_q6_K_paths();
+    test_kq_rows_paths();
     test_dense_paths();
     test_native_a16_paths();
     test_attend_paths();

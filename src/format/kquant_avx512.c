@@ -17,6 +17,7 @@
  * (fp4_q4K_act_avx512), or per block in the single-dot entry point. */
 #include "fp4_impl.h"
 #include <math.h>
+#include <stddef.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -57,6 +58,13 @@ static const uint8_t sidx_tab[4][64] = {
 static const uint8_t midx_tab[32] = {R4(8), R4(9), R4(10), R4(11), R4(12), R4(13), R4(14), R4(15)};
 
 #define LOAD512(p) _mm512_loadu_si512((const void *)(p))
+#define LOAD128(p) _mm_loadu_si128((const __m128i *)(const void *)(p))
+/* the rows kernels prefetch the weights this many rows ahead (into L1); the address is formed as an
+ * integer, since it may lie past the end of the weights (a prefetch never faults) */
+#ifndef KQ_PF_ROWS
+#define KQ_PF_ROWS 8
+#endif
+#define PF_AHEAD(p, rb, off) ((const char *)((uintptr_t)(p) + KQ_PF_ROWS * (rb) + (off)))
 
 /* rearranged activations of one block, 64 bytes each: half 0's low-nibble partners, its high ones,
  * then half 1's */
@@ -160,6 +168,175 @@ FP4_TARGET_AVX512 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_bl
                                            const int8_t *act, int64_t nb) {
     return act ? q4K_dot_avx512(w, x, act, nb, 1) : q4K_dot_avx512(w, x, NULL, nb, 0);
 }
+
+/* ---- Q4_K, up to four rows at a time (the matvec's kernel) ----
+ * Each row's integer lanes are the generic code's (exact, so their order is free), and each row's
+ * f32 operations are the generic code's, in the same order: the rows' d, dmin and totals sit in the
+ * elements of vectors, rows 0-1 and 2-3 share a 512-bit vector of lane sums (8 per row), so every
+ * element-wise multiply, add and subtract is the scalar one of its row; at the end a transpose puts
+ * lane l of the four rows in one vector and total += lane 0, ..., lane 7 in order.
+ *
+ * Layout (not q4K_dot_avx512's): each 64 bytes of qs (chunks 2j, 2j+1) are permuted so that int32
+ * d = 8k + l (half k, lane l) holds, in its bytes 0-1, the two bytes of chunk 2j at t = l + 16k and
+ * t + 8 and, in bytes 2-3, the same two of chunk 2j+1. Their low nibbles are positions of sub-blocks
+ * 4j and 4j+2, their high ones of 4j+1 and 4j+3, all in lane l; vpmaddubsw against the activations
+ * rearranged alike (fp4_q4K_act4_avx512) gives int16 pairs (sub-block 4j, sub-block 4j+2) of one
+ * lane, so vpmaddwd / vpdpwssd take the scales as ONE broadcast int32 (sc_4j | sc_4j+2 << 16) for the
+ * whole vector, a memory operand, where q4K_dot_avx512 spends a vpermb on each scale vector. Lane l
+ * is then the sum of int32 l and l + 8. Shared by the rows: the activation loads, the constants,
+ * and the work on their first 16 bytes (d, dmin and the packed scales, one 128-bit lane per row):
+ * the 6-bit unpacking, the f16 conversion, the Σ bsums·mins. */
+#define W4(l, k) 16 * k + l, 16 * k + l + 8, 32 + 16 * k + l, 32 + 16 * k + l + 8
+#define W4K(k) W4(0, k), W4(1, k), W4(2, k), W4(3, k), W4(4, k), W4(5, k), W4(6, k), W4(7, k)
+static const uint8_t wperm4_tab[64] = {W4K(0), W4K(1)};
+/* the activations of the low nibbles of chunks 2j, 2j+1 (X = qs[128j..+63], Y = qs[128j+64..+127],
+ * index bit 6 choosing Y), then of the high ones */
+#define A4(l, k, o) o + 16 * k + l, o + 16 * k + l + 8, 64 + o + 16 * k + l, 64 + o + 16 * k + l + 8
+#define A4K(k, o)                                                                                            \
+    A4(0, k, o), A4(1, k, o), A4(2, k, o), A4(3, k, o), A4(4, k, o), A4(5, k, o), A4(6, k, o), A4(7, k, o)
+static const uint8_t aperm4_tab[2][64] = {{A4K(0, 0), A4K(1, 0)}, {A4K(0, 32), A4K(1, 32)}};
+/* per row (128-bit lane) the int32 scale pairs sc0|sc2<<16, sc1|sc3<<16, sc4|sc6<<16, sc5|sc7<<16 */
+#define Z 0x80
+#define SP4 0, Z, 2, Z, 1, Z, 3, Z, 4, Z, 6, Z, 5, Z, 7, Z
+static const uint8_t spair_tab[64] = {SP4, SP4, SP4, SP4};
+#undef Z
+/* the 8 mins of each row as int16 (bytes 8..15 of its lane; odd bytes masked) */
+#define M8W(b) b, 0, b + 1, 0, b + 2, 0, b + 3, 0, b + 4, 0, b + 5, 0, b + 6, 0, b + 7, 0
+static const uint8_t midx4_tab[64] = {M8W(8), M8W(24), M8W(40), M8W(56)};
+/* lane l of rows 0..3 from [row 0 | row 1] and [row 2 | row 3] (permutex2var): lanes 0-3, then 4-7 */
+#define TR4(l) l, l + 8, l + 16, l + 24
+static const int32_t tr4_tab[2][16] = {{TR4(0), TR4(1), TR4(2), TR4(3)}, {TR4(4), TR4(5), TR4(6), TR4(7)}};
+
+FP4_TARGET_AVX512 void fp4_q4K_act4_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
+    const __m512i lo = LOAD512(aperm4_tab[0]), hi = LOAD512(aperm4_tab[1]);
+    for (int64_t b = 0; b < nb; b++) {
+        int8_t *d = dst + b * FP4_Q4K_ACT_BYTES;
+        for (int j = 0; j < 2; j++) {
+            const __m512i xv = LOAD512(x[b].qs + 128 * j), yv = LOAD512(x[b].qs + 128 * j + 64);
+            _mm512_storeu_si512((void *)(d + 128 * j), _mm512_permutex2var_epi8(xv, lo, yv));
+            _mm512_storeu_si512((void *)(d + 128 * j + 64), _mm512_permutex2var_epi8(xv, hi, yv));
+        }
+        for (int k = 0; k < 8; k++) {
+            const int16_t pair = (int16_t)(x[b].bsums[2 * k] + x[b].bsums[2 * k + 1]);
+            memcpy(d + 256 + 2 * k, &pair, 2);
+        }
+    }
+}
+
+/* y[r] = total[r] + lane 0 + ... + lane 7 of row r, in that order, r < n (<= 4); the lanes of rows 0,
+ * 1 in [row 0 | row 1], of rows 2, 3 in [row 2 | row 3] */
+FP4_TARGET_AVX512 static inline void rows4_finish(__m512 sums01, __m512 sums23, __m128 total, int n,
+                                                  float *y) {
+    /* t0 = lanes 0..3 of rows 0..3 (one 128-bit lane each), t1 = lanes 4..7 */
+    const __m512 t0 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[0]), sums23);
+    const __m512 t1 = _mm512_permutex2var_ps(sums01, LOAD512(tr4_tab[1]), sums23);
+    total = _mm_add_ps(total, _mm512_castps512_ps128(t0));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 1));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 2));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t0, 3));
+    total = _mm_add_ps(total, _mm512_castps512_ps128(t1));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 1));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 2));
+    total = _mm_add_ps(total, _mm512_extractf32x4_ps(t1, 3));
+    float t[4];
+    _mm_storeu_ps(t, total);
+    for (int r = 0; r < n; r++)
+        y[r] = fp4_canonical_nan(t[r]);
+}
+
+/* the byte offsets of rows 0..3 (n < 4: the last row stands in for the missing ones) */
+static inline void rows4_offsets(size_t row_bytes, int n, size_t off[4]) {
+    for (int r = 0; r < 4; r++)
+        off[r] = (size_t)(r < n ? r : n - 1) * row_bytes;
+}
+
+FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n,
+                                            const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+                                            float *y) {
+    size_t off[4];
+    rows4_offsets(row_bytes, n, off);
+    const __m512i wperm = LOAD512(wperm4_tab), midx4 = LOAD512(midx4_tab), spair = LOAD512(spair_tab);
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __mmask64 even = 0x5555555555555555ull;
+    const __m512i didx = _mm512_setr_epi32(0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12, 0, 4, 8, 12);
+    const __m256i deint = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m512i pair01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i pair23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    __m512 sums01 = _mm512_setzero_ps(), sums23 = _mm512_setzero_ps();
+    __m128 total = _mm_setzero_ps();
+    int32_t sc[16] __attribute__((aligned(64)));
+    for (int64_t i = 0; i < nb; i++) {
+        const int8_t *ap = act + i * FP4_Q4K_ACT_BYTES;
+        const __m512i av0 = LOAD512(ap), av1 = LOAD512(ap + 64), av2 = LOAD512(ap + 128);
+        const __m512i av3 = LOAD512(ap + 192);
+        const uint8_t *b0 = w + i * (int64_t)sizeof(fp4_block_q4_K);
+        /* bytes 0..15 of the four rows' blocks (d, dmin, scales[0..11]), row r in lane r */
+        /* two independent halves: a short dependency chain */
+        const __m256i h01 =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(LOAD128(b0 + off[0])), LOAD128(b0 + off[1]), 1);
+        const __m256i h23 =
+            _mm256_inserti128_si256(_mm256_castsi128_si256(LOAD128(b0 + off[2])), LOAD128(b0 + off[3]), 1);
+        const __m512i head = _mm512_inserti64x4(_mm512_castsi256_si512(h01), h23, 1);
+        /* q4K_scales_mins of each lane: words w0 w1 w2 = dwords 1 2 3 of head */
+        const __m512i sa = _mm512_shuffle_epi32(head, _MM_SHUFFLE(3, 2, 3, 1)); /* w0 w2 w1 w2 */
+        const __m512i sb = _mm512_shuffle_epi32(head, _MM_SHUFFLE(2, 2, 1, 1)); /* w0 w0 w1 w1 */
+        const __m512i low =
+            _mm512_and_si512(_mm512_srlv_epi32(sa, _mm512_set4_epi32(4, 0, 0, 0)),
+                             _mm512_set4_epi32(0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F));
+        const __m512i top =
+            _mm512_and_si512(_mm512_srli_epi32(sb, 2), _mm512_set4_epi32(0x30303030, 0, 0x30303030, 0));
+        const __m512i sm = _mm512_or_si512(low, top);
+        _mm512_store_si512((void *)sc, _mm512_shuffle_epi8(sm, spair));
+        /* keep sc in memory: broadcast loads (no shuffle port), not extractions from the register */
+        __asm__("" : "+m"(sc));
+        /* Σ bsums·mins per row: 4 partial int32 in its lane, then summed (exact) to element r */
+        __m512i ms = _mm512_madd_epi16(
+            _mm512_maskz_permutexvar_epi8(even, midx4, sm),
+            _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(ap + 256))));
+        ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(1, 0, 3, 2)));
+        ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m128i msum = _mm512_castsi512_si128(_mm512_permutexvar_epi32(didx, ms));
+        __m512i acc[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const uint8_t *qs = b0 + off[r] + offsetof(fp4_block_q4_K, qs);
+            _mm_prefetch(PF_AHEAD(qs, row_bytes, 0), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(qs, row_bytes, 64), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(qs, row_bytes, 127), _MM_HINT_T0);
+            const __m512i q0 = _mm512_permutexvar_epi8(wperm, LOAD512(qs));
+            const __m512i q1 = _mm512_permutexvar_epi8(wperm, LOAD512(qs + 64));
+            __m512i acc0 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q0, m4), av0),
+                                             _mm512_set1_epi32(sc[4 * r]));
+            __m512i acc1 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q1, m4), av2),
+                                             _mm512_set1_epi32(sc[4 * r + 2]));
+            acc0 = _mm512_dpwssd_epi32(
+                acc0, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), av1),
+                _mm512_set1_epi32(sc[4 * r + 1]));
+            acc1 = _mm512_dpwssd_epi32(
+                acc1, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), av3),
+                _mm512_set1_epi32(sc[4 * r + 3]));
+            acc[r] = _mm512_add_epi32(acc0, acc1);
+        }
+        /* the 8 int32 lanes of rows 0, 1 in one vector, of rows 2, 3 in another */
+        const __m512i lane01 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[0], acc[1], 0x44),
+                                                _mm512_shuffle_i64x2(acc[0], acc[1], 0xEE));
+        const __m512i lane23 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[2], acc[3], 0x44),
+                                                _mm512_shuffle_i64x2(acc[2], acc[3], 0xEE));
+        /* [d0 dmin0 d1 dmin1 ...] -> f32 (exact) -> times y.d -> [d0..d3 | dmin0..dmin3] */
+        const __m256 dv = _mm256_permutevar8x32_ps(
+            _mm256_mul_ps(_mm512_castps512_ps256(
+                              _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi32(didx, head)))),
+                          _mm256_set1_ps(x[i].d)),
+            deint);
+        const __m512 dz = _mm512_castps256_ps512(dv);
+        sums01 = _mm512_add_ps(sums01,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
+        sums23 = _mm512_add_ps(sums23,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
+        total = _mm_sub_ps(total, _mm_mul_ps(_mm256_extractf128_ps(dv, 1), _mm_cvtepi32_ps(msum)));
+    }
+    rows4_finish(sums01, sums23, total, n, y);
+}
 /* ---- Q6_K · Q8_K (kquant_dot.c's q6K_dot: the same lanes, the same f32 order) ----
  * The 256 weights q (0..63) are rebuilt in position order, 64 per vector (vector v: positions
  * 64v..64v+63, scale groups 4v..4v+3): low or high nibbles of ql, or-ed with the matching two bits
@@ -257,6 +434,83 @@ FP4_TARGET_AVX512 float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_bl
                                            const int8_t *act, int64_t nb) {
     return act ? q6K_dot_avx512(w, x, act, nb, 1) : q6K_dot_avx512(w, x, NULL, nb, 0);
 }
+
+/* ---- Q6_K, four rows at a time (the matvec's kernel when act is given) ----
+ * Each row's integer lanes are q6K_dot_avx512's and its f32 operations are too, in the same order
+ * (the layout of fp4_q4K_rows4_avx512: d in the elements of a vector, rows 0-1 and 2-3 sharing a
+ * 512-bit vector of lane sums, the transpose and total += lane 0..7 at the end). */
+FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n,
+                                            const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+                                            float *y) {
+    size_t off[4];
+    rows4_offsets(row_bytes, n, off);
+    const __m512i didx = LOAD512(lane6_didx);
+    const __m512i shuf = _mm512_broadcast_i32x4(_mm_setr_epi8(LANE6_SHUF));
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x30);
+    const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i sidx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
+    const __m512i pair01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i pair23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    __m512 sums01 = _mm512_setzero_ps(), sums23 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const int8_t *ap = act + i * FP4_Q6K_ACT_BYTES;
+        const uint8_t *b0 = w + i * (int64_t)sizeof(fp4_block_q6_K);
+        __m512i acc[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < 4; r++) {
+            const fp4_block_q6_K *b = (const fp4_block_q6_K *)(const void *)(b0 + off[r]);
+            _mm_prefetch(PF_AHEAD(b, row_bytes, 0), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(b, row_bytes, 64), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(b, row_bytes, 128), _MM_HINT_T0);
+            _mm_prefetch(PF_AHEAD(b, row_bytes, 209), _MM_HINT_T0);
+            const __m512i s16 = _mm512_castsi256_si512(
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
+            __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                const __m512i ql = LOAD512(b->ql + 64 * h);
+                const __m512i qh = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)(const void *)(b->qh + 32 * h)));
+                const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                                   _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m2));
+                const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                                   _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m2));
+#pragma GCC unroll 2
+                for (int k = 0; k < 2; k++) {
+                    const int v = 2 * h + k;
+                    const __m512i av = LOAD512(ap + 64 * v), bv = LOAD512(ap + 256 + 64 * v);
+                    const __m512i pv =
+                        _mm512_sub_epi16(_mm512_maddubs_epi16(lane6_512(k ? hi : lo, didx, shuf), av), bv);
+                    const __m512i sv =
+                        _mm512_permutexvar_epi32(_mm512_add_epi32(sidx, _mm512_set1_epi32(2 * v)), s16);
+                    if (k)
+                        acc1 = _mm512_dpwssd_epi32(acc1, pv, sv);
+                    else
+                        acc0 = _mm512_dpwssd_epi32(acc0, pv, sv);
+                }
+            }
+            acc[r] = _mm512_add_epi32(acc0, acc1);
+        }
+        const __m512i lane01 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[0], acc[1], 0x44),
+                                                _mm512_shuffle_i64x2(acc[0], acc[1], 0xEE));
+        const __m512i lane23 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[2], acc[3], 0x44),
+                                                _mm512_shuffle_i64x2(acc[2], acc[3], 0xEE));
+        /* the four d (f16 -> f32, exact) times y.d, element r */
+        const size_t od = offsetof(fp4_block_q6_K, d);
+        uint16_t d0, d1, d2, d3;
+        memcpy(&d0, b0 + off[0] + od, 2), memcpy(&d1, b0 + off[1] + od, 2);
+        memcpy(&d2, b0 + off[2] + od, 2), memcpy(&d3, b0 + off[3] + od, 2);
+        const __m128i dh = _mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0, 0, 0, 0);
+        const __m512 dz = _mm512_castps256_ps512(_mm256_mul_ps(
+            _mm512_castps512_ps256(_mm512_cvtph_ps(_mm256_castsi128_si256(dh))), _mm256_set1_ps(x[i].d)));
+        sums01 = _mm512_add_ps(sums01,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
+        sums23 = _mm512_add_ps(sums23,
+                               _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
+    }
+    rows4_finish(sums01, sums23, _mm_setzero_ps(), n, y);
+}
 #else
 void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
     (void)x, (void)nb, (void)dst;
@@ -268,5 +522,20 @@ float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const
 float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     (void)w, (void)x, (void)act, (void)nb;
     return NAN;
+}
+void fp4_q4K_act4_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
+    (void)x, (void)nb, (void)dst;
+}
+void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                          const int8_t *act, int64_t nb, float *y) {
+    (void)w, (void)row_bytes, (void)x, (void)act, (void)nb;
+    for (int r = 0; r < n; r++)
+        y[r] = NAN;
+}
+void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                          const int8_t *act, int64_t nb, float *y) {
+    (void)w, (void)row_bytes, (void)x, (void)act, (void)nb;
+    for (int r = 0; r < n; r++)
+        y[r] = NAN;
 }
 #endif

@@ -7,7 +7,9 @@
  * order; a NaN result is returned as the NaN 0xFFC00000 (fp4_canonical_nan; ggml returns whichever
  * NaN its compiled operand order keeps, that one when the NaN arises inside the dot). The integer
  * work is exact, so its order is free: kquant_avx2.c and kquant_avx512.c do the Q4_K and Q6_K ones with AVX2
- * and AVX-512 (the same bits), chosen at run time (cpu_path.c). */
+ * and AVX-512 (the same bits), chosen at run time (cpu_path.c). On AVX-512 the matvec takes four rows at
+ * a time (fp4_q{4,6}K_rows4_avx512: each row's f32 operations in the elements of vectors, in its own
+ * order); every path prefetches the weights 8 rows ahead. */
 #include "fp4_impl.h"
 #include <math.h>
 #include <stdlib.h>
@@ -91,6 +93,9 @@ static float q6K_dot(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_t n
 /* act: the activations rearranged for a vectorized Q4_K dot (NULL on the portable path) */
 typedef float (*kq_dot_fn)(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb);
 typedef void (*kq_act_fn)(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
+/* rows 0..n-1 (n = 1..4, row_bytes apart) against one column with act given: their dots */
+typedef void (*kq_rows4_fn)(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                            const int8_t *act, int64_t nb, float *y);
 static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     return q4K_dot(w, x, nb);
 }
@@ -110,21 +115,23 @@ static float dot6_avx512(const void *w, const fp4_block_q8_K *x, const int8_t *a
     return fp4_q6K_dot_avx512(w, x, act, nb);
 }
 
-/* the Q4_K / Q6_K dot of each CPU path (cpu_path.c), the activation layout it reads and its bytes
- * per block */
+/* the Q4_K / Q6_K dot of each CPU path (cpu_path.c), its kernel of up to four rows (NULL: the
+ * matvec takes one row at a time, with dot) and the activation layout that the matvec's kernel
+ * (rows4, else dot) reads, with its bytes per block */
 typedef struct kq_path {
     kq_dot_fn dot;
     kq_act_fn act;
     size_t act_bytes;
+    kq_rows4_fn rows4;
 } kq_path;
 static const kq_path q4K_path[FP4_CPU_N_PATHS] = {
-    [FP4_CPU_PORTABLE] = {dot4, NULL, 0},
-    [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2, FP4_Q4K_ACT_BYTES},
-    [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act_avx512, FP4_Q4K_ACT_BYTES}};
+    [FP4_CPU_PORTABLE] = {dot4, NULL, 0, NULL},
+    [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2, FP4_Q4K_ACT_BYTES, NULL},
+    [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act4_avx512, FP4_Q4K_ACT_BYTES, fp4_q4K_rows4_avx512}};
 static const kq_path q6K_path[FP4_CPU_N_PATHS] = {
-    [FP4_CPU_PORTABLE] = {dot6, NULL, 0},
-    [FP4_CPU_AVX2] = {dot6_avx2, fp4_q6K_act_avx2, FP4_Q6K_ACT_BYTES},
-    [FP4_CPU_AVX512] = {dot6_avx512, fp4_q6K_act_avx512, FP4_Q6K_ACT_BYTES}};
+    [FP4_CPU_PORTABLE] = {dot6, NULL, 0, NULL},
+    [FP4_CPU_AVX2] = {dot6_avx2, fp4_q6K_act_avx2, FP4_Q6K_ACT_BYTES, NULL},
+    [FP4_CPU_AVX512] = {dot6_avx512, fp4_q6K_act_avx512, FP4_Q6K_ACT_BYTES, fp4_q6K_rows4_avx512}};
 
 float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
     if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
@@ -138,6 +145,7 @@ float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_
 
 typedef struct kq_job {
     kq_dot_fn dot;
+    kq_rows4_fn rows4;
     const uint8_t *w;
     size_t row_bytes;
     const fp4_block_q8_K *xq;
@@ -149,8 +157,23 @@ typedef struct kq_job {
 
 static void kq_rows(void *arg, int64_t r0, int64_t r1) {
     const kq_job *j = arg;
+    if (j->rows4) { /* up to four rows at a time, each column against them */
+        for (int64_t r = r0; r < r1; r += 4) {
+            const uint8_t *rows = j->w + (size_t)r * j->row_bytes;
+            const int n = r1 - r < 4 ? (int)(r1 - r) : 4;
+            for (int64_t c = 0; c < j->n_cols; c++)
+                j->rows4(rows, j->row_bytes, n, j->xq + c * j->nb,
+                         j->act + (size_t)(c * j->nb) * j->act_bytes, j->nb, j->y + c * j->n_out + r);
+        }
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         const void *row = j->w + (size_t)r * j->row_bytes;
+        /* the row 8 ahead into the caches (a baseline-x86-64 prefetch; it may lie past the end of the
+         * weights, so the address is formed as an integer: a prefetch never faults) */
+        const uintptr_t ahead = (uintptr_t)row + 8 * j->row_bytes;
+        for (size_t b = 0; b < j->row_bytes; b += 64)
+            __builtin_prefetch((const void *)(ahead + b), 0, 3);
         for (int64_t c = 0; c < j->n_cols; c++) {
             const int8_t *act = j->act ? j->act + (size_t)(c * j->nb) * j->act_bytes : NULL;
             j->y[c * j->n_out + r] = j->dot(row, j->xq + c * j->nb, act, j->nb);
@@ -200,7 +223,8 @@ static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void
         }
         path->act(xq, n_blocks, act);
     }
-    kq_job job = {path->dot, w, (size_t)row_bytes, xq, act, path->act_bytes, nb, n_out, n_cols, y};
+    kq_job job = {path->dot, act ? path->rows4 : NULL, w, (size_t)row_bytes, xq, act, path->act_bytes, nb,
+                  n_out, n_cols, y};
     fp4_status st = fp4_parallel_rows(n_out, n_threads, kq_rows, &job);
     free(act);
     free(xq);
