@@ -20,7 +20,8 @@
  * step; quick: 1 column, the step's, the cluster and the staged variants, and 8 columns of old and
  * the wide variants at 511 and 3967, one warm-up, fewer check positions: a sanitizer run; wide: 2, 4
  * and 8 columns of old, the step's two launches, the clusters of 8, 4, 2 and the wide variants, the
- * wide check pass, no pairs; ATTN_LAB_SKIP=N[,N...]: variants not to run) */
+ * wide check pass, no pairs; ncu: as wide at 511 and 3967 only, one warm-up, no check pass (for ncu's
+ * isolated durations); ATTN_LAB_SKIP=N[,N...]: variants not to run) */
 #include "runtime/att_cluster.cuh"
 #include "runtime/step_kernels.cuh"
 #include "lab_attn_old.cuh"
@@ -102,9 +103,11 @@ static fp4_status launch(int var, stk_att_args a, int n) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach a file as they are printed (a timeout keeps them) */
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
-    const int quick = argc > 2 && !strcmp(argv[2], "quick"); /* 1 column, the step's and the cluster
-                                                              * variants, one warm-up (a sanitizer run) */
-    const int wide = argc > 2 && !strcmp(argv[2], "wide");   /* 2-8 columns only */
+    /* quick: 1 column, the step's and the cluster variants (and 8 columns of the wide ones), one warm-up
+     * (a sanitizer run); wide: 2-8 columns only; ncu: wide at 2 positions, no checks */
+    const int quick = argc > 2 && !strcmp(argv[2], "quick");
+    const int ncu = argc > 2 && !strcmp(argv[2], "ncu");
+    const int wide = ncu || (argc > 2 && !strcmp(argv[2], "wide"));
     enum { NV = 21 };
     static const char *const names[NV] = {"old (d07eabb)",
                                           "new, 2 stages",
@@ -204,6 +207,7 @@ int main(int argc, char **argv) {
         for (int pi = 0; pi < 5; pi++) {
             const int n = cols[ci];
             if (quick && ci && (ci < 3 || (pi != 0 && pi != 4))) continue; /* quick: 8 columns at 511, 3967 */
+            if (ncu && pi != 0 && pi != 4) continue;
             int32_t in[4 * MAXC];
             for (int c = 0; c < n; c++)
                 in[c] = 0, in[n + c] = c, in[2 * n + c] = poss[pi], in[3 * n + c] = c;
@@ -217,7 +221,7 @@ int main(int argc, char **argv) {
                 if (quick && n == 1 && var != 0 && var != 3 && var != 4 && var != 5 && var < 10) continue;
                 if (quick && n > 1 && var != 0 && var < 16) continue;
                 if (wide && !wide_var(var)) continue;
-                for (int r = 0; r < (quick ? 1 : 5); r++)
+                for (int r = 0; r < (quick || ncu ? 1 : 5); r++)
                     ck(launch(var, a, n) ? cudaErrorUnknown : cudaSuccess, "launch");
                 ck(cudaDeviceSynchronize(), "warm-up");
                 ck(cudaMemcpy(var ? got : ref, o, sizeof(float) * n * NH * D, cudaMemcpyDeviceToHost), "D2H");
@@ -268,8 +272,9 @@ int main(int argc, char **argv) {
         }
         printf("check pass: %d (variant, position) cases against old, %d differ\n", checked, differ);
     }
-    { /* the wide check pass: 2, 4 and 8 columns, the wide variants against old; the columns' positions
-       * equal (pattern 0), falling by 29 a column (1), rising by 61 a column with the slots reversed (2) */
+    if (!ncu) { /* the wide check pass: 2, 4 and 8 columns, the wide variants against old; the columns'
+                 * positions equal (pattern 0), falling by 29 a column (1), rising by 61 a column with the
+                 * slots reversed (2) */
         static const int wbase[] = {0,   1,   31,  32,   33,   63,   64,   65,   127,  128,  255,  256,
                                     511, 512, 767, 1023, 1024, 2047, 2048, 2111, 3071, 3967, 4031, 4095};
         static const int wbase_q[] = {0, 511, 4095};
