@@ -10,7 +10,8 @@
  * differ); then a check pass compares the cluster variants with old's at 1 column and many more
  * positions (round and trip boundaries, the V region's end, the last position); then (not in quick)
  * pairs: each call followed by the o projection (4096 x 4096 NVFP4, exact, 1 column, through
- * fp4_cuda_project as the step, reading the attention's output; 8 weight copies in turn), so the
+ * fp4_cuda_project as the step, reading the attention's output; 8 weight copies in turn; and at 8
+ * columns, native, for the two launches, the clusters of 4 and 2 and the wide ring), so the
  * time a layer's attention costs its successor shows (larger shared memory may keep the
  * projection's blocks off the SMs longer: session 6's version 2).
  * Session 12 (wide), variants 16..20: lab_attn_wide.cuh's bounded ring (K then V chunks of 64 slots
@@ -334,10 +335,11 @@ int main(int argc, char **argv) {
             ck(fp4_cuda_tensor_upload_nvfp4(&v, &ow[k]) ? cudaErrorUnknown : cudaSuccess, "upload o");
         free(pay), free(scl);
         fp4_cuda_scratch scr;
-        ck(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&ow[0], 1), &scr) ? cudaErrorUnknown : cudaSuccess,
+        ck(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&ow[0], MAXC), &scr) ? cudaErrorUnknown
+                                                                              : cudaSuccess,
            "scratch");
         float *dy;
-        ck(cudaMalloc(&dy, sizeof(float) * n_o), "malloc");
+        ck(cudaMalloc(&dy, sizeof(float) * n_o * MAXC), "malloc");
         static const int pvars[] = {-1, 3, 5, 10, 11, 13, 14, 15}, ppos[] = {511, 2047, 3967};
         printf("\n| pair: variant + o projection | columns | position | us per layer (attention + o) |\n"
                "|---|---|---|---|\n");
@@ -366,6 +368,40 @@ int main(int argc, char **argv) {
                 printf("| pair: %s | 1 | %d | %.2f |\n",
                        var < 0 ? "o projection alone (exact, 4096 x 4096)" : names[var], ppos[pi],
                        1000.0 * ms / reps);
+            }
+        }
+        /* session 12 (wide): 8 columns, the o projection native as the 8-sequence step runs it */
+        static const int pvars8[] = {-1, 3, 8, 9, 16, 17, 18, 20}, ppos8[] = {511, 3967};
+        int pfail = 0;
+        for (int pi = 0; pi < 2 && !pfail; pi++) {
+            int32_t in[4 * MAXC];
+            for (int c = 0; c < MAXC; c++)
+                in[c] = 0, in[MAXC + c] = c, in[2 * MAXC + c] = ppos8[pi], in[3 * MAXC + c] = c;
+            ck(cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice), "H2D");
+            const stk_cols cl = {din, din + MAXC, din + 2 * MAXC, din + 3 * MAXC};
+            for (int vi = 0; vi < (int)(sizeof pvars8 / sizeof pvars8[0]) && !pfail; vi++) {
+                const int var = pvars8[vi];
+                if (var >= 0 && !runs[var]) continue;
+                stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
+                                  NH, NKV,  D,  0,  0.08838834764831845f, cl};
+                for (int r = -5; r < reps && !pfail; r++) {
+                    if (r == 0) ck(cudaEventRecord(e0), "record");
+                    const int rr = r < 0 ? r + 5 : r;
+                    a.kc = kc + (rr % NL) * layer, a.vc = vc + (rr % NL) * layer;
+                    if (var >= 0 && launch(var, a, MAXC)) ck(cudaErrorUnknown, "launch");
+                    if (fp4_cuda_project(&ow[rr % NO], FP4_MODE_NATIVE, o, MAXC, dy, &scr, NULL)) {
+                        printf("pair (8 columns): the o projection failed: %s\n", fp4_cuda_last_error());
+                        pfail = 1;
+                    }
+                }
+                ck(cudaEventRecord(e1), "record");
+                ck(cudaEventSynchronize(e1), "sync");
+                float ms = 0;
+                ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+                if (!pfail)
+                    printf("| pair: %s | %d | %d | %.2f |\n",
+                           var < 0 ? "o projection alone (native, 4096 x 4096)" : names[var], MAXC, ppos8[pi],
+                           1000.0 * ms / reps);
             }
         }
         for (int k = 0; k < NO; k++)

@@ -81,7 +81,7 @@ print("| variant | cols | " + " | ".join(map(str, pos)) + " |\n|---|---|" + "---
 want = ("old", "4 stages (step)", "cluster of 8 (att", "cluster of 4 (s", "cluster of 2 (s", "wide ring")
 for cols in (2, 4, 8, 1):
     for key in runs[0]:
-        if key[1] != cols: continue
+        if key[1] != cols or key[0].startswith("pair:"): continue
         if cols == 1 and not re.search(r"cluster of 16 \(att|staged, cluster of 16|bucket|ring, cluster of 16", key[0]):
             continue
         if cols > 1 and not any(s in key[0] for s in want): continue
@@ -96,16 +96,22 @@ print("\nthe step's attention now (att_wide) against the best wide ring variant 
 for cols in (2, 4, 8):
     for p in pos:
         now = runs[0].get((step_now(cols, p), cols), {}).get(p)
-        ring = [(v.get(p), k[0]) for k, v in runs[0].items() if k[1] == cols and "wide ring" in k[0] and v.get(p)]
+        ring = [(v.get(p), k[0]) for k, v in runs[0].items()
+                if k[1] == cols and k[0].startswith("wide ring") and v.get(p)]
         if now is None or not ring: continue
         best = min(ring)
         print("cols %d pos %4d: step %.2f (%s), ring %.2f (%s): %.2fx" % (cols, p, now, step_now(cols, p)[:22],
               best[0], best[1][:32], now / best[0]))
+print("\npairs (attention + the o projection; 1 column exact, 8 columns native), run 1")
+for key, v in runs[0].items():
+    if key[0].startswith("pair:"):
+        print("| %s | %d | %s |" % (key[0], key[1], " | ".join("%.2f" % v[p] if p in v else "-" for p in pos)))
 print()
 for f in ("attn_lab.txt", "attn_lab_wide2.txt"):
     try:
         for line in open(w + "/" + f, errors="replace"):
-            if re.search(r"shared memory|check|differ|identical|FAIL|skipped", line): print(f + ": " + line.rstrip())
+            if re.search(r"shared memory|check|differ|identical|FAIL|skipped|failed", line):
+                print(f + ": " + line.rstrip())
     except OSError:
         pass
 try:
