@@ -14,7 +14,7 @@
  * columns, native, for the two launches, the clusters of 4 and 2 and the wide ring), so the
  * time a layer's attention costs its successor shows (larger shared memory may keep the
  * projection's blocks off the SMs longer: session 6's version 2).
- * Session 12 (wide), variants 16..20: lab_attn_wide.cuh's bounded ring (K then V chunks of 64 slots
+ * Session 12 (wide), variants 16..21: lab_attn_wide.cuh's bounded ring (K then V chunks of 64 slots
  * through a ring of NR chunks, NR - 1 in flight) for 2-8 columns, clusters of 2, 4, 8, 16; a second
  * check pass compares them with old at 2, 4 and 8 columns whose positions differ within a launch.
  * attn_lab [REPS] [quick|wide]   (default 200 calls per cell; launches back to back with PDL, as the
@@ -57,12 +57,15 @@ static int64_t pos_bucket(int64_t pos) {
     return b;
 }
 
-/* session 12 (wide)'s variants 16..20: cluster size and ring chunks */
+/* session 12 (wide)'s variants 16..21: cluster size, ring chunks, V dimensions a thread */
 static int atw_cs(int var) {
     return var == 16 ? 2 : var == 18 ? 8 : var == 19 ? 16 : 4;
 }
 static int atw_nr(int var) {
-    return var == 16 ? 4 : var == 17 ? 5 : var == 20 ? 3 : 6;
+    return var == 16 ? 4 : var == 17 || var == 21 ? 5 : var == 20 ? 3 : 6;
+}
+static int atw_dpt(int var) { /* V dimensions an o-strip thread holds */
+    return var == 21 ? 4 : 2;
 }
 /* the variants of `attn_lab N wide` (2-8 columns) */
 static int wide_var(int var) {
@@ -82,7 +85,8 @@ static fp4_status launch(int var, stk_att_args a, int n) {
         return fp4_cu_launch(dim3(32, (unsigned)groups), dim3(D), 0, 0, 1, old_att_pv, a);
     }
     if (var == 3) return stk_attention(a, n, 0);
-    if (var >= 16) return atw_attention(a, n, atw_cs(var), atw_nr(var), 0); /* session 12 (wide) */
+    if (var >= 16)
+        return atw_attention(a, n, atw_cs(var), atw_nr(var), atw_dpt(var), 0); /* session 12 (wide) */
     if (var >= 10) { /* session 12: staged (11: with the L2 prefetch; 12: clusters of 8; 13: the V rows
                       * of the K region requested only after the scores; 14: by TMA; 15: shared
                       * memory by position bucket) */
@@ -109,28 +113,30 @@ int main(int argc, char **argv) {
     const int quick = argc > 2 && !strcmp(argv[2], "quick");
     const int ncu = argc > 2 && !strcmp(argv[2], "ncu");
     const int wide = ncu || (argc > 2 && !strcmp(argv[2], "wide"));
-    enum { NV = 21 };
-    static const char *const names[NV] = {"old (d07eabb)",
-                                          "new, 2 stages",
-                                          "new, 3 stages",
-                                          "new, 4 stages (step)",
-                                          "cluster of 8 (att_cluster.cuh)",
-                                          "cluster of 16 (att_cluster.cuh)",
-                                          "cluster of 16, 1 block per SM",
-                                          "cluster of 16, 2 blocks per SM",
-                                          "cluster of 4 (session 11)",
-                                          "cluster of 2 (session 11)",
-                                          "staged, cluster of 16 (session 12)",
-                                          "staged + L2 prefetch, cluster of 16 (session 12)",
-                                          "staged, cluster of 8 (session 12)",
-                                          "staged, late V, cluster of 16 (session 12)",
-                                          "staged by TMA, cluster of 16 (session 12)",
-                                          "staged, smem by position bucket, cluster of 16 (session 12)",
-                                          "wide ring, cluster of 2, ring 4 (session 12 wide)",
-                                          "wide ring, cluster of 4, ring 5 (session 12 wide)",
-                                          "wide ring, cluster of 8, ring 6 (session 12 wide)",
-                                          "wide ring, cluster of 16, ring 6 (session 12 wide)",
-                                          "wide ring, cluster of 4, ring 3 (session 12 wide)"};
+    enum { NV = 22 };
+    static const char *const names[NV] = {
+        "old (d07eabb)",
+        "new, 2 stages",
+        "new, 3 stages",
+        "new, 4 stages (step)",
+        "cluster of 8 (att_cluster.cuh)",
+        "cluster of 16 (att_cluster.cuh)",
+        "cluster of 16, 1 block per SM",
+        "cluster of 16, 2 blocks per SM",
+        "cluster of 4 (session 11)",
+        "cluster of 2 (session 11)",
+        "staged, cluster of 16 (session 12)",
+        "staged + L2 prefetch, cluster of 16 (session 12)",
+        "staged, cluster of 8 (session 12)",
+        "staged, late V, cluster of 16 (session 12)",
+        "staged by TMA, cluster of 16 (session 12)",
+        "staged, smem by position bucket, cluster of 16 (session 12)",
+        "wide ring, cluster of 2, ring 4 (session 12 wide)",
+        "wide ring, cluster of 4, ring 5 (session 12 wide)",
+        "wide ring, cluster of 8, ring 6 (session 12 wide)",
+        "wide ring, cluster of 16, ring 6 (session 12 wide)",
+        "wide ring, cluster of 4, ring 3 (session 12 wide)",
+        "wide ring, cluster of 4, ring 5, 4 dims a thread (session 12 wide)"};
     const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
     const size_t kvn = (size_t)(MAXC * slot_stride);
     uint16_t *kc, *vc;
@@ -187,7 +193,7 @@ int main(int argc, char **argv) {
         if (var >= 16) {
             int bps = 0, nc = 0;
             const int cs = atw_cs(var), nr = atw_nr(var);
-            runs[var] = atw_ok(D, NCTX, cs, nr) && (nc = atw_fit(cs, D, nr, NCTX, &bps)) > 0;
+            runs[var] = atw_ok(D, NCTX, cs, nr) && (nc = atw_fit(cs, D, nr, atw_dpt(var), NCTX, &bps)) > 0;
             printf("%s: %zu bytes of shared memory a block, %d blocks per SM, %d clusters resident%s\n",
                    names[var], atw_layout_of(NCTX, D, cs, nr).bytes, bps, nc, runs[var] ? "" : ": not run");
         } else if (var >= 10) {
@@ -371,7 +377,7 @@ int main(int argc, char **argv) {
             }
         }
         /* session 12 (wide): 8 columns, the o projection native as the 8-sequence step runs it */
-        static const int pvars8[] = {-1, 3, 8, 9, 16, 17, 18, 20}, ppos8[] = {511, 3967};
+        static const int pvars8[] = {-1, 3, 8, 9, 16, 17, 18, 20, 21}, ppos8[] = {511, 3967};
         int pfail = 0;
         for (int pi = 0; pi < 2 && !pfail; pi++) {
             int32_t in[4 * MAXC];

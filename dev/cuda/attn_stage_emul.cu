@@ -667,25 +667,26 @@ static void emu_wide(const emu *e, int y, const int64_t *slots, const int64_t *p
         blk_free(&bk[b]);
 }
 
-/* the kernel's o-strip threads (r, dimension pair) over their sets cover every lane r < LPB of every
- * pair once; the den threads (r, dp < STK_GB) every (r, g); the block rows of ncol columns every
- * (column, head) once */
-template <int CS, int D> static int64_t wide_threads(int NH, int NKV, int ncol) {
-    constexpr int LPB = 32 / CS, NPAIR = D / 2, PR = ATT_CL_THREADS / NPAIR, NSET = (LPB + PR - 1) / PR;
-    int cov[32][D / 2] = {}, dcov[32][STK_GB] = {};
+/* the kernel's o-strip threads (r, DPT dimensions) over their sets cover every (lane r < LPB, dimension)
+ * once; the den threads (r, dp < STK_GB) every (r, g); the block rows of ncol columns every (column,
+ * head) once */
+template <int CS, int D, int DPT = 2> static int64_t wide_threads(int NH, int NKV, int ncol) {
+    constexpr int LPB = 32 / CS, NDT = D / DPT, PR = ATT_CL_THREADS / NDT, NSET = (LPB + PR - 1) / PR;
+    int cov[32][D] = {}, dcov[32][STK_GB] = {};
     for (int tid = 0; tid < ATT_CL_THREADS; tid++) {
-        const int pr = tid / NPAIR, dp = tid - pr * NPAIR;
+        const int pr = tid / NDT, dp = tid - pr * NDT;
         for (int q2 = 0; q2 < NSET; q2++) {
             const int r = pr + q2 * PR;
             if (r >= LPB) continue;
-            cov[r][dp]++;
+            for (int x = 0; x < DPT; x++)
+                cov[r][DPT * dp + x]++;
             if (dp < STK_GB) dcov[r][dp]++;
         }
     }
     int64_t bad = 0;
     for (int r = 0; r < LPB; r++) {
-        for (int dp = 0; dp < NPAIR; dp++)
-            bad += cov[r][dp] != 1;
+        for (int d = 0; d < D; d++)
+            bad += cov[r][d] != 1;
         for (int g = 0; g < STK_GB; g++)
             bad += dcov[r][g] != 1;
     }
@@ -705,8 +706,9 @@ template <int CS, int D> static int64_t wide_threads(int NH, int NKV, int ncol) 
         bad += hc[x] != 1;
     free(hc);
     if (bad)
-        EMU_ERR("wide: clusters of %d, d %d, %d/%d heads, %d columns: thread or group coverage\n", CS, D, NH,
-                NKV, ncol);
+        EMU_ERR(
+            "wide: clusters of %d, d %d, %d a thread, %d/%d heads, %d columns: thread or group coverage\n",
+            CS, D, DPT, NH, NKV, ncol);
     return bad;
 }
 
@@ -799,7 +801,8 @@ static int64_t wide_main(int quick) {
     for (int ncol = 1; ncol <= 8; ncol *= 2)
         bad += wide_threads<2, 128>(32, 8, ncol) + wide_threads<4, 128>(32, 8, ncol) +
                wide_threads<8, 128>(32, 8, ncol) + wide_threads<16, 128>(32, 8, ncol) +
-               wide_threads<4, 64>(28, 4, ncol) + wide_threads<2, 64>(4, 2, ncol);
+               wide_threads<4, 64>(28, 4, ncol) + wide_threads<2, 64>(4, 2, ncol) +
+               wide_threads<4, 128, 4>(32, 8, ncol) + wide_threads<2, 128, 4>(32, 8, ncol);
     bad += wide_layout_all<128>(512, 1);
     bad += wide_layout_all<128>(4096, quick ? 61 : 7);
     if (!quick) {

@@ -16,10 +16,11 @@
  * rows stream into the chunks the scores free, while the scores of the last K chunks are computed.
  *   - K rows sit in their chunk with the 16-byte pieces of odd slots swizzled (ats_kat: a quarter
  *     warp's two slots hit distinct banks); V rows plain (a warp reads 128 consecutive bytes);
- *   - the o strips as att_cluster_kernel: thread (r, dimension pair dp), lanes r = pr + s*PR for its
- *     NSET sets; lane r's chain over rounds u = 0, 1, ... (slot u*LPB + r) in increasing order from
- *     +0.0f, chunk after chunk (a chunk holds whole rounds: RC is a multiple of LPB). The den strip of
- *     (lane r, head g) is added in the same loop by thread (r, dp = g), from +0.0f, u increasing;
+ *   - the o strips as att_cluster_kernel: thread (r, dimension pair dp; a quad with DPT 4), lanes
+ *     r = pr + s*PR for its NSET sets; lane r's chain over rounds u = 0, 1, ... (slot u*LPB + r) in
+ *     increasing order from +0.0f, chunk after chunk (a chunk holds whole rounds: RC is a multiple of
+ *     LPB). The den strip of (lane r, head g) is added in the same loop by thread (r, dp = g), from
+ *     +0.0f, u increasing;
  *   - the o strips' partial sums go into the ring's first bytes once every thread has left it (all
  *     real copies have landed: the later groups are empty), so shared memory is qs | es | den |
  *     maxima | ring, es sized by n_ctx (16 B a local slot), the ring by NR alone.
@@ -154,9 +155,25 @@ static __device__ __forceinline__ void atw_issue(uint16_t *ring, const uint16_t 
     fp4_cp_async_commit();
 }
 
-template <int CS, int D, int NR>
+/* DPT consecutive V halves (exact in f32) */
+template <int DPT> static __device__ __forceinline__ void atw_vload(const uint16_t *src, float (&v)[DPT]) {
+    if constexpr (DPT == 2) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(src));
+        v[0] = f.x, v[1] = f.y;
+    } else {
+        const uint2 raw = *reinterpret_cast<const uint2 *>(src);
+        const float2 f0 = __half22float2(*reinterpret_cast<const __half2 *>(&raw.x));
+        const float2 f1 = __half22float2(*reinterpret_cast<const __half2 *>(&raw.y));
+        v[0] = f0.x, v[1] = f0.y, v[2] = f1.x, v[3] = f1.y;
+    }
+}
+
+/* DPT: V dimensions an o-strip thread holds (2: as att_cluster_kernel; 4: half the threads a lane, fewer
+ * instructions a product, for clusters of 4 and 2 where every thread still has a lane) */
+template <int CS, int D, int NR, int DPT = 2>
 static __global__ __launch_bounds__(ATT_CL_THREADS, 2) void atw_kernel(stk_att_args a) {
     static_assert(NR >= 3 && NR <= 8 && ATW_RC % (32 / CS) == 0, "ring of 3..8 chunks of whole rounds");
+    static_assert((DPT == 2 || DPT == 4) && D / DPT >= STK_GB, "2 or 4 dimensions a thread");
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
     namespace cg = cooperative_groups;
     constexpr int LPB = 32 / CS, NDL = D / 32;
@@ -215,12 +232,13 @@ static __global__ __launch_bounds__(ATT_CL_THREADS, 2) void atw_kernel(stk_att_a
         if (ats_pos<LPB>(i, b) < n)
             for (int g = 0; g < nhb; g++)
                 es[i * STK_GB + g] = fp4p_exp(fp4p_sub(es[i * STK_GB + g], ms[g]));
-    /* o strips (and den strips: thread (r, dp = g)), chunk after chunk */
-    constexpr int NPAIR = D / 2, PR = ATT_CL_THREADS / NPAIR, NSET = (LPB + PR - 1) / PR, RPC = ATW_RC / LPB;
-    const int pr = tid / NPAIR, dp = tid - pr * NPAIR;
+    /* o strips (and den strips: thread (r, dp = g)), chunk after chunk; thread (r, dp) holds dimensions
+     * DPT*dp .. DPT*dp + DPT-1 */
+    constexpr int NDT = D / DPT, PR = ATT_CL_THREADS / NDT, NSET = (LPB + PR - 1) / PR, RPC = ATW_RC / LPB;
+    const int pr = tid / NDT, dp = tid - pr * NDT;
     const bool dg = dp < nhb; /* dp < STK_GB: this thread also adds den strip (r, g = dp) */
     int nu[NSET];
-    float p[NSET][STK_GB][2], den[NSET];
+    float p[NSET][STK_GB][DPT], den[NSET];
 #pragma unroll
     for (int q2 = 0; q2 < NSET; q2++) {
         const int r = pr + q2 * PR;
@@ -228,30 +246,32 @@ static __global__ __launch_bounds__(ATT_CL_THREADS, 2) void atw_kernel(stk_att_a
         den[q2] = 0.0f;
 #pragma unroll
         for (int g = 0; g < STK_GB; g++)
-            p[q2][g][0] = p[q2][g][1] = 0.0f;
+#pragma unroll
+            for (int x = 0; x < DPT; x++)
+                p[q2][g][x] = 0.0f;
     }
     for (int k = nc; k < 2 * nc; k++) {
         ats_wait(atw_pend(NR));
         __syncthreads(); /* item k in (and the exps visible); chunk (k-1) % NR read by all */
         atw_issue<LPB, D, NR>(ring, kbase, vbase, kvd, b, n, ni, nc, atw_next(k, NR));
         const int u0 = (k - nc) * RPC;
-        const uint16_t *st = ring + atw_vat<D>(k, NR, 0) + 2 * dp;
+        const uint16_t *st = ring + atw_vat<D>(k, NR, 0) + DPT * dp;
 #pragma unroll
         for (int q2 = 0; q2 < NSET; q2++) {
             const int r = pr + q2 * PR, nw = nu[q2] - u0 < RPC ? nu[q2] - u0 : RPC;
 #pragma unroll 4
             for (int w = 0; w < nw; w++) {
                 const int u = u0 + w;
-                const __half2 h2 = *reinterpret_cast<const __half2 *>(st + atw_vrow(w, r, LPB) * D);
-                const float2 v = __half22float2(h2);
+                float v[DPT];
+                atw_vload<DPT>(st + atw_vrow(w, r, LPB) * D, v);
                 const float4 e4 = *reinterpret_cast<const float4 *>(es + (u * LPB + r) * STK_GB);
                 const float e[STK_GB] = {e4.x, e4.y, e4.z, e4.w};
 #pragma unroll
                 for (int g = 0; g < STK_GB; g++)
-                    if (g < nhb) {
-                        p[q2][g][0] = fp4p_add(p[q2][g][0], fp4p_mul(e[g], v.x));
-                        p[q2][g][1] = fp4p_add(p[q2][g][1], fp4p_mul(e[g], v.y));
-                    }
+                    if (g < nhb)
+#pragma unroll
+                        for (int x = 0; x < DPT; x++)
+                            p[q2][g][x] = fp4p_add(p[q2][g][x], fp4p_mul(e[g], v[x]));
                 if (dg) den[q2] = fp4p_add(den[q2], es[(u * LPB + r) * STK_GB + dp]);
             }
         }
@@ -262,10 +282,10 @@ static __global__ __launch_bounds__(ATT_CL_THREADS, 2) void atw_kernel(stk_att_a
         const int r = pr + q2 * PR;
         if (r < LPB) {
 #pragma unroll
-            for (int g = 0; g < STK_GB; g++) {
-                part[(r * STK_GB + g) * D + 2 * dp] = p[q2][g][0];
-                part[(r * STK_GB + g) * D + 2 * dp + 1] = p[q2][g][1];
-            }
+            for (int g = 0; g < STK_GB; g++)
+#pragma unroll
+                for (int x = 0; x < DPT; x++)
+                    part[(r * STK_GB + g) * D + DPT * dp + x] = p[q2][g][x];
             if (dp < STK_GB) denp[r * STK_GB + dp] = den[q2];
         }
     }
@@ -299,9 +319,9 @@ static inline int atw_ok(int d, int64_t n_ctx, int cs, int nr) {
     return atw_layout_of(n_ctx, d, cs, nr).bytes <= ATS_MAX_SMEM;
 }
 
-template <int CS, int D, int NR> static int atw_fit_t(int64_t n_ctx, int *bps) {
+template <int CS, int D, int NR, int DPT> static int atw_fit_t(int64_t n_ctx, int *bps) {
     const size_t smem = atw_layout_of(n_ctx, D, CS, NR).bytes;
-    void (*k)(stk_att_args) = atw_kernel<CS, D, NR>;
+    void (*k)(stk_att_args) = atw_kernel<CS, D, NR, DPT>;
     *bps = 0;
     if (CS > 8 && cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess)
         return (void)cudaGetLastError(), 0;
@@ -323,10 +343,10 @@ template <int CS, int D, int NR> static int atw_fit_t(int64_t n_ctx, int *bps) {
     return nc;
 }
 
-template <int CS, int D, int NR>
+template <int CS, int D, int NR, int DPT>
 static fp4_status atw_launch_t(stk_att_args a, int64_t groups, cudaStream_t s) {
     const size_t smem = atw_layout_of(a.n_ctx, D, CS, NR).bytes;
-    void (*k)(stk_att_args) = atw_kernel<CS, D, NR>;
+    void (*k)(stk_att_args) = atw_kernel<CS, D, NR, DPT>;
     if (CS > 8) FP4_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     FP4_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     cudaLaunchConfig_t cfg = {};
@@ -350,25 +370,28 @@ static fp4_status atw_launch_t(stk_att_args a, int64_t groups, cudaStream_t s) {
     return FP4_OK;
 }
 
-/* the lab's instances (CS, D, NR): the deepest ring that keeps two blocks an SM at n_ctx 4096 and D
+/* the lab's instances (CS, D, NR, DPT): the deepest ring that keeps two blocks an SM at n_ctx 4096 and D
  * 128 (clusters of 2: 4 chunks, es 32 KB; of 4: 5; of 8 and 16: 6), a shallow ring of 3 at clusters of
- * 4 (does the depth matter?); D 64 compiled for the resource report */
-#define ATW_CASES(X) X(2, 128, 4) X(4, 128, 5) X(8, 128, 6) X(16, 128, 6) X(4, 128, 3) X(4, 64, 5)
+ * 4 (does the depth matter?), clusters of 4 with 4 dimensions a thread; D 64 compiled for the resource
+ * report */
+#define ATW_CASES(X)                                                                                         \
+    X(2, 128, 4, 2)                                                                                          \
+    X(4, 128, 5, 2) X(8, 128, 6, 2) X(16, 128, 6, 2) X(4, 128, 3, 2) X(4, 128, 5, 4) X(4, 64, 5, 2)
 
-static inline int atw_fit(int cs, int d, int nr, int64_t n_ctx, int *bps) {
-#define ATW_FIT(CS, DD, NR)                                                                                  \
-    if (cs == CS && d == DD && nr == NR) return atw_fit_t<CS, DD, NR>(n_ctx, bps);
+static inline int atw_fit(int cs, int d, int nr, int dpt, int64_t n_ctx, int *bps) {
+#define ATW_FIT(CS, DD, NR, DPT)                                                                             \
+    if (cs == CS && d == DD && nr == NR && dpt == DPT) return atw_fit_t<CS, DD, NR, DPT>(n_ctx, bps);
     ATW_CASES(ATW_FIT)
 #undef ATW_FIT
     *bps = 0;
     return 0;
 }
 
-static inline fp4_status atw_attention(stk_att_args a, int64_t n, int cs, int nr, cudaStream_t s) {
+static inline fp4_status atw_attention(stk_att_args a, int64_t n, int cs, int nr, int dpt, cudaStream_t s) {
     if (!atw_ok(a.d, a.n_ctx, cs, nr)) return FP4_ERR_UNSUPPORTED;
     const int64_t groups = stk_att_groups(n, a.nh, a.nkv);
-#define ATW_GO(CS, DD, NR)                                                                                   \
-    if (cs == CS && a.d == DD && nr == NR) return atw_launch_t<CS, DD, NR>(a, groups, s);
+#define ATW_GO(CS, DD, NR, DPT)                                                                              \
+    if (cs == CS && a.d == DD && nr == NR && dpt == DPT) return atw_launch_t<CS, DD, NR, DPT>(a, groups, s);
     ATW_CASES(ATW_GO)
 #undef ATW_GO
     return FP4_ERR_UNSUPPORTED;

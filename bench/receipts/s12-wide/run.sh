@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Session 12 (wide), ONE device call (PREPARED, NOT RUN: no device was lent). attn_lab carries both session 12
 # kernels: the staged 1-column variants 10-15 (lab_attn_stage.cuh, bench/gpu.md "Session 12") and the ring
-# variants 16-20 for 2-8 columns (lab_attn_wide.cuh, "Session 12 (wide)"), beside the step's kernels; so this
+# variants 16-21 for 2-8 columns (lab_attn_wide.cuh, "Session 12 (wide)"), beside the step's kernels; so this
 # call also does what bench/receipts/s12-attn/run.sh would. Every output is compared bit for bit with the old
 # kernels (the timing cells, the 1-column check pass at 33 positions, the wide check pass at 2/4/8 columns
 # whose positions differ within a launch; exit 1 on a difference). Binaries: gpuwork/s12w/bin.tar.xz from
 # stage.sh (project VM).
 #   run(command="bash bench/receipts/s12-wide/run.sh", carry=["gpuwork/s12w"], timeout_s=600)
 # Steps, most wanted first; each later one only while the call's clock allows (the whole < 9 minutes):
-# smoke (attn_lab 1 quick; a hang skips 14, then 11 and 14, then 10-15, then 16-20 too), attn_lab 200 (all
+# smoke (attn_lab 1 quick; a hang skips 14, then 11 and 14, then 10-15, then 16-21 too), attn_lab 200 (all
 # variants, 1/2/4/8 columns x 5 positions, both check passes, pairs), compute-sanitizer memcheck of attn_lab 3
 # quick (the ring variants, then 10-15), attn_lab 200 wide (the 2-8-column cells again: run-to-run spread), ncu of attn_lab 1 ncu (the
 # cluster and ring kernels at 2/4/8 columns, 511 and 3967: isolated us, DRAM bytes, % of peak),
@@ -21,7 +21,7 @@ export FP4_BUILD=$F
   > $W/tests.txt
 step() { echo "$1 rc=$2 t=$SECONDS" >> $W/tests.txt; }
 SK=""
-for try in "" "14" "11,14" "10,11,12,13,14,15" "10,11,12,13,14,15,16,17,18,19,20"; do
+for try in "" "14" "11,14" "10,11,12,13,14,15" "10,11,12,13,14,15,16,17,18,19,20,21"; do
   ATTN_LAB_SKIP=$try timeout 45 $F/attn_lab 1 quick > $W/smoke.txt 2>&1; rc=$?
   step "smoke attn_lab 1 quick (skip: ${try:-none})" $rc
   if [ $rc -ne 124 ] && [ $rc -ne 137 ]; then SK=$try; break; fi
@@ -33,10 +33,10 @@ grep -E "check pass|identical|FAIL" $W/attn_lab.txt | head -4 >> $W/tests.txt
 # memcheck: the ring variants (and old, the reference) first, then session 12's staged ones while time allows
 MC="compute-sanitizer --tool memcheck --error-exitcode 1 --print-limit 20"
 ATTN_LAB_SKIP=${SK:+$SK,}3,4,5,10,11,12,13,14,15 timeout 120 $MC $F/attn_lab 3 quick > $W/memcheck.txt 2>&1
-step "memcheck attn_lab 3 quick (0, 16-20)" $?
+step "memcheck attn_lab 3 quick (0, 16-21)" $?
 grep -E "ERROR SUMMARY|identical|FAIL|check pass" $W/memcheck.txt | head -4 >> $W/tests.txt
 if [ $SECONDS -lt 250 ]; then
-  ATTN_LAB_SKIP=${SK:+$SK,}16,17,18,19,20 timeout 120 $MC $F/attn_lab 3 quick > $W/memcheck_s12.txt 2>&1
+  ATTN_LAB_SKIP=${SK:+$SK,}16,17,18,19,20,21 timeout 120 $MC $F/attn_lab 3 quick > $W/memcheck_s12.txt 2>&1
   step "memcheck attn_lab 3 quick (0, 3, 4, 5, 10-15)" $?
   grep -E "ERROR SUMMARY|identical|FAIL|check pass" $W/memcheck_s12.txt | head -4 >> $W/tests.txt
 fi
@@ -56,7 +56,7 @@ if [ $SECONDS -lt 420 ]; then
 fi
 if [ $SECONDS -lt 450 ]; then
   ATTN_LAB_SKIP=${SK:+$SK,}3,4,5,10,11,12,13,14,15 timeout 60 compute-sanitizer --tool racecheck --error-exitcode 1 \
-    --print-limit 10 $F/attn_lab 1 quick > $W/racecheck.txt 2>&1; step "racecheck attn_lab 1 quick (0, 16-20)" $?
+    --print-limit 10 $F/attn_lab 1 quick > $W/racecheck.txt 2>&1; step "racecheck attn_lab 1 quick (0, 16-21)" $?
   grep -E "ERROR SUMMARY|RACECHECK SUMMARY|hazard" $W/racecheck.txt | head -4 >> $W/tests.txt
 fi
 python3 - "$W" > $W/summary.txt 2>&1 <<'PY'

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 12 (wide): builds what run.sh carries, on the project VM (no GPU needed): gpuwork/s12w/bin.tar.xz
 # (git-ignored) with f/attn_lab (dev/cuda: session 12's staged variants 10-15 AND session 12 (wide)'s ring
-# variants 16-20, one binary) and f/tests/gpu/test_gpu_attention, built in build-wide from this worktree's
+# variants 16-21, one binary) and f/tests/gpu/test_gpu_attention, built in build-wide from this worktree's
 # HEAD (f/BUILT.txt), plus the ptxas report of attn_lab's attention kernels (f/ptxas.txt).
 #   bash bench/receipts/s12-wide/stage.sh      (about 5 minutes on 2 vCPUs from a clean build-wide)
 set -e
