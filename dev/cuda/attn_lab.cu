@@ -10,16 +10,24 @@
  * differ); then a check pass compares the cluster variants with old's at 1 column and many more
  * positions (round and trip boundaries, the V region's end, the last position); then (not in quick)
  * pairs: each call followed by the o projection (4096 x 4096 NVFP4, exact, 1 column, through
- * fp4_cuda_project as the step, reading the attention's output; 8 weight copies in turn), so the
+ * fp4_cuda_project as the step, reading the attention's output; 8 weight copies in turn; and at 8
+ * columns, native, for the two launches, the clusters of 4 and 2 and the wide ring), so the
  * time a layer's attention costs its successor shows (larger shared memory may keep the
  * projection's blocks off the SMs longer: session 6's version 2).
- * attn_lab [REPS] [quick]   (default 200 calls per cell; launches back to back with PDL, as the
- * step; quick: 1 column, the step's, the cluster and the staged variants, one warm-up, fewer check
- * positions: a sanitizer run; ATTN_LAB_SKIP=N[,N...]: variants not to run) */
+ * Session 12 (wide), variants 16..21: lab_attn_wide.cuh's bounded ring (K then V chunks of 64 slots
+ * through a ring of NR chunks, NR - 1 in flight) for 2-8 columns, clusters of 2, 4, 8, 16; a second
+ * check pass compares them with old at 2, 4 and 8 columns whose positions differ within a launch.
+ * attn_lab [REPS] [quick|wide]   (default 200 calls per cell; launches back to back with PDL, as the
+ * step; quick: 1 column, the step's, the cluster and the staged variants, and 8 columns of old and
+ * the wide variants at 511 and 3967, one warm-up, fewer check positions: a sanitizer run; wide: 2, 4
+ * and 8 columns of old, the step's two launches, the clusters of 8, 4, 2 and the wide variants, the
+ * wide check pass, no pairs; ncu: as wide at 511 and 3967 only, one warm-up, no check pass (for ncu's
+ * isolated durations); ATTN_LAB_SKIP=N[,N...]: variants not to run) */
 #include "runtime/att_cluster.cuh"
 #include "runtime/step_kernels.cuh"
 #include "lab_attn_old.cuh"
 #include "lab_attn_stage.cuh"
+#include "lab_attn_wide.cuh"
 #include "fp4_rng.h"
 #include "fp4lane_cuda.h"
 #include <stdio.h>
@@ -49,6 +57,21 @@ static int64_t pos_bucket(int64_t pos) {
     return b;
 }
 
+/* session 12 (wide)'s variants 16..21: cluster size, ring chunks, V dimensions a thread */
+static int atw_cs(int var) {
+    return var == 16 ? 2 : var == 18 ? 8 : var == 19 ? 16 : 4;
+}
+static int atw_nr(int var) {
+    return var == 16 ? 4 : var == 17 || var == 21 ? 5 : var == 20 ? 3 : 6;
+}
+static int atw_dpt(int var) { /* V dimensions an o-strip thread holds */
+    return var == 21 ? 4 : 2;
+}
+/* the variants of `attn_lab N wide` (2-8 columns) */
+static int wide_var(int var) {
+    return var == 0 || var == 3 || var == 4 || var == 8 || var == 9 || var >= 16;
+}
+
 static fp4_status launch(int var, stk_att_args a, int n) {
     const int64_t groups = (int64_t)n * NKV;
     if (var == 0) { /* the launch of d07eabb's step_cuda.cu */
@@ -62,6 +85,8 @@ static fp4_status launch(int var, stk_att_args a, int n) {
         return fp4_cu_launch(dim3(32, (unsigned)groups), dim3(D), 0, 0, 1, old_att_pv, a);
     }
     if (var == 3) return stk_attention(a, n, 0);
+    if (var >= 16)
+        return atw_attention(a, n, atw_cs(var), atw_nr(var), atw_dpt(var), 0); /* session 12 (wide) */
     if (var >= 10) { /* session 12: staged (11: with the L2 prefetch; 12: clusters of 8; 13: the V rows
                       * of the K region requested only after the scores; 14: by TMA; 15: shared
                       * memory by position bucket) */
@@ -83,25 +108,35 @@ static fp4_status launch(int var, stk_att_args a, int n) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* lines reach a file as they are printed (a timeout keeps them) */
     const int reps = argc > 1 ? atoi(argv[1]) : 200;
-    const int quick = argc > 2 && !strcmp(argv[2], "quick"); /* 1 column, the step's and the cluster
-                                                              * variants, one warm-up (a sanitizer run) */
-    enum { NV = 16 };
-    static const char *const names[NV] = {"old (d07eabb)",
-                                          "new, 2 stages",
-                                          "new, 3 stages",
-                                          "new, 4 stages (step)",
-                                          "cluster of 8 (att_cluster.cuh)",
-                                          "cluster of 16 (att_cluster.cuh)",
-                                          "cluster of 16, 1 block per SM",
-                                          "cluster of 16, 2 blocks per SM",
-                                          "cluster of 4 (session 11)",
-                                          "cluster of 2 (session 11)",
-                                          "staged, cluster of 16 (session 12)",
-                                          "staged + L2 prefetch, cluster of 16 (session 12)",
-                                          "staged, cluster of 8 (session 12)",
-                                          "staged, late V, cluster of 16 (session 12)",
-                                          "staged by TMA, cluster of 16 (session 12)",
-                                          "staged, smem by position bucket, cluster of 16 (session 12)"};
+    /* quick: 1 column, the step's and the cluster variants (and 8 columns of the wide ones), one warm-up
+     * (a sanitizer run); wide: 2-8 columns only; ncu: wide at 2 positions, no checks */
+    const int quick = argc > 2 && !strcmp(argv[2], "quick");
+    const int ncu = argc > 2 && !strcmp(argv[2], "ncu");
+    const int wide = ncu || (argc > 2 && !strcmp(argv[2], "wide"));
+    enum { NV = 22 };
+    static const char *const names[NV] = {
+        "old (d07eabb)",
+        "new, 2 stages",
+        "new, 3 stages",
+        "new, 4 stages (step)",
+        "cluster of 8 (att_cluster.cuh)",
+        "cluster of 16 (att_cluster.cuh)",
+        "cluster of 16, 1 block per SM",
+        "cluster of 16, 2 blocks per SM",
+        "cluster of 4 (session 11)",
+        "cluster of 2 (session 11)",
+        "staged, cluster of 16 (session 12)",
+        "staged + L2 prefetch, cluster of 16 (session 12)",
+        "staged, cluster of 8 (session 12)",
+        "staged, late V, cluster of 16 (session 12)",
+        "staged by TMA, cluster of 16 (session 12)",
+        "staged, smem by position bucket, cluster of 16 (session 12)",
+        "wide ring, cluster of 2, ring 4 (session 12 wide)",
+        "wide ring, cluster of 4, ring 5 (session 12 wide)",
+        "wide ring, cluster of 8, ring 6 (session 12 wide)",
+        "wide ring, cluster of 16, ring 6 (session 12 wide)",
+        "wide ring, cluster of 4, ring 3 (session 12 wide)",
+        "wide ring, cluster of 4, ring 5, 4 dims a thread (session 12 wide)"};
     const int64_t kvd = NKV * D, layer = (int64_t)NCTX * kvd, slot_stride = NL * layer;
     const size_t kvn = (size_t)(MAXC * slot_stride);
     uint16_t *kc, *vc;
@@ -155,7 +190,13 @@ int main(int argc, char **argv) {
         runs[var] = 1;
         if (var >= 4 && var < 8) runs[var] = att_cluster_pick(D, NCTX, cs) == cs;
         if (var >= 8 && var < 10) runs[var] = att_cluster_ok(D, NCTX, cs);
-        if (var >= 10) {
+        if (var >= 16) {
+            int bps = 0, nc = 0;
+            const int cs = atw_cs(var), nr = atw_nr(var);
+            runs[var] = atw_ok(D, NCTX, cs, nr) && (nc = atw_fit(cs, D, nr, atw_dpt(var), NCTX, &bps)) > 0;
+            printf("%s: %zu bytes of shared memory a block, %d blocks per SM, %d clusters resident%s\n",
+                   names[var], atw_layout_of(NCTX, D, cs, nr).bytes, bps, nc, runs[var] ? "" : ": not run");
+        } else if (var >= 10) {
             int bps = 0, nc = 0;
             runs[var] = ats_ok(D, NCTX, cs) && (nc = ats_fit(cs, D, ats_flags(var), NCTX, &bps)) > 0;
             printf("%s: %zu bytes of shared memory a block, %d blocks per SM, %d clusters resident%s\n",
@@ -169,9 +210,11 @@ int main(int argc, char **argv) {
     printf("cluster of 16 (att_cluster.cuh): %zu bytes of shared memory a block\n\n",
            att_cluster_smem(NCTX, D, 16));
     printf("| variant | columns | position | us per layer (scores + pv) |\n|---|---|---|---|\n");
-    for (int ci = 0; ci < (quick ? 1 : 4); ci++)
+    for (int ci = wide ? 1 : 0; ci < 4; ci++)
         for (int pi = 0; pi < 5; pi++) {
             const int n = cols[ci];
+            if (quick && ci && (ci < 3 || (pi != 0 && pi != 4))) continue; /* quick: 8 columns at 511, 3967 */
+            if (ncu && pi != 0 && pi != 4) continue;
             int32_t in[4 * MAXC];
             for (int c = 0; c < n; c++)
                 in[c] = 0, in[n + c] = c, in[2 * n + c] = poss[pi], in[3 * n + c] = c;
@@ -182,9 +225,20 @@ int main(int argc, char **argv) {
                 if (!runs[var]) continue;
                 stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
                                   NH, NKV,  D,  0,  0.08838834764831845f, cl};
-                if (quick && var != 0 && var != 3 && var != 4 && var != 5 && var < 10) continue;
-                for (int r = 0; r < (quick ? 1 : 5); r++)
-                    ck(launch(var, a, n) ? cudaErrorUnknown : cudaSuccess, "launch");
+                if (quick && n == 1 && var != 0 && var != 3 && var != 4 && var != 5 && var < 10) continue;
+                if (quick && n > 1 && var != 0 && var < 16) continue;
+                if (wide && !wide_var(var)) continue;
+                int lf =
+                    0; /* a refused launch (not a fault inside the kernel) drops the variant, not the run */
+                for (int r = 0; r < (quick || ncu ? 1 : 5) && !lf; r++)
+                    lf = launch(var, a, n) != FP4_OK;
+                if (lf) {
+                    printf("%s cols %d pos %d: launch failed (%s): FAIL, not run from here\n", names[var], n,
+                           poss[pi], fp4_cuda_last_error());
+                    (void)cudaGetLastError();
+                    runs[var] = 0, bad = 1;
+                    continue;
+                }
                 ck(cudaDeviceSynchronize(), "warm-up");
                 ck(cudaMemcpy(var ? got : ref, o, sizeof(float) * n * NH * D, cudaMemcpyDeviceToHost), "D2H");
                 if (var && memcmp(ref, got, sizeof(float) * n * NH * D)) {
@@ -203,7 +257,7 @@ int main(int argc, char **argv) {
                 printf("| %s | %d | %d | %.2f |\n", names[var], n, poss[pi], 1000.0 * ms / reps);
             }
         }
-    { /* the check pass: 1 column, the cluster variants against old at many positions */
+    if (!wide) { /* the check pass: 1 column, the cluster variants against old at many positions */
         static const int cpos[] = {0,    1,    2,    31,   32,   33,   63,   64,   65,   127,  128,
                                    129,  255,  256,  257,  511,  512,  1023, 1024, 1025, 2047, 2048,
                                    2049, 2111, 3071, 3967, 4000, 4031, 4032, 4063, 4064, 4094, 4095};
@@ -234,7 +288,51 @@ int main(int argc, char **argv) {
         }
         printf("check pass: %d (variant, position) cases against old, %d differ\n", checked, differ);
     }
-    if (!quick) { /* pairs: attention + the o projection, 1 column */
+    if (!ncu) { /* the wide check pass: 2, 4 and 8 columns, the wide variants against old; the columns'
+                 * positions equal (pattern 0), falling by 29 a column (1), rising by 61 a column with the
+                 * slots reversed (2) */
+        static const int wbase[] = {0,   1,   31,  32,   33,   63,   64,   65,   127,  128,  255,  256,
+                                    511, 512, 767, 1023, 1024, 2047, 2048, 2111, 3071, 3967, 4031, 4095};
+        static const int wbase_q[] = {0, 511, 4095};
+        const int nwb = quick ? 3 : (int)(sizeof wbase / sizeof wbase[0]);
+        int checked = 0, differ = 0;
+        for (int ci = quick ? 3 : 1; ci < 4; ci++)
+            for (int pat = quick ? 1 : 0; pat < (quick ? 2 : 3); pat++)
+                for (int pi = 0; pi < nwb; pi++) {
+                    const int n = cols[ci], base = quick ? wbase_q[pi] : wbase[pi];
+                    int32_t in[4 * MAXC];
+                    for (int c = 0; c < n; c++) {
+                        int p = pat == 0 ? base : pat == 1 ? base - 29 * c : base + 61 * c;
+                        p = p < 0 ? 0 : p > NCTX - 1 ? NCTX - 1 : p;
+                        in[c] = 0, in[n + c] = pat == 2 ? n - 1 - c : c, in[2 * n + c] = p, in[3 * n + c] = c;
+                    }
+                    ck(cudaMemcpy(din, in, 4 * 4 * (size_t)n, cudaMemcpyHostToDevice), "H2D");
+                    const stk_cols cl = {din, din + n, din + 2 * n, din + 3 * n};
+                    const stk_att_args a = {
+                        q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
+                        NH, NKV,  D,  0,  0.08838834764831845f, cl};
+                    const size_t ob = sizeof(float) * (size_t)n * NH * D;
+                    for (int var = 0; var < NV; var++) {
+                        if (!runs[var] || (var != 0 && var < 16)) continue;
+                        ck(cudaMemset(o, 0xFF, ob), "memset"); /* NaNs: a missed write shows */
+                        ck(launch(var, a, n) ? cudaErrorUnknown : cudaSuccess, "launch");
+                        ck(cudaDeviceSynchronize(), "wide check");
+                        ck(cudaMemcpy(var ? got : ref, o, ob, cudaMemcpyDeviceToHost), "D2H");
+                        if (var) {
+                            checked++;
+                            if (memcmp(ref, got, ob)) {
+                                printf(
+                                    "wide check: %s cols %d pattern %d base %d: outputs differ from old's\n",
+                                    names[var], n, pat, base);
+                                differ++, bad = 1;
+                            }
+                        }
+                    }
+                }
+        printf("wide check pass: %d (variant, columns, positions) cases against old, %d differ\n", checked,
+               differ);
+    }
+    if (!quick && !wide) { /* pairs: attention + the o projection, 1 column */
         enum { NO = 8 };
         static fp4_cuda_tensor ow[NO];
         const int64_t n_o = NH * D;
@@ -252,10 +350,11 @@ int main(int argc, char **argv) {
             ck(fp4_cuda_tensor_upload_nvfp4(&v, &ow[k]) ? cudaErrorUnknown : cudaSuccess, "upload o");
         free(pay), free(scl);
         fp4_cuda_scratch scr;
-        ck(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&ow[0], 1), &scr) ? cudaErrorUnknown : cudaSuccess,
+        ck(fp4_cuda_scratch_alloc(fp4_cuda_scratch_bytes(&ow[0], MAXC), &scr) ? cudaErrorUnknown
+                                                                              : cudaSuccess,
            "scratch");
         float *dy;
-        ck(cudaMalloc(&dy, sizeof(float) * n_o), "malloc");
+        ck(cudaMalloc(&dy, sizeof(float) * n_o * MAXC), "malloc");
         static const int pvars[] = {-1, 3, 5, 10, 11, 13, 14, 15}, ppos[] = {511, 2047, 3967};
         printf("\n| pair: variant + o projection | columns | position | us per layer (attention + o) |\n"
                "|---|---|---|---|\n");
@@ -284,6 +383,40 @@ int main(int argc, char **argv) {
                 printf("| pair: %s | 1 | %d | %.2f |\n",
                        var < 0 ? "o projection alone (exact, 4096 x 4096)" : names[var], ppos[pi],
                        1000.0 * ms / reps);
+            }
+        }
+        /* session 12 (wide): 8 columns, the o projection native as the 8-sequence step runs it */
+        static const int pvars8[] = {-1, 3, 8, 9, 16, 17, 18, 20, 21}, ppos8[] = {511, 3967};
+        int pfail = 0;
+        for (int pi = 0; pi < 2 && !pfail; pi++) {
+            int32_t in[4 * MAXC];
+            for (int c = 0; c < MAXC; c++)
+                in[c] = 0, in[MAXC + c] = c, in[2 * MAXC + c] = ppos8[pi], in[3 * MAXC + c] = c;
+            ck(cudaMemcpy(din, in, sizeof in, cudaMemcpyHostToDevice), "H2D");
+            const stk_cols cl = {din, din + MAXC, din + 2 * MAXC, din + 3 * MAXC};
+            for (int vi = 0; vi < (int)(sizeof pvars8 / sizeof pvars8[0]) && !pfail; vi++) {
+                const int var = pvars8[vi];
+                if (var >= 0 && !runs[var]) continue;
+                stk_att_args a = {q,  q_cs, kc, vc, slot_stride,          sc, bm, st, den, tk, o, NCTX,
+                                  NH, NKV,  D,  0,  0.08838834764831845f, cl};
+                for (int r = -5; r < reps && !pfail; r++) {
+                    if (r == 0) ck(cudaEventRecord(e0), "record");
+                    const int rr = r < 0 ? r + 5 : r;
+                    a.kc = kc + (rr % NL) * layer, a.vc = vc + (rr % NL) * layer;
+                    if (var >= 0 && launch(var, a, MAXC)) ck(cudaErrorUnknown, "launch");
+                    if (fp4_cuda_project(&ow[rr % NO], FP4_MODE_NATIVE, o, MAXC, dy, &scr, NULL)) {
+                        printf("pair (8 columns): the o projection failed: %s\n", fp4_cuda_last_error());
+                        pfail = 1;
+                    }
+                }
+                ck(cudaEventRecord(e1), "record");
+                ck(cudaEventSynchronize(e1), "sync");
+                float ms = 0;
+                ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+                if (!pfail)
+                    printf("| pair: %s | %d | %d | %.2f |\n",
+                           var < 0 ? "o projection alone (native, 4096 x 4096)" : names[var], MAXC, ppos8[pi],
+                           1000.0 * ms / reps);
             }
         }
         for (int k = 0; k < NO; k++)
