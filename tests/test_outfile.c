@@ -14,6 +14,7 @@
  * that appears at the path while a run writes keeps its bytes (the rename never replaces). */
 #include "check.h"
 #include "fp4lane.h"
+#include "io/outfile.h" /* fp4_outfile_test_fallback */
 #include "tmpnames.h"
 #include <dirent.h>
 #include <errno.h>
@@ -243,6 +244,22 @@ static void test_existing_file(void) {
     ol.force = 1;
     CHECK_OK(fp4_model_write(m, late, &ol, &e));
     CHECK(!appear_path && loads(late) && tmp_names_beside(late) == 0);
+    /* the same race on the fallbacks (a filesystem without RENAME_NOREPLACE: a hard link; without
+     * hard links either: a check of the name, then a plain rename): refused, and a plain write still
+     * lands */
+    for (int level = 1; level <= 2; level++) {
+        fp4_outfile_test_fallback(level);
+        remove(late);
+        appear_path = late;
+        ol.force = 0;
+        CHECK(fp4_model_write(m, late, &ol, &e) == FP4_ERR_IO && !strcmp(e.rule, "out.exists"));
+        CHECK(!appear_path && file_equals(late, "appeared", 8) && tmp_names_beside(late) == 0);
+        remove(late);
+        fp4_write_opts plain = {.layout = FP4_LAYOUT_GGUF};
+        CHECK_OK(fp4_model_write(m, late, &plain, &e));
+        CHECK(loads(late) && tmp_names_beside(late) == 0);
+        fp4_outfile_test_fallback(0);
+    }
     /* quantize: the same, through the read pass and the write */
     const char *lq = path_in("lateq.gguf");
     appear_path = lq;

@@ -217,13 +217,25 @@ void fp4_outfile_set_check(fp4_outfile *o, fp4_out_check_fn fn, void *ctx) {
 void fp4_outfile_set_noreplace(fp4_outfile *o) { o->noreplace = 1; }
 
 /* rename(2) that never replaces: RENAME_NOREPLACE, or where the filesystem lacks it a hard link
- * (which fails with EEXIST just the same) and the temporary name's removal. 0 or an errno. */
+ * (which fails with EEXIST just the same) and the temporary name's removal, or where it has no hard
+ * links either (vfat, some FUSE) a check of the name and a plain rename (a file that appears between
+ * the two is replaced: docs/RELIABILITY.md, "Not covered"). 0 or an errno. */
+static int noreplace_fallback; /* tests: 1 as if RENAME_NOREPLACE were missing, 2 hard links too */
+void fp4_outfile_test_fallback(int level) { noreplace_fallback = level; }
+
 static int rename_noreplace(const char *from, const char *to) {
-    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    if (noreplace_fallback >= 1) errno = EINVAL;
+    else if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
     if (errno != EINVAL && errno != ENOSYS) return errno;
-    if (link(from, to) != 0) return errno;
-    unlink(from);
-    return 0;
+    if (noreplace_fallback >= 2) errno = EPERM;
+    else if (link(from, to) == 0) {
+        unlink(from);
+        return 0;
+    }
+    if (errno != EPERM && errno != EOPNOTSUPP && errno != EMLINK) return errno;
+    struct stat sb;
+    if (lstat(to, &sb) == 0) return EEXIST;
+    return rename(from, to) == 0 ? 0 : errno;
 }
 
 fp4_status fp4_outfile_write(fp4_outfile *o, const void *data, size_t n, fp4_error *err) {

@@ -36,6 +36,9 @@ void fp4_outfile_set_check(fp4_outfile *o, fp4_out_check_fn fn, void *ctx);
 /* the commit never replaces: a target that exists by then (created by someone else while this run
  * wrote) is refused with out.exists and keeps its bytes (RENAME_NOREPLACE, or a hard link) */
 void fp4_outfile_set_noreplace(fp4_outfile *o);
+/* tests only: the no-replace rename's fallbacks, as on a filesystem without RENAME_NOREPLACE (1) or
+ * without hard links too (2); 0 restores the normal path. Not thread-safe. */
+void fp4_outfile_test_fallback(int level);
 /* flush, fsync, check, rename, fsync the directory; frees o whatever the result */
 fp4_status fp4_outfile_commit(fp4_outfile *o, fp4_error *err);
 /* closes and removes the temporary file; frees o (NULL is fine) */
