@@ -1,7 +1,8 @@
 /* bench_a16_cols.c — the exact A16 matvec at several columns (CPU prefill), the four-column kernel
  * (fp4_dot_a16_cols_avx512 / _avx2) against the one-column dot per column (FP4_CPU_NO_COLS=1),
  * in alternating pairs in one process. A benchmark, not a test (the bits: tests/test_a16_cols.c).
- *   make build/dev/bench_a16_cols && build/dev/bench_a16_cols N_OUT N_IN COLS [PAIRS] [THREADS]
+ *   make build/dev/bench_a16_cols && build/dev/bench_a16_cols N_OUT N_IN COLS [PAIRS] [THREADS] [w4a4]
+ * (w4a4: the W4A4 matvec, fp4_dot_w4a4_cols_avx512 against the one-column dot, input_scale_inv 37.5)
  * Random payload, scale bytes 0x30..0x37, activations in [-1, 1); prints the median time of each
  * side, GMAC/s and the median of the per-pair ratios (one-column time / four-column time); the CPU
  * path is fp4_cpu_path() ($FP4_CPU_PATH lowers it). */
@@ -37,6 +38,7 @@ int main(int argc, char **argv) {
     }
     const int64_t n_out = atoll(argv[1]), n_in = atoll(argv[2]), nc = atoll(argv[3]);
     const int pairs = argc > 4 ? atoi(argv[4]) : 9, nt = argc > 5 ? atoi(argv[5]) : 1;
+    const int w4a4 = argc > 6 && !strcmp(argv[6], "w4a4");
     if (n_out < 1 || n_in < 256 || n_in % 256 || nc < 1 || pairs < 1 || pairs > 999) return 2;
     uint8_t *p = malloc((size_t)(n_out * n_in / 2)), *s = malloc((size_t)(n_out * n_in / 16));
     float *x = malloc(sizeof(float) * (size_t)(n_in * nc)), *y = malloc(sizeof(float) * (size_t)(n_out * nc));
@@ -50,6 +52,7 @@ int main(int argc, char **argv) {
         x[i] = (float)((int64_t)(fp4_splitmix64(&r) % 2000) - 1000) / 1000.0f;
     fp4_nvfp4_view v = {0};
     v.payload = p, v.scales = s, v.n_out = n_out, v.n_in = n_in, v.scale2 = 0.01f;
+    if (w4a4) v.input_scale_inv = 37.5f;
     double *t4 = malloc(sizeof(double) * (size_t)pairs), *t1 = malloc(sizeof(double) * (size_t)pairs),
            *ratio = malloc(sizeof(double) * (size_t)pairs);
     for (int k = -1; k < pairs; k++) { /* k = -1: one warm-up pair */
@@ -59,17 +62,17 @@ int main(int argc, char **argv) {
             if (off) setenv("FP4_CPU_NO_COLS", "1", 1);
             else unsetenv("FP4_CPU_NO_COLS");
             const double t0 = now();
-            if (fp4_nvfp4_matvec_a16_exact(&v, x, nc, y, nt)) return 1;
+            if ((w4a4 ? fp4_nvfp4_matvec_w4a4 : fp4_nvfp4_matvec_a16_exact)(&v, x, nc, y, nt)) return 1;
             t[off] = now() - t0;
         }
         if (k >= 0) t4[k] = t[0], t1[k] = t[1], ratio[k] = t[1] / t[0];
     }
     const double m4 = median(t4, pairs), m1 = median(t1, pairs), mr = median(ratio, pairs);
     const double mac = (double)n_out * (double)n_in * (double)nc;
-    printf("%s path, %lld x %lld, %lld columns, %d thread(s), %d pairs: four-column %.3f ms (%.1f GMAC/s), "
+    printf("%s%s path, %lld x %lld, %lld columns, %d thread(s), %d pairs: four-column %.3f ms (%.1f GMAC/s), "
            "one-column %.3f ms (%.1f GMAC/s), median pair ratio %.2f\n",
-           fp4_cpu_path_name(fp4_cpu_path()), (long long)n_out, (long long)n_in, (long long)nc, nt, pairs,
-           1e3 * m4, mac / m4 / 1e9, 1e3 * m1, mac / m1 / 1e9, mr);
+           w4a4 ? "W4A4, " : "", fp4_cpu_path_name(fp4_cpu_path()), (long long)n_out, (long long)n_in,
+           (long long)nc, nt, pairs, 1e3 * m4, mac / m4 / 1e9, 1e3 * m1, mac / m1 / 1e9, mr);
     free(p), free(s), free(x), free(y), free(t4), free(t1), free(ratio);
     return 0;
 }

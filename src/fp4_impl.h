@@ -209,6 +209,12 @@ void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_
                          int64_t *q9a);
 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
                           const int8_t *act, const int64_t *q9a, float input_scale_inv, int64_t n_in);
+/* nc (1..4) columns of one W4A4 row at once, each with fp4_dot_w4a4_avx512's bits: actu holds each
+ * column's act offset to unsigned (fp4_a16_actu_avx512 over its act_stride = ceil(n_in/128)·128
+ * bytes, padding included), column c at actu + c * act_stride, its q9a at q9a + c * act_stride / 16 */
+void fp4_dot_w4a4_cols_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                              const uint8_t *actu, const int64_t *q9a, int64_t act_stride,
+                              float input_scale_inv, int64_t n_in, int nc, float *out);
 
 /* Q4_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
  * ggml-generic order. act is NULL or the activations rearranged by the matching fp4_q4K_act_*:

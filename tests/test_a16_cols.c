@@ -157,8 +157,44 @@ static void test_kernel(void) {
     free_w(&w);
 }
 
+/* W4A4 (NVFP4 activations too) at several columns: fp4_dot_w4a4_cols_avx512 against the one-column
+ * calls, n_in around the 128-value steps (masked tails), every path, 1-3 threads */
+static void test_w4a4(void) {
+    test_rng r = {4444};
+    static const int64_t n_ins[] = {16, 112, 128, 144, 1040, 2048};
+    static const int64_t cols[] = {2, 3, 4, 5, 9};
+    const int best = fp4_cpu_path();
+    for (size_t s = 0; s < sizeof n_ins / sizeof n_ins[0]; s++) {
+        const int64_t n_in = n_ins[s], n_out = 37;
+        wt w;
+        make_w(&w, n_out, n_in, s % 2 ? 0.37f : 1.0e-3f, &r, s == 4);
+        w.v.input_scale_inv = s % 3 == 0 ? 37.5f : 1.0f / 448.0f;
+        float *x = malloc(sizeof(float) * (size_t)(n_in * 9)),
+              *y = malloc(sizeof(float) * (size_t)(n_out * 9)), *y1 = malloc(sizeof(float) * (size_t)n_out);
+        make_x(x, n_in, 9, &r);
+        for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++)
+            for (int path = 0; path <= best; path++) {
+                fp4_cpu_force_path(path);
+                for (int nt = 1; nt <= 3; nt += 2) {
+                    CHECK_OK(fp4_nvfp4_matvec_w4a4(&w.v, x, cols[k], y, nt));
+                    int64_t d = 0;
+                    for (int64_t c = 0; c < cols[k]; c++) {
+                        CHECK_OK(fp4_nvfp4_matvec_w4a4(&w.v, x + c * n_in, 1, y1, 1));
+                        d += differing(y + c * n_out, y1, n_out);
+                    }
+                    CHECK_MSG(d == 0, "w4a4 n_in %lld, %lld cols, path %s, %d threads: %lld values differ",
+                              (long long)n_in, (long long)cols[k], fp4_cpu_path_name(path), nt, (long long)d);
+                }
+            }
+        fp4_cpu_force_path(-1);
+        free(x), free(y), free(y1);
+        free_w(&w);
+    }
+}
+
 int main(void) {
     test_matvec();
+    test_w4a4();
     test_switch();
     test_kernel();
     return check_report();

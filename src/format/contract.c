@@ -157,6 +157,7 @@ typedef struct mv_ctx {
     int path;                             /* a16 exact: fp4_cpu_path() */
     const uint8_t *acodes, *ascales;      /* w4a4: n_cols × n_in/2, n_cols × n_in/16 */
     const int8_t *wact;                   /* w4a4, AVX-512: decoded codes, n_cols × w4a4_padded(n_in) */
+    const uint8_t *wactu;                 /* w4a4, AVX-512, 2+ columns: wact + 128, unsigned */
     const int64_t *q9a;                   /* w4a4, AVX-512: scales as q9, n_cols × w4a4_padded(n_in)/16 */
 } mv_ctx;
 
@@ -271,6 +272,17 @@ static void w4a4_rows(void *p, int64_t r0, int64_t r1) {
     const int64_t n_in = c->w->n_in, np = w4a4_padded(n_in);
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *pr = c->w->payload + r * (n_in / 2), *sr = c->w->scales + r * (n_in / 16);
+        if (c->wactu) { /* AVX-512, 2+ columns: the row's weights decoded once for up to 4 columns */
+            for (int64_t col = 0; col < c->n_cols; col += 4) {
+                const int nc = c->n_cols - col < 4 ? (int)(c->n_cols - col) : 4;
+                float out[4];
+                fp4_dot_w4a4_cols_avx512(pr, sr, c->w->scale2, c->wactu + col * np, c->q9a + col * (np / 16),
+                                         np, c->w->input_scale_inv, n_in, nc, out);
+                for (int k = 0; k < nc; k++)
+                    c->y[(col + k) * c->w->n_out + r] = out[k];
+            }
+            continue;
+        }
         for (int64_t col = 0; col < c->n_cols; col++)
             c->y[col * c->w->n_out + r] =
                 c->wact ? fp4_dot_w4a4_avx512(pr, sr, c->w->scale2, c->wact + col * np,
@@ -293,8 +305,10 @@ fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_
     uint8_t *scl = malloc((size_t)(n_cols * (n_in / 16) + 1));
     int8_t *wact = avx512 ? malloc((size_t)(n_cols * np + 1)) : NULL;
     int64_t *q9a = avx512 ? malloc((size_t)(n_cols * (np / 16) + 1) * sizeof *q9a) : NULL;
-    if (!codes || !scl || (avx512 && (!wact || !q9a))) {
-        free(codes), free(scl), free(wact), free(q9a);
+    const int cols_kernel = avx512 && n_cols >= 2 && !getenv("FP4_CPU_NO_COLS");
+    uint8_t *wactu = cols_kernel ? malloc((size_t)(n_cols * np + 1)) : NULL;
+    if (!codes || !scl || (avx512 && (!wact || !q9a)) || (cols_kernel && !wactu)) {
+        free(codes), free(scl), free(wact), free(q9a), free(wactu);
         return FP4_ERR_NOMEM;
     }
     for (int64_t col = 0; col < n_cols && !st; col++) {
@@ -303,6 +317,7 @@ fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_
         if (!st && avx512)
             fp4_w4a4_act_avx512(codes + col * (n_in / 2), scl + col * (n_in / 16), n_in, wact + col * np,
                                 q9a + col * (np / 16));
+        if (!st && wactu) fp4_a16_actu_avx512(wact + col * np, np, wactu + col * np);
     }
     if (!st) {
         q1_init();
@@ -313,10 +328,11 @@ fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_
                     .acodes = codes,
                     .ascales = scl,
                     .wact = wact,
+                    .wactu = wactu,
                     .q9a = q9a};
         st = fp4_parallel_rows(w->n_out, n_threads, w4a4_rows, &c);
     }
-    free(codes), free(scl), free(wact), free(q9a);
+    free(codes), free(scl), free(wact), free(q9a), free(wactu);
     return st;
 }
 

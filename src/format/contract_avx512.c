@@ -288,7 +288,94 @@ FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const ui
     y = y * input_scale;
     return fp4_round_f16_avx512(y);
 }
+/* Several columns of one W4A4 row (a prefill chunk, a batch): the weights' nibbles, magnitudes,
+ * signs and q9 scales decoded once per 8 groups for NC columns, the sign on the weight and each
+ * column's decoded activation codes offset to unsigned (fp4_a16_actu_avx512 of the act above: its
+ * padding bytes 0 become 0x80, against weight bytes masked to 0), 128·Σw taken off as in the A16
+ * kernel. The same int32 group dots, the same two exact products per group and the same int64
+ * total; the same f32 tail per column: fp4_dot_w4a4_avx512's bits. */
+FP4_TARGET_AVX512 static inline __attribute__((always_inline)) void
+w4a4_cols_nc(const uint8_t *payload_row, const uint8_t *scales_row, float scale2, const uint8_t *actu,
+             const int64_t *q9a, int64_t act_stride, float input_scale_inv, int64_t n_in, float *out,
+             const int NC) {
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(MAG8));
+    const __m512i zero = _mm512_setzero_si512();
+    __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08), k80 = _mm512_set1_epi8((char)0x80);
+    __asm__("" : "+v"(low4), "+v"(sign4), "+v"(k80));
+    const int64_t ng = n_in / 16, q9_stride = act_stride / 16; /* act_stride = w4a4_padded(n_in) */
+    __m512i tot[4] = {zero, zero, zero, zero};
+    for (int64_t g0 = 0; g0 < ng; g0 += 8) {
+        const int64_t left = ng - g0;
+        __m512i b;
+        __m128i sc;
+        if (left >= 8) {
+            b = _mm512_loadu_si512((const void *)(payload_row + g0 * 8));
+            sc = _mm_loadl_epi64((const __m128i *)(const void *)(scales_row + g0));
+        } else {
+            b = _mm512_maskz_loadu_epi8(((__mmask64)1 << (8 * left)) - 1,
+                                        (const void *)(payload_row + g0 * 8));
+            sc = _mm_maskz_loadu_epi8((__mmask16)((1u << left) - 1), scales_row + g0);
+        }
+        const __m512i lo = _mm512_and_si512(b, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+        __m512i wlo = _mm512_shuffle_epi8(lut, lo), whi = _mm512_shuffle_epi8(lut, hi);
+        wlo = _mm512_mask_sub_epi8(wlo, _mm512_test_epi8_mask(lo, sign4), zero, wlo);
+        whi = _mm512_mask_sub_epi8(whi, _mm512_test_epi8_mask(hi, sign4), zero, whi);
+        const __m512i ncorr =
+            _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, k80, wlo), k80, whi));
+        const __m512i q9w = q9_8_avx512(sc);
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const uint8_t *a = actu + c * act_stride + g0 * 16;
+            __m512i s = _mm512_dpbusd_epi32(ncorr, _mm512_loadu_si512((const void *)a), wlo);
+            s = _mm512_dpbusd_epi32(s, _mm512_loadu_si512((const void *)(a + 64)), whi);
+            s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32)); /* int64 lane q: dot of group g0 + q */
+            const __m512i p = _mm512_mul_epi32(s, q9w);
+            tot[c] = _mm512_add_epi64(
+                tot[c], _mm512_mul_epi32(p, _mm512_loadu_si512((const void *)(q9a + c * q9_stride + g0))));
+        }
+    }
+    const float input_scale = 1.0f / input_scale_inv;
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++) {
+        float y = (float)_mm512_reduce_add_epi64(tot[c]) * 0x1p-20f;
+        y = y * scale2;
+        y = y * input_scale;
+        out[c] = fp4_round_f16_avx512(y);
+    }
+}
+
+FP4_TARGET_AVX512 void fp4_dot_w4a4_cols_avx512(const uint8_t *payload_row, const uint8_t *scales_row,
+                                                float scale2, const uint8_t *actu, const int64_t *q9a,
+                                                int64_t act_stride, float input_scale_inv, int64_t n_in,
+                                                int nc, float *out) {
+#define FP4_W4A4_CASE(n)                                                                                     \
+    w4a4_cols_nc(payload_row, scales_row, scale2, actu, q9a, act_stride, input_scale_inv, n_in, out, n)
+    switch (nc) { /* NC a constant in each: the columns' totals stay in registers */
+    case 1:
+        FP4_W4A4_CASE(1);
+        break;
+    case 2:
+        FP4_W4A4_CASE(2);
+        break;
+    case 3:
+        FP4_W4A4_CASE(3);
+        break;
+    default:
+        FP4_W4A4_CASE(4);
+        break;
+    }
+#undef FP4_W4A4_CASE
+}
 #else
+void fp4_dot_w4a4_cols_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                              const uint8_t *actu, const int64_t *q9a, int64_t act_stride,
+                              float input_scale_inv, int64_t n_in, int nc, float *out) {
+    (void)payload_row, (void)scales_row, (void)scale2, (void)actu, (void)q9a, (void)act_stride,
+        (void)input_scale_inv, (void)n_in;
+    for (int c = 0; c < nc; c++)
+        out[c] = NAN;
+}
 void fp4_w4a4_act_avx512(const uint8_t *codes, const uint8_t *scales, int64_t n_in, int8_t *act,
                          int64_t *q9a) {
     (void)codes, (void)scales, (void)n_in, (void)act, (void)q9a;
