@@ -231,6 +231,10 @@ float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const
 void fp4_q4K_act4_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
                           const int8_t *act, int64_t nb, float *y);
+/* the same for nc (1..4) columns at once (column c: x + c·nb, act + c·nb·FP4_Q4K_ACT_BYTES, y + c·y_stride),
+ * the rows' heads and nibbles decoded once per block for them; each column's bits as one call's */
+void fp4_q4K_rows4_cols_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                               const int8_t *act, int64_t nb, int nc, float *y, int64_t y_stride);
 
 /* Q6_K dots, AVX2 and AVX-512 (kquant_avx2.c, kquant_avx512.c): the same bits as kquant_dot.c's
  * q6K_dot. act is NULL or the activations rearranged by the matching fp4_q6K_act_*: FP4_Q6K_ACT_BYTES

@@ -347,7 +347,8 @@ static void test_q4_K_paths(void) {
 
 /* ---- the K-quant matvecs' multi-row kernels (fp4_q{4,6}K_rows4_avx512): adversarial weights ----
  * Row counts below, at and past a multiple of the 4-row group (the rest one row at a time), 1-6
- * blocks a row, 1-3 columns, every path and 1-3 threads: each y must equal, bit for bit, the portable
+ * blocks a row, 1-3 or 6-8 columns (fp4_q4K_rows4_cols_avx512 takes up to 4 at once), every path and
+ * 1-3 threads: each y must equal, bit for bit, the portable
  * single-row dot (fp4_q*_K_dot_q8_K) of its row and column against fp4_q8_K_quantize's blocks.
  * The weights are raw bytes with any f16 scale (NaN, Inf, subnormal), saturated nibbles and
  * scales, zero blocks; some activation columns are huge, so that the f32 sums overflow. */
@@ -428,8 +429,11 @@ static void test_kq_rows_paths(void) {
     long compared = 0, nan_inf[2] = {0, 0};
     for (int q6 = 0; q6 <= 1; q6++)
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
-            for (int64_t nb = 1; nb <= 6; nb += (nb < 3 ? 1 : 3))
-                kq_rows_case(&r, q6, rows[i], nb, 1 + (int64_t)((i + (size_t)nb) % 3), &compared, nan_inf);
+            for (int64_t nb = 1; nb <= 6; nb += (nb < 3 ? 1 : 3)) {
+                /* 1-3 columns, or 6-8 (the four-column kernel and its rest) */
+                const int64_t cols = 1 + (int64_t)((i + (size_t)nb) % 3) + (i % 3 == 2 ? 5 : 0);
+                kq_rows_case(&r, q6, rows[i], nb, cols, &compared, nan_inf);
+            }
     CHECK(nan_inf[0] > 0 && nan_inf[1] > 0); /* the NaN and Inf results were reached */
     printf("k-quant multi-row matvecs: %ld outputs compared against the portable single-row dots "
            "(references: %ld NaN, %ld Inf)\n",

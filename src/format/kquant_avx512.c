@@ -250,9 +250,13 @@ static inline void rows4_offsets(size_t row_bytes, int n, size_t off[4]) {
         off[r] = (size_t)(r < n ? r : n - 1) * row_bytes;
 }
 
-FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n,
-                                            const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
-                                            float *y) {
+/* The four-row kernel for NC columns (1..4) at once: the rows' heads (d, dmin, scales, mins) and
+ * their permuted nibbles decoded once per block for the NC columns; per column only its activation
+ * loads and the arithmetic that involves them, each column's f32 operations exactly those of the
+ * one-column call (column c: x + c·nb blocks, act + c·nb·FP4_Q4K_ACT_BYTES, y + c·y_stride). */
+FP4_TARGET_AVX512 static inline __attribute__((always_inline)) void
+q4K_rows4_core(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x, const int8_t *act,
+               int64_t nb, float *y, int64_t y_stride, const int NC) {
     size_t off[4];
     rows4_offsets(row_bytes, n, off);
     const __m512i wperm = LOAD512(wperm4_tab), midx4 = LOAD512(midx4_tab), spair = LOAD512(spair_tab);
@@ -262,13 +266,14 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
     const __m256i deint = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
     const __m512i pair01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     const __m512i pair23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m512 sums01 = _mm512_setzero_ps(), sums23 = _mm512_setzero_ps();
-    __m128 total = _mm_setzero_ps();
+    __m512 sums01[4], sums23[4];
+    __m128 total[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++)
+        sums01[c] = _mm512_setzero_ps(), sums23[c] = _mm512_setzero_ps(), total[c] = _mm_setzero_ps();
     int32_t sc[16] __attribute__((aligned(64)));
+    const int64_t astride = nb * FP4_Q4K_ACT_BYTES;
     for (int64_t i = 0; i < nb; i++) {
-        const int8_t *ap = act + i * FP4_Q4K_ACT_BYTES;
-        const __m512i av0 = LOAD512(ap), av1 = LOAD512(ap + 64), av2 = LOAD512(ap + 128);
-        const __m512i av3 = LOAD512(ap + 192);
         const uint8_t *b0 = w + i * (int64_t)sizeof(fp4_block_q4_K);
         /* bytes 0..15 of the four rows' blocks (d, dmin, scales[0..11]), row r in lane r */
         /* two independent halves: a short dependency chain */
@@ -289,14 +294,11 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
         _mm512_store_si512((void *)sc, _mm512_shuffle_epi8(sm, spair));
         /* keep sc in memory: broadcast loads (no shuffle port), not extractions from the register */
         __asm__("" : "+m"(sc));
-        /* Σ bsums·mins per row: 4 partial int32 in its lane, then summed (exact) to element r */
-        __m512i ms = _mm512_madd_epi16(
-            _mm512_maskz_permutexvar_epi8(even, midx4, sm),
-            _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(ap + 256))));
-        ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(1, 0, 3, 2)));
-        ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
-        const __m128i msum = _mm512_castsi512_si128(_mm512_permutexvar_epi32(didx, ms));
-        __m512i acc[4];
+        const __m512i mins = _mm512_maskz_permutexvar_epi8(even, midx4, sm);
+        /* [d0 dmin0 d1 dmin1 ...] -> f32 (exact), before the column's y.d */
+        const __m256 dh = _mm512_castps512_ps256(
+            _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi32(didx, head))));
+        __m512i acc[4][4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const uint8_t *qs = b0 + off[r] + offsetof(fp4_block_q4_K, qs);
@@ -305,37 +307,76 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
             _mm_prefetch(PF_AHEAD(qs, row_bytes, 127), _MM_HINT_T0);
             const __m512i q0 = _mm512_permutexvar_epi8(wperm, LOAD512(qs));
             const __m512i q1 = _mm512_permutexvar_epi8(wperm, LOAD512(qs + 64));
-            __m512i acc0 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q0, m4), av0),
-                                             _mm512_set1_epi32(sc[4 * r]));
-            __m512i acc1 = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(q1, m4), av2),
-                                             _mm512_set1_epi32(sc[4 * r + 2]));
-            acc0 = _mm512_dpwssd_epi32(
-                acc0, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q0, 4), m4), av1),
-                _mm512_set1_epi32(sc[4 * r + 1]));
-            acc1 = _mm512_dpwssd_epi32(
-                acc1, _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(q1, 4), m4), av3),
-                _mm512_set1_epi32(sc[4 * r + 3]));
-            acc[r] = _mm512_add_epi32(acc0, acc1);
+            const __m512i q0l = _mm512_and_si512(q0, m4), q1l = _mm512_and_si512(q1, m4);
+            const __m512i q0h = _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4);
+            const __m512i q1h = _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4);
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++) {
+                const int8_t *ap = act + c * astride + i * FP4_Q4K_ACT_BYTES;
+                __m512i acc0 =
+                    _mm512_madd_epi16(_mm512_maddubs_epi16(q0l, LOAD512(ap)), _mm512_set1_epi32(sc[4 * r]));
+                __m512i acc1 = _mm512_madd_epi16(_mm512_maddubs_epi16(q1l, LOAD512(ap + 128)),
+                                                 _mm512_set1_epi32(sc[4 * r + 2]));
+                acc0 = _mm512_dpwssd_epi32(acc0, _mm512_maddubs_epi16(q0h, LOAD512(ap + 64)),
+                                           _mm512_set1_epi32(sc[4 * r + 1]));
+                acc1 = _mm512_dpwssd_epi32(acc1, _mm512_maddubs_epi16(q1h, LOAD512(ap + 192)),
+                                           _mm512_set1_epi32(sc[4 * r + 3]));
+                acc[c][r] = _mm512_add_epi32(acc0, acc1);
+            }
         }
-        /* the 8 int32 lanes of rows 0, 1 in one vector, of rows 2, 3 in another */
-        const __m512i lane01 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[0], acc[1], 0x44),
-                                                _mm512_shuffle_i64x2(acc[0], acc[1], 0xEE));
-        const __m512i lane23 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[2], acc[3], 0x44),
-                                                _mm512_shuffle_i64x2(acc[2], acc[3], 0xEE));
-        /* [d0 dmin0 d1 dmin1 ...] -> f32 (exact) -> times y.d -> [d0..d3 | dmin0..dmin3] */
-        const __m256 dv = _mm256_permutevar8x32_ps(
-            _mm256_mul_ps(_mm512_castps512_ps256(
-                              _mm512_cvtph_ps(_mm512_castsi512_si256(_mm512_permutexvar_epi32(didx, head)))),
-                          _mm256_set1_ps(x[i].d)),
-            deint);
-        const __m512 dz = _mm512_castps256_ps512(dv);
-        sums01 = _mm512_add_ps(sums01,
-                               _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
-        sums23 = _mm512_add_ps(sums23,
-                               _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
-        total = _mm_sub_ps(total, _mm_mul_ps(_mm256_extractf128_ps(dv, 1), _mm_cvtepi32_ps(msum)));
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const int8_t *ap = act + c * astride + i * FP4_Q4K_ACT_BYTES;
+            /* Σ bsums·mins per row: 4 partial int32 in its lane, then summed (exact) to element r */
+            __m512i ms = _mm512_madd_epi16(
+                mins, _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(const void *)(ap + 256))));
+            ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(1, 0, 3, 2)));
+            ms = _mm512_add_epi32(ms, _mm512_shuffle_epi32(ms, _MM_SHUFFLE(2, 3, 0, 1)));
+            const __m128i msum = _mm512_castsi512_si128(_mm512_permutexvar_epi32(didx, ms));
+            /* the 8 int32 lanes of rows 0, 1 in one vector, of rows 2, 3 in another */
+            const __m512i lane01 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[c][0], acc[c][1], 0x44),
+                                                    _mm512_shuffle_i64x2(acc[c][0], acc[c][1], 0xEE));
+            const __m512i lane23 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[c][2], acc[c][3], 0x44),
+                                                    _mm512_shuffle_i64x2(acc[c][2], acc[c][3], 0xEE));
+            /* times y.d -> [d0..d3 | dmin0..dmin3] */
+            const __m256 dv =
+                _mm256_permutevar8x32_ps(_mm256_mul_ps(dh, _mm256_set1_ps(x[c * nb + i].d)), deint);
+            const __m512 dz = _mm512_castps256_ps512(dv);
+            sums01[c] = _mm512_add_ps(
+                sums01[c], _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
+            sums23[c] = _mm512_add_ps(
+                sums23[c], _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
+            total[c] = _mm_sub_ps(total[c], _mm_mul_ps(_mm256_extractf128_ps(dv, 1), _mm_cvtepi32_ps(msum)));
+        }
     }
-    rows4_finish(sums01, sums23, total, n, y);
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++)
+        rows4_finish(sums01[c], sums23[c], total[c], n, y + c * y_stride);
+}
+
+FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n,
+                                            const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+                                            float *y) {
+    q4K_rows4_core(w, row_bytes, n, x, act, nb, y, 0, 1);
+}
+
+FP4_TARGET_AVX512 void fp4_q4K_rows4_cols_avx512(const uint8_t *w, size_t row_bytes, int n,
+                                                 const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+                                                 int nc, float *y, int64_t y_stride) {
+    switch (nc) { /* NC a constant in each */
+    case 1:
+        q4K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 1);
+        break;
+    case 2:
+        q4K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 2);
+        break;
+    case 3:
+        q4K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 3);
+        break;
+    default:
+        q4K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 4);
+        break;
+    }
 }
 /* ---- Q6_K · Q8_K (kquant_dot.c's q6K_dot: the same lanes, the same f32 order) ----
  * The 256 weights q (0..63) are rebuilt in position order, 64 per vector (vector v: positions
@@ -525,6 +566,10 @@ float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const
 }
 void fp4_q4K_act4_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
     (void)x, (void)nb, (void)dst;
+}
+void fp4_q4K_rows4_cols_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                               const int8_t *act, int64_t nb, int nc, float *y, int64_t y_stride) {
+    (void)w, (void)row_bytes, (void)n, (void)x, (void)act, (void)nb, (void)nc, (void)y, (void)y_stride;
 }
 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
                           const int8_t *act, int64_t nb, float *y) {

@@ -96,6 +96,9 @@ typedef void (*kq_act_fn)(const fp4_block_q8_K *x, int64_t nb, int8_t *dst);
 /* rows 0..n-1 (n = 1..4, row_bytes apart) against one column with act given: their dots */
 typedef void (*kq_rows4_fn)(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
                             const int8_t *act, int64_t nb, float *y);
+/* the same for nc (1..4) columns at once, column c's outputs y_stride apart */
+typedef void (*kq_rows4_cols_fn)(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                                 const int8_t *act, int64_t nb, int nc, float *y, int64_t y_stride);
 static float dot4(const void *w, const fp4_block_q8_K *x, const int8_t *act, int64_t nb) {
     return q4K_dot(w, x, nb);
 }
@@ -123,15 +126,17 @@ typedef struct kq_path {
     kq_act_fn act;
     size_t act_bytes;
     kq_rows4_fn rows4;
+    kq_rows4_cols_fn rows4_cols; /* NULL: rows4 once per column */
 } kq_path;
 static const kq_path q4K_path[FP4_CPU_N_PATHS] = {
-    [FP4_CPU_PORTABLE] = {dot4, NULL, 0, NULL},
-    [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2, FP4_Q4K_ACT_BYTES, NULL},
-    [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act4_avx512, FP4_Q4K_ACT_BYTES, fp4_q4K_rows4_avx512}};
+    [FP4_CPU_PORTABLE] = {dot4, NULL, 0, NULL, NULL},
+    [FP4_CPU_AVX2] = {dot4_avx2, fp4_q4K_act_avx2, FP4_Q4K_ACT_BYTES, NULL, NULL},
+    [FP4_CPU_AVX512] = {dot4_avx512, fp4_q4K_act4_avx512, FP4_Q4K_ACT_BYTES, fp4_q4K_rows4_avx512,
+                        fp4_q4K_rows4_cols_avx512}};
 static const kq_path q6K_path[FP4_CPU_N_PATHS] = {
-    [FP4_CPU_PORTABLE] = {dot6, NULL, 0, NULL},
-    [FP4_CPU_AVX2] = {dot6_avx2, fp4_q6K_act_avx2, FP4_Q6K_ACT_BYTES, NULL},
-    [FP4_CPU_AVX512] = {dot6_avx512, fp4_q6K_act_avx512, FP4_Q6K_ACT_BYTES, fp4_q6K_rows4_avx512}};
+    [FP4_CPU_PORTABLE] = {dot6, NULL, 0, NULL, NULL},
+    [FP4_CPU_AVX2] = {dot6_avx2, fp4_q6K_act_avx2, FP4_Q6K_ACT_BYTES, NULL, NULL},
+    [FP4_CPU_AVX512] = {dot6_avx512, fp4_q6K_act_avx512, FP4_Q6K_ACT_BYTES, fp4_q6K_rows4_avx512, NULL}};
 
 float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
     if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
@@ -146,6 +151,7 @@ float fp4_q6_K_dot_q8_K(const fp4_block_q6_K *w, const fp4_block_q8_K *x, int64_
 typedef struct kq_job {
     kq_dot_fn dot;
     kq_rows4_fn rows4;
+    kq_rows4_cols_fn rows4_cols; /* 2+ columns and the path has it (FP4_CPU_NO_COLS unset) */
     const uint8_t *w;
     size_t row_bytes;
     const fp4_block_q8_K *xq;
@@ -161,6 +167,14 @@ static void kq_rows(void *arg, int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; r += 4) {
             const uint8_t *rows = j->w + (size_t)r * j->row_bytes;
             const int n = r1 - r < 4 ? (int)(r1 - r) : 4;
+            if (j->rows4_cols) { /* several columns: the rows' weights decoded once for up to 4 */
+                for (int64_t c = 0; c < j->n_cols; c += 4)
+                    j->rows4_cols(rows, j->row_bytes, n, j->xq + c * j->nb,
+                                  j->act + (size_t)(c * j->nb) * j->act_bytes, j->nb,
+                                  j->n_cols - c < 4 ? (int)(j->n_cols - c) : 4, j->y + c * j->n_out + r,
+                                  j->n_out);
+                continue;
+            }
             for (int64_t c = 0; c < j->n_cols; c++)
                 j->rows4(rows, j->row_bytes, n, j->xq + c * j->nb,
                          j->act + (size_t)(c * j->nb) * j->act_bytes, j->nb, j->y + c * j->n_out + r);
@@ -223,8 +237,20 @@ static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void
         }
         path->act(xq, n_blocks, act);
     }
-    kq_job job = {path->dot, act ? path->rows4 : NULL, w, (size_t)row_bytes, xq, act, path->act_bytes, nb,
-                  n_out, n_cols, y};
+    kq_rows4_cols_fn cols =
+        act && path->rows4 && n_cols >= 2 && !getenv("FP4_CPU_NO_COLS") ? path->rows4_cols : NULL;
+    kq_job job = {path->dot,
+                  act ? path->rows4 : NULL,
+                  cols,
+                  w,
+                  (size_t)row_bytes,
+                  xq,
+                  act,
+                  path->act_bytes,
+                  nb,
+                  n_out,
+                  n_cols,
+                  y};
     fp4_status st = fp4_parallel_rows(n_out, n_threads, kq_rows, &job);
     free(act);
     free(xq);
