@@ -248,6 +248,9 @@ float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_block_q8_K *x, const
  * y[r] = fp4_q6K_dot_avx512 of row r, the same bits */
 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
                           const int8_t *act, int64_t nb, float *y);
+/* the same for nc (1..4) columns at once, as fp4_q4K_rows4_cols_avx512 */
+void fp4_q6K_rows4_cols_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                               const int8_t *act, int64_t nb, int nc, float *y, int64_t y_stride);
 
 /* fp4p_attend (src/runtime/pinned.h) on the AVX2 / AVX-512 paths, the same bits
  * (src/cpu/attend_x86.c) */

@@ -480,9 +480,13 @@ FP4_TARGET_AVX512 float fp4_q6K_dot_avx512(const fp4_block_q6_K *w, const fp4_bl
  * Each row's integer lanes are q6K_dot_avx512's and its f32 operations are too, in the same order
  * (the layout of fp4_q4K_rows4_avx512: d in the elements of a vector, rows 0-1 and 2-3 sharing a
  * 512-bit vector of lane sums, the transpose and total += lane 0..7 at the end). */
-FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n,
-                                            const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
-                                            float *y) {
+/* The four-row kernel for NC columns (1..4) at once: the rows' 6-bit weights rebuilt, permuted and
+ * their scales widened once per block for the NC columns; per column only its activation loads and
+ * what involves them, each column's f32 operations those of the one-column call (column c: x + c·nb
+ * blocks, act + c·nb·FP4_Q6K_ACT_BYTES, y + c·y_stride). */
+FP4_TARGET_AVX512 static inline __attribute__((always_inline)) void
+q6K_rows4_core(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x, const int8_t *act,
+               int64_t nb, float *y, int64_t y_stride, const int NC) {
     size_t off[4];
     rows4_offsets(row_bytes, n, off);
     const __m512i didx = LOAD512(lane6_didx);
@@ -493,11 +497,14 @@ FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
     const __m512i sidx = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi32(1), 1);
     const __m512i pair01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     const __m512i pair23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m512 sums01 = _mm512_setzero_ps(), sums23 = _mm512_setzero_ps();
+    const int64_t astride = nb * FP4_Q6K_ACT_BYTES;
+    __m512 sums01[4], sums23[4];
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++)
+        sums01[c] = _mm512_setzero_ps(), sums23[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const int8_t *ap = act + i * FP4_Q6K_ACT_BYTES;
         const uint8_t *b0 = w + i * (int64_t)sizeof(fp4_block_q6_K);
-        __m512i acc[4];
+        __m512i acc[4][4];
 #pragma GCC unroll 4
         for (int r = 0; r < 4; r++) {
             const fp4_block_q6_K *b = (const fp4_block_q6_K *)(const void *)(b0 + off[r]);
@@ -507,7 +514,10 @@ FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
             _mm_prefetch(PF_AHEAD(b, row_bytes, 209), _MM_HINT_T0);
             const __m512i s16 = _mm512_castsi256_si512(
                 _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)b->scales)));
-            __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+            __m512i acc0[4], acc1[4];
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++)
+                acc0[c] = _mm512_setzero_si512(), acc1[c] = _mm512_setzero_si512();
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 const __m512i ql = LOAD512(b->ql + 64 * h);
@@ -520,37 +530,73 @@ FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
 #pragma GCC unroll 2
                 for (int k = 0; k < 2; k++) {
                     const int v = 2 * h + k;
-                    const __m512i av = LOAD512(ap + 64 * v), bv = LOAD512(ap + 256 + 64 * v);
-                    const __m512i pv =
-                        _mm512_sub_epi16(_mm512_maddubs_epi16(lane6_512(k ? hi : lo, didx, shuf), av), bv);
+                    const __m512i q6 = lane6_512(k ? hi : lo, didx, shuf);
                     const __m512i sv =
                         _mm512_permutexvar_epi32(_mm512_add_epi32(sidx, _mm512_set1_epi32(2 * v)), s16);
-                    if (k)
-                        acc1 = _mm512_dpwssd_epi32(acc1, pv, sv);
-                    else
-                        acc0 = _mm512_dpwssd_epi32(acc0, pv, sv);
+#pragma GCC unroll 4
+                    for (int c = 0; c < NC; c++) {
+                        const int8_t *ap = act + c * astride + i * FP4_Q6K_ACT_BYTES;
+                        const __m512i av = LOAD512(ap + 64 * v), bv = LOAD512(ap + 256 + 64 * v);
+                        const __m512i pv = _mm512_sub_epi16(_mm512_maddubs_epi16(q6, av), bv);
+                        if (k)
+                            acc1[c] = _mm512_dpwssd_epi32(acc1[c], pv, sv);
+                        else
+                            acc0[c] = _mm512_dpwssd_epi32(acc0[c], pv, sv);
+                    }
                 }
             }
-            acc[r] = _mm512_add_epi32(acc0, acc1);
+#pragma GCC unroll 4
+            for (int c = 0; c < NC; c++)
+                acc[c][r] = _mm512_add_epi32(acc0[c], acc1[c]);
         }
-        const __m512i lane01 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[0], acc[1], 0x44),
-                                                _mm512_shuffle_i64x2(acc[0], acc[1], 0xEE));
-        const __m512i lane23 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[2], acc[3], 0x44),
-                                                _mm512_shuffle_i64x2(acc[2], acc[3], 0xEE));
-        /* the four d (f16 -> f32, exact) times y.d, element r */
+        /* the four d (f16 -> f32, exact), element r; times each column's y.d below */
         const size_t od = offsetof(fp4_block_q6_K, d);
         uint16_t d0, d1, d2, d3;
         memcpy(&d0, b0 + off[0] + od, 2), memcpy(&d1, b0 + off[1] + od, 2);
         memcpy(&d2, b0 + off[2] + od, 2), memcpy(&d3, b0 + off[3] + od, 2);
         const __m128i dh = _mm_setr_epi16((short)d0, (short)d1, (short)d2, (short)d3, 0, 0, 0, 0);
-        const __m512 dz = _mm512_castps256_ps512(_mm256_mul_ps(
-            _mm512_castps512_ps256(_mm512_cvtph_ps(_mm256_castsi128_si256(dh))), _mm256_set1_ps(x[i].d)));
-        sums01 = _mm512_add_ps(sums01,
-                               _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
-        sums23 = _mm512_add_ps(sums23,
-                               _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
+        const __m256 df = _mm512_castps512_ps256(_mm512_cvtph_ps(_mm256_castsi128_si256(dh)));
+#pragma GCC unroll 4
+        for (int c = 0; c < NC; c++) {
+            const __m512i lane01 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[c][0], acc[c][1], 0x44),
+                                                    _mm512_shuffle_i64x2(acc[c][0], acc[c][1], 0xEE));
+            const __m512i lane23 = _mm512_add_epi32(_mm512_shuffle_i64x2(acc[c][2], acc[c][3], 0x44),
+                                                    _mm512_shuffle_i64x2(acc[c][2], acc[c][3], 0xEE));
+            const __m512 dz = _mm512_castps256_ps512(_mm256_mul_ps(df, _mm256_set1_ps(x[c * nb + i].d)));
+            sums01[c] = _mm512_add_ps(
+                sums01[c], _mm512_mul_ps(_mm512_permutexvar_ps(pair01, dz), _mm512_cvtepi32_ps(lane01)));
+            sums23[c] = _mm512_add_ps(
+                sums23[c], _mm512_mul_ps(_mm512_permutexvar_ps(pair23, dz), _mm512_cvtepi32_ps(lane23)));
+        }
     }
-    rows4_finish(sums01, sums23, _mm_setzero_ps(), n, y);
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; c++)
+        rows4_finish(sums01[c], sums23[c], _mm_setzero_ps(), n, y + c * y_stride);
+}
+
+FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, int n,
+                                            const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+                                            float *y) {
+    q6K_rows4_core(w, row_bytes, n, x, act, nb, y, 0, 1);
+}
+
+FP4_TARGET_AVX512 void fp4_q6K_rows4_cols_avx512(const uint8_t *w, size_t row_bytes, int n,
+                                                 const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
+                                                 int nc, float *y, int64_t y_stride) {
+    switch (nc) { /* NC a constant in each */
+    case 1:
+        q6K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 1);
+        break;
+    case 2:
+        q6K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 2);
+        break;
+    case 3:
+        q6K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 3);
+        break;
+    default:
+        q6K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 4);
+        break;
+    }
 }
 #else
 void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
@@ -566,6 +612,10 @@ float fp4_q4K_dot_avx512(const fp4_block_q4_K *w, const fp4_block_q8_K *x, const
 }
 void fp4_q4K_act4_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
     (void)x, (void)nb, (void)dst;
+}
+void fp4_q6K_rows4_cols_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
+                               const int8_t *act, int64_t nb, int nc, float *y, int64_t y_stride) {
+    (void)w, (void)row_bytes, (void)n, (void)x, (void)act, (void)nb, (void)nc, (void)y, (void)y_stride;
 }
 void fp4_q4K_rows4_cols_avx512(const uint8_t *w, size_t row_bytes, int n, const fp4_block_q8_K *x,
                                const int8_t *act, int64_t nb, int nc, float *y, int64_t y_stride) {

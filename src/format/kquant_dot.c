@@ -136,7 +136,8 @@ static const kq_path q4K_path[FP4_CPU_N_PATHS] = {
 static const kq_path q6K_path[FP4_CPU_N_PATHS] = {
     [FP4_CPU_PORTABLE] = {dot6, NULL, 0, NULL, NULL},
     [FP4_CPU_AVX2] = {dot6_avx2, fp4_q6K_act_avx2, FP4_Q6K_ACT_BYTES, NULL, NULL},
-    [FP4_CPU_AVX512] = {dot6_avx512, fp4_q6K_act_avx512, FP4_Q6K_ACT_BYTES, fp4_q6K_rows4_avx512, NULL}};
+    [FP4_CPU_AVX512] = {dot6_avx512, fp4_q6K_act_avx512, FP4_Q6K_ACT_BYTES, fp4_q6K_rows4_avx512,
+                        fp4_q6K_rows4_cols_avx512}};
 
 float fp4_q4_K_dot_q8_K(const fp4_block_q4_K *w, const fp4_block_q8_K *x, int64_t n) {
     if (n < 0 || n % QK != 0 || (n > 0 && (!w || !x))) return NAN;
