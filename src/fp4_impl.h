@@ -188,6 +188,18 @@ float fp4_round_f16_avx2(float f);
 float fp4_round_f16_avx512(float f);
 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
                          const int8_t *act, const float *d, int64_t n_in);
+/* The multi-column kernels' entry points: F(args..., NC) with NC a compile-time constant 1..4 (nc
+ * beyond 4 takes 4), so that an always_inline core keeps each column's sums in registers. */
+#define FP4_NC_DISPATCH(nc, F, ...)                                                                          \
+    do {                                                                                                     \
+        switch (nc) {                                                                                        \
+        case 1: F(__VA_ARGS__, 1); break;                                                                    \
+        case 2: F(__VA_ARGS__, 2); break;                                                                    \
+        case 3: F(__VA_ARGS__, 3); break;                                                                    \
+        default: F(__VA_ARGS__, 4); break;                                                                   \
+        }                                                                                                    \
+    } while (0)
+
 /* nc (1..4) columns of one row at once, each with fp4_dot_a16_avx512's bits: actu holds each
  * column's rearranged activations offset to unsigned (fp4_a16_actu_avx512 of the act above), column
  * c at actu + c * act_stride, its super-block scales at d + c * d_stride; out[c] its result. */

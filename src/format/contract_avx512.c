@@ -129,6 +129,34 @@ FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uin
     return fp4_round_f16_avx512(acc);
 }
 
+/* 64 payload bytes as signed E2M1 values in units of 2^-1 (the code's sign on the magnitude; low
+ * nibbles in *wlo, high in *whi) and, per int32 lane, -128 times the sum of its four weights of each:
+ * the term that takes the +128 offset of unsigned activations off vpdpbusd's sums (the columns'
+ * kernels below) */
+FP4_TARGET_AVX512 static inline void signed_weights(__m512i b, __m512i lut, __m512i low4, __m512i sign4,
+                                                   __m512i k80, __m512i *wlo, __m512i *whi, __m512i *ncorr) {
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i lo = _mm512_and_si512(b, low4);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+    *wlo = _mm512_shuffle_epi8(lut, lo), *whi = _mm512_shuffle_epi8(lut, hi);
+    *wlo = _mm512_mask_sub_epi8(*wlo, _mm512_test_epi8_mask(lo, sign4), zero, *wlo);
+    *whi = _mm512_mask_sub_epi8(*whi, _mm512_test_epi8_mask(hi, sign4), zero, *whi);
+    *ncorr = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, k80, *wlo), k80, *whi));
+}
+
+/* W4A4: groups g0 .. g0+7 of a row (64 payload bytes, 8 scale bytes), those past ng read as 0 */
+FP4_TARGET_AVX512 static inline void w4a4_load8(const uint8_t *payload_row, const uint8_t *scales_row,
+                                                int64_t g0, int64_t ng, __m512i *b, __m128i *sc) {
+    const int64_t left = ng - g0;
+    if (left >= 8) {
+        *b = _mm512_loadu_si512((const void *)(payload_row + g0 * 8));
+        *sc = _mm_loadl_epi64((const __m128i *)(const void *)(scales_row + g0));
+    } else {
+        *b = _mm512_maskz_loadu_epi8(((__mmask64)1 << (8 * left)) - 1, (const void *)(payload_row + g0 * 8));
+        *sc = _mm_maskz_loadu_epi8((__mmask16)((1u << left) - 1), scales_row + g0);
+    }
+}
+
 /* ---- several columns of one row (a prefill chunk, a batch, a verify step) ----
  * The weights' share of fp4_dot_a16_avx512 — nibbles, magnitudes, signs, the q9 scales — once per
  * super-block for NC columns; per column only the activation loads, two vpdpbusd and the sums. The
@@ -190,14 +218,9 @@ a16_cols_nc(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
         __m512i tot[FP4_A16_NC_MAX] = {zero, zero, zero, zero};
 #pragma GCC unroll 2
         for (int h = 0; h < 2; h++) {
-            const __m512i b = _mm512_loadu_si512((const void *)(p + 64 * h));
-            const __m512i lo = _mm512_and_si512(b, low4);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
-            __m512i wlo = _mm512_shuffle_epi8(lut, lo), whi = _mm512_shuffle_epi8(lut, hi);
-            wlo = _mm512_mask_sub_epi8(wlo, _mm512_test_epi8_mask(lo, sign4), zero, wlo);
-            whi = _mm512_mask_sub_epi8(whi, _mm512_test_epi8_mask(hi, sign4), zero, whi);
-            const __m512i ncorr =
-                _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, k80, wlo), k80, whi));
+            __m512i wlo, whi, ncorr;
+            signed_weights(_mm512_loadu_si512((const void *)(p + 64 * h)), lut, low4, sign4, k80, &wlo, &whi,
+                           &ncorr);
 #pragma GCC unroll 4
             for (int c = 0; c < NC; c++) {
                 const uint8_t *a = actu + c * act_stride + sb * FP4_QK_K + 128 * h;
@@ -224,12 +247,8 @@ FP4_TARGET_AVX512 void fp4_dot_a16_cols_avx512(const uint8_t *payload_row, const
                                                float scale2, const uint8_t *actu, int64_t act_stride,
                                                const float *d, int64_t d_stride, int64_t n_in, int nc,
                                                float *out) {
-    switch (nc) { /* NC a constant in each: the columns' sums stay in registers */
-    case 1: a16_cols_nc(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, 1); break;
-    case 2: a16_cols_nc(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, 2); break;
-    case 3: a16_cols_nc(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, 3); break;
-    default: a16_cols_nc(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, 4); break;
-    }
+    FP4_NC_DISPATCH(nc, a16_cols_nc, payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in,
+                    out);
 }
 
 /* ---- W4A4 (SPEC §5) ---- */
@@ -257,17 +276,9 @@ FP4_TARGET_AVX512 float fp4_dot_w4a4_avx512(const uint8_t *payload_row, const ui
     const int64_t ng = n_in / 16;
     __m512i tot = zero;
     for (int64_t g0 = 0; g0 < ng; g0 += 8) { /* 8 groups: 64 payload bytes, the last ones masked */
-        const int64_t left = ng - g0;
         __m512i b;
         __m128i sc;
-        if (left >= 8) {
-            b = _mm512_loadu_si512((const void *)(payload_row + g0 * 8));
-            sc = _mm_loadl_epi64((const __m128i *)(const void *)(scales_row + g0));
-        } else {
-            b = _mm512_maskz_loadu_epi8(((__mmask64)1 << (8 * left)) - 1,
-                                        (const void *)(payload_row + g0 * 8));
-            sc = _mm_maskz_loadu_epi8((__mmask16)((1u << left) - 1), scales_row + g0);
-        }
+        w4a4_load8(payload_row, scales_row, g0, ng, &b, &sc);
         const __m512i lo = _mm512_and_si512(b, low4);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
         __m512i alo = _mm512_loadu_si512((const void *)(act + g0 * 16));
@@ -305,24 +316,10 @@ w4a4_cols_nc(const uint8_t *payload_row, const uint8_t *scales_row, float scale2
     const int64_t ng = n_in / 16, q9_stride = act_stride / 16; /* act_stride = w4a4_padded(n_in) */
     __m512i tot[4] = {zero, zero, zero, zero};
     for (int64_t g0 = 0; g0 < ng; g0 += 8) {
-        const int64_t left = ng - g0;
-        __m512i b;
+        __m512i b, wlo, whi, ncorr;
         __m128i sc;
-        if (left >= 8) {
-            b = _mm512_loadu_si512((const void *)(payload_row + g0 * 8));
-            sc = _mm_loadl_epi64((const __m128i *)(const void *)(scales_row + g0));
-        } else {
-            b = _mm512_maskz_loadu_epi8(((__mmask64)1 << (8 * left)) - 1,
-                                        (const void *)(payload_row + g0 * 8));
-            sc = _mm_maskz_loadu_epi8((__mmask16)((1u << left) - 1), scales_row + g0);
-        }
-        const __m512i lo = _mm512_and_si512(b, low4);
-        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
-        __m512i wlo = _mm512_shuffle_epi8(lut, lo), whi = _mm512_shuffle_epi8(lut, hi);
-        wlo = _mm512_mask_sub_epi8(wlo, _mm512_test_epi8_mask(lo, sign4), zero, wlo);
-        whi = _mm512_mask_sub_epi8(whi, _mm512_test_epi8_mask(hi, sign4), zero, whi);
-        const __m512i ncorr =
-            _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, k80, wlo), k80, whi));
+        w4a4_load8(payload_row, scales_row, g0, ng, &b, &sc);
+        signed_weights(b, lut, low4, sign4, k80, &wlo, &whi, &ncorr);
         const __m512i q9w = q9_8_avx512(sc);
 #pragma GCC unroll 4
         for (int c = 0; c < NC; c++) {
@@ -349,23 +346,8 @@ FP4_TARGET_AVX512 void fp4_dot_w4a4_cols_avx512(const uint8_t *payload_row, cons
                                                 float scale2, const uint8_t *actu, const int64_t *q9a,
                                                 int64_t act_stride, float input_scale_inv, int64_t n_in,
                                                 int nc, float *out) {
-#define FP4_W4A4_CASE(n)                                                                                     \
-    w4a4_cols_nc(payload_row, scales_row, scale2, actu, q9a, act_stride, input_scale_inv, n_in, out, n)
-    switch (nc) { /* NC a constant in each: the columns' totals stay in registers */
-    case 1:
-        FP4_W4A4_CASE(1);
-        break;
-    case 2:
-        FP4_W4A4_CASE(2);
-        break;
-    case 3:
-        FP4_W4A4_CASE(3);
-        break;
-    default:
-        FP4_W4A4_CASE(4);
-        break;
-    }
-#undef FP4_W4A4_CASE
+    FP4_NC_DISPATCH(nc, w4a4_cols_nc, payload_row, scales_row, scale2, actu, q9a, act_stride, input_scale_inv,
+                    n_in, out);
 }
 #else
 void fp4_dot_w4a4_cols_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,

@@ -173,23 +173,8 @@ FP4_TARGET_AVX2 void fp4_dot_a16_cols_avx2(const uint8_t *payload_row, const uin
                                            float scale2, const uint8_t *actu, int64_t act_stride,
                                            const float *d, int64_t d_stride, int64_t n_in, int nc,
                                            float *out) {
-#define FP4_COLS_CASE(n)                                                                                     \
-    a16_cols_nc_avx2(payload_row, scales_row, scale2, actu, act_stride, d, d_stride, n_in, out, n)
-    switch (nc) { /* NC a constant in each */
-    case 1:
-        FP4_COLS_CASE(1);
-        break;
-    case 2:
-        FP4_COLS_CASE(2);
-        break;
-    case 3:
-        FP4_COLS_CASE(3);
-        break;
-    default:
-        FP4_COLS_CASE(4);
-        break;
-    }
-#undef FP4_COLS_CASE
+    FP4_NC_DISPATCH(nc, a16_cols_nc_avx2, payload_row, scales_row, scale2, actu, act_stride, d, d_stride,
+                    n_in, out);
 }
 #else
 void fp4_dot_a16_cols_avx2(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,

@@ -363,21 +363,9 @@ FP4_TARGET_AVX512 void fp4_q4K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
 FP4_TARGET_AVX512 void fp4_q4K_rows4_cols_avx512(const uint8_t *w, size_t row_bytes, int n,
                                                  const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
                                                  int nc, float *y, int64_t y_stride) {
-    switch (nc) { /* NC a constant in each */
-    case 1:
-        q4K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 1);
-        break;
-    case 2:
-        q4K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 2);
-        break;
-    case 3:
-        q4K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 3);
-        break;
-    default:
-        q4K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 4);
-        break;
-    }
+    FP4_NC_DISPATCH(nc, q4K_rows4_core, w, row_bytes, n, x, act, nb, y, y_stride);
 }
+
 /* ---- Q6_K · Q8_K (kquant_dot.c's q6K_dot: the same lanes, the same f32 order) ----
  * The 256 weights q (0..63) are rebuilt in position order, 64 per vector (vector v: positions
  * 64v..64v+63, scale groups 4v..4v+3): low or high nibbles of ql, or-ed with the matching two bits
@@ -583,20 +571,7 @@ FP4_TARGET_AVX512 void fp4_q6K_rows4_avx512(const uint8_t *w, size_t row_bytes, 
 FP4_TARGET_AVX512 void fp4_q6K_rows4_cols_avx512(const uint8_t *w, size_t row_bytes, int n,
                                                  const fp4_block_q8_K *x, const int8_t *act, int64_t nb,
                                                  int nc, float *y, int64_t y_stride) {
-    switch (nc) { /* NC a constant in each */
-    case 1:
-        q6K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 1);
-        break;
-    case 2:
-        q6K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 2);
-        break;
-    case 3:
-        q6K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 3);
-        break;
-    default:
-        q6K_rows4_core(w, row_bytes, n, x, act, nb, y, y_stride, 4);
-        break;
-    }
+    FP4_NC_DISPATCH(nc, q6K_rows4_core, w, row_bytes, n, x, act, nb, y, y_stride);
 }
 #else
 void fp4_q6K_act_avx512(const fp4_block_q8_K *x, int64_t nb, int8_t *dst) {
