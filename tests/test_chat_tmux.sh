@@ -64,6 +64,19 @@ check "a third prompt" 'wait_for "^> " 3 30'
 
 T send-keys -t chat "/reset" Enter
 check "/reset clears the history" 'wait_for "^\(history cleared\)" 1 30'
+# Ctrl-C early in answers (during the prefill, in the first tokens): each answer stops and the
+# session goes on. Before, a Ctrl-C that landed in a write to the terminal made the write fail
+# (EINTR, no SA_RESTART) and ended the session with "cannot write to standard output", and one in
+# the prefill hit a memmove from a NULL buffer (UBSan builds abort)
+for d in 0 0.03 0.06 0.1 0.15; do
+  n_int=$(pane | grep -cE '^\[interrupted; ')
+  T send-keys -t chat "Tell me about the database server." Enter
+  sleep "$d"
+  T send-keys -t chat C-c
+  check "an early Ctrl-C ($d s) stops the answer" "wait_for '^\[interrupted; ' $((n_int + 1)) 30"
+  check "the session goes on after an early Ctrl-C ($d s)" '[ ! -f "$tmp/status" ]'
+  T send-keys -t chat "/reset" Enter
+done
 T send-keys -t chat "/exit" Enter
 end=$((SECONDS + 30))
 while [ ! -f "$tmp/status" ] && [ $SECONDS -lt $end ]; do sleep 0.1; done

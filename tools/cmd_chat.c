@@ -321,9 +321,13 @@ int cmd_chat(int argc, char **argv) {
     if (!rc && (!s.lg || fp4_rt_seq_open(s.rt, &s.seq))) rc = 1;
     conv c = {0};
     if (!rc && a.system && conv_add(&c, "system", a.system, strlen(a.system))) rc = 1;
+    /* Ctrl-C: at the prompt it interrupts the read (no SA_RESTART around getline); during an answer
+     * it only sets stop_answer, and the answer's writes to stdout are restarted (SA_RESTART), so an
+     * interrupted write(2) never loses output nor ends the session with "cannot write" */
     struct sigaction sa, old;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint; /* no SA_RESTART: Ctrl-C at the prompt interrupts the read */
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, &old);
     if (!rc)
         fprintf(
@@ -337,7 +341,13 @@ int cmd_chat(int argc, char **argv) {
         fputs("> ", stdout);
         fflush(stdout);
         errno = 0;
+        sa.sa_flags = 0;
+        sigaction(SIGINT, &sa, NULL);
         ssize_t n = getline(&line, &cap, stdin);
+        const int read_errno = errno;
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGINT, &sa, NULL);
+        errno = read_errno;
         if (n < 0) {
             if (errno == EINTR || stop_answer) {
                 clearerr(stdin);

@@ -568,6 +568,7 @@ int cmd_run(int argc, char **argv) {
         struct sigaction sa, old;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_sigint;
+        sa.sa_flags = SA_RESTART; /* a write to stdout that Ctrl-C interrupts is restarted, not lost */
         sigaction(SIGINT, &sa, &old);
         run_stats st = {0};
         st.t_start = t_start, st.t_load = t_load;

@@ -336,7 +336,7 @@ static fp4_status emit(fp4_detok_stream *s, bool all, const char **out, size_t *
         s->out.n -= a;
         if (s->out.n) s->started = true;
     }
-    memmove(s->pending.p, s->pending.p + keep, n - keep);
+    if (n > keep) memmove(s->pending.p, s->pending.p + keep, n - keep); /* p is NULL while nothing pends */
     s->pending.n = n - keep;
     if (s->in_group) s->group_at = s->group_at >= keep ? s->group_at - keep : 0;
     *out = s->out.p;
