@@ -22,6 +22,7 @@ LDLIBS   = -ljansson -lcrypto -lpthread -lm -ldl
 # tokenizers (src/text): PCRE2 for the pre-tokenizer regexes, utf8proc for Unicode normalization
 LDLIBS  += -lpcre2-8 -lutf8proc
 
+# Each folder of src/ is one layer (docs/ARCHITECTURE.md); the library is every C file of every folder.
 LIB_SRC  = $(sort $(wildcard src/*.c src/*/*.c))
 LIB_OBJ  = $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  = $(sort $(wildcard tools/*.c))
@@ -48,9 +49,10 @@ all: lib cli
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
 cli: $(BUILD)/fp4lane
 
-$(BUILD)/%.o: %.c $(wildcard include/*.h src/*.h src/*/*.h tools/*.h)
+# header dependencies: -MMD writes each object's .d beside it (included at the end of this file)
+$(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -c $< -o $@
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
 
 $(BUILD)/libfp4lane.a: $(LIB_OBJ)
 	@rm -f $@
@@ -147,48 +149,49 @@ fuzz: fuzz-build
 NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Iinclude -Isrc --fmad=false -Xcompiler -fPIC,-fvisibility=hidden \
              -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -gencode arch=compute_80,code=compute_80 \
              -DFP4_CU_BUILD_CC=$(subst a,,$(CUDA_ARCH))
+# src/cuda: the kernels and their dispatch table (libfp4lane_cuda.a); src/cuda/step: the CUDA
+# backend's step (THE STEP of src/backend/backend.h), linked into libfp4lane_cuda.so.
 CU_SRC   = $(sort $(wildcard src/cuda/*.cu))
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
-CU_HDR   = $(wildcard include/*.h src/*.h src/cuda/*.cuh)
-FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/format/*.c)))
-GPU_CPU_OBJ = $(BUILD)/src/cpu/project.o $(BUILD)/src/cpu/dense_x86.o $(BUILD)/src/cpu/native.o \
-              $(BUILD)/src/cpu/native_x86.o $(BUILD)/src/model/dequant.o $(BUILD)/src/model/ggml_pack.o
+STEP_SRC = $(sort $(wildcard src/cuda/step/*.cu))
+STEP_OBJ = $(STEP_SRC:%.cu=$(BUILD)/%.o)
+# the layers below the backends, and the CPU backend (the GPU tests' oracle), by folder
+FORMAT_OBJ = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/common/*.c src/format/*.c)))
+CPU_OBJ    = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/cpu/*.c)))
+# a test built in one nvcc call (no .d file) waits for every header
+ALL_HDR    = $(wildcard include/*.h src/*.h src/*/*.h src/*/*.cuh src/*/*/*.cuh src/*/*/*.h)
 # the GPU tests that also run the CPU engine (libfp4lane.a beside libfp4lane_cuda.so): built below
 GPU_RT_SRC = tests/gpu/test_gpu_runtime.cu tests/gpu/test_gpu_generate.cu
 GPU_TEST_SRC = $(sort $(filter-out $(GPU_RT_SRC),$(wildcard tests/gpu/test_*.cu)))
 GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm
 
-$(BUILD)/src/cuda/%.o: src/cuda/%.cu $(CU_HDR)
+$(BUILD)/src/cuda/%.o: src/cuda/%.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+# the host side the GPU tests check against: the number layers and the CPU backend, as an archive
+# (a test links only the members it calls)
+$(BUILD)/libfp4lane_host.a: $(FORMAT_OBJ) $(CPU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 $(BUILD)/libfp4lane_cuda.a: $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 $(BUILD)/tests/gpu/check.o: tests/check.c tests/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ) $(GPU_CPU_OBJ) \
-                      $(wildcard tests/gpu/*.h tests/*.h) $(CU_HDR)
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_host.a \
+                      $(wildcard tests/gpu/*.h tests/*.h) $(ALL_HDR)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(GPU_CPU_OBJ) \
-	  $(FORMAT_OBJ) $(CUDA_LIBS)
-# the step's attention launcher, tested alone against pinned.h
-$(BUILD)/tests/gpu/test_gpu_attention: $(wildcard src/runtime/*.cuh) src/runtime/pinned.h
-# the step's fused upload (step_upload.cuh), from type-40 parts repacked on the device
-$(BUILD)/tests/gpu/test_gpu_ggml_repack: $(wildcard src/runtime/*.cuh) src/runtime/backend.h
-# The CUDA twin of the decode step (src/runtime/step_cuda.cu) in build/libfp4lane_cuda.so, which
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a \
+	  $(BUILD)/libfp4lane_host.a $(CUDA_LIBS)
+# The CUDA twin of the decode step (src/cuda/step/step.cu) in build/libfp4lane_cuda.so, which
 # `fp4lane run --device cuda` dlopens beside the executable: the CUDA objects, the step, the
 # format objects and the row dequantizer it calls (with the type-40 row unpack), cudart (static); it exports only the backend
 # entry point (backend.h's FP4_RT_CUDA_ENTRY) and is never unloaded (-z nodelete: a dlclose'd
 # static cudart would leave its exit handlers pointing into unmapped code). test_gpu_runtime runs the CPU engine
 # (libfp4lane.a: jansson, libcrypto) beside it, so it is built only where jansson's header is.
-RT_CU_OBJ = $(BUILD)/src/runtime/step_cuda.o
-$(RT_CU_OBJ): src/runtime/step_cuda.cu $(wildcard src/runtime/*.cuh) src/runtime/pinned.h src/runtime/backend.h src/runtime/argmax.h $(CU_HDR)
-	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
-$(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(RT_CU_OBJ) $(FORMAT_OBJ) $(BUILD)/src/model/dequant.o \
-                            $(BUILD)/src/model/ggml_pack.o
+$(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(STEP_OBJ) $(FORMAT_OBJ)
 	@printf '{ global: fp4_rt_cuda_backend; local: *; };\n' > $(BUILD)/libfp4lane_cuda.map
 	$(NVCC) -shared -o $@ $^ -Xlinker --version-script=$(BUILD)/libfp4lane_cuda.map -Xlinker --no-undefined \
 	  -Xlinker -z -Xlinker nodelete -lpthread -lm
@@ -229,7 +232,7 @@ test-gpu-sanitize: cuda
 	@for t in $(GPU_TEST_BIN) $(GPU_RT_TEST); do echo "== sanitize $$(basename $$t)"; \
 	  api=$$( [ "$$(basename $$t)" = test_gpu_errors ] && echo "--report-api-errors no" ); \
 	  FP4_GPU_QUICK=1 compute-sanitizer --error-exitcode 1 --print-limit 20 $$api $$t || exit 1; done
-lab: $(BUILD)/libfp4lane_cuda.a $(FORMAT_OBJ)
+lab: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_host.a
 	$(MAKE) -C dev/cuda run BUILD=$(abspath $(BUILD))
 # SASS of every production kernel (each src/cuda object), one file per object under $(BUILD)/sass
 sass: $(CU_OBJ)
@@ -344,3 +347,6 @@ $(BUILD)/dev/bench_llama_cpu: dev/bench_llama_cpu.c tests/llama_oracle.c tests/l
 bench-llama-cpu: $(BUILD)/dev/bench_llama_cpu $(BUILD)/fp4lane oracle
 	@mkdir -p $(BUILD)/bench-llama
 	$(BUILD)/dev/bench_llama_cpu $(BUILD)/fp4lane $(BUILD)/bench-llama $(BENCH_LLAMA_ARGS)
+
+# the header dependencies -MMD wrote (absent before the first build)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

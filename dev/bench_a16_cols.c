@@ -8,7 +8,7 @@
  * path is fp4_cpu_path() ($FP4_CPU_PATH lowers it). */
 #define FP4LANE_ORACLE_API
 #include "fp4lane.h"
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include "fp4_rng.h"
 #include <stdio.h>
 #include <stdlib.h>

@@ -21,7 +21,7 @@
  * Dev tool: prints, and exits non-zero on failure. */
 #define FP4LANE_ORACLE_API /* the single-row K-quant dots, for the bits line */
 #include "fp4lane.h"
-#include "fp4_impl.h" /* fp4_cpu_force_path: time each CPU path */
+#include "cpu/cpu_impl.h" /* fp4_cpu_force_path: time each CPU path */
 #include "fp4_rng.h"
 #include "ggml_oracle.h"
 #include <pthread.h>

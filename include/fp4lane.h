@@ -621,7 +621,7 @@ FP4_API const char *fp4_act_precision_name(fp4_act_precision p);
  *   dequantized w[r][k] = e4m3fn(byte[r][k]) * scale_r            (one f32 multiply)
  * Projections do not dequantize: every E4M3 value is exact in f32 (and in bf16), so exact mode
  * computes y[r] = fp4p_mul(fp4p_dot(e4m3fn(row r), x), scale_r) — the pinned dense dot of
- * src/runtime/pinned.h, then one pinned f32 multiply by the row's scale. Activations stay f32
+ * src/format/pinned.h, then one pinned f32 multiply by the row's scale. Activations stay f32
  * (weight-only): a producer's input_scale (its static FP8 activation scale, W8A8) is checked
  * and kept here, never applied. */
 typedef struct fp4_fp8_view {
@@ -701,7 +701,7 @@ FP4_API fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int6
  * decodes rows to f32 and accumulates in f32 (SPEC §6; fp4_nvfp4_matvec_a16_float stays the double
  * reference). F32/F16/BF16 weights: f32 rows; native mode: f32 dots of eight partial sums;
  * exact mode: f32 products and the pinned 32-lane reduction
- * (src/runtime/pinned.h, the order a warp computes; the CUDA twin matches it bit for bit).
+ * (src/format/pinned.h, the order a warp computes; the CUDA twin matches it bit for bit).
  * FP8 weights (FP4_TYPE_F8_E4M3FN, fp4_fp8_view): the same dense routes over the E4M3 values, then
  * one f32 multiply by the row's scale (exact mode: cpu.fp8.dense.pinned; native: cpu.fp8.dense).
  * FP4_ERR_REFUSED_ROUTE, with the route to use instead in the name, when no route serves the keys

@@ -9,7 +9,7 @@
  * sequence at that sequence's next position; sequences join and leave between steps.
  *
  * Modes: FP4_MODE_EXACT — integer-exact contractions (SPEC §4/§5) and every other operation
- * pinned (src/runtime/pinned.h): the same logits bits for any thread count, any prefill chunking,
+ * pinned (src/format/pinned.h): the same logits bits for any thread count, any prefill chunking,
  * any batch composition, and on the GPU. FP4_MODE_NATIVE — the fastest kernels.
  *
  * Conventions as fp4lane.h: fp4_status returns, a caller-owned fp4_error, no printing, no exit,

@@ -2,7 +2,7 @@
 #define FP4LANE_ORACLE_API /* the single-row dots the oracle re-implementation uses */
 #include "rt_fixture.h"
 #include "check.h"
-#include "runtime/pinned.h" /* fp4p_exp only: the elementary function itself is tested on its own */
+#include "format/pinned.h" /* fp4p_exp only: the elementary function itself is tested on its own */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 #define FP4LANE_ORACLE_API
 #include "check.h"
 #include "fp4lane.h"
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include <math.h>
 #include <stdlib.h>
 

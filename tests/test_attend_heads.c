@@ -5,8 +5,8 @@
  * lacks is skipped. */
 #include "check.h"
 #include "fp4lane.h"
-#include "fp4_impl.h"
-#include "runtime/pinned.h"
+#include "cpu/cpu_impl.h"
+#include "format/pinned.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -2,7 +2,7 @@
 #define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include <math.h>
 #include <stdlib.h>
 

@@ -8,9 +8,9 @@
 #define FP4LANE_ORACLE_API /* the integer codec forms and single-row dots */
 #include "check.h"
 #include "fp4lane.h"
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include "cpu/native.h"
-#include "runtime/pinned.h"
+#include "format/pinned.h"
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>

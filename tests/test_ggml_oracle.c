@@ -12,7 +12,7 @@
 #include "check.h"
 #include "fp4lane.h"
 #include "ggml_oracle.h"
-#include "fp4_impl.h" /* fp4_cpu_force_path: the K-quant dots on every CPU path */
+#include "cpu/cpu_impl.h" /* fp4_cpu_force_path: the K-quant dots on every CPU path */
 #include <math.h>
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-/* test_ggml_pack.c — llama.cpp's NVFP4 block (type 40) ⇄ canonical rows (src/model/ggml_pack.c).
+/* test_ggml_pack.c — llama.cpp's NVFP4 block (type 40) ⇄ canonical rows (src/format/ggml_pack.c).
  * The unpack at load is a word-at-a-time nibble shuffle; here it is held to the element-by-element
  * definition of the layout (byte 8s+j of sub-block s: element 16s+j in the low nibble, 16s+j+8 in
  * the high one; canonical byte j: element 2j low, 2j+1 high) on random and patterned bytes and

@@ -1,10 +1,10 @@
-/* test_runtime_pinned.c — the pinned exact-mode operations (src/runtime/pinned.h): the reduction
+/* test_runtime_pinned.c — the pinned exact-mode operations (src/format/pinned.h): the reduction
  * equals an explicit simulation of a warp's strided lanes + __shfl_xor butterfly; the pinned exp
  * is within 2 ulp of e^x; the KV f16 store equals the library codec; RMSNorm/RoPE/attention by
  * their written formulas. */
 #include "check.h"
 #include "fp4lane.h"
-#include "runtime/pinned.h"
+#include "format/pinned.h"
 #include <math.h>
 #include <stdlib.h>
 

@@ -1,4 +1,4 @@
-/* test_threads.c — fp4_parallel_rows (src/format/threads.c): the pool of kept workers and the
+/* test_threads.c — fp4_parallel_rows (src/cpu/threads.c): the pool of kept workers and the
  * per-call path give every row to exactly one chunk, the split is the documented one (chunk t of T:
  * rows [n t / T, n (t + 1) / T)), for many row and thread counts back to back (the pool reused
  * with more and fewer threads than it has), from inside a chunk (nested: the per-call path), from

@@ -1,5 +1,5 @@
 /* attn_emul.cu — a host-only replay of the step's attention kernels (stk_att_scores and
- * stk_att_pv of src/runtime/step_kernels.cuh, round 3), thread by thread: which lanes and rows each
+ * stk_att_pv of src/cuda/step/step_kernels.cuh, round 3), thread by thread: which lanes and rows each
  * thread takes, the team shuffles (a shuffle reads the partner's value before the step), the
  * warp-uniform trips with their clamped rows, the stage ring of stk_att_pv (a chunk is in its
  * stage when the loop reaches it: what the wait and the barrier guarantee), the exp in place, the
@@ -9,7 +9,7 @@
  * this cannot check: races, cp.async, launches). Shapes and positions as the device test, several
  * SM counts (so several score grids).
  *   attn_emul [quick]     exit 1 if any output differs */
-#include "runtime/step_kernels.cuh"
+#include "cuda/step/step_kernels.cuh"
 #include "fp4_rng.h"
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* attn_lab.cu — timing of the decode step's attention (stk_attention's kernels of
- * src/runtime/step_kernels.cuh) beside the kernels before round 3 (lab_attn_old.cuh), on the
+ * src/cuda/step/step_kernels.cuh) beside the kernels before round 3 (lab_attn_old.cuh), on the
  * llama3-8b shape (32 query heads, 8 KV heads, head_dim 128, F16 KV cache of 32 layers: each call
  * reads the next layer's rows, so the cache comes from DRAM as in the step), 1 to 8 columns at
  * positions 511, 767, 1023, 2047 and 3967 (n_ctx 4096). Variants: old; new with 2, 3, 4 pipeline
@@ -23,8 +23,8 @@
  * and 8 columns of old, the step's two launches, the clusters of 8, 4, 2 and the wide variants, the
  * wide check pass, no pairs; ncu: as wide at 511 and 3967 only, one warm-up, no check pass (for ncu's
  * isolated durations); ATTN_LAB_SKIP=N[,N...]: variants not to run) */
-#include "runtime/att_cluster.cuh"
-#include "runtime/step_kernels.cuh"
+#include "cuda/step/att_cluster.cuh"
+#include "cuda/step/step_kernels.cuh"
 #include "lab_attn_old.cuh"
 #include "lab_attn_stage.cuh"
 #include "lab_attn_wide.cuh"

@@ -1,6 +1,6 @@
 /* lab_attn_old.cuh — the decode step's attention kernels before round 3 (d07eabb's
  * step_kernels.cuh: one warp per score position, 2-byte V loads per thread and position), kept
- * for attn_lab's before/after timing only; include after runtime/step_kernels.cuh (same args). */
+ * for attn_lab's before/after timing only; include after cuda/step/step_kernels.cuh (same args). */
 #ifndef FP4_LAB_ATTN_OLD_CUH
 #define FP4_LAB_ATTN_OLD_CUH
 #define OLD_SCORE_WARPS 8

@@ -1,5 +1,5 @@
 /* lab_attn_stage.cuh — session 12 (issue 10: context 4096 within 10 % of 512), a lab variant of the
- * 1-column cluster attention of src/runtime/att_cluster.cuh with much more of the KV cache in flight.
+ * 1-column cluster attention of src/cuda/step/att_cluster.cuh with much more of the KV cache in flight.
  * The production kernel is latency-bound at long positions (bench/gpu.md, session 6: 16 MB of K and
  * V in 24.66 us at position 3967, 0.66 TB/s): its scores load one 16 KB trip of K rows ahead, its V
  * ring holds 3 chunks of 8 KB in flight, issued only after the scores. Here:
@@ -31,7 +31,7 @@
 #define FP4_LAB_ATTN_STAGE_CUH
 
 #include "cuda/a16_stream.cuh" /* mbarrier and bulk-copy primitives (TMA) */
-#include "runtime/att_cluster.cuh"
+#include "cuda/step/att_cluster.cuh"
 
 #define ATS_VA 128 /* local slots whose V rows are requested at the start (a multiple of 16) */
 #define ATS_NKG 4  /* commit groups of the K rows (whole score trips each) */

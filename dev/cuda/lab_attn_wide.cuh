@@ -1,4 +1,4 @@
-/* lab_attn_wide.cuh — session 12 (wide): the cluster attention of src/runtime/att_cluster.cuh for
+/* lab_attn_wide.cuh — session 12 (wide): the cluster attention of src/cuda/step/att_cluster.cuh for
  * steps of 2 to 8 columns with many more bytes of K and V in flight per SM (issue 10: 8 sequences at
  * >= 5x one; bench/gpu.md "Session 12 (wide)"). att_cluster_kernel at 8 columns and position 511
  * takes 26 us for 17 MB (0.65 TB/s): its scores load one 16 KB trip of K rows ahead into registers

@@ -2,7 +2,7 @@
  * share: the KV heads a run of query heads reads, and the prefetch of a position's row segment. */
 #ifndef FP4_CPU_ATTEND_HEADS_H
 #define FP4_CPU_ATTEND_HEADS_H
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 
 typedef struct fp4_heads_span {
     const uint16_t *kb, *vb;           /* K / V of the first KV head read, position 0           */

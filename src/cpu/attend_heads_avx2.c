@@ -7,8 +7,8 @@
  * butterfly scalar, the value partials P[l][d] with positions outside. head_dim not a multiple of
  * 8, or above FP4_ATTEND_MAX_HD, and more than FP4_ATTEND_MAX_HEADS heads take fp4_attend_avx2
  * head by head. */
-#include "fp4_impl.h"
-#include "runtime/pinned.h"
+#include "cpu/cpu_impl.h"
+#include "format/pinned.h"
 #include "cpu/pinned_x86.h"
 #include "cpu/attend_heads.h"
 #include <string.h>

@@ -1,4 +1,4 @@
-/* attend_heads_x86.c — the pinned attention (fp4p_attend, src/runtime/pinned.h) of several query
+/* attend_heads_x86.c — the pinned attention (fp4p_attend, src/format/pinned.h) of several query
  * heads of one column at once, with AVX-512, the same bits as fp4p_attend head by head.
  *
  * Why several heads: the KV cache holds a position's heads side by side ([pos][NKV*D] halves), so
@@ -20,8 +20,8 @@
  * K and V widened by vcvtph2ps with NaN lanes rebuilt as fp4p_f16_to_f32 builds them (attend_x86.c).
  * As there, a NaN may carry another NaN's payload (the GPU twin's NaN is canonical). head_dim not a
  * multiple of 16, or above FP4_ATTEND_MAX_HD, takes fp4_attend_avx512 head by head. */
-#include "fp4_impl.h"
-#include "runtime/pinned.h"
+#include "cpu/cpu_impl.h"
+#include "format/pinned.h"
 #include "cpu/pinned_x86.h"
 #include "cpu/attend_heads.h"
 #include <string.h>

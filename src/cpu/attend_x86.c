@@ -1,4 +1,4 @@
-/* attend_x86.c — the pinned attention of one (column, head), fp4p_attend (src/runtime/pinned.h),
+/* attend_x86.c — the pinned attention of one (column, head), fp4p_attend (src/format/pinned.h),
  * with AVX2 and AVX-512, chosen at run time (cpu_path.c; step_cpu.c), the same bits.
  *
  * fp4p_attend's float operations, each in its own order, element by element:
@@ -17,8 +17,8 @@
  * the portable one's bits except that a NaN may carry another NaN's payload: which of two NaNs an
  * add or multiply keeps depends on the operand order, which the compiler picks for the portable
  * scalar code (and the GPU twin's NaN is canonical). */
-#include "fp4_impl.h"
-#include "runtime/pinned.h"
+#include "cpu/cpu_impl.h"
+#include "format/pinned.h"
 #include "cpu/pinned_x86.h"
 #include <string.h>
 

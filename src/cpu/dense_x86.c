@@ -2,7 +2,7 @@
  * and AVX-512, chosen at run time (cpu_path.c), each giving the portable bits.
  *
  * Both portable orders are lane-structured, so they map onto vector lanes as they are:
- *   pinned (exact mode, fp4p_dot in src/runtime/pinned.h): 32 lanes, lane l adds the rounded
+ *   pinned (exact mode, fp4p_dot in src/format/pinned.h): 32 lanes, lane l adds the rounded
  *   products a[i]*b[i], i ≡ l mod 32, in increasing i from +0.0f, then the fixed butterfly.
  *   Here the 32 lanes are two zmm (AVX-512) or four ymm (AVX2) of partials: one vmulps and one
  *   vaddps per 16 / 8 lanes per step of 32 values, the row operand first in the multiply and the
@@ -16,9 +16,9 @@
  * project.c's dense_row makes, so the dot of a BF16 row needs no f32 copy of it. A NaN result is
  * the NaN 0xFFC00000 (fp4_canonical_nan), as project.c's portable dense dots return it: which NaN
  * an add of two NaNs keeps depends on operand order, which the compiler picks. */
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include "cpu/native.h"
-#include "runtime/pinned.h"
+#include "format/pinned.h"
 #include <math.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)

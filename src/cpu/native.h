@@ -3,7 +3,7 @@
 #ifndef FP4_CPU_NATIVE_H
 #define FP4_CPU_NATIVE_H
 
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 
 /* y = W x for an NVFP4 A16 weight (n_in % 16 == 0), f32 accumulation; layout as
  * fp4_nvfp4_matvec_a16_exact. */

@@ -4,7 +4,7 @@
  * the exp fp4x_exp16 / fp4x_exp8 (pinned_x86.h: fp4p_exp's operations per lane), negation a sign
  * flip as in C. A NaN result may carry another NaN's payload (which operand's NaN an add keeps
  * depends on the order the compiler picked for the scalar code; the GPU twin's NaN is canonical). */
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include "cpu/pinned_x86.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)

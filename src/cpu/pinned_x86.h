@@ -4,7 +4,7 @@
 #ifndef FP4_CPU_PINNED_X86_H
 #define FP4_CPU_PINNED_X86_H
 #if defined(__x86_64__) && defined(__GNUC__)
-#include "runtime/pinned.h"
+#include "format/pinned.h"
 #include <immintrin.h>
 #include <stdint.h>
 

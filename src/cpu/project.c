@@ -1,8 +1,8 @@
 /* project.c — the CPU backend's dispatch table: (weight type, activation precision, mode) →
  * kernel. The runtime asks this table, never a kernel by name (ARCHITECTURE.md). */
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include "cpu/native.h"
-#include "runtime/pinned.h"
+#include "format/pinned.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,7 +129,7 @@ static fp4_status r_dense(const fp4_tensor *w, const float *x, int64_t n_cols, f
 }
 
 /* Exact mode, dense weights: each row widened exactly to f32, y = fp4p_dot(row, x) — products
- * rounded in f32, then the pinned 32-lane reduction (src/runtime/pinned.h) that the CUDA twin
+ * rounded in f32, then the pinned 32-lane reduction (src/format/pinned.h) that the CUDA twin
  * computes with one warp per row. A NaN result is the NaN 0xFFC00000 (fp4_canonical_nan, as the
  * K-quant dots): which NaN an add of two NaNs keeps depends on the operand order a compiler picks,
  * so the dense dots of every CPU path (dense_x86.c) return that one. FP8 weights: the same dot over

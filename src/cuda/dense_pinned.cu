@@ -1,7 +1,7 @@
 /* dense_pinned.cu — F16/BF16 weights in exact mode: the CUDA twin of the CPU's "dense.pinned"
  * route (src/cpu/project.c), bit for bit. y[r] = fp4p_dot(w_row_r widened to f32, x_c, n_in):
  * every product rounded once in f32 (__fmul_rn), then the pinned 32-lane reduction of
- * src/runtime/pinned.h: lane l adds the products of elements l, l+32, l+64, ... in increasing
+ * src/format/pinned.h: lane l adds the products of elements l, l+32, l+64, ... in increasing
  * order (a lane with no element keeps +0.0f; absent elements are skipped, never added as 0), and
  * the 32 partials meet in the xor butterfly (off = 16, 8, 4, 2, 1). One warp per row: lane l owns
  * exactly the elements the reduction gives it, so a warp's 2-byte loads of 32 consecutive values

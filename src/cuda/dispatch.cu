@@ -49,7 +49,7 @@ static const route routes[] = {
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_NATIVE, ACT_A16, 1, NO_MAX, 0, fp4_cu_a16_native,
      fp4_cu_a16_native_scratch, "nvfp4.a16.native.mma", NULL, fp4_cu_a16_native_pre},
     /* unquantized: exact mode is the CPU's dense.pinned bit for bit (f32 products, the pinned
-     * 32-lane reduction of src/runtime/pinned.h); native mode the FMA kernel */
+     * 32-lane reduction of src/format/pinned.h); native mode the FMA kernel */
     {FP4_TYPE_F16, FP4_MODE_EXACT, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense_pinned, NULL, "f16.dense.pinned"},
     {FP4_TYPE_BF16, FP4_MODE_EXACT, ACT_ANY, 1, NO_MAX, 0, fp4_cu_dense_pinned, NULL, "bf16.dense.pinned"},
     /* BF16 native from 2 columns: the tensor cores on bf16 hi/lo activation terms (dense_mma.cu;

@@ -1,7 +1,7 @@
 /* ggml_repack.cu — llama.cpp's NVFP4 blocks (type 40) into the device tensor's canonical planes, for
  * the upload of a view the loader left packed (FP4_PACK_GGML64, FP4_LOAD_DEFER_REPACK): the host
  * copies the file's blocks to a device staging buffer and this kernel writes what
- * fp4_ggml_unpack_row (src/model/ggml_pack.c) writes on the CPU, row by row at the tensor's own
+ * fp4_ggml_unpack_row (src/format/ggml_pack.c) writes on the CPU, row by row at the tensor's own
  * strides. Only nibbles move; the padding past n_in is not touched (the arena was zeroed).
  *
  * A block holds 64 values: 4 E4M3FN scale bytes, then 4 sub-blocks of 8 bytes; byte j of sub-block

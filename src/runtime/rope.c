@@ -1,7 +1,7 @@
 /* rope.c — the host RoPE table: computed once in double, rounded to f32, shared by the CPU step
  * and uploaded unchanged to the GPU (the same bits on both sides). Inverse frequencies follow
  * transformers' rope initialisers (default, linear, llama3). */
-#include "runtime/backend.h"
+#include "backend/backend.h"
 #include <math.h>
 #include <stdlib.h>
 

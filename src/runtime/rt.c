@@ -1,7 +1,7 @@
 /* rt.c — the engine: arch → routes → bind → backend (CPU here, CUDA through dlopen), sequences
  * with their positions, and the step that splits a batch into backend calls. */
 #include "runtime/rt_impl.h"
-#include "runtime/argmax.h"
+#include "format/argmax.h"
 #include <dlfcn.h>
 #include <limits.h>
 #include <math.h>

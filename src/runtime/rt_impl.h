@@ -3,7 +3,7 @@
 #define FP4_RT_IMPL_H
 
 #include "fp4_impl.h"
-#include "runtime/backend.h"
+#include "backend/backend.h"
 
 /* The checkpoint's tensors bound to slots (bind.c). */
 typedef struct fp4_rt_bound {

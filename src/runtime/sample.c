@@ -3,7 +3,7 @@
  * and a small state, so a GPU twin can follow the same steps: penalties → (greedy | temperature →
  * sort by logit desc, id asc → top-k → softmax in double → top-p → min-p → one draw). */
 #include "fp4lane_runtime.h"
-#include "runtime/argmax.h"
+#include "format/argmax.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* test_gpu_attention.cu — the decode step's attention on the GPU (stk_attention of
- * src/runtime/step_kernels.cuh: the launcher the CUDA step calls, both kernels and their grid
+ * src/cuda/step/step_kernels.cuh: the launcher the CUDA step calls, both kernels and their grid
  * planner) against pinned.h's fp4p_attend (the CPU step's attention) bit for bit, every output
  * of every (column, head). The runtime tests reach it only through the tiny checkpoints (head_dim
  * 64, two query heads per KV head, at most 2300 positions); here the shapes of the real models:
@@ -13,9 +13,9 @@
  * shapes and shorter contexts. The inputs: q and K normal (K scaled so the scores spread over
  * tens of units: the exp range), V normal, with -0.0 and f16 subnormals sprinkled in. */
 #include "gpu_test.h"
-#include "runtime/att_cluster.cuh"
-#include "runtime/att_gemm.cuh"
-#include "runtime/step_kernels.cuh"
+#include "cuda/step/att_cluster.cuh"
+#include "cuda/step/att_gemm.cuh"
+#include "cuda/step/step_kernels.cuh"
 #include <string.h>
 
 typedef struct att_shape {

@@ -17,7 +17,7 @@
  * 16·12·127, |q9| <= 448·2^9, the product < 2^33). The function is compiled for those ISA
  * extensions by a target attribute; nothing else in the library uses them, and cpu_path.c only
  * calls it on a CPU that has them. */
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include <math.h>
 
 void fp4_a16_act_avx512(const fp4_block_q8_K *xq, int64_t nsb, int8_t *dst) {

@@ -3,7 +3,7 @@
  * A block holds 64 values: 4 UE4M3 scale bytes (one per 16 values), then 32 bytes where byte
  * 8s+j of sub-block s holds element 16s+j (low nibble) and 16s+j+8 (high nibble). Canonical
  * rows hold element 2j in the low nibble of byte j. Only nibbles move; nothing is computed. */
-#include "model_impl.h"
+#include "fp4_impl.h"
 #include <string.h>
 
 void fp4_ggml_pack_row(const uint8_t *payload, const uint8_t *scales, int64_t n_in, uint8_t *blocks) {

@@ -6,7 +6,7 @@
  * environment variable FP4_CPU_PATH=portable|avx2|avx512 (a ceiling: asking for a path the CPU
  * lacks gives the best one it has below it; any other value is ignored), and tests can force a
  * path with fp4_cpu_force_path. */
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include <pthread.h>
 #include <stdlib.h>
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -1,9 +1,10 @@
-/* step_cpu.c — the CPU backend: THE STEP of backend.h over a batch of columns, projections through
+/* step.c — the CPU backend: THE STEP of backend.h over a batch of columns, projections through
  * fp4_cpu_project (the dispatch table, rows over threads), every other operation from pinned.h.
  * Threads split rows of a projection and (column, head) pairs of attention; no value depends on
  * how work is split, so exact mode gives the same bits for any thread count. */
-#include "runtime/pinned.h"
-#include "runtime/rt_impl.h"
+#include "format/pinned.h"
+#include "cpu/cpu_impl.h"
+#include "backend/backend.h"
 #include <stdlib.h>
 #include <string.h>
 

@@ -15,7 +15,7 @@
  * products of one lane, and vpdpwssd adds 2 of those times the sub-block scale into the int32 of
  * (chunk, lane). The activations are rearranged the same way once per column
  * (fp4_q4K_act_avx512), or per block in the single-dot entry point. */
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include <math.h>
 #include <stddef.h>
 

@@ -21,7 +21,7 @@
 #ifndef FP4_RUNTIME_ATT_GEMM_CUH
 #define FP4_RUNTIME_ATT_GEMM_CUH
 
-#include "runtime/step_kernels.cuh"
+#include "cuda/step/step_kernels.cuh"
 #include <cuda_fp16.h>
 
 #define ATT_GEMM_MIN_COLS 64 /* shorter runs take the pinned kernels */

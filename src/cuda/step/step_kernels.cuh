@@ -23,7 +23,7 @@
 #include "cuda/act_warp.cuh"
 #include "cuda/common.cuh"
 #include "fp4lane_runtime.h"
-#include "runtime/pinned.h"
+#include "format/pinned.h"
 #include <cuda_fp16.h>
 #include <stdint.h>
 

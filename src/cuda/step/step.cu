@@ -26,11 +26,11 @@
  * totals of the steps whose columns all want logits (decode steps) are written to FILE when the
  * backend is destroyed (a measuring aid for bench/runtime.md). */
 #include "cuda/common.cuh"
-#include "runtime/backend.h"
-#include "runtime/argmax.h"
-#include "runtime/att_cluster.cuh"
-#include "runtime/att_gemm.cuh"
-#include "runtime/step_kernels.cuh"
+#include "backend/backend.h"
+#include "format/argmax.h"
+#include "cuda/step/att_cluster.cuh"
+#include "cuda/step/att_gemm.cuh"
+#include "cuda/step/step_kernels.cuh"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,7 +115,7 @@ static fp4_status cuda_fail(fp4_error *err, fp4_status st, const char *tensor, c
         if (e_ != cudaSuccess) return cuda_fail(err, FP4_CUDA_FAIL(e_, #expr), NULL, rule, #expr);           \
     } while (0)
 
-#include "runtime/step_upload.cuh" /* stub_of, cu_route, upload, the fused tensors */
+#include "cuda/step/step_upload.cuh" /* stub_of, cu_route, upload, the fused tensors */
 
 static void cu_destroy(void *p);
 

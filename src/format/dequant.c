@@ -1,5 +1,5 @@
 /* dequant.c — rows of any loaded tensor as f32 (for dump, tests and the float references). */
-#include "model_impl.h"
+#include "fp4_impl.h"
 #include <stdlib.h>
 
 typedef fp4_status (*row_fn)(const fp4_tensor *t, int64_t r, float *dst);

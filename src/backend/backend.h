@@ -1,5 +1,5 @@
 /* backend.h — the decode step as a backend interface, implemented by the CPU backend
- * (src/runtime/step_cpu.c, in libfp4lane) and the CUDA twin (src/runtime/step_cuda.cu, built into
+ * (src/cpu/step.c, in libfp4lane) and the CUDA twin (src/cuda/step/step.cu, built into
  * libfp4lane_cuda.so and found with dlopen, so `fp4lane` needs no CUDA to build or run on a CPU).
  *
  * ============================== THE STEP (the spec of both twins) ==============================

@@ -12,7 +12,7 @@
  * odd ones, once as they are and once as |a|. Per super-block the 16 group dots (|dot| <=
  * 16·12·127, int16) meet q9 split as q9 = hi·2^9 + lo (lo = q9 & 511, hi = q9 >> 9, both int16):
  * vpmaddwd sums dot·lo and dot·hi in int32 without overflow, and total = Σhi·2^9 + Σlo in int64. */
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include <math.h>
 #include <stdlib.h>
 

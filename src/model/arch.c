@@ -1,7 +1,8 @@
 /* arch.c — fp4_arch from a Hugging Face config.json (transformers 4 and 5 spellings) or from GGUF
  * metadata (llama.cpp's keys). Everything the step does not implement is refused here, before any
  * allocation of the engine, naming the key and the value (err->rule "arch.*"). */
-#include "runtime/rt_impl.h"
+#include "fp4_impl.h"
+#include "fp4lane_runtime.h"
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>

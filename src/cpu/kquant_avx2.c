@@ -14,7 +14,7 @@
  * (fp4_q4K_act_avx2: per chunk, the 32 low-nibble partners then the 32 high ones; then the pair
  * sums of bsums, which save a cross-lane widening in Σ bsums·mins), or per block
  * in the single-dot entry point. */
-#include "fp4_impl.h"
+#include "cpu/cpu_impl.h"
 #include <math.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -24,7 +24,7 @@
 #ifndef FP4_RT_ATT_CLUSTER_CUH
 #define FP4_RT_ATT_CLUSTER_CUH
 
-#include "runtime/step_kernels.cuh"
+#include "cuda/step/step_kernels.cuh"
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
 #include <cooperative_groups.h>
 #endif
