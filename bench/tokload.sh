@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # bench/tokload.sh BUILD [REPS] [BASE] — tokenizer.json load time of the three npm tokenizers (make
-# oracle-text) on one core: the median of REPS loads in one process (build/dev/bench_tokload), and
+# oracle-text) on one core: the median of REPS loads in one process (build/dev/bench/bench_tokload), and
 # the median of REPS fresh processes that load once each (what `fp4lane tokenize` pays: every page
 # of the tables is new). Thread CPU time and wall time, ms. Prints one markdown row per tokenizer.
-# With BASE (another build directory holding dev/bench_tokload, e.g. of an older commit), BASE's
+# With BASE (another build directory holding dev/bench/bench_tokload, e.g. of an older commit), BASE's
 # binary and BUILD's take turns: REPS fresh processes each, alternately, then three in-process runs
 # each (BASE first, then BUILD first, then BASE; the median of their three medians), and a row is
 # printed for each: the two see the same machine.
@@ -21,7 +21,7 @@ for m in qwen3 llama3_1 llama2; do
   nv=0
   for ((r = 0; r < reps; r++)); do
     for b in "${sides[@]}"; do
-      read -r _ nv c _ w _ < <(taskset -c "$core" "$b/dev/bench_tokload" 1 "$dir" | tail -n 1)
+      read -r _ nv c _ w _ < <(taskset -c "$core" "$b/dev/bench/bench_tokload" 1 "$dir" | tail -n 1)
       fc[$b]+="$c "; fw[$b]+="$w "
     done
   done
@@ -29,7 +29,7 @@ for m in qwen3 llama3_1 llama2; do
   for ((r = 0; r < rounds; r++)); do
     order=("${sides[@]}"); [ $((r % 2)) = 1 ] && order=("$build" "$base")
     for b in "${order[@]}"; do
-      read -r _ _ c _ w _ < <(taskset -c "$core" "$b/dev/bench_tokload" "$reps" "$dir" | tail -n 1)
+      read -r _ _ c _ w _ < <(taskset -c "$core" "$b/dev/bench/bench_tokload" "$reps" "$dir" | tail -n 1)
       ic[$b]+="$c "; iw[$b]+="$w "
     done
   done

@@ -2,7 +2,7 @@
  * is accepted, walks every KV and tensor accessor, touching every byte a view exposes, and
  * traps on any broken invariant (a view outside the input, an index that does not find itself).
  *   make fuzz-build && build-fuzz/fuzz_gguf -dict=fuzz/fuzz_gguf.dict fuzz/corpus/fuzz_gguf */
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdint.h>
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* fuzz_safetensors.c — libFuzzer target for the safetensors reader: opens the input as a
  * buffer and walks every accessor, touching every byte a tensor claims. Invariants that a
  * successful open promises are checked with __builtin_trap() so the fuzzer reports them. */
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 
 #include <stdint.h>
 #include <string.h>

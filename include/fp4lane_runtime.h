@@ -24,7 +24,6 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------------------------------------ */
 /* Architecture                                                                               */
 
 typedef enum fp4_arch_family {
@@ -85,7 +84,6 @@ FP4_API fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *ou
 /* From GGUF metadata (llama.cpp keys: general.architecture, <arch>.block_count, ...). */
 FP4_API fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err);
 
-/* ------------------------------------------------------------------------------------------ */
 /* Routes (docs/ROUTES.md): (weights lane, activation precision, mode, device, drafting)      */
 
 typedef enum fp4_device { FP4_DEVICE_CPU = 0, FP4_DEVICE_CUDA = 1 } fp4_device;
@@ -109,7 +107,6 @@ typedef struct fp4_route_key {
  * (in msg, msg_size bytes) that names the nearest allowed route. */
 FP4_API fp4_status fp4_route_check(const fp4_route_key *k, const char **name, char *msg, size_t msg_size);
 
-/* ------------------------------------------------------------------------------------------ */
 /* The engine                                                                                 */
 
 typedef enum fp4_kv_dtype { FP4_KV_F16 = 0 } fp4_kv_dtype;
@@ -203,7 +200,6 @@ FP4_API const char *fp4_rt_identity(const fp4_rt *rt);
 FP4_API fp4_status fp4_rt_kv_save(const fp4_rt *rt, int32_t seq, const char *path, fp4_error *err);
 FP4_API fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *err);
 
-/* ------------------------------------------------------------------------------------------ */
 /* Samplers (deterministic: seeded xoshiro256** from splitmix64(seed))                       */
 
 typedef struct fp4_sampler_params {
@@ -229,7 +225,6 @@ FP4_API int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits);
  * fp4_rt_step_greedy's, and the logits need not leave the device. */
 FP4_API int fp4_sampler_is_greedy(const fp4_sampler *s);
 
-/* ------------------------------------------------------------------------------------------ */
 /* Speculative decoding (docs/ROUTES.md, "Speculative decoding")                              */
 /*
  * A draft engine (a second, smaller checkpoint with the same vocabulary) proposes up to K tokens

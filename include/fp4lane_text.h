@@ -19,7 +19,7 @@
 #ifndef FP4LANE_TEXT_H
 #define FP4LANE_TEXT_H
 
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -104,7 +104,6 @@ FP4_API fp4_status fp4_tokenizer_write_gguf(const fp4_tokenizer *t, fp4_gguf_wri
 FP4_API fp4_status fp4_tokenizer_write_gguf_n(const fp4_tokenizer *t, fp4_gguf_writer *w, int32_t n_vocab,
                                               int32_t bos_dflt, int32_t eos_dflt, fp4_error *err);
 
-/* ------------------------------------------------------------------------------------------ */
 /* Generation helpers                                                                         */
 
 /* Stop strings over streamed text (UTF-8). push returns the text that is safe to print now: a
@@ -129,7 +128,6 @@ FP4_API void fp4_stop_filter_free(fp4_stop_filter *f); /* accepts NULL */
  * absent (and for a GGUF: its EOS is in its metadata). A malformed file: FP4_ERR_FORMAT. */
 FP4_API fp4_status fp4_generation_eos(const char *model_path, int32_t *ids, int max, int *n, fp4_error *err);
 
-/* ------------------------------------------------------------------------------------------ */
 /* Chat templates: the families' Jinja templates as a table (src/text/chat.c)                */
 
 typedef struct fp4_chat_msg {

@@ -5,6 +5,7 @@
 
 #define FP4LANE_ORACLE_API /* the library defines the oracle helpers too */
 #include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>

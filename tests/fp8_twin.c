@@ -121,17 +121,17 @@ int fp8tw_write(const char *plain_dir, const char *nv_dir, const char *dst, cons
         x->dtype = t->dtype, x->rank = t->rank, x->data = t->data, x->nbytes = t->nbytes;
         memcpy(x->shape, t->shape, sizeof x->shape);
     }
-    fp4_hf_writer *w = NULL;
+    fp4_hfdir_writer *w = NULL;
     mkdir(dst, 0700);
-    if (!rc) rc = fp4_hf_writer_create(dst, 0, &w, &err) ? -1 : 0;
+    if (!rc) rc = fp4_hfdir_writer_create(dst, 0, &w, &err) ? -1 : 0;
     for (int i = 0; !rc && i < n; i++)
-        rc = fp4_hf_writer_add_tensor(w, e[i].name, e[i].dtype, e[i].rank, e[i].shape, &err) ? -1 : 0;
+        rc = fp4_hfdir_writer_add_tensor(w, e[i].name, e[i].dtype, e[i].rank, e[i].shape, &err) ? -1 : 0;
     for (int i = 0; !rc && i < n; i++)
-        rc = fp4_hf_writer_write(w, e[i].data, e[i].nbytes, &err) ? -1 : 0;
+        rc = fp4_hfdir_writer_write(w, e[i].data, e[i].nbytes, &err) ? -1 : 0;
     size_t shards;
-    if (!rc) rc = fp4_hf_writer_finish(w, &shards, &err) ? -1 : 0;
+    if (!rc) rc = fp4_hfdir_writer_finish(w, &shards, &err) ? -1 : 0;
     if (rc && w) fprintf(stderr, "fp8tw_write: %s %s\n", err.rule, err.msg);
-    fp4_hf_writer_free(w);
+    fp4_hfdir_writer_free(w);
     for (int i = 0; i < n; i++)
         free(e[i].owned);
     free(e);

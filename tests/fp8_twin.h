@@ -6,7 +6,7 @@
 #ifndef FP8_TWIN_H
 #define FP8_TWIN_H
 
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 
 #ifdef __cplusplus
 extern "C" { /* also linked into the GPU runtime test (C++) */

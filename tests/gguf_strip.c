@@ -1,6 +1,6 @@
 /* gguf_strip.c — a GGUF without its fp4lane.* keys (see gguf_strip.h). */
 #include "gguf_strip.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdio.h>
 #include <string.h>
 

@@ -1,6 +1,6 @@
 /* rt_data.c — see rt_data.h. */
 #include "rt_data.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include "fp4lane_runtime.h"
 #include <jansson.h>
 #include <stdio.h>
@@ -50,33 +50,33 @@ int rtd_add_input_scales(const char *src_dir, const char *dst_dir) {
     fp4_error e;
     if (fp4_st_open(path, &st, &e)) return -1;
     mkdir(dst_dir, 0777);
-    fp4_hf_writer *w = NULL;
-    if (fp4_hf_writer_create(dst_dir, 0, &w, &e)) return fp4_st_close(st), -1;
+    fp4_hfdir_writer *w = NULL;
+    if (fp4_hfdir_writer_create(dst_dir, 0, &w, &e)) return fp4_st_close(st), -1;
     const size_t n = fp4_st_n_tensors(st);
     for (size_t i = 0; i < n; i++) {
         const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
-        fp4_hf_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &e);
+        fp4_hfdir_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &e);
         size_t l = strlen(t->name);
         if (l > 15 && !strcmp(t->name + l - 15, ".weight_scale_2")) {
             char nm[300];
             snprintf(nm, sizeof nm, "%.*s.input_scale", (int)(l - 15), t->name);
             int64_t sh[1] = {0};
-            fp4_hf_writer_add_tensor(w, nm, FP4_ST_F32, 0, sh, &e);
+            fp4_hfdir_writer_add_tensor(w, nm, FP4_ST_F32, 0, sh, &e);
         }
     }
     for (size_t i = 0; i < n; i++) {
         const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
-        if (fp4_hf_writer_write(w, t->data, t->nbytes, &e))
-            return fp4_hf_writer_free(w), fp4_st_close(st), -1;
+        if (fp4_hfdir_writer_write(w, t->data, t->nbytes, &e))
+            return fp4_hfdir_writer_free(w), fp4_st_close(st), -1;
         size_t l = strlen(t->name);
         if (l > 15 && !strcmp(t->name + l - 15, ".weight_scale_2")) {
             float s = 0.004f; /* ~ activation amax 10 / (6 * 448) */
-            if (fp4_hf_writer_write(w, &s, 4, &e)) return fp4_hf_writer_free(w), fp4_st_close(st), -1;
+            if (fp4_hfdir_writer_write(w, &s, 4, &e)) return fp4_hfdir_writer_free(w), fp4_st_close(st), -1;
         }
     }
     size_t shards;
-    fp4_status r = fp4_hf_writer_finish(w, &shards, &e);
-    fp4_hf_writer_free(w);
+    fp4_status r = fp4_hfdir_writer_finish(w, &shards, &e);
+    fp4_hfdir_writer_free(w);
     fp4_st_close(st);
     if (r) return -1;
     /* the config now says W4A4, as fp4lane writes it: quant_algo NVFP4 and input activations in
@@ -94,7 +94,7 @@ int rtd_add_input_scales(const char *src_dir, const char *dst_dir) {
     char *out = json_dumps(cfg, JSON_COMPACT);
     json_decref(cfg);
     snprintf(path, sizeof path, "%s/config.json", dst_dir);
-    int rc = out && !fp4_hf_write_json(path, out, 2, 1, &e) ? 0 : -1;
+    int rc = out && !fp4_hfdir_write_json(path, out, 2, 1, &e) ? 0 : -1;
     free(out);
     return rc;
 }

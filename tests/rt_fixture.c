@@ -58,7 +58,7 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
     }
     snprintf(path, sizeof path, "%s/config.json", dir);
     fp4_error e;
-    if (fp4_hf_write_json(path, cfg, 2, 1, &e)) return -1;
+    if (fp4_hfdir_write_json(path, cfg, 2, 1, &e)) return -1;
 
     struct tdesc {
         char name[128];
@@ -98,15 +98,15 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
 #undef L
     }
 #undef ADD
-    fp4_hf_writer *w = NULL;
-    if (fp4_hf_writer_create(dir, 0, &w, &e)) return free(t), -1;
-    fp4_hf_writer_add_metadata(w, "format", "pt", &e);
+    fp4_hfdir_writer *w = NULL;
+    if (fp4_hfdir_writer_create(dir, 0, &w, &e)) return free(t), -1;
+    fp4_hfdir_writer_add_metadata(w, "format", "pt", &e);
     for (int i = 0; i < n; i++) {
         int64_t sh[2] = {t[i].n_out, t[i].n_in};
         int rank = t[i].n_out == 1 ? 1 : 2;
         if (rank == 1) sh[0] = t[i].n_in;
-        if (fp4_hf_writer_add_tensor(w, t[i].name, FP4_ST_BF16, rank, sh, &e))
-            return fp4_hf_writer_free(w), free(t), -1;
+        if (fp4_hfdir_writer_add_tensor(w, t[i].name, FP4_ST_BF16, rank, sh, &e))
+            return fp4_hfdir_writer_free(w), free(t), -1;
     }
     test_rng r = {seed};
     for (int i = 0; i < n; i++) {
@@ -114,14 +114,14 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
         uint16_t *b = malloc(cnt * 2);
         for (size_t j = 0; j < cnt; j++)
             b[j] = fp4_f32_to_bf16(t[i].offset + t[i].scale * rng_normal(&r));
-        fp4_status st = fp4_hf_writer_write(w, b, cnt * 2, &e);
+        fp4_status st = fp4_hfdir_writer_write(w, b, cnt * 2, &e);
         free(b);
-        if (st) return fp4_hf_writer_free(w), free(t), -1;
+        if (st) return fp4_hfdir_writer_free(w), free(t), -1;
     }
     free(t);
     size_t shards;
-    fp4_status st = fp4_hf_writer_finish(w, &shards, &e);
-    fp4_hf_writer_free(w);
+    fp4_status st = fp4_hfdir_writer_finish(w, &shards, &e);
+    fp4_hfdir_writer_free(w);
     return st ? -1 : 0;
 }
 

@@ -5,7 +5,7 @@
 #ifndef RT_FIXTURE_H
 #define RT_FIXTURE_H
 
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include "fp4lane_runtime.h"
 
 typedef struct rtfx_spec {

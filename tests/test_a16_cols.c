@@ -95,7 +95,7 @@ static void test_matvec(void) {
     }
 }
 
-/* FP4_CPU_NO_COLS: the same bits with the kernel off */
+/* FP4_CPU_NO_COLS (fp4_cpu_force_cols(0)): the same bits with the kernel off */
 static void test_switch(void) {
     test_rng r = {7};
     wt w;
@@ -104,9 +104,9 @@ static void test_switch(void) {
           *b = malloc(sizeof(float) * 40 * 6);
     make_x(x, 1024, 6, &r);
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w.v, x, 6, a, 2));
-    setenv("FP4_CPU_NO_COLS", "1", 1);
+    fp4_cpu_force_cols(0); /* what FP4_CPU_NO_COLS does, read once per process */
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w.v, x, 6, b, 2));
-    unsetenv("FP4_CPU_NO_COLS");
+    fp4_cpu_force_cols(-1);
     CHECK_EQ_INT(differing(a, b, 40 * 6), 0);
     free(x), free(a), free(b);
     free_w(&w);

@@ -1,6 +1,6 @@
 /* test_chat.c — chat templates (src/text/chat.c): every family renders the conversations of
  * tests/text/chat_expected.json to the bytes the real Jinja templates give (rendered by
- * @huggingface/jinja 0.5.11: dev/chat_expected.mjs) and to the rendering @huggingface/jinja's
+ * @huggingface/jinja 0.5.11: dev/ref/chat_expected.mjs) and to the rendering @huggingface/jinja's
  * README publishes for Mistral-7B-Instruct-v0.1, refuses where they raise; detection of each
  * real template, refusal of unknown ones; chat_template read from tokenizer_config.json. */
 #include "check.h"

@@ -8,7 +8,7 @@
  *     refused by validate when they are broken;
  *  9. a config.json that is a dangling link or a symlink loop is an error, not an absent file. */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>

@@ -6,7 +6,7 @@
  *     by inspect and in error messages: no control byte reaches the terminal. */
 #include "check.h"
 #include "cli_util.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>

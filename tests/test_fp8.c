@@ -218,18 +218,18 @@ static const char *one_file(const char *tag, const ts *t, int n) {
     static char dir[700];
     snprintf(dir, sizeof dir, "%s/%s", tmp, tag);
     mkdir(dir, 0700);
-    fp4_hf_writer *w = NULL;
+    fp4_hfdir_writer *w = NULL;
     fp4_error e;
-    CHECK_OK(fp4_hf_writer_create(dir, 0, &w, &e));
+    CHECK_OK(fp4_hfdir_writer_create(dir, 0, &w, &e));
     for (int i = 0; i < n; i++)
-        CHECK_OK(fp4_hf_writer_add_tensor(w, t[i].name, t[i].dt, t[i].rank, t[i].shape, &e));
+        CHECK_OK(fp4_hfdir_writer_add_tensor(w, t[i].name, t[i].dt, t[i].rank, t[i].shape, &e));
     static uint8_t buf[4096];
     memset(buf, 0x3F, sizeof buf); /* E4M3 1.875, BF16 0.746, F32 0.747: every value valid */
     for (int i = 0; i < n; i++)
-        CHECK_OK(fp4_hf_writer_write(w, buf, t[i].nbytes, &e));
+        CHECK_OK(fp4_hfdir_writer_write(w, buf, t[i].nbytes, &e));
     size_t shards;
-    CHECK_OK(fp4_hf_writer_finish(w, &shards, &e));
-    fp4_hf_writer_free(w);
+    CHECK_OK(fp4_hfdir_writer_finish(w, &shards, &e));
+    fp4_hfdir_writer_free(w);
     return dir;
 }
 

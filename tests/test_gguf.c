@@ -3,7 +3,7 @@
  * accessors and wrong-type getters, writer misuse, and interop with ggml's own GGUF code
  * (libggml-base.so from $FP4_GGML_DIR, dlopen): ggml reads our files, we read ggml's. */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include "tmpnames.h"
 #include <dlfcn.h>
 #include <math.h>

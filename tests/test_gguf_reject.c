@@ -4,7 +4,7 @@
  * group has valid twins that must open. Also: every truncation length of a valid file, and the
  * builder's bytes equal the writer's for the same content. */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>

@@ -6,7 +6,7 @@
  * Peak memory is the child process's maximum resident set (wait4). The bound is not checked under
  * AddressSanitizer (its shadow memory is not the program's). */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>

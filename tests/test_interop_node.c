@@ -3,7 +3,7 @@
  * including fp4lane's NVFP4 type ids, and sees what fp4lane's reader sees. The test fails (never
  * skips) when node or the package is missing. */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
  *  - llama.cpp's own gguf_init_from_file opens our type-40 file and its dequantize_row_nvfp4 × .scale
  *    gives our values; the Q4_K lane writes ggml's Q4_K bytes. */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include "ggml_oracle.h"
 #include <math.h>
 #include <stdio.h>
@@ -96,10 +96,10 @@ static float awkward(test_rng *r) { /* 1/(1/x) != x in f32 */
 
 static void write_synthetic(const char *dir, int w4a4, test_rng *r) {
     mkdir(dir, 0777);
-    fp4_hf_writer *w = NULL;
+    fp4_hfdir_writer *w = NULL;
     fp4_error e;
-    CHECK_OK(fp4_hf_writer_create(dir, 0, &w, &e));
-    CHECK_OK(fp4_hf_writer_add_metadata(w, "format", "pt", &e));
+    CHECK_OK(fp4_hfdir_writer_create(dir, 0, &w, &e));
+    CHECK_OK(fp4_hfdir_writer_add_metadata(w, "format", "pt", &e));
     static const struct { const char *mod; int64_t n_out, n_in; } lin[] = {
         {"model.layers.0.mlp.down_proj", 16, 256}, {"model.layers.0.self_attn.q_proj", 32, 128},
         {"model.layers.1.self_attn.o_proj", 8, 64}};
@@ -112,60 +112,60 @@ static void write_synthetic(const char *dir, int w4a4, test_rng *r) {
     for (int i = 0; i < NL; i++) {
         if (w4a4) {
             snprintf(name, sizeof name, "%s.input_scale", lin[i].mod);
-            CHECK_OK(fp4_hf_writer_add_tensor(w, name, FP4_ST_F32, 0, sh, &e));
+            CHECK_OK(fp4_hfdir_writer_add_tensor(w, name, FP4_ST_F32, 0, sh, &e));
         }
         snprintf(name, sizeof name, "%s.weight_scale_2", lin[i].mod);
-        CHECK_OK(fp4_hf_writer_add_tensor(w, name, FP4_ST_F32, 0, sh, &e));
+        CHECK_OK(fp4_hfdir_writer_add_tensor(w, name, FP4_ST_F32, 0, sh, &e));
     }
-    CHECK_OK(fp4_hf_writer_add_tensor(w, "model.layers.0.self_attn.k_scale", FP4_ST_F32, 0, sh, &e));
+    CHECK_OK(fp4_hfdir_writer_add_tensor(w, "model.layers.0.self_attn.k_scale", FP4_ST_F32, 0, sh, &e));
     sh[0] = 128;
-    CHECK_OK(fp4_hf_writer_add_tensor(w, "model.norm.weight", FP4_ST_F32, 1, sh, &e));
+    CHECK_OK(fp4_hfdir_writer_add_tensor(w, "model.norm.weight", FP4_ST_F32, 1, sh, &e));
     sh[0] = 64, sh[1] = 128;
-    CHECK_OK(fp4_hf_writer_add_tensor(w, "model.embed_tokens.weight", FP4_ST_BF16, 2, sh, &e));
+    CHECK_OK(fp4_hfdir_writer_add_tensor(w, "model.embed_tokens.weight", FP4_ST_BF16, 2, sh, &e));
     for (int i = 0; i < NL; i++) {
         snprintf(name, sizeof name, "%s.weight_scale", lin[i].mod);
         sh[0] = lin[i].n_out, sh[1] = lin[i].n_in / 16;
-        CHECK_OK(fp4_hf_writer_add_tensor(w, name, FP4_ST_F8_E4M3, 2, sh, &e));
+        CHECK_OK(fp4_hfdir_writer_add_tensor(w, name, FP4_ST_F8_E4M3, 2, sh, &e));
     }
     for (int i = 0; i < NL; i++) {
         snprintf(name, sizeof name, "%s.weight", lin[i].mod);
         sh[0] = lin[i].n_out, sh[1] = lin[i].n_in / 2;
-        CHECK_OK(fp4_hf_writer_add_tensor(w, name, FP4_ST_U8, 2, sh, &e));
+        CHECK_OK(fp4_hfdir_writer_add_tensor(w, name, FP4_ST_U8, 2, sh, &e));
     }
     /* data in the same order */
     for (int i = 0; i < NL; i++) {
-        if (w4a4) CHECK_OK(fp4_hf_writer_write(w, &in[i], 4, &e));
-        CHECK_OK(fp4_hf_writer_write(w, &s2[i], 4, &e));
+        if (w4a4) CHECK_OK(fp4_hfdir_writer_write(w, &in[i], 4, &e));
+        CHECK_OK(fp4_hfdir_writer_write(w, &s2[i], 4, &e));
     }
     float ks = 0.5f;
-    CHECK_OK(fp4_hf_writer_write(w, &ks, 4, &e));
+    CHECK_OK(fp4_hfdir_writer_write(w, &ks, 4, &e));
     float norm[128];
     for (int i = 0; i < 128; i++) norm[i] = rng_normal(r);
-    CHECK_OK(fp4_hf_writer_write(w, norm, sizeof norm, &e));
+    CHECK_OK(fp4_hfdir_writer_write(w, norm, sizeof norm, &e));
     uint16_t emb[64 * 128];
     for (int i = 0; i < 64 * 128; i++) emb[i] = fp4_f32_to_bf16(rng_normal(r));
-    CHECK_OK(fp4_hf_writer_write(w, emb, sizeof emb, &e));
+    CHECK_OK(fp4_hfdir_writer_write(w, emb, sizeof emb, &e));
     for (int i = 0; i < NL; i++) {
         uint8_t buf[4096];
         int64_t n = lin[i].n_out * lin[i].n_in / 16;
         for (int64_t k = 0; k < n; k++) buf[k] = (uint8_t)(1 + rng_u64(r) % 0x7E); /* 0x01..0x7E */
-        CHECK_OK(fp4_hf_writer_write(w, buf, (size_t)n, &e));
+        CHECK_OK(fp4_hfdir_writer_write(w, buf, (size_t)n, &e));
     }
     for (int i = 0; i < NL; i++) {
         uint8_t buf[4096];
         int64_t n = lin[i].n_out * lin[i].n_in / 2;
         for (int64_t k = 0; k < n; k++) buf[k] = (uint8_t)rng_u64(r);
-        CHECK_OK(fp4_hf_writer_write(w, buf, (size_t)n, &e));
+        CHECK_OK(fp4_hfdir_writer_write(w, buf, (size_t)n, &e));
     }
     size_t shards = 0;
-    CHECK_OK(fp4_hf_writer_finish(w, &shards, &e));
-    fp4_hf_writer_free(w);
+    CHECK_OK(fp4_hfdir_writer_finish(w, &shards, &e));
+    fp4_hfdir_writer_free(w);
     char f[700];
     snprintf(f, sizeof f, "%s/config.json", dir);
     CHECK_OK(
-        fp4_hf_write_json(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":128}", 2, 1, &e));
+        fp4_hfdir_write_json(f, "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":128}", 2, 1, &e));
     snprintf(f, sizeof f, "%s/hf_quant_config.json", dir);
-    CHECK_OK(fp4_hf_write_json(f,
+    CHECK_OK(fp4_hfdir_write_json(f,
                                w4a4 ? "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_"
                                       "algo\":\"NVFP4\",\"group_size\":16}}"
                                     : "{\"producer\":{\"name\":\"modelopt\"},\"quantization\":{\"quant_"

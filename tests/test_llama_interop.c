@@ -274,18 +274,18 @@ static void refusals(void) {
     char dir[600], f[700];
     snprintf(dir, sizeof dir, "%s/odd", tmp);
     CHECK(mkdir(dir, 0777) == 0);
-    fp4_hf_writer *w = NULL;
+    fp4_hfdir_writer *w = NULL;
     fp4_error e;
-    CHECK_OK(fp4_hf_writer_create(dir, 0, &w, &e));
+    CHECK_OK(fp4_hfdir_writer_create(dir, 0, &w, &e));
     int64_t sh[2] = {64, 64};
     float zero[64 * 64] = {0};
-    CHECK_OK(fp4_hf_writer_add_tensor(w, "model.layers.0.mlp.extra_proj.weight", FP4_ST_F32, 2, sh, &e));
-    CHECK_OK(fp4_hf_writer_write(w, zero, sizeof zero, &e));
+    CHECK_OK(fp4_hfdir_writer_add_tensor(w, "model.layers.0.mlp.extra_proj.weight", FP4_ST_F32, 2, sh, &e));
+    CHECK_OK(fp4_hfdir_writer_write(w, zero, sizeof zero, &e));
     size_t shards = 0;
-    CHECK_OK(fp4_hf_writer_finish(w, &shards, &e));
-    fp4_hf_writer_free(w);
+    CHECK_OK(fp4_hfdir_writer_finish(w, &shards, &e));
+    fp4_hfdir_writer_free(w);
     snprintf(f, sizeof f, "%s/config.json", dir);
-    CHECK_OK(fp4_hf_write_json(f, "{\"model_type\":\"llama\",\"num_hidden_layers\":1,\"hidden_size\":64,"
+    CHECK_OK(fp4_hfdir_write_json(f, "{\"model_type\":\"llama\",\"num_hidden_layers\":1,\"hidden_size\":64,"
                                   "\"num_attention_heads\":1,\"intermediate_size\":64,\"vocab_size\":64}",
                                2, 1, &e));
     snprintf(out, sizeof out, "%s/odd.gguf", tmp);

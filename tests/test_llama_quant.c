@@ -25,7 +25,7 @@
 #define FP4LANE_ORACLE_API
 #include "check.h"
 #include "cli_util.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include "fp4lane_runtime.h"
 #include "gguf_strip.h"
 #include "llama_oracle.h"

@@ -4,7 +4,7 @@
  * safetensors (ModelOpt and compressed-tensors). Every case is opened a second time with
  * FP4_LOAD_DEFER_REPACK, which must give the same verdict and the same error. */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,19 +67,21 @@ static void write_gguf(const char *path, const kvspec *kv, int nkv, const tspec 
 
 static void write_st(const char *dir, const tspec *t, int nt, const char *quant_config) {
     mkdir(dir, 0777);
-    fp4_hf_writer *w = NULL;
+    fp4_hfdir_writer *w = NULL;
     fp4_error e;
-    CHECK_OK(fp4_hf_writer_create(dir, 0, &w, &e));
+    CHECK_OK(fp4_hfdir_writer_create(dir, 0, &w, &e));
     for (int i = 0; i < nt; i++)
-        CHECK_OK(fp4_hf_writer_add_tensor(w, t[i].name, (fp4_st_dtype)t[i].type, t[i].n_dims, t[i].ne, &e));
-    for (int i = 0; i < nt; i++) CHECK_OK(fp4_hf_writer_write(w, t[i].data, t[i].size, &e));
+        CHECK_OK(
+            fp4_hfdir_writer_add_tensor(w, t[i].name, (fp4_st_dtype)t[i].type, t[i].n_dims, t[i].ne, &e));
+    for (int i = 0; i < nt; i++)
+        CHECK_OK(fp4_hfdir_writer_write(w, t[i].data, t[i].size, &e));
     size_t ns;
-    CHECK_OK(fp4_hf_writer_finish(w, &ns, &e));
-    fp4_hf_writer_free(w);
+    CHECK_OK(fp4_hfdir_writer_finish(w, &ns, &e));
+    fp4_hfdir_writer_free(w);
     if (quant_config) {
         char f[700];
         snprintf(f, sizeof f, "%s/hf_quant_config.json", dir);
-        CHECK_OK(fp4_hf_write_json(f, quant_config, 4, 0, &e));
+        CHECK_OK(fp4_hfdir_write_json(f, quant_config, 4, 0, &e));
     }
 }
 
@@ -531,7 +533,7 @@ static void st_cases(void) {
       write_st(ST_DIR(), t, 3, NULL);
       char f[800]; fp4_error e;
       snprintf(f, sizeof f, "%s/config.json", dir);
-      CHECK_OK(fp4_hf_write_json(
+      CHECK_OK(fp4_hfdir_write_json(
           f,
           "{\"quantization_config\":{\"quant_method\":\"compressed-tensors\",\"format\":\"int-quantized\"}}",
           2, 1, &e));

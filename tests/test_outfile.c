@@ -13,7 +13,7 @@
  * without it (library and CLI: quantize, convert, run's --logits-out / --kv-save), and a file
  * that appears at the path while a run writes keeps its bytes (the rename never replaces). */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include "io/outfile.h" /* fp4_outfile_test_fallback */
 #include "tmpnames.h"
 #include <dirent.h>
@@ -427,13 +427,13 @@ static void test_dirs(void) {
     CHECK_OK(fp4_quantize_checkpoint(in, d, &q, &e));
     CHECK(same_tree(d, ref1));
     /* the raw sharded writer refuses weights files of another checkpoint in its directory */
-    fp4_hf_writer *w = NULL;
+    fp4_hfdir_writer *w = NULL;
     int64_t sh[1] = {4};
-    CHECK_OK(fp4_hf_writer_create(ref5, 8, &w, &e));
-    CHECK_OK(fp4_hf_writer_add_tensor(w, "a", FP4_ST_F32, 1, sh, &e));
+    CHECK_OK(fp4_hfdir_writer_create(ref5, 8, &w, &e));
+    CHECK_OK(fp4_hfdir_writer_add_tensor(w, "a", FP4_ST_F32, 1, sh, &e));
     float v[4] = {0};
-    CHECK(fp4_hf_writer_write(w, v, sizeof v, &e) == FP4_ERR_IO && !strcmp(e.rule, "hfw.stale"));
-    fp4_hf_writer_free(w);
+    CHECK(fp4_hfdir_writer_write(w, v, sizeof v, &e) == FP4_ERR_IO && !strcmp(e.rule, "hfw.stale"));
+    fp4_hfdir_writer_free(w);
     CHECK(loads(ref5));
     /* killed at many points of a forced replacement: the old directory or the new one, whole */
     char *argv[] = {bin, "quantize", (char *)in, (char *)d, "--layout", "modelopt", "--shard-size", "1M",

@@ -102,7 +102,7 @@ static void write_cfg(const char *dir, const char *json) {
     char p[700];
     snprintf(p, sizeof p, "%s/config.json", dir);
     fp4_error e;
-    CHECK_OK(fp4_hf_write_json(p, json, 2, 1, &e));
+    CHECK_OK(fp4_hfdir_write_json(p, json, 2, 1, &e));
 }
 static void bind_refused(const char *dir, const char *json, fp4_status want, const char *rule,
                          const char *tensor) {
@@ -174,22 +174,22 @@ static int with_extra(const char *src, const char *dst, const char *name, int ra
     fp4_error e;
     if (fp4_st_open(path, &st, &e)) return -1;
     mkdir(dst, 0777);
-    fp4_hf_writer *w = NULL;
-    if (fp4_hf_writer_create(dst, 0, &w, &e)) return fp4_st_close(st), -1;
+    fp4_hfdir_writer *w = NULL;
+    if (fp4_hfdir_writer_create(dst, 0, &w, &e)) return fp4_st_close(st), -1;
     const int64_t nt = (int64_t)fp4_st_n_tensors(st);
     for (int64_t i = 0; i < nt; i++) {
         const fp4_st_tensor *t = fp4_st_tensor_at(st, i);
-        fp4_hf_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &e);
+        fp4_hfdir_writer_add_tensor(w, t->name, t->dtype, t->rank, t->shape, &e);
     }
     int64_t sh[1] = {n0};
-    fp4_hf_writer_add_tensor(w, name, FP4_ST_F32, rank, sh, &e);
+    fp4_hfdir_writer_add_tensor(w, name, FP4_ST_F32, rank, sh, &e);
     for (int64_t i = 0; i < nt; i++)
-        fp4_hf_writer_write(w, fp4_st_tensor_at(st, i)->data, fp4_st_tensor_at(st, i)->nbytes, &e);
+        fp4_hfdir_writer_write(w, fp4_st_tensor_at(st, i)->data, fp4_st_tensor_at(st, i)->nbytes, &e);
     float z[8] = {0};
-    fp4_hf_writer_write(w, z, sizeof(float) * (size_t)(rank ? n0 : 1), &e);
+    fp4_hfdir_writer_write(w, z, sizeof(float) * (size_t)(rank ? n0 : 1), &e);
     size_t shards;
-    fp4_status r = fp4_hf_writer_finish(w, &shards, &e);
-    fp4_hf_writer_free(w);
+    fp4_status r = fp4_hfdir_writer_finish(w, &shards, &e);
+    fp4_hfdir_writer_free(w);
     fp4_st_close(st);
     snprintf(path, sizeof path, "cp '%s/config.json' '%s/'", src, dst);
     return r || system(path) ? -1 : 0;

@@ -2,7 +2,7 @@
  * tensors, metadata, chunked streaming), byte identity with ModelOpt's and the reference
  * writer's files, sharded HF directories, config JSON output in Python's json.dumps style. */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include "tmpnames.h"
 
 #include <jansson.h>
@@ -350,7 +350,7 @@ static void test_write_json(const char *dir) {
     char path[700];
     snprintf(path, sizeof path, "%s/config.json", dir);
     fp4_error err;
-    CHECK_OK(fp4_hf_write_json(path, config_in, 2, 1, &err));
+    CHECK_OK(fp4_hfdir_write_json(path, config_in, 2, 1, &err));
     size_t len;
     char *got = (char *)check_slurp(path, &len);
     CHECK(got != NULL);
@@ -364,18 +364,18 @@ static void test_write_json(const char *dir) {
             "  \"quantization_config\": {\n    \"group_size\": 16,\n    \"quant_algo\": \"NVFP4\"\n  },\n"));
         free(got);
     }
-    CHECK(fp4_hf_write_json(path, "{\"a\":1,\"a\":2}", 2, 0, &err) == FP4_ERR_DUPLICATE &&
+    CHECK(fp4_hfdir_write_json(path, "{\"a\":1,\"a\":2}", 2, 0, &err) == FP4_ERR_DUPLICATE &&
           !strcmp(err.rule, "hfjson.dup"));
-    CHECK(fp4_hf_write_json(path, "{\"a\":", 2, 0, &err) == FP4_ERR_FORMAT &&
+    CHECK(fp4_hfdir_write_json(path, "{\"a\":", 2, 0, &err) == FP4_ERR_FORMAT &&
           !strcmp(err.rule, "hfjson.parse"));
-    CHECK(fp4_hf_write_json(path, "{}", 0, 0, &err) == FP4_ERR_INVALID_ARG);
+    CHECK(fp4_hfdir_write_json(path, "{}", 0, 0, &err) == FP4_ERR_INVALID_ARG);
     /* the file written first is still whole */
     got = (char *)check_slurp(path, &len);
     CHECK(got && len > 100);
     free(got);
     char qpath[700];
     snprintf(qpath, sizeof qpath, "%s/hf_quant_config.json", dir);
-    CHECK_OK(fp4_hf_write_json(
+    CHECK_OK(fp4_hfdir_write_json(
         qpath,
         "{\"producer\": {\"name\": \"modelopt\"}, \"quantization\": {\"quant_algo\": \"NVFP4\", "
         "\"group_size\": 16, \"exclude_modules\": [\"lm_head\"]}}",
@@ -415,27 +415,27 @@ static void sharded(uint64_t max_shard, size_t expect_shards) {
     tmp_path(dir, sizeof dir, "hfdir");
     mkdir(dir, 0700);
     fp4_error err;
-    fp4_hf_writer *w = NULL;
-    CHECK_OK(fp4_hf_writer_create(dir, max_shard, &w, &err));
-    CHECK_OK(fp4_hf_writer_add_metadata(w, "format", "pt", &err));
+    fp4_hfdir_writer *w = NULL;
+    CHECK_OK(fp4_hfdir_writer_create(dir, max_shard, &w, &err));
+    CHECK_OK(fp4_hfdir_writer_add_metadata(w, "format", "pt", &err));
     enum { N = 9 };
     char names[N][32];
     uint64_t total = 0;
     for (int i = 0; i < N; i++) {
         snprintf(names[i], sizeof names[i], "model.layers.%d.w", N - i); /* not sorted */
         int64_t shape[2] = {i + 1, 10};
-        CHECK_OK(fp4_hf_writer_add_tensor(w, names[i], FP4_ST_F32, i == 4 ? 0 : 2, shape, &err));
+        CHECK_OK(fp4_hfdir_writer_add_tensor(w, names[i], FP4_ST_F32, i == 4 ? 0 : 2, shape, &err));
         total += i == 4 ? 4 : (uint64_t)(i + 1) * 40;
     }
     uint8_t *data = malloc(total);
     for (uint64_t i = 0; i < total; i++) data[i] = (uint8_t)(i * 131 + 7);
     for (uint64_t off = 0; off < total; off += 50) /* chunks that cross tensors and shards */
-        CHECK_OK(fp4_hf_writer_write(w, data + off, (size_t)(total - off < 50 ? total - off : 50), &err));
+        CHECK_OK(fp4_hfdir_writer_write(w, data + off, (size_t)(total - off < 50 ? total - off : 50), &err));
     size_t n_shards = 0;
-    fp4_status s = fp4_hf_writer_finish(w, &n_shards, &err);
+    fp4_status s = fp4_hfdir_writer_finish(w, &n_shards, &err);
     CHECK_MSG(s == FP4_OK, "%s %s", err.rule, err.msg);
     CHECK_EQ_INT(n_shards, expect_shards);
-    fp4_hf_writer_free(w);
+    fp4_hfdir_writer_free(w);
     test_write_json(dir);
 
     fp4_hfdir *d = NULL;

@@ -2,7 +2,7 @@
  * (reliability.md §4.2 items 1–19 and more), each matched by its exact rule string and status,
  * each next to valid twins that must open. Files are built in memory by a tiny builder. */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 
 #include <stdio.h>
 #include <stdlib.h>

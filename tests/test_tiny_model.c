@@ -2,9 +2,9 @@
  * through the fail-closed loader as a ModelOpt W4A16 NVFP4 checkpoint of the documented shape, every
  * NVFP4 projection has an exact-mode CPU route (n_in a multiple of 256), and its dequantized weights
  * are the ones the card's quality figures were measured with: a digest of every 2-D tensor's f32
- * values equals the one dev/tiny_dequant.py's independent numpy decoder gives for the same files. */
+ * values equals the one dev/tiny/tiny_dequant.py's independent numpy decoder gives for the same files. */
 #include "check.h"
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +21,7 @@ static uint64_t fnv1a(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-/* Computed with numpy (dev/tiny_dequant.py's decoder) over the 57 2-D tensors of models/tiny. */
+/* Computed with numpy (dev/tiny/tiny_dequant.py's decoder) over the 57 2-D tensors of models/tiny. */
 #define TINY_DIGEST 0x5fe6221c74eac305ull
 
 static void test_tiny_model(void) {

@@ -3,7 +3,7 @@
 #ifndef FP4_CLI_H
 #define FP4_CLI_H
 
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdio.h>
 
 typedef struct cli_verb {

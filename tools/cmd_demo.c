@@ -33,12 +33,12 @@ static int write_bf16_model(const char *dir, fp4_error *e) {
              {"model.layers.0.self_attn.v_proj.weight", HID / 2, HID, 0.03f},
              {"model.norm.weight", 0, HID, 0.0f}};
     const int n = (int)(sizeof t / sizeof t[0]);
-    fp4_hf_writer *w = NULL;
+    fp4_hfdir_writer *w = NULL;
     mkdir(dir, 0777);
-    fp4_status st = fp4_hf_writer_create(dir, 0, &w, e);
+    fp4_status st = fp4_hfdir_writer_create(dir, 0, &w, e);
     for (int i = 0; i < n && !st; i++) {
         int64_t shape[2] = {t[i].rows ? t[i].rows : t[i].cols, t[i].cols};
-        st = fp4_hf_writer_add_tensor(w, t[i].name, FP4_ST_BF16, t[i].rows ? 2 : 1, shape, e);
+        st = fp4_hfdir_writer_add_tensor(w, t[i].name, FP4_ST_BF16, t[i].rows ? 2 : 1, shape, e);
     }
     uint16_t *buf = malloc(sizeof(uint16_t) * VOCAB * FFN);
     for (int i = 0; i < n && !st && buf; i++) {
@@ -48,16 +48,16 @@ static int write_bf16_model(const char *dir, fp4_error *e) {
             if (t[i].rows && k % 997 == 0) v *= 12.0f; /* a few outliers, as real weights have */
             buf[k] = fp4_f32_to_bf16(v);
         }
-        st = fp4_hf_writer_write(w, buf, (size_t)cnt * 2, e);
+        st = fp4_hfdir_writer_write(w, buf, (size_t)cnt * 2, e);
     }
     size_t shards;
-    if (!st) st = buf ? fp4_hf_writer_finish(w, &shards, e) : FP4_ERR_NOMEM;
-    fp4_hf_writer_free(w);
+    if (!st) st = buf ? fp4_hfdir_writer_finish(w, &shards, e) : FP4_ERR_NOMEM;
+    fp4_hfdir_writer_free(w);
     free(buf);
     char cfg[1200];
     snprintf(cfg, sizeof cfg, "%s/config.json", dir);
     if (!st)
-        st = fp4_hf_write_json(
+        st = fp4_hfdir_write_json(
             cfg,
             "{\"architectures\":[\"LlamaForCausalLM\"],\"hidden_size\":256,\"intermediate_size\":768,"
             "\"model_type\":\"llama\",\"num_hidden_layers\":1,\"vocab_size\":512}",

@@ -16,6 +16,18 @@ int fp4_cpu_best_path(void);
 int fp4_cpu_pick(int best, const char *env);
 const char *fp4_cpu_path_name(int path);
 void fp4_cpu_force_path(int path);
+/* The CPU backend's environment, read once per process (cpu_path.c; HACKING.md lists them):
+ * FP4_CPU_PATH (the path ceiling above) and FP4_CPU_NO_COLS (set: the multi-column kernels off,
+ * the B side of a benchmark; the bits are the same either way). */
+typedef struct fp4_cpu_env {
+    const char *path_ceiling; /* $FP4_CPU_PATH or NULL */
+    int no_cols;              /* $FP4_CPU_NO_COLS is set */
+} fp4_cpu_env;
+const fp4_cpu_env *fp4_cpu_env_get(void);
+/* the multi-column kernels in use: on unless FP4_CPU_NO_COLS, or fp4_cpu_force_cols (tests: 0 off,
+ * 1 on, -1 back to the environment's choice) */
+int fp4_cpu_cols_on(void);
+void fp4_cpu_force_cols(int on);
 
 /* Exact A16 row dots (contract_x86.c, contract_avx512.c): the same bits as contract.c's. They
  * read activations rearranged once per column (n_in bytes each; fp4_a16_act_avx2 also writes

@@ -47,10 +47,30 @@ int fp4_cpu_best_path(void) {
     return FP4_CPU_PORTABLE;
 }
 
+/* The CPU backend's environment switches, read here once per process and nowhere else. */
+static fp4_cpu_env env;
 static int chosen;
 static pthread_once_t chosen_once = PTHREAD_ONCE_INIT;
 static void choose(void) {
-    chosen = fp4_cpu_pick(fp4_cpu_best_path(), getenv("FP4_CPU_PATH"));
+    env.path_ceiling = getenv("FP4_CPU_PATH");
+    env.no_cols = getenv("FP4_CPU_NO_COLS") != NULL;
+    chosen = fp4_cpu_pick(fp4_cpu_best_path(), env.path_ceiling);
+}
+
+const fp4_cpu_env *fp4_cpu_env_get(void) {
+    pthread_once(&chosen_once, choose);
+    return &env;
+}
+
+static int forced_cols = -1; /* tests: fp4_cpu_force_cols */
+
+int fp4_cpu_cols_on(void) {
+    const int f = __atomic_load_n(&forced_cols, __ATOMIC_RELAXED);
+    return f >= 0 ? f : !fp4_cpu_env_get()->no_cols;
+}
+
+void fp4_cpu_force_cols(int on) {
+    __atomic_store_n(&forced_cols, on < 0 ? -1 : !!on, __ATOMIC_RELAXED);
 }
 
 static int forced = -1; /* tests: fp4_cpu_force_path */

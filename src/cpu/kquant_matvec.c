@@ -157,7 +157,7 @@ static fp4_status kq_matvec(const kq_path *paths, size_t block_bytes, const void
         path->act(xq, n_blocks, act);
     }
     kq_rows4_cols_fn cols =
-        act && path->rows4 && n_cols >= 2 && !getenv("FP4_CPU_NO_COLS") ? path->rows4_cols : NULL;
+        act && path->rows4 && n_cols >= 2 && fp4_cpu_cols_on() ? path->rows4_cols : NULL;
     kq_job job = {path->dot,
                   act ? path->rows4 : NULL,
                   cols,

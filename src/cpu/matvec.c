@@ -131,7 +131,7 @@ fp4_status fp4_nvfp4_matvec_a16_exact(const fp4_nvfp4_view *w, const float *x, i
     int16_t *q16 = path == FP4_CPU_PORTABLE ? malloc((size_t)(n_cols * w->n_in + 1) * sizeof *q16) : NULL;
     int8_t *act = path != FP4_CPU_PORTABLE ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
     uint8_t *aabs = path == FP4_CPU_AVX2 ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
-    const int cols_kernel = path != FP4_CPU_PORTABLE && n_cols >= 2 && !getenv("FP4_CPU_NO_COLS");
+    const int cols_kernel = path != FP4_CPU_PORTABLE && n_cols >= 2 && fp4_cpu_cols_on();
     uint8_t *actu = cols_kernel ? malloc((size_t)(n_cols * w->n_in + 1)) : NULL;
     float *d = malloc((size_t)(n_cols * nsb + 1) * sizeof *d);
     if (!xq || !d || (path == FP4_CPU_PORTABLE && !q16) || (path != FP4_CPU_PORTABLE && !act) ||
@@ -206,7 +206,7 @@ fp4_status fp4_nvfp4_matvec_w4a4(const fp4_nvfp4_view *w, const float *x, int64_
     uint8_t *scl = malloc((size_t)(n_cols * (n_in / 16) + 1));
     int8_t *wact = avx512 ? malloc((size_t)(n_cols * np + 1)) : NULL;
     int64_t *q9a = avx512 ? malloc((size_t)(n_cols * (np / 16) + 1) * sizeof *q9a) : NULL;
-    const int cols_kernel = avx512 && n_cols >= 2 && !getenv("FP4_CPU_NO_COLS");
+    const int cols_kernel = avx512 && n_cols >= 2 && fp4_cpu_cols_on();
     uint8_t *wactu = cols_kernel ? malloc((size_t)(n_cols * np + 1)) : NULL;
     if (!codes || !scl || (avx512 && (!wact || !q9a)) || (cols_kernel && !wactu)) {
         free(codes), free(scl), free(wact), free(q9a), free(wactu);

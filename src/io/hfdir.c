@@ -504,7 +504,7 @@ static fp4_status write_json_value(const char *path, const json_t *v, int indent
     return s;
 }
 
-fp4_status fp4_hf_write_json(const char *path, const char *json_text, int indent, int sort_keys,
+fp4_status fp4_hfdir_write_json(const char *path, const char *json_text, int indent, int sort_keys,
                              fp4_error *err) {
     fp4_error_clear(err);
     if (!path || !json_text || indent < 1 || indent > 8)
@@ -532,7 +532,7 @@ typedef struct hfw_tensor {
     size_t shard;
 } hfw_tensor;
 
-struct fp4_hf_writer {
+struct fp4_hfdir_writer {
     char *dir;
     uint64_t max_shard;
     hfw_tensor *t;
@@ -544,12 +544,12 @@ struct fp4_hf_writer {
     bool planned, failed;
 };
 
-fp4_status fp4_hf_writer_create(const char *dir, uint64_t max_shard_bytes, fp4_hf_writer **out,
+fp4_status fp4_hfdir_writer_create(const char *dir, uint64_t max_shard_bytes, fp4_hfdir_writer **out,
                                 fp4_error *err) {
     fp4_error_clear(err);
     if (!dir || !out) return fp4_fail(err, FP4_ERR_INVALID_ARG, dir, NULL, "hfw.arg", "dir or out is NULL");
     *out = NULL;
-    fp4_hf_writer *w = calloc(1, sizeof *w);
+    fp4_hfdir_writer *w = calloc(1, sizeof *w);
     if (!w || !(w->dir = strdup(dir))) {
         free(w);
         return fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "hfw.nomem", "out of memory");
@@ -557,14 +557,14 @@ fp4_status fp4_hf_writer_create(const char *dir, uint64_t max_shard_bytes, fp4_h
     w->max_shard = max_shard_bytes;
     fp4_status s = fp4_st_writer_create(&w->meta, err);
     if (s) {
-        fp4_hf_writer_free(w);
+        fp4_hfdir_writer_free(w);
         return s;
     }
     *out = w;
     return FP4_OK;
 }
 
-void fp4_hf_writer_free(fp4_hf_writer *w) {
+void fp4_hfdir_writer_free(fp4_hfdir_writer *w) {
     if (!w) return;
     fp4_st_writer_free(w->cur);
     fp4_st_writer_free(w->meta);
@@ -574,13 +574,14 @@ void fp4_hf_writer_free(fp4_hf_writer *w) {
     free(w);
 }
 
-fp4_status fp4_hf_writer_add_metadata(fp4_hf_writer *w, const char *key, const char *value, fp4_error *err) {
+fp4_status fp4_hfdir_writer_add_metadata(fp4_hfdir_writer *w, const char *key, const char *value,
+                                         fp4_error *err) {
     if (!w || w->planned)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "hfw.state", "metadata after writing");
     return fp4_st_writer_add_metadata(w->meta, key, value, err);
 }
 
-fp4_status fp4_hf_writer_add_tensor(fp4_hf_writer *w, const char *name, fp4_st_dtype dtype, int rank,
+fp4_status fp4_hfdir_writer_add_tensor(fp4_hfdir_writer *w, const char *name, fp4_st_dtype dtype, int rank,
                                     const int64_t *shape, fp4_error *err) {
     if (!w || w->planned)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, name, "hfw.state", "tensor after writing");
@@ -607,13 +608,13 @@ fp4_status fp4_hf_writer_add_tensor(fp4_hf_writer *w, const char *name, fp4_st_d
     return FP4_OK;
 }
 
-static void shard_name(const fp4_hf_writer *w, size_t k, char *buf, size_t n) {
+static void shard_name(const fp4_hfdir_writer *w, size_t k, char *buf, size_t n) {
     if (w->n_shards == 1) snprintf(buf, n, "model.safetensors");
     else snprintf(buf, n, "model-%05zu-of-%05zu.safetensors", k + 1, w->n_shards);
 }
 
 /* Opens shard cur_shard: declares its metadata and tensors, writes its header. */
-static fp4_status open_shard(fp4_hf_writer *w, fp4_error *err) {
+static fp4_status open_shard(fp4_hfdir_writer *w, fp4_error *err) {
     char name[64], path[HF_PATH_MAX];
     shard_name(w, w->cur_shard, name, sizeof name);
     fp4_status s = join_path(path, w->dir, name, err);
@@ -635,7 +636,7 @@ static fp4_status open_shard(fp4_hf_writer *w, fp4_error *err) {
 }
 
 /* Finishes every shard whose bytes are complete and opens the next one. */
-static fp4_status advance_shards(fp4_hf_writer *w, fp4_error *err) {
+static fp4_status advance_shards(fp4_hfdir_writer *w, fp4_error *err) {
     while (w->cur && w->shard_left == 0) {
         fp4_status s = fp4_st_writer_finish(w->cur, err);
         fp4_st_writer_free(w->cur);
@@ -648,7 +649,7 @@ static fp4_status advance_shards(fp4_hf_writer *w, fp4_error *err) {
 
 /* Weights files in the directory that this writer will not replace (shards of another count, an
  * index beside a single file, ...) would mix two checkpoints: refused before anything is written. */
-static fp4_status stale_weights(const fp4_hf_writer *w, fp4_error *err) {
+static fp4_status stale_weights(const fp4_hfdir_writer *w, fp4_error *err) {
     DIR *dir = opendir(w->dir);
     if (!dir) return fp4_fail(err, FP4_ERR_IO, w->dir, NULL, "hfw.io", "cannot list the directory: %s",
                               strerror(errno));
@@ -678,7 +679,7 @@ static fp4_status stale_weights(const fp4_hf_writer *w, fp4_error *err) {
     return s;
 }
 
-static fp4_status plan_shards(fp4_hf_writer *w, fp4_error *err) {
+static fp4_status plan_shards(fp4_hfdir_writer *w, fp4_error *err) {
     w->planned = true;
     fp4_status s = fp4_stw_check_dups(w->meta, w->dir, err); /* names across all shards */
     if (s) return s;
@@ -707,7 +708,7 @@ static fp4_status plan_shards(fp4_hf_writer *w, fp4_error *err) {
     return advance_shards(w, err);
 }
 
-fp4_status fp4_hf_writer_write(fp4_hf_writer *w, const void *data, size_t n, fp4_error *err) {
+fp4_status fp4_hfdir_writer_write(fp4_hfdir_writer *w, const void *data, size_t n, fp4_error *err) {
     if (!w || w->failed || (!data && n))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, w ? w->dir : NULL, NULL, "hfw.state", "bad write");
     fp4_status s = w->planned ? FP4_OK : plan_shards(w, err);
@@ -729,7 +730,7 @@ fp4_status fp4_hf_writer_write(fp4_hf_writer *w, const void *data, size_t n, fp4
     return s;
 }
 
-static fp4_status write_index(const fp4_hf_writer *w, fp4_error *err) {
+static fp4_status write_index(const fp4_hfdir_writer *w, fp4_error *err) {
     char path[HF_PATH_MAX], name[64];
     fp4_status s = join_path(path, w->dir, "model.safetensors.index.json", err);
     if (s) return s;
@@ -750,7 +751,7 @@ static fp4_status write_index(const fp4_hf_writer *w, fp4_error *err) {
     return s;
 }
 
-fp4_status fp4_hf_writer_finish(fp4_hf_writer *w, size_t *n_shards, fp4_error *err) {
+fp4_status fp4_hfdir_writer_finish(fp4_hfdir_writer *w, size_t *n_shards, fp4_error *err) {
     if (!w || w->failed)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, w ? w->dir : NULL, NULL, "hfw.state", "bad finish");
     fp4_status s = w->planned ? FP4_OK : plan_shards(w, err);

@@ -53,7 +53,7 @@ static fp4_status write_json(const char *dir, const char *file, json_t *obj, int
     snprintf(path, sizeof path, "%s/%s", dir, file);
     char *text = json_dumps(obj, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (!text) return fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "cannot serialize JSON");
-    fp4_status st = fp4_hf_write_json(path, text, indent, sort, err);
+    fp4_status st = fp4_hfdir_write_json(path, text, indent, sort, err);
     free(text);
     return st;
 }
@@ -97,7 +97,7 @@ fp4_status fp4_write_hf_configs(const fp4_wsrc *src, fp4_layout layout, const ch
     if (cfg_text) {
         char path[2048];
         snprintf(path, sizeof path, "%s/config.json", dir);
-        st = fp4_hf_write_json(path, cfg_text, 2, 1, err); /* transformers: indent 2, sorted keys */
+        st = fp4_hfdir_write_json(path, cfg_text, 2, 1, err); /* transformers: indent 2, sorted keys */
     }
     if (st || layout != FP4_LAYOUT_MODELOPT) return st;
     json_t *q = NULL;

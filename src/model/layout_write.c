@@ -19,7 +19,7 @@ static fp4_status sink_gguf(void *w, int64_t i, const void *data, size_t n, fp4_
 }
 static fp4_status sink_hf(void *w, int64_t i, const void *data, size_t n, fp4_error *err) {
     (void)i;
-    return fp4_hf_writer_write(w, data, n, err);
+    return fp4_hfdir_writer_write(w, data, n, err);
 }
 
 typedef struct emit_ctx {
@@ -252,15 +252,15 @@ static fp4_status write_gguf(const fp4_wsrc *src, const plan *p, const char *out
 
 /* ---- safetensors (HF directory) ---- */
 
-static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan *p,
+static fp4_status hf_metadata(fp4_hfdir_writer *w, const fp4_wsrc *src, const plan *p,
                               const fp4_write_opts *opts,
                               const char *stash, fp4_error *err) {
     fp4_status st = FP4_OK;
-    if (stash) st = fp4_hf_writer_add_metadata(w, FP4_META_QCFG_STASH, stash, err);
+    if (stash) st = fp4_hfdir_writer_add_metadata(w, FP4_META_QCFG_STASH, stash, err);
     const fp4_ckpt *c = src->src_ck;
     if (opts && opts->st_metadata)
         for (const char *const *kv = opts->st_metadata; kv[0] && kv[1] && !st; kv += 2)
-            st = fp4_hf_writer_add_metadata(w, kv[0], kv[1], err);
+            st = fp4_hfdir_writer_add_metadata(w, kv[0], kv[1], err);
     if (!st && c && c->is_gguf && !src->quantized_by_us) { /* fp4lane.st.* KVs carry safetensors metadata */
         for (int64_t i = 0; i < fp4_gguf_n_kv(c->gguf) && !st; i++) {
             const char *k = fp4_gguf_key(c->gguf, i), *s;
@@ -270,18 +270,18 @@ static fp4_status hf_metadata(fp4_hf_writer *w, const fp4_wsrc *src, const plan 
                 continue;
             char *v = strndup(s, (size_t)len);
             if (!v) return FP4_ERR_NOMEM;
-            st = fp4_hf_writer_add_metadata(w, k + 11, v, err);
+            st = fp4_hfdir_writer_add_metadata(w, k + 11, v, err);
             free(v);
         }
     } else if (!st && c && !src->quantized_by_us) {
         for (int64_t i = 0; i < c->n_meta && !st; i++)
             if (!fp4_meta_regenerated(c->meta[i].key))
-                st = fp4_hf_writer_add_metadata(w, c->meta[i].key, c->meta[i].value, err);
+                st = fp4_hfdir_writer_add_metadata(w, c->meta[i].key, c->meta[i].value, err);
     }
     if (!st && p->layout == FP4_LAYOUT_CT && src->quant_config_json)
-        st = fp4_hf_writer_add_metadata(w, FP4_META_QUANT_CONFIG, src->quant_config_json, err);
-    for (int64_t i = 0; i < p->n_kv && !st; i++) st = fp4_hf_writer_add_metadata(w, p->kv[i].key, p->kv[i].s,
-                                                                                 err);
+        st = fp4_hfdir_writer_add_metadata(w, FP4_META_QUANT_CONFIG, src->quant_config_json, err);
+    for (int64_t i = 0; i < p->n_kv && !st; i++)
+        st = fp4_hfdir_writer_add_metadata(w, p->kv[i].key, p->kv[i].s, err);
     return st;
 }
 
@@ -291,22 +291,22 @@ static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, 
     fp4_status st = fp4_outdir_open(out, opts && opts->force, &od, err); /* built beside, swapped in */
     if (st) return st;
     const char *dir = fp4_outdir_tmp(od);
-    fp4_hf_writer *w = NULL;
+    fp4_hfdir_writer *w = NULL;
     char *cfg = NULL, *stash = NULL;
     st = fp4_config_plan(src, p->layout, &cfg, &stash, err);
-    if (!st) st = fp4_hf_writer_create(dir, opts ? opts->max_shard_bytes : 0, &w, err);
+    if (!st) st = fp4_hfdir_writer_create(dir, opts ? opts->max_shard_bytes : 0, &w, err);
     if (!st) st = hf_metadata(w, src, p, opts, stash, err);
     for (int64_t i = 0; i < p->n && !st; i++) {
         int64_t shape[FP4_MAX_DIMS];
         const plan_entry *e = &p->e[i];
         for (int d = 0; d < e->n_dims; d++) shape[d] = e->ne[e->n_dims - 1 - d];
-        st = fp4_hf_writer_add_tensor(w, e->name, (fp4_st_dtype)e->st_dtype, e->n_dims, shape, err);
+        st = fp4_hfdir_writer_add_tensor(w, e->name, (fp4_st_dtype)e->st_dtype, e->n_dims, shape, err);
     }
     emit_ctx e = {src, opts, sink_hf, w, 0, p->total};
     for (int64_t i = 0; i < p->n && !st; i++) st = emit_entry(&e, i, &p->e[i], err);
     size_t n_shards = 0;
-    if (!st) st = fp4_hf_writer_finish(w, &n_shards, err);
-    fp4_hf_writer_free(w);
+    if (!st) st = fp4_hfdir_writer_finish(w, &n_shards, err);
+    fp4_hfdir_writer_free(w);
     if (!st) st = fp4_write_hf_configs(src, p->layout, dir, cfg, err);
     /* tokenizer files, generation_config.json, the chat template: transformers and vLLM load the
      * output on its own (the input's weight files and index are never copied) */

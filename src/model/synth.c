@@ -217,7 +217,7 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
     n = snprintf(path, sizeof path, "%s/config.json", dir);
     if (n < 0 || n >= (int)sizeof path)
         return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
-    return fp4_hf_write_json(path, buf, 2, 1, err);
+    return fp4_hfdir_write_json(path, buf, 2, 1, err);
 }
 
 /* ---- generation: a chunk of rows, in parallel ---- */
@@ -261,17 +261,17 @@ enum { CHUNK_BYTES = 32 << 20 };
 
 static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_synth_opts *o,
                                 fp4_error *err) {
-    fp4_hf_writer *w = NULL;
-    fp4_status st = fp4_hf_writer_create(dir, o->max_shard_bytes, &w, err);
+    fp4_hfdir_writer *w = NULL;
+    fp4_status st = fp4_hfdir_writer_create(dir, o->max_shard_bytes, &w, err);
     char meta[160];
     snprintf(meta, sizeof meta, "shape=%s arch=%s seed=%llu fp4lane=%s", p->sh->name, p->ar->name,
              (unsigned long long)o->seed, fp4_version());
-    if (!st) st = fp4_hf_writer_add_metadata(w, "format", "pt", err);
-    if (!st) st = fp4_hf_writer_add_metadata(w, "fp4lane.synth", meta, err);
+    if (!st) st = fp4_hfdir_writer_add_metadata(w, "format", "pt", err);
+    if (!st) st = fp4_hfdir_writer_add_metadata(w, "fp4lane.synth", meta, err);
     for (int i = 0; i < p->n && !st; i++) {
         const synth_tensor *t = &p->t[i];
         int64_t shape[2] = {t->rows ? t->rows : t->cols, t->cols};
-        st = fp4_hf_writer_add_tensor(w, t->name, FP4_ST_BF16, t->rows ? 2 : 1, shape, err);
+        st = fp4_hfdir_writer_add_tensor(w, t->name, FP4_ST_BF16, t->rows ? 2 : 1, shape, err);
     }
     int64_t max_cols = 0;
     for (int i = 0; i < p->n; i++) max_cols = p->t[i].cols > max_cols ? p->t[i].cols : max_cols;
@@ -289,14 +289,14 @@ static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_
             const int64_t n = rows - r < per ? rows - r : per;
             gen_ctx c = {t, i, o->seed, r, t->kind == K_PROJ ? colscale : NULL, buf};
             st = fp4_parallel_rows(n, threads, gen_rows, &c);
-            if (!st) st = fp4_hf_writer_write(w, buf, (size_t)n * (size_t)t->cols * 2u, err);
+            if (!st) st = fp4_hfdir_writer_write(w, buf, (size_t)n * (size_t)t->cols * 2u, err);
             done += (uint64_t)n * (uint64_t)t->cols * 2u;
             if (o->progress) o->progress(o->progress_ctx, t->name, done, p->bytes);
         }
     }
     size_t shards = 0;
-    if (!st) st = fp4_hf_writer_finish(w, &shards, err);
-    fp4_hf_writer_free(w);
+    if (!st) st = fp4_hfdir_writer_finish(w, &shards, err);
+    fp4_hfdir_writer_free(w);
     free(buf);
     free(colscale);
     return st;

@@ -3,7 +3,7 @@
  * refuses where the template raises. Detection fingerprints the template text: strings it must
  * contain and strings it must not (a family's later variants that render differently). The
  * expected strings of tests/test_chat.c were rendered from the real templates by
- * @huggingface/jinja (dev/chat_expected.mjs). */
+ * @huggingface/jinja (dev/ref/chat_expected.mjs). */
 #include "fp4_impl.h"
 #include "fp4lane_text.h"
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Dequantize an fp4lane ModelOpt NVFP4 checkpoint to one f32 safetensors file (for the quality check
-of models/tiny in Hugging Face transformers: dev/tiny_eval.py --weights).
+of models/tiny in Hugging Face transformers: dev/tiny/tiny_eval.py --weights).
 
-    dev/tiny_dequant.py NVFP4_DIR OUT.safetensors [FP4LANE|none]
+    dev/tiny/tiny_dequant.py NVFP4_DIR OUT.safetensors [FP4LANE|none]
 
 Each NVFP4 weight is decoded twice: by `fp4lane dump DIR TENSOR --raw` (the library's pinned order
 w = (e2m1(code) * e4m3(scale)) * scale2, in f32) and here with numpy in the same order; the two must

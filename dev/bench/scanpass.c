@@ -1,6 +1,6 @@
 /* scanpass.c — the floor for loading: map a GGUF and read every F8_E4M3FN (scale) byte once.
  * Build: make build/dev/scanpass. Usage: scanpass FILE.gguf */
-#include "fp4lane.h"
+#include "fp4lane_io.h"
 #include <stdio.h>
 #include <time.h>
 

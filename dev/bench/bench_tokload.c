@@ -1,6 +1,6 @@
 /* bench_tokload.c — tokenizer load time: fp4_tokenizer_load of each PATH (a tokenizer.json, its
  * directory, or a GGUF) REPS times; prints the median and the best, thread CPU time and wall time.
- *   build/dev/bench_tokload REPS PATH...   (bench/text.md quotes it) */
+ *   build/dev/bench/bench_tokload REPS PATH...   (bench/text.md quotes it) */
 #include "fp4lane_text.h"
 #include <stdio.h>
 #include <stdlib.h>

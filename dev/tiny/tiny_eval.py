@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Held-out loss and sample continuations of models/tiny in Hugging Face transformers, in f32.
 
-    python3 dev/tiny_eval.py MODEL_DIR HELDOUT.u16 OUT.json [--weights W.safetensors] [--label L]
+    python3 dev/tiny/tiny_eval.py MODEL_DIR HELDOUT.u16 OUT.json [--weights W.safetensors] [--label L]
 
-MODEL_DIR is the bf16 checkpoint written by dev/train_tiny.py (config, weights, tokenizer.json).
-With --weights, every tensor of W (f32, Hugging Face names; e.g. dev/tiny_dequant.py's output of the
+MODEL_DIR is the bf16 checkpoint written by dev/tiny/train_tiny.py (config, weights, tokenizer.json).
+With --weights, every tensor of W (f32, Hugging Face names; e.g. dev/tiny/tiny_dequant.py's output of the
 NVFP4 checkpoint) replaces the checkpoint's, so the two runs differ in the weights alone. Weights are
 held and computed in f32 with TF32 off, so bf16 weights (widened exactly) and NVFP4 weights (the
 pinned dequantization, in f32) are compared without a further rounding. The held-out loss is the mean

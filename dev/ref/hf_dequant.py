@@ -8,7 +8,7 @@ safetensors container is parsed by hand (8-byte little-endian header length, JSO
 so this file depends on numpy only: it runs on the device machine (beside torch, for the
 reference logits) and here (to check fp4lane's own `dump` against it).
 
-    /usr/bin/python3 dev/hf_dequant.py NVFP4_DIR [--check-dump FP4LANE]
+    /usr/bin/python3 dev/ref/hf_dequant.py NVFP4_DIR [--check-dump FP4LANE]
 
 prints each quantized tensor and, with --check-dump, compares every one bit for bit against
 `FP4LANE dump NVFP4_DIR TENSOR --raw`.

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Train models/tiny: a byte-level BPE tokenizer and a small Llama on the Debian documentation corpus.
 
-    PYTHONUNBUFFERED=1 python3 dev/train_tiny.py CORPUS.txt.gz OUTDIR [--seconds 240] [--seed 0]
+    PYTHONUNBUFFERED=1 python3 dev/tiny/train_tiny.py CORPUS.txt.gz OUTDIR [--seconds 240] [--seed 0]
 
-Runs on one GPU (torch, transformers, tokenizers). CORPUS comes from dev/tiny_data.sh. Writes
+Runs on one GPU (torch, transformers, tokenizers). CORPUS comes from dev/tiny/tiny_data.sh. Writes
 OUTDIR/tiny-bf16/ (config.json, model.safetensors in bf16, tokenizer.json, tokenizer_config.json,
 generation_config.json), OUTDIR/loss.csv, OUTDIR/heldout.u16 (the held-out token ids, little-endian
-uint16, for dev/tiny_eval.py) and OUTDIR/train.json (shape, counts, losses, timings).
+uint16, for dev/tiny/tiny_eval.py) and OUTDIR/train.json (shape, counts, losses, timings).
 
 Deterministic choices: documents whose index is 50 mod 100 are held out (about 1 %); the tokenizer is
 trained on the other documents; every random draw is seeded. Training runs for a fixed wall-clock

@@ -2,7 +2,7 @@
 
 Two phases, both run on the device machine (where torch and transformers are installed):
 
-  python3 dev/hf_reference.py make OUTDIR
+  python3 dev/ref/hf_reference.py make OUTDIR
       for each model in MODELS: a random-init checkpoint built by transformers from a config,
       weights drawn from a seeded numpy generator (statistics below), rounded to bf16 and saved
       with save_pretrained (safetensors); then reloaded from disk by from_pretrained, widened to
@@ -10,10 +10,10 @@ Two phases, both run on the device machine (where torch and transformers are ins
       seeded token ids: OUTDIR/<name>/{config.json, model.safetensors, generation_config.json,
       ids.txt, logits_bf16.npy, stats_bf16.json}; OUTDIR/versions.json.
 
-  python3 dev/hf_reference.py dequant DATADIR OUTDIR
+  python3 dev/ref/hf_reference.py dequant DATADIR OUTDIR
       for each DATADIR/<name> holding nvfp4/ (the output of `fp4lane quantize DATADIR/<name>
       DATADIR/<name>/nvfp4 --layout modelopt`): the bf16 checkpoint reloaded in float64, every
-      quantized Linear weight replaced by its dequantization from nvfp4/ (dev/hf_dequant.py, the
+      quantized Linear weight replaced by its dequantization from nvfp4/ (dev/ref/hf_dequant.py, the
       pinned order of SPEC §2 in f32, widened to f64), the other tensors kept as in the bf16 file:
       OUTDIR/<name>/{logits_nvfp4.npy, stats_nvfp4.json}.
 

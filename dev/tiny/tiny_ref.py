@@ -2,12 +2,12 @@
 """A numpy f32 reference of models/tiny (Llama: RMSNorm, RoPE, grouped-query attention, SwiGLU, tied
 head): held-out loss and greedy / sampled continuations, on a CPU, for bf16 and NVFP4 weights alike.
 
-    dev/tiny_ref.py WEIGHTS.safetensors MODEL_DIR HELDOUT.u16 OUT.json [--label L] [--windows N]
+    dev/tiny/tiny_ref.py WEIGHTS.safetensors MODEL_DIR HELDOUT.u16 OUT.json [--label L] [--windows N]
 
-WEIGHTS: f32 or bf16 safetensors with Hugging Face names (the bf16 checkpoint, or dev/tiny_dequant.py's
+WEIGHTS: f32 or bf16 safetensors with Hugging Face names (the bf16 checkpoint, or dev/tiny/tiny_dequant.py's
 dequantized NVFP4). MODEL_DIR gives config.json, tokenizer.json (read with the standard library: only
 the vocabulary is needed, to print ids as text) and generation_config.json. It is checked against
-transformers: on the bf16 weights its held-out loss and greedy ids must match dev/tiny_eval.py's
+transformers: on the bf16 weights its held-out loss and greedy ids must match dev/tiny/tiny_eval.py's
 (models/tiny/MODEL_CARD.md has both). Sampling uses numpy's PCG64 (seed 1000 + prompt index),
 temperature 0.8, top-k 40, so its sampled text differs from transformers' but is the same draw for
 both weight sets. For speed, point LD_LIBRARY_PATH at an OpenBLAS (Debian libopenblas0-pthread).

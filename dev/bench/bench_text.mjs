@@ -1,6 +1,6 @@
-// bench_text.mjs — the JS reference's speed on the same corpus and chunks as dev/bench_text.c,
+// bench_text.mjs — the JS reference's speed on the same corpus and chunks as dev/bench/bench_text.c,
 // in process CPU time (user + system) like the C side's thread CPU time.
-//   node dev/bench_text.mjs TOKENIZERS_MJS MODEL_DIR CORPUS REPS
+//   node dev/bench/bench_text.mjs TOKENIZERS_MJS MODEL_DIR CORPUS REPS
 import fs from 'node:fs';
 const [lib, dir, corpusPath, repsArg] = process.argv.slice(2);
 const { Tokenizer } = await import(lib);

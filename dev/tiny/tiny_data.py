@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Clean the English prose of unpacked Debian documentation packages into plain text.
 
-Used by dev/tiny_data.sh (which downloads and unpacks the packages); standard library only.
-    dev/tiny_data.py ROOT OUT.txt
+Used by dev/tiny/tiny_data.sh (which downloads and unpacks the packages); standard library only.
+    dev/tiny/tiny_data.py ROOT OUT.txt
 ROOT holds one folder per package (the `dpkg -x` of PACKAGE_VERSION_all.deb). The output has one
 paragraph per line and a blank line between documents (source files). Deterministic: files are
 read in sorted order, paragraphs are kept in order and a paragraph already seen (after whitespace

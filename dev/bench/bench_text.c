@@ -1,7 +1,7 @@
 /* bench_text.c — tokenizer speed on one core: load time (tokenizer.json, and the same tokenizer
  * written to and read from a GGUF), encode and decode throughput on a corpus cut into the
  * oracle's chunks (after the first '\n' at or past 2048 bytes). Best of REPS, in thread CPU time.
- *   build/dev/bench_text MODEL_DIR CORPUS REPS   (bench/text.sh runs it beside the JS reference) */
+ *   build/dev/bench/bench_text MODEL_DIR CORPUS REPS   (bench/text.sh runs it beside the JS reference) */
 #include "fp4lane_text.h"
 #include <stdio.h>
 #include <stdlib.h>

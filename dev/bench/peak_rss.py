@@ -3,7 +3,7 @@
 peaks of RssAnon and RssFile (what the command wrote is printed after, filtered to the lines that
 hold 'prefill' or 'rror': fp4lane run's summary and errors).
 
-  python3 dev/peak_rss.py build/fp4lane run MODEL --prompt-ids @P -n 1
+  python3 dev/bench/peak_rss.py build/fp4lane run MODEL --prompt-ids @P -n 1
 """
 import subprocess
 import sys

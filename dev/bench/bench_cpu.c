@@ -1,10 +1,10 @@
 /* bench_cpu.c — CPU matvec throughput (one activation column) of fp4lane's exact NVFP4 A16 path
  * and its Q4_K / Q6_K control lane, next to ggml's own CPU kernels on the same shapes.
  *
- *   make bench-cpu                      # builds $(BUILD)/dev/bench_cpu and runs it
- *   build/dev/bench_cpu [reps] [nvfp4|q4_K|q6_K|w4a4]   # reps timed pairs (default 9) after one warm-up of
- *                                       # each; optionally one kernel family only
- *   FP4_GGML_CPU=haswell build/dev/bench_cpu    # choose ggml's CPU variant (default: by CPU flags)
+ *   make bench-cpu                      # builds $(BUILD)/dev/bench/bench_cpu and runs it
+ *   build/dev/bench/bench_cpu [reps] [nvfp4|q4_K|q6_K|w4a4]   # reps timed pairs (default 9) after one
+ * warm-up of # each; optionally one kernel family only FP4_GGML_CPU=haswell build/dev/bench/bench_cpu    #
+ * choose ggml's CPU variant (default: by CPU flags)
  *
  * Paired: each fp4lane path is timed against the matching ggml kernel in alternation (ours,
  * ggml, ours, ggml, ...), so that load from other processes on a shared machine hits both

@@ -1,8 +1,8 @@
 /* bench_a16_cols.c — the exact A16 matvec at several columns (CPU prefill), the four-column kernel
  * (fp4_dot_a16_cols_avx512 / _avx2) against the one-column dot per column (FP4_CPU_NO_COLS=1),
  * in alternating pairs in one process. A benchmark, not a test (the bits: tests/test_a16_cols.c).
- *   make build/dev/bench_a16_cols && build/dev/bench_a16_cols N_OUT N_IN COLS [PAIRS] [THREADS] [w4a4]
- * (w4a4: the W4A4 matvec, fp4_dot_w4a4_cols_avx512 against the one-column dot, input_scale_inv 37.5)
+ *   make build/dev/bench/bench_a16_cols && build/dev/bench/bench_a16_cols N_OUT N_IN COLS [PAIRS] [THREADS]
+ * [w4a4] (w4a4: the W4A4 matvec, fp4_dot_w4a4_cols_avx512 against the one-column dot, input_scale_inv 37.5)
  * Random payload, scale bytes 0x30..0x37, activations in [-1, 1); prints the median time of each
  * side, GMAC/s and the median of the per-pair ratios (one-column time / four-column time); the CPU
  * path is fp4_cpu_path() ($FP4_CPU_PATH lowers it). */
