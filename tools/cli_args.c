@@ -65,7 +65,8 @@ static const struct {
      "  MODEL                  (default: as run)   --system TEXT   --chat-template NAME (default: detected)\n"
      "  -n N                   tokens per answer (default 256)\n"
      "  --temp T (default 0.7)  --top-k K (default 40)  --top-p P (default 1)  --min-p P (default 0)\n"
-     "  --repeat-penalty R (default 1.1 over the last 64)  --seed S (default 0)\n"
+     "  --repeat-penalty R (default 1.1)  --penalty-last-n N (default 64)  --presence-penalty X (default 0)\n"
+     "  --seed S (default 0); every value in run's ranges (the library's one table, as Python's)\n"
      "  --device, --mode, --threads, --ctx as run; /reset and /exit in the session; Ctrl-C ends an answer\n"},
     {"bench",
      "  --a \"OPTIONS\" --b \"OPTIONS\"  the two configurations (run's engine options); NAME=VALUE words in\n"

@@ -34,6 +34,7 @@ static int usage(void) {
         "usage: fp4lane chat [MODEL] [--system TEXT]\n"
         "       [--chat-template llama3|llama2|llama2-default|mistral|mistral-eos-space|qwen3|chatml]\n"
         "       [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
+        "       [--presence-penalty P] [--penalty-last-n N]\n"
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--ctx N]\n");
     return 2;
 }

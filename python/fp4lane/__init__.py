@@ -1,4 +1,5 @@
-"""fp4lane for Python: ctypes over libfp4lane.so (no compiled extension), numpy arrays.
+"""fp4lane for Python: ctypes over libfp4lane.so (no compiled extension), numpy arrays (numpy
+only for the calls that return them).
 
     import fp4lane
     with fp4lane.open("model.gguf") as m:          # validates, like `fp4lane validate`
@@ -17,8 +18,10 @@ the library's own argument table (fp4_arg_parse), the one the CLI uses: what the
 refused here, with the same rule (arg.threads, arg.top_p, ...).
 
 numpy is needed only by the calls that return arrays (Model.tensor, Engine.logits): opening,
-validating, inspecting, quantizing, converting and generating work without it. The library is found through $FP4LANE_LIB, then the checkout's
-build/libfp4lane.so, then the system's loader path (`make install`)."""
+validating, inspecting, quantizing, converting and generating work without it.
+
+The library is found through $FP4LANE_LIB, then the checkout's build/libfp4lane.so, then the
+system's loader path (`make install`)."""
 import ctypes
 import json
 import numbers
@@ -286,8 +289,9 @@ def convert(inp, out, layout=None, force=False):
         m.write(out, layout or "gguf-ggml", force=force)
 
 
-_SAMPLER_ARGS = ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "presence_penalty",
-                 "penalty_last_n", "seed")
+# fp4_sampler_params members and the fp4_arg_val member their value is read from
+_SAMPLER_ARGS = (("temperature", "f"), ("top_k", "i"), ("top_p", "f"), ("min_p", "f"),
+                 ("repeat_penalty", "f"), ("presence_penalty", "f"), ("penalty_last_n", "i"), ("seed", "u"))
 _ARCH_ENUMS = {"source": ("hf", "gguf"), "rope_scaling": ("none", "linear", "llama3")}
 
 
@@ -327,7 +331,8 @@ class Engine(_Owned):
         self.model = model  # kept alive: the engine borrows it
         self._cuda_lib = None if cuda_lib is None else _b(cuda_lib)  # kept alive: read by create
         o = L.RtOpts(mode=0 if mode == "exact" else 1, device=0 if device == "cpu" else 1,
-                     n_threads=_arg("threads", threads).i, n_ctx=0 if n_ctx is None else _arg("ctx", n_ctx, "n_ctx").i,
+                     n_threads=_arg("threads", threads).i,
+                     n_ctx=0 if n_ctx is None else _arg("ctx", n_ctx, "n_ctx").i,
                      max_seqs=_arg("max_seqs", max_seqs).i, cuda_lib=self._cuda_lib)
         err = L.Error()
         h = ctypes.c_void_p()
@@ -393,10 +398,13 @@ class Engine(_Owned):
         if not ids:
             raise ValueError("ids is empty")
         n = _arg("n", n).i
+        given = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                     repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                     penalty_last_n=penalty_last_n, seed=seed)
         p = lib.fp4_sampler_defaults()
-        for name in _SAMPLER_ARGS:
-            v = _arg(name, locals()[name])
-            setattr(p, name, v.u if name == "seed" else v.f if isinstance(getattr(p, name), float) else v.i)
+        for name, kind in _SAMPLER_ARGS:
+            v = _arg(name, given[name])
+            setattr(p, name, getattr(v, kind))
         self.stopped_by = None
         if not self._h:
             raise ValueError("the engine is closed")

@@ -104,8 +104,8 @@ class ArgVal(ctypes.Structure):  # fp4_arg_val
     _fields_ = [("i", c_int64), ("u", c_uint64), ("f", c_double)]
 
 
-STRUCTS = (AbiField, Error, NvFp4View, Fp8View, Tensor, TypeInfo, WriteOpts, QuantizeOpts, Arch, RtOpts, RtTok,
-           SamplerParams, ArgVal)
+STRUCTS = (AbiField, Error, NvFp4View, Fp8View, Tensor, TypeInfo, WriteOpts, QuantizeOpts, Arch, RtOpts,
+           RtTok, SamplerParams, ArgVal)
 
 _PROTOS = {
     "fp4_abi_layout": (POINTER(AbiField), [POINTER(c_int64)]),
