@@ -83,6 +83,10 @@ FP4_API const char *fp4_arch_family_name(fp4_arch_family f); /* "llama", ...; "?
 FP4_API fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_error *err);
 /* From GGUF metadata (llama.cpp keys: general.architecture, <arch>.block_count, ...). */
 FP4_API fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err);
+/* The architecture an engine over m would run (fp4_rt_arch after fp4_rt_create): config.json,
+ * the config a GGUF written by fp4lane carries, or llama.cpp's GGUF keys. `fp4lane inspect --json`
+ * prints it as "arch". */
+FP4_API fp4_status fp4_model_arch(const fp4_model *m, fp4_arch *out, fp4_error *err);
 
 /* Routes (docs/ROUTES.md): (weights lane, activation precision, mode, device, drafting)      */
 
@@ -224,6 +228,53 @@ FP4_API int32_t fp4_sampler_sample(fp4_sampler *s, const float *logits);
 /* 1 when s is plain greedy (temperature 0, penalties off): its choice is then
  * fp4_rt_step_greedy's, and the logits need not leave the device. */
 FP4_API int fp4_sampler_is_greedy(const fp4_sampler *s);
+
+/* Arguments from a user (docs/PYTHON.md): one parser and one set of ranges for every front end. */
+/*
+ * The CLI's options and the Python binding's arguments go through fp4_arg_parse, so both accept
+ * exactly the same values. name (the rule is "arg.<name>"), what text may hold:
+ *   threads          integer 1..256           ctx              integer 1..2^24
+ *   max_seqs         integer 1..4096          prefill_chunk    integer 0..2^20
+ *   draft_n          integer 1..32            n                integer 0..2^63-1 (tokens to generate)
+ *   token            integer 0..2^31-1 (a token id; the engine checks it against its vocabulary)
+ *   temperature      real 0..100              top_k            integer 0..2^31-1
+ *   top_p, min_p     real 0..1                repeat_penalty   real 0.001..100
+ *   presence_penalty real -100..100           penalty_last_n   integer 0..2^31-1
+ *   seed             integer 0..2^64-1        shard_size       bytes: digits, then K, M or G
+ *                                                              (powers of 1024), at most 2^62
+ * Integers are decimal digits with an optional leading '-' (nothing else: no space, no '+', no
+ * fraction); reals are what strtof reads, finite. label names the argument in the message (the
+ * CLI's option, the binding's keyword; NULL: name), which quotes the text (at most 40 bytes,
+ * control bytes as '?'). FP4_OK with out filled; FP4_ERR_INVALID_ARG, rule "arg.<name>", for a
+ * text that is not such a value; FP4_ERR_NOT_FOUND, rule "arg.name", for an unknown name. */
+typedef struct fp4_arg_val {
+    int64_t i;  /* integer arguments; 0 for the others                                          */
+    uint64_t u; /* seed, shard_size, and every integer argument that is >= 0                   */
+    double f;   /* real arguments (the float strtof reads, widened); integer ones too          */
+} fp4_arg_val;
+FP4_API fp4_status fp4_arg_parse(const char *name, const char *label, const char *text, fp4_arg_val *out,
+                                 fp4_error *err);
+
+/* Positions a generation needs: n_prompt + n_gen more tokens after what sequence seq already
+ * caches (seq < 0: a fresh sequence) must fit in the context. FP4_OK; FP4_ERR_LIMIT rule
+ * "rt.context" naming the three counts and the context length (overflow-checked); FP4_ERR_INVALID_ARG
+ * for a negative count. The same rule as `fp4lane run`'s refusal before any work. */
+FP4_API fp4_status fp4_rt_check_room(const fp4_rt *rt, int32_t seq, int64_t n_prompt, int64_t n_gen,
+                                     fp4_error *err);
+
+/* Struct layouts for bindings. */
+
+/* One member of a public struct as this library was compiled: the bindings that mirror the
+ * structs (python/fp4lane/_lib.py) compare their declarations with these rows when they load and
+ * refuse to run on a difference. A row with field NULL ends its struct: offset is sizeof. */
+typedef struct fp4_abi_field {
+    const char *type;  /* "fp4_arch", ...                                                      */
+    const char *field; /* the member, in declaration order; NULL on the struct's closing row   */
+    uint64_t offset;   /* offsetof (sizeof on the closing row)                                 */
+    uint64_t size;     /* sizeof the member (0 on the closing row)                             */
+} fp4_abi_field;
+/* Every struct the Python binding mirrors, all members in order: *n rows, static storage. */
+FP4_API const fp4_abi_field *fp4_abi_layout(int64_t *n);
 
 /* Speculative decoding (docs/ROUTES.md, "Speculative decoding")                              */
 /*

@@ -2,6 +2,7 @@
  * (with defaults) that `fp4lane help VERB` and `fp4lane VERB --help` print after the verb's usage
  * line from cli_verbs, the strict size parser, and the output-path check for "-". */
 #include "cli.h"
+#include "fp4lane_runtime.h"
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,8 @@ static const struct {
      "  MODEL                  (default: as run)   --system TEXT   --chat-template NAME (default: detected)\n"
      "  -n N                   tokens per answer (default 256)\n"
      "  --temp T (default 0.7)  --top-k K (default 40)  --top-p P (default 1)  --min-p P (default 0)\n"
-     "  --repeat-penalty R (default 1.1 over the last 64)  --seed S (default 0)\n"
+     "  --repeat-penalty R (default 1.1)  --penalty-last-n N (default 64)  --presence-penalty X (default 0)\n"
+     "  --seed S (default 0); every value in run's ranges (the library's one table, as Python's)\n"
      "  --device, --mode, --threads, --ctx as run; /reset and /exit in the session; Ctrl-C ends an answer\n"},
     {"bench",
      "  --a \"OPTIONS\" --b \"OPTIONS\"  the two configurations (run's engine options); NAME=VALUE words in\n"
@@ -115,22 +117,12 @@ int cli_wants_help(int argc, char **argv) {
     return 0;
 }
 
-/* Digits, then nothing or one of K, M, G (powers of 1024); no sign, no space, no other suffix,
- * and the product must fit in 63 bits. */
+/* The library's "shard_size" argument (fp4_arg_parse, the Python binding's shard_size alike):
+ * digits, then nothing or one of K, M, G (powers of 1024); at most 2^62. */
 int cli_parse_size(const char *s, uint64_t *out) {
-    if (!s || *s < '0' || *s > '9') return -1;
-    uint64_t v = 0;
-    const char *p = s;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        if (v > (UINT64_C(1) << 62) / 10) return -1;
-        v = v * 10 + (uint64_t)(*p - '0');
-    }
-    int shift = 0;
-    if (*p == 'K') shift = 10, p++;
-    else if (*p == 'M') shift = 20, p++;
-    else if (*p == 'G') shift = 30, p++;
-    if (*p || v > (UINT64_C(1) << 62) >> shift) return -1;
-    *out = v << shift;
+    fp4_arg_val v;
+    if (fp4_arg_parse("shard_size", NULL, s, &v, NULL)) return -1;
+    *out = v.u;
     return 0;
 }
 

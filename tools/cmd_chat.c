@@ -34,6 +34,7 @@ static int usage(void) {
         "usage: fp4lane chat [MODEL] [--system TEXT]\n"
         "       [--chat-template llama3|llama2|llama2-default|mistral|mistral-eos-space|qwen3|chatml]\n"
         "       [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
+        "       [--presence-penalty P] [--penalty-last-n N]\n"
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--ctx N]\n");
     return 2;
 }
@@ -69,29 +70,8 @@ static int parse(int argc, char **argv, chat_args *a) {
         else if (!strcmp(o, "-n")) {
             if (num(o, v, 1, 1 << 24, &x)) return -1;
             a->n_answer = (long long)x, i++;
-        } else if (!strcmp(o, "--temp")) {
-            if (num(o, v, 0, 100, &x)) return -1;
-            a->sp.temperature = (float)x, i++;
-        } else if (!strcmp(o, "--top-k")) {
-            if (num(o, v, 0, INT32_MAX, &x)) return -1;
-            a->sp.top_k = (int32_t)x, i++;
-        } else if (!strcmp(o, "--top-p")) {
-            if (num(o, v, 0, 1, &x)) return -1;
-            a->sp.top_p = (float)x, i++;
-        } else if (!strcmp(o, "--min-p")) {
-            if (num(o, v, 0, 1, &x)) return -1;
-            a->sp.min_p = (float)x, i++;
-        } else if (!strcmp(o, "--repeat-penalty")) {
-            if (num(o, v, 1e-3, 100, &x)) return -1;
-            a->sp.repeat_penalty = (float)x, i++;
-        } else if (!strcmp(o, "--seed")) {
-            char *end;
-            errno = 0;
-            a->sp.seed = v ? strtoull(v, &end, 10) : 0;
-            if (!v || !*v || *end || errno || *v == '-')
-                return fprintf(stderr, "fp4lane chat: --seed %s: expected an unsigned integer\n",
-                               v ? v : "(missing)"),
-                       -1;
+        } else if ((r = rt_cli_sampling_opt(o, v, &a->sp)) != 0) {
+            if (r < 0) return -1;
             i++;
         } else if (o[0] != '-' && !a->e.model)
             a->e.model = o;

@@ -1,6 +1,7 @@
 /* cmd_inspect.c — `fp4lane inspect FILE [--json]` and `fp4lane dump FILE TENSOR [--rows A:B]
  * [--raw]`: what a checkpoint holds, and its values. */
 #include "cli.h"
+#include "fp4lane_runtime.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,30 @@ static json_t *tensor_json(const fp4_tensor *t, int gguf) {
             json_object_set_new(o, "fp8_input_scale", json_real(t->fp8.input_scale));
     }
     return o;
+}
+
+/* The architecture an engine would run, every fp4_arch member under its C name (the Python
+ * binding's Engine.arch is compared with it member for member); null when the model has none. */
+static json_t *arch_json(const fp4_model *m) {
+    static const char *const source[] = {"hf", "gguf"}, *const scaling[] = {"none", "linear", "llama3"};
+    fp4_arch a;
+    if (fp4_model_arch(m, &a, NULL)) return json_null();
+    json_t *eos = json_array();
+    for (int32_t i = 0; i < a.n_eos && i < FP4_ARCH_MAX_EOS; i++)
+        json_array_append_new(eos, json_integer(a.eos[i]));
+    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:s,s:f,s:f,s:f,s:I,s:b,s:b,s:b,s:b,"
+                     "s:b,s:i,s:i,s:o}",
+                     "family", fp4_arch_family_name(a.family), "source", source[a.source != FP4_ARCH_FROM_HF],
+                     "n_layers", (json_int_t)a.n_layers, "hidden", (json_int_t)a.hidden, "n_heads",
+                     (json_int_t)a.n_heads, "n_kv_heads", (json_int_t)a.n_kv_heads, "head_dim",
+                     (json_int_t)a.head_dim, "ffn", (json_int_t)a.ffn, "vocab", (json_int_t)a.vocab,
+                     "n_ctx_train", (json_int_t)a.n_ctx_train, "rms_eps", (double)a.rms_eps, "rope_theta",
+                     a.rope_theta, "rope_scaling", scaling[(unsigned)a.rope_scaling < 3 ? a.rope_scaling : 0],
+                     "rope_factor", a.rope_factor, "rope_low_freq_factor", a.rope_low_freq_factor,
+                     "rope_high_freq_factor", a.rope_high_freq_factor, "rope_orig_ctx",
+                     (json_int_t)a.rope_orig_ctx, "rope_freq_factors", a.rope_freq_factors, "tied_head",
+                     a.tied_head, "qkv_bias", a.qkv_bias, "qk_norm", a.qk_norm, "qk_permuted", a.qk_permuted,
+                     "bos", a.bos, "n_eos", a.n_eos, "eos", eos);
 }
 
 typedef struct inspect_ctx {
@@ -151,6 +176,7 @@ int cmd_inspect(int argc, char **argv) {
             (json_int_t)fp4_model_file_bytes(m), "tensors", (json_int_t)n, "weight_bits_per_weight",
             welems ? 8.0 * (double)wbytes / (double)welems : 0.0);
         json_object_set_new(o, "shape_order", json_string(gguf ? "gguf-ne" : "pytorch"));
+        json_object_set_new(o, "arch", arch_json(m));
         json_t *md = container_metadata(path);
         inspect_ctx ic = {m, gguf};
         cli_json_stream(stdout, o, "tensor_list", tensor_item, &ic, n, "metadata", md);

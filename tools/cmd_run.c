@@ -71,18 +71,6 @@ static int usage(void) {
     return 2;
 }
 
-/* A number in [lo, hi] (the ranges of `fp4lane chat`, so both verbs accept the same values). */
-static int parse_f(const char *opt, const char *v, float lo, float hi, float *out) {
-    char *end;
-    float x = v ? strtof(v, &end) : 0;
-    if (!v || !*v || *end || x != x)
-        return fprintf(stderr, "fp4lane: %s %s: expected a number\n", opt, v ? v : "(missing)"), -1;
-    if (!(x >= lo && x <= hi))
-        return fprintf(stderr, "fp4lane: %s %s: out of range [%g, %g]\n", opt, v, (double)lo, (double)hi), -1;
-    *out = x;
-    return 0;
-}
-
 static int parse(int argc, char **argv, run_args *a) {
     memset(a, 0, sizeof *a);
     rt_cli_engine_init(&a->e);
@@ -94,7 +82,6 @@ static int parse(int argc, char **argv, run_args *a) {
         int r = rt_cli_engine_opt(&a->e, argc, argv, &i);
         if (r < 0) return -1;
         if (r) continue;
-        char *end;
         if (!strcmp(o, "--prompt-ids") && v)
             a->prompt = v, i++;
         else if ((!strcmp(o, "-p") || !strcmp(o, "--prompt")) && v)
@@ -122,42 +109,14 @@ static int parse(int argc, char **argv, run_args *a) {
         else if (!strcmp(o, "--timing"))
             a->timing = 1;
         else if (!strcmp(o, "-n") && v) {
-            a->n_gen = strtoll(v, &end, 10);
-            if (!*v || *end || a->n_gen < 0)
-                return fprintf(stderr, "fp4lane: -n %s: expected a non-negative integer\n", v), -1;
+            fp4_arg_val x;
+            if (rt_cli_arg("n", o, v, &x)) return -1;
+            a->n_gen = x.i;
             a->n_given = 1;
             i++;
-        } else if (!strcmp(o, "--temp") && v) {
-            a->sampling_given = 1;
-            if (parse_f(o, v, 0, 100, &a->sp.temperature)) return -1;
-            i++;
-        } else if (!strcmp(o, "--top-p") && v) {
-            if (parse_f(o, v, 0, 1, &a->sp.top_p)) return -1;
-            i++;
-        } else if (!strcmp(o, "--min-p") && v) {
-            if (parse_f(o, v, 0, 1, &a->sp.min_p)) return -1;
-            i++;
-        } else if (!strcmp(o, "--repeat-penalty") && v) {
-            if (parse_f(o, v, 1e-3f, 100, &a->sp.repeat_penalty)) return -1;
-            i++;
-        } else if (!strcmp(o, "--presence-penalty") && v) {
-            if (parse_f(o, v, -100, 100, &a->sp.presence_penalty)) return -1;
-            i++;
-        } else if ((!strcmp(o, "--top-k") || !strcmp(o, "--penalty-last-n")) && v) {
-            long x = strtol(v, &end, 10);
-            if (!*v || *end || x < 0 || x > INT32_MAX)
-                return fprintf(stderr, "fp4lane: %s %s: expected a non-negative integer\n", o, v), -1;
-            if (o[2] == 't')
-                a->sp.top_k = (int32_t)x;
-            else
-                a->sp.penalty_last_n = (int32_t)x;
-            i++;
-        } else if (!strcmp(o, "--seed") && v) {
-            a->sampling_given = 1;
-            errno = 0;
-            a->sp.seed = strtoull(v, &end, 10);
-            if (!*v || *end || errno || *v == '-')
-                return fprintf(stderr, "fp4lane: --seed %s: expected an unsigned integer\n", v), -1;
+        } else if ((r = rt_cli_sampling_opt(o, v, &a->sp)) != 0) {
+            if (r < 0) return -1;
+            a->sampling_given |= !strcmp(o, "--temp") || !strcmp(o, "--seed");
             i++;
         } else if (o[0] != '-' && !a->e.model)
             a->e.model = o;

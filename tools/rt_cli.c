@@ -4,6 +4,7 @@
 #include "io/outfile.h"
 #include <errno.h>
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -28,22 +29,50 @@ void rt_cli_engine_init(rt_cli_engine *e) {
     e->verb = "run";
 }
 
-static int parse_int(const char *opt, const char *v, long long lo, long long hi, long long *out) {
-    char *end;
-    errno = 0;
-    long long x = v ? strtoll(v, &end, 10) : 0;
-    if (!v || !*v || *end || errno || x < lo || x > hi) {
-        fprintf(stderr, "fp4lane: %s %s: expected an integer in [%lld, %lld]\n", opt, v ? v : "(missing)", lo,
-                hi);
-        return -1;
+int rt_cli_arg(const char *name, const char *opt, const char *text, fp4_arg_val *v) {
+    fp4_error err;
+    if (!fp4_arg_parse(name, opt, text, v, &err)) return 0;
+    fprintf(stderr, "fp4lane: %s\n", err.msg);
+    return -1;
+}
+
+/* Sampling options: the library's argument table (fp4_arg_parse, shared by run and chat and the
+ * Python binding) names the range; this one where the value goes in fp4_sampler_params. */
+#define SP_AT(f) offsetof(fp4_sampler_params, f)
+static const struct {
+    const char *opt, *name;
+    size_t at;
+    char kind; /* 'f' float, 'i' int32_t, 'u' uint64_t */
+} sampling_opts[] = {
+    {"--temp", "temperature", SP_AT(temperature), 'f'},
+    {"--top-p", "top_p", SP_AT(top_p), 'f'},
+    {"--min-p", "min_p", SP_AT(min_p), 'f'},
+    {"--repeat-penalty", "repeat_penalty", SP_AT(repeat_penalty), 'f'},
+    {"--presence-penalty", "presence_penalty", SP_AT(presence_penalty), 'f'},
+    {"--top-k", "top_k", SP_AT(top_k), 'i'},
+    {"--penalty-last-n", "penalty_last_n", SP_AT(penalty_last_n), 'i'},
+    {"--seed", "seed", SP_AT(seed), 'u'},
+};
+
+int rt_cli_sampling_opt(const char *o, const char *v, fp4_sampler_params *sp) {
+    for (size_t k = 0; k < sizeof sampling_opts / sizeof sampling_opts[0]; k++) {
+        if (strcmp(o, sampling_opts[k].opt)) continue;
+        fp4_arg_val x;
+        if (rt_cli_arg(sampling_opts[k].name, o, v, &x)) return -1;
+        const float f = (float)x.f;
+        const int32_t i = (int32_t)x.i;
+        char *dst = (char *)sp + sampling_opts[k].at;
+        if (sampling_opts[k].kind == 'f') memcpy(dst, &f, sizeof f);
+        else if (sampling_opts[k].kind == 'i') memcpy(dst, &i, sizeof i);
+        else memcpy(dst, &x.u, sizeof x.u);
+        return 1;
     }
-    *out = x;
     return 0;
 }
 
 int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    long long x;
+    fp4_arg_val x;
     if (!strcmp(a, "--mode")) {
         if (v && !strcmp(v, "exact"))
             e->o.mode = FP4_MODE_EXACT;
@@ -59,21 +88,21 @@ int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i) {
         else
             return fprintf(stderr, "fp4lane: --device %s: expected cpu or cuda\n", v ? v : "(missing)"), -1;
     } else if (!strcmp(a, "--threads")) {
-        if (parse_int(a, v, 1, 256, &x)) return -1;
-        e->o.n_threads = (int)x;
+        if (rt_cli_arg("threads", a, v, &x)) return -1;
+        e->o.n_threads = (int)x.i;
     } else if (!strcmp(a, "--prefill-chunk")) {
-        if (parse_int(a, v, 0, 1 << 20, &x)) return -1;
-        e->prefill_chunk = (int)x;
+        if (rt_cli_arg("prefill_chunk", a, v, &x)) return -1;
+        e->prefill_chunk = (int)x.i;
     } else if (!strcmp(a, "--ctx")) {
-        if (parse_int(a, v, 1, 1 << 24, &x)) return -1;
-        e->o.n_ctx = x;
+        if (rt_cli_arg("ctx", a, v, &x)) return -1;
+        e->o.n_ctx = x.i;
     } else if (!strcmp(a, "--draft") || !strcmp(a, "--draft-n")) {
         if (!e->allow_draft)
             return fprintf(stderr, "fp4lane: %s: speculative drafting is an option of `fp4lane run`\n", a),
                    -1;
         if (a[7]) {
-            if (parse_int(a, v, 1, FP4_SPEC_MAX_DRAFT, &x)) return -1;
-            e->draft_n = (int)x;
+            if (rt_cli_arg("draft_n", a, v, &x)) return -1;
+            e->draft_n = (int)x.i;
             e->draft_n_given = 1;
         } else {
             if (!v) return fprintf(stderr, "fp4lane: --draft needs a model\n"), -1;
@@ -101,18 +130,22 @@ int rt_cli_parse_ids_text(const char *text, const char *where, int32_t **ids, in
         while (*p == ',' || *p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')
             p++;
         if (!*p) break;
-        char *end;
-        errno = 0;
-        long long x = strtoll(p, &end, 10);
-        if (end == p || errno || x < 0 || x > INT32_MAX ||
-            (*end && *end != ',' && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')) {
-            int len = 0;
-            while (p[len] && p[len] != ',' && p[len] != '\n' && len < 40)
-                len++;
-            fprintf(stderr, "fp4lane: %s: token id '%.*s' is not a non-negative integer\n", where, len, p);
+        /* one id: the library's "token" argument (the Python binding's ids are checked alike); a
+         * piece too long for any id is cut and marked, so it stays refused */
+        const size_t len = strcspn(p, ", \t\n\r");
+        char piece[32];
+        fp4_arg_val x;
+        fp4_error err;
+        if (len < sizeof piece)
+            memcpy(piece, p, len), piece[len] = 0;
+        else
+            memcpy(piece, p, sizeof piece - 4), memcpy(piece + sizeof piece - 4, "...", 4);
+        if (fp4_arg_parse("token", "token id", piece, &x, &err)) {
+            fprintf(stderr, "fp4lane: %s: %s\n", where, err.msg);
             free(v);
             return -1;
         }
+        const char *end = p + len;
         if (k == RT_CLI_MAX_IDS) {
             fprintf(stderr, "fp4lane: %s: more than %d token ids\n", where, RT_CLI_MAX_IDS);
             free(v);
@@ -123,7 +156,7 @@ int rt_cli_parse_ids_text(const char *text, const char *where, int32_t **ids, in
             if (!nv) return free(v), -1;
             v = nv;
         }
-        v[k++] = (int32_t)x;
+        v[k++] = (int32_t)x.i;
         p = end;
     }
     *ids = v;

@@ -23,6 +23,15 @@ void rt_cli_engine_init(rt_cli_engine *e);
  * error (message printed). */
 int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i);
 
+/* fp4_arg_parse (the library's one table of ranges, shared with the Python binding) for the CLI
+ * option opt: 0 with *v filled, or -1 with "fp4lane: <opt> <value>: <what is expected>" printed. */
+int rt_cli_arg(const char *name, const char *opt, const char *text, fp4_arg_val *v);
+
+/* --temp, --top-p, --min-p, --repeat-penalty, --presence-penalty, --top-k, --penalty-last-n,
+ * --seed through rt_cli_arg: 1 consumed (the value stored in *sp), 0 not a sampling option, -1
+ * refused (printed). */
+int rt_cli_sampling_opt(const char *opt, const char *value, fp4_sampler_params *sp);
+
 /* "1,2,3" or "@FILE" (ids separated by commas/whitespace). Returns 0, or -1 with a message
  * printed naming the bad value. *ids is malloc'd. */
 int rt_cli_parse_ids(const char *arg, int32_t **ids, int64_t *n);

@@ -1,23 +1,30 @@
-"""fp4lane for Python: ctypes over libfp4lane.so (no compiled extension), numpy arrays.
+"""fp4lane for Python: ctypes over libfp4lane.so (no compiled extension), numpy arrays (numpy
+only for the calls that return them).
 
     import fp4lane
     with fp4lane.open("model.gguf") as m:          # validates, like `fp4lane validate`
         print(m.layout, m.weight_precision, [t.name for t in m.tensors()][:3])
         w = m.tensor("blk.0.attn_q.weight")        # float32, dequantized, shape (n_out, n_in)
         raw = m.tensor("blk.0.attn_q.weight", raw=True)  # {"payload", "scales", "scale2", ...}
-        with m.engine(mode="native") as e:
+        with m.engine() as e:                      # mode="exact" by default, as the CLI
             logits = e.logits([1, 2, 3])           # (3, vocab) float32
             ids = e.generate([1, 2, 3], 8)         # greedy unless sampler options are given
     fp4lane.quantize("hf_dir", "out.gguf")         # gguf-ggml (llama.cpp's layout) for .gguf
     fp4lane.convert("out.gguf", "out_dir", layout="modelopt")
 
 Every failure raises fp4lane.Error with the library's fp4_error fields: code, status, file,
-tensor, rule, msg. The library is found through $FP4LANE_LIB, then the checkout's
-build/libfp4lane.so, then the system's loader path (`make install`)."""
+tensor, rule, msg. Numbers given to the engine, the sampler and quantize are parsed and checked by
+the library's own argument table (fp4_arg_parse), the one the CLI uses: what the CLI refuses is
+refused here, with the same rule (arg.threads, arg.top_p, ...).
+
+numpy is needed only by the calls that return arrays (Model.tensor, Engine.logits): opening,
+validating, inspecting, quantizing, converting and generating work without it.
+
+The library is found through $FP4LANE_LIB, then the checkout's build/libfp4lane.so, then the
+system's loader path (`make install`)."""
 import ctypes
 import json
-
-import numpy as np
+import numbers
 
 from . import _lib as L
 from ._lib import lib
@@ -27,8 +34,18 @@ __all__ = ["Error", "version", "open", "validate", "quantize", "convert", "Model
 LAYOUTS = ("none", "gguf", "gguf-ggml", "modelopt", "compressed-tensors")
 _NVFP4 = 1024
 _FP8 = 1025  # FP8 weights (E4M3FN bytes + fp4_fp8_view scales)
-_NUMPY_OF_TYPE = {0: np.float32, 1: np.float16, 24: np.int8, 25: np.int16, 26: np.int32, 27: np.int64,
-                  28: np.float64, 30: np.uint16, 1026: np.uint8}  # BF16 as its uint16 bits
+_NUMPY_OF_TYPE = {0: "float32", 1: "float16", 24: "int8", 25: "int16", 26: "int32", 27: "int64",
+                  28: "float64", 30: "uint16", 1026: "uint8"}  # BF16 as its uint16 bits
+
+
+def _np():
+    """numpy, imported by the calls that return arrays only."""
+    try:
+        import numpy
+    except ImportError as e:
+        raise ImportError("fp4lane: this call returns numpy arrays and numpy is not installed "
+                          "(Debian: apt-get install python3-numpy, then use /usr/bin/python3)") from e
+    return numpy
 
 
 class Error(Exception):
@@ -61,6 +78,23 @@ def _raise(code, err=None):
 
 def _b(s):
     return s.encode() if isinstance(s, str) else bytes(s)
+
+
+def _arg(name, value, label=None):
+    """value checked by the library's argument table (fp4_arg_parse, as the CLI's options): an
+    fp4_arg_val, or fp4lane.Error (rule "arg.<name>"). Numbers only; their decimal text is parsed
+    in C, so no value is cut to a C type's width before it is checked."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a number, not %s" % (label or name, type(value).__name__))
+    text = repr(float(value)) if isinstance(value, float) else str(value)
+    v, err = L.ArgVal(), L.Error()
+    _raise(lib.fp4_arg_parse(_b(name), _b(label or name), _b(text), ctypes.byref(v), ctypes.byref(err)), err)
+    return v
+
+
+def _ids(ids):
+    """Token ids, each checked as the CLI checks --prompt-ids (the library's "token" argument)."""
+    return [int(_arg("token", t, "ids[%d]" % k).i) for k, t in enumerate(ids)]
 
 
 def version():
@@ -173,6 +207,7 @@ class Model(_Owned):
         "scale2": float, "input_scale_inv": float}, an FP8 weight as {"weight": uint8 (n_out, n_in),
         "scale": float or float32 (n_out,), "input_scale": float}, any other tensor as its element type
         (BF16 as uint16 bits; block types as uint8 bytes). Arrays are copies: they outlive the model."""
+        np = _np()
         t = self._tensor(name)
         shape = tuple(t.ne[i] for i in reversed(range(t.n_dims)))
         if raw:
@@ -192,7 +227,7 @@ class Model(_Owned):
                 return {"weight": data.reshape(f.n_out, f.n_in), "scale": scale,
                         "input_scale": float(f.input_scale)}
             dt = _NUMPY_OF_TYPE.get(t.type)
-            return data.view(dt).reshape(shape if shape else ()) if dt is not None else data
+            return data.view(np.dtype(dt)).reshape(shape if shape else ()) if dt is not None else data
         n_in = t.ne[0] if t.n_dims > 0 else 1
         rows = 1
         for i in range(1, max(t.n_dims, 1)):
@@ -208,7 +243,7 @@ class Model(_Owned):
         o = L.WriteOpts(layout=_layout(layout), force=int(bool(force)))
         _raise(lib.fp4_model_write(self._handle(), _b(str(out)), ctypes.byref(o), ctypes.byref(err)), err)
 
-    def engine(self, mode="native", threads=1, n_ctx=0, max_seqs=1, device="cpu", cuda_lib=None):
+    def engine(self, mode="exact", threads=1, n_ctx=None, max_seqs=1, device="cpu", cuda_lib=None):
         return Engine(self, mode=mode, threads=threads, n_ctx=n_ctx, max_seqs=max_seqs, device=device,
                       cuda_lib=cuda_lib)
 
@@ -239,8 +274,8 @@ def quantize(inp, out, layout=None, to="nvfp4", scale2_rule="gpu", no_fusion=Fal
         raise ValueError("scale2_rule must be 'gpu' or 'cpu'")
     o = L.QuantizeOpts(layout=_default_layout(out, layout), to_q4_k=int(to == "q4_k"),
                        rule=int(scale2_rule == "cpu"), no_fusion=int(bool(no_fusion)),
-                       quantize_embeddings=int(bool(quantize_embeddings)), max_shard_bytes=int(shard_size),
-                       force=int(bool(force)))
+                       quantize_embeddings=int(bool(quantize_embeddings)),
+                       max_shard_bytes=_arg("shard_size", shard_size).u, force=int(bool(force)))
     err = L.Error()
     _raise(lib.fp4_quantize_checkpoint(_b(str(inp)), _b(str(out)), ctypes.byref(o), ctypes.byref(err)), err)
 
@@ -254,13 +289,41 @@ def convert(inp, out, layout=None, force=False):
         m.write(out, layout or "gguf-ggml", force=force)
 
 
+# fp4_sampler_params members and the fp4_arg_val member their value is read from
+_SAMPLER_ARGS = (("temperature", "f"), ("top_k", "i"), ("top_p", "f"), ("min_p", "f"),
+                 ("repeat_penalty", "f"), ("presence_penalty", "f"), ("penalty_last_n", "i"), ("seed", "u"))
+_ARCH_ENUMS = {"source": ("hf", "gguf"), "rope_scaling": ("none", "linear", "llama3")}
+
+
+def _arch_dict(a):
+    """Every fp4_arch member under its C name (as `fp4lane inspect --json` prints "arch"): family,
+    source and rope_scaling by name, the flags as bools, eos as the list of its n_eos ids; plus the
+    short names of earlier versions (layers, heads, kv_heads)."""
+    d = {}
+    for name, ctype in L.Arch._fields_:
+        v = getattr(a, name)
+        if name == "family":
+            v = lib.fp4_arch_family_name(v).decode()
+        elif name in _ARCH_ENUMS:
+            v = _ARCH_ENUMS[name][v] if 0 <= v < len(_ARCH_ENUMS[name]) else v
+        elif name in ("rope_freq_factors", "tied_head", "qkv_bias", "qk_norm", "qk_permuted"):
+            v = bool(v)
+        elif name == "eos":
+            v = list(v[:max(0, min(a.n_eos, len(v)))])
+        d[name] = v
+    d.update(layers=a.n_layers, heads=a.n_heads, kv_heads=a.n_kv_heads)
+    return d
+
+
 class Engine(_Owned):
     """The decode runtime (fp4lane_runtime.h) over an open model, on the CPU or (device="cuda",
-    libfp4lane_cuda.so found as the runtime finds it, or at cuda_lib) on the GPU."""
+    libfp4lane_cuda.so found as the runtime finds it, or at cuda_lib) on the GPU. mode "exact" (the
+    default, as `fp4lane run`) or "native"; threads, n_ctx (None: the model's, as the CLI without
+    --ctx) and max_seqs are checked as the CLI checks --threads and --ctx."""
 
     _free = "fp4_rt_free"
 
-    def __init__(self, model, mode="native", threads=1, n_ctx=0, max_seqs=1, device="cpu", cuda_lib=None):
+    def __init__(self, model, mode="exact", threads=1, n_ctx=None, max_seqs=1, device="cpu", cuda_lib=None):
         if mode not in ("exact", "native"):
             raise ValueError("mode must be 'exact' or 'native'")
         if device not in ("cpu", "cuda"):
@@ -268,33 +331,34 @@ class Engine(_Owned):
         self.model = model  # kept alive: the engine borrows it
         self._cuda_lib = None if cuda_lib is None else _b(cuda_lib)  # kept alive: read by create
         o = L.RtOpts(mode=0 if mode == "exact" else 1, device=0 if device == "cpu" else 1,
-                     n_threads=int(threads), n_ctx=int(n_ctx), max_seqs=int(max_seqs), cuda_lib=self._cuda_lib)
+                     n_threads=_arg("threads", threads).i,
+                     n_ctx=0 if n_ctx is None else _arg("ctx", n_ctx, "n_ctx").i,
+                     max_seqs=_arg("max_seqs", max_seqs).i, cuda_lib=self._cuda_lib)
         err = L.Error()
         h = ctypes.c_void_p()
         _raise(lib.fp4_rt_create(model._handle(), ctypes.byref(o), ctypes.byref(h), ctypes.byref(err)), err)
         self._h = h
+        self.mode = mode
         self.vocab = lib.fp4_rt_vocab(h)
         self.n_ctx = lib.fp4_rt_n_ctx(h)
         self.routes = lib.fp4_rt_routes(h).decode()
         self.device = lib.fp4_rt_device_name(h).decode()
-        a = lib.fp4_rt_arch(h).contents
-        self.arch = {"family": lib.fp4_arch_family_name(a.family).decode(), "layers": a.n_layers,
-                     "hidden": a.hidden, "heads": a.n_heads, "kv_heads": a.n_kv_heads, "head_dim": a.head_dim,
-                     "ffn": a.ffn, "vocab": a.vocab, "bos": a.bos, "eos": list(a.eos[:a.n_eos])}
+        self.arch = _arch_dict(lib.fp4_rt_arch(h).contents)
+        self.stopped_by = None
 
-    def _step(self, seq, ids, want_all):
+    def _step(self, seq, ids, want_all, out):
+        """ids as one step of seq; logits of every column (want_all) or of the last into out (a
+        buffer of that many rows of vocab floats)."""
         n = len(ids)
-        cols = (L.RtTok * n)(*[L.RtTok(seq, int(t), int(want_all or i == n - 1)) for i, t in enumerate(ids)])
-        out = np.empty((n if want_all else 1, self.vocab), dtype=np.float32)
+        cols = (L.RtTok * n)(*[L.RtTok(seq, t, int(want_all or i == n - 1)) for i, t in enumerate(ids)])
         err = L.Error()
-        _raise(lib.fp4_rt_step(self._h, cols, n, out.ctypes.data_as(ctypes.c_void_p), ctypes.byref(err)), err)
-        return out
+        _raise(lib.fp4_rt_step(self._h, cols, n, out, ctypes.byref(err)), err)
 
     def _step_greedy(self, seq, ids):
         """ids as one step of seq; the greedy id after its last (fp4_rt_step_greedy: on CUDA only
         the id leaves the device)."""
         n = len(ids)
-        cols = (L.RtTok * n)(*[L.RtTok(seq, int(t), int(i == n - 1)) for i, t in enumerate(ids)])
+        cols = (L.RtTok * n)(*[L.RtTok(seq, t, int(i == n - 1)) for i, t in enumerate(ids)])
         tok = ctypes.c_int32(-1)
         err = L.Error()
         _raise(lib.fp4_rt_step_greedy(self._h, cols, n, ctypes.byref(tok), ctypes.byref(err)), err)
@@ -308,51 +372,81 @@ class Engine(_Owned):
         return s.value
 
     def logits(self, ids):
-        """Logits at every position of ids, as one fresh sequence: float32 (len(ids), vocab)."""
-        ids = [int(i) for i in ids]
+        """Logits at every position of ids, as one fresh sequence: float32 (len(ids), vocab).
+        Each id is checked as the CLI checks --prompt-ids, then against the vocabulary."""
+        np = _np()
+        ids = _ids(ids)
         if not ids:
             raise ValueError("ids is empty")
+        out = np.empty((len(ids), self.vocab), dtype=np.float32)
         seq = self._open_seq()
         try:
-            return self._step(seq, ids, True)
+            self._step(seq, ids, True, out.ctypes.data_as(ctypes.c_void_p))
         finally:
             lib.fp4_rt_seq_close(self._h, seq)
+        return out
 
     def generate(self, ids, n, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
-                 presence_penalty=0.0, seed=0, stop=None):
-        """n new ids after the prompt ids (greedy by default; seeded sampling otherwise). Stops early
-        at an id in stop (default: the model's eos ids)."""
-        ids = [int(i) for i in ids]
+                 presence_penalty=0.0, penalty_last_n=0, seed=0, stop=None):
+        """n new ids after the prompt ids (greedy by default; seeded sampling otherwise), as
+        `fp4lane run --prompt-ids`: every argument is checked first with the CLI's ranges, and a
+        prompt plus n that does not fit in the context is refused before any step (fp4lane.Error,
+        rule "rt.context"), never cut short. Stops early at an id in stop (default: the model's eos
+        ids); self.stopped_by then says "stop", else "n". If a step fails midway, the Error raised
+        carries the ids generated before it in .generated."""
+        ids = _ids(ids)
         if not ids:
             raise ValueError("ids is empty")
+        n = _arg("n", n).i
+        given = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p,
+                     repeat_penalty=repeat_penalty, presence_penalty=presence_penalty,
+                     penalty_last_n=penalty_last_n, seed=seed)
         p = lib.fp4_sampler_defaults()
-        p.temperature, p.top_k, p.top_p, p.min_p = temperature, top_k, top_p, min_p
-        p.repeat_penalty, p.presence_penalty, p.seed = repeat_penalty, presence_penalty, seed
+        for name, kind in _SAMPLER_ARGS:
+            v = _arg(name, given[name])
+            setattr(p, name, getattr(v, kind))
+        self.stopped_by = None
+        if not self._h:
+            raise ValueError("the engine is closed")
+        err = L.Error()
+        _raise(lib.fp4_rt_check_room(self._h, -1, len(ids), n, ctypes.byref(err)), err)
         smp = ctypes.c_void_p()
         _raise(lib.fp4_sampler_create(ctypes.byref(p), self.vocab, ctypes.byref(smp)))
         stop = set(self.arch["eos"] if stop is None else stop)
-        seq = self._open_seq()
         out = []
+        try:
+            seq = self._open_seq()
+        except BaseException:
+            lib.fp4_sampler_free(smp)
+            raise
         try:
             for t in ids:
                 lib.fp4_sampler_accept(smp, t)
-            if lib.fp4_sampler_is_greedy(smp):  # the same ids; the logits stay where they are
-                t = self._step_greedy(seq, ids)
-                while len(out) < n:
-                    out.append(t)
-                    if t in stop or len(out) == n:
-                        break
-                    t = self._step_greedy(seq, [t])
-                return out
-            logits = self._step(seq, ids, False)
-            while len(out) < n:
-                t = lib.fp4_sampler_sample(smp, logits.ctypes.data_as(ctypes.c_void_p))
-                out.append(t)
-                lib.fp4_sampler_accept(smp, t)
-                if t in stop or len(out) == n:
-                    break
-                logits = self._step(seq, [t], False)
+            if n > 0:
+                self._decode(seq, smp, ids, n, stop, out)
+        except Error as e:
+            e.generated = out
+            raise
         finally:
             lib.fp4_rt_seq_close(self._h, seq)
             lib.fp4_sampler_free(smp)
+        self.stopped_by = "stop" if out and out[-1] in stop else "n"
         return out
+
+    def _decode(self, seq, smp, ids, n, stop, out):
+        if lib.fp4_sampler_is_greedy(smp):  # the same ids; the logits stay where they are
+            t = self._step_greedy(seq, ids)
+            while True:
+                out.append(t)
+                if t in stop or len(out) == n:
+                    return
+                t = self._step_greedy(seq, [t])
+        logits = (ctypes.c_float * self.vocab)()
+        self._step(seq, ids, False, logits)
+        while True:
+            t = lib.fp4_sampler_sample(smp, logits)
+            out.append(t)
+            lib.fp4_sampler_accept(smp, t)
+            if t in stop or len(out) == n:
+                return
+            self._step(seq, [t], False, logits)

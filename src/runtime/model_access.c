@@ -43,3 +43,9 @@ fp4_rt_lane fp4_rt_model_lane(const fp4_model *m) {
         return FP4_LANE_DENSE;
     }
 }
+
+fp4_status fp4_model_arch(const fp4_model *m, fp4_arch *out, fp4_error *err) {
+    fp4_error_clear(err);
+    if (!m || !out) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "arch.source", "no model");
+    return fp4_rt_model_arch(m, out, err);
+}

@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import ctypes
 import tempfile
 import unittest
 
@@ -180,7 +181,7 @@ class Binding(unittest.TestCase):
         out = cli("run", self.gguf, "--prompt-ids", "3,1,4,1,5", "-n", "6", "--mode", "native",
                   "--ignore-eos")
         want = [int(x) for x in out.splitlines()[0].split()]
-        with fp4lane.open(self.gguf) as m, m.engine() as e:
+        with fp4lane.open(self.gguf) as m, m.engine(mode="native") as e:
             got = e.generate([3, 1, 4, 1, 5], 6, stop=[])
             self.assertEqual(got, want)
             a = e.generate([3, 1, 4], 5, temperature=0.8, top_k=40, seed=7, stop=[])
@@ -206,6 +207,151 @@ class Binding(unittest.TestCase):
             with self.assertRaises(fp4lane.Error) as cm:  # a library that is not there: refused, named
                 m.engine(device="cuda", cuda_lib="/nonexistent/libfp4lane_cuda.so")
             self.assertIn("nonexistent", str(cm.exception))
+
+    def test_arch_every_field_matches_cli(self):
+        """Engine.arch holds every fp4_arch member, each equal to `fp4lane inspect --json`'s "arch"
+        (a member missing from the ctypes struct shifted the later ones: eos read as [])"""
+        import json
+        c_members = [name for name, _ in fp4lane._lib.Arch._fields_]
+        for path in (TINY, self.gguf):
+            theirs = json.loads(cli("inspect", path, "--json"))["arch"]
+            with fp4lane.open(path) as m, m.engine() as e:
+                ours = dict(e.arch)
+            for k in ["eos", "bos"] + sorted(theirs):  # the ids generate stops at first
+                self.assertEqual(ours.get(k), theirs[k], "%s: arch.%s" % (path, k))
+            self.assertEqual(sorted(theirs), sorted(c_members))
+        with fp4lane.open(TINY) as m, m.engine() as e:
+            self.assertEqual(e.arch["eos"], [1])  # models/tiny's eos_token_id
+            self.assertEqual((e.arch["bos"], e.arch["vocab"], e.arch["n_ctx_train"]), (0, 4096, 512))
+
+    def test_layouts_checked_at_import(self):
+        """every mirrored struct equals the library's layout; a drifted declaration is refused"""
+        L = fp4lane._lib
+        L.check_layouts(L.lib)
+        self.assertEqual({c._c_name_ for c in L.STRUCTS}, set(L.c_layout(L.lib)))
+
+        class OldArch(ctypes.Structure):  # the declaration before rope_freq_factors
+            _c_name_ = "fp4_arch"
+            _fields_ = [f for f in L.Arch._fields_ if f[0] != "rope_freq_factors"]
+
+        with self.assertRaises(L.LayoutError) as cm:
+            L.check_layouts(L.lib, [OldArch])
+        self.assertIn("fp4_arch", str(cm.exception))
+        self.assertIn("rope_freq_factors", str(cm.exception))
+
+    def test_generate_past_context_refused_up_front(self):
+        """generate(ids, n) with ids + n past the context: refused before any step, like `fp4lane run`
+        (exit 2, "past the context length"), never decoded to the end and then lost"""
+        with fp4lane.open(TINY) as m, m.engine() as e:
+            self.assertEqual(e.n_ctx, 512)
+            calls = []
+            real = e._step_greedy
+            e._step_greedy = lambda *a: calls.append(1) or real(*a)
+            with self.assertRaises(fp4lane.Error) as cm:
+                e.generate([1, 2, 3], 600)
+            self.assertEqual((cm.exception.rule, calls), ("rt.context", []))
+            self.assertIn("600", cm.exception.msg)
+            r = subprocess.run([CLI, "run", TINY, "--prompt-ids", "1,2,3", "-n", "600"], capture_output=True,
+                               text=True)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("past the context length 512", r.stderr)
+            got = e.generate([1, 2, 3], 509, stop=[])  # exactly the context: every id
+            self.assertEqual((len(got), e.stopped_by), (509, "n"))
+            got = e.generate([1, 2, 3], 4, stop=[65])
+            self.assertEqual(e.stopped_by, "stop" if got[-1] == 65 else "n")
+
+    def test_generate_error_keeps_ids(self):
+        """a step failing midway raises with the ids generated before it"""
+        with fp4lane.open(TINY) as m, m.engine() as e:
+            want = e.generate([1, 2, 3], 5, stop=[])
+            real, calls = e._step_greedy, []
+
+            def failing(seq, ids):
+                calls.append(1)
+                if len(calls) == 4:
+                    raise fp4lane.Error(6, rule="test.fail")
+                return real(seq, ids)
+            e._step_greedy = failing
+            with self.assertRaises(fp4lane.Error) as cm:
+                e.generate([1, 2, 3], 5, stop=[])
+            self.assertEqual(cm.exception.generated, want[:3])
+
+    def test_rejections_match_cli(self):
+        """what the CLI refuses, Python refuses: the library's argument table, the same rule and text"""
+        cases = [  # (python call, rule, CLI arguments after `run TINY --prompt-ids 1,2 -n 1`)
+            (lambda m: m.engine(threads=0), "arg.threads", ["--threads", "0"]),
+            (lambda m: m.engine(threads=-1), "arg.threads", ["--threads", "-1"]),
+            (lambda m: m.engine(threads=10000), "arg.threads", ["--threads", "10000"]),
+            (lambda m: m.engine(n_ctx=0), "arg.ctx", ["--ctx", "0"]),
+            (lambda m: m.engine().generate([1, 2], 1, temperature=-1), "arg.temperature", ["--temp", "-1"]),
+            (lambda m: m.engine().generate([1, 2], 1, top_p=2), "arg.top_p", ["--top-p", "2"]),
+            (lambda m: m.engine().generate([1, 2], 1, top_k=-3), "arg.top_k", ["--top-k", "-3"]),
+            (lambda m: m.engine().generate([1, 2], 1, seed=-1), "arg.seed", ["--seed", "-1"]),
+            (lambda m: m.engine().generate([1, 2], 1, min_p=float("nan")), "arg.min_p", ["--min-p", "nan"]),
+            (lambda m: m.engine().generate([1, 2], -1), "arg.n", ["-n", "-1"]),
+            (lambda m: m.engine().logits([2 ** 40]), "arg.token", ["--prompt-ids", str(2 ** 40)]),
+            (lambda m: m.engine().logits([0.5]), "arg.token", ["--prompt-ids", "0.5"]),
+            (lambda m: m.engine().generate([1, -2], 1), "arg.token", ["--prompt-ids", "1,-2"]),
+        ]
+        with fp4lane.open(TINY) as m:
+            for call, rule, args in cases:
+                with self.assertRaises(fp4lane.Error, msg=rule) as cm:
+                    call(m)
+                self.assertEqual((cm.exception.status, cm.exception.rule), ("invalid argument", rule))
+                r = subprocess.run([CLI, "run", TINY, "--prompt-ids", "1,2", "-n", "1"] + args,
+                                   capture_output=True, text=True)
+                self.assertEqual(r.returncode, 2, args)
+                expect = cm.exception.msg.split(": ", 1)[1]  # after "<argument> <value>: "
+                self.assertIn(expect, r.stderr, args)
+            with self.assertRaises(TypeError):
+                m.engine(threads="2")
+            with self.assertRaises(TypeError):
+                m.engine().generate([1, 2], 1, top_k=True)
+        with self.assertRaises(fp4lane.Error) as cm:
+            fp4lane.quantize(LLAMA, os.path.join(self.tmp, "neg.gguf"), shard_size=-1)
+        self.assertEqual(cm.exception.rule, "arg.shard_size")
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "neg.gguf")))
+        r = subprocess.run([CLI, "quantize", LLAMA, os.path.join(self.tmp, "neg.gguf"), "--shard-size", "-1"],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 2)
+
+    def test_default_mode_is_the_cli_default(self):
+        """one default everywhere: exact, as `fp4lane run` without --mode (same logits bits)"""
+        ids = [1, 7, 42, 300, 5]
+        npy = os.path.join(self.tmp, "default.npy")
+        cli("run", self.gguf, "--prompt-ids", ",".join(map(str, ids)), "-n", "1", "--logits-out", npy)
+        theirs = np.load(npy)
+        with fp4lane.open(self.gguf) as m, m.engine() as e:
+            ours = e.logits(ids)
+            self.assertTrue(np.array_equal(ours.view(np.uint32), theirs[: len(ids)].view(np.uint32)))
+            self.assertIn(".exact", e.routes)
+            self.assertEqual(e.mode, "exact")
+            got = e.generate(ids, 6, stop=[])
+        self.assertTrue(np.array_equal(ours.view(np.uint32), theirs[: len(ids)].view(np.uint32)))
+        out = cli("run", self.gguf, "--prompt-ids", ",".join(map(str, ids)), "-n", "6", "--ignore-eos")
+        self.assertEqual(got, [int(x) for x in out.splitlines()[0].split()])
+
+    def test_without_numpy(self):
+        """numpy is optional: everything but the array-returning calls works without it, and those
+        say what to install"""
+        code = ("import sys; sys.modules['numpy'] = None\n"
+                "import fp4lane\n"
+                "print(fp4lane.version())\n"
+                "fp4lane.validate('models/tiny')\n"
+                "with fp4lane.open('models/tiny') as m, m.engine() as e:\n"
+                "    print(len(m.tensors()), len(e.generate([1, 2, 3], 4, stop=[])),\n"
+                "          len(e.generate([1, 2, 3], 4, temperature=0.8, seed=1, stop=[])))\n"
+                "    try:\n"
+                "        e.logits([1])\n"
+                "    except ImportError as x:\n"
+                "        print('ImportError', x)\n")
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=os.environ.get("PYTHONPATH", "python")))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], fp4lane.version())
+        self.assertTrue(lines[1].endswith(" 4 4"), lines[1])
+        self.assertIn("python3-numpy", lines[2])
 
 
 if __name__ == "__main__":
