@@ -327,3 +327,85 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     }
     return FP4_OK;
 }
+
+/* The way in: a GGUF that carries its config.json (fp4lane.hf.config) is run from that config,
+ * but llama.cpp reads the <arch>.* keys. Every such key that is present must be valid (a positive
+ * count, a finite positive float) and say what the config says, so that both readers of the file
+ * run the same model. A key is compared with the value the writer (arch_kvs) derives from the config. */
+static int key_number(const fp4_gguf *g, int64_t i, double *v, int *is_float) {
+    union {
+        uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
+        uint64_t u64; int64_t i64; float f32; double f64;
+    } x;
+    *is_float = 0;
+    switch (fp4_gguf_kv_type(g, i)) {
+    case FP4_GGUF_UINT8: return fp4_gguf_get_u8(g, i, &x.u8) ? -1 : (*v = x.u8, 0);
+    case FP4_GGUF_INT8: return fp4_gguf_get_i8(g, i, &x.i8) ? -1 : (*v = x.i8, 0);
+    case FP4_GGUF_UINT16: return fp4_gguf_get_u16(g, i, &x.u16) ? -1 : (*v = x.u16, 0);
+    case FP4_GGUF_INT16: return fp4_gguf_get_i16(g, i, &x.i16) ? -1 : (*v = x.i16, 0);
+    case FP4_GGUF_UINT32: return fp4_gguf_get_u32(g, i, &x.u32) ? -1 : (*v = x.u32, 0);
+    case FP4_GGUF_INT32: return fp4_gguf_get_i32(g, i, &x.i32) ? -1 : (*v = x.i32, 0);
+    case FP4_GGUF_UINT64: return fp4_gguf_get_u64(g, i, &x.u64) ? -1 : (*v = (double)x.u64, 0);
+    case FP4_GGUF_INT64: return fp4_gguf_get_i64(g, i, &x.i64) ? -1 : (*v = (double)x.i64, 0);
+    case FP4_GGUF_FLOAT32: *is_float = 1; return fp4_gguf_get_f32(g, i, &x.f32) ? -1 : (*v = x.f32, 0);
+    case FP4_GGUF_FLOAT64: *is_float = 1; return fp4_gguf_get_f64(g, i, &x.f64) ? -1 : (*v = x.f64, 0);
+    default: return -1;
+    }
+}
+
+fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *err) {
+    const int64_t ai = fp4_gguf_key_index(g, "general.architecture");
+    const char *s;
+    uint64_t len;
+    if (ai < 0) return FP4_OK; /* no llama.cpp metadata: nothing else reads this file's shape */
+    const char *ga = gguf_arch_of(a->family);
+    if (fp4_gguf_get_str(g, ai, &s, &len) || !ga || len != strlen(ga) || memcmp(s, ga, len))
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.gguf_agree",
+                        "GGUF: general.architecture = %.*s disagrees with fp4lane.hf.config (model_type %s: "
+                        "llama.cpp's \"%s\")", (int)(len < 64 ? len : 64), s ? s : "?",
+                        fp4_arch_family_name(a->family), ga ? ga : "none");
+    /* what arch_kvs writes from the config; zero: a key whose 0 means "off" (refused otherwise) */
+    const struct { const char *key, *hf; int is_float, zero; double want; } k[] = {
+        {"context_length", "max_position_embeddings", 0, 0, (double)a->n_ctx_train},
+        {"embedding_length", "hidden_size", 0, 0, (double)a->hidden},
+        {"block_count", "num_hidden_layers", 0, 0, (double)a->n_layers},
+        {"feed_forward_length", "intermediate_size", 0, 0, (double)a->ffn},
+        {"attention.head_count", "num_attention_heads", 0, 0, (double)a->n_heads},
+        {"attention.head_count_kv", "num_key_value_heads", 0, 0, (double)a->n_kv_heads},
+        {"attention.key_length", "head_dim", 0, 0, (double)a->head_dim},
+        {"attention.value_length", "head_dim", 0, 0, (double)a->head_dim},
+        {"rope.dimension_count", "head_dim", 0, 0, (double)a->head_dim},
+        {"vocab_size", "vocab_size", 0, 0, (double)a->vocab},
+        {"expert_count", "num_experts", 0, 1, 0.0},
+        {"attention.sliding_window", "sliding_window", 0, 1, 0.0},
+        {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 0, (double)a->rms_eps},
+        {"rope.freq_base", "rope_theta", 1, 0, a->rope_theta},
+        {"rope.scaling.factor", "rope_scaling.factor (1 without linear scaling)", 1, 0,
+         a->rope_scaling == FP4_ROPE_LINEAR ? a->rope_factor : 1.0},
+    };
+    char key[128];
+    for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
+        snprintf(key, sizeof key, "%s.%s", ga, k[j].key);
+        const int64_t i = fp4_gguf_key_index(g, key);
+        double v = 0;
+        int is_float = 0;
+        if (i < 0) continue;
+        const int typed = !key_number(g, i, &v, &is_float) && is_float == k[j].is_float;
+        if (!typed || !isfinite(v) || !(v > 0 || (k[j].zero && v == 0)))
+            return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.gguf_value",
+                            "GGUF: %s = %.9g is not a %s", key, typed ? v : NAN,
+                            k[j].is_float ? "finite positive float" : "positive integer");
+        const int same = k[j].is_float ? (float)v == (float)k[j].want : v == k[j].want;
+        if (!same)
+            return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.gguf_agree",
+                            "GGUF: %s = %.9g disagrees with %s = %.9g in fp4lane.hf.config (the config.json "
+                            "fp4lane runs; llama.cpp reads the key)", key, v, k[j].hf, k[j].want);
+    }
+    snprintf(key, sizeof key, "%s.rope.scaling.type", ga);
+    const int64_t ti = fp4_gguf_key_index(g, key);
+    const char *want = a->rope_scaling == FP4_ROPE_LINEAR ? "linear" : "none";
+    if (ti >= 0 && (fp4_gguf_get_str(g, ti, &s, &len) || len != strlen(want) || memcmp(s, want, len)))
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.gguf_agree",
+                        "GGUF: %s disagrees with fp4lane.hf.config's rope scaling (%s)", key, want);
+    return FP4_OK;
+}

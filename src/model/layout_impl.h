@@ -57,6 +57,10 @@ void fp4_ggml_arch_widen(const plan_entry *e, const uint8_t *src, int64_t n, uin
 void fp4_ggml_arch_narrow(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst);
 /* HF layouts from a GGUF written by fp4_ggml_arch_plan: HF names, q/k order and dtypes again */
 fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err);
+/* A GGUF carrying its config.json (fp4lane.hf.config) as arch a: every llama.cpp <arch>.* key
+ * present is valid and agrees with a (rules arch.gguf_value, arch.gguf_agree), naming the key */
+struct fp4_arch;
+fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const struct fp4_arch *a, fp4_error *err);
 /* PART_GEN: the bytes of a tensor made here (llama.cpp's rope_freqs.weight), nbytes of them */
 fp4_status fp4_ggml_arch_gen(const fp4_wsrc *src, const plan_entry *e, uint8_t *dst, fp4_error *err);
 /* config.json / hf_quant_config.json for an HF target (written into dir) */

@@ -2,6 +2,7 @@
  * architecture's source (config.json, a config carried in a GGUF, or llama.cpp's GGUF keys) and
  * the lane. */
 #include "runtime/rt_impl.h"
+#include "model/layout_impl.h"
 #include <stdlib.h>
 
 fp4_status fp4_rt_model_arch(const fp4_model *m, fp4_arch *a, fp4_error *err) {
@@ -22,6 +23,8 @@ fp4_status fp4_rt_model_arch(const fp4_model *m, fp4_arch *a, fp4_error *err) {
         text[len] = 0;
         fp4_status st = fp4_arch_from_hf_config(text, a, err);
         free(text);
+        /* llama.cpp reads the <arch>.* keys: they must say what the carried config says */
+        if (!st) st = fp4_ggml_arch_agree(g, a, err);
         /* written with llama.cpp's names (layout gguf-ggml, src/model/ggml_arch.c): Llama-family
          * q/k rows are in llama.cpp's converter order, as in any llama.cpp GGUF */
         if (!st && fp4_gguf_tensor_index(g, "token_embd.weight") >= 0)
