@@ -43,6 +43,9 @@ const char *cli_verb_options(const char *verb); /* the verb's options with defau
 int cli_wants_help(int argc, char **argv);      /* --help or -h among argv[1..] (before a "--") */
 int cli_parse_size(const char *s, uint64_t *out); /* N[K|M|G], strict; 0 ok, -1 refused */
 int cli_output_path_ok(const char *verb, const char *out); /* 0 (after a message) for "-" */
+/* 1 when two output paths name one file: the same string, the same dev/inode when both exist,
+ * or the same directory (dev/inode) and last component when not */
+int cli_same_path(const char *a, const char *b);
 
 /* cli_out.c: standard output checked to the last byte, untrusted text escaped */
 void cli_stdio_guard(void);            /* first thing in main: fds 0-2 are never left closed */

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* Every option a verb's parser accepts, with its default; the usage line stays in cli_verbs. */
 static const struct {
@@ -131,4 +132,26 @@ int cli_output_path_ok(const char *verb, const char *out) {
     fprintf(stderr, "fp4lane %s: '-' cannot take a checkpoint (it is written atomically under a file "
                     "name, not streamed): name a file or directory\n", verb);
     return 0;
+}
+
+/* dir (".", or everything before the last '/', "/" for the root) and the last component of path */
+static void split_path(const char *path, char *dir, size_t n, const char **base) {
+    const char *sl = strrchr(path, '/');
+    *base = sl ? sl + 1 : path;
+    if (!sl) snprintf(dir, n, ".");
+    else snprintf(dir, n, "%.*s", sl == path ? 1 : (int)(sl - path), path);
+}
+
+int cli_same_path(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (!strcmp(a, b)) return 1;
+    const int ea = !stat(a, &sa), eb = !stat(b, &sb);
+    if (ea && eb) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (ea || eb) return 0; /* one exists and the other does not */
+    char da[4096], db[4096];
+    const char *ba, *bb;
+    split_path(a, da, sizeof da, &ba);
+    split_path(b, db, sizeof db, &bb);
+    return !strcmp(ba, bb) && !stat(da, &sa) && !stat(db, &sb) && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
 }

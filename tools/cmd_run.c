@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static volatile sig_atomic_t interrupted;
 static void on_sigint(int sig) {
@@ -43,6 +44,8 @@ typedef struct run_args {
 #define RUN_DEFAULT_PROMPT "This section describes"
 #define RUN_DEFAULT_N 48
 #define RUN_TEXT_N 128 /* -n when a text prompt is given without -n (capped by the context) */
+#define RUN_BATCH_MAX 4096              /* prompts of one --batch-file (the engine's sequences) */
+#define RUN_BATCH_LINE_MAX (16u << 20) /* bytes of one --batch-file line */
 
 /* a token leaves the engine; returns 1 to end its sequence (a stop string), -1 on error */
 typedef int (*token_fn)(void *ctx, int32_t seq, int32_t token);
@@ -151,6 +154,18 @@ static int parse(int argc, char **argv, run_args *a) {
                        a->batch_file ? "--batch-file"
                                      : "--kv-load (the draft has no cache of its positions)"),
                -1;
+    /* the outputs are files written atomically (stdout carries the tokens): no '-', and no two
+     * outputs of one run naming the same file (one would silently replace the other) */
+    const char *const out_opt[2] = {"--logits-out", "--kv-save"}, *const out_val[2] = {a->logits_out, a->kv_save};
+    for (int k = 0; k < 2; k++)
+        if (out_val[k] && !strcmp(out_val[k], "-"))
+            return fprintf(stderr, "fp4lane run: %s -: written atomically under a file name, not streamed "
+                                   "(standard output carries the tokens): name a file\n", out_opt[k]),
+                   -1;
+    if (a->logits_out && a->kv_save && cli_same_path(a->logits_out, a->kv_save))
+        return fprintf(stderr, "fp4lane run: --logits-out %s and --kv-save %s name the same file: one output "
+                               "would replace the other\n", a->logits_out, a->kv_save),
+               -1;
     if (a->batch_file && (a->logits_out || a->kv_save || a->kv_load))
         return fprintf(
                    stderr,
@@ -218,6 +233,103 @@ static void timing_line(const run_stats *s) {
             s->t_first, out);
 }
 
+/* One line of f without its newline into *buf (NUL-terminated): 1, 0 at the end of the file, -1
+ * past max bytes, -2 a NUL byte (the id parser would stop there), -3 out of memory or a read error.
+ * The cap applies while reading: a hostile line never costs more than max bytes. */
+static int batch_line(FILE *f, char **buf, size_t *cap, size_t max) {
+    size_t n = 0;
+    int c, any = 0;
+    while ((c = getc(f)) != EOF && c != '\n') {
+        any = 1;
+        if (!c) return -2;
+        if (n == max) return -1;
+        if (n + 1 >= *cap) {
+            size_t nc = *cap ? 2 * *cap : 4096;
+            char *p = realloc(*buf, nc);
+            if (!p) return -3;
+            *buf = p, *cap = nc;
+        }
+        (*buf)[n++] = (char)c;
+    }
+    if (ferror(f)) return -3;
+    if (c == EOF && !any) return 0;
+    if (!*buf && !(*buf = malloc(*cap = 64))) return -3;
+    (*buf)[n] = 0;
+    return 1;
+}
+
+/* --batch-file: one prompt of ids per non-blank line; every refusal names the file's line. 0, or
+ * 2 (printed); *prompts / *plen hold *n_seq prompts either way */
+static int read_batch(const char *path, int32_t ***prompts, int64_t **plen, int *n_seq) {
+    FILE *f = fopen(path, "r");
+    if (!f) return fprintf(stderr, "fp4lane run: --batch-file %s: %s\n", path, strerror(errno)), 2;
+    char *line = NULL, where[4200];
+    size_t cap = 0;
+    int rc = 0, r;
+    for (long ln = 1; !rc && (r = batch_line(f, &line, &cap, RUN_BATCH_LINE_MAX)) != 0; ln++) {
+        snprintf(where, sizeof where, "--batch-file %s line %ld", path, ln);
+        if (r < 0) {
+            fprintf(stderr, "fp4lane run: %s: %s\n", where,
+                    r == -1   ? "longer than 16 MiB"
+                    : r == -2 ? "a NUL byte: not a list of token ids"
+                              : "cannot read it (out of memory or a read error)");
+            rc = 2;
+            break;
+        }
+        if (strspn(line, " \t\r") == strlen(line)) continue;
+        if (*n_seq == RUN_BATCH_MAX) {
+            fprintf(stderr, "fp4lane run: %s: more than %d prompts in one batch\n", where, RUN_BATCH_MAX);
+            rc = 2;
+            break;
+        }
+        int32_t **np = realloc(*prompts, sizeof *np * (size_t)(*n_seq + 1));
+        if (np) *prompts = np;
+        int64_t *nl = np ? realloc(*plen, sizeof *nl * (size_t)(*n_seq + 1)) : NULL;
+        if (nl) *plen = nl;
+        if (!np || !nl) {
+            fprintf(stderr, "fp4lane run: out of memory\n");
+            rc = 2;
+        } else if (rt_cli_parse_ids_text(line, where, &(*prompts)[*n_seq], &(*plen)[*n_seq])) {
+            rc = 2;
+        } else if (!(*plen)[*n_seq]) {
+            free((*prompts)[*n_seq]);
+            fprintf(stderr, "fp4lane run: %s: the prompt is empty\n", where);
+            rc = 2;
+        } else
+            (*n_seq)++;
+    }
+    free(line);
+    fclose(f);
+    if (!rc && !*n_seq) fprintf(stderr, "fp4lane run: --batch-file %s holds no prompt\n", path), rc = 2;
+    return rc;
+}
+
+/* The context check, in checked arithmetic: cached + prompt + -n positions within the context.
+ * The message says what the user gave (-n, --ctx) and what are defaults. 0, or 2 (printed). */
+static int within_ctx(const run_args *a, const fp4_rt *rt, int64_t cached, int64_t prompt) {
+    const int64_t ctx = fp4_rt_n_ctx(rt), train = fp4_rt_arch(rt)->n_ctx_train;
+    int64_t need;
+    if (!__builtin_add_overflow(cached, prompt, &need) && !__builtin_add_overflow(need, a->n_gen, &need) &&
+        need <= ctx)
+        return 0;
+    char c[64] = "", n[160], x[160];
+    if (cached) snprintf(c, sizeof c, "%lld cached + ", (long long)cached);
+    if (a->n_given)
+        snprintf(n, sizeof n, "-n %lld tokens", a->n_gen);
+    else
+        snprintf(n, sizeof n, "%lld tokens to generate (the default %s; -n N sets it)", a->n_gen,
+                 a->text || a->text_file ? "for a text prompt" : "with token ids");
+    if (a->e.o.n_ctx)
+        snprintf(x, sizeof x, "the context length %lld (--ctx)", (long long)ctx);
+    else if (ctx == train)
+        snprintf(x, sizeof x, "the model's context length %lld", (long long)ctx);
+    else
+        snprintf(x, sizeof x, "the default context length %lld (the model's is %lld; --ctx N raises it)",
+                 (long long)ctx, (long long)train);
+    fprintf(stderr, "fp4lane run: %s%lld prompt + %s is past %s\n", c, (long long)prompt, n, x);
+    return 2;
+}
+
 static int is_eos(const run_args *a, int32_t t) {
     for (int i = 0; i < a->n_eos; i++)
         if (a->eos[i] == t) return 1;
@@ -265,15 +377,7 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
         rc = cli_report_error("run", err.code, &err);
         goto out;
     }
-    if (a->kv_load && fp4_rt_seq_pos(rt, seq[0]) + plen[0] + a->n_gen > fp4_rt_n_ctx(rt)) {
-        fprintf(stderr,
-                "fp4lane run: %lld cached + %lld prompt + -n %lld tokens is past the context length %lld "
-                "(--ctx)\n",
-                (long long)fp4_rt_seq_pos(rt, seq[0]), (long long)plen[0], a->n_gen,
-                (long long)fp4_rt_n_ctx(rt));
-        rc = 2;
-        goto out;
-    }
+    if (a->kv_load && (rc = within_ctx(a, rt, fp4_rt_seq_pos(rt, seq[0]), plen[0]))) goto out;
     /* prefill */
     double t0 = rt_cli_now();
     for (int64_t p0 = 0; p0 < maxp && !interrupted; p0 += chunk) {
@@ -402,6 +506,16 @@ static int text_token(void *ctx, int32_t seq, int32_t token) {
     return print_text(&t->o, seq, token);
 }
 
+/* --json's stopped_by: "stop" (a --stop string), "eos", "length" (-n tokens, or as many as the
+ * context left), "interrupted" (Ctrl-C) */
+static const char *stopped_by(const run_args *a, const text_ctx *t, const batch_out *b) {
+    const int64_t n = b->n[0];
+    if (t->o.stopped) return "stop";
+    if (interrupted) return "interrupted";
+    if (n && !a->ignore_eos && is_eos(a, b->ids[0][n - 1])) return "eos";
+    return n >= a->n_gen ? "length" : "other";
+}
+
 static void json_string(const char *s, size_t n) {
     putchar('"');
     for (size_t i = 0; i < n; i++) {
@@ -455,25 +569,7 @@ int cmd_run(int argc, char **argv) {
             return free(prompts), free(plen), 2;
         n_seq = 1;
     } else {
-        FILE *f = fopen(a.batch_file, "r");
-        if (!f) return fprintf(stderr, "fp4lane run: --batch-file %s: cannot open\n", a.batch_file), 2;
-        char line[1 << 16];
-        while (fgets(line, sizeof line, f)) {
-            if (strspn(line, " \t\r\n") == strlen(line)) continue;
-            if (n_seq == 4096) break;
-            prompts = realloc(prompts, sizeof *prompts * (size_t)(n_seq + 1));
-            plen = realloc(plen, sizeof *plen * (size_t)(n_seq + 1));
-            char where[64];
-            snprintf(where, sizeof where, "--batch-file line %d", n_seq + 1);
-            if (rt_cli_parse_ids_text(line, where, &prompts[n_seq], &plen[n_seq])) {
-                rc = 2;
-                break;
-            }
-            n_seq++;
-        }
-        fclose(f);
-        if (!rc && !n_seq)
-            fprintf(stderr, "fp4lane run: --batch-file %s holds no prompt\n", a.batch_file), rc = 2;
+        rc = read_batch(a.batch_file, &prompts, &plen, &n_seq);
         a.e.o.max_seqs = n_seq;
     }
     for (int i = 0; !rc && i < n_seq; i++)
@@ -497,7 +593,7 @@ int cmd_run(int argc, char **argv) {
     if (!rc && (a.n_eos = rt_text_eos("run", a.e.model, fp4_rt_arch(rt), tok, a.eos, FP4_ARCH_MAX_EOS)) < 0)
         rc = 1;
     /* a text prompt without -n: as many tokens as the context leaves, up to RUN_TEXT_N */
-    if (!rc && text_mode && !a.n_given && plen[0] + a.n_gen > fp4_rt_n_ctx(rt) && plen[0] < fp4_rt_n_ctx(rt))
+    if (!rc && text_mode && !a.n_given && plen[0] < fp4_rt_n_ctx(rt) && a.n_gen > fp4_rt_n_ctx(rt) - plen[0])
         a.n_gen = fp4_rt_n_ctx(rt) - plen[0];
     /* usage checks that need the model: ids in range, positions within the context */
     for (int i = 0; !rc && i < n_seq; i++) {
@@ -506,11 +602,7 @@ int cmd_run(int argc, char **argv) {
                 fprintf(stderr, "fp4lane run: prompt token id %d is outside the vocabulary [0, %lld)\n",
                         prompts[i][j], (long long)fp4_rt_vocab(rt)),
                     rc = 2;
-        if (!rc && plen[i] + a.n_gen > fp4_rt_n_ctx(rt))
-            fprintf(stderr,
-                    "fp4lane run: %lld prompt + -n %lld tokens is past the context length %lld (--ctx)\n",
-                    (long long)plen[i], a.n_gen, (long long)fp4_rt_n_ctx(rt)),
-                rc = 2;
+        if (!rc) rc = within_ctx(&a, rt, 0, plen[i]);
     }
     rt_npy npy;
     int have_npy = 0;
@@ -545,6 +637,11 @@ int cmd_run(int argc, char **argv) {
             }
             if ((!rc || interrupted) && rt_text_out_finish(&tc.o))
                 fprintf(stderr, "fp4lane run: cannot write the output\n"), rc = 1;
+            /* on a terminal the text ends with a newline (the shell's prompt starts on its own
+             * line); into a file or a pipe stdout holds the continuation exactly, as generated */
+            const char last = tc.o.n_text ? tc.o.text[tc.o.n_text - 1] : a.default_prompt ? 'd' : '\n';
+            if (!a.json && (!rc || interrupted) && last != '\n' && isatty(STDOUT_FILENO) && putchar('\n') == EOF)
+                rc = 1;
         } else if (n_seq == 1 && !a.json)
             rc = decode(&a, rt, prompts, plen, 1, have_npy ? &npy : NULL, print_token, first, &st);
         else
@@ -553,7 +650,7 @@ int cmd_run(int argc, char **argv) {
             if (text_mode) {
                 printf("{\"text\":");
                 json_string(tc.o.text ? tc.o.text : "", tc.o.n_text);
-                printf(",\"stopped_by\":\"%s\",\"result\":", tc.o.stopped ? "stop" : "other");
+                printf(",\"stopped_by\":\"%s\",\"result\":", stopped_by(&a, &tc, &b));
             }
             summary_json(&a, rt, &st, b.ids, b.n, n_seq);
             if (text_mode) printf("}\n");

@@ -7,10 +7,12 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #define RT_CLI_MAX_IDS (1 << 24)
+#define RT_CLI_IDS_FILE_MAX (256u << 20) /* bytes of a --prompt-ids @FILE */
 
 double rt_cli_now(void) {
     struct timespec ts;
@@ -141,7 +143,9 @@ int rt_cli_parse_ids_text(const char *text, const char *where, int32_t **ids, in
         else
             memcpy(piece, p, sizeof piece - 4), memcpy(piece + sizeof piece - 4, "...", 4);
         if (fp4_arg_parse("token", "token id", piece, &x, &err)) {
-            fprintf(stderr, "fp4lane: %s: %s\n", where, err.msg);
+            /* the message holds bytes of a file: escaped (cli_out.c), never raw to the terminal */
+            char esc[4 * sizeof err.msg];
+            fprintf(stderr, "fp4lane: %s: %s\n", where, cli_escaped(err.msg, esc, sizeof esc));
             free(v);
             return -1;
         }
@@ -168,20 +172,34 @@ int rt_cli_parse_ids(const char *arg, int32_t **ids, int64_t *n) {
     if (arg[0] != '@') return rt_cli_parse_ids_text(arg, "--prompt-ids", ids, n);
     FILE *f = fopen(arg + 1, "rb");
     if (!f) return fprintf(stderr, "fp4lane: --prompt-ids %s: %s\n", arg, strerror(errno)), -1;
-    size_t cap = 1 << 16, len = 0;
+    struct stat sb;
+    if (!fstat(fileno(f), &sb) && S_ISDIR(sb.st_mode))
+        return fclose(f), fprintf(stderr, "fp4lane: --prompt-ids %s: a directory, not a file of token ids\n",
+                                  arg), -1;
+    /* the whole file, or a refusal: never a silent cut (a read error, past the cap, a NUL byte) */
+    size_t cap = 1 << 16, len = 0, r;
     char *buf = malloc(cap);
-    size_t r;
-    while (buf && (r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+    const char *why = buf ? NULL : "out of memory";
+    while (!why && (r = fread(buf + len, 1, cap - len - 1, f)) > 0) {
         len += r;
-        if (len + 1 == cap) {
-            if (cap > (256u << 20)) break;
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb) break;
-            buf = nb;
-        }
+        if (len > RT_CLI_IDS_FILE_MAX) why = "larger than 256 MiB";
+        if (why || len + 1 < cap) continue;
+        char *nb = realloc(buf, cap *= 2);
+        if (nb) buf = nb;
+        else why = "out of memory";
     }
+    if (!why && ferror(f)) why = strerror(errno);
     fclose(f);
-    if (!buf) return -1;
+    const char *nul = buf && !why ? memchr(buf, 0, len) : NULL;
+    if (why || nul) {
+        if (nul)
+            fprintf(stderr, "fp4lane: --prompt-ids %s: byte %zu is NUL: not a list of token ids\n", arg,
+                    (size_t)(nul - buf));
+        else
+            fprintf(stderr, "fp4lane: --prompt-ids %s: %s\n", arg, why);
+        free(buf);
+        return -1;
+    }
     buf[len] = 0;
     int rc = rt_cli_parse_ids_text(buf, arg, ids, n);
     free(buf);
