@@ -197,6 +197,22 @@ static int is_eos(const session *s, int32_t t) {
     return 0;
 }
 
+/* the tokens of msgs[0..n) rendered with the answer's opening: 0 with *n_tok, 1 refused by the
+ * template (printed), -1 failed */
+static int conv_tokens(const session *s, const fp4_chat_msg *msgs, size_t n, int64_t *n_tok) {
+    char *text = NULL;
+    size_t len, n_ids = 0;
+    int32_t *ids = NULL;
+    fp4_error err;
+    if (fp4_chat_render(s->tmpl, msgs, n, s->bos, s->eos_s, 1, &text, &len, &err))
+        return fprintf(stderr, "fp4lane chat: %s\n", err.msg), 1;
+    fp4_status st = fp4_tokenizer_encode(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids);
+    free(text), free(ids);
+    if (st) return fprintf(stderr, "fp4lane chat: cannot encode the conversation\n"), -1;
+    *n_tok = (int64_t)n_ids;
+    return 0;
+}
+
 /* one answer to the conversation c (its last message is the user's): 1 with the answer appended,
  * 0 refused (printed; the user's message stays last), -1 failed */
 static int answer(session *s, conv *c) {
@@ -205,6 +221,19 @@ static int answer(session *s, conv *c) {
     fp4_error err;
     int32_t *ids = NULL;
     size_t n_ids = 0;
+    /* the message with the system prompt alone must fit, else it is refused before any of the
+     * history is forgotten for it */
+    const size_t first = c->n && !strcmp(c->m[0].role, "system") ? 1 : 0;
+    fp4_chat_msg least[2] = {c->m[0], c->m[c->n - 1]};
+    int64_t n_least = 0;
+    int r = conv_tokens(s, least + 1 - first, first + 1, &n_least);
+    if (r) return r < 0 ? -1 : 0;
+    if (n_least + 1 >= fp4_rt_n_ctx(s->rt))
+        return fprintf(stderr,
+                       "fp4lane chat: the message is longer than the context: %lld tokens%s, the context "
+                       "length is %lld; the history is kept\n",
+                       (long long)n_least, first ? " with the system prompt" : "", (long long)fp4_rt_n_ctx(s->rt)),
+               0;
     for (int attempt = 0;; attempt++) {
         if (fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))
             return fprintf(stderr, "fp4lane chat: %s\n", err.msg), 0;
@@ -214,7 +243,6 @@ static int answer(session *s, conv *c) {
         if ((int64_t)n_ids + 1 < fp4_rt_n_ctx(s->rt)) break;
         free(ids);
         /* the context is full: forget the oldest turns (a system prompt stays) */
-        size_t first = c->n && !strcmp(c->m[0].role, "system") ? 1 : 0;
         if (c->n - first <= 1)
             return fprintf(stderr, "fp4lane chat: the message is longer than the context\n"), 0;
         free((char *)c->m[first].content);
@@ -301,6 +329,19 @@ int cmd_chat(int argc, char **argv) {
     if (!rc && (!s.lg || fp4_rt_seq_open(s.rt, &s.seq))) rc = 1;
     conv c = {0};
     if (!rc && a.system && conv_add(&c, "system", a.system, strlen(a.system))) rc = 1;
+    /* a system prompt that leaves no room for a message is refused now, naming it, not at every turn */
+    if (!rc && a.system) {
+        fp4_chat_msg least[2] = {c.m[0], {"user", ""}};
+        int64_t n_sys = 0;
+        int r = conv_tokens(&s, least, 2, &n_sys);
+        if (r) rc = 1;
+        else if (n_sys + 1 >= fp4_rt_n_ctx(s.rt))
+            fprintf(stderr,
+                    "fp4lane chat: --system: the system prompt is %lld tokens with the template, past the "
+                    "context length %lld: no message would fit (a shorter --system, or a longer --ctx)\n",
+                    (long long)n_sys, (long long)fp4_rt_n_ctx(s.rt)),
+                rc = 2;
+    }
     /* Ctrl-C: at the prompt it interrupts the read (no SA_RESTART around getline); during an answer
      * it only sets stop_answer, and the answer's writes to stdout are restarted (SA_RESTART), so an
      * interrupted write(2) never loses output nor ends the session with "cannot write" */

@@ -317,8 +317,7 @@ static int within_ctx(const run_args *a, const fp4_rt *rt, int64_t cached, int64
     if (a->n_given)
         snprintf(n, sizeof n, "-n %lld tokens", a->n_gen);
     else
-        snprintf(n, sizeof n, "%lld tokens to generate (the default %s; -n N sets it)", a->n_gen,
-                 a->text || a->text_file ? "for a text prompt" : "with token ids");
+        snprintf(n, sizeof n, "%lld tokens to generate (the default with token ids; -n N sets it)", a->n_gen);
     if (a->e.o.n_ctx)
         snprintf(x, sizeof x, "the context length %lld (--ctx)", (long long)ctx);
     else if (ctx == train)
@@ -326,7 +325,11 @@ static int within_ctx(const run_args *a, const fp4_rt *rt, int64_t cached, int64
     else
         snprintf(x, sizeof x, "the default context length %lld (the model's is %lld; --ctx N raises it)",
                  (long long)ctx, (long long)train);
-    fprintf(stderr, "fp4lane run: %s%lld prompt + %s is past %s\n", c, (long long)prompt, n, x);
+    if (!a->n_given && (a->text || a->text_file)) /* the default -n shrinks to fit: no room is left */
+        fprintf(stderr, "fp4lane run: %s%lld prompt tokens leave no room to generate within %s\n", c,
+                (long long)prompt, x);
+    else
+        fprintf(stderr, "fp4lane run: %s%lld prompt + %s is past %s\n", c, (long long)prompt, n, x);
     return 2;
 }
 

@@ -2,6 +2,7 @@
  * checkpoint of a real model's shape (fp4lane_synth.h), with a progress bar (phase, ETA) on a TTY. */
 #include "cli.h"
 #include "fp4lane_synth.h"
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,8 +44,11 @@ int cmd_synth(int argc, char **argv) {
         if (!strcmp(s, "--shape") && v) o.shape = v, i++;
         else if (!strcmp(s, "--arch") && v) o.arch = v, i++;
         else if (!strcmp(s, "--seed") && v) {
+            errno = 0; /* strtoull would wrap "-1" and saturate what is past 2^64-1: both refused */
             o.seed = strtoull(v, &end, 0), i++;
-            if (*end || !*v) return fprintf(stderr, "fp4lane synth: --seed takes an integer\n"), 2;
+            if (*end || !*v || errno || *v < '0' || *v > '9')
+                return fprintf(stderr, "fp4lane synth: --seed %s: expected an integer in [0, %llu]\n", v,
+                               (unsigned long long)UINT64_MAX), 2;
         } else if (!strcmp(s, "--threads") && v) {
             o.n_threads = (int)strtol(v, &end, 10), i++;
             if (*end || o.n_threads < 0 || o.n_threads > 256)

@@ -1,12 +1,13 @@
 /* cmd_tokenize.c — `fp4lane tokenize` and `fp4lane detokenize`: text to token ids and back, for
  * scripts and for checking a tokenizer against another implementation.
- *   tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] [--add-special] [--parse-special]
+ *   tokenize MODEL|tokenizer.json [-f FILE | [--] TEXT] [--json] [--add-special] [--parse-special]
  *     ids separated by spaces on one line; --json prints {"ids": [...], "tokens": [...]}. Without
  *     TEXT or -f the text is read from standard input. No special tokens are added unless
  *     --add-special is given; special tokens written in the text are matched only with
- *     --parse-special.
- *   detokenize MODEL|tokenizer.json IDS... [--skip-special] [--cleanup]
- *     ids as arguments (commas or spaces between them); the text is written as is, no newline. */
+ *     --parse-special. After "--" every argument is positional (a TEXT starting with '-').
+ *   detokenize MODEL|tokenizer.json [--] IDS... [--skip-special] [--cleanup]
+ *     ids as arguments (commas or spaces between them), at least one; the text is written as is,
+ *     no newline. */
 #include "cli.h"
 #include "fp4lane_text.h"
 #include <errno.h>
@@ -48,18 +49,19 @@ int cmd_tokenize(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *text = NULL;
     int json = 0, bad = 0;
     unsigned flags = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--add-special")) flags |= FP4_TOK_ADD_SPECIAL;
-        else if (!strcmp(argv[i], "--parse-special")) flags |= FP4_TOK_PARSE_SPECIAL;
-        else if (!strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
-        else if (argv[i][0] == '-' && argv[i][1]) bad = 1;
+    for (int i = 1, opts = 1; i < argc; i++) {
+        if (opts && !strcmp(argv[i], "--")) opts = 0;
+        else if (opts && !strcmp(argv[i], "--json")) json = 1;
+        else if (opts && !strcmp(argv[i], "--add-special")) flags |= FP4_TOK_ADD_SPECIAL;
+        else if (opts && !strcmp(argv[i], "--parse-special")) flags |= FP4_TOK_PARSE_SPECIAL;
+        else if (opts && !strcmp(argv[i], "-f") && i + 1 < argc) file = argv[++i];
+        else if (opts && argv[i][0] == '-' && argv[i][1]) bad = 1;
         else if (!model) model = argv[i];
         else if (!text) text = argv[i];
         else bad = 1;
     }
     if (bad || !model || (file && text)) {
-        fprintf(stderr, "usage: fp4lane tokenize MODEL|tokenizer.json [-f FILE | TEXT] [--json] "
+        fprintf(stderr, "usage: fp4lane tokenize MODEL|tokenizer.json [-f FILE | [--] TEXT] [--json] "
                         "[--add-special] [--parse-special]\n");
         return 2;
     }
@@ -124,10 +126,11 @@ int cmd_detokenize(int argc, char **argv) {
     size_t cap = 256, n = 0;
     int32_t *ids = malloc(cap * sizeof *ids);
     if (!ids) return 1;
-    for (int i = 1; i < argc && !bad; i++) {
-        if (!strcmp(argv[i], "--skip-special")) flags |= FP4_TOK_SKIP_SPECIAL;
-        else if (!strcmp(argv[i], "--cleanup")) flags |= FP4_TOK_CLEANUP_SPACES;
-        else if (argv[i][0] == '-' && !(argv[i][1] >= '0' && argv[i][1] <= '9')) bad = 1;
+    for (int i = 1, opts = 1; i < argc && !bad; i++) {
+        if (opts && !strcmp(argv[i], "--")) opts = 0;
+        else if (opts && !strcmp(argv[i], "--skip-special")) flags |= FP4_TOK_SKIP_SPECIAL;
+        else if (opts && !strcmp(argv[i], "--cleanup")) flags |= FP4_TOK_CLEANUP_SPACES;
+        else if (opts && argv[i][0] == '-' && !(argv[i][1] >= '0' && argv[i][1] <= '9')) bad = 1;
         else if (!model) model = argv[i];
         else {
             for (char *p = argv[i]; *p && !bad;) {
@@ -154,10 +157,11 @@ int cmd_detokenize(int argc, char **argv) {
             }
         }
     }
-    if (bad || !model) {
+    if (bad || !model || !n) {
         free(ids);
+        if (!bad && model) fprintf(stderr, "fp4lane detokenize: no token ids given\n");
         fprintf(stderr,
-                "usage: fp4lane detokenize MODEL|tokenizer.json IDS... [--skip-special] [--cleanup]\n");
+                "usage: fp4lane detokenize MODEL|tokenizer.json [--] IDS... [--skip-special] [--cleanup]\n");
         return 2;
     }
     fp4_tokenizer *t = NULL;
