@@ -23,8 +23,8 @@ static const struct {
      "  --rows A:B             rows A (inclusive) to B (exclusive) of the dequantized tensor (default: all)\n"
      "  --raw                  raw little-endian f32 on stdout instead of text\n"},
     {"quantize",
-     "  --layout L             modelopt (default; gguf when OUT ends in .gguf), compressed-tensors, gguf,\n"
-     "                         gguf-ggml. modelopt and compressed-tensors write a directory\n"
+     "  --layout L             modelopt, compressed-tensors, gguf, gguf-ggml (default: gguf-ggml when OUT\n"
+     "                         ends in .gguf, else modelopt). modelopt and compressed-tensors write a directory\n"
      "  --to nvfp4|q4_k        weight format (default nvfp4; q4_k writes GGUF only)\n"
      "  --scale2-rule gpu|cpu  per-tensor scale rule (default gpu: ModelOpt's amax/(6*448))\n"
      "  --no-fusion            no shared scale2 across q/k/v and gate/up (default: fused like ModelOpt)\n"
@@ -36,7 +36,8 @@ static const struct {
      "OUT's missing parent directories are created. The input directory's other files (tokenizer,\n"
      "generation_config.json, chat template; never weight files or their index) are copied into OUT\n"},
     {"convert",
-     "  --layout L             required: modelopt, compressed-tensors, gguf, gguf-ggml\n"
+     "  --layout L             modelopt, compressed-tensors, gguf, gguf-ggml (default: gguf-ggml when OUT\n"
+     "                         ends in .gguf, else required)\n"
      "  --shard-size N[K|M|G]  largest safetensors shard in bytes (default 0: one file)\n"
      "  --metadata KEY=VALUE   a safetensors metadata entry (repeatable, at most 32; HF layouts only)\n"
      "  --force                replace an existing OUT file, or the checkpoint in a non-empty OUT\n"
@@ -55,13 +56,19 @@ static const struct {
      "  --temp T (default 0: greedy)  --top-k K (default 0: off)  --top-p P (default 1)\n"
      "  --min-p P (default 0)  --repeat-penalty X (default 1)  --presence-penalty X (default 0)\n"
      "  --penalty-last-n N (default 0)  --seed S (default 0)  --ignore-eos\n"
-     "  --logits-out F.npy  --kv-save F  --kv-load F  --batch-file PROMPTS  --cuda-lib PATH  --json\n"
+     "  --logits-out F.npy  --kv-save F  --kv-load F  --batch-file PROMPTS  --cuda-lib PATH\n"
+     "                         (outputs are files: '-' and two outputs naming one file are refused)\n"
+     "  --json                 one object at the end; with text, \"stopped_by\": stop (a --stop string),\n"
+     "                         eos, length (-n, or the context) or interrupted\n"
      "  --force                replace an existing --logits-out / --kv-save file (default: refuse)\n"
      "  --draft DRAFT          speculative decoding: DRAFT (same tokenizer) proposes, MODEL verifies in one\n"
      "                         step; the output is plain decoding's bit for bit (exact mode, kquant lane;\n"
      "                         refused elsewhere: docs/ROUTES.md). Not with --batch-file or --kv-load\n"
      "  --draft-n K            tokens drafted per verify step, 1..32 (default 4)\n"
-     "  --timing               load and first-token times and memory, on stderr\n"},
+     "  --timing               load and first-token times and memory, on stderr\n
+     "text out: stdout holds the continuation alone (the prompt is not echoed; without a prompt the\n"
+     "default one is printed first); on a terminal it ends with a newline, into a file or a pipe it is\n"
+     "exactly the generated text; the summary goes to stderr\n"},
     {"chat",
      "  MODEL                  (default: as run)   --system TEXT   --chat-template NAME (default: detected)\n"
      "  -n N                   tokens per answer (default 256)\n"
@@ -96,10 +103,12 @@ static const struct {
      "  --json                 the summary as JSON\n"},
     {"tokenize",
      "  -f FILE                read the text from FILE (default: TEXT, or standard input)\n"
+     "  --                     the end of the options: a TEXT that starts with '-' follows\n"
      "  --json                 {\"ids\": [...], \"tokens\": [...]}\n"
      "  --add-special          add BOS/EOS as the tokenizer says (default: none added)\n"
      "  --parse-special        match special tokens written in the text (default: plain text)\n"},
     {"detokenize",
+     "  IDS                    at least one token id (commas or spaces between them)\n"
      "  --skip-special         leave special tokens out of the text\n"
      "  --cleanup              HF's clean_up_tokenization_spaces\n"},
 };
