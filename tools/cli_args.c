@@ -65,7 +65,7 @@ static const struct {
      "                         step; the output is plain decoding's bit for bit (exact mode, kquant lane;\n"
      "                         refused elsewhere: docs/ROUTES.md). Not with --batch-file or --kv-load\n"
      "  --draft-n K            tokens drafted per verify step, 1..32 (default 4)\n"
-     "  --timing               load and first-token times and memory, on stderr\n
+     "  --timing               load and first-token times and memory, on stderr\n"
      "text out: stdout holds the continuation alone (the prompt is not echoed; without a prompt the\n"
      "default one is printed first); on a terminal it ends with a newline, into a file or a pipe it is\n"
      "exactly the generated text; the summary goes to stderr\n"},
