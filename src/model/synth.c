@@ -9,6 +9,7 @@
 #include "fp4lane_synth.h"
 #include "io/outfile.h"
 #include <dirent.h>
+#include <jansson.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -220,6 +221,80 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
     return fp4_hfdir_write_json(path, buf, 2, 1, err);
 }
 
+/* ---- tokenizer.json + tokenizer_config.json ---- */
+/* A byte-level BPE tokenizer (GPT-2's byte alphabet, one merge "Ġ t" so that the merge table is
+ * never empty) of exactly the shape's vocabulary: bos and eos at the config's ids, the 256 byte
+ * tokens and the merge on the lowest ids besides, and every other id a token of two, then three,
+ * byte characters that no merge makes (the weights are random: any id may be generated, and each
+ * decodes). Any text prompt runs (`fp4lane run DIR -p TEXT`); UTF-8 text round-trips. */
+static void byte_char(int b, char *out) { /* GPT-2 bytes_to_unicode, as UTF-8 */
+    int cp = b;
+    if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF))) {
+        cp = 256;
+        for (int k = 0; k < b; k++) /* the unprintable bytes before b, in order */
+            cp += !((k >= '!' && k <= '~') || (k >= 0xA1 && k <= 0xAC) || (k >= 0xAE && k <= 0xFF));
+    }
+    if (cp < 0x80) out[0] = (char)cp, out[1] = 0;
+    else out[0] = (char)(0xC0 | cp >> 6), out[1] = (char)(0x80 | (cp & 0x3F)), out[2] = 0;
+}
+
+static fp4_status write_tokenizer(const char *dir, const synth_shape *s, fp4_error *err) {
+    json_t *vocab = json_object(), *merges = json_array(), *added = json_array(), *tok = NULL;
+    int64_t id = 0;
+    char c[16], path[PATH_MAX];
+    for (int64_t b = 0, n = 0; id < s->vocab; id++) {
+        if (id == s->bos || id == s->eos) continue;
+        if (b < 256) byte_char((int)b++, c);
+        else if (b++ == 256) snprintf(c, sizeof c, "\xc4\xa0t"); /* "Ġt": the merge */
+        else {
+            if (n == 256 * ' ' + 't') n++; /* "Ġt" again */
+            const int len = n < 65536 ? 2 : 3;
+            const int64_t v = len == 2 ? n : n - 65536;
+            c[0] = 0;
+            for (int k = len - 1; k >= 0; k--) byte_char((int)(v >> (8 * k) & 255), c + strlen(c));
+            n++;
+        }
+        json_object_set_new(vocab, c, json_integer(id));
+    }
+    json_array_append_new(merges, json_string("\xc4\xa0 t"));
+    const int64_t special[2] = {s->bos, s->eos};
+    const char *const name[2] = {"<s>", "</s>"};
+    for (int k = 0; k < 2; k++) {
+        json_object_set_new(vocab, name[k], json_integer(special[k]));
+        json_array_append_new(added, json_pack("{s:I,s:s,s:b,s:b,s:b,s:b,s:b}", "id", (json_int_t)special[k],
+                                               "content", name[k], "single_word", 0, "lstrip", 0, "rstrip", 0,
+                                               "normalized", 0, "special", 1));
+    }
+    tok = json_pack("{s:s,s:n,s:n,s:o,s:n,s:{s:s,s:b,s:b,s:b},s:{s:s,s:[{s:{s:s,s:i}},{s:{s:s,s:i}}],"
+                    "s:[{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}}],s:{s:{s:s,s:[I],s:[s]}}},"
+                    "s:{s:s,s:b,s:b,s:b},s:{s:s,s:n,s:n,s:n,s:n,s:b,s:b,s:b,s:o,s:o}}",
+                    "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer",
+                    "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1, "use_regex", 1,
+                    "post_processor", "type", "TemplateProcessing", "single", "SpecialToken", "id", "<s>",
+                    "type_id", 0, "Sequence", "id", "A", "type_id", 0, "pair", "SpecialToken", "id", "<s>",
+                    "type_id", 0, "Sequence", "id", "A", "type_id", 0, "Sequence", "id", "B", "type_id", 1,
+                    "special_tokens", "<s>", "id", "<s>", "ids", (json_int_t)s->bos, "tokens", "<s>",
+                    "decoder", "type", "ByteLevel", "add_prefix_space", 1, "trim_offsets", 1, "use_regex", 1,
+                    "model", "type", "BPE", "dropout", "unk_token", "continuing_subword_prefix",
+                    "end_of_word_suffix", "fuse_unk", 0, "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab,
+                    "merges", merges);
+    char *text = tok ? json_dumps(tok, JSON_COMPACT) : NULL;
+    json_decref(tok);
+    if (!text) return fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "alloc", "out of memory");
+    fp4_status st = snprintf(path, sizeof path, "%s/tokenizer.json", dir) < (int)sizeof path
+                        ? fp4_hf_write_json(path, text, 2, 0, err)
+                        : fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
+    free(text);
+    char cfg[512];
+    snprintf(cfg, sizeof cfg,
+             "{\"tokenizer_class\":\"PreTrainedTokenizerFast\",\"bos_token\":\"<s>\",\"eos_token\":\"</s>\","
+             "\"model_max_length\":%lld,\"clean_up_tokenization_spaces\":false}",
+             (long long)s->max_pos);
+    if (!st && snprintf(path, sizeof path, "%s/tokenizer_config.json", dir) < (int)sizeof path)
+        st = fp4_hf_write_json(path, cfg, 2, 1, err);
+    return st;
+}
+
 /* ---- generation: a chunk of rows, in parallel ---- */
 typedef struct gen_ctx {
     const synth_tensor *t;
@@ -356,6 +431,7 @@ fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4
     st = fp4_outdir_open(outp, 0, &od, err);
     if (st) return free(p.t), st;
     st = write_config(fp4_outdir_tmp(od), &p, err);
+    if (!st) st = write_tokenizer(fp4_outdir_tmp(od), p.sh, err);
     if (!st) st = write_tensors(fp4_outdir_tmp(od), &p, opts, err);
     if (st) fp4_outdir_abort(od);
     else st = fp4_outdir_commit(od, err);
