@@ -17,7 +17,9 @@
 static char bin[600], tmp[512], args[12000], cmd[12000], nv[600], bf[600];
 static char *o, *er;
 
-static int cli(const char *a) { return cu_run(bin, tmp, NULL, a, &o, &er); }
+static int cli(const char *a) {
+    return cu_run(bin, tmp, NULL, a, &o, &er);
+}
 static void put(const char *name, const void *data, size_t n, char *path, size_t cap) {
     snprintf(path, cap, "%s/%s", tmp, name);
     FILE *f = fopen(path, "wb");
@@ -34,7 +36,8 @@ static int exists(const char *p) {
 static void context_checks(void) {
     char kv[700], longp[700];
     snprintf(args, sizeof args, "run %s --prompt-ids 1,2 -n 9223372036854775807", nv);
-    CHECK_MSG(cli(args) == 2 && cu_has(er, "-n 9223372036854775807") && cu_has(er, "context length"), "%s", er);
+    CHECK_MSG(cli(args) == 2 && cu_has(er, "-n 9223372036854775807") && cu_has(er, "context length"), "%s",
+              er);
     snprintf(kv, sizeof kv, "%s/c.kv", tmp);
     snprintf(args, sizeof args, "run %s --prompt-ids 1,2,3 -n 0 --kv-save %s", nv, kv);
     CHECK(cli(args) == 0);
@@ -48,7 +51,8 @@ static void context_checks(void) {
               er);
     char *words = malloc(8000);
     words[0] = 0;
-    for (int i = 0; i < 700; i++) strcat(words, "time ");
+    for (int i = 0; i < 700; i++)
+        strcat(words, "time ");
     put("long.txt", words, strlen(words), longp, sizeof longp);
     free(words);
     snprintf(args, sizeof args, "run models/tiny -f %s", longp);
@@ -66,25 +70,30 @@ static void context_checks(void) {
 static void outputs(void) {
     char a1[700], a2[700];
     snprintf(a1, sizeof a1, "%s/same.npy", tmp);
-    snprintf(args, sizeof args, "run %s --prompt-ids 1 -n 1 --logits-out %s --kv-save %s/./same.npy", nv, a1, tmp);
+    snprintf(args, sizeof args, "run %s --prompt-ids 1 -n 1 --logits-out %s --kv-save %s/./same.npy", nv, a1,
+             tmp);
     CHECK_MSG(cli(args) == 2 && cu_has(er, "same file") && !exists(a1), "%s", er);
-    snprintf(args, sizeof args, "run %s --prompt-ids 1 -n 1 --logits-out %s --kv-save %s/../%s/same.npy", nv, a1,
-             tmp, strrchr(tmp, '/') + 1);
+    snprintf(args, sizeof args, "run %s --prompt-ids 1 -n 1 --logits-out %s --kv-save %s/../%s/same.npy", nv,
+             a1, tmp, strrchr(tmp, '/') + 1);
     CHECK_MSG(cli(args) == 2 && cu_has(er, "same file"), "%s", er);
     put("a.npy", "x", 1, a1, sizeof a1);
     snprintf(a2, sizeof a2, "%s/hard.kv", tmp);
     CHECK(link(a1, a2) == 0);
-    snprintf(args, sizeof args, "run %s --prompt-ids 1 -n 1 --logits-out %s --kv-save %s --force", nv, a1, a2);
+    snprintf(args, sizeof args, "run %s --prompt-ids 1 -n 1 --logits-out %s --kv-save %s --force", nv, a1,
+             a2);
     CHECK_MSG(cli(args) == 2 && cu_has(er, "same file"), "%s", er);
-    snprintf(args, sizeof args, "run %s --prompt-ids 1 -n 1 --logits-out %s/l.npy --kv-save %s/k.kv", nv, tmp, tmp);
+    snprintf(args, sizeof args, "run %s --prompt-ids 1 -n 1 --logits-out %s/l.npy --kv-save %s/k.kv", nv, tmp,
+             tmp);
     CHECK_MSG(cli(args) == 0, "two different outputs: %s", er);
     static const char *const opt[2] = {"--logits-out", "--kv-save"};
     for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd, "cd '%s' && %s run %s --prompt-ids 1 -n 1 %s - >out 2>err", tmp, bin, nv, opt[i]);
+        snprintf(cmd, sizeof cmd, "cd '%s' && %s run %s --prompt-ids 1 -n 1 %s - >out 2>err", tmp, bin, nv,
+                 opt[i]);
         char fo[700], fe[700], dash[700];
         snprintf(fo, sizeof fo, "%s/out", tmp), snprintf(fe, sizeof fe, "%s/err", tmp);
         snprintf(dash, sizeof dash, "%s/-", tmp);
-        CHECK_MSG(cu_system(cmd, fo, fe, &o, &er) == 2 && cu_has(er, "name a file") && !exists(dash), "%s", er);
+        CHECK_MSG(cu_system(cmd, fo, fe, &o, &er) == 2 && cu_has(er, "name a file") && !exists(dash), "%s",
+                  er);
     }
 }
 
@@ -97,9 +106,11 @@ static void batch_file(void) {
     memcpy(b, "1,", 2), memset(b + 2, ' ', n), memcpy(b + 2 + n, "2\n", 2);
     put("wide.txt", b, n + 4, p, sizeof p);
     snprintf(args, sizeof args, "run %s --batch-file %s -n 1", nv, p);
-    CHECK_MSG(cli(args) == 0 && !cu_has(o, "1:") && cu_has(o, "prefill 2 tok"), "%s %s", o, er); /* one prompt */
+    CHECK_MSG(cli(args) == 0 && !cu_has(o, "1:") && cu_has(o, "prefill 2 tok"), "%s %s", o,
+              er); /* one prompt */
     size_t k = 0;
-    for (int i = 0; i < 4097; i++) b[k++] = '1', b[k++] = '\n';
+    for (int i = 0; i < 4097; i++)
+        b[k++] = '1', b[k++] = '\n';
     put("many.txt", b, k, p, sizeof p);
     snprintf(args, sizeof args, "run %s --batch-file %s -n 1", nv, p);
     CHECK_MSG(cli(args) == 2 && cu_has(er, "line 4097") && cu_has(er, "more than 4096"), "%s", er);
@@ -128,7 +139,8 @@ static void prompt_files(void) {
     CHECK_MSG(cli(args) == 2 && cu_has(er, "directory") && !cu_has(er, "empty"), "%s", er);
     put("esc.ids", "5,\033]0;pwned\007x,7", strlen("5,\033]0;pwned\007x,7"), p, sizeof p);
     snprintf(args, sizeof args, "run %s --prompt-ids @%s -n 1", nv, p);
-    CHECK_MSG(cli(args) == 2 && !strchr(er, '\033') && !strchr(er, '\007') && cu_has(er, "\\x1B]0;pwned\\x07x"),
+    CHECK_MSG(cli(args) == 2 && !strchr(er, '\033') && !strchr(er, '\007') &&
+                  cu_has(er, "\\x1B]0;pwned\\x07x"),
               "%s", er);
 }
 
@@ -144,8 +156,10 @@ static void text_out(void) {
     char fo[700], fe[700];
     snprintf(fo, sizeof fo, "%s/tty.out", tmp), snprintf(fe, sizeof fe, "%s/tty.err", tmp);
     if (system("command -v script >/dev/null 2>&1") == 0) {
-        snprintf(cmd, sizeof cmd, "script -qec \"%s run models/tiny -p 'Once upon' -n 5 2>/dev/null\" /dev/null "
-                                  ">%s 2>%s", bin, fo, fe);
+        snprintf(cmd, sizeof cmd,
+                 "script -qec \"%s run models/tiny -p 'Once upon' -n 5 2>/dev/null\" /dev/null "
+                 ">%s 2>%s",
+                 bin, fo, fe);
         CHECK(cu_system(cmd, fo, fe, &o, &er) == 0);
         size_t l = strlen(o);
         CHECK_MSG(l > 2 && o[l - 1] == '\n' && !cu_has(o, "\n\r\n"), "terminal output '%s'", o);
@@ -196,7 +210,8 @@ static void chat(void) {
     char in[700], fo[700], fe[700];
     char *text = malloc(4000);
     strcpy(text, "hello\n");
-    for (int i = 0; i < 300; i++) strcat(text, "word ");
+    for (int i = 0; i < 300; i++)
+        strcat(text, "word ");
     strcat(text, "\nhi\n");
     put("chat.in", text, strlen(text), in, sizeof in);
     snprintf(fo, sizeof fo, "%s/out", tmp), snprintf(fe, sizeof fe, "%s/err", tmp);
@@ -206,8 +221,8 @@ static void chat(void) {
     const char *last = strrchr(er, '[');
     CHECK_MSG(last && !cu_has(last, "(0 reused)"), "the history was kept: %s", er);
     text[strlen(text) - 4] = 0; /* the long line alone */
-    snprintf(cmd, sizeof cmd, "%s chat models/tiny --ctx 64 --system \"%s\" </dev/null >%s 2>%s", bin, text + 6, fo,
-             fe);
+    snprintf(cmd, sizeof cmd, "%s chat models/tiny --ctx 64 --system \"%s\" </dev/null >%s 2>%s", bin,
+             text + 6, fo, fe);
     CHECK_MSG(cu_system(cmd, fo, fe, &o, &er) == 2 && cu_has(er, "--system") && cu_has(er, "64"), "%s", er);
     free(text);
 }

@@ -20,7 +20,8 @@ static int patch_key(const char *in, const char *out, const char *key, const voi
     char *b = cu_slurp(in, &len);
     unsigned char needle[160];
     const size_t kl = strlen(key);
-    for (int i = 0; i < 8; i++) needle[i] = (unsigned char)((uint64_t)kl >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        needle[i] = (unsigned char)((uint64_t)kl >> (8 * i));
     memcpy(needle + 8, key, kl);
     unsigned char *at = memmem(b, (size_t)len, needle, 8 + kl);
     int ok = at != NULL;
@@ -65,7 +66,11 @@ int main(void) {
     const uint32_t u8 = 8, u0 = 0, u5000 = 5000;
     const float neg = -1.0f, nan = NAN, inf = INFINITY, eps2 = 2e-5f, base = 500000.0f;
     static const char *const rule_value = "arch.gguf_value", *const rule_agree = "arch.gguf_agree";
-    const struct { const char *key; const void *val; const char *rule; } cases[] = {
+    const struct {
+        const char *key;
+        const void *val;
+        const char *rule;
+    } cases[] = {
         {"llama.attention.head_count", &u8, rule_agree},
         {"llama.attention.head_count_kv", &u8, rule_agree},
         {"llama.attention.layer_norm_rms_epsilon", &neg, rule_value},

@@ -24,7 +24,8 @@ static const struct {
      "  --raw                  raw little-endian f32 on stdout instead of text\n"},
     {"quantize",
      "  --layout L             modelopt, compressed-tensors, gguf, gguf-ggml (default: gguf-ggml when OUT\n"
-     "                         ends in .gguf, else modelopt). modelopt and compressed-tensors write a directory\n"
+     "                         ends in .gguf, else modelopt). modelopt and compressed-tensors write a\n"
+     "                         directory\n"
      "  --to nvfp4|q4_k        weight format (default nvfp4; q4_k writes GGUF only)\n"
      "  --scale2-rule gpu|cpu  per-tensor scale rule (default gpu: ModelOpt's amax/(6*448))\n"
      "  --no-fusion            no shared scale2 across q/k/v and gate/up (default: fused like ModelOpt)\n"

@@ -232,7 +232,8 @@ static int answer(session *s, conv *c) {
         return fprintf(stderr,
                        "fp4lane chat: the message is longer than the context: %lld tokens%s, the context "
                        "length is %lld; the history is kept\n",
-                       (long long)n_least, first ? " with the system prompt" : "", (long long)fp4_rt_n_ctx(s->rt)),
+                       (long long)n_least, first ? " with the system prompt" : "",
+                       (long long)fp4_rt_n_ctx(s->rt)),
                0;
     for (int attempt = 0;; attempt++) {
         if (fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))

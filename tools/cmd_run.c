@@ -156,7 +156,8 @@ static int parse(int argc, char **argv, run_args *a) {
                -1;
     /* the outputs are files written atomically (stdout carries the tokens): no '-', and no two
      * outputs of one run naming the same file (one would silently replace the other) */
-    const char *const out_opt[2] = {"--logits-out", "--kv-save"}, *const out_val[2] = {a->logits_out, a->kv_save};
+    const char *const out_opt[2] = {"--logits-out", "--kv-save"}, *const out_val[2] = {a->logits_out,
+                                                                                       a->kv_save};
     for (int k = 0; k < 2; k++)
         if (out_val[k] && !strcmp(out_val[k], "-"))
             return fprintf(stderr, "fp4lane run: %s -: written atomically under a file name, not streamed "
@@ -643,7 +644,8 @@ int cmd_run(int argc, char **argv) {
             /* on a terminal the text ends with a newline (the shell's prompt starts on its own
              * line); into a file or a pipe stdout holds the continuation exactly, as generated */
             const char last = tc.o.n_text ? tc.o.text[tc.o.n_text - 1] : a.default_prompt ? 'd' : '\n';
-            if (!a.json && (!rc || interrupted) && last != '\n' && isatty(STDOUT_FILENO) && putchar('\n') == EOF)
+            if (!a.json && (!rc || interrupted) && last != '\n' && isatty(STDOUT_FILENO) &&
+                putchar('\n') == EOF)
                 rc = 1;
         } else if (n_seq == 1 && !a.json)
             rc = decode(&a, rt, prompts, plen, 1, have_npy ? &npy : NULL, print_token, first, &st);

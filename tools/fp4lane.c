@@ -41,7 +41,8 @@ const cli_verb cli_verbs[] = {
      "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b|llama-160m [--arch llama|qwen3]\n"
      "       [--seed N] [--shard-size N[K|M|G]] [--threads N] [--json]"},
     {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
-     "fp4lane tokenize MODEL|tokenizer.json [-f FILE | [--] TEXT] [--json] [--add-special] [--parse-special]"},
+     "fp4lane tokenize MODEL|tokenizer.json [-f FILE | [--] TEXT] [--json] [--add-special]\n"
+     "       [--parse-special]"},
     {"detokenize", cmd_detokenize, "token ids to text",
      "fp4lane detokenize MODEL|tokenizer.json [--] IDS... [--skip-special] [--cleanup]"},
 };

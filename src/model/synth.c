@@ -265,19 +265,19 @@ static fp4_status write_tokenizer(const char *dir, const synth_shape *s, fp4_err
                                                "content", name[k], "single_word", 0, "lstrip", 0, "rstrip", 0,
                                                "normalized", 0, "special", 1));
     }
-    tok = json_pack("{s:s,s:n,s:n,s:o,s:n,s:{s:s,s:b,s:b,s:b},s:{s:s,s:[{s:{s:s,s:i}},{s:{s:s,s:i}}],"
-                    "s:[{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}}],s:{s:{s:s,s:[I],s:[s]}}},"
-                    "s:{s:s,s:b,s:b,s:b},s:{s:s,s:n,s:n,s:n,s:n,s:b,s:b,s:b,s:o,s:o}}",
-                    "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer",
-                    "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1, "use_regex", 1,
-                    "post_processor", "type", "TemplateProcessing", "single", "SpecialToken", "id", "<s>",
-                    "type_id", 0, "Sequence", "id", "A", "type_id", 0, "pair", "SpecialToken", "id", "<s>",
-                    "type_id", 0, "Sequence", "id", "A", "type_id", 0, "Sequence", "id", "B", "type_id", 1,
-                    "special_tokens", "<s>", "id", "<s>", "ids", (json_int_t)s->bos, "tokens", "<s>",
-                    "decoder", "type", "ByteLevel", "add_prefix_space", 1, "trim_offsets", 1, "use_regex", 1,
-                    "model", "type", "BPE", "dropout", "unk_token", "continuing_subword_prefix",
-                    "end_of_word_suffix", "fuse_unk", 0, "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab,
-                    "merges", merges);
+    tok =
+        json_pack("{s:s,s:n,s:n,s:o,s:n,s:{s:s,s:b,s:b,s:b},s:{s:s,s:[{s:{s:s,s:i}},{s:{s:s,s:i}}],"
+                  "s:[{s:{s:s,s:i}},{s:{s:s,s:i}},{s:{s:s,s:i}}],s:{s:{s:s,s:[I],s:[s]}}},"
+                  "s:{s:s,s:b,s:b,s:b},s:{s:s,s:n,s:n,s:n,s:n,s:b,s:b,s:b,s:o,s:o}}",
+                  "version", "1.0", "truncation", "padding", "added_tokens", added, "normalizer",
+                  "pre_tokenizer", "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1, "use_regex",
+                  1, "post_processor", "type", "TemplateProcessing", "single", "SpecialToken", "id", "<s>",
+                  "type_id", 0, "Sequence", "id", "A", "type_id", 0, "pair", "SpecialToken", "id", "<s>",
+                  "type_id", 0, "Sequence", "id", "A", "type_id", 0, "Sequence", "id", "B", "type_id", 1,
+                  "special_tokens", "<s>", "id", "<s>", "ids", (json_int_t)s->bos, "tokens", "<s>", "decoder",
+                  "type", "ByteLevel", "add_prefix_space", 1, "trim_offsets", 1, "use_regex", 1, "model",
+                  "type", "BPE", "dropout", "unk_token", "continuing_subword_prefix", "end_of_word_suffix",
+                  "fuse_unk", 0, "byte_fallback", 0, "ignore_merges", 0, "vocab", vocab, "merges", merges);
     char *text = tok ? json_dumps(tok, JSON_COMPACT) : NULL;
     json_decref(tok);
     if (!text) return fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "alloc", "out of memory");
