@@ -2,7 +2,27 @@
 #include "gguf_strip.h"
 #include "fp4lane_io.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+static fp4_status copy_array(const fp4_gguf *g, int64_t i, fp4_gguf_writer *w, const char *k, fp4_error *e) {
+    const fp4_gguf_type et = fp4_gguf_arr_type(g, i);
+    int64_t n = 0;
+    fp4_status st;
+    if (et != FP4_GGUF_STRING) {
+        const void *data;
+        if ((st = fp4_gguf_get_arr(g, i, et, &data, &n))) return st;
+        return fp4_gguf_writer_add_arr(w, k, et, data, (uint64_t)n, e); /* little-endian host */
+    }
+    if ((st = fp4_gguf_get_arr_str_count(g, i, &n))) return st;
+    const char **s = malloc(sizeof *s * (size_t)(n ? n : 1));
+    uint64_t *len = malloc(sizeof *len * (size_t)(n ? n : 1));
+    st = s && len ? FP4_OK : FP4_ERR_NOMEM;
+    for (int64_t j = 0; !st && j < n; j++) st = fp4_gguf_get_arr_str(g, i, j, &s[j], &len[j]);
+    if (!st) st = fp4_gguf_writer_add_arr_str(w, k, s, len, (uint64_t)n, e);
+    free(s), free(len);
+    return st;
+}
 
 int gguf_strip_fp4lane(const char *in, const char *out, long *dropped, char *err, size_t err_len) {
     fp4_gguf *g = NULL;
@@ -30,6 +50,14 @@ int gguf_strip_fp4lane(const char *in, const char *out, long *dropped, char *err
             break;
         case FP4_GGUF_STRING:
             if (!(st = fp4_gguf_get_str(g, i, &s, &len))) st = fp4_gguf_writer_add_str(w, k, s, len, &e);
+            break;
+        case FP4_GGUF_BOOL: {
+            int b;
+            if (!(st = fp4_gguf_get_bool(g, i, &b))) st = fp4_gguf_writer_add_bool(w, k, b, &e);
+            break;
+        }
+        case FP4_GGUF_ARRAY: /* a tokenizer's tokens, types and merges */
+            st = copy_array(g, i, w, k, &e);
             break;
         default:
             snprintf(e.msg, sizeof e.msg, "key %s has a type this copy does not handle", k);

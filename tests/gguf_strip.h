@@ -6,8 +6,8 @@
 #define FP4_GGUF_STRIP_H
 #include <stddef.h>
 
-/* Copies in to out (keys of type u32, f32 and string; any other type is refused) without the
- * fp4lane.* keys and general.alignment. 0 on success with the number of keys dropped in *dropped;
- * else -1 with a message in err. */
+/* Copies in to out (keys of type u32, f32, bool, string and arrays — a tokenizer's tokens, types and
+ * merges; any other type is refused) without the fp4lane.* keys and general.alignment. 0 on success
+ * with the number of keys dropped in *dropped; else -1 with a message in err. */
 int gguf_strip_fp4lane(const char *in, const char *out, long *dropped, char *err, size_t err_len);
 #endif
