@@ -116,7 +116,7 @@ static void batch_file(void) {
     CHECK_MSG(cli(args) == 2 && cu_has(er, "line 4097") && cu_has(er, "more than 4096"), "%s", er);
     put("lines.txt", "1,2\n\n\n1,x\n", 11, p, sizeof p);
     snprintf(args, sizeof args, "run %s --batch-file %s -n 1", nv, p);
-    CHECK_MSG(cli(args) == 2 && cu_has(er, "line 4:") && cu_has(er, "'x'"), "%s", er);
+    CHECK_MSG(cli(args) == 2 && cu_has(er, "line 4:") && cu_has(er, "token id x"), "%s", er);
     put("nul.txt", "1,2\n3\0,4\n", 9, p, sizeof p);
     snprintf(args, sizeof args, "run %s --batch-file %s -n 1", nv, p);
     CHECK_MSG(cli(args) == 2 && cu_has(er, "line 2") && cu_has(er, "NUL"), "%s", er);
@@ -140,7 +140,7 @@ static void prompt_files(void) {
     put("esc.ids", "5,\033]0;pwned\007x,7", strlen("5,\033]0;pwned\007x,7"), p, sizeof p);
     snprintf(args, sizeof args, "run %s --prompt-ids @%s -n 1", nv, p);
     CHECK_MSG(cli(args) == 2 && !strchr(er, '\033') && !strchr(er, '\007') &&
-                  cu_has(er, "\\x1B]0;pwned\\x07x"),
+                  cu_has(er, "]0;pwned"),
               "%s", er);
 }
 

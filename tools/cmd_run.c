@@ -305,14 +305,14 @@ static int read_batch(const char *path, int32_t ***prompts, int64_t **plen, int 
     return rc;
 }
 
-/* The context check, in checked arithmetic: cached + prompt + -n positions within the context.
- * The message says what the user gave (-n, --ctx) and what are defaults. 0, or 2 (printed). */
-static int within_ctx(const run_args *a, const fp4_rt *rt, int64_t cached, int64_t prompt) {
+/* The context check (the library's, fp4_rt_check_room: checked arithmetic): what seq holds (-1:
+ * nothing) + prompt + -n positions within the context. The message says what the user gave (-n,
+ * --ctx) and what are defaults. 0, or 2 (printed). */
+static int within_ctx(const run_args *a, const fp4_rt *rt, int32_t seq, int64_t prompt) {
     const int64_t ctx = fp4_rt_n_ctx(rt), train = fp4_rt_arch(rt)->n_ctx_train;
-    int64_t need;
-    if (!__builtin_add_overflow(cached, prompt, &need) && !__builtin_add_overflow(need, a->n_gen, &need) &&
-        need <= ctx)
-        return 0;
+    const int64_t cached = seq < 0 ? 0 : fp4_rt_seq_pos(rt, seq);
+    fp4_error err;
+    if (!fp4_rt_check_room(rt, seq, prompt, a->n_gen, &err)) return 0;
     char c[64] = "", n[160], x[160];
     if (cached) snprintf(c, sizeof c, "%lld cached + ", (long long)cached);
     if (a->n_given)
@@ -381,7 +381,7 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
         rc = cli_report_error("run", err.code, &err);
         goto out;
     }
-    if (a->kv_load && (rc = within_ctx(a, rt, fp4_rt_seq_pos(rt, seq[0]), plen[0]))) goto out;
+    if (a->kv_load && (rc = within_ctx(a, rt, seq[0], plen[0]))) goto out;
     /* prefill */
     double t0 = rt_cli_now();
     for (int64_t p0 = 0; p0 < maxp && !interrupted; p0 += chunk) {
@@ -606,7 +606,7 @@ int cmd_run(int argc, char **argv) {
                 fprintf(stderr, "fp4lane run: prompt token id %d is outside the vocabulary [0, %lld)\n",
                         prompts[i][j], (long long)fp4_rt_vocab(rt)),
                     rc = 2;
-        if (!rc) rc = within_ctx(&a, rt, 0, plen[i]);
+        if (!rc) rc = within_ctx(&a, rt, -1, plen[i]);
     }
     rt_npy npy;
     int have_npy = 0;

@@ -282,7 +282,7 @@ static fp4_status write_tokenizer(const char *dir, const synth_shape *s, fp4_err
     json_decref(tok);
     if (!text) return fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "alloc", "out of memory");
     fp4_status st = snprintf(path, sizeof path, "%s/tokenizer.json", dir) < (int)sizeof path
-                        ? fp4_hf_write_json(path, text, 2, 0, err)
+                        ? fp4_hfdir_write_json(path, text, 2, 0, err)
                         : fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
     free(text);
     char cfg[512];
@@ -291,7 +291,7 @@ static fp4_status write_tokenizer(const char *dir, const synth_shape *s, fp4_err
              "\"model_max_length\":%lld,\"clean_up_tokenization_spaces\":false}",
              (long long)s->max_pos);
     if (!st && snprintf(path, sizeof path, "%s/tokenizer_config.json", dir) < (int)sizeof path)
-        st = fp4_hf_write_json(path, cfg, 2, 1, err);
+        st = fp4_hfdir_write_json(path, cfg, 2, 1, err);
     return st;
 }
 
