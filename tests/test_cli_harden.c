@@ -56,7 +56,7 @@ static void context_checks(void) {
     put("long.txt", words, strlen(words), longp, sizeof longp);
     free(words);
     snprintf(args, sizeof args, "run models/tiny -f %s", longp);
-    CHECK_MSG(cli(args) == 2 && cu_has(er, "the model's context length 512") && !cu_has(er, "--ctx)") &&
+    CHECK_MSG(cli(args) == 2 && cu_has(er, "the context length 512 (the model's)") && !cu_has(er, "--ctx)") &&
                   !cu_has(er, "-n "),
               "%s", er);
     snprintf(args, sizeof args, "run %s --prompt-ids 1,2,3 --ctx 3", nv);

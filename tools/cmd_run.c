@@ -322,9 +322,9 @@ static int within_ctx(const run_args *a, const fp4_rt *rt, int32_t seq, int64_t 
     if (a->e.o.n_ctx)
         snprintf(x, sizeof x, "the context length %lld (--ctx)", (long long)ctx);
     else if (ctx == train)
-        snprintf(x, sizeof x, "the model's context length %lld", (long long)ctx);
+        snprintf(x, sizeof x, "the context length %lld (the model's)", (long long)ctx);
     else
-        snprintf(x, sizeof x, "the default context length %lld (the model's is %lld; --ctx N raises it)",
+        snprintf(x, sizeof x, "the context length %lld (the default; the model's is %lld, --ctx N raises it)",
                  (long long)ctx, (long long)train);
     if (!a->n_given && (a->text || a->text_file)) /* the default -n shrinks to fit: no room is left */
         fprintf(stderr, "fp4lane run: %s%lld prompt tokens leave no room to generate within %s\n", c,
