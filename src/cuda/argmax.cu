@@ -11,8 +11,8 @@
 #include "common.cuh"
 
 #define AM_THREADS 256
-#define AM_BLOCKS 64 /* blocks per row: 16 384 threads over a 128k vocabulary, ~8 values each (16 blocks:
-                      * 8.3 us on the H200, ncu, session 7) */
+#define AM_BLOCKS 64 /* blocks per row: 16 384 threads over a 128k vocabulary, ~8 values each (16 were
+                      * slower: bench/gpu.md "Session 7") */
 
 static __device__ __forceinline__ unsigned long long am_key(float v, int64_t i) {
     if (v != v || v == -INFINITY) return 0ull;
