@@ -139,7 +139,7 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
         fp4_cu_step_destroy(s);
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     }
-    *out = s; /* from here cu_destroy frees what exists; the caller gets NULL on failure */
+    *out = s; /* from here fp4_cu_step_destroy frees what exists; the caller gets NULL on failure */
 #define FAIL(x)                                                                                              \
     do {                                                                                                     \
         st = (x);                                                                                            \
