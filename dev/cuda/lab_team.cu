@@ -100,5 +100,5 @@ fp4_status lab_team_matvec(int variant, const fp4_cuda_tensor *w, const int8_t *
                            float *d_y, cudaStream_t stream) {
     team_cfg c;
     if (!team_config(variant - 10, &c)) return FP4_ERR_UNSUPPORTED;
-    return team_launch<true>(c, w, d_q, d_d, d_y, stream);
+    return team_launch<team_exact>(c, w, d_q, d_d, d_y, stream);
 }
