@@ -189,7 +189,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4l
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_step.a \
 	  $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_host.a $(CUDA_LIBS)
-# The CUDA twin of the decode step (src/cuda/step/step.cu) in build/libfp4lane_cuda.so, which
+# The CUDA twin of the decode step (src/cuda/step/*.cu) in build/libfp4lane_cuda.so, which
 # `fp4lane run --device cuda` dlopens beside the executable: the CUDA objects, the step, the
 # format objects and the row dequantizer it calls (with the type-40 row unpack), cudart (static); it exports only the backend
 # entry point (backend.h's FP4_RT_CUDA_ENTRY) and is never unloaded (-z nodelete: a dlclose'd
