@@ -150,7 +150,8 @@ NVCCFLAGS ?= -O3 -std=c++17 -lineinfo -Iinclude -Isrc --fmad=false -Xcompiler -f
              -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) -gencode arch=compute_80,code=compute_80 \
              -DFP4_CU_BUILD_CC=$(subst a,,$(CUDA_ARCH))
 # src/cuda: the kernels and their dispatch table (libfp4lane_cuda.a); src/cuda/step: the CUDA
-# backend's step (THE STEP of src/backend/backend.h), linked into libfp4lane_cuda.so.
+# backend's step (THE STEP of src/backend/backend.h: upload.cu, create.cu, step.cu), linked into
+# libfp4lane_cuda.so, and archived for the GPU tests that call its internals (libfp4lane_step.a).
 CU_SRC   = $(sort $(wildcard src/cuda/*.cu))
 CU_OBJ   = $(CU_SRC:%.cu=$(BUILD)/%.o)
 STEP_SRC = $(sort $(wildcard src/cuda/step/*.cu))
@@ -177,15 +178,18 @@ $(BUILD)/libfp4lane_host.a: $(FORMAT_OBJ) $(CPU_OBJ)
 $(BUILD)/libfp4lane_cuda.a: $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+$(BUILD)/libfp4lane_step.a: $(STEP_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
 $(BUILD)/tests/gpu/check.o: tests/check.c tests/check.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_host.a \
-                      $(wildcard tests/gpu/*.h tests/*.h) $(ALL_HDR)
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_step.a $(BUILD)/libfp4lane_cuda.a \
+                      $(BUILD)/libfp4lane_host.a $(wildcard tests/gpu/*.h tests/*.h) $(ALL_HDR)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_cuda.a \
-	  $(BUILD)/libfp4lane_host.a $(CUDA_LIBS)
-# The CUDA twin of the decode step (src/cuda/step/step.cu) in build/libfp4lane_cuda.so, which
+	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_step.a \
+	  $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_host.a $(CUDA_LIBS)
+# The CUDA twin of the decode step (src/cuda/step/*.cu) in build/libfp4lane_cuda.so, which
 # `fp4lane run --device cuda` dlopens beside the executable: the CUDA objects, the step, the
 # format objects and the row dequantizer it calls (with the type-40 row unpack), cudart (static); it exports only the backend
 # entry point (backend.h's FP4_RT_CUDA_ENTRY) and is never unloaded (-z nodelete: a dlclose'd
@@ -234,10 +238,12 @@ test-gpu-sanitize: cuda
 	  FP4_GPU_QUICK=1 compute-sanitizer --error-exitcode 1 --print-limit 20 $$api $$t || exit 1; done
 lab: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_host.a
 	$(MAKE) -C dev/cuda run BUILD=$(abspath $(BUILD))
-# SASS of every production kernel (each src/cuda object), one file per object under $(BUILD)/sass
-sass: $(CU_OBJ)
+# SASS of every production kernel (each src/cuda and src/cuda/step object), one file per object
+# under $(BUILD)/sass (the step's as step_NAME.sass)
+sass: $(CU_OBJ) $(STEP_OBJ)
 	@mkdir -p $(BUILD)/sass
-	@for o in $(CU_OBJ); do s=$(BUILD)/sass/$$(basename $${o%.o}).sass; cuobjdump -sass $$o > $$s || exit 1; \
+	@for o in $(CU_OBJ) $(STEP_OBJ); do n=$$(basename $${o%.o}); case $$o in */step/*) n=step_$$n;; esac; \
+	  s=$(BUILD)/sass/$$n.sass; cuobjdump -sass $$o > $$s || exit 1; \
 	  echo "$$s: $$(grep -c 'Function :' $$s) kernels"; done
 
 clean:

@@ -80,7 +80,7 @@ static const struct {
     {"bench",
      "  --a \"OPTIONS\" --b \"OPTIONS\"  the two configurations (run's engine options); NAME=VALUE words in\n"
      "                         OPTIONS are environment variables set while that side's engine is created\n"
-     "                         and while its cells run (FP4LANE_CUDA_ATT_CLUSTER, _ATT_CLUSTER_BPS,\n"
+     "                         and while its cells run (FP4LANE_CUDA_ATT_CLUSTER, _ATT_CLUSTER_WIDE,\n"
      "                         _ATT_GEMM, _NO_FUSE, _MEM_LIMIT, _NO_QIN, _FRAG, _NO_FRAG; a knob a\n"
      "                         process reads once follows the first side)\n"
      "  --pairs N (default 5)  --prefix N prompt tokens (default 66)  --tokens N decode steps (default 32)\n"

@@ -5,7 +5,7 @@
  * while its input's producer runs, then quantizing that input to Q8_K in every block — or, with
  * FP4LANE_CUDA_NO_QIN, after a separate Q8_K pass); where its layout or shared memory does not
  * fit, under 8192 rows the
- * row-team kernel (a16_team.cuh: a16_team_kernel<true, 2>, PDL too), from 8192 rows (or rows too
+ * row-team kernel (a16_team.cuh: a16_team_kernel<team_exact, 2>, PDL too), from 8192 rows (or rows too
  * long for the team's shared memory) the dp4a kernel a16_exact_kernel<1, 2, a16_dot_split> of
  * a16_dp4a.cuh; from 2 to 16 columns the integer-MMA kernel below; wider calls run in chunks of
  * 16 (a remainder of 1 column takes the 1-column kernel). bench/gpu.md (rounds 6, 7 and 8) has
@@ -49,17 +49,12 @@
 #define TEAM_MAX_ROWS 8191 /* ... and the most rows it serves: from 8192 rows the dp4a kernel has the
                             * warps to fill the GPU and was as fast or faster (bench/gpu.md, round 7) */
 
-/* the 1-column item kernel (a16_stream.cuh; bench/gpu.md rounds 8, 9): ITEM_NW warps per block,
- * ITEM_NST shared-memory stages, the lookup words as ITEM_TAB says (0 fp4_pin, 1 read from shared
- * memory). Round 9's choice, lab exact.72 (<8, 3, TAB 1>): 3-9 % faster than round 8's <8, 4, TAB 0>
- * (exact.61) on all four issue-10 shapes in one sitting (bench/gpu.md "Round 9, measured"). */
+/* the 1-column item kernel (a16_stream.cuh): ITEM_NW warps per block, ITEM_NST shared-memory
+ * stages, the lookup words read from shared memory (ITEM_TAB 1), the fastest shape on every
+ * issue-10 shape (CLAIMS kern9-2; the lab, dev/cuda/lab_stream.cu, instantiates the others) */
 #define ITEM_NW 8
-#ifndef ITEM_NST
 #define ITEM_NST 3
-#endif
-#ifndef ITEM_TAB
 #define ITEM_TAB 1
-#endif
 
 #define CHUNK 16 /* columns per launch: the MMA kernel's two n-tiles */
 #define MMA_NW 8
@@ -213,7 +208,7 @@ static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const fl
     cfg.stream = s;
     /* programmatic dependent launch (the first weight tile is copied during the Q8_K pass) only when
      * the grid has more blocks than SMs: with fewer, blocks launched beside the Q8_K pass's doubled
-     * up on SMs (4096 rows, 128 blocks: 21.8 -> 31.0 us at 8 columns, bench/gpu.md round 7) */
+     * up on SMs and left others idle (bench/gpu.md Round 7) */
     const int sms = fp4_cu_sm_count(), pdl = sms > 0 && blocks > sms;
     return fp4_cu_launch_pdl(cfg, pdl, a16_exact_mma_kernel<NT>, w->d_payload, w->d_scales, w->payload_stride,
                              w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad, w->scale2, q, d,
@@ -274,7 +269,7 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
                 continue;
             }
             st = w->n_out <= TEAM_MAX_ROWS
-                                      ? launch_team<true, TEAM_R>(w, q, d, y, TEAM_TASKS, 1, stream)
+                                      ? launch_team<team_exact, TEAM_R>(w, q, d, y, TEAM_TASKS, 1, stream)
                                       : FP4_ERR_UNSUPPORTED;
             if (st == FP4_ERR_UNSUPPORTED) /* many rows, or rows too long for the team's shared memory */
                 FP4_CU_TRY((launch_a16_dp4a<1, 2, a16_dot_split>(w, q, d, y, stream)));

@@ -3,8 +3,8 @@
  * span through cuBLAS (cublasGemmEx: f16 x f16, f32 accumulation and output), loaded with dlopen
  * so that libfp4lane_cuda.so neither links nor needs it.
  *
- * ON BY DEFAULT where libcublas loads: native prefill of 512 tokens 2.7k -> 10.7k tok/s on the H200
- * in steady state (bench/runtime.md "Native prefill through cuBLAS"); FP4LANE_CUDA_GEMM=0 turns it
+ * ON BY DEFAULT where libcublas loads: native prefill several times faster than the tile kernels
+ * (CLAIMS prefill-1); FP4LANE_CUDA_GEMM=0 turns it
  * off, and without a loadable libcublas the row of the dispatch table is skipped: the tile kernels
  * serve.
  *
@@ -57,12 +57,12 @@ static struct {
 } blas = {PTHREAD_ONCE_INIT, PTHREAD_MUTEX_INITIALIZER, 0, NULL, NULL, NULL, NULL, NULL, 0};
 
 static void blas_load(void) {
-    const char *on = getenv("FP4LANE_CUDA_GEMM");
-    if (on && !strcmp(on, "0")) return; /* turned off (above) */
+    const int on = fp4_cu_env_process()->gemm; /* 0, 1, or -1: unset */
+    if (on == 0) return;                         /* turned off (above) */
     /* by default only the cuBLAS of this build's CUDA major (the runtime it links); another major
      * brings its own runtime into the process, so it is tried only when asked for (=1) */
     static const char *const names[] = {FP4_CUBLAS_OWN, "libcublas.so.13", "libcublas.so.12", "libcublas.so"};
-    const size_t n_names = on && !strcmp(on, "1") ? sizeof names / sizeof names[0] : 1;
+    const size_t n_names = on == 1 ? sizeof names / sizeof names[0] : 1;
     void *lib = NULL;
     for (size_t i = 0; i < n_names && !lib; i++)
         lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);

@@ -11,19 +11,13 @@
 #include "native_dp2a.cuh"
 #include "native_tile.cuh"
 
-/* The 1-column route (round 9, lab native.72; bench/gpu.md "Round 9, measured"): the item kernel
- * quantizing its own int16 input (QIN, session 7; FP4LANE_CUDA_NO_QIN: the int16 activation pass,
- * then the item kernel) (a16_stream.cuh: a16_item_kernel<false, 8, 3, NITEM_TAB>)
- * where the layout fits and the grid is one block per SM, else the dp2a kernel on the same
- * activations; 2-16 % faster than the dp2a kernel alone (lab native.15) on the four issue-10 shapes
- * in one sitting. NITEM_ON 0 builds the dp2a kernel alone; NITEM_TAB: the item kernel's lookup
- * words (0 fp4_pin, 1 read from shared memory). */
-#ifndef NITEM_ON
-#define NITEM_ON 1
-#endif
-#ifndef NITEM_TAB
+/* The 1-column route: the item kernel quantizing its own int16 input (QIN; FP4LANE_CUDA_NO_QIN:
+ * the int16 activation pass, then the item kernel) (a16_stream.cuh: a16_item_kernel<false, 8, 3,
+ * NITEM_TAB>) where the layout fits and the grid is one block per SM, else the dp2a kernel on the
+ * same activations: faster than the dp2a kernel alone on every issue-10 shape (CLAIMS kern9-2; the
+ * lab, dev/cuda/lab_native.cu, keeps the dp2a kernel alone as a variant). NITEM_TAB: the lookup
+ * words read from shared memory. */
 #define NITEM_TAB 1
-#endif
 
 #define NARROW 8 /* widest call served by one launch of the 32-row tile */
 #define CHUNK 32 /* columns per launch of the 64-row tiles */
@@ -64,15 +58,11 @@ size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
 /* the 1-column item kernel on a given int16 pass (act16_kernel's layout: k_pad values, steps) */
 fp4_status fp4_cu_a16_native_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
                                  cudaStream_t stream) {
-#if NITEM_ON
     if (!w || w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales || w->n_in <= 0 ||
         w->n_in % 16 || w->k_pad % 256 || w->payload_stride != w->k_pad / 2 ||
         w->scale_stride != w->k_pad / 16 || !fp4_aligned16(w->d_scales) || !fp4_aligned16(d_q))
         return FP4_ERR_UNSUPPORTED;
     return launch_item<false, 8, 3, NITEM_TAB>(w, d_q, d_d, d_y, 1, 1, stream, 1);
-#else
-    return FP4_ERR_UNSUPPORTED;
-#endif
 }
 
 fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
@@ -84,7 +74,6 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
         !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
     if (n_cols == 1) {
-#if NITEM_ON
         if (w->payload_stride == w->k_pad / 2 && w->scale_stride == w->k_pad / 16 &&
             FP4_CU_COUNTER_BYTES + native_dp2a_scratch<1>(w, 1) <= s->bytes) {
             /* the int16 activation pass of the dp2a kernel, into the same scratch */
@@ -101,7 +90,6 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
                 return launch_dp2a_upto<2, 1>(w, 1, q, d, d_y, stream); /* same q, d */
             }
         }
-#endif
         return native_dp2a<2, 1>(w, d_x, n_cols, d_y, s, stream);
     }
     if (n_cols <= NARROW) return launch_tile<2, 1, 4>(w, d_x, n_cols, d_y, s, stream);

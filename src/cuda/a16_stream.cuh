@@ -69,14 +69,12 @@ static __device__ __forceinline__ void fp4_mbar_wait(uint64_t *bar, unsigned par
  * QIN_MAX_NSB super-blocks (4 096 values), and FP4LANE_CUDA_NO_QIN unset or "0" (else the separate
  * activation pass runs before the item kernel, the form before session 7; the bytes are the same).
  * Longer rows keep the separate pass: every block quantizes the whole row, and at 14 336 values
- * (down) that took longer than the pass it replaces (lab, session 7: 12.8 -> 14.9 us exact, 14.9 ->
- * 16.2 us native; 6144x4096 8.2 -> 7.9 and 9.5 -> 9.0 us). The environment is read at every call,
- * not cached, so that fp4lane bench can pair the two forms in one process (a decode step's graph
+ * (down) that took longer than the pass it replaces (CLAIMS qin-1). The variable is read at every
+ * call (env.h), so that fp4lane bench can pair the two forms in one process (a decode step's graph
  * keeps the form it was captured with). */
 #define QIN_MAX_NSB 16
 static inline int fp4_cu_qin_on(const fp4_cuda_tensor *w) {
-    const char *e = getenv("FP4LANE_CUDA_NO_QIN");
-    return w->k_pad / 256 <= QIN_MAX_NSB && !(e && *e && strcmp(e, "0"));
+    return w->k_pad / 256 <= QIN_MAX_NSB && !fp4_cu_env_no_qin();
 }
 
 /* 1 when the current device runs the sm_90a code with cp.async.bulk and mbarrier transaction
@@ -87,8 +85,7 @@ static inline int stream_device_ok(void) {
 
 /* The dynamic shared memory a launch asks for: at least what it uses, and enough that no more than
  * bps blocks fit on one SM (228 KB per SM, 1 KB reserved per block). Without it, blocks launched
- * with PDL beside the activation pass doubled up on some SMs and left others idle (4096x14336:
- * 24.1 us with PDL, 18.8 without; bench/gpu.md round 8). */
+ * with PDL beside the activation pass doubled up on some SMs and left others idle (bench/gpu.md Round 8). */
 static inline size_t stream_slot(int bps) { /* the most one of bps blocks per SM may use */
     const size_t slot = (size_t)228 * 1024 / (size_t)bps - 1024, cap = (size_t)227 * 1024;
     return slot < cap ? slot : cap;
@@ -254,7 +251,7 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
         QL = EXACT ? fp4_q1_luts{0u, 0u, 0u, 0u} : fp4_q1_luts_make();
     }
     /* TAB 1 and NST not a power of two: the stage and its phase as running counters (it % 3 and
-     * it / 3 cost an IMAD.HI pair and more per stage: 574 -> 540 instructions per item, SASS) */
+     * it / 3 cost an IMAD.HI pair and more per stage: CLAIMS kern9-1) */
     constexpr bool RUN = TAB && (NST & (NST - 1));
     int s_run = 0;
     unsigned ph_run = 0;
@@ -360,7 +357,7 @@ static fp4_status stream_plan_make(const fp4_cuda_tensor *w, const void *q, int6
 }
 
 /* one_wave: FP4_ERR_UNSUPPORTED rather than a grid of more than one block per SM slot (the native
- * route: a second wave cost 46 % on 8192x28672, round 8's native.63) */
+ * route: a second wave was slower, bench/gpu.md Round 8) */
 template <bool EXACT, int NW, int NST, int TAB = 0, bool QIN = false>
 static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const float *d, float *y, int bps,
                               int pdl, cudaStream_t s, int one_wave = 0) {
@@ -380,16 +377,13 @@ static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const flo
 }
 
 /* The 1-column QIN launch of both routes (a16_exact.cu, a16_native.cu). Exact: its shape by the row
- * count (lab, session 7, bench/gpu.md, exact µs of the QIN forms): 16 384 rows and more (gate/up)
- * two blocks per SM of 8 warps with 2 stages (lab .83: 19.8 -> 19.3 against .82); 4 096 rows and
- * fewer (o) one block of 16 warps with 2 stages (.84: 6.0 -> 5.8); between (q/k/v, 6 144 rows) 8
- * warps, 3 stages, one block per SM (.82). Exact's integer totals do not depend on the shape, and
- * native's f32 sums do not either since session 11 (a16_item_kernel's rot follows the item's index
- * in the matrix; before, its place in the block's stream, so another grid rounded another way where
- * a row has fewer than 8 super-blocks: s7-call4, 20000x512 with .83). Native keeps .82 everywhere:
- * exact's shapes are faster in the lab (s11-call1: o 6.7 -> 6.3 us, gate/up 23.0 -> 22.2) but the
- * decode step was slower with them (401.6 / 404.6 / 404.0 -> 394.5 / 396.5 / 395.3 tok/s, old and
- * new binaries alternating in the same call; bench/gpu.md session 11). */
+ * count, the fastest of the QIN forms at each (CLAIMS qin-1): 16 384 rows and more (gate/up) two
+ * blocks per SM of 8 warps with 2 stages; 4 096 rows and fewer (o) one block of 16 warps with 2
+ * stages; between (q/k/v, 6 144 rows) 8 warps, 3 stages, one block per SM. Exact's integer totals
+ * do not depend on the shape, and native's f32 sums do not either (a16_item_kernel's rot follows
+ * the item's index in the matrix, not its place in the block's stream). Native keeps 8 warps and 3
+ * stages everywhere: exact's shapes were faster alone but made the decode step slower
+ * (bench/gpu.md "Session 11"). */
 template <bool EXACT>
 static fp4_status launch_item_qin(const fp4_cuda_tensor *w, const float *x, float *y, cudaStream_t s,
                                   int one_wave) {

@@ -1,5 +1,7 @@
-/* a16_team.cuh — the 1-column A16 "row team" kernel (exact SPEC §4 and native SPEC §6), included by
- * a16_exact.cu, a16_native.cu and the kernel lab. Never installed.
+/* a16_team.cuh — the 1-column A16 "row team" kernel, included by a16_exact.cu and the kernel lab.
+ * The kernel is a template over its arithmetic M: team_exact below (SPEC §4, the route's); the lab
+ * adds native (SPEC §6, dev/cuda/lab_team.cu), which was slower than the dp2a kernel in native
+ * mode. Never installed.
  *
  * Why: the dp4a / dp2a kernels give one warp 2 rows of the whole K, so a 4096-row matrix makes
  * 2048 warps (15.5 per SM) that each wait for one 1 KB pass at a time: the 4096-row shapes ran at
@@ -12,18 +14,13 @@
  * dependent launch: the activation pass triggers its dependents at its start, so this grid is
  * resident and streaming weights while that pass runs).
  *
- * Per task and row, every lane's 32 weights give:
- *   exact:  the integer group dots (sign-split dp4a against the Q8_K int8 values, a16_dot_split)
- *           weighted by e4m3fn_q9 into an int64, summed over the super-block's 8 lanes (order-free:
- *           integers), then the pinned f32 term c = fp4_cu_a16_term(total, d, scale2) (0 where the
- *           super-block's d is 0, as the oracle skips it);
- *   native: the exact int32 group dots (dp2a against the int16 activations of act16_kernel),
- *           t = fma(dot0, s0, dot1 * s1), summed over the 8 lanes by a fixed butterfly, times the
- *           super-block's step.
+ * Per task and row, every lane's 32 weights give (team_exact): the integer group dots (sign-split
+ * dp4a against the Q8_K int8 values, a16_dot_split) weighted by e4m3fn_q9 into an int64, summed
+ * over the super-block's 8 lanes (order-free: integers), then the pinned f32 term
+ * c = fp4_cu_a16_term(total, d, scale2) (0 where the super-block's d is 0, as the oracle skips it).
  * The per-super-block values go to shared memory; after one barrier, thread i of the block runs
- * row i's chain over the super-blocks in index order: exact acc = fma(1, c, acc) then the F16
- * boundary (bit-identical to the CPU oracle: the same terms in the same order), native acc += v,
- * then * 0.5 * scale2. Deterministic, no atomics.
+ * row i's chain over the super-blocks in index order: acc = fma(1, c, acc) then the F16 boundary
+ * (bit-identical to the CPU oracle: the same terms in the same order). Deterministic, no atomics.
  *
  * team_plan() picks G and NW from the super-block count: about `tasks` tasks per block (G row
  * groups when a row has fewer), at most 8 warps, tasks spread evenly. Shared memory: G*R rows of
@@ -38,8 +35,8 @@
 
 /* One stage of a warp's pipeline: its task's place, R rows' payload chunk and scale pair, the
  * activations. */
-template <bool EXACT, int R> struct team_stage {
-    static constexpr int AV = EXACT ? 2 : 4; /* 16-byte activation words per lane */
+template <class M, int R> struct team_stage {
+    static constexpr int AV = M::AV;         /* 16-byte activation words per lane */
     int g, sb;                               /* row group, super-block of this lane */
     bool ok;                                 /* a real task and super-block */
     uint4 w[R];
@@ -86,9 +83,9 @@ template <int LDP> static __device__ __forceinline__ uint4 team_ldw(const uint8_
 /* Issue task it's weight loads (scale pairs and payload chunks of its R rows) into st. Loads are
  * unconditional (no branches): a lane past the rows, the super-blocks or the tasks reads a clamped
  * address and its result is never written (st.ok, the row check of the chain). */
-template <bool EXACT, int R, int LDP>
+template <class M, int R, int LDP>
 static __device__ __forceinline__ void team_load_w(const team_args &A, const team_iter &it, int T, int oct,
-                                                   int sub, team_stage<EXACT, R> &st) {
+                                                   int sub, team_stage<M, R> &st) {
     st.g = it.g;
     st.sb = 4 * it.p + oct;
     st.ok = it.t < T && st.sb < A.nsb;
@@ -104,12 +101,11 @@ static __device__ __forceinline__ void team_load_w(const team_args &A, const tea
     }
 }
 
-template <bool EXACT, int R>
-static __device__ __forceinline__ void team_load_a(const team_args &A, int sub, team_stage<EXACT, R> &st) {
-    constexpr int AV = team_stage<EXACT, R>::AV;
+template <class M, int R>
+static __device__ __forceinline__ void team_load_a(const team_args &A, int sub, team_stage<M, R> &st) {
+    constexpr int AV = team_stage<M, R>::AV;
     const int sbc = st.sb < A.nsb ? st.sb : A.nsb - 1; /* unconditional, as team_load_w */
-    const uint8_t *xa =
-        reinterpret_cast<const uint8_t *>(A.xq) + ((int64_t)sbc * 256 + sub * 32) * (EXACT ? 1 : 2);
+    const uint8_t *xa = reinterpret_cast<const uint8_t *>(A.xq) + ((int64_t)sbc * 256 + sub * 32) * M::XB;
 #pragma unroll
     for (int j = 0; j < AV; j++) st.a[j] = fp4_ldg16(xa + 16 * j);
     st.d = __ldg(A.xd + sbc);
@@ -142,11 +138,18 @@ template <typename V, int R> static __device__ __forceinline__ V team_reduce8(co
     }
 }
 
-/* The task's per-super-block values of its R rows into cs (row stride cst). */
-template <bool EXACT, int R>
-static __device__ __forceinline__ void team_compute(int sub, float scale2, const team_stage<EXACT, R> &st,
-                                                    float *cs, int cst) {
-    if constexpr (EXACT) {
+/* The exact arithmetic (SPEC §4): per task and row, the integer group dots weighted by e4m3fn_q9
+ * into an int64 (order-free), the pinned f32 term per super-block; the row's chain in super-block
+ * order with fma(1, c, acc), then the F16 boundary. */
+struct team_exact {
+    static constexpr int AV = 2; /* 16-byte activation words per lane */
+    static constexpr int XB = 1; /* activation bytes per value (Q8_K int8) */
+    static constexpr int min_blocks(int r) { return r >= 4 ? 3 : 4; }
+    static inline int nsb(const fp4_cuda_tensor *w) { return (int)(w->n_in / 256); }
+    /* The task's per-super-block values of its R rows into cs (row stride cst). */
+    template <int R>
+    static __device__ __forceinline__ void compute(int sub, float scale2, const team_stage<team_exact, R> &st,
+                                                   float *cs, int cst) {
         const uint32_t L0 = fp4_pin(0x03020100u), L1 = fp4_pin(0x0C080604u);
         long long part[R];
 #pragma unroll
@@ -162,66 +165,47 @@ static __device__ __forceinline__ void team_compute(int sub, float scale2, const
             const float c = st.d != 0.0f ? fp4_cu_a16_term(__ll2float_rn(tot), st.d, scale2) : 0.0f;
             cs[(st.g * R + sub) * cst + st.sb] = c;
         }
-    } else {
-        const fp4_q1_luts L = fp4_q1_luts_make();
-        float part[R];
-#pragma unroll
-        for (int r = 0; r < R; r++) {
-            uint32_t q1[8];
-            dp2a_decode16(st.w[r], L, q1);
-            int d0, d1;
-            dp2a_dot32(q1, st.a[0], st.a[1], st.a[2], st.a[3], d0, d1);
-            const uint32_t h2 = fp4_e4m3x2_to_h2(st.s[r]);
-            const __half2 hh = *reinterpret_cast<const __half2 *>(&h2);
-            /* |dot| <= 16 * 12 * 32767 < 2^24: exact in f32 */
-            part[r] = __fmaf_rn((float)d0, __low2float(hh), __fmul_rn((float)d1, __high2float(hh)));
-        }
-        const float tot = team_reduce8<float, R>(part, sub);
-        if (st.ok && sub < R) cs[(st.g * R + sub) * cst + st.sb] = __fmul_rn(tot, st.d);
     }
-}
+    /* a row's output from its per-super-block values c */
+    static __device__ __forceinline__ float finish(const float *c, int nsb, float scale2) {
+        (void)scale2;
+        float acc = 0.0f;
+        for (int sb = 0; sb < nsb; sb++)
+            acc = __fmaf_rn(1.0f, c[sb], acc); /* index order */
+        return fp4_round_f16_dev(acc);
+    }
+};
 
-/* 64 registers at R 2 (4 blocks of 256 threads per SM); R 4 needs more */
-#define TEAM_MIN_BLOCKS(EXACT, R) ((R) >= 4 ? ((EXACT) ? 3 : 2) : 4)
-template <bool EXACT, int R, int LDP>
-static __global__ __launch_bounds__(256, TEAM_MIN_BLOCKS(EXACT, R)) void a16_team_kernel(
-    team_args A, float scale2, float *__restrict__ y) {
+/* 64 registers at R 2 (4 blocks of 256 threads per SM); R 4 needs more (M::min_blocks) */
+template <class M, int R, int LDP>
+static __global__ __launch_bounds__(256, M::min_blocks(R)) void a16_team_kernel(team_args A, float scale2,
+                                                                                float *__restrict__ y) {
     extern __shared__ float team_cs[];
     fp4_pdl_trigger(); /* the step's next kernel (launched with PDL) waits for this grid */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     const int oct = lane >> 3, sub = lane & 7;
     const int T = A.G * A.P, cst = A.nsb | 1;
-    team_stage<EXACT, R> s0, s1;
+    team_stage<M, R> s0, s1;
     team_iter it = {warp, warp / A.P, warp % A.P};
-    team_load_w<EXACT, R, LDP>(A, it, T, oct, sub, s0); /* weights do not depend on the activation pass */
+    team_load_w<M, R, LDP>(A, it, T, oct, sub, s0); /* weights do not depend on the activation pass */
     fp4_pdl_wait();
-    team_load_a<EXACT, R>(A, sub, s0);
+    team_load_a<M, R>(A, sub, s0);
     for (;;) { /* ping-pong: the next task's loads are issued before the current task is computed */
         if (it.t >= T) break;
         it.advance(nw, A.P);
-        team_load_w<EXACT, R, LDP>(A, it, T, oct, sub, s1);
-        team_load_a<EXACT, R>(A, sub, s1);
-        team_compute<EXACT, R>(sub, scale2, s0, team_cs, cst);
+        team_load_w<M, R, LDP>(A, it, T, oct, sub, s1);
+        team_load_a<M, R>(A, sub, s1);
+        M::template compute<R>(sub, scale2, s0, team_cs, cst);
         if (it.t >= T) break;
         it.advance(nw, A.P);
-        team_load_w<EXACT, R, LDP>(A, it, T, oct, sub, s0);
-        team_load_a<EXACT, R>(A, sub, s0);
-        team_compute<EXACT, R>(sub, scale2, s1, team_cs, cst);
+        team_load_w<M, R, LDP>(A, it, T, oct, sub, s0);
+        team_load_a<M, R>(A, sub, s0);
+        M::template compute<R>(sub, scale2, s1, team_cs, cst);
     }
     __syncthreads();
     const int i = threadIdx.x;
     const int64_t row = (int64_t)blockIdx.x * A.G * R + i;
-    if (i < A.G * R && row < A.n_out) {
-        const float *c = team_cs + i * cst;
-        float acc = 0.0f;
-        if constexpr (EXACT) {
-            for (int sb = 0; sb < A.nsb; sb++) acc = __fmaf_rn(1.0f, c[sb], acc); /* index order */
-            y[row] = fp4_round_f16_dev(acc);
-        } else {
-            for (int sb = 0; sb < A.nsb; sb++) acc = __fadd_rn(acc, c[sb]);
-            y[row] = __fmul_rn(acc, __fmul_rn(0.5f, scale2)); /* q1 = 2 * e2m1 */
-        }
-    }
+    if (i < A.G * R && row < A.n_out) y[row] = M::finish(team_cs + i * cst, A.nsb, scale2);
 }
 
 /* Row groups and warps per block for nsb super-blocks, about `tasks` tasks per block. */
@@ -239,10 +223,10 @@ template <int R> static inline size_t team_smem(int nsb, int tasks) {
     return (size_t)G * R * (size_t)(nsb | 1) * 4;
 }
 
-/* y (n_out) = W x for one column: xq / xd from the activation pass (exact: Q8_K int8 in element
- * order, native: act16_kernel's int16), launched with programmatic stream serialization when pdl;
- * LDP 1: the weights read with L1::no_allocate. */
-template <bool EXACT, int R, int LDP = 0>
+/* y (n_out) = W x for one column: xq / xd from M's activation pass (exact: Q8_K int8 in element
+ * order), launched with programmatic stream serialization when pdl; LDP 1: the weights read with
+ * L1::no_allocate. */
+template <class M, int R, int LDP = 0>
 static fp4_status launch_team(const fp4_cuda_tensor *w, const void *xq, const float *xd, float *y, int tasks,
                               int pdl, cudaStream_t s) {
     team_args A;
@@ -252,7 +236,7 @@ static fp4_status launch_team(const fp4_cuda_tensor *w, const void *xq, const fl
     A.sstride = w->scale_stride;
     A.n_out = w->n_out;
     A.k_pad = w->k_pad;
-    A.nsb = (int)((EXACT ? w->n_in : w->k_pad) / 256);
+    A.nsb = M::nsb(w);
     A.P = (A.nsb + 3) / 4;
     int nw;
     team_plan(A.nsb, tasks, &A.G, &nw);
@@ -266,7 +250,7 @@ static fp4_status launch_team(const fp4_cuda_tensor *w, const void *xq, const fl
     cfg.blockDim = dim3((unsigned)(nw * 32));
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    return fp4_cu_launch_pdl(cfg, pdl, a16_team_kernel<EXACT, R, LDP>, A, w->scale2, y);
+    return fp4_cu_launch_pdl(cfg, pdl, a16_team_kernel<M, R, LDP>, A, w->scale2, y);
 }
 
 #endif /* FP4_CUDA_A16_TEAM_CUH */

@@ -1,7 +1,7 @@
 /* argmax.cu — greedy decoding on the device: the first index of each row's largest value, NaN never
  * chosen, 0 when every value is NaN or -inf (fp4_sampler_sample's greedy choice, sample.c). The
  * decode step runs it on its logits so that one int32 per sequence crosses to the host instead of
- * the vocabulary's floats (step_cuda.cu, fp4_rt_step_greedy).
+ * the vocabulary's floats (src/cuda/step/step.cu, fp4_rt_step_greedy).
  *
  * Each value is a 64-bit key: its f32 bits in an order-preserving form (-0.0 as +0.0, so the two
  * zeros tie as they compare) above 0xFFFFFFFF - index, so the largest key is the largest value at
@@ -11,8 +11,8 @@
 #include "common.cuh"
 
 #define AM_THREADS 256
-#define AM_BLOCKS 64 /* blocks per row: 16 384 threads over a 128k vocabulary, ~8 values each (16 blocks:
-                      * 8.3 us on the H200, ncu, session 7) */
+#define AM_BLOCKS 64 /* blocks per row: 16 384 threads over a 128k vocabulary, ~8 values each (16 were
+                      * slower: bench/gpu.md "Session 7") */
 
 static __device__ __forceinline__ unsigned long long am_key(float v, int64_t i) {
     if (v != v || v == -INFINITY) return 0ull;

@@ -17,6 +17,7 @@
 #define FP4_CUDA_COMMON_CUH
 
 #include "fp4lane_cuda.h"
+#include "cuda/env.h"
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -127,15 +128,12 @@ static inline int fp4_cu_sm90_code(void) {
     return ok;
 }
 
-/* FP4LANE_CUDA_NO_PDL=1 (any value but "0"): every launch below is a plain one (a measuring aid
- * and a way out; read once per translation unit); also plain on a device that does not run the
- * sm_90a code (fp4_cu_sm90_code: its kernels' fp4_pdl_wait is empty). */
+/* FP4LANE_CUDA_NO_PDL=1 (env.h: read once per process): every launch below is a plain one (a
+ * measuring aid and a way out); also plain on a device that does not run the sm_90a code
+ * (fp4_cu_sm90_code: its kernels' fp4_pdl_wait is empty). */
 static inline int fp4_cu_pdl_off(void) {
     static int off = -1;
-    if (off < 0) {
-        const char *e = getenv("FP4LANE_CUDA_NO_PDL");
-        off = e && *e && strcmp(e, "0") ? 1 : 0;
-    }
+    if (off < 0) off = fp4_cu_env_process()->no_pdl;
     return off || !fp4_cu_sm90_code();
 }
 

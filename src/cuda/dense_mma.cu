@@ -9,8 +9,7 @@
 
 /* the launch shape: 2 row tiles (32 rows) a warp, 3 k-steps of loads in flight at 8 columns, 2 at
  * 16 (the 16-column tile holds twice the activation registers); two activation terms; the weight
- * loads with the L2's 256-byte fetch (DM_PF 1: the lab's head.7, 254-257 us at 2-8 columns of
- * 128256x4096, 93-94 % of 4.42 TB/s, against 443-448 us without it: bench/gpu.md session 10) */
+ * loads with the L2's 256-byte fetch (DM_PF 1: CLAIMS head-1) */
 #define DM_R 2
 #define DM_U8 3
 #define DM_U16 2
@@ -27,8 +26,7 @@ int fp4_cu_dense_mma_takes(const fp4_cuda_tensor *w, int64_t n_cols) {
 }
 
 int fp4_cu_dense_mma_on(void) {
-    const char *e = getenv("FP4LANE_CUDA_NO_DENSE_MMA");
-    return !(e && *e && strcmp(e, "0"));
+    return !fp4_cu_env_no_dense_mma(); /* read at every call (env.h) */
 }
 
 fp4_status fp4_cu_dense_mma(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,

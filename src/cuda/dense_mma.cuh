@@ -44,7 +44,7 @@
  * the SM re-reads). The weights are never written by an earlier kernel of a step, so this load
  * may be issued before the PDL wait. A warp's load reads 64 bytes of each of 8 rows 8 KB apart;
  * with PF 1 the L2 fetches the aligned 256 bytes around each, so the row's next three k-steps
- * come from the L2 (lab, session 10: 443 -> 254 us at 2-8 columns of the 8B head). */
+ * come from the L2 (CLAIMS head-1). */
 template <int PF = 0> static __device__ __forceinline__ uint4 dm_ldg_stream(const void *p) {
     uint4 v;
     if (PF) /* PF 1: the L2 fetches the 256-byte block around it (the row's next k-steps) */

@@ -17,7 +17,7 @@ template <bool BF16> static __device__ __forceinline__ float dp_widen(uint16_t h
 
 /* a weight (never written by a kernel of the step): read-only path, and the L2 fetches the aligned
  * 256 bytes around it, so a warp's 64-byte read brings the row's next three as well (the same hint
- * took bf16.dense.mma from 443 to 254 us, bench/gpu.md session 10); the values are the same */
+ * as bf16.dense.mma's, CLAIMS head-1); the values are the same */
 static __device__ __forceinline__ uint16_t dp_ldg_w(const uint16_t *p) {
     unsigned short v;
     asm("ld.global.nc.L2::256B.u16 %0, [%1];" : "=h"(v) : "l"(p));

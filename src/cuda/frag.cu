@@ -8,7 +8,8 @@
  * ("Session 9") has the measurements behind the kernel's shape. */
 #include "frag.cuh"
 
-/* the launch shape (lab native.92): 16 warps, one item a warp per stage, 3 stages */
+/* the launch shape, the fastest the lab found (bench/gpu.md "Session 9"): 16 warps, one item a warp
+ * per stage, 3 stages */
 #define FRAG_NW 16
 #define FRAG_IPW 1
 #define FRAG_NST 3

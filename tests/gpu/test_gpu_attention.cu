@@ -93,7 +93,7 @@ static void att_case(const att_kv *kv, int ncol, const int32_t *slot, const int3
             fp4p_attend(q + c * q_cs + h * D, kv->kc + at, kv->vc + at, kvd, (int64_t)pos[c] + 1, D, scale,
                         sbuf, want + ((int64_t)c * NH + h) * D);
         }
-    /* the GPU: the step's scratch buffers, sized as step_cuda.cu sizes them */
+    /* the GPU: the step's scratch buffers, sized as the step sizes them (fp4_cu_step_scratch_list) */
     float *d_q = gt_dev_floats(q, ncol * q_cs);
     float *d_sc = gt_dev_poison(stk_att_groups(ncol, NH, NKV) * STK_GB * n_ctx),
           *d_bmax = gt_dev_poison(ncol * NH * STK_MAX_GX);

@@ -7,7 +7,7 @@
  * (1, 3, 5, 7, 33, 2001) and tensors of 9.6 and 18 MB (one chunk of the public upload's 32 MiB
  * stager; many of the small stagers below); random and adversarial weights (gpu_test.h: zero
  * groups and rows, scale bytes 0x00 / 0x01 / 0x7E, negative scales, all-±6 groups). The fused
- * q/k/v and gate/up tensors of the CUDA step (upload_fused, src/cuda/step/step_upload.cuh) built
+ * q/k/v and gate/up tensors of the CUDA step (fp4_cu_step_upload_fused, src/cuda/step/upload.cu) built
  * from deferred parts against eager parts, byte for byte. Every arena is also compared with the
  * one the host computes from the canonical rows (expect_arena: the planes at their k_pad
  * strides, zeros elsewhere), so a staging fault both uploads share (a chunk dropped, a row
@@ -21,9 +21,7 @@
  * failure names the tensor, its shape and the first differing byte (plane, row, column).
  * FP4_GPU_QUICK=1: no tensor above 4 MB. */
 #include "gpu_test.h"
-#include "cuda/common.cuh"
-#include "backend/backend.h"
-#include "cuda/step/step_upload.cuh"
+#include "cuda/step/step_impl.cuh"
 #include <string.h>
 
 extern "C" void fp4_ggml_pack_row(const uint8_t *payload, const uint8_t *scales, int64_t n_in,
@@ -207,7 +205,8 @@ static void fused(fp4_cu_stager *sg, int np, const int64_t *rows, int64_t n_in, 
         pe[i] = &e[i], pd[i] = &d[i];
     }
     fp4_cuda_tensor a, b;
-    const fp4_status sa = upload_fused(sg, pe, np, &a), sb = upload_fused(sg, pd, np, &b);
+    const fp4_status sa = fp4_cu_step_upload_fused(sg, pe, np, &a),
+                     sb = fp4_cu_step_upload_fused(sg, pd, np, &b);
     CHECK_MSG(sa == FP4_OK && sb == FP4_OK, "%s: eager %s, deferred %s (%s)", what, fp4_status_str(sa),
               fp4_status_str(sb), fp4_cuda_last_error());
     if (sa == FP4_OK && sb == FP4_OK) {

@@ -31,11 +31,11 @@
 
 #define ATT_CL_THREADS 256
 #define ATT_CL_RC 32     /* V rows (local slots) per ring chunk */
-#define ATT_CL_NS 4      /* ring chunks (8 measured slower: bench/gpu.md, session 6) */
+#define ATT_CL_NS 4      /* ring chunks (8 was slower: CLAIMS attcl-1) */
 #define ATT_CL_MAX_D 128 /* head_dim: a multiple of 32, at most this */
 #define ATT_CL_MAX_SMEM ((size_t)200 * 1024)
-#define ATT_CL_MAX_COLS 1 /* wider steps keep the two launches (attn_lab, session 6: faster from 2) */
-#define ATT_CL_WIDE_COLS 8 /* up to this many, smaller clusters at short positions (step_cuda.cu) */
+#define ATT_CL_MAX_COLS 1 /* wider steps: the two launches were faster from 2 (CLAIMS attcl-1) */
+#define ATT_CL_WIDE_COLS 8 /* up to this many, smaller clusters at short positions (step.cu) */
 
 /* dynamic shared memory: qs [STK_GB*D] | es [NI_max][STK_GB] | part [LPB][STK_GB][D] |
  * denp [LPB][STK_GB] | bm [STK_GB] | ms [STK_GB] | ring [NS][RC][D] halves */
@@ -318,9 +318,7 @@ static inline int att_cluster_pick(int d, int64_t n_ctx, int want) {
     return 0;
 }
 
-/* the step's blocks per SM at n columns (FP4LANE_CUDA_ATT_CLUSTER_BPS overrides it): as many as fit.
- * One per SM at one column (1 x 8 KV heads x 16 = 128 blocks) crashed in its first form (a request
- * past the limit) and is not measured yet: bench/gpu.md, session 6. */
+/* the step's blocks per SM at n columns: as many as fit (one per SM was slower: CLAIMS attcl-1) */
 static inline int att_cluster_bps(int64_t n) {
     (void)n;
     return 0;

@@ -1,6 +1,6 @@
 /* att_gemm.cuh — native-mode attention of a prefill run through cuBLAS's tensor cores (the step's
  * attention for runs of ATT_GEMM_MIN_COLS or more columns of one slot at consecutive positions;
- * step_cuda.cu). Exact mode never comes here: its attention is stk_attention's pinned order.
+ * step.cu). Exact mode never comes here: its attention is stk_attention's pinned order.
  *
  * A run: m columns of slot `slot` at positions p0 .. p0+m-1 (their K and V rows already written by
  * the q/k/v prep), so every column attends over the first npos = p0 + m positions of the slot,

@@ -1,11 +1,9 @@
-/* step_cuda.cu — the CUDA backend: THE STEP of backend.h on the device, the twin of step_cpu.c.
- * Built into libfp4lane_cuda.so (`make cuda`), found by rt.c with dlopen; exports only
- * fp4_rt_cuda_backend (FP4_RT_CUDA_ENTRY).
+/* step.cu — the CUDA backend: THE STEP of backend.h on the device, the twin of src/cpu's step.
+ * Built into libfp4lane_cuda.so (`make cuda`) with create.cu and upload.cu (step_impl.cuh), found
+ * by rt.c with dlopen; exports only fp4_rt_cuda_backend (FP4_RT_CUDA_ENTRY). The one translation
+ * unit with the step's kernels (step_kernels.cuh, att_cluster.cuh, att_gemm.cuh): what creation
+ * needs of them (the scratch layout, the attention plan, the norm's shared memory) it asks here.
  *
- *   create: memory plan (weights, KV, scratch) computed from the descriptors alone, reported
- *           (desc->on_plan) and refused when it does not fit (FP4_ERR_NOMEM, "cuda.memory-plan"),
- *           then weights uploaded once (fp4_cuda_tensor_upload*), vectors and the host's RoPE
- *           table uploaded as they are, the F16 KV cache allocated on the device.
  *   step:   one H2D copy of the column table (token, slot, position, logits row), the whole step
  *           on one stream (embedding, layers, final norm, head: projections only through
  *           fp4_cuda_project, every other op from step_kernels.cuh / pinned.h), one D2H copy of
@@ -16,7 +14,7 @@
  *           and replayed after that; the kernels read the columns from the device, so the graph
  *           serves any columns of that count.
  *           q/k/v and gate/up run as one projection each when their tensors can be fused (one
- *           type, one row length, one NVFP4 scale2: see upload_fused); attention is two launches
+ *           type, one row length, one NVFP4 scale2: see upload.cu); attention is two launches
  *           per layer (step_kernels.cuh); per layer: norm, q/k/v, prep, 2 attention, o, norm,
  *           gate/up, SwiGLU, down.
  *   exact:  bit-identical to the CPU (projection routes of FP4_MODE_EXACT, pinned ops); kquant
@@ -24,136 +22,16 @@
  * Errors: every CUDA failure becomes FP4_ERR_CUDA with fp4_cuda_last_error()'s text in err->msg.
  * FP4LANE_CUDA_PROFILE=FILE: steps run eagerly with a cudaEvent around every op; the per-op
  * totals of the steps whose columns all want logits (decode steps) are written to FILE when the
- * backend is destroyed (a measuring aid for bench/runtime.md). */
-#include "cuda/common.cuh"
-#include "backend/backend.h"
+ * backend is destroyed (create.cu; a measuring aid for bench/runtime.md). */
+#include "cuda/step/step_impl.cuh"
 #include "format/argmax.h"
 #include "cuda/step/att_cluster.cuh"
 #include "cuda/step/att_gemm.cuh"
 #include "cuda/step/step_kernels.cuh"
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-extern "C" fp4_status fp4_fail(fp4_error *err, fp4_status code, const char *file, const char *tensor,
-                               const char *rule, const char *fmt, ...);
-
-#define CU_MAX_GRAPHS 16 /* (column count, attention kernel) pairs; past them steps run eagerly */
-#define CU_RESERVE_BYTES ((uint64_t)768 << 20) /* context, modules, graphs, allocator slack */
-
-enum { OP_EMBED, OP_NORM, OP_QKV, OP_PREP, OP_ATTN, OP_O, OP_GATEUP, OP_SWIGLU, OP_DOWN, OP_HEAD, OP_COUNT_ };
-static const char *const op_names[OP_COUNT_] = {
-    "embed",  "add + rmsnorm", "proj q/k/v", "bias/rope/kv-write", "attention",
-    "proj o", "proj gate/up",  "swiglu",     "proj down",          "final add + norm + head"};
-#define PROF_MAX_EVENTS 4096
-
-typedef struct cu_graph {
-    int64_t n;
-    int akey; /* the attention kernel the graph holds (att_wide_cs: the step's positions choose it) */
-    int seen;
-    cudaGraphExec_t exec;
-} cu_graph;
-
-typedef struct cu_state {
-    fp4_rt_model_desc d;
-    int64_t max_cols;
-    cudaStream_t stream;
-    fp4_cu_stager stage;       /* weights' upload staging (device.cu): create() only       */
-    fp4_cuda_tensor *w;        /* n_layers * FP4_LW_COUNT_ (the projection slots)          */
-    fp4_cuda_tensor *wf;       /* n_layers * 2: q/k/v and gate/up as one tensor each (rows
-                                  concatenated) when fusible, else empty and w serves     */
-    fp4_cuda_tensor emb, head; /* head unused when tied (emb serves both)                  */
-    int emb_on_device;         /* F16/BF16/NVFP4 table: fp4_cuda_embed; else host rows     */
-    float *d_vec;              /* every vector, then the RoPE tables                        */
-    const float **dv;          /* n_layers * FP4_LW_COUNT_ device pointers (NULL: absent)  */
-    const float *d_out_norm, *d_cos, *d_sin;
-    uint16_t *d_kc, *d_vc;
-    float *d_x, *d_h, *d_q, *d_k, *d_v, *d_o, *d_t, *d_g, *d_u, *d_hh, *d_lg, *d_sc, *d_st, *d_den, *d_bmax;
-    unsigned *d_tk; /* attention tickets, zero between launches */
-    void *d_am;     /* fp4_cuda_argmax_rows's work (zero between calls) */
-    int32_t *d_tok; /* the greedy tokens of a step (logit_rows) */
-    int argmax_off; /* FP4LANE_CUDA_NO_ARGMAX: step_greedy copies the logits and takes argmax.h's */
-    int act_fuse;   /* 1-column steps: SwiGLU makes down's activation pass (FP4LANE_CUDA_NO_ACTFUSE: off) */
-    void *d_aq;     /* ... that pass: int8 or int16 values of aq_nsb super-blocks */
-    float *d_ad;    /* ... and their steps */
-    int64_t aq_nsb;
-    uint16_t *d_q16, *d_p; /* native prefill attention through cuBLAS (att_gemm.cuh): q and P in f16 */
-    float *d_qs;
-    int att_gemm; /* native mode, cuBLAS loaded, not FP4LANE_CUDA_ATT_GEMM=0 */
-    int att_cl;   /* the one-launch cluster attention's cluster size (att_cluster.cuh), 0: off */
-    int att_cl_bps; /* its blocks per SM at most (0: as they fit; -1: att_cluster_bps's rule) */
-    int att_cl_wide; /* the cluster attention for steps of 2 to ATT_CL_WIDE_COLS columns (att_wide) */
-    int att_wide_ok; /* bit cs: clusters of cs blocks run this shape and n_ctx (att_wide's sizes) */
-    int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row (h_in: then the
-                           * greedy tokens, max_cols more)                                */
-    float *h_emb, *h_lg;  /* pinned host rows                                          */
-    fp4_cuda_scratch scratch;
-    cu_graph graphs[CU_MAX_GRAPHS];
-    int graphs_off;
-    fp4_rt_mem_plan plan;
-    /* profiling */
-    const char *prof_path;
-    cudaEvent_t *ev;
-    int n_ev, prof_op[PROF_MAX_EVENTS];
-    double prof_ms[2][OP_COUNT_]; /* [0] decode steps (every column wants logits), [1] the others */
-    int64_t prof_steps[2], prof_cols[2];
-} cu_state;
-
-static const fp4_cuda_tensor *head_of(const cu_state *s) {
-    return s->d.head == s->d.tok_embd ? &s->emb : &s->head;
-}
-
-static fp4_status cuda_fail(fp4_error *err, fp4_status st, const char *tensor, const char *rule,
-                            const char *what) {
-    if (st == FP4_ERR_CUDA)
-        return fp4_fail(err, st, NULL, tensor, rule, "%s: %s", what, fp4_cuda_last_error());
-    return fp4_fail(err, st, NULL, tensor, rule, "%s: %s", what, fp4_status_str(st));
-}
-#define CU_TRY(err, expr, rule)                                                                              \
-    do {                                                                                                     \
-        cudaError_t e_ = (expr);                                                                             \
-        if (e_ != cudaSuccess) return cuda_fail(err, FP4_CUDA_FAIL(e_, #expr), NULL, rule, #expr);           \
-    } while (0)
-
-#include "cuda/step/step_upload.cuh" /* stub_of, cu_route, upload, the fused tensors */
-
-static void cu_destroy(void *p);
-
-static int is_proj_slot(int s) {
-    return s == FP4_LW_Q || s == FP4_LW_K || s == FP4_LW_V || s == FP4_LW_O || s == FP4_LW_GATE ||
-           s == FP4_LW_UP || s == FP4_LW_DOWN;
-}
-static int64_t vec_len(const fp4_arch *a, int slot) {
-    switch (slot) {
-    case FP4_LW_ATTN_NORM:
-    case FP4_LW_FFN_NORM:
-        return a->hidden;
-    case FP4_LW_Q_NORM:
-    case FP4_LW_K_NORM:
-        return a->head_dim;
-    case FP4_LW_Q_BIAS:
-        return a->n_heads * a->head_dim;
-    case FP4_LW_K_BIAS:
-    case FP4_LW_V_BIAS:
-        return a->n_kv_heads * a->head_dim;
-    default:
-        return 0;
-    }
-}
-
-/* the columns of one step that may want logits (desc's max_logit_cols; the runtime splits at it) */
-static int64_t logit_rows(const cu_state *s) {
-    const int64_t l = s->d.max_logit_cols;
-    return l >= 1 && l <= s->max_cols ? l : s->max_cols;
-}
-
-/* scratch layout: one list of (pointer, floats) so the plan and the allocation agree */
-typedef struct buf_req {
-    void **p;
-    uint64_t bytes;
-} buf_req;
-
-static int scratch_list(cu_state *s, buf_req *r) {
+/* ---- what create.cu needs of the step's kernels ---- */
+extern "C" int fp4_cu_step_scratch_list(cu_state *s, buf_req *r) {
     const fp4_arch *a = &s->d.arch;
     const uint64_t mc = (uint64_t)s->max_cols, H = a->hidden, D = a->head_dim, qd = a->n_heads * D,
                    kvd = a->n_kv_heads * D, F = a->ffn, V = a->vocab, NH = a->n_heads;
@@ -194,321 +72,21 @@ static int scratch_list(cu_state *s, buf_req *r) {
     return n;
 }
 
-static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_error *err) {
-    const fp4_rt_model_desc *d = &s->d;
-    const fp4_arch *a = &d->arch;
-    fp4_rt_mem_plan *p = &s->plan;
-    memset(p, 0, sizeof *p);
-    snprintf(p->device, sizeof p->device, "%s", info->name);
-    uint64_t wb = 0, b, proj_scratch = 0;
-    fp4_cuda_tensor t;
-    const int64_t nslot = a->n_layers * FP4_LW_COUNT_;
-    for (int64_t i = 0; i <= nslot + 1; i++) {
-        const fp4_tensor *w = i < nslot ? d->layer[i] : i == nslot ? d->head : d->tok_embd;
-        if (i < nslot && (!is_proj_slot((int)(i % FP4_LW_COUNT_)) || !w)) continue;
-        if (i == nslot && d->head == d->tok_embd) continue; /* tied: counted once, as the embedding */
-        if (i == nslot + 1 && !s->emb_on_device && d->head != d->tok_embd) continue; /* host rows */
-        if (stub_of(w, &t, &b))
-            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, w->name, "cuda.type",
-                            "type %d has no CUDA layout", (int)w->type);
-        if (i < nslot && frag_wanted(d->mode, d->n_slots, t.type, t.input_scale_inv)) /* its frag copy */
-            wb += FP4_CU_ALIGN(frag_bytes(t.n_out + 15, t.k_pad));          /* (a fused group's tiles) */
-        wb += b;
-        if (i <= nslot || d->head == d->tok_embd) {
-            const size_t sb = fp4_cuda_scratch_bytes(&t, s->max_cols);
-            if (sb > proj_scratch) proj_scratch = sb;
-        }
-    }
-    for (int64_t L = 0; L < a->n_layers; L++)
-        for (int g = 0; g < 2; g++)
-            if (fuse_stub(d, L, g, &t)) {
-                const size_t sb = fp4_cuda_scratch_bytes(&t, s->max_cols);
-                if (sb > proj_scratch) proj_scratch = sb;
-            }
-    uint64_t nvec = (uint64_t)a->hidden + (uint64_t)d->n_ctx * (uint64_t)a->head_dim; /* out_norm + cos/sin */
-    for (int64_t i = 0; i < nslot; i++)
-        if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
-    wb += FP4_CU_ALIGN(nvec * 4);
-    p->weights_bytes = wb;
-    uint64_t kvn;
-    const uint64_t kvd = (uint64_t)(a->n_kv_heads * a->head_dim);
-    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)a->n_layers, (uint64_t)d->n_ctx * kvd,
-                               &kvn) ||
-        kvn > (UINT64_MAX / 8))
-        return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
-    p->kv_bytes = 2 * FP4_CU_ALIGN(kvn * 2);
-    buf_req r[32];
-    const int nr = scratch_list(s, r);
-    uint64_t sc = FP4_CU_ALIGN(proj_scratch);
-    for (int i = 0; i < nr; i++)
-        sc += FP4_CU_ALIGN(r[i].bytes);
-    p->scratch_bytes = sc;
-    p->total_bytes = p->weights_bytes + p->kv_bytes + p->scratch_bytes;
-    size_t free_b = 0, total_b = 0;
-    CU_TRY(err, cudaMemGetInfo(&free_b, &total_b), "cuda.memory-plan");
-    p->available_bytes = free_b > CU_RESERVE_BYTES ? free_b - CU_RESERVE_BYTES : 0;
-    const char *lim = getenv("FP4LANE_CUDA_MEM_LIMIT");
-    if (lim && *lim) {
-        const unsigned long long l = strtoull(lim, NULL, 10);
-        if (l < p->available_bytes) p->available_bytes = l;
-    }
-    if (d->on_plan) d->on_plan(p, d->plan_user);
-    if (p->total_bytes > p->available_bytes)
-        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "cuda.memory-plan",
-                        "the model does not fit on %s: weights %.3f GiB + KV cache %.3f GiB + scratch %.3f "
-                        "GiB = %.3f GiB, "
-                        "%.3f GiB available; use a shorter --ctx, fewer sequences, or --device cpu",
-                        p->device, wb / 1073741824.0, p->kv_bytes / 1073741824.0, sc / 1073741824.0,
-                        p->total_bytes / 1073741824.0, p->available_bytes / 1073741824.0);
-    return FP4_OK;
+/* one column: the one-launch cluster attention in clusters of 16 where the device runs them (else the
+ * next smaller size, else the two launches); 2 to ATT_CL_WIDE_COLS columns: att_wide's table, for
+ * the cluster sizes this shape and n_ctx run */
+extern "C" void fp4_cu_step_att_plan(cu_state *s) {
+    const int D = (int)s->d.arch.head_dim;
+    const int64_t n_ctx = s->d.n_ctx;
+    s->att_cl = s->env.att_cluster ? att_cluster_pick(D, n_ctx, 16) : 0;
+    s->att_cl_wide = s->att_cl && s->env.att_cluster_wide;
+    s->att_wide_ok = 0;
+    for (int cs = 2; cs <= 8 && s->att_cl_wide; cs *= 2)
+        if (att_cluster_ok(D, n_ctx, cs) && att_cluster_fits(cs, n_ctx, D)) s->att_wide_ok |= 1 << cs;
 }
 
-static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err) {
-    *out = NULL;
-    const fp4_arch *a = &d->arch;
-    if (max_cols < 1 || max_cols * (a->n_heads + 2 * a->n_kv_heads) > 65535 || d->n_ctx < 1 ||
-        d->n_ctx > (1 << 30) || a->head_dim % 32 || a->head_dim > FP4_ARCH_MAX_HEAD_DIM ||
-        a->n_heads % a->n_kv_heads)
-        return fp4_fail(
-            err, FP4_ERR_UNSUPPORTED, NULL, NULL, "cuda.shape",
-            "the CUDA step needs head_dim a multiple of 32 up to %d, n_ctx <= 2^30 and at most 65535 "
-            "(column, head) pairs per step (head_dim %lld)",
-            FP4_ARCH_MAX_HEAD_DIM, (long long)a->head_dim);
-    fp4_cuda_device_info info;
-    fp4_status st = fp4_cuda_init(d->device, &info);
-    if (st == FP4_ERR_NO_DEVICE || st == FP4_ERR_INVALID_ARG)
-        return fp4_fail(err, FP4_ERR_NO_DEVICE, NULL, NULL, "cuda.device",
-                        "no usable CUDA device %d (compute capability 8.0+); use --device cpu", d->device);
-    if (st) return cuda_fail(err, st, NULL, "cuda.device", "cannot initialize the CUDA device");
-    cu_state *s = (cu_state *)calloc(1, sizeof *s);
-    if (!s) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
-    s->d = *d;
-    s->max_cols = max_cols;
-    const int te = (int)d->tok_embd->type;
-    s->emb_on_device = te == FP4_TYPE_F16 || te == FP4_TYPE_BF16 || te == FP4_TYPE_NVFP4_E2M1;
-    const char *ag = getenv("FP4LANE_CUDA_ATT_GEMM");
-    s->att_gemm = d->mode == FP4_MODE_NATIVE && fp4_cu_gemm_available() && !(ag && !strcmp(ag, "0"));
-    const char *ac = getenv("FP4LANE_CUDA_ATT_CLUSTER"); /* 0 off, 8 or 16 the cluster size (default 16) */
-    const int want_cl = ac && !strcmp(ac, "8") ? 8 : 16;
-    s->att_cl = ac && !strcmp(ac, "0") ? 0 : att_cluster_pick((int)a->head_dim, d->n_ctx, want_cl);
-    const char *ab = getenv("FP4LANE_CUDA_ATT_CLUSTER_BPS"); /* 0, 1 or 2; unset: the rule */
-    s->att_cl_bps = ab && ab[0] >= '0' && ab[0] <= '2' && !ab[1] ? ab[0] - '0' : -1;
-    const char *aw = getenv("FP4LANE_CUDA_ATT_CLUSTER_WIDE"); /* 0: off; 2, 4, 8, 16: that size always */
-    const int want_w = aw ? atoi(aw) : -1;
-    s->att_cl_wide = !s->att_cl || want_w == 0 ? 0
-                     : want_w >= 2 && want_w <= 16 ? att_cluster_pick((int)a->head_dim, d->n_ctx, want_w)
-                                                   : -1; /* the table */
-    for (int cs = 2; cs <= 8 && s->att_cl_wide < 0; cs *= 2)
-        if (att_cluster_ok((int)a->head_dim, d->n_ctx, cs) &&
-            att_cluster_fits(cs, d->n_ctx, (int)a->head_dim))
-            s->att_wide_ok |= 1 << cs;
-    if ((st = make_plan(s, &info, err))) {
-        free(s);
-        return st;
-    }
-    const int64_t nslot = a->n_layers * FP4_LW_COUNT_;
-    s->w = (fp4_cuda_tensor *)calloc((size_t)nslot, sizeof *s->w);
-    s->dv = (const float **)calloc((size_t)nslot, sizeof *s->dv);
-    s->wf = (fp4_cuda_tensor *)calloc((size_t)(2 * a->n_layers), sizeof *s->wf);
-    if (!s->w || !s->dv || !s->wf) {
-        cu_destroy(s);
-        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
-    }
-    *out = s; /* from here cu_destroy frees what exists; the caller gets NULL on failure */
-#define FAIL(x)                                                                                              \
-    do {                                                                                                     \
-        st = (x);                                                                                            \
-        cu_destroy(s);                                                                                       \
-        *out = NULL;                                                                                         \
-        return st;                                                                                           \
-    } while (0)
-    cudaError_t ce = cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking);
-    if (ce != cudaSuccess)
-        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaStreamCreateWithFlags"), NULL, "cuda.alloc", "stream"));
-    if ((size_t)a->hidden * 4 > 48 * 1024) { /* the norm's row in shared memory */
-        ce = cudaFuncSetAttribute(stk_add_rmsnorm, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)a->hidden * 4);
-        if (ce != cudaSuccess)
-            FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaFuncSetAttribute(stk_add_rmsnorm)"), NULL,
-                           "cuda.shape", "hidden size above the shared memory of one block"));
-    }
-    /* weights: the fused groups first, then every projection slot no group took; NVFP4 ones
-     * through one staging (pinned buffers, device-side scale check: device.cu), closed after */
-    if ((st = fp4_cu_stager_open(&s->stage, FP4_CU_STAGE_BYTES)))
-        FAIL(cuda_fail(err, st, NULL, "cuda.alloc", "upload staging"));
-    for (int64_t L = 0; L < a->n_layers; L++)
-        for (int g = 0; g < 2; g++) {
-            const fp4_tensor *parts[3];
-            const int np = fuse_parts(d, L, g, parts);
-            if (np && (st = upload_fused(&s->stage, parts, np, &s->wf[2 * L + g])))
-                FAIL(cuda_fail(err, st, parts[0]->name, "cuda.upload", "cannot upload a fused projection"));
-        }
-    for (int64_t i = 0; i < nslot; i++) {
-        if (!is_proj_slot((int)(i % FP4_LW_COUNT_)) || !d->layer[i]) continue;
-        const int sl = (int)(i % FP4_LW_COUNT_);
-        const int g = sl == FP4_LW_GATE || sl == FP4_LW_UP ? 1 : sl == FP4_LW_O || sl == FP4_LW_DOWN ? -1 : 0;
-        if (g >= 0 && s->wf[2 * (i / FP4_LW_COUNT_) + g].d_payload) continue;
-        if ((st = upload(&s->stage, d->layer[i], &s->w[i])))
-            FAIL(cuda_fail(err, st, d->layer[i]->name, "cuda.upload", "cannot upload this weight"));
-    }
-    for (int64_t i = 0; i < nslot + 2 * a->n_layers; i++) { /* native mode: the frag copies */
-        fp4_cuda_tensor *t = i < nslot ? &s->w[i] : &s->wf[i - nslot];
-        if (!t->d_payload || !frag_wanted(d->mode, d->n_slots, t->type, t->input_scale_inv)) continue;
-        if ((st = fp4_cuda_tensor_make_frag(t)) && st != FP4_ERR_UNSUPPORTED)
-            FAIL(cuda_fail(err, st, i < nslot ? d->layer[i]->name : NULL, "cuda.upload",
-                           "cannot make the tensor-core copy of a projection"));
-    }
-    if ((s->emb_on_device || d->head == d->tok_embd) && (st = upload(&s->stage, d->tok_embd, &s->emb)))
-        FAIL(cuda_fail(err, st, d->tok_embd->name, "cuda.upload", "cannot upload the embedding table"));
-    if (d->head != d->tok_embd && (st = upload(&s->stage, d->head, &s->head)))
-        FAIL(cuda_fail(err, st, d->head->name, "cuda.upload", "cannot upload the LM head"));
-    if (d->invariant) { /* a drafting lane: no route whose k-column call rounds otherwise than 1-column */
-        for (int64_t i = 0; i < nslot; i++) s->w[i].flags |= FP4_CUDA_TENSOR_INVARIANT;
-        for (int64_t i = 0; i < 2 * a->n_layers; i++) s->wf[i].flags |= FP4_CUDA_TENSOR_INVARIANT;
-        s->emb.flags |= FP4_CUDA_TENSOR_INVARIANT;
-        s->head.flags |= FP4_CUDA_TENSOR_INVARIANT;
-    }
-    fp4_cu_stager_close(&s->stage);
-    /* vectors and RoPE tables, one block */
-    uint64_t nvec = (uint64_t)a->hidden;
-    for (int64_t i = 0; i < nslot; i++)
-        if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
-    const uint64_t nrope = (uint64_t)d->n_ctx * (uint64_t)(a->head_dim / 2);
-    ce = cudaMalloc((void **)&s->d_vec, (nvec + 2 * nrope) * 4);
-    if (ce != cudaSuccess)
-        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(vectors)"), NULL, "cuda.alloc", "vectors"));
-    float *pv = s->d_vec;
-    ce = cudaMemcpy(pv, d->out_norm_f32, (size_t)a->hidden * 4, cudaMemcpyHostToDevice);
-    s->d_out_norm = pv;
-    pv += a->hidden;
-    for (int64_t i = 0; i < nslot && ce == cudaSuccess; i++) {
-        if (!d->vec[i]) continue;
-        const int64_t n = vec_len(a, (int)(i % FP4_LW_COUNT_));
-        ce = cudaMemcpy(pv, d->vec[i], (size_t)n * 4, cudaMemcpyHostToDevice);
-        s->dv[i] = pv;
-        pv += n;
-    }
-    if (ce == cudaSuccess) ce = cudaMemcpy(pv, d->rope_cos, nrope * 4, cudaMemcpyHostToDevice);
-    s->d_cos = pv;
-    if (ce == cudaSuccess) ce = cudaMemcpy(pv + nrope, d->rope_sin, nrope * 4, cudaMemcpyHostToDevice);
-    s->d_sin = pv + nrope;
-    if (ce != cudaSuccess)
-        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMemcpy(vectors)"), NULL, "cuda.upload", "vectors"));
-    /* KV cache */
-    const uint64_t kvn = (uint64_t)d->n_slots * a->n_layers * d->n_ctx * (a->n_kv_heads * a->head_dim);
-    ce = cudaMalloc((void **)&s->d_kc, kvn * 2);
-    if (ce == cudaSuccess) ce = cudaMalloc((void **)&s->d_vc, kvn * 2);
-    if (ce == cudaSuccess) ce = cudaMemset(s->d_kc, 0, kvn * 2);
-    if (ce == cudaSuccess) ce = cudaMemset(s->d_vc, 0, kvn * 2);
-    if (ce != cudaSuccess)
-        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(KV cache)"), NULL, "cuda.alloc", "KV cache"));
-    /* scratch */
-    buf_req r[32];
-    const int nr = scratch_list(s, r);
-    for (int i = 0; i < nr; i++) {
-        ce = cudaMalloc(r[i].p, r[i].bytes ? r[i].bytes : 16);
-        if (ce != cudaSuccess)
-            FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(scratch)"), NULL, "cuda.alloc", "scratch"));
-    }
-    ce = cudaMemset(s->d_tk, 0, (size_t)(max_cols * a->n_heads) * 4);
-    if (ce == cudaSuccess) ce = cudaMemset(s->d_am, 0, fp4_cuda_argmax_work_bytes(logit_rows(s)));
-    if (ce != cudaSuccess)
-        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMemset(tickets)"), NULL, "cuda.alloc", "scratch"));
-    size_t psb = 0;
-    for (int64_t i = 0; i < 2 * a->n_layers; i++)
-        if (s->wf[i].d_payload && fp4_cuda_scratch_bytes(&s->wf[i], max_cols) > psb)
-            psb = fp4_cuda_scratch_bytes(&s->wf[i], max_cols);
-    for (int64_t i = 0; i < nslot; i++)
-        if (s->w[i].d_payload)
-            psb = fp4_cuda_scratch_bytes(&s->w[i], max_cols) > psb
-                      ? fp4_cuda_scratch_bytes(&s->w[i], max_cols)
-                      : psb;
-    if (fp4_cuda_scratch_bytes(head_of(s), max_cols) > psb)
-        psb = fp4_cuda_scratch_bytes(head_of(s), max_cols);
-    if ((st = fp4_cuda_scratch_alloc(psb, &s->scratch)))
-        FAIL(cuda_fail(err, st, NULL, "cuda.alloc", "projection scratch"));
-    if (d->mode == FP4_MODE_NATIVE) fp4_cu_gemm_warm(); /* where the GEMM route is on, cuBLAS loads
-                                                            here, not in the first prefill */
-    ce = cudaHostAlloc((void **)&s->h_in, (size_t)(5 * max_cols) * 4, cudaHostAllocDefault);
-    if (ce == cudaSuccess)
-        ce = cudaHostAlloc((void **)&s->h_lg, (size_t)(logit_rows(s) * a->vocab) * 4, cudaHostAllocDefault);
-    if (ce == cudaSuccess && !s->emb_on_device)
-        ce = cudaHostAlloc((void **)&s->h_emb, (size_t)(max_cols * a->hidden) * 4, cudaHostAllocDefault);
-    if (ce != cudaSuccess)
-        FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaHostAlloc"), NULL, "cuda.alloc", "pinned host buffers"));
-    const char *na = getenv("FP4LANE_CUDA_NO_ARGMAX");
-    s->argmax_off = na && *na && strcmp(na, "0");
-    const char *nf = getenv("FP4LANE_CUDA_NO_ACTFUSE");
-    s->act_fuse = !(nf && *nf && strcmp(nf, "0"));
-    s->prof_path = getenv("FP4LANE_CUDA_PROFILE");
-    if (s->prof_path && *s->prof_path) {
-        s->ev = (cudaEvent_t *)calloc(PROF_MAX_EVENTS, sizeof *s->ev);
-        for (int i = 0; s->ev && i < PROF_MAX_EVENTS && ce == cudaSuccess; i++)
-            ce = cudaEventCreate(&s->ev[i]);
-        if (!s->ev || ce != cudaSuccess)
-            FAIL(
-                cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaEventCreate"), NULL, "cuda.alloc", "profiling events"));
-    } else
-        s->prof_path = NULL;
-#undef FAIL
-    return FP4_OK;
-}
-
-static void cu_destroy(void *p) {
-    cu_state *s = (cu_state *)p;
-    if (!s) return;
-    if (s->stream) cudaStreamSynchronize(s->stream);
-    fp4_cu_stager_close(&s->stage);
-    FILE *f = s->prof_path && (s->prof_steps[0] || s->prof_steps[1]) ? fopen(s->prof_path, "w") : NULL;
-    for (int k = 0; f && k < 2; k++) { /* decode steps first (the section earlier tools read), then prefill */
-        const int64_t n = s->prof_steps[k];
-        if (!n) continue;
-        double tot = 0;
-        for (int i = 0; i < OP_COUNT_; i++)
-            tot += s->prof_ms[k][i];
-        if (k == 0)
-            fprintf(f, "# %lld steps, %.3f ms per step (eager, events between ops)\n", (long long)n, tot / n);
-        else
-            fprintf(f, "# prefill: %lld steps of %lld columns in all, %.3f ms per step, %.1f columns/s "
-                       "(eager)\n",
-                    (long long)n, (long long)s->prof_cols[1], tot / n,
-                    tot > 0 ? 1e3 * (double)s->prof_cols[1] / tot : 0.0);
-        for (int i = 0; i < OP_COUNT_; i++)
-            fprintf(f, "%-20s %9.4f ms/step %6.2f %%\n", op_names[i], s->prof_ms[k][i] / n,
-                    tot > 0 ? 100.0 * s->prof_ms[k][i] / tot : 0.0);
-    }
-    if (f) fclose(f);
-    if (s->ev) {
-        for (int i = 0; i < PROF_MAX_EVENTS; i++)
-            if (s->ev[i]) cudaEventDestroy(s->ev[i]);
-        free(s->ev);
-    }
-    for (int i = 0; i < CU_MAX_GRAPHS; i++)
-        if (s->graphs[i].exec) cudaGraphExecDestroy(s->graphs[i].exec);
-    if (s->w)
-        for (int64_t i = 0; i < s->d.arch.n_layers * FP4_LW_COUNT_; i++)
-            fp4_cuda_tensor_free(&s->w[i]);
-    if (s->wf)
-        for (int64_t i = 0; i < 2 * s->d.arch.n_layers; i++)
-            fp4_cuda_tensor_free(&s->wf[i]);
-    fp4_cuda_tensor_free(&s->emb);
-    fp4_cuda_tensor_free(&s->head);
-    fp4_cuda_scratch_free(&s->scratch);
-    buf_req r[32];
-    const int nr = scratch_list(s, r);
-    for (int i = 0; i < nr; i++)
-        if (*r[i].p) cudaFree(*r[i].p);
-    if (s->d_vec) cudaFree(s->d_vec);
-    if (s->d_kc) cudaFree(s->d_kc);
-    if (s->d_vc) cudaFree(s->d_vc);
-    if (s->h_in) cudaFreeHost(s->h_in);
-    if (s->h_lg) cudaFreeHost(s->h_lg);
-    if (s->h_emb) cudaFreeHost(s->h_emb);
-    if (s->stream) cudaStreamDestroy(s->stream);
-    free(s->w);
-    free(s->wf);
-    free(s->dv);
-    free(s);
+extern "C" cudaError_t fp4_cu_step_norm_smem(int bytes) {
+    return cudaFuncSetAttribute(stk_add_rmsnorm, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
 }
 
 /* ---- the step body: everything enqueued on s->stream ---- */
@@ -582,16 +160,9 @@ static fp4_status add_norm(cu_state *s, int64_t n, const float *t, const float *
 
 /* Steps of 2 to ATT_CL_WIDE_COLS columns whose positions are all at most max_pos: the cluster kernel
  * with clusters of cs blocks instead of stk_attention's two launches; the first row that holds the
- * step wins. attn_lab (s11-call2, µs a layer at positions 511 / 767 / 1023 / 2047 / 3967): 2 columns,
- * clusters of 8 10.87 / 13.23 / 15.26 / 24.13 / 42.66 against the two launches' 15.24 / 16.27 /
- * 17.56 / 25.21 / 39.62; 4 columns, of 4 15.60 / 20.00 / 24.66 / 43.25 against 20.84 / 25.05 / 27.04
- * / 40.73; 8 columns, of 2 26.25 / 36.24 and of 4 26.07 / 32.97 / 40.16 against 29.95 / 35.78 /
- * 41.73. The step gains less than the lab says: 8 sequences at positions 512-575 with clusters of 2
- * 1 757 against 1 698 tok/s (s11-call2/3, fp4lane bench, A faster), but at 900-963 clusters of 4
- * 1 601 against 1 612 (s11-call3, B faster) where the lab had them 1.6 µs ahead. So the rows keep the
- * lab's margins of 3 µs and more: up to position 767 at 2-4 columns and 639 at 5-8 (2 and 4
- * sequences at 512-575, s11-call5: 590.5 / 574.9 and 1 072.2 / 1 031.6 tok/s, A faster). Longer
- * contexts need more blocks a column than these clusters have. */
+ * step wins. The rows keep only the cases where the smaller clusters were clearly faster in the
+ * step itself, not only in the lab (CLAIMS attwide-1); longer contexts need more blocks a column
+ * than these clusters have. */
 static const struct {
     int64_t min_cols, max_cols;
     int32_t max_pos;
@@ -601,7 +172,6 @@ static const struct {
 /* the cluster size of this step's attention at 2+ columns (0: the two launches) */
 static int att_wide_cs(const cu_state *s, int64_t n) {
     if (!s->att_cl_wide || n < 2 || n > ATT_CL_WIDE_COLS) return 0;
-    if (s->att_cl_wide > 0) return s->att_cl_wide; /* FP4LANE_CUDA_ATT_CLUSTER_WIDE's size */
     const int32_t *pos = s->h_in + 2 * s->max_cols;
     int32_t mp = 0;
     for (int64_t c = 0; c < n; c++) mp = pos[c] > mp ? pos[c] : mp;
@@ -650,8 +220,7 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
     }
     if (!gemm && s->att_cl && n <= ATT_CL_MAX_COLS)
         STK_LAUNCH(err, "rt.attention",
-                   att_cluster(aa, n, s->att_cl, s->att_cl_bps < 0 ? att_cluster_bps(n) : s->att_cl_bps,
-                               s->stream));
+                   att_cluster(aa, n, s->att_cl, att_cluster_bps(n), s->stream));
     else if (!gemm && att_wide_cs(s, n))
         STK_LAUNCH(err, "rt.attention", att_cluster(aa, n, att_wide_cs(s, n), 0, s->stream));
     else if (!gemm) STK_LAUNCH(err, "rt.attention", stk_attention(aa, n, s->stream));
@@ -935,8 +504,8 @@ static int64_t cu_step_cols(const fp4_rt_model_desc *d) {
 }
 
 static const fp4_rt_backend_ops cu_ops = {
-    FP4_RT_BACKEND_ABI, "cuda", cu_route, cu_create, cu_destroy, cu_step, cu_kv_read, cu_kv_write,
-    cu_step_cols, cu_step_greedy,
+    FP4_RT_BACKEND_ABI, "cuda",      fp4_cu_step_route, fp4_cu_step_create, fp4_cu_step_destroy, cu_step,
+    cu_kv_read,         cu_kv_write, cu_step_cols,      cu_step_greedy,
 };
 
 extern "C" __attribute__((visibility("default"))) const fp4_rt_backend_ops *

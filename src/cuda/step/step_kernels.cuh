@@ -1,5 +1,5 @@
 /* step_kernels.cuh — the device kernels of THE STEP (backend.h) outside the projections, for
- * step_cuda.cu. Every float operation is pinned.h's (fp4p_*: __fadd_rn/__fmul_rn/__fdiv_rn/
+ * step.cu. Every float operation is pinned.h's (fp4p_*: __fadd_rn/__fmul_rn/__fdiv_rn/
  * __fsqrt_rn, never contracted: the library is built with --fmad=false), and every reduction is
  * pinned.h's 32-lane one: lane l adds terms l, l+32, l+64, ... in increasing order from +0.0f, then
  * the xor butterfly (off = 16, 8, 4, 2, 1). A "lane" here is either a lane of a warp (reductions
@@ -13,7 +13,7 @@
  * strips [col][NH][32][D].
  * (With fused projections q/k/v share rows of qd + 2*kvd floats and g/u rows of 2F: strides below.)
  *
- * Programmatic dependent launch: step_cuda.cu launches every kernel here with programmatic stream
+ * Programmatic dependent launch: step.cu launches every kernel here with programmatic stream
  * serialization, so it may be resident before its predecessor has finished; each one therefore
  * starts with STK_PDL_ENTRY (let its own successor queue, then wait for the predecessor grid and
  * its memory) before it reads or writes anything another kernel touches. */

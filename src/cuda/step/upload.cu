@@ -1,9 +1,8 @@
-/* step_upload.cuh — the CUDA backend's tensors on the device (step_cuda.cu's one translation unit
- * includes it): their layout computed from the descriptors alone (stub_of, for the memory plan and
- * the route the runtime is told), the upload, and the fused q/k/v and gate/up tensors. Never
- * installed. */
-#ifndef FP4_RT_STEP_UPLOAD_CUH
-#define FP4_RT_STEP_UPLOAD_CUH
+/* upload.cu — the CUDA backend's tensors on the device: their layout computed from the
+ * descriptors alone (fp4_cu_step_stub, for the memory plan and the route the runtime is told), the
+ * upload, and the fused q/k/v and gate/up tensors (step_impl.cuh declares what create.cu calls). */
+#include "cuda/step/step_impl.cuh"
+#include <string.h>
 
 /* ---- tensor metadata as the upload will lay it out (no device memory) ---- */
 static int64_t rows_of(const fp4_tensor *t) {
@@ -12,7 +11,9 @@ static int64_t rows_of(const fp4_tensor *t) {
         r *= t->ne[i];
     return r;
 }
-static int stub_of(const fp4_tensor *t, fp4_cuda_tensor *o, uint64_t *bytes) {
+extern "C" {
+
+int fp4_cu_step_stub(const fp4_tensor *t, fp4_cuda_tensor *o, uint64_t *bytes) {
     memset(o, 0, sizeof *o);
     if (!t || t->n_dims < 1) return -1;
     const int64_t n_in = t->ne[0], n_out = rows_of(t);
@@ -51,18 +52,15 @@ static int stub_of(const fp4_tensor *t, fp4_cuda_tensor *o, uint64_t *bytes) {
  * tensor-core route at 2..8 columns, another 4.5 bits a weight of device memory) where steps of 2..8
  * columns are expected: engines of more than one sequence, or FP4LANE_CUDA_FRAG=1 (speculative
  * decoding's verify steps, say); FP4LANE_CUDA_NO_FRAG=1 never */
-static int env_on(const char *name) {
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0");
-}
-static int frag_wanted(fp4_mode mode, int64_t n_slots, int64_t type, float input_scale_inv) {
+int fp4_cu_step_frag_wanted(const fp4_cu_env *env, fp4_mode mode, int64_t n_slots, int64_t type,
+                            float input_scale_inv) {
     return mode == FP4_MODE_NATIVE && type == FP4_TYPE_NVFP4_E2M1 && !(input_scale_inv > 0.0f) &&
-           (n_slots > 1 || env_on("FP4LANE_CUDA_FRAG")) && !env_on("FP4LANE_CUDA_NO_FRAG");
+           (n_slots > 1 || env->frag) && !env->no_frag;
 }
 
-static const char *cu_route(const fp4_tensor *w, fp4_mode mode) {
+const char *fp4_cu_step_route(const fp4_tensor *w, fp4_mode mode) {
     fp4_cuda_tensor t;
-    if (stub_of(w, &t, NULL)) return NULL;
+    if (fp4_cu_step_stub(w, &t, NULL)) return NULL;
     if (mode == FP4_MODE_EXACT && (t.type == FP4_TYPE_Q4_K || t.type == FP4_TYPE_Q6_K))
         return NULL; /* ROUTES.md */
     const char *n = fp4_cuda_route_name(&t, mode, 1);
@@ -72,7 +70,7 @@ static const char *cu_route(const fp4_tensor *w, fp4_mode mode) {
 /* sg: the engine's staging for NVFP4 views (fp4_cu_stager, device.cu: pinned buffers opened once for
  * the whole upload, the copies overlapped with the host's fills, every scale byte checked on the
  * device as it arrives) */
-static fp4_status upload(fp4_cu_stager *sg, const fp4_tensor *t, fp4_cuda_tensor *o) {
+fp4_status fp4_cu_step_upload(fp4_cu_stager *sg, const fp4_tensor *t, fp4_cuda_tensor *o) {
     if (t->type == FP4_TYPE_NVFP4_E2M1) return fp4_cu_tensor_upload_nvfp4_staged(sg, &t->nvfp4, o);
     if (t->type == FP4_TYPE_F8_E4M3FN) return fp4_cuda_tensor_upload_fp8(t, o);
     return fp4_cu_tensor_upload_staged(sg, t->type, t->data, rows_of(t), t->ne[0], o);
@@ -83,12 +81,12 @@ static fp4_status upload(fp4_cu_stager *sg, const fp4_tensor *t, fp4_cuda_tensor
  * fused quantization gives them one), they are uploaded as one tensor whose rows are theirs in
  * order, and one projection through the dispatch table computes all of them: every row's bits are
  * what its own tensor's projection gives (rows are independent in every route), in one launch
- * that fills the GPU where k and v alone do not. FP4LANE_CUDA_NO_FUSE=1 keeps them apart. ---- */
+ * that fills the GPU where k and v alone do not. FP4LANE_CUDA_NO_FUSE=1 (no_fuse) keeps them apart. ---- */
 static const int fuse_slots[2][3] = {{FP4_LW_Q, FP4_LW_K, FP4_LW_V}, {FP4_LW_GATE, FP4_LW_UP, -1}};
 
-static int fuse_parts(const fp4_rt_model_desc *d, int64_t L, int g, const fp4_tensor **parts) {
-    const char *off = getenv("FP4LANE_CUDA_NO_FUSE");
-    if (off && *off && strcmp(off, "0")) return 0;
+int fp4_cu_step_fuse_parts(const fp4_rt_model_desc *d, int no_fuse, int64_t L, int g,
+                           const fp4_tensor **parts) {
+    if (no_fuse) return 0;
     const int np = g ? 2 : 3;
     for (int i = 0; i < np; i++) {
         parts[i] = d->layer[L * FP4_LW_COUNT_ + fuse_slots[g][i]];
@@ -97,19 +95,19 @@ static int fuse_parts(const fp4_rt_model_desc *d, int64_t L, int g, const fp4_te
     for (int i = 1; i < np; i++) {
         const fp4_tensor *a = parts[0], *b = parts[i];
         if (a->type != b->type || a->ne[0] != b->ne[0]) return 0;
-        if (a->type == FP4_TYPE_NVFP4_E2M1 && (memcmp(&a->nvfp4.scale2, &b->nvfp4.scale2, sizeof(float)) ||
-                                               memcmp(&a->nvfp4.input_scale_inv, &b->nvfp4.input_scale_inv,
-                                                      sizeof(float))))
+        if (a->type == FP4_TYPE_NVFP4_E2M1 &&
+            (memcmp(&a->nvfp4.scale2, &b->nvfp4.scale2, sizeof(float)) ||
+             memcmp(&a->nvfp4.input_scale_inv, &b->nvfp4.input_scale_inv, sizeof(float))))
             return 0;
     }
     return np;
 }
 
 /* the fused tensor's metadata as the upload will lay it out; 0 when the group is not fused */
-static int fuse_stub(const fp4_rt_model_desc *d, int64_t L, int g, fp4_cuda_tensor *o) {
+int fp4_cu_step_fuse_stub(const fp4_rt_model_desc *d, int no_fuse, int64_t L, int g, fp4_cuda_tensor *o) {
     const fp4_tensor *parts[3];
-    const int np = fuse_parts(d, L, g, parts);
-    if (!np || stub_of(parts[0], o, NULL)) return 0;
+    const int np = fp4_cu_step_fuse_parts(d, no_fuse, L, g, parts);
+    if (!np || fp4_cu_step_stub(parts[0], o, NULL)) return 0;
     o->n_out = 0;
     for (int i = 0; i < np; i++)
         o->n_out += rows_of(parts[i]);
@@ -121,7 +119,7 @@ static int fuse_stub(const fp4_rt_model_desc *d, int64_t L, int g, fp4_cuda_tens
 static fp4_status upload_fused_nvfp4(fp4_cu_stager *sg, const fp4_tensor *const *parts, int np,
                                      fp4_cuda_tensor *o) {
     fp4_cuda_tensor t;
-    if (stub_of(parts[0], &t, NULL)) return FP4_ERR_INVALID_ARG;
+    if (fp4_cu_step_stub(parts[0], &t, NULL)) return FP4_ERR_INVALID_ARG;
     int64_t n_out = 0;
     for (int i = 0; i < np; i++) {
         if (parts[i]->nvfp4.n_out != rows_of(parts[i]) || parts[i]->nvfp4.n_in != t.n_in)
@@ -153,8 +151,8 @@ static fp4_status upload_fused_nvfp4(fp4_cu_stager *sg, const fp4_tensor *const 
     return FP4_OK;
 }
 
-static fp4_status upload_fused(fp4_cu_stager *sg, const fp4_tensor *const *parts, int np,
-                               fp4_cuda_tensor *o) {
+fp4_status fp4_cu_step_upload_fused(fp4_cu_stager *sg, const fp4_tensor *const *parts, int np,
+                                    fp4_cuda_tensor *o) {
     memset(o, 0, sizeof *o);
     if (parts[0]->type == FP4_TYPE_NVFP4_E2M1) return upload_fused_nvfp4(sg, parts, np, o);
     fp4_cuda_tensor t[3];
@@ -162,7 +160,7 @@ static fp4_status upload_fused(fp4_cu_stager *sg, const fp4_tensor *const *parts
     fp4_status st = FP4_OK;
     int64_t n_out = 0;
     for (int i = 0; i < np && !st; i++)
-        if (!(st = upload(sg, parts[i], &t[i]))) n_out += t[i].n_out;
+        if (!(st = fp4_cu_step_upload(sg, parts[i], &t[i]))) n_out += t[i].n_out;
     for (int i = 1; i < np && !st; i++)
         if (t[i].payload_stride != t[0].payload_stride || t[i].scale_stride != t[0].scale_stride ||
             t[i].k_pad != t[0].k_pad || !t[i].d_scales != !t[0].d_scales)
@@ -196,4 +194,4 @@ static fp4_status upload_fused(fp4_cu_stager *sg, const fp4_tensor *const *parts
     return st;
 }
 
-#endif /* FP4_RT_STEP_UPLOAD_CUH */
+} /* extern "C" */
