@@ -351,6 +351,7 @@ static void test_moe(const fp4_quantize_opts *qo) {
         snprintf(what, sizeof what, "%s w4a4", moe[i].type);
         test_exact_oracle(w4, what);
         test_batch(w4, what);
+        test_layouts(d2, what); /* the experts as each layout names them: the same bits */
         snprintf(kq, sizeof kq, "%s/%s-q4k.gguf", tmp, moe[i].type);
         fp4_quantize_opts ko = {.layout = FP4_LAYOUT_GGUF, .to_q4_k = 1};
         CHECK_OK(fp4_quantize_checkpoint(d1, kq, &ko, &e));
