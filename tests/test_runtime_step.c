@@ -352,6 +352,16 @@ static void test_moe(const fp4_quantize_opts *qo) {
         test_exact_oracle(w4, what);
         test_batch(w4, what);
         test_layouts(d2, what); /* the experts as each layout names them: the same bits */
+        if (!strcmp(moe[i].type, "qwen3_moe")) { /* FP8 experts and attention (the router stays bf16) */
+            char f8[600];
+            snprintf(f8, sizeof f8, "%s/%s-fp8", tmp, moe[i].type);
+            fp8tw_opts o8 = {.hf_quant_config = FP8TW_HFQ_FP8};
+            CHECK(fp8tw_write(d1, NULL, f8, &o8) == 0);
+            snprintf(what, sizeof what, "%s fp8", moe[i].type);
+            test_exact_oracle(f8, what);
+            test_batch(f8, what);
+            test_tolerance(f8, what, FP4_MODE_NATIVE, 3e-3);
+        }
         snprintf(kq, sizeof kq, "%s/%s-q4k.gguf", tmp, moe[i].type);
         fp4_quantize_opts ko = {.layout = FP4_LAYOUT_GGUF, .to_q4_k = 1};
         CHECK_OK(fp4_quantize_checkpoint(d1, kq, &ko, &e));
