@@ -247,6 +247,134 @@ static void test_synth(void) {
     printf("qwen3-30b-a3b synth: %.2f GB of bf16\n", bytes / 1e9);
 }
 
+/* The llama.cpp form of a Qwen3-MoE checkpoint (general.architecture qwen3moe, blk.* names, the
+ * experts stacked into 3-D ffn_*_exps tensors, the router as ffn_gate_inp), written here from the
+ * HF directory's bf16 bytes: its exact logits must be the HF directory's bit for bit. */
+static int gguf_from_hf(const fp4_model *m, const fp4_arch *a, const char *path) {
+    static const struct {
+        const char *gg, *hf;
+    } names[] = {{"attn_norm", "input_layernorm"},    {"attn_q", "self_attn.q_proj"},
+                 {"attn_k", "self_attn.k_proj"},      {"attn_v", "self_attn.v_proj"},
+                 {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+                 {"attn_k_norm", "self_attn.k_norm"}, {"ffn_norm", "post_attention_layernorm"},
+                 {"ffn_gate_inp", "mlp.gate"}};
+    static const char *const parts[3] = {"gate", "up", "down"}, *const hfp[3] = {"gate_proj", "up_proj",
+                                                                                 "down_proj"};
+    fp4_error e;
+    fp4_gguf_writer *w = NULL;
+    if (fp4_gguf_writer_create(&w, &e)) return -1;
+    fp4_gguf_writer_add_str(w, "general.architecture", "qwen3moe", 8, &e);
+    fp4_gguf_writer_add_u32(w, "qwen3moe.block_count", (uint32_t)a->n_layers, &e);
+    fp4_gguf_writer_add_u32(w, "qwen3moe.context_length", (uint32_t)a->n_ctx_train, &e);
+    fp4_gguf_writer_add_u32(w, "qwen3moe.embedding_length", (uint32_t)a->hidden, &e);
+    fp4_gguf_writer_add_u32(w, "qwen3moe.attention.head_count", (uint32_t)a->n_heads, &e);
+    fp4_gguf_writer_add_u32(w, "qwen3moe.attention.head_count_kv", (uint32_t)a->n_kv_heads, &e);
+    fp4_gguf_writer_add_u32(w, "qwen3moe.attention.key_length", (uint32_t)a->head_dim, &e);
+    fp4_gguf_writer_add_u32(w, "qwen3moe.expert_count", (uint32_t)a->n_experts, &e);
+    fp4_gguf_writer_add_u32(w, "qwen3moe.expert_used_count", (uint32_t)a->n_experts_used, &e);
+    fp4_gguf_writer_add_u32(w, "qwen3moe.expert_feed_forward_length", (uint32_t)a->moe_ffn, &e);
+    fp4_gguf_writer_add_f32(w, "qwen3moe.attention.layer_norm_rms_epsilon", a->rms_eps, &e);
+    fp4_gguf_writer_add_f32(w, "qwen3moe.rope.freq_base", (float)a->rope_theta, &e);
+    enum { MAXT = 64 };
+    const fp4_tensor *src[MAXT][8] = {{0}}; /* per GGUF tensor: its HF source(s), stacked */
+    int nsrc[MAXT] = {0}, n = 0;
+    char nm[160];
+#define ADD1(GG, T)                                                                                          \
+    do {                                                                                                     \
+        const fp4_tensor *t_ = (T);                                                                          \
+        if (!t_) return fp4_gguf_writer_free(w), -1;                                                         \
+        fp4_gguf_writer_add_tensor(w, GG, t_->type, t_->n_dims, t_->ne, &e);                                 \
+        src[n][0] = t_, nsrc[n++] = 1;                                                                       \
+    } while (0)
+    ADD1("token_embd.weight", fp4_model_find(m, "model.embed_tokens.weight"));
+    ADD1("output_norm.weight", fp4_model_find(m, "model.norm.weight"));
+    ADD1("output.weight", fp4_model_find(m, "lm_head.weight"));
+    for (int l = 0; l < a->n_layers; l++) {
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+            char gg[96];
+            snprintf(gg, sizeof gg, "blk.%d.%s.weight", l, names[k].gg);
+            snprintf(nm, sizeof nm, "model.layers.%d.%s.weight", l, names[k].hf);
+            ADD1(gg, fp4_model_find(m, nm));
+        }
+        for (int p = 0; p < 3; p++) {
+            char gg[96];
+            snprintf(gg, sizeof gg, "blk.%d.ffn_%s_exps.weight", l, parts[p]);
+            for (int x = 0; x < a->n_experts; x++) {
+                snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%d.%s.weight", l, x, hfp[p]);
+                src[n][x] = fp4_model_find(m, nm);
+                if (!src[n][x]) return fp4_gguf_writer_free(w), -1;
+            }
+            const int64_t ne[3] = {src[n][0]->ne[0], src[n][0]->ne[1], a->n_experts};
+            fp4_gguf_writer_add_tensor(w, gg, src[n][0]->type, 3, ne, &e);
+            nsrc[n++] = (int)a->n_experts;
+        }
+    }
+#undef ADD1
+    if (fp4_gguf_writer_write_header(w, path, &e)) return fp4_gguf_writer_free(w), -1;
+    for (int i = 0; i < n; i++) {
+        const uint64_t one = src[i][0]->nbytes;
+        uint8_t *buf = malloc((size_t)(one * (uint64_t)nsrc[i]));
+        for (int x = 0; x < nsrc[i]; x++)
+            memcpy(buf + one * (uint64_t)x, src[i][x]->data, (size_t)one);
+        fp4_status st = fp4_gguf_writer_write_tensor_data(w, i, buf, (size_t)(one * (uint64_t)nsrc[i]), &e);
+        free(buf);
+        if (st) return fp4_gguf_writer_free(w), -1;
+    }
+    fp4_status st = fp4_gguf_writer_finish(w, &e);
+    fp4_gguf_writer_free(w);
+    return st ? -1 : 0;
+}
+
+static int logits(const fp4_model *m, int threads, int chunk, const int32_t *ids, int n, float *out) {
+    fp4_rt_opts o = {.mode = FP4_MODE_EXACT, .n_threads = threads, .n_ctx = 32};
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    if (fp4_rt_create(m, &o, &rt, &e)) return fprintf(stderr, "%s: %s (%s)\n", e.rule, e.msg, e.tensor), -1;
+    int32_t s;
+    fp4_rt_seq_open(rt, &s);
+    fp4_rt_tok c[32];
+    for (int i = 0; i < n; i += chunk) {
+        const int k = n - i < chunk ? n - i : chunk;
+        for (int j = 0; j < k; j++)
+            c[j] = (fp4_rt_tok){s, ids[i + j], 1};
+        if (fp4_rt_step(rt, c, k, out + (int64_t)i * fp4_rt_vocab(rt), &e)) return fp4_rt_free(rt), -1;
+    }
+    fp4_rt_free(rt);
+    return 0;
+}
+
+static void test_gguf_3d(void) {
+    char dir[700], gg[700];
+    rtfx_spec s = rtfx_moe("qwen3_moe");
+    s.dense_layer = -1; /* llama.cpp's qwen3moe has experts in every layer */
+    snprintf(dir, sizeof dir, "%s/q3m-hf", tmp);
+    snprintf(gg, sizeof gg, "%s/q3m.gguf", tmp);
+    CHECK(rtfx_write_hf(dir, &s, 31) == 0);
+    fp4_model *m = NULL, *g = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    fp4_arch a;
+    CHECK_OK(m ? fp4_model_arch(m, &a, &e) : FP4_ERR_IO);
+    CHECK(m && gguf_from_hf(m, &a, gg) == 0);
+    CHECK_OK(fp4_model_open(gg, NULL, &g, &e));
+    fp4_arch b;
+    CHECK_OK(g ? fp4_model_arch(g, &b, &e) : FP4_ERR_IO);
+    CHECK(b.source == FP4_ARCH_FROM_GGUF && b.family == FP4_ARCH_QWEN3_MOE && b.n_experts == 8 &&
+          b.moe_norm_topk && !b.qk_permuted);
+    enum { N = 10 };
+    const int32_t ids[N] = {3, 100, 7, 250, 9, 9, 31, 200, 4, 64};
+    const int64_t V = a.vocab;
+    float *x = malloc(sizeof(float) * N * V), *y = malloc(sizeof(float) * N * V);
+    CHECK(m && g && logits(m, 1, N, ids, N, x) == 0 && logits(g, 2, 3, ids, N, y) == 0);
+    int64_t d = 0;
+    for (int64_t i = 0; i < N * V; i++)
+        d += f32_bits(x[i]) != f32_bits(y[i]);
+    CHECK_MSG(d == 0, "llama.cpp-form qwen3moe GGUF (3-D experts): %lld logits differ from the HF form",
+              (long long)d);
+    free(x), free(y);
+    fp4_model_close(m), fp4_model_close(g);
+}
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtmoe-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -254,6 +382,7 @@ int main(void) {
     test_gguf();
     test_bind();
     test_synth();
+    test_gguf_3d();
     if (!check_failed) rtfx_rmtree(tmp);
     return check_report();
 }
