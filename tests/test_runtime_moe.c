@@ -208,6 +208,25 @@ static void test_bind(void) {
     fp4_rt_opts ok = {.n_ctx = 16};
     CHECK_OK(m ? fp4_rt_create(m, &ok, &rt, &e) : FP4_ERR_IO);
     CHECK(rt && strstr(fp4_rt_routes(rt), "router: cpu.bf16.dense.pinned"));
+    char id1[80] = "";
+    if (rt) snprintf(id1, sizeof id1, "%s", fp4_rt_identity(rt));
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+    /* the same tensors with another top-k: another KV identity (a snapshot of one is not the other's) */
+    s.used = 3;
+    snprintf(cdir, sizeof cdir, "%s/ok3", tmp);
+    CHECK(rtfx_write_hf(cdir, &s, 7) == 0);
+    snprintf(from, sizeof from, "%s/config.json", cdir);
+    snprintf(to, sizeof to, "%s/config.json", dir);
+    fi = fopen(from, "rb"), fo = fopen(to, "wb");
+    n = fi ? fread(buf, 1, sizeof buf, fi) : 0;
+    if (fo) fwrite(buf, 1, n, fo);
+    if (fi) fclose(fi);
+    if (fo) fclose(fo);
+    rt = NULL;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    CHECK_OK(m ? fp4_rt_create(m, &ok, &rt, &e) : FP4_ERR_IO);
+    CHECK(rt && fp4_rt_arch(rt)->n_experts_used == 3 && id1[0] && strcmp(id1, fp4_rt_identity(rt)));
     fp4_rt_free(rt);
     fp4_model_close(m);
 }
