@@ -27,11 +27,15 @@ extern "C" {
 /* Architecture                                                                               */
 
 typedef enum fp4_arch_family {
-    FP4_ARCH_LLAMA = 0,   /* Llama 2/3/3.1/3.2 (model_type "llama"; GGUF "llama")            */
-    FP4_ARCH_MISTRAL = 1, /* Mistral dense (model_type "mistral"; no sliding window)        */
-    FP4_ARCH_QWEN2 = 2,   /* Qwen2/2.5: q/k/v biases                                        */
-    FP4_ARCH_QWEN3 = 3,   /* Qwen3: per-head q/k RMSNorm, explicit head_dim                 */
-    FP4_ARCH_COUNT_ = 4
+    FP4_ARCH_LLAMA = 0,     /* Llama 2/3/3.1/3.2 (model_type "llama"; GGUF "llama")            */
+    FP4_ARCH_MISTRAL = 1,   /* Mistral dense (model_type "mistral"; no sliding window)        */
+    FP4_ARCH_QWEN2 = 2,     /* Qwen2/2.5: q/k/v biases                                        */
+    FP4_ARCH_QWEN3 = 3,     /* Qwen3: per-head q/k RMSNorm, explicit head_dim                 */
+    FP4_ARCH_QWEN3_MOE = 4, /* Qwen3-MoE (model_type "qwen3_moe"; GGUF "qwen3moe"): Qwen3's
+                               attention, softmax-then-top-k experts, dense layers mixed in    */
+    FP4_ARCH_MIXTRAL = 5,   /* Mixtral (model_type "mixtral"; GGUF "llama" with expert_count):
+                               Llama/Mistral attention, top-k-then-softmax experts             */
+    FP4_ARCH_COUNT_ = 6
 } fp4_arch_family;
 
 typedef enum fp4_rope_scaling {
@@ -74,12 +78,35 @@ typedef struct fp4_arch {
     int32_t bos;           /* -1 when unknown                                                 */
     int32_t n_eos;
     int32_t eos[FP4_ARCH_MAX_EOS];
+    /* Mixture of experts (n_experts 0: dense). A sparse layer's MLP is a router (a linear map to
+     * n_experts logits, never quantized) and n_experts SwiGLU experts of moe_ffn; each column runs
+     * the n_experts_used experts moe_routing picks, weighted (backend.h, THE STEP, MoE).        */
+    int64_t n_experts;      /* num_experts / num_local_experts / <arch>.expert_count           */
+    int64_t n_experts_used; /* num_experts_per_tok / <arch>.expert_used_count (top-k)          */
+    int64_t moe_ffn;        /* moe_intermediate_size (Mixtral: intermediate_size)              */
+    int32_t moe_routing;    /* fp4_moe_routing                                                 */
+    int32_t moe_norm_topk;  /* 1: the k softmax weights renormalized to sum 1 (norm_topk_prob) */
+    uint64_t moe_dense[FP4_ARCH_MAX_LAYERS / 64]; /* bit L set: layer L has a dense MLP of ffn
+                                                     (mlp_only_layers, decoder_sparse_step)    */
 } fp4_arch;
+
+typedef enum fp4_moe_routing {
+    FP4_MOE_NONE = 0,
+    FP4_MOE_SOFTMAX_TOPK = 1, /* Qwen3-MoE: softmax over all experts, then the top k           */
+    FP4_MOE_TOPK_SOFTMAX = 2  /* Mixtral: the top k logits, then a softmax over those k        */
+} fp4_moe_routing;
+
+/* 1 when layer L of a has a mixture-of-experts MLP. */
+static inline int fp4_arch_layer_moe(const fp4_arch *a, int64_t L) {
+    return a->n_experts > 0 && L >= 0 && L < FP4_ARCH_MAX_LAYERS &&
+           !((a->moe_dense[L / 64] >> (L % 64)) & 1u);
+}
 
 FP4_API const char *fp4_arch_family_name(fp4_arch_family f); /* "llama", ...; "?"          */
 /* From a HF config.json text (transformers 4: rope_theta/rope_scaling; transformers 5:
  * rope_parameters). Refuses (FP4_ERR_UNSUPPORTED, err->rule "arch.*", err->msg naming the key
- * and the value) MoE, sliding window, ALiBi, unknown rope types and unknown model_type. */
+ * and the value) MoE keys outside qwen3_moe / mixtral, a self-contradicting MoE config (rule
+ * "arch.moe", naming the key), sliding window, ALiBi, unknown rope types and unknown model_type. */
 FP4_API fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_error *err);
 /* From GGUF metadata (llama.cpp keys: general.architecture, <arch>.block_count, ...). */
 FP4_API fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err);

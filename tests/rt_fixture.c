@@ -10,8 +10,17 @@
 #include <sys/stat.h>
 
 rtfx_spec rtfx_default(const char *model_type) {
-    rtfx_spec s = {model_type, 256, 4, 2, 64, 512, 320, 2, 64, 0, 0, NULL};
+    rtfx_spec s = {model_type, 256, 4, 2, 64, 512, 320, 2, 64, 0, 0, NULL, 0, 0, 0, -1, 0, 0, 0, 0};
     return s;
+}
+rtfx_spec rtfx_moe(const char *model_type) {
+    rtfx_spec s = rtfx_default(model_type);
+    s.layers = 3, s.experts = 8, s.used = 2, s.moe_ffn = 256;
+    s.dense_layer = strcmp(model_type, "mixtral") ? 1 : -1;
+    return s;
+}
+static int layer_moe(const rtfx_spec *s, int l) {
+    return s->experts > 0 && l != s->dense_layer;
 }
 
 void rtfx_rmtree(const char *dir) {
@@ -33,7 +42,7 @@ static int is_qwen2(const char *t) {
     return !strcmp(t, "qwen2");
 }
 static int is_qwen3(const char *t) {
-    return !strcmp(t, "qwen3");
+    return !strcmp(t, "qwen3") || !strcmp(t, "qwen3_moe");
 }
 
 int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
@@ -56,27 +65,50 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
         snprintf(tail, sizeof tail, "%s", k + 11);
         snprintf(k + 11, sizeof cfg - (size_t)(k + 11 - cfg), "%d%s", s->head_dim, tail);
     }
+    if (s->experts) { /* the MoE keys, spliced before the closing brace */
+        const int mx = !strcmp(s->model_type, "mixtral");
+        char moe[512], only[32] = "";
+        if (s->dense_layer >= 0) snprintf(only, sizeof only, "%d", s->dense_layer);
+        if (mx)
+            snprintf(moe, sizeof moe, ",\"num_local_experts\":%d,\"num_experts_per_tok\":%d}", s->experts,
+                     s->used);
+        else
+            snprintf(moe, sizeof moe,
+                     ",\"num_experts\":%d,\"num_experts_per_tok\":%d,\"moe_intermediate_size\":%d,"
+                     "\"norm_topk_prob\":true,\"decoder_sparse_step\":1,\"mlp_only_layers\":[%s]}",
+                     s->experts, s->used, s->moe_ffn, only);
+        char *end = strrchr(cfg, '}');
+        snprintf(end, sizeof cfg - (size_t)(end - cfg), "%s", moe);
+        if (mx) { /* Mixtral's experts are intermediate_size wide */
+            char *k = strstr(cfg, "\"intermediate_size\":");
+            char tail[2048];
+            snprintf(tail, sizeof tail, "%s", strchr(k, ','));
+            snprintf(k, sizeof cfg - (size_t)(k - cfg), "\"intermediate_size\":%d%s", s->moe_ffn, tail);
+        }
+    }
     snprintf(path, sizeof path, "%s/config.json", dir);
     fp4_error e;
     if (fp4_hfdir_write_json(path, cfg, 2, 1, &e)) return -1;
 
     struct tdesc {
-        char name[128];
+        char name[160];
         int64_t n_out, n_in;
         float scale, offset;
-    } *t = calloc((size_t)(3 + 14 * s->layers), sizeof *t);
+        int64_t n_exp; /* 3-D: experts (n_out rows each) */
+    } *t = calloc((size_t)(3 + (16 + 3 * s->experts) * s->layers), sizeof *t);
     int n = 0;
     if (!t) return -1;
 #define ADD(nm, o, i, sc, off)                                                                               \
-    (snprintf(t[n].name, 128, "%s", nm), t[n].n_out = (o), t[n].n_in = (i), t[n].scale = (sc),               \
+    (snprintf(t[n].name, 160, "%s", nm), t[n].n_out = (o), t[n].n_in = (i), t[n].scale = (sc),               \
      t[n].offset = (off), n++)
     const int H = s->hidden, Q = s->heads * s->head_dim, KV = s->kv_heads * s->head_dim;
     ADD("model.embed_tokens.weight", s->vocab, H, 1.0f, 0);
     ADD("model.norm.weight", 1, H, 0.1f, 1.0f);
     if (!s->tied) ADD("lm_head.weight", s->vocab, H, 0.06f, 0);
-    char nm[128];
+    char nm[160];
     for (int l = 0; l < s->layers; l++) {
 #define L(fmt, o, i, sc, off) (snprintf(nm, sizeof nm, "model.layers.%d." fmt, l), ADD(nm, o, i, sc, off))
+#define LD(str, o, i, sc, off) (snprintf(nm, sizeof nm, "model.layers.%d.%s", l, str), ADD(nm, o, i, sc, off))
         L("input_layernorm.weight", 1, H, 0.1f, 1.0f);
         L("self_attn.q_proj.weight", Q, H, 0.08f, 0);
         L("self_attn.k_proj.weight", KV, H, 0.08f, 0);
@@ -92,25 +124,49 @@ int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed) {
             L("self_attn.k_norm.weight", 1, s->head_dim, 0.1f, 1.0f);
         }
         L("post_attention_layernorm.weight", 1, H, 0.1f, 1.0f);
+        if (layer_moe(s, l)) {
+            const int mx = !strcmp(s->model_type, "mixtral"), F = s->moe_ffn, E = s->experts;
+            const char *mid = mx ? "block_sparse_moe" : "mlp";
+            char f2[96];
+            snprintf(f2, sizeof f2, "%s.gate.weight", mid);
+            /* the router: logits of a few units, so the choice varies from token to token */
+            LD(f2, E + (l == 0 ? s->bad_router : 0), H, 0.3f, 0);
+            if (s->fused) {
+                L("mlp.experts.gate_up_proj", 2 * F, H, 0.08f, 0), t[n - 1].n_exp = E;
+                L("mlp.experts.down_proj", H, F, 0.05f, 0), t[n - 1].n_exp = E;
+                continue;
+            }
+            for (int x = 0; x < E + (l == 0 ? s->extra_expert : 0); x++) {
+                snprintf(f2, sizeof f2, "%s.experts.%d.%s.weight", mid, x, mx ? "w1" : "gate_proj");
+                LD(f2, F, H, 0.08f, 0);
+                snprintf(f2, sizeof f2, "%s.experts.%d.%s.weight", mid, x, mx ? "w3" : "up_proj");
+                LD(f2, F, H, 0.08f, 0);
+                snprintf(f2, sizeof f2, "%s.experts.%d.%s.weight", mid, x, mx ? "w2" : "down_proj");
+                if (!(l == 0 && x == 1 && s->drop_expert)) LD(f2, H, F, 0.05f, 0);
+            }
+            continue;
+        }
         L("mlp.gate_proj.weight", s->ffn, H, 0.08f, 0);
         L("mlp.up_proj.weight", s->ffn, H, 0.08f, 0);
         L("mlp.down_proj.weight", H, s->ffn, 0.05f, 0);
 #undef L
+#undef LD
     }
 #undef ADD
     fp4_hfdir_writer *w = NULL;
     if (fp4_hfdir_writer_create(dir, 0, &w, &e)) return free(t), -1;
     fp4_hfdir_writer_add_metadata(w, "format", "pt", &e);
     for (int i = 0; i < n; i++) {
-        int64_t sh[2] = {t[i].n_out, t[i].n_in};
+        int64_t sh[3] = {t[i].n_out, t[i].n_in};
         int rank = t[i].n_out == 1 ? 1 : 2;
         if (rank == 1) sh[0] = t[i].n_in;
+        if (t[i].n_exp) sh[0] = t[i].n_exp, sh[1] = t[i].n_out, sh[2] = t[i].n_in, rank = 3;
         if (fp4_hfdir_writer_add_tensor(w, t[i].name, FP4_ST_BF16, rank, sh, &e))
             return fp4_hfdir_writer_free(w), free(t), -1;
     }
     test_rng r = {seed};
     for (int i = 0; i < n; i++) {
-        size_t cnt = (size_t)(t[i].n_out * t[i].n_in);
+        size_t cnt = (size_t)(t[i].n_out * t[i].n_in * (t[i].n_exp ? t[i].n_exp : 1));
         uint16_t *b = malloc(cnt * 2);
         for (size_t j = 0; j < cnt; j++)
             b[j] = fp4_f32_to_bf16(t[i].offset + t[i].scale * rng_normal(&r));
@@ -244,6 +300,88 @@ static double inv_freq64(const fp4_arch *a, int i) {
     return f;
 }
 
+/* A MoE layer's MLP for one position (backend.h THE STEP k'..m'), written independently of the
+ * step: the router's dot in warp order, the softmax with warp sums, the top k by a stable sort
+ * (descending value, lower index first), each expert one dense SwiGLU, the combine in that order. */
+static const char *moe_mid(const fp4_model *m, int l) {
+    return T(m, "model.layers.%d.mlp.gate.weight", l) ? "mlp" : "block_sparse_moe";
+}
+static const fp4_tensor *expert_w(const fp4_model *m, int l, int e, int part) {
+    static const char *const q3[3] = {"gate_proj", "up_proj", "down_proj"}, *const mx[3] = {"w1", "w3", "w2"};
+    const char *mid = moe_mid(m, l);
+    char nm[200];
+    snprintf(nm, sizeof nm, "model.layers.%d.mlp.experts.%s", l, part == 2 ? "down_proj" : "gate_up_proj");
+    const fp4_tensor *f = fp4_model_find(m, nm);
+    if (f) { /* the fused 3-D form (plain types): expert e's rows, cut here independently of bind */
+        static fp4_tensor cuts[3];
+        const int64_t rows = part == 2 ? f->ne[1] : f->ne[1] / 2, esz = f->nbytes / (uint64_t)f->ne[2];
+        const uint64_t rb = esz / (uint64_t)f->ne[1];
+        fp4_tensor *c = &cuts[part];
+        *c = *f;
+        c->n_dims = 2, c->ne[1] = rows, c->ne[2] = 1;
+        c->data = f->data + (uint64_t)e * esz + (part == 1 ? (uint64_t)rows * rb : 0);
+        c->nbytes = (uint64_t)rows * rb;
+        return c;
+    }
+    snprintf(nm, sizeof nm, "model.layers.%d.%s.experts.%d.%s.weight", l, mid, e,
+             !strcmp(mid, "mlp") ? q3[part] : mx[part]);
+    return fp4_model_find(m, nm);
+}
+static void oracle_moe(const fp4_model *m, const fp4_arch *a, int l, const float *h, float *out) {
+    const int64_t E = a->n_experts, H = a->hidden, F = a->moe_ffn;
+    const int K = (int)a->n_experts_used;
+    char nm[200];
+    snprintf(nm, sizeof nm, "model.layers.%d.%s.gate.weight", l, moe_mid(m, l));
+    float *r = malloc(sizeof(float) * (size_t)E), *p = malloc(sizeof(float) * (size_t)E);
+    int *ord = malloc(sizeof(int) * (size_t)E);
+    oracle_project(fp4_model_find(m, nm), h, r);
+    const float *key = r;
+    if (a->moe_routing == FP4_MOE_SOFTMAX_TOPK) {
+        float mx = r[0];
+        for (int64_t i = 1; i < E; i++)
+            if (r[i] > mx) mx = r[i];
+        for (int64_t i = 0; i < E; i++)
+            p[i] = fp4p_exp(r[i] - mx);
+        const float s = warp_sum(p, E, 1);
+        for (int64_t i = 0; i < E; i++)
+            p[i] = p[i] / s;
+        key = p;
+    }
+    for (int64_t i = 0; i < E; i++) /* insertion sort: stable, so equal values keep index order */
+        for (int64_t j = ord[i] = (int)i; j > 0 && key[ord[j]] > key[ord[j - 1]]; j--) {
+            int t = ord[j];
+            ord[j] = ord[j - 1], ord[j - 1] = t;
+        }
+    float w[64];
+    if (a->moe_routing == FP4_MOE_SOFTMAX_TOPK) {
+        for (int j = 0; j < K; j++)
+            w[j] = p[ord[j]];
+        if (a->moe_norm_topk) {
+            const float t = warp_sum(w, K, 1);
+            for (int j = 0; j < K; j++)
+                w[j] = w[j] / t;
+        }
+    } else {
+        for (int j = 0; j < K; j++)
+            w[j] = fp4p_exp(r[ord[j]] - r[ord[0]]);
+        const float t = warp_sum(w, K, 1);
+        for (int j = 0; j < K; j++)
+            w[j] = w[j] / t;
+    }
+    float *g = malloc(sizeof(float) * (size_t)F), *u = malloc(sizeof(float) * (size_t)F),
+          *y = malloc(sizeof(float) * (size_t)H);
+    for (int j = 0; j < K; j++) {
+        oracle_project(expert_w(m, l, ord[j], 0), h, g);
+        oracle_project(expert_w(m, l, ord[j], 1), h, u);
+        for (int64_t i = 0; i < F; i++)
+            g[i] = (g[i] / (1.0f + fp4p_exp(-g[i]))) * u[i];
+        oracle_project(expert_w(m, l, ord[j], 2), g, y);
+        for (int64_t i = 0; i < H; i++)
+            out[i] = j ? out[i] + w[j] * y[i] : w[j] * y[i];
+    }
+    free(r), free(p), free(ord), free(g), free(u), free(y);
+}
+
 int rtfx_oracle_exact(const fp4_model *m, const fp4_arch *a, const int32_t *tok, int Tn, float *logits) {
     if (a->qk_permuted) return -1;
     const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn,
@@ -315,6 +453,12 @@ int rtfx_oracle_exact(const fp4_model *m, const fp4_arch *a, const int32_t *tok,
             for (int64_t i = 0; i < H; i++)
                 x[p * H + i] += t[i];
             oracle_rmsnorm(x + p * H, n2, H, a->rms_eps, h + p * H);
+            if (fp4_arch_layer_moe(a, l)) {
+                oracle_moe(m, a, l, h + p * H, t);
+                for (int64_t i = 0; i < H; i++)
+                    x[p * H + i] += t[i];
+                continue;
+            }
             oracle_project(T(m, "model.layers.%d.mlp.gate_proj.weight", l), h + p * H, g);
             oracle_project(T(m, "model.layers.%d.mlp.up_proj.weight", l), h + p * H, u);
             for (int64_t i = 0; i < F; i++)
@@ -363,6 +507,48 @@ static void rms64(const double *x, const double *w, int64_t n, double eps, doubl
         y[i] = x[i] * inv * w[i];
 }
 
+/* a MoE layer's MLP in double: softmax and top k in double (the same stable order), experts dense */
+static void ref_moe(const fp4_model *m, const fp4_arch *a, int l, const double *h, double *out) {
+    const int64_t E = a->n_experts, H = a->hidden, F = a->moe_ffn;
+    const int K = (int)a->n_experts_used;
+    char nm[200];
+    snprintf(nm, sizeof nm, "model.layers.%d.%s.gate.weight", l, moe_mid(m, l));
+    double *Wr = widen64(fp4_model_find(m, nm)), *r = calloc((size_t)E, sizeof(double));
+    int *ord = malloc(sizeof(int) * (size_t)E);
+    mv64(Wr, E, H, h, r);
+    double mx = r[0], s = 0, w[64], t = 0;
+    for (int64_t i = 1; i < E; i++)
+        mx = r[i] > mx ? r[i] : mx;
+    for (int64_t i = 0; i < E; i++) /* stable descending order of the logits (= of the softmax) */
+        for (int64_t j = ord[i] = (int)i; j > 0 && r[ord[j]] > r[ord[j - 1]]; j--) {
+            int x = ord[j];
+            ord[j] = ord[j - 1], ord[j - 1] = x;
+        }
+    for (int64_t i = 0; i < E; i++)
+        s += exp(r[i] - mx);
+    for (int j = 0; j < K; j++)
+        t += (w[j] = exp(r[ord[j]] - mx) / (a->moe_routing == FP4_MOE_SOFTMAX_TOPK ? s : 1.0));
+    if (a->moe_routing == FP4_MOE_TOPK_SOFTMAX || a->moe_norm_topk)
+        for (int j = 0; j < K; j++)
+            w[j] /= t;
+    double *g = malloc(sizeof(double) * (size_t)F), *u = malloc(sizeof(double) * (size_t)F),
+           *y = malloc(sizeof(double) * (size_t)H);
+    for (int64_t i = 0; i < H; i++)
+        out[i] = 0;
+    for (int j = 0; j < K; j++) {
+        double *Wg = widen64(expert_w(m, l, ord[j], 0)), *Wu = widen64(expert_w(m, l, ord[j], 1)),
+               *Wd = widen64(expert_w(m, l, ord[j], 2));
+        mv64(Wg, F, H, h, g), mv64(Wu, F, H, h, u);
+        for (int64_t i = 0; i < F; i++)
+            g[i] = g[i] / (1 + exp(-g[i])) * u[i];
+        mv64(Wd, H, F, g, y);
+        for (int64_t i = 0; i < H; i++)
+            out[i] += w[j] * y[i];
+        free(Wg), free(Wu), free(Wd);
+    }
+    free(Wr), free(r), free(ord), free(g), free(u), free(y);
+}
+
 int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok, int Tn, double *logits) {
     if (a->qk_permuted) return -1;
     const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn,
@@ -385,9 +571,10 @@ int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok
                *Wk = widen64(T(m, "model.layers.%d.self_attn.k_proj.weight", l));
         double *Wv = widen64(T(m, "model.layers.%d.self_attn.v_proj.weight", l)),
                *Wo = widen64(T(m, "model.layers.%d.self_attn.o_proj.weight", l));
-        double *Wg = widen64(T(m, "model.layers.%d.mlp.gate_proj.weight", l)),
-               *Wu = widen64(T(m, "model.layers.%d.mlp.up_proj.weight", l));
-        double *Wd = widen64(T(m, "model.layers.%d.mlp.down_proj.weight", l));
+        const int moe = fp4_arch_layer_moe(a, l);
+        double *Wg = moe ? NULL : widen64(T(m, "model.layers.%d.mlp.gate_proj.weight", l)),
+               *Wu = moe ? NULL : widen64(T(m, "model.layers.%d.mlp.up_proj.weight", l));
+        double *Wd = moe ? NULL : widen64(T(m, "model.layers.%d.mlp.down_proj.weight", l));
         double *bq = a->qkv_bias ? widen64(T(m, "model.layers.%d.self_attn.q_proj.bias", l)) : NULL;
         double *bk = a->qkv_bias ? widen64(T(m, "model.layers.%d.self_attn.k_proj.bias", l)) : NULL;
         double *bv = a->qkv_bias ? widen64(T(m, "model.layers.%d.self_attn.v_proj.bias", l)) : NULL;
@@ -441,6 +628,12 @@ int rtfx_reference_f64(const fp4_model *m, const fp4_arch *a, const int32_t *tok
             for (int64_t i = 0; i < H; i++)
                 x[p * H + i] += t[i];
             rms64(x + p * H, n2, H, a->rms_eps, h + p * H);
+            if (moe) {
+                ref_moe(m, a, l, h + p * H, t);
+                for (int64_t i = 0; i < H; i++)
+                    x[p * H + i] += t[i];
+                continue;
+            }
             mv64(Wg, F, H, h + p * H, g), mv64(Wu, F, H, h + p * H, u);
             for (int64_t i = 0; i < F; i++)
                 g[i] = g[i] / (1 + exp(-g[i])) * u[i];

@@ -14,10 +14,20 @@ typedef struct rtfx_spec {
     int tied;
     int explicit_head_dim;  /* write "head_dim" into config.json                              */
     const char *extra_json; /* appended inside the config object (",\"k\":v"), may be NULL   */
+    /* mixture of experts (model_type "qwen3_moe" or "mixtral"; experts 0: dense) */
+    int experts, used, moe_ffn;
+    int dense_layer; /* qwen3_moe: this layer in mlp_only_layers (-1: none)              */
+    int fused;       /* qwen3_moe: experts as 3-D gate_up_proj / down_proj               */
+    int drop_expert; /* faults: expert 1 of layer 0 left out (its down), a router one row */
+    int bad_router;  /* short, one expert too many                                       */
+    int extra_expert;
 } rtfx_spec;
 
 /* The default tiny shape: hidden 256, 4 heads × 64, 2 KV heads, ffn 512, vocab 320, 2 layers. */
 rtfx_spec rtfx_default(const char *model_type);
+/* A tiny MoE: the default shape, 3 layers, 8 experts, top 2, expert ffn 256 (qwen3_moe: layer 1
+ * dense through mlp_only_layers, norm_topk_prob true). */
+rtfx_spec rtfx_moe(const char *model_type);
 /* Writes DIR/config.json and DIR/model.safetensors (bf16, seeded). DIR is created. 0 on success. */
 int rtfx_write_hf(const char *dir, const rtfx_spec *s, uint64_t seed);
 

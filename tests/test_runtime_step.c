@@ -315,6 +315,62 @@ static void test_step_span(void) {
     CHECK_EQ_INT(fp4_rt_step_span(t, 0, 512, 64), 0);
 }
 
+/* Mixtures of experts (THE STEP k'..m'): Qwen3-MoE with a dense layer among the sparse ones,
+ * Mixtral, and Qwen3-MoE's fused 3-D form; bf16 (router and experts on dense.pinned), NVFP4 A16,
+ * W4A4 and Q4_K experts. Exact mode equals the oracle (rt_fixture.c: routing by a stable sort, each
+ * expert per position) bit for bit, and is invariant: threads 1/2/3 × chunk 1/3/all, and inside a
+ * batch (a step's columns grouped by expert, each expert's weights in one multi-column project). */
+static void test_moe(const fp4_quantize_opts *qo) {
+    static const struct {
+        const char *type;
+        int fused;
+    } moe[] = {{"qwen3_moe", 0}, {"mixtral", 0}, {"qwen3_moe", 1}};
+    fp4_error e;
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) {
+        char d1[600], d2[600], what[64];
+        rtfx_spec f = rtfx_moe(moe[i].type);
+        f.fused = moe[i].fused;
+        const char *form = f.fused ? "-fused" : "";
+        snprintf(d1, sizeof d1, "%s/%s%s-bf16", tmp, moe[i].type, form);
+        snprintf(d2, sizeof d2, "%s/%s%s-nvfp4", tmp, moe[i].type, form);
+        CHECK(rtfx_write_hf(d1, &f, 200 + i) == 0);
+        CHECK_OK(fp4_quantize_checkpoint(d1, d2, qo, &e));
+        snprintf(what, sizeof what, "%s%s bf16", moe[i].type, form);
+        test_exact_oracle(d1, what);
+        test_batch(d1, what);
+        test_tolerance(d1, what, FP4_MODE_NATIVE, 3e-3);
+        test_tolerance(d1, what, FP4_MODE_EXACT, 3e-3);
+        snprintf(what, sizeof what, "%s%s nvfp4", moe[i].type, form);
+        test_exact_oracle(d2, what);
+        test_batch(d2, what);
+        test_tolerance(d2, what, FP4_MODE_NATIVE, 3e-3);
+        if (f.fused) continue;
+        char w4[600], kq[600];
+        snprintf(w4, sizeof w4, "%s/%s-w4a4", tmp, moe[i].type);
+        CHECK(rtd_add_input_scales(d2, w4) == 0);
+        snprintf(what, sizeof what, "%s w4a4", moe[i].type);
+        test_exact_oracle(w4, what);
+        test_batch(w4, what);
+        test_layouts(d2, what); /* the experts as each layout names them: the same bits */
+        if (!strcmp(moe[i].type, "qwen3_moe")) { /* FP8 experts and attention (the router stays bf16) */
+            char f8[600];
+            snprintf(f8, sizeof f8, "%s/%s-fp8", tmp, moe[i].type);
+            fp8tw_opts o8 = {.hf_quant_config = FP8TW_HFQ_FP8};
+            CHECK(fp8tw_write(d1, NULL, f8, &o8) == 0);
+            snprintf(what, sizeof what, "%s fp8", moe[i].type);
+            test_exact_oracle(f8, what);
+            test_batch(f8, what);
+            test_tolerance(f8, what, FP4_MODE_NATIVE, 3e-3);
+        }
+        snprintf(kq, sizeof kq, "%s/%s-q4k.gguf", tmp, moe[i].type);
+        fp4_quantize_opts ko = {.layout = FP4_LAYOUT_GGUF, .to_q4_k = 1};
+        CHECK_OK(fp4_quantize_checkpoint(d1, kq, &ko, &e));
+        snprintf(what, sizeof what, "%s q4_k", moe[i].type);
+        test_exact_oracle(kq, what);
+        test_batch(kq, what);
+    }
+}
+
 int main(void) {
     test_step_span();
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtstep-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -374,6 +430,7 @@ int main(void) {
         test_tolerance(d2, what, FP4_MODE_NATIVE, 3e-3);
         test_tolerance(d2, what, FP4_MODE_EXACT, 0.06);
     }
+    test_moe(&qo);
     if (!check_failed) rtfx_rmtree(tmp);
     return check_report();
 }

@@ -62,8 +62,11 @@ static int same_file(const char *a, const char *b) {
 static void test_names_and_sizes(void) {
     CHECK(!strcmp(fp4_synth_shape_name(0), "tiny"));
     CHECK(!strcmp(fp4_synth_shape_name(4), "llama-160m"));
-    CHECK(fp4_synth_shape_name(5) == NULL && fp4_synth_shape_name(-1) == NULL);
-    CHECK(!strcmp(fp4_synth_arch_name(1), "qwen3") && fp4_synth_arch_name(2) == NULL);
+    CHECK(!strcmp(fp4_synth_shape_name(5), "tiny-moe") && !strcmp(fp4_synth_shape_name(6), "qwen3-30b-a3b"));
+    CHECK(fp4_synth_shape_name(7) == NULL && fp4_synth_shape_name(-1) == NULL);
+    CHECK(!strcmp(fp4_synth_arch_name(1), "qwen3") && !strcmp(fp4_synth_arch_name(2), "qwen3-moe") &&
+          !strcmp(fp4_synth_arch_name(3), "mixtral") && fp4_synth_arch_name(4) == NULL);
+    CHECK(!strcmp(fp4_synth_shape_arch("qwen3-30b-a3b"), "qwen3-moe"));
     CHECK(!strcmp(fp4_synth_shape_arch("qwen3-8b"), "qwen3") &&
           !strcmp(fp4_synth_shape_arch("llama3-70b"), "llama"));
     CHECK(fp4_synth_shape_arch("gpt2") == NULL);

@@ -61,22 +61,32 @@ static json_t *arch_json(const fp4_model *m) {
     static const char *const source[] = {"hf", "gguf"}, *const scaling[] = {"none", "linear", "llama3"};
     fp4_arch a;
     if (fp4_model_arch(m, &a, NULL)) return json_null();
-    json_t *eos = json_array();
+    static const char *const routing[] = {"none", "softmax_topk", "topk_softmax"};
+    json_t *eos = json_array(), *dense = json_array();
     for (int32_t i = 0; i < a.n_eos && i < FP4_ARCH_MAX_EOS; i++)
         json_array_append_new(eos, json_integer(a.eos[i]));
-    return json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:s,s:f,s:f,s:f,s:I,s:b,s:b,s:b,s:b,"
-                     "s:b,s:i,s:i,s:o}",
-                     "family", fp4_arch_family_name(a.family), "source", source[a.source != FP4_ARCH_FROM_HF],
-                     "n_layers", (json_int_t)a.n_layers, "hidden", (json_int_t)a.hidden, "n_heads",
-                     (json_int_t)a.n_heads, "n_kv_heads", (json_int_t)a.n_kv_heads, "head_dim",
-                     (json_int_t)a.head_dim, "ffn", (json_int_t)a.ffn, "vocab", (json_int_t)a.vocab,
-                     "n_ctx_train", (json_int_t)a.n_ctx_train, "rms_eps", (double)a.rms_eps, "rope_theta",
-                     a.rope_theta, "rope_scaling", scaling[(unsigned)a.rope_scaling < 3 ? a.rope_scaling : 0],
-                     "rope_factor", a.rope_factor, "rope_low_freq_factor", a.rope_low_freq_factor,
-                     "rope_high_freq_factor", a.rope_high_freq_factor, "rope_orig_ctx",
-                     (json_int_t)a.rope_orig_ctx, "rope_freq_factors", a.rope_freq_factors, "tied_head",
-                     a.tied_head, "qkv_bias", a.qkv_bias, "qk_norm", a.qk_norm, "qk_permuted", a.qk_permuted,
-                     "bos", a.bos, "n_eos", a.n_eos, "eos", eos);
+    for (int64_t L = 0; L < a.n_layers && L < FP4_ARCH_MAX_LAYERS; L++) /* the layers with a dense MLP */
+        if ((a.moe_dense[L / 64] >> (L % 64)) & 1u) json_array_append_new(dense, json_integer(L));
+    json_t *o = json_pack("{s:I,s:I,s:I,s:s,s:b,s:o}", "n_experts", (json_int_t)a.n_experts, "n_experts_used",
+                          (json_int_t)a.n_experts_used, "moe_ffn", (json_int_t)a.moe_ffn, "moe_routing",
+                          routing[(unsigned)a.moe_routing < 3 ? a.moe_routing : 0], "moe_norm_topk",
+                          a.moe_norm_topk, "moe_dense", dense);
+    json_t *b = json_pack(
+        "{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:s,s:f,s:f,s:f,s:I,s:b,s:b,s:b,s:b,"
+        "s:b,s:i,s:i,s:o}",
+        "family", fp4_arch_family_name(a.family), "source", source[a.source != FP4_ARCH_FROM_HF], "n_layers",
+        (json_int_t)a.n_layers, "hidden", (json_int_t)a.hidden, "n_heads", (json_int_t)a.n_heads,
+        "n_kv_heads", (json_int_t)a.n_kv_heads, "head_dim", (json_int_t)a.head_dim, "ffn", (json_int_t)a.ffn,
+        "vocab", (json_int_t)a.vocab, "n_ctx_train", (json_int_t)a.n_ctx_train, "rms_eps", (double)a.rms_eps,
+        "rope_theta", a.rope_theta, "rope_scaling",
+        scaling[(unsigned)a.rope_scaling < 3 ? a.rope_scaling : 0], "rope_factor", a.rope_factor,
+        "rope_low_freq_factor", a.rope_low_freq_factor, "rope_high_freq_factor", a.rope_high_freq_factor,
+        "rope_orig_ctx", (json_int_t)a.rope_orig_ctx, "rope_freq_factors", a.rope_freq_factors, "tied_head",
+        a.tied_head, "qkv_bias", a.qkv_bias, "qk_norm", a.qk_norm, "qk_permuted", a.qk_permuted, "bos", a.bos,
+        "n_eos", a.n_eos, "eos", eos);
+    json_object_update(b, o);
+    json_decref(o);
+    return b;
 }
 
 typedef struct inspect_ctx {
@@ -201,6 +211,18 @@ int cmd_inspect(int argc, char **argv) {
             free(txt);
         }
         json_decref(md);
+        fp4_arch a;
+        if (!fp4_model_arch(m, &a, NULL) && a.n_experts) {
+            int64_t nd = 0;
+            for (int64_t L = 0; L < a.n_layers && L < FP4_ARCH_MAX_LAYERS; L++)
+                nd += !fp4_arch_layer_moe(&a, L);
+            printf("  mixture of experts: %s, %lld experts, %lld per token (%s%s), expert ffn %lld, "
+                   "%lld of %lld layers dense\n",
+                   fp4_arch_family_name(a.family), (long long)a.n_experts, (long long)a.n_experts_used,
+                   a.moe_routing == FP4_MOE_TOPK_SOFTMAX ? "top-k, then softmax" : "softmax, then top-k",
+                   a.moe_norm_topk ? ", renormalized" : "", (long long)a.moe_ffn, (long long)nd,
+                   (long long)a.n_layers);
+        }
         printf("  shapes: %s\n", gguf ? "GGUF ne, innermost (contiguous) dimension first"
                                      : "PyTorch order, outermost dimension first");
         for (int64_t i = 0; i < n; i++) {

@@ -22,17 +22,32 @@ size): every matrix (embeddings, projections, head) N(0, SIGMA) with SIGMA = 0.0
 initializer_range); every RMSNorm weight (input/post-attention/final, Qwen3 q/k norms)
 U(0.5, 1.5); Qwen2's q/k/v biases N(0, 0.5). Seeds: weights 1000 + i, ids 2000 + i, i the
 model's index in MODELS.
+
+Mixture of experts (issue 28): qwen3_moe (per-expert tensors as save_pretrained writes them; 8 experts,
+top-2, norm_topk_prob, layer 1 dense through mlp_only_layers), qwen3_moe_fused (the same model with
+its experts written in the fused 3-D form `mlp.experts.gate_up_proj` [E, 2I, H] / `down_proj`
+[E, H, I], whatever transformers itself saves; the generator checks that transformers loads it to
+the per-expert model's logits) and mixtral (8 local experts, top-2, softmax over the top-k). These run
+64 positions (T_MOE); the router weights are N(0, SIGMA) like every matrix, so routing varies with
+the token. For each sparse layer the generator records the routing it saw (routing_bf16.json /
+routing_nvfp4.json: per position the top-k experts of the router logits recomputed in f64 from the
+router's input, and the gap between the k-th and the (k+1)-th logit), so a test can tell a routing
+flip at a near tie from a wrong operation.
+
+Only some models: `make OUTDIR NAME...` / `dequant DATADIR OUTDIR NAME...`.
 """
 import json
 import math
 import os
 import platform
+import re
 import sys
 
 import numpy as np
 
 SIGMA = 0.08
 T = 24
+T_MOE = 64
 COMMON = {
     "vocab_size": 512, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
     "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 2048,
@@ -53,6 +68,23 @@ MODELS = [
     ("mistral", "mistral", {"architectures": ["MistralForCausalLM"], "head_dim": 64, "rope_theta": 1000000.0,
                             "sliding_window": None}),
 ]
+QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "head_dim": 64, "rope_theta": 1000000.0,
+             "attention_bias": False, "use_sliding_window": False, "num_hidden_layers": 3,
+             "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+             "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [1],
+             "output_router_logits": False, "router_aux_loss_coef": 0.0}
+MODELS += [
+    ("qwen3_moe", "qwen3_moe", QWEN3_MOE),
+    ("mixtral", "mixtral", {"architectures": ["MixtralForCausalLM"], "head_dim": 64, "rope_theta": 1000000.0,
+                            "sliding_window": None, "num_local_experts": 8, "num_experts_per_tok": 2,
+                            "intermediate_size": 512, "output_router_logits": False,
+                            "router_aux_loss_coef": 0.0}),
+    ("qwen3_moe_fused", "qwen3_moe", dict(QWEN3_MOE, fused_form=True)),
+]
+MOE_TYPES = ("qwen3_moe", "mixtral")
+EXPERT_RE = re.compile(r"^(.*)\.(mlp|block_sparse_moe)\.experts\.(\d+)\."
+                       r"(gate_proj|up_proj|down_proj|w1|w3|w2)\.weight$")
+FUSED_RE = re.compile(r"^(.*)\.(mlp|block_sparse_moe)\.experts\.(gate_up_proj|down_proj)$")
 
 
 def log(*a):
@@ -67,10 +99,140 @@ def versions():
             "platform": platform.platform(), "torch_threads": torch.get_num_threads()}
 
 
+def n_positions(model_type):
+    return T_MOE if model_type in MOE_TYPES else T
+
+
+def fused_params(model, prefix):
+    """(gate_up [E, 2I, H], down [E, H, I]) of a fused experts module under prefix, or None."""
+    ps = dict(model.named_parameters())
+    for mid in ("mlp", "block_sparse_moe"):
+        gu, dn = ps.get(f"{prefix}.{mid}.experts.gate_up_proj"), ps.get(f"{prefix}.{mid}.experts.down_proj")
+        if gu is not None and dn is not None:
+            return gu, dn
+    return None
+
+
+def param_view(model, name):
+    """The tensor (a view into the model's parameters) that the checkpoint tensor `name` is, in
+    whichever form transformers holds the experts in memory (per expert or fused 3-D), or None."""
+    ps = dict(model.named_parameters())
+    if name in ps:
+        return ps[name]
+    alt = name.replace(".block_sparse_moe.", ".mlp.")  # Mixtral's file names, held as mlp.* in memory
+    if alt in ps:
+        return ps[alt]
+    m = EXPERT_RE.match(name)
+    if m:
+        prefix, _, e, which = m.group(1), m.group(2), int(m.group(3)), m.group(4)
+        for mid in ("mlp", "block_sparse_moe"):  # per-expert modules under the other name
+            for a, b in (("gate_proj", "w1"), ("up_proj", "w3"), ("down_proj", "w2")):
+                for w in (a, b):
+                    if which in (a, b):
+                        n2 = f"{prefix}.{mid}.experts.{e}.{w}.weight"
+                        if n2 in ps:
+                            return ps[n2]
+        f = fused_params(model, prefix)
+        if f is not None:
+            gu, dn = f
+            inter = gu.shape[1] // 2
+            if which in ("gate_proj", "w1"):
+                return gu[e, :inter]
+            if which in ("up_proj", "w3"):
+                return gu[e, inter:]
+            return dn[e]
+    m = FUSED_RE.match(name)
+    if m:
+        f = fused_params(model, m.group(1))
+        if f is not None:
+            return f[0] if m.group(3) == "gate_up_proj" else f[1]
+    return None
+
+
+def fused_state(model):
+    """The model's tensors with every layer's experts in the fused 3-D form (gate rows, then up
+    rows), built from the in-memory parameters in whichever form they are."""
+    import torch
+    out, done = {}, set()
+    for name, p in model.named_parameters():
+        m = EXPERT_RE.match(name)
+        if not m and not FUSED_RE.match(name):
+            out[name] = p.detach().contiguous()
+            continue
+        prefix = m.group(1) if m else FUSED_RE.match(name).group(1)
+        if prefix in done:
+            continue
+        done.add(prefix)
+        f = fused_params(model, prefix)
+        if f is not None:
+            gu, dn = (t.detach() for t in f)
+        else:
+            n_exp = model.config.num_experts if hasattr(model.config, "num_experts") \
+                else model.config.num_local_experts
+            g = [param_view(model, f"{prefix}.mlp.experts.{e}.gate_proj.weight") for e in range(n_exp)]
+            u = [param_view(model, f"{prefix}.mlp.experts.{e}.up_proj.weight") for e in range(n_exp)]
+            d = [param_view(model, f"{prefix}.mlp.experts.{e}.down_proj.weight") for e in range(n_exp)]
+            gu = torch.stack([torch.cat([a.detach(), b.detach()], 0) for a, b in zip(g, u)])
+            dn = torch.stack([x.detach() for x in d])
+        out[f"{prefix}.mlp.experts.gate_up_proj"] = gu.contiguous()
+        out[f"{prefix}.mlp.experts.down_proj"] = dn.contiguous()
+    return out
+
+
+def routers(model):
+    """(layer index, router weight param, top-k) of every sparse layer."""
+    k = model.config.num_experts_per_tok
+    out = []
+    for name, p in model.named_parameters():
+        mm = re.match(r"^model\.layers\.(\d+)\.(mlp|block_sparse_moe)\.gate\.weight$", name)
+        if mm:
+            out.append((int(mm.group(1)), p, k))
+    return out
+
+
+def record_routing(model, ids):
+    """Per sparse layer and position: the top-k experts of the router logits (recomputed in f64
+    from the router's input) and the gap between the k-th and the (k+1)-th logit."""
+    import torch
+    seen = {}
+    hooks = []
+    for name, mod in model.named_modules():
+        mm = re.match(r"^model\.layers\.(\d+)\.(mlp|block_sparse_moe)\.gate$", name)
+        if mm:
+            def hook(mod, inp, _out, layer=int(mm.group(1))):
+                seen[layer] = inp[0].detach().to(torch.float64).reshape(-1, inp[0].shape[-1]).cpu().numpy()
+            hooks.append(mod.register_forward_hook(hook))
+    run_logits(model, ids)
+    for h in hooks:
+        h.remove()
+    out = {}
+    for layer, w, k in routers(model):
+        h = seen.get(layer)
+        assert h is not None, f"router of layer {layer} never ran"
+        lg = h @ w.detach().to(torch.float64).cpu().numpy().T
+        order = np.argsort(-lg, axis=1, kind="stable")
+        top = order[:, :k]
+        kth = np.take_along_axis(lg, order[:, k - 1:k], 1)[:, 0]
+        gap = kth - np.take_along_axis(lg, order[:, k:k + 1], 1)[:, 0]
+        out[str(layer)] = {"top_k": top.tolist(), "gap": [float(g) for g in gap],
+                           "min_gap": float(gap.min()), "experts_used": sorted(set(top.ravel().tolist()))}
+    return out
+
+
+def saved_names(d):
+    from safetensors import safe_open
+    names = []
+    for f in sorted(os.listdir(d)):
+        if f.endswith(".safetensors"):
+            with safe_open(os.path.join(d, f), "pt") as h:
+                names += list(h.keys())
+    return names
+
+
 def make_config(model_type, extra):
     from transformers import AutoConfig
     d = dict(COMMON)
-    d.update(extra)
+    d.update({k: v for k, v in extra.items() if k != "fused_form"})
     d["model_type"] = model_type
     # from_dict is the path a real config.json takes, legacy keys (rope_theta, rope_scaling) included
     try:
@@ -95,7 +257,7 @@ def init_weights(model, seed):
         elif name.endswith(".bias"):
             v = rng.normal(0.0, 0.5, shape)
             kind = "N(0,0.5)"
-        elif len(shape) == 2:
+        elif len(shape) in (2, 3):  # 3-D: fused experts [E, rows, cols]
             v = rng.normal(0.0, SIGMA, shape)
             kind = f"N(0,{SIGMA})"
         else:
@@ -159,17 +321,36 @@ def stats(lg):
             "max_abs": float(np.abs(lg).max()), "argmax": [int(a) for a in lg.argmax(axis=1)]}
 
 
-def phase_make(outdir):
+def seed_index(name):
+    """The seeds' index: the fused variant is qwen3_moe's model (same weights and ids) in another form."""
+    names = [m[0] for m in MODELS]
+    return names.index("qwen3_moe" if name == "qwen3_moe_fused" else name)
+
+
+def save_fused(model, d):
+    """Replace the checkpoint save_pretrained wrote in d by one file with the fused 3-D experts."""
+    from safetensors.torch import save_file
+    for f in os.listdir(d):
+        if f.endswith(".safetensors") or f.endswith(".safetensors.index.json"):
+            os.remove(os.path.join(d, f))
+    save_file(fused_state(model), os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+
+
+def phase_make(outdir, only):
     import torch
     from transformers import AutoModelForCausalLM
     torch.set_grad_enabled(False)
     os.makedirs(outdir, exist_ok=True)
     v = versions()
     log("versions:", json.dumps(v))
-    with open(os.path.join(outdir, "versions.json"), "w") as f:
+    with open(os.path.join(outdir, "versions.json" if not only else "versions_" + "_".join(only) + ".json"),
+              "w") as f:
         json.dump(v, f, indent=1)
     failed = []
-    for i, (name, mt, extra) in enumerate(MODELS):
+    for name, mt, extra in MODELS:
+        if only and name not in only:
+            continue
+        i = seed_index(name)
         try:
             d = os.path.join(outdir, name)
             exp = expected_inv_freq(extra, 64)
@@ -199,7 +380,11 @@ def phase_make(outdir):
                 model.save_pretrained(d, safe_serialization=True)
             except TypeError:
                 model.save_pretrained(d)
-            ids = [int(t) for t in np.random.default_rng(2000 + i).integers(0, COMMON["vocab_size"], T)]
+            written_by_transformers = saved_names(d)
+            if extra.get("fused_form"):
+                save_fused(model, d)
+            ids = [int(t) for t in np.random.default_rng(2000 + i).integers(0, COMMON["vocab_size"],
+                                                                               n_positions(mt))]
             with open(os.path.join(d, "ids.txt"), "w") as f:
                 f.write(",".join(map(str, ids)) + "\n")
             ref = {n: p.detach().to(torch.float64).clone() for n, p in model.named_parameters()}
@@ -218,6 +403,25 @@ def phase_make(outdir):
                        "weights": drawn, "seed_weights": 1000 + i, "seed_ids": 2000 + i,
                        "rope_inv_freq_checked": True, "config_form": form,
                        "config_rope_keys": {k: v for k, v in m64.config.to_dict().items() if "rope" in k}})
+            if mt in MOE_TYPES:
+                routing = record_routing(m64, ids)
+                with open(os.path.join(d, "routing_bf16.json"), "w") as f:
+                    json.dump(routing, f)
+                names = saved_names(d)
+                st.update({"moe_tensor_names_saved_by_transformers":
+                           sorted({re.sub(r"\.\d+\.", ".N.", n) for n in written_by_transformers
+                                   if "expert" in n or ".gate." in n}),
+                           "moe_tensor_names_in_file": sorted({re.sub(r"\.\d+\.", ".N.", n) for n in names
+                                                               if "expert" in n or ".gate." in n}),
+                           "in_memory_expert_form": "fused" if fused_params(m64, "model.layers.0") is not None
+                           or fused_params(m64, "model.layers.2") is not None else "per-expert",
+                           "routing_min_gap": {k: r["min_gap"] for k, r in routing.items()},
+                           "routing_experts_used": {k: r["experts_used"] for k, r in routing.items()}})
+                twin = os.path.join(outdir, "qwen3_moe", "logits_bf16.npy")
+                if extra.get("fused_form") and os.path.exists(twin):
+                    same = np.array_equal(np.load(twin), lg)
+                    st["logits_equal_to_qwen3_moe"] = bool(same)
+                    assert same, "the fused form's logits differ from the per-expert form's"
             np.save(os.path.join(d, "logits_bf16.npy"), lg)
             with open(os.path.join(d, "stats_bf16.json"), "w") as f:
                 json.dump(st, f, indent=1)
@@ -234,14 +438,16 @@ def phase_make(outdir):
     return 1 if failed else 0
 
 
-def phase_dequant(datadir, outdir):
+def phase_dequant(datadir, outdir, only):
     import torch
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import hf_dequant
     torch.set_grad_enabled(False)
     log("versions:", json.dumps(versions()))
     failed = []
-    for name, _, extra in MODELS:
+    for name, mt, extra in MODELS:
+        if only and name not in only:
+            continue
         d = os.path.join(datadir, name)
         if not os.path.isdir(os.path.join(d, "nvfp4")):
             log(f"{name}: no nvfp4/, skipped")
@@ -250,10 +456,15 @@ def phase_dequant(datadir, outdir):
             m64 = load_f64(d)
             deq, rest = hf_dequant.quantized_weights(os.path.join(d, "nvfp4"))
             nl = m64.config.num_hidden_layers
-            assert len(deq) == 7 * nl, f"{len(deq)} NVFP4 weights, expected {7 * nl}"
+            n_sparse = len(routers(m64))  # every expert quantized, per expert; routers never
+            n_exp = getattr(m64.config, "num_experts", None) or getattr(m64.config, "num_local_experts", 0)
+            fused_file = any(FUSED_RE.match(n) for n in rest)  # 3-D experts stay bf16 under quantize
+            want = 4 * nl + 3 * (nl - n_sparse) + (0 if fused_file else 3 * n_exp * n_sparse)
+            assert len(deq) == want, f"{len(deq)} NVFP4 weights, expected {want}"
             err = []
             for n, w in deq.items():
-                p = m64.get_parameter(n)
+                p = param_view(m64, n)
+                assert p is not None, f"{n}: no such parameter in the model"
                 assert tuple(p.shape) == w.shape, n
                 old = p.detach().clone()
                 p.copy_(torch.from_numpy(w.astype(np.float64)))
@@ -261,8 +472,10 @@ def phase_dequant(datadir, outdir):
             same = 0  # the unquantized tensors of nvfp4/ must be the bf16 file's, bit for bit
             for n, (dt, shape, arr) in rest.items():
                 assert dt == "BF16", (n, dt)
-                assert np.array_equal(hf_dequant.bf16_to_f32(arr).astype(np.float64),
-                                      m64.get_parameter(n).detach().numpy()), n
+                p = param_view(m64, n)
+                assert p is not None, f"{n}: no such parameter in the model"
+                assert np.array_equal(hf_dequant.bf16_to_f32(arr).astype(np.float64).reshape(p.shape),
+                                      p.detach().numpy()), n
                 same += 1
             ids = [int(t) for t in open(os.path.join(d, "ids.txt")).read().strip().split(",")]
             lg, how = run_logits(m64, ids)
@@ -276,6 +489,11 @@ def phase_dequant(datadir, outdir):
                        "argmax_agree_vs_bf16": int((lg.argmax(1) == ref.argmax(1)).sum())})
             od = os.path.join(outdir, name)
             os.makedirs(od, exist_ok=True)
+            if mt in MOE_TYPES:
+                routing = record_routing(m64, ids)
+                with open(os.path.join(od, "routing_nvfp4.json"), "w") as f:
+                    json.dump(routing, f)
+                st["routing_min_gap"] = {k: r["min_gap"] for k, r in routing.items()}
             np.save(os.path.join(od, "logits_nvfp4.npy"), lg)
             with open(os.path.join(od, "stats_nvfp4.json"), "w") as f:
                 json.dump(st, f, indent=1)
@@ -283,7 +501,7 @@ def phase_dequant(datadir, outdir):
                 f"{same} other tensors identical; std/vocab {st['std_over_vocab_mean']:.4f}; vs bf16: "
                 f"max|d| {st['logits_max_abs_diff_vs_bf16']:.4f} "
                 f"rel rms {st['logits_rel_rms_diff_vs_bf16']:.4f} "
-                f"argmax agree {st['argmax_agree_vs_bf16']}/{T}")
+                f"argmax agree {st['argmax_agree_vs_bf16']}/{len(ids)}")
         except Exception:
             import traceback
             traceback.print_exc()
@@ -293,9 +511,10 @@ def phase_dequant(datadir, outdir):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "make":
-        sys.exit(phase_make(sys.argv[2]))
-    if len(sys.argv) == 4 and sys.argv[1] == "dequant":
-        sys.exit(phase_dequant(sys.argv[2], sys.argv[3]))
+    known = {m[0] for m in MODELS}
+    if len(sys.argv) >= 3 and sys.argv[1] == "make" and set(sys.argv[3:]) <= known:
+        sys.exit(phase_make(sys.argv[2], sys.argv[3:]))
+    if len(sys.argv) >= 4 and sys.argv[1] == "dequant" and set(sys.argv[4:]) <= known:
+        sys.exit(phase_dequant(sys.argv[2], sys.argv[3], sys.argv[4:]))
     print(__doc__)
     sys.exit(2)

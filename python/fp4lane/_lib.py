@@ -77,7 +77,9 @@ class Arch(ctypes.Structure):  # fp4_arch
                 ("rope_high_freq_factor", c_double), ("rope_orig_ctx", c_int64), ("rope_freq_factors", c_int),
                 ("tied_head", c_int),
                 ("qkv_bias", c_int), ("qk_norm", c_int), ("qk_permuted", c_int), ("bos", c_int32),
-                ("n_eos", c_int32), ("eos", c_int32 * 8)]
+                ("n_eos", c_int32), ("eos", c_int32 * 8), ("n_experts", c_int64), ("n_experts_used", c_int64),
+                ("moe_ffn", c_int64), ("moe_routing", c_int32), ("moe_norm_topk", c_int32),
+                ("moe_dense", c_uint64 * 16)]
 
 
 class RtOpts(ctypes.Structure):  # fp4_rt_opts

@@ -35,6 +35,23 @@
  *     k. g = project(Wgate, h) [F], u = project(Wup, h) [F]
  *     l. a[i] = fp4p_swiglu(g[i], u[i])
  *     m. x_c[i] = x_c[i] + project(Wdown, a)[i]
+ *     MoE layers (fp4_arch_layer_moe(arch, L); E = n_experts, K = n_experts_used, FE = moe_ffn)
+ *     replace k..m by:
+ *     k'. r = project(Wrouter, h) [E]      (the router is F16/BF16/F32, never quantized: exact mode
+ *        runs it on dense.pinned)
+ *     l'. per column, fp4p_moe_route(r, E, K, arch.moe_routing, arch.moe_norm_topk) (pinned.h):
+ *        the K experts e_0..e_{K-1} in selection order (descending weight, ties to the lower
+ *        expert index) and their weights w_0..w_{K-1}:
+ *          SOFTMAX_TOPK (Qwen3-MoE): p = pinned softmax over all E logits, the top K of p;
+ *            moe_norm_topk: w_j = p_j / (Σ p over the K, pinned sum in selection order), else p_j
+ *          TOPK_SOFTMAX (Mixtral): the top K logits, w = pinned softmax over those K
+ *     m'. for each chosen expert e_j of the column: a = fp4p_swiglu(project(Wgate_e, h),
+ *        project(Wup_e, h)) [FE], y_j = project(Wdown_e, a) [H]; then
+ *        x_c[i] = x_c[i] + fp4p_moe_combine (acc = w_0 y_0[i]; acc += w_j y_j[i] for j = 1..K-1,
+ *        each product and sum one f32 rounding, in selection order)
+ *        A backend groups a step's columns by expert (each expert's weights read once per step,
+ *        the columns that chose it in column order through one multi-column project): the
+ *        projections give each column its one-column bits, so grouping changes no bit.
  *  3. for the columns that want logits (in column order): h = rmsnorm(x_c, output_norm);
  *     logits = project(head, h) [V]    (head = tok_embd when tied)
  *
@@ -68,7 +85,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 4u
+#define FP4_RT_BACKEND_ABI 5u
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -121,7 +138,16 @@ typedef struct fp4_rt_model_desc {
     /* ABI 3: at most this many columns of a step want logits (the runtime splits a step at it;
      * <= create's max_cols) */
     int64_t max_logit_cols;
+    /* ABI 5: mixture of experts. NULL for a dense model; else n_layers * FP4_MOE_STRIDE(E) tensors:
+     * per layer the router, then gate, up, down of expert 0, of expert 1, ...; all NULL for a
+     * dense layer (its GATE/UP/DOWN slots are set instead; a MoE layer's are NULL). */
+    const fp4_tensor *const *moe;
 } fp4_rt_model_desc;
+
+#define FP4_MOE_STRIDE(n_experts) (1 + 3 * (n_experts))
+enum { FP4_MOE_ROUTER = 0, FP4_MOE_GATE = 1, FP4_MOE_UP = 2, FP4_MOE_DOWN = 3 };
+/* index of expert e's part (FP4_MOE_GATE/UP/DOWN) in one layer's run of FP4_MOE_STRIDE tensors */
+#define FP4_MOE_AT(e, part) (1 + 3 * (e) + ((part)-1))
 
 /* One column of a step (see THE STEP). */
 typedef struct fp4_rt_col {

@@ -104,6 +104,12 @@ static const fp4_abi_field abi_rows[] = {
     ABI_F(fp4_arch, bos),
     ABI_F(fp4_arch, n_eos),
     ABI_F(fp4_arch, eos),
+    ABI_F(fp4_arch, n_experts),
+    ABI_F(fp4_arch, n_experts_used),
+    ABI_F(fp4_arch, moe_ffn),
+    ABI_F(fp4_arch, moe_routing),
+    ABI_F(fp4_arch, moe_norm_topk),
+    ABI_F(fp4_arch, moe_dense),
     ABI_END(fp4_arch),
 
     ABI_F(fp4_rt_opts, mode),

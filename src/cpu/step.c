@@ -14,6 +14,11 @@ typedef struct cpu_state {
     uint16_t *kc, *vc;        /* [slot][layer][pos][NKV*D]                               */
     int64_t max_cols;
     float *x, *h, *q, *k, *v, *o, *t, *g, *u; /* scratch, max_cols columns each                 */
+    /* mixture of experts (d.moe): router logits [col][E], the choices [col][K] (expert, weight),
+     * the gathered inputs of one expert and their outputs [col][K][H] */
+    float *rl, *rw, *rs, *gh, *eo;
+    int *ri;
+    int64_t *gc;
 } cpu_state;
 
 static const char *cpu_route(const fp4_tensor *w, fp4_mode mode) {
@@ -27,6 +32,7 @@ static void cpu_destroy(void *p) {
     free(s->layer), free(s->kc), free(s->vc);
     free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g),
         free(s->u);
+    free(s->rl), free(s->rw), free(s->rs), free(s->gh), free(s->eo), free(s->ri), free(s->gc);
     free(s);
 }
 
@@ -58,9 +64,19 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     s->x = falloc(max_cols * a->hidden), s->h = falloc(max_cols * wide), s->q = falloc(max_cols * qd);
     s->k = falloc(max_cols * kvd), s->v = falloc(max_cols * kvd), s->o = falloc(max_cols * qd);
     s->t = falloc(max_cols * a->hidden);
-    s->g = falloc(max_cols * a->ffn), s->u = falloc(max_cols * a->ffn);
+    const int64_t F = a->ffn > a->moe_ffn ? a->ffn : a->moe_ffn;
+    s->g = falloc(max_cols * F), s->u = falloc(max_cols * F);
+    int moe_ok = 1;
+    if (d->moe) {
+        const int64_t E = a->n_experts, K = a->n_experts_used;
+        s->rl = falloc(max_cols * E), s->rs = falloc(E), s->rw = falloc(max_cols * K);
+        s->gh = falloc(max_cols * a->hidden), s->eo = falloc(max_cols * K * a->hidden);
+        s->ri = malloc(sizeof(int) * (size_t)(max_cols * K));
+        s->gc = malloc(sizeof(int64_t) * (size_t)max_cols);
+        moe_ok = s->rl && s->rs && s->rw && s->gh && s->eo && s->ri && s->gc;
+    }
     if (!s->layer || !s->kc || !s->vc || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t ||
-        !s->g || !s->u) {
+        !s->g || !s->u || !moe_ok) {
         cpu_destroy(s);
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (KV cache %llu halves)",
                         (unsigned long long)(2 * kvn));
@@ -164,6 +180,52 @@ static void unpermute(float *x, int64_t n_heads, int64_t D) {
     }
 }
 
+static fp4_status swiglu(cpu_state *s, int64_t nv, fp4_error *err) {
+    swiglu_ctx sc = {s->g, s->u, nv};
+    const int64_t sw_chunks = (nv + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK;
+    const int sw_threads = nv >= 16 * SWIGLU_CHUNK ? s->d.n_threads : 1;
+    fp4_status st = fp4_parallel_rows(sw_chunks, sw_threads, swiglu_rows, &sc);
+    return st ? fp4_fail(err, st, NULL, NULL, "rt.swiglu", "SwiGLU failed") : FP4_OK;
+}
+
+/* THE STEP's k'..m' (backend.h): the router, each column's K experts (fp4p_moe_route), then expert
+ * by expert the columns that chose it, gathered in column order into one multi-column project (the
+ * expert's weights read once per step), each output row kept at its (column, choice), and last
+ * the combine in selection order. s->h holds the ffn-normed inputs. */
+static fp4_status moe_step(cpu_state *s, int64_t L, int64_t n, fp4_error *err) {
+    const fp4_arch *a = &s->d.arch;
+    const int64_t H = a->hidden, E = a->n_experts, FE = a->moe_ffn;
+    const int K = (int)a->n_experts_used;
+    const fp4_tensor *const *mw = s->d.moe + L * FP4_MOE_STRIDE(E);
+    fp4_status st;
+    if ((st = proj(s, mw[FP4_MOE_ROUTER], s->h, n, s->rl, err))) return st;
+    for (int64_t c = 0; c < n; c++)
+        fp4p_moe_route(s->rl + c * E, E, K, a->moe_routing, a->moe_norm_topk, s->rs, s->ri + c * K,
+                       s->rw + c * K);
+    for (int64_t e = 0; e < E; e++) {
+        int64_t m = 0;
+        for (int64_t c = 0; c < n; c++)
+            for (int j = 0; j < K; j++)
+                if (s->ri[c * K + j] == (int)e) {
+                    memcpy(s->gh + m * H, s->h + c * H, sizeof(float) * (size_t)H);
+                    s->gc[m++] = c * K + j;
+                }
+        if (!m) continue; /* no column chose it: its weights are not read */
+        if ((st = proj(s, mw[FP4_MOE_AT(e, FP4_MOE_GATE)], s->gh, m, s->g, err)) ||
+            (st = proj(s, mw[FP4_MOE_AT(e, FP4_MOE_UP)], s->gh, m, s->u, err)) ||
+            (st = swiglu(s, m * FE, err)) ||
+            (st = proj(s, mw[FP4_MOE_AT(e, FP4_MOE_DOWN)], s->g, m, s->gh, err)))
+            return st;
+        for (int64_t i = 0; i < m; i++)
+            memcpy(s->eo + s->gc[i] * H, s->gh + i * H, sizeof(float) * (size_t)H);
+    }
+    for (int64_t c = 0; c < n; c++)
+        for (int64_t i = 0; i < H; i++)
+            s->x[c * H + i] =
+                fp4p_add(s->x[c * H + i], fp4p_moe_combine(s->rw + c * K, s->eo + c * K * H, K, H, i));
+    return FP4_OK;
+}
+
 static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, int64_t n, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
     const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn;
@@ -211,14 +273,10 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
         s->x[i] = fp4p_add(s->x[i], s->t[i]);
     for (int64_t c = 0; c < n; c++)
         fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_FFN_NORM], H, a->rms_eps, s->h + c * H);
+    if (s->d.moe && s->d.moe[L * FP4_MOE_STRIDE(a->n_experts)]) return moe_step(s, L, n, err);
     if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) ||
-        (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)))
+        (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)) || (st = swiglu(s, n * F, err)))
         return st;
-    swiglu_ctx sc = {s->g, s->u, n * F};
-    const int64_t sw_chunks = (n * F + SWIGLU_CHUNK - 1) / SWIGLU_CHUNK;
-    const int sw_threads = n * F >= 16 * SWIGLU_CHUNK ? s->d.n_threads : 1;
-    if ((st = fp4_parallel_rows(sw_chunks, sw_threads, swiglu_rows, &sc)))
-        return fp4_fail(err, st, NULL, NULL, "rt.swiglu", "SwiGLU failed");
     if ((st = proj(s, w[FP4_LW_DOWN], s->g, n, s->t, err))) return st;
     for (int64_t i = 0; i < n * H; i++)
         s->x[i] = fp4p_add(s->x[i], s->t[i]);

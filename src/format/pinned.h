@@ -201,6 +201,68 @@ static inline FP4_HD float fp4p_swiglu(float g, float u) {
     return fp4p_mul(fp4p_silu(g), u);
 }
 
+/* ---- mixture-of-experts routing and combine [exact] ----
+ * fp4p_moe_route: the k experts a column runs, from the router's E logits r, in selection order
+ * (descending weight, ties to the lower index: k passes of "first index of the largest value not
+ * yet taken"; a NaN never wins a comparison), and their weights.
+ *   routing 1 (softmax, then top k; Qwen3-MoE): m = max r; e_i = exp(r_i - m); s = pinned sum of
+ *     the E values e; p_i = e_i / s; the top k of p; norm: w_j = p_j / (pinned sum of the k p_j
+ *     in selection order), else w_j = p_j.
+ *   routing 2 (top k, then softmax; Mixtral): the top k of r; m = r of the first; e_j = exp(r_j - m);
+ *     w_j = e_j / (pinned sum of the k e_j in selection order).
+ * scratch: E floats. idx and w: k values. */
+static inline FP4_HD void fp4p_moe_topk(const float *v, int64_t n, int k, int *idx) {
+    for (int j = 0; j < k; j++) {
+        int64_t best = -1;
+        for (int64_t i = 0; i < n; i++) {
+            int taken = 0;
+            for (int t = 0; t < j; t++)
+                taken |= idx[t] == (int)i;
+            if (taken) continue;
+            if (best < 0 || v[i] > v[best]) best = i;
+        }
+        idx[j] = (int)best;
+    }
+}
+static inline FP4_HD void fp4p_moe_route(const float *r, int64_t n, int k, int routing, int norm,
+                                         float *scratch, int *idx, float *w) {
+    if (routing == 1) {
+        float m = r[0];
+        for (int64_t i = 1; i < n; i++)
+            m = r[i] > m ? r[i] : m;
+        for (int64_t i = 0; i < n; i++)
+            scratch[i] = fp4p_exp(fp4p_sub(r[i], m));
+        const float s = fp4p_sum(scratch, n, 1);
+        for (int64_t i = 0; i < n; i++)
+            scratch[i] = fp4p_div(scratch[i], s);
+        fp4p_moe_topk(scratch, n, k, idx);
+        for (int j = 0; j < k; j++)
+            w[j] = scratch[idx[j]];
+        if (norm) {
+            const float t = fp4p_sum(w, k, 1);
+            for (int j = 0; j < k; j++)
+                w[j] = fp4p_div(w[j], t);
+        }
+        return;
+    }
+    fp4p_moe_topk(r, n, k, idx);
+    const float m = r[idx[0]];
+    for (int j = 0; j < k; j++)
+        w[j] = fp4p_exp(fp4p_sub(r[idx[j]], m));
+    const float s = fp4p_sum(w, k, 1);
+    for (int j = 0; j < k; j++)
+        w[j] = fp4p_div(w[j], s);
+}
+/* Σ_j w_j y_j[i] in selection order: acc = w_0 y_0[i], then acc += w_j y_j[i] (each product and
+ * sum one rounding); y_j = y + j * stride. */
+static inline FP4_HD float fp4p_moe_combine(const float *w, const float *y, int k, int64_t stride,
+                                            int64_t i) {
+    float acc = fp4p_mul(w[0], y[i]);
+    for (int j = 1; j < k; j++)
+        acc = fp4p_add(acc, fp4p_mul(w[j], y[j * stride + i]));
+    return acc;
+}
+
 /* ---- RoPE [exact] ----
  * HF's rotate-half convention (not interleaved): for i < half = head_dim/2, with c = cos[i],
  * s = sin[i] from the table row of this position (f32, computed once on the host in double,

@@ -21,7 +21,10 @@ static const struct family_row {
     {"mistral", NULL, FP4_ARCH_MISTRAL, 0, 0},
     {"qwen2", "qwen2", FP4_ARCH_QWEN2, 1, 0},
     {"qwen3", "qwen3", FP4_ARCH_QWEN3, 0, 1},
+    {"qwen3_moe", "qwen3moe", FP4_ARCH_QWEN3_MOE, 0, 1},
+    {"mixtral", NULL, FP4_ARCH_MIXTRAL, 0, 0}, /* GGUF: "llama" with <arch>.expert_count (below) */
 };
+#define ARCH_MAX_EXPERTS 4096
 
 const char *fp4_arch_family_name(fp4_arch_family f) {
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
@@ -53,6 +56,9 @@ static fp4_status arch_check(fp4_arch *a, fp4_error *err) {
         if (lim[i].v < lim[i].lo || lim[i].v > lim[i].hi)
             return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "arch.limit", "%s = %lld is outside [%lld, %lld]",
                             lim[i].what, (long long)lim[i].v, (long long)lim[i].lo, (long long)lim[i].hi);
+    if (a->n_experts && (a->moe_ffn < 1 || a->moe_ffn > 4 * ARCH_MAX_HIDDEN))
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "arch.moe", "expert ffn = %lld is outside [1, %lld]",
+                        (long long)a->moe_ffn, (long long)(4 * ARCH_MAX_HIDDEN));
     if (a->head_dim % 2)
         return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.head_dim", "head_dim = %lld is odd",
                         (long long)a->head_dim);
@@ -170,12 +176,23 @@ static fp4_status hf_refusals(json_t *cfg, const struct family_row *f, int64_t c
     char txt[128];
     static const char *const moe_keys[] = {"num_experts", "num_local_experts", "n_routed_experts",
                                            "num_experts_per_tok", "moe_intermediate_size"};
-    for (size_t i = 0; i < sizeof moe_keys / sizeof moe_keys[0]; i++) {
+    const int moe = f->family == FP4_ARCH_QWEN3_MOE || f->family == FP4_ARCH_MIXTRAL;
+    for (size_t i = 0; !moe && i < sizeof moe_keys / sizeof moe_keys[0]; i++) {
         json_t *j = json_object_get(cfg, moe_keys[i]);
         if (j && !json_is_null(j) && !(json_is_integer(j) && json_integer_value(j) == 0)) {
             js_text(j, txt, sizeof txt);
             return refuse(err, "arch.moe", "config.json: %s = %s (mixture of experts is not supported)",
                           moe_keys[i], txt);
+        }
+    }
+    static const char *const shared_keys[] = {"shared_expert_intermediate_size", "n_shared_experts",
+                                              "num_shared_experts"};
+    for (size_t i = 0; moe && i < sizeof shared_keys / sizeof shared_keys[0]; i++) {
+        json_t *j = json_object_get(cfg, shared_keys[i]);
+        if (j && !json_is_null(j) && !(json_is_integer(j) && json_integer_value(j) == 0)) {
+            js_text(j, txt, sizeof txt);
+            return refuse(err, "arch.moe", "config.json: %s = %s (shared experts are not supported)",
+                          shared_keys[i], txt);
         }
     }
     json_t *usw = json_object_get(cfg, "use_sliding_window"), *sw = json_object_get(cfg, "sliding_window");
@@ -236,6 +253,76 @@ static fp4_status hf_refusals(json_t *cfg, const struct family_row *f, int64_t c
     return FP4_OK;
 }
 
+static fp4_status moe_fail(fp4_error *err, const char *key, int64_t v, const char *why) {
+    return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.moe", "%s = %lld: %s", key, (long long)v, why);
+}
+
+/* The experts' counts shared by both sources: a config that contradicts itself is refused here,
+ * naming the key, before any tensor is looked at. */
+static fp4_status moe_check(const fp4_arch *a, const char *k_experts, const char *k_used, fp4_error *err) {
+    if (a->n_experts < 1) return moe_fail(err, k_experts, a->n_experts, "a mixture of experts needs experts");
+    if (a->n_experts > ARCH_MAX_EXPERTS)
+        return moe_fail(err, k_experts, a->n_experts, "above the limit of 4096 experts");
+    if (a->n_experts_used < 1 || a->n_experts_used > a->n_experts)
+        return moe_fail(err, k_used, a->n_experts_used,
+                        "the experts per token must be in [1, the expert count]");
+    return FP4_OK;
+}
+
+/* config.json's experts (qwen3_moe, mixtral). transformers 5 writes Qwen3-MoE's num_experts as
+ * num_local_experts; both present must agree. */
+static fp4_status hf_moe(json_t *cfg, fp4_arch *a, fp4_error *err) {
+    fp4_status st;
+    int64_t ne = -1, nl = -1;
+    int r1 = js_int(cfg, "num_experts", &ne), r2 = js_int(cfg, "num_local_experts", &nl);
+    if (r1 < 0 || r2 < 0)
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.moe", "config.json: %s is not an integer",
+                        r1 < 0 ? "num_experts" : "num_local_experts");
+    if (r1 == 1 && r2 == 1 && ne != nl)
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.moe",
+                        "config.json: num_experts = %lld and num_local_experts = %lld disagree",
+                        (long long)ne, (long long)nl);
+    if (r1 != 1 && r2 != 1)
+        return fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, NULL, "arch.moe",
+                        "config.json: num_experts (or num_local_experts) is missing");
+    a->n_experts = r1 == 1 ? ne : nl;
+    if ((st = need_int(cfg, "num_experts_per_tok", &a->n_experts_used, err))) return st;
+    if ((st = moe_check(a, r1 == 1 ? "num_experts" : "num_local_experts", "num_experts_per_tok", err)))
+        return st;
+    if (a->family == FP4_ARCH_MIXTRAL) {
+        a->moe_routing = FP4_MOE_TOPK_SOFTMAX;
+        a->moe_ffn = a->ffn;
+        return FP4_OK;
+    }
+    a->moe_routing = FP4_MOE_SOFTMAX_TOPK;
+    if ((st = need_int(cfg, "moe_intermediate_size", &a->moe_ffn, err))) return st;
+    json_t *nt = json_object_get(cfg, "norm_topk_prob");
+    if (nt && !json_is_boolean(nt))
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.moe",
+                        "config.json: norm_topk_prob is not a boolean");
+    a->moe_norm_topk = json_is_true(nt);
+    int64_t step = 1;
+    if (js_int(cfg, "decoder_sparse_step", &step) < 0 || step < 1 || step > FP4_ARCH_MAX_LAYERS)
+        return moe_fail(err, "decoder_sparse_step", step, "not an integer in [1, 1024]");
+    for (int64_t L = 0; L < a->n_layers && L < FP4_ARCH_MAX_LAYERS; L++)
+        if ((L + 1) % step) a->moe_dense[L / 64] |= 1ull << (L % 64);
+    json_t *only = json_object_get(cfg, "mlp_only_layers");
+    if (only && !json_is_null(only) && !json_is_array(only))
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.moe",
+                        "config.json: mlp_only_layers is not a list");
+    size_t i;
+    json_t *v;
+    json_array_foreach(only, i, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= a->n_layers)
+            return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.moe",
+                            "config.json: mlp_only_layers[%zu] is not a layer index in [0, %lld)", i,
+                            (long long)a->n_layers);
+        const int64_t L = json_integer_value(v);
+        a->moe_dense[L / 64] |= 1ull << (L % 64);
+    }
+    return FP4_OK;
+}
+
 static void hf_tokens(json_t *cfg, fp4_arch *a) {
     int64_t v;
     a->bos = js_int(cfg, "bos_token_id", &v) == 1 && v >= 0 && v < INT32_MAX ? (int32_t)v : -1;
@@ -273,7 +360,8 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
         js_text(mt, txt, sizeof txt);
         st =
             refuse(err, "arch.model_type",
-                   "config.json: %s = %s is not supported (llama, mistral, qwen2, qwen3)", "model_type", txt);
+                   "config.json: %s = %s is not supported (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral)",
+                   "model_type", txt);
         goto done;
     }
     fp4_arch *a = out;
@@ -318,6 +406,9 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
     json_t *tie = json_object_get(cfg, "tie_word_embeddings");
     a->tied_head = json_is_true(tie);
     if ((st = hf_refusals(cfg, f, a->n_ctx_train, err)) || (st = hf_rope(cfg, a, err))) goto done;
+    if ((f->family == FP4_ARCH_QWEN3_MOE || f->family == FP4_ARCH_MIXTRAL) && a->n_layers >= 1 &&
+        a->n_layers <= FP4_ARCH_MAX_LAYERS && (st = hf_moe(cfg, a, err)))
+        goto done;
     hf_tokens(cfg, a);
     st = arch_check(a, err);
 done:
@@ -417,19 +508,22 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
     for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
         if (families[i].gguf_arch && !strcmp(name, families[i].gguf_arch)) f = &families[i];
     if (!f)
-        return refuse(err, "arch.model_type", "GGUF: %s = %s is not supported (llama, qwen2, qwen3)",
+        return refuse(err, "arch.model_type",
+                      "GGUF: %s = %s is not supported (llama, qwen2, qwen3, qwen3moe)",
                       "general.architecture", name);
+    const int gg_moe = f->family == FP4_ARCH_QWEN3_MOE;
     fp4_arch *a = out;
     a->family = f->family;
     a->source = FP4_ARCH_FROM_GGUF;
     a->qkv_bias = f->qkv_bias;
     a->qk_norm = f->qk_norm;
-    a->qk_permuted = f->family == FP4_ARCH_LLAMA; /* llama.cpp's converter permutes Llama q/k rows */
+    a->qk_permuted = f->family == FP4_ARCH_LLAMA; /* llama.cpp's converter permutes Llama q/k rows
+                                                     (Mixtral's too: it is "llama" there) */
     fp4_status st;
     if ((st = gg_need(g, name, "block_count", &a->n_layers, 1, err)) ||
         (st = gg_need(g, name, "embedding_length", &a->hidden, 1, err)) ||
         (st = gg_need(g, name, "attention.head_count", &a->n_heads, 1, err)) ||
-        (st = gg_need(g, name, "feed_forward_length", &a->ffn, 1, err)) ||
+        (st = gg_need(g, name, "feed_forward_length", &a->ffn, !gg_moe, err)) ||
         (st = gg_need(g, name, "context_length", &a->n_ctx_train, 1, err)))
         return st;
     a->n_kv_heads = a->n_heads;
@@ -442,10 +536,30 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
         (st = gg_need(g, name, "expert_count", &experts, 0, err)) ||
         (st = gg_need(g, name, "attention.sliding_window", &sw, 0, err)))
         return st;
-    if (experts > 0) {
+    if (experts > 0 && f->family != FP4_ARCH_LLAMA && !gg_moe) {
         snprintf(txt, sizeof txt, "%lld", (long long)experts);
         snprintf(key, sizeof key, "%s.expert_count", name);
         return refuse(err, "arch.moe", "GGUF: %s = %s (mixture of experts is not supported)", key, txt);
+    }
+    if (experts > 0 || gg_moe) { /* llama.cpp: qwen3moe, or Mixtral as "llama" with experts */
+        char k1[128], k2[128];
+        snprintf(k1, sizeof k1, "%s.expert_count", name);
+        snprintf(k2, sizeof k2, "%s.expert_used_count", name);
+        a->n_experts = experts;
+        if ((st = gg_need(g, name, "expert_used_count", &a->n_experts_used, 1, err)) ||
+            (st = moe_check(a, k1, k2, err)))
+            return st;
+        if (gg_moe) {
+            a->moe_routing = FP4_MOE_SOFTMAX_TOPK;
+            a->moe_norm_topk = 1; /* llama.cpp's qwen3moe graph renormalizes the k weights */
+            if ((st = gg_need(g, name, "expert_feed_forward_length", &a->moe_ffn, 1, err))) return st;
+            if (!a->ffn) a->ffn = a->moe_ffn;
+        } else {
+            a->family = FP4_ARCH_MIXTRAL;
+            a->moe_routing = FP4_MOE_TOPK_SOFTMAX;
+            a->moe_ffn = a->ffn;
+            if ((st = gg_need(g, name, "expert_feed_forward_length", &a->moe_ffn, 0, err))) return st;
+        }
     }
     if (sw > 0) {
         snprintf(txt, sizeof txt, "%lld", (long long)sw);

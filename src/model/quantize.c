@@ -32,8 +32,16 @@ typedef struct qctx {
 /* ModelOpt's default exclusions (nvfp4-peers.md §2.3) and GGUF's names for the same modules. */
 static int excluded(const char *name, int quantize_embeddings) {
     static const char *const emb[] = {"lm_head", "embed_tokens", "token_embd", "wte", "output.weight"};
-    static const char *const never[] = {"router", "mlp.gate.", "block_sparse_moe.gate", "shared_expert_gate",
-                                        "visual", "vision", "multi_modal_projector", "mtp.", "norm"};
+    static const char *const never[] = {"router",
+                                        "mlp.gate.",
+                                        "block_sparse_moe.gate",
+                                        "shared_expert_gate",
+                                        "ffn_gate_inp",
+                                        "visual",
+                                        "vision",
+                                        "multi_modal_projector",
+                                        "mtp.",
+                                        "norm"};
     for (size_t i = 0; i < sizeof never / sizeof never[0]; i++)
         if (strstr(name, never[i])) return 1;
     if (!quantize_embeddings)

@@ -27,27 +27,37 @@ typedef struct synth_shape {
     double rope_theta, rms_eps;
     int llama3_rope, tie;
     int64_t bos, eos;
+    int64_t experts, used, moe_inter; /* 0 experts: dense */
 } synth_shape;
 
 static const synth_shape shapes[] = {
-    {"tiny", "llama", 256, 2, 4, 2, 64, 512, 512, 2048, 500000.0, 1e-5, 1, 0, 1, 2},
-    {"llama3-8b", "llama", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001},
-    {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643, 151645},
-    {"llama3-70b", "llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000,
-     128001},
+    {"tiny", "llama", 256, 2, 4, 2, 64, 512, 512, 2048, 500000.0, 1e-5, 1, 0, 1, 2, 0, 0, 0},
+    {"llama3-8b", "llama", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001,
+     0, 0, 0},
+    {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643, 151645,
+     0, 0, 0},
+    {"llama3-70b", "llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001,
+     0, 0, 0},
     /* JackFram/llama-160m (a published small Llama, used as a draft model): a CPU decode shape */
-    {"llama-160m", "llama", 768, 12, 12, 12, 64, 3072, 32000, 2048, 10000.0, 1e-6, 0, 0, 1, 2},
+    {"llama-160m", "llama", 768, 12, 12, 12, 64, 3072, 32000, 2048, 10000.0, 1e-6, 0, 0, 1, 2, 0, 0, 0},
+    /* mixtures of experts: a tiny one for tests, and Qwen/Qwen3-30B-A3B's published config */
+    {"tiny-moe", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 8, 2, 256},
+    {"qwen3-30b-a3b", "qwen3-moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643,
+     151645, 128, 8, 768},
 };
 enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
 
 typedef struct synth_arch {
     const char *name, *hf_class, *model_type;
     int qk_norm, rope_scaling; /* per-head q/k RMSNorm; writes the shape's llama3 rope scaling */
+    int moe;                   /* 1: Qwen3-MoE names (mlp.gate, mlp.experts.E.*_proj); 2: Mixtral's */
 } synth_arch;
 
 static const synth_arch archs[] = {
-    {"llama", "LlamaForCausalLM", "llama", 0, 1},
-    {"qwen3", "Qwen3ForCausalLM", "qwen3", 1, 0},
+    {"llama", "LlamaForCausalLM", "llama", 0, 1, 0},
+    {"qwen3", "Qwen3ForCausalLM", "qwen3", 1, 0, 0},
+    {"qwen3-moe", "Qwen3MoeForCausalLM", "qwen3_moe", 1, 0, 1},
+    {"mixtral", "MixtralForCausalLM", "mixtral", 0, 0, 2},
 };
 enum { N_ARCHS = (int)(sizeof archs / sizeof archs[0]) };
 
@@ -161,14 +171,35 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
                                   [D_HEAD] = s->head_dim,
                                   [D_INTER] = s->inter,
                                   [D_VOCAB] = s->vocab};
-    p->t = calloc((size_t)(s->layers * N_LAYER_TPLS + 3), sizeof *p->t);
+    if (!s->experts != !p->ar->moe)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
+                        "architecture '%s' %s experts and shape '%s' %s", p->ar->name,
+                        p->ar->moe ? "has" : "has no", s->name, s->experts ? "has them" : "has none");
+    p->t = calloc((size_t)(s->layers * (N_LAYER_TPLS + 1 + 3 * s->experts) + 3), sizeof *p->t);
     if (!p->t) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     add(p, "model.embed_tokens.weight", K_MATRIX, s->vocab, s->hidden);
     char name[96];
+    const char *const moe_mid = p->ar->moe == 2 ? "block_sparse_moe" : "mlp";
+    const char *const *parts = p->ar->moe == 2 ? (const char *const[]){"w1", "w3", "w2"}
+                                               : (const char *const[]){"gate_proj", "up_proj", "down_proj"};
+    const int64_t moe_ffn = s->moe_inter; /* Mixtral writes it as intermediate_size */
     for (int l = 0; l < s->layers; l++)
         for (int k = 0; k < N_LAYER_TPLS; k++) {
             const layer_tpl *lt = &layer_tpls[k];
             if (lt->qk_norm_only && !p->ar->qk_norm) continue;
+            if (s->experts && strstr(lt->fmt, ".mlp.")) {
+                if (strstr(lt->fmt, "gate_proj")) { /* the router, then the experts, in its place */
+                    snprintf(name, sizeof name, "model.layers.%d.%s.gate.weight", l, moe_mid);
+                    add(p, name, K_MATRIX, s->experts, s->hidden);
+                    for (int64_t e = 0; e < s->experts; e++)
+                        for (int q = 0; q < 3; q++) {
+                            snprintf(name, sizeof name, "model.layers.%d.%s.experts.%lld.%s.weight", l,
+                                     moe_mid, (long long)e, parts[q]);
+                            add(p, name, K_PROJ, q == 2 ? s->hidden : moe_ffn, q == 2 ? moe_ffn : s->hidden);
+                        }
+                }
+                continue;
+            }
             snprintf(name, sizeof name, lt->fmt, l);
             add(p, name, lt->kind, dim[lt->rows], dim[lt->cols]);
         }
@@ -190,8 +221,18 @@ fp4_status fp4_synth_data_bytes(const fp4_synth_opts *opts, uint64_t *bytes, fp4
 /* ---- config.json ---- */
 static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
     const synth_shape *s = p->sh;
-    char rope[256] = "null", extra[160], buf[2048], path[PATH_MAX];
-    if (p->ar->qk_norm)
+    char rope[256] = "null", extra[512], buf[2560], path[PATH_MAX];
+    if (p->ar->moe == 1)
+        snprintf(extra, sizeof extra,
+                 "\"decoder_sparse_step\":1,\"max_window_layers\":%lld,\"mlp_only_layers\":[],"
+                 "\"moe_intermediate_size\":%lld,\"norm_topk_prob\":true,\"num_experts\":%lld,"
+                 "\"num_experts_per_tok\":%lld,\"sliding_window\":null,\"use_sliding_window\":false,",
+                 (long long)s->layers, (long long)s->moe_inter, (long long)s->experts, (long long)s->used);
+    else if (p->ar->moe == 2)
+        snprintf(extra, sizeof extra,
+                 "\"num_experts_per_tok\":%lld,\"num_local_experts\":%lld,\"sliding_window\":null,",
+                 (long long)s->used, (long long)s->experts);
+    else if (p->ar->qk_norm)
         snprintf(extra, sizeof extra,
                  "\"max_window_layers\":%lld,\"sliding_window\":null,\"use_sliding_window\":false,",
                  (long long)s->layers);
@@ -210,9 +251,9 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
         "\"num_key_value_heads\":%lld,\"rms_norm_eps\":%.17g,\"rope_scaling\":%s,\"rope_theta\":%.1f,"
         "\"tie_word_embeddings\":%s,\"torch_dtype\":\"bfloat16\",\"use_cache\":true,\"vocab_size\":%lld}",
         p->ar->hf_class, (long long)s->bos, (long long)s->eos, (long long)s->head_dim, (long long)s->hidden,
-        (long long)s->inter, (long long)s->max_pos, extra, p->ar->model_type, (long long)s->heads,
-        (long long)s->layers, (long long)s->kv_heads, s->rms_eps, rope, s->rope_theta,
-        s->tie ? "true" : "false", (long long)s->vocab);
+        (long long)(p->ar->moe == 2 ? s->moe_inter : s->inter), (long long)s->max_pos, extra,
+        p->ar->model_type, (long long)s->heads, (long long)s->layers, (long long)s->kv_heads, s->rms_eps,
+        rope, s->rope_theta, s->tie ? "true" : "false", (long long)s->vocab);
     if (n < 0 || n >= (int)sizeof buf)
         return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.config", "config too long");
     n = snprintf(path, sizeof path, "%s/config.json", dir);

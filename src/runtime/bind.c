@@ -126,7 +126,7 @@ static int64_t index_of(const fp4_model *m, const fp4_tensor *t) {
 
 void fp4_rt_bound_free(fp4_rt_bound *b) {
     if (!b) return;
-    free(b->layer);
+    free(b->layer), free(b->moe), free(b->moe_views), free(b->moe_names);
     memset(b, 0, sizeof *b);
 }
 
@@ -201,6 +201,9 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
         for (size_t s = 0; s < sizeof slot_rows / sizeof slot_rows[0]; s++) {
             const struct slot_row *r = &slot_rows[s];
             if ((r->need == 1 && !a->qkv_bias) || (r->need == 2 && !a->qk_norm)) continue;
+            if (fp4_arch_layer_moe(a, l) &&
+                (r->slot == FP4_LW_GATE || r->slot == FP4_LW_UP || r->slot == FP4_LW_DOWN))
+                continue; /* its experts: bind_moe.c */
             snprintf(name, sizeof name, gg ? r->gguf : r->hf, (int)l);
             const fp4_tensor *t = fp4_model_find(m, name);
             if (!t) {
@@ -213,6 +216,7 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
             MARK(t);
             b->layer[l * FP4_LW_COUNT_ + r->slot] = t;
         }
+    if (a->n_experts && (st = fp4_rt_bind_moe(m, a, b, used, gg, index_of, err))) goto out;
     for (int64_t i = 0; i < nt; i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
         if (!used[i] && !ignorable(t)) {

@@ -101,6 +101,14 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
         put_u64(&h, (uint64_t)ints[i]);
     put_f64(&h, a->rms_eps), put_f64(&h, a->rope_theta), put_f64(&h, a->rope_factor);
     put_f64(&h, a->rope_low_freq_factor), put_f64(&h, a->rope_high_freq_factor);
+    if (a->n_experts) { /* the routing is part of the numbers (dense models: the record as before) */
+        put_str(&h, "moe");
+        const int64_t moe[] = {a->n_experts, a->n_experts_used, a->moe_ffn, a->moe_routing, a->moe_norm_topk};
+        for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++)
+            put_u64(&h, (uint64_t)moe[i]);
+        for (size_t i = 0; i < sizeof a->moe_dense / sizeof a->moe_dense[0]; i++)
+            put_u64(&h, a->moe_dense[i]);
+    }
     put_str(&h, fp4_rt_lane_name(fp4_rt_model_lane(rt->m)));
     put_str(&h, fp4_act_precision_name(fp4_model_act_precision(rt->m)));
     put_str(&h, rt->opts.mode == FP4_MODE_EXACT ? "exact" : "native");

@@ -28,7 +28,8 @@ fp4_status fp4_rt_model_arch(const fp4_model *m, fp4_arch *a, fp4_error *err) {
         /* written with llama.cpp's names (layout gguf-ggml, src/model/ggml_arch.c): Llama-family
          * q/k rows are in llama.cpp's converter order, as in any llama.cpp GGUF */
         if (!st && fp4_gguf_tensor_index(g, "token_embd.weight") >= 0)
-            a->qk_permuted = a->family == FP4_ARCH_LLAMA || a->family == FP4_ARCH_MISTRAL;
+            a->qk_permuted =
+                a->family == FP4_ARCH_LLAMA || a->family == FP4_ARCH_MISTRAL || a->family == FP4_ARCH_MIXTRAL;
         return st;
     }
     return fp4_arch_from_gguf(g, a, err);

@@ -89,6 +89,7 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
         for (int s = 0; s < FP4_LW_COUNT_; s++) {
             if (!proj_slot_names[s]) continue;
             const fp4_tensor *w = rt->b.layer[L * FP4_LW_COUNT_ + s];
+            if (!w) continue; /* a MoE layer's MLP (below) */
             const char *r = rt->be->route(w, rt->opts.mode);
             if (!r) {
                 const int other = rt->be->route(w, rt->opts.mode == FP4_MODE_EXACT ? FP4_MODE_NATIVE
@@ -103,6 +104,17 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
             }
             if (L == 0) r0[s] = r;
         }
+    /* every router and expert too (a MoE layer's GATE/UP/DOWN slots are NULL) */
+    const int64_t nmoe = rt->b.moe ? a->n_layers * FP4_MOE_STRIDE(a->n_experts) : 0;
+    for (int64_t i = 0; i < nmoe; i++) {
+        const fp4_tensor *w = rt->b.moe[i];
+        if (w && !rt->be->route(w, rt->opts.mode))
+            return fp4_fail(
+                err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, "route.tensor",
+                "no %s route for this tensor in %s mode (n_in = %lld, type %d); nearest allowed: %s",
+                rt->be->name, rt->opts.mode == FP4_MODE_EXACT ? "exact" : "native", (long long)w->ne[0],
+                (int)w->type, rt->opts.mode == FP4_MODE_EXACT ? "--mode native" : "--device cpu");
+    }
     const char *hr = rt->be->route(rt->b.head, rt->opts.mode);
     if (!hr)
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, rt->b.head->name, "route.tensor",
@@ -124,6 +136,15 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
             p += n, left -= (size_t)n;
             first = 1;
         }
+    }
+    for (int64_t L = 0; nmoe && L < a->n_layers; L++) {
+        const fp4_tensor *const *mw = rt->b.moe + L * FP4_MOE_STRIDE(a->n_experts);
+        if (!mw[FP4_MOE_ROUTER]) continue;
+        int n =
+            snprintf(p, left, "router: %s; experts: %s; ", rt->be->route(mw[FP4_MOE_ROUTER], rt->opts.mode),
+                     rt->be->route(mw[FP4_MOE_AT(0, FP4_MOE_GATE)], rt->opts.mode));
+        if (n > 0 && (size_t)n < left) p += n, left -= (size_t)n;
+        break;
     }
     snprintf(p, left, "head: %s", hr);
     return FP4_OK;
@@ -218,6 +239,12 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     fp4_arch arch;
     fp4_status st = fp4_rt_model_arch(m, &arch, err);
     if (st) return st;
+    if (arch.n_experts && o.device == FP4_DEVICE_CUDA)
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.moe-cuda",
+                        "mixture of experts (%s, %lld experts, %lld per token) runs on the CPU in this "
+                        "version; use --device cpu",
+                        fp4_arch_family_name(arch.family), (long long)arch.n_experts,
+                        (long long)arch.n_experts_used);
     fp4_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     rt->m = m;
@@ -270,6 +297,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         .device = o.cuda_device,
         .on_plan = o.on_plan,
         .plan_user = o.plan_user,
+        .moe = rt->b.moe,
     };
     rt->max_cols = rt->be->step_cols ? rt->be->step_cols(&d) : RT_MAX_COLS;
     if (rt->max_cols < 1 || rt->max_cols > RT_MAX_STEP_COLS) rt->max_cols = RT_MAX_COLS;

@@ -10,6 +10,11 @@ typedef struct fp4_rt_bound {
     const fp4_tensor *tok_embd, *out_norm, *head;
     const fp4_tensor **layer;     /* n_layers * FP4_LW_COUNT_ (owned array)              */
     const fp4_tensor *rope_freqs; /* GGUF rope_freqs.weight [head_dim/2] F32, or NULL    */
+    /* mixture of experts (NULL for a dense model): n_layers * FP4_MOE_STRIDE(E) (backend.h);
+     * per-expert 2-D views of 3-D expert tensors and their names, owned */
+    const fp4_tensor **moe;
+    fp4_tensor *moe_views;
+    char *moe_names;
 } fp4_rt_bound;
 
 /* Architecture of an open model: HF config.json, fp4lane.hf.config in a GGUF, or llama.cpp keys. */
@@ -18,6 +23,9 @@ fp4_status fp4_rt_model_arch(const fp4_model *m, fp4_arch *a, fp4_error *err);
  * tensors by name. */
 fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, fp4_error *err);
 void fp4_rt_bound_free(fp4_rt_bound *b);
+/* bind_moe.c: the routers and experts of every MoE layer (gg: llama.cpp names), marking used[] */
+fp4_status fp4_rt_bind_moe(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, uint8_t *used, int gg,
+                           int64_t (*index_of)(const fp4_model *, const fp4_tensor *), fp4_error *err);
 /* The lane of a model (for the route table). */
 fp4_rt_lane fp4_rt_model_lane(const fp4_model *m);
 const char *fp4_rt_lane_name(fp4_rt_lane l);
