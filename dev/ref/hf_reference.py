@@ -23,12 +23,12 @@ initializer_range); every RMSNorm weight (input/post-attention/final, Qwen3 q/k 
 U(0.5, 1.5); Qwen2's q/k/v biases N(0, 0.5). Seeds: weights 1000 + i, ids 2000 + i, i the
 model's index in MODELS.
 
-Mixture of experts (issue 28): qwen3_moe (per-expert tensors as save_pretrained writes them; 8 experts,
+Mixture of experts (issue 28): qwen3_moe (per-expert tensors as save_pretrained writes them; 4 experts,
 top-2, norm_topk_prob, layer 1 dense through mlp_only_layers), qwen3_moe_fused (the same model with
 its experts written in the fused 3-D form `mlp.experts.gate_up_proj` [E, 2I, H] / `down_proj`
 [E, H, I], whatever transformers itself saves; the generator checks that transformers loads it to
-the per-expert model's logits) and mixtral (8 local experts, top-2, softmax over the top-k). These run
-64 positions (T_MOE); the router weights are N(0, SIGMA) like every matrix, so routing varies with
+the per-expert model's logits) and mixtral (4 local experts, intermediate 256, top-2, softmax over
+the top-k). These run 64 positions (T_MOE); the router weights are N(0, SIGMA) like every matrix, so routing varies with
 the token. For each sparse layer the generator records the routing it saw (routing_bf16.json /
 routing_nvfp4.json: per position the top-k experts of the router logits recomputed in f64 from the
 router's input, and the gap between the k-th and the (k+1)-th logit), so a test can tell a routing
@@ -69,15 +69,15 @@ MODELS = [
                             "sliding_window": None}),
 ]
 QWEN3_MOE = {"architectures": ["Qwen3MoeForCausalLM"], "head_dim": 64, "rope_theta": 1000000.0,
-             "attention_bias": False, "use_sliding_window": False, "num_hidden_layers": 3,
-             "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+             "attention_bias": False, "use_sliding_window": False, "num_hidden_layers": 2,
+             "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
              "norm_topk_prob": True, "decoder_sparse_step": 1, "mlp_only_layers": [1],
              "output_router_logits": False, "router_aux_loss_coef": 0.0}
 MODELS += [
     ("qwen3_moe", "qwen3_moe", QWEN3_MOE),
     ("mixtral", "mixtral", {"architectures": ["MixtralForCausalLM"], "head_dim": 64, "rope_theta": 1000000.0,
-                            "sliding_window": None, "num_local_experts": 8, "num_experts_per_tok": 2,
-                            "intermediate_size": 512, "output_router_logits": False,
+                            "sliding_window": None, "num_local_experts": 4, "num_experts_per_tok": 2,
+                            "intermediate_size": 256, "output_router_logits": False,
                             "router_aux_loss_coef": 0.0}),
     ("qwen3_moe_fused", "qwen3_moe", dict(QWEN3_MOE, fused_form=True)),
 ]
@@ -242,6 +242,7 @@ def make_config(model_type, extra):
         cls = CONFIG_MAPPING[model_type]
     cfg = cls.from_dict(d)
     cfg._attn_implementation = "eager"
+    cfg._experts_implementation = "eager"  # MoE: the per-expert loop (grouped_mm has no float64)
     return cfg
 
 
@@ -293,7 +294,14 @@ def rotary_inv_freq(model):
 def load_f64(d):
     import torch
     from transformers import AutoModelForCausalLM
-    m = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager")
+    try:  # MoE: the per-expert loop (transformers' grouped_mm has no float64)
+        m = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager", experts_implementation="eager")
+    except TypeError:
+        m = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager")
+    for mod in m.modules():
+        c = getattr(mod, "config", None)
+        if c is not None:
+            c._experts_implementation = "eager"
     m = m.to(torch.float64).eval()
     for n, p in m.named_parameters():
         assert p.dtype == torch.float64, n

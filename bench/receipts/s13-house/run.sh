@@ -24,10 +24,25 @@ done
 FP4_GPU_QUICK=1 timeout 240 compute-sanitizer --error-exitcode 1 --print-limit 20 \
   build-dev/tests/gpu/test_gpu_runtime > "$OUT/sanitize_runtime.txt" 2>&1
 echo "sanitize test_gpu_runtime rc=$? $(grep 'ERROR SUMMARY' "$OUT/sanitize_runtime.txt")" | tee -a "$OUT/summary.txt"
-# issue 28: the MoE reference models, phase 1 (checkpoints + bf16 logits made by transformers itself;
-# the generator is the moe branch's dev/ref/hf_reference.py, carried in gpuwork/s13/ref)
+for e in FP4LANE_CUDA_FRAG=1 FP4LANE_CUDA_ATT_CLUSTER=0 FP4LANE_CUDA_ATT_CLUSTER_WIDE=0; do
+  env $e FP4_GPU_QUICK=1 timeout 200 build-dev/tests/gpu/test_gpu_runtime > "$OUT/rt_env.txt" 2>&1
+  echo "test_gpu_runtime $e (quick) rc=$? $(tail -1 "$OUT/rt_env.txt")" | tee -a "$OUT/summary.txt"
+done
+# issue 28: the MoE reference models made by transformers itself (the moe branch's generator, carried
+# in gpuwork/s13/ref): phase 1 (checkpoints, bf16 logits), the NVFP4 twins by this build's quantize,
+# phase 2 (the twins' dequantized weights through transformers, f64); gpuwork/s13/moe/fp4lane: the moe branch's CLI
+# (main's quantizer does not know routers), built on the project VM and carried
 if [ -f gpuwork/s13/ref/hf_reference.py ]; then
-  rm -rf /tmp/hf; timeout 240 python3 gpuwork/s13/ref/hf_reference.py make /tmp/hf qwen3_moe qwen3_moe_fused mixtral \
-    > "$OUT/moe_ref.txt" 2>&1; echo "moe reference make rc=$?" | tee -a "$OUT/summary.txt"; tail -5 "$OUT/moe_ref.txt"
-  tar czf "$OUT/moe_ref.tgz" -C /tmp/hf .
+  rm -rf /tmp/hf /tmp/nv; M="qwen3_moe qwen3_moe_fused mixtral"
+  timeout 200 python3 gpuwork/s13/ref/hf_reference.py make /tmp/hf $M > "$OUT/moe_ref.txt" 2>&1
+  echo "moe make rc=$?" | tee -a "$OUT/summary.txt"
+  for m in $M; do gpuwork/s13/moe/fp4lane quantize /tmp/hf/$m /tmp/hf/$m/nvfp4 --layout modelopt >> "$OUT/moe_ref.txt" 2>&1
+    echo "quantize $m rc=$?" | tee -a "$OUT/summary.txt"; done
+  timeout 200 python3 gpuwork/s13/ref/hf_reference.py dequant /tmp/hf /tmp/nv $M >> "$OUT/moe_ref.txt" 2>&1
+  echo "moe dequant rc=$?" | tee -a "$OUT/summary.txt"
+  for m in $M; do [ -d /tmp/nv/$m ] && cp /tmp/nv/$m/* /tmp/hf/$m/; done
+  for m in $M; do [ -d /tmp/hf/$m ] && tar czf "$OUT/$m.tgz" -C /tmp/hf $m; done
+  cp /tmp/hf/versions.json "$OUT/moe_versions.json" 2>/dev/null; tail -30 "$OUT/moe_ref.txt"
 fi
+# at most 8 files come back: the logs in one archive
+tar czf "$OUT/logs.tgz" -C "$OUT" $(cd "$OUT" && ls *.txt) && (cd "$OUT" && rm -f test_gpu_*.txt cmp.txt rt_env.txt runtime_nogemm.txt sanitize_runtime.txt)
