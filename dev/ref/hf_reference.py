@@ -29,7 +29,8 @@ its experts written in the fused 3-D form `mlp.experts.gate_up_proj` [E, 2I, H] 
 [E, H, I], whatever transformers itself saves; the generator checks that transformers loads it to
 the per-expert model's logits) and mixtral (4 local experts, intermediate 256, top-2, softmax over
 the top-k). These run 64 positions (T_MOE); the router weights are N(0, SIGMA) like every matrix, so
-routing varies with the token. For each sparse layer the generator records the routing it saw (routing_bf16.json /
+routing varies with the token. For each sparse layer the generator records the routing it saw
+(routing_bf16.json /
 routing_nvfp4.json: per position the top-k experts of the router logits recomputed in f64 from the
 router's input, and the gap between the k-th and the (k+1)-th logit), so a test can tell a routing
 flip at a near tie from a wrong operation.
