@@ -70,33 +70,75 @@ static void put_str(fp4_sha256 *h, const char *s) {
     fp4_sha256_update(h, s, strlen(s));
 }
 
-/* An NVFP4 view of another packing (FP4_LOAD_DEFER_REPACK: llama.cpp's blocks as the file holds
- * them) hashed as its canonical bytes, the payload plane then the scale plane, one row at a time:
- * the identity of the weights, not of their packing. -1 when out of memory (no identity). */
-static int hash_nvfp4_rows(fp4_sha256 *h, const fp4_nvfp4_view *v) {
-    const size_t pb = (size_t)(v->n_in / 2), sb = (size_t)(v->n_in / 16);
-    uint8_t *row = malloc(pb + sb);
-    if (!row) return -1;
-    for (int pass = 0; pass < 2; pass++)
-        for (int64_t r = 0; r < v->n_out; r++) {
-            fp4_nvfp4_view_row(v, r, row, row + pb);
-            fp4_sha256_update(h, pass ? row + pb : row, pass ? sb : pb);
+/* A weight matrix as the step reads it: type and shape, then its values in the row order the
+ * step's outputs take. NVFP4 as canonical planes (payload rows, then scale rows) whatever the
+ * packing, with scale2 and the input scale; FP8 with its scales; other types as their bytes.
+ * perm_d > 0: llama.cpp's q/k row permutation (qk_permuted, heads of perm_d rows), undone so
+ * that the permuted file and its unpermuted twin (which compute the same bits: the step copies
+ * the outputs back, backend.h 2d) hash alike. -1 when out of memory (no identity). */
+static int64_t hf_row(int64_t r, int64_t perm_d) {
+    if (perm_d <= 0) return r;
+    const int64_t h = r / perm_d, k = r % perm_d, half = perm_d / 2; /* HF row k = j*half + i */
+    return h * perm_d + 2 * (k % half) + k / half;                   /* <- stored row 2i + j   */
+}
+static int hash_matrix(fp4_sha256 *h, const fp4_tensor *t, int64_t perm_d) {
+    put_u64(h, (uint64_t)t->type);
+    put_u64(h, (uint64_t)t->n_dims);
+    for (int d = 0; d < FP4_MAX_DIMS; d++)
+        put_u64(h, (uint64_t)(d < t->n_dims ? t->ne[d] : 0));
+    if (t->type == FP4_TYPE_NVFP4_E2M1) {
+        const fp4_nvfp4_view *v = &t->nvfp4;
+        if (v->packing == FP4_PACK_CANONICAL && perm_d <= 0) {
+            fp4_sha256_update(h, v->payload, (size_t)(v->n_out * (v->n_in / 2)));
+            fp4_sha256_update(h, v->scales, (size_t)(v->n_out * (v->n_in / 16)));
+        } else {
+            const size_t pb = (size_t)(v->n_in / 2), sb = (size_t)(v->n_in / 16);
+            uint8_t *row = malloc(pb + sb);
+            if (!row) return -1;
+            for (int pass = 0; pass < 2; pass++)
+                for (int64_t r = 0; r < v->n_out; r++) {
+                    fp4_nvfp4_view_row(v, hf_row(r, perm_d), row, row + pb);
+                    fp4_sha256_update(h, pass ? row + pb : row, pass ? sb : pb);
+                }
+            free(row);
         }
-    free(row);
+        put_u64(h, fp4_f32_bits(v->scale2));
+        put_u64(h, fp4_f32_bits(v->input_scale_inv));
+        return 0;
+    }
+    if (!t->data) return 0;
+    const int64_t rows = fp4_rows_of(t->ne, t->n_dims);
+    if (perm_d > 0 && rows > 0 && t->nbytes % (uint64_t)rows == 0) {
+        const size_t rb = (size_t)(t->nbytes / (uint64_t)rows);
+        for (int64_t r = 0; r < rows; r++)
+            fp4_sha256_update(h, t->data + (size_t)hf_row(r, perm_d) * rb, rb);
+    } else
+        fp4_sha256_update(h, t->data, (size_t)t->nbytes);
+    if (t->type == FP4_TYPE_F8_E4M3FN) { /* FP8 weights: their scales are part of the weights */
+        const fp4_fp8_view *f = &t->fp8;
+        put_u64(h, fp4_f32_bits(f->scale));
+        for (int64_t r = 0; f->row_scale && r < f->n_out; r++)
+            put_u64(h, fp4_f32_bits(f->row_scale[hf_row(r, perm_d)]));
+    }
     return 0;
 }
 
+/* The identity of the computation, not of its container: the step's inputs by slot (backend.h),
+ * never by tensor name, file format or tensor order. Norm weights and biases as the f32 values
+ * the step uses (a bf16 vector and its exact f32 widening are one input); matrices by
+ * hash_matrix; RoPE by its configuration and frequency factors' values. A checkpoint and its
+ * conversion into another container that compute the same bits share the identity. */
 void fp4_rt_identity_compute(fp4_rt *rt) {
     if (rt->identity[0]) return;
     fp4_sha256 h;
     if (fp4_sha256_init(&h)) return;
     const fp4_arch *a = &rt->arch;
-    put_str(&h, "fp4lane-kv-identity-v1");
+    put_str(&h, "fp4lane-kv-identity-v2");
     put_str(&h, fp4_arch_family_name(a->family));
-    const int64_t ints[] = {
-        a->source,   a->n_layers,    a->hidden,       a->n_heads,       a->n_kv_heads,
-        a->head_dim, a->ffn,         a->vocab,        a->tied_head,     a->qkv_bias,
-        a->qk_norm,  a->qk_permuted, a->rope_scaling, a->rope_orig_ctx, a->rope_freq_factors};
+    const int64_t ints[] = {a->n_layers, a->hidden,       a->n_heads,       a->n_kv_heads,
+                            a->head_dim, a->ffn,          a->vocab,         a->tied_head,
+                            a->qkv_bias, a->qk_norm,      a->rope_scaling,  a->rope_orig_ctx,
+                            a->rope_freq_factors};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         put_u64(&h, (uint64_t)ints[i]);
     put_f64(&h, a->rms_eps), put_f64(&h, a->rope_theta), put_f64(&h, a->rope_factor);
@@ -109,39 +151,35 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
         put_str(&h, rt->be->name);
         put_str(&h, FP4_RT_NATIVE_REV);
     }
-    for (int64_t i = 0; i < fp4_model_n_tensors(rt->m); i++) {
-        const fp4_tensor *t = fp4_model_tensor(rt->m, i);
-        put_str(&h, t->name);
-        put_u64(&h, (uint64_t)t->type);
-        put_u64(&h, (uint64_t)t->n_dims);
-        for (int d = 0; d < FP4_MAX_DIMS; d++)
-            put_u64(&h, (uint64_t)t->ne[d]);
-        if (t->type == FP4_TYPE_NVFP4_E2M1 && t->nvfp4.packing != FP4_PACK_CANONICAL) {
-            if (hash_nvfp4_rows(&h, &t->nvfp4)) { /* out of memory: no identity, no snapshot matches */
-                uint8_t dg[32];
-                fp4_sha256_final(&h, dg);
-                return;
-            }
-            put_u64(&h, fp4_f32_bits(t->nvfp4.scale2));
-            put_u64(&h, fp4_f32_bits(t->nvfp4.input_scale_inv));
-        } else if (t->type == FP4_TYPE_NVFP4_E2M1) {
-            const fp4_nvfp4_view *v = &t->nvfp4;
-            fp4_sha256_update(&h, v->payload, (size_t)(v->n_out * (v->n_in / 2)));
-            fp4_sha256_update(&h, v->scales, (size_t)(v->n_out * (v->n_in / 16)));
-            put_u64(&h, fp4_f32_bits(v->scale2));
-            put_u64(&h, fp4_f32_bits(v->input_scale_inv));
-        } else if (t->data) {
-            fp4_sha256_update(&h, t->data, (size_t)t->nbytes);
-        }
-        if (t->type == FP4_TYPE_F8_E4M3FN) { /* FP8 weights: their scales are part of the weights */
-            const fp4_fp8_view *f = &t->fp8;
-            put_u64(&h, fp4_f32_bits(f->scale));
-            for (int64_t r = 0; f->row_scale && r < f->n_out; r++)
-                put_u64(&h, fp4_f32_bits(f->row_scale[r]));
-        }
+    const fp4_rt_bound *b = &rt->b;
+    int bad = hash_matrix(&h, b->tok_embd, 0);
+    put_u64(&h, b->head == b->tok_embd);
+    if (b->head != b->tok_embd) bad |= hash_matrix(&h, b->head, 0);
+    fp4_sha256_update(&h, rt->vec, sizeof(float) * (size_t)a->hidden); /* output_norm, widened */
+    for (int64_t i = 0; i < a->n_layers * FP4_LW_COUNT_ && !bad; i++) {
+        const fp4_tensor *t = b->layer[i];
+        const int slot = (int)(i % FP4_LW_COUNT_);
+        put_u64(&h, (uint64_t)(t != NULL));
+        if (!t) continue;
+        put_u64(&h, (uint64_t)slot);
+        if (rt->lvec[i]) { /* a norm weight or bias: its values as the step reads them */
+            int64_t n = 1;
+            for (int d = 0; d < t->n_dims; d++)
+                n *= t->ne[d];
+            put_u64(&h, (uint64_t)n);
+            fp4_sha256_update(&h, rt->lvec[i], sizeof(float) * (size_t)n);
+        } else
+            bad |= hash_matrix(&h, t, a->qk_permuted && (slot == FP4_LW_Q || slot == FP4_LW_K) ? a->head_dim
+                                                                                               : 0);
+    }
+    if (b->rope_freqs) {
+        float ff[FP4_ARCH_MAX_HEAD_DIM / 2];
+        if (fp4_tensor_dequant_rows(b->rope_freqs, 0, 1, ff)) bad = 1;
+        fp4_sha256_update(&h, ff, sizeof(float) * (size_t)(a->head_dim / 2));
     }
     uint8_t dg[32];
     fp4_sha256_final(&h, dg);
+    if (bad) return; /* out of memory: no identity, no snapshot matches */
     for (int i = 0; i < 32; i++)
         snprintf(rt->identity + 2 * i, 3, "%02x", dg[i]);
 }
