@@ -193,16 +193,29 @@ FP4_API fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, fl
 FP4_API fp4_status fp4_rt_step_greedy(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, int32_t *tokens,
                                       fp4_error *err);
 
-/* KV identity: a digest of the weights (tensor names, types, shapes and bytes), lane, mode, KV
- * dtype, rope configuration and architecture (native mode: and the device). Hex, 64 characters
+/* KV identity: a digest of the computation, not of its container: the step's inputs by slot
+ * (weight types, shapes and bytes, NVFP4 as canonical planes, norm weights and biases as their
+ * f32 values, llama.cpp's q/k row permutation undone), lane, mode, KV dtype, rope configuration
+ * and architecture (native mode: and the device). A checkpoint and its conversion to another
+ * container that compute the same bits share it (models/tiny and its GGUF). Hex, 64 characters
  * + NUL. Computed on first use (one SHA-256 pass over the weights). */
 FP4_API const char *fp4_rt_identity(const fp4_rt *rt);
-/* Prompt cache snapshots of one sequence (positions [0, seq_pos)). Written to a temporary name,
- * fsynced, renamed. Load refuses (FP4_ERR_FORMAT rule "kv.identity") a snapshot whose identity
- * differs, a truncated one (FP4_ERR_TRUNCATED) and a corrupted one (checksum, rule "kv.checksum");
- * the sequence must be empty. */
+/* Prompt cache snapshots of one sequence (positions [0, seq_pos)), docs/FORMATS.md. Written to a
+ * temporary name, fsynced, renamed. Load refuses (FP4_ERR_FORMAT rule "kv.identity") a snapshot
+ * whose identity differs, a truncated one (FP4_ERR_TRUNCATED) and a corrupted one (checksum, rule
+ * "kv.checksum"); the sequence must be empty. */
 FP4_API fp4_status fp4_rt_kv_save(const fp4_rt *rt, int32_t seq, const char *path, fp4_error *err);
 FP4_API fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *err);
+/* The same with the sequence's token history, so that a continuation is the longer run's
+ * (fp4lane run --kv-save / --kv-load): tokens[0..n_tok) are the ids of the cached positions, then
+ * optionally one more, pending (emitted but not yet fed: a run's last printed token); n_tok is 0,
+ * seq_pos or seq_pos + 1 (else FP4_ERR_INVALID_ARG rule "kv.tokens"). fp4_rt_kv_save writes
+ * n_tok 0. Load copies the history into tokens (cap entries; n_ctx + 1 always suffice, else
+ * FP4_ERR_LIMIT "kv.tokens"; tokens NULL and cap 0: not wanted) and its count into *n_tokens. */
+FP4_API fp4_status fp4_rt_kv_save_tokens(const fp4_rt *rt, int32_t seq, const char *path, const int32_t *tokens,
+                                         int64_t n_tok, fp4_error *err);
+FP4_API fp4_status fp4_rt_kv_load_tokens(fp4_rt *rt, int32_t seq, const char *path, int32_t *tokens,
+                                         int64_t cap, int64_t *n_tokens, fp4_error *err);
 
 /* Samplers (deterministic: seeded xoshiro256** from splitmix64(seed))                       */
 

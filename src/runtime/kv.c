@@ -7,12 +7,16 @@
  * do not). Exact and native state never alias.
  *
  * Snapshot file (little-endian):
- *   0  "FP4LKV01"                 8 bytes
+ *   0  "FP4LKV02"                 8 bytes
  *   8  identity                   64 ASCII hex bytes
  *  72  n_layers u32, kv_dim u32   (NKV * head_dim)
  *  80  n_pos u64
- *  88  K halves [n_layers][n_pos][kv_dim] u16, then V halves, same shape
+ *  88  n_tok u64                  0 (no token history), n_pos, or n_pos + 1 (the last one pending:
+ *                                 emitted, not cached; its continuation feeds it first)
+ *  96  tokens i32 [n_tok]         the ids of the cached positions, then the pending one
+ *  ..  K halves [n_layers][n_pos][kv_dim] u16, then V halves, same shape
  *  end SHA-256 of every byte before it (32 bytes)
+ * Version 1 ("FP4LKV01", no n_tok, an identity of tensor names) is refused by its magic.
  * Written under a temporary name beside PATH, fsynced, renamed, directory fsynced (outfile.h). */
 #include "runtime/rt_impl.h"
 #include "io/outfile.h"
@@ -25,13 +29,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define KV_MAGIC "FP4LKV01"
+#define KV_MAGIC "FP4LKV02"
+#define KV_MAGIC_V1 "FP4LKV01"
 /* bumped whenever a native kernel's order of operations changes (2: the CPU's native NVFP4 dot in
  * 64 lanes; 3: CUDA native prefill through cuBLAS, projections and attention), so a native snapshot
  * of an older build is refused rather than continued with other numerics; exact mode's bits never
  * change, so its identity does not carry this */
 #define FP4_RT_NATIVE_REV "native-rev-3"
-#define KV_HEAD 88
+#define KV_HEAD 96
 #define KV_MAX_FILE (64ull << 30)
 
 int fp4_sha256_init(fp4_sha256 *h) {
@@ -192,18 +197,27 @@ const char *fp4_rt_identity(const fp4_rt *rt) {
 
 void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos);
 
-fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_error *err) {
+fp4_status fp4_rt_kv_save_tokens(const fp4_rt *crt, int32_t seq, const char *path, const int32_t *tokens,
+                                 int64_t n_tok, fp4_error *err) {
     fp4_error_clear(err);
     fp4_rt *rt = (fp4_rt *)crt;
-    if (!rt || !path) return FP4_ERR_INVALID_ARG;
+    if (!rt || !path || (n_tok && !tokens)) return FP4_ERR_INVALID_ARG;
     const int64_t n_pos = fp4_rt_seq_pos(rt, seq);
     if (n_pos < 0)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.seq", "sequence %d is not open", seq);
+    if (n_tok != 0 && n_tok != n_pos && n_tok != n_pos + 1)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.tokens",
+                        "%lld tokens for %lld cached positions (0, the positions, or one more pending)",
+                        (long long)n_tok, (long long)n_pos);
+    for (int64_t i = 0; i < n_tok; i++)
+        if (tokens[i] < 0 || tokens[i] >= rt->arch.vocab)
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.tokens", "token %lld: id %d outside [0, %lld)",
+                            (long long)i, tokens[i], (long long)rt->arch.vocab);
     const uint64_t nl = (uint64_t)rt->arch.n_layers,
                    kvd = (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim);
-    const size_t nh = (size_t)(nl * (uint64_t)n_pos * kvd);
+    const size_t nh = (size_t)(nl * (uint64_t)n_pos * kvd), kv0 = KV_HEAD + 4 * (size_t)n_tok;
     uint16_t *k = malloc(nh * 2 + 2), *v = malloc(nh * 2 + 2);
-    uint8_t *buf = malloc(nh * 4 + KV_HEAD + 4);
+    uint8_t *buf = malloc(nh * 4 + kv0 + 4);
     fp4_status st = FP4_OK;
     if (!k || !v || !buf) {
         st = fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "out of memory");
@@ -220,9 +234,12 @@ fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_
     fp4_wr_le32(buf + 72, (uint32_t)nl);
     fp4_wr_le32(buf + 76, (uint32_t)kvd);
     fp4_wr_le64(buf + 80, (uint64_t)n_pos);
+    fp4_wr_le64(buf + 88, (uint64_t)n_tok);
+    for (int64_t i = 0; i < n_tok; i++)
+        fp4_wr_le32(buf + KV_HEAD + 4 * i, (uint32_t)tokens[i]);
     for (size_t i = 0; i < nh; i++)
-        fp4_wr_le16(buf + KV_HEAD + 2 * i, k[i]), fp4_wr_le16(buf + KV_HEAD + 2 * (nh + i), v[i]);
-    const size_t body = KV_HEAD + 4 * nh;
+        fp4_wr_le16(buf + kv0 + 2 * i, k[i]), fp4_wr_le16(buf + kv0 + 2 * (nh + i), v[i]);
+    const size_t body = kv0 + 4 * nh;
     uint8_t dg[32];
     fp4_sha256 h;
     if (fp4_sha256_init(&h)) {
@@ -244,16 +261,30 @@ out:
     return st;
 }
 
+fp4_status fp4_rt_kv_save(const fp4_rt *rt, int32_t seq, const char *path, fp4_error *err) {
+    return fp4_rt_kv_save_tokens(rt, seq, path, NULL, 0, err);
+}
+
 /* The bytes of the largest snapshot this engine could load: every layer's K and V at n_ctx
- * positions, the header and the checksum. */
+ * positions, n_ctx + 1 tokens, the header and the checksum. */
 static uint64_t kv_engine_cap(const fp4_rt *rt) {
     const uint64_t per =
         (uint64_t)rt->arch.n_layers * (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim) * 4;
     uint64_t cap;
     if (__builtin_mul_overflow(per, (uint64_t)fp4_rt_n_ctx(rt), &cap) ||
-        __builtin_add_overflow(cap, (uint64_t)KV_HEAD + 32, &cap))
+        __builtin_add_overflow(cap, (uint64_t)KV_HEAD + 32 + 4 * ((uint64_t)fp4_rt_n_ctx(rt) + 1), &cap))
         return UINT64_MAX;
     return cap;
+}
+
+static fp4_status kv_magic(const uint8_t *b, const char *path, fp4_error *err) {
+    if (!memcmp(b, KV_MAGIC_V1, 8))
+        return fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.version",
+                        "a snapshot of an older fp4lane (FP4LKV01: no token history, an identity of "
+                        "tensor names): make it again with this build");
+    if (memcmp(b, KV_MAGIC, 8))
+        return fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.magic", "not an fp4lane KV snapshot");
+    return FP4_OK;
 }
 
 /* Before the body is read: a file of size bytes larger than kv_engine_cap can only be refused; its
@@ -266,8 +297,8 @@ static fp4_status kv_header_precheck(const fp4_rt *rt, int fd, uint64_t size, ui
     do r = pread(fd, hd, KV_HEAD, 0);
     while (r < 0 && errno == EINTR);
     if (r != KV_HEAD) return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.read", "short read");
-    if (memcmp(hd, KV_MAGIC, 8))
-        return fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.magic", "not an fp4lane KV snapshot");
+    fp4_status sm = kv_magic(hd, path, err);
+    if (sm) return sm;
     const uint64_t nl = fp4_rd_le32(hd + 72), kvd = fp4_rd_le32(hd + 76), n_pos = fp4_rd_le64(hd + 80);
     if (nl != (uint64_t)rt->arch.n_layers || kvd != (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim))
         return fp4_fail(err, FP4_ERR_SHAPE, path, NULL, "kv.shape",
@@ -284,9 +315,11 @@ static fp4_status kv_header_precheck(const fp4_rt *rt, int fd, uint64_t size, ui
                     (unsigned long long)size, (unsigned long long)n_pos);
 }
 
-fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *err) {
+fp4_status fp4_rt_kv_load_tokens(fp4_rt *rt, int32_t seq, const char *path, int32_t *tokens, int64_t cap,
+                                 int64_t *n_tokens, fp4_error *err) {
     fp4_error_clear(err);
-    if (!rt || !path) return FP4_ERR_INVALID_ARG;
+    if (n_tokens) *n_tokens = 0;
+    if (!rt || !path || cap < 0 || (cap && !tokens)) return FP4_ERR_INVALID_ARG;
     if (fp4_rt_seq_pos(rt, seq) != 0)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.seq",
                         "sequence %d must be open and empty to load a snapshot", seq);
@@ -336,14 +369,18 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
         st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.read", "short read");
         goto out;
     }
-    if (memcmp(buf, KV_MAGIC, 8)) {
-        st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.magic", "not an fp4lane KV snapshot");
+    if ((st = kv_magic(buf, path, err))) goto out;
+    const uint64_t nl = fp4_rd_le32(buf + 72), kvd = fp4_rd_le32(buf + 76), n_pos = fp4_rd_le64(buf + 80),
+                   n_tok = fp4_rd_le64(buf + 88);
+    if (n_pos > (uint64_t)INT64_MAX - 1 || (n_tok != 0 && n_tok != n_pos && n_tok != n_pos + 1)) {
+        st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.tokens",
+                      "%llu tokens for %llu positions (0, the positions, or one more pending)",
+                      (unsigned long long)n_tok, (unsigned long long)n_pos);
         goto out;
     }
-    const uint64_t nl = fp4_rd_le32(buf + 72), kvd = fp4_rd_le32(buf + 76), n_pos = fp4_rd_le64(buf + 80);
     uint64_t nh, want;
-    if (n_pos > (uint64_t)INT64_MAX || __builtin_mul_overflow(nl * kvd, n_pos, &nh) ||
-        __builtin_mul_overflow(nh, 4, &want) || __builtin_add_overflow(want, KV_HEAD + 32, &want)) {
+    if (__builtin_mul_overflow(nl * kvd, n_pos, &nh) || __builtin_mul_overflow(nh, 4, &want) ||
+        __builtin_add_overflow(want, KV_HEAD + 32, &want) || __builtin_add_overflow(want, 4 * n_tok, &want)) {
         st = fp4_fail(err, FP4_ERR_OVERFLOW, path, NULL, "kv.size", "header sizes overflow");
         goto out;
     }
@@ -374,8 +411,8 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
     fp4_rt_identity_compute(rt);
     if (memcmp(buf + 8, rt->identity, 64)) {
         st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.identity",
-                      "the snapshot was made by another model/lane/mode/KV dtype/rope configuration "
-                      "(identity %.16s..., this engine %.16s...)",
+                      "the snapshot was made by another computation: weights, architecture, lane, mode, KV "
+                      "dtype or rope configuration differ (identity %.16s..., this engine %.16s...)",
                       (const char *)buf + 8, rt->identity);
         goto out;
     }
@@ -391,20 +428,41 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
                       (unsigned long long)n_pos, (long long)fp4_rt_n_ctx(rt));
         goto out;
     }
+    for (uint64_t i = 0; i < n_tok; i++) {
+        const uint32_t t = fp4_rd_le32(buf + KV_HEAD + 4 * i);
+        if (t >= (uint64_t)rt->arch.vocab) {
+            st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.tokens", "token %llu: id %u outside [0, %lld)",
+                          (unsigned long long)i, t, (long long)rt->arch.vocab);
+            goto out;
+        }
+    }
+    if (tokens && n_tok > (uint64_t)cap) {
+        st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "kv.tokens", "%llu tokens, room for %lld",
+                      (unsigned long long)n_tok, (long long)cap);
+        goto out;
+    }
     k = malloc((size_t)nh * 2 + 2), v = malloc((size_t)nh * 2 + 2);
     if (!k || !v) {
         st = fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "out of memory");
         goto out;
     }
+    const size_t kv0 = KV_HEAD + 4 * (size_t)n_tok;
     for (size_t i = 0; i < nh; i++)
-        k[i] = fp4_rd_le16(buf + KV_HEAD + 2 * i), v[i] = fp4_rd_le16(buf + KV_HEAD + 2 * (nh + i));
+        k[i] = fp4_rd_le16(buf + kv0 + 2 * i), v[i] = fp4_rd_le16(buf + kv0 + 2 * (nh + i));
     if ((st = rt->be->kv_write(rt->be_state, seq, (int64_t)n_pos, k, v))) {
         st = fp4_fail(err, st, path, NULL, "kv.write", "cannot write the cache into the %s backend",
                       rt->be->name);
         goto out;
     }
     fp4_rt_seq_set_pos(rt, seq, (int64_t)n_pos);
+    for (uint64_t i = 0; tokens && i < n_tok; i++)
+        tokens[i] = (int32_t)fp4_rd_le32(buf + KV_HEAD + 4 * i);
+    if (n_tokens) *n_tokens = (int64_t)n_tok;
 out:
     free(buf), free(k), free(v);
     return st;
+}
+
+fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *err) {
+    return fp4_rt_kv_load_tokens(rt, seq, path, NULL, 0, NULL, err);
 }
