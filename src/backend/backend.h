@@ -156,7 +156,8 @@ typedef struct fp4_rt_backend_ops {
     int64_t (*step_cols)(const fp4_rt_model_desc *d);
     /* ABI 4, optional (NULL: the runtime takes step's logits and argmax.h on the host): THE STEP,
      * but tokens[k] = fp4_rt_greedy_argmax of the k-th want_logits column's logits instead of the
-     * logits themselves (a device backend reduces them where they are). Synchronous. */
+     * logits themselves (a device backend reduces them where they are); -1 for a row that holds
+     * NaN or an infinity (the runtime refuses it, rule rt.nonfinite). Synchronous. */
     fp4_status (*step_greedy)(void *state, const fp4_rt_col *cols, int64_t n, int32_t *tokens,
                               fp4_error *err);
 } fp4_rt_backend_ops;
