@@ -241,6 +241,13 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     } else
         rt->be = fp4_rt_cpu_backend();
     if ((st = check_routes(rt, err))) goto fail;
+    /* the CPU engine's memory plan, before the RoPE table and the KV cache are allocated (a
+     * device backend makes its own in create: the tables below are small beside it) */
+    fp4_rt_mem_plan plan;
+    if (o.device == FP4_DEVICE_CPU &&
+        (st = fp4_rt_cpu_plan(&rt->arch, rt->n_ctx, o.max_seqs, RT_MAX_COLS, RT_MAX_LOGIT_COLS, o.n_threads,
+                              &plan, err)))
+        goto fail;
     /* 5. tables, sequences, upload */
     float ff[FP4_ARCH_MAX_HEAD_DIM / 2];
     if (rt->b.rope_freqs) fp4_tensor_dequant_rows(rt->b.rope_freqs, 0, 1, ff);
