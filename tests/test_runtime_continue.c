@@ -7,6 +7,9 @@
  *     computation's, not the container's) and continues to the same bits;
  *   - every output is checked before any work (an unwritable --kv-save: nothing decoded, no
  *     --logits-out); Ctrl-C writes neither output and leaves no temporary name;
+ *   - a snapshot of models/tiny whose K/V halves are all 65504 (sealed again) makes NaN logits:
+ *     refused (rule rt.nonfinite, the position named) with and without --logits-out, never
+ *     printed as token 0;
  *   - a context the host cannot hold is refused at once by the CPU memory plan (rule
  *     cpu.memory-plan, the plan in the message), under an address-space limit, and
  *     $FP4LANE_CPU_MEM_LIMIT is honoured. */
@@ -22,6 +25,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 
 static char bin[512], tmp[512];
 
@@ -220,6 +224,37 @@ static void compose_text(void) {
     free(o), free(er);
 }
 
+/* the audit's crafted snapshot: models/tiny's cache of a prompt, every K/V half 65504, resealed */
+static void nonfinite(void) {
+    char a[3000], snap[700], bad[700];
+    char *o = NULL, *er = NULL;
+    snprintf(snap, sizeof snap, "%s/nf.kv", tmp), snprintf(bad, sizeof bad, "%s/nf-bad.kv", tmp);
+    char l[700];
+    snprintf(l, sizeof l, "%s/nf.npy", tmp);
+    snprintf(a, sizeof a, "run models/tiny --prompt-ids 0,5,6,7 -n 0 --kv-save %s", snap);
+    CHECK(cli(a, &o, &er) == 0);
+    long n;
+    uint8_t *b = (uint8_t *)cu_slurp(snap, &n);
+    const long kv0 = 96 + 4 * (long)(b[88] | b[89] << 8);
+    for (long i = kv0; i + 1 < n - 32; i += 2)
+        b[i] = 0xFF, b[i + 1] = 0x7B;
+    unsigned int dl = 32;
+    EVP_Digest(b, (size_t)(n - 32), b + n - 32, &dl, EVP_sha256(), NULL);
+    FILE *f = fopen(bad, "wb");
+    CHECK(f && fwrite(b, 1, (size_t)n, f) == (size_t)n);
+    if (f) fclose(f);
+    free(b);
+    static const char *const modes[] = {"", "--temp 0.5", "--logits-out"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(a, sizeof a, "run models/tiny --kv-load %s --prompt-ids 9 -n 4 %s%s%s", bad, modes[i],
+                 i == 2 ? " " : "", i == 2 ? l : "");
+        CHECK_MSG(cli(a, &o, &er) == 1 && cu_has(er, "rt.nonfinite") && cu_has(er, "position 4") && !o[0],
+                  "%s: stdout '%s', %s", modes[i], o, er);
+    }
+    CHECK(tmp_names_beside(l) == 0);
+    free(o), free(er);
+}
+
 /* outputs: an unwritable --kv-save is found before any work; Ctrl-C writes neither output */
 static void outputs(const char *nv, const char *bf) {
     char a[3000], l[700], s[700];
@@ -311,6 +346,7 @@ int main(void) {
     rtfx_write_pair(tmp, &s, 8, bf, nv, sizeof bf);
     compose(nv, bf);
     compose_text();
+    nonfinite();
     outputs(nv, bf);
     memory_plan(nv);
     if (!check_failed) rtfx_rmtree(tmp);
