@@ -148,8 +148,11 @@ typedef struct fp4_rt_opts {
 typedef struct fp4_rt fp4_rt;
 
 /* Builds the engine over an open model (borrowed: it must outlive the engine). Order: arch ->
- * routes (refusals before any weight byte is read) -> bind (names, shapes) -> backend upload.
- * On failure err names the key/tensor/route. */
+ * routes (refusals before any weight byte is read) -> bind (names, shapes) -> memory plan ->
+ * backend upload. On the CPU the plan (RoPE table, KV cache, scratch) is refused with
+ * FP4_ERR_NOMEM, rule "cpu.memory-plan" (the plan in the message), before anything is allocated
+ * when it is above 3/4 of the physical memory or $FP4LANE_CPU_MEM_LIMIT bytes. On failure err
+ * names the key/tensor/route. */
 FP4_API fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **out, fp4_error *err);
 FP4_API void fp4_rt_free(fp4_rt *rt);
 FP4_API const fp4_arch *fp4_rt_arch(const fp4_rt *rt);
@@ -182,7 +185,9 @@ typedef struct fp4_rt_tok {
  * in column order (may be NULL when none is wanted). FP4_ERR_INVALID_ARG for a token outside
  * [0, vocab) or a closed sequence; FP4_ERR_LIMIT (rule "rt.context") when a position would pass
  * n_ctx — nothing is computed then, never a wrap. If the backend fails mid-step, the sequences of
- * the step are closed (their caches are incomplete). */
+ * the step are closed (their caches are incomplete). A logits row holding NaN or an infinity is
+ * FP4_ERR_NONFINITE, rule "rt.nonfinite", naming the sequence and position (the step's sequences
+ * are closed: their caches overflowed). */
 FP4_API fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, float *logits, fp4_error *err);
 /* fp4_rt_step, but instead of logits the greedy choice of each want_logits column (in column
  * order): the first index of its largest logit, NaN never chosen, 0 when all are -inf or NaN —
