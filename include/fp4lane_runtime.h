@@ -217,8 +217,8 @@ FP4_API fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4
  * seq_pos or seq_pos + 1 (else FP4_ERR_INVALID_ARG rule "kv.tokens"). fp4_rt_kv_save writes
  * n_tok 0. Load copies the history into tokens (cap entries; n_ctx + 1 always suffice, else
  * FP4_ERR_LIMIT "kv.tokens"; tokens NULL and cap 0: not wanted) and its count into *n_tokens. */
-FP4_API fp4_status fp4_rt_kv_save_tokens(const fp4_rt *rt, int32_t seq, const char *path, const int32_t *tokens,
-                                         int64_t n_tok, fp4_error *err);
+FP4_API fp4_status fp4_rt_kv_save_tokens(const fp4_rt *rt, int32_t seq, const char *path,
+                                         const int32_t *tokens, int64_t n_tok, fp4_error *err);
 FP4_API fp4_status fp4_rt_kv_load_tokens(fp4_rt *rt, int32_t seq, const char *path, int32_t *tokens,
                                          int64_t cap, int64_t *n_tokens, fp4_error *err);
 

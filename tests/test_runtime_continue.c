@@ -94,8 +94,9 @@ static void compose_ids(const char *nv, const char *pen) {
              pen, s1, l1);
     CHECK(cli(a, &o, &er) == 0);
     char *p1 = first_line(o);
-    snprintf(a, sizeof a, "run %s --kv-load %s --prompt-ids '' -n 5 --ignore-eos %s --kv-save %s --logits-out %s",
-             nv, s1, pen, s2, l2);
+    snprintf(a, sizeof a,
+             "run %s --kv-load %s --prompt-ids '' -n 5 --ignore-eos %s --kv-save %s --logits-out %s", nv, s1,
+             pen, s2, l2);
     CHECK_MSG(cli(a, &o, &er) == 0, "continuation: %s", er);
     char *p2 = first_line(o);
     /* the snapshot's rows (prompt 4 + 4 fed) then the continuation's (the pending token + 4) */
@@ -144,7 +145,8 @@ static void compose(const char *nv, const char *bf) {
     remove(l), remove(l2);
     snprintf(a, sizeof a, "run %s --kv-load %s --prompt-ids '' -n 5 --ignore-eos --logits-out %s", gg, s1, l);
     CHECK_MSG(cli(a, &o, &er) == 0, "the GGUF twin refuses the snapshot: %s", er);
-    snprintf(a, sizeof a, "run %s --kv-load %s --prompt-ids '' -n 5 --ignore-eos --logits-out %s", nv, s1, l2);
+    snprintf(a, sizeof a, "run %s --kv-load %s --prompt-ids '' -n 5 --ignore-eos --logits-out %s", nv, s1,
+             l2);
     CHECK(cli(a, &o, &er) == 0);
     CHECK(rows_concat(NULL, l, l2, 0));
     snprintf(a, sizeof a, "run %s --kv-load %s --prompt-ids '' -n 5", bf, s1);
@@ -219,8 +221,8 @@ static void compose_text(void) {
         if (*p == ' ') *p = ',';
     snprintf(a, sizeof a, "run models/tiny --prompt-ids %s -n 2 --logits-out %s --force", ids, l);
     CHECK(cli(a, &o, &er) == 0);
-    CHECK_MSG(rows_concat(NULL, l2, l, na * 4096 * 4), "continuation with -p: logits of another sequence (%s)",
-              ids);
+    CHECK_MSG(rows_concat(NULL, l2, l, na * 4096 * 4),
+              "continuation with -p: logits of another sequence (%s)", ids);
     free(o), free(er);
 }
 
@@ -260,13 +262,13 @@ static void outputs(const char *nv, const char *bf) {
     char a[3000], l[700], s[700];
     char *o = NULL, *er = NULL;
     snprintf(l, sizeof l, "%s/o.npy", tmp);
-    snprintf(a, sizeof a, "run %s --prompt-ids 1,2 -n 3 --logits-out %s --kv-save /proc/fp4lane-no/dir/s.kv", nv,
-             l);
+    snprintf(a, sizeof a, "run %s --prompt-ids 1,2 -n 3 --logits-out %s --kv-save /proc/fp4lane-no/dir/s.kv",
+             nv, l);
     CHECK(cli(a, &o, &er) == 1 && cu_has(er, "/proc/fp4lane-no/dir/s.kv"));
     CHECK_MSG(!cu_has(o, "prefill") && !o[0], "decoded before the output was found unwritable: %s", o);
     CHECK(file_size(l) < 0 && tmp_names_beside(l) == 0);
-    snprintf(a, sizeof a, "run %s --prompt-ids 1,2 -n 3 --kv-save %s/s.kv --logits-out /proc/fp4lane-no/l.npy", nv,
-             tmp);
+    snprintf(a, sizeof a,
+             "run %s --prompt-ids 1,2 -n 3 --kv-save %s/s.kv --logits-out /proc/fp4lane-no/l.npy", nv, tmp);
     CHECK(cli(a, &o, &er) == 1 && !o[0]);
     /* Ctrl-C during the decode: exit 130, the summary, neither output nor a temporary name */
     snprintf(s, sizeof s, "%s/sig.kv", tmp);
@@ -305,7 +307,8 @@ static void memory_plan(const char *nv) {
     /* under a 4 GiB address-space limit: the old engine asked for the RoPE table and KV cache of
      * 2^24 positions (GiBs) and failed much later, or grew for tens of seconds without the limit */
     const double t0 = now();
-    snprintf(a, sizeof a, "sh -c 'ulimit -v 4194304; exec %s run %s --prompt-ids 1 -n 1 --ctx 16777216' >%s/out 2>%s/err",
+    snprintf(a, sizeof a,
+             "sh -c 'ulimit -v 4194304; exec %s run %s --prompt-ids 1 -n 1 --ctx 16777216' >%s/out 2>%s/err",
              bin, big, tmp, tmp);
     char fo[700], fe[700];
     snprintf(fo, sizeof fo, "%s/out", tmp), snprintf(fe, sizeof fe, "%s/err", tmp);

@@ -238,7 +238,8 @@ static void test_history(const char *bf) {
     CHECK_OK(fp4_rt_seq_open(rt, &s));
     float *lg = malloc(sizeof(float) * 320 * N);
     feed(rt, s, ids, SPLIT, lg);
-    CHECK(fp4_rt_kv_save_tokens(rt, s, snap, ids, 3, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "kv.tokens"));
+    CHECK(fp4_rt_kv_save_tokens(rt, s, snap, ids, 3, &e) == FP4_ERR_INVALID_ARG &&
+          !strcmp(e.rule, "kv.tokens"));
     const int32_t oov[SPLIT + 1] = {1, 2, 3, 4, 5, 6, 320};
     CHECK(fp4_rt_kv_save_tokens(rt, s, snap, oov, SPLIT + 1, &e) == FP4_ERR_INVALID_ARG &&
           !strcmp(e.rule, "kv.tokens"));
@@ -250,7 +251,8 @@ static void test_history(const char *bf) {
     int32_t h[40];
     int64_t nh = -1;
     CHECK_OK(fp4_rt_kv_load_tokens(rt, s, snap, h, 40, &nh, &e));
-    CHECK(nh == SPLIT + 1 && !memcmp(h, ids, sizeof(int32_t) * (SPLIT + 1)) && fp4_rt_seq_pos(rt, s) == SPLIT);
+    CHECK(nh == SPLIT + 1 && !memcmp(h, ids, sizeof(int32_t) * (SPLIT + 1)) &&
+          fp4_rt_seq_pos(rt, s) == SPLIT);
     fp4_rt_seq_close(rt, s);
     CHECK_OK(fp4_rt_seq_open(rt, &s));
     CHECK(fp4_rt_kv_load_tokens(rt, s, snap, h, 3, &nh, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "kv.tokens"));

@@ -391,8 +391,10 @@ static int kv_continue(run_args *a, fp4_rt *rt, int32_t seq, int32_t **prompt, i
     int64_t fed = n_h > n_pos ? 1 : 0; /* the pending token */
     if (!n_h && !*plen) {
         free(h);
-        fprintf(stderr, "fp4lane run: --kv-load %s holds no token history (written by fp4_rt_kv_save): give a "
-                        "prompt to continue from it\n", a->kv_load);
+        fprintf(stderr,
+                "fp4lane run: --kv-load %s holds no token history (written by fp4_rt_kv_save): give a "
+                "prompt to continue from it\n",
+                a->kv_load);
         return 2;
     }
     if (n_h && n_h == n_pos && !*plen) { /* its prompt's last position again, for its logits */

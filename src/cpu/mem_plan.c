@@ -36,8 +36,9 @@ static fp4_status plan_cap(uint64_t *cap, const char **why, fp4_error *err) {
         return FP4_OK;
     }
     const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    *cap = pages > 0 && psz > 0 ? mad((uint64_t)pages, (uint64_t)psz, 0) / PLAN_FRACTION_DEN * PLAN_FRACTION_NUM
-                                : UINT64_MAX;
+    *cap = pages > 0 && psz > 0
+               ? mad((uint64_t)pages, (uint64_t)psz, 0) / PLAN_FRACTION_DEN * PLAN_FRACTION_NUM
+               : UINT64_MAX;
     *why = "3/4 of the physical memory; FP4LANE_CPU_MEM_LIMIT=BYTES sets another cap";
     return FP4_OK;
 }
@@ -46,9 +47,10 @@ fp4_status fp4_rt_cpu_plan(const fp4_arch *a, int64_t n_ctx, int32_t n_slots, in
                            int64_t max_logit_cols, int n_threads, fp4_rt_mem_plan *p, fp4_error *err) {
     memset(p, 0, sizeof *p);
     snprintf(p->device, sizeof p->device, "cpu");
-    const uint64_t H = (uint64_t)a->hidden, D = (uint64_t)a->head_dim, qd = (uint64_t)(a->n_heads * a->head_dim),
-                   kvd = (uint64_t)(a->n_kv_heads * a->head_dim), F = (uint64_t)a->ffn, V = (uint64_t)a->vocab,
-                   L = (uint64_t)a->n_layers, ctx = (uint64_t)n_ctx, mc = (uint64_t)max_cols;
+    const uint64_t H = (uint64_t)a->hidden, D = (uint64_t)a->head_dim,
+                   qd = (uint64_t)(a->n_heads * a->head_dim), kvd = (uint64_t)(a->n_kv_heads * a->head_dim),
+                   F = (uint64_t)a->ffn, V = (uint64_t)a->vocab, L = (uint64_t)a->n_layers,
+                   ctx = (uint64_t)n_ctx, mc = (uint64_t)max_cols;
     /* the RoPE table (cos and sin, n_ctx x D/2 floats each) and the norm/bias vectors widened */
     p->weights_bytes = mad(ctx, D * 4, mad(L, (2 * H + qd + 2 * kvd + 2 * D) * 4, H * 4));
     /* K and V, F16: slots x layers x n_ctx x NKV*D */
@@ -71,11 +73,12 @@ fp4_status fp4_rt_cpu_plan(const fp4_arch *a, int64_t n_ctx, int32_t n_slots, in
                         "shorter --ctx or fewer sequences",
                         (long long)n_ctx, n_slots);
     if (p->total_bytes > p->available_bytes)
-        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "cpu.memory-plan",
-                        "the engine does not fit in host memory: tables %.3f GiB + KV cache %.3f GiB + scratch "
-                        "%.3f GiB = %.3f GiB for %lld positions x %d sequences, %.3f GiB allowed (%s); nothing "
-                        "was allocated: use a shorter --ctx or fewer sequences",
-                        p->weights_bytes / g, p->kv_bytes / g, p->scratch_bytes / g, p->total_bytes / g,
-                        (long long)n_ctx, n_slots, p->available_bytes / g, why);
+        return fp4_fail(
+            err, FP4_ERR_NOMEM, NULL, NULL, "cpu.memory-plan",
+            "the engine does not fit in host memory: tables %.3f GiB + KV cache %.3f GiB + scratch "
+            "%.3f GiB = %.3f GiB for %lld positions x %d sequences, %.3f GiB allowed (%s); nothing "
+            "was allocated: use a shorter --ctx or fewer sequences",
+            p->weights_bytes / g, p->kv_bytes / g, p->scratch_bytes / g, p->total_bytes / g, (long long)n_ctx,
+            n_slots, p->available_bytes / g, why);
     return FP4_OK;
 }

@@ -84,7 +84,8 @@ FP4_API fp4_status fp4_cuda_argmax_rows(const float *d_x, int64_t rows, int64_t 
     if (rows > 65535 || V > (int64_t)0xFFFFFFFFu || ((uintptr_t)d_work & 7)) return FP4_ERR_LIMIT;
     unsigned long long *keys = (unsigned long long *)d_work;
     argmax_kernel<<<dim3(AM_BLOCKS, (unsigned)rows), AM_THREADS, 0, (cudaStream_t)stream>>>(
-        d_x, V, ld, (int)rows, keys, (unsigned *)(keys + rows), (unsigned *)(keys + rows + 1), d_out, d_nonfinite);
+        d_x, V, ld, (int)rows, keys, (unsigned *)(keys + rows), (unsigned *)(keys + rows + 1), d_out,
+        d_nonfinite);
     FP4_CUDA_CHECK(cudaGetLastError());
     return FP4_OK;
 }

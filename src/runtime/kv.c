@@ -211,8 +211,9 @@ fp4_status fp4_rt_kv_save_tokens(const fp4_rt *crt, int32_t seq, const char *pat
                         (long long)n_tok, (long long)n_pos);
     for (int64_t i = 0; i < n_tok; i++)
         if (tokens[i] < 0 || tokens[i] >= rt->arch.vocab)
-            return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.tokens", "token %lld: id %d outside [0, %lld)",
-                            (long long)i, tokens[i], (long long)rt->arch.vocab);
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.tokens",
+                            "token %lld: id %d outside [0, %lld)", (long long)i, tokens[i],
+                            (long long)rt->arch.vocab);
     const uint64_t nl = (uint64_t)rt->arch.n_layers,
                    kvd = (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim);
     const size_t nh = (size_t)(nl * (uint64_t)n_pos * kvd), kv0 = KV_HEAD + 4 * (size_t)n_tok;

@@ -369,12 +369,13 @@ static fp4_status check_finite(const fp4_rt *rt, int64_t m, const float *rows, c
     for (int64_t j = 0, k = 0; j < m; j++) {
         if (!rt->cols[j].want_logits) continue;
         const int64_t bad = rows ? fp4_rt_nonfinite_index(rows + k * V, V) : tokens[k] < 0 ? 0 : -1;
+        char at[48] = "";
+        if (bad >= 0 && rows) snprintf(at, sizeof at, " (the first at token id %lld)", (long long)bad);
         if (bad >= 0)
             return fp4_fail(err, FP4_ERR_NONFINITE, NULL, NULL, "rt.nonfinite",
-                            "sequence %d, position %lld: the logits hold NaN or an infinity%s%lld%s (the "
-                            "model's arithmetic overflowed: nothing was sampled)",
-                            rt->cols[j].slot, (long long)rt->cols[j].pos, rows ? " (first at token id " : "",
-                            rows ? (long long)bad : 0LL, rows ? ")" : "");
+                            "sequence %d, position %lld: the logits hold NaN or an infinity%s: the model's "
+                            "arithmetic overflowed, nothing was sampled",
+                            rt->cols[j].slot, (long long)rt->cols[j].pos, at);
         k++;
     }
     return FP4_OK;

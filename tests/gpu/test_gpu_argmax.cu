@@ -107,7 +107,8 @@ int main(void) {
     run_rows("one", h, 1, 1, 1, work);
     int32_t *dout = (int32_t *)gt_dev(4);
     float *dx = gt_dev_floats(h, 16);
-    CHECK_EQ_INT(fp4_cuda_argmax_rows(dx, 1, 16, 8, work, dout, NULL, NULL), FP4_ERR_INVALID_ARG); /* ld < V */
+    CHECK_EQ_INT(fp4_cuda_argmax_rows(dx, 1, 16, 8, work, dout, NULL, NULL),
+                 FP4_ERR_INVALID_ARG); /* ld < V */
     CHECK_EQ_INT(fp4_cuda_argmax_rows(dx, 0, 16, 16, work, dout, NULL, NULL), FP4_ERR_INVALID_ARG);
     CHECK_EQ_INT(fp4_cuda_argmax_rows(NULL, 1, 16, 16, work, dout, NULL, NULL), FP4_ERR_INVALID_ARG);
     CHECK_EQ_INT(fp4_cuda_argmax_rows(dx, 1, 16, 16, (uint8_t *)work + 4, dout, NULL), FP4_ERR_LIMIT);

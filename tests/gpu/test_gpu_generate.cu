@@ -193,11 +193,12 @@ static char *slurp(const char *path, long *n) {
     return b;
 }
 /* `fp4lane run MODEL ARGS` on DEVICE: 0 with stdout's first line (the ids) in ids */
-static int run_cli(const char *tmp, const char *model, const char *dev, const char *args, char *ids, size_t cap) {
+static int run_cli(const char *tmp, const char *model, const char *dev, const char *args, char *ids,
+                   size_t cap) {
     char cmd[3000], out[700];
     snprintf(out, sizeof out, "%s/cli.out", tmp);
-    snprintf(cmd, sizeof cmd, "%s run %s --device %s --cuda-lib %s --ignore-eos %s >%s 2>%s/cli.err", bin, model,
-             dev, cuda_lib, args, out, tmp);
+    snprintf(cmd, sizeof cmd, "%s run %s --device %s --cuda-lib %s --ignore-eos %s >%s 2>%s/cli.err", bin,
+             model, dev, cuda_lib, args, out, tmp);
     const int rc = system(cmd);
     long n;
     char *o = slurp(out, &n);
@@ -242,13 +243,14 @@ static void compose_case(const char *tmp, const char *model, const char *what) {
     snprintf(a, sizeof a, "--kv-load %s --prompt-ids '' -n 6", s);
     CHECK(run_cli(tmp, model, "cuda", a, x[5], sizeof x[5]) == 0);
     snprintf(both, sizeof both, "%s %s", x[4], x[5]);
-    CHECK_MSG(!strcmp(both, x[3]) && !strcmp(x[3], x[0]), "%s: device greedy: '%s', one run '%s' (logits path '%s')",
-              what, both, x[3], x[0]);
+    CHECK_MSG(!strcmp(both, x[3]) && !strcmp(x[3], x[0]),
+              "%s: device greedy: '%s', one run '%s' (logits path '%s')", what, both, x[3], x[0]);
     /* the CUDA snapshot on the CPU, and the CPU's one run: the same bits (exact) */
     remove(l2);
     snprintf(a, sizeof a, "--kv-load %s --prompt-ids '' -n 6 --logits-out %s", s, l2);
     CHECK(run_cli(tmp, model, "cpu", a, x[2], sizeof x[2]) == 0);
-    CHECK_MSG(!strcmp(x[2], x[5]) && npy_concat(l1, l2, l), "%s: the cuda snapshot continued on the cpu", what);
+    CHECK_MSG(!strcmp(x[2], x[5]) && npy_concat(l1, l2, l), "%s: the cuda snapshot continued on the cpu",
+              what);
     snprintf(a, sizeof a, "%s -n 12 --logits-out %s", P, lc);
     CHECK(run_cli(tmp, model, "cpu", a, x[1], sizeof x[1]) == 0);
     CHECK_MSG(!strcmp(x[1], x[0]) && npy_concat(NULL, lc, l), "%s: cpu one run vs cuda", what);
@@ -295,7 +297,10 @@ static void nonfinite_case(const char *tmp, const char *model) {
         char want[40];
         snprintf(want, sizeof want, "position %d", NP);
         CHECK_MSG(st == FP4_ERR_NONFINITE && !strcmp(e.rule, "rt.nonfinite") && strstr(e.msg, want),
-                  "cuda %s: %s %s %s (token %d)", k == 0 ? "logits" : k == 1 ? "device argmax" : "host argmax",
+                  "cuda %s: %s %s %s (token %d)",
+                  k == 0   ? "logits"
+                  : k == 1 ? "device argmax"
+                           : "host argmax",
                   fp4_status_str(st), e.rule, e.msg, tok);
         free(row);
         fp4_rt_free(rt), fp4_model_close(m);
