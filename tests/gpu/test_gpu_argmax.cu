@@ -111,7 +111,7 @@ int main(void) {
                  FP4_ERR_INVALID_ARG); /* ld < V */
     CHECK_EQ_INT(fp4_cuda_argmax_rows(dx, 0, 16, 16, work, dout, NULL, NULL), FP4_ERR_INVALID_ARG);
     CHECK_EQ_INT(fp4_cuda_argmax_rows(NULL, 1, 16, 16, work, dout, NULL, NULL), FP4_ERR_INVALID_ARG);
-    CHECK_EQ_INT(fp4_cuda_argmax_rows(dx, 1, 16, 16, (uint8_t *)work + 4, dout, NULL), FP4_ERR_LIMIT);
+    CHECK_EQ_INT(fp4_cuda_argmax_rows(dx, 1, 16, 16, (uint8_t *)work + 4, dout, NULL, NULL), FP4_ERR_LIMIT);
     CHECK_EQ_INT(fp4_cuda_argmax_rows(dx, 70000, 16, 16, work, dout, NULL, NULL), FP4_ERR_LIMIT);
     CHECK_EQ_INT((int)fp4_cuda_argmax_work_bytes(0), 0);
     free(h);
