@@ -431,12 +431,16 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, int64_t *plen, int
         cb = track_token, cb_ctx = &tc;
     }
     if (!rc && a->kv_load) rc = kv_continue(a, rt, seq[0], &prompts[0], &plen[0]);
+    /* a text continuation without -n: as many tokens as the context leaves after the cache */
+    const int64_t room = rc ? 0 : fp4_rt_n_ctx(rt) - fp4_rt_seq_pos(rt, seq[0]) - plen[0];
+    if (a->kv_load && !a->n_given && a->n_gen > room && room > 0) a->n_gen = room;
     if (!rc && a->kv_save) track(a, prompts[0], plen[0]);
     if (!rc && a->kv_load) rc = within_ctx(a, rt, seq[0], plen[0]);
     if (!rc) rc = decode_seqs(a, rt, prompts, plen, n_seq, npy, cb, cb_ctx, s, seq);
     if (!rc && a->kv_save && !interrupted) {
         fp4_error err;
-        const int64_t n_tok = a->tr_known ? a->n_tr : 0;
+        const int64_t pos = fp4_rt_seq_pos(rt, seq[0]); /* a history that does not fit: none */
+        const int64_t n_tok = a->tr_known && (a->n_tr == pos || a->n_tr == pos + 1) ? a->n_tr : 0;
         if (fp4_rt_kv_save_tokens(rt, seq[0], a->kv_save, a->tr, n_tok, &err))
             rc = cli_report_error("run", err.code, &err);
     }
