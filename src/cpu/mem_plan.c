@@ -2,9 +2,9 @@
  * fp4_rt_create will allocate on the host for an n_ctx, computed from the architecture alone with
  * overflow-checked arithmetic before anything is allocated, and refused (FP4_ERR_NOMEM, rule
  * "cpu.memory-plan", the plan in the message) when it is above the cap: 3/4 of the physical
- * memory (sysconf), or $FP4LANE_CPU_MEM_LIMIT bytes, read here and nowhere else. Without it a
- * long --ctx grew the RoPE table and the KV cache for tens of seconds before an allocation failed.
- * The mapped weights are the model's (already open), not the engine's: not in the plan. */
+ * memory (sysconf), or $FP4LANE_CPU_MEM_LIMIT bytes, read here and nowhere else. Lazily
+ * committed allocations would otherwise let a long --ctx build its RoPE table and touch its cache
+ * until the host runs out, long after the request could have been refused. The mapped weights are the model's (already open), not the engine's: not in the plan. */
 #include "runtime/rt_impl.h"
 #include <errno.h>
 #include <stdio.h>
