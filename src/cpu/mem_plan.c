@@ -5,6 +5,8 @@
  * memory (sysconf), or $FP4LANE_CPU_MEM_LIMIT bytes, read here and nowhere else. Lazily
  * committed allocations would otherwise let a long --ctx build its RoPE table and touch its cache
  * until the host runs out, long after the request could have been refused. The mapped weights are the model's (already open), not the engine's: not in the plan. */
+#include "cpu/cpu_impl.h"
+#include "format/pinned.h"
 #include "runtime/rt_impl.h"
 #include <errno.h>
 #include <stdio.h>
@@ -14,7 +16,6 @@
 
 #define PLAN_FRACTION_NUM 3 /* of the physical memory, when no limit is given */
 #define PLAN_FRACTION_DEN 4
-#define PLAN_ATT_LANES 32 /* the attention's lanes per head (FP4P_LANES, pinned.h) */
 
 /* a * b + c, or UINT64_MAX on overflow */
 static uint64_t mad(uint64_t a, uint64_t b, uint64_t c) {
@@ -59,7 +60,7 @@ fp4_status fp4_rt_cpu_plan(const fp4_arch *a, int64_t n_ctx, int32_t n_slots, in
      * scores and lanes, the host greedy logits rows, the column table */
     const uint64_t wide = H > qd ? H : qd, hb = FP4_ATTEND_MAX_HEADS;
     uint64_t sc = mad(mc, (2 * H + wide + 2 * qd + 2 * kvd + 2 * F) * 4, 0);
-    sc = mad((uint64_t)n_threads, mad(ctx, hb * 4, PLAN_ATT_LANES * D * hb * 4), sc);
+    sc = mad((uint64_t)n_threads, mad(ctx, hb * 4, FP4P_LANES * D * hb * 4), sc);
     sc = mad((uint64_t)max_logit_cols, V * 4, mad(mc, 64, sc));
     p->scratch_bytes = sc;
     p->total_bytes = mad(1, p->weights_bytes, mad(1, p->kv_bytes, p->scratch_bytes));
