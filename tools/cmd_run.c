@@ -41,7 +41,7 @@ typedef struct run_args {
     fp4_spec_stats spec;
     int32_t *tr; /* --kv-save: every token of sequence 0 (snapshot history, fed, emitted) */
     int64_t n_tr, cap_tr;
-    int tr_known;
+    int tr_known, kv_written;
     int32_t *hist;      /* --kv-load: the snapshot's tokens; hist[0..n_hist_acc) not fed again */
     int64_t n_hist_acc;
     rt_text_out *prime; /* text mode: the detokenizer the snapshot's history primes        */
@@ -443,6 +443,8 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, int64_t *plen, int
         const int64_t n_tok = a->tr_known && (a->n_tr == pos || a->n_tr == pos + 1) ? a->n_tr : 0;
         if (fp4_rt_kv_save_tokens(rt, seq[0], a->kv_save, a->tr, n_tok, &err))
             rc = cli_report_error("run", err.code, &err);
+        else
+            a->kv_written = 1;
     }
     free(seq), free(a->tr), free(a->hist);
     a->tr = a->hist = NULL;
@@ -778,11 +780,12 @@ int cmd_run(int argc, char **argv) {
         free(b.ids), free(b.n), free(b.cap);
         sigaction(SIGINT, &old, NULL);
         free(first);
-        if (interrupted && (have_npy || a.kv_save))
+        const int kv_lost = a.kv_save && !a.kv_written; /* a Ctrl-C after the save: it is there */
+        if (interrupted && (have_npy || kv_lost))
             fprintf(stderr, "fp4lane run: interrupted: %s%s%s%s not written\n",
                     have_npy ? "--logits-out " : "", have_npy ? a.logits_out : "",
-                    have_npy && a.kv_save ? " and --kv-save " : a.kv_save ? "--kv-save " : "",
-                    a.kv_save ? a.kv_save : "");
+                    have_npy && kv_lost ? " and --kv-save " : kv_lost ? "--kv-save " : "",
+                    kv_lost ? a.kv_save : "");
         if (have_npy) {
             if (rc || interrupted) /* Ctrl-C: no partial rows replace or create the target */
                 rt_npy_abort(&npy);

@@ -4,7 +4,8 @@
  * "cpu.memory-plan", the plan in the message) when it is above the cap: 3/4 of the physical
  * memory (sysconf), or $FP4LANE_CPU_MEM_LIMIT bytes, read here and nowhere else. Lazily
  * committed allocations would otherwise let a long --ctx build its RoPE table and touch its cache
- * until the host runs out, long after the request could have been refused. The mapped weights are the model's (already open), not the engine's: not in the plan. */
+ * until the host runs out, long after the request could have been refused. The mapped weights
+ * are the model's (already open), not the engine's: not in the plan. */
 #include "cpu/cpu_impl.h"
 #include "format/pinned.h"
 #include "runtime/rt_impl.h"
