@@ -1,4 +1,4 @@
-/* mem_plan.c — the CPU engine's memory plan, the twin of the CUDA backend's (step_cuda.cu): what
+/* mem_plan.c — the CPU engine's memory plan, the twin of the CUDA backend's (cuda/step/step.cu): what
  * fp4_rt_create will allocate on the host for an n_ctx, computed from the architecture alone with
  * overflow-checked arithmetic before anything is allocated, and refused (FP4_ERR_NOMEM, rule
  * "cpu.memory-plan", the plan in the message) when it is above the cap: 3/4 of the physical
