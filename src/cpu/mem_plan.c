@@ -6,9 +6,9 @@
  * committed allocations would otherwise let a long --ctx build its RoPE table and touch its cache
  * until the host runs out, long after the request could have been refused. The mapped weights
  * are the model's (already open), not the engine's: not in the plan. */
+#include "backend/backend.h"
 #include "cpu/cpu_impl.h"
 #include "format/pinned.h"
-#include "runtime/rt_impl.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

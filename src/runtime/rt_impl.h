@@ -53,12 +53,6 @@ void fp4_sha256_update(fp4_sha256 *h, const void *p, size_t n);
 void fp4_sha256_final(fp4_sha256 *h, uint8_t out[32]);
 void fp4_rt_identity_compute(struct fp4_rt *rt);
 
-/* The CPU engine's host memory plan for these sizes (src/cpu/mem_plan.c): FP4_ERR_NOMEM, rule
- * "cpu.memory-plan", before anything is allocated when it is above the cap (3/4 of the physical
- * memory, or $FP4LANE_CPU_MEM_LIMIT bytes); FP4_ERR_OVERFLOW when the sizes overflow. */
-fp4_status fp4_rt_cpu_plan(const fp4_arch *a, int64_t n_ctx, int32_t n_slots, int64_t max_cols,
-                           int64_t max_logit_cols, int n_threads, fp4_rt_mem_plan *p, fp4_error *err);
-
 /* rt.c: how many of toks[0..n) the next backend step takes (max_cols, max_logit_cols) */
 int64_t fp4_rt_step_span(const fp4_rt_tok *toks, int64_t n, int64_t max_cols, int64_t max_logit_cols);
 
