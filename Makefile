@@ -212,6 +212,8 @@ $(GPU_RT_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%): $(BUILD)/tests/gpu/%: tests/g
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
 	  $(BUILD)/tests/gpu/fp8_twin.o $(BUILD)/libfp4lane.a $(LDLIBS)
+# test_gpu_generate runs `fp4lane run --device cuda` (prompt caches across runs)
+$(BUILD)/tests/gpu/test_gpu_generate: $(BUILD)/fp4lane
 # fp4lane_cuda.h compiles alone as C11 and C++; the fp4_cuda_ functions defined in the library
 # are exactly the FP4_API ones it declares (internals are fp4_cu_*, hidden).
 cuda: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_cuda.so $(GPU_TEST_BIN) $(GPU_RT_TEST)

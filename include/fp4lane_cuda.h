@@ -151,11 +151,12 @@ FP4_API fp4_status fp4_cuda_embed(const fp4_cuda_tensor *w, const int32_t *d_ids
                                   fp4_cuda_stream stream);
 /* Greedy argmax of rows: d_out[r] = the first index of the largest of the V floats at d_x + r*ld,
  * NaN never chosen, 0 when every value is NaN or -inf (fp4_sampler_sample's greedy choice).
+ * d_nonfinite (may be NULL): d_nonfinite[r] = 1 when row r holds a NaN or an infinity, else 0.
  * d_work: fp4_cuda_argmax_work_bytes(rows) bytes of device memory, 8-aligned, zeroed before the
  * first call and left zeroed by each; one call at a time per work buffer. */
 FP4_API size_t fp4_cuda_argmax_work_bytes(int64_t rows);
 FP4_API fp4_status fp4_cuda_argmax_rows(const float *d_x, int64_t rows, int64_t V, int64_t ld, void *d_work,
-                                        int32_t *d_out, fp4_cuda_stream stream);
+                                        int32_t *d_out, int32_t *d_nonfinite, fp4_cuda_stream stream);
 
 #ifdef __cplusplus
 }

@@ -175,8 +175,11 @@ typedef struct fp4_rt_opts {
 typedef struct fp4_rt fp4_rt;
 
 /* Builds the engine over an open model (borrowed: it must outlive the engine). Order: arch ->
- * routes (refusals before any weight byte is read) -> bind (names, shapes) -> backend upload.
- * On failure err names the key/tensor/route. */
+ * routes (refusals before any weight byte is read) -> bind (names, shapes) -> memory plan ->
+ * backend upload. On the CPU the plan (RoPE table, KV cache, scratch) is refused with
+ * FP4_ERR_NOMEM, rule "cpu.memory-plan" (the plan in the message), before anything is allocated
+ * when it is above 3/4 of the physical memory or $FP4LANE_CPU_MEM_LIMIT bytes. On failure err
+ * names the key/tensor/route. */
 FP4_API fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **out, fp4_error *err);
 FP4_API void fp4_rt_free(fp4_rt *rt);
 FP4_API const fp4_arch *fp4_rt_arch(const fp4_rt *rt);
@@ -209,7 +212,9 @@ typedef struct fp4_rt_tok {
  * in column order (may be NULL when none is wanted). FP4_ERR_INVALID_ARG for a token outside
  * [0, vocab) or a closed sequence; FP4_ERR_LIMIT (rule "rt.context") when a position would pass
  * n_ctx — nothing is computed then, never a wrap. If the backend fails mid-step, the sequences of
- * the step are closed (their caches are incomplete). */
+ * the step are closed (their caches are incomplete). A logits row holding NaN or an infinity is
+ * FP4_ERR_NONFINITE, rule "rt.nonfinite", naming the sequence and position (the step's sequences
+ * are closed: their caches overflowed). */
 FP4_API fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, float *logits, fp4_error *err);
 /* fp4_rt_step, but instead of logits the greedy choice of each want_logits column (in column
  * order): the first index of its largest logit, NaN never chosen, 0 when all are -inf or NaN —
@@ -220,16 +225,29 @@ FP4_API fp4_status fp4_rt_step(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, fl
 FP4_API fp4_status fp4_rt_step_greedy(fp4_rt *rt, const fp4_rt_tok *cols, int64_t n, int32_t *tokens,
                                       fp4_error *err);
 
-/* KV identity: a digest of the weights (tensor names, types, shapes and bytes), lane, mode, KV
- * dtype, rope configuration and architecture (native mode: and the device). Hex, 64 characters
+/* KV identity: a digest of the computation, not of its container: the step's inputs by slot
+ * (weight types, shapes and bytes, NVFP4 as canonical planes, norm weights and biases as their
+ * f32 values, llama.cpp's q/k row permutation undone), lane, mode, KV dtype, rope configuration
+ * and architecture (native mode: and the device). A checkpoint and its conversion to another
+ * container that compute the same bits share it (models/tiny and its GGUF). Hex, 64 characters
  * + NUL. Computed on first use (one SHA-256 pass over the weights). */
 FP4_API const char *fp4_rt_identity(const fp4_rt *rt);
-/* Prompt cache snapshots of one sequence (positions [0, seq_pos)). Written to a temporary name,
- * fsynced, renamed. Load refuses (FP4_ERR_FORMAT rule "kv.identity") a snapshot whose identity
- * differs, a truncated one (FP4_ERR_TRUNCATED) and a corrupted one (checksum, rule "kv.checksum");
- * the sequence must be empty. */
+/* Prompt cache snapshots of one sequence (positions [0, seq_pos)), docs/FORMATS.md. Written to a
+ * temporary name, fsynced, renamed. Load refuses (FP4_ERR_FORMAT rule "kv.identity") a snapshot
+ * whose identity differs, a truncated one (FP4_ERR_TRUNCATED) and a corrupted one (checksum, rule
+ * "kv.checksum"); the sequence must be empty. */
 FP4_API fp4_status fp4_rt_kv_save(const fp4_rt *rt, int32_t seq, const char *path, fp4_error *err);
 FP4_API fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *err);
+/* The same with the sequence's token history, so that a continuation is the longer run's
+ * (fp4lane run --kv-save / --kv-load): tokens[0..n_tok) are the ids of the cached positions, then
+ * optionally one more, pending (emitted but not yet fed: a run's last printed token); n_tok is 0,
+ * seq_pos or seq_pos + 1 (else FP4_ERR_INVALID_ARG rule "kv.tokens"). fp4_rt_kv_save writes
+ * n_tok 0. Load copies the history into tokens (cap entries; n_ctx + 1 always suffice, else
+ * FP4_ERR_LIMIT "kv.tokens"; tokens NULL and cap 0: not wanted) and its count into *n_tokens. */
+FP4_API fp4_status fp4_rt_kv_save_tokens(const fp4_rt *rt, int32_t seq, const char *path,
+                                         const int32_t *tokens, int64_t n_tok, fp4_error *err);
+FP4_API fp4_status fp4_rt_kv_load_tokens(fp4_rt *rt, int32_t seq, const char *path, int32_t *tokens,
+                                         int64_t cap, int64_t *n_tokens, fp4_error *err);
 
 /* Samplers (deterministic: seeded xoshiro256** from splitmix64(seed))                       */
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <openssl/evp.h>
 
 static char tmp[512];
 enum { N = 10, SPLIT = 6 };
@@ -199,6 +200,94 @@ static void test_limits(const char *bf) {
     fp4_rt_free(rt);
     fp4_rt_opts o = {.n_ctx = 65}; /* the model says 64 */
     CHECK(fp4_rt_create(m, &o, &rt, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "rt.context"));
+    fp4_model_close(m);
+}
+
+/* an edit of a snapshot, sealed again (its SHA-256 recomputed): what the loader sees is the edit:
+ * at byte off, width bytes of value (little-endian); fill_kv: every K/V half set to value */
+static void edit_sealed(const char *from, const char *to, long off, int width, uint64_t value, int fill_kv) {
+    long n = 0;
+    FILE *f = fopen(from, "rb");
+    uint8_t *b = malloc(1 << 20);
+    if (f) n = (long)fread(b, 1, 1 << 20, f), fclose(f);
+    const long kv0 = 96 + 4 * (long)(b[88] | b[89] << 8);
+    for (int k = 0; k < width; k++)
+        b[off + k] = (uint8_t)(value >> (8 * k));
+    for (long i = kv0; fill_kv && i + 1 < n - 32; i += 2)
+        b[i] = (uint8_t)value, b[i + 1] = (uint8_t)(value >> 8);
+    unsigned int dl = 32;
+    EVP_Digest(b, (size_t)(n - 32), b + n - 32, &dl, EVP_sha256(), NULL);
+    f = fopen(to, "wb");
+    fwrite(b, 1, (size_t)n, f);
+    fclose(f);
+    free(b);
+}
+
+/* the token history of a snapshot (the pending token included) and its refusals; a cache whose
+ * values overflow gives NaN logits, refused by the step (rule rt.nonfinite) naming the position */
+static void test_history(const char *bf) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(bf, NULL, &m, &e));
+    if (!m) return;
+    char snap[600], bad[600];
+    snprintf(snap, sizeof snap, "%s/hist.kv", tmp);
+    snprintf(bad, sizeof bad, "%s/hist-bad.kv", tmp);
+    fp4_rt *rt = engine(m, FP4_MODE_EXACT, 32);
+    int32_t s;
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    float *lg = malloc(sizeof(float) * 320 * N);
+    feed(rt, s, ids, SPLIT, lg);
+    CHECK(fp4_rt_kv_save_tokens(rt, s, snap, ids, 3, &e) == FP4_ERR_INVALID_ARG &&
+          !strcmp(e.rule, "kv.tokens"));
+    const int32_t oov[SPLIT + 1] = {1, 2, 3, 4, 5, 6, 320};
+    CHECK(fp4_rt_kv_save_tokens(rt, s, snap, oov, SPLIT + 1, &e) == FP4_ERR_INVALID_ARG &&
+          !strcmp(e.rule, "kv.tokens"));
+    CHECK(file_size(snap) < 0);
+    CHECK_OK(fp4_rt_kv_save_tokens(rt, s, snap, ids, SPLIT + 1, &e)); /* ids[SPLIT] pending */
+    fp4_rt_free(rt);
+    rt = engine(m, FP4_MODE_EXACT, 32);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    int32_t h[40];
+    int64_t nh = -1;
+    CHECK_OK(fp4_rt_kv_load_tokens(rt, s, snap, h, 40, &nh, &e));
+    CHECK(nh == SPLIT + 1 && !memcmp(h, ids, sizeof(int32_t) * (SPLIT + 1)) &&
+          fp4_rt_seq_pos(rt, s) == SPLIT);
+    fp4_rt_seq_close(rt, s);
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    CHECK(fp4_rt_kv_load_tokens(rt, s, snap, h, 3, &nh, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "kv.tokens"));
+    CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), 0);
+    static const struct {
+        long off;
+        int width;
+        uint64_t value;
+        const char *rule;
+    } edits[] = {{88, 8, SPLIT + 2, "kv.tokens"},   /* more tokens than positions + 1 */
+                 {88, 8, 1, "kv.tokens"},           /* fewer than the positions */
+                 {96 + 8, 4, 320, "kv.tokens"},     /* an id past the vocabulary */
+                 {7, 1, '1', "kv.version"}};        /* FP4LKV01: an older format */
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        edit_sealed(snap, bad, edits[i].off, edits[i].width, edits[i].value, 0);
+        const fp4_status st = fp4_rt_kv_load_tokens(rt, s, bad, h, 40, &nh, &e);
+        CHECK_MSG(st != FP4_OK && !strcmp(e.rule, edits[i].rule), "edit %zu: rule %s, want %s", i, e.rule,
+                  edits[i].rule);
+        CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), 0);
+    }
+    /* a cache of f16 infinities: the attention's scores and the logits are NaN */
+    edit_sealed(snap, bad, 0, 0, 0x7C00, 1);
+    for (int greedy = 0; greedy < 2; greedy++) {
+        fp4_rt_seq_close(rt, s);
+        CHECK_OK(fp4_rt_seq_open(rt, &s));
+        CHECK_OK(fp4_rt_kv_load(rt, s, bad, &e));
+        fp4_rt_tok c = {s, ids[SPLIT], 1};
+        int32_t t = -1;
+        const fp4_status st = greedy ? fp4_rt_step_greedy(rt, &c, 1, &t, &e) : fp4_rt_step(rt, &c, 1, lg, &e);
+        CHECK_MSG(st == FP4_ERR_NONFINITE && !strcmp(e.rule, "rt.nonfinite") && strstr(e.msg, "position 6"),
+                  "%s: %s %s %s", greedy ? "greedy" : "logits", fp4_status_str(st), e.rule, e.msg);
+    }
+    remove(bad);
+    free(lg);
+    fp4_rt_free(rt);
     fp4_model_close(m);
 }
 
@@ -432,6 +521,7 @@ int main(void) {
     rtfx_write_pair(tmp, &s, 21, bf, nv, sizeof bf);
     test_snapshots(bf, nv);
     test_limits(bf);
+    test_history(bf);
     test_sampler();
     test_greedy();
     test_step_greedy(bf);

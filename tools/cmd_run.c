@@ -3,7 +3,10 @@
  * strings; or ids), optional logits of every position processed, prompt caches. The last line is
  * the summary: on stdout after ids, on stderr after text (stdout then holds the text alone).
  * Without MODEL: the default model (run_text.h); without a prompt: a fixed prompt, sampled with a
- * fixed seed. Ctrl-C: summary of what was done, 130. */
+ * fixed seed. Ctrl-C: summary of what was done, 130; --logits-out and --kv-save are not written.
+ * --kv-save / --kv-load compose: a snapshot holds the sequence's tokens, the last printed one
+ * pending, and a run continued from it (with or without a prompt, which then gets no BOS) prints
+ * what one longer run would have printed after it, with the same logits bits. */
 #include "cli.h"
 #include "rt_cli.h"
 #include "io/outfile.h"
@@ -36,6 +39,12 @@ typedef struct run_args {
     fp4_model *draft_m; /* --draft: the draft model and engine (run_spec.h)            */
     fp4_rt *draft;
     fp4_spec_stats spec;
+    int32_t *tr; /* --kv-save: every token of sequence 0 (snapshot history, fed, emitted) */
+    int64_t n_tr, cap_tr;
+    int tr_known, kv_written;
+    int32_t *hist;      /* --kv-load: the snapshot's tokens; hist[0..n_hist_acc) not fed again */
+    int64_t n_hist_acc;
+    rt_text_out *prime; /* text mode: the detokenizer the snapshot's history primes        */
 } run_args;
 
 /* With no prompt: this prompt (printed before its continuation), sampled (temperature 0.7, top-k
@@ -59,6 +68,23 @@ static int print_token(void *ctx, int32_t seq, int32_t token) {
 static int print_text(void *ctx, int32_t seq, int32_t token) {
     (void)seq;
     return rt_text_out_push(ctx, token);
+}
+
+/* --kv-save: the emitted tokens of sequence 0 recorded on their way out */
+typedef struct track_ctx {
+    token_fn cb;
+    void *ctx;
+    run_args *a;
+} track_ctx;
+static void track(run_args *a, const int32_t *t, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (a->n_tr < a->cap_tr) a->tr[a->n_tr++] = t[i];
+        else a->tr_known = 0;
+}
+static int track_token(void *ctx, int32_t seq, int32_t token) {
+    track_ctx *t = ctx;
+    if (!seq) track(t->a, &token, 1);
+    return t->cb(t->ctx, seq, token);
 }
 
 static int usage(void) {
@@ -130,7 +156,9 @@ static int parse(int argc, char **argv, run_args *a) {
         return fprintf(stderr, "fp4lane run: give one of -p, -f, --prompt-ids and --batch-file\n"), -1;
     if ((a->prompt || a->batch_file) && a->n_stops)
         return fprintf(stderr, "fp4lane run: --stop needs a text prompt (-p / -f), not ids\n"), -1;
-    if (!a->prompt && !a->batch_file && !a->text && !a->text_file) {
+    if (!a->prompt && !a->batch_file && !a->text && !a->text_file && a->kv_load)
+        a->text = ""; /* continue the snapshot's sequence: its pending token, then nothing more */
+    else if (!a->prompt && !a->batch_file && !a->text && !a->text_file) {
         a->default_prompt = 1;
         a->text = RUN_DEFAULT_PROMPT;
         if (!a->sampling_given) {
@@ -342,8 +370,89 @@ static int is_eos(const run_args *a, int32_t t) {
 
 /* Decodes n_seq prompts together: prefill steps of `chunk` positions of every sequence, then one
  * column per live sequence per step. cb gets every generated token. */
-static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *plen, int n_seq, rt_npy *npy,
+static int decode_seqs(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *plen, int n_seq,
+                       rt_npy *npy, token_fn cb, void *cb_ctx, run_stats *s, const int32_t *seq);
+
+/* --kv-load: sequence 0 continues the snapshot's. Its history (the ids of the cached positions,
+ * then the pending one: the last token the saving run printed and did not feed) primes the
+ * sampler's penalties and the detokenizer; the pending token is fed before the prompt, so the
+ * continuation is what one longer run would have done. A snapshot that ends with its prompt (no
+ * token pending) and no new prompt: its last position is computed again (the same bits) to get
+ * the logits to sample from. 0, or the exit status (printed). */
+static int kv_continue(run_args *a, fp4_rt *rt, int32_t seq, int32_t **prompt, int64_t *plen) {
+    fp4_error err;
+    const int64_t cap = fp4_rt_n_ctx(rt) + 1;
+    int32_t *h = malloc(sizeof *h * (size_t)cap);
+    int64_t n_h = 0;
+    if (!h) return fprintf(stderr, "fp4lane run: out of memory\n"), 1;
+    if (fp4_rt_kv_load_tokens(rt, seq, a->kv_load, h, cap, &n_h, &err))
+        return free(h), cli_report_error("run", err.code, &err);
+    const int64_t n_pos = fp4_rt_seq_pos(rt, seq);
+    int64_t fed = n_h > n_pos ? 1 : 0; /* the pending token */
+    if (!n_h && !*plen) {
+        free(h);
+        fprintf(stderr,
+                "fp4lane run: --kv-load %s holds no token history (written by fp4_rt_kv_save): give a "
+                "prompt to continue from it\n",
+                a->kv_load);
+        return 2;
+    }
+    if (n_h && n_h == n_pos && !*plen) { /* its prompt's last position again, for its logits */
+        fp4_rt_seq_truncate(rt, seq, n_pos - 1);
+        fed = 1;
+    }
+    int32_t *p = malloc(sizeof *p * (size_t)(fed + *plen + 1));
+    if (!p) return free(h), fprintf(stderr, "fp4lane run: out of memory\n"), 1;
+    if (fed) p[0] = h[n_h - 1];
+    memcpy(p + fed, *prompt, sizeof *p * (size_t)*plen);
+    free(*prompt);
+    *prompt = p, *plen += fed;
+    if (!n_h) a->tr_known = 0; /* a history of unknown tokens: saved again without one */
+    track(a, h, n_h - fed);
+    a->hist = h, a->n_hist_acc = n_h - fed;
+    if (a->prime && n_h && rt_text_out_prime(a->prime, h, (size_t)n_h))
+        return fprintf(stderr, "fp4lane run: cannot decode the snapshot's tokens\n"), 1;
+    return 0;
+}
+
+static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, int64_t *plen, int n_seq, rt_npy *npy,
                   token_fn cb, void *cb_ctx, run_stats *s) {
+    int32_t *seq = malloc(sizeof *seq * (size_t)n_seq);
+    int rc = 0, n_open = 0;
+    if (!seq) return fprintf(stderr, "fp4lane run: out of memory\n"), 1;
+    for (; n_open < n_seq && !rc; n_open++)
+        if (fp4_rt_seq_open(rt, &seq[n_open]))
+            rc = 1, fprintf(stderr, "fp4lane run: cannot open sequence %d\n", n_open);
+    track_ctx tc = {cb, cb_ctx, a};
+    if (!rc && a->kv_save) { /* the history the snapshot will hold */
+        a->cap_tr = fp4_rt_n_ctx(rt) + 1;
+        a->tr = malloc(sizeof *a->tr * (size_t)a->cap_tr);
+        a->tr_known = a->tr != NULL;
+        cb = track_token, cb_ctx = &tc;
+    }
+    if (!rc && a->kv_load) rc = kv_continue(a, rt, seq[0], &prompts[0], &plen[0]);
+    /* a text continuation without -n: as many tokens as the context leaves after the cache */
+    const int64_t room = rc ? 0 : fp4_rt_n_ctx(rt) - fp4_rt_seq_pos(rt, seq[0]) - plen[0];
+    if (a->kv_load && !a->n_given && a->n_gen > room && room > 0) a->n_gen = room;
+    if (!rc && a->kv_save) track(a, prompts[0], plen[0]);
+    if (!rc && a->kv_load) rc = within_ctx(a, rt, seq[0], plen[0]);
+    if (!rc) rc = decode_seqs(a, rt, prompts, plen, n_seq, npy, cb, cb_ctx, s, seq);
+    if (!rc && a->kv_save && !interrupted) {
+        fp4_error err;
+        const int64_t pos = fp4_rt_seq_pos(rt, seq[0]); /* a history that does not fit: none */
+        const int64_t n_tok = a->tr_known && (a->n_tr == pos || a->n_tr == pos + 1) ? a->n_tr : 0;
+        if (fp4_rt_kv_save_tokens(rt, seq[0], a->kv_save, a->tr, n_tok, &err))
+            rc = cli_report_error("run", err.code, &err);
+        else
+            a->kv_written = 1;
+    }
+    free(seq), free(a->tr), free(a->hist);
+    a->tr = a->hist = NULL;
+    return rc;
+}
+
+static int decode_seqs(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *plen, int n_seq,
+                       rt_npy *npy, token_fn cb, void *cb_ctx, run_stats *s, const int32_t *seq) {
     const int64_t V = fp4_rt_vocab(rt);
     fp4_error err;
     int64_t maxp = 0, total = 0;
@@ -357,31 +466,29 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
     fp4_rt_tok *cols = malloc(sizeof *cols * max_cols);
     int *owner = malloc(sizeof *owner * max_cols), *is_last = malloc(sizeof *is_last * max_cols);
     float *lg = malloc(sizeof(float) * (size_t)V * max_logit_rows);
-    int32_t *seq = malloc(sizeof *seq * (size_t)n_seq), *next = malloc(sizeof *next * (size_t)n_seq);
+    int32_t *next = malloc(sizeof *next * (size_t)n_seq);
     int32_t *gtok = malloc(sizeof *gtok * (size_t)n_seq); /* a greedy decode step's tokens */
     int *live = malloc(sizeof *live * (size_t)n_seq);
     fp4_sampler **smp = calloc((size_t)n_seq, sizeof *smp);
     int rc = 0;
-    if (!cols || !owner || !is_last || !lg || !seq || !next || !gtok || !live || !smp) {
+    if (!cols || !owner || !is_last || !lg || !next || !gtok || !live || !smp) {
         fprintf(stderr, "fp4lane run: out of memory\n");
         rc = 1;
         goto out;
     }
     for (int i = 0; i < n_seq; i++) {
         live[i] = 1;
-        if (fp4_rt_seq_open(rt, &seq[i]) || fp4_sampler_create(&a->sp, V, &smp[i])) {
+        if (fp4_sampler_create(&a->sp, V, &smp[i])) {
             fprintf(stderr, "fp4lane run: cannot open sequence %d\n", i);
             rc = 1;
             goto out;
         }
+        /* the penalties see a continued sequence's history (its pending token is fed below) */
+        for (int64_t j = 0; !i && a->hist && j < a->n_hist_acc; j++)
+            fp4_sampler_accept(smp[i], a->hist[j]);
         for (int64_t j = 0; j < plen[i]; j++)
             fp4_sampler_accept(smp[i], prompts[i][j]);
     }
-    if (a->kv_load && fp4_rt_kv_load(rt, seq[0], a->kv_load, &err)) {
-        rc = cli_report_error("run", err.code, &err);
-        goto out;
-    }
-    if (a->kv_load && (rc = within_ctx(a, rt, seq[0], plen[0]))) goto out;
     /* prefill */
     double t0 = rt_cli_now();
     for (int64_t p0 = 0; p0 < maxp && !interrupted; p0 += chunk) {
@@ -472,12 +579,10 @@ static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *ple
         }
     }
     s->t_decode = rt_cli_now() - t0;
-    if (a->kv_save && !interrupted && fp4_rt_kv_save(rt, seq[0], a->kv_save, &err))
-        rc = cli_report_error("run", err.code, &err);
 out:
     for (int i = 0; smp && i < n_seq; i++)
         fp4_sampler_free(smp[i]);
-    free(smp), free(cols), free(owner), free(is_last), free(lg), free(seq), free(next), free(gtok);
+    free(smp), free(cols), free(owner), free(is_last), free(lg), free(next), free(gtok);
     free(live);
     return rc;
 }
@@ -554,7 +659,8 @@ int cmd_run(int argc, char **argv) {
         int32_t *ids = NULL;
         size_t n_ids = 0;
         if (!prompts || !plen ||
-            fp4_tokenizer_encode(tok, ptext, plen_b, FP4_TOK_ADD_SPECIAL, &ids, &n_ids)) {
+            /* a continuation (--kv-load) gets no BOS: its sequence began in the snapshot */
+            fp4_tokenizer_encode(tok, ptext, plen_b, a.kv_load ? 0 : FP4_TOK_ADD_SPECIAL, &ids, &n_ids)) {
             fprintf(stderr, "fp4lane run: cannot encode the prompt\n");
             free(ptext), free(prompts), free(plen), fp4_tokenizer_free(tok);
             return 1;
@@ -577,7 +683,7 @@ int cmd_run(int argc, char **argv) {
         a.e.o.max_seqs = n_seq;
     }
     for (int i = 0; !rc && i < n_seq; i++)
-        if (!plen[i])
+        if (!plen[i] && !a.kv_load) /* --kv-load alone: the snapshot's sequence goes on */
             fprintf(stderr, "fp4lane run: the prompt%s is empty\n", n_seq > 1 ? " of a batch line" : ""),
                 rc = 2;
     /* outputs checked before any work (io/outfile.h): not the model under another name, not a
@@ -637,6 +743,7 @@ int cmd_run(int argc, char **argv) {
                 rc = 2;
             else {
                 if (a.default_prompt && !a.json) fputs(RUN_DEFAULT_PROMPT, stdout);
+                a.prime = &tc.o;
                 rc = decode(&a, rt, prompts, plen, 1, have_npy ? &npy : NULL, text_token, &tc, &st);
             }
             if ((!rc || interrupted) && rt_text_out_finish(&tc.o))
@@ -673,8 +780,14 @@ int cmd_run(int argc, char **argv) {
         free(b.ids), free(b.n), free(b.cap);
         sigaction(SIGINT, &old, NULL);
         free(first);
+        const int kv_lost = a.kv_save && !a.kv_written; /* a Ctrl-C after the save: it is there */
+        if (interrupted && (have_npy || kv_lost))
+            fprintf(stderr, "fp4lane run: interrupted: %s%s%s%s not written\n",
+                    have_npy ? "--logits-out " : "", have_npy ? a.logits_out : "",
+                    have_npy && kv_lost ? " and --kv-save " : kv_lost ? "--kv-save " : "",
+                    kv_lost ? a.kv_save : "");
         if (have_npy) {
-            if (rc)
+            if (rc || interrupted) /* Ctrl-C: no partial rows replace or create the target */
                 rt_npy_abort(&npy);
             else if (rt_npy_finish(&npy))
                 rc = 1;

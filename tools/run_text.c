@@ -182,6 +182,15 @@ int rt_text_out_push(rt_text_out *o, int32_t id) {
     return through_stops(o, s, n);
 }
 
+int rt_text_out_prime(rt_text_out *o, const int32_t *ids, size_t n) {
+    const char *s;
+    size_t len;
+    fp4_error err;
+    for (size_t i = 0; i < n; i++)
+        if (fp4_detok_stream_push(o->ds, ids[i], &s, &len, &err)) return -1;
+    return 0;
+}
+
 int rt_text_out_finish(rt_text_out *o) {
     if (o->stopped) return 0;
     const char *s;

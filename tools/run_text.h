@@ -43,6 +43,9 @@ int rt_text_out_open(rt_text_out *o, const char *verb, const fp4_tokenizer *t, c
 /* 1 when a stop string ended the text (the token is consumed), 0 to go on, -1 on error */
 int rt_text_out_push(rt_text_out *o, int32_t id);
 int rt_text_out_finish(rt_text_out *o); /* flushes the held-back text; 0 or -1 */
+/* ids that were printed before (a continued sequence's history) pushed through the detokenizer
+ * and dropped, so that the next token decodes as it would after them; 0 or -1 */
+int rt_text_out_prime(rt_text_out *o, const int32_t *ids, size_t n);
 void rt_text_out_close(rt_text_out *o);
 
 #endif

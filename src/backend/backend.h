@@ -182,13 +182,19 @@ typedef struct fp4_rt_backend_ops {
     int64_t (*step_cols)(const fp4_rt_model_desc *d);
     /* ABI 4, optional (NULL: the runtime takes step's logits and argmax.h on the host): THE STEP,
      * but tokens[k] = fp4_rt_greedy_argmax of the k-th want_logits column's logits instead of the
-     * logits themselves (a device backend reduces them where they are). Synchronous. */
+     * logits themselves (a device backend reduces them where they are); -1 for a row that holds
+     * NaN or an infinity (the runtime refuses it, rule rt.nonfinite). Synchronous. */
     fp4_status (*step_greedy)(void *state, const fp4_rt_col *cols, int64_t n, int32_t *tokens,
                               fp4_error *err);
 } fp4_rt_backend_ops;
 
 /* The CPU backend (step_cpu.c). */
 const fp4_rt_backend_ops *fp4_rt_cpu_backend(void);
+/* The CPU engine's host memory plan for these sizes (src/cpu/mem_plan.c): FP4_ERR_NOMEM, rule
+ * "cpu.memory-plan", before anything is allocated when it is above the cap (3/4 of the physical
+ * memory, or $FP4LANE_CPU_MEM_LIMIT bytes); FP4_ERR_OVERFLOW when the sizes overflow. */
+fp4_status fp4_rt_cpu_plan(const fp4_arch *a, int64_t n_ctx, int32_t n_slots, int64_t max_cols,
+                           int64_t max_logit_cols, int n_threads, fp4_rt_mem_plan *p, fp4_error *err);
 /* What libfp4lane_cuda.so exports under FP4_RT_CUDA_ENTRY. */
 typedef const fp4_rt_backend_ops *(*fp4_rt_backend_entry)(uint32_t abi);
 

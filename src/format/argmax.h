@@ -29,4 +29,25 @@ static inline int32_t fp4_rt_greedy_argmax(const float *l, int64_t V) {
     return (int32_t)i;
 }
 
+/* The first index of a NaN or infinite value, -1 when every value is finite: one pass of eight
+ * running sums of x * 0 (NaN exactly when x is not finite), then a search only when one is NaN.
+ * A row of logits holding one is refused (rule rt.nonfinite) rather than sampled: NaN is never
+ * chosen, so a NaN row would read as token 0. */
+static inline int64_t fp4_rt_nonfinite_index(const float *l, int64_t V) {
+    float z[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int64_t i = 0;
+    for (; i + 8 <= V; i += 8)
+        for (int k = 0; k < 8; k++)
+            z[k] += l[i + k] * 0.0f;
+    for (; i < V; i++)
+        z[0] += l[i] * 0.0f;
+    float t = 0;
+    for (int k = 0; k < 8; k++)
+        t += z[k];
+    if (t == 0) return -1;
+    for (i = 0; i < V; i++)
+        if (!isfinite(l[i])) return i;
+    return -1;
+}
+
 #endif

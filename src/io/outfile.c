@@ -569,6 +569,11 @@ fp4_status fp4_out_preflight(const char *in, const char *out, int want_dir, int 
         st = fp4_fail(err, FP4_ERR_IO, out, NULL, "out.exists",
                       "the output file exists: nothing was written (remove it, choose another name, or "
                       "--force to replace it)");
+    if (!st && !want_dir) { /* writable: the temporary name the commit will use can be made (then removed) */
+        fp4_outfile *probe = NULL;
+        st = fp4_outfile_open(out, &probe, err);
+        fp4_outfile_abort(probe);
+    }
     return st;
 }
 

@@ -64,7 +64,9 @@ void fp4_gguf_writer_set_noreplace(fp4_gguf_writer *w);
 
 /* Everything a write to out would refuse about its target, checked before any work is done:
  * out.same-file (against in, may be NULL), out.path, out.symlink, out.not-regular, and
- * out.exists unless force: a non-empty directory (want_dir) or an existing regular file. */
+ * out.exists unless force: a non-empty directory (want_dir) or an existing regular file; for a
+ * file, out.io when its temporary name cannot be created (an unwritable directory): the probe
+ * file (and any directory made for it) is removed at once. */
 fp4_status fp4_out_preflight(const char *in, const char *out, int want_dir, int force, fp4_error *err);
 
 /* A checkpoint file name an HF directory writer owns: model.safetensors, its index, shards

@@ -7,12 +7,16 @@
  * do not). Exact and native state never alias.
  *
  * Snapshot file (little-endian):
- *   0  "FP4LKV01"                 8 bytes
+ *   0  "FP4LKV02"                 8 bytes
  *   8  identity                   64 ASCII hex bytes
  *  72  n_layers u32, kv_dim u32   (NKV * head_dim)
  *  80  n_pos u64
- *  88  K halves [n_layers][n_pos][kv_dim] u16, then V halves, same shape
+ *  88  n_tok u64                  0 (no token history), n_pos, or n_pos + 1 (the last one pending:
+ *                                 emitted, not cached; its continuation feeds it first)
+ *  96  tokens i32 [n_tok]         the ids of the cached positions, then the pending one
+ *  ..  K halves [n_layers][n_pos][kv_dim] u16, then V halves, same shape
  *  end SHA-256 of every byte before it (32 bytes)
+ * Version 1 ("FP4LKV01", no n_tok, an identity of tensor names) is refused by its magic.
  * Written under a temporary name beside PATH, fsynced, renamed, directory fsynced (outfile.h). */
 #include "runtime/rt_impl.h"
 #include "io/outfile.h"
@@ -25,13 +29,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define KV_MAGIC "FP4LKV01"
+#define KV_MAGIC "FP4LKV02"
+#define KV_MAGIC_V1 "FP4LKV01"
 /* bumped whenever a native kernel's order of operations changes (2: the CPU's native NVFP4 dot in
  * 64 lanes; 3: CUDA native prefill through cuBLAS, projections and attention), so a native snapshot
  * of an older build is refused rather than continued with other numerics; exact mode's bits never
  * change, so its identity does not carry this */
 #define FP4_RT_NATIVE_REV "native-rev-3"
-#define KV_HEAD 88
+#define KV_HEAD 96
 #define KV_MAX_FILE (64ull << 30)
 
 int fp4_sha256_init(fp4_sha256 *h) {
@@ -70,33 +75,75 @@ static void put_str(fp4_sha256 *h, const char *s) {
     fp4_sha256_update(h, s, strlen(s));
 }
 
-/* An NVFP4 view of another packing (FP4_LOAD_DEFER_REPACK: llama.cpp's blocks as the file holds
- * them) hashed as its canonical bytes, the payload plane then the scale plane, one row at a time:
- * the identity of the weights, not of their packing. -1 when out of memory (no identity). */
-static int hash_nvfp4_rows(fp4_sha256 *h, const fp4_nvfp4_view *v) {
-    const size_t pb = (size_t)(v->n_in / 2), sb = (size_t)(v->n_in / 16);
-    uint8_t *row = malloc(pb + sb);
-    if (!row) return -1;
-    for (int pass = 0; pass < 2; pass++)
-        for (int64_t r = 0; r < v->n_out; r++) {
-            fp4_nvfp4_view_row(v, r, row, row + pb);
-            fp4_sha256_update(h, pass ? row + pb : row, pass ? sb : pb);
+/* A weight matrix as the step reads it: type and shape, then its values in the row order the
+ * step's outputs take. NVFP4 as canonical planes (payload rows, then scale rows) whatever the
+ * packing, with scale2 and the input scale; FP8 with its scales; other types as their bytes.
+ * perm_d > 0: llama.cpp's q/k row permutation (qk_permuted, heads of perm_d rows), undone so
+ * that the permuted file and its unpermuted twin (which compute the same bits: the step copies
+ * the outputs back, backend.h 2d) hash alike. -1 when out of memory (no identity). */
+static int64_t hf_row(int64_t r, int64_t perm_d) {
+    if (perm_d <= 0) return r;
+    const int64_t h = r / perm_d, k = r % perm_d, half = perm_d / 2; /* HF row k = j*half + i */
+    return h * perm_d + 2 * (k % half) + k / half;                   /* <- stored row 2i + j   */
+}
+static int hash_matrix(fp4_sha256 *h, const fp4_tensor *t, int64_t perm_d) {
+    put_u64(h, (uint64_t)t->type);
+    put_u64(h, (uint64_t)t->n_dims);
+    for (int d = 0; d < FP4_MAX_DIMS; d++)
+        put_u64(h, (uint64_t)(d < t->n_dims ? t->ne[d] : 0));
+    if (t->type == FP4_TYPE_NVFP4_E2M1) {
+        const fp4_nvfp4_view *v = &t->nvfp4;
+        if (v->packing == FP4_PACK_CANONICAL && perm_d <= 0) {
+            fp4_sha256_update(h, v->payload, (size_t)(v->n_out * (v->n_in / 2)));
+            fp4_sha256_update(h, v->scales, (size_t)(v->n_out * (v->n_in / 16)));
+        } else {
+            const size_t pb = (size_t)(v->n_in / 2), sb = (size_t)(v->n_in / 16);
+            uint8_t *row = malloc(pb + sb);
+            if (!row) return -1;
+            for (int pass = 0; pass < 2; pass++)
+                for (int64_t r = 0; r < v->n_out; r++) {
+                    fp4_nvfp4_view_row(v, hf_row(r, perm_d), row, row + pb);
+                    fp4_sha256_update(h, pass ? row + pb : row, pass ? sb : pb);
+                }
+            free(row);
         }
-    free(row);
+        put_u64(h, fp4_f32_bits(v->scale2));
+        put_u64(h, fp4_f32_bits(v->input_scale_inv));
+        return 0;
+    }
+    if (!t->data) return 0;
+    const int64_t rows = fp4_rows_of(t->ne, t->n_dims);
+    if (perm_d > 0 && rows > 0 && t->nbytes % (uint64_t)rows == 0) {
+        const size_t rb = (size_t)(t->nbytes / (uint64_t)rows);
+        for (int64_t r = 0; r < rows; r++)
+            fp4_sha256_update(h, t->data + (size_t)hf_row(r, perm_d) * rb, rb);
+    } else
+        fp4_sha256_update(h, t->data, (size_t)t->nbytes);
+    if (t->type == FP4_TYPE_F8_E4M3FN) { /* FP8 weights: their scales are part of the weights */
+        const fp4_fp8_view *f = &t->fp8;
+        put_u64(h, fp4_f32_bits(f->scale));
+        for (int64_t r = 0; f->row_scale && r < f->n_out; r++)
+            put_u64(h, fp4_f32_bits(f->row_scale[hf_row(r, perm_d)]));
+    }
     return 0;
 }
 
+/* The identity of the computation, not of its container: the step's inputs by slot (backend.h),
+ * never by tensor name, file format or tensor order. Norm weights and biases as the f32 values
+ * the step uses (a bf16 vector and its exact f32 widening are one input); matrices by
+ * hash_matrix; RoPE by its configuration and frequency factors' values. A checkpoint and its
+ * conversion into another container that compute the same bits share the identity. */
 void fp4_rt_identity_compute(fp4_rt *rt) {
     if (rt->identity[0]) return;
     fp4_sha256 h;
     if (fp4_sha256_init(&h)) return;
     const fp4_arch *a = &rt->arch;
-    put_str(&h, "fp4lane-kv-identity-v1");
+    put_str(&h, "fp4lane-kv-identity-v2");
     put_str(&h, fp4_arch_family_name(a->family));
-    const int64_t ints[] = {
-        a->source,   a->n_layers,    a->hidden,       a->n_heads,       a->n_kv_heads,
-        a->head_dim, a->ffn,         a->vocab,        a->tied_head,     a->qkv_bias,
-        a->qk_norm,  a->qk_permuted, a->rope_scaling, a->rope_orig_ctx, a->rope_freq_factors};
+    const int64_t ints[] = {a->n_layers, a->hidden,       a->n_heads,       a->n_kv_heads,
+                            a->head_dim, a->ffn,          a->vocab,         a->tied_head,
+                            a->qkv_bias, a->qk_norm,      a->rope_scaling,  a->rope_orig_ctx,
+                            a->rope_freq_factors};
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         put_u64(&h, (uint64_t)ints[i]);
     put_f64(&h, a->rms_eps), put_f64(&h, a->rope_theta), put_f64(&h, a->rope_factor);
@@ -117,39 +164,42 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
         put_str(&h, rt->be->name);
         put_str(&h, FP4_RT_NATIVE_REV);
     }
-    for (int64_t i = 0; i < fp4_model_n_tensors(rt->m); i++) {
-        const fp4_tensor *t = fp4_model_tensor(rt->m, i);
-        put_str(&h, t->name);
-        put_u64(&h, (uint64_t)t->type);
-        put_u64(&h, (uint64_t)t->n_dims);
-        for (int d = 0; d < FP4_MAX_DIMS; d++)
-            put_u64(&h, (uint64_t)t->ne[d]);
-        if (t->type == FP4_TYPE_NVFP4_E2M1 && t->nvfp4.packing != FP4_PACK_CANONICAL) {
-            if (hash_nvfp4_rows(&h, &t->nvfp4)) { /* out of memory: no identity, no snapshot matches */
-                uint8_t dg[32];
-                fp4_sha256_final(&h, dg);
-                return;
-            }
-            put_u64(&h, fp4_f32_bits(t->nvfp4.scale2));
-            put_u64(&h, fp4_f32_bits(t->nvfp4.input_scale_inv));
-        } else if (t->type == FP4_TYPE_NVFP4_E2M1) {
-            const fp4_nvfp4_view *v = &t->nvfp4;
-            fp4_sha256_update(&h, v->payload, (size_t)(v->n_out * (v->n_in / 2)));
-            fp4_sha256_update(&h, v->scales, (size_t)(v->n_out * (v->n_in / 16)));
-            put_u64(&h, fp4_f32_bits(v->scale2));
-            put_u64(&h, fp4_f32_bits(v->input_scale_inv));
-        } else if (t->data) {
-            fp4_sha256_update(&h, t->data, (size_t)t->nbytes);
+    const fp4_rt_bound *b = &rt->b;
+    int bad = hash_matrix(&h, b->tok_embd, 0);
+    put_u64(&h, b->head == b->tok_embd);
+    if (b->head != b->tok_embd) bad |= hash_matrix(&h, b->head, 0);
+    fp4_sha256_update(&h, rt->vec, sizeof(float) * (size_t)a->hidden); /* output_norm, widened */
+    for (int64_t i = 0; i < a->n_layers * FP4_LW_COUNT_ && !bad; i++) {
+        const fp4_tensor *t = b->layer[i];
+        const int slot = (int)(i % FP4_LW_COUNT_);
+        put_u64(&h, (uint64_t)(t != NULL));
+        if (!t) continue;
+        put_u64(&h, (uint64_t)slot);
+        if (rt->lvec[i]) { /* a norm weight or bias: its values as the step reads them */
+            int64_t n = 1;
+            for (int d = 0; d < t->n_dims; d++)
+                n *= t->ne[d];
+            put_u64(&h, (uint64_t)n);
+            fp4_sha256_update(&h, rt->lvec[i], sizeof(float) * (size_t)n);
+        } else
+            bad |= hash_matrix(&h, t, a->qk_permuted && (slot == FP4_LW_Q || slot == FP4_LW_K) ? a->head_dim
+                                                                                               : 0);
+    }
+    if (b->moe) { /* the routers and experts by layer, then position in the layer's run (backend.h) */
+        const int64_t n = a->n_layers * FP4_MOE_STRIDE(a->n_experts);
+        for (int64_t i = 0; i < n && !bad; i++) {
+            put_u64(&h, (uint64_t)(b->moe[i] != NULL));
+            if (b->moe[i]) bad |= hash_matrix(&h, b->moe[i], 0);
         }
-        if (t->type == FP4_TYPE_F8_E4M3FN) { /* FP8 weights: their scales are part of the weights */
-            const fp4_fp8_view *f = &t->fp8;
-            put_u64(&h, fp4_f32_bits(f->scale));
-            for (int64_t r = 0; f->row_scale && r < f->n_out; r++)
-                put_u64(&h, fp4_f32_bits(f->row_scale[r]));
-        }
+    }
+    if (b->rope_freqs) {
+        float ff[FP4_ARCH_MAX_HEAD_DIM / 2];
+        if (fp4_tensor_dequant_rows(b->rope_freqs, 0, 1, ff)) bad = 1;
+        fp4_sha256_update(&h, ff, sizeof(float) * (size_t)(a->head_dim / 2));
     }
     uint8_t dg[32];
     fp4_sha256_final(&h, dg);
+    if (bad) return; /* out of memory: no identity, no snapshot matches */
     for (int i = 0; i < 32; i++)
         snprintf(rt->identity + 2 * i, 3, "%02x", dg[i]);
 }
@@ -162,18 +212,28 @@ const char *fp4_rt_identity(const fp4_rt *rt) {
 
 void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos);
 
-fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_error *err) {
+fp4_status fp4_rt_kv_save_tokens(const fp4_rt *crt, int32_t seq, const char *path, const int32_t *tokens,
+                                 int64_t n_tok, fp4_error *err) {
     fp4_error_clear(err);
     fp4_rt *rt = (fp4_rt *)crt;
-    if (!rt || !path) return FP4_ERR_INVALID_ARG;
+    if (!rt || !path || (n_tok && !tokens)) return FP4_ERR_INVALID_ARG;
     const int64_t n_pos = fp4_rt_seq_pos(rt, seq);
     if (n_pos < 0)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.seq", "sequence %d is not open", seq);
+    if (n_tok != 0 && n_tok != n_pos && n_tok != n_pos + 1)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.tokens",
+                        "%lld tokens for %lld cached positions (0, the positions, or one more pending)",
+                        (long long)n_tok, (long long)n_pos);
+    for (int64_t i = 0; i < n_tok; i++)
+        if (tokens[i] < 0 || tokens[i] >= rt->arch.vocab)
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.tokens",
+                            "token %lld: id %d outside [0, %lld)", (long long)i, tokens[i],
+                            (long long)rt->arch.vocab);
     const uint64_t nl = (uint64_t)rt->arch.n_layers,
                    kvd = (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim);
-    const size_t nh = (size_t)(nl * (uint64_t)n_pos * kvd);
+    const size_t nh = (size_t)(nl * (uint64_t)n_pos * kvd), kv0 = KV_HEAD + 4 * (size_t)n_tok;
     uint16_t *k = malloc(nh * 2 + 2), *v = malloc(nh * 2 + 2);
-    uint8_t *buf = malloc(nh * 4 + KV_HEAD + 4);
+    uint8_t *buf = malloc(nh * 4 + kv0 + 4);
     fp4_status st = FP4_OK;
     if (!k || !v || !buf) {
         st = fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "out of memory");
@@ -190,9 +250,12 @@ fp4_status fp4_rt_kv_save(const fp4_rt *crt, int32_t seq, const char *path, fp4_
     fp4_wr_le32(buf + 72, (uint32_t)nl);
     fp4_wr_le32(buf + 76, (uint32_t)kvd);
     fp4_wr_le64(buf + 80, (uint64_t)n_pos);
+    fp4_wr_le64(buf + 88, (uint64_t)n_tok);
+    for (int64_t i = 0; i < n_tok; i++)
+        fp4_wr_le32(buf + KV_HEAD + 4 * i, (uint32_t)tokens[i]);
     for (size_t i = 0; i < nh; i++)
-        fp4_wr_le16(buf + KV_HEAD + 2 * i, k[i]), fp4_wr_le16(buf + KV_HEAD + 2 * (nh + i), v[i]);
-    const size_t body = KV_HEAD + 4 * nh;
+        fp4_wr_le16(buf + kv0 + 2 * i, k[i]), fp4_wr_le16(buf + kv0 + 2 * (nh + i), v[i]);
+    const size_t body = kv0 + 4 * nh;
     uint8_t dg[32];
     fp4_sha256 h;
     if (fp4_sha256_init(&h)) {
@@ -214,16 +277,30 @@ out:
     return st;
 }
 
+fp4_status fp4_rt_kv_save(const fp4_rt *rt, int32_t seq, const char *path, fp4_error *err) {
+    return fp4_rt_kv_save_tokens(rt, seq, path, NULL, 0, err);
+}
+
 /* The bytes of the largest snapshot this engine could load: every layer's K and V at n_ctx
- * positions, the header and the checksum. */
+ * positions, n_ctx + 1 tokens, the header and the checksum. */
 static uint64_t kv_engine_cap(const fp4_rt *rt) {
     const uint64_t per =
         (uint64_t)rt->arch.n_layers * (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim) * 4;
     uint64_t cap;
     if (__builtin_mul_overflow(per, (uint64_t)fp4_rt_n_ctx(rt), &cap) ||
-        __builtin_add_overflow(cap, (uint64_t)KV_HEAD + 32, &cap))
+        __builtin_add_overflow(cap, (uint64_t)KV_HEAD + 32 + 4 * ((uint64_t)fp4_rt_n_ctx(rt) + 1), &cap))
         return UINT64_MAX;
     return cap;
+}
+
+static fp4_status kv_magic(const uint8_t *b, const char *path, fp4_error *err) {
+    if (!memcmp(b, KV_MAGIC_V1, 8))
+        return fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.version",
+                        "a snapshot of an older fp4lane (FP4LKV01: no token history, an identity of "
+                        "tensor names): make it again with this build");
+    if (memcmp(b, KV_MAGIC, 8))
+        return fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.magic", "not an fp4lane KV snapshot");
+    return FP4_OK;
 }
 
 /* Before the body is read: a file of size bytes larger than kv_engine_cap can only be refused; its
@@ -236,8 +313,8 @@ static fp4_status kv_header_precheck(const fp4_rt *rt, int fd, uint64_t size, ui
     do r = pread(fd, hd, KV_HEAD, 0);
     while (r < 0 && errno == EINTR);
     if (r != KV_HEAD) return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.read", "short read");
-    if (memcmp(hd, KV_MAGIC, 8))
-        return fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.magic", "not an fp4lane KV snapshot");
+    fp4_status sm = kv_magic(hd, path, err);
+    if (sm) return sm;
     const uint64_t nl = fp4_rd_le32(hd + 72), kvd = fp4_rd_le32(hd + 76), n_pos = fp4_rd_le64(hd + 80);
     if (nl != (uint64_t)rt->arch.n_layers || kvd != (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim))
         return fp4_fail(err, FP4_ERR_SHAPE, path, NULL, "kv.shape",
@@ -254,9 +331,11 @@ static fp4_status kv_header_precheck(const fp4_rt *rt, int fd, uint64_t size, ui
                     (unsigned long long)size, (unsigned long long)n_pos);
 }
 
-fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *err) {
+fp4_status fp4_rt_kv_load_tokens(fp4_rt *rt, int32_t seq, const char *path, int32_t *tokens, int64_t cap,
+                                 int64_t *n_tokens, fp4_error *err) {
     fp4_error_clear(err);
-    if (!rt || !path) return FP4_ERR_INVALID_ARG;
+    if (n_tokens) *n_tokens = 0;
+    if (!rt || !path || cap < 0 || (cap && !tokens)) return FP4_ERR_INVALID_ARG;
     if (fp4_rt_seq_pos(rt, seq) != 0)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.seq",
                         "sequence %d must be open and empty to load a snapshot", seq);
@@ -306,14 +385,18 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
         st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.read", "short read");
         goto out;
     }
-    if (memcmp(buf, KV_MAGIC, 8)) {
-        st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.magic", "not an fp4lane KV snapshot");
+    if ((st = kv_magic(buf, path, err))) goto out;
+    const uint64_t nl = fp4_rd_le32(buf + 72), kvd = fp4_rd_le32(buf + 76), n_pos = fp4_rd_le64(buf + 80),
+                   n_tok = fp4_rd_le64(buf + 88);
+    if (n_pos > (uint64_t)INT64_MAX - 1 || (n_tok != 0 && n_tok != n_pos && n_tok != n_pos + 1)) {
+        st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.tokens",
+                      "%llu tokens for %llu positions (0, the positions, or one more pending)",
+                      (unsigned long long)n_tok, (unsigned long long)n_pos);
         goto out;
     }
-    const uint64_t nl = fp4_rd_le32(buf + 72), kvd = fp4_rd_le32(buf + 76), n_pos = fp4_rd_le64(buf + 80);
     uint64_t nh, want;
-    if (n_pos > (uint64_t)INT64_MAX || __builtin_mul_overflow(nl * kvd, n_pos, &nh) ||
-        __builtin_mul_overflow(nh, 4, &want) || __builtin_add_overflow(want, KV_HEAD + 32, &want)) {
+    if (__builtin_mul_overflow(nl * kvd, n_pos, &nh) || __builtin_mul_overflow(nh, 4, &want) ||
+        __builtin_add_overflow(want, KV_HEAD + 32, &want) || __builtin_add_overflow(want, 4 * n_tok, &want)) {
         st = fp4_fail(err, FP4_ERR_OVERFLOW, path, NULL, "kv.size", "header sizes overflow");
         goto out;
     }
@@ -344,8 +427,8 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
     fp4_rt_identity_compute(rt);
     if (memcmp(buf + 8, rt->identity, 64)) {
         st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.identity",
-                      "the snapshot was made by another model/lane/mode/KV dtype/rope configuration "
-                      "(identity %.16s..., this engine %.16s...)",
+                      "the snapshot was made by another computation: weights, architecture, lane, mode, KV "
+                      "dtype or rope configuration differ (identity %.16s..., this engine %.16s...)",
                       (const char *)buf + 8, rt->identity);
         goto out;
     }
@@ -361,20 +444,41 @@ fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *
                       (unsigned long long)n_pos, (long long)fp4_rt_n_ctx(rt));
         goto out;
     }
+    for (uint64_t i = 0; i < n_tok; i++) {
+        const uint32_t t = fp4_rd_le32(buf + KV_HEAD + 4 * i);
+        if (t >= (uint64_t)rt->arch.vocab) {
+            st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "kv.tokens", "token %llu: id %u outside [0, %lld)",
+                          (unsigned long long)i, t, (long long)rt->arch.vocab);
+            goto out;
+        }
+    }
+    if (tokens && n_tok > (uint64_t)cap) {
+        st = fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "kv.tokens", "%llu tokens, room for %lld",
+                      (unsigned long long)n_tok, (long long)cap);
+        goto out;
+    }
     k = malloc((size_t)nh * 2 + 2), v = malloc((size_t)nh * 2 + 2);
     if (!k || !v) {
         st = fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "out of memory");
         goto out;
     }
+    const size_t kv0 = KV_HEAD + 4 * (size_t)n_tok;
     for (size_t i = 0; i < nh; i++)
-        k[i] = fp4_rd_le16(buf + KV_HEAD + 2 * i), v[i] = fp4_rd_le16(buf + KV_HEAD + 2 * (nh + i));
+        k[i] = fp4_rd_le16(buf + kv0 + 2 * i), v[i] = fp4_rd_le16(buf + kv0 + 2 * (nh + i));
     if ((st = rt->be->kv_write(rt->be_state, seq, (int64_t)n_pos, k, v))) {
         st = fp4_fail(err, st, path, NULL, "kv.write", "cannot write the cache into the %s backend",
                       rt->be->name);
         goto out;
     }
     fp4_rt_seq_set_pos(rt, seq, (int64_t)n_pos);
+    for (uint64_t i = 0; tokens && i < n_tok; i++)
+        tokens[i] = (int32_t)fp4_rd_le32(buf + KV_HEAD + 4 * i);
+    if (n_tokens) *n_tokens = (int64_t)n_tok;
 out:
     free(buf), free(k), free(v);
     return st;
+}
+
+fp4_status fp4_rt_kv_load(fp4_rt *rt, int32_t seq, const char *path, fp4_error *err) {
+    return fp4_rt_kv_load_tokens(rt, seq, path, NULL, 0, NULL, err);
 }

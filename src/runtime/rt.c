@@ -268,6 +268,13 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     } else
         rt->be = fp4_rt_cpu_backend();
     if ((st = check_routes(rt, err))) goto fail;
+    /* the CPU engine's memory plan, before the RoPE table and the KV cache are allocated (a
+     * device backend makes its own in create: the tables below are small beside it) */
+    fp4_rt_mem_plan plan;
+    if (o.device == FP4_DEVICE_CPU &&
+        (st = fp4_rt_cpu_plan(&rt->arch, rt->n_ctx, o.max_seqs, RT_MAX_COLS, RT_MAX_LOGIT_COLS, o.n_threads,
+                              &plan, err)))
+        goto fail;
     /* 5. tables, sequences, upload */
     float ff[FP4_ARCH_MAX_HEAD_DIM / 2];
     if (rt->b.rope_freqs) fp4_tensor_dequant_rows(rt->b.rope_freqs, 0, 1, ff);
@@ -380,6 +387,28 @@ int64_t fp4_rt_step_span(const fp4_rt_tok *toks, int64_t n, int64_t max_cols, in
     return m;
 }
 
+/* A logits row of the step just made that holds NaN or an infinity stops the run here, naming
+ * the sequence and position (NaN is never sampled: such a row would silently read as token 0).
+ * rows: the host rows (NULL when a backend's step_greedy reduced them on the device and marked
+ * such a row's token -1). */
+static fp4_status check_finite(const fp4_rt *rt, int64_t m, const float *rows, const int32_t *tokens,
+                               fp4_error *err) {
+    const int64_t V = rt->arch.vocab;
+    for (int64_t j = 0, k = 0; j < m; j++) {
+        if (!rt->cols[j].want_logits) continue;
+        const int64_t bad = rows ? fp4_rt_nonfinite_index(rows + k * V, V) : tokens[k] < 0 ? 0 : -1;
+        char at[48] = "";
+        if (bad >= 0 && rows) snprintf(at, sizeof at, " (the first at token id %lld)", (long long)bad);
+        if (bad >= 0)
+            return fp4_fail(err, FP4_ERR_NONFINITE, NULL, NULL, "rt.nonfinite",
+                            "sequence %d, position %lld: the logits hold NaN or an infinity%s: the model's "
+                            "arithmetic overflowed, nothing was sampled",
+                            rt->cols[j].slot, (long long)rt->cols[j].pos, at);
+        k++;
+    }
+    return FP4_OK;
+}
+
 /* fp4_rt_step (tokens NULL) and fp4_rt_step_greedy (logits NULL) */
 static fp4_status rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *logits, int32_t *tokens,
                           fp4_error *err) {
@@ -425,13 +454,18 @@ static fp4_status rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *
             rt->cols[j] = (fp4_rt_col){t->token, t->seq, rt->seq_pos[t->seq]++, t->want_logits != 0};
             nl += t->want_logits != 0;
         }
-        if (tokens && rt->be->step_greedy) st = rt->be->step_greedy(rt->be_state, rt->cols, m, tokens, err);
-        else if (tokens) {
+        if (tokens && rt->be->step_greedy) {
+            st = rt->be->step_greedy(rt->be_state, rt->cols, m, tokens, err);
+            if (!st) st = check_finite(rt, m, NULL, tokens, err);
+        } else if (tokens) {
             st = rt->be->step(rt->be_state, rt->cols, m, nl ? rt->glg : NULL, err);
+            if (!st) st = check_finite(rt, m, rt->glg, NULL, err);
             for (int64_t k = 0; !st && k < nl; k++)
                 tokens[k] = fp4_rt_greedy_argmax(rt->glg + k * rt->arch.vocab, rt->arch.vocab);
-        } else
+        } else {
             st = rt->be->step(rt->be_state, rt->cols, m, lp, err);
+            if (!st && nl) st = check_finite(rt, m, lp, NULL, err);
+        }
         if (st) {
             /* the cache of these columns is not trustworthy: close their sequences */
             for (int64_t j = 0; j < n; j++)

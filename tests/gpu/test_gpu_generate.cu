@@ -8,7 +8,14 @@
  *       CUDA exact run equals the plain CPU exact run;
  *   (b) --seed reproducibility on the GPU: a seeded sampled generation (temperature 0.8, top-k 40,
  *       top-p 0.9, seed 7) gives the same tokens (and logits bits) on CUDA exact as on CPU exact,
- *       and the same tokens twice in a row on CUDA native.
+ *       and the same tokens twice in a row on CUDA native;
+ *   (c) prompt caches compose on the GPU (`fp4lane run --device cuda --kv-save / --kv-load`, issue
+ *       27): a run of 12 saved after 6 and continued for 6 gives the one run's tokens and logits
+ *       bits, on the logits path and on the device-argmax greedy path; the CUDA snapshot continues
+ *       on the CPU to the same bits, and the CUDA runs equal the CPU's (exact);
+ *   (d) a cache of f16 infinities (a crafted snapshot) gives NaN logits: the CUDA step refuses
+ *       them (rule rt.nonfinite, the position named) on the logits path, on the device argmax's
+ *       flag (fp4_rt_step_greedy) and on its host fallback (FP4LANE_CUDA_NO_ARGMAX=1).
  * FP4_GPU_QUICK=1 (compute-sanitizer): greedy only, one seeded model. No GPU: skipped. */
 extern "C" {
 #include "check.h"
@@ -17,6 +24,7 @@ extern "C" {
 #include "fp4lane_runtime.h"
 #include "rt_data.h"
 #include <ftw.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,6 +183,131 @@ static void spec_case(const char *target, const char *draft, fp4_mode mode, int 
     free(plain.rows), free(spec.rows);
 }
 
+/* (c) */
+static char bin[600];
+static char *slurp(const char *path, long *n) {
+    FILE *f = fopen(path, "rb");
+    char *b = (char *)calloc(1, 1 << 22);
+    *n = f ? (long)fread(b, 1, (1 << 22) - 1, f) : -1;
+    if (f) fclose(f);
+    return b;
+}
+/* `fp4lane run MODEL ARGS` on DEVICE: 0 with stdout's first line (the ids) in ids */
+static int run_cli(const char *tmp, const char *model, const char *dev, const char *args, char *ids,
+                   size_t cap) {
+    char cmd[3000], out[700];
+    snprintf(out, sizeof out, "%s/cli.out", tmp);
+    snprintf(cmd, sizeof cmd, "%s run %s --device %s --cuda-lib %s --ignore-eos %s >%s 2>%s/cli.err", bin,
+             model, dev, cuda_lib, args, out, tmp);
+    const int rc = system(cmd);
+    long n;
+    char *o = slurp(out, &n);
+    snprintf(ids, cap, "%.*s", (int)strcspn(o, "\n"), o);
+    free(o);
+    return rc;
+}
+/* a's rows then b's rows == c's rows, bit for bit (the .npy headers are 128 bytes) */
+static int npy_concat(const char *a, const char *b, const char *c) {
+    long na, nb, nc;
+    char *A = a ? slurp(a, &na) : NULL, *B = slurp(b, &nb), *C = slurp(c, &nc);
+    if (!a) na = 128;
+    const int ok = na >= 128 && nb > 128 && nc > 128 && na + nb - 256 == nc - 128 &&
+                   (!a || !memcmp(A + 128, C + 128, (size_t)(na - 128))) &&
+                   !memcmp(B + 128, C + na, (size_t)(nb - 128));
+    free(A), free(B), free(C);
+    return ok;
+}
+
+static void compose_case(const char *tmp, const char *model, const char *what) {
+    char a[2000], s[700], l1[700], l2[700], l[700], lc[700], x[6][400];
+    snprintf(s, sizeof s, "%s/c.kv", tmp);
+    snprintf(l1, sizeof l1, "%s/c1.npy", tmp), snprintf(l2, sizeof l2, "%s/c2.npy", tmp);
+    snprintf(l, sizeof l, "%s/c.npy", tmp), snprintf(lc, sizeof lc, "%s/cpu.npy", tmp);
+    const char *P = "--prompt-ids 1,5,9,13,17,21";
+    remove(s), remove(l1), remove(l2), remove(l), remove(lc);
+    snprintf(a, sizeof a, "%s -n 12 --logits-out %s", P, l);
+    CHECK(run_cli(tmp, model, "cuda", a, x[0], sizeof x[0]) == 0);
+    snprintf(a, sizeof a, "%s -n 6 --kv-save %s --logits-out %s", P, s, l1);
+    CHECK(run_cli(tmp, model, "cuda", a, x[1], sizeof x[1]) == 0);
+    snprintf(a, sizeof a, "--kv-load %s --prompt-ids '' -n 6 --logits-out %s", s, l2);
+    CHECK(run_cli(tmp, model, "cuda", a, x[2], sizeof x[2]) == 0);
+    char both[900];
+    snprintf(both, sizeof both, "%s %s", x[1], x[2]);
+    CHECK_MSG(!strcmp(both, x[0]), "%s: cuda save + continue '%s', one run '%s'", what, both, x[0]);
+    CHECK_MSG(npy_concat(l1, l2, l), "%s: cuda save + continue: the logits differ from one run", what);
+    /* greedy on the device (no --logits-out: fp4_rt_step_greedy) */
+    CHECK(run_cli(tmp, model, "cuda", "--prompt-ids 1,5,9,13,17,21 -n 12", x[3], sizeof x[3]) == 0);
+    remove(s);
+    snprintf(a, sizeof a, "%s -n 6 --kv-save %s", P, s);
+    CHECK(run_cli(tmp, model, "cuda", a, x[4], sizeof x[4]) == 0);
+    snprintf(a, sizeof a, "--kv-load %s --prompt-ids '' -n 6", s);
+    CHECK(run_cli(tmp, model, "cuda", a, x[5], sizeof x[5]) == 0);
+    snprintf(both, sizeof both, "%s %s", x[4], x[5]);
+    CHECK_MSG(!strcmp(both, x[3]) && !strcmp(x[3], x[0]),
+              "%s: device greedy: '%s', one run '%s' (logits path '%s')", what, both, x[3], x[0]);
+    /* the CUDA snapshot on the CPU, and the CPU's one run: the same bits (exact) */
+    remove(l2);
+    snprintf(a, sizeof a, "--kv-load %s --prompt-ids '' -n 6 --logits-out %s", s, l2);
+    CHECK(run_cli(tmp, model, "cpu", a, x[2], sizeof x[2]) == 0);
+    CHECK_MSG(!strcmp(x[2], x[5]) && npy_concat(l1, l2, l), "%s: the cuda snapshot continued on the cpu",
+              what);
+    snprintf(a, sizeof a, "%s -n 12 --logits-out %s", P, lc);
+    CHECK(run_cli(tmp, model, "cpu", a, x[1], sizeof x[1]) == 0);
+    CHECK_MSG(!strcmp(x[1], x[0]) && npy_concat(NULL, lc, l), "%s: cpu one run vs cuda", what);
+}
+
+/* (d) a snapshot (saved on the CPU: exact identities do not name the device) whose K/V halves are
+ * all +inf, sealed again */
+static void nonfinite_case(const char *tmp, const char *model) {
+    char snap[700];
+    snprintf(snap, sizeof snap, "%s/inf.kv", tmp);
+    fp4_model *m = NULL;
+    fp4_rt *rt = engine(model, &m, FP4_DEVICE_CPU, FP4_MODE_EXACT, 0, NULL);
+    fp4_error e;
+    if (!rt) return;
+    int32_t seq = 0;
+    CHECK_OK(fp4_rt_seq_open(rt, &seq));
+    fp4_rt_tok cols[NP];
+    for (int i = 0; i < NP; i++)
+        cols[i] = tk(seq, prompt[i], 0);
+    CHECK_OK(fp4_rt_step(rt, cols, NP, NULL, &e));
+    remove(snap);
+    CHECK_OK(fp4_rt_kv_save(rt, seq, snap, &e));
+    fp4_rt_free(rt), fp4_model_close(m);
+    long n;
+    uint8_t *b = (uint8_t *)slurp(snap, &n);
+    for (long i = 96; i + 1 < n - 32; i += 2) /* no token history: the halves start at 96 */
+        b[i] = 0x00, b[i + 1] = 0x7C;
+    unsigned int dl = 32;
+    EVP_Digest(b, (size_t)(n - 32), b + n - 32, &dl, EVP_sha256(), NULL);
+    FILE *f = fopen(snap, "wb");
+    CHECK(f && fwrite(b, 1, (size_t)n, f) == (size_t)n);
+    if (f) fclose(f);
+    free(b);
+    for (int k = 0; k < 3; k++) { /* logits; device argmax; host argmax */
+        if (k == 2) setenv("FP4LANE_CUDA_NO_ARGMAX", "1", 1);
+        rt = engine(model, &m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 0, NULL);
+        if (!rt) break;
+        CHECK_OK(fp4_rt_seq_open(rt, &seq));
+        CHECK_OK(fp4_rt_kv_load(rt, seq, snap, &e));
+        fp4_rt_tok t = tk(seq, prompt[0], 1);
+        float *row = (float *)malloc(sizeof(float) * (size_t)fp4_rt_vocab(rt));
+        int32_t tok = -1;
+        const fp4_status st = k ? fp4_rt_step_greedy(rt, &t, 1, &tok, &e) : fp4_rt_step(rt, &t, 1, row, &e);
+        char want[40];
+        snprintf(want, sizeof want, "position %d", NP);
+        CHECK_MSG(st == FP4_ERR_NONFINITE && !strcmp(e.rule, "rt.nonfinite") && strstr(e.msg, want),
+                  "cuda %s: %s %s %s (token %d)",
+                  k == 0   ? "logits"
+                  : k == 1 ? "device argmax"
+                           : "host argmax",
+                  fp4_status_str(st), e.rule, e.msg, tok);
+        free(row);
+        fp4_rt_free(rt), fp4_model_close(m);
+    }
+    unsetenv("FP4LANE_CUDA_NO_ARGMAX");
+}
+
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *f) {
     (void)sb, (void)flag, (void)f;
     return remove(p);
@@ -251,6 +384,11 @@ int main(void) {
         printf("\n");
         free(cpu.rows), free(gpu.rows), free(n1.rows), free(n2.rows);
     }
+    /* (c), (d) */
+    snprintf(bin, sizeof bin, "%s/fp4lane", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
+    compose_case(tmp, nv, "llama nvfp4 a16 exact");
+    if (!quick) compose_case(tmp, bf, "llama bf16 exact");
+    nonfinite_case(tmp, nv);
     nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
     return check_report();
 }

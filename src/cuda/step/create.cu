@@ -259,7 +259,7 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
     if (d->mode == FP4_MODE_NATIVE)
         fp4_cu_gemm_warm(); /* where the GEMM route is on, cuBLAS loads
                                 here, not in the first prefill */
-    ce = cudaHostAlloc((void **)&s->h_in, (size_t)(5 * max_cols) * 4, cudaHostAllocDefault);
+    ce = cudaHostAlloc((void **)&s->h_in, (size_t)(6 * max_cols) * 4, cudaHostAllocDefault);
     if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&s->h_lg, (size_t)(logit_rows(s) * a->vocab) * 4, cudaHostAllocDefault);
     if (ce == cudaSuccess && !s->emb_on_device)

@@ -67,7 +67,7 @@ extern "C" int fp4_cu_step_scratch_list(cu_state *s, buf_req *r) {
     s->aq_nsb = (int64_t)(F + 255) / 256;
     REQ(s->d_aq, (uint64_t)s->aq_nsb * 512); /* int16 (native) or int8 (exact) */
     REQ(s->d_ad, (uint64_t)s->aq_nsb * 4);
-    REQ(s->d_tok, (uint64_t)logit_rows(s) * 4);
+    REQ(s->d_tok, (uint64_t)logit_rows(s) * 8);
 #undef REQ
     return n;
 }
@@ -416,20 +416,24 @@ static fp4_status cu_step_impl(cu_state *s, const fp4_rt_col *cols, int64_t n, f
     }
     int32_t *h_tok = s->h_in + 4 * mc;
     if (nw && on_device) {
-        if ((st = fp4_cuda_argmax_rows(s->d_lg, nw, V, V, s->d_am, s->d_tok, s->stream)))
+        if ((st = fp4_cuda_argmax_rows(s->d_lg, nw, V, V, s->d_am, s->d_tok, s->d_tok + nw, s->stream)))
             return cuda_fail(err, st, NULL, "rt.greedy", "argmax of the logits");
-        CU_TRY(err, cudaMemcpyAsync(h_tok, s->d_tok, (size_t)nw * 4, cudaMemcpyDeviceToHost, s->stream),
-               "cuda.step");
+        CU_TRY(err, cudaMemcpyAsync(h_tok, s->d_tok, (size_t)nw * 8, cudaMemcpyDeviceToHost, s->stream),
+               "cuda.step"); /* the tokens and their flags in one copy */
     } else if (nw)
         CU_TRY(err,
                cudaMemcpyAsync(s->h_lg, s->d_lg, (size_t)(nw * V) * 4, cudaMemcpyDeviceToHost, s->stream),
                "cuda.step");
     if (s->prof_path) prof_mark(s, OP_COUNT_);
     CU_TRY(err, cudaStreamSynchronize(s->stream), "cuda.step"); /* the one host synchronization of the step */
-    if (nw && on_device) memcpy(tokens, h_tok, (size_t)nw * 4);
+    if (nw && on_device) /* a row holding NaN or an infinity: -1 (backend.h, step_greedy) */
+        for (int64_t k = 0; k < nw; k++)
+            tokens[k] = h_tok[nw + k] ? -1 : h_tok[k];
     else if (nw && tokens)
         for (int64_t k = 0; k < nw; k++)
-            tokens[k] = fp4_rt_greedy_argmax(s->h_lg + k * V, V);
+            tokens[k] = fp4_rt_nonfinite_index(s->h_lg + k * V, V) >= 0
+                            ? -1
+                            : fp4_rt_greedy_argmax(s->h_lg + k * V, V);
     else if (nw)
         memcpy(logits, s->h_lg, (size_t)(nw * V) * 4);
     if (s->prof_path && s->n_ev > 1) { /* decode steps (every column wants logits) apart */

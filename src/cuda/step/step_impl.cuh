@@ -48,7 +48,7 @@ typedef struct cu_state {
     float *d_x, *d_h, *d_q, *d_k, *d_v, *d_o, *d_t, *d_g, *d_u, *d_hh, *d_lg, *d_sc, *d_st, *d_den, *d_bmax;
     unsigned *d_tk; /* attention tickets, zero between launches */
     void *d_am;     /* fp4_cuda_argmax_rows's work (zero between calls) */
-    int32_t *d_tok; /* the greedy tokens of a step (logit_rows) */
+    int32_t *d_tok; /* the greedy tokens of a step, then their rows' non-finite flags (2 logit_rows) */
     int argmax_off; /* FP4LANE_CUDA_NO_ARGMAX: step_greedy copies the logits and takes argmax.h's */
     int act_fuse;   /* 1-column steps: SwiGLU makes down's activation pass (FP4LANE_CUDA_NO_ACTFUSE: off) */
     void *d_aq;     /* ... that pass: int8 or int16 values of aq_nsb super-blocks */
@@ -61,7 +61,7 @@ typedef struct cu_state {
     int att_cl_wide;      /* the cluster attention for steps of 2 to ATT_CL_WIDE_COLS columns (att_wide) */
     int att_wide_ok;      /* bit cs: clusters of cs blocks run this shape and n_ctx (att_wide's sizes) */
     int32_t *d_in, *h_in; /* 4 * max_cols: token, slot, position, logits row (h_in: then the
-                           * greedy tokens, max_cols more)                                */
+                           * greedy tokens and their non-finite flags, 2 max_cols more)   */
     float *h_emb, *h_lg;  /* pinned host rows                                          */
     fp4_cuda_scratch scratch;
     cu_graph graphs[CU_MAX_GRAPHS];
