@@ -3,6 +3,7 @@
  * tokenizer.chat_template). */
 #include "fp4_impl.h"
 #include "fp4lane_text.h"
+#include "io/infile.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -19,12 +20,11 @@ static void folder_of(const char *path, char *dir, size_t n, int *is_gguf) {
         snprintf(dir, n, "%s", path);
         return;
     }
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        char m[4];
-        if (fread(m, 1, 4, f) == 4 && !memcmp(m, "GGUF", 4)) *is_gguf = 1;
-        fclose(f);
-    }
+    char m[4];
+    size_t got = 0;
+    fp4_error ignored; /* not a readable regular file: no GGUF, the folder's files decide */
+    if (!fp4_infile_head(path, m, 4, &got, "text.io", &ignored) && got == 4 && !memcmp(m, "GGUF", 4))
+        *is_gguf = 1;
     const char *sl = strrchr(path, '/');
     if (sl)
         snprintf(dir, n, "%.*s", (int)(sl - path), path);
@@ -38,20 +38,13 @@ static fp4_status side_json(const char *dir, const char *name, size_t flags, jso
     char p[4200];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     *j = NULL;
-    FILE *f = fopen(p, "rb");
-    if (!f) {
-        if (errno == ENOENT) return FP4_OK;
-        return fp4_fail(err, FP4_ERR_IO, p, NULL, "text.io", "cannot open: %s", strerror(errno));
-    }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > SIDE_FILE_MAX) {
-        fclose(f);
-        return fp4_fail(err, FP4_ERR_LIMIT, p, NULL, "text.limit", "not a regular file of at most %u bytes",
-                        SIDE_FILE_MAX);
-    }
+    char *buf;
+    size_t len;
+    fp4_status st = fp4_infile_read(p, SIDE_FILE_MAX, "text.io", "text.limit", true, &buf, &len, err);
+    if (st || !buf) return st;
     json_error_t je;
-    *j = json_loadf(f, JSON_REJECT_DUPLICATES | flags, &je);
-    fclose(f);
+    *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES | flags, &je);
+    free(buf);
     if (!*j) return fp4_fail(err, FP4_ERR_FORMAT, p, NULL, "text.json", "line %d: %s", je.line, je.text);
     return FP4_OK;
 }

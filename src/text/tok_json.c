@@ -15,6 +15,7 @@
  * Two passes (tok_json_pass): the fast one reads model.vocab and model.merges with tok_jscan.c and
  * the rest with jansson; if it fails for any reason the jansson-only pass runs and decides. */
 #include "tok_impl.h"
+#include "io/infile.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -587,58 +588,29 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
     return tok_json_pass(name, json, json_len, config, config_len, false, out, err);
 }
 
-static fp4_status read_file(const char *path, char **buf, size_t *n, bool optional, fp4_error *err) {
-    *buf = NULL;
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (optional && errno == ENOENT) return FP4_OK;
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot open: %s", strerror(errno));
-    }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > FP4_TOK_MAX_FILE) {
-        fclose(f);
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "not a regular file of at most %u bytes",
-                        FP4_TOK_MAX_FILE);
-    }
-    char *p = malloc((size_t)sb.st_size + 1);
-    if (!p) {
-        fclose(f);
-        return fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "tok.nomem", "out of memory");
-    }
-    size_t got = fread(p, 1, (size_t)sb.st_size, f);
-    fclose(f);
-    if (got != (size_t)sb.st_size) {
-        free(p);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "short read");
-    }
-    *buf = p;
-    *n = got;
-    return FP4_OK;
-}
-
 /* tokenizer.json mapped, not read: copying 10 MB into fresh pages costs more than parsing it */
 static fp4_status map_file(const char *path, void **map, size_t *n, fp4_error *err) {
     *map = NULL;
     *n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot open: %s", strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > FP4_TOK_MAX_FILE) {
+    int fd;
+    uint64_t size;
+    fp4_status st = fp4_infile_open(path, "tok.io", false, &fd, &size, err);
+    if (st) return st;
+    if (size > FP4_TOK_MAX_FILE) {
         close(fd);
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "not a regular file of at most %u bytes",
-                        FP4_TOK_MAX_FILE);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "%llu bytes, above the cap of %u",
+                        (unsigned long long)size, FP4_TOK_MAX_FILE);
     }
-    if (sb.st_size == 0) {
+    if (size == 0) {
         close(fd);
         return FP4_OK;
     }
-    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "mmap: %s", strerror(e));
     *map = p;
-    *n = (size_t)sb.st_size;
+    *n = (size_t)size;
     return FP4_OK;
 }
 
@@ -652,11 +624,10 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
         return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "not a regular file or a directory");
     char magic[4] = {0};
     if (S_ISREG(sb.st_mode)) { /* a GGUF by its magic, whatever its name */
-        FILE *mf = fopen(path, "rb");
-        if (mf) {
-            if (fread(magic, 1, 4, mf) != 4) memset(magic, 0, 4);
-            fclose(mf);
-        }
+        size_t got;
+        fp4_status sh = fp4_infile_head(path, magic, 4, &got, "tok.io", err);
+        if (sh) return sh;
+        if (got != 4) memset(magic, 0, 4);
     }
     if (S_ISREG(sb.st_mode) && !memcmp(magic, "GGUF", 4)) {
         fp4_gguf *g = NULL;
@@ -680,7 +651,7 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
     char *cf = NULL;
     size_t jn = 0, cn = 0;
     fp4_status st = map_file(jpath, &j, &jn, err);
-    if (!st) st = read_file(cpath, &cf, &cn, true, err);
+    if (!st) st = fp4_infile_read(cpath, FP4_TOK_MAX_FILE, "tok.io", "tok.limit", true, &cf, &cn, err);
     if (!st) st = fp4_tokenizer_from_json(jpath, j ? j : "", jn, cf, cf ? cn : 0, out, err);
     if (j) munmap(j, jn);
     free(cf);
