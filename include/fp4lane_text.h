@@ -69,6 +69,11 @@ FP4_API int32_t fp4_tokenizer_find(const fp4_tokenizer *t, const char *s, size_t
 /* Encode len bytes of text. *ids is malloc'd (free() it); *n_ids may be 0 (then *ids may be NULL). */
 FP4_API fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t len, unsigned flags,
                                         int32_t **ids, size_t *n_ids);
+/* The same; a refusal fills err with the tokenizer's file and a rule: tok.regex-limit (a pre-tokenizer
+ * regex passed its match limits, FP4_ERR_LIMIT), tok.normalize-limit (the normalizer's output passed
+ * its cap), tok.nomem, tok.regex, tok.normalize. */
+FP4_API fp4_status fp4_tokenizer_encode_err(const fp4_tokenizer *t, const char *text, size_t len,
+                                            unsigned flags, int32_t **ids, size_t *n_ids, fp4_error *err);
 
 #define FP4_TOK_SKIP_SPECIAL 1u   /* decode: drop special tokens                                  */
 #define FP4_TOK_CLEANUP_SPACES 2u /* decode: transformers' clean_up_tokenization (" ." -> "." ...) */

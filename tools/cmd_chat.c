@@ -238,8 +238,9 @@ static int answer(session *s, conv *c) {
     for (int attempt = 0;; attempt++) {
         if (fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))
             return fprintf(stderr, "fp4lane chat: %s\n", err.msg), 0;
-        if (fp4_tokenizer_encode(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids))
-            return free(text), fprintf(stderr, "fp4lane chat: cannot encode the conversation\n"), -1;
+        fp4_status es =
+            fp4_tokenizer_encode_err(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids, &err);
+        if (es) return free(text), cli_report_error("chat", es, &err), -1;
         free(text);
         if ((int64_t)n_ids + 1 < fp4_rt_n_ctx(s->rt)) break;
         free(ids);
