@@ -448,6 +448,34 @@ static fp4_status parse_merges(jctx *c, json_t *merges, const char *doc) {
     return FP4_OK;
 }
 
+/* An empty merges array makes every vocabulary token of more than one character unreachable: the
+ * text would come out character by character, silently. Legitimate only where no such token exists
+ * (a vocabulary of single characters / bytes, as HF allows), or where ignore_merges looks words up
+ * whole; byte-fallback tokens (<0x41>), added tokens and the unk token are not reached by merges. */
+static fp4_status merges_empty(jctx *c, json_t *model) {
+    fp4_tokenizer *t = c->t;
+    if (t->n_merges || t->ignore_merges) return FP4_OK;
+    json_t *unk = json_object_get(model, "unk_token");
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        const uint8_t want = TOKF_PRESENT | TOKF_MODEL;
+        if ((t->flags[id] & (want | TOKF_ADDED)) != want) continue;
+        const char *s = tok_str(t, t->text[id]);
+        size_t n = t->text[id].len;
+        uint32_t cp;
+        int vl = tok_utf8_valid_len((const uint8_t *)s, n);
+        if (vl > 0 && (size_t)vl == n && (size_t)tok_utf8_dec((const uint8_t *)s, n, &cp) == n)
+            continue; /* one character */
+        if (t->byte_fallback && n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') continue;
+        if (json_is_string(unk) && json_string_length(unk) == n && !memcmp(json_string_value(unk), s, n))
+            continue;
+        return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merges-empty",
+                    "the merges array is empty but token %d (%.*s) has more than one character: it could "
+                    "never be produced (text would be split into single characters)",
+                    (int)id, (int)(n > 40 ? 40 : n), s);
+    }
+    return FP4_OK;
+}
+
 static int32_t config_token(const fp4_tokenizer *t, json_t *cfg, const char *key) {
     json_t *v = json_object_get(cfg, key);
     if (json_is_object(v)) v = json_object_get(v, "content");
@@ -530,6 +558,7 @@ fp4_status tok_json_pass(const char *name, const char *json, size_t json_len, co
     if (!st) st = parse_model(&c, model, json_object_get(root, "added_tokens"), byte_level);
     if (!st) st = tok_finish(t, name, err);
     if (!st) st = parse_merges(&c, json_object_get(model, "merges"), json);
+    if (!st) st = merges_empty(&c, model);
     if (!st) {
         json_t *unk = json_object_get(model, "unk_token");
         if (json_is_string(unk)) {
