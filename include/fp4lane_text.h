@@ -148,8 +148,12 @@ FP4_API fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, f
 FP4_API int fp4_chat_n_templates(void);
 FP4_API const char *fp4_chat_template_name(int id); /* "llama3", "llama2", "mistral", "chatml", ... */
 FP4_API int fp4_chat_template_by_name(const char *name); /* -1 when unknown                     */
-/* The family of a Jinja chat_template, by fingerprints of its text; -1 when none matches. */
+/* The family of a Jinja chat_template: the one whose known template has exactly this text (leading
+ * and trailing whitespace aside); -1 when none does (nothing is guessed from fragments). */
 FP4_API int fp4_chat_template_detect(const char *jinja);
+/* The same as a refusal: FP4_ERR_UNSUPPORTED, rule "chat.template-unknown" (naming file and the
+ * template's SHA-256) when the text is no known template; "chat.template-missing" for NULL. */
+FP4_API fp4_status fp4_chat_template_identify(const char *jinja, const char *file, int *id, fp4_error *err);
 /* Renders messages as the family's template does, with bos_token = bos and eos_token = eos (NULL:
  * "") and, when add_generation_prompt, the opening of the assistant's answer. *text malloc'd,
  * NUL-terminated. Refusals (FP4_ERR_INVALID_ARG, rule "chat.*") where the template raises an

@@ -100,10 +100,11 @@ static int pick_template(const chat_args *a) {
     char *t = NULL;
     fp4_error err;
     if (fp4_chat_template_read(a->e.model, &t, &err)) return cli_report_error("chat", err.code, &err), -1;
-    int id = fp4_chat_template_detect(t);
-    if (id < 0) {
-        fprintf(stderr, "fp4lane chat: %s: %s; give --chat-template NAME (one of: ", a->e.model,
-                t ? "its chat_template is not one fp4lane knows" : "it has no chat_template");
+    int id = -1;
+    fp4_status st = fp4_chat_template_identify(t, a->e.model, &id, &err);
+    if (st) {
+        cli_report_error("chat", st, &err);
+        fprintf(stderr, "  give --chat-template NAME to use one anyway (one of: ");
         list_templates(stderr);
         fprintf(stderr, ")\n");
     }
