@@ -162,7 +162,7 @@ static fp4_status cleanup(const char *s, size_t n, tok_buf *out) {
 
 static fp4_status check_id(const fp4_tokenizer *t, int32_t id, size_t pos, fp4_error *err) {
     if (id < 0 || id >= t->n_vocab || !(t->flags[id] & TOKF_PRESENT))
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tok.decode-id",
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, t->name, NULL, "tok.decode-id",
                         "id %lld at position %zu is not a token (vocabulary: %d ids)", (long long)id, pos,
                         (int)t->n_vocab);
     return FP4_OK;

@@ -462,6 +462,6 @@ fp4_status fp4_tokenizer_write_gguf_n(const fp4_tokenizer *t, fp4_gguf_writer *w
     free(scores);
     free(pads);
     if (st == FP4_ERR_NOMEM && err && !err->rule[0])
-        fp4_fail(err, st, NULL, NULL, "tok.nomem", "out of memory");
+        fp4_fail(err, st, t->name, NULL, "tok.nomem", "out of memory writing the tokenizer's GGUF keys");
     return st;
 }
