@@ -610,9 +610,8 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
                                : tok_smap_find(t, &t->by_text, t->text, u, (size_t)tok_utf8_enc(cp, u));
         }
     }
-    /* added tokens: sorted by id, normalized spellings, first-byte set */
+    /* added tokens: sorted by id, normalized spellings, the matchers (tok_added.c) */
     qsort(t->added, (size_t)t->n_added, sizeof *t->added, tok_added_cmp_id);
-    memset(t->added_first, 0, sizeof t->added_first);
     t->any_norm_added = false;
     for (int32_t i = 0; i < t->n_added; i++) {
         tok_added *a = &t->added[i];
@@ -635,12 +634,8 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
                 return fp4_fail(err, FP4_ERR_FORMAT, name, "added_tokens", "tok.added-empty",
                                 "added token %d normalizes to nothing", (int)a->id);
             t->any_norm_added = true;
-            uint8_t f = (uint8_t)tok_str(t, a->norm)[0];
-            t->added_first[f >> 3] |= (uint8_t)(1u << (f & 7));
         } else {
             a->normalized = 0;
-            uint8_t f = (uint8_t)tok_str(t, a->content)[0];
-            t->added_first[f >> 3] |= (uint8_t)(1u << (f & 7));
         }
     }
     for (int pass = 0; pass < 2; pass++)

@@ -134,7 +134,6 @@ struct fp4_tokenizer {
     int32_t bos, eos, pad, unk;
     bool ignore_merges, byte_fallback, cleanup;
     bool any_norm_added;  /* some added token is matched after normalization */
-    uint8_t added_first[32]; /* bitset of first bytes of added tokens */
     tok_ac ac[2];            /* added-token matchers: [0] raw spellings, [1] normalized ones */
     char name[256];          /* the file it was loaded from, for errors while encoding/decoding */
 };
