@@ -217,9 +217,12 @@ typedef struct enc_ctx {
     tok_buf scratch[TOK_MAX_STEPS]; /* strings made by a step (prefix spaces) */
 } enc_ctx;
 
-/* isolated split: matches and the gaps between them, empty pieces dropped */
-static fp4_status regex_split(enc_ctx *c, pcre2_code *re, const char *s, size_t n, piece_vec *out) {
-    size_t start = 0, prev = 0;
+/* isolated split: matches and the gaps between them, empty pieces dropped; merge_prev
+ * (MergedWithPrevious): a match that follows a gap joins the gap's piece */
+static fp4_status regex_split(enc_ctx *c, pcre2_code *re, bool merge_prev, const char *s, size_t n,
+                              piece_vec *out) {
+    size_t start = 0, prev = 0, first = out->n;
+    bool prev_match = false;
     while (start <= n) {
         int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, c->md, c->mc);
         if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -227,8 +230,15 @@ static fp4_status regex_split(enc_ctx *c, pcre2_code *re, const char *s, size_t 
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
         size_t ms = ov[0], me = ov[1];
         if (me < ms) return FP4_ERR_UNSUPPORTED; /* \K-style lookbehind tricks */
-        if (ms > prev && piece_push(out, s + prev, ms - prev)) return FP4_ERR_NOMEM;
-        if (me > ms && piece_push(out, s + ms, me - ms)) return FP4_ERR_NOMEM;
+        if (ms > prev) {
+            if (piece_push(out, s + prev, ms - prev)) return FP4_ERR_NOMEM;
+            prev_match = false;
+        }
+        if (me > ms && merge_prev && !prev_match && out->n > first)
+            out->p[out->n - 1].n = me - (size_t)(out->p[out->n - 1].p - s);
+        else if (me > ms && piece_push(out, s + ms, me - ms))
+            return FP4_ERR_NOMEM;
+        if (me > ms) prev_match = true;
         prev = me;
         if (me == ms) { /* empty match: step one code point */
             if (me >= n) break;
@@ -271,7 +281,7 @@ static fp4_status pretokenize(enc_ctx *c, const char *s, size_t n, piece_vec **r
         }
         if (!p->re) continue;
         for (size_t i = 0; i < cur->n; i++) {
-            fp4_status st = regex_split(c, p->re, cur->p[i].p, cur->p[i].n, nxt);
+            fp4_status st = regex_split(c, p->re, p->merge_prev, cur->p[i].p, cur->p[i].n, nxt);
             if (st) return st;
         }
         piece_vec *tmp = cur;

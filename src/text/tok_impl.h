@@ -57,6 +57,7 @@ typedef struct tok_pre {
     tok_pre_kind kind;
     pcre2_code *re;        /* SPLIT, or BYTELEVEL with use_regex */
     uint8_t prefix_space;  /* BYTELEVEL add_prefix_space */
+    uint8_t merge_prev;    /* SPLIT behavior MergedWithPrevious: a match joins the piece before it */
 } tok_pre;
 
 typedef enum tok_dec_kind { TD_BYTELEVEL, TD_REPLACE, TD_BYTEFALLBACK, TD_FUSE, TD_STRIP } tok_dec_kind;
@@ -124,7 +125,8 @@ struct fp4_tokenizer {
     int n_norm;
     tok_pre pre[TOK_MAX_STEPS];
     int n_pre;
-    char *pre_regex;      /* the Split regex source (for GGUF write), NULL if none */
+    char *pre_regex;      /* the first Isolated Regex Split's source (for GGUF write), NULL if none */
+    bool pre_other;       /* another Split (a second one, a String, MergedWithPrevious): no GGUF form */
     bool pre_gpt2;        /* ByteLevel(use_regex) is the only splitter */
     tok_dec dec[TOK_MAX_STEPS];
     int n_dec;

@@ -5,8 +5,8 @@
  *                  ignore_merges; dropout null; continuing_subword_prefix / end_of_word_suffix
  *                  empty or null
  *   normalizer     null | NFC | NFD | NFKC | NFKD | Prepend | Replace (String pattern) | Sequence
- *   pre_tokenizer  null | Split (Regex, Isolated, invert false) | ByteLevel | Sequence (no Split
- *                  after a ByteLevel)
+ *   pre_tokenizer  null | Split (Regex or String; Isolated or MergedWithPrevious; invert false) |
+ *                  ByteLevel | Sequence (any number of Splits, none after a ByteLevel)
  *   post_processor null | ByteLevel | TemplateProcessing (single) | Sequence
  *   decoder        null | ByteLevel | Replace (String) | ByteFallback | Fuse | Strip | Sequence
  * Rules: ids in [0, FP4_TOK_MAX_VOCAB), one token per id and one id per token (tok.duplicate-*),
@@ -110,6 +110,19 @@ static fp4_status parse_norm(jctx *c, json_t *o, int depth) {
 }
 
 /* ---- pre-tokenizer ---- */
+/* the regex source that matches s literally */
+static char *split_literal(const char *s) {
+    size_t n = strlen(s), k = 0;
+    char *o = malloc(2 * n + 1);
+    if (!o) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (strchr("\\^$.|?*+()[]{}/-#", s[i])) o[k++] = '\\';
+        o[k++] = s[i];
+    }
+    o[k] = 0;
+    return o;
+}
+
 static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
     fp4_tokenizer *t = c->t;
     if (json_is_null(o) || !o) return FP4_OK;
@@ -136,23 +149,35 @@ static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
         if (*byte_level)
             return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported",
                         "a Split after a ByteLevel pre-tokenizer");
-        json_t *re = json_object_get(json_object_get(o, "pattern"), "Regex");
+        json_t *pat = json_object_get(o, "pattern"), *re = json_object_get(pat, "Regex"),
+               *lit = json_object_get(pat, "String");
         json_t *beh = json_object_get(o, "behavior");
-        if (!json_is_string(re))
+        if (!json_is_string(re) && !json_is_string(lit))
             return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.pattern", "tok.unsupported",
-                        "only Regex Split patterns are supported");
-        if (!json_is_string(beh) || strcmp(json_string_value(beh), "Isolated") || jflag(o, "invert", false))
+                        "a Split pattern is a Regex or a String");
+        const char *bs = json_string_value(beh);
+        if (!bs || (strcmp(bs, "Isolated") && strcmp(bs, "MergedWithPrevious")) || jflag(o, "invert", false))
             return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.behavior", "tok.unsupported",
-                        "only Isolated, non-inverted Split is supported");
-        if (t->pre_regex)
-            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported", "more than one Split");
-        fp4_status st = tok_compile_regex(json_string_value(re), false, &p->re, why, sizeof why);
-        if (st)
+                        "only Isolated and MergedWithPrevious, non-inverted Split is supported");
+        if (json_is_string(lit) && json_string_length(lit) == 0) return FP4_OK; /* matches nothing */
+        /* a String pattern is a regex of its characters, each metacharacter escaped */
+        char *src =
+            json_is_string(re) ? strdup(json_string_value(re)) : split_literal(json_string_value(lit));
+        if (!src) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+        fp4_status st = tok_compile_regex(src, false, &p->re, why, sizeof why);
+        if (st) {
+            free(src);
             return FAIL(c, st, "pre_tokenizer.pattern", st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.regex", "%s",
                         why);
-        t->pre_regex = strdup(json_string_value(re));
-        if (!t->pre_regex) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+        }
+        /* the GGUF writer describes one Isolated Regex Split (a llama.cpp pre name); others it refuses */
+        if (!t->pre_regex && json_is_string(re) && !strcmp(bs, "Isolated")) t->pre_regex = src;
+        else {
+            free(src);
+            t->pre_other = true;
+        }
         p->kind = TP_SPLIT;
+        p->merge_prev = !strcmp(bs, "MergedWithPrevious");
         t->n_pre++;
         return FP4_OK;
     }
