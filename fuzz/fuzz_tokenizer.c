@@ -1,9 +1,10 @@
 /* fuzz_tokenizer.c — libFuzzer target for the tokenizer loaders and the encoder/decoder.
  * Byte 0 picks the source (bit 0: tokenizer.json or GGUF metadata) and the encode flags (bits
- * 1-2); the rest is the file. When the file loads, the whole input is also encoded as text, every
- * id must be in range, decoding them must succeed, the streaming detokenizer must agree with
- * decode, and ids out of range must be refused with tok.decode-id. A refusal must fill err with
- * the returned code, a tok.* or gguf.* rule and a message.
+ * 1-2); the rest is the file. When the file loads, the whole input is also encoded as text (a
+ * refusal names the file and a tok.* rule), every id must be in range, decoding them must succeed
+ * (or stop at the output cap), the streaming detokenizer must agree with decode, and ids out of
+ * range must be refused with tok.decode-id. A refusal must fill err with the returned code, a tok.*
+ * or gguf.* rule and a message.
  *   make fuzz-build && build-fuzz/fuzz_tokenizer -dict=fuzz/fuzz_tokenizer.dict fuzz/corpus/fuzz_tokenizer */
 #include "fp4lane_text.h"
 #include <stdint.h>
@@ -13,15 +14,19 @@
 static void exercise(const fp4_tokenizer *t, const uint8_t *data, size_t size, unsigned flags, int cleanup) {
     int32_t *ids = NULL;
     size_t n = 0;
-    fp4_status st = fp4_tokenizer_encode(t, (const char *)data, size, flags, &ids, &n);
+    fp4_error ee;
+    memset(&ee, 0, sizeof ee);
+    fp4_status st = fp4_tokenizer_encode_err(t, (const char *)data, size, flags, &ids, &n, &ee);
     if (st != FP4_OK && st != FP4_ERR_LIMIT && st != FP4_ERR_NOMEM) __builtin_trap();
+    if (st != FP4_OK && (ee.code != st || strncmp(ee.rule, "tok.", 4) || !ee.file[0] || !ee.msg[0]))
+        __builtin_trap(); /* an encoding refusal names the file and a rule */
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= fp4_tokenizer_n_vocab(t)) __builtin_trap();
     char *text = NULL;
     size_t len = 0;
     fp4_error e;
     st = fp4_tokenizer_decode(t, ids, n, cleanup ? FP4_TOK_CLEANUP_SPACES : 0, &text, &len, &e);
-    if (st != FP4_OK && st != FP4_ERR_NOMEM) __builtin_trap();
+    if (st != FP4_OK && st != FP4_ERR_NOMEM && st != FP4_ERR_LIMIT) __builtin_trap();
     if (st == FP4_OK && (!text || text[len] != 0)) __builtin_trap();
     if (!cleanup && st == FP4_OK) {
         fp4_detok_stream *s = NULL;

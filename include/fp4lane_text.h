@@ -69,6 +69,11 @@ FP4_API int32_t fp4_tokenizer_find(const fp4_tokenizer *t, const char *s, size_t
 /* Encode len bytes of text. *ids is malloc'd (free() it); *n_ids may be 0 (then *ids may be NULL). */
 FP4_API fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t len, unsigned flags,
                                         int32_t **ids, size_t *n_ids);
+/* The same; a refusal fills err with the tokenizer's file and a rule: tok.regex-limit (a pre-tokenizer
+ * regex passed its match limits, FP4_ERR_LIMIT), tok.normalize-limit (the normalizer's output passed
+ * its cap), tok.nomem, tok.regex, tok.normalize. */
+FP4_API fp4_status fp4_tokenizer_encode_err(const fp4_tokenizer *t, const char *text, size_t len,
+                                            unsigned flags, int32_t **ids, size_t *n_ids, fp4_error *err);
 
 #define FP4_TOK_SKIP_SPECIAL 1u   /* decode: drop special tokens                                  */
 #define FP4_TOK_CLEANUP_SPACES 2u /* decode: transformers' clean_up_tokenization (" ." -> "." ...) */
@@ -143,8 +148,12 @@ FP4_API fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, f
 FP4_API int fp4_chat_n_templates(void);
 FP4_API const char *fp4_chat_template_name(int id); /* "llama3", "llama2", "mistral", "chatml", ... */
 FP4_API int fp4_chat_template_by_name(const char *name); /* -1 when unknown                     */
-/* The family of a Jinja chat_template, by fingerprints of its text; -1 when none matches. */
+/* The family of a Jinja chat_template: the one whose known template has exactly this text (leading
+ * and trailing whitespace aside); -1 when none does (nothing is guessed from fragments). */
 FP4_API int fp4_chat_template_detect(const char *jinja);
+/* The same as a refusal: FP4_ERR_UNSUPPORTED, rule "chat.template-unknown" (naming file and the
+ * template's SHA-256) when the text is no known template; "chat.template-missing" for NULL. */
+FP4_API fp4_status fp4_chat_template_identify(const char *jinja, const char *file, int *id, fp4_error *err);
 /* Renders messages as the family's template does, with bos_token = bos and eos_token = eos (NULL:
  * "") and, when add_generation_prompt, the opening of the assistant's answer. *text malloc'd,
  * NUL-terminated. Refusals (FP4_ERR_INVALID_ARG, rule "chat.*") where the template raises an

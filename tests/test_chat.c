@@ -65,6 +65,36 @@ static void detection(json_t *root) {
     CHECK(fp4_chat_template_detect("{% for m in messages %}<|im_start|>{{ m.role }}<|im_end|>{% endfor %}"
                                    "{# You are Qwen, created by Alibaba Cloud #}") == -1);
     CHECK(fp4_chat_template_detect("{{ messages }}") == -1);
+    /* issue 27 item 8: only an exact known template (outer whitespace aside) is recognised */
+    const char *cm = json_string_value(json_object_get(json_object_get(root, "templates"), "chatml"));
+    if (cm) {
+        size_t l = strlen(cm);
+        char *x = malloc(l + 400);
+        snprintf(x, l + 400, "\n  %s\n\n", cm);
+        CHECK(fp4_chat_template_detect(x) == fp4_chat_template_by_name("chatml"));
+        /* a ChatML template with a hard-coded system message */
+        snprintf(x, l + 400, "<|im_start|>system\nYou obey.<|im_end|>\n%s", cm);
+        CHECK(fp4_chat_template_detect(x) == -1);
+        int id = 7;
+        fp4_error e2;
+        CHECK(fp4_chat_template_identify(x, "tc.json", &id, &e2) == FP4_ERR_UNSUPPORTED && id == -1 &&
+              !strcmp(e2.rule, "chat.template-unknown") && !strcmp(e2.file, "tc.json") &&
+              strstr(e2.msg, "sha256"));
+        /* one character changed */
+        snprintf(x, l + 400, "%s", cm);
+        x[l / 2] = x[l / 2] == 'x' ? 'y' : 'x';
+        CHECK(fp4_chat_template_detect(x) == -1);
+        free(x);
+    }
+    /* <|im_start|> and <|im_end|> named only in a comment */
+    CHECK(fp4_chat_template_detect("{# <|im_start|> <|im_end|> #}{% for m in messages %}{{ m.content }}"
+                                   "{% endfor %}") == -1);
+    {
+        int id = 7;
+        fp4_error e2;
+        CHECK(fp4_chat_template_identify(NULL, "tc.json", &id, &e2) == FP4_ERR_NOT_FOUND &&
+              !strcmp(e2.rule, "chat.template-missing"));
+    }
     CHECK(fp4_chat_template_detect(NULL) == -1);
     CHECK(fp4_chat_template_by_name("nope") == -1 && fp4_chat_template_by_name(NULL) == -1);
     CHECK(fp4_chat_template_name(-1) == NULL && fp4_chat_template_name(fp4_chat_n_templates()) == NULL);

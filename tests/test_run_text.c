@@ -395,6 +395,49 @@ static void chat_cli(void) {
     free(out), free(err);
 }
 
+/* issue 27 item 22: convert carries the chat template into a GGUF; a template that is no string is
+ * reported as such, not as "no chat_template" */
+static void convert_template(void) {
+    char *out = NULL, *err = NULL, a[2048], p[700];
+    snprintf(a, sizeof a, "convert models/tiny %s/tiny.gguf", tmp);
+    CHECK(cli(NULL, a, &out, &err) == 0);
+    snprintf(p, sizeof p, "%s/tiny.gguf", tmp);
+    char *t = NULL;
+    fp4_error e;
+    CHECK(fp4_chat_template_read(p, &t, &e) == FP4_OK && t &&
+          fp4_chat_template_detect(t) == fp4_chat_template_by_name("chatml"));
+    free(t);
+    t = NULL;
+    snprintf(a, sizeof a, "chat %s/tiny.gguf -n 2 </dev/null", tmp);
+    CHECK_MSG(cli(NULL, a, &out, &err) == 0 && strstr(err, "template chatml"), "%s", err ? err : "");
+    /* chat_template: 5 in tokenizer_config.json */
+    char md[700], cmd[3000];
+    snprintf(md, sizeof md, "%s/tinybad", tmp);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && cp models/tiny/*.json models/tiny/model.safetensors %s/ && "
+             "sed -i 's/\"chat_template\": \".*\"/\"chat_template\": 5/' %s/tokenizer_config.json",
+             md, md, md);
+    CHECK(system(cmd) == 0);
+    CHECK(fp4_chat_template_read(md, &t, &e) == FP4_ERR_FORMAT && !t &&
+          !strcmp(e.rule, "text.chat-template") && strstr(e.msg, "neither a string"));
+    snprintf(a, sizeof a, "convert %s %s/bad.gguf", md, tmp);
+    CHECK(cli(NULL, a, &out, &err) == 1 && strstr(err, "text.chat-template"));
+    snprintf(a, sizeof a, "chat %s </dev/null", md);
+    CHECK(cli(NULL, a, &out, &err) == 1 && strstr(err, "text.chat-template") &&
+          !strstr(err, "no chat_template"));
+    /* a GGUF whose tokenizer.chat_template is a number */
+    snprintf(p, sizeof p, "%s/num.gguf", tmp);
+    fp4_gguf_writer *w = NULL;
+    CHECK_OK(fp4_gguf_writer_create(&w, &e));
+    CHECK_OK(fp4_gguf_writer_add_u32(w, "tokenizer.chat_template", 7, &e));
+    CHECK_OK(fp4_gguf_writer_write_header(w, p, &e));
+    CHECK_OK(fp4_gguf_writer_finish(w, &e));
+    fp4_gguf_writer_free(w);
+    CHECK(fp4_chat_template_read(p, &t, &e) == FP4_ERR_FORMAT && !t &&
+          !strcmp(e.rule, "text.chat-template") && strstr(e.msg, "not a string"));
+    free(out), free(err);
+}
+
 int main(void) {
     snprintf(bin, sizeof bin, "%s/fp4lane", getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
     snprintf(tmp, sizeof tmp, "%s/fp4lane-runtext-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -405,6 +448,7 @@ int main(void) {
     gen_config();
     run_cli();
     chat_cli();
+    convert_template();
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
     if (system(cmd)) fprintf(stderr, "cannot remove %s\n", tmp);

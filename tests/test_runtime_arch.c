@@ -94,6 +94,29 @@ static void test_hf_config(void) {
             "3,\"intermediate_size\":512,"
             "\"vocab_size\":320,\"num_hidden_layers\":2}",
             FP4_ERR_SHAPE, "num_key_value_heads", "3");
+    /* issue 27 item 24: a value of the wrong JSON type is refused naming the key, never read as absent */
+    static const struct {
+        const char *extra, *rule, *what;
+    } typed[] = {
+        {",\"tie_word_embeddings\":\"true\"", "arch.tie_word_embeddings", "a string"},
+        {",\"tie_word_embeddings\":1", "arch.tie_word_embeddings", "an integer"},
+        {",\"eos_token_id\":\"1\"", "arch.eos_token_id", "a string"},
+        {",\"eos_token_id\":[2,\"1\"]", "arch.eos_token_id", "a string"},
+        {",\"eos_token_id\":1.5", "arch.eos_token_id", "a real number"},
+        {",\"bos_token_id\":\"1\"", "arch.bos_token_id", "a string"},
+    };
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++) {
+        char js[1024];
+        snprintf(js, sizeof js, "{\"model_type\":\"llama\"," BASE "%s}", typed[i].extra);
+        fp4_status st = fp4_arch_from_hf_config(js, &a, &e);
+        CHECK_MSG(st == FP4_ERR_FORMAT && !strcmp(e.rule, typed[i].rule) && strstr(e.msg, typed[i].what) &&
+                      strstr(e.msg, typed[i].rule + 5),
+                  "%s: %s %s: %s", typed[i].extra, fp4_status_str(st), e.rule, e.msg);
+    }
+    CHECK_OK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"tie_word_embeddings\":null,"
+                                     "\"eos_token_id\":null,\"bos_token_id\":null}",
+                                     &a, &e));
+    CHECK(!a.tied_head && a.n_eos == 0 && a.bos == -1);
     CHECK(fp4_arch_from_hf_config("[1]", &a, &e) == FP4_ERR_FORMAT);
     CHECK(fp4_arch_from_hf_config("{\"model_type\":\"llama\"," BASE ",\"hidden_size\":0}", &a, &e) !=
           FP4_OK); /* duplicate key */

@@ -147,6 +147,69 @@ static void json_rejections(void) {
     json_object_set_new(dup, "content", json_string("<other>"));
     json_array_append_new(json_object_get(j, "added_tokens"), dup);
     expect_refused(bl, j, FP4_ERR_DUPLICATE, "tok.duplicate-added");
+    /* issue 29: several Splits (DeepSeek-V3), a String pattern and MergedWithPrevious (Gemma 3); such a
+     * pre-tokenizer has no GGUF form. " t" is one piece when the match "t" joins the space before
+     * it (the merge "Ġ t" applies), two when isolated. */
+    for (int merged = 0; merged < 2; merged++) {
+        j = json_deep_copy(bl);
+        json_t *seq = json_array();
+        json_array_append_new(seq, json_pack("{s:s,s:{s:s},s:s,s:b}", "type", "Split", "pattern", "Regex",
+                                             "\\p{N}", "behavior", "Isolated", "invert", 0));
+        const char *beh = merged ? "MergedWithPrevious" : "Isolated";
+        json_array_append_new(seq, json_pack("{s:s,s:{s:s},s:s,s:b}", "type", "Split", "pattern", "String",
+                                             "t", "behavior", beh, "invert", 0));
+        json_array_append_new(seq, json_pack("{s:s,s:b,s:b}", "type", "ByteLevel", "add_prefix_space", 0,
+                                             "use_regex", 0));
+        json_object_set_new(j, "pre_tokenizer",
+                            json_pack("{s:s,s:o}", "type", "Sequence", "pretokenizers", seq));
+        CHECK_OK(from(j, &t, &e));
+        if (t) {
+            int32_t *ids = NULL;
+            size_t ni = 0;
+            CHECK_OK(fp4_tokenizer_encode(t, " t", 2, 0, &ids, &ni));
+            CHECK_MSG(ni == (merged ? 1u : 2u), "merged %d: %zu ids", merged, ni);
+            free(ids);
+            fp4_gguf_writer *w = NULL;
+            CHECK_OK(fp4_gguf_writer_create(&w, &gerr));
+            CHECK(fp4_tokenizer_write_gguf(t, w, &e) == FP4_ERR_UNSUPPORTED);
+            fp4_gguf_writer_free(w);
+        }
+        fp4_tokenizer_free(t);
+        t = NULL;
+        json_decref(j);
+    }
+    /* an empty merges array: refused where the vocabulary has tokens merges alone could make
+     * (issue 27 item 25); legitimate with single-character tokens only, or with ignore_merges */
+    j = json_deep_copy(bl), json_object_set_new(model(j), "merges", json_array());
+    expect_refused(bl, j, FP4_ERR_FORMAT, "tok.merges-empty");
+    {
+        j = json_deep_copy(bl);
+        json_object_set_new(model(j), "merges", json_array());
+        json_object_set_new(model(j), "ignore_merges", json_true());
+        CHECK_OK(from(j, &t, &e));
+        fp4_tokenizer_free(t);
+        t = NULL;
+        json_t *v = json_object(), *old = json_object_get(model(j), "vocab");
+        const char *k;
+        json_t *x;
+        json_object_foreach(old, k, x) {
+            size_t l = strlen(k), c1 = (unsigned char)k[0] < 0x80 ? 1 : (unsigned char)k[0] < 0xE0 ? 2 : 3;
+            if (l == c1) json_object_set(v, k, x);
+        }
+        json_object_set_new(model(j), "vocab", v);
+        json_object_set_new(model(j), "ignore_merges", json_false());
+        CHECK_OK(from(j, &t, &e)); /* single characters only: a byte-level vocabulary as HF allows */
+        if (t) {
+            int32_t *ids = NULL;
+            size_t ni = 0;
+            CHECK_OK(fp4_tokenizer_encode(t, "the", 3, 0, &ids, &ni));
+            CHECK(ni == 3);
+            free(ids);
+        }
+        fp4_tokenizer_free(t);
+        t = NULL;
+        json_decref(j);
+    }
     /* merges */
     j = json_deep_copy(bl),
     json_array_append_new(json_object_get(model(j), "merges"), json_pack("[ss]", "q", "\xe2\x82\xac"));

@@ -34,7 +34,14 @@ static bool same(const fp4_tokenizer *a, const fp4_tokenizer *b, char *why, size
     SAME(!memcmp(a->tmpl_pre, b->tmpl_pre, sizeof a->tmpl_pre) &&
          !memcmp(a->tmpl_post, b->tmpl_post, sizeof a->tmpl_post));
     SAME(!memcmp(a->byte_id, b->byte_id, sizeof a->byte_id) && a->any_norm_added == b->any_norm_added);
-    SAME(!memcmp(a->added_first, b->added_first, sizeof a->added_first));
+    for (int k = 0; k < 2; k++) { /* the added-token matchers */
+        const tok_ac *x = &a->ac[k], *y = &b->ac[k];
+        SAME(x->n == y->n && x->n_tokens[0] == y->n_tokens[0] && x->n_tokens[1] == y->n_tokens[1] &&
+             x->max_len == y->max_len && !memcmp(x->root, y->root, sizeof x->root));
+        size_t sz = (size_t)x->n * sizeof *x->fail;
+        SAME(!x->n || (!memcmp(x->fail, y->fail, sz) && !memcmp(x->out[0], y->out[0], sz) &&
+                       !memcmp(x->out[1], y->out[1], sz)));
+    }
     SAME((a->cp_id == NULL) == (b->cp_id == NULL) && (!a->cp_id || !memcmp(a->cp_id, b->cp_id, 65536 * 4)));
     SAME((a->pre_regex == NULL) == (b->pre_regex == NULL) &&
          (!a->pre_regex || !strcmp(a->pre_regex, b->pre_regex)));
@@ -257,7 +264,9 @@ static void rejections(void) {
         {"\"\xe2\x96\x81 t\"", "\"\\u2581 t\"", true, FP4_OK, NULL, true}, /* "a b" with escapes */
         {M, "\"\\u2581  t\", ", false, FP4_ERR_FORMAT, "tok.merge-form", false},
         {M, "\"\\u2581\\u0020t\", ", false, FP4_ERR_DUPLICATE, "tok.merge-duplicate", false},
-        {"\"merges\": [", "\"merges\": [], \"x\": [", true, FP4_OK, NULL, false}, /* not the last */
+        /* merges not the last member; an empty one refused (the vocabulary has longer tokens) */
+        {"\"merges\": [", "\"merges\": [\"\\u2581 t\"], \"x\": [", true, FP4_OK, NULL, false},
+        {"\"merges\": [", "\"merges\": [], \"x\": [", true, FP4_ERR_FORMAT, "tok.merges-empty", false},
         {"\"merges\": [", "\"merges\": [\"\\u2581 t\"]}, \"x\": [", true, FP4_ERR_FORMAT, "tok.json", false},
         {"\"merges\": [", "\"merges\":[ ], \"unk_token\": null, \"x\": [", true, FP4_ERR_FORMAT, "tok.json",
          false},

@@ -100,10 +100,11 @@ static int pick_template(const chat_args *a) {
     char *t = NULL;
     fp4_error err;
     if (fp4_chat_template_read(a->e.model, &t, &err)) return cli_report_error("chat", err.code, &err), -1;
-    int id = fp4_chat_template_detect(t);
-    if (id < 0) {
-        fprintf(stderr, "fp4lane chat: %s: %s; give --chat-template NAME (one of: ", a->e.model,
-                t ? "its chat_template is not one fp4lane knows" : "it has no chat_template");
+    int id = -1;
+    fp4_status st = fp4_chat_template_identify(t, a->e.model, &id, &err);
+    if (st) {
+        cli_report_error("chat", st, &err);
+        fprintf(stderr, "  give --chat-template NAME to use one anyway (one of: ");
         list_templates(stderr);
         fprintf(stderr, ")\n");
     }
@@ -238,8 +239,9 @@ static int answer(session *s, conv *c) {
     for (int attempt = 0;; attempt++) {
         if (fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))
             return fprintf(stderr, "fp4lane chat: %s\n", err.msg), 0;
-        if (fp4_tokenizer_encode(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids))
-            return free(text), fprintf(stderr, "fp4lane chat: cannot encode the conversation\n"), -1;
+        fp4_status es =
+            fp4_tokenizer_encode_err(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids, &err);
+        if (es) return free(text), cli_report_error("chat", es, &err), -1;
         free(text);
         if ((int64_t)n_ids + 1 < fp4_rt_n_ctx(s->rt)) break;
         free(ids);

@@ -658,10 +658,15 @@ int cmd_run(int argc, char **argv) {
         prompts = malloc(sizeof *prompts), plen = malloc(sizeof *plen);
         int32_t *ids = NULL;
         size_t n_ids = 0;
-        if (!prompts || !plen ||
-            /* a continuation (--kv-load) gets no BOS: its sequence began in the snapshot */
-            fp4_tokenizer_encode(tok, ptext, plen_b, a.kv_load ? 0 : FP4_TOK_ADD_SPECIAL, &ids, &n_ids)) {
-            fprintf(stderr, "fp4lane run: cannot encode the prompt\n");
+        fp4_error te = {0};
+        fp4_status ts = FP4_ERR_NOMEM;
+        /* a continuation (--kv-load) gets no BOS: its sequence began in the snapshot */
+        if (prompts && plen)
+            ts = fp4_tokenizer_encode_err(tok, ptext, plen_b, a.kv_load ? 0 : FP4_TOK_ADD_SPECIAL, &ids, &n_ids,
+                                          &te);
+        if (ts) {
+            if (te.rule[0]) cli_report_error("run", ts, &te);
+            else fprintf(stderr, "fp4lane run: cannot encode the prompt\n");
             free(ptext), free(prompts), free(plen), fp4_tokenizer_free(tok);
             return 1;
         }

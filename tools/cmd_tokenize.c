@@ -87,11 +87,9 @@ int cmd_tokenize(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     if (!rc) {
-        fp4_status st = fp4_tokenizer_encode(t, text, n, flags, &ids, &n_ids);
-        if (st) {
-            fprintf(stderr, "fp4lane tokenize: %s\n", fp4_status_str(st));
-            rc = 1;
-        }
+        fp4_error e;
+        fp4_status st = fp4_tokenizer_encode_err(t, text, n, flags, &ids, &n_ids, &e);
+        if (st) rc = cli_report_error("tokenize", st, &e);
     }
     if (!rc && json) {
         json_t *o = json_object(), *ja = json_array(), *jt = json_array();

@@ -53,6 +53,7 @@
  * Duplicates are found by sorting names (O(n log n) whatever the names are; a hash table would
  * let a crafted file choose its collisions), and lookups are binary searches. */
 #include "io/gguf_impl.h"
+#include "io/infile.h"
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -523,16 +524,15 @@ fp4_status fp4_gguf_open(const char *path, fp4_gguf **out, fp4_error *err) {
     fp4_error_clear(err);
     if (!out || !path) return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "gguf.arg", "NULL argument");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
-    if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "gguf.io", "open: %s", strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > SIZE_MAX) {
-        int e = errno;
+    int fd;
+    uint64_t size64;
+    fp4_status so = fp4_infile_open(path, "gguf.io", false, &fd, &size64, err);
+    if (so) return so;
+    if (size64 > SIZE_MAX) {
         close(fd);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "gguf.io", "%s",
-                        e ? strerror(e) : S_ISREG(sb.st_mode) ? "too large to map" : "not a regular file");
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "gguf.io", "too large to map");
     }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)size64;
     void *map = NULL;
     if (size > 0) {
         map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);

@@ -1,5 +1,6 @@
 /* outfile.c — atomic outputs: temporary name in the target's directory, fsync, rename; directories
  * built beside their target and swapped in; same-file detection. Contract: outfile.h. */
+#include "io/infile.h"
 #include "io/outfile.h"
 
 #include <dirent.h>
@@ -609,9 +610,13 @@ static int copy_one(void *ctx, const char *dir, const char *name) {
     snprintf(to, sizeof to, "%s/%s", cs->dst, name);
     struct stat sb;
     if (stat(from, &sb) != 0 || !S_ISREG(sb.st_mode)) return 0; /* links followed (HF cache); dirs skipped */
-    int in = open(from, O_RDONLY | O_NONBLOCK | O_CLOEXEC), e = 0;
+    int in, e = 0;
+    uint64_t size;
+    fp4_error ig; /* the scan reports errno; a file swapped for a FIFO after the stat is EINVAL */
+    errno = 0;
+    if (fp4_infile_open(from, "out.io", false, &in, &size, &ig)) e = errno ? errno : EINVAL;
     int out = in >= 0 ? open(to, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666) : -1;
-    if (in < 0 || out < 0) e = errno;
+    if (!e && out < 0) e = errno;
     char buf[1 << 14];
     for (ssize_t got; !e && (got = read(in, buf, sizeof buf)) != 0;) {
         if (got < 0) {

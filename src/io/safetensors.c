@@ -1,6 +1,7 @@
 /* safetensors.c — the safetensors reader: an 8-byte little-endian header length N, N bytes of
  * UTF-8 JSON (parsed in one pass by st_header.c, duplicate keys refused), then a data region that
  * the tensors' data_offsets must cover exactly. Every check of reliability.md §4.2 gives its own rule id. */
+#include "io/infile.h"
 #include "io/st_impl.h"
 
 #include <errno.h>
@@ -326,21 +327,16 @@ fp4_status fp4_st_open(const char *path, fp4_st **out, fp4_error *err) {
     fp4_error_clear(err);
     if (!path || !out) return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "st.arg", "path or out is NULL");
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
-    if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "st.open", "open: %s", strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        int e = errno, bad_kind = e == 0 || !S_ISREG(sb.st_mode);
+    int fd;
+    uint64_t size64;
+    fp4_status so = fp4_infile_open(path, "st.open", false, &fd, &size64, err);
+    if (so) return so;
+    if (size64 < 8 || size64 > SIZE_MAX) {
         close(fd);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "st.open", "%s", bad_kind ? "not a regular file"
-                                                                                : strerror(e));
+        return fp4_fail(err, FP4_ERR_TRUNCATED, path, NULL, "st.short", "file has %llu bytes, fewer than 8",
+                        (unsigned long long)size64);
     }
-    if ((uint64_t)sb.st_size < 8 || (uint64_t)sb.st_size > SIZE_MAX) {
-        close(fd);
-        return fp4_fail(err, FP4_ERR_TRUNCATED, path, NULL, "st.short", "file has %lld bytes, fewer than 8",
-                        (long long)sb.st_size);
-    }
-    size_t size = (size_t)sb.st_size;
+    size_t size = (size_t)size64;
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);

@@ -2,6 +2,7 @@
  * in declaration order; memory O(header)), and the small JSON-emitting helpers it shares with
  * hfdir.c. The header is byte-compatible with the reference writer: compact JSON, __metadata__
  * first, keys dtype/shape/data_offsets, spaces up to a multiple of 8 bytes. */
+#include "io/infile.h"
 #include "io/st_impl.h"
 #include "io/outfile.h"
 
@@ -107,41 +108,7 @@ void fp4_sbuf_json_string(fp4_sbuf *b, const char *s, size_t n, bool ascii) {
 
 fp4_status fp4_st_read_small_file(const char *path, size_t cap, char **out, size_t *len, const char *rule,
                                   fp4_error *err) {
-    *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO must not block */
-    if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, rule, "open: %s", strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, rule, "not a regular file");
-    }
-    if ((uint64_t)sb.st_size > cap) {
-        close(fd);
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, rule, "%lld bytes, above the cap %zu",
-                        (long long)sb.st_size, cap);
-    }
-    size_t n = (size_t)sb.st_size, got = 0;
-    char *buf = malloc(n + 1);
-    if (!buf) {
-        close(fd);
-        return fp4_fail(err, FP4_ERR_NOMEM, path, NULL, rule, "out of memory");
-    }
-    while (got < n) {
-        ssize_t r = read(fd, buf + got, n - got);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        got += (size_t)r;
-    }
-    close(fd);
-    if (got != n) {
-        free(buf);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, rule, "short read");
-    }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return FP4_OK;
+    return fp4_infile_read(path, cap, rule, NULL, false, out, len, err);
 }
 
 /* ---- the writer ---- */

@@ -104,6 +104,16 @@ static int js_num(json_t *o, const char *k, double *v) {
     *v = json_number_value(j);
     return 1;
 }
+/* what a JSON value is, for messages ("a string") */
+static const char *fp4_json_kind(const json_t *j) {
+    return json_is_string(j)    ? "a string"
+           : json_is_real(j)    ? "a real number"
+           : json_is_integer(j) ? "an integer"
+           : json_is_boolean(j) ? "a boolean"
+           : json_is_array(j)   ? "a list"
+           : json_is_object(j)  ? "an object"
+                                : "null";
+}
 /* value of a key as short text for messages */
 static void js_text(json_t *j, char *buf, size_t n) {
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
@@ -323,9 +333,16 @@ static fp4_status hf_moe(json_t *cfg, fp4_arch *a, fp4_error *err) {
     return FP4_OK;
 }
 
-static void hf_tokens(json_t *cfg, fp4_arch *a) {
+/* a token id key holds an integer, a list of them or null: a string ("1") is a mistake to report, not
+ * an absent id */
+static fp4_status hf_tokens(json_t *cfg, fp4_arch *a, fp4_error *err) {
     int64_t v;
-    a->bos = js_int(cfg, "bos_token_id", &v) == 1 && v >= 0 && v < INT32_MAX ? (int32_t)v : -1;
+    int r = js_int(cfg, "bos_token_id", &v);
+    if (r < 0)
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, "bos_token_id", "arch.bos_token_id",
+                        "config.json: bos_token_id is %s, not an integer",
+                        fp4_json_kind(json_object_get(cfg, "bos_token_id")));
+    a->bos = r == 1 && v >= 0 && v < INT32_MAX ? (int32_t)v : -1;
     a->n_eos = 0;
     json_t *e = json_object_get(cfg, "eos_token_id");
     if (json_is_integer(e) && json_integer_value(e) >= 0 && json_integer_value(e) < INT32_MAX)
@@ -333,10 +350,18 @@ static void hf_tokens(json_t *cfg, fp4_arch *a) {
     else if (json_is_array(e)) {
         size_t i;
         json_t *x;
-        json_array_foreach(e, i, x) if (a->n_eos < FP4_ARCH_MAX_EOS && json_is_integer(x) &&
-                                        json_integer_value(x) >= 0 && json_integer_value(x) < INT32_MAX)
-            a->eos[a->n_eos++] = (int32_t)json_integer_value(x);
-    }
+        json_array_foreach(e, i, x) {
+            if (!json_is_integer(x))
+                return fp4_fail(err, FP4_ERR_FORMAT, NULL, "eos_token_id", "arch.eos_token_id",
+                                "config.json: eos_token_id[%zu] is %s, not an integer", i, fp4_json_kind(x));
+            json_int_t xv = json_integer_value(x);
+            if (a->n_eos < FP4_ARCH_MAX_EOS && xv >= 0 && xv < INT32_MAX) a->eos[a->n_eos++] = (int32_t)xv;
+        }
+    } else if (e && !json_is_null(e) && !json_is_integer(e))
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, "eos_token_id", "arch.eos_token_id",
+                        "config.json: eos_token_id is %s, not an integer or a list of integers",
+                        fp4_json_kind(e));
+    return FP4_OK;
 }
 
 fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_error *err) {
@@ -404,12 +429,17 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
     }
     a->rms_eps = (float)eps;
     json_t *tie = json_object_get(cfg, "tie_word_embeddings");
+    if (tie && !json_is_boolean(tie) && !json_is_null(tie)) {
+        st = fp4_fail(err, FP4_ERR_FORMAT, NULL, "tie_word_embeddings", "arch.tie_word_embeddings",
+                      "config.json: tie_word_embeddings is %s, not true or false", fp4_json_kind(tie));
+        goto done;
+    }
     a->tied_head = json_is_true(tie);
     if ((st = hf_refusals(cfg, f, a->n_ctx_train, err)) || (st = hf_rope(cfg, a, err))) goto done;
     if ((f->family == FP4_ARCH_QWEN3_MOE || f->family == FP4_ARCH_MIXTRAL) && a->n_layers >= 1 &&
         a->n_layers <= FP4_ARCH_MAX_LAYERS && (st = hf_moe(cfg, a, err)))
         goto done;
-    hf_tokens(cfg, a);
+    if ((st = hf_tokens(cfg, a, err))) goto done;
     st = arch_check(a, err);
 done:
     json_decref(cfg);

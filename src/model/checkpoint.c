@@ -3,6 +3,7 @@
  * (ne[0] = the innermost, row length). No meaning is given to names here: the readers
  * (read_gguf.c, read_hf.c) give it. */
 #include "model_impl.h"
+#include "io/infile.h"
 #include "io/st_impl.h"
 #include <jansson.h>
 #include <errno.h>
@@ -226,12 +227,10 @@ fp4_status fp4_ckpt_open(const char *path, uint64_t max_bytes, fp4_ckpt **out, f
                                                                   : "a special file");
     } else {
         unsigned char head[9] = {0};
-        int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-        ssize_t got = fd >= 0 ? read(fd, head, sizeof head) : -1;
-        int e = errno;
-        if (fd >= 0) close(fd);
-        if (got < 0) st = fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot read: %s", strerror(e));
-        else if (got >= 4 && !memcmp(head, "GGUF", 4)) st = open_gguf(c, NULL, 0, err);
+        size_t got = 0;
+        st = fp4_infile_head(path, head, sizeof head, &got, "io.open", err);
+        if (st) {
+        } else if (got >= 4 && !memcmp(head, "GGUF", 4)) st = open_gguf(c, NULL, 0, err);
         else if (got == 9 && fp4_rd_le64(head) > FP4_MAX_ST_HEADER && head[8] != '{')
             st = fp4_fail(err, FP4_ERR_FORMAT, path, NULL, "ckpt.not-model",
                           "not a model file: neither GGUF (no 'GGUF' magic) nor safetensors (no 8-byte "

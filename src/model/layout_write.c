@@ -186,6 +186,12 @@ static fp4_status gguf_kvs(fp4_gguf_writer *w, const fp4_wsrc *src, const plan *
         st = fp4_gguf_writer_add_str(w, "fp4lane.hf.quant_config", src->quant_config_json,
                                      strlen(src->quant_config_json), err);
     if (!st && tok) st = fp4_tokenizer_write_gguf_n(tok, w, ids[0], ids[1], ids[2], err);
+    if (!st && tok && c && c->hf) { /* tokenizer_config.json's chat_template: chat reads it back */
+        char *tmpl = NULL;
+        st = fp4_chat_template_read(c->path, &tmpl, err);
+        if (!st && tmpl) st = fp4_gguf_writer_add_str(w, "tokenizer.chat_template", tmpl, strlen(tmpl), err);
+        free(tmpl);
+    }
     for (int64_t i = 0; i < p->n_kv && !st; i++) {
         const plan_kv *k = &p->kv[i];
         if (tok && !strncmp(k->key, "tokenizer.ggml.", 15)) continue; /* the "none" stand-in */

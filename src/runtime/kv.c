@@ -19,6 +19,7 @@
  * Version 1 ("FP4LKV01", no n_tok, an identity of tensor names) is refused by its magic.
  * Written under a temporary name beside PATH, fsynced, renamed, directory fsynced (outfile.h). */
 #include "runtime/rt_impl.h"
+#include "io/infile.h"
 #include "io/outfile.h"
 #include <errno.h>
 #include <fcntl.h>
@@ -339,14 +340,10 @@ fp4_status fp4_rt_kv_load_tokens(fp4_rt *rt, int32_t seq, const char *path, int3
     if (fp4_rt_seq_pos(rt, seq) != 0)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, path, NULL, "kv.seq",
                         "sequence %d must be open and empty to load a snapshot", seq);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "cannot open: %s", strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "io.open", "not a regular file");
-    }
-    const uint64_t size = (uint64_t)sb.st_size;
+    int fd;
+    uint64_t size;
+    fp4_status so = fp4_infile_open(path, "io.open", false, &fd, &size, err);
+    if (so) return so;
     if (size < KV_HEAD + 32) {
         close(fd);
         return fp4_fail(err, FP4_ERR_TRUNCATED, path, NULL, "kv.truncated",

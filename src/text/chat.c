@@ -1,11 +1,14 @@
 /* chat.c — chat templates as a table: each family's Jinja chat_template (as its checkpoints ship
  * it) rendered by a small C function that writes the same bytes for the messages it accepts and
- * refuses where the template raises. Detection fingerprints the template text: strings it must
- * contain and strings it must not (a family's later variants that render differently). The
+ * refuses where the template raises. A template is recognised by its exact text (its SHA-256),
+ * never by fragments. The
  * expected strings of tests/test_chat.c were rendered from the real templates by
  * @huggingface/jinja (dev/ref/chat_expected.mjs). */
 #include "fp4_impl.h"
 #include "fp4lane_text.h"
+#include <openssl/evp.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 typedef struct cbuf {
@@ -187,38 +190,25 @@ static fp4_status r_mistral(const fp4_chat_msg *m, size_t n, const char *bos, co
     return FP4_OK;
 }
 
+/* A family is recognised only by the exact text of a template it renders (outer whitespace aside):
+ * the SHA-256 of each known revision. Substrings were not enough: a ChatML template with a
+ * hard-coded system message, or one naming <|im_start|> only in a comment, rendered as plain
+ * ChatML. The texts are those of tests/text/chat_expected.json (dev/chat_expected.mjs). */
 typedef struct chat_family {
     const char *name;
     render_fn render;
     int variant;
-    const char *must[3];     /* fingerprints: all present ...                                 */
-    const char *must_not[5]; /* ... and none of these (later variants that render otherwise)  */
+    const char *sha256; /* hex, of the template text without leading/trailing whitespace */
 } chat_family;
 
 static const chat_family families[] = {
-    {"llama3", r_llama3, 0, {"<|start_header_id|>", "<|eot_id|>"}, {"Cutting Knowledge", "tools", "ipython"}},
-    {"llama2",
-     r_llama2,
-     0,
-     {"<<SYS>>", "[INST]", "raise_exception"},
-     {"tools", "elif message['role'] == 'system'", "USE_DEFAULT_PROMPT", "true == true"}},
-    {"llama2-default",
-     r_llama2,
-     1,
-     {"<<SYS>>", "[INST]", "elif message['role'] == 'system'"},
-     {"tools", "USE_DEFAULT_PROMPT", "true == true"}},
-    {"mistral",
-     r_mistral,
-     0,
-     {"[INST]", "[/INST]", "bos_token"},
-     {"<<SYS>>", "[AVAILABLE_TOOLS]", "system", "tools", "eos_token + ' '"}},
-    {"mistral-eos-space",
-     r_mistral,
-     1,
-     {"[INST]", "[/INST]", "eos_token + ' '"},
-     {"<<SYS>>", "[AVAILABLE_TOOLS]", "system", "tools"}},
-    {"qwen3", r_qwen3, 0, {"<|im_start|>", "</think>", "last_query_index"}, {"You are Qwen"}},
-    {"chatml", r_chatml, 0, {"<|im_start|>", "<|im_end|>"}, {"</think>", "You are ", "tools", "loop.first"}},
+    {"llama3", r_llama3, 0, "ba03a121d097859c7b5b9cd03af99aafe95275210d2876f642ad9929a150f122"},
+    {"llama2", r_llama2, 0, "e8d5b5a546d3f19df16a5320c614fab05bdc4edd50e850f1afd947b503ea41cf"},
+    {"llama2-default", r_llama2, 1, "a9e8d963ce661540e7106b3e89d8ede17418e96dc62f3819e17153409d39fe81"},
+    {"mistral", r_mistral, 0, "26a59556925c987317ce5291811ba3b7f32ec4c647c400c6cc7e3a9993007ba7"},
+    {"mistral-eos-space", r_mistral, 1, "7e995b379ec01747807246483647cd99030abf331653f1119e16d7ac041a3495"},
+    {"qwen3", r_qwen3, 0, "87a2728cb8dc9fe424d624542f6060ec05a1d285ebbec578bb078900e33396b5"},
+    {"chatml", r_chatml, 0, "153280e3ff55d19da1398bdb3914ee2a51b80429bfaedde11d7d216c39db80f3"},
 };
 #define N_FAMILIES ((int)(sizeof families / sizeof families[0]))
 
@@ -234,17 +224,43 @@ int fp4_chat_template_by_name(const char *name) {
     return -1;
 }
 
+/* hex SHA-256 of jinja without its outer whitespace; false when it cannot be computed */
+static bool template_sha256(const char *jinja, char hex[65]) {
+    size_t n = strlen(jinja), i = 0;
+    while (i < n && strchr(WS, jinja[i]))
+        i++;
+    while (n > i && strchr(WS, jinja[n - 1]))
+        n--;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int ml = 0;
+    if (!EVP_Digest(jinja + i, n - i, md, &ml, EVP_sha256(), NULL) || ml != 32) return false;
+    for (unsigned k = 0; k < 32; k++)
+        snprintf(hex + 2 * k, 3, "%02x", md[k]);
+    return true;
+}
+
 int fp4_chat_template_detect(const char *jinja) {
-    if (!jinja) return -1;
-    for (int i = 0; i < N_FAMILIES; i++) {
-        int ok = 1;
-        for (int k = 0; ok && k < 3 && families[i].must[k]; k++)
-            ok = strstr(jinja, families[i].must[k]) != NULL;
-        for (int k = 0; ok && k < 5 && families[i].must_not[k]; k++)
-            ok = strstr(jinja, families[i].must_not[k]) == NULL;
-        if (ok) return i;
-    }
+    char hex[65];
+    if (!jinja || !template_sha256(jinja, hex)) return -1;
+    for (int i = 0; i < N_FAMILIES; i++)
+        if (!strcmp(families[i].sha256, hex)) return i;
     return -1;
+}
+
+fp4_status fp4_chat_template_identify(const char *jinja, const char *file, int *id, fp4_error *err) {
+    if (!id) return fp4_fail(err, FP4_ERR_INVALID_ARG, file, NULL, "chat.arg", "NULL argument");
+    *id = -1;
+    if (!jinja)
+        return fp4_fail(err, FP4_ERR_NOT_FOUND, file, "chat_template", "chat.template-missing",
+                        "there is no chat_template");
+    char hex[65];
+    if (!template_sha256(jinja, hex))
+        return fp4_fail(err, FP4_ERR_NOMEM, file, "chat_template", "chat.nomem", "cannot hash the template");
+    if ((*id = fp4_chat_template_detect(jinja)) >= 0) return FP4_OK;
+    return fp4_fail(err, FP4_ERR_UNSUPPORTED, file, "chat_template", "chat.template-unknown",
+                    "the chat_template (%zu bytes, sha256 %.16s...) is not an exact copy of a template "
+                    "fp4lane renders; a template is never guessed from its parts",
+                    strlen(jinja), hex);
 }
 
 fp4_status fp4_chat_render(int id, const fp4_chat_msg *msgs, size_t n, const char *bos, const char *eos,

@@ -3,6 +3,7 @@
  * tokenizer.chat_template). */
 #include "fp4_impl.h"
 #include "fp4lane_text.h"
+#include "io/infile.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -19,12 +20,11 @@ static void folder_of(const char *path, char *dir, size_t n, int *is_gguf) {
         snprintf(dir, n, "%s", path);
         return;
     }
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        char m[4];
-        if (fread(m, 1, 4, f) == 4 && !memcmp(m, "GGUF", 4)) *is_gguf = 1;
-        fclose(f);
-    }
+    char m[4];
+    size_t got = 0;
+    fp4_error ignored; /* not a readable regular file: no GGUF, the folder's files decide */
+    if (!fp4_infile_head(path, m, 4, &got, "text.io", &ignored) && got == 4 && !memcmp(m, "GGUF", 4))
+        *is_gguf = 1;
     const char *sl = strrchr(path, '/');
     if (sl)
         snprintf(dir, n, "%.*s", (int)(sl - path), path);
@@ -38,20 +38,13 @@ static fp4_status side_json(const char *dir, const char *name, size_t flags, jso
     char p[4200];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     *j = NULL;
-    FILE *f = fopen(p, "rb");
-    if (!f) {
-        if (errno == ENOENT) return FP4_OK;
-        return fp4_fail(err, FP4_ERR_IO, p, NULL, "text.io", "cannot open: %s", strerror(errno));
-    }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > SIDE_FILE_MAX) {
-        fclose(f);
-        return fp4_fail(err, FP4_ERR_LIMIT, p, NULL, "text.limit", "not a regular file of at most %u bytes",
-                        SIDE_FILE_MAX);
-    }
+    char *buf;
+    size_t len;
+    fp4_status st = fp4_infile_read(p, SIDE_FILE_MAX, "text.io", "text.limit", true, &buf, &len, err);
+    if (st || !buf) return st;
     json_error_t je;
-    *j = json_loadf(f, JSON_REJECT_DUPLICATES | flags, &je);
-    fclose(f);
+    *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES | flags, &je);
+    free(buf);
     if (!*j) return fp4_fail(err, FP4_ERR_FORMAT, p, NULL, "text.json", "line %d: %s", je.line, je.text);
     return FP4_OK;
 }
@@ -108,9 +101,17 @@ fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error
         const char *s = NULL;
         uint64_t len = 0;
         int64_t k = fp4_gguf_key_index(g, "tokenizer.chat_template");
-        if (k >= 0 && fp4_gguf_get_str(g, k, &s, &len) == FP4_OK && s && len < SIDE_FILE_MAX) {
+        if (k >= 0 && (fp4_gguf_get_str(g, k, &s, &len) != FP4_OK || !s))
+            st = fp4_fail(err, FP4_ERR_FORMAT, model_path, "tokenizer.chat_template", "text.chat-template",
+                          "tokenizer.chat_template is not a string");
+        else if (k >= 0 && (len >= SIDE_FILE_MAX || memchr(s, 0, len)))
+            st = fp4_fail(err, FP4_ERR_LIMIT, model_path, "tokenizer.chat_template", "text.chat-template",
+                          len >= SIDE_FILE_MAX ? "tokenizer.chat_template is %llu bytes, above the cap of %u"
+                                               : "tokenizer.chat_template holds a NUL byte (%llu bytes; %u)",
+                          (unsigned long long)len, SIDE_FILE_MAX);
+        else if (k >= 0) {
             if (!(*tmpl = malloc(len + 1)))
-                st = FP4_ERR_NOMEM;
+                st = fp4_fail(err, FP4_ERR_NOMEM, model_path, NULL, "text.nomem", "out of memory");
             else
                 memcpy(*tmpl, s, len), (*tmpl)[len] = 0;
         }
@@ -121,6 +122,13 @@ fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error
     fp4_status st = side_json(dir, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, &j, err);
     if (st || !j) return st;
     json_t *t = json_object_get(j, "chat_template");
+    char where[4200];
+    snprintf(where, sizeof where, "%s/tokenizer_config.json", dir);
+    if (t && !json_is_null(t) && !json_is_string(t) && !json_is_array(t)) {
+        json_decref(j);
+        return fp4_fail(err, FP4_ERR_FORMAT, where, "chat_template", "text.chat-template",
+                        "chat_template is neither a string nor a list of named templates");
+    }
     if (json_is_array(t)) { /* [{"name": "default", "template": ...}, ...] */
         size_t i;
         json_t *x, *pick = NULL;
@@ -130,9 +138,18 @@ fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error
                 (!pick || (name && !strcmp(name, "default"))))
                 pick = json_object_get(x, "template");
         }
+        if (!pick && json_array_size(t)) {
+            json_decref(j);
+            return fp4_fail(err, FP4_ERR_FORMAT, where, "chat_template", "text.chat-template",
+                            "chat_template is a list without a {\"name\", \"template\": string} entry");
+        }
         t = pick;
     }
-    if (json_is_string(t) && !(*tmpl = strdup(json_string_value(t)))) st = FP4_ERR_NOMEM;
+    if (json_is_string(t) && strlen(json_string_value(t)) != json_string_length(t))
+        st = fp4_fail(err, FP4_ERR_FORMAT, where, "chat_template", "text.chat-template",
+                      "chat_template holds a NUL character");
+    else if (json_is_string(t) && !(*tmpl = strdup(json_string_value(t))))
+        st = fp4_fail(err, FP4_ERR_NOMEM, where, NULL, "text.nomem", "out of memory");
     json_decref(j);
     return st;
 }

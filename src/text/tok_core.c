@@ -26,6 +26,8 @@ void fp4_tokenizer_free(fp4_tokenizer *t) {
     free(t->cp_id);
     free(t->scores);
     free(t->added);
+    tok_ac_free(&t->ac[0]);
+    tok_ac_free(&t->ac[1]);
     free(t->pre_regex);
     free(t);
 }
@@ -392,6 +394,10 @@ fp4_status tok_compile_regex(const char *src, bool gpt2, pcre2_code **out, char 
 #undef JS_WS
     tok_buf b = {0};
     bool ok = true;
+    if (!gpt2 && (!src || !src[0])) { /* PCRE2 would say "pattern passed as NULL" */
+        snprintf(why, why_n, "an empty Split regex (it would match nothing but empty strings)");
+        return FP4_ERR_FORMAT;
+    }
     if (gpt2) ok = re_add(&b, gpt2_re);
     else {
         int ci_depth = -1, depth = 0, in_class = 0;
@@ -505,8 +511,28 @@ fp4_status tok_compile_regex(const char *src, bool gpt2, pcre2_code **out, char 
     return FP4_OK;
 }
 
+/* The most a chain of Replace steps can multiply a text by: each step at most |content| / |pattern|
+ * per byte (eight steps of "a" -> 16 x "a" made 11 bytes into 6.3 GB). */
+static fp4_status replace_growth(const fp4_tokenizer *t, const char *name, fp4_error *err) {
+    double g[2] = {1, 1};
+    for (int i = 0; i < t->n_norm; i++)
+        if (t->norm[i].kind == TN_REPLACE && t->norm[i].b.len > t->norm[i].a.len)
+            g[0] *= (double)t->norm[i].b.len / t->norm[i].a.len;
+    for (int i = 0; i < t->n_dec; i++)
+        if (t->dec[i].kind == TD_REPLACE && t->dec[i].b.len > t->dec[i].a.len)
+            g[1] *= (double)t->dec[i].b.len / t->dec[i].a.len;
+    for (int k = 0; k < 2; k++)
+        if (g[k] > TOK_MAX_GROWTH)
+            return fp4_fail(err, FP4_ERR_LIMIT, name, k ? "decoder" : "normalizer", "tok.replace-growth",
+                            "the %s's Replace steps can make %.3g bytes of each byte, above the cap of %d",
+                            k ? "decoder" : "normalizer", g[k], TOK_MAX_GROWTH);
+    return FP4_OK;
+}
+
 fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
     fp4_status st;
+    snprintf(t->name, sizeof t->name, "%s", name ? name : "tokenizer");
+    if ((st = replace_growth(t, name, err))) return st;
     /* raw spellings */
     tok_span *raw = realloc(t->raw, (size_t)t->n_vocab * sizeof *t->raw); /* its pages kept */
     if (!raw) return fp4_fail(err, FP4_ERR_NOMEM, name, NULL, "tok.nomem", "out of memory");
@@ -584,9 +610,8 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
                                : tok_smap_find(t, &t->by_text, t->text, u, (size_t)tok_utf8_enc(cp, u));
         }
     }
-    /* added tokens: sorted by id, normalized spellings, first-byte set */
+    /* added tokens: sorted by id, normalized spellings, the matchers (tok_added.c) */
     qsort(t->added, (size_t)t->n_added, sizeof *t->added, tok_added_cmp_id);
-    memset(t->added_first, 0, sizeof t->added_first);
     t->any_norm_added = false;
     for (int32_t i = 0; i < t->n_added; i++) {
         tok_added *a = &t->added[i];
@@ -609,13 +634,11 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
                 return fp4_fail(err, FP4_ERR_FORMAT, name, "added_tokens", "tok.added-empty",
                                 "added token %d normalizes to nothing", (int)a->id);
             t->any_norm_added = true;
-            uint8_t f = (uint8_t)tok_str(t, a->norm)[0];
-            t->added_first[f >> 3] |= (uint8_t)(1u << (f & 7));
         } else {
             a->normalized = 0;
-            uint8_t f = (uint8_t)tok_str(t, a->content)[0];
-            t->added_first[f >> 3] |= (uint8_t)(1u << (f & 7));
         }
     }
+    for (int pass = 0; pass < 2; pass++)
+        if ((st = tok_ac_build(t, pass, name, err))) return st;
     return FP4_OK;
 }

@@ -100,7 +100,7 @@ static fp4_status dec_step(const fp4_tokenizer *t, const tok_dec *d, const strs 
         for (size_t i = 0; !st && i < in->n; i++) {
             if ((st = strs_open(out))) break;
             st = tok_replace_all(S(in, i), L(in, i), tok_str(t, d->a), d->a.len, tok_str(t, d->b), d->b.len,
-                                 &out->b);
+                                 &out->b, TOK_MAX_OUT);
             strs_close(out, in->added[i]);
         }
         break;
@@ -153,7 +153,8 @@ static fp4_status cleanup(const char *s, size_t n, tok_buf *out) {
     for (size_t k = 0; !st && k < sizeof pairs / sizeof pairs[0]; k++) {
         b.n = 0;
         st =
-            tok_replace_all(a.p, a.n, pairs[k][0], strlen(pairs[k][0]), pairs[k][1], strlen(pairs[k][1]), &b);
+            tok_replace_all(a.p, a.n, pairs[k][0], strlen(pairs[k][0]), pairs[k][1], strlen(pairs[k][1]), &b,
+                            SIZE_MAX);
         tok_buf_swap(&a, &b);
     }
     return tok_buf_drain(out, &a, &b, st);
@@ -161,7 +162,7 @@ static fp4_status cleanup(const char *s, size_t n, tok_buf *out) {
 
 static fp4_status check_id(const fp4_tokenizer *t, int32_t id, size_t pos, fp4_error *err) {
     if (id < 0 || id >= t->n_vocab || !(t->flags[id] & TOKF_PRESENT))
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tok.decode-id",
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, t->name, NULL, "tok.decode-id",
                         "id %lld at position %zu is not a token (vocabulary: %d ids)", (long long)id, pos,
                         (int)t->n_vocab);
     return FP4_OK;
@@ -207,11 +208,15 @@ fp4_status fp4_tokenizer_decode(const fp4_tokenizer *t, const int32_t *ids, size
     strs_free(&b);
     if (st) {
         free(out.p);
-        if (st == FP4_ERR_NOMEM) fp4_fail(err, st, NULL, NULL, "tok.nomem", "out of memory");
+        if (st == FP4_ERR_NOMEM)
+            fp4_fail(err, st, t->name, NULL, "tok.nomem", "out of memory decoding %zu ids", n);
+        else if (st == FP4_ERR_LIMIT)
+            fp4_fail(err, st, t->name, NULL, "tok.decode-limit",
+                     "the decoder's Replace steps make more than %u bytes of %zu ids", TOK_MAX_OUT, n);
         return st;
     }
     if (!out.p && tok_buf_add(&out, "", 0))
-        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "tok.nomem", "out of memory");
+        return fp4_fail(err, FP4_ERR_NOMEM, t->name, NULL, "tok.nomem", "out of memory");
     *text = out.p;
     *len = out.n;
     return FP4_OK;
@@ -295,7 +300,8 @@ static fp4_status token_bytes(fp4_detok_stream *s, int32_t id, tok_buf *o, bool 
             raw = true;
             *is_byte = true;
         } else if (d->kind == TD_REPLACE) {
-            st = tok_replace_all(cur.p, cur.n, tok_str(t, d->a), d->a.len, tok_str(t, d->b), d->b.len, &nxt);
+            st = tok_replace_all(cur.p, cur.n, tok_str(t, d->a), d->a.len, tok_str(t, d->b), d->b.len, &nxt,
+                                 TOK_MAX_OUT);
         } else continue;
         tok_buf x = cur;
         cur = nxt;
@@ -351,14 +357,18 @@ fp4_status fp4_detok_stream_push(fp4_detok_stream *s, int32_t id, const char **o
     if (st) return st;
     if ((s->flags & FP4_TOK_SKIP_SPECIAL) && (s->t->flags[id] & TOKF_SPECIAL)) {
         s->out.n = 0;
-        if (tok_buf_add(&s->out, "", 0)) return FP4_ERR_NOMEM;
+        if (tok_buf_add(&s->out, "", 0))
+            return fp4_fail(err, FP4_ERR_NOMEM, s->t->name, NULL, "tok.nomem", "out of memory");
         *out = s->out.p;
         *len = 0;
         return FP4_OK;
     }
     s->tmp.n = 0;
     bool is_byte;
-    if ((st = token_bytes(s, id, &s->tmp, &is_byte))) return st;
+    if ((st = token_bytes(s, id, &s->tmp, &is_byte)))
+        return fp4_fail(err, st, s->t->name, NULL, st == FP4_ERR_LIMIT ? "tok.decode-limit" : "tok.nomem",
+                        st == FP4_ERR_LIMIT ? "the decoder's Replace steps make too many bytes of id %d"
+                                            : "out of memory decoding id %d", (int)id);
     if (!is_byte) s->in_group = false;
     else if (!s->in_group) {
         s->in_group = true;
@@ -367,7 +377,8 @@ fp4_status fp4_detok_stream_push(fp4_detok_stream *s, int32_t id, const char **o
     }
     const char *b = s->tmp.p;
     size_t n = s->tmp.n;
-    if ((st = tok_buf_add(&s->pending, b, n))) return st;
+    if ((st = tok_buf_add(&s->pending, b, n)))
+        return fp4_fail(err, st, s->t->name, NULL, "tok.nomem", "out of memory");
     if (s->in_group && s->bf_bom) {
         s->group_n += n;
         if (s->group_n >= 3 && s->group_n - n < 3 && s->pending.n >= s->group_at + 3 &&

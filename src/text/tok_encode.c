@@ -48,7 +48,7 @@ static fp4_status norm_unicode(tok_norm_kind k, const char *s, size_t n, tok_buf
 }
 
 fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn,
-                           tok_buf *out) {
+                           tok_buf *out, size_t cap) {
     if (an == 0) return tok_buf_add(out, s, n);
     size_t i = 0, last = 0;
     while (i + an <= n) {
@@ -56,16 +56,21 @@ fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, co
         if (!p) break;
         i = (size_t)(p - s);
         if (!memcmp(p, a, an)) {
+            if (out->n + (i - last) + bn > cap) return FP4_ERR_LIMIT;
             if (tok_buf_add(out, s + last, i - last) || tok_buf_add(out, b, bn)) return FP4_ERR_NOMEM;
             i += an;
             last = i;
         } else i++;
     }
+    if (out->n + (n - last) > cap) return FP4_ERR_LIMIT;
     return tok_buf_add(out, s + last, n - last);
 }
 
 fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_buf *out) {
     tok_buf a = {0}, b = {0};
+    /* the loader bounds the Replace chain's growth; Unicode forms and Prepend add a little more */
+    size_t cap = TOK_MAX_OUT;
+    if (n < (TOK_MAX_OUT - 65536) / (4 * TOK_MAX_GROWTH)) cap = n * 4 * TOK_MAX_GROWTH + 65536;
     fp4_status st = tok_buf_add(&a, s, n);
     for (int i = 0; !st && i < t->n_norm; i++) {
         const tok_norm *nm = &t->norm[i];
@@ -76,12 +81,14 @@ fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_bu
             if (!st) st = tok_buf_add(&b, a.p, a.n);
             break;
         case TN_REPLACE:
-            st = tok_replace_all(a.p, a.n, tok_str(t, nm->a), nm->a.len, tok_str(t, nm->b), nm->b.len, &b);
+            st = tok_replace_all(a.p, a.n, tok_str(t, nm->a), nm->a.len, tok_str(t, nm->b), nm->b.len, &b,
+                                 cap);
             break;
         default:
             st = norm_unicode(nm->kind, a.p, a.n, &b);
             break;
         }
+        if (!st && b.n > cap) st = FP4_ERR_LIMIT;
         tok_buf_swap(&a, &b);
     }
     return tok_buf_drain(out, &a, &b, st);
@@ -137,36 +144,31 @@ static fp4_status sect_push(sect_vec *v, sect s) {
     return FP4_OK;
 }
 
+/* best: scratch of TOK_AC_WINDOW ids (tok_added.c fills it a window at a time: a token that starts
+ * in the window ends at most max_len bytes past it) */
 static fp4_status split_added(const fp4_tokenizer *t, const char *s, size_t n, bool normalized_pass,
-                              bool special, sect_vec *out) {
-    size_t start = 0, i = 0;
+                              bool special, sect_vec *out, int32_t *best) {
+    size_t start = 0, i = 0, lo = 0, hi = 0;
+    const int pass = normalized_pass ? 1 : 0;
+    const tok_ac *ac = &t->ac[pass];
     out->n = 0;
+    if (!ac->n_tokens[special ? 0 : 1]) i = n; /* no token to look for: one text section */
     while (i < n) {
-        uint8_t c = (uint8_t)s[i];
-        if (!(t->added_first[c >> 3] & (1u << (c & 7)))) {
+        if (i >= hi) {
+            lo = i;
+            hi = n - i > TOK_AC_WINDOW ? i + TOK_AC_WINDOW : n;
+            size_t end = n - hi > ac->max_len ? hi + ac->max_len : n;
+            tok_ac_longest(t, pass, special, s + lo, end - lo, hi - lo, best);
+        }
+        int32_t k = best[i - lo];
+        if (k < 0) {
             i++;
             continue;
         }
-        int32_t best = -1;
-        size_t best_len = 0;
-        for (int32_t k = 0; k < t->n_added; k++) {
-            const tok_added *a = &t->added[k];
-            if ((bool)a->normalized != normalized_pass) continue;
-            if (a->special && !special) continue;
-            tok_span sp = normalized_pass ? a->norm : a->content;
-            if (sp.len > best_len && sp.len <= n - i && (uint8_t)tok_str(t, sp)[0] == c &&
-                !memcmp(tok_str(t, sp), s + i, sp.len)) {
-                best = k;
-                best_len = sp.len;
-            }
-        }
-        if (best < 0) {
-            i++;
-            continue;
-        }
+        size_t len = normalized_pass ? t->added[k].norm.len : t->added[k].content.len;
         if (i > start && sect_push(out, (sect){start, i - start, -1, -1})) return FP4_ERR_NOMEM;
-        if (sect_push(out, (sect){i, best_len, t->added[best].id, best})) return FP4_ERR_NOMEM;
-        i += best_len;
+        if (sect_push(out, (sect){i, len, t->added[k].id, k})) return FP4_ERR_NOMEM;
+        i += len;
         start = i;
     }
     if (start < n && sect_push(out, (sect){start, n - start, -1, -1})) return FP4_ERR_NOMEM;
@@ -215,9 +217,12 @@ typedef struct enc_ctx {
     tok_buf scratch[TOK_MAX_STEPS]; /* strings made by a step (prefix spaces) */
 } enc_ctx;
 
-/* isolated split: matches and the gaps between them, empty pieces dropped */
-static fp4_status regex_split(enc_ctx *c, pcre2_code *re, const char *s, size_t n, piece_vec *out) {
-    size_t start = 0, prev = 0;
+/* isolated split: matches and the gaps between them, empty pieces dropped; merge_prev
+ * (MergedWithPrevious): a match that follows a gap joins the gap's piece */
+static fp4_status regex_split(enc_ctx *c, pcre2_code *re, bool merge_prev, const char *s, size_t n,
+                              piece_vec *out) {
+    size_t start = 0, prev = 0, first = out->n;
+    bool prev_match = false;
     while (start <= n) {
         int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, c->md, c->mc);
         if (rc == PCRE2_ERROR_NOMATCH) break;
@@ -225,8 +230,15 @@ static fp4_status regex_split(enc_ctx *c, pcre2_code *re, const char *s, size_t 
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
         size_t ms = ov[0], me = ov[1];
         if (me < ms) return FP4_ERR_UNSUPPORTED; /* \K-style lookbehind tricks */
-        if (ms > prev && piece_push(out, s + prev, ms - prev)) return FP4_ERR_NOMEM;
-        if (me > ms && piece_push(out, s + ms, me - ms)) return FP4_ERR_NOMEM;
+        if (ms > prev) {
+            if (piece_push(out, s + prev, ms - prev)) return FP4_ERR_NOMEM;
+            prev_match = false;
+        }
+        if (me > ms && merge_prev && !prev_match && out->n > first)
+            out->p[out->n - 1].n = me - (size_t)(out->p[out->n - 1].p - s);
+        else if (me > ms && piece_push(out, s + ms, me - ms))
+            return FP4_ERR_NOMEM;
+        if (me > ms) prev_match = true;
         prev = me;
         if (me == ms) { /* empty match: step one code point */
             if (me >= n) break;
@@ -269,7 +281,7 @@ static fp4_status pretokenize(enc_ctx *c, const char *s, size_t n, piece_vec **r
         }
         if (!p->re) continue;
         for (size_t i = 0; i < cur->n; i++) {
-            fp4_status st = regex_split(c, p->re, cur->p[i].p, cur->p[i].n, nxt);
+            fp4_status st = regex_split(c, p->re, p->merge_prev, cur->p[i].p, cur->p[i].n, nxt);
             if (st) return st;
         }
         piece_vec *tmp = cur;
@@ -288,24 +300,47 @@ static fp4_status encode_text(enc_ctx *c, const char *s, size_t n, tok_ivec *out
     return st;
 }
 
-fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t len, unsigned flags,
-                                int32_t **ids, size_t *n_ids) {
-    if (!t || !ids || !n_ids || (!text && len)) return FP4_ERR_INVALID_ARG;
+/* a refusal while encoding, naming the tokenizer's file and a rule */
+static fp4_status enc_fail(const fp4_tokenizer *t, fp4_status st, const char *stage, size_t len,
+                           fp4_error *err) {
+    if (st == FP4_ERR_NOMEM)
+        return fp4_fail(err, st, t->name, NULL, "tok.nomem", "out of memory encoding %zu bytes (%s)", len,
+                        stage);
+    if (st == FP4_ERR_LIMIT && !strcmp(stage, "normalizer"))
+        return fp4_fail(err, st, t->name, "normalizer", "tok.normalize-limit",
+                        "normalizing %zu bytes makes more than %d bytes per byte or %u bytes in all", len,
+                        4 * TOK_MAX_GROWTH, TOK_MAX_OUT);
+    if (st == FP4_ERR_LIMIT)
+        return fp4_fail(err, st, t->name, "pre_tokenizer", "tok.regex-limit",
+                        "a pre-tokenizer regex passed its match limits (backtracking, depth or heap) on this "
+                        "text of %zu bytes", len);
+    if (st == FP4_ERR_UNSUPPORTED)
+        return fp4_fail(err, st, t->name, "pre_tokenizer", "tok.regex",
+                        "a pre-tokenizer regex matched backwards (\\K) on this text");
+    return fp4_fail(err, st, t->name, "normalizer", "tok.normalize", "the text cannot be normalized");
+}
+
+fp4_status fp4_tokenizer_encode_err(const fp4_tokenizer *t, const char *text, size_t len, unsigned flags,
+                                    int32_t **ids, size_t *n_ids, fp4_error *err) {
+    if (!t || !ids || !n_ids || (!text && len))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, t ? t->name : NULL, NULL, "tok.arg", "NULL argument");
     *ids = NULL;
     *n_ids = 0;
     char *s;
     size_t n;
     const char *in = text ? text : "";
+    const char *stage = "text";
     fp4_status st = tok_utf8_sanitize(in, len, &s, &n);
-    if (st) return st;
+    if (st) return enc_fail(t, st, stage, len, err);
     enc_ctx c = {.t = t};
     tok_ivec out = {0};
     sect_vec secs = {0}, sub = {0};
     tok_buf nb = {0};
     c.md = pcre2_match_data_create(4, NULL);
     c.mc = pcre2_match_context_create(NULL);
+    int32_t *best = malloc(TOK_AC_WINDOW * sizeof *best);
     if (n >= 256 && (c.pc = malloc(sizeof *c.pc))) tok_pair_cache_init(c.pc); /* worth it past a few words */
-    if (!c.md || !c.mc) st = FP4_ERR_NOMEM;
+    if (!c.md || !c.mc || !best) st = FP4_ERR_NOMEM;
     else {
         pcre2_set_match_limit(c.mc, 10000000);
         pcre2_set_depth_limit(c.mc, 100000);
@@ -313,7 +348,7 @@ fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t
     }
     if (!st && (flags & FP4_TOK_ADD_SPECIAL))
         for (int i = 0; !st && i < t->n_tmpl_pre; i++) st = tok_ivec_push(&out, t->tmpl_pre[i]);
-    if (!st) st = split_added(t, s, n, false, (flags & FP4_TOK_PARSE_SPECIAL) != 0, &secs);
+    if (!st) st = split_added(t, s, n, false, (flags & FP4_TOK_PARSE_SPECIAL) != 0, &secs, best);
     for (size_t k = 0; !st && k < secs.n; k++) {
         sect *q = &secs.p[k];
         if (q->added >= 0) {
@@ -325,7 +360,9 @@ fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t
         size_t sec_n = q->len;
         if (t->n_norm) {
             nb.n = 0;
+            stage = "normalizer";
             if ((st = tok_normalize(t, sec, sec_n, &nb))) break;
+            stage = "text";
             sec = nb.p;
             sec_n = nb.n;
             if (sec_n == 0) continue;
@@ -334,7 +371,7 @@ fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t
             st = encode_text(&c, sec, sec_n, &out);
             continue;
         }
-        if ((st = split_added(t, sec, sec_n, true, (flags & FP4_TOK_PARSE_SPECIAL) != 0, &sub))) break;
+        if ((st = split_added(t, sec, sec_n, true, (flags & FP4_TOK_PARSE_SPECIAL) != 0, &sub, best))) break;
         for (size_t j = 0; !st && j < sub.n; j++) {
             if (sub.p[j].added >= 0) st = tok_ivec_push(&out, sub.p[j].id);
             else if (sub.p[j].len) st = encode_text(&c, sec + sub.p[j].off, sub.p[j].len, &out);
@@ -351,12 +388,18 @@ fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t
     free(secs.p);
     free(sub.p);
     free(nb.p);
+    free(best);
     if (s != in) free(s);
     if (st) {
         free(out.p);
-        return st;
+        return enc_fail(t, st, stage, len, err);
     }
     *ids = out.p;
     *n_ids = out.n;
     return FP4_OK;
+}
+
+fp4_status fp4_tokenizer_encode(const fp4_tokenizer *t, const char *text, size_t len, unsigned flags,
+                                int32_t **ids, size_t *n_ids) {
+    return fp4_tokenizer_encode_err(t, text, len, flags, ids, n_ids, NULL);
 }

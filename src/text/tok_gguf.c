@@ -304,6 +304,7 @@ static bool span_is(const fp4_tokenizer *t, tok_span s, const char *lit) {
 
 /* which GGUF description fits t; -1 when none does */
 static int gguf_shape(const fp4_tokenizer *t, const tok_pre_entry **pe, bool *space_prefix) {
+    if (t->pre_other) return -1;
     if (t->kind == FP4_TOK_BYTE_BPE) {
         if (t->n_dec != 1 || t->dec[0].kind != TD_BYTELEVEL) return -1;
         for (int i = 0; i < tok_pre_table_n; i++) {
@@ -462,6 +463,6 @@ fp4_status fp4_tokenizer_write_gguf_n(const fp4_tokenizer *t, fp4_gguf_writer *w
     free(scores);
     free(pads);
     if (st == FP4_ERR_NOMEM && err && !err->rule[0])
-        fp4_fail(err, st, NULL, NULL, "tok.nomem", "out of memory");
+        fp4_fail(err, st, t->name, NULL, "tok.nomem", "out of memory writing the tokenizer's GGUF keys");
     return st;
 }

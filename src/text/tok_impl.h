@@ -57,6 +57,7 @@ typedef struct tok_pre {
     tok_pre_kind kind;
     pcre2_code *re;        /* SPLIT, or BYTELEVEL with use_regex */
     uint8_t prefix_space;  /* BYTELEVEL add_prefix_space */
+    uint8_t merge_prev;    /* SPLIT behavior MergedWithPrevious: a match joins the piece before it */
 } tok_pre;
 
 typedef enum tok_dec_kind { TD_BYTELEVEL, TD_REPLACE, TD_BYTEFALLBACK, TD_FUSE, TD_STRIP } tok_dec_kind;
@@ -65,6 +66,28 @@ typedef struct tok_dec {
     tok_span a, b;        /* REPLACE a -> b; STRIP: a = the content character */
     int32_t start, stop;  /* STRIP */
 } tok_dec;
+
+/* Added-token matcher (tok_added.c): an Aho-Corasick automaton over the reversed spellings of the
+ * added tokens of one pass. State 0 is the root; out[0]/out[1]: per state, the index (into
+ * fp4_tokenizer.added) of the longest token among all / the non-special ones that the state's
+ * string ends with, -1 when none. */
+typedef struct tok_ac {
+    int32_t n, n_tokens[2]; /* states; tokens [0] all, [1] non-special */
+    uint32_t max_len;       /* the longest token's bytes */
+    int32_t *fail, *out[2];
+    uint64_t *key;          /* (state << 8 | byte) -> to[], open addressing, UINT64_MAX empty */
+    int32_t *to;
+    uint32_t mask;
+    int32_t root[256];      /* the root's transitions, -1 none */
+} tok_ac;
+#define TOK_MAX_ADDED_BYTES (16u << 20) /* bytes of the added tokens' spellings of one pass */
+#define TOK_AC_WINDOW 65536            /* positions per right-to-left scan (bounded scratch) */
+
+/* Replace steps can only grow text by the product of their |content| / |pattern| (above 1): at most
+ * TOK_MAX_GROWTH bytes out per byte in for the normalizer's chain and for the decoder's (a loader
+ * refusal, tok.replace-growth); no normalized section or decoded text passes TOK_MAX_OUT bytes. */
+#define TOK_MAX_GROWTH 16
+#define TOK_MAX_OUT (256u << 20)
 
 #define TOK_MAX_STEPS 8
 #define TOK_MAX_TMPL 8
@@ -102,7 +125,8 @@ struct fp4_tokenizer {
     int n_norm;
     tok_pre pre[TOK_MAX_STEPS];
     int n_pre;
-    char *pre_regex;      /* the Split regex source (for GGUF write), NULL if none */
+    char *pre_regex;      /* the first Isolated Regex Split's source (for GGUF write), NULL if none */
+    bool pre_other;       /* another Split (a second one, a String, MergedWithPrevious): no GGUF form */
     bool pre_gpt2;        /* ByteLevel(use_regex) is the only splitter */
     tok_dec dec[TOK_MAX_STEPS];
     int n_dec;
@@ -112,7 +136,8 @@ struct fp4_tokenizer {
     int32_t bos, eos, pad, unk;
     bool ignore_merges, byte_fallback, cleanup;
     bool any_norm_added;  /* some added token is matched after normalization */
-    uint8_t added_first[32]; /* bitset of first bytes of added tokens */
+    tok_ac ac[2];            /* added-token matchers: [0] raw spellings, [1] normalized ones */
+    char name[256];          /* the file it was loaded from, for errors while encoding/decoding */
 };
 
 /* ---- tok_core.c ---- */
@@ -225,6 +250,15 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err);
 fp4_status tok_compile_regex(const char *onig, bool gpt2_builtin, pcre2_code **out, char *why, size_t why_n);
 int tok_added_cmp_id(const void *a, const void *b);
 
+/* ---- tok_added.c ---- */
+/* builds t->ac[pass] from t->added (sorted, norm spans set) */
+fp4_status tok_ac_build(fp4_tokenizer *t, int pass, const char *name, fp4_error *err);
+void tok_ac_free(tok_ac *a);
+/* best[i] for i < keep: the index of the longest added token of the pass (special ones only when
+ * special) that starts at s[i] and ends within s[0, n), -1 none */
+void tok_ac_longest(const fp4_tokenizer *t, int pass, bool special, const char *s, size_t n, size_t keep,
+                    int32_t *best);
+
 /* ---- tok_jscan.c: model.vocab and model.merges of a tokenizer.json without jansson ---- */
 typedef struct tok_jbig {
     bool vocab_found, merges_found;
@@ -256,9 +290,10 @@ fp4_status tok_json_pass(const char *name, const char *json, size_t json_len, co
 /* ---- tok_encode.c ---- */
 /* the normalizer steps on valid UTF-8, appended to out */
 fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_buf *out);
-/* every occurrence of a (an > 0) replaced by b, left to right, appended to out */
+/* every occurrence of a (an > 0) replaced by b, left to right, appended to out; FP4_ERR_LIMIT when
+ * out would pass cap bytes */
 fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn,
-                           tok_buf *out);
+                           tok_buf *out, size_t cap);
 /* utf8_valid_len: length of the valid sequence at s, or -k (k bytes form a maximal invalid
  * subpart; k == n means the sequence was cut short by the end) */
 int tok_utf8_valid_len(const uint8_t *s, size_t n);

@@ -5,8 +5,8 @@
  *                  ignore_merges; dropout null; continuing_subword_prefix / end_of_word_suffix
  *                  empty or null
  *   normalizer     null | NFC | NFD | NFKC | NFKD | Prepend | Replace (String pattern) | Sequence
- *   pre_tokenizer  null | Split (Regex, Isolated, invert false) | ByteLevel | Sequence (no Split
- *                  after a ByteLevel)
+ *   pre_tokenizer  null | Split (Regex or String; Isolated or MergedWithPrevious; invert false) |
+ *                  ByteLevel | Sequence (any number of Splits, none after a ByteLevel)
  *   post_processor null | ByteLevel | TemplateProcessing (single) | Sequence
  *   decoder        null | ByteLevel | Replace (String) | ByteFallback | Fuse | Strip | Sequence
  * Rules: ids in [0, FP4_TOK_MAX_VOCAB), one token per id and one id per token (tok.duplicate-*),
@@ -15,6 +15,7 @@
  * Two passes (tok_json_pass): the fast one reads model.vocab and model.merges with tok_jscan.c and
  * the rest with jansson; if it fails for any reason the jansson-only pass runs and decides. */
 #include "tok_impl.h"
+#include "io/infile.h"
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -109,6 +110,19 @@ static fp4_status parse_norm(jctx *c, json_t *o, int depth) {
 }
 
 /* ---- pre-tokenizer ---- */
+/* the regex source that matches s literally */
+static char *split_literal(const char *s) {
+    size_t n = strlen(s), k = 0;
+    char *o = malloc(2 * n + 1);
+    if (!o) return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (strchr("\\^$.|?*+()[]{}/-#", s[i])) o[k++] = '\\';
+        o[k++] = s[i];
+    }
+    o[k] = 0;
+    return o;
+}
+
 static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
     fp4_tokenizer *t = c->t;
     if (json_is_null(o) || !o) return FP4_OK;
@@ -135,23 +149,35 @@ static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
         if (*byte_level)
             return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported",
                         "a Split after a ByteLevel pre-tokenizer");
-        json_t *re = json_object_get(json_object_get(o, "pattern"), "Regex");
+        json_t *pat = json_object_get(o, "pattern"), *re = json_object_get(pat, "Regex"),
+               *lit = json_object_get(pat, "String");
         json_t *beh = json_object_get(o, "behavior");
-        if (!json_is_string(re))
+        if (!json_is_string(re) && !json_is_string(lit))
             return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.pattern", "tok.unsupported",
-                        "only Regex Split patterns are supported");
-        if (!json_is_string(beh) || strcmp(json_string_value(beh), "Isolated") || jflag(o, "invert", false))
+                        "a Split pattern is a Regex or a String");
+        const char *bs = json_string_value(beh);
+        if (!bs || (strcmp(bs, "Isolated") && strcmp(bs, "MergedWithPrevious")) || jflag(o, "invert", false))
             return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.behavior", "tok.unsupported",
-                        "only Isolated, non-inverted Split is supported");
-        if (t->pre_regex)
-            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported", "more than one Split");
-        fp4_status st = tok_compile_regex(json_string_value(re), false, &p->re, why, sizeof why);
-        if (st)
+                        "only Isolated and MergedWithPrevious, non-inverted Split is supported");
+        if (json_is_string(lit) && json_string_length(lit) == 0) return FP4_OK; /* matches nothing */
+        /* a String pattern is a regex of its characters, each metacharacter escaped */
+        char *src =
+            json_is_string(re) ? strdup(json_string_value(re)) : split_literal(json_string_value(lit));
+        if (!src) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+        fp4_status st = tok_compile_regex(src, false, &p->re, why, sizeof why);
+        if (st) {
+            free(src);
             return FAIL(c, st, "pre_tokenizer.pattern", st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.regex", "%s",
                         why);
-        t->pre_regex = strdup(json_string_value(re));
-        if (!t->pre_regex) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+        }
+        /* the GGUF writer describes one Isolated Regex Split (a llama.cpp pre name); others it refuses */
+        if (!t->pre_regex && json_is_string(re) && !strcmp(bs, "Isolated")) t->pre_regex = src;
+        else {
+            free(src);
+            t->pre_other = true;
+        }
         p->kind = TP_SPLIT;
+        p->merge_prev = !strcmp(bs, "MergedWithPrevious");
         t->n_pre++;
         return FP4_OK;
     }
@@ -447,6 +473,34 @@ static fp4_status parse_merges(jctx *c, json_t *merges, const char *doc) {
     return FP4_OK;
 }
 
+/* An empty merges array makes every vocabulary token of more than one character unreachable: the
+ * text would come out character by character, silently. Legitimate only where no such token exists
+ * (a vocabulary of single characters / bytes, as HF allows), or where ignore_merges looks words up
+ * whole; byte-fallback tokens (<0x41>), added tokens and the unk token are not reached by merges. */
+static fp4_status merges_empty(jctx *c, json_t *model) {
+    fp4_tokenizer *t = c->t;
+    if (t->n_merges || t->ignore_merges) return FP4_OK;
+    json_t *unk = json_object_get(model, "unk_token");
+    for (int32_t id = 0; id < t->n_vocab; id++) {
+        const uint8_t want = TOKF_PRESENT | TOKF_MODEL;
+        if ((t->flags[id] & (want | TOKF_ADDED)) != want) continue;
+        const char *s = tok_str(t, t->text[id]);
+        size_t n = t->text[id].len;
+        uint32_t cp;
+        int vl = tok_utf8_valid_len((const uint8_t *)s, n);
+        if (vl > 0 && (size_t)vl == n && (size_t)tok_utf8_dec((const uint8_t *)s, n, &cp) == n)
+            continue; /* one character */
+        if (t->byte_fallback && n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>') continue;
+        if (json_is_string(unk) && json_string_length(unk) == n && !memcmp(json_string_value(unk), s, n))
+            continue;
+        return FAIL(c, FP4_ERR_FORMAT, "model.merges", "tok.merges-empty",
+                    "the merges array is empty but token %d (%.*s) has more than one character: it could "
+                    "never be produced (text would be split into single characters)",
+                    (int)id, (int)(n > 40 ? 40 : n), s);
+    }
+    return FP4_OK;
+}
+
 static int32_t config_token(const fp4_tokenizer *t, json_t *cfg, const char *key) {
     json_t *v = json_object_get(cfg, key);
     if (json_is_object(v)) v = json_object_get(v, "content");
@@ -529,6 +583,7 @@ fp4_status tok_json_pass(const char *name, const char *json, size_t json_len, co
     if (!st) st = parse_model(&c, model, json_object_get(root, "added_tokens"), byte_level);
     if (!st) st = tok_finish(t, name, err);
     if (!st) st = parse_merges(&c, json_object_get(model, "merges"), json);
+    if (!st) st = merges_empty(&c, model);
     if (!st) {
         json_t *unk = json_object_get(model, "unk_token");
         if (json_is_string(unk)) {
@@ -587,58 +642,29 @@ fp4_status fp4_tokenizer_from_json(const char *name, const void *json, size_t js
     return tok_json_pass(name, json, json_len, config, config_len, false, out, err);
 }
 
-static fp4_status read_file(const char *path, char **buf, size_t *n, bool optional, fp4_error *err) {
-    *buf = NULL;
-    *n = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (optional && errno == ENOENT) return FP4_OK;
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot open: %s", strerror(errno));
-    }
-    struct stat sb;
-    if (fstat(fileno(f), &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > FP4_TOK_MAX_FILE) {
-        fclose(f);
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "not a regular file of at most %u bytes",
-                        FP4_TOK_MAX_FILE);
-    }
-    char *p = malloc((size_t)sb.st_size + 1);
-    if (!p) {
-        fclose(f);
-        return fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "tok.nomem", "out of memory");
-    }
-    size_t got = fread(p, 1, (size_t)sb.st_size, f);
-    fclose(f);
-    if (got != (size_t)sb.st_size) {
-        free(p);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "short read");
-    }
-    *buf = p;
-    *n = got;
-    return FP4_OK;
-}
-
 /* tokenizer.json mapped, not read: copying 10 MB into fresh pages costs more than parsing it */
 static fp4_status map_file(const char *path, void **map, size_t *n, fp4_error *err) {
     *map = NULL;
     *n = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "cannot open: %s", strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > FP4_TOK_MAX_FILE) {
+    int fd;
+    uint64_t size;
+    fp4_status st = fp4_infile_open(path, "tok.io", false, &fd, &size, err);
+    if (st) return st;
+    if (size > FP4_TOK_MAX_FILE) {
         close(fd);
-        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "not a regular file of at most %u bytes",
-                        FP4_TOK_MAX_FILE);
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "tok.limit", "%llu bytes, above the cap of %u",
+                        (unsigned long long)size, FP4_TOK_MAX_FILE);
     }
-    if (sb.st_size == 0) {
+    if (size == 0) {
         close(fd);
         return FP4_OK;
     }
-    void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    void *p = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     int e = errno;
     close(fd);
     if (p == MAP_FAILED) return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "mmap: %s", strerror(e));
     *map = p;
-    *n = (size_t)sb.st_size;
+    *n = (size_t)size;
     return FP4_OK;
 }
 
@@ -652,11 +678,10 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
         return fp4_fail(err, FP4_ERR_IO, path, NULL, "tok.io", "not a regular file or a directory");
     char magic[4] = {0};
     if (S_ISREG(sb.st_mode)) { /* a GGUF by its magic, whatever its name */
-        FILE *mf = fopen(path, "rb");
-        if (mf) {
-            if (fread(magic, 1, 4, mf) != 4) memset(magic, 0, 4);
-            fclose(mf);
-        }
+        size_t got;
+        fp4_status sh = fp4_infile_head(path, magic, 4, &got, "tok.io", err);
+        if (sh) return sh;
+        if (got != 4) memset(magic, 0, 4);
     }
     if (S_ISREG(sb.st_mode) && !memcmp(magic, "GGUF", 4)) {
         fp4_gguf *g = NULL;
@@ -680,7 +705,7 @@ fp4_status fp4_tokenizer_load(const char *path, fp4_tokenizer **out, fp4_error *
     char *cf = NULL;
     size_t jn = 0, cn = 0;
     fp4_status st = map_file(jpath, &j, &jn, err);
-    if (!st) st = read_file(cpath, &cf, &cn, true, err);
+    if (!st) st = fp4_infile_read(cpath, FP4_TOK_MAX_FILE, "tok.io", "tok.limit", true, &cf, &cn, err);
     if (!st) st = fp4_tokenizer_from_json(jpath, j ? j : "", jn, cf, cf ? cn : 0, out, err);
     if (j) munmap(j, jn);
     free(cf);
