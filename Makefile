@@ -21,6 +21,8 @@ CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(NUMERIC) -fPIC -fvisibility=hidden $(EXTRA
 LDLIBS   = -ljansson -lcrypto -lpthread -lm -ldl
 # tokenizers (src/text): PCRE2 for the pre-tokenizer regexes, utf8proc for Unicode normalization
 LDLIBS  += -lpcre2-8 -lutf8proc
+# the server (src/server): libmicrohttpd, HTTP/1.1 with one thread per connection
+LDLIBS  += -lmicrohttpd
 
 # Each folder of src/ is one layer (docs/ARCHITECTURE.md); the library is every C file of every folder.
 LIB_SRC  = $(sort $(wildcard src/*.c src/*/*.c))
