@@ -309,7 +309,7 @@ fp4_status fp4_server_run(const srv_opts *o, fp4_error *err) {
     struct sockaddr_in addr;
     fp4_status st = listen_addr(o, &addr, err);
     if (!st) {
-        s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0, NULL, NULL,
+        s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
                                 handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
                                 (unsigned)SRV_CONN_TIMEOUT, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
