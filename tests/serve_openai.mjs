@@ -5,7 +5,8 @@
 
 const port = process.argv[2];
 const { default: OpenAI } = await import(`${process.env.FP4_SERVE_NPM}/openai/index.mjs`);
-const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60000 });
+const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'unused', maxRetries: 0,
+                            timeout: 60000 });
 let pass = 0, fail = 0;
 const check = (name, cond) => { if (cond) pass++; else { fail++; console.error(`FAIL: ${name}`); } };
 const msgs = [{ role: 'user', content: 'What does the configuration file hold?' }];
@@ -21,8 +22,9 @@ async function main() {
                 ['stop', 'length'].includes(c0.finish_reason) && chat.usage.completion_tokens > 0);
   check('chat logprobs', c0.logprobs.content.length > 0 && c0.logprobs.content[0].top_logprobs.length === 2);
 
-  const stream = await client.chat.completions.create({ model: 'tiny', messages: msgs, max_tokens: 12, seed: 7,
-                                                        stream: true, stream_options: { include_usage: true } });
+  const stream = await client.chat.completions.create({
+    model: 'tiny', messages: msgs, max_tokens: 12, seed: 7, stream: true,
+    stream_options: { include_usage: true } });
   let text = '', usage = null, finish = null;
   for await (const ch of stream) {
     if (ch.usage) usage = ch.usage;
@@ -33,7 +35,8 @@ async function main() {
   check('stream = non-stream', text === c0.message.content && finish === c0.finish_reason);
   check('stream usage', usage && usage.completion_tokens === chat.usage.completion_tokens);
 
-  const cmp = await client.completions.create({ model: 'tiny', prompt: 'This section describes', max_tokens: 8,
+  const cmp = await client.completions.create({ model: 'tiny', prompt: 'This section describes',
+                                                max_tokens: 8,
                                                 temperature: 0 });
   check('completions', cmp.object === 'text_completion' && cmp.choices[0].text.length > 0);
 
@@ -41,10 +44,12 @@ async function main() {
     await client.chat.completions.create({ model: 'tiny', messages: msgs, temperature: 'hot' });
     check('error thrown', false);
   } catch (e) {
-    check('APIError 400 naming the field', e instanceof OpenAI.APIError && e.status === 400 && e.param === 'temperature');
+    check('APIError 400 naming the field',
+          e instanceof OpenAI.APIError && e.status === 400 && e.param === 'temperature');
   }
   try {
-    await client.chat.completions.create({ model: 'tiny', messages: msgs, response_format: { type: 'json_object' } });
+    await client.chat.completions.create({ model: 'tiny', messages: msgs,
+                                           response_format: { type: 'json_object' } });
     check('json_object refused', false);
   } catch (e) {
     check('json_object refused', e.status === 400 && e.param === 'response_format');
@@ -52,8 +57,10 @@ async function main() {
 
   // abort in the middle of a long stream: the client stops, the server cancels (metrics)
   const ctl = new AbortController();
-  const long = await client.completions.create({ model: 'tiny', prompt: 'This section describes', max_tokens: 480,
-                                                 temperature: 0.8, seed: 1, stream: true }, { signal: ctl.signal });
+  const long = await client.completions.create(
+    { model: 'tiny', prompt: 'This section describes', max_tokens: 480, temperature: 0.8, seed: 1,
+      stream: true },
+    { signal: ctl.signal });
   let n = 0, aborted = false;
   try {
     for await (const ch of long) { if (ch.choices[0].text) n++; if (n === 3) ctl.abort(); }

@@ -56,7 +56,8 @@ int cmd_serve(int argc, char **argv) {
             if (read_key(v, key, sizeof key)) return 2;
             o.api_key = key, i++;
         } else if ((!strcmp(a, "--port") || !strcmp(a, "--parallel") || !strcmp(a, "--queue") ||
-                    !strcmp(a, "--max-body")) && v) {
+                    !strcmp(a, "--max-body")) &&
+                   v) {
             const char *name = !strcmp(a, "--parallel") ? "max_seqs" : "n";
             if (rt_cli_arg(name, a, v, &x)) return 2;
             long long lim = !strcmp(a, "--port") ? 65535 : !strcmp(a, "--max-body") ? (64ll << 20) : 1 << 20;
@@ -70,7 +71,8 @@ int cmd_serve(int argc, char **argv) {
         } else if (a[0] != '-' && !e.model)
             e.model = a;
         else
-            return fprintf(stderr, "fp4lane serve: unknown or incomplete option '%s'\n", a), cli_usage("serve");
+            return fprintf(stderr, "fp4lane serve: unknown or incomplete option '%s'\n", a),
+                   cli_usage("serve");
     }
     if (!e.model) {
         if (rt_text_default_model("serve", model_buf, sizeof model_buf)) return 1;

@@ -225,8 +225,8 @@ void fp4_sched_free(fp4_sched *s) {
     free(s->run), free(s->owner), free(s->cols), free(s->logits), free(s->gtok), free(s);
 }
 
-fp4_status fp4_sched_submit(fp4_sched *s, const fp4_session_req *req, fp4_session_fn fn, fp4_sched_done_fn done,
-                            void *user, uint64_t *id, fp4_error *err) {
+fp4_status fp4_sched_submit(fp4_sched *s, const fp4_session_req *req, fp4_session_fn fn,
+                            fp4_sched_done_fn done, void *user, uint64_t *id, fp4_error *err) {
     if (!s || !req) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "sched.arg", "NULL");
     sreq *r = calloc(1, sizeof *r);
     if (!r) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "sched.nomem", "out of memory");

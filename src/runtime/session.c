@@ -190,7 +190,8 @@ static void end_text(fp4_session *s) {
     const char *t, *o1 = NULL, *o2 = NULL;
     size_t n, n1 = 0, n2 = 0;
     int stopped = 0;
-    if (fp4_detok_stream_flush(s->ds, &t, &n) || fp4_stop_filter_push(s->sf, t, n, &o1, &n1, &stopped)) return;
+    if (fp4_detok_stream_flush(s->ds, &t, &n) || fp4_stop_filter_push(s->sf, t, n, &o1, &n1, &stopped))
+        return;
     char *buf = NULL;
     if (!stopped) {
         /* o1 is valid until the next call on the filter: keep it before the flush */

@@ -37,8 +37,8 @@ static json_t *load(const char *body, size_t n, srv_fail *f) {
     json_error_t je;
     json_t *root = json_loadb(body, n, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        fp4_server_failf(f, 400, "invalid_request_error", "", "the body is not valid JSON: %s (line %d)", je.text,
-                         je.line);
+        fp4_server_failf(f, 400, "invalid_request_error", "", "the body is not valid JSON: %s (line %d)",
+                         je.text, je.line);
         return NULL;
     }
     if (!json_is_object(root)) {
@@ -56,8 +56,8 @@ static int num(json_t *o, const char *k, double lo, double hi, double *v, srv_fa
     if (!json_is_number(x)) return bad(f, k, "'%s' must be %s", "a number");
     double d = json_number_value(x);
     if (!(d >= lo && d <= hi))
-        return fp4_server_failf(f, 400, "invalid_request_error", k, "'%s' is %g: it must be in [%g, %g]", k, d, lo,
-                                hi);
+        return fp4_server_failf(f, 400, "invalid_request_error", k, "'%s' is %g: it must be in [%g, %g]", k,
+                                d, lo, hi);
     *v = d;
     return 0;
 }
@@ -67,8 +67,8 @@ static int integer(json_t *o, const char *k, long long lo, long long hi, long lo
     if (!json_is_integer(x)) return bad(f, k, "'%s' must be %s", "an integer");
     long long d = json_integer_value(x);
     if (d < lo || d > hi)
-        return fp4_server_failf(f, 400, "invalid_request_error", k, "'%s' is %lld: it must be in [%lld, %lld]", k,
-                                d, lo, hi);
+        return fp4_server_failf(f, 400, "invalid_request_error", k,
+                                "'%s' is %lld: it must be in [%lld, %lld]", k, d, lo, hi);
     *v = d;
     return 0;
 }
@@ -90,9 +90,10 @@ static int content(json_t *m, const char **out, srv_fail *f) {
     json_t *p;
     json_array_foreach(c, i, p) {
         json_t *t = json_object_get(p, "text");
-        if (!json_is_string(json_object_get(p, "type")) || strcmp(json_string_value(json_object_get(p, "type")), "text") ||
-            !json_is_string(t))
-            return bad(f, "messages", "'%s': content parts must be %s", "{\"type\": \"text\", \"text\": ...}");
+        if (!json_is_string(json_object_get(p, "type")) ||
+            strcmp(json_string_value(json_object_get(p, "type")), "text") || !json_is_string(t))
+            return bad(f, "messages", "'%s': content parts must be %s",
+                       "{\"type\": \"text\", \"text\": ...}");
         total += json_string_length(t);
     }
     char *s = malloc(total + 1);
@@ -106,7 +107,8 @@ static int content(json_t *m, const char **out, srv_fail *f) {
     s[k] = 0;
     json_t *js = json_stringn_nocheck(s, k);
     free(s);
-    if (!js || json_object_set_new(m, "content", js)) return fp4_server_failf(f, 500, "server_error", "", "no memory");
+    if (!js || json_object_set_new(m, "content", js))
+        return fp4_server_failf(f, 500, "server_error", "", "no memory");
     *out = json_string_value(json_object_get(m, "content"));
     return 0;
 }
@@ -122,7 +124,8 @@ static int messages(json_t *root, srv_gen *g, srv_fail *f) {
     json_array_foreach(a, i, m) {
         const char *role = json_string_value(json_object_get(m, "role"));
         if (!json_is_object(m) || !role ||
-            (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") && strcmp(role, "developer")))
+            (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "assistant") &&
+             strcmp(role, "developer")))
             return bad(f, "messages", "'%s': each message needs %s", "a role: system, user or assistant");
         if (content(m, &g->msgs[i].content, f)) return -1;
         g->msgs[i].role = strcmp(role, "developer") ? role : "system";
@@ -180,7 +183,8 @@ static int sampling(json_t *root, srv_gen *g, srv_fail *f) {
     if (num(root, "temperature", 0, 2, &t, f) || num(root, "top_p", 0, 1, &tp, f) ||
         num(root, "presence_penalty", -2, 2, &pp, f) || num(root, "min_p", 0, 1, &mp, f) ||
         integer(root, "top_k", 0, 1 << 30, &tk, f) || integer(root, "seed", INT64_MIN, INT64_MAX, &seed, f) ||
-        integer(root, "max_tokens", 1, 1 << 24, &mt, f) || integer(root, "max_completion_tokens", 1, 1 << 24, &mct, f))
+        integer(root, "max_tokens", 1, 1 << 24, &mt, f) ||
+        integer(root, "max_completion_tokens", 1, 1 << 24, &mct, f))
         return -1;
     g->sp = fp4_sampler_defaults();
     g->sp.temperature = (float)t, g->sp.top_p = (float)tp, g->sp.presence_penalty = (float)pp;

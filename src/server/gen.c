@@ -16,7 +16,7 @@ typedef struct job {
     srv *s;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int refs; /* the scheduler and the connection                                          */
+    int refs;  /* the scheduler and the connection                                          */
     char *buf; /* stream: SSE bytes not yet sent; else: the answer's text                  */
     size_t n, cap, off;
     json_t *lp; /* chat: logprobs.content; completions: the logprobs object               */
@@ -68,8 +68,8 @@ static void add_logprobs(job *j, const fp4_session_tok *t) {
     if (j->chat) {
         json_t *top = json_array();
         for (int32_t k = 0; k < t->n_top; k++)
-            json_array_append_new(top, json_pack("{s:o,s:f}", "token", token_text(j->s, t->top_ids[k]), "logprob",
-                                                 (double)t->top_logprobs[k]));
+            json_array_append_new(top, json_pack("{s:o,s:f}", "token", token_text(j->s, t->top_ids[k]),
+                                                 "logprob", (double)t->top_logprobs[k]));
         json_array_append_new(j->lp, json_pack("{s:o,s:f,s:o}", "token", token_text(j->s, t->id), "logprob",
                                                (double)t->logprob, "top_logprobs", top));
         return;
@@ -86,8 +86,7 @@ static void add_logprobs(job *j, const fp4_session_tok *t) {
 }
 
 static json_t *new_lp(int chat) {
-    return chat ? json_array()
-                : json_pack("{s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs");
+    return chat ? json_array() : json_pack("{s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs");
 }
 
 /* a streamed chunk: {"choices":[{"delta"|"text", "logprobs", "finish_reason"}]} */
@@ -99,15 +98,16 @@ static void sse_chunk(job *j, const char *text, size_t len, const char *finish) 
         if (text) json_object_set_new(d, "content", json_stringn(text, len));
         json_object_set_new(ch, "delta", d);
         json_object_set_new(ch, "logprobs",
-                            j->lp && json_array_size(j->lp) ? json_pack("{s:O}", "content", j->lp) : json_null());
+                            j->lp && json_array_size(j->lp) ? json_pack("{s:O}", "content", j->lp)
+                                                            : json_null());
     } else {
         json_object_set_new(ch, "text", json_stringn(text ? text : "", text ? len : 0));
         json_object_set_new(ch, "logprobs", j->lp ? json_copy(j->lp) : json_null());
     }
     json_object_set_new(ch, "finish_reason", finish ? json_string(finish) : json_null());
     json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:[o]}", "id", j->id, "object",
-                          j->chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)j->created,
-                          "model", j->s->name, "choices", ch);
+                          j->chat ? "chat.completion.chunk" : "text_completion", "created",
+                          (json_int_t)j->created, "model", j->s->name, "choices", ch);
     char *js = o ? json_dumps(o, JSON_COMPACT) : NULL;
     if (js) put(j, "data: ", 6), put(j, js, strlen(js)), put(j, "\n\n", 2);
     free(js), json_decref(o);
@@ -124,12 +124,14 @@ static int on_token(void *user, const fp4_session_tok *t) {
     const double now = fp4_server_now();
     pthread_mutex_lock(&j->mu);
     if (t->id >= 0) {
-        fp4_server_hist_add(j->s, j->t_last > 0 ? &j->s->itl : &j->s->ttft, now - (j->t_last > 0 ? j->t_last : j->t0));
+        fp4_server_hist_add(j->s, j->t_last > 0 ? &j->s->itl : &j->s->ttft,
+                            now - (j->t_last > 0 ? j->t_last : j->t0));
         j->t_last = now;
         if (j->lp && !t->end) add_logprobs(j, t);
     }
     if (j->stream) {
-        if (t->len || (j->lp && (j->chat ? json_array_size(j->lp) : 1) && !t->end)) sse_chunk(j, t->text, t->len, NULL);
+        if (t->len || (j->lp && (j->chat ? json_array_size(j->lp) : 1) && !t->end))
+            sse_chunk(j, t->text, t->len, NULL);
     } else if (t->len)
         put(j, t->text, t->len);
     int cancel = j->cancel;
@@ -255,8 +257,8 @@ static job *job_new(srv *s, const srv_gen *g, struct MHD_Connection *c) {
     j->lp = g->logprobs ? new_lp(g->chat) : NULL;
     j->created = (long)time(NULL);
     j->t0 = fp4_server_now();
-    snprintf(j->id, sizeof j->id, "%s-%llx%04llx", g->chat ? "chatcmpl" : "cmpl", (unsigned long long)j->created,
-             __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED) & 0xffff);
+    snprintf(j->id, sizeof j->id, "%s-%llx%04llx", g->chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)j->created, __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED) & 0xffff);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
     pthread_mutex_init(&j->mu, NULL), pthread_cond_init(&j->cv, NULL);
@@ -267,16 +269,17 @@ static job *job_new(srv *s, const srv_gen *g, struct MHD_Connection *c) {
 static char *answer_json(job *j) {
     json_t *ch = json_pack("{s:i,s:s}", "index", 0, "finish_reason", fp4_finish_name(j->fin));
     if (j->chat) {
-        json_object_set_new(ch, "message", json_pack("{s:s,s:s%}", "role", "assistant", "content", j->buf ? j->buf : "",
-                                                     j->n));
+        json_object_set_new(
+            ch, "message",
+            json_pack("{s:s,s:s%}", "role", "assistant", "content", j->buf ? j->buf : "", j->n));
         json_object_set_new(ch, "logprobs", j->lp ? json_pack("{s:O}", "content", j->lp) : json_null());
     } else {
         json_object_set_new(ch, "text", json_stringn(j->buf ? j->buf : "", j->n));
         json_object_set_new(ch, "logprobs", j->lp ? json_incref(j->lp) : json_null());
     }
     json_t *o = json_pack("{s:s,s:s,s:i,s:s,s:[o],s:o}", "id", j->id, "object",
-                          j->chat ? "chat.completion" : "text_completion", "created", (json_int_t)j->created, "model",
-                          j->s->name, "choices", ch, "usage", usage(j));
+                          j->chat ? "chat.completion" : "text_completion", "created", (json_int_t)j->created,
+                          "model", j->s->name, "choices", ch, "usage", usage(j));
     char *r = o ? json_dumps(o, JSON_COMPACT) : NULL;
     json_decref(o);
     return r;
@@ -288,27 +291,36 @@ int fp4_server_generate(srv *s, struct MHD_Connection *c, const char *body, size
     srv_gen *g = calloc(1, sizeof *g);
     int32_t *ids = NULL;
     size_t n_ids = 0;
-    if (!g) return *status = 500, fp4_server_failf(&f, 500, "server_error", "", "out of memory"),
-                   fp4_server_reply_fail(c, &f);
+    if (!g)
+        return *status = 500, fp4_server_failf(&f, 500, "server_error", "", "out of memory"),
+               fp4_server_reply_fail(c, &f);
     int rc;
-    if (fp4_server_parse_gen(body, n, chat, s->name, g, &f) || prompt_ids(s, g, &ids, &n_ids, &f)) goto refuse;
+    if (fp4_server_parse_gen(body, n, chat, s->name, g, &f) || prompt_ids(s, g, &ids, &n_ids, &f))
+        goto refuse;
     const int64_t ctx = fp4_rt_n_ctx(s->rt), np = (int64_t)n_ids;
     if (np < 1 || np >= ctx) {
         fp4_server_failf(&f, 400, "invalid_request_error", chat ? "messages" : "prompt",
-                         "the prompt is %lld tokens: the context holds %lld (prompt and answer)", (long long)np,
-                         (long long)ctx);
+                         "the prompt is %lld tokens: the context holds %lld (prompt and answer)",
+                         (long long)np, (long long)ctx);
         goto refuse;
     }
     if (g->max_tokens > ctx - np) {
         fp4_server_failf(&f, 400, "invalid_request_error", "max_tokens",
-                         "%lld prompt tokens + max_tokens %lld is past the context length %lld", (long long)np,
-                         (long long)g->max_tokens, (long long)ctx);
+                         "%lld prompt tokens + max_tokens %lld is past the context length %lld",
+                         (long long)np, (long long)g->max_tokens, (long long)ctx);
         goto refuse;
     }
-    fp4_session_req r = {.prompt = ids, .n_prompt = np, .sampling = g->sp,
-                         .max_tokens = g->max_tokens > 0 ? g->max_tokens : ctx - np, .stop_ids = s->eos,
-                         .n_stop_ids = s->n_eos, .stops = g->stops, .n_stops = g->n_stops, .tok = s->tok,
-                         .logprobs = g->logprobs, .top_logprobs = g->top_logprobs};
+    fp4_session_req r = {.prompt = ids,
+                         .n_prompt = np,
+                         .sampling = g->sp,
+                         .max_tokens = g->max_tokens > 0 ? g->max_tokens : ctx - np,
+                         .stop_ids = s->eos,
+                         .n_stop_ids = s->n_eos,
+                         .stops = g->stops,
+                         .n_stops = g->n_stops,
+                         .tok = s->tok,
+                         .logprobs = g->logprobs,
+                         .top_logprobs = g->top_logprobs};
     job *j = job_new(s, g, c);
     if (!j) {
         fp4_server_failf(&f, 500, "server_error", "", "out of memory");
@@ -332,7 +344,8 @@ int fp4_server_generate(srv *s, struct MHD_Connection *c, const char *body, size
     pthread_mutex_unlock(&s->mu);
     fp4_server_gen_free(g), free(g);
     if (j->stream) {
-        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, j, reader_free);
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, reader, j, reader_free);
         if (!resp) return reader_free(j), *status = 500, MHD_NO;
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
@@ -396,25 +409,27 @@ char *fp4_server_metrics(srv *s) {
     hist_text(&b, &nb, "fp4lane_inter_token_seconds", "Time between two tokens of a request.", &s->itl);
     FILE *f = open_memstream(&out, &no);
     if (f) {
-        fprintf(f,
-                "# HELP fp4lane_requests_total HTTP requests answered.\n# TYPE fp4lane_requests_total counter\n"
-                "fp4lane_requests_total %llu\n"
-                "# HELP fp4lane_requests_failed_total HTTP requests answered with a status >= 400.\n"
-                "# TYPE fp4lane_requests_failed_total counter\nfp4lane_requests_failed_total %llu\n"
-                "# HELP fp4lane_prompt_tokens_total Prompt tokens processed.\n"
-                "# TYPE fp4lane_prompt_tokens_total counter\nfp4lane_prompt_tokens_total %llu\n"
-                "# HELP fp4lane_generation_tokens_total Tokens generated.\n"
-                "# TYPE fp4lane_generation_tokens_total counter\nfp4lane_generation_tokens_total %llu\n"
-                "# HELP fp4lane_requests_running Requests in the running batch.\n"
-                "# TYPE fp4lane_requests_running gauge\nfp4lane_requests_running %lld\n"
-                "# HELP fp4lane_queue_depth Requests waiting for a place in the batch.\n"
-                "# TYPE fp4lane_queue_depth gauge\nfp4lane_queue_depth %lld\n"
-                "# HELP fp4lane_steps_total Engine steps.\n# TYPE fp4lane_steps_total counter\n"
-                "fp4lane_steps_total %lld\n"
-                "# HELP fp4lane_finished_total Generation requests by how they ended.\n"
-                "# TYPE fp4lane_finished_total counter\n",
-                (unsigned long long)s->requests, (unsigned long long)s->failed, (unsigned long long)s->prompt_tokens,
-                (unsigned long long)s->gen_tokens, (long long)st.running, (long long)st.queued, (long long)st.steps);
+        fprintf(
+            f,
+            "# HELP fp4lane_requests_total HTTP requests answered.\n# TYPE fp4lane_requests_total counter\n"
+            "fp4lane_requests_total %llu\n"
+            "# HELP fp4lane_requests_failed_total HTTP requests answered with a status >= 400.\n"
+            "# TYPE fp4lane_requests_failed_total counter\nfp4lane_requests_failed_total %llu\n"
+            "# HELP fp4lane_prompt_tokens_total Prompt tokens processed.\n"
+            "# TYPE fp4lane_prompt_tokens_total counter\nfp4lane_prompt_tokens_total %llu\n"
+            "# HELP fp4lane_generation_tokens_total Tokens generated.\n"
+            "# TYPE fp4lane_generation_tokens_total counter\nfp4lane_generation_tokens_total %llu\n"
+            "# HELP fp4lane_requests_running Requests in the running batch.\n"
+            "# TYPE fp4lane_requests_running gauge\nfp4lane_requests_running %lld\n"
+            "# HELP fp4lane_queue_depth Requests waiting for a place in the batch.\n"
+            "# TYPE fp4lane_queue_depth gauge\nfp4lane_queue_depth %lld\n"
+            "# HELP fp4lane_steps_total Engine steps.\n# TYPE fp4lane_steps_total counter\n"
+            "fp4lane_steps_total %lld\n"
+            "# HELP fp4lane_finished_total Generation requests by how they ended.\n"
+            "# TYPE fp4lane_finished_total counter\n",
+            (unsigned long long)s->requests, (unsigned long long)s->failed,
+            (unsigned long long)s->prompt_tokens, (unsigned long long)s->gen_tokens, (long long)st.running,
+            (long long)st.queued, (long long)st.steps);
         for (int k = 1; k < 5; k++)
             fprintf(f, "fp4lane_finished_total{reason=\"%s\"} %llu\n", fp4_finish_name((fp4_finish)k),
                     (unsigned long long)s->finish[k]);

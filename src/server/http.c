@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #define SRV_CONN_LIMIT 256
-#define SRV_CONN_TIMEOUT 30       /* seconds a connection may stay idle (slowloris)       */
+#define SRV_CONN_TIMEOUT 30        /* seconds a connection may stay idle (slowloris)       */
 #define SRV_CONN_MEMORY (64 << 10) /* per connection: the request line and headers       */
 
 static const double ttft_le[SRV_N_BUCKETS - 1] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
@@ -51,7 +51,8 @@ int fp4_server_reply_fail(struct MHD_Connection *c, const srv_fail *f) {
     return fp4_server_reply(c, f->status, fp4_server_error_json(f), "application/json");
 }
 
-static int fail(struct MHD_Connection *c, req *q, int status, const char *type, const char *param, const char *msg) {
+static int fail(struct MHD_Connection *c, req *q, int status, const char *type, const char *param,
+                const char *msg) {
     srv_fail f;
     fp4_server_failf(&f, status, type, param, "%s", msg);
     q->status = status;
@@ -84,7 +85,8 @@ static int tokenize(srv *s, struct MHD_Connection *c, req *q) {
     int32_t *ids = NULL;
     if (fp4_server_parse_tokenize(q->body, q->n, &text, &len, &add_special, &f))
         return q->status = f.status, fp4_server_reply_fail(c, &f);
-    fp4_status st = fp4_tokenizer_encode(s->tok, text, len, add_special ? FP4_TOK_ADD_SPECIAL : 0, &ids, &n_ids);
+    fp4_status st =
+        fp4_tokenizer_encode(s->tok, text, len, add_special ? FP4_TOK_ADD_SPECIAL : 0, &ids, &n_ids);
     free(text);
     if (st) return fail(c, q, 500, "server_error", "content", "cannot encode the text");
     json_t *a = json_array();
@@ -116,8 +118,8 @@ static int detokenize(srv *s, struct MHD_Connection *c, req *q) {
 }
 
 static int models(srv *s, struct MHD_Connection *c, req *q) {
-    json_t *o = json_pack("{s:s,s:[{s:s,s:s,s:i,s:s}]}", "object", "list", "data", "id", s->name, "object", "model",
-                          "created", (json_int_t)s->created, "owned_by", "fp4lane");
+    json_t *o = json_pack("{s:s,s:[{s:s,s:s,s:i,s:s}]}", "object", "list", "data", "id", s->name, "object",
+                          "model", "created", (json_int_t)s->created, "owned_by", "fp4lane");
     char *js = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return q->status = 200, fp4_server_reply(c, 200, js, "application/json");
@@ -132,22 +134,26 @@ static int route(srv *s, struct MHD_Connection *c, req *q) {
         int ok = s->ready && !s->draining;
         q->status = ok ? 200 : 503;
         return fp4_server_reply(c, q->status,
-                                dup_str(ok ? "{\"status\":\"ok\"}"
-                                           : s->draining ? "{\"status\":\"draining\"}" : "{\"status\":\"loading\"}"),
+                                dup_str(ok            ? "{\"status\":\"ok\"}"
+                                        : s->draining ? "{\"status\":\"draining\"}"
+                                                      : "{\"status\":\"loading\"}"),
                                 "application/json");
     }
     if (!strcmp(u, "/") || !strcmp(u, "/index.html")) {
         if (!get) return fail(c, q, 405, "invalid_request_error", "", "use GET");
-        return q->status = 200, fp4_server_reply(c, 200, dup_str(fp4_server_page), "text/html; charset=utf-8");
+        return q->status = 200,
+               fp4_server_reply(c, 200, dup_str(fp4_server_page), "text/html; charset=utf-8");
     }
-    static const char *const known[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/metrics",
-                                        "/tokenize", "/detokenize"};
+    static const char *const known[] = {
+        "/v1/chat/completions", "/v1/completions", "/v1/models", "/metrics", "/tokenize", "/detokenize"};
     int k = -1;
     for (int i = 0; i < 6; i++)
         if (!strcmp(u, known[i])) k = i;
     if (k < 0) return fail(c, q, 404, "invalid_request_error", "", "no such endpoint");
-    if (s->o.api_key && !key_ok(s->o.api_key, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")))
-        return fail(c, q, 401, "invalid_request_error", "", "missing or wrong API key (Authorization: Bearer KEY)");
+    if (s->o.api_key &&
+        !key_ok(s->o.api_key, MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization")))
+        return fail(c, q, 401, "invalid_request_error", "",
+                    "missing or wrong API key (Authorization: Bearer KEY)");
     if ((k == 2 || k == 3) != get || (k != 2 && k != 3 && !post))
         return fail(c, q, 405, "invalid_request_error", "", k == 2 || k == 3 ? "use GET" : "use POST");
     if (!s->ready) return fail(c, q, 503, "server_error", "", "the model is loading");
@@ -164,8 +170,8 @@ static int route(srv *s, struct MHD_Connection *c, req *q) {
     if (k == 4) return tokenize(s, c, q);
     if (k == 5) return detokenize(s, c, q);
     if (s->draining) return fail(c, q, 503, "server_error", "", "the server is shutting down");
-    return fp4_server_generate(s, c, q->body ? q->body : "", q->n, k == 0, &q->status, &q->n_prompt, &q->n_gen,
-                               &q->finish);
+    return fp4_server_generate(s, c, q->body ? q->body : "", q->n, k == 0, &q->status, &q->n_prompt,
+                               &q->n_gen, &q->finish);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -182,7 +188,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         return MHD_YES;
     }
     if (*size) {
-        if (!q->too_big && q->n + *size > s->o.max_body) q->too_big = 1, free(q->body), q->body = NULL, q->n = 0;
+        if (!q->too_big && q->n + *size > s->o.max_body)
+            q->too_big = 1, free(q->body), q->body = NULL, q->n = 0;
         if (!q->too_big) {
             if (q->n + *size + 1 > q->cap) {
                 size_t cap = q->n + *size + 1 > 2 * q->cap ? q->n + *size + 1 : 2 * q->cap;
@@ -213,7 +220,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
         char line[256];
         snprintf(line, sizeof line, "%s %s %d %.3fs prompt=%lld gen=%lld%s%s%s", q->method, q->url, q->status,
                  fp4_server_now() - q->t0, (long long)q->n_prompt, (long long)q->n_gen, q->finish ? " " : "",
-                 q->finish ? q->finish : "", why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed)");
+                 q->finish ? q->finish : "",
+                 why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed)");
         s->o.log(s->o.log_user, line);
     }
     free(q->body), free(q);
@@ -253,8 +261,10 @@ static fp4_status load(srv *s, fp4_error *err) {
     const char *t;
     size_t tl;
     int32_t b = fp4_tokenizer_bos(s->tok), e = fp4_tokenizer_eos(s->tok);
-    if (b >= 0 && !fp4_tokenizer_token(s->tok, b, &t, &tl)) snprintf(s->bos_s, sizeof s->bos_s, "%.*s", (int)tl, t);
-    if (e >= 0 && !fp4_tokenizer_token(s->tok, e, &t, &tl)) snprintf(s->eos_s, sizeof s->eos_s, "%.*s", (int)tl, t);
+    if (b >= 0 && !fp4_tokenizer_token(s->tok, b, &t, &tl))
+        snprintf(s->bos_s, sizeof s->bos_s, "%.*s", (int)tl, t);
+    if (e >= 0 && !fp4_tokenizer_token(s->tok, e, &t, &tl))
+        snprintf(s->eos_s, sizeof s->eos_s, "%.*s", (int)tl, t);
     char *tmpl = NULL;
     s->tmpl = -1;
     if (!fp4_chat_template_read(s->o.model, &tmpl, err)) s->tmpl = fp4_chat_template_detect(tmpl);
@@ -271,7 +281,8 @@ static fp4_status listen_addr(const srv_opts *o, struct sockaddr_in *a, fp4_erro
     if (inet_pton(AF_INET, h, &a->sin_addr) != 1) {
         err->code = FP4_ERR_INVALID_ARG;
         snprintf(err->rule, sizeof err->rule, "serve.host");
-        snprintf(err->msg, sizeof err->msg, "--host %.100s: give an IPv4 address (default 127.0.0.1)", o->host);
+        snprintf(err->msg, sizeof err->msg, "--host %.100s: give an IPv4 address (default 127.0.0.1)",
+                 o->host);
         return FP4_ERR_INVALID_ARG;
     }
     return FP4_OK;
@@ -309,28 +320,29 @@ fp4_status fp4_server_run(const srv_opts *o, fp4_error *err) {
     struct sockaddr_in addr;
     fp4_status st = listen_addr(o, &addr, err);
     if (!st) {
-        s->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
-                                handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)SRV_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT,
-                                (unsigned)SRV_CONN_TIMEOUT, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                                (size_t)SRV_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                                MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
+        s->d = MHD_start_daemon(
+            MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
+            handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)SRV_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+            completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
         if (!s->d) {
             st = err->code = FP4_ERR_IO;
             snprintf(err->rule, sizeof err->rule, "serve.listen");
-            snprintf(err->msg, sizeof err->msg, "cannot listen on %s:%d (in use?)", o->host ? o->host : "127.0.0.1",
-                     o->port);
+            snprintf(err->msg, sizeof err->msg, "cannot listen on %s:%d (in use?)",
+                     o->host ? o->host : "127.0.0.1", o->port);
         }
     }
     if (!st) {
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-        logf_(s, "fp4lane serve: listening on http://%s:%lld (loading the model)", o->host ? o->host : "127.0.0.1",
-              di ? (long long)di->port : (long long)o->port);
+        logf_(s, "fp4lane serve: listening on http://%s:%lld (loading the model)",
+              o->host ? o->host : "127.0.0.1", di ? (long long)di->port : (long long)o->port);
         st = load(s, err);
     }
     if (!st) {
         s->ready = 1;
-        logf_(s, "fp4lane serve: ready: model %s, %lld sequences", s->name, (long long)(o->parallel > 0 ? o->parallel : 1));
+        logf_(s, "fp4lane serve: ready: model %s, %lld sequences", s->name,
+              (long long)(o->parallel > 0 ? o->parallel : 1));
         while (!*o->stop)
             usleep(20 * 1000);
         s->draining = 1;

@@ -13,25 +13,25 @@
 
 #define SRV_MAX_BODY_DEFAULT (1u << 20) /* request body bytes                                   */
 #define SRV_MAX_MESSAGES 1024
-#define SRV_MAX_STOPS 4                 /* OpenAI's bound on `stop`                              */
-#define SRV_MAX_TOKEN_IDS (1 << 20)     /* /detokenize ids                                       */
+#define SRV_MAX_STOPS 4             /* OpenAI's bound on `stop`                              */
+#define SRV_MAX_TOKEN_IDS (1 << 20) /* /detokenize ids                                       */
 
 /* The line writer for the access log and the start-up lines (the CLI: stderr). */
 typedef void (*srv_log_fn)(void *user, const char *line);
 
 typedef struct srv_opts {
-    const char *model;      /* checkpoint path                                                   */
-    const char *name;       /* the model's id in the API (default: the path's last component)    */
-    const char *host;       /* numeric IPv4 or "localhost"; default 127.0.0.1                    */
-    int port;               /* 0: any free port (the log's "listening" line names it)            */
-    const char *api_key;    /* NULL: no authentication                                           */
-    int parallel;           /* requests decoded together (sequences)                             */
-    int max_queue;          /* requests waiting beyond those                                     */
-    int64_t ctx;            /* context per sequence; 0: the engine's default                     */
+    const char *model;   /* checkpoint path                                                   */
+    const char *name;    /* the model's id in the API (default: the path's last component)    */
+    const char *host;    /* numeric IPv4 or "localhost"; default 127.0.0.1                    */
+    int port;            /* 0: any free port (the log's "listening" line names it)            */
+    const char *api_key; /* NULL: no authentication                                           */
+    int parallel;        /* requests decoded together (sequences)                             */
+    int max_queue;       /* requests waiting beyond those                                     */
+    int64_t ctx;         /* context per sequence; 0: the engine's default                     */
     fp4_device device;
     fp4_mode mode;
     int threads;
-    size_t max_body;        /* 0: SRV_MAX_BODY_DEFAULT                                           */
+    size_t max_body; /* 0: SRV_MAX_BODY_DEFAULT                                           */
     srv_log_fn log;
     void *log_user;
     volatile sig_atomic_t *stop; /* set (SIGTERM): drain and return                              */
@@ -102,7 +102,7 @@ typedef struct srv {
     fp4_rt *rt;
     fp4_tokenizer *tok;
     fp4_sched *sched;
-    int tmpl;            /* chat template id, -1: none (chat refused)                              */
+    int tmpl; /* chat template id, -1: none (chat refused)                              */
     char bos_s[256], eos_s[256];
     int32_t eos[FP4_ARCH_MAX_EOS];
     int n_eos;
