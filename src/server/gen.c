@@ -12,7 +12,7 @@
 
 #define SRV_WAIT_NS (20 * 1000 * 1000) /* the socket is looked at this often while waiting */
 
-typedef struct job {
+typedef struct srv_job {
     srv *s;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -28,7 +28,8 @@ typedef struct job {
     long created;
     double t0, t_last;
     int fd;
-} job;
+} srv_job;
+typedef srv_job job;
 
 static void job_release(job *j) {
     pthread_mutex_lock(&j->mu);
@@ -285,8 +286,16 @@ static char *answer_json(job *j) {
     return r;
 }
 
+void fp4_server_job_log(srv_job *j, int64_t *n_prompt, int64_t *n_gen, const char **finish) {
+    pthread_mutex_lock(&j->mu);
+    *n_prompt = j->n_prompt, *n_gen = j->n_gen;
+    *finish = j->done ? fp4_finish_name(j->fin) : "running";
+    pthread_mutex_unlock(&j->mu);
+    job_release(j);
+}
+
 int fp4_server_generate(srv *s, struct MHD_Connection *c, const char *body, size_t n, int chat, int *status,
-                        int64_t *n_prompt, int64_t *n_gen, const char **finish) {
+                        int64_t *n_prompt, int64_t *n_gen, const char **finish, srv_job **stream) {
     srv_fail f = {0};
     srv_gen *g = calloc(1, sizeof *g);
     int32_t *ids = NULL;
@@ -351,7 +360,11 @@ int fp4_server_generate(srv *s, struct MHD_Connection *c, const char *body, size
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         rc = MHD_queue_response(c, 200, resp);
         MHD_destroy_response(resp);
-        *status = 200, *finish = "stream";
+        *status = 200;
+        pthread_mutex_lock(&j->mu);
+        j->refs++; /* the access log's (fp4_server_job_log) */
+        pthread_mutex_unlock(&j->mu);
+        *stream = j;
         return rc;
     }
     pthread_mutex_lock(&j->mu);

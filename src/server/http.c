@@ -33,6 +33,7 @@ typedef struct req {
     int too_big, status;
     int64_t n_prompt, n_gen;
     const char *finish;
+    struct srv_job *job; /* a streamed request: its counts come at the end */
     double t0;
     char method[8], url[96];
 } req;
@@ -171,7 +172,7 @@ static int route(srv *s, struct MHD_Connection *c, req *q) {
     if (k == 5) return detokenize(s, c, q);
     if (s->draining) return fail(c, q, 503, "server_error", "", "the server is shutting down");
     return fp4_server_generate(s, c, q->body ? q->body : "", q->n, k == 0, &q->status, &q->n_prompt,
-                               &q->n_gen, &q->finish);
+                               &q->n_gen, &q->finish, &q->job);
 }
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -216,6 +217,7 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
     s->requests++;
     s->failed += q->status >= 400 || !q->status;
     pthread_mutex_unlock(&s->mu);
+    if (q->job) fp4_server_job_log(q->job, &q->n_prompt, &q->n_gen, &q->finish);
     if (s->o.log) {
         char line[256];
         snprintf(line, sizeof line, "%s %s %d %.3fs prompt=%lld gen=%lld%s%s%s", q->method, q->url, q->status,

@@ -117,8 +117,12 @@ typedef struct srv {
 } srv;
 
 /* gen.c: POST /v1/chat/completions and /v1/completions; GET /metrics */
+struct srv_job;
 int fp4_server_generate(srv *s, struct MHD_Connection *c, const char *body, size_t n, int chat, int *status,
-                        int64_t *n_prompt, int64_t *n_gen, const char **finish);
+                        int64_t *n_prompt, int64_t *n_gen, const char **finish, struct srv_job **stream);
+/* a streamed request's counts and finish for its access-log line (once it ended), then its
+ * reference dropped */
+void fp4_server_job_log(struct srv_job *j, int64_t *n_prompt, int64_t *n_gen, const char **finish);
 char *fp4_server_metrics(srv *s);
 void fp4_server_hist_add(srv *s, srv_hist *h, double v);
 /* http.c: queue a JSON body (taken) or an error */
