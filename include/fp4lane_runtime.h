@@ -321,6 +321,103 @@ typedef struct fp4_abi_field {
 /* Every struct the Python binding mirrors, all members in order: *n rows, static storage. */
 FP4_API const fp4_abi_field *fp4_abi_layout(int64_t *n);
 
+/* Generation: one request's loop (fp4_session) and many requests on one engine (fp4_sched)    */
+/*
+ * A request is prompt ids, sampling parameters, stop ids (EOS) and stop strings, a token budget
+ * and optional log-probabilities. The loop: the prompt in chunks (prefill), then one token per
+ * step: sampled by the request's own seeded sampler (on the device, fp4_rt_step_greedy, when the
+ * sampler is plain greedy and no log-probability is asked), streamed as UTF-8 text (the streaming
+ * detokenizer, then the stop strings) through a per-token callback, until a stop id, a stop
+ * string, the budget, the context, a cancellation or an error. Every front end runs this loop.
+ * In exact mode a request's tokens, text and log-probabilities depend on nothing but the request:
+ * not on the other requests of a step (fp4_sched), not on the prefill chunking.
+ */
+typedef enum fp4_finish {
+    FP4_FINISH_NONE = 0,      /* still running                                                 */
+    FP4_FINISH_STOP = 1,      /* a stop id (EOS) or a stop string                              */
+    FP4_FINISH_LENGTH = 2,    /* max_tokens, or the context is full                            */
+    FP4_FINISH_CANCELLED = 3, /* the cancel flag, the callback, fp4_sched_cancel               */
+    FP4_FINISH_ERROR = 4      /* the engine failed (the error says why)                        */
+} fp4_finish;
+FP4_API const char *fp4_finish_name(fp4_finish f); /* "stop", "length", "cancelled", "error"; "" */
+
+#define FP4_SESSION_MAX_TOP_LOGPROBS 20
+#define FP4_SESSION_MAX_STOP_IDS 64
+
+struct fp4_tokenizer;
+typedef struct fp4_session_req {
+    const int32_t *prompt; /* n_prompt >= 1 ids (copied)                                       */
+    int64_t n_prompt;
+    fp4_sampler_params sampling;
+    int64_t max_tokens;        /* tokens to generate, >= 1                                     */
+    const int32_t *stop_ids;   /* ids that end the generation (EOS); the id is reported, with */
+    int32_t n_stop_ids;        /* end = 1 and no text                                          */
+    const char *const *stops;  /* stop strings (need tok); the text ends before the first     */
+    int32_t n_stops;
+    const struct fp4_tokenizer *tok; /* text through it (fp4lane_text.h, borrowed); NULL: ids  */
+    int32_t logprobs;          /* 1: each token's log-probability (log-softmax of its logits)  */
+    int32_t top_logprobs;      /* 0..FP4_SESSION_MAX_TOP_LOGPROBS alternatives per token       */
+    int64_t prefill_chunk;     /* prompt positions per step; 0: min(n_prompt, 256)             */
+} fp4_session_req;
+
+/* One generated token, valid during the callback. id -1: no token, the text held back by the
+ * stop strings or an unfinished UTF-8 character, given once at the end. */
+typedef struct fp4_session_tok {
+    int32_t id;
+    int32_t end;      /* 1: a stop id (nothing follows)                                         */
+    const char *text; /* the text complete after this token (may be empty; NULL without tok)   */
+    size_t len;
+    float logprob;    /* when req.logprobs or top_logprobs                                     */
+    int32_t n_top;    /* top_logprobs alternatives, best first (ties: lower id first)          */
+    const int32_t *top_ids;
+    const float *top_logprobs;
+} fp4_session_tok;
+/* Return 0 to go on, nonzero to cancel the request (FP4_FINISH_CANCELLED). */
+typedef int (*fp4_session_fn)(void *user, const fp4_session_tok *t);
+
+typedef struct fp4_session fp4_session;
+/* Checks the request against the engine (ids in the vocabulary, prompt + max_tokens within the
+ * context: FP4_ERR_LIMIT rule "rt.context"; stop strings rule "stop.*"; rule "session.*" for the
+ * rest) and builds its state. rt is borrowed. */
+FP4_API fp4_status fp4_session_create(fp4_rt *rt, const fp4_session_req *req, fp4_session_fn fn, void *user,
+                                      fp4_session **out, fp4_error *err);
+FP4_API void fp4_session_free(fp4_session *s);
+/* Runs the request alone on a sequence of its own (opened and closed here) to its end. cancel
+ * (may be NULL) is read before every step: nonzero cancels. FP4_OK for every finish but
+ * FP4_FINISH_ERROR (then the engine's status and err). */
+FP4_API fp4_status fp4_session_run(fp4_session *s, const volatile int *cancel, fp4_error *err);
+FP4_API fp4_finish fp4_session_finish(const fp4_session *s);
+/* Prompt tokens processed and tokens generated (the stop id included) so far. */
+FP4_API void fp4_session_counts(const fp4_session *s, int64_t *n_prompt, int64_t *n_gen);
+
+/* The scheduler: requests join the running batch between steps (continuous batching on the
+ * multi-sequence step), new prompts are prefilled in chunks inside the steps that decode the
+ * running ones, a request's sequence is closed as soon as it ends. One thread of its own runs the
+ * steps; callbacks are called on it (keep them short). */
+typedef struct fp4_sched fp4_sched;
+typedef struct fp4_sched_opts {
+    int32_t max_running; /* requests in the batch at once; 0: the engine's max_seqs               */
+    int32_t max_queue;   /* requests waiting beyond those; 0: 64. Full: FP4_ERR_LIMIT "sched.queue" */
+    int64_t step_tokens; /* columns per step (decodes first, the rest for prefill); 0: 256         */
+} fp4_sched_opts;
+typedef struct fp4_sched_stats {
+    int64_t running, queued;         /* now                                                       */
+    int64_t steps, prompt_tokens, generated_tokens, finished; /* since creation                  */
+} fp4_sched_stats;
+/* Told once when a request ends (after its last token callback), with its finish and counts. */
+typedef void (*fp4_sched_done_fn)(void *user, fp4_finish f, int64_t n_prompt, int64_t n_gen,
+                                  const fp4_error *err);
+FP4_API fp4_status fp4_sched_create(fp4_rt *rt, const fp4_sched_opts *o, fp4_sched **out, fp4_error *err);
+/* Stops the thread: the requests still there end FP4_FINISH_CANCELLED (done is called). */
+FP4_API void fp4_sched_free(fp4_sched *s);
+/* Queues a request (fp4_session_create's checks first, reported here); *id names it for cancel.
+ * FP4_ERR_LIMIT rule "sched.queue" when the queue is full; done is then not called. */
+FP4_API fp4_status fp4_sched_submit(fp4_sched *s, const fp4_session_req *req, fp4_session_fn fn,
+                                    fp4_sched_done_fn done, void *user, uint64_t *id, fp4_error *err);
+/* Cancels a request (no effect once it ended): it ends before the next step. */
+FP4_API void fp4_sched_cancel(fp4_sched *s, uint64_t id);
+FP4_API fp4_sched_stats fp4_sched_get_stats(fp4_sched *s);
+
 /* Speculative decoding (docs/ROUTES.md, "Speculative decoding")                              */
 /*
  * A draft engine (a second, smaller checkpoint with the same vocabulary) proposes up to K tokens

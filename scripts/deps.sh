@@ -15,11 +15,13 @@ has_header jansson.h || need libjansson-dev
 printf '#define PCRE2_CODE_UNIT_WIDTH 8\n#include <pcre2.h>\n' | "$CC" -E -x c - >/dev/null 2>&1 || need libpcre2-dev
 has_header utf8proc.h || need libutf8proc-dev
 has_header openssl/evp.h || need libssl-dev
+has_header microhttpd.h || need libmicrohttpd-dev
 if [ "$what" = test ]; then
   command -v pkg-config >/dev/null 2>&1 || need pkg-config
   command -v node >/dev/null 2>&1 || need nodejs
   command -v npm >/dev/null 2>&1 || need npm
   /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || need python3-numpy
+  command -v curl >/dev/null 2>&1 || need curl   # tests/test_serve.sh
   command -v tmux >/dev/null 2>&1 || need tmux   # tests/test_chat_tmux.sh: fp4lane chat in a terminal
 fi
 [ -z "$missing" ] && exit 0

@@ -77,6 +77,16 @@ static const struct {
      "  --repeat-penalty R (default 1.1)  --penalty-last-n N (default 64)  --presence-penalty X (default 0)\n"
      "  --seed S (default 0); every value in run's ranges (the library's one table, as Python's)\n"
      "  --device, --mode, --threads, --ctx as run; /reset and /exit in the session; Ctrl-C ends an answer\n"},
+    {"serve",
+     "  MODEL                  (default: as run)\n"
+     "  --name ID              the model's id in the API (default: MODEL's folder or file name)\n"
+     "  --host ADDR            IPv4 address to listen on (default 127.0.0.1: this machine only)\n"
+     "  --port N               (default 8080; 0: any free port, named in the log)\n"
+     "  --api-key KEY|@FILE    require \"Authorization: Bearer KEY\" (default: none)\n"
+     "  --parallel N           requests decoded together (default 4)\n"
+     "  --queue N              requests waiting beyond those (default 64; then 429)\n"
+     "  --max-body BYTES       request body cap (default 1048576)\n"
+     "  --device, --mode, --threads, --ctx as run; SIGTERM or Ctrl-C drains and exits 0\n"},
     {"bench",
      "  --a \"OPTIONS\" --b \"OPTIONS\"  the two configurations (run's engine options); NAME=VALUE words in\n"
      "                         OPTIONS are environment variables set while that side's engine is created\n"

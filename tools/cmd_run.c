@@ -368,8 +368,53 @@ static int is_eos(const run_args *a, int32_t t) {
     return 0;
 }
 
+/* One prompt, plain decoding: the library's generation loop (fp4_session, the server's too). cb
+ * gets every generated token (the EOS too) and ends the generation by returning 1. */
+typedef struct sess_ctx {
+    token_fn cb;
+    void *cb_ctx;
+    run_stats *s;
+    double t0;
+    int failed;
+} sess_ctx;
+static int sess_token(void *user, const fp4_session_tok *t) {
+    sess_ctx *c = user;
+    if (t->id < 0) return 0;
+    if (!c->s->n_decode) {
+        c->s->t_first = rt_cli_now() - c->s->t_start;
+        c->s->t_prefill = rt_cli_now() - c->t0;
+    }
+    c->s->n_decode++;
+    const int r = c->cb(c->cb_ctx, 0, t->id);
+    if (r < 0) c->failed = 1;
+    return r != 0;
+}
+static int decode_session(run_args *a, fp4_rt *rt, const int32_t *prompt, int64_t plen, token_fn cb,
+                          void *cb_ctx, run_stats *s) {
+    fp4_session_req r = {.prompt = prompt,
+                         .n_prompt = plen,
+                         .sampling = a->sp,
+                         .max_tokens = a->n_gen,
+                         .stop_ids = a->eos,
+                         .n_stop_ids = a->ignore_eos ? 0 : a->n_eos,
+                         .prefill_chunk = a->e.prefill_chunk};
+    sess_ctx c = {cb, cb_ctx, s, rt_cli_now(), 0};
+    fp4_session *ss = NULL;
+    fp4_error err;
+    fp4_status st = fp4_session_create(rt, &r, sess_token, &c, &ss, &err);
+    if (!st) st = fp4_session_run(ss, (const volatile int *)&interrupted, &err);
+    fp4_session_free(ss);
+    s->n_prefill = plen;
+    s->t_decode = s->n_decode ? rt_cli_now() - c.t0 - s->t_prefill : 0.0;
+    if (!s->n_decode) s->t_prefill = rt_cli_now() - c.t0;
+    if (st) return cli_report_error("run", err.code, &err);
+    if (c.failed) return fprintf(stderr, "fp4lane run: cannot write the output\n"), 1;
+    return 0;
+}
+
 /* Decodes n_seq prompts together: prefill steps of `chunk` positions of every sequence, then one
- * column per live sequence per step. cb gets every generated token. */
+ * column per live sequence per step. cb gets every generated token. (One prompt without
+ * --logits-out, --draft or prompt caches goes through decode_session: see decode.) */
 static int decode_seqs(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *plen, int n_seq,
                        rt_npy *npy, token_fn cb, void *cb_ctx, run_stats *s, const int32_t *seq);
 
@@ -417,6 +462,8 @@ static int kv_continue(run_args *a, fp4_rt *rt, int32_t seq, int32_t **prompt, i
 
 static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, int64_t *plen, int n_seq, rt_npy *npy,
                   token_fn cb, void *cb_ctx, run_stats *s) {
+    if (n_seq == 1 && !npy && !a->draft && !a->kv_load && !a->kv_save && a->n_gen >= 1)
+        return decode_session(a, rt, prompts[0], plen[0], cb, cb_ctx, s); /* the library's loop */
     int32_t *seq = malloc(sizeof *seq * (size_t)n_seq);
     int rc = 0, n_open = 0;
     if (!seq) return fprintf(stderr, "fp4lane run: out of memory\n"), 1;

@@ -43,6 +43,10 @@ const cli_verb cli_verbs[] = {
     {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
      "fp4lane tokenize MODEL|tokenizer.json [-f FILE | [--] TEXT] [--json] [--add-special]\n"
      "       [--parse-special]"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching (docs/SERVE.md)",
+     "fp4lane serve [MODEL] [--host 127.0.0.1] [--port 8080] [--api-key KEY|@FILE] [--parallel N]\n"
+     "       [--queue N] [--ctx N] [--device cpu|cuda] [--mode exact|native] [--threads N] [--name ID]\n"
+     "       [--max-body BYTES]"},
     {"detokenize", cmd_detokenize, "token ids to text",
      "fp4lane detokenize MODEL|tokenizer.json [--] IDS... [--skip-special] [--cleanup]"},
 };

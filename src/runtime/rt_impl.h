@@ -64,4 +64,16 @@ void fp4_rt_identity_compute(struct fp4_rt *rt);
 /* rt.c: how many of toks[0..n) the next backend step takes (max_cols, max_logit_cols) */
 int64_t fp4_rt_step_span(const fp4_rt_tok *toks, int64_t n, int64_t max_cols, int64_t max_logit_cols);
 
+/* session.c: the pieces of one request's loop that fp4_sched (sched.c) drives. A step: cols adds
+ * the request's next columns (a prefill chunk of at most budget, or its pending token), wants
+ * says whether the last of them asks for logits, take consumes that column's logits row (NULL:
+ * greedy, the device's choice, is the token), end finishes it (flushing the held-back text). */
+int fp4_session_live(const fp4_session *s);
+int fp4_session_host_logits(const fp4_session *s);
+int fp4_session_wants(const fp4_session *s);
+int fp4_session_decoding(const fp4_session *s); /* the whole prompt was fed */
+int64_t fp4_session_cols(fp4_session *s, int32_t seq, fp4_rt_tok *cols, int64_t budget);
+void fp4_session_take(fp4_session *s, const float *lg, int32_t greedy);
+void fp4_session_end(fp4_session *s, fp4_finish f);
+
 #endif

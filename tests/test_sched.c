@@ -1,0 +1,239 @@
+/* test_sched.c — the generation loop (fp4_session) and the scheduler (fp4_sched) on models/tiny,
+ * CPU, exact mode. The batch-invariance property: 16 requests (different prompts, lengths,
+ * sampling, seeds, stop strings, prefill chunks, log-probabilities) submitted together and
+ * staggered give bit-identical tokens, text, log-probabilities and finishes to each run alone.
+ * Then the queue bound, cancellation, and the refusals of a request. */
+#include "check.h"
+#include "fp4lane_runtime.h"
+#include "fp4lane_text.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define TINY_DIR "models/tiny"
+#define N_REQ 16
+#define MAX_OUT 64
+
+typedef struct out {
+    int32_t ids[MAX_OUT];
+    float lp[MAX_OUT], top[MAX_OUT][3];
+    int32_t top_id[MAX_OUT][3];
+    int n;
+    char text[4096];
+    size_t n_text;
+    fp4_finish fin;
+    int64_t n_prompt, n_gen;
+    int done, cancel_after; /* cancel_after > 0: the callback cancels at that token */
+    pthread_mutex_t *mu;
+    pthread_cond_t *cv;
+} out;
+
+static int on_tok(void *user, const fp4_session_tok *t) {
+    out *o = user;
+    if (t->id >= 0 && o->n < MAX_OUT) {
+        o->ids[o->n] = t->id, o->lp[o->n] = t->logprob;
+        for (int k = 0; k < t->n_top && k < 3; k++)
+            o->top[o->n][k] = t->top_logprobs[k], o->top_id[o->n][k] = t->top_ids[k];
+        o->n++;
+    }
+    if (t->text && o->n_text + t->len < sizeof o->text) {
+        memcpy(o->text + o->n_text, t->text, t->len);
+        o->n_text += t->len;
+    }
+    return o->cancel_after && o->n >= o->cancel_after;
+}
+
+static void on_done(void *user, fp4_finish f, int64_t np, int64_t ng, const fp4_error *err) {
+    out *o = user;
+    (void)err;
+    pthread_mutex_lock(o->mu);
+    o->fin = f, o->n_prompt = np, o->n_gen = ng, o->done = 1;
+    pthread_cond_broadcast(o->cv);
+    pthread_mutex_unlock(o->mu);
+}
+
+static const char *prompts[N_REQ] = {
+    "This section describes",
+    "The configuration file",
+    "To install the package, run",
+    "Options",
+    "The following example shows how to",
+    "If the server",
+    "Each line of the file",
+    "Note that",
+    "When the program starts, it reads the configuration file and then checks whether the",
+    "A",
+    "The manual page",
+    "Use the --help option to",
+    "The default value is",
+    "Errors are reported",
+    "See also",
+    "The command line options are described in the following sections. The first one",
+};
+
+static fp4_session_req make_req(const fp4_tokenizer *tok, int i, int32_t **ids, const char *const *stops,
+                                const int32_t *eos) {
+    size_t n = 0;
+    CHECK_OK(fp4_tokenizer_encode(tok, prompts[i], strlen(prompts[i]), FP4_TOK_ADD_SPECIAL, ids, &n));
+    fp4_session_req r = {0};
+    r.prompt = *ids, r.n_prompt = (int64_t)n;
+    r.sampling = fp4_sampler_defaults();
+    if (i % 3) { /* two in three sampled, each with its own seed */
+        r.sampling.temperature = 0.6f + 0.1f * (float)(i % 4);
+        r.sampling.top_k = i % 2 ? 40 : 0;
+        r.sampling.top_p = i % 5 ? 0.9f : 1.0f;
+        r.sampling.seed = 1000u + (uint64_t)i;
+    }
+    r.max_tokens = 8 + 3 * (i % 7);
+    r.stop_ids = eos, r.n_stop_ids = 1;
+    r.tok = tok;
+    if (i % 4 == 1) r.stops = stops, r.n_stops = 2;
+    r.logprobs = i % 2 == 0;
+    r.top_logprobs = i % 4 == 0 ? 3 : 0;
+    r.prefill_chunk = i % 5 == 0 ? 3 : 0;
+    return r;
+}
+
+static int same(const out *a, const out *b) {
+    if (a->n != b->n || a->n_text != b->n_text || memcmp(a->text, b->text, a->n_text) || a->fin != b->fin ||
+        a->n_gen != b->n_gen || memcmp(a->ids, b->ids, sizeof(int32_t) * (size_t)a->n))
+        return 0;
+    return !memcmp(a->lp, b->lp, sizeof(float) * (size_t)a->n) &&
+           !memcmp(a->top, b->top, sizeof a->top[0] * (size_t)a->n) &&
+           !memcmp(a->top_id, b->top_id, sizeof a->top_id[0] * (size_t)a->n);
+}
+
+static void wait_done(out *o) {
+    pthread_mutex_lock(o->mu);
+    while (!o->done)
+        pthread_cond_wait(o->cv, o->mu);
+    pthread_mutex_unlock(o->mu);
+}
+
+int main(void) {
+    fp4_error err;
+    fp4_model *m = NULL;
+    fp4_tokenizer *tok = NULL;
+    fp4_rt *rt = NULL;
+    CHECK_OK(fp4_model_open(TINY_DIR, NULL, &m, &err));
+    CHECK_OK(fp4_tokenizer_load(TINY_DIR, &tok, &err));
+    if (!m || !tok) return check_report();
+    fp4_rt_opts o = {0};
+    o.mode = FP4_MODE_EXACT, o.n_threads = 2, o.max_seqs = N_REQ, o.n_ctx = 256;
+    CHECK_OK(fp4_rt_create(m, &o, &rt, &err));
+    if (!rt) return check_report();
+    const int32_t eos[1] = {1};
+    const char *stops[2] = {".", " the"};
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+    static out alone[N_REQ], batch[N_REQ];
+    int32_t *ids[N_REQ];
+    fp4_session_req req[N_REQ];
+    for (int i = 0; i < N_REQ; i++) {
+        req[i] = make_req(tok, i, &ids[i], stops, eos);
+        alone[i].mu = batch[i].mu = &mu, alone[i].cv = batch[i].cv = &cv;
+    }
+    /* each alone: fp4_session_run on its own sequence */
+    for (int i = 0; i < N_REQ; i++) {
+        fp4_session *s = NULL;
+        CHECK_OK(fp4_session_create(rt, &req[i], on_tok, &alone[i], &s, &err));
+        if (!s) continue;
+        CHECK_OK(fp4_session_run(s, NULL, &err));
+        alone[i].fin = fp4_session_finish(s);
+        fp4_session_counts(s, &alone[i].n_prompt, &alone[i].n_gen);
+        CHECK(alone[i].fin == FP4_FINISH_STOP || alone[i].fin == FP4_FINISH_LENGTH);
+        CHECK(alone[i].n_prompt == req[i].n_prompt);
+        fp4_session_free(s);
+    }
+    int stopped_by_string = 0, with_text = 0;
+    for (int i = 0; i < N_REQ; i++)
+        stopped_by_string += alone[i].fin == FP4_FINISH_STOP && req[i].n_stops,
+            with_text += alone[i].n_text > 0;
+    CHECK(stopped_by_string >= 1); /* the stop strings are exercised */
+    CHECK(with_text >= N_REQ - 2);
+    /* together: half submitted at once, the rest while those decode; small steps force chunked
+     * prefill interleaved with decodes */
+    fp4_sched *sc = NULL;
+    fp4_sched_opts so = {.max_running = 6, .max_queue = N_REQ, .step_tokens = 8};
+    CHECK_OK(fp4_sched_create(rt, &so, &sc, &err));
+    if (!sc) return check_report();
+    for (int i = 0; i < N_REQ; i++) {
+        if (i == N_REQ / 2) nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+        uint64_t id;
+        CHECK_OK(fp4_sched_submit(sc, &req[i], on_tok, on_done, &batch[i], &id, &err));
+    }
+    for (int i = 0; i < N_REQ; i++)
+        wait_done(&batch[i]);
+    int n_same = 0;
+    for (int i = 0; i < N_REQ; i++) {
+        int ok = same(&alone[i], &batch[i]);
+        n_same += ok;
+        if (!ok)
+            fprintf(stderr, "request %d differs: %d/%d tokens, finish %d/%d, text '%.*s' / '%.*s'\n", i,
+                    alone[i].n, batch[i].n, alone[i].fin, batch[i].fin, (int)alone[i].n_text, alone[i].text,
+                    (int)batch[i].n_text, batch[i].text);
+    }
+    CHECK(n_same == N_REQ);
+    fp4_sched_stats st = fp4_sched_get_stats(sc);
+    CHECK(st.finished == N_REQ && st.running == 0 && st.queued == 0);
+    CHECK(st.steps < 16 * 30); /* batched: fewer steps than the requests' steps one by one */
+
+    /* cancellation: by the callback, and by id (the request ends before its budget) */
+    static out c1, c2;
+    c1.mu = c2.mu = &mu, c1.cv = c2.cv = &cv;
+    c1.cancel_after = 2;
+    fp4_session_req rc = req[0];
+    rc.max_tokens = 100, rc.n_stop_ids = 0;
+    uint64_t id2;
+    CHECK_OK(fp4_sched_submit(sc, &rc, on_tok, on_done, &c1, NULL, &err));
+    CHECK_OK(fp4_sched_submit(sc, &rc, on_tok, on_done, &c2, &id2, &err));
+    fp4_sched_cancel(sc, id2);
+    wait_done(&c1), wait_done(&c2);
+    CHECK(c1.fin == FP4_FINISH_CANCELLED && c1.n == 2);
+    CHECK(c2.fin == FP4_FINISH_CANCELLED && c2.n < 100);
+    CHECK(!strcmp(fp4_finish_name(FP4_FINISH_LENGTH), "length"));
+
+    /* refusals: a prompt past the context, an id outside the vocabulary, top_logprobs > 20 */
+    fp4_session_req bad = req[0];
+    bad.max_tokens = 300;
+    CHECK(fp4_sched_submit(sc, &bad, on_tok, on_done, &c1, NULL, &err) == FP4_ERR_LIMIT);
+    CHECK(!strcmp(err.rule, "rt.context"));
+    int32_t big = 99999;
+    bad = req[0], bad.prompt = &big, bad.n_prompt = 1;
+    CHECK(fp4_sched_submit(sc, &bad, on_tok, on_done, &c1, NULL, &err) == FP4_ERR_INVALID_ARG);
+    CHECK(!strcmp(err.rule, "session.token"));
+    bad = req[0], bad.top_logprobs = 21;
+    CHECK(fp4_sched_submit(sc, &bad, on_tok, on_done, &c1, NULL, &err) == FP4_ERR_INVALID_ARG);
+    CHECK(!strcmp(err.rule, "session.top-logprobs"));
+    fp4_sched_free(sc);
+
+    /* the queue bound: one running, one queued, the next refused (sched.queue) */
+    so = (fp4_sched_opts){.max_running = 1, .max_queue = 1, .step_tokens = 8};
+    CHECK_OK(fp4_sched_create(rt, &so, &sc, &err));
+    static out q[3];
+    fp4_session_req rl = req[0];
+    rl.max_tokens = 200, rl.n_stop_ids = 0;
+    int refused = 0;
+    for (int i = 0; i < 3; i++) {
+        q[i].mu = &mu, q[i].cv = &cv;
+        fp4_status s2 = fp4_sched_submit(sc, &rl, on_tok, on_done, &q[i], NULL, &err);
+        if (s2 == FP4_ERR_LIMIT && !strcmp(err.rule, "sched.queue")) refused++, q[i].done = 1;
+        if (i == 0) /* wait until it runs, so that the queue holds the next one only */
+            while (fp4_sched_get_stats(sc).running == 0)
+                nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    }
+    CHECK(refused == 1);
+    fp4_sched_free(sc); /* the rest end cancelled */
+    for (int i = 0; i < 3; i++)
+        wait_done(&q[i]);
+    CHECK(q[0].fin == FP4_FINISH_CANCELLED || q[0].fin == FP4_FINISH_LENGTH);
+
+    for (int i = 0; i < N_REQ; i++)
+        free(ids[i]);
+    fp4_rt_free(rt);
+    fp4_tokenizer_free(tok);
+    fp4_model_close(m);
+    return check_report();
+}
