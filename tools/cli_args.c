@@ -112,6 +112,11 @@ static const struct {
      "  IDS                    at least one token id (commas or spaces between them)\n"
      "  --skip-special         leave special tokens out of the text\n"
      "  --cleanup              HF's clean_up_tokenization_spaces\n"},
+    {"template",
+     "  --messages CONV.json   required: {\"messages\": [...], \"tools\": [...],\n"
+     "                         \"add_generation_prompt\": true, ...}\n"
+     "  --template FILE.jinja  this template instead of MODEL's own\n"
+     "  --now UNIX_SECONDS     strftime_now's clock, read as UTC (default: the local clock)\n"},
 };
 
 const char *cli_verb_options(const char *verb) {

@@ -45,6 +45,8 @@ const cli_verb cli_verbs[] = {
      "       [--parse-special]"},
     {"detokenize", cmd_detokenize, "token ids to text",
      "fp4lane detokenize MODEL|tokenizer.json [--] IDS... [--skip-special] [--cleanup]"},
+    {"template", cmd_template, "render MODEL's own chat template over a conversation (what the model sees)",
+     "fp4lane template MODEL [--template FILE.jinja] --messages CONV.json [--now UNIX_SECONDS]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 

@@ -15,11 +15,13 @@ int jerr(jinterp *I, const jnode *at, const char *rule, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    fp4_status code = !strncmp(rule, "jinja.cap.", 10)       ? FP4_ERR_LIMIT
+    fp4_status code = !strncmp(rule, "jinja.cap.", 10)     ? FP4_ERR_LIMIT
                       : !strcmp(rule, "jinja.unsupported") ? FP4_ERR_UNSUPPORTED
                                                            : FP4_ERR_INVALID_ARG;
-    if (I->raised) fp4_fail(I->err, code, NULL, NULL, rule, "%s", msg);
-    else fp4_fail(I->err, code, NULL, NULL, rule, "line %u: %s", at ? at->line : 0, msg);
+    if (I->raised)
+        fp4_fail(I->err, code, NULL, NULL, rule, "%s", msg);
+    else
+        fp4_fail(I->err, code, NULL, NULL, rule, "line %u: %s", at ? at->line : 0, msg);
     return J_ERR;
 }
 
@@ -43,7 +45,8 @@ static jv lookup(jinterp *I, jenv *e, const char *k, size_t kn) {
         jv *v = jobj_get(&e->vars, k, kn);
         if (v) return *v;
         jenv *g = e;
-        while (g->parent) g = g->parent;
+        while (g->parent)
+            g = g->parent;
         v = jobj_get(&g->vars, "\x01namespace", 10);
         return v ? *v : jv_undef();
     }
@@ -88,7 +91,9 @@ int jeval_args(jinterp *I, jnode **args, size_t n, jenv *e, jarr *pos, jobj *kw,
         int rc = jeval(I, args[i]->type == JN_SPREAD ? args[i]->a : args[i], e, &v);
         if (rc) return rc;
         if (args[i]->type == JN_SPREAD) {
-            if (!jv_isarr(&v)) return jerr(I, args[i], "jinja.eval", "Cannot unpack non-iterable type: %s", jv_type_name(&v));
+            if (!jv_isarr(&v))
+                return jerr(I, args[i], "jinja.eval", "Cannot unpack non-iterable type: %s",
+                            jv_type_name(&v));
             for (size_t k = 0; k < v.u.a->n; k++)
                 if (jarr_push(I->a, pos, v.u.a->v[k])) return oom(I, args[i]);
         } else if (jarr_push(I->a, pos, v)) {
@@ -102,14 +107,17 @@ int jeval_args(jinterp *I, jnode **args, size_t n, jenv *e, jarr *pos, jobj *kw,
         if (rc) return rc;
         if (args[i]->type == JN_KWARG) {
             if (jobj_get(kw, args[i]->s, args[i]->sn))
-                return jerr(I, args[i], "jinja.eval", "Got multiple values for keyword argument '%s'", args[i]->s);
+                return jerr(I, args[i], "jinja.eval", "Got multiple values for keyword argument '%s'",
+                            args[i]->s);
             if (jobj_set(I->a, kw, args[i]->s, args[i]->sn, v)) return oom(I, args[i]);
         } else {
             if (!jv_isobj(&v))
-                return jerr(I, args[i], "jinja.eval", "Argument after ** must be a mapping, not %s", jv_type_name(&v));
+                return jerr(I, args[i], "jinja.eval", "Argument after ** must be a mapping, not %s",
+                            jv_type_name(&v));
             for (size_t k = 0; k < v.u.o->n; k++) {
                 if (jobj_get(kw, v.u.o->k[k], v.u.o->kn[k]))
-                    return jerr(I, args[i], "jinja.eval", "Got multiple values for keyword argument '%s'", v.u.o->k[k]);
+                    return jerr(I, args[i], "jinja.eval", "Got multiple values for keyword argument '%s'",
+                                v.u.o->k[k]);
                 if (jobj_set(I->a, kw, v.u.o->k[k], v.u.o->kn[k], v.u.o->v[k])) return oom(I, args[i]);
             }
         }
@@ -130,8 +138,8 @@ static int call_args(jinterp *I, jnode **args, size_t n, jenv *e, jv *arr) {
     return J_OK;
 }
 
-static int bind_args(jinterp *I, const jnode *at, const char *name, jnode **params, size_t np, uint8_t special,
-                     const jv *args, size_t n, jenv *scope) {
+static int bind_args(jinterp *I, const jnode *at, const char *name, jnode **params, size_t np,
+                     uint8_t special, const jv *args, size_t n, jenv *scope) {
     jv kw = jv_obj_new(I->a, JV_OBJECT);
     if (!kw.u.o) return oom(I, at);
     if (n && args[n - 1].t == JV_KWARGS) {
@@ -177,12 +185,15 @@ static int bind_args(jinterp *I, const jnode *at, const char *name, jnode **para
     return J_OK;
 }
 
-int jcall_value(jinterp *I, const jnode *at, const jv *fn, const jv *args, size_t n, jenv *callsite, jv *out) {
+int jcall_value(jinterp *I, const jnode *at, const jv *fn, const jv *args, size_t n, jenv *callsite,
+                jv *out) {
     if (fn->t != JV_FUNC)
-        return jerr(I, at, "jinja.eval", "Cannot call something that is not a function: got %s", jv_type_name(fn));
+        return jerr(I, at, "jinja.eval", "Cannot call something that is not a function: got %s",
+                    jv_type_name(fn));
     const jfunc *f = fn->u.f;
     if (f->fn) return f->fn(I, at, &f->self, args, n, out);
-    if (++I->depth > I->max_depth) return jerr(I, at, "jinja.cap.depth", "calls nested deeper than the cap (%u)", I->max_depth);
+    if (++I->depth > I->max_depth)
+        return jerr(I, at, "jinja.cap.depth", "calls nested deeper than the cap (%u)", I->max_depth);
     const jnode *m = f->macro;
     int rc;
     if (f->is_caller) { /* a {% call %} block's body */
@@ -193,9 +204,11 @@ int jcall_value(jinterp *I, const jnode *at, const jv *fn, const jv *args, size_
     } else {
         jenv *parent = f->env;
         if (m->special & 1) {
-            jv caller = jv_undef(), *c = callsite && callsite->call_block ? jobj_get(&callsite->vars, "caller", 6) : NULL;
+            jv caller = jv_undef(),
+               *c = callsite && callsite->call_block ? jobj_get(&callsite->vars, "caller", 6) : NULL;
             if (c) caller = *c;
-            if (!(parent = jenv_new(I, f->env)) || set_var(I, at, parent, "caller", 6, caller)) return oom(I, at);
+            if (!(parent = jenv_new(I, f->env)) || set_var(I, at, parent, "caller", 6, caller))
+                return oom(I, at);
         }
         jenv *scope = jenv_new(I, parent);
         char name[80];
@@ -218,8 +231,8 @@ static jv make_func(jinterp *I, const jnode *macro, jenv *env, int is_caller) {
 
 /* ---- operators ---- */
 static int binop_err(jinterp *I, const jnode *at, const jv *l, const jv *r) {
-    static const char *const S[] = {"", "+", "-", "~", "*", "/", "//", "%", "**", "<", ">", "<=", ">=",
-                                    "==", "!=", "and", "or", "not", "in", "not in"};
+    static const char *const S[] = {"",  "+",  "-",  "~",  "*",  "/",   "//", "%",   "**", "<",
+                                    ">", "<=", ">=", "==", "!=", "and", "or", "not", "in", "not in"};
     return jerr(I, at, "jinja.eval", "Unknown operator \"%s\" between %s and %s", S[at->op], jv_type_name(l),
                 jv_type_name(r));
 }
@@ -243,17 +256,38 @@ static int str_contains(const jv *hay, const jv *needle) {
 static int numeric(jinterp *I, const jnode *at, double a, double b, int isf, jv *out) {
     double r;
     switch (at->op) {
-    case JO_ADD: r = a + b; break;
-    case JO_SUB: r = a - b; break;
-    case JO_MUL: r = a * b; break;
-    case JO_DIV: *out = jv_float(a / b); return J_OK;
-    case JO_FLOORDIV: r = floor(a / b); break;
-    case JO_MOD: r = fmod(a, b); break;
-    case JO_LT: *out = jv_bool(a < b); return J_OK;
-    case JO_GT: *out = jv_bool(a > b); return J_OK;
-    case JO_LE: *out = jv_bool(a <= b); return J_OK;
-    case JO_GE: *out = jv_bool(a >= b); return J_OK;
-    default: return -1;
+    case JO_ADD:
+        r = a + b;
+        break;
+    case JO_SUB:
+        r = a - b;
+        break;
+    case JO_MUL:
+        r = a * b;
+        break;
+    case JO_DIV:
+        *out = jv_float(a / b);
+        return J_OK;
+    case JO_FLOORDIV:
+        r = floor(a / b);
+        break;
+    case JO_MOD:
+        r = fmod(a, b);
+        break;
+    case JO_LT:
+        *out = jv_bool(a < b);
+        return J_OK;
+    case JO_GT:
+        *out = jv_bool(a > b);
+        return J_OK;
+    case JO_LE:
+        *out = jv_bool(a <= b);
+        return J_OK;
+    case JO_GE:
+        *out = jv_bool(a >= b);
+        return J_OK;
+    default:
+        return -1;
     }
     *out = isf ? jv_float(r) : jv_int(r);
     (void)I;
@@ -287,20 +321,24 @@ static int eval_binary(jinterp *I, const jnode *n, jenv *e, jv *out) {
         double a = l.t == JV_BOOL ? l.u.b : l.u.d, b = r.t == JV_BOOL ? r.u.b : r.u.d;
         if (a == 0 && b < 0) return jerr(I, n, "jinja.eval", "0.0 cannot be raised to a negative power");
         double res = pow(a, b);
-        if (!isfinite(res)) return jerr(I, n, "jinja.eval", "Exponentiation result is not a finite real number");
+        if (!isfinite(res))
+            return jerr(I, n, "jinja.eval", "Exponentiation result is not a finite real number");
         *out = l.t == JV_FLOAT || r.t == JV_FLOAT || b < 0 ? jv_float(res) : jv_int(res);
         return J_OK;
     } else if (jv_isarr(&l) && jv_isarr(&r)) {
         if (n->op == JO_ADD) {
             *out = jv_arr_new(I->a, l.u.a->n + r.u.a->n, 0);
             if (!out->u.a) return oom(I, n);
-            for (size_t i = 0; i < l.u.a->n; i++) jarr_push(I->a, out->u.a, l.u.a->v[i]);
-            for (size_t i = 0; i < r.u.a->n; i++) jarr_push(I->a, out->u.a, r.u.a->v[i]);
+            for (size_t i = 0; i < l.u.a->n; i++)
+                jarr_push(I->a, out->u.a, l.u.a->v[i]);
+            for (size_t i = 0; i < r.u.a->n; i++)
+                jarr_push(I->a, out->u.a, r.u.a->v[i]);
             return J_OK;
         }
     } else if (jv_isarr(&r)) {
         int found = 0;
-        for (size_t i = 0; i < r.u.a->n && !found; i++) found = jv_strict_eq(&r.u.a->v[i], &l);
+        for (size_t i = 0; i < r.u.a->n && !found; i++)
+            found = jv_strict_eq(&r.u.a->v[i], &l);
         if (in) return *out = jv_bool(n->op == JO_IN ? found : !found), J_OK;
     }
     if ((l.t == JV_STR || r.t == JV_STR) && n->op == JO_ADD) return concat(I, n, &l, &r, 0, out);
@@ -321,7 +359,8 @@ static int eval_unary(jinterp *I, const jnode *n, jenv *e, jv *out) {
     if (rc) return rc;
     if (n->op == JO_NOT) return *out = jv_bool(!jv_truthy(&a)), J_OK;
     if (!jv_isnum(&a) && a.t != JV_BOOL)
-        return jerr(I, n, "jinja.eval", "Unknown operator \"%s\" for %s", n->op == JO_NEG ? "-" : "+", jv_type_name(&a));
+        return jerr(I, n, "jinja.eval", "Unknown operator \"%s\" for %s", n->op == JO_NEG ? "-" : "+",
+                    jv_type_name(&a));
     double v = a.t == JV_BOOL ? a.u.b : a.u.d, r = n->op == JO_NEG ? -v : v;
     *out = a.t == JV_FLOAT ? jv_float(r) : jv_int(r);
     return J_OK;
@@ -332,7 +371,8 @@ static int slice_bound(jinterp *I, const jnode *at, const jnode *x, jenv *e, int
     jv b = jv_undef();
     int rc = x ? jeval(I, x, e, &b) : J_OK;
     if (rc) return rc;
-    if (b.t != JV_INT && b.t != JV_UNDEF) return jerr(I, at, "jinja.eval", "Slice indices must be numeric or undefined");
+    if (b.t != JV_INT && b.t != JV_UNDEF)
+        return jerr(I, at, "jinja.eval", "Slice indices must be numeric or undefined");
     *set = b.t == JV_INT;
     *v = b.t == JV_INT ? b.u.d : 0;
     return J_OK;
@@ -340,7 +380,8 @@ static int slice_bound(jinterp *I, const jnode *at, const jnode *x, jenv *e, int
 
 /* utils.slice: Python's slicing; n items of which item i is fetched by get */
 static int eval_slice(jinterp *I, const jnode *sl, const jv *obj, jenv *e, jv *out) {
-    if (!jv_isarr(obj) && obj->t != JV_STR) return jerr(I, sl, "jinja.eval", "Slice object must be an array or string");
+    if (!jv_isarr(obj) && obj->t != JV_STR)
+        return jerr(I, sl, "jinja.eval", "Slice object must be an array or string");
     int s0, s1, s2;
     double start, stop, step;
     int rc;
@@ -382,8 +423,10 @@ static int eval_slice(jinterp *I, const jnode *sl, const jv *obj, jenv *e, jv *o
             return jerr(I, sl, "jinja.cap.steps", "more than %llu steps", (unsigned long long)I->max_steps);
         }
         size_t k = (size_t)i;
-        if (obj->t == JV_STR) jb_put(&b, obj->u.s + offs[k], offs[k + 1] - offs[k]);
-        else if (jarr_push(I->a, out->u.a, obj->u.a->v[k])) return free(offs), oom(I, sl);
+        if (obj->t == JV_STR)
+            jb_put(&b, obj->u.s + offs[k], offs[k + 1] - offs[k]);
+        else if (jarr_push(I->a, out->u.a, obj->u.a->v[k]))
+            return free(offs), oom(I, sl);
     }
     free(offs);
     if (obj->t == JV_STR) return jstr_new(I, sl, &b, out);
@@ -425,7 +468,8 @@ static int eval_member(jinterp *I, const jnode *n, jenv *e, jv *out) {
     }
     if (jv_isattr(&obj)) {
         if (prop.t != JV_STR)
-            return jerr(I, n, "jinja.eval", "Cannot access property with non-string: got %s", jv_type_name(&prop));
+            return jerr(I, n, "jinja.eval", "Cannot access property with non-string: got %s",
+                        jv_type_name(&prop));
         jv *v = jobj_get(obj.u.o, prop.u.s, prop.n);
         *out = v ? *v : obj.t != JV_NS ? jmethod(I, &obj, prop.u.s, prop.n) : jv_undef();
         return J_OK;
@@ -442,7 +486,8 @@ static int eval_member(jinterp *I, const jnode *n, jenv *e, jv *out) {
                     jv_type_name(&prop));
     }
     if (prop.t != JV_STR)
-        return jerr(I, n, "jinja.eval", "Cannot access property with non-string: got %s", jv_type_name(&prop));
+        return jerr(I, n, "jinja.eval", "Cannot access property with non-string: got %s",
+                    jv_type_name(&prop));
     *out = jmethod(I, &obj, prop.u.s, prop.n);
     return J_OK;
 }
@@ -455,7 +500,8 @@ static int eval_object(jinterp *I, const jnode *n, jenv *e, jv *out) {
         jv k, v;
         int rc = jeval(I, n->list[i], e, &k);
         if (rc) return rc;
-        if (k.t != JV_STR) return jerr(I, n, "jinja.eval", "Object keys must be strings: got %s", jv_type_name(&k));
+        if (k.t != JV_STR)
+            return jerr(I, n, "jinja.eval", "Object keys must be strings: got %s", jv_type_name(&k));
         if ((rc = jeval(I, n->list2[i], e, &v))) return rc;
         if (jobj_set(I->a, out->u.o, k.u.s, k.n, v)) return oom(I, n);
     }
@@ -496,19 +542,31 @@ int jeval(jinterp *I, const jnode *n, jenv *e, jv *out) {
         return jerr(I, n, "jinja.cap.steps", "more than %llu steps", (unsigned long long)I->max_steps);
     if (I->a->oom) return oom(I, n);
     switch (n->type) {
-    case JN_IDENT: *out = lookup(I, e, n->s, n->sn); return J_OK;
-    case JN_INT: *out = jv_int(n->num); return J_OK;
-    case JN_FLOAT: *out = jv_float(n->num); return J_OK;
-    case JN_TEXT: *out = jv_str(n->s, n->sn); return J_OK;
-    case JN_BINARY: return eval_binary(I, n, e, out);
-    case JN_MEMBER: return eval_member(I, n, e, out);
-    case JN_CALL: return eval_call(I, n, e, out);
+    case JN_IDENT:
+        *out = lookup(I, e, n->s, n->sn);
+        return J_OK;
+    case JN_INT:
+        *out = jv_int(n->num);
+        return J_OK;
+    case JN_FLOAT:
+        *out = jv_float(n->num);
+        return J_OK;
+    case JN_TEXT:
+        *out = jv_str(n->s, n->sn);
+        return J_OK;
+    case JN_BINARY:
+        return eval_binary(I, n, e, out);
+    case JN_MEMBER:
+        return eval_member(I, n, e, out);
+    case JN_CALL:
+        return eval_call(I, n, e, out);
     case JN_FILTER: {
         jv x;
         int rc = jeval(I, n->a, e, &x);
         return rc ? rc : japply_filter(I, &x, n->b, e, out);
     }
-    case JN_TEST: return eval_test(I, n, e, out);
+    case JN_TEST:
+        return eval_test(I, n, e, out);
     case JN_TERNARY: {
         jv c;
         int rc = jeval(I, n->a, e, &c);
@@ -520,11 +578,15 @@ int jeval(jinterp *I, const jnode *n, jenv *e, jv *out) {
         if (rc) return rc;
         return jv_truthy(&c) ? jeval(I, n->a, e, out) : (*out = jv_undef(), J_OK);
     }
-    case JN_UNARY: return eval_unary(I, n, e, out);
+    case JN_UNARY:
+        return eval_unary(I, n, e, out);
     case JN_ARRAY:
-    case JN_TUPLE: return eval_list(I, n, e, out);
-    case JN_OBJECT: return eval_object(I, n, e, out);
-    default: return jerr(I, n, "jinja.unsupported", "this construct is not an expression here");
+    case JN_TUPLE:
+        return eval_list(I, n, e, out);
+    case JN_OBJECT:
+        return eval_object(I, n, e, out);
+    default:
+        return jerr(I, n, "jinja.unsupported", "this construct is not an expression here");
     }
 }
 
@@ -536,11 +598,14 @@ static int exec_set(jinterp *I, const jnode *n, jenv *e) {
     const jnode *t = n->a;
     if (t->type == JN_IDENT) return set_var(I, n, e, t->s, t->sn, v);
     if (t->type == JN_TUPLE) {
-        if (!jv_isarr(&v)) return jerr(I, n, "jinja.eval", "Cannot unpack non-iterable type in set: %s", jv_type_name(&v));
+        if (!jv_isarr(&v))
+            return jerr(I, n, "jinja.eval", "Cannot unpack non-iterable type in set: %s", jv_type_name(&v));
         if (v.u.a->n != t->n)
-            return jerr(I, n, "jinja.eval", "Too %s items to unpack in set", t->n > v.u.a->n ? "few" : "many");
+            return jerr(I, n, "jinja.eval", "Too %s items to unpack in set",
+                        t->n > v.u.a->n ? "few" : "many");
         for (size_t i = 0; i < t->n; i++) {
-            if (t->list[i]->type != JN_IDENT) return jerr(I, n, "jinja.eval", "Cannot unpack to non-identifier in set");
+            if (t->list[i]->type != JN_IDENT)
+                return jerr(I, n, "jinja.eval", "Cannot unpack to non-identifier in set");
             if (set_var(I, n, e, t->list[i]->s, t->list[i]->sn, v.u.a->v[i])) return J_ERR;
         }
         return J_OK;
@@ -548,8 +613,10 @@ static int exec_set(jinterp *I, const jnode *n, jenv *e) {
     if (t->type == JN_MEMBER) {
         jv obj;
         if ((rc = jeval(I, t->a, e, &obj))) return rc;
-        if (obj.t != JV_NS) return jerr(I, n, "jinja.eval", "cannot assign attribute on non-namespace object");
-        if (t->b->type != JN_IDENT) return jerr(I, n, "jinja.eval", "Cannot assign to member with non-identifier property");
+        if (obj.t != JV_NS)
+            return jerr(I, n, "jinja.eval", "cannot assign attribute on non-namespace object");
+        if (t->b->type != JN_IDENT)
+            return jerr(I, n, "jinja.eval", "Cannot assign to member with non-identifier property");
         return jobj_set(I->a, obj.u.o, t->b->s, t->b->sn, v) ? oom(I, n) : J_OK;
     }
     return jerr(I, n, "jinja.eval", "Invalid LHS inside assignment expression");
@@ -558,7 +625,8 @@ static int exec_set(jinterp *I, const jnode *n, jenv *e) {
 static int bind_loop_var(jinterp *I, const jnode *n, const jnode *var, const jv *cur, jenv *scope) {
     if (var->type == JN_IDENT) return set_var(I, n, scope, var->s, var->sn, *cur);
     for (size_t j = 0; j < var->n; j++) {
-        if (var->list[j]->type != JN_IDENT) return jerr(I, n, "jinja.eval", "Cannot unpack non-identifier type");
+        if (var->list[j]->type != JN_IDENT)
+            return jerr(I, n, "jinja.eval", "Cannot unpack non-identifier type");
         if (set_var(I, n, scope, var->list[j]->s, var->list[j]->sn, cur->u.a->v[j])) return J_ERR;
     }
     return J_OK;
@@ -571,9 +639,9 @@ static int loop_obj(jinterp *I, const jnode *n, const jarr *items, size_t i, jv 
     if (!out->u.o) return oom(I, n);
     jobj *o = out->u.o;
     if (jobj_set(a, o, "index", 5, jv_int(k + 1)) || jobj_set(a, o, "index0", 6, jv_int(k)) ||
-        jobj_set(a, o, "revindex", 8, jv_int(len - k)) || jobj_set(a, o, "revindex0", 9, jv_int(len - k - 1)) ||
-        jobj_set(a, o, "first", 5, jv_bool(i == 0)) || jobj_set(a, o, "last", 4, jv_bool(i + 1 == items->n)) ||
-        jobj_set(a, o, "length", 6, jv_int(len)) ||
+        jobj_set(a, o, "revindex", 8, jv_int(len - k)) ||
+        jobj_set(a, o, "revindex0", 9, jv_int(len - k - 1)) || jobj_set(a, o, "first", 5, jv_bool(i == 0)) ||
+        jobj_set(a, o, "last", 4, jv_bool(i + 1 == items->n)) || jobj_set(a, o, "length", 6, jv_int(len)) ||
         jobj_set(a, o, "previtem", 8, i > 0 ? items->v[i - 1] : jv_undef()) ||
         jobj_set(a, o, "nextitem", 8, i + 1 < items->n ? items->v[i + 1] : jv_undef()))
         return oom(I, n);
@@ -589,7 +657,8 @@ static int render_for(jinterp *I, const jnode *n, jenv *e) {
     if (rc) return rc;
     if (n->b->type == JN_SELECT) test = n->b->b;
     if (!jv_isarr(&it) && !jv_isobj(&it))
-        return jerr(I, n, "jinja.eval", "Expected iterable or object type in for loop: got %s", jv_type_name(&it));
+        return jerr(I, n, "jinja.eval", "Expected iterable or object type in for loop: got %s",
+                    jv_type_name(&it));
     if (jv_isobj(&it)) it = jv_keys(I->a, it.u.o);
     if (!it.u.a) return oom(I, n);
     jv items = jv_arr_new(I->a, it.u.a->n, 0);
@@ -600,7 +669,8 @@ static int render_for(jinterp *I, const jnode *n, jenv *e) {
             if (cur->t != JV_ARRAY || cur->tuple)
                 return jerr(I, n, "jinja.eval", "Cannot unpack non-iterable type: %s", jv_type_name(cur));
             if (cur->u.a->n != var->n)
-                return jerr(I, n, "jinja.eval", "Too %s items to unpack", var->n > cur->u.a->n ? "few" : "many");
+                return jerr(I, n, "jinja.eval", "Too %s items to unpack",
+                            var->n > cur->u.a->n ? "few" : "many");
         }
         if (test) {
             jenv *ls = jenv_new(I, scope);
@@ -616,7 +686,8 @@ static int render_for(jinterp *I, const jnode *n, jenv *e) {
         if (++I->steps > I->max_steps)
             return jerr(I, n, "jinja.cap.steps", "more than %llu steps", (unsigned long long)I->max_steps);
         jv lp;
-        if (n->special && ((rc = loop_obj(I, n, items.u.a, i, &lp)) || (rc = set_var(I, n, scope, "loop", 4, lp))))
+        if (n->special &&
+            ((rc = loop_obj(I, n, items.u.a, i, &lp)) || (rc = set_var(I, n, scope, "loop", 4, lp))))
             return rc;
         if ((rc = bind_loop_var(I, n, var, &items.u.a->v[i], scope))) return rc;
         rc = render_block(I, n->list, n->n, scope);
@@ -640,7 +711,8 @@ static int eval_callblock(jinterp *I, const jnode *n, jenv *e, jv *out) {
     if (jarr_push(I->a, args.u.a, kw)) return oom(I, n);
     if ((rc = jeval(I, c->a, e, &fn))) return rc;
     if (fn.t != JV_FUNC)
-        return jerr(I, n, "jinja.eval", "Cannot call something that is not a function: got %s", jv_type_name(&fn));
+        return jerr(I, n, "jinja.eval", "Cannot call something that is not a function: got %s",
+                    jv_type_name(&fn));
     jenv *ne = jenv_new(I, e);
     if (!ne) return oom(I, n);
     ne->call_block = 1;
@@ -672,20 +744,24 @@ static int render_stmt(jinterp *I, const jnode *n, jenv *e) {
     jv v;
     int rc;
     switch (n->type) {
-    case JN_TEXT: return emit(I, n, &(jv){.t = JV_STR, .n = n->sn, .u.s = n->s});
-    case JN_COMMENT: return J_OK;
+    case JN_TEXT:
+        return emit(I, n, &(jv){.t = JV_STR, .n = n->sn, .u.s = n->s});
+    case JN_COMMENT:
+        return J_OK;
     case JN_IF: {
         jv t;
         if ((rc = jeval(I, n->a, e, &t))) return rc;
         return jv_truthy(&t) ? render_block(I, n->list, n->n, e) : render_block(I, n->list2, n->n2, e);
     }
     case JN_FOR: {
-        if (++I->depth > I->max_depth) return jerr(I, n, "jinja.cap.depth", "blocks nested deeper than the cap");
+        if (++I->depth > I->max_depth)
+            return jerr(I, n, "jinja.cap.depth", "blocks nested deeper than the cap");
         rc = render_for(I, n, e);
         I->depth--;
         return rc;
     }
-    case JN_SET: return exec_set(I, n, e);
+    case JN_SET:
+        return exec_set(I, n, e);
     case JN_MACRO: {
         jv f = make_func(I, n, e, 0);
         if (!f.u.f) return oom(I, n);
@@ -696,12 +772,15 @@ static int render_stmt(jinterp *I, const jnode *n, jenv *e) {
         return emit(I, n, &v);
     case JN_FILTERBLOCK: {
         jv body;
-        if ((rc = render_to_string(I, n, n->list, n->n, e, &body)) || (rc = japply_filter(I, &body, n->b, e, &v)))
+        if ((rc = render_to_string(I, n, n->list, n->n, e, &body)) ||
+            (rc = japply_filter(I, &body, n->b, e, &v)))
             return rc;
         return emit(I, n, &v);
     }
-    case JN_BREAK: return J_BREAK;
-    case JN_CONTINUE: return J_CONTINUE;
+    case JN_BREAK:
+        return J_BREAK;
+    case JN_CONTINUE:
+        return J_CONTINUE;
     default:
         if ((rc = jeval(I, n, e, &v))) return rc;
         return emit(I, n, &v);

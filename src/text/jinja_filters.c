@@ -19,23 +19,57 @@ static int oom(jinterp *I, const jnode *at) {
 }
 
 /* ---- tests ---- */
-enum { T_BOOLEAN, T_CALLABLE, T_ODD, T_EVEN, T_FALSE, T_TRUE, T_NONE, T_STRING, T_NUMBER, T_INTEGER, T_ITERABLE,
-       T_MAPPING, T_SEQUENCE, T_LOWER, T_UPPER, T_DEFINED, T_UNDEFINED, T_EQ };
+enum {
+    T_BOOLEAN,
+    T_CALLABLE,
+    T_ODD,
+    T_EVEN,
+    T_FALSE,
+    T_TRUE,
+    T_NONE,
+    T_STRING,
+    T_NUMBER,
+    T_INTEGER,
+    T_ITERABLE,
+    T_MAPPING,
+    T_SEQUENCE,
+    T_LOWER,
+    T_UPPER,
+    T_DEFINED,
+    T_UNDEFINED,
+    T_EQ
+};
 static const struct {
     const char *name;
     int id;
-} TESTS[] = {{"boolean", T_BOOLEAN},   {"callable", T_CALLABLE}, {"odd", T_ODD},         {"even", T_EVEN},
-             {"false", T_FALSE},       {"true", T_TRUE},         {"none", T_NONE},       {"string", T_STRING},
-             {"number", T_NUMBER},     {"integer", T_INTEGER},   {"iterable", T_ITERABLE}, {"mapping", T_MAPPING},
-             {"sequence", T_SEQUENCE}, {"lower", T_LOWER},       {"upper", T_UPPER},     {"defined", T_DEFINED},
-             {"undefined", T_UNDEFINED}, {"equalto", T_EQ},      {"eq", T_EQ}};
+} TESTS[] = {{"boolean", T_BOOLEAN},
+             {"callable", T_CALLABLE},
+             {"odd", T_ODD},
+             {"even", T_EVEN},
+             {"false", T_FALSE},
+             {"true", T_TRUE},
+             {"none", T_NONE},
+             {"string", T_STRING},
+             {"number", T_NUMBER},
+             {"integer", T_INTEGER},
+             {"iterable", T_ITERABLE},
+             {"mapping", T_MAPPING},
+             {"sequence", T_SEQUENCE},
+             {"lower", T_LOWER},
+             {"upper", T_UPPER},
+             {"defined", T_DEFINED},
+             {"undefined", T_UNDEFINED},
+             {"equalto", T_EQ},
+             {"eq", T_EQ}};
 
 static int test_id(const char *name) {
     for (size_t i = 0; i < sizeof TESTS / sizeof TESTS[0]; i++)
         if (!strcmp(TESTS[i].name, name)) return TESTS[i].id;
     return -1;
 }
-int jtest_exists(const char *name) { return test_id(name) >= 0; }
+int jtest_exists(const char *name) {
+    return test_id(name) >= 0;
+}
 
 static int same_case(const jv *x, int upper) {
     for (size_t i = 0; i < x->n;) {
@@ -43,7 +77,8 @@ static int same_case(const jv *x, int upper) {
         i += (size_t)ju_next(x->u.s, x->n, i, &cp);
         if (cp < 0x80 && (upper ? (cp >= 'a' && cp <= 'z') : (cp >= 'A' && cp <= 'Z'))) return 0;
         if (cp >= 0x80) {
-            if ((uint32_t)(upper ? utf8proc_toupper((int32_t)cp) : utf8proc_tolower((int32_t)cp)) != cp) return 0;
+            if ((uint32_t)(upper ? utf8proc_toupper((int32_t)cp) : utf8proc_tolower((int32_t)cp)) != cp)
+                return 0;
         }
     }
     return 1;
@@ -52,32 +87,63 @@ static int same_case(const jv *x, int upper) {
 int japply_test(jinterp *I, const jnode *at, const char *name, const jv *x, const jv *arg, int *res) {
     int id = test_id(name);
     switch (id) {
-    case T_BOOLEAN: *res = x->t == JV_BOOL; break;
-    case T_CALLABLE: *res = x->t == JV_FUNC; break;
+    case T_BOOLEAN:
+        *res = x->t == JV_BOOL;
+        break;
+    case T_CALLABLE:
+        *res = x->t == JV_FUNC;
+        break;
     case T_ODD:
     case T_EVEN:
         if (x->t != JV_INT) return jerr(I, at, "jinja.eval", "cannot %s on %s", name, jv_type_name(x));
         *res = (fmod(x->u.d, 2) != 0) == (id == T_ODD);
         break;
-    case T_FALSE: *res = x->t == JV_BOOL && !x->u.b; break;
-    case T_TRUE: *res = x->t == JV_BOOL && x->u.b; break;
-    case T_NONE: *res = x->t == JV_NULL; break;
-    case T_STRING: *res = x->t == JV_STR; break;
-    case T_NUMBER: *res = jv_isnum(x); break;
-    case T_INTEGER: *res = x->t == JV_INT; break;
-    case T_ITERABLE: *res = (x->t == JV_ARRAY && !x->tuple) || x->t == JV_STR; break;
-    case T_MAPPING: *res = jv_isobj(x); break;
-    case T_SEQUENCE: *res = jv_isarr(x) || jv_isobj(x) || x->t == JV_STR; break;
-    case T_LOWER: *res = x->t == JV_STR && same_case(x, 0); break;
-    case T_UPPER: *res = x->t == JV_STR && same_case(x, 1); break;
-    case T_DEFINED: *res = x->t != JV_UNDEF; break;
-    case T_UNDEFINED: *res = x->t == JV_UNDEF; break;
+    case T_FALSE:
+        *res = x->t == JV_BOOL && !x->u.b;
+        break;
+    case T_TRUE:
+        *res = x->t == JV_BOOL && x->u.b;
+        break;
+    case T_NONE:
+        *res = x->t == JV_NULL;
+        break;
+    case T_STRING:
+        *res = x->t == JV_STR;
+        break;
+    case T_NUMBER:
+        *res = jv_isnum(x);
+        break;
+    case T_INTEGER:
+        *res = x->t == JV_INT;
+        break;
+    case T_ITERABLE:
+        *res = (x->t == JV_ARRAY && !x->tuple) || x->t == JV_STR;
+        break;
+    case T_MAPPING:
+        *res = jv_isobj(x);
+        break;
+    case T_SEQUENCE:
+        *res = jv_isarr(x) || jv_isobj(x) || x->t == JV_STR;
+        break;
+    case T_LOWER:
+        *res = x->t == JV_STR && same_case(x, 0);
+        break;
+    case T_UPPER:
+        *res = x->t == JV_STR && same_case(x, 1);
+        break;
+    case T_DEFINED:
+        *res = x->t != JV_UNDEF;
+        break;
+    case T_UNDEFINED:
+        *res = x->t == JV_UNDEF;
+        break;
     case T_EQ: {
         jv u = jv_undef();
         *res = jv_strict_eq(x, arg ? arg : &u);
         break;
     }
-    default: return jerr(I, at, "jinja.unsupported", "Unknown test: %s", name);
+    default:
+        return jerr(I, at, "jinja.unsupported", "Unknown test: %s", name);
     }
     return J_OK;
 }
@@ -116,15 +182,19 @@ static int sort_array(jinterp *I, const jnode *at, const jv *arr, int rev, int c
     char key[32];
     const char *path = NULL;
     size_t pl = 0;
-    if (attr && attr->t == JV_STR) path = attr->u.s, pl = attr->n;
-    else if (attr && attr->t == JV_INT) snprintf(key, sizeof key, "%.0f", attr->u.d), path = key, pl = strlen(key);
+    if (attr && attr->t == JV_STR)
+        path = attr->u.s, pl = attr->n;
+    else if (attr && attr->t == JV_INT)
+        snprintf(key, sizeof key, "%.0f", attr->u.d), path = key, pl = strlen(key);
     for (size_t i = 0; i < arr->u.a->n; i++) {
         v[i] = arr->u.a->v[i];
         out->u.a->n++;
         for (size_t j = i; j > 0; j--) {
             if (++I->steps > I->max_steps)
-                return jerr(I, at, "jinja.cap.steps", "more than %llu steps", (unsigned long long)I->max_steps);
-            jv x = path ? attr_path(&v[j - 1], path, pl) : v[j - 1], y = path ? attr_path(&v[j], path, pl) : v[j];
+                return jerr(I, at, "jinja.cap.steps", "more than %llu steps",
+                            (unsigned long long)I->max_steps);
+            jv x = path ? attr_path(&v[j - 1], path, pl) : v[j - 1],
+               y = path ? attr_path(&v[j], path, pl) : v[j];
             int c;
             if (jcompare(I, at, &x, &y, cs, &c)) return J_ERR;
             if (rev) c = -c;
@@ -150,7 +220,8 @@ static int join_values(jinterp *I, const jnode *at, const jv *arr, const char *s
     return jstr_new(I, at, &b, out);
 }
 
-static int indent_str(jinterp *I, const jnode *at, const jv *s, const char *ind, size_t il, int first, int blank, jv *out) {
+static int indent_str(jinterp *I, const jnode *at, const jv *s, const char *ind, size_t il, int first,
+                      int blank, jv *out) {
     jbuf b = {0};
     size_t st = 0;
     for (size_t i = 0, line = 0; i <= s->n; i++) {
@@ -202,7 +273,8 @@ static int filter_plain(jinterp *I, const jnode *at, const char *name, const jv 
         if (IS("length")) return *out = jv_int((double)a->n), J_OK;
         if (IS("reverse")) {
             *out = jv_arr_new(I->a, a->n, 0);
-            for (size_t i = 0; out->u.a && i < a->n; i++) jarr_push(I->a, out->u.a, a->v[a->n - 1 - i]);
+            for (size_t i = 0; out->u.a && i < a->n; i++)
+                jarr_push(I->a, out->u.a, a->v[a->n - 1 - i]);
             return out->u.a ? J_OK : oom(I, at);
         }
         if (IS("sort")) return sort_array(I, at, x, 0, 0, NULL, out);
@@ -216,7 +288,8 @@ static int filter_plain(jinterp *I, const jnode *at, const char *name, const jv 
             if (!out->u.a) return oom(I, at);
             for (size_t i = 0; i < a->n; i++) {
                 int seen = 0;
-                for (size_t j = 0; j < out->u.a->n && !seen; j++) seen = jv_strict_eq(&out->u.a->v[j], &a->v[i]);
+                for (size_t j = 0; j < out->u.a->n && !seen; j++)
+                    seen = jv_strict_eq(&out->u.a->v[j], &a->v[i]);
                 if (!seen) jarr_push(I->a, out->u.a, a->v[i]);
             }
             return J_OK;
@@ -268,8 +341,12 @@ typedef struct fargs {
     jobj *kw; /* keyword arguments */
 } fargs;
 
-static const jv *pos_at(const fargs *f, size_t i) { return i < f->pos.u.a->n ? &f->pos.u.a->v[i] : NULL; }
-static const jv *kw_at(const fargs *f, const char *k) { return jobj_get(f->kw, k, strlen(k)); }
+static const jv *pos_at(const fargs *f, size_t i) {
+    return i < f->pos.u.a->n ? &f->pos.u.a->v[i] : NULL;
+}
+static const jv *kw_at(const fargs *f, const char *k) {
+    return jobj_get(f->kw, k, strlen(k));
+}
 static const jv *arg_or(const fargs *f, size_t i, const char *k) {
     const jv *p = pos_at(f, i);
     return p ? p : kw_at(f, k);
@@ -278,12 +355,14 @@ static const jv *arg_or(const fargs *f, size_t i, const char *k) {
 static int f_tojson(jinterp *I, const jnode *at, const jv *x, const fargs *f, jv *out) {
     const jv *ind = kw_at(f, "indent"), *asc = kw_at(f, "ensure_ascii"), *sk = kw_at(f, "sort_keys");
     const jv *sep = kw_at(f, "separators");
-    if (ind && ind->t != JV_INT && ind->t != JV_NULL) return jerr(I, at, "jinja.eval", "If set, indent must be a number");
+    if (ind && ind->t != JV_INT && ind->t != JV_NULL)
+        return jerr(I, at, "jinja.eval", "If set, indent must be a number");
     if (asc && asc->t != JV_BOOL) return jerr(I, at, "jinja.eval", "If set, ensure_ascii must be a boolean");
     if (sk && sk->t != JV_BOOL) return jerr(I, at, "jinja.eval", "If set, sort_keys must be a boolean");
     jjson_opts o = {-1, asc && asc->u.b, sk && sk->u.b, 1, NULL, NULL};
     if (ind && ind->t == JV_INT) {
-        if (ind->u.d < 0 || ind->u.d > 64) return jerr(I, at, "jinja.unsupported", "tojson indent out of range");
+        if (ind->u.d < 0 || ind->u.d > 64)
+            return jerr(I, at, "jinja.unsupported", "tojson indent out of range");
         o.indent = (int)ind->u.d;
     }
     char *seps[2] = {0};
@@ -300,17 +379,20 @@ static int f_tojson(jinterp *I, const jnode *at, const jv *x, const fargs *f, jv
 static int f_select(jinterp *I, const jnode *at, const jnode *call, const jv *x, int sel, jenv *e, jv *out) {
     for (size_t i = 0; i < x->u.a->n; i++)
         if (!jv_isattr(&x->u.a->v[i]))
-            return jerr(I, at, "jinja.eval", "`%s` can only be applied to array of objects", sel ? "selectattr" : "rejectattr");
+            return jerr(I, at, "jinja.eval", "`%s` can only be applied to array of objects",
+                        sel ? "selectattr" : "rejectattr");
     jv a[3] = {jv_undef(), jv_undef(), jv_undef()};
     for (size_t i = 0; i < call->n; i++)
         if (call->list[i]->type != JN_TEXT)
-            return jerr(I, at, "jinja.unsupported", "arguments of `%s` must be strings", sel ? "selectattr" : "rejectattr");
+            return jerr(I, at, "jinja.unsupported", "arguments of `%s` must be strings",
+                        sel ? "selectattr" : "rejectattr");
     for (size_t i = 0; i < call->n && i < 3; i++) {
         int rc = jeval(I, call->list[i], e, &a[i]);
         if (rc) return rc;
     }
     if (call->n == 0) return jerr(I, at, "jinja.eval", "selectattr needs an attribute");
-    if (call->n > 1 && !jtest_exists(a[1].u.s)) return jerr(I, at, "jinja.unsupported", "Unknown test: %s", a[1].u.s);
+    if (call->n > 1 && !jtest_exists(a[1].u.s))
+        return jerr(I, at, "jinja.unsupported", "Unknown test: %s", a[1].u.s);
     *out = jv_arr_new(I->a, x->u.a->n, 0);
     if (!out->u.a) return oom(I, at);
     for (size_t i = 0; i < x->u.a->n; i++) {
@@ -330,7 +412,9 @@ static int f_select(jinterp *I, const jnode *at, const jnode *call, const jv *x,
 
 static int f_map(jinterp *I, const jnode *at, const jv *x, const fargs *f, jv *out) {
     const jv *attr = kw_at(f, "attribute"), *dflt = kw_at(f, "default");
-    if (!attr) return jerr(I, at, "jinja.unsupported", "`map` expressions without `attribute` set are not supported");
+    if (!attr)
+        return jerr(I, at, "jinja.unsupported",
+                    "`map` expressions without `attribute` set are not supported");
     if (attr->t != JV_STR) return jerr(I, at, "jinja.eval", "attribute must be a string");
     *out = jv_arr_new(I->a, x->u.a->n, 0);
     if (!out->u.a) return oom(I, at);
@@ -358,7 +442,8 @@ static int filter_call(jinterp *I, const jnode *at, const char *name, const jnod
         const char *s = sep ? sep->u.s : "";
         size_t sl = sep ? sep->n : 0;
         if (jv_isarr(x)) return join_values(I, at, x, s, sl, out);
-        if (x->t != JV_STR) return jerr(I, at, "jinja.eval", "Cannot apply filter \"join\" to type: %s", jv_type_name(x));
+        if (x->t != JV_STR)
+            return jerr(I, at, "jinja.eval", "Cannot apply filter \"join\" to type: %s", jv_type_name(x));
         jbuf b = {0};
         for (size_t i = 0; i < x->n;) {
             int l = ju_next(x->u.s, x->n, i, &(uint32_t){0});
@@ -382,18 +467,21 @@ static int filter_call(jinterp *I, const jnode *at, const char *name, const jnod
     }
     if (IS("default")) {
         const jv *d = pos_at(&f, 0), *bo = arg_or(&f, 1, "boolean");
-        if (bo && bo->t != JV_BOOL) return jerr(I, at, "jinja.eval", "`default` filter flag must be a boolean");
+        if (bo && bo->t != JV_BOOL)
+            return jerr(I, at, "jinja.eval", "`default` filter flag must be a boolean");
         if (x->t == JV_UNDEF || (bo && bo->u.b && !jv_truthy(x))) return *out = d ? *d : jv_str("", 0), J_OK;
         return *out = *x, J_OK;
     }
     if (jv_isarr(x)) {
         if (IS("sort")) {
-            const jv *rev = arg_or(&f, 0, "reverse"), *cs = arg_or(&f, 1, "case_sensitive"), *attr = arg_or(&f, 2, "attribute");
+            const jv *rev = arg_or(&f, 0, "reverse"), *cs = arg_or(&f, 1, "case_sensitive"),
+                     *attr = arg_or(&f, 2, "attribute");
             if (rev && rev->t != JV_BOOL) return jerr(I, at, "jinja.eval", "reverse must be a boolean");
             if (cs && cs->t != JV_BOOL) return jerr(I, at, "jinja.eval", "case_sensitive must be a boolean");
             if (attr && attr->t != JV_STR && attr->t != JV_INT && attr->t != JV_NULL)
                 return jerr(I, at, "jinja.eval", "attribute must be a string, integer, or null");
-            return sort_array(I, at, x, rev && rev->u.b, cs && cs->u.b, attr && attr->t != JV_NULL ? attr : NULL, out);
+            return sort_array(I, at, x, rev && rev->u.b, cs && cs->u.b,
+                              attr && attr->t != JV_NULL ? attr : NULL, out);
         }
         if (IS("selectattr") || IS("rejectattr")) return f_select(I, at, call, x, IS("selectattr"), e, out);
         if (IS("map")) return f_map(I, at, x, &f, out);
@@ -402,11 +490,13 @@ static int filter_call(jinterp *I, const jnode *at, const char *name, const jnod
     if (x->t == JV_STR) {
         if (IS("indent")) {
             const jv *w = arg_or(&f, 0, "width"), *fi = arg_or(&f, 1, "first"), *bl = arg_or(&f, 2, "blank");
-            if (w && w->t != JV_INT && w->t != JV_STR) return jerr(I, at, "jinja.eval", "width must be an integer or a string");
+            if (w && w->t != JV_INT && w->t != JV_STR)
+                return jerr(I, at, "jinja.eval", "width must be an integer or a string");
             char sp[256];
             const char *ind = "    ";
             size_t il = 4;
-            if (w && w->t == JV_STR) ind = w->u.s, il = w->n;
+            if (w && w->t == JV_STR)
+                ind = w->u.s, il = w->n;
             else if (w) {
                 if (w->u.d > 255) return jerr(I, at, "jinja.unsupported", "indent width over 255");
                 il = w->u.d > 0 ? (size_t)w->u.d : 0;

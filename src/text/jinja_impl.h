@@ -80,26 +80,26 @@ typedef enum jnode_type {
     JN_INT,
     JN_FLOAT,
     JN_IDENT,
-    JN_ARRAY, /* list */
-    JN_TUPLE, /* list */
-    JN_OBJECT, /* list of key, value pairs (list2 holds the values) */
-    JN_BINARY,  /* op, a, b */
-    JN_UNARY,   /* op, a */
-    JN_MEMBER,  /* a . b (flag: computed) */
-    JN_SLICE,   /* a:b:c, each may be NULL */
-    JN_CALL,    /* a (list) */
-    JN_FILTER,  /* a | b (b: IDENT or CALL) */
-    JN_TEST,    /* a is [not] s (flag: negate) */
-    JN_TERNARY, /* b if a else c */
-    JN_SELECT,  /* a if b */
-    JN_KWARG,   /* s = a */
-    JN_SPREAD,  /* *a */
-    JN_KWSPREAD, /* **a */
-    JN_IF,      /* a: test, list: body, list2: alternate */
-    JN_FOR,     /* a: loop variable, b: iterable, list: body, list2: else */
-    JN_SET,     /* a: assignee, b: value or NULL, list: body */
-    JN_MACRO,   /* s: name, list: params, list2: body */
-    JN_CALLBLOCK, /* a: the CALL, list: caller params, list2: body */
+    JN_ARRAY,       /* list */
+    JN_TUPLE,       /* list */
+    JN_OBJECT,      /* list of key, value pairs (list2 holds the values) */
+    JN_BINARY,      /* op, a, b */
+    JN_UNARY,       /* op, a */
+    JN_MEMBER,      /* a . b (flag: computed) */
+    JN_SLICE,       /* a:b:c, each may be NULL */
+    JN_CALL,        /* a (list) */
+    JN_FILTER,      /* a | b (b: IDENT or CALL) */
+    JN_TEST,        /* a is [not] s (flag: negate) */
+    JN_TERNARY,     /* b if a else c */
+    JN_SELECT,      /* a if b */
+    JN_KWARG,       /* s = a */
+    JN_SPREAD,      /* *a */
+    JN_KWSPREAD,    /* **a */
+    JN_IF,          /* a: test, list: body, list2: alternate */
+    JN_FOR,         /* a: loop variable, b: iterable, list: body, list2: else */
+    JN_SET,         /* a: assignee, b: value or NULL, list: body */
+    JN_MACRO,       /* s: name, list: params, list2: body */
+    JN_CALLBLOCK,   /* a: the CALL, list: caller params, list2: body */
     JN_FILTERBLOCK, /* b: filter, list: body */
     JN_BREAK,
     JN_CONTINUE,
@@ -108,17 +108,34 @@ typedef enum jnode_type {
 
 enum jop {
     JO_NONE,
-    JO_ADD, JO_SUB, JO_CAT, JO_MUL, JO_DIV, JO_FLOORDIV, JO_MOD, JO_POW,
-    JO_LT, JO_GT, JO_LE, JO_GE, JO_EQ, JO_NE,
-    JO_AND, JO_OR, JO_NOT, JO_IN, JO_NOTIN,
-    JO_NEG, JO_POS
+    JO_ADD,
+    JO_SUB,
+    JO_CAT,
+    JO_MUL,
+    JO_DIV,
+    JO_FLOORDIV,
+    JO_MOD,
+    JO_POW,
+    JO_LT,
+    JO_GT,
+    JO_LE,
+    JO_GE,
+    JO_EQ,
+    JO_NE,
+    JO_AND,
+    JO_OR,
+    JO_NOT,
+    JO_IN,
+    JO_NOTIN,
+    JO_NEG,
+    JO_POS
 };
 
 typedef struct jnode jnode;
 struct jnode {
-    uint8_t type;  /* jnode_type */
-    uint8_t flag;  /* MEMBER: computed; TEST: negate */
-    uint8_t op;    /* enum jop */
+    uint8_t type;    /* jnode_type */
+    uint8_t flag;    /* MEMBER: computed; TEST: negate */
+    uint8_t op;      /* enum jop */
     uint8_t special; /* MACRO/CALLBLOCK: bit 0 caller, 1 kwargs, 2 varargs read; FOR: reads `loop` */
     uint32_t line;
     jnode *a, *b, *c;
@@ -129,14 +146,15 @@ struct jnode {
     double num;
 };
 
-fp4_status jinja_parse(jarena *a, const jtok *toks, size_t n, unsigned max_depth, jnode **prog, fp4_error *err);
+fp4_status jinja_parse(jarena *a, const jtok *toks, size_t n, unsigned max_depth, jnode **prog,
+                       fp4_error *err);
 
 /* ---- values (jinja_value.c) ---- */
 typedef enum jv_type {
     JV_UNDEF,
     JV_NULL,
     JV_BOOL,
-    JV_INT,   /* a double with no fraction (the reference's IntegerValue) */
+    JV_INT, /* a double with no fraction (the reference's IntegerValue) */
     JV_FLOAT,
     JV_STR,
     JV_ARRAY, /* tuple: flag set */
@@ -192,16 +210,53 @@ struct jenv {
     int call_block; /* the scope a {% call %} passes to the macro it calls */
 };
 
-static inline jv jv_undef(void) { jv v = {0}; v.t = JV_UNDEF; return v; }
-static inline jv jv_null(void) { jv v = {0}; v.t = JV_NULL; return v; }
-static inline jv jv_bool(int b) { jv v = {0}; v.t = JV_BOOL; v.u.b = !!b; return v; }
-static inline jv jv_int(double d) { jv v = {0}; v.t = JV_INT; v.u.d = d; return v; }
-static inline jv jv_float(double d) { jv v = {0}; v.t = JV_FLOAT; v.u.d = d; return v; }
-static inline jv jv_str(const char *s, size_t n) { jv v = {0}; v.t = JV_STR; v.u.s = s; v.n = n; return v; }
-static inline int jv_isnum(const jv *v) { return v->t == JV_INT || v->t == JV_FLOAT; }
-static inline int jv_isarr(const jv *v) { return v->t == JV_ARRAY; }
-static inline int jv_isobj(const jv *v) { return v->t == JV_OBJECT || v->t == JV_KWARGS; } /* ObjectValue */
-static inline int jv_isattr(const jv *v) { return jv_isobj(v) || v->t == JV_NS; }
+static inline jv jv_undef(void) {
+    jv v = {0};
+    v.t = JV_UNDEF;
+    return v;
+}
+static inline jv jv_null(void) {
+    jv v = {0};
+    v.t = JV_NULL;
+    return v;
+}
+static inline jv jv_bool(int b) {
+    jv v = {0};
+    v.t = JV_BOOL;
+    v.u.b = !!b;
+    return v;
+}
+static inline jv jv_int(double d) {
+    jv v = {0};
+    v.t = JV_INT;
+    v.u.d = d;
+    return v;
+}
+static inline jv jv_float(double d) {
+    jv v = {0};
+    v.t = JV_FLOAT;
+    v.u.d = d;
+    return v;
+}
+static inline jv jv_str(const char *s, size_t n) {
+    jv v = {0};
+    v.t = JV_STR;
+    v.u.s = s;
+    v.n = n;
+    return v;
+}
+static inline int jv_isnum(const jv *v) {
+    return v->t == JV_INT || v->t == JV_FLOAT;
+}
+static inline int jv_isarr(const jv *v) {
+    return v->t == JV_ARRAY;
+}
+static inline int jv_isobj(const jv *v) {
+    return v->t == JV_OBJECT || v->t == JV_KWARGS;
+} /* ObjectValue */
+static inline int jv_isattr(const jv *v) {
+    return jv_isobj(v) || v->t == JV_NS;
+}
 
 jv jv_arr_new(jarena *a, size_t cap, int tuple);
 int jarr_push(jarena *a, jarr *r, jv v);
@@ -223,9 +278,9 @@ typedef struct jjson_opts {
     const char *item_sep, *key_sep;
 } jjson_opts;
 int jv_to_json(const jv *v, const jjson_opts *o, int depth, jbuf *b, const char **why);
-void js_number(double d, jbuf *b); /* JavaScript's Number.prototype.toString() */
-int jv_loose_eq(jarena *a, const jv *x, const jv *y);  /* JavaScript == on the reference's values */
-int jv_strict_eq(const jv *x, const jv *y); /* === */
+void js_number(double d, jbuf *b);                    /* JavaScript's Number.prototype.toString() */
+int jv_loose_eq(jarena *a, const jv *x, const jv *y); /* JavaScript == on the reference's values */
+int jv_strict_eq(const jv *x, const jv *y);           /* === */
 double js_to_number(const char *s, size_t n);
 double js_parse_int(const char *s, size_t n);   /* parseInt(s, 10), NaN when none */
 double js_parse_float(const char *s, size_t n); /* parseFloat(s) */
@@ -242,15 +297,16 @@ enum { J_OK = 0, J_ERR = 1, J_BREAK = 2, J_CONTINUE = 3 };
 
 struct jinterp {
     jarena *a;
-    jbuf *out;         /* where text goes now */
+    jbuf *out; /* where text goes now */
     fp4_error *err;
     uint64_t steps, max_steps;
     unsigned depth, max_depth;
-    int64_t now;       /* strftime_now: Unix seconds, or INT64_MIN for the real clock */
-    int raised;        /* the error is the template's own raise_exception */
+    int64_t now; /* strftime_now: Unix seconds, or INT64_MIN for the real clock */
+    int raised;  /* the error is the template's own raise_exception */
 };
 
-int jerr(jinterp *I, const jnode *at, const char *rule, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int jerr(jinterp *I, const jnode *at, const char *rule, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 int jeval(jinterp *I, const jnode *n, jenv *e, jv *out);
 int jcall_value(jinterp *I, const jnode *at, const jv *fn, const jv *args, size_t n, jenv *callsite, jv *out);
 int jeval_args(jinterp *I, jnode **args, size_t n, jenv *e, jarr *pos, jobj *kw, int *has_kw);

@@ -31,7 +31,8 @@ static void lstrip_blocks(const pbuf *in, pbuf *o) {
     while (i < in->n) {
         if (line_start(in->s, i)) {
             size_t j = i;
-            while (j < in->n && (in->s[j] == ' ' || in->s[j] == '\t')) j++;
+            while (j < in->n && (in->s[j] == ' ' || in->s[j] == '\t'))
+                j++;
             if (j + 1 < in->n && in->s[j] == '{' && strchr("#%-", in->s[j + 1]) && in->s[j + 1]) {
                 pb_put(o, in->s + j, in->ln + j, 2);
                 i = j + 2;
@@ -47,7 +48,8 @@ static void lstrip_blocks(const pbuf *in, pbuf *o) {
 static void trim_blocks(const pbuf *in, pbuf *o) {
     size_t i = 0;
     while (i < in->n) {
-        if (i + 2 < in->n && in->s[i] && strchr("#%-", in->s[i]) && in->s[i + 1] == '}' && in->s[i + 2] == '\n') {
+        if (i + 2 < in->n && in->s[i] && strchr("#%-", in->s[i]) && in->s[i + 1] == '}' &&
+            in->s[i + 2] == '\n') {
             pb_put(o, in->s + i, in->ln + i, 2);
             i += 3;
             continue;
@@ -59,7 +61,8 @@ static void trim_blocks(const pbuf *in, pbuf *o) {
 
 static size_t skip_ws(const char *s, size_t n, size_t i) {
     size_t l;
-    while (i < n && ju_is_space(s, n, i, &l)) i += l;
+    while (i < n && ju_is_space(s, n, i, &l))
+        i += l;
     return i;
 }
 
@@ -99,7 +102,8 @@ static void generation_tags(const pbuf *in, pbuf *o) {
             continue;
         }
         size_t cut = i, w;
-        while (ls && cut > last && (w = ws_before(in->s, last, cut))) cut -= w;
+        while (ls && cut > last && (w = ws_before(in->s, last, cut)))
+            cut -= w;
         pb_put(o, in->s + last, in->ln + last, cut - last);
         if (!rs) pb_put(o, in->s + after, in->ln + after, end - after);
         last = i = end;
@@ -119,7 +123,8 @@ typedef struct lexer {
 
 static fp4_status lex_fail(lexer *L, const char *fmt, const char *arg) {
     uint32_t line = L->pos < L->n ? L->ln[L->pos] : (L->n ? L->ln[L->n - 1] : 1);
-    return fp4_fail(L->err, FP4_ERR_FORMAT, NULL, NULL, "jinja.syntax", "line %u: %s%s", line, fmt, arg ? arg : "");
+    return fp4_fail(L->err, FP4_ERR_FORMAT, NULL, NULL, "jinja.syntax", "line %u: %s%s", line, fmt,
+                    arg ? arg : "");
 }
 
 static int push(lexer *L, jtok_type type, const char *s, size_t n, uint32_t line) {
@@ -136,19 +141,26 @@ static int push(lexer *L, jtok_type type, const char *s, size_t n, uint32_t line
     return 0;
 }
 
-static jtok_type last_type(const lexer *L) { return L->nt ? L->t[L->nt - 1].type : (jtok_type)-1; }
+static jtok_type last_type(const lexer *L) {
+    return L->nt ? L->t[L->nt - 1].type : (jtok_type)-1;
+}
 
 static void strip_trailing(lexer *L) {
     if (!L->nt || L->t[L->nt - 1].type != JT_TEXT) return;
     jtok *t = &L->t[L->nt - 1];
     size_t w;
-    while (t->n && (w = ws_before(t->s, 0, t->n))) t->n -= w;
+    while (t->n && (w = ws_before(t->s, 0, t->n)))
+        t->n -= w;
     ((char *)t->s)[t->n] = 0;
     if (!t->n) L->nt--;
 }
 
-static int is_digit(int c) { return c >= '0' && c <= '9'; }
-static int is_word(int c) { return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static int is_digit(int c) {
+    return c >= '0' && c <= '9';
+}
+static int is_word(int c) {
+    return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
 
 /* consumeWhile: the input may not end while the predicate holds */
 static int consume_while(lexer *L, int (*pred)(int)) {
@@ -198,7 +210,10 @@ static fp4_status lex_string(lexer *L, char q) {
             unsigned v = 0;
             for (size_t i = 0; i < hl; i++) {
                 char h = L->pos + i < L->n ? L->s[L->pos + i] : 0;
-                int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+                int d = is_digit(h)              ? h - '0'
+                        : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+                        : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                                 : -1;
                 if (d < 0) {
                     free(b.p);
                     return lex_fail(L, "Invalid hexadecimal escape sequence", NULL);
@@ -209,9 +224,13 @@ static fp4_status lex_string(lexer *L, char q) {
             if (v >= 0xD800 && v < 0xE000) v = 0xFFFD; /* a lone surrogate is written as U+FFFD */
             char u[4];
             size_t m = v < 0x80 ? 1 : v < 0x800 ? 2 : 3;
-            if (m == 1) u[0] = (char)v;
-            else if (m == 2) u[0] = (char)(0xC0 | v >> 6), u[1] = (char)(0x80 | (v & 63));
-            else u[0] = (char)(0xE0 | v >> 12), u[1] = (char)(0x80 | ((v >> 6) & 63)), u[2] = (char)(0x80 | (v & 63));
+            if (m == 1)
+                u[0] = (char)v;
+            else if (m == 2)
+                u[0] = (char)(0xC0 | v >> 6), u[1] = (char)(0x80 | (v & 63));
+            else
+                u[0] = (char)(0xE0 | v >> 12), u[1] = (char)(0x80 | ((v >> 6) & 63)),
+                u[2] = (char)(0x80 | (v & 63));
             jb_put(&b, u, m);
         } else if (k) {
             jb_putc(&b, to[k - from]);
@@ -231,7 +250,8 @@ static fp4_status lex_number(lexer *L, const char *sign, int allow_frac) {
     size_t st = L->pos;
     if (consume_while(L, is_digit)) return lex_fail(L, "Unexpected end of input", NULL);
     size_t end = L->pos;
-    if (end > st && allow_frac && L->pos + 1 < L->n && L->s[L->pos] == '.' && is_digit((uint8_t)L->s[L->pos + 1])) {
+    if (end > st && allow_frac && L->pos + 1 < L->n && L->s[L->pos] == '.' &&
+        is_digit((uint8_t)L->s[L->pos + 1])) {
         L->pos++;
         if (consume_while(L, is_digit)) return lex_fail(L, "Unexpected end of input", NULL);
         end = L->pos;
@@ -242,8 +262,9 @@ static fp4_status lex_number(lexer *L, const char *sign, int allow_frac) {
     memcpy(tmp, sign, sl);
     memcpy(tmp + sl, L->s + st, dl);
     jtok_type ty = dl ? JT_NUM : JT_UNARY;
-    return push(L, ty, tmp, sl + dl, line) ? fp4_fail(L->err, FP4_ERR_NOMEM, NULL, NULL, "jinja.memory", "out of memory")
-                                            : FP4_OK;
+    return push(L, ty, tmp, sl + dl, line)
+               ? fp4_fail(L->err, FP4_ERR_NOMEM, NULL, NULL, "jinja.memory", "out of memory")
+               : FP4_OK;
 }
 
 static int is_ws_byte(lexer *L) {
@@ -301,7 +322,8 @@ static fp4_status lex_scan(lexer *L) {
             }
             if (L->pos + 2 < L->n && s[L->pos + 2] == '-' && (nx == '%' || nx == '{')) {
                 strip_trailing(L);
-                if (push(L, nx == '%' ? JT_OPEN_STMT : JT_OPEN_EXPR, nx == '%' ? "{%" : "{{", 2, line)) goto oom;
+                if (push(L, nx == '%' ? JT_OPEN_STMT : JT_OPEN_EXPR, nx == '%' ? "{%" : "{{", 2, line))
+                    goto oom;
                 if (nx == '{') curly = 0;
                 L->pos += 3;
                 continue;
@@ -315,9 +337,10 @@ static fp4_status lex_scan(lexer *L) {
         }
         char c = s[L->pos];
         line = L->ln[L->pos];
-        if (c == '-' && L->pos + 2 < L->n && s[L->pos + 2] == '}' && (s[L->pos + 1] == '%' || s[L->pos + 1] == '}')) {
-            if (push(L, s[L->pos + 1] == '%' ? JT_CLOSE_STMT : JT_CLOSE_EXPR, s[L->pos + 1] == '%' ? "%}" : "}}", 2,
-                     line))
+        if (c == '-' && L->pos + 2 < L->n && s[L->pos + 2] == '}' &&
+            (s[L->pos + 1] == '%' || s[L->pos + 1] == '}')) {
+            if (push(L, s[L->pos + 1] == '%' ? JT_CLOSE_STMT : JT_CLOSE_EXPR,
+                     s[L->pos + 1] == '%' ? "%}" : "}}", 2, line))
                 goto oom;
             L->pos += 3;
             while (is_ws_byte(L)) {
@@ -346,9 +369,12 @@ static fp4_status lex_scan(lexer *L) {
             if (RULES[r].type == JT_CLOSE_EXPR && curly > 0) continue;
             if (L->pos + sl <= L->n && !memcmp(s + L->pos, RULES[r].seq, sl)) {
                 if (push(L, RULES[r].type, RULES[r].seq, sl, line)) goto oom;
-                if (RULES[r].type == JT_OPEN_EXPR) curly = 0;
-                else if (RULES[r].type == JT_LBRACE) curly++;
-                else if (RULES[r].type == JT_RBRACE) curly--;
+                if (RULES[r].type == JT_OPEN_EXPR)
+                    curly = 0;
+                else if (RULES[r].type == JT_LBRACE)
+                    curly++;
+                else if (RULES[r].type == JT_RBRACE)
+                    curly--;
                 L->pos += sl;
                 matched = 1;
             }
@@ -409,6 +435,7 @@ fp4_status jinja_lex(jarena *a, const char *text, size_t len, jtok **toks, size_
     *toks = L.t;
     *n = L.nt;
 done:
-    for (int i = 0; i < 2; i++) free(p[i].s), free(p[i].ln);
+    for (int i = 0; i < 2; i++)
+        free(p[i].s), free(p[i].ln);
     return st;
 }

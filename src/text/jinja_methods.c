@@ -17,8 +17,10 @@ static jv bound(jinterp *I, jbuiltin fn, const jv *self) {
     jv v = {0};
     v.t = JV_FUNC;
     v.u.f = ja_alloc(I->a, sizeof(jfunc));
-    if (v.u.f) v.u.f->fn = fn, v.u.f->self = *self;
-    else v.t = JV_UNDEF;
+    if (v.u.f)
+        v.u.f->fn = fn, v.u.f->self = *self;
+    else
+        v.t = JV_UNDEF;
     return v;
 }
 
@@ -49,8 +51,10 @@ static size_t ws_at_end(const char *s, size_t lo, size_t e) {
 
 static jv trimmed(const jv *s, int left, int right) {
     size_t i = 0, e = s->n, l, w;
-    while (left && i < e && ju_is_space(s->u.s, s->n, i, &l)) i += l;
-    while (right && e > i && (w = ws_at_end(s->u.s, i, e))) e -= w;
+    while (left && i < e && ju_is_space(s->u.s, s->n, i, &l))
+        i += l;
+    while (right && e > i && (w = ws_at_end(s->u.s, i, e)))
+        e -= w;
     return jv_str(s->u.s + i, e - i);
 }
 
@@ -83,7 +87,8 @@ static int m_title(jinterp *I, const jnode *at, const jv *self, const jv *a, siz
     char *p = ja_strdup(I->a, self->u.s, self->n);
     if (!p) return oom(I, at);
     for (size_t i = 0; i < self->n; i++)
-        if (is_word((uint8_t)p[i]) && (i == 0 || !is_word((uint8_t)p[i - 1])) && p[i] >= 'a' && p[i] <= 'z') p[i] -= 32;
+        if (is_word((uint8_t)p[i]) && (i == 0 || !is_word((uint8_t)p[i - 1])) && p[i] >= 'a' && p[i] <= 'z')
+            p[i] -= 32;
     return *out = jv_str(p, self->n), J_OK;
 }
 static int m_capitalize(jinterp *I, const jnode *at, const jv *self, const jv *a, size_t n, jv *out) {
@@ -92,8 +97,10 @@ static int m_capitalize(jinterp *I, const jnode *at, const jv *self, const jv *a
     uint32_t cp;
     size_t l = (size_t)ju_next(self->u.s, self->n, 0, &cp);
     jbuf b = {0};
-    if (cp < 0x10000) put_cp(&b, utf8proc_toupper((int32_t)cp));
-    else jb_put(&b, self->u.s, l);
+    if (cp < 0x10000)
+        put_cp(&b, utf8proc_toupper((int32_t)cp));
+    else
+        jb_put(&b, self->u.s, l);
     jb_put(&b, self->u.s + l, self->n - l);
     return jstr_new(I, at, &b, out);
 }
@@ -126,7 +133,8 @@ static int push_str(jinterp *I, const jnode *at, jv *arr, const char *s, size_t 
 
 static int m_split(jinterp *I, const jnode *at, const jv *self, const jv *a, size_t n, jv *out) {
     jv sep = n > 0 ? a[0] : jv_null(), maxs = n > 1 ? a[1] : jv_int(-1);
-    if (sep.t != JV_STR && sep.t != JV_NULL) return jerr(I, at, "jinja.eval", "sep argument must be a string or null");
+    if (sep.t != JV_STR && sep.t != JV_NULL)
+        return jerr(I, at, "jinja.eval", "sep argument must be a string or null");
     if (maxs.t != JV_INT) return jerr(I, at, "jinja.eval", "maxsplit argument must be a number");
     double mx = maxs.u.d;
     *out = jv_arr_new(I->a, 0, 0);
@@ -135,22 +143,26 @@ static int m_split(jinterp *I, const jnode *at, const jv *self, const jv *a, siz
     size_t len = self->n, l;
     if (sep.t == JV_NULL) {
         size_t i = 0;
-        while (i < len && ju_is_space(s, len, i, &l)) i += l;
+        while (i < len && ju_is_space(s, len, i, &l))
+            i += l;
         while (i < len) {
             size_t st = i;
-            while (i < len && !ju_is_space(s, len, i, &l)) i += (size_t)ju_next(s, len, i, &(uint32_t){0});
+            while (i < len && !ju_is_space(s, len, i, &l))
+                i += (size_t)ju_next(s, len, i, &(uint32_t){0});
             if (mx >= 0 && (double)out->u.a->n >= mx) return push_str(I, at, out, s + st, len - st);
             if (push_str(I, at, out, s + st, i - st)) return J_ERR;
-            while (i < len && ju_is_space(s, len, i, &l)) i += l;
+            while (i < len && ju_is_space(s, len, i, &l))
+                i += l;
         }
         return J_OK;
     }
     if (!sep.n) return jerr(I, at, "jinja.eval", "empty separator");
     size_t st = 0;
     for (;;) {
-        if (++I->steps > I->max_steps) return jerr(I, at, "jinja.cap.steps", "more than %llu steps",
-                                                   (unsigned long long)I->max_steps);
-        const char *p = mx >= 0 && (double)out->u.a->n >= mx ? NULL : memmem(s + st, len - st, sep.u.s, sep.n);
+        if (++I->steps > I->max_steps)
+            return jerr(I, at, "jinja.cap.steps", "more than %llu steps", (unsigned long long)I->max_steps);
+        const char *p =
+            mx >= 0 && (double)out->u.a->n >= mx ? NULL : memmem(s + st, len - st, sep.u.s, sep.n);
         if (!p) return push_str(I, at, out, s + st, len - st);
         if (push_str(I, at, out, s + st, (size_t)(p - (s + st)))) return J_ERR;
         st = (size_t)(p - s) + sep.n;
@@ -160,7 +172,8 @@ static int m_split(jinterp *I, const jnode *at, const jv *self, const jv *a, siz
 int jstr_replace(jinterp *I, const jnode *at, const jv *self, const jv *a, size_t n, jv *out);
 int jstr_replace(jinterp *I, const jnode *at, const jv *self, const jv *a, size_t n, jv *out) {
     if (n < 2) return jerr(I, at, "jinja.eval", "replace() requires at least two arguments");
-    if (a[0].t != JV_STR || a[1].t != JV_STR) return jerr(I, at, "jinja.eval", "replace() arguments must be strings");
+    if (a[0].t != JV_STR || a[1].t != JV_STR)
+        return jerr(I, at, "jinja.eval", "replace() arguments must be strings");
     jv count = jv_null();
     if (n > 2) {
         if (a[2].t == JV_KWARGS) {
@@ -203,13 +216,15 @@ int jstr_replace(jinterp *I, const jnode *at, const jv *self, const jv *a, size_
 /* ---- objects ---- */
 jv jv_keys(jarena *a, const jobj *o) {
     jv r = jv_arr_new(a, o->n, 0);
-    for (size_t i = 0; r.u.a && i < o->n; i++) jarr_push(a, r.u.a, jv_str(o->k[i], o->kn[i]));
+    for (size_t i = 0; r.u.a && i < o->n; i++)
+        jarr_push(a, r.u.a, jv_str(o->k[i], o->kn[i]));
     return r;
 }
 
 static int m_get(jinterp *I, const jnode *at, const jv *self, const jv *a, size_t n, jv *out) {
     if (!n || a[0].t != JV_STR)
-        return jerr(I, at, "jinja.eval", "Object key must be a string: got %s", n ? jv_type_name(&a[0]) : "undefined");
+        return jerr(I, at, "jinja.eval", "Object key must be a string: got %s",
+                    n ? jv_type_name(&a[0]) : "undefined");
     jv *v = jobj_get(self->u.o, a[0].u.s, a[0].n);
     *out = v ? *v : n > 1 ? a[1] : jv_null();
     return J_OK;
@@ -235,7 +250,8 @@ static int m_keys(jinterp *I, const jnode *at, const jv *self, const jv *a, size
 static int m_values(jinterp *I, const jnode *at, const jv *self, const jv *a, size_t n, jv *out) {
     (void)a, (void)n;
     *out = jv_arr_new(I->a, self->u.o->n, 0);
-    for (size_t i = 0; out->u.a && i < self->u.o->n; i++) jarr_push(I->a, out->u.a, self->u.o->v[i]);
+    for (size_t i = 0; out->u.a && i < self->u.o->n; i++)
+        jarr_push(I->a, out->u.a, self->u.o->v[i]);
     return out->u.a ? J_OK : oom(I, at);
 }
 
@@ -251,7 +267,8 @@ int jcompare(jinterp *I, const jnode *at, const jv *x, const jv *y, int case_sen
         return *res = a < b ? -1 : a > b ? 1 : 0, J_OK;
     }
     if (x->t != y->t || x->tuple != y->tuple)
-        return jerr(I, at, "jinja.eval", "Cannot compare different types: %s and %s", jv_type_name(x), jv_type_name(y));
+        return jerr(I, at, "jinja.eval", "Cannot compare different types: %s and %s", jv_type_name(x),
+                    jv_type_name(y));
     if (x->t != JV_STR) return jerr(I, at, "jinja.eval", "Cannot compare type: %s", jv_type_name(x));
     jv a = *x, b = *y;
     if (!case_sensitive && (case_map(I, at, x, 0, &a) || case_map(I, at, y, 0, &b))) return J_ERR;
@@ -295,7 +312,8 @@ static const struct {
                    {"title", m_title},   {"capitalize", m_capitalize}, {"rstrip", m_rstrip},
                    {"lstrip", m_lstrip}, {"startswith", m_startswith}, {"endswith", m_endswith},
                    {"split", m_split},   {"replace", jstr_replace}},
-  OBJ_METHODS[] = {{"get", m_get}, {"items", m_items}, {"keys", m_keys}, {"values", m_values}, {"dictsort", m_dictsort}};
+  OBJ_METHODS[] = {
+      {"get", m_get}, {"items", m_items}, {"keys", m_keys}, {"values", m_values}, {"dictsort", m_dictsort}};
 
 jv jmethod(jinterp *I, const jv *self, const char *name, size_t n) {
     if (n == 6 && !memcmp(name, "length", 6)) {
@@ -319,10 +337,12 @@ jbuiltin jmethod_fn(const jv *self, const char *name) {
     size_t n = strlen(name);
     if (self->t == JV_STR)
         for (size_t i = 0; i < sizeof STR_METHODS / sizeof STR_METHODS[0]; i++)
-            if (strlen(STR_METHODS[i].name) == n && !memcmp(STR_METHODS[i].name, name, n)) return STR_METHODS[i].fn;
+            if (strlen(STR_METHODS[i].name) == n && !memcmp(STR_METHODS[i].name, name, n))
+                return STR_METHODS[i].fn;
     if (jv_isobj(self))
         for (size_t i = 0; i < sizeof OBJ_METHODS / sizeof OBJ_METHODS[0]; i++)
-            if (strlen(OBJ_METHODS[i].name) == n && !memcmp(OBJ_METHODS[i].name, name, n)) return OBJ_METHODS[i].fn;
+            if (strlen(OBJ_METHODS[i].name) == n && !memcmp(OBJ_METHODS[i].name, name, n))
+                return OBJ_METHODS[i].fn;
     return NULL;
 }
 
@@ -370,18 +390,37 @@ static int g_strftime(jinterp *I, const jnode *at, const jv *self, const jv *a, 
         char c = i + 1 < a[0].n && f[i] == '%' ? f[i + 1] : 0, tmp[32];
         const char *rep = NULL;
         switch (c) {
-        case 'Y': snprintf(tmp, sizeof tmp, "%d", tm.tm_year + 1900), rep = tmp; break;
-        case 'm': snprintf(tmp, sizeof tmp, "%02d", tm.tm_mon + 1), rep = tmp; break;
-        case 'd': snprintf(tmp, sizeof tmp, "%02d", tm.tm_mday), rep = tmp; break;
-        case 'H': snprintf(tmp, sizeof tmp, "%02d", tm.tm_hour), rep = tmp; break;
-        case 'M': snprintf(tmp, sizeof tmp, "%02d", tm.tm_min), rep = tmp; break;
-        case 'B': rep = MON[tm.tm_mon]; break;
-        case 'b': snprintf(tmp, sizeof tmp, "%.3s", MON[tm.tm_mon]), rep = tmp; break;
-        case '%': rep = "%"; break;
-        default: break;
+        case 'Y':
+            snprintf(tmp, sizeof tmp, "%d", tm.tm_year + 1900), rep = tmp;
+            break;
+        case 'm':
+            snprintf(tmp, sizeof tmp, "%02d", tm.tm_mon + 1), rep = tmp;
+            break;
+        case 'd':
+            snprintf(tmp, sizeof tmp, "%02d", tm.tm_mday), rep = tmp;
+            break;
+        case 'H':
+            snprintf(tmp, sizeof tmp, "%02d", tm.tm_hour), rep = tmp;
+            break;
+        case 'M':
+            snprintf(tmp, sizeof tmp, "%02d", tm.tm_min), rep = tmp;
+            break;
+        case 'B':
+            rep = MON[tm.tm_mon];
+            break;
+        case 'b':
+            snprintf(tmp, sizeof tmp, "%.3s", MON[tm.tm_mon]), rep = tmp;
+            break;
+        case '%':
+            rep = "%";
+            break;
+        default:
+            break;
         }
-        if (rep) jb_puts(&b, rep), i++;
-        else jb_putc(&b, f[i]);
+        if (rep)
+            jb_puts(&b, rep), i++;
+        else
+            jb_putc(&b, f[i]);
     }
     return jstr_new(I, at, &b, out);
 }
@@ -397,14 +436,18 @@ static int g_namespace(jinterp *I, const jnode *at, const jv *self, const jv *a,
         const jv *src = &a[0];
         if (jv_isobj(src)) {
             for (size_t i = 0; i < src->u.o->n; i++)
-                if (jobj_set(I->a, out->u.o, src->u.o->k[i], src->u.o->kn[i], src->u.o->v[i])) return oom(I, at);
+                if (jobj_set(I->a, out->u.o, src->u.o->k[i], src->u.o->kn[i], src->u.o->v[i]))
+                    return oom(I, at);
         } else if (jv_isarr(src)) {
             for (size_t i = 0; i < src->u.a->n; i++) {
                 const jv *p = &src->u.a->v[i];
                 if (!jv_isarr(p) || p->u.a->n != 2)
-                    return jerr(I, at, "jinja.eval", "namespace expected an object or an iterable of [key, value] pairs");
-                if (p->u.a->v[0].t != JV_STR) return jerr(I, at, "jinja.eval", "namespace keys must be strings");
-                if (jobj_set(I->a, out->u.o, p->u.a->v[0].u.s, p->u.a->v[0].n, p->u.a->v[1])) return oom(I, at);
+                    return jerr(I, at, "jinja.eval",
+                                "namespace expected an object or an iterable of [key, value] pairs");
+                if (p->u.a->v[0].t != JV_STR)
+                    return jerr(I, at, "jinja.eval", "namespace keys must be strings");
+                if (jobj_set(I->a, out->u.o, p->u.a->v[0].u.s, p->u.a->v[0].n, p->u.a->v[1]))
+                    return oom(I, at);
             }
         } else {
             return jerr(I, at, "jinja.eval", "'%s' object is not iterable", jv_type_name(src));

@@ -27,9 +27,15 @@ static uint32_t cur_line(const parser *P) {
 static jnode *fail(parser *P, const char *fmt, const char *arg) {
     int depth = P->depth > P->max_depth;
     if (!P->failed)
-        fp4_fail(P->err, P->a->oom ? FP4_ERR_NOMEM : depth ? FP4_ERR_LIMIT : FP4_ERR_FORMAT, NULL, NULL,
-                 P->a->oom ? "jinja.memory" : depth ? "jinja.cap.depth" : "jinja.syntax", "line %u: %s%s",
-                 cur_line(P), P->a->oom ? "out of memory" : fmt, arg ? arg : "");
+        fp4_fail(P->err,
+                 P->a->oom ? FP4_ERR_NOMEM
+                 : depth   ? FP4_ERR_LIMIT
+                           : FP4_ERR_FORMAT,
+                 NULL, NULL,
+                 P->a->oom ? "jinja.memory"
+                 : depth   ? "jinja.cap.depth"
+                           : "jinja.syntax",
+                 "line %u: %s%s", cur_line(P), P->a->oom ? "out of memory" : fmt, arg ? arg : "");
     P->failed = 1;
     return NULL;
 }
@@ -55,7 +61,9 @@ static int nl_push(parser *P, nlist *l, jnode *n) {
     return 0;
 }
 
-static int is(const parser *P, jtok_type t) { return P->i < P->n && P->t[P->i].type == t; }
+static int is(const parser *P, jtok_type t) {
+    return P->i < P->n && P->t[P->i].type == t;
+}
 static int is_ident(const parser *P, size_t off, const char *name) {
     return P->i + off < P->n && P->t[P->i + off].type == JT_IDENT && !strcmp(P->t[P->i + off].s, name);
 }
@@ -116,7 +124,8 @@ static int parse_args(parser *P, int params, nlist *out) {
     while (!P->failed && !is(P, JT_RPAREN)) {
         if (P->i >= P->n) return fail(P, "Unexpected end of arguments list", NULL), -1;
         int kws = is(P, JT_POW), ps = is(P, JT_MUL) && !strcmp(P->t[P->i].s, "*");
-        if (params && (kws || ps)) return fail(P, "Argument unpacking is not allowed in parameter declarations", NULL), -1;
+        if (params && (kws || ps))
+            return fail(P, "Argument unpacking is not allowed in parameter declarations", NULL), -1;
         if (kws) {
             P->i++;
             jnode *k = node(P, JN_KWSPREAD);
@@ -137,7 +146,8 @@ static int parse_args(parser *P, int params, nlist *out) {
             if (!arg) return -1;
             if (is(P, JT_EQUALS)) {
                 P->i++;
-                if (arg->type != JN_IDENT) return fail(P, "Expected identifier for keyword argument", NULL), -1;
+                if (arg->type != JN_IDENT)
+                    return fail(P, "Expected identifier for keyword argument", NULL), -1;
                 jnode *kw = node(P, JN_KWARG);
                 if (!kw) return -1;
                 kw->s = arg->s, kw->sn = arg->sn, kw->line = arg->line;
@@ -148,13 +158,19 @@ static int parse_args(parser *P, int params, nlist *out) {
                 if (arg->type != JN_IDENT && arg->type != JN_KWARG)
                     return fail(P, "Expected identifier for parameter declaration", NULL), -1;
                 for (size_t j = 0; j < out->n; j++)
-                    if (!strcmp(out->v[j]->s, arg->s)) return fail(P, "Duplicate parameter name: ", arg->s), -1;
+                    if (!strcmp(out->v[j]->s, arg->s))
+                        return fail(P, "Duplicate parameter name: ", arg->s), -1;
             }
-            if (arg->type == JN_KWARG) saw_kw = 1;
+            if (arg->type == JN_KWARG)
+                saw_kw = 1;
             else if (saw_kw)
-                return fail(P, params ? "Non-default argument follows default argument"
-                                      : "Positional arguments must come before keyword arguments", NULL), -1;
-            else if (saw_spread) return fail(P, "Positional arguments must not follow `*` argument unpacking", NULL), -1;
+                return fail(P,
+                            params ? "Non-default argument follows default argument"
+                                   : "Positional arguments must come before keyword arguments",
+                            NULL),
+                       -1;
+            else if (saw_spread)
+                return fail(P, "Positional arguments must not follow `*` argument unpacking", NULL), -1;
         }
         if (nl_push(P, out, arg)) return -1;
         if (is(P, JT_COMMA)) P->i++;
@@ -209,7 +225,8 @@ static jnode *parse_member(parser *P, jnode *obj) {
         jnode *m = node(P, JN_MEMBER), *prop;
         if (!m) return NULL;
         if (computed) {
-            if (!(prop = parse_subscript(P)) || expect(P, JT_RBRACKET, "Expected closing square bracket")) return NULL;
+            if (!(prop = parse_subscript(P)) || expect(P, JT_RBRACKET, "Expected closing square bracket"))
+                return NULL;
         } else {
             if (!(prop = parse_primary(P))) return NULL;
             if (prop->type != JN_IDENT && prop->type != JN_INT)
@@ -238,9 +255,9 @@ static enum jop op_of(const char *s) {
     static const struct {
         const char *s;
         enum jop op;
-    } T[] = {{"+", JO_ADD}, {"-", JO_SUB}, {"~", JO_CAT},  {"*", JO_MUL},  {"/", JO_DIV}, {"//", JO_FLOORDIV},
-             {"%", JO_MOD}, {"**", JO_POW}, {"<", JO_LT},  {">", JO_GT},   {"<=", JO_LE}, {">=", JO_GE},
-             {"==", JO_EQ}, {"!=", JO_NE}};
+    } T[] = {{"+", JO_ADD},       {"-", JO_SUB}, {"~", JO_CAT},  {"*", JO_MUL}, {"/", JO_DIV},
+             {"//", JO_FLOORDIV}, {"%", JO_MOD}, {"**", JO_POW}, {"<", JO_LT},  {">", JO_GT},
+             {"<=", JO_LE},       {">=", JO_GE}, {"==", JO_EQ},  {"!=", JO_NE}};
     for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
         if (!strcmp(T[i].s, s)) return T[i].op;
     return JO_NONE;
@@ -323,10 +340,14 @@ static jnode *parse_cmp(parser *P) {
     jnode *l = parse_add(P);
     while (l) {
         enum jop op;
-        if (is_ident(P, 0, "not") && is_ident(P, 1, "in")) op = JO_NOTIN, P->i += 2;
-        else if (is_ident(P, 0, "in")) op = JO_IN, P->i++;
-        else if (is(P, JT_CMP)) op = op_of(P->t[P->i++].s);
-        else break;
+        if (is_ident(P, 0, "not") && is_ident(P, 1, "in"))
+            op = JO_NOTIN, P->i += 2;
+        else if (is_ident(P, 0, "in"))
+            op = JO_IN, P->i++;
+        else if (is(P, JT_CMP))
+            op = op_of(P->t[P->i++].s);
+        else
+            break;
         l = binary(P, op, l, parse_add(P));
     }
     return l;
@@ -401,7 +422,8 @@ static jnode *parse_primary(parser *P) {
     case JT_STR: {
         jbuf b = {0};
         jb_put(&b, t->s, t->n);
-        while (is(P, JT_STR)) jb_put(&b, P->t[P->i].s, P->t[P->i].n), P->i++;
+        while (is(P, JT_STR))
+            jb_put(&b, P->t[P->i].s, P->t[P->i].n), P->i++;
         n = node(P, JN_TEXT);
         if (n) {
             n->s = ja_strdup(P->a, b.p ? b.p : "", b.n), n->sn = b.n, n->line = t->line;
@@ -457,7 +479,8 @@ static const char *const ENDIF[] = {"endif", NULL};
 static jnode *parse_if(parser *P) {
     jnode *n = node(P, JN_IF);
     nlist body = {0}, alt = {0};
-    if (!n || enter(P) || !(n->a = parse_expr(P)) || expect(P, JT_CLOSE_STMT, "Expected closing statement token"))
+    if (!n || enter(P) || !(n->a = parse_expr(P)) ||
+        expect(P, JT_CLOSE_STMT, "Expected closing statement token"))
         return NULL;
     if (parse_body(P, END_IF, &body)) return NULL;
     if (is_stmt(P, (const char *const[]){"elif", NULL})) {
@@ -465,7 +488,8 @@ static jnode *parse_if(parser *P) {
         if (nl_push(P, &alt, parse_if(P))) return NULL;
     } else if (is_stmt(P, (const char *const[]){"else", NULL})) {
         P->i += 2;
-        if (expect(P, JT_CLOSE_STMT, "Expected closing statement token") || parse_body(P, ENDIF, &alt)) return NULL;
+        if (expect(P, JT_CLOSE_STMT, "Expected closing statement token") || parse_body(P, ENDIF, &alt))
+            return NULL;
     }
     n->list = body.v, n->n = body.n, n->list2 = alt.v, n->n2 = alt.n;
     P->depth--;
@@ -490,8 +514,10 @@ static void specials(const jnode *n, uint8_t *acc, unsigned depth) {
     if (n->type == JN_FILTER && n->b->type == JN_IDENT) return specials(n->a, acc, depth + 1);
     if (n->type == JN_MEMBER && !n->flag) return specials(n->a, acc, depth + 1);
     specials(n->a, acc, depth + 1), specials(n->b, acc, depth + 1), specials(n->c, acc, depth + 1);
-    for (size_t i = 0; i < n->n; i++) specials(n->list[i], acc, depth + 1);
-    for (size_t i = 0; i < n->n2; i++) specials(n->list2[i], acc, depth + 1);
+    for (size_t i = 0; i < n->n; i++)
+        specials(n->list[i], acc, depth + 1);
+    for (size_t i = 0; i < n->n2; i++)
+        specials(n->list2[i], acc, depth + 1);
 }
 
 /* whether a subtree names `loop` (a for loop builds its loop object only then) */
@@ -539,7 +565,8 @@ static jnode *parse_stmt(parser *P) {
             parse_body(P, (const char *const[]){"endmacro", NULL}, &l2) || end_stmt(P, "endmacro"))
             return NULL;
         n->s = id->s, n->sn = id->sn, n->list = l1.v, n->n = l1.n, n->list2 = l2.v, n->n2 = l2.n;
-        for (size_t i = 0; i < l2.n; i++) specials(l2.v[i], &n->special, 0);
+        for (size_t i = 0; i < l2.n; i++)
+            specials(l2.v[i], &n->special, 0);
     } else if (!strcmp(name, "for")) {
         if (!(n = node(P, JN_FOR)) || !(n->a = parse_expr_seq(P, 1))) return NULL;
         if (n->a->type != JN_IDENT && n->a->type != JN_TUPLE)
@@ -558,7 +585,8 @@ static jnode *parse_stmt(parser *P) {
         if (end_stmt(P, "endfor")) return NULL;
         n->list = l1.v, n->n = l1.n, n->list2 = l2.v, n->n2 = l2.n;
         n->special = reads_loop(n->b, 0);
-        for (size_t i = 0; i < l1.n && !n->special; i++) n->special = reads_loop(l1.v[i], 0);
+        for (size_t i = 0; i < l1.n && !n->special; i++)
+            n->special = reads_loop(l1.v[i], 0);
     } else if (!strcmp(name, "call")) {
         if (!(n = node(P, JN_CALLBLOCK))) return NULL;
         if (is(P, JT_LPAREN) && parse_args(P, 1, &l1)) return NULL;
@@ -572,7 +600,8 @@ static jnode *parse_stmt(parser *P) {
             return NULL;
         c->a = callee, c->list = args.v, c->n = args.n;
         n->a = c, n->list = l1.v, n->n = l1.n, n->list2 = l2.v, n->n2 = l2.n;
-        for (size_t i = 0; i < l2.n; i++) specials(l2.v[i], &n->special, 0);
+        for (size_t i = 0; i < l2.n; i++)
+            specials(l2.v[i], &n->special, 0);
     } else if (!strcmp(name, "break") || !strcmp(name, "continue")) {
         if (!(n = node(P, name[0] == 'b' ? JN_BREAK : JN_CONTINUE)) ||
             expect(P, JT_CLOSE_STMT, "Expected closing statement token"))
@@ -616,7 +645,8 @@ static jnode *parse_any(parser *P) {
     }
 }
 
-fp4_status jinja_parse(jarena *a, const jtok *toks, size_t n, unsigned max_depth, jnode **prog, fp4_error *err) {
+fp4_status jinja_parse(jarena *a, const jtok *toks, size_t n, unsigned max_depth, jnode **prog,
+                       fp4_error *err) {
     parser P = {a, toks, n, 0, 0, max_depth, err, 0};
     nlist body = {0};
     while (!P.failed && P.i < P.n)

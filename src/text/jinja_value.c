@@ -46,7 +46,8 @@ char *ja_strdup(jarena *a, const char *s, size_t n) {
 }
 
 void ja_free(jarena *a) {
-    for (jarena_blk *b = a->head, *nx; b; b = nx) nx = b->next, free(b);
+    for (jarena_blk *b = a->head, *nx; b; b = nx)
+        nx = b->next, free(b);
     a->head = NULL;
     a->used = 0;
 }
@@ -59,7 +60,8 @@ void jb_put(jbuf *b, const char *s, size_t n) {
     }
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1) cap *= 2;
+        while (cap < b->n + n + 1)
+            cap *= 2;
         char *p = realloc(b->p, cap);
         if (!p) {
             b->over = 1;
@@ -71,8 +73,12 @@ void jb_put(jbuf *b, const char *s, size_t n) {
     b->n += n;
     b->p[b->n] = 0;
 }
-void jb_puts(jbuf *b, const char *s) { jb_put(b, s, strlen(s)); }
-void jb_putc(jbuf *b, char c) { jb_put(b, &c, 1); }
+void jb_puts(jbuf *b, const char *s) {
+    jb_put(b, s, strlen(s));
+}
+void jb_putc(jbuf *b, char c) {
+    jb_put(b, &c, 1);
+}
 
 /* ---- UTF-8 ---- */
 int ju_next(const char *s, size_t n, size_t i, uint32_t *cp) {
@@ -185,25 +191,33 @@ int jobj_del(jobj *o, const char *k, size_t kn) {
 }
 
 const char *jv_type_name(const jv *v) {
-    static const char *const N[] = {"UndefinedValue", "NullValue",   "BooleanValue", "IntegerValue",
-                                    "FloatValue",     "StringValue", "ArrayValue",   "ObjectValue",
-                                    "NamespaceValue", "KeywordArgumentsValue", "FunctionValue"};
+    static const char *const N[] = {
+        "UndefinedValue", "NullValue",  "BooleanValue", "IntegerValue",   "FloatValue",
+        "StringValue",    "ArrayValue", "ObjectValue",  "NamespaceValue", "KeywordArgumentsValue",
+        "FunctionValue"};
     if (v->t == JV_ARRAY && v->tuple) return "TupleValue";
     return v->t < sizeof N / sizeof N[0] ? N[v->t] : "?";
 }
 
 int jv_truthy(const jv *v) {
     switch (v->t) {
-    case JV_BOOL: return v->u.b;
+    case JV_BOOL:
+        return v->u.b;
     case JV_INT:
-    case JV_FLOAT: return v->u.d != 0 && !isnan(v->u.d);
-    case JV_STR: return v->n > 0;
-    case JV_ARRAY: return v->u.a->n > 0;
+    case JV_FLOAT:
+        return v->u.d != 0 && !isnan(v->u.d);
+    case JV_STR:
+        return v->n > 0;
+    case JV_ARRAY:
+        return v->u.a->n > 0;
     case JV_OBJECT:
-    case JV_KWARGS: return v->u.o->n > 0;
+    case JV_KWARGS:
+        return v->u.o->n > 0;
     case JV_NS:
-    case JV_FUNC: return 1;
-    default: return 0;
+    case JV_FUNC:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -225,20 +239,23 @@ void js_number(double d, jbuf *b) {
     int k = 0;
     for (; *p && *p != 'e'; p++)
         if (*p != '.') dig[k++] = *p;
-    while (k > 1 && dig[k - 1] == '0') k--;
+    while (k > 1 && dig[k - 1] == '0')
+        k--;
     dig[k] = 0;
     int e = atoi(p + 1), n = e + 1;
     if (neg) jb_putc(b, '-');
     if (k <= n && n <= 21) {
         jb_put(b, dig, (size_t)k);
-        for (int i = 0; i < n - k; i++) jb_putc(b, '0');
+        for (int i = 0; i < n - k; i++)
+            jb_putc(b, '0');
     } else if (0 < n && n <= 21) {
         jb_put(b, dig, (size_t)n);
         jb_putc(b, '.');
         jb_put(b, dig + n, (size_t)(k - n));
     } else if (-6 < n && n <= 0) {
         jb_puts(b, "0.");
-        for (int i = 0; i < -n; i++) jb_putc(b, '0');
+        for (int i = 0; i < -n; i++)
+            jb_putc(b, '0');
         jb_put(b, dig, (size_t)k);
     } else {
         jb_putc(b, dig[0]);
@@ -267,12 +284,14 @@ static int is_js_space_str(const char *s, size_t n, size_t *i) {
 
 double js_parse_int(const char *s, size_t n) {
     size_t i = 0;
-    while (is_js_space_str(s, n, &i)) {}
+    while (is_js_space_str(s, n, &i)) {
+    }
     int neg = 0;
     if (i < n && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
     double v = 0;
     size_t st = i;
-    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++) v = v * 10 + (s[i] - '0');
+    for (; i < n && s[i] >= '0' && s[i] <= '9'; i++)
+        v = v * 10 + (s[i] - '0');
     if (i == st) return NAN;
     if (i - st > 15) { /* past 2^53 the digits are rounded as one decimal number */
         char *tmp = malloc(i - st + 1);
@@ -291,10 +310,12 @@ static size_t decimal_prefix(const char *s, size_t n, size_t i) {
     size_t st = i, d = 0;
     if (i < n && (s[i] == '+' || s[i] == '-')) i++;
     if (n - i >= 8 && !memcmp(s + i, "Infinity", 8)) return i + 8 - st;
-    while (i < n && s[i] >= '0' && s[i] <= '9') i++, d++;
+    while (i < n && s[i] >= '0' && s[i] <= '9')
+        i++, d++;
     if (i < n && s[i] == '.') {
         size_t j = i + 1, f = 0;
-        while (j < n && s[j] >= '0' && s[j] <= '9') j++, f++;
+        while (j < n && s[j] >= '0' && s[j] <= '9')
+            j++, f++;
         if (d || f) i = j, d += f;
     }
     if (!d) return 0;
@@ -302,7 +323,8 @@ static size_t decimal_prefix(const char *s, size_t n, size_t i) {
         size_t j = i + 1;
         if (j < n && (s[j] == '+' || s[j] == '-')) j++;
         size_t e0 = j;
-        while (j < n && s[j] >= '0' && s[j] <= '9') j++;
+        while (j < n && s[j] >= '0' && s[j] <= '9')
+            j++;
         if (j > e0) i = j;
     }
     return i - st;
@@ -316,22 +338,26 @@ static double strtod_n(const char *s, size_t n) {
     h[n] = 0;
     double v;
     const char *inf = h + (h[0] == '+' || h[0] == '-');
-    if (!strcmp(inf, "Infinity")) v = h[0] == '-' ? -INFINITY : INFINITY;
-    else v = strtod(h, NULL);
+    if (!strcmp(inf, "Infinity"))
+        v = h[0] == '-' ? -INFINITY : INFINITY;
+    else
+        v = strtod(h, NULL);
     if (h != tmp) free(h);
     return v;
 }
 
 double js_parse_float(const char *s, size_t n) {
     size_t i = 0;
-    while (is_js_space_str(s, n, &i)) {}
+    while (is_js_space_str(s, n, &i)) {
+    }
     size_t l = decimal_prefix(s, n, i);
     return l ? strtod_n(s + i, l) : NAN;
 }
 
 double js_to_number(const char *s, size_t n) {
     size_t i = 0, e = n, w;
-    while (is_js_space_str(s, n, &i)) {}
+    while (is_js_space_str(s, n, &i)) {
+    }
     while (e > i) {
         size_t back = 1;
         for (; back <= 3 && back <= e - i; back++)
@@ -357,20 +383,33 @@ double js_to_number(const char *s, size_t n) {
 /* ---- strings of values ---- */
 int jv_raw_str(jarena *a, const jv *v, jbuf *b) {
     switch (v->t) {
-    case JV_UNDEF: jb_puts(b, "undefined"); return 0;
-    case JV_NULL: jb_puts(b, "null"); return 0;
-    case JV_BOOL: jb_puts(b, v->u.b ? "true" : "false"); return 0;
+    case JV_UNDEF:
+        jb_puts(b, "undefined");
+        return 0;
+    case JV_NULL:
+        jb_puts(b, "null");
+        return 0;
+    case JV_BOOL:
+        jb_puts(b, v->u.b ? "true" : "false");
+        return 0;
     case JV_INT:
-    case JV_FLOAT: js_number(v->u.d, b); return 0;
-    case JV_STR: jb_put(b, v->u.s, v->n); return 0;
+    case JV_FLOAT:
+        js_number(v->u.d, b);
+        return 0;
+    case JV_STR:
+        jb_put(b, v->u.s, v->n);
+        return 0;
     case JV_ARRAY: /* Array.prototype.join(",") over the elements' toString() */
         for (size_t i = 0; i < v->u.a->n; i++) {
             if (i) jb_putc(b, ',');
             if (jv_to_string(a, &v->u.a->v[i], b)) return -1;
         }
         return 0;
-    case JV_FUNC: return -1;
-    default: jb_puts(b, "[object Map]"); return 0;
+    case JV_FUNC:
+        return -1;
+    default:
+        jb_puts(b, "[object Map]");
+        return 0;
     }
 }
 
@@ -389,8 +428,14 @@ static void jstr_json(const char *s, size_t n, int ascii, jbuf *b) {
     jb_putc(b, '"');
     for (size_t i = 0; i < n;) {
         uint8_t c = (uint8_t)s[i];
-        const char *esc = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\n' ? "\\n" : c == '\r' ? "\\r" :
-                          c == '\t' ? "\\t" : c == '\b' ? "\\b" : c == '\f' ? "\\f" : NULL;
+        const char *esc = c == '"'    ? "\\\""
+                          : c == '\\' ? "\\\\"
+                          : c == '\n' ? "\\n"
+                          : c == '\r' ? "\\r"
+                          : c == '\t' ? "\\t"
+                          : c == '\b' ? "\\b"
+                          : c == '\f' ? "\\f"
+                                      : NULL;
         if (esc) {
             jb_puts(b, esc), i++;
         } else if (c < 0x20 || (ascii && c == 0x7F)) {
@@ -403,10 +448,16 @@ static void jstr_json(const char *s, size_t n, int ascii, jbuf *b) {
             i += (size_t)ju_next(s, n, i, &cp);
             uint32_t units[2] = {cp, 0};
             int nu = 1;
-            if (cp >= 0x10000) units[0] = 0xD800 + ((cp - 0x10000) >> 10), units[1] = 0xDC00 + (cp & 0x3FF), nu = 2;
+            if (cp >= 0x10000)
+                units[0] = 0xD800 + ((cp - 0x10000) >> 10), units[1] = 0xDC00 + (cp & 0x3FF), nu = 2;
             for (int k = 0; k < nu; k++) {
-                char u[7] = {'\\', 'u', hex[units[k] >> 12], hex[(units[k] >> 8) & 15], hex[(units[k] >> 4) & 15],
-                             hex[units[k] & 15], 0};
+                char u[7] = {'\\',
+                             'u',
+                             hex[units[k] >> 12],
+                             hex[(units[k] >> 8) & 15],
+                             hex[(units[k] >> 4) & 15],
+                             hex[units[k] & 15],
+                             0};
                 jb_puts(b, u);
             }
         }
@@ -416,7 +467,8 @@ static void jstr_json(const char *s, size_t n, int ascii, jbuf *b) {
 
 static void pad(jbuf *b, int indent, int depth) {
     jb_putc(b, '\n');
-    for (long i = 0; i < (long)indent * depth; i++) jb_putc(b, ' ');
+    for (long i = 0; i < (long)indent * depth; i++)
+        jb_putc(b, ' ');
 }
 
 static int key_cmp(const jobj *o, size_t x, size_t y) {
@@ -430,15 +482,25 @@ int jv_to_json(const jv *v, const jjson_opts *o, int depth, jbuf *b, const char 
     const char *ksep = o->key_sep ? o->key_sep : ": ";
     if (depth > 512) return *why = "nesting too deep", -1;
     switch (v->t) {
-    case JV_NULL: jb_puts(b, "null"); return 0;
-    case JV_UNDEF: jb_puts(b, o->undef_null ? "null" : "undefined"); return 0;
-    case JV_BOOL: jb_puts(b, v->u.b ? "true" : "false"); return 0;
+    case JV_NULL:
+        jb_puts(b, "null");
+        return 0;
+    case JV_UNDEF:
+        jb_puts(b, o->undef_null ? "null" : "undefined");
+        return 0;
+    case JV_BOOL:
+        jb_puts(b, v->u.b ? "true" : "false");
+        return 0;
     case JV_INT:
     case JV_FLOAT:
-        if (!isfinite(v->u.d)) jb_puts(b, "null");
-        else js_number(v->u.d, b);
+        if (!isfinite(v->u.d))
+            jb_puts(b, "null");
+        else
+            js_number(v->u.d, b);
         return 0;
-    case JV_STR: jstr_json(v->u.s, v->n, o->ensure_ascii, b); return 0;
+    case JV_STR:
+        jstr_json(v->u.s, v->n, o->ensure_ascii, b);
+        return 0;
     case JV_ARRAY:
         if (v->tuple) return *why = "TupleValue", -1;
         jb_putc(b, '[');
@@ -455,7 +517,8 @@ int jv_to_json(const jv *v, const jjson_opts *o, int depth, jbuf *b, const char 
         const jobj *ob = v->u.o;
         size_t *ord = malloc((ob->n + 1) * sizeof *ord);
         if (!ord) return *why = "out of memory", -1;
-        for (size_t i = 0; i < ob->n; i++) ord[i] = i;
+        for (size_t i = 0; i < ob->n; i++)
+            ord[i] = i;
         if (o->sort_keys) /* insertion sort: stable, objects are small */
             for (size_t i = 1; i < ob->n; i++)
                 for (size_t j = i; j > 0 && key_cmp(ob, ord[j - 1], ord[j]) > 0; j--) {
@@ -477,7 +540,9 @@ int jv_to_json(const jv *v, const jjson_opts *o, int depth, jbuf *b, const char 
         jb_putc(b, '}');
         return 0;
     }
-    default: *why = jv_type_name(v); return -1;
+    default:
+        *why = jv_type_name(v);
+        return -1;
     }
 }
 
@@ -488,16 +553,24 @@ int jv_strict_eq(const jv *x, const jv *y) {
     if (x->t != y->t) return 0;
     switch (x->t) {
     case JV_UNDEF:
-    case JV_NULL: return 1;
-    case JV_BOOL: return x->u.b == y->u.b;
-    case JV_STR: return x->n == y->n && !memcmp(x->u.s, y->u.s, x->n);
-    case JV_ARRAY: return x->u.a == y->u.a;
-    case JV_FUNC: return x->u.f == y->u.f;
-    default: return x->u.o == y->u.o;
+    case JV_NULL:
+        return 1;
+    case JV_BOOL:
+        return x->u.b == y->u.b;
+    case JV_STR:
+        return x->n == y->n && !memcmp(x->u.s, y->u.s, x->n);
+    case JV_ARRAY:
+        return x->u.a == y->u.a;
+    case JV_FUNC:
+        return x->u.f == y->u.f;
+    default:
+        return x->u.o == y->u.o;
     }
 }
 
-static int prim(const jv *v) { return v->t == JV_BOOL || jv_isnum(v) || v->t == JV_STR; }
+static int prim(const jv *v) {
+    return v->t == JV_BOOL || jv_isnum(v) || v->t == JV_STR;
+}
 static double num_of(const jv *v) {
     return v->t == JV_BOOL ? v->u.b : jv_isnum(v) ? v->u.d : js_to_number(v->u.s, v->n);
 }
@@ -536,10 +609,18 @@ static int canonical_index(const char *k, size_t n) {
 static int from_json(jarena *a, json_t *j, jv *out, unsigned depth) {
     if (depth > 512) return -1;
     switch (json_typeof(j)) {
-    case JSON_NULL: *out = jv_null(); return 0;
-    case JSON_TRUE: *out = jv_bool(1); return 0;
-    case JSON_FALSE: *out = jv_bool(0); return 0;
-    case JSON_INTEGER: *out = jv_int((double)json_integer_value(j)); return 0;
+    case JSON_NULL:
+        *out = jv_null();
+        return 0;
+    case JSON_TRUE:
+        *out = jv_bool(1);
+        return 0;
+    case JSON_FALSE:
+        *out = jv_bool(0);
+        return 0;
+    case JSON_INTEGER:
+        *out = jv_int((double)json_integer_value(j));
+        return 0;
     case JSON_REAL: {
         double d = json_real_value(j);
         *out = isfinite(d) && fmod(d, 1) == 0 ? jv_int(d) : jv_float(d);
@@ -590,7 +671,8 @@ static int from_json(jarena *a, json_t *j, jv *out, unsigned depth) {
         }
         return 0;
     }
-    default: return -1;
+    default:
+        return -1;
     }
 }
 
