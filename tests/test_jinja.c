@@ -121,6 +121,8 @@ static json_t *conv_contexts(void) {
             json_object_set(vars, "messages", json_object_get(c, "messages"));
             json_object_set_new(vars, "add_generation_prompt", json_boolean(agp));
             if (json_object_get(c, "tools")) json_object_set(vars, "tools", json_object_get(c, "tools"));
+            if (json_object_get(c, "enable_thinking"))
+                json_object_set(vars, "enable_thinking", json_object_get(c, "enable_thinking"));
             json_array_append_new(ctx, json_pack("{s:s, s:o}", "name", name, "vars", vars));
             json_decref(c);
         }
@@ -314,6 +316,8 @@ static void test_refusals(void) {
     free(out), fp4_template_free(t), free(big);
     /* a zero slice step (the reference loops forever) and hostile context JSON */
     expect_fail("{{ [1, 2][::0] }}", "jinja.cap.steps", "slice step 0", NULL);
+    /* the reference prints a function's JavaScript source: refused here */
+    expect_fail("{{ range }}", "jinja.unsupported", "printing a function", NULL);
     const char *ok = "{{ messages|length }}";
     CHECK_OK(fp4_template_compile(ok, strlen(ok), &t, &err));
     CHECK(fp4_template_render(t, "[", 0, NULL, NULL, &out, &len, &err) == FP4_ERR_FORMAT);

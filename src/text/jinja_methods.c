@@ -31,12 +31,48 @@ static void put_cp(jbuf *b, int32_t cp) {
     jb_put(b, (const char *)u, (size_t)l);
 }
 
+/* JavaScript's toUpperCase / toLowerCase use Unicode's full mappings (SpecialCasing.txt), where a
+ * character may become several: the unconditional ones of Latin text, and the final sigma */
+static const struct {
+    uint32_t cp;
+    const char *to;
+} UPPER_FULL[] = {{0xDF, "SS"},          {0x149, "\xCA\xBCN"},  {0x1F0, "J\xCC\x8C"},  {0xFB00, "FF"},
+                  {0xFB01, "FI"},        {0xFB02, "FL"},        {0xFB03, "FFI"},       {0xFB04, "FFL"},
+                  {0xFB05, "ST"},        {0xFB06, "ST"},        {0x1E96, "H\xCC\xB1"}, {0x1E97, "T\xCC\x88"},
+                  {0x1E98, "W\xCC\x8A"}, {0x1E99, "Y\xCC\x8A"}, {0x1E9A, "A\xCA\xBE"}};
+
+static int cased(uint32_t cp) {
+    utf8proc_category_t c = utf8proc_category((int32_t)cp);
+    return c == UTF8PROC_CATEGORY_LU || c == UTF8PROC_CATEGORY_LL || c == UTF8PROC_CATEGORY_LT;
+}
+
+/* a capital sigma ends a word: a cased letter before it and none after it */
+static int final_sigma(const jv *s, size_t at, size_t len) {
+    uint32_t cp;
+    int before = 0, after = 0;
+    for (size_t i = 0; i < at;) {
+        i += (size_t)ju_next(s->u.s, s->n, i, &cp);
+        before = cased(cp);
+    }
+    if (at + len < s->n) ju_next(s->u.s, s->n, at + len, &cp), after = cased(cp);
+    return before && !after;
+}
+
 static int case_map(jinterp *I, const jnode *at, const jv *s, int upper, jv *out) {
     jbuf b = {0};
     for (size_t i = 0; i < s->n;) {
         uint32_t cp;
-        i += (size_t)ju_next(s->u.s, s->n, i, &cp);
-        put_cp(&b, upper ? utf8proc_toupper((int32_t)cp) : utf8proc_tolower((int32_t)cp));
+        size_t l = (size_t)ju_next(s->u.s, s->n, i, &cp);
+        const char *full = NULL;
+        for (size_t k = 0; upper && k < sizeof UPPER_FULL / sizeof UPPER_FULL[0]; k++)
+            if (UPPER_FULL[k].cp == cp) full = UPPER_FULL[k].to;
+        if (!upper && cp == 0x130) full = "i\xCC\x87";
+        if (!upper && cp == 0x3A3 && final_sigma(s, i, l)) full = "\xCF\x82";
+        if (full)
+            jb_puts(&b, full);
+        else
+            put_cp(&b, upper ? utf8proc_toupper((int32_t)cp) : utf8proc_tolower((int32_t)cp));
+        i += l;
     }
     return jstr_new(I, at, &b, out);
 }

@@ -17,18 +17,20 @@ globalThis.Date = class extends RealDate {
   static now() { return cases.now; }
 };
 const { Template } = await import(pathToFileURL(path.join(pkg, 'dist', 'index.js')).href);
+// what a JavaScript string becomes as UTF-8 bytes (a lone surrogate: U+FFFD)
+const utf8 = (x) => Buffer.from(String(x), 'utf8').toString('utf8');
 const out = cases.templates.map((t) => {
   let tpl;
   try {
     tpl = new Template(t.text);
   } catch (e) {
-    return cases.contexts.map(() => ({ ok: false, error: `compile: ${e.message}` }));
+    return cases.contexts.map(() => ({ ok: false, error: utf8(`compile: ${e.message}`) }));
   }
   return cases.contexts.map((c) => {
     try {
-      return { ok: true, out: tpl.render({ ...JSON.parse(JSON.stringify(c.vars)), ...t.vars }) };
+      return { ok: true, out: utf8(tpl.render({ ...JSON.parse(JSON.stringify(c.vars)), ...t.vars })) };
     } catch (e) {
-      return { ok: false, error: String(e && e.message) };
+      return { ok: false, error: utf8(e && e.message) };
     }
   });
 });
