@@ -304,6 +304,17 @@ static void test_refusals(void) {
     strcpy(deep + k, " }}");
     expect_fail(deep, "jinja.cap.depth", NULL, NULL);
     free(deep);
+    /* a long operator chain nests evaluations without nesting syntax: the evaluation depth cap */
+    char *chain = malloc(20000);
+    k = (size_t)sprintf(chain, "{{ 1");
+    for (int i = 0; i < 3000; i++) k += (size_t)sprintf(chain + k, "+1");
+    strcpy(chain + k, " }}");
+    expect_fail(chain, "jinja.cap.depth", "evaluation nested", NULL);
+    free(chain);
+    /* quadratic filters count their steps */
+    o.max_memory = 0, o.max_steps = 1000000;
+    expect_fail("{{ range(100000)|unique|length }}", "jinja.cap.steps", NULL, &o);
+    o.max_steps = 0;
     char *big = malloc(FP4_TEMPLATE_MAX_BYTES + 2);
     memset(big, 'a', FP4_TEMPLATE_MAX_BYTES + 1);
     big[FP4_TEMPLATE_MAX_BYTES + 1] = 0;

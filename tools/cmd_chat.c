@@ -1,5 +1,7 @@
-/* cmd_chat.c — fp4lane chat: an interactive loop over MODEL's chat template (detected from its
- * chat_template, or --chat-template NAME). Each turn renders the whole conversation, tokenizes it
+/* cmd_chat.c — fp4lane chat: an interactive loop over MODEL's chat template: its own chat_template
+ * rendered by the Jinja engine (fp4_template_*), else a built-in one (--chat-template NAME, or a
+ * template the engine cannot compile; the built-in family detected from the text still names the
+ * end-of-turn token). Each turn renders the whole conversation, tokenizes it
  * and prefills only what follows the tokens already in the KV cache (the cache is kept across
  * turns; when the new tokens do not extend it, or the context is full, it is rebuilt). The answer
  * streams to stdout; a one-line summary per answer goes to stderr. /reset clears the history
@@ -9,6 +11,7 @@
 #include "rt_cli.h"
 #include "run_text.h"
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,13 +97,16 @@ static void list_templates(FILE *f) {
         fprintf(f, "%s%s", i ? ", " : "", fp4_chat_template_name(i));
 }
 
-/* the template: --chat-template, else detected from MODEL's chat_template; -1 refused (printed) */
-static int pick_template(const chat_args *a) {
+/* the template: --chat-template, else detected from MODEL's chat_template (and *own, that text
+ * compiled by the Jinja engine); -1 refused (printed), -2 the checkpoint's own template only */
+static int pick_template(const chat_args *a, fp4_template **own) {
     if (a->tmpl_name) return fp4_chat_template_by_name(a->tmpl_name);
     char *t = NULL;
     fp4_error err;
     if (fp4_chat_template_read(a->e.model, &t, &err)) return cli_report_error("chat", err.code, &err), -1;
     int id = fp4_chat_template_detect(t);
+    if (t && fp4_template_compile(t, strlen(t), own, &err)) *own = NULL;
+    if (id < 0 && *own) return free(t), -2;
     if (id < 0) {
         fprintf(stderr, "fp4lane chat: %s: %s; give --chat-template NAME (one of: ", a->e.model,
                 t ? "its chat_template is not one fp4lane knows" : "it has no chat_template");
@@ -140,6 +146,7 @@ typedef struct session {
     fp4_rt *rt;
     fp4_tokenizer *tok;
     int tmpl;
+    fp4_template *own; /* MODEL's own template, when the engine compiled it */
     int32_t seq;
     int32_t *kv; /* the token ids in the KV cache, in order */
     int64_t n_kv, cap_kv;
@@ -197,6 +204,26 @@ static int is_eos(const session *s, int32_t t) {
     return 0;
 }
 
+/* msgs[0..n) through MODEL's own template, as transformers renders it (bos/eos tokens, tools
+ * none, the assistant's turn opened) */
+static fp4_status render_own(const session *s, const fp4_chat_msg *msgs, size_t n, char **text, size_t *len,
+                             fp4_error *err) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content));
+    json_t *extra =
+        json_pack("{s:s, s:s, s:n, s:n}", "bos_token", s->bos, "eos_token", s->eos_s, "tools", "documents");
+    char *m = json_dumps(arr, JSON_COMPACT), *x = json_dumps(extra, JSON_COMPACT);
+    json_decref(arr), json_decref(extra);
+    fp4_status st = FP4_ERR_NOMEM;
+    if (m && x)
+        st = fp4_template_render(s->own, m, 1, x, NULL, text, len, err);
+    else
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+    free(m), free(x);
+    return st;
+}
+
 /* the tokens of msgs[0..n) rendered with the answer's opening: 0 with *n_tok, 1 refused by the
  * template (printed), -1 failed */
 static int conv_tokens(const session *s, const fp4_chat_msg *msgs, size_t n, int64_t *n_tok) {
@@ -204,7 +231,8 @@ static int conv_tokens(const session *s, const fp4_chat_msg *msgs, size_t n, int
     size_t len, n_ids = 0;
     int32_t *ids = NULL;
     fp4_error err;
-    if (fp4_chat_render(s->tmpl, msgs, n, s->bos, s->eos_s, 1, &text, &len, &err))
+    if (s->own ? render_own(s, msgs, n, &text, &len, &err)
+               : fp4_chat_render(s->tmpl, msgs, n, s->bos, s->eos_s, 1, &text, &len, &err))
         return fprintf(stderr, "fp4lane chat: %s\n", err.msg), 1;
     fp4_status st = fp4_tokenizer_encode(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids);
     free(text), free(ids);
@@ -236,7 +264,8 @@ static int answer(session *s, conv *c) {
                        (long long)fp4_rt_n_ctx(s->rt)),
                0;
     for (int attempt = 0;; attempt++) {
-        if (fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))
+        if (s->own ? render_own(s, c->m, c->n, &text, &len, &err)
+                   : fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))
             return fprintf(stderr, "fp4lane chat: %s\n", err.msg), 0;
         if (fp4_tokenizer_encode(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids))
             return free(text), fprintf(stderr, "fp4lane chat: cannot encode the conversation\n"), -1;
@@ -301,7 +330,7 @@ int cmd_chat(int argc, char **argv) {
     if (pr) return usage();
     session s = {0};
     s.a = &a;
-    if (rt_text_model_present("chat", a.e.model) || (s.tmpl = pick_template(&a)) < 0) return 1;
+    if (rt_text_model_present("chat", a.e.model) || (s.tmpl = pick_template(&a, &s.own)) == -1) return 1;
     if (rt_text_tokenizer("chat", a.e.model, &s.tok)) return 1;
     fp4_model *m = NULL;
     if (rt_cli_open(&a.e, &m, &s.rt)) return fp4_tokenizer_free(s.tok), 1;
@@ -316,7 +345,7 @@ int cmd_chat(int argc, char **argv) {
                                           {"llama2-default", "</s>"},
                                           {"mistral", "</s>"},
                                           {"mistral-eos-space", "</s>"}};
-    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+    for (size_t i = 0; s.tmpl >= 0 && i < sizeof ends / sizeof ends[0]; i++)
         if (!strcmp(ends[i][0], fp4_chat_template_name(s.tmpl))) {
             int32_t id = fp4_tokenizer_find(s.tok, ends[i][1], strlen(ends[i][1]));
             if (id >= 0 && fp4_tokenizer_is_special(s.tok, id))
@@ -355,7 +384,7 @@ int cmd_chat(int argc, char **argv) {
         fprintf(
             stderr,
             "fp4lane chat: %s, template %s. /reset clears the history, /exit ends; Ctrl-C stops an answer.\n",
-            a.e.model, fp4_chat_template_name(s.tmpl));
+            a.e.model, s.tmpl >= 0 ? fp4_chat_template_name(s.tmpl) : "its own");
     char *line = NULL;
     size_t cap = 0;
     while (!rc) {
@@ -401,5 +430,6 @@ int cmd_chat(int argc, char **argv) {
     fp4_rt_free(s.rt);
     fp4_model_close(m);
     fp4_tokenizer_free(s.tok);
+    fp4_template_free(s.own);
     return rc;
 }

@@ -132,15 +132,11 @@ fp4_status fp4_template_render(const fp4_template *t, const char *messages_json,
     jbuf b = {0};
     b.max = o.max_output ? o.max_output : FP4_TEMPLATE_MAX_OUTPUT;
     fp4_error local;
-    jinterp I = {&a,
-                 &b,
-                 err ? err : &local,
-                 0,
-                 o.max_steps ? o.max_steps : FP4_TEMPLATE_MAX_STEPS,
-                 0,
-                 FP4_TEMPLATE_MAX_DEPTH,
-                 o.fixed_clock ? o.now : INT64_MIN,
-                 0};
+    jinterp I = {0};
+    I.a = &a, I.out = &b, I.err = err ? err : &local;
+    I.max_steps = o.max_steps ? o.max_steps : FP4_TEMPLATE_MAX_STEPS;
+    I.max_depth = FP4_TEMPLATE_MAX_DEPTH;
+    I.now = o.fixed_clock ? o.now : INT64_MIN;
     fp4_error_clear(I.err);
     jenv *g = jenv_new(&I, NULL);
     fp4_status st = g ? FP4_OK : fp4_fail(I.err, FP4_ERR_NOMEM, NULL, NULL, "jinja.memory", "out of memory");

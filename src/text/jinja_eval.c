@@ -115,6 +115,9 @@ int jeval_args(jinterp *I, jnode **args, size_t n, jenv *e, jarr *pos, jobj *kw,
                 return jerr(I, args[i], "jinja.eval", "Argument after ** must be a mapping, not %s",
                             jv_type_name(&v));
             for (size_t k = 0; k < v.u.o->n; k++) {
+                if ((I->steps += kw->n / 8) > I->max_steps)
+                    return jerr(I, args[i], "jinja.cap.steps", "more than %llu steps",
+                                (unsigned long long)I->max_steps);
                 if (jobj_get(kw, v.u.o->k[k], v.u.o->kn[k]))
                     return jerr(I, args[i], "jinja.eval", "Got multiple values for keyword argument '%s'",
                                 v.u.o->k[k]);
@@ -144,8 +147,8 @@ static int bind_args(jinterp *I, const jnode *at, const char *name, jnode **para
     if (!kw.u.o) return oom(I, at);
     if (n && args[n - 1].t == JV_KWARGS) {
         const jobj *src = args[n - 1].u.o;
-        for (size_t i = 0; i < src->n; i++)
-            if (jobj_set(I->a, kw.u.o, src->k[i], src->kn[i], src->v[i])) return oom(I, at);
+        for (size_t i = 0; i < src->n; i++) /* keyword names are unique already */
+            if (jobj_append(I->a, kw.u.o, src->k[i], src->kn[i], src->v[i])) return oom(I, at);
         n--;
     }
     int pending[256] = {0};
@@ -337,6 +340,8 @@ static int eval_binary(jinterp *I, const jnode *n, jenv *e, jv *out) {
         }
     } else if (jv_isarr(&r)) {
         int found = 0;
+        if ((I->steps += r.u.a->n / 8) > I->max_steps)
+            return jerr(I, n, "jinja.cap.steps", "more than %llu steps", (unsigned long long)I->max_steps);
         for (size_t i = 0; i < r.u.a->n && !found; i++)
             found = jv_strict_eq(&r.u.a->v[i], &l);
         if (in) return *out = jv_bool(n->op == JO_IN ? found : !found), J_OK;
@@ -467,6 +472,8 @@ static int eval_member(jinterp *I, const jnode *n, jenv *e, jv *out) {
         prop = jv_str(n->b->s, n->b->sn);
     }
     if (jv_isattr(&obj)) {
+        if ((I->steps += obj.u.o->n / 8) > I->max_steps) /* a lookup scans the keys */
+            return jerr(I, n, "jinja.cap.steps", "more than %llu steps", (unsigned long long)I->max_steps);
         if (prop.t != JV_STR)
             return jerr(I, n, "jinja.eval", "Cannot access property with non-string: got %s",
                         jv_type_name(&prop));
@@ -536,11 +543,29 @@ static int eval_test(jinterp *I, const jnode *n, jenv *e, jv *out) {
     return J_OK;
 }
 
+static int eval_node(jinterp *I, const jnode *n, jenv *e, jv *out);
+
+/* every nested evaluation counts against the C stack's cap, whatever nests it (a long operator
+ * chain, blocks, macro calls) */
+static int enter(jinterp *I, const jnode *n) {
+    if (++I->edepth > JINJA_MAX_EVAL_DEPTH)
+        return jerr(I, n, "jinja.cap.depth", "evaluation nested deeper than the cap (%u)",
+                    JINJA_MAX_EVAL_DEPTH);
+    return J_OK;
+}
+
 int jeval(jinterp *I, const jnode *n, jenv *e, jv *out) {
     if (!n) return *out = jv_undef(), J_OK;
     if (++I->steps > I->max_steps)
         return jerr(I, n, "jinja.cap.steps", "more than %llu steps", (unsigned long long)I->max_steps);
     if (I->a->oom) return oom(I, n);
+    int rc = enter(I, n);
+    if (!rc) rc = eval_node(I, n, e, out);
+    I->edepth--;
+    return rc;
+}
+
+static int eval_node(jinterp *I, const jnode *n, jenv *e, jv *out) {
     switch (n->type) {
     case JN_IDENT:
         *out = lookup(I, e, n->s, n->sn);
@@ -788,11 +813,11 @@ static int render_stmt(jinterp *I, const jnode *n, jenv *e) {
 }
 
 static int render_block(jinterp *I, jnode **list, size_t n, jenv *e) {
-    for (size_t i = 0; i < n; i++) {
-        int rc = render_stmt(I, list[i], e);
-        if (rc) return rc;
-    }
-    return J_OK;
+    int rc = n ? enter(I, list[0]) : J_OK;
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = render_stmt(I, list[i], e);
+    if (n) I->edepth--;
+    return rc;
 }
 
 int jinja_run(jinterp *I, const jnode *prog, jenv *g) {

@@ -288,6 +288,9 @@ static int filter_plain(jinterp *I, const jnode *at, const char *name, const jv 
             if (!out->u.a) return oom(I, at);
             for (size_t i = 0; i < a->n; i++) {
                 int seen = 0;
+                if ((I->steps += out->u.a->n / 8 + 1) > I->max_steps)
+                    return jerr(I, at, "jinja.cap.steps", "more than %llu steps",
+                                (unsigned long long)I->max_steps);
                 for (size_t j = 0; j < out->u.a->n && !seen; j++)
                     seen = jv_strict_eq(&out->u.a->v[j], &a->v[i]);
                 if (!seen) jarr_push(I->a, out->u.a, a->v[i]);

@@ -262,7 +262,8 @@ jv jv_arr_new(jarena *a, size_t cap, int tuple);
 int jarr_push(jarena *a, jarr *r, jv v);
 jv jv_obj_new(jarena *a, jv_type t);
 jv *jobj_get(const jobj *o, const char *k, size_t kn);
-int jobj_set(jarena *a, jobj *o, const char *k, size_t kn, jv v); /* keeps the position of a key */
+int jobj_set(jarena *a, jobj *o, const char *k, size_t kn, jv v);    /* keeps the position of a key */
+int jobj_append(jarena *a, jobj *o, const char *k, size_t kn, jv v); /* a key known to be new */
 int jobj_del(jobj *o, const char *k, size_t kn);
 
 const char *jv_type_name(const jv *v); /* the reference's type names, for its messages */
@@ -294,6 +295,7 @@ int ju_next(const char *s, size_t n, size_t i, uint32_t *cp);    /* bytes of the
 
 /* ---- the interpreter (jinja_eval.c, jinja_builtins.c) ---- */
 enum { J_OK = 0, J_ERR = 1, J_BREAK = 2, J_CONTINUE = 3 };
+#define JINJA_MAX_EVAL_DEPTH 1500u /* nested evaluations: bounds the C stack (about 200 bytes each) */
 
 struct jinterp {
     jarena *a;
@@ -301,8 +303,9 @@ struct jinterp {
     fp4_error *err;
     uint64_t steps, max_steps;
     unsigned depth, max_depth;
-    int64_t now; /* strftime_now: Unix seconds, or INT64_MIN for the real clock */
-    int raised;  /* the error is the template's own raise_exception */
+    unsigned edepth; /* nested evaluations now (JINJA_MAX_EVAL_DEPTH) */
+    int64_t now;     /* strftime_now: Unix seconds, or INT64_MIN for the real clock */
+    int raised;      /* the error is the template's own raise_exception */
 };
 
 int jerr(jinterp *I, const jnode *at, const char *rule, const char *fmt, ...)

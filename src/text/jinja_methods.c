@@ -332,6 +332,9 @@ static int m_dictsort(jinterp *I, const jnode *at, const jv *self, const jv *a, 
     for (size_t i = 1; i < out->u.a->n; i++) /* insertion sort: stable like Array.prototype.sort */
         for (size_t j = i; j > 0; j--) {
             int c;
+            if (++I->steps > I->max_steps)
+                return jerr(I, at, "jinja.cap.steps", "more than %llu steps",
+                            (unsigned long long)I->max_steps);
             if (jcompare(I, at, &v[j - 1].u.a->v[byv], &v[j].u.a->v[byv], cs && cs->u.b, &c)) return J_ERR;
             if (rev && rev->u.b) c = -c;
             if (c <= 0) break;
@@ -472,7 +475,7 @@ static int g_namespace(jinterp *I, const jnode *at, const jv *self, const jv *a,
         const jv *src = &a[0];
         if (jv_isobj(src)) {
             for (size_t i = 0; i < src->u.o->n; i++)
-                if (jobj_set(I->a, out->u.o, src->u.o->k[i], src->u.o->kn[i], src->u.o->v[i]))
+                if (jobj_append(I->a, out->u.o, src->u.o->k[i], src->u.o->kn[i], src->u.o->v[i]))
                     return oom(I, at);
         } else if (jv_isarr(src)) {
             for (size_t i = 0; i < src->u.a->n; i++) {

@@ -160,6 +160,11 @@ int jobj_set(jarena *a, jobj *o, const char *k, size_t kn, jv v) {
     if (!o) return -1;
     jv *p = jobj_get(o, k, kn);
     if (p) return *p = v, 0;
+    return jobj_append(a, o, k, kn, v);
+}
+
+int jobj_append(jarena *a, jobj *o, const char *k, size_t kn, jv v) {
+    if (!o) return -1;
     if (o->n == o->cap) {
         size_t cap = o->cap ? 2 * o->cap : 4;
         const char **nk = ja_alloc(a, cap * sizeof *nk);
@@ -477,6 +482,11 @@ static int key_cmp(const jobj *o, size_t x, size_t y) {
     return c ? c : (o->kn[x] > o->kn[y]) - (o->kn[x] < o->kn[y]);
 }
 
+static _Thread_local const jobj *sort_obj; /* the object whose key order qsort computes */
+static int key_cmp_q(const void *x, const void *y) {
+    return key_cmp(sort_obj, *(const size_t *)x, *(const size_t *)y);
+}
+
 int jv_to_json(const jv *v, const jjson_opts *o, int depth, jbuf *b, const char **why) {
     const char *isep = o->item_sep ? o->item_sep : o->indent > 0 ? "," : ", ";
     const char *ksep = o->key_sep ? o->key_sep : ": ";
@@ -519,12 +529,10 @@ int jv_to_json(const jv *v, const jjson_opts *o, int depth, jbuf *b, const char 
         if (!ord) return *why = "out of memory", -1;
         for (size_t i = 0; i < ob->n; i++)
             ord[i] = i;
-        if (o->sort_keys) /* insertion sort: stable, objects are small */
-            for (size_t i = 1; i < ob->n; i++)
-                for (size_t j = i; j > 0 && key_cmp(ob, ord[j - 1], ord[j]) > 0; j--) {
-                    size_t t = ord[j];
-                    ord[j] = ord[j - 1], ord[j - 1] = t;
-                }
+        if (o->sort_keys) {
+            sort_obj = ob;
+            qsort(ord, ob->n, sizeof *ord, key_cmp_q);
+        }
         jb_putc(b, '{');
         int rc = 0;
         for (size_t i = 0; i < ob->n && !rc; i++) {
@@ -655,7 +663,8 @@ static int from_json(jarena *a, json_t *j, jv *out, unsigned depth) {
                 if (canonical_index(k, kn) != !pass) continue;
                 jv e;
                 char *kk = ja_strdup(a, k, kn);
-                if (!kk || from_json(a, val, &e, depth + 1) || jobj_set(a, out->u.o, kk, kn, e)) return -1;
+                /* jansson's keys are unique: no search */
+                if (!kk || from_json(a, val, &e, depth + 1) || jobj_append(a, out->u.o, kk, kn, e)) return -1;
                 if (!pass) /* keep the integer keys sorted by value */
                     for (size_t m = out->u.o->n - 1; m > base; m--) {
                         jobj *o = out->u.o;
