@@ -398,6 +398,18 @@ static void chat_cli(void) {
     CHECK(cli(NULL, a, &out, &err) == 1 && strstr(err, "--chat-template NAME") && strstr(err, "chatml"));
     snprintf(a, sizeof a, "chat %s --chat-template llama3 -n 4 <'%s'", md, in);
     CHECK(cli(NULL, a, &out, &err) == 0 && strstr(err, "template llama3"));
+    /* --chat-template FILE: the user's template through the engine */
+    char uj[600];
+    snprintf(uj, sizeof uj, "%s/user.jinja", tmp);
+    f = fopen(uj, "w");
+    fputs("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          f);
+    fclose(f);
+    snprintf(a, sizeof a, "chat %s --chat-template '%s' -n 4 <'%s'", md, uj, in);
+    CHECK(cli(NULL, a, &out, &err) == 0 && strstr(err, "new prompt tokens"));
+    snprintf(a, sizeof a, "chat %s --chat-template '%s/nonexistent.jinja' </dev/null", md, tmp);
+    CHECK(cli(NULL, a, &out, &err) == 2 && strstr(err, "nor a file"));
     free(out), free(err);
 }
 

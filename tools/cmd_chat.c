@@ -35,7 +35,7 @@ static int usage(void) {
     fprintf(
         stderr,
         "usage: fp4lane chat [MODEL] [--system TEXT]\n"
-        "       [--chat-template llama3|llama2|llama2-default|mistral|mistral-eos-space|qwen3|chatml]\n"
+        "       [--chat-template llama3|llama2|llama2-default|mistral|mistral-eos-space|qwen3|chatml|FILE]\n"
         "       [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
         "       [--presence-penalty P] [--penalty-last-n N]\n"
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--ctx N]\n");
@@ -81,8 +81,8 @@ static int parse(int argc, char **argv, chat_args *a) {
         else
             return fprintf(stderr, "fp4lane chat: unknown or incomplete option '%s'\n", o), -1;
     }
-    if (a->tmpl_name && fp4_chat_template_by_name(a->tmpl_name) < 0)
-        return fprintf(stderr, "fp4lane chat: --chat-template %s: not a template fp4lane has\n",
+    if (a->tmpl_name && fp4_chat_template_by_name(a->tmpl_name) < 0 && access(a->tmpl_name, R_OK))
+        return fprintf(stderr, "fp4lane chat: --chat-template %s: not a template fp4lane has, nor a file\n",
                        a->tmpl_name),
                -1;
     if (!a->e.model) {
@@ -97,12 +97,37 @@ static void list_templates(FILE *f) {
         fprintf(f, "%s%s", i ? ", " : "", fp4_chat_template_name(i));
 }
 
+/* --chat-template FILE: compiled by the Jinja engine (its family, when a built-in one matches,
+ * names the end of turn); -1 refused (printed), else the family or -2 */
+static int user_template(const char *path, fp4_template **own) {
+    FILE *f = fopen(path, "rb");
+    char *t = f ? malloc(FP4_TEMPLATE_MAX_BYTES + 1) : NULL;
+    size_t n = t ? fread(t, 1, FP4_TEMPLATE_MAX_BYTES + 1, f) : 0;
+    if (f) fclose(f);
+    if (!t || n > FP4_TEMPLATE_MAX_BYTES) {
+        free(t);
+        return fprintf(stderr, "fp4lane chat: --chat-template %s: cannot read it (at most %u bytes)\n", path,
+                       (unsigned)FP4_TEMPLATE_MAX_BYTES),
+               -1;
+    }
+    t[n] = 0;
+    fp4_error err;
+    fp4_status st = fp4_template_compile(t, n, own, &err);
+    int id = st ? -1 : fp4_chat_template_detect(t);
+    free(t);
+    if (st) return cli_report_error("chat", st, &err), -1;
+    return id >= 0 ? id : -2;
+}
+
 /* the template: --chat-template, else detected from MODEL's chat_template (and *own, that text
  * compiled by the Jinja engine); -1 refused (printed), -2 the checkpoint's own template only */
 static int pick_template(const chat_args *a, fp4_template **own) {
-    if (a->tmpl_name) return fp4_chat_template_by_name(a->tmpl_name);
+    int named = a->tmpl_name ? fp4_chat_template_by_name(a->tmpl_name) : -1;
+    if (named >= 0) return named;
     char *t = NULL;
     fp4_error err;
+    if (a->tmpl_name) /* a file: the user's template */
+        return user_template(a->tmpl_name, own);
     if (fp4_chat_template_read(a->e.model, &t, &err)) return cli_report_error("chat", err.code, &err), -1;
     int id = fp4_chat_template_detect(t);
     if (t && fp4_template_compile(t, strlen(t), own, &err)) *own = NULL;
