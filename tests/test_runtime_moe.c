@@ -243,7 +243,8 @@ static void test_bind(void) {
     fp4_st_close(st);
     FILE *fx = at ? fopen(st_path, "r+b") : NULL;
     unsigned char byte = 0;
-    if (fx && !fseek(fx, (long)at, SEEK_SET) && fread(&byte, 1, 1, fx) == 1 && !fseek(fx, (long)at, SEEK_SET)) {
+    if (fx && !fseek(fx, (long)at, SEEK_SET) && fread(&byte, 1, 1, fx) == 1 &&
+        !fseek(fx, (long)at, SEEK_SET)) {
         byte ^= 0x01; /* the low mantissa bit of one bf16 value */
         CHECK(fwrite(&byte, 1, 1, fx) == 1);
     }

@@ -28,6 +28,7 @@ int cmd_compare(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cli_report_error(const char *verb, fp4_status st, const fp4_error *e);
 

@@ -71,7 +71,8 @@ static const struct {
      "default one is printed first); on a terminal it ends with a newline, into a file or a pipe it is\n"
      "exactly the generated text; the summary goes to stderr\n"},
     {"chat",
-     "  MODEL                  (default: as run)   --system TEXT   --chat-template NAME (default: detected)\n"
+     "  MODEL                  (default: as run)   --system TEXT\n"
+     "  --chat-template NAME|FILE  a built-in template or a Jinja file (default: MODEL's own)\n"
      "  -n N                   tokens per answer (default 256)\n"
      "  --temp T (default 0.7)  --top-k K (default 40)  --top-p P (default 1)  --min-p P (default 0)\n"
      "  --repeat-penalty R (default 1.1)  --penalty-last-n N (default 64)  --presence-penalty X (default 0)\n"
@@ -122,6 +123,11 @@ static const struct {
      "  IDS                    at least one token id (commas or spaces between them)\n"
      "  --skip-special         leave special tokens out of the text\n"
      "  --cleanup              HF's clean_up_tokenization_spaces\n"},
+    {"template",
+     "  --messages CONV.json   required: {\"messages\": [...], \"tools\": [...],\n"
+     "                         \"add_generation_prompt\": true, ...}\n"
+     "  --template FILE.jinja  this template instead of MODEL's own\n"
+     "  --now UNIX_SECONDS     strftime_now's clock, read as UTC (default: the local clock)\n"},
 };
 
 const char *cli_verb_options(const char *verb) {

@@ -1,5 +1,7 @@
-/* cmd_chat.c — fp4lane chat: an interactive loop over MODEL's chat template (detected from its
- * chat_template, or --chat-template NAME). Each turn renders the whole conversation, tokenizes it
+/* cmd_chat.c — fp4lane chat: an interactive loop over MODEL's chat template: its own chat_template
+ * rendered by the Jinja engine (fp4_template_*), else a built-in one (--chat-template NAME, or a
+ * template the engine cannot compile; the built-in family detected from the text still names the
+ * end-of-turn token). Each turn renders the whole conversation, tokenizes it
  * and prefills only what follows the tokens already in the KV cache (the cache is kept across
  * turns; when the new tokens do not extend it, or the context is full, it is rebuilt). The answer
  * streams to stdout; a one-line summary per answer goes to stderr. /reset clears the history
@@ -9,6 +11,7 @@
 #include "rt_cli.h"
 #include "run_text.h"
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +35,7 @@ static int usage(void) {
     fprintf(
         stderr,
         "usage: fp4lane chat [MODEL] [--system TEXT]\n"
-        "       [--chat-template llama3|llama2|llama2-default|mistral|mistral-eos-space|qwen3|chatml]\n"
+        "       [--chat-template llama3|llama2|llama2-default|mistral|mistral-eos-space|qwen3|chatml|FILE]\n"
         "       [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
         "       [--presence-penalty P] [--penalty-last-n N]\n"
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--ctx N]\n");
@@ -78,8 +81,8 @@ static int parse(int argc, char **argv, chat_args *a) {
         else
             return fprintf(stderr, "fp4lane chat: unknown or incomplete option '%s'\n", o), -1;
     }
-    if (a->tmpl_name && fp4_chat_template_by_name(a->tmpl_name) < 0)
-        return fprintf(stderr, "fp4lane chat: --chat-template %s: not a template fp4lane has\n",
+    if (a->tmpl_name && fp4_chat_template_by_name(a->tmpl_name) < 0 && access(a->tmpl_name, R_OK))
+        return fprintf(stderr, "fp4lane chat: --chat-template %s: not a template fp4lane has, nor a file\n",
                        a->tmpl_name),
                -1;
     if (!a->e.model) {
@@ -94,16 +97,48 @@ static void list_templates(FILE *f) {
         fprintf(f, "%s%s", i ? ", " : "", fp4_chat_template_name(i));
 }
 
-/* the template: --chat-template, else detected from MODEL's chat_template; -1 refused (printed) */
-static int pick_template(const chat_args *a) {
-    if (a->tmpl_name) return fp4_chat_template_by_name(a->tmpl_name);
+/* --chat-template FILE: compiled by the Jinja engine (its family, when a built-in one matches,
+ * names the end of turn); -1 refused (printed), else the family or -2 */
+static int user_template(const char *path, fp4_template **own) {
+    FILE *f = fopen(path, "rb");
+    char *t = f ? malloc(FP4_TEMPLATE_MAX_BYTES + 1) : NULL;
+    size_t n = t ? fread(t, 1, FP4_TEMPLATE_MAX_BYTES + 1, f) : 0;
+    if (f) fclose(f);
+    if (!t || n > FP4_TEMPLATE_MAX_BYTES) {
+        free(t);
+        return fprintf(stderr, "fp4lane chat: --chat-template %s: cannot read it (at most %u bytes)\n", path,
+                       (unsigned)FP4_TEMPLATE_MAX_BYTES),
+               -1;
+    }
+    t[n] = 0;
+    fp4_error err;
+    fp4_status st = fp4_template_compile(t, n, own, &err);
+    int id = st ? -1 : fp4_chat_template_detect(t);
+    free(t);
+    if (st) return cli_report_error("chat", st, &err), -1;
+    return id >= 0 ? id : -2;
+}
+
+/* the template: --chat-template, else detected from MODEL's chat_template (and *own, that text
+ * compiled by the Jinja engine); -1 refused (printed), -2 the checkpoint's own template only */
+static int pick_template(const chat_args *a, fp4_template **own) {
+    int named = a->tmpl_name ? fp4_chat_template_by_name(a->tmpl_name) : -1;
+    if (named >= 0) return named;
     char *t = NULL;
     fp4_error err;
+    if (a->tmpl_name) /* a file: the user's template */
+        return user_template(a->tmpl_name, own);
     if (fp4_chat_template_read(a->e.model, &t, &err)) return cli_report_error("chat", err.code, &err), -1;
-    int id = -1;
-    fp4_status st = fp4_chat_template_identify(t, a->e.model, &id, &err);
-    if (st) {
-        cli_report_error("chat", st, &err);
+    /* the checkpoint's own template through the Jinja engine; a built-in family only for an exact
+     * copy of one (fp4_chat_template_detect: by SHA-256, never by parts of the text) */
+    int id = fp4_chat_template_detect(t);
+    fp4_error cerr = {0};
+    if (t && fp4_template_compile(t, strlen(t), own, &cerr)) *own = NULL;
+    if (id < 0 && *own) return free(t), -2;
+    if (id < 0) {
+        if (t && cerr.rule[0]) cli_report_error("chat", cerr.code, &cerr); /* why the engine refused it */
+        fp4_status st = fp4_chat_template_identify(t, a->e.model, &id, &err);
+        cli_report_error("chat", st ? st : FP4_ERR_UNSUPPORTED, &err);
         fprintf(stderr, "  give --chat-template NAME to use one anyway (one of: ");
         list_templates(stderr);
         fprintf(stderr, ")\n");
@@ -141,6 +176,7 @@ typedef struct session {
     fp4_rt *rt;
     fp4_tokenizer *tok;
     int tmpl;
+    fp4_template *own; /* MODEL's own template, when the engine compiled it */
     int32_t seq;
     int32_t *kv; /* the token ids in the KV cache, in order */
     int64_t n_kv, cap_kv;
@@ -198,6 +234,26 @@ static int is_eos(const session *s, int32_t t) {
     return 0;
 }
 
+/* msgs[0..n) through MODEL's own template, as transformers renders it (bos/eos tokens, tools
+ * none, the assistant's turn opened) */
+static fp4_status render_own(const session *s, const fp4_chat_msg *msgs, size_t n, char **text, size_t *len,
+                             fp4_error *err) {
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(arr, json_pack("{s:s, s:s}", "role", msgs[i].role, "content", msgs[i].content));
+    json_t *extra =
+        json_pack("{s:s, s:s, s:n, s:n}", "bos_token", s->bos, "eos_token", s->eos_s, "tools", "documents");
+    char *m = json_dumps(arr, JSON_COMPACT), *x = json_dumps(extra, JSON_COMPACT);
+    json_decref(arr), json_decref(extra);
+    fp4_status st = FP4_ERR_NOMEM;
+    if (m && x)
+        st = fp4_template_render(s->own, m, 1, x, NULL, text, len, err);
+    else
+        snprintf(err->msg, sizeof err->msg, "out of memory");
+    free(m), free(x);
+    return st;
+}
+
 /* the tokens of msgs[0..n) rendered with the answer's opening: 0 with *n_tok, 1 refused by the
  * template (printed), -1 failed */
 static int conv_tokens(const session *s, const fp4_chat_msg *msgs, size_t n, int64_t *n_tok) {
@@ -205,7 +261,8 @@ static int conv_tokens(const session *s, const fp4_chat_msg *msgs, size_t n, int
     size_t len, n_ids = 0;
     int32_t *ids = NULL;
     fp4_error err;
-    if (fp4_chat_render(s->tmpl, msgs, n, s->bos, s->eos_s, 1, &text, &len, &err))
+    if (s->own ? render_own(s, msgs, n, &text, &len, &err)
+               : fp4_chat_render(s->tmpl, msgs, n, s->bos, s->eos_s, 1, &text, &len, &err))
         return fprintf(stderr, "fp4lane chat: %s\n", err.msg), 1;
     fp4_status st = fp4_tokenizer_encode(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids);
     free(text), free(ids);
@@ -237,7 +294,8 @@ static int answer(session *s, conv *c) {
                        (long long)fp4_rt_n_ctx(s->rt)),
                0;
     for (int attempt = 0;; attempt++) {
-        if (fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))
+        if (s->own ? render_own(s, c->m, c->n, &text, &len, &err)
+                   : fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))
             return fprintf(stderr, "fp4lane chat: %s\n", err.msg), 0;
         fp4_status es =
             fp4_tokenizer_encode_err(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids, &err);
@@ -303,7 +361,7 @@ int cmd_chat(int argc, char **argv) {
     if (pr) return usage();
     session s = {0};
     s.a = &a;
-    if (rt_text_model_present("chat", a.e.model) || (s.tmpl = pick_template(&a)) < 0) return 1;
+    if (rt_text_model_present("chat", a.e.model) || (s.tmpl = pick_template(&a, &s.own)) == -1) return 1;
     if (rt_text_tokenizer("chat", a.e.model, &s.tok)) return 1;
     fp4_model *m = NULL;
     if (rt_cli_open(&a.e, &m, &s.rt)) return fp4_tokenizer_free(s.tok), 1;
@@ -318,7 +376,7 @@ int cmd_chat(int argc, char **argv) {
                                           {"llama2-default", "</s>"},
                                           {"mistral", "</s>"},
                                           {"mistral-eos-space", "</s>"}};
-    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++)
+    for (size_t i = 0; s.tmpl >= 0 && i < sizeof ends / sizeof ends[0]; i++)
         if (!strcmp(ends[i][0], fp4_chat_template_name(s.tmpl))) {
             int32_t id = fp4_tokenizer_find(s.tok, ends[i][1], strlen(ends[i][1]));
             if (id >= 0 && fp4_tokenizer_is_special(s.tok, id))
@@ -357,7 +415,7 @@ int cmd_chat(int argc, char **argv) {
         fprintf(
             stderr,
             "fp4lane chat: %s, template %s. /reset clears the history, /exit ends; Ctrl-C stops an answer.\n",
-            a.e.model, fp4_chat_template_name(s.tmpl));
+            a.e.model, s.tmpl >= 0 ? fp4_chat_template_name(s.tmpl) : "its own");
     char *line = NULL;
     size_t cap = 0;
     while (!rc) {
@@ -403,5 +461,6 @@ int cmd_chat(int argc, char **argv) {
     fp4_rt_free(s.rt);
     fp4_model_close(m);
     fp4_tokenizer_free(s.tok);
+    fp4_template_free(s.own);
     return rc;
 }

@@ -709,8 +709,8 @@ int cmd_run(int argc, char **argv) {
         fp4_status ts = FP4_ERR_NOMEM;
         /* a continuation (--kv-load) gets no BOS: its sequence began in the snapshot */
         if (prompts && plen)
-            ts = fp4_tokenizer_encode_err(tok, ptext, plen_b, a.kv_load ? 0 : FP4_TOK_ADD_SPECIAL, &ids, &n_ids,
-                                          &te);
+            ts = fp4_tokenizer_encode_err(tok, ptext, plen_b, a.kv_load ? 0 : FP4_TOK_ADD_SPECIAL, &ids,
+                                          &n_ids, &te);
         if (ts) {
             if (te.rule[0]) cli_report_error("run", ts, &te);
             else fprintf(stderr, "fp4lane run: cannot encode the prompt\n");

@@ -31,7 +31,7 @@ const cli_verb cli_verbs[] = {
      "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--batch-file PROMPTS] [--json]\n"
      "       [--force] [--timing]"},
     {"chat", cmd_chat, "interactive chat over MODEL's chat template (default: models/tiny)",
-     "fp4lane chat [MODEL] [--system TEXT] [--chat-template NAME] [-n N] [--temp T] [--seed S] [...]"},
+     "fp4lane chat [MODEL] [--system TEXT] [--chat-template NAME|FILE] [-n N] [--temp T] [--seed S] [...]"},
     {"compare", cmd_compare, "the determinism comparator: the same teacher-forced ids, two configurations",
      "fp4lane compare MODEL --a \"OPTIONS\" --b \"OPTIONS\" --prompt-ids ... [--max-drift X] [--json]"},
     {"bench", cmd_bench, "paired timing of two configurations (A B A B ...): mean, CV, ratio, verdict",
@@ -49,6 +49,8 @@ const cli_verb cli_verbs[] = {
      "       [--max-body BYTES]"},
     {"detokenize", cmd_detokenize, "token ids to text",
      "fp4lane detokenize MODEL|tokenizer.json [--] IDS... [--skip-special] [--cleanup]"},
+    {"template", cmd_template, "render MODEL's own chat template over a conversation (what the model sees)",
+     "fp4lane template MODEL [--template FILE.jinja] --messages CONV.json [--now UNIX_SECONDS]"},
 };
 const int cli_n_verbs = (int)(sizeof cli_verbs / sizeof cli_verbs[0]);
 
