@@ -28,17 +28,16 @@ for e in FP4LANE_CUDA_FRAG=1 FP4LANE_CUDA_ATT_CLUSTER=0 FP4LANE_CUDA_ATT_CLUSTER
   env $e FP4_GPU_QUICK=1 timeout 200 build-dev/tests/gpu/test_gpu_runtime > "$OUT/rt_env.txt" 2>&1
   echo "test_gpu_runtime $e (quick) rc=$? $(tail -1 "$OUT/rt_env.txt")" | tee -a "$OUT/summary.txt"
 done
-# issue 28: the MoE reference models made by transformers itself (the moe branch's generator, carried
-# in gpuwork/s13/ref): phase 1 (checkpoints, bf16 logits), the NVFP4 twins by this build's quantize,
-# phase 2 (the twins' dequantized weights through transformers, f64); gpuwork/s13/moe/fp4lane: the moe branch's CLI
-# (main's quantizer does not know routers), built on the project VM and carried
-if [ -f gpuwork/s13/ref/hf_reference.py ]; then
+# issue 28: the MoE reference models made by transformers itself (dev/ref/hf_reference.py):
+# phase 1 (checkpoints, bf16 logits), the NVFP4 twins by this build's quantize,
+# phase 2 (the twins' dequantized weights through transformers, f64); the quantizer of this build
+if [ -f dev/ref/hf_reference.py ]; then
   rm -rf /tmp/hf /tmp/nv; M="qwen3_moe qwen3_moe_fused mixtral"
-  timeout 200 python3 gpuwork/s13/ref/hf_reference.py make /tmp/hf $M > "$OUT/moe_ref.txt" 2>&1
+  timeout 200 python3 dev/ref/hf_reference.py make /tmp/hf $M > "$OUT/moe_ref.txt" 2>&1
   echo "moe make rc=$?" | tee -a "$OUT/summary.txt"
-  for m in $M; do gpuwork/s13/moe/fp4lane quantize /tmp/hf/$m /tmp/hf/$m/nvfp4 --layout modelopt >> "$OUT/moe_ref.txt" 2>&1
+  for m in $M; do build-dev/fp4lane quantize /tmp/hf/$m /tmp/hf/$m/nvfp4 --layout modelopt >> "$OUT/moe_ref.txt" 2>&1
     echo "quantize $m rc=$?" | tee -a "$OUT/summary.txt"; done
-  timeout 200 python3 gpuwork/s13/ref/hf_reference.py dequant /tmp/hf /tmp/nv $M >> "$OUT/moe_ref.txt" 2>&1
+  timeout 200 python3 dev/ref/hf_reference.py dequant /tmp/hf /tmp/nv $M >> "$OUT/moe_ref.txt" 2>&1
   echo "moe dequant rc=$?" | tee -a "$OUT/summary.txt"
   for m in $M; do [ -d /tmp/nv/$m ] && cp /tmp/nv/$m/* /tmp/hf/$m/; done
   for m in $M; do [ -d /tmp/hf/$m ] && tar czf "$OUT/$m.tgz" -C /tmp/hf $m; done
