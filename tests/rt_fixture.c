@@ -332,7 +332,8 @@ static void oracle_moe(const fp4_model *m, const fp4_arch *a, int l, const float
     const int K = (int)a->n_experts_used;
     char nm[200];
     snprintf(nm, sizeof nm, "model.layers.%d.%s.gate.weight", l, moe_mid(m, l));
-    float *r = malloc(sizeof(float) * (size_t)E), *p = malloc(sizeof(float) * (size_t)E);
+    /* zeroed: gcc -O1 (the sanitizer builds) sees p as maybe uninitialized */
+    float *r = calloc((size_t)E, sizeof(float)), *p = calloc((size_t)E, sizeof(float));
     int *ord = malloc(sizeof(int) * (size_t)E);
     oracle_project(fp4_model_find(m, nm), h, r);
     const float *key = r;

@@ -449,7 +449,7 @@ static int kv_continue(run_args *a, fp4_rt *rt, int32_t seq, int32_t **prompt, i
     int32_t *p = malloc(sizeof *p * (size_t)(fed + *plen + 1));
     if (!p) return free(h), fprintf(stderr, "fp4lane run: out of memory\n"), 1;
     if (fed) p[0] = h[n_h - 1];
-    memcpy(p + fed, *prompt, sizeof *p * (size_t)*plen);
+    if (*plen) memcpy(p + fed, *prompt, sizeof *p * (size_t)*plen); /* an empty prompt may be NULL */
     free(*prompt);
     *prompt = p, *plen += fed;
     if (!n_h) a->tr_known = 0; /* a history of unknown tokens: saved again without one */
