@@ -6,6 +6,10 @@
 #   make cuda       CUDA library + GPU tests (nvcc; compiles without a GPU)
 #   make test-gpu   GPU tests (needs a GPU)      make lab   kernel lab (needs a GPU)
 #   make sass       SASS of every production CUDA kernel (cuobjdump)
+# The README's plain `make` / `make test` build on every core (no -j given: one job per CPU).
+ifeq ($(filter -j%,$(MAKEFLAGS)),)
+MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
+endif
 CC      ?= cc
 NVCC    ?= nvcc
 CUDA_ARCH ?= 90a
