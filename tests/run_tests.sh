@@ -5,7 +5,8 @@ tp=0; tf=0; bad=0
 for t in "$@"; do
   t0=$(date +%s%N)
   out=$("$t" 2>&1); rc=$?
-  secs=$(( ($(date +%s%N) - t0) / 1000000 )); secs="$((secs / 1000)).$(printf '%03d' $((secs % 1000)) | cut -c1)s"
+  secs=$(( ($(date +%s%N) - t0) / 1000000 ))
+  secs="$((secs / 1000)).$(printf '%03d' $((secs % 1000)) | cut -c1)s"
   line=$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n 1)
   if [ -z "$line" ] || [ $rc -ne 0 ]; then
     printf '%s\n' "$out" | tail -n 30

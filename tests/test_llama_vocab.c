@@ -44,7 +44,8 @@ static char *slurp(const char *path, size_t *n) {
 /* the families whose vectors the bundle of node-llama-cpp 3.22.1 ships: each must be found */
 static const char *const FAMILIES[] = {"bert-bge", "command-r", "deepseek-coder", "deepseek-llm", "falcon",
                                        "gemma-4",  "gpt-2",     "llama-bpe",      "llama-spm",    "mpt",
-                                       "phi-3",    "qwen2",     "qwen35",         "refact",       "starcoder"};
+                                       "phi-3",    "qwen2",     "qwen35",         "refact",
+                                       "starcoder"};
 #define N_FAMILIES (sizeof FAMILIES / sizeof FAMILIES[0])
 
 static long total_cases, total_pass;
@@ -149,7 +150,8 @@ int main(void) {
     for (int k = 0; k < n_ents; k++) free(ents[k]);
     free(ents);
     for (size_t i = 0; i < N_FAMILIES; i++) CHECK_MSG(seen[i], "%s: no vectors in the bundle", FAMILIES[i]);
-    printf("test_llama_vocab: %ld of %ld cases identical over the bundle's vocabularies (%d without vectors)\n",
+    printf("test_llama_vocab: %ld of %ld cases identical over the bundle's vocabularies "
+           "(%d without vectors)\n",
            total_pass, total_cases, others);
     return check_report();
 }

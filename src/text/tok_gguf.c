@@ -9,20 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define QWEN2_RE                                                                                             \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "                                    \
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define LLAMA3_RE                                                                                            \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "                               \
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-
-const tok_pre_entry tok_pre_table[] = {
-    {"gpt-2", NULL, 0, 0},
-    {"llama-bpe", LLAMA3_RE, 0, 1},
-    {"qwen2", QWEN2_RE, 1, 0},
-};
-const int tok_pre_table_n = (int)(sizeof tok_pre_table / sizeof tok_pre_table[0]);
-
 enum { TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3, TT_USER = 4, TT_UNUSED = 5, TT_BYTE = 6 };
 
 #define GFAIL(code, key, rule, ...) fp4_fail(err, code, name, key, rule, __VA_ARGS__)
@@ -203,29 +189,12 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
         if (kp >= 0 && fp4_gguf_get_str(g, kp, &ps, &pl))
             st = GFAIL(FP4_ERR_DTYPE, "tokenizer.ggml.pre", "tok.gguf-type",
                        "tokenizer.ggml.pre is not a string");
-        for (int i = 0; !st && i < tok_pre_table_n; i++)
-            if (strlen(tok_pre_table[i].name) == pl && !memcmp(tok_pre_table[i].name, ps, pl))
-                pe = &tok_pre_table[i];
+        if (!st) pe = tok_pre_find(ps, (size_t)pl);
         if (!st && !pe)
             st = GFAIL(FP4_ERR_UNSUPPORTED, "tokenizer.ggml.pre", "tok.gguf-pre",
                        "pre-tokenizer '%.*s' is not supported", (int)(pl > 32 ? 32 : pl), ps);
-        if (!st) {
-            if (pe->nfc) t->norm[t->n_norm++] = (tok_norm){.kind = TN_NFC};
-            t->ignore_merges = pe->ignore_merges;
-            if (pe->regex) {
-                t->pre[0].kind = TP_SPLIT;
-                st = tok_compile_regex(pe->regex, false, &t->pre[0].re, why, sizeof why);
-                t->pre_regex = strdup(pe->regex);
-                t->n_pre = 1;
-                t->pre[t->n_pre++] = (tok_pre){.kind = TP_BYTELEVEL};
-            } else {
-                t->pre[0] = (tok_pre){.kind = TP_BYTELEVEL};
-                st = tok_compile_regex(NULL, true, &t->pre[0].re, why, sizeof why);
-                t->pre_gpt2 = true;
-                t->n_pre = 1;
-            }
-            if (st) st = GFAIL(st, "tokenizer.ggml.pre", "tok.regex", "%s", why);
-        }
+        if (!st && (st = tok_pre_setup(t, pe, why, sizeof why)))
+            st = GFAIL(st, "tokenizer.ggml.pre", st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.regex", "%s", why);
         t->dec[t->n_dec++] = (tok_dec){.kind = TD_BYTELEVEL};
         t->has_decoder = true;
     } else if (!st) {
@@ -312,7 +281,7 @@ static int gguf_shape(const fp4_tokenizer *t, const tok_pre_entry **pe, bool *sp
             if (e->ignore_merges != t->ignore_merges || t->n_norm != e->nfc ||
                 (e->nfc && t->norm[0].kind != TN_NFC))
                 continue;
-            if (!e->regex && t->n_pre == 1 && t->pre_gpt2 && !t->pre[0].prefix_space) *pe = e;
+            if (!e->regex && !e->seq && t->n_pre == 1 && t->pre_gpt2 && !t->pre[0].prefix_space) *pe = e;
             if (e->regex && t->n_pre == 2 && t->pre_regex && !strcmp(t->pre_regex, e->regex) &&
                 t->pre[1].kind == TP_BYTELEVEL && !t->pre[1].re && !t->pre[1].prefix_space)
                 *pe = e;

@@ -92,14 +92,19 @@ typedef struct tok_ac {
 #define TOK_MAX_STEPS 8
 #define TOK_MAX_TMPL 8
 
-/* Known pre-tokenizers by their llama.cpp name (tokenizer.ggml.pre). */
+/* Known pre-tokenizers by their llama.cpp name (tokenizer.ggml.pre; tok_gguf_pre.c). */
 typedef struct tok_pre_entry {
     const char *name;
-    const char *regex;   /* Oniguruma source as in tokenizer.json; NULL: ByteLevel's own (GPT-2) */
+    const char *regex;       /* one Isolated Split (Oniguruma source as in tokenizer.json), or NULL */
+    const char *const *seq;  /* several Isolated Splits, NULL-terminated, or NULL */
     uint8_t nfc, ignore_merges;
+    uint8_t gpt2;            /* ByteLevel's own regex after the Splits (else the byte mapping alone) */
 } tok_pre_entry;
 extern const tok_pre_entry tok_pre_table[];
 extern const int tok_pre_table_n;
+const tok_pre_entry *tok_pre_find(const char *name, size_t n);
+/* the entry's normalizer, Splits and ByteLevel step into t (t has none yet) */
+fp4_status tok_pre_setup(fp4_tokenizer *t, const tok_pre_entry *pe, char *why, size_t why_n);
 
 struct fp4_tokenizer {
     fp4_tok_kind kind;
