@@ -59,6 +59,12 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
         return GFAIL(FP4_ERR_DTYPE, "tokenizer.ggml.model", "tok.gguf-type",
                      "tokenizer.ggml.model is not a string");
     bool gpt2 = ml == 4 && !memcmp(ms, "gpt2", 4), llama = ml == 5 && !memcmp(ms, "llama", 5);
+    /* Gemma 4: SentencePiece-style BPE by merges on the text's own characters, split at newlines */
+    bool gemma4 = ml == 6 && !memcmp(ms, "gemma4", 6);
+    if (gemma4 && fp4_gguf_key_index(g, "tokenizer.ggml.merges") < 0)
+        return GFAIL(FP4_ERR_NOT_FOUND, "tokenizer.ggml.merges", "tok.gguf-missing",
+                     "a gemma4 tokenizer needs merges");
+    llama = llama || gemma4;
     if (!gpt2 && !llama)
         return GFAIL(FP4_ERR_UNSUPPORTED, "tokenizer.ggml.model", "tok.gguf-model",
                      "tokenizer model '%.*s' is not supported", (int)(ml > 32 ? 32 : ml), ms);
@@ -201,6 +207,13 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
         tok_span lower = {0, 0}, space = {0, 0};
         if (add_span(t, "\xE2\x96\x81", 3, &lower) || add_span(t, " ", 1, &space))
             st = GFAIL(FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+        if (gemma4) { /* the newline runs and the text between them are words of their own */
+            t->pre[0] = (tok_pre){.kind = TP_SPLIT};
+            st = tok_compile_regex("[^\\n]+|[\\n]+", false, &t->pre[0].re, why, sizeof why);
+            if (st) st = GFAIL(st, "tokenizer.ggml.model", "tok.regex", "%s", why);
+            t->n_pre = 1;
+            t->pre_other = true;
+        }
         if (space_prefix) t->norm[t->n_norm++] = (tok_norm){.kind = TN_PREPEND, .a = lower};
         t->norm[t->n_norm++] = (tok_norm){.kind = TN_REPLACE, .a = space, .b = lower};
         t->dec[t->n_dec++] = (tok_dec){.kind = TD_REPLACE, .a = lower, .b = space};
