@@ -84,6 +84,9 @@ fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_bu
             st = tok_replace_all(a.p, a.n, tok_str(t, nm->a), nm->a.len, tok_str(t, nm->b), nm->b.len, &b,
                                  cap);
             break;
+        case TN_BERT:
+            st = tok_bert_normalize(nm->bert, a.p, a.n, &b);
+            break;
         default:
             st = norm_unicode(nm->kind, a.p, a.n, &b);
             break;
@@ -279,11 +282,16 @@ static fp4_status pretokenize(enc_ctx *c, const char *s, size_t n, piece_vec **r
                 cur->p[i] = (piece){sb->p + o, sb->n - o};
             }
         }
-        if (!p->re) continue;
-        for (size_t i = 0; i < cur->n; i++) {
+        if (p->kind == TP_BERT) {
+            for (size_t i = 0; i < cur->n; i++)
+                for (size_t pos = 0, off, len; tok_bert_next(cur->p[i].p, cur->p[i].n, &pos, &off, &len);)
+                    if (piece_push(nxt, cur->p[i].p + off, len)) return FP4_ERR_NOMEM;
+        }
+        for (size_t i = 0; p->re && i < cur->n; i++) {
             fp4_status st = regex_split(c, p->re, p->merge_prev, cur->p[i].p, cur->p[i].n, nxt);
             if (st) return st;
         }
+        if (!p->re && p->kind != TP_BERT) continue;
         piece_vec *tmp = cur;
         cur = nxt;
         nxt = tmp;
@@ -296,7 +304,9 @@ static fp4_status encode_text(enc_ctx *c, const char *s, size_t n, tok_ivec *out
     piece_vec *pv;
     fp4_status st = pretokenize(c, s, n, &pv);
     for (size_t i = 0; !st && i < pv->n; i++)
-        if (pv->p[i].n) st = tok_bpe_word(c->t, c->pc, pv->p[i].p, pv->p[i].n, out);
+        if (pv->p[i].n)
+            st = c->t->kind == FP4_TOK_WORDPIECE ? tok_wpm_word(c->t, pv->p[i].p, pv->p[i].n, out)
+                                                 : tok_bpe_word(c->t, c->pc, pv->p[i].p, pv->p[i].n, out);
     return st;
 }
 

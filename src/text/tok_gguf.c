@@ -45,6 +45,32 @@ static fp4_status add_span(fp4_tokenizer *t, const char *s, size_t n, tok_span *
     return tok_arena_add(t, s, n, sp);
 }
 
+/* model "bert": llama.cpp writes a word's first piece after U+2581 and the others bare; the
+ * normalizer, pre-tokenizer and limits are BERT's (tok_wpm.c); [CLS] and [SEP] frame a sequence */
+static fp4_status wpm_setup(const fp4_gguf *g, const char *name, fp4_tokenizer *t, fp4_error *err) {
+    tok_span lower, space, none;
+    if (add_span(t, "\xE2\x96\x81", 3, &lower) || add_span(t, " ", 1, &space) || add_span(t, "", 0, &none))
+        return GFAIL(FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+    const uint8_t all = TOK_BERT_CLEAN | TOK_BERT_CHINESE | TOK_BERT_STRIP | TOK_BERT_LOWER;
+    t->norm[t->n_norm++] = (tok_norm){.kind = TN_BERT, .bert = all};
+    t->pre[t->n_pre++] = (tok_pre){.kind = TP_BERT};
+    t->wp_start = lower;
+    t->wp_cont = none;
+    t->wp_max_chars = 100;
+    for (int32_t i = 0; i < t->n_vocab; i++)
+        if (t->text[i].len > t->wp_max_len) t->wp_max_len = t->text[i].len;
+    t->dec[t->n_dec++] = (tok_dec){.kind = TD_REPLACE, .a = lower, .b = space};
+    t->dec[t->n_dec++] = (tok_dec){.kind = TD_FUSE};
+    t->dec[t->n_dec++] = (tok_dec){.kind = TD_STRIP, .a = space, .start = 1, .stop = 0};
+    t->has_decoder = true;
+    int32_t cls = -1, sep = -1;
+    fp4_status st = get_id(g, name, "tokenizer.ggml.cls_token_id", t->n_vocab, &cls, err);
+    if (!st) st = get_id(g, name, "tokenizer.ggml.seperator_token_id", t->n_vocab, &sep, err);
+    if (!st && cls >= 0 && !t->n_tmpl_pre) t->tmpl_pre[t->n_tmpl_pre++] = cls;
+    if (!st && sep >= 0 && !t->n_tmpl_post) t->tmpl_post[t->n_tmpl_post++] = sep;
+    return st;
+}
+
 fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_tokenizer **out, fp4_error *err) {
     if (!g || !out) return fp4_fail(err, FP4_ERR_INVALID_ARG, name, NULL, "tok.arg", "NULL argument");
     *out = NULL;
@@ -65,7 +91,8 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
         return GFAIL(FP4_ERR_NOT_FOUND, "tokenizer.ggml.merges", "tok.gguf-missing",
                      "a gemma4 tokenizer needs merges");
     llama = llama || gemma4;
-    if (!gpt2 && !llama)
+    bool bert = ml == 4 && !memcmp(ms, "bert", 4); /* WordPiece, spelled as llama.cpp converts it */
+    if (!gpt2 && !llama && !bert)
         return GFAIL(FP4_ERR_UNSUPPORTED, "tokenizer.ggml.model", "tok.gguf-model",
                      "tokenizer model '%.*s' is not supported", (int)(ml > 32 ? 32 : ml), ms);
     int64_t kt = fp4_gguf_key_index(g, "tokenizer.ggml.tokens");
@@ -116,7 +143,7 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
         return GFAIL(FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
     }
     fp4_status st = FP4_OK;
-    t->kind = gpt2 ? FP4_TOK_BYTE_BPE : FP4_TOK_SPM_BPE;
+    t->kind = gpt2 ? FP4_TOK_BYTE_BPE : bert ? FP4_TOK_WORDPIECE : FP4_TOK_SPM_BPE;
     int32_t n_added = 0;
     for (int64_t i = 0; i < n && types; i++)
         {
@@ -203,6 +230,8 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
             st = GFAIL(st, "tokenizer.ggml.pre", st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.regex", "%s", why);
         t->dec[t->n_dec++] = (tok_dec){.kind = TD_BYTELEVEL};
         t->has_decoder = true;
+    } else if (!st && bert) {
+        st = wpm_setup(g, name, t, err);
     } else if (!st) {
         tok_span lower = {0, 0}, space = {0, 0};
         if (add_span(t, "\xE2\x96\x81", 3, &lower) || add_span(t, " ", 1, &space))
@@ -260,7 +289,7 @@ fp4_status fp4_tokenizer_from_gguf(const fp4_gguf *g, const char *name, fp4_toke
                            "merge %llu repeats a pair", (unsigned long long)i);
         }
         t->n_merges = (uint32_t)n_merges;
-    } else if (!st) {
+    } else if (!st && !bert) {
         t->use_scores = true;
         t->scores = malloc((size_t)n * sizeof *t->scores);
         if (!t->scores) st = GFAIL(FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
@@ -286,7 +315,7 @@ static bool span_is(const fp4_tokenizer *t, tok_span s, const char *lit) {
 
 /* which GGUF description fits t; -1 when none does */
 static int gguf_shape(const fp4_tokenizer *t, const tok_pre_entry **pe, bool *space_prefix) {
-    if (t->pre_other) return -1;
+    if (t->pre_other || t->kind == FP4_TOK_WORDPIECE) return -1;
     if (t->kind == FP4_TOK_BYTE_BPE) {
         if (t->n_dec != 1 || t->dec[0].kind != TD_BYTELEVEL) return -1;
         for (int i = 0; i < tok_pre_table_n; i++) {

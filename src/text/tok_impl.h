@@ -46,13 +46,17 @@ typedef struct tok_added {
     uint8_t special, lstrip, rstrip, normalized, single_word;
 } tok_added;
 
-typedef enum tok_norm_kind { TN_NFC, TN_NFD, TN_NFKC, TN_NFKD, TN_PREPEND, TN_REPLACE } tok_norm_kind;
+typedef enum tok_norm_kind {
+    TN_NFC, TN_NFD, TN_NFKC, TN_NFKD, TN_PREPEND, TN_REPLACE, TN_BERT
+} tok_norm_kind;
+enum { TOK_BERT_CLEAN = 1, TOK_BERT_CHINESE = 2, TOK_BERT_STRIP = 4, TOK_BERT_LOWER = 8 };
 typedef struct tok_norm {
     tok_norm_kind kind;
+    uint8_t bert;  /* BERT: TOK_BERT_* */
     tok_span a, b; /* PREPEND: a; REPLACE: a -> b */
 } tok_norm;
 
-typedef enum tok_pre_kind { TP_SPLIT, TP_BYTELEVEL } tok_pre_kind;
+typedef enum tok_pre_kind { TP_SPLIT, TP_BYTELEVEL, TP_BERT } tok_pre_kind;
 typedef struct tok_pre {
     tok_pre_kind kind;
     pcre2_code *re;        /* SPLIT, or BYTELEVEL with use_regex */
@@ -139,6 +143,9 @@ struct fp4_tokenizer {
     int32_t tmpl_pre[TOK_MAX_TMPL], tmpl_post[TOK_MAX_TMPL];
     int n_tmpl_pre, n_tmpl_post;
     int32_t bos, eos, pad, unk;
+    tok_span wp_start, wp_cont; /* WORDPIECE: a word's first piece and the others are spelled after these */
+    uint32_t wp_max_chars;      /* WORDPIECE: a longer word is the unknown token */
+    uint32_t wp_max_len;        /* WORDPIECE: the longest token's bytes */
     bool ignore_merges, byte_fallback, cleanup;
     bool any_norm_added;  /* some added token is matched after normalization */
     tok_ac ac[2];            /* added-token matchers: [0] raw spellings, [1] normalized ones */
@@ -318,5 +325,11 @@ typedef struct tok_pair_cache {
 void tok_pair_cache_init(tok_pair_cache *c);
 /* one pre-tokenized word (raw bytes) through the model; pc may be NULL */
 fp4_status tok_bpe_word(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n, tok_ivec *out);
+
+/* ---- tok_wpm.c: WordPiece (BERT) ---- */
+fp4_status tok_bert_normalize(uint8_t flags, const char *s, size_t n, tok_buf *out);
+/* the next word of the BertPreTokenizer at *pos: false at the end */
+bool tok_bert_next(const char *s, size_t n, size_t *pos, size_t *off, size_t *len);
+fp4_status tok_wpm_word(const fp4_tokenizer *t, const char *w, size_t n, tok_ivec *out);
 
 #endif
