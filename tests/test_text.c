@@ -348,7 +348,8 @@ static void gguf_rejections(void) {
     } cases[] = {
         {{NULL, NULL, 0, NULL, 0}, FP4_OK, ""},
         {{"tokenizer.ggml.model", NULL, 0, NULL, 0}, FP4_ERR_NOT_FOUND, "tok.gguf-missing"},
-        {{NULL, "tokenizer.ggml.model", 1, "bert", 0}, FP4_ERR_UNSUPPORTED, "tok.gguf-model"},
+        {{NULL, "tokenizer.ggml.model", 1, "t5", 0}, FP4_ERR_UNSUPPORTED, "tok.gguf-model"},
+        {{"tokenizer.ggml.merges", "tokenizer.ggml.model", 1, "gemma4", 0}, FP4_ERR_NOT_FOUND, "tok.gguf-missing"},
         {{NULL, "tokenizer.ggml.model", 0, NULL, 7}, FP4_ERR_DTYPE, "tok.gguf-type"},
         {{"tokenizer.ggml.tokens", NULL, 0, NULL, 0}, FP4_ERR_NOT_FOUND, "tok.gguf-missing"},
         {{"tokenizer.ggml.merges", NULL, 0, NULL, 0}, FP4_ERR_NOT_FOUND, "tok.gguf-missing"},
