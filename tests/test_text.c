@@ -63,14 +63,14 @@ static void json_rejections(void) {
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
     j = json_deep_copy(bl), json_object_set_new(model(j), "continuing_subword_prefix", json_string("##"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
-    j = json_deep_copy(bl), json_object_set_new(j, "normalizer", json_pack("{s:s}", "type", "Lowercase"));
+    j = json_deep_copy(bl), json_object_set_new(j, "normalizer", json_pack("{s:s}", "type", "StripAccents"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
-    j = json_deep_copy(bl), json_object_set_new(j, "decoder", json_pack("{s:s}", "type", "Metaspace"));
+    j = json_deep_copy(bl), json_object_set_new(j, "decoder", json_pack("{s:s}", "type", "CTC"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
     j = json_deep_copy(bl);
     json_object_set_new(
         json_array_get(json_object_get(json_object_get(j, "pre_tokenizer"), "pretokenizers"), 0), "behavior",
-        json_string("Removed"));
+        json_string("MergedWithNext"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
     /* regexes: one that does not compile, one whose meaning differs between engines */
     j = json_deep_copy(bl);

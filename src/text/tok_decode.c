@@ -133,6 +133,10 @@ static fp4_status dec_step(const fp4_tokenizer *t, const tok_dec *d, const strs 
         for (size_t i = 0; !st && i < in->n; i++) {
             const char *s = S(in, i);
             size_t n = L(in, i), a = 0, e = n;
+            if (d->first_only && i > 0) {
+                st = strs_push(out, s, n, in->added[i]);
+                continue;
+            }
             for (int32_t k = 0; k < d->start && cl && a + cl <= n && !memcmp(s + a, c, cl); k++) a += cl;
             for (int32_t k = 0; k < d->stop && cl && e >= a + cl && !memcmp(s + e - cl, c, cl); k++) e -= cl;
             st = strs_push(out, s + a, e - a, in->added[i]);
@@ -238,7 +242,7 @@ struct fp4_detok_stream {
 };
 
 /* Streams follow decode exactly for step lists of the form
- *   Replace* [ByteLevel | ByteFallback] [Fuse [Strip(start, stop = 0)]]
+ *   Replace* [ByteLevel | ByteFallback] [Fuse [Strip(start, stop = 0)] | Strip(first only, stop = 0)]
  * (every tokenizer this library loads from GGUF, and the common tokenizer.json ones); others are
  * FP4_ERR_UNSUPPORTED. */
 fp4_status fp4_detok_stream_create(const fp4_tokenizer *t, unsigned flags, fp4_detok_stream **out) {
@@ -251,7 +255,8 @@ fp4_status fp4_detok_stream_create(const fp4_tokenizer *t, unsigned flags, fp4_d
     if (k < t->n_dec && t->dec[k].kind == TD_FUSE) {
         k++;
         if (k < t->n_dec && t->dec[k].kind == TD_STRIP && t->dec[k].stop == 0) k++;
-    }
+    } else if (k < t->n_dec && t->dec[k].kind == TD_STRIP && t->dec[k].first_only && t->dec[k].stop == 0)
+        k++; /* Metaspace's: the first string's leading characters, as at the start of a fused text */
     if (k != t->n_dec) return FP4_ERR_UNSUPPORTED;
     fp4_detok_stream *s = calloc(1, sizeof *s);
     if (!s) return FP4_ERR_NOMEM;

@@ -66,37 +66,6 @@ fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, co
     return tok_buf_add(out, s + last, n - last);
 }
 
-fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_buf *out) {
-    tok_buf a = {0}, b = {0};
-    /* the loader bounds the Replace chain's growth; Unicode forms and Prepend add a little more */
-    size_t cap = TOK_MAX_OUT;
-    if (n < (TOK_MAX_OUT - 65536) / (4 * TOK_MAX_GROWTH)) cap = n * 4 * TOK_MAX_GROWTH + 65536;
-    fp4_status st = tok_buf_add(&a, s, n);
-    for (int i = 0; !st && i < t->n_norm; i++) {
-        const tok_norm *nm = &t->norm[i];
-        b.n = 0;
-        switch (nm->kind) {
-        case TN_PREPEND:
-            st = tok_buf_add(&b, tok_str(t, nm->a), nm->a.len);
-            if (!st) st = tok_buf_add(&b, a.p, a.n);
-            break;
-        case TN_REPLACE:
-            st = tok_replace_all(a.p, a.n, tok_str(t, nm->a), nm->a.len, tok_str(t, nm->b), nm->b.len, &b,
-                                 cap);
-            break;
-        case TN_BERT:
-            st = tok_bert_normalize(nm->bert, a.p, a.n, &b);
-            break;
-        default:
-            st = norm_unicode(nm->kind, a.p, a.n, &b);
-            break;
-        }
-        if (!st && b.n > cap) st = FP4_ERR_LIMIT;
-        tok_buf_swap(&a, &b);
-    }
-    return tok_buf_drain(out, &a, &b, st);
-}
-
 /* JavaScript's String.prototype.trim set: WhiteSpace + LineTerminator */
 static bool js_space(uint32_t c) {
     return c == 9 || c == 10 || c == 11 || c == 12 || c == 13 || c == 32 || c == 0xA0 || c == 0x1680 ||
@@ -123,6 +92,95 @@ static size_t trim_end(const char *s, size_t n) { /* new length */
         n = j;
     }
     return n;
+}
+
+/* JavaScript's toLowerCase: each code point's lowercase, U+0130 to "i" + U+0307, and a capital
+ * sigma that ends a word (a letter before it, none after it) to the final form */
+static bool js_cased(uint32_t c) {
+    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+    return k == UTF8PROC_CATEGORY_LU || k == UTF8PROC_CATEGORY_LL || k == UTF8PROC_CATEGORY_LT;
+}
+static bool js_case_ignorable(uint32_t c) {
+    utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+    return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_ME || k == UTF8PROC_CATEGORY_CF ||
+           k == UTF8PROC_CATEGORY_LM || k == UTF8PROC_CATEGORY_SK || c == '\'' || c == '.' || c == ':' ||
+           c == 0xB7 || c == 0x2019;
+}
+static bool final_sigma(const char *s, size_t n, size_t at, size_t len) {
+    bool before = false, after = false;
+    for (size_t i = at; i > 0;) {
+        size_t j = i - 1;
+        while (j > 0 && ((uint8_t)s[j] & 0xC0) == 0x80) j--;
+        uint32_t c;
+        tok_utf8_dec((const uint8_t *)s + j, n - j, &c);
+        i = j;
+        if (js_case_ignorable(c)) continue;
+        before = js_cased(c);
+        break;
+    }
+    for (size_t i = at + len; i < n;) {
+        uint32_t c;
+        i += (size_t)tok_utf8_dec((const uint8_t *)s + i, n - i, &c);
+        if (js_case_ignorable(c)) continue;
+        after = js_cased(c);
+        break;
+    }
+    return before && !after;
+}
+static fp4_status js_lower(const char *s, size_t n, tok_buf *out) {
+    fp4_status st = FP4_OK;
+    for (size_t i = 0; !st && i < n;) {
+        uint32_t c;
+        int l = tok_utf8_dec((const uint8_t *)s + i, n - i, &c);
+        char u[8];
+        int k;
+        if (c == 0x130) k = tok_utf8_enc('i', u), k += tok_utf8_enc(0x307, u + k);
+        else if (c == 0x3A3) k = tok_utf8_enc(final_sigma(s, n, i, (size_t)l) ? 0x3C2 : 0x3C3, u);
+        else k = tok_utf8_enc((uint32_t)utf8proc_tolower((utf8proc_int32_t)c), u);
+        st = tok_buf_add(out, u, (size_t)k);
+        i += (size_t)l;
+    }
+    return st;
+}
+
+fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_buf *out) {
+    tok_buf a = {0}, b = {0};
+    /* the loader bounds the Replace chain's growth; Unicode forms and Prepend add a little more */
+    size_t cap = TOK_MAX_OUT;
+    if (n < (TOK_MAX_OUT - 65536) / (4 * TOK_MAX_GROWTH)) cap = n * 4 * TOK_MAX_GROWTH + 65536;
+    fp4_status st = tok_buf_add(&a, s, n);
+    for (int i = 0; !st && i < t->n_norm; i++) {
+        const tok_norm *nm = &t->norm[i];
+        b.n = 0;
+        switch (nm->kind) {
+        case TN_PREPEND:
+            st = tok_buf_add(&b, tok_str(t, nm->a), nm->a.len);
+            if (!st) st = tok_buf_add(&b, a.p, a.n);
+            break;
+        case TN_REPLACE:
+            st = tok_replace_all(a.p, a.n, tok_str(t, nm->a), nm->a.len, tok_str(t, nm->b), nm->b.len, &b,
+                                 cap);
+            break;
+        case TN_BERT:
+            st = tok_bert_normalize(nm->bert, a.p, a.n, &b);
+            break;
+        case TN_LOWER:
+            st = js_lower(a.p, a.n, &b);
+            break;
+        case TN_STRIP: {
+            size_t from = (nm->bert & 1) ? trim_start(a.p, a.n) : 0;
+            size_t to = (nm->bert & 2) ? from + trim_end(a.p + from, a.n - from) : a.n;
+            st = tok_buf_add(&b, a.p + from, to - from);
+            break;
+        }
+        default:
+            st = norm_unicode(nm->kind, a.p, a.n, &b);
+            break;
+        }
+        if (!st && b.n > cap) st = FP4_ERR_LIMIT;
+        tok_buf_swap(&a, &b);
+    }
+    return tok_buf_drain(out, &a, &b, st);
 }
 
 /* ---- splitting on added tokens: leftmost, longest at each position ---- */
@@ -218,11 +276,51 @@ typedef struct enc_ctx {
     tok_pair_cache *pc;
     piece_vec a, b;
     tok_buf scratch[TOK_MAX_STEPS]; /* strings made by a step (prefix spaces) */
+    size_t section;                 /* the index of the added-token split's section being encoded */
 } enc_ctx;
 
+/* Metaspace as the reference runs it: in each piece every space becomes str_rep, then str_rep goes
+ * in front unless the piece starts with the replacement (prepend_scheme "always", or "first" in the
+ * text's first section); no split. Pieces point into sb. */
+static fp4_status metaspace(enc_ctx *c, const tok_pre *p, tok_buf *sb, piece_vec *cur) {
+    const fp4_tokenizer *t = c->t;
+    const char *rep = tok_str(t, p->a), *sr = tok_str(t, p->b);
+    size_t need = 1;
+    for (size_t i = 0; i < cur->n; i++) {
+        size_t sp = 0;
+        for (size_t k = 0; k < cur->p[i].n; k++) sp += cur->p[i].p[k] == ' ';
+        if (need + cur->p[i].n + (sp + 1) * p->b.len > TOK_MAX_OUT) return FP4_ERR_LIMIT;
+        need += cur->p[i].n + (sp + 1) * p->b.len;
+    }
+    sb->n = 0;
+    if (need > sb->cap) {
+        char *q = realloc(sb->p, need);
+        if (!q) return FP4_ERR_NOMEM;
+        sb->p = q;
+        sb->cap = need;
+    }
+    bool pre = p->prepend == TOKP_ALWAYS || (p->prepend == TOKP_FIRST && c->section == 0);
+    for (size_t i = 0; i < cur->n; i++) {
+        size_t o = sb->n;
+        for (size_t k = 0; k < cur->p[i].n; k++) {
+            if (cur->p[i].p[k] != ' ') sb->p[sb->n++] = cur->p[i].p[k];
+            else memcpy(sb->p + sb->n, sr, p->b.len), sb->n += p->b.len;
+        }
+        size_t len = sb->n - o;
+        if (pre && !(len >= p->a.len && !memcmp(sb->p + o, rep, p->a.len))) {
+            memmove(sb->p + o + p->b.len, sb->p + o, len);
+            memcpy(sb->p + o, sr, p->b.len);
+            sb->n += p->b.len;
+        }
+        cur->p[i] = (piece){sb->p + o, sb->n - o};
+    }
+    return FP4_OK;
+}
+
 /* isolated split: matches and the gaps between them, empty pieces dropped; merge_prev
- * (MergedWithPrevious): a match that follows a gap joins the gap's piece */
-static fp4_status regex_split(enc_ctx *c, pcre2_code *re, bool merge_prev, const char *s, size_t n,
+ * (MergedWithPrevious): a match that follows a gap joins the gap's piece; mode TOKP_MATCHES keeps
+ * the matches alone, TOKP_GAPS the text between them */
+static fp4_status regex_split(enc_ctx *c, pcre2_code *re, bool merge_prev, int mode, const char *s, size_t n,
                               piece_vec *out) {
     size_t start = 0, prev = 0, first = out->n;
     bool prev_match = false;
@@ -233,11 +331,12 @@ static fp4_status regex_split(enc_ctx *c, pcre2_code *re, bool merge_prev, const
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
         size_t ms = ov[0], me = ov[1];
         if (me < ms) return FP4_ERR_UNSUPPORTED; /* \K-style lookbehind tricks */
-        if (ms > prev) {
+        if (ms > prev && mode != TOKP_MATCHES) {
             if (piece_push(out, s + prev, ms - prev)) return FP4_ERR_NOMEM;
             prev_match = false;
         }
-        if (me > ms && merge_prev && !prev_match && out->n > first)
+        if (mode == TOKP_GAPS) {
+        } else if (me > ms && merge_prev && !prev_match && out->n > first)
             out->p[out->n - 1].n = me - (size_t)(out->p[out->n - 1].p - s);
         else if (me > ms && piece_push(out, s + ms, me - ms))
             return FP4_ERR_NOMEM;
@@ -249,7 +348,7 @@ static fp4_status regex_split(enc_ctx *c, pcre2_code *re, bool merge_prev, const
             start = me + (size_t)tok_utf8_dec((const uint8_t *)s + me, n - me, &cp);
         } else start = me;
     }
-    if (prev < n && piece_push(out, s + prev, n - prev)) return FP4_ERR_NOMEM;
+    if (prev < n && mode != TOKP_MATCHES && piece_push(out, s + prev, n - prev)) return FP4_ERR_NOMEM;
     return FP4_OK;
 }
 
@@ -282,13 +381,18 @@ static fp4_status pretokenize(enc_ctx *c, const char *s, size_t n, piece_vec **r
                 cur->p[i] = (piece){sb->p + o, sb->n - o};
             }
         }
+        if (p->kind == TP_METASPACE) {
+            fp4_status st = metaspace(c, p, &c->scratch[k], cur);
+            if (st) return st;
+            continue;
+        }
         if (p->kind == TP_BERT) {
             for (size_t i = 0; i < cur->n; i++)
                 for (size_t pos = 0, off, len; tok_bert_next(cur->p[i].p, cur->p[i].n, &pos, &off, &len);)
                     if (piece_push(nxt, cur->p[i].p + off, len)) return FP4_ERR_NOMEM;
         }
         for (size_t i = 0; p->re && i < cur->n; i++) {
-            fp4_status st = regex_split(c, p->re, p->merge_prev, cur->p[i].p, cur->p[i].n, nxt);
+            fp4_status st = regex_split(c, p->re, p->merge_prev, p->mode, cur->p[i].p, cur->p[i].n, nxt);
             if (st) return st;
         }
         if (!p->re && p->kind != TP_BERT) continue;
@@ -361,6 +465,7 @@ fp4_status fp4_tokenizer_encode_err(const fp4_tokenizer *t, const char *text, si
     if (!st) st = split_added(t, s, n, false, (flags & FP4_TOK_PARSE_SPECIAL) != 0, &secs, best);
     for (size_t k = 0; !st && k < secs.n; k++) {
         sect *q = &secs.p[k];
+        c.section = k;
         if (q->added >= 0) {
             st = tok_ivec_push(&out, q->id);
             continue;

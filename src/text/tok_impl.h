@@ -47,18 +47,25 @@ typedef struct tok_added {
 } tok_added;
 
 typedef enum tok_norm_kind {
-    TN_NFC, TN_NFD, TN_NFKC, TN_NFKD, TN_PREPEND, TN_REPLACE, TN_BERT
+    TN_NFC, TN_NFD, TN_NFKC, TN_NFKD, TN_PREPEND, TN_REPLACE, TN_BERT, TN_LOWER, TN_STRIP
 } tok_norm_kind;
 enum { TOK_BERT_CLEAN = 1, TOK_BERT_CHINESE = 2, TOK_BERT_STRIP = 4, TOK_BERT_LOWER = 8 };
 typedef struct tok_norm {
     tok_norm_kind kind;
-    uint8_t bert;  /* BERT: TOK_BERT_* */
+    uint8_t bert;  /* BERT: TOK_BERT_*; STRIP: 1 left, 2 right */
     tok_span a, b; /* PREPEND: a; REPLACE: a -> b */
 } tok_norm;
 
-typedef enum tok_pre_kind { TP_SPLIT, TP_BYTELEVEL, TP_BERT } tok_pre_kind;
+typedef enum tok_pre_kind { TP_SPLIT, TP_BYTELEVEL, TP_BERT, TP_METASPACE } tok_pre_kind;
+/* what a Split keeps: matches and the text between them, the matches alone, the text alone */
+enum { TOKP_ISOLATED, TOKP_MATCHES, TOKP_GAPS };
+/* Metaspace's prepend_scheme */
+enum { TOKP_ALWAYS, TOKP_FIRST, TOKP_NEVER };
 typedef struct tok_pre {
     tok_pre_kind kind;
+    uint8_t mode;          /* SPLIT: TOKP_ISOLATED / MATCHES / GAPS */
+    uint8_t prepend;       /* METASPACE: TOKP_ALWAYS / FIRST / NEVER */
+    tok_span a, b;         /* METASPACE: the replacement character, the string spaces become */
     pcre2_code *re;        /* SPLIT, or BYTELEVEL with use_regex */
     uint8_t prefix_space;  /* BYTELEVEL add_prefix_space */
     uint8_t merge_prev;    /* SPLIT behavior MergedWithPrevious: a match joins the piece before it */
@@ -69,6 +76,7 @@ typedef struct tok_dec {
     tok_dec_kind kind;
     tok_span a, b;        /* REPLACE a -> b; STRIP: a = the content character */
     int32_t start, stop;  /* STRIP */
+    uint8_t first_only;   /* STRIP: the first string only (Metaspace's decoder), else every one */
 } tok_dec;
 
 /* Added-token matcher (tok_added.c): an Aho-Corasick automaton over the reversed spellings of the

@@ -93,7 +93,12 @@ static fp4_status parse_norm(jctx *c, json_t *o, int depth) {
             return FP4_OK;
         }
     fp4_status st;
-    if (!strcmp(ty, "Prepend")) {
+    if (!strcmp(ty, "Lowercase")) n->kind = TN_LOWER;
+    else if (!strcmp(ty, "Strip")) {
+        n->kind = TN_STRIP;
+        n->bert = (uint8_t)((jflag(o, "strip_left", false) ? 1 : 0) |
+                            (jflag(o, "strip_right", false) ? 2 : 0));
+    } else if (!strcmp(ty, "Prepend")) {
         n->kind = TN_PREPEND;
         if ((st = jstr_span(c, json_object_get(o, "prepend"), &n->a, "normalizer.prepend"))) return st;
     } else if (!strcmp(ty, "Replace")) {
@@ -123,6 +128,56 @@ static char *split_literal(const char *s) {
     return o;
 }
 
+/* JavaScript's \s (the reference's regexes) and the reference's punctuation class */
+#define JS_WS                                                                                                \
+    "\\t\\n\\x0B\\f\\r \\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"   \
+    "\\x{FEFF}"
+#define JS_PUNCT "\\p{P}\\x{21}-\\x{2F}\\x{3A}-\\x{40}\\x{5B}-\\x{60}\\x{7B}-\\x{7E}"
+/* pre-tokenizers the reference runs as the matches of one regex (the text between them dropped) */
+static const struct {
+    const char *type, *re;
+} match_pres[] = {
+    {"Whitespace", "[A-Za-z0-9_]+|[^A-Za-z0-9_" JS_WS "]+"},
+    {"WhitespaceSplit", "[^" JS_WS "]+"},
+    {"Punctuation", "[^" JS_PUNCT "]+|[" JS_PUNCT "]+"},
+    {"BertPreTokenizer", "[^" JS_WS JS_PUNCT "]+|[" JS_PUNCT "]"},
+};
+
+static fp4_status add_match_pre(jctx *c, tok_pre *p, const char *re) {
+    char why[200] = "";
+    *p = (tok_pre){.kind = TP_SPLIT, .mode = TOKP_MATCHES};
+    fp4_status st = tok_compile_regex(re, false, &p->re, why, sizeof why);
+    if (st) return FAIL(c, st, "pre_tokenizer", st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.regex", "%s", why);
+    c->t->pre_other = true;
+    c->t->n_pre++;
+    return FP4_OK;
+}
+
+static fp4_status parse_metaspace(jctx *c, json_t *o, tok_pre *p) {
+    *p = (tok_pre){.kind = TP_METASPACE};
+    json_t *r = json_object_get(o, "replacement"), *sr = json_object_get(o, "str_rep");
+    fp4_status st = r ? jstr_span(c, r, &p->a, "pre_tokenizer.replacement")
+                      : tok_arena_add(c->t, "\xE2\x96\x81", 3, &p->a);
+    if (!st && json_is_string(sr) && json_string_length(sr))
+        st = jstr_span(c, sr, &p->b, "pre_tokenizer.str_rep");
+    else if (!st) p->b = p->a;
+    if (st) return st == FP4_ERR_NOMEM ? FAIL(c, st, NULL, "tok.nomem", "out of memory") : st;
+    if (p->a.len == 0 || p->b.len > 64)
+        return FAIL(c, FP4_ERR_FORMAT, "pre_tokenizer.replacement", "tok.json-value",
+                    "Metaspace needs a replacement (and a str_rep of at most 64 bytes)");
+    const char *ps = json_string_value(json_object_get(o, "prepend_scheme"));
+    static const char *const schemes[] = {"always", "first", "never"};
+    p->prepend = TOKP_ALWAYS;
+    for (uint8_t k = 0; ps && k < 3; k++)
+        if (!strcmp(ps, schemes[k])) p->prepend = k;
+    if (ps && strcmp(ps, schemes[p->prepend]))
+        return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.prepend_scheme", "tok.unsupported",
+                    "Metaspace prepend_scheme %s is not always, first or never", ps);
+    c->t->pre_other = true;
+    c->t->n_pre++;
+    return FP4_OK;
+}
+
 static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
     fp4_tokenizer *t = c->t;
     if (json_is_null(o) || !o) return FP4_OK;
@@ -145,6 +200,11 @@ static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
                     TOK_MAX_STEPS);
     tok_pre *p = &t->pre[t->n_pre];
     char why[200] = "";
+    for (size_t k = 0; k < sizeof match_pres / sizeof match_pres[0]; k++)
+        if (!strcmp(ty, match_pres[k].type)) return add_match_pre(c, p, match_pres[k].re);
+    if (!strcmp(ty, "Digits"))
+        return add_match_pre(c, p, jflag(o, "individual_digits", false) ? "[^0-9]+|[0-9]" : "[^0-9]+|[0-9]+");
+    if (!strcmp(ty, "Metaspace")) return parse_metaspace(c, o, p);
     if (!strcmp(ty, "Split")) {
         if (*byte_level)
             return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer", "tok.unsupported",
@@ -156,10 +216,16 @@ static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
             return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.pattern", "tok.unsupported",
                         "a Split pattern is a Regex or a String");
         const char *bs = json_string_value(beh);
-        if (!bs || (strcmp(bs, "Isolated") && strcmp(bs, "MergedWithPrevious")) || jflag(o, "invert", false))
+        bool inv = jflag(o, "invert", false), removed = bs && !strcmp(bs, "Removed");
+        /* what the reference and the Rust library agree on: Isolated, MergedWithPrevious, Removed
+         * (Regex), and invert with Removed (the matches alone); the reference runs MergedWithNext and
+         * Contiguous as Isolated, invert as the matches alone and a removed String as Isolated */
+        if (!bs || (strcmp(bs, "Isolated") && strcmp(bs, "MergedWithPrevious") && !removed) ||
+            (inv && !removed) || (removed && !inv && !json_is_string(re)))
             return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.behavior", "tok.unsupported",
-                        "only Isolated and MergedWithPrevious, non-inverted Split is supported");
-        if (json_is_string(lit) && json_string_length(lit) == 0) return FP4_OK; /* matches nothing */
+                        "Split behavior %s%s is not supported (the reference and the Rust library differ)",
+                        bs ? bs : "(none)", inv ? " with invert" : "");
+        if (json_is_string(lit) && json_string_length(lit) == 0 && !inv) return FP4_OK; /* matches nothing */
         /* a String pattern is a regex of its characters, each metacharacter escaped */
         char *src =
             json_is_string(re) ? strdup(json_string_value(re)) : split_literal(json_string_value(lit));
@@ -171,13 +237,21 @@ static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
                         why);
         }
         /* the GGUF writer describes one Isolated Regex Split (a llama.cpp pre name); others it refuses */
-        if (!t->pre_regex && json_is_string(re) && !strcmp(bs, "Isolated")) t->pre_regex = src;
+        if (!t->pre_regex && json_is_string(re) && !strcmp(bs, "Isolated") && !inv) t->pre_regex = src;
         else {
             free(src);
             t->pre_other = true;
         }
         p->kind = TP_SPLIT;
         p->merge_prev = !strcmp(bs, "MergedWithPrevious");
+        p->mode = inv ? TOKP_MATCHES : removed ? TOKP_GAPS : TOKP_ISOLATED;
+        uint32_t caps = 0;
+        if (removed && !inv && (pcre2_pattern_info(p->re, PCRE2_INFO_CAPTURECOUNT, &caps) || caps)) {
+            pcre2_code_free(p->re);
+            p->re = NULL;
+            return FAIL(c, FP4_ERR_UNSUPPORTED, "pre_tokenizer.pattern", "tok.unsupported",
+                        "a Removed Split whose regex captures (the reference keeps the groups)");
+        }
         t->n_pre++;
         return FP4_OK;
     }
@@ -219,6 +293,21 @@ static fp4_status parse_dec(jctx *c, json_t *o, int depth) {
         return FAIL(c, FP4_ERR_LIMIT, "decoder", "tok.steps", "more than %d decoders", TOK_MAX_STEPS);
     tok_dec *d = &t->dec[t->n_dec];
     fp4_status st;
+    if (!strcmp(ty, "Metaspace")) { /* the replacement back to a space; the first string's leading one off */
+        tok_span rep, sp;
+        json_t *r = json_object_get(o, "replacement");
+        st = r ? jstr_span(c, r, &rep, "decoder.replacement") : tok_arena_add(t, "\xE2\x96\x81", 3, &rep);
+        if (!st) st = tok_arena_add(t, " ", 1, &sp);
+        if (st) return st == FP4_ERR_NOMEM ? FAIL(c, st, NULL, "tok.nomem", "out of memory") : st;
+        if (rep.len == 0)
+            return FAIL(c, FP4_ERR_FORMAT, "decoder.replacement", "tok.json-value",
+                        "empty Metaspace replacement");
+        if (t->n_dec + 2 > TOK_MAX_STEPS)
+            return FAIL(c, FP4_ERR_LIMIT, "decoder", "tok.steps", "more than %d decoders", TOK_MAX_STEPS);
+        t->dec[t->n_dec++] = (tok_dec){.kind = TD_REPLACE, .a = rep, .b = sp};
+        t->dec[t->n_dec++] = (tok_dec){.kind = TD_STRIP, .a = sp, .start = 1, .first_only = 1};
+        return FP4_OK;
+    }
     if (!strcmp(ty, "ByteLevel")) d->kind = TD_BYTELEVEL;
     else if (!strcmp(ty, "ByteFallback")) d->kind = TD_BYTEFALLBACK;
     else if (!strcmp(ty, "Fuse")) d->kind = TD_FUSE;
