@@ -57,7 +57,7 @@ static void json_rejections(void) {
     json_t *j;
     j = json_deep_copy(bl), json_object_del(j, "model");
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.json-type");
-    j = json_deep_copy(bl), json_object_set_new(model(j), "type", json_string("WordPiece"));
+    j = json_deep_copy(bl), json_object_set_new(model(j), "type", json_string("Unigram"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
     j = json_deep_copy(bl), json_object_set_new(model(j), "dropout", json_real(0.1));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");

@@ -6,7 +6,8 @@
  * identical, and the streaming detokenizer's text equal to decode. Components: the normalizers
  * Lowercase and Strip; the pre-tokenizers Whitespace, WhitespaceSplit, Punctuation, Digits (both
  * forms), BertPreTokenizer, Metaspace (each prepend_scheme), Split with invert / Removed; the
- * Metaspace decoder. Also the refusals of the Split forms the reference and the Rust library run
+ * WordPiece model with the BertNormalizer (tests/data/text/tiny_wordpiece.json); the Metaspace and
+ * WordPiece decoders. Also the refusals of the Split forms the reference and the Rust library run
  * differently. Needs node and FP4_TEXT_NPM (set by the Makefile); a missing oracle fails. */
 #include "check.h"
 #include "fp4lane_text.h"
@@ -50,9 +51,16 @@ typedef struct pcase {
 
 #define SPM "tests/data/text/tiny_spm.json"
 #define BL "tests/data/text/tiny_bytelevel.json"
+#define WP "tests/data/text/tiny_wordpiece.json"
 #define BL_PRE(x)                                                                                            \
     "{\"type\":\"Sequence\",\"pretokenizers\":[" x ",{\"type\":\"ByteLevel\",\"use_regex\":false}]}"
 static const pcase CASES[] = {
+    {"wordpiece", WP, NULL, NULL, NULL},
+    {"wordpiece_cased", WP,
+     "{\"type\":\"BertNormalizer\",\"lowercase\":false,\"handle_chinese_chars\":false}", NULL,
+     "{\"type\":\"WordPiece\",\"prefix\":\"##\",\"cleanup\":false}"},
+    {"wordpiece_strip", WP, "{\"type\":\"BertNormalizer\",\"lowercase\":false,\"strip_accents\":true}", NULL,
+     NULL},
     {"lowercase", BL, "{\"type\":\"Lowercase\"}", NULL, NULL},
     {"strip", BL,
      "{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Strip\",\"strip_left\":true,\"strip_right\":true},"

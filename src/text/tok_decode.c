@@ -78,6 +78,23 @@ static int byte_token(const char *s, size_t n) {
     return h2 < 0 ? h1 : h1 * 16 + h2;
 }
 
+static fp4_status cleanup(const char *s, size_t n, tok_buf *out);
+
+/* WordPiece's decoder on the i-th string: a space before it unless it is the first or starts with
+ * the prefix (then dropped); the clean-up on each string when asked */
+static fp4_status wordpiece_one(const fp4_tokenizer *t, const tok_dec *d, size_t i, const char *s, size_t n,
+                                tok_buf *out) {
+    tok_buf x = {0};
+    const char *pf = tok_str(t, d->a);
+    fp4_status st = tok_buf_add(&x, "", 0);
+    if (!st && i > 0 && d->a.len && n >= d->a.len && !memcmp(s, pf, d->a.len)) s += d->a.len, n -= d->a.len;
+    else if (!st && i > 0) st = tok_buf_add(&x, " ", 1);
+    if (!st) st = tok_buf_add(&x, s, n);
+    if (!st) st = d->start ? cleanup(x.p, x.n, out) : tok_buf_add(out, x.p, x.n);
+    free(x.p);
+    return st;
+}
+
 static fp4_status dec_step(const fp4_tokenizer *t, const tok_dec *d, const strs *in, strs *out) {
     tok_buf raw = {0};
     fp4_status st = FP4_OK;
@@ -120,6 +137,13 @@ static fp4_status dec_step(const fp4_tokenizer *t, const tok_dec *d, const strs 
                 raw.n = 0;
             }
             if (i < in->n) st = strs_push(out, S(in, i), L(in, i), in->added[i]);
+        }
+        break;
+    case TD_WORDPIECE:
+        for (size_t i = 0; !st && i < in->n; i++) {
+            if ((st = strs_open(out))) break;
+            st = wordpiece_one(t, d, i, S(in, i), L(in, i), &out->b);
+            strs_close(out, in->added[i]);
         }
         break;
     case TD_FUSE:
@@ -239,6 +263,7 @@ struct fp4_detok_stream {
     bool in_group;      /* inside a run of <0xXX> tokens (ByteFallback) */
     size_t group_at, group_n;
     bool bf_bom;        /* ByteFallback present: a run's leading BOM is dropped */
+    size_t n_tok;       /* strings decoded so far (WordPiece: the first has no space before it) */
 };
 
 /* Streams follow decode exactly for step lists of the form
@@ -257,6 +282,7 @@ fp4_status fp4_detok_stream_create(const fp4_tokenizer *t, unsigned flags, fp4_d
         if (k < t->n_dec && t->dec[k].kind == TD_STRIP && t->dec[k].stop == 0) k++;
     } else if (k < t->n_dec && t->dec[k].kind == TD_STRIP && t->dec[k].first_only && t->dec[k].stop == 0)
         k++; /* Metaspace's: the first string's leading characters, as at the start of a fused text */
+    if (k == 0 && t->n_dec == 1 && t->dec[0].kind == TD_WORDPIECE) k = 1; /* string by string */
     if (k != t->n_dec) return FP4_ERR_UNSUPPORTED;
     fp4_detok_stream *s = calloc(1, sizeof *s);
     if (!s) return FP4_ERR_NOMEM;
@@ -307,6 +333,8 @@ static fp4_status token_bytes(fp4_detok_stream *s, int32_t id, tok_buf *o, bool 
         } else if (d->kind == TD_REPLACE) {
             st = tok_replace_all(cur.p, cur.n, tok_str(t, d->a), d->a.len, tok_str(t, d->b), d->b.len, &nxt,
                                  TOK_MAX_OUT);
+        } else if (d->kind == TD_WORDPIECE) {
+            st = wordpiece_one(t, d, s->n_tok, cur.p, cur.n, &nxt);
         } else continue;
         tok_buf x = cur;
         cur = nxt;
@@ -370,7 +398,9 @@ fp4_status fp4_detok_stream_push(fp4_detok_stream *s, int32_t id, const char **o
     }
     s->tmp.n = 0;
     bool is_byte;
-    if ((st = token_bytes(s, id, &s->tmp, &is_byte)))
+    st = token_bytes(s, id, &s->tmp, &is_byte);
+    s->n_tok++;
+    if (st)
         return fp4_fail(err, st, s->t->name, NULL, st == FP4_ERR_LIMIT ? "tok.decode-limit" : "tok.nomem",
                         st == FP4_ERR_LIMIT ? "the decoder's Replace steps make too many bytes of id %d"
                                             : "out of memory decoding id %d", (int)id);

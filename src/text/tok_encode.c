@@ -67,7 +67,7 @@ fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, co
 }
 
 /* JavaScript's String.prototype.trim set: WhiteSpace + LineTerminator */
-static bool js_space(uint32_t c) {
+bool tok_js_space(uint32_t c) {
     return c == 9 || c == 10 || c == 11 || c == 12 || c == 13 || c == 32 || c == 0xA0 || c == 0x1680 ||
            (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
            c == 0x3000 || c == 0xFEFF;
@@ -77,7 +77,7 @@ static size_t trim_start(const char *s, size_t n) {
     while (i < n) {
         uint32_t cp;
         int l = tok_utf8_dec((const uint8_t *)s + i, n - i, &cp);
-        if (!js_space(cp)) break;
+        if (!tok_js_space(cp)) break;
         i += (size_t)l;
     }
     return i;
@@ -88,7 +88,7 @@ static size_t trim_end(const char *s, size_t n) { /* new length */
         while (j > 0 && ((uint8_t)s[j] & 0xC0) == 0x80) j--;
         uint32_t cp;
         tok_utf8_dec((const uint8_t *)s + j, n - j, &cp);
-        if (!js_space(cp)) break;
+        if (!tok_js_space(cp)) break;
         n = j;
     }
     return n;
@@ -127,7 +127,7 @@ static bool final_sigma(const char *s, size_t n, size_t at, size_t len) {
     }
     return before && !after;
 }
-static fp4_status js_lower(const char *s, size_t n, tok_buf *out) {
+fp4_status tok_js_lower(const char *s, size_t n, tok_buf *out) {
     fp4_status st = FP4_OK;
     for (size_t i = 0; !st && i < n;) {
         uint32_t c;
@@ -165,7 +165,7 @@ fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_bu
             st = tok_bert_normalize(nm->bert, a.p, a.n, &b);
             break;
         case TN_LOWER:
-            st = js_lower(a.p, a.n, &b);
+            st = tok_js_lower(a.p, a.n, &b);
             break;
         case TN_STRIP: {
             size_t from = (nm->bert & 1) ? trim_start(a.p, a.n) : 0;

@@ -49,7 +49,9 @@ typedef struct tok_added {
 typedef enum tok_norm_kind {
     TN_NFC, TN_NFD, TN_NFKC, TN_NFKD, TN_PREPEND, TN_REPLACE, TN_BERT, TN_LOWER, TN_STRIP
 } tok_norm_kind;
-enum { TOK_BERT_CLEAN = 1, TOK_BERT_CHINESE = 2, TOK_BERT_STRIP = 4, TOK_BERT_LOWER = 8 };
+/* TOK_BERT_JS: as the JavaScript reference (C* without Cn, JavaScript's \s, CJK of the BMP only,
+ * toLowerCase before the accents go); else as the Rust library (llama.cpp's GGUF vectors) */
+enum { TOK_BERT_CLEAN = 1, TOK_BERT_CHINESE = 2, TOK_BERT_STRIP = 4, TOK_BERT_LOWER = 8, TOK_BERT_JS = 16 };
 typedef struct tok_norm {
     tok_norm_kind kind;
     uint8_t bert;  /* BERT: TOK_BERT_*; STRIP: 1 left, 2 right */
@@ -71,11 +73,13 @@ typedef struct tok_pre {
     uint8_t merge_prev;    /* SPLIT behavior MergedWithPrevious: a match joins the piece before it */
 } tok_pre;
 
-typedef enum tok_dec_kind { TD_BYTELEVEL, TD_REPLACE, TD_BYTEFALLBACK, TD_FUSE, TD_STRIP } tok_dec_kind;
+typedef enum tok_dec_kind {
+    TD_BYTELEVEL, TD_REPLACE, TD_BYTEFALLBACK, TD_FUSE, TD_STRIP, TD_WORDPIECE
+} tok_dec_kind;
 typedef struct tok_dec {
     tok_dec_kind kind;
-    tok_span a, b;        /* REPLACE a -> b; STRIP: a = the content character */
-    int32_t start, stop;  /* STRIP */
+    tok_span a, b;        /* REPLACE a -> b; STRIP: a = the content character; WORDPIECE: a = prefix */
+    int32_t start, stop;  /* STRIP; WORDPIECE: start = cleanup */
     uint8_t first_only;   /* STRIP: the first string only (Metaspace's decoder), else every one */
 } tok_dec;
 
@@ -335,6 +339,9 @@ void tok_pair_cache_init(tok_pair_cache *c);
 fp4_status tok_bpe_word(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n, tok_ivec *out);
 
 /* ---- tok_wpm.c: WordPiece (BERT) ---- */
+/* JavaScript's toLowerCase (tok_encode.c) */
+fp4_status tok_js_lower(const char *s, size_t n, tok_buf *out);
+bool tok_js_space(uint32_t c);
 fp4_status tok_bert_normalize(uint8_t flags, const char *s, size_t n, tok_buf *out);
 /* the next word of the BertPreTokenizer at *pos: false at the end */
 bool tok_bert_next(const char *s, size_t n, size_t *pos, size_t *off, size_t *len);

@@ -3,12 +3,18 @@
  * Accepted (anything else is refused with rule tok.unsupported, naming the field):
  *   model          BPE: vocab {string: id}, merges ["a b" | ["a","b"]], unk_token, byte_fallback,
  *                  ignore_merges; dropout null; continuing_subword_prefix / end_of_word_suffix
- *                  empty or null
- *   normalizer     null | NFC | NFD | NFKC | NFKD | Prepend | Replace (String pattern) | Sequence
- *   pre_tokenizer  null | Split (Regex or String; Isolated or MergedWithPrevious; invert false) |
- *                  ByteLevel | Sequence (any number of Splits, none after a ByteLevel)
+ *                  empty or null. WordPiece: vocab, unk_token, continuing_subword_prefix,
+ *                  max_input_chars_per_word (tok_wpm.c)
+ *   normalizer     null | NFC | NFD | NFKC | NFKD | Prepend | Replace (String pattern) | Lowercase |
+ *                  Strip | BertNormalizer | Sequence
+ *   pre_tokenizer  null | Split (Regex or String; Isolated, MergedWithPrevious, Removed (Regex),
+ *                  Removed with invert) | ByteLevel | Whitespace | WhitespaceSplit | Punctuation |
+ *                  Digits | BertPreTokenizer | Metaspace | Sequence (Splits before a ByteLevel)
  *   post_processor null | ByteLevel | TemplateProcessing (single) | Sequence
- *   decoder        null | ByteLevel | Replace (String) | ByteFallback | Fuse | Strip | Sequence
+ *   decoder        null | ByteLevel | Replace (String) | ByteFallback | Fuse | Strip | Metaspace |
+ *                  WordPiece | Sequence
+ * Where the pinned JavaScript reference and the Rust library differ, the reference's reading is
+ * taken or the form is refused by name (docs/TEXT.md).
  * Rules: ids in [0, FP4_TOK_MAX_VOCAB), one token per id and one id per token (tok.duplicate-*),
  * added tokens agree with the vocabulary where they share an id (tok.added-conflict), every merge
  * names two tokens whose concatenation is a token (tok.merge-*), each pair once.
@@ -94,6 +100,15 @@ static fp4_status parse_norm(jctx *c, json_t *o, int depth) {
         }
     fp4_status st;
     if (!strcmp(ty, "Lowercase")) n->kind = TN_LOWER;
+    else if (!strcmp(ty, "BertNormalizer")) { /* as the reference runs it (TOK_BERT_JS; an absent flag off) */
+        n->kind = TN_BERT;
+        json_t *sa = json_object_get(o, "strip_accents");
+        bool lower = jflag(o, "lowercase", false);
+        n->bert = (uint8_t)(TOK_BERT_JS | (jflag(o, "clean_text", false) ? TOK_BERT_CLEAN : 0) |
+                            (jflag(o, "handle_chinese_chars", false) ? TOK_BERT_CHINESE : 0) |
+                            (lower ? TOK_BERT_LOWER : 0) |
+                            ((lower ? !json_is_false(sa) : json_is_true(sa)) ? TOK_BERT_STRIP : 0));
+    }
     else if (!strcmp(ty, "Strip")) {
         n->kind = TN_STRIP;
         n->bert = (uint8_t)((jflag(o, "strip_left", false) ? 1 : 0) |
@@ -308,7 +323,13 @@ static fp4_status parse_dec(jctx *c, json_t *o, int depth) {
         t->dec[t->n_dec++] = (tok_dec){.kind = TD_STRIP, .a = sp, .start = 1, .first_only = 1};
         return FP4_OK;
     }
-    if (!strcmp(ty, "ByteLevel")) d->kind = TD_BYTELEVEL;
+    if (!strcmp(ty, "WordPiece")) { /* a space before each string but the first, unless it has the prefix */
+        d->kind = TD_WORDPIECE;
+        json_t *pf = json_object_get(o, "prefix");
+        st = json_is_string(pf) ? jstr_span(c, pf, &d->a, "decoder.prefix") : tok_arena_add(t, "", 0, &d->a);
+        if (st) return st == FP4_ERR_NOMEM ? FAIL(c, st, NULL, "tok.nomem", "out of memory") : st;
+        d->start = jflag(o, "cleanup", true);
+    } else if (!strcmp(ty, "ByteLevel")) d->kind = TD_BYTELEVEL;
     else if (!strcmp(ty, "ByteFallback")) d->kind = TD_BYTEFALLBACK;
     else if (!strcmp(ty, "Fuse")) d->kind = TD_FUSE;
     else if (!strcmp(ty, "Replace")) {
@@ -388,11 +409,26 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     fp4_tokenizer *t = c->t;
     const char *ty = jtype(m);
     if (!json_is_object(m)) return FAIL(c, FP4_ERR_FORMAT, "model", "tok.json-type", "no model object");
-    if (ty && strcmp(ty, "BPE"))
+    bool wp = ty && !strcmp(ty, "WordPiece");
+    if (ty && strcmp(ty, "BPE") && !wp)
         return FAIL(c, FP4_ERR_UNSUPPORTED, "model.type", "tok.unsupported", "model type %s is not supported",
                     ty);
     json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
-    if (!json_is_object(vocab) || !json_is_array(merges))
+    if (wp && (c->fast || !json_is_object(vocab)))
+        return FAIL(c, FP4_ERR_FORMAT, "model", "tok.json-type", "WordPiece model needs a vocab object");
+    if (wp) {
+        json_t *pre = json_object_get(m, "continuing_subword_prefix"),
+               *mx = json_object_get(m, "max_input_chars_per_word");
+        fp4_status st = pre ? jstr_span(c, pre, &t->wp_cont, "model.continuing_subword_prefix")
+                            : tok_arena_add(t, "##", 2, &t->wp_cont);
+        if (!st) st = tok_arena_add(t, "", 0, &t->wp_start);
+        if (st) return st == FP4_ERR_NOMEM ? FAIL(c, st, NULL, "tok.nomem", "out of memory") : st;
+        if (mx && (!json_is_integer(mx) || json_integer_value(mx) < 1 || json_integer_value(mx) > 1000000))
+            return FAIL(c, FP4_ERR_FORMAT, "model.max_input_chars_per_word", "tok.json-value",
+                        "max_input_chars_per_word is not an integer in [1, 1000000]");
+        t->wp_max_chars = mx ? (uint32_t)json_integer_value(mx) : 100;
+        t->kind = FP4_TOK_WORDPIECE;
+    } else if (!json_is_object(vocab) || !json_is_array(merges))
         return FAIL(c, FP4_ERR_FORMAT, "model", "tok.json-type",
                     "BPE model needs a vocab object and a merges array");
     if (!json_is_null(json_object_get(m, "dropout")) && json_object_get(m, "dropout"))
@@ -400,13 +436,13 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
                     "BPE dropout is not supported");
     static const char *const affix[] = {"continuing_subword_prefix", "end_of_word_suffix",
                                         "continuing_subword_suffix"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 3 && !wp; i++) {
         json_t *v = json_object_get(m, affix[i]);
         if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
             return FAIL(c, FP4_ERR_UNSUPPORTED, affix[i], "tok.unsupported", "%s is not supported", affix[i]);
     }
-    t->kind = byte_level ? FP4_TOK_BYTE_BPE : FP4_TOK_SPM_BPE;
-    t->byte_fallback = jflag(m, "byte_fallback", false);
+    if (!wp) t->kind = byte_level ? FP4_TOK_BYTE_BPE : FP4_TOK_SPM_BPE;
+    t->byte_fallback = !wp && jflag(m, "byte_fallback", false);
     t->ignore_merges = jflag(m, "ignore_merges", false);
     /* ids: vocabulary and added tokens (tok_jscan has read the vocabulary into t already) */
     int64_t max_id = c->fast ? (int64_t)t->n_vocab - 1 : -1;
@@ -671,8 +707,10 @@ fp4_status tok_json_pass(const char *name, const char *json, size_t json_len, co
     if (!st) st = parse_post(&c, json_object_get(root, "post_processor"), 0);
     if (!st) st = parse_model(&c, model, json_object_get(root, "added_tokens"), byte_level);
     if (!st) st = tok_finish(t, name, err);
-    if (!st) st = parse_merges(&c, json_object_get(model, "merges"), json);
-    if (!st) st = merges_empty(&c, model);
+    if (!st && t->kind != FP4_TOK_WORDPIECE) st = parse_merges(&c, json_object_get(model, "merges"), json);
+    if (!st && t->kind != FP4_TOK_WORDPIECE) st = merges_empty(&c, model);
+    for (int32_t id = 0; !st && t->kind == FP4_TOK_WORDPIECE && id < t->n_vocab; id++)
+        if (t->text[id].len > t->wp_max_len) t->wp_max_len = t->text[id].len;
     if (!st) {
         json_t *unk = json_object_get(model, "unk_token");
         if (json_is_string(unk)) {

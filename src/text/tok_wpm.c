@@ -37,48 +37,63 @@ static fp4_status put_cp(tok_buf *b, uint32_t c) {
     return tok_buf_add(b, u, (size_t)tok_utf8_enc(c, u));
 }
 
-fp4_status tok_bert_normalize(uint8_t flags, const char *s, size_t n, tok_buf *out) {
-    tok_buf a = {0};
+/* NFD, then the nonspacing marks dropped */
+static fp4_status strip_accents(const char *s, size_t n, tok_buf *out) {
+    utf8proc_uint8_t *d = NULL;
+    if (!n) return FP4_OK;
+    utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &d,
+                                      (utf8proc_option_t)(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE));
+    if (r < 0) return r == UTF8PROC_ERROR_NOMEM ? FP4_ERR_NOMEM : FP4_ERR_FORMAT;
     fp4_status st = FP4_OK;
+    for (size_t i = 0; !st && i < (size_t)r;) {
+        uint32_t c;
+        int l = tok_utf8_dec(d + i, (size_t)r - i, &c);
+        if (utf8proc_category((utf8proc_int32_t)c) != UTF8PROC_CATEGORY_MN)
+            st = tok_buf_add(out, d + i, (size_t)l);
+        i += (size_t)l;
+    }
+    free(d);
+    return st;
+}
+
+/* the Rust library's lowercase of one code point (U+0130 is the one that becomes two) */
+static fp4_status rust_lower(const char *s, size_t n, tok_buf *out) {
+    fp4_status st = FP4_OK;
+    for (size_t i = 0; !st && i < n;) {
+        uint32_t c;
+        i += (size_t)tok_utf8_dec((const uint8_t *)s + i, n - i, &c);
+        if (c == 0x130) {
+            st = put_cp(out, 'i');
+            if (!st) st = put_cp(out, 0x307);
+        } else st = put_cp(out, (uint32_t)utf8proc_tolower((utf8proc_int32_t)c));
+    }
+    return st;
+}
+
+fp4_status tok_bert_normalize(uint8_t flags, const char *s, size_t n, tok_buf *out) {
+    tok_buf a = {0}, b = {0};
+    const bool js = flags & TOK_BERT_JS;
+    fp4_status st = tok_buf_add(&a, "", 0);
     for (size_t i = 0; !st && i < n;) { /* clean_text, handle_chinese_chars */
         uint32_t c;
         i += (size_t)tok_utf8_dec((const uint8_t *)s + i, n - i, &c);
-        if ((flags & TOK_BERT_CLEAN) && (c == 0 || c == 0xFFFD || bert_other(c))) continue;
-        if ((flags & TOK_BERT_CLEAN) && bert_space(c)) c = ' ';
-        if ((flags & TOK_BERT_CHINESE) && bert_chinese(c)) {
+        bool other = js ? bert_other(c) && utf8proc_category((utf8proc_int32_t)c) != UTF8PROC_CATEGORY_CN
+                        : bert_other(c);
+        if ((flags & TOK_BERT_CLEAN) && (c == 0 || c == 0xFFFD || other)) continue;
+        if ((flags & TOK_BERT_CLEAN) && (js ? tok_js_space(c) : bert_space(c))) c = ' ';
+        if ((flags & TOK_BERT_CHINESE) && bert_chinese(c) && (!js || c < 0x10000)) {
             st = tok_buf_add(&a, " ", 1);
             if (!st) st = put_cp(&a, c);
             if (!st) st = tok_buf_add(&a, " ", 1);
-        } else
-            st = put_cp(&a, c);
+        } else st = put_cp(&a, c);
     }
-    utf8proc_uint8_t *d = NULL;
-    const char *p = a.p ? a.p : "";
-    size_t pn = a.n;
-    if (!st && (flags & TOK_BERT_STRIP) && pn) {
-        utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)p, (utf8proc_ssize_t)pn, &d,
-                                          (utf8proc_option_t)(UTF8PROC_STABLE | UTF8PROC_DECOMPOSE));
-        if (r < 0)
-            st = r == UTF8PROC_ERROR_NOMEM ? FP4_ERR_NOMEM : FP4_ERR_FORMAT;
-        else {
-            p = (const char *)d;
-            pn = (size_t)r;
-        }
-    }
-    for (size_t i = 0; !st && i < pn;) { /* strip_accents' filter, lowercase */
-        uint32_t c;
-        i += (size_t)tok_utf8_dec((const uint8_t *)p + i, pn - i, &c);
-        if ((flags & TOK_BERT_STRIP) && utf8proc_category((utf8proc_int32_t)c) == UTF8PROC_CATEGORY_MN)
-            continue;
-        if ((flags & TOK_BERT_LOWER) && c == 0x130) { /* the one unconditional lowercase of two characters */
-            st = put_cp(out, 'i');
-            if (!st) st = put_cp(out, 0x307);
-            continue;
-        }
-        st = put_cp(out, (flags & TOK_BERT_LOWER) ? (uint32_t)utf8proc_tolower((utf8proc_int32_t)c) : c);
-    }
-    free(d);
+    /* the reference lowercases first (the whole text, as JavaScript does), the Rust library last */
+    if (!st && js && (flags & TOK_BERT_LOWER)) st = tok_js_lower(a.p, a.n, &b), tok_buf_swap(&a, &b);
+    if (!st && (flags & TOK_BERT_STRIP)) b.n = 0, st = strip_accents(a.p, a.n, &b), tok_buf_swap(&a, &b);
+    if (!st && !js && (flags & TOK_BERT_LOWER)) b.n = 0, st = rust_lower(a.p, a.n, &b), tok_buf_swap(&a, &b);
+    if (!st) st = tok_buf_add(out, a.p, a.n);
     free(a.p);
+    free(b.p);
     return st;
 }
 
