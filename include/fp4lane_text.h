@@ -129,6 +129,21 @@ FP4_API fp4_status fp4_stop_filter_flush(fp4_stop_filter *f, const char **out, s
 FP4_API int fp4_stop_filter_stopped(const fp4_stop_filter *f);
 FP4_API void fp4_stop_filter_free(fp4_stop_filter *f); /* accepts NULL */
 
+/* Reasoning spans over streamed text (UTF-8): with hide, the text from "<think>" to "</think>"
+ * (both tags included) and the whitespace right after "</think>" are not returned; without hide
+ * every byte passes. The generation starts inside a span when the prompt ends with "<think>" and
+ * whitespace (templates of reasoning models open it for the model). A tag cut across pushes is
+ * held back (at most 7 bytes) until the next text decides it; flush returns what is held at the end.
+ * *out stays valid until the next call. */
+typedef struct fp4_think_filter fp4_think_filter;
+FP4_API fp4_status fp4_think_filter_create(int hide, const char *prompt, size_t prompt_len,
+                                           fp4_think_filter **out);
+FP4_API fp4_status fp4_think_filter_push(fp4_think_filter *f, const char *text, size_t len, const char **out,
+                                         size_t *out_len);
+FP4_API fp4_status fp4_think_filter_flush(fp4_think_filter *f, const char **out, size_t *out_len);
+FP4_API int fp4_think_filter_inside(const fp4_think_filter *f); /* 1 inside a span now */
+FP4_API void fp4_think_filter_free(fp4_think_filter *f);         /* accepts NULL */
+
 /* The EOS ids of generation_config.json beside model_path (a HF folder or a file in one):
  * eos_token_id as an integer or a list; at most max are stored, *n = 0 when the file or the key is
  * absent (and for a GGUF: its EOS is in its metadata). A malformed file: FP4_ERR_FORMAT. */

@@ -342,6 +342,20 @@ static void run_cli(void) {
     CHECK(cli(NULL, a, &out, &err) == 2 && strstr(err, "give one of"));
     CHECK(cli(NULL, "run models/tiny --prompt-ids 0,1 --stop x", &out, &err) == 2 && strstr(err, "--stop"));
     CHECK(cli(NULL, "run models/tiny -p x --stop ''", &out, &err) == 2 && strstr(err, "empty"));
+    CHECK(cli(NULL, "run models/tiny -p x --think maybe", &out, &err) == 2 && strstr(err, "--think"));
+    CHECK(cli(NULL, "chat models/tiny --think maybe </dev/null", &out, &err) == 2 && strstr(err, "--think"));
+    /* --think: a prompt that opens a reasoning span; the model never closes it in 24 tokens, so
+     * hide prints nothing of them and show (the default) prints them all */
+    char *shown = NULL;
+    CHECK(cli(NULL, "run models/tiny -p 'Once upon a time <think>' -n 24", &shown, &err) == 0 && shown &&
+          strlen(shown) > 20);
+    CHECK(cli(NULL, "run models/tiny -p 'Once upon a time <think>' -n 24 --think show", &out, &err) == 0 &&
+          shown && !strcmp(out, shown));
+    CHECK(cli(NULL, "run models/tiny -p 'Once upon a time <think>' -n 24 --think hide", &out, &err) == 0 &&
+          !strcmp(out, "") && strstr(err, "decode"));
+    CHECK(cli(NULL, "run models/tiny -p 'Once upon a time' -n 24 --think hide", &out, &err) == 0 && shown &&
+          strlen(out) > 20);
+    free(shown);
     CHECK(cli(NULL, "run models/tiny -f /nonexistent/prompt.txt", &out, &err) == 2 && strstr(err, "-f"));
     CHECK(cli(NULL, "run models/tiny -p x -n -3", &out, &err) == 2);
     CHECK(cli(NULL, "run models/tiny -p x --temp abc", &out, &err) == 2 && strstr(err, "--temp"));

@@ -27,6 +27,7 @@ typedef struct chat_args {
     rt_cli_engine e;
     const char *system, *tmpl_name;
     long long n_answer;
+    int think_hide; /* --think hide */
     fp4_sampler_params sp;
     char model_buf[4200];
 } chat_args;
@@ -36,7 +37,8 @@ static int usage(void) {
         stderr,
         "usage: fp4lane chat [MODEL] [--system TEXT]\n"
         "       [--chat-template llama3|llama2|llama2-default|mistral|mistral-eos-space|qwen3|chatml|FILE]\n"
-        "       [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--seed S]\n"
+        "       [-n N] [--think show|hide] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+        "       [--repeat-penalty R] [--seed S]\n"
         "       [--presence-penalty P] [--penalty-last-n N]\n"
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--ctx N]\n");
     return 2;
@@ -70,6 +72,11 @@ static int parse(int argc, char **argv, chat_args *a) {
             a->system = v, i++;
         else if (!strcmp(o, "--chat-template") && v)
             a->tmpl_name = v, i++;
+        else if (!strcmp(o, "--think") && v) {
+            if (strcmp(v, "show") && strcmp(v, "hide"))
+                return fprintf(stderr, "fp4lane chat: --think %s: expected show or hide\n", v), -1;
+            a->think_hide = !strcmp(v, "hide"), i++;
+        }
         else if (!strcmp(o, "-n")) {
             if (num(o, v, 1, 1 << 24, &x)) return -1;
             a->n_answer = (long long)x, i++;
@@ -293,6 +300,8 @@ static int answer(session *s, conv *c) {
                        (long long)n_least, first ? " with the system prompt" : "",
                        (long long)fp4_rt_n_ctx(s->rt)),
                0;
+    char tail[32];
+    size_t n_tail = 0;
     for (int attempt = 0;; attempt++) {
         if (s->own ? render_own(s, c->m, c->n, &text, &len, &err)
                    : fp4_chat_render(s->tmpl, c->m, c->n, s->bos, s->eos_s, 1, &text, &len, &err))
@@ -300,6 +309,8 @@ static int answer(session *s, conv *c) {
         fp4_status es =
             fp4_tokenizer_encode_err(s->tok, text, len, FP4_TOK_PARSE_SPECIAL, &ids, &n_ids, &err);
         if (es) return free(text), cli_report_error("chat", es, &err), -1;
+        n_tail = len < sizeof tail ? len : sizeof tail; /* does the prompt open a reasoning span */
+        memcpy(tail, text + len - n_tail, n_tail);
         free(text);
         if ((int64_t)n_ids + 1 < fp4_rt_n_ctx(s->rt)) break;
         free(ids);
@@ -320,7 +331,8 @@ static int answer(session *s, conv *c) {
     fp4_sampler *smp = NULL;
     rt_text_out out;
     if (fp4_sampler_create(&s->a->sp, fp4_rt_vocab(s->rt), &smp) ||
-        rt_text_out_open(&out, "chat", s->tok, s->stop_str, (size_t)s->n_stop, stdout)) {
+        rt_text_out_open(&out, "chat", s->tok, s->stop_str, (size_t)s->n_stop, stdout) ||
+        rt_text_out_think(&out, s->a->think_hide, tail, n_tail)) {
         fp4_sampler_free(smp), free(ids);
         return -1;
     }

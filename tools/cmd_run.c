@@ -32,6 +32,9 @@ typedef struct run_args {
     int n_stops;
     long long n_gen;
     int ignore_eos, json, timing, n_given, sampling_given, default_prompt, force;
+    int think_hide;      /* --think hide                                                       */
+    char think_tail[32]; /* the prompt's last bytes: does it open a reasoning span             */
+    size_t n_think_tail;
     fp4_sampler_params sp;
     int32_t eos[FP4_ARCH_MAX_EOS];
     int n_eos;
@@ -91,7 +94,8 @@ static int usage(void) {
     fprintf(
         stderr,
         "usage: fp4lane run [MODEL] [-p TEXT | -p - | -f FILE | --prompt-ids 1,2,3 | --prompt-ids @FILE |\n"
-        "       --batch-file PROMPTS] [-n N] [--stop STR]... [--draft DRAFT [--draft-n K]]\n"
+        "       --batch-file PROMPTS] [-n N] [--stop STR]... [--think show|hide]\n"
+        "       [--draft DRAFT [--draft-n K]]\n"
         "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--prefill-chunk N] [--ctx N]\n"
         "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
         "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] "
@@ -121,6 +125,10 @@ static int parse(int argc, char **argv, run_args *a) {
             if (a->n_stops == FP4_STOP_MAX)
                 return fprintf(stderr, "fp4lane run: more than %d --stop strings\n", FP4_STOP_MAX), -1;
             a->stops[a->n_stops++] = v, i++;
+        } else if (!strcmp(o, "--think") && v) {
+            if (strcmp(v, "show") && strcmp(v, "hide"))
+                return fprintf(stderr, "fp4lane run: --think %s: expected show or hide\n", v), -1;
+            a->think_hide = !strcmp(v, "hide"), i++;
         } else if (!strcmp(o, "--batch-file") && v)
             a->batch_file = v, i++;
         else if (!strcmp(o, "--logits-out") && v)
@@ -717,6 +725,8 @@ int cmd_run(int argc, char **argv) {
             free(ptext), free(prompts), free(plen), fp4_tokenizer_free(tok);
             return 1;
         }
+        a.n_think_tail = plen_b < sizeof a.think_tail ? plen_b : sizeof a.think_tail;
+        memcpy(a.think_tail, ptext + plen_b - a.n_think_tail, a.n_think_tail);
         free(ptext);
         prompts[0] = ids, plen[0] = (int64_t)n_ids, n_seq = 1;
         if (a.default_prompt)
@@ -791,7 +801,8 @@ int cmd_run(int argc, char **argv) {
         if (!b.ids || !b.n || !b.cap)
             rc = 1;
         else if (text_mode) {
-            if (rt_text_out_open(&tc.o, "run", tok, a.stops, (size_t)a.n_stops, a.json ? NULL : stdout))
+            if (rt_text_out_open(&tc.o, "run", tok, a.stops, (size_t)a.n_stops, a.json ? NULL : stdout) ||
+                rt_text_out_think(&tc.o, a.think_hide, a.think_tail, a.n_think_tail))
                 rc = 2;
             else {
                 if (a.default_prompt && !a.json) fputs(RUN_DEFAULT_PROMPT, stdout);

@@ -164,11 +164,26 @@ static int emit(rt_text_out *o, const char *s, size_t n) {
     return 0;
 }
 
+/* the text the stop strings let through, past the reasoning-span filter when there is one */
+static int emit_shown(rt_text_out *o, const char *s, size_t n) {
+    if (!o->tf) return emit(o, s, n);
+    const char *out;
+    size_t len;
+    if (fp4_think_filter_push(o->tf, s, n, &out, &len)) return o->failed = 1, -1;
+    return emit(o, out, len);
+}
+
+int rt_text_out_think(rt_text_out *o, int hide, const char *prompt, size_t n) {
+    fp4_think_filter_free(o->tf);
+    o->tf = NULL;
+    return hide && fp4_think_filter_create(1, prompt, n, &o->tf) ? -1 : 0;
+}
+
 static int through_stops(rt_text_out *o, const char *s, size_t n) {
     const char *out;
     size_t len;
     int stopped;
-    if (fp4_stop_filter_push(o->sf, s, n, &out, &len, &stopped) || emit(o, out, len)) return -1;
+    if (fp4_stop_filter_push(o->sf, s, n, &out, &len, &stopped) || emit_shown(o, out, len)) return -1;
     o->stopped = stopped;
     return stopped;
 }
@@ -197,13 +212,15 @@ int rt_text_out_finish(rt_text_out *o) {
     size_t n;
     if (fp4_detok_stream_flush(o->ds, &s, &n) || through_stops(o, s, n) < 0) return -1;
     if (o->stopped) return 0;
-    if (fp4_stop_filter_flush(o->sf, &s, &n) || emit(o, s, n)) return -1;
+    if (fp4_stop_filter_flush(o->sf, &s, &n) || emit_shown(o, s, n)) return -1;
+    if (o->tf && (fp4_think_filter_flush(o->tf, &s, &n) || emit(o, s, n))) return -1;
     return 0;
 }
 
 void rt_text_out_close(rt_text_out *o) {
     fp4_detok_stream_free(o->ds);
     fp4_stop_filter_free(o->sf);
+    fp4_think_filter_free(o->tf);
     free(o->text);
     memset(o, 0, sizeof *o);
 }

@@ -33,6 +33,7 @@ int rt_text_read_prompt(const char *verb, const char *p, const char *file, char 
 typedef struct rt_text_out {
     fp4_detok_stream *ds;
     fp4_stop_filter *sf;
+    fp4_think_filter *tf; /* --think hide: reasoning spans kept out of the text (NULL: shown) */
     FILE *f;
     char *text;
     size_t n_text, cap;
@@ -40,6 +41,9 @@ typedef struct rt_text_out {
 } rt_text_out;
 int rt_text_out_open(rt_text_out *o, const char *verb, const fp4_tokenizer *t, const char *const *stops,
                      size_t n_stops, FILE *f);
+/* --think hide: <think> ... </think> spans are not printed (nor kept for --json), the generation
+ * starting inside one when the prompt ends with "<think>"; hide 0: shown (the default). 0 or -1 */
+int rt_text_out_think(rt_text_out *o, int hide, const char *prompt, size_t n);
 /* 1 when a stop string ended the text (the token is consumed), 0 to go on, -1 on error */
 int rt_text_out_push(rt_text_out *o, int32_t id);
 int rt_text_out_finish(rt_text_out *o); /* flushes the held-back text; 0 or -1 */
