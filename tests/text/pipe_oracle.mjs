@@ -4,9 +4,29 @@
 // TEXTS: little-endian records u32 n, n bytes (each decoded from UTF-8 with replacement).
 // OUT, per DIR, per text: u32 n, n x i32 ids (every added token matched, no template);
 //   u32 n, n bytes decode(ids) without clean-up.
+// The output is a pure function of this script, the pinned library, the texts and the tokenizer
+// files: it is kept under FP4_ORACLE_CACHE (if set, as tests/text/oracle.mjs does) keyed by their
+// SHA-256, so CI's test runs start node's reference once.
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import path from 'node:path';
 
 const [lib, textsPath, outPath, ...dirs] = process.argv.slice(2);
+const cacheDir = process.env.FP4_ORACLE_CACHE;
+let cached = null;
+if (cacheDir) {
+  const h = crypto.createHash('sha256');
+  const files = [new URL(import.meta.url).pathname, lib, textsPath, ...dirs.map((d) => `${d}/tokenizer.json`)];
+  for (const f of files) {
+    const b = fs.readFileSync(f);
+    h.update(`${b.length}:`).update(b);
+  }
+  cached = path.join(cacheDir, `pipe-oracle-${h.digest('hex')}.bin`);
+  if (fs.existsSync(cached)) {
+    fs.copyFileSync(cached, outPath);
+    process.exit(0);
+  }
+}
 const { Tokenizer } = await import(lib);
 const raw = fs.readFileSync(textsPath);
 const texts = [];
@@ -31,3 +51,9 @@ for (const dir of dirs) {
   }
 }
 fs.writeFileSync(outPath, Buffer.concat(parts));
+if (cached) { // written whole under a temporary name, then renamed: a reader never sees a part
+  fs.mkdirSync(cacheDir, { recursive: true });
+  const tmp = `${cached}.${process.pid}.tmp`;
+  fs.copyFileSync(outPath, tmp);
+  fs.renameSync(tmp, cached);
+}
