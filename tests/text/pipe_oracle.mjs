@@ -16,7 +16,8 @@ const cacheDir = process.env.FP4_ORACLE_CACHE;
 let cached = null;
 if (cacheDir) {
   const h = crypto.createHash('sha256');
-  const files = [new URL(import.meta.url).pathname, lib, textsPath, ...dirs.map((d) => `${d}/tokenizer.json`)];
+  const files = [new URL(import.meta.url).pathname, lib, textsPath,
+    ...dirs.map((d) => `${d}/tokenizer.json`)];
   for (const f of files) {
     const b = fs.readFileSync(f);
     h.update(`${b.length}:`).update(b);
