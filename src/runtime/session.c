@@ -135,6 +135,13 @@ int fp4_session_decoding(const fp4_session *s) {
 int fp4_session_wants(const fp4_session *s) {
     return s->want;
 }
+const int32_t *fp4_session_prompt(const fp4_session *s, int64_t *n) {
+    *n = s->n_prompt;
+    return s->prompt;
+}
+void fp4_session_skip(fp4_session *s, int64_t n) {
+    if (s->n_fed == 0 && n > 0 && n < s->n_prompt) s->n_fed = n;
+}
 
 int64_t fp4_session_cols(fp4_session *s, int32_t seq, fp4_rt_tok *cols, int64_t budget) {
     s->want = 0;

@@ -446,6 +446,22 @@ char *fp4_server_metrics(srv *s) {
         for (int k = 1; k < 5; k++)
             fprintf(f, "fp4lane_finished_total{reason=\"%s\"} %llu\n", fp4_finish_name((fp4_finish)k),
                     (unsigned long long)s->finish[k]);
+        const fp4_prefix_stats ps = fp4_prefix_cache_stats(s->prefix);
+        fprintf(f,
+                "# HELP fp4lane_kv_blocks_used KV cache blocks held by running requests.\n"
+                "# TYPE fp4lane_kv_blocks_used gauge\nfp4lane_kv_blocks_used %lld\n"
+                "# HELP fp4lane_kv_blocks_free KV cache blocks not held (of every sequence's full context).\n"
+                "# TYPE fp4lane_kv_blocks_free gauge\nfp4lane_kv_blocks_free %lld\n"
+                "# HELP fp4lane_kv_block_positions Positions per KV cache block.\n"
+                "# TYPE fp4lane_kv_block_positions gauge\nfp4lane_kv_block_positions %lld\n"
+                "# HELP fp4lane_prefix_cache_blocks KV blocks of prompt prefixes kept for reuse.\n"
+                "# TYPE fp4lane_prefix_cache_blocks gauge\nfp4lane_prefix_cache_blocks %lld\n"
+                "# HELP fp4lane_prefix_cache_hits_total Requests whose prompt prefix came from the cache.\n"
+                "# TYPE fp4lane_prefix_cache_hits_total counter\nfp4lane_prefix_cache_hits_total %lld\n"
+                "# HELP fp4lane_prefix_cache_tokens_total Prompt tokens loaded from the cache, not computed.\n"
+                "# TYPE fp4lane_prefix_cache_tokens_total counter\nfp4lane_prefix_cache_tokens_total %lld\n",
+                (long long)st.kv_blocks_used, (long long)(st.kv_blocks_total - st.kv_blocks_used),
+                (long long)st.kv_block, (long long)ps.blocks, (long long)ps.hits, (long long)ps.reused_tokens);
         fprintf(f, "%s%s", a ? a : "", b ? b : "");
         fclose(f);
     }

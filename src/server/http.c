@@ -271,7 +271,11 @@ static fp4_status load(srv *s, fp4_error *err) {
     s->tmpl = -1;
     if (!fp4_chat_template_read(s->o.model, &tmpl, err)) s->tmpl = fp4_chat_template_detect(tmpl);
     free(tmpl);
-    fp4_sched_opts so = {.max_running = ro.max_seqs, .max_queue = s->o.max_queue};
+    int64_t pb = s->o.prefix_blocks;
+    const int64_t block = fp4_rt_kv_blocks(s->rt, NULL, NULL);
+    if (!pb) pb = (fp4_rt_n_ctx(s->rt) + block - 1) / block;
+    if (pb > 0 && (st = fp4_prefix_cache_create(pb, &s->prefix, err))) return st;
+    fp4_sched_opts so = {.max_running = ro.max_seqs, .max_queue = s->o.max_queue, .prefix = s->prefix};
     return fp4_sched_create(s->rt, &so, &s->sched, err);
 }
 
@@ -293,6 +297,7 @@ static fp4_status listen_addr(const srv_opts *o, struct sockaddr_in *a, fp4_erro
 static void teardown(srv *s) {
     if (s->d) MHD_stop_daemon(s->d);
     fp4_sched_free(s->sched);
+    fp4_prefix_cache_free(s->prefix);
     fp4_rt_free(s->rt);
     fp4_model_close(s->m);
     fp4_tokenizer_free(s->tok);

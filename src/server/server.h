@@ -32,6 +32,7 @@ typedef struct srv_opts {
     fp4_mode mode;
     int threads;
     size_t max_body; /* 0: SRV_MAX_BODY_DEFAULT                                           */
+    int64_t prefix_blocks; /* prefix cache blocks; 0: one context's worth, < 0: none            */
     srv_log_fn log;
     void *log_user;
     volatile sig_atomic_t *stop; /* set (SIGTERM): drain and return                              */
@@ -102,6 +103,7 @@ typedef struct srv {
     fp4_rt *rt;
     fp4_tokenizer *tok;
     fp4_sched *sched;
+    fp4_prefix_cache *prefix; /* NULL: none                                                     */
     int tmpl; /* chat template id, -1: none (chat refused)                              */
     char bos_s[256], eos_s[256];
     int32_t eos[FP4_ARCH_MAX_EOS];
