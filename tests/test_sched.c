@@ -27,6 +27,11 @@ typedef struct out {
     fp4_finish fin;
     int64_t n_prompt, n_gen;
     int done, cancel_after; /* cancel_after > 0: the callback cancels at that token */
+    /* cancel_sched: at token cancel_at the callback cancels request *cancel_id by id (a client
+     * that went away, seen between two steps) */
+    fp4_sched *cancel_sched;
+    volatile uint64_t cancel_id;
+    int cancel_at;
     pthread_mutex_t *mu;
     pthread_cond_t *cv;
 } out;
@@ -42,6 +47,11 @@ static int on_tok(void *user, const fp4_session_tok *t) {
     if (t->text && o->n_text + t->len < sizeof o->text) {
         memcpy(o->text + o->n_text, t->text, t->len);
         o->n_text += t->len;
+    }
+    if (o->cancel_sched && o->n == o->cancel_at) {
+        for (int i = 0; i < 5000 && !o->cancel_id; i++) /* set by the submitting thread */
+            nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        fp4_sched_cancel(o->cancel_sched, o->cancel_id);
     }
     return o->cancel_after && o->n >= o->cancel_after;
 }
@@ -341,6 +351,14 @@ int main(void) {
     wait_done(&c1), wait_done(&c2);
     CHECK(c1.fin == FP4_FINISH_CANCELLED && c1.n == 2);
     CHECK(c2.fin == FP4_FINISH_CANCELLED && c2.n < 100);
+    /* a cancel by id ends the request before the next step: no token after it */
+    static out c3;
+    c3.mu = &mu, c3.cv = &cv, c3.cancel_sched = sc, c3.cancel_at = 3;
+    uint64_t id3 = 0;
+    CHECK_OK(fp4_sched_submit(sc, &rc, on_tok, on_done, &c3, &id3, &err));
+    c3.cancel_id = id3;
+    wait_done(&c3);
+    CHECK(c3.fin == FP4_FINISH_CANCELLED && c3.n == 3 && c3.n_gen == 3);
     CHECK(!strcmp(fp4_finish_name(FP4_FINISH_LENGTH), "length"));
 
     /* refusals: a prompt past the context, an id outside the vocabulary, top_logprobs > 20 */
