@@ -240,8 +240,8 @@ static void prefix_cache(const fp4_model *m, fp4_rt *rt, const fp4_tokenizer *to
     CHECK_OK(fp4_prefix_cache_create(2, &pc, &err));
     so = (fp4_sched_opts){.max_running = 1, .prefix = pc};
     CHECK_OK(fp4_sched_create(rt, &so, &sc, &err));
-    static const char *diff = "Every option of the program can also be given in the configuration file, where "
-                              "a line holds one option and its value, and a line that starts with";
+    static const char *diff = "Every option of the program can also be given in the configuration file, "
+                              "where a line holds one option and its value, and a line that starts with";
     size_t nd = 0;
     free(ids[N_PFX - 1]);
     CHECK_OK(fp4_tokenizer_encode(tok, diff, strlen(diff), FP4_TOK_ADD_SPECIAL, &ids[N_PFX - 1], &nd));

@@ -56,7 +56,8 @@ int cmd_serve(int argc, char **argv) {
             if (read_key(v, key, sizeof key)) return 2;
             o.api_key = key, i++;
         } else if ((!strcmp(a, "--port") || !strcmp(a, "--parallel") || !strcmp(a, "--queue") ||
-                    !strcmp(a, "--max-body") || !strcmp(a, "--prefix-cache") || !strcmp(a, "--conn-per-ip")) &&
+                    !strcmp(a, "--max-body") || !strcmp(a, "--prefix-cache") ||
+                    !strcmp(a, "--conn-per-ip")) &&
                    v) {
             const char *name = !strcmp(a, "--parallel") ? "max_seqs" : "n";
             if (rt_cli_arg(name, a, v, &x)) return 2;

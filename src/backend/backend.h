@@ -163,7 +163,8 @@ typedef struct fp4_rt_backend_ops {
     /* The route this backend takes for w in mode (a static string), or NULL when it has none
      * (the runtime then refuses before create). Called before any weight byte is read. */
     const char *(*route)(const fp4_tensor *w, fp4_mode mode);
-    /* Upload weights, build tables, allocate (or reserve, when paged) the KV cache of n_slots × n_layers × n_ctx × NKV*D
+    /* Upload weights, build tables, allocate (or reserve, when paged: kv_trim below) the KV cache of
+     * n_slots × n_layers × n_ctx × NKV*D
      * halves for K and for V, and scratch for up to max_cols columns per step. A device backend
      * first computes its memory plan, reports it (d->on_plan) and refuses with FP4_ERR_NOMEM, rule
      * "cuda.memory-plan", before allocating anything when the plan does not fit. */

@@ -61,7 +61,8 @@ static int set_blocks(fp4_kv_pages *p, int32_t slot, int64_t b0, int64_t b1, int
     for (int i = 0; i < 2; i++) {
         void *a = bases[i] + off;
         if (commit ? mprotect(a, len, PROT_READ | PROT_WRITE) != 0
-                   : mmap(a, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) != a)
+                   : mmap(a, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+                          0) != a)
             return -1;
     }
     return 0;

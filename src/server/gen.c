@@ -481,10 +481,11 @@ char *fp4_server_metrics(srv *s) {
                 "# TYPE fp4lane_prefix_cache_blocks gauge\nfp4lane_prefix_cache_blocks %lld\n"
                 "# HELP fp4lane_prefix_cache_hits_total Requests whose prompt prefix came from the cache.\n"
                 "# TYPE fp4lane_prefix_cache_hits_total counter\nfp4lane_prefix_cache_hits_total %lld\n"
-                "# HELP fp4lane_prefix_cache_tokens_total Prompt tokens loaded from the cache, not computed.\n"
+                "# HELP fp4lane_prefix_cache_tokens_total Prompt tokens loaded from the cache.\n"
                 "# TYPE fp4lane_prefix_cache_tokens_total counter\nfp4lane_prefix_cache_tokens_total %lld\n",
                 (long long)st.kv_blocks_used, (long long)(st.kv_blocks_total - st.kv_blocks_used),
-                (long long)st.kv_block, (long long)ps.blocks, (long long)ps.hits, (long long)ps.reused_tokens);
+                (long long)st.kv_block, (long long)ps.blocks, (long long)ps.hits,
+                (long long)ps.reused_tokens);
         fprintf(f, "%s%s", a ? a : "", b ? b : "");
         fclose(f);
     }

@@ -226,7 +226,8 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
         char line[320], after[80] = "";
         if (cancel_steps >= 0)
             snprintf(after, sizeof after, " %lld step(s) after its client left", (long long)cancel_steps);
-        snprintf(line, sizeof line, "%s %s %d %.3fs prompt=%lld gen=%lld%s%s%s%s", q->method, q->url, q->status,
+        snprintf(line, sizeof line, "%s %s %d %.3fs prompt=%lld gen=%lld%s%s%s%s", q->method, q->url,
+                 q->status,
                  fp4_server_now() - q->t0, (long long)q->n_prompt, (long long)q->n_gen, q->finish ? " " : "",
                  q->finish ? q->finish : "", after,
                  why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed)");
@@ -337,7 +338,8 @@ fp4_status fp4_server_run(const srv_opts *o, fp4_error *err) {
             MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
             handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
             (unsigned)SRV_CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
-            (unsigned)(o->conn_per_ip > 0 ? o->conn_per_ip : SRV_CONN_PER_IP_DEFAULT), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT,
+            (unsigned)(o->conn_per_ip > 0 ? o->conn_per_ip : SRV_CONN_PER_IP_DEFAULT),
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
             completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
         if (!s->d) {
