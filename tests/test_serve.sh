@@ -95,6 +95,28 @@ for e in open(sys.argv[1]).read().split("\n\n"):
 EOF
 check "stream text = non-stream text" \
   'pyj $tmp/chat1 "$C0[\"message\"][\"content\"] == open(\"$tmp/sse.txt\").read()"'
+# the chat page in a headless browser (Debian's chromium; skipped where it is not installed): /#ask=
+# sends a question; the DOM once the answer ended holds the model's id, the question, the streamed
+# answer (the text the API streams for the same request) and the tokens/s line (serve_page_check.py);
+# a screenshot too. The browser runs over the DevTools protocol on a pipe (serve_page.py).
+CHROME=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROME" ]; then
+  Q="Hello" # an answer of 77 tokens that ends with EOS on models/tiny
+  curl -sN -m 60 "$(U /v1/chat/completions)" \
+    -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$Q\"}],\"stream\":true}" >"$tmp/page.sse"
+  ask="$(U /)#ask=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "$Q")"
+  t0=$(date +%s%N)
+  timeout 90 python3 tests/serve_page.py "$CHROME" "$ask" "$tmp/page.dom" "$tmp/page.png" "$tmp/chrome" \
+    2>"$tmp/chrome.log"
+  t1=$(date +%s%N)
+  python3 tests/serve_page_check.py "$tmp/page.dom" "$tmp/page.sse" "$Q" >"$tmp/page.check" 2>&1
+  check "chat page in headless chromium, $(( (t1 - t0) / 1000000 )) ms: a streamed answer in the DOM \
+($(head -c 300 "$tmp/page.check"))" 'grep -qx ok "$tmp/page.check"'
+  check "chat page screenshot (PNG)" '[ "$(head -c 8 "$tmp/page.png" | od -An -tx1 | tr -d " ")" = \
+    89504e470d0a1a0a ] && [ $(stat -c %s "$tmp/page.png") -gt 4000 ]'
+else
+  echo "chromium not installed: the chat page's browser test skipped (apt-get install chromium)" >&2
+fi
 code=$(req GET /metrics)
 check "metrics" '[ $code = 200 ] && grep -q "^fp4lane_requests_total " $tmp/out && \
   grep -q "^fp4lane_queue_depth " $tmp/out && grep -q "^fp4lane_inter_token_seconds_count" $tmp/out && \
