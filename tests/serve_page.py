@@ -65,8 +65,8 @@ try:
     answers = ""
     while answers != "1" and time.monotonic() < DEADLINE - 5:
         time.sleep(0.1)
-        r = call("Runtime.evaluate", {"expression": "document.body ? document.body.dataset.answers || '' : ''",
-                                      "returnByValue": True}, s)
+        r = call("Runtime.evaluate", {"expression": "document.body ? document.body.dataset.answers || ''"
+                                                    " : ''", "returnByValue": True}, s)
         answers = r["result"].get("value", "")
     html = call("Runtime.evaluate", {"expression": "document.documentElement.outerHTML",
                                      "returnByValue": True}, s)["result"]["value"]
