@@ -396,7 +396,8 @@ FP4_API fp4_status fp4_session_run(fp4_session *s, const volatile int *cancel, f
  * caches the prompt's first fp4_rt_seq_pos(seq) ids already (fewer than the prompt's; the caller
  * vouches that they are those ids), which are not fed again (the sampler saw the whole prompt).
  * The sequence stays open, caching the prompt and every emitted token but the last. */
-FP4_API fp4_status fp4_session_run_on(fp4_session *s, int32_t seq, const volatile int *cancel, fp4_error *err);
+FP4_API fp4_status fp4_session_run_on(fp4_session *s, int32_t seq, const volatile int *cancel,
+                                      fp4_error *err);
 FP4_API fp4_finish fp4_session_finish(const fp4_session *s);
 /* Prompt tokens processed and tokens generated (the stop id included) so far. */
 FP4_API void fp4_session_counts(const fp4_session *s, int64_t *n_prompt, int64_t *n_gen);

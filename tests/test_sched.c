@@ -151,6 +151,52 @@ static void paged_kv(fp4_rt *rt) {
     CHECK(used == 0);
 }
 
+/* fp4_session_run_on: a conversation continued on its own sequence (the second turn's prompt is the
+ * first's prompt, its answer and more) gives what the whole prompt gives on a fresh sequence; a
+ * sequence that is closed or caches the whole prompt is refused */
+static void run_on(fp4_rt *rt, const fp4_session_req *base, pthread_mutex_t *mu, pthread_cond_t *cv) {
+    fp4_error err;
+    static out t1, t2, fresh;
+    t1.mu = t2.mu = fresh.mu = mu, t1.cv = t2.cv = fresh.cv = cv;
+    fp4_session_req r = *base;
+    r.n_stop_ids = 0, r.max_tokens = 5;
+    int32_t seq = -1;
+    fp4_session *s = NULL;
+    CHECK_OK(fp4_rt_seq_open(rt, &seq));
+    CHECK_OK(fp4_session_create(rt, &r, on_tok, &t1, &s, &err));
+    if (s) CHECK_OK(fp4_session_run_on(s, seq, NULL, &err));
+    fp4_session_free(s);
+    CHECK(t1.n == 5 && fp4_rt_seq_pos(rt, seq) == r.n_prompt + 4); /* the last token pending */
+    int32_t ids[256];
+    int64_t n = 0;
+    for (int64_t i = 0; i < r.n_prompt; i++)
+        ids[n++] = r.prompt[i];
+    for (int i = 0; i < t1.n; i++)
+        ids[n++] = t1.ids[i];
+    ids[n++] = 7, ids[n++] = 11; /* the next turn's own ids */
+    r.prompt = ids, r.n_prompt = n, r.max_tokens = 6;
+    CHECK_OK(fp4_session_create(rt, &r, on_tok, &t2, &s, &err));
+    if (s) CHECK_OK(fp4_session_run_on(s, seq, NULL, &err));
+    fp4_session_counts(s, &t2.n_prompt, &t2.n_gen);
+    t2.fin = fp4_session_finish(s);
+    fp4_session_free(s);
+    CHECK_OK(fp4_session_create(rt, &r, on_tok, &fresh, &s, &err));
+    if (s) CHECK_OK(fp4_session_run(s, NULL, &err));
+    fp4_session_counts(s, &fresh.n_prompt, &fresh.n_gen);
+    fresh.fin = fp4_session_finish(s);
+    fp4_session_free(s);
+    CHECK(t2.n == 6 && same(&t2, &fresh) && t2.n_prompt == n);
+    /* refusals: the sequence holds the whole prompt; a closed sequence */
+    r.n_prompt = fp4_rt_seq_pos(rt, seq);
+    CHECK_OK(fp4_session_create(rt, &r, on_tok, &t2, &s, &err));
+    CHECK(fp4_session_run_on(s, seq, NULL, &err) == FP4_ERR_INVALID_ARG && !strcmp(err.rule, "session.seq"));
+    fp4_session_free(s);
+    fp4_rt_seq_close(rt, seq);
+    CHECK_OK(fp4_session_create(rt, &r, on_tok, &t2, &s, &err));
+    CHECK(fp4_session_run_on(s, seq, NULL, &err) == FP4_ERR_INVALID_ARG && !strcmp(err.rule, "session.seq"));
+    fp4_session_free(s);
+}
+
 /* requests sharing a prompt prefix through the prefix cache: bit-identical to each alone; an
  * engine of another mode sharing the cache never gets those blocks */
 #define N_PFX 6
@@ -397,6 +443,7 @@ int main(void) {
     CHECK(q[0].fin == FP4_FINISH_CANCELLED || q[0].fin == FP4_FINISH_LENGTH);
 
     paged_kv(rt);
+    run_on(rt, &req[0], &mu, &cv);
     prefix_cache(m, rt, tok, &mu, &cv);
     for (int i = 0; i < N_REQ; i++)
         free(ids[i]);
