@@ -2,7 +2,7 @@
 """serve_hostile.py PORT [CONNS] — hostile HTTP against `fp4lane serve` on loopback, all at once:
 slowloris (300 connections from 127.0.0.1,
 past the server's 256, sending a header byte every 0.3 s), CONNS (default 10 000)
-connections from 127.0.0.3-6 opened and dropped 160 at a time (closed at once, reset, cut mid-request,
+connections from 127.0.0.3-6 opened and dropped 32 at a time (closed at once, reset, cut mid-request,
 invalid UTF-8 in the request line and headers), a chunked body past the cap; meanwhile a client on
 127.0.0.2 sends generation requests one after another, each of which must answer 200 in time.
 Loopback only; every wait is bounded. Last line: "hostile: ok ..." or "hostile: FAIL ..."."""
@@ -69,7 +69,7 @@ PAYLOADS = [
 ]
 
 
-async def churn(total, conc=160):
+async def churn(total, conc=32):
     done = refused = 0
     sem = asyncio.Semaphore(conc)
 
