@@ -194,6 +194,12 @@ FP4_API const char *fp4_rt_routes(const fp4_rt *rt);
 FP4_API fp4_status fp4_rt_seq_open(fp4_rt *rt, int32_t *seq);  /* FP4_ERR_LIMIT when all are used */
 FP4_API void fp4_rt_seq_close(fp4_rt *rt, int32_t seq);        /* its positions are forgotten     */
 FP4_API int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq); /* next position; -1 if not open   */
+/* The KV cache in blocks: returns the positions per block, *used the blocks held by the open
+ * sequences, *total the blocks of every slot at full context. The CPU cache is paged: a sequence
+ * holds the blocks its positions fill, committed as it grows and given back when it is closed or
+ * truncated (an unpaged backend, CUDA, allocates the total at creation; its blocks of 16 count
+ * the positions held). */
+FP4_API int64_t fp4_rt_kv_blocks(const fp4_rt *rt, int64_t *used, int64_t *total);
 /* Rolls a sequence back to pos (0 <= pos <= its position; FP4_ERR_INVALID_ARG otherwise or for a
  * closed sequence): positions >= pos are forgotten and the next step writes position pos. The
  * cache keeps its identity; a snapshot saved afterwards holds positions [0, pos). */
@@ -386,6 +392,12 @@ FP4_API void fp4_session_free(fp4_session *s);
  * (may be NULL) is read before every step: nonzero cancels. FP4_OK for every finish but
  * FP4_FINISH_ERROR (then the engine's status and err). */
 FP4_API fp4_status fp4_session_run(fp4_session *s, const volatile int *cancel, fp4_error *err);
+/* The same on an open sequence the caller keeps (a conversation continued turn after turn): it
+ * caches the prompt's first fp4_rt_seq_pos(seq) ids already (fewer than the prompt's; the caller
+ * vouches that they are those ids), which are not fed again (the sampler saw the whole prompt).
+ * The sequence stays open, caching the prompt and every emitted token but the last. */
+FP4_API fp4_status fp4_session_run_on(fp4_session *s, int32_t seq, const volatile int *cancel,
+                                      fp4_error *err);
 FP4_API fp4_finish fp4_session_finish(const fp4_session *s);
 /* Prompt tokens processed and tokens generated (the stop id included) so far. */
 FP4_API void fp4_session_counts(const fp4_session *s, int64_t *n_prompt, int64_t *n_gen);
@@ -395,14 +407,32 @@ FP4_API void fp4_session_counts(const fp4_session *s, int64_t *n_prompt, int64_t
  * running ones, a request's sequence is closed as soon as it ends. One thread of its own runs the
  * steps; callbacks are called on it (keep them short). */
 typedef struct fp4_sched fp4_sched;
+/* The prefix cache: the KV blocks of prompt prefixes, reused by a later request whose prompt
+ * starts with the same whole blocks of tokens (the blocks of fp4_rt_kv_blocks). A block is keyed
+ * by the engine's KV identity (fp4_rt_identity: weights, lane, mode, ...), so one cache may serve
+ * several engines and never hands one's rows to another. In exact mode a request's tokens and
+ * log-probabilities are bit-identical whether its prefix came from the cache or not. Thread-safe;
+ * max_blocks bounds it (least recently used blocks go first). */
+typedef struct fp4_prefix_cache fp4_prefix_cache;
+typedef struct fp4_prefix_stats {
+    int64_t blocks, max_blocks;                 /* now                                        */
+    int64_t lookups, hits, reused_tokens;       /* loads asked, loads that found a prefix     */
+    int64_t stored_blocks, evicted;             /* since creation                             */
+} fp4_prefix_stats;
+FP4_API fp4_status fp4_prefix_cache_create(int64_t max_blocks, fp4_prefix_cache **out, fp4_error *err);
+FP4_API void fp4_prefix_cache_free(fp4_prefix_cache *c);
+FP4_API fp4_prefix_stats fp4_prefix_cache_stats(fp4_prefix_cache *c);
 typedef struct fp4_sched_opts {
     int32_t max_running; /* requests in the batch at once; 0: the engine's max_seqs               */
     int32_t max_queue;   /* requests waiting beyond those; 0: 64. Full: FP4_ERR_LIMIT "sched.queue" */
     int64_t step_tokens; /* columns per step (decodes first, the rest for prefill); 0: 256         */
+    fp4_prefix_cache *prefix; /* NULL: none; else the caller's (it outlives the scheduler)       */
 } fp4_sched_opts;
 typedef struct fp4_sched_stats {
     int64_t running, queued;         /* now                                                       */
     int64_t steps, prompt_tokens, generated_tokens, finished; /* since creation                  */
+    int64_t kv_block, kv_blocks_used, kv_blocks_total; /* now: fp4_rt_kv_blocks                  */
+    int64_t cached_tokens; /* since creation: prompt positions loaded from the prefix cache     */
 } fp4_sched_stats;
 /* Told once when a request ends (after its last token callback), with its finish and counts. */
 typedef void (*fp4_sched_done_fn)(void *user, fp4_finish f, int64_t n_prompt, int64_t n_gen,

@@ -87,6 +87,9 @@ static const struct {
      "  --parallel N           requests decoded together (default 4)\n"
      "  --queue N              requests waiting beyond those (default 64; then 429)\n"
      "  --max-body BYTES       request body cap (default 1048576)\n"
+     "  --prefix-cache N       KV blocks of prompt prefixes kept for reuse (default: one context's worth;\n"
+     "                         0: none)\n"
+     "  --conn-per-ip N        connections one client address may hold (default 64, at most 256)\n"
      "  --device, --mode, --threads, --ctx as run; SIGTERM or Ctrl-C drains and exits 0\n"},
     {"bench",
      "  --a \"OPTIONS\" --b \"OPTIONS\"  the two configurations (run's engine options); NAME=VALUE words in\n"

@@ -85,7 +85,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 5u
+#define FP4_RT_BACKEND_ABI 6u
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -163,7 +163,8 @@ typedef struct fp4_rt_backend_ops {
     /* The route this backend takes for w in mode (a static string), or NULL when it has none
      * (the runtime then refuses before create). Called before any weight byte is read. */
     const char *(*route)(const fp4_tensor *w, fp4_mode mode);
-    /* Upload weights, build tables, allocate the KV cache of n_slots × n_layers × n_ctx × NKV*D
+    /* Upload weights, build tables, allocate (or reserve, when paged: kv_trim below) the KV cache of
+     * n_slots × n_layers × n_ctx × NKV*D
      * halves for K and for V, and scratch for up to max_cols columns per step. A device backend
      * first computes its memory plan, reports it (d->on_plan) and refuses with FP4_ERR_NOMEM, rule
      * "cuda.memory-plan", before allocating anything when the plan does not fit. */
@@ -186,6 +187,12 @@ typedef struct fp4_rt_backend_ops {
      * NaN or an infinity (the runtime refuses it, rule rt.nonfinite). Synchronous. */
     fp4_status (*step_greedy)(void *state, const fp4_rt_col *cols, int64_t n, int32_t *tokens,
                               fp4_error *err);
+    /* ABI 6, optional (NULL: a cache allocated whole at create, as CUDA's is): a paged cache.
+     * kv_trim gives back the slot's blocks wholly past n_pos (0: the sequence ended; the runtime
+     * calls it on close and truncation); kv_blocks returns the positions per block and sets
+     * *used to the blocks held over all slots. Neither changes a cached row below n_pos. */
+    void (*kv_trim)(void *state, int32_t slot, int64_t n_pos);
+    int64_t (*kv_blocks)(void *state, int64_t *used);
 } fp4_rt_backend_ops;
 
 /* The CPU backend (step_cpu.c). */

@@ -145,4 +145,26 @@ void fp4_exp_avx512(const float *x, float *y, int64_t n);
 void fp4_exp_avx2(const float *x, float *y, int64_t n);
 void fp4_swiglu_avx512(float *g, const float *u, int64_t n);
 void fp4_swiglu_avx2(float *g, const float *u, int64_t n);
+/* The CPU backend's paged KV cache (src/cpu/kv_pages.c): per slot a reserved range laid out
+ * [pos][layer][NKV*D] halves (row = n_layers * NKV*D halves per position), committed in blocks of
+ * `block` positions (whole pages) as the sequence grows, given back when it is trimmed. */
+typedef struct fp4_kv_pages {
+    uint8_t *k, *v;                /* n_slots ranges of slot_bytes each                        */
+    size_t slot_bytes, block_bytes, map_bytes;
+    int64_t block, row, max_blocks; /* positions per block, halves per position, blocks per slot */
+    int32_t n_slots;
+    int64_t *committed;            /* per slot: blocks [0, committed) readable and writable     */
+} fp4_kv_pages;
+fp4_status fp4_kv_pages_init(fp4_kv_pages *p, int32_t n_slots, int64_t n_ctx, int64_t row_halves);
+void fp4_kv_pages_free(fp4_kv_pages *p);
+/* positions [0, n_pos) of a slot usable: FP4_ERR_NOMEM when the system refuses the pages */
+fp4_status fp4_kv_pages_commit(fp4_kv_pages *p, int32_t slot, int64_t n_pos);
+/* the blocks wholly past n_pos given back (n_pos 0: the sequence ended) */
+void fp4_kv_pages_trim(fp4_kv_pages *p, int32_t slot, int64_t n_pos);
+int64_t fp4_kv_pages_used(const fp4_kv_pages *p); /* committed blocks over all slots */
+/* K (or V) of a slot's position pos, layer L: base is p->k or p->v */
+static inline uint16_t *fp4_kv_pages_at(const fp4_kv_pages *p, uint8_t *base, int32_t slot, int64_t L,
+                                        int64_t kvd, int64_t pos) {
+    return (uint16_t *)(base + (size_t)slot * p->slot_bytes) + pos * p->row + L * kvd;
+}
 #endif

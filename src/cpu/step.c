@@ -11,7 +11,7 @@
 typedef struct cpu_state {
     fp4_rt_model_desc d;
     const fp4_tensor **layer; /* n_layers * FP4_LW_COUNT_                              */
-    uint16_t *kc, *vc;        /* [slot][layer][pos][NKV*D]                               */
+    fp4_kv_pages kv;          /* paged: per slot [pos][layer][NKV*D] halves (kv_pages.c)  */
     int64_t max_cols;
     float *x, *h, *q, *k, *v, *o, *t, *g, *u; /* scratch, max_cols columns each                 */
     /* mixture of experts (d.moe): router logits [col][E], the choices [col][K] (expert, weight),
@@ -29,7 +29,8 @@ static const char *cpu_route(const fp4_tensor *w, fp4_mode mode) {
 static void cpu_destroy(void *p) {
     cpu_state *s = p;
     if (!s) return;
-    free(s->layer), free(s->kc), free(s->vc);
+    free(s->layer);
+    fp4_kv_pages_free(&s->kv);
     free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g),
         free(s->u);
     free(s->rl), free(s->rw), free(s->rs), free(s->gh), free(s->eo), free(s->ri), free(s->gc);
@@ -52,14 +53,15 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     if (s->layer) memcpy(s->layer, d->layer, sizeof *s->layer * (size_t)nslot);
     const int64_t kvd = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
     uint64_t kvn;
+    fp4_status kst = FP4_ERR_OVERFLOW;
     if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)kvd,
                                &kvn) ||
-        kvn > (SIZE_MAX / 2)) {
+        kvn > (SIZE_MAX / 2) || (kst = fp4_kv_pages_init(&s->kv, d->n_slots, d->n_ctx, nl * kvd))) {
         cpu_destroy(s);
-        return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
+        return kst == FP4_ERR_NOMEM
+                   ? fp4_fail(err, kst, NULL, NULL, "alloc", "cannot reserve the KV cache")
+                   : fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
     }
-    s->kc = calloc((size_t)kvn, 2);
-    s->vc = calloc((size_t)kvn, 2);
     const int64_t wide = a->hidden > qd ? a->hidden : qd;
     s->x = falloc(max_cols * a->hidden), s->h = falloc(max_cols * wide), s->q = falloc(max_cols * qd);
     s->k = falloc(max_cols * kvd), s->v = falloc(max_cols * kvd), s->o = falloc(max_cols * qd);
@@ -75,7 +77,7 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
         s->gc = malloc(sizeof(int64_t) * (size_t)max_cols);
         moe_ok = s->rl && s->rs && s->rw && s->gh && s->eo && s->ri && s->gc;
     }
-    if (!s->layer || !s->kc || !s->vc || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t ||
+    if (!s->layer || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t ||
         !s->g || !s->u || !moe_ok) {
         cpu_destroy(s);
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (KV cache %llu halves)",
@@ -94,10 +96,8 @@ static fp4_status proj(const cpu_state *s, const fp4_tensor *w, const float *x, 
     return FP4_OK;
 }
 
-static uint16_t *kv_at(const cpu_state *s, uint16_t *base, int32_t slot, int64_t layer, int64_t pos) {
-    const fp4_arch *a = &s->d.arch;
-    const int64_t kvd = a->n_kv_heads * a->head_dim;
-    return base + (((int64_t)slot * a->n_layers + layer) * s->d.n_ctx + pos) * kvd;
+static uint16_t *kv_at(const cpu_state *s, uint8_t *base, int32_t slot, int64_t layer, int64_t pos) {
+    return fp4_kv_pages_at(&s->kv, base, slot, layer, s->d.arch.n_kv_heads * s->d.arch.head_dim, pos);
 }
 
 /* ---- attention over (column, head) pairs, split over threads ---- */
@@ -125,7 +125,7 @@ static void att_rows(void *p, int64_t r0, int64_t r1) {
     const attend_fn attend = attend_path[fp4_cpu_path()];
     const cpu_state *s = c->s;
     const fp4_arch *a = &s->d.arch;
-    const int64_t D = a->head_dim, NH = a->n_heads, G = a->n_heads / a->n_kv_heads, kvd = a->n_kv_heads * D;
+    const int64_t D = a->head_dim, NH = a->n_heads, G = a->n_heads / a->n_kv_heads;
     const int64_t hb = r1 - r0 < FP4_ATTEND_MAX_HEADS ? r1 - r0 : FP4_ATTEND_MAX_HEADS;
     float *sc = falloc(s->d.n_ctx * hb), *P = falloc(FP4P_LANES * D * hb);
     if (!sc || !P) {
@@ -138,9 +138,9 @@ static void att_rows(void *p, int64_t r0, int64_t r1) {
         int64_t nh = NH - hq < r1 - r ? NH - hq : r1 - r;
         if (nh > hb) nh = hb;
         const fp4_rt_col *cc = &c->cols[col];
-        const uint16_t *k0 = kv_at(s, s->kc, cc->slot, c->layer, 0);
-        const uint16_t *v0 = kv_at(s, s->vc, cc->slot, c->layer, 0);
-        attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, hq, (int)nh, (int)G,
+        const uint16_t *k0 = kv_at(s, s->kv.k, cc->slot, c->layer, 0);
+        const uint16_t *v0 = kv_at(s, s->kv.v, cc->slot, c->layer, 0);
+        attend(s->q + col * NH * D + hq * D, k0, v0, s->kv.row, cc->pos + 1, (int)D, hq, (int)nh, (int)G,
                s->d.attn_scale, sc, P, s->o + col * NH * D + hq * D);
         r += nh;
     }
@@ -260,8 +260,8 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
             fp4p_rope(q + h * D, cs, sn, (int)half);
         for (int64_t h = 0; h < NKV; h++)
             fp4p_rope(k + h * D, cs, sn, (int)half);
-        uint16_t *kd = kv_at(s, s->kc, cols[c].slot, L, cols[c].pos),
-                 *vd = kv_at(s, s->vc, cols[c].slot, L, cols[c].pos);
+        uint16_t *kd = kv_at(s, s->kv.k, cols[c].slot, L, cols[c].pos),
+                 *vd = kv_at(s, s->kv.v, cols[c].slot, L, cols[c].pos);
         for (int64_t i = 0; i < kvd; i++)
             kd[i] = fp4p_f32_to_f16(k[i]), vd[i] = fp4p_f32_to_f16(v[i]);
     }
@@ -296,7 +296,12 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
             return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step",
                             "column %lld: token %d slot %d position %lld out of range", (long long)c,
                             cols[c].token, cols[c].slot, (long long)cols[c].pos);
-        fp4_status st =
+        fp4_status st = fp4_kv_pages_commit(&s->kv, cols[c].slot, cols[c].pos + 1);
+        if (st)
+            return fp4_fail(err, st, NULL, NULL, "rt.kv-commit",
+                            "slot %d: the system refused the KV block of position %lld", cols[c].slot,
+                            (long long)cols[c].pos);
+        st =
             fp4_tensor_dequant_rows(s->d.tok_embd, cols[c].token, cols[c].token + 1, s->x + c * H);
         if (st)
             return fp4_fail(err, st, NULL, s->d.tok_embd->name, "rt.embed", "cannot read embedding row %d",
@@ -320,14 +325,18 @@ static fp4_status kv_copy(cpu_state *s, int32_t slot, int64_t n_pos, uint16_t *k
     const fp4_arch *a = &s->d.arch;
     const int64_t kvd = a->n_kv_heads * a->head_dim;
     if (slot < 0 || slot >= s->d.n_slots || n_pos < 0 || n_pos > s->d.n_ctx) return FP4_ERR_INVALID_ARG;
-    for (int64_t L = 0; L < a->n_layers; L++) {
-        uint16_t *kc = kv_at(s, s->kc, slot, L, 0), *vc = kv_at(s, s->vc, slot, L, 0);
-        size_t bytes = sizeof(uint16_t) * (size_t)(n_pos * kvd);
-        if (to_host)
-            memcpy(k + L * n_pos * kvd, kc, bytes), memcpy(v + L * n_pos * kvd, vc, bytes);
-        else
-            memcpy(kc, k + L * n_pos * kvd, bytes), memcpy(vc, v + L * n_pos * kvd, bytes);
-    }
+    if (to_host && n_pos > s->kv.committed[slot] * s->kv.block) return FP4_ERR_INVALID_ARG;
+    if (!to_host && fp4_kv_pages_commit(&s->kv, slot, n_pos)) return FP4_ERR_NOMEM;
+    const size_t bytes = sizeof(uint16_t) * (size_t)kvd;
+    for (int64_t L = 0; L < a->n_layers; L++)
+        for (int64_t p = 0; p < n_pos; p++) {
+            uint16_t *kc = kv_at(s, s->kv.k, slot, L, p), *vc = kv_at(s, s->kv.v, slot, L, p);
+            uint16_t *kh = k + (L * n_pos + p) * kvd, *vh = v + (L * n_pos + p) * kvd;
+            if (to_host)
+                memcpy(kh, kc, bytes), memcpy(vh, vc, bytes);
+            else
+                memcpy(kc, kh, bytes), memcpy(vc, vh, bytes);
+        }
     return FP4_OK;
 }
 static fp4_status cpu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v) {
@@ -336,11 +345,20 @@ static fp4_status cpu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k,
 static fp4_status cpu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v) {
     return kv_copy(p, slot, n_pos, (uint16_t *)k, (uint16_t *)v, 0);
 }
+static void cpu_kv_trim(void *p, int32_t slot, int64_t n_pos) {
+    fp4_kv_pages_trim(&((cpu_state *)p)->kv, slot, n_pos);
+}
+static int64_t cpu_kv_blocks(void *p, int64_t *used) {
+    const cpu_state *s = p;
+    if (used) *used = fp4_kv_pages_used(&s->kv);
+    return s->kv.block;
+}
 
 static const fp4_rt_backend_ops cpu_ops = {
     FP4_RT_BACKEND_ABI, "cpu", cpu_route, cpu_create, cpu_destroy, cpu_step, cpu_kv_read, cpu_kv_write,
     NULL, /* step_cols: the runtime's 64 */
     NULL, /* step_greedy: the runtime's host argmax of step's logits */
+    cpu_kv_trim, cpu_kv_blocks,
 };
 
 const fp4_rt_backend_ops *fp4_rt_cpu_backend(void) {

@@ -352,8 +352,25 @@ fp4_status fp4_rt_seq_open(fp4_rt *rt, int32_t *seq) {
         }
     return FP4_ERR_LIMIT;
 }
+/* a paged backend gets the blocks past pos back (kv_trim): the memory follows the tokens held */
+static void seq_trim(fp4_rt *rt, int32_t seq, int64_t pos) {
+    if (rt->be->kv_trim) rt->be->kv_trim(rt->be_state, seq, pos);
+}
 void fp4_rt_seq_close(fp4_rt *rt, int32_t seq) {
-    if (rt && seq >= 0 && seq < rt->opts.max_seqs) rt->seq_pos[seq] = -1;
+    if (!rt || seq < 0 || seq >= rt->opts.max_seqs || rt->seq_pos[seq] < 0) return;
+    rt->seq_pos[seq] = -1;
+    seq_trim(rt, seq, 0);
+}
+int64_t fp4_rt_kv_blocks(const fp4_rt *rt, int64_t *used, int64_t *total) {
+    int64_t u = 0, block = 16; /* an unpaged backend: the positions held, counted in blocks of 16 */
+    if (rt && rt->be->kv_blocks)
+        block = rt->be->kv_blocks(rt->be_state, &u);
+    else
+        for (int32_t i = 0; rt && i < rt->opts.max_seqs; i++)
+            u += rt->seq_pos[i] > 0 ? (rt->seq_pos[i] + block - 1) / block : 0;
+    if (used) *used = u;
+    if (total) *total = rt ? rt->opts.max_seqs * ((rt->n_ctx + block - 1) / block) : 0;
+    return block;
 }
 int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq) {
     return rt && seq >= 0 && seq < rt->opts.max_seqs ? rt->seq_pos[seq] : -1;
@@ -363,6 +380,7 @@ fp4_status fp4_rt_seq_truncate(fp4_rt *rt, int32_t seq, int64_t pos) {
         pos > rt->seq_pos[seq])
         return FP4_ERR_INVALID_ARG;
     rt->seq_pos[seq] = pos; /* the rows past pos are written again before any step reads them */
+    seq_trim(rt, seq, pos);
     return FP4_OK;
 }
 int fp4_rt_drafting(const fp4_rt *rt) {
@@ -469,7 +487,7 @@ static fp4_status rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *
         if (st) {
             /* the cache of these columns is not trustworthy: close their sequences */
             for (int64_t j = 0; j < n; j++)
-                rt->seq_pos[toks[j].seq] = -1;
+                fp4_rt_seq_close(rt, toks[j].seq);
             return st;
         }
         if (lp) lp += nl * rt->arch.vocab;

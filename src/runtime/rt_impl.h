@@ -75,5 +75,17 @@ int fp4_session_decoding(const fp4_session *s); /* the whole prompt was fed */
 int64_t fp4_session_cols(fp4_session *s, int32_t seq, fp4_rt_tok *cols, int64_t budget);
 void fp4_session_take(fp4_session *s, const float *lg, int32_t greedy);
 void fp4_session_end(fp4_session *s, fp4_finish f);
+/* the prompt's ids; skip marks its first n as cached already (a prefix cache hit, before any
+ * column of it was taken; n < the prompt's length) */
+const int32_t *fp4_session_prompt(const fp4_session *s, int64_t *n);
+void fp4_session_skip(fp4_session *s, int64_t n);
+
+/* prefix.c, driven by fp4_sched: load writes the longest cached run of whole blocks of ids[0..n)
+ * (at most n - 1 positions) into an open, empty seq and returns its positions (0: none); store
+ * keeps the whole blocks of ids[0..n) that seq holds (its first n positions are those ids). */
+int64_t fp4_prefix_cache_load(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const int32_t *ids, int64_t n);
+void fp4_prefix_cache_store(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const int32_t *ids, int64_t n);
+/* rt.c: a sequence's next position after its cache was written (kv.c, prefix.c) */
+void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos);
 
 #endif
