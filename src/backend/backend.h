@@ -85,7 +85,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 5u
+#define FP4_RT_BACKEND_ABI 6u
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -106,6 +106,8 @@ typedef enum fp4_rt_lw {
     FP4_LW_GATE,
     FP4_LW_UP,
     FP4_LW_DOWN,
+    FP4_LW_ATTN_POST_NORM, /* Gemma 3: the attention output's norm before the residual add   */
+    FP4_LW_FFN_POST_NORM,  /* Gemma 3: the MLP output's norm before the residual add         */
     FP4_LW_COUNT_
 } fp4_rt_lw;
 
@@ -142,7 +144,21 @@ typedef struct fp4_rt_model_desc {
      * per layer the router, then gate, up, down of expert 0, of expert 1, ...; all NULL for a
      * dense layer (its GATE/UP/DOWN slots are set instead; a MoE layer's are NULL). */
     const fp4_tensor *const *moe;
+    /* ABI 6: Gemma 3's local layers rotate by this table (rope_local_theta, no scaling; NULL when
+     * the model has no local layer), and their K/V rows live in a ring (fp4_rt_kv_ring) */
+    const float *rope_cos_local, *rope_sin_local;
 } fp4_rt_model_desc;
+
+/* The K/V rows a local layer keeps per slot: a ring of R = sliding_window + max_cols positions
+ * (a step's later columns and a rollback of up to max_cols positions overwrite none of the rows a
+ * column still reads), each position stored at row p % R and again at row p % R + R, so the
+ * window of any position is one run of consecutive rows. 0 when the layer keeps all n_ctx rows
+ * (a global layer, or a window that does not save memory). */
+static inline int64_t fp4_rt_kv_ring(const fp4_arch *a, int64_t L, int64_t n_ctx, int64_t max_cols) {
+    if (!fp4_arch_layer_local(a, L)) return 0;
+    const int64_t r = a->sliding_window + max_cols;
+    return 2 * r < n_ctx ? r : 0;
+}
 
 #define FP4_MOE_STRIDE(n_experts) (1 + 3 * (n_experts))
 enum { FP4_MOE_ROUTER = 0, FP4_MOE_GATE = 1, FP4_MOE_UP = 2, FP4_MOE_DOWN = 3 };

@@ -11,7 +11,8 @@
 typedef struct cpu_state {
     fp4_rt_model_desc d;
     const fp4_tensor **layer; /* n_layers * FP4_LW_COUNT_                              */
-    uint16_t *kc, *vc;        /* [slot][layer][pos][NKV*D]                               */
+    uint16_t *kc, *vc;        /* [slot][layer][row][NKV*D] (rows: kv_rows.c)             */
+    fp4_kv_rows kr;
     int64_t max_cols;
     float *x, *h, *q, *k, *v, *o, *t, *g, *u; /* scratch, max_cols columns each                 */
     /* mixture of experts (d.moe): router logits [col][E], the choices [col][K] (expert, weight),
@@ -30,6 +31,7 @@ static void cpu_destroy(void *p) {
     cpu_state *s = p;
     if (!s) return;
     free(s->layer), free(s->kc), free(s->vc);
+    fp4_kv_rows_free(&s->kr);
     free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g),
         free(s->u);
     free(s->rl), free(s->rw), free(s->rs), free(s->gh), free(s->eo), free(s->ri), free(s->gc);
@@ -52,8 +54,8 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     if (s->layer) memcpy(s->layer, d->layer, sizeof *s->layer * (size_t)nslot);
     const int64_t kvd = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
     uint64_t kvn;
-    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)kvd,
-                               &kvn) ||
+    if (fp4_kv_rows_init(&s->kr, a, d->n_ctx, max_cols) ||
+        __builtin_mul_overflow((uint64_t)d->n_slots, (uint64_t)s->kr.stride * (uint64_t)kvd, &kvn) ||
         kvn > (SIZE_MAX / 2)) {
         cpu_destroy(s);
         return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
@@ -94,10 +96,10 @@ static fp4_status proj(const cpu_state *s, const fp4_tensor *w, const float *x, 
     return FP4_OK;
 }
 
-static uint16_t *kv_at(const cpu_state *s, uint16_t *base, int32_t slot, int64_t layer, int64_t pos) {
+/* a slot's first K/V row (its layers' rows follow: kv_rows.c) */
+static uint16_t *kv_slot(const cpu_state *s, uint16_t *base, int32_t slot) {
     const fp4_arch *a = &s->d.arch;
-    const int64_t kvd = a->n_kv_heads * a->head_dim;
-    return base + (((int64_t)slot * a->n_layers + layer) * s->d.n_ctx + pos) * kvd;
+    return base + (int64_t)slot * s->kr.stride * a->n_kv_heads * a->head_dim;
 }
 
 /* ---- attention over (column, head) pairs, split over threads ---- */
@@ -138,9 +140,11 @@ static void att_rows(void *p, int64_t r0, int64_t r1) {
         int64_t nh = NH - hq < r1 - r ? NH - hq : r1 - r;
         if (nh > hb) nh = hb;
         const fp4_rt_col *cc = &c->cols[col];
-        const uint16_t *k0 = kv_at(s, s->kc, cc->slot, c->layer, 0);
-        const uint16_t *v0 = kv_at(s, s->vc, cc->slot, c->layer, 0);
-        attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, hq, (int)nh, (int)G,
+        int64_t row0, npos; /* the positions this column attends to, in order (a window: kv_rows.c) */
+        fp4_kv_window(&s->kr, a, c->layer, cc->pos, &row0, &npos);
+        const uint16_t *k0 = kv_slot(s, s->kc, cc->slot) + row0 * kvd;
+        const uint16_t *v0 = kv_slot(s, s->vc, cc->slot) + row0 * kvd;
+        attend(s->q + col * NH * D + hq * D, k0, v0, kvd, npos, (int)D, hq, (int)nh, (int)G,
                s->d.attn_scale, sc, P, s->o + col * NH * D + hq * D);
         r += nh;
     }
@@ -255,31 +259,44 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
             for (int64_t h = 0; h < NKV; h++)
                 fp4p_rmsnorm(k + h * D, vw[FP4_LW_K_NORM], D, a->rms_eps, k + h * D);
         }
-        const float *cs = s->d.rope_cos + cols[c].pos * half, *sn = s->d.rope_sin + cols[c].pos * half;
+        const int local = fp4_arch_layer_local(a, L); /* Gemma 3: its own rope base */
+        const float *cs = (local ? s->d.rope_cos_local : s->d.rope_cos) + cols[c].pos * half,
+                    *sn = (local ? s->d.rope_sin_local : s->d.rope_sin) + cols[c].pos * half;
         for (int64_t h = 0; h < NH; h++)
             fp4p_rope(q + h * D, cs, sn, (int)half);
         for (int64_t h = 0; h < NKV; h++)
             fp4p_rope(k + h * D, cs, sn, (int)half);
-        uint16_t *kd = kv_at(s, s->kc, cols[c].slot, L, cols[c].pos),
-                 *vd = kv_at(s, s->vc, cols[c].slot, L, cols[c].pos);
-        for (int64_t i = 0; i < kvd; i++)
-            kd[i] = fp4p_f32_to_f16(k[i]), vd[i] = fp4p_f32_to_f16(v[i]);
+        uint16_t kh[FP4_ARCH_MAX_HEAD_DIM], vh[FP4_ARCH_MAX_HEAD_DIM];
+        for (int64_t i0 = 0; i0 < kvd; i0 += D) { /* a head at a time into the row's place(s) */
+            for (int64_t i = 0; i < D; i++)
+                kh[i] = fp4p_f32_to_f16(k[i0 + i]), vh[i] = fp4p_f32_to_f16(v[i0 + i]);
+            fp4_kv_put(&s->kr, L, cols[c].pos, kv_slot(s, s->kc, cols[c].slot), kvd, i0, kh, D);
+            fp4_kv_put(&s->kr, L, cols[c].pos, kv_slot(s, s->vc, cols[c].slot), kvd, i0, vh, D);
+        }
     }
     att_ctx ac = {s, cols, L, FP4_OK};
     st = fp4_parallel_rows(n * NH, s->d.n_threads, att_rows, &ac);
     if (st || ac.st) return fp4_fail(err, st ? st : ac.st, NULL, NULL, "rt.attention", "attention failed");
     if ((st = proj(s, w[FP4_LW_O], s->o, n, s->t, err))) return st;
-    for (int64_t i = 0; i < n * H; i++)
-        s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    if (vw[FP4_LW_ATTN_POST_NORM])
+        fp4_cpu_post_norm_add(s->x, s->t, vw[FP4_LW_ATTN_POST_NORM], n, H, a->rms_eps);
+    else
+        for (int64_t i = 0; i < n * H; i++)
+            s->x[i] = fp4p_add(s->x[i], s->t[i]);
     for (int64_t c = 0; c < n; c++)
         fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_FFN_NORM], H, a->rms_eps, s->h + c * H);
     if (s->d.moe && s->d.moe[L * FP4_MOE_STRIDE(a->n_experts)]) return moe_step(s, L, n, err);
-    if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) ||
-        (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)) || (st = swiglu(s, n * F, err)))
+    if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) || (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)))
         return st;
+    if (a->hidden_act == FP4_ACT_GELU_TANH && (st = fp4_cpu_geglu(s->g, s->u, n * F, s->d.n_threads)))
+        return fp4_fail(err, st, NULL, NULL, "rt.geglu", "GeGLU failed");
+    if (a->hidden_act != FP4_ACT_GELU_TANH && (st = swiglu(s, n * F, err))) return st;
     if ((st = proj(s, w[FP4_LW_DOWN], s->g, n, s->t, err))) return st;
-    for (int64_t i = 0; i < n * H; i++)
-        s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    if (vw[FP4_LW_FFN_POST_NORM])
+        fp4_cpu_post_norm_add(s->x, s->t, vw[FP4_LW_FFN_POST_NORM], n, H, a->rms_eps);
+    else
+        for (int64_t i = 0; i < n * H; i++)
+            s->x[i] = fp4p_add(s->x[i], s->t[i]);
     return FP4_OK;
 }
 
@@ -302,6 +319,7 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
             return fp4_fail(err, st, NULL, s->d.tok_embd->name, "rt.embed", "cannot read embedding row %d",
                             cols[c].token);
     }
+    if (a->embed_scale) fp4_cpu_embed_scale(a, s->d.tok_embd, s->x, n);
     for (int64_t L = 0; L < a->n_layers; L++) {
         fp4_status st = layer_step(s, L, cols, n, err);
         if (st) return st;
@@ -313,21 +331,17 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
     if (!nw) return FP4_OK;
     if (!logits)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
-    return proj(s, s->d.head, s->h, nw, logits, err);
+    fp4_status st = proj(s, s->d.head, s->h, nw, logits, err);
+    if (!st && a->final_softcap > 0) fp4_cpu_softcap(logits, nw * a->vocab, a->final_softcap);
+    return st;
 }
 
 static fp4_status kv_copy(cpu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
     const fp4_arch *a = &s->d.arch;
     const int64_t kvd = a->n_kv_heads * a->head_dim;
     if (slot < 0 || slot >= s->d.n_slots || n_pos < 0 || n_pos > s->d.n_ctx) return FP4_ERR_INVALID_ARG;
-    for (int64_t L = 0; L < a->n_layers; L++) {
-        uint16_t *kc = kv_at(s, s->kc, slot, L, 0), *vc = kv_at(s, s->vc, slot, L, 0);
-        size_t bytes = sizeof(uint16_t) * (size_t)(n_pos * kvd);
-        if (to_host)
-            memcpy(k + L * n_pos * kvd, kc, bytes), memcpy(v + L * n_pos * kvd, vc, bytes);
-        else
-            memcpy(kc, k + L * n_pos * kvd, bytes), memcpy(vc, v + L * n_pos * kvd, bytes);
-    }
+    fp4_kv_copy(&s->kr, a, kv_slot(s, s->kc, slot), n_pos, kvd, k, to_host);
+    fp4_kv_copy(&s->kr, a, kv_slot(s, s->vc, slot), n_pos, kvd, v, to_host);
     return FP4_OK;
 }
 static fp4_status cpu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v) {
