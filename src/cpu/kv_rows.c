@@ -32,7 +32,8 @@ void fp4_kv_rows_free(fp4_kv_rows *r) {
 /* the window position pos reads in layer L: its first row (from the slot's start) and length */
 void fp4_kv_window(const fp4_kv_rows *r, const fp4_arch *a, int64_t L, int64_t pos, int64_t *row0,
                    int64_t *n) {
-    const int64_t first = fp4_arch_layer_local(a, L) && pos >= a->sliding_window ? pos - a->sliding_window + 1 : 0;
+    const int64_t first =
+        fp4_arch_layer_local(a, L) && pos >= a->sliding_window ? pos - a->sliding_window + 1 : 0;
     *n = pos - first + 1;
     *row0 = r->off[L] + (r->ring[L] ? first % r->ring[L] : first);
 }

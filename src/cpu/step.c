@@ -144,8 +144,8 @@ static void att_rows(void *p, int64_t r0, int64_t r1) {
         fp4_kv_window(&s->kr, a, c->layer, cc->pos, &row0, &npos);
         const uint16_t *k0 = kv_slot(s, s->kc, cc->slot) + row0 * kvd;
         const uint16_t *v0 = kv_slot(s, s->vc, cc->slot) + row0 * kvd;
-        attend(s->q + col * NH * D + hq * D, k0, v0, kvd, npos, (int)D, hq, (int)nh, (int)G,
-               s->d.attn_scale, sc, P, s->o + col * NH * D + hq * D);
+        attend(s->q + col * NH * D + hq * D, k0, v0, kvd, npos, (int)D, hq, (int)nh, (int)G, s->d.attn_scale,
+               sc, P, s->o + col * NH * D + hq * D);
         r += nh;
     }
     free(sc), free(P);
@@ -286,7 +286,8 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
     for (int64_t c = 0; c < n; c++)
         fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_FFN_NORM], H, a->rms_eps, s->h + c * H);
     if (s->d.moe && s->d.moe[L * FP4_MOE_STRIDE(a->n_experts)]) return moe_step(s, L, n, err);
-    if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) || (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)))
+    if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) ||
+        (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)))
         return st;
     if (a->hidden_act == FP4_ACT_GELU_TANH && (st = fp4_cpu_geglu(s->g, s->u, n * F, s->d.n_threads)))
         return fp4_fail(err, st, NULL, NULL, "rt.geglu", "GeGLU failed");

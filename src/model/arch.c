@@ -20,7 +20,7 @@ static const struct family_row {
     {"qwen2", "qwen2", FP4_ARCH_QWEN2, 1, 0},
     {"qwen3", "qwen3", FP4_ARCH_QWEN3, 0, 1},
     {"qwen3_moe", "qwen3moe", FP4_ARCH_QWEN3_MOE, 0, 1},
-    {"mixtral", NULL, FP4_ARCH_MIXTRAL, 0, 0}, /* GGUF: "llama" with <arch>.expert_count (below) */
+    {"mixtral", NULL, FP4_ARCH_MIXTRAL, 0, 0},        /* GGUF: "llama" with <arch>.expert_count (below) */
     {"gemma3_text", "gemma3", FP4_ARCH_GEMMA3, 0, 1}, /* "gemma3" (multimodal): its text_config */
 };
 #define ARCH_MAX_EXPERTS 4096
@@ -76,7 +76,8 @@ static fp4_status arch_check(fp4_arch *a, fp4_error *err) {
                         "rope scaling factor = %g is not a positive number", a->rope_factor);
     if (a->sliding_window < 0 || a->sliding_window > ARCH_MAX_CTX)
         return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "arch.sliding_window",
-                        "sliding_window = %lld is outside [0, %d]", (long long)a->sliding_window, ARCH_MAX_CTX);
+                        "sliding_window = %lld is outside [0, %d]", (long long)a->sliding_window,
+                        ARCH_MAX_CTX);
     if (a->rope_scaling == FP4_ROPE_LLAMA3 && (!(a->rope_high_freq_factor > a->rope_low_freq_factor) ||
                                                !(a->rope_low_freq_factor > 0) || a->rope_orig_ctx <= 0))
         return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_llama3",

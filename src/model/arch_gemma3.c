@@ -16,20 +16,33 @@ static fp4_status bad(fp4_error *err, const char *rule, const char *key, const c
 
 /* Gemma3TextConfig's defaults (transformers), for the keys its config.json leaves out */
 static void set_defaults(json_t *t) {
-    static const struct { const char *k; double v; int is_int; } d[] = {
-        {"vocab_size", 262208, 1},          {"hidden_size", 2304, 1},
-        {"intermediate_size", 9216, 1},     {"num_hidden_layers", 26, 1},
-        {"num_attention_heads", 8, 1},      {"num_key_value_heads", 4, 1},
-        {"head_dim", 256, 1},               {"max_position_embeddings", 131072, 1},
-        {"rms_norm_eps", 1e-6, 0},          {"rope_theta", 1e6, 0},
-        {"query_pre_attn_scalar", 256, 0},  {"sliding_window", 4096, 1},
-        {"rope_local_base_freq", 1e4, 0},   {"bos_token_id", 2, 1},
+    static const struct {
+        const char *k;
+        double v;
+        int is_int;
+    } d[] = {
+        {"vocab_size", 262208, 1},
+        {"hidden_size", 2304, 1},
+        {"intermediate_size", 9216, 1},
+        {"num_hidden_layers", 26, 1},
+        {"num_attention_heads", 8, 1},
+        {"num_key_value_heads", 4, 1},
+        {"head_dim", 256, 1},
+        {"max_position_embeddings", 131072, 1},
+        {"rms_norm_eps", 1e-6, 0},
+        {"rope_theta", 1e6, 0},
+        {"query_pre_attn_scalar", 256, 0},
+        {"sliding_window", 4096, 1},
+        {"rope_local_base_freq", 1e4, 0},
+        {"bos_token_id", 2, 1},
         {"eos_token_id", 1, 1},
     };
     for (size_t i = 0; i < sizeof d / sizeof d[0]; i++)
         if (!json_object_get(t, d[i].k))
-            json_object_set_new(t, d[i].k, d[i].is_int ? json_integer((json_int_t)d[i].v) : json_real(d[i].v));
-    if (!json_object_get(t, "tie_word_embeddings")) json_object_set_new(t, "tie_word_embeddings", json_true());
+            json_object_set_new(t, d[i].k,
+                                d[i].is_int ? json_integer((json_int_t)d[i].v) : json_real(d[i].v));
+    if (!json_object_get(t, "tie_word_embeddings"))
+        json_object_set_new(t, "tie_word_embeddings", json_true());
     if (!json_object_get(t, "hidden_activation") && !json_object_get(t, "hidden_act"))
         json_object_set_new(t, "hidden_activation", json_string("gelu_pytorch_tanh"));
 }
@@ -39,13 +52,16 @@ static fp4_status fold_rope(json_t *t, fp4_error *err) {
     json_t *rp = json_object_get(t, "rope_parameters");
     if (!json_is_object(rp) || !json_object_get(rp, "full_attention")) return FP4_OK;
     json_t *full = json_object_get(rp, "full_attention"), *loc = json_object_get(rp, "sliding_attention");
-    if (!json_is_object(full)) return bad(err, "arch.rope_type", "rope_parameters.full_attention", "is not an object");
+    if (!json_is_object(full))
+        return bad(err, "arch.rope_type", "rope_parameters.full_attention", "is not an object");
     if (loc && !json_is_null(loc)) {
         json_t *ty = json_object_get(loc, "rope_type"), *th = json_object_get(loc, "rope_theta");
-        if (!json_is_object(loc) || (ty && !(json_is_string(ty) && !strcmp(json_string_value(ty), "default"))))
-            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, NULL, "arch.rope_type",
-                            "config.json: rope_parameters.sliding_attention.rope_type is not \"default\" (local "
-                            "layers take no rope scaling)");
+        if (!json_is_object(loc) ||
+            (ty && !(json_is_string(ty) && !strcmp(json_string_value(ty), "default"))))
+            return fp4_fail(
+                err, FP4_ERR_UNSUPPORTED, NULL, NULL, "arch.rope_type",
+                "config.json: rope_parameters.sliding_attention.rope_type is not \"default\" (local "
+                "layers take no rope scaling)");
         if (th) json_object_set(t, "rope_local_base_freq", th);
     }
     json_object_set(t, "rope_parameters", full);
@@ -106,7 +122,8 @@ static fp4_status layer_types(json_t *t, fp4_arch *a, fp4_error *err) {
     json_t *lt = json_object_get(t, "layer_types"), *pj = json_object_get(t, "sliding_window_pattern");
     int64_t pattern = GEMMA3_PATTERN_DEFAULT;
     if (pj && !json_is_null(pj)) {
-        if (!json_is_integer(pj) || json_integer_value(pj) < 1 || json_integer_value(pj) > FP4_ARCH_MAX_LAYERS)
+        if (!json_is_integer(pj) || json_integer_value(pj) < 1 ||
+            json_integer_value(pj) > FP4_ARCH_MAX_LAYERS)
             return bad(err, "arch.layer_types", "sliding_window_pattern", "is not an integer in [1, 1024]");
         pattern = json_integer_value(pj);
     }
@@ -125,13 +142,15 @@ static fp4_status layer_types(json_t *t, fp4_arch *a, fp4_error *err) {
         if (!strcmp(s, "sliding_attention"))
             bits[L / 64] |= 1ull << (L % 64);
         else if (strcmp(s, "full_attention"))
-            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, NULL, "arch.layer_types",
-                            "config.json: layer_types[%lld] is not \"sliding_attention\" or \"full_attention\"",
-                            (long long)L);
+            return fp4_fail(
+                err, FP4_ERR_UNSUPPORTED, NULL, NULL, "arch.layer_types",
+                "config.json: layer_types[%lld] is not \"sliding_attention\" or \"full_attention\"",
+                (long long)L);
     }
     if (pj && !json_is_null(pj) && memcmp(bits, a->swa_layers, sizeof bits))
         return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.layer_types",
-                        "config.json: layer_types disagrees with sliding_window_pattern = %lld", (long long)pattern);
+                        "config.json: layer_types disagrees with sliding_window_pattern = %lld",
+                        (long long)pattern);
     memcpy(a->swa_layers, bits, sizeof bits);
     return FP4_OK;
 }
@@ -153,8 +172,9 @@ fp4_status fp4_arch_gemma3_hf(json_t *t, fp4_arch *a, fp4_error *err) {
                         "config.json: attn_logit_softcapping is set (Gemma 2's attention soft-capping is not "
                         "supported; Gemma 3 has null)");
     if (json_is_true(json_object_get(t, "use_bidirectional_attention")))
-        return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, NULL, "arch.feature",
-                        "config.json: use_bidirectional_attention = true (an embedding model, not a decoder)");
+        return fp4_fail(
+            err, FP4_ERR_UNSUPPORTED, NULL, NULL, "arch.feature",
+            "config.json: use_bidirectional_attention = true (an embedding model, not a decoder)");
     double v = 0;
     int r = num_of(t, "final_logit_softcapping", &v);
     if (r < 0 || (r == 1 && !(v > 0 && isfinite(v))))
@@ -216,8 +236,8 @@ fp4_status fp4_arch_gemma3_gguf(const fp4_gguf *g, fp4_arch *a, fp4_error *err) 
     if (pi >= 0 && fp4_gguf_kv_type(g, pi) == FP4_GGUF_ARRAY) {
         const void *data;
         int64_t n = 0;
-        if (fp4_gguf_arr_type(g, pi) != FP4_GGUF_BOOL ||
-            fp4_gguf_get_arr(g, pi, FP4_GGUF_BOOL, &data, &n) || n != a->n_layers)
+        if (fp4_gguf_arr_type(g, pi) != FP4_GGUF_BOOL || fp4_gguf_get_arr(g, pi, FP4_GGUF_BOOL, &data, &n) ||
+            n != a->n_layers)
             return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.layer_types",
                             "GGUF: gemma3.attention.sliding_window_pattern is not %lld booleans",
                             (long long)a->n_layers);

@@ -48,7 +48,8 @@ static const synth_shape shapes[] = {
      * google/gemma-3-27b's published text config (transformers' Gemma3TextConfig defaults for the
      * keys it leaves out: vocab 262208, rope_theta 1e6, rope_local_base_freq 1e4) */
     {"tiny-gemma3", "gemma3", 256, 6, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0, 0},
-    {"gemma3-27b", "gemma3", 5376, 62, 32, 16, 128, 21504, 262208, 131072, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0, 0},
+    {"gemma3-27b", "gemma3", 5376, 62, 32, 16, 128, 21504, 262208, 131072, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0,
+     0},
 };
 /* Gemma 3's own keys per shape: the window, a global layer every `pattern`, query_pre_attn_scalar,
  * the local rope base and the global layers' linear rope factor (0: none). The tiny one's scalar
@@ -92,7 +93,7 @@ typedef struct layer_tpl {
     const char *fmt;
     synth_kind kind;
     synth_dim rows, cols; /* rows D_ONE: a 1-D tensor of cols values */
-    int only; /* 1: qk_norm architectures, 2: Gemma 3 */
+    int only;             /* 1: qk_norm architectures, 2: Gemma 3 */
 } layer_tpl;
 
 /* module registration order of the HF decoder layer */
@@ -202,7 +203,8 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
     if (!s->experts != !(p->ar->moe == 1 || p->ar->moe == 2))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
                         "architecture '%s' %s experts and shape '%s' %s", p->ar->name,
-                        p->ar->moe && p->ar->moe != 3 ? "has" : "has no", s->name, s->experts ? "has them" : "has none");
+                        p->ar->moe && p->ar->moe != 3 ? "has" : "has no", s->name,
+                        s->experts ? "has them" : "has none");
     p->t = calloc((size_t)(s->layers * (N_LAYER_TPLS + 1 + 3 * s->experts) + 3), sizeof *p->t);
     if (!p->t) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     add(p, "model.embed_tokens.weight", K_MATRIX, s->vocab, s->hidden);
@@ -255,8 +257,9 @@ static fp4_status write_config_gemma3(const char *path, const synth_plan *p, fp4
     json_t *lt = json_array();
     for (int64_t l = 0; l < s->layers; l++)
         json_array_append_new(lt, json_string((l + 1) % g->pattern ? "sliding_attention" : "full_attention"));
-    json_t *rope = g->rope_linear > 0 ? json_pack("{s:f,s:s}", "factor", g->rope_linear, "rope_type", "linear")
-                                      : json_null();
+    json_t *rope = g->rope_linear > 0
+                       ? json_pack("{s:f,s:s}", "factor", g->rope_linear, "rope_type", "linear")
+                       : json_null();
     json_t *c = json_object();
     json_object_set_new(c, "architectures", json_pack("[s]", p->ar->hf_class));
     json_object_set_new(c, "attention_bias", json_false());
@@ -271,17 +274,33 @@ static fp4_status write_config_gemma3(const char *path, const synth_plan *p, fp4
     json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tie));
     json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
     json_object_set_new(c, "use_cache", json_true());
-    const struct { const char *k; int64_t v; } ints[] = {
-        {"bos_token_id", s->bos}, {"eos_token_id", s->eos}, {"head_dim", s->head_dim},
-        {"hidden_size", s->hidden}, {"intermediate_size", s->inter}, {"max_position_embeddings", s->max_pos},
-        {"num_attention_heads", s->heads}, {"num_hidden_layers", s->layers}, {"num_key_value_heads", s->kv_heads},
-        {"pad_token_id", 0}, {"sliding_window", g->window}, {"vocab_size", s->vocab},
+    const struct {
+        const char *k;
+        int64_t v;
+    } ints[] = {
+        {"bos_token_id", s->bos},
+        {"eos_token_id", s->eos},
+        {"head_dim", s->head_dim},
+        {"hidden_size", s->hidden},
+        {"intermediate_size", s->inter},
+        {"max_position_embeddings", s->max_pos},
+        {"num_attention_heads", s->heads},
+        {"num_hidden_layers", s->layers},
+        {"num_key_value_heads", s->kv_heads},
+        {"pad_token_id", 0},
+        {"sliding_window", g->window},
+        {"vocab_size", s->vocab},
     };
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
         json_object_set_new(c, ints[i].k, json_integer((json_int_t)ints[i].v));
-    const struct { const char *k; double v; } reals[] = {
-        {"query_pre_attn_scalar", g->qpas}, {"rms_norm_eps", s->rms_eps},
-        {"rope_local_base_freq", g->rope_local}, {"rope_theta", s->rope_theta},
+    const struct {
+        const char *k;
+        double v;
+    } reals[] = {
+        {"query_pre_attn_scalar", g->qpas},
+        {"rms_norm_eps", s->rms_eps},
+        {"rope_local_base_freq", g->rope_local},
+        {"rope_theta", s->rope_theta},
     };
     for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
         json_object_set_new(c, reals[i].k, json_real(reals[i].v));
@@ -435,7 +454,8 @@ static void gen_rows(void *vctx, int64_t r0, int64_t r1) {
         uint8_t *o = c->out + (size_t)r * (size_t)cols * 2u;
         for (int64_t k = 0; k < cols; k++) {
             double x = t8_unit(&s), v;
-            if (c->t->kind == K_NORM) v = c->norm_center + FP4_SYNTH_NORM_STD * x;
+            if (c->t->kind == K_NORM)
+                v = c->norm_center + FP4_SYNTH_NORM_STD * x;
             else v = FP4_SYNTH_STD * x * (c->colscale ? c->colscale[k] : 1.0f);
             fp4_wr_le16(o + 2 * k, fp4_f32_to_bf16((float)v));
         }
@@ -484,8 +504,8 @@ static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_
         if (t->kind == K_PROJ) outlier_columns(o->seed, i, t->cols, colscale);
         for (int64_t r = 0; r < rows && !st; r += per) {
             const int64_t n = rows - r < per ? rows - r : per;
-            gen_ctx c = {t, i, o->seed, r, t->kind == K_PROJ ? colscale : NULL, buf,
-                         p->ar->moe == 3 ? 0.0 : 1.0};
+            gen_ctx c = {
+                t, i, o->seed, r, t->kind == K_PROJ ? colscale : NULL, buf, p->ar->moe == 3 ? 0.0 : 1.0};
             st = fp4_parallel_rows(n, threads, gen_rows, &c);
             if (!st) st = fp4_hfdir_writer_write(w, buf, (size_t)n * (size_t)t->cols * 2u, err);
             done += (uint64_t)n * (uint64_t)t->cols * 2u;

@@ -51,7 +51,9 @@ static const char *const g_gguf[3] = {"token_embd.weight", "output_norm.weight",
 /* Gemma3ForConditionalGeneration holds the text model under language_model.model.* (transformers
  * 4.50: language_model.lm_head) or model.language_model.* (4.52 on: lm_head); the vision tower and
  * projector beside it are not the text model's and are left unread */
-static const struct hf_prefix { const char *model, *head; } hf_prefixes[] = {
+static const struct hf_prefix {
+    const char *model, *head;
+} hf_prefixes[] = {
     {"model.", "lm_head.weight"},
     {"language_model.model.", "language_model.lm_head.weight"},
     {"model.language_model.", "lm_head.weight"},

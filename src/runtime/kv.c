@@ -164,7 +164,8 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
             put_u64(&h, (uint64_t)gi[i]);
         for (size_t i = 0; i < sizeof a->swa_layers / sizeof a->swa_layers[0]; i++)
             put_u64(&h, a->swa_layers[i]);
-        put_f64(&h, a->rope_local_theta), put_f64(&h, a->query_pre_attn_scalar), put_f64(&h, a->final_softcap);
+        put_f64(&h, a->rope_local_theta), put_f64(&h, a->query_pre_attn_scalar),
+            put_f64(&h, a->final_softcap);
     }
     put_str(&h, fp4_rt_lane_name(fp4_rt_model_lane(rt->m)));
     put_str(&h, fp4_act_precision_name(fp4_model_act_precision(rt->m)));

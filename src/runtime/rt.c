@@ -154,8 +154,8 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
 
 static int is_vec_slot(int slot) {
     return slot == FP4_LW_ATTN_NORM || slot == FP4_LW_FFN_NORM || slot == FP4_LW_Q_NORM ||
-           slot == FP4_LW_ATTN_POST_NORM || slot == FP4_LW_FFN_POST_NORM ||
-           slot == FP4_LW_K_NORM || slot == FP4_LW_Q_BIAS || slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS;
+           slot == FP4_LW_ATTN_POST_NORM || slot == FP4_LW_FFN_POST_NORM || slot == FP4_LW_K_NORM ||
+           slot == FP4_LW_Q_BIAS || slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS;
 }
 static int64_t n_values(const fp4_tensor *t) {
     int64_t n = 1;
@@ -216,7 +216,8 @@ static fp4_status local_rope(fp4_rt *rt, fp4_error *err) {
     la.rope_theta = la.rope_local_theta;
     la.rope_scaling = FP4_ROPE_NONE;
     fp4_status st = fp4_rt_rope_table(&la, rt->n_ctx, NULL, &rt->rope_cos_local, &rt->rope_sin_local);
-    return st ? fp4_fail(err, st, NULL, NULL, "rt.rope", "cannot build the local layers' RoPE table") : FP4_OK;
+    return st ? fp4_fail(err, st, NULL, NULL, "rt.rope", "cannot build the local layers' RoPE table")
+              : FP4_OK;
 }
 
 fp4_status fp4_rt_kv_window_held(const fp4_rt *rt, int32_t seq, int64_t n_pos, const char *path,
@@ -226,7 +227,8 @@ fp4_status fp4_rt_kv_window_held(const fp4_rt *rt, int32_t seq, int64_t n_pos, c
         return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "kv.window",
                         "sequence %d was rolled back below what its local layers' rings hold (position %lld "
                         "on): a snapshot at %lld cannot hold the last %lld positions",
-                        seq, (long long)rt->seq_lo[seq], (long long)n_pos, (long long)rt->arch.sliding_window);
+                        seq, (long long)rt->seq_lo[seq], (long long)n_pos,
+                        (long long)rt->arch.sliding_window);
     return FP4_OK;
 }
 
@@ -408,8 +410,8 @@ fp4_status fp4_rt_seq_truncate(fp4_rt *rt, int32_t seq, int64_t pos) {
         pos > rt->seq_pos[seq])
         return FP4_ERR_INVALID_ARG;
     /* a local layer's ring must still hold the window the step at pos reads */
-    if (rt->ring && pos > 0 && (pos - rt->arch.sliding_window + 1 > 0 ? pos - rt->arch.sliding_window + 1 : 0) <
-                                   rt->seq_lo[seq])
+    if (rt->ring && pos > 0 &&
+        (pos - rt->arch.sliding_window + 1 > 0 ? pos - rt->arch.sliding_window + 1 : 0) < rt->seq_lo[seq])
         return FP4_ERR_LIMIT;
     rt->seq_pos[seq] = pos; /* the rows past pos are written again before any step reads them */
     return FP4_OK;
