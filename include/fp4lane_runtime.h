@@ -172,7 +172,7 @@ typedef enum fp4_kv_dtype { FP4_KV_F16 = 0 } fp4_kv_dtype;
 typedef struct fp4_rt_mem_plan {
     char device[64];          /* e.g. "NVIDIA H200"                                               */
     uint64_t weights_bytes;   /* uploaded tensors, norm/bias vectors, RoPE tables                 */
-    uint64_t kv_bytes;        /* the F16 KV cache: slots × layers × n_ctx × NKV·D × 2 (K, V)     */
+    uint64_t kv_bytes;        /* the F16 KV cache: slots × rows (n_ctx, or a ring) × NKV·D × 2 (K, V) */
     uint64_t scratch_bytes;   /* activations, attention buffers, projection scratch, logits      */
     uint64_t total_bytes;     /* the sum                                                           */
     uint64_t available_bytes; /* free device memory minus a reserve for the context and graphs   */
@@ -220,7 +220,10 @@ FP4_API void fp4_rt_seq_close(fp4_rt *rt, int32_t seq);        /* its positions 
 FP4_API int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq); /* next position; -1 if not open   */
 /* Rolls a sequence back to pos (0 <= pos <= its position; FP4_ERR_INVALID_ARG otherwise or for a
  * closed sequence): positions >= pos are forgotten and the next step writes position pos. The
- * cache keeps its identity; a snapshot saved afterwards holds positions [0, pos). */
+ * cache keeps its identity; a snapshot saved afterwards holds positions [0, pos). A model with
+ * sliding-window layers (Gemma 3) keeps only their window: FP4_ERR_LIMIT when the step at pos
+ * would read rows no longer held (a rollback deeper than a step's columns, or below a loaded
+ * snapshot's window). */
 FP4_API fp4_status fp4_rt_seq_truncate(fp4_rt *rt, int32_t seq, int64_t pos);
 
 /* One column of a step: token `token` of sequence `seq`, at that sequence's next position.

@@ -8,6 +8,10 @@
  * soft-capping 30 and query_pre_attn_scalar 100 (the capped logits' smaller range; measured
  * 3.5e-3). A wrong window, rope base, norm gain or scale moves logits by tens of percent. */
 #include "check.h"
+#include "gguf_strip.h"
+#include "backend/backend.h"
+#include "format/pinned_gemma.h"
+#include "fp4lane_io.h"
 #include "fp4lane_runtime.h"
 #include "fp4lane_synth.h"
 #include <jansson.h>
@@ -15,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NPOS 100 /* past the ring of 8 + 64 positions: the ring wraps */
@@ -297,6 +302,17 @@ static void snapshots(const char *dir) {
     CHECK_OK(fp4_rt_step(rt, c, NPOS - 89, part, &e));
     CHECK(!memcmp(part, full + 89 * V, sizeof(float) * (size_t)((NPOS - 89) * V)));
     fp4_rt_free(rt);
+    /* the same snapshot in an engine without the ring (n_ctx 128): the same continuation; a
+     * rollback below the window it loaded is refused there too */
+    fp4_rt_opts o128 = {.mode = FP4_MODE_EXACT, .n_ctx = 128};
+    CHECK_OK(fp4_rt_create(m, &o128, &rt, &e));
+    fp4_rt_seq_open(rt, &s);
+    CHECK_MSG(fp4_rt_kv_load(rt, s, path, &e) == FP4_OK, "%s %s", e.rule, e.msg);
+    CHECK(fp4_rt_seq_truncate(rt, s, 50) == FP4_ERR_LIMIT);
+    CHECK_OK(fp4_rt_seq_truncate(rt, s, 89));
+    CHECK_OK(fp4_rt_step(rt, c, NPOS - 89, part, &e));
+    CHECK(!memcmp(part, full + 89 * V, sizeof(float) * (size_t)((NPOS - 89) * V)));
+    fp4_rt_free(rt);
     unlink(path);
     /* CUDA: refused by name with the way out, before any library is looked for */
     o = (fp4_rt_opts){.device = FP4_DEVICE_CUDA, .cuda_lib = "/nonexistent/libfp4lane_cuda.so"};
@@ -378,9 +394,152 @@ static void refusals(void) {
           a.sliding_window == 1024 && n_local == 52 && !fp4_arch_layer_local(&a, 5) &&
           a.query_pre_attn_scalar == 168 && a.rope_local_theta == 1e4 && a.rope_theta == 1e6 && a.tied_head &&
           a.n_eos == 2 && a.eos[1] == 106 && a.hidden_act == FP4_ACT_GELU_TANH);
+    /* its CPU KV plan at the full 131072 positions: the 10 global layers keep every position, the
+     * 52 local ones a ring of 1024 + 64 positions stored twice (backend.h, fp4_rt_kv_ring) */
+    fp4_rt_mem_plan plan;
+    fp4_rt_cpu_plan(&a, 131072, 1, 64, 64, 1, &plan, &e);
+    CHECK(plan.kv_bytes == (uint64_t)(10 * 131072 + 52 * 2 * (1024 + 64)) * 16 * 128 * 4);
+}
+
+/* exact logits of the first 40 ids of a checkpoint (any layout) */
+static float *logits_of(const char *path, int64_t *vocab) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    fp4_status st = fp4_model_open(path, NULL, &m, &e);
+    CHECK_MSG(st == FP4_OK, "%s: %s %s", path, e.rule, e.msg);
+    if (st) return NULL;
+    int32_t ids[40];
+    for (int i = 0; i < 40; i++)
+        ids[i] = (i * 53 + 7) % 512;
+    *vocab = 512;
+    float *out = malloc(sizeof(float) * 40 * 512);
+    run(m, FP4_MODE_EXACT, 1, 40, 0, ids, 40, out);
+    fp4_model_close(m);
+    return out;
+}
+
+/* quantized into every layout (exclude_modules: the tied embedding), the four files give the same
+ * exact bits: only the container differs (gguf-ggml holds the norms as llama.cpp's f32 gain, the
+ * value the runtime forms from an HF w); llama.cpp's file without fp4lane's config (arch from
+ * its gemma3 keys alone) gives them too; and the multimodal names of Gemma3ForConditionalGeneration
+ * hold the same text model */
+static void layouts(const char *dir, const char *src) {
+    static const struct {
+        fp4_layout l;
+        const char *name;
+    } lay[] = {{FP4_LAYOUT_MODELOPT, "mo"},
+               {FP4_LAYOUT_CT, "ct"},
+               {FP4_LAYOUT_GGUF, "f.gguf"},
+               {FP4_LAYOUT_GGUF_GGML, "g.gguf"}};
+    float *first = NULL;
+    int64_t V = 0;
+    char out[700], cfg[800];
+    fp4_error e;
+    for (size_t i = 0; i < sizeof lay / sizeof lay[0]; i++) {
+        snprintf(out, sizeof out, "%.600s/%s", dir, lay[i].name);
+        fp4_quantize_opts qo = {.layout = lay[i].l};
+        fp4_status st = fp4_quantize_checkpoint(src, out, &qo, &e);
+        CHECK_MSG(st == FP4_OK, "%s: %s %s", lay[i].name, e.rule, e.msg);
+        float *l = st ? NULL : logits_of(out, &V);
+        if (!first)
+            first = l;
+        else {
+            CHECK_MSG(l && !memcmp(l, first, sizeof(float) * 40 * 512), "layout %s differs", lay[i].name);
+            free(l);
+        }
+    }
+    snprintf(cfg, sizeof cfg, "%.600s/mo/hf_quant_config.json", dir);
+    json_t *q = json_load_file(cfg, 0, NULL);
+    json_t *ex = json_object_get(json_object_get(q, "quantization"), "exclude_modules");
+    CHECK(json_array_size(ex) == 1 &&
+          !strcmp(json_string_value(json_array_get(ex, 0)), "model.embed_tokens"));
+    json_decref(q);
+    char stripped[700], err[256];
+    long dropped = 0;
+    snprintf(out, sizeof out, "%.600s/g.gguf", dir);
+    snprintf(stripped, sizeof stripped, "%.600s/s.gguf", dir);
+    CHECK(gguf_strip_fp4lane(out, stripped, &dropped, err, sizeof err) == 0 && dropped > 0);
+    fp4_gguf *g = NULL;
+    CHECK_OK(fp4_gguf_open(stripped, &g, &e));
+    fp4_arch a;
+    CHECK_OK(fp4_arch_from_gguf(g, &a, &e));
+    CHECK(a.family == FP4_ARCH_GEMMA3 && a.sliding_window == 8 && a.rope_local_theta == 1e4 &&
+          a.query_pre_attn_scalar == 64 && fp4_arch_layer_local(&a, 0) && !fp4_arch_layer_local(&a, 2) &&
+          a.rope_scaling == FP4_ROPE_LINEAR && a.rope_factor == 8);
+    fp4_gguf_close(g);
+    float *l = logits_of(stripped, &V);
+    CHECK_MSG(l && first && !memcmp(l, first, sizeof(float) * 40 * 512), "llama.cpp's keys alone differ");
+    free(l);
+    free(first);
+    /* Gemma3ForConditionalGeneration: language_model.model.* beside a vision tower */
+    fp4_model *m = NULL;
+    CHECK_OK(fp4_model_open(src, NULL, &m, &e));
+    if (!m) return;
+    snprintf(out, sizeof out, "%.600s/mm", dir);
+    fp4_hfdir_writer *w = NULL;
+    CHECK(mkdir(out, 0755) == 0);
+    CHECK_OK(fp4_hfdir_writer_create(out, 0, &w, &e));
+    char name[400];
+    for (int64_t i = 0; i < fp4_model_n_tensors(m); i++) {
+        const fp4_tensor *t = fp4_model_tensor(m, i);
+        int64_t sh[2] = {t->n_dims > 1 ? t->ne[1] : t->ne[0], t->ne[0]};
+        snprintf(name, sizeof name, "language_model.%s", t->name);
+        CHECK_OK(fp4_hfdir_writer_add_tensor(w, name, FP4_ST_BF16, t->n_dims, sh, &e));
+    }
+    int64_t vs[1] = {16};
+    CHECK_OK(fp4_hfdir_writer_add_tensor(w, "vision_tower.vision_model.post_layernorm.weight", FP4_ST_BF16, 1,
+                                         vs, &e));
+    for (int64_t i = 0; i < fp4_model_n_tensors(m); i++) {
+        const fp4_tensor *t = fp4_model_tensor(m, i);
+        CHECK_OK(
+            fp4_hfdir_writer_write(w, t->data, (size_t)(t->ne[0] * (t->n_dims > 1 ? t->ne[1] : 1) * 2), &e));
+    }
+    uint16_t zero[16] = {0};
+    CHECK_OK(fp4_hfdir_writer_write(w, zero, sizeof zero, &e));
+    size_t shards = 0;
+    CHECK_OK(fp4_hfdir_writer_finish(w, &shards, &e));
+    fp4_hfdir_writer_free(w);
+    snprintf(cfg, sizeof cfg, "%.600s/config.json", src);
+    json_t *tc = json_load_file(cfg, 0, NULL);
+    json_t *mm =
+        json_pack("{s:[s],s:s,s:o,s:{s:s}}", "architectures", "Gemma3ForConditionalGeneration", "model_type",
+                  "gemma3", "text_config", tc, "vision_config", "model_type", "siglip_vision_model");
+    char *text = json_dumps(mm, JSON_COMPACT);
+    json_decref(mm);
+    snprintf(cfg, sizeof cfg, "%.600s/mm/config.json", dir);
+    write_file(cfg, text);
+    free(text);
+    fp4_model_close(m);
+    float *plain = logits_of(src, &V), *multi = logits_of(out, &V);
+    CHECK_MSG(plain && multi && !memcmp(plain, multi, sizeof(float) * 40 * 512),
+              "the multimodal names differ");
+    free(plain), free(multi);
+}
+
+/* the pinned ops against libm and transformers' rounding */
+static void pinned_ops(void) {
+    double worst = 0;
+    for (int i = -200000; i <= 200000; i++) {
+        const float y = (float)i * 1e-4f;
+        worst = fmax(worst, fabs((double)fp4p_tanh(y) - tanh((double)y)));
+    }
+    printf("fp4p_tanh: max |error| %.3g on [-20, 20]\n", worst);
+    CHECK(worst < 0x1p-22);
+    CHECK(fp4p_tanh(-0.0f) == 0.0f && fp4p_tanh(1e-6f) == 1e-6f && fp4p_tanh(30.0f) == 1.0f);
+    /* sqrt(5376) = 73.32 held in bf16: 73.5 (Gemma 3 27B's embedding scale in transformers) */
+    CHECK(fp4p_round_to((float)sqrt(5376.0), 2) == 73.5f && fp4p_round_to((float)sqrt(2304.0), 2) == 48.0f);
+    CHECK(fp4p_embed_scale(1.0f / 3.0f, 73.5f, 2) == bits_f32(0x41C40000u)); /* 24.5 -> bf16 24.5 */
+    /* gemma3-27b's synth shape: Gemma 3 27B's text model, 27.0 B parameters in bf16 */
+    uint64_t bytes = 0;
+    fp4_synth_opts so = {.shape = "gemma3-27b"};
+    fp4_error e;
+    CHECK_OK(fp4_synth_data_bytes(&so, &bytes, &e));
+    const uint64_t H = 5376, per = H * (4096 + 2048 + 2048) + 4096 * H + 3 * 21504 * H + 4 * H + 2 * 128;
+    CHECK(bytes == 2 * (262208 * H + 62 * per + H));
 }
 
 int main(void) {
+    pinned_ops();
     refusals();
     char dir[] = "/tmp/fp4_gemma3_XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
@@ -391,6 +550,7 @@ int main(void) {
     CHECK_OK(fp4_synth_checkpoint(out, &so, &e));
     against_reference(out, "tiny-gemma3", 3e-3, 1);
     snapshots(out);
+    layouts(dir, out);
     /* soft-capping and a query_pre_attn_scalar that is not head_dim (Gemma 3 27B's case) */
     edit_config(out, "final_logit_softcapping", "30.0");
     edit_config(out, "query_pre_attn_scalar", "100");

@@ -55,6 +55,21 @@
  *  3. for the columns that want logits (in column order): h = rmsnorm(x_c, output_norm);
  *     logits = project(head, h) [V]    (head = tok_embd when tied)
  *
+ * Gemma 3 (family FP4_ARCH_GEMMA3; every op pinned in src/format/pinned_gemma.h):
+ *  1. x_c = fp4p_embed_scale(x_c, dtype((float)sqrt(H)), dtype): one f32 multiply, rounded to the
+ *     embedding's dtype (bf16 for a quantized table), as transformers' scaled embedding.
+ *  a/e/j/3. norm gains: an HF checkpoint's weight w widened to the f32 gain fp4p_add(1, w) (the
+ *     vec tables already hold it); llama.cpp's files store the gain.
+ *  f. a local layer (fp4_arch_layer_local) rotates by rope_cos_local/rope_sin_local.
+ *  h. scale = (float)(1 / sqrt(query_pre_attn_scalar)); a local layer attends to positions
+ *     max(0, p_c - W + 1) .. p_c (W = sliding_window) in increasing order: its rows come from the
+ *     ring (fp4_rt_kv_ring) in that order, so the bits are a full cache's.
+ *  i. x_c[i] = x_c[i] + rmsnorm(project(Wo, o), attn_post_norm)[i]
+ *  j. h_c = rmsnorm(x_c, ffn_norm) (pre_feedforward_layernorm)
+ *  l. a[i] = fp4p_geglu(g[i], u[i]) (gelu_pytorch_tanh in PyTorch's order, fp4p_tanh)
+ *  m. x_c[i] = x_c[i] + rmsnorm(project(Wdown, a), ffn_post_norm)[i]
+ *  3. final_logit_softcapping c > 0: logits[i] = fp4p_softcap(logits[i], (float)c).
+ *
  * Norm weights and biases are widened to f32 exactly (F16/BF16/F32 tensors).
  * Projections in exact mode (the routes the twin must match bit for bit):
  *   NVFP4 A16  -> SPEC §4 (Q8_K per column, integer dots, pinned epilogue, F16 boundary)

@@ -1,6 +1,6 @@
 /* pinned_gemma.h — the exact-mode operations Gemma 3 adds to THE STEP (backend.h), in pinned.h's
  * terms: one order of IEEE binary32 basic operations and fp4p_exp, nothing from libm, so any
- * backend that follows them gives the same bits (docs/SPEC.md §11). */
+ * backend that follows them gives the same bits (backend.h, THE STEP, Gemma 3). */
 #ifndef FP4_RT_PINNED_GEMMA_H
 #define FP4_RT_PINNED_GEMMA_H
 

@@ -222,7 +222,8 @@ static fp4_status local_rope(fp4_rt *rt, fp4_error *err) {
 
 fp4_status fp4_rt_kv_window_held(const fp4_rt *rt, int32_t seq, int64_t n_pos, const char *path,
                                  fp4_error *err) {
-    const int64_t need = rt->ring && n_pos > rt->arch.sliding_window ? n_pos - rt->arch.sliding_window : 0;
+    const int64_t need =
+        rt->arch.sliding_window > 0 && n_pos > rt->arch.sliding_window ? n_pos - rt->arch.sliding_window : 0;
     if (rt->seq_lo[seq] > need)
         return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "kv.window",
                         "sequence %d was rolled back below what its local layers' rings hold (position %lld "
@@ -410,7 +411,7 @@ fp4_status fp4_rt_seq_truncate(fp4_rt *rt, int32_t seq, int64_t pos) {
         pos > rt->seq_pos[seq])
         return FP4_ERR_INVALID_ARG;
     /* a local layer's ring must still hold the window the step at pos reads */
-    if (rt->ring && pos > 0 &&
+    if (rt->arch.sliding_window > 0 && pos > 0 &&
         (pos - rt->arch.sliding_window + 1 > 0 ? pos - rt->arch.sliding_window + 1 : 0) < rt->seq_lo[seq])
         return FP4_ERR_LIMIT;
     rt->seq_pos[seq] = pos; /* the rows past pos are written again before any step reads them */
@@ -424,7 +425,8 @@ void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos);
 void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos) {
     rt->seq_pos[seq] = pos;
     /* a snapshot holds a local layer's last sliding_window positions (kv_read) */
-    rt->seq_lo[seq] = rt->ring && pos > rt->arch.sliding_window ? pos - rt->arch.sliding_window : 0;
+    rt->seq_lo[seq] =
+        pos > rt->arch.sliding_window && rt->arch.sliding_window > 0 ? pos - rt->arch.sliding_window : 0;
 }
 
 /* The columns of the next backend step from toks[0..n): at most max_cols, and it ends before the
