@@ -292,6 +292,11 @@ static void snapshots(const char *dir) {
     CHECK_OK(fp4_rt_kv_save(rt, s, path, &e));
     CHECK(fp4_rt_seq_truncate(rt, s, 10) == FP4_ERR_LIMIT); /* the rings no longer hold 3..9 */
     CHECK_OK(fp4_rt_seq_truncate(rt, s, 89));
+    CHECK_OK(fp4_rt_seq_truncate(rt, s, 25)); /* reads 18..24: the ring (positions 18..89) has them */
+    char p25[720];
+    snprintf(p25, sizeof p25, "%s.25", path);
+    CHECK(fp4_rt_kv_save(rt, s, p25, &e) == FP4_ERR_LIMIT && !strcmp(e.rule, "kv.window")); /* 17 is gone */
+    CHECK(access(p25, F_OK) != 0);
     fp4_rt_free(rt);
     CHECK_OK(fp4_rt_create(m, &o, &rt, &e));
     fp4_rt_seq_open(rt, &s);
@@ -516,6 +521,130 @@ static void layouts(const char *dir, const char *src) {
     free(plain), free(multi);
 }
 
+/* llama.cpp's gemma3 keys alone (a header without tensors): the defaults, the pattern as a period
+ * or a bool per layer, the 62-layer model's scale, and each refusal by its rule. kind: 0 none,
+ * 1 pattern u32 2, 2 pattern bools (n of them), 3 pattern a string, 4 freq_base_swa -1, 5 softcap
+ * -2 */
+static fp4_status gguf_arch(const char *dir, int kind, int n, int64_t layers, fp4_arch *a, fp4_error *e) {
+    char path[700];
+    snprintf(path, sizeof path, "%.600s/keys.gguf", dir);
+    fp4_gguf_writer *w = NULL;
+    CHECK_OK(fp4_gguf_writer_create(&w, e));
+    CHECK_OK(fp4_gguf_writer_add_str(w, "general.architecture", "gemma3", 6, e));
+    const struct {
+        const char *k;
+        uint32_t v;
+    } u[] = {{"gemma3.block_count", (uint32_t)layers},
+             {"gemma3.embedding_length", 5376},
+             {"gemma3.attention.head_count", 32},
+             {"gemma3.attention.head_count_kv", 16},
+             {"gemma3.attention.key_length", 128},
+             {"gemma3.attention.value_length", 128},
+             {"gemma3.feed_forward_length", 21504},
+             {"gemma3.context_length", 4096},
+             {"gemma3.vocab_size", 1000},
+             {"gemma3.attention.sliding_window", 1024}};
+    for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+        CHECK_OK(fp4_gguf_writer_add_u32(w, u[i].k, u[i].v, e));
+    CHECK_OK(fp4_gguf_writer_add_f32(w, "gemma3.attention.layer_norm_rms_epsilon", 1e-6f, e));
+    const uint8_t bools[8] = {1, 0, 1, 0, 1, 0, 1, 0};
+    if (kind == 1) CHECK_OK(fp4_gguf_writer_add_u32(w, "gemma3.attention.sliding_window_pattern", 2, e));
+    if (kind == 2)
+        CHECK_OK(fp4_gguf_writer_add_arr(w, "gemma3.attention.sliding_window_pattern", FP4_GGUF_BOOL, bools,
+                                         (uint64_t)n, e));
+    if (kind == 3) CHECK_OK(fp4_gguf_writer_add_str(w, "gemma3.attention.sliding_window_pattern", "6", 1, e));
+    if (kind == 4) CHECK_OK(fp4_gguf_writer_add_f32(w, "gemma3.rope.freq_base_swa", -1.0f, e));
+    if (kind == 5) CHECK_OK(fp4_gguf_writer_add_f32(w, "gemma3.final_logit_softcapping", -2.0f, e));
+    CHECK_OK(fp4_gguf_writer_write_header(w, path, e));
+    CHECK_OK(fp4_gguf_writer_finish(w, e));
+    fp4_gguf_writer_free(w);
+    fp4_gguf *g = NULL;
+    CHECK_OK(fp4_gguf_open(path, &g, e));
+    fp4_status st = g ? fp4_arch_from_gguf(g, a, e) : FP4_ERR_IO;
+    fp4_gguf_close(g);
+    unlink(path);
+    return st;
+}
+
+static void gguf_keys(const char *dir) {
+    fp4_arch a;
+    fp4_error e;
+    CHECK_OK(gguf_arch(dir, 0, 0, 8, &a, &e)); /* llama.cpp's defaults: period 6, local base 10000 */
+    CHECK(a.family == FP4_ARCH_GEMMA3 && a.sliding_window == 1024 && a.rope_local_theta == 1e4 &&
+          a.query_pre_attn_scalar == 128 && fp4_arch_layer_local(&a, 4) && !fp4_arch_layer_local(&a, 5) &&
+          fp4_arch_layer_local(&a, 6) && a.embed_scale && a.hidden_act == FP4_ACT_GELU_TANH);
+    CHECK_OK(gguf_arch(dir, 0, 0, 62, &a, &e)); /* the 27B: 1/sqrt(hidden / heads), as llama.cpp */
+    CHECK(a.query_pre_attn_scalar == 168);
+    CHECK_OK(gguf_arch(dir, 1, 0, 8, &a, &e));
+    CHECK(fp4_arch_layer_local(&a, 0) && !fp4_arch_layer_local(&a, 1) && fp4_arch_layer_local(&a, 6));
+    CHECK_OK(gguf_arch(dir, 2, 8, 8, &a, &e));
+    CHECK(fp4_arch_layer_local(&a, 2) && !fp4_arch_layer_local(&a, 3));
+    static const struct {
+        int kind, n;
+        const char *rule;
+    } bad[] = {{2, 7, "arch.layer_types"},
+               {3, 0, "arch.layer_types"},
+               {4, 0, "arch.rope_theta"},
+               {5, 0, "arch.softcap"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        CHECK_MSG(gguf_arch(dir, bad[i].kind, bad[i].n, 8, &a, &e) != FP4_OK && !strcmp(e.rule, bad[i].rule),
+                  "GGUF case %zu: %s", i, e.rule);
+}
+
+/* the gguf-ggml writer's refusals: layer types llama.cpp's period cannot state, and an F32 norm
+ * (llama.cpp's gain is written from a BF16 / F16 w) */
+static void ggml_refusals(const char *dir, const char *src) {
+    char cp[700], cmd[1600], out[700];
+    fp4_error e;
+    snprintf(cp, sizeof cp, "%.600s/odd", dir);
+    snprintf(cmd, sizeof cmd, "cp -r '%s' '%s'", src, cp);
+    CHECK(system(cmd) == 0);
+    edit_config(cp, "layer_types",
+                "[\"sliding_attention\",\"full_attention\",\"full_attention\",\"sliding_attention\","
+                "\"sliding_attention\",\"full_attention\"]");
+    snprintf(out, sizeof out, "%.600s/odd.gguf", dir);
+    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_GGUF_GGML};
+    CHECK(fp4_quantize_checkpoint(cp, out, &qo, &e) != FP4_OK && !strcmp(e.rule, "ggml.layer_types"));
+    qo.layout = FP4_LAYOUT_MODELOPT; /* the other layouts keep any layer types */
+    snprintf(out, sizeof out, "%.600s/odd-mo", dir);
+    CHECK_OK(fp4_quantize_checkpoint(cp, out, &qo, &e));
+    /* an F32 norm: the checkpoint written again with model.norm.weight widened */
+    fp4_model *m = NULL;
+    CHECK_OK(fp4_model_open(src, NULL, &m, &e));
+    if (!m) return;
+    snprintf(out, sizeof out, "%.600s/f32norm", dir);
+    CHECK(mkdir(out, 0755) == 0);
+    fp4_hfdir_writer *w = NULL;
+    CHECK_OK(fp4_hfdir_writer_create(out, 0, &w, &e));
+    for (int64_t i = 0; i < fp4_model_n_tensors(m); i++) {
+        const fp4_tensor *t = fp4_model_tensor(m, i);
+        int64_t sh[2] = {t->n_dims > 1 ? t->ne[1] : t->ne[0], t->ne[0]};
+        const int f32 = !strcmp(t->name, "model.norm.weight");
+        CHECK_OK(fp4_hfdir_writer_add_tensor(w, t->name, f32 ? FP4_ST_F32 : FP4_ST_BF16, t->n_dims, sh, &e));
+    }
+    for (int64_t i = 0; i < fp4_model_n_tensors(m); i++) {
+        const fp4_tensor *t = fp4_model_tensor(m, i);
+        const int64_t n = t->ne[0] * (t->n_dims > 1 ? t->ne[1] : 1);
+        if (!strcmp(t->name, "model.norm.weight")) {
+            float *f = malloc(sizeof(float) * (size_t)n);
+            CHECK_OK(fp4_tensor_dequant_rows(t, 0, 1, f));
+            CHECK_OK(fp4_hfdir_writer_write(w, f, sizeof(float) * (size_t)n, &e));
+            free(f);
+        } else
+            CHECK_OK(fp4_hfdir_writer_write(w, t->data, (size_t)n * 2, &e));
+    }
+    size_t shards = 0;
+    CHECK_OK(fp4_hfdir_writer_finish(w, &shards, &e));
+    fp4_hfdir_writer_free(w);
+    fp4_model_close(m);
+    snprintf(cmd, sizeof cmd, "cp '%s/config.json' '%s/'", src, out);
+    CHECK(system(cmd) == 0);
+    char gg[700];
+    snprintf(gg, sizeof gg, "%.600s/f32norm.gguf", dir);
+    qo.layout = FP4_LAYOUT_GGUF_GGML;
+    CHECK(fp4_quantize_checkpoint(out, gg, &qo, &e) != FP4_OK && !strcmp(e.rule, "ggml.norm_shift"));
+}
+
 /* the pinned ops against libm and transformers' rounding */
 static void pinned_ops(void) {
     double worst = 0;
@@ -551,6 +680,8 @@ int main(void) {
     against_reference(out, "tiny-gemma3", 3e-3, 1);
     snapshots(out);
     layouts(dir, out);
+    gguf_keys(dir);
+    ggml_refusals(dir, out);
     /* soft-capping and a query_pre_attn_scalar that is not head_dim (Gemma 3 27B's case) */
     edit_config(out, "final_logit_softcapping", "30.0");
     edit_config(out, "query_pre_attn_scalar", "100");
