@@ -35,7 +35,10 @@ typedef enum fp4_arch_family {
                                attention, softmax-then-top-k experts, dense layers mixed in    */
     FP4_ARCH_MIXTRAL = 5,   /* Mixtral (model_type "mixtral"; GGUF "llama" with expert_count):
                                Llama/Mistral attention, top-k-then-softmax experts             */
-    FP4_ARCH_COUNT_ = 6
+    FP4_ARCH_GEMMA3 = 6,    /* Gemma 3 text (model_type "gemma3_text", or "gemma3"'s text_config;
+                               GGUF "gemma3"): local sliding-window and global layers, four norms
+                               per block with the (1 + w) gain, GeGLU (gelu tanh), scaled embedding */
+    FP4_ARCH_COUNT_ = 7
 } fp4_arch_family;
 
 typedef enum fp4_rope_scaling {
@@ -88,7 +91,28 @@ typedef struct fp4_arch {
     int32_t moe_norm_topk;  /* 1: the k softmax weights renormalized to sum 1 (norm_topk_prob) */
     uint64_t moe_dense[FP4_ARCH_MAX_LAYERS / 64]; /* bit L set: layer L has a dense MLP of ffn
                                                      (mlp_only_layers, decoder_sparse_step)    */
+    /* Gemma 3 (zero for every other family). A local layer attends to the sliding_window latest
+     * positions (its own included) with its own rope base and no rope scaling; a global layer to
+     * all of them with rope_theta and the rope scaling above.                                 */
+    int64_t sliding_window;                       /* 0: none                                    */
+    uint64_t swa_layers[FP4_ARCH_MAX_LAYERS / 64]; /* bit L set: layer L is local              */
+    double rope_local_theta;                      /* rope_local_base_freq                       */
+    double query_pre_attn_scalar;                 /* attention scale 1/sqrt of it (0: head_dim) */
+    double final_softcap;                         /* final_logit_softcapping (0: none)          */
+    int32_t hidden_act;                           /* fp4_hidden_act                             */
+    int32_t embed_scale;                          /* 1: embedding rows times sqrt(hidden)       */
 } fp4_arch;
+
+typedef enum fp4_hidden_act {
+    FP4_ACT_SILU = 0,     /* SwiGLU: silu(gate) * up                                            */
+    FP4_ACT_GELU_TANH = 1 /* GeGLU: gelu_pytorch_tanh(gate) * up                                */
+} fp4_hidden_act;
+
+/* 1 when layer L of a attends through a sliding window (a Gemma 3 local layer). */
+static inline int fp4_arch_layer_local(const fp4_arch *a, int64_t L) {
+    return a->sliding_window > 0 && L >= 0 && L < FP4_ARCH_MAX_LAYERS &&
+           ((a->swa_layers[L / 64] >> (L % 64)) & 1u);
+}
 
 typedef enum fp4_moe_routing {
     FP4_MOE_NONE = 0,
@@ -148,7 +172,7 @@ typedef enum fp4_kv_dtype { FP4_KV_F16 = 0 } fp4_kv_dtype;
 typedef struct fp4_rt_mem_plan {
     char device[64];          /* e.g. "NVIDIA H200"                                               */
     uint64_t weights_bytes;   /* uploaded tensors, norm/bias vectors, RoPE tables                 */
-    uint64_t kv_bytes;        /* the F16 KV cache: slots × layers × n_ctx × NKV·D × 2 (K, V)     */
+    uint64_t kv_bytes;        /* the F16 KV cache: slots × rows (n_ctx, or a ring) × NKV·D × 2 (K, V) */
     uint64_t scratch_bytes;   /* activations, attention buffers, projection scratch, logits      */
     uint64_t total_bytes;     /* the sum                                                           */
     uint64_t available_bytes; /* free device memory minus a reserve for the context and graphs   */
@@ -202,7 +226,10 @@ FP4_API int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq); /* next position;
 FP4_API int64_t fp4_rt_kv_blocks(const fp4_rt *rt, int64_t *used, int64_t *total);
 /* Rolls a sequence back to pos (0 <= pos <= its position; FP4_ERR_INVALID_ARG otherwise or for a
  * closed sequence): positions >= pos are forgotten and the next step writes position pos. The
- * cache keeps its identity; a snapshot saved afterwards holds positions [0, pos). */
+ * cache keeps its identity; a snapshot saved afterwards holds positions [0, pos). A model with
+ * sliding-window layers (Gemma 3) keeps only their window: FP4_ERR_LIMIT when the step at pos
+ * would read rows no longer held (a rollback deeper than a step's columns, or below a loaded
+ * snapshot's window). */
 FP4_API fp4_status fp4_rt_seq_truncate(fp4_rt *rt, int32_t seq, int64_t pos);
 
 /* One column of a step: token `token` of sequence `seq`, at that sequence's next position.

@@ -79,7 +79,9 @@ class Arch(ctypes.Structure):  # fp4_arch
                 ("qkv_bias", c_int), ("qk_norm", c_int), ("qk_permuted", c_int), ("bos", c_int32),
                 ("n_eos", c_int32), ("eos", c_int32 * 8), ("n_experts", c_int64), ("n_experts_used", c_int64),
                 ("moe_ffn", c_int64), ("moe_routing", c_int32), ("moe_norm_topk", c_int32),
-                ("moe_dense", c_uint64 * 16)]
+                ("moe_dense", c_uint64 * 16), ("sliding_window", c_int64), ("swa_layers", c_uint64 * 16),
+                ("rope_local_theta", ctypes.c_double), ("query_pre_attn_scalar", ctypes.c_double),
+                ("final_softcap", ctypes.c_double), ("hidden_act", c_int32), ("embed_scale", c_int32)]
 
 
 class RtOpts(ctypes.Structure):  # fp4_rt_opts

@@ -55,6 +55,21 @@
  *  3. for the columns that want logits (in column order): h = rmsnorm(x_c, output_norm);
  *     logits = project(head, h) [V]    (head = tok_embd when tied)
  *
+ * Gemma 3 (family FP4_ARCH_GEMMA3; every op pinned in src/format/pinned_gemma.h):
+ *  1. x_c = fp4p_embed_scale(x_c, dtype((float)sqrt(H)), dtype): one f32 multiply, rounded to the
+ *     embedding's dtype (bf16 for a quantized table), as transformers' scaled embedding.
+ *  a/e/j/3. norm gains: an HF checkpoint's weight w widened to the f32 gain fp4p_add(1, w) (the
+ *     vec tables already hold it); llama.cpp's files store the gain.
+ *  f. a local layer (fp4_arch_layer_local) rotates by rope_cos_local/rope_sin_local.
+ *  h. scale = (float)(1 / sqrt(query_pre_attn_scalar)); a local layer attends to positions
+ *     max(0, p_c - W + 1) .. p_c (W = sliding_window) in increasing order: its rows come from the
+ *     ring (fp4_rt_kv_ring) in that order, so the bits are a full cache's.
+ *  i. x_c[i] = x_c[i] + rmsnorm(project(Wo, o), attn_post_norm)[i]
+ *  j. h_c = rmsnorm(x_c, ffn_norm) (pre_feedforward_layernorm)
+ *  l. a[i] = fp4p_geglu(g[i], u[i]) (gelu_pytorch_tanh in PyTorch's order, fp4p_tanh)
+ *  m. x_c[i] = x_c[i] + rmsnorm(project(Wdown, a), ffn_post_norm)[i]
+ *  3. final_logit_softcapping c > 0: logits[i] = fp4p_softcap(logits[i], (float)c).
+ *
  * Norm weights and biases are widened to f32 exactly (F16/BF16/F32 tensors).
  * Projections in exact mode (the routes the twin must match bit for bit):
  *   NVFP4 A16  -> SPEC §4 (Q8_K per column, integer dots, pinned epilogue, F16 boundary)
@@ -106,6 +121,8 @@ typedef enum fp4_rt_lw {
     FP4_LW_GATE,
     FP4_LW_UP,
     FP4_LW_DOWN,
+    FP4_LW_ATTN_POST_NORM, /* Gemma 3: the attention output's norm before the residual add   */
+    FP4_LW_FFN_POST_NORM,  /* Gemma 3: the MLP output's norm before the residual add         */
     FP4_LW_COUNT_
 } fp4_rt_lw;
 
@@ -142,7 +159,21 @@ typedef struct fp4_rt_model_desc {
      * per layer the router, then gate, up, down of expert 0, of expert 1, ...; all NULL for a
      * dense layer (its GATE/UP/DOWN slots are set instead; a MoE layer's are NULL). */
     const fp4_tensor *const *moe;
+    /* ABI 6: Gemma 3's local layers rotate by this table (rope_local_theta, no scaling; NULL when
+     * the model has no local layer), and their K/V rows live in a ring (fp4_rt_kv_ring) */
+    const float *rope_cos_local, *rope_sin_local;
 } fp4_rt_model_desc;
+
+/* The K/V rows a local layer keeps per slot: a ring of R = sliding_window + max_cols positions
+ * (a step's later columns and a rollback of up to max_cols positions overwrite none of the rows a
+ * column still reads), each position stored at row p % R and again at row p % R + R, so the
+ * window of any position is one run of consecutive rows. 0 when the layer keeps all n_ctx rows
+ * (a global layer, or a window that does not save memory). */
+static inline int64_t fp4_rt_kv_ring(const fp4_arch *a, int64_t L, int64_t n_ctx, int64_t max_cols) {
+    if (!fp4_arch_layer_local(a, L)) return 0;
+    const int64_t r = a->sliding_window + max_cols;
+    return 2 * r < n_ctx ? r : 0;
+}
 
 #define FP4_MOE_STRIDE(n_experts) (1 + 3 * (n_experts))
 enum { FP4_MOE_ROUTER = 0, FP4_MOE_GATE = 1, FP4_MOE_UP = 2, FP4_MOE_DOWN = 3 };

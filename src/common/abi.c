@@ -110,6 +110,13 @@ static const fp4_abi_field abi_rows[] = {
     ABI_F(fp4_arch, moe_routing),
     ABI_F(fp4_arch, moe_norm_topk),
     ABI_F(fp4_arch, moe_dense),
+    ABI_F(fp4_arch, sliding_window),
+    ABI_F(fp4_arch, swa_layers),
+    ABI_F(fp4_arch, rope_local_theta),
+    ABI_F(fp4_arch, query_pre_attn_scalar),
+    ABI_F(fp4_arch, final_softcap),
+    ABI_F(fp4_arch, hidden_act),
+    ABI_F(fp4_arch, embed_scale),
     ABI_END(fp4_arch),
 
     ABI_F(fp4_rt_opts, mode),

@@ -11,7 +11,10 @@
 typedef struct cpu_state {
     fp4_rt_model_desc d;
     const fp4_tensor **layer; /* n_layers * FP4_LW_COUNT_                              */
-    fp4_kv_pages kv;          /* paged: per slot [pos][layer][NKV*D] halves (kv_pages.c)  */
+    fp4_kv_pages kv;          /* paged: the slots' K/V rows (kv_pages.c), addressed below    */
+    fp4_kv_rows kr;           /* a ring model's rows per layer (kv_rows.c)                  */
+    int ring;                 /* some layer keeps a ring: rows [slot][layer][row][NKV*D]; else
+                               * [slot][pos][layer][NKV*D], committed as positions grow      */
     int64_t max_cols;
     float *x, *h, *q, *k, *v, *o, *t, *g, *u; /* scratch, max_cols columns each                 */
     /* mixture of experts (d.moe): router logits [col][E], the choices [col][K] (expert, weight),
@@ -31,6 +34,7 @@ static void cpu_destroy(void *p) {
     if (!s) return;
     free(s->layer);
     fp4_kv_pages_free(&s->kv);
+    fp4_kv_rows_free(&s->kr);
     free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g),
         free(s->u);
     free(s->rl), free(s->rw), free(s->rs), free(s->gh), free(s->eo), free(s->ri), free(s->gc);
@@ -54,9 +58,16 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     const int64_t kvd = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
     uint64_t kvn;
     fp4_status kst = FP4_ERR_OVERFLOW;
-    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)kvd,
-                               &kvn) ||
-        kvn > (SIZE_MAX / 2) || (kst = fp4_kv_pages_init(&s->kv, d->n_slots, d->n_ctx, nl * kvd))) {
+    if (fp4_kv_rows_init(&s->kr, a, d->n_ctx, max_cols)) {
+        cpu_destroy(s);
+        return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
+    }
+    for (int64_t L = 0; L < nl; L++)
+        if (s->kr.ring[L]) s->ring = 1;
+    /* a ring model's slot is one run of rows committed whole (its rows are not in position order) */
+    const int64_t kv_rows = s->ring ? s->kr.stride : d->n_ctx, kv_width = s->ring ? kvd : nl * kvd;
+    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)kv_rows, (uint64_t)kv_width, &kvn) ||
+        kvn > (SIZE_MAX / 2) || (kst = fp4_kv_pages_init(&s->kv, d->n_slots, kv_rows, kv_width))) {
         cpu_destroy(s);
         return kst == FP4_ERR_NOMEM
                    ? fp4_fail(err, kst, NULL, NULL, "alloc", "cannot reserve the KV cache")
@@ -99,6 +110,14 @@ static fp4_status proj(const cpu_state *s, const fp4_tensor *w, const float *x, 
 static uint16_t *kv_at(const cpu_state *s, uint8_t *base, int32_t slot, int64_t layer, int64_t pos) {
     return fp4_kv_pages_at(&s->kv, base, slot, layer, s->d.arch.n_kv_heads * s->d.arch.head_dim, pos);
 }
+/* a ring model's slot: its first row (its layers' rows follow: kv_rows.c) */
+static uint16_t *kv_slot(const cpu_state *s, uint8_t *base, int32_t slot) {
+    return fp4_kv_pages_at(&s->kv, base, slot, 0, 0, 0);
+}
+/* the committed rows that hold positions [0, n_pos) */
+static int64_t kv_need(const cpu_state *s, int64_t n_pos) {
+    return n_pos > 0 && s->ring ? s->kr.stride : n_pos;
+}
 
 /* ---- attention over (column, head) pairs, split over threads ---- */
 typedef struct att_ctx {
@@ -125,7 +144,7 @@ static void att_rows(void *p, int64_t r0, int64_t r1) {
     const attend_fn attend = attend_path[fp4_cpu_path()];
     const cpu_state *s = c->s;
     const fp4_arch *a = &s->d.arch;
-    const int64_t D = a->head_dim, NH = a->n_heads, G = a->n_heads / a->n_kv_heads;
+    const int64_t D = a->head_dim, NH = a->n_heads, G = a->n_heads / a->n_kv_heads, kvd = a->n_kv_heads * D;
     const int64_t hb = r1 - r0 < FP4_ATTEND_MAX_HEADS ? r1 - r0 : FP4_ATTEND_MAX_HEADS;
     float *sc = falloc(s->d.n_ctx * hb), *P = falloc(FP4P_LANES * D * hb);
     if (!sc || !P) {
@@ -138,9 +157,23 @@ static void att_rows(void *p, int64_t r0, int64_t r1) {
         int64_t nh = NH - hq < r1 - r ? NH - hq : r1 - r;
         if (nh > hb) nh = hb;
         const fp4_rt_col *cc = &c->cols[col];
-        const uint16_t *k0 = kv_at(s, s->kv.k, cc->slot, c->layer, 0);
-        const uint16_t *v0 = kv_at(s, s->kv.v, cc->slot, c->layer, 0);
-        attend(s->q + col * NH * D + hq * D, k0, v0, s->kv.row, cc->pos + 1, (int)D, hq, (int)nh, (int)G,
+        const uint16_t *k0, *v0;
+        int64_t stride = s->kv.row, npos = cc->pos + 1;
+        if (s->ring) { /* the positions this column attends to, in order (a window: kv_rows.c) */
+            int64_t row0;
+            fp4_kv_window(&s->kr, a, c->layer, cc->pos, &row0, &npos);
+            k0 = kv_slot(s, s->kv.k, cc->slot) + row0 * kvd;
+            v0 = kv_slot(s, s->kv.v, cc->slot) + row0 * kvd;
+            stride = kvd;
+        } else { /* positions in order; a local layer's window when no ring holds it (a short n_ctx) */
+            const int64_t first = fp4_arch_layer_local(a, c->layer) && cc->pos >= a->sliding_window
+                                      ? cc->pos - a->sliding_window + 1
+                                      : 0;
+            k0 = kv_at(s, s->kv.k, cc->slot, c->layer, first);
+            v0 = kv_at(s, s->kv.v, cc->slot, c->layer, first);
+            npos = cc->pos - first + 1;
+        }
+        attend(s->q + col * NH * D + hq * D, k0, v0, stride, npos, (int)D, hq, (int)nh, (int)G,
                s->d.attn_scale, sc, P, s->o + col * NH * D + hq * D);
         r += nh;
     }
@@ -255,31 +288,52 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
             for (int64_t h = 0; h < NKV; h++)
                 fp4p_rmsnorm(k + h * D, vw[FP4_LW_K_NORM], D, a->rms_eps, k + h * D);
         }
-        const float *cs = s->d.rope_cos + cols[c].pos * half, *sn = s->d.rope_sin + cols[c].pos * half;
+        const int local = fp4_arch_layer_local(a, L); /* Gemma 3: its own rope base */
+        const float *cs = (local ? s->d.rope_cos_local : s->d.rope_cos) + cols[c].pos * half,
+                    *sn = (local ? s->d.rope_sin_local : s->d.rope_sin) + cols[c].pos * half;
         for (int64_t h = 0; h < NH; h++)
             fp4p_rope(q + h * D, cs, sn, (int)half);
         for (int64_t h = 0; h < NKV; h++)
             fp4p_rope(k + h * D, cs, sn, (int)half);
-        uint16_t *kd = kv_at(s, s->kv.k, cols[c].slot, L, cols[c].pos),
-                 *vd = kv_at(s, s->kv.v, cols[c].slot, L, cols[c].pos);
-        for (int64_t i = 0; i < kvd; i++)
-            kd[i] = fp4p_f32_to_f16(k[i]), vd[i] = fp4p_f32_to_f16(v[i]);
+        if (!s->ring) {
+            uint16_t *kd = kv_at(s, s->kv.k, cols[c].slot, L, cols[c].pos),
+                     *vd = kv_at(s, s->kv.v, cols[c].slot, L, cols[c].pos);
+            for (int64_t i = 0; i < kvd; i++)
+                kd[i] = fp4p_f32_to_f16(k[i]), vd[i] = fp4p_f32_to_f16(v[i]);
+            continue;
+        }
+        uint16_t kh[FP4_ARCH_MAX_HEAD_DIM], vh[FP4_ARCH_MAX_HEAD_DIM];
+        for (int64_t i0 = 0; i0 < kvd; i0 += D) { /* a head at a time into the row's place(s) */
+            for (int64_t i = 0; i < D; i++)
+                kh[i] = fp4p_f32_to_f16(k[i0 + i]), vh[i] = fp4p_f32_to_f16(v[i0 + i]);
+            fp4_kv_put(&s->kr, L, cols[c].pos, kv_slot(s, s->kv.k, cols[c].slot), kvd, i0, kh, D);
+            fp4_kv_put(&s->kr, L, cols[c].pos, kv_slot(s, s->kv.v, cols[c].slot), kvd, i0, vh, D);
+        }
     }
     att_ctx ac = {s, cols, L, FP4_OK};
     st = fp4_parallel_rows(n * NH, s->d.n_threads, att_rows, &ac);
     if (st || ac.st) return fp4_fail(err, st ? st : ac.st, NULL, NULL, "rt.attention", "attention failed");
     if ((st = proj(s, w[FP4_LW_O], s->o, n, s->t, err))) return st;
-    for (int64_t i = 0; i < n * H; i++)
-        s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    if (vw[FP4_LW_ATTN_POST_NORM])
+        fp4_cpu_post_norm_add(s->x, s->t, vw[FP4_LW_ATTN_POST_NORM], n, H, a->rms_eps);
+    else
+        for (int64_t i = 0; i < n * H; i++)
+            s->x[i] = fp4p_add(s->x[i], s->t[i]);
     for (int64_t c = 0; c < n; c++)
         fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_FFN_NORM], H, a->rms_eps, s->h + c * H);
     if (s->d.moe && s->d.moe[L * FP4_MOE_STRIDE(a->n_experts)]) return moe_step(s, L, n, err);
     if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) ||
-        (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)) || (st = swiglu(s, n * F, err)))
+        (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)))
         return st;
+    if (a->hidden_act == FP4_ACT_GELU_TANH && (st = fp4_cpu_geglu(s->g, s->u, n * F, s->d.n_threads)))
+        return fp4_fail(err, st, NULL, NULL, "rt.geglu", "GeGLU failed");
+    if (a->hidden_act != FP4_ACT_GELU_TANH && (st = swiglu(s, n * F, err))) return st;
     if ((st = proj(s, w[FP4_LW_DOWN], s->g, n, s->t, err))) return st;
-    for (int64_t i = 0; i < n * H; i++)
-        s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    if (vw[FP4_LW_FFN_POST_NORM])
+        fp4_cpu_post_norm_add(s->x, s->t, vw[FP4_LW_FFN_POST_NORM], n, H, a->rms_eps);
+    else
+        for (int64_t i = 0; i < n * H; i++)
+            s->x[i] = fp4p_add(s->x[i], s->t[i]);
     return FP4_OK;
 }
 
@@ -296,7 +350,7 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
             return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step",
                             "column %lld: token %d slot %d position %lld out of range", (long long)c,
                             cols[c].token, cols[c].slot, (long long)cols[c].pos);
-        fp4_status st = fp4_kv_pages_commit(&s->kv, cols[c].slot, cols[c].pos + 1);
+        fp4_status st = fp4_kv_pages_commit(&s->kv, cols[c].slot, kv_need(s, cols[c].pos + 1));
         if (st)
             return fp4_fail(err, st, NULL, NULL, "rt.kv-commit",
                             "slot %d: the system refused the KV block of position %lld", cols[c].slot,
@@ -307,6 +361,7 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
             return fp4_fail(err, st, NULL, s->d.tok_embd->name, "rt.embed", "cannot read embedding row %d",
                             cols[c].token);
     }
+    if (a->embed_scale) fp4_cpu_embed_scale(a, s->d.tok_embd, s->x, n);
     for (int64_t L = 0; L < a->n_layers; L++) {
         fp4_status st = layer_step(s, L, cols, n, err);
         if (st) return st;
@@ -318,15 +373,22 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
     if (!nw) return FP4_OK;
     if (!logits)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
-    return proj(s, s->d.head, s->h, nw, logits, err);
+    fp4_status st = proj(s, s->d.head, s->h, nw, logits, err);
+    if (!st && a->final_softcap > 0) fp4_cpu_softcap(logits, nw * a->vocab, a->final_softcap);
+    return st;
 }
 
 static fp4_status kv_copy(cpu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
     const fp4_arch *a = &s->d.arch;
     const int64_t kvd = a->n_kv_heads * a->head_dim;
     if (slot < 0 || slot >= s->d.n_slots || n_pos < 0 || n_pos > s->d.n_ctx) return FP4_ERR_INVALID_ARG;
-    if (to_host && n_pos > s->kv.committed[slot] * s->kv.block) return FP4_ERR_INVALID_ARG;
-    if (!to_host && fp4_kv_pages_commit(&s->kv, slot, n_pos)) return FP4_ERR_NOMEM;
+    if (to_host && kv_need(s, n_pos) > s->kv.committed[slot] * s->kv.block) return FP4_ERR_INVALID_ARG;
+    if (!to_host && fp4_kv_pages_commit(&s->kv, slot, kv_need(s, n_pos))) return FP4_ERR_NOMEM;
+    if (s->ring) {
+        fp4_kv_copy(&s->kr, a, kv_slot(s, s->kv.k, slot), n_pos, kvd, k, to_host);
+        fp4_kv_copy(&s->kr, a, kv_slot(s, s->kv.v, slot), n_pos, kvd, v, to_host);
+        return FP4_OK;
+    }
     const size_t bytes = sizeof(uint16_t) * (size_t)kvd;
     for (int64_t L = 0; L < a->n_layers; L++)
         for (int64_t p = 0; p < n_pos; p++) {
@@ -346,7 +408,8 @@ static fp4_status cpu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint1
     return kv_copy(p, slot, n_pos, (uint16_t *)k, (uint16_t *)v, 0);
 }
 static void cpu_kv_trim(void *p, int32_t slot, int64_t n_pos) {
-    fp4_kv_pages_trim(&((cpu_state *)p)->kv, slot, n_pos);
+    cpu_state *s = p;
+    fp4_kv_pages_trim(&s->kv, slot, kv_need(s, n_pos));
 }
 static int64_t cpu_kv_blocks(void *p, int64_t *used) {
     const cpu_state *s = p;

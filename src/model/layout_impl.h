@@ -21,6 +21,8 @@ typedef struct plan_entry {
     int32_t perm_heads;   /* > 0: rows into llama.cpp's q/k order over this many heads; < 0: back */
     int32_t widen_from;   /* F16/BF16: written as F32 (llama.cpp's 1-D tensors; ggml_arch.c) */
     int32_t narrow_to;    /* F16/BF16: an F32 source written back narrowed (exactly; ggml_arch.c) */
+    int32_t norm_shift;   /* Gemma 3 norms: +1 added while widening (llama.cpp stores the gain 1 + w),
+                             -1 taken off while narrowing back (ggml_arch.c) */
 } plan_entry;
 
 typedef struct plan_kv {

@@ -44,13 +44,36 @@ static const synth_shape shapes[] = {
     {"tiny-moe", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 8, 2, 256},
     {"qwen3-30b-a3b", "qwen3-moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643,
      151645, 128, 8, 768},
+    /* Gemma 3: a tiny one (both layer types, a window of 8 that a test's 64 positions cross) and
+     * google/gemma-3-27b's published text config (transformers' Gemma3TextConfig defaults for the
+     * keys it leaves out: vocab 262208, rope_theta 1e6, rope_local_base_freq 1e4) */
+    {"tiny-gemma3", "gemma3", 256, 6, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0, 0},
+    {"gemma3-27b", "gemma3", 5376, 62, 32, 16, 128, 21504, 262208, 131072, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0,
+     0},
 };
+/* Gemma 3's own keys per shape: the window, a global layer every `pattern`, query_pre_attn_scalar,
+ * the local rope base and the global layers' linear rope factor (0: none). The tiny one's scalar
+ * is its head_dim, as llama.cpp assumes for any Gemma 3 but the 62-layer one. */
+static const struct gemma_keys {
+    const char *shape;
+    int64_t window, pattern;
+    double qpas, rope_local, rope_linear;
+} gemma_keys[] = {
+    {"tiny-gemma3", 8, 3, 64.0, 10000.0, 8.0},
+    {"gemma3-27b", 1024, 6, 168.0, 10000.0, 8.0},
+};
+static const struct gemma_keys *gemma_of(const synth_shape *s) {
+    for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++)
+        if (!strcmp(gemma_keys[i].shape, s->name)) return &gemma_keys[i];
+    return NULL;
+}
 enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
 
 typedef struct synth_arch {
     const char *name, *hf_class, *model_type;
     int qk_norm, rope_scaling; /* per-head q/k RMSNorm; writes the shape's llama3 rope scaling */
-    int moe;                   /* 1: Qwen3-MoE names (mlp.gate, mlp.experts.E.*_proj); 2: Mixtral's */
+    int moe;                   /* 1: Qwen3-MoE names (mlp.gate, mlp.experts.E.*_proj); 2: Mixtral's;
+                                  3: none, Gemma 3 (four norms per block, stored as gain - 1) */
 } synth_arch;
 
 static const synth_arch archs[] = {
@@ -58,6 +81,7 @@ static const synth_arch archs[] = {
     {"qwen3", "Qwen3ForCausalLM", "qwen3", 1, 0, 0},
     {"qwen3-moe", "Qwen3MoeForCausalLM", "qwen3_moe", 1, 0, 1},
     {"mixtral", "MixtralForCausalLM", "mixtral", 0, 0, 2},
+    {"gemma3", "Gemma3ForCausalLM", "gemma3_text", 1, 0, 3},
 };
 enum { N_ARCHS = (int)(sizeof archs / sizeof archs[0]) };
 
@@ -69,7 +93,7 @@ typedef struct layer_tpl {
     const char *fmt;
     synth_kind kind;
     synth_dim rows, cols; /* rows D_ONE: a 1-D tensor of cols values */
-    int qk_norm_only;
+    int only;             /* 1: qk_norm architectures, 2: Gemma 3 */
 } layer_tpl;
 
 /* module registration order of the HF decoder layer */
@@ -85,6 +109,8 @@ static const layer_tpl layer_tpls[] = {
     {"model.layers.%d.mlp.down_proj.weight", K_PROJ, D_HIDDEN, D_INTER, 0},
     {"model.layers.%d.input_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 0},
     {"model.layers.%d.post_attention_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 0},
+    {"model.layers.%d.pre_feedforward_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 2},
+    {"model.layers.%d.post_feedforward_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 2},
 };
 enum { N_LAYER_TPLS = (int)(sizeof layer_tpls / sizeof layer_tpls[0]) };
 
@@ -171,10 +197,14 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
                                   [D_HEAD] = s->head_dim,
                                   [D_INTER] = s->inter,
                                   [D_VOCAB] = s->vocab};
-    if (!s->experts != !p->ar->moe)
+    if (!gemma_of(s) != !(p->ar->moe == 3))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
+                        "architecture '%s' and shape '%s' are not both Gemma 3", p->ar->name, s->name);
+    if (!s->experts != !(p->ar->moe == 1 || p->ar->moe == 2))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
                         "architecture '%s' %s experts and shape '%s' %s", p->ar->name,
-                        p->ar->moe ? "has" : "has no", s->name, s->experts ? "has them" : "has none");
+                        p->ar->moe && p->ar->moe != 3 ? "has" : "has no", s->name,
+                        s->experts ? "has them" : "has none");
     p->t = calloc((size_t)(s->layers * (N_LAYER_TPLS + 1 + 3 * s->experts) + 3), sizeof *p->t);
     if (!p->t) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     add(p, "model.embed_tokens.weight", K_MATRIX, s->vocab, s->hidden);
@@ -186,7 +216,7 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
     for (int l = 0; l < s->layers; l++)
         for (int k = 0; k < N_LAYER_TPLS; k++) {
             const layer_tpl *lt = &layer_tpls[k];
-            if (lt->qk_norm_only && !p->ar->qk_norm) continue;
+            if ((lt->only == 1 && !p->ar->qk_norm) || (lt->only == 2 && !(p->ar->moe == 3))) continue;
             if (s->experts && strstr(lt->fmt, ".mlp.")) {
                 if (strstr(lt->fmt, "gate_proj")) { /* the router, then the experts, in its place */
                     snprintf(name, sizeof name, "model.layers.%d.%s.gate.weight", l, moe_mid);
@@ -219,8 +249,77 @@ fp4_status fp4_synth_data_bytes(const fp4_synth_opts *opts, uint64_t *bytes, fp4
 }
 
 /* ---- config.json ---- */
+/* Gemma3ForCausalLM's config as transformers 4.5x writes it: layer_types and the window, the
+ * local rope base, query_pre_attn_scalar, the global layers' linear rope scaling */
+static fp4_status write_config_gemma3(const char *path, const synth_plan *p, fp4_error *err) {
+    const synth_shape *s = p->sh;
+    const struct gemma_keys *g = gemma_of(s);
+    json_t *lt = json_array();
+    for (int64_t l = 0; l < s->layers; l++)
+        json_array_append_new(lt, json_string((l + 1) % g->pattern ? "sliding_attention" : "full_attention"));
+    json_t *rope = g->rope_linear > 0
+                       ? json_pack("{s:f,s:s}", "factor", g->rope_linear, "rope_type", "linear")
+                       : json_null();
+    json_t *c = json_object();
+    json_object_set_new(c, "architectures", json_pack("[s]", p->ar->hf_class));
+    json_object_set_new(c, "attention_bias", json_false());
+    json_object_set_new(c, "attention_dropout", json_real(0.0));
+    json_object_set_new(c, "attn_logit_softcapping", json_null());
+    json_object_set_new(c, "final_logit_softcapping", json_null());
+    json_object_set_new(c, "hidden_activation", json_string("gelu_pytorch_tanh"));
+    json_object_set_new(c, "initializer_range", json_real(0.02));
+    json_object_set_new(c, "layer_types", lt);
+    json_object_set_new(c, "model_type", json_string("gemma3_text"));
+    json_object_set_new(c, "rope_scaling", rope);
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tie));
+    json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+    json_object_set_new(c, "use_cache", json_true());
+    const struct {
+        const char *k;
+        int64_t v;
+    } ints[] = {
+        {"bos_token_id", s->bos},
+        {"eos_token_id", s->eos},
+        {"head_dim", s->head_dim},
+        {"hidden_size", s->hidden},
+        {"intermediate_size", s->inter},
+        {"max_position_embeddings", s->max_pos},
+        {"num_attention_heads", s->heads},
+        {"num_hidden_layers", s->layers},
+        {"num_key_value_heads", s->kv_heads},
+        {"pad_token_id", 0},
+        {"sliding_window", g->window},
+        {"vocab_size", s->vocab},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        json_object_set_new(c, ints[i].k, json_integer((json_int_t)ints[i].v));
+    const struct {
+        const char *k;
+        double v;
+    } reals[] = {
+        {"query_pre_attn_scalar", g->qpas},
+        {"rms_norm_eps", s->rms_eps},
+        {"rope_local_base_freq", g->rope_local},
+        {"rope_theta", s->rope_theta},
+    };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
+        json_object_set_new(c, reals[i].k, json_real(reals[i].v));
+    char *text = c ? json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(c);
+    if (!text) return fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "out of memory");
+    fp4_status st = fp4_hfdir_write_json(path, text, 2, 1, err);
+    free(text);
+    return st;
+}
+
 static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
     const synth_shape *s = p->sh;
+    if (p->ar->moe == 3) {
+        char gpath[PATH_MAX];
+        if (snprintf(gpath, sizeof gpath, "%s/config.json", dir) >= (int)sizeof gpath)
+            return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
+        return write_config_gemma3(gpath, p, err);
+    }
     char rope[256] = "null", extra[512], buf[2560], path[PATH_MAX];
     if (p->ar->moe == 1)
         snprintf(extra, sizeof extra,
@@ -344,6 +443,7 @@ typedef struct gen_ctx {
     int64_t row0;
     const float *colscale; /* K_PROJ: 1, or the outlier factor of the column */
     uint8_t *out;          /* rows x cols bf16, little-endian */
+    double norm_center;    /* a norm's values around it: 1, or 0 for Gemma's stored gain - 1 */
 } gen_ctx;
 
 static void gen_rows(void *vctx, int64_t r0, int64_t r1) {
@@ -354,7 +454,8 @@ static void gen_rows(void *vctx, int64_t r0, int64_t r1) {
         uint8_t *o = c->out + (size_t)r * (size_t)cols * 2u;
         for (int64_t k = 0; k < cols; k++) {
             double x = t8_unit(&s), v;
-            if (c->t->kind == K_NORM) v = 1.0 + FP4_SYNTH_NORM_STD * x;
+            if (c->t->kind == K_NORM)
+                v = c->norm_center + FP4_SYNTH_NORM_STD * x;
             else v = FP4_SYNTH_STD * x * (c->colscale ? c->colscale[k] : 1.0f);
             fp4_wr_le16(o + 2 * k, fp4_f32_to_bf16((float)v));
         }
@@ -403,7 +504,8 @@ static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_
         if (t->kind == K_PROJ) outlier_columns(o->seed, i, t->cols, colscale);
         for (int64_t r = 0; r < rows && !st; r += per) {
             const int64_t n = rows - r < per ? rows - r : per;
-            gen_ctx c = {t, i, o->seed, r, t->kind == K_PROJ ? colscale : NULL, buf};
+            gen_ctx c = {
+                t, i, o->seed, r, t->kind == K_PROJ ? colscale : NULL, buf, p->ar->moe == 3 ? 0.0 : 1.0};
             st = fp4_parallel_rows(n, threads, gen_rows, &c);
             if (!st) st = fp4_hfdir_writer_write(w, buf, (size_t)n * (size_t)t->cols * 2u, err);
             done += (uint64_t)n * (uint64_t)t->cols * 2u;
