@@ -40,6 +40,13 @@ typedef struct fp4_synth_opts {
     int n_threads;                 /* 0: every online CPU                                       */
     fp4_progress_fn progress;      /* what = the tensor being made; done/total in bytes         */
     void *progress_ctx;
+    /* 1: NVFP4 in the ModelOpt layout, quantized as the tensors are made (the bf16 model never
+     * exists, on disk or in memory): the same bytes as this bf16 checkpoint quantized by
+     * fp4_quantize_checkpoint (layout modelopt, default options, the same max_shard_bytes). The
+     * values are made twice (the amax pass, then the quantization); memory holds one tensor (its
+     * bf16 and NVFP4 bytes), the unquantized embedding and head a piece at a time. Progress:
+     * "amax" over the quantized tensors' bf16 bytes, then "quantize" over the output bytes. */
+    int to_nvfp4;
 } fp4_synth_opts;
 
 /* The i-th shape / architecture name (NULL past the last), and the shape's default arch. */

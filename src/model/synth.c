@@ -1,13 +1,16 @@
 /* synth.c — fp4_synth_checkpoint: a random-weight bf16 Hugging Face checkpoint of a real model's
  * shape (fp4lane_synth.h states the statistics). Tensors are streamed through the library's HF
  * writer in row chunks, so memory stays O(one chunk); rows are generated in parallel, each from
- * its own seeded stream, so the bytes do not depend on the thread count.
+ * its own seeded stream, so the bytes do not depend on the thread count. With to_nvfp4 the rows
+ * are made on demand for quantize.c (fp4_quantize_source) instead, so a model whose bf16 form would
+ * not fit on the disk is written as NVFP4 directly.
  *
  * The RNG is splitmix64, kept local here: main has no shared copy yet (tools/cmd_demo.c and
  * tests/check.h hold their own). */
 #include "fp4_impl.h"
 #include "fp4lane_synth.h"
 #include "io/outfile.h"
+#include "model_impl.h"
 #include <dirent.h>
 #include <jansson.h>
 #include <errno.h>
@@ -219,9 +222,9 @@ fp4_status fp4_synth_data_bytes(const fp4_synth_opts *opts, uint64_t *bytes, fp4
 }
 
 /* ---- config.json ---- */
-static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
+static fp4_status config_text(const synth_plan *p, char *buf, size_t size, fp4_error *err) {
     const synth_shape *s = p->sh;
-    char rope[256] = "null", extra[512], buf[2560], path[PATH_MAX];
+    char rope[256] = "null", extra[512];
     if (p->ar->moe == 1)
         snprintf(extra, sizeof extra,
                  "\"decoder_sparse_step\":1,\"max_window_layers\":%lld,\"mlp_only_layers\":[],"
@@ -242,7 +245,7 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
         snprintf(rope, sizeof rope, "{\"factor\":8.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
                                     "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}");
     int n = snprintf(
-        buf, sizeof buf,
+        buf, size,
         "{\"architectures\":[\"%s\"],\"attention_bias\":false,\"attention_dropout\":0.0,\"bos_token_id\":%"
         "lld,"
         "\"eos_token_id\":%lld,\"head_dim\":%lld,\"hidden_act\":\"silu\",\"hidden_size\":%lld,"
@@ -254,9 +257,16 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
         (long long)(p->ar->moe == 2 ? s->moe_inter : s->inter), (long long)s->max_pos, extra,
         p->ar->model_type, (long long)s->heads, (long long)s->layers, (long long)s->kv_heads, s->rms_eps,
         rope, s->rope_theta, s->tie ? "true" : "false", (long long)s->vocab);
-    if (n < 0 || n >= (int)sizeof buf)
-        return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.config", "config too long");
-    n = snprintf(path, sizeof path, "%s/config.json", dir);
+    if (n < 0 || n >= (int)size)
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "synth.config", "config too long");
+    return FP4_OK;
+}
+
+static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
+    char buf[2560], path[PATH_MAX];
+    fp4_status st = config_text(p, buf, sizeof buf, err);
+    if (st) return st;
+    int n = snprintf(path, sizeof path, "%s/config.json", dir);
     if (n < 0 || n >= (int)sizeof path)
         return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
     return fp4_hfdir_write_json(path, buf, 2, 1, err);
@@ -438,6 +448,76 @@ static void parent_of(const char *path, char *out, size_t n) {
     else *sl = 0;
 }
 
+/* ---- NVFP4 straight from the generator (fp4_quantize_source) ---- */
+typedef struct made_src {
+    const synth_plan *p;
+    const fp4_synth_opts *o;
+    int threads;
+    float *colscale;
+} made_src;
+
+static fp4_status made_rows(void *ctx, int64_t i, int64_t r0, int64_t n_rows, uint8_t *dst, fp4_error *err) {
+    made_src *m = ctx;
+    const synth_tensor *t = &m->p->t[i];
+    if (t->kind == K_PROJ) outlier_columns(m->o->seed, (int)i, t->cols, m->colscale); /* per call: cheap */
+    gen_ctx c = {t, (int)i, m->o->seed, r0, t->kind == K_PROJ ? m->colscale : NULL, dst};
+    fp4_status st = fp4_parallel_rows(n_rows, m->threads, gen_rows, &c);
+    if (st) return fp4_fail(err, st, NULL, t->name, "synth.threads", "cannot run the generator's threads");
+    return FP4_OK;
+}
+
+static fp4_status made_companions(void *ctx, const char *dir, fp4_error *err) {
+    return write_tokenizer(dir, ((made_src *)ctx)->p->sh, err);
+}
+
+static int by_name(const void *a, const void *b, void *base) {
+    const synth_tensor *t = base;
+    return strcmp(t[*(const int64_t *)a].name, t[*(const int64_t *)b].name);
+}
+
+static fp4_status synth_nvfp4(const char *out, const synth_plan *p, const fp4_synth_opts *o, fp4_error *err) {
+    char cfg[2560];
+    fp4_status st = config_text(p, cfg, sizeof cfg, err);
+    if (st) return st;
+    fp4_raw *t = calloc((size_t)p->n, sizeof *t);
+    int64_t *order = calloc((size_t)p->n, sizeof *order);
+    int64_t max_cols = 1;
+    for (int i = 0; i < p->n; i++) max_cols = p->t[i].cols > max_cols ? p->t[i].cols : max_cols;
+    made_src m = {p, o, o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
+                  malloc((size_t)max_cols * sizeof(float))};
+    if (!t || !order || !m.colscale) st = fp4_fail(err, FP4_ERR_NOMEM, out, NULL, "alloc", "out of memory");
+    for (int i = 0; i < p->n && !st; i++) {
+        const synth_tensor *s = &p->t[i];
+        t[i] = (fp4_raw){.name = s->name, .type = FP4_TYPE_BF16, .st_dtype = FP4_ST_BF16,
+                         .n_dims = s->rows ? 2 : 1, .ne = {s->cols, s->rows ? s->rows : 1, 1, 1},
+                         .n_elements = (s->rows ? s->rows : 1) * s->cols,
+                         .nbytes = (uint64_t)(s->rows ? s->rows : 1) * (uint64_t)s->cols * 2u};
+        order[i] = i;
+    }
+    if (!st) { /* the order the checkpoint reader gives quantize (checkpoint.c: strcmp) */
+        qsort_r(order, (size_t)p->n, sizeof *order, by_name, p->t);
+        fp4_qsource qs = {out, p->n, t, order, made_rows, &m, cfg, made_companions};
+        fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT, .max_shard_bytes = o->max_shard_bytes,
+                                .progress = o->progress, .progress_ctx = o->progress_ctx};
+        st = fp4_quantize_source(&qs, out, &qo, err);
+    }
+    free(t);
+    free(order);
+    free(m.colscale);
+    return st;
+}
+
+/* bytes the output will hold: bf16, or NVFP4 (payload + one scale byte per 16) for projections */
+static uint64_t out_bytes(const synth_plan *p, int nvfp4) {
+    if (!nvfp4) return p->bytes;
+    uint64_t b = 0;
+    for (int i = 0; i < p->n; i++) {
+        const uint64_t n = (uint64_t)(p->t[i].rows ? p->t[i].rows : 1) * (uint64_t)p->t[i].cols;
+        b += p->t[i].kind == K_PROJ ? n / 2 + n / 16 + 8 : 2 * n;
+    }
+    return b;
+}
+
 fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4_error *err) {
     fp4_error_clear(err);
     if (!out || !*out) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arg", "no output path");
@@ -461,10 +541,15 @@ fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4
     }
     parent_of(outp, parent, sizeof parent);
     struct statvfs vf;
-    if (statvfs(parent, &vf) == 0 && (uint64_t)vf.f_bavail * vf.f_frsize < p.bytes + (1u << 20)) {
+    const uint64_t need = out_bytes(&p, opts->to_nvfp4);
+    if (statvfs(parent, &vf) == 0 && (uint64_t)vf.f_bavail * vf.f_frsize < need + (1u << 20)) {
         fp4_fail(err, FP4_ERR_IO, outp, NULL, "synth.space", "needs %.2f GB, %.2f GB free on the file system",
-                 p.bytes / 1e9, (double)vf.f_bavail * vf.f_frsize / 1e9);
+                 need / 1e9, (double)vf.f_bavail * vf.f_frsize / 1e9);
         return free(p.t), FP4_ERR_IO;
+    }
+    if (opts->to_nvfp4) {
+        st = synth_nvfp4(outp, &p, opts, err);
+        return free(p.t), st;
     }
     /* every file is written under a temporary name, fsynced and renamed, inside a directory built
      * beside the target; that directory is then renamed into place (fp4_outdir_*) */
