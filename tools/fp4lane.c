@@ -39,7 +39,8 @@ const cli_verb cli_verbs[] = {
      "       [--warmup 1] [--seed S] [--seqs N] [--logits] [--order abab|abba] [--json FILE]"},
     {"synth", cmd_synth,
      "a random-weight bf16 or NVFP4 HF checkpoint of a real shape (heavy tails, outliers)",
-     "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b|llama-160m|tiny-moe|qwen3-30b-a3b\n"
+     "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b|llama-160m|tiny-moe|\n"
+     "       qwen3-30b-a3b|tiny-moe16|small-moe\n"
      "       [--arch llama|qwen3|qwen3-moe|mixtral] [--to bf16|nvfp4] [--seed N] [--shard-size N[K|M|G]]\n"
      "       [--threads N] [--json]"},
     {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",

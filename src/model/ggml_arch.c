@@ -40,6 +40,8 @@ static const struct { const char *hf, *gg; int perm; } layer_names[] = {
     {"mlp.gate_proj", "ffn_gate", PERM_NONE},
     {"mlp.up_proj", "ffn_up", PERM_NONE},
     {"mlp.down_proj", "ffn_down", PERM_NONE},
+    {"mlp.gate", "ffn_gate_inp", PERM_NONE}, /* a mixture of experts' router (experts: ggml_moe.c) */
+    {"block_sparse_moe.gate", "ffn_gate_inp", PERM_NONE},
 };
 
 /* One name through the tables, HF -> llama.cpp (to_gg 1) or back (to_gg 0): a module stem + any
@@ -170,6 +172,9 @@ static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error
     };
     fp4_status st = kv_str(p, "general.architecture", ga, err);
     for (size_t i = 0; i < sizeof u / sizeof u[0] && !st; i++) st = kv_u32(p, ga, u[i].key, u[i].v, err);
+    if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_count", a->n_experts, err);
+    if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_used_count", a->n_experts_used, err);
+    if (!st && a->family == FP4_ARCH_QWEN3_MOE) st = kv_u32(p, ga, "expert_feed_forward_length", a->moe_ffn, err);
     if (!st) st = kv_f32(p, ga, "attention.layer_norm_rms_epsilon", a->rms_eps, err);
     if (!st) st = kv_f32(p, ga, "rope.freq_base", (float)a->rope_theta, err);
     if (!st && a->rope_scaling == FP4_ROPE_LINEAR) {
@@ -210,8 +215,10 @@ static const char *gguf_arch_of(fp4_arch_family f) {
     switch (f) {
     case FP4_ARCH_LLAMA:
     case FP4_ARCH_MISTRAL: return "llama"; /* llama.cpp runs Mistral dense as "llama" */
+    case FP4_ARCH_MIXTRAL: return "llama"; /* and Mixtral as "llama" with experts */
     case FP4_ARCH_QWEN2: return "qwen2";
     case FP4_ARCH_QWEN3: return "qwen3";
+    case FP4_ARCH_QWEN3_MOE: return "qwen3moe";
     default: return NULL;
     }
 }
@@ -225,12 +232,18 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     if (fp4_arch_from_hf_config(src->config_json, &a, &ae)) return FP4_OK; /* not a family we map */
     const char *ga = gguf_arch_of(a.family);
     if (!ga) return FP4_OK;
-    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
+    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
+    fp4_status ms = fp4_ggml_moe_stack(p, &a, err);
+    if (ms) return ms;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
         plan_entry *e = &p->e[i];
         char mapped[sizeof e->name];
         int perm;
+        if (e->stack_n) { /* llama.cpp's 3-D experts, named by ggml_moe.c */
+            p->e[kept++] = *e;
+            continue;
+        }
         if (fp4_ends_with(e->name, "rotary_emb.inv_freq")) continue; /* llama.cpp computes it */
         if (!map_name(e->name, mapped, sizeof mapped, &perm))
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, e->name, "ggml.name_map",
@@ -284,7 +297,7 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     fp4_arch a;
     fp4_error ae;
     if (fp4_arch_from_hf_config(src->config_json, &a, &ae) || !gguf_arch_of(a.family)) return FP4_OK;
-    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
+    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
         plan_entry *e = &p->e[i];
@@ -376,7 +389,9 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
         {"attention.value_length", "head_dim", 0, 0, (double)a->head_dim},
         {"rope.dimension_count", "head_dim", 0, 0, (double)a->head_dim},
         {"vocab_size", "vocab_size", 0, 0, (double)a->vocab},
-        {"expert_count", "num_experts", 0, 1, 0.0},
+        {"expert_count", "num_experts", 0, 1, (double)a->n_experts},
+        {"expert_used_count", "num_experts_per_tok", 0, 1, (double)a->n_experts_used},
+        {"expert_feed_forward_length", "moe_intermediate_size", 0, 1, (double)(a->n_experts ? a->moe_ffn : 0)},
         {"attention.sliding_window", "sliding_window", 0, 1, 0.0},
         {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 0, (double)a->rms_eps},
         {"rope.freq_base", "rope_theta", 1, 0, a->rope_theta},

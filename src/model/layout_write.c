@@ -51,9 +51,23 @@ static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, f
     return FP4_OK;
 }
 
+static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err);
+
+/* llama.cpp's 3-D experts: each member's bytes in expert order (ggml_moe.c) */
+static fp4_status emit_stack(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
+    fp4_status st = FP4_OK;
+    for (int64_t k = 0; k < pe->stack_n && !st; k++) {
+        plan_entry m = *pe;
+        m.stack_n = 0, m.src = pe->stack[k], m.n_dims = 2, m.ne[2] = 1, m.nbytes = pe->nbytes / (uint64_t)pe->stack_n;
+        st = emit_entry(e, i, &m, err);
+    }
+    return st;
+}
+
 static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
     fp4_status st0 = interrupted(e->opts, pe->name, err);
     if (st0) return st0;
+    if (pe->stack_n) return emit_stack(e, i, pe, err);
     const fp4_tensor *t = pe->part == PART_GEN ? NULL : e->src->tensor(e->src->ctx, pe->src);
     if (pe->part == PART_RAW) {
         const uint8_t *d = t->data;

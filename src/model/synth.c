@@ -47,6 +47,11 @@ static const synth_shape shapes[] = {
     {"tiny-moe", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 8, 2, 256},
     {"qwen3-30b-a3b", "qwen3-moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643,
      151645, 128, 8, 768},
+    /* llama.cpp's quantizer treats exactly 8 experts specially (Mixtral 8x7B: Q5_K / Q8_0 attention,
+     * types fp4lane has no route for); these take its common path, as Qwen3-MoE's 128 do: a tiny one
+     * for tests and a small one for CPU benchmarks */
+    {"tiny-moe16", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 16, 4, 256},
+    {"small-moe", "qwen3-moe", 1024, 8, 16, 4, 64, 3072, 32000, 4096, 1000000.0, 1e-6, 0, 0, 1, 2, 32, 4, 512},
 };
 enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
 
