@@ -174,7 +174,8 @@ static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error
     for (size_t i = 0; i < sizeof u / sizeof u[0] && !st; i++) st = kv_u32(p, ga, u[i].key, u[i].v, err);
     if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_count", a->n_experts, err);
     if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_used_count", a->n_experts_used, err);
-    if (!st && a->family == FP4_ARCH_QWEN3_MOE) st = kv_u32(p, ga, "expert_feed_forward_length", a->moe_ffn, err);
+    if (!st && a->family == FP4_ARCH_QWEN3_MOE)
+        st = kv_u32(p, ga, "expert_feed_forward_length", a->moe_ffn, err);
     if (!st) st = kv_f32(p, ga, "attention.layer_norm_rms_epsilon", a->rms_eps, err);
     if (!st) st = kv_f32(p, ga, "rope.freq_base", (float)a->rope_theta, err);
     if (!st && a->rope_scaling == FP4_ROPE_LINEAR) {
@@ -378,7 +379,8 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
                         "llama.cpp's \"%s\")", (int)(len < 64 ? len : 64), s ? s : "?",
                         fp4_arch_family_name(a->family), ga ? ga : "none");
     /* what arch_kvs writes from the config; zero: a key whose 0 means "off" (refused otherwise) */
-    const struct { const char *key, *hf; int is_float, zero; double want; } k[] = {
+    const struct { const char *key, *hf; int is_float, zero; double want;
+    } k[] = {
         {"context_length", "max_position_embeddings", 0, 0, (double)a->n_ctx_train},
         {"embedding_length", "hidden_size", 0, 0, (double)a->hidden},
         {"block_count", "num_hidden_layers", 0, 0, (double)a->n_layers},
@@ -391,7 +393,8 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
         {"vocab_size", "vocab_size", 0, 0, (double)a->vocab},
         {"expert_count", "num_experts", 0, 1, (double)a->n_experts},
         {"expert_used_count", "num_experts_per_tok", 0, 1, (double)a->n_experts_used},
-        {"expert_feed_forward_length", "moe_intermediate_size", 0, 1, (double)(a->n_experts ? a->moe_ffn : 0)},
+        {"expert_feed_forward_length", "moe_intermediate_size", 0, 1,
+         (double)(a->n_experts ? a->moe_ffn : 0)},
         {"attention.sliding_window", "sliding_window", 0, 1, 0.0},
         {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 0, (double)a->rms_eps},
         {"rope.freq_base", "rope_theta", 1, 0, a->rope_theta},

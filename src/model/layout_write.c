@@ -58,7 +58,8 @@ static fp4_status emit_stack(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_e
     fp4_status st = FP4_OK;
     for (int64_t k = 0; k < pe->stack_n && !st; k++) {
         plan_entry m = *pe;
-        m.stack_n = 0, m.src = pe->stack[k], m.n_dims = 2, m.ne[2] = 1, m.nbytes = pe->nbytes / (uint64_t)pe->stack_n;
+        m.stack_n = 0, m.src = pe->stack[k], m.n_dims = 2, m.ne[2] = 1,
+        m.nbytes = pe->nbytes / (uint64_t)pe->stack_n;
         st = emit_entry(e, i, &m, err);
     }
     return st;

@@ -51,7 +51,8 @@ static const synth_shape shapes[] = {
      * types fp4lane has no route for); these take its common path, as Qwen3-MoE's 128 do: a tiny one
      * for tests and a small one for CPU benchmarks */
     {"tiny-moe16", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 16, 4, 256},
-    {"small-moe", "qwen3-moe", 1024, 8, 16, 4, 64, 3072, 32000, 4096, 1000000.0, 1e-6, 0, 0, 1, 2, 32, 4, 512},
+    {"small-moe", "qwen3-moe", 1024, 8, 16, 4, 64, 3072, 32000, 4096, 1000000.0, 1e-6, 0, 0, 1, 2, 32, 4,
+     512},
 };
 enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
 
