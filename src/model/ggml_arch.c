@@ -233,7 +233,8 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     if (fp4_arch_from_hf_config(src->config_json, &a, &ae)) return FP4_OK; /* not a family we map */
     const char *ga = gguf_arch_of(a.family);
     if (!ga) return FP4_OK;
-    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
+    const int permute =
+        a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     fp4_status ms = fp4_ggml_moe_stack(p, &a, err);
     if (ms) return ms;
     int64_t kept = 0;
@@ -298,7 +299,8 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     fp4_arch a;
     fp4_error ae;
     if (fp4_arch_from_hf_config(src->config_json, &a, &ae) || !gguf_arch_of(a.family)) return FP4_OK;
-    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
+    const int permute =
+        a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
         plan_entry *e = &p->e[i];
