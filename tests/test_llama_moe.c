@@ -13,8 +13,9 @@
  * and native mode); (3) llama.cpp's Q4_K_M file has llama.cpp's MoE type mix (Q4_K experts, layer 1's
  * ffn_down_exps Q6_K, the router left BF16) and agrees the same way; exact mode is invariant over
  * threads and prefill chunking on it; (4) the control: the top-4 BF16 file with experts 0 and 1 of
- * layer 0's ffn_down_exps swapped (a valid file, wrong stacking) must not agree; (5) what llama.cpp
- * could not run as the checkpoint says is refused (rule ggml.moe) and nothing is written.
+ * layer 0's ffn_down_exps swapped (a valid file, wrong stacking) must not agree; (5) a MoE llama.cpp
+ * could not run as the checkpoint says keeps fp4lane's HF names and no llama.cpp architecture key
+ * (NVFP4 experts, a missing expert, one past the count, dense layers, norm_topk_prob false).
  *
  * "Agree", every difference relative to llama.cpp's largest |logit| over all positions. With every
  * expert used per token (num_experts_per_tok set to 16: no routing decision, the router still
@@ -272,49 +273,53 @@ static void swap_control(llama_oracle *lo, const char *gguf) {
 
 /* convert DIR --layout gguf-ggml (or quantize with q) is refused with rule and the message holding
  * what; nothing is written */
-static void refused(const char *dir, int q, const char *rule, const char *what) {
-    char args[1600], out[700], *err = NULL;
-    snprintf(out, sizeof out, "%s/refused.gguf", tmp);
-    snprintf(args, sizeof args, "%s %s %s --layout gguf-ggml", q ? "quantize" : "convert", dir, out);
-    const int rc = cu_run(fp4lane_bin, tmp, NULL, args, NULL, &err);
-    CHECK_MSG(rc != 0 && cu_has(err, rule) && cu_has(err, what), "%s: rc %d, want %s '%s': %s", dir, rc, rule,
-              what, err ? err : "");
-    CHECK_MSG(access(out, F_OK) != 0, "%s: a refused conversion left %s", dir, out);
-    free(err);
+/* convert DIR --layout gguf-ggml (quantize with q) writes llama.cpp's MoE form (llamacpp 1: the
+ * architecture key and the 3-D experts) or, where llama.cpp could not run the checkpoint as it says,
+ * keeps every HF name and writes no llama.cpp architecture key (llamacpp 0), as for a family that
+ * form does not cover: fp4lane still reads the file, llama.cpp does not mistake it for its own */
+static void ggml_form(const char *dir, int q, int llamacpp) {
+    char args[1600], out[700];
+    snprintf(out, sizeof out, "%s/form-%d.gguf", tmp, llamacpp);
+    snprintf(args, sizeof args, "%s %s %s --layout gguf-ggml --force", q ? "quantize" : "convert", dir, out);
+    CHECK_MSG(run_cli(args) == 0, "fp4lane %s", args);
+    fp4_gguf *g = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_gguf_open(out, &g, &e));
+    const int arch = g && fp4_gguf_key_index(g, "general.architecture") >= 0;
+    const int hf = g && fp4_gguf_tensor_index(g, "model.layers.0.mlp.experts.0.gate_proj.weight") >= 0;
+    const int exps = g && fp4_gguf_tensor_index(g, "blk.0.ffn_gate_exps.weight") >= 0;
+    CHECK_MSG(llamacpp ? arch && exps && !hf : !arch && !exps && hf, "%s: %s llama.cpp's MoE form", dir,
+              llamacpp ? "not in" : "in");
+    fp4_gguf_close(g);
 }
 
-/* ggml_moe.c's refusals, each by its rule: what llama.cpp could not run as the checkpoint says */
-static void refusals(void) {
+/* ggml_moe.c: each condition under which a MoE is not written in llama.cpp's form, and the valid
+ * twin that is */
+static void not_llamacpp(void) {
     char d[600], cmd[1400];
     static const struct {
         const char *name;
         int dense, drop, extra;
-        const char *what;
-    } f[] = {{"dense-layer", 1, 0, 0, "mlp_only_layers"},
-             {"missing-expert", -1, 1, 0, "expert 1 of ffn_down_exps is missing"},
-             {"extra-expert", -1, 0, 1, "an expert past the config's count"}};
+    } f[] = {{"dense-layer", 1, 0, 0}, {"missing-expert", -1, 1, 0}, {"extra-expert", -1, 0, 1}};
     for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
         rtfx_spec sp = rtfx_moe("qwen3_moe");
         sp.dense_layer = f[k].dense, sp.drop_expert = f[k].drop, sp.extra_expert = f[k].extra;
         snprintf(d, sizeof d, "%s/%s", tmp, f[k].name);
         CHECK(rtfx_write_hf(d, &sp, 3) == 0);
-        refused(d, 0, "ggml.moe", f[k].what);
+        ggml_form(d, 0, 0);
     }
     rtfx_spec sp = rtfx_moe("qwen3_moe");
     sp.dense_layer = -1;
+    snprintf(d, sizeof d, "%s/valid", tmp);
+    CHECK(rtfx_write_hf(d, &sp, 3) == 0);
+    ggml_form(d, 0, 1); /* the valid twin */
+    ggml_form(d, 1, 0); /* NVFP4 experts: type 40 has no 3-D form with a scale per expert */
     snprintf(d, sizeof d, "%s/no-norm-topk", tmp);
     CHECK(rtfx_write_hf(d, &sp, 3) == 0);
     snprintf(cmd, sizeof cmd, "sed -i 's/\"norm_topk_prob\": *true/\"norm_topk_prob\":false/' %s/config.json",
              d);
     CHECK(system(cmd) == 0);
-    refused(d, 0, "ggml.moe", "norm_topk_prob = false");
-    /* NVFP4 experts: llama.cpp's type 40 has no 3-D form with a scale per expert */
-    snprintf(d, sizeof d, "%s/valid", tmp);
-    CHECK(rtfx_write_hf(d, &sp, 3) == 0);
-    refused(d, 1, "ggml.moe", "an NVFP4 expert");
-    char args[1600];
-    snprintf(args, sizeof args, "convert %s %s/valid.gguf --layout gguf-ggml", d, tmp); /* the valid twin */
-    CHECK(run_cli(args) == 0);
+    ggml_form(d, 0, 0);
 }
 
 /* synth tiny-moe16 (arch), every expert per token or the shape's 4, written as gguf-ggml: the file's
@@ -366,7 +371,7 @@ int main(void) {
     fp4lane_bin = bin;
     snprintf(tmp, sizeof tmp, "/tmp/fp4lane-llama-moe-XXXXXX");
     CHECK(mkdtemp(tmp) != NULL);
-    refusals();
+    not_llamacpp();
     llama_oracle *lo = NULL;
     char err[2600], gg[600], cmd[700];
     if (llama_oracle_open(&lo, err, sizeof err)) {

@@ -6,10 +6,12 @@
  * LlamaModel: experts merged in index order). The router keeps its name mapping in ggml_arch.c
  * (ffn_gate_inp). The bytes of a stacked entry are its members' in expert order (layout_write.c).
  *
- * Refused here (rule ggml.moe, naming the tensor or key), since llama.cpp could not run the file
- * as the checkpoint defines it: experts not stored per expert as plain (F32/F16/BF16/K-quant)
- * matrices (NVFP4 experts: llama.cpp's type 40 has no per-expert second-level scale), a missing
- * expert or one past the config's count, experts of different shapes or types, a Qwen3-MoE with dense layers
+ * Not llama.cpp's form (FP4_ERR_UNSUPPORTED, rule ggml.moe naming the tensor or key, the plan left
+ * untouched: ggml_arch.c then keeps every HF name and writes no llama.cpp architecture keys, as
+ * for a family it does not map, so fp4lane still runs the file and llama.cpp does not mistake it):
+ * experts not stored per expert as plain (F32/F16/BF16/K-quant) matrices (NVFP4 experts: llama.cpp's
+ * type 40 has no per-expert second-level scale in a 3-D tensor), a missing expert or one past the
+ * config's count, experts of different shapes or types, a Qwen3-MoE with dense layers
  * (mlp_only_layers, decoder_sparse_step: llama.cpp's qwen3moe makes every layer sparse) or with
  * norm_topk_prob false (llama.cpp's qwen3moe always renormalizes the top k). */
 #include "layout_impl.h"

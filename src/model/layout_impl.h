@@ -64,7 +64,8 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err);
 struct fp4_arch;
 fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const struct fp4_arch *a, fp4_error *err);
 /* gguf-ggml of a mixture of experts: per-expert matrices stacked into llama.cpp's 3-D
- * blk.L.ffn_{gate,up,down}_exps (ggml_moe.c); names them, so the caller skips stacked entries */
+ * blk.L.ffn_{gate,up,down}_exps (ggml_moe.c); names them, so the caller skips stacked entries.
+ * FP4_ERR_UNSUPPORTED (plan untouched): llama.cpp could not run it; the caller keeps the names */
 fp4_status fp4_ggml_moe_stack(plan *p, const struct fp4_arch *a, fp4_error *err);
 /* PART_GEN: the bytes of a tensor made here (llama.cpp's rope_freqs.weight), nbytes of them */
 fp4_status fp4_ggml_arch_gen(const fp4_wsrc *src, const plan_entry *e, uint8_t *dst, fp4_error *err);
