@@ -73,6 +73,7 @@ static float *ours(const char *path, fp4_mode mode, int threads, int chunk, cons
     fp4_model *m = NULL;
     fp4_rt *rt = NULL;
     fp4_error e;
+    memset(&e, 0, sizeof e);
     float *out = NULL;
     fp4_status st = fp4_model_open(path, NULL, &m, &e);
     fp4_rt_opts o = {.mode = mode, .device = FP4_DEVICE_CPU, .n_threads = threads, .n_ctx = 256};

@@ -236,6 +236,7 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     const int permute =
         a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     fp4_error me;
+    memset(&me, 0, sizeof me);
     fp4_status ms = fp4_ggml_moe_stack(p, &a, &me);
     if (ms == FP4_ERR_UNSUPPORTED) return FP4_OK; /* not llama.cpp's MoE: the names stay (ggml_moe.c) */
     if (ms) return err ? (*err = me, ms) : ms;
