@@ -111,8 +111,11 @@ static const struct {
      "  --json                 the comparison as JSON\n"},
     {"synth",
      "  --shape S              required: tiny, llama3-8b, qwen3-8b, llama3-70b, llama-160m, tiny-moe,\n"
-     "                         qwen3-30b-a3b, tiny-gemma3, gemma3-27b\n"
+     "                         qwen3-30b-a3b, tiny-moe16, small-moe, tiny-gemma3, gemma3-27b\n"
      "  --arch A               llama, qwen3, qwen3-moe, mixtral, gemma3 (default: the shape's own)\n"
+     "  --to bf16|nvfp4        nvfp4: the ModelOpt NVFP4 checkpoint, quantized while it is made (the\n"
+     "                         bf16 model is never written; the bytes of synth + quantize --layout\n"
+     "                         modelopt)\n"
      "  --seed N               (default 1)\n"
      "  --shard-size N[K|M|G]  largest shard in bytes (default 4G; 0: one file)\n"
      "  --threads N            0..256 (default 0: one per core)\n"

@@ -40,6 +40,8 @@ static const struct { const char *hf, *gg; int perm; } layer_names[] = {
     {"mlp.gate_proj", "ffn_gate", PERM_NONE},
     {"mlp.up_proj", "ffn_up", PERM_NONE},
     {"mlp.down_proj", "ffn_down", PERM_NONE},
+    {"mlp.gate", "ffn_gate_inp", PERM_NONE}, /* a mixture of experts' router (experts: ggml_moe.c) */
+    {"block_sparse_moe.gate", "ffn_gate_inp", PERM_NONE},
 };
 
 /* Gemma 3's four norms (llama.cpp's gemma3 names): looked up before layer_names, whose
@@ -212,6 +214,10 @@ static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error
     };
     fp4_status st = kv_str(p, "general.architecture", ga, err);
     for (size_t i = 0; i < sizeof u / sizeof u[0] && !st; i++) st = kv_u32(p, ga, u[i].key, u[i].v, err);
+    if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_count", a->n_experts, err);
+    if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_used_count", a->n_experts_used, err);
+    if (!st && a->family == FP4_ARCH_QWEN3_MOE)
+        st = kv_u32(p, ga, "expert_feed_forward_length", a->moe_ffn, err);
     if (!st) st = kv_f32(p, ga, "attention.layer_norm_rms_epsilon", a->rms_eps, err);
     if (!st) st = kv_f32(p, ga, "rope.freq_base", (float)a->rope_theta, err);
     if (!st && a->family == FP4_ARCH_GEMMA3) st = gemma_kvs(p, a, ga, err);
@@ -253,9 +259,11 @@ static const char *gguf_arch_of(fp4_arch_family f) {
     switch (f) {
     case FP4_ARCH_LLAMA:
     case FP4_ARCH_MISTRAL: return "llama"; /* llama.cpp runs Mistral dense as "llama" */
+    case FP4_ARCH_MIXTRAL: return "llama"; /* and Mixtral as "llama" with experts */
     case FP4_ARCH_QWEN2: return "qwen2";
     case FP4_ARCH_QWEN3: return "qwen3";
     case FP4_ARCH_GEMMA3: return "gemma3";
+    case FP4_ARCH_QWEN3_MOE: return "qwen3moe";
     default: return NULL;
     }
 }
@@ -269,13 +277,23 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     if (fp4_arch_from_hf_config(src->config_json, &a, &ae)) return FP4_OK; /* not a family we map */
     const char *ga = gguf_arch_of(a.family);
     if (!ga) return FP4_OK;
-    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
+    const int permute =
+        a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     const int gemma = a.family == FP4_ARCH_GEMMA3;
+    fp4_error me;
+    memset(&me, 0, sizeof me);
+    fp4_status ms = fp4_ggml_moe_stack(p, &a, &me);
+    if (ms == FP4_ERR_UNSUPPORTED) return FP4_OK; /* not llama.cpp's MoE: the names stay (ggml_moe.c) */
+    if (ms) return err ? (*err = me, ms) : ms;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
         plan_entry *e = &p->e[i];
         char mapped[sizeof e->name];
         int perm;
+        if (e->stack_n) { /* llama.cpp's 3-D experts, named by ggml_moe.c */
+            p->e[kept++] = *e;
+            continue;
+        }
         if (fp4_ends_with(e->name, "rotary_emb.inv_freq")) continue; /* llama.cpp computes it */
         if (gemma && fp4_ends_with(e->name, "norm.weight")) { /* llama.cpp's gemma3 reads the gain */
             if (e->part != PART_RAW || e->n_dims != 1 ||
@@ -337,7 +355,8 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     fp4_arch a;
     fp4_error ae;
     if (fp4_arch_from_hf_config(src->config_json, &a, &ae) || !gguf_arch_of(a.family)) return FP4_OK;
-    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
+    const int permute =
+        a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     const int gemma = a.family == FP4_ARCH_GEMMA3;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
@@ -421,7 +440,8 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
                         "llama.cpp's \"%s\")", (int)(len < 64 ? len : 64), s ? s : "?",
                         fp4_arch_family_name(a->family), ga ? ga : "none");
     /* what arch_kvs writes from the config; zero: a key whose 0 means "off" (refused otherwise) */
-    const struct { const char *key, *hf; int is_float, zero; double want; } k[] = {
+    const struct { const char *key, *hf; int is_float, zero; double want;
+    } k[] = {
         {"context_length", "max_position_embeddings", 0, 0, (double)a->n_ctx_train},
         {"embedding_length", "hidden_size", 0, 0, (double)a->hidden},
         {"block_count", "num_hidden_layers", 0, 0, (double)a->n_layers},
@@ -432,7 +452,10 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
         {"attention.value_length", "head_dim", 0, 0, (double)a->head_dim},
         {"rope.dimension_count", "head_dim", 0, 0, (double)a->head_dim},
         {"vocab_size", "vocab_size", 0, 0, (double)a->vocab},
-        {"expert_count", "num_experts", 0, 1, 0.0},
+        {"expert_count", "num_experts", 0, 1, (double)a->n_experts},
+        {"expert_used_count", "num_experts_per_tok", 0, 1, (double)a->n_experts_used},
+        {"expert_feed_forward_length", "moe_intermediate_size", 0, 1,
+         (double)(a->n_experts ? a->moe_ffn : 0)},
         {"attention.sliding_window", "sliding_window", 0, 1, (double)a->sliding_window},
         {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 0, (double)a->rms_eps},
         {"rope.freq_base", "rope_theta", 1, 0, a->rope_theta},

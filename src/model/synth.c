@@ -1,13 +1,16 @@
 /* synth.c — fp4_synth_checkpoint: a random-weight bf16 Hugging Face checkpoint of a real model's
  * shape (fp4lane_synth.h states the statistics). Tensors are streamed through the library's HF
  * writer in row chunks, so memory stays O(one chunk); rows are generated in parallel, each from
- * its own seeded stream, so the bytes do not depend on the thread count.
+ * its own seeded stream, so the bytes do not depend on the thread count. With to_nvfp4 the rows
+ * are made on demand for quantize.c (fp4_quantize_source) instead, so a model whose bf16 form would
+ * not fit on the disk is written as NVFP4 directly.
  *
  * The RNG is splitmix64, kept local here: main has no shared copy yet (tools/cmd_demo.c and
  * tests/check.h hold their own). */
 #include "fp4_impl.h"
 #include "fp4lane_synth.h"
 #include "io/outfile.h"
+#include "model_impl.h"
 #include <dirent.h>
 #include <jansson.h>
 #include <errno.h>
@@ -50,6 +53,12 @@ static const synth_shape shapes[] = {
     {"tiny-gemma3", "gemma3", 256, 6, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0, 0},
     {"gemma3-27b", "gemma3", 5376, 62, 32, 16, 128, 21504, 262208, 131072, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0,
      0},
+    /* llama.cpp's quantizer treats exactly 8 experts specially (Mixtral 8x7B: Q5_K / Q8_0 attention,
+     * types fp4lane has no route for); these take its common path, as Qwen3-MoE's 128 do: a tiny one
+     * for tests and a small one for CPU benchmarks */
+    {"tiny-moe16", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 16, 4, 256},
+    {"small-moe", "qwen3-moe", 1024, 8, 16, 4, 64, 3072, 32000, 4096, 1000000.0, 1e-6, 0, 0, 1, 2, 32, 4,
+     512},
 };
 /* Gemma 3's own keys per shape: the window, a global layer every `pattern`, query_pre_attn_scalar,
  * the local rope base and the global layers' linear rope factor (0: none). The tiny one's scalar
@@ -251,7 +260,7 @@ fp4_status fp4_synth_data_bytes(const fp4_synth_opts *opts, uint64_t *bytes, fp4
 /* ---- config.json ---- */
 /* Gemma3ForCausalLM's config as transformers 4.5x writes it: layer_types and the window, the
  * local rope base, query_pre_attn_scalar, the global layers' linear rope scaling */
-static fp4_status write_config_gemma3(const char *path, const synth_plan *p, fp4_error *err) {
+static fp4_status gemma_config_text(const synth_plan *p, char *buf, size_t size, fp4_error *err) {
     const synth_shape *s = p->sh;
     const struct gemma_keys *g = gemma_of(s);
     json_t *lt = json_array();
@@ -306,21 +315,21 @@ static fp4_status write_config_gemma3(const char *path, const synth_plan *p, fp4
         json_object_set_new(c, reals[i].k, json_real(reals[i].v));
     char *text = c ? json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     json_decref(c);
-    if (!text) return fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "out of memory");
-    fp4_status st = fp4_hfdir_write_json(path, text, 2, 1, err);
+    if (!text) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    const size_t n = strlen(text);
+    if (n >= size) {
+        free(text);
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "synth.config", "config too long");
+    }
+    memcpy(buf, text, n + 1);
     free(text);
-    return st;
+    return FP4_OK;
 }
 
-static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
+static fp4_status config_text(const synth_plan *p, char *buf, size_t size, fp4_error *err) {
+    if (p->ar->moe == 3) return gemma_config_text(p, buf, size, err);
     const synth_shape *s = p->sh;
-    if (p->ar->moe == 3) {
-        char gpath[PATH_MAX];
-        if (snprintf(gpath, sizeof gpath, "%s/config.json", dir) >= (int)sizeof gpath)
-            return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
-        return write_config_gemma3(gpath, p, err);
-    }
-    char rope[256] = "null", extra[512], buf[2560], path[PATH_MAX];
+    char rope[256] = "null", extra[512];
     if (p->ar->moe == 1)
         snprintf(extra, sizeof extra,
                  "\"decoder_sparse_step\":1,\"max_window_layers\":%lld,\"mlp_only_layers\":[],"
@@ -341,7 +350,7 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
         snprintf(rope, sizeof rope, "{\"factor\":8.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
                                     "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}");
     int n = snprintf(
-        buf, sizeof buf,
+        buf, size,
         "{\"architectures\":[\"%s\"],\"attention_bias\":false,\"attention_dropout\":0.0,\"bos_token_id\":%"
         "lld,"
         "\"eos_token_id\":%lld,\"head_dim\":%lld,\"hidden_act\":\"silu\",\"hidden_size\":%lld,"
@@ -353,9 +362,16 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
         (long long)(p->ar->moe == 2 ? s->moe_inter : s->inter), (long long)s->max_pos, extra,
         p->ar->model_type, (long long)s->heads, (long long)s->layers, (long long)s->kv_heads, s->rms_eps,
         rope, s->rope_theta, s->tie ? "true" : "false", (long long)s->vocab);
-    if (n < 0 || n >= (int)sizeof buf)
-        return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.config", "config too long");
-    n = snprintf(path, sizeof path, "%s/config.json", dir);
+    if (n < 0 || n >= (int)size)
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "synth.config", "config too long");
+    return FP4_OK;
+}
+
+static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
+    char buf[8192], path[PATH_MAX];
+    fp4_status st = config_text(p, buf, sizeof buf, err);
+    if (st) return st;
+    int n = snprintf(path, sizeof path, "%s/config.json", dir);
     if (n < 0 || n >= (int)sizeof path)
         return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
     return fp4_hfdir_write_json(path, buf, 2, 1, err);
@@ -540,6 +556,77 @@ static void parent_of(const char *path, char *out, size_t n) {
     else *sl = 0;
 }
 
+/* ---- NVFP4 straight from the generator (fp4_quantize_source) ---- */
+typedef struct made_src {
+    const synth_plan *p;
+    const fp4_synth_opts *o;
+    int threads;
+    float *colscale;
+} made_src;
+
+static fp4_status made_rows(void *ctx, int64_t i, int64_t r0, int64_t n_rows, uint8_t *dst, fp4_error *err) {
+    made_src *m = ctx;
+    const synth_tensor *t = &m->p->t[i];
+    if (t->kind == K_PROJ) outlier_columns(m->o->seed, (int)i, t->cols, m->colscale); /* per call: cheap */
+    const float *cs = t->kind == K_PROJ ? m->colscale : NULL;
+    gen_ctx c = {t, (int)i, m->o->seed, r0, cs, dst, m->p->ar->moe == 3 ? 0.0 : 1.0}; /* synth_tensor's values */
+    fp4_status st = fp4_parallel_rows(n_rows, m->threads, gen_rows, &c);
+    if (st) return fp4_fail(err, st, NULL, t->name, "synth.threads", "cannot run the generator's threads");
+    return FP4_OK;
+}
+
+static fp4_status made_companions(void *ctx, const char *dir, fp4_error *err) {
+    return write_tokenizer(dir, ((made_src *)ctx)->p->sh, err);
+}
+
+static int by_name(const void *a, const void *b, void *base) {
+    const synth_tensor *t = base;
+    return strcmp(t[*(const int64_t *)a].name, t[*(const int64_t *)b].name);
+}
+
+static fp4_status synth_nvfp4(const char *out, const synth_plan *p, const fp4_synth_opts *o, fp4_error *err) {
+    char cfg[8192];
+    fp4_status st = config_text(p, cfg, sizeof cfg, err);
+    if (st) return st;
+    fp4_raw *t = calloc((size_t)p->n, sizeof *t);
+    int64_t *order = calloc((size_t)p->n, sizeof *order);
+    int64_t max_cols = 1;
+    for (int i = 0; i < p->n; i++) max_cols = p->t[i].cols > max_cols ? p->t[i].cols : max_cols;
+    made_src m = {p, o, o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
+                  malloc((size_t)max_cols * sizeof(float))};
+    if (!t || !order || !m.colscale) st = fp4_fail(err, FP4_ERR_NOMEM, out, NULL, "alloc", "out of memory");
+    for (int i = 0; i < p->n && !st; i++) {
+        const synth_tensor *s = &p->t[i];
+        t[i] = (fp4_raw){.name = s->name, .type = FP4_TYPE_BF16, .st_dtype = FP4_ST_BF16,
+                         .n_dims = s->rows ? 2 : 1, .ne = {s->cols, s->rows ? s->rows : 1, 1, 1},
+                         .n_elements = (s->rows ? s->rows : 1) * s->cols,
+                         .nbytes = (uint64_t)(s->rows ? s->rows : 1) * (uint64_t)s->cols * 2u};
+        order[i] = i;
+    }
+    if (!st) { /* the order the checkpoint reader gives quantize (checkpoint.c: strcmp) */
+        qsort_r(order, (size_t)p->n, sizeof *order, by_name, p->t);
+        fp4_qsource qs = {out, p->n, t, order, made_rows, &m, cfg, made_companions};
+        fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT, .max_shard_bytes = o->max_shard_bytes,
+                                .progress = o->progress, .progress_ctx = o->progress_ctx};
+        st = fp4_quantize_source(&qs, out, &qo, err);
+    }
+    free(t);
+    free(order);
+    free(m.colscale);
+    return st;
+}
+
+/* bytes the output will hold: bf16, or NVFP4 (payload + one scale byte per 16) for projections */
+static uint64_t out_bytes(const synth_plan *p, int nvfp4) {
+    if (!nvfp4) return p->bytes;
+    uint64_t b = 0;
+    for (int i = 0; i < p->n; i++) {
+        const uint64_t n = (uint64_t)(p->t[i].rows ? p->t[i].rows : 1) * (uint64_t)p->t[i].cols;
+        b += p->t[i].kind == K_PROJ ? n / 2 + n / 16 + 8 : 2 * n;
+    }
+    return b;
+}
+
 fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4_error *err) {
     fp4_error_clear(err);
     if (!out || !*out) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arg", "no output path");
@@ -563,10 +650,15 @@ fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4
     }
     parent_of(outp, parent, sizeof parent);
     struct statvfs vf;
-    if (statvfs(parent, &vf) == 0 && (uint64_t)vf.f_bavail * vf.f_frsize < p.bytes + (1u << 20)) {
+    const uint64_t need = out_bytes(&p, opts->to_nvfp4);
+    if (statvfs(parent, &vf) == 0 && (uint64_t)vf.f_bavail * vf.f_frsize < need + (1u << 20)) {
         fp4_fail(err, FP4_ERR_IO, outp, NULL, "synth.space", "needs %.2f GB, %.2f GB free on the file system",
-                 p.bytes / 1e9, (double)vf.f_bavail * vf.f_frsize / 1e9);
+                 need / 1e9, (double)vf.f_bavail * vf.f_frsize / 1e9);
         return free(p.t), FP4_ERR_IO;
+    }
+    if (opts->to_nvfp4) {
+        st = synth_nvfp4(outp, &p, opts, err);
+        return free(p.t), st;
     }
     /* every file is written under a temporary name, fsynced and renamed, inside a directory built
      * beside the target; that directory is then renamed into place (fp4_outdir_*) */
