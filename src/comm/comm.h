@@ -62,4 +62,10 @@ void fp4_comm_free(fp4_comm *c);
  * "comm.size"); the arena holds size * max_bytes. */
 fp4_status fp4_comm_local_create(int size, size_t max_bytes, fp4_comm **out, fp4_error *err);
 
+/* NCCL (src/comm/nccl/comm_nccl.c, in `make cuda` only): this process is rank `rank` of `size` on
+ * CUDA device `device`; rank 0 writes the ncclUniqueId to id_path, the others wait for it up to
+ * timeout_s (rules comm.id, comm.nccl, comm.cuda). Collectives take device pointers. */
+fp4_status fp4_comm_nccl_create(int rank, int size, int device, const char *id_path, double timeout_s,
+                                fp4_comm **out, fp4_error *err);
+
 #endif
