@@ -14,8 +14,8 @@ enum { N_EL = 37, ROUNDS = 50, MAXR = 4 };
 
 typedef struct rank_job {
     fp4_comm *c;
-    int bad;        /* a wrong byte or bit seen */
-    fp4_status st;  /* the first failure */
+    int bad;       /* a wrong byte or bit seen */
+    fp4_status st; /* the first failure */
     char rule[64];
 } rank_job;
 
@@ -92,7 +92,8 @@ static void refusals(void) {
     CHECK_OK(fp4_comm_local_create(1, 16, c, &err));
     float buf[8] = {0}, out[8];
     CHECK(fp4_comm_all_gather(c[0], buf, out, 17, &err) == FP4_ERR_LIMIT && !strcmp(err.rule, "comm.size"));
-    CHECK(fp4_comm_all_reduce_sum(c[0], buf, out, 5, &err) == FP4_ERR_LIMIT && !strcmp(err.rule, "comm.size"));
+    CHECK(fp4_comm_all_reduce_sum(c[0], buf, out, 5, &err) == FP4_ERR_LIMIT &&
+          !strcmp(err.rule, "comm.size"));
     CHECK(fp4_comm_all_reduce_sum(c[0], buf, out, -1, &err) == FP4_ERR_INVALID_ARG &&
           !strcmp(err.rule, "comm.args"));
     CHECK(fp4_comm_broadcast(c[0], buf, 4, 1, &err) == FP4_ERR_INVALID_ARG && !strcmp(err.rule, "comm.args"));

@@ -27,7 +27,8 @@ static const int32_t prompt[T_PRE] = {1, 17, 250, 3, 99};
 /* logits [T_ALL][V]: the prompt as one step, then T_DEC greedy decode steps; the KV cache of the
  * prompt saved to kv_path when given; a snapshot loaded from load_path first (its T_PRE positions
  * then taken from it and only the decode steps run) */
-static int run(const fp4_model *m, fp4_mode mode, int tp, float *lg, const char *kv_path, const char *load_path) {
+static int run(const fp4_model *m, fp4_mode mode, int tp, float *lg, const char *kv_path,
+               const char *load_path) {
     fp4_rt_opts o = {0};
     o.mode = mode, o.tp = tp, o.n_ctx = 32;
     fp4_rt *rt;
@@ -42,8 +43,10 @@ static int run(const fp4_model *m, fp4_mode mode, int tp, float *lg, const char 
     fp4_rt_tok cols[T_PRE];
     for (int i = 0; i < T_PRE; i++)
         cols[i] = (fp4_rt_tok){seq, prompt[i], 1};
-    if (!rc && load_path) rc = fp4_rt_kv_load(rt, seq, load_path, &e) ? -1 : 0;
-    else if (!rc) rc = fp4_rt_step(rt, cols, T_PRE, lg, &e) ? -1 : 0;
+    if (!rc && load_path)
+        rc = fp4_rt_kv_load(rt, seq, load_path, &e) ? -1 : 0;
+    else if (!rc)
+        rc = fp4_rt_step(rt, cols, T_PRE, lg, &e) ? -1 : 0;
     if (!rc && kv_path) rc = fp4_rt_kv_save(rt, seq, kv_path, &e) ? -1 : 0;
     int32_t next = 7;
     for (int t = T_PRE; t < T_ALL && !rc; t++) {
@@ -75,7 +78,8 @@ static void split_model(const char *type, int experts) {
     /* 48 query heads of 64 over 12 KV heads, ffn 3072: at 2, 3 and 4 ranks every shard of o's and
      * down's input is a multiple of 256 */
     rtfx_spec s = experts ? rtfx_moe(type) : rtfx_default(type);
-    s.heads = 48, s.kv_heads = 12, s.head_dim = 64, s.explicit_head_dim = 1, s.ffn = 3072, s.layers = experts ? 3 : 2;
+    s.heads = 48, s.kv_heads = 12, s.head_dim = 64, s.explicit_head_dim = 1, s.ffn = 3072,
+    s.layers = experts ? 3 : 2;
     s.ctx = 32;
     if (!strcmp(type, "mixtral")) s.ffn = 256; /* Mixtral's intermediate_size is its experts' width */
     char dir[600], bf[700], nv[700], kv0[700], kvn[700];
@@ -98,7 +102,8 @@ static void split_model(const char *type, int experts) {
         /* the unsplit engine's snapshot, continued on the split one */
         memcpy(got, ref, sizeof(float) * (size_t)(T_PRE * V));
         CHECK(run(m, FP4_MODE_EXACT, tp, got, NULL, kv0) == 0);
-        CHECK_MSG(!memcmp(ref, got, sizeof(float) * (size_t)nl), "%s --tp %d: continued snapshot differs", type, tp);
+        CHECK_MSG(!memcmp(ref, got, sizeof(float) * (size_t)nl), "%s --tp %d: continued snapshot differs",
+                  type, tp);
         CHECK(run(m, FP4_MODE_NATIVE, tp, got, NULL, NULL) == 0);
         double worst = 0;
         for (int t = 0; t < T_ALL; t++) {
@@ -121,8 +126,8 @@ static void refused(const fp4_model *m, fp4_mode mode, fp4_device dev, int tp, c
     fp4_rt *rt = NULL;
     fp4_error e;
     fp4_status st = fp4_rt_create(m, &o, &rt, &e);
-    CHECK_MSG(st != FP4_OK && !strcmp(e.rule, rule), "--tp %d: %s rule %s '%s' (want %s)", tp, fp4_status_str(st),
-              e.rule, e.msg, rule);
+    CHECK_MSG(st != FP4_OK && !strcmp(e.rule, rule), "--tp %d: %s rule %s '%s' (want %s)", tp,
+              fp4_status_str(st), e.rule, e.msg, rule);
     fp4_rt_free(rt);
 }
 

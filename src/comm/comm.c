@@ -11,7 +11,8 @@ fp4_status fp4_comm_all_gather(fp4_comm *c, const void *send, void *recv, size_t
     return c->ops->all_gather(c, send, recv, bytes, err);
 }
 fp4_status fp4_comm_all_reduce_sum(fp4_comm *c, const float *send, float *recv, int64_t n, fp4_error *err) {
-    if (!c || n < 0 || (n && (!send || !recv))) return bad(err, "all_reduce: no communicator, buffer or count");
+    if (!c || n < 0 || (n && (!send || !recv)))
+        return bad(err, "all_reduce: no communicator, buffer or count");
     return c->ops->all_reduce_sum(c, send, recv, n, err);
 }
 fp4_status fp4_comm_broadcast(fp4_comm *c, void *buf, size_t bytes, int root, fp4_error *err) {

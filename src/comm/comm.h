@@ -43,8 +43,12 @@ struct fp4_comm {
     int rank, size;
 };
 
-static inline int fp4_comm_rank(const fp4_comm *c) { return c->rank; }
-static inline int fp4_comm_size(const fp4_comm *c) { return c->size; }
+static inline int fp4_comm_rank(const fp4_comm *c) {
+    return c->rank;
+}
+static inline int fp4_comm_size(const fp4_comm *c) {
+    return c->size;
+}
 
 /* The collectives (comm.c): argument checks (rule "comm.args"), then the backend. */
 fp4_status fp4_comm_all_gather(fp4_comm *c, const void *send, void *recv, size_t bytes, fp4_error *err);

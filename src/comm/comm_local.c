@@ -24,7 +24,9 @@ typedef struct local_comm {
     local_group *g;
 } local_comm;
 
-static local_group *grp(fp4_comm *c) { return ((local_comm *)c)->g; }
+static local_group *grp(fp4_comm *c) {
+    return ((local_comm *)c)->g;
+}
 
 static fp4_status aborted(fp4_error *err) {
     return fp4_fail(err, FP4_ERR_IO, NULL, NULL, "comm.aborted", "another rank of the group failed");
@@ -52,8 +54,8 @@ static fp4_status wait_all(fp4_comm *c, fp4_error *err) {
 
 static fp4_status fits(const local_group *g, size_t bytes, fp4_error *err) {
     if (bytes <= g->max_bytes) return FP4_OK;
-    return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "comm.size", "a collective of %zu bytes per rank (the arena holds %zu)",
-                    bytes, g->max_bytes);
+    return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "comm.size",
+                    "a collective of %zu bytes per rank (the arena holds %zu)", bytes, g->max_bytes);
 }
 
 static fp4_status l_all_gather(fp4_comm *c, const void *send, void *recv, size_t bytes, fp4_error *err) {
@@ -72,7 +74,8 @@ static fp4_status l_all_reduce(fp4_comm *c, const float *send, float *recv, int6
     local_group *g = grp(c);
     size_t bytes;
     if (__builtin_mul_overflow((size_t)n, sizeof(float), &bytes))
-        return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "comm.size", "all_reduce of %lld floats", (long long)n);
+        return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "comm.size", "all_reduce of %lld floats",
+                        (long long)n);
     fp4_status st = fits(g, bytes, err);
     if (st) return st;
     if (bytes) memcpy(g->arena + (size_t)c->rank * g->max_bytes, send, bytes);
@@ -97,7 +100,9 @@ static fp4_status l_broadcast(fp4_comm *c, void *buf, size_t bytes, int root, fp
     return wait_all(c, err);
 }
 
-static fp4_status l_barrier(fp4_comm *c, fp4_error *err) { return wait_all(c, err); }
+static fp4_status l_barrier(fp4_comm *c, fp4_error *err) {
+    return wait_all(c, err);
+}
 
 static void l_abort(fp4_comm *c) {
     local_group *g = grp(c);
@@ -123,8 +128,8 @@ static void l_destroy(fp4_comm *c) {
     free(c);
 }
 
-static const fp4_comm_ops local_ops = {"local", l_all_gather, l_all_reduce, l_broadcast, l_barrier, l_abort,
-                                       l_destroy};
+static const fp4_comm_ops local_ops = {"local",   l_all_gather, l_all_reduce, l_broadcast,
+                                       l_barrier, l_abort,      l_destroy};
 
 fp4_status fp4_comm_local_create(int size, size_t max_bytes, fp4_comm **out, fp4_error *err) {
     if (!out || size < 1 || size > FP4_COMM_MAX_RANKS)
@@ -138,7 +143,8 @@ fp4_status fp4_comm_local_create(int size, size_t max_bytes, fp4_comm **out, fp4
     if (g) g->arena = malloc(arena);
     if (!g || !g->arena) {
         if (g) free(g);
-        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (comm arena %zu bytes)", arena);
+        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (comm arena %zu bytes)",
+                        arena);
     }
     pthread_mutex_init(&g->m, NULL);
     pthread_cond_init(&g->cv, NULL);

@@ -25,16 +25,22 @@ tp_part fp4_tp_part(const fp4_arch *a, int r, int n) {
     return p;
 }
 
-static int is_nvfp4(const fp4_tensor *w) { return w->type == FP4_TYPE_NVFP4_E2M1; }
+static int is_nvfp4(const fp4_tensor *w) {
+    return w->type == FP4_TYPE_NVFP4_E2M1;
+}
 
 /* bytes of one element of a plain tensor the row-parallel copy can slice (0: it cannot) */
 static int64_t elem_bytes(const fp4_tensor *w) {
     switch (w->type) {
-    case FP4_TYPE_F32: return 4;
+    case FP4_TYPE_F32:
+        return 4;
     case FP4_TYPE_F16:
-    case FP4_TYPE_BF16: return 2;
-    case FP4_TYPE_F8_E4M3FN: return 1;
-    default: return 0;
+    case FP4_TYPE_BF16:
+        return 2;
+    case FP4_TYPE_F8_E4M3FN:
+        return 1;
+    default:
+        return 0;
     }
 }
 
@@ -101,19 +107,21 @@ static fp4_status check_cols(const fp4_rt_model_desc *d, const fp4_tensor *w, co
                              fp4_error *err) {
     const int exact = d->mode == FP4_MODE_EXACT;
     if (exact && !(is_nvfp4(w) && w->nvfp4.input_scale_inv == 0.0f))
-        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, "tp.exact-route",
-                        "--tp %d in exact mode: a row-parallel projection on route %s cannot keep its pinned "
-                        "order across ranks (only NVFP4 A16 can: its super-block terms are gathered); use --mode "
-                        "native or --tp 1",
-                        n, fp4_cpu_route_name(w, d->mode));
+        return fp4_fail(
+            err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, "tp.exact-route",
+            "--tp %d in exact mode: a row-parallel projection on route %s cannot keep its pinned "
+            "order across ranks (only NVFP4 A16 can: its super-block terms are gathered); use --mode "
+            "native or --tp 1",
+            n, fp4_cpu_route_name(w, d->mode));
     const int64_t align = exact ? FP4_QK_K : 16;
     for (int r = 0; r <= n; r++)
         if (k[r] % align || (r < n && k[r + 1] <= k[r]))
-            return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, exact ? "tp.exact-split" : "tp.route",
-                            "--tp %d: rank %d's input columns start at %lld, not on a %lld-value %s boundary; "
-                            "choose a --tp whose shards are multiples of %lld%s",
-                            n, r, (long long)k[r], (long long)align, exact ? "super-block" : "group",
-                            (long long)align, exact ? " (or --mode native)" : "");
+            return fp4_fail(
+                err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, exact ? "tp.exact-split" : "tp.route",
+                "--tp %d: rank %d's input columns start at %lld, not on a %lld-value %s boundary; "
+                "choose a --tp whose shards are multiples of %lld%s",
+                n, r, (long long)k[r], (long long)align, exact ? "super-block" : "group", (long long)align,
+                exact ? " (or --mode native)" : "");
     if (!is_nvfp4(w) && !elem_bytes(w))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, "tp.route",
                         "--tp %d: route %s is not split in this version", n, fp4_cpu_route_name(w, d->mode));
@@ -123,14 +131,16 @@ static fp4_status check_cols(const fp4_rt_model_desc *d, const fp4_tensor *w, co
 fp4_status fp4_tp_check(const fp4_rt_model_desc *d, int n, fp4_error *err) {
     const fp4_arch *a = &d->arch;
     if (n < 2 || n > FP4_COMM_MAX_RANKS)
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tp.ranks", "--tp %d (2..%d)", n, FP4_COMM_MAX_RANKS);
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tp.ranks", "--tp %d (2..%d)", n,
+                        FP4_COMM_MAX_RANKS);
     if (a->n_kv_heads % n)
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.heads",
                         "--tp %d does not divide the %lld KV heads (%lld query heads): the heads and the KV "
                         "cache are split by KV head",
                         n, (long long)a->n_kv_heads, (long long)a->n_heads);
     if (a->vocab < n)
-        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.vocab", "--tp %d is above the vocabulary", n);
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.vocab", "--tp %d is above the vocabulary",
+                        n);
     int64_t ko[FP4_COMM_MAX_RANKS + 1], kf[FP4_COMM_MAX_RANKS + 1];
     for (int r = 0; r <= n; r++) {
         const tp_part p = fp4_tp_part(a, r < n ? r : n - 1, n);
@@ -151,7 +161,8 @@ static int8_t q1_pair[256][2];
 static pthread_once_t q1_once = PTHREAD_ONCE_INIT;
 static void q1_fill(void) {
     for (int b = 0; b < 256; b++)
-        q1_pair[b][0] = (int8_t)fp4_e2m1_q1((uint8_t)(b & 15)), q1_pair[b][1] = (int8_t)fp4_e2m1_q1((uint8_t)(b >> 4));
+        q1_pair[b][0] = (int8_t)fp4_e2m1_q1((uint8_t)(b & 15)),
+        q1_pair[b][1] = (int8_t)fp4_e2m1_q1((uint8_t)(b >> 4));
 }
 
 typedef struct terms_ctx {
@@ -180,7 +191,8 @@ static void terms_rows(void *p, int64_t r0, int64_t r1) {
                     int32_t dot = 0;
                     for (int j = 0; j < 8; j++) {
                         const int8_t *wq = q1_pair[pay[gi * 8 + j]];
-                        dot += (int32_t)wq[0] * q->qs[g * 16 + 2 * j] + (int32_t)wq[1] * q->qs[g * 16 + 2 * j + 1];
+                        dot += (int32_t)wq[0] * q->qs[g * 16 + 2 * j] +
+                               (int32_t)wq[1] * q->qs[g * 16 + 2 * j + 1];
                     }
                     total += (int64_t)dot * fp4_e4m3fn_q9(sc[gi]);
                 }

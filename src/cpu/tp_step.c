@@ -31,7 +31,7 @@ typedef struct tp_rank {
     tp_part p;
     fp4_tensor *lw; /* n_layers * FP4_LW_COUNT_: this rank's shards of the matrices */
     fp4_tensor head;
-    uint8_t **owned; /* n_layers * 2: the row-parallel copies (o, down) */
+    uint8_t **owned;   /* n_layers * 2: the row-parallel copies (o, down) */
     uint16_t *kc, *vc; /* [slot][layer][pos][nkv_r * D] */
     float *h, *q, *k, *v, *o, *g, *u, *t, *part, *gath, *att, *rl, *rs, *rw, *gh, *eo;
     int *ri;
@@ -63,14 +63,16 @@ static const char *tp_route(const fp4_tensor *w, fp4_mode mode) {
     return strcmp(n, "none") ? n : NULL;
 }
 
-static float *fa(int64_t n) { return n > 0 && (uint64_t)n < SIZE_MAX / 8 ? malloc((size_t)n * sizeof(float)) : NULL; }
+static float *fa(int64_t n) {
+    return n > 0 && (uint64_t)n < SIZE_MAX / 8 ? malloc((size_t)n * sizeof(float)) : NULL;
+}
 
 #define RANK_FAIL(k, st_, rule, ...) fp4_fail(&(k)->err, (st_), NULL, NULL, (rule), __VA_ARGS__)
 
 static fp4_status proj(tp_rank *k, const fp4_tensor *w, const float *x, int64_t n, float *y) {
     fp4_status st = fp4_cpu_project(w, k->e->d.mode, x, n, y, k->e->n_threads);
-    return st ? fp4_fail(&k->err, st, NULL, w->name, "rt.project", "rank %d: projection failed on route %s", k->r,
-                         fp4_cpu_route_name(w, k->e->d.mode))
+    return st ? fp4_fail(&k->err, st, NULL, w->name, "rt.project", "rank %d: projection failed on route %s",
+                         k->r, fp4_cpu_route_name(w, k->e->d.mode))
               : FP4_OK;
 }
 
@@ -84,7 +86,8 @@ static fp4_status row_parallel(tp_rank *k, const fp4_tensor *w, const float *x, 
         const int64_t nsb = w->nvfp4.n_in / FP4_QK_K, cnt = n * n_out * nsb;
         if ((st = fp4_tp_a16_terms(w, x, n, k->part, e->n_threads)))
             return RANK_FAIL(k, st, "rt.project", "rank %d: A16 terms of %s", k->r, w->name);
-        if ((st = fp4_comm_all_gather(k->comm, k->part, k->gath, sizeof(float) * (size_t)cnt, &k->err))) return st;
+        if ((st = fp4_comm_all_gather(k->comm, k->part, k->gath, sizeof(float) * (size_t)cnt, &k->err)))
+            return st;
         fp4_tp_a16_reduce(k->gath, e->n, n, n_out, nsb, y);
         return FP4_OK;
     }
@@ -103,7 +106,8 @@ static void unpermute(float *x, int64_t n_heads, int64_t D) {
 }
 
 static uint16_t *kv_at(const tp_engine *e, uint16_t *base, int32_t slot, int64_t L, int64_t pos) {
-    return base + (((int64_t)slot * e->d.arch.n_layers + L) * e->d.n_ctx + pos) * e->nkv_r * e->d.arch.head_dim;
+    return base +
+           (((int64_t)slot * e->d.arch.n_layers + L) * e->d.n_ctx + pos) * e->nkv_r * e->d.arch.head_dim;
 }
 
 /* q/k/v of the rank's heads, their bias, norms and RoPE, the KV write, then attention -> k->o */
@@ -140,7 +144,8 @@ static fp4_status attention(tp_rank *k, int64_t L, const fp4_rt_col *cols, int64
             fp4p_rope(q + h * D, cs, sn, (int)half);
         for (int64_t h = 0; h < e->nkv_r; h++)
             fp4p_rope(kk + h * D, cs, sn, (int)half);
-        uint16_t *kd = kv_at(e, k->kc, cols[c].slot, L, cols[c].pos), *vd = kv_at(e, k->vc, cols[c].slot, L, cols[c].pos);
+        uint16_t *kd = kv_at(e, k->kc, cols[c].slot, L, cols[c].pos),
+                 *vd = kv_at(e, k->vc, cols[c].slot, L, cols[c].pos);
         for (int64_t i = 0; i < kvd; i++)
             kd[i] = fp4p_f32_to_f16(kk[i]), vd[i] = fp4p_f32_to_f16(v[i]);
     }
@@ -148,8 +153,8 @@ static fp4_status attention(tp_rank *k, int64_t L, const fp4_rt_col *cols, int64
         for (int64_t h = 0; h < e->nh_r; h++) {
             const int64_t kvh = h / G;
             fp4p_attend(k->q + c * qd + h * D, kv_at(e, k->kc, cols[c].slot, L, 0) + kvh * D,
-                        kv_at(e, k->vc, cols[c].slot, L, 0) + kvh * D, kvd, cols[c].pos + 1, (int)D, e->d.attn_scale,
-                        k->att, k->o + c * qd + h * D);
+                        kv_at(e, k->vc, cols[c].slot, L, 0) + kvh * D, kvd, cols[c].pos + 1, (int)D,
+                        e->d.attn_scale, k->att, k->o + c * qd + h * D);
         }
     return FP4_OK;
 }
@@ -178,7 +183,8 @@ static fp4_status moe(tp_rank *k, int64_t L, float *x, int64_t n) {
     fp4_status st;
     if ((st = proj(k, mw[FP4_MOE_ROUTER], k->h, n, k->rl))) return st;
     for (int64_t c = 0; c < n; c++)
-        fp4p_moe_route(k->rl + c * E, E, K, a->moe_routing, a->moe_norm_topk, k->rs, k->ri + c * K, k->rw + c * K);
+        fp4p_moe_route(k->rl + c * E, E, K, a->moe_routing, a->moe_norm_topk, k->rs, k->ri + c * K,
+                       k->rw + c * K);
     memset(k->eo, 0, sizeof(float) * (size_t)(n * K * H));
     for (int64_t ex = k->p.e0; ex < k->p.e1; ex++) {
         int64_t m = 0;
@@ -204,7 +210,8 @@ static fp4_status moe(tp_rank *k, int64_t L, float *x, int64_t n) {
                sizeof(float) * (size_t)H);
     for (int64_t c = 0; c < n; c++)
         for (int64_t i = 0; i < H; i++)
-            x[c * H + i] = fp4p_add(x[c * H + i], fp4p_moe_combine(k->rw + c * K, k->eo + c * K * H, K, H, i));
+            x[c * H + i] =
+                fp4p_add(x[c * H + i], fp4p_moe_combine(k->rw + c * K, k->eo + c * K * H, K, H, i));
     return FP4_OK;
 }
 
@@ -223,7 +230,8 @@ static fp4_status layer(tp_rank *k, int64_t L, float *x, const fp4_rt_col *cols,
     for (int64_t c = 0; c < n; c++)
         fp4p_rmsnorm(x + c * H, vw[FP4_LW_FFN_NORM], H, a->rms_eps, k->h + c * H);
     if (e->d.moe && e->d.moe[L * FP4_MOE_STRIDE(a->n_experts)]) return moe(k, L, x, n);
-    if ((st = proj(k, &w[FP4_LW_GATE], k->h, n, k->g)) || (st = proj(k, &w[FP4_LW_UP], k->h, n, k->u))) return st;
+    if ((st = proj(k, &w[FP4_LW_GATE], k->h, n, k->g)) || (st = proj(k, &w[FP4_LW_UP], k->h, n, k->u)))
+        return st;
     swiglu(k->g, k->u, n * e->f_r);
     if ((st = row_parallel(k, &w[FP4_LW_DOWN], k->g, n, k->t))) return st;
     for (int64_t i = 0; i < n * H; i++)
@@ -239,10 +247,11 @@ static fp4_status embed(tp_rank *k, float *x, const fp4_rt_col *cols, int64_t n)
     memset(mine, 0, sizeof(float) * (size_t)(n * H));
     for (int64_t c = 0; c < n; c++)
         if (cols[c].token >= k->p.v0 && cols[c].token < k->p.v1) {
-            fp4_status st = fp4_tensor_dequant_rows(e->d.tok_embd, cols[c].token, cols[c].token + 1, mine + c * H);
+            fp4_status st =
+                fp4_tensor_dequant_rows(e->d.tok_embd, cols[c].token, cols[c].token + 1, mine + c * H);
             if (st)
-                return fp4_fail(&k->err, st, NULL, e->d.tok_embd->name, "rt.embed", "cannot read embedding row %d",
-                                cols[c].token);
+                return fp4_fail(&k->err, st, NULL, e->d.tok_embd->name, "rt.embed",
+                                "cannot read embedding row %d", cols[c].token);
         }
     fp4_status st = fp4_comm_all_gather(k->comm, mine, k->gath, sizeof(float) * (size_t)(n * H), &k->err);
     if (st) return st;
@@ -268,7 +277,8 @@ static fp4_status head(tp_rank *k, const float *x, const fp4_rt_col *cols, int64
     float *send = k->t;
     for (int64_t c = 0; c < nw; c++)
         memcpy(send + c * e->v_r, k->part + c * vr, sizeof(float) * (size_t)vr);
-    if ((st = fp4_comm_all_gather(k->comm, send, k->gath, sizeof(float) * (size_t)(nw * e->v_r), &k->err))) return st;
+    if ((st = fp4_comm_all_gather(k->comm, send, k->gath, sizeof(float) * (size_t)(nw * e->v_r), &k->err)))
+        return st;
     if (k->r || !logits) return FP4_OK;
     for (int o = 0; o < e->n; o++) {
         const tp_part p = fp4_tp_part(a, o, e->n);
@@ -336,7 +346,9 @@ static void tp_destroy(void *p) {
     free(e);
 }
 
-static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t imax(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
 
 /* the rank's shards of layer L: q/k/v, gate/up by rows (views), o and down by columns (copies) */
 static fp4_status shard_layer(tp_engine *e, tp_rank *k, int64_t L, fp4_error *err) {
@@ -359,7 +371,8 @@ static fp4_status shard_layer(tp_engine *e, tp_rank *k, int64_t L, fp4_error *er
 
 static uint64_t tensor_bytes(const fp4_tensor *w) {
     if (!w) return 0;
-    if (w->type == FP4_TYPE_NVFP4_E2M1) return (uint64_t)(w->nvfp4.n_out * (w->nvfp4.n_in / 2 + w->nvfp4.n_in / 16));
+    if (w->type == FP4_TYPE_NVFP4_E2M1)
+        return (uint64_t)(w->nvfp4.n_out * (w->nvfp4.n_in / 2 + w->nvfp4.n_in / 16));
     return w->nbytes;
 }
 
@@ -380,6 +393,11 @@ static void report_plan(const tp_engine *e, const tp_rank *k, uint64_t kv, uint6
             for (int part = FP4_MOE_GATE; part <= FP4_MOE_DOWN; part++)
                 p.weights_bytes += tensor_bytes(mw[FP4_MOE_AT(x, part)]);
     }
+    /* in-process ranks share the host: its cap (the unsplit plan already passed it) */
+    fp4_rt_mem_plan host;
+    if (!fp4_rt_cpu_plan(&e->d.arch, e->d.n_ctx, e->d.n_slots, e->max_cols, e->d.max_logit_cols,
+                         e->d.n_threads, &host, NULL))
+        p.available_bytes = host.available_bytes;
     p.kv_bytes = kv, p.scratch_bytes = scratch;
     p.total_bytes = p.weights_bytes + p.kv_bytes + p.scratch_bytes;
     e->d.on_plan(&p, e->d.plan_user);
@@ -396,7 +414,8 @@ static fp4_status rank_alloc(tp_engine *e, tp_rank *k, fp4_error *err) {
     for (int64_t L = 0; L < nl; L++)
         if ((st = shard_layer(e, k, L, err))) return st;
     if ((st = fp4_tp_rows(e->d.head, k->p.v0, k->p.v1, &k->head, err))) return st;
-    const uint64_t kvn = (uint64_t)e->d.n_slots * (uint64_t)nl * (uint64_t)e->d.n_ctx * (uint64_t)(e->nkv_r * D);
+    const uint64_t kvn =
+        (uint64_t)e->d.n_slots * (uint64_t)nl * (uint64_t)e->d.n_ctx * (uint64_t)(e->nkv_r * D);
     k->kc = calloc((size_t)kvn, 2), k->vc = calloc((size_t)kvn, 2);
     k->h = fa(mc * H), k->q = fa(mc * e->nh_r * D), k->o = fa(mc * e->nh_r * D);
     k->k = fa(mc * e->nkv_r * D), k->v = fa(mc * e->nkv_r * D), k->g = fa(mc * F), k->u = fa(mc * F);
@@ -408,8 +427,8 @@ static fp4_status rank_alloc(tp_engine *e, tp_rank *k, fp4_error *err) {
         k->ri = malloc(sizeof(int) * (size_t)(mc * K)), k->gc = malloc(sizeof(int64_t) * (size_t)mc);
         moe_ok = k->rl && k->rs && k->rw && k->gh && k->eo && k->ri && k->gc;
     }
-    if (!k->kc || !k->vc || !k->h || !k->q || !k->o || !k->k || !k->v || !k->g || !k->u || !k->t || !k->part ||
-        !k->gath || !k->att || !moe_ok)
+    if (!k->kc || !k->vc || !k->h || !k->q || !k->o || !k->k || !k->v || !k->g || !k->u || !k->t ||
+        !k->part || !k->gath || !k->att || !moe_ok)
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (rank %d)", k->r);
     report_plan(e, k, 4 * kvn, sizeof(float) * (uint64_t)(e->gather_floats * (e->n + 1)));
     return FP4_OK;
@@ -430,17 +449,22 @@ static fp4_status tp_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
     e->nkv_r = a->n_kv_heads / n, e->nh_r = a->n_heads / n;
     e->f_r = a->ffn / n + 1, e->v_r = a->vocab / n + 1; /* the largest part */
     const int64_t H = a->hidden, nsb = imax((e->nh_r * a->head_dim) / FP4_QK_K, e->f_r / FP4_QK_K) + 1;
-    e->gather_floats = imax(imax(max_cols * H * nsb, max_cols * H * imax(a->n_experts_used, 1)), max_cols * e->v_r);
+    e->gather_floats =
+        imax(imax(max_cols * H * nsb, max_cols * H * imax(a->n_experts_used, 1)), max_cols * e->v_r);
     e->rk = calloc((size_t)n, sizeof *e->rk);
     e->x_r = calloc((size_t)n, sizeof *e->x_r);
     fp4_comm *c[FP4_COMM_MAX_RANKS];
-    if (!e->rk || !e->x_r) st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
-    else st = fp4_comm_local_create(n, sizeof(float) * (size_t)e->gather_floats, c, err);
+    if (!e->rk || !e->x_r)
+        st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    else
+        st = fp4_comm_local_create(n, sizeof(float) * (size_t)e->gather_floats, c, err);
     for (int r = 0; r < n && !st; r++) {
         tp_rank *k = &e->rk[r];
         k->e = e, k->r = r, k->comm = c[r], k->p = fp4_tp_part(a, r, n);
-        if (!(e->x_r[r] = fa(max_cols * H))) st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
-        else st = rank_alloc(e, k, err);
+        if (!(e->x_r[r] = fa(max_cols * H)))
+            st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+        else
+            st = rank_alloc(e, k, err);
     }
     for (int r = 1; r < n && !st; r++)
         if (pthread_create(&e->rk[r].tid, NULL, rank_thread, &e->rk[r]))
@@ -457,15 +481,15 @@ static fp4_status tp_step(void *p, const fp4_rt_col *cols, int64_t n, float *log
     tp_engine *e = p;
     const fp4_arch *a = &e->d.arch;
     if (n <= 0 || n > e->max_cols)
-        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "%lld columns (1..%lld)", (long long)n,
-                        (long long)e->max_cols);
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "%lld columns (1..%lld)",
+                        (long long)n, (long long)e->max_cols);
     int64_t nw = 0;
     for (int64_t c = 0; c < n; c++) {
-        if (cols[c].token < 0 || cols[c].token >= a->vocab || cols[c].slot < 0 || cols[c].slot >= e->d.n_slots ||
-            cols[c].pos < 0 || cols[c].pos >= e->d.n_ctx)
+        if (cols[c].token < 0 || cols[c].token >= a->vocab || cols[c].slot < 0 ||
+            cols[c].slot >= e->d.n_slots || cols[c].pos < 0 || cols[c].pos >= e->d.n_ctx)
             return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step",
-                            "column %lld: token %d slot %d position %lld out of range", (long long)c, cols[c].token,
-                            cols[c].slot, (long long)cols[c].pos);
+                            "column %lld: token %d slot %d position %lld out of range", (long long)c,
+                            cols[c].token, cols[c].slot, (long long)cols[c].pos);
         nw += cols[c].want_logits != 0;
     }
     if (nw && !logits)
@@ -516,7 +540,14 @@ static fp4_status tp_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16
 }
 
 static const fp4_rt_backend_ops tp_ops = {
-    FP4_RT_BACKEND_ABI, "cpu-tp", tp_route, tp_create, tp_destroy, tp_step, tp_kv_read, tp_kv_write,
+    FP4_RT_BACKEND_ABI,
+    "cpu-tp",
+    tp_route,
+    tp_create,
+    tp_destroy,
+    tp_step,
+    tp_kv_read,
+    tp_kv_write,
     NULL, /* step_cols: the runtime's 64 */
     NULL, /* step_greedy: the runtime's host argmax */
 };

@@ -288,8 +288,8 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
                         "this version; use --device cpu");
     if (o.tp > 1 && o.device == FP4_DEVICE_CUDA)
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.tp-cuda",
-                        "--tp %d: tensor parallelism runs on the CPU's in-process ranks in this version (the NCCL "
-                        "communicator is built but the split CUDA step is not); use --device cpu",
+                        "--tp %d: tensor parallelism runs on the CPU's in-process ranks in this version (the "
+                        "NCCL communicator is built but the split CUDA step is not); use --device cpu",
                         o.tp);
     fp4_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");

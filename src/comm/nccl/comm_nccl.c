@@ -29,7 +29,9 @@ typedef struct nccl_comm {
     float *one; /* a device float for the barrier */
 } nccl_comm;
 
-static nccl_comm *nc_of(fp4_comm *c) { return (nccl_comm *)c; }
+static nccl_comm *nc_of(fp4_comm *c) {
+    return (nccl_comm *)c;
+}
 
 static fp4_status nccl_done(nccl_comm *n, ncclResult_t r, const char *what, fp4_error *err) {
     if (r == ncclSuccess) {
@@ -51,11 +53,13 @@ static fp4_status n_all_reduce(fp4_comm *c, const float *send, float *recv, int6
 }
 static fp4_status n_broadcast(fp4_comm *c, void *buf, size_t bytes, int root, fp4_error *err) {
     nccl_comm *n = nc_of(c);
-    return nccl_done(n, ncclBroadcast(buf, buf, bytes, ncclChar, root, n->nc, n->stream), "ncclBroadcast", err);
+    return nccl_done(n, ncclBroadcast(buf, buf, bytes, ncclChar, root, n->nc, n->stream), "ncclBroadcast",
+                     err);
 }
 static fp4_status n_barrier(fp4_comm *c, fp4_error *err) {
     nccl_comm *n = nc_of(c);
-    return nccl_done(n, ncclAllReduce(n->one, n->one, 1, ncclFloat, ncclSum, n->nc, n->stream), "barrier", err);
+    return nccl_done(n, ncclAllReduce(n->one, n->one, 1, ncclFloat, ncclSum, n->nc, n->stream), "barrier",
+                     err);
 }
 static void n_abort(fp4_comm *c) {
     nccl_comm *n = nc_of(c);
@@ -69,8 +73,8 @@ static void n_destroy(fp4_comm *c) {
     free(n);
 }
 
-static const fp4_comm_ops nccl_ops = {"nccl", n_all_gather, n_all_reduce, n_broadcast, n_barrier, n_abort,
-                                      n_destroy};
+static const fp4_comm_ops nccl_ops = {"nccl",    n_all_gather, n_all_reduce, n_broadcast,
+                                      n_barrier, n_abort,      n_destroy};
 
 static fp4_status write_id(const char *path, const ncclUniqueId *id, fp4_error *err) {
     char tmp[4096];
@@ -81,7 +85,8 @@ static fp4_status write_id(const char *path, const ncclUniqueId *id, fp4_error *
     const int ok = write(fd, id, sizeof *id) == (ssize_t)sizeof *id && fsync(fd) == 0;
     if (close(fd) != 0 || !ok || rename(tmp, path) != 0) {
         unlink(tmp);
-        return fp4_fail(err, FP4_ERR_IO, path, NULL, "comm.id", "cannot write the NCCL id: %s", strerror(errno));
+        return fp4_fail(err, FP4_ERR_IO, path, NULL, "comm.id", "cannot write the NCCL id: %s",
+                        strerror(errno));
     }
     return FP4_OK;
 }
@@ -115,7 +120,8 @@ fp4_status fp4_comm_nccl_create(int rank, int size, int device, const char *id_p
     if (rank == 0) {
         ncclResult_t r = ncclGetUniqueId(&id);
         if (r != ncclSuccess)
-            return fp4_fail(err, FP4_ERR_IO, NULL, NULL, "comm.nccl", "ncclGetUniqueId: %s", ncclGetErrorString(r));
+            return fp4_fail(err, FP4_ERR_IO, NULL, NULL, "comm.nccl", "ncclGetUniqueId: %s",
+                            ncclGetErrorString(r));
         st = write_id(id_path, &id, err);
     } else
         st = read_id(id_path, timeout_s, &id, err);
@@ -129,14 +135,15 @@ fp4_status fp4_comm_nccl_create(int rank, int size, int device, const char *id_p
     if (ce == cudaSuccess) ce = cudaMemset(n->one, 0, sizeof(float));
     if (ce != cudaSuccess) {
         n_destroy(&n->base);
-        return fp4_fail(err, FP4_ERR_IO, NULL, NULL, "comm.cuda", "device %d: %s", device, cudaGetErrorString(ce));
+        return fp4_fail(err, FP4_ERR_IO, NULL, NULL, "comm.cuda", "device %d: %s", device,
+                        cudaGetErrorString(ce));
     }
     ncclResult_t r = ncclCommInitRank(&n->nc, size, id, rank);
     if (r != ncclSuccess) {
         n->nc = NULL;
         n_destroy(&n->base);
-        return fp4_fail(err, FP4_ERR_IO, NULL, NULL, "comm.nccl", "ncclCommInitRank (rank %d of %d): %s", rank, size,
-                        ncclGetErrorString(r));
+        return fp4_fail(err, FP4_ERR_IO, NULL, NULL, "comm.nccl", "ncclCommInitRank (rank %d of %d): %s",
+                        rank, size, ncclGetErrorString(r));
     }
     *out = &n->base;
     return FP4_OK;

@@ -49,7 +49,8 @@ static int rank_main(int rank, int size, const char *id_path) {
 
 int main(int argc, char **argv) {
     const int size = argc > 1 ? atoi(argv[1]) : 2;
-    if (size < 2 || size > FP4_COMM_MAX_RANKS) return fprintf(stderr, "usage: test_nccl_comm N_GPUS (>= 2)\n"), 2;
+    if (size < 2 || size > FP4_COMM_MAX_RANKS)
+        return fprintf(stderr, "usage: test_nccl_comm N_GPUS (>= 2)\n"), 2;
     char dir[512], id_path[600], bad_path[600];
     snprintf(dir, sizeof dir, "%s/fp4lane-nccl-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) return perror("mkdtemp"), 1;
@@ -60,7 +61,8 @@ int main(int argc, char **argv) {
     if (f) fputs("short", f), fclose(f);
     fp4_comm *c;
     fp4_error err;
-    CHECK(fp4_comm_nccl_create(1, 2, 0, bad_path, 1.0, &c, &err) == FP4_ERR_FORMAT && !strcmp(err.rule, "comm.id"));
+    CHECK(fp4_comm_nccl_create(1, 2, 0, bad_path, 1.0, &c, &err) == FP4_ERR_FORMAT &&
+          !strcmp(err.rule, "comm.id"));
     pid_t pid[FP4_COMM_MAX_RANKS];
     for (int r = 0; r < size; r++)
         if ((pid[r] = fork()) == 0) _exit(rank_main(r, size, id_path));
