@@ -168,52 +168,68 @@ static void q1_fill(void) {
 typedef struct terms_ctx {
     const fp4_nvfp4_view *w;
     const fp4_block_q8_K *xq; /* [col][nsb] */
+    const int8_t *act;        /* AVX-512: the activations rearranged (fp4_a16_act_avx512), [col][n_in] */
+    const float *d;           /* [col][nsb] */
     int64_t n, nsb;
     float *c;
 } terms_ctx;
 
+/* the portable terms: contract.c's integer group dots, the epilogue of each super-block alone */
+static void terms_row_portable(const terms_ctx *t, int64_t r, int64_t col, float *c) {
+    const fp4_nvfp4_view *w = t->w;
+    const uint8_t *pay = w->payload + r * (w->n_in / 2), *sc = w->scales + r * (w->n_in / 16);
+    for (int64_t sb = 0; sb < t->nsb; sb++) {
+        const fp4_block_q8_K *q = &t->xq[col * t->nsb + sb];
+        if (q->d == 0.0f) {
+            c[sb] = 0.0f; /* acc + 0 == acc: acc starts at +0 and never becomes -0 */
+            continue;
+        }
+        int64_t total = 0;
+        for (int g = 0; g < 16; g++) {
+            const int64_t gi = sb * 16 + g;
+            int32_t dot = 0;
+            for (int j = 0; j < 8; j++) {
+                const int8_t *wq = q1_pair[pay[gi * 8 + j]];
+                dot += (int32_t)wq[0] * q->qs[g * 16 + 2 * j] + (int32_t)wq[1] * q->qs[g * 16 + 2 * j + 1];
+            }
+            total += (int64_t)dot * fp4_e4m3fn_q9(sc[gi]);
+        }
+        c[sb] = fp4_a16_epilogue(total, q->d, w->scale2, 0.0f);
+    }
+}
+
 static void terms_rows(void *p, int64_t r0, int64_t r1) {
     const terms_ctx *t = p;
     const fp4_nvfp4_view *w = t->w;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *pay = w->payload + r * (w->n_in / 2), *sc = w->scales + r * (w->n_in / 16);
+    for (int64_t r = r0; r < r1; r++)
         for (int64_t col = 0; col < t->n; col++) {
             float *c = t->c + (col * w->n_out + r) * t->nsb;
-            for (int64_t sb = 0; sb < t->nsb; sb++) {
-                const fp4_block_q8_K *q = &t->xq[col * t->nsb + sb];
-                if (q->d == 0.0f) {
-                    c[sb] = 0.0f; /* acc + 0 == acc: acc starts at +0 and never becomes -0 */
-                    continue;
-                }
-                int64_t total = 0;
-                for (int g = 0; g < 16; g++) {
-                    const int64_t gi = sb * 16 + g;
-                    int32_t dot = 0;
-                    for (int j = 0; j < 8; j++) {
-                        const int8_t *wq = q1_pair[pay[gi * 8 + j]];
-                        dot += (int32_t)wq[0] * q->qs[g * 16 + 2 * j] +
-                               (int32_t)wq[1] * q->qs[g * 16 + 2 * j + 1];
-                    }
-                    total += (int64_t)dot * fp4_e4m3fn_q9(sc[gi]);
-                }
-                c[sb] = fp4_a16_epilogue(total, q->d, w->scale2, 0.0f);
-            }
+            if (t->act)
+                fp4_a16_terms_avx512(w->payload + r * (w->n_in / 2), w->scales + r * (w->n_in / 16),
+                                     w->scale2, t->act + col * w->n_in, t->d + col * t->nsb, t->nsb, c);
+            else
+                terms_row_portable(t, r, col, c);
         }
-    }
 }
 
 fp4_status fp4_tp_a16_terms(const fp4_tensor *w, const float *x, int64_t n, float *c, int n_threads) {
     pthread_once(&q1_once, q1_fill);
     const int64_t n_in = w->nvfp4.n_in, nsb = n_in / FP4_QK_K;
     if (n_in % FP4_QK_K || n <= 0) return FP4_ERR_SHAPE;
+    const int avx512 = fp4_cpu_path() == FP4_CPU_AVX512;
     fp4_block_q8_K *xq = malloc(sizeof *xq * (size_t)(n * nsb));
-    if (!xq) return FP4_ERR_NOMEM;
-    fp4_status st = FP4_OK;
-    for (int64_t col = 0; col < n && !st; col++)
+    int8_t *act = avx512 ? malloc((size_t)(n * n_in)) : NULL;
+    float *d = malloc(sizeof(float) * (size_t)(n * nsb));
+    fp4_status st = xq && d && (act || !avx512) ? FP4_OK : FP4_ERR_NOMEM;
+    for (int64_t col = 0; col < n && !st; col++) {
         st = fp4_q8_K_quantize(x + col * n_in, n_in, xq + col * nsb);
-    terms_ctx t = {&w->nvfp4, xq, n, nsb, c};
+        for (int64_t b = 0; b < nsb && !st; b++)
+            d[col * nsb + b] = xq[col * nsb + b].d;
+        if (!st && act) fp4_a16_act_avx512(xq + col * nsb, nsb, act + col * n_in);
+    }
+    terms_ctx t = {&w->nvfp4, xq, act, d, n, nsb, c};
     if (!st) st = fp4_parallel_rows(w->nvfp4.n_out, n_threads, terms_rows, &t);
-    free(xq);
+    free(xq), free(act), free(d);
     return st;
 }
 
