@@ -33,7 +33,7 @@ typedef struct tp_rank {
     fp4_tensor head;
     uint8_t **owned;   /* n_layers * 2: the row-parallel copies (o, down) */
     uint16_t *kc, *vc; /* [slot][layer][pos][nkv_r * D] */
-    float *h, *q, *k, *v, *o, *g, *u, *t, *part, *gath, *att, *rl, *rs, *rw, *gh, *eo;
+    float *h, *q, *k, *v, *o, *g, *u, *t, *part, *gath, *att, *P, *rl, *rs, *rw, *gh, *eo;
     int *ri;
     int64_t *gc;
     fp4_status st;
@@ -110,6 +110,13 @@ static uint16_t *kv_at(const tp_engine *e, uint16_t *base, int32_t slot, int64_t
            (((int64_t)slot * e->d.arch.n_layers + L) * e->d.n_ctx + pos) * e->nkv_r * e->d.arch.head_dim;
 }
 
+typedef void (*attend_fn)(const float *q, const uint16_t *k0, const uint16_t *v0, int64_t row_stride,
+                          int64_t n, int head_dim, int64_t hq0, int nh, int group, float scale, float *s,
+                          float *P, float *o);
+static const attend_fn attend_path[FP4_CPU_N_PATHS] = {[FP4_CPU_PORTABLE] = fp4_attend_heads_portable,
+                                                       [FP4_CPU_AVX2] = fp4_attend_heads_avx2,
+                                                       [FP4_CPU_AVX512] = fp4_attend_heads_avx512};
+
 /* q/k/v of the rank's heads, their bias, norms and RoPE, the KV write, then attention -> k->o */
 static fp4_status attention(tp_rank *k, int64_t L, const fp4_rt_col *cols, int64_t n) {
     tp_engine *e = k->e;
@@ -149,12 +156,15 @@ static fp4_status attention(tp_rank *k, int64_t L, const fp4_rt_col *cols, int64
         for (int64_t i = 0; i < kvd; i++)
             kd[i] = fp4p_f32_to_f16(kk[i]), vd[i] = fp4p_f32_to_f16(v[i]);
     }
+    /* the CPU step's attention walks (attend_heads_*.c, the same bits on every path) over the rank's
+     * heads: local query head h reads local KV head h / G */
+    const attend_fn attend = attend_path[fp4_cpu_path()];
     for (int64_t c = 0; c < n; c++)
-        for (int64_t h = 0; h < e->nh_r; h++) {
-            const int64_t kvh = h / G;
-            fp4p_attend(k->q + c * qd + h * D, kv_at(e, k->kc, cols[c].slot, L, 0) + kvh * D,
-                        kv_at(e, k->vc, cols[c].slot, L, 0) + kvh * D, kvd, cols[c].pos + 1, (int)D,
-                        e->d.attn_scale, k->att, k->o + c * qd + h * D);
+        for (int64_t h = 0; h < e->nh_r; h += FP4_ATTEND_MAX_HEADS) {
+            const int64_t nh = e->nh_r - h < FP4_ATTEND_MAX_HEADS ? e->nh_r - h : FP4_ATTEND_MAX_HEADS;
+            attend(k->q + c * qd + h * D, kv_at(e, k->kc, cols[c].slot, L, 0),
+                   kv_at(e, k->vc, cols[c].slot, L, 0), kvd, cols[c].pos + 1, (int)D, h, (int)nh, (int)G,
+                   e->d.attn_scale, k->att, k->P, k->o + c * qd + h * D);
         }
     return FP4_OK;
 }
@@ -167,9 +177,17 @@ static int owner_of(int64_t i, int64_t total, int n) {
     return o;
 }
 
-static void swiglu(float *g, const float *u, int64_t n) {
+static void swiglu_portable(float *g, const float *u, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         g[i] = fp4p_swiglu(g[i], u[i]);
+}
+/* fp4p_swiglu element-wise on each CPU path (pinned_x86.c): the same bits */
+static void swiglu(float *g, const float *u, int64_t n) {
+    static void (*const path[FP4_CPU_N_PATHS])(float *, const float *,
+                                               int64_t) = {[FP4_CPU_PORTABLE] = swiglu_portable,
+                                                           [FP4_CPU_AVX2] = fp4_swiglu_avx2,
+                                                           [FP4_CPU_AVX512] = fp4_swiglu_avx512};
+    path[fp4_cpu_path()](g, u, n);
 }
 
 /* THE STEP's k'..m' with the experts on their ranks: the same grouping as the plain step, each
@@ -335,7 +353,8 @@ static void tp_destroy(void *p) {
             free(k->owned[i]);
         free(k->owned), free(k->lw), free(k->kc), free(k->vc);
         free(k->h), free(k->q), free(k->k), free(k->v), free(k->o), free(k->g), free(k->u), free(k->t);
-        free(k->part), free(k->gath), free(k->att), free(k->rl), free(k->rs), free(k->rw), free(k->gh);
+        free(k->part), free(k->gath), free(k->att), free(k->P), free(k->rl), free(k->rs), free(k->rw),
+            free(k->gh);
         free(k->eo), free(k->ri), free(k->gc);
         if (k->comm) fp4_comm_free(k->comm);
         if (e->x_r) free(e->x_r[r]);
@@ -420,7 +439,7 @@ static fp4_status rank_alloc(tp_engine *e, tp_rank *k, fp4_error *err) {
     k->h = fa(mc * H), k->q = fa(mc * e->nh_r * D), k->o = fa(mc * e->nh_r * D);
     k->k = fa(mc * e->nkv_r * D), k->v = fa(mc * e->nkv_r * D), k->g = fa(mc * F), k->u = fa(mc * F);
     k->t = fa(mc * imax(H, e->v_r)), k->part = fa(e->gather_floats), k->gath = fa(e->n * e->gather_floats);
-    k->att = fa(e->d.n_ctx);
+    k->att = fa(e->d.n_ctx * FP4_ATTEND_MAX_HEADS), k->P = fa(FP4P_LANES * D * FP4_ATTEND_MAX_HEADS);
     int moe_ok = 1;
     if (e->d.moe) {
         k->rl = fa(mc * E), k->rs = fa(E), k->rw = fa(mc * K), k->gh = fa(mc * H), k->eo = fa(mc * K * H);
@@ -428,7 +447,7 @@ static fp4_status rank_alloc(tp_engine *e, tp_rank *k, fp4_error *err) {
         moe_ok = k->rl && k->rs && k->rw && k->gh && k->eo && k->ri && k->gc;
     }
     if (!k->kc || !k->vc || !k->h || !k->q || !k->o || !k->k || !k->v || !k->g || !k->u || !k->t ||
-        !k->part || !k->gath || !k->att || !moe_ok)
+        !k->part || !k->gath || !k->att || !k->P || !moe_ok)
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (rank %d)", k->r);
     report_plan(e, k, 4 * kvn, sizeof(float) * (uint64_t)(e->gather_floats * (e->n + 1)));
     return FP4_OK;
