@@ -133,10 +133,12 @@ FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uin
  * fp4_a16_epilogue(total_sb, d[sb], scale2, 0), +0 where d[sb] is 0. The row-parallel split
  * (tp_shard.c) gathers these and replays the sum, so it needs them unrounded; the same integer
  * arithmetic as the dot above, so the same totals. */
-FP4_TARGET_AVX512 void fp4_a16_terms_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
-                                            const int8_t *act, const float *d, int64_t nsb, float *c) {
+FP4_TARGET_AVX512 void fp4_a16_terms_avx512(const uint8_t *payload_row, const uint8_t *scales_row,
+                                            float scale2, const int8_t *act, const float *d, int64_t nsb,
+                                            float *c) {
     const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(MAG8));
-    const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08), zero = _mm512_setzero_si512();
+    const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08),
+                  zero = _mm512_setzero_si512();
     __m512i k[6];
     for (int i = 0; i < 6; i++)
         k[i] = _mm512_load_si512((const void *)q9_consts[i]);
