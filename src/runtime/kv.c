@@ -4,7 +4,8 @@
  * weights (every tensor's name, type, dims and bytes; NVFP4 payload, scales, scale2 and input
  * scale), lane, activation precision, mode, KV dtype and the RoPE configuration; native mode adds
  * the device, the native revision and a split engine's rank count (native kernels differ per
- * device and per revision, a split's sums per rank count; exact ones do not). Exact and native state never alias.
+ * device and per revision, a split's sums per rank count; exact ones do not). Exact and native
+ * state never alias.
  *
  * Snapshot file (little-endian):
  *   0  "FP4LKV02"                 8 bytes
