@@ -45,8 +45,7 @@ struct tp_engine {
     fp4_rt_model_desc d;
     int n, n_threads; /* ranks; threads per rank */
     int64_t max_cols, nkv_r, nh_r, f_r, v_r, gather_floats;
-    float *x; /* replicated residual, [col][H] (each rank its own copy: x_r) */
-    float **x_r;
+    float **x_r; /* the replicated residual, each rank its own copy, [col][H] */
     tp_rank *rk;
     /* the crew: rank threads 1..n-1 wait for a new generation, run the step, count down */
     pthread_mutex_t m;
