@@ -1,13 +1,15 @@
 /* test_runtime_tp.c — the CPU engine split over in-process ranks (opts.tp, src/cpu/tp_step.c,
- * docs/SCALE.md). For Llama, Qwen2 (q/k/v bias), Qwen3 (q/k norm), Qwen3-MoE (a dense layer
- * beside the expert layers) and Mixtral, NVFP4 twins of a shape whose shards sit on super-block
- * boundaries at 2, 3 and 4 ranks: exact mode gives the unsplit engine's logits bit for bit on a
- * prefill step and the decode steps after it, the same KV cache (snapshot files byte-identical),
- * and a snapshot saved by the unsplit engine continues on the split one with the same bits;
- * native mode stays within NATIVE_TOL of the unsplit native run. The refusals, each named: KV heads
- * the ranks do not divide (tp.heads), an exact split off a super-block boundary (tp.exact-split,
- * the tiny shape, which native mode then runs), an exact row-parallel route that cannot keep its
- * order (tp.exact-route: bf16), --device cuda (route.tp-cuda), and too many ranks (tp.ranks). */
+ * docs/SCALE.md). For Llama (2 layers), Qwen2 (q/k/v bias), Qwen3 (q/k norm), Qwen3-MoE (a dense
+ * layer beside the expert layers) and Mixtral, NVFP4 twins of a shape whose shards sit on
+ * super-block boundaries at 2, 3 and 4 ranks (48 query heads of 64 over 12 KV heads, ffn 3072):
+ * exact mode gives the unsplit engine's logits bit for bit on a prefill step and the decode steps
+ * after it, the same KV cache (snapshot files byte-identical), and a snapshot saved by the unsplit
+ * engine continues on the split one with the same bits; native mode stays within NATIVE_TOL of the
+ * unsplit native run, and a native snapshot of --tp 2 is refused by --tp 3 (kv.identity). The tiny
+ * and tiny-moe shapes (4 query heads over 2 KV heads): native --tp 2 within NATIVE_TOL; refused,
+ * each by name: KV heads the ranks do not divide (tp.heads), an exact split off a super-block
+ * boundary (tp.exact-split: o's shards are 128 wide), an exact row-parallel route that cannot keep
+ * its order (tp.exact-route: bf16), --device cuda (route.tp-cuda), too many ranks (tp.ranks). */
 #include "check.h"
 #include "fp4lane_runtime.h"
 #include "rt_fixture.h"
@@ -62,6 +64,19 @@ static int run(const fp4_model *m, fp4_mode mode, int tp, float *lg, const char 
     return rc;
 }
 
+/* the largest |a - b| over all rows, each relative to (max |logit| of a's row + 1) */
+static double native_worst(const float *a, const float *b, int64_t V) {
+    double worst = 0;
+    for (int t = 0; t < T_ALL; t++) {
+        double mx = 0;
+        for (int64_t v = 0; v < V; v++)
+            mx = fmax(mx, fabs(a[t * V + v]));
+        for (int64_t v = 0; v < V; v++)
+            worst = fmax(worst, fabs((double)b[t * V + v] - a[t * V + v]) / (mx + 1));
+    }
+    return worst;
+}
+
 static int same_file(const char *a, const char *b) {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
     int same = fa && fb;
@@ -102,7 +117,9 @@ static void split_model(const char *type, int experts) {
      * down's input is a multiple of 256 */
     rtfx_spec s = experts ? rtfx_moe(type) : rtfx_default(type);
     s.heads = 48, s.kv_heads = 12, s.head_dim = 64, s.explicit_head_dim = 1, s.ffn = 3072,
-    s.layers = experts ? 3 : 2;
+    s.layers = experts                  ? 3
+               : !strcmp(type, "llama") ? 2
+                                        : 1;
     s.ctx = 32;
     if (!strcmp(type, "mixtral")) s.ffn = 256; /* Mixtral's intermediate_size is its experts' width */
     char dir[600], bf[700], nv[700], kv0[700], kvn[700];
@@ -128,14 +145,7 @@ static void split_model(const char *type, int experts) {
         CHECK_MSG(!memcmp(ref, got, sizeof(float) * (size_t)nl), "%s --tp %d: continued snapshot differs",
                   type, tp);
         CHECK(run(m, FP4_MODE_NATIVE, tp, got, NULL, NULL) == 0);
-        double worst = 0;
-        for (int t = 0; t < T_ALL; t++) {
-            double mx = 0;
-            for (int64_t v = 0; v < V; v++)
-                mx = fmax(mx, fabs(nref[t * V + v]));
-            for (int64_t v = 0; v < V; v++)
-                worst = fmax(worst, fabs((double)got[t * V + v] - nref[t * V + v]) / (mx + 1));
-        }
+        const double worst = native_worst(nref, got, V);
         CHECK_MSG(worst <= NATIVE_TOL, "%s --tp %d native: %g of the row's scale", type, tp, worst);
         remove(kvn);
     }
@@ -173,15 +183,24 @@ static void refusals(void) {
     refused(m, FP4_MODE_NATIVE, FP4_DEVICE_CPU, 1000, "tp.ranks");
     /* what exact mode refuses, native mode runs: within NATIVE_TOL of the unsplit run */
     static float a[T_ALL * MAX_V], b[T_ALL * MAX_V];
+    CHECK(run(mb, FP4_MODE_NATIVE, 2, b, NULL, NULL) == 0); /* bf16: native splits what exact refuses */
     CHECK(run(m, FP4_MODE_NATIVE, 1, a, NULL, NULL) == 0 && run(m, FP4_MODE_NATIVE, 2, b, NULL, NULL) == 0);
-    CHECK(run(mb, FP4_MODE_NATIVE, 2, b, NULL, NULL) == 0);
-    double worst = 0;
-    CHECK(run(m, FP4_MODE_NATIVE, 2, b, NULL, NULL) == 0);
-    for (int i = 0; i < T_ALL * s.vocab; i++)
-        worst = fmax(worst, fabs((double)a[i] - b[i]));
-    CHECK_MSG(worst <= NATIVE_TOL * 100, "tiny native --tp 2: %g", worst);
+    double worst = native_worst(a, b, s.vocab);
+    CHECK_MSG(worst <= NATIVE_TOL, "tiny native --tp 2: %g of the row's scale", worst);
     fp4_model_close(m);
     fp4_model_close(mb);
+    /* the tiny-moe shape (the same heads, 8 experts): refused exact, native within NATIVE_TOL */
+    rtfx_spec q = rtfx_moe("qwen3_moe");
+    q.ctx = 32;
+    snprintf(dir, sizeof dir, "%s/tiny-moe", tmp);
+    rtfx_write_pair(dir, &q, 5, bf, nv, sizeof bf);
+    CHECK_OK(fp4_model_open(nv, NULL, &m, &e));
+    refused(m, FP4_MODE_EXACT, FP4_DEVICE_CPU, 2, "tp.exact-split");
+    refused(m, FP4_MODE_NATIVE, FP4_DEVICE_CPU, 3, "tp.heads");
+    CHECK(run(m, FP4_MODE_NATIVE, 1, a, NULL, NULL) == 0 && run(m, FP4_MODE_NATIVE, 2, b, NULL, NULL) == 0);
+    worst = native_worst(a, b, q.vocab);
+    CHECK_MSG(worst <= NATIVE_TOL, "tiny-moe native --tp 2: %g of the row's scale", worst);
+    fp4_model_close(m);
 }
 
 int main(void) {

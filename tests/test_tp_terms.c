@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { N_OUT = 7, N_IN = 1024, NSB = N_IN / 256, MAXC = 3 };
+enum { N_OUT = 64, N_IN = 2048, NSB = N_IN / 256, MAXC = 3 };
 
 static uint8_t pay[N_OUT * N_IN / 2], sc[N_OUT * N_IN / 16];
 static float x[MAXC * N_IN];
