@@ -100,7 +100,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 6u
+#define FP4_RT_BACKEND_ABI 7u
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -162,7 +162,7 @@ typedef struct fp4_rt_model_desc {
     /* ABI 6: Gemma 3's local layers rotate by this table (rope_local_theta, no scaling; NULL when
      * the model has no local layer), and their K/V rows live in a ring (fp4_rt_kv_ring) */
     const float *rope_cos_local, *rope_sin_local;
-    /* ABI 6: ranks of a tensor-parallel engine (fp4_rt_cpu_tp_backend; <= 1 for the others) */
+    /* ABI 7: ranks of a tensor-parallel engine (fp4_rt_cpu_tp_backend; <= 1 for the others) */
     int tp;
 } fp4_rt_model_desc;
 

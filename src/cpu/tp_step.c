@@ -568,6 +568,8 @@ static const fp4_rt_backend_ops tp_ops = {
     tp_kv_write,
     NULL, /* step_cols: the runtime's 64 */
     NULL, /* step_greedy: the runtime's host argmax */
+    NULL, /* kv_trim: each rank's cache is allocated whole at create */
+    NULL, /* kv_blocks */
 };
 
 const fp4_rt_backend_ops *fp4_rt_cpu_tp_backend(void) {
