@@ -1,7 +1,7 @@
 /* test_cli_tp.c — `fp4lane run --tp N` (docs/SCALE.md) on models/tiny (4 query heads of 64 over 2
  * KV heads): the split runs in native mode with each rank's memory plan on stderr; exact mode's
  * refusal names the super-block boundary (tp.exact-split), three ranks the heads (tp.heads), CUDA
- * its route (route.tp-cuda), and --tp 0 is a usage error (exit 2). */
+ * its route (route.tp-cuda), Gemma 3 its family (tp.arch), and --tp 0 is a usage error (exit 2). */
 #include "check.h"
 #include "cli_util.h"
 #include <stdio.h>
@@ -32,6 +32,11 @@ int main(void) {
     CHECK(cli(a, &o, &e) == 1 && cu_has(e, "route.tp-cuda"));
     snprintf(a, sizeof a, "%s --tp 0", m);
     CHECK(cli(a, &o, &e) == 2 && cu_has(e, "--tp 0"));
+    /* Gemma 3 (its ring cache, GeGLU, extra norms) is not split: refused by name */
+    snprintf(a, sizeof a, "synth %s/g3 --shape tiny-gemma3 --threads 1", tmp);
+    CHECK(cli(a, &o, &e) == 0);
+    snprintf(a, sizeof a, "run %s/g3 --prompt-ids 1,2 -n 1 --tp 2 --mode native", tmp);
+    CHECK(cli(a, &o, &e) == 1 && cu_has(e, "tp.arch"));
     free(o), free(e);
     snprintf(a, sizeof a, "rm -rf '%s'", tmp);
     if (system(a) != 0) fprintf(stderr, "cannot remove %s\n", tmp);
