@@ -253,11 +253,22 @@ $(GPU_RT_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%): $(BUILD)/tests/gpu/%: tests/g
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
 	  $(BUILD)/tests/gpu/fp8_twin.o $(BUILD)/libfp4lane.a $(LDLIBS)
+# comm.h's NCCL backend (src/comm/nccl, C against nccl.h and cudart) and its multi-GPU test, run by
+# dev/cuda/run_tp.sh on a machine with two or more GPUs
+NCCL_OBJ = $(BUILD)/src/comm/nccl/comm_nccl.o $(BUILD)/src/comm/comm.o
+$(BUILD)/src/comm/nccl/%.o: src/comm/nccl/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -isystem $(CUDA_HOME)/include -MMD -MP -c $< -o $@
+$(BUILD)/tests/gpu/test_nccl_comm: tests/gpu/comm/test_nccl_comm.c $(NCCL_OBJ) $(BUILD)/tests/gpu/check.o \
+                                   $(BUILD)/libfp4lane_host.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -isystem $(CUDA_HOME)/include -UNDEBUG -o $@ $< $(NCCL_OBJ) \
+	  $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4lane_host.a -L$(CUDA_HOME)/lib64 -lnccl -lcudart -lpthread -lm
 # test_gpu_generate runs `fp4lane run --device cuda` (prompt caches across runs)
 $(BUILD)/tests/gpu/test_gpu_generate: $(BUILD)/fp4lane
 # fp4lane_cuda.h compiles alone as C11 and C++; the fp4_cuda_ functions defined in the library
 # are exactly the FP4_API ones it declares (internals are fp4_cu_*, hidden).
-cuda: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_cuda.so $(GPU_TEST_BIN) $(GPU_RT_TEST)
+cuda: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_cuda.so $(GPU_TEST_BIN) $(GPU_RT_TEST) $(BUILD)/tests/gpu/test_nccl_comm
 	@echo '#include "fp4lane_cuda.h"' | $(CC) $(CPPFLAGS) -std=c11 -Wall -Wextra -Werror -pedantic -x c -fsyntax-only -
 	@echo '#include "fp4lane_cuda.h"' | $(CXX) $(CPPFLAGS) -std=c++11 -Wall -Wextra -Werror -x c++ -fsyntax-only -
 	@nm -g --defined-only $(BUILD)/libfp4lane_cuda.a | awk '$$2=="T"{print $$3}' | grep '^fp4_cuda_' | sort -u > $(BUILD)/cuda_defined.txt

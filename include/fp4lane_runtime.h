@@ -194,6 +194,11 @@ typedef struct fp4_rt_opts {
      * The CPU backend does not call it. */
     void (*on_plan)(const fp4_rt_mem_plan *plan, void *user);
     void *plan_user;
+    /* Tensor parallelism (docs/SCALE.md): the CPU engine split over this many in-process ranks
+     * (<= 1: not split). Heads and KV cache by KV head, ffn by row, experts whole, vocabulary by
+     * row; exact mode keeps the unsplit engine's bits or refuses (rules tp.*); CUDA refuses it
+     * (rule route.tp-cuda). Each rank's memory plan goes to on_plan. */
+    int tp;
 } fp4_rt_opts;
 
 typedef struct fp4_rt fp4_rt;

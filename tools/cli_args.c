@@ -52,6 +52,7 @@ static const struct {
      "  -n N                   tokens to generate (default 16 with ids, 128 with text)\n"
      "  --device cpu|cuda      (default cpu)      --mode exact|native (default exact)\n"
      "  --threads N            CPU threads (default 1)\n"
+     "  --tp N                 split the CPU engine over N in-process ranks (default 1; docs/SCALE.md)\n"
      "  --prefill-chunk N      prompt tokens per step (default 0: the whole prompt)\n"
      "  --ctx N                context length (default: the model's)\n"
      "  --temp T (default 0: greedy)  --top-k K (default 0: off)  --top-p P (default 1)\n"

@@ -96,10 +96,10 @@ static int usage(void) {
         "usage: fp4lane run [MODEL] [-p TEXT | -p - | -f FILE | --prompt-ids 1,2,3 | --prompt-ids @FILE |\n"
         "       --batch-file PROMPTS] [-n N] [--stop STR]... [--think show|hide]\n"
         "       [--draft DRAFT [--draft-n K]]\n"
-        "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--prefill-chunk N] [--ctx N]\n"
-        "       [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R] [--presence-penalty P]\n"
-        "       [--penalty-last-n N] [--seed S] [--ignore-eos] [--logits-out FILE.npy] [--kv-save F] "
-        "[--kv-load F] [--json]\n"
+        "       [--device cpu|cuda] [--mode exact|native] [--threads N] [--tp N] [--prefill-chunk N]\n"
+        "       [--ctx N] [--temp T] [--top-k K] [--top-p P] [--min-p P] [--repeat-penalty R]\n"
+        "       [--presence-penalty P] [--penalty-last-n N] [--seed S] [--ignore-eos]\n"
+        "       [--logits-out FILE.npy] [--kv-save F] [--kv-load F] [--json]\n"
         "       [--force] [--timing]\n");
     return 2;
 }

@@ -92,6 +92,9 @@ int rt_cli_engine_opt(rt_cli_engine *e, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--threads")) {
         if (rt_cli_arg("threads", a, v, &x)) return -1;
         e->o.n_threads = (int)x.i;
+    } else if (!strcmp(a, "--tp")) {
+        if (rt_cli_arg("tp", a, v, &x)) return -1;
+        e->o.tp = (int)x.i;
     } else if (!strcmp(a, "--prefill-chunk")) {
         if (rt_cli_arg("prefill_chunk", a, v, &x)) return -1;
         e->prefill_chunk = (int)x.i;

@@ -88,7 +88,8 @@ class RtOpts(ctypes.Structure):  # fp4_rt_opts
     _c_name_ = "fp4_rt_opts"
     _fields_ = [("mode", c_int), ("device", c_int), ("n_threads", c_int), ("n_ctx", c_int64),
                 ("max_seqs", c_int32), ("kv_dtype", c_int), ("drafting", c_int), ("cuda_lib", c_char_p),
-                ("cuda_device", c_int), ("on_plan", c_void_p), ("plan_user", c_void_p)]
+                ("cuda_device", c_int), ("on_plan", c_void_p), ("plan_user", c_void_p),
+                ("tp", c_int)]
 
 
 class RtTok(ctypes.Structure):  # fp4_rt_tok

@@ -100,7 +100,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 6u
+#define FP4_RT_BACKEND_ABI 7u
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -162,6 +162,8 @@ typedef struct fp4_rt_model_desc {
     /* ABI 6: Gemma 3's local layers rotate by this table (rope_local_theta, no scaling; NULL when
      * the model has no local layer), and their K/V rows live in a ring (fp4_rt_kv_ring) */
     const float *rope_cos_local, *rope_sin_local;
+    /* ABI 7: ranks of a tensor-parallel engine (fp4_rt_cpu_tp_backend; <= 1 for the others) */
+    int tp;
 } fp4_rt_model_desc;
 
 /* The K/V rows a local layer keeps per slot: a ring of R = sliding_window + max_cols positions
@@ -228,6 +230,9 @@ typedef struct fp4_rt_backend_ops {
 
 /* The CPU backend (step_cpu.c). */
 const fp4_rt_backend_ops *fp4_rt_cpu_backend(void);
+/* The CPU engine split over desc->tp in-process ranks (src/cpu/tp_step.c, docs/SCALE.md); create
+ * refuses a split it cannot run or, in exact mode, cannot keep bit for bit (rules tp.*). */
+const fp4_rt_backend_ops *fp4_rt_cpu_tp_backend(void);
 /* The CPU engine's host memory plan for these sizes (src/cpu/mem_plan.c): FP4_ERR_NOMEM, rule
  * "cpu.memory-plan", before anything is allocated when it is above the cap (3/4 of the physical
  * memory, or $FP4LANE_CPU_MEM_LIMIT bytes); FP4_ERR_OVERFLOW when the sizes overflow. */

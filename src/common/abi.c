@@ -130,6 +130,7 @@ static const fp4_abi_field abi_rows[] = {
     ABI_F(fp4_rt_opts, cuda_device),
     ABI_F(fp4_rt_opts, on_plan),
     ABI_F(fp4_rt_opts, plan_user),
+    ABI_F(fp4_rt_opts, tp),
     ABI_END(fp4_rt_opts),
 
     ABI_F(fp4_rt_tok, seq),

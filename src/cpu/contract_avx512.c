@@ -129,6 +129,48 @@ FP4_TARGET_AVX512 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uin
     return fp4_round_f16_avx512(acc);
 }
 
+/* fp4_dot_a16_avx512's super-blocks, each one's epilogue term kept instead of summed: c[sb] =
+ * fp4_a16_epilogue(total_sb, d[sb], scale2, 0), +0 where d[sb] is 0. The row-parallel split
+ * (tp_shard.c) gathers these and replays the sum, so it needs them unrounded; the same integer
+ * arithmetic as the dot above, so the same totals. */
+FP4_TARGET_AVX512 void fp4_a16_terms_avx512(const uint8_t *payload_row, const uint8_t *scales_row,
+                                            float scale2, const int8_t *act, const float *d, int64_t nsb,
+                                            float *c) {
+    const __m512i lut = _mm512_broadcast_i32x4(_mm_setr_epi8(MAG8));
+    const __m512i low4 = _mm512_set1_epi8(0x0F), sign4 = _mm512_set1_epi8(0x08),
+                  zero = _mm512_setzero_si512();
+    __m512i k[6];
+    for (int i = 0; i < 6; i++)
+        k[i] = _mm512_load_si512((const void *)q9_consts[i]);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        if (d[sb] == 0.0f) {
+            c[sb] = 0.0f;
+            continue;
+        }
+        const uint8_t *p = payload_row + sb * (FP4_QK_K / 2);
+        const int8_t *a = act + sb * FP4_QK_K;
+        __m512i tot = zero;
+        const __m512i q9 =
+            q9_16_avx512(_mm_loadu_si128((const __m128i *)(const void *)(scales_row + sb * 16)), k);
+        const __m512i q9h[2] = {_mm512_cvtepi32_epi64(_mm512_castsi512_si256(q9)),
+                                _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(q9, 1))};
+        for (int h = 0; h < 2; h++) {
+            const __m512i b = _mm512_loadu_si512((const void *)(p + 64 * h));
+            const __m512i lo = _mm512_and_si512(b, low4);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(b, 4), low4);
+            __m512i alo = _mm512_loadu_si512((const void *)(a + 128 * h));
+            __m512i ahi = _mm512_loadu_si512((const void *)(a + 128 * h + 64));
+            alo = _mm512_mask_sub_epi8(alo, _mm512_test_epi8_mask(lo, sign4), zero, alo);
+            ahi = _mm512_mask_sub_epi8(ahi, _mm512_test_epi8_mask(hi, sign4), zero, ahi);
+            __m512i s = _mm512_dpbusd_epi32(zero, _mm512_shuffle_epi8(lut, lo), alo);
+            s = _mm512_dpbusd_epi32(s, _mm512_shuffle_epi8(lut, hi), ahi);
+            s = _mm512_add_epi32(s, _mm512_srli_epi64(s, 32));
+            tot = _mm512_add_epi64(tot, _mm512_mul_epi32(s, q9h[h]));
+        }
+        c[sb] = fp4_a16_epilogue(_mm512_reduce_add_epi64(tot), d[sb], scale2, 0.0f);
+    }
+}
+
 /* 64 payload bytes as signed E2M1 values in units of 2^-1 (the code's sign on the magnitude; low
  * nibbles in *wlo, high in *whi) and, per int32 lane, -128 times the sum of its four weights of each:
  * the term that takes the +128 offset of unsigned activations off vpdpbusd's sums (the columns'
@@ -372,6 +414,12 @@ float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, 
                          const int8_t *act, const float *d, int64_t n_in) {
     (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)d, (void)n_in;
     return NAN;
+}
+void fp4_a16_terms_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                          const int8_t *act, const float *d, int64_t nsb, float *c) {
+    (void)payload_row, (void)scales_row, (void)scale2, (void)act, (void)d;
+    for (int64_t sb = 0; sb < nsb; sb++)
+        c[sb] = NAN;
 }
 void fp4_a16_actu_avx512(const int8_t *act, int64_t n, uint8_t *dst) {
     for (int64_t i = 0; i < n; i++)

@@ -43,6 +43,10 @@ float fp4_round_f16_avx2(float f);
 float fp4_round_f16_avx512(float f);
 float fp4_dot_a16_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
                          const int8_t *act, const float *d, int64_t n_in);
+/* the per-super-block epilogue terms of one row (nsb super-blocks) with fp4_dot_a16_avx512's
+ * integer arithmetic, for the split engine's exact row-parallel projections (tp_shard.c) */
+void fp4_a16_terms_avx512(const uint8_t *payload_row, const uint8_t *scales_row, float scale2,
+                          const int8_t *act, const float *d, int64_t nsb, float *c);
 /* The multi-column kernels' entry points: F(args..., NC) with NC a compile-time constant 1..4 (nc
  * beyond 4 takes 4), so that an always_inline core keeps each column's sums in registers. */
 #define FP4_NC_DISPATCH(nc, F, ...)                                                                          \

@@ -17,6 +17,7 @@ static const struct arg_row {
     double flo, fhi; /* ARG_REAL */
 } arg_rows[] = {
     {"threads", ARG_INT, 1, FP4_MAX_THREADS, 0, 0},
+    {"tp", ARG_INT, 1, 64, 0, 0},
     {"ctx", ARG_INT, 1, 1 << 24, 0, 0},
     {"max_seqs", ARG_INT, 1, 4096, 0, 0},
     {"prefill_chunk", ARG_INT, 0, 1 << 20, 0, 0},

@@ -3,8 +3,9 @@
  * Identity: SHA-256 over a versioned, explicitly serialized record of the architecture, the
  * weights (every tensor's name, type, dims and bytes; NVFP4 payload, scales, scale2 and input
  * scale), lane, activation precision, mode, KV dtype and the RoPE configuration; native mode adds
- * the device and the native revision (native kernels differ per device and per revision; exact ones
- * do not). Exact and native state never alias.
+ * the device, the native revision and a split engine's rank count (native kernels differ per
+ * device and per revision, a split's sums per rank count; exact ones do not). Exact and native
+ * state never alias.
  *
  * Snapshot file (little-endian):
  *   0  "FP4LKV02"                 8 bytes
@@ -174,6 +175,7 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
     if (rt->opts.mode == FP4_MODE_NATIVE) { /* native numerics are the backend's, and its revision's */
         put_str(&h, rt->be->name);
         put_str(&h, FP4_RT_NATIVE_REV);
+        if (rt->opts.tp > 1) put_u64(&h, (uint64_t)rt->opts.tp);
     }
     const fp4_rt_bound *b = &rt->b;
     int bad = hash_matrix(&h, b->tok_embd, 0);

@@ -286,6 +286,11 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.gemma-cuda",
                         "Gemma 3 (sliding-window layers, GeGLU, four norms per block) runs on the CPU in "
                         "this version; use --device cpu");
+    if (o.tp > 1 && o.device == FP4_DEVICE_CUDA)
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.tp-cuda",
+                        "--tp %d: tensor parallelism runs on the CPU's in-process ranks in this version (the "
+                        "NCCL communicator is built but the split CUDA step is not); use --device cpu",
+                        o.tp);
     fp4_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     rt->m = m;
@@ -307,7 +312,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     } else if ((st = cpu_canonical(m, err))) {
         goto fail;
     } else
-        rt->be = fp4_rt_cpu_backend();
+        rt->be = o.tp > 1 ? fp4_rt_cpu_tp_backend() : fp4_rt_cpu_backend();
     if ((st = check_routes(rt, err))) goto fail;
     /* the CPU engine's memory plan, before the RoPE table and the KV cache are allocated (a
      * device backend makes its own in create: the tables below are small beside it) */
@@ -349,6 +354,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         .moe = rt->b.moe,
         .rope_cos_local = rt->rope_cos_local,
         .rope_sin_local = rt->rope_sin_local,
+        .tp = o.tp,
     };
     rt->max_cols = rt->be->step_cols ? rt->be->step_cols(&d) : RT_MAX_COLS;
     if (rt->max_cols < 1 || rt->max_cols > RT_MAX_STEP_COLS) rt->max_cols = RT_MAX_COLS;

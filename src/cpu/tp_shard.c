@@ -1,0 +1,250 @@
+/* tp_shard.c — what one rank of the split CPU engine holds (tp_impl.h, docs/SCALE.md): the parts,
+ * the shard views and copies, the checks that refuse a split before anything is allocated, and the
+ * exact A16 row-parallel terms with their pinned sum.
+ *
+ * Why terms and not partial sums: SPEC §4 sums a row's super-block terms one after another
+ * (acc = fma(1, c_sb, acc), super-blocks in index order) and rounds once to F16 at the end. A rank
+ * that summed its own super-blocks would start from 0 instead of the sum so far, and f32 addition
+ * does not reassociate, so each rank sends its terms and every rank replays the one sequential sum.
+ * That needs every shard boundary on a super-block boundary (256 values). */
+#include "fp4_impl.h"
+#include "cpu/tp_impl.h"
+#include "cpu/cpu_impl.h"
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+tp_part fp4_tp_part(const fp4_arch *a, int r, int n) {
+    const int64_t G = a->n_heads / a->n_kv_heads;
+    tp_part p;
+    p.kv0 = a->n_kv_heads * r / n, p.kv1 = a->n_kv_heads * (r + 1) / n;
+    p.hq0 = p.kv0 * G, p.hq1 = p.kv1 * G;
+    p.f0 = a->ffn * r / n, p.f1 = a->ffn * (r + 1) / n;
+    p.v0 = a->vocab * r / n, p.v1 = a->vocab * (r + 1) / n;
+    p.e0 = a->n_experts * r / n, p.e1 = a->n_experts * (r + 1) / n;
+    return p;
+}
+
+static int is_nvfp4(const fp4_tensor *w) {
+    return w->type == FP4_TYPE_NVFP4_E2M1;
+}
+
+/* bytes of one element of a plain tensor the row-parallel copy can slice (0: it cannot) */
+static int64_t elem_bytes(const fp4_tensor *w) {
+    switch (w->type) {
+    case FP4_TYPE_F32:
+        return 4;
+    case FP4_TYPE_F16:
+    case FP4_TYPE_BF16:
+        return 2;
+    case FP4_TYPE_F8_E4M3FN:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+fp4_status fp4_tp_rows(const fp4_tensor *w, int64_t r0, int64_t r1, fp4_tensor *out, fp4_error *err) {
+    const int64_t rows = fp4_rows_of(w->ne, w->n_dims);
+    if (w->n_dims != 2 || r0 < 0 || r1 < r0 || r1 > rows)
+        return fp4_fail(err, FP4_ERR_SHAPE, NULL, w->name, "tp.route", "rows [%lld, %lld) of a %d-D tensor",
+                        (long long)r0, (long long)r1, (int)w->n_dims);
+    *out = *w;
+    out->ne[1] = r1 - r0;
+    if (is_nvfp4(w)) {
+        if (w->nvfp4.packing != FP4_PACK_CANONICAL)
+            return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, w->name, "tp.route", "a deferred type-40 view");
+        out->nvfp4.payload += r0 * (w->nvfp4.n_in / 2);
+        out->nvfp4.scales += r0 * (w->nvfp4.n_in / 16);
+        out->nvfp4.n_out = r1 - r0;
+        return FP4_OK;
+    }
+    const uint64_t rb = rows ? w->nbytes / (uint64_t)rows : 0;
+    out->data += rb * (uint64_t)r0;
+    out->nbytes = rb * (uint64_t)(r1 - r0);
+    if (w->type == FP4_TYPE_F8_E4M3FN) {
+        if (w->fp8.row_scale) out->fp8.row_scale += r0;
+        out->fp8.n_out = r1 - r0;
+    }
+    return FP4_OK;
+}
+
+fp4_status fp4_tp_cols(const fp4_tensor *w, int64_t k0, int64_t k1, fp4_tensor *out, uint8_t **owned,
+                       fp4_error *err) {
+    *owned = NULL;
+    const int64_t rows = fp4_rows_of(w->ne, w->n_dims), n_in = w->ne[0], nk = k1 - k0;
+    const int64_t eb = is_nvfp4(w) ? 0 : elem_bytes(w);
+    if (w->n_dims != 2 || k0 < 0 || nk <= 0 || k1 > n_in || (is_nvfp4(w) ? (k0 % 16 || nk % 16) : !eb) ||
+        (is_nvfp4(w) && w->nvfp4.packing != FP4_PACK_CANONICAL))
+        return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, w->name, "tp.route",
+                        "input columns [%lld, %lld) of this tensor cannot be split (type %d)", (long long)k0,
+                        (long long)k1, (int)w->type);
+    *out = *w;
+    out->ne[0] = nk;
+    const int64_t rowb = is_nvfp4(w) ? nk / 2 + nk / 16 : nk * eb;
+    uint8_t *buf = malloc((size_t)(rows * rowb) + 1);
+    if (!buf) return fp4_fail(err, FP4_ERR_NOMEM, NULL, w->name, "alloc", "out of memory (a shard)");
+    if (is_nvfp4(w)) {
+        uint8_t *pay = buf, *sc = buf + rows * (nk / 2);
+        for (int64_t r = 0; r < rows; r++) {
+            memcpy(pay + r * (nk / 2), w->nvfp4.payload + r * (n_in / 2) + k0 / 2, (size_t)(nk / 2));
+            memcpy(sc + r * (nk / 16), w->nvfp4.scales + r * (n_in / 16) + k0 / 16, (size_t)(nk / 16));
+        }
+        out->nvfp4.payload = pay, out->nvfp4.scales = sc, out->nvfp4.n_in = nk;
+    } else {
+        for (int64_t r = 0; r < rows; r++)
+            memcpy(buf + r * rowb, w->data + (r * n_in + k0) * eb, (size_t)rowb);
+        out->data = buf;
+        out->nbytes = (uint64_t)(rows * rowb);
+        if (w->type == FP4_TYPE_F8_E4M3FN) out->fp8.n_in = nk;
+    }
+    *owned = buf;
+    return FP4_OK;
+}
+
+/* one row-parallel weight's split at [k_r, k_{r+1}) for every rank */
+static fp4_status check_cols(const fp4_rt_model_desc *d, const fp4_tensor *w, const int64_t *k, int n,
+                             fp4_error *err) {
+    const int exact = d->mode == FP4_MODE_EXACT;
+    if (exact && !(is_nvfp4(w) && w->nvfp4.input_scale_inv == 0.0f))
+        return fp4_fail(
+            err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, "tp.exact-route",
+            "--tp %d in exact mode: a row-parallel projection on route %s cannot keep its pinned "
+            "order across ranks (only NVFP4 A16 can: its super-block terms are gathered); use --mode "
+            "native or --tp 1",
+            n, fp4_cpu_route_name(w, d->mode));
+    const int64_t align = exact ? FP4_QK_K : 16;
+    for (int r = 0; r <= n; r++)
+        if (k[r] % align || (r < n && k[r + 1] <= k[r]))
+            return fp4_fail(
+                err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, exact ? "tp.exact-split" : "tp.route",
+                "--tp %d: rank %d's input columns start at %lld, not on a %lld-value %s boundary; "
+                "choose a --tp whose shards are multiples of %lld%s",
+                n, r, (long long)k[r], (long long)align, exact ? "super-block" : "group", (long long)align,
+                exact ? " (or --mode native)" : "");
+    if (!is_nvfp4(w) && !elem_bytes(w))
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, w->name, "tp.route",
+                        "--tp %d: route %s is not split in this version", n, fp4_cpu_route_name(w, d->mode));
+    return FP4_OK;
+}
+
+fp4_status fp4_tp_check(const fp4_rt_model_desc *d, int n, fp4_error *err) {
+    const fp4_arch *a = &d->arch;
+    if (n < 2 || n > FP4_COMM_MAX_RANKS)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tp.ranks", "--tp %d (2..%d)", n,
+                        FP4_COMM_MAX_RANKS);
+    if (a->family == FP4_ARCH_GEMMA3) /* its local layers' ring cache, GeGLU and extra norms: not split yet */
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.arch",
+                        "--tp %d: Gemma 3 is not split in this version; use --tp 1", n);
+    if (a->n_kv_heads % n)
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.heads",
+                        "--tp %d does not divide the %lld KV heads (%lld query heads): the heads and the KV "
+                        "cache are split by KV head",
+                        n, (long long)a->n_kv_heads, (long long)a->n_heads);
+    if (a->vocab < n)
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.vocab", "--tp %d is above the vocabulary",
+                        n);
+    int64_t ko[FP4_COMM_MAX_RANKS + 1], kf[FP4_COMM_MAX_RANKS + 1];
+    for (int r = 0; r <= n; r++) {
+        const tp_part p = fp4_tp_part(a, r < n ? r : n - 1, n);
+        ko[r] = (r < n ? p.hq0 : p.hq1) * a->head_dim;
+        kf[r] = r < n ? p.f0 : p.f1;
+    }
+    fp4_status st;
+    for (int64_t L = 0; L < a->n_layers; L++) {
+        const fp4_tensor *const *w = d->layer + L * FP4_LW_COUNT_;
+        if ((st = check_cols(d, w[FP4_LW_O], ko, n, err))) return st;
+        if (w[FP4_LW_DOWN] && (st = check_cols(d, w[FP4_LW_DOWN], kf, n, err))) return st;
+    }
+    return FP4_OK;
+}
+
+/* ---- exact A16 terms ---- */
+static int8_t q1_pair[256][2];
+static pthread_once_t q1_once = PTHREAD_ONCE_INIT;
+static void q1_fill(void) {
+    for (int b = 0; b < 256; b++)
+        q1_pair[b][0] = (int8_t)fp4_e2m1_q1((uint8_t)(b & 15)),
+        q1_pair[b][1] = (int8_t)fp4_e2m1_q1((uint8_t)(b >> 4));
+}
+
+typedef struct terms_ctx {
+    const fp4_nvfp4_view *w;
+    const fp4_block_q8_K *xq; /* [col][nsb] */
+    const int8_t *act;        /* AVX-512: the activations rearranged (fp4_a16_act_avx512), [col][n_in] */
+    const float *d;           /* [col][nsb] */
+    int64_t n, nsb;
+    float *c;
+} terms_ctx;
+
+/* the portable terms: contract.c's integer group dots, the epilogue of each super-block alone */
+static void terms_row_portable(const terms_ctx *t, int64_t r, int64_t col, float *c) {
+    const fp4_nvfp4_view *w = t->w;
+    const uint8_t *pay = w->payload + r * (w->n_in / 2), *sc = w->scales + r * (w->n_in / 16);
+    for (int64_t sb = 0; sb < t->nsb; sb++) {
+        const fp4_block_q8_K *q = &t->xq[col * t->nsb + sb];
+        if (q->d == 0.0f) {
+            c[sb] = 0.0f; /* acc + 0 == acc: acc starts at +0 and never becomes -0 */
+            continue;
+        }
+        int64_t total = 0;
+        for (int g = 0; g < 16; g++) {
+            const int64_t gi = sb * 16 + g;
+            int32_t dot = 0;
+            for (int j = 0; j < 8; j++) {
+                const int8_t *wq = q1_pair[pay[gi * 8 + j]];
+                dot += (int32_t)wq[0] * q->qs[g * 16 + 2 * j] + (int32_t)wq[1] * q->qs[g * 16 + 2 * j + 1];
+            }
+            total += (int64_t)dot * fp4_e4m3fn_q9(sc[gi]);
+        }
+        c[sb] = fp4_a16_epilogue(total, q->d, w->scale2, 0.0f);
+    }
+}
+
+static void terms_rows(void *p, int64_t r0, int64_t r1) {
+    const terms_ctx *t = p;
+    const fp4_nvfp4_view *w = t->w;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t col = 0; col < t->n; col++) {
+            float *c = t->c + (col * w->n_out + r) * t->nsb;
+            if (t->act)
+                fp4_a16_terms_avx512(w->payload + r * (w->n_in / 2), w->scales + r * (w->n_in / 16),
+                                     w->scale2, t->act + col * w->n_in, t->d + col * t->nsb, t->nsb, c);
+            else
+                terms_row_portable(t, r, col, c);
+        }
+}
+
+fp4_status fp4_tp_a16_terms(const fp4_tensor *w, const float *x, int64_t n, float *c, int n_threads) {
+    pthread_once(&q1_once, q1_fill);
+    const int64_t n_in = w->nvfp4.n_in, nsb = n_in / FP4_QK_K;
+    if (n_in % FP4_QK_K || n <= 0) return FP4_ERR_SHAPE;
+    const int avx512 = fp4_cpu_path() == FP4_CPU_AVX512;
+    fp4_block_q8_K *xq = malloc(sizeof *xq * (size_t)(n * nsb));
+    int8_t *act = avx512 ? malloc((size_t)(n * n_in)) : NULL;
+    float *d = malloc(sizeof(float) * (size_t)(n * nsb));
+    fp4_status st = xq && d && (act || !avx512) ? FP4_OK : FP4_ERR_NOMEM;
+    for (int64_t col = 0; col < n && !st; col++) {
+        st = fp4_q8_K_quantize(x + col * n_in, n_in, xq + col * nsb);
+        for (int64_t b = 0; b < nsb && !st; b++)
+            d[col * nsb + b] = xq[col * nsb + b].d;
+        if (!st && act) fp4_a16_act_avx512(xq + col * nsb, nsb, act + col * n_in);
+    }
+    terms_ctx t = {&w->nvfp4, xq, act, d, n, nsb, c};
+    if (!st) st = fp4_parallel_rows(w->nvfp4.n_out, n_threads, terms_rows, &t);
+    free(xq), free(act), free(d);
+    return st;
+}
+
+void fp4_tp_a16_reduce(const float *g, int n_ranks, int64_t n, int64_t n_out, int64_t nsb, float *y) {
+    for (int64_t col = 0; col < n; col++)
+        for (int64_t r = 0; r < n_out; r++) {
+            float acc = 0.0f;
+            for (int k = 0; k < n_ranks; k++) {
+                const float *c = g + ((k * n + col) * n_out + r) * nsb;
+                for (int64_t sb = 0; sb < nsb; sb++)
+                    acc = __builtin_fmaf(1.0f, c[sb], acc);
+            }
+            y[col * n_out + r] = fp4_round_f16(acc);
+        }
+}
