@@ -569,7 +569,8 @@ static fp4_status made_rows(void *ctx, int64_t i, int64_t r0, int64_t n_rows, ui
     const synth_tensor *t = &m->p->t[i];
     if (t->kind == K_PROJ) outlier_columns(m->o->seed, (int)i, t->cols, m->colscale); /* per call: cheap */
     const float *cs = t->kind == K_PROJ ? m->colscale : NULL;
-    gen_ctx c = {t, (int)i, m->o->seed, r0, cs, dst, m->p->ar->moe == 3 ? 0.0 : 1.0}; /* synth_tensor's values */
+    /* the values synth_tensor writes (Gemma's norms stored as gain - 1: centred at 0) */
+    gen_ctx c = {t, (int)i, m->o->seed, r0, cs, dst, m->p->ar->moe == 3 ? 0.0 : 1.0};
     fp4_status st = fp4_parallel_rows(n_rows, m->threads, gen_rows, &c);
     if (st) return fp4_fail(err, st, NULL, t->name, "synth.threads", "cannot run the generator's threads");
     return FP4_OK;
