@@ -1,7 +1,7 @@
 # fp4lane — plain GNU Makefile.
 #   make            library (build/libfp4lane.a, .so) and CLI (build/fp4lane)
 #   make test       CPU unit tests (+ corpus replay), -Wall -Wextra -Werror
-#   make asan/ubsan the tests under AddressSanitizer / UndefinedBehaviorSanitizer
+#   make asan/ubsan the tests under AddressSanitizer / UndefinedBehaviorSanitizer (sanitize: both)
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS each
 #   make cuda       CUDA library + GPU tests (nvcc; compiles without a GPU)
 #   make test-gpu   GPU tests (needs a GPU)      make lab   kernel lab (needs a GPU)
@@ -49,7 +49,7 @@ GGML_DIR     = third_party/npm/node_modules/$(GGML_NPM_PKG)/bins/linux-x64
 export FP4_GGML_DIR = $(abspath $(GGML_DIR))
 export FP4_HFGGUF = $(abspath third_party/npm/node_modules/@huggingface/gguf/dist/index.mjs)
 
-.PHONY: header-check symbols-check all lib cli test asan ubsan fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab sass clean oracle format-check
+.PHONY: header-check symbols-check all lib cli test asan ubsan sanitize fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab sass clean oracle format-check
 all: lib cli
 
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
@@ -164,6 +164,10 @@ asan:
 ubsan:
 	$(MAKE) BUILD=build-ubsan OPT="-O1 -g -fsanitize=undefined -fno-sanitize-recover=all" \
 	  EXTRA_LDFLAGS="-fsanitize=undefined" test
+# both at once (CI): one build and one run of every test under AddressSanitizer and UBSan together
+sanitize:
+	$(MAKE) BUILD=build-san OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	  -fno-sanitize-recover=all" EXTRA_LDFLAGS="-fsanitize=address,undefined" test
 
 # ---- fuzzing (clang, libFuzzer) ----
 FUZZ_CC ?= clang-14
