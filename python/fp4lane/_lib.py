@@ -79,7 +79,12 @@ class Arch(ctypes.Structure):  # fp4_arch
                 ("qkv_bias", c_int), ("qk_norm", c_int), ("qk_permuted", c_int), ("bos", c_int32),
                 ("n_eos", c_int32), ("eos", c_int32 * 8), ("n_experts", c_int64), ("n_experts_used", c_int64),
                 ("moe_ffn", c_int64), ("moe_routing", c_int32), ("moe_norm_topk", c_int32),
-                ("moe_dense", c_uint64 * 16)]
+                ("moe_dense", c_uint64 * 16),
+                ("q_lora_rank", c_int64), ("kv_lora_rank", c_int64), ("qk_nope_dim", c_int64),
+                ("qk_rope_dim", c_int64), ("v_head_dim", c_int64), ("rope_interleave", c_int32),
+                ("n_nextn", c_int32), ("rope_beta_fast", c_double), ("rope_beta_slow", c_double),
+                ("rope_mscale", c_double), ("rope_mscale_all_dim", c_double), ("moe_n_group", c_int64),
+                ("moe_topk_group", c_int64), ("n_shared_experts", c_int64), ("routed_scaling", c_double)]
 
 
 class RtOpts(ctypes.Structure):  # fp4_rt_opts

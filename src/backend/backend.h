@@ -85,7 +85,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 5u
+#define FP4_RT_BACKEND_ABI 6u /* 6: the DeepSeek-V3 layer slots (FP4_LW_Q_A ..) */
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -106,6 +106,16 @@ typedef enum fp4_rt_lw {
     FP4_LW_GATE,
     FP4_LW_UP,
     FP4_LW_DOWN,
+    /* DeepSeek-V3 (MLA, latent attention: Q is q_b_proj when q_lora_rank > 0; K, V absent) */
+    FP4_LW_Q_A,       /* q_a_proj [q_lora_rank, H]                                       */
+    FP4_LW_Q_A_NORM,  /* q_a_layernorm [q_lora_rank]                                     */
+    FP4_LW_KV_A,      /* kv_a_proj_with_mqa [kv_lora_rank + qk_rope_dim, H]              */
+    FP4_LW_KV_A_NORM, /* kv_a_layernorm [kv_lora_rank]                                   */
+    FP4_LW_KV_B,      /* kv_b_proj [NH * (qk_nope_dim + v_head_dim), kv_lora_rank]       */
+    FP4_LW_SH_GATE,   /* shared experts of a MoE layer: [n_shared * moe_ffn, H]          */
+    FP4_LW_SH_UP,
+    FP4_LW_SH_DOWN,
+    FP4_LW_EXP_BIAS, /* e_score_correction_bias [E] (selection only)                    */
     FP4_LW_COUNT_
 } fp4_rt_lw;
 
@@ -203,5 +213,10 @@ typedef const fp4_rt_backend_ops *(*fp4_rt_backend_entry)(uint32_t abi);
  * to f32 once. Caller frees both with free(). */
 fp4_status fp4_rt_rope_table(const fp4_arch *a, int64_t n_ctx, const float *freq_factors, float **cos_out,
                              float **sin_out);
+/* The rotated width (head_dim; latent attention: qk_rope_dim): the table holds half of it per row. */
+int64_t fp4_rt_rope_dim(const fp4_arch *a);
+/* The softmax scale: (float)(1 / sqrt(head_dim)), times yarn's mscale(factor, mscale_all_dim)^2 (in
+ * double, rounded once) when the config sets mscale_all_dim. */
+float fp4_rt_attn_scale(const fp4_arch *a);
 
 #endif

@@ -50,7 +50,7 @@ fp4_status fp4_rt_cpu_plan(const fp4_arch *a, int64_t n_ctx, int32_t n_slots, in
     memset(p, 0, sizeof *p);
     snprintf(p->device, sizeof p->device, "cpu");
     const uint64_t H = (uint64_t)a->hidden, D = (uint64_t)a->head_dim,
-                   qd = (uint64_t)(a->n_heads * a->head_dim), kvd = (uint64_t)(a->n_kv_heads * a->head_dim),
+                   qd = (uint64_t)(a->n_heads * a->head_dim), kvd = (uint64_t)fp4_arch_kv_dim(a),
                    F = (uint64_t)a->ffn, V = (uint64_t)a->vocab, L = (uint64_t)a->n_layers,
                    ctx = (uint64_t)n_ctx, mc = (uint64_t)max_cols;
     /* the RoPE table (cos and sin, n_ctx x D/2 floats each) and the norm/bias vectors widened */

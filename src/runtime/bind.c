@@ -7,31 +7,55 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { DIM_H, DIM_Q, DIM_KV, DIM_F, DIM_D, DIM_V, DIM_NONE };
+enum { DIM_H, DIM_Q, DIM_KV, DIM_F, DIM_D, DIM_V, DIM_NONE, DIM_O, DIM_QL, DIM_KVA, DIM_KVL, DIM_KVB, DIM_SH, DIM_E };
+/* when a row applies (row_applies) */
+enum { N_ALL, N_BIAS, N_QKNORM, N_QPLAIN, N_QLORA, N_GQA, N_MLA, N_SHARED, N_EXPBIAS };
 enum { K_NORM, K_PROJ, K_BIAS }; /* what a slot holds: norm vector, weight matrix, bias vector */
 
 static const struct slot_row {
     int slot;
     const char *hf, *gguf;       /* printf patterns with the layer index                      */
-    int kind, n_in, n_out, need; /* need: 0 always, 1 qkv_bias, 2 qk_norm                     */
+    int kind, n_in, n_out, need; /* need: N_*                                                 */
 } slot_rows[] = {
     {FP4_LW_ATTN_NORM, "model.layers.%d.input_layernorm.weight", "blk.%d.attn_norm.weight", K_NORM, DIM_H,
      DIM_NONE, 0},
-    {FP4_LW_Q, "model.layers.%d.self_attn.q_proj.weight", "blk.%d.attn_q.weight", K_PROJ, DIM_H, DIM_Q, 0},
-    {FP4_LW_K, "model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight", K_PROJ, DIM_H, DIM_KV, 0},
-    {FP4_LW_V, "model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight", K_PROJ, DIM_H, DIM_KV, 0},
-    {FP4_LW_O, "model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", K_PROJ, DIM_Q, DIM_H,
+    {FP4_LW_Q, "model.layers.%d.self_attn.q_proj.weight", "blk.%d.attn_q.weight", K_PROJ, DIM_H, DIM_Q,
+     N_QPLAIN},
+    {FP4_LW_K, "model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight", K_PROJ, DIM_H, DIM_KV, N_GQA},
+    {FP4_LW_V, "model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight", K_PROJ, DIM_H, DIM_KV, N_GQA},
+    {FP4_LW_O, "model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", K_PROJ, DIM_O, DIM_H,
      0},
+    /* DeepSeek-V3's latent attention (llama.cpp deepseek2 names) */
+    {FP4_LW_Q_A, "model.layers.%d.self_attn.q_a_proj.weight", "blk.%d.attn_q_a.weight", K_PROJ, DIM_H, DIM_QL,
+     N_QLORA},
+    {FP4_LW_Q_A_NORM, "model.layers.%d.self_attn.q_a_layernorm.weight", "blk.%d.attn_q_a_norm.weight", K_NORM,
+     DIM_QL, DIM_NONE, N_QLORA},
+    {FP4_LW_Q, "model.layers.%d.self_attn.q_b_proj.weight", "blk.%d.attn_q_b.weight", K_PROJ, DIM_QL, DIM_Q,
+     N_QLORA},
+    {FP4_LW_KV_A, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", "blk.%d.attn_kv_a_mqa.weight", K_PROJ,
+     DIM_H, DIM_KVA, N_MLA},
+    {FP4_LW_KV_A_NORM, "model.layers.%d.self_attn.kv_a_layernorm.weight", "blk.%d.attn_kv_a_norm.weight",
+     K_NORM, DIM_KVL, DIM_NONE, N_MLA},
+    {FP4_LW_KV_B, "model.layers.%d.self_attn.kv_b_proj.weight", "blk.%d.attn_kv_b.weight", K_PROJ, DIM_KVL,
+     DIM_KVB, N_MLA},
+    {FP4_LW_SH_GATE, "model.layers.%d.mlp.shared_experts.gate_proj.weight", "blk.%d.ffn_gate_shexp.weight",
+     K_PROJ, DIM_H, DIM_SH, N_SHARED},
+    {FP4_LW_SH_UP, "model.layers.%d.mlp.shared_experts.up_proj.weight", "blk.%d.ffn_up_shexp.weight", K_PROJ,
+     DIM_H, DIM_SH, N_SHARED},
+    {FP4_LW_SH_DOWN, "model.layers.%d.mlp.shared_experts.down_proj.weight", "blk.%d.ffn_down_shexp.weight",
+     K_PROJ, DIM_SH, DIM_H, N_SHARED},
+    {FP4_LW_EXP_BIAS, "model.layers.%d.mlp.gate.e_score_correction_bias", "blk.%d.exp_probs_b.bias", K_BIAS,
+     DIM_E, DIM_NONE, N_EXPBIAS},
     {FP4_LW_Q_BIAS, "model.layers.%d.self_attn.q_proj.bias", "blk.%d.attn_q.bias", K_BIAS, DIM_Q, DIM_NONE,
-     1},
+     N_BIAS},
     {FP4_LW_K_BIAS, "model.layers.%d.self_attn.k_proj.bias", "blk.%d.attn_k.bias", K_BIAS, DIM_KV, DIM_NONE,
-     1},
+     N_BIAS},
     {FP4_LW_V_BIAS, "model.layers.%d.self_attn.v_proj.bias", "blk.%d.attn_v.bias", K_BIAS, DIM_KV, DIM_NONE,
-     1},
+     N_BIAS},
     {FP4_LW_Q_NORM, "model.layers.%d.self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight", K_NORM, DIM_D,
-     DIM_NONE, 2},
+     DIM_NONE, N_QKNORM},
     {FP4_LW_K_NORM, "model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight", K_NORM, DIM_D,
-     DIM_NONE, 2},
+     DIM_NONE, N_QKNORM},
     {FP4_LW_FFN_NORM, "model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight", K_NORM,
      DIM_H, DIM_NONE, 0},
     {FP4_LW_GATE, "model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight", K_PROJ, DIM_H, DIM_F, 0},
@@ -70,9 +94,60 @@ static int64_t dim_of(const fp4_arch *a, int d) {
         return a->head_dim;
     case DIM_V:
         return a->vocab;
+    case DIM_O:
+        return a->n_heads * (a->kv_lora_rank ? a->v_head_dim : a->head_dim);
+    case DIM_QL:
+        return a->q_lora_rank;
+    case DIM_KVA:
+        return a->kv_lora_rank + a->qk_rope_dim;
+    case DIM_KVL:
+        return a->kv_lora_rank;
+    case DIM_KVB:
+        return a->n_heads * (a->qk_nope_dim + a->v_head_dim);
+    case DIM_SH:
+        return a->n_shared_experts * a->moe_ffn;
+    case DIM_E:
+        return a->n_experts;
     default:
         return 1;
     }
+}
+
+static int row_applies(const fp4_arch *a, int need, int64_t L) {
+    const int mla = a->kv_lora_rank > 0, moe = fp4_arch_layer_moe(a, L);
+    switch (need) {
+    case N_BIAS:
+        return a->qkv_bias;
+    case N_QKNORM:
+        return a->qk_norm;
+    case N_QPLAIN:
+        return !mla || !a->q_lora_rank;
+    case N_QLORA:
+        return mla && a->q_lora_rank;
+    case N_GQA:
+        return !mla;
+    case N_MLA:
+        return mla;
+    case N_SHARED:
+        return moe && a->n_shared_experts > 0;
+    case N_EXPBIAS:
+        return moe && a->moe_routing == FP4_MOE_SIGMOID_GROUP;
+    default:
+        return 1;
+    }
+}
+
+/* DeepSeek's multi-token-prediction layers (num_nextn_predict_layers), stored after the last
+ * layer: loaded by no step (the model runs without them; inspect lists them) */
+static int mtp_tensor(const fp4_arch *a, const char *name) {
+    long long l;
+    int n = 0;
+    if (a->n_nextn <= 0) return 0;
+    if (sscanf(name, "model.layers.%lld.%n", &l, &n) != 1 || !n) {
+        n = 0;
+        if (sscanf(name, "blk.%lld.%n", &l, &n) != 1 || !n) return 0;
+    }
+    return l >= a->n_layers && l < a->n_layers + a->n_nextn;
 }
 
 static int is_dense(fp4_type t) {
@@ -200,7 +275,7 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
     for (int64_t l = 0; l < a->n_layers; l++)
         for (size_t s = 0; s < sizeof slot_rows / sizeof slot_rows[0]; s++) {
             const struct slot_row *r = &slot_rows[s];
-            if ((r->need == 1 && !a->qkv_bias) || (r->need == 2 && !a->qk_norm)) continue;
+            if (!row_applies(a, r->need, l)) continue;
             if (fp4_arch_layer_moe(a, l) &&
                 (r->slot == FP4_LW_GATE || r->slot == FP4_LW_UP || r->slot == FP4_LW_DOWN))
                 continue; /* its experts: bind_moe.c */
@@ -219,7 +294,7 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
     if (a->n_experts && (st = fp4_rt_bind_moe(m, a, b, used, gg, index_of, err))) goto out;
     for (int64_t i = 0; i < nt; i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
-        if (!used[i] && !ignorable(t)) {
+        if (!used[i] && !ignorable(t) && !mtp_tensor(a, t->name)) {
             st = fp4_fail(err, FP4_ERR_FORMAT, NULL, t->name, "bind.unexpected",
                           "%s is not part of a %s model with these dimensions", t->name,
                           fp4_arch_family_name(a->family));
