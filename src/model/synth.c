@@ -8,6 +8,7 @@
 #include "fp4_impl.h"
 #include "fp4lane_synth.h"
 #include "io/outfile.h"
+#include "model/synth_impl.h"
 #include <dirent.h>
 #include <jansson.h>
 #include <errno.h>
@@ -21,48 +22,40 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct synth_shape {
-    const char *name, *arch;
-    int64_t hidden, layers, heads, kv_heads, head_dim, inter, vocab, max_pos;
-    double rope_theta, rms_eps;
-    int llama3_rope, tie;
-    int64_t bos, eos;
-    int64_t experts, used, moe_inter; /* 0 experts: dense */
-} synth_shape;
 
 static const synth_shape shapes[] = {
-    {"tiny", "llama", 256, 2, 4, 2, 64, 512, 512, 2048, 500000.0, 1e-5, 1, 0, 1, 2, 0, 0, 0},
+    {"tiny", "llama", 256, 2, 4, 2, 64, 512, 512, 2048, 500000.0, 1e-5, 1, 0, 1, 2, 0, 0, 0, NULL},
     {"llama3-8b", "llama", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001,
-     0, 0, 0},
+     0, 0, 0, NULL},
     {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643, 151645,
-     0, 0, 0},
+     0, 0, 0, NULL},
     {"llama3-70b", "llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001,
-     0, 0, 0},
+     0, 0, 0, NULL},
     /* JackFram/llama-160m (a published small Llama, used as a draft model): a CPU decode shape */
-    {"llama-160m", "llama", 768, 12, 12, 12, 64, 3072, 32000, 2048, 10000.0, 1e-6, 0, 0, 1, 2, 0, 0, 0},
+    {"llama-160m", "llama", 768, 12, 12, 12, 64, 3072, 32000, 2048, 10000.0, 1e-6, 0, 0, 1, 2, 0, 0, 0, NULL},
     /* mixtures of experts: a tiny one for tests, and Qwen/Qwen3-30B-A3B's published config */
-    {"tiny-moe", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 8, 2, 256},
+    {"tiny-moe", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 8, 2, 256, NULL},
     {"qwen3-30b-a3b", "qwen3-moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643,
-     151645, 128, 8, 768},
+     151645, 128, 8, 768, NULL},
+    /* DeepSeek-V3 (synth_deepseek.c): a tiny one for tests and deepseek-ai/DeepSeek-V3's config */
+    {"tiny-deepseek", "deepseek-v3", 64, 3, 4, 4, 12, 128, 512, 1024, 10000.0, 1e-6, 0, 0, 1, 2, 8, 3, 32,
+     &fp4_synth_ds_tiny},
+    {"deepseek-v3", "deepseek-v3", 7168, 61, 128, 128, 192, 18432, 129280, 163840, 10000.0, 1e-6, 0, 0, 0, 1,
+     256, 8, 2048, &fp4_synth_ds_v3},
 };
 enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
 
-typedef struct synth_arch {
-    const char *name, *hf_class, *model_type;
-    int qk_norm, rope_scaling; /* per-head q/k RMSNorm; writes the shape's llama3 rope scaling */
-    int moe;                   /* 1: Qwen3-MoE names (mlp.gate, mlp.experts.E.*_proj); 2: Mixtral's */
-} synth_arch;
 
 static const synth_arch archs[] = {
     {"llama", "LlamaForCausalLM", "llama", 0, 1, 0},
     {"qwen3", "Qwen3ForCausalLM", "qwen3", 1, 0, 0},
     {"qwen3-moe", "Qwen3MoeForCausalLM", "qwen3_moe", 1, 0, 1},
     {"mixtral", "MixtralForCausalLM", "mixtral", 0, 0, 2},
+    {"deepseek-v3", "DeepseekV3ForCausalLM", "deepseek_v3", 0, 0, 3},
 };
 enum { N_ARCHS = (int)(sizeof archs / sizeof archs[0]) };
 
-/* Tensor kinds, their statistics, and the dimensions a template names. */
-typedef enum { K_MATRIX, K_PROJ, K_NORM } synth_kind;
+/* the dimensions a template names */
 typedef enum { D_ONE, D_HIDDEN, D_Q, D_KV, D_HEAD, D_INTER, D_VOCAB, D_COUNT } synth_dim;
 
 typedef struct layer_tpl {
@@ -88,19 +81,6 @@ static const layer_tpl layer_tpls[] = {
 };
 enum { N_LAYER_TPLS = (int)(sizeof layer_tpls / sizeof layer_tpls[0]) };
 
-typedef struct synth_tensor {
-    char name[96];
-    synth_kind kind;
-    int64_t rows, cols; /* rows 0: 1-D */
-} synth_tensor;
-
-typedef struct synth_plan {
-    const synth_shape *sh;
-    const synth_arch *ar;
-    synth_tensor *t;
-    int n;
-    uint64_t bytes;
-} synth_plan;
 
 /* ---- splitmix64 and the heavy-tailed sampler ---- */
 static inline uint64_t mix64(uint64_t z) {
@@ -145,7 +125,7 @@ const char *fp4_synth_shape_arch(const char *shape) {
     return s ? s->arch : NULL;
 }
 
-static void add(synth_plan *p, const char *name, synth_kind k, int64_t rows, int64_t cols) {
+void fp4_synth_add(synth_plan *p, const char *name, synth_kind k, int64_t rows, int64_t cols) {
     synth_tensor *t = &p->t[p->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->kind = k, t->rows = rows, t->cols = cols;
@@ -175,9 +155,10 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
                         "architecture '%s' %s experts and shape '%s' %s", p->ar->name,
                         p->ar->moe ? "has" : "has no", s->name, s->experts ? "has them" : "has none");
-    p->t = calloc((size_t)(s->layers * (N_LAYER_TPLS + 1 + 3 * s->experts) + 3), sizeof *p->t);
+    p->t = calloc((size_t)((s->layers + 1) * (N_LAYER_TPLS + 16 + 3 * s->experts) + 8), sizeof *p->t);
     if (!p->t) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
-    add(p, "model.embed_tokens.weight", K_MATRIX, s->vocab, s->hidden);
+    if (p->ar->moe == 3) return fp4_synth_ds_plan(p, err);
+    fp4_synth_add(p, "model.embed_tokens.weight", K_MATRIX, s->vocab, s->hidden);
     char name[96];
     const char *const moe_mid = p->ar->moe == 2 ? "block_sparse_moe" : "mlp";
     const char *const *parts = p->ar->moe == 2 ? (const char *const[]){"w1", "w3", "w2"}
@@ -190,21 +171,21 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
             if (s->experts && strstr(lt->fmt, ".mlp.")) {
                 if (strstr(lt->fmt, "gate_proj")) { /* the router, then the experts, in its place */
                     snprintf(name, sizeof name, "model.layers.%d.%s.gate.weight", l, moe_mid);
-                    add(p, name, K_MATRIX, s->experts, s->hidden);
+                    fp4_synth_add(p, name, K_MATRIX, s->experts, s->hidden);
                     for (int64_t e = 0; e < s->experts; e++)
                         for (int q = 0; q < 3; q++) {
                             snprintf(name, sizeof name, "model.layers.%d.%s.experts.%lld.%s.weight", l,
                                      moe_mid, (long long)e, parts[q]);
-                            add(p, name, K_PROJ, q == 2 ? s->hidden : moe_ffn, q == 2 ? moe_ffn : s->hidden);
+                            fp4_synth_add(p, name, K_PROJ, q == 2 ? s->hidden : moe_ffn, q == 2 ? moe_ffn : s->hidden);
                         }
                 }
                 continue;
             }
             snprintf(name, sizeof name, lt->fmt, l);
-            add(p, name, lt->kind, dim[lt->rows], dim[lt->cols]);
+            fp4_synth_add(p, name, lt->kind, dim[lt->rows], dim[lt->cols]);
         }
-    add(p, "model.norm.weight", K_NORM, 0, s->hidden);
-    if (!s->tie) add(p, "lm_head.weight", K_MATRIX, s->vocab, s->hidden);
+    fp4_synth_add(p, "model.norm.weight", K_NORM, 0, s->hidden);
+    if (!s->tie) fp4_synth_add(p, "lm_head.weight", K_MATRIX, s->vocab, s->hidden);
     return FP4_OK;
 }
 
@@ -221,6 +202,7 @@ fp4_status fp4_synth_data_bytes(const fp4_synth_opts *opts, uint64_t *bytes, fp4
 /* ---- config.json ---- */
 static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
     const synth_shape *s = p->sh;
+    if (p->ar->moe == 3) return fp4_synth_ds_config(dir, p, err);
     char rope[256] = "null", extra[512], buf[2560], path[PATH_MAX];
     if (p->ar->moe == 1)
         snprintf(extra, sizeof extra,
@@ -355,6 +337,7 @@ static void gen_rows(void *vctx, int64_t r0, int64_t r1) {
         for (int64_t k = 0; k < cols; k++) {
             double x = t8_unit(&s), v;
             if (c->t->kind == K_NORM) v = 1.0 + FP4_SYNTH_NORM_STD * x;
+            else if (c->t->kind == K_BIAS) v = FP4_SYNTH_NORM_STD * x;
             else v = FP4_SYNTH_STD * x * (c->colscale ? c->colscale[k] : 1.0f);
             fp4_wr_le16(o + 2 * k, fp4_f32_to_bf16((float)v));
         }

@@ -1,0 +1,286 @@
+/* test_runtime_deepseek.c — DeepSeek-V3 / R1 / Kimi-K2 on the CPU engine (issue 31): config.json's
+ * keys and every refusal naming the key; the binding (latent attention slots, shared experts, the
+ * router bias, the MTP layer skipped, a missing tensor named); the engine against an independent
+ * float64 forward in transformers' expanded form (ds_fixture.c) at every position, prefill and
+ * decode; exact mode's invariance across threads, chunking and a KV snapshot continued; the latent
+ * cache's size; the CUDA refusal; `synth --shape tiny-deepseek` and the deepseek-v3 shape. */
+#include "check.h"
+#include "ds_fixture.h"
+#include "fp4lane_io.h"
+#include "fp4lane_runtime.h"
+#include "fp4lane_synth.h"
+#include "rt_fixture.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static char tmp[512];
+
+#define DS0                                                                                                  \
+    "{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,\"num_attention_heads\":4,\"num_key_value_heads\":4," \
+    "\"intermediate_size\":96,\"vocab_size\":96,\"num_hidden_layers\":3,\"max_position_embeddings\":64,"     \
+    "\"rms_norm_eps\":1e-6,\"kv_lora_rank\":16,\"qk_nope_head_dim\":8,\"v_head_dim\":8,"                     \
+    "\"moe_intermediate_size\":32,\"n_routed_experts\":8,\"num_experts_per_tok\":3"
+#define DS DS0 ",\"qk_rope_head_dim\":4"
+
+static void refused(const char *json, const char *rule, const char *key) {
+    fp4_arch a;
+    fp4_error e;
+    fp4_status st = fp4_arch_from_hf_config(json, &a, &e);
+    CHECK_MSG(st != FP4_OK && !strcmp(e.rule, rule) && strstr(e.msg, key), "%s -> %s, rule %s: '%s' (want %s, %s)",
+              json, fp4_status_str(st), e.rule, e.msg, rule, key);
+}
+
+static void test_arch(void) {
+    fp4_arch a;
+    fp4_error e;
+    /* transformers' defaults for the keys a file leaves out: 8 groups, 4 chosen, 1 shared expert,
+     * 3 dense layers, scaling 2.5, norm_topk_prob and rope_interleave true */
+    CHECK_OK(fp4_arch_from_hf_config(DS ",\"q_lora_rank\":32,\"n_group\":4,\"topk_group\":2}", &a, &e));
+    CHECK(a.family == FP4_ARCH_DEEPSEEK_V3 && a.q_lora_rank == 32 && a.kv_lora_rank == 16 && a.head_dim == 12 &&
+          a.n_kv_heads == 4 && a.v_head_dim == 8 && a.rope_interleave && a.moe_routing == FP4_MOE_SIGMOID_GROUP &&
+          a.moe_norm_topk && a.n_shared_experts == 1 && a.routed_scaling == 2.5 && a.moe_n_group == 4);
+    CHECK(!fp4_arch_layer_moe(&a, 0) && !fp4_arch_layer_moe(&a, 2) && a.n_nextn == 0);
+    CHECK_EQ_INT((int)fp4_arch_kv_dim(&a), 10); /* (16 + 4) / 2 halves in each of K and V */
+    CHECK_OK(fp4_arch_from_hf_config(DS ",\"n_group\":1,\"topk_group\":1,\"q_lora_rank\":null,\"first_k_dense_"
+                                        "replace\":1,\"rope_interleave\":false,\"num_nextn_predict_layers\":1,"
+                                        "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"original_max_position_"
+                                        "embeddings\":4096,\"beta_fast\":32,\"beta_slow\":1,\"mscale\":1.0,"
+                                        "\"mscale_all_dim\":1.0}}",
+                                     &a, &e));
+    CHECK(a.q_lora_rank == 0 && !a.rope_interleave && fp4_arch_layer_moe(&a, 1) && a.n_nextn == 1 &&
+          a.rope_scaling == FP4_ROPE_YARN && a.rope_factor == 40 && a.rope_orig_ctx == 4096 &&
+          a.rope_mscale_all_dim == 1.0 && a.rope_beta_fast == 32);
+    /* refusals, each naming its key */
+    refused(DS "}", "arch.deepseek", "q_lora_rank");
+#undef DS
+#define DS DS0 ",\"qk_rope_head_dim\":4,\"q_lora_rank\":32"
+    refused(DS ",\"n_group\":3,\"topk_group\":1}", "arch.deepseek", "n_group does not divide");
+    refused(DS ",\"n_group\":2,\"topk_group\":3}", "arch.deepseek", "topk_group");
+    refused(DS ",\"n_group\":4,\"topk_group\":1}", "arch.deepseek", "num_experts_per_tok");
+    refused(DS ",\"scoring_func\":\"softmax\"}", "arch.deepseek", "scoring_func");
+    refused(DS ",\"topk_method\":\"greedy\"}", "arch.deepseek", "topk_method");
+    refused(DS ",\"moe_layer_freq\":2}", "arch.deepseek", "moe_layer_freq");
+    refused(DS0 ",\"q_lora_rank\":32,\"qk_rope_head_dim\":5}", "arch.deepseek", "qk_rope_head_dim");
+    refused(DS0 ",\"q_lora_rank\":32}", "arch.deepseek", "qk_rope_head_dim is missing");
+    refused(DS ",\"routed_scaling_factor\":-1}", "arch.deepseek", "routed_scaling_factor");
+    refused(DS ",\"rope_interleave\":1}", "arch.deepseek", "rope_interleave");
+    refused(DS ",\"attention_bias\":true}", "arch.feature", "attention_bias");
+    refused(DS ",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4}}", "arch.rope_yarn",
+            "original_max_position_embeddings");
+    refused(DS ",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":16,"
+               "\"attention_factor\":1.0}}",
+            "arch.rope_yarn", "attention_factor");
+    refused(DS ",\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4,\"original_max_position_embeddings\":16,"
+               "\"beta_fast\":1,\"beta_slow\":2}}",
+            "arch.rope_yarn", "beta_fast");
+    refused(DS ",\"rope_scaling\":{\"type\":\"linear\",\"factor\":4}}", "arch.rope_type", "deepseek_v3");
+    /* yarn stays a DeepSeek feature: a Llama config with it is refused as before */
+    refused("{\"model_type\":\"llama\",\"hidden_size\":64,\"num_attention_heads\":4,\"intermediate_size\":96,"
+            "\"vocab_size\":96,\"num_hidden_layers\":1,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4}}",
+            "arch.rope_type", "yarn");
+}
+
+/* logits [T][V] of ids through an exact (or native) engine in chunks of `chunk` */
+static int run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int T, float *out) {
+    fp4_rt_opts o = {.mode = mode, .n_threads = threads, .n_ctx = 64};
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    if (fp4_rt_create(m, &o, &rt, &e)) return fprintf(stderr, "%s: %s (%s)\n", e.rule, e.msg, e.tensor), -1;
+    int32_t s;
+    fp4_rt_seq_open(rt, &s);
+    fp4_rt_tok c[64];
+    for (int i = 0; i < T; i += chunk) {
+        const int k = T - i < chunk ? T - i : chunk;
+        for (int j = 0; j < k; j++)
+            c[j] = (fp4_rt_tok){s, ids[i + j], 1};
+        if (fp4_rt_step(rt, c, k, out + (int64_t)i * fp4_rt_vocab(rt), &e)) return fp4_rt_free(rt), -1;
+    }
+    fp4_rt_free(rt);
+    return 0;
+}
+
+static int64_t differ(const float *x, const float *y, int64_t n) {
+    int64_t d = 0;
+    for (int64_t i = 0; i < n; i++)
+        d += f32_bits(x[i]) != f32_bits(y[i]);
+    return d;
+}
+
+/* worst |engine - reference| / max |reference| over the positions' logits */
+static double rel_err(const float *x, const double *ref, int T, int V) {
+    double worst = 0;
+    for (int t = 0; t < T; t++) {
+        double mx = 0, d = 0;
+        for (int i = 0; i < V; i++)
+            mx = fmax(mx, fabs(ref[t * V + i])), d = fmax(d, fabs(x[t * V + i] - ref[t * V + i]));
+        worst = fmax(worst, d / mx);
+    }
+    return worst;
+}
+
+enum { T = 24 };
+static const int32_t ids[T] = {1, 17, 42, 5, 88, 3, 60, 60, 9, 31, 77, 12, 2, 45, 19, 90, 33, 8, 71, 26, 4, 50, 66, 14};
+
+static void test_reference(const char *dir) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    fp4_arch a;
+    CHECK_OK(fp4_model_arch(m, &a, &e));
+    const int V = (int)a.vocab;
+    float *x = malloc(sizeof(float) * T * V), *y = malloc(sizeof(float) * T * V);
+    double *ref = malloc(sizeof(double) * T * V);
+    CHECK(dsfx_reference(m, &a, ids, T, ref) == 0);
+    /* prefill: every position in one step; decode: one column per step (the absorbed form both) */
+    CHECK(run(m, FP4_MODE_EXACT, 1, T, ids, T, x) == 0);
+    const double ep = rel_err(x, ref, T, V);
+    CHECK(run(m, FP4_MODE_EXACT, 1, 1, ids, T, y) == 0);
+    const double ed = rel_err(y, ref, T, V);
+    printf("deepseek exact vs f64 (expanded form): prefill %.2e, decode %.2e of the largest logit\n", ep, ed);
+    /* f32 arithmetic and the F16 latent cache against float64: a wrong rope, scale, routing or
+     * absorption moves logits by tens of percent */
+    CHECK_MSG(ep < 5e-3 && ed < 5e-3, "exact vs f64: %.3e / %.3e", ep, ed);
+    CHECK_MSG(differ(x, y, (int64_t)T * V) == 0, "prefill and decode differ in %lld logits",
+              (long long)differ(x, y, (int64_t)T * V));
+    /* exact invariance: threads, chunking */
+    static const int chunks[][2] = {{2, 1}, {2, 5}, {1, 5}, {2, T}};
+    for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
+        CHECK(run(m, FP4_MODE_EXACT, chunks[i][0], chunks[i][1], ids, T, y) == 0);
+        const int64_t d = differ(x, y, (int64_t)T * V);
+        CHECK_MSG(d == 0, "threads %d chunk %d: %lld logits differ", chunks[i][0], chunks[i][1], (long long)d);
+    }
+    /* native mode: held to the reference's tolerance */
+    CHECK(run(m, FP4_MODE_NATIVE, 2, 7, ids, T, y) == 0);
+    const double en = rel_err(y, ref, T, V);
+    CHECK_MSG(en < 5e-3, "native vs f64: %.3e", en);
+    free(x), free(y), free(ref);
+    fp4_model_close(m);
+}
+
+/* a snapshot after 9 positions holds only the latent (kv_lora_rank + qk_rope_dim halves per token
+ * and layer); a fresh engine that loads it continues to the same bits */
+static void test_snapshot(const char *dir) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    const int64_t V = 96, K = 9;
+    float *x = malloc(sizeof(float) * T * V), *y = malloc(sizeof(float) * T * V);
+    CHECK(run(m, FP4_MODE_EXACT, 1, 4, ids, T, x) == 0);
+    char snap[700];
+    snprintf(snap, sizeof snap, "%s/ds.kv", tmp);
+    fp4_rt_opts o = {.mode = FP4_MODE_EXACT, .n_threads = 2, .n_ctx = 64};
+    fp4_rt *rt = NULL;
+    int32_t s;
+    fp4_rt_tok c[T];
+    CHECK_OK(fp4_rt_create(m, &o, &rt, &e));
+    fp4_rt_seq_open(rt, &s);
+    for (int j = 0; j < K; j++)
+        c[j] = (fp4_rt_tok){s, ids[j], 1};
+    CHECK_OK(fp4_rt_step(rt, c, K, y, &e));
+    CHECK_OK(fp4_rt_kv_save(rt, s, snap, &e));
+    fp4_rt_free(rt);
+    struct stat sb;
+    CHECK(stat(snap, &sb) == 0);
+    /* header 96, no token history, K and V of 3 layers x 9 positions x 10 halves, the SHA-256 */
+    CHECK_MSG(sb.st_size == 96 + 2 * 3 * K * 10 * 2 + 32, "snapshot %lld bytes", (long long)sb.st_size);
+    rt = NULL;
+    CHECK_OK(fp4_rt_create(m, &o, &rt, &e));
+    fp4_rt_seq_open(rt, &s);
+    CHECK_OK(fp4_rt_kv_load(rt, s, snap, &e));
+    for (int j = K; j < T; j++)
+        c[j - K] = (fp4_rt_tok){s, ids[j], 1};
+    CHECK_OK(fp4_rt_step(rt, c, T - K, y + K * V, &e));
+    fp4_rt_free(rt);
+    CHECK_MSG(differ(x + K * V, y + K * V, (T - K) * V) == 0, "continued from the snapshot: %lld logits differ",
+              (long long)differ(x + K * V, y + K * V, (T - K) * V));
+    remove(snap);
+    free(x), free(y);
+    fp4_model_close(m);
+}
+
+static void bind_refused(const char *name, dsfx_spec s, const char *rule, const char *tensor) {
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/%s", tmp, name);
+    CHECK(dsfx_write(dir, &s, 5) == 0);
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    fp4_rt *rt = NULL;
+    fp4_rt_opts o = {.n_ctx = 16};
+    fp4_status st = m ? fp4_rt_create(m, &o, &rt, &e) : FP4_ERR_IO;
+    CHECK_MSG(st != FP4_OK && !strcmp(e.rule, rule) && strstr(e.tensor, tensor), "%s: %s %s (%s)", name, e.rule,
+              e.msg, e.tensor);
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+}
+
+static void test_bind(const char *dir) {
+    dsfx_spec s = dsfx_default();
+    s.drop = "model.layers.%d.self_attn.kv_b_proj.weight";
+    bind_refused("no-kvb", s, "bind.missing", "model.layers.1.self_attn.kv_b_proj.weight");
+    s.drop = "model.layers.%d.mlp.gate.e_score_correction_bias";
+    bind_refused("no-bias", s, "bind.missing", "e_score_correction_bias");
+    s.drop = "model.layers.%d.mlp.shared_experts.up_proj.weight";
+    bind_refused("no-shared", s, "bind.missing", "shared_experts.up_proj");
+    s.drop = NULL, s.hide_nextn = 1; /* MTP tensors the config does not announce */
+    bind_refused("mtp-unannounced", s, "bind.unexpected", "model.layers.3.");
+    /* CUDA: refused before any library is loaded, with the way out */
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    fp4_rt *rt = NULL;
+    fp4_rt_opts o = {.device = FP4_DEVICE_CUDA, .n_ctx = 16};
+    fp4_status st = m ? fp4_rt_create(m, &o, &rt, &e) : FP4_ERR_IO;
+    CHECK_MSG(st == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.mla-cuda") && strstr(e.msg, "--device cpu"),
+              "cuda: %s %s", e.rule, e.msg);
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+}
+
+static void test_synth(void) {
+    char out[700];
+    fp4_error e;
+    snprintf(out, sizeof out, "%s/synth-ds", tmp);
+    fp4_synth_opts o = {.shape = "tiny-deepseek", .seed = 2, .n_threads = 2};
+    CHECK_OK(fp4_synth_checkpoint(out, &o, &e));
+    fp4_model *m = NULL;
+    CHECK_OK(fp4_model_open(out, NULL, &m, &e));
+    fp4_arch a;
+    CHECK_OK(m ? fp4_model_arch(m, &a, &e) : FP4_ERR_IO);
+    CHECK(a.family == FP4_ARCH_DEEPSEEK_V3 && a.n_layers == 3 && a.n_nextn == 1 && a.q_lora_rank == 32 &&
+          a.n_experts == 8 && a.moe_n_group == 4 && !fp4_arch_layer_moe(&a, 0) && fp4_arch_layer_moe(&a, 1) &&
+          a.rope_scaling == FP4_ROPE_YARN);
+    CHECK(m && fp4_model_find(m, "model.layers.3.eh_proj.weight") != NULL); /* the MTP layer is in the file */
+    float *x = malloc(sizeof(float) * 6 * 512);
+    CHECK(m && run(m, FP4_MODE_EXACT, 2, 3, ids, 6, x) == 0);
+    free(x);
+    fp4_model_close(m);
+    /* DeepSeek-V3's size without writing it: 58 MoE layers of 256 experts x 3 x 2048 x 7168 bf16, the MTP
+     * layer's too */
+    uint64_t bytes = 0;
+    fp4_synth_opts big = {.shape = "deepseek-v3"};
+    CHECK_OK(fp4_synth_data_bytes(&big, &bytes, &e));
+    const uint64_t experts = 59ull * 256 * 3 * 2048 * 7168 * 2;
+    CHECK_MSG(bytes > experts && bytes < experts + (40ull << 30), "deepseek-v3 synth: %.1f GB", bytes / 1e9);
+}
+
+int main(void) {
+    snprintf(tmp, sizeof tmp, "%s/fp4lane-ds-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/ds", tmp);
+    dsfx_spec s = dsfx_default();
+    CHECK(dsfx_write(dir, &s, 11) == 0);
+    test_arch();
+    test_reference(dir);
+    test_snapshot(dir);
+    test_bind(dir);
+    test_synth();
+    if (!check_failed) rtfx_rmtree(tmp);
+    return check_report();
+}
