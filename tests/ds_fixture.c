@@ -27,7 +27,7 @@ typedef struct tw {
 static int add_layer(tw *t, int n, const dsfx_spec *s, int l) {
     const int H = s->hidden, NH = s->heads, qd = NH * (s->nope + s->rope), moe = l >= s->first_dense;
 #define A(fmt, r, c, sc, off)                                                                                \
-    (snprintf(t[n].name, sizeof t[n].name, "model.layers.%d." fmt, l), t[n].rows = (r), t[n].cols = (c),    \
+    (snprintf(t[n].name, sizeof t[n].name, "model.layers.%d." fmt, l), t[n].rows = (r), t[n].cols = (c),     \
      t[n].scale = (sc), t[n].offset = (off), n++)
     A("input_layernorm.weight", 0, H, 0.2f, 1.0f);
     if (s->q_lora) {
@@ -76,21 +76,21 @@ int dsfx_write(const char *dir, const dsfx_spec *s, uint64_t seed) {
                  "{\"type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":%d,\"beta_fast\":32,"
                  "\"beta_slow\":1,\"mscale\":1.0,\"mscale_all_dim\":0.8}",
                  s->ctx / 4);
-    snprintf(cfg, sizeof cfg,
-             "{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"model_type\":\"deepseek_v3\",\"hidden_size\":%d,"
-             "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"q_lora_rank\":%s,\"kv_lora_rank\":%d,"
-             "\"qk_nope_head_dim\":%d,\"qk_rope_head_dim\":%d,\"v_head_dim\":%d,\"intermediate_size\":%d,"
-             "\"moe_intermediate_size\":%d,\"n_routed_experts\":%d,\"num_experts_per_tok\":%d,\"n_group\":%d,"
-             "\"topk_group\":%d,\"n_shared_experts\":%d,\"first_k_dense_replace\":%d,\"num_hidden_layers\":%d,"
-             "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"num_nextn_predict_layers\":%d,"
-             "\"rope_interleave\":%s,\"rope_scaling\":%s,\"rope_theta\":10000.0,\"rms_norm_eps\":1e-06,"
-             "\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,\"scoring_func\":\"sigmoid\","
-             "\"topk_method\":\"noaux_tc\",\"hidden_act\":\"silu\",\"tie_word_embeddings\":false,"
-             "\"bos_token_id\":1,\"eos_token_id\":2%s}",
-             s->hidden, s->heads, s->heads, ql, s->kv_lora, s->nope, s->rope, s->v, s->ffn, s->moe_ffn, s->experts,
-             s->used, s->n_group, s->topk_group, s->shared, s->first_dense, s->layers, s->vocab, s->ctx,
-             s->hide_nextn ? 0 : s->nextn,
-             s->interleave ? "true" : "false", rs, s->extra ? s->extra : "");
+    snprintf(
+        cfg, sizeof cfg,
+        "{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"model_type\":\"deepseek_v3\",\"hidden_size\":%d,"
+        "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"q_lora_rank\":%s,\"kv_lora_rank\":%d,"
+        "\"qk_nope_head_dim\":%d,\"qk_rope_head_dim\":%d,\"v_head_dim\":%d,\"intermediate_size\":%d,"
+        "\"moe_intermediate_size\":%d,\"n_routed_experts\":%d,\"num_experts_per_tok\":%d,\"n_group\":%d,"
+        "\"topk_group\":%d,\"n_shared_experts\":%d,\"first_k_dense_replace\":%d,\"num_hidden_layers\":%d,"
+        "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"num_nextn_predict_layers\":%d,"
+        "\"rope_interleave\":%s,\"rope_scaling\":%s,\"rope_theta\":10000.0,\"rms_norm_eps\":1e-06,"
+        "\"routed_scaling_factor\":2.5,\"norm_topk_prob\":true,\"scoring_func\":\"sigmoid\","
+        "\"topk_method\":\"noaux_tc\",\"hidden_act\":\"silu\",\"tie_word_embeddings\":false,"
+        "\"bos_token_id\":1,\"eos_token_id\":2%s}",
+        s->hidden, s->heads, s->heads, ql, s->kv_lora, s->nope, s->rope, s->v, s->ffn, s->moe_ffn, s->experts,
+        s->used, s->n_group, s->topk_group, s->shared, s->first_dense, s->layers, s->vocab, s->ctx,
+        s->hide_nextn ? 0 : s->nextn, s->interleave ? "true" : "false", rs, s->extra ? s->extra : "");
     snprintf(path, sizeof path, "%s/config.json", dir);
     fp4_error e;
     if (fp4_hfdir_write_json(path, cfg, 2, 1, &e)) return -1;
@@ -225,7 +225,8 @@ static void topk(const double *v, int n, int k, int *idx) {
 static void mlp(const fp4_model *m, const char *pre, int l, int F, int H, const double *h, double *y) {
     char f[160];
     snprintf(f, sizeof f, "%s.gate_proj.weight", pre);
-    double *g = wt(m, f, l), *gv = malloc(sizeof(double) * (size_t)F), *uv = malloc(sizeof(double) * (size_t)F);
+    double *g = wt(m, f, l), *gv = malloc(sizeof(double) * (size_t)F),
+           *uv = malloc(sizeof(double) * (size_t)F);
     snprintf(f, sizeof f, "%s.up_proj.weight", pre);
     double *u = wt(m, f, l);
     snprintf(f, sizeof f, "%s.down_proj.weight", pre);
@@ -240,7 +241,8 @@ static void mlp(const fp4_model *m, const char *pre, int l, int F, int H, const 
 static void moe(const fp4_model *m, const fp4_arch *a, int l, const double *h, double *y) {
     const int H = (int)a->hidden, E = (int)a->n_experts, K = (int)a->n_experts_used, G = (int)a->moe_n_group;
     const int per = E / G;
-    double *gw = wt(m, "model.layers.%d.mlp.gate.weight", l), *b = wt(m, "model.layers.%d.mlp.gate.e_score_correction_bias", l);
+    double *gw = wt(m, "model.layers.%d.mlp.gate.weight", l),
+           *b = wt(m, "model.layers.%d.mlp.gate.e_score_correction_bias", l);
     double r[256], s[256], c[256], gs[64], ey[1024], sh[1024];
     int gi[64], idx[64];
     mv(gw, h, E, H, r);
@@ -287,7 +289,8 @@ int dsfx_reference(const fp4_model *m, const fp4_arch *a, const int32_t *tok, in
     const int qd = NH * (dn + dr);
     double sc = 1.0 / sqrt((double)(dn + dr));
     if (a->rope_scaling == FP4_ROPE_YARN && a->rope_mscale_all_dim > 0)
-        sc *= ymscale(a->rope_factor, a->rope_mscale_all_dim) * ymscale(a->rope_factor, a->rope_mscale_all_dim);
+        sc *=
+            ymscale(a->rope_factor, a->rope_mscale_all_dim) * ymscale(a->rope_factor, a->rope_mscale_all_dim);
     double *x = calloc((size_t)T * H, sizeof *x), *h = malloc(sizeof(double) * (size_t)T * H);
     double *q = malloc(sizeof(double) * (size_t)T * qd), *k = malloc(sizeof(double) * (size_t)T * qd);
     double *v = malloc(sizeof(double) * (size_t)T * NH * dv), *o = malloc(sizeof(double) * (size_t)NH * dv);
@@ -303,7 +306,9 @@ int dsfx_reference(const fp4_model *m, const fp4_arch *a, const int32_t *tok, in
         double *pn = wt(m, "model.layers.%d.post_attention_layernorm.weight", l);
         double *qa = QL ? wt(m, "model.layers.%d.self_attn.q_a_proj.weight", l) : NULL;
         double *qan = QL ? wt(m, "model.layers.%d.self_attn.q_a_layernorm.weight", l) : NULL;
-        double *qb = wt(m, QL ? "model.layers.%d.self_attn.q_b_proj.weight" : "model.layers.%d.self_attn.q_proj.weight", l);
+        double *qb = wt(
+            m, QL ? "model.layers.%d.self_attn.q_b_proj.weight" : "model.layers.%d.self_attn.q_proj.weight",
+            l);
         for (int t = 0; t < T; t++) {
             rms(x + t * H, an, H, a->rms_eps, h + t * H);
             if (QL) {

@@ -10,11 +10,11 @@
 typedef struct dsfx_spec {
     int hidden, heads, q_lora, kv_lora, nope, rope, v, ffn, moe_ffn, experts, used, n_group, topk_group;
     int shared, first_dense, layers, vocab, ctx, nextn;
-    int interleave;       /* rope_interleave                                               */
-    int yarn;             /* rope_scaling yarn: factor 4, original 64, mscale 1, mscale_all_dim 0.8 */
-    const char *drop;     /* a tensor name (printf pattern with the layer) left out, layer 1 */
-    const char *extra;    /* appended inside config.json's object (",\"k\":v"), may be NULL  */
-    int hide_nextn;       /* config.json says num_nextn_predict_layers 0 (the MTP tensors stay) */
+    int interleave;    /* rope_interleave                                               */
+    int yarn;          /* rope_scaling yarn: factor 4, original 64, mscale 1, mscale_all_dim 0.8 */
+    const char *drop;  /* a tensor name (printf pattern with the layer) left out, layer 1 */
+    const char *extra; /* appended inside config.json's object (",\"k\":v"), may be NULL  */
+    int hide_nextn;    /* config.json says num_nextn_predict_layers 0 (the MTP tensors stay) */
 } dsfx_spec;
 
 /* hidden 64, 4 heads, q_lora 32, kv_lora 16, nope 8, rope 4 (interleaved), v 8, ffn 96, 8 experts of

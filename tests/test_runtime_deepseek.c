@@ -19,7 +19,8 @@
 static char tmp[512];
 
 #define DS0                                                                                                  \
-    "{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,\"num_attention_heads\":4,\"num_key_value_heads\":4," \
+    "{\"model_type\":\"deepseek_v3\",\"hidden_size\":64,\"num_attention_heads\":4,\"num_key_value_heads\":"  \
+    "4,"                                                                                                     \
     "\"intermediate_size\":96,\"vocab_size\":96,\"num_hidden_layers\":3,\"max_position_embeddings\":64,"     \
     "\"rms_norm_eps\":1e-6,\"kv_lora_rank\":16,\"qk_nope_head_dim\":8,\"v_head_dim\":8,"                     \
     "\"moe_intermediate_size\":32,\"n_routed_experts\":8,\"num_experts_per_tok\":3"
@@ -29,8 +30,8 @@ static void refused(const char *json, const char *rule, const char *key) {
     fp4_arch a;
     fp4_error e;
     fp4_status st = fp4_arch_from_hf_config(json, &a, &e);
-    CHECK_MSG(st != FP4_OK && !strcmp(e.rule, rule) && strstr(e.msg, key), "%s -> %s, rule %s: '%s' (want %s, %s)",
-              json, fp4_status_str(st), e.rule, e.msg, rule, key);
+    CHECK_MSG(st != FP4_OK && !strcmp(e.rule, rule) && strstr(e.msg, key),
+              "%s -> %s, rule %s: '%s' (want %s, %s)", json, fp4_status_str(st), e.rule, e.msg, rule, key);
 }
 
 static void test_arch(void) {
@@ -39,17 +40,19 @@ static void test_arch(void) {
     /* transformers' defaults for the keys a file leaves out: 8 groups, 4 chosen, 1 shared expert,
      * 3 dense layers, scaling 2.5, norm_topk_prob and rope_interleave true */
     CHECK_OK(fp4_arch_from_hf_config(DS ",\"q_lora_rank\":32,\"n_group\":4,\"topk_group\":2}", &a, &e));
-    CHECK(a.family == FP4_ARCH_DEEPSEEK_V3 && a.q_lora_rank == 32 && a.kv_lora_rank == 16 && a.head_dim == 12 &&
-          a.n_kv_heads == 4 && a.v_head_dim == 8 && a.rope_interleave && a.moe_routing == FP4_MOE_SIGMOID_GROUP &&
-          a.moe_norm_topk && a.n_shared_experts == 1 && a.routed_scaling == 2.5 && a.moe_n_group == 4);
+    CHECK(a.family == FP4_ARCH_DEEPSEEK_V3 && a.q_lora_rank == 32 && a.kv_lora_rank == 16 &&
+          a.head_dim == 12 && a.n_kv_heads == 4 && a.v_head_dim == 8 && a.rope_interleave &&
+          a.moe_routing == FP4_MOE_SIGMOID_GROUP && a.moe_norm_topk && a.n_shared_experts == 1 &&
+          a.routed_scaling == 2.5 && a.moe_n_group == 4);
     CHECK(!fp4_arch_layer_moe(&a, 0) && !fp4_arch_layer_moe(&a, 2) && a.n_nextn == 0);
     CHECK_EQ_INT((int)fp4_arch_kv_dim(&a), 10); /* (16 + 4) / 2 halves in each of K and V */
-    CHECK_OK(fp4_arch_from_hf_config(DS ",\"n_group\":1,\"topk_group\":1,\"q_lora_rank\":null,\"first_k_dense_"
-                                        "replace\":1,\"rope_interleave\":false,\"num_nextn_predict_layers\":1,"
-                                        "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"original_max_position_"
-                                        "embeddings\":4096,\"beta_fast\":32,\"beta_slow\":1,\"mscale\":1.0,"
-                                        "\"mscale_all_dim\":1.0}}",
-                                     &a, &e));
+    CHECK_OK(fp4_arch_from_hf_config(
+        DS ",\"n_group\":1,\"topk_group\":1,\"q_lora_rank\":null,\"first_k_dense_"
+           "replace\":1,\"rope_interleave\":false,\"num_nextn_predict_layers\":1,"
+           "\"rope_scaling\":{\"type\":\"yarn\",\"factor\":40,\"original_max_position_"
+           "embeddings\":4096,\"beta_fast\":32,\"beta_slow\":1,\"mscale\":1.0,"
+           "\"mscale_all_dim\":1.0}}",
+        &a, &e));
     CHECK(a.q_lora_rank == 0 && !a.rope_interleave && fp4_arch_layer_moe(&a, 1) && a.n_nextn == 1 &&
           a.rope_scaling == FP4_ROPE_YARN && a.rope_factor == 40 && a.rope_orig_ctx == 4096 &&
           a.rope_mscale_all_dim == 1.0 && a.rope_beta_fast == 32);
@@ -84,7 +87,8 @@ static void test_arch(void) {
 }
 
 /* logits [T][V] of ids through an exact (or native) engine in chunks of `chunk` */
-static int run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int T, float *out) {
+static int run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int T,
+               float *out) {
     fp4_rt_opts o = {.mode = mode, .n_threads = threads, .n_ctx = 64};
     fp4_rt *rt = NULL;
     fp4_error e;
@@ -122,7 +126,8 @@ static double rel_err(const float *x, const double *ref, int T, int V) {
 }
 
 enum { T = 24 };
-static const int32_t ids[T] = {1, 17, 42, 5, 88, 3, 60, 60, 9, 31, 77, 12, 2, 45, 19, 90, 33, 8, 71, 26, 4, 50, 66, 14};
+static const int32_t ids[T] = {1, 17, 42, 5,  88, 3, 60, 60, 9, 31, 77, 12,
+                               2, 45, 19, 90, 33, 8, 71, 26, 4, 50, 66, 14};
 
 static void test_reference(const char *dir) {
     fp4_model *m = NULL;
@@ -151,7 +156,8 @@ static void test_reference(const char *dir) {
     for (size_t i = 0; i < sizeof chunks / sizeof chunks[0]; i++) {
         CHECK(run(m, FP4_MODE_EXACT, chunks[i][0], chunks[i][1], ids, T, y) == 0);
         const int64_t d = differ(x, y, (int64_t)T * V);
-        CHECK_MSG(d == 0, "threads %d chunk %d: %lld logits differ", chunks[i][0], chunks[i][1], (long long)d);
+        CHECK_MSG(d == 0, "threads %d chunk %d: %lld logits differ", chunks[i][0], chunks[i][1],
+                  (long long)d);
     }
     /* native mode: held to the reference's tolerance */
     CHECK(run(m, FP4_MODE_NATIVE, 2, 7, ids, T, y) == 0);
@@ -196,7 +202,8 @@ static void test_snapshot(const char *dir) {
         c[j - K] = (fp4_rt_tok){s, ids[j], 1};
     CHECK_OK(fp4_rt_step(rt, c, T - K, y + K * V, &e));
     fp4_rt_free(rt);
-    CHECK_MSG(differ(x + K * V, y + K * V, (T - K) * V) == 0, "continued from the snapshot: %lld logits differ",
+    CHECK_MSG(differ(x + K * V, y + K * V, (T - K) * V) == 0,
+              "continued from the snapshot: %lld logits differ",
               (long long)differ(x + K * V, y + K * V, (T - K) * V));
     remove(snap);
     free(x), free(y);
@@ -213,8 +220,8 @@ static void bind_refused(const char *name, dsfx_spec s, const char *rule, const 
     fp4_rt *rt = NULL;
     fp4_rt_opts o = {.n_ctx = 16};
     fp4_status st = m ? fp4_rt_create(m, &o, &rt, &e) : FP4_ERR_IO;
-    CHECK_MSG(st != FP4_OK && !strcmp(e.rule, rule) && strstr(e.tensor, tensor), "%s: %s %s (%s)", name, e.rule,
-              e.msg, e.tensor);
+    CHECK_MSG(st != FP4_OK && !strcmp(e.rule, rule) && strstr(e.tensor, tensor), "%s: %s %s (%s)", name,
+              e.rule, e.msg, e.tensor);
     fp4_rt_free(rt);
     fp4_model_close(m);
 }
@@ -236,7 +243,8 @@ static void test_bind(const char *dir) {
     fp4_rt *rt = NULL;
     fp4_rt_opts o = {.device = FP4_DEVICE_CUDA, .n_ctx = 16};
     fp4_status st = m ? fp4_rt_create(m, &o, &rt, &e) : FP4_ERR_IO;
-    CHECK_MSG(st == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.mla-cuda") && strstr(e.msg, "--device cpu"),
+    CHECK_MSG(st == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.mla-cuda") &&
+                  strstr(e.msg, "--device cpu"),
               "cuda: %s %s", e.rule, e.msg);
     fp4_rt_free(rt);
     fp4_model_close(m);

@@ -63,9 +63,12 @@ static void test_names_and_sizes(void) {
     CHECK(!strcmp(fp4_synth_shape_name(0), "tiny"));
     CHECK(!strcmp(fp4_synth_shape_name(4), "llama-160m"));
     CHECK(!strcmp(fp4_synth_shape_name(5), "tiny-moe") && !strcmp(fp4_synth_shape_name(6), "qwen3-30b-a3b"));
-    CHECK(fp4_synth_shape_name(7) == NULL && fp4_synth_shape_name(-1) == NULL);
+    CHECK(!strcmp(fp4_synth_shape_name(7), "tiny-deepseek") &&
+          !strcmp(fp4_synth_shape_name(8), "deepseek-v3"));
+    CHECK(fp4_synth_shape_name(9) == NULL && fp4_synth_shape_name(-1) == NULL);
     CHECK(!strcmp(fp4_synth_arch_name(1), "qwen3") && !strcmp(fp4_synth_arch_name(2), "qwen3-moe") &&
-          !strcmp(fp4_synth_arch_name(3), "mixtral") && fp4_synth_arch_name(4) == NULL);
+          !strcmp(fp4_synth_arch_name(3), "mixtral") && !strcmp(fp4_synth_arch_name(4), "deepseek-v3") &&
+          fp4_synth_arch_name(5) == NULL);
     CHECK(!strcmp(fp4_synth_shape_arch("qwen3-30b-a3b"), "qwen3-moe"));
     CHECK(!strcmp(fp4_synth_shape_arch("qwen3-8b"), "qwen3") &&
           !strcmp(fp4_synth_shape_arch("llama3-70b"), "llama"));

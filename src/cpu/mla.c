@@ -36,7 +36,8 @@ static float *mla_falloc(int64_t n) {
     return n > 0 && (uint64_t)n < SIZE_MAX / 8 ? malloc((size_t)n * sizeof(float)) : NULL;
 }
 
-fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, int64_t max_cols, fp4_cpu_mla **out, fp4_error *err) {
+fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, int64_t max_cols, fp4_cpu_mla **out,
+                              fp4_error *err) {
     const fp4_arch *a = &d->arch;
     fp4_cpu_mla *m = calloc(1, sizeof *m);
     *out = NULL;
@@ -46,7 +47,8 @@ fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, int64_t max_cols, fp4_
     m->NH = a->n_heads, m->QL = a->q_lora_rank, m->W = m->R + m->dr;
     const int64_t nl = a->n_layers, rows = m->NH * (m->dn + m->dv);
     uint64_t cn;
-    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)m->W, &cn) ||
+    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)m->W,
+                               &cn) ||
         cn > SIZE_MAX / 2) {
         fp4_cpu_mla_destroy(m);
         return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "latent cache size overflows");
@@ -190,13 +192,15 @@ fp4_status fp4_cpu_mla_attend(fp4_cpu_mla *m, int64_t L, const fp4_rt_col *cols,
 
 /* the snapshot's K and V buffers of kv_dim halves each hold one latent row: its first kv_dim
  * halves in K, the rest (zero-padded to kv_dim) in V */
-fp4_status fp4_cpu_mla_kv(fp4_cpu_mla *m, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
+fp4_status fp4_cpu_mla_kv(fp4_cpu_mla *m, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v,
+                          int to_host) {
     const fp4_rt_model_desc *d = m->d;
     const int64_t kd = fp4_arch_kv_dim(&d->arch), W = m->W;
     if (slot < 0 || slot >= d->n_slots || n_pos < 0 || n_pos > d->n_ctx) return FP4_ERR_INVALID_ARG;
     for (int64_t L = 0; L < d->arch.n_layers; L++)
         for (int64_t p = 0; p < n_pos; p++) {
-            uint16_t *row = row_at(m, slot, L, p), *kh = k + (L * n_pos + p) * kd, *vh = v + (L * n_pos + p) * kd;
+            uint16_t *row = row_at(m, slot, L, p), *kh = k + (L * n_pos + p) * kd,
+                     *vh = v + (L * n_pos + p) * kd;
             for (int64_t i = 0; i < 2 * kd; i++) {
                 uint16_t *h = i < kd ? kh + i : vh + (i - kd);
                 if (to_host)

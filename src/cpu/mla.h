@@ -8,7 +8,8 @@ typedef struct fp4_cpu_mla fp4_cpu_mla;
 
 /* The latent cache (n_slots x n_layers x n_ctx rows of kv_lora_rank + qk_rope_dim halves), kv_b
  * widened, and scratch for max_cols columns. d must outlive the state. */
-fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, int64_t max_cols, fp4_cpu_mla **out, fp4_error *err);
+fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, int64_t max_cols, fp4_cpu_mla **out,
+                              fp4_error *err);
 void fp4_cpu_mla_destroy(fp4_cpu_mla *m);
 /* Layer L's attention for n columns: h [n][H] (attn-normed) -> t [n][H] (o_proj's output); writes
  * each column's cache row first. */

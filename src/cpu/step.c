@@ -84,8 +84,8 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
         s->gc = malloc(sizeof(int64_t) * (size_t)max_cols);
         moe_ok = s->rl && s->rs && s->rw && s->gh && s->eo && s->ri && s->gc && s->rg && (s->sh || !FS);
     }
-    if (!s->layer || (!mla && (!s->kc || !s->vc)) || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t ||
-        !s->g || !s->u || !moe_ok) {
+    if (!s->layer || (!mla && (!s->kc || !s->vc)) || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o ||
+        !s->t || !s->g || !s->u || !moe_ok) {
         cpu_destroy(s);
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (KV cache %llu halves)",
                         (unsigned long long)(2 * kvn));
@@ -207,8 +207,8 @@ static fp4_status shared_experts(cpu_state *s, int64_t L, int64_t n, fp4_error *
     const fp4_tensor *const *w = s->layer + L * FP4_LW_COUNT_;
     const int64_t FS = s->d.arch.n_shared_experts * s->d.arch.moe_ffn;
     fp4_status st;
-    if ((st = proj(s, w[FP4_LW_SH_GATE], s->h, n, s->g, err)) || (st = proj(s, w[FP4_LW_SH_UP], s->h, n, s->u, err)) ||
-        (st = swiglu(s, n * FS, err)))
+    if ((st = proj(s, w[FP4_LW_SH_GATE], s->h, n, s->g, err)) ||
+        (st = proj(s, w[FP4_LW_SH_UP], s->h, n, s->u, err)) || (st = swiglu(s, n * FS, err)))
         return st;
     return proj(s, w[FP4_LW_SH_DOWN], s->g, n, s->sh, err);
 }
@@ -228,9 +228,9 @@ static fp4_status moe_step(cpu_state *s, int64_t L, int64_t n, fp4_error *err) {
         fp4p_moe_route(s->rl + c * E, E, K, a->moe_routing, a->moe_norm_topk, s->rs, s->ri + c * K,
                        s->rw + c * K);
     for (int64_t c = 0; c < n && a->moe_routing == FP4_MOE_SIGMOID_GROUP; c++)
-        fp4p_moe_route_group(s->rl + c * E, s->d.vec[L * FP4_LW_COUNT_ + FP4_LW_EXP_BIAS], E, K, a->moe_n_group,
-                             a->moe_topk_group, a->moe_norm_topk, (float)a->routed_scaling, s->rs, s->rg,
-                             s->ri + c * K, s->rw + c * K);
+        fp4p_moe_route_group(s->rl + c * E, s->d.vec[L * FP4_LW_COUNT_ + FP4_LW_EXP_BIAS], E, K,
+                             a->moe_n_group, a->moe_topk_group, a->moe_norm_topk, (float)a->routed_scaling,
+                             s->rs, s->rg, s->ri + c * K, s->rw + c * K);
     if (s->sh && (st = shared_experts(s, L, n, err))) return st;
     for (int64_t e = 0; e < E; e++) {
         int64_t m = 0;

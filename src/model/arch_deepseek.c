@@ -73,7 +73,8 @@ static fp4_status ds_moe(json_t *cfg, fp4_arch *a, fp4_error *err) {
         (st = ds_int(cfg, "first_k_dense_replace", &first_dense, 0, a->n_layers, 0, err)) ||
         (st = ds_int(cfg, "moe_layer_freq", &freq, 1, 1, 0, err)) ||
         (st = ds_int(cfg, "num_nextn_predict_layers", &nextn, 0, 16, 0, err)) ||
-        (st = ds_str(cfg, "scoring_func", "sigmoid", err)) || (st = ds_str(cfg, "topk_method", "noaux_tc", err)))
+        (st = ds_str(cfg, "scoring_func", "sigmoid", err)) ||
+        (st = ds_str(cfg, "topk_method", "noaux_tc", err)))
         return st;
     if (a->n_experts % a->moe_n_group) return ds_fail(err, "n_group", "does not divide n_routed_experts");
     if (a->n_experts_used > a->moe_topk_group * (a->n_experts / a->moe_n_group))
@@ -127,10 +128,11 @@ fp4_status fp4_arch_hf_yarn(json_t *sc, const char *where, fp4_arch *a, fp4_erro
                             "config.json: %s.%s is not a non-negative number", where, keys[i].key);
         if (r == 1 && *v == 0 && i < 2) *v = keys[i].dflt; /* transformers: `or 32`, `or 1` */
     }
-    if (fp4_arch_js_int(sc, "original_max_position_embeddings", &a->rope_orig_ctx) != 1 || a->rope_orig_ctx < 1)
-        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_yarn",
-                        "config.json: %s.original_max_position_embeddings is missing or not a positive integer",
-                        where);
+    if (fp4_arch_js_int(sc, "original_max_position_embeddings", &a->rope_orig_ctx) != 1 ||
+        a->rope_orig_ctx < 1)
+        return fp4_fail(
+            err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_yarn",
+            "config.json: %s.original_max_position_embeddings is missing or not a positive integer", where);
     json_t *af = json_object_get(sc, "attention_factor"), *tr = json_object_get(sc, "truncate");
     if ((af && !json_is_null(af)) || (tr && !json_is_true(tr)))
         return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, NULL, "arch.rope_yarn",

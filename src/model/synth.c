@@ -176,7 +176,8 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
                         for (int q = 0; q < 3; q++) {
                             snprintf(name, sizeof name, "model.layers.%d.%s.experts.%lld.%s.weight", l,
                                      moe_mid, (long long)e, parts[q]);
-                            fp4_synth_add(p, name, K_PROJ, q == 2 ? s->hidden : moe_ffn, q == 2 ? moe_ffn : s->hidden);
+                            fp4_synth_add(p, name, K_PROJ, q == 2 ? s->hidden : moe_ffn,
+                                          q == 2 ? moe_ffn : s->hidden);
                         }
                 }
                 continue;

@@ -14,7 +14,8 @@
  * the softmax are both scaled. Every input width is a multiple of 16 (NVFP4's block). */
 const synth_ds fp4_synth_ds_tiny = {32, 16, 8, 4, 8, 4, 2, 1, 1, 1, 2.5, 4.0, 32.0, 1.0, 1.0, 0.8, 256};
 /* deepseek-ai/DeepSeek-V3's config.json */
-const synth_ds fp4_synth_ds_v3 = {1536, 512, 128, 64, 128, 8, 4, 1, 3, 1, 2.5, 40.0, 32.0, 1.0, 1.0, 1.0, 4096};
+const synth_ds fp4_synth_ds_v3 = {1536, 512, 128,  64,   128, 8,   4,   1,   3,
+                                  1,    2.5, 40.0, 32.0, 1.0, 1.0, 1.0, 4096};
 
 static void addf(synth_plan *p, synth_kind k, int64_t rows, int64_t cols, const char *fmt, int64_t l,
                  const char *part) {
@@ -41,8 +42,8 @@ static void ds_layer(synth_plan *p, int64_t l, int moe) {
     static const char *const parts[3] = {"gate_proj", "up_proj", "down_proj"};
     if (!moe)
         for (int q = 0; q < 3; q++)
-            addf(p, K_PROJ, q == 2 ? H : s->inter, q == 2 ? s->inter : H, "model.layers.%lld.mlp.%s.weight", l,
-                 parts[q]);
+            addf(p, K_PROJ, q == 2 ? H : s->inter, q == 2 ? s->inter : H, "model.layers.%lld.mlp.%s.weight",
+                 l, parts[q]);
     else {
         char fmt[96];
         for (int64_t e = 0; e < s->experts; e++)
@@ -54,8 +55,8 @@ static void ds_layer(synth_plan *p, int64_t l, int moe) {
         addf(p, K_BIAS, 0, s->experts, "model.layers.%lld.mlp.gate.%s", l, "e_score_correction_bias");
         const int64_t fs = d->n_shared * s->moe_inter;
         for (int q = 0; q < 3; q++)
-            addf(p, K_PROJ, q == 2 ? H : fs, q == 2 ? fs : H, "model.layers.%lld.mlp.shared_experts.%s.weight", l,
-                 parts[q]);
+            addf(p, K_PROJ, q == 2 ? H : fs, q == 2 ? fs : H,
+                 "model.layers.%lld.mlp.shared_experts.%s.weight", l, parts[q]);
     }
     addf(p, K_NORM, 0, H, "model.layers.%lld.%s.weight", l, "input_layernorm");
     addf(p, K_NORM, 0, H, "model.layers.%lld.%s.weight", l, "post_attention_layernorm");

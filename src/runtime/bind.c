@@ -7,7 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { DIM_H, DIM_Q, DIM_KV, DIM_F, DIM_D, DIM_V, DIM_NONE, DIM_O, DIM_QL, DIM_KVA, DIM_KVL, DIM_KVB, DIM_SH, DIM_E };
+enum { DIM_H, DIM_Q, DIM_KV, DIM_F, DIM_D, DIM_V, DIM_NONE };
+enum { DIM_O = DIM_NONE + 1, DIM_QL, DIM_KVA, DIM_KVL, DIM_KVB, DIM_SH, DIM_E }; /* DeepSeek-V3 */
 /* when a row applies (row_applies) */
 enum { N_ALL, N_BIAS, N_QKNORM, N_QPLAIN, N_QLORA, N_GQA, N_MLA, N_SHARED, N_EXPBIAS };
 enum { K_NORM, K_PROJ, K_BIAS }; /* what a slot holds: norm vector, weight matrix, bias vector */
@@ -21,8 +22,10 @@ static const struct slot_row {
      DIM_NONE, 0},
     {FP4_LW_Q, "model.layers.%d.self_attn.q_proj.weight", "blk.%d.attn_q.weight", K_PROJ, DIM_H, DIM_Q,
      N_QPLAIN},
-    {FP4_LW_K, "model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight", K_PROJ, DIM_H, DIM_KV, N_GQA},
-    {FP4_LW_V, "model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight", K_PROJ, DIM_H, DIM_KV, N_GQA},
+    {FP4_LW_K, "model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight", K_PROJ, DIM_H, DIM_KV,
+     N_GQA},
+    {FP4_LW_V, "model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight", K_PROJ, DIM_H, DIM_KV,
+     N_GQA},
     {FP4_LW_O, "model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", K_PROJ, DIM_O, DIM_H,
      0},
     /* DeepSeek-V3's latent attention (llama.cpp deepseek2 names) */
@@ -32,8 +35,8 @@ static const struct slot_row {
      DIM_QL, DIM_NONE, N_QLORA},
     {FP4_LW_Q, "model.layers.%d.self_attn.q_b_proj.weight", "blk.%d.attn_q_b.weight", K_PROJ, DIM_QL, DIM_Q,
      N_QLORA},
-    {FP4_LW_KV_A, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", "blk.%d.attn_kv_a_mqa.weight", K_PROJ,
-     DIM_H, DIM_KVA, N_MLA},
+    {FP4_LW_KV_A, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", "blk.%d.attn_kv_a_mqa.weight",
+     K_PROJ, DIM_H, DIM_KVA, N_MLA},
     {FP4_LW_KV_A_NORM, "model.layers.%d.self_attn.kv_a_layernorm.weight", "blk.%d.attn_kv_a_norm.weight",
      K_NORM, DIM_KVL, DIM_NONE, N_MLA},
     {FP4_LW_KV_B, "model.layers.%d.self_attn.kv_b_proj.weight", "blk.%d.attn_kv_b.weight", K_PROJ, DIM_KVL,

@@ -37,7 +37,8 @@ int64_t fp4_rt_rope_dim(const fp4_arch *a) {
 static double rope_attn_factor(const fp4_arch *a) {
     if (a->rope_scaling != FP4_ROPE_YARN) return 1.0;
     if (a->rope_mscale > 0 && a->rope_mscale_all_dim > 0)
-        return yarn_mscale(a->rope_factor, a->rope_mscale) / yarn_mscale(a->rope_factor, a->rope_mscale_all_dim);
+        return yarn_mscale(a->rope_factor, a->rope_mscale) /
+               yarn_mscale(a->rope_factor, a->rope_mscale_all_dim);
     return yarn_mscale(a->rope_factor, 1.0);
 }
 
