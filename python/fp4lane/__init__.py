@@ -292,8 +292,8 @@ def convert(inp, out, layout=None, force=False):
 # fp4_sampler_params members and the fp4_arg_val member their value is read from
 _SAMPLER_ARGS = (("temperature", "f"), ("top_k", "i"), ("top_p", "f"), ("min_p", "f"),
                  ("repeat_penalty", "f"), ("presence_penalty", "f"), ("penalty_last_n", "i"), ("seed", "u"))
-_ARCH_ENUMS = {"source": ("hf", "gguf"), "rope_scaling": ("none", "linear", "llama3"),
-               "moe_routing": ("none", "softmax_topk", "topk_softmax")}
+_ARCH_ENUMS = {"source": ("hf", "gguf"), "rope_scaling": ("none", "linear", "llama3", "yarn"),
+               "moe_routing": ("none", "softmax_topk", "topk_softmax", "sigmoid_group")}
 
 
 def _arch_dict(a):
@@ -307,7 +307,8 @@ def _arch_dict(a):
             v = lib.fp4_arch_family_name(v).decode()
         elif name in _ARCH_ENUMS:
             v = _ARCH_ENUMS[name][v] if 0 <= v < len(_ARCH_ENUMS[name]) else v
-        elif name in ("rope_freq_factors", "tied_head", "qkv_bias", "qk_norm", "qk_permuted", "moe_norm_topk"):
+        elif name in ("rope_freq_factors", "tied_head", "qkv_bias", "qk_norm", "qk_permuted", "moe_norm_topk",
+                      "rope_interleave"):
             v = bool(v)
         elif name == "moe_dense":  # the layers with a dense MLP among the experts' (a bit per layer)
             v = [i for i in range(min(a.n_layers, 64 * len(v))) if (v[i // 64] >> (i % 64)) & 1]

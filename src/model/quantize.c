@@ -27,6 +27,7 @@ typedef struct qctx {
     uint8_t *buf;       /* payload + scales, or Q4_K blocks */
     float *f32;         /* aligned f32 copy of the source tensor */
     size_t buf_cap, f32_cap;
+    fp4_qpolicy pol;
 } qctx;
 
 /* ModelOpt's default exclusions (nvfp4-peers.md §2.3) and GGUF's names for the same modules. */
@@ -96,6 +97,7 @@ static fp4_status plan_tensors(qctx *c, fp4_error *err) {
     c->q = calloc((size_t)c->ck->n + 1, sizeof *c->q);
     if (!c->q) return fp4_fail(err, FP4_ERR_NOMEM, c->ck->path, NULL, "alloc", "out of memory");
     c->n = c->ck->n;
+    fp4_qpolicy_init(c->ck->config_json, &c->pol);
     for (int64_t k = 0; k < c->n; k++) { /* name order, so output order does not depend on the container */
         qtensor *q = &c->q[k];
         const fp4_raw *r = &c->ck->t[c->ck->by_name[k]];
@@ -109,7 +111,8 @@ static fp4_status plan_tensors(qctx *c, fp4_error *err) {
                             "the input is already quantized (use fp4lane convert)");
         const int64_t mult = o->to_q4_k ? 256 : 16;
         q->quantize = r->n_dims == 2 && src_dt(r->type) >= 0 && fp4_ends_with(r->name, ".weight") &&
-                      !excluded(r->name, o->quantize_embeddings) && r->ne[0] % mult == 0 &&
+                      !excluded(r->name, o->quantize_embeddings) && !fp4_qpolicy_keep(&c->pol, r->name) &&
+                      r->ne[0] % mult == 0 &&
                       r->ne[0] <= FP4_MAX_N_IN;
         if (!q->quantize) continue;
         if (o->cancel && *o->cancel)

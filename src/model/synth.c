@@ -38,7 +38,7 @@ static const synth_shape shapes[] = {
     {"qwen3-30b-a3b", "qwen3-moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643,
      151645, 128, 8, 768, NULL},
     /* DeepSeek-V3 (synth_deepseek.c): a tiny one for tests and deepseek-ai/DeepSeek-V3's config */
-    {"tiny-deepseek", "deepseek-v3", 64, 3, 4, 4, 12, 128, 512, 1024, 10000.0, 1e-6, 0, 0, 1, 2, 8, 3, 32,
+    {"tiny-deepseek", "deepseek-v3", 256, 3, 4, 4, 12, 512, 512, 1024, 10000.0, 1e-6, 0, 0, 1, 2, 8, 3, 256,
      &fp4_synth_ds_tiny},
     {"deepseek-v3", "deepseek-v3", 7168, 61, 128, 128, 192, 18432, 129280, 163840, 10000.0, 1e-6, 0, 0, 0, 1,
      256, 8, 2048, &fp4_synth_ds_v3},
