@@ -277,6 +277,69 @@ static void test_synth(void) {
     CHECK_MSG(bytes > experts && bytes < experts + (40ull << 30), "deepseek-v3 synth: %.1f GB", bytes / 1e9);
 }
 
+/* NVIDIA's DeepSeek-R1-FP4 layout: quantize keeps the attention, the dense MLP, the shared experts and
+ * the MTP layer in bf16 (exclude_modules) and makes the routed experts NVFP4; each layout runs, exact
+ * against the f64 forward of the same (dequantized) weights, invariant, and the same bits in every
+ * layout */
+static void test_nvfp4(void) {
+    char bf[700], out[700];
+    dsfx_spec s = dsfx_default();
+    s.hidden = 256, s.moe_ffn = 256, s.ffn = 256; /* the A16 exact route's widths */
+    snprintf(bf, sizeof bf, "%s/ds256", tmp);
+    CHECK(dsfx_write(bf, &s, 13) == 0);
+    static const fp4_layout layouts[] = {FP4_LAYOUT_MODELOPT, FP4_LAYOUT_CT, FP4_LAYOUT_GGUF};
+    float *first = NULL;
+    for (size_t li = 0; li < sizeof layouts / sizeof layouts[0]; li++) {
+        fp4_error e;
+        snprintf(out, sizeof out, "%s/ds256-q%zu%s", tmp, li, layouts[li] == FP4_LAYOUT_GGUF ? ".gguf" : "");
+        fp4_quantize_opts qo = {.layout = layouts[li]};
+        CHECK_OK(fp4_quantize_checkpoint(bf, out, &qo, &e));
+        fp4_model *m = NULL;
+        CHECK_OK(fp4_model_open(out, NULL, &m, &e));
+        if (!m) continue;
+        static const char *const kept[] = {"model.layers.0.self_attn.q_a_proj.weight",
+                                           "model.layers.1.self_attn.kv_b_proj.weight",
+                                           "model.layers.0.mlp.gate_proj.weight",
+                                           "model.layers.2.mlp.shared_experts.down_proj.weight",
+                                           "model.layers.3.mlp.experts.0.up_proj.weight",
+                                           "model.layers.1.mlp.gate.weight"};
+        for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++) {
+            const fp4_tensor *t = fp4_model_find(m, kept[i]);
+            CHECK_MSG(t && t->type == FP4_TYPE_BF16, "%s: %s is %d", out, kept[i], t ? (int)t->type : -1);
+        }
+        const fp4_tensor *ex = fp4_model_find(m, "model.layers.2.mlp.experts.5.down_proj.weight");
+        CHECK_MSG(ex && ex->type == FP4_TYPE_NVFP4_E2M1, "%s: a routed expert is not NVFP4", out);
+        fp4_arch a;
+        CHECK_OK(fp4_model_arch(m, &a, &e));
+        const int V = (int)a.vocab;
+        float *x = malloc(sizeof(float) * T * V), *y = malloc(sizeof(float) * T * V);
+        double *ref = malloc(sizeof(double) * T * V);
+        CHECK(dsfx_reference(m, &a, ids, T, ref) == 0);
+        CHECK(run(m, FP4_MODE_EXACT, 1, T, ids, T, x) == 0 && run(m, FP4_MODE_EXACT, 2, 3, ids, T, y) == 0);
+        /* the A16 route quantizes the experts' inputs to 8 bits (SPEC §4): a few percent, and where two
+         * experts' scores are that close a position may route otherwise than the f64 forward; most
+         * positions must agree to 5e-2 */
+        int off = 0;
+        double worst = 0;
+        for (int t = 0; t < T; t++) {
+            const double et = rel_err(x + t * V, ref + t * V, 1, V);
+            off += et > 5e-2, worst = et <= 5e-2 && et > worst ? et : worst;
+        }
+        printf(
+            "deepseek nvfp4 (%s) exact vs f64 of its weights: %.2e at %d of %d positions, %d beyond 5e-2\n",
+            out + strlen(tmp), worst, T - off, T, off);
+        CHECK_MSG(off <= T / 8, "nvfp4 exact vs f64: %d of %d positions beyond 5e-2", off, T);
+        CHECK_MSG(differ(x, y, (int64_t)T * V) == 0, "nvfp4: threads 2 chunk 3 differ");
+        if (!first)
+            first = x, x = NULL;
+        else
+            CHECK_MSG(differ(first, x, (int64_t)T * V) == 0, "%s: other bits than the ModelOpt layout", out);
+        free(x), free(y), free(ref);
+        fp4_model_close(m);
+    }
+    free(first);
+}
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-ds-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -289,6 +352,7 @@ int main(void) {
     test_snapshot(dir);
     test_bind(dir);
     test_synth();
+    test_nvfp4();
     if (!check_failed) rtfx_rmtree(tmp);
     return check_report();
 }
