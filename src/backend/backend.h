@@ -52,6 +52,12 @@
  *        A backend groups a step's columns by expert (each expert's weights read once per step,
  *        the columns that chose it in column order through one multi-column project): the
  *        projections give each column its one-column bits, so grouping changes no bit.
+ *     Latent attention (DeepSeek-V3, arch.kv_lora_rank > 0) replaces b..i before the residual add
+ *     (src/cpu/mla.c; the order in docs/SPEC.md §6a): q through q_a / q_a_layernorm / q_b, the
+ *     latent through kv_a / kv_a_layernorm, the cache row [latent, roped k_pe] in F16, each head
+ *     attending with the absorbed query [W_UK_h^T q_nope, q_pe] over the rows, its value W_UV_h
+ *     times the weighted latent, then project(Wo). MoE routing 3 (fp4p_moe_route_group) adds the
+ *     shared experts' output to the combine before the residual add.
  *  3. for the columns that want logits (in column order): h = rmsnorm(x_c, output_norm);
  *     logits = project(head, h) [V]    (head = tok_embd when tied)
  *
@@ -173,8 +179,8 @@ typedef struct fp4_rt_backend_ops {
     /* The route this backend takes for w in mode (a static string), or NULL when it has none
      * (the runtime then refuses before create). Called before any weight byte is read. */
     const char *(*route)(const fp4_tensor *w, fp4_mode mode);
-    /* Upload weights, build tables, allocate the KV cache of n_slots × n_layers × n_ctx × NKV*D
-     * halves for K and for V, and scratch for up to max_cols columns per step. A device backend
+    /* Upload weights, build tables, allocate the KV cache of n_slots × n_layers × n_ctx ×
+     * fp4_arch_kv_dim halves for K and for V (latent attention: one latent row across the two), and scratch for up to max_cols columns per step. A device backend
      * first computes its memory plan, reports it (d->on_plan) and refuses with FP4_ERR_NOMEM, rule
      * "cuda.memory-plan", before allocating anything when the plan does not fit. */
     fp4_status (*create)(const fp4_rt_model_desc *d, int64_t max_cols, void **state, fp4_error *err);
@@ -183,7 +189,7 @@ typedef struct fp4_rt_backend_ops {
      * floats per want_logits column, in column order. Synchronous. */
     fp4_status (*step)(void *state, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err);
     /* Copy positions [0, n_pos) of a slot's cache to / from host memory, laid out
-     * [layer][pos][NKV*D] halves (k then v buffers). */
+     * [layer][pos][fp4_arch_kv_dim] halves (k then v buffers). */
     fp4_status (*kv_read)(void *state, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v);
     fp4_status (*kv_write)(void *state, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v);
     /* ABI 3, optional (NULL: the runtime's default of 64): the columns per step this backend wants
