@@ -14,7 +14,8 @@
 #include <sys/stat.h>
 
 dsfx_spec dsfx_default(void) {
-    dsfx_spec s = {64, 4, 32, 16, 8, 4, 8, 96, 32, 8, 3, 4, 2, 1, 1, 3, 96, 64, 1, 1, 1, NULL, NULL, 0};
+    dsfx_spec s = {64, 4, 32, 16, 8,  4, 8, 96, 32,   8,    3, 4,   2,
+                   1,  1, 3,  96, 64, 1, 1, 1,  NULL, NULL, 0, 1.0, 0.8};
     return s;
 }
 
@@ -74,8 +75,8 @@ int dsfx_write(const char *dir, const dsfx_spec *s, uint64_t seed) {
     if (s->yarn)
         snprintf(rs, sizeof rs,
                  "{\"type\":\"yarn\",\"factor\":4.0,\"original_max_position_embeddings\":%d,\"beta_fast\":32,"
-                 "\"beta_slow\":1,\"mscale\":1.0,\"mscale_all_dim\":0.8}",
-                 s->ctx / 4);
+                 "\"beta_slow\":1,\"mscale\":%.17g,\"mscale_all_dim\":%.17g}",
+                 s->ctx / 4, s->mscale, s->mscale_all_dim);
     snprintf(
         cfg, sizeof cfg,
         "{\"architectures\":[\"DeepseekV3ForCausalLM\"],\"model_type\":\"deepseek_v3\",\"hidden_size\":%d,"

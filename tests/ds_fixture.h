@@ -15,6 +15,7 @@ typedef struct dsfx_spec {
     const char *drop;  /* a tensor name (printf pattern with the layer) left out, layer 1 */
     const char *extra; /* appended inside config.json's object (",\"k\":v"), may be NULL  */
     int hide_nextn;    /* config.json says num_nextn_predict_layers 0 (the MTP tensors stay) */
+    double mscale, mscale_all_dim; /* yarn's (1.0, 0.8) */
 } dsfx_spec;
 
 /* hidden 64, 4 heads, q_lora 32, kv_lora 16, nope 8, rope 4 (interleaved), v 8, ffn 96, 8 experts of

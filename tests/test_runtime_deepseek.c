@@ -340,6 +340,206 @@ static void test_nvfp4(void) {
     free(first);
 }
 
+/* llama.cpp's deepseek2 form of the fixture (blk.* names, experts stacked into 3-D ffn_*_exps,
+ * kv_b whole or split into attn_k_b / attn_v_b per head as newer files hold it), written here from
+ * the HF directory's bf16 bytes: its exact logits must be the HF directory's bit for bit */
+typedef struct ggt {
+    char name[96];
+    int n_dims;
+    int64_t ne[3];
+    uint16_t *buf; /* bf16 values, owned */
+    size_t n;
+} ggt;
+
+static int gg_copy(ggt *t, const fp4_model *m, const char *gg, const char *hf, int l) {
+    char nm[160];
+    snprintf(nm, sizeof nm, hf, l);
+    const fp4_tensor *s = fp4_model_find(m, nm);
+    if (!s || s->type != FP4_TYPE_BF16) return -1;
+    snprintf(t->name, sizeof t->name, gg, l);
+    t->n_dims = s->n_dims, memcpy(t->ne, s->ne, sizeof t->ne);
+    t->n = (size_t)(s->nbytes / 2), t->buf = malloc(s->nbytes);
+    memcpy(t->buf, s->data, (size_t)s->nbytes);
+    return 0;
+}
+
+static int gguf_from_hf(const fp4_model *m, const fp4_arch *a, const char *path, int split) {
+    static const char *const map[][2] = {
+        {"blk.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight"},
+        {"blk.%d.attn_q_a.weight", "model.layers.%d.self_attn.q_a_proj.weight"},
+        {"blk.%d.attn_q_a_norm.weight", "model.layers.%d.self_attn.q_a_layernorm.weight"},
+        {"blk.%d.attn_q_b.weight", "model.layers.%d.self_attn.q_b_proj.weight"},
+        {"blk.%d.attn_kv_a_mqa.weight", "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight"},
+        {"blk.%d.attn_kv_a_norm.weight", "model.layers.%d.self_attn.kv_a_layernorm.weight"},
+        {"blk.%d.attn_output.weight", "model.layers.%d.self_attn.o_proj.weight"},
+        {"blk.%d.ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight"}};
+    static const char *const dense[][2] = {
+        {"blk.%d.ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight"},
+        {"blk.%d.ffn_up.weight", "model.layers.%d.mlp.up_proj.weight"},
+        {"blk.%d.ffn_down.weight", "model.layers.%d.mlp.down_proj.weight"}};
+    static const char *const moe[][2] = {
+        {"blk.%d.ffn_gate_inp.weight", "model.layers.%d.mlp.gate.weight"},
+        {"blk.%d.exp_probs_b.bias", "model.layers.%d.mlp.gate.e_score_correction_bias"},
+        {"blk.%d.ffn_gate_shexp.weight", "model.layers.%d.mlp.shared_experts.gate_proj.weight"},
+        {"blk.%d.ffn_up_shexp.weight", "model.layers.%d.mlp.shared_experts.up_proj.weight"},
+        {"blk.%d.ffn_down_shexp.weight", "model.layers.%d.mlp.shared_experts.down_proj.weight"}};
+    static const char *const parts[3] = {"gate", "up", "down"}, *const hfp[3] = {"gate_proj", "up_proj",
+                                                                                 "down_proj"};
+    const int64_t NH = a->n_heads, R = a->kv_lora_rank, dn = a->qk_nope_dim, dv = a->v_head_dim;
+    ggt *t = calloc(512, sizeof *t);
+    int n = 0, bad = 0;
+    char nm[160];
+    bad |= gg_copy(&t[n++], m, "token_embd.weight", "model.embed_tokens.weight", 0);
+    bad |= gg_copy(&t[n++], m, "output_norm.weight", "model.norm.weight", 0);
+    bad |= gg_copy(&t[n++], m, "output.weight", "lm_head.weight", 0);
+    for (int l = 0; l < a->n_layers && !bad; l++) {
+        for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
+            bad |= gg_copy(&t[n++], m, map[k][0], map[k][1], l);
+        ggt kvb = {0};
+        bad |= gg_copy(&kvb, m, "blk.%d.attn_kv_b.weight", "model.layers.%d.self_attn.kv_b_proj.weight", l);
+        if (!split)
+            t[n++] = kvb;
+        else if (!bad) { /* k_b ne [dn, R, NH]: W_UK_h transposed; v_b ne [R, dv, NH]: W_UV_h */
+            ggt *kb = &t[n++], *vb = &t[n++];
+            snprintf(kb->name, sizeof kb->name, "blk.%d.attn_k_b.weight", l);
+            snprintf(vb->name, sizeof vb->name, "blk.%d.attn_v_b.weight", l);
+            kb->n_dims = vb->n_dims = 3;
+            kb->ne[0] = dn, kb->ne[1] = R, kb->ne[2] = NH, vb->ne[0] = R, vb->ne[1] = dv, vb->ne[2] = NH;
+            kb->n = (size_t)(NH * R * dn), vb->n = (size_t)(NH * dv * R);
+            kb->buf = malloc(kb->n * 2), vb->buf = malloc(vb->n * 2);
+            for (int64_t h = 0; h < NH; h++) {
+                for (int64_t r = 0; r < R; r++)
+                    for (int64_t i = 0; i < dn; i++)
+                        kb->buf[(h * R + r) * dn + i] = kvb.buf[(h * (dn + dv) + i) * R + r];
+                memcpy(vb->buf + h * dv * R, kvb.buf + (h * (dn + dv) + dn) * R,
+                       sizeof(uint16_t) * (size_t)(dv * R));
+            }
+            free(kvb.buf);
+        }
+        if (!fp4_arch_layer_moe(a, l)) {
+            for (int k = 0; k < 3; k++)
+                bad |= gg_copy(&t[n++], m, dense[k][0], dense[k][1], l);
+            continue;
+        }
+        for (size_t k = 0; k < sizeof moe / sizeof moe[0]; k++)
+            bad |= gg_copy(&t[n++], m, moe[k][0], moe[k][1], l);
+        for (int p = 0; p < 3 && !bad; p++) { /* the experts stacked: ne [n_in, n_out, E] */
+            ggt *x = &t[n++];
+            snprintf(x->name, sizeof x->name, "blk.%d.ffn_%s_exps.weight", l, parts[p]);
+            for (int e = 0; e < a->n_experts && !bad; e++) {
+                snprintf(nm, sizeof nm, "model.layers.%%d.mlp.experts.%d.%s.weight", e, hfp[p]);
+                ggt one = {0};
+                bad |= gg_copy(&one, m, "x", nm, l);
+                if (!e) {
+                    x->n_dims = 3, x->ne[0] = one.ne[0], x->ne[1] = one.ne[1], x->ne[2] = a->n_experts;
+                    x->n = one.n * (size_t)a->n_experts, x->buf = malloc(x->n * 2);
+                }
+                if (!bad) memcpy(x->buf + one.n * (size_t)e, one.buf, one.n * 2);
+                free(one.buf);
+            }
+        }
+    }
+    fp4_error e;
+    fp4_gguf_writer *w = NULL;
+    const char *A = "deepseek2";
+    char key[128];
+    if (!bad && !fp4_gguf_writer_create(&w, &e)) {
+        fp4_gguf_writer_add_str(w, "general.architecture", A, strlen(A), &e);
+        const struct {
+            const char *k;
+            int64_t v;
+        } u[] = {{"block_count", a->n_layers},
+                 {"context_length", a->n_ctx_train},
+                 {"embedding_length", a->hidden},
+                 {"feed_forward_length", a->ffn},
+                 {"attention.head_count", NH},
+                 {"attention.head_count_kv", split ? 1 : NH},
+                 {"attention.q_lora_rank", a->q_lora_rank},
+                 {"attention.kv_lora_rank", R},
+                 {"attention.key_length", split ? R + a->qk_rope_dim : a->head_dim},
+                 {"attention.value_length", split ? R : dv},
+                 {"attention.key_length_mla", split ? a->head_dim : 0},
+                 {"attention.value_length_mla", split ? dv : 0},
+                 {"rope.dimension_count", a->qk_rope_dim},
+                 {"leading_dense_block_count", 1},
+                 {"expert_count", a->n_experts},
+                 {"expert_used_count", a->n_experts_used},
+                 {"expert_feed_forward_length", a->moe_ffn},
+                 {"expert_shared_count", a->n_shared_experts},
+                 {"expert_gating_func", 2},
+                 {"expert_group_count", a->moe_n_group},
+                 {"expert_group_used_count", a->moe_topk_group},
+                 {"rope.scaling.original_context_length", a->rope_orig_ctx}};
+        for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+            if (u[i].v)
+                snprintf(key, sizeof key, "%s.%s", A, u[i].k),
+                    fp4_gguf_writer_add_u32(w, key, (uint32_t)u[i].v, &e);
+        const struct {
+            const char *k;
+            double v;
+        } f[] = {{"attention.layer_norm_rms_epsilon", a->rms_eps},
+                 {"rope.freq_base", a->rope_theta},
+                 {"expert_weights_scale", a->routed_scaling},
+                 {"rope.scaling.factor", a->rope_factor},
+                 {"rope.scaling.yarn_log_multiplier", 0.1 * a->rope_mscale_all_dim}};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            snprintf(key, sizeof key, "%s.%s", A, f[i].k), fp4_gguf_writer_add_f32(w, key, (float)f[i].v, &e);
+        snprintf(key, sizeof key, "%s.expert_weights_norm", A);
+        fp4_gguf_writer_add_bool(w, key, 1, &e);
+        snprintf(key, sizeof key, "%s.rope.scaling.type", A);
+        fp4_gguf_writer_add_str(w, key, "yarn", 4, &e);
+        for (int i = 0; i < n; i++)
+            fp4_gguf_writer_add_tensor(w, t[i].name, FP4_TYPE_BF16, t[i].n_dims, t[i].ne, &e);
+        bad = fp4_gguf_writer_write_header(w, path, &e) != FP4_OK;
+        for (int i = 0; i < n && !bad; i++)
+            bad = fp4_gguf_writer_write_tensor_data(w, i, t[i].buf, t[i].n * 2, &e) != FP4_OK;
+        bad = bad || fp4_gguf_writer_finish(w, &e) != FP4_OK;
+    } else
+        bad = 1;
+    fp4_gguf_writer_free(w);
+    for (int i = 0; i < n; i++)
+        free(t[i].buf);
+    free(t);
+    return bad ? -1 : 0;
+}
+
+static void test_gguf(void) {
+    char dir[700], gg[700];
+    dsfx_spec s = dsfx_default();
+    s.mscale = s.mscale_all_dim = 1.0; /* llama.cpp's deepseek2 folds no separate cos/sin factor */
+    s.nextn = 0;
+    snprintf(dir, sizeof dir, "%s/ds-gg-hf", tmp);
+    CHECK(dsfx_write(dir, &s, 17) == 0);
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    fp4_arch a;
+    CHECK_OK(fp4_model_arch(m, &a, &e));
+    const int64_t V = a.vocab;
+    float *x = malloc(sizeof(float) * T * V), *y = malloc(sizeof(float) * T * V);
+    CHECK(run(m, FP4_MODE_EXACT, 1, T, ids, T, x) == 0);
+    for (int split = 0; split < 2; split++) {
+        snprintf(gg, sizeof gg, "%s/ds-%d.gguf", tmp, split);
+        CHECK(gguf_from_hf(m, &a, gg, split) == 0);
+        fp4_model *g = NULL;
+        CHECK_OK(fp4_model_open(gg, NULL, &g, &e));
+        if (!g) continue;
+        fp4_arch b;
+        CHECK_OK(fp4_model_arch(g, &b, &e));
+        CHECK(b.source == FP4_ARCH_FROM_GGUF && b.family == FP4_ARCH_DEEPSEEK_V3 && b.kv_lora_rank == 16 &&
+              b.head_dim == 12 && b.v_head_dim == 8 && b.n_kv_heads == 4 && b.rope_interleave &&
+              b.moe_routing == FP4_MOE_SIGMOID_GROUP && b.moe_norm_topk && b.rope_scaling == FP4_ROPE_YARN &&
+              b.rope_mscale_all_dim == 1.0 && fp4_arch_layer_moe(&b, 1) && !fp4_arch_layer_moe(&b, 0));
+        CHECK(run(g, FP4_MODE_EXACT, 2, 5, ids, T, y) == 0);
+        CHECK_MSG(differ(x, y, T * V) == 0, "deepseek2 GGUF (%s kv_b): %lld logits differ from the HF form",
+                  split ? "split" : "whole", (long long)differ(x, y, T * V));
+        fp4_model_close(g);
+    }
+    free(x), free(y);
+    fp4_model_close(m);
+}
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-ds-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -353,6 +553,7 @@ int main(void) {
     test_bind(dir);
     test_synth();
     test_nvfp4();
+    test_gguf();
     if (!check_failed) rtfx_rmtree(tmp);
     return check_report();
 }

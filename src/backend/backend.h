@@ -122,6 +122,8 @@ typedef enum fp4_rt_lw {
     FP4_LW_SH_UP,
     FP4_LW_SH_DOWN,
     FP4_LW_EXP_BIAS, /* e_score_correction_bias [E] (selection only)                    */
+    FP4_LW_K_B,      /* llama.cpp's split kv_b (instead of KV_B): attn_k_b ne [nope, R, NH] */
+    FP4_LW_V_B,      /*                                           attn_v_b ne [R, v, NH]    */
     FP4_LW_COUNT_
 } fp4_rt_lw;
 

@@ -36,6 +36,36 @@ static float *mla_falloc(int64_t n) {
     return n > 0 && (uint64_t)n < SIZE_MAX / 8 ? malloc((size_t)n * sizeof(float)) : NULL;
 }
 
+/* kv_b of one layer widened: kvb [NH (dn+dv)][R] (its W_UV rows read) and uk_t [NH][R][dn]; from
+ * kv_b_proj, or from llama.cpp's split attn_k_b (ne [dn, R, NH]: uk_t as it is) and attn_v_b (ne
+ * [R, dv, NH]: the W_UV rows) */
+static fp4_status widen_kvb(fp4_cpu_mla *m, const fp4_tensor *const *w, int64_t L, int64_t rows,
+                            fp4_error *err) {
+    const int64_t R = m->R, dn = m->dn, dv = m->dv, NH = m->NH;
+    float *kv = m->kvb[L] = calloc((size_t)(rows * R), sizeof(float)),
+          *t = m->uk_t[L] = mla_falloc(NH * R * dn);
+    const fp4_tensor *kb = w[FP4_LW_KV_B];
+    if (!kv || !t) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    fp4_status st;
+    if (!kb) {
+        float *vb = mla_falloc(NH * dv * R);
+        st = vb ? fp4_tensor_dequant_rows(w[FP4_LW_K_B], 0, NH * R, t) : FP4_ERR_NOMEM;
+        if (!st) st = fp4_tensor_dequant_rows(w[FP4_LW_V_B], 0, NH * dv, vb);
+        for (int64_t h = 0; !st && h < NH; h++)
+            memcpy(kv + (h * (dn + dv) + dn) * R, vb + h * dv * R, sizeof(float) * (size_t)(dv * R));
+        free(vb);
+        return st ? fp4_fail(err, st, NULL, w[FP4_LW_K_B]->name, "rt.mla", "cannot widen attn_k_b / attn_v_b")
+                  : FP4_OK;
+    }
+    if ((st = fp4_tensor_dequant_rows(kb, 0, rows, kv)))
+        return fp4_fail(err, st, NULL, kb->name, "rt.mla", "cannot widen kv_b_proj");
+    for (int64_t h = 0; h < NH; h++)
+        for (int64_t i = 0; i < dn; i++)
+            for (int64_t r = 0; r < R; r++)
+                t[(h * R + r) * dn + i] = kv[(h * (dn + dv) + i) * R + r];
+    return FP4_OK;
+}
+
 fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, int64_t max_cols, fp4_cpu_mla **out,
                               fp4_error *err) {
     const fp4_arch *a = &d->arch;
@@ -63,17 +93,11 @@ fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, int64_t max_cols, fp4_
                         (unsigned long long)cn);
     }
     for (int64_t L = 0; L < nl; L++) {
-        const fp4_tensor *kb = d->layer[L * FP4_LW_COUNT_ + FP4_LW_KV_B];
-        float *w = m->kvb[L] = mla_falloc(rows * m->R), *t = m->uk_t[L] = mla_falloc(m->NH * m->R * m->dn);
-        fp4_status st = w && t ? fp4_tensor_dequant_rows(kb, 0, rows, w) : FP4_ERR_NOMEM;
+        fp4_status st = widen_kvb(m, d->layer + L * FP4_LW_COUNT_, L, rows, err);
         if (st) {
             fp4_cpu_mla_destroy(m);
-            return fp4_fail(err, st, NULL, kb->name, "rt.mla", "cannot widen kv_b_proj");
+            return st;
         }
-        for (int64_t h = 0; h < m->NH; h++)
-            for (int64_t i = 0; i < m->dn; i++)
-                for (int64_t r = 0; r < m->R; r++)
-                    t[(h * m->R + r) * m->dn + i] = w[(h * (m->dn + m->dv) + i) * m->R + r];
     }
     *out = m;
     return FP4_OK;

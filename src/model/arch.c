@@ -24,7 +24,7 @@ static const struct family_row {
     {"qwen3", "qwen3", FP4_ARCH_QWEN3, 0, 1},
     {"qwen3_moe", "qwen3moe", FP4_ARCH_QWEN3_MOE, 0, 1},
     {"mixtral", NULL, FP4_ARCH_MIXTRAL, 0, 0}, /* GGUF: "llama" with <arch>.expert_count (below) */
-    {"deepseek_v3", NULL, FP4_ARCH_DEEPSEEK_V3, 0, 0}, /* arch_deepseek.c */
+    {"deepseek_v3", "deepseek2", FP4_ARCH_DEEPSEEK_V3, 0, 0}, /* arch_deepseek.c */
 };
 #define ARCH_MAX_EXPERTS 4096
 
@@ -527,6 +527,16 @@ static int gg_str(const fp4_gguf *g, const char *key, char *buf, size_t n) {
     return 1;
 }
 
+int fp4_arch_gg_u64(const fp4_gguf *g, const char *key, uint64_t *v) {
+    return gg_u64(g, key, v);
+}
+int fp4_arch_gg_f64(const fp4_gguf *g, const char *key, double *v) {
+    return gg_f64(g, key, v);
+}
+int fp4_arch_gg_str(const fp4_gguf *g, const char *key, char *buf, size_t n) {
+    return gg_str(g, key, buf, n);
+}
+
 static fp4_status gg_need(const fp4_gguf *g, const char *arch, const char *sfx, int64_t *v, int required,
                           fp4_error *err) {
     char key[128];
@@ -555,7 +565,7 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
         if (families[i].gguf_arch && !strcmp(name, families[i].gguf_arch)) f = &families[i];
     if (!f)
         return refuse(err, "arch.model_type",
-                      "GGUF: %s = %s is not supported (llama, qwen2, qwen3, qwen3moe)",
+                      "GGUF: %s = %s is not supported (llama, qwen2, qwen3, qwen3moe, deepseek2)",
                       "general.architecture", name);
     const int gg_moe = f->family == FP4_ARCH_QWEN3_MOE;
     fp4_arch *a = out;
@@ -582,6 +592,10 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
         (st = gg_need(g, name, "expert_count", &experts, 0, err)) ||
         (st = gg_need(g, name, "attention.sliding_window", &sw, 0, err)))
         return st;
+    if (f->family == FP4_ARCH_DEEPSEEK_V3) { /* its own widths, experts and yarn: arch_deepseek.c */
+        if ((st = fp4_arch_gguf_deepseek(g, name, a, err))) return st;
+        vdim = rdim = -1, experts = 0;
+    }
     if (experts > 0 && f->family != FP4_ARCH_LLAMA && !gg_moe) {
         snprintf(txt, sizeof txt, "%lld", (long long)experts);
         snprintf(key, sizeof key, "%s.expert_count", name);
@@ -647,7 +661,7 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
         snprintf(key, sizeof key, "%s.rope.scaling.factor", name);
         if (gg_f64(g, key, &a->rope_factor) != 1)
             return refuse(err, "arch.rope_factor", "GGUF: %s is %s", key, "missing or not a float");
-    } else if (strcmp(stype, "none")) {
+    } else if (strcmp(stype, "none") && !(a->family == FP4_ARCH_DEEPSEEK_V3 && !strcmp(stype, "yarn"))) {
         return refuse(err, "arch.rope_type", "GGUF: %s = %s is not supported (none, linear)", key, stype);
     }
     a->rope_freq_factors = fp4_gguf_find(g, "rope_freqs.weight") != NULL; /* checked in bind.c */

@@ -142,3 +142,102 @@ fp4_status fp4_arch_hf_yarn(json_t *sc, const char *where, fp4_arch *a, fp4_erro
                         "config.json: %s: beta_fast must be above beta_slow", where);
     return FP4_OK;
 }
+
+/* ---- llama.cpp's deepseek2 GGUF keys ---- */
+
+static fp4_status gg_int(const fp4_gguf *g, const char *arch, const char *sfx, int64_t *v, int64_t lo,
+                         int64_t hi, int required, fp4_error *err) {
+    char key[128];
+    uint64_t u;
+    snprintf(key, sizeof key, "%s.%s", arch, sfx);
+    int r = fp4_arch_gg_u64(g, key, &u);
+    if (r < 0 || (r == 0 && required) || (r == 1 && (u < (uint64_t)lo || u > (uint64_t)hi)))
+        return fp4_fail(err, r ? FP4_ERR_FORMAT : FP4_ERR_NOT_FOUND, NULL, NULL, "arch.deepseek",
+                        "GGUF: %s %s [%lld, %lld]", key,
+                        r == 0 ? "is missing, wanted in" : "is not an integer in", (long long)lo,
+                        (long long)hi);
+    if (r == 1) *v = (int64_t)u;
+    return FP4_OK;
+}
+
+static fp4_status gg_fail(fp4_error *err, const char *key, const char *why) {
+    return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.deepseek", "GGUF: %s %s", key, why);
+}
+
+static int gg_bool(const fp4_gguf *g, const char *key, int dflt) {
+    int64_t i = fp4_gguf_key_index(g, key);
+    int v;
+    return i >= 0 && fp4_gguf_kv_type(g, i) == FP4_GGUF_BOOL && !fp4_gguf_get_bool(g, i, &v) ? v : dflt;
+}
+
+/* llama.cpp writes the MLA widths twice in newer files: key_length / value_length of the latent
+ * (kv_lora_rank + rope, kv_lora_rank) and key_length_mla / value_length_mla of a head. Its rope is
+ * ggml's NORM type over adjacent pairs (transformers' rope_interleave); yarn's mscale_all_dim is
+ * yarn_log_multiplier / 0.1, and llama.cpp folds no separate cos/sin factor (mscale = mscale_all_dim).
+ * Only sigmoid gating (expert_gating_func 2) runs. */
+fp4_status fp4_arch_gguf_deepseek(const fp4_gguf *g, const char *arch, fp4_arch *a, fp4_error *err) {
+    fp4_status st;
+    int64_t kl = 0, vl = 0, klm = 0, vlm = 0, gating = 0, first_dense = 0, nextn = 0;
+    char key[128], stype[32] = "none";
+    a->moe_n_group = 1, a->moe_topk_group = 1;
+    if ((st = gg_int(g, arch, "attention.q_lora_rank", &a->q_lora_rank, 0, DS_MAX_RANK, 0, err)) ||
+        (st = gg_int(g, arch, "attention.kv_lora_rank", &a->kv_lora_rank, 1, DS_MAX_RANK, 1, err)) ||
+        (st = gg_int(g, arch, "attention.key_length", &kl, 2, 1 << 16, 1, err)) ||
+        (st = gg_int(g, arch, "attention.value_length", &vl, 1, 1 << 16, 1, err)) ||
+        (st = gg_int(g, arch, "attention.key_length_mla", &klm, 2, FP4_ARCH_MAX_HEAD_DIM, 0, err)) ||
+        (st = gg_int(g, arch, "attention.value_length_mla", &vlm, 1, FP4_ARCH_MAX_HEAD_DIM, 0, err)) ||
+        (st = gg_int(g, arch, "rope.dimension_count", &a->qk_rope_dim, 2, FP4_ARCH_MAX_HEAD_DIM, 1, err)) ||
+        (st = gg_int(g, arch, "leading_dense_block_count", &first_dense, 0, a->n_layers, 0, err)) ||
+        (st = gg_int(g, arch, "expert_count", &a->n_experts, 1, 4096, 1, err)) ||
+        (st = gg_int(g, arch, "expert_used_count", &a->n_experts_used, 1, a->n_experts, 1, err)) ||
+        (st = gg_int(g, arch, "expert_feed_forward_length", &a->moe_ffn, 1, 1 << 22, 1, err)) ||
+        (st = gg_int(g, arch, "expert_shared_count", &a->n_shared_experts, 0, 64, 0, err)) ||
+        (st = gg_int(g, arch, "expert_gating_func", &gating, 0, 3, 0, err)) ||
+        (st = gg_int(g, arch, "expert_group_count", &a->moe_n_group, 1, a->n_experts, 0, err)) ||
+        (st = gg_int(g, arch, "expert_group_used_count", &a->moe_topk_group, 1, a->moe_n_group, 0, err)) ||
+        (st = gg_int(g, arch, "nextn_predict_layers", &nextn, 0, 16, 0, err)))
+        return st;
+    if (gating != 2)
+        return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, NULL, "arch.deepseek",
+                        "GGUF: %s.expert_gating_func = %lld: only sigmoid gating (2, DeepSeek-V3) runs", arch,
+                        (long long)gating);
+    a->head_dim = klm ? klm : kl;
+    a->v_head_dim = vlm ? vlm : vl;
+    a->qk_nope_dim = a->head_dim - a->qk_rope_dim;
+    if (a->qk_nope_dim < 1 || a->qk_rope_dim % 2 || (klm && kl != a->kv_lora_rank + a->qk_rope_dim))
+        return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "arch.deepseek",
+                        "GGUF: %s key lengths %lld / %lld do not fit kv_lora_rank %lld and rope %lld", arch,
+                        (long long)kl, (long long)klm, (long long)a->kv_lora_rank, (long long)a->qk_rope_dim);
+    if (a->n_experts % a->moe_n_group ||
+        a->n_experts_used > a->moe_topk_group * (a->n_experts / a->moe_n_group))
+        return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.deepseek",
+                        "GGUF: %s expert groups %lld / %lld do not hold %lld of %lld experts", arch,
+                        (long long)a->moe_n_group, (long long)a->moe_topk_group, (long long)a->n_experts_used,
+                        (long long)a->n_experts);
+    a->n_kv_heads = a->n_heads, a->rope_interleave = 1, a->n_nextn = (int32_t)nextn;
+    snprintf(key, sizeof key, "%s.expert_weights_scale", arch);
+    a->routed_scaling = 1.0;
+    if (fp4_arch_gg_f64(g, key, &a->routed_scaling) < 0 || !(a->routed_scaling > 0))
+        return gg_fail(err, key, "is not a positive number");
+    snprintf(key, sizeof key, "%s.expert_weights_norm", arch);
+    a->moe_norm_topk = gg_bool(g, key, 0);
+    a->moe_routing = FP4_MOE_SIGMOID_GROUP;
+    for (int64_t L = 0; L < first_dense && L < FP4_ARCH_MAX_LAYERS; L++)
+        a->moe_dense[L / 64] |= 1ull << (L % 64);
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    fp4_arch_gg_str(g, key, stype, sizeof stype);
+    if (strcmp(stype, "yarn")) return FP4_OK;
+    double mul = 0;
+    a->rope_scaling = FP4_ROPE_YARN, a->rope_beta_fast = 32.0, a->rope_beta_slow = 1.0;
+    snprintf(key, sizeof key, "%s.rope.scaling.factor", arch);
+    if (fp4_arch_gg_f64(g, key, &a->rope_factor) != 1) return gg_fail(err, key, "is missing or not a float");
+    snprintf(key, sizeof key, "%s.rope.scaling.original_context_length", arch);
+    uint64_t oc;
+    if (fp4_arch_gg_u64(g, key, &oc) != 1 || !oc || oc > INT32_MAX) return gg_fail(err, key, "is missing");
+    a->rope_orig_ctx = (int64_t)oc;
+    snprintf(key, sizeof key, "%s.rope.scaling.yarn_log_multiplier", arch);
+    if (fp4_arch_gg_f64(g, key, &mul) < 0 || mul < 0) return gg_fail(err, key, "is not a non-negative float");
+    /* the file holds 0.1 * mscale_all_dim as f32: the config's decimal comes back to 6 digits */
+    a->rope_mscale_all_dim = a->rope_mscale = round(mul / 0.1 * 1e6) / 1e6;
+    return FP4_OK;
+}

@@ -8,10 +8,11 @@
 #include <string.h>
 
 enum { DIM_H, DIM_Q, DIM_KV, DIM_F, DIM_D, DIM_V, DIM_NONE };
-enum { DIM_O = DIM_NONE + 1, DIM_QL, DIM_KVA, DIM_KVL, DIM_KVB, DIM_SH, DIM_E }; /* DeepSeek-V3 */
+enum { DIM_O = DIM_NONE + 1, DIM_QL, DIM_KVA, DIM_KVL, DIM_KVB, DIM_SH, DIM_E, DIM_NOPE, DIM_VH }; /* DeepSeek */
 /* when a row applies (row_applies) */
-enum { N_ALL, N_BIAS, N_QKNORM, N_QPLAIN, N_QLORA, N_GQA, N_MLA, N_SHARED, N_EXPBIAS };
-enum { K_NORM, K_PROJ, K_BIAS }; /* what a slot holds: norm vector, weight matrix, bias vector */
+enum { N_ALL, N_BIAS, N_QKNORM, N_QPLAIN, N_QLORA, N_GQA, N_MLA, N_SHARED, N_EXPBIAS, N_KVB, N_KVB_SPLIT };
+/* what a slot holds: norm vector, weight matrix, bias vector, a per-head stack of matrices */
+enum { K_NORM, K_PROJ, K_BIAS, K_3D };
 
 static const struct slot_row {
     int slot;
@@ -40,7 +41,10 @@ static const struct slot_row {
     {FP4_LW_KV_A_NORM, "model.layers.%d.self_attn.kv_a_layernorm.weight", "blk.%d.attn_kv_a_norm.weight",
      K_NORM, DIM_KVL, DIM_NONE, N_MLA},
     {FP4_LW_KV_B, "model.layers.%d.self_attn.kv_b_proj.weight", "blk.%d.attn_kv_b.weight", K_PROJ, DIM_KVL,
-     DIM_KVB, N_MLA},
+     DIM_KVB, N_KVB},
+    /* llama.cpp's newer files split kv_b per head (GGUF only; n_in, n_out: the first two ne) */
+    {FP4_LW_K_B, NULL, "blk.%d.attn_k_b.weight", K_3D, DIM_NOPE, DIM_KVL, N_KVB_SPLIT},
+    {FP4_LW_V_B, NULL, "blk.%d.attn_v_b.weight", K_3D, DIM_KVL, DIM_VH, N_KVB_SPLIT},
     {FP4_LW_SH_GATE, "model.layers.%d.mlp.shared_experts.gate_proj.weight", "blk.%d.ffn_gate_shexp.weight",
      K_PROJ, DIM_H, DIM_SH, N_SHARED},
     {FP4_LW_SH_UP, "model.layers.%d.mlp.shared_experts.up_proj.weight", "blk.%d.ffn_up_shexp.weight", K_PROJ,
@@ -111,14 +115,22 @@ static int64_t dim_of(const fp4_arch *a, int d) {
         return a->n_shared_experts * a->moe_ffn;
     case DIM_E:
         return a->n_experts;
+    case DIM_NOPE:
+        return a->qk_nope_dim;
+    case DIM_VH:
+        return a->v_head_dim;
     default:
         return 1;
     }
 }
 
-static int row_applies(const fp4_arch *a, int need, int64_t L) {
+static int row_applies(const fp4_arch *a, int need, int64_t L, int split) {
     const int mla = a->kv_lora_rank > 0, moe = fp4_arch_layer_moe(a, L);
     switch (need) {
+    case N_KVB:
+        return mla && !split;
+    case N_KVB_SPLIT:
+        return mla && split;
     case N_BIAS:
         return a->qkv_bias;
     case N_QKNORM:
@@ -161,7 +173,20 @@ static int is_matrix_type(fp4_type t) {
            t == FP4_TYPE_F8_E4M3FN; /* FP8 weights (the loader gives them their scales) */
 }
 
-static fp4_status check(const fp4_tensor *t, int kind, int64_t n_in, int64_t n_out, fp4_error *err) {
+static fp4_status check(const fp4_tensor *t, int kind, int64_t n_in, int64_t n_out, int64_t n3,
+                        fp4_error *err) {
+    if (kind == K_3D) {
+        if (!is_dense(t->type) && t->type != FP4_TYPE_Q4_K && t->type != FP4_TYPE_Q6_K)
+            return fp4_fail(err, FP4_ERR_DTYPE, NULL, t->name, "bind.dtype",
+                            "type %d is not a type the latent attention widens (F32/F16/BF16, Q4_K, Q6_K)",
+                            (int)t->type);
+        if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n3)
+            return fp4_fail(err, FP4_ERR_SHAPE, NULL, t->name, "bind.shape",
+                            "expected ne [%lld, %lld, %lld heads], found %d dims [%lld, %lld, %lld]",
+                            (long long)n_in, (long long)n_out, (long long)n3, (int)t->n_dims, (long long)t->ne[0],
+                            (long long)t->ne[1], (long long)t->ne[2]);
+        return FP4_OK;
+    }
     if (kind != K_PROJ) {
         if (!is_dense(t->type))
             return fp4_fail(err, FP4_ERR_DTYPE, NULL, t->name, "bind.dtype",
@@ -242,7 +267,7 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
                       "the LM head %s is missing (tie_word_embeddings is false)", gn[2]);
         goto out;
     }
-    if ((st = check(g[0], K_PROJ, a->hidden, a->vocab, err)) || (st = check(g[1], K_NORM, a->hidden, 1, err)))
+    if ((st = check(g[0], K_PROJ, a->hidden, a->vocab, 1, err)) || (st = check(g[1], K_NORM, a->hidden, 1, 1, err)))
         goto out;
     if (g[0]->type == FP4_TYPE_NVFP4_E2M1 && g[0]->nvfp4.input_scale_inv > 0.0f) {
         st = fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, g[0]->name, "bind.dtype",
@@ -255,7 +280,7 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
     if (a->tied_head)
         b->head = g[0]; /* a present lm_head is then unexpected (below) */
     else {
-        if ((st = check(g[2], K_PROJ, a->hidden, a->vocab, err))) goto out;
+        if ((st = check(g[2], K_PROJ, a->hidden, a->vocab, 1, err))) goto out;
         MARK(g[2]);
         b->head = g[2];
     }
@@ -271,17 +296,20 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
                           "rope frequency factors must be F32");
             goto out;
         }
-        if ((st = check(rf, K_NORM, a->head_dim / 2, 1, err))) goto out;
+        if ((st = check(rf, K_NORM, a->head_dim / 2, 1, 1, err))) goto out;
         MARK(rf);
         b->rope_freqs = rf;
     }
+    /* llama.cpp's split kv_b: the file says which form it holds */
+    const int split = gg && a->kv_lora_rank && fp4_model_find(m, "blk.0.attn_k_b.weight");
     for (int64_t l = 0; l < a->n_layers; l++)
         for (size_t s = 0; s < sizeof slot_rows / sizeof slot_rows[0]; s++) {
             const struct slot_row *r = &slot_rows[s];
-            if (!row_applies(a, r->need, l)) continue;
+            if (!row_applies(a, r->need, l, split)) continue;
             if (fp4_arch_layer_moe(a, l) &&
                 (r->slot == FP4_LW_GATE || r->slot == FP4_LW_UP || r->slot == FP4_LW_DOWN))
                 continue; /* its experts: bind_moe.c */
+            if (!(gg ? r->gguf : r->hf)) continue;
             snprintf(name, sizeof name, gg ? r->gguf : r->hf, (int)l);
             const fp4_tensor *t = fp4_model_find(m, name);
             if (!t) {
@@ -290,7 +318,7 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
                               (long long)a->n_layers);
                 goto out;
             }
-            if ((st = check(t, r->kind, dim_of(a, r->n_in), dim_of(a, r->n_out), err))) goto out;
+            if ((st = check(t, r->kind, dim_of(a, r->n_in), dim_of(a, r->n_out), a->n_heads, err))) goto out;
             MARK(t);
             b->layer[l * FP4_LW_COUNT_ + r->slot] = t;
         }

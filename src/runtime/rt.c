@@ -18,7 +18,7 @@
 
 static const char *const proj_slot_names[FP4_LW_COUNT_] = {
     NULL, "q", "k", "v", "o", NULL, NULL, NULL, NULL, NULL, NULL, "gate", "up", "down", "q_a", NULL, "kv_a",
-    NULL, "kv_b", "shexp_gate", "shexp_up", "shexp_down", NULL,
+    NULL, "kv_b", "shexp_gate", "shexp_up", "shexp_down", NULL, NULL, NULL,
 };
 
 /* dlopen libfp4lane_cuda.so: opts->cuda_lib, $FP4LANE_CUDA_LIB, beside the executable, the loader's path */
