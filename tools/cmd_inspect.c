@@ -58,7 +58,8 @@ static json_t *tensor_json(const fp4_tensor *t, int gguf) {
 /* The architecture an engine would run, every fp4_arch member under its C name (the Python
  * binding's Engine.arch is compared with it member for member); null when the model has none. */
 static json_t *arch_json(const fp4_model *m) {
-    static const char *const source[] = {"hf", "gguf"}, *const scaling[] = {"none", "linear", "llama3", "yarn"};
+    static const char *const source[] = {"hf", "gguf"}, *const scaling[] = {"none", "linear", "llama3",
+                                                                            "yarn"};
     fp4_arch a;
     if (fp4_model_arch(m, &a, NULL)) return json_null();
     static const char *const routing[] = {"none", "softmax_topk", "topk_softmax", "sigmoid_group"};
@@ -86,14 +87,15 @@ static json_t *arch_json(const fp4_model *m) {
         "n_eos", a.n_eos, "eos", eos);
     json_object_update(b, o);
     json_decref(o);
-    json_t *ds = json_pack("{s:I,s:I,s:I,s:I,s:I,s:b,s:i,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:f}", "q_lora_rank",
-                           (json_int_t)a.q_lora_rank, "kv_lora_rank", (json_int_t)a.kv_lora_rank, "qk_nope_dim",
-                           (json_int_t)a.qk_nope_dim, "qk_rope_dim", (json_int_t)a.qk_rope_dim, "v_head_dim",
-                           (json_int_t)a.v_head_dim, "rope_interleave", a.rope_interleave, "n_nextn", a.n_nextn,
-                           "rope_beta_fast", a.rope_beta_fast, "rope_beta_slow", a.rope_beta_slow, "rope_mscale",
-                           a.rope_mscale, "rope_mscale_all_dim", a.rope_mscale_all_dim, "moe_n_group",
-                           (json_int_t)a.moe_n_group, "moe_topk_group", (json_int_t)a.moe_topk_group,
-                           "n_shared_experts", (json_int_t)a.n_shared_experts, "routed_scaling", a.routed_scaling);
+    json_t *ds =
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:b,s:i,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:f}", "q_lora_rank",
+                  (json_int_t)a.q_lora_rank, "kv_lora_rank", (json_int_t)a.kv_lora_rank, "qk_nope_dim",
+                  (json_int_t)a.qk_nope_dim, "qk_rope_dim", (json_int_t)a.qk_rope_dim, "v_head_dim",
+                  (json_int_t)a.v_head_dim, "rope_interleave", a.rope_interleave, "n_nextn", a.n_nextn,
+                  "rope_beta_fast", a.rope_beta_fast, "rope_beta_slow", a.rope_beta_slow, "rope_mscale",
+                  a.rope_mscale, "rope_mscale_all_dim", a.rope_mscale_all_dim, "moe_n_group",
+                  (json_int_t)a.moe_n_group, "moe_topk_group", (json_int_t)a.moe_topk_group,
+                  "n_shared_experts", (json_int_t)a.n_shared_experts, "routed_scaling", a.routed_scaling);
     json_object_update(b, ds);
     json_decref(ds);
     return b;
@@ -239,9 +241,11 @@ int cmd_inspect(int argc, char **argv) {
         if (!fp4_model_arch(m, &a, NULL) && a.kv_lora_rank)
             printf("  latent attention: q_lora_rank %lld, kv_lora_rank %lld, cache %lld values per token and "
                    "layer\n",
-                   (long long)a.q_lora_rank, (long long)a.kv_lora_rank, (long long)(a.kv_lora_rank + a.qk_rope_dim));
+                   (long long)a.q_lora_rank, (long long)a.kv_lora_rank,
+                   (long long)(a.kv_lora_rank + a.qk_rope_dim));
         for (int32_t i = 0; !fp4_model_arch(m, &a, NULL) && i < a.n_nextn; i++)
-            printf("  multi-token prediction: layer %lld is in the file and not run (num_nextn_predict_layers)\n",
+            printf("  multi-token prediction: layer %lld is in the file and not run "
+                   "(num_nextn_predict_layers)\n",
                    (long long)(a.n_layers + i));
         printf("  shapes: %s\n", gguf ? "GGUF ne, innermost (contiguous) dimension first"
                                      : "PyTorch order, outermost dimension first");

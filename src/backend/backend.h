@@ -182,9 +182,10 @@ typedef struct fp4_rt_backend_ops {
      * (the runtime then refuses before create). Called before any weight byte is read. */
     const char *(*route)(const fp4_tensor *w, fp4_mode mode);
     /* Upload weights, build tables, allocate the KV cache of n_slots × n_layers × n_ctx ×
-     * fp4_arch_kv_dim halves for K and for V (latent attention: one latent row across the two), and scratch for up to max_cols columns per step. A device backend
-     * first computes its memory plan, reports it (d->on_plan) and refuses with FP4_ERR_NOMEM, rule
-     * "cuda.memory-plan", before allocating anything when the plan does not fit. */
+     * fp4_arch_kv_dim halves for K and for V (latent attention: one latent row across the two), and scratch
+     * for up to max_cols columns per step. A device backend first computes its memory plan, reports it
+     * (d->on_plan) and refuses with FP4_ERR_NOMEM, rule "cuda.memory-plan", before allocating anything when
+     * the plan does not fit. */
     fp4_status (*create)(const fp4_rt_model_desc *d, int64_t max_cols, void **state, fp4_error *err);
     void (*destroy)(void *state);
     /* THE STEP over n columns (n <= max_cols; the runtime splits). logits: host, one row of V

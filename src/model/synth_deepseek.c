@@ -9,9 +9,10 @@
 #include <limits.h>
 #include <stdio.h>
 
-/* tiny-deepseek (hidden and expert widths 256: NVFP4 A16 exact routes): one dense layer, two MoE layers of 8 experts in 4 groups (2 chosen, 3 experts per
- * token), one shared expert, q_lora on, one MTP layer; yarn with both mscales set so that cos/sin and
- * the softmax are both scaled. Every input width is a multiple of 16 (NVFP4's block). */
+/* tiny-deepseek (hidden and expert widths 256: NVFP4 A16 exact routes): one dense layer, two MoE layers of 8
+ * experts in 4 groups (2 chosen, 3 experts per token), one shared expert, q_lora on, one MTP layer; yarn with
+ * both mscales set so that cos/sin and the softmax are both scaled. Every input width is a multiple of 16
+ * (NVFP4's block). */
 const synth_ds fp4_synth_ds_tiny = {32, 16, 8, 4, 8, 4, 2, 1, 1, 1, 2.5, 4.0, 32.0, 1.0, 1.0, 0.8, 256};
 /* deepseek-ai/DeepSeek-V3's config.json */
 const synth_ds fp4_synth_ds_v3 = {1536, 512, 128,  64,   128, 8,   4,   1,   3,

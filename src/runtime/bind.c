@@ -8,7 +8,8 @@
 #include <string.h>
 
 enum { DIM_H, DIM_Q, DIM_KV, DIM_F, DIM_D, DIM_V, DIM_NONE };
-enum { DIM_O = DIM_NONE + 1, DIM_QL, DIM_KVA, DIM_KVL, DIM_KVB, DIM_SH, DIM_E, DIM_NOPE, DIM_VH }; /* DeepSeek */
+/* DeepSeek-V3 */
+enum { DIM_O = DIM_NONE + 1, DIM_QL, DIM_KVA, DIM_KVL, DIM_KVB, DIM_SH, DIM_E, DIM_NOPE, DIM_VH };
 /* when a row applies (row_applies) */
 enum { N_ALL, N_BIAS, N_QKNORM, N_QPLAIN, N_QLORA, N_GQA, N_MLA, N_SHARED, N_EXPBIAS, N_KVB, N_KVB_SPLIT };
 /* what a slot holds: norm vector, weight matrix, bias vector, a per-head stack of matrices */
@@ -183,8 +184,8 @@ static fp4_status check(const fp4_tensor *t, int kind, int64_t n_in, int64_t n_o
         if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n3)
             return fp4_fail(err, FP4_ERR_SHAPE, NULL, t->name, "bind.shape",
                             "expected ne [%lld, %lld, %lld heads], found %d dims [%lld, %lld, %lld]",
-                            (long long)n_in, (long long)n_out, (long long)n3, (int)t->n_dims, (long long)t->ne[0],
-                            (long long)t->ne[1], (long long)t->ne[2]);
+                            (long long)n_in, (long long)n_out, (long long)n3, (int)t->n_dims,
+                            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2]);
         return FP4_OK;
     }
     if (kind != K_PROJ) {
@@ -267,7 +268,8 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
                       "the LM head %s is missing (tie_word_embeddings is false)", gn[2]);
         goto out;
     }
-    if ((st = check(g[0], K_PROJ, a->hidden, a->vocab, 1, err)) || (st = check(g[1], K_NORM, a->hidden, 1, 1, err)))
+    if ((st = check(g[0], K_PROJ, a->hidden, a->vocab, 1, err)) ||
+        (st = check(g[1], K_NORM, a->hidden, 1, 1, err)))
         goto out;
     if (g[0]->type == FP4_TYPE_NVFP4_E2M1 && g[0]->nvfp4.input_scale_inv > 0.0f) {
         st = fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, g[0]->name, "bind.dtype",
