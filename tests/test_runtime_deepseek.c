@@ -264,6 +264,12 @@ static void test_synth(void) {
           a.n_experts == 8 && a.moe_n_group == 4 && !fp4_arch_layer_moe(&a, 0) && fp4_arch_layer_moe(&a, 1) &&
           a.rope_scaling == FP4_ROPE_YARN);
     CHECK(m && fp4_model_find(m, "model.layers.3.eh_proj.weight") != NULL); /* the MTP layer is in the file */
+    fp4_rt *rt = NULL;
+    fp4_rt_opts ro = {.n_ctx = 16};
+    CHECK_OK(m ? fp4_rt_create(m, &ro, &rt, &e) : FP4_ERR_IO); /* ... and the engine says it does not run it */
+    CHECK_MSG(rt && strstr(fp4_rt_routes(rt), "mtp: 1 layer(s) in the file, not run"), "routes: %s",
+              rt ? fp4_rt_routes(rt) : "-");
+    fp4_rt_free(rt);
     float *x = malloc(sizeof(float) * 6 * 512);
     CHECK(m && run(m, FP4_MODE_EXACT, 2, 3, ids, 6, x) == 0);
     free(x);

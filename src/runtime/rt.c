@@ -147,7 +147,9 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
         if (n > 0 && (size_t)n < left) p += n, left -= (size_t)n;
         break;
     }
-    snprintf(p, left, "head: %s", hr);
+    int nh = snprintf(p, left, "head: %s", hr);
+    if (a->n_nextn > 0 && nh > 0 && (size_t)nh < left) /* said wherever the routes are */
+        snprintf(p + nh, left - (size_t)nh, "; mtp: %d layer(s) in the file, not run", (int)a->n_nextn);
     return FP4_OK;
 }
 
