@@ -266,7 +266,8 @@ static void test_synth(void) {
     CHECK(m && fp4_model_find(m, "model.layers.3.eh_proj.weight") != NULL); /* the MTP layer is in the file */
     fp4_rt *rt = NULL;
     fp4_rt_opts ro = {.n_ctx = 16};
-    CHECK_OK(m ? fp4_rt_create(m, &ro, &rt, &e) : FP4_ERR_IO); /* ... and the engine says it does not run it */
+    /* ... and the engine says it does not run it */
+    CHECK_OK(m ? fp4_rt_create(m, &ro, &rt, &e) : FP4_ERR_IO);
     CHECK_MSG(rt && strstr(fp4_rt_routes(rt), "mtp: 1 layer(s) in the file, not run"), "routes: %s",
               rt ? fp4_rt_routes(rt) : "-");
     fp4_rt_free(rt);

@@ -55,7 +55,8 @@ fp4_status fp4_rt_cpu_plan(const fp4_arch *a, int64_t n_ctx, int32_t n_slots, in
                    ctx = (uint64_t)n_ctx, mc = (uint64_t)max_cols;
     /* the RoPE table (cos and sin, n_ctx x D/2 floats each) and the norm/bias vectors widened */
     p->weights_bytes = mad(ctx, D * 4, mad(L, (2 * H + qd + 2 * kvd + 2 * D) * 4, H * 4));
-    if (a->kv_lora_rank > 0) /* latent attention: kv_b widened to f32 per layer, with W_UK transposed (mla.c) */
+    /* latent attention: kv_b widened to f32 per layer, with W_UK transposed (mla.c) */
+    if (a->kv_lora_rank > 0)
         p->weights_bytes = mad(L,
                                (uint64_t)(a->n_heads * (2 * a->qk_nope_dim + a->v_head_dim)) *
                                    (uint64_t)a->kv_lora_rank * 4,
