@@ -53,7 +53,7 @@
  *        the columns that chose it in column order through one multi-column project): the
  *        projections give each column its one-column bits, so grouping changes no bit.
  *     Latent attention (DeepSeek-V3, arch.kv_lora_rank > 0) replaces b..i before the residual add
- *     (src/cpu/mla.c; the order in docs/SPEC.md §6a): q through q_a / q_a_layernorm / q_b, the
+ *     (src/cpu/mla.c; the order in docs/ROUTES.md, DeepSeek-V3): q through q_a / q_a_layernorm / q_b, the
  *     latent through kv_a / kv_a_layernorm, the cache row [latent, roped k_pe] in F16, each head
  *     attending with the absorbed query [W_UK_h^T q_nope, q_pe] over the rows, its value W_UV_h
  *     times the weighted latent, then project(Wo). MoE routing 3 (fp4p_moe_route_group) adds the
