@@ -35,9 +35,12 @@ typedef enum fp4_arch_family {
                                attention, softmax-then-top-k experts, dense layers mixed in    */
     FP4_ARCH_MIXTRAL = 5,   /* Mixtral (model_type "mixtral"; GGUF "llama" with expert_count):
                                Llama/Mistral attention, top-k-then-softmax experts             */
-    FP4_ARCH_DEEPSEEK_V3 = 6, /* DeepSeek-V3/R1, Kimi-K2 (model_type "deepseek_v3"): multi-head
+    FP4_ARCH_GEMMA3 = 6,    /* Gemma 3 text (model_type "gemma3_text", or "gemma3"'s text_config;
+                               GGUF "gemma3"): local sliding-window and global layers, four norms
+                               per block with the (1 + w) gain, GeGLU (gelu tanh), scaled embedding */
+    FP4_ARCH_DEEPSEEK_V3 = 7, /* DeepSeek-V3/R1, Kimi-K2 (model_type "deepseek_v3"): multi-head
                                latent attention, sigmoid group-limited routing, shared experts */
-    FP4_ARCH_COUNT_ = 7
+    FP4_ARCH_COUNT_ = 8
 } fp4_arch_family;
 
 typedef enum fp4_rope_scaling {
@@ -91,6 +94,16 @@ typedef struct fp4_arch {
     int32_t moe_norm_topk;  /* 1: the k softmax weights renormalized to sum 1 (norm_topk_prob) */
     uint64_t moe_dense[FP4_ARCH_MAX_LAYERS / 64]; /* bit L set: layer L has a dense MLP of ffn
                                                      (mlp_only_layers, decoder_sparse_step)    */
+    /* Gemma 3 (zero for every other family). A local layer attends to the sliding_window latest
+     * positions (its own included) with its own rope base and no rope scaling; a global layer to
+     * all of them with rope_theta and the rope scaling above.                                 */
+    int64_t sliding_window;                       /* 0: none                                    */
+    uint64_t swa_layers[FP4_ARCH_MAX_LAYERS / 64]; /* bit L set: layer L is local              */
+    double rope_local_theta;                      /* rope_local_base_freq                       */
+    double query_pre_attn_scalar;                 /* attention scale 1/sqrt of it (0: head_dim) */
+    double final_softcap;                         /* final_logit_softcapping (0: none)          */
+    int32_t hidden_act;                           /* fp4_hidden_act                             */
+    int32_t embed_scale;                          /* 1: embedding rows times sqrt(hidden)       */
     /* DeepSeek-V3 (kv_lora_rank 0: none of this). Multi-head latent attention: head_dim is the
      * q/k head (qk_nope_dim + qk_rope_dim), n_kv_heads = n_heads; the cache holds per token and
      * layer the normed latent (kv_lora_rank) and the roped shared key (qk_rope_dim) only.      */
@@ -104,6 +117,17 @@ typedef struct fp4_arch {
     int64_t n_shared_experts;            /* shared experts' width: n_shared_experts * moe_ffn */
     double routed_scaling;               /* routed_scaling_factor                             */
 } fp4_arch;
+
+typedef enum fp4_hidden_act {
+    FP4_ACT_SILU = 0,     /* SwiGLU: silu(gate) * up                                            */
+    FP4_ACT_GELU_TANH = 1 /* GeGLU: gelu_pytorch_tanh(gate) * up                                */
+} fp4_hidden_act;
+
+/* 1 when layer L of a attends through a sliding window (a Gemma 3 local layer). */
+static inline int fp4_arch_layer_local(const fp4_arch *a, int64_t L) {
+    return a->sliding_window > 0 && L >= 0 && L < FP4_ARCH_MAX_LAYERS &&
+           ((a->swa_layers[L / 64] >> (L % 64)) & 1u);
+}
 
 /* The KV cache's halves per token and layer in each of its two buffers (K and V): n_kv_heads *
  * head_dim, or for latent attention half the latent row (kv_lora_rank + qk_rope_dim, rounded up
@@ -171,7 +195,7 @@ typedef enum fp4_kv_dtype { FP4_KV_F16 = 0 } fp4_kv_dtype;
 typedef struct fp4_rt_mem_plan {
     char device[64];          /* e.g. "NVIDIA H200"                                               */
     uint64_t weights_bytes;   /* uploaded tensors, norm/bias vectors, RoPE tables                 */
-    uint64_t kv_bytes;        /* the F16 KV cache: slots × layers × n_ctx × NKV·D × 2 (K, V)     */
+    uint64_t kv_bytes;        /* the F16 KV cache: slots × rows (n_ctx, or a ring) × NKV·D × 2 (K, V) */
     uint64_t scratch_bytes;   /* activations, attention buffers, projection scratch, logits      */
     uint64_t total_bytes;     /* the sum                                                           */
     uint64_t available_bytes; /* free device memory minus a reserve for the context and graphs   */
@@ -217,9 +241,18 @@ FP4_API const char *fp4_rt_routes(const fp4_rt *rt);
 FP4_API fp4_status fp4_rt_seq_open(fp4_rt *rt, int32_t *seq);  /* FP4_ERR_LIMIT when all are used */
 FP4_API void fp4_rt_seq_close(fp4_rt *rt, int32_t seq);        /* its positions are forgotten     */
 FP4_API int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq); /* next position; -1 if not open   */
+/* The KV cache in blocks: returns the positions per block, *used the blocks held by the open
+ * sequences, *total the blocks of every slot at full context. The CPU cache is paged: a sequence
+ * holds the blocks its positions fill, committed as it grows and given back when it is closed or
+ * truncated (an unpaged backend, CUDA, allocates the total at creation; its blocks of 16 count
+ * the positions held). */
+FP4_API int64_t fp4_rt_kv_blocks(const fp4_rt *rt, int64_t *used, int64_t *total);
 /* Rolls a sequence back to pos (0 <= pos <= its position; FP4_ERR_INVALID_ARG otherwise or for a
  * closed sequence): positions >= pos are forgotten and the next step writes position pos. The
- * cache keeps its identity; a snapshot saved afterwards holds positions [0, pos). */
+ * cache keeps its identity; a snapshot saved afterwards holds positions [0, pos). A model with
+ * sliding-window layers (Gemma 3) keeps only their window: FP4_ERR_LIMIT when the step at pos
+ * would read rows no longer held (a rollback deeper than a step's columns, or below a loaded
+ * snapshot's window). */
 FP4_API fp4_status fp4_rt_seq_truncate(fp4_rt *rt, int32_t seq, int64_t pos);
 
 /* One column of a step: token `token` of sequence `seq`, at that sequence's next position.
@@ -409,6 +442,12 @@ FP4_API void fp4_session_free(fp4_session *s);
  * (may be NULL) is read before every step: nonzero cancels. FP4_OK for every finish but
  * FP4_FINISH_ERROR (then the engine's status and err). */
 FP4_API fp4_status fp4_session_run(fp4_session *s, const volatile int *cancel, fp4_error *err);
+/* The same on an open sequence the caller keeps (a conversation continued turn after turn): it
+ * caches the prompt's first fp4_rt_seq_pos(seq) ids already (fewer than the prompt's; the caller
+ * vouches that they are those ids), which are not fed again (the sampler saw the whole prompt).
+ * The sequence stays open, caching the prompt and every emitted token but the last. */
+FP4_API fp4_status fp4_session_run_on(fp4_session *s, int32_t seq, const volatile int *cancel,
+                                      fp4_error *err);
 FP4_API fp4_finish fp4_session_finish(const fp4_session *s);
 /* Prompt tokens processed and tokens generated (the stop id included) so far. */
 FP4_API void fp4_session_counts(const fp4_session *s, int64_t *n_prompt, int64_t *n_gen);
@@ -418,14 +457,32 @@ FP4_API void fp4_session_counts(const fp4_session *s, int64_t *n_prompt, int64_t
  * running ones, a request's sequence is closed as soon as it ends. One thread of its own runs the
  * steps; callbacks are called on it (keep them short). */
 typedef struct fp4_sched fp4_sched;
+/* The prefix cache: the KV blocks of prompt prefixes, reused by a later request whose prompt
+ * starts with the same whole blocks of tokens (the blocks of fp4_rt_kv_blocks). A block is keyed
+ * by the engine's KV identity (fp4_rt_identity: weights, lane, mode, ...), so one cache may serve
+ * several engines and never hands one's rows to another. In exact mode a request's tokens and
+ * log-probabilities are bit-identical whether its prefix came from the cache or not. Thread-safe;
+ * max_blocks bounds it (least recently used blocks go first). */
+typedef struct fp4_prefix_cache fp4_prefix_cache;
+typedef struct fp4_prefix_stats {
+    int64_t blocks, max_blocks;                 /* now                                        */
+    int64_t lookups, hits, reused_tokens;       /* loads asked, loads that found a prefix     */
+    int64_t stored_blocks, evicted;             /* since creation                             */
+} fp4_prefix_stats;
+FP4_API fp4_status fp4_prefix_cache_create(int64_t max_blocks, fp4_prefix_cache **out, fp4_error *err);
+FP4_API void fp4_prefix_cache_free(fp4_prefix_cache *c);
+FP4_API fp4_prefix_stats fp4_prefix_cache_stats(fp4_prefix_cache *c);
 typedef struct fp4_sched_opts {
     int32_t max_running; /* requests in the batch at once; 0: the engine's max_seqs               */
     int32_t max_queue;   /* requests waiting beyond those; 0: 64. Full: FP4_ERR_LIMIT "sched.queue" */
     int64_t step_tokens; /* columns per step (decodes first, the rest for prefill); 0: 256         */
+    fp4_prefix_cache *prefix; /* NULL: none; else the caller's (it outlives the scheduler)       */
 } fp4_sched_opts;
 typedef struct fp4_sched_stats {
     int64_t running, queued;         /* now                                                       */
     int64_t steps, prompt_tokens, generated_tokens, finished; /* since creation                  */
+    int64_t kv_block, kv_blocks_used, kv_blocks_total; /* now: fp4_rt_kv_blocks                  */
+    int64_t cached_tokens; /* since creation: prompt positions loaded from the prefix cache     */
 } fp4_sched_stats;
 /* Told once when a request ends (after its last token callback), with its finish and counts. */
 typedef void (*fp4_sched_done_fn)(void *user, fp4_finish f, int64_t n_prompt, int64_t n_gen,

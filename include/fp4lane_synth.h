@@ -14,9 +14,15 @@ extern "C" {
  * 128256, rope_theta 5e5 + llama3 rope scaling), "qwen3-8b" (4096, 36 layers, 32 heads, 8 KV,
  * head_dim 128, 12288, vocab 151936, rope_theta 1e6), "llama3-70b" (8192, 80 layers, 64 heads,
  * 8 KV, 28672, vocab 128256), "llama-160m" (JackFram/llama-160m: 768, 12 layers, 12 heads x 64,
- * 12 KV, 3072, vocab 32000, rope_theta 1e4, untied; a CPU decode shape). Architectures: "llama"
- * (LlamaForCausalLM; llama3 rope scaling where the shape has it) and "qwen3" (Qwen3ForCausalLM:
- * per-head q_norm/k_norm, no rope scaling).
+ * 12 KV, 3072, vocab 32000, rope_theta 1e4, untied; a CPU decode shape); mixtures of experts
+ * (Qwen3-MoE): "tiny-moe" (tiny's attention, 8 experts, 2 per token, expert ffn 256),
+ * "qwen3-30b-a3b" (2048, 48 layers, 32 heads x 128, 4 KV, 128 experts, 8 per token, expert ffn 768,
+ * vocab 151936), "tiny-moe16" (tiny-moe with 16 experts, 4 per token) and
+ * "small-moe" (1024, 8 layers, 16 heads x 64, 4 KV, 32 experts, 4 per token, expert ffn 512, vocab
+ * 32000; a CPU benchmark shape). Architectures: "llama"
+ * (LlamaForCausalLM; llama3 rope scaling where the shape has it), "qwen3" (Qwen3ForCausalLM:
+ * per-head q_norm/k_norm, no rope scaling), and for the shapes with experts "qwen3-moe"
+ * (Qwen3MoeForCausalLM) and "mixtral" (MixtralForCausalLM).
  *
  * Statistics of the bf16 values (every tensor its own seeded stream; documented and tested):
  *   matrices (embeddings, q/k/v/o, gate/up/down, lm_head): Student-t with 8 degrees of freedom
@@ -40,6 +46,13 @@ typedef struct fp4_synth_opts {
     int n_threads;                 /* 0: every online CPU                                       */
     fp4_progress_fn progress;      /* what = the tensor being made; done/total in bytes         */
     void *progress_ctx;
+    /* 1: NVFP4 in the ModelOpt layout, quantized as the tensors are made (the bf16 model never
+     * exists, on disk or in memory): the same bytes as this bf16 checkpoint quantized by
+     * fp4_quantize_checkpoint (layout modelopt, default options, the same max_shard_bytes). The
+     * values are made twice (the amax pass, then the quantization); memory holds one tensor (its
+     * bf16 and NVFP4 bytes), the unquantized embedding and head a piece at a time. Progress:
+     * "amax" over the quantized tensors' bf16 bytes, then "quantize" over the output bytes. */
+    int to_nvfp4;
 } fp4_synth_opts;
 
 /* The i-th shape / architecture name (NULL past the last), and the shape's default arch. */

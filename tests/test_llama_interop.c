@@ -179,7 +179,7 @@ static void permutation_control(llama_oracle *lo, const char *gguf) {
 
 /* fp4lane's runtime gives the same logits bits from llama.cpp's names and q/k order as from the
  * ModelOpt directory of the same quantization: the names and the permutation round-trip exactly */
-static void same_as_modelopt(const char *src, const char *gguf, const char *name, int64_t vocab) {
+static void same_as_modelopt(const char *src, const char *gguf, const char *name, int64_t vocab, int bytes) {
     char args[6000], dir[700];
     snprintf(dir, sizeof dir, "%s/%s-modelopt", tmp, name);
     snprintf(args, sizeof args, "quantize %s %s --layout modelopt", src, dir);
@@ -194,6 +194,7 @@ static void same_as_modelopt(const char *src, const char *gguf, const char *name
               "%s: the gguf-ggml file's logits differ from the ModelOpt directory's", name);
     free(a);
     free(b);
+    if (!bytes) return;
     /* and the bytes: ModelOpt -> gguf-ggml -> ModelOpt gives back the HF names, q/k order and
      * BF16 vectors byte for byte (ggml_arch.c's way back), and converting that again gives the
      * same GGUF */
@@ -220,7 +221,7 @@ static void one(llama_oracle *lo, const char *name, const char *src, int64_t voc
     int ok = run_cli(args) == 0;
     CHECK_MSG(ok, "fp4lane %s", args);
     snprintf(what, sizeof what, "%s nvfp4", name);
-    if (ok) same_as_modelopt(src, out, name, vocab);
+    if (ok) same_as_modelopt(src, out, name, vocab, 1);
     if (ok && nvfp4) compare(lo, what, out, vocab, TOL);
     if (!do_q4k) return;
     snprintf(out, sizeof out, "%s/%s-q4k.gguf", tmp, name);
@@ -229,6 +230,29 @@ static void one(llama_oracle *lo, const char *name, const char *src, int64_t voc
     CHECK_MSG(ok, "fp4lane %s", args);
     snprintf(what, sizeof what, "%s q4_k", name);
     if (ok) compare(lo, what, out, vocab, TOL);
+}
+
+/* Gemma 3: the bf16 file against llama.cpp at TOL (measured 2.7 %: llama.cpp rounds activations
+ * to bf16 for bf16 weights); Q4_K at 0.2: this tiny model's logits are ~1.2, a quarter of the
+ * others', while the absolute difference (0.18) is theirs (0.15-0.21: the Q8_K activation
+ * rounding), measured 14.6 % relative, argmax 22/24. NVFP4: libllama 3.22.1's gemma3 graph passes
+ * no .scale tensors to build_ffn (src/models/gemma3.cpp), as its qwen2 graph (main): every logit
+ * NaN, a llama.cpp limitation; the NVFP4 file is held to the ModelOpt directory's bits instead. */
+static void gemma3(llama_oracle *lo, const char *src) {
+    char args[1600], out[700];
+    snprintf(out, sizeof out, "%s/gemma3.gguf", tmp);
+    snprintf(args, sizeof args, "quantize %s %s --layout gguf-ggml", src, out);
+    int ok = run_cli(args) == 0;
+    CHECK_MSG(ok, "fp4lane %s", args);
+    if (ok) same_as_modelopt(src, out, "gemma3", 512, 0);
+    snprintf(out, sizeof out, "%s/gemma3-q4k.gguf", tmp);
+    snprintf(args, sizeof args, "quantize %s %s --to q4_k", src, out);
+    CHECK(run_cli(args) == 0);
+    compare(lo, "gemma3 q4_k", out, 512, 0.2);
+    snprintf(out, sizeof out, "%s/gemma3-bf16.gguf", tmp);
+    snprintf(args, sizeof args, "convert %s %s", src, out);
+    CHECK(run_cli(args) == 0);
+    compare(lo, "gemma3 bf16", out, 512, TOL);
 }
 
 /* The tokenizer a gguf-ggml file carries from its HF directory (models/tiny's tokenizer.json):
@@ -325,6 +349,15 @@ int main(void) {
          * only the file and fp4lane's side are checked (same_as_modelopt) */
         one(lo, "qwen2", "tests/data/hf/qwen2", 512, 1, 0);
         one(lo, "mistral", "tests/data/hf/mistral", 512, 0, 1);
+        /* Gemma 3 (llama.cpp's gemma3: its four norms stored as the gain 1 + w, the window, the
+         * layer period, the local rope base): the tiny-gemma3 synth shape, whose 24 positions cross
+         * its window of 8. The byte round trip back to HF is not held: 1 + w in f32 rounds a bf16
+         * w below 2^-16, so w comes back exactly only above that (docs/FORMATS.md) */
+        char gsrc[700], gargs[1600];
+        snprintf(gsrc, sizeof gsrc, "%s/tiny-gemma3", tmp);
+        snprintf(gargs, sizeof gargs, "synth %s --shape tiny-gemma3 --threads 1", gsrc);
+        CHECK(run_cli(gargs) == 0);
+        gemma3(lo, gsrc);
         /* the tiny model is ModelOpt NVFP4 already: converted, not quantized */
         char args[1600], out[700];
         snprintf(out, sizeof out, "%s/tiny.gguf", tmp);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char tmp[512];
 
@@ -206,6 +207,54 @@ static void test_snapshot(const char *dir) {
               "continued from the snapshot: %lld logits differ",
               (long long)differ(x + K * V, y + K * V, (T - K) * V));
     remove(snap);
+    free(x), free(y);
+    fp4_model_close(m);
+}
+
+/* The latent rows live in the CPU backend's paged cache like any model's K/V (3 layers x 10 halves
+ * in K and in V per position: its block), held as positions fill blocks, given back on a cut and
+ * on close; the cut positions written again give the bits of the first pass. */
+static void test_paged(const char *dir) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    const int64_t V = 96;
+    float *x = malloc(sizeof(float) * T * V), *y = malloc(sizeof(float) * T * V);
+    CHECK(run(m, FP4_MODE_EXACT, 1, T, ids, T, x) == 0);
+    fp4_rt_opts o = {.mode = FP4_MODE_EXACT, .n_threads = 2, .n_ctx = 64};
+    fp4_rt *rt = NULL;
+    CHECK_OK(fp4_rt_create(m, &o, &rt, &e));
+    if (!rt) return free(x), free(y), fp4_model_close(m);
+    const long pg = sysconf(_SC_PAGESIZE);
+    int64_t g = pg > 0 ? pg : 4096, r = 2 * 3 * 10, used = -1, total = 0;
+    while (r) {
+        const int64_t t = g % r;
+        g = r, r = t;
+    }
+    const int64_t want = (pg > 0 ? pg : 4096) / g < 16 ? 16 : (pg > 0 ? pg : 4096) / g;
+    const int64_t B = fp4_rt_kv_blocks(rt, &used, &total);
+    CHECK_MSG(B == want && used == 0 && total == (64 + B - 1) / B,
+              "block %lld (want %lld), used %lld, total %lld", (long long)B, (long long)want,
+              (long long)used, (long long)total);
+    int32_t s;
+    fp4_rt_tok c[T];
+    fp4_rt_seq_open(rt, &s);
+    for (int j = 0; j < T; j++)
+        c[j] = (fp4_rt_tok){s, ids[j], 1};
+    CHECK_OK(fp4_rt_step(rt, c, T, y, &e));
+    fp4_rt_kv_blocks(rt, &used, NULL);
+    CHECK(used == (T + B - 1) / B);
+    CHECK_OK(fp4_rt_seq_truncate(rt, s, 0));
+    fp4_rt_kv_blocks(rt, &used, NULL);
+    CHECK(used == 0);
+    memset(y, 0, sizeof(float) * T * V);
+    CHECK_OK(fp4_rt_step(rt, c, T, y, &e));
+    CHECK_MSG(differ(x, y, T * V) == 0, "after the cut: %lld logits differ", (long long)differ(x, y, T * V));
+    fp4_rt_seq_close(rt, s);
+    fp4_rt_kv_blocks(rt, &used, NULL);
+    CHECK(used == 0);
+    fp4_rt_free(rt);
     free(x), free(y);
     fp4_model_close(m);
 }
@@ -557,6 +606,7 @@ int main(void) {
     test_arch();
     test_reference(dir);
     test_snapshot(dir);
+    test_paged(dir);
     test_bind(dir);
     test_synth();
     test_nvfp4();

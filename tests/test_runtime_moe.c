@@ -420,6 +420,66 @@ static void test_gguf_3d(void) {
     fp4_model_close(m), fp4_model_close(g);
 }
 
+/* compressed-tensors NVFP4 MoE (issue 28: another producer's layout): a Qwen3-MoE quantized to
+ * ModelOpt NVFP4 (experts quantized, router bf16), converted to compressed-tensors (RedHat's MoE
+ * releases' form: per-expert weight_packed / weight_scale / weight_global_scale, the router in
+ * "ignore"), read back: every exact logit bit equal, and converted back to ModelOpt byte for byte. */
+static void test_ct(void) {
+    char bf[700], mo[700], ct[700], back[700];
+    snprintf(bf, sizeof bf, "%s/ct-bf16", tmp);
+    snprintf(mo, sizeof mo, "%s/ct-modelopt", tmp);
+    snprintf(ct, sizeof ct, "%s/ct-ct", tmp);
+    snprintf(back, sizeof back, "%s/ct-back", tmp);
+    rtfx_spec s = rtfx_moe("qwen3_moe");
+    CHECK(rtfx_write_hf(bf, &s, 41) == 0);
+    fp4_error e;
+    fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT};
+    CHECK_OK(fp4_quantize_checkpoint(bf, mo, &qo, &e));
+    fp4_model *m = NULL, *c = NULL;
+    CHECK_OK(fp4_model_open(mo, NULL, &m, &e));
+    fp4_write_opts wo = {.layout = FP4_LAYOUT_CT};
+    CHECK_OK(m ? fp4_model_write(m, ct, &wo, &e) : FP4_ERR_IO);
+    CHECK_OK(fp4_model_open(ct, NULL, &c, &e));
+    CHECK(c && fp4_model_layout(c) == FP4_LAYOUT_CT);
+    const fp4_tensor *t = c ? fp4_model_find(c, "model.layers.0.mlp.experts.7.down_proj.weight") : NULL;
+    CHECK_MSG(t && t->type == FP4_TYPE_NVFP4_E2M1, "compressed-tensors: expert 7's down is not NVFP4");
+    t = c ? fp4_model_find(c, "model.layers.0.mlp.gate.weight") : NULL;
+    CHECK_MSG(t && t->type == FP4_TYPE_BF16, "compressed-tensors: the router is not bf16");
+    char path[800], path2[800];
+    snprintf(path, sizeof path, "%s/config.json", ct);
+    size_t n = 0;
+    uint8_t *raw = check_slurp(path, &n);
+    char *cfg = raw ? strndup((const char *)raw, n) : NULL;
+    CHECK_MSG(cfg && strstr(cfg, "\"model.layers.0.mlp.gate\"") && strstr(cfg, "nvfp4-pack-quantized"),
+              "compressed-tensors config: the router is not in ignore");
+    free(cfg), free(raw);
+    fp4_arch a;
+    CHECK_OK(m ? fp4_model_arch(m, &a, &e) : FP4_ERR_IO);
+    enum { N = 10 };
+    const int32_t ids[N] = {3, 100, 7, 250, 9, 9, 31, 200, 4, 64};
+    const int64_t V = a.vocab;
+    float *x = malloc(sizeof(float) * N * V), *y = malloc(sizeof(float) * N * V);
+    CHECK(m && c && logits(m, 1, N, ids, N, x) == 0 && logits(c, 2, 3, ids, N, y) == 0);
+    int64_t d = 0;
+    for (int64_t i = 0; i < N * V; i++)
+        d += f32_bits(x[i]) != f32_bits(y[i]);
+    CHECK_MSG(d == 0, "compressed-tensors MoE: %lld logits differ from the ModelOpt form", (long long)d);
+    wo.layout = FP4_LAYOUT_MODELOPT;
+    CHECK_OK(c ? fp4_model_write(c, back, &wo, &e) : FP4_ERR_IO);
+    static const char *const files[] = {"model.safetensors", "config.json", "hf_quant_config.json"};
+    for (int k = 0; k < 3; k++) { /* ModelOpt -> compressed-tensors -> ModelOpt: the same bytes */
+        snprintf(path, sizeof path, "%s/%s", mo, files[k]);
+        snprintf(path2, sizeof path2, "%s/%s", back, files[k]);
+        size_t n1 = 0, n2 = 0;
+        uint8_t *f1 = check_slurp(path, &n1), *f2 = check_slurp(path2, &n2);
+        CHECK_MSG(f1 && f2 && n1 == n2 && !memcmp(f1, f2, n1),
+                  "ModelOpt -> compressed-tensors -> ModelOpt: %s differs", files[k]);
+        free(f1), free(f2);
+    }
+    free(x), free(y);
+    fp4_model_close(m), fp4_model_close(c);
+}
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-rtmoe-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -428,6 +488,7 @@ int main(void) {
     test_bind();
     test_synth();
     test_gguf_3d();
+    test_ct();
     if (!check_failed) rtfx_rmtree(tmp);
     return check_report();
 }

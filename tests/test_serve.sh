@@ -4,7 +4,8 @@
 # invariance through HTTP (16 concurrent requests give the bytes each gives alone); a client that
 # disconnects cancels its request; hostile HTTP (oversize headers and body, invalid UTF-8, bad
 # JSON, many connections opened and dropped, a slow client) leaves the server serving; the API
-# key; SIGTERM drains (the running request finishes, exit 0). Then the official openai npm client
+# key; SIGTERM drains (the running request finishes, exit 0); the KV blocks and the prefix cache in
+# /metrics. Then the official openai npm client
 # (tests/serve_openai.mjs) when third_party_serve/ holds it. Every wait has a timeout; the servers
 # are always killed. Prints "N passed, N failed" (tests/run_tests.sh adds it to the total).
 set -u
@@ -94,6 +95,28 @@ for e in open(sys.argv[1]).read().split("\n\n"):
 EOF
 check "stream text = non-stream text" \
   'pyj $tmp/chat1 "$C0[\"message\"][\"content\"] == open(\"$tmp/sse.txt\").read()"'
+# the chat page in a headless browser (Debian's chromium; skipped where it is not installed): /#ask=
+# sends a question; the DOM once the answer ended holds the model's id, the question, the streamed
+# answer (the text the API streams for the same request) and the tokens/s line (serve_page_check.py);
+# a screenshot too. The browser runs over the DevTools protocol on a pipe (serve_page.py).
+CHROME=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROME" ]; then
+  Q="Hello" # an answer of 77 tokens that ends with EOS on models/tiny
+  curl -sN -m 60 "$(U /v1/chat/completions)" \
+    -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$Q\"}],\"stream\":true}" >"$tmp/page.sse"
+  ask="$(U /)#ask=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "$Q")"
+  t0=$(date +%s%N)
+  timeout 90 python3 tests/serve_page.py "$CHROME" "$ask" "$tmp/page.dom" "$tmp/page.png" "$tmp/chrome" \
+    2>"$tmp/chrome.log"
+  t1=$(date +%s%N)
+  python3 tests/serve_page_check.py "$tmp/page.dom" "$tmp/page.sse" "$Q" >"$tmp/page.check" 2>&1
+  check "chat page in headless chromium, $(( (t1 - t0) / 1000000 )) ms: a streamed answer in the DOM \
+($(head -c 300 "$tmp/page.check"))" 'grep -qx ok "$tmp/page.check"'
+  check "chat page screenshot (PNG)" '[ "$(head -c 8 "$tmp/page.png" | od -An -tx1 | tr -d " ")" = \
+    89504e470d0a1a0a ] && [ $(stat -c %s "$tmp/page.png") -gt 4000 ]'
+else
+  echo "chromium not installed: the chat page's browser test skipped (apt-get install chromium)" >&2
+fi
 code=$(req GET /metrics)
 check "metrics" '[ $code = 200 ] && grep -q "^fp4lane_requests_total " $tmp/out && \
   grep -q "^fp4lane_queue_depth " $tmp/out && grep -q "^fp4lane_inter_token_seconds_count" $tmp/out && \
@@ -148,6 +171,15 @@ check "served after 400 dropped connections, beside a slow client" \
   '[ $code = 200 ] && [ $(( (t1 - t0) / 1000000 )) -lt 2000 ]'
 exec 7>&-
 
+# all at once (tests/serve_hostile.py): slowloris past the connection limit from one address, 10 000
+# connections opened and dropped (reset, cut mid-request, invalid UTF-8 in the request line and
+# headers, a TLS hello), a chunked body past the cap; another client's requests answer on time
+hostile=$(timeout 150 python3 tests/serve_hostile.py "$PORT" "${FP4_SERVE_HOSTILE_CONNS:-10000}" 2>&1)
+echo "$hostile" | head -n 1 >&2
+check "hostile HTTP: $(echo "$hostile" | grep '^hostile:')" 'echo "$hostile" | grep -q "^hostile: ok"'
+code=$(req GET /health)
+check "alive after the hostile clients" 'kill -0 $SPID && [ $code = 200 ]'
+
 # batch invariance through HTTP: 16 different requests at once, each equal to itself alone
 mk() { echo "{\"messages\":[{\"role\":\"user\",\"content\":\"Question $1: what is option $1 for?\"}],\
 \"max_tokens\":$((6 + $1 % 5)),\"seed\":$1,\"temperature\":0.$(( $1 % 3 * 3 )),\
@@ -164,6 +196,15 @@ for i in $(seq 16); do
     sys.exit(0 if a['choices']==b['choices'] and a['usage']==b['usage'] else 1)" && same=$((same+1))
 done
 check "16 concurrent requests = each alone (text and logprobs, bit for bit) [$same/16]" '[ $same = 16 ]'
+# the alone runs stored their prompts' blocks: the concurrent ones took their prefixes from the
+# prefix cache (and still equal the alone runs, above); every KV block is back once all ended
+for _ in $(seq 50); do
+  code=$(req GET /metrics); grep -q "^fp4lane_kv_blocks_used 0$" $tmp/out && break; sleep 0.1
+done
+check "metrics: no KV block held when idle, blocks free, prefix cache hits" '[ $code = 200 ] && \
+  grep -q "^fp4lane_kv_blocks_used 0$" $tmp/out && grep -qE "^fp4lane_kv_blocks_free [1-9]" $tmp/out && \
+  grep -qE "^fp4lane_prefix_cache_hits_total [1-9]" $tmp/out && \
+  grep -qE "^fp4lane_prefix_cache_tokens_total [1-9]" $tmp/out'
 
 # a client that goes away cancels its request
 n_cancelled() {
@@ -180,6 +221,14 @@ for _ in $(seq 50); do
   [ "$after" -ge $((before + 2)) ] && break; sleep 0.1
 done
 check "disconnect cancels (stream and not) [$before -> $after]" '[ "$after" -ge $((before + 2)) ]'
+# each of the two ended cancelled short of its 480 tokens; the stream's line says it ended at most
+# one engine step after its client left (the connection's end cancels it, the engine stops it
+# before its next step)
+check "the access log: both cancelled, short of their budget" '[ $(grep -cE \
+  "^POST /v1/completions [0-9]+ [0-9.]+s prompt=[0-9]+ gen=([0-9]|[0-9][0-9]|[1-3][0-9][0-9]) cancelled" \
+  $tmp/main.log) -ge 2 ]'
+check "the access log: a stream's client left, cancelled within one step" \
+  'grep -qE " cancelled [01] step\(s\) after its client left \(connection closed\)$" $tmp/main.log'
 check "access log" 'grep -qE "^POST /v1/chat/completions 200 [0-9.]+s prompt=[0-9]+ gen=[0-9]+" $tmp/main.log'
 
 # the official openai client (pinned npm package)

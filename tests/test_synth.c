@@ -63,12 +63,15 @@ static void test_names_and_sizes(void) {
     CHECK(!strcmp(fp4_synth_shape_name(0), "tiny"));
     CHECK(!strcmp(fp4_synth_shape_name(4), "llama-160m"));
     CHECK(!strcmp(fp4_synth_shape_name(5), "tiny-moe") && !strcmp(fp4_synth_shape_name(6), "qwen3-30b-a3b"));
-    CHECK(!strcmp(fp4_synth_shape_name(7), "tiny-deepseek") &&
-          !strcmp(fp4_synth_shape_name(8), "deepseek-v3"));
-    CHECK(fp4_synth_shape_name(9) == NULL && fp4_synth_shape_name(-1) == NULL);
+    CHECK(!strcmp(fp4_synth_shape_name(7), "tiny-gemma3") && !strcmp(fp4_synth_shape_name(8), "gemma3-27b"));
+    CHECK(!strcmp(fp4_synth_shape_name(9), "tiny-moe16") && !strcmp(fp4_synth_shape_name(10), "small-moe"));
+    CHECK(!strcmp(fp4_synth_shape_name(11), "tiny-deepseek") &&
+          !strcmp(fp4_synth_shape_name(12), "deepseek-v3"));
+    CHECK(fp4_synth_shape_name(13) == NULL && fp4_synth_shape_name(-1) == NULL);
     CHECK(!strcmp(fp4_synth_arch_name(1), "qwen3") && !strcmp(fp4_synth_arch_name(2), "qwen3-moe") &&
-          !strcmp(fp4_synth_arch_name(3), "mixtral") && !strcmp(fp4_synth_arch_name(4), "deepseek-v3") &&
-          fp4_synth_arch_name(5) == NULL);
+          !strcmp(fp4_synth_arch_name(3), "mixtral") && !strcmp(fp4_synth_arch_name(4), "gemma3") &&
+          !strcmp(fp4_synth_arch_name(5), "deepseek-v3") && fp4_synth_arch_name(6) == NULL);
+    CHECK(!strcmp(fp4_synth_shape_arch("gemma3-27b"), "gemma3"));
     CHECK(!strcmp(fp4_synth_shape_arch("qwen3-30b-a3b"), "qwen3-moe"));
     CHECK(!strcmp(fp4_synth_shape_arch("qwen3-8b"), "qwen3") &&
           !strcmp(fp4_synth_shape_arch("llama3-70b"), "llama"));
@@ -284,6 +287,55 @@ static void test_determinism(void) {
     fp4_model_close(mc);
 }
 
+/* every file of a equal to b's file of that name, and as many files on both sides */
+static int same_tree(const char *a, const char *b) {
+    DIR *d = opendir(a);
+    if (!d) return 0;
+    int ok = n_entries(a) > 0 && n_entries(a) == n_entries(b);
+    struct dirent *e;
+    char fa[600], fb[600];
+    while (ok && (e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(fa, sizeof fa, "%s/%s", a, e->d_name);
+        snprintf(fb, sizeof fb, "%s/%s", b, e->d_name);
+        ok = same_file(fa, fb);
+        if (!ok) fprintf(stderr, "  differs: %s\n", e->d_name);
+    }
+    closedir(d);
+    return ok;
+}
+
+/* --to nvfp4 streams: the bytes of synth bf16 then quantize --layout modelopt, for a mixture of
+ * experts, a dense shape and Gemma 3 (norms stored as gain - 1), in shards, from any thread count */
+static void test_to_nvfp4(void) {
+    static const char *const shapes[] = {"tiny-moe", "tiny", "tiny-gemma3"};
+    for (int k = 0; k < 3; k++) {
+        char bf[300], q[300], nv[300], nv1[300];
+        path_in(bf, sizeof bf, "nv-src");
+        path_in(q, sizeof q, "nv-quantized");
+        path_in(nv, sizeof nv, "nv-direct");
+        path_in(nv1, sizeof nv1, "nv-direct-1");
+        fp4_error e;
+        fp4_synth_opts o = {.shape = shapes[k], .seed = 5, .max_shard_bytes = 1u << 20, .n_threads = 3};
+        CHECK_OK(fp4_synth_checkpoint(bf, &o, &e));
+        fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT, .max_shard_bytes = 1u << 20};
+        CHECK_OK(fp4_quantize_checkpoint(bf, q, &qo, &e));
+        o.to_nvfp4 = 1;
+        CHECK_OK(fp4_synth_checkpoint(nv, &o, &e));
+        o.n_threads = 1;
+        CHECK_OK(fp4_synth_checkpoint(nv1, &o, &e));
+        CHECK_MSG(n_entries(q) > 6, "%s: the output is sharded (%d files)", shapes[k], n_entries(q));
+        CHECK_MSG(same_tree(q, nv), "%s: synth --to nvfp4 differs from synth + quantize", shapes[k]);
+        CHECK_MSG(same_tree(nv, nv1), "%s: synth --to nvfp4 depends on the thread count", shapes[k]);
+        fp4_model *m = NULL;
+        CHECK_OK(fp4_model_open(nv, NULL, &m, &e));
+        fp4_model_close(m);
+        CHECK_EQ_INT(fp4_synth_checkpoint(nv, &o, &e), FP4_ERR_INVALID_ARG); /* exists: refused */
+        CHECK(!strcmp(e.rule, "synth.out.exists"));
+        rm_tree(bf), rm_tree(q), rm_tree(nv), rm_tree(nv1);
+    }
+}
+
 static void test_output_rules(void) {
     char out[300], keep[400], file[300];
     fp4_error e;
@@ -369,6 +421,13 @@ static void test_cli(void) {
     CHECK_EQ_INT(sh("quantize %s %s --layout modelopt >/dev/null 2>&1", out, q), 0);
     CHECK_EQ_INT(sh("validate %s%s > /dev/null 2>&1", q, ""), 0);
     CHECK_EQ_INT(sh("help synth%s%s >/dev/null", "", ""), 0);
+    CHECK_EQ_INT(sh("synth %s-x --shape tiny --to fp8%s >/dev/null 2>&1", out, ""), 2);
+    CHECK_EQ_INT(sh("synth %s-nv --shape tiny-moe --to nvfp4 --json > %s 2>&1", out, log), 0);
+    text = NULL;
+    n = file_bytes(log, &text);
+    CHECK(n > 0 && (text[n] = 0, strstr((const char *)text, "\"to\":\"nvfp4\"") != NULL));
+    free(text);
+    CHECK_EQ_INT(sh("validate %s-nv > /dev/null 2>&1%s", out, ""), 0);
 }
 
 int main(void) {
@@ -379,6 +438,7 @@ int main(void) {
     test_tiny_loads();
     test_determinism();
     test_output_rules();
+    test_to_nvfp4();
     test_cli();
     rm_tree(base);
     return check_report();

@@ -87,6 +87,9 @@ static const struct {
      "  --parallel N           requests decoded together (default 4)\n"
      "  --queue N              requests waiting beyond those (default 64; then 429)\n"
      "  --max-body BYTES       request body cap (default 1048576)\n"
+     "  --prefix-cache N       KV blocks of prompt prefixes kept for reuse (default: one context's worth;\n"
+     "                         0: none)\n"
+     "  --conn-per-ip N        connections one client address may hold (default 64, at most 256)\n"
      "  --device, --mode, --threads, --ctx as run; SIGTERM or Ctrl-C drains and exits 0\n"},
     {"bench",
      "  --a \"OPTIONS\" --b \"OPTIONS\"  the two configurations (run's engine options); NAME=VALUE words in\n"
@@ -107,8 +110,12 @@ static const struct {
      "  --max-drift X          exit 1 when the largest logit difference is above X (default: report only)\n"
      "  --json                 the comparison as JSON\n"},
     {"synth",
-     "  --shape S              required: tiny, llama3-8b, qwen3-8b, llama3-70b, llama-160m\n"
-     "  --arch llama|qwen3     (default: the shape's own)\n"
+     "  --shape S              required: tiny, llama3-8b, qwen3-8b, llama3-70b, llama-160m, tiny-moe,\n"
+     "                         qwen3-30b-a3b, tiny-moe16, small-moe, tiny-gemma3, gemma3-27b\n"
+     "  --arch A               llama, qwen3, qwen3-moe, mixtral, gemma3 (default: the shape's own)\n"
+     "  --to bf16|nvfp4        nvfp4: the ModelOpt NVFP4 checkpoint, quantized while it is made (the\n"
+     "                         bf16 model is never written; the bytes of synth + quantize --layout\n"
+     "                         modelopt)\n"
      "  --seed N               (default 1)\n"
      "  --shard-size N[K|M|G]  largest shard in bytes (default 4G; 0: one file)\n"
      "  --threads N            0..256 (default 0: one per core)\n"

@@ -235,10 +235,50 @@ static int feed(session *s, const int32_t *ids, int64_t n) {
     return 0;
 }
 
-static int is_eos(const session *s, int32_t t) {
-    for (int i = 0; i < s->n_eos; i++)
-        if (s->eos[i] == t) return 1;
-    return 0;
+/* One answer through the library's generation loop (fp4_session, as run and serve): the
+ * conversation's ids continue the sequence, whose first `same` positions hold them already; the
+ * sampler sees every id of the conversation; an EOS id ends the answer unprinted; the text goes
+ * through rt_text_out (the stop strings end it); Ctrl-C cancels before the next step. */
+typedef struct chat_gen {
+    rt_text_out *out;
+    int32_t *ids; /* the answer's ids, the EOS included                                     */
+    int64_t n, max;
+    double t1; /* the first token's time                                                    */
+    int rc;
+} chat_gen;
+
+static int chat_token(void *user, const fp4_session_tok *t) {
+    chat_gen *g = user;
+    if (t->id < 0 || g->n >= g->max) return 0;
+    if (!g->n) g->t1 = rt_cli_now();
+    g->ids[g->n++] = t->id;
+    if (t->end) return 0;
+    const int st = rt_text_out_push(g->out, t->id);
+    if (st < 0) g->rc = -1;
+    return st != 0;
+}
+
+static int generate(session *s, const int32_t *ids, int64_t n_ids, int64_t same, chat_gen *g) {
+    fp4_session_req r = {.prompt = ids, .n_prompt = n_ids, .sampling = s->a->sp, .max_tokens = g->max};
+    r.stop_ids = s->eos, r.n_stop_ids = s->n_eos, r.prefill_chunk = 256;
+    fp4_session *ss = NULL;
+    fp4_error err;
+    if (!(g->ids = malloc(sizeof *g->ids * (size_t)g->max))) return -1;
+    fp4_status st = fp4_session_create(s->rt, &r, chat_token, g, &ss, &err);
+    if (!st) st = fp4_session_run_on(ss, s->seq, (const volatile int *)&stop_answer, &err);
+    fp4_session_free(ss);
+    int rc = st ? (cli_report_error("chat", st, &err), -1) : g->rc;
+    /* the cache now: the conversation, then the answer's ids but the last (a failed step closed
+     * the sequence: a fresh one) */
+    const int64_t pos = fp4_rt_seq_pos(s->rt, s->seq);
+    if (pos < same) {
+        kv_reset(s);
+        return rc;
+    }
+    s->n_kv = same;
+    for (int64_t i = same; s->n_kv < pos && !rc; i++)
+        if (kv_push(s, i < n_ids ? ids[i] : g->ids[i - n_ids])) rc = -1;
+    return rc;
 }
 
 /* msgs[0..n) through MODEL's own template, as transformers renders it (bos/eos tokens, tools
@@ -328,41 +368,26 @@ static int answer(session *s, conv *c) {
         same++;
     if (same < s->n_kv || same == (int64_t)n_ids) kv_reset(s), same = 0;
     int64_t n_new = (int64_t)n_ids - same;
-    fp4_sampler *smp = NULL;
     rt_text_out out;
-    if (fp4_sampler_create(&s->a->sp, fp4_rt_vocab(s->rt), &smp) ||
-        rt_text_out_open(&out, "chat", s->tok, s->stop_str, (size_t)s->n_stop, stdout) ||
-        rt_text_out_think(&out, s->a->think_hide, tail, n_tail)) {
-        fp4_sampler_free(smp), free(ids);
-        return -1;
-    }
-    for (size_t i = 0; i < n_ids; i++)
-        fp4_sampler_accept(smp, ids[i]);
-    int rc = feed(s, ids + same, n_new);
+    if (rt_text_out_open(&out, "chat", s->tok, s->stop_str, (size_t)s->n_stop, stdout)) return free(ids), -1;
+    if (rt_text_out_think(&out, s->a->think_hide, tail, n_tail))
+        return rt_text_out_close(&out), free(ids), -1;
+    /* the answer: at most -n tokens, and what the context leaves */
+    const int64_t room = fp4_rt_n_ctx(s->rt) - (int64_t)n_ids;
+    chat_gen g = {.out = &out, .max = s->a->n_answer < room ? s->a->n_answer : room};
     double t1 = rt_cli_now();
-    int64_t n_gen = 0;
-    while (!rc && !stop_answer && n_gen < s->a->n_answer && s->n_kv < fp4_rt_n_ctx(s->rt)) {
-        int32_t t = fp4_sampler_sample(smp, s->lg);
-        fp4_sampler_accept(smp, t);
-        n_gen++;
-        if (is_eos(s, t)) break;
-        int st = rt_text_out_push(&out, t);
-        if (st < 0) rc = -1;
-        if (st) break;
-        if (n_gen == s->a->n_answer) break;
-        rc = feed(s, &t, 1);
-    }
+    int rc = g.max < 1 ? feed(s, ids + same, n_new) : generate(s, ids, (int64_t)n_ids, same, &g);
     if (!rc && rt_text_out_finish(&out)) rc = -1;
     double t2 = rt_cli_now();
+    if (g.t1 > 0) t1 = g.t1;
     printf("\n");
     fflush(stdout);
     fprintf(stderr, "[%s%lld new prompt tokens (%lld reused), %lld generated, %.1f tok/s]\n",
-            stop_answer ? "interrupted; " : "", (long long)n_new, (long long)same, (long long)n_gen,
-            t2 > t1 ? n_gen / (t2 - t1) : 0.0);
+            stop_answer ? "interrupted; " : "", (long long)n_new, (long long)same, (long long)g.n,
+            t2 > t1 ? g.n / (t2 - t1) : 0.0);
     if (!rc) rc = conv_add(c, "assistant", out.text ? out.text : "", out.n_text) ? -1 : 1;
     rt_text_out_close(&out);
-    fp4_sampler_free(smp);
-    free(ids);
+    free(g.ids), free(ids);
     return rc;
 }
 

@@ -87,6 +87,16 @@ static json_t *arch_json(const fp4_model *m) {
         "n_eos", a.n_eos, "eos", eos);
     json_object_update(b, o);
     json_decref(o);
+    json_t *swa = json_array(); /* Gemma 3: the local (sliding-window) layers */
+    for (int64_t L = 0; L < a.n_layers && L < FP4_ARCH_MAX_LAYERS; L++)
+        if (fp4_arch_layer_local(&a, L)) json_array_append_new(swa, json_integer(L));
+    static const char *const act[] = {"silu", "gelu_tanh"};
+    o = json_pack("{s:I,s:o,s:f,s:f,s:f,s:s,s:b}", "sliding_window", (json_int_t)a.sliding_window,
+                  "swa_layers", swa, "rope_local_theta", a.rope_local_theta, "query_pre_attn_scalar",
+                  a.query_pre_attn_scalar, "final_softcap", a.final_softcap, "hidden_act",
+                  act[(unsigned)a.hidden_act < 2 ? a.hidden_act : 0], "embed_scale", a.embed_scale);
+    json_object_update(b, o);
+    json_decref(o);
     json_t *ds =
         json_pack("{s:I,s:I,s:I,s:I,s:I,s:b,s:i,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:f}", "q_lora_rank",
                   (json_int_t)a.q_lora_rank, "kv_lora_rank", (json_int_t)a.kv_lora_rank, "qk_nope_dim",
@@ -99,6 +109,19 @@ static json_t *arch_json(const fp4_model *m) {
     json_object_update(b, ds);
     json_decref(ds);
     return b;
+}
+
+/* Gemma 3: which layers attend through the window (L) and which to every position (G) */
+static void inspect_layer_types(const fp4_arch *a) {
+    int64_t n_local = 0;
+    printf("  layer types: ");
+    for (int64_t L = 0; L < a->n_layers && L < FP4_ARCH_MAX_LAYERS; L++) {
+        n_local += fp4_arch_layer_local(a, L);
+        putchar(fp4_arch_layer_local(a, L) ? 'L' : 'G');
+    }
+    printf(" (%lld local with a window of %lld, rope base %g; %lld global, rope base %g)\n",
+           (long long)n_local, (long long)a->sliding_window, a->rope_local_theta,
+           (long long)(a->n_layers - n_local), a->rope_theta);
 }
 
 typedef struct inspect_ctx {
@@ -238,6 +261,7 @@ int cmd_inspect(int argc, char **argv) {
                    (long long)a.n_layers);
             if (a.n_shared_experts) printf("  shared experts: %lld\n", (long long)a.n_shared_experts);
         }
+        if (!fp4_model_arch(m, &a, NULL) && a.sliding_window) inspect_layer_types(&a);
         if (!fp4_model_arch(m, &a, NULL) && a.kv_lora_rank)
             printf("  latent attention: q_lora_rank %lld, kv_lora_rank %lld, cache %lld values per token and "
                    "layer\n",

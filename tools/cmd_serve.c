@@ -56,17 +56,23 @@ int cmd_serve(int argc, char **argv) {
             if (read_key(v, key, sizeof key)) return 2;
             o.api_key = key, i++;
         } else if ((!strcmp(a, "--port") || !strcmp(a, "--parallel") || !strcmp(a, "--queue") ||
-                    !strcmp(a, "--max-body")) &&
+                    !strcmp(a, "--max-body") || !strcmp(a, "--prefix-cache") ||
+                    !strcmp(a, "--conn-per-ip")) &&
                    v) {
             const char *name = !strcmp(a, "--parallel") ? "max_seqs" : "n";
             if (rt_cli_arg(name, a, v, &x)) return 2;
-            long long lim = !strcmp(a, "--port") ? 65535 : !strcmp(a, "--max-body") ? (64ll << 20) : 1 << 20;
-            if (x.i > lim || (x.i < 1 && strcmp(a, "--port")))
+            long long lim = !strcmp(a, "--port")          ? 65535
+                            : !strcmp(a, "--max-body")    ? (64ll << 20)
+                            : !strcmp(a, "--conn-per-ip") ? 256
+                                                          : 1 << 20;
+            if (x.i > lim || (x.i < 1 && strcmp(a, "--port") && strcmp(a, "--prefix-cache")))
                 return fprintf(stderr, "fp4lane serve: %s %s: out of range\n", a, v), 2;
             if (!strcmp(a, "--port")) o.port = (int)x.i;
             if (!strcmp(a, "--parallel")) o.parallel = (int)x.i;
             if (!strcmp(a, "--queue")) o.max_queue = (int)x.i;
             if (!strcmp(a, "--max-body")) o.max_body = (size_t)x.i;
+            if (!strcmp(a, "--prefix-cache")) o.prefix_blocks = x.i ? x.i : -1; /* 0: none */
+            if (!strcmp(a, "--conn-per-ip")) o.conn_per_ip = (int)x.i;
             i++;
         } else if (a[0] != '-' && !e.model)
             e.model = a;

@@ -57,6 +57,10 @@ int cmd_synth(int argc, char **argv) {
             if (cli_parse_size(v, &o.max_shard_bytes))
                 return fprintf(stderr, "fp4lane synth: --shard-size N[K|M|G] (0: one file): '%s'\n", v), 2;
             i++;
+        } else if (!strcmp(s, "--to") && v) {
+            if (strcmp(v, "nvfp4") && strcmp(v, "bf16"))
+                return fprintf(stderr, "fp4lane synth: --to bf16|nvfp4: '%s'\n", v), 2;
+            o.to_nvfp4 = !strcmp(v, "nvfp4"), i++;
         } else if (!strcmp(s, "--json")) json = 1;
         else if (s[0] == '-' && s[1])
             return fprintf(stderr, "fp4lane synth: unknown option '%s'\n", s), usage();
@@ -81,10 +85,14 @@ int cmd_synth(int argc, char **argv) {
             if (*c == '"' || *c == '\\') printf("\\%c", *c);
             else if ((unsigned char)*c < 0x20) printf("\\u%04x", *c);
             else putchar(*c);
-        printf("\",\"shape\":\"%s\",\"arch\":\"%s\",\"seed\":%llu,\"bytes\":%llu,\"seconds\":%.3f}\n",
-               o.shape, arch, (unsigned long long)o.seed, (unsigned long long)bytes, dt);
+        printf("\",\"shape\":\"%s\",\"arch\":\"%s\",\"to\":\"%s\",\"seed\":%llu,\"bytes\":%llu,"
+               "\"seconds\":%.3f}\n",
+               o.shape, arch, o.to_nvfp4 ? "nvfp4" : "bf16", (unsigned long long)o.seed,
+               (unsigned long long)bytes, dt);
     } else
-        printf("synthesized %s: shape %s, arch %s, seed %llu, %.3f GB of bf16 in %.1f s (%.0f MB/s)\n", out,
-               o.shape, arch, (unsigned long long)o.seed, bytes / 1e9, dt, dt > 0 ? bytes / 1e6 / dt : 0.0);
+        printf("synthesized %s: shape %s, arch %s, seed %llu, %.3f GB of bf16%s in %.1f s (%.0f MB/s)\n", out,
+               o.shape, arch, (unsigned long long)o.seed, bytes / 1e9,
+               o.to_nvfp4 ? " made and quantized to NVFP4 (modelopt)" : "", dt,
+               dt > 0 ? bytes / 1e6 / dt : 0.0);
     return 0;
 }

@@ -37,16 +37,19 @@ const cli_verb cli_verbs[] = {
     {"bench", cmd_bench, "paired timing of two configurations (A B A B ...): mean, CV, ratio, verdict",
      "fp4lane bench MODEL --a \"OPTIONS\" --b \"OPTIONS\" [--pairs 5] [--prefix 66] [--tokens 32]\n"
      "       [--warmup 1] [--seed S] [--seqs N] [--logits] [--order abab|abba] [--json FILE]"},
-    {"synth", cmd_synth, "a random-weight bf16 HF checkpoint of a real shape (heavy tails, outlier channels)",
-     "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b|llama-160m [--arch llama|qwen3]\n"
-     "       [--seed N] [--shard-size N[K|M|G]] [--threads N] [--json]"},
+    {"synth", cmd_synth,
+     "a random-weight bf16 or NVFP4 HF checkpoint of a real shape (heavy tails, outliers)",
+     "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b|llama-160m|tiny-moe|\n"
+     "       qwen3-30b-a3b|tiny-moe16|small-moe|tiny-gemma3|gemma3-27b\n"
+     "       [--arch llama|qwen3|qwen3-moe|mixtral|gemma3] [--to bf16|nvfp4] [--seed N]\n"
+     "       [--shard-size N[K|M|G]] [--threads N] [--json]"},
     {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
      "fp4lane tokenize MODEL|tokenizer.json [-f FILE | [--] TEXT] [--json] [--add-special]\n"
      "       [--parse-special]"},
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching (docs/SERVE.md)",
      "fp4lane serve [MODEL] [--host 127.0.0.1] [--port 8080] [--api-key KEY|@FILE] [--parallel N]\n"
      "       [--queue N] [--ctx N] [--device cpu|cuda] [--mode exact|native] [--threads N] [--name ID]\n"
-     "       [--max-body BYTES]"},
+     "       [--max-body BYTES] [--prefix-cache N] [--conn-per-ip N]"},
     {"detokenize", cmd_detokenize, "token ids to text",
      "fp4lane detokenize MODEL|tokenizer.json [--] IDS... [--skip-special] [--cleanup]"},
     {"template", cmd_template, "render MODEL's own chat template over a conversation (what the model sees)",

@@ -24,7 +24,9 @@
  * llama_decode of a batch of the whole prefix, logits of the last position): prompt tok/s.
  *
  * usage: bench_llama_cpu FP4LANE_BIN WORKDIR [--pairs N] [--warmup N] [--prefix N] [--tokens N]
- *        [--threads LIST] [--lanes q4_k_m,nvfp4] [--prefill] */
+ *        [--threads LIST] [--lanes q4_k_m,nvfp4] [--prefill] [--shape S]
+ * --shape: another synth shape (default llama-160m), e.g. the mixtures of experts tiny-moe16 and
+ * small-moe with --lanes q4_k_m (NVFP4 experts have no llama.cpp 3-D form: gguf-ggml refuses them). */
 #include "bench/bench_stats.h"
 #include "fp4_rng.h"
 #include "fp4lane.h"
@@ -43,6 +45,7 @@ enum { MAX_PAIRS = 64, MAX_TOK = 1024 };
 typedef struct cfg {
     int pairs, warmup, prefix, tokens, threads[4], n_threads;
     int lane_q4, lane_nv, prefill;
+    const char *shape; /* fp4lane synth --shape (default llama-160m) */
 } cfg;
 
 static double now(void) {
@@ -245,13 +248,13 @@ static void pair_row(const cfg *c, llama_oracle *lo, const char *lane, const cha
 static int make_files(const char *bin, const char *dir, llama_oracle *lo, const cfg *c, char *q4, char *nv,
                       size_t len) {
     char synth[900], bf16[900], plain[900], cmd[3000], err[2600];
-    snprintf(synth, sizeof synth, "%s/synth-llama-160m", dir);
-    snprintf(bf16, sizeof bf16, "%s/bf16.gguf", dir);
-    snprintf(plain, sizeof plain, "%s/plain-bf16.gguf", dir);
-    snprintf(q4, len, "%s/q4_k_m.gguf", dir);
-    snprintf(nv, len, "%s/nvfp4.gguf", dir);
+    snprintf(synth, sizeof synth, "%s/synth-%s", dir, c->shape);
+    snprintf(bf16, sizeof bf16, "%s/%s-bf16.gguf", dir, c->shape);
+    snprintf(plain, sizeof plain, "%s/%s-plain-bf16.gguf", dir, c->shape);
+    snprintf(q4, len, "%s/%s-q4_k_m.gguf", dir, c->shape);
+    snprintf(nv, len, "%s/%s-nvfp4.gguf", dir, c->shape);
     if (!exists(synth)) {
-        snprintf(cmd, sizeof cmd, "%s synth %s --shape llama-160m --seed 1", bin, synth);
+        snprintf(cmd, sizeof cmd, "%s synth %s --shape %s --seed 1", bin, synth, c->shape);
         if (sh(cmd)) return -1;
     }
     if (c->lane_q4 && !exists(q4)) {
@@ -302,10 +305,11 @@ int main(int argc, char **argv) {
              .threads = {1, 2},
              .n_threads = 2,
              .lane_q4 = 1,
-             .lane_nv = 1};
+             .lane_nv = 1,
+             .shape = "llama-160m"};
     if (argc < 3) {
         fprintf(stderr, "usage: bench_llama_cpu FP4LANE_BIN WORKDIR [--pairs N] [--warmup N] [--prefix N] "
-                        "[--tokens N] [--threads 1,2] [--lanes q4_k_m,nvfp4] [--prefill]\n");
+                        "[--tokens N] [--threads 1,2] [--lanes q4_k_m,nvfp4] [--prefill] [--shape S]\n");
         return 2;
     }
     for (int i = 3; i + 1 < argc + 1; i += 2) {
@@ -331,6 +335,9 @@ int main(int argc, char **argv) {
                 c.threads[c.n_threads] = atoi(p);
                 bad |= c.threads[c.n_threads++] < 1;
             }
+        } else if (!strcmp(o, "--shape")) {
+            c.shape = v;
+            bad = !*v || strspn(v, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(v);
         } else if (!strcmp(o, "--lanes")) {
             c.lane_q4 = strstr(v, "q4_k_m") != NULL;
             c.lane_nv = strstr(v, "nvfp4") != NULL;
@@ -346,8 +353,15 @@ int main(int argc, char **argv) {
     int32_t ids[MAX_TOK];
     uint64_t s = 0x62656e6368ull;
     const int n = c.prefix + c.tokens;
+    fp4_model *vm = NULL; /* the shape's vocabulary, from the file */
+    fp4_arch va;
+    fp4_error ve;
+    if (fp4_model_open(c.lane_q4 ? q4 : nv, NULL, &vm, &ve) || fp4_model_arch(vm, &va, &ve))
+        return fprintf(stderr, "bench_llama_cpu: %s\n", ve.msg), 1;
+    fp4_model_close(vm);
+    printf("shape %s (fp4lane synth --seed 1), vocabulary %lld\n", c.shape, (long long)va.vocab);
     for (int i = 0; i < n; i++)
-        ids[i] = (int32_t)(fp4_splitmix64(&s) % 32000u);
+        ids[i] = (int32_t)(fp4_splitmix64(&s) % (uint64_t)va.vocab);
     if (c.prefill)
         printf("CPU prefill: a %d-token prompt as one step (one llama_decode batch; one fp4_rt_step of %d "
                "columns), timed; %d pairs after %d warm-up, A = llama.cpp (libllama 3.22.1), B = fp4lane\n",
@@ -364,7 +378,7 @@ int main(int argc, char **argv) {
         if (!(f ? c.lane_nv : c.lane_q4)) continue;
         for (int t = 0; t < c.n_threads; t++)
             for (int m = 0; m < 2; m++)
-                pair_row(&c, lo, f ? "nvfp4.gguf" : "q4_k_m.gguf", f ? nv : q4, modes[m], c.threads[t], ids);
+                pair_row(&c, lo, f ? "nvfp4" : "q4_k_m", f ? nv : q4, modes[m], c.threads[t], ids);
     }
     llama_oracle_close(lo);
     return 0;

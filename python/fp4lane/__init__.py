@@ -25,6 +25,9 @@ system's loader path (`make install`)."""
 import ctypes
 import json
 import numbers
+import os
+import queue
+import threading
 
 from . import _lib as L
 from ._lib import lib
@@ -293,7 +296,8 @@ def convert(inp, out, layout=None, force=False):
 _SAMPLER_ARGS = (("temperature", "f"), ("top_k", "i"), ("top_p", "f"), ("min_p", "f"),
                  ("repeat_penalty", "f"), ("presence_penalty", "f"), ("penalty_last_n", "i"), ("seed", "u"))
 _ARCH_ENUMS = {"source": ("hf", "gguf"), "rope_scaling": ("none", "linear", "llama3", "yarn"),
-               "moe_routing": ("none", "softmax_topk", "topk_softmax", "sigmoid_group")}
+               "moe_routing": ("none", "softmax_topk", "topk_softmax", "sigmoid_group"),
+               "hidden_act": ("silu", "gelu_tanh")}
 
 
 def _arch_dict(a):
@@ -308,9 +312,9 @@ def _arch_dict(a):
         elif name in _ARCH_ENUMS:
             v = _ARCH_ENUMS[name][v] if 0 <= v < len(_ARCH_ENUMS[name]) else v
         elif name in ("rope_freq_factors", "tied_head", "qkv_bias", "qk_norm", "qk_permuted", "moe_norm_topk",
-                      "rope_interleave"):
+                      "embed_scale", "rope_interleave"):
             v = bool(v)
-        elif name == "moe_dense":  # the layers with a dense MLP among the experts' (a bit per layer)
+        elif name in ("moe_dense", "swa_layers"):  # layers with a dense MLP / a sliding window (a bit each)
             v = [i for i in range(min(a.n_layers, 64 * len(v))) if (v[i // 64] >> (i % 64)) & 1]
         elif name == "eos":
             v = list(v[:max(0, min(a.n_eos, len(v)))])
@@ -326,6 +330,12 @@ class Engine(_Owned):
     --ctx) and max_seqs are checked as the CLI checks --threads and --ctx."""
 
     _free = "fp4_rt_free"
+
+    def close(self):
+        if getattr(self, "_tok", None):  # generate(stream=True)'s tokenizer
+            lib.fp4_tokenizer_free(self._tok)
+            self._tok = None
+        super().close()
 
     def __init__(self, model, mode="exact", threads=1, n_ctx=None, max_seqs=1, device="cpu", cuda_lib=None):
         if mode not in ("exact", "native"):
@@ -391,13 +401,18 @@ class Engine(_Owned):
         return out
 
     def generate(self, ids, n, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
-                 presence_penalty=0.0, penalty_last_n=0, seed=0, stop=None):
+                 presence_penalty=0.0, penalty_last_n=0, seed=0, stop=None, stream=False):
         """n new ids after the prompt ids (greedy by default; seeded sampling otherwise), as
         `fp4lane run --prompt-ids`: every argument is checked first with the CLI's ranges, and a
         prompt plus n that does not fit in the context is refused before any step (fp4lane.Error,
         rule "rt.context"), never cut short. Stops early at an id in stop (default: the model's eos
         ids); self.stopped_by then says "stop", else "n". If a step fails midway, the Error raised
-        carries the ids generated before it in .generated."""
+        carries the ids generated before it in .generated.
+
+        stream=True: a generator of the answer's text, piece by piece as the ids come (whole UTF-8
+        characters, special tokens skipped), from the library's generation loop (fp4_session, the
+        one `fp4lane run` and the server use) on a thread of its own; the ids are those of
+        stream=False. Closing the generator early cancels the generation before its next step."""
         ids = _ids(ids)
         if not ids:
             raise ValueError("ids is empty")
@@ -414,6 +429,11 @@ class Engine(_Owned):
             raise ValueError("the engine is closed")
         err = L.Error()
         _raise(lib.fp4_rt_check_room(self._h, -1, len(ids), n, ctypes.byref(err)), err)
+        if stream:
+            stop = list(self.arch["eos"] if stop is None else stop)
+            if len(stop) > 64:  # FP4_SESSION_MAX_STOP_IDS
+                raise ValueError("stop: at most 64 ids when streaming")
+            return self._stream(ids, n, p, stop)
         smp = ctypes.c_void_p()
         _raise(lib.fp4_sampler_create(ctypes.byref(p), self.vocab, ctypes.byref(smp)))
         stop = set(self.arch["eos"] if stop is None else stop)
@@ -436,6 +456,74 @@ class Engine(_Owned):
             lib.fp4_sampler_free(smp)
         self.stopped_by = "stop" if out and out[-1] in stop else "n"
         return out
+
+    def _tokenizer(self):
+        """the model's tokenizer, loaded once (a .safetensors file's from its folder)"""
+        if getattr(self, "_tok", None) is None:
+            path = self.model.path
+            if path.endswith(".safetensors"):
+                path = os.path.dirname(os.path.abspath(path))
+            err = L.Error()
+            h = ctypes.c_void_p()
+            _raise(lib.fp4_tokenizer_load(_b(path), ctypes.byref(h), ctypes.byref(err)), err)
+            self._tok = h
+        return self._tok
+
+    def _stream(self, ids, n, p, stop):
+        """generate(stream=True): fp4_session_run on a thread, its text through a queue"""
+        self.stopped_by = None
+        if n == 0:
+            self.stopped_by = "n"
+            return
+        prompt = (ctypes.c_int32 * len(ids))(*ids)
+        stops = (ctypes.c_int32 * max(len(stop), 1))(*stop)
+        req = L.SessionReq(prompt=prompt, n_prompt=len(ids), sampling=p, max_tokens=n, stop_ids=stops,
+                           n_stop_ids=len(stop), tok=self._tokenizer(), prefill_chunk=len(ids))
+        q = queue.Queue()
+        cancel = ctypes.c_int(0)
+        got = []
+
+        def on_tok(user, t):
+            t = t.contents
+            if t.id >= 0:
+                got.append(t.id)
+            if t.text and t.len:
+                q.put(ctypes.string_at(t.text, t.len).decode("utf-8", "replace"))
+            return cancel.value
+
+        fn = L.SESSION_FN(on_tok)  # kept alive until the thread ends
+        s = ctypes.c_void_p()
+        err = L.Error()
+        _raise(lib.fp4_session_create(self._h, ctypes.byref(req), fn, None, ctypes.byref(s), ctypes.byref(err)),
+               err)
+        result = {}
+
+        def run():
+            try:
+                result["st"] = lib.fp4_session_run(s, ctypes.byref(cancel), ctypes.byref(result.setdefault(
+                    "err", L.Error())))
+            finally:
+                q.put(None)
+
+        th = threading.Thread(target=run, daemon=True)
+        th.start()
+        try:
+            while True:
+                piece = q.get()
+                if piece is None:
+                    break
+                yield piece
+        finally:
+            cancel.value = 1
+            th.join()
+            lib.fp4_session_free(s)
+        if result.get("st"):
+            try:
+                _raise(result["st"], result["err"])
+            except Error as e:
+                e.generated = got
+                raise
+        self.stopped_by = "stop" if got and got[-1] in stop else "n"
 
     def _decode(self, seq, smp, ids, n, stop, out):
         if lib.fp4_sampler_is_greedy(smp):  # the same ids; the logits stay where they are

@@ -79,7 +79,9 @@ class Arch(ctypes.Structure):  # fp4_arch
                 ("qkv_bias", c_int), ("qk_norm", c_int), ("qk_permuted", c_int), ("bos", c_int32),
                 ("n_eos", c_int32), ("eos", c_int32 * 8), ("n_experts", c_int64), ("n_experts_used", c_int64),
                 ("moe_ffn", c_int64), ("moe_routing", c_int32), ("moe_norm_topk", c_int32),
-                ("moe_dense", c_uint64 * 16),
+                ("moe_dense", c_uint64 * 16), ("sliding_window", c_int64), ("swa_layers", c_uint64 * 16),
+                ("rope_local_theta", ctypes.c_double), ("query_pre_attn_scalar", ctypes.c_double),
+                ("final_softcap", ctypes.c_double), ("hidden_act", c_int32), ("embed_scale", c_int32),
                 ("q_lora_rank", c_int64), ("kv_lora_rank", c_int64), ("qk_nope_dim", c_int64),
                 ("qk_rope_dim", c_int64), ("v_head_dim", c_int64), ("rope_interleave", c_int32),
                 ("n_nextn", c_int32), ("rope_beta_fast", c_double), ("rope_beta_slow", c_double),
@@ -111,8 +113,24 @@ class ArgVal(ctypes.Structure):  # fp4_arg_val
     _fields_ = [("i", c_int64), ("u", c_uint64), ("f", c_double)]
 
 
+class SessionReq(ctypes.Structure):  # fp4_session_req
+    _c_name_ = "fp4_session_req"
+    _fields_ = [("prompt", POINTER(c_int32)), ("n_prompt", c_int64), ("sampling", SamplerParams),
+                ("max_tokens", c_int64), ("stop_ids", POINTER(c_int32)), ("n_stop_ids", c_int32),
+                ("stops", c_void_p), ("n_stops", c_int32), ("tok", c_void_p), ("logprobs", c_int32),
+                ("top_logprobs", c_int32), ("prefill_chunk", c_int64)]
+
+
+class SessionTok(ctypes.Structure):  # fp4_session_tok
+    _c_name_ = "fp4_session_tok"
+    _fields_ = [("id", c_int32), ("end", c_int32), ("text", c_void_p), ("len", c_size_t), ("logprob", c_float),
+                ("n_top", c_int32), ("top_ids", c_void_p), ("top_logprobs", c_void_p)]
+
+
+SESSION_FN = ctypes.CFUNCTYPE(c_int, c_void_p, POINTER(SessionTok))  # fp4_session_fn
+
 STRUCTS = (AbiField, Error, NvFp4View, Fp8View, Tensor, TypeInfo, WriteOpts, QuantizeOpts, Arch, RtOpts,
-           RtTok, SamplerParams, ArgVal)
+           RtTok, SamplerParams, ArgVal, SessionReq, SessionTok)
 
 _PROTOS = {
     "fp4_abi_layout": (POINTER(AbiField), [POINTER(c_int64)]),
@@ -158,6 +176,13 @@ _PROTOS = {
     "fp4_sampler_free": (None, [c_void_p]),
     "fp4_sampler_accept": (None, [c_void_p, c_int32]),
     "fp4_sampler_sample": (c_int32, [c_void_p, c_void_p]),
+    "fp4_tokenizer_load": (c_int, [c_char_p, POINTER(c_void_p), POINTER(Error)]),
+    "fp4_tokenizer_free": (None, [c_void_p]),
+    "fp4_session_create": (c_int, [c_void_p, POINTER(SessionReq), SESSION_FN, c_void_p, POINTER(c_void_p),
+                                   POINTER(Error)]),
+    "fp4_session_run": (c_int, [c_void_p, POINTER(c_int), POINTER(Error)]),
+    "fp4_session_finish": (c_int, [c_void_p]),
+    "fp4_session_free": (None, [c_void_p]),
 }
 
 

@@ -61,6 +61,21 @@
  *  3. for the columns that want logits (in column order): h = rmsnorm(x_c, output_norm);
  *     logits = project(head, h) [V]    (head = tok_embd when tied)
  *
+ * Gemma 3 (family FP4_ARCH_GEMMA3; every op pinned in src/format/pinned_gemma.h):
+ *  1. x_c = fp4p_embed_scale(x_c, dtype((float)sqrt(H)), dtype): one f32 multiply, rounded to the
+ *     embedding's dtype (bf16 for a quantized table), as transformers' scaled embedding.
+ *  a/e/j/3. norm gains: an HF checkpoint's weight w widened to the f32 gain fp4p_add(1, w) (the
+ *     vec tables already hold it); llama.cpp's files store the gain.
+ *  f. a local layer (fp4_arch_layer_local) rotates by rope_cos_local/rope_sin_local.
+ *  h. scale = (float)(1 / sqrt(query_pre_attn_scalar)); a local layer attends to positions
+ *     max(0, p_c - W + 1) .. p_c (W = sliding_window) in increasing order: its rows come from the
+ *     ring (fp4_rt_kv_ring) in that order, so the bits are a full cache's.
+ *  i. x_c[i] = x_c[i] + rmsnorm(project(Wo, o), attn_post_norm)[i]
+ *  j. h_c = rmsnorm(x_c, ffn_norm) (pre_feedforward_layernorm)
+ *  l. a[i] = fp4p_geglu(g[i], u[i]) (gelu_pytorch_tanh in PyTorch's order, fp4p_tanh)
+ *  m. x_c[i] = x_c[i] + rmsnorm(project(Wdown, a), ffn_post_norm)[i]
+ *  3. final_logit_softcapping c > 0: logits[i] = fp4p_softcap(logits[i], (float)c).
+ *
  * Norm weights and biases are widened to f32 exactly (F16/BF16/F32 tensors).
  * Projections in exact mode (the routes the twin must match bit for bit):
  *   NVFP4 A16  -> SPEC §4 (Q8_K per column, integer dots, pinned epilogue, F16 boundary)
@@ -91,7 +106,7 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 6u /* 6: the DeepSeek-V3 layer slots (FP4_LW_Q_A ..) */
+#define FP4_RT_BACKEND_ABI 7u /* 6: paged KV, Gemma 3; 7: the DeepSeek-V3 layer slots (FP4_LW_Q_A ..) */
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -112,6 +127,8 @@ typedef enum fp4_rt_lw {
     FP4_LW_GATE,
     FP4_LW_UP,
     FP4_LW_DOWN,
+    FP4_LW_ATTN_POST_NORM, /* Gemma 3: the attention output's norm before the residual add   */
+    FP4_LW_FFN_POST_NORM,  /* Gemma 3: the MLP output's norm before the residual add         */
     /* DeepSeek-V3 (MLA, latent attention: Q is q_b_proj when q_lora_rank > 0; K, V absent) */
     FP4_LW_Q_A,       /* q_a_proj [q_lora_rank, H]                                       */
     FP4_LW_Q_A_NORM,  /* q_a_layernorm [q_lora_rank]                                     */
@@ -160,7 +177,21 @@ typedef struct fp4_rt_model_desc {
      * per layer the router, then gate, up, down of expert 0, of expert 1, ...; all NULL for a
      * dense layer (its GATE/UP/DOWN slots are set instead; a MoE layer's are NULL). */
     const fp4_tensor *const *moe;
+    /* ABI 6: Gemma 3's local layers rotate by this table (rope_local_theta, no scaling; NULL when
+     * the model has no local layer), and their K/V rows live in a ring (fp4_rt_kv_ring) */
+    const float *rope_cos_local, *rope_sin_local;
 } fp4_rt_model_desc;
+
+/* The K/V rows a local layer keeps per slot: a ring of R = sliding_window + max_cols positions
+ * (a step's later columns and a rollback of up to max_cols positions overwrite none of the rows a
+ * column still reads), each position stored at row p % R and again at row p % R + R, so the
+ * window of any position is one run of consecutive rows. 0 when the layer keeps all n_ctx rows
+ * (a global layer, or a window that does not save memory). */
+static inline int64_t fp4_rt_kv_ring(const fp4_arch *a, int64_t L, int64_t n_ctx, int64_t max_cols) {
+    if (!fp4_arch_layer_local(a, L)) return 0;
+    const int64_t r = a->sliding_window + max_cols;
+    return 2 * r < n_ctx ? r : 0;
+}
 
 #define FP4_MOE_STRIDE(n_experts) (1 + 3 * (n_experts))
 enum { FP4_MOE_ROUTER = 0, FP4_MOE_GATE = 1, FP4_MOE_UP = 2, FP4_MOE_DOWN = 3 };
@@ -181,11 +212,11 @@ typedef struct fp4_rt_backend_ops {
     /* The route this backend takes for w in mode (a static string), or NULL when it has none
      * (the runtime then refuses before create). Called before any weight byte is read. */
     const char *(*route)(const fp4_tensor *w, fp4_mode mode);
-    /* Upload weights, build tables, allocate the KV cache of n_slots × n_layers × n_ctx ×
-     * fp4_arch_kv_dim halves for K and for V (latent attention: one latent row across the two), and scratch
-     * for up to max_cols columns per step. A device backend first computes its memory plan, reports it
-     * (d->on_plan) and refuses with FP4_ERR_NOMEM, rule "cuda.memory-plan", before allocating anything when
-     * the plan does not fit. */
+    /* Upload weights, build tables, allocate (or reserve, when paged: kv_trim below) the KV cache of
+     * n_slots × n_layers × n_ctx × fp4_arch_kv_dim halves for K and for V (latent attention: one
+     * latent row across the two), and scratch for up to max_cols columns per step. A device backend
+     * first computes its memory plan, reports it (d->on_plan) and refuses with FP4_ERR_NOMEM, rule
+     * "cuda.memory-plan", before allocating anything when the plan does not fit. */
     fp4_status (*create)(const fp4_rt_model_desc *d, int64_t max_cols, void **state, fp4_error *err);
     void (*destroy)(void *state);
     /* THE STEP over n columns (n <= max_cols; the runtime splits). logits: host, one row of V
@@ -205,6 +236,12 @@ typedef struct fp4_rt_backend_ops {
      * NaN or an infinity (the runtime refuses it, rule rt.nonfinite). Synchronous. */
     fp4_status (*step_greedy)(void *state, const fp4_rt_col *cols, int64_t n, int32_t *tokens,
                               fp4_error *err);
+    /* ABI 6, optional (NULL: a cache allocated whole at create, as CUDA's is): a paged cache.
+     * kv_trim gives back the slot's blocks wholly past n_pos (0: the sequence ended; the runtime
+     * calls it on close and truncation); kv_blocks returns the positions per block and sets
+     * *used to the blocks held over all slots. Neither changes a cached row below n_pos. */
+    void (*kv_trim)(void *state, int32_t slot, int64_t n_pos);
+    int64_t (*kv_blocks)(void *state, int64_t *used);
 } fp4_rt_backend_ops;
 
 /* The CPU backend (step_cpu.c). */
@@ -224,8 +261,8 @@ fp4_status fp4_rt_rope_table(const fp4_arch *a, int64_t n_ctx, const float *freq
                              float **sin_out);
 /* The rotated width (head_dim; latent attention: qk_rope_dim): the table holds half of it per row. */
 int64_t fp4_rt_rope_dim(const fp4_arch *a);
-/* The softmax scale: (float)(1 / sqrt(head_dim)), times yarn's mscale(factor, mscale_all_dim)^2 (in
- * double, rounded once) when the config sets mscale_all_dim. */
+/* The softmax scale: (float)(1 / sqrt(head_dim)) (Gemma 3: of query_pre_attn_scalar), times yarn's
+ * mscale(factor, mscale_all_dim)^2 (in double, rounded once) when the config sets mscale_all_dim. */
 float fp4_rt_attn_scale(const fp4_arch *a);
 
 #endif

@@ -5,6 +5,7 @@
 #define FP4_CPU_IMPL_H
 
 #include "fp4_impl.h"
+#include "fp4lane_runtime.h"
 
 
 /* CPU code paths (cpu_path.c). All give the same bits; fp4_cpu_path() is the one in use:
@@ -145,4 +146,45 @@ void fp4_exp_avx512(const float *x, float *y, int64_t n);
 void fp4_exp_avx2(const float *x, float *y, int64_t n);
 void fp4_swiglu_avx512(float *g, const float *u, int64_t n);
 void fp4_swiglu_avx2(float *g, const float *u, int64_t n);
+/* The CPU backend's paged KV cache (src/cpu/kv_pages.c): per slot a reserved range laid out
+ * [pos][layer][NKV*D] halves (row = n_layers * NKV*D halves per position), committed in blocks of
+ * `block` positions (whole pages) as the sequence grows, given back when it is trimmed. */
+typedef struct fp4_kv_pages {
+    uint8_t *k, *v;                /* n_slots ranges of slot_bytes each                        */
+    size_t slot_bytes, block_bytes, map_bytes;
+    int64_t block, row, max_blocks; /* positions per block, halves per position, blocks per slot */
+    int32_t n_slots;
+    int64_t *committed;            /* per slot: blocks [0, committed) readable and writable     */
+} fp4_kv_pages;
+fp4_status fp4_kv_pages_init(fp4_kv_pages *p, int32_t n_slots, int64_t n_ctx, int64_t row_halves);
+void fp4_kv_pages_free(fp4_kv_pages *p);
+/* positions [0, n_pos) of a slot usable: FP4_ERR_NOMEM when the system refuses the pages */
+fp4_status fp4_kv_pages_commit(fp4_kv_pages *p, int32_t slot, int64_t n_pos);
+/* the blocks wholly past n_pos given back (n_pos 0: the sequence ended) */
+void fp4_kv_pages_trim(fp4_kv_pages *p, int32_t slot, int64_t n_pos);
+int64_t fp4_kv_pages_used(const fp4_kv_pages *p); /* committed blocks over all slots */
+/* K (or V) of a slot's position pos, layer L: base is p->k or p->v */
+static inline uint16_t *fp4_kv_pages_at(const fp4_kv_pages *p, uint8_t *base, int32_t slot, int64_t L,
+                                        int64_t kvd, int64_t pos) {
+    return (uint16_t *)(base + (size_t)slot * p->slot_bytes) + pos * p->row + L * kvd;
+}
+/* kv_rows.c: a slot's K/V rows by layer (a local layer's ring: backend.h, fp4_rt_kv_ring). off[L]
+ * is layer L's first row in a slot, ring[L] its ring (0: n_ctx rows), stride a slot's rows. */
+typedef struct fp4_kv_rows {
+    int64_t *off, *ring, stride;
+} fp4_kv_rows;
+fp4_status fp4_kv_rows_init(fp4_kv_rows *r, const fp4_arch *a, int64_t n_ctx, int64_t max_cols);
+void fp4_kv_rows_free(fp4_kv_rows *r);
+void fp4_kv_window(const fp4_kv_rows *r, const fp4_arch *a, int64_t L, int64_t pos, int64_t *row0,
+                   int64_t *n);
+void fp4_kv_put(const fp4_kv_rows *r, int64_t L, int64_t pos, uint16_t *slot_base, int64_t kvd, int64_t i0,
+                const uint16_t *src, int64_t n);
+void fp4_kv_copy(const fp4_kv_rows *r, const fp4_arch *a, uint16_t *slot_base, int64_t n_pos, int64_t kvd,
+                 uint16_t *host, int to_host);
+/* gemma_ops.c: Gemma 3's operations of the step (pinned_gemma.h) */
+void fp4_cpu_embed_scale(const fp4_arch *a, const fp4_tensor *emb, float *x, int64_t n_cols);
+fp4_status fp4_cpu_geglu(float *g, const float *u, int64_t n, int n_threads);
+void fp4_cpu_post_norm_add(float *x, float *t, const float *w, int64_t n_cols, int64_t H, float eps);
+void fp4_cpu_softcap(float *logits, int64_t n, double cap);
+
 #endif

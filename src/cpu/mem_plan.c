@@ -61,8 +61,14 @@ fp4_status fp4_rt_cpu_plan(const fp4_arch *a, int64_t n_ctx, int32_t n_slots, in
                                (uint64_t)(a->n_heads * (2 * a->qk_nope_dim + a->v_head_dim)) *
                                    (uint64_t)a->kv_lora_rank * 4,
                                p->weights_bytes);
-    /* K and V, F16: slots x layers x n_ctx x NKV*D */
-    p->kv_bytes = mad(mad((uint64_t)n_slots * L, ctx, 0), kvd * 4, 0);
+    /* K and V, F16: slots x (each layer's rows: n_ctx, or a local layer's ring) x fp4_arch_kv_dim */
+    uint64_t rows = 0;
+    for (int64_t l = 0; l < a->n_layers; l++) {
+        const int64_t ring = fp4_rt_kv_ring(a, l, n_ctx, max_cols);
+        rows = mad(1, rows, ring ? 2 * (uint64_t)ring : ctx);
+    }
+    p->kv_bytes = mad(mad((uint64_t)n_slots, rows, 0), kvd * 4, 0);
+    if (a->sliding_window) p->weights_bytes = mad(ctx, D * 4, p->weights_bytes); /* local RoPE table */
     /* the step's columns (x, h, q, k, v, o, t, g, u: step_cpu.c), the attention's per-thread
      * scores and lanes, the host greedy logits rows, the column table */
     const uint64_t wide = H > qd ? H : qd, hb = FP4_ATTEND_MAX_HEADS;

@@ -6,7 +6,11 @@
  * then W_UV_h (v_head_dim rows), each over the latent. Since q_nope·(W_UK_h c) = (W_UK_h^T q_nope)·c,
  * a head attends over the cached rows with the query [W_UK_h^T q_nope, q_pe] and reads its value
  * as W_UV_h (Σ_j p_j c_j): an MQA over the latent (backend.h, THE STEP, latent attention). kv_b is
- * widened to f32 once at create (its dequantization is exact) and kept with W_UK transposed. */
+ * widened to f32 once at create (its dequantization is exact) and kept with W_UK transposed.
+ *
+ * The rows live in the CPU backend's paged cache (kv_pages.c, committed and trimmed by step.c like
+ * any model's): per position and layer fp4_arch_kv_dim halves in K holding the row's first half,
+ * as many in V holding the rest (zero-padded), the layout of the backend's kv_read / kv_write. */
 #include "format/pinned.h"
 #include "cpu/cpu_impl.h"
 #include "cpu/mla.h"
@@ -18,8 +22,9 @@
 
 struct fp4_cpu_mla {
     const fp4_rt_model_desc *d;
+    const fp4_kv_pages *kv;                     /* the rows: step.c's pages                       */
     int64_t max_cols, R, dr, dn, dv, NH, QL, W; /* W = R + dr: one cache row                      */
-    uint16_t *cache;                            /* [slot][layer][pos][W]                          */
+    int64_t kd;                                 /* its halves in K (fp4_arch_kv_dim), the rest in V */
     float **kvb, **uk_t;                        /* per layer: kv_b f32 [NH (dn+dv)][R]; [NH][R][dn] */
     float *qa, *q, *kva, *o;                    /* scratch, max_cols columns each                 */
 };
@@ -28,7 +33,7 @@ void fp4_cpu_mla_destroy(fp4_cpu_mla *m) {
     if (!m) return;
     for (int64_t L = 0; m->kvb && L < m->d->arch.n_layers; L++)
         free(m->kvb[L]), free(m->uk_t[L]);
-    free(m->kvb), free(m->uk_t), free(m->cache), free(m->qa), free(m->q), free(m->kva), free(m->o);
+    free(m->kvb), free(m->uk_t), free(m->qa), free(m->q), free(m->kva), free(m->o);
     free(m);
 }
 
@@ -66,31 +71,22 @@ static fp4_status widen_kvb(fp4_cpu_mla *m, const fp4_tensor *const *w, int64_t 
     return FP4_OK;
 }
 
-fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, int64_t max_cols, fp4_cpu_mla **out,
-                              fp4_error *err) {
+fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, const fp4_kv_pages *kv, int64_t max_cols,
+                              fp4_cpu_mla **out, fp4_error *err) {
     const fp4_arch *a = &d->arch;
     fp4_cpu_mla *m = calloc(1, sizeof *m);
     *out = NULL;
     if (!m) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
-    m->d = d, m->max_cols = max_cols;
+    m->d = d, m->kv = kv, m->max_cols = max_cols, m->kd = fp4_arch_kv_dim(a);
     m->R = a->kv_lora_rank, m->dr = a->qk_rope_dim, m->dn = a->qk_nope_dim, m->dv = a->v_head_dim;
     m->NH = a->n_heads, m->QL = a->q_lora_rank, m->W = m->R + m->dr;
     const int64_t nl = a->n_layers, rows = m->NH * (m->dn + m->dv);
-    uint64_t cn;
-    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)m->W,
-                               &cn) ||
-        cn > SIZE_MAX / 2) {
-        fp4_cpu_mla_destroy(m);
-        return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "latent cache size overflows");
-    }
-    m->cache = calloc((size_t)cn, 2);
     m->kvb = calloc((size_t)nl, sizeof *m->kvb), m->uk_t = calloc((size_t)nl, sizeof *m->uk_t);
     m->qa = mla_falloc(max_cols * (m->QL ? m->QL : 1)), m->q = mla_falloc(max_cols * m->NH * (m->dn + m->dr));
     m->kva = mla_falloc(max_cols * m->W), m->o = mla_falloc(max_cols * m->NH * m->dv);
-    if (!m->cache || !m->kvb || !m->uk_t || !m->qa || !m->q || !m->kva || !m->o) {
+    if (!m->kvb || !m->uk_t || !m->qa || !m->q || !m->kva || !m->o) {
         fp4_cpu_mla_destroy(m);
-        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (latent cache %llu halves)",
-                        (unsigned long long)cn);
+        return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     }
     for (int64_t L = 0; L < nl; L++) {
         fp4_status st = widen_kvb(m, d->layer + L * FP4_LW_COUNT_, L, rows, err);
@@ -103,8 +99,15 @@ fp4_status fp4_cpu_mla_create(const fp4_rt_model_desc *d, int64_t max_cols, fp4_
     return FP4_OK;
 }
 
-static uint16_t *row_at(const fp4_cpu_mla *m, int32_t slot, int64_t L, int64_t pos) {
-    return m->cache + (((int64_t)slot * m->d->arch.n_layers + L) * m->d->n_ctx + pos) * m->W;
+/* the K (base m->kv->k) or V (m->kv->v) part of a position's row; positions m->kv->row halves apart */
+static uint16_t *row_at(const fp4_cpu_mla *m, uint8_t *base, int32_t slot, int64_t L, int64_t pos) {
+    return fp4_kv_pages_at(m->kv, base, slot, L, m->kd, pos);
+}
+/* value d of row j of a slot's rows from (k0, v0) */
+static inline float row_val(const fp4_cpu_mla *m, const uint16_t *k0, const uint16_t *v0, int64_t j,
+                            int64_t d) {
+    const int64_t at = j * m->kv->row;
+    return fp4p_f16_to_f32(d < m->kd ? k0[at + d] : v0[at + d - m->kd]);
 }
 
 static fp4_status mla_proj(const fp4_cpu_mla *m, const fp4_tensor *w, const float *x, int64_t n, float *y,
@@ -155,11 +158,12 @@ static void mla_rows(void *p, int64_t r0, int64_t r1) {
         for (int64_t i = 0; i < R; i++)
             qc[i] = fp4p_dot(ut + i * dn, q, dn);
         memcpy(qc + R, q + dn, sizeof(float) * (size_t)m->dr);
-        const uint16_t *k0 = row_at(m, c->cols[col].slot, c->L, 0);
+        const uint16_t *k0 = row_at(m, m->kv->k, c->cols[col].slot, c->L, 0),
+                       *v0 = row_at(m, m->kv->v, c->cols[col].slot, c->L, 0);
         float mx = 0.0f;
         for (int64_t j = 0; j < n; j++) {
             for (int64_t d = 0; d < W; d++)
-                kv[d] = fp4p_f16_to_f32(k0[j * W + d]);
+                kv[d] = row_val(m, k0, v0, j, d);
             s[j] = fp4p_mul(fp4p_dot(qc, kv, W), m->d->attn_scale);
             if (j == 0 || s[j] > mx) mx = s[j];
         }
@@ -172,7 +176,7 @@ static void mla_rows(void *p, int64_t r0, int64_t r1) {
                 lanes[l] = 0.0f;
             for (int64_t j = 0; j < n; j++)
                 lanes[j % FP4P_LANES] =
-                    fp4p_add(lanes[j % FP4P_LANES], fp4p_mul(s[j], fp4p_f16_to_f32(k0[j * W + d])));
+                    fp4p_add(lanes[j % FP4P_LANES], fp4p_mul(s[j], row_val(m, k0, v0, j, d)));
             ol[d] = fp4p_div(fp4p_butterfly(lanes), den);
         }
         const float *uv = m->kvb[c->L] + (h * (dn + dv) + dn) * R;
@@ -204,34 +208,13 @@ fp4_status fp4_cpu_mla_attend(fp4_cpu_mla *m, int64_t L, const fp4_rt_col *cols,
         rope_part(m, kv + R, cols[c].pos);
         for (int64_t hh = 0; hh < NH; hh++)
             rope_part(m, m->q + c * NH * qd + hh * qd + m->dn, cols[c].pos);
-        uint16_t *dst = row_at(m, cols[c].slot, L, cols[c].pos);
-        for (int64_t i = 0; i < W; i++)
-            dst[i] = fp4p_f32_to_f16(kv[i]);
+        uint16_t *dk = row_at(m, m->kv->k, cols[c].slot, L, cols[c].pos),
+                 *dv = row_at(m, m->kv->v, cols[c].slot, L, cols[c].pos);
+        for (int64_t i = 0; i < 2 * m->kd; i++)
+            *(i < m->kd ? dk + i : dv + (i - m->kd)) = i < W ? fp4p_f32_to_f16(kv[i]) : 0;
     }
     mla_ctx mc = {m, cols, L, FP4_OK};
     st = fp4_parallel_rows(n * NH, d->n_threads, mla_rows, &mc);
     if (st || mc.st) return fp4_fail(err, st ? st : mc.st, NULL, NULL, "rt.attention", "attention failed");
     return mla_proj(m, w[FP4_LW_O], m->o, n, t, err);
-}
-
-/* the snapshot's K and V buffers of kv_dim halves each hold one latent row: its first kv_dim
- * halves in K, the rest (zero-padded to kv_dim) in V */
-fp4_status fp4_cpu_mla_kv(fp4_cpu_mla *m, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v,
-                          int to_host) {
-    const fp4_rt_model_desc *d = m->d;
-    const int64_t kd = fp4_arch_kv_dim(&d->arch), W = m->W;
-    if (slot < 0 || slot >= d->n_slots || n_pos < 0 || n_pos > d->n_ctx) return FP4_ERR_INVALID_ARG;
-    for (int64_t L = 0; L < d->arch.n_layers; L++)
-        for (int64_t p = 0; p < n_pos; p++) {
-            uint16_t *row = row_at(m, slot, L, p), *kh = k + (L * n_pos + p) * kd,
-                     *vh = v + (L * n_pos + p) * kd;
-            for (int64_t i = 0; i < 2 * kd; i++) {
-                uint16_t *h = i < kd ? kh + i : vh + (i - kd);
-                if (to_host)
-                    *h = i < W ? row[i] : 0;
-                else if (i < W)
-                    row[i] = *h;
-            }
-        }
-    return FP4_OK;
 }

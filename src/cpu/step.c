@@ -12,7 +12,10 @@
 typedef struct cpu_state {
     fp4_rt_model_desc d;
     const fp4_tensor **layer; /* n_layers * FP4_LW_COUNT_                              */
-    uint16_t *kc, *vc;        /* [slot][layer][pos][NKV*D]                               */
+    fp4_kv_pages kv;          /* paged: the slots' K/V rows (kv_pages.c), addressed below    */
+    fp4_kv_rows kr;           /* a ring model's rows per layer (kv_rows.c)                  */
+    int ring;                 /* some layer keeps a ring: rows [slot][layer][row][NKV*D]; else
+                               * [slot][pos][layer][NKV*D], committed as positions grow      */
     int64_t max_cols;
     float *x, *h, *q, *k, *v, *o, *t, *g, *u; /* scratch, max_cols columns each                 */
     /* mixture of experts (d.moe): router logits [col][E], the choices [col][K] (expert, weight),
@@ -21,7 +24,7 @@ typedef struct cpu_state {
     int *ri, *rg;
     int64_t *gc;
     float *sh;        /* shared experts' output [col][H] (DeepSeek-V3)                           */
-    fp4_cpu_mla *mla; /* latent attention and its cache (kc, vc unused)                          */
+    fp4_cpu_mla *mla; /* latent attention (its rows live in kv)                                  */
 } cpu_state;
 
 static const char *cpu_route(const fp4_tensor *w, fp4_mode mode) {
@@ -32,7 +35,9 @@ static const char *cpu_route(const fp4_tensor *w, fp4_mode mode) {
 static void cpu_destroy(void *p) {
     cpu_state *s = p;
     if (!s) return;
-    free(s->layer), free(s->kc), free(s->vc);
+    free(s->layer);
+    fp4_kv_pages_free(&s->kv);
+    fp4_kv_rows_free(&s->kr);
     free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g),
         free(s->u);
     free(s->rl), free(s->rw), free(s->rs), free(s->gh), free(s->eo), free(s->ri), free(s->gc);
@@ -55,17 +60,28 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     const int64_t nl = a->n_layers, nslot = nl * FP4_LW_COUNT_;
     s->layer = malloc(sizeof *s->layer * (size_t)nslot);
     if (s->layer) memcpy(s->layer, d->layer, sizeof *s->layer * (size_t)nslot);
-    const int mla = a->kv_lora_rank > 0; /* the latent cache: mla.c */
-    const int64_t kvd = mla ? 1 : a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
+    /* latent attention (mla.c): the pages hold its latent rows (fp4_arch_kv_dim halves in K, the
+     * rest in V), and the step's k, v scratch is unused */
+    const int mla = a->kv_lora_rank > 0;
+    const int64_t kvd = mla ? 1 : a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim,
+                  kvc = fp4_arch_kv_dim(a);
     uint64_t kvn;
-    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)nl, (uint64_t)d->n_ctx * (uint64_t)kvd,
-                               &kvn) ||
-        kvn > (SIZE_MAX / 2)) {
+    fp4_status kst = FP4_ERR_OVERFLOW;
+    if (fp4_kv_rows_init(&s->kr, a, d->n_ctx, max_cols)) {
         cpu_destroy(s);
         return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
     }
-    s->kc = mla ? NULL : calloc((size_t)kvn, 2);
-    s->vc = mla ? NULL : calloc((size_t)kvn, 2);
+    for (int64_t L = 0; L < nl; L++)
+        if (s->kr.ring[L]) s->ring = 1;
+    /* a ring model's slot is one run of rows committed whole (its rows are not in position order) */
+    const int64_t kv_rows = s->ring ? s->kr.stride : d->n_ctx, kv_width = s->ring ? kvc : nl * kvc;
+    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)kv_rows, (uint64_t)kv_width, &kvn) ||
+        kvn > (SIZE_MAX / 2) || (kst = fp4_kv_pages_init(&s->kv, d->n_slots, kv_rows, kv_width))) {
+        cpu_destroy(s);
+        return kst == FP4_ERR_NOMEM
+                   ? fp4_fail(err, kst, NULL, NULL, "alloc", "cannot reserve the KV cache")
+                   : fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
+    }
     const int64_t wide = a->hidden > qd ? a->hidden : qd;
     s->x = falloc(max_cols * a->hidden), s->h = falloc(max_cols * wide), s->q = falloc(max_cols * qd);
     s->k = falloc(max_cols * kvd), s->v = falloc(max_cols * kvd), s->o = falloc(max_cols * qd);
@@ -84,13 +100,13 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
         s->gc = malloc(sizeof(int64_t) * (size_t)max_cols);
         moe_ok = s->rl && s->rs && s->rw && s->gh && s->eo && s->ri && s->gc && s->rg && (s->sh || !FS);
     }
-    if (!s->layer || (!mla && (!s->kc || !s->vc)) || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o ||
-        !s->t || !s->g || !s->u || !moe_ok) {
+    if (!s->layer || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t ||
+        !s->g || !s->u || !moe_ok) {
         cpu_destroy(s);
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (KV cache %llu halves)",
                         (unsigned long long)(2 * kvn));
     }
-    fp4_status st = mla ? fp4_cpu_mla_create(&s->d, max_cols, &s->mla, err) : FP4_OK;
+    fp4_status st = mla ? fp4_cpu_mla_create(&s->d, &s->kv, max_cols, &s->mla, err) : FP4_OK;
     if (st) {
         cpu_destroy(s);
         return st;
@@ -108,10 +124,16 @@ static fp4_status proj(const cpu_state *s, const fp4_tensor *w, const float *x, 
     return FP4_OK;
 }
 
-static uint16_t *kv_at(const cpu_state *s, uint16_t *base, int32_t slot, int64_t layer, int64_t pos) {
-    const fp4_arch *a = &s->d.arch;
-    const int64_t kvd = a->n_kv_heads * a->head_dim;
-    return base + (((int64_t)slot * a->n_layers + layer) * s->d.n_ctx + pos) * kvd;
+static uint16_t *kv_at(const cpu_state *s, uint8_t *base, int32_t slot, int64_t layer, int64_t pos) {
+    return fp4_kv_pages_at(&s->kv, base, slot, layer, fp4_arch_kv_dim(&s->d.arch), pos);
+}
+/* a ring model's slot: its first row (its layers' rows follow: kv_rows.c) */
+static uint16_t *kv_slot(const cpu_state *s, uint8_t *base, int32_t slot) {
+    return fp4_kv_pages_at(&s->kv, base, slot, 0, 0, 0);
+}
+/* the committed rows that hold positions [0, n_pos) */
+static int64_t kv_need(const cpu_state *s, int64_t n_pos) {
+    return n_pos > 0 && s->ring ? s->kr.stride : n_pos;
 }
 
 /* ---- attention over (column, head) pairs, split over threads ---- */
@@ -152,9 +174,23 @@ static void att_rows(void *p, int64_t r0, int64_t r1) {
         int64_t nh = NH - hq < r1 - r ? NH - hq : r1 - r;
         if (nh > hb) nh = hb;
         const fp4_rt_col *cc = &c->cols[col];
-        const uint16_t *k0 = kv_at(s, s->kc, cc->slot, c->layer, 0);
-        const uint16_t *v0 = kv_at(s, s->vc, cc->slot, c->layer, 0);
-        attend(s->q + col * NH * D + hq * D, k0, v0, kvd, cc->pos + 1, (int)D, hq, (int)nh, (int)G,
+        const uint16_t *k0, *v0;
+        int64_t stride = s->kv.row, npos = cc->pos + 1;
+        if (s->ring) { /* the positions this column attends to, in order (a window: kv_rows.c) */
+            int64_t row0;
+            fp4_kv_window(&s->kr, a, c->layer, cc->pos, &row0, &npos);
+            k0 = kv_slot(s, s->kv.k, cc->slot) + row0 * kvd;
+            v0 = kv_slot(s, s->kv.v, cc->slot) + row0 * kvd;
+            stride = kvd;
+        } else { /* positions in order; a local layer's window when no ring holds it (a short n_ctx) */
+            const int64_t first = fp4_arch_layer_local(a, c->layer) && cc->pos >= a->sliding_window
+                                      ? cc->pos - a->sliding_window + 1
+                                      : 0;
+            k0 = kv_at(s, s->kv.k, cc->slot, c->layer, first);
+            v0 = kv_at(s, s->kv.v, cc->slot, c->layer, first);
+            npos = cc->pos - first + 1;
+        }
+        attend(s->q + col * NH * D + hq * D, k0, v0, stride, npos, (int)D, hq, (int)nh, (int)G,
                s->d.attn_scale, sc, P, s->o + col * NH * D + hq * D);
         r += nh;
     }
@@ -286,15 +322,27 @@ static fp4_status gqa_attention(cpu_state *s, int64_t L, const fp4_rt_col *cols,
             for (int64_t h = 0; h < NKV; h++)
                 fp4p_rmsnorm(k + h * D, vw[FP4_LW_K_NORM], D, a->rms_eps, k + h * D);
         }
-        const float *cs = s->d.rope_cos + cols[c].pos * half, *sn = s->d.rope_sin + cols[c].pos * half;
+        const int local = fp4_arch_layer_local(a, L); /* Gemma 3: its own rope base */
+        const float *cs = (local ? s->d.rope_cos_local : s->d.rope_cos) + cols[c].pos * half,
+                    *sn = (local ? s->d.rope_sin_local : s->d.rope_sin) + cols[c].pos * half;
         for (int64_t h = 0; h < NH; h++)
             fp4p_rope(q + h * D, cs, sn, (int)half);
         for (int64_t h = 0; h < NKV; h++)
             fp4p_rope(k + h * D, cs, sn, (int)half);
-        uint16_t *kd = kv_at(s, s->kc, cols[c].slot, L, cols[c].pos),
-                 *vd = kv_at(s, s->vc, cols[c].slot, L, cols[c].pos);
-        for (int64_t i = 0; i < kvd; i++)
-            kd[i] = fp4p_f32_to_f16(k[i]), vd[i] = fp4p_f32_to_f16(v[i]);
+        if (!s->ring) {
+            uint16_t *kd = kv_at(s, s->kv.k, cols[c].slot, L, cols[c].pos),
+                     *vd = kv_at(s, s->kv.v, cols[c].slot, L, cols[c].pos);
+            for (int64_t i = 0; i < kvd; i++)
+                kd[i] = fp4p_f32_to_f16(k[i]), vd[i] = fp4p_f32_to_f16(v[i]);
+            continue;
+        }
+        uint16_t kh[FP4_ARCH_MAX_HEAD_DIM], vh[FP4_ARCH_MAX_HEAD_DIM];
+        for (int64_t i0 = 0; i0 < kvd; i0 += D) { /* a head at a time into the row's place(s) */
+            for (int64_t i = 0; i < D; i++)
+                kh[i] = fp4p_f32_to_f16(k[i0 + i]), vh[i] = fp4p_f32_to_f16(v[i0 + i]);
+            fp4_kv_put(&s->kr, L, cols[c].pos, kv_slot(s, s->kv.k, cols[c].slot), kvd, i0, kh, D);
+            fp4_kv_put(&s->kr, L, cols[c].pos, kv_slot(s, s->kv.v, cols[c].slot), kvd, i0, vh, D);
+        }
     }
     att_ctx ac = {s, cols, L, FP4_OK};
     st = fp4_parallel_rows(n * NH, s->d.n_threads, att_rows, &ac);
@@ -312,17 +360,26 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
         fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_ATTN_NORM], H, a->rms_eps, s->h + c * H);
     st = s->mla ? fp4_cpu_mla_attend(s->mla, L, cols, n, s->h, s->t, err) : gqa_attention(s, L, cols, n, err);
     if (st) return st;
-    for (int64_t i = 0; i < n * H; i++)
-        s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    if (vw[FP4_LW_ATTN_POST_NORM])
+        fp4_cpu_post_norm_add(s->x, s->t, vw[FP4_LW_ATTN_POST_NORM], n, H, a->rms_eps);
+    else
+        for (int64_t i = 0; i < n * H; i++)
+            s->x[i] = fp4p_add(s->x[i], s->t[i]);
     for (int64_t c = 0; c < n; c++)
         fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_FFN_NORM], H, a->rms_eps, s->h + c * H);
     if (s->d.moe && s->d.moe[L * FP4_MOE_STRIDE(a->n_experts)]) return moe_step(s, L, n, err);
     if ((st = proj(s, w[FP4_LW_GATE], s->h, n, s->g, err)) ||
-        (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)) || (st = swiglu(s, n * F, err)))
+        (st = proj(s, w[FP4_LW_UP], s->h, n, s->u, err)))
         return st;
+    if (a->hidden_act == FP4_ACT_GELU_TANH && (st = fp4_cpu_geglu(s->g, s->u, n * F, s->d.n_threads)))
+        return fp4_fail(err, st, NULL, NULL, "rt.geglu", "GeGLU failed");
+    if (a->hidden_act != FP4_ACT_GELU_TANH && (st = swiglu(s, n * F, err))) return st;
     if ((st = proj(s, w[FP4_LW_DOWN], s->g, n, s->t, err))) return st;
-    for (int64_t i = 0; i < n * H; i++)
-        s->x[i] = fp4p_add(s->x[i], s->t[i]);
+    if (vw[FP4_LW_FFN_POST_NORM])
+        fp4_cpu_post_norm_add(s->x, s->t, vw[FP4_LW_FFN_POST_NORM], n, H, a->rms_eps);
+    else
+        for (int64_t i = 0; i < n * H; i++)
+            s->x[i] = fp4p_add(s->x[i], s->t[i]);
     return FP4_OK;
 }
 
@@ -339,12 +396,18 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
             return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step",
                             "column %lld: token %d slot %d position %lld out of range", (long long)c,
                             cols[c].token, cols[c].slot, (long long)cols[c].pos);
-        fp4_status st =
+        fp4_status st = fp4_kv_pages_commit(&s->kv, cols[c].slot, kv_need(s, cols[c].pos + 1));
+        if (st)
+            return fp4_fail(err, st, NULL, NULL, "rt.kv-commit",
+                            "slot %d: the system refused the KV block of position %lld", cols[c].slot,
+                            (long long)cols[c].pos);
+        st =
             fp4_tensor_dequant_rows(s->d.tok_embd, cols[c].token, cols[c].token + 1, s->x + c * H);
         if (st)
             return fp4_fail(err, st, NULL, s->d.tok_embd->name, "rt.embed", "cannot read embedding row %d",
                             cols[c].token);
     }
+    if (a->embed_scale) fp4_cpu_embed_scale(a, s->d.tok_embd, s->x, n);
     for (int64_t L = 0; L < a->n_layers; L++) {
         fp4_status st = layer_step(s, L, cols, n, err);
         if (st) return st;
@@ -356,22 +419,32 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
     if (!nw) return FP4_OK;
     if (!logits)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
-    return proj(s, s->d.head, s->h, nw, logits, err);
+    fp4_status st = proj(s, s->d.head, s->h, nw, logits, err);
+    if (!st && a->final_softcap > 0) fp4_cpu_softcap(logits, nw * a->vocab, a->final_softcap);
+    return st;
 }
 
 static fp4_status kv_copy(cpu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
     const fp4_arch *a = &s->d.arch;
-    const int64_t kvd = a->n_kv_heads * a->head_dim;
+    const int64_t kvd = fp4_arch_kv_dim(a); /* latent attention: its rows as they are in the pages */
     if (slot < 0 || slot >= s->d.n_slots || n_pos < 0 || n_pos > s->d.n_ctx) return FP4_ERR_INVALID_ARG;
-    if (s->mla) return fp4_cpu_mla_kv(s->mla, slot, n_pos, k, v, to_host);
-    for (int64_t L = 0; L < a->n_layers; L++) {
-        uint16_t *kc = kv_at(s, s->kc, slot, L, 0), *vc = kv_at(s, s->vc, slot, L, 0);
-        size_t bytes = sizeof(uint16_t) * (size_t)(n_pos * kvd);
-        if (to_host)
-            memcpy(k + L * n_pos * kvd, kc, bytes), memcpy(v + L * n_pos * kvd, vc, bytes);
-        else
-            memcpy(kc, k + L * n_pos * kvd, bytes), memcpy(vc, v + L * n_pos * kvd, bytes);
+    if (to_host && kv_need(s, n_pos) > s->kv.committed[slot] * s->kv.block) return FP4_ERR_INVALID_ARG;
+    if (!to_host && fp4_kv_pages_commit(&s->kv, slot, kv_need(s, n_pos))) return FP4_ERR_NOMEM;
+    if (s->ring) {
+        fp4_kv_copy(&s->kr, a, kv_slot(s, s->kv.k, slot), n_pos, kvd, k, to_host);
+        fp4_kv_copy(&s->kr, a, kv_slot(s, s->kv.v, slot), n_pos, kvd, v, to_host);
+        return FP4_OK;
     }
+    const size_t bytes = sizeof(uint16_t) * (size_t)kvd;
+    for (int64_t L = 0; L < a->n_layers; L++)
+        for (int64_t p = 0; p < n_pos; p++) {
+            uint16_t *kc = kv_at(s, s->kv.k, slot, L, p), *vc = kv_at(s, s->kv.v, slot, L, p);
+            uint16_t *kh = k + (L * n_pos + p) * kvd, *vh = v + (L * n_pos + p) * kvd;
+            if (to_host)
+                memcpy(kh, kc, bytes), memcpy(vh, vc, bytes);
+            else
+                memcpy(kc, kh, bytes), memcpy(vc, vh, bytes);
+        }
     return FP4_OK;
 }
 static fp4_status cpu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v) {
@@ -380,11 +453,21 @@ static fp4_status cpu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k,
 static fp4_status cpu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v) {
     return kv_copy(p, slot, n_pos, (uint16_t *)k, (uint16_t *)v, 0);
 }
+static void cpu_kv_trim(void *p, int32_t slot, int64_t n_pos) {
+    cpu_state *s = p;
+    fp4_kv_pages_trim(&s->kv, slot, kv_need(s, n_pos));
+}
+static int64_t cpu_kv_blocks(void *p, int64_t *used) {
+    const cpu_state *s = p;
+    if (used) *used = fp4_kv_pages_used(&s->kv);
+    return s->kv.block;
+}
 
 static const fp4_rt_backend_ops cpu_ops = {
     FP4_RT_BACKEND_ABI, "cpu", cpu_route, cpu_create, cpu_destroy, cpu_step, cpu_kv_read, cpu_kv_write,
     NULL, /* step_cols: the runtime's 64 */
     NULL, /* step_greedy: the runtime's host argmax of step's logits */
+    cpu_kv_trim, cpu_kv_blocks,
 };
 
 const fp4_rt_backend_ops *fp4_rt_cpu_backend(void) {

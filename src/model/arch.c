@@ -1,10 +1,7 @@
 /* arch.c — fp4_arch from a Hugging Face config.json (transformers 4 and 5 spellings) or from GGUF
  * metadata (llama.cpp's keys). Everything the step does not implement is refused here, before any
  * allocation of the engine, naming the key and the value (err->rule "arch.*"). */
-#include "fp4_impl.h"
-#include "fp4lane_runtime.h"
 #include "model/arch_impl.h"
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +20,8 @@ static const struct family_row {
     {"qwen2", "qwen2", FP4_ARCH_QWEN2, 1, 0},
     {"qwen3", "qwen3", FP4_ARCH_QWEN3, 0, 1},
     {"qwen3_moe", "qwen3moe", FP4_ARCH_QWEN3_MOE, 0, 1},
-    {"mixtral", NULL, FP4_ARCH_MIXTRAL, 0, 0}, /* GGUF: "llama" with <arch>.expert_count (below) */
+    {"mixtral", NULL, FP4_ARCH_MIXTRAL, 0, 0},        /* GGUF: "llama" with <arch>.expert_count (below) */
+    {"gemma3_text", "gemma3", FP4_ARCH_GEMMA3, 0, 1}, /* "gemma3" (multimodal): its text_config */
     {"deepseek_v3", "deepseek2", FP4_ARCH_DEEPSEEK_V3, 0, 0}, /* arch_deepseek.c */
 };
 #define ARCH_MAX_EXPERTS 4096
@@ -77,6 +75,10 @@ static fp4_status arch_check(fp4_arch *a, fp4_error *err) {
     if (a->rope_scaling != FP4_ROPE_NONE && (!(a->rope_factor > 0.0) || !isfinite(a->rope_factor)))
         return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_factor",
                         "rope scaling factor = %g is not a positive number", a->rope_factor);
+    if (a->sliding_window < 0 || a->sliding_window > ARCH_MAX_CTX)
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "arch.sliding_window",
+                        "sliding_window = %lld is outside [0, %d]", (long long)a->sliding_window,
+                        ARCH_MAX_CTX);
     if (a->rope_scaling == FP4_ROPE_LLAMA3 && (!(a->rope_high_freq_factor > a->rope_low_freq_factor) ||
                                                !(a->rope_low_freq_factor > 0) || a->rope_orig_ctx <= 0))
         return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.rope_llama3",
@@ -218,6 +220,7 @@ static fp4_status hf_refusals(json_t *cfg, const struct family_row *f, int64_t c
                           shared_keys[i], txt);
         }
     }
+    if (f->family == FP4_ARCH_GEMMA3) return FP4_OK; /* its window, layer types, act: arch_gemma3.c */
     json_t *usw = json_object_get(cfg, "use_sliding_window"), *sw = json_object_get(cfg, "sliding_window");
     if (json_is_true(usw))
         return refuse(err, "arch.sliding_window",
@@ -391,6 +394,9 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
     }
     fp4_status st = FP4_OK;
     char txt[128];
+    json_t *gc = fp4_arch_gemma3_config(cfg, &st, err); /* Gemma 3: its text model, defaults filled */
+    if (st) goto done;
+    if (gc) json_decref(cfg), cfg = gc;
     json_t *mt = json_object_get(cfg, "model_type");
     const struct family_row *f = NULL;
     for (size_t i = 0; json_is_string(mt) && i < sizeof families / sizeof families[0]; i++)
@@ -400,7 +406,7 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
         st =
             refuse(err, "arch.model_type",
                    "config.json: %s = %s is not supported (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, "
-                   "deepseek_v3)",
+                   "gemma3, gemma3_text, deepseek_v3)",
                    "model_type", txt);
         goto done;
     }
@@ -451,6 +457,7 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
     }
     a->tied_head = json_is_true(tie);
     if ((st = hf_refusals(cfg, f, a->n_ctx_train, err)) || (st = hf_rope(cfg, a, err))) goto done;
+    if (f->family == FP4_ARCH_GEMMA3 && (st = fp4_arch_gemma3_hf(cfg, a, err))) goto done;
     if ((f->family == FP4_ARCH_QWEN3_MOE || f->family == FP4_ARCH_MIXTRAL) && a->n_layers >= 1 &&
         a->n_layers <= FP4_ARCH_MAX_LAYERS && (st = hf_moe(cfg, a, err)))
         goto done;
@@ -565,7 +572,7 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
         if (families[i].gguf_arch && !strcmp(name, families[i].gguf_arch)) f = &families[i];
     if (!f)
         return refuse(err, "arch.model_type",
-                      "GGUF: %s = %s is not supported (llama, qwen2, qwen3, qwen3moe, deepseek2)",
+                      "GGUF: %s = %s is not supported (llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2)",
                       "general.architecture", name);
     const int gg_moe = f->family == FP4_ARCH_QWEN3_MOE;
     fp4_arch *a = out;
@@ -621,7 +628,7 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
             if ((st = gg_need(g, name, "expert_feed_forward_length", &a->moe_ffn, 0, err))) return st;
         }
     }
-    if (sw > 0) {
+    if (sw > 0 && f->family != FP4_ARCH_GEMMA3) {
         snprintf(txt, sizeof txt, "%lld", (long long)sw);
         snprintf(key, sizeof key, "%s.attention.sliding_window", name);
         return refuse(err, "arch.sliding_window", "GGUF: %s = %s (sliding-window attention is not supported)",
@@ -669,5 +676,6 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
     a->bos = gg_u64(g, "tokenizer.ggml.bos_token_id", &u) == 1 && u < INT32_MAX ? (int32_t)u : -1;
     if (gg_u64(g, "tokenizer.ggml.eos_token_id", &u) == 1 && u < INT32_MAX) a->eos[a->n_eos++] = (int32_t)u;
     a->tied_head = fp4_gguf_find(g, "output.weight") == NULL;
+    if (f->family == FP4_ARCH_GEMMA3 && (st = fp4_arch_gemma3_gguf(g, a, err))) return st;
     return arch_check(a, err);
 }

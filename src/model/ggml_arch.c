@@ -40,12 +40,22 @@ static const struct { const char *hf, *gg; int perm; } layer_names[] = {
     {"mlp.gate_proj", "ffn_gate", PERM_NONE},
     {"mlp.up_proj", "ffn_up", PERM_NONE},
     {"mlp.down_proj", "ffn_down", PERM_NONE},
+    {"mlp.gate", "ffn_gate_inp", PERM_NONE}, /* a mixture of experts' router (experts: ggml_moe.c) */
+    {"block_sparse_moe.gate", "ffn_gate_inp", PERM_NONE},
+};
+
+/* Gemma 3's four norms (llama.cpp's gemma3 names): looked up before layer_names, whose
+ * post_attention_layernorm is another family's FFN norm */
+static const struct { const char *hf, *gg; int perm; } gemma_layer_names[] = {
+    {"post_attention_layernorm", "post_attention_norm", PERM_NONE},
+    {"pre_feedforward_layernorm", "ffn_norm", PERM_NONE},
+    {"post_feedforward_layernorm", "post_ffw_norm", PERM_NONE},
 };
 
 /* One name through the tables, HF -> llama.cpp (to_gg 1) or back (to_gg 0): a module stem + any
  * suffix (".weight", ".bias", ".scale", ".weight.scale2_div", ...) -> the other side's stem + the
- * same suffix. 1 when mapped; *perm: which permutation the stem takes. */
-static int convert_name(const char *in, char *out, size_t n, int *perm, int to_gg) {
+ * same suffix. 1 when mapped; *perm: which permutation the stem takes. gemma: Gemma 3's names. */
+static int convert_name(const char *in, char *out, size_t n, int *perm, int to_gg, int gemma) {
     *perm = PERM_NONE;
     for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
         const char *from = to_gg ? global_names[i].hf : global_names[i].gg;
@@ -62,6 +72,13 @@ static int convert_name(const char *in, char *out, size_t n, int *perm, int to_g
     while (*s >= '0' && *s <= '9' && digits < 7) layer = layer * 10 + (*s++ - '0'), digits++;
     if (!digits || *s != '.' || (digits > 1 && s[-digits] == '0')) return 0;
     s++;
+    for (size_t i = 0; gemma && i < sizeof gemma_layer_names / sizeof gemma_layer_names[0]; i++) {
+        const char *from = to_gg ? gemma_layer_names[i].hf : gemma_layer_names[i].gg;
+        const char *to = to_gg ? gemma_layer_names[i].gg : gemma_layer_names[i].hf;
+        size_t l = strlen(from);
+        if (!strncmp(s, from, l) && s[l] == '.')
+            return snprintf(out, n, "%s%ld.%s%s", out_pre, layer, to, s + l) < (int)n;
+    }
     for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
         const char *from = to_gg ? layer_names[i].hf : layer_names[i].gg;
         const char *to = to_gg ? layer_names[i].gg : layer_names[i].hf;
@@ -73,12 +90,12 @@ static int convert_name(const char *in, char *out, size_t n, int *perm, int to_g
     }
     return 0;
 }
-static int map_name(const char *in, char *out, size_t n, int *perm) {
-    return convert_name(in, out, n, perm, 1);
+static int map_name(const char *in, char *out, size_t n, int *perm, int gemma) {
+    return convert_name(in, out, n, perm, 1, gemma);
 }
 /* llama.cpp's stem + suffix -> the HF module stem + suffix (the inverse of map_name) */
-static int unmap_name(const char *in, char *out, size_t n, int *perm) {
-    return convert_name(in, out, n, perm, 0);
+static int unmap_name(const char *in, char *out, size_t n, int *perm, int gemma) {
+    return convert_name(in, out, n, perm, 0, gemma);
 }
 
 int64_t fp4_ggml_arch_src_row(const plan_entry *e, int64_t r) {
@@ -92,7 +109,8 @@ int64_t fp4_ggml_arch_src_row(const plan_entry *e, int64_t r) {
 void fp4_ggml_arch_widen(const plan_entry *e, const uint8_t *src, int64_t n, uint8_t *dst) {
     for (int64_t k = 0; k < n; k++) {
         const uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
-        fp4_wr_lef32(dst + 4 * k, e->widen_from == FP4_TYPE_BF16 ? fp4_bf16_to_f32(h) : fp4_f16_to_f32(h));
+        const float f = e->widen_from == FP4_TYPE_BF16 ? fp4_bf16_to_f32(h) : fp4_f16_to_f32(h);
+        fp4_wr_lef32(dst + 4 * k, e->norm_shift > 0 ? 1.0f + f : f); /* the f32 sum the runtime forms */
     }
 }
 
@@ -128,6 +146,7 @@ void fp4_ggml_arch_narrow(const plan_entry *e, const uint8_t *src, int64_t n, ui
     for (int64_t k = 0; k < n; k++) {
         float f;
         memcpy(&f, src + 4 * k, 4); /* little-endian host, as the loader assumes */
+        if (e->norm_shift < 0) f = f - 1.0f; /* exact (Sterbenz) for gains in [0.5, 2] */
         const uint16_t h = e->narrow_to == FP4_TYPE_BF16 ? fp4_f32_to_bf16(f) : fp4_f32_to_f16(f);
         dst[2 * k] = (uint8_t)h, dst[2 * k + 1] = (uint8_t)(h >> 8);
     }
@@ -159,6 +178,31 @@ static fp4_status kv_str(plan *p, const char *key, const char *s, fp4_error *err
     return FP4_OK;
 }
 
+/* Gemma 3's keys as llama.cpp's gemma3 loader reads them (src/models/gemma3.cpp): the window, the
+ * layer types as a period n (layer L local when L % n < n - 1: llama.cpp's rule, the HF one
+ * shifted), the local rope base, the final soft-cap. Layer types no period describes are refused. */
+static fp4_status gemma_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error *err) {
+    int64_t period = 0;
+    for (int64_t n = 1; n <= a->n_layers && !period; n++) {
+        int ok = 1;
+        for (int64_t L = 0; L < a->n_layers && ok; L++)
+            ok = fp4_arch_layer_local(a, L) == (L % n < n - 1);
+        if (ok) period = n;
+    }
+    if (!period)
+        return fp4_fail(
+            err, FP4_ERR_UNSUPPORTED, NULL, NULL, "ggml.layer_types",
+            "the layer types repeat with no period llama.cpp's %s.attention.sliding_window_pattern "
+            "can state",
+            ga);
+    fp4_status st = kv_u32(p, ga, "attention.sliding_window", a->sliding_window, err);
+    if (!st) st = kv_u32(p, ga, "attention.sliding_window_pattern", period, err);
+    if (!st) st = kv_f32(p, ga, "rope.freq_base_swa", (float)a->rope_local_theta, err);
+    if (!st && a->final_softcap > 0)
+        st = kv_f32(p, ga, "final_logit_softcapping", (float)a->final_softcap, err);
+    return st;
+}
+
 /* llama.cpp's hyperparameter keys (llama-arch.cpp LLM_KV_*) for one of the mapped families */
 static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error *err) {
     const struct { const char *key; int64_t v; } u[] = {
@@ -170,8 +214,13 @@ static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error
     };
     fp4_status st = kv_str(p, "general.architecture", ga, err);
     for (size_t i = 0; i < sizeof u / sizeof u[0] && !st; i++) st = kv_u32(p, ga, u[i].key, u[i].v, err);
+    if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_count", a->n_experts, err);
+    if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_used_count", a->n_experts_used, err);
+    if (!st && a->family == FP4_ARCH_QWEN3_MOE)
+        st = kv_u32(p, ga, "expert_feed_forward_length", a->moe_ffn, err);
     if (!st) st = kv_f32(p, ga, "attention.layer_norm_rms_epsilon", a->rms_eps, err);
     if (!st) st = kv_f32(p, ga, "rope.freq_base", (float)a->rope_theta, err);
+    if (!st && a->family == FP4_ARCH_GEMMA3) st = gemma_kvs(p, a, ga, err);
     if (!st && a->rope_scaling == FP4_ROPE_LINEAR) {
         char key[64];
         snprintf(key, sizeof key, "%s.rope.scaling.type", ga);
@@ -187,7 +236,7 @@ static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error
 }
 
 /* fp4lane.exact.<tensor>.<what> and fp4lane.scalar.<tensor> name tensors: renamed with them */
-static fp4_status rename_kvs(plan *p, fp4_error *err) {
+static fp4_status rename_kvs(plan *p, int gemma, fp4_error *err) {
     static const char *const pre[] = {"fp4lane.exact.", "fp4lane.scalar."};
     for (int64_t i = 0; i < p->n_kv; i++)
         for (int j = 0; j < 2; j++) {
@@ -195,7 +244,7 @@ static fp4_status rename_kvs(plan *p, fp4_error *err) {
             char mapped[FP4_MAX_NAME + 64];
             int perm;
             if (strncmp(p->kv[i].key, pre[j], l)) continue;
-            if (!map_name(p->kv[i].key + l, mapped, sizeof mapped, &perm))
+            if (!map_name(p->kv[i].key + l, mapped, sizeof mapped, &perm, gemma))
                 return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->kv[i].key + l, "ggml.name_map",
                                 "no llama.cpp name for this tensor");
             char key[sizeof p->kv[i].key];
@@ -210,8 +259,11 @@ static const char *gguf_arch_of(fp4_arch_family f) {
     switch (f) {
     case FP4_ARCH_LLAMA:
     case FP4_ARCH_MISTRAL: return "llama"; /* llama.cpp runs Mistral dense as "llama" */
+    case FP4_ARCH_MIXTRAL: return "llama"; /* and Mixtral as "llama" with experts */
     case FP4_ARCH_QWEN2: return "qwen2";
     case FP4_ARCH_QWEN3: return "qwen3";
+    case FP4_ARCH_GEMMA3: return "gemma3";
+    case FP4_ARCH_QWEN3_MOE: return "qwen3moe";
     default: return NULL;
     }
 }
@@ -225,14 +277,33 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     if (fp4_arch_from_hf_config(src->config_json, &a, &ae)) return FP4_OK; /* not a family we map */
     const char *ga = gguf_arch_of(a.family);
     if (!ga) return FP4_OK;
-    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
+    const int permute =
+        a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
+    const int gemma = a.family == FP4_ARCH_GEMMA3;
+    fp4_error me;
+    memset(&me, 0, sizeof me);
+    fp4_status ms = fp4_ggml_moe_stack(p, &a, &me);
+    if (ms == FP4_ERR_UNSUPPORTED) return FP4_OK; /* not llama.cpp's MoE: the names stay (ggml_moe.c) */
+    if (ms) return err ? (*err = me, ms) : ms;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
         plan_entry *e = &p->e[i];
         char mapped[sizeof e->name];
         int perm;
+        if (e->stack_n) { /* llama.cpp's 3-D experts, named by ggml_moe.c */
+            p->e[kept++] = *e;
+            continue;
+        }
         if (fp4_ends_with(e->name, "rotary_emb.inv_freq")) continue; /* llama.cpp computes it */
-        if (!map_name(e->name, mapped, sizeof mapped, &perm))
+        if (gemma && fp4_ends_with(e->name, "norm.weight")) { /* llama.cpp's gemma3 reads the gain */
+            if (e->part != PART_RAW || e->n_dims != 1 ||
+                (e->gguf_type != FP4_TYPE_BF16 && e->gguf_type != FP4_TYPE_F16))
+                return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, e->name, "ggml.norm_shift",
+                                "a Gemma 3 norm must be a BF16 or F16 vector to be written as llama.cpp's "
+                                "gain");
+            e->norm_shift = 1;
+        }
+        if (!map_name(e->name, mapped, sizeof mapped, &perm, gemma))
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, e->name, "ggml.name_map",
                             "no llama.cpp name for this tensor of a %s checkpoint",
                             fp4_arch_family_name(a.family));
@@ -269,7 +340,7 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
         e->ne[0] = a.head_dim / 2;
         e->nbytes = (uint64_t)(a.head_dim / 2) * 4;
     }
-    fp4_status st = rename_kvs(p, err);
+    fp4_status st = rename_kvs(p, gemma, err);
     return st ? st : arch_kvs(p, &a, ga, err);
 }
 
@@ -284,14 +355,16 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     fp4_arch a;
     fp4_error ae;
     if (fp4_arch_from_hf_config(src->config_json, &a, &ae) || !gguf_arch_of(a.family)) return FP4_OK;
-    const int permute = a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL;
+    const int permute =
+        a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
+    const int gemma = a.family == FP4_ARCH_GEMMA3;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
         plan_entry *e = &p->e[i];
         char hf[sizeof e->name], key[sizeof e->name + 32];
         int perm;
         if (!strcmp(e->name, "rope_freqs.weight")) continue; /* made from config.json */
-        if (!unmap_name(e->name, hf, sizeof hf, &perm))
+        if (!unmap_name(e->name, hf, sizeof hf, &perm, gemma))
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, e->name, "ggml.name_map",
                             "no Hugging Face name for this llama.cpp tensor");
         snprintf(key, sizeof key, "fp4lane.widened.%s", e->name);
@@ -302,6 +375,8 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
             e->narrow_to = len == 4 && !memcmp(s, "bf16", 4) ? FP4_TYPE_BF16 : FP4_TYPE_F16;
             e->st_dtype = e->narrow_to == FP4_TYPE_BF16 ? FP4_ST_BF16 : FP4_ST_F16;
             e->nbytes /= 2;
+            /* Gemma 3: the gain back to HF's w (exact unless 1 + w was rounded: |w| < 2^-16) */
+            if (gemma && fp4_ends_with(e->name, "norm.weight")) e->norm_shift = -1;
         }
         if (permute && perm != PERM_NONE && e->n_dims == 2 && e->part != PART_SCALAR) {
             const int64_t heads = perm == PERM_Q ? a.n_heads : a.n_kv_heads;
@@ -320,7 +395,7 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
         char hf[FP4_MAX_NAME + 64];
         int perm;
         if (strncmp(p->kv[i].key, pre, sizeof pre - 1)) continue;
-        if (!unmap_name(p->kv[i].key + sizeof pre - 1, hf, sizeof hf, &perm) ||
+        if (!unmap_name(p->kv[i].key + sizeof pre - 1, hf, sizeof hf, &perm, gemma) ||
             snprintf(p->kv[i].key, sizeof p->kv[i].key, "%s%s", pre, hf) >= (int)sizeof p->kv[i].key)
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->kv[i].key, "ggml.name_map",
                             "no Hugging Face name for this key");
@@ -365,7 +440,8 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
                         "llama.cpp's \"%s\")", (int)(len < 64 ? len : 64), s ? s : "?",
                         fp4_arch_family_name(a->family), ga ? ga : "none");
     /* what arch_kvs writes from the config; zero: a key whose 0 means "off" (refused otherwise) */
-    const struct { const char *key, *hf; int is_float, zero; double want; } k[] = {
+    const struct { const char *key, *hf; int is_float, zero; double want;
+    } k[] = {
         {"context_length", "max_position_embeddings", 0, 0, (double)a->n_ctx_train},
         {"embedding_length", "hidden_size", 0, 0, (double)a->hidden},
         {"block_count", "num_hidden_layers", 0, 0, (double)a->n_layers},
@@ -376,8 +452,11 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
         {"attention.value_length", "head_dim", 0, 0, (double)a->head_dim},
         {"rope.dimension_count", "head_dim", 0, 0, (double)a->head_dim},
         {"vocab_size", "vocab_size", 0, 0, (double)a->vocab},
-        {"expert_count", "num_experts", 0, 1, 0.0},
-        {"attention.sliding_window", "sliding_window", 0, 1, 0.0},
+        {"expert_count", "num_experts", 0, 1, (double)a->n_experts},
+        {"expert_used_count", "num_experts_per_tok", 0, 1, (double)a->n_experts_used},
+        {"expert_feed_forward_length", "moe_intermediate_size", 0, 1,
+         (double)(a->n_experts ? a->moe_ffn : 0)},
+        {"attention.sliding_window", "sliding_window", 0, 1, (double)a->sliding_window},
         {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 0, (double)a->rms_eps},
         {"rope.freq_base", "rope_theta", 1, 0, a->rope_theta},
         {"rope.scaling.factor", "rope_scaling.factor (1 without linear scaling)", 1, 0,

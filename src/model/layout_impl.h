@@ -21,6 +21,10 @@ typedef struct plan_entry {
     int32_t perm_heads;   /* > 0: rows into llama.cpp's q/k order over this many heads; < 0: back */
     int32_t widen_from;   /* F16/BF16: written as F32 (llama.cpp's 1-D tensors; ggml_arch.c) */
     int32_t narrow_to;    /* F16/BF16: an F32 source written back narrowed (exactly; ggml_arch.c) */
+    int32_t norm_shift;   /* Gemma 3 norms: +1 added while widening (llama.cpp stores the gain 1 + w),
+                             -1 taken off while narrowing back (ggml_arch.c) */
+    int64_t stack_n;      /* > 0: PART_RAW of stack_n sources in order (llama.cpp's 3-D experts) */
+    int64_t *stack;       /* their logical indexes (owned by the plan; ggml_moe.c) */
 } plan_entry;
 
 typedef struct plan_kv {
@@ -61,6 +65,10 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err);
  * present is valid and agrees with a (rules arch.gguf_value, arch.gguf_agree), naming the key */
 struct fp4_arch;
 fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const struct fp4_arch *a, fp4_error *err);
+/* gguf-ggml of a mixture of experts: per-expert matrices stacked into llama.cpp's 3-D
+ * blk.L.ffn_{gate,up,down}_exps (ggml_moe.c); names them, so the caller skips stacked entries.
+ * FP4_ERR_UNSUPPORTED (plan untouched): llama.cpp could not run it; the caller keeps the names */
+fp4_status fp4_ggml_moe_stack(plan *p, const struct fp4_arch *a, fp4_error *err);
 /* PART_GEN: the bytes of a tensor made here (llama.cpp's rope_freqs.weight), nbytes of them */
 fp4_status fp4_ggml_arch_gen(const fp4_wsrc *src, const plan_entry *e, uint8_t *dst, fp4_error *err);
 /* config.json / hf_quant_config.json for an HF target (written into dir) */

@@ -51,12 +51,36 @@ static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, f
     return FP4_OK;
 }
 
+static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err);
+
+/* llama.cpp's 3-D experts: each member's bytes in expert order (ggml_moe.c) */
+static fp4_status emit_stack(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
+    fp4_status st = FP4_OK;
+    for (int64_t k = 0; k < pe->stack_n && !st; k++) {
+        plan_entry m = *pe;
+        m.stack_n = 0, m.src = pe->stack[k], m.n_dims = 2, m.ne[2] = 1,
+        m.nbytes = pe->nbytes / (uint64_t)pe->stack_n;
+        st = emit_entry(e, i, &m, err);
+    }
+    return st;
+}
+
 static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
     fp4_status st0 = interrupted(e->opts, pe->name, err);
     if (st0) return st0;
+    if (pe->stack_n) return emit_stack(e, i, pe, err);
     const fp4_tensor *t = pe->part == PART_GEN ? NULL : e->src->tensor(e->src->ctx, pe->src);
     if (pe->part == PART_RAW) {
         const uint8_t *d = t->data;
+        if (!d && e->src->get_plain_part && !pe->widen_from && !pe->narrow_to && !pe->perm_heads) {
+            fp4_status st = FP4_OK; /* made on demand: in pieces, never the whole tensor at once */
+            for (uint64_t off = 0; off < pe->nbytes && !st; off += CHUNK) {
+                const size_t k = pe->nbytes - off < CHUNK ? (size_t)(pe->nbytes - off) : CHUNK;
+                st = e->src->get_plain_part(e->src->ctx, pe->src, off, k, &d, err);
+                if (!st) st = put(e, i, d, k, err);
+            }
+            return st;
+        }
         if (!d) {
             fp4_status st = e->src->get_plain(e->src->ctx, pe->src, &d, err);
             if (st) return st;
@@ -317,6 +341,7 @@ static fp4_status write_hf(const fp4_wsrc *src, const plan *p, const char *out, 
     /* tokenizer files, generation_config.json, the chat template: transformers and vLLM load the
      * output on its own (the input's weight files and index are never copied) */
     if (!st && src->src_ck) st = fp4_out_copy_companions(src->src_ck->path, dir, err);
+    else if (!st && src->companions) st = src->companions(src->companions_ctx, dir, err);
     if (!st) st = interrupted(opts, NULL, err);
     free(cfg);
     free(stash);
@@ -383,8 +408,21 @@ fp4_status fp4_model_write(const fp4_model *m, const char *out, const fp4_write_
         if (!fp4_gguf_get_str(c->gguf, fp4_gguf_key_index(c->gguf, "fp4lane.hf.quant_config"), &s, &len))
             qcfg = strndup(s, (size_t)len);
     }
-    fp4_wsrc src = {m->n, m_tensor, m_nvfp4, m_scalars, NULL, (void *)m, m->wp, m->ap,
-                    c->is_gguf ? cfg : c->config_json, c->is_gguf ? qcfg : c->quant_config_json, c, 0};
+    fp4_wsrc src = {m->n,
+                    m_tensor,
+                    m_nvfp4,
+                    m_scalars,
+                    NULL,
+                    (void *)m,
+                    m->wp,
+                    m->ap,
+                    c->is_gguf ? cfg : c->config_json,
+                    c->is_gguf ? qcfg : c->quant_config_json,
+                    c,
+                    0,
+                    NULL,
+                    NULL,
+                    NULL};
     fp4_status st = fp4_write_layout(&src, out, opts, err);
     free(cfg);
     free(qcfg);

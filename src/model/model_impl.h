@@ -101,7 +101,35 @@ typedef struct fp4_wsrc {
     const char *config_json, *quant_config_json;        /* source JSON, may be NULL */
     const fp4_ckpt *src_ck;                              /* for KV / metadata carry-over, may be NULL */
     int quantized_by_us;                                 /* 1: quantize (ModelOpt-style configs) */
+    /* optional, for a source that makes its tensors on demand (fp4lane synth --to nvfp4): bytes
+     * [off, off + n) of a plain entry whose data is NULL, valid until the next call, so that a large
+     * plain tensor (an embedding) is written in pieces; and the files an HF output carries besides
+     * the weights (tokenizer), written into dir, where src_ck is NULL */
+    fp4_status (*get_plain_part)(void *ctx, int64_t i, uint64_t off, size_t n, const uint8_t **data,
+                                 fp4_error *err);
+    fp4_status (*companions)(void *companions_ctx, const char *dir, fp4_error *err);
+    void *companions_ctx;
 } fp4_wsrc;
+
+/* A quantize source whose tensors are made on demand instead of read from a file (synth --to
+ * nvfp4 streams a model that never exists unquantized): t[i].data is NULL and read_rows fills rows
+ * [r0, r0 + n_rows) of t[i] (ne[1] rows of ne[0] values; a 1-D tensor is one row) as
+ * little-endian bytes of its type. by_name: the indexes of t sorted by strcmp of the names. */
+typedef struct fp4_qsource {
+    const char *path; /* named in errors */
+    int64_t n;
+    const fp4_raw *t;
+    const int64_t *by_name;
+    fp4_status (*read_rows)(void *ctx, int64_t i, int64_t r0, int64_t n_rows, uint8_t *dst, fp4_error *err);
+    void *ctx;
+    const char *config_json;
+    fp4_status (*companions)(void *ctx, const char *dir, fp4_error *err); /* see fp4_wsrc */
+} fp4_qsource;
+
+/* fp4_quantize_checkpoint from such a source: the same bytes as quantizing the file the source
+ * would have been (NVFP4 only). Progress: "amax" over the source bytes, then the writer's. */
+fp4_status fp4_quantize_source(const fp4_qsource *s, const char *out, const fp4_quantize_opts *o,
+                               fp4_error *err);
 
 fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_write_opts *opts, fp4_error *err);
 

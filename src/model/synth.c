@@ -1,13 +1,16 @@
 /* synth.c — fp4_synth_checkpoint: a random-weight bf16 Hugging Face checkpoint of a real model's
  * shape (fp4lane_synth.h states the statistics). Tensors are streamed through the library's HF
  * writer in row chunks, so memory stays O(one chunk); rows are generated in parallel, each from
- * its own seeded stream, so the bytes do not depend on the thread count.
+ * its own seeded stream, so the bytes do not depend on the thread count. With to_nvfp4 the rows
+ * are made on demand for quantize.c (fp4_quantize_source) instead, so a model whose bf16 form would
+ * not fit on the disk is written as NVFP4 directly.
  *
  * The RNG is splitmix64, kept local here: main has no shared copy yet (tools/cmd_demo.c and
  * tests/check.h hold their own). */
 #include "fp4_impl.h"
 #include "fp4lane_synth.h"
 #include "io/outfile.h"
+#include "model/model_impl.h"
 #include "model/synth_impl.h"
 #include <dirent.h>
 #include <jansson.h>
@@ -37,12 +40,41 @@ static const synth_shape shapes[] = {
     {"tiny-moe", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 8, 2, 256, NULL},
     {"qwen3-30b-a3b", "qwen3-moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643,
      151645, 128, 8, 768, NULL},
+    /* Gemma 3: a tiny one (both layer types, a window of 8 that a test's 64 positions cross) and
+     * google/gemma-3-27b's published text config (transformers' Gemma3TextConfig defaults for the
+     * keys it leaves out: vocab 262208, rope_theta 1e6, rope_local_base_freq 1e4) */
+    {"tiny-gemma3", "gemma3", 256, 6, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0, 0, NULL},
+    {"gemma3-27b", "gemma3", 5376, 62, 32, 16, 128, 21504, 262208, 131072, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0,
+     0, NULL},
+    /* llama.cpp's quantizer treats exactly 8 experts specially (Mixtral 8x7B: Q5_K / Q8_0 attention,
+     * types fp4lane has no route for); these take its common path, as Qwen3-MoE's 128 do: a tiny one
+     * for tests and a small one for CPU benchmarks */
+    {"tiny-moe16", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 16, 4, 256,
+     NULL},
+    {"small-moe", "qwen3-moe", 1024, 8, 16, 4, 64, 3072, 32000, 4096, 1000000.0, 1e-6, 0, 0, 1, 2, 32, 4,
+     512, NULL},
     /* DeepSeek-V3 (synth_deepseek.c): a tiny one for tests and deepseek-ai/DeepSeek-V3's config */
     {"tiny-deepseek", "deepseek-v3", 256, 3, 4, 4, 12, 512, 512, 1024, 10000.0, 1e-6, 0, 0, 1, 2, 8, 3, 256,
      &fp4_synth_ds_tiny},
     {"deepseek-v3", "deepseek-v3", 7168, 61, 128, 128, 192, 18432, 129280, 163840, 10000.0, 1e-6, 0, 0, 0, 1,
      256, 8, 2048, &fp4_synth_ds_v3},
 };
+/* Gemma 3's own keys per shape: the window, a global layer every `pattern`, query_pre_attn_scalar,
+ * the local rope base and the global layers' linear rope factor (0: none). The tiny one's scalar
+ * is its head_dim, as llama.cpp assumes for any Gemma 3 but the 62-layer one. */
+static const struct gemma_keys {
+    const char *shape;
+    int64_t window, pattern;
+    double qpas, rope_local, rope_linear;
+} gemma_keys[] = {
+    {"tiny-gemma3", 8, 3, 64.0, 10000.0, 8.0},
+    {"gemma3-27b", 1024, 6, 168.0, 10000.0, 8.0},
+};
+static const struct gemma_keys *gemma_of(const synth_shape *s) {
+    for (size_t i = 0; i < sizeof gemma_keys / sizeof gemma_keys[0]; i++)
+        if (!strcmp(gemma_keys[i].shape, s->name)) return &gemma_keys[i];
+    return NULL;
+}
 enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
 
 
@@ -51,7 +83,8 @@ static const synth_arch archs[] = {
     {"qwen3", "Qwen3ForCausalLM", "qwen3", 1, 0, 0},
     {"qwen3-moe", "Qwen3MoeForCausalLM", "qwen3_moe", 1, 0, 1},
     {"mixtral", "MixtralForCausalLM", "mixtral", 0, 0, 2},
-    {"deepseek-v3", "DeepseekV3ForCausalLM", "deepseek_v3", 0, 0, 3},
+    {"gemma3", "Gemma3ForCausalLM", "gemma3_text", 1, 0, 3},
+    {"deepseek-v3", "DeepseekV3ForCausalLM", "deepseek_v3", 0, 0, 4},
 };
 enum { N_ARCHS = (int)(sizeof archs / sizeof archs[0]) };
 
@@ -62,7 +95,7 @@ typedef struct layer_tpl {
     const char *fmt;
     synth_kind kind;
     synth_dim rows, cols; /* rows D_ONE: a 1-D tensor of cols values */
-    int qk_norm_only;
+    int only;             /* 1: qk_norm architectures, 2: Gemma 3 */
 } layer_tpl;
 
 /* module registration order of the HF decoder layer */
@@ -78,6 +111,8 @@ static const layer_tpl layer_tpls[] = {
     {"model.layers.%d.mlp.down_proj.weight", K_PROJ, D_HIDDEN, D_INTER, 0},
     {"model.layers.%d.input_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 0},
     {"model.layers.%d.post_attention_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 0},
+    {"model.layers.%d.pre_feedforward_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 2},
+    {"model.layers.%d.post_feedforward_layernorm.weight", K_NORM, D_ONE, D_HIDDEN, 2},
 };
 enum { N_LAYER_TPLS = (int)(sizeof layer_tpls / sizeof layer_tpls[0]) };
 
@@ -151,13 +186,20 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
                                   [D_HEAD] = s->head_dim,
                                   [D_INTER] = s->inter,
                                   [D_VOCAB] = s->vocab};
-    if (!s->experts != !p->ar->moe)
+    if (!gemma_of(s) != !(p->ar->moe == 3))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
+                        "architecture '%s' and shape '%s' are not both Gemma 3", p->ar->name, s->name);
+    if (!s->ds != !(p->ar->moe == 4))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
+                        "architecture '%s' and shape '%s' are not both DeepSeek-V3", p->ar->name, s->name);
+    if (!s->experts != !(p->ar->moe == 1 || p->ar->moe == 2 || p->ar->moe == 4))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
                         "architecture '%s' %s experts and shape '%s' %s", p->ar->name,
-                        p->ar->moe ? "has" : "has no", s->name, s->experts ? "has them" : "has none");
+                        p->ar->moe == 1 || p->ar->moe == 2 || p->ar->moe == 4 ? "has" : "has no", s->name,
+                        s->experts ? "has them" : "has none");
     p->t = calloc((size_t)((s->layers + 1) * (N_LAYER_TPLS + 16 + 3 * s->experts) + 8), sizeof *p->t);
     if (!p->t) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
-    if (p->ar->moe == 3) return fp4_synth_ds_plan(p, err);
+    if (p->ar->moe == 4) return fp4_synth_ds_plan(p, err);
     fp4_synth_add(p, "model.embed_tokens.weight", K_MATRIX, s->vocab, s->hidden);
     char name[96];
     const char *const moe_mid = p->ar->moe == 2 ? "block_sparse_moe" : "mlp";
@@ -167,7 +209,7 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
     for (int l = 0; l < s->layers; l++)
         for (int k = 0; k < N_LAYER_TPLS; k++) {
             const layer_tpl *lt = &layer_tpls[k];
-            if (lt->qk_norm_only && !p->ar->qk_norm) continue;
+            if ((lt->only == 1 && !p->ar->qk_norm) || (lt->only == 2 && !(p->ar->moe == 3))) continue;
             if (s->experts && strstr(lt->fmt, ".mlp.")) {
                 if (strstr(lt->fmt, "gate_proj")) { /* the router, then the experts, in its place */
                     snprintf(name, sizeof name, "model.layers.%d.%s.gate.weight", l, moe_mid);
@@ -201,10 +243,79 @@ fp4_status fp4_synth_data_bytes(const fp4_synth_opts *opts, uint64_t *bytes, fp4
 }
 
 /* ---- config.json ---- */
-static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
+/* Gemma3ForCausalLM's config as transformers 4.5x writes it: layer_types and the window, the
+ * local rope base, query_pre_attn_scalar, the global layers' linear rope scaling */
+static fp4_status gemma_config_text(const synth_plan *p, char *buf, size_t size, fp4_error *err) {
     const synth_shape *s = p->sh;
-    if (p->ar->moe == 3) return fp4_synth_ds_config(dir, p, err);
-    char rope[256] = "null", extra[512], buf[2560], path[PATH_MAX];
+    const struct gemma_keys *g = gemma_of(s);
+    json_t *lt = json_array();
+    for (int64_t l = 0; l < s->layers; l++)
+        json_array_append_new(lt, json_string((l + 1) % g->pattern ? "sliding_attention" : "full_attention"));
+    json_t *rope = g->rope_linear > 0
+                       ? json_pack("{s:f,s:s}", "factor", g->rope_linear, "rope_type", "linear")
+                       : json_null();
+    json_t *c = json_object();
+    json_object_set_new(c, "architectures", json_pack("[s]", p->ar->hf_class));
+    json_object_set_new(c, "attention_bias", json_false());
+    json_object_set_new(c, "attention_dropout", json_real(0.0));
+    json_object_set_new(c, "attn_logit_softcapping", json_null());
+    json_object_set_new(c, "final_logit_softcapping", json_null());
+    json_object_set_new(c, "hidden_activation", json_string("gelu_pytorch_tanh"));
+    json_object_set_new(c, "initializer_range", json_real(0.02));
+    json_object_set_new(c, "layer_types", lt);
+    json_object_set_new(c, "model_type", json_string("gemma3_text"));
+    json_object_set_new(c, "rope_scaling", rope);
+    json_object_set_new(c, "tie_word_embeddings", json_boolean(s->tie));
+    json_object_set_new(c, "torch_dtype", json_string("bfloat16"));
+    json_object_set_new(c, "use_cache", json_true());
+    const struct {
+        const char *k;
+        int64_t v;
+    } ints[] = {
+        {"bos_token_id", s->bos},
+        {"eos_token_id", s->eos},
+        {"head_dim", s->head_dim},
+        {"hidden_size", s->hidden},
+        {"intermediate_size", s->inter},
+        {"max_position_embeddings", s->max_pos},
+        {"num_attention_heads", s->heads},
+        {"num_hidden_layers", s->layers},
+        {"num_key_value_heads", s->kv_heads},
+        {"pad_token_id", 0},
+        {"sliding_window", g->window},
+        {"vocab_size", s->vocab},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        json_object_set_new(c, ints[i].k, json_integer((json_int_t)ints[i].v));
+    const struct {
+        const char *k;
+        double v;
+    } reals[] = {
+        {"query_pre_attn_scalar", g->qpas},
+        {"rms_norm_eps", s->rms_eps},
+        {"rope_local_base_freq", g->rope_local},
+        {"rope_theta", s->rope_theta},
+    };
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++)
+        json_object_set_new(c, reals[i].k, json_real(reals[i].v));
+    char *text = c ? json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    json_decref(c);
+    if (!text) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    const size_t n = strlen(text);
+    if (n >= size) {
+        free(text);
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "synth.config", "config too long");
+    }
+    memcpy(buf, text, n + 1);
+    free(text);
+    return FP4_OK;
+}
+
+static fp4_status config_text(const synth_plan *p, char *buf, size_t size, fp4_error *err) {
+    if (p->ar->moe == 3) return gemma_config_text(p, buf, size, err);
+    if (p->ar->moe == 4) return fp4_synth_ds_config_text(p, buf, size, err);
+    const synth_shape *s = p->sh;
+    char rope[256] = "null", extra[512];
     if (p->ar->moe == 1)
         snprintf(extra, sizeof extra,
                  "\"decoder_sparse_step\":1,\"max_window_layers\":%lld,\"mlp_only_layers\":[],"
@@ -225,7 +336,7 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
         snprintf(rope, sizeof rope, "{\"factor\":8.0,\"high_freq_factor\":4.0,\"low_freq_factor\":1.0,"
                                     "\"original_max_position_embeddings\":8192,\"rope_type\":\"llama3\"}");
     int n = snprintf(
-        buf, sizeof buf,
+        buf, size,
         "{\"architectures\":[\"%s\"],\"attention_bias\":false,\"attention_dropout\":0.0,\"bos_token_id\":%"
         "lld,"
         "\"eos_token_id\":%lld,\"head_dim\":%lld,\"hidden_act\":\"silu\",\"hidden_size\":%lld,"
@@ -237,9 +348,16 @@ static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *
         (long long)(p->ar->moe == 2 ? s->moe_inter : s->inter), (long long)s->max_pos, extra,
         p->ar->model_type, (long long)s->heads, (long long)s->layers, (long long)s->kv_heads, s->rms_eps,
         rope, s->rope_theta, s->tie ? "true" : "false", (long long)s->vocab);
-    if (n < 0 || n >= (int)sizeof buf)
-        return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.config", "config too long");
-    n = snprintf(path, sizeof path, "%s/config.json", dir);
+    if (n < 0 || n >= (int)size)
+        return fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "synth.config", "config too long");
+    return FP4_OK;
+}
+
+static fp4_status write_config(const char *dir, const synth_plan *p, fp4_error *err) {
+    char buf[8192], path[PATH_MAX];
+    fp4_status st = config_text(p, buf, sizeof buf, err);
+    if (st) return st;
+    int n = snprintf(path, sizeof path, "%s/config.json", dir);
     if (n < 0 || n >= (int)sizeof path)
         return fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
     return fp4_hfdir_write_json(path, buf, 2, 1, err);
@@ -327,6 +445,7 @@ typedef struct gen_ctx {
     int64_t row0;
     const float *colscale; /* K_PROJ: 1, or the outlier factor of the column */
     uint8_t *out;          /* rows x cols bf16, little-endian */
+    double norm_center;    /* a norm's values around it: 1, or 0 for Gemma's stored gain - 1 */
 } gen_ctx;
 
 static void gen_rows(void *vctx, int64_t r0, int64_t r1) {
@@ -337,8 +456,10 @@ static void gen_rows(void *vctx, int64_t r0, int64_t r1) {
         uint8_t *o = c->out + (size_t)r * (size_t)cols * 2u;
         for (int64_t k = 0; k < cols; k++) {
             double x = t8_unit(&s), v;
-            if (c->t->kind == K_NORM) v = 1.0 + FP4_SYNTH_NORM_STD * x;
-            else if (c->t->kind == K_BIAS) v = FP4_SYNTH_NORM_STD * x;
+            if (c->t->kind == K_NORM)
+                v = c->norm_center + FP4_SYNTH_NORM_STD * x;
+            else if (c->t->kind == K_BIAS)
+                v = FP4_SYNTH_NORM_STD * x;
             else v = FP4_SYNTH_STD * x * (c->colscale ? c->colscale[k] : 1.0f);
             fp4_wr_le16(o + 2 * k, fp4_f32_to_bf16((float)v));
         }
@@ -387,7 +508,8 @@ static fp4_status write_tensors(const char *dir, const synth_plan *p, const fp4_
         if (t->kind == K_PROJ) outlier_columns(o->seed, i, t->cols, colscale);
         for (int64_t r = 0; r < rows && !st; r += per) {
             const int64_t n = rows - r < per ? rows - r : per;
-            gen_ctx c = {t, i, o->seed, r, t->kind == K_PROJ ? colscale : NULL, buf};
+            gen_ctx c = {
+                t, i, o->seed, r, t->kind == K_PROJ ? colscale : NULL, buf, p->ar->moe == 3 ? 0.0 : 1.0};
             st = fp4_parallel_rows(n, threads, gen_rows, &c);
             if (!st) st = fp4_hfdir_writer_write(w, buf, (size_t)n * (size_t)t->cols * 2u, err);
             done += (uint64_t)n * (uint64_t)t->cols * 2u;
@@ -422,6 +544,78 @@ static void parent_of(const char *path, char *out, size_t n) {
     else *sl = 0;
 }
 
+/* ---- NVFP4 straight from the generator (fp4_quantize_source) ---- */
+typedef struct made_src {
+    const synth_plan *p;
+    const fp4_synth_opts *o;
+    int threads;
+    float *colscale;
+} made_src;
+
+static fp4_status made_rows(void *ctx, int64_t i, int64_t r0, int64_t n_rows, uint8_t *dst, fp4_error *err) {
+    made_src *m = ctx;
+    const synth_tensor *t = &m->p->t[i];
+    if (t->kind == K_PROJ) outlier_columns(m->o->seed, (int)i, t->cols, m->colscale); /* per call: cheap */
+    const float *cs = t->kind == K_PROJ ? m->colscale : NULL;
+    /* synth_tensor's values */
+    gen_ctx c = {t, (int)i, m->o->seed, r0, cs, dst, m->p->ar->moe == 3 ? 0.0 : 1.0};
+    fp4_status st = fp4_parallel_rows(n_rows, m->threads, gen_rows, &c);
+    if (st) return fp4_fail(err, st, NULL, t->name, "synth.threads", "cannot run the generator's threads");
+    return FP4_OK;
+}
+
+static fp4_status made_companions(void *ctx, const char *dir, fp4_error *err) {
+    return write_tokenizer(dir, ((made_src *)ctx)->p->sh, err);
+}
+
+static int by_name(const void *a, const void *b, void *base) {
+    const synth_tensor *t = base;
+    return strcmp(t[*(const int64_t *)a].name, t[*(const int64_t *)b].name);
+}
+
+static fp4_status synth_nvfp4(const char *out, const synth_plan *p, const fp4_synth_opts *o, fp4_error *err) {
+    char cfg[8192];
+    fp4_status st = config_text(p, cfg, sizeof cfg, err);
+    if (st) return st;
+    fp4_raw *t = calloc((size_t)p->n, sizeof *t);
+    int64_t *order = calloc((size_t)p->n, sizeof *order);
+    int64_t max_cols = 1;
+    for (int i = 0; i < p->n; i++) max_cols = p->t[i].cols > max_cols ? p->t[i].cols : max_cols;
+    made_src m = {p, o, o->n_threads > 0 ? o->n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN),
+                  malloc((size_t)max_cols * sizeof(float))};
+    if (!t || !order || !m.colscale) st = fp4_fail(err, FP4_ERR_NOMEM, out, NULL, "alloc", "out of memory");
+    for (int i = 0; i < p->n && !st; i++) {
+        const synth_tensor *s = &p->t[i];
+        t[i] = (fp4_raw){.name = s->name, .type = FP4_TYPE_BF16, .st_dtype = FP4_ST_BF16,
+                         .n_dims = s->rows ? 2 : 1, .ne = {s->cols, s->rows ? s->rows : 1, 1, 1},
+                         .n_elements = (s->rows ? s->rows : 1) * s->cols,
+                         .nbytes = (uint64_t)(s->rows ? s->rows : 1) * (uint64_t)s->cols * 2u};
+        order[i] = i;
+    }
+    if (!st) { /* the order the checkpoint reader gives quantize (checkpoint.c: strcmp) */
+        qsort_r(order, (size_t)p->n, sizeof *order, by_name, p->t);
+        fp4_qsource qs = {out, p->n, t, order, made_rows, &m, cfg, made_companions};
+        fp4_quantize_opts qo = {.layout = FP4_LAYOUT_MODELOPT, .max_shard_bytes = o->max_shard_bytes,
+                                .progress = o->progress, .progress_ctx = o->progress_ctx};
+        st = fp4_quantize_source(&qs, out, &qo, err);
+    }
+    free(t);
+    free(order);
+    free(m.colscale);
+    return st;
+}
+
+/* bytes the output will hold: bf16, or NVFP4 (payload + one scale byte per 16) for projections */
+static uint64_t out_bytes(const synth_plan *p, int nvfp4) {
+    if (!nvfp4) return p->bytes;
+    uint64_t b = 0;
+    for (int i = 0; i < p->n; i++) {
+        const uint64_t n = (uint64_t)(p->t[i].rows ? p->t[i].rows : 1) * (uint64_t)p->t[i].cols;
+        b += p->t[i].kind == K_PROJ ? n / 2 + n / 16 + 8 : 2 * n;
+    }
+    return b;
+}
+
 fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4_error *err) {
     fp4_error_clear(err);
     if (!out || !*out) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arg", "no output path");
@@ -445,10 +639,15 @@ fp4_status fp4_synth_checkpoint(const char *out, const fp4_synth_opts *opts, fp4
     }
     parent_of(outp, parent, sizeof parent);
     struct statvfs vf;
-    if (statvfs(parent, &vf) == 0 && (uint64_t)vf.f_bavail * vf.f_frsize < p.bytes + (1u << 20)) {
+    const uint64_t need = out_bytes(&p, opts->to_nvfp4);
+    if (statvfs(parent, &vf) == 0 && (uint64_t)vf.f_bavail * vf.f_frsize < need + (1u << 20)) {
         fp4_fail(err, FP4_ERR_IO, outp, NULL, "synth.space", "needs %.2f GB, %.2f GB free on the file system",
-                 p.bytes / 1e9, (double)vf.f_bavail * vf.f_frsize / 1e9);
+                 need / 1e9, (double)vf.f_bavail * vf.f_frsize / 1e9);
         return free(p.t), FP4_ERR_IO;
+    }
+    if (opts->to_nvfp4) {
+        st = synth_nvfp4(outp, &p, opts, err);
+        return free(p.t), st;
     }
     /* every file is written under a temporary name, fsynced and renamed, inside a directory built
      * beside the target; that directory is then renamed into place (fp4_outdir_*) */

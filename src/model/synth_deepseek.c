@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
+#include <string.h>
 
 /* tiny-deepseek (hidden and expert widths 256: NVFP4 A16 exact routes): one dense layer, two MoE layers of 8
  * experts in 4 groups (2 chosen, 3 experts per token), one shared expert, q_lora on, one MTP layer; yarn with
@@ -85,7 +86,7 @@ fp4_status fp4_synth_ds_plan(synth_plan *p, fp4_error *err) {
     return FP4_OK;
 }
 
-fp4_status fp4_synth_ds_config(const char *dir, const synth_plan *p, fp4_error *err) {
+fp4_status fp4_synth_ds_config_text(const synth_plan *p, char *buf, size_t size, fp4_error *err) {
     const synth_shape *s = p->sh;
     const synth_ds *d = s->ds;
     json_t *c = json_object(), *rs = json_object();
@@ -139,12 +140,13 @@ fp4_status fp4_synth_ds_config(const char *dir, const synth_plan *p, fp4_error *
     json_object_set_new(rs, "mscale", json_real(d->mscale));
     json_object_set_new(rs, "mscale_all_dim", json_real(d->mscale_all_dim));
     json_object_set_new(c, "rope_scaling", rs);
-    char *text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS), path[PATH_MAX];
+    char *text = json_dumps(c, JSON_COMPACT | JSON_SORT_KEYS);
     json_decref(c);
-    if (!text) return fp4_fail(err, FP4_ERR_NOMEM, dir, NULL, "alloc", "out of memory");
-    fp4_status st = snprintf(path, sizeof path, "%s/config.json", dir) < (int)sizeof path
-                        ? fp4_hfdir_write_json(path, text, 2, 1, err)
-                        : fp4_fail(err, FP4_ERR_LIMIT, dir, NULL, "synth.path", "path too long");
+    if (!text) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    const size_t n = strlen(text);
+    fp4_status st =
+        n < size ? FP4_OK : fp4_fail(err, FP4_ERR_LIMIT, NULL, NULL, "synth.config", "config too long");
+    if (!st) memcpy(buf, text, n + 1);
     free(text);
     return st;
 }

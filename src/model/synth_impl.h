@@ -3,6 +3,7 @@
 #define FP4_SYNTH_IMPL_H
 
 #include "fp4_impl.h"
+#include <stddef.h>
 
 /* DeepSeek-V3's widths beyond a shape's common ones (synth_deepseek.c) */
 typedef struct synth_ds {
@@ -25,7 +26,9 @@ typedef struct synth_shape {
 typedef struct synth_arch {
     const char *name, *hf_class, *model_type;
     int qk_norm, rope_scaling; /* per-head q/k RMSNorm; writes the shape's llama3 rope scaling */
-    int moe; /* 1: Qwen3-MoE names (mlp.gate, mlp.experts.E.*_proj); 2: Mixtral's; 3: DeepSeek-V3 */
+    int moe;                   /* 1: Qwen3-MoE names (mlp.gate, mlp.experts.E.*_proj); 2: Mixtral's;
+                                  3: none, Gemma 3 (four norms per block, stored as gain - 1);
+                                  4: DeepSeek-V3 (synth_deepseek.c) */
 } synth_arch;
 
 /* Tensor kinds and their statistics (fp4lane_synth.h): K_BIAS is zero-centred (the router's
@@ -48,6 +51,7 @@ typedef struct synth_plan {
 
 void fp4_synth_add(synth_plan *p, const char *name, synth_kind k, int64_t rows, int64_t cols);
 fp4_status fp4_synth_ds_plan(synth_plan *p, fp4_error *err);
-fp4_status fp4_synth_ds_config(const char *dir, const synth_plan *p, fp4_error *err);
+/* its config.json text into buf (synth.c's config_text) */
+fp4_status fp4_synth_ds_config_text(const synth_plan *p, char *buf, size_t size, fp4_error *err);
 
 #endif

@@ -11,7 +11,10 @@ enum { DIM_H, DIM_Q, DIM_KV, DIM_F, DIM_D, DIM_V, DIM_NONE };
 /* DeepSeek-V3 */
 enum { DIM_O = DIM_NONE + 1, DIM_QL, DIM_KVA, DIM_KVL, DIM_KVB, DIM_SH, DIM_E, DIM_NOPE, DIM_VH };
 /* when a row applies (row_applies) */
-enum { N_ALL, N_BIAS, N_QKNORM, N_QPLAIN, N_QLORA, N_GQA, N_MLA, N_SHARED, N_EXPBIAS, N_KVB, N_KVB_SPLIT };
+enum {
+    N_ALL, N_BIAS, N_QKNORM, N_QPLAIN, N_QLORA, N_GQA, N_MLA, N_SHARED, N_EXPBIAS, N_KVB, N_KVB_SPLIT,
+    N_NOT_GEMMA, N_GEMMA /* Gemma 3's four norms per block */
+};
 /* what a slot holds: norm vector, weight matrix, bias vector, a per-head stack of matrices */
 enum { K_NORM, K_PROJ, K_BIAS, K_3D };
 
@@ -65,13 +68,41 @@ static const struct slot_row {
     {FP4_LW_K_NORM, "model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight", K_NORM, DIM_D,
      DIM_NONE, N_QKNORM},
     {FP4_LW_FFN_NORM, "model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight", K_NORM,
-     DIM_H, DIM_NONE, 0},
+     DIM_H, DIM_NONE, N_NOT_GEMMA},
+    /* Gemma 3's four norms: its post_attention_layernorm is the attention output's */
+    {FP4_LW_ATTN_POST_NORM, "model.layers.%d.post_attention_layernorm.weight",
+     "blk.%d.post_attention_norm.weight", K_NORM, DIM_H, DIM_NONE, N_GEMMA},
+    {FP4_LW_FFN_NORM, "model.layers.%d.pre_feedforward_layernorm.weight", "blk.%d.ffn_norm.weight", K_NORM,
+     DIM_H, DIM_NONE, N_GEMMA},
+    {FP4_LW_FFN_POST_NORM, "model.layers.%d.post_feedforward_layernorm.weight", "blk.%d.post_ffw_norm.weight",
+     K_NORM, DIM_H, DIM_NONE, N_GEMMA},
     {FP4_LW_GATE, "model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight", K_PROJ, DIM_H, DIM_F, 0},
     {FP4_LW_UP, "model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight", K_PROJ, DIM_H, DIM_F, 0},
     {FP4_LW_DOWN, "model.layers.%d.mlp.down_proj.weight", "blk.%d.ffn_down.weight", K_PROJ, DIM_F, DIM_H, 0},
 };
 static const char *const g_hf[3] = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"};
 static const char *const g_gguf[3] = {"token_embd.weight", "output_norm.weight", "output.weight"};
+
+/* Gemma3ForConditionalGeneration holds the text model under language_model.model.* (transformers
+ * 4.50: language_model.lm_head) or model.language_model.* (4.52 on: lm_head); the vision tower and
+ * projector beside it are not the text model's and are left unread */
+static const struct hf_prefix {
+    const char *model, *head;
+} hf_prefixes[] = {
+    {"model.", "lm_head.weight"},
+    {"language_model.model.", "language_model.lm_head.weight"},
+    {"model.language_model.", "lm_head.weight"},
+};
+static const char *const vision_parts[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
+                                           "model.multi_modal_projector."};
+
+/* an HF name pattern ("model.layers...") under the checkpoint's prefix */
+static void hf_name(char *out, size_t n, const struct hf_prefix *p, const char *pat, int layer) {
+    const size_t l = strlen(p->model);
+    if (l >= n) return;
+    memcpy(out, p->model, l);
+    snprintf(out + l, n - l, pat + strlen("model."), layer);
+}
 
 /* tensors that carry nothing the step needs and may be present: old checkpoints' rotary
  * inv_freq buffers, and ModelOpt's FP8 KV-cache scales (k_scale / v_scale scalars: this runtime
@@ -80,7 +111,9 @@ static int ends(const char *s, const char *x) {
     size_t a = strlen(s), b = strlen(x);
     return a >= b && !strcmp(s + a - b, x);
 }
-static int ignorable(const fp4_tensor *t) {
+static int ignorable(const fp4_tensor *t, int multimodal) {
+    for (size_t i = 0; multimodal && i < sizeof vision_parts / sizeof vision_parts[0]; i++)
+        if (!strncmp(t->name, vision_parts[i], strlen(vision_parts[i]))) return 1;
     const int scalar = t->type == FP4_TYPE_F32 && (t->n_dims == 0 || (t->n_dims == 1 && t->ne[0] == 1));
     /* rope_freqs.weight: llama.cpp's Llama 3.1 rope factors, read from config.json's rope_scaling
      * instead (a llama.cpp GGUF without config.json is refused before binding: arch.c) */
@@ -148,6 +181,10 @@ static int row_applies(const fp4_arch *a, int need, int64_t L, int split) {
         return moe && a->n_shared_experts > 0;
     case N_EXPBIAS:
         return moe && a->moe_routing == FP4_MOE_SIGMOID_GROUP;
+    case N_NOT_GEMMA:
+        return a->family != FP4_ARCH_GEMMA3;
+    case N_GEMMA:
+        return a->family == FP4_ARCH_GEMMA3;
     default:
         return 1;
     }
@@ -237,7 +274,20 @@ void fp4_rt_bound_free(fp4_rt_bound *b) {
 fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, fp4_error *err) {
     memset(b, 0, sizeof *b);
     const int gg = fp4_model_find(m, "token_embd.weight") != NULL;
-    const char *const *gn = gg ? g_gguf : g_hf;
+    const struct hf_prefix *hp = &hf_prefixes[0];
+    for (size_t i = 1; !gg && a->family == FP4_ARCH_GEMMA3 && i < sizeof hf_prefixes / sizeof hf_prefixes[0];
+         i++) {
+        char probe[FP4_MAX_NAME];
+        hf_name(probe, sizeof probe, &hf_prefixes[i], g_hf[0], 0);
+        if (fp4_model_find(m, probe)) hp = &hf_prefixes[i];
+    }
+    char gname[3][FP4_MAX_NAME];
+    hf_name(gname[0], sizeof gname[0], hp, g_hf[0], 0);
+    hf_name(gname[1], sizeof gname[1], hp, g_hf[1], 0);
+    snprintf(gname[2], sizeof gname[2], "%s", hp->head);
+    const char *const hn[3] = {gname[0], gname[1], gname[2]};
+    const char *const *gn = gg ? g_gguf : hn;
+    b->norm_shift = a->family == FP4_ARCH_GEMMA3 && !gg; /* llama.cpp's converter stores 1 + w */
     const int64_t nt = fp4_model_n_tensors(m);
     uint8_t *used = calloc((size_t)nt + 1, 1);
     b->layer = calloc((size_t)a->n_layers * FP4_LW_COUNT_, sizeof *b->layer);
@@ -312,7 +362,10 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
                 (r->slot == FP4_LW_GATE || r->slot == FP4_LW_UP || r->slot == FP4_LW_DOWN))
                 continue; /* its experts: bind_moe.c */
             if (!(gg ? r->gguf : r->hf)) continue;
-            snprintf(name, sizeof name, gg ? r->gguf : r->hf, (int)l);
+            if (gg)
+                snprintf(name, sizeof name, r->gguf, (int)l);
+            else
+                hf_name(name, sizeof name, hp, r->hf, (int)l);
             const fp4_tensor *t = fp4_model_find(m, name);
             if (!t) {
                 st = fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, name, "bind.missing",
@@ -327,7 +380,7 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
     if (a->n_experts && (st = fp4_rt_bind_moe(m, a, b, used, gg, index_of, err))) goto out;
     for (int64_t i = 0; i < nt; i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
-        if (!used[i] && !ignorable(t) && !mtp_tensor(a, t->name)) {
+        if (!used[i] && !ignorable(t, hp != &hf_prefixes[0]) && !mtp_tensor(a, t->name)) {
             st = fp4_fail(err, FP4_ERR_FORMAT, NULL, t->name, "bind.unexpected",
                           "%s is not part of a %s model with these dimensions", t->name,
                           fp4_arch_family_name(a->family));

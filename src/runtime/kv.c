@@ -158,6 +158,16 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
         for (size_t i = 0; i < sizeof a->moe_dense / sizeof a->moe_dense[0]; i++)
             put_u64(&h, a->moe_dense[i]);
     }
+    if (a->family == FP4_ARCH_GEMMA3) { /* the window and Gemma's ops are part of the numbers */
+        put_str(&h, "gemma3");
+        const int64_t gi[] = {a->sliding_window, a->hidden_act, a->embed_scale};
+        for (size_t i = 0; i < sizeof gi / sizeof gi[0]; i++)
+            put_u64(&h, (uint64_t)gi[i]);
+        for (size_t i = 0; i < sizeof a->swa_layers / sizeof a->swa_layers[0]; i++)
+            put_u64(&h, a->swa_layers[i]);
+        put_f64(&h, a->rope_local_theta), put_f64(&h, a->query_pre_attn_scalar),
+            put_f64(&h, a->final_softcap);
+    }
     if (a->kv_lora_rank) { /* DeepSeek-V3: the latent attention, yarn and the group routing */
         put_str(&h, "mla");
         const int64_t mla[] = {a->q_lora_rank, a->kv_lora_rank,  a->qk_nope_dim,      a->qk_rope_dim,
@@ -251,6 +261,7 @@ fp4_status fp4_rt_kv_save_tokens(const fp4_rt *crt, int32_t seq, const char *pat
         st = fp4_fail(err, FP4_ERR_NOMEM, path, NULL, "alloc", "out of memory");
         goto out;
     }
+    if ((st = fp4_rt_kv_window_held(rt, seq, n_pos, path, err))) goto out;
     if ((st = rt->be->kv_read(rt->be_state, seq, n_pos, k, v))) {
         st = fp4_fail(err, st, path, NULL, "kv.read", "cannot read the cache from the %s backend",
                       rt->be->name);

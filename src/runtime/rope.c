@@ -43,7 +43,8 @@ static double rope_attn_factor(const fp4_arch *a) {
 }
 
 float fp4_rt_attn_scale(const fp4_arch *a) {
-    double s = 1.0 / sqrt((double)a->head_dim);
+    /* Gemma 3: 1 / sqrt(query_pre_attn_scalar) in place of the head's */
+    double s = 1.0 / sqrt(a->query_pre_attn_scalar > 0 ? a->query_pre_attn_scalar : (double)a->head_dim);
     if (a->rope_scaling == FP4_ROPE_YARN && a->rope_mscale_all_dim > 0) {
         const double m = yarn_mscale(a->rope_factor, a->rope_mscale_all_dim);
         s = s * m * m;

@@ -2,6 +2,7 @@
  * with their positions, and the step that splits a batch into backend calls. */
 #include "runtime/rt_impl.h"
 #include "format/argmax.h"
+#include "format/pinned.h"
 #include <dlfcn.h>
 #include <limits.h>
 #include <math.h>
@@ -75,6 +76,7 @@ void fp4_rt_free(fp4_rt *rt) {
     if (!rt) return;
     if (rt->be && rt->be_state) rt->be->destroy(rt->be_state);
     if (rt->dl) dlclose(rt->dl);
+    free(rt->seq_lo), free(rt->rope_cos_local), free(rt->rope_sin_local);
     free(rt->seq_pos), free(rt->cols), free(rt->glg), free(rt->rope_cos), free(rt->rope_sin), free(rt->vec);
     free(rt->lvec);
     fp4_rt_bound_free(&rt->b);
@@ -155,7 +157,8 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
 
 static int is_vec_slot(int slot) {
     return slot == FP4_LW_ATTN_NORM || slot == FP4_LW_FFN_NORM || slot == FP4_LW_Q_NORM ||
-           slot == FP4_LW_K_NORM || slot == FP4_LW_Q_BIAS || slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS ||
+           slot == FP4_LW_ATTN_POST_NORM || slot == FP4_LW_FFN_POST_NORM || slot == FP4_LW_K_NORM ||
+           slot == FP4_LW_Q_BIAS || slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS ||
            slot == FP4_LW_Q_A_NORM || slot == FP4_LW_KV_A_NORM || slot == FP4_LW_EXP_BIAS;
 }
 static int64_t n_values(const fp4_tensor *t) {
@@ -163,6 +166,13 @@ static int64_t n_values(const fp4_tensor *t) {
     for (int i = 0; i < t->n_dims; i++)
         n *= t->ne[i];
     return n;
+}
+
+/* Gemma 3's HF norms hold w for the gain 1 + w: the gain, one f32 add, as transformers' f32
+ * `1.0 + weight.float()` (llama.cpp's converter stores the gain itself) */
+static void shift_norm(float *p, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        p[i] = fp4p_add(1.0f, p[i]);
 }
 
 /* norm weights and biases widened to f32 once (exact), for every backend; vec[0..H) is output_norm */
@@ -176,10 +186,13 @@ static fp4_status widen_vectors(fp4_rt *rt, fp4_error *err) {
     if (!rt->vec || !rt->lvec) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     const fp4_tensor *t = rt->b.out_norm;
     fp4_status st = fp4_tensor_dequant_rows(t, 0, 1, rt->vec);
+    if (rt->b.norm_shift) shift_norm(rt->vec, rt->arch.hidden);
     float *p = rt->vec + rt->arch.hidden;
     for (int64_t i = 0; !st && i < nslot; i++) {
         if (!is_vec_slot((int)(i % FP4_LW_COUNT_)) || !(t = rt->b.layer[i])) continue;
         st = fp4_tensor_dequant_rows(t, 0, t->n_dims > 1 ? t->ne[1] : 1, p);
+        const int bias = i % FP4_LW_COUNT_ >= FP4_LW_Q_BIAS && i % FP4_LW_COUNT_ <= FP4_LW_V_BIAS;
+        if (rt->b.norm_shift && !bias) shift_norm(p, n_values(t));
         rt->lvec[i] = p;
         p += n_values(t);
     }
@@ -197,6 +210,30 @@ static fp4_status cpu_canonical(const fp4_model *m, fp4_error *err) {
                 "the model was opened with FP4_LOAD_DEFER_REPACK (llama.cpp blocks not repacked): "
                 "the CPU backend needs it opened without the flag");
     }
+    return FP4_OK;
+}
+
+/* Gemma 3's local layers: their own rope base, no scaling, no frequency factors */
+static fp4_status local_rope(fp4_rt *rt, fp4_error *err) {
+    if (!rt->arch.sliding_window) return FP4_OK;
+    fp4_arch la = rt->arch;
+    la.rope_theta = la.rope_local_theta;
+    la.rope_scaling = FP4_ROPE_NONE;
+    fp4_status st = fp4_rt_rope_table(&la, rt->n_ctx, NULL, &rt->rope_cos_local, &rt->rope_sin_local);
+    return st ? fp4_fail(err, st, NULL, NULL, "rt.rope", "cannot build the local layers' RoPE table")
+              : FP4_OK;
+}
+
+fp4_status fp4_rt_kv_window_held(const fp4_rt *rt, int32_t seq, int64_t n_pos, const char *path,
+                                 fp4_error *err) {
+    const int64_t need =
+        rt->arch.sliding_window > 0 && n_pos > rt->arch.sliding_window ? n_pos - rt->arch.sliding_window : 0;
+    if (rt->seq_lo[seq] > need)
+        return fp4_fail(err, FP4_ERR_LIMIT, path, NULL, "kv.window",
+                        "sequence %d was rolled back below what its local layers' rings hold (position %lld "
+                        "on): a snapshot at %lld cannot hold the last %lld positions",
+                        seq, (long long)rt->seq_lo[seq], (long long)n_pos,
+                        (long long)rt->arch.sliding_window);
     return FP4_OK;
 }
 
@@ -253,6 +290,10 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
                         "version; use --device cpu",
                         fp4_arch_family_name(arch.family), (long long)arch.n_experts,
                         (long long)arch.n_experts_used);
+    if (arch.family == FP4_ARCH_GEMMA3 && o.device == FP4_DEVICE_CUDA)
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.gemma-cuda",
+                        "Gemma 3 (sliding-window layers, GeGLU, four norms per block) runs on the CPU in "
+                        "this version; use --device cpu");
     fp4_rt *rt = calloc(1, sizeof *rt);
     if (!rt) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     rt->m = m;
@@ -292,7 +333,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
                       "cannot build the RoPE table (frequency factors must be finite and > 0)");
         goto fail;
     }
-    if ((st = widen_vectors(rt, err))) goto fail;
+    if ((st = local_rope(rt, err)) || (st = widen_vectors(rt, err))) goto fail;
     fp4_rt_model_desc d = {
         .arch = rt->arch,
         .mode = o.mode,
@@ -313,14 +354,19 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         .on_plan = o.on_plan,
         .plan_user = o.plan_user,
         .moe = rt->b.moe,
+        .rope_cos_local = rt->rope_cos_local,
+        .rope_sin_local = rt->rope_sin_local,
     };
     rt->max_cols = rt->be->step_cols ? rt->be->step_cols(&d) : RT_MAX_COLS;
     if (rt->max_cols < 1 || rt->max_cols > RT_MAX_STEP_COLS) rt->max_cols = RT_MAX_COLS;
     d.max_logit_cols = rt->max_cols < RT_MAX_LOGIT_COLS ? rt->max_cols : RT_MAX_LOGIT_COLS;
     rt->max_logit_cols = d.max_logit_cols;
     rt->seq_pos = malloc(sizeof *rt->seq_pos * (size_t)o.max_seqs);
+    rt->seq_lo = calloc((size_t)o.max_seqs, sizeof *rt->seq_lo);
     rt->cols = malloc(sizeof *rt->cols * (size_t)rt->max_cols);
-    if (!rt->seq_pos || !rt->cols) {
+    for (int64_t L = 0; L < rt->arch.n_layers && !rt->ring; L++)
+        rt->ring = fp4_rt_kv_ring(&rt->arch, L, rt->n_ctx, rt->max_cols);
+    if (!rt->seq_pos || !rt->seq_lo || !rt->cols) {
         st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
         goto fail;
     }
@@ -355,13 +401,31 @@ fp4_status fp4_rt_seq_open(fp4_rt *rt, int32_t *seq) {
     for (int32_t i = 0; i < rt->opts.max_seqs; i++)
         if (rt->seq_pos[i] < 0) {
             rt->seq_pos[i] = 0;
+            rt->seq_lo[i] = 0;
             *seq = i;
             return FP4_OK;
         }
     return FP4_ERR_LIMIT;
 }
+/* a paged backend gets the blocks past pos back (kv_trim): the memory follows the tokens held */
+static void seq_trim(fp4_rt *rt, int32_t seq, int64_t pos) {
+    if (rt->be->kv_trim) rt->be->kv_trim(rt->be_state, seq, pos);
+}
 void fp4_rt_seq_close(fp4_rt *rt, int32_t seq) {
-    if (rt && seq >= 0 && seq < rt->opts.max_seqs) rt->seq_pos[seq] = -1;
+    if (!rt || seq < 0 || seq >= rt->opts.max_seqs || rt->seq_pos[seq] < 0) return;
+    rt->seq_pos[seq] = -1;
+    seq_trim(rt, seq, 0);
+}
+int64_t fp4_rt_kv_blocks(const fp4_rt *rt, int64_t *used, int64_t *total) {
+    int64_t u = 0, block = 16; /* an unpaged backend: the positions held, counted in blocks of 16 */
+    if (rt && rt->be->kv_blocks)
+        block = rt->be->kv_blocks(rt->be_state, &u);
+    else
+        for (int32_t i = 0; rt && i < rt->opts.max_seqs; i++)
+            u += rt->seq_pos[i] > 0 ? (rt->seq_pos[i] + block - 1) / block : 0;
+    if (used) *used = u;
+    if (total) *total = rt ? rt->opts.max_seqs * ((rt->n_ctx + block - 1) / block) : 0;
+    return block;
 }
 int64_t fp4_rt_seq_pos(const fp4_rt *rt, int32_t seq) {
     return rt && seq >= 0 && seq < rt->opts.max_seqs ? rt->seq_pos[seq] : -1;
@@ -370,7 +434,12 @@ fp4_status fp4_rt_seq_truncate(fp4_rt *rt, int32_t seq, int64_t pos) {
     if (!rt || seq < 0 || seq >= rt->opts.max_seqs || rt->seq_pos[seq] < 0 || pos < 0 ||
         pos > rt->seq_pos[seq])
         return FP4_ERR_INVALID_ARG;
+    /* a local layer's ring must still hold the window the step at pos reads */
+    if (rt->arch.sliding_window > 0 && pos > 0 &&
+        (pos - rt->arch.sliding_window + 1 > 0 ? pos - rt->arch.sliding_window + 1 : 0) < rt->seq_lo[seq])
+        return FP4_ERR_LIMIT;
     rt->seq_pos[seq] = pos; /* the rows past pos are written again before any step reads them */
+    seq_trim(rt, seq, pos);
     return FP4_OK;
 }
 int fp4_rt_drafting(const fp4_rt *rt) {
@@ -380,6 +449,9 @@ int fp4_rt_drafting(const fp4_rt *rt) {
 void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos);
 void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos) {
     rt->seq_pos[seq] = pos;
+    /* a snapshot holds a local layer's last sliding_window positions (kv_read) */
+    rt->seq_lo[seq] =
+        pos > rt->arch.sliding_window && rt->arch.sliding_window > 0 ? pos - rt->arch.sliding_window : 0;
 }
 
 /* The columns of the next backend step from toks[0..n): at most max_cols, and it ends before the
@@ -460,6 +532,8 @@ static fp4_status rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *
         for (int64_t j = 0; j < m; j++) {
             const fp4_rt_tok *t = &toks[i0 + j];
             rt->cols[j] = (fp4_rt_col){t->token, t->seq, rt->seq_pos[t->seq]++, t->want_logits != 0};
+            if (rt->ring && rt->seq_pos[t->seq] - rt->ring > rt->seq_lo[t->seq])
+                rt->seq_lo[t->seq] = rt->seq_pos[t->seq] - rt->ring;
             nl += t->want_logits != 0;
         }
         if (tokens && rt->be->step_greedy) {
@@ -477,7 +551,7 @@ static fp4_status rt_step(fp4_rt *rt, const fp4_rt_tok *toks, int64_t n, float *
         if (st) {
             /* the cache of these columns is not trustworthy: close their sequences */
             for (int64_t j = 0; j < n; j++)
-                rt->seq_pos[toks[j].seq] = -1;
+                fp4_rt_seq_close(rt, toks[j].seq);
             return st;
         }
         if (lp) lp += nl * rt->arch.vocab;

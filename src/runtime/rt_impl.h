@@ -10,6 +10,7 @@ typedef struct fp4_rt_bound {
     const fp4_tensor *tok_embd, *out_norm, *head;
     const fp4_tensor **layer;     /* n_layers * FP4_LW_COUNT_ (owned array)              */
     const fp4_tensor *rope_freqs; /* GGUF rope_freqs.weight [head_dim/2] F32, or NULL    */
+    int norm_shift;               /* Gemma 3 HF names: a norm's gain is 1 + its weight    */
     /* mixture of experts (NULL for a dense model): n_layers * FP4_MOE_STRIDE(E) (backend.h);
      * per-expert 2-D views of 3-D expert tensors and their names, owned */
     const fp4_tensor **moe;
@@ -36,6 +37,7 @@ struct fp4_rt {
     fp4_arch arch;
     fp4_rt_bound b;
     float *rope_cos, *rope_sin;
+    float *rope_cos_local, *rope_sin_local; /* Gemma 3's local layers (NULL without)   */
     float *vec;         /* norm weights and biases widened to f32 (one block)  */
     const float **lvec; /* n_layers * FP4_LW_COUNT_ -> into vec                */
     int64_t n_ctx, max_cols, max_logit_cols;
@@ -43,12 +45,19 @@ struct fp4_rt {
     void *be_state;
     void *dl;          /* dlopen handle of libfp4lane_cuda.so                 */
     int64_t *seq_pos;  /* per slot: next position, -1 when closed             */
+    int64_t *seq_lo;   /* per slot: the lowest position whose K/V rows every layer still holds
+                          (a local layer's ring overwrites older ones: fp4_rt_kv_ring)     */
+    int64_t ring;      /* positions of a local layer's ring, 0 without one                */
     fp4_rt_col *cols;  /* max_cols                                             */
     float *glg;        /* fp4_rt_step_greedy's host logits without step_greedy: max_logit_cols rows */
     char identity[65]; /* computed on first use                               */
     char routes[1024];
 };
 
+/* FP4_OK when a snapshot of a sequence's n_pos positions can hold what the next step reads: a
+ * local layer's last sliding_window positions (the rows kv_read gives); rule kv.window otherwise. */
+fp4_status fp4_rt_kv_window_held(const fp4_rt *rt, int32_t seq, int64_t n_pos, const char *path,
+                                 fp4_error *err);
 /* 1 when the engine was created with fp4_rt_opts.drafting (its route qualified for drafting). */
 int fp4_rt_drafting(const fp4_rt *rt);
 
@@ -75,5 +84,17 @@ int fp4_session_decoding(const fp4_session *s); /* the whole prompt was fed */
 int64_t fp4_session_cols(fp4_session *s, int32_t seq, fp4_rt_tok *cols, int64_t budget);
 void fp4_session_take(fp4_session *s, const float *lg, int32_t greedy);
 void fp4_session_end(fp4_session *s, fp4_finish f);
+/* the prompt's ids; skip marks its first n as cached already (a prefix cache hit, before any
+ * column of it was taken; n < the prompt's length) */
+const int32_t *fp4_session_prompt(const fp4_session *s, int64_t *n);
+void fp4_session_skip(fp4_session *s, int64_t n);
+
+/* prefix.c, driven by fp4_sched: load writes the longest cached run of whole blocks of ids[0..n)
+ * (at most n - 1 positions) into an open, empty seq and returns its positions (0: none); store
+ * keeps the whole blocks of ids[0..n) that seq holds (its first n positions are those ids). */
+int64_t fp4_prefix_cache_load(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const int32_t *ids, int64_t n);
+void fp4_prefix_cache_store(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const int32_t *ids, int64_t n);
+/* rt.c: a sequence's next position after its cache was written (kv.c, prefix.c) */
+void fp4_rt_seq_set_pos(fp4_rt *rt, int32_t seq, int64_t pos);
 
 #endif

@@ -23,6 +23,7 @@ typedef struct sreq {
     void *user;
     int32_t seq; /* -1 while queued                                                */
     int cancel;
+    int cached; /* the prefix cache was asked (load before its first column, store after) */
     fp4_error err;
     struct sreq *next;
 } sreq;
@@ -44,6 +45,7 @@ struct fp4_sched {
     sreq **owner; /* per want column, in column order                                   */
     float *logits;
     int32_t *gtok;
+    fp4_prefix_cache *prefix;
 };
 
 static void finish(fp4_sched *s, sreq *r) {
@@ -85,10 +87,31 @@ static sreq *admit(fp4_sched *s) {
     return gone;
 }
 
+/* The prefix cache around a request's prefill: its cached prefix loaded before its first column,
+ * its prompt's blocks stored once the prompt is fed (the columns of a step that failed are not). */
+static void prefix_load(fp4_sched *s, sreq *r) {
+    int64_t n;
+    const int32_t *ids = fp4_session_prompt(r->s, &n);
+    const int64_t m = fp4_prefix_cache_load(s->prefix, s->rt, r->seq, ids, n);
+    fp4_session_skip(r->s, m);
+    r->cached = 1;
+    pthread_mutex_lock(&s->mu);
+    s->st.cached_tokens += m;
+    pthread_mutex_unlock(&s->mu);
+}
+static void prefix_store(fp4_sched *s, sreq *r) {
+    int64_t n;
+    const int32_t *ids = fp4_session_prompt(r->s, &n);
+    fp4_prefix_cache_store(s->prefix, s->rt, r->seq, ids, n);
+    r->cached = 2;
+}
+
 /* One step over the batch; every request of a failed step ends in error. */
 static void step(fp4_sched *s) {
     int64_t n = 0, n_want = 0, n_dec = 0;
     int host = 0;
+    for (int32_t i = 0; s->prefix && i < s->n_run; i++)
+        if (!s->run[i]->cached && fp4_session_live(s->run[i]->s)) prefix_load(s, s->run[i]);
     for (int32_t i = 0; i < s->n_run; i++)
         if (fp4_session_live(s->run[i]->s) && __atomic_load_n(&s->run[i]->cancel, __ATOMIC_RELAXED))
             fp4_session_end(s->run[i]->s, FP4_FINISH_CANCELLED);
@@ -129,6 +152,8 @@ static void step(fp4_sched *s) {
     }
     for (int64_t w = 0; !st && w < n_want; w++)
         fp4_session_take(s->owner[w]->s, host ? s->logits + w * V : NULL, host ? 0 : s->gtok[w]);
+    for (int32_t i = 0; !st && s->prefix && i < s->n_run; i++)
+        if (s->run[i]->cached == 1 && fp4_session_decoding(s->run[i]->s)) prefix_store(s, s->run[i]);
 }
 
 static void *loop(void *arg) {
@@ -169,7 +194,10 @@ static void *loop(void *arg) {
             finish(s, ended);
             ended = nx;
         }
+        /* the blocks held, counted on the engine's thread (the only one that changes them) */
+        int64_t used, total, block = fp4_rt_kv_blocks(s->rt, &used, &total);
         pthread_mutex_lock(&s->mu);
+        s->st.kv_block = block, s->st.kv_blocks_used = used, s->st.kv_blocks_total = total;
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -192,6 +220,8 @@ fp4_status fp4_sched_create(fp4_rt *rt, const fp4_sched_opts *o, fp4_sched **out
     s->max_running = o->max_running ? o->max_running : slots;
     s->max_queue = o->max_queue ? o->max_queue : SCHED_QUEUE_DEFAULT;
     s->step_tokens = o->step_tokens ? o->step_tokens : SCHED_STEP_DEFAULT;
+    s->prefix = o->prefix;
+    s->st.kv_block = fp4_rt_kv_blocks(rt, &s->st.kv_blocks_used, &s->st.kv_blocks_total);
     const int64_t max_cols = s->step_tokens + s->max_running + SCHED_PREFILL_MIN;
     s->run = calloc((size_t)s->max_running, sizeof *s->run);
     s->owner = calloc((size_t)s->max_running, sizeof *s->owner);

@@ -135,6 +135,13 @@ int fp4_session_decoding(const fp4_session *s) {
 int fp4_session_wants(const fp4_session *s) {
     return s->want;
 }
+const int32_t *fp4_session_prompt(const fp4_session *s, int64_t *n) {
+    *n = s->n_prompt;
+    return s->prompt;
+}
+void fp4_session_skip(fp4_session *s, int64_t n) {
+    if (s->n_fed == 0 && n > 0 && n < s->n_prompt) s->n_fed = n;
+}
 
 int64_t fp4_session_cols(fp4_session *s, int32_t seq, fp4_rt_tok *cols, int64_t budget) {
     s->want = 0;
@@ -259,6 +266,21 @@ fp4_status fp4_session_run(fp4_session *s, const volatile int *cancel, fp4_error
     int32_t seq;
     fp4_status st = fp4_rt_seq_open(s->rt, &seq);
     if (st) return fp4_fail(err, st, NULL, NULL, "session.seq", "no free sequence in the engine");
+    st = fp4_session_run_on(s, seq, cancel, err);
+    fp4_rt_seq_close(s->rt, seq);
+    return st;
+}
+
+fp4_status fp4_session_run_on(fp4_session *s, int32_t seq, const volatile int *cancel, fp4_error *err) {
+    if (!s) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "session.arg", "NULL");
+    const int64_t cached = fp4_rt_seq_pos(s->rt, seq);
+    if (cached < 0 || cached >= s->n_prompt || s->n_fed || s->finish)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "session.seq",
+                        "sequence %d caches %lld positions: it must be open and hold fewer than the "
+                        "prompt's %lld, and the session must not have run",
+                        seq, (long long)cached, (long long)s->n_prompt);
+    s->n_fed = cached; /* those ids are in the cache already (the sampler saw the whole prompt) */
+    fp4_status st = FP4_OK;
     const int host = fp4_session_host_logits(s);
     while (!s->finish) {
         if (cancel && *cancel) {
@@ -277,6 +299,5 @@ fp4_status fp4_session_run(fp4_session *s, const volatile int *cancel, fp4_error
         }
         fp4_session_take(s, s->want && host ? s->logits : NULL, g);
     }
-    fp4_rt_seq_close(s->rt, seq);
     return st;
 }

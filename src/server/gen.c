@@ -28,6 +28,8 @@ typedef struct srv_job {
     long created;
     double t0, t_last;
     int fd;
+    int64_t cancel_step; /* the scheduler's step count when the client went away; -1: never */
+    int64_t done_step;   /* ... when the request ended                                          */
 } srv_job;
 typedef srv_job job;
 
@@ -150,6 +152,7 @@ static void on_done(void *user, fp4_finish f, int64_t np, int64_t ng, const fp4_
     pthread_mutex_unlock(&j->s->mu);
     pthread_mutex_lock(&j->mu);
     j->fin = f, j->n_prompt = np, j->n_gen = ng, j->done = 1;
+    j->done_step = fp4_sched_get_stats(j->s->sched).steps;
     if (j->stream && (f == FP4_FINISH_STOP || f == FP4_FINISH_LENGTH)) {
         json_decref(j->lp), j->lp = NULL;
         sse_chunk(j, NULL, 0, fp4_finish_name(f));
@@ -171,6 +174,12 @@ static void on_done(void *user, fp4_finish f, int64_t np, int64_t ng, const fp4_
     job_release(j);
 }
 
+/* the client is gone: the request is cancelled (once) and the step it happened at kept */
+static void cancel_gone(job *j) {
+    if (j->cancel_step < 0) j->cancel_step = fp4_sched_get_stats(j->s->sched).steps;
+    j->cancel = 1;
+}
+
 /* the peer closed its side (or the socket failed): the request is not wanted any more */
 static int peer_gone(int fd) {
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
@@ -185,7 +194,7 @@ static int wait_news(job *j) {
     if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
     pthread_cond_timedwait(&j->cv, &j->mu, &ts);
     if (j->done || !peer_gone(j->fd)) return 0;
-    j->cancel = 1;
+    cancel_gone(j);
     pthread_mutex_unlock(&j->mu);
     fp4_sched_cancel(j->s->sched, j->sched_id);
     pthread_mutex_lock(&j->mu);
@@ -262,6 +271,7 @@ static job *job_new(srv *s, const srv_gen *g, struct MHD_Connection *c) {
              (unsigned long long)j->created, __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED) & 0xffff);
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     j->fd = ci ? ci->connect_fd : -1;
+    j->cancel_step = -1;
     pthread_mutex_init(&j->mu, NULL), pthread_cond_init(&j->cv, NULL);
     return j;
 }
@@ -286,10 +296,23 @@ static char *answer_json(job *j) {
     return r;
 }
 
-void fp4_server_job_log(srv_job *j, int64_t *n_prompt, int64_t *n_gen, const char **finish) {
+void fp4_server_job_log(srv_job *j, int64_t *n_prompt, int64_t *n_gen, const char **finish,
+                        int64_t *cancel_steps) {
     pthread_mutex_lock(&j->mu);
+    if (!j->done) { /* the connection ended first: the request is not wanted; it ends at the next step */
+        cancel_gone(j);
+        pthread_mutex_unlock(&j->mu);
+        fp4_sched_cancel(j->s->sched, j->sched_id);
+        pthread_mutex_lock(&j->mu);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 10; /* bounded: a step that never comes leaves the line saying "running" */
+        while (!j->done && pthread_cond_timedwait(&j->cv, &j->mu, &ts) == 0) {
+        }
+    }
     *n_prompt = j->n_prompt, *n_gen = j->n_gen;
     *finish = j->done ? fp4_finish_name(j->fin) : "running";
+    *cancel_steps = j->cancel_step >= 0 && j->done ? j->done_step - j->cancel_step : -1;
     pthread_mutex_unlock(&j->mu);
     job_release(j);
 }
@@ -446,6 +469,23 @@ char *fp4_server_metrics(srv *s) {
         for (int k = 1; k < 5; k++)
             fprintf(f, "fp4lane_finished_total{reason=\"%s\"} %llu\n", fp4_finish_name((fp4_finish)k),
                     (unsigned long long)s->finish[k]);
+        const fp4_prefix_stats ps = fp4_prefix_cache_stats(s->prefix);
+        fprintf(f,
+                "# HELP fp4lane_kv_blocks_used KV cache blocks held by running requests.\n"
+                "# TYPE fp4lane_kv_blocks_used gauge\nfp4lane_kv_blocks_used %lld\n"
+                "# HELP fp4lane_kv_blocks_free KV cache blocks not held (of every sequence's full context).\n"
+                "# TYPE fp4lane_kv_blocks_free gauge\nfp4lane_kv_blocks_free %lld\n"
+                "# HELP fp4lane_kv_block_positions Positions per KV cache block.\n"
+                "# TYPE fp4lane_kv_block_positions gauge\nfp4lane_kv_block_positions %lld\n"
+                "# HELP fp4lane_prefix_cache_blocks KV blocks of prompt prefixes kept for reuse.\n"
+                "# TYPE fp4lane_prefix_cache_blocks gauge\nfp4lane_prefix_cache_blocks %lld\n"
+                "# HELP fp4lane_prefix_cache_hits_total Requests whose prompt prefix came from the cache.\n"
+                "# TYPE fp4lane_prefix_cache_hits_total counter\nfp4lane_prefix_cache_hits_total %lld\n"
+                "# HELP fp4lane_prefix_cache_tokens_total Prompt tokens loaded from the cache.\n"
+                "# TYPE fp4lane_prefix_cache_tokens_total counter\nfp4lane_prefix_cache_tokens_total %lld\n",
+                (long long)st.kv_blocks_used, (long long)(st.kv_blocks_total - st.kv_blocks_used),
+                (long long)st.kv_block, (long long)ps.blocks, (long long)ps.hits,
+                (long long)ps.reused_tokens);
         fprintf(f, "%s%s", a ? a : "", b ? b : "");
         fclose(f);
     }

@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #define SRV_CONN_LIMIT 256
+/* connections one client address may hold: slow clients from one address (slowloris) cannot take
+ * every connection, so other clients are still served (a proxy in front: --conn-per-ip) */
+#define SRV_CONN_PER_IP_DEFAULT 64
 #define SRV_CONN_TIMEOUT 30        /* seconds a connection may stay idle (slowloris)       */
 #define SRV_CONN_MEMORY (64 << 10) /* per connection: the request line and headers       */
 
@@ -217,12 +220,16 @@ static void completed(void *cls, struct MHD_Connection *c, void **ctx, enum MHD_
     s->requests++;
     s->failed += q->status >= 400 || !q->status;
     pthread_mutex_unlock(&s->mu);
-    if (q->job) fp4_server_job_log(q->job, &q->n_prompt, &q->n_gen, &q->finish);
+    int64_t cancel_steps = -1;
+    if (q->job) fp4_server_job_log(q->job, &q->n_prompt, &q->n_gen, &q->finish, &cancel_steps);
     if (s->o.log) {
-        char line[256];
-        snprintf(line, sizeof line, "%s %s %d %.3fs prompt=%lld gen=%lld%s%s%s", q->method, q->url, q->status,
+        char line[320], after[80] = "";
+        if (cancel_steps >= 0)
+            snprintf(after, sizeof after, " %lld step(s) after its client left", (long long)cancel_steps);
+        snprintf(line, sizeof line, "%s %s %d %.3fs prompt=%lld gen=%lld%s%s%s%s", q->method, q->url,
+                 q->status,
                  fp4_server_now() - q->t0, (long long)q->n_prompt, (long long)q->n_gen, q->finish ? " " : "",
-                 q->finish ? q->finish : "",
+                 q->finish ? q->finish : "", after,
                  why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed)");
         s->o.log(s->o.log_user, line);
     }
@@ -271,7 +278,11 @@ static fp4_status load(srv *s, fp4_error *err) {
     s->tmpl = -1;
     if (!fp4_chat_template_read(s->o.model, &tmpl, err)) s->tmpl = fp4_chat_template_detect(tmpl);
     free(tmpl);
-    fp4_sched_opts so = {.max_running = ro.max_seqs, .max_queue = s->o.max_queue};
+    int64_t pb = s->o.prefix_blocks;
+    const int64_t block = fp4_rt_kv_blocks(s->rt, NULL, NULL);
+    if (!pb) pb = (fp4_rt_n_ctx(s->rt) + block - 1) / block;
+    if (pb > 0 && (st = fp4_prefix_cache_create(pb, &s->prefix, err))) return st;
+    fp4_sched_opts so = {.max_running = ro.max_seqs, .max_queue = s->o.max_queue, .prefix = s->prefix};
     return fp4_sched_create(s->rt, &so, &s->sched, err);
 }
 
@@ -293,6 +304,7 @@ static fp4_status listen_addr(const srv_opts *o, struct sockaddr_in *a, fp4_erro
 static void teardown(srv *s) {
     if (s->d) MHD_stop_daemon(s->d);
     fp4_sched_free(s->sched);
+    fp4_prefix_cache_free(s->prefix);
     fp4_rt_free(s->rt);
     fp4_model_close(s->m);
     fp4_tokenizer_free(s->tok);
@@ -325,7 +337,9 @@ fp4_status fp4_server_run(const srv_opts *o, fp4_error *err) {
         s->d = MHD_start_daemon(
             MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC, 0, NULL, NULL,
             handler, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT,
-            (unsigned)SRV_CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT,
+            (unsigned)SRV_CONN_LIMIT, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            (unsigned)(o->conn_per_ip > 0 ? o->conn_per_ip : SRV_CONN_PER_IP_DEFAULT),
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)SRV_CONN_TIMEOUT,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SRV_CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
             completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1u, MHD_OPTION_END);
         if (!s->d) {

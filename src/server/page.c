@@ -1,7 +1,9 @@
 /* page.c — the chat page served at / : plain HTML and JavaScript, no build step, nothing fetched
  * from elsewhere. It streams answers from /v1/chat/completions (SSE over fetch), has a stop
  * button (aborts the fetch: the server cancels the request), shows the model's id from
- * /v1/models and the tokens per second of each answer. */
+ * /v1/models and the tokens per second of each answer. /#ask=TEXT sends TEXT at once (a link
+ * to a question; the headless browser test's way in: the fragment never reaches the server);
+ * body's data-answers counts the answers ended. */
 #include "server/server.h"
 
 const char fp4_server_page[] =
@@ -14,7 +16,8 @@ const char fp4_server_page[] =
     "<form id=bar><input id=msg autocomplete=off placeholder='Message'><button id=send>Send</button>"
     "<button id=stop type=button disabled>Stop</button></form><div id=stat></div>\n"
     "<script>\n"
-    "const $=id=>document.getElementById(id);let msgs=[],ctl=null,key=localStorage.getItem('fp4key')||'';\n"
+    "const $=id=>document.getElementById(id);let msgs=[],ctl=null,answers=0,"
+    "key=localStorage.getItem('fp4key')||'';\n"
     "function hdr(){const h={'Content-Type':'application/json'};if(key)h.Authorization='Bearer "
     "'+key;return h}\n"
     "fetch('/v1/models',{headers:hdr()}).then(r=>r.json()).then(j=>{$('model').textContent=j.data[0].id})"
@@ -40,5 +43,7 @@ const char fp4_server_page[] =
     "msgs.push({role:'assistant',content:text});const s=(performance.now()-(t1||t0))/1000;"
     "$('stat').textContent=n+' tokens, '+(s>0?(n/s).toFixed(1):'-')+' tok/s'}}\n"
     "catch(err){out.textContent=text+' [stopped]';msgs.push({role:'assistant',content:text})}\n"
-    "ctl=null;$('stop').disabled=true;$('send').disabled=false};\n"
+    "ctl=null;$('stop').disabled=true;$('send').disabled=false;document.body.dataset.answers=++answers};\n"
+    "if(location.hash.startsWith('#ask=')){$('msg').value=decodeURIComponent(location.hash.slice(5));"
+    "$('bar').requestSubmit()}\n"
     "</script></body></html>\n";

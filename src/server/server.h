@@ -32,6 +32,8 @@ typedef struct srv_opts {
     fp4_mode mode;
     int threads;
     size_t max_body; /* 0: SRV_MAX_BODY_DEFAULT                                           */
+    int64_t prefix_blocks; /* prefix cache blocks; 0: one context's worth, < 0: none            */
+    int conn_per_ip;       /* connections one client address may hold; 0: 64                    */
     srv_log_fn log;
     void *log_user;
     volatile sig_atomic_t *stop; /* set (SIGTERM): drain and return                              */
@@ -102,6 +104,7 @@ typedef struct srv {
     fp4_rt *rt;
     fp4_tokenizer *tok;
     fp4_sched *sched;
+    fp4_prefix_cache *prefix; /* NULL: none                                                     */
     int tmpl; /* chat template id, -1: none (chat refused)                              */
     char bos_s[256], eos_s[256];
     int32_t eos[FP4_ARCH_MAX_EOS];
@@ -120,9 +123,11 @@ typedef struct srv {
 struct srv_job;
 int fp4_server_generate(srv *s, struct MHD_Connection *c, const char *body, size_t n, int chat, int *status,
                         int64_t *n_prompt, int64_t *n_gen, const char **finish, struct srv_job **stream);
-/* a streamed request's counts and finish for its access-log line (once it ended), then its
- * reference dropped */
-void fp4_server_job_log(struct srv_job *j, int64_t *n_prompt, int64_t *n_gen, const char **finish);
+/* a streamed request's counts and finish for its access-log line, then its reference dropped; a
+ * request still running (its client went away) is cancelled and waited for (bounded): cancel_steps
+ * is the engine steps between the cancel and its end (-1: not cancelled by its client) */
+void fp4_server_job_log(struct srv_job *j, int64_t *n_prompt, int64_t *n_gen, const char **finish,
+                        int64_t *cancel_steps);
 char *fp4_server_metrics(srv *s);
 void fp4_server_hist_add(srv *s, srv_hist *h, double v);
 /* http.c: queue a JSON body (taken) or an error */

@@ -260,6 +260,27 @@ class Binding(unittest.TestCase):
             got = e.generate([1, 2, 3], 4, stop=[65])
             self.assertEqual(e.stopped_by, "stop" if got[-1] == 65 else "n")
 
+    def test_generate_stream(self):
+        """stream=True: text pieces from the library's loop (fp4_session), the ids of stream=False
+        (which equal `fp4lane run`'s) as text; an early close cancels"""
+        prompt = [0, 655, 1166, 2956]  # BOS, "This section describes"
+        for kw in ({}, dict(temperature=0.8, top_k=40, seed=7)):
+            with fp4lane.open(TINY) as m, m.engine() as e:
+                want = e.generate(prompt, 12, stop=[], **kw)
+                pieces = list(e.generate(prompt, 12, stop=[], stream=True, **kw))
+                self.assertEqual(e.stopped_by, "n")
+                self.assertTrue(len(pieces) > 1 and all(isinstance(p, str) for p in pieces))
+                text = cli("detokenize", TINY, *want, "--skip-special")
+                self.assertEqual("".join(pieces), text[:-1] if text.endswith("\n") else text)
+        with fp4lane.open(TINY) as m, m.engine() as e:
+            g = e.generate(prompt, 400, stop=[], stream=True, temperature=0.8, seed=1)
+            next(g)
+            g.close()  # cancelled before its next step: the engine is free again
+            self.assertEqual(e.generate(prompt, 3, stop=[]), e.generate(prompt, 3, stop=[]))
+            with self.assertRaises(ValueError):
+                list(e.generate(prompt, 3, stop=list(range(65)), stream=True))
+            self.assertEqual(list(e.generate(prompt, 0, stream=True)), [])
+
     def test_generate_error_keeps_ids(self):
         """a step failing midway raises with the ids generated before it"""
         with fp4lane.open(TINY) as m, m.engine() as e:
