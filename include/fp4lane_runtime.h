@@ -38,13 +38,16 @@ typedef enum fp4_arch_family {
     FP4_ARCH_GEMMA3 = 6,    /* Gemma 3 text (model_type "gemma3_text", or "gemma3"'s text_config;
                                GGUF "gemma3"): local sliding-window and global layers, four norms
                                per block with the (1 + w) gain, GeGLU (gelu tanh), scaled embedding */
-    FP4_ARCH_COUNT_ = 7
+    FP4_ARCH_DEEPSEEK_V3 = 7, /* DeepSeek-V3/R1, Kimi-K2 (model_type "deepseek_v3"): multi-head
+                               latent attention, sigmoid group-limited routing, shared experts */
+    FP4_ARCH_COUNT_ = 8
 } fp4_arch_family;
 
 typedef enum fp4_rope_scaling {
     FP4_ROPE_NONE = 0,
     FP4_ROPE_LINEAR = 1, /* positions divided by factor (inv_freq / factor)                */
-    FP4_ROPE_LLAMA3 = 2  /* Llama 3.1's smooth low/high frequency interpolation            */
+    FP4_ROPE_LLAMA3 = 2, /* Llama 3.1's smooth low/high frequency interpolation            */
+    FP4_ROPE_YARN = 3    /* YaRN (DeepSeek-V3): ramped interpolation, cos/sin and softmax mscale */
 } fp4_rope_scaling;
 
 typedef enum fp4_arch_source { FP4_ARCH_FROM_HF = 0, FP4_ARCH_FROM_GGUF = 1 } fp4_arch_source;
@@ -101,6 +104,18 @@ typedef struct fp4_arch {
     double final_softcap;                         /* final_logit_softcapping (0: none)          */
     int32_t hidden_act;                           /* fp4_hidden_act                             */
     int32_t embed_scale;                          /* 1: embedding rows times sqrt(hidden)       */
+    /* DeepSeek-V3 (kv_lora_rank 0: none of this). Multi-head latent attention: head_dim is the
+     * q/k head (qk_nope_dim + qk_rope_dim), n_kv_heads = n_heads; the cache holds per token and
+     * layer the normed latent (kv_lora_rank) and the roped shared key (qk_rope_dim) only.      */
+    int64_t q_lora_rank;  /* 0: a plain q projection; else q_a -> q_a_layernorm -> q_b         */
+    int64_t kv_lora_rank; /* the latent width                                                  */
+    int64_t qk_nope_dim, qk_rope_dim, v_head_dim;
+    int32_t rope_interleave; /* 1: the rope part's pairs are interleaved (transformers' default) */
+    int32_t n_nextn;         /* num_nextn_predict_layers: MTP layers in the file, not run        */
+    double rope_beta_fast, rope_beta_slow, rope_mscale, rope_mscale_all_dim; /* yarn            */
+    int64_t moe_n_group, moe_topk_group; /* group-limited routing (FP4_MOE_SIGMOID_GROUP)    */
+    int64_t n_shared_experts;            /* shared experts' width: n_shared_experts * moe_ffn */
+    double routed_scaling;               /* routed_scaling_factor                             */
 } fp4_arch;
 
 typedef enum fp4_hidden_act {
@@ -114,10 +129,18 @@ static inline int fp4_arch_layer_local(const fp4_arch *a, int64_t L) {
            ((a->swa_layers[L / 64] >> (L % 64)) & 1u);
 }
 
+/* The KV cache's halves per token and layer in each of its two buffers (K and V): n_kv_heads *
+ * head_dim, or for latent attention half the latent row (kv_lora_rank + qk_rope_dim, rounded up
+ * to even): the first half of the row in K, the rest in V. */
+static inline int64_t fp4_arch_kv_dim(const fp4_arch *a) {
+    return a->kv_lora_rank > 0 ? (a->kv_lora_rank + a->qk_rope_dim + 1) / 2 : a->n_kv_heads * a->head_dim;
+}
+
 typedef enum fp4_moe_routing {
     FP4_MOE_NONE = 0,
     FP4_MOE_SOFTMAX_TOPK = 1, /* Qwen3-MoE: softmax over all experts, then the top k           */
-    FP4_MOE_TOPK_SOFTMAX = 2  /* Mixtral: the top k logits, then a softmax over those k        */
+    FP4_MOE_TOPK_SOFTMAX = 2, /* Mixtral: the top k logits, then a softmax over those k        */
+    FP4_MOE_SIGMOID_GROUP = 3 /* DeepSeek-V3: sigmoid scores, bias for selection, top groups    */
 } fp4_moe_routing;
 
 /* 1 when layer L of a has a mixture-of-experts MLP. */

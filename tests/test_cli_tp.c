@@ -1,7 +1,8 @@
 /* test_cli_tp.c — `fp4lane run --tp N` (docs/SCALE.md) on models/tiny (4 query heads of 64 over 2
  * KV heads): the split runs in native mode with each rank's memory plan on stderr; exact mode's
  * refusal names the super-block boundary (tp.exact-split), three ranks the heads (tp.heads), CUDA
- * its route (route.tp-cuda), Gemma 3 its family (tp.arch), and --tp 0 is a usage error (exit 2). */
+ * its route (route.tp-cuda), Gemma 3 and DeepSeek-V3 their family (tp.arch), and --tp 0 is a usage
+ * error (exit 2). */
 #include "check.h"
 #include "cli_util.h"
 #include <stdio.h>
@@ -36,7 +37,12 @@ int main(void) {
     snprintf(a, sizeof a, "synth %s/g3 --shape tiny-gemma3 --threads 1", tmp);
     CHECK(cli(a, &o, &e) == 0);
     snprintf(a, sizeof a, "run %s/g3 --prompt-ids 1,2 -n 1 --tp 2 --mode native", tmp);
-    CHECK(cli(a, &o, &e) == 1 && cu_has(e, "tp.arch"));
+    CHECK(cli(a, &o, &e) == 1 && cu_has(e, "tp.arch") && cu_has(e, "Gemma 3"));
+    /* nor DeepSeek-V3 (its latent cache and absorbed attention) */
+    snprintf(a, sizeof a, "synth %s/ds --shape tiny-deepseek --threads 1", tmp);
+    CHECK(cli(a, &o, &e) == 0);
+    snprintf(a, sizeof a, "run %s/ds --prompt-ids 1,2 -n 1 --tp 2 --mode native", tmp);
+    CHECK(cli(a, &o, &e) == 1 && cu_has(e, "tp.arch") && cu_has(e, "DeepSeek-V3"));
     free(o), free(e);
     snprintf(a, sizeof a, "rm -rf '%s'", tmp);
     if (system(a) != 0) fprintf(stderr, "cannot remove %s\n", tmp);

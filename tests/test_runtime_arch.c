@@ -65,7 +65,7 @@ static void test_hf_config(void) {
         fp4_arch_from_hf_config("{\"model_type\":\"mistral\"," BASE ",\"sliding_window\":null}", &a, &e));
     /* refusals, each naming the key and the value */
     refused("{\"model_type\":\"gemma2\"," BASE "}", FP4_ERR_UNSUPPORTED, "model_type", "gemma2");
-    refused("{\"model_type\":\"deepseek_v3\"," BASE "}", FP4_ERR_UNSUPPORTED, "model_type", "deepseek_v3");
+    refused("{\"model_type\":\"deepseek_v2\"," BASE "}", FP4_ERR_UNSUPPORTED, "model_type", "deepseek_v2");
     /* mixtral runs now (issue 28): without its expert count it is refused, naming the key */
     refused("{\"model_type\":\"mixtral\"," BASE "}", FP4_ERR_NOT_FOUND, "num_local_experts", "missing");
     refused("{\"model_type\":\"llama\"," BASE ",\"num_local_experts\":8}", FP4_ERR_UNSUPPORTED,

@@ -58,10 +58,11 @@ static json_t *tensor_json(const fp4_tensor *t, int gguf) {
 /* The architecture an engine would run, every fp4_arch member under its C name (the Python
  * binding's Engine.arch is compared with it member for member); null when the model has none. */
 static json_t *arch_json(const fp4_model *m) {
-    static const char *const source[] = {"hf", "gguf"}, *const scaling[] = {"none", "linear", "llama3"};
+    static const char *const source[] = {"hf", "gguf"}, *const scaling[] = {"none", "linear", "llama3",
+                                                                            "yarn"};
     fp4_arch a;
     if (fp4_model_arch(m, &a, NULL)) return json_null();
-    static const char *const routing[] = {"none", "softmax_topk", "topk_softmax"};
+    static const char *const routing[] = {"none", "softmax_topk", "topk_softmax", "sigmoid_group"};
     json_t *eos = json_array(), *dense = json_array();
     for (int32_t i = 0; i < a.n_eos && i < FP4_ARCH_MAX_EOS; i++)
         json_array_append_new(eos, json_integer(a.eos[i]));
@@ -69,7 +70,7 @@ static json_t *arch_json(const fp4_model *m) {
         if ((a.moe_dense[L / 64] >> (L % 64)) & 1u) json_array_append_new(dense, json_integer(L));
     json_t *o = json_pack("{s:I,s:I,s:I,s:s,s:b,s:o}", "n_experts", (json_int_t)a.n_experts, "n_experts_used",
                           (json_int_t)a.n_experts_used, "moe_ffn", (json_int_t)a.moe_ffn, "moe_routing",
-                          routing[(unsigned)a.moe_routing < 3 ? a.moe_routing : 0], "moe_norm_topk",
+                          routing[(unsigned)a.moe_routing < 4 ? a.moe_routing : 0], "moe_norm_topk",
                           a.moe_norm_topk, "moe_dense", dense);
     json_t *b = json_pack(
         "{s:s,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:s,s:f,s:f,s:f,s:I,s:b,s:b,s:b,s:b,"
@@ -79,7 +80,7 @@ static json_t *arch_json(const fp4_model *m) {
         "n_kv_heads", (json_int_t)a.n_kv_heads, "head_dim", (json_int_t)a.head_dim, "ffn", (json_int_t)a.ffn,
         "vocab", (json_int_t)a.vocab, "n_ctx_train", (json_int_t)a.n_ctx_train, "rms_eps", (double)a.rms_eps,
         "rope_theta", a.rope_theta, "rope_scaling",
-        scaling[(unsigned)a.rope_scaling < 3 ? a.rope_scaling : 0], "rope_factor", a.rope_factor,
+        scaling[(unsigned)a.rope_scaling < 4 ? a.rope_scaling : 0], "rope_factor", a.rope_factor,
         "rope_low_freq_factor", a.rope_low_freq_factor, "rope_high_freq_factor", a.rope_high_freq_factor,
         "rope_orig_ctx", (json_int_t)a.rope_orig_ctx, "rope_freq_factors", a.rope_freq_factors, "tied_head",
         a.tied_head, "qkv_bias", a.qkv_bias, "qk_norm", a.qk_norm, "qk_permuted", a.qk_permuted, "bos", a.bos,
@@ -96,6 +97,17 @@ static json_t *arch_json(const fp4_model *m) {
                   act[(unsigned)a.hidden_act < 2 ? a.hidden_act : 0], "embed_scale", a.embed_scale);
     json_object_update(b, o);
     json_decref(o);
+    json_t *ds =
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:b,s:i,s:f,s:f,s:f,s:f,s:I,s:I,s:I,s:f}", "q_lora_rank",
+                  (json_int_t)a.q_lora_rank, "kv_lora_rank", (json_int_t)a.kv_lora_rank, "qk_nope_dim",
+                  (json_int_t)a.qk_nope_dim, "qk_rope_dim", (json_int_t)a.qk_rope_dim, "v_head_dim",
+                  (json_int_t)a.v_head_dim, "rope_interleave", a.rope_interleave, "n_nextn", a.n_nextn,
+                  "rope_beta_fast", a.rope_beta_fast, "rope_beta_slow", a.rope_beta_slow, "rope_mscale",
+                  a.rope_mscale, "rope_mscale_all_dim", a.rope_mscale_all_dim, "moe_n_group",
+                  (json_int_t)a.moe_n_group, "moe_topk_group", (json_int_t)a.moe_topk_group,
+                  "n_shared_experts", (json_int_t)a.n_shared_experts, "routed_scaling", a.routed_scaling);
+    json_object_update(b, ds);
+    json_decref(ds);
     return b;
 }
 
@@ -242,11 +254,23 @@ int cmd_inspect(int argc, char **argv) {
             printf("  mixture of experts: %s, %lld experts, %lld per token (%s%s), expert ffn %lld, "
                    "%lld of %lld layers dense\n",
                    fp4_arch_family_name(a.family), (long long)a.n_experts, (long long)a.n_experts_used,
-                   a.moe_routing == FP4_MOE_TOPK_SOFTMAX ? "top-k, then softmax" : "softmax, then top-k",
+                   a.moe_routing == FP4_MOE_TOPK_SOFTMAX     ? "top-k, then softmax"
+                   : a.moe_routing == FP4_MOE_SIGMOID_GROUP ? "sigmoid, group-limited top-k"
+                                                             : "softmax, then top-k",
                    a.moe_norm_topk ? ", renormalized" : "", (long long)a.moe_ffn, (long long)nd,
                    (long long)a.n_layers);
+            if (a.n_shared_experts) printf("  shared experts: %lld\n", (long long)a.n_shared_experts);
         }
         if (!fp4_model_arch(m, &a, NULL) && a.sliding_window) inspect_layer_types(&a);
+        if (!fp4_model_arch(m, &a, NULL) && a.kv_lora_rank)
+            printf("  latent attention: q_lora_rank %lld, kv_lora_rank %lld, cache %lld values per token and "
+                   "layer\n",
+                   (long long)a.q_lora_rank, (long long)a.kv_lora_rank,
+                   (long long)(a.kv_lora_rank + a.qk_rope_dim));
+        for (int32_t i = 0; !fp4_model_arch(m, &a, NULL) && i < a.n_nextn; i++)
+            printf("  multi-token prediction: layer %lld is in the file and not run "
+                   "(num_nextn_predict_layers)\n",
+                   (long long)(a.n_layers + i));
         printf("  shapes: %s\n", gguf ? "GGUF ne, innermost (contiguous) dimension first"
                                      : "PyTorch order, outermost dimension first");
         for (int64_t i = 0; i < n; i++) {

@@ -295,8 +295,9 @@ def convert(inp, out, layout=None, force=False):
 # fp4_sampler_params members and the fp4_arg_val member their value is read from
 _SAMPLER_ARGS = (("temperature", "f"), ("top_k", "i"), ("top_p", "f"), ("min_p", "f"),
                  ("repeat_penalty", "f"), ("presence_penalty", "f"), ("penalty_last_n", "i"), ("seed", "u"))
-_ARCH_ENUMS = {"source": ("hf", "gguf"), "rope_scaling": ("none", "linear", "llama3"),
-               "moe_routing": ("none", "softmax_topk", "topk_softmax"), "hidden_act": ("silu", "gelu_tanh")}
+_ARCH_ENUMS = {"source": ("hf", "gguf"), "rope_scaling": ("none", "linear", "llama3", "yarn"),
+               "moe_routing": ("none", "softmax_topk", "topk_softmax", "sigmoid_group"),
+               "hidden_act": ("silu", "gelu_tanh")}
 
 
 def _arch_dict(a):
@@ -311,7 +312,7 @@ def _arch_dict(a):
         elif name in _ARCH_ENUMS:
             v = _ARCH_ENUMS[name][v] if 0 <= v < len(_ARCH_ENUMS[name]) else v
         elif name in ("rope_freq_factors", "tied_head", "qkv_bias", "qk_norm", "qk_permuted", "moe_norm_topk",
-                      "embed_scale"):
+                      "embed_scale", "rope_interleave"):
             v = bool(v)
         elif name in ("moe_dense", "swa_layers"):  # layers with a dense MLP / a sliding window (a bit each)
             v = [i for i in range(min(a.n_layers, 64 * len(v))) if (v[i // 64] >> (i % 64)) & 1]

@@ -81,7 +81,12 @@ class Arch(ctypes.Structure):  # fp4_arch
                 ("moe_ffn", c_int64), ("moe_routing", c_int32), ("moe_norm_topk", c_int32),
                 ("moe_dense", c_uint64 * 16), ("sliding_window", c_int64), ("swa_layers", c_uint64 * 16),
                 ("rope_local_theta", ctypes.c_double), ("query_pre_attn_scalar", ctypes.c_double),
-                ("final_softcap", ctypes.c_double), ("hidden_act", c_int32), ("embed_scale", c_int32)]
+                ("final_softcap", ctypes.c_double), ("hidden_act", c_int32), ("embed_scale", c_int32),
+                ("q_lora_rank", c_int64), ("kv_lora_rank", c_int64), ("qk_nope_dim", c_int64),
+                ("qk_rope_dim", c_int64), ("v_head_dim", c_int64), ("rope_interleave", c_int32),
+                ("n_nextn", c_int32), ("rope_beta_fast", c_double), ("rope_beta_slow", c_double),
+                ("rope_mscale", c_double), ("rope_mscale_all_dim", c_double), ("moe_n_group", c_int64),
+                ("moe_topk_group", c_int64), ("n_shared_experts", c_int64), ("routed_scaling", c_double)]
 
 
 class RtOpts(ctypes.Structure):  # fp4_rt_opts

@@ -52,6 +52,12 @@
  *        A backend groups a step's columns by expert (each expert's weights read once per step,
  *        the columns that chose it in column order through one multi-column project): the
  *        projections give each column its one-column bits, so grouping changes no bit.
+ *     Latent attention (DeepSeek-V3, arch.kv_lora_rank > 0) replaces b..i before the residual add
+ *     (src/cpu/mla.c; the order in docs/ROUTES.md, DeepSeek-V3): q through q_a / q_a_layernorm / q_b, the
+ *     latent through kv_a / kv_a_layernorm, the cache row [latent, roped k_pe] in F16, each head
+ *     attending with the absorbed query [W_UK_h^T q_nope, q_pe] over the rows, its value W_UV_h
+ *     times the weighted latent, then project(Wo). MoE routing 3 (fp4p_moe_route_group) adds the
+ *     shared experts' output to the combine before the residual add.
  *  3. for the columns that want logits (in column order): h = rmsnorm(x_c, output_norm);
  *     logits = project(head, h) [V]    (head = tok_embd when tied)
  *
@@ -100,7 +106,8 @@
 
 #include "fp4lane_runtime.h"
 
-#define FP4_RT_BACKEND_ABI 7u
+#define FP4_RT_BACKEND_ABI 8u /* 6: paged KV, Gemma 3; 7: the split engine's desc member tp; 8: the
+                               * DeepSeek-V3 layer slots (FP4_LW_Q_A ..) */
 /* The symbol libfp4lane_cuda.so exports (extern "C"): returns its ops for this ABI or NULL. */
 #define FP4_RT_CUDA_ENTRY "fp4_rt_cuda_backend"
 #define FP4_RT_CUDA_LIBNAME "libfp4lane_cuda.so"
@@ -123,6 +130,18 @@ typedef enum fp4_rt_lw {
     FP4_LW_DOWN,
     FP4_LW_ATTN_POST_NORM, /* Gemma 3: the attention output's norm before the residual add   */
     FP4_LW_FFN_POST_NORM,  /* Gemma 3: the MLP output's norm before the residual add         */
+    /* DeepSeek-V3 (MLA, latent attention: Q is q_b_proj when q_lora_rank > 0; K, V absent) */
+    FP4_LW_Q_A,       /* q_a_proj [q_lora_rank, H]                                       */
+    FP4_LW_Q_A_NORM,  /* q_a_layernorm [q_lora_rank]                                     */
+    FP4_LW_KV_A,      /* kv_a_proj_with_mqa [kv_lora_rank + qk_rope_dim, H]              */
+    FP4_LW_KV_A_NORM, /* kv_a_layernorm [kv_lora_rank]                                   */
+    FP4_LW_KV_B,      /* kv_b_proj [NH * (qk_nope_dim + v_head_dim), kv_lora_rank]       */
+    FP4_LW_SH_GATE,   /* shared experts of a MoE layer: [n_shared * moe_ffn, H]          */
+    FP4_LW_SH_UP,
+    FP4_LW_SH_DOWN,
+    FP4_LW_EXP_BIAS, /* e_score_correction_bias [E] (selection only)                    */
+    FP4_LW_K_B,      /* llama.cpp's split kv_b (instead of KV_B): attn_k_b ne [nope, R, NH] */
+    FP4_LW_V_B,      /*                                           attn_v_b ne [R, v, NH]    */
     FP4_LW_COUNT_
 } fp4_rt_lw;
 
@@ -197,8 +216,8 @@ typedef struct fp4_rt_backend_ops {
      * (the runtime then refuses before create). Called before any weight byte is read. */
     const char *(*route)(const fp4_tensor *w, fp4_mode mode);
     /* Upload weights, build tables, allocate (or reserve, when paged: kv_trim below) the KV cache of
-     * n_slots × n_layers × n_ctx × NKV*D
-     * halves for K and for V, and scratch for up to max_cols columns per step. A device backend
+     * n_slots × n_layers × n_ctx × fp4_arch_kv_dim halves for K and for V (latent attention: one
+     * latent row across the two), and scratch for up to max_cols columns per step. A device backend
      * first computes its memory plan, reports it (d->on_plan) and refuses with FP4_ERR_NOMEM, rule
      * "cuda.memory-plan", before allocating anything when the plan does not fit. */
     fp4_status (*create)(const fp4_rt_model_desc *d, int64_t max_cols, void **state, fp4_error *err);
@@ -207,7 +226,7 @@ typedef struct fp4_rt_backend_ops {
      * floats per want_logits column, in column order. Synchronous. */
     fp4_status (*step)(void *state, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err);
     /* Copy positions [0, n_pos) of a slot's cache to / from host memory, laid out
-     * [layer][pos][NKV*D] halves (k then v buffers). */
+     * [layer][pos][fp4_arch_kv_dim] halves (k then v buffers). */
     fp4_status (*kv_read)(void *state, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v);
     fp4_status (*kv_write)(void *state, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v);
     /* ABI 3, optional (NULL: the runtime's default of 64): the columns per step this backend wants
@@ -246,5 +265,10 @@ typedef const fp4_rt_backend_ops *(*fp4_rt_backend_entry)(uint32_t abi);
  * to f32 once. Caller frees both with free(). */
 fp4_status fp4_rt_rope_table(const fp4_arch *a, int64_t n_ctx, const float *freq_factors, float **cos_out,
                              float **sin_out);
+/* The rotated width (head_dim; latent attention: qk_rope_dim): the table holds half of it per row. */
+int64_t fp4_rt_rope_dim(const fp4_arch *a);
+/* The softmax scale: (float)(1 / sqrt(head_dim)) (Gemma 3: of query_pre_attn_scalar), times yarn's
+ * mscale(factor, mscale_all_dim)^2 (in double, rounded once) when the config sets mscale_all_dim. */
+float fp4_rt_attn_scale(const fp4_arch *a);
 
 #endif

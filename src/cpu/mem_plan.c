@@ -50,12 +50,18 @@ fp4_status fp4_rt_cpu_plan(const fp4_arch *a, int64_t n_ctx, int32_t n_slots, in
     memset(p, 0, sizeof *p);
     snprintf(p->device, sizeof p->device, "cpu");
     const uint64_t H = (uint64_t)a->hidden, D = (uint64_t)a->head_dim,
-                   qd = (uint64_t)(a->n_heads * a->head_dim), kvd = (uint64_t)(a->n_kv_heads * a->head_dim),
+                   qd = (uint64_t)(a->n_heads * a->head_dim), kvd = (uint64_t)fp4_arch_kv_dim(a),
                    F = (uint64_t)a->ffn, V = (uint64_t)a->vocab, L = (uint64_t)a->n_layers,
                    ctx = (uint64_t)n_ctx, mc = (uint64_t)max_cols;
     /* the RoPE table (cos and sin, n_ctx x D/2 floats each) and the norm/bias vectors widened */
     p->weights_bytes = mad(ctx, D * 4, mad(L, (2 * H + qd + 2 * kvd + 2 * D) * 4, H * 4));
-    /* K and V, F16: slots x (each layer's rows: n_ctx, or a local layer's ring) x NKV*D */
+    /* latent attention: kv_b widened to f32 per layer, with W_UK transposed (mla.c) */
+    if (a->kv_lora_rank > 0)
+        p->weights_bytes = mad(L,
+                               (uint64_t)(a->n_heads * (2 * a->qk_nope_dim + a->v_head_dim)) *
+                                   (uint64_t)a->kv_lora_rank * 4,
+                               p->weights_bytes);
+    /* K and V, F16: slots x (each layer's rows: n_ctx, or a local layer's ring) x fp4_arch_kv_dim */
     uint64_t rows = 0;
     for (int64_t l = 0; l < a->n_layers; l++) {
         const int64_t ring = fp4_rt_kv_ring(a, l, n_ctx, max_cols);

@@ -4,6 +4,7 @@
  * how work is split, so exact mode gives the same bits for any thread count. */
 #include "format/pinned.h"
 #include "cpu/cpu_impl.h"
+#include "cpu/mla.h"
 #include "backend/backend.h"
 #include <stdlib.h>
 #include <string.h>
@@ -20,8 +21,10 @@ typedef struct cpu_state {
     /* mixture of experts (d.moe): router logits [col][E], the choices [col][K] (expert, weight),
      * the gathered inputs of one expert and their outputs [col][K][H] */
     float *rl, *rw, *rs, *gh, *eo;
-    int *ri;
+    int *ri, *rg;
     int64_t *gc;
+    float *sh;        /* shared experts' output [col][H] (DeepSeek-V3)                           */
+    fp4_cpu_mla *mla; /* latent attention (its rows live in kv)                                  */
 } cpu_state;
 
 static const char *cpu_route(const fp4_tensor *w, fp4_mode mode) {
@@ -38,6 +41,8 @@ static void cpu_destroy(void *p) {
     free(s->x), free(s->h), free(s->q), free(s->k), free(s->v), free(s->o), free(s->t), free(s->g),
         free(s->u);
     free(s->rl), free(s->rw), free(s->rs), free(s->gh), free(s->eo), free(s->ri), free(s->gc);
+    free(s->rg), free(s->sh);
+    fp4_cpu_mla_destroy(s->mla);
     free(s);
 }
 
@@ -55,7 +60,11 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     const int64_t nl = a->n_layers, nslot = nl * FP4_LW_COUNT_;
     s->layer = malloc(sizeof *s->layer * (size_t)nslot);
     if (s->layer) memcpy(s->layer, d->layer, sizeof *s->layer * (size_t)nslot);
-    const int64_t kvd = a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim;
+    /* latent attention (mla.c): the pages hold its latent rows (fp4_arch_kv_dim halves in K, the
+     * rest in V), and the step's k, v scratch is unused */
+    const int mla = a->kv_lora_rank > 0;
+    const int64_t kvd = mla ? 1 : a->n_kv_heads * a->head_dim, qd = a->n_heads * a->head_dim,
+                  kvc = fp4_arch_kv_dim(a);
     uint64_t kvn;
     fp4_status kst = FP4_ERR_OVERFLOW;
     if (fp4_kv_rows_init(&s->kr, a, d->n_ctx, max_cols)) {
@@ -65,7 +74,7 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     for (int64_t L = 0; L < nl; L++)
         if (s->kr.ring[L]) s->ring = 1;
     /* a ring model's slot is one run of rows committed whole (its rows are not in position order) */
-    const int64_t kv_rows = s->ring ? s->kr.stride : d->n_ctx, kv_width = s->ring ? kvd : nl * kvd;
+    const int64_t kv_rows = s->ring ? s->kr.stride : d->n_ctx, kv_width = s->ring ? kvc : nl * kvc;
     if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)kv_rows, (uint64_t)kv_width, &kvn) ||
         kvn > (SIZE_MAX / 2) || (kst = fp4_kv_pages_init(&s->kv, d->n_slots, kv_rows, kv_width))) {
         cpu_destroy(s);
@@ -77,22 +86,30 @@ static fp4_status cpu_create(const fp4_rt_model_desc *d, int64_t max_cols, void 
     s->x = falloc(max_cols * a->hidden), s->h = falloc(max_cols * wide), s->q = falloc(max_cols * qd);
     s->k = falloc(max_cols * kvd), s->v = falloc(max_cols * kvd), s->o = falloc(max_cols * qd);
     s->t = falloc(max_cols * a->hidden);
-    const int64_t F = a->ffn > a->moe_ffn ? a->ffn : a->moe_ffn;
+    const int64_t FS = a->n_shared_experts * a->moe_ffn, F0 = a->ffn > a->moe_ffn ? a->ffn : a->moe_ffn;
+    const int64_t F = F0 > FS ? F0 : FS;
     s->g = falloc(max_cols * F), s->u = falloc(max_cols * F);
     int moe_ok = 1;
     if (d->moe) {
         const int64_t E = a->n_experts, K = a->n_experts_used;
-        s->rl = falloc(max_cols * E), s->rs = falloc(E), s->rw = falloc(max_cols * K);
+        s->rl = falloc(max_cols * E), s->rs = falloc(2 * E + a->moe_n_group), s->rw = falloc(max_cols * K);
+        s->rg = malloc(sizeof(int) * (size_t)(a->moe_topk_group + 1));
+        s->sh = FS ? falloc(max_cols * a->hidden) : NULL;
         s->gh = falloc(max_cols * a->hidden), s->eo = falloc(max_cols * K * a->hidden);
         s->ri = malloc(sizeof(int) * (size_t)(max_cols * K));
         s->gc = malloc(sizeof(int64_t) * (size_t)max_cols);
-        moe_ok = s->rl && s->rs && s->rw && s->gh && s->eo && s->ri && s->gc;
+        moe_ok = s->rl && s->rs && s->rw && s->gh && s->eo && s->ri && s->gc && s->rg && (s->sh || !FS);
     }
     if (!s->layer || !s->x || !s->h || !s->q || !s->k || !s->v || !s->o || !s->t ||
         !s->g || !s->u || !moe_ok) {
         cpu_destroy(s);
         return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory (KV cache %llu halves)",
                         (unsigned long long)(2 * kvn));
+    }
+    fp4_status st = mla ? fp4_cpu_mla_create(&s->d, &s->kv, max_cols, &s->mla, err) : FP4_OK;
+    if (st) {
+        cpu_destroy(s);
+        return st;
     }
     *out = s;
     return FP4_OK;
@@ -108,7 +125,7 @@ static fp4_status proj(const cpu_state *s, const fp4_tensor *w, const float *x, 
 }
 
 static uint16_t *kv_at(const cpu_state *s, uint8_t *base, int32_t slot, int64_t layer, int64_t pos) {
-    return fp4_kv_pages_at(&s->kv, base, slot, layer, s->d.arch.n_kv_heads * s->d.arch.head_dim, pos);
+    return fp4_kv_pages_at(&s->kv, base, slot, layer, fp4_arch_kv_dim(&s->d.arch), pos);
 }
 /* a ring model's slot: its first row (its layers' rows follow: kv_rows.c) */
 static uint16_t *kv_slot(const cpu_state *s, uint8_t *base, int32_t slot) {
@@ -221,6 +238,17 @@ static fp4_status swiglu(cpu_state *s, int64_t nv, fp4_error *err) {
     return st ? fp4_fail(err, st, NULL, NULL, "rt.swiglu", "SwiGLU failed") : FP4_OK;
 }
 
+/* DeepSeek-V3's shared experts: one SwiGLU MLP of n_shared * moe_ffn over every column -> s->sh */
+static fp4_status shared_experts(cpu_state *s, int64_t L, int64_t n, fp4_error *err) {
+    const fp4_tensor *const *w = s->layer + L * FP4_LW_COUNT_;
+    const int64_t FS = s->d.arch.n_shared_experts * s->d.arch.moe_ffn;
+    fp4_status st;
+    if ((st = proj(s, w[FP4_LW_SH_GATE], s->h, n, s->g, err)) ||
+        (st = proj(s, w[FP4_LW_SH_UP], s->h, n, s->u, err)) || (st = swiglu(s, n * FS, err)))
+        return st;
+    return proj(s, w[FP4_LW_SH_DOWN], s->g, n, s->sh, err);
+}
+
 /* THE STEP's k'..m' (backend.h): the router, each column's K experts (fp4p_moe_route), then expert
  * by expert the columns that chose it, gathered in column order into one multi-column project (the
  * expert's weights read once per step), each output row kept at its (column, choice), and last
@@ -232,9 +260,14 @@ static fp4_status moe_step(cpu_state *s, int64_t L, int64_t n, fp4_error *err) {
     const fp4_tensor *const *mw = s->d.moe + L * FP4_MOE_STRIDE(E);
     fp4_status st;
     if ((st = proj(s, mw[FP4_MOE_ROUTER], s->h, n, s->rl, err))) return st;
-    for (int64_t c = 0; c < n; c++)
+    for (int64_t c = 0; c < n && a->moe_routing != FP4_MOE_SIGMOID_GROUP; c++)
         fp4p_moe_route(s->rl + c * E, E, K, a->moe_routing, a->moe_norm_topk, s->rs, s->ri + c * K,
                        s->rw + c * K);
+    for (int64_t c = 0; c < n && a->moe_routing == FP4_MOE_SIGMOID_GROUP; c++)
+        fp4p_moe_route_group(s->rl + c * E, s->d.vec[L * FP4_LW_COUNT_ + FP4_LW_EXP_BIAS], E, K,
+                             a->moe_n_group, a->moe_topk_group, a->moe_norm_topk, (float)a->routed_scaling,
+                             s->rs, s->rg, s->ri + c * K, s->rw + c * K);
+    if (s->sh && (st = shared_experts(s, L, n, err))) return st;
     for (int64_t e = 0; e < E; e++) {
         int64_t m = 0;
         for (int64_t c = 0; c < n; c++)
@@ -253,21 +286,22 @@ static fp4_status moe_step(cpu_state *s, int64_t L, int64_t n, fp4_error *err) {
             memcpy(s->eo + s->gc[i] * H, s->gh + i * H, sizeof(float) * (size_t)H);
     }
     for (int64_t c = 0; c < n; c++)
-        for (int64_t i = 0; i < H; i++)
-            s->x[c * H + i] =
-                fp4p_add(s->x[c * H + i], fp4p_moe_combine(s->rw + c * K, s->eo + c * K * H, K, H, i));
+        for (int64_t i = 0; i < H; i++) {
+            float y = fp4p_moe_combine(s->rw + c * K, s->eo + c * K * H, K, H, i);
+            if (s->sh) y = fp4p_add(y, s->sh[c * H + i]); /* DeepSeek: routed + shared, then the residual */
+            s->x[c * H + i] = fp4p_add(s->x[c * H + i], y);
+        }
     return FP4_OK;
 }
 
-static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, int64_t n, fp4_error *err) {
+/* THE STEP's b..i before the residual add: s->h (attn-normed) -> s->t */
+static fp4_status gqa_attention(cpu_state *s, int64_t L, const fp4_rt_col *cols, int64_t n, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
-    const int64_t H = a->hidden, D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn;
+    const int64_t D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads;
     const int64_t qd = NH * D, kvd = NKV * D, half = D / 2;
     const fp4_tensor *const *w = s->layer + L * FP4_LW_COUNT_;
     const float *const *vw = s->d.vec + L * FP4_LW_COUNT_;
     fp4_status st;
-    for (int64_t c = 0; c < n; c++)
-        fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_ATTN_NORM], H, a->rms_eps, s->h + c * H);
     if ((st = proj(s, w[FP4_LW_Q], s->h, n, s->q, err)) || (st = proj(s, w[FP4_LW_K], s->h, n, s->k, err)) ||
         (st = proj(s, w[FP4_LW_V], s->h, n, s->v, err)))
         return st;
@@ -313,7 +347,19 @@ static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, in
     att_ctx ac = {s, cols, L, FP4_OK};
     st = fp4_parallel_rows(n * NH, s->d.n_threads, att_rows, &ac);
     if (st || ac.st) return fp4_fail(err, st ? st : ac.st, NULL, NULL, "rt.attention", "attention failed");
-    if ((st = proj(s, w[FP4_LW_O], s->o, n, s->t, err))) return st;
+    return proj(s, w[FP4_LW_O], s->o, n, s->t, err);
+}
+
+static fp4_status layer_step(cpu_state *s, int64_t L, const fp4_rt_col *cols, int64_t n, fp4_error *err) {
+    const fp4_arch *a = &s->d.arch;
+    const int64_t H = a->hidden, F = a->ffn;
+    const fp4_tensor *const *w = s->layer + L * FP4_LW_COUNT_;
+    const float *const *vw = s->d.vec + L * FP4_LW_COUNT_;
+    fp4_status st;
+    for (int64_t c = 0; c < n; c++)
+        fp4p_rmsnorm(s->x + c * H, vw[FP4_LW_ATTN_NORM], H, a->rms_eps, s->h + c * H);
+    st = s->mla ? fp4_cpu_mla_attend(s->mla, L, cols, n, s->h, s->t, err) : gqa_attention(s, L, cols, n, err);
+    if (st) return st;
     if (vw[FP4_LW_ATTN_POST_NORM])
         fp4_cpu_post_norm_add(s->x, s->t, vw[FP4_LW_ATTN_POST_NORM], n, H, a->rms_eps);
     else
@@ -380,7 +426,7 @@ static fp4_status cpu_step(void *p, const fp4_rt_col *cols, int64_t n, float *lo
 
 static fp4_status kv_copy(cpu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
     const fp4_arch *a = &s->d.arch;
-    const int64_t kvd = a->n_kv_heads * a->head_dim;
+    const int64_t kvd = fp4_arch_kv_dim(a); /* latent attention: its rows as they are in the pages */
     if (slot < 0 || slot >= s->d.n_slots || n_pos < 0 || n_pos > s->d.n_ctx) return FP4_ERR_INVALID_ARG;
     if (to_host && kv_need(s, n_pos) > s->kv.committed[slot] * s->kv.block) return FP4_ERR_INVALID_ARG;
     if (!to_host && fp4_kv_pages_commit(&s->kv, slot, kv_need(s, n_pos))) return FP4_ERR_NOMEM;

@@ -133,9 +133,12 @@ fp4_status fp4_tp_check(const fp4_rt_model_desc *d, int n, fp4_error *err) {
     if (n < 2 || n > FP4_COMM_MAX_RANKS)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "tp.ranks", "--tp %d (2..%d)", n,
                         FP4_COMM_MAX_RANKS);
-    if (a->family == FP4_ARCH_GEMMA3) /* its local layers' ring cache, GeGLU and extra norms: not split yet */
+    /* Gemma 3: its local layers' ring cache, GeGLU and extra norms; DeepSeek-V3: the latent cache and
+     * the absorbed attention: not split yet */
+    if (a->family == FP4_ARCH_GEMMA3 || a->family == FP4_ARCH_DEEPSEEK_V3)
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.arch",
-                        "--tp %d: Gemma 3 is not split in this version; use --tp 1", n);
+                        "--tp %d: %s is not split in this version; use --tp 1", n,
+                        a->family == FP4_ARCH_GEMMA3 ? "Gemma 3" : "DeepSeek-V3 (latent attention)");
     if (a->n_kv_heads % n)
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.heads",
                         "--tp %d does not divide the %lld KV heads (%lld query heads): the heads and the KV "

@@ -253,6 +253,49 @@ static inline FP4_HD void fp4p_moe_route(const float *r, int64_t n, int k, int r
     for (int j = 0; j < k; j++)
         w[j] = fp4p_div(w[j], s);
 }
+/* fp4p_moe_route_group (routing 3, DeepSeek-V3's noaux_tc; transformers' DeepseekV3TopkRouter):
+ *   s_i = 1 / (1 + exp(-r_i)) (pinned: fp4p_div(1, 1 + fp4p_exp(-r_i))); c_i = s_i + bias_i (one add,
+ *   selection only); groups of E / n_group experts: g = (largest c of the group) + (second largest)
+ *   (one add; a group of one expert: its c); the topk_group groups of largest g (ties to the lower
+ *   group); c of the experts of other groups becomes +0.0 (transformers' masked_fill); the top k of
+ *   c (ties to the lower index); w_j = s of the chosen; norm: w_j = w_j / (pinned sum of the k w in
+ *   selection order + 1e-20f); last w_j = w_j * scale (routed_scaling_factor as f32).
+ * scratch: 2 E + n_group floats; gidx: topk_group ints; idx and w: k values. */
+static inline FP4_HD void fp4p_moe_route_group(const float *r, const float *bias, int64_t n, int k,
+                                               int64_t n_group, int64_t topk_group, int norm, float scale,
+                                               float *scratch, int *gidx, int *idx, float *w) {
+    float *sg = scratch, *c = scratch + n, *gs = scratch + 2 * n;
+    const int64_t per = n / n_group;
+    for (int64_t i = 0; i < n; i++) {
+        sg[i] = fp4p_div(1.0f, fp4p_add(1.0f, fp4p_exp(-r[i])));
+        c[i] = fp4p_add(sg[i], bias[i]);
+    }
+    for (int64_t g = 0; g < n_group; g++) {
+        int two[2] = {0, 0};
+        const int m = per < 2 ? (int)per : 2;
+        fp4p_moe_topk(c + g * per, per, m, two);
+        gs[g] = m == 2 ? fp4p_add(c[g * per + two[0]], c[g * per + two[1]]) : c[g * per + two[0]];
+    }
+    fp4p_moe_topk(gs, n_group, (int)topk_group, gidx);
+    for (int64_t g = 0; g < n_group; g++) {
+        int keep = 0;
+        for (int64_t t = 0; t < topk_group; t++)
+            keep |= gidx[t] == (int)g;
+        if (!keep)
+            for (int64_t i = g * per; i < (g + 1) * per; i++)
+                c[i] = 0.0f;
+    }
+    fp4p_moe_topk(c, n, k, idx);
+    for (int j = 0; j < k; j++)
+        w[j] = sg[idx[j]];
+    if (norm) {
+        const float t = fp4p_add(fp4p_sum(w, k, 1), 1e-20f);
+        for (int j = 0; j < k; j++)
+            w[j] = fp4p_div(w[j], t);
+    }
+    for (int j = 0; j < k; j++)
+        w[j] = fp4p_mul(w[j], scale);
+}
 /* Σ_j w_j y_j[i] in selection order: acc = w_0 y_0[i], then acc += w_j y_j[i] (each product and
  * sum one rounding); y_j = y + j * stride. */
 static inline FP4_HD float fp4p_moe_combine(const float *w, const float *y, int k, int64_t stride,

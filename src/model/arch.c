@@ -22,6 +22,7 @@ static const struct family_row {
     {"qwen3_moe", "qwen3moe", FP4_ARCH_QWEN3_MOE, 0, 1},
     {"mixtral", NULL, FP4_ARCH_MIXTRAL, 0, 0},        /* GGUF: "llama" with <arch>.expert_count (below) */
     {"gemma3_text", "gemma3", FP4_ARCH_GEMMA3, 0, 1}, /* "gemma3" (multimodal): its text_config */
+    {"deepseek_v3", "deepseek2", FP4_ARCH_DEEPSEEK_V3, 0, 0}, /* arch_deepseek.c */
 };
 #define ARCH_MAX_EXPERTS 4096
 
@@ -107,6 +108,12 @@ static int js_num(json_t *o, const char *k, double *v) {
     *v = json_number_value(j);
     return 1;
 }
+int fp4_arch_js_int(json_t *o, const char *k, int64_t *v) {
+    return js_int(o, k, v);
+}
+int fp4_arch_js_num(json_t *o, const char *k, double *v) {
+    return js_num(o, k, v);
+}
 /* what a JSON value is, for messages ("a string") */
 static const char *fp4_json_kind(const json_t *j) {
     return json_is_string(j)    ? "a string"
@@ -167,6 +174,9 @@ static fp4_status hf_rope(json_t *cfg, fp4_arch *a, fp4_error *err) {
         a->rope_scaling = FP4_ROPE_LINEAR;
     else if (!strcmp(t, "llama3"))
         a->rope_scaling = FP4_ROPE_LLAMA3;
+    else if (!strcmp(t, "yarn") && json_is_string(json_object_get(cfg, "model_type")) &&
+             !strcmp(json_string_value(json_object_get(cfg, "model_type")), "deepseek_v3"))
+        a->rope_scaling = FP4_ROPE_YARN;
     else
         return refuse(err, "arch.rope_type",
                       "config.json: rope_type = %s (%s) is not supported: default, linear or llama3", t,
@@ -174,6 +184,7 @@ static fp4_status hf_rope(json_t *cfg, fp4_arch *a, fp4_error *err) {
     if (js_num(sc, "factor", &a->rope_factor) != 1)
         return refuse(err, "arch.rope_factor", "config.json: %s.%s is missing or not a number", where,
                       "factor");
+    if (a->rope_scaling == FP4_ROPE_YARN) return fp4_arch_hf_yarn(sc, where, a, err);
     if (a->rope_scaling == FP4_ROPE_LLAMA3) {
         if (js_num(sc, "low_freq_factor", &a->rope_low_freq_factor) != 1 ||
             js_num(sc, "high_freq_factor", &a->rope_high_freq_factor) != 1 ||
@@ -189,7 +200,8 @@ static fp4_status hf_refusals(json_t *cfg, const struct family_row *f, int64_t c
     char txt[128];
     static const char *const moe_keys[] = {"num_experts", "num_local_experts", "n_routed_experts",
                                            "num_experts_per_tok", "moe_intermediate_size"};
-    const int moe = f->family == FP4_ARCH_QWEN3_MOE || f->family == FP4_ARCH_MIXTRAL;
+    const int ds = f->family == FP4_ARCH_DEEPSEEK_V3;
+    const int moe = f->family == FP4_ARCH_QWEN3_MOE || f->family == FP4_ARCH_MIXTRAL || ds;
     for (size_t i = 0; !moe && i < sizeof moe_keys / sizeof moe_keys[0]; i++) {
         json_t *j = json_object_get(cfg, moe_keys[i]);
         if (j && !json_is_null(j) && !(json_is_integer(j) && json_integer_value(j) == 0)) {
@@ -200,7 +212,7 @@ static fp4_status hf_refusals(json_t *cfg, const struct family_row *f, int64_t c
     }
     static const char *const shared_keys[] = {"shared_expert_intermediate_size", "n_shared_experts",
                                               "num_shared_experts"};
-    for (size_t i = 0; moe && i < sizeof shared_keys / sizeof shared_keys[0]; i++) {
+    for (size_t i = 0; moe && !ds && i < sizeof shared_keys / sizeof shared_keys[0]; i++) {
         json_t *j = json_object_get(cfg, shared_keys[i]);
         if (j && !json_is_null(j) && !(json_is_integer(j) && json_integer_value(j) == 0)) {
             js_text(j, txt, sizeof txt);
@@ -235,7 +247,8 @@ static fp4_status hf_refusals(json_t *cfg, const struct family_row *f, int64_t c
     static const char *const on_keys[] = {"alibi", "attention_bias", "mlp_bias", "use_alibi"};
     for (size_t i = 0; i < sizeof on_keys / sizeof on_keys[0]; i++) {
         json_t *j = json_object_get(cfg, on_keys[i]);
-        if (json_is_true(j) && !(f->qkv_bias && !strcmp(on_keys[i], "attention_bias")))
+        if (json_is_true(j) && !(f->qkv_bias && !strcmp(on_keys[i], "attention_bias")) &&
+            !(ds && !strcmp(on_keys[i], "attention_bias"))) /* arch_deepseek.c names it */
             return refuse(err, "arch.feature", "config.json: %s = %s is not supported", on_keys[i], "true");
     }
     json_t *pe = json_object_get(cfg, "position_embedding_type");
@@ -393,7 +406,7 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
         st =
             refuse(err, "arch.model_type",
                    "config.json: %s = %s is not supported (llama, mistral, qwen2, qwen3, qwen3_moe, mixtral, "
-                   "gemma3, gemma3_text)",
+                   "gemma3, gemma3_text, deepseek_v3)",
                    "model_type", txt);
         goto done;
     }
@@ -448,6 +461,7 @@ fp4_status fp4_arch_from_hf_config(const char *config_json, fp4_arch *out, fp4_e
     if ((f->family == FP4_ARCH_QWEN3_MOE || f->family == FP4_ARCH_MIXTRAL) && a->n_layers >= 1 &&
         a->n_layers <= FP4_ARCH_MAX_LAYERS && (st = hf_moe(cfg, a, err)))
         goto done;
+    if (f->family == FP4_ARCH_DEEPSEEK_V3 && (st = fp4_arch_hf_deepseek(cfg, a, err))) goto done;
     if ((st = hf_tokens(cfg, a, err))) goto done;
     st = arch_check(a, err);
 done:
@@ -520,6 +534,16 @@ static int gg_str(const fp4_gguf *g, const char *key, char *buf, size_t n) {
     return 1;
 }
 
+int fp4_arch_gg_u64(const fp4_gguf *g, const char *key, uint64_t *v) {
+    return gg_u64(g, key, v);
+}
+int fp4_arch_gg_f64(const fp4_gguf *g, const char *key, double *v) {
+    return gg_f64(g, key, v);
+}
+int fp4_arch_gg_str(const fp4_gguf *g, const char *key, char *buf, size_t n) {
+    return gg_str(g, key, buf, n);
+}
+
 static fp4_status gg_need(const fp4_gguf *g, const char *arch, const char *sfx, int64_t *v, int required,
                           fp4_error *err) {
     char key[128];
@@ -548,7 +572,7 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
         if (families[i].gguf_arch && !strcmp(name, families[i].gguf_arch)) f = &families[i];
     if (!f)
         return refuse(err, "arch.model_type",
-                      "GGUF: %s = %s is not supported (llama, qwen2, qwen3, qwen3moe, gemma3)",
+                      "GGUF: %s = %s is not supported (llama, qwen2, qwen3, qwen3moe, gemma3, deepseek2)",
                       "general.architecture", name);
     const int gg_moe = f->family == FP4_ARCH_QWEN3_MOE;
     fp4_arch *a = out;
@@ -575,6 +599,10 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
         (st = gg_need(g, name, "expert_count", &experts, 0, err)) ||
         (st = gg_need(g, name, "attention.sliding_window", &sw, 0, err)))
         return st;
+    if (f->family == FP4_ARCH_DEEPSEEK_V3) { /* its own widths, experts and yarn: arch_deepseek.c */
+        if ((st = fp4_arch_gguf_deepseek(g, name, a, err))) return st;
+        vdim = rdim = -1, experts = 0;
+    }
     if (experts > 0 && f->family != FP4_ARCH_LLAMA && !gg_moe) {
         snprintf(txt, sizeof txt, "%lld", (long long)experts);
         snprintf(key, sizeof key, "%s.expert_count", name);
@@ -640,7 +668,7 @@ fp4_status fp4_arch_from_gguf(const fp4_gguf *g, fp4_arch *out, fp4_error *err) 
         snprintf(key, sizeof key, "%s.rope.scaling.factor", name);
         if (gg_f64(g, key, &a->rope_factor) != 1)
             return refuse(err, "arch.rope_factor", "GGUF: %s is %s", key, "missing or not a float");
-    } else if (strcmp(stype, "none")) {
+    } else if (strcmp(stype, "none") && !(a->family == FP4_ARCH_DEEPSEEK_V3 && !strcmp(stype, "yarn"))) {
         return refuse(err, "arch.rope_type", "GGUF: %s = %s is not supported (none, linear)", key, stype);
     }
     a->rope_freq_factors = fp4_gguf_find(g, "rope_freqs.weight") != NULL; /* checked in bind.c */

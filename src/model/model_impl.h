@@ -135,4 +135,13 @@ fp4_status fp4_write_layout(const fp4_wsrc *src, const char *out, const fp4_writ
 
 /* ggml type 40 block repacking (one row): fp4_ggml_pack_row / fp4_ggml_unpack_row, fp4_impl.h */
 
+/* quant_policy.c: a family's recipe on top of quantize.c's default exclusions (DeepSeek-V3: NVIDIA's
+ * R1-FP4 keeps attention, dense MLPs, shared experts and the MTP layer in their precision) */
+typedef struct fp4_qpolicy {
+    int deepseek;
+    int64_t n_layers, first_dense;
+} fp4_qpolicy;
+void fp4_qpolicy_init(const char *config_json, fp4_qpolicy *p);
+int fp4_qpolicy_keep(const fp4_qpolicy *p, const char *name); /* 1: not quantized */
+
 #endif

@@ -33,6 +33,7 @@ typedef struct qctx {
     uint8_t *buf;       /* payload + scales, or Q4_K blocks */
     float *f32;         /* aligned f32 copy of the source tensor */
     size_t buf_cap, f32_cap;
+    fp4_qpolicy pol;
 } qctx;
 
 /* ModelOpt's default exclusions (nvfp4-peers.md §2.3) and GGUF's names for the same modules. */
@@ -128,10 +129,11 @@ static fp4_status tensor_amax(qctx *c, qtensor *q, fp4_error *err) {
     return FP4_OK;
 }
 
-static int will_quantize(const fp4_raw *r, const fp4_quantize_opts *o) {
+static int will_quantize(const fp4_raw *r, const fp4_quantize_opts *o, const fp4_qpolicy *pol) {
     const int64_t mult = o->to_q4_k ? 256 : 16;
     return r->n_dims == 2 && src_dt(r->type) >= 0 && fp4_ends_with(r->name, ".weight") &&
-           !excluded(r->name, o->quantize_embeddings) && r->ne[0] % mult == 0 && r->ne[0] <= FP4_MAX_N_IN;
+           !excluded(r->name, o->quantize_embeddings) && !fp4_qpolicy_keep(pol, r->name) &&
+           r->ne[0] % mult == 0 && r->ne[0] <= FP4_MAX_N_IN;
 }
 
 static fp4_status plan_tensors(qctx *c, fp4_error *err) {
@@ -151,7 +153,7 @@ static fp4_status plan_tensors(qctx *c, fp4_error *err) {
         if (r->type == FP4_TYPE_NVFP4_E2M1 || r->type == FP4_TYPE_GGML_NVFP4 || r->st_dtype == FP4_ST_F8_E4M3)
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, c->path, r->name, "quantize.already",
                             "the input is already quantized (use fp4lane convert)");
-        q->quantize = will_quantize(r, o);
+        q->quantize = will_quantize(r, o, &c->pol);
         if (!q->quantize) continue;
         if (o->cancel && *o->cancel)
             return fp4_fail(err, FP4_ERR_IO, c->path, NULL, "out.interrupted",
@@ -399,6 +401,7 @@ fp4_status fp4_quantize_checkpoint(const char *in, const char *out, const fp4_qu
     if (!st) st = fp4_ckpt_open(in, 0, &ck, err);
     if (!st) {
         c.path = ck->path, c.n_src = ck->n, c.t = ck->t, c.by_name = ck->by_name;
+        fp4_qpolicy_init(ck->config_json, &c.pol);
         st = quantize_run(&c, ck, out, err);
     }
     free(c.q);
@@ -417,7 +420,9 @@ fp4_status fp4_quantize_source(const fp4_qsource *s, const char *out, const fp4_
                         "a made source is quantized to NVFP4 only");
     qctx c = {.o = o, .cached = -1, .path = s->path, .n_src = s->n, .t = s->t, .by_name = s->by_name};
     c.qs = s;
-    for (int64_t i = 0; i < s->n; i++) c.scan_total += will_quantize(&s->t[i], o) ? s->t[i].nbytes : 0;
+    fp4_qpolicy_init(s->config_json, &c.pol);
+    for (int64_t i = 0; i < s->n; i++)
+        c.scan_total += will_quantize(&s->t[i], o, &c.pol) ? s->t[i].nbytes : 0;
     fp4_status st = quantize_run(&c, NULL, out, err);
     free(c.q);
     free(c.buf);

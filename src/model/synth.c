@@ -10,7 +10,8 @@
 #include "fp4_impl.h"
 #include "fp4lane_synth.h"
 #include "io/outfile.h"
-#include "model_impl.h"
+#include "model/model_impl.h"
+#include "model/synth_impl.h"
 #include <dirent.h>
 #include <jansson.h>
 #include <errno.h>
@@ -24,41 +25,39 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct synth_shape {
-    const char *name, *arch;
-    int64_t hidden, layers, heads, kv_heads, head_dim, inter, vocab, max_pos;
-    double rope_theta, rms_eps;
-    int llama3_rope, tie;
-    int64_t bos, eos;
-    int64_t experts, used, moe_inter; /* 0 experts: dense */
-} synth_shape;
 
 static const synth_shape shapes[] = {
-    {"tiny", "llama", 256, 2, 4, 2, 64, 512, 512, 2048, 500000.0, 1e-5, 1, 0, 1, 2, 0, 0, 0},
+    {"tiny", "llama", 256, 2, 4, 2, 64, 512, 512, 2048, 500000.0, 1e-5, 1, 0, 1, 2, 0, 0, 0, NULL},
     {"llama3-8b", "llama", 4096, 32, 32, 8, 128, 14336, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001,
-     0, 0, 0},
+     0, 0, 0, NULL},
     {"qwen3-8b", "qwen3", 4096, 36, 32, 8, 128, 12288, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643, 151645,
-     0, 0, 0},
+     0, 0, 0, NULL},
     {"llama3-70b", "llama", 8192, 80, 64, 8, 128, 28672, 128256, 131072, 500000.0, 1e-5, 1, 0, 128000, 128001,
-     0, 0, 0},
+     0, 0, 0, NULL},
     /* JackFram/llama-160m (a published small Llama, used as a draft model): a CPU decode shape */
-    {"llama-160m", "llama", 768, 12, 12, 12, 64, 3072, 32000, 2048, 10000.0, 1e-6, 0, 0, 1, 2, 0, 0, 0},
+    {"llama-160m", "llama", 768, 12, 12, 12, 64, 3072, 32000, 2048, 10000.0, 1e-6, 0, 0, 1, 2, 0, 0, 0, NULL},
     /* mixtures of experts: a tiny one for tests, and Qwen/Qwen3-30B-A3B's published config */
-    {"tiny-moe", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 8, 2, 256},
+    {"tiny-moe", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 8, 2, 256, NULL},
     {"qwen3-30b-a3b", "qwen3-moe", 2048, 48, 32, 4, 128, 6144, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643,
-     151645, 128, 8, 768},
+     151645, 128, 8, 768, NULL},
     /* Gemma 3: a tiny one (both layer types, a window of 8 that a test's 64 positions cross) and
      * google/gemma-3-27b's published text config (transformers' Gemma3TextConfig defaults for the
      * keys it leaves out: vocab 262208, rope_theta 1e6, rope_local_base_freq 1e4) */
-    {"tiny-gemma3", "gemma3", 256, 6, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0, 0},
+    {"tiny-gemma3", "gemma3", 256, 6, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0, 0, NULL},
     {"gemma3-27b", "gemma3", 5376, 62, 32, 16, 128, 21504, 262208, 131072, 1000000.0, 1e-6, 0, 1, 2, 1, 0, 0,
-     0},
+     0, NULL},
     /* llama.cpp's quantizer treats exactly 8 experts specially (Mixtral 8x7B: Q5_K / Q8_0 attention,
      * types fp4lane has no route for); these take its common path, as Qwen3-MoE's 128 do: a tiny one
      * for tests and a small one for CPU benchmarks */
-    {"tiny-moe16", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 16, 4, 256},
+    {"tiny-moe16", "qwen3-moe", 256, 2, 4, 2, 64, 512, 512, 2048, 1000000.0, 1e-6, 0, 0, 1, 2, 16, 4, 256,
+     NULL},
     {"small-moe", "qwen3-moe", 1024, 8, 16, 4, 64, 3072, 32000, 4096, 1000000.0, 1e-6, 0, 0, 1, 2, 32, 4,
-     512},
+     512, NULL},
+    /* DeepSeek-V3 (synth_deepseek.c): a tiny one for tests and deepseek-ai/DeepSeek-V3's config */
+    {"tiny-deepseek", "deepseek-v3", 256, 3, 4, 4, 12, 512, 512, 1024, 10000.0, 1e-6, 0, 0, 1, 2, 8, 3, 256,
+     &fp4_synth_ds_tiny},
+    {"deepseek-v3", "deepseek-v3", 7168, 61, 128, 128, 192, 18432, 129280, 163840, 10000.0, 1e-6, 0, 0, 0, 1,
+     256, 8, 2048, &fp4_synth_ds_v3},
 };
 /* Gemma 3's own keys per shape: the window, a global layer every `pattern`, query_pre_attn_scalar,
  * the local rope base and the global layers' linear rope factor (0: none). The tiny one's scalar
@@ -78,12 +77,6 @@ static const struct gemma_keys *gemma_of(const synth_shape *s) {
 }
 enum { N_SHAPES = (int)(sizeof shapes / sizeof shapes[0]) };
 
-typedef struct synth_arch {
-    const char *name, *hf_class, *model_type;
-    int qk_norm, rope_scaling; /* per-head q/k RMSNorm; writes the shape's llama3 rope scaling */
-    int moe;                   /* 1: Qwen3-MoE names (mlp.gate, mlp.experts.E.*_proj); 2: Mixtral's;
-                                  3: none, Gemma 3 (four norms per block, stored as gain - 1) */
-} synth_arch;
 
 static const synth_arch archs[] = {
     {"llama", "LlamaForCausalLM", "llama", 0, 1, 0},
@@ -91,11 +84,11 @@ static const synth_arch archs[] = {
     {"qwen3-moe", "Qwen3MoeForCausalLM", "qwen3_moe", 1, 0, 1},
     {"mixtral", "MixtralForCausalLM", "mixtral", 0, 0, 2},
     {"gemma3", "Gemma3ForCausalLM", "gemma3_text", 1, 0, 3},
+    {"deepseek-v3", "DeepseekV3ForCausalLM", "deepseek_v3", 0, 0, 4},
 };
 enum { N_ARCHS = (int)(sizeof archs / sizeof archs[0]) };
 
-/* Tensor kinds, their statistics, and the dimensions a template names. */
-typedef enum { K_MATRIX, K_PROJ, K_NORM } synth_kind;
+/* the dimensions a template names */
 typedef enum { D_ONE, D_HIDDEN, D_Q, D_KV, D_HEAD, D_INTER, D_VOCAB, D_COUNT } synth_dim;
 
 typedef struct layer_tpl {
@@ -123,19 +116,6 @@ static const layer_tpl layer_tpls[] = {
 };
 enum { N_LAYER_TPLS = (int)(sizeof layer_tpls / sizeof layer_tpls[0]) };
 
-typedef struct synth_tensor {
-    char name[96];
-    synth_kind kind;
-    int64_t rows, cols; /* rows 0: 1-D */
-} synth_tensor;
-
-typedef struct synth_plan {
-    const synth_shape *sh;
-    const synth_arch *ar;
-    synth_tensor *t;
-    int n;
-    uint64_t bytes;
-} synth_plan;
 
 /* ---- splitmix64 and the heavy-tailed sampler ---- */
 static inline uint64_t mix64(uint64_t z) {
@@ -180,7 +160,7 @@ const char *fp4_synth_shape_arch(const char *shape) {
     return s ? s->arch : NULL;
 }
 
-static void add(synth_plan *p, const char *name, synth_kind k, int64_t rows, int64_t cols) {
+void fp4_synth_add(synth_plan *p, const char *name, synth_kind k, int64_t rows, int64_t cols) {
     synth_tensor *t = &p->t[p->n++];
     snprintf(t->name, sizeof t->name, "%s", name);
     t->kind = k, t->rows = rows, t->cols = cols;
@@ -209,14 +189,18 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
     if (!gemma_of(s) != !(p->ar->moe == 3))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
                         "architecture '%s' and shape '%s' are not both Gemma 3", p->ar->name, s->name);
-    if (!s->experts != !(p->ar->moe == 1 || p->ar->moe == 2))
+    if (!s->ds != !(p->ar->moe == 4))
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
+                        "architecture '%s' and shape '%s' are not both DeepSeek-V3", p->ar->name, s->name);
+    if (!s->experts != !(p->ar->moe == 1 || p->ar->moe == 2 || p->ar->moe == 4))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch",
                         "architecture '%s' %s experts and shape '%s' %s", p->ar->name,
-                        p->ar->moe && p->ar->moe != 3 ? "has" : "has no", s->name,
+                        p->ar->moe == 1 || p->ar->moe == 2 || p->ar->moe == 4 ? "has" : "has no", s->name,
                         s->experts ? "has them" : "has none");
-    p->t = calloc((size_t)(s->layers * (N_LAYER_TPLS + 1 + 3 * s->experts) + 3), sizeof *p->t);
+    p->t = calloc((size_t)((s->layers + 1) * (N_LAYER_TPLS + 16 + 3 * s->experts) + 8), sizeof *p->t);
     if (!p->t) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
-    add(p, "model.embed_tokens.weight", K_MATRIX, s->vocab, s->hidden);
+    if (p->ar->moe == 4) return fp4_synth_ds_plan(p, err);
+    fp4_synth_add(p, "model.embed_tokens.weight", K_MATRIX, s->vocab, s->hidden);
     char name[96];
     const char *const moe_mid = p->ar->moe == 2 ? "block_sparse_moe" : "mlp";
     const char *const *parts = p->ar->moe == 2 ? (const char *const[]){"w1", "w3", "w2"}
@@ -229,21 +213,22 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
             if (s->experts && strstr(lt->fmt, ".mlp.")) {
                 if (strstr(lt->fmt, "gate_proj")) { /* the router, then the experts, in its place */
                     snprintf(name, sizeof name, "model.layers.%d.%s.gate.weight", l, moe_mid);
-                    add(p, name, K_MATRIX, s->experts, s->hidden);
+                    fp4_synth_add(p, name, K_MATRIX, s->experts, s->hidden);
                     for (int64_t e = 0; e < s->experts; e++)
                         for (int q = 0; q < 3; q++) {
                             snprintf(name, sizeof name, "model.layers.%d.%s.experts.%lld.%s.weight", l,
                                      moe_mid, (long long)e, parts[q]);
-                            add(p, name, K_PROJ, q == 2 ? s->hidden : moe_ffn, q == 2 ? moe_ffn : s->hidden);
+                            fp4_synth_add(p, name, K_PROJ, q == 2 ? s->hidden : moe_ffn,
+                                          q == 2 ? moe_ffn : s->hidden);
                         }
                 }
                 continue;
             }
             snprintf(name, sizeof name, lt->fmt, l);
-            add(p, name, lt->kind, dim[lt->rows], dim[lt->cols]);
+            fp4_synth_add(p, name, lt->kind, dim[lt->rows], dim[lt->cols]);
         }
-    add(p, "model.norm.weight", K_NORM, 0, s->hidden);
-    if (!s->tie) add(p, "lm_head.weight", K_MATRIX, s->vocab, s->hidden);
+    fp4_synth_add(p, "model.norm.weight", K_NORM, 0, s->hidden);
+    if (!s->tie) fp4_synth_add(p, "lm_head.weight", K_MATRIX, s->vocab, s->hidden);
     return FP4_OK;
 }
 
@@ -328,6 +313,7 @@ static fp4_status gemma_config_text(const synth_plan *p, char *buf, size_t size,
 
 static fp4_status config_text(const synth_plan *p, char *buf, size_t size, fp4_error *err) {
     if (p->ar->moe == 3) return gemma_config_text(p, buf, size, err);
+    if (p->ar->moe == 4) return fp4_synth_ds_config_text(p, buf, size, err);
     const synth_shape *s = p->sh;
     char rope[256] = "null", extra[512];
     if (p->ar->moe == 1)
@@ -472,6 +458,8 @@ static void gen_rows(void *vctx, int64_t r0, int64_t r1) {
             double x = t8_unit(&s), v;
             if (c->t->kind == K_NORM)
                 v = c->norm_center + FP4_SYNTH_NORM_STD * x;
+            else if (c->t->kind == K_BIAS)
+                v = FP4_SYNTH_NORM_STD * x;
             else v = FP4_SYNTH_STD * x * (c->colscale ? c->colscale[k] : 1.0f);
             fp4_wr_le16(o + 2 * k, fp4_f32_to_bf16((float)v));
         }

@@ -8,39 +8,74 @@
 #include <string.h>
 
 enum { DIM_H, DIM_Q, DIM_KV, DIM_F, DIM_D, DIM_V, DIM_NONE };
-enum { K_NORM, K_PROJ, K_BIAS }; /* what a slot holds: norm vector, weight matrix, bias vector */
+/* DeepSeek-V3 */
+enum { DIM_O = DIM_NONE + 1, DIM_QL, DIM_KVA, DIM_KVL, DIM_KVB, DIM_SH, DIM_E, DIM_NOPE, DIM_VH };
+/* when a row applies (row_applies) */
+enum {
+    N_ALL, N_BIAS, N_QKNORM, N_QPLAIN, N_QLORA, N_GQA, N_MLA, N_SHARED, N_EXPBIAS, N_KVB, N_KVB_SPLIT,
+    N_NOT_GEMMA, N_GEMMA /* Gemma 3's four norms per block */
+};
+/* what a slot holds: norm vector, weight matrix, bias vector, a per-head stack of matrices */
+enum { K_NORM, K_PROJ, K_BIAS, K_3D };
 
 static const struct slot_row {
     int slot;
     const char *hf, *gguf;       /* printf patterns with the layer index                      */
-    int kind, n_in, n_out, need; /* need: 0 always, 1 qkv_bias, 2 qk_norm, 3 not Gemma 3, 4 Gemma 3 */
+    int kind, n_in, n_out, need; /* need: N_*                                                 */
 } slot_rows[] = {
     {FP4_LW_ATTN_NORM, "model.layers.%d.input_layernorm.weight", "blk.%d.attn_norm.weight", K_NORM, DIM_H,
      DIM_NONE, 0},
-    {FP4_LW_Q, "model.layers.%d.self_attn.q_proj.weight", "blk.%d.attn_q.weight", K_PROJ, DIM_H, DIM_Q, 0},
-    {FP4_LW_K, "model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight", K_PROJ, DIM_H, DIM_KV, 0},
-    {FP4_LW_V, "model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight", K_PROJ, DIM_H, DIM_KV, 0},
-    {FP4_LW_O, "model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", K_PROJ, DIM_Q, DIM_H,
+    {FP4_LW_Q, "model.layers.%d.self_attn.q_proj.weight", "blk.%d.attn_q.weight", K_PROJ, DIM_H, DIM_Q,
+     N_QPLAIN},
+    {FP4_LW_K, "model.layers.%d.self_attn.k_proj.weight", "blk.%d.attn_k.weight", K_PROJ, DIM_H, DIM_KV,
+     N_GQA},
+    {FP4_LW_V, "model.layers.%d.self_attn.v_proj.weight", "blk.%d.attn_v.weight", K_PROJ, DIM_H, DIM_KV,
+     N_GQA},
+    {FP4_LW_O, "model.layers.%d.self_attn.o_proj.weight", "blk.%d.attn_output.weight", K_PROJ, DIM_O, DIM_H,
      0},
+    /* DeepSeek-V3's latent attention (llama.cpp deepseek2 names) */
+    {FP4_LW_Q_A, "model.layers.%d.self_attn.q_a_proj.weight", "blk.%d.attn_q_a.weight", K_PROJ, DIM_H, DIM_QL,
+     N_QLORA},
+    {FP4_LW_Q_A_NORM, "model.layers.%d.self_attn.q_a_layernorm.weight", "blk.%d.attn_q_a_norm.weight", K_NORM,
+     DIM_QL, DIM_NONE, N_QLORA},
+    {FP4_LW_Q, "model.layers.%d.self_attn.q_b_proj.weight", "blk.%d.attn_q_b.weight", K_PROJ, DIM_QL, DIM_Q,
+     N_QLORA},
+    {FP4_LW_KV_A, "model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", "blk.%d.attn_kv_a_mqa.weight",
+     K_PROJ, DIM_H, DIM_KVA, N_MLA},
+    {FP4_LW_KV_A_NORM, "model.layers.%d.self_attn.kv_a_layernorm.weight", "blk.%d.attn_kv_a_norm.weight",
+     K_NORM, DIM_KVL, DIM_NONE, N_MLA},
+    {FP4_LW_KV_B, "model.layers.%d.self_attn.kv_b_proj.weight", "blk.%d.attn_kv_b.weight", K_PROJ, DIM_KVL,
+     DIM_KVB, N_KVB},
+    /* llama.cpp's newer files split kv_b per head (GGUF only; n_in, n_out: the first two ne) */
+    {FP4_LW_K_B, NULL, "blk.%d.attn_k_b.weight", K_3D, DIM_NOPE, DIM_KVL, N_KVB_SPLIT},
+    {FP4_LW_V_B, NULL, "blk.%d.attn_v_b.weight", K_3D, DIM_KVL, DIM_VH, N_KVB_SPLIT},
+    {FP4_LW_SH_GATE, "model.layers.%d.mlp.shared_experts.gate_proj.weight", "blk.%d.ffn_gate_shexp.weight",
+     K_PROJ, DIM_H, DIM_SH, N_SHARED},
+    {FP4_LW_SH_UP, "model.layers.%d.mlp.shared_experts.up_proj.weight", "blk.%d.ffn_up_shexp.weight", K_PROJ,
+     DIM_H, DIM_SH, N_SHARED},
+    {FP4_LW_SH_DOWN, "model.layers.%d.mlp.shared_experts.down_proj.weight", "blk.%d.ffn_down_shexp.weight",
+     K_PROJ, DIM_SH, DIM_H, N_SHARED},
+    {FP4_LW_EXP_BIAS, "model.layers.%d.mlp.gate.e_score_correction_bias", "blk.%d.exp_probs_b.bias", K_BIAS,
+     DIM_E, DIM_NONE, N_EXPBIAS},
     {FP4_LW_Q_BIAS, "model.layers.%d.self_attn.q_proj.bias", "blk.%d.attn_q.bias", K_BIAS, DIM_Q, DIM_NONE,
-     1},
+     N_BIAS},
     {FP4_LW_K_BIAS, "model.layers.%d.self_attn.k_proj.bias", "blk.%d.attn_k.bias", K_BIAS, DIM_KV, DIM_NONE,
-     1},
+     N_BIAS},
     {FP4_LW_V_BIAS, "model.layers.%d.self_attn.v_proj.bias", "blk.%d.attn_v.bias", K_BIAS, DIM_KV, DIM_NONE,
-     1},
+     N_BIAS},
     {FP4_LW_Q_NORM, "model.layers.%d.self_attn.q_norm.weight", "blk.%d.attn_q_norm.weight", K_NORM, DIM_D,
-     DIM_NONE, 2},
+     DIM_NONE, N_QKNORM},
     {FP4_LW_K_NORM, "model.layers.%d.self_attn.k_norm.weight", "blk.%d.attn_k_norm.weight", K_NORM, DIM_D,
-     DIM_NONE, 2},
+     DIM_NONE, N_QKNORM},
     {FP4_LW_FFN_NORM, "model.layers.%d.post_attention_layernorm.weight", "blk.%d.ffn_norm.weight", K_NORM,
-     DIM_H, DIM_NONE, 3},
+     DIM_H, DIM_NONE, N_NOT_GEMMA},
     /* Gemma 3's four norms: its post_attention_layernorm is the attention output's */
     {FP4_LW_ATTN_POST_NORM, "model.layers.%d.post_attention_layernorm.weight",
-     "blk.%d.post_attention_norm.weight", K_NORM, DIM_H, DIM_NONE, 4},
+     "blk.%d.post_attention_norm.weight", K_NORM, DIM_H, DIM_NONE, N_GEMMA},
     {FP4_LW_FFN_NORM, "model.layers.%d.pre_feedforward_layernorm.weight", "blk.%d.ffn_norm.weight", K_NORM,
-     DIM_H, DIM_NONE, 4},
+     DIM_H, DIM_NONE, N_GEMMA},
     {FP4_LW_FFN_POST_NORM, "model.layers.%d.post_feedforward_layernorm.weight", "blk.%d.post_ffw_norm.weight",
-     K_NORM, DIM_H, DIM_NONE, 4},
+     K_NORM, DIM_H, DIM_NONE, N_GEMMA},
     {FP4_LW_GATE, "model.layers.%d.mlp.gate_proj.weight", "blk.%d.ffn_gate.weight", K_PROJ, DIM_H, DIM_F, 0},
     {FP4_LW_UP, "model.layers.%d.mlp.up_proj.weight", "blk.%d.ffn_up.weight", K_PROJ, DIM_H, DIM_F, 0},
     {FP4_LW_DOWN, "model.layers.%d.mlp.down_proj.weight", "blk.%d.ffn_down.weight", K_PROJ, DIM_F, DIM_H, 0},
@@ -100,9 +135,72 @@ static int64_t dim_of(const fp4_arch *a, int d) {
         return a->head_dim;
     case DIM_V:
         return a->vocab;
+    case DIM_O:
+        return a->n_heads * (a->kv_lora_rank ? a->v_head_dim : a->head_dim);
+    case DIM_QL:
+        return a->q_lora_rank;
+    case DIM_KVA:
+        return a->kv_lora_rank + a->qk_rope_dim;
+    case DIM_KVL:
+        return a->kv_lora_rank;
+    case DIM_KVB:
+        return a->n_heads * (a->qk_nope_dim + a->v_head_dim);
+    case DIM_SH:
+        return a->n_shared_experts * a->moe_ffn;
+    case DIM_E:
+        return a->n_experts;
+    case DIM_NOPE:
+        return a->qk_nope_dim;
+    case DIM_VH:
+        return a->v_head_dim;
     default:
         return 1;
     }
+}
+
+static int row_applies(const fp4_arch *a, int need, int64_t L, int split) {
+    const int mla = a->kv_lora_rank > 0, moe = fp4_arch_layer_moe(a, L);
+    switch (need) {
+    case N_KVB:
+        return mla && !split;
+    case N_KVB_SPLIT:
+        return mla && split;
+    case N_BIAS:
+        return a->qkv_bias;
+    case N_QKNORM:
+        return a->qk_norm;
+    case N_QPLAIN:
+        return !mla || !a->q_lora_rank;
+    case N_QLORA:
+        return mla && a->q_lora_rank;
+    case N_GQA:
+        return !mla;
+    case N_MLA:
+        return mla;
+    case N_SHARED:
+        return moe && a->n_shared_experts > 0;
+    case N_EXPBIAS:
+        return moe && a->moe_routing == FP4_MOE_SIGMOID_GROUP;
+    case N_NOT_GEMMA:
+        return a->family != FP4_ARCH_GEMMA3;
+    case N_GEMMA:
+        return a->family == FP4_ARCH_GEMMA3;
+    default:
+        return 1;
+    }
+}
+
+/* DeepSeek's multi-token-prediction layers (num_nextn_predict_layers), stored after the last
+ * layer: loaded by no step (the model runs without them; inspect lists them) */
+static int mtp_tensor(const fp4_arch *a, const char *name) {
+    long long l;
+    int n = 0;
+    if (a->n_nextn <= 0) return 0;
+    if (sscanf(name, "model.layers.%lld.%n", &l, &n) != 1 || !n) {
+        n = 0;
+        if (sscanf(name, "blk.%lld.%n", &l, &n) != 1 || !n) return 0;
+    }
+    return l >= a->n_layers && l < a->n_layers + a->n_nextn;
 }
 
 static int is_dense(fp4_type t) {
@@ -113,7 +211,20 @@ static int is_matrix_type(fp4_type t) {
            t == FP4_TYPE_F8_E4M3FN; /* FP8 weights (the loader gives them their scales) */
 }
 
-static fp4_status check(const fp4_tensor *t, int kind, int64_t n_in, int64_t n_out, fp4_error *err) {
+static fp4_status check(const fp4_tensor *t, int kind, int64_t n_in, int64_t n_out, int64_t n3,
+                        fp4_error *err) {
+    if (kind == K_3D) {
+        if (!is_dense(t->type) && t->type != FP4_TYPE_Q4_K && t->type != FP4_TYPE_Q6_K)
+            return fp4_fail(err, FP4_ERR_DTYPE, NULL, t->name, "bind.dtype",
+                            "type %d is not a type the latent attention widens (F32/F16/BF16, Q4_K, Q6_K)",
+                            (int)t->type);
+        if (t->n_dims != 3 || t->ne[0] != n_in || t->ne[1] != n_out || t->ne[2] != n3)
+            return fp4_fail(err, FP4_ERR_SHAPE, NULL, t->name, "bind.shape",
+                            "expected ne [%lld, %lld, %lld heads], found %d dims [%lld, %lld, %lld]",
+                            (long long)n_in, (long long)n_out, (long long)n3, (int)t->n_dims,
+                            (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2]);
+        return FP4_OK;
+    }
     if (kind != K_PROJ) {
         if (!is_dense(t->type))
             return fp4_fail(err, FP4_ERR_DTYPE, NULL, t->name, "bind.dtype",
@@ -207,7 +318,8 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
                       "the LM head %s is missing (tie_word_embeddings is false)", gn[2]);
         goto out;
     }
-    if ((st = check(g[0], K_PROJ, a->hidden, a->vocab, err)) || (st = check(g[1], K_NORM, a->hidden, 1, err)))
+    if ((st = check(g[0], K_PROJ, a->hidden, a->vocab, 1, err)) ||
+        (st = check(g[1], K_NORM, a->hidden, 1, 1, err)))
         goto out;
     if (g[0]->type == FP4_TYPE_NVFP4_E2M1 && g[0]->nvfp4.input_scale_inv > 0.0f) {
         st = fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, g[0]->name, "bind.dtype",
@@ -220,7 +332,7 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
     if (a->tied_head)
         b->head = g[0]; /* a present lm_head is then unexpected (below) */
     else {
-        if ((st = check(g[2], K_PROJ, a->hidden, a->vocab, err))) goto out;
+        if ((st = check(g[2], K_PROJ, a->hidden, a->vocab, 1, err))) goto out;
         MARK(g[2]);
         b->head = g[2];
     }
@@ -236,20 +348,20 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
                           "rope frequency factors must be F32");
             goto out;
         }
-        if ((st = check(rf, K_NORM, a->head_dim / 2, 1, err))) goto out;
+        if ((st = check(rf, K_NORM, a->head_dim / 2, 1, 1, err))) goto out;
         MARK(rf);
         b->rope_freqs = rf;
     }
+    /* llama.cpp's split kv_b: the file says which form it holds */
+    const int split = gg && a->kv_lora_rank && fp4_model_find(m, "blk.0.attn_k_b.weight");
     for (int64_t l = 0; l < a->n_layers; l++)
         for (size_t s = 0; s < sizeof slot_rows / sizeof slot_rows[0]; s++) {
             const struct slot_row *r = &slot_rows[s];
-            const int gemma = a->family == FP4_ARCH_GEMMA3;
-            if ((r->need == 1 && !a->qkv_bias) || (r->need == 2 && !a->qk_norm) || (r->need == 3 && gemma) ||
-                (r->need == 4 && !gemma))
-                continue;
+            if (!row_applies(a, r->need, l, split)) continue;
             if (fp4_arch_layer_moe(a, l) &&
                 (r->slot == FP4_LW_GATE || r->slot == FP4_LW_UP || r->slot == FP4_LW_DOWN))
                 continue; /* its experts: bind_moe.c */
+            if (!(gg ? r->gguf : r->hf)) continue;
             if (gg)
                 snprintf(name, sizeof name, r->gguf, (int)l);
             else
@@ -261,14 +373,14 @@ fp4_status fp4_rt_bind(const fp4_model *m, const fp4_arch *a, fp4_rt_bound *b, f
                               (long long)a->n_layers);
                 goto out;
             }
-            if ((st = check(t, r->kind, dim_of(a, r->n_in), dim_of(a, r->n_out), err))) goto out;
+            if ((st = check(t, r->kind, dim_of(a, r->n_in), dim_of(a, r->n_out), a->n_heads, err))) goto out;
             MARK(t);
             b->layer[l * FP4_LW_COUNT_ + r->slot] = t;
         }
     if (a->n_experts && (st = fp4_rt_bind_moe(m, a, b, used, gg, index_of, err))) goto out;
     for (int64_t i = 0; i < nt; i++) {
         const fp4_tensor *t = fp4_model_tensor(m, i);
-        if (!used[i] && !ignorable(t, hp != &hf_prefixes[0])) {
+        if (!used[i] && !ignorable(t, hp != &hf_prefixes[0]) && !mtp_tensor(a, t->name)) {
             st = fp4_fail(err, FP4_ERR_FORMAT, NULL, t->name, "bind.unexpected",
                           "%s is not part of a %s model with these dimensions", t->name,
                           fp4_arch_family_name(a->family));

@@ -10,7 +10,8 @@
  * Snapshot file (little-endian):
  *   0  "FP4LKV02"                 8 bytes
  *   8  identity                   64 ASCII hex bytes
- *  72  n_layers u32, kv_dim u32   (NKV * head_dim)
+ *  72  n_layers u32, kv_dim u32   (fp4_arch_kv_dim: NKV * head_dim; latent attention: half the
+ *                                 latent row, its first half in K and the rest in V)
  *  80  n_pos u64
  *  88  n_tok u64                  0 (no token history), n_pos, or n_pos + 1 (the last one pending:
  *                                 emitted, not cached; its continuation feeds it first)
@@ -168,6 +169,16 @@ void fp4_rt_identity_compute(fp4_rt *rt) {
         put_f64(&h, a->rope_local_theta), put_f64(&h, a->query_pre_attn_scalar),
             put_f64(&h, a->final_softcap);
     }
+    if (a->kv_lora_rank) { /* DeepSeek-V3: the latent attention, yarn and the group routing */
+        put_str(&h, "mla");
+        const int64_t mla[] = {a->q_lora_rank, a->kv_lora_rank,  a->qk_nope_dim,      a->qk_rope_dim,
+                               a->v_head_dim,  a->rope_interleave, a->moe_n_group,   a->moe_topk_group,
+                               a->n_shared_experts};
+        for (size_t i = 0; i < sizeof mla / sizeof mla[0]; i++)
+            put_u64(&h, (uint64_t)mla[i]);
+        put_f64(&h, a->rope_beta_fast), put_f64(&h, a->rope_beta_slow), put_f64(&h, a->rope_mscale);
+        put_f64(&h, a->rope_mscale_all_dim), put_f64(&h, a->routed_scaling);
+    }
     put_str(&h, fp4_rt_lane_name(fp4_rt_model_lane(rt->m)));
     put_str(&h, fp4_act_precision_name(fp4_model_act_precision(rt->m)));
     put_str(&h, rt->opts.mode == FP4_MODE_EXACT ? "exact" : "native");
@@ -243,7 +254,7 @@ fp4_status fp4_rt_kv_save_tokens(const fp4_rt *crt, int32_t seq, const char *pat
                             "token %lld: id %d outside [0, %lld)", (long long)i, tokens[i],
                             (long long)rt->arch.vocab);
     const uint64_t nl = (uint64_t)rt->arch.n_layers,
-                   kvd = (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim);
+                   kvd = (uint64_t)fp4_arch_kv_dim(&rt->arch);
     const size_t nh = (size_t)(nl * (uint64_t)n_pos * kvd), kv0 = KV_HEAD + 4 * (size_t)n_tok;
     uint16_t *k = malloc(nh * 2 + 2), *v = malloc(nh * 2 + 2);
     uint8_t *buf = malloc(nh * 4 + kv0 + 4);
@@ -299,7 +310,7 @@ fp4_status fp4_rt_kv_save(const fp4_rt *rt, int32_t seq, const char *path, fp4_e
  * positions, n_ctx + 1 tokens, the header and the checksum. */
 static uint64_t kv_engine_cap(const fp4_rt *rt) {
     const uint64_t per =
-        (uint64_t)rt->arch.n_layers * (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim) * 4;
+        (uint64_t)rt->arch.n_layers * (uint64_t)fp4_arch_kv_dim(&rt->arch) * 4;
     uint64_t cap;
     if (__builtin_mul_overflow(per, (uint64_t)fp4_rt_n_ctx(rt), &cap) ||
         __builtin_add_overflow(cap, (uint64_t)KV_HEAD + 32 + 4 * ((uint64_t)fp4_rt_n_ctx(rt) + 1), &cap))
@@ -330,7 +341,7 @@ static fp4_status kv_header_precheck(const fp4_rt *rt, int fd, uint64_t size, ui
     fp4_status sm = kv_magic(hd, path, err);
     if (sm) return sm;
     const uint64_t nl = fp4_rd_le32(hd + 72), kvd = fp4_rd_le32(hd + 76), n_pos = fp4_rd_le64(hd + 80);
-    if (nl != (uint64_t)rt->arch.n_layers || kvd != (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim))
+    if (nl != (uint64_t)rt->arch.n_layers || kvd != (uint64_t)fp4_arch_kv_dim(&rt->arch))
         return fp4_fail(err, FP4_ERR_SHAPE, path, NULL, "kv.shape",
                         "layers/kv_dim %llu/%llu do not match the model (and the file, %llu bytes, is larger "
                         "than any snapshot this engine can load: not read)",
@@ -442,7 +453,7 @@ fp4_status fp4_rt_kv_load_tokens(fp4_rt *rt, int32_t seq, const char *path, int3
                       (const char *)buf + 8, rt->identity);
         goto out;
     }
-    if (nl != (uint64_t)rt->arch.n_layers || kvd != (uint64_t)(rt->arch.n_kv_heads * rt->arch.head_dim)) {
+    if (nl != (uint64_t)rt->arch.n_layers || kvd != (uint64_t)fp4_arch_kv_dim(&rt->arch)) {
         st = fp4_fail(err, FP4_ERR_SHAPE, path, NULL, "kv.shape",
                       "layers/kv_dim %llu/%llu do not match the model", (unsigned long long)nl,
                       (unsigned long long)kvd);

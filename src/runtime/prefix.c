@@ -100,7 +100,7 @@ static int identity_ok(const fp4_rt *rt) {
 
 int64_t fp4_prefix_cache_load(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const int32_t *ids, int64_t n) {
     if (!c || !rt || !ids || fp4_rt_seq_pos(rt, seq) != 0 || !identity_ok(rt)) return 0;
-    const int64_t B = fp4_rt_kv_blocks(rt, NULL, NULL), kvd = rt->arch.n_kv_heads * rt->arch.head_dim,
+    const int64_t B = fp4_rt_kv_blocks(rt, NULL, NULL), kvd = fp4_arch_kv_dim(&rt->arch),
                   nl = rt->arch.n_layers;
     pthread_mutex_lock(&c->mu);
     c->st.lookups++;
@@ -159,7 +159,7 @@ static pblock *take_slot(fp4_prefix_cache *c) {
 
 void fp4_prefix_cache_store(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const int32_t *ids, int64_t n) {
     if (!c || !rt || !ids || fp4_rt_seq_pos(rt, seq) < n || !identity_ok(rt)) return;
-    const int64_t B = fp4_rt_kv_blocks(rt, NULL, NULL), kvd = rt->arch.n_kv_heads * rt->arch.head_dim,
+    const int64_t B = fp4_rt_kv_blocks(rt, NULL, NULL), kvd = fp4_arch_kv_dim(&rt->arch),
                   nl = rt->arch.n_layers;
     int64_t nb = n / B < c->cap ? n / B : c->cap; /* the blocks past the cache's size would evict its head */
     if (nb < 1) return;

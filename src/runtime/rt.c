@@ -18,7 +18,8 @@
 #define RT_MAX_SEQS 4096
 
 static const char *const proj_slot_names[FP4_LW_COUNT_] = {
-    NULL, "q", "k", "v", "o", NULL, NULL, NULL, NULL, NULL, NULL, "gate", "up", "down",
+    NULL, "q", "k", "v", "o", NULL, NULL, NULL, NULL, NULL, NULL, "gate", "up", "down", "q_a", NULL, "kv_a",
+    NULL, "kv_b", "shexp_gate", "shexp_up", "shexp_down", NULL, NULL, NULL,
 };
 
 /* dlopen libfp4lane_cuda.so: opts->cuda_lib, $FP4LANE_CUDA_LIB, beside the executable, the loader's path */
@@ -148,14 +149,17 @@ static fp4_status check_routes(fp4_rt *rt, fp4_error *err) {
         if (n > 0 && (size_t)n < left) p += n, left -= (size_t)n;
         break;
     }
-    snprintf(p, left, "head: %s", hr);
+    int nh = snprintf(p, left, "head: %s", hr);
+    if (a->n_nextn > 0 && nh > 0 && (size_t)nh < left) /* said wherever the routes are */
+        snprintf(p + nh, left - (size_t)nh, "; mtp: %d layer(s) in the file, not run", (int)a->n_nextn);
     return FP4_OK;
 }
 
 static int is_vec_slot(int slot) {
     return slot == FP4_LW_ATTN_NORM || slot == FP4_LW_FFN_NORM || slot == FP4_LW_Q_NORM ||
            slot == FP4_LW_ATTN_POST_NORM || slot == FP4_LW_FFN_POST_NORM || slot == FP4_LW_K_NORM ||
-           slot == FP4_LW_Q_BIAS || slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS;
+           slot == FP4_LW_Q_BIAS || slot == FP4_LW_K_BIAS || slot == FP4_LW_V_BIAS ||
+           slot == FP4_LW_Q_A_NORM || slot == FP4_LW_KV_A_NORM || slot == FP4_LW_EXP_BIAS;
 }
 static int64_t n_values(const fp4_tensor *t) {
     int64_t n = 1;
@@ -276,6 +280,10 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     fp4_arch arch;
     fp4_status st = fp4_rt_model_arch(m, &arch, err);
     if (st) return st;
+    if (arch.kv_lora_rank && o.device == FP4_DEVICE_CUDA)
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.mla-cuda",
+                        "multi-head latent attention (%s) runs on the CPU in this version; use --device cpu",
+                        fp4_arch_family_name(arch.family));
     if (arch.n_experts && o.device == FP4_DEVICE_CUDA)
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.moe-cuda",
                         "mixture of experts (%s, %lld experts, %lld per token) runs on the CPU in this "
@@ -342,8 +350,7 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         .out_norm_f32 = rt->vec,
         .rope_cos = rt->rope_cos,
         .rope_sin = rt->rope_sin,
-        .attn_scale = (float)(1.0 / sqrt(rt->arch.query_pre_attn_scalar > 0 ? rt->arch.query_pre_attn_scalar
-                                                                            : (double)rt->arch.head_dim)),
+        .attn_scale = fp4_rt_attn_scale(&rt->arch),
         .n_ctx = rt->n_ctx,
         .n_slots = o.max_seqs,
         .invariant = invariant,
