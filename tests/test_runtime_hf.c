@@ -131,7 +131,7 @@ static void moe_case(const char *name) {
     if (!mb) return;
     fp4_arch a;
     CHECK_OK(fp4_arch_from_hf_config(fp4_model_config_json(mb), &a, &e));
-    CHECK(a.n_experts == 8 && a.n_experts_used == 2);
+    CHECK(a.n_experts == 4 && a.n_experts_used == 2);
     const int64_t V = a.vocab;
     snprintf(path, sizeof path, "%s/logits_bf16.npy", dir);
     double *rb = rtd_read_npy_f64(path, n, V);
