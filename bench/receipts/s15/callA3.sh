@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Session 15, call 2 (warm after the first): int8mma's staged call with libmicrohttpd
+# carried (their CLI needs it; the device lacks it), so their CLI compares and speed probes run.
+set -u
+export LD_LIBRARY_PATH=$PWD/gpuwork/libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+D=bench/receipts/s15; FINAL=$OUT; A=/tmp/A2; rm -rf $A; mkdir -p $A
+OUT=$A bash $D/dev.sh int8mma:400
+ls -la $A; tar cf - -C $A . | split -b 15M -d - $FINAL/res.tar.; ls -la $FINAL
