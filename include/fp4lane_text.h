@@ -35,7 +35,8 @@ typedef struct fp4_tokenizer fp4_tokenizer;
 typedef enum fp4_tok_kind {
     FP4_TOK_BYTE_BPE = 0, /* byte-level BPE ("gpt2")                                              */
     FP4_TOK_SPM_BPE = 1,  /* SentencePiece-style BPE on code points, byte fallback ("llama")       */
-    FP4_TOK_WORDPIECE = 2 /* WordPiece with BERT's normalizer and pre-tokenizer ("bert")           */
+    FP4_TOK_WORDPIECE = 2, /* WordPiece with BERT's normalizer and pre-tokenizer ("bert")          */
+    FP4_TOK_UNIGRAM = 3    /* Unigram (SentencePiece's scored pieces, Viterbi), tokenizer.json only  */
 } fp4_tok_kind;
 
 /* Load from path: a HF directory (tokenizer.json, optional tokenizer_config.json beside it), a
