@@ -149,6 +149,10 @@ FP4_API void fp4_think_filter_free(fp4_think_filter *f);         /* accepts NULL
  * eos_token_id as an integer or a list; at most max are stored, *n = 0 when the file or the key is
  * absent (and for a GGUF: its EOS is in its metadata). A malformed file: FP4_ERR_FORMAT. */
 FP4_API fp4_status fp4_generation_eos(const char *model_path, int32_t *ids, int max, int *n, fp4_error *err);
+/* generation_config.json's bos_token_id beside model_path, the id transformers' generate() starts an
+ * empty prompt with; *bos = -1 when the file or the key is absent (a GGUF: its metadata). Not an
+ * integer id: FP4_ERR_FORMAT (rule text.bos). */
+FP4_API fp4_status fp4_generation_bos(const char *model_path, int32_t *bos, fp4_error *err);
 
 /* Chat templates: the families' Jinja templates as a table (src/text/chat.c)                */
 

@@ -16,18 +16,20 @@ static char *charsmap_xy(void) {
     enum { N = 0x101 };
     uint8_t b[4 + 4 * N + 2] = {0};
     uint32_t u[N] = {0};
-    u[0] = 1u << 10;                                   /* the root: children at 0 ^ 1 */
+    u[0] = 1u << 10;                                    /* the root: children at 0 ^ 1 */
     u[0x79] = 0x78u | 1u << 8 | (0x79u ^ 0x100u) << 10; /* 'x' at 1 ^ 'x', a leaf at 0x100 */
-    u[0x100] = 0;                                      /* the leaf: the string at 0 of the pool */
+    u[0x100] = 0;                                       /* the leaf: the string at 0 of the pool */
     b[0] = (uint8_t)(4 * N), b[1] = (uint8_t)((4 * N) >> 8);
     for (int i = 0; i < N; i++)
-        for (int k = 0; k < 4; k++) b[4 + 4 * i + k] = (uint8_t)(u[i] >> (8 * k));
+        for (int k = 0; k < 4; k++)
+            b[4 + 4 * i + k] = (uint8_t)(u[i] >> (8 * k));
     b[4 + 4 * N] = 'y';
     static const char a64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     size_t n = sizeof b, k = 0;
     char *o = malloc(n / 3 * 4 + 8);
     for (size_t i = 0; i < n; i += 3) {
-        uint32_t w = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) | (i + 2 < n ? b[i + 2] : 0);
+        uint32_t w =
+            (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) | (i + 2 < n ? b[i + 2] : 0);
         o[k++] = a64[w >> 18 & 63];
         o[k++] = a64[w >> 12 & 63];
         o[k++] = i + 1 < n ? a64[w >> 6 & 63] : '=';
@@ -81,34 +83,51 @@ static void expect(json_t *j, const char *label, const ucase *cs, int n) {
 static void behaviour(void) {
     char *b64 = charsmap_xy();
     /* Viterbi over the pieces: unknown runs fused into one <unk> (id 0) */
-    static const ucase plain[] = {{"axb", "1,4,3"}, {"ab", "9"}, {"\xc3\xa9\xc3\xa9", "0"}, {"\xc3\xa9" "e", "0,6"},
-                                  {"ab ab", "9,0,9"}, {"abab x", "9,9,0,4"}};
+    static const ucase plain[] = {{"axb", "1,4,3"},
+                                  {"ab", "9"},
+                                  {"\xc3\xa9\xc3\xa9", "0"},
+                                  {"\xc3\xa9"
+                                   "e",
+                                   "0,6"},
+                                  {"ab ab", "9,0,9"},
+                                  {"abab x", "9,9,0,4"}};
     expect(unigram(NULL, false, NULL), "unigram", plain, 6);
     /* Precompiled: "x" -> "y" as a cluster of its own; an accented e is one cluster of 3 bytes */
-    static const ucase pre[] = {{"axb", "5,3"}, {"xx", "2,2"}, {"ab", "9"}, {"e\xcc\x81x", "6,0,2"},
-                                {"x.ab_", "2,0,9,0"}, {"\xc3\xa9xxxb", "0,2,2,2,3"}};
+    static const ucase pre[] = {{"axb", "5,3"},          {"xx", "2,2"},        {"ab", "9"},
+                                {"e\xcc\x81x", "6,0,2"}, {"x.ab_", "2,0,9,0"}, {"\xc3\xa9xxxb", "0,2,2,2,3"}};
     expect(unigram(json_pack("{s:s,s:s}", "type", "Precompiled", "precompiled_charsmap", b64), false, NULL),
            "precompiled", pre, 6);
     /* byte_fallback: an unknown run spelled as <0xXX> pieces when all of its bytes have one */
-    static const ucase bytes[] = {{"\xc3\xa9\xc3\xa9", "7,8,7,8"}, {"\xc3\xa9" "e", "7,8,6"}, {"e\xcc\x81x", "6,0,4"},
+    static const ucase bytes[] = {{"\xc3\xa9\xc3\xa9", "7,8,7,8"},
+                                  {"\xc3\xa9"
+                                   "e",
+                                   "7,8,6"},
+                                  {"e\xcc\x81x", "6,0,4"},
                                   {"\xc3\xa9xxxb", "7,8,4,4,4,3"}};
     expect(unigram(NULL, true, NULL), "byte_fallback", bytes, 4);
     /* NFD, StripAccents, Replace(Regex x+ -> y): both references agree */
-    static const ucase strip[] = {{"\xc3\xa9xxxb", "6,2,3"}, {"xx", "2"}, {"\xc3\xa9" "e", "6,6"}, {"axb", "5,3"}};
-    expect(unigram(json_pack("{s:s,s:[{s:s},{s:s},{s:s,s:{s:s},s:s}]}", "type", "Sequence", "normalizers", "type",
-                             "NFD", "type", "StripAccents", "type", "Replace", "pattern", "Regex", "x+", "content", "y"),
+    static const ucase strip[] = {{"\xc3\xa9xxxb", "6,2,3"},
+                                  {"xx", "2"},
+                                  {"\xc3\xa9"
+                                   "e",
+                                   "6,6"},
+                                  {"axb", "5,3"}};
+    expect(unigram(json_pack("{s:s,s:[{s:s},{s:s},{s:s,s:{s:s},s:s}]}", "type", "Sequence", "normalizers",
+                             "type", "NFD", "type", "StripAccents", "type", "Replace", "pattern", "Regex",
+                             "x+", "content", "y"),
                    false, NULL),
            "strip+regex", strip, 4);
     /* single_word: q (id 11) and zz (special, lstrip, 12) only where no word character touches them */
-    static const ucase sw[] = {{"q", "11"},     {"aq", "1,0"},       {"q b", "11,0,3"}, {"qa", "13"},
-                               {"azz", "1,0"},  {"a zz", "1,12"},    {"a  zz.", "1,12,0"}, {"zzz", "0"},
-                               {"(q)", "0,11,0"}, {"q\xcc\x81", "0"}, {"_q", "0"},     {"\xc3\xa9 q", "0,11"},
-                               {"1q", "0"},     {"q zz q", "11,12,0,11"}};
-    json_t *added = json_pack("[{s:i,s:s,s:b,s:b,s:b,s:b,s:b},{s:i,s:s,s:b,s:b,s:b,s:b,s:b},{s:i,s:s,s:b,s:b}]",
-                              "id", 11, "content", "q", "single_word", 1, "lstrip", 0, "rstrip", 0, "normalized",
-                              0, "special", 0, "id", 12, "content", "zz", "single_word", 1, "lstrip", 1, "rstrip",
-                              0, "normalized", 0, "special", 1, "id", 13, "content", "qa", "normalized", 0,
-                              "special", 0);
+    static const ucase sw[] = {
+        {"q", "11"},       {"aq", "1,0"},           {"q b", "11,0,3"},    {"qa", "13"},
+        {"azz", "1,0"},    {"a zz", "1,12"},        {"a  zz.", "1,12,0"}, {"zzz", "0"},
+        {"(q)", "0,11,0"}, {"q\xcc\x81", "0"},      {"_q", "0"},          {"\xc3\xa9 q", "0,11"},
+        {"1q", "0"},       {"q zz q", "11,12,0,11"}};
+    json_t *added =
+        json_pack("[{s:i,s:s,s:b,s:b,s:b,s:b,s:b},{s:i,s:s,s:b,s:b,s:b,s:b,s:b},{s:i,s:s,s:b,s:b}]", "id", 11,
+                  "content", "q", "single_word", 1, "lstrip", 0, "rstrip", 0, "normalized", 0, "special", 0,
+                  "id", 12, "content", "zz", "single_word", 1, "lstrip", 1, "rstrip", 0, "normalized", 0,
+                  "special", 1, "id", 13, "content", "qa", "normalized", 0, "special", 0);
     expect(unigram(NULL, false, added), "single_word", sw, 14);
     free(b64);
 }
@@ -127,7 +146,9 @@ static json_t *with_model(const char *key, json_t *v) {
     json_object_set_new(json_object_get(j, "model"), key, v);
     return j;
 }
-static json_t *with_norm(json_t *n) { return unigram(n, false, NULL); }
+static json_t *with_norm(json_t *n) {
+    return unigram(n, false, NULL);
+}
 
 static void rejections(void) {
     refused(with_model("unk_id", json_null()), FP4_ERR_UNSUPPORTED, "tok.unsupported", "no unk_id");
@@ -140,7 +161,8 @@ static void rejections(void) {
             "tok.token-empty", "an empty piece");
     refused(with_model("vocab", json_pack("[[s,f],[s,f],[s,f]]", "<unk>", 0.0, "a", -1.0, "a", -2.0)),
             FP4_ERR_DUPLICATE, "tok.duplicate-token", "a piece twice");
-    refused(with_model("vocab", json_pack("{s:i}", "a", 0)), FP4_ERR_FORMAT, "tok.json-type", "a vocab object");
+    refused(with_model("vocab", json_pack("{s:i}", "a", 0)), FP4_ERR_FORMAT, "tok.json-type",
+            "a vocab object");
     /* Precompiled blobs */
     static const char *const bad64[] = {"AAA", "AAAA*AAA", "AA=A", "", "AAAAAAAA", "/////wAAAAA="};
     for (int i = 0; i < 6; i++)
@@ -154,7 +176,8 @@ static void rejections(void) {
     /* its valid twin: the same trie, an ASCII pool */
     fp4_tokenizer *t = NULL;
     fp4_error e = {0};
-    json_t *ok = with_norm(json_pack("{s:s,s:s}", "type", "Precompiled", "precompiled_charsmap", "BAAAAAAAAABh"));
+    json_t *ok =
+        with_norm(json_pack("{s:s,s:s}", "type", "Precompiled", "precompiled_charsmap", "BAAAAAAAAABh"));
     CHECK_OK(from(ok, &t, &e));
     int32_t *ids = NULL;
     size_t ni = 0;
@@ -164,11 +187,14 @@ static void rejections(void) {
     fp4_tokenizer_free(t);
     json_decref(ok);
     /* Replace with a Regex */
-    refused(with_norm(json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "Regex", "(a", "content", "")),
-            FP4_ERR_FORMAT, "tok.regex", "a regex that does not compile");
-    refused(with_norm(json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "Regex", "a*", "content", "b")),
+    refused(
+        with_norm(json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "Regex", "(a", "content", "")),
+        FP4_ERR_FORMAT, "tok.regex", "a regex that does not compile");
+    refused(with_norm(
+                json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "Regex", "a*", "content", "b")),
             FP4_ERR_UNSUPPORTED, "tok.unsupported", "a regex that matches nothing");
-    refused(with_norm(json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "Regex", "a", "content", "$&")),
+    refused(with_norm(
+                json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "Regex", "a", "content", "$&")),
             FP4_ERR_UNSUPPORTED, "tok.unsupported", "content with $");
     refused(with_norm(json_pack("{s:s,s:{s:s},s:s}", "type", "Replace", "pattern", "Regex", "a", "content",
                                 "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")),
@@ -183,8 +209,8 @@ static void rejections(void) {
     CHECK_OK(fp4_gguf_writer_create(&w, &e));
     if (t && w) {
         fp4_status st = fp4_tokenizer_write_gguf(t, w, &e);
-        CHECK_MSG(st == FP4_ERR_UNSUPPORTED && !strcmp(e.rule, "tok.gguf-added"), "single_word to GGUF: %s %s",
-                  fp4_status_str(st), e.rule);
+        CHECK_MSG(st == FP4_ERR_UNSUPPORTED && !strcmp(e.rule, "tok.gguf-added"),
+                  "single_word to GGUF: %s %s", fp4_status_str(st), e.rule);
     }
     fp4_gguf_writer_free(w);
     fp4_tokenizer_free(t);
