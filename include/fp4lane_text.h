@@ -161,8 +161,9 @@ typedef struct fp4_chat_msg {
     const char *content;
 } fp4_chat_msg;
 
-/* The chat_template of tokenizer_config.json beside model_path (a string, or the "default" entry
- * of a list), or a GGUF's tokenizer.chat_template; *tmpl = NULL (FP4_OK) when there is none.
+/* The chat template beside model_path: chat_template.jinja (transformers reads it first), else the
+ * chat_template of tokenizer_config.json (a string, or the "default" entry of a list); a GGUF's
+ * tokenizer.chat_template; *tmpl = NULL (FP4_OK) when there is none.
  * *tmpl is malloc'd. */
 FP4_API fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error *err);
 /* Template ids: 0 .. fp4_chat_n_templates()-1. */

@@ -140,8 +140,21 @@ fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error
         fp4_gguf_close(g);
         return st;
     }
+    /* chat_template.jinja beside it first: transformers reads it before tokenizer_config.json's */
+    char jp[4200], *buf = NULL;
+    size_t len = 0;
+    snprintf(jp, sizeof jp, "%s/chat_template.jinja", dir);
+    fp4_status st = fp4_infile_read(jp, SIDE_FILE_MAX, "text.io", "text.limit", true, &buf, &len, err);
+    if (st || buf) {
+        if (buf && memchr(buf, 0, len))
+            st = fp4_fail(err, FP4_ERR_FORMAT, jp, "chat_template", "text.chat-template",
+                          "chat_template.jinja holds a NUL byte");
+        if (st) free(buf);
+        else *tmpl = buf;
+        return st;
+    }
     json_t *j;
-    fp4_status st = side_json(dir, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, &j, err);
+    st = side_json(dir, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, &j, err);
     if (st || !j) return st;
     json_t *t = json_object_get(j, "chat_template");
     char where[4200];
