@@ -114,10 +114,10 @@ typedef struct tok_ac {
 #define TOK_MAX_TMPL 8
 
 /* Unigram (tok_unigram.c): a byte trie of the pieces; the root's children direct, the others by
- * open addressing on node << 8 | byte (UINT32_MAX empty) */
+ * open addressing, one 8-byte slot per edge (key node << 8 | byte in the high half, the child in the
+ * low half, UINT64_MAX empty) so that a step reads one cache line */
 typedef struct tok_trie {
-    uint32_t *key;
-    int32_t *to;
+    uint64_t *slot;
     int32_t *piece; /* per node: the piece that ends there, -1 none */
     uint32_t mask;
     int32_t n, n_edges;

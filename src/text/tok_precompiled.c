@@ -148,8 +148,11 @@ fp4_status tok_charsmap_normalize(const tok_charsmap *m, const char *s, size_t n
     for (size_t i = 0; i <= n;) {
         uint32_t cp = 0;
         int l = i < n ? tok_utf8_dec(u + i, n - i, &cp) : 0;
-        bool brk = i == n || (i > g && utf8proc_grapheme_break_stateful((utf8proc_int32_t)prev,
-                                                                        (utf8proc_int32_t)cp, &state));
+        bool brk = i == n;
+        if (!brk && i > g && prev < 0x80 && cp < 0x80 && !(prev == '\r' && cp == '\n'))
+            brk = true, state = 0; /* two ASCII characters but CR LF: a break, no context left (GB999) */
+        else if (!brk && i > g)
+            brk = utf8proc_grapheme_break_stateful((utf8proc_int32_t)prev, (utf8proc_int32_t)cp, &state);
         if (i > g && brk) { /* the cluster s[g, i) */
             size_t rn = 0;
             const char *r = i - g < 6 ? transform(m, u + g, i - g, &rn) : NULL;

@@ -10,11 +10,10 @@
 #include <stdlib.h>
 
 #define UNK_PENALTY 10.0
-#define TRIE_MAX_NODES ((1 << 24) - 2) /* node << 8 | byte below UINT32_MAX, the empty key */
+#define TRIE_MAX_NODES ((1 << 24) - 2) /* node << 8 | byte below UINT32_MAX: never the empty slot */
 
 void tok_trie_free(tok_trie *tr) {
-    free(tr->key);
-    free(tr->to);
+    free(tr->slot);
     free(tr->piece);
     memset(tr, 0, sizeof *tr);
 }
@@ -31,32 +30,25 @@ static inline int32_t trie_child(const tok_trie *tr, int32_t node, uint8_t b) {
     if (node == 0) return tr->root[b];
     uint32_t k = (uint32_t)node << 8 | b;
     for (uint32_t i = trie_hash(k) & tr->mask;; i = (i + 1) & tr->mask) {
-        if (tr->key[i] == k) return tr->to[i];
-        if (tr->key[i] == UINT32_MAX) return -1;
+        uint64_t e = tr->slot[i];
+        if ((uint32_t)(e >> 32) == k) return (int32_t)(uint32_t)e;
+        if (e == UINT64_MAX) return -1;
     }
 }
 
 static fp4_status trie_grow(tok_trie *tr) {
     uint32_t cap = tr->mask ? (tr->mask + 1) * 2 : 1u << 12;
-    uint32_t *key = malloc((size_t)cap * sizeof *key);
-    int32_t *to = malloc((size_t)cap * sizeof *to);
-    if (!key || !to) {
-        free(key);
-        free(to);
-        return FP4_ERR_NOMEM;
-    }
-    memset(key, 0xFF, (size_t)cap * sizeof *key);
+    uint64_t *slot = malloc((size_t)cap * sizeof *slot);
+    if (!slot) return FP4_ERR_NOMEM;
+    memset(slot, 0xFF, (size_t)cap * sizeof *slot);
     for (uint32_t i = 0; tr->mask && i <= tr->mask; i++) {
-        if (tr->key[i] == UINT32_MAX) continue;
-        uint32_t j = trie_hash(tr->key[i]) & (cap - 1);
-        while (key[j] != UINT32_MAX) j = (j + 1) & (cap - 1);
-        key[j] = tr->key[i];
-        to[j] = tr->to[i];
+        if (tr->slot[i] == UINT64_MAX) continue;
+        uint32_t j = trie_hash((uint32_t)(tr->slot[i] >> 32)) & (cap - 1);
+        while (slot[j] != UINT64_MAX) j = (j + 1) & (cap - 1);
+        slot[j] = tr->slot[i];
     }
-    free(tr->key);
-    free(tr->to);
-    tr->key = key;
-    tr->to = to;
+    free(tr->slot);
+    tr->slot = slot;
     tr->mask = cap - 1;
     return FP4_OK;
 }
@@ -82,9 +74,8 @@ static fp4_status trie_step(tok_trie *tr, int32_t node, uint8_t b, size_t *cap_n
     else {
         if (((size_t)tr->n_edges + 1) * 4 > ((size_t)tr->mask + 1) * 3 && trie_grow(tr)) return FP4_ERR_NOMEM;
         uint32_t k = (uint32_t)node << 8 | b, i = trie_hash(k) & tr->mask;
-        while (tr->key[i] != UINT32_MAX) i = (i + 1) & tr->mask;
-        tr->key[i] = k;
-        tr->to[i] = c;
+        while (tr->slot[i] != UINT64_MAX) i = (i + 1) & tr->mask;
+        tr->slot[i] = (uint64_t)k << 32 | (uint32_t)c;
         tr->n_edges++;
     }
     *out = c;
