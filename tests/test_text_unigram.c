@@ -67,15 +67,17 @@ static bool same_ids(const uint8_t *rec, uint32_t n, const int32_t *ids, size_t 
     return true;
 }
 
+static void variant_dir(const char *name, char *dir, size_t n) {
+    snprintf(dir, n, "%s/fp4_unigram_%d_%s", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp", (int)getpid(),
+             name);
+}
+
 /* js_equal: the JavaScript reference must agree on every chunk (else its differences are counted) */
-static void variant(const char *npm, const char *gguf, const char *name, int stride, bool js_equal,
-                    const char *corpus, size_t corpus_n) {
-    const char *tmp = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+static void variant(const char *npm, const char *name, int stride, bool js_equal, const char *corpus,
+                    size_t corpus_n) {
     char dir[512], out[600], cmd[4096], path[700];
-    snprintf(dir, sizeof dir, "%s/fp4_unigram_%d_%s", tmp, (int)getpid(), name);
+    variant_dir(name, dir, sizeof dir);
     snprintf(out, sizeof out, "%s.bin", dir);
-    snprintf(cmd, sizeof cmd, "node tests/text/unigram_fixture.mjs '%s' '%s' %s", gguf, dir, name);
-    CHECK_MSG(system(cmd) == 0, "%s: the fixture failed", name);
     snprintf(cmd, sizeof cmd, "node tests/text/rust_oracle.mjs '%s' '%s' %s %d '%s'", npm, dir,
              "tests/data/text/corpus.txt.gz", stride, out);
     CHECK_MSG(system(cmd) == 0, "%s: the oracle failed", name);
@@ -92,7 +94,8 @@ static void variant(const char *npm, const char *gguf, const char *name, int str
     size_t pos = 0;
     for (int k = 0; t && pos < corpus_n; k++) {
         size_t end = pos + 2048 < corpus_n ? pos + 2048 : corpus_n;
-        while (end < corpus_n && corpus[end - 1] != '\n') end++;
+        while (end < corpus_n && corpus[end - 1] != '\n')
+            end++;
         const char *text = corpus + pos;
         size_t len = end - pos;
         pos = end;
@@ -109,7 +112,8 @@ static void variant(const char *npm, const char *gguf, const char *name, int str
         if (!same_ids(a, na, ids, n)) {
             if (bad++ < 3) {
                 uint32_t i = 0;
-                while (i < na && i < n && same_ids(a + 4 * i, 1, ids + i, 1)) i++;
+                while (i < na && i < n && same_ids(a + 4 * i, 1, ids + i, 1))
+                    i++;
                 fprintf(stderr, "%s: chunk %d differs from the Rust library at id %u of %u / %zu\n", name, k,
                         i, na, n);
             }
@@ -164,10 +168,16 @@ int main(void) {
     size_t n = 0;
     char *corpus = slurp_cmd("gzip -dc tests/data/text/corpus.txt.gz", &n);
     CHECK_MSG(n >= 1000000, "corpus: %zu bytes", n);
+    char d[3][512], cmd[4096];
+    variant_dir("xlmr", d[0], sizeof d[0]), variant_dir("nfkc", d[1], sizeof d[1]),
+        variant_dir("rust", d[2], sizeof d[2]);
+    snprintf(cmd, sizeof cmd, "node tests/text/unigram_fixture.mjs '%s' '%s' xlmr '%s' nfkc '%s' rust", gguf,
+             d[0], d[1], d[2]);
+    CHECK_MSG(system(cmd) == 0, "the fixture failed");
     if (corpus) {
-        variant(npm, gguf, "xlmr", 1, false, corpus, n);
-        variant(npm, gguf, "nfkc", 4, true, corpus, n);
-        variant(npm, gguf, "rust", 5, false, corpus, n);
+        variant(npm, "xlmr", 1, false, corpus, n);
+        variant(npm, "nfkc", 4, true, corpus, n);
+        variant(npm, "rust", 5, false, corpus, n);
     }
     free(corpus);
     return check_report();
