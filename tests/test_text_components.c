@@ -215,6 +215,19 @@ static void rejections(void) {
     fp4_gguf_writer_free(w);
     fp4_tokenizer_free(t);
     json_decref(sw);
+    /* nor has a Unigram model */
+    json_t *u = unigram(NULL, false, NULL);
+    t = NULL, w = NULL;
+    CHECK_OK(from(u, &t, &e));
+    CHECK_OK(fp4_gguf_writer_create(&w, &e));
+    if (t && w) {
+        fp4_status st = fp4_tokenizer_write_gguf(t, w, &e);
+        CHECK_MSG(st == FP4_ERR_UNSUPPORTED && !strcmp(e.rule, "tok.gguf-shape"), "Unigram to GGUF: %s %s",
+                  fp4_status_str(st), e.rule);
+    }
+    fp4_gguf_writer_free(w);
+    fp4_tokenizer_free(t);
+    json_decref(u);
 }
 
 int main(void) {
