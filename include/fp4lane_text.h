@@ -35,7 +35,8 @@ typedef struct fp4_tokenizer fp4_tokenizer;
 typedef enum fp4_tok_kind {
     FP4_TOK_BYTE_BPE = 0, /* byte-level BPE ("gpt2")                                              */
     FP4_TOK_SPM_BPE = 1,  /* SentencePiece-style BPE on code points, byte fallback ("llama")       */
-    FP4_TOK_WORDPIECE = 2 /* WordPiece with BERT's normalizer and pre-tokenizer ("bert")           */
+    FP4_TOK_WORDPIECE = 2, /* WordPiece with BERT's normalizer and pre-tokenizer ("bert")          */
+    FP4_TOK_UNIGRAM = 3    /* Unigram (SentencePiece's scored pieces, Viterbi), tokenizer.json only  */
 } fp4_tok_kind;
 
 /* Load from path: a HF directory (tokenizer.json, optional tokenizer_config.json beside it), a
@@ -148,6 +149,10 @@ FP4_API void fp4_think_filter_free(fp4_think_filter *f);         /* accepts NULL
  * eos_token_id as an integer or a list; at most max are stored, *n = 0 when the file or the key is
  * absent (and for a GGUF: its EOS is in its metadata). A malformed file: FP4_ERR_FORMAT. */
 FP4_API fp4_status fp4_generation_eos(const char *model_path, int32_t *ids, int max, int *n, fp4_error *err);
+/* generation_config.json's bos_token_id beside model_path, the id transformers' generate() starts an
+ * empty prompt with; *bos = -1 when the file or the key is absent (a GGUF: its metadata). Not an
+ * integer id: FP4_ERR_FORMAT (rule text.bos). */
+FP4_API fp4_status fp4_generation_bos(const char *model_path, int32_t *bos, fp4_error *err);
 
 /* Chat templates: the families' Jinja templates as a table (src/text/chat.c)                */
 
@@ -156,8 +161,9 @@ typedef struct fp4_chat_msg {
     const char *content;
 } fp4_chat_msg;
 
-/* The chat_template of tokenizer_config.json beside model_path (a string, or the "default" entry
- * of a list), or a GGUF's tokenizer.chat_template; *tmpl = NULL (FP4_OK) when there is none.
+/* The chat template beside model_path: chat_template.jinja (transformers reads it first), else the
+ * chat_template of tokenizer_config.json (a string, or the "default" entry of a list); a GGUF's
+ * tokenizer.chat_template; *tmpl = NULL (FP4_OK) when there is none.
  * *tmpl is malloc'd. */
 FP4_API fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error *err);
 /* Template ids: 0 .. fp4_chat_n_templates()-1. */

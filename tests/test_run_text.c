@@ -8,6 +8,7 @@
 #include "cli_util.h"
 #include "fp4lane_runtime.h"
 #include "fp4lane_text.h"
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,6 +214,65 @@ static void gen_config(void) {
     fclose(f);
     snprintf(p, sizeof p, "%s/model.safetensors", d);
     CHECK(fp4_generation_eos(p, ids, 8, &n, &e) == FP4_OK && n == 1 && ids[0] == 5);
+    /* bos_token_id: an integer id, absent (-1), or refused */
+    const char *bcases[] = {"{\"bos_token_id\": 7}", "{\"eos_token_id\": 2}", "{\"bos_token_id\": null}",
+                            "{\"bos_token_id\": [1]}", "{\"bos_token_id\": -3}", "{\"bos_token_id\": \"x\"}"};
+    snprintf(p, sizeof p, "%s/generation_config.json", d);
+    for (int c = 0; c < 6; c++) {
+        f = fopen(p, "w");
+        fputs(bcases[c], f);
+        fclose(f);
+        int32_t bos = 99;
+        fp4_status st = fp4_generation_bos(d, &bos, &e);
+        if (c == 0) CHECK(st == FP4_OK && bos == 7);
+        if (c == 1 || c == 2) CHECK(st == FP4_OK && bos == -1);
+        if (c >= 3) CHECK(st == FP4_ERR_FORMAT && !strcmp(e.rule, "text.bos"));
+    }
+}
+
+/* the ids of --json's "sequences" */
+static char *sequences(const char *out) {
+    const char *s = out ? strstr(out, "\"sequences\":[[") : NULL, *end = s ? strstr(s, "]]") : NULL;
+    return s && end ? strndup(s, (size_t)(end - s)) : strdup("none");
+}
+
+/* an empty text prompt starts from bos_token_id, as transformers' generate() does: generation_config.json's,
+ * else config.json's (models/tiny: 0); a tokenizer that adds no BOS, so the prompt encodes to nothing */
+static void bos_start(void) {
+    char md[700], cmd[2000], a[1200], *out = NULL, *err = NULL;
+    snprintf(md, sizeof md, "%s/tinybos", tmp);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp models/tiny/*.json models/tiny/model.safetensors %s/", md,
+             md);
+    CHECK(system(cmd) == 0);
+    snprintf(cmd, sizeof cmd, "%s/tokenizer.json", md);
+    json_t *tj = json_load_file(cmd, 0, NULL);
+    CHECK(tj && !json_object_set_new(tj, "post_processor", json_null()) && !json_dump_file(tj, cmd, 0));
+    json_decref(tj);
+    static const struct {
+        const char *gen;
+        int bos; /* the start the empty prompt must get; -1: refused */
+    } cases[] = {{"{\"bos_token_id\": 7, \"eos_token_id\": 1}", 7}, {"{\"eos_token_id\": 1}", 0},
+                 {"{\"bos_token_id\": \"x\"}", -1}};
+    for (int c = 0; c < 3; c++) {
+        snprintf(cmd, sizeof cmd, "%s/generation_config.json", md);
+        FILE *f = fopen(cmd, "w");
+        fputs(cases[c].gen, f);
+        fclose(f);
+        snprintf(a, sizeof a, "run %s -p '' -n 3 --json", md);
+        int rc = cli(NULL, a, &out, &err);
+        if (cases[c].bos < 0) {
+            CHECK_MSG(rc == 1 && strstr(err, "text.bos"), "case %d: rc %d: %s", c, rc, err);
+            continue;
+        }
+        CHECK_MSG(rc == 0, "case %d: rc %d: %s", c, rc, err);
+        char *got = sequences(out);
+        snprintf(a, sizeof a, "run %s --prompt-ids %d -n 3 --json", md, cases[c].bos);
+        CHECK(cli(NULL, a, &out, &err) == 0);
+        char *want = sequences(out);
+        CHECK_MSG(!strcmp(got, want) && strcmp(want, "none"), "case %d: %s, want %s", c, got, want);
+        free(got), free(want);
+    }
+    free(out), free(err);
 }
 
 static void run_cli(void) {
@@ -478,6 +538,7 @@ int main(void) {
     penalty_window();
     utf8_stream();
     gen_config();
+    bos_start();
     run_cli();
     chat_cli();
     convert_template();

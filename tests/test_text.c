@@ -57,13 +57,16 @@ static void json_rejections(void) {
     json_t *j;
     j = json_deep_copy(bl), json_object_del(j, "model");
     expect_refused(bl, j, FP4_ERR_FORMAT, "tok.json-type");
+    /* a Unigram model reads a vocab array ([piece, score]): the BPE's object is malformed there */
     j = json_deep_copy(bl), json_object_set_new(model(j), "type", json_string("Unigram"));
+    expect_refused(bl, j, FP4_ERR_FORMAT, "tok.json-type");
+    j = json_deep_copy(bl), json_object_set_new(model(j), "type", json_string("WordLevel"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
     j = json_deep_copy(bl), json_object_set_new(model(j), "dropout", json_real(0.1));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
     j = json_deep_copy(bl), json_object_set_new(model(j), "continuing_subword_prefix", json_string("##"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
-    j = json_deep_copy(bl), json_object_set_new(j, "normalizer", json_pack("{s:s}", "type", "StripAccents"));
+    j = json_deep_copy(bl), json_object_set_new(j, "normalizer", json_pack("{s:s}", "type", "ByteLevel"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");
     j = json_deep_copy(bl), json_object_set_new(j, "decoder", json_pack("{s:s}", "type", "CTC"));
     expect_refused(bl, j, FP4_ERR_UNSUPPORTED, "tok.unsupported");

@@ -703,7 +703,7 @@ int cmd_run(int argc, char **argv) {
     const int text_mode = a.text || a.text_file;
     int32_t **prompts = NULL;
     int64_t *plen = NULL;
-    int n_seq = 0, rc = 0;
+    int n_seq = 0, rc = 0, empty_text = 0;
     fp4_tokenizer *tok = NULL;
     if (text_mode) {
         char *ptext;
@@ -729,6 +729,7 @@ int cmd_run(int argc, char **argv) {
         memcpy(a.think_tail, ptext + plen_b - a.n_think_tail, a.n_think_tail);
         free(ptext);
         prompts[0] = ids, plen[0] = (int64_t)n_ids, n_seq = 1;
+        empty_text = !n_ids && !a.kv_load; /* starts from the BOS once the model is open */
         if (a.default_prompt)
             fprintf(stderr,
                     "fp4lane run: no prompt given: model %s, prompt \"%s\", temperature %g, top-k %d, "
@@ -745,7 +746,7 @@ int cmd_run(int argc, char **argv) {
         a.e.o.max_seqs = n_seq;
     }
     for (int i = 0; !rc && i < n_seq; i++)
-        if (!plen[i] && !a.kv_load) /* --kv-load alone: the snapshot's sequence goes on */
+        if (!plen[i] && !a.kv_load && !empty_text) /* --kv-load alone: the snapshot's sequence goes on */
             fprintf(stderr, "fp4lane run: the prompt%s is empty\n", n_seq > 1 ? " of a batch line" : ""),
                 rc = 2;
     /* outputs checked before any work (io/outfile.h): not the model under another name, not a
@@ -764,6 +765,15 @@ int cmd_run(int argc, char **argv) {
     const double t_load = rt_cli_now() - t_start;
     if (!rc && (a.n_eos = rt_text_eos("run", a.e.model, fp4_rt_arch(rt), tok, a.eos, FP4_ARCH_MAX_EOS)) < 0)
         rc = 1;
+    if (!rc && empty_text) { /* an empty text prompt: generate() starts from bos_token_id */
+        int32_t bos = rt_text_bos("run", a.e.model, fp4_rt_arch(rt), tok);
+        int32_t *one = bos >= 0 ? malloc(sizeof *one) : NULL;
+        if (bos == -2) rc = 1;
+        else if (bos < 0)
+            fprintf(stderr, "fp4lane run: the prompt is empty and the model names no BOS\n"), rc = 2;
+        else if (!one) fprintf(stderr, "fp4lane run: out of memory\n"), rc = 1;
+        else free(prompts[0]), one[0] = bos, prompts[0] = one, plen[0] = 1;
+    }
     /* a text prompt without -n: as many tokens as the context leaves, up to RUN_TEXT_N */
     if (!rc && text_mode && !a.n_given && plen[0] < fp4_rt_n_ctx(rt) && a.n_gen > fp4_rt_n_ctx(rt) - plen[0])
         a.n_gen = fp4_rt_n_ctx(rt) - plen[0];

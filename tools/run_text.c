@@ -94,6 +94,16 @@ int rt_text_eos(const char *verb, const char *model, const fp4_arch *ar, const f
     return n;
 }
 
+int32_t rt_text_bos(const char *verb, const char *model, const fp4_arch *ar, const fp4_tokenizer *t) {
+    fp4_error err;
+    int32_t bos = -1;
+    fp4_status st = fp4_generation_bos(model, &bos, &err);
+    if (st) return cli_report_error(verb, st, &err), -2;
+    if (bos < 0 && ar) bos = ar->bos;
+    if (bos < 0 && t) bos = fp4_tokenizer_bos(t);
+    return bos;
+}
+
 int rt_text_read_prompt(const char *verb, const char *p, const char *file, char **text, size_t *len) {
     *text = NULL, *len = 0;
     if (p && strcmp(p, "-")) {

@@ -25,6 +25,11 @@ int rt_text_model_present(const char *verb, const char *model);
 int rt_text_eos(const char *verb, const char *model, const fp4_arch *ar, const fp4_tokenizer *t, int32_t *eos,
                 int max);
 
+/* The id an empty text prompt starts from, as transformers' generate() takes it: generation_config.json's
+ * bos_token_id, else config.json's / the GGUF's (the engine's arch), else the tokenizer's. -1 when
+ * none names one (nothing printed), -2 on error (printed). */
+int32_t rt_text_bos(const char *verb, const char *model, const fp4_arch *ar, const fp4_tokenizer *t);
+
 /* -p TEXT, -p - (stdin) or -f FILE into a malloc'd buffer (at most 16 MiB). 0 or -1 (printed). */
 int rt_text_read_prompt(const char *verb, const char *p, const char *file, char **text, size_t *len);
 

@@ -87,6 +87,28 @@ fp4_status fp4_generation_eos(const char *model_path, int32_t *ids, int max, int
     return st;
 }
 
+fp4_status fp4_generation_bos(const char *model_path, int32_t *bos, fp4_error *err) {
+    if (!model_path || !bos)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "text.arg", "NULL argument");
+    *bos = -1;
+    char dir[4096];
+    int gguf;
+    folder_of(model_path, dir, sizeof dir, &gguf);
+    if (gguf) return FP4_OK; /* a GGUF carries its BOS in its own metadata */
+    json_t *j;
+    fp4_status st = side_json(dir, "generation_config.json", 0, &j, err);
+    if (st || !j) return st;
+    json_t *b = json_object_get(j, "bos_token_id");
+    if (b && !json_is_null(b) &&
+        (!json_is_integer(b) || json_integer_value(b) < 0 || json_integer_value(b) >= FP4_TOK_MAX_VOCAB))
+        st = fp4_fail(err, FP4_ERR_FORMAT, "generation_config.json", "bos_token_id", "text.bos",
+                      "bos_token_id is not a token id (an integer)");
+    else if (json_is_integer(b))
+        *bos = (int32_t)json_integer_value(b);
+    json_decref(j);
+    return st;
+}
+
 fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error *err) {
     if (!model_path || !tmpl)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "text.arg", "NULL argument");
@@ -118,8 +140,21 @@ fp4_status fp4_chat_template_read(const char *model_path, char **tmpl, fp4_error
         fp4_gguf_close(g);
         return st;
     }
+    /* chat_template.jinja beside it first: transformers reads it before tokenizer_config.json's */
+    char jp[4200], *buf = NULL;
+    size_t len = 0;
+    snprintf(jp, sizeof jp, "%s/chat_template.jinja", dir);
+    fp4_status st = fp4_infile_read(jp, SIDE_FILE_MAX, "text.io", "text.limit", true, &buf, &len, err);
+    if (st || buf) {
+        if (buf && memchr(buf, 0, len))
+            st = fp4_fail(err, FP4_ERR_FORMAT, jp, "chat_template", "text.chat-template",
+                          "chat_template.jinja holds a NUL byte");
+        if (st) free(buf);
+        else *tmpl = buf;
+        return st;
+    }
     json_t *j;
-    fp4_status st = side_json(dir, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, &j, err);
+    st = side_json(dir, "tokenizer_config.json", JSON_DECODE_INT_AS_REAL, &j, err);
     if (st || !j) return st;
     json_t *t = json_object_get(j, "chat_template");
     char where[4200];

@@ -16,6 +16,10 @@ fp4_tokenizer *tok_new(void) {
 void fp4_tokenizer_free(fp4_tokenizer *t) {
     if (!t) return;
     for (int i = 0; i < t->n_pre; i++) pcre2_code_free(t->pre[i].re);
+    for (int i = 0; i < t->n_norm; i++) {
+        pcre2_code_free(t->norm[i].re);
+        tok_charsmap_free(t->norm[i].map);
+    }
     free(t->arena);
     free(t->text);
     free(t->raw);
@@ -25,6 +29,8 @@ void fp4_tokenizer_free(fp4_tokenizer *t) {
     free(t->merges.slot);
     free(t->cp_id);
     free(t->scores);
+    free(t->uscore);
+    tok_trie_free(&t->trie);
     free(t->added);
     tok_ac_free(&t->ac[0]);
     tok_ac_free(&t->ac[1]);
@@ -516,8 +522,10 @@ fp4_status tok_compile_regex(const char *src, bool gpt2, pcre2_code **out, char 
 static fp4_status replace_growth(const fp4_tokenizer *t, const char *name, fp4_error *err) {
     double g[2] = {1, 1};
     for (int i = 0; i < t->n_norm; i++)
-        if (t->norm[i].kind == TN_REPLACE && t->norm[i].b.len > t->norm[i].a.len)
-            g[0] *= (double)t->norm[i].b.len / t->norm[i].a.len;
+        if (t->norm[i].kind == TN_REPLACE) {
+            uint32_t in = t->norm[i].re ? t->norm[i].minlen : t->norm[i].a.len;
+            if (t->norm[i].b.len > in) g[0] *= (double)t->norm[i].b.len / in;
+        }
     for (int i = 0; i < t->n_dec; i++)
         if (t->dec[i].kind == TD_REPLACE && t->dec[i].b.len > t->dec[i].a.len)
             g[1] *= (double)t->dec[i].b.len / t->dec[i].a.len;

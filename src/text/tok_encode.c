@@ -143,6 +143,53 @@ fp4_status tok_js_lower(const char *s, size_t n, tok_buf *out) {
     return st;
 }
 
+/* every match of re (never empty: the loader refuses such patterns) replaced by b, left to right */
+static fp4_status regex_replace(const pcre2_code *re, const char *s, size_t n, const char *b, size_t bn,
+                                tok_buf *out, size_t cap) {
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    pcre2_match_context *mc = pcre2_match_context_create(NULL);
+    fp4_status st = md && mc ? FP4_OK : FP4_ERR_NOMEM;
+    if (!st) {
+        pcre2_set_match_limit(mc, 10000000);
+        pcre2_set_depth_limit(mc, 100000);
+        pcre2_set_heap_limit(mc, 64 * 1024); /* KiB */
+    }
+    size_t at = 0;
+    while (!st && at < n) {
+        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, at, PCRE2_NO_UTF_CHECK, md, mc);
+        if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc < 0) {
+            st = rc == PCRE2_ERROR_NOMEMORY ? FP4_ERR_NOMEM : FP4_ERR_LIMIT;
+            break;
+        }
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+        if (ov[1] <= ov[0] || ov[0] < at) { /* \K tricks or an empty match: taken as no more matches */
+            break;
+        }
+        if (out->n + (ov[0] - at) + bn > cap) st = FP4_ERR_LIMIT;
+        else if (tok_buf_add(out, s + at, ov[0] - at) || tok_buf_add(out, b, bn)) st = FP4_ERR_NOMEM;
+        at = ov[1];
+    }
+    if (!st) st = out->n + (n - at) > cap ? FP4_ERR_LIMIT : tok_buf_add(out, s + at, n - at);
+    pcre2_match_data_free(md);
+    pcre2_match_context_free(mc);
+    return st;
+}
+
+/* StripAccents: every combining mark (general category M) dropped, as both references do */
+static fp4_status strip_marks(const char *s, size_t n, tok_buf *out) {
+    fp4_status st = FP4_OK;
+    for (size_t i = 0; !st && i < n;) {
+        uint32_t c;
+        int l = tok_utf8_dec((const uint8_t *)s + i, n - i, &c);
+        utf8proc_category_t k = utf8proc_category((utf8proc_int32_t)c);
+        if (k != UTF8PROC_CATEGORY_MN && k != UTF8PROC_CATEGORY_MC && k != UTF8PROC_CATEGORY_ME)
+            st = tok_buf_add(out, s + i, (size_t)l);
+        i += (size_t)l;
+    }
+    return st;
+}
+
 fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_buf *out) {
     tok_buf a = {0}, b = {0};
     /* the loader bounds the Replace chain's growth; Unicode forms and Prepend add a little more */
@@ -158,8 +205,16 @@ fp4_status tok_normalize(const fp4_tokenizer *t, const char *s, size_t n, tok_bu
             if (!st) st = tok_buf_add(&b, a.p, a.n);
             break;
         case TN_REPLACE:
-            st = tok_replace_all(a.p, a.n, tok_str(t, nm->a), nm->a.len, tok_str(t, nm->b), nm->b.len, &b,
-                                 cap);
+            if (nm->re) st = regex_replace(nm->re, a.p, a.n, tok_str(t, nm->b), nm->b.len, &b, cap);
+            else
+                st = tok_replace_all(a.p, a.n, tok_str(t, nm->a), nm->a.len, tok_str(t, nm->b), nm->b.len, &b,
+                                     cap);
+            break;
+        case TN_STRIP_ACCENTS:
+            st = strip_marks(a.p, a.n, &b);
+            break;
+        case TN_PRECOMPILED:
+            st = tok_charsmap_normalize(nm->map, a.p, a.n, &b, cap);
             break;
         case TN_BERT:
             st = tok_bert_normalize(nm->bert, a.p, a.n, &b);
@@ -205,6 +260,38 @@ static fp4_status sect_push(sect_vec *v, sect s) {
     return FP4_OK;
 }
 
+/* the Rust regex crate's \w: Alphabetic (letters, Nl and the Other_Alphabetic symbols outside M:
+ * the circled and squared Latin letters), marks, decimal digits, connector punctuation, ZWNJ/ZWJ */
+static bool rust_word_char(uint32_t c) {
+    switch (utf8proc_category((utf8proc_int32_t)c)) {
+    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_MN: case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME:
+    case UTF8PROC_CATEGORY_ND: case UTF8PROC_CATEGORY_PC:
+        return true;
+    default:
+        return c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+               (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189);
+    }
+}
+
+/* a single_word added token matches s[i, i + len) only if no word character touches it (the Rust
+ * library's reading; the JavaScript reference ignores single_word) */
+static bool single_word_at(const char *s, size_t n, size_t i, size_t len) {
+    uint32_t c;
+    if (i > 0) {
+        size_t j = i - 1;
+        while (j > 0 && ((uint8_t)s[j] & 0xC0) == 0x80) j--;
+        tok_utf8_dec((const uint8_t *)s + j, n - j, &c);
+        if (rust_word_char(c)) return false;
+    }
+    if (i + len < n) {
+        tok_utf8_dec((const uint8_t *)s + i + len, n - i - len, &c);
+        if (rust_word_char(c)) return false;
+    }
+    return true;
+}
+
 /* best: scratch of TOK_AC_WINDOW ids (tok_added.c fills it a window at a time: a token that starts
  * in the window ends at most max_len bytes past it) */
 static fp4_status split_added(const fp4_tokenizer *t, const char *s, size_t n, bool normalized_pass,
@@ -227,6 +314,10 @@ static fp4_status split_added(const fp4_tokenizer *t, const char *s, size_t n, b
             continue;
         }
         size_t len = normalized_pass ? t->added[k].norm.len : t->added[k].content.len;
+        if (t->added[k].single_word && !single_word_at(s, n, i, len)) {
+            i += len; /* the match is text (the Rust library's matcher resumes after it) */
+            continue;
+        }
         if (i > start && sect_push(out, (sect){start, i - start, -1, -1})) return FP4_ERR_NOMEM;
         if (sect_push(out, (sect){i, len, t->added[k].id, k})) return FP4_ERR_NOMEM;
         i += len;
@@ -277,6 +368,7 @@ typedef struct enc_ctx {
     piece_vec a, b;
     tok_buf scratch[TOK_MAX_STEPS]; /* strings made by a step (prefix spaces) */
     size_t section;                 /* the index of the added-token split's section being encoded */
+    tok_uni_scratch us;             /* Unigram's Viterbi arrays */
 } enc_ctx;
 
 /* Metaspace as the reference runs it: in each piece every space becomes str_rep, then str_rep goes
@@ -407,10 +499,13 @@ static fp4_status pretokenize(enc_ctx *c, const char *s, size_t n, piece_vec **r
 static fp4_status encode_text(enc_ctx *c, const char *s, size_t n, tok_ivec *out) {
     piece_vec *pv;
     fp4_status st = pretokenize(c, s, n, &pv);
-    for (size_t i = 0; !st && i < pv->n; i++)
-        if (pv->p[i].n)
-            st = c->t->kind == FP4_TOK_WORDPIECE ? tok_wpm_word(c->t, pv->p[i].p, pv->p[i].n, out)
-                                                 : tok_bpe_word(c->t, c->pc, pv->p[i].p, pv->p[i].n, out);
+    for (size_t i = 0; !st && i < pv->n; i++) {
+        if (!pv->p[i].n) continue;
+        if (c->t->kind == FP4_TOK_WORDPIECE) st = tok_wpm_word(c->t, pv->p[i].p, pv->p[i].n, out);
+        else if (c->t->kind == FP4_TOK_UNIGRAM)
+            st = tok_unigram_word(c->t, &c->us, pv->p[i].p, pv->p[i].n, out);
+        else st = tok_bpe_word(c->t, c->pc, pv->p[i].p, pv->p[i].n, out);
+    }
     return st;
 }
 
@@ -497,6 +592,7 @@ fp4_status fp4_tokenizer_encode_err(const fp4_tokenizer *t, const char *text, si
     pcre2_match_data_free(c.md);
     pcre2_match_context_free(c.mc);
     free(c.pc);
+    tok_uni_scratch_free(&c.us);
     free(c.a.p);
     free(c.b.p);
     for (int i = 0; i < TOK_MAX_STEPS; i++) free(c.scratch[i].p);

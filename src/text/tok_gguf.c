@@ -315,7 +315,7 @@ static bool span_is(const fp4_tokenizer *t, tok_span s, const char *lit) {
 
 /* which GGUF description fits t; -1 when none does */
 static int gguf_shape(const fp4_tokenizer *t, const tok_pre_entry **pe, bool *space_prefix) {
-    if (t->pre_other || t->kind == FP4_TOK_WORDPIECE) return -1;
+    if (t->pre_other || t->kind == FP4_TOK_WORDPIECE || t->kind == FP4_TOK_UNIGRAM) return -1;
     if (t->kind == FP4_TOK_BYTE_BPE) {
         if (t->n_dec != 1 || t->dec[0].kind != TD_BYTELEVEL) return -1;
         for (int i = 0; i < tok_pre_table_n; i++) {
@@ -371,9 +371,9 @@ fp4_status fp4_tokenizer_write_gguf_n(const fp4_tokenizer *t, fp4_gguf_writer *w
         return GFAIL(FP4_ERR_UNSUPPORTED, NULL, "tok.gguf-template",
                      "the post-processor template is not BOS/EOS");
     for (int32_t i = 0; i < t->n_added; i++)
-        if (t->added[i].lstrip || t->added[i].rstrip || t->added[i].normalized)
+        if (t->added[i].lstrip || t->added[i].rstrip || t->added[i].normalized || t->added[i].single_word)
             return GFAIL(FP4_ERR_UNSUPPORTED, NULL, "tok.gguf-added",
-                         "added token %d has lstrip/rstrip/normalized", (int)t->added[i].id);
+                         "added token %d has lstrip/rstrip/normalized/single_word", (int)t->added[i].id);
     if (n_vocab > FP4_TOK_MAX_VOCAB)
         return GFAIL(FP4_ERR_LIMIT, "tokenizer.ggml.tokens", "tok.limit", "%d tokens", (int)n_vocab);
     int32_t n = t->n_vocab > n_vocab ? t->n_vocab : n_vocab; /* ids past t's: placeholders */

@@ -46,8 +46,10 @@ typedef struct tok_added {
     uint8_t special, lstrip, rstrip, normalized, single_word;
 } tok_added;
 
+typedef struct tok_charsmap tok_charsmap; /* tok_precompiled.c */
 typedef enum tok_norm_kind {
-    TN_NFC, TN_NFD, TN_NFKC, TN_NFKD, TN_PREPEND, TN_REPLACE, TN_BERT, TN_LOWER, TN_STRIP
+    TN_NFC, TN_NFD, TN_NFKC, TN_NFKD, TN_PREPEND, TN_REPLACE, TN_BERT, TN_LOWER, TN_STRIP,
+    TN_STRIP_ACCENTS, TN_PRECOMPILED
 } tok_norm_kind;
 /* TOK_BERT_JS: as the JavaScript reference (C* without Cn, JavaScript's \s, CJK of the BMP only,
  * toLowerCase before the accents go); else as the Rust library (llama.cpp's GGUF vectors) */
@@ -55,7 +57,10 @@ enum { TOK_BERT_CLEAN = 1, TOK_BERT_CHINESE = 2, TOK_BERT_STRIP = 4, TOK_BERT_LO
 typedef struct tok_norm {
     tok_norm_kind kind;
     uint8_t bert;  /* BERT: TOK_BERT_*; STRIP: 1 left, 2 right */
-    tok_span a, b; /* PREPEND: a; REPLACE: a -> b */
+    tok_span a, b; /* PREPEND: a; REPLACE: a -> b (a: the regex's source when re) */
+    pcre2_code *re;  /* REPLACE with a Regex pattern */
+    uint32_t minlen; /* REPLACE with a Regex: the fewest bytes a match has (at least 1) */
+    struct tok_charsmap *map; /* PRECOMPILED */
 } tok_norm;
 
 typedef enum tok_pre_kind { TP_SPLIT, TP_BYTELEVEL, TP_BERT, TP_METASPACE } tok_pre_kind;
@@ -108,6 +113,23 @@ typedef struct tok_ac {
 #define TOK_MAX_STEPS 8
 #define TOK_MAX_TMPL 8
 
+/* Unigram (tok_unigram.c): a byte trie of the pieces; the root's children direct, the others by
+ * open addressing, one 8-byte slot per edge (key node << 8 | byte in the high half, the child in the
+ * low half, UINT64_MAX empty) so that a step reads one cache line */
+typedef struct tok_trie {
+    uint64_t *slot;
+    int32_t *piece; /* per node: the piece that ends there, -1 none */
+    uint32_t mask;
+    int32_t n, n_edges;
+    int32_t root[256];
+} tok_trie;
+/* one encode call's Viterbi arrays, reused from word to word */
+typedef struct tok_uni_scratch {
+    double *score;
+    int32_t *from, *id;
+    size_t cap;
+} tok_uni_scratch;
+
 /* Known pre-tokenizers by their llama.cpp name (tokenizer.ggml.pre; tok_gguf_pre.c). */
 typedef struct tok_pre_entry {
     const char *name;
@@ -139,6 +161,10 @@ struct fp4_tokenizer {
     int32_t byte_id[256]; /* BYTE_BPE: id of each byte's character; SPM: id of <0xXX> (-1) */
     int32_t *cp_id;       /* SPM: id of each BMP code point's one-character token (-1), 65536 */
     float *scores;        /* GGUF llama without merges: score merging */
+    double *uscore;       /* UNIGRAM: per piece (ids below n_pieces) */
+    double unk_score;     /* UNIGRAM: an unknown character's score */
+    int32_t n_pieces;     /* UNIGRAM: the model's pieces, ids [0, n_pieces) */
+    tok_trie trie;        /* UNIGRAM */
     bool use_scores;
     tok_added *added;
     int32_t n_added;
@@ -337,6 +363,23 @@ typedef struct tok_pair_cache {
 void tok_pair_cache_init(tok_pair_cache *c);
 /* one pre-tokenized word (raw bytes) through the model; pc may be NULL */
 fp4_status tok_bpe_word(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n, tok_ivec *out);
+
+/* ---- tok_unigram.c ---- */
+/* model.vocab ([[piece, score], ...], ids = positions, into t's reserved ids), unk_id, byte_fallback */
+fp4_status tok_unigram_vocab(fp4_tokenizer *t, const void *model_json, const char *name, fp4_error *err);
+/* the trie, after tok_finish */
+fp4_status tok_unigram_build(fp4_tokenizer *t, const char *name, fp4_error *err);
+void tok_trie_free(tok_trie *tr);
+void tok_uni_scratch_free(tok_uni_scratch *u);
+fp4_status tok_unigram_word(const fp4_tokenizer *t, tok_uni_scratch *u, const char *w, size_t n,
+                            tok_ivec *out);
+
+/* ---- tok_precompiled.c ---- */
+/* the base64 precompiled_charsmap of a Precompiled normalizer; why: the refusal */
+fp4_status tok_charsmap_load(const char *b64, size_t n, tok_charsmap **out, char *why, size_t why_n);
+void tok_charsmap_free(tok_charsmap *m);
+/* s (valid UTF-8) normalized, appended to out; FP4_ERR_LIMIT past cap bytes */
+fp4_status tok_charsmap_normalize(const tok_charsmap *m, const char *s, size_t n, tok_buf *out, size_t cap);
 
 /* ---- tok_wpm.c: WordPiece (BERT) ---- */
 /* JavaScript's toLowerCase (tok_encode.c) */

@@ -70,6 +70,36 @@ static fp4_status jpattern_string(jctx *c, json_t *o, tok_span *out, const char 
     return jstr_span(c, s, out, field);
 }
 
+/* a Replace's Regex pattern: compiled, refused where the references part: a pattern that can match
+ * nothing (JavaScript's replaceAll puts the content between every two characters, the Rust library
+ * does not), content with $ (JavaScript expands $&, $1, ...; Rust takes it as written) */
+static fp4_status norm_regex(jctx *c, tok_norm *n) {
+    char why[200] = "", *src = strndup(tok_str(c->t, n->a), n->a.len);
+    if (!src) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
+    fp4_status st = FP4_ERR_FORMAT;
+    if (strlen(src) == n->a.len) st = tok_compile_regex(src, false, &n->re, why, sizeof why);
+    else snprintf(why, sizeof why, "a NUL in the regex");
+    free(src);
+    if (st)
+        return FAIL(c, st, "normalizer.pattern", st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.regex", "%s", why);
+    if (memchr(tok_str(c->t, n->b), '$', n->b.len)) {
+        pcre2_code_free(n->re);
+        n->re = NULL;
+        return FAIL(c, FP4_ERR_UNSUPPORTED, "normalizer.content", "tok.unsupported",
+                    "a Regex Replace whose content has $ (the references expand it differently)");
+    }
+    uint32_t ml = 0;
+    pcre2_pattern_info(n->re, PCRE2_INFO_MINLENGTH, &ml);
+    if (ml == 0) {
+        pcre2_code_free(n->re);
+        n->re = NULL;
+        return FAIL(c, FP4_ERR_UNSUPPORTED, "normalizer.pattern", "tok.unsupported",
+                    "a Replace regex that can match an empty string (the references differ)");
+    }
+    n->minlen = ml; /* characters, so at least as many bytes */
+    return FP4_OK;
+}
+
 /* ---- normalizer ---- */
 static fp4_status parse_norm(jctx *c, json_t *o, int depth) {
     fp4_tokenizer *t = c->t;
@@ -118,10 +148,26 @@ static fp4_status parse_norm(jctx *c, json_t *o, int depth) {
         if ((st = jstr_span(c, json_object_get(o, "prepend"), &n->a, "normalizer.prepend"))) return st;
     } else if (!strcmp(ty, "Replace")) {
         n->kind = TN_REPLACE;
-        if ((st = jpattern_string(c, o, &n->a, "normalizer.pattern"))) return st;
+        json_t *re = json_object_get(json_object_get(o, "pattern"), "Regex");
+        if ((st = re ? jstr_span(c, re, &n->a, "normalizer.pattern")
+                     : jpattern_string(c, o, &n->a, "normalizer.pattern")))
+            return st;
         if ((st = jstr_span(c, json_object_get(o, "content"), &n->b, "normalizer.content"))) return st;
         if (n->a.len == 0)
             return FAIL(c, FP4_ERR_FORMAT, "normalizer.pattern", "tok.json-value", "empty Replace pattern");
+        if (re && (st = norm_regex(c, n))) return st;
+    } else if (!strcmp(ty, "StripAccents"))
+        n->kind = TN_STRIP_ACCENTS;
+    else if (!strcmp(ty, "Precompiled")) {
+        char why[200] = "";
+        n->kind = TN_PRECOMPILED;
+        json_t *m = json_object_get(o, "precompiled_charsmap");
+        if (!json_is_string(m))
+            return FAIL(c, FP4_ERR_FORMAT, "normalizer.precompiled_charsmap", "tok.json-type",
+                        "precompiled_charsmap is not a string");
+        if ((st = tok_charsmap_load(json_string_value(m), json_string_length(m), &n->map, why, sizeof why)))
+            return FAIL(c, st, "normalizer.precompiled_charsmap",
+                        st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.charsmap", "%s", why);
     } else
         return FAIL(c, FP4_ERR_UNSUPPORTED, "normalizer", "tok.unsupported",
                     "normalizer type %s is not supported", ty);
@@ -409,8 +455,8 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
     fp4_tokenizer *t = c->t;
     const char *ty = jtype(m);
     if (!json_is_object(m)) return FAIL(c, FP4_ERR_FORMAT, "model", "tok.json-type", "no model object");
-    bool wp = ty && !strcmp(ty, "WordPiece");
-    if (ty && strcmp(ty, "BPE") && !wp)
+    bool wp = ty && !strcmp(ty, "WordPiece"), uni = ty && !strcmp(ty, "Unigram");
+    if (ty && strcmp(ty, "BPE") && !wp && !uni)
         return FAIL(c, FP4_ERR_UNSUPPORTED, "model.type", "tok.unsupported", "model type %s is not supported",
                     ty);
     json_t *vocab = json_object_get(m, "vocab"), *merges = json_object_get(m, "merges");
@@ -428,6 +474,11 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
                         "max_input_chars_per_word is not an integer in [1, 1000000]");
         t->wp_max_chars = mx ? (uint32_t)json_integer_value(mx) : 100;
         t->kind = FP4_TOK_WORDPIECE;
+    } else if (uni) {
+        if (c->fast || !json_is_array(vocab) || json_array_size(vocab) > FP4_TOK_MAX_VOCAB)
+            return FAIL(c, FP4_ERR_FORMAT, "model", "tok.json-type",
+                        "Unigram model needs a vocab array of at most %d pieces", FP4_TOK_MAX_VOCAB);
+        t->kind = FP4_TOK_UNIGRAM;
     } else if (!json_is_object(vocab) || !json_is_array(merges))
         return FAIL(c, FP4_ERR_FORMAT, "model", "tok.json-type",
                     "BPE model needs a vocab object and a merges array");
@@ -436,16 +487,16 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
                     "BPE dropout is not supported");
     static const char *const affix[] = {"continuing_subword_prefix", "end_of_word_suffix",
                                         "continuing_subword_suffix"};
-    for (int i = 0; i < 3 && !wp; i++) {
+    for (int i = 0; i < 3 && !wp && !uni; i++) {
         json_t *v = json_object_get(m, affix[i]);
         if (v && !json_is_null(v) && !(json_is_string(v) && json_string_length(v) == 0))
             return FAIL(c, FP4_ERR_UNSUPPORTED, affix[i], "tok.unsupported", "%s is not supported", affix[i]);
     }
-    if (!wp) t->kind = byte_level ? FP4_TOK_BYTE_BPE : FP4_TOK_SPM_BPE;
+    if (!wp && !uni) t->kind = byte_level ? FP4_TOK_BYTE_BPE : FP4_TOK_SPM_BPE;
     t->byte_fallback = !wp && jflag(m, "byte_fallback", false);
     t->ignore_merges = jflag(m, "ignore_merges", false);
     /* ids: vocabulary and added tokens (tok_jscan has read the vocabulary into t already) */
-    int64_t max_id = c->fast ? (int64_t)t->n_vocab - 1 : -1;
+    int64_t max_id = c->fast ? (int64_t)t->n_vocab - 1 : uni ? (int64_t)json_array_size(vocab) - 1 : -1;
     const char *k;
     json_t *v;
     if (!c->fast) json_object_foreach(vocab, k, v) {
@@ -485,6 +536,10 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
                 return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
             t->flags[id] = TOKF_PRESENT | TOKF_MODEL;
         }
+    if (uni) {
+        fp4_status st = tok_unigram_vocab(t, m, c->name, c->err);
+        if (st) return st;
+    }
     t->n_added = 0;
     t->added = calloc(json_array_size(added) + 1, sizeof *t->added);
     if (!t->added) return FAIL(c, FP4_ERR_NOMEM, NULL, "tok.nomem", "out of memory");
@@ -499,9 +554,6 @@ static fp4_status parse_model(jctx *c, json_t *m, json_t *added, bool byte_level
         x->rstrip = jflag(a, "rstrip", false);
         x->normalized = jflag(a, "normalized", !x->special);
         x->single_word = jflag(a, "single_word", false);
-        if (x->single_word)
-            return FAIL(c, FP4_ERR_UNSUPPORTED, "added_tokens.single_word", "tok.unsupported",
-                        "single_word added tokens are not supported");
         uint8_t *f = &t->flags[x->id];
         if (*f & TOKF_ADDED)
             return FAIL(c, FP4_ERR_DUPLICATE, "added_tokens", "tok.duplicate-added",
@@ -707,8 +759,10 @@ fp4_status tok_json_pass(const char *name, const char *json, size_t json_len, co
     if (!st) st = parse_post(&c, json_object_get(root, "post_processor"), 0);
     if (!st) st = parse_model(&c, model, json_object_get(root, "added_tokens"), byte_level);
     if (!st) st = tok_finish(t, name, err);
-    if (!st && t->kind != FP4_TOK_WORDPIECE) st = parse_merges(&c, json_object_get(model, "merges"), json);
-    if (!st && t->kind != FP4_TOK_WORDPIECE) st = merges_empty(&c, model);
+    bool bpe = t->kind == FP4_TOK_BYTE_BPE || t->kind == FP4_TOK_SPM_BPE;
+    if (!st && bpe) st = parse_merges(&c, json_object_get(model, "merges"), json);
+    if (!st && bpe) st = merges_empty(&c, model);
+    if (!st && t->kind == FP4_TOK_UNIGRAM) st = tok_unigram_build(t, name, err);
     for (int32_t id = 0; !st && t->kind == FP4_TOK_WORDPIECE && id < t->n_vocab; id++)
         if (t->text[id].len > t->wp_max_len) t->wp_max_len = t->text[id].len;
     if (!st) {
