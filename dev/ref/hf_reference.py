@@ -393,10 +393,6 @@ def make_family(name, mt, extra, i, d):
     shutil.rmtree(saved, ignore_errors=True)
     shutil.copytree(d, saved)
     rewritten = fam.to_per_expert(d) if mt == "deepseek_v3" else []
-    vocab = model.config.vocab_size
-    ids = [int(t) for t in np.random.default_rng(2000 + i).integers(0, vocab, n_positions(mt))]
-    with open(os.path.join(d, "ids.txt"), "w") as f:
-        f.write(",".join(map(str, ids)) + "\n")
     ref = {n: p.detach().to(torch.float64).clone() for n, p in model.named_parameters()}
     refb = fam.bias_buffers(model)
 
@@ -417,6 +413,10 @@ def make_family(name, mt, extra, i, d):
         m64, diff = reload()
     shutil.rmtree(saved, ignore_errors=True)
     assert not diff, f"reloaded weights differ from the bf16 ones: {diff[:5]}"
+    vocab = model.config.vocab_size
+    ids = [int(t) for t in np.random.default_rng(2000 + i).integers(0, vocab, n_positions(mt))]
+    with open(os.path.join(d, "ids.txt"), "w") as f:
+        f.write(",".join(map(str, ids)) + "\n")
     tied = m64.lm_head.weight.data_ptr() == m64.model.embed_tokens.weight.data_ptr()
     assert tied == bool(extra.get("tie_word_embeddings", False)), f"tied={tied}"
     rope_ok, rope = fam.rope_check(m64, exp)
