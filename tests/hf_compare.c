@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-void hfc_run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int n, float *out) {
+void hfc_run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int n,
+             float *out) {
     fp4_rt_opts o = {.mode = mode, .n_threads = threads, .n_ctx = n};
     fp4_rt *rt = NULL;
     fp4_error e;
@@ -45,7 +46,8 @@ double hfc_compare(const char *what, const float *got, const double *ref, int n,
         same += a == b, kept++;
     }
     printf("%-30s max |dlogit| %.3g (%.2e of max |logit| %.3g), mean %.3g, argmax %d/%d (tolerance %.0e)\n",
-           what, maxd, maxd / maxref, maxref, kept ? sum / (double)((int64_t)kept * V) : 0.0, same, kept, tol);
+           what, maxd, maxd / maxref, maxref, kept ? sum / (double)((int64_t)kept * V) : 0.0, same, kept,
+           tol);
     CHECK_MSG(kept > 0 && maxd <= tol * maxref, "%s: %.3g > %.3g x %.3g", what, maxd, tol, maxref);
     return maxref > 0 ? maxd / maxref : INFINITY;
 }

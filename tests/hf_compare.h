@@ -8,7 +8,8 @@
 #include <stdint.h>
 
 /* Teacher-forced logits of ids[0..n) in steps of `chunk` tokens, one sequence: out [n, vocab]. */
-void hfc_run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int n, float *out);
+void hfc_run(const fp4_model *m, fp4_mode mode, int threads, int chunk, const int32_t *ids, int n,
+             float *out);
 /* CHECKs max |got - ref| <= tol x max |ref| over the positions not in skip[] (NULL: all); prints
  * the figures (max and mean |d|, argmax agreement). Returns max |d| / max |ref|. */
 double hfc_compare(const char *what, const float *got, const double *ref, int n, int64_t V, double tol,

@@ -147,7 +147,8 @@ static void family_case(const fam_case *c) {
     }
     snprintf(path, sizeof path, "%s/logits_nvfp4.npy", dir);
     double *rn = c->nvfp4 ? rtd_read_npy_f64(path, n, V) : NULL;
-    if (c->nvfp4 && !rn) printf("SKIP %s nvfp4: %s is absent (dev/ref/hf_reference.py dequant)\n", c->name, path);
+    if (c->nvfp4 && !rn)
+        printf("SKIP %s nvfp4: %s is absent (dev/ref/hf_reference.py dequant)\n", c->name, path);
     const char *nv = rn ? nvfp4_twin(dir, tmp, sizeof tmp) : NULL;
     if (nv) CHECK_OK(fp4_model_open(nv, NULL, &mn, &e));
     if (mn) {

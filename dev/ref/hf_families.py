@@ -48,7 +48,8 @@ META = ("seed", "drop", "fused_form")
 GEMMA3 = {"architectures": ["Gemma3ForCausalLM"], "seed": 100, "drop": ["hidden_act"],
           "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 3, "num_attention_heads": 4,
           "num_key_value_heads": 2, "head_dim": 64, "hidden_activation": "gelu_pytorch_tanh",
-          "rms_norm_eps": 1e-6, "rope_theta": 1000000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+          "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+          "rope_scaling": {"rope_type": "linear", "factor": 8.0},
           "rope_local_base_freq": 10000.0, "query_pre_attn_scalar": 96, "sliding_window": 16,
           "layer_types": ["sliding_attention", "full_attention", "sliding_attention"],
           "final_logit_softcapping": 15.0, "attn_logit_softcapping": None, "tie_word_embeddings": True,
@@ -64,9 +65,9 @@ DEEPSEEK = dict(DS_COMMON, seed=101, q_lora_rank=64, rope_interleave=True, first
                 rope_scaling={"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 256,
                               "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 0.8})
 DEEPSEEK_NOLORA = dict(DS_COMMON, seed=102, q_lora_rank=None, rope_interleave=False, first_k_dense_replace=2,
-                       rope_scaling={"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 256,
-                                     "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0,
-                                     "mscale_all_dim": 1.0})
+                       rope_scaling={"rope_type": "yarn", "factor": 8.0,
+                                     "original_max_position_embeddings": 256, "beta_fast": 32.0,
+                                     "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0})
 MODELS = [
     ("gemma3", "gemma3_text", GEMMA3),
     ("deepseek_v3", "deepseek_v3", DEEPSEEK),
@@ -267,7 +268,8 @@ def record_routing(model, ids, run_logits):
     bs = dict(model.named_buffers())
     for layer in sorted(seen):
         w = ps[f"model.layers.{layer}.mlp.gate.weight"].detach().to(torch.float64).cpu().numpy()
-        b = bs[f"model.layers.{layer}.mlp.gate.e_score_correction_bias"].detach().to(torch.float64).cpu().numpy()
+        b = bs[f"model.layers.{layer}.mlp.gate.e_score_correction_bias"]
+        b = b.detach().to(torch.float64).cpu().numpy()
         top, gap, cmin, masked = ds_choose(seen[layer] @ w.T, b, cfg.n_group, cfg.topk_group,
                                            cfg.num_experts_per_tok)
         r = {"top_k": top.tolist(), "gap": [float(x) for x in gap], "min_gap": float(gap.min()),

@@ -20,7 +20,8 @@ M="gemma3 deepseek_v3 deepseek_v3_nolora"; Q="gemma3 deepseek_v3"
 H=/tmp/hfref_make; N=/tmp/hfref_nv; rm -rf $H $N
 timeout 110 python3 dev/ref/hf_reference.py make $H $M > "$L/make.txt" 2>&1
 echo "make rc=$?" | tee "$L/summary.txt"
-grep -E "^(gemma3|deepseek)|failed:|Error|error" "$L/make.txt" | cut -c1-400 | head -12 | tee -a "$L/summary.txt"
+P="^(gemma3|deepseek)|failed:|Error|error"
+grep -E "$P" "$L/make.txt" | cut -c1-400 | head -12 | tee -a "$L/summary.txt"
 for m in $Q; do
   [ -d $H/$m ] || continue
   timeout 60 $FP quantize $H/$m $H/$m/nvfp4 --layout modelopt > "$L/quantize_$m.txt" 2>&1
@@ -28,7 +29,7 @@ for m in $Q; do
 done
 timeout 90 python3 dev/ref/hf_reference.py dequant $H $N $Q > "$L/dequant.txt" 2>&1
 echo "dequant rc=$?" | tee -a "$L/summary.txt"
-grep -E "^(gemma3|deepseek)|failed:|Error|error" "$L/dequant.txt" | cut -c1-400 | head -8 | tee -a "$L/summary.txt"
+grep -E "$P" "$L/dequant.txt" | cut -c1-400 | head -8 | tee -a "$L/summary.txt"
 for m in $Q; do [ -d $N/$m ] && cp $N/$m/* $H/$m/; done
 for m in $M; do [ -d $H/$m ] && tar czf "$R/$m.tgz" -C $H $m; done
 cp $H/versions*.json "$L/" 2>/dev/null
