@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define NPOS 16
@@ -53,13 +54,31 @@ static void set_config(const char *dir, const char *patch) {
     json_decref(c), json_decref(d);
 }
 
-/* the synth model with config patches, and its gguf-ggml file */
+/* the synth model (made once; each variant links its files) with config patches, and its gguf-ggml
+ * file */
 static void make(const char *name, const char *patch, char *dir, char *gguf, size_t cap) {
+    static const char *const files[] = {"config.json", "model.safetensors", "tokenizer.json",
+                                        "tokenizer_config.json"};
+    char base[600], from[700], to[700];
+    snprintf(base, sizeof base, "%s/base", tmp);
+    fp4_error e;
+    if (access(base, F_OK)) {
+        fp4_synth_opts so = {.shape = "tiny-deepseek", .seed = 3};
+        CHECK_OK(fp4_synth_checkpoint(base, &so, &e));
+    }
     snprintf(dir, cap, "%s/%s", tmp, name);
     snprintf(gguf, cap, "%s/%s.gguf", tmp, name);
-    fp4_synth_opts so = {.shape = "tiny-deepseek", .seed = 3};
-    fp4_error e;
-    CHECK_OK(fp4_synth_checkpoint(dir, &so, &e));
+    CHECK(mkdir(dir, 0700) == 0);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(from, sizeof from, "%s/%s", base, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        if (i == 0) { /* the config is rewritten: a copy */
+            json_t *c = json_load_file(from, 0, NULL);
+            CHECK(c && json_dump_file(c, to, JSON_INDENT(1)) == 0);
+            json_decref(c);
+        } else if (!access(from, F_OK))
+            CHECK(link(from, to) == 0);
+    }
     if (patch) set_config(dir, patch);
     fp4_model *m = NULL;
     CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
