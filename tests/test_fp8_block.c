@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define PLAIN "tests/data/hf/llama"
@@ -159,6 +160,23 @@ static void refusals(const char *good) {
     CHECK(write_twin("pokew", QC("[128, 128]"), 128, 128, 0, 0, 0, d, sizeof d) == 0);
     CHECK(fp8tw_poke(d, D1, 1000, &nanb, 1) == 0);
     expect("an E4M3 NaN weight byte", d, "fp8.nan", D1);
+    /* a weight_scale_inv beside a BF16 weight */
+    snprintf(d, sizeof d, "%s/orphan", tmp);
+    fp4_hfdir_writer *w = NULL;
+    fp4_error e;
+    static const uint16_t wb[4] = {0x3f80, 0x3f80, 0x3f80, 0x3f80};
+    static const float one = 1.0f;
+    const int64_t ws[2] = {2, 2}, ss[2] = {1, 1};
+    CHECK(mkdir(d, 0700) == 0);
+    CHECK_OK(fp4_hfdir_writer_create(d, 0, &w, &e));
+    CHECK_OK(fp4_hfdir_writer_add_tensor(w, "m.weight", FP4_ST_BF16, 2, ws, &e));
+    CHECK_OK(fp4_hfdir_writer_add_tensor(w, "m.weight_scale_inv", FP4_ST_F32, 2, ss, &e));
+    CHECK_OK(fp4_hfdir_writer_write(w, wb, sizeof wb, &e));
+    CHECK_OK(fp4_hfdir_writer_write(w, &one, sizeof one, &e));
+    size_t shards;
+    CHECK_OK(fp4_hfdir_writer_finish(w, &shards, &e));
+    fp4_hfdir_writer_free(w);
+    expect("weight_scale_inv beside a BF16 weight", d, "fp8.scale-orphan", "m.weight_scale_inv");
     /* no config.json at all: the block shape is unknown */
     snprintf(p, sizeof p, "%s/config.json", good);
     char moved[700];
