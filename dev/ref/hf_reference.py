@@ -191,7 +191,7 @@ def fused_state(model):
 
 def routers(model):
     """(layer index, router weight param, top-k) of every sparse layer."""
-    k = model.config.num_experts_per_tok
+    k = getattr(model.config, "num_experts_per_tok", 0)  # dense configs (Gemma 3) have none
     out = []
     for name, p in model.named_parameters():
         mm = re.match(r"^model\.layers\.(\d+)\.(mlp|block_sparse_moe)\.gate\.weight$", name)
