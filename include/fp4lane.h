@@ -355,12 +355,22 @@ FP4_API const char *fp4_act_precision_name(fp4_act_precision p);
  * computes y[r] = fp4p_mul(fp4p_dot(e4m3fn(row r), x), scale_r) — the pinned dense dot of
  * src/format/pinned.h, then one pinned f32 multiply by the row's scale. Activations stay f32
  * (weight-only): a producer's input_scale (its static FP8 activation scale, W8A8) is checked
- * and kept here, never applied. */
+ * and kept here, never applied.
+ * Block-scaled FP8 (DeepSeek-V3/R1's own checkpoints: "<m>.weight_scale_inv", one f32 per
+ * block_rows x block_cols block, config.json quantization_config.weight_block_size): scale and
+ * row_scale are 0/NULL and
+ *   dequantized w[r][k] = e4m3fn(byte[r][k]) * block_scale[(r / block_rows) * n_bc + k / block_cols]
+ * (one f32 multiply, n_bc = ceil(n_in / block_cols)); projections run those f32 weights through
+ * the dense routes (exact: the pinned dot), so a block-scaled FP8 weight gives the bits of an F32
+ * weight holding its dequantization. */
 typedef struct fp4_fp8_view {
     float scale;               /* per-tensor weight_scale; 0 when per-channel                     */
     const float *row_scale;    /* per-channel: n_out scales (owned by the model), else NULL       */
     float input_scale;         /* the file's input_scale, 0 when absent; not used (weight-only)   */
     int64_t n_out, n_in;
+    const float *block_scale;  /* block-scaled: ceil(n_out/block_rows) x ceil(n_in/block_cols)
+                                  f32 scales (row-major, owned by the model), else NULL          */
+    int64_t block_rows, block_cols; /* block-scaled: the block's shape, else 0                   */
 } fp4_fp8_view;
 
 /* One logical tensor of a loaded checkpoint. An NVFP4 weight is one logical tensor (its

@@ -30,6 +30,77 @@ static void module_of(const char *name, char *mod, size_t n) {
     snprintf(mod, n, "%.*s", dot ? (int)(dot - name) : (int)strlen(name), name);
 }
 
+static uint16_t f32_to_bf16_trunc(float v) {
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    return (uint16_t)(u >> 16);
+}
+
+/* DeepSeek's block-scaled pair of one module (or its F32 twin), from the plain weight w */
+static int fp8_block(const fp4_tensor *w, const fp8tw_opts *o, const char *mod, tw_entry *e, int *n) {
+    const int64_t n_in = w->ne[0], n_out = w->ne[1], br = o->block_rows, bc = o->block_cols;
+    const int64_t nbr = (n_out + br - 1) / br, nbc = (n_in + bc - 1) / bc;
+    float *f = malloc(sizeof(float) * (size_t)(n_in * n_out));
+    uint8_t *q = malloc((size_t)(n_in * n_out));
+    float *sc = calloc((size_t)(nbr * nbc), sizeof(float));
+    if (!f || !q || !sc || fp4_tensor_dequant_rows(w, 0, n_out, f)) return free(f), free(q), free(sc), -1;
+    for (int64_t i = 0; i < n_in * n_out; i++) {
+        float *s = &sc[(i / n_in / br) * nbc + (i % n_in) / bc];
+        *s = fmaxf(*s, fabsf(f[i]));
+    }
+    for (int64_t b = 0; b < nbr * nbc; b++)
+        sc[b] = sc[b] > 0.0f ? sc[b] / 448.0f : 1.0f;
+    for (int64_t i = 0; i < n_in * n_out; i++) {
+        const float s = sc[(i / n_in / br) * nbc + (i % n_in) / bc];
+        q[i] = fp4_e4m3fn_encode(f[i] / s);
+        f[i] = fp4_e4m3fn_decode(q[i]) * s; /* the F32 twin: one f32 multiply, as the loader defines it */
+    }
+    tw_entry *t = &e[(*n)++];
+    snprintf(t->name, sizeof t->name, "%.256s.weight", mod);
+    if (o->f32_twin) {
+        *t = (tw_entry){.dtype = FP4_ST_F32,
+                        .rank = 2,
+                        .shape = {n_out, n_in},
+                        .data = f,
+                        .owned = f,
+                        .nbytes = sizeof(float) * (size_t)(n_in * n_out)};
+        snprintf(t->name, sizeof t->name, "%.256s.weight", mod);
+        return free(q), free(sc), 0;
+    }
+    free(f);
+    *t = (tw_entry){.dtype = FP4_ST_F8_E4M3,
+                    .rank = 2,
+                    .shape = {n_out, n_in},
+                    .data = q,
+                    .owned = q,
+                    .nbytes = (size_t)(n_in * n_out)};
+    snprintf(t->name, sizeof t->name, "%.256s.weight", mod);
+    t = &e[(*n)++];
+    *t = (tw_entry){.dtype = FP4_ST_F32,
+                    .rank = 2,
+                    .shape = {nbr, nbc},
+                    .data = sc,
+                    .owned = sc,
+                    .nbytes = sizeof(float) * (size_t)(nbr * nbc)};
+    if (o->scale_bf16) {
+        uint16_t *h =
+            (uint16_t *)(void *)sc; /* in place: each bf16 is written before its f32 is read again */
+        for (int64_t b = 0; b < nbr * nbc; b++)
+            h[b] = f32_to_bf16_trunc(sc[b]);
+        t->dtype = FP4_ST_BF16, t->nbytes = 2 * (size_t)(nbr * nbc);
+    }
+    snprintf(t->name, sizeof t->name, "%.256s.weight_scale_inv", mod);
+    if (o->plus_scale) {
+        float *one = malloc(sizeof(float));
+        if (!one) return -1;
+        *one = 1.0f;
+        t = &e[(*n)++];
+        *t = (tw_entry){.dtype = FP4_ST_F32, .rank = 0, .data = one, .owned = one, .nbytes = 4};
+        snprintf(t->name, sizeof t->name, "%.256s.weight_scale", mod);
+    }
+    return 0;
+}
+
 /* the FP8 trio of one module, quantized from the plain weight w ([out, in] f32 rows) */
 static int fp8_trio(const fp4_tensor *w, const fp8tw_opts *o, const char *mod, tw_entry *e, int *n) {
     const int64_t n_in = w->ne[0], n_out = w->ne[1];
@@ -112,7 +183,7 @@ int fp8tw_write(const char *plain_dir, const char *nv_dir, const char *dst, cons
             size_t l = strlen(t->name);
             if (l > 7 && !strcmp(t->name + l - 7, ".weight")) {
                 const fp4_tensor *w = fp4_model_find(plain, t->name);
-                rc = w ? fp8_trio(w, o, mod, e, &n) : -1;
+                rc = !w ? -1 : o->block_rows > 0 ? fp8_block(w, o, mod, e, &n) : fp8_trio(w, o, mod, e, &n);
             }
             continue;
         }

@@ -19,6 +19,12 @@ typedef struct fp8tw_opts {
     void *ctx;
     const char *hf_quant_config;     /* hf_quant_config.json text, or NULL for none               */
     const char *quantization_config; /* config.json's quantization_config (JSON), or NULL     */
+    /* DeepSeek's block-scaled FP8 (block_rows > 0): "<m>.weight" F8_E4M3 and "<m>.weight_scale_inv"
+     * F32 [ceil(out / block_rows), ceil(in / block_cols)], scale = block amax / 448, no input_scale */
+    int64_t block_rows, block_cols;
+    int f32_twin;        /* with block_rows: "<m>.weight" F32 = e4m3fn(byte) * its block's scale   */
+    int scale_bf16;      /* with block_rows: weight_scale_inv written as BF16 (a refusal)          */
+    int plus_scale;      /* with block_rows: a weight_scale beside weight_scale_inv (a refusal)    */
 } fp8tw_opts;
 
 /* DST (created): plain_dir's config.json (its quantization_config replaced by

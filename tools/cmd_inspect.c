@@ -47,8 +47,13 @@ static json_t *tensor_json(const fp4_tensor *t, int gguf) {
             json_object_set_new(o, "input_scale_inv", json_real(t->nvfp4.input_scale_inv));
     }
     if (t->type == FP4_TYPE_F8_E4M3FN) { /* FP8 weight: per-tensor scale, or per-channel */
+        char blk[64];
+        snprintf(blk, sizeof blk, "blocks %lldx%lld", (long long)t->fp8.block_rows,
+                 (long long)t->fp8.block_cols);
         json_object_set_new(o, "fp8_scale",
-                            t->fp8.row_scale ? json_string("per-channel") : json_real(t->fp8.scale));
+                            t->fp8.block_scale ? json_string(blk)
+                            : t->fp8.row_scale ? json_string("per-channel")
+                                               : json_real(t->fp8.scale));
         if (t->fp8.input_scale != 0.0f)
             json_object_set_new(o, "fp8_input_scale", json_real(t->fp8.input_scale));
     }
@@ -287,7 +292,10 @@ int cmd_inspect(int argc, char **argv) {
                 if (t->nvfp4.input_scale_inv != 0.0f)
                     printf(" input_scale_inv=%.9g", t->nvfp4.input_scale_inv);
             }
-            if (t->type == FP4_TYPE_F8_E4M3FN && t->fp8.row_scale) printf(" scale=per-channel");
+            if (t->type == FP4_TYPE_F8_E4M3FN && t->fp8.block_scale)
+                printf(" scale=blocks %lldx%lld (weight_scale_inv)", (long long)t->fp8.block_rows,
+                       (long long)t->fp8.block_cols);
+            else if (t->type == FP4_TYPE_F8_E4M3FN && t->fp8.row_scale) printf(" scale=per-channel");
             else if (t->type == FP4_TYPE_F8_E4M3FN) printf(" scale=%.9g", t->fp8.scale);
             if (t->type == FP4_TYPE_F8_E4M3FN && t->fp8.input_scale != 0.0f)
                 printf(" input_scale=%.9g (not applied: weight-only)", t->fp8.input_scale);

@@ -35,6 +35,11 @@ routing_nvfp4.json: per position the top-k experts of the router logits recomput
 router's input, and the gap between the k-th and the (k+1)-th logit), so a test can tell a routing
 flip at a near tie from a wrong operation.
 
+Gemma 3 and DeepSeek-V3 (issue 31): `gemma3`, `deepseek_v3` and `deepseek_v3_nolora`, defined with what
+they need beyond the loop below in dev/ref/hf_families.py (configs, the two rotary tables, Gemma's
+(1 + w) norms drawn around 0, the router bias buffer, per-expert files, group-limited routing records);
+64 positions each, fixed seeds (1000 + 100.., 2000 + 100..) whatever MODELS becomes.
+
 Only some models: `make OUTDIR NAME...` / `dequant DATADIR OUTDIR NAME...`.
 """
 import json
@@ -45,6 +50,9 @@ import re
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_families as fam  # noqa: E402  (Gemma 3 and DeepSeek-V3, issue 31)
 
 SIGMA = 0.08
 T = 24
@@ -82,6 +90,7 @@ MODELS += [
                             "router_aux_loss_coef": 0.0}),
     ("qwen3_moe_fused", "qwen3_moe", dict(QWEN3_MOE, fused_form=True)),
 ]
+MODELS += fam.MODELS
 MOE_TYPES = ("qwen3_moe", "mixtral")
 EXPERT_RE = re.compile(r"^(.*)\.(mlp|block_sparse_moe)\.experts\.(\d+)\."
                        r"(gate_proj|up_proj|down_proj|w1|w3|w2)\.weight$")
@@ -101,7 +110,7 @@ def versions():
 
 
 def n_positions(model_type):
-    return T_MOE if model_type in MOE_TYPES else T
+    return T_MOE if model_type in MOE_TYPES or model_type in fam.FAMILY_TYPES else T
 
 
 def fused_params(model, prefix):
@@ -147,7 +156,7 @@ def param_view(model, name):
         f = fused_params(model, m.group(1))
         if f is not None:
             return f[0] if m.group(3) == "gate_up_proj" else f[1]
-    return None
+    return dict(model.named_buffers()).get(name)  # DeepSeek's e_score_correction_bias
 
 
 def fused_state(model):
@@ -182,7 +191,7 @@ def fused_state(model):
 
 def routers(model):
     """(layer index, router weight param, top-k) of every sparse layer."""
-    k = model.config.num_experts_per_tok
+    k = getattr(model.config, "num_experts_per_tok", 0)  # dense configs (Gemma 3) have none
     out = []
     for name, p in model.named_parameters():
         mm = re.match(r"^model\.layers\.(\d+)\.(mlp|block_sparse_moe)\.gate\.weight$", name)
@@ -233,7 +242,9 @@ def saved_names(d):
 def make_config(model_type, extra):
     from transformers import AutoConfig
     d = dict(COMMON)
-    d.update({k: v for k, v in extra.items() if k != "fused_form"})
+    d.update({k: v for k, v in extra.items() if k not in fam.META})
+    for k in extra.get("drop", []):
+        d.pop(k, None)
     d["model_type"] = model_type
     # from_dict is the path a real config.json takes, legacy keys (rope_theta, rope_scaling) included
     try:
@@ -247,15 +258,15 @@ def make_config(model_type, extra):
     return cfg
 
 
-def init_weights(model, seed):
+def init_weights(model, seed, norm=(0.5, 1.5)):
     import torch
     rng = np.random.default_rng(seed)
     drawn = []
     for name, p in model.named_parameters():  # a tied head is the embedding: named once
         shape = tuple(p.shape)
         if name.endswith("norm.weight"):
-            v = rng.uniform(0.5, 1.5, shape)
-            kind = "U(0.5,1.5)"
+            v = rng.uniform(norm[0], norm[1], shape)
+            kind = f"U({norm[0]},{norm[1]})"
         elif name.endswith(".bias"):
             v = rng.normal(0.0, 0.5, shape)
             kind = "N(0,0.5)"
@@ -263,11 +274,11 @@ def init_weights(model, seed):
             v = rng.normal(0.0, SIGMA, shape)
             kind = f"N(0,{SIGMA})"
         else:
-            raise SystemExit(f"no rule for parameter {name} {shape}")
+            raise RuntimeError(f"no rule for parameter {name} {shape}")  # this model fails, not the run
         with torch.no_grad():
             p.copy_(torch.from_numpy(v).to(p.dtype))
         drawn.append((name, list(shape), kind))
-    return drawn
+    return drawn + fam.init_buffers(model, rng)
 
 
 def expected_inv_freq(cfg_extra, head_dim):
@@ -333,6 +344,9 @@ def stats(lg):
 
 def seed_index(name):
     """The seeds' index: the fused variant is qwen3_moe's model (same weights and ids) in another form."""
+    for n, _, extra in MODELS:
+        if n == name and "seed" in extra:  # issue 31's models: fixed seeds, whatever MODELS becomes
+            return extra["seed"]
     names = [m[0] for m in MODELS]
     return names.index("qwen3_moe" if name == "qwen3_moe_fused" else name)
 
@@ -344,6 +358,96 @@ def save_fused(model, d):
         if f.endswith(".safetensors") or f.endswith(".safetensors.index.json"):
             os.remove(os.path.join(d, f))
     save_file(fused_state(model), os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+
+
+def make_family(name, mt, extra, i, d):
+    """Gemma 3 / DeepSeek-V3 (dev/ref/hf_families.py): the dense models' steps, with the checks these
+    families need (two rotary tables, the router bias buffer, per-expert files, group routing)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    exp = fam.expected_rope(mt, extra)
+    first, rope = None, None
+    for form, e in fam.config_forms(mt, extra):
+        try:
+            cfg = make_config(mt, e)
+            model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager")
+        except Exception as ex:
+            log(f"{name}: config form {form} refused: {ex!r}")
+            continue
+        ok, rope = fam.rope_check(model, exp)
+        if ok:
+            first = (form, model)
+            break
+        log(f"{name}: config form {form}: rope tables {rope}")
+        first = first or (form, model)
+    if first is None:
+        raise RuntimeError("no config form builds the model")
+    form, model = first
+    model = model.to(torch.float32)
+    drawn = init_weights(model, 1000 + i, fam.norm_range(mt))
+    model = model.to(torch.bfloat16)
+    model.save_pretrained(d)
+    written_by_transformers = saved_names(d)
+    import shutil
+    saved = d + ".as_saved"
+    shutil.rmtree(saved, ignore_errors=True)
+    shutil.copytree(d, saved)
+    rewritten = fam.to_per_expert(d) if mt == "deepseek_v3" else []
+    ref = {n: p.detach().to(torch.float64).clone() for n, p in model.named_parameters()}
+    refb = fam.bias_buffers(model)
+
+    def reload():
+        m = load_f64(d)
+        got, gotb = dict(m.named_parameters()), fam.bias_buffers(m)
+        return m, [n for n in ref if n not in got or not torch.equal(ref[n], got[n])] + \
+            [n for n in refb if n not in gotb or not torch.equal(refb[n], gotb[n])]
+    try:
+        m64, diff = reload()
+    except Exception as ex:
+        m64, diff = None, [repr(ex)]
+    if diff and rewritten:  # transformers did not take the per-expert file back: keep the one it wrote
+        log(f"{name}: the per-expert rewrite does not reload ({diff[:3]}); keeping transformers' own file")
+        shutil.rmtree(d)
+        shutil.copytree(saved, d)
+        rewritten = ["reverted: transformers did not reload the per-expert form"]
+        m64, diff = reload()
+    shutil.rmtree(saved, ignore_errors=True)
+    assert not diff, f"reloaded weights differ from the bf16 ones: {diff[:5]}"
+    vocab = model.config.vocab_size
+    ids = [int(t) for t in np.random.default_rng(2000 + i).integers(0, vocab, n_positions(mt))]
+    with open(os.path.join(d, "ids.txt"), "w") as f:
+        f.write(",".join(map(str, ids)) + "\n")
+    tied = m64.lm_head.weight.data_ptr() == m64.model.embed_tokens.weight.data_ptr()
+    assert tied == bool(extra.get("tie_word_embeddings", False)), f"tied={tied}"
+    rope_ok, rope = fam.rope_check(m64, exp)
+    if not rope_ok:
+        log(f"{name}: WARNING rope tables after reload differ from the expected ones: {rope}")
+    lg, how = run_logits(m64, ids)
+    st = stats(lg)
+    es = getattr(m64.model.embed_tokens, "embed_scale", None)
+    st.update({"how": how, "attn_implementation": m64.config._attn_implementation, "tied": tied,
+               "weights": drawn, "seed_weights": 1000 + i, "seed_ids": 2000 + i,
+               "rope_inv_freq_checked": bool(rope_ok), "rope_tables": rope, "config_form": form,
+               "config_rope_keys": {k: v for k, v in m64.config.to_dict().items() if "rope" in k},
+               "embed_scale": None if es is None else float(es.double()),
+               "tensor_names_saved_by_transformers": sorted({re.sub(r"\.\d+\.", ".N.", n)
+                                                             for n in written_by_transformers}),
+               "rewritten_per_expert": rewritten})
+    if mt == "deepseek_v3" and m64.config.first_k_dense_replace < m64.config.num_hidden_layers:
+        routing = fam.record_routing(m64, ids, run_logits)
+        with open(os.path.join(d, "routing_bf16.json"), "w") as f:
+            json.dump(routing, f)
+        st.update({"routing_min_gap": {k: r["min_gap"] for k, r in routing.items()},
+                   "routing_experts_used": {k: r["experts_used"] for k, r in routing.items()},
+                   "routing_model_agrees": {k: r.get("model_agrees") for k, r in routing.items()}})
+    np.save(os.path.join(d, "logits_bf16.npy"), lg)
+    with open(os.path.join(d, "stats_bf16.json"), "w") as f:
+        json.dump(st, f, indent=1)
+    log(f"{name}: ok, {sum(p.numel() for p in model.parameters())} params, logits {st['shape']} "
+        f"std/vocab {st['std_over_vocab_mean']:.4f} (min {st['std_over_vocab_min']:.4f}) "
+        f"max|l| {st['max_abs']:.3f} finite {st['finite']} via {how}; form {form}; rope ok {rope_ok}; "
+        f"embed_scale {st['embed_scale']}; rewritten {len(rewritten)}; rope {st['config_rope_keys']}; "
+        f"routing {st.get('routing_min_gap')} {st.get('routing_model_agrees')}")
 
 
 def phase_make(outdir, only):
@@ -363,6 +467,9 @@ def phase_make(outdir, only):
         i = seed_index(name)
         try:
             d = os.path.join(outdir, name)
+            if mt in fam.FAMILY_TYPES:
+                make_family(name, mt, extra, i, d)
+                continue
             exp = expected_inv_freq(extra, 64)
             # the config.json keys of Llama 3.1, then transformers 5's
             for form in ("legacy", "rope_parameters"):
@@ -470,6 +577,8 @@ def phase_dequant(datadir, outdir, only):
             n_exp = getattr(m64.config, "num_experts", None) or getattr(m64.config, "num_local_experts", 0)
             fused_file = any(FUSED_RE.match(n) for n in rest)  # 3-D experts stay bf16 under quantize
             want = 4 * nl + 3 * (nl - n_sparse) + (0 if fused_file else 3 * n_exp * n_sparse)
+            if mt in fam.FAMILY_TYPES:
+                want = fam.expected_nvfp4(m64.config)
             assert len(deq) == want, f"{len(deq)} NVFP4 weights, expected {want}"
             err = []
             for n, w in deq.items():
@@ -481,11 +590,11 @@ def phase_dequant(datadir, outdir, only):
                 err.append(float(((p - old).norm() / old.norm()).item()))
             same = 0  # the unquantized tensors of nvfp4/ must be the bf16 file's, bit for bit
             for n, (dt, shape, arr) in rest.items():
-                assert dt == "BF16", (n, dt)
+                assert dt in ("BF16", "F32"), (n, dt)
                 p = param_view(m64, n)
                 assert p is not None, f"{n}: no such parameter in the model"
-                assert np.array_equal(hf_dequant.bf16_to_f32(arr).astype(np.float64).reshape(p.shape),
-                                      p.detach().numpy()), n
+                v = hf_dequant.bf16_to_f32(arr) if dt == "BF16" else arr
+                assert np.array_equal(v.astype(np.float64).reshape(p.shape), p.detach().numpy()), n
                 same += 1
             ids = [int(t) for t in open(os.path.join(d, "ids.txt")).read().strip().split(",")]
             lg, how = run_logits(m64, ids)
@@ -499,8 +608,10 @@ def phase_dequant(datadir, outdir, only):
                        "argmax_agree_vs_bf16": int((lg.argmax(1) == ref.argmax(1)).sum())})
             od = os.path.join(outdir, name)
             os.makedirs(od, exist_ok=True)
-            if mt in MOE_TYPES:
-                routing = record_routing(m64, ids)
+            if mt in MOE_TYPES or (mt == "deepseek_v3" and
+                                   m64.config.first_k_dense_replace < m64.config.num_hidden_layers):
+                routing = record_routing(m64, ids) if mt in MOE_TYPES else \
+                    fam.record_routing(m64, ids, run_logits)
                 with open(os.path.join(od, "routing_nvfp4.json"), "w") as f:
                     json.dump(routing, f)
                 st["routing_min_gap"] = {k: r["min_gap"] for k, r in routing.items()}

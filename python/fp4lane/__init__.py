@@ -223,10 +223,13 @@ class Model(_Owned):
                 return {"payload": pay, "scales": sc, "scale2": float(v.scale2),
                         "input_scale_inv": float(v.input_scale_inv)}
             data = np.frombuffer(ctypes.string_at(t.data, t.nbytes), dtype=np.uint8).copy()
-            if t.type == _FP8:  # an FP8 weight: E4M3FN bytes and its per-tensor or per-row scales
+            if t.type == _FP8:  # an FP8 weight: E4M3FN bytes and its per-tensor, per-row or block scales
                 f = t.fp8
                 scale = (np.ctypeslib.as_array(f.row_scale, (f.n_out,)).copy() if f.row_scale
                          else float(f.scale))
+                if f.block_scale:
+                    nb = (-(-f.n_out // f.block_rows), -(-f.n_in // f.block_cols))
+                    scale = np.ctypeslib.as_array(f.block_scale, (nb[0] * nb[1],)).copy().reshape(nb)
                 return {"weight": data.reshape(f.n_out, f.n_in), "scale": scale,
                         "input_scale": float(f.input_scale)}
             dt = _NUMPY_OF_TYPE.get(t.type)

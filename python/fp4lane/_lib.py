@@ -36,7 +36,8 @@ class NvFp4View(ctypes.Structure):  # fp4_nvfp4_view
 class Fp8View(ctypes.Structure):  # fp4_fp8_view
     _c_name_ = "fp4_fp8_view"
     _fields_ = [("scale", c_float), ("row_scale", POINTER(c_float)), ("input_scale", c_float),
-                ("n_out", c_int64), ("n_in", c_int64)]
+                ("n_out", c_int64), ("n_in", c_int64), ("block_scale", POINTER(c_float)),
+                ("block_rows", c_int64), ("block_cols", c_int64)]
 
 
 class Tensor(ctypes.Structure):  # fp4_tensor

@@ -38,6 +38,9 @@ static const fp4_abi_field abi_rows[] = {
     ABI_F(fp4_fp8_view, input_scale),
     ABI_F(fp4_fp8_view, n_out),
     ABI_F(fp4_fp8_view, n_in),
+    ABI_F(fp4_fp8_view, block_scale),
+    ABI_F(fp4_fp8_view, block_rows),
+    ABI_F(fp4_fp8_view, block_cols),
     ABI_END(fp4_fp8_view),
 
     ABI_F(fp4_tensor, name),

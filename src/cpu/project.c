@@ -10,7 +10,9 @@ typedef fp4_status (*route_fn)(const fp4_tensor *w, const float *x, int64_t n_co
 
 enum { ACT_A16 = 0, ACT_NVFP4 = 1, ACT_ANY = 2, MODE_ANY = 2 };
 
-static int64_t rows_of(const fp4_tensor *w) { return fp4_rows_of(w->ne, w->n_dims); }
+static int64_t rows_of(const fp4_tensor *w) {
+    return fp4_rows_of(w->ne, w->n_dims);
+}
 
 static fp4_status r_a16_exact(const fp4_tensor *w, const float *x, int64_t n_cols, float *y, int nt) {
     return fp4_nvfp4_matvec_a16_exact(&w->nvfp4, x, n_cols, y, nt);
@@ -38,7 +40,7 @@ typedef struct dense_ctx {
     dense_dot_fn dot;     /* native_dot or pinned_dot (exact), or their vector forms */
     bf16_dot_fn bf16_dot; /* BF16 weights on a vector path: the dot reads the bf16 row itself */
     fp4_status st;
-    float lut[256];   /* FP8 weights: e4m3fn(byte), exact in f32 */
+    float lut[256]; /* FP8 weights: e4m3fn(byte), exact in f32 */
 } dense_ctx;
 
 /* One dense row widened to f32, exactly: bf16 by a 16-bit shift (fp4_bf16_to_f32's bits, in a loop
@@ -47,9 +49,16 @@ typedef struct dense_ctx {
 static void dense_row(const dense_ctx *c, int64_t r, float *row) {
     const fp4_tensor *w = c->w;
     const int64_t n = w->ne[0];
-    if (w->type == FP4_TYPE_F8_E4M3FN) {
+    if (w->type == FP4_TYPE_F8_E4M3FN && w->fp8.block_scale) { /* the block's scale: one f32 multiply */
         const uint8_t *p = w->data + (size_t)(r * n);
-        for (int64_t k = 0; k < n; k++) row[k] = c->lut[p[k]];
+        const int64_t bc = w->fp8.block_cols;
+        const float *bs = w->fp8.block_scale + (r / w->fp8.block_rows) * ((n + bc - 1) / bc);
+        for (int64_t k = 0; k < n; k++)
+            row[k] = fp4p_mul(c->lut[p[k]], bs[k / bc]);
+    } else if (w->type == FP4_TYPE_F8_E4M3FN) {
+        const uint8_t *p = w->data + (size_t)(r * n);
+        for (int64_t k = 0; k < n; k++)
+            row[k] = c->lut[p[k]];
     } else if (w->type == FP4_TYPE_BF16) {
         const uint8_t *p = w->data + (size_t)(r * n) * 2;
         uint32_t *u = (uint32_t *)(void *)row;
@@ -60,7 +69,8 @@ static void dense_row(const dense_ctx *c, int64_t r, float *row) {
             u[k] = (uint32_t)h << 16;
         }
 #else
-        for (int64_t k = 0; k < n; k++) u[k] = ((uint32_t)p[2 * k] | (uint32_t)p[2 * k + 1] << 8) << 16;
+        for (int64_t k = 0; k < n; k++)
+            u[k] = ((uint32_t)p[2 * k] | (uint32_t)p[2 * k + 1] << 8) << 16;
 #endif
     } else if (w->type == FP4_TYPE_F32) {
         memcpy(row, w->data + (size_t)(r * n) * 4, sizeof(float) * (size_t)n);
@@ -77,7 +87,8 @@ static void dense_rows(void *p, int64_t r0, int64_t r1) {
         __atomic_store_n(&c->st, FP4_ERR_NOMEM, __ATOMIC_RELAXED);
         return;
     }
-    const fp4_fp8_view *f = c->w->type == FP4_TYPE_F8_E4M3FN ? &c->w->fp8 : NULL;
+    /* per-tensor / per-row FP8 scales multiply the dot; block scales went into the row (dense_row) */
+    const fp4_fp8_view *f = c->w->type == FP4_TYPE_F8_E4M3FN && !c->w->fp8.block_scale ? &c->w->fp8 : NULL;
     for (int64_t r = r0; r < r1; r++) {
         if (c->bf16_dot) {
             const uint8_t *wr = c->w->data + (size_t)(r * n_in) * 2;
@@ -117,7 +128,10 @@ static fp4_status dense_run(const fp4_tensor *w, const float *x, int64_t n_cols,
     const dense_path *dp = &dense_paths[pinned][fp4_cpu_path()];
     dense_ctx c = {w, x, n_cols, y, dp->dot, w->type == FP4_TYPE_BF16 ? dp->bf16_dot : NULL, FP4_OK, {0}};
     if (w->type == FP4_TYPE_F8_E4M3FN) {
-        if (!w->fp8.row_scale && !(w->fp8.scale > 0.0f)) return FP4_ERR_INVALID_ARG; /* not a weight */
+        const fp4_fp8_view *f = &w->fp8;
+        if (!f->row_scale && !(f->scale > 0.0f) &&
+            !(f->block_scale && f->block_rows > 0 && f->block_cols > 0))
+            return FP4_ERR_INVALID_ARG; /* not a weight */
         for (int b = 0; b < 256; b++)
             c.lut[b] = fp4_e4m3fn_decode((uint8_t)b); /* NaN bytes: refused by the loader */
     }
@@ -133,7 +147,9 @@ static fp4_status r_dense(const fp4_tensor *w, const float *x, int64_t n_cols, f
  * computes with one warp per row. A NaN result is the NaN 0xFFC00000 (fp4_canonical_nan, as the
  * K-quant dots): which NaN an add of two NaNs keeps depends on the operand order a compiler picks,
  * so the dense dots of every CPU path (dense_x86.c) return that one. FP8 weights: the same dot over
- * the E4M3 values, then y = fp4p_mul(y, scale_r) (fp4_fp8_view). */
+ * the E4M3 values, then y = fp4p_mul(y, scale_r); block-scaled FP8: the dot over the dequantized
+ * row (each value fp4p_mul(e4m3, its block's scale)), the bits of an F32 weight holding it
+ * (fp4_fp8_view). */
 static float pinned_dot(const float *a, const float *b, int64_t n) {
     return fp4_canonical_nan(fp4p_dot(a, b, n));
 }

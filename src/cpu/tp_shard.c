@@ -44,8 +44,17 @@ static int64_t elem_bytes(const fp4_tensor *w) {
     }
 }
 
+/* a block-scaled FP8 weight's scale grid does not follow a split of its rows or columns */
+static fp4_status no_fp8_blocks(const fp4_tensor *w, fp4_error *err) {
+    if (w->type != FP4_TYPE_F8_E4M3FN || !w->fp8.block_scale) return FP4_OK;
+    return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, w->name, "tp.route",
+                    "a block-scaled FP8 weight (weight_scale_inv) is not split in this version; use --tp 1");
+}
+
 fp4_status fp4_tp_rows(const fp4_tensor *w, int64_t r0, int64_t r1, fp4_tensor *out, fp4_error *err) {
     const int64_t rows = fp4_rows_of(w->ne, w->n_dims);
+    fp4_status bst = no_fp8_blocks(w, err);
+    if (bst) return bst;
     if (w->n_dims != 2 || r0 < 0 || r1 < r0 || r1 > rows)
         return fp4_fail(err, FP4_ERR_SHAPE, NULL, w->name, "tp.route", "rows [%lld, %lld) of a %d-D tensor",
                         (long long)r0, (long long)r1, (int)w->n_dims);
@@ -72,6 +81,8 @@ fp4_status fp4_tp_rows(const fp4_tensor *w, int64_t r0, int64_t r1, fp4_tensor *
 fp4_status fp4_tp_cols(const fp4_tensor *w, int64_t k0, int64_t k1, fp4_tensor *out, uint8_t **owned,
                        fp4_error *err) {
     *owned = NULL;
+    fp4_status bst = no_fp8_blocks(w, err);
+    if (bst) return bst;
     const int64_t rows = fp4_rows_of(w->ne, w->n_dims), n_in = w->ne[0], nk = k1 - k0;
     const int64_t eb = is_nvfp4(w) ? 0 : elem_bytes(w);
     if (w->n_dims != 2 || k0 < 0 || nk <= 0 || k1 > n_in || (is_nvfp4(w) ? (k0 % 16 || nk % 16) : !eb) ||

@@ -476,9 +476,11 @@ static fp4_status tp_create(const fp4_rt_model_desc *d, int64_t max_cols, void *
         st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     else
         st = fp4_comm_local_create(n, sizeof(float) * (size_t)e->gather_floats, c, err);
+    for (int r = 0; r < n && !st; r++) /* every rank owns its communicator before any can fail */
+        e->rk[r].comm = c[r];
     for (int r = 0; r < n && !st; r++) {
         tp_rank *k = &e->rk[r];
-        k->e = e, k->r = r, k->comm = c[r], k->p = fp4_tp_part(a, r, n);
+        k->e = e, k->r = r, k->p = fp4_tp_part(a, r, n);
         if (!(e->x_r[r] = fa(max_cols * H)))
             st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
         else

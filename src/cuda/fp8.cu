@@ -46,6 +46,7 @@ FP4_API fp4_status fp4_cuda_tensor_upload_fp8(const fp4_tensor *w, fp4_cuda_tens
     memset(out, 0, sizeof *out);
     if (!w || w->type != FP4_TYPE_F8_E4M3FN || !w->data || w->n_dims != 2) return FP4_ERR_INVALID_ARG;
     const fp4_fp8_view *f = &w->fp8;
+    if (f->block_scale) return FP4_ERR_UNSUPPORTED; /* block-scaled FP8: CPU only (route.fp8-block-cuda) */
     const int64_t n_in = w->ne[0], n_out = w->ne[1];
     if (f->n_in != n_in || f->n_out != n_out || n_out <= 0 || n_in <= 0 || n_in > FP4_MAX_N_IN)
         return FP4_ERR_SHAPE;

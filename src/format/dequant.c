@@ -42,18 +42,31 @@ static fp4_status row_kq(const fp4_tensor *t, int64_t r, float *dst) {
     return st;
 }
 
-/* FP8 weight: e4m3fn(byte) * scale_r, one f32 multiply (fp4_fp8_view) */
+/* FP8 weight: e4m3fn(byte) * scale_r, or * the block's scale when block-scaled; one f32 multiply
+ * (fp4_fp8_view) */
 static fp4_status row_fp8(const fp4_tensor *t, int64_t r, float *dst) {
-    const float s = t->fp8.row_scale ? t->fp8.row_scale[r] : t->fp8.scale;
     const uint8_t *p = t->data + (size_t)(r * t->ne[0]);
-    for (int64_t k = 0; k < t->ne[0]; k++) dst[k] = fp4_e4m3fn_decode(p[k]) * s;
+    const fp4_fp8_view *f = &t->fp8;
+    if (f->block_scale) {
+        const float *bs =
+            f->block_scale + (r / f->block_rows) * ((t->ne[0] + f->block_cols - 1) / f->block_cols);
+        for (int64_t k = 0; k < t->ne[0]; k++)
+            dst[k] = fp4_e4m3fn_decode(p[k]) * bs[k / f->block_cols];
+        return FP4_OK;
+    }
+    const float s = f->row_scale ? f->row_scale[r] : f->scale;
+    for (int64_t k = 0; k < t->ne[0]; k++)
+        dst[k] = fp4_e4m3fn_decode(p[k]) * s;
     return FP4_OK;
 }
 
-static const struct { fp4_type type; row_fn fn; } row_table[] = {
-    {FP4_TYPE_F8_E4M3FN, row_fp8},
-    {FP4_TYPE_NVFP4_E2M1, row_nvfp4}, {FP4_TYPE_F32, row_f32}, {FP4_TYPE_F16, row_half},
-    {FP4_TYPE_BF16, row_half},        {FP4_TYPE_Q4_K, row_kq},  {FP4_TYPE_Q6_K, row_kq},
+static const struct {
+    fp4_type type;
+    row_fn fn;
+} row_table[] = {
+    {FP4_TYPE_F8_E4M3FN, row_fp8}, {FP4_TYPE_NVFP4_E2M1, row_nvfp4}, {FP4_TYPE_F32, row_f32},
+    {FP4_TYPE_F16, row_half},      {FP4_TYPE_BF16, row_half},        {FP4_TYPE_Q4_K, row_kq},
+    {FP4_TYPE_Q6_K, row_kq},
 };
 
 fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int64_t r1, float *dst) {
@@ -63,7 +76,9 @@ fp4_status fp4_tensor_dequant_rows(const fp4_tensor *t, int64_t r0, int64_t r1, 
     for (size_t k = 0; k < sizeof row_table / sizeof row_table[0]; k++) {
         if (row_table[k].type != t->type) continue;
         if (t->type != FP4_TYPE_NVFP4_E2M1 && !t->data) return FP4_ERR_INVALID_ARG;
-        if (t->type == FP4_TYPE_F8_E4M3FN && !(t->fp8.row_scale || t->fp8.scale > 0.0f))
+        if (t->type == FP4_TYPE_F8_E4M3FN &&
+            !(t->fp8.row_scale || t->fp8.scale > 0.0f ||
+              (t->fp8.block_scale && t->fp8.block_rows > 0 && t->fp8.block_cols > 0)))
             return FP4_ERR_INVALID_ARG; /* F8 bytes without scales are not a weight */
         for (int64_t r = r0; r < r1; r++) {
             fp4_status st = row_table[k].fn(t, r, dst + (r - r0) * t->ne[0]);

@@ -52,10 +52,14 @@ static const struct { const char *hf, *gg; int perm; } gemma_layer_names[] = {
     {"post_feedforward_layernorm", "post_ffw_norm", PERM_NONE},
 };
 
+enum { FAM_OTHER = 0, FAM_GEMMA = 1, FAM_DEEPSEEK = 2 };
+
 /* One name through the tables, HF -> llama.cpp (to_gg 1) or back (to_gg 0): a module stem + any
  * suffix (".weight", ".bias", ".scale", ".weight.scale2_div", ...) -> the other side's stem + the
- * same suffix. 1 when mapped; *perm: which permutation the stem takes. gemma: Gemma 3's names. */
-static int convert_name(const char *in, char *out, size_t n, int *perm, int to_gg, int gemma) {
+ * same suffix. 1 when mapped; *perm: which permutation the stem takes. fam: FAM_GEMMA for Gemma 3's
+ * names, FAM_DEEPSEEK for deepseek2's (ggml_deepseek.c), looked up before the common ones. */
+static int convert_name(const char *in, char *out, size_t n, int *perm, int to_gg, int fam) {
+    const int gemma = fam == FAM_GEMMA;
     *perm = PERM_NONE;
     for (size_t i = 0; i < sizeof global_names / sizeof global_names[0]; i++) {
         const char *from = to_gg ? global_names[i].hf : global_names[i].gg;
@@ -79,6 +83,9 @@ static int convert_name(const char *in, char *out, size_t n, int *perm, int to_g
         if (!strncmp(s, from, l) && s[l] == '.')
             return snprintf(out, n, "%s%ld.%s%s", out_pre, layer, to, s + l) < (int)n;
     }
+    char ds[FP4_MAX_NAME + 64];
+    if (fam == FAM_DEEPSEEK && fp4_ggml_ds_map(s, ds, sizeof ds, to_gg))
+        return snprintf(out, n, "%s%ld.%s", out_pre, layer, ds) < (int)n;
     for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
         const char *from = to_gg ? layer_names[i].hf : layer_names[i].gg;
         const char *to = to_gg ? layer_names[i].gg : layer_names[i].hf;
@@ -90,12 +97,12 @@ static int convert_name(const char *in, char *out, size_t n, int *perm, int to_g
     }
     return 0;
 }
-static int map_name(const char *in, char *out, size_t n, int *perm, int gemma) {
-    return convert_name(in, out, n, perm, 1, gemma);
+static int map_name(const char *in, char *out, size_t n, int *perm, int fam) {
+    return convert_name(in, out, n, perm, 1, fam);
 }
 /* llama.cpp's stem + suffix -> the HF module stem + suffix (the inverse of map_name) */
-static int unmap_name(const char *in, char *out, size_t n, int *perm, int gemma) {
-    return convert_name(in, out, n, perm, 0, gemma);
+static int unmap_name(const char *in, char *out, size_t n, int *perm, int fam) {
+    return convert_name(in, out, n, perm, 0, fam);
 }
 
 int64_t fp4_ggml_arch_src_row(const plan_entry *e, int64_t r) {
@@ -205,19 +212,21 @@ static fp4_status gemma_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_erro
 
 /* llama.cpp's hyperparameter keys (llama-arch.cpp LLM_KV_*) for one of the mapped families */
 static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error *err) {
+    const int ds = a->family == FP4_ARCH_DEEPSEEK_V3; /* latent attention: v and rope widths of their own */
     const struct { const char *key; int64_t v; } u[] = {
         {"context_length", a->n_ctx_train},     {"embedding_length", a->hidden},
         {"block_count", a->n_layers},           {"feed_forward_length", a->ffn},
         {"attention.head_count", a->n_heads},   {"attention.head_count_kv", a->n_kv_heads},
-        {"attention.key_length", a->head_dim},  {"attention.value_length", a->head_dim},
-        {"rope.dimension_count", a->head_dim},  {"vocab_size", a->vocab},
+        {"attention.key_length", a->head_dim},  {"attention.value_length", ds ? a->v_head_dim : a->head_dim},
+        {"rope.dimension_count", ds ? a->qk_rope_dim : a->head_dim},  {"vocab_size", a->vocab},
     };
     fp4_status st = kv_str(p, "general.architecture", ga, err);
     for (size_t i = 0; i < sizeof u / sizeof u[0] && !st; i++) st = kv_u32(p, ga, u[i].key, u[i].v, err);
     if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_count", a->n_experts, err);
     if (!st && a->n_experts > 0) st = kv_u32(p, ga, "expert_used_count", a->n_experts_used, err);
-    if (!st && a->family == FP4_ARCH_QWEN3_MOE)
+    if (!st && (a->family == FP4_ARCH_QWEN3_MOE || ds))
         st = kv_u32(p, ga, "expert_feed_forward_length", a->moe_ffn, err);
+    if (!st && ds) st = fp4_ggml_ds_kvs(p, a, err);
     if (!st) st = kv_f32(p, ga, "attention.layer_norm_rms_epsilon", a->rms_eps, err);
     if (!st) st = kv_f32(p, ga, "rope.freq_base", (float)a->rope_theta, err);
     if (!st && a->family == FP4_ARCH_GEMMA3) st = gemma_kvs(p, a, ga, err);
@@ -236,7 +245,7 @@ static fp4_status arch_kvs(plan *p, const fp4_arch *a, const char *ga, fp4_error
 }
 
 /* fp4lane.exact.<tensor>.<what> and fp4lane.scalar.<tensor> name tensors: renamed with them */
-static fp4_status rename_kvs(plan *p, int gemma, fp4_error *err) {
+static fp4_status rename_kvs(plan *p, int fam, fp4_error *err) {
     static const char *const pre[] = {"fp4lane.exact.", "fp4lane.scalar."};
     for (int64_t i = 0; i < p->n_kv; i++)
         for (int j = 0; j < 2; j++) {
@@ -244,7 +253,7 @@ static fp4_status rename_kvs(plan *p, int gemma, fp4_error *err) {
             char mapped[FP4_MAX_NAME + 64];
             int perm;
             if (strncmp(p->kv[i].key, pre[j], l)) continue;
-            if (!map_name(p->kv[i].key + l, mapped, sizeof mapped, &perm, gemma))
+            if (!map_name(p->kv[i].key + l, mapped, sizeof mapped, &perm, fam))
                 return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->kv[i].key + l, "ggml.name_map",
                                 "no llama.cpp name for this tensor");
             char key[sizeof p->kv[i].key];
@@ -264,6 +273,7 @@ static const char *gguf_arch_of(fp4_arch_family f) {
     case FP4_ARCH_QWEN3: return "qwen3";
     case FP4_ARCH_GEMMA3: return "gemma3";
     case FP4_ARCH_QWEN3_MOE: return "qwen3moe";
+    case FP4_ARCH_DEEPSEEK_V3: return "deepseek2";
     default: return NULL;
     }
 }
@@ -279,7 +289,18 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     if (!ga) return FP4_OK;
     const int permute =
         a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
-    const int gemma = a.family == FP4_ARCH_GEMMA3;
+    const int gemma = a.family == FP4_ARCH_GEMMA3, ds = a.family == FP4_ARCH_DEEPSEEK_V3;
+    const int fam = gemma ? FAM_GEMMA : ds ? FAM_DEEPSEEK : FAM_OTHER;
+    if (ds && !fp4_ggml_ds_supported(&a)) return FP4_OK; /* not llama.cpp's deepseek2: the names stay */
+    if (ds) { /* the multi-token-prediction layers (index >= num_hidden_layers): not llama.cpp's */
+        int64_t kept = 0;
+        for (int64_t i = 0; i < p->n; i++) {
+            long L = -1;
+            if (sscanf(p->e[i].name, "model.layers.%ld.", &L) == 1 && L >= a.n_layers) continue;
+            p->e[kept++] = p->e[i];
+        }
+        p->n = kept;
+    }
     fp4_error me;
     memset(&me, 0, sizeof me);
     fp4_status ms = fp4_ggml_moe_stack(p, &a, &me);
@@ -303,7 +324,7 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
                                 "gain");
             e->norm_shift = 1;
         }
-        if (!map_name(e->name, mapped, sizeof mapped, &perm, gemma))
+        if (!map_name(e->name, mapped, sizeof mapped, &perm, fam))
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, e->name, "ggml.name_map",
                             "no llama.cpp name for this tensor of a %s checkpoint",
                             fp4_arch_family_name(a.family));
@@ -340,7 +361,7 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
         e->ne[0] = a.head_dim / 2;
         e->nbytes = (uint64_t)(a.head_dim / 2) * 4;
     }
-    fp4_status st = rename_kvs(p, gemma, err);
+    fp4_status st = rename_kvs(p, fam, err);
     return st ? st : arch_kvs(p, &a, ga, err);
 }
 
@@ -358,13 +379,14 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     const int permute =
         a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     const int gemma = a.family == FP4_ARCH_GEMMA3;
+    const int fam = gemma ? FAM_GEMMA : a.family == FP4_ARCH_DEEPSEEK_V3 ? FAM_DEEPSEEK : FAM_OTHER;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
         plan_entry *e = &p->e[i];
         char hf[sizeof e->name], key[sizeof e->name + 32];
         int perm;
         if (!strcmp(e->name, "rope_freqs.weight")) continue; /* made from config.json */
-        if (!unmap_name(e->name, hf, sizeof hf, &perm, gemma))
+        if (!unmap_name(e->name, hf, sizeof hf, &perm, fam))
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, e->name, "ggml.name_map",
                             "no Hugging Face name for this llama.cpp tensor");
         snprintf(key, sizeof key, "fp4lane.widened.%s", e->name);
@@ -395,7 +417,7 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
         char hf[FP4_MAX_NAME + 64];
         int perm;
         if (strncmp(p->kv[i].key, pre, sizeof pre - 1)) continue;
-        if (!unmap_name(p->kv[i].key + sizeof pre - 1, hf, sizeof hf, &perm, gemma) ||
+        if (!unmap_name(p->kv[i].key + sizeof pre - 1, hf, sizeof hf, &perm, fam) ||
             snprintf(p->kv[i].key, sizeof p->kv[i].key, "%s%s", pre, hf) >= (int)sizeof p->kv[i].key)
             return fp4_fail(err, FP4_ERR_UNSUPPORTED, NULL, p->kv[i].key, "ggml.name_map",
                             "no Hugging Face name for this key");
@@ -439,6 +461,7 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
                         "GGUF: general.architecture = %.*s disagrees with fp4lane.hf.config (model_type %s: "
                         "llama.cpp's \"%s\")", (int)(len < 64 ? len : 64), s ? s : "?",
                         fp4_arch_family_name(a->family), ga ? ga : "none");
+    const int ds = a->family == FP4_ARCH_DEEPSEEK_V3;
     /* what arch_kvs writes from the config; zero: a key whose 0 means "off" (refused otherwise) */
     const struct { const char *key, *hf; int is_float, zero; double want;
     } k[] = {
@@ -449,8 +472,10 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
         {"attention.head_count", "num_attention_heads", 0, 0, (double)a->n_heads},
         {"attention.head_count_kv", "num_key_value_heads", 0, 0, (double)a->n_kv_heads},
         {"attention.key_length", "head_dim", 0, 0, (double)a->head_dim},
-        {"attention.value_length", "head_dim", 0, 0, (double)a->head_dim},
-        {"rope.dimension_count", "head_dim", 0, 0, (double)a->head_dim},
+        {"attention.value_length", ds ? "v_head_dim" : "head_dim", 0, 0,
+         (double)(ds ? a->v_head_dim : a->head_dim)},
+        {"rope.dimension_count", ds ? "qk_rope_head_dim" : "head_dim", 0, 0,
+         (double)(ds ? a->qk_rope_dim : a->head_dim)},
         {"vocab_size", "vocab_size", 0, 0, (double)a->vocab},
         {"expert_count", "num_experts", 0, 1, (double)a->n_experts},
         {"expert_used_count", "num_experts_per_tok", 0, 1, (double)a->n_experts_used},
@@ -459,8 +484,9 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
         {"attention.sliding_window", "sliding_window", 0, 1, (double)a->sliding_window},
         {"attention.layer_norm_rms_epsilon", "rms_norm_eps", 1, 0, (double)a->rms_eps},
         {"rope.freq_base", "rope_theta", 1, 0, a->rope_theta},
-        {"rope.scaling.factor", "rope_scaling.factor (1 without linear scaling)", 1, 0,
-         a->rope_scaling == FP4_ROPE_LINEAR ? a->rope_factor : 1.0},
+        {"rope.scaling.factor", "rope_scaling.factor (1 without linear or yarn scaling)", 1, 0,
+         a->rope_scaling == FP4_ROPE_LINEAR || (ds && a->rope_scaling == FP4_ROPE_YARN) ? a->rope_factor
+                                                                                        : 1.0},
     };
     char key[128];
     for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
@@ -482,7 +508,9 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const fp4_arch *a, fp4_error *
     }
     snprintf(key, sizeof key, "%s.rope.scaling.type", ga);
     const int64_t ti = fp4_gguf_key_index(g, key);
-    const char *want = a->rope_scaling == FP4_ROPE_LINEAR ? "linear" : "none";
+    const char *want = a->rope_scaling == FP4_ROPE_LINEAR               ? "linear"
+                       : ds && a->rope_scaling == FP4_ROPE_YARN ? "yarn"
+                                                                : "none";
     if (ti >= 0 && (fp4_gguf_get_str(g, ti, &s, &len) || len != strlen(want) || memcmp(s, want, len)))
         return fp4_fail(err, FP4_ERR_FORMAT, NULL, NULL, "arch.gguf_agree",
                         "GGUF: %s disagrees with fp4lane.hf.config's rope scaling (%s)", key, want);

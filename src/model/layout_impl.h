@@ -69,6 +69,12 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const struct fp4_arch *a, fp4_
  * blk.L.ffn_{gate,up,down}_exps (ggml_moe.c); names them, so the caller skips stacked entries.
  * FP4_ERR_UNSUPPORTED (plan untouched): llama.cpp could not run it; the caller keeps the names */
 fp4_status fp4_ggml_moe_stack(plan *p, const struct fp4_arch *a, fp4_error *err);
+/* DeepSeek-V3 as llama.cpp's deepseek2 (ggml_deepseek.c): a layer-relative name ("self_attn.q_a_proj.
+ * weight", ...) to llama.cpp's (to_gg 1) or back; 1 when mapped. Whether llama.cpp runs the
+ * checkpoint's attention and rope as written; deepseek2's own keys. */
+int fp4_ggml_ds_map(const char *in, char *out, size_t n, int to_gg);
+int fp4_ggml_ds_supported(const struct fp4_arch *a);
+fp4_status fp4_ggml_ds_kvs(plan *p, const struct fp4_arch *a, fp4_error *err);
 /* PART_GEN: the bytes of a tensor made here (llama.cpp's rope_freqs.weight), nbytes of them */
 fp4_status fp4_ggml_arch_gen(const fp4_wsrc *src, const plan_entry *e, uint8_t *dst, fp4_error *err);
 /* config.json / hf_quant_config.json for an HF target (written into dir) */

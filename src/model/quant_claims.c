@@ -49,6 +49,7 @@ typedef struct claims {
     int w4a4;
     int64_t n_fp8, n_fp8_channel;     /* FP8 weights; those with per-channel scales       */
     const char *first_fp8_tensor, *first_nv;
+    int64_t n_fp8_block;              /* block-scaled FP8 weights (DeepSeek's weight_scale_inv) */
 } claims;
 
 static int is_fp8(const fp4_tensor *t) {
@@ -63,6 +64,9 @@ static int fp8_algo(const char *a) {
 /* The tensor t (FP8) against an FP8 algorithm: per_channel 0/1. */
 static fp4_status fp8_matches(const claims *c, const fp4_tensor *t, const char *who, const char *a,
                               int per_channel, fp4_error *err) {
+    if (t->fp8.block_scale)
+        return CFAIL(c, FP4_ERR_LANE, who, "claims.quant-algo", "%s says %s, but %s has block scales "
+                     "(weight_scale_inv: DeepSeek's quant_method fp8)", c->src, a, t->name);
     if ((t->fp8.row_scale != NULL) != per_channel)
         return CFAIL(c, FP4_ERR_LANE, who, "claims.quant-algo", "%s says %s, but %s has %s weight scales",
                      c->src, a, t->name, t->fp8.row_scale ? "per-channel" : "per-tensor");
@@ -283,6 +287,18 @@ static fp4_status quant_object(const claims *c, const json_t *q, int layout_word
     if (jm && !json_is_string(jm)) return CFAIL(c, FP4_ERR_FORMAT, NULL, "claims.quant-method",
                                                 "%s: quant_method is not a string", c->src);
     const char *method = json_string_value(jm);
+    if (method && !strcmp(method, "fp8")) { /* DeepSeek's block-scaled FP8: every weight FP8 in blocks */
+        if (c->n_nv || !c->n_fp8 || c->n_fp8_block != c->n_fp8)
+            return CFAIL(c, FP4_ERR_LANE, c->n_nv ? c->first_nv : c->first_fp8_tensor, "claims.quant-method",
+                         "%s says quant_method fp8 (block-scaled FP8), but the file has %lld NVFP4 and %lld "
+                         "FP8 weights, %lld of them block-scaled",
+                         c->src, (long long)c->n_nv, (long long)c->n_fp8, (long long)c->n_fp8_block);
+        return FP4_OK;
+    }
+    if (c->n_fp8_block)
+        return CFAIL(c, FP4_ERR_LANE, c->first_fp8_tensor, "claims.quant-method",
+                     "%s says quant_method %.64s, but the weights are block-scaled FP8 (quant_method fp8)",
+                     c->src, method ? method : "(none)");
     int ct = method && !strcmp(method, "compressed-tensors");
     if (method && strcmp(method, "modelopt") && !ct)
         return CFAIL(c, FP4_ERR_LANE, NULL, "claims.quant-method",
@@ -386,12 +402,13 @@ static fp4_status gguf_claims(claims *c, fp4_error *err) {
 }
 
 fp4_status fp4_quant_claims_check(const fp4_model *m, fp4_error *err) {
-    claims c = {m, m->ck->path, "", 0, m->ap == FP4_AP_NVFP4, 0, 0, NULL, NULL};
+    claims c = {m, m->ck->path, "", 0, m->ap == FP4_AP_NVFP4, 0, 0, NULL, NULL, 0};
     for (int64_t i = 0; i < m->n; i++) {
         const fp4_tensor *t = &m->t[i].t;
         if (t->type == FP4_TYPE_NVFP4_E2M1 && !c.n_nv++) c.first_nv = t->name;
         if (is_fp8(t) && !c.n_fp8++) c.first_fp8_tensor = t->name;
         c.n_fp8_channel += is_fp8(t) && t->fp8.row_scale;
+        c.n_fp8_block += is_fp8(t) && t->fp8.block_scale;
     }
     if (m->ck->is_gguf) return gguf_claims(&c, err);
     fp4_status st = hf_file(&c, FP4_HF_CONFIG, "config.json", "quantization_config", 1, err);

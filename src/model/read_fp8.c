@@ -9,7 +9,8 @@
  * fp8.scale-missing (an F8_E4M3 tensor with no weight_scale), fp8.shape (a weight that is not
  * 2-D), fp8.n_in, fp8.scale-dtype, hf.fp8 (block-scaled FP8), fp8.scale (a scale that is not
  * finite, positive and normal), fp8.nan (a weight byte 0x7F/0xFF, with its row and column),
- * fp8.input-scale (an input_scale that is not one finite positive normal F32). */
+ * fp8.input-scale (an input_scale that is not one finite positive normal F32). Block-scaled FP8
+ * (DeepSeek's weight_scale_inv): read_fp8_block.c. */
 #include "read_impl.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,8 +33,8 @@ static float scale_at(const fp4_raw *s, int64_t i) {
     return s->st_dtype == FP4_ST_BF16 ? fp4_bf16_to_f32(h) : fp4_f16_to_f32(h);
 }
 
-static fp4_status check_bytes(const fp4_ckpt *c, const fp4_raw *w, int64_t n_out, int64_t n_in,
-                              fp4_error *err) {
+fp4_status fp4_fp8_check_bytes(const fp4_ckpt *c, const fp4_raw *w, int64_t n_out, int64_t n_in,
+                               fp4_error *err) {
     for (int64_t r = 0; r < n_out; r++) {
         const uint8_t *row = w->data + r * n_in;
         for (int64_t k = 0; k < n_in; k++)
@@ -49,14 +50,14 @@ fp4_status fp4_read_fp8(const fp4_ckpt *c, fp4_read *out, const char *base, fp4_
     const fp4_raw *w = find_sfx(c, base, ".weight"), *s = find_sfx(c, base, ".weight_scale"),
                   *in = find_sfx(c, base, ".input_scale");
     static const char *const foreign[] = {".weight_scale_2", ".weight_packed", ".weight_global_scale",
-                                          ".input_global_scale"};
+                                          ".input_global_scale", ".weight_scale_inv"};
     for (size_t i = 0; i < sizeof foreign / sizeof foreign[0]; i++) {
         const fp4_raw *f = find_sfx(c, base, foreign[i]);
         if (f)
             return fp4_fail(err, FP4_ERR_COMPANION, c->path, f->name, "fp8.companion",
-                            "an NVFP4 companion beside the F8_E4M3 weight %s.weight (FP8 weights take "
-                            "weight_scale and input_scale only)",
-                            base);
+                            "%s beside the F8_E4M3 weight %s.weight (FP8 weights take weight_scale and "
+                            "input_scale, or weight_scale_inv alone)",
+                            strrchr(f->name, '.') + 1, base);
     }
     if (!s)
         return fp4_fail(err, FP4_ERR_COMPANION, c->path, w->name, "fp8.scale-missing",
@@ -97,11 +98,11 @@ fp4_status fp4_read_fp8(const fp4_ckpt *c, fp4_read *out, const char *base, fp4_
             return fp4_fail(err, FP4_ERR_SCALE2, c->path, in->name, "fp8.input-scale",
                             "input_scale is %g: must be finite, positive and normal", (double)in_v);
     }
-    fp4_status st = check_bytes(c, w, n_out, n_in, err);
+    fp4_status st = fp4_fp8_check_bytes(c, w, n_out, n_in, err);
     if (st) return st;
     fp4_mtensor *mt = fp4_read_push(out, w);
     mt->t.type = FP4_TYPE_F8_E4M3FN;
-    mt->t.fp8 = (fp4_fp8_view){per_tensor ? scale_at(s, 0) : 0.0f, NULL, in_v, n_out, n_in};
+    mt->t.fp8 = (fp4_fp8_view){per_tensor ? scale_at(s, 0) : 0.0f, NULL, in_v, n_out, n_in, NULL, 0, 0};
     if (per_channel) {
         float *rs = malloc(sizeof(float) * (size_t)n_out + 1);
         if (!rs) return fp4_fail(err, FP4_ERR_NOMEM, c->path, w->name, "alloc", "out of memory");

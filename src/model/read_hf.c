@@ -121,7 +121,7 @@ static fp4_status config_lane(const fp4_ckpt *c, fp4_layout layout, int *act, fp
 /* 1 when raw tensor r belongs to an FP8 module (read_fp8.c): its weight, weight_scale or
  * input_scale; those never decide the NVFP4 naming convention or the layout. */
 static int fp8_part(const fp4_ckpt *c, const fp4_raw *r) {
-    static const char *const sfx[] = {".weight", ".weight_scale", ".input_scale"};
+    static const char *const sfx[] = {".weight", ".weight_scale", ".input_scale", ".weight_scale_inv"};
     char base[FP4_MAX_NAME + 16];
     for (size_t k = 0; k < sizeof sfx / sizeof sfx[0]; k++) {
         if (!fp4_ends_with(r->name, sfx[k])) continue;
@@ -159,15 +159,28 @@ fp4_status fp4_read_hf(const fp4_ckpt *c, fp4_read *out, fp4_error *err) {
                                           : read_one(c, out, cv, base, r, err)))
             return st;
     }
+    int64_t blk[2] = {0, 0}; /* DeepSeek's block-scaled FP8 (read_fp8_block.c): the block shape once */
+    for (int64_t i = 0; i < c->n; i++) {
+        const fp4_raw *r = &c->t[i];
+        if (!fp4_ends_with(r->name, ".weight_scale_inv")) continue;
+        snprintf(base, sizeof base, "%.*s", (int)(strlen(r->name) - 17), r->name);
+        if (!fp4_fp8_module(c, base))
+            return fp4_fail(err, FP4_ERR_COMPANION, c->path, r->name, "fp8.scale-orphan",
+                            "a weight_scale_inv without an F8_E4M3 %s.weight", base);
+        if (find2(c, base, ".weight_scale")) continue; /* fp4_read_fp8 refused the pair above */
+        if ((!blk[0] && (st = fp4_fp8_block_size(c, r->name, blk, err))) ||
+            (st = fp4_read_fp8_block(c, out, base, blk, err)))
+            return st;
+    }
     for (int64_t i = 0; i < c->n; i++) { /* pass 2: everything else is plain, orphans refused */
         const fp4_raw *r = &c->t[i];
         static const char *const sfx[] = {".weight_scale",  ".weight_scale_2",      ".input_scale",
                                           ".weight_packed", ".weight_global_scale", ".input_global_scale"};
         if (fp8_part(c, r)) { /* folded by fp4_read_fp8 in pass 1, unless its scale is missing */
             snprintf(base, sizeof base, "%.*s", (int)(strrchr(r->name, '.') - r->name), r->name);
-            if (!find2(c, base, ".weight_scale"))
+            if (!find2(c, base, ".weight_scale") && !find2(c, base, ".weight_scale_inv"))
                 return fp4_fail(err, FP4_ERR_COMPANION, c->path, r->name, "fp8.scale-missing",
-                                "an F8_E4M3 weight without %s.weight_scale", base);
+                                "an F8_E4M3 weight without %s.weight_scale (or weight_scale_inv)", base);
             continue;
         }
         int consumed = 0;

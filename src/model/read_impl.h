@@ -56,6 +56,17 @@ int fp4_fp8_module(const fp4_ckpt *c, const char *base);
 /* Folds "<base>.weight" (F8_E4M3 [out, in]), "<base>.weight_scale" and an optional
  * "<base>.input_scale" into one FP8 logical tensor (fp4_fp8_view), every byte and scale checked. */
 fp4_status fp4_read_fp8(const fp4_ckpt *c, fp4_read *out, const char *base, fp4_error *err);
+/* No byte of w's n_out rows of n_in is an E4M3FN NaN (0x7F/0xFF): fp8.nan with its row and column. */
+fp4_status fp4_fp8_check_bytes(const fp4_ckpt *c, const fp4_raw *w, int64_t n_out, int64_t n_in,
+                               fp4_error *err);
+
+/* ---- read_fp8_block.c: block-scaled FP8 (DeepSeek's weight_scale_inv) ---- */
+/* config.json's quantization_config.weight_block_size [rows, cols] into blk (read once per open). */
+fp4_status fp4_fp8_block_size(const fp4_ckpt *c, const char *tensor, int64_t blk[2], fp4_error *err);
+/* Folds "<base>.weight" (F8_E4M3 [out, in]) and "<base>.weight_scale_inv" (F32
+ * [ceil(out/blk[0]), ceil(in/blk[1])]) into one block-scaled FP8 logical tensor. */
+fp4_status fp4_read_fp8_block(const fp4_ckpt *c, fp4_read *out, const char *base, const int64_t blk[2],
+                              fp4_error *err);
 
 /* ---- validate.c ---- */
 int fp4_scalar_ok(float v); /* finite, positive, normal */

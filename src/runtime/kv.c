@@ -127,6 +127,12 @@ static int hash_matrix(fp4_sha256 *h, const fp4_tensor *t, int64_t perm_d) {
         put_u64(h, fp4_f32_bits(f->scale));
         for (int64_t r = 0; f->row_scale && r < f->n_out; r++)
             put_u64(h, fp4_f32_bits(f->row_scale[hf_row(r, perm_d)]));
+        if (f->block_scale) { /* block-scaled: the block shape and every block's scale */
+            const int64_t nb = ((f->n_out + f->block_rows - 1) / f->block_rows) *
+                               ((f->n_in + f->block_cols - 1) / f->block_cols);
+            put_u64(h, (uint64_t)f->block_rows), put_u64(h, (uint64_t)f->block_cols);
+            for (int64_t i = 0; i < nb; i++) put_u64(h, fp4_f32_bits(f->block_scale[i]));
+        }
     }
     return 0;
 }

@@ -270,6 +270,10 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
     fp4_route_key key8 = {FP4_LANE_FP8, FP4_AP_A16, o.mode, o.device, o.drafting != 0};
     if (fp8_t && key.lane != FP4_LANE_FP8 && fp4_route_check(&key8, NULL, msg, sizeof msg))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, fp8_t->name, "route.refused", "%s", msg);
+    if (fp8_t && fp8_t->fp8.block_scale && o.device == FP4_DEVICE_CUDA)
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, fp8_t->name, "route.fp8-block-cuda",
+                        "block-scaled FP8 weights (DeepSeek's weight_scale_inv) run on the CPU in this "
+                        "version; use --device cpu");
     /* an engine whose lane the table qualifies for drafting is held batch-invariant whether or not
      * it drafts: a speculative run's target and the plain run it must equal bit for bit take the
      * same routes (CUDA: FP4_CUDA_TENSOR_INVARIANT; test_gpu_generate) */
