@@ -22,6 +22,7 @@ typedef struct emu {
     int8_t *xf; /* (ncols, n_in) int8 in fragment order */
     float *xd;  /* (ncols, nsb) steps */
     int lut[256];
+    int wc;       /* column groups a block (a16_imma.cu's launch choice) */
     int paths[2]; /* super-block tiles on the int64 / int32 path */
 } emu;
 
@@ -65,8 +66,8 @@ static void emu_quantize(emu *e, const float *x) {
 static void emu_load(const emu *e, uint8_t *dst, int64_t rowbase, int sb, int *cover) {
     const int64_t pstride = e->n_in / 2, sstride = e->n_in / 16;
     for (int tid = 0; tid < IMMA_NW * 32; tid++)
-        for (int idx = tid; idx < IMMA_CHUNKS; idx += IMMA_NW * 32) {
-            const int t = idx / (IMMA_CHUNKS / IMMA_TILES), j = idx % (IMMA_CHUNKS / IMMA_TILES);
+        for (int idx = tid; idx < IMMA_CHUNKS(e->wc); idx += IMMA_NW * 32) {
+            const int t = idx / IMMA_TILE_CHUNKS, j = idx % IMMA_TILE_CHUNKS;
             const int tile = t * IMMA_TILE_BYTES;
             int off;
             const uint8_t *src;
@@ -183,35 +184,37 @@ static void emu_tile(emu *e, const uint8_t *st, int colbase, int sb, float own[3
 }
 
 static void emu_block(emu *e, int bx, int64_t by, float *y) {
-    const int64_t rowbase = by * IMMA_ROWS;
-    uint8_t stage[IMMA_STAGE];
-    int cover[IMMA_STAGE];
-    static float own[IMMA_NW][IMMA_TILES][32][2][IMMA_NT][4];
+    const int wc = e->wc, stage_bytes = IMMA_STAGE(wc);
+    const int64_t rowbase = by * IMMA_ROWS(wc);
+    static uint8_t stage[IMMA_STAGE(2)]; /* the largest */
+    static int cover[IMMA_STAGE(2)];
+    static float own[IMMA_NW][IMMA_WT][32][2][IMMA_NT][4];
     memset(own, 0, sizeof own);
     for (int sb = 0; sb < e->nsb; sb++) {
         memset(stage, 0xCD, sizeof stage);
         memset(cover, 0, sizeof cover);
         emu_load(e, stage, rowbase, sb, cover);
         int once = 1;
-        for (int i = 0; i < IMMA_STAGE; i++)
+        for (int i = 0; i < stage_bytes; i++)
             once &= cover[i] == 1;
         CHECK_MSG(once, "a stage byte written other than once (sb %d)", sb);
         for (int warp = 0; warp < IMMA_NW; warp++) {
-            const int colbase = bx * IMMA_COLS + warp * 8 * IMMA_NT;
+            const int rg = warp / wc, colbase = bx * IMMA_COLS(wc) + (warp % wc) * 8 * IMMA_NT;
             if (colbase >= e->ncols) continue;
-            for (int t = 0; t < IMMA_TILES; t++)
-                emu_tile(e, stage + t * IMMA_TILE_BYTES, colbase, sb, own[warp][t]);
+            for (int t = 0; t < IMMA_WT; t++)
+                emu_tile(e, stage + (rg * IMMA_WT + t) * IMMA_TILE_BYTES, colbase, sb, own[warp][t]);
         }
     }
     for (int warp = 0; warp < IMMA_NW; warp++)
-        for (int t = 0; t < IMMA_TILES; t++)
+        for (int t = 0; t < IMMA_WT; t++)
             for (int lane = 0; lane < 32; lane++)
                 for (int mt = 0; mt < 2; mt++)
                     for (int nt = 0; nt < IMMA_NT; nt++)
                         for (int i = 0; i < 4; i++) {
-                            const int64_t row = rowbase + t * 32 + mt * 16 + (i >> 1) * 8 + (lane >> 2);
-                            const int col =
-                                bx * IMMA_COLS + warp * 8 * IMMA_NT + nt * 8 + (lane & 3) * 2 + (i & 1);
+                            const int64_t row = rowbase + ((warp / wc) * IMMA_WT + t) * 32 + mt * 16 +
+                                                (i >> 1) * 8 + (lane >> 2);
+                            const int col = bx * IMMA_COLS(wc) + (warp % wc) * 8 * IMMA_NT + nt * 8 +
+                                            (lane & 3) * 2 + (i & 1);
                             if (row < e->n_out && col < e->ncols)
                                 y[(int64_t)col * e->n_out + row] =
                                     fp4_round_f16(own[warp][t][lane][mt][nt][i]);
@@ -222,8 +225,9 @@ static void emu_project(emu *e, const float *x, float *y) {
     emu_quantize(e, x);
     for (int i = 0; i < 256; i++)
         e->lut[i] = fp4_e4m3fn_q9((uint8_t)i);
-    const int64_t row_blocks = (e->n_out + IMMA_ROWS - 1) / IMMA_ROWS;
-    const int col_blocks = (e->ncols + IMMA_COLS - 1) / IMMA_COLS;
+    const int wc = e->wc, rows = IMMA_ROWS(wc), cols = IMMA_COLS(wc);
+    const int64_t row_blocks = (e->n_out + rows - 1) / rows;
+    const int col_blocks = (e->ncols + cols - 1) / cols;
     for (int64_t by = 0; by < row_blocks; by++)
         for (int bx = 0; bx < col_blocks; bx++)
             emu_block(e, bx, by, y);
@@ -246,7 +250,8 @@ static void make_w(fp4_nvfp4_view *v, uint8_t *pay, uint8_t *sc, int64_t n_out, 
     v->payload = pay, v->scales = sc, v->n_out = n_out, v->n_in = n_in, v->scale2 = kind ? 3.0e-3f : 0.7f;
 }
 
-static void check_shape(int64_t n_out, int64_t n_in, int ncols, int kind, uint64_t seed) {
+/* wc: the block's column groups; 0: a16_imma.cu's launch choice for ncols */
+static void check_shape(int64_t n_out, int64_t n_in, int ncols, int kind, int wc, uint64_t seed) {
     test_rng r = {seed};
     uint8_t *pay = malloc((size_t)(n_out * n_in / 2)), *sc = malloc((size_t)(n_out * n_in / 16));
     fp4_nvfp4_view v;
@@ -263,25 +268,29 @@ static void check_shape(int64_t n_out, int64_t n_in, int ncols, int kind, uint64
           *got = malloc(sizeof(float) * (size_t)(n_out * ncols));
     CHECK_OK(fp4_nvfp4_matvec_a16_exact(&v, x, ncols, want, 1));
     memset(got, 0xFF, sizeof(float) * (size_t)(n_out * ncols));
-    emu e = {.w = &v, .n_out = n_out, .n_in = n_in, .nsb = n_in / 256, .ncols = ncols};
+    if (!wc) wc = ncols <= IMMA_COLS(2) ? 2 : ncols <= IMMA_COLS(4) ? 4 : 8;
+    emu e = {.w = &v, .n_out = n_out, .n_in = n_in, .nsb = n_in / 256, .ncols = ncols, .wc = wc};
     e.xf = malloc((size_t)(n_in * ncols));
     e.xd = malloc(sizeof(float) * (size_t)(e.nsb * ncols));
     emu_project(&e, x, got);
     int64_t bad = 0;
     for (int64_t i = 0; i < n_out * ncols; i++)
         bad += memcmp(&want[i], &got[i], 4) != 0;
-    CHECK_MSG(bad == 0, "imma emulation %lldx%lld, %d cols, kind %d: %lld of %lld outputs differ",
-              (long long)n_out, (long long)n_in, ncols, kind, (long long)bad, (long long)(n_out * ncols));
+    CHECK_MSG(bad == 0, "imma emulation %lldx%lld, %d cols, wc %d, kind %d: %lld of %lld outputs differ",
+              (long long)n_out, (long long)n_in, ncols, wc, kind, (long long)bad, (long long)(n_out * ncols));
     CHECK_MSG(e.paths[kind ? 0 : 1] > 0, "kind %d: int64 %d, int32 %d tiles", kind, e.paths[0], e.paths[1]);
     free(e.xf), free(e.xd), free(want), free(got), free(x), free(pay), free(sc);
 }
 
 int main(void) {
-    check_shape(37, 512, 2, 0, 1); /* one block, ragged rows */
-    check_shape(37, 512, 2, 1, 2);
-    check_shape(64, 256, 17, 1, 3);   /* two warps, the second ragged */
-    check_shape(70, 512, 130, 0, 4);  /* two row blocks, two column blocks, both ragged */
-    check_shape(130, 768, 129, 1, 5); /* three row blocks, one column past a block */
-    check_shape(5, 256, 128, 1, 6);   /* a full column block, five rows */
+    check_shape(37, 512, 2, 0, 0, 1); /* one block of 256 rows, ragged */
+    check_shape(37, 512, 2, 1, 0, 2);
+    check_shape(300, 256, 17, 1, 0, 3);  /* two blocks of 256 rows, the second column group ragged */
+    check_shape(200, 512, 33, 0, 0, 4);  /* blocks of 128 rows x 64 columns */
+    check_shape(70, 512, 130, 0, 0, 5);  /* 64 x 128: two row blocks, two column blocks, both ragged */
+    check_shape(130, 768, 129, 1, 0, 6); /* three row blocks, one column past a block */
+    check_shape(5, 256, 128, 1, 0, 7);   /* a full column block, five rows */
+    for (int wc = 2; wc <= 8; wc *= 2)   /* every geometry past its columns: warps with none */
+        check_shape(40, 256, 3, 1, wc, 8 + (uint64_t)wc);
     return check_report();
 }

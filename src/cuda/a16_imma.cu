@@ -1,15 +1,17 @@
 /* a16_imma.cu — the exact A16 route (SPEC §4) for many columns (prefill, several sequences) on the
  * integer tensor cores, bit-identical to fp4_nvfp4_matvec_a16_exact. a16_exact.cu's MMA kernel
  * serves at most 16 columns a launch, so a prefill of C columns streams the weights and decodes
- * them C/16 times; this kernel reads and decodes each weight tile once per 128 columns.
+ * them C/16 times; this kernel reads and decodes each weight tile once per 32 to 128 columns.
  *
- * Grid: x = a column block of IMMA_COLS columns (fastest, so the blocks that share rows run at
- * the same time and the weights come from L2), y = a row block of IMMA_ROWS rows. Block: IMMA_NW
- * warps over the same rows, warp w on columns 16w .. 16w + 15 of the column block.
- *   - the block copies super-block sb of its rows (IMMA_TILES tiles of sb_tile.cuh's layout) into
+ * Grid (a16_imma.h): x = a column block of IMMA_COLS(WC) columns (fastest, so the blocks that share
+ * rows run at the same time and the weights come from L2), y = a row block of IMMA_ROWS(WC) rows.
+ * Block: IMMA_NW warps, WC column groups of 16 columns by IMMA_NW / WC row groups of 64 rows; the
+ * launch takes the narrowest WC (2, 4, 8) that holds the call's columns, so that a 2..32-column call
+ * still gives every warp columns.
+ *   - the block copies super-block sb of its rows (IMMA_TILES(WC) tiles of sb_tile.cuh's layout) into
  *     one of IMMA_NS shared-memory stages by cp.async, every thread a share of the 16-byte chunks;
  *   - each warp reads the A fragments of mma.sync m16n8k16 s8 from the tile (decoded to int8
- *     e2m1_q1 by a16_exact.cu's 5-op decode), its columns' Q8_K int8 values in fragment order
+ *     e2m1_q1 by sb_tile.cuh's 5-op decode), its columns' Q8_K int8 values in fragment order
  *     (q8k.cu, frag = 1) are the B operands, loaded from global memory one super-block ahead;
  *     one MMA per 16-group gives the exact int32 group dots, weighted by e4m3fn_q9 into the
  *     super-block total (sb_tile.cuh: int32 at per-row shifted weights where every row of the
@@ -27,29 +29,21 @@
 static_assert(IMMA_TILE_ROWS == FP4_SBT_ROWS && IMMA_TILE_BYTES == FP4_SBT_BYTES, "sb_tile.cuh's tile");
 static_assert(IMMA_NW * 32 == 256, "one q9 lookup entry per thread");
 
-static __host__ __device__ constexpr size_t imma_smem_bytes() {
-    return 1024 + (size_t)IMMA_NS * IMMA_STAGE + (size_t)IMMA_NW * IMMA_QP * 4;
+template <int WC> static __host__ __device__ constexpr size_t imma_smem_bytes() {
+    return 1024 + (size_t)IMMA_NS * IMMA_STAGE(WC) + (size_t)IMMA_NW * IMMA_QP * 4;
 }
 
-/* four e2m1 codes (bits 0..15) -> four int8 e2m1_q1 (a16_exact.cu's decoder) */
-struct imma_dec {
-    uint32_t L0, L1;
-    __device__ __forceinline__ uint32_t operator()(uint32_t nib) const {
-        const uint32_t p = fp4_prmt(L0, L1, nib);
-        const uint32_t n = fp4_prmt(L0, L1, nib ^ 0x8888u);
-        return p | ((0x80808080u - n) ^ 0x80808080u);
-    }
-};
 
-/* The block copies super-block sb of its IMMA_ROWS rows into dst (tile t at t * FP4_SBT_BYTES, each
- * in sb_tile.cuh's layout; rows past n_out read the last row, their results are discarded) and
+/* The block copies super-block sb of its IMMA_ROWS(WC) rows into dst (tile t at t * FP4_SBT_BYTES,
+ * each in sb_tile.cuh's layout; rows past n_out read the last row, their results are discarded) and
  * commits one group, empty when sb >= nsb, so that every thread's wait counts stay uniform. */
+template <int WC>
 static __device__ __forceinline__ void imma_load(uint8_t *dst, const uint8_t *payload, const uint8_t *scales,
                                                  int64_t pstride, int64_t sstride, int64_t n_out,
                                                  int64_t rowbase, int sb, int nsb, int tid) {
     if (sb < nsb) {
-        for (int idx = tid; idx < IMMA_CHUNKS; idx += IMMA_NW * 32) {
-            const int t = idx / (IMMA_CHUNKS / IMMA_TILES), j = idx % (IMMA_CHUNKS / IMMA_TILES);
+        for (int idx = tid; idx < IMMA_CHUNKS(WC); idx += IMMA_NW * 32) {
+            const int t = idx / IMMA_TILE_CHUNKS, j = idx % IMMA_TILE_CHUNKS;
             uint8_t *tile = dst + t * FP4_SBT_BYTES;
             if (j < FP4_SBT_ROWS * 8) {
                 const int row = j >> 3, c = j & 7;
@@ -68,7 +62,7 @@ static __device__ __forceinline__ void imma_load(uint8_t *dst, const uint8_t *pa
     fp4_cp_async_commit();
 }
 
-template <int NT>
+template <int NT, int WC>
 static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
     int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf,
@@ -77,13 +71,14 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
     int *lut = reinterpret_cast<int *>(imma_smem);
     uint8_t *stg = imma_smem + 1024;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = lane >> 2, qd = lane & 3;
-    int *qp = reinterpret_cast<int *>(stg + IMMA_NS * IMMA_STAGE) + warp * IMMA_QP;
-    const int64_t rowbase = (int64_t)blockIdx.y * IMMA_ROWS;
-    const int colbase = (int)blockIdx.x * IMMA_COLS + warp * 8 * NT;
+    int *qp = reinterpret_cast<int *>(stg + IMMA_NS * IMMA_STAGE(WC)) + warp * IMMA_QP;
+    const int rg = warp / WC, cg = warp % WC; /* the warp's row group (IMMA_WT tiles) and column group */
+    const int64_t rowbase = (int64_t)blockIdx.y * IMMA_ROWS(WC);
+    const int colbase = (int)blockIdx.x * IMMA_COLS(WC) + cg * 8 * NT;
     const bool active = colbase < ncols; /* a warp past the last column only copies */
     const int64_t nsb_pad = k_pad / 256;
     lut[tid] = fp4_e4m3_q9((uint32_t)tid);
-    const imma_dec dec = {fp4_pin(0x03020100u), fp4_pin(0x0C080604u)};
+    const fp4_sbt_dec5 dec = {fp4_pin(0x03020100u), fp4_pin(0x0C080604u)};
 
     /* activations (B operands) of super-block sb: column colbase + nt*8 + r0, words (qd, g); steps
      * of columns colbase + nt*8 + 2qd + e */
@@ -111,9 +106,9 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
         }
     };
 
-    float own[IMMA_TILES][2][NT][4];
+    float own[IMMA_WT][2][NT][4];
 #pragma unroll
-    for (int t = 0; t < IMMA_TILES; t++)
+    for (int t = 0; t < IMMA_WT; t++)
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
 #pragma unroll
@@ -123,7 +118,8 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
                     own[t][mt][nt][i] = 0.0f;
 #pragma unroll
     for (int s = 0; s < IMMA_NS - 1; s++)
-        imma_load(stg + s * IMMA_STAGE, payload, scales, pstride, sstride, n_out, rowbase, s, nsb, tid);
+        imma_load<WC>(stg + s * IMMA_STAGE(WC), payload, scales, pstride, sstride, n_out, rowbase, s, nsb,
+                      tid);
     fp4_pdl_wait(); /* launched with PDL after the Q8_K pass: its q and d from here on */
     uint32_t b[NT][16], bn[NT][16];
     float dv[NT][2], dvn[NT][2];
@@ -133,14 +129,14 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
         /* stage sb is in for every thread, and every warp is done with stage sb - 1 (whose buffer the
          * next copy reuses) and with its q9 tables; the first pass also publishes the q9 lookup */
         __syncthreads();
-        imma_load(stg + ((sb + IMMA_NS - 1) % IMMA_NS) * IMMA_STAGE, payload, scales, pstride, sstride, n_out,
-                  rowbase, sb + IMMA_NS - 1, nsb, tid);
+        imma_load<WC>(stg + ((sb + IMMA_NS - 1) % IMMA_NS) * IMMA_STAGE(WC), payload, scales, pstride,
+                      sstride, n_out, rowbase, sb + IMMA_NS - 1, nsb, tid);
         loadb(sb + 1, bn, dvn); /* in flight while this super-block computes */
         if (active) {
-            const uint8_t *stage = stg + (sb % IMMA_NS) * IMMA_STAGE;
+            const uint8_t *stage = stg + (sb % IMMA_NS) * IMMA_STAGE(WC);
 #pragma unroll
-            for (int t = 0; t < IMMA_TILES; t++) {
-                const uint8_t *st = stage + t * FP4_SBT_BYTES;
+            for (int t = 0; t < IMMA_WT; t++) {
+                const uint8_t *st = stage + (rg * IMMA_WT + t) * FP4_SBT_BYTES;
                 int *qpt = qp + t * 512;
                 int q9[16];
                 int neg; /* unused here */
@@ -187,18 +183,39 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
     fp4_cp_async_wait<0>(); /* no copy outlives the block */
     if (!active) return;
 #pragma unroll
-    for (int t = 0; t < IMMA_TILES; t++)
+    for (int t = 0; t < IMMA_WT; t++)
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
 #pragma unroll
             for (int nt = 0; nt < NT; nt++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
-                    const int64_t row = rowbase + t * FP4_SBT_ROWS + mt * 16 + (i >> 1) * 8 + r0;
+                    const int64_t row =
+                        rowbase + (rg * IMMA_WT + t) * FP4_SBT_ROWS + mt * 16 + (i >> 1) * 8 + r0;
                     const int col = colbase + nt * 8 + qd * 2 + (i & 1);
                     if (row < n_out && col < ncols)
                         y[(int64_t)col * n_out + row] = fp4_round_f16_dev(own[t][mt][nt][i]);
                 }
+}
+
+template <int WC>
+static fp4_status launch_imma(const fp4_cuda_tensor *w, const int8_t *q, const float *d, int64_t nc, float *y,
+                              cudaStream_t stream) {
+    constexpr size_t smem = imma_smem_bytes<WC>();
+    static int opted_in[FP4_CU_MAX_DEVICES];
+    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_imma_kernel<IMMA_NT, WC>, smem, opted_in));
+    const int64_t row_blocks = (w->n_out + IMMA_ROWS(WC) - 1) / IMMA_ROWS(WC);
+    const int64_t col_blocks = (nc + IMMA_COLS(WC) - 1) / IMMA_COLS(WC);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)col_blocks, (unsigned)row_blocks);
+    cfg.blockDim = dim3(IMMA_NW * 32);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    /* programmatic dependent launch where the grid fills the GPU (a16_exact.cu's reason) */
+    const int sms = fp4_cu_sm_count(), pdl = sms > 0 && row_blocks * col_blocks > sms;
+    return fp4_cu_launch_pdl(cfg, pdl, a16_imma_kernel<IMMA_NT, WC>, w->d_payload, w->d_scales,
+                             w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
+                             w->scale2, q, d, (int)nc, y);
 }
 
 extern "C" {
@@ -223,28 +240,19 @@ fp4_status fp4_cu_a16_imma(const fp4_cuda_tensor *w, const float *d_x, int64_t n
     if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
         !fp4_aligned16(w->d_scales) || !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
-    const int64_t row_blocks = (w->n_out + IMMA_ROWS - 1) / IMMA_ROWS;
-    const int64_t col_blocks = (n_cols + IMMA_COLS - 1) / IMMA_COLS;
+    /* the narrowest block that holds the columns: fewer column groups, more rows a block */
+    const int wc = n_cols <= IMMA_COLS(2) ? 2 : n_cols <= IMMA_COLS(4) ? 4 : 8;
     /* a shape past one grid, or past the int column index: the 16-column chunks serve */
-    if (row_blocks > IMMA_MAX_GRID_Y || n_cols > INT32_MAX / 2 || w->n_in / 256 > INT32_MAX)
+    if ((w->n_out + IMMA_ROWS(wc) - 1) / IMMA_ROWS(wc) > IMMA_MAX_GRID_Y || n_cols > INT32_MAX / 2 ||
+        w->n_in / 256 > INT32_MAX)
         return fp4_cu_a16_exact(w, d_x, n_cols, d_y, s, stream);
     if (FP4_CU_COUNTER_BYTES + fp4_cu_a16_imma_scratch(w, n_cols) > s->bytes) return FP4_ERR_INVALID_ARG;
     int8_t *q = (int8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
     float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)n_cols * (size_t)w->k_pad));
     FP4_CU_TRY(fp4_cu_q8k_quantize(d_x, w->n_in, w->k_pad, n_cols, q, d, NULL, 1, stream));
-    constexpr size_t smem = imma_smem_bytes();
-    static int opted_in[FP4_CU_MAX_DEVICES];
-    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_imma_kernel<IMMA_NT>, smem, opted_in));
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)col_blocks, (unsigned)row_blocks);
-    cfg.blockDim = dim3(IMMA_NW * 32);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    /* programmatic dependent launch where the grid fills the GPU (a16_exact.cu's reason) */
-    const int sms = fp4_cu_sm_count(), pdl = sms > 0 && row_blocks * col_blocks > sms;
-    return fp4_cu_launch_pdl(cfg, pdl, a16_imma_kernel<IMMA_NT>, w->d_payload, w->d_scales, w->payload_stride,
-                             w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad, w->scale2,
-                             (const int8_t *)q, (const float *)d, (int)n_cols, d_y);
+    return wc == 2   ? launch_imma<2>(w, q, d, n_cols, d_y, stream)
+           : wc == 4 ? launch_imma<4>(w, q, d, n_cols, d_y, stream)
+                     : launch_imma<8>(w, q, d, n_cols, d_y, stream);
 }
 
 } /* extern "C" */
