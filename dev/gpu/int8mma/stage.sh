@@ -10,9 +10,10 @@ make -j2 BUILD=$B all cuda
 S=$(mktemp -d); mkdir -p $S/f/$B/tests/gpu $S/f/lib gpuwork/int8mma
 cp $B/fp4lane $B/libfp4lane_cuda.so $S/f/$B/
 cp $(find $B/tests/gpu -maxdepth 1 -type f -name 'test_gpu_*' ! -name '*.d' ! -name '*.o') $S/f/$B/tests/gpu/
-# every shared library of the CLI and the tests but the C runtime's own (libmicrohttpd pulls gnutls)
+# every shared library of the CLI and the tests but the C runtime's own and the CUDA runtime (the
+# device's: earlier sessions' stages carried none) — libmicrohttpd pulls gnutls
 ldd $B/fp4lane $S/f/$B/tests/gpu/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
-  grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|ld-linux[^/]*)\.so' |
+  grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcudart|ld-linux[^/]*)\.so' |
   while read -r p; do cp -L "$p" $S/f/lib/; done
 { git rev-parse HEAD; git status --short | head -5; date -u; } > $S/f/BUILT.txt
 (cd $S/f && tar cJf - .) > gpuwork/int8mma/bin.tar.xz
