@@ -122,7 +122,33 @@ static float term(float total, float d, float scale2) { /* fp4_cu_a16_term */
 }
 
 /* one warp's tile t of super-block sb: the pinned terms of its 32 rows x 8*IMMA_NT columns into own */
-static void emu_tile(emu *e, const uint8_t *st, int colbase, int sb, float own[32][2][IMMA_NT][4]) {
+/* imma_decode: warp w takes (tile, m-tile, row half) j = w, w + IMMA_NW, ...; each lane its 16 words
+ * as four 16-byte chunks at chunk c ^ IMMA_DSWZ(lane); dcover counts the writes of each byte */
+static void emu_decode(const emu *e, const uint8_t *stage, uint8_t *dbuf, int *dcover) {
+    for (int warp = 0; warp < IMMA_NW; warp++)
+        for (int j = warp; j < IMMA_TILES(e->wc) * 4; j += IMMA_NW)
+            for (int lane = 0; lane < 32; lane++) {
+                const int t = j >> 2, mt = (j >> 1) & 1, h = j & 1;
+                for (int g = 0; g < 16; g++) {
+                    const uint32_t v =
+                        dec(a_unit(stage + t * IMMA_TILE_BYTES, mt, h, lane >> 2, lane & 3, g));
+                    const int off = (j * 32 + lane) * 64 + (((g >> 2) ^ IMMA_DSWZ(lane)) << 4) + (g & 3) * 4;
+                    memcpy(dbuf + off, &v, 4);
+                    for (int b = 0; b < 4; b++)
+                        dcover[off + b]++;
+                }
+            }
+}
+
+/* imma_groups' read of the A word of (m-tile, row half, group) for lane from a tile's decoded buffer */
+static uint32_t dec_word(const uint8_t *dt, int mt, int h, int lane, int g) {
+    uint32_t v;
+    memcpy(&v, dt + ((mt * 2 + h) * 32 + lane) * 64 + (((g >> 2) ^ IMMA_DSWZ(lane)) << 4) + (g & 3) * 4, 4);
+    return v;
+}
+
+static void emu_tile(emu *e, const uint8_t *st, const uint8_t *dt, int colbase, int sb,
+                     float own[32][2][IMMA_NT][4]) {
     int q9[32][16], sh[32], qp[16 * 32];
     int fast = 1;
     for (int lane = 0; lane < 32; lane++) {
@@ -151,7 +177,7 @@ static void emu_tile(emu *e, const uint8_t *st, int colbase, int sb, float own[3
                 for (int lane = 0; lane < 32; lane++) {
                     const int r0 = lane >> 2, qd = lane & 3, col = colbase + nt * 8 + r0;
                     for (int h = 0; h < 2; h++)
-                        a[lane][h] = dec(a_unit(st, mt, h, r0, qd, g));
+                        a[lane][h] = dec_word(dt, mt, h, lane, g);
                     b[lane] = 0;
                     if (col < e->ncols)
                         memcpy(&b[lane], e->xf + (int64_t)col * e->n_in + (int64_t)sb * 256 + qd * 64 + g * 4,
@@ -187,6 +213,8 @@ static void emu_block(emu *e, int bx, int64_t by, float *y) {
     const int wc = e->wc, stage_bytes = IMMA_STAGE(wc);
     const int64_t rowbase = by * IMMA_ROWS(wc);
     static uint8_t stage[IMMA_STAGE(2)]; /* the largest */
+    static uint8_t dbuf[IMMA_DEC(2)];
+    static int dcover[IMMA_DEC(2)];
     static int cover[IMMA_STAGE(2)];
     static float own[IMMA_NW][IMMA_WT][32][2][IMMA_NT][4];
     memset(own, 0, sizeof own);
@@ -198,11 +226,18 @@ static void emu_block(emu *e, int bx, int64_t by, float *y) {
         for (int i = 0; i < stage_bytes; i++)
             once &= cover[i] == 1;
         CHECK_MSG(once, "a stage byte written other than once (sb %d)", sb);
+        memset(dbuf, 0xCD, sizeof dbuf);
+        memset(dcover, 0, sizeof dcover);
+        emu_decode(e, stage, dbuf, dcover);
+        for (int i = 0; i < IMMA_DEC(wc); i++)
+            once &= dcover[i] == 1;
+        CHECK_MSG(once, "a decoded byte written other than once (sb %d)", sb);
         for (int warp = 0; warp < IMMA_NW; warp++) {
             const int rg = warp / wc, colbase = bx * IMMA_COLS(wc) + (warp % wc) * 8 * IMMA_NT;
             if (colbase >= e->ncols) continue;
             for (int t = 0; t < IMMA_WT; t++)
-                emu_tile(e, stage + (rg * IMMA_WT + t) * IMMA_TILE_BYTES, colbase, sb, own[warp][t]);
+                emu_tile(e, stage + (rg * IMMA_WT + t) * IMMA_TILE_BYTES,
+                         dbuf + (rg * IMMA_WT + t) * IMMA_DEC_TILE, colbase, sb, own[warp][t]);
         }
     }
     for (int warp = 0; warp < IMMA_NW; warp++)
@@ -282,7 +317,22 @@ static void check_shape(int64_t n_out, int64_t n_in, int ncols, int kind, int wc
     free(e.xf), free(e.xd), free(want), free(got), free(x), free(pay), free(sc);
 }
 
+/* the decoded buffer's 16-byte accesses (imma_decode's stores, imma_groups' loads: lane's chunk c of
+ * one (m-tile, row half)) fall in 8 distinct bank groups in every quarter-warp: no bank conflict */
+static void check_banks(void) {
+    int ok = 1;
+    for (int c = 0; c < 4; c++)
+        for (int q = 0; q < 4; q++) {
+            int seen = 0;
+            for (int lane = 8 * q; lane < 8 * q + 8; lane++)
+                seen |= 1 << (((lane * 64 + ((c ^ IMMA_DSWZ(lane)) << 4)) >> 4) & 7);
+            ok &= seen == 0xFF;
+        }
+    CHECK_MSG(ok, "the decoded buffer's swizzle leaves a bank conflict");
+}
+
 int main(void) {
+    check_banks();
     check_shape(37, 512, 2, 0, 0, 1); /* one block of 256 rows, ragged */
     check_shape(37, 512, 2, 1, 0, 2);
     check_shape(300, 256, 17, 1, 0, 3);  /* two blocks of 256 rows, the second column group ragged */

@@ -30,9 +30,82 @@ static_assert(IMMA_TILE_ROWS == FP4_SBT_ROWS && IMMA_TILE_BYTES == FP4_SBT_BYTES
 static_assert(IMMA_NW * 32 == 256, "one q9 lookup entry per thread");
 
 template <int WC> static __host__ __device__ constexpr size_t imma_smem_bytes() {
-    return 1024 + (size_t)IMMA_NS * IMMA_STAGE(WC) + (size_t)IMMA_NW * IMMA_QP * 4;
+    return 1024 + (size_t)IMMA_NS * IMMA_STAGE(WC) + (size_t)IMMA_NW * IMMA_QP * 4 + (size_t)IMMA_DEC(WC);
 }
 
+/* The block decodes the weights of a stage once for all its warps: warp w takes (tile, m-tile, row
+ * half) j = w, w + IMMA_NW, ..., each lane its 16 A-fragment words (sb_tile.cuh's units, read
+ * conflict-free) written as four 16-byte chunks at the swizzled place (IMMA_DSWZ: the quarter-warps'
+ * 16-byte reads of imma_groups fall in distinct banks). */
+template <int WC>
+static __device__ __forceinline__ void imma_decode(const uint8_t *stage, uint8_t *dbuf, int warp, int lane,
+                                                   const fp4_sbt_dec5 &dec) {
+    const int r0 = lane >> 2, qd = lane & 3;
+#pragma unroll
+    for (int j = warp; j < IMMA_TILES(WC) * 4; j += IMMA_NW) {
+        const int t = j >> 2, mt = (j >> 1) & 1, h = j & 1;
+        const uint8_t *st = stage + t * FP4_SBT_BYTES;
+        uint8_t *dst = dbuf + (j * 32 + lane) * 64;
+#pragma unroll
+        for (int c = 0; c < 4; c++) {
+            uint4 v;
+            v.x = dec(fp4_sbt_a_unit(st, mt, h, r0, qd, 4 * c));
+            v.y = dec(fp4_sbt_a_unit(st, mt, h, r0, qd, 4 * c + 1));
+            v.z = dec(fp4_sbt_a_unit(st, mt, h, r0, qd, 4 * c + 2));
+            v.w = dec(fp4_sbt_a_unit(st, mt, h, r0, qd, 4 * c + 3));
+            *reinterpret_cast<uint4 *>(dst + ((c ^ IMMA_DSWZ(lane)) << 4)) = v;
+        }
+    }
+}
+
+/* sb_tile.cuh's fp4_sbt_a16_groups with the A fragments of one tile from the decoded buffer dt */
+template <int NT, typename W>
+static __device__ __forceinline__ void
+imma_groups(const uint8_t *dt, const int *qp, const uint32_t (&b)[NT][16], int lane, W (&acc)[2][NT][4]) {
+    const int r0 = lane >> 2;
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < NT; nt++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                acc[mt][nt][i] = 0;
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+        uint4 av[2][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+                av[mt][h] = *reinterpret_cast<const uint4 *>(dt + ((mt * 2 + h) * 32 + lane) * 64 +
+                                                             ((c ^ IMMA_DSWZ(lane)) << 4));
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int g = 4 * c + k;
+            uint32_t a[2][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    a[mt][h] = k == 0   ? av[mt][h].x
+                               : k == 1 ? av[mt][h].y
+                               : k == 2 ? av[mt][h].z
+                                        : av[mt][h].w;
+            const int4 qv = *reinterpret_cast<const int4 *>(qp + g * 32 + r0 * 4); /* rows r0, +8, +16, +24 */
+            const int qs[4] = {qv.x, qv.y, qv.z, qv.w};
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int nt = 0; nt < NT; nt++) {
+                    int d[4];
+                    fp4_mma_s8(d, a[mt][0], a[mt][1], b[nt][g]);
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[mt][nt][i] += (W)d[i] * (W)qs[mt * 2 + (i >> 1)];
+                }
+        }
+    }
+}
 
 /* The block copies super-block sb of its IMMA_ROWS(WC) rows into dst (tile t at t * FP4_SBT_BYTES,
  * each in sb_tile.cuh's layout; rows past n_out read the last row, their results are discarded) and
@@ -72,6 +145,7 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
     uint8_t *stg = imma_smem + 1024;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = lane >> 2, qd = lane & 3;
     int *qp = reinterpret_cast<int *>(stg + IMMA_NS * IMMA_STAGE(WC)) + warp * IMMA_QP;
+    uint8_t *dbuf = stg + IMMA_NS * IMMA_STAGE(WC) + IMMA_NW * IMMA_QP * 4;
     const int rg = warp / WC, cg = warp % WC; /* the warp's row group (IMMA_WT tiles) and column group */
     const int64_t rowbase = (int64_t)blockIdx.y * IMMA_ROWS(WC);
     const int colbase = (int)blockIdx.x * IMMA_COLS(WC) + cg * 8 * NT;
@@ -127,13 +201,16 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
     for (int sb = 0; sb < nsb; sb++) {
         fp4_cp_async_wait<IMMA_NS - 2>();
         /* stage sb is in for every thread, and every warp is done with stage sb - 1 (whose buffer the
-         * next copy reuses) and with its q9 tables; the first pass also publishes the q9 lookup */
+         * next copy reuses), with the decoded buffer and with its q9 tables; the first pass also
+         * publishes the q9 lookup */
         __syncthreads();
         imma_load<WC>(stg + ((sb + IMMA_NS - 1) % IMMA_NS) * IMMA_STAGE(WC), payload, scales, pstride,
                       sstride, n_out, rowbase, sb + IMMA_NS - 1, nsb, tid);
         loadb(sb + 1, bn, dvn); /* in flight while this super-block computes */
+        const uint8_t *stage = stg + (sb % IMMA_NS) * IMMA_STAGE(WC);
+        imma_decode<WC>(stage, dbuf, warp, lane, dec);
+        __syncthreads(); /* the decoded weights */
         if (active) {
-            const uint8_t *stage = stg + (sb % IMMA_NS) * IMMA_STAGE(WC);
 #pragma unroll
             for (int t = 0; t < IMMA_WT; t++) {
                 const uint8_t *st = stage + (rg * IMMA_WT + t) * FP4_SBT_BYTES;
@@ -153,11 +230,11 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
                 float tot[2][NT][4];
                 if (fast) {
                     int acc[2][NT][4];
-                    fp4_sbt_a16_groups<NT, int>(st, qpt, b, r0, qd, dec, acc);
+                    imma_groups<NT, int>(dbuf + (rg * IMMA_WT + t) * IMMA_DEC_TILE, qpt, b, lane, acc);
                     fp4_sbt_totals<NT, int>(acc, shr, tot);
                 } else {
                     long long acc[2][NT][4];
-                    fp4_sbt_a16_groups<NT, long long>(st, qpt, b, r0, qd, dec, acc);
+                    imma_groups<NT, long long>(dbuf + (rg * IMMA_WT + t) * IMMA_DEC_TILE, qpt, b, lane, acc);
                     fp4_sbt_totals<NT, long long>(acc, shr, tot);
                 }
                 float cv[2][NT][4];

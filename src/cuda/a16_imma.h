@@ -3,7 +3,8 @@
  * WC column groups; a warp computes IMMA_WT tiles of 32 rows (sb_tile.cuh's layout: 32 x 128
  * payload bytes, then 32 x 16 scale bytes) by IMMA_NT n-tiles of 8 columns, so a block covers
  * IMMA_ROWS(WC) rows by IMMA_COLS(WC) columns; IMMA_NS shared-memory stages of one super-block of
- * the block's rows each. WC is 2, 4 or 8 (the launch picks the narrowest that holds the columns). */
+ * the block's rows each, and one buffer of the current super-block's weights decoded to int8 in the
+ * order of the MMA's A fragments. WC is 2, 4 or 8 (the launch picks the narrowest that holds the columns). */
 #ifndef FP4_CUDA_A16_IMMA_H
 #define FP4_CUDA_A16_IMMA_H
 
@@ -21,6 +22,11 @@
 /* 16-byte copies a stage: per tile 32 rows x 8 payload chunks, then 32 scale chunks */
 #define IMMA_TILE_CHUNKS (IMMA_TILE_ROWS * 8 + IMMA_TILE_ROWS)
 #define IMMA_CHUNKS(wc) (IMMA_TILES(wc) * IMMA_TILE_CHUNKS)
+/* the decoded A fragments of a stage: per tile, m-tile and row half, per lane 16 words (one per
+ * 16-group: four int8 e2m1_q1), the lane's four 16-byte chunks at chunk c ^ IMMA_DSWZ(lane) */
+#define IMMA_DEC_TILE (4 * 32 * 64)
+#define IMMA_DEC(wc) (IMMA_TILES(wc) * IMMA_DEC_TILE)
+#define IMMA_DSWZ(lane) (((lane) >> 1) & 3)
 #define IMMA_MAX_GRID_Y 65535
 
 #endif /* FP4_CUDA_A16_IMMA_H */
