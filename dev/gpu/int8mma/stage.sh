@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # int8mma (issue 32 item 2): builds what run.sh carries into gpuwork/int8mma/bin.tar.xz (git-ignored):
-# build-dev's GPU tests, libfp4lane_cuda.so, the fp4lane CLI and the shared libraries a bare device
-# machine lacks (bench/receipts/s13-house/stage.sh's list).
+# this tree's fp4lane CLI, libfp4lane_cuda.so and the two GPU tests run.sh runs (build-v2), the same of
+# an earlier build of the kernel for an A/B in one sitting where build-dev holds one (call 1: the
+# per-warp decoding kernel of 66a4cb6, built there), and the shared libraries a bare device lacks.
 #   bash dev/gpu/int8mma/stage.sh
 set -e
 cd "$(git rev-parse --show-toplevel)"
-B=build-dev
+B=build-v2
 make -j2 BUILD=$B all cuda
-S=$(mktemp -d); mkdir -p $S/f/$B/tests/gpu $S/f/lib gpuwork/int8mma
-cp $B/fp4lane $B/libfp4lane_cuda.so $S/f/$B/
-cp $(find $B/tests/gpu -maxdepth 1 -type f -name 'test_gpu_*' ! -name '*.d' ! -name '*.o') $S/f/$B/tests/gpu/
+S=$(mktemp -d); mkdir -p $S/f/lib gpuwork/int8mma
+for d in $B build-dev; do
+  [ -f $d/libfp4lane_cuda.so ] || continue
+  mkdir -p $S/f/$d/tests/gpu
+  cp $d/fp4lane $d/libfp4lane_cuda.so $S/f/$d/
+  cp $d/tests/gpu/test_gpu_exact $d/tests/gpu/test_gpu_runtime $S/f/$d/tests/gpu/
+done
 # every shared library of the CLI and the tests but the C runtime's own and the CUDA runtime (the
 # device's: earlier sessions' stages carried none) — libmicrohttpd pulls gnutls
 ldd $B/fp4lane $S/f/$B/tests/gpu/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
