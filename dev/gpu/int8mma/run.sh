@@ -16,7 +16,7 @@ chmod +x $F $B/tests/gpu/* $B1/fp4lane $B1/tests/gpu/* 2>/dev/null
 export CUDA_MODULE_LOADING=EAGER FP4_BUILD=$B LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
 S=$O/summary.txt
 { date -u; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv,noheader
-  cat $G/BUILT.txt; } | tee "$O/env.txt"
+  cat $G/BUILT.txt; cat $G/build-dev/BUILT_COMMIT 2>/dev/null; } | tee "$O/env.txt"
 M=/tmp/i8_l8; Q=/tmp/i8_l8nv
 ( t0=$(date +%s.%N); timeout 150 $F synth $M --shape llama3-8b --threads 14 --seed 1 > $O/make.txt 2>&1
   echo "synth rc=$? $(awk -v a=$t0 -v b=$(date +%s.%N) 'BEGIN{printf "%.1f s", b-a}')" >> $O/make.txt

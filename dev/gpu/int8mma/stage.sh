@@ -14,6 +14,7 @@ for d in $B build-dev; do
   mkdir -p $S/f/$d/tests/gpu
   cp $d/fp4lane $d/libfp4lane_cuda.so $S/f/$d/
   cp $d/tests/gpu/test_gpu_exact $d/tests/gpu/test_gpu_runtime $S/f/$d/tests/gpu/
+  [ -f $d/BUILT_COMMIT ] && cp $d/BUILT_COMMIT $S/f/$d/ # the commit an earlier build was made from
 done
 # every shared library of the CLI and the tests but the C runtime's own and the CUDA runtime (the
 # device's: earlier sessions' stages carried none) — libmicrohttpd pulls gnutls
