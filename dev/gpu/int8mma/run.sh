@@ -45,6 +45,11 @@ echo "memcheck test_gpu_exact (quick) rc=$? $(grep 'ERROR SUMMARY' $O/san_mem.tx
 FP4_GPU_QUICK=1 timeout 60 compute-sanitizer --tool racecheck --error-exitcode 1 --print-limit 10 \
   $B/tests/gpu/test_gpu_exact > $O/san_race.txt 2>&1
 echo "racecheck test_gpu_exact (quick) rc=$? $(grep SUMMARY $O/san_race.txt)" | tee -a $S
+for d in $B $B1; do # the projection alone: chunks of 16 vs imma per shape and width (while the model is made)
+  [ -x $d/tests/gpu/bench_imma ] || continue
+  timeout 90 $d/tests/gpu/bench_imma 9 > $O/proj_$(basename $d).txt 2>&1
+  echo "bench_imma $(basename $d) rc=$?" | tee -a $S; cat $O/proj_$(basename $d).txt | tee -a $S
+done
 wait $MK; tail -2 $O/make.txt | tee -a $S
 if [ -f $Q/config.json ]; then
   A="--device cuda --mode exact --ctx 4096"

@@ -8,12 +8,22 @@ set -e
 cd "$(git rev-parse --show-toplevel)"
 B=build-v2
 make -j2 BUILD=$B all cuda
+# dev/gpu/int8mma/bench_imma.cu against each build's libraries, linked as the GPU tests are
+for d in $B build-dev; do
+  [ -f $d/libfp4lane_cuda.a ] || continue
+  mkdir -p $d/dev
+  nvcc -O3 -std=c++17 -Iinclude -Isrc --fmad=false -gencode arch=compute_90a,code=sm_90a \
+    -DFP4_CU_BUILD_CC=90 -Itests -Itests/gpu -o $d/dev/bench_imma dev/gpu/int8mma/bench_imma.cu \
+    $d/tests/gpu/check.o $d/libfp4lane_step.a $d/libfp4lane_cuda.a $d/libfp4lane_host.a \
+    -L/usr/local/cuda/lib64 -lcudart -lpthread -lm
+done
 S=$(mktemp -d); mkdir -p $S/f/lib gpuwork/int8mma
 for d in $B build-dev; do
   [ -f $d/libfp4lane_cuda.so ] || continue
   mkdir -p $S/f/$d/tests/gpu
   cp $d/fp4lane $d/libfp4lane_cuda.so $S/f/$d/
   cp $d/tests/gpu/test_gpu_exact $d/tests/gpu/test_gpu_runtime $S/f/$d/tests/gpu/
+  cp $d/dev/bench_imma $S/f/$d/tests/gpu/
   [ -f $d/BUILT_COMMIT ] && cp $d/BUILT_COMMIT $S/f/$d/ # the commit an earlier build was made from
 done
 # every shared library of the CLI and the tests but the C runtime's own and the CUDA runtime (the
