@@ -5,8 +5,9 @@
 # so every exact projection of 2+ columns and the 512-column exact steps take it), compute-sanitizer
 # (memcheck and racecheck on the quick exact test), then exact prefill 512 on the llama3-8b shape
 # before/after (`fp4lane bench`, one process, the switch per side) beside native prefill, and the
-# per-op profile of one exact prefill with the switch on. Where the carried tree also holds build-dev
-# (an earlier build of the kernel, stage.sh), its test_gpu_exact and exact bench run too (A/B in one
+# per-op profile of one exact prefill with the switch on; bench_imma (the projection alone, chunks of
+# 16 vs imma per llama3-8b shape and width). Where the carried tree also holds build-dev (an earlier
+# build of the kernel, stage.sh), its quick test_gpu_exact and bench_imma run too (A/B in one
 # sitting). Logs under $OUT/int8mma/; summary on stdout.
 set -u
 G=gpuwork/int8mma; OUT=${OUT:-device-out}; O=$OUT/int8mma; mkdir -p "$O"
@@ -28,8 +29,8 @@ res() { echo "$1 rc=$2 $(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$3" | tail -1
   [ "$2" = 0 ] || grep -m 6 -E "CHECK|FAIL|differ|ERROR" "$3" | tee -a $S; }
 timeout 100 $B/tests/gpu/test_gpu_exact > $O/exact.txt 2>&1; res test_gpu_exact $? $O/exact.txt
 if [ -x $B1/fp4lane ]; then
-  FP4_BUILD=$B1 timeout 100 $B1/tests/gpu/test_gpu_exact > $O/exact_b1.txt 2>&1
-  res "test_gpu_exact (build-dev)" $? $O/exact_b1.txt
+  FP4_BUILD=$B1 FP4_GPU_QUICK=1 timeout 100 $B1/tests/gpu/test_gpu_exact > $O/exact_b1.txt 2>&1
+  res "test_gpu_exact (build-dev, quick)" $? $O/exact_b1.txt
 fi
 FP4LANE_CUDA_IMMA=1 FP4_GPU_QUICK=1 timeout 100 $B/tests/gpu/test_gpu_runtime > $O/rt_imma.txt 2>&1
 res "test_gpu_runtime IMMA=1 (quick)" $? $O/rt_imma.txt
@@ -56,11 +57,6 @@ if [ -f $Q/config.json ]; then
   timeout 150 $F bench $Q --a "$A" --b "$A FP4LANE_CUDA_IMMA=1" --pairs 2 --prefix 512 --tokens 4 \
     > $O/bench_exact.txt 2>&1; echo "bench exact (a: chunks of 16, b: imma) rc=$?" | tee -a $S
   grep -iE "prefill|tok/s" $O/bench_exact.txt | tail -8 | tee -a $S
-  if [ -x $B1/fp4lane ]; then
-    timeout 150 $B1/fp4lane bench $Q --a "$A" --b "$A FP4LANE_CUDA_IMMA=1" --pairs 2 --prefix 512 --tokens 4 \
-      > $O/bench_exact_b1.txt 2>&1; echo "bench exact, build-dev (a: chunks of 16, b: imma) rc=$?" | tee -a $S
-    grep -iE "prefill|tok/s" $O/bench_exact_b1.txt | tail -8 | tee -a $S
-  fi
   N="--device cuda --mode native --ctx 4096"
   timeout 100 $F bench $Q --a "$N" --b "$N" --pairs 2 --prefix 512 --tokens 4 > $O/bench_native.txt 2>&1
   echo "bench native rc=$?" | tee -a $S; grep -iE "prefill|tok/s" $O/bench_native.txt | tail -6 | tee -a $S
@@ -69,11 +65,6 @@ if [ -f $Q/config.json ]; then
     --mode exact --ctx 4096 --prompt-ids @/tmp/i8_p512 -n 2 > $O/run_imma.txt 2>&1
   echo "run exact IMMA=1 rc=$? $(grep -iE 'prefill' $O/run_imma.txt | tail -1)" | tee -a $S
   head -30 $O/prof_exact_imma.txt 2>/dev/null | tee -a $S
-  if [ $SECONDS -lt 150 ]; then # 8 sequences decoded together: 8-column exact steps, old kernel vs imma
-    timeout 60 $F bench $Q --a "$A" --b "$A FP4LANE_CUDA_IMMA=1" --pairs 2 --seqs 8 --prefix 66 --tokens 16 \
-      > $O/bench_seqs8.txt 2>&1; echo "bench exact 8 seqs rc=$?" | tee -a $S
-    grep -iE "decode|prefill" $O/bench_seqs8.txt | tail -4 | tee -a $S
-  fi
 fi
 rm -rf $Q
 echo "total ${SECONDS} s" | tee -a $S
