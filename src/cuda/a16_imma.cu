@@ -303,10 +303,10 @@ size_t fp4_cu_a16_imma_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
            FP4_CU_ALIGN((size_t)n_cols * (size_t)(w->k_pad / 256) * 4);
 }
 
-/* FP4LANE_CUDA_IMMA (env.h, read at every call) */
+/* from FP4_CU_IMMA_MIN_COLS columns unless FP4LANE_CUDA_IMMA=0 (env.h, read at every call) */
 int fp4_cu_imma_takes(const fp4_cuda_tensor *w, int64_t n_cols) {
     (void)w;
-    return n_cols >= 2 && fp4_cu_env_imma();
+    return n_cols >= FP4_CU_IMMA_MIN_COLS && fp4_cu_env_imma();
 }
 
 fp4_status fp4_cu_a16_imma(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,

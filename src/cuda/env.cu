@@ -23,7 +23,7 @@ static const env_var env_vars[] = {
     ENV_ROW("NO_PDL", ENV_FLAG, no_pdl),
     ENV_ROW("NO_QIN", ENV_FLAG, no_qin),
     ENV_ROW("NO_DENSE_MMA", ENV_FLAG, no_dense_mma),
-    ENV_ROW("IMMA", ENV_FLAG, imma),
+    ENV_ROW("IMMA", ENV_SWITCH, imma),
     ENV_ROW("ATT_GEMM", ENV_SWITCH, att_gemm),
     ENV_ROW("ATT_CLUSTER", ENV_SWITCH, att_cluster),
     ENV_ROW("ATT_CLUSTER_WIDE", ENV_SWITCH, att_cluster_wide),

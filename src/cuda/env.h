@@ -21,7 +21,7 @@ typedef struct fp4_cu_env {
     int no_pdl;           /* FP4LANE_CUDA_NO_PDL: plain launches */
     int no_qin;           /* FP4LANE_CUDA_NO_QIN: the separate 1-column activation pass */
     int no_dense_mma;     /* FP4LANE_CUDA_NO_DENSE_MMA: bf16.dense at every width */
-    int imma;             /* FP4LANE_CUDA_IMMA: exact A16 from 2 columns on the integer tensor cores */
+    int imma;             /* FP4LANE_CUDA_IMMA: 0 when "0" (exact A16 in 16-column chunks) */
     int att_gemm;         /* FP4LANE_CUDA_ATT_GEMM: 0 when "0" (the pinned prefill attention) */
     int att_cluster;      /* FP4LANE_CUDA_ATT_CLUSTER: 0 when "0" (the two attention launches) */
     int att_cluster_wide; /* FP4LANE_CUDA_ATT_CLUSTER_WIDE: 0 when "0" (no clusters at 2+ columns) */

@@ -37,8 +37,9 @@ static void q8k_blocks(int64_t n, int n_cols, int kind, uint64_t seed) {
     free(got);
 }
 
-/* FP4LANE_CUDA_IMMA=1 (read at every call): from 2 columns the integer tensor-core route
- * (a16_imma.cu) instead of the 16-column chunks */
+/* FP4LANE_CUDA_IMMA (read at every call): unless "0", from IMMA_MIN columns the integer tensor-core
+ * route (a16_imma.cu: FP4_CU_IMMA_MIN_COLS) instead of the 16-column chunks */
+#define IMMA_MIN 256
 static int imma_on;
 
 /* y for all column counts listed, through the route, against the oracle. */
@@ -58,7 +59,7 @@ static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w.view, x, nc, want, 8));
         gt_case_project(&c, FP4_MODE_EXACT, nc,
-                        imma_on && nc >= 2 ? "nvfp4.a16.exact.imma" : "nvfp4.a16.exact.dp4a");
+                        imma_on && nc >= IMMA_MIN ? "nvfp4.a16.exact.imma" : "nvfp4.a16.exact.dp4a");
         char what[96];
         snprintf(what, sizeof what, "a16 %lldx%lld w%d x%d cols %d", (long long)n_out, (long long)n_in, wkind,
                  xkind, nc);
@@ -117,6 +118,7 @@ static void refusals(void) {
 int main(void) {
     GT_REQUIRE_DEVICE();
     const int quick = gt_quick();
+    setenv("FP4LANE_CUDA_IMMA", "0", 1); /* the 16-column chunks first */
     refusals();
     for (int kind = 0; kind <= 1; kind++) {
         q8k_blocks(256, 1, kind, 11);
@@ -145,7 +147,7 @@ int main(void) {
     /* the integer tensor-core route: 2..512 columns, ragged rows (past the 64-row block) and columns
      * (past the 128-column block and the 16-column warp), both weight kinds (kind 1: the int64
      * path, zero groups and rows, negative and extreme scales), both activation kinds */
-    setenv("FP4LANE_CUDA_IMMA", "1", 1);
+    unsetenv("FP4LANE_CUDA_IMMA"); /* on by default */
     imma_on = 1;
     static const int imma_cols[] = {2,  3,   7,   8,   9,   15,  16,  17,  31,
                                     64, 127, 128, 129, 200, 256, 257, 511, 512};
@@ -161,7 +163,6 @@ int main(void) {
         static const int big[] = {2, 130};
         matvec_case(4096, 4096, 1, 1, 4e-3f, big, 2, 209);
     }
-    unsetenv("FP4LANE_CUDA_IMMA");
     imma_on = 0;
     return check_report();
 }

@@ -492,7 +492,7 @@ static fp4_status cu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16
 
 /* Columns per step: the runtime's 64, or 512 in native mode where the native GEMM route is on
  * (unless FP4LANE_CUDA_GEMM=0, a16_gemm.cu: it widens each weight once per call, so a prefill wants few,
- * wide calls) and in exact mode where FP4LANE_CUDA_IMMA routes the projections to a16_imma.cu (a
+ * wide calls) and in exact mode unless FP4LANE_CUDA_IMMA=0 (the projections on a16_imma.cu: a
  * weight tile read once per 128 columns), fewer where the attention scores buffer (columns x heads x
  * n_ctx floats) would pass 512 MiB or the (column, head) grid rows 65535; never below 64. */
 #define CU_STEP_COLS 512
