@@ -153,14 +153,15 @@ int main(void) {
                                     64, 127, 128, 129, 200, 256, 257, 511, 512};
     matvec_case(37, 512, 0, 0, 0.013f, all16, quick ? 4 : 16, 201);
     matvec_case(37, 512, 1, 1, 1.7e-3f, all16, quick ? 4 : 16, 202);
-    matvec_case(5, 256, 1, 1, 3.0f, imma_cols, quick ? 6 : 18, 203);
-    matvec_case(130, 768, 0, 1, 0.5f, imma_cols, quick ? 6 : 18, 204);
+    static const int imma_quick[] = {2, 17, 255, 256, 257}; /* both sides of IMMA_MIN */
+    matvec_case(5, 256, 1, 1, 3.0f, quick ? imma_quick : imma_cols, quick ? 5 : 18, 203);
+    matvec_case(130, 768, 0, 1, 0.5f, quick ? imma_quick : imma_cols, quick ? 5 : 18, 204);
     if (!quick) {
         matvec_case(300, 1024, 1, 0, 0.5f, imma_cols, 18, 205);
         matvec_case(1000, 2816, 0, 0, 1e-2f, few, 5, 206);
         matvec_case(64, 1024, 1, 1, 7.0f, wide, 4, 207);
         matvec_case(129, 14336, 1, 1, 0.031f, few, 5, 208);
-        static const int big[] = {2, 130};
+        static const int big[] = {2, 256};
         matvec_case(4096, 4096, 1, 1, 4e-3f, big, 2, 209);
     }
     imma_on = 0;
