@@ -67,16 +67,7 @@ static __host__ __device__ constexpr size_t mma_smem_bytes() {
     return 1024 + (size_t)MMA_NW * MMA_S * MMA_STAGE + (size_t)2 * MMA_NW * MMA_SLOT;
 }
 
-/* four e2m1 codes (bits 0..15) -> four int8 e2m1_q1 in 5 ops; L0/L1 = 0x03020100 / 0x0C080604,
- * pinned in registers */
-struct dec_5op {
-    uint32_t L0, L1;
-    __device__ __forceinline__ uint32_t operator()(uint32_t nib) const {
-        const uint32_t p = fp4_prmt(L0, L1, nib);
-        const uint32_t n = fp4_prmt(L0, L1, nib ^ 0x8888u);
-        return p | ((0x80808080u - n) ^ 0x80808080u);
-    }
-};
+typedef fp4_sbt_dec5 dec_5op; /* sb_tile.cuh */
 
 template <int NT>
 static __global__ __launch_bounds__(256, 2) void a16_exact_mma_kernel(

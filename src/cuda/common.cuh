@@ -518,6 +518,15 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
 size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
 fp4_status fp4_cu_a16_exact_pre(const fp4_cuda_tensor *w, const void *d_q, const float *d_d, float *d_y,
                                 cudaStream_t stream);
+/* exact A16 on the integer tensor cores, up to 128 columns a launch (a16_imma.cu); the table takes it
+ * where fp4_cu_imma_takes: from FP4_CU_IMMA_MIN_COLS columns (below, a16_exact.cu's 16-column chunks
+ * were faster on at least one llama3-8b shape: its few row blocks each walk the whole row; CLAIMS
+ * imma-1), unless FP4LANE_CUDA_IMMA=0 */
+#define FP4_CU_IMMA_MIN_COLS 256
+fp4_status fp4_cu_a16_imma(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
+                           const fp4_cuda_scratch *s, cudaStream_t stream);
+size_t fp4_cu_a16_imma_scratch(const fp4_cuda_tensor *w, int64_t n_cols);
+int fp4_cu_imma_takes(const fp4_cuda_tensor *w, int64_t n_cols);
 /* native A16 (a16_native.cu): the int16 dp2a kernel at 1 column, the shared-memory f16 MMA tiles above */
 fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
                              const fp4_cuda_scratch *s, cudaStream_t stream);

@@ -37,7 +37,10 @@ static const route routes[] = {
      "nvfp4.w4a4.tile16"},
     {FP4_TYPE_NVFP4_E2M1, MODE_ANY, ACT_NVFP4, 1, NO_MAX, 0, fp4_cu_w4a4_dp4a, fp4_cu_w4a4_scratch,
      "nvfp4.w4a4.dp4a"},
-    /* NVFP4, W4A16 */
+    /* NVFP4, W4A16; exact from FP4_CU_IMMA_MIN_COLS columns on the integer tensor cores, up to 128
+     * columns a launch (a16_imma.cu, CLAIMS imma-1), unless FP4LANE_CUDA_IMMA=0 */
+    {FP4_TYPE_NVFP4_E2M1, FP4_MODE_EXACT, ACT_A16, 2, NO_MAX, 256, fp4_cu_a16_imma, fp4_cu_a16_imma_scratch,
+     "nvfp4.a16.exact.imma", NULL, NULL, fp4_cu_imma_takes},
     {FP4_TYPE_NVFP4_E2M1, FP4_MODE_EXACT, ACT_A16, 1, NO_MAX, 256, fp4_cu_a16_exact, fp4_cu_a16_exact_scratch,
      "nvfp4.a16.exact.dp4a", NULL, fp4_cu_a16_exact_pre},
     /* native, 2..8 columns from the tensor-core copy where the tensor has one and the call fits one

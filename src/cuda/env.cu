@@ -23,6 +23,7 @@ static const env_var env_vars[] = {
     ENV_ROW("NO_PDL", ENV_FLAG, no_pdl),
     ENV_ROW("NO_QIN", ENV_FLAG, no_qin),
     ENV_ROW("NO_DENSE_MMA", ENV_FLAG, no_dense_mma),
+    ENV_ROW("IMMA", ENV_SWITCH, imma),
     ENV_ROW("ATT_GEMM", ENV_SWITCH, att_gemm),
     ENV_ROW("ATT_CLUSTER", ENV_SWITCH, att_cluster),
     ENV_ROW("ATT_CLUSTER_WIDE", ENV_SWITCH, att_cluster_wide),
@@ -89,6 +90,9 @@ int fp4_cu_env_no_qin(void) {
 }
 int fp4_cu_env_no_dense_mma(void) {
     return env_flag_now(offsetof(fp4_cu_env, no_dense_mma));
+}
+int fp4_cu_env_imma(void) {
+    return env_flag_now(offsetof(fp4_cu_env, imma));
 }
 
 } /* extern "C" */

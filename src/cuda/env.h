@@ -2,9 +2,9 @@
  * (env.cu; HACKING.md lists each with its values and default). Each is read at one of three
  * moments, and the readers below say which:
  *   - once per process (fp4_cu_env_process): whether cuBLAS loads, the launch form;
- *   - at every projection call (fp4_cu_env_no_qin, fp4_cu_env_no_dense_mma): so `fp4lane bench`
- *     pairs a route's two forms in one process and the GPU tests switch them between calls (a
- *     decode step's graph keeps the form it was captured with);
+ *   - at every projection call (fp4_cu_env_no_qin, fp4_cu_env_no_dense_mma, fp4_cu_env_imma): so
+ *     `fp4lane bench` pairs a route's two forms in one process and the GPU tests switch them between
+ *     calls (a decode step's graph keeps the form it was captured with);
  *   - when an engine is created (fp4_cu_env_read, kept in the engine): every knob of the step,
  *     so engines created under different settings coexist (bench's A and B). */
 #ifndef FP4_CUDA_ENV_H
@@ -21,6 +21,7 @@ typedef struct fp4_cu_env {
     int no_pdl;           /* FP4LANE_CUDA_NO_PDL: plain launches */
     int no_qin;           /* FP4LANE_CUDA_NO_QIN: the separate 1-column activation pass */
     int no_dense_mma;     /* FP4LANE_CUDA_NO_DENSE_MMA: bf16.dense at every width */
+    int imma;             /* FP4LANE_CUDA_IMMA: 0 when "0" (exact A16 in 16-column chunks) */
     int att_gemm;         /* FP4LANE_CUDA_ATT_GEMM: 0 when "0" (the pinned prefill attention) */
     int att_cluster;      /* FP4LANE_CUDA_ATT_CLUSTER: 0 when "0" (the two attention launches) */
     int att_cluster_wide; /* FP4LANE_CUDA_ATT_CLUSTER_WIDE: 0 when "0" (no clusters at 2+ columns) */
@@ -40,6 +41,7 @@ const fp4_cu_env *fp4_cu_env_process(void);
 /* one variable each, now */
 int fp4_cu_env_no_qin(void);
 int fp4_cu_env_no_dense_mma(void);
+int fp4_cu_env_imma(void);
 
 #ifdef __cplusplus
 }

@@ -74,6 +74,18 @@ static __device__ __forceinline__ void fp4_sbt_put_q9(int *qp, const int q9[16],
     for (int g = 0; g < 16; g++) qp[g * 32 + (lane & 7) * 4 + (lane >> 3)] = q9[g] >> sh;
 }
 
+/* four e2m1 codes (bits 0..15) -> four int8 e2m1_q1 in 5 ops; L0/L1 = 0x03020100 / 0x0C080604,
+ * pinned in registers: P = prmt(L0, L1, nib) (0 in the bytes of negative codes by the permute's sign
+ * replicate), N = prmt(L0, L1, nib ^ 0x8888), q = P | (byte-wise -N without borrows, N <= 12) */
+struct fp4_sbt_dec5 {
+    uint32_t L0, L1;
+    __device__ __forceinline__ uint32_t operator()(uint32_t nib) const {
+        const uint32_t p = fp4_prmt(L0, L1, nib);
+        const uint32_t n = fp4_prmt(L0, L1, nib ^ 0x8888u);
+        return p | ((0x80808080u - n) ^ 0x80808080u);
+    }
+};
+
 /* ---- the exact A16 group dots of one super-block ------------------------------------------------ */
 /* For the warp's 32 rows x 8*NT columns: per 16-group g, the A fragments from the tile decoded by
  * dec (four e2m1 codes -> four int8 e2m1_q1), the B operands b[nt][g] (the Q8_K int8 values in

@@ -37,6 +37,11 @@ static void q8k_blocks(int64_t n, int n_cols, int kind, uint64_t seed) {
     free(got);
 }
 
+/* FP4LANE_CUDA_IMMA (read at every call): unless "0", from IMMA_MIN columns the integer tensor-core
+ * route (a16_imma.cu: FP4_CU_IMMA_MIN_COLS) instead of the 16-column chunks */
+#define IMMA_MIN 256
+static int imma_on;
+
 /* y for all column counts listed, through the route, against the oracle. */
 static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float scale2, const int *cols,
                         int ncols_n, uint64_t seed) {
@@ -53,7 +58,8 @@ static void matvec_case(int64_t n_out, int64_t n_in, int wkind, int xkind, float
     for (int i = 0; i < ncols_n; i++) {
         const int nc = cols[i];
         CHECK_OK(fp4_nvfp4_matvec_a16_exact(&w.view, x, nc, want, 8));
-        gt_case_project(&c, FP4_MODE_EXACT, nc, "nvfp4.a16.exact.dp4a");
+        gt_case_project(&c, FP4_MODE_EXACT, nc,
+                        imma_on && nc >= IMMA_MIN ? "nvfp4.a16.exact.imma" : "nvfp4.a16.exact.dp4a");
         char what[96];
         snprintf(what, sizeof what, "a16 %lldx%lld w%d x%d cols %d", (long long)n_out, (long long)n_in, wkind,
                  xkind, nc);
@@ -112,6 +118,7 @@ static void refusals(void) {
 int main(void) {
     GT_REQUIRE_DEVICE();
     const int quick = gt_quick();
+    setenv("FP4LANE_CUDA_IMMA", "0", 1); /* the 16-column chunks first */
     refusals();
     for (int kind = 0; kind <= 1; kind++) {
         q8k_blocks(256, 1, kind, 11);
@@ -137,5 +144,26 @@ int main(void) {
         matvec_case(6144, 1024, 0, 1, 0.3f, one, 2, 110);
         matvec_case(4096, 4096, 1, 1, 4e-3f, one, 2, 111);
     }
+    /* the integer tensor-core route: 2..512 columns, ragged rows (past the 64-row block) and columns
+     * (past the 128-column block and the 16-column warp), both weight kinds (kind 1: the int64
+     * path, zero groups and rows, negative and extreme scales), both activation kinds */
+    unsetenv("FP4LANE_CUDA_IMMA"); /* on by default */
+    imma_on = 1;
+    static const int imma_cols[] = {2,  3,   7,   8,   9,   15,  16,  17,  31,
+                                    64, 127, 128, 129, 200, 256, 257, 511, 512};
+    matvec_case(37, 512, 0, 0, 0.013f, all16, quick ? 4 : 16, 201);
+    matvec_case(37, 512, 1, 1, 1.7e-3f, all16, quick ? 4 : 16, 202);
+    static const int imma_quick[] = {2, 17, 255, 256, 257}; /* both sides of IMMA_MIN */
+    matvec_case(5, 256, 1, 1, 3.0f, quick ? imma_quick : imma_cols, quick ? 5 : 18, 203);
+    matvec_case(130, 768, 0, 1, 0.5f, quick ? imma_quick : imma_cols, quick ? 5 : 18, 204);
+    if (!quick) {
+        matvec_case(300, 1024, 1, 0, 0.5f, imma_cols, 18, 205);
+        matvec_case(1000, 2816, 0, 0, 1e-2f, few, 5, 206);
+        matvec_case(64, 1024, 1, 1, 7.0f, wide, 4, 207);
+        matvec_case(129, 14336, 1, 1, 0.031f, few, 5, 208);
+        static const int big[] = {2, 256};
+        matvec_case(4096, 4096, 1, 1, 4e-3f, big, 2, 209);
+    }
+    imma_on = 0;
     return check_report();
 }

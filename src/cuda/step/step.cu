@@ -492,13 +492,14 @@ static fp4_status cu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16
 
 /* Columns per step: the runtime's 64, or 512 in native mode where the native GEMM route is on
  * (unless FP4LANE_CUDA_GEMM=0, a16_gemm.cu: it widens each weight once per call, so a prefill wants few,
- * wide calls), fewer where the attention scores buffer (columns x heads x n_ctx floats) would pass
- * 512 MiB or the (column, head) grid rows 65535; never below 64. */
+ * wide calls) and in exact mode unless FP4LANE_CUDA_IMMA=0 (the projections on a16_imma.cu: a
+ * weight tile read once per 128 columns), fewer where the attention scores buffer (columns x heads x
+ * n_ctx floats) would pass 512 MiB or the (column, head) grid rows 65535; never below 64. */
 #define CU_STEP_COLS 512
 #define CU_SCORES_BYTES ((uint64_t)512 << 20)
 static int64_t cu_step_cols(const fp4_rt_model_desc *d) {
     const fp4_arch *a = &d->arch;
-    if (d->mode != FP4_MODE_NATIVE || !fp4_cu_gemm_available()) return 64;
+    if (d->mode == FP4_MODE_NATIVE ? !fp4_cu_gemm_available() : !fp4_cu_env_imma()) return 64;
     int64_t mc = CU_STEP_COLS;
     const uint64_t per_col = (uint64_t)a->n_heads * (uint64_t)(d->n_ctx > 0 ? d->n_ctx : 1) * 4;
     if ((uint64_t)mc * per_col > CU_SCORES_BYTES) mc = (int64_t)(CU_SCORES_BYTES / per_col);
