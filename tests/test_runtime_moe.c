@@ -205,6 +205,13 @@ static void test_bind(void) {
     fp4_rt_opts oc = {.n_ctx = 16, .device = FP4_DEVICE_CUDA, .cuda_lib = "/nonexistent/libfp4lane_cuda.so"};
     CHECK(m && fp4_rt_create(m, &oc, &rt, &e) == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.moe-cuda") &&
           strstr(e.msg, "runs on the CPU in this version"));
+    /* FP4LANE_CUDA_UNPROVEN=1 (the device run's switch until it proves the CUDA MoE step) passes
+     * that refusal: the library is looked for */
+    setenv("FP4LANE_CUDA_UNPROVEN", "1", 1);
+    CHECK(m && fp4_rt_create(m, &oc, &rt, &e) != FP4_OK && strcmp(e.rule, "route.moe-cuda"));
+    setenv("FP4LANE_CUDA_UNPROVEN", "0", 1);
+    CHECK(m && fp4_rt_create(m, &oc, &rt, &e) == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.moe-cuda"));
+    unsetenv("FP4LANE_CUDA_UNPROVEN");
     fp4_rt_opts ok = {.n_ctx = 16};
     CHECK_OK(m ? fp4_rt_create(m, &ok, &rt, &e) : FP4_ERR_IO);
     CHECK(rt && strstr(fp4_rt_routes(rt), "router: cpu.bf16.dense.pinned"));

@@ -284,7 +284,9 @@ fp4_status fp4_rt_create(const fp4_model *m, const fp4_rt_opts *opts, fp4_rt **o
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.mla-cuda",
                         "multi-head latent attention (%s) runs on the CPU in this version; use --device cpu",
                         fp4_arch_family_name(arch.family));
-    if (arch.n_experts && o.device == FP4_DEVICE_CUDA)
+    /* the CUDA MoE step (src/cuda/step/moe.cuh) until a device run proves it: FP4LANE_CUDA_UNPROVEN=1 */
+    const char *unproven = getenv("FP4LANE_CUDA_UNPROVEN");
+    if (arch.n_experts && o.device == FP4_DEVICE_CUDA && !(unproven && unproven[0] && strcmp(unproven, "0")))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.moe-cuda",
                         "mixture of experts (%s, %lld experts, %lld per token) runs on the CPU in this "
                         "version; use --device cpu",
