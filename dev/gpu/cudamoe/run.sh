@@ -2,7 +2,7 @@
 # Issue 28 on the device: the CUDA MoE step. test_gpu_moe (the experts' projection against the CPU
 # oracle), test_gpu_runtime's MoE cases (exact CPU == CUDA in bits: chunks, batch, KV snapshot;
 # native within tolerance), the CLI's exact compare on NVFP4 MoE synth models, compute-sanitizer on
-# the kernel test, the runtime test unchanged (its other cases), and a first speed probe. Logs under
+# the kernel test and a first speed probe. Logs under
 # $OUT/cudamoe/, a summary on stdout. FP4LANE_CUDA_UNPROVEN=1: the route is refused until proven.
 #   bash dev/gpu/cudamoe/run.sh      (from the repository root, gpuwork/cudamoe carried)
 set -u
@@ -27,12 +27,22 @@ for a in qwen3-moe:tiny-moe16 mixtral:tiny-moe qwen3-moe:small-moe; do
     --prompt-ids 1,5,9,200,33,7,81,4,17,99,3,250 --max-drift 0 > "$L/cmp.txt" 2>&1
   say "compare $a nvfp4 exact cpu vs cuda rc=$? $(tail -1 "$L/cmp.txt")"
 done
-FP4_GPU_QUICK=1 timeout 90 compute-sanitizer --error-exitcode 1 --print-limit 20 $B/tests/gpu/test_gpu_moe \
+FP4_GPU_QUICK=1 timeout 60 compute-sanitizer --error-exitcode 1 --print-limit 20 $B/tests/gpu/test_gpu_moe \
   > "$L/sanitize_moe.txt" 2>&1
 say "sanitize test_gpu_moe rc=$? $(grep 'ERROR SUMMARY' "$L/sanitize_moe.txt")"
-# speed probe: how long synth --to nvfp4 of the full qwen3-30b-a3b shape takes (for the second window)
-( time timeout 40 $B/fp4lane synth --shape qwen3-30b-a3b --to nvfp4 $T/q30 ) > "$L/synth30.txt" 2>&1
-say "synth qwen3-30b-a3b (40 s cap): $(tail -c 300 "$L/synth30.txt" | tr '\r\n' '  ' | tail -c 200)"
-df -h /tmp | tail -1 >> "$L/synth30.txt"
+# speed probe on qwen3-30b-a3b's widths in 8 layers (synth time; decode tok/s exact vs native, 1 and
+# 8 sequences, context 512; per-op times of eager native steps)
+( time timeout 75 $B/fp4lane synth --shape qwen3-30b-a3b-l8 --to nvfp4 $T/q8 ) > "$L/synth_l8.txt" 2>&1
+say "synth qwen3-30b-a3b-l8 --to nvfp4: $(grep -E 'synthesized|real' "$L/synth_l8.txt" | tr '\n' ' ')"
+for n in 1 8; do
+  timeout 45 $B/fp4lane bench $T/q8 --a "--mode exact --device cuda --ctx 1024" \
+    --b "--mode native --device cuda --ctx 1024" --pairs 2 --warmup 1 --prefix 512 --tokens 32 --seqs $n \
+    > "$L/bench_l8_s$n.txt" 2>&1
+  say "bench l8 seqs $n rc=$? $(grep -E 'decode|prefill|device' "$L/bench_l8_s$n.txt" | tr '\n' ' ')"
+done
+timeout 30 $B/fp4lane bench $T/q8 --a "--mode exact --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_exact.txt" \
+  --b "--mode native --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_native.txt" --pairs 1 --warmup 0 \
+  --prefix 64 --tokens 16 > "$L/bench_prof.txt" 2>&1
+say "profile rc=$?"; head -14 "$L/prof_native.txt" "$L/prof_exact.txt" 2>/dev/null
 rm -rf "$T" "$W"
 tar czf "$OUT/cudamoe-logs.tgz" -C "$OUT" cudamoe && rm -rf "$L"
