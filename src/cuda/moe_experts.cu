@@ -22,10 +22,10 @@ static __device__ __forceinline__ int64_t moe_expert(const int32_t *sel, int64_t
 }
 
 static __global__ __launch_bounds__(256) void moe_a16_kernel(
-    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t e_pbytes, int64_t e_sbytes,
-    int64_t pstride, int64_t sstride, int64_t n_out, int nsb, int64_t k_pad, const float *__restrict__ scale2,
-    int64_t n_experts, const int32_t *__restrict__ sel, int64_t xdiv, const int8_t *__restrict__ xq,
-    const float *__restrict__ xd, float *__restrict__ y) {
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t e_pbytes,
+    int64_t e_sbytes, int64_t pstride, int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
+    const float *__restrict__ scale2, int64_t n_experts, const int32_t *__restrict__ sel, int64_t xdiv,
+    const int8_t *__restrict__ xq, const float *__restrict__ xd, float *__restrict__ y) {
     fp4_pdl_trigger();
     fp4_pdl_wait(); /* the routing kernel's choices and the Q8_K pass from here on */
     const int64_t p = blockIdx.y, e = moe_expert(sel, p, n_experts), xc = p / xdiv;
@@ -103,10 +103,10 @@ fp4_status fp4_cu_moe_project(const fp4_cu_moe_part *w, const int32_t *d_sel, in
         const uint16_t *p = (const uint16_t *)w->d_payload;
         const int64_t ee = w->e_pbytes / 2;
         return w->type == FP4_TYPE_BF16
-                   ? fp4_cu_launch(grid, block, 0, stream, 1, moe_dense_kernel<true>, p, ee, w->n_out, w->n_in,
-                                   w->n_experts, d_sel, xdiv, d_x, d_y)
-                   : fp4_cu_launch(grid, block, 0, stream, 1, moe_dense_kernel<false>, p, ee, w->n_out, w->n_in,
-                                   w->n_experts, d_sel, xdiv, d_x, d_y);
+                   ? fp4_cu_launch(grid, block, 0, stream, 1, moe_dense_kernel<true>, p, ee, w->n_out,
+                                   w->n_in, w->n_experts, d_sel, xdiv, d_x, d_y)
+                   : fp4_cu_launch(grid, block, 0, stream, 1, moe_dense_kernel<false>, p, ee, w->n_out,
+                                   w->n_in, w->n_experts, d_sel, xdiv, d_x, d_y);
     }
     if (!w->d_scales || !w->d_scale2 || !d_scratch || fp4_cu_moe_scratch_bytes(w, n_x) > scratch_bytes ||
         !fp4_aligned16(d_x) || !fp4_aligned16(d_scratch))
@@ -116,10 +116,10 @@ fp4_status fp4_cu_moe_project(const fp4_cu_moe_part *w, const int32_t *d_sel, in
     FP4_CU_TRY(fp4_cu_q8k_quantize(d_x, w->n_in, w->k_pad, n_x, q, d, NULL, 0, stream));
     const int64_t warps = (w->n_out + MOE_R - 1) / MOE_R;
     const dim3 grid((unsigned)((warps * 32 + 255) / 256), (unsigned)n_pairs);
-    return fp4_cu_launch(grid, dim3(256), 0, stream, 1, moe_a16_kernel, w->d_payload, w->d_scales, w->e_pbytes,
-                         w->e_sbytes, w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256),
-                         w->k_pad, w->d_scale2, w->n_experts, d_sel, xdiv, (const int8_t *)q, (const float *)d,
-                         d_y);
+    return fp4_cu_launch(grid, dim3(256), 0, stream, 1, moe_a16_kernel, w->d_payload, w->d_scales,
+                         w->e_pbytes, w->e_sbytes, w->payload_stride, w->scale_stride, w->n_out,
+                         (int)(w->n_in / 256), w->k_pad, w->d_scale2, w->n_experts, d_sel, xdiv,
+                         (const int8_t *)q, (const float *)d, d_y);
 }
 
 } /* extern "C" */

@@ -17,7 +17,8 @@ static void nvfp4_case(int64_t E, int64_t n_out, int64_t n_in, int n_cols, int K
     gt_nvfp4 *w = (gt_nvfp4 *)calloc((size_t)E, sizeof *w);
     float *s2 = (float *)malloc(sizeof(float) * (size_t)E);
     for (int64_t e = 0; e < E; e++)
-        gt_make_nvfp4(&w[e], n_out, n_in, ldexpf(1.0f + (float)e / 7.0f, -(int)(e % 5)), 0.0f, kind, seed + e);
+        gt_make_nvfp4(&w[e], n_out, n_in, ldexpf(1.0f + (float)e / 7.0f, -(int)(e % 5)), 0.0f, kind,
+                      seed + e);
     fp4_cu_moe_part p;
     CHECK(fp4_cu_moe_part_stub(FP4_TYPE_NVFP4_E2M1, n_out, n_in, 0.0f, E, &p) == 0);
     const size_t bytes = (size_t)(E * (p.e_pbytes + p.e_sbytes));
@@ -28,8 +29,8 @@ static void nvfp4_case(int64_t E, int64_t n_out, int64_t n_in, int n_cols, int K
         for (int64_t row = 0; row < n_out; row++) {
             gt_up(arena + e * p.e_pbytes + row * p.payload_stride, w[e].payload + row * (n_in / 2),
                   (size_t)(n_in / 2));
-            gt_up(arena + E * p.e_pbytes + e * p.e_sbytes + row * p.scale_stride, w[e].scales + row * (n_in / 16),
-                  (size_t)(n_in / 16));
+            gt_up(arena + E * p.e_pbytes + e * p.e_sbytes + row * p.scale_stride,
+                  w[e].scales + row * (n_in / 16), (size_t)(n_in / 16));
         }
     }
     p.d_payload = arena, p.d_scales = arena + E * p.e_pbytes;
@@ -99,7 +100,8 @@ static void dense_case(int bf16, int64_t E, int64_t n_out, int64_t n_in, int n_c
         sel[i] = (int32_t)(rng_u64(&r) % (uint64_t)E);
     float *x = (float *)malloc(sizeof(float) * (size_t)(n_cols * n_in)),
           *want = (float *)malloc(sizeof(float) * (size_t)(P * n_out)),
-          *got = (float *)malloc(sizeof(float) * (size_t)(P * n_out)), *row = (float *)malloc(sizeof(float) * (size_t)n_in);
+          *got = (float *)malloc(sizeof(float) * (size_t)(P * n_out)),
+          *row = (float *)malloc(sizeof(float) * (size_t)n_in);
     gt_make_act(x, n_cols * n_in, 0, seed ^ 0x99);
     for (int64_t i = 0; i < P; i++)
         for (int64_t o = 0; o < n_out; o++) {

@@ -586,7 +586,8 @@ static void moe_cases(const char *tmp, const int32_t *ids) {
         if (quick && k % 2) continue;
         char dir[700], what[96];
         snprintf(dir, sizeof dir, "%s/moe-%s-%s-%d", tmp, cases[k].shape, cases[k].arch, cases[k].nvfp4);
-        snprintf(what, sizeof what, "%s %s %s", cases[k].shape, cases[k].arch, cases[k].nvfp4 ? "nvfp4" : "bf16");
+        snprintf(what, sizeof what, "%s %s %s", cases[k].shape, cases[k].arch,
+                 cases[k].nvfp4 ? "nvfp4" : "bf16");
         fp4_synth_opts o;
         memset(&o, 0, sizeof o);
         o.shape = cases[k].shape, o.arch = cases[k].arch, o.seed = 11 + k, o.n_threads = 2;
@@ -598,7 +599,8 @@ static void moe_cases(const char *tmp, const int32_t *ids) {
         CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
         if (!m) continue;
         const int64_t n = (int64_t)NTOK * 512;
-        float *cpu = (float *)malloc(sizeof(float) * (size_t)n), *gpu = (float *)malloc(sizeof(float) * (size_t)n),
+        float *cpu = (float *)malloc(sizeof(float) * (size_t)n),
+              *gpu = (float *)malloc(sizeof(float) * (size_t)n),
               *again = (float *)malloc(sizeof(float) * (size_t)n);
         double *cd = (double *)malloc(sizeof(double) * (size_t)n);
         char label[160];

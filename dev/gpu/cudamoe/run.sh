@@ -11,7 +11,8 @@ W=$(mktemp -d); tar xJf gpuwork/cudamoe/bin.tar.xz -C "$W"
 export LD_LIBRARY_PATH=$W/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FP4_BUILD=$W/build-cuda
 B=$W/build-cuda; T=$(mktemp -d)
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat $W/BUILT.txt; } > "$L/env.txt"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat $W/BUILT.txt; } \
+  > "$L/env.txt"
 head -3 "$L/env.txt"
 S="$L/summary.txt"; : > "$S"
 say() { echo "$*" | tee -a "$S"; }
@@ -19,7 +20,8 @@ res() { grep -E '^[0-9]+ passed, [0-9]+ failed$' "$1" | tail -1; }
 timeout 60 $B/tests/gpu/test_gpu_moe > "$L/test_gpu_moe.txt" 2>&1
 say "test_gpu_moe rc=$? $(res $L/test_gpu_moe.txt)"; grep -m 6 -E "FAIL|differ|want" "$L/test_gpu_moe.txt"
 FP4_GPU_MOE_ONLY=1 timeout 100 $B/tests/gpu/test_gpu_runtime > "$L/rt_moe.txt" 2>&1
-say "test_gpu_runtime MoE cases rc=$? $(res $L/rt_moe.txt)"; grep -E "FAIL|moe|mixtral" "$L/rt_moe.txt" | head -40
+say "test_gpu_runtime MoE cases rc=$? $(res $L/rt_moe.txt)"
+grep -E "FAIL|moe|mixtral" "$L/rt_moe.txt" | head -40
 export FP4LANE_CUDA_UNPROVEN=1
 for a in qwen3-moe:tiny-moe16 mixtral:tiny-moe qwen3-moe:small-moe; do
   timeout 60 $B/fp4lane synth --shape ${a#*:} --arch ${a%%:*} --to nvfp4 $T/${a#*:}-${a%%:*} > /dev/null 2>&1
@@ -40,7 +42,8 @@ for n in 1 8; do
     > "$L/bench_l8_s$n.txt" 2>&1
   say "bench l8 seqs $n rc=$? $(grep -E 'decode|prefill|device' "$L/bench_l8_s$n.txt" | tr '\n' ' ')"
 done
-timeout 30 $B/fp4lane bench $T/q8 --a "--mode exact --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_exact.txt" \
+timeout 30 $B/fp4lane bench $T/q8 \
+  --a "--mode exact --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_exact.txt" \
   --b "--mode native --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_native.txt" --pairs 1 --warmup 0 \
   --prefix 64 --tokens 16 > "$L/bench_prof.txt" 2>&1
 say "profile rc=$?"; head -14 "$L/prof_native.txt" "$L/prof_exact.txt" 2>/dev/null

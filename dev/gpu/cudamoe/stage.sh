@@ -9,7 +9,9 @@ B=build-cuda
 make -j2 BUILD=$B all cuda
 S=$(mktemp -d); mkdir -p $S/f/$B/tests/gpu $S/f/lib gpuwork/cudamoe
 cp $B/fp4lane $B/libfp4lane_cuda.so $S/f/$B/
-for t in test_gpu_moe test_gpu_runtime test_gpu_exact test_gpu_dense_pinned; do cp $B/tests/gpu/$t $S/f/$B/tests/gpu/; done
+for t in test_gpu_moe test_gpu_runtime test_gpu_exact test_gpu_dense_pinned; do
+  cp $B/tests/gpu/$t $S/f/$B/tests/gpu/
+done
 for so in libjansson.so.4 libutf8proc.so.2 libpcre2-8.so.0 libcrypto.so.3; do
   p=$(ldconfig -p | awk -v n=$so '$1==n{print $NF; exit}'); cp -L "$p" $S/f/lib/
 done

@@ -32,12 +32,15 @@ static fp4_status part_stub(const fp4_rt_model_desc *d, int64_t L, int part, fp4
         if (!t || t->n_dims < 1)
             return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, t0 ? t0->name : NULL, "cuda.moe-expert",
                             "layer %lld: expert %lld has no %s tensor", (long long)L, (long long)e,
-                            part == 0 ? "gate" : part == 1 ? "up" : "down");
+                            part == 0   ? "gate"
+                            : part == 1 ? "up"
+                                        : "down");
         if (!fp4_cu_moe_route_name(t->type, t->ne[0], isi_of(t)))
-            return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, t->name, "route.moe-cuda-lane",
-                            "no CUDA route for this expert (type %d, n_in %lld%s): the CUDA step runs experts "
-                            "in NVFP4 W4A16 (n_in a multiple of 256) and F16/BF16; use --device cpu",
-                            (int)t->type, (long long)t->ne[0], isi_of(t) > 0.0f ? ", W4A4" : "");
+            return fp4_fail(
+                err, FP4_ERR_REFUSED_ROUTE, NULL, t->name, "route.moe-cuda-lane",
+                "no CUDA route for this expert (type %d, n_in %lld%s): the CUDA step runs experts "
+                "in NVFP4 W4A16 (n_in a multiple of 256) and F16/BF16; use --device cpu",
+                (int)t->type, (long long)t->ne[0], isi_of(t) > 0.0f ? ", W4A4" : "");
         if (!t0 || t->type != t0->type || t->ne[0] != t0->ne[0] || rows_of(t) != rows_of(t0) ||
             isi_of(t) != isi_of(t0) ||
             (t->type == FP4_TYPE_NVFP4_E2M1 && (t->nvfp4.n_out != rows_of(t) || t->nvfp4.n_in != t->ne[0])))
@@ -108,15 +111,16 @@ fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, si
             fp4_cu_moe_part p;
             if ((st = part_stub(d, L, i, &p, err))) return st;
             *weights += part_bytes(&p) + FP4_CU_ALIGN((uint64_t)p.n_experts * 4);
-            if (!any || fp4_cu_moe_scratch_bytes(&p, 1) > fp4_cu_moe_scratch_bytes(&parts[i], 1)) parts[i] = p;
+            if (!any || fp4_cu_moe_scratch_bytes(&p, 1) > fp4_cu_moe_scratch_bytes(&parts[i], 1))
+                parts[i] = p;
         }
         any = 1;
     }
     if (!any) return FP4_OK;
     cu_moe m = {};
     m.E = a->n_experts, m.K = a->n_experts_used, m.FE = a->moe_ffn;
-    if (parts[0].n_out != m.FE || parts[1].n_out != m.FE || parts[2].n_in != m.FE || parts[2].n_out != a->hidden ||
-        parts[0].n_in != a->hidden)
+    if (parts[0].n_out != m.FE || parts[1].n_out != m.FE || parts[2].n_in != m.FE ||
+        parts[2].n_out != a->hidden || parts[0].n_in != a->hidden)
         return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "cuda.moe-expert",
                         "the experts' shapes are not [moe_ffn, hidden] / [hidden, moe_ffn]");
     buf_req r[8];
@@ -172,8 +176,9 @@ static fp4_status upload_part(cu_state *s, int64_t L, int part, float *scale2, f
         scale2[x] = 1.0f;
         if (t->type == FP4_TYPE_NVFP4_E2M1) {
             scale2[x] = t->nvfp4.scale2;
-            st = fp4_cu_upload_nvfp4_into(&s->stage, &t->nvfp4, pay + x * p->e_pbytes, (size_t)p->payload_stride,
-                                          sc + x * p->e_sbytes, (size_t)p->scale_stride);
+            st = fp4_cu_upload_nvfp4_into(&s->stage, &t->nvfp4, pay + x * p->e_pbytes,
+                                          (size_t)p->payload_stride, sc + x * p->e_sbytes,
+                                          (size_t)p->scale_stride);
         } else {
             e = cudaMemcpy(pay + x * p->e_pbytes, t->data, (size_t)p->e_pbytes, cudaMemcpyHostToDevice);
             st = e == cudaSuccess ? FP4_OK : FP4_CUDA_FAIL(e, "cudaMemcpy(expert)");

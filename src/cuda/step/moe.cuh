@@ -24,7 +24,8 @@
  * logit is a zero (its sign would be the first zero's) or K > 32 runs fp4p_moe_route itself on lane 0. */
 #define MOE_ROUTE_MAX_K 32
 static __global__ __launch_bounds__(32) void moe_route_kernel(const float *rl, float *rs, int64_t E, int K,
-                                                              int routing, int norm, int32_t *sel, float *rw) {
+                                                              int routing, int norm, int32_t *sel,
+                                                              float *rw) {
     STK_PDL_ENTRY();
     const unsigned full = 0xFFFFFFFFu;
     const int lane = threadIdx.x;
@@ -36,8 +37,10 @@ static __global__ __launch_bounds__(32) void moe_route_kernel(const float *rl, f
     float mx = -INFINITY;
     for (int64_t i = lane; i < E; i += 32) {
         const float v = r[i];
-        if (!isfinite(v)) bad = 1;
-        else mx = fmaxf(mx, v);
+        if (!isfinite(v))
+            bad = 1;
+        else
+            mx = fmaxf(mx, v);
     }
     bad = __any_sync(full, bad);
     for (int off = 16; off >= 1; off >>= 1)
@@ -111,14 +114,16 @@ static __global__ void moe_combine_kernel(float *t, const float *rw, const float
     t[i] = fp4p_moe_combine(rw + c * K, y + c * K * H, K, H, i % H);
 }
 
-static fp4_status moe_project(cu_state *s, const fp4_cu_moe_part *w, int64_t pairs, int64_t xdiv, const float *x,
-                              float *y, const char *name, fp4_error *err) {
+static fp4_status moe_project(cu_state *s, const fp4_cu_moe_part *w, int64_t pairs, int64_t xdiv,
+                              const float *x, float *y, const char *name, fp4_error *err) {
     const cu_moe *m = s->moe;
     const fp4_status st = fp4_cu_moe_project(w, m->d_sel, pairs, xdiv, x, y, m->d_q, m->q_bytes, s->stream);
     if (st == FP4_ERR_CUDA)
         return fp4_fail(err, st, NULL, name, "rt.project", "expert projection failed: %s",
                         fp4_cuda_last_error());
-    if (st) return fp4_fail(err, st, NULL, name, "rt.project", "expert projection failed: %s", fp4_status_str(st));
+    if (st)
+        return fp4_fail(err, st, NULL, name, "rt.project", "expert projection failed: %s",
+                        fp4_status_str(st));
     return FP4_OK;
 }
 
@@ -144,7 +149,8 @@ static fp4_status moe_layer(cu_state *s, int64_t L, int64_t n, fp4_error *err) {
                fp4_cu_launch(dim3(blocks_for(P * FE, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, m->d_g,
                              (const float *)m->d_g, (const float *)m->d_u, FE, FE, P * FE));
     prof_mark(s, OP_DOWN);
-    if ((st = moe_project(s, &pt[2], P, 1, m->d_g, m->d_y, mw[FP4_MOE_AT(0, FP4_MOE_DOWN)]->name, err))) return st;
+    if ((st = moe_project(s, &pt[2], P, 1, m->d_g, m->d_y, mw[FP4_MOE_AT(0, FP4_MOE_DOWN)]->name, err)))
+        return st;
     STK_LAUNCH(err, "rt.moe-combine",
                fp4_cu_launch(dim3(blocks_for(n * H, 256)), dim3(256), 0, s->stream, 1, moe_combine_kernel,
                              s->d_t, (const float *)m->d_rw, (const float *)m->d_y, (int)K, H, n));
