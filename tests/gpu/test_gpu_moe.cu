@@ -1,10 +1,12 @@
 /* test_gpu_moe.cu — the experts' projection of the CUDA MoE step (src/cuda/moe_experts.cu) against
  * the CPU oracle, bit for bit: E experts of one part in one allocation (the step's layout, each
  * expert its own scale2), a step's (column, choice) pairs choosing experts through device memory,
- * with the gate/up form (input column = pair / K) and the down form (one input per pair); y of
+ * with the gate/up form (input column = pair / K) and the down form (one input per pair), one
+ * part or two in one launch, the pairs visited in another order, from a given Q8_K pass; y of
  * every pair equals the one-column fp4_nvfp4_matvec_a16_exact of the chosen expert (NVFP4 W4A16,
  * random and adversarial weights and activations, scale2 that differ per expert) and
- * fp4p_dot of the widened rows (BF16 and F16: the CPU's dense.pinned). Two runs give the same bits.
+ * fp4p_dot of the widened rows (BF16 and F16: the CPU's dense.pinned). fp4_cu_moe_order is the
+ * stable sort of the pairs by expert.
  * The routing and the combine are step kernels (moe.cuh): test_gpu_runtime's MoE cases. */
 #include "cuda/moe_experts.cuh"
 #include "format/pinned.h"
@@ -52,19 +54,51 @@ static void nvfp4_case(int64_t E, int64_t n_out, int64_t n_in, int n_cols, int K
     float *dx = gt_dev_floats(x, nx * n_in), *dy = gt_dev_poison(P * n_out);
     const size_t sb = fp4_cu_moe_scratch_bytes(&p, nx);
     void *scr = gt_dev(sb);
-    for (int run = 0; run < 2; run++) {
+    int32_t *perm = (int32_t *)malloc(sizeof(int32_t) * (size_t)P); /* a visiting order: no bit changes */
+    for (int64_t i = 0; i < P; i++)
+        perm[i] = (int32_t)i;
+    for (int64_t i = P - 1; i > 0; i--) {
+        const int64_t j = (int64_t)(rng_u64(&r) % (uint64_t)(i + 1));
+        const int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    int32_t *dperm = (int32_t *)gt_dev(sizeof(int32_t) * (size_t)P);
+    gt_up(dperm, perm, sizeof(int32_t) * (size_t)P);
+    float *dy2 = gt_dev_poison(P * n_out);
+    char what[160];
+    /* run 0: one part; 1: again, in the permuted order; 2: two parts in one launch (both p);
+     * 3 (down form): from a given Q8_K pass */
+    for (int run = 0; run < (down ? 4 : 3); run++) {
         cudaMemset(dy, 0xFF, sizeof(float) * (size_t)(P * n_out));
-        CHECK_OK(fp4_cu_moe_project(&p, dsel, P, xdiv, dx, dy, scr, sb, 0));
+        cudaMemset(dy2, 0xFF, sizeof(float) * (size_t)(P * n_out));
+        const fp4_cu_moe_part *pp[2] = {&p, &p};
+        float *ys[2] = {dy, dy2};
+        if (run < 3) {
+            CHECK_OK(fp4_cu_moe_project(pp, run == 2 ? 2 : 1, dsel, run == 1 ? dperm : NULL, P, xdiv, dx, ys,
+                                        scr, sb, 0));
+        } else { /* the down form only: one input per pair */
+            int8_t *q;
+            float *d;
+            fp4_cu_moe_act_planes(&p, nx, scr, &q, &d);
+            CHECK_OK(fp4_cu_q8k_quantize(dx, n_in, n_in, nx, q, d, NULL, 0, 0));
+            CHECK_OK(fp4_cu_moe_project_pre(&p, dsel, dperm, P, q, d, dy, 0));
+        }
         gt_sync("moe nvfp4");
         gt_down(run ? again : got, dy, sizeof(float) * (size_t)(P * n_out));
+        snprintf(what, sizeof what, "moe nvfp4 E%lld %lldx%lld cols %d K %d %s kind %d run %d", (long long)E,
+                 (long long)n_out, (long long)n_in, n_cols, K, down ? "down" : "gate", kind, run);
+        gt_cmp_bits(what, want, run ? again : got, P * n_out);
+        if (run == 2) {
+            gt_down(again, dy2, sizeof(float) * (size_t)(P * n_out));
+            gt_cmp_bits("moe nvfp4 second part", want, again, P * n_out);
+        }
     }
-    char what[128];
-    snprintf(what, sizeof what, "moe nvfp4 E%lld %lldx%lld cols %d K %d %s kind %d", (long long)E,
-             (long long)n_out, (long long)n_in, n_cols, K, down ? "down" : "gate", kind);
-    gt_cmp_bits(what, want, got, P * n_out);
-    gt_cmp_bits("moe nvfp4 run to run", got, again, P * n_out);
     /* a scratch too small is refused, nothing launched */
-    CHECK(fp4_cu_moe_project(&p, dsel, P, xdiv, dx, dy, scr, sb - 1, 0) == FP4_ERR_INVALID_ARG);
+    float *ys1[1] = {dy};
+    const fp4_cu_moe_part *p1[1] = {&p};
+    CHECK(fp4_cu_moe_project(p1, 1, dsel, NULL, P, xdiv, dx, ys1, scr, sb - 1, 0) == FP4_ERR_INVALID_ARG);
+    cudaFree(dperm), cudaFree(dy2);
+    free(perm);
     cudaFree(arena), cudaFree((void *)p.d_scale2), cudaFree(dsel), cudaFree(dx), cudaFree(dy), cudaFree(scr);
     for (int64_t e = 0; e < E; e++)
         gt_free_nvfp4(&w[e]);
@@ -112,7 +146,9 @@ static void dense_case(int bf16, int64_t E, int64_t n_out, int64_t n_in, int n_c
     int32_t *dsel = (int32_t *)gt_dev(sizeof(int32_t) * (size_t)P);
     gt_up(dsel, sel, sizeof(int32_t) * (size_t)P);
     float *dx = gt_dev_floats(x, n_cols * n_in), *dy = gt_dev_poison(P * n_out);
-    CHECK_OK(fp4_cu_moe_project(&p, dsel, P, K, dx, dy, NULL, 0, 0));
+    const fp4_cu_moe_part *pp[1] = {&p};
+    float *ys[1] = {dy};
+    CHECK_OK(fp4_cu_moe_project(pp, 1, dsel, NULL, P, K, dx, ys, NULL, 0, 0));
     gt_sync("moe dense");
     gt_down(got, dy, sizeof(float) * (size_t)(P * n_out));
     char what[128];
@@ -121,6 +157,30 @@ static void dense_case(int bf16, int64_t E, int64_t n_out, int64_t n_in, int n_c
     gt_cmp_bits(what, want, got, P * n_out);
     cudaFree(dw), cudaFree(dsel), cudaFree(dx), cudaFree(dy);
     free(hw), free(sel), free(x), free(want), free(got), free(row);
+}
+
+/* the pairs in expert order: a stable sort of sel */
+static void order_case(int64_t P, int64_t E, uint64_t seed) {
+    test_rng r = {seed};
+    int32_t *sel = (int32_t *)malloc(sizeof(int32_t) * (size_t)P),
+            *got = (int32_t *)malloc(sizeof(int32_t) * (size_t)P),
+            *want = (int32_t *)malloc(sizeof(int32_t) * (size_t)P);
+    for (int64_t i = 0; i < P; i++)
+        sel[i] = (int32_t)(rng_u64(&r) % (uint64_t)E);
+    int64_t k = 0;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t i = 0; i < P; i++)
+            if (sel[i] == e) want[k++] = (int32_t)i;
+    int32_t *ds = (int32_t *)gt_dev(sizeof(int32_t) * (size_t)P),
+            *dord = (int32_t *)gt_dev(sizeof(int32_t) * (size_t)P);
+    gt_up(ds, sel, sizeof(int32_t) * (size_t)P);
+    CHECK_OK(fp4_cu_moe_order(ds, P, dord, 0));
+    gt_sync("moe order");
+    gt_down(got, dord, sizeof(int32_t) * (size_t)P);
+    CHECK_MSG(!memcmp(got, want, sizeof(int32_t) * (size_t)P), "moe order: %lld pairs of %lld experts",
+              (long long)P, (long long)E);
+    cudaFree(ds), cudaFree(dord);
+    free(sel), free(got), free(want);
 }
 
 int main(void) {
@@ -139,6 +199,10 @@ int main(void) {
         nvfp4_case(9, 768, 2048, 8, 8, 0, 0, 5); /* qwen3-30b-a3b's gate at 8 columns */
         nvfp4_case(9, 2048, 768, 2, 8, 1, 1, 6); /* ... and its down */
     }
+    order_case(1, 4, 9);
+    order_case(512, 128, 10);
+    order_case(4096, 128, 11);
+    order_case(300, 3, 12);
     dense_case(1, 5, 40, 100, 3, 2, 7);
     dense_case(0, 5, 33, 300, 2, 3, 8);
     return check_report();

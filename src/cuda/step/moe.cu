@@ -71,6 +71,7 @@ static int step_bufs(cu_state *s, cu_moe *m, const fp4_cu_moe_part *parts, buf_r
     r[n++] = (buf_req){(void **)&m->d_rs, mc * E * 4};
     r[n++] = (buf_req){(void **)&m->d_sel, mc * K * 4};
     r[n++] = (buf_req){(void **)&m->d_rw, mc * K * 4};
+    r[n++] = (buf_req){(void **)&m->d_ord, mc * K * 4};
     r[n++] = (buf_req){(void **)&m->d_g, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_u, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_y, mc * K * H * 4};
@@ -123,7 +124,7 @@ fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, si
         parts[2].n_out != a->hidden || parts[0].n_in != a->hidden)
         return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "cuda.moe-expert",
                         "the experts' shapes are not [moe_ffn, hidden] / [hidden, moe_ffn]");
-    buf_req r[8];
+    buf_req r[9];
     const int n = step_bufs(s, &m, parts, r);
     for (int i = 0; i < n; i++)
         *scratch += FP4_CU_ALIGN(r[i].bytes);
@@ -238,7 +239,7 @@ fp4_status fp4_cu_moe_create(cu_state *s, fp4_error *err) {
                 fp4_cu_moe_scratch_bytes(&m->part[3 * L + i], 1) > fp4_cu_moe_scratch_bytes(&big[i], 1))
                 big[i] = m->part[3 * L + i];
     }
-    buf_req r[8];
+    buf_req r[9];
     const int n = step_bufs(s, m, big, r);
     uint64_t tot = 0;
     for (int i = 0; i < n; i++)

@@ -16,6 +16,7 @@ typedef struct cu_moe {
     /* per step (max_cols columns, K choices each) */
     float *d_rl, *d_rs;     /* router logits [col][E]; the routing's scratch [col][E]           */
     int32_t *d_sel;         /* the chosen experts [col][K], selection order                     */
+    int32_t *d_ord; /* the pairs in expert order (fp4_cu_moe_order; steps of 2+ columns) */
     float *d_rw;            /* their weights [col][K]                                           */
     float *d_g, *d_u, *d_y; /* gate / up [pair][FE] (g then the SwiGLU), down [pair][H]         */
     void *d_q;              /* the Q8_K pass of the expert projections (moe_q_bytes)            */
