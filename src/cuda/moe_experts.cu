@@ -71,16 +71,24 @@ static __global__ __launch_bounds__(MOE_DP_WARPS * 32) void moe_dense_kernel(con
 }
 
 /* a stable sort of the pairs by expert in one block: pair p goes to the place of the pairs before
- * it in (expert, pair) order (each thread counts them for its pairs) */
+ * it in (expert, pair) order (each thread counts them for its pairs, the choices read from shared
+ * memory where they fit) */
+#define MOE_ORDER_SHARED 4096
 static __global__ __launch_bounds__(1024) void moe_order_kernel(const int32_t *sel, int64_t n,
                                                                 int32_t *order) {
     fp4_pdl_trigger();
     fp4_pdl_wait();
+    __shared__ int32_t ss[MOE_ORDER_SHARED];
+    const bool sh = n <= MOE_ORDER_SHARED;
+    for (int64_t p = threadIdx.x; sh && p < n; p += blockDim.x)
+        ss[p] = sel[p];
+    __syncthreads();
+    const int32_t *v = sh ? ss : sel;
     for (int64_t p = threadIdx.x; p < n; p += blockDim.x) {
-        const int32_t e = sel[p];
+        const int32_t e = v[p];
         int64_t at = 0;
         for (int64_t q = 0; q < n; q++) {
-            const int32_t f = sel[q];
+            const int32_t f = v[q];
             at += f < e || (f == e && q < p);
         }
         order[at] = (int32_t)p;

@@ -203,6 +203,7 @@ int main(void) {
     order_case(512, 128, 10);
     order_case(4096, 128, 11);
     order_case(300, 3, 12);
+    order_case(5000, 128, 13); /* past the shared-memory copy */
     dense_case(1, 5, 40, 100, 3, 2, 7);
     dense_case(0, 5, 33, 300, 2, 3, 8);
     return check_report();

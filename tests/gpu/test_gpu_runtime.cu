@@ -604,6 +604,27 @@ static void moe_cases(const char *tmp, const int32_t *ids) {
               *again = (float *)malloc(sizeof(float) * (size_t)n);
         double *cd = (double *)malloc(sizeof(double) * (size_t)n);
         char label[160];
+        if (k == 0) { /* the memory plan counts every expert; over the budget: refused, the plan given */
+            fp4_rt_mem_plan pl;
+            memset(&pl, 0, sizeof pl);
+            fp4_status pst;
+            fp4_rt *prt = engine(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 1, &pl, &pst);
+            CHECK_OK(pst);
+            fp4_rt_free(prt);
+            /* 2 layers x 16 experts x gate, up, down of 256 x 256 NVFP4 values (4.5 bits each) */
+            const uint64_t experts = 2ull * 16 * 3 * 256 * 256 * 9 / 16;
+            CHECK_MSG(pl.weights_bytes > experts, "moe plan: weights %llu <= the experts' %llu bytes",
+                      (unsigned long long)pl.weights_bytes, (unsigned long long)experts);
+            char lim[32];
+            snprintf(lim, sizeof lim, "%llu", (unsigned long long)(pl.total_bytes - experts / 2));
+            setenv("FP4LANE_CUDA_MEM_LIMIT", lim, 1);
+            memset(&pl, 0, sizeof pl);
+            prt = engine(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 1, &pl, &pst);
+            CHECK(pst == FP4_ERR_NOMEM && prt == NULL && pl.total_bytes > pl.available_bytes);
+            unsetenv("FP4LANE_CUDA_MEM_LIMIT");
+            printf("%s: memory plan weights %llu bytes (experts %llu), refused under %s bytes\n", what,
+                   (unsigned long long)pl.weights_bytes, (unsigned long long)experts, lim);
+        }
         if (k == 0) { /* gate and up apart, SwiGLU then down's own pass (moe.cuh): the same bytes */
             setenv("FP4LANE_CUDA_NO_FUSE", "1", 1);
             setenv("FP4LANE_CUDA_NO_ACTFUSE", "1", 1);

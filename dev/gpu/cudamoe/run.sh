@@ -34,15 +34,15 @@ FP4_GPU_QUICK=1 timeout 60 compute-sanitizer --error-exitcode 1 --print-limit 20
 say "sanitize test_gpu_moe rc=$? $(grep 'ERROR SUMMARY' "$L/sanitize_moe.txt")"
 # speed probe on qwen3-30b-a3b's widths in 8 layers (synth time; decode tok/s exact vs native, 1 and
 # 8 sequences, context 512; per-op times of eager native steps)
-( time timeout 75 $B/fp4lane synth --shape qwen3-30b-a3b-l8 --to nvfp4 $T/q8 ) > "$L/synth_l8.txt" 2>&1
+( time timeout 60 $B/fp4lane synth --shape qwen3-30b-a3b-l8 --to nvfp4 $T/q8 ) > "$L/synth_l8.txt" 2>&1
 say "synth qwen3-30b-a3b-l8 --to nvfp4: $(grep -E 'synthesized|real' "$L/synth_l8.txt" | tr '\n' ' ')"
 for n in 1 8; do
-  timeout 45 $B/fp4lane bench $T/q8 --a "--mode exact --device cuda --ctx 1024" \
-    --b "--mode native --device cuda --ctx 1024" --pairs 2 --warmup 1 --prefix 512 --tokens 32 --seqs $n \
+  timeout 35 $B/fp4lane bench $T/q8 --a "--mode exact --device cuda --ctx 1024" \
+    --b "--mode native --device cuda --ctx 1024" --pairs 1 --warmup 1 --prefix 512 --tokens 32 --seqs $n \
     > "$L/bench_l8_s$n.txt" 2>&1
   say "bench l8 seqs $n rc=$? $(grep -E 'decode|prefill|device' "$L/bench_l8_s$n.txt" | tr '\n' ' ')"
 done
-timeout 30 $B/fp4lane bench $T/q8 \
+timeout 25 $B/fp4lane bench $T/q8 \
   --a "--mode exact --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_exact.txt" \
   --b "--mode native --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_native.txt" --pairs 1 --warmup 0 \
   --prefix 64 --tokens 16 > "$L/bench_prof.txt" 2>&1
