@@ -625,6 +625,24 @@ static void moe_cases(const char *tmp, const int32_t *ids) {
             printf("%s: memory plan weights %llu bytes (experts %llu), refused under %s bytes\n", what,
                    (unsigned long long)pl.weights_bytes, (unsigned long long)experts, lim);
         }
+        if (k == 0) { /* W4A4 experts have no CUDA MoE route: refused at creation, naming an expert */
+            char w4[760];
+            snprintf(w4, sizeof w4, "%s-w4a4", dir);
+            CHECK(rtd_add_input_scales(dir, w4) == 0);
+            fp4_model *mw = NULL;
+            CHECK_OK(fp4_model_open(w4, NULL, &mw, &e));
+            fp4_rt_opts o4;
+            memset(&o4, 0, sizeof o4);
+            o4.mode = FP4_MODE_EXACT, o4.device = FP4_DEVICE_CUDA, o4.n_ctx = NCTX, o4.cuda_lib = cuda_lib;
+            fp4_rt *r4 = NULL;
+            const fp4_status s4 = mw ? fp4_rt_create(mw, &o4, &r4, &e) : FP4_ERR_IO;
+            CHECK_MSG(s4 == FP4_ERR_REFUSED_ROUTE && !r4 && !strcmp(e.rule, "route.moe-cuda-lane") &&
+                          strstr(e.tensor, "experts"),
+                      "w4a4 experts on cuda: %s %s %s", fp4_status_str(s4), e.rule, e.tensor);
+            printf("%s w4a4 experts on cuda: %s (%s)\n", what, e.rule, e.tensor);
+            fp4_rt_free(r4);
+            fp4_model_close(mw);
+        }
         if (k == 0) { /* gate and up apart, SwiGLU then down's own pass (moe.cuh): the same bytes */
             setenv("FP4LANE_CUDA_NO_FUSE", "1", 1);
             setenv("FP4LANE_CUDA_NO_ACTFUSE", "1", 1);
