@@ -89,7 +89,8 @@ fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, si
     if (!d->moe) return FP4_OK;
     if ((a->moe_routing != FP4_MOE_SOFTMAX_TOPK && a->moe_routing != FP4_MOE_TOPK_SOFTMAX) ||
         a->n_shared_experts > 0 || a->n_experts < 1 || a->n_experts_used < 1 ||
-        a->n_experts_used > a->n_experts || a->n_experts > 65535)
+        a->n_experts_used > a->n_experts || a->n_experts > 65535 ||
+        s->max_cols * a->n_experts_used > 65535) /* a launch's (column, choice) pairs: grid rows */
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.moe-cuda",
                         "this mixture of experts (routing %d, %lld shared experts) runs on the CPU in this "
                         "version; use --device cpu",
