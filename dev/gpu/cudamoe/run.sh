@@ -33,14 +33,16 @@ FP4_GPU_QUICK=1 timeout 60 compute-sanitizer --error-exitcode 1 --print-limit 20
   > "$L/sanitize_moe.txt" 2>&1
 say "sanitize test_gpu_moe rc=$? $(grep 'ERROR SUMMARY' "$L/sanitize_moe.txt")"
 # speed probe on qwen3-30b-a3b's widths in 8 layers (synth time; decode tok/s exact vs native, 1 and
-# 8 sequences, context 512; per-op times of eager native steps)
+# 8 sequences, context 512 and 4096; per-op times of eager native steps)
 ( time timeout 60 $B/fp4lane synth --shape qwen3-30b-a3b-l8 --to nvfp4 $T/q8 ) > "$L/synth_l8.txt" 2>&1
 say "synth qwen3-30b-a3b-l8 --to nvfp4: $(grep -E 'synthesized|real' "$L/synth_l8.txt" | tr '\n' ' ')"
-for n in 1 8; do
-  timeout 35 $B/fp4lane bench $T/q8 --a "--mode exact --device cuda --ctx 1024" \
-    --b "--mode native --device cuda --ctx 1024" --pairs 1 --warmup 1 --prefix 512 --tokens 32 --seqs $n \
-    > "$L/bench_l8_s$n.txt" 2>&1
-  say "bench l8 seqs $n rc=$? $(grep -E 'decode|prefill|device' "$L/bench_l8_s$n.txt" | tr '\n' ' ')"
+for cfg in 512:1 512:8 4096:1; do
+  IFS=: read -r ctx n <<< "$cfg"
+  timeout 35 $B/fp4lane bench $T/q8 --a "--mode exact --device cuda --ctx $((ctx + 128))" \
+    --b "--mode native --device cuda --ctx $((ctx + 128))" --pairs 1 --warmup 1 --prefix $ctx --tokens 32 \
+    --seqs $n > "$L/bench_l8_${ctx}_$n.txt" 2>&1
+  say "bench l8 ctx $ctx seqs $n rc=$? $(grep -E 'decode|prefill' "$L/bench_l8_${ctx}_$n.txt" |
+    tr '\n' ' ')"
 done
 timeout 25 $B/fp4lane bench $T/q8 \
   --a "--mode exact --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_exact.txt" \
@@ -48,4 +50,6 @@ timeout 25 $B/fp4lane bench $T/q8 \
   --prefix 64 --tokens 16 > "$L/bench_prof.txt" 2>&1
 say "profile rc=$?"; head -14 "$L/prof_native.txt" "$L/prof_exact.txt" 2>/dev/null
 rm -rf "$T" "$W"
-tar czf "$OUT/cudamoe-logs.tgz" -C "$OUT" cudamoe && rm -rf "$L"
+# few files come back: summary.txt, env.txt and the other logs in one archive
+(cd "$L" && tar czf logs.tgz $(ls | grep -v -e '^summary.txt$' -e '^env.txt$') && \
+  find . -maxdepth 1 -type f ! -name summary.txt ! -name env.txt ! -name logs.tgz -delete)
