@@ -197,14 +197,24 @@ static void test_bind(void) {
           strstr(e.tensor, "model.layers.1.mlp.gate_proj.weight"));
     fp4_rt_free(rt);
     fp4_model_close(m);
-    /* CUDA: refused at startup, before the library is even looked for */
+    /* CUDA, native mode: refused at startup, before the library is even looked for (exact mode runs
+     * there: the library is looked for) */
     s = rtfx_moe("qwen3_moe");
     snprintf(dir, sizeof dir, "%s/ok", tmp);
     CHECK(rtfx_write_hf(dir, &s, 7) == 0);
     CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
     fp4_rt_opts oc = {.n_ctx = 16, .device = FP4_DEVICE_CUDA, .cuda_lib = "/nonexistent/libfp4lane_cuda.so"};
+    CHECK(m && fp4_rt_create(m, &oc, &rt, &e) != FP4_OK && strcmp(e.rule, "route.moe-cuda"));
+    oc.mode = FP4_MODE_NATIVE;
     CHECK(m && fp4_rt_create(m, &oc, &rt, &e) == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.moe-cuda") &&
           strstr(e.msg, "runs on the CPU in this version"));
+    /* FP4LANE_CUDA_UNPROVEN=1 (native mode's switch until a device run proves it) passes that
+     * refusal: the library is looked for */
+    setenv("FP4LANE_CUDA_UNPROVEN", "1", 1);
+    CHECK(m && fp4_rt_create(m, &oc, &rt, &e) != FP4_OK && strcmp(e.rule, "route.moe-cuda"));
+    setenv("FP4LANE_CUDA_UNPROVEN", "0", 1);
+    CHECK(m && fp4_rt_create(m, &oc, &rt, &e) == FP4_ERR_REFUSED_ROUTE && !strcmp(e.rule, "route.moe-cuda"));
+    unsetenv("FP4LANE_CUDA_UNPROVEN");
     fp4_rt_opts ok = {.n_ctx = 16};
     CHECK_OK(m ? fp4_rt_create(m, &ok, &rt, &e) : FP4_ERR_IO);
     CHECK(rt && strstr(fp4_rt_routes(rt), "router: cpu.bf16.dense.pinned"));

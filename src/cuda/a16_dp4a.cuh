@@ -46,13 +46,14 @@ static __device__ __forceinline__ void q9_pair(uint32_t two, int *qa, int *qb) {
 #endif
 }
 
+/* The kernel's body (a __device__ function, so the MoE kernel of moe_experts.cu runs the same
+ * operations on the expert a column chose, found in device memory). */
 template <int NC, int R, typename DOT>
-static __global__ __launch_bounds__(256) void a16_exact_kernel(
-    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
-    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xq,
-    const float *__restrict__ xd, float *__restrict__ y) {
-    fp4_pdl_trigger(); /* the step's next kernel (launched with PDL) waits for this grid */
-    fp4_pdl_wait();    /* launched with PDL after the Q8_K pass: its q and d (and y) from here on */
+static __device__ __forceinline__ void a16_exact_rows(const uint8_t *__restrict__ payload,
+                                                      const uint8_t *__restrict__ scales, int64_t pstride,
+                                                      int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
+                                                      float scale2, const int8_t *__restrict__ xq,
+                                                      const float *__restrict__ xd, float *__restrict__ y) {
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -113,6 +114,16 @@ static __global__ __launch_bounds__(256) void a16_exact_kernel(
 #pragma unroll
                 for (int c = 0; c < NC; c++) y[c * n_out + row0 + r] = fp4_round_f16_dev(acc[r][c]);
     }
+}
+
+template <int NC, int R, typename DOT>
+static __global__ __launch_bounds__(256) void a16_exact_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xq,
+    const float *__restrict__ xd, float *__restrict__ y) {
+    fp4_pdl_trigger(); /* the step's next kernel (launched with PDL) waits for this grid */
+    fp4_pdl_wait();    /* launched with PDL after the Q8_K pass: its q and d (and y) from here on */
+    a16_exact_rows<NC, R, DOT>(payload, scales, pstride, sstride, n_out, nsb, k_pad, scale2, xq, xd, y);
 }
 
 /* q, d: the Q8_K pass in element order (fp4_cu_q8k_quantize, frag = 0), NC columns. */

@@ -58,6 +58,10 @@ static const synth_shape shapes[] = {
      &fp4_synth_ds_tiny},
     {"deepseek-v3", "deepseek-v3", 7168, 61, 128, 128, 192, 18432, 129280, 163840, 10000.0, 1e-6, 0, 0, 0, 1,
      256, 8, 2048, &fp4_synth_ds_v3},
+    /* qwen3-30b-a3b's widths in 8 of its 48 layers: the GPU's MoE benchmark shape where the whole
+     * model's synth (61 GB of values) does not fit a device run (bench/moe.md) */
+    {"qwen3-30b-a3b-l8", "qwen3-moe", 2048, 8, 32, 4, 128, 6144, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643,
+     151645, 128, 8, 768, NULL},
 };
 /* Gemma 3's own keys per shape: the window, a global layer every `pattern`, query_pre_attn_scalar,
  * the local rope base and the global layers' linear rope factor (0: none). The tiny one's scalar

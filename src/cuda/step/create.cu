@@ -70,6 +70,12 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
     for (int64_t i = 0; i < nslot; i++)
         if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
     wb += FP4_CU_ALIGN(nvec * 4);
+    uint64_t moe_w, moe_sc; /* every router and expert, the MoE step's buffers (moe.cu) */
+    size_t moe_ps;
+    const fp4_status mst = fp4_cu_moe_plan(s, &moe_w, &moe_sc, &moe_ps, err);
+    if (mst) return mst;
+    wb += moe_w;
+    if (moe_ps > proj_scratch) proj_scratch = moe_ps;
     p->weights_bytes = wb;
     uint64_t kvn;
     const uint64_t kvd = (uint64_t)(a->n_kv_heads * a->head_dim);
@@ -80,7 +86,7 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
     p->kv_bytes = 2 * FP4_CU_ALIGN(kvn * 2);
     buf_req r[CU_MAX_BUFS];
     const int nr = fp4_cu_step_scratch_list(s, r);
-    uint64_t sc = FP4_CU_ALIGN(proj_scratch);
+    uint64_t sc = FP4_CU_ALIGN(proj_scratch) + moe_sc;
     for (int i = 0; i < nr; i++)
         sc += FP4_CU_ALIGN(r[i].bytes);
     p->scratch_bytes = sc;
@@ -184,6 +190,7 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
             FAIL(cuda_fail(err, st, i < nslot ? d->layer[i]->name : NULL, "cuda.upload",
                            "cannot make the tensor-core copy of a projection"));
     }
+    if ((st = fp4_cu_moe_create(s, err))) FAIL(st);
     if ((s->emb_on_device || d->head == d->tok_embd) &&
         (st = fp4_cu_step_upload(&s->stage, d->tok_embd, &s->emb)))
         FAIL(cuda_fail(err, st, d->tok_embd->name, "cuda.upload", "cannot upload the embedding table"));
@@ -252,6 +259,7 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
             psb = fp4_cuda_scratch_bytes(&s->w[i], max_cols) > psb
                       ? fp4_cuda_scratch_bytes(&s->w[i], max_cols)
                       : psb;
+    if (fp4_cu_moe_proj_scratch(s) > psb) psb = fp4_cu_moe_proj_scratch(s);
     if (fp4_cuda_scratch_bytes(head_of(s), max_cols) > psb)
         psb = fp4_cuda_scratch_bytes(head_of(s), max_cols);
     if ((st = fp4_cuda_scratch_alloc(psb, &s->scratch)))
@@ -319,6 +327,7 @@ extern "C" void fp4_cu_step_destroy(void *p) {
     if (s->wf)
         for (int64_t i = 0; i < 2 * s->d.arch.n_layers; i++)
             fp4_cuda_tensor_free(&s->wf[i]);
+    fp4_cu_moe_free(s);
     fp4_cuda_tensor_free(&s->emb);
     fp4_cuda_tensor_free(&s->head);
     fp4_cuda_scratch_free(&s->scratch);

@@ -227,6 +227,8 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
     return FP4_OK;
 }
 
+#include "cuda/step/moe.cuh" /* the MoE layer: uses proj, STK_LAUNCH, prof_mark, blocks_for above */
+
 /* One layer; the residual add of its down projection (in d_t) is left to the next add_norm. */
 static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
@@ -286,6 +288,7 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
     prof_mark(s, OP_NORM);
     if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, err))) return st;
+    if (s->moe && s->moe->router[L].d_payload) return moe_layer(s, L, n, err);
     prof_mark(s, OP_GATEUP);
     float *act = s->d_g; /* the down projection's input: [col][F] */
     if (fgu->d_payload) { /* one projection: [col][2F], g then u */

@@ -67,6 +67,7 @@ typedef struct cu_state {
     cu_graph graphs[CU_MAX_GRAPHS];
     int graphs_off;
     fp4_rt_mem_plan plan;
+    struct cu_moe *moe; /* mixture of experts (moe.cu, moe_impl.cuh); NULL for a dense model */
     /* profiling */
     const char *prof_path;
     cudaEvent_t *ev;
@@ -128,6 +129,16 @@ fp4_status fp4_cu_step_upload_fused(fp4_cu_stager *sg, const fp4_tensor *const *
 /* ---- create.cu ---- */
 fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err);
 void fp4_cu_step_destroy(void *p);
+
+/* ---- moe.cu: the mixture-of-experts layers ---- */
+/* their weights, per-step buffers and router scratch in the memory plan (0s for a dense model);
+ * refuses what the device step does not run, naming the tensor */
+fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, size_t *proj_scratch,
+                           fp4_error *err);
+/* uploads the routers and experts (through s->stage) and allocates the per-step buffers: s->moe */
+fp4_status fp4_cu_moe_create(cu_state *s, fp4_error *err);
+size_t fp4_cu_moe_proj_scratch(const cu_state *s); /* the routers' projection scratch */
+void fp4_cu_moe_free(cu_state *s);
 
 /* ---- step.cu: what creation needs of the step's kernels ---- */
 /* the step's scratch buffers (at most CU_MAX_BUFS): their sizes follow the kernels' layouts */
