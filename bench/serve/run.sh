@@ -14,13 +14,15 @@
 # (third_party/llama.cpp-src: cmake -B b -DGGML_CUDA=ON && cmake --build b --target llama-server).
 # Env: CLIENTS (default "1 8 32 64"), PROMPT, ANSWER, CTX (per sequence, default PROMPT+ANSWER+64),
 # MODE (exact|native, default native: the speed lane; exact for the batch-invariant one), OUT,
-# REQUESTS (measured requests per cell, default loadgen's: 4 per client, at least 8), DEVICE (cuda;
+# REQUESTS (measured requests per cell) or PER_CLIENT (per client, at least 8; default 4), CELL_TIMEOUT
+# (seconds per cell, default 1800), DEVICE (cuda;
 # cpu to rehearse without a GPU), LLAMA_LD (LD_LIBRARY_PATH for llama-server alone; LLAMA_SERVER
 # "none" skips it).
 set -u
 B=$1 MODEL=$2 GGUF=$3 LLAMA=$4
 CLIENTS=${CLIENTS:-1 8 32 64} PROMPT=${PROMPT:-512} ANSWER=${ANSWER:-128} MODE=${MODE:-native}
-DEVICE=${DEVICE:-cuda} REQ=${REQUESTS:+--requests $REQUESTS}
+DEVICE=${DEVICE:-cuda} REQ="${REQUESTS:+--requests $REQUESTS} ${PER_CLIENT:+--per-client $PER_CLIENT}"
+CELL_TIMEOUT=${CELL_TIMEOUT:-1800}
 CTX=${CTX:-$((PROMPT + ANSWER + 64))}
 OUT=${OUT:-device-out}
 mkdir -p "$OUT"
@@ -41,6 +43,7 @@ stop() { # PID: SIGTERM, then SIGKILL after 30 s
   for _ in $(seq 60); do kill -0 "$1" 2>/dev/null || break; sleep 0.5; done
   kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null
 }
+mem() { echo "$1: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>&1)" >>"$OUT/gpu_mem.txt"; }
 table() { echo "| server | clients | ok | tokens | tok/s | TTFT p50 s | TTFT p99 s | ITL p50 s | ITL p99 s |"
           echo "|---|---|---|---|---|---|---|---|---|"; }
 { echo "prompt $PROMPT, answer $ANSWER, mode $MODE, $(head -n 2 "$OUT/serve_env.txt" | tail -n 1)"; table; } \
@@ -52,8 +55,9 @@ max=0; for c in $CLIENTS; do [ "$c" -gt "$max" ] && max=$c; done
 pids+=($!)
 if wait_up http://127.0.0.1:8091 "$OUT/fp4lane_serve.log"; then
   for c in $CLIENTS; do
-    timeout 1800 python3 bench/serve/loadgen.py http://127.0.0.1:8091 --clients "$c" --prompt "$PROMPT" \
+    timeout "$CELL_TIMEOUT" python3 bench/serve/loadgen.py http://127.0.0.1:8091 --clients "$c" --prompt "$PROMPT" \
       --answer "$ANSWER" $REQ --label fp4lane --json "$OUT/serve.jsonl" >>"$OUT/serve.md"
+    mem "fp4lane $c"
   done
   python3 -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:8091/metrics').read().decode())" \
     >"$OUT/fp4lane_metrics.txt" 2>&1
@@ -66,9 +70,10 @@ if [ "$LLAMA" != none ]; then
   pids+=($!)
   if wait_up http://127.0.0.1:8092 "$OUT/llama_server.log"; then
     for c in $CLIENTS; do
-      timeout 1800 python3 bench/serve/loadgen.py http://127.0.0.1:8092 --clients "$c" --prompt "$PROMPT" \
+      timeout "$CELL_TIMEOUT" python3 bench/serve/loadgen.py http://127.0.0.1:8092 --clients "$c" --prompt "$PROMPT" \
         --answer "$ANSWER" $REQ --label llama-server --extra '{"ignore_eos": true}' --json "$OUT/serve.jsonl" \
         >>"$OUT/serve.md"
+      mem "llama-server $c"
     done
   fi
   stop "${pids[-1]}"

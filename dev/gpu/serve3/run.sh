@@ -7,6 +7,9 @@
 # Native mode on CUDA: every answer whole (not promised batch-invariant). Then, when the
 # llama.cpp bundle is carried (gpuwork/serve3/llb.tar.xz.*), a small rehearsal of bench/serve/run.sh
 # (llama-160m shape, short lengths) for the speed call. Logs under $OUT/serve3/, summary on stdout.
+# With gpuwork/serve3/PLAN holding "bench": the speed call instead (bench/serve.md): the llama3-8b
+# shape (synth --seed 1, quantize --layout gguf-ggml), bench/serve/run.sh with fp4lane serve and
+# llama-server on the same GGUF, 1/8/32/64 clients, 512/128 prompt/answer; within 8 minutes.
 set -u
 OUT=${OUT:-device-out}; O=$OUT/serve3; mkdir -p "$O"
 G=gpuwork/serve3; X=/tmp/serve3; rm -rf $X; mkdir -p $X
@@ -18,6 +21,32 @@ F=$X/fp4
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; cat $X/BUILT.txt; nproc; } \
   | tee "$O/env.txt"
 S=$O/summary.txt; : >$S
+PLAN=$(cat $G/PLAN 2>/dev/null || echo conc)
+finish() { # few files come back: the summary, the environment, the rest in one archive
+  tail -n 3 $O/*.log >$O/serve_logs_tail.txt 2>/dev/null
+  (cd $O && tar czf /tmp/serve3_logs.tgz --exclude summary.txt --exclude env.txt . &&
+   find . -mindepth 1 ! -name summary.txt ! -name env.txt -delete && mv /tmp/serve3_logs.tgz logs.tgz)
+  grep -q 'FAIL\|DIFFER\|rc=[1-9]' $S && echo "serve3: SOME CHECK FAILED" || echo "serve3: all ok"
+}
+llb() { # the llama.cpp bundle: sets LS (llama-server) and LLD (its libraries)
+  local L=/tmp/llb; rm -rf $L; mkdir -p $L; cat $G/llb.tar.xz.* | xz -d | tar x -C $L
+  LS=$(find $L -name llama-server -type f | head -1); chmod +x "$LS"
+  LLD=$(find $L -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
+  echo "[llama-server] $LS $(LD_LIBRARY_PATH=$LLD timeout 20 "$LS" --version 2>&1 | grep -m1 -i version)" | tee -a $S
+}
+if [ "$PLAN" = bench ]; then
+  llb
+  M=/tmp/l8; GG=/tmp/l8.gguf; rm -rf $M $GG; t0=$SECONDS
+  timeout 150 $F synth $M --shape llama3-8b --seed 1 --threads 16 >$O/make.txt 2>&1 &&
+    timeout 150 $F quantize $M $GG --layout gguf-ggml >>$O/make.txt 2>&1
+  echo "[synth+quantize llama3-8b rc=$? $((SECONDS - t0)) s, $(stat -c %s $GG) bytes]" | tee -a $S; rm -rf $M
+  CLIENTS="1 8 32 64" PROMPT=512 ANSWER=128 MODE=native PER_CLIENT=2 CELL_TIMEOUT=75 OUT=$O/bench \
+    LLAMA_LD=$LLD timeout 330 bash bench/serve/run.sh $X/w $GG $GG "$LS" >$O/bench.txt 2>&1
+  echo "[bench rc=$? at $((SECONDS - t0)) s]" | tee -a $S
+  cat $O/bench/serve.md $O/bench/run_decode.txt $O/bench/gpu_mem.txt 2>&1 | tee -a $S
+  grep -hiE "error|fail" $O/bench/*.log | head -5 | tee -a $S
+  finish; exit 0
+fi
 conc() { # NAME ARGS...: conc.py on models/tiny, its lines into the summary
   local n=$1; shift
   timeout 150 python3 dev/gpu/serve3/conc.py $F models/tiny --answers $O/$n.json --log $O/$n.log "$@" \
@@ -36,18 +65,14 @@ echo "[cpu vs cuda exact (--parallel 3, no prefix cache)] $r" | tee -a $S
 conc cuda_native --no-exact -- --device cuda --mode native --parallel 8
 # the rehearsal of the speed call (bench/serve/run.sh) on a small shape, when llama.cpp is carried
 if ls $G/llb.tar.xz.* >/dev/null 2>&1; then
-  L=/tmp/llb; rm -rf $L; mkdir -p $L; (cd $L && cat $OLDPWD/$G/llb.tar.xz.* | xz -d | tar x)
-  LS=$(find $L -name llama-server -type f | head -1)
-  echo "[llama-server] $LS" | tee -a $S
+  llb
   M=/tmp/s3m; rm -rf $M $M.gguf
   timeout 60 $F synth $M --shape llama-160m --seed 1 >$O/make.txt 2>&1 &&
     timeout 60 $F quantize $M $M.gguf --layout gguf-ggml >>$O/make.txt 2>&1
   echo "[synth+quantize llama-160m rc=$?]" | tee -a $S
-  LD_LIBRARY_PATH=$(dirname "$LS"):$(dirname "$LS")/../lib timeout 20 "$LS" --version >>$O/make.txt 2>&1
-  CLIENTS="1 8" PROMPT=64 ANSWER=16 MODE=native OUT=$O/rehearsal REQUESTS=16 \
-    LLAMA_LD=$(dirname "$LS"):$(dirname "$LS")/../lib timeout 100 bash bench/serve/run.sh $X/w $M.gguf $M.gguf "$LS" \
-    >$O/rehearsal.txt 2>&1
-  echo "[rehearsal rc=$?]" | tee -a $S; grep '^|' $O/rehearsal/serve.md | tee -a $S
+  CLIENTS="1 8" PROMPT=64 ANSWER=16 MODE=native OUT=$O/rehearsal PER_CLIENT=2 CELL_TIMEOUT=30 \
+    LLAMA_LD=$LLD timeout 100 bash bench/serve/run.sh $X/w $M.gguf $M.gguf "$LS" >$O/rehearsal.txt 2>&1
+  echo "[rehearsal rc=$?]" | tee -a $S; cat $O/rehearsal/serve.md $O/rehearsal/run_decode.txt | tee -a $S
+  grep -hiE "error|fail" $O/rehearsal/*.log | head -5 | tee -a $S
 fi
-tail -n 3 $O/*.log >$O/serve_logs_tail.txt 2>&1
-grep -q 'FAIL\|DIFFER\|rc=[1-9]' $S && echo "serve3: SOME CHECK FAILED" || echo "serve3: all ok"
+finish
