@@ -407,7 +407,8 @@ class Engine(_Owned):
         prompt plus n that does not fit in the context is refused before any step (fp4lane.Error,
         rule "rt.context"), never cut short. Stops early at an id in stop (default: the model's eos
         ids); self.stopped_by then says "stop", else "n". If a step fails midway, the Error raised
-        carries the ids generated before it in .generated.
+        carries the ids generated before it in .generated. Both forms run the library's generation
+        loop (fp4_session_run_on: the one `fp4lane run`, chat and the server use).
 
         stream=True: a generator of the answer's text, piece by piece as the ids come (whole UTF-8
         characters, special tokens skipped), from the library's generation loop (fp4_session, the

@@ -158,8 +158,8 @@ def main():
             i = next(i for i, (x, y) in enumerate(zip(alone, conc)) if x != y)
             fails.append(f"concurrent = alone for {same}/{len(reqs)} (first differing: request {i}: "
                          f"{json.dumps(alone[i])[:300]} vs {json.dumps(conc[i])[:300]})")
-        ntok = sum((x.get("usage") or (x.get("stream") or {}).get("usage") or {}).get("completion_tokens", 0)
-                   for x in alone)
+        ntok = sum((x.get("usage") or (x.get("stream") or {}).get("usage") or {})
+                   .get("completion_tokens", 0) for x in alone)
         print(f"conc: {len(reqs)} requests ({ntok} tokens) alone in {t_alone:.2f} s, concurrently in "
               f"{t_conc:.2f} s; concurrent = alone: {same}/{len(reqs)}")
         with open(a.answers, "w") as f:
@@ -176,9 +176,8 @@ def main():
         res = {}
 
         def long_req():
-            res["long"] = answer(port, ("/v1/completions", {"prompt": "This section describes", "max_tokens": 150,
-                                                            "temperature": 0.7, "seed": 1,
-                                                            "ignore_eos": True}))
+            res["long"] = answer(port, ("/v1/completions", {
+                "prompt": "This section describes", "max_tokens": 150, "temperature": 0.7, "seed": 1}))
         t = threading.Thread(target=long_req)
         t.start()
         time.sleep(0.3)

@@ -14,12 +14,13 @@ set -u
 OUT=${OUT:-device-out}; O=$OUT/serve3; mkdir -p "$O"
 G=gpuwork/serve3; X=/tmp/serve3; rm -rf $X; mkdir -p $X
 tar xJf $G/bin.tar.xz -C $X
-printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/bin/fp4lane "$@"\n' $X $X >$X/fp4
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/bin/fp4lane "$@"\n' \
+  $X $X >$X/fp4
 mkdir -p $X/w; cp $X/fp4 $X/w/fp4lane  # bench/serve/run.sh's BIN_DIR
 chmod +x $X/fp4 $X/w/fp4lane $X/bin/fp4lane
 F=$X/fp4
-{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; cat $X/BUILT.txt; nproc; } \
-  | tee "$O/env.txt"
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; cat $X/BUILT.txt
+  nproc; } | tee "$O/env.txt"
 S=$O/summary.txt; : >$S
 PLAN=$(cat $G/PLAN 2>/dev/null || echo conc)
 finish() { # few files come back: the summary, the environment, the rest in one archive
@@ -32,7 +33,8 @@ llb() { # the llama.cpp bundle: sets LS (llama-server) and LLD (its libraries)
   local L=/tmp/llb; rm -rf $L; mkdir -p $L; cat $G/llb.tar.xz.* | xz -d | tar x -C $L
   LS=$(find $L -name llama-server -type f | head -1); chmod +x "$LS"
   LLD=$(find $L -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
-  echo "[llama-server] $LS $(LD_LIBRARY_PATH=$LLD timeout 20 "$LS" --version 2>&1 | grep -m1 -i version)" | tee -a $S
+  local v; v=$(LD_LIBRARY_PATH=$LLD timeout 20 "$LS" --version 2>&1 | grep -m1 -i version)
+  echo "[llama-server] $LS $v" | tee -a $S
 }
 if [ "$PLAN" = bench ]; then
   llb
@@ -52,7 +54,8 @@ conc() { # NAME ARGS...: conc.py on models/tiny, its lines into the summary
   timeout 150 python3 dev/gpu/serve3/conc.py $F models/tiny --answers $O/$n.json --log $O/$n.log "$@" \
     >$O/$n.txt 2>&1
   local rc=$?
-  echo "[$n rc=$rc] $(grep -E '^conc: (FAIL|[0-9]+ req|SIGTERM|ok|FAILED)' $O/$n.txt | tr '\n' ' ')" | tee -a $S
+  echo "[$n rc=$rc] $(grep -E '^conc: (FAIL|[0-9]+ req|SIGTERM|ok|FAILED)' $O/$n.txt | tr '\n' ' ')" |
+    tee -a $S
   [ $rc = 0 ] || tail -n 4 $O/$n.log | tee -a $S
 }
 conc cpu_exact -- --device cpu --mode exact --parallel 8 --threads 8
