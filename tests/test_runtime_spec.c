@@ -51,11 +51,16 @@ static fp4_rt *engine(const char *path, fp4_model **m, fp4_mode mode, int thread
     return rt;
 }
 
-static fp4_sampler *sampler(const cfg *c, int64_t V) {
+static fp4_sampler_params params(const cfg *c) {
     fp4_sampler_params p = fp4_sampler_defaults();
     if (c->sampled)
         p.temperature = 0.8f, p.top_k = 40, p.top_p = 0.9f, p.repeat_penalty = 1.1f, p.penalty_last_n = 16,
         p.seed = 7;
+    return p;
+}
+
+static fp4_sampler *sampler(const cfg *c, int64_t V) {
+    fp4_sampler_params p = params(c);
     fp4_sampler *s = NULL;
     CHECK_OK(fp4_sampler_create(&p, V, &s));
     for (int i = 0; s && i < PLEN; i++)
@@ -157,7 +162,32 @@ out:
     fp4_model_close(dm), fp4_model_close(m);
 }
 
-/* speculative == plain: tokens, every logit's bits, the KV snapshot's bytes */
+/* the library's generation loop (fp4_session: `fp4lane run`'s one prompt, the server's requests) on
+ * a plain engine, the prompt as one step: the ids speculative decoding must give too */
+static int loop_id(void *user, const fp4_session_tok *t) {
+    gen *g = user;
+    if (t->id >= 0 && g->n_tok < MAXROWS) g->tok[g->n_tok++] = t->id;
+    return 0;
+}
+static void loop_tokens(const cfg *c, gen *g) {
+    memset(g, 0, sizeof *g);
+    g->failed = 1;
+    fp4_model *m = NULL;
+    fp4_rt *rt = engine(c->target, &m, c->mode, c->threads, c->n_ctx ? c->n_ctx : NCTX, 0);
+    fp4_session_req r = {.prompt = prompt,
+                         .n_prompt = PLEN,
+                         .sampling = params(c),
+                         .max_tokens = n_gen_of(c),
+                         .prefill_chunk = PLEN};
+    fp4_session *s = NULL;
+    fp4_error e;
+    if (rt && !fp4_session_create(rt, &r, loop_id, g, &s, &e) && !fp4_session_run(s, NULL, &e)) g->failed = 0;
+    fp4_session_free(s);
+    fp4_rt_free(rt), fp4_model_close(m);
+}
+
+/* speculative == plain: tokens, every logit's bits, the KV snapshot's bytes; and the tokens are
+ * the library's loop's */
 static void same_as_plain(const cfg *spec, const char *tag) {
     cfg plain = *spec;
     plain.draft = NULL;
@@ -175,6 +205,11 @@ static void same_as_plain(const cfg *spec, const char *tag) {
               "%s: logits (%lld vs %lld rows)", tag, (long long)a.n_rows, (long long)b.n_rows);
     CHECK_MSG(kva && kvb && la > 0 && la == lb && !memcmp(kva, kvb, (size_t)la), "%s: KV snapshot", tag);
     CHECK_MSG(b.st.emitted == n_gen_of(spec) - 1 && b.st.accepted <= b.st.drafted, "%s: stats", tag);
+    gen l;
+    loop_tokens(spec, &l);
+    CHECK_MSG(!l.failed && l.n_tok == b.n_tok && !memcmp(l.tok, b.tok, sizeof(int32_t) * (size_t)b.n_tok),
+              "%s: the library's loop gave %d tokens, speculative decoding %d (or others)", tag, l.n_tok,
+              b.n_tok);
     /* the draft is the target: every proposal is the target's greedy pick */
     if (!strcmp(spec->draft, spec->target) && !spec->sampled)
         CHECK_MSG(b.st.drafted > 0 && b.st.accepted == b.st.drafted, "%s: self-draft accepted %lld of %lld",
