@@ -169,11 +169,14 @@ static int loop_id(void *user, const fp4_session_tok *t) {
     if (t->id >= 0 && g->n_tok < MAXROWS) g->tok[g->n_tok++] = t->id;
     return 0;
 }
-static void loop_tokens(const cfg *c, gen *g) {
+static void loop_tokens(const cfg *c, gen *g, int with_draft) {
     memset(g, 0, sizeof *g);
     g->failed = 1;
-    fp4_model *m = NULL;
-    fp4_rt *rt = engine(c->target, &m, c->mode, c->threads, c->n_ctx ? c->n_ctx : NCTX, 0);
+    fp4_model *m = NULL, *dm = NULL;
+    const int spec = with_draft && c->draft;
+    fp4_rt *rt = engine(c->target, &m, c->mode, c->threads, c->n_ctx ? c->n_ctx : NCTX, spec);
+    fp4_rt *dr =
+        spec ? engine(c->draft, &dm, c->mode, c->threads, c->draft_ctx ? c->draft_ctx : NCTX, 0) : NULL;
     fp4_session_req r = {.prompt = prompt,
                          .n_prompt = PLEN,
                          .sampling = params(c),
@@ -181,13 +184,17 @@ static void loop_tokens(const cfg *c, gen *g) {
                          .prefill_chunk = PLEN};
     fp4_session *s = NULL;
     fp4_error e;
-    if (rt && !fp4_session_create(rt, &r, loop_id, g, &s, &e) && !fp4_session_run(s, NULL, &e)) g->failed = 0;
+    if (rt && (!spec || dr) && !fp4_session_create(rt, &r, loop_id, g, &s, &e) &&
+        (!spec || !fp4_session_set_draft(s, dr, c->k, &e)) && !fp4_session_run(s, NULL, &e))
+        g->failed = 0;
+    g->st = fp4_session_spec_stats(s);
     fp4_session_free(s);
-    fp4_rt_free(rt), fp4_model_close(m);
+    fp4_rt_free(dr), fp4_rt_free(rt);
+    fp4_model_close(dm), fp4_model_close(m);
 }
 
 /* speculative == plain: tokens, every logit's bits, the KV snapshot's bytes; and the tokens are
- * the library's loop's */
+ * the library's loop's, with the draft and without */
 static void same_as_plain(const cfg *spec, const char *tag) {
     cfg plain = *spec;
     plain.draft = NULL;
@@ -205,11 +212,21 @@ static void same_as_plain(const cfg *spec, const char *tag) {
               "%s: logits (%lld vs %lld rows)", tag, (long long)a.n_rows, (long long)b.n_rows);
     CHECK_MSG(kva && kvb && la > 0 && la == lb && !memcmp(kva, kvb, (size_t)la), "%s: KV snapshot", tag);
     CHECK_MSG(b.st.emitted == n_gen_of(spec) - 1 && b.st.accepted <= b.st.drafted, "%s: stats", tag);
-    gen l;
-    loop_tokens(spec, &l);
+    gen l, ld;
+    loop_tokens(spec, &l, 0);
     CHECK_MSG(!l.failed && l.n_tok == b.n_tok && !memcmp(l.tok, b.tok, sizeof(int32_t) * (size_t)b.n_tok),
               "%s: the library's loop gave %d tokens, speculative decoding %d (or others)", tag, l.n_tok,
               b.n_tok);
+    /* the loop with the draft (fp4_session_set_draft: `fp4lane run --draft`): the same tokens, the
+     * same rounds as the hand-made speculative loop */
+    loop_tokens(spec, &ld, 1);
+    CHECK_MSG(!ld.failed && ld.n_tok == b.n_tok && !memcmp(ld.tok, b.tok, sizeof(int32_t) * (size_t)b.n_tok),
+              "%s: the loop with a draft gave %d tokens, plain decoding %d (or others)", tag, ld.n_tok,
+              b.n_tok);
+    CHECK_MSG(!memcmp(&ld.st, &b.st, sizeof b.st),
+              "%s: the loop's rounds %lld/%lld/%lld, the spec loop's %lld/%lld/%lld", tag,
+              (long long)ld.st.rounds, (long long)ld.st.drafted, (long long)ld.st.accepted,
+              (long long)b.st.rounds, (long long)b.st.drafted, (long long)b.st.accepted);
     /* the draft is the target: every proposal is the target's greedy pick */
     if (!strcmp(spec->draft, spec->target) && !spec->sampled)
         CHECK_MSG(b.st.drafted > 0 && b.st.accepted == b.st.drafted, "%s: self-draft accepted %lld of %lld",
@@ -385,6 +402,12 @@ static void test_cli(const char *nv, const char *bf, const char *foreign, const 
     CHECK(same_file(f[0], f[2]) && same_file(f[1], f[3]));
     CHECK(cu_has(cu_last_line(o), "draft-n 3: drafted ") && cu_has(cu_last_line(o), "accepted ") &&
           cu_has(cu_last_line(o), "decode 20 tok"));
+    /* without --logits-out and --kv-save: the library's loop with the draft, the same ids */
+    snprintf(a, sizeof a, "run %s %s --draft %s --draft-n 3", nv, gen_opts, foreign);
+    CHECK_MSG(cli(a, &o, &er) == 0, "%s", er);
+    first_line(o, l2, sizeof l2);
+    CHECK_MSG(!strcmp(l1, l2), "the loop with a draft: %s vs %s", l1, l2);
+    CHECK(cu_has(cu_last_line(o), "draft-n 3: drafted ") && cu_has(cu_last_line(o), "decode 20 tok"));
     /* greedy with the target as its own draft: every proposal accepted */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3 -n 12 --ignore-eos --draft %s", bf, bf);
     CHECK(cli(a, &o, &er) == 0 && cu_has(cu_last_line(o), "(100.0 %)"));
