@@ -11,6 +11,7 @@ p50/p99. Standard library only.
 
 usage: loadgen.py URL --clients C [--prompt P] [--answer A] [--requests R | --per-client K]
                   [--warmup W] [--label NAME] [--json FILE] [--extra JSON] [--same-prompt]
+                  [--time-limit S]
 --extra: fields merged into every request body (e.g. '{"ignore_eos": true}' for llama-server; fp4lane
 uses '{"min_tokens": A}' where supported, else a model that rarely ends early: report n_gen)."""
 import argparse
@@ -123,6 +124,8 @@ async def main():
     ap.add_argument("--json", default="")
     ap.add_argument("--extra", default="{}")
     ap.add_argument("--same-prompt", action="store_true")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="seconds; then the requests completed are the cell")
     ap.add_argument("--per-client", type=int, default=4, help="requests per client (default 4, at least 8)")
     cfg = ap.parse_args()
     u = urllib.parse.urlparse(cfg.url)
@@ -131,10 +134,14 @@ async def main():
     n = cfg.requests or max(8, cfg.per_client * cfg.clients)
     stats = {"status": [], "ttft": [], "itl": [], "tokens": 0, "first": float("inf"), "last": 0.0}
     quota, counter = [n], [0]
-    await asyncio.gather(*(client(cfg, host, port, prompt, stats, quota, cfg.warmup, counter)
-                           for _ in range(cfg.clients)))
+    cut = False
+    try:
+        clients = (client(cfg, host, port, prompt, stats, quota, cfg.warmup, counter) for _ in range(cfg.clients))
+        await asyncio.wait_for(asyncio.gather(*clients), cfg.time_limit or None)
+    except asyncio.TimeoutError:
+        cut = True  # the requests completed so far are the cell (its label says so)
     secs = stats["last"] - stats["first"]
-    res = {"label": cfg.label, "clients": cfg.clients, "prompt": cfg.prompt, "answer": cfg.answer,
+    res = {"label": cfg.label + (" (cut at %g s)" % cfg.time_limit if cut else ""), "clients": cfg.clients, "prompt": cfg.prompt, "answer": cfg.answer,
            "requests": len(stats["status"]), "ok": stats["status"].count(200), "tokens": stats["tokens"],
            "tok_s": stats["tokens"] / secs if secs > 0 else float("nan"),
            "ttft_p50": pct(stats["ttft"], 0.5), "ttft_p99": pct(stats["ttft"], 0.99),

@@ -55,7 +55,8 @@ max=0; for c in $CLIENTS; do [ "$c" -gt "$max" ] && max=$c; done
 pids+=($!)
 if wait_up http://127.0.0.1:8091 "$OUT/fp4lane_serve.log"; then
   for c in $CLIENTS; do
-    timeout "$CELL_TIMEOUT" python3 bench/serve/loadgen.py http://127.0.0.1:8091 --clients "$c" --prompt "$PROMPT" \
+    timeout $((CELL_TIMEOUT + 30)) python3 bench/serve/loadgen.py --time-limit "$CELL_TIMEOUT" \
+      http://127.0.0.1:8091 --clients "$c" --prompt "$PROMPT" \
       --answer "$ANSWER" $REQ --label fp4lane --json "$OUT/serve.jsonl" >>"$OUT/serve.md"
     mem "fp4lane $c"
   done
@@ -70,7 +71,8 @@ if [ "$LLAMA" != none ]; then
   pids+=($!)
   if wait_up http://127.0.0.1:8092 "$OUT/llama_server.log"; then
     for c in $CLIENTS; do
-      timeout "$CELL_TIMEOUT" python3 bench/serve/loadgen.py http://127.0.0.1:8092 --clients "$c" --prompt "$PROMPT" \
+      timeout $((CELL_TIMEOUT + 30)) python3 bench/serve/loadgen.py --time-limit "$CELL_TIMEOUT" \
+        http://127.0.0.1:8092 --clients "$c" --prompt "$PROMPT" \
         --answer "$ANSWER" $REQ --label llama-server --extra '{"ignore_eos": true}' --json "$OUT/serve.jsonl" \
         >>"$OUT/serve.md"
       mem "llama-server $c"

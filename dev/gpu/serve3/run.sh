@@ -4,8 +4,8 @@
 # and sends 24 different requests alone, then all at once: in exact mode every concurrent answer
 # must equal its alone twin, and the CUDA server's answers must equal the CPU server's byte for
 # byte; SIGTERM while a request runs must drain (it finishes whole, a new one gets 503, exit 0).
-# Native mode on CUDA: every answer whole (not promised batch-invariant). Then, when the
-# llama.cpp bundle is carried (gpuwork/serve3/llb.tar.xz.*), a small rehearsal of bench/serve/run.sh
+# Native mode on CUDA: every answer whole (not promised batch-invariant). Then, when llama-server
+# is staged (stage.sh found llama.cpp's bundle in gpuwork/serve3), a small rehearsal of bench/serve/run.sh
 # (llama-160m shape, short lengths) for the speed call. Logs under $OUT/serve3/, summary on stdout.
 # With gpuwork/serve3/PLAN holding "bench": the speed call instead (bench/serve.md): the llama3-8b
 # shape (synth --seed 1, quantize --layout gguf-ggml), bench/serve/run.sh with fp4lane serve and
@@ -29,24 +29,27 @@ finish() { # few files come back: the summary, the environment, the rest in one 
    find . -mindepth 1 ! -name summary.txt ! -name env.txt -delete && mv /tmp/serve3_logs.tgz logs.tgz)
   grep -q 'FAIL\|DIFFER\|rc=[1-9]' $S && echo "serve3: SOME CHECK FAILED" || echo "serve3: all ok"
 }
-llb() { # the llama.cpp bundle: sets LS (llama-server) and LLD (its libraries)
-  local L=/tmp/llb; rm -rf $L; mkdir -p $L; cat $G/llb.tar.xz.* | xz -d | tar x -C $L
-  LS=$(find $L -name llama-server -type f | head -1); chmod +x "$LS"
-  LLD=$(find $L -name '*.so*' -printf '%h\n' | sort -u | tr '\n' ':')
-  local v; v=$(LD_LIBRARY_PATH=$LLD timeout 20 "$LS" --version 2>&1 | grep -m1 -i version)
-  echo "[llama-server] $LS $v" | tee -a $S
+llb() { # llama-server, staged in bin.tar.xz (stage.sh): sets LS, and LLD (libraries beside it, if any)
+  LS=$X/llama/llama-server; LLD=$X/llama
+  [ -x $LS ] || { echo "[llama-server] not staged" | tee -a $S; return 1; }
+  local v; v=$(timeout 20 $LS --version 2>&1 | grep -m1 -i version)
+  echo "[llama-server] $v" | tee -a $S
 }
 if [ "$PLAN" = bench ]; then
-  llb
+  llb || LS=none
+  SHAPE=${SHAPE:-llama3-8b}  # SHAPE, CLIENTS, DEVICE: to rehearse it small without a GPU
   M=/tmp/l8; GG=/tmp/l8.gguf; rm -rf $M $GG; t0=$SECONDS
-  timeout 150 $F synth $M --shape llama3-8b --seed 1 --threads 16 >$O/make.txt 2>&1 &&
+  timeout 150 $F synth $M --shape $SHAPE --seed 1 --threads 16 >$O/make.txt 2>&1 &&
     timeout 150 $F quantize $M $GG --layout gguf-ggml >>$O/make.txt 2>&1
-  echo "[synth+quantize llama3-8b rc=$? $((SECONDS - t0)) s, $(stat -c %s $GG) bytes]" | tee -a $S; rm -rf $M
-  CLIENTS="1 8 32 64" PROMPT=512 ANSWER=128 MODE=native PER_CLIENT=2 CELL_TIMEOUT=75 OUT=$O/bench \
+  echo "[synth+quantize $SHAPE rc=$? $((SECONDS - t0)) s, $(stat -c %s $GG) bytes]" | tee -a $S; rm -rf $M
+  CLIENTS=${CLIENTS:-1 8 32 64}
+  CLIENTS=$CLIENTS PROMPT=512 ANSWER=128 MODE=native PER_CLIENT=2 CELL_TIMEOUT=75 OUT=$O/bench \
     LLAMA_LD=$LLD timeout 330 bash bench/serve/run.sh $X/w $GG $GG "$LS" >$O/bench.txt 2>&1
   echo "[bench rc=$? at $((SECONDS - t0)) s]" | tee -a $S
   cat $O/bench/serve.md $O/bench/run_decode.txt $O/bench/gpu_mem.txt 2>&1 | tee -a $S
   grep -hiE "error|fail" $O/bench/*.log | head -5 | tee -a $S
+  [ "$(grep -c '^| fp4lane' $O/bench/serve.md)" = "$(echo $CLIENTS | wc -w)" ] ||
+    echo "[bench rows FAIL]" | tee -a $S
   finish; exit 0
 fi
 conc() { # NAME ARGS...: conc.py on models/tiny, its lines into the summary
@@ -67,8 +70,7 @@ cmp -s $O/cpu_exact.json $O/cuda_exact_p3_nocache.json && r=identical || r=DIFFE
 echo "[cpu vs cuda exact (--parallel 3, no prefix cache)] $r" | tee -a $S
 conc cuda_native --no-exact -- --device cuda --mode native --parallel 8
 # the rehearsal of the speed call (bench/serve/run.sh) on a small shape, when llama.cpp is carried
-if ls $G/llb.tar.xz.* >/dev/null 2>&1; then
-  llb
+if llb; then
   M=/tmp/s3m; rm -rf $M $M.gguf
   timeout 60 $F synth $M --shape llama-160m --seed 1 >$O/make.txt 2>&1 &&
     timeout 60 $F quantize $M $M.gguf --layout gguf-ggml >>$O/make.txt 2>&1
