@@ -10,6 +10,7 @@
 # With gpuwork/serve3/PLAN holding "bench": the speed call instead (bench/serve.md): the llama3-8b
 # shape (synth --seed 1, quantize --layout gguf-ggml), bench/serve/run.sh with fp4lane serve and
 # llama-server on the same GGUF, 1/8/32/64 clients, 512/128 prompt/answer; within 8 minutes.
+# PLAN "both": the checks, then the speed call (its model made during the checks); about 8 minutes.
 set -u
 OUT=${OUT:-device-out}; O=$OUT/serve3; mkdir -p "$O"
 G=gpuwork/serve3; X=/tmp/serve3; rm -rf $X; mkdir -p $X
@@ -35,23 +36,32 @@ llb() { # llama-server, staged in bin.tar.xz (stage.sh): sets LS, and LLD (libra
   local v; v=$(timeout 20 $LS --version 2>&1 | grep -m1 -i version)
   echo "[llama-server] $v" | tee -a $S
 }
-if [ "$PLAN" = bench ]; then
-  llb || LS=none
-  SHAPE=${SHAPE:-llama3-8b}  # SHAPE, CLIENTS, DEVICE: to rehearse it small without a GPU
-  M=/tmp/l8; GG=/tmp/l8.gguf; rm -rf $M $GG; t0=$SECONDS
+# the speed call's model: the llama3-8b shape, synthesized and quantized to llama.cpp's NVFP4 GGUF
+SHAPE=${SHAPE:-llama3-8b}  # SHAPE, CLIENTS, DEVICE: to rehearse it small without a GPU
+GG=/tmp/l8.gguf
+make_model() {
+  local M=/tmp/l8 t0=$SECONDS; rm -rf $M $GG
   timeout 150 $F synth $M --shape $SHAPE --seed 1 --threads 16 >$O/make.txt 2>&1 &&
     timeout 150 $F quantize $M $GG --layout gguf-ggml >>$O/make.txt 2>&1
   echo "[synth+quantize $SHAPE rc=$? $((SECONDS - t0)) s, $(stat -c %s $GG) bytes]" | tee -a $S; rm -rf $M
+}
+bench() { # bench/serve/run.sh on $GG: fp4lane serve beside llama-server (when staged)
+  llb || LS=none
+  local t0=$SECONDS
   CLIENTS=${CLIENTS:-1 8 32 64}
   CLIENTS=$CLIENTS PROMPT=512 ANSWER=128 MODE=native PER_CLIENT=2 CELL_TIMEOUT=75 OUT=$O/bench \
     LLAMA_LD=$LLD timeout 330 bash bench/serve/run.sh $X/w $GG $GG "$LS" >$O/bench.txt 2>&1
-  echo "[bench rc=$? at $((SECONDS - t0)) s]" | tee -a $S
+  echo "[bench rc=$? in $((SECONDS - t0)) s]" | tee -a $S
   cat $O/bench/serve.md $O/bench/run_decode.txt $O/bench/gpu_mem.txt 2>&1 | tee -a $S
   grep -hiE "error|fail" $O/bench/*.log | head -5 | tee -a $S
   [ "$(grep -c '^| fp4lane' $O/bench/serve.md)" = "$(echo $CLIENTS | wc -w)" ] ||
     echo "[bench rows FAIL]" | tee -a $S
-  finish; exit 0
+}
+if [ "$PLAN" = bench ]; then
+  make_model; bench; finish; exit 0
 fi
+MK=
+if [ "$PLAN" = both ]; then make_model & MK=$!; fi  # the model is made while the checks run
 conc() { # NAME ARGS...: conc.py on models/tiny, its lines into the summary
   local n=$1; shift
   timeout 150 python3 dev/gpu/serve3/conc.py $F models/tiny --answers $O/$n.json --log $O/$n.log "$@" \
@@ -69,8 +79,10 @@ conc cuda_exact_p3_nocache -- --device cuda --mode exact --parallel 3 --prefix-c
 cmp -s $O/cpu_exact.json $O/cuda_exact_p3_nocache.json && r=identical || r=DIFFER
 echo "[cpu vs cuda exact (--parallel 3, no prefix cache)] $r" | tee -a $S
 conc cuda_native --no-exact -- --device cuda --mode native --parallel 8
-# the rehearsal of the speed call (bench/serve/run.sh) on a small shape, when llama.cpp is carried
-if llb; then
+if [ -n "$MK" ]; then
+  wait $MK; bench
+# the rehearsal of the speed call (bench/serve/run.sh) on a small shape, when llama-server is staged
+elif llb; then
   M=/tmp/s3m; rm -rf $M $M.gguf
   timeout 60 $F synth $M --shape llama-160m --seed 1 >$O/make.txt 2>&1 &&
     timeout 60 $F quantize $M $M.gguf --layout gguf-ggml >>$O/make.txt 2>&1
