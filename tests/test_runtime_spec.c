@@ -362,6 +362,32 @@ static void test_refusals(const char *nv, const char *bf, const char *v256) {
     CHECK(fp4_rt_seq_pos(tgt, s2) == 2);
     fp4_rt_seq_close(tgt, s2);
     CHECK(fp4_rt_seq_truncate(tgt, s2, 0) == FP4_ERR_INVALID_ARG);
+    fp4_rt_seq_close(plain, s1), fp4_rt_seq_close(v, s3);
+    /* the loop with a draft: fp4_spec_create's refusals come from the run, after the prompt's
+     * first token, and end it with an error (the sequences closed again); no draft, or one set
+     * after the run, refused at once */
+    const fp4_session_req r = {.prompt = prompt, .n_prompt = PLEN, .sampling = p, .max_tokens = 4};
+    const struct {
+        fp4_rt *target, *draft;
+        int32_t n;
+        const char *rule;
+    } bad[] = {{plain, tgt, 4, "spec.target"}, {tgt, v, 4, "spec.vocab"}, {tgt, plain, 0, "spec.n-draft"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fp4_session *ss = NULL;
+        CHECK_OK(fp4_session_create(bad[i].target, &r, NULL, NULL, &ss, &e));
+        CHECK_OK(fp4_session_set_draft(ss, bad[i].draft, bad[i].n, &e));
+        int64_t np = 0, ng = 0;
+        CHECK_MSG(fp4_session_run(ss, NULL, &e) != FP4_OK && !strcmp(e.rule, bad[i].rule), "%s: %s",
+                  bad[i].rule, e.rule);
+        fp4_session_counts(ss, &np, &ng);
+        CHECK(fp4_session_finish(ss) == FP4_FINISH_ERROR && np == PLEN && ng == 1);
+        CHECK(fp4_session_set_draft(ss, tgt, 4, &e) == FP4_ERR_INVALID_ARG &&
+              !strcmp(e.rule, "session.draft"));
+        CHECK(fp4_session_set_draft(ss, NULL, 4, &e) == FP4_ERR_INVALID_ARG);
+        fp4_session_free(ss);
+        CHECK(fp4_rt_seq_open(bad[i].target, &s1) == FP4_OK); /* the run closed its sequence */
+        fp4_rt_seq_close(bad[i].target, s1);
+    }
 out:
     fp4_spec_free(sp);
     fp4_rt_free(plain), fp4_rt_free(tgt), fp4_rt_free(v);
