@@ -85,14 +85,6 @@ int cmd_serve(int argc, char **argv) {
         e.model = model_buf;
     }
     if (rt_text_model_present("serve", e.model)) return 1;
-    /* the CUDA engine under the scheduler has not run on a GPU yet: refused by name until a device
-     * run proves it (dev/gpu/serve3), which sets FP4LANE_CUDA_UNPROVEN=1 to run it */
-    const char *unproven = getenv("FP4LANE_CUDA_UNPROVEN");
-    if (e.o.device == FP4_DEVICE_CUDA && !(unproven && unproven[0] && strcmp(unproven, "0")))
-        return fprintf(stderr,
-                       "fp4lane serve: refused: --device cuda has not been proven on a GPU yet (rule "
-                       "serve.cuda-unproven); --device cpu serves, FP4LANE_CUDA_UNPROVEN=1 runs it anyway\n"),
-               1;
     o.model = e.model, o.ctx = e.o.n_ctx, o.device = e.o.device, o.mode = e.o.mode, o.threads = e.o.n_threads;
     struct sigaction sa, old_term, old_int;
     memset(&sa, 0, sizeof sa);

@@ -50,7 +50,7 @@ table() { echo "| server | clients | ok | tokens | tok/s | TTFT p50 s | TTFT p99
   >"$OUT/serve.md"
 max=0; for c in $CLIENTS; do [ "$c" -gt "$max" ] && max=$c; done
 # fp4lane: one sequence per client at the most clients, the same context per sequence
-FP4LANE_CUDA_UNPROVEN=1 "$B/fp4lane" serve "$MODEL" --device "$DEVICE" --mode "$MODE" --parallel "$max" --ctx "$CTX" --port 8091 \
+"$B/fp4lane" serve "$MODEL" --device "$DEVICE" --mode "$MODE" --parallel "$max" --ctx "$CTX" --port 8091 \
   --queue 1024 --name bench 2>"$OUT/fp4lane_serve.log" &
 pids+=($!)
 if wait_up http://127.0.0.1:8091 "$OUT/fp4lane_serve.log"; then

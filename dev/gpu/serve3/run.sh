@@ -20,7 +20,6 @@ printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} e
 mkdir -p $X/w; cp $X/fp4 $X/w/fp4lane  # bench/serve/run.sh's BIN_DIR
 chmod +x $X/fp4 $X/w/fp4lane $X/bin/fp4lane
 F=$X/fp4
-export FP4LANE_CUDA_UNPROVEN=1  # serve --device cuda is refused by name until this call proves it
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; cat $X/BUILT.txt
   nproc; } | tee "$O/env.txt"
 S=$O/summary.txt; : >$S
