@@ -555,6 +555,16 @@ FP4_API fp4_status fp4_spec_round(fp4_spec *s, const int32_t *hist, int64_t n_hi
                                   fp4_sampler *smp, fp4_spec_emit_fn emit, void *user, int *stopped,
                                   fp4_error *err);
 
+/* Speculative decoding inside the generation loop (fp4_session): after the prompt and its first
+ * token, the session decodes by fp4_spec_round with draft (borrowed; a sequence of its own opened
+ * and closed by the run) proposing n_draft tokens a round; the session's engine must have been
+ * created with drafting = 1. The tokens, logits and text are the loop's without a draft, bit for
+ * bit in exact mode. Before the session runs (else rule "session.draft"); fp4_spec_create's
+ * refusals come from the run. */
+FP4_API fp4_status fp4_session_set_draft(fp4_session *s, fp4_rt *draft, int32_t n_draft, fp4_error *err);
+/* The rounds' counts so far (all 0 without a draft). */
+FP4_API fp4_spec_stats fp4_session_spec_stats(const fp4_session *s);
+
 #ifdef __cplusplus
 }
 #endif

@@ -51,11 +51,16 @@ static fp4_rt *engine(const char *path, fp4_model **m, fp4_mode mode, int thread
     return rt;
 }
 
-static fp4_sampler *sampler(const cfg *c, int64_t V) {
+static fp4_sampler_params params(const cfg *c) {
     fp4_sampler_params p = fp4_sampler_defaults();
     if (c->sampled)
         p.temperature = 0.8f, p.top_k = 40, p.top_p = 0.9f, p.repeat_penalty = 1.1f, p.penalty_last_n = 16,
         p.seed = 7;
+    return p;
+}
+
+static fp4_sampler *sampler(const cfg *c, int64_t V) {
+    fp4_sampler_params p = params(c);
     fp4_sampler *s = NULL;
     CHECK_OK(fp4_sampler_create(&p, V, &s));
     for (int i = 0; s && i < PLEN; i++)
@@ -157,7 +162,39 @@ out:
     fp4_model_close(dm), fp4_model_close(m);
 }
 
-/* speculative == plain: tokens, every logit's bits, the KV snapshot's bytes */
+/* the library's generation loop (fp4_session: `fp4lane run`'s one prompt, the server's requests) on
+ * a plain engine, the prompt as one step: the ids speculative decoding must give too */
+static int loop_id(void *user, const fp4_session_tok *t) {
+    gen *g = user;
+    if (t->id >= 0 && g->n_tok < MAXROWS) g->tok[g->n_tok++] = t->id;
+    return 0;
+}
+static void loop_tokens(const cfg *c, gen *g, int with_draft) {
+    memset(g, 0, sizeof *g);
+    g->failed = 1;
+    fp4_model *m = NULL, *dm = NULL;
+    const int spec = with_draft && c->draft;
+    fp4_rt *rt = engine(c->target, &m, c->mode, c->threads, c->n_ctx ? c->n_ctx : NCTX, spec);
+    fp4_rt *dr =
+        spec ? engine(c->draft, &dm, c->mode, c->threads, c->draft_ctx ? c->draft_ctx : NCTX, 0) : NULL;
+    fp4_session_req r = {.prompt = prompt,
+                         .n_prompt = PLEN,
+                         .sampling = params(c),
+                         .max_tokens = n_gen_of(c),
+                         .prefill_chunk = PLEN};
+    fp4_session *s = NULL;
+    fp4_error e;
+    if (rt && (!spec || dr) && !fp4_session_create(rt, &r, loop_id, g, &s, &e) &&
+        (!spec || !fp4_session_set_draft(s, dr, c->k, &e)) && !fp4_session_run(s, NULL, &e))
+        g->failed = 0;
+    g->st = fp4_session_spec_stats(s);
+    fp4_session_free(s);
+    fp4_rt_free(dr), fp4_rt_free(rt);
+    fp4_model_close(dm), fp4_model_close(m);
+}
+
+/* speculative == plain: tokens, every logit's bits, the KV snapshot's bytes; and the tokens are
+ * the library's loop's, with the draft and without */
 static void same_as_plain(const cfg *spec, const char *tag) {
     cfg plain = *spec;
     plain.draft = NULL;
@@ -175,6 +212,21 @@ static void same_as_plain(const cfg *spec, const char *tag) {
               "%s: logits (%lld vs %lld rows)", tag, (long long)a.n_rows, (long long)b.n_rows);
     CHECK_MSG(kva && kvb && la > 0 && la == lb && !memcmp(kva, kvb, (size_t)la), "%s: KV snapshot", tag);
     CHECK_MSG(b.st.emitted == n_gen_of(spec) - 1 && b.st.accepted <= b.st.drafted, "%s: stats", tag);
+    gen l, ld;
+    loop_tokens(spec, &l, 0);
+    CHECK_MSG(!l.failed && l.n_tok == b.n_tok && !memcmp(l.tok, b.tok, sizeof(int32_t) * (size_t)b.n_tok),
+              "%s: the library's loop gave %d tokens, speculative decoding %d (or others)", tag, l.n_tok,
+              b.n_tok);
+    /* the loop with the draft (fp4_session_set_draft: `fp4lane run --draft`): the same tokens, the
+     * same rounds as the hand-made speculative loop */
+    loop_tokens(spec, &ld, 1);
+    CHECK_MSG(!ld.failed && ld.n_tok == b.n_tok && !memcmp(ld.tok, b.tok, sizeof(int32_t) * (size_t)b.n_tok),
+              "%s: the loop with a draft gave %d tokens, plain decoding %d (or others)", tag, ld.n_tok,
+              b.n_tok);
+    CHECK_MSG(!memcmp(&ld.st, &b.st, sizeof b.st),
+              "%s: the loop's rounds %lld/%lld/%lld, the spec loop's %lld/%lld/%lld", tag,
+              (long long)ld.st.rounds, (long long)ld.st.drafted, (long long)ld.st.accepted,
+              (long long)b.st.rounds, (long long)b.st.drafted, (long long)b.st.accepted);
     /* the draft is the target: every proposal is the target's greedy pick */
     if (!strcmp(spec->draft, spec->target) && !spec->sampled)
         CHECK_MSG(b.st.drafted > 0 && b.st.accepted == b.st.drafted, "%s: self-draft accepted %lld of %lld",
@@ -310,6 +362,32 @@ static void test_refusals(const char *nv, const char *bf, const char *v256) {
     CHECK(fp4_rt_seq_pos(tgt, s2) == 2);
     fp4_rt_seq_close(tgt, s2);
     CHECK(fp4_rt_seq_truncate(tgt, s2, 0) == FP4_ERR_INVALID_ARG);
+    fp4_rt_seq_close(plain, s1), fp4_rt_seq_close(v, s3);
+    /* the loop with a draft: fp4_spec_create's refusals come from the run, after the prompt's
+     * first token, and end it with an error (the sequences closed again); no draft, or one set
+     * after the run, refused at once */
+    const fp4_session_req r = {.prompt = prompt, .n_prompt = PLEN, .sampling = p, .max_tokens = 4};
+    const struct {
+        fp4_rt *target, *draft;
+        int32_t n;
+        const char *rule;
+    } bad[] = {{plain, tgt, 4, "spec.target"}, {tgt, v, 4, "spec.vocab"}, {tgt, plain, 0, "spec.n-draft"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fp4_session *ss = NULL;
+        CHECK_OK(fp4_session_create(bad[i].target, &r, NULL, NULL, &ss, &e));
+        CHECK_OK(fp4_session_set_draft(ss, bad[i].draft, bad[i].n, &e));
+        int64_t np = 0, ng = 0;
+        CHECK_MSG(fp4_session_run(ss, NULL, &e) != FP4_OK && !strcmp(e.rule, bad[i].rule), "%s: %s",
+                  bad[i].rule, e.rule);
+        fp4_session_counts(ss, &np, &ng);
+        CHECK(fp4_session_finish(ss) == FP4_FINISH_ERROR && np == PLEN && ng == 1);
+        CHECK(fp4_session_set_draft(ss, tgt, 4, &e) == FP4_ERR_INVALID_ARG &&
+              !strcmp(e.rule, "session.draft"));
+        CHECK(fp4_session_set_draft(ss, NULL, 4, &e) == FP4_ERR_INVALID_ARG);
+        fp4_session_free(ss);
+        CHECK(fp4_rt_seq_open(bad[i].target, &s1) == FP4_OK); /* the run closed its sequence */
+        fp4_rt_seq_close(bad[i].target, s1);
+    }
 out:
     fp4_spec_free(sp);
     fp4_rt_free(plain), fp4_rt_free(tgt), fp4_rt_free(v);
@@ -350,6 +428,12 @@ static void test_cli(const char *nv, const char *bf, const char *foreign, const 
     CHECK(same_file(f[0], f[2]) && same_file(f[1], f[3]));
     CHECK(cu_has(cu_last_line(o), "draft-n 3: drafted ") && cu_has(cu_last_line(o), "accepted ") &&
           cu_has(cu_last_line(o), "decode 20 tok"));
+    /* without --logits-out and --kv-save: the library's loop with the draft, the same ids */
+    snprintf(a, sizeof a, "run %s %s --draft %s --draft-n 3", nv, gen_opts, foreign);
+    CHECK_MSG(cli(a, &o, &er) == 0, "%s", er);
+    first_line(o, l2, sizeof l2);
+    CHECK_MSG(!strcmp(l1, l2), "the loop with a draft: %s vs %s", l1, l2);
+    CHECK(cu_has(cu_last_line(o), "draft-n 3: drafted ") && cu_has(cu_last_line(o), "decode 20 tok"));
     /* greedy with the target as its own draft: every proposal accepted */
     snprintf(a, sizeof a, "run %s --prompt-ids 1,2,3 -n 12 --ignore-eos --draft %s", bf, bf);
     CHECK(cli(a, &o, &er) == 0 && cu_has(cu_last_line(o), "(100.0 %)"));

@@ -410,7 +410,9 @@ static int decode_session(run_args *a, fp4_rt *rt, const int32_t *prompt, int64_
     fp4_session *ss = NULL;
     fp4_error err;
     fp4_status st = fp4_session_create(rt, &r, sess_token, &c, &ss, &err);
+    if (!st && a->draft) st = fp4_session_set_draft(ss, a->draft, a->e.draft_n, &err); /* --draft */
     if (!st) st = fp4_session_run(ss, (const volatile int *)&interrupted, &err);
+    a->spec = fp4_session_spec_stats(ss);
     fp4_session_free(ss);
     s->n_prefill = plen;
     s->t_decode = s->n_decode ? rt_cli_now() - c.t0 - s->t_prefill : 0.0;
@@ -422,7 +424,7 @@ static int decode_session(run_args *a, fp4_rt *rt, const int32_t *prompt, int64_
 
 /* Decodes n_seq prompts together: prefill steps of `chunk` positions of every sequence, then one
  * column per live sequence per step. cb gets every generated token. (One prompt without
- * --logits-out, --draft or prompt caches goes through decode_session: see decode.) */
+ * --logits-out or prompt caches, --draft or not, goes through decode_session: see decode.) */
 static int decode_seqs(run_args *a, fp4_rt *rt, int32_t **prompts, const int64_t *plen, int n_seq,
                        rt_npy *npy, token_fn cb, void *cb_ctx, run_stats *s, const int32_t *seq);
 
@@ -470,7 +472,7 @@ static int kv_continue(run_args *a, fp4_rt *rt, int32_t seq, int32_t **prompt, i
 
 static int decode(run_args *a, fp4_rt *rt, int32_t **prompts, int64_t *plen, int n_seq, rt_npy *npy,
                   token_fn cb, void *cb_ctx, run_stats *s) {
-    if (n_seq == 1 && !npy && !a->draft && !a->kv_load && !a->kv_save && a->n_gen >= 1)
+    if (n_seq == 1 && !npy && !a->kv_load && !a->kv_save && a->n_gen >= 1)
         return decode_session(a, rt, prompts[0], plen[0], cb, cb_ctx, s); /* the library's loop */
     int32_t *seq = malloc(sizeof *seq * (size_t)n_seq);
     int rc = 0, n_open = 0;

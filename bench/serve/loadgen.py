@@ -3,12 +3,15 @@
 clients on loopback, each sending streamed POST /v1/completions one after another with a prompt of
 P tokens (calibrated once through the server's POST /tokenize) and max_tokens A, until R requests
 have completed in all (after W warm-up requests per client, not counted). Per request it records
-the time to the first token and the gaps between tokens (from the SSE chunks); the summary is the
+the time to the first token and the gaps between tokens (from the SSE chunks); every prompt starts
+with its request's own 5-digit number (--same-prompt: not), so neither server's prompt cache skips a
+prefill the other computes; the summary is the
 aggregate generated tokens per second over the measured window, TTFT p50/p99 and inter-token
 p50/p99. Standard library only.
 
-usage: loadgen.py URL --clients C [--prompt P] [--answer A] [--requests R] [--warmup W]
-                  [--label NAME] [--json FILE] [--extra JSON]
+usage: loadgen.py URL --clients C [--prompt P] [--answer A] [--requests R | --per-client K]
+                  [--warmup W] [--label NAME] [--json FILE] [--extra JSON] [--same-prompt]
+                  [--time-limit S]
 --extra: fields merged into every request body (e.g. '{"ignore_eos": true}' for llama-server; fp4lane
 uses '{"min_tokens": A}' where supported, else a model that rarely ends early: report n_gen)."""
 import argparse
@@ -55,23 +58,24 @@ async def post(host, port, path, body, on_line=None, timeout=600):
     return status, out
 
 
-async def calibrate(host, port, n):
-    """a text of n tokens for this server's tokenizer (words added until /tokenize says n)"""
+async def calibrate(host, port, n, head=""):
+    """a text of n tokens for this server's tokenizer, head + words (words added until /tokenize
+    says n); head: the request number's placeholder, whose digits the request replaces"""
     words = ("the configuration file holds the options of the server and each line names one of "
              "them with its value while comments start with a hash sign").split()
     text, k = "", 0
     while True:
         cand = (text + " " + words[k % len(words)]).strip()
-        st, out = await post(host, port, "/tokenize", {"content": cand})
+        st, out = await post(host, port, "/tokenize", {"content": head + cand})
         toks = json.loads(out)["tokens"]
         if len(toks) > n:
-            return text
+            return head + text
         text, k = cand, k + 1
         if len(toks) == n:
-            return text
+            return head + text
 
 
-async def client(cfg, host, port, prompt, stats, quota, warm):
+async def client(cfg, host, port, prompt, stats, quota, warm, counter):
     for i in range(warm + 10**9):
         if i >= warm and quota[0] <= 0:
             return
@@ -91,7 +95,9 @@ async def client(cfg, host, port, prompt, stats, quota, warm):
                 if j.get("usage"):
                     usage.append(j["usage"].get("completion_tokens", 0))
 
-        body = {"prompt": prompt, "max_tokens": cfg.answer, "stream": True, "temperature": 0,
+        counter[0] += 1
+        text = prompt if cfg.same_prompt else "%05d" % (counter[0] % 100000) + prompt[5:]
+        body = {"prompt": text, "max_tokens": cfg.answer, "stream": True, "temperature": 0,
                 "stream_options": {"include_usage": True}}
         body.update(json.loads(cfg.extra))
         st, _ = await post(host, port, "/v1/completions", body, on_line)
@@ -117,17 +123,25 @@ async def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--json", default="")
     ap.add_argument("--extra", default="{}")
+    ap.add_argument("--same-prompt", action="store_true")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="seconds; then the requests completed are the cell")
+    ap.add_argument("--per-client", type=int, default=4, help="requests per client (default 4, at least 8)")
     cfg = ap.parse_args()
     u = urllib.parse.urlparse(cfg.url)
     host, port = u.hostname, u.port or 80
-    prompt = await calibrate(host, port, cfg.prompt)
-    n = cfg.requests or max(8, 4 * cfg.clients)
+    prompt = await calibrate(host, port, cfg.prompt, "" if cfg.same_prompt else "00000 ")
+    n = cfg.requests or max(8, cfg.per_client * cfg.clients)
     stats = {"status": [], "ttft": [], "itl": [], "tokens": 0, "first": float("inf"), "last": 0.0}
-    quota = [n]
-    await asyncio.gather(*(client(cfg, host, port, prompt, stats, quota, cfg.warmup)
-                           for _ in range(cfg.clients)))
+    quota, counter = [n], [0]
+    cut = False
+    try:
+        clients = (client(cfg, host, port, prompt, stats, quota, cfg.warmup, counter) for _ in range(cfg.clients))
+        await asyncio.wait_for(asyncio.gather(*clients), cfg.time_limit or None)
+    except asyncio.TimeoutError:
+        cut = True  # the requests completed so far are the cell (its label says so)
     secs = stats["last"] - stats["first"]
-    res = {"label": cfg.label, "clients": cfg.clients, "prompt": cfg.prompt, "answer": cfg.answer,
+    res = {"label": cfg.label + (" (cut at %g s)" % cfg.time_limit if cut else ""), "clients": cfg.clients, "prompt": cfg.prompt, "answer": cfg.answer,
            "requests": len(stats["status"]), "ok": stats["status"].count(200), "tokens": stats["tokens"],
            "tok_s": stats["tokens"] / secs if secs > 0 else float("nan"),
            "ttft_p50": pct(stats["ttft"], 0.5), "ttft_p99": pct(stats["ttft"], 0.99),

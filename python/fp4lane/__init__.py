@@ -410,7 +410,8 @@ class Engine(_Owned):
         prompt plus n that does not fit in the context is refused before any step (fp4lane.Error,
         rule "rt.context"), never cut short. Stops early at an id in stop (default: the model's eos
         ids); self.stopped_by then says "stop", else "n". If a step fails midway, the Error raised
-        carries the ids generated before it in .generated.
+        carries the ids generated before it in .generated. Both forms run the library's generation
+        loop (fp4_session_run_on: the one `fp4lane run`, chat and the server use).
 
         stream=True: a generator of the answer's text, piece by piece as the ids come (whole UTF-8
         characters, special tokens skipped), from the library's generation loop (fp4_session, the
@@ -437,28 +438,65 @@ class Engine(_Owned):
             if len(stop) > 64:  # FP4_SESSION_MAX_STOP_IDS
                 raise ValueError("stop: at most 64 ids when streaming")
             return self._stream(ids, n, p, stop)
-        smp = ctypes.c_void_p()
-        _raise(lib.fp4_sampler_create(ctypes.byref(p), self.vocab, ctypes.byref(smp)))
-        stop = set(self.arch["eos"] if stop is None else stop)
+        stop = list(self.arch["eos"] if stop is None else stop)
         out = []
-        try:
-            seq = self._open_seq()
-        except BaseException:
-            lib.fp4_sampler_free(smp)
-            raise
-        try:
-            for t in ids:
-                lib.fp4_sampler_accept(smp, t)
-            if n > 0:
-                self._decode(seq, smp, ids, n, stop, out)
-        except Error as e:
-            e.generated = out
-            raise
-        finally:
-            lib.fp4_rt_seq_close(self._h, seq)
-            lib.fp4_sampler_free(smp)
+        if n > 0:
+            self._ids_loop(ids, n, p, stop, out)
         self.stopped_by = "stop" if out and out[-1] in stop else "n"
         return out
+
+    def _on_id(self, seq, out):
+        """called with every id generate(stream=False) takes, on the loop's thread (a test's hook)"""
+
+    def _ids_loop(self, ids, n, p, stop, out):
+        """generate(stream=False): the library's loop (fp4_session_run_on, as `fp4lane run` and the
+        server) on a sequence of this engine, on a thread of its own so that Ctrl-C cancels it
+        before its next step; the prompt as one step, the ids into out. More than 64 stop ids
+        (FP4_SESSION_MAX_STOP_IDS) end the loop from the callback instead: the same ids."""
+        in_req = stop if len(stop) <= 64 else []
+        far = set(stop) if not in_req else ()
+        prompt = (ctypes.c_int32 * len(ids))(*ids)
+        stops = (ctypes.c_int32 * max(len(in_req), 1))(*in_req)
+        req = L.SessionReq(prompt=prompt, n_prompt=len(ids), sampling=p, max_tokens=n, stop_ids=stops,
+                           n_stop_ids=len(in_req), prefill_chunk=len(ids))
+        cancel = ctypes.c_int(0)
+        seq = self._open_seq()
+
+        def on_tok(user, t):
+            t = t.contents
+            if t.id < 0:
+                return 0
+            out.append(t.id)
+            self._on_id(seq, out)
+            return int(t.id in far or bool(cancel.value))
+
+        fn = L.SESSION_FN(on_tok)  # kept alive until the loop ends
+        s = ctypes.c_void_p()
+        err = L.Error()
+        try:
+            _raise(lib.fp4_session_create(self._h, ctypes.byref(req), fn, None, ctypes.byref(s),
+                                          ctypes.byref(err)), err)
+            res = {}
+
+            def run():
+                res["st"] = lib.fp4_session_run_on(s, seq, ctypes.byref(cancel), ctypes.byref(err))
+
+            th = threading.Thread(target=run, daemon=True)
+            th.start()
+            try:
+                while th.is_alive():
+                    th.join(0.05)
+            except BaseException:
+                cancel.value = 1
+                th.join()
+                raise
+            _raise(res["st"], err)
+        except Error as e:
+            e.generated = list(out)
+            raise
+        finally:
+            lib.fp4_session_free(s)
+            lib.fp4_rt_seq_close(self._h, seq)
 
     def _tokenizer(self):
         """the model's tokenizer, loaded once (a .safetensors file's from its folder)"""
@@ -527,21 +565,3 @@ class Engine(_Owned):
                 e.generated = got
                 raise
         self.stopped_by = "stop" if got and got[-1] in stop else "n"
-
-    def _decode(self, seq, smp, ids, n, stop, out):
-        if lib.fp4_sampler_is_greedy(smp):  # the same ids; the logits stay where they are
-            t = self._step_greedy(seq, ids)
-            while True:
-                out.append(t)
-                if t in stop or len(out) == n:
-                    return
-                t = self._step_greedy(seq, [t])
-        logits = (ctypes.c_float * self.vocab)()
-        self._step(seq, ids, False, logits)
-        while True:
-            t = lib.fp4_sampler_sample(smp, logits)
-            out.append(t)
-            lib.fp4_sampler_accept(smp, t)
-            if t in stop or len(out) == n:
-                return
-            self._step(seq, [t], False, logits)

@@ -183,6 +183,7 @@ _PROTOS = {
     "fp4_session_create": (c_int, [c_void_p, POINTER(SessionReq), SESSION_FN, c_void_p, POINTER(c_void_p),
                                    POINTER(Error)]),
     "fp4_session_run": (c_int, [c_void_p, POINTER(c_int), POINTER(Error)]),
+    "fp4_session_run_on": (c_int, [c_void_p, c_int32, POINTER(c_int), POINTER(Error)]),
     "fp4_session_finish": (c_int, [c_void_p]),
     "fp4_session_free": (None, [c_void_p]),
 }

@@ -33,6 +33,10 @@ struct fp4_session {
     float top_lp[FP4_SESSION_MAX_TOP_LOGPROBS];
     fp4_rt_tok *cols; /* fp4_session_run's step: chunk + 1 columns                  */
     float *logits;    /* fp4_session_run's logits row                               */
+    fp4_rt *draft;    /* speculative decoding's draft engine (borrowed), or NULL     */
+    int32_t n_draft;
+    int32_t *hist;    /* with a draft: the prompt, then every emitted token          */
+    fp4_spec_stats spec;
 };
 
 const char *fp4_finish_name(fp4_finish f) {
@@ -45,7 +49,7 @@ void fp4_session_free(fp4_session *s) {
     fp4_sampler_free(s->smp);
     fp4_detok_stream_free(s->ds);
     fp4_stop_filter_free(s->sf);
-    free(s->prompt), free(s->cols), free(s->logits), free(s);
+    free(s->prompt), free(s->cols), free(s->logits), free(s->hist), free(s);
 }
 
 static fp4_status check_req(const fp4_rt *rt, const fp4_session_req *r, fp4_error *err) {
@@ -223,15 +227,17 @@ void fp4_session_end(fp4_session *s, fp4_finish f) {
     if (f == FP4_FINISH_STOP || f == FP4_FINISH_LENGTH) end_text(s);
 }
 
-/* A token leaves the engine: reported, then it ends the request or is fed by the next step. */
-static void emit(fp4_session *s, int32_t tok, const float *lg) {
+/* A token leaves the engine: reported, then it ends the request or is fed by the next step.
+ * accepted: a speculative round told the sampler already. */
+static void emit(fp4_session *s, int32_t tok, const float *lg, int accepted) {
     fp4_session_tok e = {.id = tok, .text = s->ds ? "" : NULL};
     if (s->logprobs && lg) {
         e.logprob = logprobs(s, lg, tok);
         e.n_top = s->n_top, e.top_ids = s->top_ids, e.top_logprobs = s->top_lp;
     }
+    if (s->hist) s->hist[s->n_prompt + s->n_gen] = tok;
     s->n_gen++;
-    fp4_sampler_accept(s->smp, tok);
+    if (!accepted) fp4_sampler_accept(s->smp, tok);
     int stopped = 0;
     if (is_stop_id(s, tok))
         e.end = 1;
@@ -258,7 +264,54 @@ static void emit(fp4_session *s, int32_t tok, const float *lg) {
 void fp4_session_take(fp4_session *s, const float *lg, int32_t greedy) {
     if (!s->want || s->finish) return;
     s->want = 0;
-    emit(s, lg ? fp4_sampler_sample(s->smp, lg) : greedy, lg);
+    emit(s, lg ? fp4_sampler_sample(s->smp, lg) : greedy, lg, 0);
+}
+
+fp4_status fp4_session_set_draft(fp4_session *s, fp4_rt *draft, int32_t n_draft, fp4_error *err) {
+    if (!s || !draft) return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "session.arg", "NULL");
+    if (s->n_fed || s->finish)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "session.draft",
+                        "a draft is set before the session runs");
+    int32_t *h = realloc(s->hist, sizeof(int32_t) * (size_t)(s->n_prompt + s->max_tokens));
+    if (!h) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "session.nomem", "out of memory");
+    memcpy(h, s->prompt, sizeof(int32_t) * (size_t)s->n_prompt);
+    s->hist = h, s->draft = draft, s->n_draft = n_draft;
+    return FP4_OK;
+}
+fp4_spec_stats fp4_session_spec_stats(const fp4_session *s) {
+    return s ? s->spec : (fp4_spec_stats){0};
+}
+
+/* a round's token: the loop's own emit (the round sampled it and told the sampler); 1 ends the
+ * round when the request ended */
+static int spec_emit(void *user, int32_t tok, const float *row) {
+    fp4_session *s = user;
+    emit(s, tok, row, 1);
+    return s->finish != FP4_FINISH_NONE;
+}
+
+/* After the first token: rounds of fp4_spec_round until the request ends. The draft catches up
+ * with the prompt in the first round (fp4_spec_round), on a sequence of its own. */
+static fp4_status spec_decode(fp4_session *s, int32_t seq, const volatile int *cancel, fp4_error *err) {
+    int32_t dseq;
+    fp4_status st = fp4_rt_seq_open(s->draft, &dseq);
+    if (st) return fp4_fail(err, st, NULL, NULL, "session.seq", "no free sequence in the draft engine");
+    fp4_spec *sp = NULL;
+    st = fp4_spec_create(s->rt, seq, s->draft, dseq, s->n_draft, &sp, err);
+    while (!st && !s->finish) {
+        if (cancel && *cancel) {
+            fp4_session_end(s, FP4_FINISH_CANCELLED);
+            break;
+        }
+        int stopped = 0;
+        st = fp4_spec_round(sp, s->hist, s->n_prompt + s->n_gen, s->max_tokens - s->n_gen, s->smp, spec_emit,
+                            s, &stopped, err);
+    }
+    if (st) fp4_session_end(s, FP4_FINISH_ERROR);
+    s->spec = fp4_spec_get_stats(sp);
+    fp4_spec_free(sp);
+    fp4_rt_seq_close(s->draft, dseq);
+    return st;
 }
 
 fp4_status fp4_session_run(fp4_session *s, const volatile int *cancel, fp4_error *err) {
@@ -285,6 +338,10 @@ fp4_status fp4_session_run_on(fp4_session *s, int32_t seq, const volatile int *c
     while (!s->finish) {
         if (cancel && *cancel) {
             fp4_session_end(s, FP4_FINISH_CANCELLED);
+            break;
+        }
+        if (s->draft && s->n_gen) {
+            st = spec_decode(s, seq, cancel, err);
             break;
         }
         int64_t n = fp4_session_cols(s, seq, s->cols, s->chunk + 1);

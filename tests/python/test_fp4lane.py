@@ -187,6 +187,9 @@ class Binding(unittest.TestCase):
             a = e.generate([3, 1, 4], 5, temperature=0.8, top_k=40, seed=7, stop=[])
             b = e.generate([3, 1, 4], 5, temperature=0.8, top_k=40, seed=7, stop=[])
             self.assertEqual(a, b)  # seeded
+        out = cli("run", self.gguf, "--prompt-ids", "3,1,4", "-n", "5", "--mode", "native", "--ignore-eos",
+                  "--temp", "0.8", "--top-k", "40", "--seed", "7")
+        self.assertEqual(a, [int(x) for x in out.splitlines()[0].split()])  # sampled: run's ids too
         with self.assertRaises(ValueError):
             fp4lane.open(self.gguf).engine(mode="fast")
 
@@ -244,9 +247,8 @@ class Binding(unittest.TestCase):
         (exit 2, "past the context length"), never decoded to the end and then lost"""
         with fp4lane.open(TINY) as m, m.engine() as e:
             self.assertEqual(e.n_ctx, 512)
-            calls = []
-            real = e._step_greedy
-            e._step_greedy = lambda *a: calls.append(1) or real(*a)
+            calls = []  # no id taken: refused before the library's loop stepped
+            e._on_id = lambda *a: calls.append(1)
             with self.assertRaises(fp4lane.Error) as cm:
                 e.generate([1, 2, 3], 600)
             self.assertEqual((cm.exception.rule, calls), ("rt.context", []))
@@ -279,23 +281,28 @@ class Binding(unittest.TestCase):
             self.assertEqual(e.generate(prompt, 3, stop=[]), e.generate(prompt, 3, stop=[]))
             with self.assertRaises(ValueError):
                 list(e.generate(prompt, 3, stop=list(range(65)), stream=True))
+            many = list(range(1100, 1200))  # past the loop's 64 stop ids: ended from its callback
+            full = e.generate(prompt, 12, stop=[])
+            k = next(i for i, t in enumerate(full) if t in many)
+            self.assertEqual((e.generate(prompt, 12, stop=many), e.stopped_by), (full[:k + 1], "stop"))
             self.assertEqual(list(e.generate(prompt, 0, stream=True)), [])
 
     def test_generate_error_keeps_ids(self):
-        """a step failing midway raises with the ids generated before it"""
-        with fp4lane.open(TINY) as m, m.engine() as e:
-            want = e.generate([1, 2, 3], 5, stop=[])
-            real, calls = e._step_greedy, []
+        """a step failing midway raises with the ids generated before it: the library's loop steps
+        a sequence that the hook closed after the third id, so the fourth step fails there"""
+        for kw in ({}, dict(temperature=0.8, seed=3)):  # the device's greedy step; host logits
+            with fp4lane.open(TINY) as m, m.engine() as e:
+                want = e.generate([1, 2, 3], 5, stop=[], **kw)
 
-            def failing(seq, ids):
-                calls.append(1)
-                if len(calls) == 4:
-                    raise fp4lane.Error(6, rule="test.fail")
-                return real(seq, ids)
-            e._step_greedy = failing
-            with self.assertRaises(fp4lane.Error) as cm:
-                e.generate([1, 2, 3], 5, stop=[])
-            self.assertEqual(cm.exception.generated, want[:3])
+                def failing(seq, out):
+                    if len(out) == 3:
+                        fp4lane._lib.lib.fp4_rt_seq_close(e._h, seq)
+                e._on_id = failing
+                with self.assertRaises(fp4lane.Error) as cm:
+                    e.generate([1, 2, 3], 5, stop=[], **kw)
+                self.assertEqual(cm.exception.generated, want[:3])
+                del e._on_id
+                self.assertEqual(e.generate([1, 2, 3], 5, stop=[], **kw), want)  # the engine serves on
 
     def test_rejections_match_cli(self):
         """what the CLI refuses, Python refuses: the library's argument table, the same rule and text"""
