@@ -22,7 +22,7 @@ timeout 90 $B/tests/gpu/test_gpu_gemma > "$O/gemma.txt" 2>&1; res test_gpu_gemma
 FP4LANE_CUDA_ATT_CLUSTER=0 FP4LANE_CUDA_GEMM=0 timeout 90 $B/tests/gpu/test_gpu_gemma \
   > "$O/gemma_nocl.txt" 2>&1
 res "test_gpu_gemma ATT_CLUSTER=0 GEMM=0" $? "$O/gemma_nocl.txt"
-IDS=$(seq 0 99 | awk '{printf "%s%d", NR>1?",":"", ($1*131+17)%512}')
+IDS=$(seq 0 99 | awk '{printf "%s%d", (NR>1 ? "," : ""), ($1*131+17)%512}')
 for to in bf16 nvfp4; do
   timeout 30 $B/fp4lane synth /tmp/tg-$to --shape tiny-gemma3 --to $to --seed 3 > /dev/null 2>&1
   FP4LANE_CUDA_UNPROVEN=1 timeout 40 $B/fp4lane compare /tmp/tg-$to --a "--mode exact" \
