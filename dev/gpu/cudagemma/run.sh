@@ -24,7 +24,7 @@ FP4LANE_CUDA_ATT_CLUSTER=0 FP4LANE_CUDA_GEMM=0 timeout 90 $B/tests/gpu/test_gpu_
 res "test_gpu_gemma ATT_CLUSTER=0 GEMM=0" $? "$O/gemma_nocl.txt"
 IDS=$(seq 0 99 | awk '{printf "%s%d", (NR>1 ? "," : ""), ($1*131+17)%512}')
 for to in bf16 nvfp4; do
-  timeout 30 $B/fp4lane synth /tmp/tg-$to --shape tiny-gemma3 --to $to --seed 3 > /dev/null 2>&1
+  rm -rf /tmp/tg-$to; timeout 30 $B/fp4lane synth /tmp/tg-$to --shape tiny-gemma3 --to $to --seed 3 > /dev/null 2>&1
   FP4LANE_CUDA_UNPROVEN=1 timeout 40 $B/fp4lane compare /tmp/tg-$to --a "--mode exact" \
     --b "--mode exact --device cuda" --prompt-ids $IDS --max-drift 0 > "$O/cmp_$to.txt" 2>&1
   echo "compare tiny-gemma3 $to exact cpu vs cuda rc=$? $(tail -1 "$O/cmp_$to.txt")"
