@@ -119,6 +119,10 @@ static fp4_status proj(cu_state *s, const fp4_cuda_tensor *w, const float *x, in
         if (st_ != FP4_OK) return cuda_fail(err, st_, NULL, rule, "kernel launch");                          \
     } while (0)
 
+static unsigned blocks_for(int64_t n, int per) {
+    return (unsigned)((n + per - 1) / per);
+}
+
 /* One column: a = swiglu(g, u) and the down projection into d_t, the activation pass of down made
  * by the SwiGLU kernel itself (stk_swiglu_act) where down's route starts from a given pass
  * (fp4_cu_project_pre), else stk_swiglu then the route on a. The same bytes either way. */
