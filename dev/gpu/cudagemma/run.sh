@@ -19,9 +19,9 @@ res() {
   [ "$2" -ne 0 ] && grep -m 6 -E "FAIL|differ in|>" "$3"
 }
 timeout 90 $B/tests/gpu/test_gpu_gemma > "$O/gemma.txt" 2>&1; res test_gpu_gemma $? "$O/gemma.txt"
-FP4LANE_CUDA_ATT_CLUSTER=0 FP4LANE_CUDA_GEMM=0 timeout 90 $B/tests/gpu/test_gpu_gemma \
+FP4_GPU_QUICK=1 FP4LANE_CUDA_ATT_CLUSTER=0 FP4LANE_CUDA_GEMM=0 timeout 60 $B/tests/gpu/test_gpu_gemma \
   > "$O/gemma_nocl.txt" 2>&1
-res "test_gpu_gemma ATT_CLUSTER=0 GEMM=0" $? "$O/gemma_nocl.txt"
+res "test_gpu_gemma (quick) ATT_CLUSTER=0 GEMM=0" $? "$O/gemma_nocl.txt"
 IDS=$(seq 0 99 | awk '{printf "%s%d", (NR>1 ? "," : ""), ($1*131+17)%512}')
 for to in bf16 nvfp4; do
   rm -rf /tmp/tg-$to
@@ -30,21 +30,6 @@ for to in bf16 nvfp4; do
     --b "--mode exact --device cuda" --prompt-ids $IDS --max-drift 0 > "$O/cmp_$to.txt" 2>&1
   echo "compare tiny-gemma3 $to exact cpu vs cuda rc=$? $(tail -1 "$O/cmp_$to.txt")"
 done
-# the real widths (gemma3-27b, its first 2 layers, both local: window 1024): how long synth takes
-# (for the benchmark's layer count), exact cpu = cuda there, a first native decode
-t0=$(date +%s); rm -rf /tmp/g27
-timeout 150 $B/fp4lane synth /tmp/g27 --shape gemma3-27b --layers 2 --to nvfp4 > "$O/synth27.txt" 2>&1
-echo "synth gemma3-27b --layers 2 --to nvfp4 rc=$? in $(( $(date +%s) - t0 )) s: $(tail -1 "$O/synth27.txt")"
-I12=$(seq 0 11 | awk '{printf "%s%d", (NR>1 ? "," : ""), ($1*7919+5)%262208}')
-FP4LANE_CUDA_UNPROVEN=1 timeout 90 $B/fp4lane compare /tmp/g27 --a "--mode exact --threads 16" \
-  --b "--mode exact --device cuda" --prompt-ids $I12 --max-drift 0 > "$O/cmp_27.txt" 2>&1
-echo "compare gemma3-27b-L2 exact cpu vs cuda rc=$? $(tail -1 "$O/cmp_27.txt")"
-seq 0 511 | awk '{printf "%s%d", (NR>1 ? "," : ""), ($1*7919+5)%262208}' > /tmp/p512
-for md in native exact; do
-  FP4LANE_CUDA_UNPROVEN=1 timeout 60 $B/fp4lane run /tmp/g27 --device cuda --mode $md \
-    --prompt-ids @/tmp/p512 -n 64 --ignore-eos --ctx 1024 > "$O/run27_$md.txt" 2>&1
-  echo "run gemma3-27b-L2 cuda $md rc=$? $(grep -E '^prefill' "$O/run27_$md.txt" | cut -c1-200)"
-done
 timeout 40 $B/tests/gpu/test_gpu_attention > "$O/attention.txt" 2>&1
 res test_gpu_attention $? "$O/attention.txt"
 FP4_GPU_QUICK=1 timeout 60 compute-sanitizer --error-exitcode 1 --print-limit 20 $B/tests/gpu/test_gpu_gemma \
@@ -52,3 +37,9 @@ FP4_GPU_QUICK=1 timeout 60 compute-sanitizer --error-exitcode 1 --print-limit 20
 echo "sanitize test_gpu_gemma (quick) rc=$? $(grep 'ERROR SUMMARY' "$O/sanitize_gemma.txt")"
 FP4_GPU_QUICK=1 timeout 90 $B/tests/gpu/test_gpu_runtime > "$O/runtime.txt" 2>&1
 res "test_gpu_runtime (quick)" $? "$O/runtime.txt"
+# the speed cells at gemma3-27b's widths (6 layers: one local/global period), exact cpu = cuda there
+# first; llama-bench beside when gpuwork/cudagemma carries it (bench.sh)
+ls gpuwork/cudagemma/llb.tar.xz.* > /dev/null 2>&1 && mkdir -p $X/llb &&
+  cat gpuwork/cudagemma/llb.tar.xz.* | xz -d | tar x -C $X/llb
+X=$X O=$O LAYERS=6 timeout 200 bash dev/gpu/cudagemma/bench.sh
+echo "bench rc=$?"
