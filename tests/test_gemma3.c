@@ -281,6 +281,10 @@ static void snapshots(const char *dir) {
     fp4_rt_opts o = {.mode = FP4_MODE_EXACT};
     fp4_rt *rt = NULL;
     CHECK_OK(fp4_rt_create(m, &o, &rt, &e));
+    /* the routes name projections only: a post-norm is no "q_a" (a GGUF's f32 norms were refused on
+     * cuda as projections without a route) */
+    CHECK_MSG(rt && !strstr(fp4_rt_routes(rt), "q_a") && strstr(fp4_rt_routes(rt), "q,k,v,o,gate,up,down"),
+              "routes: %s", rt ? fp4_rt_routes(rt) : "");
     int32_t s;
     fp4_rt_seq_open(rt, &s);
     fp4_rt_tok c[NPOS];

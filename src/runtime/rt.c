@@ -17,9 +17,22 @@
 #define RT_MAX_LOGIT_COLS 64    /* columns of one backend call that want logits                  */
 #define RT_MAX_SEQS 4096
 
+/* the projection slots by name (the others are vectors, or llama.cpp's 3-D kv_b halves): by slot, so
+ * a slot added to the enum cannot shift a name onto a norm */
 static const char *const proj_slot_names[FP4_LW_COUNT_] = {
-    NULL, "q", "k", "v", "o", NULL, NULL, NULL, NULL, NULL, NULL, "gate", "up", "down", "q_a", NULL, "kv_a",
-    NULL, "kv_b", "shexp_gate", "shexp_up", "shexp_down", NULL, NULL, NULL,
+    [FP4_LW_Q] = "q",
+    [FP4_LW_K] = "k",
+    [FP4_LW_V] = "v",
+    [FP4_LW_O] = "o",
+    [FP4_LW_GATE] = "gate",
+    [FP4_LW_UP] = "up",
+    [FP4_LW_DOWN] = "down",
+    [FP4_LW_Q_A] = "q_a",
+    [FP4_LW_KV_A] = "kv_a",
+    [FP4_LW_KV_B] = "kv_b",
+    [FP4_LW_SH_GATE] = "shexp_gate",
+    [FP4_LW_SH_UP] = "shexp_up",
+    [FP4_LW_SH_DOWN] = "shexp_down",
 };
 
 /* dlopen libfp4lane_cuda.so: opts->cuda_lib, $FP4LANE_CUDA_LIB, beside the executable, the loader's path */

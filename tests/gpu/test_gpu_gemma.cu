@@ -8,8 +8,10 @@
  *     that join and leave;
  *   - greedy steps (the device's argmax) pick the CPU logits' argmax;
  *   - a KV snapshot saved past the wrap continues on the other device to the same bits, both ways;
- *   - native within 6e-3 of the largest |logit| of the CPU's exact logits (test_gemma3 holds the
- *     CPU to 3e-3 of a float64 reference; the GPU's native kernels and the F16 cache add as much);
+ *   - native within 6e-3 of the largest |logit| of the CPU's native logits (test_gemma3 holds the
+ *     CPU to 3e-3 of a float64 reference; the GPU's native kernels add as much). Not of the exact
+ *     ones: on the NVFP4 twin exact mode's Q8_K activations (SPEC §4) and native's f32 ones differ
+ *     by a quarter of the largest logit on both devices alike (tiny-gemma3's embedding scale);
  *   - soft-capping 30 and query_pre_attn_scalar 100 (Gemma 3 27B's cases): exact bits again.
  * The route is refused until a device run has proven it: this test sets FP4LANE_CUDA_UNPROVEN=1.
  * FP4_GPU_QUICK=1 (compute-sanitizer): the NVFP4 twin's chunks 1 and 5, greedy and native only.
@@ -245,8 +247,10 @@ static void model_case(const char *dir, const char *tmp, const char *what, int f
         snapshot(m, tmp, FP4_DEVICE_CUDA, FP4_DEVICE_CPU, ids, cpu);
         snapshot(m, tmp, FP4_DEVICE_CPU, FP4_DEVICE_CUDA, ids, cpu);
     }
-    snprintf(w, sizeof w, "%s native cuda vs exact cpu", what);
-    if (run_seq(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, NPOS, 2048, ids, gpu) == 0) within(w, gpu, cpu, n, 6e-3);
+    snprintf(w, sizeof w, "%s native cuda vs native cpu", what);
+    if (run_seq(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, NPOS, 2048, ids, cpu) == 0 &&
+        run_seq(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, NPOS, 2048, ids, gpu) == 0)
+        within(w, gpu, cpu, n, 6e-3);
 out:
     free(cpu), free(gpu);
     fp4_model_close(m);
