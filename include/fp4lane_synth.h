@@ -53,6 +53,10 @@ typedef struct fp4_synth_opts {
      * bf16 and NVFP4 bytes), the unquantized embedding and head a piece at a time. Progress:
      * "amax" over the quantized tensors' bf16 bytes, then "quantize" over the output bytes. */
     int to_nvfp4;
+    /* > 0: only the first n_layers layers of the shape (its real widths, fewer layers: a benchmark
+     * checkpoint that is made in the time there is); 0: all of them. Above the shape's count or
+     * negative: refused (rule synth.layers). */
+    int64_t n_layers;
 } fp4_synth_opts;
 
 /* The i-th shape / architecture name (NULL past the last), and the shape's default arch. */

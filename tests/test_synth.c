@@ -101,6 +101,18 @@ static void test_names_and_sizes(void) {
     fp4_synth_opts bad2 = {.shape = "tiny", .arch = "gpt2"};
     CHECK(fp4_synth_data_bytes(&bad2, &b, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "synth.arch"));
     CHECK(fp4_synth_checkpoint(base, &bad, &e) == FP4_ERR_INVALID_ARG);
+    /* n_layers: the shape's widths, its first n layers (gemma3-27b: 5376 wide, 262208 rows of
+     * embedding, per layer q/k/v/o, three MLP matrices, four norms and two head norms) */
+    fp4_synth_opts g6 = {.shape = "gemma3-27b", .n_layers = 6};
+    const uint64_t H = 5376, per = H * (4096 + 2048 + 2048) + 4096 * H + 3 * 21504 * H + 4 * H + 2 * 128;
+    CHECK_OK(fp4_synth_data_bytes(&g6, &b, &e));
+    CHECK(b == 2 * (262208 * H + 6 * per + H));
+    static const int64_t bad_n[] = {63, -1};
+    for (size_t i = 0; i < 2; i++) {
+        g6.n_layers = bad_n[i];
+        CHECK(fp4_synth_data_bytes(&g6, &b, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "synth.layers"));
+        CHECK(fp4_synth_checkpoint(base, &g6, &e) == FP4_ERR_INVALID_ARG && !strcmp(e.rule, "synth.layers"));
+    }
 }
 
 /* all values of a bf16 tensor as doubles */
@@ -404,6 +416,9 @@ static void test_cli(void) {
     CHECK_EQ_INT(sh("synth %s --shape llama3-9b%s >/dev/null 2>&1", out, ""), 2);    /* unknown shape */
     CHECK_EQ_INT(sh("synth %s --shape tiny --seed x%s >/dev/null 2>&1", out, ""), 2);
     CHECK_EQ_INT(sh("synth %s --shape tiny --bogus%s >/dev/null 2>&1", out, ""), 2);
+    CHECK_EQ_INT(sh("synth %s --shape tiny --layers 0%s >/dev/null 2>&1", out, ""), 2);
+    CHECK_EQ_INT(sh("synth %s --shape tiny --layers 2x%s >/dev/null 2>&1", out, ""), 2);
+    CHECK_EQ_INT(sh("synth %s --shape tiny --layers 3%s >/dev/null 2>&1", out, ""), 2); /* tiny has 2 */
     CHECK_EQ_INT(sh("synth %s --shape tiny --arch qwen3 --seed 0x2a --json > %s 2>&1", out, log), 0);
     unsigned char *text = NULL;
     long n = file_bytes(log, &text);

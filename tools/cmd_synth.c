@@ -61,6 +61,11 @@ int cmd_synth(int argc, char **argv) {
             if (strcmp(v, "nvfp4") && strcmp(v, "bf16"))
                 return fprintf(stderr, "fp4lane synth: --to bf16|nvfp4: '%s'\n", v), 2;
             o.to_nvfp4 = !strcmp(v, "nvfp4"), i++;
+        } else if (!strcmp(s, "--layers") && v) {
+            const long long n = strtoll(v, &end, 10);
+            if (*end || !*v || n < 1 || n > 4096)
+                return fprintf(stderr, "fp4lane synth: --layers N (1 .. the shape's): '%s'\n", v), 2;
+            o.n_layers = n, i++;
         } else if (!strcmp(s, "--json")) json = 1;
         else if (s[0] == '-' && s[1])
             return fprintf(stderr, "fp4lane synth: unknown option '%s'\n", s), usage();

@@ -43,7 +43,7 @@ const cli_verb cli_verbs[] = {
      "       qwen3-30b-a3b|tiny-moe16|small-moe|tiny-gemma3|gemma3-27b|tiny-deepseek|deepseek-v3|\n"
      "       qwen3-30b-a3b-l8\n"
      "       [--arch llama|qwen3|qwen3-moe|mixtral|gemma3|deepseek-v3] [--to bf16|nvfp4] [--seed N]\n"
-     "       [--shard-size N[K|M|G]] [--threads N] [--json]"},
+     "       [--shard-size N[K|M|G]] [--threads N] [--layers N] [--json]"},
     {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",
      "fp4lane tokenize MODEL|tokenizer.json [-f FILE | [--] TEXT] [--json] [--add-special]\n"
      "       [--parse-special]"},

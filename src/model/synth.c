@@ -178,6 +178,15 @@ static fp4_status make_plan(const fp4_synth_opts *o, synth_plan *p, fp4_error *e
     if (!p->sh)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.shape", "unknown shape '%s'",
                         o->shape ? o->shape : "(null)");
+    if (o->n_layers < 0 || o->n_layers > p->sh->layers)
+        return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.layers",
+                        "%lld layers: shape '%s' has 1 to %lld", (long long)o->n_layers, p->sh->name,
+                        (long long)p->sh->layers);
+    if (o->n_layers) {
+        p->own = *p->sh;
+        p->own.layers = o->n_layers;
+        p->sh = &p->own;
+    }
     p->ar = find_arch(o->arch ? o->arch : p->sh->arch);
     if (!p->ar)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "synth.arch", "unknown architecture '%s'",

@@ -42,7 +42,8 @@ typedef struct synth_tensor {
 } synth_tensor;
 
 typedef struct synth_plan {
-    const synth_shape *sh;
+    const synth_shape *sh; /* the shape (or own: it with fewer layers, fp4_synth_opts.n_layers) */
+    synth_shape own;
     const synth_arch *ar;
     synth_tensor *t; /* room for (layers + 1) * (27 + 3 * experts) + 8 */
     int n;

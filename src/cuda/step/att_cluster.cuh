@@ -102,13 +102,14 @@ static __global__ __launch_bounds__(ATT_CL_THREADS) void att_cluster_kernel(stk_
     const int t = lane & 3, D = a.d, nd = D / 32;
     int c, hk, h0, nhb;
     stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
-    const int64_t pos = a.cols.pos[c], n = pos + 1, kvd = (int64_t)a.nkv * D;
+    int64_t row0;
+    const int64_t n = stk_att_span(a, c, &row0) + 1, kvd = (int64_t)a.nkv * D;
     const int64_t ni = (n + 31) / 32 * LPB; /* local slots of the column's rounds */
     const int64_t nimax = att_cluster_slots(a.n_ctx, CS);
     float *qs = cl_smem, *es = qs + STK_GB * D, *part = es + nimax * STK_GB, *denp = part + LPB * STK_GB * D;
     float *bm = denp + LPB * STK_GB, *ms = bm + STK_GB;
     uint16_t *ring = reinterpret_cast<uint16_t *>(ms + STK_GB);
-    const int64_t kvo = a.cols.slot[c] * a.slot_stride + hk * D;
+    const int64_t kvo = a.cols.slot[c] * a.slot_stride + row0 * kvd + hk * D;
     const uint16_t *vbase = a.vc + kvo;
     const int64_t nchunk = (ni + ATT_CL_RC - 1) / ATT_CL_RC;
 #pragma unroll

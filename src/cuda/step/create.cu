@@ -21,6 +21,8 @@ static int64_t vec_len(const fp4_arch *a, int slot) {
     switch (slot) {
     case FP4_LW_ATTN_NORM:
     case FP4_LW_FFN_NORM:
+    case FP4_LW_ATTN_POST_NORM:
+    case FP4_LW_FFN_POST_NORM:
         return a->hidden;
     case FP4_LW_Q_NORM:
     case FP4_LW_K_NORM:
@@ -66,7 +68,9 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
                 const size_t sb = fp4_cuda_scratch_bytes(&t, s->max_cols);
                 if (sb > proj_scratch) proj_scratch = sb;
             }
-    uint64_t nvec = (uint64_t)a->hidden + (uint64_t)d->n_ctx * (uint64_t)a->head_dim; /* out_norm + cos/sin */
+    /* out_norm + cos/sin (and the local layers' cos/sin) */
+    uint64_t nvec =
+        (uint64_t)a->hidden + (uint64_t)d->n_ctx * (uint64_t)a->head_dim * (d->rope_cos_local ? 2 : 1);
     for (int64_t i = 0; i < nslot; i++)
         if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
     wb += FP4_CU_ALIGN(nvec * 4);
@@ -79,8 +83,7 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
     p->weights_bytes = wb;
     uint64_t kvn;
     const uint64_t kvd = (uint64_t)(a->n_kv_heads * a->head_dim);
-    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)a->n_layers, (uint64_t)d->n_ctx * kvd,
-                               &kvn) ||
+    if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)s->kv_rows, kvd, &kvn) ||
         kvn > (UINT64_MAX / 8))
         return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
     p->kv_bytes = 2 * FP4_CU_ALIGN(kvn * 2);
@@ -133,8 +136,10 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
     fp4_cu_env_read(&s->env); /* every knob of this engine, now */
     s->att_gemm = d->mode == FP4_MODE_NATIVE && fp4_cu_gemm_available() && s->env.att_gemm;
     fp4_cu_step_att_plan(s);
-    if ((st = make_plan(s, &info, err))) {
-        free(s);
+    if ((st = fp4_cu_step_kv_layout(s))) /* the rows of each layer (gemma.cu) */
+        st = fp4_fail(err, st, NULL, NULL, "rt.kv", "KV cache layout: %s", fp4_status_str(st));
+    if (st || (st = make_plan(s, &info, err))) {
+        free(s->kv_off), free(s->kv_ring), free(s);
         return st;
     }
     const int64_t nslot = a->n_layers * FP4_LW_COUNT_;
@@ -210,7 +215,7 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
     for (int64_t i = 0; i < nslot; i++)
         if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
     const uint64_t nrope = (uint64_t)d->n_ctx * (uint64_t)(a->head_dim / 2);
-    ce = cudaMalloc((void **)&s->d_vec, (nvec + 2 * nrope) * 4);
+    ce = cudaMalloc((void **)&s->d_vec, (nvec + (d->rope_cos_local ? 4 : 2) * nrope) * 4);
     if (ce != cudaSuccess)
         FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(vectors)"), NULL, "cuda.alloc", "vectors"));
     float *pv = s->d_vec;
@@ -228,10 +233,17 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
     s->d_cos = pv;
     if (ce == cudaSuccess) ce = cudaMemcpy(pv + nrope, d->rope_sin, nrope * 4, cudaMemcpyHostToDevice);
     s->d_sin = pv + nrope;
+    if (d->rope_cos_local) { /* Gemma 3's local layers */
+        s->d_cos_l = pv + 2 * nrope, s->d_sin_l = pv + 3 * nrope;
+        if (ce == cudaSuccess)
+            ce = cudaMemcpy(pv + 2 * nrope, d->rope_cos_local, nrope * 4, cudaMemcpyHostToDevice);
+        if (ce == cudaSuccess)
+            ce = cudaMemcpy(pv + 3 * nrope, d->rope_sin_local, nrope * 4, cudaMemcpyHostToDevice);
+    }
     if (ce != cudaSuccess)
         FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMemcpy(vectors)"), NULL, "cuda.upload", "vectors"));
     /* KV cache */
-    const uint64_t kvn = (uint64_t)d->n_slots * a->n_layers * d->n_ctx * (a->n_kv_heads * a->head_dim);
+    const uint64_t kvn = (uint64_t)d->n_slots * s->kv_rows * (a->n_kv_heads * a->head_dim);
     ce = cudaMalloc((void **)&s->d_kc, kvn * 2);
     if (ce == cudaSuccess) ce = cudaMalloc((void **)&s->d_vc, kvn * 2);
     if (ce == cudaSuccess) ce = cudaMemset(s->d_kc, 0, kvn * 2);
@@ -345,5 +357,6 @@ extern "C" void fp4_cu_step_destroy(void *p) {
     free(s->w);
     free(s->wf);
     free(s->dv);
+    free(s->kv_off), free(s->kv_ring);
     free(s);
 }

@@ -17,6 +17,9 @@
  *           type, one row length, one NVFP4 scale2: see upload.cu); attention is two launches
  *           per layer (step_kernels.cuh); per layer: norm, q/k/v, prep, 2 attention, o, norm,
  *           gate/up, SwiGLU, down.
+ *   Gemma 3: the embedding scale, GeGLU, the post-norms and the soft-cap from gemma.cuh; a local
+ *           layer rotates by its own table and attends to its window, whose rows sit in a ring
+ *           (gemma.cu: the layout of the slot's rows, the rings' snapshot copies).
  *   exact:  bit-identical to the CPU (projection routes of FP4_MODE_EXACT, pinned ops); kquant
  *           in exact mode has no route here (refused, docs/ROUTES.md).
  * Errors: every CUDA failure becomes FP4_ERR_CUDA with fp4_cuda_last_error()'s text in err->msg.
@@ -28,6 +31,7 @@
 #include "cuda/step/att_cluster.cuh"
 #include "cuda/step/att_gemm.cuh"
 #include "cuda/step/step_kernels.cuh"
+#include "cuda/step/gemma.cuh"
 #include <string.h>
 
 /* ---- what create.cu needs of the step's kernels ---- */
@@ -128,12 +132,7 @@ static fp4_status swiglu_down1(cu_state *s, const float *g, const float *u, floa
     const int exact = s->d.mode == FP4_MODE_EXACT;
     if (wd->type == FP4_TYPE_NVFP4_E2M1 && wd->k_pad % 256 == 0 && wd->k_pad >= F && nsb <= s->aq_nsb &&
         (!exact || wd->k_pad == F) && fp4_cu_project_has_pre(wd, s->d.mode)) {
-        const unsigned blocks = (unsigned)((nsb + 1) / 2); /* 2 warps a block */
-        STK_LAUNCH(err, "rt.swiglu",
-                   exact ? fp4_cu_launch(dim3(blocks), dim3(64), 0, s->stream, 1, stk_swiglu_act<true>, a,
-                                         (void *)s->d_aq, s->d_ad, g, u, F, nsb)
-                         : fp4_cu_launch(dim3(blocks), dim3(64), 0, s->stream, 1, stk_swiglu_act<false>, a,
-                                         (void *)s->d_aq, s->d_ad, g, u, F, nsb));
+        STK_LAUNCH(err, "rt.swiglu", gm_act_pass(s, exact, a, g, u, F, nsb));
         prof_mark(s, OP_DOWN);
         const fp4_status st = fp4_cu_project_pre(wd, s->d.mode, s->d_aq, s->d_ad, s->d_t, s->stream);
         if (st == FP4_OK) return FP4_OK;
@@ -141,9 +140,7 @@ static fp4_status swiglu_down1(cu_state *s, const float *g, const float *u, floa
             return cuda_fail(err, st, name, "rt.project", "projection from the fused activation pass");
         return proj(s, wd, a, 1, s->d_t, name, err); /* a is written: the route's own pass */
     }
-    STK_LAUNCH(err, "rt.swiglu",
-               fp4_cu_launch(dim3(blocks_for(F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, a, g, u, F, F,
-                             F));
+    STK_LAUNCH(err, "rt.swiglu", gm_act(s, a, g, u, F, F, F));
     prof_mark(s, OP_DOWN);
     return proj(s, wd, a, 1, s->d_t, name, err);
 }
@@ -191,7 +188,7 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
                             const uint16_t *vc, int64_t slot_stride, fp4_error *err) {
     const int64_t mc = s->max_cols;
     const int32_t *slot = s->h_in + mc, *pos = s->h_in + 2 * mc;
-    int gemm = s->att_gemm && n >= ATT_GEMM_MIN_COLS;
+    int gemm = s->att_gemm && n >= ATT_GEMM_MIN_COLS && !aa.win; /* a window: the pinned kernels */
     for (int64_t c0 = 0, c1; gemm && c0 < n; c0 = c1) {
         for (c1 = c0 + 1; c1 < n && slot[c1] == slot[c0] && pos[c1] == pos[c1 - 1] + 1;) c1++;
         gemm = c1 - c0 >= ATT_GEMM_MIN_COLS;
@@ -230,15 +227,16 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
 #include "cuda/step/moe.cuh" /* the MoE layer: uses proj, STK_LAUNCH, prof_mark, blocks_for above */
 
 /* One layer; the residual add of its down projection (in d_t) is left to the next add_norm. */
-static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
+static fp4_status layer_body(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
     const int64_t D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn;
     const int64_t kvd = NKV * D;
     const fp4_cuda_tensor *w = s->w + L * FP4_LW_COUNT_;
     const fp4_tensor *const *hw = s->d.layer + L * FP4_LW_COUNT_;
     const float *const *v = s->dv + L * FP4_LW_COUNT_;
-    const int64_t slot_stride = a->n_layers * s->d.n_ctx * kvd;
-    uint16_t *kc = s->d_kc + L * s->d.n_ctx * kvd, *vc = s->d_vc + L * s->d.n_ctx * kvd;
+    const int64_t slot_stride = s->kv_rows * kvd; /* the slot's rows (gemma.cu: local layers' rings) */
+    uint16_t *kc = s->d_kc + s->kv_off[L] * kvd, *vc = s->d_vc + s->kv_off[L] * kvd;
+    const int local = fp4_arch_layer_local(a, L); /* Gemma 3: own rope base, window, ring */
     fp4_status st;
     prof_mark(s, OP_NORM);
     if ((st = add_norm(s, n, L ? s->d_t : NULL, v[FP4_LW_ATTN_NORM], s->d_h, NULL, err))) return st;
@@ -264,8 +262,8 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
                         v[FP4_LW_V_BIAS],
                         a->qk_norm ? v[FP4_LW_Q_NORM] : NULL,
                         a->qk_norm ? v[FP4_LW_K_NORM] : NULL,
-                        s->d_cos,
-                        s->d_sin,
+                        local ? s->d_cos_l : s->d_cos,
+                        local ? s->d_sin_l : s->d_sin,
                         kc,
                         vc,
                         slot_stride,
@@ -274,7 +272,8 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
                         (int)D,
                         a->qk_permuted,
                         a->rms_eps,
-                        *cols};
+                        *cols,
+                        s->kv_ring[L]};
     if (!a->qkv_bias) pa.bq = pa.bk = pa.bv = NULL;
     STK_LAUNCH(err, "rt.qkv-prep",
                fp4_cu_launch(dim3((unsigned)n, (unsigned)(NH + 2 * NKV)), dim3((unsigned)D), 0, s->stream, 1,
@@ -283,9 +282,12 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
     stk_att_args aa = {qb,      q_cs,     kc,       vc,      slot_stride, s->d_sc,    s->d_bmax,
                        s->d_st, s->d_den, s->d_tk,  s->d_o,  s->d.n_ctx,  (int)NH,    (int)NKV,
                        (int)D,  0,        s->d.attn_scale, *cols};
+    if (local) aa.win = a->sliding_window, aa.ring = s->kv_ring[L];
     if ((st = attention(s, n, aa, kc, vc, slot_stride, err))) return st;
     prof_mark(s, OP_O);
     if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
+    if (v[FP4_LW_ATTN_POST_NORM])
+        STK_LAUNCH(err, "rt.rmsnorm", gm_post_norm(s, n, s->d_t, v[FP4_LW_ATTN_POST_NORM]));
     prof_mark(s, OP_NORM);
     if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, err))) return st;
     if (s->moe && s->moe->router[L].d_payload) return moe_layer(s, L, n, err);
@@ -296,9 +298,7 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
         prof_mark(s, OP_SWIGLU);
         if (n == 1 && s->act_fuse) /* SwiGLU and down's activation pass in one kernel */
             return swiglu_down1(s, s->d_g, s->d_g + F, s->d_u, &w[FP4_LW_DOWN], hw[FP4_LW_DOWN]->name, err);
-        STK_LAUNCH(err, "rt.swiglu",
-                   fp4_cu_launch(dim3(blocks_for(n * F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, s->d_u,
-                                 (const float *)s->d_g, (const float *)(s->d_g + F), F, 2 * F, n * F));
+        STK_LAUNCH(err, "rt.swiglu", gm_act(s, s->d_u, s->d_g, s->d_g + F, F, 2 * F, n * F));
         act = s->d_u;
     } else {
         if ((st = proj(s, &w[FP4_LW_GATE], s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err)) ||
@@ -307,12 +307,17 @@ static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols,
         prof_mark(s, OP_SWIGLU);
         if (n == 1 && s->act_fuse)
             return swiglu_down1(s, s->d_g, s->d_u, s->d_g, &w[FP4_LW_DOWN], hw[FP4_LW_DOWN]->name, err);
-        STK_LAUNCH(err, "rt.swiglu",
-                   fp4_cu_launch(dim3(blocks_for(n * F, 256)), dim3(256), 0, s->stream, 1, stk_swiglu, s->d_g,
-                                 (const float *)s->d_g, (const float *)s->d_u, F, F, n * F));
+        STK_LAUNCH(err, "rt.swiglu", gm_act(s, s->d_g, s->d_g, s->d_u, F, F, n * F));
     }
     prof_mark(s, OP_DOWN);
     return proj(s, &w[FP4_LW_DOWN], act, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
+}
+static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
+    const fp4_status st = layer_body(s, L, n, cols, err);
+    const float *pn = s->dv[L * FP4_LW_COUNT_ + FP4_LW_FFN_POST_NORM]; /* Gemma 3 */
+    if (st || !pn) return st;
+    STK_LAUNCH(err, "rt.rmsnorm", gm_post_norm(s, n, s->d_t, pn));
+    return FP4_OK;
 }
 
 static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
@@ -323,12 +328,15 @@ static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     prof_mark(s, OP_EMBED);
     if (s->emb_on_device && (st = fp4_cuda_embed(&s->emb, cols.tok, n, s->d_x, s->stream)))
         return cuda_fail(err, st, s->d.tok_embd->name, "rt.embed", "embedding lookup");
+    STK_LAUNCH(err, "rt.embed", gm_embed(s, n));
     for (int64_t L = 0; L < a->n_layers; L++)
         if ((st = layer(s, L, n, &cols, err))) return st;
     prof_mark(s, OP_HEAD);
     if (!nw) return FP4_OK; /* the last residual add only feeds the final norm */
     if ((st = add_norm(s, n, s->d_t, s->d_out_norm, s->d_hh, cols.lrow, err))) return st;
-    return proj(s, head_of(s), s->d_hh, nw, s->d_lg, s->d.head->name, err);
+    if ((st = proj(s, head_of(s), s->d_hh, nw, s->d_lg, s->d.head->name, err))) return st;
+    STK_LAUNCH(err, "rt.softcap", gm_softcap_rows(s, nw));
+    return FP4_OK;
 }
 
 /* graph of a decode step of n columns (and its attention kernel, att_wide_cs): captured the second
@@ -467,10 +475,13 @@ static fp4_status kv_copy(cu_state *s, int32_t slot, int64_t n_pos, uint16_t *k,
     if (e0 == cudaSuccess) e0 = cudaStreamSynchronize(s->stream);
     if (e0 != cudaSuccess) return FP4_CUDA_FAIL(e0, "cudaStreamSynchronize(KV cache)");
     for (int64_t L = 0; L < a->n_layers; L++) {
-        const int64_t off = ((int64_t)slot * a->n_layers + L) * s->d.n_ctx * kvd;
+        const int64_t off = ((int64_t)slot * s->kv_rows + s->kv_off[L]) * kvd;
         const size_t bytes = sizeof(uint16_t) * (size_t)(n_pos * kvd);
         cudaError_t e;
-        if (to_host) {
+        if (s->kv_ring[L]) /* Gemma 3's local layer: its window (gemma.cu) */
+            e = fp4_cu_step_kv_ring_copy(s, slot, L, n_pos, k + L * n_pos * kvd, v + L * n_pos * kvd,
+                                         to_host);
+        else if (to_host) {
             e = cudaMemcpyAsync(k + L * n_pos * kvd, s->d_kc + off, bytes, cudaMemcpyDeviceToHost, s->stream);
             if (e == cudaSuccess)
                 e = cudaMemcpyAsync(v + L * n_pos * kvd, s->d_vc + off, bytes, cudaMemcpyDeviceToHost,

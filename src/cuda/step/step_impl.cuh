@@ -68,6 +68,12 @@ typedef struct cu_state {
     int graphs_off;
     fp4_rt_mem_plan plan;
     struct cu_moe *moe; /* mixture of experts (moe.cu, moe_impl.cuh); NULL for a dense model */
+    /* the KV cache's rows (gemma.cu): layer L's rows of a slot start at row kv_off[L], kv_rows rows a
+     * slot; kv_ring[L] > 0: a local layer's ring of that many positions (backend.h, fp4_rt_kv_ring) */
+    int64_t *kv_off, *kv_ring, kv_rows;
+    const float *d_cos_l, *d_sin_l; /* Gemma 3's local layers' RoPE table (NULL without)       */
+    float emb_scale;                /* Gemma 3: the embedding scale and its dtype (pinned_gemma.h) */
+    int emb_dtype;
     /* profiling */
     const char *prof_path;
     cudaEvent_t *ev;
@@ -125,6 +131,15 @@ int fp4_cu_step_fuse_parts(const fp4_rt_model_desc *d, int no_fuse, int64_t L, i
 int fp4_cu_step_fuse_stub(const fp4_rt_model_desc *d, int no_fuse, int64_t L, int g, fp4_cuda_tensor *o);
 fp4_status fp4_cu_step_upload_fused(fp4_cu_stager *sg, const fp4_tensor *const *parts, int np,
                                     fp4_cuda_tensor *o);
+
+/* ---- gemma.cu ---- */
+/* s->kv_off, kv_ring, kv_rows for s->d and s->max_cols, and Gemma 3's embedding scale */
+fp4_status fp4_cu_step_kv_layout(cu_state *s);
+/* positions [0, n_pos) of a ring layer L of a slot to / from host rows [pos][kvd] (k and v): the
+ * last sliding_window positions (zeros before them on the host, as the CPU's kv_rows.c); enqueued
+ * on s->stream */
+cudaError_t fp4_cu_step_kv_ring_copy(cu_state *s, int32_t slot, int64_t L, int64_t n_pos, uint16_t *k,
+                                     uint16_t *v, int to_host);
 
 /* ---- create.cu ---- */
 fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err);

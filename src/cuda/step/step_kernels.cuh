@@ -140,6 +140,8 @@ typedef struct stk_prep_args {
     int nh, nkv, d, permuted;
     float eps;
     stk_cols cols;
+    int64_t ring; /* Gemma 3's local layer: its ring of R rows (backend.h, fp4_rt_kv_ring), each
+                     position at rows p % R and p % R + R; 0: row p */
 } stk_prep_args;
 
 static __global__ void stk_qkv_prep(stk_prep_args a) {
@@ -188,8 +190,11 @@ static __global__ void stk_qkv_prep(stk_prep_args a) {
         base[d] = val;
     }
     if (kind != 0) {
-        const int64_t at = (int64_t)a.cols.slot[c] * a.slot_stride + (int64_t)a.cols.pos[c] * kvd + h * D + d;
-        (kind == 1 ? a.kc : a.vc)[at] = fp4p_f32_to_f16(val);
+        const int64_t p = a.cols.pos[c], row = a.ring ? p % a.ring : p;
+        const int64_t at = (int64_t)a.cols.slot[c] * a.slot_stride + row * kvd + h * D + d;
+        const uint16_t hv = fp4p_f32_to_f16(val);
+        (kind == 1 ? a.kc : a.vc)[at] = hv;
+        if (a.ring) (kind == 1 ? a.kc : a.vc)[at + a.ring * kvd] = hv;
     }
 }
 
@@ -236,7 +241,19 @@ typedef struct stk_att_args {
     int nh, nkv, d, gx;
     float scale;
     stk_cols cols;
+    int64_t win, ring; /* Gemma 3's local layer: the window W and its ring (stk_att_span); 0, 0 else */
 } stk_att_args;
+
+/* The run of cache rows column c attends to: its first row (from the slot's start of the layer)
+ * in *row0, and the index of its last position in the run (returned). Without a window the run
+ * is positions 0 .. p; a local layer's is max(0, p - W + 1) .. p, one run in its ring (backend.h,
+ * THE STEP, Gemma 3 h). The kernels' lanes count from the run's start, as fp4p_attend's do over
+ * the rows the CPU hands it, so the bits are a full cache's. */
+static __device__ __forceinline__ int64_t stk_att_span(const stk_att_args &a, int c, int64_t *row0) {
+    const int64_t p = a.cols.pos[c], first = a.win && p >= a.win ? p - a.win + 1 : 0;
+    *row0 = a.ring ? first % a.ring : first;
+    return p - first;
+}
 
 #define STK_MAX_DL (FP4_ARCH_MAX_HEAD_DIM / 32)
 static __device__ __forceinline__ void stk_att_group(const stk_att_args &a, int y, int *c, int *hk, int *h0,
@@ -336,7 +353,8 @@ static __global__ __launch_bounds__(STK_SC_THREADS,
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, t = lane & 3, D = a.d, nd = D / 32;
     int c, hk, h0, nhb;
     stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
-    const int64_t pos = a.cols.pos[c], kvd = (int64_t)a.nkv * D;
+    int64_t row0;
+    const int64_t pos = stk_att_span(a, c, &row0), kvd = (int64_t)a.nkv * D;
     const float *q = a.q + (int64_t)c * a.q_cs + (int64_t)h0 * D;
     for (int i = threadIdx.x; i < STK_GB * D; i += blockDim.x)
         qs[i] = i < nhb * D ? __ldcg(q + i) : 0.0f;
@@ -345,7 +363,7 @@ static __global__ __launch_bounds__(STK_SC_THREADS,
 #pragma unroll
     for (int g = 0; g < STK_GB; g++)
         mx[g] = stk_neg_inf();
-    const uint16_t *k0 = a.kc + a.cols.slot[c] * a.slot_stride + hk * D + 8 * t;
+    const uint16_t *k0 = a.kc + a.cols.slot[c] * a.slot_stride + row0 * kvd + hk * D + 8 * t;
     float *srow = a.scores + (int64_t)blockIdx.y * a.n_ctx * STK_GB;
     /* warp-uniform trip counts (the shuffles need the whole warp): jb is the warp's first position,
      * a team past pos reduces row pos and drops the result; the next trip's K row is loaded before
@@ -441,10 +459,11 @@ template <int NS> static __global__ __launch_bounds__(FP4_ARCH_MAX_HEAD_DIM) voi
     const int l = blockIdx.x, d = threadIdx.x, D = a.d, R = stk_pv_rows(D), SB = stk_pv_stage_bytes(D);
     int c, hk, h0, nhb;
     stk_att_group(a, blockIdx.y, &c, &hk, &h0, &nhb);
-    const int64_t n = (int64_t)a.cols.pos[c] + 1, nu = (n - l + 31) / 32; /* lane l's positions */
+    int64_t row0;
+    const int64_t n = stk_att_span(a, c, &row0) + 1, nu = (n - l + 31) / 32; /* lane l's positions */
     const int64_t ch0 = (int64_t)c * a.nh + h0; /* (column, first head of the group) */
     const int64_t nchunk = (nu + R - 1) / R;
-    const uint16_t *vl = a.vc + a.cols.slot[c] * a.slot_stride + hk * D + l * (int64_t)a.nkv * D;
+    const uint16_t *vl = a.vc + a.cols.slot[c] * a.slot_stride + (row0 + l) * (int64_t)a.nkv * D + hk * D;
     const float *sl = a.scores + ((int64_t)blockIdx.y * a.n_ctx + l) * STK_GB;
 #pragma unroll
     for (int k = 0; k < NS - 1; k++)
