@@ -291,6 +291,46 @@ static void test_history(const char *bf) {
     fp4_model_close(m);
 }
 
+/* the same cache of f16 infinities under the NVFP4 twin: the attention's output is NaN for every
+ * head, and the exact A16 contraction's Q8_K pass (SPEC §4 step 1) finds no |x| above 0 in such a
+ * super-block, which contributes nothing: the logits are finite, and the step is not refused (the
+ * CUDA step must give these bits too: tests/gpu/test_gpu_generate.cu (d)) */
+static void test_nonfinite_nvfp4(const char *nv) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(nv, NULL, &m, &e));
+    if (!m) return;
+    char snap[600], bad[600];
+    snprintf(snap, sizeof snap, "%s/nv-inf.kv", tmp);
+    snprintf(bad, sizeof bad, "%s/nv-inf-bad.kv", tmp);
+    fp4_rt *rt = engine(m, FP4_MODE_EXACT, 32);
+    int32_t s;
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    float *lg = malloc(sizeof(float) * 320 * N);
+    feed(rt, s, ids, SPLIT, lg);
+    CHECK_OK(fp4_rt_kv_save(rt, s, snap, &e));
+    edit_sealed(snap, bad, 0, 0, 0x7C00, 1);
+    for (int greedy = 0; greedy < 2; greedy++) {
+        fp4_rt_seq_close(rt, s);
+        CHECK_OK(fp4_rt_seq_open(rt, &s));
+        CHECK_OK(fp4_rt_kv_load(rt, s, bad, &e));
+        CHECK_EQ_INT(fp4_rt_seq_pos(rt, s), SPLIT);
+        fp4_rt_tok c = {s, ids[SPLIT], 1};
+        int32_t t = -1;
+        const fp4_status st = greedy ? fp4_rt_step_greedy(rt, &c, 1, &t, &e) : fp4_rt_step(rt, &c, 1, lg, &e);
+        CHECK_MSG(st == FP4_OK, "nvfp4 %s: %s %s %s", greedy ? "greedy" : "logits", fp4_status_str(st),
+                  e.rule, e.msg);
+        int finite = 1;
+        for (int64_t i = 0; !greedy && i < fp4_rt_vocab(rt); i++)
+            finite &= isfinite(lg[i]) != 0;
+        CHECK(finite && (!greedy || (t >= 0 && t < fp4_rt_vocab(rt))));
+    }
+    remove(snap), remove(bad);
+    free(lg);
+    fp4_rt_free(rt);
+    fp4_model_close(m);
+}
+
 /* greedy as defined: NaN as -inf, the first maximum in index order (0 when nothing beats -inf) */
 static int32_t ref_greedy(const float *l, int64_t n) {
     int64_t best = 0;
@@ -522,6 +562,7 @@ int main(void) {
     test_snapshots(bf, nv);
     test_limits(bf);
     test_history(bf);
+    test_nonfinite_nvfp4(nv);
     test_sampler();
     test_greedy();
     test_step_greedy(bf);
