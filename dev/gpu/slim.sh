@@ -15,12 +15,15 @@ P="fuzz/corpus tests/data/hf/llama tests/data/hf/mistral tests/data/hf/qwen2 tes
    tests/data/hf/deepseek_v3_nolora"
 case "${1:-}" in
 on)
-    git diff --cached --quiet || { echo "slim: the index holds staged changes; commit or unstage them" >&2; exit 1; }
+    if ! git diff --cached --quiet; then
+        echo "slim: the index holds staged changes; commit or unstage them" >&2; exit 1
+    fi
     grep -q '^# slim.sh begin$' "$EX" 2>/dev/null && { echo "slim: already on" >&2; exit 1; }
     mkdir -p "$(dirname "$EX")"
     git rm -r -q --cached $P
     { echo '# slim.sh begin'; for p in $P; do echo "/$p/"; done; echo '# slim.sh end'; } >> "$EX"
-    echo "slim: on ($(git ls-files -z | xargs -0 du -cb | awk '/total$/{s+=$1} END {printf "%.1f", s/1048576}') MiB tracked)";;
+    mib=$(git ls-files -z | xargs -0 du -cb | awk '/total$/{s+=$1} END {printf "%.1f", s/1048576}')
+    echo "slim: on ($mib MiB tracked)";;
 off)
     git reset -q -- $P
     sed -i '/^# slim.sh begin$/,/^# slim.sh end$/d' "$EX"
