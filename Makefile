@@ -284,7 +284,7 @@ cuda: $(BUILD)/libfp4lane_cuda.a $(BUILD)/libfp4lane_cuda.so $(GPU_TEST_BIN) $(G
 # the native GEMM route (on unless FP4LANE_CUDA_GEMM=0): test_gpu_native and test_gpu_runtime run
 # once more with it off (the tiles from 32 columns, 64-column prefill steps)
 test-gpu: cuda
-	@FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(GPU_TEST_BIN) $(GPU_RT_TEST)
+	@FP4_BUILD=$(BUILD) FP4_GPU_REQUIRE=1 FP4_TEST_JOBS=1 ./tests/run_tests.sh $(GPU_TEST_BIN) $(GPU_RT_TEST)
 	@FP4LANE_CUDA_GEMM=0 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_native
 	@$(if $(GPU_RT_TEST),FP4LANE_CUDA_GEMM=0 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_runtime)
 # every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes);

@@ -7,6 +7,7 @@
 #include <assert.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "fp4_rng.h"
 
@@ -56,6 +57,15 @@ static inline uint64_t rng_u64(test_rng *r) { return fp4_splitmix64(&r->s); }
 static inline float rng_uniform(test_rng *r) { return (float)((rng_u64(r) >> 40) * (1.0 / 16777216.0)); }
 float rng_normal(test_rng *r);           /* Box–Muller, deterministic */
 
+/* A GPU test on a machine without a usable CUDA device or library says so and counts nothing; where
+ * FP4_GPU_REQUIRE=1 (the device scripts, make test-gpu) that is a failure, so a run whose library was not
+ * found can never read as a pass. */
+static inline void check_gpu_skip(void) {
+    const char *r = getenv("FP4_GPU_REQUIRE");
+    printf("no CUDA device: GPU tests skipped\n");
+    if (r && r[0] == '1')
+        CHECK_MSG(0, "FP4_GPU_REQUIRE=1, but no CUDA device or libfp4lane_cuda.so was usable");
+}
 int check_report(void);                  /* prints "N passed, N failed"; returns 0/1 */
 
 /* The path of a file of the shared test data: $FP4_SHARED_DIR/data/<rel>, FP4_SHARED_DIR being

@@ -24,7 +24,7 @@ static int gt_quick(void) {
 #define GT_REQUIRE_DEVICE()                                                                         \
     do {                                                                                            \
         if (fp4_cuda_available() != FP4_OK) {                                                       \
-            printf("no CUDA device: GPU tests skipped\n");                                          \
+            check_gpu_skip();                                          \
             return check_report();                                                                  \
         }                                                                                           \
         CHECK_OK(fp4_cuda_init(0, NULL));                                                           \

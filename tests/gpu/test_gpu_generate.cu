@@ -351,7 +351,7 @@ int main(void) {
         fp4_rt_free(rt);
         fp4_model_close(m);
         if (st == FP4_ERR_NO_DEVICE) {
-            printf("no CUDA device: GPU tests skipped\n");
+            check_gpu_skip();
             return check_report();
         }
         CHECK_OK(st);
