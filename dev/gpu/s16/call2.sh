@@ -6,8 +6,10 @@
 set -u
 G=gpuwork/s16; X=/tmp/s16; rm -rf $X; mkdir -p $X; tar xJf $G/bin.tar.xz -C $X
 export LD_LIBRARY_PATH=$X/lib CUDA_MODULE_LOADING=EAGER
-F=$X/bin/fp4lane; O=$OUT; S=$O/summary.txt; t00=$SECONDS; LB=/tmp/llbin/llama-bench; LS=/tmp/llbin/llama-server
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; cat $X/BUILT.txt; } | tee $O/env.txt
+F=$X/bin/fp4lane; O=$OUT; S=$O/summary.txt; t00=$SECONDS; LB=/tmp/llbin/llama-bench; \
+  LS=/tmp/llbin/llama-server
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; cat $X/BUILT.txt; } | tee \
+  $O/env.txt
 for f in /tmp/l8.gguf /tmp/q3m.gguf /tmp/q3m/config.json $LB $LS /tmp/p512 /tmp/p3968; do
   [ -e $f ] || echo "MISSING $f (not the same machine as call 1?)" | tee -a $S; done
 [ -e /tmp/l8.gguf ] && [ -x $LB ] || exit 1
@@ -24,7 +26,8 @@ for rep in 1 2; do
 done
 echo "8B side by side done at $((SECONDS - t00)) s" | tee -a $S
 if [ -e /tmp/q3m.gguf ]; then
-  q=$(python3 -c 'import random; r=random.Random(2); print(",".join(str(r.randrange(150000)) for _ in range(3968)))')
+  q=$(python3 -c 'import random; r=random.Random(2)
+print(",".join(str(r.randrange(150000)) for _ in range(3968)))')
   echo "$q" > /tmp/q3968; cut -d, -f1-512 /tmp/q3968 > /tmp/q512
   : > /tmp/qb512; for s in 1 2 3 4 5 6 7 8; do cat /tmp/q512 >> /tmp/qb512; done
   lb -m /tmp/q3m.gguf -p 512 -n 0; lb -m /tmp/q3m.gguf -p 0 -n 128 -d 512,3968

@@ -5,7 +5,8 @@ set -e
 cd "$(git rev-parse --show-toplevel)"
 B=${B:-build-dev}; S=$(mktemp -d); mkdir -p $S/f/bin $S/f/lib $S/f/$B/tests/gpu gpuwork/s16
 cp $B/fp4lane $B/libfp4lane_cuda.so $S/f/bin/
-for t in ${TESTS:-gemma moe exact runtime generate native}; do cp $B/tests/gpu/test_gpu_$t $S/f/$B/tests/gpu/; done
+for t in ${TESTS:-gemma moe exact runtime generate native}; do cp $B/tests/gpu/test_gpu_$t \
+  $S/f/$B/tests/gpu/; done
 for so in $(ldd $B/fp4lane $B/libfp4lane_cuda.so | awk '$2=="=>"{print $1}' | sort -u); do
   case $so in libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|libpthread.so*|libdl.so*|librt.so*) continue;; esac
   case $so in libcuda.so*|libcudart.so*|libcublas*) continue;; esac
