@@ -4,13 +4,14 @@
 # Gemma 3 and DeepSeek reference checkpoints landed (tests/data/hf) beside the fuzzing corpus. `on` takes
 # what no device run reads out of the index (git rm --cached, the files stay on disk) and ignores it
 # (info/exclude, between two marker lines), so it does not travel; `off` puts both back. Kept:
-# tests/data/hf/{qwen3,llama31} (the CLI compares of the device calls read them) and everything else.
+# tests/data/hf/{qwen3,llama31,llama} (the device calls' CLI compares, test_gpu_runtime and
+# test_gpu_generate read them).
 # Run `off` right after the call: `on` refuses while the index holds staged changes, and so does a
 # commit made while it is on (a pre-commit check would be the next step; git status shows the deletions).
 set -eu
 cd "$(git rev-parse --show-toplevel)"
 EX=$(git rev-parse --git-path info/exclude)
-P="fuzz/corpus tests/data/hf/llama tests/data/hf/mistral tests/data/hf/qwen2 tests/data/hf/qwen3_moe
+P="fuzz/corpus tests/data/hf/mistral tests/data/hf/qwen2 tests/data/hf/qwen3_moe
    tests/data/hf/qwen3_moe_fused tests/data/hf/mixtral tests/data/hf/gemma3 tests/data/hf/deepseek_v3
    tests/data/hf/deepseek_v3_nolora"
 case "${1:-}" in
