@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 16: one device call running helpers' staged calls in turn: `bash dev/gpu/s16/sit.sh [lead] NAME[:SECS]...`
+# Session 16: one device call running helpers' staged calls in turn:
+#   bash dev/gpu/s16/sit.sh [lead] NAME[:SECS]...
 # (dev/gpu/NAME/run.sh with gpuwork/NAME carried; "lead" = dev/gpu/s16/lead.sh). Each one's stdout goes to
 # $OUT/NAME.out and its $OUT/NAME/ folder into $OUT/NAME.tgz, so few files come back; summary on stdout.
 set -u
