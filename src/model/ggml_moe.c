@@ -69,7 +69,8 @@ static int expert_rel(const char *s, long *E, int *part, const char **rest) {
 /* "model.layers.L.<mid>.experts.E.<part><kind suffix>" -> L, E, part index, kind */
 static int expert_name(const char *n, long *L, long *E, int *part, int *kind) {
     const char *s = n + 13, *rest;
-    if (strncmp(n, "model.layers.", 13) || (*L = index_at(&s)) < 0 || !expert_rel(s, E, part, &rest)) return 0;
+    if (strncmp(n, "model.layers.", 13) || (*L = index_at(&s)) < 0 || !expert_rel(s, E, part, &rest))
+        return 0;
     for (int k = 0; k < K_N; k++)
         if (!strcmp(rest, kind_sfx[k])) return *kind = k, 1;
     return 0;
@@ -79,7 +80,8 @@ int fp4_ggml_moe_map(const char *in, char *out, size_t n, int to_gg, int mixtral
     long E;
     int q;
     const char *rest;
-    if (to_gg) return expert_rel(in, &E, &q, &rest) && snprintf(out, n, "%s.%ld%s", parts_gg[q], E, rest) < (int)n;
+    if (to_gg)
+        return expert_rel(in, &E, &q, &rest) && snprintf(out, n, "%s.%ld%s", parts_gg[q], E, rest) < (int)n;
     if (mixtral && !strncmp(in, "ffn_gate_inp.", 13)) /* the router in Mixtral's spelling */
         return snprintf(out, n, "block_sparse_moe.gate%s", in + 12) < (int)n;
     for (q = 0; q < 3; q++) {
@@ -116,7 +118,7 @@ static fp4_status stack_one(plan *p, const int64_t *ix, int64_t E, long L, int q
         const plan_entry *m = &p->e[ix[e * K_N + K_WEIGHT]];
         if (m->part != PART_RAW && m->part != PART_GGML)
             return moe_fail(err, m->name, "%s",
-                            "an expert that is neither plain nor llama.cpp's NVFP4 has no llama.cpp 3-D form");
+                            "an expert neither plain nor llama.cpp's NVFP4 has no llama.cpp 3-D form");
         if (m->part != f->part || m->gguf_type != f->gguf_type || m->n_dims != 2 || m->ne[0] != f->ne[0] ||
             m->ne[1] != f->ne[1] || m->nbytes != f->nbytes)
             return moe_fail(err, m->name, "%s", "the experts of a layer differ in shape or type");

@@ -1,7 +1,8 @@
 /* read_gguf.c — the reader of GGUF checkpoints: fp4lane's companion layout (NVFP4_E2M1 +
  * .nvfp4_scale, .nvfp4_scale2, .nvfp4_input_scale_inv) and llama.cpp's type 40 with .scale /
  * .input_scale sidecars (of a 3-D tensor, llama.cpp's experts: one value per expert, each expert
- * its own logical tensor). A type-40 file without a .scale sidecar means scale2 = 1.0: that is llama.cpp's own
+ * its own logical tensor).
+ * A type-40 file without a .scale sidecar means scale2 = 1.0: that is llama.cpp's own
  * convention (its converter omits a scale within 1e-6 of 1.0), so it is accepted, documented in
  * docs/FORMATS.md. The "weight.scale" naming of some community files is refused (ambiguous). */
 #include "read_impl.h"
@@ -154,14 +155,16 @@ static fp4_status ggml_view(const fp4_ckpt *c, const fp4_read *out, fp4_mtensor 
 static fp4_status vec_elem(const fp4_ckpt *c, const fp4_raw *r, int64_t E, int64_t e, const char *what,
                            float *v, fp4_error *err) {
     if (r->type != FP4_TYPE_F32)
-        return fp4_fail(err, FP4_ERR_DTYPE, c->path, r->name, "nvfp4.companion-dtype", "%s must be F32", what);
+        return fp4_fail(err, FP4_ERR_DTYPE, c->path, r->name, "nvfp4.companion-dtype", "%s must be F32",
+                        what);
     if (r->n_dims != 1 || r->ne[0] != E || r->nbytes != 4 * (uint64_t)E)
         return fp4_fail(err, FP4_ERR_SHAPE, c->path, r->name, "nvfp4.companion-shape",
-                        "%s of a 3-D type-40 tensor must be F32 [%lld] (one per expert, as llama.cpp's)", what,
-                        (long long)E);
+                        "%s of a 3-D type-40 tensor must be F32 [%lld] (one per expert, as llama.cpp's)",
+                        what, (long long)E);
     *v = fp4_rd_lef32(r->data + 4 * e);
     if (!fp4_scalar_ok(*v))
-        return fp4_fail(err, FP4_ERR_SCALE2, c->path, r->name, strstr(what, "input") ? "nvfp4.input-scale" : "nvfp4.scale2",
+        return fp4_fail(err, FP4_ERR_SCALE2, c->path, r->name,
+                        strstr(what, "input") ? "nvfp4.input-scale" : "nvfp4.scale2",
                         "%s of expert %lld is %g: must be finite, positive and normal", what, (long long)e,
                         (double)*v);
     return FP4_OK;
@@ -181,8 +184,10 @@ static fp4_status read_ggml_experts(const fp4_ckpt *c, fp4_read *out, const fp4_
     for (int64_t e = 0; e < E && !st; e++) {
         fp4_mtensor *mt = fp4_read_push(out, p);
         const size_t len = strlen(base) + 32;
-        if (!(mt->name_owned = malloc(len))) return fp4_fail(err, FP4_ERR_NOMEM, c->path, p->name, "alloc", "out of memory");
-        snprintf(mt->name_owned, len, "%s.%lld%s", base, (long long)e, strcmp(base, p->name) ? ".weight" : "");
+        if (!(mt->name_owned = malloc(len)))
+            return fp4_fail(err, FP4_ERR_NOMEM, c->path, p->name, "alloc", "out of memory");
+        snprintf(mt->name_owned, len, "%s.%lld%s", base, (long long)e,
+                 strcmp(base, p->name) ? ".weight" : "");
         mt->t.name = mt->name_owned;
         mt->t.type = FP4_TYPE_NVFP4_E2M1;
         mt->t.n_dims = 2;

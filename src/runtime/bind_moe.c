@@ -116,11 +116,13 @@ static fp4_status bind_gg_experts(moe_ctx *c, int64_t L, const fp4_tensor **out,
     fp4_status st;
     for (int64_t e = 0; e <= E; e++)
         for (int p = 0; p < 3; p++) {
-            snprintf(name, sizeof name, "blk.%lld.ffn_%s_exps.%lld.weight", (long long)L, p3[p], (long long)e);
+            snprintf(name, sizeof name, "blk.%lld.ffn_%s_exps.%lld.weight", (long long)L, p3[p],
+                     (long long)e);
             const fp4_tensor *t = e < E ? take(c, name) : fp4_model_find(c->m, name);
             if (e == E && t) /* an expert past the config's count */
                 return fp4_fail(err, FP4_ERR_FORMAT, NULL, t->name, "bind.moe",
-                                "expert %lld exists but the config says %lld experts", (long long)E, (long long)E);
+                                "expert %lld exists but the config says %lld experts", (long long)E,
+                                (long long)E);
             if (e == E) continue;
             if (!t) {
                 if (!e) snprintf(name, sizeof name, "blk.%lld.ffn_%s_exps.weight", (long long)L, p3[p]);
