@@ -19,7 +19,8 @@
  * Not llama.cpp's form (FP4_ERR_UNSUPPORTED, rule ggml.moe naming the tensor or key, the plan left
  * untouched: ggml_arch.c then keeps every HF name and writes no llama.cpp architecture keys, as
  * for a family it does not map, so fp4lane still runs the file and llama.cpp does not mistake it):
- * experts not stored per expert as plain (F32/F16/BF16/K-quant) or NVFP4 matrices, a missing expert
+ * experts not stored per expert as plain (F32/F16/BF16/K-quant) or NVFP4 matrices (NVFP4 experts of
+ * DeepSeek-V3: llama.cpp's deepseek2 graph passes no .scale to build_moe_ffn), a missing expert
  * or one past the config's count, experts of different shapes or types, input scales on some
  * experts of a layer only, a Qwen3-MoE with dense layers (mlp_only_layers, decoder_sparse_step:
  * llama.cpp's qwen3moe makes every layer sparse) or with norm_topk_prob false (llama.cpp's qwen3moe
@@ -111,11 +112,14 @@ static fp4_status arch_ok(const fp4_arch *a, fp4_error *err) {
 }
 
 /* one stacked entry from the weights of ix[(e * K_N) + K_WEIGHT], e < E (plan indexes) */
-static fp4_status stack_one(plan *p, const int64_t *ix, int64_t E, long L, int q, plan_entry *out,
-                            fp4_error *err) {
+static fp4_status stack_one(plan *p, const fp4_arch *a, const int64_t *ix, int64_t E, long L, int q,
+                            plan_entry *out, fp4_error *err) {
     const plan_entry *f = &p->e[ix[K_WEIGHT]];
     for (int64_t e = 0; e < E; e++) {
         const plan_entry *m = &p->e[ix[e * K_N + K_WEIGHT]];
+        if (m->part == PART_GGML && a->family == FP4_ARCH_DEEPSEEK_V3)
+            return moe_fail(err, m->name, "%s",
+                            "llama.cpp's deepseek2 graph applies no per-expert scale (.scale) to its experts");
         if (m->part != PART_RAW && m->part != PART_GGML)
             return moe_fail(err, m->name, "%s",
                             "an expert neither plain nor llama.cpp's NVFP4 has no llama.cpp 3-D form");
@@ -211,7 +215,7 @@ fp4_status fp4_ggml_moe_stack(plan *p, const fp4_arch *a, fp4_error *err) {
             st = missing(sx, s, E, err);
             break;
         }
-        st = stack_one(p, sx, E, (long)(s / 3), (int)(s % 3), &made[n_made], err);
+        st = stack_one(p, a, sx, E, (long)(s / 3), (int)(s % 3), &made[n_made], err);
         if (!st) n_made++;
         for (int k = K_SCALE; k < K_N && !st; k++) {
             int one = 0;
