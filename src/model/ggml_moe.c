@@ -119,7 +119,7 @@ static fp4_status stack_one(plan *p, const fp4_arch *a, const int64_t *ix, int64
         const plan_entry *m = &p->e[ix[e * K_N + K_WEIGHT]];
         if (m->part == PART_GGML && a->family == FP4_ARCH_DEEPSEEK_V3)
             return moe_fail(err, m->name, "%s",
-                            "llama.cpp's deepseek2 graph applies no per-expert scale (.scale) to its experts");
+                            "llama.cpp's deepseek2 graph applies no per-expert .scale to its experts");
         if (m->part != PART_RAW && m->part != PART_GGML)
             return moe_fail(err, m->name, "%s",
                             "an expert neither plain nor llama.cpp's NVFP4 has no llama.cpp 3-D form");
