@@ -293,10 +293,10 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     const int permute =
         a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     const int gemma = a.family == FP4_ARCH_GEMMA3, ds = a.family == FP4_ARCH_DEEPSEEK_V3;
-    const int fam = gemma                               ? FAM_GEMMA
-                    : ds                                ? FAM_DEEPSEEK
+    const int fam = gemma                          ? FAM_GEMMA
+                    : ds                           ? FAM_DEEPSEEK
                     : a.family == FP4_ARCH_MIXTRAL ? FAM_MIXTRAL
-                                                        : FAM_OTHER;
+                                                   : FAM_OTHER;
     if (ds && !fp4_ggml_ds_supported(&a)) return FP4_OK; /* not llama.cpp's deepseek2: the names stay */
     if (ds) { /* the multi-token-prediction layers (index >= num_hidden_layers): not llama.cpp's */
         int64_t kept = 0;

@@ -23,7 +23,8 @@ typedef struct plan_entry {
     int32_t narrow_to;    /* F16/BF16: an F32 source written back narrowed (exactly; ggml_arch.c) */
     int32_t norm_shift;   /* Gemma 3 norms: +1 added while widening (llama.cpp stores the gain 1 + w),
                              -1 taken off while narrowing back (ggml_arch.c) */
-    int64_t stack_n;      /* > 0: PART_RAW of stack_n sources in order (llama.cpp's 3-D experts) */
+    int64_t stack_n;      /* > 0: PART_RAW / PART_GGML of stack_n sources in order (llama.cpp's 3-D
+                             experts), or PART_SCALAR of stack_n values (their .scale vectors) */
     int64_t *stack;       /* their logical indexes (owned by the plan; ggml_moe.c) */
     float *stack_values;  /* PART_SCALAR of stack_n: the F32 vector's values (owned; ggml_moe.c) */
 } plan_entry;

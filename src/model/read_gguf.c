@@ -176,7 +176,7 @@ static fp4_status vec_elem(const fp4_ckpt *c, const fp4_raw *r, int64_t E, int64
 static fp4_status read_ggml_experts(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, const char *base,
                                     const fp4_raw *s2, const fp4_raw *in, fp4_error *err) {
     const int64_t n_in = p->ne[0], rows = p->ne[1], E = p->ne[2];
-    if (E > FP4_GGUF_MAX_EXPERTS)
+    if (E > FP4_GGUF_MAX_EXPERTS) /* E >= 1: the GGUF parser's gguf.tensor.dim */
         return fp4_fail(err, FP4_ERR_LIMIT, c->path, p->name, "ggml.experts", "%lld experts: above %d",
                         (long long)E, FP4_GGUF_MAX_EXPERTS);
     const uint64_t slab = (uint64_t)rows * (uint64_t)(n_in / 64) * 36;
