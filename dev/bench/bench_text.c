@@ -74,6 +74,9 @@ int main(int argc, char **argv) {
     unlink(gpath);
     size_t total_ids = 0;
     for (int r = 0; r < reps; r++) {
+        /* a fresh tokenizer per repetition (as the JS side does), so its word cache starts empty */
+        fp4_tokenizer_free(t);
+        if (fp4_tokenizer_load(argv[1], &t, &e)) return fprintf(stderr, "%s: %s\n", e.rule, e.msg), 1;
         double enc = 0, dec = 0, w0 = wall(), wenc = 0;
         total_ids = 0;
         (void)w0;
