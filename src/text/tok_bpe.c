@@ -107,7 +107,8 @@ fp4_status tok_bpe_word(const fp4_tokenizer *t, tok_pair_cache *pc, const char *
     return tok_bpe_merges(t, pc, w, n, out);
 }
 
-fp4_status tok_bpe_merges(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n, tok_ivec *out) {
+fp4_status tok_bpe_merges(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n,
+                          tok_ivec *out) {
     if (n == 0) return FP4_OK;
     if (n > INT32_MAX / 2) return FP4_ERR_LIMIT;
     sym stack_s[128];

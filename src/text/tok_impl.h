@@ -189,7 +189,7 @@ struct fp4_tokenizer {
     bool ignore_merges, byte_fallback, cleanup;
     bool any_norm_added;  /* some added token is matched after normalization */
     tok_ac ac[2];            /* added-token matchers: [0] raw spellings, [1] normalized ones */
-    struct tok_wshare *ws;   /* the word cache (tok_wcache.c): written while encoding, by one call at a time */
+    struct tok_wshare *ws;   /* the word cache (tok_wcache.c): written while encoding, one call at a time */
     bool spm_split;          /* SPM_BPE: a word is cut before a U+2581 that follows another code point
                               * not in spm_bad (no token spans such a place, so no merge does) */
     int n_spm_bad;

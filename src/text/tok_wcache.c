@@ -108,7 +108,8 @@ void tok_spm_split_setup(fp4_tokenizer *t) {
         if (!(t->flags[id] & TOKF_PRESENT)) continue;
         const char *s = tok_str(t, t->text[id]);
         size_t n = t->text[id].len;
-        for (const char *p = memchr(s, SPACE[0], n); p; p = memchr(p + 1, SPACE[0], n - (size_t)(p + 1 - s))) {
+        const char *p = memchr(s, SPACE[0], n);
+        for (; p; p = memchr(p + 1, SPACE[0], n - (size_t)(p + 1 - s))) {
             size_t i = (size_t)(p - s);
             if (i == 0 || i + 3 > n || memcmp(p, SPACE, 3)) continue;
             uint32_t c = cp_before(s, i);
@@ -138,8 +139,8 @@ fp4_status tok_bpe_text(const fp4_tokenizer *t, tok_wcache *wc, tok_pair_cache *
         if (id >= 0) return tok_ivec_push(out, id);
     }
     size_t a = 0;
-    for (const char *p = n > 3 ? memchr(w + 1, SPACE[0], n - 1) : NULL; p;
-         p = memchr(p + 1, SPACE[0], n - (size_t)(p + 1 - w))) {
+    const char *p = n > 3 ? memchr(w + 1, SPACE[0], n - 1) : NULL;
+    for (; p; p = memchr(p + 1, SPACE[0], n - (size_t)(p + 1 - w))) {
         size_t i = (size_t)(p - w);
         if (i + 3 > n || memcmp(p, SPACE, 3) || !cut_before(t, w, i)) continue;
         fp4_status st = cached(t, wc, pc, w + a, i - a, true, out);
