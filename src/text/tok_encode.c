@@ -50,7 +50,7 @@ static fp4_status norm_unicode(tok_norm_kind k, const char *s, size_t n, tok_buf
 fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn,
                            tok_buf *out, size_t cap) {
     if (an == 0) return tok_buf_add(out, s, n);
-    if (an == 1 && bn <= 8 && n <= (cap - out->n) / 8) { /* one byte (a space) to a few: one pass */
+    if (an == 1 && bn <= 8 && out->n <= cap && n <= (cap - out->n) / 8) { /* a byte (a space) to a few */
         if (out->n + n * 8 + 1 > out->cap) { /* room for the most it can make */
             char *q = realloc(out->p, out->n + n * 8 + 1);
             if (!q) return FP4_ERR_NOMEM;
