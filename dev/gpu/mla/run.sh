@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# issue 31 (DeepSeek-V3 on CUDA) on the device, from the repository root with gpuwork/mla carried:
+# test_gpu_deepseek (CPU exact = CUDA exact bit for bit on tiny-deepseek and tiny-deepseek-nolora,
+# bf16 and NVFP4: chunks 1/5/64, a batch of 3, snapshots both ways, greedy; native within tolerance),
+# again without the fused activation pass' kernel choice (quick); `fp4lane compare` exact cpu vs
+# cuda --max-drift 0; compute-sanitizer on the quick test; test_gpu_moe and test_gpu_runtime (quick:
+# the step's MLP and MoE code moved); then the speed cells (bench.sh). Logs under $OUT/mla/, a
+# summary on stdout; every command under timeout.
+set -u
+OUT=${OUT:-device-out}; O=$OUT/mla; mkdir -p "$O"
+X=/tmp/mla; rm -rf $X; mkdir -p $X
+tar xJf gpuwork/mla/bin.tar.xz -C $X
+export LD_LIBRARY_PATH=$X/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export FP4_BUILD=$X/build-cuda
+B=$X/build-cuda
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat $X/BUILT.txt; } \
+  > "$O/env.txt"
+res() {
+  echo "$1 rc=$2 $(grep -E '^[0-9]+ passed, [0-9]+ failed' "$3" | tail -1)"
+  [ "$2" -ne 0 ] && grep -m 8 -E "FAIL|differ in|>|rror" "$3"
+}
+timeout 100 $B/tests/gpu/test_gpu_deepseek > "$O/deepseek.txt" 2>&1
+res test_gpu_deepseek $? "$O/deepseek.txt"
+grep -E "native|greedy" "$O/deepseek.txt" | head -8
+FP4_GPU_QUICK=1 FP4LANE_CUDA_GEMM=0 FP4LANE_CUDA_IMMA=0 timeout 60 $B/tests/gpu/test_gpu_deepseek \
+  > "$O/deepseek_nogemm.txt" 2>&1
+res "test_gpu_deepseek (quick) GEMM=0 IMMA=0" $? "$O/deepseek_nogemm.txt"
+IDS=$(seq 0 63 | awk '{printf "%s%d", (NR>1 ? "," : ""), ($1*131+17)%512}')
+for to in bf16 nvfp4; do
+  rm -rf /tmp/td-$to
+  timeout 30 $B/fp4lane synth /tmp/td-$to --shape tiny-deepseek --to $to --seed 3 > /dev/null 2>&1
+  FP4LANE_CUDA_UNPROVEN=1 timeout 40 $B/fp4lane compare /tmp/td-$to --a "--mode exact" \
+    --b "--mode exact --device cuda" --prompt-ids $IDS --max-drift 0 > "$O/cmp_$to.txt" 2>&1
+  echo "compare tiny-deepseek $to exact cpu vs cuda rc=$? $(tail -1 "$O/cmp_$to.txt")"
+done
+FP4_GPU_QUICK=1 timeout 90 compute-sanitizer --error-exitcode 1 --print-limit 20 \
+  $B/tests/gpu/test_gpu_deepseek \
+  > "$O/sanitize_deepseek.txt" 2>&1
+echo "sanitize test_gpu_deepseek (quick) rc=$? $(grep 'ERROR SUMMARY' "$O/sanitize_deepseek.txt")"
+timeout 60 $B/tests/gpu/test_gpu_moe > "$O/moe.txt" 2>&1; res test_gpu_moe $? "$O/moe.txt"
+FP4_GPU_QUICK=1 timeout 60 $B/tests/gpu/test_gpu_runtime > "$O/runtime.txt" 2>&1
+res "test_gpu_runtime (quick)" $? "$O/runtime.txt"
+X=$X O=$O LAYERS=4 timeout 240 bash dev/gpu/mla/bench.sh
+echo "bench rc=$?"; grep -E "^(fp4lane|compare|model)" "$O/bench.txt"
