@@ -3,13 +3,15 @@
  * (the chosen experts never leave the device, so a decode step is one CUDA graph):
  *   1. r = project(router, h) through fp4_cuda_project (exact: dense.pinned, the CPU's bits);
  *   2. moe_route_kernel: per column, fp4p_moe_route's bits (pinned.h) -> the K experts in selection
- *      order (d_sel) and their weights (d_rw);
+ *      order (d_sel) and their weights (d_rw); DeepSeek-V3's groups: moe_route_group_kernel, and its
+ *      shared experts (moe_shared) into d_sh;
  *   3. gate and up of every (column, choice) pair p = c * K + j by the expert d_sel[p]
  *      (fp4_cu_moe_project: one launch), the SwiGLU (with down's Q8_K pass), down of every pair ->
  *      y[p] (each the bits of that expert's own one-column projection, which the CPU's grouped
  *      multi-column projection gives too);
- *   4. moe_combine_kernel: t[c][i] = fp4p_moe_combine over the column's K rows in selection order;
- *      the next add_norm adds t to x (one f32 add, as the CPU). */
+ *   4. moe_combine_kernel: t[c][i] = fp4p_moe_combine over the column's K rows in selection order
+ *      (plus the shared experts' row, one add); the next add_norm adds t to x (one f32 add, as the
+ *      CPU). */
 #ifndef FP4_CUDA_STEP_MOE_CUH
 #define FP4_CUDA_STEP_MOE_CUH
 

@@ -20,6 +20,8 @@
  *   Gemma 3: the embedding scale, GeGLU, the post-norms and the soft-cap from gemma.cuh; a local
  *           layer rotates by its own table and attends to its window, whose rows sit in a ring
  *           (gemma.cu: the layout of the slot's rows, the rings' snapshot copies).
+ *   DeepSeek-V3: latent attention (mla.cuh; mla.cu widens kv_b at creation) in place of q/k/v, prep
+ *           and attention; the MLP as any model's (ffn_body), its routing and shared experts in moe.cuh.
  *   exact:  bit-identical to the CPU (projection routes of FP4_MODE_EXACT, pinned ops); kquant
  *           in exact mode has no route here (refused, docs/ROUTES.md).
  * Errors: every CUDA failure becomes FP4_ERR_CUDA with fp4_cuda_last_error()'s text in err->msg.
@@ -269,7 +271,6 @@ static fp4_status mla_layer_body(cu_state *s, int64_t L, int64_t n, const stk_co
     if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, err))) return st;
     return ffn_body(s, L, n, err);
 }
-
 
 /* One layer; the residual add of its down projection (in d_t) is left to the next add_norm. */
 static fp4_status layer_body(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
