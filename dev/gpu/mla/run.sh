@@ -4,8 +4,8 @@
 # bf16 and NVFP4: chunks 1/5/64, a batch of 3, snapshots both ways, greedy; native within tolerance),
 # again without the fused activation pass' kernel choice (quick); `fp4lane compare` exact cpu vs
 # cuda --max-drift 0; compute-sanitizer on the quick test; test_gpu_moe and test_gpu_runtime (quick:
-# the step's MLP and MoE code moved); then the speed cells (bench.sh). Logs under $OUT/mla/, a
-# summary on stdout; every command under timeout.
+# the step's MLP and MoE code moved). The speed cells are a call of their own (run_bench.sh). Logs
+# under $OUT/mla/, a summary on stdout; every command under timeout.
 set -u
 OUT=${OUT:-device-out}; O=$OUT/mla; mkdir -p "$O"
 X=/tmp/mla; rm -rf $X; mkdir -p $X
@@ -40,5 +40,5 @@ echo "sanitize test_gpu_deepseek (quick) rc=$? $(grep 'ERROR SUMMARY' "$O/saniti
 timeout 60 $B/tests/gpu/test_gpu_moe > "$O/moe.txt" 2>&1; res test_gpu_moe $? "$O/moe.txt"
 FP4_GPU_QUICK=1 timeout 60 $B/tests/gpu/test_gpu_runtime > "$O/runtime.txt" 2>&1
 res "test_gpu_runtime (quick)" $? "$O/runtime.txt"
-X=$X O=$O LAYERS=4 timeout 240 bash dev/gpu/mla/bench.sh
-echo "bench rc=$?"; grep -E "^(fp4lane|compare|model)" "$O/bench.txt"
+FP4_GPU_QUICK=1 timeout 60 $B/tests/gpu/test_gpu_gemma > "$O/gemma.txt" 2>&1
+res "test_gpu_gemma (quick)" $? "$O/gemma.txt"
