@@ -4,8 +4,8 @@
 # bf16 and NVFP4: chunks 1/5/64, a batch of 3, snapshots both ways, greedy; native within tolerance);
 # `fp4lane compare` exact cpu vs cuda --max-drift 0; test_gpu_moe and test_gpu_runtime (quick: the
 # step's MLP and MoE code moved); compute-sanitizer on the quick test; test_gpu_gemma (quick), in
-# that order of priority, each under timeout, none started past 150 s (the call fits 170 s). The speed cells are a call of their own (run_bench.sh). Logs
-# under $OUT/mla/, a summary on stdout.
+# that order of priority, each under timeout, none started past 150 s (the call fits 170 s). The
+# speed cells are a call of their own (run_bench.sh). Logs under $OUT/mla/, a summary on stdout.
 set -u
 OUT=${OUT:-device-out}; O=$OUT/mla; mkdir -p "$O"
 X=/tmp/mla; rm -rf $X; mkdir -p $X
