@@ -314,7 +314,7 @@ int main(void) {
         fp4_rt_free(rt);
         fp4_model_close(m);
         if (st == FP4_ERR_NO_DEVICE) {
-            printf("no CUDA device: GPU tests skipped\n");
+            check_gpu_skip(); /* FP4_GPU_REQUIRE=1: a failure */
             nftw(tmp, rm_one, 16, FTW_DEPTH | FTW_PHYS);
             return check_report();
         }

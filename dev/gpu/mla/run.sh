@@ -11,7 +11,7 @@ OUT=${OUT:-device-out}; O=$OUT/mla; mkdir -p "$O"
 X=/tmp/mla; rm -rf $X; mkdir -p $X
 tar xJf gpuwork/mla/bin.tar.xz -C $X
 export LD_LIBRARY_PATH=$X/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FP4_BUILD=$X/build-cuda
+export FP4_BUILD=$X/build-cuda FP4_GPU_REQUIRE=1 # the library is inside FP4_BUILD: never a skip
 B=$X/build-cuda
 { date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; cat $X/BUILT.txt; } \
   > "$O/env.txt"
