@@ -20,6 +20,7 @@ typedef struct cu_moe {
     float *d_rw;            /* their weights [col][K]                                           */
     float *d_g, *d_u, *d_y; /* gate / up [pair][FE] (g then the SwiGLU), down [pair][H]         */
     void *d_q;              /* the Q8_K pass of the expert projections (moe_q_bytes)            */
+    float *d_sg, *d_su, *d_sh; /* DeepSeek-V3's shared experts: gate / up [col][FS], out [col][H] */
     size_t q_bytes;
 } cu_moe;
 

@@ -68,6 +68,7 @@ typedef struct cu_state {
     int graphs_off;
     fp4_rt_mem_plan plan;
     struct cu_moe *moe; /* mixture of experts (moe.cu, moe_impl.cuh); NULL for a dense model */
+    struct cu_mla *mla; /* latent attention (mla.cu, mla_impl.cuh); NULL without (DeepSeek-V3) */
     /* the KV cache's rows (gemma.cu): layer L's rows of a slot start at row kv_off[L], kv_rows rows a
      * slot; kv_ring[L] > 0: a local layer's ring of that many positions (backend.h, fp4_rt_kv_ring) */
     int64_t *kv_off, *kv_ring, kv_rows;
