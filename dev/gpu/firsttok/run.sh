@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # firsttok (issue 32 item 3, "first token") on the device, from the repository root with
-# gpuwork/firsttok carried (stage.sh): the GPU tests of the load-time warm (test_gpu_firsttok:
-# warmed and unwarmed engines' native logits byte for byte; test_gpu_runtime quick), probe.c (each
+# gpuwork/firsttok carried (stage.sh): test_gpu_runtime quick (its warm_case: warmed and unwarmed
+# engines' native logits byte for byte), probe.c (each
 # stage of cuBLAS's load: wall time, RssAnon, RssFile), then on the llama3-8b shape (synth --to
 # nvfp4, page cache warm) `fp4lane run --timing` of a 512-token prompt, -n 1, three rounds of old
 # (main's libfp4lane_cuda.so) and new (this tree's) per mode, each under peak.py (peak RssAnon
@@ -28,7 +28,6 @@ M=/tmp/ft_l8
 MK=$!
 res() { echo "$1 rc=$2 $(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$3" | tail -1)" | tee -a $S
   [ "$2" = 0 ] || grep -m 6 -E "CHECK|FAIL|differ|ERROR|rror" "$3" | tee -a $S; }
-timeout 60 $N/tests/gpu/test_gpu_firsttok > $O/t_firsttok.txt 2>&1; res test_gpu_firsttok $? $O/t_firsttok.txt
 FP4_GPU_QUICK=1 timeout 100 $N/tests/gpu/test_gpu_runtime > $O/t_runtime.txt 2>&1
 res "test_gpu_runtime (quick)" $? $O/t_runtime.txt
 wait $MK; tail -1 $O/make.txt | tee -a $S

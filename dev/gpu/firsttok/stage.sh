@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # firsttok (issue 32 item 3): builds what run.sh carries into gpuwork/firsttok/bin.tar.xz (git-ignored):
-# new/ = this tree's fp4lane CLI, libfp4lane_cuda.so, test_gpu_firsttok, test_gpu_runtime and probe.c
+# new/ = this tree's fp4lane CLI, libfp4lane_cuda.so, test_gpu_runtime (its warm_case) and probe.c
 # (cudart static, as the library links it); old/ = the libfp4lane_cuda.so of OLD_REV (default main):
 # its step objects and env.o compiled from OLD_REV's sources, linked with this build's other CUDA and
 # format objects (the same sources where OLD_REV..HEAD touches only src/cuda/step and env.*: checked);
@@ -29,7 +29,7 @@ gcc -O2 -Wall -Werror -I/usr/local/cuda/include dev/gpu/firsttok/probe.c -o $T/p
   -L/usr/local/cuda/lib64 -lcudart_static -ldl -lpthread -lrt
 S=$T/f; mkdir -p $S/new/tests/gpu $S/old $S/lib $S/data $G
 cp $B/fp4lane $B/libfp4lane_cuda.so $T/probe $S/new/
-cp $B/tests/gpu/test_gpu_firsttok $B/tests/gpu/test_gpu_runtime $S/new/tests/gpu/
+cp $B/tests/gpu/test_gpu_runtime $S/new/tests/gpu/
 cp $T/libfp4lane_cuda.so $S/old/
 cp -r tests/data/hf/llama $S/data/
 ldd $B/fp4lane $S/new/tests/gpu/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
