@@ -59,15 +59,14 @@ if [ -f $M/config.json ]; then
   one "native new NO_WARM=1" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so FP4LANE_CUDA_NO_WARM=1
   one "native new GEMM=0" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so FP4LANE_CUDA_GEMM=0
   LZ=CUDA_MODULE_DATA_LOADING=LAZY
-  for r in 1 2; do
-    one "native new DATA_LOADING=LAZY $r" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
-    one "native old DATA_LOADING=LAZY $r" FP4LANE_CUDA_LIB=$OLD $LZ
-  done
+  one "native new DATA_LOADING=LAZY 1" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
+  one "native old DATA_LOADING=LAZY" FP4LANE_CUDA_LIB=$OLD $LZ
+  one "native new DATA_LOADING=LAZY 2" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
   MODE=exact; one "exact new DATA_LOADING=LAZY" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
   MODE=native
   for MODE in native exact; do
     A="--device cuda --mode $MODE --ctx 4096"
-    FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so timeout 60 $F bench $M --a "$A" --b "$A" --pairs 2 \
+    FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so timeout 60 $F bench $M --a "$A" --b "$A" --pairs 1 \
       --prefix 512 --tokens 4 --json $O/bench_$MODE.json > $O/bench_$MODE.txt 2>&1
     echo "bench $MODE (new) rc=$?" | tee -a $S; grep -iE "prefill" $O/bench_$MODE.txt | head -2 | tee -a $S
     python3 - "$O/bench_$MODE.json" <<'PY' 2>&1 | tee -a $S
