@@ -39,11 +39,12 @@ cat $O/probe.txt | tee -a $S
 if [ -f $M/config.json ]; then
   cat $M/* > /dev/null
   python3 -c 'print(",".join(str((p*37+11)%1000+1) for p in range(512)))' > /tmp/ft_p512
+  PR="--prompt-ids @/tmp/ft_p512"
   one() { # label, then env words; the run's figures into run.txt and the summary
     local lab=$1; shift
     echo "== $lab" >> $O/run.txt
     env "$@" timeout 40 python3 dev/gpu/firsttok/peak.py $F run $M --device cuda --mode $MODE --ctx 4096 \
-      --prompt-ids @/tmp/ft_p512 -n 1 --timing > $O/one.txt 2>&1
+      $PR -n 1 --timing > $O/one.txt 2>&1
     cat $O/one.txt >> $O/run.txt
     local t=$(grep -o 'load [0-9.]* s, first token [0-9.]* s' $O/one.txt) m=$(grep -o 'VmHWM.*' $O/one.txt)
     local p=$(grep -o 'prefill [0-9]* tok [0-9.]* tok/s' $O/one.txt)
@@ -63,7 +64,10 @@ if [ -f $M/config.json ]; then
   one "native old DATA_LOADING=LAZY" FP4LANE_CUDA_LIB=$OLD $LZ
   one "native new DATA_LOADING=LAZY 2" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
   MODE=exact; one "exact new DATA_LOADING=LAZY" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
-  MODE=native
+  MODE=native; PR="-p The_capital_of_France_is" # a short prompt: no step on the GEMM route
+  one "native old, 6-token prompt" FP4LANE_CUDA_LIB=$OLD
+  one "native new, 6-token prompt" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so
+  one "native new LAZY, 6-token prompt" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
   for MODE in native exact; do
     A="--device cuda --mode $MODE --ctx 4096"
     FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so timeout 60 $F bench $M --a "$A" --b "$A" --pairs 1 \
