@@ -65,9 +65,9 @@ if [ -f $M/config.json ]; then
   one "native new DATA_LOADING=LAZY 2" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
   MODE=exact; one "exact new DATA_LOADING=LAZY" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
   MODE=native; PR="-p The_capital_of_France_is" # a short prompt: no step on the GEMM route
-  one "native old, 6-token prompt" FP4LANE_CUDA_LIB=$OLD
-  one "native new, 6-token prompt" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so
-  one "native new LAZY, 6-token prompt" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
+  one "native old, short prompt" FP4LANE_CUDA_LIB=$OLD
+  one "native new, short prompt" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so
+  one "native new LAZY, short prompt" FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so $LZ
   for MODE in native exact; do
     A="--device cuda --mode $MODE --ctx 4096"
     FP4LANE_CUDA_LIB=$PWD/$N/libfp4lane_cuda.so timeout 60 $F bench $M --a "$A" --b "$A" --pairs 1 \
