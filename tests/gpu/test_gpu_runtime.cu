@@ -21,7 +21,7 @@
  *   - mixture of experts (moe_cases): Qwen3-MoE and Mixtral synth models, bf16 and NVFP4 experts.
  *   - the native GEMM route's load-time warm changes no logit byte (warm_case).
  * FP4_GPU_QUICK=1 (compute-sanitizer): two models, fewer variants; FP4_GPU_MOE_ONLY=1: only the MoE
- * cases. No GPU: skipped. */
+ * cases; FP4_GPU_WARM_ONLY=1: only warm_case. No GPU: skipped. */
 extern "C" {
 #include "check.h"
 }
@@ -761,6 +761,10 @@ int main(void) {
             return check_report();
         }
         CHECK_OK(st);
+    }
+    if (getenv("FP4_GPU_WARM_ONLY") && getenv("FP4_GPU_WARM_ONLY")[0] == '1') { /* a device run's warm part */
+        warm_case(HF_DIR "/llama/nvfp4");
+        return check_report();
     }
     if (getenv("FP4_GPU_MOE_ONLY") && getenv("FP4_GPU_MOE_ONLY")[0] == '1') { /* a device run's MoE part */
         char tmp[512];
