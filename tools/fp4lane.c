@@ -1,7 +1,6 @@
 /* fp4lane.c — the CLI entry point: parses the verb and hands over to tools/cmd_*.c. */
 #include "cli.h"
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,11 +129,6 @@ static int run_verb(int argc, char **argv);
 
 int main(int argc, char **argv) {
     cli_stdio_guard();
-    /* cuBLAS (the native GEMM route, loaded with the CUDA backend) loads its kernels through the
-     * driver's library API; with lazy data loading they are read as they are first used instead of
-     * all of them when its handle is made (issue 32, first token). The user's own setting wins; set
-     * here, before any thread or CUDA call exists. */
-    setenv("CUDA_MODULE_DATA_LOADING", "LAZY", 0);
     return cli_stdout_finish(run_verb(argc, argv));
 }
 

@@ -686,7 +686,7 @@ static void moe_cases(const char *tmp, const int32_t *ids) {
  * as a prompt's would, so the runtime does not cut it at 64), then decode steps; a 600-token prompt
  * (a step of max_cols, then the rest: the second step reads cache rows the discarded step wrote
  * before the first replaced them); a prompt in 7-column steps (below the route) — every logit's
- * bytes against an engine made with FP4LANE_CUDA_NO_WARM=1. */
+ * bytes of an engine made with FP4LANE_CUDA_WARM=1 against one made without. */
 enum { WARM_CTX = 1024, WARM_DEC = 3, WARM_MAX = 600, WARM_W = 8 };
 static int warm_run(const fp4_model *m, int n_pre, int chunk, float *out) {
     fp4_rt_opts o;
@@ -731,10 +731,10 @@ static void warm_case(const char *dir) {
         const int np = shapes[i][0], ch = shapes[i][1];
         memset(a, 0, bytes);
         memset(b, 0xFF, bytes);
+        setenv("FP4LANE_CUDA_WARM", "1", 1);
         const int ra = warm_run(m, np, ch, a);
-        setenv("FP4LANE_CUDA_NO_WARM", "1", 1);
+        unsetenv("FP4LANE_CUDA_WARM");
         const int rb = warm_run(m, np, ch, b);
-        unsetenv("FP4LANE_CUDA_NO_WARM");
         CHECK_MSG(ra == 0 && rb == 0 && !memcmp(a, b, bytes),
                   "%s native, %d prompt tokens in steps of %d: the load-time warm changed logits", dir, np,
                   ch);

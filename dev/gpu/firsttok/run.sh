@@ -4,9 +4,9 @@
 # engines' native logits byte for byte), probe.c (each stage of cuBLAS's load: wall time, RssAnon,
 # RssFile; the driver's CUDA_MODULE_DATA_LOADING unset / LAZY), then on the llama3-8b shape (synth
 # --to nvfp4, page cache warm) `fp4lane run --timing` of a 512-token prompt, -n 1, under peak.py
-# (peak RssAnon polled every 5 ms): old (main's CLI and libfp4lane_cuda.so) and new (this tree's),
-# new also with the driver's data loading EAGER (the thread and warm step alone) and with
-# FP4LANE_CUDA_NO_WARM=1 (the lazy data loading alone); a short prompt (no step on the GEMM route);
+# (peak RssAnon polled every 5 ms): old (main's CLI and libfp4lane_cuda.so) and new (this tree's, the
+# warm on), new also with the driver's data loading EAGER and LAZY, and without the warm; a short
+# prompt (no step on the GEMM route);
 # `fp4lane bench` native for the steady prefill. The default (lazy) module loading, as a user gets
 # it. Logs under $OUT/firsttok/, summary on stdout.
 set -u
@@ -50,16 +50,18 @@ if [ -f $M/config.json ]; then
   }
   MODE=native
   OL=FP4LANE_CUDA_LIB=$PWD/$G/old/libfp4lane_cuda.so
-  for r in 1 2; do one "native old $r" $FO $OL; one "native new $r" $F; done
-  one "native new, data loading EAGER" $F CUDA_MODULE_DATA_LOADING=EAGER
-  one "native new, FP4LANE_CUDA_NO_WARM=1" $F FP4LANE_CUDA_NO_WARM=1
+  W=FP4LANE_CUDA_WARM=1 # the warm's switch while it is off by default (a build of 0f8accf: on, ignored)
+  for r in 1 2; do one "native old $r" $FO $OL; one "native new $r" $F $W; done
+  one "native new, data loading EAGER" $F $W CUDA_MODULE_DATA_LOADING=EAGER
+  one "native new, data loading LAZY" $F $W CUDA_MODULE_DATA_LOADING=LAZY
+  one "native new, no warm" $F FP4LANE_CUDA_NO_WARM=1 FP4LANE_CUDA_WARM=0
   MODE=exact
-  one "exact old" $FO $OL; one "exact new" $F
+  one "exact old" $FO $OL; one "exact new" $F $W
   MODE=native; PR="-p The_capital_of_France_is" # a short prompt: no step on the GEMM route
   one "native old, short prompt" $FO $OL
-  one "native new, short prompt" $F
+  one "native new, short prompt" $F $W
   A="--device cuda --mode native --ctx 4096"
-  timeout 40 $F bench $M --a "$A" --b "$A" --pairs 1 --prefix 512 --tokens 2 --json $O/bench.json \
+  env $W timeout 40 $F bench $M --a "$A" --b "$A" --pairs 1 --prefix 512 --tokens 2 --json $O/bench.json \
     > $O/bench.txt 2>&1
   echo "bench native (new) rc=$?" | tee -a $S; grep -iE "prefill" $O/bench.txt | head -1 | tee -a $S
   python3 - "$O/bench.json" <<'PY' 2>&1 | tee -a $S

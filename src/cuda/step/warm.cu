@@ -13,14 +13,15 @@
  * the column's own, of this step or earlier ones); cuBLAS takes one algorithm per shape whether
  * or not it has run that shape before (a16_gemm.cu); the step leaves its tickets and argmax work
  * at zero, as every step does; the profile's totals are cleared after it. test_gpu_firsttok holds
- * the logits of warmed and unwarmed engines byte for byte. FP4LANE_CUDA_NO_WARM=1: neither. */
+ * the logits of warmed and unwarmed engines byte for byte. OFF until a device run has proven it:
+ * FP4LANE_CUDA_WARM=1 turns it on (dev/gpu/firsttok/run.sh measures it). */
 #include "cuda/step/step_impl.cuh"
 #include <malloc.h>
 #include <pthread.h>
 #include <string.h>
 
 static int warm_wanted(const cu_state *s) {
-    return !s->env.no_warm && s->d.mode == FP4_MODE_NATIVE && fp4_cu_gemm_available();
+    return s->env.warm && s->d.mode == FP4_MODE_NATIVE && fp4_cu_gemm_available();
 }
 
 static void *prep_main(void *p) {
