@@ -1,7 +1,7 @@
 /* warm.cu — what a cold process would otherwise pay inside its first prefill, paid while the engine
  * is created, where the native GEMM route serves prefill (native mode, cuBLAS loaded):
  *   - cuBLAS's handle is made on a thread of its own, started as soon as the device is initialized,
- *     so that the loading of its modules into the context (host work, several hundred milliseconds)
+ *     so that the loading of its library and modules into the context (host work)
  *     runs beside the memory plan and the weights' upload instead of after them; the handle is the
  *     one every later GEMM uses (a16_gemm.cu), made once, on the engine's device;
  *   - after everything is allocated, one discarded step of max_cols columns (token 0 in slot 0 at
@@ -12,9 +12,9 @@
  * and THE STEP writes a position's row before any column reads it (attention reads positions up to
  * the column's own, of this step or earlier ones); cuBLAS takes one algorithm per shape whether
  * or not it has run that shape before (a16_gemm.cu); the step leaves its tickets and argmax work
- * at zero, as every step does; the profile's totals are cleared after it. test_gpu_firsttok holds
- * the logits of warmed and unwarmed engines byte for byte. OFF until a device run has proven it:
- * FP4LANE_CUDA_WARM=1 turns it on (dev/gpu/firsttok/run.sh measures it). */
+ * at zero, as every step does; the profile's totals are cleared after it. test_gpu_runtime's
+ * warm_case holds the logits of warmed and unwarmed engines byte for byte. OFF until a device run
+ * has proven it: FP4LANE_CUDA_WARM=1 turns it on (dev/gpu/firsttok/run.sh measures it). */
 #include "cuda/step/step_impl.cuh"
 #include <malloc.h>
 #include <pthread.h>
@@ -27,7 +27,7 @@ static int warm_wanted(const cu_state *s) {
 static void *prep_main(void *p) {
     const cu_state *s = (const cu_state *)p;
     if (cudaSetDevice(s->d.device) == cudaSuccess) fp4_cu_gemm_warm();
-    /* the library's load leaves freed heap behind (its modules' unpacking); hand it back */
+    /* heap the library's load freed again goes back to the system, not kept by malloc */
     malloc_trim(0);
     return NULL;
 }
