@@ -32,6 +32,7 @@ typedef struct fp4_cu_env {
     int no_frag;          /* FP4LANE_CUDA_NO_FRAG: no frag copies */
     uint64_t mem_limit;   /* FP4LANE_CUDA_MEM_LIMIT: bytes the memory plan may use (UINT64_MAX: unset) */
     const char *profile;  /* FP4LANE_CUDA_PROFILE: the per-op profile's file (NULL: unset or empty) */
+    int warm;             /* FP4LANE_CUDA_WARM: the load-time cuBLAS thread and warm step (warm.cu) */
 } fp4_cu_env;
 
 /* every variable, as the environment holds it now */

@@ -19,8 +19,9 @@
  *   - llama.cpp GGUFs (type 40) opened with FP4_LOAD_DEFER_REPACK (blocks repacked by the upload)
  *     give the eager open's logits bits on cuda, exact and native, fused or not (ggml_defer_case).
  *   - mixture of experts (moe_cases): Qwen3-MoE and Mixtral synth models, bf16 and NVFP4 experts.
+ *   - the native GEMM route's load-time warm changes no logit byte (warm_case).
  * FP4_GPU_QUICK=1 (compute-sanitizer): two models, fewer variants; FP4_GPU_MOE_ONLY=1: only the MoE
- * cases. No GPU: skipped. */
+ * cases; FP4_GPU_WARM_ONLY=1: only warm_case. No GPU: skipped. */
 extern "C" {
 #include "check.h"
 }
@@ -679,6 +680,69 @@ static void moe_cases(const char *tmp, const int32_t *ids) {
     unsetenv("FP4LANE_CUDA_UNPROVEN");
 }
 
+/* The native GEMM route's load-time warm (src/cuda/step/warm.cu: cuBLAS's handle made on a thread
+ * beside the upload, one discarded step of max_cols columns at the end of creation) changes no
+ * logit: a 300-token prompt (one step on the GEMM route: only its last WARM_W columns want logits,
+ * as a prompt's would, so the runtime does not cut it at 64), then decode steps; a 600-token prompt
+ * (a step of max_cols, then the rest: the second step reads cache rows the discarded step wrote
+ * before the first replaced them); a prompt in 7-column steps (below the route) — every logit's
+ * bytes of an engine made with FP4LANE_CUDA_WARM=1 against one made without. */
+enum { WARM_CTX = 1024, WARM_DEC = 3, WARM_MAX = 600, WARM_W = 8 };
+static int warm_run(const fp4_model *m, int n_pre, int chunk, float *out) {
+    fp4_rt_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = FP4_MODE_NATIVE, o.device = FP4_DEVICE_CUDA, o.n_threads = 2, o.n_ctx = WARM_CTX, o.max_seqs = 1,
+    o.cuda_lib = cuda_lib;
+    fp4_rt *rt = NULL;
+    fp4_error e;
+    fp4_status st = fp4_rt_create(m, &o, &rt, &e);
+    CHECK_MSG(st == FP4_OK, "warm rt_create: %s: %s", fp4_status_str(st), e.msg);
+    if (st) return -1;
+    const int64_t V = fp4_rt_vocab(rt);
+    int32_t s;
+    CHECK_OK(fp4_rt_seq_open(rt, &s));
+    static fp4_rt_tok c[WARM_MAX];
+    int rc = 0, got = 0;
+    for (int i = 0; i < n_pre + WARM_DEC && !rc;) {
+        const int k = i < n_pre ? (n_pre - i < chunk ? n_pre - i : chunk) : 1;
+        int nw = 0;
+        for (int j = 0; j < k; j++) {
+            c[j].seq = s, c[j].token = (int32_t)(((i + j) * 37 + 11) % V);
+            nw += c[j].want_logits = i + j >= n_pre - WARM_W;
+        }
+        st = fp4_rt_step(rt, c, k, out + (int64_t)got * V, &e);
+        CHECK_MSG(st == FP4_OK, "warm step at %d: %s: %s", i, fp4_status_str(st), e.msg);
+        rc = st ? -1 : 0;
+        got += nw, i += k;
+    }
+    fp4_rt_free(rt);
+    return rc || got != WARM_W + WARM_DEC ? -1 : 0;
+}
+
+static void warm_case(const char *dir) {
+    fp4_model *m = NULL;
+    fp4_error e;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    if (!m) return;
+    static const int shapes[][2] = {{300, 300}, {WARM_MAX, WARM_MAX}, {40, 7}};
+    const size_t bytes = sizeof(float) * (size_t)(WARM_W + WARM_DEC) * 512;
+    float *a = (float *)malloc(bytes), *b = (float *)malloc(bytes);
+    for (int i = 0; i < (quick ? 1 : 3); i++) {
+        const int np = shapes[i][0], ch = shapes[i][1];
+        memset(a, 0, bytes);
+        memset(b, 0xFF, bytes);
+        setenv("FP4LANE_CUDA_WARM", "1", 1);
+        const int ra = warm_run(m, np, ch, a);
+        unsetenv("FP4LANE_CUDA_WARM");
+        const int rb = warm_run(m, np, ch, b);
+        CHECK_MSG(ra == 0 && rb == 0 && !memcmp(a, b, bytes),
+                  "%s native, %d prompt tokens in steps of %d: the load-time warm changed logits", dir, np,
+                  ch);
+    }
+    free(a), free(b);
+    fp4_model_close(m);
+}
+
 int main(void) {
     snprintf(cuda_lib, sizeof cuda_lib, "%s/libfp4lane_cuda.so",
              getenv("FP4_BUILD") ? getenv("FP4_BUILD") : "build");
@@ -697,6 +761,10 @@ int main(void) {
             return check_report();
         }
         CHECK_OK(st);
+    }
+    if (getenv("FP4_GPU_WARM_ONLY") && getenv("FP4_GPU_WARM_ONLY")[0] == '1') { /* a device run's warm part */
+        warm_case(HF_DIR "/llama/nvfp4");
+        return check_report();
     }
     if (getenv("FP4_GPU_MOE_ONLY") && getenv("FP4_GPU_MOE_ONLY")[0] == '1') { /* a device run's MoE part */
         char tmp[512];
@@ -735,6 +803,7 @@ int main(void) {
         greedy_case(HF_DIR "/llama/nvfp4", gids);
         actfuse_case(HF_DIR "/llama/nvfp4", gids);
         actfuse_case(HF_DIR "/qwen3/nvfp4", gids);
+        warm_case(HF_DIR "/llama/nvfp4");
     }
     /* W4A4 and kquant twins of llama */
     char tmp[512];

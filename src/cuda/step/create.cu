@@ -156,7 +156,9 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
     fp4_cu_step_att_plan(s);
     if ((st = fp4_cu_step_kv_layout(s))) /* the rows of each layer (gemma.cu) */
         st = fp4_fail(err, st, NULL, NULL, "rt.kv", "KV cache layout: %s", fp4_status_str(st));
+    fp4_cu_step_prep_start(s); /* cuBLAS's handle beside the plan and the upload (warm.cu) */
     if (st || (st = make_plan(s, &info, err))) {
+        fp4_cu_step_prep_join(s);
         free(s->kv_off), free(s->kv_ring), free(s);
         return st;
     }
@@ -296,9 +298,10 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
         psb = fp4_cuda_scratch_bytes(head_of(s), max_cols);
     if ((st = fp4_cuda_scratch_alloc(psb, &s->scratch)))
         FAIL(cuda_fail(err, st, NULL, "cuda.alloc", "projection scratch"));
+    fp4_cu_step_prep_join(s);
     if (d->mode == FP4_MODE_NATIVE)
-        fp4_cu_gemm_warm(); /* where the GEMM route is on, cuBLAS loads
-                                here, not in the first prefill */
+        fp4_cu_gemm_warm(); /* where the GEMM route is on, cuBLAS loads here, not in the first prefill
+                             * (made already where the thread of warm.cu ran) */
     ce = cudaHostAlloc((void **)&s->h_in, (size_t)(6 * max_cols) * 4, cudaHostAllocDefault);
     if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&s->h_lg, (size_t)(logit_rows(s) * a->vocab) * 4, cudaHostAllocDefault);
@@ -317,6 +320,7 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
             FAIL(
                 cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaEventCreate"), NULL, "cuda.alloc", "profiling events"));
     }
+    if ((st = fp4_cu_step_warm(s, err))) FAIL(st);
 #undef FAIL
     return FP4_OK;
 }
@@ -324,6 +328,7 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
 extern "C" void fp4_cu_step_destroy(void *p) {
     cu_state *s = (cu_state *)p;
     if (!s) return;
+    fp4_cu_step_prep_join(s);
     if (s->stream) cudaStreamSynchronize(s->stream);
     fp4_cu_stager_close(&s->stage);
     FILE *f = s->prof_path && (s->prof_steps[0] || s->prof_steps[1]) ? fopen(s->prof_path, "w") : NULL;

@@ -493,6 +493,17 @@ static fp4_status cu_step_greedy(void *p, const fp4_rt_col *cols, int64_t n, int
     return cu_step_impl((cu_state *)p, cols, n, NULL, tokens, err);
 }
 
+extern "C" fp4_status fp4_cu_step_warm_step(cu_state *s, int64_t n, fp4_error *err) {
+    fp4_rt_col *cols = (fp4_rt_col *)calloc((size_t)n, sizeof *cols);
+    if (!cols) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    for (int64_t c = 0; c < n; c++)
+        cols[c].pos = c, cols[c].want_logits = c == n - 1;
+    int32_t tok = 0;
+    const fp4_status st = cu_step_impl(s, cols, n, NULL, &tok, err);
+    free(cols);
+    return st;
+}
+
 static fp4_status kv_copy(cu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
     const fp4_arch *a = &s->d.arch;
     const int64_t kvd = fp4_arch_kv_dim(a); /* latent attention: its rows (mla.cuh) */
