@@ -135,8 +135,9 @@ static __device__ __forceinline__ void imma_load(uint8_t *dst, const uint8_t *pa
     fp4_cp_async_commit();
 }
 
-template <int NT, int WC>
-static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
+/* MINB: blocks an SM the registers must allow (FP4LANE_CUDA_IMMA_OCC) */
+template <int NT, int WC, int MINB>
+static __global__ __launch_bounds__(IMMA_NW * 32, MINB) void a16_imma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
     int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf,
     const float *__restrict__ xd, int ncols, float *__restrict__ y) {
@@ -275,12 +276,12 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
                 }
 }
 
-template <int WC>
+template <int WC, int MINB>
 static fp4_status launch_imma(const fp4_cuda_tensor *w, const int8_t *q, const float *d, int64_t nc, float *y,
                               cudaStream_t stream) {
     constexpr size_t smem = imma_smem_bytes<WC>();
     static int opted_in[FP4_CU_MAX_DEVICES];
-    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_imma_kernel<IMMA_NT, WC>, smem, opted_in));
+    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_imma_kernel<IMMA_NT, WC, MINB>, smem, opted_in));
     const int64_t row_blocks = (w->n_out + IMMA_ROWS(WC) - 1) / IMMA_ROWS(WC);
     const int64_t col_blocks = (nc + IMMA_COLS(WC) - 1) / IMMA_COLS(WC);
     cudaLaunchConfig_t cfg = {};
@@ -290,7 +291,7 @@ static fp4_status launch_imma(const fp4_cuda_tensor *w, const int8_t *q, const f
     cfg.stream = stream;
     /* programmatic dependent launch where the grid fills the GPU (a16_exact.cu's reason) */
     const int sms = fp4_cu_sm_count(), pdl = sms > 0 && row_blocks * col_blocks > sms;
-    return fp4_cu_launch_pdl(cfg, pdl, a16_imma_kernel<IMMA_NT, WC>, w->d_payload, w->d_scales,
+    return fp4_cu_launch_pdl(cfg, pdl, a16_imma_kernel<IMMA_NT, WC, MINB>, w->d_payload, w->d_scales,
                              w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
                              w->scale2, q, d, (int)nc, y);
 }
@@ -317,8 +318,13 @@ fp4_status fp4_cu_a16_imma(const fp4_cuda_tensor *w, const float *d_x, int64_t n
     if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
         !fp4_aligned16(w->d_scales) || !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
-    /* the narrowest block that holds the columns: fewer column groups, more rows a block */
-    const int wc = n_cols <= IMMA_COLS(2) ? 2 : n_cols <= IMMA_COLS(4) ? 4 : 8;
+    /* the narrowest block that holds the columns: fewer column groups, more rows a block; or the
+     * measuring aids' geometry (FP4LANE_CUDA_IMMA_WC / _OCC: the same bytes) */
+    const int force = fp4_cu_env_imma_wc(), occ2 = fp4_cu_env_imma_occ() == 2;
+    const int wc = force == 2 || force == 4 || force == 8 ? force
+                   : n_cols <= IMMA_COLS(2)               ? 2
+                   : n_cols <= IMMA_COLS(4)               ? 4
+                                                          : 8;
     /* a shape past one grid, or past the int column index: the 16-column chunks serve */
     if ((w->n_out + IMMA_ROWS(wc) - 1) / IMMA_ROWS(wc) > IMMA_MAX_GRID_Y || n_cols > INT32_MAX / 2 ||
         w->n_in / 256 > INT32_MAX)
@@ -327,9 +333,10 @@ fp4_status fp4_cu_a16_imma(const fp4_cuda_tensor *w, const float *d_x, int64_t n
     int8_t *q = (int8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
     float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)n_cols * (size_t)w->k_pad));
     FP4_CU_TRY(fp4_cu_q8k_quantize(d_x, w->n_in, w->k_pad, n_cols, q, d, NULL, 1, stream));
-    return wc == 2   ? launch_imma<2>(w, q, d, n_cols, d_y, stream)
-           : wc == 4 ? launch_imma<4>(w, q, d, n_cols, d_y, stream)
-                     : launch_imma<8>(w, q, d, n_cols, d_y, stream);
+    return wc == 2   ? launch_imma<2, 1>(w, q, d, n_cols, d_y, stream)
+           : wc == 4 ? launch_imma<4, 1>(w, q, d, n_cols, d_y, stream)
+           : occ2    ? launch_imma<8, 2>(w, q, d, n_cols, d_y, stream)
+                     : launch_imma<8, 1>(w, q, d, n_cols, d_y, stream);
 }
 
 } /* extern "C" */
