@@ -1,8 +1,8 @@
 /* bench_imma2.cu — the exact A16 projection alone on the llama3-8b shapes (fused q/k/v, o, fused
  * gate/up, down) at 128..512 columns, a16_imma.cu's measuring aids side by side (env read at every
  * call): the 16-column chunks (FP4LANE_CUDA_IMMA=0), imma by width, FP4LANE_CUDA_IMMA_WC=4 and 2,
- * FP4LANE_CUDA_IMMA_OCC=2; microseconds per call (median of REPS event-timed calls after 2 warm-up
- * calls), and whether each gives the chunks' bytes. Built like a GPU test (stage.sh); a measuring
+ * FP4LANE_CUDA_IMMA_OCC=2 and 3 (pipe); microseconds per call (median of REPS event-timed calls after
+ * 2 warm-up calls), and whether each gives the chunks' bytes. Built like a GPU test (stage.sh); a measuring
  * tool, never part of make test.
  *   bench_imma2 [REPS]                                                                             */
 #include "gpu_test.h"
@@ -35,6 +35,7 @@ static void set_variant(int v) {
     if (v == 2) setenv("FP4LANE_CUDA_IMMA_WC", "4", 1);
     if (v == 3) setenv("FP4LANE_CUDA_IMMA_WC", "2", 1);
     if (v == 4) setenv("FP4LANE_CUDA_IMMA_OCC", "2", 1);
+    if (v == 5) setenv("FP4LANE_CUDA_IMMA_OCC", "3", 1);
 }
 
 int main(int argc, char **argv) {
@@ -43,8 +44,8 @@ int main(int argc, char **argv) {
     static const int64_t shapes[][2] = {{6144, 4096}, {4096, 4096}, {28672, 4096}, {4096, 14336}};
     static const char *const names[] = {"qkv", "o", "gate_up", "down"};
     static const int cols[] = {128, 256, 512};
-    const int ncols_n = (int)(sizeof cols / sizeof cols[0]), maxc = 512, nv = 5;
-    printf("shape     n_out x n_in   cols   chunks   imma_auto   wc4      wc2      occ2   (us)  same\n");
+    const int ncols_n = (int)(sizeof cols / sizeof cols[0]), maxc = 512, nv = 6;
+    printf("shape     n_out x n_in   cols   chunks     imma      wc4      wc2     occ2     pipe (us) same\n");
     for (int s = 0; s < 4; s++) {
         gt_nvfp4 w;
         gt_make_nvfp4(&w, shapes[s][0], shapes[s][1], 0.01f, 0.0f, 0, 7 + (uint64_t)s);
@@ -57,7 +58,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < ncols_n; i++) {
             const int nc = cols[i];
             const size_t bytes = (size_t)(shapes[s][0] * nc) * 4;
-            float us[5];
+            float us[6];
             int same = 1;
             for (int v = 0; v < nv; v++) {
                 set_variant(v);
@@ -66,9 +67,9 @@ int main(int argc, char **argv) {
                 if (v) same &= !memcmp(c.got, c.again, bytes);
             }
             CHECK(same);
-            printf("%-8s %6lld x %-6lld %5d %8.1f %8.1f %8.1f %8.1f %8.1f  %s\n", names[s],
+            printf("%-8s %6lld x %-6lld %5d %8.1f %8.1f %8.1f %8.1f %8.1f %8.1f  %s\n", names[s],
                    (long long)shapes[s][0], (long long)shapes[s][1], nc, us[0], us[1], us[2], us[3], us[4],
-                   same ? "yes" : "NO");
+                   us[5], same ? "yes" : "NO");
             fflush(stdout);
         }
         set_variant(1);

@@ -3,9 +3,9 @@
 # carried. Correctness first: test_gpu_attention (att_tiled.cuh's kernel against fp4p_attend bit for
 # bit, a 512-column prefill step on the llama3-8b shape included), test_gpu_runtime and `fp4lane
 # compare` CPU exact vs CUDA exact with FP4LANE_CUDA_ATT_TILED=1 (every exact step of 16+ columns
-# takes it), test_gpu_exact with FP4LANE_CUDA_IMMA_OCC=2 and with FP4LANE_CUDA_IMMA_WC=2 (quick);
+# takes it), test_gpu_exact with FP4LANE_CUDA_IMMA_OCC=2, =3 and FP4LANE_CUDA_IMMA_WC=2 (quick);
 # then speed: bench_imma2 (the projection alone per llama3-8b shape at 128/256/512 columns: chunks,
-# imma by width, WC 4, WC 2, OCC 2, same bytes checked), `fp4lane bench` exact prefill 512 (A: main's
+# imma by width, WC 4, WC 2, OCC 2, OCC 3, same bytes checked), `fp4lane bench` exact prefill 512 (A: main's
 # route, B: ATT_TILED=1; then two imma variants with it), native prefill, and the per-op profile
 # of one exact prefill with ATT_TILED=1. Logs under $OUT/imma2/; summary on stdout.
 set -u
@@ -38,6 +38,8 @@ for m in tests/data/hf/llama31/nvfp4 tests/data/hf/qwen3/nvfp4; do
 done
 FP4LANE_CUDA_IMMA_OCC=2 FP4_GPU_QUICK=1 timeout 60 $T/test_gpu_exact > $O/exact_occ2.txt 2>&1
 res "test_gpu_exact IMMA_OCC=2 (quick)" $? $O/exact_occ2.txt
+FP4LANE_CUDA_IMMA_OCC=3 FP4_GPU_QUICK=1 timeout 60 $T/test_gpu_exact > $O/exact_occ3.txt 2>&1
+res "test_gpu_exact IMMA_OCC=3 (quick)" $? $O/exact_occ3.txt
 FP4LANE_CUDA_IMMA_WC=2 FP4_GPU_QUICK=1 timeout 60 $T/test_gpu_exact > $O/exact_wc2.txt 2>&1
 res "test_gpu_exact IMMA_WC=2 (quick)" $? $O/exact_wc2.txt
 timeout 60 $T/bench_imma2 7 > $O/proj.txt 2>&1; echo "bench_imma2 rc=$?" | tee -a $S
@@ -49,7 +51,7 @@ if [ -f $Q/config.json ]; then
     echo "bench $1 rc=$?" | tee -a $S; grep -iE "prefill" $O/bench_$1.txt | tail -3 | tee -a $S; }
   bench tiled "$A" "$A FP4LANE_CUDA_ATT_TILED=1"
   AT="$A FP4LANE_CUDA_ATT_TILED=1"
-  bench imma "$AT FP4LANE_CUDA_IMMA_OCC=2" "$AT FP4LANE_CUDA_IMMA_WC=4"
+  bench imma "$AT FP4LANE_CUDA_IMMA_OCC=2" "$AT FP4LANE_CUDA_IMMA_OCC=3"
   N="--device cuda --mode native --ctx 4096"
   bench native "$N" "$N"
   python3 -c 'print(",".join(str((p*37+11)%1000+1) for p in range(512)))' > /tmp/im2_p512
