@@ -51,9 +51,9 @@ if [ -f $Q/config.json ]; then
     echo "bench $1 rc=$?" | tee -a $S; grep -iE "prefill" $O/bench_$1.txt | tail -3 | tee -a $S; }
   bench tiled "$A" "$A FP4LANE_CUDA_ATT_TILED=1"
   AT="$A FP4LANE_CUDA_ATT_TILED=1"
-  bench imma "$AT FP4LANE_CUDA_IMMA_OCC=2" "$AT FP4LANE_CUDA_IMMA_OCC=3"
   N="--device cuda --mode native --ctx 4096"
   bench native "$N" "$N"
+  [ $SECONDS -lt 150 ] && bench imma "$AT FP4LANE_CUDA_IMMA_OCC=2" "$AT FP4LANE_CUDA_IMMA_OCC=3"
   python3 -c 'print(",".join(str((p*37+11)%1000+1) for p in range(512)))' > /tmp/im2_p512
   FP4LANE_CUDA_ATT_TILED=1 FP4LANE_CUDA_PROFILE=$O/prof_tiled.txt timeout 60 $F run $Q --device cuda \
     --mode exact --ctx 4096 --prompt-ids @/tmp/im2_p512 -n 2 > $O/run_tiled.txt 2>&1
