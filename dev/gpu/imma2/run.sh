@@ -11,6 +11,8 @@
 set -u
 G=gpuwork/imma2; OUT=${OUT:-device-out}; O=$OUT/imma2; mkdir -p "$O"
 tar xJf $G/bin.tar.xz -C $G
+# the slimmed tree lacks tests/data/hf/llama, which test_gpu_runtime reads: carried (stage.sh)
+[ -f tests/data/hf/llama/config.json ] || tar xJf $G/hfllama.tar.xz -C tests/data/hf
 B=$G/build-dev; F=$B/fp4lane; T=$B/tests/gpu
 chmod +x $F $T/* 2>/dev/null
 export CUDA_MODULE_LOADING=EAGER FP4_BUILD=$B LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}

@@ -2,7 +2,7 @@
 # imma2 (issue 32 item 2, session 16): builds what run.sh carries into gpuwork/imma2/bin.tar.xz
 # (git-ignored): this tree's fp4lane CLI, libfp4lane_cuda.so, the GPU tests run.sh runs
 # (test_gpu_attention, test_gpu_exact, test_gpu_runtime), bench_imma2 (linked as the GPU tests are),
-# and the shared libraries a bare device lacks.
+# the shared libraries a bare device lacks, and tests/data/hf/llama (the slimmed tree lacks it).
 #   bash dev/gpu/imma2/stage.sh
 set -e
 cd "$(git rev-parse --show-toplevel)"
@@ -24,4 +24,5 @@ ldd $B/fp4lane $S/f/$B/tests/gpu/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
   while read -r p; do cp -L "$p" $S/f/lib/; done
 { git rev-parse HEAD; git status --short | head -5; date -u; } > $S/f/BUILT.txt
 (cd $S/f && tar cJf - .) > gpuwork/imma2/bin.tar.xz
+tar cJf gpuwork/imma2/hfllama.tar.xz -C tests/data/hf llama # test_gpu_runtime's; the slimmed tree lacks it
 rm -rf $S; ls -la gpuwork/imma2
