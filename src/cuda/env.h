@@ -25,6 +25,9 @@ typedef struct fp4_cu_env {
     int att_gemm;         /* FP4LANE_CUDA_ATT_GEMM: 0 when "0" (the pinned prefill attention) */
     int att_cluster;      /* FP4LANE_CUDA_ATT_CLUSTER: 0 when "0" (the two attention launches) */
     int att_cluster_wide; /* FP4LANE_CUDA_ATT_CLUSTER_WIDE: 0 when "0" (no clusters at 2+ columns) */
+    int att_tiled;        /* FP4LANE_CUDA_ATT_TILED: exact attention in one launch a column (att_tiled.cuh) */
+    int imma_wc;          /* FP4LANE_CUDA_IMMA_WC: a16_imma.cu's column groups a block, 2/4/8 (0: by width) */
+    int imma_occ;         /* FP4LANE_CUDA_IMMA_OCC: 2 two 8-column-group blocks an SM, 3 one barrier a sb */
     int no_argmax;        /* FP4LANE_CUDA_NO_ARGMAX: greedy steps pick on the host */
     int no_actfuse;       /* FP4LANE_CUDA_NO_ACTFUSE: SwiGLU, then down's own activation pass */
     int no_fuse;          /* FP4LANE_CUDA_NO_FUSE: q/k/v and gate/up uploaded apart */
@@ -43,6 +46,8 @@ const fp4_cu_env *fp4_cu_env_process(void);
 int fp4_cu_env_no_qin(void);
 int fp4_cu_env_no_dense_mma(void);
 int fp4_cu_env_imma(void);
+int fp4_cu_env_imma_wc(void);
+int fp4_cu_env_imma_occ(void);
 
 #ifdef __cplusplus
 }

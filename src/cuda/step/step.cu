@@ -32,6 +32,7 @@
 #include "format/argmax.h"
 #include "cuda/step/att_cluster.cuh"
 #include "cuda/step/att_gemm.cuh"
+#include "cuda/step/att_tiled.cuh"
 #include "cuda/step/step_kernels.cuh"
 #include "cuda/step/gemma.cuh"
 #include <string.h>
@@ -216,6 +217,11 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
         const fp4_status st = att_gemm_run(g, s->stream);
         if (st == FP4_ERR_UNSUPPORTED && c0 == 0) gemm = 0; /* nothing launched: the pinned kernels */
         else if (st) return cuda_fail(err, st, NULL, "rt.attention", "attention through cuBLAS");
+    }
+    if (!gemm && s->env.att_tiled && n >= ATT_T_MIN_COLS) { /* att_tiled.cuh: one launch, unproven */
+        const fp4_status st = att_tiled(aa, n, s->stream);
+        if (st == FP4_OK) return FP4_OK;
+        if (st != FP4_ERR_UNSUPPORTED) return cuda_fail(err, st, NULL, "rt.attention", "tiled attention");
     }
     if (!gemm && s->att_cl && n <= ATT_CL_MAX_COLS)
         STK_LAUNCH(err, "rt.attention",
