@@ -1,14 +1,14 @@
 /* env.cu — the one reader of the FP4LANE_CUDA_* environment variables (env.h): one row each,
  * name, form and field. Forms: a flag is on when set, non-empty and not "0"; a switch is off only
  * when exactly "0"; GEMM has three states; MEM_LIMIT is a decimal byte count (unset: no limit);
- * PROFILE a path (empty: unset). */
+ * PROFILE a path (empty: unset); DECODE a decimal bit set (unset or malformed: 0). */
 #include "cuda/env.h"
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { ENV_FLAG, ENV_SWITCH, ENV_GEMM, ENV_BYTES, ENV_PATH };
+enum { ENV_FLAG, ENV_SWITCH, ENV_GEMM, ENV_BYTES, ENV_PATH, ENV_INT };
 
 typedef struct env_var {
     const char *name;
@@ -34,6 +34,7 @@ static const env_var env_vars[] = {
     ENV_ROW("NO_FRAG", ENV_FLAG, no_frag),
     ENV_ROW("MEM_LIMIT", ENV_BYTES, mem_limit),
     ENV_ROW("PROFILE", ENV_PATH, profile),
+    ENV_ROW("DECODE", ENV_INT, decode),
 };
 #undef ENV_ROW
 
@@ -53,6 +54,12 @@ static void env_parse(const env_var *v, fp4_cu_env *e) {
     case ENV_BYTES:
         *(uint64_t *)f = s && *s ? (uint64_t)strtoull(s, NULL, 10) : UINT64_MAX;
         break;
+    case ENV_INT: {
+        char *end = NULL;
+        const long v = s && *s ? strtol(s, &end, 10) : 0;
+        *(int *)f = end && *end == '\0' && v >= 0 && v <= 0xFFFF ? (int)v : 0;
+        break;
+    }
     default: /* ENV_PATH */
         *(const char **)f = s && *s ? s : NULL;
         break;
@@ -93,6 +100,9 @@ int fp4_cu_env_no_dense_mma(void) {
 }
 int fp4_cu_env_imma(void) {
     return env_flag_now(offsetof(fp4_cu_env, imma));
+}
+int fp4_cu_env_decode(void) {
+    return env_flag_now(offsetof(fp4_cu_env, decode));
 }
 
 } /* extern "C" */

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# decode (issue 32 item 1) on the device, from the repository root with gpuwork/decode carried. In order,
+# each step under `timeout`, the whole under 9 minutes (later steps skipped past their time guard):
+#   1. the read ceiling of this sitting (ceiling: a plain 16-byte streaming read of 2 GiB);
+#   2. the decode step's four projections alone (gemv_lab --decode, 1 column, exact and native routes),
+#      default and with FP4LANE_CUDA_DECODE=4 (no block barrier a stage);
+#   3. the variants' bits: test_gpu_exact and test_gpu_native (every 1-column case runs each DECODE bit and
+#      all of them against the default's bytes; exact's default against the CPU oracle), test_gpu_runtime
+#      (quick) with DECODE=63 (every engine's projections take every variant: exact logits = the CPU's);
+#   4. fp4lane bench on the llama3-8b shape (synth --seed 1, quantize --layout gguf-ggml, made in the
+#      background meanwhile): A = default, B = DECODE=v, one process a pair of sides, greedy decode,
+#      prefix 512 (exact and native, each bit, then all), then all at prefix 3968 and at 8 sequences;
+#   5. ncu per-kernel durations and DRAM bytes of one graph-replayed decode step (exact, native), default
+#      and DECODE=63; attn_lab (session 12's staged attention, never measured) if time is left.
+# Logs under $OUT/decode/ (few files: summary.txt, logs.tgz); the summary on stdout.
+set -u
+G=gpuwork/decode; OUT=${OUT:-device-out}; O=$OUT/decode; W=/tmp/dc_w; mkdir -p "$O" $W
+tar xJf $G/bin.tar.xz -C $G
+B=$G/build-cuda; F=$B/fp4lane
+chmod +x $F $B/tests/gpu/* $B/dev/cuda/* 2>/dev/null
+export FP4_BUILD=$B LD_LIBRARY_PATH=$PWD/$G/lib:${LD_LIBRARY_PATH:-}
+# cuBLAS for gemv_lab's cuBLAS rows and the native GEMM route: the device's own, or torch's wheel
+CB=$(python3 -c 'import nvidia.cublas as c, os; print(os.path.join(list(c.__path__)[0], "lib"))' 2>/dev/null)
+[ -n "$CB" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$CB
+S=$O/summary.txt
+{ date -u; nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem,memory.total \
+    --format=csv,noheader; cat $G/BUILT.txt; } | tee $W/env.txt > $S
+M=/tmp/dc_l8; Q=/tmp/dc_l8.gguf
+( timeout 200 $F synth $M --shape llama3-8b --threads 14 --seed 1 > $W/make.txt 2>&1
+  echo "synth rc=$? t=$SECONDS" >> $W/make.txt
+  timeout 150 $F quantize $M $Q --layout gguf-ggml >> $W/make.txt 2>&1
+  echo "quantize rc=$? t=$SECONDS" >> $W/make.txt; rm -rf $M ) &
+MK=$!
+say() { echo "$*" | tee -a $S; }
+res() { say "$1 rc=$2 t=$SECONDS $(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$3" | tail -1)"
+  [ "$2" = 0 ] || grep -m 6 -E "CHECK|FAIL|differ|ERROR|rror" "$3" | tee -a $S; }
+timeout 60 $B/dev/cuda/ceiling 20 > $W/ceiling.txt 2>&1; say "ceiling rc=$? $(tail -1 $W/ceiling.txt)"
+for v in 0 4; do
+  FP4LANE_CUDA_DECODE=$v timeout 90 $B/dev/cuda/gemv_lab --decode --cols 1 --vars exact.route,native.route \
+    > $W/lab_$v.txt 2>&1; say "gemv_lab DECODE=$v rc=$?"
+  grep -E "ceilings|^ *[0-9]+x[0-9]+|route" $W/lab_$v.txt | head -14 | tee -a $S
+done
+timeout 150 $B/tests/gpu/test_gpu_exact > $W/exact.txt 2>&1; res test_gpu_exact $? $W/exact.txt
+timeout 120 $B/tests/gpu/test_gpu_native > $W/native.txt 2>&1; res test_gpu_native $? $W/native.txt
+FP4LANE_CUDA_DECODE=63 FP4_GPU_QUICK=1 timeout 120 $B/tests/gpu/test_gpu_runtime > $W/rt63.txt 2>&1
+res "test_gpu_runtime DECODE=63 (quick)" $? $W/rt63.txt
+wait $MK; tail -2 $W/make.txt | tee -a $S
+bench() { # mode prefix seqs variant
+  local A="--device cuda --mode $1 --ctx 4096" t=$W/bench_$1_$2_$3_$4.txt
+  [ $SECONDS -lt ${LIMIT:-430} ] || { say "skip bench $1 p$2 s$3 v$4 (time)"; return; }
+  timeout 60 $F bench $Q --a "$A" --b "$A FP4LANE_CUDA_DECODE=$4" --pairs 3 --prefix $2 --tokens 64 \
+    --seqs $3 --order abba > $t 2>&1
+  say "bench $1 prefix $2 seqs $3 B=DECODE=$4 rc=$? t=$SECONDS: $(grep -E '^ *decode  A' $t | sed 's/^ *//')"
+  say "    $(grep -E '^ *decode  B/A' $t | sed 's/^ *//')"
+}
+if [ -f $Q ]; then
+  for v in 1 4 8 16 32 63; do bench exact 512 1 $v; done
+  for v in 1 2 4 8 16 32 63; do bench native 512 1 $v; done
+  for m in exact native; do bench $m 3968 1 63; bench $m 512 8 63; done
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+  python3 -c 'import random
+r = random.Random(100); print(",".join(str(r.randrange(128000)) for _ in range(512)))' > /tmp/dc_p512
+  for cfg in "exact 0" "native 0" "exact 63" "native 63"; do
+    set -- $cfg
+    [ -n "$NCU" ] && [ $SECONDS -lt 470 ] || { say "skip ncu $cfg"; continue; }
+    FP4LANE_CUDA_DECODE=$2 timeout 100 $NCU --clock-control none --cache-control none \
+      --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum --csv \
+      --print-units base $F run $Q --device cuda --mode $1 --prompt-ids @/tmp/dc_p512 -n 3 --ignore-eos \
+      --ctx 4096 > $W/ncu_$1_$2.csv 2> $W/ncu_$1_$2.err
+    say "ncu $1 DECODE=$2 rc=$? t=$SECONDS"
+    python3 dev/cuda/ncu_step.py $W/ncu_$1_$2.csv > $W/ncu_step_$1_$2.txt 2>&1
+    head -30 $W/ncu_step_$1_$2.txt | tee -a $S
+  done
+fi
+if [ $SECONDS -lt 480 ]; then
+  timeout 60 $B/dev/cuda/attn_lab 200 > $W/attn_lab.txt 2>&1; say "attn_lab 200 rc=$? t=$SECONDS"
+  grep -E "check pass|identical|FAIL|^ *1 +[0-9]" $W/attn_lab.txt | head -20 | tee -a $S
+fi
+rm -f $Q
+say "total ${SECONDS} s"
+tar czf "$O/logs.tgz" -C $W . 2>/dev/null
