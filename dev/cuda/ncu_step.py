@@ -30,6 +30,10 @@ print("sum ns %.0f" % tot)
 agg = collections.OrderedDict()
 for x in last:
     key = x["name"][:60] + " " + x["grid"] + "x" + x["blk"]
+    if "launch__registers_per_thread" in x:  # with --metrics ...,launch__registers_per_thread
+        key += " r%s" % x["launch__registers_per_thread"]
+    if "launch__shared_mem_per_block_dynamic" in x:
+        key += " smem %s" % x["launch__shared_mem_per_block_dynamic"]
     a = agg.setdefault(key, [0, 0.0, 0.0])
     a[0] += 1; a[1] += float(x["gpu__time_duration.sum"])
     a[2] += float(x.get("dram__bytes_read.sum", "0") or 0)  # with --metrics ...,dram__bytes_read.sum

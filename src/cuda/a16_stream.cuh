@@ -115,7 +115,7 @@ static inline size_t stream_smem_request(size_t need, int bps, size_t resv = 0) 
 #define DEC_DOWN2 8u  /* rows too long for QIN (down): 8 warps, 2 stages, 2 blocks per SM */
 #define DEC_WIDE 16u  /* QIN between 4 096 and 16 384 rows (q/k/v): 16 warps, 2 stages */
 #define DEC_ONARROW 32u /* QIN up to 4 096 rows (o): 8 warps, 3 stages (fits beside the attention) */
-#define DEC_RESV_BYTES ((size_t)40 * 1024)
+#define DEC_RESV_BYTES ((size_t)48 * 1024) /* beside the attention cluster at n_ctx 4 096 (43 KB) */
 /* the bits for w: the variable now, or the engine's (create.cu puts them in w->flags) */
 static inline unsigned item_dec(const fp4_cuda_tensor *w) {
     return (unsigned)fp4_cu_env_decode() | (w->flags >> FP4_CU_DEC_SHIFT & 0xFFu);
