@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # decode (issue 32 item 1): builds what run.sh carries into gpuwork/decode/bin.tar.xz (git-ignored):
-# this tree's fp4lane CLI, libfp4lane_cuda.so, the GPU tests run.sh runs, with LABS=1 the kernel lab (gemv_lab:
-# the read ceiling and the projections alone) and attn_lab, and the shared libraries a bare device
-# lacks.
+# this tree's fp4lane CLI, libfp4lane_cuda.so, the GPU tests run.sh runs, the read-ceiling kernel, with
+# LABS=1 the kernel lab (gemv_lab: the projections alone) and attn_lab, and the shared libraries a bare
+# device lacks; beside it hf_llama.tar (test_gpu_runtime's checkpoint, absent from the slimmed tree).
 #   bash dev/gpu/decode/stage.sh
 set -e
 cd "$(git rev-parse --show-toplevel)"
