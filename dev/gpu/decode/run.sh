@@ -11,8 +11,8 @@
 #      background meanwhile): A = default, B = DECODE=v, one process a pair of sides, greedy decode,
 #      prefix 512 (exact and native, each bit, then all), then all at prefix 3968 (8 sequences: the
 #      variants serve one column only);
-#   5. ncu per-kernel durations and DRAM bytes of one graph-replayed decode step (exact, native), default
-#      and DECODE=63; attn_lab (session 12's staged attention, never measured) if time is left.
+#   5. ncu per-kernel durations and DRAM bytes of one graph-replayed decode step (exact default after the
+#      two all-variant cells; exact DECODE=63 and native default at the end); attn_lab (LABS=1 only).
 # Logs under $OUT/decode/ (few files: summary.txt, logs.tgz); the summary on stdout.
 set -u
 G=gpuwork/decode; OUT=${OUT:-device-out}; O=$OUT/decode; W=/tmp/dc_w; mkdir -p "$O" $W
@@ -50,31 +50,33 @@ res "test_gpu_runtime DECODE=63 (quick)" $? $W/rt63.txt
 wait $MK; tail -2 $W/make.txt | tee -a $S
 bench() { # mode prefix seqs variant
   local A="--device cuda --mode $1 --ctx 4096" t=$W/bench_$1_$2_$3_$4.txt
-  [ $SECONDS -lt ${LIMIT:-400} ] || { say "skip bench $1 p$2 s$3 v$4 (time)"; return; }
+  [ $SECONDS -lt 420 ] || { say "skip bench $1 p$2 s$3 v$4 (time)"; return; }
   timeout 60 $F bench $Q --a "$A" --b "$A FP4LANE_CUDA_DECODE=$4" --pairs 2 --prefix $2 --tokens 120 \
     --seqs $3 --order abba > $t 2>&1
   say "bench $1 prefix $2 seqs $3 B=DECODE=$4 rc=$? t=$SECONDS: $(grep -E '^ *decode  A' $t | sed 's/^ *//')"
   say "    $(grep -E '^ *decode  B/A' $t | sed 's/^ *//')"
 }
-if [ -f $Q ]; then
-  for v in 1 4 8 16 33 63; do bench exact 512 1 $v; done
-  for v in 1 2 4 8 16 33 63; do bench native 512 1 $v; done
-  for m in exact native; do bench $m 3968 1 63; done
-  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
-  python3 -c 'import random
+NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+python3 -c 'import random
 r = random.Random(100); print(",".join(str(r.randrange(128000)) for _ in range(512)))' > /tmp/dc_p512
-  NR=launch__registers_per_thread,launch__shared_mem_per_block_dynamic
-  for cfg in "exact 0" "exact 63" "native 0" "native 63"; do
-    set -- $cfg
-    [ -n "$NCU" ] && [ $SECONDS -lt 440 ] || { say "skip ncu $cfg"; continue; }
-    FP4LANE_CUDA_DECODE=$2 timeout 50 $NCU --clock-control none --cache-control none \
-      --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum,$NR --csv \
-      --print-units base $F run $Q --device cuda --mode $1 --prompt-ids @/tmp/dc_p512 -n 3 --ignore-eos \
-      --ctx 4096 > $W/ncu_$1_$2.csv 2> $W/ncu_$1_$2.err
-    say "ncu $1 DECODE=$2 rc=$? t=$SECONDS"
-    python3 dev/cuda/ncu_step.py $W/ncu_$1_$2.csv > $W/ncu_step_$1_$2.txt 2>&1
-    head -30 $W/ncu_step_$1_$2.txt | tee -a $S
-  done
+NR=launch__registers_per_thread,launch__shared_mem_per_block_dynamic
+prof() { # mode variant: ncu's isolated per-kernel durations and DRAM bytes of the last (graph) step
+  [ -n "$NCU" ] && [ $SECONDS -lt 430 ] || { say "skip ncu $1 DECODE=$2"; return; }
+  FP4LANE_CUDA_DECODE=$2 timeout 75 $NCU --clock-control none --cache-control none \
+    --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum,$NR --csv \
+    --print-units base $F run $Q --device cuda --mode $1 --prompt-ids @/tmp/dc_p512 -n 3 --ignore-eos \
+    --ctx 4096 > $W/ncu_$1_$2.csv 2> $W/ncu_$1_$2.err
+  say "ncu $1 DECODE=$2 rc=$? t=$SECONDS"
+  python3 dev/cuda/ncu_step.py $W/ncu_$1_$2.csv > $W/ncu_step_$1_$2.txt 2>&1
+  head -24 $W/ncu_step_$1_$2.txt | tee -a $S
+}
+if [ -f $Q ]; then # most wanted first
+  bench exact 512 1 63; bench native 512 1 63
+  prof exact 0
+  for v in 1 4 8 16 33; do bench exact 512 1 $v; done
+  for v in 1 2 4 8 16 33; do bench native 512 1 $v; done
+  for m in exact native; do bench $m 3968 1 63; done
+  prof exact 63; prof native 0
 fi
 if [ $SECONDS -lt 470 ] && [ -x $B/dev/cuda/attn_lab ]; then
   timeout 45 $B/dev/cuda/attn_lab 200 > $W/attn_lab.txt 2>&1; say "attn_lab 200 rc=$? t=$SECONDS"
