@@ -116,9 +116,13 @@ static inline size_t stream_smem_request(size_t need, int bps, size_t resv = 0) 
 #define DEC_WIDE 16u  /* QIN between 4 096 and 16 384 rows (q/k/v): 16 warps, 2 stages */
 #define DEC_ONARROW 32u /* QIN up to 4 096 rows (o): 8 warps, 3 stages (fits beside the attention) */
 #define DEC_RESV_BYTES ((size_t)48 * 1024) /* beside the attention cluster at n_ctx 4 096 (43 KB) */
-/* the bits for w: the variable now, or the engine's (create.cu puts them in w->flags) */
+#define DEC_DEFAULT 0u /* what runs when neither the variable nor the engine names bits */
+/* the bits for w: the variable now where set, else the engine's (create.cu puts them in w->flags),
+ * else DEC_DEFAULT */
 static inline unsigned item_dec(const fp4_cuda_tensor *w) {
-    return (unsigned)fp4_cu_env_decode() | (w->flags >> FP4_CU_DEC_SHIFT & 0xFFu);
+    const int now = fp4_cu_env_decode();
+    if (now >= 0) return (unsigned)now;
+    return w->flags & FP4_CU_DEC_SET ? w->flags >> FP4_CU_DEC_SHIFT & 0xFFu : DEC_DEFAULT;
 }
 
 

@@ -1,7 +1,7 @@
 /* env.cu — the one reader of the FP4LANE_CUDA_* environment variables (env.h): one row each,
  * name, form and field. Forms: a flag is on when set, non-empty and not "0"; a switch is off only
  * when exactly "0"; GEMM has three states; MEM_LIMIT is a decimal byte count (unset: no limit);
- * PROFILE a path (empty: unset); DECODE a decimal bit set (unset or malformed: 0). */
+ * PROFILE a path (empty: unset); DECODE a decimal bit set 0..255 (unset or malformed: -1). */
 #include "cuda/env.h"
 #include <pthread.h>
 #include <stddef.h>
@@ -56,8 +56,8 @@ static void env_parse(const env_var *v, fp4_cu_env *e) {
         break;
     case ENV_INT: {
         char *end = NULL;
-        const long v = s && *s ? strtol(s, &end, 10) : 0;
-        *(int *)f = end && *end == '\0' && v >= 0 && v <= 0xFFFF ? (int)v : 0;
+        const long v = s && *s ? strtol(s, &end, 10) : -1;
+        *(int *)f = end && *end == '\0' && v >= 0 && v <= 0xFF ? (int)v : -1;
         break;
     }
     default: /* ENV_PATH */

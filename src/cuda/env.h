@@ -32,12 +32,15 @@ typedef struct fp4_cu_env {
     int no_frag;          /* FP4LANE_CUDA_NO_FRAG: no frag copies */
     uint64_t mem_limit;   /* FP4LANE_CUDA_MEM_LIMIT: bytes the memory plan may use (UINT64_MAX: unset) */
     const char *profile;  /* FP4LANE_CUDA_PROFILE: the per-op profile's file (NULL: unset or empty) */
-    int decode;           /* FP4LANE_CUDA_DECODE: the 1-column item kernel's variant bits (a16_stream.cuh) */
+    int decode;           /* FP4LANE_CUDA_DECODE: the 1-column item kernel's variant bits (a16_stream.cuh),
+                             -1 unset (the default's) */
 } fp4_cu_env;
 
 /* FP4LANE_CUDA_DECODE's bits as an engine carries them: in its projections' fp4_cuda_tensor.flags from
- * this bit up (create.cu), since fp4lane bench sets a side's variables only while it creates it */
+ * this bit up, with FP4_CU_DEC_SET (create.cu), since fp4lane bench sets a side's variables only while
+ * it creates it */
 #define FP4_CU_DEC_SHIFT 8
+#define FP4_CU_DEC_SET (1u << 16)
 
 /* every variable, as the environment holds it now */
 void fp4_cu_env_read(fp4_cu_env *e);

@@ -245,8 +245,8 @@ static void gt_case_project(gt_case *c, fp4_mode mode, int nc, const char *route
         CHECK_MSG(!memcmp(c->got, c->again, bytes), "%s %lldx%lld: QIN and the separate pass differ", route,
                   (long long)c->n_out, (long long)c->n_in);
         /* FP4LANE_CUDA_DECODE's variants of the item kernel (a16_stream.cuh DEC_*): each bit alone
-         * and all of them, the same bytes (an unset variable is the default) */
-        static const char *const dec[] = {"1", "2", "4", "8", "16", "32", "63"};
+         * and all of them, and none ("0"), the same bytes as the default (the variable unset) */
+        static const char *const dec[] = {"0", "1", "2", "4", "8", "16", "32", "63"};
         for (size_t v = 0; v < sizeof dec / sizeof dec[0]; v++) {
             setenv("FP4LANE_CUDA_DECODE", dec[v], 1);
             cudaMemset(c->dy, 0xFF, bytes);
