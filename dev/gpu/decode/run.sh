@@ -1,20 +1,19 @@
 #!/usr/bin/env bash
-# decode (issue 32 item 1) on the device, from the repository root with gpuwork/decode carried. In order,
-# each step under `timeout`, the whole under 9 minutes (later steps skipped past their time guard):
+# decode (issue 32 item 1) on the device, from the repository root with gpuwork/decode carried. Most
+# wanted first, each step under `timeout`, every later step skipped past its guard (BUDGET seconds,
+# default 270: within sit.sh's default SIT_TIMEOUT of 280; BUDGET=520 runs all of it in under 9 minutes):
 #   1. the read ceiling of this sitting (ceiling: a plain 16-byte streaming read of 2 GiB);
-#   2. the decode step's four projections alone (gemv_lab --decode, 1 column, exact and native routes),
-#      default and with FP4LANE_CUDA_DECODE=4 (no block barrier a stage);
-#   3. the variants' bits: test_gpu_exact and test_gpu_native (every 1-column case runs each DECODE bit and
-#      all of them against the default's bytes; exact's default against the CPU oracle), test_gpu_runtime
-#      (quick) with DECODE=63 (every engine's projections take every variant: exact logits = the CPU's);
-#   4. fp4lane bench on the llama3-8b shape (synth --seed 1, quantize --layout gguf-ggml, made in the
-#      background meanwhile): A = default, B = DECODE=v, one process a pair of sides, greedy decode,
-#      prefix 512 (exact and native, each bit, then all), then all at prefix 3968 (8 sequences: the
-#      variants serve one column only);
-#   5. ncu per-kernel durations and DRAM bytes of one graph-replayed decode step (exact default after the
-#      two all-variant cells; exact DECODE=63 and native default at the end); attn_lab (LABS=1 only).
-# Logs under $OUT/decode/ (few files: summary.txt, logs.tgz); the summary on stdout.
+#   2. the variants' bits: test_gpu_exact and test_gpu_native (every 1-column case runs each DECODE bit, all
+#      of them and none against the default's bytes; exact's default against the CPU oracle);
+#   3. fp4lane bench on the llama3-8b shape (synth --seed 1, quantize --layout gguf-ggml, made in the
+#      background meanwhile): A = default, B = FP4LANE_CUDA_DECODE=v, one process a pair of sides, greedy
+#      decode, prefix 512: all bits, then each, exact and native;
+#   4. test_gpu_runtime (quick) with DECODE=63 (engines created with every variant: exact logits = the
+#      CPU's), all bits at prefix 3968, ncu per-kernel durations and DRAM bytes of one graph step
+#      (ncu_step.py), the labs (LABS=1 stages only).
+# Logs under $OUT/decode/ (summary.txt written as it goes, logs.tgz at the end); the summary on stdout.
 set -u
+BUDGET=${BUDGET:-270}
 G=gpuwork/decode; OUT=${OUT:-device-out}; O=$OUT/decode; W=/tmp/dc_w; mkdir -p "$O" $W
 tar xJf $G/bin.tar.xz -C $G
 [ -d tests/data/hf/llama ] || tar xf $G/hf_llama.tar -C tests/data/hf # test_gpu_runtime's (slim.sh)
@@ -43,14 +42,12 @@ for v in 0 4; do
     > $W/lab_$v.txt 2>&1; say "gemv_lab DECODE=$v rc=$?"
   grep -E "ceilings|^ *[0-9]+x[0-9]+|route" $W/lab_$v.txt | head -14 | tee -a $S
 done
-timeout 150 $B/tests/gpu/test_gpu_exact > $W/exact.txt 2>&1; res test_gpu_exact $? $W/exact.txt
-timeout 120 $B/tests/gpu/test_gpu_native > $W/native.txt 2>&1; res test_gpu_native $? $W/native.txt
-FP4LANE_CUDA_DECODE=63 FP4_GPU_QUICK=1 timeout 120 $B/tests/gpu/test_gpu_runtime > $W/rt63.txt 2>&1
-res "test_gpu_runtime DECODE=63 (quick)" $? $W/rt63.txt
+timeout 120 $B/tests/gpu/test_gpu_exact > $W/exact.txt 2>&1; res test_gpu_exact $? $W/exact.txt
+timeout 100 $B/tests/gpu/test_gpu_native > $W/native.txt 2>&1; res test_gpu_native $? $W/native.txt
 wait $MK; tail -2 $W/make.txt | tee -a $S
 bench() { # mode prefix seqs variant
   local A="--device cuda --mode $1 --ctx 4096" t=$W/bench_$1_$2_$3_$4.txt
-  [ $SECONDS -lt 420 ] || { say "skip bench $1 p$2 s$3 v$4 (time)"; return; }
+  [ $SECONDS -lt $((BUDGET - 15)) ] || { say "skip bench $1 p$2 s$3 v$4 (time)"; return; }
   timeout 60 $F bench $Q --a "$A" --b "$A FP4LANE_CUDA_DECODE=$4" --pairs 2 --prefix $2 --tokens 120 \
     --seqs $3 --order abba > $t 2>&1
   say "bench $1 prefix $2 seqs $3 B=DECODE=$4 rc=$? t=$SECONDS: $(grep -E '^ *decode  A' $t | sed 's/^ *//')"
@@ -61,7 +58,7 @@ python3 -c 'import random
 r = random.Random(100); print(",".join(str(r.randrange(128000)) for _ in range(512)))' > /tmp/dc_p512
 NR=launch__registers_per_thread,launch__shared_mem_per_block_dynamic
 prof() { # mode variant: ncu's isolated per-kernel durations and DRAM bytes of the last (graph) step
-  [ -n "$NCU" ] && [ $SECONDS -lt 430 ] || { say "skip ncu $1 DECODE=$2"; return; }
+  [ -n "$NCU" ] && [ $SECONDS -lt $((BUDGET - 75)) ] || { say "skip ncu $1 DECODE=$2"; return; }
   FP4LANE_CUDA_DECODE=$2 timeout 75 $NCU --clock-control none --cache-control none \
     --metrics gpu__time_duration.sum,launch__grid_size,launch__block_size,dram__bytes_read.sum,$NR --csv \
     --print-units base $F run $Q --device cuda --mode $1 --prompt-ids @/tmp/dc_p512 -n 3 --ignore-eos \
@@ -72,13 +69,18 @@ prof() { # mode variant: ncu's isolated per-kernel durations and DRAM bytes of t
 }
 if [ -f $Q ]; then # most wanted first
   bench exact 512 1 63; bench native 512 1 63
-  prof exact 0
-  for v in 1 4 8 16 33; do bench exact 512 1 $v; done
-  for v in 1 2 4 8 16 33; do bench native 512 1 $v; done
-  for m in exact native; do bench $m 3968 1 63; done
-  prof exact 63; prof native 0
+  for v in 4 1 8 16 33; do bench exact 512 1 $v; done
+  for v in 2 4 1 8 16 33; do bench native 512 1 $v; done
 fi
-if [ $SECONDS -lt 470 ] && [ -x $B/dev/cuda/attn_lab ]; then
+if [ $SECONDS -lt $((BUDGET - 60)) ]; then
+  FP4LANE_CUDA_DECODE=63 FP4_GPU_QUICK=1 timeout 100 $B/tests/gpu/test_gpu_runtime > $W/rt63.txt 2>&1
+  res "test_gpu_runtime DECODE=63 (quick)" $? $W/rt63.txt
+fi
+if [ -f $Q ]; then
+  for m in exact native; do bench $m 3968 1 63; done
+  prof exact 0; prof exact 63
+fi
+if [ $SECONDS -lt $((BUDGET - 45)) ] && [ -x $B/dev/cuda/attn_lab ]; then
   timeout 45 $B/dev/cuda/attn_lab 200 > $W/attn_lab.txt 2>&1; say "attn_lab 200 rc=$? t=$SECONDS"
   grep -E "check pass|identical|FAIL|^ *1 +[0-9]" $W/attn_lab.txt | head -20 | tee -a $S
 fi
