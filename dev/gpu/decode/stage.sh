@@ -6,12 +6,12 @@
 #   bash dev/gpu/decode/stage.sh
 set -e
 cd "$(git rev-parse --show-toplevel)"
-B=${B:-build-cuda}
+B=${B:-build-cuda}; GW=${GW:-gpuwork/decode} # GW: where the carry goes
 make -j2 BUILD=$B all cuda
 # the labs where they build (LABS=1; else none); run.sh skips what is absent
 [ "${LABS:-0}" = 0 ] ||
   make -j2 -C dev/cuda BUILD=$PWD/$B $PWD/$B/dev/cuda/gemv_lab $PWD/$B/dev/cuda/attn_lab || true
-S=$(mktemp -d); mkdir -p $S/f/$B/tests/gpu $S/f/$B/dev/cuda $S/f/lib gpuwork/decode
+S=$(mktemp -d); mkdir -p $S/f/$B/tests/gpu $S/f/$B/dev/cuda $S/f/lib $GW
 cp $B/fp4lane $B/libfp4lane_cuda.so $S/f/$B/
 for t in exact native runtime; do cp $B/tests/gpu/test_gpu_$t $S/f/$B/tests/gpu/; done
 # (37 MB: with them and test_gpu_runtime's checkpoint the carry is above 15 MB; LABS=1 takes them)
@@ -25,7 +25,7 @@ ldd $B/fp4lane $S/f/$B/tests/gpu/* $S/f/$B/dev/cuda/* | awk '$2 == "=>" && $3 ~ 
   grep -vE '/ld-linux[^/]*\.so' |
   while read -r p; do cp -L "$p" $S/f/lib/; done
 { git rev-parse HEAD; git status --short | grep -v '^??' | head -5; date -u; } > $S/f/BUILT.txt
-(cd $S/f && tar cJf - .) > gpuwork/decode/bin.tar.xz
+(cd $S/f && tar cJf - .) > $GW/bin.tar.xz
 # test_gpu_runtime's reference checkpoint, which the slimmed device tree lacks (dev/gpu/slim.sh)
-tar cf gpuwork/decode/hf_llama.tar -C tests/data/hf llama
-rm -rf $S; ls -la gpuwork/decode
+tar cf $GW/hf_llama.tar -C tests/data/hf llama
+rm -rf $S; ls -la $GW
