@@ -231,6 +231,10 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
         s->emb.flags |= FP4_CUDA_TENSOR_INVARIANT;
         s->head.flags |= FP4_CUDA_TENSOR_INVARIANT;
     }
+    /* FP4LANE_CUDA_DECODE where set: the item kernel's variant bits travel with the tensors */
+    for (int64_t i = 0; s->env.decode >= 0 && i < nslot + 2 * a->n_layers; i++)
+        (i < nslot ? &s->w[i] : &s->wf[i - nslot])->flags |=
+            (uint32_t)s->env.decode << FP4_CU_DEC_SHIFT | FP4_CU_DEC_SET;
     fp4_cu_stager_close(&s->stage);
     /* vectors and RoPE tables, one block */
     uint64_t nvec = (uint64_t)a->hidden;
