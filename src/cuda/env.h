@@ -56,7 +56,6 @@ int fp4_cu_env_no_dense_mma(void);
 int fp4_cu_env_imma(void);
 int fp4_cu_env_imma_wc(void);
 int fp4_cu_env_imma_occ(void);
-}
 int fp4_cu_env_decode(void);
 
 #ifdef __cplusplus
