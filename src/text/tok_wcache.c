@@ -84,7 +84,7 @@ static fp4_status cached(const fp4_tokenizer *t, tok_wcache *wc, tok_pair_cache 
     set[0].len = (uint8_t)n;
     set[0].n = (uint8_t)m;
     memcpy(set[0].w, w, n);
-    memcpy(set[0].id, out->p + before, m * sizeof *out->p);
+    if (m) memcpy(set[0].id, out->p + before, m * sizeof *out->p); /* m == 0: out->p may be NULL */
     return FP4_OK;
 }
 
