@@ -11,7 +11,7 @@
 # it. Logs under $OUT/firsttok/, summary on stdout.
 set -u
 G=gpuwork/firsttok; OUT=${OUT:-device-out}; O=$OUT/firsttok; mkdir -p "$O"
-tar xJf $G/bin.tar.xz -C $G
+[ -f $G/bin.tar.xz ] && tar xJf $G/bin.tar.xz -C $G # else laid out by dev/gpu/s17/prep.sh
 N=$G/new; F=$N/fp4lane; FO=$G/old/fp4lane
 chmod +x $F $FO $N/probe $N/tests/gpu/* 2>/dev/null
 [ -d tests/data/hf/llama ] || cp -r $G/data/llama tests/data/hf/ # the slimmed tree lacks it
