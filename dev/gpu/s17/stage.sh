@@ -18,7 +18,8 @@ gcc -O2 -Wall -Werror -I/usr/local/cuda/include dev/gpu/firsttok/probe.c -o $U/$
 cp $B/fp4lane $B/libfp4lane_cuda.so $U/$B/
 for t in $B/tests/gpu/test_*; do case $t in *.o|*.d) continue;; esac; cp $t $U/$B/tests/gpu/; done
 ldd $B/fp4lane $U/$B/tests/gpu/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
-  grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcudart|libcublas(Lt)?|libnccl|ld-linux[^/]*)\.so' |
+  grep -vE '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcudart|libcublas(Lt)?)\.so' |
+  grep -vE '/(libnccl|ld-linux[^/]*)\.so' |
   while read -r p; do cp -L "$p" $U/lib/; done
 { git rev-parse HEAD; git status --short | grep -v '^??' | head -5; date -u; } > $U/BUILT.txt
 (cd $U && tar cJf - .) > gpuwork/s17/bin.tar.xz
