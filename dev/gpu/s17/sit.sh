@@ -8,7 +8,8 @@ export OUT=${OUT:-device-out}; mkdir -p $OUT
 bash dev/gpu/s17/prep.sh
 for a in "$@"; do
   n=${a%%:*}; lim=${SIT_TIMEOUT:-280}; [ "$a" != "$n" ] && lim=${a#*:}
-  case $n in gpuall) s=dev/gpu/s17/gpuall.sh;; lead) s=dev/gpu/s16/lead.sh;; *) s=dev/gpu/$n/run.sh; [ -f $s ] || s=gpuwork/$n/run.sh;; esac
+  case $n in gpuall) s=dev/gpu/s17/gpuall.sh;; lead) s=dev/gpu/s16/lead.sh;; *) s=dev/gpu/$n/run.sh;; esac
+  [ -f $s ] || s=gpuwork/$n/run.sh
   t0=$SECONDS; echo "=== $n ($(date -u +%H:%M:%S))"
   timeout $lim bash $s > $OUT/$n.out 2>&1; rc=$?
   tail -n ${SIT_TAIL:-30} $OUT/$n.out | cut -c1-300
