@@ -473,6 +473,7 @@ typedef struct fp4_prefix_stats {
     int64_t blocks, max_blocks;                 /* now                                        */
     int64_t lookups, hits, reused_tokens;       /* loads asked, loads that found a prefix     */
     int64_t stored_blocks, evicted;             /* since creation                             */
+    int64_t recycled; /* blocks stored in an evicted block's buffers (nothing allocated)         */
 } fp4_prefix_stats;
 FP4_API fp4_status fp4_prefix_cache_create(int64_t max_blocks, fp4_prefix_cache **out, fp4_error *err);
 FP4_API void fp4_prefix_cache_free(fp4_prefix_cache *c);
@@ -482,6 +483,9 @@ typedef struct fp4_sched_opts {
     int32_t max_queue;   /* requests waiting beyond those; 0: 64. Full: FP4_ERR_LIMIT "sched.queue" */
     int64_t step_tokens; /* columns per step (decodes first, the rest for prefill); 0: 256         */
     fp4_prefix_cache *prefix; /* NULL: none; else the caller's (it outlives the scheduler)       */
+    int64_t step_prefill; /* prompt columns per step while a request decodes (at least 1; fewer
+                           * make the streams' steps shorter, the new prompts' first tokens later);
+                           * 0: what step_tokens leaves after the decodes (at least 16)          */
 } fp4_sched_opts;
 typedef struct fp4_sched_stats {
     int64_t running, queued;         /* now                                                       */

@@ -123,6 +123,42 @@ static void wait_done(out *o) {
     pthread_mutex_unlock(o->mu);
 }
 
+/* The prompt columns a step carries while requests decode (fp4_sched_opts.step_prefill): the
+ * first N_CAP requests submitted at once, uncapped and then capped at one prompt column per step
+ * while anything decodes; both equal each alone bit for bit, and the cap spreads the prompts over
+ * more steps. Out of range: sched.opts. */
+#define N_CAP 6
+static void step_prefill(fp4_rt *rt, const fp4_session_req *req, const out *alone, pthread_mutex_t *mu,
+                         pthread_cond_t *cv) {
+    fp4_error err;
+    fp4_sched *sc = NULL;
+    fp4_sched_opts so = {.max_running = N_CAP, .max_queue = N_CAP, .step_tokens = 8, .step_prefill = -1};
+    CHECK(fp4_sched_create(rt, &so, &sc, &err) == FP4_ERR_INVALID_ARG && !strcmp(err.rule, "sched.opts"));
+    so.step_prefill = (1 << 20) + 1;
+    CHECK(fp4_sched_create(rt, &so, &sc, &err) == FP4_ERR_INVALID_ARG && !strcmp(err.rule, "sched.opts"));
+    int64_t steps[2] = {0, 0};
+    for (int capped = 0; capped < 2; capped++) {
+        static out o[N_CAP];
+        so.step_prefill = capped;
+        CHECK_OK(fp4_sched_create(rt, &so, &sc, &err));
+        if (!sc) return;
+        for (int i = 0; i < N_CAP; i++) {
+            memset(&o[i], 0, sizeof o[i]);
+            o[i].mu = mu, o[i].cv = cv;
+            CHECK_OK(fp4_sched_submit(sc, &req[i], on_tok, on_done, &o[i], NULL, &err));
+        }
+        int n_same = 0;
+        for (int i = 0; i < N_CAP; i++) {
+            wait_done(&o[i]);
+            n_same += same(&alone[i], &o[i]);
+        }
+        CHECK_MSG(n_same == N_CAP, "step_prefill %d: %d of %d equal alone", capped, n_same, N_CAP);
+        steps[capped] = fp4_sched_get_stats(sc).steps;
+        fp4_sched_free(sc);
+    }
+    CHECK_MSG(steps[1] > steps[0], "steps: %lld uncapped, %lld capped", (long long)steps[0], (long long)steps[1]);
+}
+
 /* The paged KV cache: a sequence holds the blocks its positions fill, gives back those past a
  * truncation, and all of them when it is closed. */
 static void paged_kv(fp4_rt *rt) {
@@ -310,6 +346,7 @@ static void prefix_cache(const fp4_model *m, fp4_rt *rt, const fp4_tokenizer *to
     }
     ps = fp4_prefix_cache_stats(pc);
     CHECK(ps.blocks == 2 && ps.evicted == 4 && ps.hits == 1 && ps.lookups == 4);
+    CHECK(ps.recycled == 4); /* every block stored into the full cache took the evicted one's buffers */
     fp4_sched_free(sc);
     fp4_prefix_cache_free(pc);
     for (int i = 0; i < N_PFX; i++)
@@ -383,6 +420,8 @@ int main(void) {
     fp4_sched_stats st = fp4_sched_get_stats(sc);
     CHECK(st.finished == N_REQ && st.running == 0 && st.queued == 0);
     CHECK(st.steps < 16 * 30); /* batched: fewer steps than the requests' steps one by one */
+
+    step_prefill(rt, req, alone, &mu, &cv);
 
     /* cancellation: by the callback, and by id (the request ends before its budget) */
     static out c1, c2;

@@ -47,6 +47,15 @@ refused() { code=$(req POST "$4" "$5"); check "$1" "err_is $2 '$3'"; }
 
 start main --parallel 4 --queue 64 || { echo "0 passed, 1 failed"; exit 1; }
 
+# the scheduler's knobs: a value out of range or not an integer is a usage error (2) naming it,
+# before any model is loaded
+for a in "--step-tokens 0" "--step-tokens 1048577" "--step-tokens x" "--step-prefill 0" \
+         "--step-prefill -3" "--step-prefill 2.5"; do
+  "$BIN" serve models/tiny --port 0 $a >"$tmp/knob.out" 2>&1; rc=$?
+  check "serve $a: usage error" "[ $rc = 2 ] && grep -qF -- '$a:' $tmp/knob.out"
+done
+"$BIN" serve --help 2>&1 | grep -q -- "--step-prefill N"; check "serve --help names --step-prefill" '[ $? = 0 ]'
+
 # the endpoints
 code=$(req GET /health); check "health" '[ $code = 200 ] && grep -q "\"ok\"" $tmp/out'
 code=$(req GET /v1/models); check "models" '[ $code = 200 ] && grep -q "\"id\":\"tiny\"" $tmp/out'

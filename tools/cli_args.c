@@ -91,6 +91,10 @@ static const struct {
      "  --prefix-cache N       KV blocks of prompt prefixes kept for reuse (default: one context's worth;\n"
      "                         0: none)\n"
      "  --conn-per-ip N        connections one client address may hold (default 64, at most 256)\n"
+     "  --step-tokens N        columns per engine step: one per decoding request, the rest for new\n"
+     "                         prompts' chunks (default 256; vLLM's max-num-batched-tokens)\n"
+     "  --step-prefill N       prompt columns per step while a request decodes (default: what\n"
+     "                         --step-tokens leaves; fewer: shorter inter-token gaps, later first tokens)\n"
      "  --device, --mode, --threads, --ctx, --tp, --cuda-lib as run (its --prefill-chunk is refused:\n"
      "                         the scheduler splits prompts); SIGTERM or Ctrl-C drains and exits 0\n"},
     {"bench",

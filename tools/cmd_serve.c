@@ -35,6 +35,52 @@ static int read_key(const char *v, char *key, size_t cap) {
     return 0;
 }
 
+/* the integer options: the argument kind (runtime/args.c), the range, where the value goes */
+static void set_port(srv_opts *o, int64_t v) {
+    o->port = (int)v;
+}
+static void set_parallel(srv_opts *o, int64_t v) {
+    o->parallel = (int)v;
+}
+static void set_queue(srv_opts *o, int64_t v) {
+    o->max_queue = (int)v;
+}
+static void set_max_body(srv_opts *o, int64_t v) {
+    o->max_body = (size_t)v;
+}
+static void set_prefix(srv_opts *o, int64_t v) {
+    o->prefix_blocks = v ? v : -1; /* 0: none */
+}
+static void set_conn(srv_opts *o, int64_t v) {
+    o->conn_per_ip = (int)v;
+}
+static void set_step_tokens(srv_opts *o, int64_t v) {
+    o->step_tokens = v;
+}
+static void set_step_prefill(srv_opts *o, int64_t v) {
+    o->step_prefill = v;
+}
+typedef struct int_opt_t {
+    const char *name, *arg;
+    int64_t min, max;
+    void (*set)(srv_opts *, int64_t);
+} int_opt_t;
+static const int_opt_t int_opts[] = {
+    {"--port", "n", 0, 65535, set_port},
+    {"--parallel", "max_seqs", 1, 1 << 20, set_parallel},
+    {"--queue", "n", 1, 1 << 20, set_queue},
+    {"--max-body", "n", 1, 64ll << 20, set_max_body},
+    {"--prefix-cache", "n", 0, 1 << 20, set_prefix},
+    {"--conn-per-ip", "n", 1, 256, set_conn},
+    {"--step-tokens", "n", 1, 1 << 20, set_step_tokens},   /* fp4_sched_opts.step_tokens */
+    {"--step-prefill", "n", 1, 1 << 20, set_step_prefill}, /* fp4_sched_opts.step_prefill */
+};
+static const int_opt_t *int_opt(const char *a) {
+    for (size_t k = 0; k < sizeof int_opts / sizeof *int_opts; k++)
+        if (!strcmp(a, int_opts[k].name)) return &int_opts[k];
+    return NULL;
+}
+
 int cmd_serve(int argc, char **argv) {
     rt_cli_engine e;
     rt_cli_engine_init(&e);
@@ -46,6 +92,7 @@ int cmd_serve(int argc, char **argv) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r = rt_cli_engine_opt(&e, argc, argv, &i);
         fp4_arg_val x;
+        const int_opt_t *io;
         if (r < 0) return cli_usage("serve");
         if (r) continue;
         if (!strcmp(a, "--host") && v)
@@ -55,24 +102,13 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--api-key") && v) {
             if (read_key(v, key, sizeof key)) return 2;
             o.api_key = key, i++;
-        } else if ((!strcmp(a, "--port") || !strcmp(a, "--parallel") || !strcmp(a, "--queue") ||
-                    !strcmp(a, "--max-body") || !strcmp(a, "--prefix-cache") ||
-                    !strcmp(a, "--conn-per-ip")) &&
-                   v) {
-            const char *name = !strcmp(a, "--parallel") ? "max_seqs" : "n";
-            if (rt_cli_arg(name, a, v, &x)) return 2;
-            long long lim = !strcmp(a, "--port")          ? 65535
-                            : !strcmp(a, "--max-body")    ? (64ll << 20)
-                            : !strcmp(a, "--conn-per-ip") ? 256
-                                                          : 1 << 20;
-            if (x.i > lim || (x.i < 1 && strcmp(a, "--port") && strcmp(a, "--prefix-cache")))
-                return fprintf(stderr, "fp4lane serve: %s %s: out of range\n", a, v), 2;
-            if (!strcmp(a, "--port")) o.port = (int)x.i;
-            if (!strcmp(a, "--parallel")) o.parallel = (int)x.i;
-            if (!strcmp(a, "--queue")) o.max_queue = (int)x.i;
-            if (!strcmp(a, "--max-body")) o.max_body = (size_t)x.i;
-            if (!strcmp(a, "--prefix-cache")) o.prefix_blocks = x.i ? x.i : -1; /* 0: none */
-            if (!strcmp(a, "--conn-per-ip")) o.conn_per_ip = (int)x.i;
+        } else if ((io = int_opt(a)) && v) {
+            if (rt_cli_arg(io->arg, a, v, &x)) return 2;
+            if (x.i > io->max || x.i < io->min)
+                return fprintf(stderr, "fp4lane serve: %s %s: out of range (%lld to %lld)\n", a, v,
+                               (long long)io->min, (long long)io->max),
+                       2;
+            io->set(&o, x.i);
             i++;
         } else if (a[0] != '-' && !e.model)
             e.model = a;

@@ -6,8 +6,12 @@ have completed in all (after W warm-up requests per client, not counted). Per re
 the time to the first token and the gaps between tokens (from the SSE chunks); every prompt starts
 with its request's own 5-digit number (--same-prompt: not), so neither server's prompt cache skips a
 prefill the other computes; the summary is the
-aggregate generated tokens per second over the measured window, TTFT p50/p99 and inter-token
-p50/p99. Standard library only.
+aggregate generated tokens per second over the measured window, TTFT p50/p99, inter-token
+p50/p99, and the per-stream decode rate: each request's (tokens - 1) / (last token's time - first
+token's time), p50 over the requests. The aggregate counts every request's prefill and the gap
+between one request's end and the next one's start; the per-stream rate counts neither, so it is
+the figure to set beside `fp4lane run`'s decode tok/s (which excludes prefill too). Standard
+library only.
 
 usage: loadgen.py URL --clients C [--prompt P] [--answer A] [--requests R | --per-client K]
                   [--warmup W] [--label NAME] [--json FILE] [--extra JSON] [--same-prompt]
@@ -108,6 +112,9 @@ async def client(cfg, host, port, prompt, stats, quota, warm, counter):
             stats["ttft"].append(times[0] - t0)
             stats["itl"].extend(b - a for a, b in zip(times, times[1:]))
             stats["tokens"] += usage[-1] if usage else len(times)  # a chunk may carry no text
+            n_tok = usage[-1] if usage else len(times)
+            if n_tok > 1 and times[-1] > times[0]:
+                stats["stream"].append((n_tok - 1) / (times[-1] - times[0]))
             stats["first"] = min(stats["first"], t0)
             stats["last"] = max(stats["last"], times[-1])
 
@@ -132,7 +139,8 @@ async def main():
     host, port = u.hostname, u.port or 80
     prompt = await calibrate(host, port, cfg.prompt, "" if cfg.same_prompt else "00000 ")
     n = cfg.requests or max(8, cfg.per_client * cfg.clients)
-    stats = {"status": [], "ttft": [], "itl": [], "tokens": 0, "first": float("inf"), "last": 0.0}
+    stats = {"status": [], "ttft": [], "itl": [], "stream": [], "tokens": 0, "first": float("inf"),
+             "last": 0.0}
     quota, counter = [n], [0]
     cut = False
     try:
@@ -145,9 +153,10 @@ async def main():
            "requests": len(stats["status"]), "ok": stats["status"].count(200), "tokens": stats["tokens"],
            "tok_s": stats["tokens"] / secs if secs > 0 else float("nan"),
            "ttft_p50": pct(stats["ttft"], 0.5), "ttft_p99": pct(stats["ttft"], 0.99),
-           "itl_p50": pct(stats["itl"], 0.5), "itl_p99": pct(stats["itl"], 0.99)}
+           "itl_p50": pct(stats["itl"], 0.5), "itl_p99": pct(stats["itl"], 0.99),
+           "stream_tok_s_p50": pct(stats["stream"], 0.5)}
     print("| {label} | {clients} | {ok}/{requests} | {tokens} | {tok_s:.1f} | {ttft_p50:.3f} | {ttft_p99:.3f} | "
-          "{itl_p50:.4f} | {itl_p99:.4f} |".format(**res))
+          "{itl_p50:.4f} | {itl_p99:.4f} | {stream_tok_s_p50:.1f} |".format(**res))
     if cfg.json:
         with open(cfg.json, "a") as f:
             f.write(json.dumps(res) + "\n")

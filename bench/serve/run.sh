@@ -44,8 +44,8 @@ stop() { # PID: SIGTERM, then SIGKILL after 30 s
   kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null
 }
 mem() { echo "$1: $(nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>&1)" >>"$OUT/gpu_mem.txt"; }
-table() { echo "| server | clients | ok | tokens | tok/s | TTFT p50 s | TTFT p99 s | ITL p50 s | ITL p99 s |"
-          echo "|---|---|---|---|---|---|---|---|---|"; }
+table() { echo "| server | clients | ok | tokens | tok/s | TTFT p50 s | TTFT p99 s | ITL p50 s | ITL p99 s | stream tok/s p50 |"
+          echo "|---|---|---|---|---|---|---|---|---|---|"; }
 { echo "prompt $PROMPT, answer $ANSWER, mode $MODE, $(head -n 2 "$OUT/serve_env.txt" | tail -n 1)"; table; } \
   >"$OUT/serve.md"
 max=0; for c in $CLIENTS; do [ "$c" -gt "$max" ] && max=$c; done

@@ -24,12 +24,19 @@ typedef struct pblock {
     size_t halves;
 } pblock;
 
+/* The rows of a load or a store pass through one scratch pair kept for the cache's life, and an
+ * evicted block's buffers take the next block stored: a store into a full cache allocates nothing,
+ * where fresh buffers each time cost page faults and unmaps (tens of milliseconds a request at an
+ * 8B model's 128 KiB a position, every running stream waiting for them). */
 struct fp4_prefix_cache {
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;  /* the blocks and the stats                                         */
+    pthread_mutex_t smu; /* the scratch (taken before mu): one load or store at a time uses it */
     pblock *b;
     int64_t n, cap;
     uint64_t clock;
     fp4_prefix_stats st;
+    uint16_t *sk, *sv; /* [layer][position][NKV*D] of the load or store at hand              */
+    size_t s_halves;
 };
 
 fp4_status fp4_prefix_cache_create(int64_t max_blocks, fp4_prefix_cache **out, fp4_error *err) {
@@ -46,6 +53,7 @@ fp4_status fp4_prefix_cache_create(int64_t max_blocks, fp4_prefix_cache **out, f
     }
     c->cap = max_blocks;
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->smu, NULL);
     *out = c;
     return FP4_OK;
 }
@@ -55,7 +63,8 @@ void fp4_prefix_cache_free(fp4_prefix_cache *c) {
     for (int64_t i = 0; i < c->n; i++)
         free(c->b[i].k), free(c->b[i].v);
     pthread_mutex_destroy(&c->mu);
-    free(c->b), free(c);
+    pthread_mutex_destroy(&c->smu);
+    free(c->sk), free(c->sv), free(c->b), free(c);
 }
 
 fp4_prefix_stats fp4_prefix_cache_stats(fp4_prefix_cache *c) {
@@ -93,6 +102,15 @@ static pblock *find(fp4_prefix_cache *c, const uint8_t key[32]) {
     return NULL;
 }
 
+/* under smu: the scratch holds at least halves halves each for K and V; 0 or -1 (out of memory) */
+static int scratch(fp4_prefix_cache *c, size_t halves) {
+    if (halves <= c->s_halves) return 0;
+    free(c->sk), free(c->sv);
+    c->sk = malloc(sizeof(uint16_t) * halves), c->sv = malloc(sizeof(uint16_t) * halves);
+    c->s_halves = c->sk && c->sv ? halves : 0;
+    return c->s_halves ? 0 : -1;
+}
+
 /* the identity (hashed once per engine) or NULL when it could not be computed */
 static int identity_ok(const fp4_rt *rt) {
     return strlen(fp4_rt_identity(rt)) == 64;
@@ -102,6 +120,7 @@ int64_t fp4_prefix_cache_load(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, cons
     if (!c || !rt || !ids || fp4_rt_seq_pos(rt, seq) != 0 || !identity_ok(rt)) return 0;
     const int64_t B = fp4_rt_kv_blocks(rt, NULL, NULL), kvd = fp4_arch_kv_dim(&rt->arch),
                   nl = rt->arch.n_layers;
+    pthread_mutex_lock(&c->smu);
     pthread_mutex_lock(&c->mu);
     c->st.lookups++;
     int64_t nb = 0;
@@ -115,8 +134,8 @@ int64_t fp4_prefix_cache_load(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, cons
         memcpy(prev, key, 32);
     }
     const int64_t m = nb * B;
-    uint16_t *k = m ? malloc(sizeof(uint16_t) * (size_t)(nl * m * kvd)) : NULL,
-             *v = m ? malloc(sizeof(uint16_t) * (size_t)(nl * m * kvd)) : NULL;
+    const int have = m && !scratch(c, (size_t)(nl * m * kvd));
+    uint16_t *k = have ? c->sk : NULL, *v = have ? c->sv : NULL;
     if (k && v) {
         c->clock++;
         for (int64_t j = 0; j < nb; j++) {
@@ -134,26 +153,40 @@ int64_t fp4_prefix_cache_load(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, cons
         fp4_rt_seq_set_pos(rt, seq, m);
         got = m;
     }
-    free(hit), free(k), free(v);
-    if (got) {
-        pthread_mutex_lock(&c->mu);
-        c->st.hits++, c->st.reused_tokens += got;
-        pthread_mutex_unlock(&c->mu);
-    }
+    free(hit);
+    pthread_mutex_lock(&c->mu);
+    if (got) c->st.hits++, c->st.reused_tokens += got;
+    pthread_mutex_unlock(&c->mu);
+    pthread_mutex_unlock(&c->smu);
     return got;
 }
 
 /* a free entry, or the least recently used one emptied (of those, the deepest: a block is
- * useless without the blocks before it, so a prompt's chain is cut from its end) */
-static pblock *take_slot(fp4_prefix_cache *c) {
-    if (c->n < c->cap) return &c->b[c->n++];
-    pblock *old = &c->b[0];
-    for (int64_t i = 1; i < c->n; i++)
-        if (c->b[i].used < old->used || (c->b[i].used == old->used && c->b[i].depth > old->depth))
-            old = &c->b[i];
-    free(old->k), free(old->v);
+ * useless without the blocks before it, so a prompt's chain is cut from its end), with buffers of
+ * halves halves each for K and V: the evicted block's where they fit, else new ones; NULL when
+ * out of memory */
+static pblock *take_slot(fp4_prefix_cache *c, size_t halves) {
+    pblock *old = NULL;
+    if (c->n == c->cap) {
+        old = &c->b[0];
+        for (int64_t i = 1; i < c->n; i++)
+            if (c->b[i].used < old->used || (c->b[i].used == old->used && c->b[i].depth > old->depth))
+                old = &c->b[i];
+    }
+    uint16_t *k = NULL, *v = NULL;
+    if (old && old->halves == halves)
+        k = old->k, v = old->v, c->st.recycled++;
+    else {
+        k = malloc(sizeof(uint16_t) * halves), v = malloc(sizeof(uint16_t) * halves);
+        if (!k || !v) return free(k), free(v), NULL;
+        if (old) free(old->k), free(old->v);
+    }
+    if (old)
+        c->st.evicted++;
+    else
+        old = &c->b[c->n++];
     memset(old, 0, sizeof *old);
-    c->st.evicted++;
+    old->k = k, old->v = v, old->halves = halves;
     return old;
 }
 
@@ -166,6 +199,7 @@ void fp4_prefix_cache_store(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const 
     uint8_t(*keys)[32] = malloc(32 * (size_t)nb);
     if (!keys) return;
     int64_t first = -1;
+    pthread_mutex_lock(&c->smu);
     pthread_mutex_lock(&c->mu);
     c->clock++;
     for (int64_t j = 0; j < nb; j++) {
@@ -181,29 +215,25 @@ void fp4_prefix_cache_store(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const 
     }
     pthread_mutex_unlock(&c->mu);
     const int64_t m = nb * B;
-    uint16_t *k = first >= 0 ? malloc(sizeof(uint16_t) * (size_t)(nl * m * kvd)) : NULL,
-             *v = first >= 0 ? malloc(sizeof(uint16_t) * (size_t)(nl * m * kvd)) : NULL;
+    const int have = first >= 0 && !scratch(c, (size_t)(nl * m * kvd));
+    uint16_t *k = have ? c->sk : NULL, *v = have ? c->sv : NULL;
     if (k && v && rt->be->kv_read(rt->be_state, seq, m, k, v) == FP4_OK) {
         pthread_mutex_lock(&c->mu);
         for (int64_t j = first; j < nb; j++) {
             if (find(c, keys[j])) continue;
-            uint16_t *bk = malloc(sizeof(uint16_t) * (size_t)(nl * B * kvd)),
-                     *bv = malloc(sizeof(uint16_t) * (size_t)(nl * B * kvd));
-            if (!bk || !bv) {
-                free(bk), free(bv);
-                break;
-            }
+            pblock *p = take_slot(c, (size_t)(nl * B * kvd));
+            if (!p) break;
             for (int64_t L = 0; L < nl; L++) {
                 const size_t at = (size_t)(L * B * kvd), from = (size_t)((L * m + j * B) * kvd);
-                memcpy(bk + at, k + from, sizeof(uint16_t) * (size_t)(B * kvd));
-                memcpy(bv + at, v + from, sizeof(uint16_t) * (size_t)(B * kvd));
+                memcpy(p->k + at, k + from, sizeof(uint16_t) * (size_t)(B * kvd));
+                memcpy(p->v + at, v + from, sizeof(uint16_t) * (size_t)(B * kvd));
             }
-            pblock *p = take_slot(c);
             memcpy(p->key, keys[j], 32);
-            p->k = bk, p->v = bv, p->halves = (size_t)(nl * B * kvd), p->used = c->clock, p->depth = j;
+            p->used = c->clock, p->depth = j;
             c->st.stored_blocks++;
         }
         pthread_mutex_unlock(&c->mu);
     }
-    free(keys), free(k), free(v);
+    pthread_mutex_unlock(&c->smu);
+    free(keys);
 }

@@ -31,7 +31,7 @@ typedef struct sreq {
 struct fp4_sched {
     fp4_rt *rt;
     int32_t max_running, max_queue;
-    int64_t step_tokens;
+    int64_t step_tokens, step_prefill;
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -106,6 +106,18 @@ static void prefix_store(fp4_sched *s, sreq *r) {
     r->cached = 2;
 }
 
+/* The prompt columns of a step that carries n_dec decodes: what step_tokens leaves (at least
+ * SCHED_PREFILL_MIN, so that new requests always move), and while anything decodes at most
+ * step_prefill: a prompt chunk lengthens every running stream's step, so capping it trades the
+ * streams' inter-token time against the new requests' first token. Exact mode's rows do not
+ * depend on the chunking or the batch: the cap changes no bit of any answer. */
+static int64_t prefill_budget(const fp4_sched *s, int64_t n_dec) {
+    int64_t budget = s->step_tokens - n_dec;
+    if (budget < SCHED_PREFILL_MIN) budget = SCHED_PREFILL_MIN;
+    if (n_dec && s->step_prefill && budget > s->step_prefill) budget = s->step_prefill;
+    return budget;
+}
+
 /* One step over the batch; every request of a failed step ends in error. */
 static void step(fp4_sched *s) {
     int64_t n = 0, n_want = 0, n_dec = 0;
@@ -117,8 +129,7 @@ static void step(fp4_sched *s) {
             fp4_session_end(s->run[i]->s, FP4_FINISH_CANCELLED);
     /* decodes first (one column each), then prefill chunks in the budget left */
     for (int pass = 0; pass < 2; pass++) {
-        int64_t budget = s->step_tokens - n_dec;
-        if (budget < SCHED_PREFILL_MIN) budget = SCHED_PREFILL_MIN;
+        const int64_t budget = prefill_budget(s, n_dec);
         for (int32_t i = 0; i < s->n_run; i++) {
             sreq *r = s->run[i];
             const int decoding = fp4_session_decoding(r->s);
@@ -210,16 +221,19 @@ fp4_status fp4_sched_create(fp4_rt *rt, const fp4_sched_opts *o, fp4_sched **out
     if (!o) o = &d;
     int32_t slots = rt->opts.max_seqs > 0 ? rt->opts.max_seqs : 1;
     if (o->max_running < 0 || o->max_running > slots || o->max_queue < 0 || o->max_queue > (1 << 20) ||
-        o->step_tokens < 0 || o->step_tokens > (1 << 20))
+        o->step_tokens < 0 || o->step_tokens > (1 << 20) || o->step_prefill < 0 || o->step_prefill > (1 << 20))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "sched.opts",
-                        "max_running %d (the engine holds %d sequences), max_queue %d, step_tokens %lld",
-                        o->max_running, slots, o->max_queue, (long long)o->step_tokens);
+                        "max_running %d (the engine holds %d sequences), max_queue %d, step_tokens %lld, "
+                        "step_prefill %lld",
+                        o->max_running, slots, o->max_queue, (long long)o->step_tokens,
+                        (long long)o->step_prefill);
     fp4_sched *s = calloc(1, sizeof *s);
     if (!s) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "sched.nomem", "out of memory");
     s->rt = rt;
     s->max_running = o->max_running ? o->max_running : slots;
     s->max_queue = o->max_queue ? o->max_queue : SCHED_QUEUE_DEFAULT;
     s->step_tokens = o->step_tokens ? o->step_tokens : SCHED_STEP_DEFAULT;
+    s->step_prefill = o->step_prefill;
     s->prefix = o->prefix;
     s->st.kv_block = fp4_rt_kv_blocks(rt, &s->st.kv_blocks_used, &s->st.kv_blocks_total);
     const int64_t max_cols = s->step_tokens + s->max_running + SCHED_PREFILL_MIN;

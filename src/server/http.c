@@ -283,7 +283,11 @@ static fp4_status load(srv *s, fp4_error *err) {
     const int64_t block = fp4_rt_kv_blocks(s->rt, NULL, NULL);
     if (!pb) pb = (fp4_rt_n_ctx(s->rt) + block - 1) / block;
     if (pb > 0 && (st = fp4_prefix_cache_create(pb, &s->prefix, err))) return st;
-    fp4_sched_opts so = {.max_running = ro.max_seqs, .max_queue = s->o.max_queue, .prefix = s->prefix};
+    fp4_sched_opts so = {.max_running = ro.max_seqs,
+                         .max_queue = s->o.max_queue,
+                         .prefix = s->prefix,
+                         .step_tokens = s->o.step_tokens,
+                         .step_prefill = s->o.step_prefill};
     return fp4_sched_create(s->rt, &so, &s->sched, err);
 }
 

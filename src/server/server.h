@@ -34,6 +34,8 @@ typedef struct srv_opts {
     size_t max_body; /* 0: SRV_MAX_BODY_DEFAULT                                           */
     int64_t prefix_blocks; /* prefix cache blocks; 0: one context's worth, < 0: none            */
     int conn_per_ip;       /* connections one client address may hold; 0: 64                    */
+    int64_t step_tokens;   /* the scheduler's columns per step; 0: its default (fp4_sched_opts)     */
+    int64_t step_prefill;  /* prompt columns per step while a request decodes; 0: no cap          */
     srv_log_fn log;
     void *log_user;
     volatile sig_atomic_t *stop; /* set (SIGTERM): drain and return                              */
