@@ -474,6 +474,7 @@ typedef struct fp4_prefix_stats {
     int64_t lookups, hits, reused_tokens;       /* loads asked, loads that found a prefix     */
     int64_t stored_blocks, evicted;             /* since creation                             */
     int64_t recycled; /* blocks stored in an evicted block's buffers (nothing allocated)         */
+    double load_seconds, store_seconds; /* spent in loads and stores (the engine's thread waits) */
 } fp4_prefix_stats;
 FP4_API fp4_status fp4_prefix_cache_create(int64_t max_blocks, fp4_prefix_cache **out, fp4_error *err);
 FP4_API void fp4_prefix_cache_free(fp4_prefix_cache *c);

@@ -34,10 +34,13 @@ typedef struct out {
     int cancel_at;
     pthread_mutex_t *mu;
     pthread_cond_t *cv;
+    fp4_prefix_cache *pc; /* not NULL: the blocks it holds when the first token comes, in pc_first */
+    int64_t pc_first;
 } out;
 
 static int on_tok(void *user, const fp4_session_tok *t) {
     out *o = user;
+    if (t->id >= 0 && o->n == 0 && o->pc) o->pc_first = fp4_prefix_cache_stats(o->pc).blocks;
     if (t->id >= 0 && o->n < MAX_OUT) {
         o->ids[o->n] = t->id, o->lp[o->n] = t->logprob;
         for (int k = 0; k < t->n_top && k < 3; k++)
@@ -275,10 +278,13 @@ static void prefix_cache(const fp4_model *m, fp4_rt *rt, const fp4_tokenizer *to
     CHECK_OK(fp4_sched_create(rt, &so, &sc, &err));
     if (!sc || !pc) return;
     /* the first alone fills the cache; then all (the first again: its own prefix) at once */
-    other.mu = mu, other.cv = cv;
+    other.mu = mu, other.cv = cv, other.pc = pc;
     CHECK_OK(fp4_sched_submit(sc, &req[0], on_tok, on_done, &other, NULL, &err));
     wait_done(&other);
     CHECK(same(&alone[0], &other));
+    /* its prompt's blocks were stored before its first token was told (no gap after that token) */
+    CHECK_MSG(other.pc_first == req[0].n_prompt / B, "%lld blocks at the first token",
+              (long long)other.pc_first);
     fp4_prefix_stats ps = fp4_prefix_cache_stats(pc);
     CHECK(ps.hits == 0 && ps.blocks == (req[0].n_prompt / B));
     for (int i = 0; i < N_PFX; i++)
@@ -347,6 +353,7 @@ static void prefix_cache(const fp4_model *m, fp4_rt *rt, const fp4_tokenizer *to
     ps = fp4_prefix_cache_stats(pc);
     CHECK(ps.blocks == 2 && ps.evicted == 4 && ps.hits == 1 && ps.lookups == 4);
     CHECK(ps.recycled == 4); /* every block stored into the full cache took the evicted one's buffers */
+    CHECK(ps.store_seconds > 0 && ps.load_seconds > 0);
     fp4_sched_free(sc);
     fp4_prefix_cache_free(pc);
     for (int i = 0; i < N_PFX; i++)

@@ -213,7 +213,9 @@ done
 check "metrics: no KV block held when idle, blocks free, prefix cache hits" '[ $code = 200 ] && \
   grep -q "^fp4lane_kv_blocks_used 0$" $tmp/out && grep -qE "^fp4lane_kv_blocks_free [1-9]" $tmp/out && \
   grep -qE "^fp4lane_prefix_cache_hits_total [1-9]" $tmp/out && \
-  grep -qE "^fp4lane_prefix_cache_tokens_total [1-9]" $tmp/out'
+  grep -qE "^fp4lane_prefix_cache_tokens_total [1-9]" $tmp/out && \
+  grep -qE "^fp4lane_prefix_cache_stored_blocks_total [1-9]" $tmp/out && \
+  grep -qE "^fp4lane_prefix_cache_seconds_total\{op=\"store\"\} [0-9]+\.[0-9]{6}$" $tmp/out'
 # --tp reaches the engine: exact mode refuses models/tiny's split by name (its o shards are 128 wide,
 # off the super-block), native mode serves 4 requests at once over 2 in-process ranks
 P1=$PORT; S1=$SPID

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 typedef struct pblock {
     uint8_t key[32];
@@ -102,6 +103,12 @@ static pblock *find(fp4_prefix_cache *c, const uint8_t key[32]) {
     return NULL;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* under smu: the scratch holds at least halves halves each for K and V; 0 or -1 (out of memory) */
 static int scratch(fp4_prefix_cache *c, size_t halves) {
     if (halves <= c->s_halves) return 0;
@@ -120,6 +127,7 @@ int64_t fp4_prefix_cache_load(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, cons
     if (!c || !rt || !ids || fp4_rt_seq_pos(rt, seq) != 0 || !identity_ok(rt)) return 0;
     const int64_t B = fp4_rt_kv_blocks(rt, NULL, NULL), kvd = fp4_arch_kv_dim(&rt->arch),
                   nl = rt->arch.n_layers;
+    const double t0 = now_s();
     pthread_mutex_lock(&c->smu);
     pthread_mutex_lock(&c->mu);
     c->st.lookups++;
@@ -156,6 +164,7 @@ int64_t fp4_prefix_cache_load(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, cons
     free(hit);
     pthread_mutex_lock(&c->mu);
     if (got) c->st.hits++, c->st.reused_tokens += got;
+    c->st.load_seconds += now_s() - t0;
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_unlock(&c->smu);
     return got;
@@ -199,6 +208,7 @@ void fp4_prefix_cache_store(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const 
     uint8_t(*keys)[32] = malloc(32 * (size_t)nb);
     if (!keys) return;
     int64_t first = -1;
+    const double t0 = now_s();
     pthread_mutex_lock(&c->smu);
     pthread_mutex_lock(&c->mu);
     c->clock++;
@@ -234,6 +244,9 @@ void fp4_prefix_cache_store(fp4_prefix_cache *c, fp4_rt *rt, int32_t seq, const 
         }
         pthread_mutex_unlock(&c->mu);
     }
+    pthread_mutex_lock(&c->mu);
+    c->st.store_seconds += now_s() - t0;
+    pthread_mutex_unlock(&c->mu);
     pthread_mutex_unlock(&c->smu);
     free(keys);
 }

@@ -161,10 +161,12 @@ static void step(fp4_sched *s) {
                 break;
             }
     }
-    for (int64_t w = 0; !st && w < n_want; w++)
-        fp4_session_take(s->owner[w]->s, host ? s->logits + w * V : NULL, host ? 0 : s->gtok[w]);
+    /* a prompt fed whole is stored before its first token is told: the copy is the prompt's cost
+     * (its time to first token), not a gap in the stream that follows */
     for (int32_t i = 0; !st && s->prefix && i < s->n_run; i++)
         if (s->run[i]->cached == 1 && fp4_session_decoding(s->run[i]->s)) prefix_store(s, s->run[i]);
+    for (int64_t w = 0; !st && w < n_want; w++)
+        fp4_session_take(s->owner[w]->s, host ? s->logits + w * V : NULL, host ? 0 : s->gtok[w]);
 }
 
 static void *loop(void *arg) {

@@ -482,10 +482,17 @@ char *fp4_server_metrics(srv *s) {
                 "# HELP fp4lane_prefix_cache_hits_total Requests whose prompt prefix came from the cache.\n"
                 "# TYPE fp4lane_prefix_cache_hits_total counter\nfp4lane_prefix_cache_hits_total %lld\n"
                 "# HELP fp4lane_prefix_cache_tokens_total Prompt tokens loaded from the cache.\n"
-                "# TYPE fp4lane_prefix_cache_tokens_total counter\nfp4lane_prefix_cache_tokens_total %lld\n",
+                "# TYPE fp4lane_prefix_cache_tokens_total counter\nfp4lane_prefix_cache_tokens_total %lld\n"
+                "# HELP fp4lane_prefix_cache_stored_blocks_total KV blocks copied into the prefix cache.\n"
+                "# TYPE fp4lane_prefix_cache_stored_blocks_total counter\n"
+                "fp4lane_prefix_cache_stored_blocks_total %lld\n"
+                "# HELP fp4lane_prefix_cache_seconds_total Time the engine spent on the prefix cache.\n"
+                "# TYPE fp4lane_prefix_cache_seconds_total counter\n"
+                "fp4lane_prefix_cache_seconds_total{op=\"store\"} %.6f\n"
+                "fp4lane_prefix_cache_seconds_total{op=\"load\"} %.6f\n",
                 (long long)st.kv_blocks_used, (long long)(st.kv_blocks_total - st.kv_blocks_used),
                 (long long)st.kv_block, (long long)ps.blocks, (long long)ps.hits,
-                (long long)ps.reused_tokens);
+                (long long)ps.reused_tokens, (long long)ps.stored_blocks, ps.store_seconds, ps.load_seconds);
         fprintf(f, "%s%s", a ? a : "", b ? b : "");
         fclose(f);
     }

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# serve4's device call (issue 30, Deliver 6): fp4lane serve on the llama3-8b NVFP4 shape (session 16's
+# recipe: synth --seed 1, quantize --layout gguf-ggml; a file of its size already in /tmp is reused),
+# driven by bench/serve/loadgen.py (512-token prompts, 128-token answers) at 1 and 32 clients, ~20 s a
+# cell: this tree's server by default, with --step-prefill 128 and 64, with --prefix-cache 0, and main's
+# server (BASE in BUILT.txt) on the same machine; then `fp4lane run`'s decode on the same file. The
+# servers are loaded together (about 12 GB of the GPU each) and measured one after another (an idle
+# server does no GPU work). From the repository root with gpuwork/serve4 carried; logs in $OUT/serve4/;
+# every command under timeout, the whole call within T_ALL seconds (cells skipped when time is short).
+# Rehearsal without a GPU: MODEL=models/tiny DEVICE=cpu OUT=/tmp/x bash dev/gpu/serve4/run.sh
+set -u
+G=gpuwork/serve4; X=/tmp/serve4; O=$OUT/serve4; S=$O/summary.txt; M=${MODEL:-/tmp/l8.gguf}; D=${DEVICE:-cuda}
+T_ALL=${T_ALL:-165}; t00=$SECONDS
+rm -rf $X; mkdir -p $X $O; tar xJf $G/bin.tar.xz -C $X
+export LD_LIBRARY_PATH=$X/lib CUDA_MODULE_LOADING=EAGER
+F=$X/bin/fp4lane
+left() { echo $((T_ALL - (SECONDS - t00))); }
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done' EXIT
+{ date -u; nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader; cat $X/BUILT.txt
+  nproc; } > $O/env.txt 2>&1
+head -n 3 $O/env.txt | tee $S
+if [ -z "${MODEL:-}" ] && [ "$(stat -c %s $M 2>/dev/null)" != 6030403328 ]; then
+  t0=$SECONDS; rm -rf /tmp/s8 $M
+  timeout 110 $F synth /tmp/s8 --shape llama3-8b --threads "$(nproc)" --seed 1 > $O/make.txt 2>&1 &&
+    timeout $(($(left) - 70)) $F quantize /tmp/s8 $M --layout gguf-ggml >> $O/make.txt 2>&1
+  echo "model rc=$? in $((SECONDS - t0)) s, $(stat -c %s $M 2>/dev/null) bytes" | tee -a $S; rm -rf /tmp/s8
+else
+  echo "model: $M reused" | tee -a $S
+fi
+[ -e $M ] || exit 1
+# NAME BIN PORT ARGS...: a server; all start at once
+declare -A port spid
+start() {
+  local name=$1 bin=$2; port[$name]=$3; shift 3
+  timeout $(($(left) + 5)) $bin serve $M --device $D --mode native --parallel 64 --ctx 704 --queue 1024 \
+    --name bench --port ${port[$name]} "$@" 2> $O/$name.log &
+  spid[$name]=$!; pids+=($!)
+}
+get() { timeout 5 python3 -c "import urllib.request as u,sys; print(u.urlopen(sys.argv[1], timeout=4).read().decode())" \
+  "http://127.0.0.1:${port[$1]}$2" 2>/dev/null; }
+start new $F 8101
+start main $X/bin/fp4lane_main 8102
+start sp128 $F 8103 --step-prefill 128
+start nopfx $F 8104 --prefix-cache 0
+start sp64 $F 8105 --step-prefill 64
+for n in new main sp128 nopfx sp64; do
+  for _ in $(seq 180); do
+    kill -0 ${spid[$n]} 2>/dev/null || break
+    get $n /health | grep -q '"ok"' && break
+    sleep 0.5
+  done
+  get $n /health | grep -q '"ok"' || { echo "$n: not up"; tail -3 $O/$n.log; } | tee -a $S
+done
+echo "servers up at $((SECONDS - t00)) s; GPU memory used: $(nvidia-smi --query-gpu=memory.used \
+  --format=csv,noheader 2>&1)" | tee -a $S
+echo "| server | clients | ok | tokens | tok/s | TTFT p50 s | TTFT p99 s | ITL p50 s | ITL p99 s | stream tok/s p50 |" \
+  > $O/serve.md
+echo "|---|---|---|---|---|---|---|---|---|---|" >> $O/serve.md
+cell() { # NAME CLIENTS
+  local n=$1 c=$2 k="--per-client 2"
+  [ "$(left)" -gt 30 ] || { echo "$n $c clients: skipped (time)" | tee -a $S; return; }
+  kill -0 ${spid[$n]} 2>/dev/null || { echo "$n $c clients: no server" | tee -a $S; return; }
+  [ "$c" = 1 ] && k="--requests 16"
+  timeout 26 python3 $X/loadgen.py http://127.0.0.1:${port[$n]} --clients $c --prompt 512 --answer 128 $k \
+    --time-limit 20 --label $n --json $O/serve.jsonl >> $O/serve.md 2>> $O/loadgen.err
+}
+runs() {
+  local ids
+  ids=$(python3 -c "print(','.join(str(1000 + i % 5000) for i in range(512)))")
+  [ "$(left)" -gt 30 ] || { echo "run: skipped (time)" | tee -a $S; return; }
+  timeout 25 $F run $M --device $D --mode native --ctx 704 --prompt-ids "$ids" -n 128 --ignore-eos 2>&1 |
+    tail -n 1 | tee -a $S
+}
+cell new 1; cell main 1; cell new 32; cell main 32; runs; cell sp128 32; cell nopfx 1; cell sp64 32; cell nopfx 32
+for n in new main sp128 nopfx sp64; do get $n /metrics > $O/$n.metrics; done
+for n in new main sp128 nopfx sp64; do kill -TERM ${spid[$n]} 2>/dev/null; done
+for _ in $(seq 20); do
+  alive=0; for n in new main sp128 nopfx sp64; do kill -0 ${spid[$n]} 2>/dev/null && alive=1; done
+  [ $alive = 0 ] && break; sleep 0.5
+done
+cat $O/serve.md | tee -a $S
+grep -h "prefix_cache_seconds_total\|prefix_cache_stored_blocks_total" $O/new.metrics | tee -a $S
+echo "serve4 done in $((SECONDS - t00)) s" | tee -a $S
