@@ -493,6 +493,9 @@ typedef struct fp4_sched_stats {
     int64_t steps, prompt_tokens, generated_tokens, finished; /* since creation                  */
     int64_t kv_block, kv_blocks_used, kv_blocks_total; /* now: fp4_rt_kv_blocks                  */
     int64_t cached_tokens; /* since creation: prompt positions loaded from the prefix cache     */
+    /* since creation, the engine's steps apart: [0] decode columns only, [1] with prompt columns */
+    int64_t kind_steps[2], kind_columns[2];
+    double kind_seconds[2]; /* the engine's step calls (the callbacks and the prefix cache apart) */
 } fp4_sched_stats;
 /* Told once when a request ends (after its last token callback), with its finish and counts. */
 typedef void (*fp4_sched_done_fn)(void *user, fp4_finish f, int64_t n_prompt, int64_t n_gen,

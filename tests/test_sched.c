@@ -159,7 +159,8 @@ static void step_prefill(fp4_rt *rt, const fp4_session_req *req, const out *alon
         steps[capped] = fp4_sched_get_stats(sc).steps;
         fp4_sched_free(sc);
     }
-    CHECK_MSG(steps[1] > steps[0], "steps: %lld uncapped, %lld capped", (long long)steps[0], (long long)steps[1]);
+    CHECK_MSG(steps[1] > steps[0], "steps: %lld uncapped, %lld capped", (long long)steps[0],
+              (long long)steps[1]);
 }
 
 /* The paged KV cache: a sequence holds the blocks its positions fill, gives back those past a
@@ -427,6 +428,15 @@ int main(void) {
     fp4_sched_stats st = fp4_sched_get_stats(sc);
     CHECK(st.finished == N_REQ && st.running == 0 && st.queued == 0);
     CHECK(st.steps < 16 * 30); /* batched: fewer steps than the requests' steps one by one */
+    /* the steps apart: with prompt columns and decode columns only, every column counted, timed */
+    int64_t n_prompt = 0;
+    for (int i = 0; i < N_REQ; i++)
+        n_prompt += req[i].n_prompt;
+    CHECK(st.kind_steps[0] >= 1 && st.kind_steps[1] >= 1 && st.kind_steps[0] + st.kind_steps[1] == st.steps);
+    /* a request feeds its prompt and every token it generated but the last */
+    CHECK(st.kind_columns[1] >= n_prompt &&
+          st.kind_columns[0] + st.kind_columns[1] == n_prompt + st.generated_tokens - N_REQ);
+    CHECK(st.kind_seconds[0] > 0 && st.kind_seconds[1] > 0);
 
     step_prefill(rt, req, alone, &mu, &cv);
 

@@ -54,7 +54,8 @@ for a in "--step-tokens 0" "--step-tokens 1048577" "--step-tokens x" "--step-pre
   "$BIN" serve models/tiny --port 0 $a >"$tmp/knob.out" 2>&1; rc=$?
   check "serve $a: usage error" "[ $rc = 2 ] && grep -qF -- '$a:' $tmp/knob.out"
 done
-"$BIN" serve --help 2>&1 | grep -q -- "--step-prefill N"; check "serve --help names --step-prefill" '[ $? = 0 ]'
+"$BIN" serve --help 2>&1 | grep -q -- "--step-prefill N"; rc=$?
+check "serve --help names --step-prefill" '[ $rc = 0 ]'
 
 # the endpoints
 code=$(req GET /health); check "health" '[ $code = 200 ] && grep -q "\"ok\"" $tmp/out'
@@ -215,7 +216,9 @@ check "metrics: no KV block held when idle, blocks free, prefix cache hits" '[ $
   grep -qE "^fp4lane_prefix_cache_hits_total [1-9]" $tmp/out && \
   grep -qE "^fp4lane_prefix_cache_tokens_total [1-9]" $tmp/out && \
   grep -qE "^fp4lane_prefix_cache_stored_blocks_total [1-9]" $tmp/out && \
-  grep -qE "^fp4lane_prefix_cache_seconds_total\{op=\"store\"\} [0-9]+\.[0-9]{6}$" $tmp/out'
+  grep -qE "^fp4lane_prefix_cache_seconds_total\{op=\"store\"\} [0-9]+\.[0-9]{6}$" $tmp/out && \
+  grep -qE "^fp4lane_engine_steps_total\{step=\"prompt\"\} [1-9]" $tmp/out && \
+  grep -qE "^fp4lane_engine_seconds_total\{step=\"decode\"\} [0-9]+\.[0-9]{6}$" $tmp/out'
 # --tp reaches the engine: exact mode refuses models/tiny's split by name (its o shards are 128 wide,
 # off the super-block), native mode serves 4 requests at once over 2 in-process ranks
 P1=$PORT; S1=$SPID

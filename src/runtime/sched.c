@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SCHED_QUEUE_DEFAULT 64
 #define SCHED_STEP_DEFAULT 256
@@ -106,6 +107,12 @@ static void prefix_store(fp4_sched *s, sreq *r) {
     r->cached = 2;
 }
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 /* The prompt columns of a step that carries n_dec decodes: what step_tokens leaves (at least
  * SCHED_PREFILL_MIN, so that new requests always move), and while anything decodes at most
  * step_prefill: a prompt chunk lengthens every running stream's step, so capping it trades the
@@ -145,10 +152,13 @@ static void step(fp4_sched *s) {
     }
     if (!n) return;
     fp4_error err;
+    const double t0 = now_s();
     fp4_status st = n_want && !host ? fp4_rt_step_greedy(s->rt, s->cols, n, s->gtok, &err)
                                     : fp4_rt_step(s->rt, s->cols, n, n_want ? s->logits : NULL, &err);
+    const int kind = n > n_dec;
     pthread_mutex_lock(&s->mu);
     s->st.steps++;
+    s->st.kind_steps[kind]++, s->st.kind_columns[kind] += n, s->st.kind_seconds[kind] += now_s() - t0;
     pthread_mutex_unlock(&s->mu);
     const int64_t V = fp4_rt_vocab(s->rt);
     for (int32_t i = 0; i < s->n_run; i++) {
@@ -223,7 +233,8 @@ fp4_status fp4_sched_create(fp4_rt *rt, const fp4_sched_opts *o, fp4_sched **out
     if (!o) o = &d;
     int32_t slots = rt->opts.max_seqs > 0 ? rt->opts.max_seqs : 1;
     if (o->max_running < 0 || o->max_running > slots || o->max_queue < 0 || o->max_queue > (1 << 20) ||
-        o->step_tokens < 0 || o->step_tokens > (1 << 20) || o->step_prefill < 0 || o->step_prefill > (1 << 20))
+        o->step_tokens < 0 || o->step_tokens > (1 << 20) || o->step_prefill < 0 ||
+        o->step_prefill > (1 << 20))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "sched.opts",
                         "max_running %d (the engine holds %d sequences), max_queue %d, step_tokens %lld, "
                         "step_prefill %lld",

@@ -491,8 +491,25 @@ char *fp4_server_metrics(srv *s) {
                 "fp4lane_prefix_cache_seconds_total{op=\"store\"} %.6f\n"
                 "fp4lane_prefix_cache_seconds_total{op=\"load\"} %.6f\n",
                 (long long)st.kv_blocks_used, (long long)(st.kv_blocks_total - st.kv_blocks_used),
-                (long long)st.kv_block, (long long)ps.blocks, (long long)ps.hits,
-                (long long)ps.reused_tokens, (long long)ps.stored_blocks, ps.store_seconds, ps.load_seconds);
+                (long long)st.kv_block, (long long)ps.blocks, (long long)ps.hits, (long long)ps.reused_tokens,
+                (long long)ps.stored_blocks, ps.store_seconds, ps.load_seconds);
+        static const char *const kind[2] = {"decode", "prompt"};
+        fprintf(
+            f,
+            "# HELP fp4lane_engine_steps_total Engine steps: decode columns only, or with prompt columns.\n"
+            "# TYPE fp4lane_engine_steps_total counter\n");
+        for (int k = 0; k < 2; k++)
+            fprintf(f, "fp4lane_engine_steps_total{step=\"%s\"} %lld\n", kind[k],
+                    (long long)st.kind_steps[k]);
+        fprintf(f, "# HELP fp4lane_engine_columns_total Columns (tokens) of those steps.\n"
+                   "# TYPE fp4lane_engine_columns_total counter\n");
+        for (int k = 0; k < 2; k++)
+            fprintf(f, "fp4lane_engine_columns_total{step=\"%s\"} %lld\n", kind[k],
+                    (long long)st.kind_columns[k]);
+        fprintf(f, "# HELP fp4lane_engine_seconds_total Time in the engine's step calls of those steps.\n"
+                   "# TYPE fp4lane_engine_seconds_total counter\n");
+        for (int k = 0; k < 2; k++)
+            fprintf(f, "fp4lane_engine_seconds_total{step=\"%s\"} %.6f\n", kind[k], st.kind_seconds[k]);
         fprintf(f, "%s%s", a ? a : "", b ? b : "");
         fclose(f);
     }

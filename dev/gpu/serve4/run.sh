@@ -7,9 +7,10 @@
 # servers are loaded together (about 12 GB of the GPU each) and measured one after another (an idle
 # server does no GPU work). From the repository root with gpuwork/serve4 carried; logs in $OUT/serve4/;
 # every command under timeout, the whole call within T_ALL seconds (cells skipped when time is short).
-# Rehearsal without a GPU: MODEL=models/tiny DEVICE=cpu OUT=/tmp/x bash dev/gpu/serve4/run.sh
+# Rehearsal without a GPU: MODEL=models/tiny DEVICE=cpu PROMPT=300 ANSWER=64 CTX=400 OUT=/tmp/x bash ...
 set -u
 G=gpuwork/serve4; X=/tmp/serve4; O=$OUT/serve4; S=$O/summary.txt; M=${MODEL:-/tmp/l8.gguf}; D=${DEVICE:-cuda}
+P=${PROMPT:-512} A=${ANSWER:-128} C=${CTX:-704}
 T_ALL=${T_ALL:-165}; t00=$SECONDS
 rm -rf $X; mkdir -p $X $O; tar xJf $G/bin.tar.xz -C $X
 export LD_LIBRARY_PATH=$X/lib CUDA_MODULE_LOADING=EAGER
@@ -33,12 +34,14 @@ fi
 declare -A port spid
 start() {
   local name=$1 bin=$2; port[$name]=$3; shift 3
-  timeout $(($(left) + 5)) $bin serve $M --device $D --mode native --parallel 64 --ctx 704 --queue 1024 \
+  timeout $(($(left) + 5)) $bin serve $M --device $D --mode native --parallel 64 --ctx $C --queue 1024 \
     --name bench --port ${port[$name]} "$@" 2> $O/$name.log &
   spid[$name]=$!; pids+=($!)
 }
-get() { timeout 5 python3 -c "import urllib.request as u,sys; print(u.urlopen(sys.argv[1], timeout=4).read().decode())" \
-  "http://127.0.0.1:${port[$1]}$2" 2>/dev/null; }
+get() { # NAME PATH: the server's answer on stdout
+  timeout 5 python3 -c "import urllib.request as u, sys
+print(u.urlopen(sys.argv[1], timeout=4).read().decode())" "http://127.0.0.1:${port[$1]}$2" 2>/dev/null
+}
 start new $F 8101
 start main $X/bin/fp4lane_main 8102
 start sp128 $F 8103 --step-prefill 128
@@ -54,25 +57,56 @@ for n in new main sp128 nopfx sp64; do
 done
 echo "servers up at $((SECONDS - t00)) s; GPU memory used: $(nvidia-smi --query-gpu=memory.used \
   --format=csv,noheader 2>&1)" | tee -a $S
-echo "| server | clients | ok | tokens | tok/s | TTFT p50 s | TTFT p99 s | ITL p50 s | ITL p99 s | stream tok/s p50 |" \
-  > $O/serve.md
+{ echo "| server | clients | ok | tokens | tok/s | TTFT p50 s | TTFT p99 s | ITL p50 s | ITL p99 s |" \
+    "stream tok/s p50 |"; } > $O/serve.md
 echo "|---|---|---|---|---|---|---|---|---|---|" >> $O/serve.md
 cell() { # NAME CLIENTS
   local n=$1 c=$2 k="--per-client 2"
   [ "$(left)" -gt 30 ] || { echo "$n $c clients: skipped (time)" | tee -a $S; return; }
   kill -0 ${spid[$n]} 2>/dev/null || { echo "$n $c clients: no server" | tee -a $S; return; }
   [ "$c" = 1 ] && k="--requests 16"
-  timeout 26 python3 $X/loadgen.py http://127.0.0.1:${port[$n]} --clients $c --prompt 512 --answer 128 $k \
+  get $n /metrics > $O/m.$n.$c.before
+  timeout 26 python3 $X/loadgen.py http://127.0.0.1:${port[$n]} --clients $c --prompt $P --answer $A $k \
     --time-limit 20 --label $n --json $O/serve.jsonl >> $O/serve.md 2>> $O/loadgen.err
+  get $n /metrics > $O/m.$n.$c.after
+}
+# per cell, from the servers' counters (warm-up included): the engine's steps with and without prompt
+# columns (count, mean columns, mean ms), the prefix cache's store time per stored prompt
+steps() {
+  python3 - $O <<'PY'
+import glob, os, re, sys
+def read(p):
+    d = {}
+    for line in open(p):
+        m = re.match(r'^(fp4lane_[a-z_]+)(\{[^}]*\})? ([0-9.e+-]+)$', line)
+        if m: d[m.group(1) + (m.group(2) or '')] = float(m.group(3))
+    return d
+for a in sorted(glob.glob(sys.argv[1] + '/m.*.after')):
+    b = a[:-6] + '.before'
+    if not os.path.exists(b): continue
+    x, y = read(b), read(a)
+    dd = lambda k: y.get(k, 0) - x.get(k, 0)
+    out = [os.path.basename(a)[2:-6]]
+    for k in ('decode', 'prompt'):
+        n = dd('fp4lane_engine_steps_total{step="%s"}' % k)
+        cols = dd('fp4lane_engine_columns_total{step="%s"}' % k)
+        secs = dd('fp4lane_engine_seconds_total{step="%s"}' % k)
+        if n: out.append('%s steps %d: %.1f cols, %.2f ms' % (k, n, cols / n, 1e3 * secs / n))
+    st = dd('fp4lane_prefix_cache_seconds_total{op="store"}')
+    nb = dd('fp4lane_prefix_cache_stored_blocks_total')
+    if nb: out.append('prefix store %.1f ms per 32 blocks' % (1e3 * st / nb * 32))
+    print('; '.join(out))
+PY
 }
 runs() {
   local ids
-  ids=$(python3 -c "print(','.join(str(1000 + i % 5000) for i in range(512)))")
+  ids=$(python3 -c "print(','.join(str(1000 + i % 5000) for i in range($P)))")
   [ "$(left)" -gt 30 ] || { echo "run: skipped (time)" | tee -a $S; return; }
-  timeout 25 $F run $M --device $D --mode native --ctx 704 --prompt-ids "$ids" -n 128 --ignore-eos 2>&1 |
+  timeout 25 $F run $M --device $D --mode native --ctx $C --prompt-ids "$ids" -n $A --ignore-eos 2>&1 |
     tail -n 1 | tee -a $S
 }
-cell new 1; cell main 1; cell new 32; cell main 32; runs; cell sp128 32; cell nopfx 1; cell sp64 32; cell nopfx 32
+cell new 1; cell main 1; cell new 32; cell main 32; runs
+cell sp128 32; cell nopfx 1; cell sp64 32; cell nopfx 32
 for n in new main sp128 nopfx sp64; do get $n /metrics > $O/$n.metrics; done
 for n in new main sp128 nopfx sp64; do kill -TERM ${spid[$n]} 2>/dev/null; done
 for _ in $(seq 20); do
@@ -80,5 +114,6 @@ for _ in $(seq 20); do
   [ $alive = 0 ] && break; sleep 0.5
 done
 cat $O/serve.md | tee -a $S
+steps 2>&1 | tee -a $S
 grep -h "prefix_cache_seconds_total\|prefix_cache_stored_blocks_total" $O/new.metrics | tee -a $S
 echo "serve4 done in $((SECONDS - t00)) s" | tee -a $S
