@@ -4,14 +4,15 @@
 # driven by bench/serve/loadgen.py (512-token prompts, 128-token answers) at 1 and 32 clients, ~20 s a
 # cell: this tree's server by default, with --step-prefill 128 and 64, with --prefix-cache 0, and main's
 # server (BASE in BUILT.txt) on the same machine; then `fp4lane run`'s decode on the same file. The
-# servers are loaded together (about 12 GB of the GPU each) and measured one after another (an idle
-# server does no GPU work). From the repository root with gpuwork/serve4 carried; logs in $OUT/serve4/;
-# every command under timeout, the whole call within T_ALL seconds (cells skipped when time is short).
+# servers (--parallel 32: about 9 GB of the GPU each) are loaded together and measured one after another
+# (an idle server does no GPU work). From the repository root with gpuwork/serve4 carried; logs in
+# $OUT/serve4/; every command under timeout, the whole call within T_ALL seconds (cells skipped when time
+# is short).
 # Rehearsal without a GPU: MODEL=models/tiny DEVICE=cpu PROMPT=300 ANSWER=64 CTX=400 OUT=/tmp/x bash ...
 set -u
 G=gpuwork/serve4; X=/tmp/serve4; O=$OUT/serve4; S=$O/summary.txt; M=${MODEL:-/tmp/l8.gguf}; D=${DEVICE:-cuda}
 P=${PROMPT:-512} A=${ANSWER:-128} C=${CTX:-704}
-T_ALL=${T_ALL:-165}; t00=$SECONDS
+T_ALL=${T_ALL:-155}; t00=$SECONDS
 rm -rf $X; mkdir -p $X $O; tar xJf $G/bin.tar.xz -C $X
 export LD_LIBRARY_PATH=$X/lib CUDA_MODULE_LOADING=EAGER
 F=$X/bin/fp4lane
@@ -34,7 +35,7 @@ fi
 declare -A port spid
 start() {
   local name=$1 bin=$2; port[$name]=$3; shift 3
-  timeout $(($(left) + 5)) $bin serve $M --device $D --mode native --parallel 64 --ctx $C --queue 1024 \
+  timeout $(($(left) + 5)) $bin serve $M --device $D --mode native --parallel 32 --ctx $C --queue 1024 \
     --name bench --port ${port[$name]} "$@" 2> $O/$name.log &
   spid[$name]=$!; pids+=($!)
 }
@@ -49,7 +50,7 @@ start nopfx $F 8104 --prefix-cache 0
 start sp64 $F 8105 --step-prefill 64
 for n in new main sp128 nopfx sp64; do
   for _ in $(seq 180); do
-    kill -0 ${spid[$n]} 2>/dev/null || break
+    kill -0 ${spid[$n]} 2>/dev/null && [ "$(left)" -gt 20 ] || break
     get $n /health | grep -q '"ok"' && break
     sleep 0.5
   done
@@ -61,13 +62,14 @@ echo "servers up at $((SECONDS - t00)) s; GPU memory used: $(nvidia-smi --query-
     "stream tok/s p50 |"; } > $O/serve.md
 echo "|---|---|---|---|---|---|---|---|---|---|" >> $O/serve.md
 cell() { # NAME CLIENTS
-  local n=$1 c=$2 k="--per-client 2"
-  [ "$(left)" -gt 30 ] || { echo "$n $c clients: skipped (time)" | tee -a $S; return; }
+  local n=$1 c=$2 k="--per-client 2" lim=20
+  [ "$c" = 1 ] && lim=10
+  [ "$(left)" -gt $((lim + 6)) ] || { echo "$n $c clients: skipped (time)" | tee -a $S; return; }
   kill -0 ${spid[$n]} 2>/dev/null || { echo "$n $c clients: no server" | tee -a $S; return; }
   [ "$c" = 1 ] && k="--requests 16"
   get $n /metrics > $O/m.$n.$c.before
-  timeout 26 python3 $X/loadgen.py http://127.0.0.1:${port[$n]} --clients $c --prompt $P --answer $A $k \
-    --time-limit 20 --label $n --json $O/serve.jsonl >> $O/serve.md 2>> $O/loadgen.err
+  timeout $((lim + 6)) python3 $X/loadgen.py http://127.0.0.1:${port[$n]} --clients $c --prompt $P \
+    --answer $A $k --time-limit $lim --label $n --json $O/serve.jsonl >> $O/serve.md 2>> $O/loadgen.err
   get $n /metrics > $O/m.$n.$c.after
 }
 # per cell, from the servers' counters (warm-up included): the engine's steps with and without prompt
@@ -101,12 +103,12 @@ PY
 runs() {
   local ids
   ids=$(python3 -c "print(','.join(str(1000 + i % 5000) for i in range($P)))")
-  [ "$(left)" -gt 30 ] || { echo "run: skipped (time)" | tee -a $S; return; }
-  timeout 25 $F run $M --device $D --mode native --ctx $C --prompt-ids "$ids" -n $A --ignore-eos 2>&1 |
+  [ "$(left)" -gt 16 ] || { echo "run: skipped (time)" | tee -a $S; return; }
+  timeout 15 $F run $M --device $D --mode native --ctx $C --prompt-ids "$ids" -n $A --ignore-eos 2>&1 |
     tail -n 1 | tee -a $S
 }
-cell new 1; cell main 1; cell new 32; cell main 32; runs
-cell sp128 32; cell nopfx 1; cell sp64 32; cell nopfx 32
+cell new 1; cell main 1; runs; cell new 32; cell main 32; cell sp128 32; cell nopfx 1; cell sp64 32
+cell nopfx 32
 for n in new main sp128 nopfx sp64; do get $n /metrics > $O/$n.metrics; done
 for n in new main sp128 nopfx sp64; do kill -TERM ${spid[$n]} 2>/dev/null; done
 for _ in $(seq 20); do
