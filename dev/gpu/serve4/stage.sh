@@ -18,4 +18,5 @@ for so in $(ldd $B/fp4lane $B/libfp4lane_cuda.so | awk '$2=="=>"{print $1}' | so
 done
 { git rev-parse HEAD; git status --short | head -5; echo "main binary: $BASE"; date -u; } > $S/f/BUILT.txt
 (cd $S/f && tar cJf - .) > $G/bin.tar.xz
+cp dev/gpu/serve4/run.sh $G/run.sh # the call needs nothing else of the tree: bash gpuwork/serve4/run.sh
 rm -rf $S; ls -la $G
