@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
 # serve4's device call (issue 30, Deliver 6): fp4lane serve on the llama3-8b NVFP4 shape (session 16's
 # recipe: synth --seed 1, quantize --layout gguf-ggml; a file of its size already in /tmp is reused),
-# driven by bench/serve/loadgen.py (512-token prompts, 128-token answers) at 1 and 32 clients, ~20 s a
-# cell: this tree's server by default, with --step-prefill 128 and 64, with --prefix-cache 0, and main's
-# server (BASE in BUILT.txt) on the same machine; then `fp4lane run`'s decode on the same file. The
-# servers (--parallel 32: about 9 GB of the GPU each) are loaded together and measured one after another
-# (an idle server does no GPU work). From the repository root with gpuwork/serve4 carried; logs in
-# $OUT/serve4/; every command under timeout, the whole call within T_ALL seconds (cells skipped when time
-# is short).
+# driven by bench/serve/loadgen.py (512-token prompts, 128-token answers) at 1 client (16 requests) and
+# 32 (one warm-up and one measured request each, ~16 s): main's server (BASE in BUILT.txt; measured
+# first, so that whatever a first cell gains is not this tree's), this tree's (default) and `fp4lane
+# run`'s decode first, then this tree's with --step-prefill 128, --step-tokens 512, --prefix-cache 0 and
+# --step-prefill 64 while time is left. The servers (--parallel 32, about 9 GB of the GPU each) are
+# loaded together and measured one after another (an idle server does no GPU work). From the repository
+# root with gpuwork/serve4 carried; logs in $OUT/serve4/; every command under timeout, the whole call
+# within T_ALL seconds.
 # Rehearsal without a GPU: MODEL=models/tiny DEVICE=cpu PROMPT=300 ANSWER=64 CTX=400 OUT=/tmp/x bash ...
 set -u
 G=gpuwork/serve4; X=/tmp/serve4; O=$OUT/serve4; S=$O/summary.txt; M=${MODEL:-/tmp/l8.gguf}; D=${DEVICE:-cuda}
 P=${PROMPT:-512} A=${ANSWER:-128} C=${CTX:-704}
-T_ALL=${T_ALL:-155}; t00=$SECONDS
+T_ALL=${T_ALL:-165}; t00=$SECONDS
 rm -rf $X; mkdir -p $X $O; tar xJf $G/bin.tar.xz -C $X
 export LD_LIBRARY_PATH=$X/lib CUDA_MODULE_LOADING=EAGER
 F=$X/bin/fp4lane
@@ -48,7 +49,9 @@ start main $X/bin/fp4lane_main 8102
 start sp128 $F 8103 --step-prefill 128
 start nopfx $F 8104 --prefix-cache 0
 start sp64 $F 8105 --step-prefill 64
-for n in new main sp128 nopfx sp64; do
+start st512 $F 8106 --step-tokens 512
+SERVERS="new main sp128 nopfx sp64 st512"
+for n in $SERVERS; do
   for _ in $(seq 180); do
     kill -0 ${spid[$n]} 2>/dev/null && [ "$(left)" -gt 20 ] || break
     get $n /health | grep -q '"ok"' && break
@@ -62,13 +65,13 @@ echo "servers up at $((SECONDS - t00)) s; GPU memory used: $(nvidia-smi --query-
     "stream tok/s p50 |"; } > $O/serve.md
 echo "|---|---|---|---|---|---|---|---|---|---|" >> $O/serve.md
 cell() { # NAME CLIENTS
-  local n=$1 c=$2 k="--per-client 2" lim=20
-  [ "$c" = 1 ] && lim=10
-  [ "$(left)" -gt $((lim + 6)) ] || { echo "$n $c clients: skipped (time)" | tee -a $S; return; }
+  local n=$1 c=$2 k="--per-client 1" lim=16
+  [ "$c" = 1 ] && lim=9
+  [ "$(left)" -gt $((lim + 4)) ] || { echo "$n $c clients: skipped (time)" | tee -a $S; return; }
   kill -0 ${spid[$n]} 2>/dev/null || { echo "$n $c clients: no server" | tee -a $S; return; }
   [ "$c" = 1 ] && k="--requests 16"
   get $n /metrics > $O/m.$n.$c.before
-  timeout $((lim + 6)) python3 $X/loadgen.py http://127.0.0.1:${port[$n]} --clients $c --prompt $P \
+  timeout $((lim + 5)) python3 $X/loadgen.py http://127.0.0.1:${port[$n]} --clients $c --prompt $P \
     --answer $A $k --time-limit $lim --label $n --json $O/serve.jsonl >> $O/serve.md 2>> $O/loadgen.err
   get $n /metrics > $O/m.$n.$c.after
 }
@@ -107,12 +110,12 @@ runs() {
   timeout 15 $F run $M --device $D --mode native --ctx $C --prompt-ids "$ids" -n $A --ignore-eos 2>&1 |
     tail -n 1 | tee -a $S
 }
-cell new 1; cell main 1; runs; cell new 32; cell main 32; cell sp128 32; cell nopfx 1; cell sp64 32
-cell nopfx 32
-for n in new main sp128 nopfx sp64; do get $n /metrics > $O/$n.metrics; done
-for n in new main sp128 nopfx sp64; do kill -TERM ${spid[$n]} 2>/dev/null; done
+cell main 1; cell new 1; runs; cell main 32; cell new 32; cell sp128 32; cell st512 32; cell nopfx 1
+cell nopfx 32; cell sp64 32
+for n in $SERVERS; do get $n /metrics > $O/$n.metrics; done
+for n in $SERVERS; do kill -TERM ${spid[$n]} 2>/dev/null; done
 for _ in $(seq 20); do
-  alive=0; for n in new main sp128 nopfx sp64; do kill -0 ${spid[$n]} 2>/dev/null && alive=1; done
+  alive=0; for n in $SERVERS; do kill -0 ${spid[$n]} 2>/dev/null && alive=1; done
   [ $alive = 0 ] && break; sleep 0.5
 done
 cat $O/serve.md | tee -a $S
