@@ -50,7 +50,8 @@ const cli_verb cli_verbs[] = {
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server with continuous batching (docs/SERVE.md)",
      "fp4lane serve [MODEL] [--host 127.0.0.1] [--port 8080] [--api-key KEY|@FILE] [--parallel N]\n"
      "       [--queue N] [--ctx N] [--device cpu|cuda] [--mode exact|native] [--threads N] [--name ID]\n"
-     "       [--max-body BYTES] [--prefix-cache N] [--conn-per-ip N] [--step-tokens N] [--step-prefill N]"},
+     "       [--max-body BYTES] [--prefix-cache N] [--conn-per-ip N] [--tp N] [--cuda-lib PATH]\n"
+     "       [--step-tokens N] [--step-prefill N]"},
     {"detokenize", cmd_detokenize, "token ids to text",
      "fp4lane detokenize MODEL|tokenizer.json [--] IDS... [--skip-special] [--cleanup]"},
     {"template", cmd_template, "render MODEL's own chat template over a conversation (what the model sees)",
