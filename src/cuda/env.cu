@@ -32,6 +32,7 @@ static const env_var env_vars[] = {
     ENV_ROW("NO_FUSE", ENV_FLAG, no_fuse),
     ENV_ROW("FRAG", ENV_FLAG, frag),
     ENV_ROW("NO_FRAG", ENV_FLAG, no_frag),
+    ENV_ROW("TP_NCCL", ENV_FLAG, tp_nccl),
     ENV_ROW("MEM_LIMIT", ENV_BYTES, mem_limit),
     ENV_ROW("PROFILE", ENV_PATH, profile),
 };

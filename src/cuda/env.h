@@ -30,6 +30,7 @@ typedef struct fp4_cu_env {
     int no_fuse;          /* FP4LANE_CUDA_NO_FUSE: q/k/v and gate/up uploaded apart */
     int frag;             /* FP4LANE_CUDA_FRAG: frag copies for one sequence too */
     int no_frag;          /* FP4LANE_CUDA_NO_FRAG: no frag copies */
+    int tp_nccl;          /* FP4LANE_CUDA_TP_NCCL: the split step's ranks talk through NCCL (one per GPU) */
     uint64_t mem_limit;   /* FP4LANE_CUDA_MEM_LIMIT: bytes the memory plan may use (UINT64_MAX: unset) */
     const char *profile;  /* FP4LANE_CUDA_PROFILE: the per-op profile's file (NULL: unset or empty) */
 } fp4_cu_env;
