@@ -3,7 +3,7 @@
 # test_gpu_tp (exact = CPU bit for bit at --tp 1..4, chunks, decode, KV snapshots, greedy; native
 # within tolerance; plans; refusals), the same under compute-sanitizer (memcheck, quick), the CLI's
 # exact compare cpu vs cuda --tp 3 on the llama-160m synth shape (--max-drift 0), and decode tok/s of
-# a 4-layer llama3-8b-width NVFP4 model at --tp 1, 2, 4 on the one GPU (what the split's gathers and
+# a 2-layer llama3-8b-width NVFP4 model at --tp 1, 2 on the one GPU (what the split's gathers and
 # synchronizations cost; not a scaling figure). From the repository root, gpuwork/tpcuda carried.
 set -u
 OUT=${OUT:-device-out}; O=$OUT/tpcuda; mkdir -p "$O"
@@ -13,29 +13,30 @@ export LD_LIBRARY_PATH=$X/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FP4_BUILD=$X/build-cuda
 B=$X/build-cuda; F=$B/fp4lane
 nvidia-smi -L > "$O/gpus.txt" 2>&1; echo "GPUs: $(wc -l < "$O/gpus.txt")"
-timeout 90 $B/tests/gpu/test_gpu_tp > "$O/test_gpu_tp.txt" 2>&1
+timeout 60 $B/tests/gpu/test_gpu_tp > "$O/test_gpu_tp.txt" 2>&1
 echo "test_gpu_tp rc=$? $(tail -1 "$O/test_gpu_tp.txt")"
 grep -E "FAIL|bit for bit|tp rank" "$O/test_gpu_tp.txt" | head -30
 FP4_GPU_QUICK=1 timeout 60 compute-sanitizer --error-exitcode 1 --print-limit 20 $B/tests/gpu/test_gpu_tp \
   > "$O/sanitize.txt" 2>&1
-echo "compute-sanitizer test_gpu_tp rc=$? $(grep -E 'ERROR SUMMARY|passed' "$O/sanitize.txt" | tail -2 | tr '\n' ' ')"
+echo "compute-sanitizer test_gpu_tp rc=$? $(grep -E 'ERROR SUMMARY|passed' "$O/sanitize.txt" | tail -2 |
+  tr '\n' ' ')"
 export FP4LANE_CUDA_UNPROVEN=1
 M=/tmp/l160; rm -rf $M
 timeout 20 $F synth $M --shape llama-160m --to nvfp4 > /dev/null 2>&1
 echo "synth llama-160m rc=$?"
-for tp in 1 3; do
+for tp in 3; do
   timeout 25 $F compare $M --a "--mode exact" --b "--mode exact --device cuda --tp $tp" \
     --prompt-ids $(seq -s, 1 7 500 | cut -d, -f1-48) --max-drift 0 > "$O/cmp_tp$tp.txt" 2>&1
   echo "compare llama-160m exact cpu vs cuda --tp $tp rc=$? $(tail -1 "$O/cmp_tp$tp.txt" | cut -c1-160)"
 done
 M8=/tmp/l8; rm -rf $M8
-timeout 40 $F synth $M8 --shape llama3-8b --layers 4 --to nvfp4 > /dev/null 2>&1
-echo "synth llama3-8b 4 layers rc=$?"
-for tp in 1 2 4; do
+timeout 30 $F synth $M8 --shape llama3-8b --layers 2 --to nvfp4 > /dev/null 2>&1
+echo "synth llama3-8b 2 layers rc=$?"
+for tp in 1 2; do
   for mode in exact native; do
-    timeout 20 $F run $M8 --device cuda --tp $tp --mode $mode --ignore-eos --prompt-ids 1,2,3,4,5,6,7,8 \
+    timeout 12 $F run $M8 --device cuda --tp $tp --mode $mode --ignore-eos --prompt-ids 1,2,3,4,5,6,7,8 \
       -n 64 --ctx 256 > "$O/run_${mode}_tp$tp.txt" 2>&1
-    echo "llama3-8b-L4 $mode --tp $tp rc=$? $(grep -iE 'tok/s|rror|rule' "$O/run_${mode}_tp$tp.txt" | head -2 |
-      tr '\n' ' ' | cut -c1-200)"
+    echo "llama3-8b-L2 $mode --tp $tp rc=$? $(grep -iE 'tok/s|rror|rule' "$O/run_${mode}_tp$tp.txt" |
+      head -2 | tr '\n' ' ' | cut -c1-200)"
   done
 done

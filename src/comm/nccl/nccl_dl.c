@@ -67,6 +67,7 @@ ncclResult_t ncclAllReduce(const void *s, void *r, size_t n, ncclDataType_t t, n
                            cudaStream_t st) {
     return ok() ? fns.all_reduce(s, r, n, t, op, c, st) : ncclSystemError;
 }
-ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c, cudaStream_t st) {
+ncclResult_t ncclAllGather(const void *s, void *r, size_t n, ncclDataType_t t, ncclComm_t c,
+                           cudaStream_t st) {
     return ok() ? fns.all_gather(s, r, n, t, c, st) : ncclSystemError;
 }

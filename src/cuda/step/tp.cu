@@ -423,7 +423,8 @@ static fp4_status nccl_group(int n, const int *devs, int count, fp4_comm **c, fp
                         "--tp %d through NCCL needs %d GPUs (one rank each); %d found", n, n, count);
     static int serial;
     char path[96];
-    snprintf(path, sizeof path, "/tmp/fp4lane-nccl-%d-%d.id", (int)getpid(), __sync_fetch_and_add(&serial, 1));
+    snprintf(path, sizeof path, "/tmp/fp4lane-nccl-%d-%d.id", (int)getpid(),
+             __sync_fetch_and_add(&serial, 1));
     nccl_init a[FP4_COMM_MAX_RANKS];
     pthread_t t[FP4_COMM_MAX_RANKS];
     int started = 0;
@@ -435,16 +436,18 @@ static fp4_status nccl_group(int n, const int *devs, int count, fp4_comm **c, fp
     for (int r = 0; r < started; r++)
         pthread_join(t[r], NULL);
     unlink(path);
-    fp4_status st = started < n ? fp4_fail(err, FP4_ERR_IO, NULL, NULL, "tp.thread", "cannot start NCCL's init")
-                                : FP4_OK;
+    fp4_status st =
+        started < n ? fp4_fail(err, FP4_ERR_IO, NULL, NULL, "tp.thread", "cannot start NCCL's init") : FP4_OK;
     for (int r = 0; r < started && !st; r++)
         if (a[r].st) {
             st = a[r].st;
             if (err) *err = a[r].err;
         }
     for (int r = 0; r < started; r++)
-        if (st && a[r].c) fp4_comm_free(a[r].c);
-        else c[r] = a[r].c;
+        if (st && a[r].c)
+            fp4_comm_free(a[r].c);
+        else
+            c[r] = a[r].c;
     return st;
 }
 
