@@ -22,7 +22,7 @@ echo "compute-sanitizer test_gpu_tp rc=$? $(grep -E 'ERROR SUMMARY|passed' "$O/s
   tr '\n' ' ')"
 export FP4LANE_CUDA_UNPROVEN=1
 M=/tmp/l160; rm -rf $M
-timeout 20 $F synth $M --shape llama-160m --to nvfp4 > /dev/null 2>&1
+timeout 40 $F synth $M --shape llama-160m --to nvfp4 > /dev/null 2>&1
 echo "synth llama-160m rc=$?"
 for tp in 3; do
   timeout 25 $F compare $M --a "--mode exact" --b "--mode exact --device cuda --tp $tp" \
