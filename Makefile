@@ -6,6 +6,7 @@
 #   make cuda       CUDA library + GPU tests (nvcc; compiles without a GPU)
 #   make test-gpu   GPU tests (needs a GPU)      make lab   kernel lab (needs a GPU)
 #   make sass       SASS of every production CUDA kernel (cuobjdump)
+#   make test-gpu-tp the split CUDA step through NCCL (needs 2+ GPUs; dev/cuda/run_tp.sh)
 CC      ?= cc
 NVCC    ?= nvcc
 CUDA_ARCH ?= 90a
@@ -45,7 +46,7 @@ GGML_DIR     = third_party/npm/node_modules/$(GGML_NPM_PKG)/bins/linux-x64
 export FP4_GGML_DIR = $(abspath $(GGML_DIR))
 export FP4_HFGGUF = $(abspath third_party/npm/node_modules/@huggingface/gguf/dist/index.mjs)
 
-.PHONY: header-check symbols-check all lib cli test asan ubsan sanitize fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab sass clean oracle format-check
+.PHONY: header-check symbols-check all lib cli test asan ubsan sanitize fuzz fuzz-build cuda test-gpu test-gpu-tp test-gpu-sanitize lab sass clean oracle format-check
 all: lib cli
 
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
@@ -296,6 +297,11 @@ test-gpu: cuda
 	@FP4_BUILD=$(BUILD) FP4_GPU_REQUIRE=1 FP4_TEST_JOBS=1 ./tests/run_tests.sh $(GPU_TEST_BIN) $(GPU_RT_TEST)
 	@FP4LANE_CUDA_GEMM=0 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_native
 	@$(if $(GPU_RT_TEST),FP4LANE_CUDA_GEMM=0 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_runtime)
+# the split CUDA step through NCCL on a multi-GPU machine (one rank per GPU; --tp above the GPUs
+# skipped), then the NCCL communicator's own test over every GPU: dev/cuda/run_tp.sh runs it
+test-gpu-tp: cuda
+	@FP4LANE_CUDA_TP_NCCL=1 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_tp
+	@NCCL_DEBUG=WARN $(BUILD)/tests/gpu/test_nccl_comm $$(nvidia-smi -L | wc -l)
 # every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes);
 # test_gpu_errors fails a cudaMalloc on purpose, so API errors are not reported for it
 test-gpu-sanitize: cuda

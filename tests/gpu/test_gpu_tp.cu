@@ -3,7 +3,8 @@
  * over 12 KV heads, ffn 3072: every shard of o's and down's input on a super-block boundary at 2, 3
  * and 4 ranks), Llama and Qwen3 (q/k norm) and Qwen2 (q/k/v bias), written here (no reference data
  * from the tree). N = 1 (the unsplit CUDA engine), 2, 3, 4 ranks, all on device r % device_count
- * through the in-process communicator over device memory — on one GPU, N ranks share it:
+ * through the in-process communicator over device memory — on one GPU, N ranks share it — or, with
+ * FP4LANE_CUDA_TP_NCCL=1 (make test-gpu-tp), through NCCL, one rank per GPU (N above the GPUs skipped):
  *   - exact: the prompt as one step, then in chunks of 2, then decode steps: every logit equals the
  *     CPU's bit for bit; the KV snapshot after the prompt is the CPU's file byte for byte, and the
  *     CPU's snapshot continued on the split engine gives the same bits; greedy steps (the split's
@@ -30,6 +31,7 @@ extern "C" {
 enum { T_PRE = 6, T_DEC = 3, T_ALL = T_PRE + T_DEC, MAX_V = 512, MAX_PLANS = 8 };
 
 static char tmp[512], cuda_lib[600];
+static int nccl; /* FP4LANE_CUDA_TP_NCCL set: the ranks talk through NCCL (make test-gpu-tp) */
 static const int32_t prompt[T_PRE] = {1, 17, 250, 3, 99, 42};
 
 typedef struct plans {
@@ -167,6 +169,15 @@ static void split_model(const char *type) {
     CHECK(run(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, 1, T_PRE, 0, ref, kv0, NULL) == 0);
     CHECK(run(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, 1, T_PRE, 0, nref, NULL, NULL) == 0);
     for (int tp = 1; tp <= 4; tp++) {
+        if (tp > 1 && nccl) { /* NCCL: one rank per GPU, so N ranks need N GPUs */
+            fp4_rt *probe = NULL;
+            const fp4_status st = make(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, tp, NULL, &probe, &e);
+            fp4_rt_free(probe);
+            if (st && !strcmp(e.rule, "tp.nccl-devices")) {
+                printf("%s --tp %d through NCCL: skipped (%s)\n", type, tp, e.msg);
+                continue;
+            }
+        }
         int same = 1;
         for (int chunk = T_PRE; chunk >= 2; chunk -= T_PRE - 2) {
             snprintf(kvn, sizeof kvn, "%s/cuda%d-%d.kv", dir, tp, chunk);
@@ -270,6 +281,8 @@ int main(void) {
     CHECK_MSG(gate == FP4_OK || !strcmp(gate_rule, "route.tp-cuda"), "the route's gate: %s, rule %s",
               fp4_status_str(gate), gate_rule);
     setenv("FP4LANE_CUDA_UNPROVEN", keep[0] ? keep : "1", 1);
+    nccl = getenv("FP4LANE_CUDA_TP_NCCL") && strcmp(getenv("FP4LANE_CUDA_TP_NCCL"), "0");
+    printf("communicator: %s\n", nccl ? "NCCL, one rank per GPU" : "in-process over device memory");
     refusals();
     split_model("llama");
     split_model("qwen3");

@@ -54,7 +54,7 @@ struct cu_tp_rank {
 struct cu_tp {
     int is_tp; /* 1 (step.cu's ops tell the handles apart by it) */
     fp4_rt_model_desc d;
-    int n;
+    int n, multi_device; /* ranks; 1 when they sit on more than one device */
     int64_t max_cols, lrows, vmax, nsb_max, kmax;
     cu_tp_rank *rk;
     float *h_gath, *h_lg; /* rank 0's gathered logit parts; the greedy step's logits */
@@ -364,6 +364,9 @@ static fp4_status rank_create(cu_tp *e, cu_tp_rank *k, fp4_error *err) {
     k->s->tp = k;
     k->s->graphs_off = 1; /* every collective synchronizes the stream: no graph can hold it */
     k->s->act_fuse = 0;   /* down through fp4_cu_tp_row_parallel, never the fused SwiGLU pass */
+    /* the native prefill attention's one cuBLAS handle belongs to the device that made it
+     * (a16_gemm.cu): across devices the ranks take the pinned kernels */
+    if (e->multi_device) k->s->att_gemm = 0;
     cudaError_t ce = cudaSetDevice(k->dev);
     if (ce == cudaSuccess) ce = cudaMalloc((void **)&k->d_gath, 4 * gath + 16);
     if (ce == cudaSuccess && exact) ce = cudaMalloc((void **)&k->d_part, 4 * part + 16);
@@ -500,7 +503,7 @@ extern "C" fp4_status fp4_cu_tp_create(const fp4_rt_model_desc *d, int64_t max_c
     fp4_comm *c[FP4_COMM_MAX_RANKS];
     int devs[FP4_COMM_MAX_RANKS];
     for (int r = 0; r < n; r++)
-        devs[r] = (d->device + r) % count;
+        devs[r] = (d->device + r) % count, e->multi_device |= devs[r] != devs[0];
     if (!e->rk || !e->h_gath || !e->h_lg)
         st = fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     else if (env.tp_nccl)
