@@ -2,7 +2,7 @@
  * engine in the same process, on NVFP4 twins of test_runtime_tp's split shape (48 query heads of 64
  * over 12 KV heads, ffn 3072: every shard of o's and down's input on a super-block boundary at 2, 3
  * and 4 ranks), Llama and Qwen3 (q/k norm) and Qwen2 (q/k/v bias), written here (no reference data
- * from the tree). N = 1 (the unsplit CUDA engine), 2, 3, 4 ranks, all on device r % device_count
+ * from the tree; Qwen3's embedding tied to its head). N = 1 (the unsplit CUDA engine), 2, 3, 4 ranks, all on device r % device_count
  * through the in-process communicator over device memory — on one GPU, N ranks share it — or, with
  * FP4LANE_CUDA_TP_NCCL=1 (make test-gpu-tp), through NCCL, one rank per GPU (N above the GPUs skipped):
  *   - exact: the prompt as one step, then in chunks of 2, then decode steps: every logit equals the
@@ -156,6 +156,7 @@ static void split_model(const char *type) {
     rtfx_spec s = rtfx_default(type);
     s.heads = 48, s.kv_heads = 12, s.head_dim = 64, s.explicit_head_dim = 1, s.ffn = 3072, s.layers = 2;
     s.ctx = 32;
+    s.tied = !strcmp(type, "qwen3"); /* one vocabulary shard serves the embedding and the head */
     char dir[600], bf[700], nv[700], kv0[700], kvn[700];
     snprintf(dir, sizeof dir, "%s/%s", tmp, type);
     rtfx_write_pair(dir, &s, 7, bf, nv, sizeof bf);

@@ -333,7 +333,9 @@ static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     const stk_cols cols = {s->d_in, s->d_in + mc, s->d_in + 2 * mc, s->d_in + 3 * mc};
     fp4_status st;
     prof_mark(s, OP_EMBED);
-    if (s->emb_on_device && (st = fp4_cuda_embed(&s->emb, cols.tok, n, s->d_x, s->stream)))
+    if (s->emb_on_device && s->tp) { /* a rank's vocabulary rows (tp.cu) */
+        if ((st = fp4_cu_tp_embed(s, cols.tok, n, err))) return st;
+    } else if (s->emb_on_device && (st = fp4_cuda_embed(&s->emb, cols.tok, n, s->d_x, s->stream)))
         return cuda_fail(err, st, s->d.tok_embd->name, "rt.embed", "embedding lookup");
     STK_LAUNCH(err, "rt.embed", gm_embed(s, n));
     for (int64_t L = 0; L < a->n_layers; L++)

@@ -171,6 +171,10 @@ fp4_status fp4_cu_tp_kv_copy(void *p, int32_t slot, int64_t n_pos, uint16_t *k, 
 fp4_status fp4_cu_tp_row_parallel(cu_state *s, const fp4_cuda_tensor *w, const float *x, int64_t n, float *y,
                                   const char *name, fp4_error *err);
 
+/* a rank's embedding lookup of the step's tokens (d_tok) into s->d_x: its vocabulary rows, gathered
+ * and each column's row taken from the rank that holds it */
+fp4_status fp4_cu_tp_embed(cu_state *s, const int32_t *d_tok, int64_t n, fp4_error *err);
+
 /* ---- step.cu: what creation needs of the step's kernels ---- */
 /* the step's scratch buffers (at most CU_MAX_BUFS): their sizes follow the kernels' layouts */
 int fp4_cu_step_scratch_list(cu_state *s, buf_req *r);

@@ -2,12 +2,12 @@
  * (a cu_state, create.cu) on device (desc.device + r) % device_count, built from a rank's desc that
  * holds its shards — the CPU split's plan (src/backend/tp_plan.c): q/k/v by KV head and gate/up by
  * ffn row (whole rows, column-parallel), o over its heads' and down over its ffn rows' input columns
- * (row-parallel), its KV heads' cache, the head by vocabulary rows. The residual, the norms, RoPE and
- * the embedding are replicated (the same inputs and pinned operations give the same bits on each
- * rank). The ranks are threads of one process; their communicator (comm.h) is the in-process one over
- * device memory (src/comm/cuda/comm_cuda.c), so N ranks may share one GPU, or with
- * FP4LANE_CUDA_TP_NCCL=1 NCCL (comm_nccl.c, libnccl.so.2 loaded at run time: nccl_dl.c), one rank
- * per GPU.
+ * (row-parallel), its KV heads' cache, the head and the embedding by vocabulary rows (each token's
+ * row gathered from the rank that holds it). The residual, the norms and RoPE are replicated (the
+ * same inputs and pinned operations give the same bits on each rank; the embedding too where the device reads
+ * it). The ranks are threads of one process; their communicator (comm.h) is the in-process one over device
+ * memory (src/comm/cuda/comm_cuda.c), so N ranks may share one GPU, or with FP4LANE_CUDA_TP_NCCL=1 NCCL
+ * (comm_nccl.c, libnccl.so.2 loaded at run time: nccl_dl.c), one rank per GPU.
  *
  * Row-parallel projections (fp4_cu_tp_row_parallel, called by step.cu for o and down): exact mode
  * computes each super-block's term of SPEC §4 (the exact kernels' integer arithmetic and
@@ -41,10 +41,13 @@ struct cu_tp_rank {
     fp4_rt_model_desc d;   /* the rank's desc: its heads, ffn rows and shards */
     const fp4_tensor **lp; /* n_layers * FP4_LW_COUNT_ pointers into lw (projections) or the model */
     fp4_tensor *lw, head;  /* the shards */
+    fp4_tensor emb;        /* the embedding's vocabulary rows (emb_split) */
+    int emb_split;         /* the table is on the device and split by vocabulary (else replicated) */
     const float **vec;     /* the vectors, biases offset to the rank's heads */
     uint8_t **owned;       /* n_layers * 2: the row-parallel copies (o, down) */
     int8_t *d_q;           /* exact: the Q8_K pass of a row-parallel input [col][k] */
-    float *d_d, *d_part, *d_gath;
+    int32_t *d_tok;        /* emb_split: the columns' rows of the rank's table (outside it: -1) */
+    float *d_d, *d_part, *d_gath, *d_emb;
     uint64_t extra_bytes; /* the buffers above, added to the rank's memory plan */
     fp4_status st;
     fp4_error err;
@@ -116,6 +119,27 @@ static __global__ void tp_reduce_kernel(const float *g, int n_ranks, int64_t n, 
     y[i] = fp4_round_f16_dev(acc);
 }
 
+/* the rank's table rows of the step's tokens: tok - v0 inside [v0, v1), else -1 (fp4_cuda_embed's
+ * row of zeros) */
+static __global__ void tp_local_tok_kernel(const int32_t *tok, int64_t n, int64_t v0, int64_t v1,
+                                           int32_t *out) {
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c < n) out[c] = tok[c] >= v0 && tok[c] < v1 ? (int32_t)(tok[c] - v0) : -1;
+}
+
+/* x[c] = the gathered row of column c from the rank that holds its token (g: n_ranks blocks of
+ * [n][H]; fp4_tp_part's parts [V·r/N, V·(r+1)/N)) */
+static __global__ void tp_pick_rows_kernel(const float *g, const int32_t *tok, int64_t n, int64_t H,
+                                           int64_t V, int n_ranks, float *x) {
+    const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n * H) return;
+    const int64_t c = i / H, t = tok[c];
+    int o = 0;
+    while (o < n_ranks - 1 && t >= V * (o + 1) / n_ranks)
+        o++;
+    x[i] = g[(int64_t)o * n * H + i];
+}
+
 static fp4_status launched(fp4_error *err, cudaError_t e, const char *what) {
     if (e == cudaSuccess) return FP4_OK;
     return cuda_fail(err, FP4_CUDA_FAIL(e, what), NULL, "rt.tp", what);
@@ -158,6 +182,28 @@ extern "C" fp4_status fp4_cu_tp_row_parallel(cu_state *s, const fp4_cuda_tensor 
     tp_reduce_kernel<<<(unsigned)((n * w->n_out + 255) / 256), 256, 0, s->stream>>>(k->d_gath, e->n, n,
                                                                                     w->n_out, e->nsb_max, y);
     return launched(err, cudaGetLastError(), "tp_reduce_kernel");
+}
+
+extern "C" fp4_status fp4_cu_tp_embed(cu_state *s, const int32_t *d_tok, int64_t n, fp4_error *err) {
+    cu_tp_rank *k = s->tp;
+    const cu_tp *e = k->e;
+    const int64_t H = e->d.arch.hidden;
+    fp4_status st;
+    if (!k->emb_split) { /* the whole table on every rank */
+        st = fp4_cuda_embed(&s->emb, d_tok, n, s->d_x, s->stream);
+        return st ? cuda_fail(err, st, e->d.tok_embd->name, "rt.embed", "embedding lookup") : FP4_OK;
+    }
+    tp_local_tok_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s->stream>>>(d_tok, n, k->p.v0, k->p.v1,
+                                                                            k->d_tok);
+    if ((st = launched(err, cudaGetLastError(), "tp_local_tok_kernel"))) return st;
+    if ((st = fp4_cuda_embed(&s->emb, k->d_tok, n, k->d_emb, s->stream)))
+        return cuda_fail(err, st, e->d.tok_embd->name, "rt.embed", "embedding lookup");
+    if ((st = launched(err, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize")) ||
+        (st = fp4_comm_all_gather(k->comm, k->d_emb, k->d_gath, sizeof(float) * (size_t)(n * H), err)))
+        return st;
+    tp_pick_rows_kernel<<<(unsigned)((n * H + 255) / 256), 256, 0, s->stream>>>(
+        k->d_gath, d_tok, n, H, e->d.arch.vocab, e->n, s->d_x);
+    return launched(err, cudaGetLastError(), "tp_pick_rows_kernel");
 }
 
 /* ---- the step ---- */
@@ -335,14 +381,21 @@ static fp4_status rank_desc(cu_tp *e, cu_tp_rank *k, fp4_error *err) {
         k->lp[i] = o;
     }
     if (st || (st = fp4_tp_rows(e->d.head, k->p.v0, k->p.v1, &k->head, err))) return st;
+    /* a table the step reads on the device (F16, BF16, NVFP4) is split by vocabulary like the head
+     * (tied: one shard serves both); the others stay whole (their rows are read on the host) */
+    const int te = (int)e->d.tok_embd->type;
+    fp4_error ignored;
+    k->emb_split = (te == FP4_TYPE_F16 || te == FP4_TYPE_BF16 || te == FP4_TYPE_NVFP4_E2M1) &&
+                   fp4_tp_rows(e->d.tok_embd, k->p.v0, k->p.v1, &k->emb, &ignored) == FP4_OK;
     k->d = e->d;
+    if (k->emb_split) k->d.tok_embd = &k->emb;
     k->d.tp = 1;
     k->d.device = k->dev;
     k->d.arch.n_heads = k->p.hq1 - k->p.hq0, k->d.arch.n_kv_heads = k->p.kv1 - k->p.kv0;
     k->d.arch.ffn = k->p.f1 - k->p.f0;
     k->d.layer = k->lp;
     k->d.vec = k->vec;
-    k->d.head = &k->head;
+    k->d.head = k->emb_split && e->d.head == e->d.tok_embd ? &k->emb : &k->head;
     k->d.on_plan = rank_plan, k->d.plan_user = k;
     return FP4_OK;
 }
@@ -352,12 +405,13 @@ static fp4_status rank_create(cu_tp *e, cu_tp_rank *k, fp4_error *err) {
     const int64_t mc = e->max_cols, H = e->d.arch.hidden;
     const int exact = e->d.mode == FP4_MODE_EXACT;
     const uint64_t part = exact ? (uint64_t)(mc * H * e->nsb_max) : 0;
-    const uint64_t gath = (uint64_t)e->n * (uint64_t)imax((int64_t)part, e->lrows * e->vmax);
+    const uint64_t gath = (uint64_t)e->n * (uint64_t)imax(imax((int64_t)part, e->lrows * e->vmax), mc * H);
     const uint64_t qb = exact ? (uint64_t)(mc * e->kmax) : 0,
                    db = exact ? (uint64_t)(mc * (e->kmax / 256)) : 0;
-    k->extra_bytes = 4 * (part + gath + db) + qb;
     fp4_status st = rank_desc(e, k, err);
     if (st) return st;
+    const uint64_t eb = k->emb_split ? (uint64_t)(mc * H) : 0;
+    k->extra_bytes = 4 * (part + gath + db + eb) + qb + (k->emb_split ? 4 * (uint64_t)mc : 0);
     void *s = NULL;
     if ((st = fp4_cu_step_create(&k->d, mc, &s, err))) return st;
     k->s = (cu_state *)s;
@@ -372,6 +426,8 @@ static fp4_status rank_create(cu_tp *e, cu_tp_rank *k, fp4_error *err) {
     if (ce == cudaSuccess && exact) ce = cudaMalloc((void **)&k->d_part, 4 * part + 16);
     if (ce == cudaSuccess && exact) ce = cudaMalloc((void **)&k->d_q, qb + 16);
     if (ce == cudaSuccess && exact) ce = cudaMalloc((void **)&k->d_d, 4 * db + 16);
+    if (ce == cudaSuccess && k->emb_split) ce = cudaMalloc((void **)&k->d_emb, 4 * eb + 16);
+    if (ce == cudaSuccess && k->emb_split) ce = cudaMalloc((void **)&k->d_tok, 4 * (size_t)mc + 16);
     return ce == cudaSuccess
                ? FP4_OK
                : cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc"), NULL, "cuda.alloc", "tp buffers");
@@ -393,6 +449,8 @@ extern "C" void fp4_cu_tp_destroy(void *p) {
             if (k->d_part) cudaFree(k->d_part);
             if (k->d_q) cudaFree(k->d_q);
             if (k->d_d) cudaFree(k->d_d);
+            if (k->d_emb) cudaFree(k->d_emb);
+            if (k->d_tok) cudaFree(k->d_tok);
         }
         for (int64_t i = 0; k->owned && i < 2 * e->d.arch.n_layers; i++)
             free(k->owned[i]);
