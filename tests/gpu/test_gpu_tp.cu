@@ -2,9 +2,10 @@
  * engine in the same process, on NVFP4 twins of test_runtime_tp's split shape (48 query heads of 64
  * over 12 KV heads, ffn 3072: every shard of o's and down's input on a super-block boundary at 2, 3
  * and 4 ranks), Llama and Qwen3 (q/k norm) and Qwen2 (q/k/v bias), written here (no reference data
- * from the tree; Qwen3's embedding tied to its head). N = 1 (the unsplit CUDA engine), 2, 3, 4 ranks, all on device r % device_count
- * through the in-process communicator over device memory — on one GPU, N ranks share it — or, with
- * FP4LANE_CUDA_TP_NCCL=1 (make test-gpu-tp), through NCCL, one rank per GPU (N above the GPUs skipped):
+ * from the tree; Qwen3's embedding tied to its head). N = 1 (the unsplit CUDA engine), 2, 3, 4
+ * ranks, all on device r % device_count through the in-process communicator over device memory — on
+ * one GPU, N ranks share it — or, with FP4LANE_CUDA_TP_NCCL=1 (make test-gpu-tp), through NCCL, one
+ * rank per GPU (N above the GPUs skipped):
  *   - exact: the prompt as one step, then in chunks of 2, then decode steps: every logit equals the
  *     CPU's bit for bit; the KV snapshot after the prompt is the CPU's file byte for byte, and the
  *     CPU's snapshot continued on the split engine gives the same bits; greedy steps (the split's
