@@ -1,7 +1,8 @@
 /* test_gpu_tp.cu — the split CUDA step (src/cuda/step/tp.cu, docs/SCALE.md) against the unsplit CPU
  * engine in the same process, on NVFP4 twins of test_runtime_tp's split shape (48 query heads of 64
  * over 12 KV heads, ffn 3072: every shard of o's and down's input on a super-block boundary at 2, 3
- * and 4 ranks), Llama and Qwen3 (q/k norm) and Qwen2 (q/k/v bias), written here (no reference data
+ * and 4 ranks), Llama, Qwen3 (q/k norm), Qwen2 (q/k/v bias), Qwen3-MoE (a dense layer beside the
+ * expert layers) and Mixtral (8 experts, top 2: whole experts per rank), written here (no reference data
  * from the tree; Qwen3's embedding tied to its head). N = 1 (the unsplit CUDA engine), 2, 3, 4
  * ranks, all on device r % device_count through the in-process communicator over device memory — on
  * one GPU, N ranks share it — or, with FP4LANE_CUDA_TP_NCCL=1 (make test-gpu-tp), through NCCL, one
@@ -10,9 +11,10 @@
  *     CPU's bit for bit; the KV snapshot after the prompt is the CPU's file byte for byte, and the
  *     CPU's snapshot continued on the split engine gives the same bits; greedy steps (the split's
  *     step_greedy) pick the CPU's tokens;
- *   - native: within NATIVE_TOL of the CPU's native unsplit run;
+ *   - native: within NATIVE_TOL of the CPU's native unsplit run (MoE: printed against the unsplit
+ *     cuda run; the MoE native route is refused on cuda, route.moe-cuda);
  *   - each rank's memory plan reported (device "... tp rank r/N", weights below the unsplit plan's);
- *   - refusals by name: --tp 5 (12 KV heads: tp.heads), a MoE model (tp.moe-cuda), and the whole
+ *   - refusals by name: --tp 5 (12 KV heads: tp.heads), 2 experts over 3 ranks (tp.moe-cuda), the whole
  *     route without FP4LANE_CUDA_UNPROVEN (route.tp-cuda) until a device run has proven it.
  * No GPU: skipped. */
 extern "C" {
@@ -153,9 +155,11 @@ static void plan_case(const fp4_model *m, int tp) {
     fp4_rt_free(a), fp4_rt_free(b);
 }
 
-static void split_model(const char *type) {
-    rtfx_spec s = rtfx_default(type);
-    s.heads = 48, s.kv_heads = 12, s.head_dim = 64, s.explicit_head_dim = 1, s.ffn = 3072, s.layers = 2;
+static void split_model(const char *type, int experts) {
+    rtfx_spec s = experts ? rtfx_moe(type) : rtfx_default(type);
+    s.heads = 48, s.kv_heads = 12, s.head_dim = 64, s.explicit_head_dim = 1, s.ffn = 3072;
+    s.layers = experts ? 3 : 2;
+    if (!strcmp(type, "mixtral")) s.ffn = 256; /* Mixtral's intermediate_size is its experts' width */
     s.ctx = 32;
     s.tied = !strcmp(type, "qwen3"); /* one vocabulary shard serves the embedding and the head */
     char dir[600], bf[700], nv[700], kv0[700], kvn[700];
@@ -165,7 +169,7 @@ static void split_model(const char *type) {
     fp4_error e;
     CHECK_OK(fp4_model_open(nv, NULL, &m, &e));
     if (!m) return;
-    static float ref[T_ALL * MAX_V], got[T_ALL * MAX_V], nref[T_ALL * MAX_V];
+    static float ref[T_ALL * MAX_V], got[T_ALL * MAX_V], nref[T_ALL * MAX_V], nref1[T_ALL * MAX_V];
     const int64_t V = s.vocab, nl = T_ALL * V;
     snprintf(kv0, sizeof kv0, "%s/cpu.kv", dir);
     CHECK(run(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, 1, T_PRE, 0, ref, kv0, NULL) == 0);
@@ -202,13 +206,17 @@ static void split_model(const char *type) {
                   "%s cuda --tp %d: greedy token %g, the CPU's argmax %lld", type, tp, got[(T_ALL - 1) * V],
                   (long long)argmax_row(ref + (T_ALL - 1) * V, V));
         CHECK(run(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, tp, 2, 0, got, NULL, NULL) == 0);
-        const double worst = native_worst(nref, got, V);
-        CHECK_MSG(worst <= NATIVE_TOL, "%s cuda --tp %d native: %g of the row's scale", type, tp, worst);
+        /* MoE native on cuda is refused (route.moe-cuda: against the CPU it is off by near-tie routing
+         * flips, docs/ROUTES.md): printed against the unsplit cuda run, not held */
+        if (experts && tp == 1) memcpy(nref1, got, sizeof(float) * (size_t)nl);
+        const double worst = native_worst(experts ? nref1 : nref, got, V);
+        if (!experts)
+            CHECK_MSG(worst <= NATIVE_TOL, "%s cuda --tp %d native: %g of the row's scale", type, tp, worst);
         printf("%s --tp %d: exact %s; native worst %.3g of the row's scale\n", type, tp,
                same ? "= CPU bit for bit" : "DIFFERS from the CPU", worst);
     }
     remove(kv0);
-    if (!strcmp(type, "llama")) plan_case(m, 4);
+    if (!strcmp(type, "llama") || !strcmp(type, "qwen3_moe")) plan_case(m, experts ? 3 : 4);
     fp4_model_close(m);
 }
 
@@ -234,12 +242,13 @@ static void refusals(void) {
     CHECK_OK(fp4_model_open(nv, NULL, &m, &e));
     refused(m, FP4_MODE_EXACT, 5, "tp.heads");
     fp4_model_close(m);
-    rtfx_spec q = rtfx_moe("qwen3_moe");
-    q.ctx = 32;
+    rtfx_spec q = rtfx_moe("qwen3_moe"); /* 2 experts over 3 ranks: a rank would hold none */
+    q.heads = 48, q.kv_heads = 12, q.head_dim = 64, q.explicit_head_dim = 1, q.ffn = 3072, q.ctx = 32;
+    q.experts = 2, q.used = 1;
     snprintf(dir, sizeof dir, "%s/moe", tmp);
     rtfx_write_pair(dir, &q, 5, bf, nv, sizeof bf);
     CHECK_OK(fp4_model_open(nv, NULL, &m, &e));
-    refused(m, FP4_MODE_NATIVE, 2, "tp.moe-cuda");
+    refused(m, FP4_MODE_EXACT, 3, "tp.moe-cuda");
     fp4_model_close(m);
 }
 
@@ -286,9 +295,10 @@ int main(void) {
     nccl = getenv("FP4LANE_CUDA_TP_NCCL") && strcmp(getenv("FP4LANE_CUDA_TP_NCCL"), "0");
     printf("communicator: %s\n", nccl ? "NCCL, one rank per GPU" : "in-process over device memory");
     refusals();
-    split_model("llama");
-    split_model("qwen3");
-    if (!getenv("FP4_GPU_QUICK") || strcmp(getenv("FP4_GPU_QUICK"), "1")) split_model("qwen2");
+    const int quick = getenv("FP4_GPU_QUICK") && !strcmp(getenv("FP4_GPU_QUICK"), "1");
+    split_model("llama", 0);
+    split_model("qwen3_moe", 1);
+    if (!quick) split_model("qwen3", 0), split_model("qwen2", 0), split_model("mixtral", 1);
     rtfx_rmtree(tmp);
     return check_report();
 }

@@ -115,6 +115,17 @@ static __global__ void moe_combine_kernel(float *t, const float *rw, const float
     t[i] = fp4p_moe_combine(rw + c * K, y + c * K * H, K, H, i % H);
 }
 
+/* a rank of the split step (tp.cu) holds experts [x0, x0 + EL): selg keeps the chosen experts, sel
+ * gets the local ones (a pair whose expert another rank holds runs local expert 0, its output then
+ * replaced by the owner's: fp4_cu_tp_moe_pick) */
+static __global__ void moe_local_kernel(int32_t *sel, int32_t *selg, int64_t pairs, int64_t x0, int64_t EL) {
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= pairs) return;
+    const int32_t g = sel[p];
+    selg[p] = g;
+    sel[p] = g >= x0 && g < x0 + EL ? (int32_t)(g - x0) : 0;
+}
+
 static fp4_status moe_fail(fp4_status st, const char *name, fp4_error *err) {
     if (st == FP4_ERR_CUDA)
         return fp4_fail(err, st, NULL, name, "rt.project", "expert projection failed: %s",
@@ -178,6 +189,13 @@ static fp4_status moe_layer(cu_state *s, int64_t L, int64_t n, fp4_error *err) {
                fp4_cu_launch(dim3((unsigned)n), dim3(32), 0, s->stream, 1, moe_route_kernel,
                              (const float *)m->d_rl, m->d_rs, E, (int)K, (int)a->moe_routing,
                              (int)a->moe_norm_topk, m->d_sel, m->d_rw));
+    const int split = m->EL < E;
+    if (split) { /* plain launch: the route kernel's successor reads what it wrote */
+        moe_local_kernel<<<blocks_for(P, 256), 256, 0, s->stream>>>(m->d_sel, m->d_selg, P, m->x0, m->EL);
+        const cudaError_t ce = cudaGetLastError();
+        if (ce != cudaSuccess)
+            return cuda_fail(err, FP4_CUDA_FAIL(ce, "moe_local_kernel"), NULL, "rt.tp", "launch");
+    }
     if (order && (st = fp4_cu_moe_order(m->d_sel, P, m->d_ord, s->stream)))
         return cuda_fail(err, st, NULL, "rt.moe-route", "expert order");
     const fp4_cu_moe_part *gu[2] = {&pt[0], &pt[1]};
@@ -190,6 +208,7 @@ static fp4_status moe_layer(cu_state *s, int64_t L, int64_t n, fp4_error *err) {
         return st;
     prof_mark(s, OP_SWIGLU);
     if ((st = moe_swiglu_down(s, &pt[2], order, P, mw[FP4_MOE_AT(0, FP4_MOE_DOWN)]->name, err))) return st;
+    if (split && (st = fp4_cu_tp_moe_pick(s, m->d_selg, m->d_y, P, err))) return st;
     STK_LAUNCH(err, "rt.moe-combine",
                fp4_cu_launch(dim3(blocks_for(n * H, 256)), dim3(256), 0, s->stream, 1, moe_combine_kernel,
                              s->d_t, (const float *)m->d_rw, (const float *)m->d_y, (int)K, H, n));

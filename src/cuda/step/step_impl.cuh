@@ -69,7 +69,7 @@ typedef struct cu_state {
     int graphs_off;
     fp4_rt_mem_plan plan;
     struct cu_tp_rank *tp; /* a rank of the split step (tp.cu): o and down through it; NULL unsplit */
-    struct cu_moe *moe; /* mixture of experts (moe.cu, moe_impl.cuh); NULL for a dense model */
+    struct cu_moe *moe;    /* mixture of experts (moe.cu, moe_impl.cuh); NULL for a dense model */
     /* the KV cache's rows (gemma.cu): layer L's rows of a slot start at row kv_off[L], kv_rows rows a
      * slot; kv_ring[L] > 0: a local layer's ring of that many positions (backend.h, fp4_rt_kv_ring) */
     int64_t *kv_off, *kv_ring, kv_rows;
@@ -145,6 +145,9 @@ cudaError_t fp4_cu_step_kv_ring_copy(cu_state *s, int32_t slot, int64_t L, int64
 
 /* ---- create.cu ---- */
 fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err);
+/* the same, as rank tp of a split step (tp.cu; NULL: fp4_cu_step_create) */
+fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t max_cols, struct cu_tp_rank *tp,
+                                 void **out, fp4_error *err);
 void fp4_cu_step_destroy(void *p);
 
 /* ---- moe.cu: the mixture-of-experts layers ---- */
@@ -171,6 +174,11 @@ fp4_status fp4_cu_tp_kv_copy(void *p, int32_t slot, int64_t n_pos, uint16_t *k, 
 fp4_status fp4_cu_tp_row_parallel(cu_state *s, const fp4_cuda_tensor *w, const float *x, int64_t n, float *y,
                                   const char *name, fp4_error *err);
 
+/* the experts [x0, x1) of E a rank holds (tp NULL: all of them) */
+void fp4_cu_tp_experts(const struct cu_tp_rank *tp, int64_t E, int64_t *x0, int64_t *x1);
+/* a rank's expert outputs y [pairs][H] (its own pairs' rows; selg: every pair's expert) gathered,
+ * each pair's row taken from the rank that holds its expert */
+fp4_status fp4_cu_tp_moe_pick(cu_state *s, const int32_t *selg, float *y, int64_t pairs, fp4_error *err);
 /* a rank's embedding lookup of the step's tokens (d_tok) into s->d_x: its vocabulary rows, gathered
  * and each column's row taken from the rank that holds it */
 fp4_status fp4_cu_tp_embed(cu_state *s, const int32_t *d_tok, int64_t n, fp4_error *err);

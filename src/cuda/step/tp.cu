@@ -16,8 +16,12 @@
  * tp_shard.c); native mode runs the rank's shard on its route and sums the partial outputs with
  * all_reduce_sum. A step synchronizes each rank's stream at every collective, so the split runs
  * eagerly (no CUDA graphs) and without the fused SwiGLU + down pass.
- * Refused here, by name: mixture-of-experts models (tp.moe-cuda: the experts' device tables are not
- * split yet), and whatever fp4_tp_check refuses (tp.heads, tp.exact-split, tp.exact-route, ...). */
+ * Mixture of experts: experts [E·r/N, E·(r+1)/N) whole on rank r (moe.cu uploads only those); the
+ * routing is replicated; each rank runs every (column, choice) pair, a pair whose expert it does not
+ * hold on its first expert (the launch takes every pair), then the pairs' outputs are gathered and
+ * each takes its expert's rank's row (fp4_cu_tp_moe_pick) before the combine: the owner's bits, the
+ * plain step's. Refused here, by name: fewer experts than ranks (tp.moe-cuda), and whatever
+ * fp4_tp_check refuses (tp.heads, tp.exact-split, tp.exact-route, ...). */
 #include "cuda/step/step_impl.cuh"
 extern "C" {
 #include "backend/tp_plan.h"
@@ -203,6 +207,24 @@ extern "C" fp4_status fp4_cu_tp_embed(cu_state *s, const int32_t *d_tok, int64_t
         return st;
     tp_pick_rows_kernel<<<(unsigned)((n * H + 255) / 256), 256, 0, s->stream>>>(
         k->d_gath, d_tok, n, H, e->d.arch.vocab, e->n, s->d_x);
+    return launched(err, cudaGetLastError(), "tp_pick_rows_kernel");
+}
+
+extern "C" void fp4_cu_tp_experts(const cu_tp_rank *k, int64_t E, int64_t *x0, int64_t *x1) {
+    *x0 = k ? k->p.e0 : 0, *x1 = k ? k->p.e1 : E;
+}
+
+extern "C" fp4_status fp4_cu_tp_moe_pick(cu_state *s, const int32_t *selg, float *y, int64_t pairs,
+                                         fp4_error *err) {
+    cu_tp_rank *k = s->tp;
+    const cu_tp *e = k->e;
+    const int64_t H = e->d.arch.hidden;
+    fp4_status st;
+    if ((st = launched(err, cudaStreamSynchronize(s->stream), "cudaStreamSynchronize")) ||
+        (st = fp4_comm_all_gather(k->comm, y, k->d_gath, sizeof(float) * (size_t)(pairs * H), err)))
+        return st;
+    tp_pick_rows_kernel<<<(unsigned)((pairs * H + 255) / 256), 256, 0, s->stream>>>(
+        k->d_gath, selg, pairs, H, e->d.arch.n_experts, e->n, y);
     return launched(err, cudaGetLastError(), "tp_pick_rows_kernel");
 }
 
@@ -405,7 +427,9 @@ static fp4_status rank_create(cu_tp *e, cu_tp_rank *k, fp4_error *err) {
     const int64_t mc = e->max_cols, H = e->d.arch.hidden;
     const int exact = e->d.mode == FP4_MODE_EXACT;
     const uint64_t part = exact ? (uint64_t)(mc * H * e->nsb_max) : 0;
-    const uint64_t gath = (uint64_t)e->n * (uint64_t)imax(imax((int64_t)part, e->lrows * e->vmax), mc * H);
+    const int64_t K = e->d.moe ? e->d.arch.n_experts_used : 1; /* the MoE pairs' outputs: mc * K rows */
+    const uint64_t gath =
+        (uint64_t)e->n * (uint64_t)imax(imax((int64_t)part, e->lrows * e->vmax), mc * K * H);
     const uint64_t qb = exact ? (uint64_t)(mc * e->kmax) : 0,
                    db = exact ? (uint64_t)(mc * (e->kmax / 256)) : 0;
     fp4_status st = rank_desc(e, k, err);
@@ -413,7 +437,7 @@ static fp4_status rank_create(cu_tp *e, cu_tp_rank *k, fp4_error *err) {
     const uint64_t eb = k->emb_split ? (uint64_t)(mc * H) : 0;
     k->extra_bytes = 4 * (part + gath + db + eb) + qb + (k->emb_split ? 4 * (uint64_t)mc : 0);
     void *s = NULL;
-    if ((st = fp4_cu_step_create(&k->d, mc, &s, err))) return st;
+    if ((st = fp4_cu_step_create_as(&k->d, mc, k, &s, err))) return st;
     k->s = (cu_state *)s;
     k->s->tp = k;
     k->s->graphs_off = 1; /* every collective synchronizes the stream: no graph can hold it */
@@ -530,12 +554,11 @@ extern "C" fp4_status fp4_cu_tp_create(const fp4_rt_model_desc *d, int64_t max_c
     const int n = d->tp;
     fp4_status st = fp4_tp_check(d, n, fp4_cu_step_route, err); /* refusals before anything is allocated */
     if (st) return st;
-    if (d->moe)
-        return fp4_fail(
-            err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.moe-cuda",
-            "--tp %d on cuda: a mixture of experts is not split on the device in this version (its "
-            "experts' tables are whole); use --device cpu or --tp 1",
-            n);
+    if (d->moe && d->arch.n_experts < n) /* a rank with no expert has no expert table */
+        return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "tp.moe-cuda",
+                        "--tp %d on cuda: %lld experts, fewer than the ranks; use --tp %lld or less, or "
+                        "--device cpu",
+                        n, (long long)d->arch.n_experts, (long long)d->arch.n_experts);
     int count = 0;
     const cudaError_t ce = cudaGetDeviceCount(&count);
     if (ce != cudaSuccess || count < 1)
@@ -552,9 +575,9 @@ extern "C" fp4_status fp4_cu_tp_create(const fp4_rt_model_desc *d, int64_t max_c
     widths(e);
     const int64_t H = d->arch.hidden;
     const size_t cb =
-        sizeof(float) *
-        (size_t)imax(imax(max_cols * H * (d->mode == FP4_MODE_EXACT ? e->nsb_max : 1), max_cols * H),
-                     e->lrows * e->vmax);
+        sizeof(float) * (size_t)imax(imax(max_cols * H * (d->mode == FP4_MODE_EXACT ? e->nsb_max : 1),
+                                          max_cols * H * (d->moe ? d->arch.n_experts_used : 1)),
+                                     e->lrows * e->vmax);
     e->rk = (cu_tp_rank *)calloc((size_t)n, sizeof *e->rk);
     e->h_gath = (float *)malloc(sizeof(float) * (size_t)(n * e->lrows * e->vmax));
     e->h_lg = (float *)malloc(sizeof(float) * (size_t)(e->lrows * d->arch.vocab));
