@@ -16,7 +16,7 @@
  *   - each rank's memory plan reported (device "... tp rank r/N", weights below the unsplit plan's);
  *   - refusals by name: --tp 5 (12 KV heads: tp.heads), 2 experts over 3 ranks (tp.moe-cuda), the whole
  *     route without FP4LANE_CUDA_UNPROVEN (route.tp-cuda) until a device run has proven it.
- * No GPU: skipped. */
+ * No GPU: skipped (a failure with FP4_GPU_REQUIRE=1). */
 extern "C" {
 #include "check.h"
 #include "rt_fixture.h"
@@ -283,7 +283,7 @@ int main(void) {
     fp4_rt_free(rt);
     fp4_model_close(m);
     if (one == FP4_ERR_NO_DEVICE) {
-        printf("no CUDA device: GPU tests skipped\n");
+        check_gpu_skip();
         rtfx_rmtree(tmp);
         return check_report();
     }

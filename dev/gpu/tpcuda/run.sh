@@ -10,7 +10,7 @@ OUT=${OUT:-device-out}; O=$OUT/tpcuda; mkdir -p "$O"
 X=/tmp/tpcuda; rm -rf $X; mkdir -p $X
 tar xJf gpuwork/tpcuda/bin.tar.xz -C $X
 export LD_LIBRARY_PATH=$X/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export FP4_BUILD=$X/build-cuda
+export FP4_BUILD=$X/build-cuda FP4_GPU_REQUIRE=1
 B=$X/build-cuda; F=$B/fp4lane
 nvidia-smi -L > "$O/gpus.txt" 2>&1; echo "GPUs: $(wc -l < "$O/gpus.txt")"
 timeout 90 $B/tests/gpu/test_gpu_tp > "$O/test_gpu_tp.txt" 2>&1
