@@ -22,18 +22,18 @@ echo "compute-sanitizer test_gpu_tp rc=$? $(grep -E 'ERROR SUMMARY|passed' "$O/s
   tr '\n' ' ')"
 export FP4LANE_CUDA_UNPROVEN=1
 left() { [ $SECONDS -lt "$1" ]; } # the parts below only while the call stays under 3 minutes
-left 130 || { echo "no time left for the CLI parts ($SECONDS s)"; exit 0; }
+left 120 || { echo "no time left for the CLI parts ($SECONDS s)"; exit 0; }
 M=/tmp/l160; rm -rf $M
-timeout 40 $F synth $M --shape llama-160m --to nvfp4 > /dev/null 2>&1
+timeout 15 $F synth $M --shape llama-160m --to nvfp4 > /dev/null 2>&1
 echo "synth llama-160m rc=$?"
 for tp in 3; do
-  timeout 25 $F compare $M --a "--mode exact" --b "--mode exact --device cuda --tp $tp" \
+  timeout 20 $F compare $M --a "--mode exact" --b "--mode exact --device cuda --tp $tp" \
     --prompt-ids $(seq -s, 1 7 500 | cut -d, -f1-48) --max-drift 0 > "$O/cmp_tp$tp.txt" 2>&1
   echo "compare llama-160m exact cpu vs cuda --tp $tp rc=$? $(tail -1 "$O/cmp_tp$tp.txt" | cut -c1-160)"
 done
-left 125 || { echo "no time left for the llama3-8b part ($SECONDS s)"; exit 0; }
+left 120 || { echo "no time left for the llama3-8b part ($SECONDS s)"; exit 0; }
 M8=/tmp/l8; rm -rf $M8
-timeout 30 $F synth $M8 --shape llama3-8b --layers 2 --to nvfp4 > /dev/null 2>&1
+timeout 20 $F synth $M8 --shape llama3-8b --layers 2 --to nvfp4 > /dev/null 2>&1
 echo "synth llama3-8b 2 layers rc=$?"
 for tp in 1 2; do
   for mode in exact native; do
