@@ -50,6 +50,7 @@ static fp4_status part_stub(const fp4_rt_model_desc *d, int64_t L, int part, fp4
     }
     if (fp4_cu_moe_part_stub(t0->type, rows_of(t0), t0->ne[0], isi_of(t0), E, o))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, t0->name, "route.moe-cuda-lane", "no CUDA layout");
+    o->native = d->mode == FP4_MODE_NATIVE && o->type == FP4_TYPE_NVFP4_E2M1; /* SPEC §6's arithmetic */
     return FP4_OK;
 }
 
@@ -80,7 +81,7 @@ static int step_bufs(cu_state *s, cu_moe *m, const fp4_cu_moe_part *parts, buf_r
     r[n++] = (buf_req){(void **)&m->d_rs, mc * route_scratch(a) * 4};
     r[n++] = (buf_req){(void **)&m->d_sel, mc * K * 4};
     r[n++] = (buf_req){(void **)&m->d_rw, mc * K * 4};
-    r[n++] = (buf_req){(void **)&m->d_ord, mc * K * 4};
+    r[n++] = (buf_req){(void **)&m->d_grp, (uint64_t)fp4_cu_moe_group_ints((int64_t)(mc * K), (int64_t)E) * 4};
     r[n++] = (buf_req){(void **)&m->d_g, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_u, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_y, mc * K * H * 4};
@@ -221,6 +222,7 @@ fp4_status fp4_cu_moe_create(cu_state *s, fp4_error *err) {
     if (!m) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     s->moe = m;
     m->E = E, m->K = d->arch.n_experts_used, m->FE = d->arch.moe_ffn;
+    m->how = s->env.moe_pairs ? FP4_CU_MOE_ORDERED : FP4_CU_MOE_GROUPED;
     m->router = (fp4_cuda_tensor *)calloc((size_t)nl, sizeof *m->router);
     m->part = (fp4_cu_moe_part *)calloc((size_t)(3 * nl), sizeof *m->part);
     m->arena = (void **)calloc((size_t)(3 * nl), sizeof *m->arena);
