@@ -62,10 +62,9 @@ struct a16_cols_strided {
 /* The kernel's body (a __device__ function, so the MoE kernels of moe_experts.cu run the same
  * operations on the expert a column chose, found in device memory), columns through COLS. */
 template <int NC, int R, typename DOT, typename COLS>
-static __device__ __forceinline__ void a16_exact_rows_at(const uint8_t *__restrict__ payload,
-                                                         const uint8_t *__restrict__ scales, int64_t pstride,
-                                                         int64_t sstride, int64_t n_out, int nsb,
-                                                         float scale2, const COLS &cols) {
+static __device__ __forceinline__ void
+a16_exact_rows_at(const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride,
+                  int64_t sstride, int64_t n_out, int nsb, float scale2, const COLS &cols) {
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -124,16 +123,16 @@ static __device__ __forceinline__ void a16_exact_rows_at(const uint8_t *__restri
         for (int r = 0; r < R; r++)
             if (row0 + r < n_out)
 #pragma unroll
-                for (int c = 0; c < NC; c++) cols.out(c)[row0 + r] = fp4_round_f16_dev(acc[r][c]);
+                for (int c = 0; c < NC; c++)
+                    cols.out(c)[row0 + r] = fp4_round_f16_dev(acc[r][c]);
     }
 }
 
 template <int NC, int R, typename DOT>
-static __device__ __forceinline__ void a16_exact_rows(const uint8_t *__restrict__ payload,
-                                                      const uint8_t *__restrict__ scales, int64_t pstride,
-                                                      int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
-                                                      float scale2, const int8_t *__restrict__ xq,
-                                                      const float *__restrict__ xd, float *__restrict__ y) {
+static __device__ __forceinline__ void
+a16_exact_rows(const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride,
+               int64_t sstride, int64_t n_out, int nsb, int64_t k_pad, float scale2,
+               const int8_t *__restrict__ xq, const float *__restrict__ xd, float *__restrict__ y) {
     const a16_cols_strided cols = {xq, xd, y, k_pad, n_out};
     a16_exact_rows_at<NC, R, DOT>(payload, scales, pstride, sstride, n_out, nsb, scale2, cols);
 }

@@ -20,8 +20,10 @@
 #include "cuda/native_dp2a.cuh"
 #include "cuda/moe_experts.cuh"
 
-#define MOE_R 2        /* NVFP4: rows per warp (the exact route's dp4a kernel) */
-#define MOE_DP_WARPS 4 /* dense: warps (rows) per block */
+#define MOE_R 2          /* NVFP4: rows per warp (the exact route's dp4a kernel) */
+#define MOE_DP_WARPS 4   /* dense: warps (rows) per block */
+#define MOE_EXACT_RUN 4  /* grouped: most columns a run, exact (8 would spill registers) */
+#define MOE_NATIVE_RUN 2 /* ... native (every column's int16 activations live in registers) */
 
 static __device__ __forceinline__ int64_t moe_expert(const int32_t *sel, int64_t p, int64_t n_experts) {
     const int32_t e = sel[p];
@@ -48,15 +50,23 @@ template <int NC, typename T> struct moe_cols {
     const T *xq;
     const float *xd;
     float *y;
-    int64_t k_pad, n_out, qo[NC], yo[NC];
+    int64_t k_pad, n_out;
+    int32_t qo[NC], yo[NC]; /* input column and pair (< 65536: pairs_ok) */
     __device__ __forceinline__ moe_cols(const moe_args &a, float *yz, const int64_t (&pairs)[NC]) {
         xq = (const T *)a.xq, xd = a.xd, y = yz, k_pad = a.k_pad, n_out = a.n_out;
 #pragma unroll
-        for (int c = 0; c < NC; c++) qo[c] = pairs[c] / a.xdiv, yo[c] = pairs[c];
+        for (int c = 0; c < NC; c++)
+            qo[c] = (int32_t)(pairs[c] / a.xdiv), yo[c] = (int32_t)pairs[c];
     }
-    __device__ __forceinline__ const T *q(int c) const { return xq + qo[c] * k_pad; }
-    __device__ __forceinline__ const float *d(int c) const { return xd + qo[c] * (k_pad / 256); }
-    __device__ __forceinline__ float *out(int c) const { return y + yo[c] * n_out; }
+    __device__ __forceinline__ const T *q(int c) const {
+        return xq + (int64_t)qo[c] * k_pad;
+    }
+    __device__ __forceinline__ const float *d(int c) const {
+        return xd + (int64_t)qo[c] * (k_pad / 256);
+    }
+    __device__ __forceinline__ float *out(int c) const {
+        return y + (int64_t)yo[c] * n_out;
+    }
 };
 
 /* the rows of this block's tile of part z of expert e for NC pairs */
@@ -88,7 +98,8 @@ template <bool NATIVE, int NC>
 static __device__ __forceinline__ void moe_run(const moe_args &a, int z, int64_t e, const int32_t *group) {
     int64_t p[NC];
 #pragma unroll
-    for (int c = 0; c < NC; c++) p[c] = __ldg(group + c);
+    for (int c = 0; c < NC; c++)
+        p[c] = __ldg(group + c);
     moe_rows<NATIVE, NC>(a, z, e, p);
 }
 
@@ -103,11 +114,13 @@ template <bool NATIVE> static __global__ __launch_bounds__(256) void moe_group_k
     if (first < 0 || n < 1 || first + n > a.n_pairs) return; /* never, by construction: memory safety */
     const int32_t *group = g + 1 + first;
     const int z = blockIdx.z;
-    constexpr int W = NATIVE ? 4 : 8; /* native keeps NC columns' activations in registers */
+    constexpr int W =
+        NATIVE ? MOE_NATIVE_RUN : MOE_EXACT_RUN; /* native keeps NC columns' activations in registers */
     int64_t i = 0;
-    for (; i + W <= n; i += W) moe_run<NATIVE, W>(a, z, e, group + i);
-    if (n - i >= 4 && W > 4) moe_run<NATIVE, 4>(a, z, e, group + i), i += 4;
-    if (n - i >= 2) moe_run<NATIVE, 2>(a, z, e, group + i), i += 2;
+    for (; i + W <= n; i += W)
+        moe_run<NATIVE, W>(a, z, e, group + i);
+    if (W > 4 && n - i >= 4) moe_run<NATIVE, 4>(a, z, e, group + i), i += 4;
+    if (W > 2 && n - i >= 2) moe_run<NATIVE, 2>(a, z, e, group + i), i += 2;
     if (n - i >= 1) moe_run<NATIVE, 1>(a, z, e, group + i);
 }
 template <bool BF16>
@@ -143,8 +156,10 @@ static __device__ __forceinline__ int32_t moe_v(const int32_t *v, bool sh, int64
  * finds the group starts in its run of places, a scan of the per-thread counts numbers them. */
 #define MOE_ORDER_SHARED 4096
 #define MOE_GROUP_THREADS 1024
-static __global__ __launch_bounds__(MOE_GROUP_THREADS) void moe_group_build_kernel(const int32_t *sel, int64_t n,
-                                                                                   int64_t n_experts, int32_t *g) {
+static __global__ __launch_bounds__(MOE_GROUP_THREADS) void moe_group_build_kernel(const int32_t *sel,
+                                                                                   int64_t n,
+                                                                                   int64_t n_experts,
+                                                                                   int32_t *g) {
     fp4_pdl_trigger();
     fp4_pdl_wait();
     __shared__ int32_t ss[MOE_ORDER_SHARED];
@@ -185,7 +200,8 @@ static __global__ __launch_bounds__(MOE_GROUP_THREADS) void moe_group_build_kern
     for (int64_t i = lo; i < hi; i++) {
         if (i && moe_v(v, sh, order[i], n_experts) == moe_v(v, sh, order[i - 1], n_experts)) continue;
         int64_t j = i + 1;
-        while (j < n && moe_v(v, sh, order[j], n_experts) == moe_v(v, sh, order[i], n_experts)) j++;
+        while (j < n && moe_v(v, sh, order[j], n_experts) == moe_v(v, sh, order[i], n_experts))
+            j++;
         slot[0] = moe_v(v, sh, order[i], n_experts), slot[1] = (int32_t)i, slot[2] = (int32_t)(j - i);
         slot += 3;
     }
@@ -287,8 +303,9 @@ static int pairs_ok(int64_t n_pairs, int64_t xdiv) {
 }
 
 fp4_status fp4_cu_moe_project(const fp4_cu_moe_part *const *w, int nw, const int32_t *d_sel,
-                              const int32_t *d_group, int how, int64_t n_pairs, int64_t xdiv, const float *d_x,
-                              float *const *d_y, void *d_scratch, size_t scratch_bytes, cudaStream_t stream) {
+                              const int32_t *d_group, int how, int64_t n_pairs, int64_t xdiv,
+                              const float *d_x, float *const *d_y, void *d_scratch, size_t scratch_bytes,
+                              cudaStream_t stream) {
     if (!w || nw < 1 || nw > 2 || !w[0] || (nw == 2 && !w[1]) || !d_sel || !d_x || !d_y ||
         !pairs_ok(n_pairs, xdiv))
         return FP4_ERR_INVALID_ARG;

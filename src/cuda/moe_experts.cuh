@@ -24,8 +24,8 @@ typedef struct fp4_cu_moe_part {
  *   FP4_CU_MOE_PAIRS: one block row per pair, in pair order (no group table);
  *   FP4_CU_MOE_ORDERED: one block row per pair, visited in expert order (the group table's);
  *   FP4_CU_MOE_GROUPED: one block row per (expert, row tile) of each expert the step chose, over
- *     that expert's pairs: its weights are read once per step (the columns in runs of up to 8
- *     exact, 4 native; NVFP4 only, the dense types run per pair). */
+ *     that expert's pairs: its weights are read once per step (the columns in runs of up to 4
+ *     exact, 2 native; NVFP4 only, the dense types run per pair). */
 enum { FP4_CU_MOE_PAIRS = 0, FP4_CU_MOE_ORDERED = 1, FP4_CU_MOE_GROUPED = 2 };
 
 extern "C" {
@@ -53,8 +53,9 @@ void fp4_cu_moe_act_planes(const fp4_cu_moe_part *w, int64_t n_x, void *d_scratc
  * bits of native_dp2a_kernel<1, 2> on that expert. how: FP4_CU_MOE_* above; d_group (for
  * ORDERED and GROUPED; NULL for PAIRS): fp4_cu_moe_group's table of these pairs. */
 fp4_status fp4_cu_moe_project(const fp4_cu_moe_part *const *w, int nw, const int32_t *d_sel,
-                              const int32_t *d_group, int how, int64_t n_pairs, int64_t xdiv, const float *d_x,
-                              float *const *d_y, void *d_scratch, size_t scratch_bytes, cudaStream_t stream);
+                              const int32_t *d_group, int how, int64_t n_pairs, int64_t xdiv,
+                              const float *d_x, float *const *d_y, void *d_scratch, size_t scratch_bytes,
+                              cudaStream_t stream);
 /* the same for one exact NVFP4 part, xdiv 1, from a given Q8_K pass (q, d as
  * fp4_cu_moe_act_planes lays them out; e.g. the SwiGLU kernel's, stk_swiglu_act) */
 fp4_status fp4_cu_moe_project_pre(const fp4_cu_moe_part *w, const int32_t *d_sel, const int32_t *d_group,

@@ -96,10 +96,9 @@ struct native_cols_strided {
 /* The kernel's body: the first weights are loaded before fp4_pdl_wait (they never depend on an
  * earlier kernel), the columns' activations after it. */
 template <int NC, int R, typename COLS>
-static __device__ __forceinline__ void native_dp2a_rows_at(const uint8_t *__restrict__ payload,
-                                                           const uint8_t *__restrict__ scales, int64_t pstride,
-                                                           int64_t sstride, int64_t n_out, int nsb,
-                                                           float scale2, const COLS &cols) {
+static __device__ __forceinline__ void
+native_dp2a_rows_at(const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride,
+                    int64_t sstride, int64_t n_out, int nsb, float scale2, const COLS &cols) {
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -190,7 +189,8 @@ static __device__ __forceinline__ void native_dp2a_rows_at(const uint8_t *__rest
         for (int r = 0; r < R; r++)
             if (row0 + r < n_out)
 #pragma unroll
-                for (int c = 0; c < NC; c++) cols.out(c)[row0 + r] = __fmul_rn(acc[r][c], f);
+                for (int c = 0; c < NC; c++)
+                    cols.out(c)[row0 + r] = __fmul_rn(acc[r][c], f);
     }
 }
 

@@ -3,7 +3,7 @@
  * expert its own scale2), a step's (column, choice) pairs choosing experts through device memory,
  * with the gate/up form (input column = pair / K) and the down form (one input per pair), one
  * part or two in one launch, the pairs visited in another order, grouped by expert
- * (FP4_CU_MOE_GROUPED: runs of 8, 4, 2, 1 columns), from a given Q8_K pass; y of every pair equals
+ * (FP4_CU_MOE_GROUPED: runs of 4, 2, 1 columns), from a given Q8_K pass; y of every pair equals
  * the one-column fp4_nvfp4_matvec_a16_exact of the chosen expert (NVFP4 W4A16 exact, random and
  * adversarial weights and activations, scale2 that differ per expert), is within the native
  * bound of fp4_nvfp4_matvec_a16_float (native: the same bits in every form) and equals fp4p_dot of
@@ -51,8 +51,8 @@ static int64_t host_groups(const int32_t *sel, int64_t P, int64_t E, int32_t *g)
 }
 
 /* NVFP4 experts [n_out, n_in]; pairs = n_cols * K; down: one input per pair; native: SPEC §6 */
-static void nvfp4_case(int64_t E, int64_t n_out, int64_t n_in, int n_cols, int K, int down, int kind, int native,
-                       uint64_t seed) {
+static void nvfp4_case(int64_t E, int64_t n_out, int64_t n_in, int n_cols, int K, int down, int kind,
+                       int native, uint64_t seed) {
     test_rng r = {seed};
     gt_nvfp4 *w = (gt_nvfp4 *)calloc((size_t)E, sizeof *w);
     float *s2 = (float *)malloc(sizeof(float) * (size_t)E);
@@ -87,9 +87,10 @@ static void nvfp4_case(int64_t E, int64_t n_out, int64_t n_in, int n_cols, int K
           *again = (float *)malloc(sizeof(float) * (size_t)(P * n_out));
     gt_make_act(x, nx * n_in, kind, seed ^ 0x77);
     for (int64_t i = 0; i < P; i++)
-        CHECK_OK(native ? fp4_nvfp4_matvec_a16_float(&w[sel[i]].view, x + (i / xdiv) * n_in, 1, want + i * n_out, 1)
-                        : fp4_nvfp4_matvec_a16_exact(&w[sel[i]].view, x + (i / xdiv) * n_in, 1, want + i * n_out,
-                                                     1));
+        CHECK_OK(
+            native
+                ? fp4_nvfp4_matvec_a16_float(&w[sel[i]].view, x + (i / xdiv) * n_in, 1, want + i * n_out, 1)
+                : fp4_nvfp4_matvec_a16_exact(&w[sel[i]].view, x + (i / xdiv) * n_in, 1, want + i * n_out, 1));
     int32_t *dsel = (int32_t *)gt_dev(sizeof(int32_t) * (size_t)P);
     gt_up(dsel, sel, sizeof(int32_t) * (size_t)P);
     float *dx = gt_dev_floats(x, nx * n_in), *dy = gt_dev_poison(P * n_out);
@@ -123,8 +124,11 @@ static void nvfp4_case(int64_t E, int64_t n_out, int64_t n_in, int n_cols, int K
         float *ys[2] = {dy, dy2};
         const int how = run == 0 ? FP4_CU_MOE_PAIRS : run == 1 ? FP4_CU_MOE_ORDERED : FP4_CU_MOE_GROUPED;
         if (run < 4) {
-            CHECK_OK(fp4_cu_moe_project(pp, run == 2 ? 2 : 1, dsel, run == 0 ? NULL : run == 1 ? dperm : dgrp, how,
-                                        P, xdiv, dx, ys, scr, sb, 0));
+            CHECK_OK(fp4_cu_moe_project(pp, run == 2 ? 2 : 1, dsel,
+                                        run == 0   ? NULL
+                                        : run == 1 ? dperm
+                                                   : dgrp,
+                                        how, P, xdiv, dx, ys, scr, sb, 0));
         } else { /* the down form only: one input per pair */
             int8_t *q;
             float *d;
@@ -137,8 +141,10 @@ static void nvfp4_case(int64_t E, int64_t n_out, int64_t n_in, int n_cols, int K
         snprintf(what, sizeof what, "moe nvfp4 %s E%lld %lldx%lld cols %d K %d %s kind %d run %d",
                  native ? "native" : "exact", (long long)E, (long long)n_out, (long long)n_in, n_cols, K,
                  down ? "down" : "gate", kind, run);
-        if (run == 0 || !native) nvfp4_check(what, native, want, run ? again : got, P, n_out);
-        else gt_cmp_bits(what, got, again, P * n_out);
+        if (run == 0 || !native)
+            nvfp4_check(what, native, want, run ? again : got, P, n_out);
+        else
+            gt_cmp_bits(what, got, again, P * n_out);
         if (run == 2) {
             gt_down(again, dy2, sizeof(float) * (size_t)(P * n_out));
             gt_cmp_bits("moe nvfp4 second part", native ? got : want, again, P * n_out);
@@ -155,7 +161,8 @@ static void nvfp4_case(int64_t E, int64_t n_out, int64_t n_in, int n_cols, int K
         int8_t *q;
         float *d;
         fp4_cu_moe_act_planes(&p, nx, scr, &q, &d);
-        CHECK(fp4_cu_moe_project_pre(&p, dsel, dgrp, FP4_CU_MOE_GROUPED, P, q, d, dy, 0) == FP4_ERR_UNSUPPORTED);
+        CHECK(fp4_cu_moe_project_pre(&p, dsel, dgrp, FP4_CU_MOE_GROUPED, P, q, d, dy, 0) ==
+              FP4_ERR_UNSUPPORTED);
         CHECK(!strcmp(fp4_cu_moe_part_route(&p), "moe.nvfp4.a16.native.dp2a"));
     }
     cudaFree(dperm), cudaFree(dgrp), cudaFree(dy2);
@@ -230,13 +237,15 @@ static void group_case(int64_t P, int64_t E, uint64_t seed) {
         sel[i] = (int32_t)(rng_u64(&r) % (uint64_t)E);
     const int64_t used = host_groups(sel, P, E, want);
     CHECK(used <= gi);
-    int32_t *ds = (int32_t *)gt_dev(sizeof(int32_t) * (size_t)P), *dg = (int32_t *)gt_dev(sizeof(int32_t) * (size_t)gi);
+    int32_t *ds = (int32_t *)gt_dev(sizeof(int32_t) * (size_t)P),
+            *dg = (int32_t *)gt_dev(sizeof(int32_t) * (size_t)gi);
     gt_up(ds, sel, sizeof(int32_t) * (size_t)P);
     CHECK_OK(fp4_cu_moe_group(ds, P, E, dg, 0));
     gt_sync("moe group");
     gt_down(got, dg, sizeof(int32_t) * (size_t)used);
-    CHECK_MSG(!memcmp(got, want, sizeof(int32_t) * (size_t)used), "moe group: %lld pairs of %lld experts (%d groups, want %d)",
-              (long long)P, (long long)E, got[0], want[0]);
+    CHECK_MSG(!memcmp(got, want, sizeof(int32_t) * (size_t)used),
+              "moe group: %lld pairs of %lld experts (%d groups, want %d)", (long long)P, (long long)E,
+              got[0], want[0]);
     cudaFree(ds), cudaFree(dg);
     free(sel), free(got), free(want);
 }

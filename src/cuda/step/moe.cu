@@ -81,7 +81,8 @@ static int step_bufs(cu_state *s, cu_moe *m, const fp4_cu_moe_part *parts, buf_r
     r[n++] = (buf_req){(void **)&m->d_rs, mc * route_scratch(a) * 4};
     r[n++] = (buf_req){(void **)&m->d_sel, mc * K * 4};
     r[n++] = (buf_req){(void **)&m->d_rw, mc * K * 4};
-    r[n++] = (buf_req){(void **)&m->d_grp, (uint64_t)fp4_cu_moe_group_ints((int64_t)(mc * K), (int64_t)E) * 4};
+    r[n++] =
+        (buf_req){(void **)&m->d_grp, (uint64_t)fp4_cu_moe_group_ints((int64_t)(mc * K), (int64_t)E) * 4};
     r[n++] = (buf_req){(void **)&m->d_g, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_u, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_y, mc * K * H * 4};
