@@ -29,6 +29,12 @@ say "test_gpu_moe rc=$? $(res $L/test_gpu_moe.txt)"; grep -m 8 -E "FAIL|differ|n
 FP4_GPU_MOE_ONLY=1 timeout 120 $B/tests/gpu/test_gpu_runtime > "$L/rt_moe.txt" 2>&1
 say "test_gpu_runtime MoE cases rc=$? $(res $L/rt_moe.txt)"
 grep -E "FAIL|native|pairs" "$L/rt_moe.txt" | cut -c1-230 | head -40 | tee -a "$S"
+if [ -e $W/main/libfp4lane_cuda.so ]; then # the same test on main's library: the check fails before the fix
+  FP4_BUILD=$W/main FP4_GPU_MOE_ONLY=1 timeout 120 $B/tests/gpu/test_gpu_runtime > "$L/rt_moe_main.txt" 2>&1
+  say "test_gpu_runtime MoE cases on main's libfp4lane_cuda.so (want: the native check fails) rc=$? \
+$(res $L/rt_moe_main.txt)"
+  grep -E "FAIL|native cuda vs cpu" "$L/rt_moe_main.txt" | grep -v position | cut -c1-230 | head -12 | tee -a "$S"
+fi
 FP4_GPU_QUICK=1 timeout 90 compute-sanitizer --error-exitcode 1 --print-limit 20 $B/tests/gpu/test_gpu_moe \
   > "$L/sanitize_moe.txt" 2>&1
 say "sanitize test_gpu_moe (quick) rc=$? $(grep 'ERROR SUMMARY' "$L/sanitize_moe.txt")"
