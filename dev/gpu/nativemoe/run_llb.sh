@@ -11,11 +11,13 @@
 set -u
 OUT=${OUT:-device-out}; L=$OUT/nativemoe_llb; mkdir -p "$L"; S="$L/summary.txt"; : > "$S"
 say() { echo "$*" | tee -a "$S"; }
-if [ -z "${LLB:-}" ] || [ ! -x "$LLB" ]; then say "LLB unset or not executable: llama.cpp cells skipped"; exit 0; fi
+if [ -z "${LLB:-}" ] || [ ! -x "$LLB" ]; then
+  say "LLB unset or not executable: llama.cpp cells skipped"; exit 0; fi
 W=$(mktemp -d); tar xJf gpuwork/nativemoe/bin.tar.xz -C "$W"
 export LD_LIBRARY_PATH=$W/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} CUDA_MODULE_LOADING=EAGER
 F=$W/build-cuda/fp4lane; t00=$SECONDS
-{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; cat $W/BUILT.txt; } > "$L/env.txt"
+{ date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; cat $W/BUILT.txt; } \
+  > "$L/env.txt"
 G=/tmp/nm_q4k.gguf
 if [ ! -e $G ]; then
   rm -rf /tmp/nmbf
