@@ -34,7 +34,7 @@ static const env_var env_vars[] = {
     ENV_ROW("NO_ARGMAX", ENV_FLAG, no_argmax),
     ENV_ROW("NO_ACTFUSE", ENV_FLAG, no_actfuse),
     ENV_ROW("NO_FUSE", ENV_FLAG, no_fuse),
-    ENV_ROW("MOE_PAIRS", ENV_FLAG, moe_pairs),
+    ENV_ROW("MOE_GROUPED", ENV_FLAG, moe_grouped),
     ENV_ROW("FRAG", ENV_FLAG, frag),
     ENV_ROW("NO_FRAG", ENV_FLAG, no_frag),
     ENV_ROW("WARM", ENV_FLAG, warm),

@@ -604,7 +604,7 @@ static void ggml_defer_case(const char *tmp, const char *src, const char *what, 
  * from token to token), Qwen3-MoE (softmax, top k, renormalized) and Mixtral (top k, softmax), bf16
  * experts and NVFP4 ones (synth --to nvfp4): exact GPU == CPU in bits for chunks of 1 / 5 / all
  * (decode steps eager, captured, replayed), inside a batch, and a KV snapshot continued on the CPU
- * (model_case), the experts grouped by expert or one pair a block row (FP4LANE_CUDA_MOE_PAIRS);
+ * (model_case), the experts one pair a block row or grouped by expert (FP4LANE_CUDA_MOE_GROUPED);
  * native within the dense tolerance (3e-3 of max |logit|) of the CPU's native logits, the same bits
  * twice and grouped or not. NVFP4 native is held position by position (within_flips): the engines'
  * native roundings differ (SPEC §6), so a random router's near tie may go either way; at most
@@ -689,13 +689,13 @@ static void moe_cases(const char *tmp, const int32_t *ids) {
                 }
             unsetenv("FP4LANE_CUDA_NO_FUSE");
             unsetenv("FP4LANE_CUDA_NO_ACTFUSE");
-            /* the experts one pair a block row, not grouped (moe_experts.cuh): the same bits */
-            setenv("FP4LANE_CUDA_MOE_PAIRS", "1", 1);
+            /* the experts grouped by expert, not one pair a block row (moe_experts.cuh): the same bits */
+            setenv("FP4LANE_CUDA_MOE_GROUPED", "1", 1);
             if (run_seq(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 5, ids, NTOK, gpu) == 0) {
-                snprintf(label, sizeof label, "%s exact cuda moe pairs chunk 5", what);
+                snprintf(label, sizeof label, "%s exact cuda moe grouped chunk 5", what);
                 bits_differ(label, cpu, gpu, n);
             }
-            unsetenv("FP4LANE_CUDA_MOE_PAIRS");
+            unsetenv("FP4LANE_CUDA_MOE_GROUPED");
         }
         if (run_seq(m, FP4_DEVICE_CPU, FP4_MODE_NATIVE, NTOK, ids, NTOK, cpu) == 0 &&
             run_seq(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, 5, ids, NTOK, gpu) == 0 &&
@@ -708,12 +708,12 @@ static void moe_cases(const char *tmp, const int32_t *ids) {
                 within_flips(label, gpu, cd, NTOK, 512, 3e-3, NTOK / 12);
             snprintf(label, sizeof label, "%s native cuda run to run", what);
             bits_differ(label, gpu, again, n);
-            setenv("FP4LANE_CUDA_MOE_PAIRS", "1", 1); /* grouped or not: a column's native bits */
+            setenv("FP4LANE_CUDA_MOE_GROUPED", "1", 1); /* grouped or not: a column's native bits */
             if (cases[k].nvfp4 && run_seq(m, FP4_DEVICE_CUDA, FP4_MODE_NATIVE, 5, ids, NTOK, again) == 0) {
-                snprintf(label, sizeof label, "%s native cuda moe pairs", what);
+                snprintf(label, sizeof label, "%s native cuda moe grouped", what);
                 bits_differ(label, gpu, again, n);
             }
-            unsetenv("FP4LANE_CUDA_MOE_PAIRS");
+            unsetenv("FP4LANE_CUDA_MOE_GROUPED");
         }
         free(cpu), free(gpu), free(again), free(cd);
         fp4_model_close(m);

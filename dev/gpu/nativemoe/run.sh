@@ -2,13 +2,13 @@
 # Issue 28 on the device, session 16: native CUDA MoE and the experts grouped by expert.
 #   1. test_gpu_moe (the experts' projection: exact bits, native within the float reference's bound,
 #      pairs / ordered / grouped, the group table), compute-sanitizer on it (quick);
-#   2. test_gpu_runtime's MoE cases (FP4_GPU_MOE_ONLY=1): exact CPU == CUDA bits (grouped and
-#      FP4LANE_CUDA_MOE_PAIRS=1), NVFP4 native held to 3e-3 of max |logit| position by position (the
+#   2. test_gpu_runtime's MoE cases (FP4_GPU_MOE_ONLY=1): exact CPU == CUDA bits (pairs and
+#      FP4LANE_CUDA_MOE_GROUPED=1), NVFP4 native held to 3e-3 of max |logit| position by position (the
 #      check that opens route.moe-cuda); the per-position lines are kept in the summary;
 #   3. bench/moe.md's cells on qwen3-30b-a3b with 8 layers (/tmp/q3m if call 1 made it on this machine,
 #      else synth --to nvfp4 --seed 1): exact and native, 1 and 8 sequences, context 512 and 4096, new
-#      (grouped) against old (FP4LANE_CUDA_MOE_PAIRS=1) in the same call; per-op profiles of 8-sequence
-#      steps, new and old.
+#      (FP4LANE_CUDA_MOE_GROUPED=1) against the default (pairs in expert order) in the same call;
+#      per-op profiles of 8-sequence steps, new and old.
 # Everything is held to BUDGET seconds (default 170): each part runs only if its time is left, the bench
 # cells in order of importance. FP4LANE_CUDA_UNPROVEN=1 throughout (native MoE is refused until this
 # passes). Logs under
@@ -54,8 +54,9 @@ cell() { # mode seqs prefix pairs (skipped without the model or 25 s left)
   local md=$1 n=$2 px=$3 pr=$4 f="$L/bench_$1_$2_$3.txt"
   if ! [ -e $M/config.json ] || ! fits 25; then
     say "bench $md seqs $n prefix $px: skipped ($(left) s left)"; return; fi
-  timeout $(($(left) - 10)) $F bench $M --a "--mode $md --device cuda --ctx $((px + 128))" \
-    --b "--mode $md --device cuda --ctx $((px + 128)) FP4LANE_CUDA_MOE_PAIRS=1" --pairs $pr --warmup 1 \
+  timeout $(($(left) - 10)) $F bench $M \
+    --a "--mode $md --device cuda --ctx $((px + 128)) FP4LANE_CUDA_MOE_GROUPED=1" \
+    --b "--mode $md --device cuda --ctx $((px + 128))" --pairs $pr --warmup 1 \
     --prefix $px --tokens 32 --seqs $n > "$f" 2>&1
   say "bench $md seqs $n prefix $px (A grouped, B pairs) rc=$? $(grep -E '^ *(decode|prefill) +A' "$f" |
     sed 's/  */ /g' | tr '\n' ' ')"
@@ -71,9 +72,9 @@ fi
 for md in exact native; do
   fits 30 && [ -e $M/config.json ] || break
   timeout $(($(left) - 5)) $F bench $M \
-    --a "--mode $md --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_${md}_grouped.txt" \
-    --b "--mode $md --device cuda --ctx 1024 FP4LANE_CUDA_MOE_PAIRS=1 \
-         FP4LANE_CUDA_PROFILE=$L/prof_${md}_pairs.txt" \
+    --a "--mode $md --device cuda --ctx 1024 FP4LANE_CUDA_MOE_GROUPED=1 \
+         FP4LANE_CUDA_PROFILE=$L/prof_${md}_grouped.txt" \
+    --b "--mode $md --device cuda --ctx 1024 FP4LANE_CUDA_PROFILE=$L/prof_${md}_pairs.txt" \
     --pairs 1 --warmup 0 --prefix 64 --tokens 16 --seqs 8 > "$L/bench_prof_$md.txt" 2>&1
   say "profile $md seqs 8 rc=$?"
   for v in grouped pairs; do

@@ -223,7 +223,9 @@ fp4_status fp4_cu_moe_create(cu_state *s, fp4_error *err) {
     if (!m) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     s->moe = m;
     m->E = E, m->K = d->arch.n_experts_used, m->FE = d->arch.moe_ffn;
-    m->how = s->env.moe_pairs ? FP4_CU_MOE_ORDERED : FP4_CU_MOE_GROUPED;
+    /* the per-pair order is the form proven on a device (CPU bits, H200); the grouped kernel is opt-in
+     * until a device run has proven it */
+    m->how = s->env.moe_grouped ? FP4_CU_MOE_GROUPED : FP4_CU_MOE_ORDERED;
     m->router = (fp4_cuda_tensor *)calloc((size_t)nl, sizeof *m->router);
     m->part = (fp4_cu_moe_part *)calloc((size_t)(3 * nl), sizeof *m->part);
     m->arena = (void **)calloc((size_t)(3 * nl), sizeof *m->arena);

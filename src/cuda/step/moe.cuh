@@ -6,8 +6,9 @@
  *      order (d_sel) and their weights (d_rw); DeepSeek-V3's groups: moe_route_group_kernel, and its
  *      shared experts (moe_shared) into d_sh;
  *   3. gate and up of every (column, choice) pair p = c * K + j by the expert d_sel[p]
- *      (fp4_cu_moe_project: one launch; steps of 2+ columns group the pairs by expert on the device,
- *      fp4_cu_moe_group, so each chosen expert is read once), the SwiGLU (exact: with down's Q8_K
+ *      (fp4_cu_moe_project: one launch; steps of 2+ columns visit the pairs in expert order from the
+ *      device's group table, fp4_cu_moe_group; FP4LANE_CUDA_MOE_GROUPED: one block row per chosen
+ *      expert and row tile, so each chosen expert is read once), the SwiGLU (exact: with down's Q8_K
  *      pass), down of every pair -> y[p] (exact: each the bits of that expert's own one-column
  *      projection, which the CPU's grouped multi-column projection gives too; native: SPEC §6's
  *      arithmetic, the native route's tolerance);
@@ -204,8 +205,8 @@ static fp4_status moe_shared(cu_state *s, int64_t L, int64_t n, fp4_error *err) 
 }
 
 /* the MoE layer L over n columns: s->d_h (ffn-normed) -> s->d_t. Gate and up in one launch unless
- * FP4LANE_CUDA_NO_FUSE (no_fuse) keeps them apart; steps of 2+ columns group the pairs by expert
- * (fp4_cu_moe_group; FP4LANE_CUDA_MOE_PAIRS: one pair a block row in expert order). */
+ * FP4LANE_CUDA_NO_FUSE (no_fuse) keeps them apart; steps of 2+ columns visit the pairs in expert
+ * order, one pair a block row (fp4_cu_moe_group's table; FP4LANE_CUDA_MOE_GROUPED: by expert). */
 static fp4_status moe_layer(cu_state *s, int64_t L, int64_t n, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
     const cu_moe *m = s->moe;

@@ -8,7 +8,7 @@
 
 typedef struct cu_moe {
     int64_t E, K, FE;
-    int how;                 /* steps of 2+ columns: FP4_CU_MOE_GROUPED (FP4LANE_CUDA_MOE_PAIRS: _ORDERED) */
+    int how; /* steps of 2+ columns: FP4_CU_MOE_ORDERED (FP4LANE_CUDA_MOE_GROUPED: _GROUPED) */
     fp4_cuda_tensor *router; /* n_layers: the router (F16/BF16/F32 through fp4_cuda_project); empty
                                 for a dense layer */
     fp4_cu_moe_part *part;   /* n_layers * 3: gate, up, down of every expert (moe_experts.cuh)   */
