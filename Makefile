@@ -207,7 +207,8 @@ CPU_OBJ    = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/cpu/*.c)))
 # a test built in one nvcc call (no .d file) waits for every header
 ALL_HDR    = $(wildcard include/*.h src/*.h src/*/*.h src/*/*.cuh src/*/*/*.cuh src/*/*/*.h)
 # the GPU tests that also run the CPU engine (libfp4lane.a beside libfp4lane_cuda.so): built below
-GPU_RT_SRC = tests/gpu/test_gpu_runtime.cu tests/gpu/test_gpu_generate.cu tests/gpu/test_gpu_gemma.cu tests/gpu/test_gpu_tp.cu
+GPU_RT_SRC = tests/gpu/test_gpu_runtime.cu tests/gpu/test_gpu_generate.cu tests/gpu/test_gpu_gemma.cu \
+             tests/gpu/test_gpu_deepseek.cu tests/gpu/test_gpu_tp.cu
 GPU_TEST_SRC = $(sort $(filter-out $(GPU_RT_SRC),$(wildcard tests/gpu/test_*.cu)))
 GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
 CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm -ldl

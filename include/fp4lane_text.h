@@ -14,7 +14,9 @@
  * invalid subpart (the WHATWG/Unicode rule that the reference's string conversion uses).
  * Special tokens are matched in text only with FP4_TOK_PARSE_SPECIAL; added tokens that are not
  * special are always matched (as the reference does).
- * A loaded tokenizer is immutable: encode and decode may run on one handle from many threads.
+ * Encode and decode may run on one handle from many threads. The handle's only mutable state is a
+ * cache of encoded words that one encode call at a time uses (a concurrent call runs without it);
+ * the ids never depend on it.
  */
 #ifndef FP4LANE_TEXT_H
 #define FP4LANE_TEXT_H

@@ -15,7 +15,8 @@
  * (sigmoid + bias, 2 of 4 groups) is llama.cpp's too: position 0 within TOL_ALL and most positions
  * (routing flips at near ties are a correct outcome either way, test_llama_moe's reasoning);
  * (4) what llama.cpp's deepseek2 cannot state keeps fp4lane's HF names and no general.architecture:
- * mscale != mscale_all_dim, q_lora_rank null, rope_interleave false. Without the npm package: SKIP
+ * mscale != mscale_all_dim, q_lora_rank null, rope_interleave false, NVFP4 routed experts (its graph
+ * applies no per-expert .scale). Without the npm package: SKIP
  * for (2) and (3). */
 #define FP4LANE_ORACLE_API
 #include "check.h"
@@ -203,6 +204,28 @@ static void not_deepseek2(const char *name, const char *patch) {
     fp4_model_close(m);
 }
 
+/* NVFP4 routed experts: llama.cpp's deepseek2 graph (3.22.1) passes no per-expert .scale to its
+ * experts, so they would run without scale2; the file keeps fp4lane's HF names (ggml_moe.c) */
+static void nvfp4_not_deepseek2(void) {
+    char dir[600], gg[600];
+    snprintf(dir, sizeof dir, "%s/nvfp4", tmp);
+    snprintf(gg, sizeof gg, "%s/nvfp4.gguf", tmp);
+    fp4_error e;
+    fp4_synth_opts so = {.shape = "tiny-deepseek", .seed = 3, .to_nvfp4 = 1};
+    CHECK_OK(fp4_synth_checkpoint(dir, &so, &e));
+    set_config(dir, "{\"rope_scaling\": {\"mscale_all_dim\": 1.0}}"); /* else deepseek2's form */
+    fp4_model *m = NULL;
+    CHECK_OK(fp4_model_open(dir, NULL, &m, &e));
+    fp4_write_opts wo = {.layout = FP4_LAYOUT_GGUF_GGML};
+    if (m) CHECK_OK(fp4_model_write(m, gg, &wo, &e));
+    fp4_model_close(m);
+    CHECK_OK(fp4_model_open(gg, NULL, &m, &e));
+    CHECK_MSG(m && !has_key(m, "general.architecture") &&
+                  fp4_model_find(m, "model.layers.1.mlp.experts.0.gate_proj.weight"),
+              "NVFP4 routed experts: written as deepseek2");
+    fp4_model_close(m);
+}
+
 int main(void) {
     snprintf(tmp, sizeof tmp, "%s/fp4lane-llama-ds-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp)) return perror("mkdtemp"), 1;
@@ -210,6 +233,7 @@ int main(void) {
     not_deepseek2("nolora", "{\"q_lora_rank\": null, \"rope_scaling\": {\"mscale_all_dim\": 1.0}}");
     not_deepseek2("nointerleave",
                   "{\"rope_interleave\": false, \"rope_scaling\": {\"mscale_all_dim\": 1.0}}");
+    nvfp4_not_deepseek2();
     llama_oracle *lo = NULL;
     char err[2600];
     if (llama_oracle_open(&lo, err, sizeof err)) {

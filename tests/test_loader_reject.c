@@ -372,6 +372,58 @@ static void gguf_cases2(void) {
     }
 }
 
+/* llama.cpp's 3-D type-40 experts [n_in, rows, E]: expert e is the logical "<stem>.e.weight" with the
+ * e-th value of the F32 [E] .scale / .input_scale (ggml_moe.c's form) */
+static void ggml_expert_cases(void) {
+    char path[700];
+    const kvspec none[1] = {{"general.name", "ggml", 0, 0}};
+    float sv[2] = {0.5f, 0.25f}, bad[2] = {0.5f, -1.0f}, in3[3] = {1, 1, 1}, one = 1.0f;
+    const tspec w = {"g.weight", FP4_TYPE_GGML_NVFP4, 3, {NI, NO / 2, 2}, blocks, sizeof blocks};
+    snprintf(path, sizeof path, "%s/x1.gguf", tmp);
+    tspec t[] = {w, {"g.scale", FP4_TYPE_F32, 1, {2}, sv, 8}};
+    write_gguf(path, none, 1, t, 2);
+    expect("ggml 3-D experts with .scale [E]", path, "", NULL);
+    fp4_model *m = NULL;
+    fp4_error e;
+    if (fp4_model_open(path, NULL, &m, &e) == FP4_OK) { /* each expert its rows and its own scale2 */
+        for (int x = 0; x < 2; x++) {
+            char nm[32];
+            snprintf(nm, sizeof nm, "g.%d.weight", x);
+            const fp4_tensor *ex = fp4_model_find(m, nm);
+            const size_t pb = sizeof payload / 2, sb = sizeof scales / 2;
+            CHECK_MSG(ex && ex->n_dims == 2 && ex->ne[0] == NI && ex->ne[1] == NO / 2 &&
+                          ex->nvfp4.n_out == NO / 2 && ex->nvfp4.scale2 == sv[x] &&
+                          !memcmp(ex->nvfp4.payload, payload + x * pb, pb) &&
+                          !memcmp(ex->nvfp4.scales, scales + x * sb, sb),
+                      "%s: not expert %d's rows and scale2", nm, x);
+        }
+        CHECK(fp4_model_find(m, "g.weight") == NULL);
+        fp4_model_close(m);
+    }
+    write_gguf(path, none, 1, t, 1);
+    expect("ggml 3-D experts without .scale (1.0 each)", path, "", NULL);
+    tspec t2[] = {w, {"g.scale", FP4_TYPE_F32, 1, {1}, &one, 4}};
+    write_gguf(path, none, 1, t2, 2);
+    expect("ggml 3-D experts with a single .scale", path, "nvfp4.companion-shape", "g.scale");
+    tspec t3[] = {w, {"g.scale", FP4_TYPE_F32, 1, {2}, bad, 8}};
+    write_gguf(path, none, 1, t3, 2);
+    expect("ggml 3-D experts with a negative .scale", path, "nvfp4.scale2", "g.scale");
+    tspec t4[] = {w, {"g.scale", FP4_TYPE_F32, 1, {2}, sv, 8},
+                  {"g.input_scale", FP4_TYPE_F32, 1, {3}, in3, 12}};
+    write_gguf(path, none, 1, t4, 3);
+    expect("ggml 3-D experts with .input_scale [E + 1]", path, "nvfp4.companion-shape", "g.input_scale");
+    tspec t5[] = {w, {"g.scale", FP4_TYPE_F32, 1, {2}, sv, 8},
+                  {"g.input_scale", FP4_TYPE_F32, 1, {2}, sv, 8}};
+    write_gguf(path, none, 1, t5, 3);
+    expect("ggml 3-D experts, valid w4a4", path, "", NULL);
+    enum { MANY = 4097 }; /* one past FP4_GGUF_MAX_EXPERTS: one 64-value row each */
+    uint8_t *many = calloc(MANY, 36);
+    tspec t6[] = {{"g.weight", FP4_TYPE_GGML_NVFP4, 3, {NI, 1, MANY}, many, (size_t)MANY * 36}};
+    write_gguf(path, none, 1, t6, 1);
+    expect("ggml 3-D tensor of 4097 experts", path, "ggml.experts", "g.weight");
+    free(many);
+}
+
 /* safetensors: ModelOpt and compressed-tensors */
 static void st_cases(void) {
     char dir[700];
@@ -585,6 +637,7 @@ int main(void) {
     gguf_cases2();
     st_cases();
     ggml_write_limits();
+    ggml_expert_cases();
     printf("%d loader cases\n", n_cases);
     CHECK(n_cases >= 70);
     char cmd[600];

@@ -296,6 +296,16 @@ static void test_bind(const char *dir) {
                   strstr(e.msg, "--device cpu"),
               "cuda: %s %s", e.rule, e.msg);
     fp4_rt_free(rt);
+    rt = NULL;
+    /* FP4LANE_CUDA_UNPROVEN=1 (the GPU tests before a device run proves the route): past the refusal,
+     * as far as loading a library that is not there */
+    setenv("FP4LANE_CUDA_UNPROVEN", "1", 1);
+    o.cuda_lib = "/nonexistent/libfp4lane_cuda.so";
+    st = m ? fp4_rt_create(m, &o, &rt, &e) : FP4_ERR_IO;
+    unsetenv("FP4LANE_CUDA_UNPROVEN");
+    CHECK_MSG(st != FP4_OK && strcmp(e.rule, "route.mla-cuda") && strcmp(e.rule, "route.moe-cuda"),
+              "cuda, unproven: %s %s", e.rule, e.msg);
+    fp4_rt_free(rt);
     fp4_model_close(m);
 }
 

@@ -68,7 +68,8 @@ static void test_names_and_sizes(void) {
     CHECK(!strcmp(fp4_synth_shape_name(11), "tiny-deepseek") &&
           !strcmp(fp4_synth_shape_name(12), "deepseek-v3"));
     CHECK(!strcmp(fp4_synth_shape_name(13), "qwen3-30b-a3b-l8"));
-    CHECK(fp4_synth_shape_name(14) == NULL && fp4_synth_shape_name(-1) == NULL);
+    CHECK(!strcmp(fp4_synth_shape_name(14), "tiny-deepseek-nolora"));
+    CHECK(fp4_synth_shape_name(15) == NULL && fp4_synth_shape_name(-1) == NULL);
     CHECK(!strcmp(fp4_synth_arch_name(1), "qwen3") && !strcmp(fp4_synth_arch_name(2), "qwen3-moe") &&
           !strcmp(fp4_synth_arch_name(3), "mixtral") && !strcmp(fp4_synth_arch_name(4), "gemma3") &&
           !strcmp(fp4_synth_arch_name(5), "deepseek-v3") && fp4_synth_arch_name(6) == NULL);

@@ -113,7 +113,8 @@ static const struct {
     {"synth",
      "  --shape S              required: tiny, llama3-8b, qwen3-8b, llama3-70b, llama-160m, tiny-moe,\n"
      "                         qwen3-30b-a3b, tiny-moe16, small-moe, tiny-gemma3, gemma3-27b,\n"
-     "                         tiny-deepseek, deepseek-v3, qwen3-30b-a3b-l8 (its widths, 8 layers)\n"
+     "                         tiny-deepseek, deepseek-v3, qwen3-30b-a3b-l8 (its widths, 8 layers),\n"
+     "                         tiny-deepseek-nolora (q_lora_rank null)\n"
      "  --arch A               llama, qwen3, qwen3-moe, mixtral, gemma3, deepseek-v3 (default: the\n"
      "                         shape's own)\n"
      "  --to bf16|nvfp4        nvfp4: the ModelOpt NVFP4 checkpoint, quantized while it is made (the\n"

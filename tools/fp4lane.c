@@ -41,7 +41,7 @@ const cli_verb cli_verbs[] = {
      "a random-weight bf16 or NVFP4 HF checkpoint of a real shape (heavy tails, outliers)",
      "fp4lane synth OUT --shape tiny|llama3-8b|qwen3-8b|llama3-70b|llama-160m|tiny-moe|\n"
      "       qwen3-30b-a3b|tiny-moe16|small-moe|tiny-gemma3|gemma3-27b|tiny-deepseek|deepseek-v3|\n"
-     "       qwen3-30b-a3b-l8\n"
+     "       qwen3-30b-a3b-l8|tiny-deepseek-nolora\n"
      "       [--arch llama|qwen3|qwen3-moe|mixtral|gemma3|deepseek-v3] [--to bf16|nvfp4] [--seed N]\n"
      "       [--shard-size N[K|M|G]] [--threads N] [--layers N] [--json]"},
     {"tokenize", cmd_tokenize, "text to token ids (HF tokenizer.json or GGUF tokenizer)",

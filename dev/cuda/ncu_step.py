@@ -30,10 +30,16 @@ print("sum ns %.0f" % tot)
 agg = collections.OrderedDict()
 for x in last:
     key = x["name"][:60] + " " + x["grid"] + "x" + x["blk"]
-    a = agg.setdefault(key, [0, 0.0])
+    if "launch__registers_per_thread" in x:  # with --metrics ...,launch__registers_per_thread
+        key += " r%s" % x["launch__registers_per_thread"]
+    if "launch__shared_mem_per_block_dynamic" in x:
+        key += " smem %s" % x["launch__shared_mem_per_block_dynamic"]
+    a = agg.setdefault(key, [0, 0.0, 0.0])
     a[0] += 1; a[1] += float(x["gpu__time_duration.sum"])
-for key, (c, t) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
-    print("%8.1f us %4d  %6.2f us/each  %s" % (t / 1e3, c, t / c / 1e3, key))
+    a[2] += float(x.get("dram__bytes_read.sum", "0") or 0)  # with --metrics ...,dram__bytes_read.sum
+for key, (c, t, b) in sorted(agg.items(), key=lambda kv: -kv[1][1]):
+    bw = " %6.0f MB %5.2f TB/s" % (b / 1e6, b / t / 1e3) if b else ""
+    print("%8.1f us %4d  %6.2f us/each%s  %s" % (t / 1e3, c, t / c / 1e3, bw, key))
 # first layer sequence
 print("--- first 16 of the step")
 for x in last[:16]:

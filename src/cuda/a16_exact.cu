@@ -206,6 +206,13 @@ static fp4_status launch_mma(const fp4_cuda_tensor *w, const int8_t *q, const fl
                              (int)nc, y);
 }
 
+/* the 1-column item kernel on a given Q8_K pass (DEC_DOWN2: FP4LANE_CUDA_DECODE's variant) */
+static fp4_status launch_item_pass(const fp4_cuda_tensor *w, const void *q, const float *d, float *y,
+                                   cudaStream_t s) {
+    if (item_dec(w) & DEC_DOWN2) return launch_item<true, 8, 2, ITEM_TAB>(w, q, d, y, 2, 1, s);
+    return launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, s);
+}
+
 extern "C" {
 
 size_t fp4_cu_a16_exact_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
@@ -221,7 +228,7 @@ fp4_status fp4_cu_a16_exact_pre(const fp4_cuda_tensor *w, const void *d_q, const
     if (!w || w->type != FP4_TYPE_NVFP4_E2M1 || !w->d_payload || !w->d_scales || w->n_in <= 0 ||
         w->n_in % 256 || w->k_pad != w->n_in || !fp4_aligned16(d_q))
         return FP4_ERR_UNSUPPORTED;
-    return launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, d_q, d_d, d_y, 1, 1, stream);
+    return launch_item_pass(w, d_q, d_d, d_y, stream);
 }
 
 fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
@@ -254,7 +261,7 @@ fp4_status fp4_cu_a16_exact(const fp4_cuda_tensor *w, const float *d_x, int64_t 
         else {
             /* the item kernel (a16_stream.cuh, bench/gpu.md round 8) where the layout and its shared
              * memory allow; else the round-7 kernels */
-            fp4_status st = launch_item<true, ITEM_NW, ITEM_NST, ITEM_TAB>(w, q, d, y, 1, 1, stream);
+            fp4_status st = launch_item_pass(w, q, d, y, stream);
             if (st != FP4_ERR_UNSUPPORTED) {
                 FP4_CU_TRY(st);
                 continue;

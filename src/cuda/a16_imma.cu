@@ -29,8 +29,10 @@
 static_assert(IMMA_TILE_ROWS == FP4_SBT_ROWS && IMMA_TILE_BYTES == FP4_SBT_BYTES, "sb_tile.cuh's tile");
 static_assert(IMMA_NW * 32 == 256, "one q9 lookup entry per thread");
 
-template <int WC> static __host__ __device__ constexpr size_t imma_smem_bytes() {
-    return 1024 + (size_t)IMMA_NS * IMMA_STAGE(WC) + (size_t)IMMA_NW * IMMA_QP * 4 + (size_t)IMMA_DEC(WC);
+/* PIPE: IMMA_NS_PIPE stages and two decoded buffers (FP4LANE_CUDA_IMMA_OCC=3, a measuring aid) */
+template <int WC, int PIPE> static __host__ __device__ constexpr size_t imma_smem_bytes() {
+    return 1024 + (size_t)(PIPE ? IMMA_NS_PIPE : IMMA_NS) * IMMA_STAGE(WC) + (size_t)IMMA_NW * IMMA_QP * 4 +
+           (size_t)IMMA_DEC(WC) * (PIPE ? 2 : 1);
 }
 
 /* The block decodes the weights of a stage once for all its warps: warp w takes (tile, m-tile, row
@@ -135,8 +137,10 @@ static __device__ __forceinline__ void imma_load(uint8_t *dst, const uint8_t *pa
     fp4_cp_async_commit();
 }
 
-template <int NT, int WC>
-static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
+/* MINB: blocks an SM the registers must allow (FP4LANE_CUDA_IMMA_OCC=2); PIPE: the schedule of one
+ * barrier a super-block (FP4LANE_CUDA_IMMA_OCC=3) */
+template <int NT, int WC, int MINB, int PIPE>
+static __global__ __launch_bounds__(IMMA_NW * 32, MINB) void a16_imma_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
     int64_t n_out, int nsb, int64_t k_pad, float scale2, const int8_t *__restrict__ xf,
     const float *__restrict__ xd, int ncols, float *__restrict__ y) {
@@ -144,8 +148,9 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
     int *lut = reinterpret_cast<int *>(imma_smem);
     uint8_t *stg = imma_smem + 1024;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, r0 = lane >> 2, qd = lane & 3;
-    int *qp = reinterpret_cast<int *>(stg + IMMA_NS * IMMA_STAGE(WC)) + warp * IMMA_QP;
-    uint8_t *dbuf = stg + IMMA_NS * IMMA_STAGE(WC) + IMMA_NW * IMMA_QP * 4;
+    constexpr int NSB = PIPE ? IMMA_NS_PIPE : IMMA_NS; /* stages */
+    int *qp = reinterpret_cast<int *>(stg + NSB * IMMA_STAGE(WC)) + warp * IMMA_QP;
+    uint8_t *dbuf = stg + NSB * IMMA_STAGE(WC) + IMMA_NW * IMMA_QP * 4;
     const int rg = warp / WC, cg = warp % WC; /* the warp's row group (IMMA_WT tiles) and column group */
     const int64_t rowbase = (int64_t)blockIdx.y * IMMA_ROWS(WC);
     const int colbase = (int)blockIdx.x * IMMA_COLS(WC) + cg * 8 * NT;
@@ -190,26 +195,10 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
 #pragma unroll
                 for (int i = 0; i < 4; i++)
                     own[t][mt][nt][i] = 0.0f;
-#pragma unroll
-    for (int s = 0; s < IMMA_NS - 1; s++)
-        imma_load<WC>(stg + s * IMMA_STAGE(WC), payload, scales, pstride, sstride, n_out, rowbase, s, nsb,
-                      tid);
-    fp4_pdl_wait(); /* launched with PDL after the Q8_K pass: its q and d from here on */
+    /* super-block sb's MMAs and epilogue from its stage (the scales) and its decoded weights dcur */
     uint32_t b[NT][16], bn[NT][16];
     float dv[NT][2], dvn[NT][2];
-    loadb(0, b, dv);
-    for (int sb = 0; sb < nsb; sb++) {
-        fp4_cp_async_wait<IMMA_NS - 2>();
-        /* stage sb is in for every thread, and every warp is done with stage sb - 1 (whose buffer the
-         * next copy reuses), with the decoded buffer and with its q9 tables; the first pass also
-         * publishes the q9 lookup */
-        __syncthreads();
-        imma_load<WC>(stg + ((sb + IMMA_NS - 1) % IMMA_NS) * IMMA_STAGE(WC), payload, scales, pstride,
-                      sstride, n_out, rowbase, sb + IMMA_NS - 1, nsb, tid);
-        loadb(sb + 1, bn, dvn); /* in flight while this super-block computes */
-        const uint8_t *stage = stg + (sb % IMMA_NS) * IMMA_STAGE(WC);
-        imma_decode<WC>(stage, dbuf, warp, lane, dec);
-        __syncthreads(); /* the decoded weights */
+    auto compute = [&](const uint8_t *stage, const uint8_t *dcur) {
         if (active) {
 #pragma unroll
             for (int t = 0; t < IMMA_WT; t++) {
@@ -230,11 +219,11 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
                 float tot[2][NT][4];
                 if (fast) {
                     int acc[2][NT][4];
-                    imma_groups<NT, int>(dbuf + (rg * IMMA_WT + t) * IMMA_DEC_TILE, qpt, b, lane, acc);
+                    imma_groups<NT, int>(dcur + (rg * IMMA_WT + t) * IMMA_DEC_TILE, qpt, b, lane, acc);
                     fp4_sbt_totals<NT, int>(acc, shr, tot);
                 } else {
                     long long acc[2][NT][4];
-                    imma_groups<NT, long long>(dbuf + (rg * IMMA_WT + t) * IMMA_DEC_TILE, qpt, b, lane, acc);
+                    imma_groups<NT, long long>(dcur + (rg * IMMA_WT + t) * IMMA_DEC_TILE, qpt, b, lane, acc);
                     fp4_sbt_totals<NT, long long>(acc, shr, tot);
                 }
                 float cv[2][NT][4];
@@ -248,6 +237,8 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
                             own[t][mt][nt][i] = __fmaf_rn(1.0f, cv[mt][nt][i], own[t][mt][nt][i]);
             }
         }
+    };
+    auto advance_b = [&]() {
 #pragma unroll
         for (int nt = 0; nt < NT; nt++) {
 #pragma unroll
@@ -255,6 +246,50 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
                 b[nt][j] = bn[nt][j];
             dv[nt][0] = dvn[nt][0];
             dv[nt][1] = dvn[nt][1];
+        }
+    };
+    constexpr int NS = NSB;
+#pragma unroll
+    for (int s = 0; s < NS - 1; s++)
+        imma_load<WC>(stg + s * IMMA_STAGE(WC), payload, scales, pstride, sstride, n_out, rowbase, s, nsb,
+                      tid);
+    fp4_pdl_wait(); /* launched with PDL after the Q8_K pass: its q and d from here on */
+    loadb(0, b, dv);
+    if constexpr (!PIPE) {
+        for (int sb = 0; sb < nsb; sb++) {
+            fp4_cp_async_wait<NS - 2>();
+            /* stage sb is in for every thread, and every warp is done with stage sb - 1 (whose buffer
+             * the next copy reuses), with the decoded buffer and with its q9 tables; the first pass
+             * also publishes the q9 lookup */
+            __syncthreads();
+            imma_load<WC>(stg + ((sb + NS - 1) % NS) * IMMA_STAGE(WC), payload, scales, pstride, sstride,
+                          n_out, rowbase, sb + NS - 1, nsb, tid);
+            loadb(sb + 1, bn, dvn); /* in flight while this super-block computes */
+            const uint8_t *stage = stg + (sb % NS) * IMMA_STAGE(WC);
+            imma_decode<WC>(stage, dbuf, warp, lane, dec);
+            __syncthreads(); /* the decoded weights */
+            compute(stage, dbuf);
+            advance_b();
+        }
+    } else {
+        /* one barrier a super-block: a warp decodes super-block sb + 1 into the other decoded buffer
+         * and then computes sb, so one warp's decoding overlaps another's MMAs */
+        fp4_cp_async_wait<NS - 2>();
+        __syncthreads(); /* stage 0 and the q9 lookup */
+        imma_decode<WC>(stg, dbuf, warp, lane, dec);
+        for (int sb = 0; sb < nsb; sb++) {
+            fp4_cp_async_wait<NS - 3>();
+            /* stage sb + 1 is in for every thread; every warp has decoded sb and is done with stage
+             * sb - 1, with the decoded buffer of sb - 1 and with its q9 tables */
+            __syncthreads();
+            imma_load<WC>(stg + ((sb + NS - 1) % NS) * IMMA_STAGE(WC), payload, scales, pstride, sstride,
+                          n_out, rowbase, sb + NS - 1, nsb, tid);
+            loadb(sb + 1, bn, dvn);
+            if (sb + 1 < nsb)
+                imma_decode<WC>(stg + ((sb + 1) % NS) * IMMA_STAGE(WC), dbuf + ((sb + 1) & 1) * IMMA_DEC(WC),
+                                warp, lane, dec);
+            compute(stg + (sb % NS) * IMMA_STAGE(WC), dbuf + (sb & 1) * IMMA_DEC(WC));
+            advance_b();
         }
     }
     fp4_cp_async_wait<0>(); /* no copy outlives the block */
@@ -275,12 +310,12 @@ static __global__ __launch_bounds__(IMMA_NW * 32, 1) void a16_imma_kernel(
                 }
 }
 
-template <int WC>
+template <int WC, int MINB, int PIPE>
 static fp4_status launch_imma(const fp4_cuda_tensor *w, const int8_t *q, const float *d, int64_t nc, float *y,
                               cudaStream_t stream) {
-    constexpr size_t smem = imma_smem_bytes<WC>();
+    constexpr size_t smem = imma_smem_bytes<WC, PIPE>();
     static int opted_in[FP4_CU_MAX_DEVICES];
-    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_imma_kernel<IMMA_NT, WC>, smem, opted_in));
+    FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_imma_kernel<IMMA_NT, WC, MINB, PIPE>, smem, opted_in));
     const int64_t row_blocks = (w->n_out + IMMA_ROWS(WC) - 1) / IMMA_ROWS(WC);
     const int64_t col_blocks = (nc + IMMA_COLS(WC) - 1) / IMMA_COLS(WC);
     cudaLaunchConfig_t cfg = {};
@@ -290,7 +325,7 @@ static fp4_status launch_imma(const fp4_cuda_tensor *w, const int8_t *q, const f
     cfg.stream = stream;
     /* programmatic dependent launch where the grid fills the GPU (a16_exact.cu's reason) */
     const int sms = fp4_cu_sm_count(), pdl = sms > 0 && row_blocks * col_blocks > sms;
-    return fp4_cu_launch_pdl(cfg, pdl, a16_imma_kernel<IMMA_NT, WC>, w->d_payload, w->d_scales,
+    return fp4_cu_launch_pdl(cfg, pdl, a16_imma_kernel<IMMA_NT, WC, MINB, PIPE>, w->d_payload, w->d_scales,
                              w->payload_stride, w->scale_stride, w->n_out, (int)(w->n_in / 256), w->k_pad,
                              w->scale2, q, d, (int)nc, y);
 }
@@ -317,8 +352,13 @@ fp4_status fp4_cu_a16_imma(const fp4_cuda_tensor *w, const float *d_x, int64_t n
     if (w->payload_stride % 128 || w->scale_stride % 16 || !fp4_aligned16(w->d_payload) ||
         !fp4_aligned16(w->d_scales) || !fp4_aligned16(d_x))
         return FP4_ERR_INVALID_ARG;
-    /* the narrowest block that holds the columns: fewer column groups, more rows a block */
-    const int wc = n_cols <= IMMA_COLS(2) ? 2 : n_cols <= IMMA_COLS(4) ? 4 : 8;
+    /* the narrowest block that holds the columns: fewer column groups, more rows a block; or the
+     * measuring aids' geometry (FP4LANE_CUDA_IMMA_WC / _OCC: the same bytes) */
+    const int force = fp4_cu_env_imma_wc(), occ = fp4_cu_env_imma_occ();
+    const int wc = force == 2 || force == 4 || force == 8 ? force
+                   : n_cols <= IMMA_COLS(2)               ? 2
+                   : n_cols <= IMMA_COLS(4)               ? 4
+                                                          : 8;
     /* a shape past one grid, or past the int column index: the 16-column chunks serve */
     if ((w->n_out + IMMA_ROWS(wc) - 1) / IMMA_ROWS(wc) > IMMA_MAX_GRID_Y || n_cols > INT32_MAX / 2 ||
         w->n_in / 256 > INT32_MAX)
@@ -327,9 +367,11 @@ fp4_status fp4_cu_a16_imma(const fp4_cuda_tensor *w, const float *d_x, int64_t n
     int8_t *q = (int8_t *)s->d_base + FP4_CU_COUNTER_BYTES;
     float *d = (float *)((uint8_t *)q + FP4_CU_ALIGN((size_t)n_cols * (size_t)w->k_pad));
     FP4_CU_TRY(fp4_cu_q8k_quantize(d_x, w->n_in, w->k_pad, n_cols, q, d, NULL, 1, stream));
-    return wc == 2   ? launch_imma<2>(w, q, d, n_cols, d_y, stream)
-           : wc == 4 ? launch_imma<4>(w, q, d, n_cols, d_y, stream)
-                     : launch_imma<8>(w, q, d, n_cols, d_y, stream);
+    return wc == 2     ? launch_imma<2, 1, 0>(w, q, d, n_cols, d_y, stream)
+           : wc == 4   ? launch_imma<4, 1, 0>(w, q, d, n_cols, d_y, stream)
+           : occ == 2  ? launch_imma<8, 2, 0>(w, q, d, n_cols, d_y, stream)
+           : occ == 3  ? launch_imma<8, 1, 1>(w, q, d, n_cols, d_y, stream)
+                       : launch_imma<8, 1, 0>(w, q, d, n_cols, d_y, stream);
 }
 
 } /* extern "C" */

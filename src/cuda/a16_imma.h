@@ -14,6 +14,7 @@
 #define IMMA_TILE_ROWS 32                           /* = FP4_SBT_ROWS */
 #define IMMA_TILE_BYTES (IMMA_TILE_ROWS * 144)      /* = FP4_SBT_BYTES */
 #define IMMA_NS 3                                   /* shared-memory stages */
+#define IMMA_NS_PIPE 4 /* stages of the one-barrier schedule (a16_imma.cu's PIPE) */
 #define IMMA_TILES(wc) (IMMA_WT * (IMMA_NW / (wc))) /* tiles per block */
 #define IMMA_ROWS(wc) (IMMA_TILES(wc) * IMMA_TILE_ROWS)
 #define IMMA_COLS(wc) ((wc)*8 * IMMA_NT)

@@ -44,6 +44,13 @@ static int max_slices(const fp4_cuda_tensor *w, int64_t nc) {
     return k;
 }
 
+/* the 1-column item kernel on a given int16 pass (DEC_DOWN2: FP4LANE_CUDA_DECODE's variant) */
+static fp4_status launch_item_pass(const fp4_cuda_tensor *w, const void *q, const float *d, float *y,
+                                   cudaStream_t s) {
+    if (item_dec(w) & DEC_DOWN2) return launch_item<false, 8, 2, NITEM_TAB>(w, q, d, y, 2, 1, s, 1);
+    return launch_item<false, 8, 3, NITEM_TAB>(w, q, d, y, 1, 1, s, 1);
+}
+
 extern "C" {
 
 size_t fp4_cu_a16_native_scratch(const fp4_cuda_tensor *w, int64_t n_cols) {
@@ -62,7 +69,7 @@ fp4_status fp4_cu_a16_native_pre(const fp4_cuda_tensor *w, const void *d_q, cons
         w->n_in % 16 || w->k_pad % 256 || w->payload_stride != w->k_pad / 2 ||
         w->scale_stride != w->k_pad / 16 || !fp4_aligned16(w->d_scales) || !fp4_aligned16(d_q))
         return FP4_ERR_UNSUPPORTED;
-    return launch_item<false, 8, 3, NITEM_TAB>(w, d_q, d_d, d_y, 1, 1, stream, 1);
+    return launch_item_pass(w, d_q, d_d, d_y, stream);
 }
 
 fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t n_cols, float *d_y,
@@ -85,7 +92,7 @@ fp4_status fp4_cu_a16_native(const fp4_cuda_tensor *w, const float *d_x, int64_t
                     if (st != FP4_ERR_UNSUPPORTED) return st;
                 }
                 FP4_CU_TRY(act16_pass(w, d_x, 1, q, d, stream));
-                const fp4_status st = launch_item<false, 8, 3, NITEM_TAB>(w, q, d, d_y, 1, 1, stream, 1);
+                const fp4_status st = launch_item_pass(w, q, d, d_y, stream);
                 if (st != FP4_ERR_UNSUPPORTED) return st;
                 return launch_dp2a_upto<2, 1>(w, 1, q, d, d_y, stream); /* same q, d */
             }

@@ -51,6 +51,12 @@ static __device__ __forceinline__ void fp4_bulk_g2s(void *dst, const void *src, 
                  : "memory");
 #endif
 }
+/* orders this thread's view of shared memory (the generic proxy) before later bulk copies into it */
+static __device__ __forceinline__ void fp4_fence_proxy_async() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
 static __device__ __forceinline__ void fp4_mbar_wait(uint64_t *bar, unsigned parity) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= FP4_CU_CC_HOPPER
     asm volatile("{\n"
@@ -85,14 +91,38 @@ static inline int stream_device_ok(void) {
 
 /* The dynamic shared memory a launch asks for: at least what it uses, and enough that no more than
  * bps blocks fit on one SM (228 KB per SM, 1 KB reserved per block). Without it, blocks launched
- * with PDL beside the activation pass doubled up on some SMs and left others idle (bench/gpu.md Round 8). */
-static inline size_t stream_slot(int bps) { /* the most one of bps blocks per SM may use */
-    const size_t slot = (size_t)228 * 1024 / (size_t)bps - 1024, cap = (size_t)227 * 1024;
+ * with PDL beside the activation pass doubled up on some SMs and left others idle (bench/gpu.md Round 8).
+ * resv: bytes of the SM left free besides, so that a block of the kernel before (an RMSNorm, the
+ * attention cluster, SwiGLU) can stay resident beside one of ours and our blocks start streaming
+ * while it runs (PDL); resv < 228 KB / (bps + 1) keeps bps + 1 of ours from fitting. */
+static inline size_t stream_slot(int bps, size_t resv = 0) { /* the most one of bps blocks per SM may use */
+    const size_t slot = ((size_t)228 * 1024 - resv) / (size_t)bps - 1024, cap = (size_t)227 * 1024;
     return slot < cap ? slot : cap;
 }
-static inline size_t stream_smem_request(size_t need, int bps) {
-    const size_t want = stream_slot(bps);
+static inline size_t stream_smem_request(size_t need, int bps, size_t resv = 0) {
+    const size_t want = stream_slot(bps, resv);
     return need > want ? need : want;
+}
+
+/* FP4LANE_CUDA_DECODE's bits (env.h; read at every projection call, so fp4lane bench pairs them in
+ * one process): variants of the 1-column item kernel for issue 32 item 1, timed against each other
+ * on the device before one becomes the default. None changes an output bit: the kernel, its grid and
+ * every lane's item order stay (exact's integer totals and native's per-item rotation are order-free
+ * across shapes, a16_item_kernel). */
+#define DEC_RESV 1u   /* leave DEC_RESV_BYTES of each SM to the kernel before (stream_slot's resv) */
+#define DEC_NSHAPE 2u /* native QIN takes exact's three shapes (launch_item_qin) */
+#define DEC_REL 4u    /* stages released by the last warp done with them, no block barrier a stage */
+#define DEC_DOWN2 8u  /* rows too long for QIN (down): 8 warps, 2 stages, 2 blocks per SM */
+#define DEC_WIDE 16u  /* QIN between 4 096 and 16 384 rows (q/k/v): 16 warps, 2 stages */
+#define DEC_ONARROW 32u /* QIN up to 4 096 rows (o): 8 warps, 3 stages (fits beside the attention) */
+#define DEC_RESV_BYTES ((size_t)48 * 1024) /* beside the attention cluster at n_ctx 4 096 (43 KB) */
+#define DEC_DEFAULT 0u /* what runs when neither the variable nor the engine names bits */
+/* the bits for w: the variable now where set, else the engine's (create.cu puts them in w->flags),
+ * else DEC_DEFAULT */
+static inline unsigned item_dec(const fp4_cuda_tensor *w) {
+    const int now = fp4_cu_env_decode();
+    if (now >= 0) return (unsigned)now;
+    return w->flags & FP4_CU_DEC_SET ? w->flags >> FP4_CU_DEC_SHIFT & 0xFFu : DEC_DEFAULT;
 }
 
 
@@ -151,7 +181,7 @@ template <bool EXACT, int NW, int NST, int TAB = 0, bool QIN = false>
 static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
     const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t n_out, int nsb,
     uint64_t magic, float scale2, const void *__restrict__ xq_v, const float *__restrict__ xd,
-    float *__restrict__ y, int64_t n_in) {
+    float *__restrict__ y, int64_t n_in, int rel) {
     using L = item_smem<EXACT, NW, NST>;
     constexpr int NT = NW * 32, IPS = L::IPS, ASTR = L::ASTR;
     extern __shared__ __align__(128) uint8_t sm[];
@@ -182,8 +212,10 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
         fp4_bulk_g2s(dst + IPS * 128, gs + (int64_t)base * 16, (unsigned)cnt * 16u, &bar[s]);
     };
     uint32_t *tab = reinterpret_cast<uint32_t *>(sm + 64); /* TAB 1: the lookup words (NST <= 8) */
+    unsigned *tick = reinterpret_cast<unsigned *>(sm + 96); /* rel: warps done with each stage (NST <= 8) */
     if (tid == 0) {
         for (int s = 0; s < NST; s++) fp4_mbar_init(&bar[s], 1);
+        for (int s = 0; s < NST; s++) tick[s] = 0u;
         fp4_mbar_fence_init();
         if (TAB) {
             tab[0] = 0x03020100u;
@@ -306,9 +338,25 @@ static __global__ __launch_bounds__(NW * 32, 1) void a16_item_kernel(
         if constexpr (EXACT) cv = dv != 0.0f ? fp4_cu_a16_term(__ll2float_rn(tot), dv, scale2) : 0.0f;
         else cv = __fmul_rn(facc, dv);
         if (tid < cnt) cbuf[li + lr] = cv; /* row lr, column sbi of stride nsb + 1 */
-        __syncthreads(); /* every warp is done with stage s */
-        if (tid == 0 && it + NST < nit) issue(it + NST);
+        if (rel) {
+            /* the warp's reads of stage s are done (cv used them all); the last of the NW warps to
+             * arrive (a running count: use it / NST + 1 of stage s) refills it, the others go on */
+            __syncwarp();
+            if ((tid & 31) == 0) {
+                __threadfence_block();
+                const unsigned done = atomicAdd(&tick[s], 1u) + 1u;
+                if (done == (unsigned)(it / NST + 1) * NW && it + NST < nit) {
+                    __threadfence_block(); /* every warp's reads before the copy engine's writes */
+                    fp4_fence_proxy_async();
+                    issue(it + NST);
+                }
+            }
+        } else {
+            __syncthreads(); /* every warp is done with stage s */
+            if (tid == 0 && it + NST < nit) issue(it + NST);
+        }
     }
+    if (rel) __syncthreads(); /* every warp's cbuf terms */
     for (int r = tid; r < nrows; r += NT) {
         const float *c = cbuf + (size_t)r * (nsb + 1);
         float acc = 0.0f;
@@ -330,7 +378,7 @@ struct stream_plan {
 constexpr size_t STREAM_SMEM_MAX = 227 * 1024;
 template <class L>
 static fp4_status stream_plan_make(const fp4_cuda_tensor *w, const void *q, int64_t ips, int bps,
-                                   int one_wave, stream_plan *p) {
+                                   int one_wave, stream_plan *p, size_t resv = 0) {
     const int64_t nsb = w->k_pad / 256;
     if (!stream_device_ok() || nsb < 1 || nsb > 256 || w->payload_stride != nsb * 128 ||
         w->scale_stride != nsb * 16 || !fp4_aligned16(w->d_scales) || !fp4_aligned16(q))
@@ -338,12 +386,13 @@ static fp4_status stream_plan_make(const fp4_cuda_tensor *w, const void *q, int6
     int sms = fp4_cu_sm_count();
     if (sms <= 0) sms = 132;
     while (bps > 1 &&
-           L::bytes((int)nsb, (w->n_out + (int64_t)sms * bps - 1) / ((int64_t)sms * bps)) > stream_slot(bps))
+           L::bytes((int)nsb, (w->n_out + (int64_t)sms * bps - 1) / ((int64_t)sms * bps)) >
+               stream_slot(bps, resv))
         bps--;
     int64_t G = (int64_t)sms * bps;
     if (G > w->n_out) G = w->n_out;
-    if (L::bytes((int)nsb, 1) <= stream_slot(bps))
-        while (L::bytes((int)nsb, (w->n_out + G - 1) / G) > stream_slot(bps) && G < w->n_out) G += sms;
+    if (L::bytes((int)nsb, 1) <= stream_slot(bps, resv))
+        while (L::bytes((int)nsb, (w->n_out + G - 1) / G) > stream_slot(bps, resv) && G < w->n_out) G += sms;
     if (one_wave && G > (int64_t)sms * bps) return FP4_ERR_UNSUPPORTED;
     const int64_t rows_max = (w->n_out + G - 1) / G;
     const size_t smem = L::bytes((int)nsb, rows_max);
@@ -351,7 +400,7 @@ static fp4_status stream_plan_make(const fp4_cuda_tensor *w, const void *q, int6
         return FP4_ERR_UNSUPPORTED;
     p->nsb = nsb;
     p->G = G;
-    p->smem_request = stream_smem_request(smem, bps);
+    p->smem_request = stream_smem_request(smem, bps, resv);
     p->magic = (((uint64_t)1 << 32) + (uint64_t)nsb - 1) / (uint64_t)nsb;
     return FP4_OK;
 }
@@ -361,8 +410,10 @@ static fp4_status stream_plan_make(const fp4_cuda_tensor *w, const void *q, int6
 template <bool EXACT, int NW, int NST, int TAB = 0, bool QIN = false>
 static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const float *d, float *y, int bps,
                               int pdl, cudaStream_t s, int one_wave = 0) {
+    const unsigned dec = item_dec(w);
     stream_plan p;
-    const fp4_status st = stream_plan_make<item_smem<EXACT, NW, NST>>(w, q, NW * 32, bps, one_wave, &p);
+    const fp4_status st = stream_plan_make<item_smem<EXACT, NW, NST>>(w, q, NW * 32, bps, one_wave, &p,
+                                                                      dec & DEC_RESV ? DEC_RESV_BYTES : 0);
     if (st != FP4_OK) return st;
     static int opted_in[FP4_CU_MAX_DEVICES];
     FP4_CU_TRY(fp4_cu_smem_opt_in((const void *)a16_item_kernel<EXACT, NW, NST, TAB, QIN>, STREAM_SMEM_MAX,
@@ -373,7 +424,8 @@ static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const flo
     cfg.dynamicSmemBytes = p.smem_request;
     cfg.stream = s;
     return fp4_cu_launch_pdl(cfg, pdl, a16_item_kernel<EXACT, NW, NST, TAB, QIN>, w->d_payload, w->d_scales,
-                             w->n_out, (int)p.nsb, p.magic, w->scale2, q, d, y, w->n_in);
+                             w->n_out, (int)p.nsb, p.magic, w->scale2, q, d, y, w->n_in,
+                             (int)(dec & DEC_REL ? 1 : 0));
 }
 
 /* The 1-column QIN launch of both routes (a16_exact.cu, a16_native.cu). Exact: its shape by the row
@@ -387,9 +439,13 @@ static fp4_status launch_item(const fp4_cuda_tensor *w, const void *q, const flo
 template <bool EXACT>
 static fp4_status launch_item_qin(const fp4_cuda_tensor *w, const float *x, float *y, cudaStream_t s,
                                   int one_wave) {
-    if (!EXACT) return launch_item<EXACT, 8, 3, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);
-    if (w->n_out >= 16384) return launch_item<EXACT, 8, 2, 1, true>(w, x, NULL, y, 2, 1, s, one_wave);
-    if (w->n_out <= 4096) return launch_item<EXACT, 16, 2, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);
+    const unsigned dec = item_dec(w);
+    enum { S83, S82, S162 } shape = S83; /* warps, stages (S82: 2 blocks per SM) */
+    if (EXACT || (dec & DEC_NSHAPE)) shape = w->n_out >= 16384 ? S82 : w->n_out <= 4096 ? S162 : S83;
+    if ((dec & DEC_WIDE) && w->n_out > 4096 && w->n_out < 16384) shape = S162;
+    if ((dec & DEC_ONARROW) && w->n_out <= 4096) shape = S83;
+    if (shape == S82) return launch_item<EXACT, 8, 2, 1, true>(w, x, NULL, y, 2, 1, s, one_wave);
+    if (shape == S162) return launch_item<EXACT, 16, 2, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);
     return launch_item<EXACT, 8, 3, 1, true>(w, x, NULL, y, 1, 1, s, one_wave);
 }
 

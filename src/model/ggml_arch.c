@@ -52,12 +52,13 @@ static const struct { const char *hf, *gg; int perm; } gemma_layer_names[] = {
     {"post_feedforward_layernorm", "post_ffw_norm", PERM_NONE},
 };
 
-enum { FAM_OTHER = 0, FAM_GEMMA = 1, FAM_DEEPSEEK = 2 };
+enum { FAM_OTHER = 0, FAM_GEMMA = 1, FAM_DEEPSEEK = 2, FAM_MIXTRAL = 3 };
 
 /* One name through the tables, HF -> llama.cpp (to_gg 1) or back (to_gg 0): a module stem + any
  * suffix (".weight", ".bias", ".scale", ".weight.scale2_div", ...) -> the other side's stem + the
  * same suffix. 1 when mapped; *perm: which permutation the stem takes. fam: FAM_GEMMA for Gemma 3's
- * names, FAM_DEEPSEEK for deepseek2's (ggml_deepseek.c), looked up before the common ones. */
+ * names, FAM_DEEPSEEK for deepseek2's (ggml_deepseek.c), looked up before the common ones;
+ * FAM_MIXTRAL: an expert's way back in Mixtral's spelling (ggml_moe.c). */
 static int convert_name(const char *in, char *out, size_t n, int *perm, int to_gg, int fam) {
     const int gemma = fam == FAM_GEMMA;
     *perm = PERM_NONE;
@@ -84,6 +85,8 @@ static int convert_name(const char *in, char *out, size_t n, int *perm, int to_g
             return snprintf(out, n, "%s%ld.%s%s", out_pre, layer, to, s + l) < (int)n;
     }
     char ds[FP4_MAX_NAME + 64];
+    if (fp4_ggml_moe_map(s, ds, sizeof ds, to_gg, fam == FAM_MIXTRAL)) /* one expert of a 3-D tensor */
+        return snprintf(out, n, "%s%ld.%s", out_pre, layer, ds) < (int)n;
     if (fam == FAM_DEEPSEEK && fp4_ggml_ds_map(s, ds, sizeof ds, to_gg))
         return snprintf(out, n, "%s%ld.%s", out_pre, layer, ds) < (int)n;
     for (size_t i = 0; i < sizeof layer_names / sizeof layer_names[0]; i++) {
@@ -290,7 +293,10 @@ fp4_status fp4_ggml_arch_plan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     const int permute =
         a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     const int gemma = a.family == FP4_ARCH_GEMMA3, ds = a.family == FP4_ARCH_DEEPSEEK_V3;
-    const int fam = gemma ? FAM_GEMMA : ds ? FAM_DEEPSEEK : FAM_OTHER;
+    const int fam = gemma                          ? FAM_GEMMA
+                    : ds                           ? FAM_DEEPSEEK
+                    : a.family == FP4_ARCH_MIXTRAL ? FAM_MIXTRAL
+                                                   : FAM_OTHER;
     if (ds && !fp4_ggml_ds_supported(&a)) return FP4_OK; /* not llama.cpp's deepseek2: the names stay */
     if (ds) { /* the multi-token-prediction layers (index >= num_hidden_layers): not llama.cpp's */
         int64_t kept = 0;
@@ -379,7 +385,10 @@ fp4_status fp4_ggml_arch_unplan(const fp4_wsrc *src, plan *p, fp4_error *err) {
     const int permute =
         a.family == FP4_ARCH_LLAMA || a.family == FP4_ARCH_MISTRAL || a.family == FP4_ARCH_MIXTRAL;
     const int gemma = a.family == FP4_ARCH_GEMMA3;
-    const int fam = gemma ? FAM_GEMMA : a.family == FP4_ARCH_DEEPSEEK_V3 ? FAM_DEEPSEEK : FAM_OTHER;
+    const int fam = gemma                                ? FAM_GEMMA
+                    : a.family == FP4_ARCH_DEEPSEEK_V3 ? FAM_DEEPSEEK
+                    : a.family == FP4_ARCH_MIXTRAL     ? FAM_MIXTRAL
+                                                       : FAM_OTHER;
     int64_t kept = 0;
     for (int64_t i = 0; i < p->n; i++) {
         plan_entry *e = &p->e[i];

@@ -23,8 +23,10 @@ typedef struct plan_entry {
     int32_t narrow_to;    /* F16/BF16: an F32 source written back narrowed (exactly; ggml_arch.c) */
     int32_t norm_shift;   /* Gemma 3 norms: +1 added while widening (llama.cpp stores the gain 1 + w),
                              -1 taken off while narrowing back (ggml_arch.c) */
-    int64_t stack_n;      /* > 0: PART_RAW of stack_n sources in order (llama.cpp's 3-D experts) */
+    int64_t stack_n;      /* > 0: PART_RAW / PART_GGML of stack_n sources in order (llama.cpp's 3-D
+                             experts), or PART_SCALAR of stack_n values (their .scale vectors) */
     int64_t *stack;       /* their logical indexes (owned by the plan; ggml_moe.c) */
+    float *stack_values;  /* PART_SCALAR of stack_n: the F32 vector's values (owned; ggml_moe.c) */
 } plan_entry;
 
 typedef struct plan_kv {
@@ -69,6 +71,11 @@ fp4_status fp4_ggml_arch_agree(const fp4_gguf *g, const struct fp4_arch *a, fp4_
  * blk.L.ffn_{gate,up,down}_exps (ggml_moe.c); names them, so the caller skips stacked entries.
  * FP4_ERR_UNSUPPORTED (plan untouched): llama.cpp could not run it; the caller keeps the names */
 fp4_status fp4_ggml_moe_stack(plan *p, const struct fp4_arch *a, fp4_error *err);
+/* One expert's layer-relative name to llama.cpp's per-expert logical name (to_gg 1:
+ * "mlp.experts.E.gate_proj<sfx>" or Mixtral's "block_sparse_moe.experts.E.w1<sfx>" ->
+ * "ffn_gate_exps.E<sfx>", the name read_gguf.c gives expert E of a 3-D type-40 tensor) or back
+ * (to_gg 0; mixtral: Mixtral's spelling, its router ffn_gate_inp too). 1 when mapped. */
+int fp4_ggml_moe_map(const char *in, char *out, size_t n, int to_gg, int mixtral);
 /* DeepSeek-V3 as llama.cpp's deepseek2 (ggml_deepseek.c): a layer-relative name ("self_attn.q_a_proj.
  * weight", ...) to llama.cpp's (to_gg 1) or back; 1 when mapped. Whether llama.cpp runs the
  * checkpoint's attention and rope as written; deepseek2's own keys. */

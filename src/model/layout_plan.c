@@ -262,7 +262,7 @@ fp4_status fp4_plan_build(const fp4_wsrc *src, fp4_layout layout, plan *p, fp4_e
 }
 
 void fp4_plan_free(plan *p) {
-    for (int64_t i = 0; i < p->n; i++) free(p->e[i].stack);
+    for (int64_t i = 0; i < p->n; i++) free(p->e[i].stack), free(p->e[i].stack_values);
     for (int64_t i = 0; i < p->n_kv; i++) free(p->kv[i].s);
     free(p->kv);
     free(p->e);

@@ -53,9 +53,16 @@ static fp4_status put(emit_ctx *e, int64_t i, const uint8_t *data, uint64_t n, f
 
 static fp4_status emit_entry(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err);
 
-/* llama.cpp's 3-D experts: each member's bytes in expert order (ggml_moe.c) */
+/* llama.cpp's 3-D experts: each member's bytes in expert order, or the per-expert F32 vector of
+ * their scales (ggml_moe.c) */
 static fp4_status emit_stack(emit_ctx *e, int64_t i, const plan_entry *pe, fp4_error *err) {
     fp4_status st = FP4_OK;
+    for (int64_t k = 0; pe->part == PART_SCALAR && k < pe->stack_n && !st; k++) {
+        uint8_t b[4];
+        fp4_wr_lef32(b, pe->stack_values[k]);
+        st = put(e, i, b, 4, err);
+    }
+    if (pe->part == PART_SCALAR) return st;
     for (int64_t k = 0; k < pe->stack_n && !st; k++) {
         plan_entry m = *pe;
         m.stack_n = 0, m.src = pe->stack[k], m.n_dims = 2, m.ne[2] = 1,

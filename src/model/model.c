@@ -45,7 +45,7 @@ static fp4_status model_open(const char *path, const void *mem, size_t size, con
                         : fp4_ckpt_open(path, cap, &m->ck, err);
     fp4_read r = {0};
     if (!st) {
-        r.cap = m->ck->n;
+        r.cap = m->ck->is_gguf ? fp4_read_gguf_cap(m->ck) : m->ck->n;
         r.flags = opts ? opts->flags : 0;
         r.t = calloc((size_t)r.cap + 1, sizeof *r.t);
         if (!r.t) st = fp4_fail(err, FP4_ERR_NOMEM, m->ck->path, NULL, "alloc", "out of memory");

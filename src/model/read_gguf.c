@@ -1,6 +1,8 @@
 /* read_gguf.c — the reader of GGUF checkpoints: fp4lane's companion layout (NVFP4_E2M1 +
  * .nvfp4_scale, .nvfp4_scale2, .nvfp4_input_scale_inv) and llama.cpp's type 40 with .scale /
- * .input_scale sidecars. A type-40 file without a .scale sidecar means scale2 = 1.0: that is llama.cpp's own
+ * .input_scale sidecars (of a 3-D tensor, llama.cpp's experts: one value per expert, each expert
+ * its own logical tensor).
+ * A type-40 file without a .scale sidecar means scale2 = 1.0: that is llama.cpp's own
  * convention (its converter omits a scale within 1e-6 of 1.0), so it is accepted, documented in
  * docs/FORMATS.md. The "weight.scale" naming of some community files is refused (ambiguous). */
 #include "read_impl.h"
@@ -124,8 +126,86 @@ static int unpack_threads(size_t bytes) {
     return t < 1 ? 1 : t > 8 ? 8 : (int)t;
 }
 
-/* llama.cpp's type 40: repack into canonical rows once, at load; with FP4_LOAD_DEFER_REPACK, checked
- * in place and left as the file's blocks (the CUDA upload repacks on the device) */
+/* The blocks of n_out rows into mt's view: repacked into canonical rows once, at load; with
+ * FP4_LOAD_DEFER_REPACK, checked in place and left as the file's blocks (the CUDA upload repacks on
+ * the device) */
+static fp4_status ggml_view(const fp4_ckpt *c, const fp4_read *out, fp4_mtensor *mt, const uint8_t *blocks,
+                            int64_t n_out, int64_t n_in, fp4_error *err) {
+    fp4_status st;
+    const char *name = mt->t.name;
+    if (out->flags & FP4_LOAD_DEFER_REPACK) { /* the same checks, the file's own blocks (FP4_PACK_GGML64) */
+        if ((st = fp4_check_ggml_scale_bytes(c, name, blocks, n_out, n_in, err))) return st;
+        mt->t.nvfp4 =
+            (fp4_nvfp4_view){blocks, NULL, mt->sc.s2_mul, mt->sc.in_div, n_out, n_in, FP4_PACK_GGML64};
+        return FP4_OK;
+    }
+    const size_t pay = (size_t)(n_out * (n_in / 2)), scl = (size_t)(n_out * (n_in / 16));
+    mt->owned = malloc(pay + scl + 1);
+    if (!mt->owned) return fp4_fail(err, FP4_ERR_NOMEM, c->path, name, "alloc", "out of memory");
+    unpack_job job = {blocks, n_in, mt->owned, mt->owned + pay};
+    if ((st = fp4_parallel_rows(n_out, unpack_threads(pay + scl), unpack_rows, &job)))
+        return fp4_fail(err, st, c->path, name, "ggml.repack", "repack failed");
+    if ((st = fp4_check_scale_bytes(c, name, mt->owned + pay, n_out, n_in / 16, err))) return st;
+    mt->t.nvfp4 = (fp4_nvfp4_view){mt->owned, mt->owned + pay,   mt->sc.s2_mul, mt->sc.in_div, n_out,
+                                   n_in,      FP4_PACK_CANONICAL};
+    return FP4_OK;
+}
+
+/* value e of a per-expert F32 [E] sidecar (llama.cpp's blk.L.ffn_X_exps.scale / .input_scale) */
+static fp4_status vec_elem(const fp4_ckpt *c, const fp4_raw *r, int64_t E, int64_t e, const char *what,
+                           float *v, fp4_error *err) {
+    if (r->type != FP4_TYPE_F32)
+        return fp4_fail(err, FP4_ERR_DTYPE, c->path, r->name, "nvfp4.companion-dtype", "%s must be F32",
+                        what);
+    if (r->n_dims != 1 || r->ne[0] != E || r->nbytes != 4 * (uint64_t)E)
+        return fp4_fail(err, FP4_ERR_SHAPE, c->path, r->name, "nvfp4.companion-shape",
+                        "%s of a 3-D type-40 tensor must be F32 [%lld] (one per expert, as llama.cpp's)",
+                        what, (long long)E);
+    *v = fp4_rd_lef32(r->data + 4 * e);
+    if (!fp4_scalar_ok(*v))
+        return fp4_fail(err, FP4_ERR_SCALE2, c->path, r->name,
+                        strstr(what, "input") ? "nvfp4.input-scale" : "nvfp4.scale2",
+                        "%s of expert %lld is %g: must be finite, positive and normal", what, (long long)e,
+                        (double)*v);
+    return FP4_OK;
+}
+
+/* A 3-D type-40 tensor is llama.cpp's experts [n_in, n_out, E] (ggml_moe.c): slab e becomes the
+ * logical 2-D tensor "<stem>.e.weight" (stem: the name without .weight) with the e-th values of
+ * the F32 [E] .scale / .input_scale sidecars (absent .scale: 1.0 each) */
+static fp4_status read_ggml_experts(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, const char *base,
+                                    const fp4_raw *s2, const fp4_raw *in, fp4_error *err) {
+    const int64_t n_in = p->ne[0], rows = p->ne[1], E = p->ne[2];
+    if (E > FP4_GGUF_MAX_EXPERTS) /* E >= 1: the GGUF parser's gguf.tensor.dim */
+        return fp4_fail(err, FP4_ERR_LIMIT, c->path, p->name, "ggml.experts", "%lld experts: above %d",
+                        (long long)E, FP4_GGUF_MAX_EXPERTS);
+    const uint64_t slab = (uint64_t)rows * (uint64_t)(n_in / 64) * 36;
+    fp4_status st = FP4_OK;
+    for (int64_t e = 0; e < E && !st; e++) {
+        fp4_mtensor *mt = fp4_read_push(out, p);
+        const size_t len = strlen(base) + 32;
+        if (!(mt->name_owned = malloc(len)))
+            return fp4_fail(err, FP4_ERR_NOMEM, c->path, p->name, "alloc", "out of memory");
+        snprintf(mt->name_owned, len, "%s.%lld%s", base, (long long)e,
+                 strcmp(base, p->name) ? ".weight" : "");
+        mt->t.name = mt->name_owned;
+        mt->t.type = FP4_TYPE_NVFP4_E2M1;
+        mt->t.n_dims = 2;
+        mt->t.ne[2] = 1;
+        mt->t.data = NULL;
+        mt->t.nbytes = slab;
+        float v = 1.0f;
+        if (s2 && (st = vec_elem(c, s2, E, e, "scale2 (.scale)", &v, err))) return st;
+        if ((st = scale2_pair(c, mt->t.name, v, &mt->sc, err))) return st;
+        if (in && ((st = vec_elem(c, in, E, e, "input scale (.input_scale)", &v, err)) ||
+                   (st = input_pair(c, mt->t.name, v, 1, &mt->sc, err))))
+            return st;
+        st = ggml_view(c, out, mt, p->data + (uint64_t)e * slab, rows, n_in, err);
+    }
+    return st;
+}
+
+/* llama.cpp's type 40 with its .scale / .input_scale sidecars */
 static fp4_status read_ggml(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, fp4_error *err) {
     fp4_status st = nvfp4_shape(c, p, 64, err);
     if (st) return st;
@@ -137,6 +217,7 @@ static fp4_status read_ggml(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, 
     if (strcmp(base, p->name) && (find_sfx(c, p->name, ".scale") || find_sfx(c, p->name, ".input_scale")))
         return fp4_fail(err, FP4_ERR_COMPANION, c->path, p->name, "ggml.scale-naming",
                         "sidecar named '%s.scale': only '%s.scale' is accepted", p->name, base);
+    if (p->n_dims == 3) return read_ggml_experts(c, out, p, base, s2, in, err);
     fp4_mtensor *mt = fp4_read_push(out, p);
     mt->t.type = FP4_TYPE_NVFP4_E2M1;
     mt->t.data = NULL;
@@ -146,22 +227,18 @@ static fp4_status read_ggml(const fp4_ckpt *c, fp4_read *out, const fp4_raw *p, 
     if (in && ((st = fp4_check_scalar(c, in, 0, "input scale (.input_scale)", &v, err)) ||
                (st = input_pair(c, p->name, v, 1, &mt->sc, err))))
         return st;
-    if (out->flags & FP4_LOAD_DEFER_REPACK) { /* the same checks, the file's own blocks (FP4_PACK_GGML64) */
-        if ((st = fp4_check_ggml_scale_bytes(c, p->name, p->data, n_out, n_in, err))) return st;
-        mt->t.nvfp4 =
-            (fp4_nvfp4_view){p->data, NULL, mt->sc.s2_mul, mt->sc.in_div, n_out, n_in, FP4_PACK_GGML64};
-        return FP4_OK;
+    return ggml_view(c, out, mt, p->data, n_out, n_in, err);
+}
+
+int64_t fp4_read_gguf_cap(const fp4_ckpt *c) {
+    int64_t n = 0;
+    for (int64_t i = 0; i < c->n; i++) {
+        const fp4_raw *r = &c->t[i];
+        const int experts = r->type == FP4_TYPE_GGML_NVFP4 && r->n_dims == 3 && r->ne[2] >= 1 &&
+                            r->ne[2] <= FP4_GGUF_MAX_EXPERTS;
+        n += experts ? r->ne[2] : 1;
     }
-    const size_t pay = (size_t)(n_out * (n_in / 2)), scl = (size_t)(n_out * (n_in / 16));
-    mt->owned = malloc(pay + scl + 1);
-    if (!mt->owned) return fp4_fail(err, FP4_ERR_NOMEM, c->path, p->name, "alloc", "out of memory");
-    unpack_job job = {p->data, n_in, mt->owned, mt->owned + pay};
-    if ((st = fp4_parallel_rows(n_out, unpack_threads(pay + scl), unpack_rows, &job)))
-        return fp4_fail(err, st, c->path, p->name, "ggml.repack", "repack failed");
-    if ((st = fp4_check_scale_bytes(c, p->name, mt->owned + pay, n_out, n_in / 16, err))) return st;
-    mt->t.nvfp4 = (fp4_nvfp4_view){mt->owned, mt->owned + pay,   mt->sc.s2_mul, mt->sc.in_div, n_out,
-                                   n_in,      FP4_PACK_CANONICAL};
-    return FP4_OK;
+    return n;
 }
 
 /* Is r a companion of some payload? 1: consumed by it; 0: plain; <0 error (orphan). */

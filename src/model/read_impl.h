@@ -33,10 +33,15 @@ typedef struct fp4_read {
 } fp4_read;
 
 fp4_status fp4_read_gguf(const fp4_ckpt *c, fp4_read *out, fp4_error *err);
+/* the logical tensors fp4_read_gguf can make of c at most (the cap of its fp4_read): a 3-D type-40
+ * tensor of E <= FP4_GGUF_MAX_EXPERTS experts makes E */
+#define FP4_GGUF_MAX_EXPERTS 4096
+int64_t fp4_read_gguf_cap(const fp4_ckpt *c);
 fp4_status fp4_read_hf(const fp4_ckpt *c, fp4_read *out, fp4_error *err);
 
 /* Appends a logical tensor that starts as a copy of raw tensor r (name, type, dims, bytes).
- * Never NULL: a checkpoint of n raw tensors makes at most n logical ones. */
+ * Never NULL: a checkpoint of n raw tensors makes at most n logical ones (a GGUF at most
+ * fp4_read_gguf_cap). */
 static inline fp4_mtensor *fp4_read_push(fp4_read *out, const fp4_raw *r) {
     fp4_mtensor *mt = &out->t[out->n++];
     memset(mt, 0, sizeof *mt);

@@ -62,6 +62,9 @@ static const synth_shape shapes[] = {
      * model's synth (61 GB of values) does not fit a device run (bench/moe.md) */
     {"qwen3-30b-a3b-l8", "qwen3-moe", 2048, 8, 32, 4, 128, 6144, 151936, 40960, 1000000.0, 1e-6, 0, 0, 151643,
      151645, 128, 8, 768, NULL},
+    /* tiny-deepseek with a plain q projection (q_lora_rank null) and no MTP layer */
+    {"tiny-deepseek-nolora", "deepseek-v3", 256, 3, 4, 4, 12, 512, 512, 1024, 10000.0, 1e-6, 0, 0, 1, 2, 8, 3,
+     256, &fp4_synth_ds_tiny_nolora},
 };
 /* Gemma 3's own keys per shape: the window, a global layer every `pattern`, query_pre_attn_scalar,
  * the local rope base and the global layers' linear rope factor (0: none). The tiny one's scalar

@@ -15,6 +15,7 @@
  * both mscales set so that cos/sin and the softmax are both scaled. Every input width is a multiple of 16
  * (NVFP4's block). */
 const synth_ds fp4_synth_ds_tiny = {32, 16, 8, 4, 8, 4, 2, 1, 1, 1, 2.5, 4.0, 32.0, 1.0, 1.0, 0.8, 256};
+const synth_ds fp4_synth_ds_tiny_nolora = {0, 16, 8, 4, 8, 4, 2, 1, 1, 0, 2.5, 4.0, 32.0, 1.0, 1.0, 0.8, 256};
 /* deepseek-ai/DeepSeek-V3's config.json */
 const synth_ds fp4_synth_ds_v3 = {1536, 512, 128,  64,   128, 8,   4,   1,   3,
                                   1,    2.5, 40.0, 32.0, 1.0, 1.0, 1.0, 4096};

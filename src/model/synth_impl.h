@@ -11,7 +11,7 @@ typedef struct synth_ds {
     double routed_scaling, yarn_factor, beta_fast, beta_slow, mscale, mscale_all_dim;
     int64_t yarn_orig;
 } synth_ds;
-extern const synth_ds fp4_synth_ds_tiny, fp4_synth_ds_v3;
+extern const synth_ds fp4_synth_ds_tiny, fp4_synth_ds_tiny_nolora, fp4_synth_ds_v3;
 
 typedef struct synth_shape {
     const char *name, *arch;

@@ -6,7 +6,8 @@
  *   fused 3-D (transformers 5's in-memory form, some tools' files): model.layers.L.mlp.experts.gate_up_proj
  *     [E, 2 FE, H] (gate rows, then up rows) and ...down_proj [E, H, FE], plain types only;
  *   llama.cpp GGUF: blk.L.ffn_gate_inp.weight [H, E], blk.L.ffn_{gate,up,down}_exps.weight
- *     ([H, FE, E], [FE, H, E]; ne order), plain and K-quant types.
+ *     ([H, FE, E], [FE, H, E]; ne order), plain and K-quant types; type 40 (NVFP4), which the
+ *     reader (read_gguf.c) gives per expert as blk.L.ffn_{gate,up,down}_exps.E.weight.
  * A 3-D tensor is cut into per-expert 2-D views (contiguous rows of the file's bytes, nothing
  * copied). The router must be F16/BF16/F32 [E rows, H]; every expert's shape is checked; a missing
  * expert, a router of the wrong shape and an expert count that disagrees with the tensors are
@@ -106,6 +107,33 @@ static fp4_status bind_3d(moe_ctx *c, int64_t L, const fp4_tensor *gu, const fp4
     return FP4_OK;
 }
 
+/* llama.cpp's NVFP4 experts: read_gguf.c gives expert e of blk.L.ffn_X_exps.weight (type 40) as
+ * blk.L.ffn_X_exps.e.weight, with its own scale2 */
+static fp4_status bind_gg_experts(moe_ctx *c, int64_t L, const fp4_tensor **out, fp4_error *err) {
+    static const char *const p3[3] = {"gate", "up", "down"};
+    const int64_t E = c->a->n_experts, H = c->a->hidden, FE = c->a->moe_ffn;
+    char name[FP4_MAX_NAME];
+    fp4_status st;
+    for (int64_t e = 0; e <= E; e++)
+        for (int p = 0; p < 3; p++) {
+            snprintf(name, sizeof name, "blk.%lld.ffn_%s_exps.%lld.weight", (long long)L, p3[p],
+                     (long long)e);
+            const fp4_tensor *t = e < E ? take(c, name) : fp4_model_find(c->m, name);
+            if (e == E && t) /* an expert past the config's count */
+                return fp4_fail(err, FP4_ERR_FORMAT, NULL, t->name, "bind.moe",
+                                "expert %lld exists but the config says %lld experts", (long long)E,
+                                (long long)E);
+            if (e == E) continue;
+            if (!t) {
+                if (!e) snprintf(name, sizeof name, "blk.%lld.ffn_%s_exps.weight", (long long)L, p3[p]);
+                return fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, name, "bind.missing", "%s is missing", name);
+            }
+            if ((st = want2(t, p == 2 ? FE : H, p == 2 ? H : FE, "expert", err))) return st;
+            out[FP4_MOE_AT(e, FP4_MOE_GATE + p)] = t;
+        }
+    return FP4_OK;
+}
+
 static const struct moe_form {
     const char *router, *expert, *part[3]; /* part: gate, up, down                             */
 } forms[] = {
@@ -154,7 +182,9 @@ static fp4_status bind_layer(moe_ctx *c, int64_t L, int gg, fp4_error *err) {
         const fp4_tensor *t3[3];
         for (int p = 0; p < 3; p++) {
             snprintf(name, sizeof name, "blk.%lld.ffn_%s_exps.weight", (long long)L, p3[p]);
-            if (!(t3[p] = take(c, name)))
+            t3[p] = take(c, name);
+            if (!t3[p] && p == 0) return bind_gg_experts(c, L, out, err);
+            if (!t3[p])
                 return fp4_fail(err, FP4_ERR_NOT_FOUND, NULL, name, "bind.missing", "%s is missing", name);
         }
         return bind_3d(c, L, NULL, t3[0], t3[1], t3[2], out, err);

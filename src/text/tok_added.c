@@ -180,16 +180,22 @@ done:
     return st;
 }
 
-void tok_ac_longest(const fp4_tokenizer *t, int pass, bool special, const char *s, size_t n, size_t keep,
-                    int32_t *best) {
+size_t tok_ac_longest(const fp4_tokenizer *t, int pass, bool special, const char *s, size_t n, size_t keep,
+                      int32_t *best) {
     const tok_ac *a = &t->ac[pass];
     const int32_t *out = a->out[special ? 0 : 1];
     int32_t v = 0;
+    size_t found = 0;
     for (size_t i = n; i-- > 0;) {
         uint8_t c = (uint8_t)s[i];
         int32_t w;
+        if (v == 0 && a->root[c] < 0) { /* the usual byte: no token ends with it, the root stays */
+            if (i < keep) best[i] = -1;
+            continue;
+        }
         while ((w = ac_get(a, v, c)) < 0 && v != 0) v = a->fail[v];
         v = w < 0 ? 0 : w;
-        if (i < keep) best[i] = out[v];
+        if (i < keep) found += (best[i] = out[v]) >= 0;
     }
+    return found;
 }

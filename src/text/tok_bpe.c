@@ -99,13 +99,18 @@ static fp4_status emit_unknown(const fp4_tokenizer *t, const char *w, const sym 
 }
 
 fp4_status tok_bpe_word(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n, tok_ivec *out) {
-    if (n == 0) return FP4_OK;
-    if (n > INT32_MAX / 2) return FP4_ERR_LIMIT;
-    if (t->ignore_merges) {
+    if (n && t->ignore_merges) {
         int32_t id = t->kind == FP4_TOK_BYTE_BPE ? tok_smap_find(t, &t->by_raw, t->raw, w, n)
                                                  : tok_smap_find(t, &t->by_text, t->text, w, n);
         if (id >= 0) return tok_ivec_push(out, id);
     }
+    return tok_bpe_merges(t, pc, w, n, out);
+}
+
+fp4_status tok_bpe_merges(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n,
+                          tok_ivec *out) {
+    if (n == 0) return FP4_OK;
+    if (n > INT32_MAX / 2) return FP4_ERR_LIMIT;
     sym stack_s[128];
     cand stack_h[256];
     sym *s = stack_s;

@@ -10,6 +10,7 @@ fp4_tokenizer *tok_new(void) {
     if (!t) return NULL;
     t->bos = t->eos = t->pad = t->unk = -1;
     for (int i = 0; i < 256; i++) t->byte_id[i] = -1;
+    tok_wcache_init(t);
     return t;
 }
 
@@ -35,6 +36,7 @@ void fp4_tokenizer_free(fp4_tokenizer *t) {
     tok_ac_free(&t->ac[0]);
     tok_ac_free(&t->ac[1]);
     free(t->pre_regex);
+    tok_wcache_free(t);
     free(t);
 }
 
@@ -618,6 +620,7 @@ fp4_status tok_finish(fp4_tokenizer *t, const char *name, fp4_error *err) {
                                : tok_smap_find(t, &t->by_text, t->text, u, (size_t)tok_utf8_enc(cp, u));
         }
     }
+    tok_spm_split_setup(t);
     /* added tokens: sorted by id, normalized spellings, the matchers (tok_added.c) */
     qsort(t->added, (size_t)t->n_added, sizeof *t->added, tok_added_cmp_id);
     t->any_norm_added = false;

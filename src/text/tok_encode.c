@@ -50,6 +50,22 @@ static fp4_status norm_unicode(tok_norm_kind k, const char *s, size_t n, tok_buf
 fp4_status tok_replace_all(const char *s, size_t n, const char *a, size_t an, const char *b, size_t bn,
                            tok_buf *out, size_t cap) {
     if (an == 0) return tok_buf_add(out, s, n);
+    if (an == 1 && bn <= 8 && out->n <= cap && n <= (cap - out->n) / 8) { /* a byte (a space) to a few */
+        if (out->n + n * 8 + 1 > out->cap) { /* room for the most it can make */
+            char *q = realloc(out->p, out->n + n * 8 + 1);
+            if (!q) return FP4_ERR_NOMEM;
+            out->p = q;
+            out->cap = out->n + n * 8 + 1;
+        }
+        char *o = out->p + out->n, c = a[0];
+        for (size_t i = 0; i < n; i++) {
+            if (s[i] != c) *o++ = s[i];
+            else memcpy(o, b, bn), o += bn;
+        }
+        out->n = (size_t)(o - out->p);
+        out->p[out->n] = 0;
+        return FP4_OK;
+    }
     size_t i = 0, last = 0;
     while (i + an <= n) {
         const char *p = memchr(s + i, a[0], n - i - an + 1);
@@ -306,7 +322,10 @@ static fp4_status split_added(const fp4_tokenizer *t, const char *s, size_t n, b
             lo = i;
             hi = n - i > TOK_AC_WINDOW ? i + TOK_AC_WINDOW : n;
             size_t end = n - hi > ac->max_len ? hi + ac->max_len : n;
-            tok_ac_longest(t, pass, special, s + lo, end - lo, hi - lo, best);
+            if (!tok_ac_longest(t, pass, special, s + lo, end - lo, hi - lo, best)) { /* no token here */
+                i = hi;
+                continue;
+            }
         }
         int32_t k = best[i - lo];
         if (k < 0) {
@@ -365,6 +384,7 @@ typedef struct enc_ctx {
     pcre2_match_data *md;
     pcre2_match_context *mc; /* bounds the work of one match: a hostile regex ends in FP4_ERR_LIMIT */
     tok_pair_cache *pc;
+    tok_wcache *wc; /* the tokenizer's word cache, when this call holds it */
     piece_vec a, b;
     tok_buf scratch[TOK_MAX_STEPS]; /* strings made by a step (prefix spaces) */
     size_t section;                 /* the index of the added-token split's section being encoded */
@@ -409,19 +429,33 @@ static fp4_status metaspace(enc_ctx *c, const tok_pre *p, tok_buf *sb, piece_vec
     return FP4_OK;
 }
 
+/* one match from start: straight into the JIT code when the pattern has it (pcre2_match would
+ * call the same code after checks the encoder has no use for: the text is valid UTF-8) */
+static int re_match(enc_ctx *c, const pcre2_code *re, const char *s, size_t n, size_t start) {
+    int rc = pcre2_jit_match(re, (PCRE2_SPTR)s, n, start, 0, c->md, c->mc);
+    if (rc == PCRE2_ERROR_JIT_BADOPTION)
+        rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, c->md, c->mc);
+    return rc;
+}
+
 /* isolated split: matches and the gaps between them, empty pieces dropped; merge_prev
  * (MergedWithPrevious): a match that follows a gap joins the gap's piece; mode TOKP_MATCHES keeps
  * the matches alone, TOKP_GAPS the text between them */
-static fp4_status regex_split(enc_ctx *c, pcre2_code *re, bool merge_prev, int mode, const char *s, size_t n,
-                              piece_vec *out) {
+static fp4_status regex_split(enc_ctx *c, const tok_pre *p, const char *s, size_t n, piece_vec *out) {
     size_t start = 0, prev = 0, first = out->n;
-    bool prev_match = false;
+    bool prev_match = false, merge_prev = p->merge_prev;
+    int mode = p->mode;
     while (start <= n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)s, n, start, PCRE2_NO_UTF_CHECK, c->md, c->mc);
-        if (rc == PCRE2_ERROR_NOMATCH) break;
-        if (rc < 0) return rc == PCRE2_ERROR_NOMEMORY ? FP4_ERR_NOMEM : FP4_ERR_LIMIT;
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
-        size_t ms = ov[0], me = ov[1];
+        size_t ms, me;
+        int f = p->fast ? tok_prefast_next(p->fast, s, n, start, &ms, &me) : -1;
+        if (f == 0) break;
+        if (f < 0) { /* PCRE2 from where the hand matcher stopped (no match starts before it) */
+            int rc = re_match(c, p->re, s, n, p->fast ? ms : start);
+            if (rc == PCRE2_ERROR_NOMATCH) break;
+            if (rc < 0) return rc == PCRE2_ERROR_NOMEMORY ? FP4_ERR_NOMEM : FP4_ERR_LIMIT;
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
+            ms = ov[0], me = ov[1];
+        }
         if (me < ms) return FP4_ERR_UNSUPPORTED; /* \K-style lookbehind tricks */
         if (ms > prev && mode != TOKP_MATCHES) {
             if (piece_push(out, s + prev, ms - prev)) return FP4_ERR_NOMEM;
@@ -484,7 +518,7 @@ static fp4_status pretokenize(enc_ctx *c, const char *s, size_t n, piece_vec **r
                     if (piece_push(nxt, cur->p[i].p + off, len)) return FP4_ERR_NOMEM;
         }
         for (size_t i = 0; p->re && i < cur->n; i++) {
-            fp4_status st = regex_split(c, p->re, p->merge_prev, p->mode, cur->p[i].p, cur->p[i].n, nxt);
+            fp4_status st = regex_split(c, p, cur->p[i].p, cur->p[i].n, nxt);
             if (st) return st;
         }
         if (!p->re && p->kind != TP_BERT) continue;
@@ -504,7 +538,7 @@ static fp4_status encode_text(enc_ctx *c, const char *s, size_t n, tok_ivec *out
         if (c->t->kind == FP4_TOK_WORDPIECE) st = tok_wpm_word(c->t, pv->p[i].p, pv->p[i].n, out);
         else if (c->t->kind == FP4_TOK_UNIGRAM)
             st = tok_unigram_word(c->t, &c->us, pv->p[i].p, pv->p[i].n, out);
-        else st = tok_bpe_word(c->t, c->pc, pv->p[i].p, pv->p[i].n, out);
+        else st = tok_bpe_text(c->t, c->wc, c->pc, pv->p[i].p, pv->p[i].n, out);
     }
     return st;
 }
@@ -548,7 +582,10 @@ fp4_status fp4_tokenizer_encode_err(const fp4_tokenizer *t, const char *text, si
     c.md = pcre2_match_data_create(4, NULL);
     c.mc = pcre2_match_context_create(NULL);
     int32_t *best = malloc(TOK_AC_WINDOW * sizeof *best);
-    if (n >= 256 && (c.pc = malloc(sizeof *c.pc))) tok_pair_cache_init(c.pc); /* worth it past a few words */
+    if (t->kind == FP4_TOK_BYTE_BPE || t->kind == FP4_TOK_SPM_BPE) c.wc = tok_wcache_claim(t);
+    tok_pair_cache *own_pc = NULL; /* without the tokenizer's cache: one for this call */
+    if (c.wc) c.pc = tok_wcache_pairs(c.wc);
+    else if (n >= 256 && (c.pc = own_pc = malloc(sizeof *c.pc))) tok_pair_cache_init(c.pc);
     if (!c.md || !c.mc || !best) st = FP4_ERR_NOMEM;
     else {
         pcre2_set_match_limit(c.mc, 10000000);
@@ -589,9 +626,10 @@ fp4_status fp4_tokenizer_encode_err(const fp4_tokenizer *t, const char *text, si
     }
     if (!st && (flags & FP4_TOK_ADD_SPECIAL))
         for (int i = 0; !st && i < t->n_tmpl_post; i++) st = tok_ivec_push(&out, t->tmpl_post[i]);
+    if (c.wc) tok_wcache_release(t);
     pcre2_match_data_free(c.md);
     pcre2_match_context_free(c.mc);
-    free(c.pc);
+    free(own_pc);
     tok_uni_scratch_free(&c.us);
     free(c.a.p);
     free(c.b.p);

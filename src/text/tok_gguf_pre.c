@@ -75,6 +75,7 @@ static fp4_status add_split(fp4_tokenizer *t, const char *re, char *why, size_t 
     tok_pre *p = &t->pre[t->n_pre];
     *p = (tok_pre){.kind = TP_SPLIT};
     fp4_status st = tok_compile_regex(re, false, &p->re, why, why_n);
+    p->fast = tok_prefast_kind(re);
     if (!st) t->n_pre++;
     return st;
 }

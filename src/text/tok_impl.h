@@ -76,6 +76,7 @@ typedef struct tok_pre {
     pcre2_code *re;        /* SPLIT, or BYTELEVEL with use_regex */
     uint8_t prefix_space;  /* BYTELEVEL add_prefix_space */
     uint8_t merge_prev;    /* SPLIT behavior MergedWithPrevious: a match joins the piece before it */
+    uint8_t fast;          /* SPLIT: a regex tok_prefast.c matches on ASCII (tok_prefast_kind), 0 none */
 } tok_pre;
 
 typedef enum tok_dec_kind {
@@ -144,6 +145,7 @@ const tok_pre_entry *tok_pre_find(const char *name, size_t n);
 /* the entry's normalizer, Splits and ByteLevel step into t (t has none yet) */
 fp4_status tok_pre_setup(fp4_tokenizer *t, const tok_pre_entry *pe, char *why, size_t why_n);
 
+#define TOK_SPM_BAD 16 /* more code points before a U+2581 inside tokens: no cutting */
 struct fp4_tokenizer {
     fp4_tok_kind kind;
     int32_t n_vocab;
@@ -187,6 +189,11 @@ struct fp4_tokenizer {
     bool ignore_merges, byte_fallback, cleanup;
     bool any_norm_added;  /* some added token is matched after normalization */
     tok_ac ac[2];            /* added-token matchers: [0] raw spellings, [1] normalized ones */
+    struct tok_wshare *ws;   /* the word cache (tok_wcache.c): written while encoding, one call at a time */
+    bool spm_split;          /* SPM_BPE: a word is cut before a U+2581 that follows another code point
+                              * not in spm_bad (no token spans such a place, so no merge does) */
+    int n_spm_bad;
+    uint32_t spm_bad[TOK_SPM_BAD];
     char name[256];          /* the file it was loaded from, for errors while encoding/decoding */
 };
 
@@ -305,9 +312,9 @@ int tok_added_cmp_id(const void *a, const void *b);
 fp4_status tok_ac_build(fp4_tokenizer *t, int pass, const char *name, fp4_error *err);
 void tok_ac_free(tok_ac *a);
 /* best[i] for i < keep: the index of the longest added token of the pass (special ones only when
- * special) that starts at s[i] and ends within s[0, n), -1 none */
-void tok_ac_longest(const fp4_tokenizer *t, int pass, bool special, const char *s, size_t n, size_t keep,
-                    int32_t *best);
+ * special) that starts at s[i] and ends within s[0, n), -1 none; returns how many are not -1 */
+size_t tok_ac_longest(const fp4_tokenizer *t, int pass, bool special, const char *s, size_t n, size_t keep,
+                      int32_t *best);
 
 /* ---- tok_jscan.c: model.vocab and model.merges of a tokenizer.json without jansson ---- */
 typedef struct tok_jbig {
@@ -363,6 +370,35 @@ typedef struct tok_pair_cache {
 void tok_pair_cache_init(tok_pair_cache *c);
 /* one pre-tokenized word (raw bytes) through the model; pc may be NULL */
 fp4_status tok_bpe_word(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n, tok_ivec *out);
+/* the same without ignore_merges' whole-word lookup: the merges alone */
+fp4_status tok_bpe_merges(const fp4_tokenizer *t, tok_pair_cache *pc, const char *w, size_t n, tok_ivec *out);
+
+/* ---- tok_prefast.c: known pre-tokenizer regexes by hand on ASCII ---- */
+/* the pattern's kind by its source (as tokenizer.json writes it), 0 when not one of them */
+uint8_t tok_prefast_kind(const char *src);
+/* The leftmost match of the kind's regex in s[0, n) (valid UTF-8) at or after start, as PCRE2 finds
+ * it: 1 and [*ms, *me), 0 when there is none, -1 when a character outside ASCII decides: no match
+ * starts in [start, *ms) and PCRE2 must search from *ms. */
+int tok_prefast_next(uint8_t kind, const char *s, size_t n, size_t start, size_t *ms, size_t *me);
+
+/* ---- tok_wcache.c: words through the BPE model once ---- */
+typedef struct tok_wcache tok_wcache;
+/* t->ws (tok_new); NULL when out of memory: then no cache */
+void tok_wcache_init(fp4_tokenizer *t);
+/* the tokenizer's word cache for one encode call, or NULL (another call holds it, or no memory):
+ * the caller then encodes without it; tok_wcache_release(t) when done */
+tok_wcache *tok_wcache_claim(const fp4_tokenizer *t);
+void tok_wcache_release(const fp4_tokenizer *t);
+/* the claimed cache's merge lookups (a tok_pair_cache kept with the words) */
+tok_pair_cache *tok_wcache_pairs(tok_wcache *wc);
+void tok_wcache_free(fp4_tokenizer *t);
+/* SPM_BPE: the code points c such that some token spells c followed by U+2581, which make
+ * t->spm_split and t->spm_bad (tok_finish) */
+void tok_spm_split_setup(fp4_tokenizer *t);
+/* one pre-tokenized word through the BPE model (as tok_bpe_word), cut where no merge can reach
+ * across (t->spm_split) and each part looked up in wc first (wc and pc may be NULL) */
+fp4_status tok_bpe_text(const fp4_tokenizer *t, tok_wcache *wc, tok_pair_cache *pc, const char *w, size_t n,
+                        tok_ivec *out);
 
 /* ---- tok_unigram.c ---- */
 /* model.vocab ([[piece, score], ...], ids = positions, into t's reserved ids), unk_id, byte_fallback */

@@ -297,6 +297,7 @@ static fp4_status parse_pre(jctx *c, json_t *o, int depth, bool *byte_level) {
             return FAIL(c, st, "pre_tokenizer.pattern", st == FP4_ERR_NOMEM ? "tok.nomem" : "tok.regex", "%s",
                         why);
         }
+        if (json_is_string(re)) p->fast = tok_prefast_kind(src);
         /* the GGUF writer describes one Isolated Regex Split (a llama.cpp pre name); others it refuses */
         if (!t->pre_regex && json_is_string(re) && !strcmp(bs, "Isolated") && !inv) t->pre_regex = src;
         else {

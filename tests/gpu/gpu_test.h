@@ -244,6 +244,26 @@ static void gt_case_project(gt_case *c, fp4_mode mode, int nc, const char *route
         gt_down(c->again, c->dy, bytes);
         CHECK_MSG(!memcmp(c->got, c->again, bytes), "%s %lldx%lld: QIN and the separate pass differ", route,
                   (long long)c->n_out, (long long)c->n_in);
+        /* FP4LANE_CUDA_DECODE's variants of the item kernel (a16_stream.cuh DEC_*): each bit alone
+         * and all of them, and none ("0"), the same bytes as the form the test runs under (the
+         * variable as the caller set it, or the default), which is put back after */
+        static const char *const dec[] = {"0", "1", "2", "4", "8", "16", "32", "63"};
+        const char *was = getenv("FP4LANE_CUDA_DECODE");
+        char keep[16] = "";
+        if (was) snprintf(keep, sizeof keep, "%s", was);
+        for (size_t v = 0; v < sizeof dec / sizeof dec[0]; v++) {
+            setenv("FP4LANE_CUDA_DECODE", dec[v], 1);
+            cudaMemset(c->dy, 0xFF, bytes);
+            const fp4_status sv = fp4_cuda_project(&c->t, mode, c->dx, nc, c->dy, &c->s, NULL);
+            if (was) setenv("FP4LANE_CUDA_DECODE", keep, 1);
+            else unsetenv("FP4LANE_CUDA_DECODE");
+            CHECK_MSG(sv == FP4_OK, "%s DECODE=%s: %s %s", route, dec[v], fp4_status_str(sv),
+                      fp4_cuda_last_error());
+            gt_sync(route);
+            gt_down(c->again, c->dy, bytes);
+            CHECK_MSG(!memcmp(c->got, c->again, bytes), "%s %lldx%lld: DECODE=%s differs", route,
+                      (long long)c->n_out, (long long)c->n_in, dec[v]);
+        }
     }
 }
 

@@ -15,6 +15,7 @@
 #include "gpu_test.h"
 #include "cuda/step/att_cluster.cuh"
 #include "cuda/step/att_gemm.cuh"
+#include "cuda/step/att_tiled.cuh"
 #include "cuda/step/step_kernels.cuh"
 #include <string.h>
 
@@ -25,6 +26,7 @@ typedef struct att_shape {
 
 enum { MAX_SLOTS = 8 };
 static int n_cluster_cases; /* cases the cluster kernels ran (none on a GPU before sm_90) */
+static int n_tiled_cases;   /* cases att_tiled.cuh's kernel ran */
 
 /* one shape's KV cache (MAX_SLOTS slots, every row filled), on the host and on the device */
 typedef struct att_kv {
@@ -123,7 +125,18 @@ static void att_case(const att_kv *kv, int ncol, const int32_t *slot, const int3
             cudaMemset(d_o, 0xFF, sizeof(float) * (size_t)(ncol * NH * D));
         }
         static const int cl_var[5][2] = {{8, 0}, {16, 0}, {16, 1}, {4, 0}, {2, 0}}; /* (size, blocks/SM) */
-        for (int vi = 0; vi < 5; vi++) { /* the one-launch cluster kernels, where they run */
+        const fp4_status ts = att_tiled(a, ncol, 0); /* one launch a column: D 64 and 128 */
+        if (ts != FP4_ERR_UNSUPPORTED) {
+            CHECK_OK(ts);
+            gt_sync("att_tiled");
+            gt_down(got, d_o, sizeof(float) * (size_t)(ncol * NH * D));
+            snprintf(what, sizeof what, "tiled attention d %d heads %d/%d ctx %lld cols %d pos %d..%d", D, NH,
+                     NKV, (long long)n_ctx, ncol, pos[0], pos[ncol - 1]);
+            gt_cmp_bits(what, want, got, (int64_t)ncol * NH * D);
+            cudaMemset(d_o, 0xFF, sizeof(float) * (size_t)(ncol * NH * D));
+            n_tiled_cases++;
+        }
+        for (int vi = 0; vi < 5 && ncol <= 8; vi++) { /* the one-launch cluster kernels, where they run */
             const int cs = cl_var[vi][0], bps = cl_var[vi][1];
             if (att_cluster_pick(D, n_ctx, cs) != cs) continue;
             CHECK_OK(att_cluster(a, ncol, cs, bps, 0));
@@ -238,6 +251,15 @@ static void shape_cases(const att_shape *sh, const int32_t *singles, int ns) {
                 pf[i] = last - 7 + i;
             att_case(&kv, 8, zero, pf);
         }
+        { /* a prefill step of one slot (what att_tiled serves in the step): a whole 512-column one on
+           * the llama3-8b shape from position 0, 24 columns deep elsewhere */
+            const int llama8 = sh->d == 128 && sh->nh == 32 && sh->nkv == 8, m = llama8 ? 512 : 24;
+            int32_t *ps = (int32_t *)calloc((size_t)m, 4), *ss = (int32_t *)calloc((size_t)m, 4);
+            for (int i = 0; i < m; i++)
+                ps[i] = llama8 ? i : last - m + 1 + i, ss[i] = 2;
+            att_case(&kv, m, ss, ps);
+            free(ps), free(ss);
+        }
         /* the native prefill route: runs from the first position and deep (the CPU reference costs
          * columns x heads x positions, so short runs where the context is long) */
         if (fp4_cu_gemm_available()) {
@@ -274,7 +296,8 @@ int main(void) {
         else
             shape_cases(sh, singles, (int)(sizeof singles / sizeof singles[0]));
     }
-    printf("cluster attention cases: %d\n", n_cluster_cases);
+    printf("cluster attention cases: %d, tiled: %d\n", n_cluster_cases, n_tiled_cases);
+    CHECK_MSG(n_tiled_cases > 0, "no case ran att_tiled");
     CHECK_MSG(!fp4_cu_sm90_code() || n_cluster_cases > 0,
               "no case ran the cluster kernels on a device that runs the sm_90a code");
     return check_report();

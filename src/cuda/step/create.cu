@@ -5,6 +5,7 @@
  * the device; and the engine's end (with FP4LANE_CUDA_PROFILE, the per-op report). The
  * FP4LANE_CUDA_* variables are read once here, into the engine (env.h). */
 #include "cuda/step/step_impl.cuh"
+#include "cuda/step/mla_impl.cuh"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,8 @@ static const char *const op_names[OP_COUNT_] = {
 
 static int is_proj_slot(int s) {
     return s == FP4_LW_Q || s == FP4_LW_K || s == FP4_LW_V || s == FP4_LW_O || s == FP4_LW_GATE ||
-           s == FP4_LW_UP || s == FP4_LW_DOWN;
+           s == FP4_LW_UP || s == FP4_LW_DOWN || s == FP4_LW_Q_A || s == FP4_LW_KV_A || s == FP4_LW_SH_GATE ||
+           s == FP4_LW_SH_UP || s == FP4_LW_SH_DOWN; /* DeepSeek-V3: q_a, kv_a, the shared experts */
 }
 static int64_t vec_len(const fp4_arch *a, int slot) {
     switch (slot) {
@@ -32,9 +34,20 @@ static int64_t vec_len(const fp4_arch *a, int slot) {
     case FP4_LW_K_BIAS:
     case FP4_LW_V_BIAS:
         return a->n_kv_heads * a->head_dim;
+    case FP4_LW_Q_A_NORM:
+        return a->q_lora_rank;
+    case FP4_LW_KV_A_NORM:
+        return a->kv_lora_rank;
+    case FP4_LW_EXP_BIAS:
+        return a->n_experts;
     default:
         return 0;
     }
+}
+
+/* the RoPE table's row: head_dim, or latent attention's qk_rope_dim (the runtime's fp4_rt_rope_dim) */
+static int64_t rope_dim(const fp4_arch *a) {
+    return a->kv_lora_rank > 0 ? a->qk_rope_dim : a->head_dim;
 }
 
 static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_error *err) {
@@ -70,7 +83,7 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
             }
     /* out_norm + cos/sin (and the local layers' cos/sin) */
     uint64_t nvec =
-        (uint64_t)a->hidden + (uint64_t)d->n_ctx * (uint64_t)a->head_dim * (d->rope_cos_local ? 2 : 1);
+        (uint64_t)a->hidden + (uint64_t)d->n_ctx * (uint64_t)rope_dim(a) * (d->rope_cos_local ? 2 : 1);
     for (int64_t i = 0; i < nslot; i++)
         if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
     wb += FP4_CU_ALIGN(nvec * 4);
@@ -80,16 +93,20 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
     if (mst) return mst;
     wb += moe_w;
     if (moe_ps > proj_scratch) proj_scratch = moe_ps;
+    uint64_t mla_w, mla_sc; /* kv_b widened, the latent attention's buffers (mla.cu) */
+    const fp4_status lst = fp4_cu_mla_plan(s, &mla_w, &mla_sc, err);
+    if (lst) return lst;
+    wb += mla_w;
     p->weights_bytes = wb;
     uint64_t kvn;
-    const uint64_t kvd = (uint64_t)(a->n_kv_heads * a->head_dim);
+    const uint64_t kvd = (uint64_t)fp4_arch_kv_dim(a); /* latent attention: its rows */
     if (__builtin_mul_overflow((uint64_t)d->n_slots * (uint64_t)s->kv_rows, kvd, &kvn) ||
         kvn > (UINT64_MAX / 8))
         return fp4_fail(err, FP4_ERR_OVERFLOW, NULL, NULL, "rt.kv", "KV cache size overflows");
     p->kv_bytes = 2 * FP4_CU_ALIGN(kvn * 2);
     buf_req r[CU_MAX_BUFS];
     const int nr = fp4_cu_step_scratch_list(s, r);
-    uint64_t sc = FP4_CU_ALIGN(proj_scratch) + moe_sc;
+    uint64_t sc = FP4_CU_ALIGN(proj_scratch) + moe_sc + mla_sc;
     for (int i = 0; i < nr; i++)
         sc += FP4_CU_ALIGN(r[i].bytes);
     p->scratch_bytes = sc;
@@ -118,8 +135,9 @@ extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t 
                                             struct cu_tp_rank *tp, void **out, fp4_error *err) {
     *out = NULL;
     const fp4_arch *a = &d->arch;
+    const int mla = a->kv_lora_rank > 0; /* its heads are mla.cuh's, of any width */
     if (max_cols < 1 || max_cols * (a->n_heads + 2 * a->n_kv_heads) > 65535 || d->n_ctx < 1 ||
-        d->n_ctx > (1 << 30) || a->head_dim % 32 || a->head_dim > FP4_ARCH_MAX_HEAD_DIM ||
+        d->n_ctx > (1 << 30) || (!mla && a->head_dim % 32) || a->head_dim > FP4_ARCH_MAX_HEAD_DIM ||
         a->n_heads % a->n_kv_heads)
         return fp4_fail(
             err, FP4_ERR_UNSUPPORTED, NULL, NULL, "cuda.shape",
@@ -144,7 +162,9 @@ extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t 
     fp4_cu_step_att_plan(s);
     if ((st = fp4_cu_step_kv_layout(s))) /* the rows of each layer (gemma.cu) */
         st = fp4_fail(err, st, NULL, NULL, "rt.kv", "KV cache layout: %s", fp4_status_str(st));
+    fp4_cu_step_prep_start(s); /* cuBLAS's handle beside the plan and the upload (warm.cu) */
     if (st || (st = make_plan(s, &info, err))) {
+        fp4_cu_step_prep_join(s);
         free(s->kv_off), free(s->kv_ring), free(s);
         return st;
     }
@@ -187,7 +207,9 @@ extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t 
     for (int64_t i = 0; i < nslot; i++) {
         if (!is_proj_slot((int)(i % FP4_LW_COUNT_)) || !d->layer[i]) continue;
         const int sl = (int)(i % FP4_LW_COUNT_);
-        const int g = sl == FP4_LW_GATE || sl == FP4_LW_UP ? 1 : sl == FP4_LW_O || sl == FP4_LW_DOWN ? -1 : 0;
+        const int g = sl == FP4_LW_GATE || sl == FP4_LW_UP                   ? 1
+                      : sl == FP4_LW_Q || sl == FP4_LW_K || sl == FP4_LW_V ? 0
+                                                                           : -1;
         if (g >= 0 && s->wf[2 * (i / FP4_LW_COUNT_) + g].d_payload) continue;
         if ((st = fp4_cu_step_upload(&s->stage, d->layer[i], &s->w[i])))
             FAIL(cuda_fail(err, st, d->layer[i]->name, "cuda.upload", "cannot upload this weight"));
@@ -201,7 +223,7 @@ extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t 
             FAIL(cuda_fail(err, st, i < nslot ? d->layer[i]->name : NULL, "cuda.upload",
                            "cannot make the tensor-core copy of a projection"));
     }
-    if ((st = fp4_cu_moe_create(s, err))) FAIL(st);
+    if ((st = fp4_cu_moe_create(s, err)) || (st = fp4_cu_mla_create(s, err))) FAIL(st);
     if ((s->emb_on_device || d->head == d->tok_embd) &&
         (st = fp4_cu_step_upload(&s->stage, d->tok_embd, &s->emb)))
         FAIL(cuda_fail(err, st, d->tok_embd->name, "cuda.upload", "cannot upload the embedding table"));
@@ -215,12 +237,16 @@ extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t 
         s->emb.flags |= FP4_CUDA_TENSOR_INVARIANT;
         s->head.flags |= FP4_CUDA_TENSOR_INVARIANT;
     }
+    /* FP4LANE_CUDA_DECODE where set: the item kernel's variant bits travel with the tensors */
+    for (int64_t i = 0; s->env.decode >= 0 && i < nslot + 2 * a->n_layers; i++)
+        (i < nslot ? &s->w[i] : &s->wf[i - nslot])->flags |=
+            (uint32_t)s->env.decode << FP4_CU_DEC_SHIFT | FP4_CU_DEC_SET;
     fp4_cu_stager_close(&s->stage);
     /* vectors and RoPE tables, one block */
     uint64_t nvec = (uint64_t)a->hidden;
     for (int64_t i = 0; i < nslot; i++)
         if (d->vec[i]) nvec += (uint64_t)vec_len(a, (int)(i % FP4_LW_COUNT_));
-    const uint64_t nrope = (uint64_t)d->n_ctx * (uint64_t)(a->head_dim / 2);
+    const uint64_t nrope = (uint64_t)d->n_ctx * (uint64_t)(rope_dim(a) / 2);
     ce = cudaMalloc((void **)&s->d_vec, (nvec + (d->rope_cos_local ? 4 : 2) * nrope) * 4);
     if (ce != cudaSuccess)
         FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMalloc(vectors)"), NULL, "cuda.alloc", "vectors"));
@@ -249,7 +275,7 @@ extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t 
     if (ce != cudaSuccess)
         FAIL(cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaMemcpy(vectors)"), NULL, "cuda.upload", "vectors"));
     /* KV cache */
-    const uint64_t kvn = (uint64_t)d->n_slots * s->kv_rows * (a->n_kv_heads * a->head_dim);
+    const uint64_t kvn = (uint64_t)d->n_slots * s->kv_rows * fp4_arch_kv_dim(a);
     ce = cudaMalloc((void **)&s->d_kc, kvn * 2);
     if (ce == cudaSuccess) ce = cudaMalloc((void **)&s->d_vc, kvn * 2);
     if (ce == cudaSuccess) ce = cudaMemset(s->d_kc, 0, kvn * 2);
@@ -282,9 +308,10 @@ extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t 
         psb = fp4_cuda_scratch_bytes(head_of(s), max_cols);
     if ((st = fp4_cuda_scratch_alloc(psb, &s->scratch)))
         FAIL(cuda_fail(err, st, NULL, "cuda.alloc", "projection scratch"));
+    fp4_cu_step_prep_join(s);
     if (d->mode == FP4_MODE_NATIVE)
-        fp4_cu_gemm_warm(); /* where the GEMM route is on, cuBLAS loads
-                                here, not in the first prefill */
+        fp4_cu_gemm_warm(); /* where the GEMM route is on, cuBLAS loads here, not in the first prefill
+                             * (made already where the thread of warm.cu ran) */
     ce = cudaHostAlloc((void **)&s->h_in, (size_t)(6 * max_cols) * 4, cudaHostAllocDefault);
     if (ce == cudaSuccess)
         ce = cudaHostAlloc((void **)&s->h_lg, (size_t)(logit_rows(s) * a->vocab) * 4, cudaHostAllocDefault);
@@ -303,6 +330,7 @@ extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t 
             FAIL(
                 cuda_fail(err, FP4_CUDA_FAIL(ce, "cudaEventCreate"), NULL, "cuda.alloc", "profiling events"));
     }
+    if ((st = fp4_cu_step_warm(s, err))) FAIL(st);
 #undef FAIL
     return FP4_OK;
 }
@@ -310,6 +338,7 @@ extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t 
 extern "C" void fp4_cu_step_destroy(void *p) {
     cu_state *s = (cu_state *)p;
     if (!s) return;
+    fp4_cu_step_prep_join(s);
     if (s->stream) cudaStreamSynchronize(s->stream);
     fp4_cu_stager_close(&s->stage);
     FILE *f = s->prof_path && (s->prof_steps[0] || s->prof_steps[1]) ? fopen(s->prof_path, "w") : NULL;
@@ -346,6 +375,7 @@ extern "C" void fp4_cu_step_destroy(void *p) {
         for (int64_t i = 0; i < 2 * s->d.arch.n_layers; i++)
             fp4_cuda_tensor_free(&s->wf[i]);
     fp4_cu_moe_free(s);
+    fp4_cu_mla_free(s);
     fp4_cuda_tensor_free(&s->emb);
     fp4_cuda_tensor_free(&s->head);
     fp4_cuda_scratch_free(&s->scratch);

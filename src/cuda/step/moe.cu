@@ -50,6 +50,7 @@ static fp4_status part_stub(const fp4_rt_model_desc *d, int64_t L, int part, int
     }
     if (fp4_cu_moe_part_stub(t0->type, rows_of(t0), t0->ne[0], isi_of(t0), x1 - x0, o))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, t0->name, "route.moe-cuda-lane", "no CUDA layout");
+    o->native = d->mode == FP4_MODE_NATIVE && o->type == FP4_TYPE_NVFP4_E2M1; /* SPEC §6's arithmetic */
     return FP4_OK;
 }
 
@@ -57,10 +58,19 @@ static uint64_t part_bytes(const fp4_cu_moe_part *p) {
     return FP4_CU_ALIGN((uint64_t)(p->n_experts * (p->e_pbytes + p->e_sbytes)));
 }
 
+/* a column's routing scratch in floats: E, or fp4p_moe_route_group's 2 E + n_group and then its
+ * topk_group group indices (DeepSeek-V3) */
+static uint64_t route_scratch(const fp4_arch *a) {
+    const uint64_t E = (uint64_t)a->n_experts;
+    if (a->moe_routing != FP4_MOE_SIGMOID_GROUP) return E;
+    return 2 * E + (uint64_t)(a->moe_n_group + a->moe_topk_group);
+}
+
 /* the per-step buffers: one list, so the plan and the allocation agree */
 static int step_bufs(cu_state *s, cu_moe *m, const fp4_cu_moe_part *parts, buf_req *r) {
+    const fp4_arch *a = &s->d.arch;
     const uint64_t mc = (uint64_t)s->max_cols, E = (uint64_t)m->E, K = (uint64_t)m->K, FE = (uint64_t)m->FE,
-                   H = (uint64_t)s->d.arch.hidden;
+                   H = (uint64_t)a->hidden, FS = (uint64_t)(a->n_shared_experts * a->moe_ffn);
     m->q_bytes = 0;
     for (int i = 0; i < 3; i++) { /* gate and up read the columns, down the pairs */
         const size_t b = fp4_cu_moe_scratch_bytes(&parts[i], (int64_t)(i < 2 ? mc : mc * K));
@@ -68,14 +78,18 @@ static int step_bufs(cu_state *s, cu_moe *m, const fp4_cu_moe_part *parts, buf_r
     }
     int n = 0;
     r[n++] = (buf_req){(void **)&m->d_rl, mc * E * 4};
-    r[n++] = (buf_req){(void **)&m->d_rs, mc * E * 4};
+    r[n++] = (buf_req){(void **)&m->d_rs, mc * route_scratch(a) * 4};
     r[n++] = (buf_req){(void **)&m->d_sel, mc * K * 4};
     r[n++] = (buf_req){(void **)&m->d_rw, mc * K * 4};
-    r[n++] = (buf_req){(void **)&m->d_ord, mc * K * 4};
+    r[n++] =
+        (buf_req){(void **)&m->d_grp, (uint64_t)fp4_cu_moe_group_ints((int64_t)(mc * K), (int64_t)E) * 4};
     r[n++] = (buf_req){(void **)&m->d_g, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_u, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_y, mc * K * H * 4};
     r[n++] = (buf_req){&m->d_q, m->q_bytes};
+    r[n++] = (buf_req){(void **)&m->d_sg, mc * FS * 4}; /* DeepSeek-V3's shared experts (0 without) */
+    r[n++] = (buf_req){(void **)&m->d_su, mc * FS * 4};
+    r[n++] = (buf_req){(void **)&m->d_sh, FS ? mc * H * 4 : 0};
     if (m->EL < m->E) r[n++] = (buf_req){(void **)&m->d_selg, mc * K * 4};
     return n;
 }
@@ -88,8 +102,11 @@ fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, si
     const fp4_arch *a = &d->arch;
     *weights = *scratch = 0, *proj_scratch = 0;
     if (!d->moe) return FP4_OK;
-    if ((a->moe_routing != FP4_MOE_SOFTMAX_TOPK && a->moe_routing != FP4_MOE_TOPK_SOFTMAX) ||
-        a->n_shared_experts > 0 || a->n_experts < 1 || a->n_experts_used < 1 ||
+    const int group = a->moe_routing == FP4_MOE_SIGMOID_GROUP; /* DeepSeek-V3: groups, shared experts */
+    if ((a->moe_routing != FP4_MOE_SOFTMAX_TOPK && a->moe_routing != FP4_MOE_TOPK_SOFTMAX && !group) ||
+        (a->n_shared_experts > 0 && !group) || a->n_experts < 1 || a->n_experts_used < 1 ||
+        (group && (a->moe_n_group < 1 || a->moe_topk_group < 1 || a->moe_topk_group > a->moe_n_group ||
+                   a->n_experts % a->moe_n_group)) ||
         a->n_experts_used > a->n_experts || a->n_experts > 65535 ||
         s->max_cols * a->n_experts_used > 65535) /* a launch's (column, choice) pairs: grid rows */
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, NULL, "route.moe-cuda",
@@ -105,6 +122,14 @@ fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, si
         if (!mw) continue;
         fp4_cuda_tensor t;
         uint64_t b = 0;
+        if (group && !d->vec[L * FP4_LW_COUNT_ + FP4_LW_EXP_BIAS])
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, mw[FP4_MOE_ROUTER]->name, "cuda.moe-expert",
+                            "layer %lld: no e_score_correction_bias", (long long)L);
+        if (a->n_shared_experts > 0 && (!d->layer[L * FP4_LW_COUNT_ + FP4_LW_SH_GATE] ||
+                                        !d->layer[L * FP4_LW_COUNT_ + FP4_LW_SH_UP] ||
+                                        !d->layer[L * FP4_LW_COUNT_ + FP4_LW_SH_DOWN]))
+            return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, mw[FP4_MOE_ROUTER]->name, "cuda.moe-expert",
+                            "layer %lld: n_shared_experts > 0 but no shared expert tensors", (long long)L);
         if (fp4_cu_step_stub(mw[FP4_MOE_ROUTER], &t, &b) || !fp4_cu_step_route(mw[FP4_MOE_ROUTER], d->mode))
             return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, mw[FP4_MOE_ROUTER]->name, "route.tensor",
                             "no CUDA route for this router (type %d)", (int)mw[FP4_MOE_ROUTER]->type);
@@ -128,7 +153,7 @@ fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, si
         parts[2].n_out != a->hidden || parts[0].n_in != a->hidden)
         return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "cuda.moe-expert",
                         "the experts' shapes are not [moe_ffn, hidden] / [hidden, moe_ffn]");
-    buf_req r[10];
+    buf_req r[13];
     const int n = step_bufs(s, &m, parts, r);
     for (int i = 0; i < n; i++)
         *scratch += FP4_CU_ALIGN(r[i].bytes);
@@ -204,6 +229,9 @@ fp4_status fp4_cu_moe_create(cu_state *s, fp4_error *err) {
     int64_t x1;
     fp4_cu_tp_experts(s->tp, E, &m->x0, &x1);
     m->EL = x1 - m->x0;
+    /* the per-pair order is the form proven on a device (CPU bits, H200); the grouped kernel is opt-in
+     * until a device run has proven it */
+    m->how = s->env.moe_grouped ? FP4_CU_MOE_GROUPED : FP4_CU_MOE_ORDERED;
     m->router = (fp4_cuda_tensor *)calloc((size_t)nl, sizeof *m->router);
     m->part = (fp4_cu_moe_part *)calloc((size_t)(3 * nl), sizeof *m->part);
     m->arena = (void **)calloc((size_t)(3 * nl), sizeof *m->arena);
@@ -246,7 +274,7 @@ fp4_status fp4_cu_moe_create(cu_state *s, fp4_error *err) {
                 fp4_cu_moe_scratch_bytes(&m->part[3 * L + i], 1) > fp4_cu_moe_scratch_bytes(&big[i], 1))
                 big[i] = m->part[3 * L + i];
     }
-    buf_req r[10];
+    buf_req r[13];
     const int n = step_bufs(s, m, big, r);
     uint64_t tot = 0;
     for (int i = 0; i < n; i++)

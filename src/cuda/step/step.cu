@@ -20,6 +20,8 @@
  *   Gemma 3: the embedding scale, GeGLU, the post-norms and the soft-cap from gemma.cuh; a local
  *           layer rotates by its own table and attends to its window, whose rows sit in a ring
  *           (gemma.cu: the layout of the slot's rows, the rings' snapshot copies).
+ *   DeepSeek-V3: latent attention (mla.cuh; mla.cu widens kv_b at creation) in place of q/k/v, prep
+ *           and attention; the MLP as any model's (ffn_body), its routing and shared experts in moe.cuh.
  *   exact:  bit-identical to the CPU (projection routes of FP4_MODE_EXACT, pinned ops); kquant
  *           in exact mode has no route here (refused, docs/ROUTES.md).
  * Errors: every CUDA failure becomes FP4_ERR_CUDA with fp4_cuda_last_error()'s text in err->msg.
@@ -30,6 +32,7 @@
 #include "format/argmax.h"
 #include "cuda/step/att_cluster.cuh"
 #include "cuda/step/att_gemm.cuh"
+#include "cuda/step/att_tiled.cuh"
 #include "cuda/step/step_kernels.cuh"
 #include "cuda/step/gemma.cuh"
 #include <string.h>
@@ -222,6 +225,11 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
         if (st == FP4_ERR_UNSUPPORTED && c0 == 0) gemm = 0; /* nothing launched: the pinned kernels */
         else if (st) return cuda_fail(err, st, NULL, "rt.attention", "attention through cuBLAS");
     }
+    if (!gemm && s->env.att_tiled && n >= ATT_T_MIN_COLS) { /* att_tiled.cuh: one launch, unproven */
+        const fp4_status st = att_tiled(aa, n, s->stream);
+        if (st == FP4_OK) return FP4_OK;
+        if (st != FP4_ERR_UNSUPPORTED) return cuda_fail(err, st, NULL, "rt.attention", "tiled attention");
+    }
     if (!gemm && s->att_cl && n <= ATT_CL_MAX_COLS)
         STK_LAUNCH(err, "rt.attention",
                    att_cluster(aa, n, s->att_cl, att_cluster_bps(n), s->stream));
@@ -233,10 +241,54 @@ static fp4_status attention(cu_state *s, int64_t n, const stk_att_args &aa, cons
 
 #include "cuda/step/moe.cuh" /* the MoE layer: uses proj, STK_LAUNCH, prof_mark, blocks_for above */
 
+/* the MLP of layer L over n columns: s->d_h (ffn-normed) -> s->d_t; a MoE layer's through moe.cuh */
+static fp4_status ffn_body(cu_state *s, int64_t L, int64_t n, fp4_error *err) {
+    if (s->moe && s->moe->router[L].d_payload) return moe_layer(s, L, n, err);
+    const int64_t F = s->d.arch.ffn;
+    const fp4_cuda_tensor *w = s->w + L * FP4_LW_COUNT_, *fgu = &s->wf[2 * L + 1];
+    const fp4_tensor *const *hw = s->d.layer + L * FP4_LW_COUNT_;
+    fp4_status st;
+    prof_mark(s, OP_GATEUP);
+    float *act = s->d_g; /* the down projection's input: [col][F] */
+    if (fgu->d_payload) { /* one projection: [col][2F], g then u */
+        if ((st = proj(s, fgu, s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err))) return st;
+        prof_mark(s, OP_SWIGLU);
+        if (n == 1 && s->act_fuse) /* SwiGLU and down's activation pass in one kernel */
+            return swiglu_down1(s, s->d_g, s->d_g + F, s->d_u, &w[FP4_LW_DOWN], hw[FP4_LW_DOWN]->name, err);
+        STK_LAUNCH(err, "rt.swiglu", gm_act(s, s->d_u, s->d_g, s->d_g + F, F, 2 * F, n * F));
+        act = s->d_u;
+    } else {
+        if ((st = proj(s, &w[FP4_LW_GATE], s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err)) ||
+            (st = proj(s, &w[FP4_LW_UP], s->d_h, n, s->d_u, hw[FP4_LW_UP]->name, err)))
+            return st;
+        prof_mark(s, OP_SWIGLU);
+        if (n == 1 && s->act_fuse)
+            return swiglu_down1(s, s->d_g, s->d_u, s->d_g, &w[FP4_LW_DOWN], hw[FP4_LW_DOWN]->name, err);
+        STK_LAUNCH(err, "rt.swiglu", gm_act(s, s->d_g, s->d_g, s->d_u, F, F, n * F));
+    }
+    prof_mark(s, OP_DOWN);
+    return rowp(s, &w[FP4_LW_DOWN], act, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
+}
+
+#include "cuda/step/mla.cuh" /* latent attention: uses proj, STK_LAUNCH, prof_mark above */
+
+/* DeepSeek-V3's layer: norm, latent attention (mla.cuh), norm, the MLP */
+static fp4_status mla_layer_body(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
+    const float *const *v = s->dv + L * FP4_LW_COUNT_;
+    fp4_status st;
+    prof_mark(s, OP_NORM);
+    if ((st = add_norm(s, n, L ? s->d_t : NULL, v[FP4_LW_ATTN_NORM], s->d_h, NULL, err)) ||
+        (st = mla_attention(s, L, n, cols, err)))
+        return st;
+    prof_mark(s, OP_NORM);
+    if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, err))) return st;
+    return ffn_body(s, L, n, err);
+}
+
 /* One layer; the residual add of its down projection (in d_t) is left to the next add_norm. */
 static fp4_status layer_body(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
-    const int64_t D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads, F = a->ffn;
+    const int64_t D = a->head_dim, NH = a->n_heads, NKV = a->n_kv_heads;
     const int64_t kvd = NKV * D;
     const fp4_cuda_tensor *w = s->w + L * FP4_LW_COUNT_;
     const fp4_tensor *const *hw = s->d.layer + L * FP4_LW_COUNT_;
@@ -248,7 +300,7 @@ static fp4_status layer_body(cu_state *s, int64_t L, int64_t n, const stk_cols *
     prof_mark(s, OP_NORM);
     if ((st = add_norm(s, n, L ? s->d_t : NULL, v[FP4_LW_ATTN_NORM], s->d_h, NULL, err))) return st;
     prof_mark(s, OP_QKV);
-    const fp4_cuda_tensor *fqkv = &s->wf[2 * L], *fgu = &s->wf[2 * L + 1];
+    const fp4_cuda_tensor *fqkv = &s->wf[2 * L];
     float *qb = s->d_q, *kb = s->d_k, *vb = s->d_v;
     int64_t q_cs = NH * D, kv_cs = kvd;
     if (fqkv->d_payload) { /* one projection; rows of q, k, v in order: [col][qd + 2*kvd] */
@@ -297,30 +349,10 @@ static fp4_status layer_body(cu_state *s, int64_t L, int64_t n, const stk_cols *
         STK_LAUNCH(err, "rt.rmsnorm", gm_post_norm(s, n, s->d_t, v[FP4_LW_ATTN_POST_NORM]));
     prof_mark(s, OP_NORM);
     if ((st = add_norm(s, n, s->d_t, v[FP4_LW_FFN_NORM], s->d_h, NULL, err))) return st;
-    if (s->moe && s->moe->router[L].d_payload) return moe_layer(s, L, n, err);
-    prof_mark(s, OP_GATEUP);
-    float *act = s->d_g; /* the down projection's input: [col][F] */
-    if (fgu->d_payload) { /* one projection: [col][2F], g then u */
-        if ((st = proj(s, fgu, s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err))) return st;
-        prof_mark(s, OP_SWIGLU);
-        if (n == 1 && s->act_fuse) /* SwiGLU and down's activation pass in one kernel */
-            return swiglu_down1(s, s->d_g, s->d_g + F, s->d_u, &w[FP4_LW_DOWN], hw[FP4_LW_DOWN]->name, err);
-        STK_LAUNCH(err, "rt.swiglu", gm_act(s, s->d_u, s->d_g, s->d_g + F, F, 2 * F, n * F));
-        act = s->d_u;
-    } else {
-        if ((st = proj(s, &w[FP4_LW_GATE], s->d_h, n, s->d_g, hw[FP4_LW_GATE]->name, err)) ||
-            (st = proj(s, &w[FP4_LW_UP], s->d_h, n, s->d_u, hw[FP4_LW_UP]->name, err)))
-            return st;
-        prof_mark(s, OP_SWIGLU);
-        if (n == 1 && s->act_fuse)
-            return swiglu_down1(s, s->d_g, s->d_u, s->d_g, &w[FP4_LW_DOWN], hw[FP4_LW_DOWN]->name, err);
-        STK_LAUNCH(err, "rt.swiglu", gm_act(s, s->d_g, s->d_g, s->d_u, F, F, n * F));
-    }
-    prof_mark(s, OP_DOWN);
-    return rowp(s, &w[FP4_LW_DOWN], act, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
+    return ffn_body(s, L, n, err);
 }
 static fp4_status layer(cu_state *s, int64_t L, int64_t n, const stk_cols *cols, fp4_error *err) {
-    const fp4_status st = layer_body(s, L, n, cols, err);
+    const fp4_status st = s->mla ? mla_layer_body(s, L, n, cols, err) : layer_body(s, L, n, cols, err);
     const float *pn = s->dv[L * FP4_LW_COUNT_ + FP4_LW_FFN_POST_NORM]; /* Gemma 3 */
     if (st || !pn) return st;
     STK_LAUNCH(err, "rt.rmsnorm", gm_post_norm(s, n, s->d_t, pn));
@@ -501,9 +533,20 @@ static fp4_status cu_step_greedy(void *p, const fp4_rt_col *cols, int64_t n, int
     return cu_step_impl((cu_state *)p, cols, n, NULL, tokens, err);
 }
 
+extern "C" fp4_status fp4_cu_step_warm_step(cu_state *s, int64_t n, fp4_error *err) {
+    fp4_rt_col *cols = (fp4_rt_col *)calloc((size_t)n, sizeof *cols);
+    if (!cols) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
+    for (int64_t c = 0; c < n; c++)
+        cols[c].pos = c, cols[c].want_logits = c == n - 1;
+    int32_t tok = 0;
+    const fp4_status st = cu_step_impl(s, cols, n, NULL, &tok, err);
+    free(cols);
+    return st;
+}
+
 static fp4_status kv_copy(cu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host) {
     const fp4_arch *a = &s->d.arch;
-    const int64_t kvd = a->n_kv_heads * a->head_dim;
+    const int64_t kvd = fp4_arch_kv_dim(a); /* latent attention: its rows (mla.cuh) */
     if (slot < 0 || slot >= s->d.n_slots || n_pos < 0 || n_pos > s->d.n_ctx) return FP4_ERR_INVALID_ARG;
     cudaError_t e0 = cudaSetDevice(s->d.device);
     if (e0 == cudaSuccess) e0 = cudaStreamSynchronize(s->stream);

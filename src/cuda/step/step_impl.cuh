@@ -13,6 +13,7 @@
 #include "backend/backend.h"
 #include "cuda/common.cuh"
 #include "cuda/env.h"
+#include <pthread.h>
 
 extern "C" fp4_status fp4_fail(fp4_error *err, fp4_status code, const char *file, const char *tensor,
                                const char *rule, const char *fmt, ...);
@@ -70,6 +71,7 @@ typedef struct cu_state {
     fp4_rt_mem_plan plan;
     struct cu_tp_rank *tp; /* a rank of the split step (tp.cu): o and down through it; NULL unsplit */
     struct cu_moe *moe;    /* mixture of experts (moe.cu, moe_impl.cuh); NULL for a dense model */
+    struct cu_mla *mla;    /* latent attention (mla.cu, mla_impl.cuh); NULL without (DeepSeek-V3) */
     /* the KV cache's rows (gemma.cu): layer L's rows of a slot start at row kv_off[L], kv_rows rows a
      * slot; kv_ring[L] > 0: a local layer's ring of that many positions (backend.h, fp4_rt_kv_ring) */
     int64_t *kv_off, *kv_ring, kv_rows;
@@ -82,6 +84,8 @@ typedef struct cu_state {
     int n_ev, prof_op[PROF_MAX_EVENTS];
     double prof_ms[2][OP_COUNT_]; /* [0] decode steps (every column wants logits), [1] the others */
     int64_t prof_steps[2], prof_cols[2];
+    pthread_t prep; /* cuBLAS's handle made beside the upload (warm.cu) */
+    int prep_on;
 } cu_state;
 
 static inline const fp4_cuda_tensor *head_of(const cu_state *s) {
@@ -197,6 +201,14 @@ fp4_status fp4_cu_step_kv(cu_state *s, int32_t slot, int64_t n_pos, uint16_t *k,
 void fp4_cu_step_att_plan(cu_state *s);
 /* the add + RMSNorm kernel's dynamic shared memory for rows of `bytes` (above 48 KB) */
 cudaError_t fp4_cu_step_norm_smem(int bytes);
+/* one discarded step of n columns: token 0 in slot 0 at positions 0..n-1, the last wanting its
+ * greedy token (warm.cu says why no later bit changes) */
+fp4_status fp4_cu_step_warm_step(cu_state *s, int64_t n, fp4_error *err);
+
+/* ---- warm.cu: the first prefill's lazy work done at creation (native GEMM route only) ---- */
+void fp4_cu_step_prep_start(cu_state *s); /* cuBLAS's handle on a thread, beside the upload */
+void fp4_cu_step_prep_join(cu_state *s);  /* waits for it (create's end, destroy) */
+fp4_status fp4_cu_step_warm(cu_state *s, fp4_error *err); /* the discarded step, when wanted */
 
 } /* extern "C" */
 
