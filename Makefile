@@ -263,7 +263,7 @@ $(BUILD)/tests/gpu/rt_fixture.o: tests/rt_fixture.c tests/rt_fixture.h
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
 $(GPU_RT_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%): $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
                                      $(BUILD)/tests/gpu/fp8_twin.o $(BUILD)/tests/gpu/rt_fixture.o \
-                                     $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane_cuda.so $(wildcard tests/*.h)
+                                     $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane_cuda.so $(wildcard tests/*.h tests/gpu/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
 	  $(BUILD)/tests/gpu/fp8_twin.o $(BUILD)/tests/gpu/rt_fixture.o $(BUILD)/libfp4lane.a $(LDLIBS)

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # test_serve.sh — fp4lane serve on loopback (models/tiny, CPU, exact mode), with curl: every endpoint
-# and its refusals in OpenAI's error shape; streaming (SSE, [DONE], include_usage); batch
-# invariance through HTTP (16 concurrent requests give the bytes each gives alone); a client that
-# disconnects cancels its request; hostile HTTP (oversize headers and body, invalid UTF-8, bad
-# JSON, many connections opened and dropped, a slow client) leaves the server serving; the API
-# key; SIGTERM drains (the running request finishes, exit 0); the KV blocks and the prefix cache in
-# /metrics. Then the official openai npm client
-# (tests/serve_openai.mjs) when third_party_serve/ holds it. Every wait has a timeout; the servers
-# are always killed. Prints "N passed, N failed" (tests/run_tests.sh adds it to the total).
+# and its refusals in OpenAI's error shape; streaming (SSE, [DONE], include_usage); batch invariance
+# through HTTP (16 concurrent requests give the bytes each gives alone); --tp 2 (refused in exact mode
+# on models/tiny, serving in native); a client that disconnects cancels its request; hostile HTTP
+# (oversize headers and body, invalid UTF-8, bad JSON, many connections opened and dropped, a slow
+# client) leaves the server serving; the API key; SIGTERM drains (the running request finishes, exit
+# 0); the KV blocks and the prefix cache in /metrics. Then the official openai npm client
+# (tests/serve_openai.mjs) when third_party_serve/ holds it. Every wait has a timeout; the servers are
+# always killed. Prints "N passed, N failed" (tests/run_tests.sh adds it to the total).
 set -u
 [ -x /usr/bin/python3 ] && python3() { /usr/bin/python3 "$@"; }
 BIN=${FP4_BUILD:-build}/fp4lane
@@ -205,6 +205,24 @@ check "metrics: no KV block held when idle, blocks free, prefix cache hits" '[ $
   grep -q "^fp4lane_kv_blocks_used 0$" $tmp/out && grep -qE "^fp4lane_kv_blocks_free [1-9]" $tmp/out && \
   grep -qE "^fp4lane_prefix_cache_hits_total [1-9]" $tmp/out && \
   grep -qE "^fp4lane_prefix_cache_tokens_total [1-9]" $tmp/out'
+# --tp reaches the engine: exact mode refuses models/tiny's split by name (its o shards are 128 wide,
+# off the super-block), native mode serves 4 requests at once over 2 in-process ranks
+P1=$PORT; S1=$SPID
+timeout 20 "$BIN" serve models/tiny --port 0 --tp 2 > /dev/null 2>"$tmp/tp2x.log"; rc=$?
+check "--tp 2 exact: refused at load (tp.exact-split), exit 1" \
+  '[ $rc = 1 ] && grep -q tp.exact-split $tmp/tp2x.log'
+if start tp2 --parallel 4 --tp 2 --mode native; then
+  cp=()
+  for i in 1 2 3 4; do curl -s -m 60 "$(U /v1/chat/completions)" -d "$(mk "$i")" >"$tmp/tp$i" & cp+=($!); done
+  wait "${cp[@]}"
+  n=0
+  for i in 1 2 3 4; do pyj "$tmp/tp$i" "j['usage']['completion_tokens'] > 0" && n=$((n+1)); done
+  check "--tp 2 native: 4 concurrent requests answered [$n/4]" '[ $n = 4 ]'
+  kill "$SPID"; wait "$SPID" 2>/dev/null
+else bad "--tp 2 native server did not start"; fi
+PORT=$P1; SPID=$S1
+timeout 10 "$BIN" serve models/tiny --port 0 --prefill-chunk 4 > /dev/null 2>"$tmp/pc.log"; rc=$?
+check "--prefill-chunk: refused, exit 2" '[ $rc = 2 ] && grep -q "option of run" $tmp/pc.log'
 
 # a client that goes away cancels its request
 n_cancelled() {

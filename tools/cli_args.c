@@ -91,7 +91,8 @@ static const struct {
      "  --prefix-cache N       KV blocks of prompt prefixes kept for reuse (default: one context's worth;\n"
      "                         0: none)\n"
      "  --conn-per-ip N        connections one client address may hold (default 64, at most 256)\n"
-     "  --device, --mode, --threads, --ctx as run; SIGTERM or Ctrl-C drains and exits 0\n"},
+     "  --device, --mode, --threads, --ctx, --tp, --cuda-lib as run (its --prefill-chunk is refused:\n"
+     "                         the scheduler splits prompts); SIGTERM or Ctrl-C drains and exits 0\n"},
     {"bench",
      "  --a \"OPTIONS\" --b \"OPTIONS\"  the two configurations (run's engine options); NAME=VALUE words in\n"
      "                         OPTIONS are environment variables set while that side's engine is created\n"

@@ -86,6 +86,9 @@ int cmd_serve(int argc, char **argv) {
     }
     if (rt_text_model_present("serve", e.model)) return 1;
     o.model = e.model, o.ctx = e.o.n_ctx, o.device = e.o.device, o.mode = e.o.mode, o.threads = e.o.n_threads;
+    o.tp = e.o.tp, o.cuda_lib = e.o.cuda_lib;
+    if (e.prefill_chunk) /* the scheduler splits prompts by its step budget, not by run's chunk */
+        return fprintf(stderr, "fp4lane serve: --prefill-chunk is an option of run, not of serve\n"), 2;
     struct sigaction sa, old_term, old_int;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;

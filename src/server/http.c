@@ -251,6 +251,7 @@ static fp4_status load(srv *s, fp4_error *err) {
     fp4_rt_opts ro = {0};
     ro.mode = s->o.mode, ro.device = s->o.device, ro.n_threads = s->o.threads, ro.n_ctx = s->o.ctx;
     ro.max_seqs = s->o.parallel > 0 ? s->o.parallel : 1;
+    ro.tp = s->o.tp, ro.cuda_lib = s->o.cuda_lib;
     if ((st = fp4_rt_create(s->m, &ro, &s->rt, err))) return st;
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", s->o.model);

@@ -37,6 +37,8 @@ typedef struct srv_opts {
     srv_log_fn log;
     void *log_user;
     volatile sig_atomic_t *stop; /* set (SIGTERM): drain and return                              */
+    int tp;                      /* in-process ranks of the split engine (fp4_rt_opts.tp); 0, 1: none */
+    const char *cuda_lib;        /* fp4_rt_opts.cuda_lib; NULL: the default search               */
 } srv_opts;
 
 /* Listens, loads the model (GET /health says 503 until then), serves until *stop, then drains:

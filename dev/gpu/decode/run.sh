@@ -15,7 +15,7 @@
 set -u
 BUDGET=${BUDGET:-165}
 G=gpuwork/decode; OUT=${OUT:-device-out}; O=$OUT/decode; W=/tmp/dc_w; mkdir -p "$O" $W
-tar xJf $G/bin.tar.xz -C $G
+[ -f $G/bin.tar.xz ] && tar xJf $G/bin.tar.xz -C $G # else laid out by dev/gpu/s17/prep.sh
 [ -d tests/data/hf/llama ] || tar xf $G/hf_llama.tar -C tests/data/hf # test_gpu_runtime's (slim.sh)
 B=$G/build-cuda; F=$B/fp4lane
 chmod +x $F $B/tests/gpu/* $B/dev/cuda/* 2>/dev/null

@@ -3,7 +3,7 @@
 # gpuwork/firsttok carried (stage.sh); about 150 s. test_gpu_runtime's warm_case (warmed and unwarmed
 # engines' native logits byte for byte), probe.c (each stage of cuBLAS's load: wall time, RssAnon,
 # RssFile; the driver's CUDA_MODULE_DATA_LOADING unset / LAZY), then on the llama3-8b shape (synth
-# --to nvfp4, page cache warm) `fp4lane run --timing` of a 512-token prompt, -n 1, under peak.py
+# --to nvfp4, page cache warm) `fp4lane run --timing` of a 512-token prompt, -n 1, under peak_rss.py
 # (peak RssAnon polled every 5 ms): old (main's CLI and libfp4lane_cuda.so) and new (this tree's, the
 # warm on), new also with the driver's data loading EAGER and LAZY, and without the warm; a short
 # prompt (no step on the GEMM route);
@@ -11,7 +11,7 @@
 # it. Logs under $OUT/firsttok/, summary on stdout.
 set -u
 G=gpuwork/firsttok; OUT=${OUT:-device-out}; O=$OUT/firsttok; mkdir -p "$O"
-tar xJf $G/bin.tar.xz -C $G
+[ -f $G/bin.tar.xz ] && tar xJf $G/bin.tar.xz -C $G # else laid out by dev/gpu/s17/prep.sh
 N=$G/new; F=$N/fp4lane; FO=$G/old/fp4lane
 chmod +x $F $FO $N/probe $N/tests/gpu/* 2>/dev/null
 [ -d tests/data/hf/llama ] || cp -r $G/data/llama tests/data/hf/ # the slimmed tree lacks it
@@ -41,7 +41,7 @@ if [ -f $M/config.json ]; then
   one() { # label, CLI, then env words; the run's figures into run.txt and the summary
     local lab=$1 cli=$2; shift 2
     echo "== $lab" >> $O/run.txt
-    env "$@" timeout 25 python3 dev/gpu/firsttok/peak.py $cli run $M --device cuda --mode $MODE \
+    env "$@" timeout 25 python3 dev/bench/peak_rss.py $cli run $M --device cuda --mode $MODE \
       --ctx 4096 $PR -n 1 --timing > $O/one.txt 2>&1
     cat $O/one.txt >> $O/run.txt
     local t=$(grep -o 'load [0-9.]* s, first token [0-9.]* s' $O/one.txt) m=$(grep -o 'VmHWM.*' $O/one.txt)

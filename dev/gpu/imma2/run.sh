@@ -10,7 +10,7 @@
 # test_gpu_runtime with it where time is left. Logs under $OUT/imma2/; summary on stdout.
 set -u
 G=gpuwork/imma2; OUT=${OUT:-device-out}; O=$OUT/imma2; mkdir -p "$O"
-tar xJf $G/bin.tar.xz -C $G
+[ -f $G/bin.tar.xz ] && tar xJf $G/bin.tar.xz -C $G # else laid out by dev/gpu/s17/prep.sh
 # the slimmed tree lacks tests/data/hf/llama, which test_gpu_runtime reads: carried (stage.sh)
 [ -f tests/data/hf/llama/config.json ] || tar xJf $G/hfllama.tar.xz -C tests/data/hf
 B=$G/build-dev; F=$B/fp4lane; T=$B/tests/gpu

@@ -8,8 +8,8 @@
 # speed cells are a call of their own (run_bench.sh). Logs under $OUT/mla/, a summary on stdout.
 set -u
 OUT=${OUT:-device-out}; O=$OUT/mla; mkdir -p "$O"
-X=/tmp/mla; rm -rf $X; mkdir -p $X
-tar xJf gpuwork/mla/bin.tar.xz -C $X
+X=/tmp/mla # dev/gpu/s17/prep.sh lays it out where no tar is carried
+if [ -f gpuwork/mla/bin.tar.xz ]; then rm -rf $X; mkdir -p $X; tar xJf gpuwork/mla/bin.tar.xz -C $X; fi
 export LD_LIBRARY_PATH=$X/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FP4_BUILD=$X/build-cuda FP4_GPU_REQUIRE=1 # the library is inside FP4_BUILD: never a skip
 B=$X/build-cuda

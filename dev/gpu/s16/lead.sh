@@ -4,8 +4,9 @@
 # (a missing library fails instead of skipping), CPU vs CUDA exact compares of tiny-gemma3 (HF and gguf-ggml),
 # and, with gpuwork/hfref and tests/data/hf/gemma3 carried, Gemma 3's NVFP4 transformers reference.
 set -u
-G=gpuwork/s16; X=/tmp/s16; rm -rf $X; mkdir -p $X; tar xJf $G/bin.tar.xz -C $X
-cp $X/bin/libfp4lane_cuda.so $X/build-dev/
+G=gpuwork/s16; X=/tmp/s16; if [ -f $G/bin.tar.xz ]; then # else laid out by dev/gpu/s17/prep.sh
+  rm -rf $X; mkdir -p $X; tar xJf $G/bin.tar.xz -C $X; cp $X/bin/libfp4lane_cuda.so $X/build-dev/
+fi
 export LD_LIBRARY_PATH=$X/lib FP4_BUILD=$X/build-dev CUDA_MODULE_LOADING=EAGER FP4_GPU_REQUIRE=1
 F=$X/bin/fp4lane; T=$X/build-dev/tests/gpu; O=$OUT/lead; mkdir -p $O; S=$O/summary.txt
 { date -u; nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; cat $X/BUILT.txt; } \
