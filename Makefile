@@ -6,6 +6,7 @@
 #   make cuda       CUDA library + GPU tests (nvcc; compiles without a GPU)
 #   make test-gpu   GPU tests (needs a GPU)      make lab   kernel lab (needs a GPU)
 #   make sass       SASS of every production CUDA kernel (cuobjdump)
+#   make test-gpu-tp the split CUDA step through NCCL (needs 2+ GPUs; dev/cuda/run_tp.sh)
 CC      ?= cc
 NVCC    ?= nvcc
 CUDA_ARCH ?= 90a
@@ -45,7 +46,7 @@ GGML_DIR     = third_party/npm/node_modules/$(GGML_NPM_PKG)/bins/linux-x64
 export FP4_GGML_DIR = $(abspath $(GGML_DIR))
 export FP4_HFGGUF = $(abspath third_party/npm/node_modules/@huggingface/gguf/dist/index.mjs)
 
-.PHONY: header-check symbols-check all lib cli test asan ubsan sanitize fuzz fuzz-build cuda test-gpu test-gpu-sanitize lab sass clean oracle format-check
+.PHONY: header-check symbols-check all lib cli test asan ubsan sanitize fuzz fuzz-build cuda test-gpu test-gpu-tp test-gpu-sanitize lab sass clean oracle format-check
 all: lib cli
 
 lib: $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane.so
@@ -207,10 +208,10 @@ CPU_OBJ    = $(patsubst %.c,$(BUILD)/%.o,$(sort $(wildcard src/cpu/*.c)))
 ALL_HDR    = $(wildcard include/*.h src/*.h src/*/*.h src/*/*.cuh src/*/*/*.cuh src/*/*/*.h)
 # the GPU tests that also run the CPU engine (libfp4lane.a beside libfp4lane_cuda.so): built below
 GPU_RT_SRC = tests/gpu/test_gpu_runtime.cu tests/gpu/test_gpu_generate.cu tests/gpu/test_gpu_gemma.cu \
-             tests/gpu/test_gpu_deepseek.cu
+             tests/gpu/test_gpu_deepseek.cu tests/gpu/test_gpu_tp.cu
 GPU_TEST_SRC = $(sort $(filter-out $(GPU_RT_SRC),$(wildcard tests/gpu/test_*.cu)))
 GPU_TEST_BIN = $(GPU_TEST_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%)
-CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm
+CUDA_LIBS = -L$(CUDA_HOME)/lib64 -lcudart -lpthread -lm -ldl
 
 $(BUILD)/src/cuda/%.o: src/cuda/%.cu
 	@mkdir -p $(dir $@)
@@ -223,7 +224,13 @@ $(BUILD)/libfp4lane_host.a: $(FORMAT_OBJ) $(CPU_OBJ)
 $(BUILD)/libfp4lane_cuda.a: $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
-$(BUILD)/libfp4lane_step.a: $(STEP_OBJ)
+# the split CUDA step's host side (src/cuda/step/tp.cu): the shard plan and the communicators
+TP_OBJ = $(BUILD)/src/backend/tp_plan.o $(BUILD)/src/comm/comm.o $(BUILD)/src/comm/cuda/comm_cuda.o \
+         $(BUILD)/src/comm/nccl/comm_nccl.o $(BUILD)/src/comm/nccl/nccl_dl.o
+$(BUILD)/src/comm/cuda/%.o: src/comm/cuda/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS_ALL) -isystem $(CUDA_HOME)/include -MMD -MP -c $< -o $@
+$(BUILD)/libfp4lane_step.a: $(STEP_OBJ) $(TP_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 $(BUILD)/tests/gpu/check.o: tests/check.c tests/check.h
@@ -240,10 +247,10 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/libfp4l
 # entry point (backend.h's FP4_RT_CUDA_ENTRY) and is never unloaded (-z nodelete: a dlclose'd
 # static cudart would leave its exit handlers pointing into unmapped code). test_gpu_runtime runs the CPU engine
 # (libfp4lane.a: jansson, libcrypto) beside it, so it is built only where jansson's header is.
-$(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(STEP_OBJ) $(FORMAT_OBJ)
+$(BUILD)/libfp4lane_cuda.so: $(CU_OBJ) $(STEP_OBJ) $(TP_OBJ) $(FORMAT_OBJ)
 	@printf '{ global: fp4_rt_cuda_backend; local: *; };\n' > $(BUILD)/libfp4lane_cuda.map
 	$(NVCC) -shared -o $@ $^ -Xlinker --version-script=$(BUILD)/libfp4lane_cuda.map -Xlinker --no-undefined \
-	  -Xlinker -z -Xlinker nodelete -lpthread -lm
+	  -Xlinker -z -Xlinker nodelete -lpthread -lm -ldl
 GPU_RT_TEST = $(if $(wildcard /usr/include/jansson.h),$(GPU_RT_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%))
 $(BUILD)/tests/gpu/rt_data.o: tests/rt_data.c tests/rt_data.h
 	@mkdir -p $(dir $@)
@@ -251,12 +258,15 @@ $(BUILD)/tests/gpu/rt_data.o: tests/rt_data.c tests/rt_data.h
 $(BUILD)/tests/gpu/fp8_twin.o: tests/fp8_twin.c tests/fp8_twin.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
+$(BUILD)/tests/gpu/rt_fixture.o: tests/rt_fixture.c tests/rt_fixture.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -Itests $(CFLAGS_ALL) -UNDEBUG -c $< -o $@
 $(GPU_RT_SRC:tests/gpu/%.cu=$(BUILD)/tests/gpu/%): $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
-                                     $(BUILD)/tests/gpu/fp8_twin.o \
+                                     $(BUILD)/tests/gpu/fp8_twin.o $(BUILD)/tests/gpu/rt_fixture.o \
                                      $(BUILD)/libfp4lane.a $(BUILD)/libfp4lane_cuda.so $(wildcard tests/*.h tests/gpu/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -Itests -o $@ $< $(BUILD)/tests/gpu/check.o $(BUILD)/tests/gpu/rt_data.o \
-	  $(BUILD)/tests/gpu/fp8_twin.o $(BUILD)/libfp4lane.a $(LDLIBS)
+	  $(BUILD)/tests/gpu/fp8_twin.o $(BUILD)/tests/gpu/rt_fixture.o $(BUILD)/libfp4lane.a $(LDLIBS)
 # comm.h's NCCL backend (src/comm/nccl, C against nccl.h and cudart) and its multi-GPU test, run by
 # dev/cuda/run_tp.sh on a machine with two or more GPUs
 NCCL_OBJ = $(BUILD)/src/comm/nccl/comm_nccl.o $(BUILD)/src/comm/comm.o
@@ -288,6 +298,11 @@ test-gpu: cuda
 	@FP4_BUILD=$(BUILD) FP4_GPU_REQUIRE=1 FP4_TEST_JOBS=1 ./tests/run_tests.sh $(GPU_TEST_BIN) $(GPU_RT_TEST)
 	@FP4LANE_CUDA_GEMM=0 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_native
 	@$(if $(GPU_RT_TEST),FP4LANE_CUDA_GEMM=0 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_runtime)
+# the split CUDA step through NCCL on a multi-GPU machine (one rank per GPU; --tp above the GPUs
+# skipped), then the NCCL communicator's own test over every GPU: dev/cuda/run_tp.sh runs it
+test-gpu-tp: cuda
+	@FP4LANE_CUDA_TP_NCCL=1 FP4_BUILD=$(BUILD) ./tests/run_tests.sh $(BUILD)/tests/gpu/test_gpu_tp
+	@NCCL_DEBUG=WARN $(BUILD)/tests/gpu/test_nccl_comm $$(nvidia-smi -L | wc -l)
 # every GPU test under compute-sanitizer (memcheck; FP4_GPU_QUICK=1 shrinks the shapes);
 # test_gpu_errors fails a cudaMalloc on purpose, so API errors are not reported for it
 test-gpu-sanitize: cuda

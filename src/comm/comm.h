@@ -2,11 +2,13 @@
  * each holding one fp4_comm, and the collectives the split step needs. Every rank of a group must
  * call the same collectives in the same order with the same sizes (as MPI and NCCL require).
  *
- * Two backends implement it:
+ * Three backends implement it:
  *   - in-process (comm_local.c): N ranks as threads of one process, a shared arena and an
  *     abortable barrier; pointers are host memory. What the CPU engine's --tp runs on, and what
  *     the tests prove the split with.
- *   - NCCL (src/comm/nccl/comm_nccl.cu, built only by `make cuda`): one process per GPU, the
+ *   - in-process over device memory (src/comm/cuda/comm_cuda.c, `make cuda`): the same threads,
+ *     device pointers, peer copies; what the split CUDA step runs on (one GPU or several).
+ *   - NCCL (src/comm/nccl/comm_nccl.c, built only by `make cuda`): one process per GPU, the
  *     ncclUniqueId passed through a file; pointers are device memory of the rank's GPU.
  *
  * Order: all_gather and broadcast move bytes and are exact on every backend. all_reduce_sum's
@@ -65,6 +67,12 @@ void fp4_comm_free(fp4_comm *c);
  * by one thread each. A collective moves at most max_bytes per rank (refused above: rule
  * "comm.size"); the arena holds size * max_bytes. */
 fp4_status fp4_comm_local_create(int size, size_t max_bytes, fp4_comm **out, fp4_error *err);
+
+/* In-process group over device memory (src/comm/cuda/comm_cuda.c, in `make cuda` only): rank r on CUDA
+ * device devices[r] (several ranks may share one device); collectives take device pointers of the
+ * rank's device and return when their bytes are in place (rule comm.cuda on a CUDA failure). */
+fp4_status fp4_comm_cuda_local_create(int size, const int *devices, size_t max_bytes, fp4_comm **out,
+                                      fp4_error *err);
 
 /* NCCL (src/comm/nccl/comm_nccl.c, in `make cuda` only): this process is rank `rank` of `size` on
  * CUDA device `device`; rank 0 writes the ncclUniqueId to id_path, the others wait for it up to

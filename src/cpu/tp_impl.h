@@ -4,27 +4,10 @@
 #define FP4_CPU_TP_IMPL_H
 
 #include "backend/backend.h"
+#include "backend/tp_plan.h"
 #include "comm/comm.h"
 
-/* What rank r of n holds: query heads [hq0, hq1), KV heads [kv0, kv1), ffn rows [f0, f1), vocab
- * rows [v0, v1), experts [e0, e1). Equal contiguous parts (the vocabulary and the experts may be
- * uneven: part r is [n·r/N, n·(r+1)/N)). */
-typedef struct tp_part {
-    int64_t hq0, hq1, kv0, kv1, f0, f1, v0, v1, e0, e1;
-} tp_part;
-tp_part fp4_tp_part(const fp4_arch *a, int rank, int n);
-
-/* How a projection is split: column-parallel (whole output rows [r0, r1) of the weight, the rows'
- * bytes borrowed) or row-parallel (input columns [k0, k1) of every row, copied into owned). */
-fp4_status fp4_tp_rows(const fp4_tensor *w, int64_t r0, int64_t r1, fp4_tensor *out, fp4_error *err);
-fp4_status fp4_tp_cols(const fp4_tensor *w, int64_t k0, int64_t k1, fp4_tensor *out, uint8_t **owned,
-                       fp4_error *err);
-
-/* The checks of a split before anything is allocated: the KV heads divide over the ranks (rule
- * "tp.heads"), the ffn rows too, and each row-parallel shard can be computed on its route (rule
- * "tp.route"), in exact mode on a route whose pinned order the gather keeps (rule "tp.exact-route":
- * NVFP4 A16) with every shard boundary on a 256-value super-block (rule "tp.exact-split"). */
-fp4_status fp4_tp_check(const fp4_rt_model_desc *d, int n, fp4_error *err);
+_Static_assert(FP4_TP_MAX_RANKS == FP4_COMM_MAX_RANKS, "one rank cap");
 
 /* Exact A16 row-parallel partial (SPEC §4 steps 1-4 without the sum): c[col][row][sb] for the
  * shard's super-blocks, the term each super-block adds to the row's accumulator (+0 for an

@@ -455,7 +455,7 @@ static fp4_status rank_alloc(tp_engine *e, tp_rank *k, fp4_error *err) {
 static fp4_status tp_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err) {
     *out = NULL;
     const int n = d->tp;
-    fp4_status st = fp4_tp_check(d, n, err); /* refusals before anything is allocated */
+    fp4_status st = fp4_tp_check(d, n, tp_route, err); /* refusals before anything is allocated */
     if (st) return st;
     const fp4_arch *a = &d->arch;
     tp_engine *e = calloc(1, sizeof *e);

@@ -46,14 +46,25 @@ static __device__ __forceinline__ void q9_pair(uint32_t two, int *qa, int *qb) {
 #endif
 }
 
-/* The kernel's body (a __device__ function, so the MoE kernel of moe_experts.cu runs the same
- * operations on the expert a column chose, found in device memory). */
-template <int NC, int R, typename DOT>
-static __device__ __forceinline__ void a16_exact_rows(const uint8_t *__restrict__ payload,
-                                                      const uint8_t *__restrict__ scales, int64_t pstride,
-                                                      int64_t sstride, int64_t n_out, int nsb, int64_t k_pad,
-                                                      float scale2, const int8_t *__restrict__ xq,
-                                                      const float *__restrict__ xd, float *__restrict__ y) {
+/* Where column c's activations (Q8_K values q and steps d) and outputs live: the route's columns
+ * one after the other (a16_cols_strided); the MoE kernels gather the columns of an expert's group
+ * (moe_experts.cu). What a column computes never depends on where it lives or on its neighbours. */
+struct a16_cols_strided {
+    const int8_t *xq;
+    const float *xd;
+    float *y;
+    int64_t k_pad, n_out;
+    __device__ __forceinline__ const int8_t *q(int c) const { return xq + c * k_pad; }
+    __device__ __forceinline__ const float *d(int c) const { return xd + (int64_t)c * (k_pad / 256); }
+    __device__ __forceinline__ float *out(int c) const { return y + c * n_out; }
+};
+
+/* The kernel's body (a __device__ function, so the MoE kernels of moe_experts.cu run the same
+ * operations on the expert a column chose, found in device memory), columns through COLS. */
+template <int NC, int R, typename DOT, typename COLS>
+static __device__ __forceinline__ void
+a16_exact_rows_at(const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride,
+                  int64_t sstride, int64_t n_out, int nsb, float scale2, const COLS &cols) {
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -85,10 +96,10 @@ static __device__ __forceinline__ void a16_exact_rows(const uint8_t *__restrict_
         for (int r = 0; r < R; r++) q9_pair(sc[r], &q9a[r], &q9b[r]);
 #pragma unroll
         for (int c = 0; c < NC; c++) {
-            const int8_t *xa = xq + c * k_pad + (int64_t)sb * 256 + sub * 32;
+            const int8_t *xa = cols.q(c) + (int64_t)sb * 256 + sub * 32;
             const uint4 a0 = valid ? fp4_ldg16(xa) : make_uint4(0u, 0u, 0u, 0u);
             const uint4 a1 = valid ? fp4_ldg16(xa + 16) : make_uint4(0u, 0u, 0u, 0u);
-            const float dcol = valid ? __ldg(xd + (int64_t)c * (k_pad / 256) + sb) : 0.0f;
+            const float dcol = valid ? __ldg(cols.d(c) + sb) : 0.0f;
 #pragma unroll
             for (int r = 0; r < R; r++) {
                 const int da = DOT::dot(wv[r].x, wv[r].y, a0, L0, L1);
@@ -112,8 +123,18 @@ static __device__ __forceinline__ void a16_exact_rows(const uint8_t *__restrict_
         for (int r = 0; r < R; r++)
             if (row0 + r < n_out)
 #pragma unroll
-                for (int c = 0; c < NC; c++) y[c * n_out + row0 + r] = fp4_round_f16_dev(acc[r][c]);
+                for (int c = 0; c < NC; c++)
+                    cols.out(c)[row0 + r] = fp4_round_f16_dev(acc[r][c]);
     }
+}
+
+template <int NC, int R, typename DOT>
+static __device__ __forceinline__ void
+a16_exact_rows(const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride,
+               int64_t sstride, int64_t n_out, int nsb, int64_t k_pad, float scale2,
+               const int8_t *__restrict__ xq, const float *__restrict__ xd, float *__restrict__ y) {
+    const a16_cols_strided cols = {xq, xd, y, k_pad, n_out};
+    a16_exact_rows_at<NC, R, DOT>(payload, scales, pstride, sstride, n_out, nsb, scale2, cols);
 }
 
 template <int NC, int R, typename DOT>

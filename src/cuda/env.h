@@ -31,8 +31,10 @@ typedef struct fp4_cu_env {
     int no_argmax;        /* FP4LANE_CUDA_NO_ARGMAX: greedy steps pick on the host */
     int no_actfuse;       /* FP4LANE_CUDA_NO_ACTFUSE: SwiGLU, then down's own activation pass */
     int no_fuse;          /* FP4LANE_CUDA_NO_FUSE: q/k/v and gate/up uploaded apart */
+    int moe_grouped;      /* FP4LANE_CUDA_MOE_GROUPED: MoE experts grouped by expert (unproven) */
     int frag;             /* FP4LANE_CUDA_FRAG: frag copies for one sequence too */
     int no_frag;          /* FP4LANE_CUDA_NO_FRAG: no frag copies */
+    int tp_nccl;          /* FP4LANE_CUDA_TP_NCCL: the split step's ranks talk through NCCL (one per GPU) */
     uint64_t mem_limit;   /* FP4LANE_CUDA_MEM_LIMIT: bytes the memory plan may use (UINT64_MAX: unset) */
     const char *profile;  /* FP4LANE_CUDA_PROFILE: the per-op profile's file (NULL: unset or empty) */
     int warm;             /* FP4LANE_CUDA_WARM: the load-time cuBLAS thread and warm step (warm.cu) */

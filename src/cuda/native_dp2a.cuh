@@ -81,12 +81,24 @@ static __device__ __forceinline__ void dp2a_dot32(const uint32_t q1[8], uint4 a0
     d1 = dp2a_word_dot(q1[6], q1[7], a3.x, a3.y, a3.z, a3.w, d1);
 }
 
-template <int NC, int R>
-static __global__ __launch_bounds__(256) void native_dp2a_kernel(
-    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
-    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int16_t *__restrict__ xq,
-    const float *__restrict__ xd, float *__restrict__ y) {
-    fp4_pdl_trigger(); /* the step's next kernel (launched with PDL) waits for this grid */
+/* Where column c's int16 activations, steps and outputs live (native_cols_strided: one after the
+ * other; the MoE kernels of moe_experts.cu gather an expert's group of columns). */
+struct native_cols_strided {
+    const int16_t *xq;
+    const float *xd;
+    float *y;
+    int64_t k_pad, n_out;
+    __device__ __forceinline__ const int16_t *q(int c) const { return xq + (int64_t)c * k_pad; }
+    __device__ __forceinline__ const float *d(int c) const { return xd + (int64_t)c * (k_pad / 256); }
+    __device__ __forceinline__ float *out(int c) const { return y + (int64_t)c * n_out; }
+};
+
+/* The kernel's body: the first weights are loaded before fp4_pdl_wait (they never depend on an
+ * earlier kernel), the columns' activations after it. */
+template <int NC, int R, typename COLS>
+static __device__ __forceinline__ void
+native_dp2a_rows_at(const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride,
+                    int64_t sstride, int64_t n_out, int nsb, float scale2, const COLS &cols) {
     const int lane = threadIdx.x & 31;
     const int64_t row0 = (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * R;
     if (row0 >= n_out) return;
@@ -140,10 +152,10 @@ static __global__ __launch_bounds__(256) void native_dp2a_kernel(
         float dcol[NC];
 #pragma unroll
         for (int c = 0; c < NC; c++) {
-            const int16_t *xa = xq + (int64_t)c * k_pad + (int64_t)sb * 256 + sub * 32;
+            const int16_t *xa = cols.q(c) + (int64_t)sb * 256 + sub * 32;
 #pragma unroll
             for (int j = 0; j < 4; j++) av[c][j] = valid ? fp4_ldg16(xa + 8 * j) : make_uint4(0u, 0u, 0u, 0u);
-            dcol[c] = valid ? __ldg(xd + (int64_t)c * (k_pad / 256) + sb) : 0.0f;
+            dcol[c] = valid ? __ldg(cols.d(c) + sb) : 0.0f;
         }
 #pragma unroll
         for (int r = 0; r < R; r++) {
@@ -177,8 +189,19 @@ static __global__ __launch_bounds__(256) void native_dp2a_kernel(
         for (int r = 0; r < R; r++)
             if (row0 + r < n_out)
 #pragma unroll
-                for (int c = 0; c < NC; c++) y[(int64_t)c * n_out + row0 + r] = __fmul_rn(acc[r][c], f);
+                for (int c = 0; c < NC; c++)
+                    cols.out(c)[row0 + r] = __fmul_rn(acc[r][c], f);
     }
+}
+
+template <int NC, int R>
+static __global__ __launch_bounds__(256) void native_dp2a_kernel(
+    const uint8_t *__restrict__ payload, const uint8_t *__restrict__ scales, int64_t pstride, int64_t sstride,
+    int64_t n_out, int nsb, int64_t k_pad, float scale2, const int16_t *__restrict__ xq,
+    const float *__restrict__ xd, float *__restrict__ y) {
+    fp4_pdl_trigger(); /* the step's next kernel (launched with PDL) waits for this grid */
+    const native_cols_strided cols = {xq, xd, y, k_pad, n_out};
+    native_dp2a_rows_at<NC, R>(payload, scales, pstride, sstride, n_out, nsb, scale2, cols);
 }
 
 template <int NC, int R>

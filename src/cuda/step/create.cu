@@ -128,6 +128,11 @@ static fp4_status make_plan(cu_state *s, const fp4_cuda_device_info *info, fp4_e
 
 extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out,
                                          fp4_error *err) {
+    return fp4_cu_step_create_as(d, max_cols, NULL, out, err);
+}
+
+extern "C" fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t max_cols,
+                                            struct cu_tp_rank *tp, void **out, fp4_error *err) {
     *out = NULL;
     const fp4_arch *a = &d->arch;
     const int mla = a->kv_lora_rank > 0; /* its heads are mla.cuh's, of any width */
@@ -148,6 +153,7 @@ extern "C" fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max
     cu_state *s = (cu_state *)calloc(1, sizeof *s);
     if (!s) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     s->d = *d;
+    s->tp = tp; /* a rank of the split step: its experts (moe.cu) and, at step time, its gathers */
     s->max_cols = max_cols;
     const int te = (int)d->tok_embd->type;
     s->emb_on_device = te == FP4_TYPE_F16 || te == FP4_TYPE_BF16 || te == FP4_TYPE_NVFP4_E2M1;

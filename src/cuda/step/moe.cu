@@ -21,13 +21,13 @@ static float isi_of(const fp4_tensor *t) {
     return t->type == FP4_TYPE_NVFP4_E2M1 ? t->nvfp4.input_scale_inv : 0.0f;
 }
 
-/* part (0 gate, 1 up, 2 down) of layer L: one type and shape over every expert, with a route */
-static fp4_status part_stub(const fp4_rt_model_desc *d, int64_t L, int part, fp4_cu_moe_part *o,
-                            fp4_error *err) {
-    const int64_t E = d->arch.n_experts;
+/* part (0 gate, 1 up, 2 down) of layer L: one type and shape over the experts [x0, x1) the engine
+ * holds (all of them but on a rank of the split step), with a route */
+static fp4_status part_stub(const fp4_rt_model_desc *d, int64_t L, int part, int64_t x0, int64_t x1,
+                            fp4_cu_moe_part *o, fp4_error *err) {
     const fp4_tensor *const *mw = layer_moe(d, L);
-    const fp4_tensor *t0 = mw[FP4_MOE_AT(0, part + 1)];
-    for (int64_t e = 0; e < E; e++) {
+    const fp4_tensor *t0 = mw[FP4_MOE_AT(x0, part + 1)];
+    for (int64_t e = x0; e < x1; e++) {
         const fp4_tensor *t = mw[FP4_MOE_AT(e, part + 1)];
         if (!t || t->n_dims < 1)
             return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, t0 ? t0->name : NULL, "cuda.moe-expert",
@@ -48,8 +48,9 @@ static fp4_status part_stub(const fp4_rt_model_desc *d, int64_t L, int part, fp4
                             "the experts of one layer differ in type or shape (this one against %s)",
                             t0 ? t0->name : "?");
     }
-    if (fp4_cu_moe_part_stub(t0->type, rows_of(t0), t0->ne[0], isi_of(t0), E, o))
+    if (fp4_cu_moe_part_stub(t0->type, rows_of(t0), t0->ne[0], isi_of(t0), x1 - x0, o))
         return fp4_fail(err, FP4_ERR_REFUSED_ROUTE, NULL, t0->name, "route.moe-cuda-lane", "no CUDA layout");
+    o->native = d->mode == FP4_MODE_NATIVE && o->type == FP4_TYPE_NVFP4_E2M1; /* SPEC §6's arithmetic */
     return FP4_OK;
 }
 
@@ -80,7 +81,8 @@ static int step_bufs(cu_state *s, cu_moe *m, const fp4_cu_moe_part *parts, buf_r
     r[n++] = (buf_req){(void **)&m->d_rs, mc * route_scratch(a) * 4};
     r[n++] = (buf_req){(void **)&m->d_sel, mc * K * 4};
     r[n++] = (buf_req){(void **)&m->d_rw, mc * K * 4};
-    r[n++] = (buf_req){(void **)&m->d_ord, mc * K * 4};
+    r[n++] =
+        (buf_req){(void **)&m->d_grp, (uint64_t)fp4_cu_moe_group_ints((int64_t)(mc * K), (int64_t)E) * 4};
     r[n++] = (buf_req){(void **)&m->d_g, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_u, mc * K * FE * 4};
     r[n++] = (buf_req){(void **)&m->d_y, mc * K * H * 4};
@@ -88,6 +90,7 @@ static int step_bufs(cu_state *s, cu_moe *m, const fp4_cu_moe_part *parts, buf_r
     r[n++] = (buf_req){(void **)&m->d_sg, mc * FS * 4}; /* DeepSeek-V3's shared experts (0 without) */
     r[n++] = (buf_req){(void **)&m->d_su, mc * FS * 4};
     r[n++] = (buf_req){(void **)&m->d_sh, FS ? mc * H * 4 : 0};
+    if (m->EL < m->E) r[n++] = (buf_req){(void **)&m->d_selg, mc * K * 4};
     return n;
 }
 
@@ -112,6 +115,8 @@ fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, si
                         (int)a->moe_routing, (long long)a->n_shared_experts);
     fp4_cu_moe_part parts[3] = {};
     int any = 0;
+    int64_t x0, x1;
+    fp4_cu_tp_experts(s->tp, a->n_experts, &x0, &x1);
     for (int64_t L = 0; L < a->n_layers; L++) {
         const fp4_tensor *const *mw = layer_moe(d, L);
         if (!mw) continue;
@@ -134,7 +139,7 @@ fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, si
         fp4_status st;
         for (int i = 0; i < 3; i++) {
             fp4_cu_moe_part p;
-            if ((st = part_stub(d, L, i, &p, err))) return st;
+            if ((st = part_stub(d, L, i, x0, x1, &p, err))) return st;
             *weights += part_bytes(&p) + FP4_CU_ALIGN((uint64_t)p.n_experts * 4);
             if (!any || fp4_cu_moe_scratch_bytes(&p, 1) > fp4_cu_moe_scratch_bytes(&parts[i], 1))
                 parts[i] = p;
@@ -143,12 +148,12 @@ fp4_status fp4_cu_moe_plan(cu_state *s, uint64_t *weights, uint64_t *scratch, si
     }
     if (!any) return FP4_OK;
     cu_moe m = {};
-    m.E = a->n_experts, m.K = a->n_experts_used, m.FE = a->moe_ffn;
+    m.E = a->n_experts, m.K = a->n_experts_used, m.FE = a->moe_ffn, m.x0 = x0, m.EL = x1 - x0;
     if (parts[0].n_out != m.FE || parts[1].n_out != m.FE || parts[2].n_in != m.FE ||
         parts[2].n_out != a->hidden || parts[0].n_in != a->hidden)
         return fp4_fail(err, FP4_ERR_SHAPE, NULL, NULL, "cuda.moe-expert",
                         "the experts' shapes are not [moe_ffn, hidden] / [hidden, moe_ffn]");
-    buf_req r[12];
+    buf_req r[13];
     const int n = step_bufs(s, &m, parts, r);
     for (int i = 0; i < n; i++)
         *scratch += FP4_CU_ALIGN(r[i].bytes);
@@ -183,7 +188,7 @@ static fp4_status upload_part(cu_state *s, int64_t L, int part, float *scale2, f
     cu_moe *m = s->moe;
     const fp4_tensor *const *mw = layer_moe(&s->d, L);
     fp4_cu_moe_part *p = &m->part[3 * L + part];
-    fp4_status st = part_stub(&s->d, L, part, p, err);
+    fp4_status st = part_stub(&s->d, L, part, m->x0, m->x0 + m->EL, p, err);
     if (st) return st;
     void **arena = &m->arena[3 * L + part];
     const size_t bytes = part_bytes(p);
@@ -191,13 +196,13 @@ static fp4_status upload_part(cu_state *s, int64_t L, int part, float *scale2, f
     if (e == cudaSuccess) e = cudaMemsetAsync(*arena, 0, bytes, s->stage.stream); /* the uploads' stream */
     if (e == cudaSuccess) e = cudaStreamSynchronize(s->stage.stream);
     if (e != cudaSuccess)
-        return cuda_fail(err, FP4_CUDA_FAIL(e, "cudaMalloc(experts)"), mw[FP4_MOE_AT(0, part + 1)]->name,
+        return cuda_fail(err, FP4_CUDA_FAIL(e, "cudaMalloc(experts)"), mw[FP4_MOE_AT(m->x0, part + 1)]->name,
                          "cuda.alloc", "experts");
     uint8_t *pay = (uint8_t *)*arena, *sc = pay + p->n_experts * p->e_pbytes;
     p->d_payload = pay;
     p->d_scales = p->type == FP4_TYPE_NVFP4_E2M1 ? sc : NULL;
     for (int64_t x = 0; x < p->n_experts; x++) {
-        const fp4_tensor *t = mw[FP4_MOE_AT(x, part + 1)];
+        const fp4_tensor *t = mw[FP4_MOE_AT(m->x0 + x, part + 1)];
         scale2[x] = 1.0f;
         if (t->type == FP4_TYPE_NVFP4_E2M1) {
             scale2[x] = t->nvfp4.scale2;
@@ -221,6 +226,12 @@ fp4_status fp4_cu_moe_create(cu_state *s, fp4_error *err) {
     if (!m) return fp4_fail(err, FP4_ERR_NOMEM, NULL, NULL, "alloc", "out of memory");
     s->moe = m;
     m->E = E, m->K = d->arch.n_experts_used, m->FE = d->arch.moe_ffn;
+    int64_t x1;
+    fp4_cu_tp_experts(s->tp, E, &m->x0, &x1);
+    m->EL = x1 - m->x0;
+    /* the per-pair order is the form proven on a device (CPU bits, H200); the grouped kernel is opt-in
+     * until a device run has proven it */
+    m->how = s->env.moe_grouped ? FP4_CU_MOE_GROUPED : FP4_CU_MOE_ORDERED;
     m->router = (fp4_cuda_tensor *)calloc((size_t)nl, sizeof *m->router);
     m->part = (fp4_cu_moe_part *)calloc((size_t)(3 * nl), sizeof *m->part);
     m->arena = (void **)calloc((size_t)(3 * nl), sizeof *m->arena);
@@ -263,7 +274,7 @@ fp4_status fp4_cu_moe_create(cu_state *s, fp4_error *err) {
                 fp4_cu_moe_scratch_bytes(&m->part[3 * L + i], 1) > fp4_cu_moe_scratch_bytes(&big[i], 1))
                 big[i] = m->part[3 * L + i];
     }
-    buf_req r[12];
+    buf_req r[13];
     const int n = step_bufs(s, m, big, r);
     uint64_t tot = 0;
     for (int i = 0; i < n; i++)

@@ -6,9 +6,12 @@
  *      order (d_sel) and their weights (d_rw); DeepSeek-V3's groups: moe_route_group_kernel, and its
  *      shared experts (moe_shared) into d_sh;
  *   3. gate and up of every (column, choice) pair p = c * K + j by the expert d_sel[p]
- *      (fp4_cu_moe_project: one launch), the SwiGLU (with down's Q8_K pass), down of every pair ->
- *      y[p] (each the bits of that expert's own one-column projection, which the CPU's grouped
- *      multi-column projection gives too);
+ *      (fp4_cu_moe_project: one launch; steps of 2+ columns visit the pairs in expert order from the
+ *      device's group table, fp4_cu_moe_group; FP4LANE_CUDA_MOE_GROUPED: one block row per chosen
+ *      expert and row tile, so each chosen expert is read once), the SwiGLU (exact: with down's Q8_K
+ *      pass), down of every pair -> y[p] (exact: each the bits of that expert's own one-column
+ *      projection, which the CPU's grouped multi-column projection gives too; native: SPEC §6's
+ *      arithmetic, the native route's tolerance);
  *   4. moe_combine_kernel: t[c][i] = fp4p_moe_combine over the column's K rows in selection order
  *      (plus the shared experts' row, one add); the next add_norm adds t to x (one f32 add, as the
  *      CPU). */
@@ -135,6 +138,17 @@ static __global__ void moe_combine_kernel(float *t, const float *rw, const float
     t[i] = sh ? fp4p_add(v, sh[i]) : v;
 }
 
+/* a rank of the split step (tp.cu) holds experts [x0, x0 + EL): selg keeps the chosen experts, sel
+ * gets the local ones (a pair whose expert another rank holds runs local expert 0, its output then
+ * replaced by the owner's: fp4_cu_tp_moe_pick) */
+static __global__ void moe_local_kernel(int32_t *sel, int32_t *selg, int64_t pairs, int64_t x0, int64_t EL) {
+    const int64_t p = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= pairs) return;
+    const int32_t g = sel[p];
+    selg[p] = g;
+    sel[p] = g >= x0 && g < x0 + EL ? (int32_t)(g - x0) : 0;
+}
+
 static fp4_status moe_fail(fp4_status st, const char *name, fp4_error *err) {
     if (st == FP4_ERR_CUDA)
         return fp4_fail(err, st, NULL, name, "rt.project", "expert projection failed: %s",
@@ -142,25 +156,27 @@ static fp4_status moe_fail(fp4_status st, const char *name, fp4_error *err) {
     return fp4_fail(err, st, NULL, name, "rt.project", "expert projection failed: %s", fp4_status_str(st));
 }
 
-/* parts w[0..nw) of every pair (xdiv: pairs per input column) -> y[0..nw) */
-static fp4_status moe_project(cu_state *s, const fp4_cu_moe_part *const *w, int nw, const int32_t *order,
+/* parts w[0..nw) of every pair (xdiv: pairs per input column) -> y[0..nw); grp: the group table
+ * (NULL: one column, one pair a block row) */
+static fp4_status moe_project(cu_state *s, const fp4_cu_moe_part *const *w, int nw, const int32_t *grp,
                               int64_t pairs, int64_t xdiv, const float *x, float *const *y, const char *name,
                               fp4_error *err) {
     const cu_moe *m = s->moe;
+    const int how = grp ? m->how : FP4_CU_MOE_PAIRS;
     const fp4_status st =
-        fp4_cu_moe_project(w, nw, m->d_sel, order, pairs, xdiv, x, y, m->d_q, m->q_bytes, s->stream);
+        fp4_cu_moe_project(w, nw, m->d_sel, grp, how, pairs, xdiv, x, y, m->d_q, m->q_bytes, s->stream);
     return st ? moe_fail(st, name, err) : FP4_OK;
 }
 
-/* SwiGLU of every pair's g and u, then its down projection -> d_y: where down is NVFP4 and
+/* SwiGLU of every pair's g and u, then its down projection -> d_y: where down is exact NVFP4 and
  * act_fuse is on, the SwiGLU kernel makes down's Q8_K pass too (stk_swiglu_act over the pairs'
  * rows as one run of super-blocks: FE % 256 == 0, so no super-block spans two pairs), one launch
  * fewer; else stk_swiglu, then down's own pass. The same bytes either way. */
-static fp4_status moe_swiglu_down(cu_state *s, const fp4_cu_moe_part *wd, const int32_t *order, int64_t P,
+static fp4_status moe_swiglu_down(cu_state *s, const fp4_cu_moe_part *wd, const int32_t *grp, int64_t P,
                                   const char *name, fp4_error *err) {
     const cu_moe *m = s->moe;
     const int64_t FE = m->FE;
-    if (s->act_fuse && wd->type == FP4_TYPE_NVFP4_E2M1 && FE % 256 == 0) {
+    if (s->act_fuse && wd->type == FP4_TYPE_NVFP4_E2M1 && !wd->native && FE % 256 == 0) {
         int8_t *q;
         float *d;
         fp4_cu_moe_act_planes(wd, P, m->d_q, &q, &d);
@@ -170,7 +186,8 @@ static fp4_status moe_swiglu_down(cu_state *s, const fp4_cu_moe_part *wd, const 
                                  stk_swiglu_act<true>, m->d_g, (void *)q, d, (const float *)m->d_g,
                                  (const float *)m->d_u, P * FE, nsb));
         prof_mark(s, OP_DOWN);
-        const fp4_status st = fp4_cu_moe_project_pre(wd, m->d_sel, order, P, q, d, m->d_y, s->stream);
+        const fp4_status st = fp4_cu_moe_project_pre(wd, m->d_sel, grp, grp ? m->how : FP4_CU_MOE_PAIRS, P, q,
+                                                     d, m->d_y, s->stream);
         return st ? moe_fail(st, name, err) : FP4_OK;
     }
     STK_LAUNCH(err, "rt.swiglu",
@@ -178,7 +195,7 @@ static fp4_status moe_swiglu_down(cu_state *s, const fp4_cu_moe_part *wd, const 
                              (const float *)m->d_g, (const float *)m->d_u, FE, FE, P * FE));
     prof_mark(s, OP_DOWN);
     float *y = m->d_y;
-    return moe_project(s, &wd, 1, order, P, 1, m->d_g, &y, name, err);
+    return moe_project(s, &wd, 1, grp, P, 1, m->d_g, &y, name, err);
 }
 
 /* DeepSeek-V3's shared experts: one SwiGLU MLP of n_shared * moe_ffn over every column -> m->d_sh
@@ -200,14 +217,14 @@ static fp4_status moe_shared(cu_state *s, int64_t L, int64_t n, fp4_error *err) 
 
 /* the MoE layer L over n columns: s->d_h (ffn-normed) -> s->d_t. Gate and up in one launch unless
  * FP4LANE_CUDA_NO_FUSE (no_fuse) keeps them apart; steps of 2+ columns visit the pairs in expert
- * order (fp4_cu_moe_order). */
+ * order, one pair a block row (fp4_cu_moe_group's table; FP4LANE_CUDA_MOE_GROUPED: by expert). */
 static fp4_status moe_layer(cu_state *s, int64_t L, int64_t n, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
     const cu_moe *m = s->moe;
     const int64_t E = m->E, K = m->K, H = a->hidden, P = n * K;
     const fp4_tensor *const *mw = s->d.moe + L * FP4_MOE_STRIDE(E);
     const fp4_cu_moe_part *pt = m->part + 3 * L;
-    const int32_t *order = n > 1 ? m->d_ord : NULL;
+    const int32_t *grp = n > 1 ? m->d_grp : NULL;
     fp4_status st;
     prof_mark(s, OP_GATEUP);
     if ((st = proj(s, &m->router[L], s->d_h, n, m->d_rl, mw[FP4_MOE_ROUTER]->name, err))) return st;
@@ -224,20 +241,28 @@ static fp4_status moe_layer(cu_state *s, int64_t L, int64_t n, fp4_error *err) {
                    fp4_cu_launch(dim3((unsigned)n), dim3(32), 0, s->stream, 1, moe_route_kernel,
                                  (const float *)m->d_rl, m->d_rs, E, (int)K, (int)a->moe_routing,
                                  (int)a->moe_norm_topk, m->d_sel, m->d_rw));
+    const int split = m->EL < E;
+    if (split) { /* plain launch: the route kernel's successor reads what it wrote */
+        moe_local_kernel<<<blocks_for(P, 256), 256, 0, s->stream>>>(m->d_sel, m->d_selg, P, m->x0, m->EL);
+        const cudaError_t ce = cudaGetLastError();
+        if (ce != cudaSuccess)
+            return cuda_fail(err, FP4_CUDA_FAIL(ce, "moe_local_kernel"), NULL, "rt.tp", "launch");
+    }
     const int shared = a->n_shared_experts > 0;
     if (shared && (st = moe_shared(s, L, n, err))) return st;
-    if (order && (st = fp4_cu_moe_order(m->d_sel, P, m->d_ord, s->stream)))
-        return cuda_fail(err, st, NULL, "rt.moe-route", "expert order");
+    if (grp && (st = fp4_cu_moe_group(m->d_sel, P, E, m->d_grp, s->stream)))
+        return cuda_fail(err, st, NULL, "rt.moe-route", "expert groups");
     const fp4_cu_moe_part *gu[2] = {&pt[0], &pt[1]};
     float *gy[2] = {m->d_g, m->d_u};
     const char *gname = mw[FP4_MOE_AT(0, FP4_MOE_GATE)]->name;
     if (!s->env.no_fuse) {
-        if ((st = moe_project(s, gu, 2, order, P, K, s->d_h, gy, gname, err))) return st;
-    } else if ((st = moe_project(s, gu, 1, order, P, K, s->d_h, gy, gname, err)) ||
-               (st = moe_project(s, gu + 1, 1, order, P, K, s->d_h, gy + 1, gname, err)))
+        if ((st = moe_project(s, gu, 2, grp, P, K, s->d_h, gy, gname, err))) return st;
+    } else if ((st = moe_project(s, gu, 1, grp, P, K, s->d_h, gy, gname, err)) ||
+               (st = moe_project(s, gu + 1, 1, grp, P, K, s->d_h, gy + 1, gname, err)))
         return st;
     prof_mark(s, OP_SWIGLU);
-    if ((st = moe_swiglu_down(s, &pt[2], order, P, mw[FP4_MOE_AT(0, FP4_MOE_DOWN)]->name, err))) return st;
+    if ((st = moe_swiglu_down(s, &pt[2], grp, P, mw[FP4_MOE_AT(0, FP4_MOE_DOWN)]->name, err))) return st;
+    if (split && (st = fp4_cu_tp_moe_pick(s, m->d_selg, m->d_y, P, err))) return st;
     STK_LAUNCH(err, "rt.moe-combine",
                fp4_cu_launch(dim3(blocks_for(n * H, 256)), dim3(256), 0, s->stream, 1, moe_combine_kernel,
                              s->d_t, (const float *)m->d_rw, (const float *)m->d_y, (int)K, H, n,

@@ -8,6 +8,8 @@
 
 typedef struct cu_moe {
     int64_t E, K, FE;
+    int64_t x0, EL; /* the experts [x0, x0 + EL) this engine holds: all but on a rank of the split (tp.cu) */
+    int how;        /* steps of 2+ columns: FP4_CU_MOE_ORDERED (FP4LANE_CUDA_MOE_GROUPED: _GROUPED) */
     fp4_cuda_tensor *router; /* n_layers: the router (F16/BF16/F32 through fp4_cuda_project); empty
                                 for a dense layer */
     fp4_cu_moe_part *part;   /* n_layers * 3: gate, up, down of every expert (moe_experts.cuh)   */
@@ -16,7 +18,8 @@ typedef struct cu_moe {
     /* per step (max_cols columns, K choices each) */
     float *d_rl, *d_rs;     /* router logits [col][E]; the routing's scratch [col][E]           */
     int32_t *d_sel;         /* the chosen experts [col][K], selection order                     */
-    int32_t *d_ord; /* the pairs in expert order (fp4_cu_moe_order; steps of 2+ columns) */
+    int32_t *d_selg;        /* a rank's split (EL < E): the chosen experts, while d_sel holds local ones */
+    int32_t *d_grp;         /* the pairs' group table (fp4_cu_moe_group; steps of 2+ columns) */
     float *d_rw;            /* their weights [col][K]                                           */
     float *d_g, *d_u, *d_y; /* gate / up [pair][FE] (g then the SwiGLU), down [pair][H]         */
     void *d_q;              /* the Q8_K pass of the expert projections (moe_q_bytes)            */

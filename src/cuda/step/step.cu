@@ -115,6 +115,13 @@ static fp4_status proj(cu_state *s, const fp4_cuda_tensor *w, const float *x, in
     return FP4_OK;
 }
 
+/* o and down: the rank's share of a row-parallel projection in a split engine (tp.cu) */
+static fp4_status rowp(cu_state *s, const fp4_cuda_tensor *w, const float *x, int64_t n, float *y,
+                       const char *name, fp4_error *err) {
+    if (s->tp) return fp4_cu_tp_row_parallel(s, w, x, n, y, name, err);
+    return proj(s, w, x, n, y, name, err);
+}
+
 /* every step kernel: launched with programmatic stream serialization (step_kernels.cuh) */
 #define STK_LAUNCH(err, rule, expr)                                                                          \
     do {                                                                                                     \
@@ -260,7 +267,7 @@ static fp4_status ffn_body(cu_state *s, int64_t L, int64_t n, fp4_error *err) {
         STK_LAUNCH(err, "rt.swiglu", gm_act(s, s->d_g, s->d_g, s->d_u, F, F, n * F));
     }
     prof_mark(s, OP_DOWN);
-    return proj(s, &w[FP4_LW_DOWN], act, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
+    return rowp(s, &w[FP4_LW_DOWN], act, n, s->d_t, hw[FP4_LW_DOWN]->name, err);
 }
 
 #include "cuda/step/mla.cuh" /* latent attention: uses proj, STK_LAUNCH, prof_mark above */
@@ -337,7 +344,7 @@ static fp4_status layer_body(cu_state *s, int64_t L, int64_t n, const stk_cols *
     if (local) aa.win = a->sliding_window, aa.ring = s->kv_ring[L];
     if ((st = attention(s, n, aa, kc, vc, slot_stride, err))) return st;
     prof_mark(s, OP_O);
-    if ((st = proj(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
+    if ((st = rowp(s, &w[FP4_LW_O], s->d_o, n, s->d_t, hw[FP4_LW_O]->name, err))) return st;
     if (v[FP4_LW_ATTN_POST_NORM])
         STK_LAUNCH(err, "rt.rmsnorm", gm_post_norm(s, n, s->d_t, v[FP4_LW_ATTN_POST_NORM]));
     prof_mark(s, OP_NORM);
@@ -358,7 +365,9 @@ static fp4_status body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     const stk_cols cols = {s->d_in, s->d_in + mc, s->d_in + 2 * mc, s->d_in + 3 * mc};
     fp4_status st;
     prof_mark(s, OP_EMBED);
-    if (s->emb_on_device && (st = fp4_cuda_embed(&s->emb, cols.tok, n, s->d_x, s->stream)))
+    if (s->emb_on_device && s->tp) { /* a rank's vocabulary rows (tp.cu) */
+        if ((st = fp4_cu_tp_embed(s, cols.tok, n, err))) return st;
+    } else if (s->emb_on_device && (st = fp4_cuda_embed(&s->emb, cols.tok, n, s->d_x, s->stream)))
         return cuda_fail(err, st, s->d.tok_embd->name, "rt.embed", "embedding lookup");
     STK_LAUNCH(err, "rt.embed", gm_embed(s, n));
     for (int64_t L = 0; L < a->n_layers; L++)
@@ -411,11 +420,11 @@ static fp4_status run_body(cu_state *s, int64_t n, int64_t nw, fp4_error *err) {
     return FP4_OK;
 }
 
-/* the step; logits (host rows) or, greedy, tokens (one per want_logits column) */
-static fp4_status cu_step_impl(cu_state *s, const fp4_rt_col *cols, int64_t n, float *logits, int32_t *tokens,
-                               fp4_error *err) {
+/* a step up to its last kernel (step_impl.cuh) */
+extern "C" fp4_status fp4_cu_step_enqueue(cu_state *s, const fp4_rt_col *cols, int64_t n, int have_out,
+                                          int64_t *nw_out, fp4_error *err) {
     const fp4_arch *a = &s->d.arch;
-    const int64_t mc = s->max_cols, H = a->hidden, V = a->vocab;
+    const int64_t mc = s->max_cols, H = a->hidden;
     if (n <= 0 || n > mc)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "%lld columns (1..%lld)",
                         (long long)n, (long long)mc);
@@ -437,9 +446,8 @@ static fp4_status cu_step_impl(cu_state *s, const fp4_rt_col *cols, int64_t n, f
                                 "cannot read embedding row %d", cols[c].token);
         }
     }
-    if (nw && !logits && !tokens)
+    if (nw && !have_out)
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step", "logits wanted but no buffer given");
-    const int on_device = tokens && !s->argmax_off; /* only the tokens cross to the host */
     if (nw > logit_rows(s))
         return fp4_fail(err, FP4_ERR_INVALID_ARG, NULL, NULL, "rt.step",
                         "%lld columns want logits (at most %lld a step)", (long long)nw,
@@ -451,12 +459,24 @@ static fp4_status cu_step_impl(cu_state *s, const fp4_rt_col *cols, int64_t n, f
     if (!s->emb_on_device)
         CU_TRY(err, cudaMemcpyAsync(s->d_x, s->h_emb, (size_t)(n * H) * 4, cudaMemcpyHostToDevice, s->stream),
                "cuda.step");
-    fp4_status st = run_body(s, n, nw, err);
+    const fp4_status st = run_body(s, n, nw, err);
     if (st) {
         cudaStreamSynchronize(s->stream);
         (void)cudaGetLastError();
         return st;
     }
+    *nw_out = nw;
+    return FP4_OK;
+}
+
+/* the step; logits (host rows) or, greedy, tokens (one per want_logits column) */
+static fp4_status cu_step_impl(cu_state *s, const fp4_rt_col *cols, int64_t n, float *logits, int32_t *tokens,
+                               fp4_error *err) {
+    const int64_t mc = s->max_cols, V = s->d.arch.vocab;
+    int64_t nw = 0;
+    fp4_status st = fp4_cu_step_enqueue(s, cols, n, logits || tokens, &nw, err);
+    if (st) return st;
+    const int on_device = tokens && !s->argmax_off; /* only the tokens cross to the host */
     int32_t *h_tok = s->h_in + 4 * mc;
     if (nw && on_device) {
         if ((st = fp4_cuda_argmax_rows(s->d_lg, nw, V, V, s->d_am, s->d_tok, s->d_tok + nw, s->stream)))
@@ -491,11 +511,25 @@ static fp4_status cu_step_impl(cu_state *s, const fp4_rt_col *cols, int64_t n, f
     return FP4_OK;
 }
 
+/* the ops of either handle: this engine's, or the split's (tp.cu), told apart by is_tp */
+static int is_split(const void *p) {
+    return *(const int *)p != 0;
+}
+static fp4_status cu_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err) {
+    if (d->tp > 1) return fp4_cu_tp_create(d, max_cols, out, err);
+    return fp4_cu_step_create(d, max_cols, out, err);
+}
+static void cu_destroy(void *p) {
+    if (p && is_split(p)) fp4_cu_tp_destroy(p);
+    else fp4_cu_step_destroy(p);
+}
 static fp4_status cu_step(void *p, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err) {
+    if (is_split(p)) return fp4_cu_tp_step(p, cols, n, logits, err);
     return cu_step_impl((cu_state *)p, cols, n, logits, NULL, err);
 }
 static fp4_status cu_step_greedy(void *p, const fp4_rt_col *cols, int64_t n, int32_t *tokens,
                                  fp4_error *err) {
+    if (is_split(p)) return fp4_cu_tp_step_greedy(p, cols, n, tokens, err);
     return cu_step_impl((cu_state *)p, cols, n, NULL, tokens, err);
 }
 
@@ -540,10 +574,16 @@ static fp4_status kv_copy(cu_state *s, int32_t slot, int64_t n_pos, uint16_t *k,
     const cudaError_t e = cudaStreamSynchronize(s->stream);
     return e == cudaSuccess ? FP4_OK : FP4_CUDA_FAIL(e, "cudaStreamSynchronize(KV cache)");
 }
+extern "C" fp4_status fp4_cu_step_kv(cu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v,
+                                     int to_host) {
+    return kv_copy(s, slot, n_pos, k, v, to_host);
+}
 static fp4_status cu_kv_read(void *p, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v) {
+    if (is_split(p)) return fp4_cu_tp_kv_copy(p, slot, n_pos, k, v, 1);
     return kv_copy((cu_state *)p, slot, n_pos, k, v, 1);
 }
 static fp4_status cu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16_t *k, const uint16_t *v) {
+    if (is_split(p)) return fp4_cu_tp_kv_copy(p, slot, n_pos, (uint16_t *)k, (uint16_t *)v, 0);
     return kv_copy((cu_state *)p, slot, n_pos, (uint16_t *)k, (uint16_t *)v, 0);
 }
 
@@ -556,6 +596,7 @@ static fp4_status cu_kv_write(void *p, int32_t slot, int64_t n_pos, const uint16
 #define CU_SCORES_BYTES ((uint64_t)512 << 20)
 static int64_t cu_step_cols(const fp4_rt_model_desc *d) {
     const fp4_arch *a = &d->arch;
+    if (d->tp > 1) return 64; /* the split's gathers hold columns x rows x super-blocks (tp.cu) */
     if (d->mode == FP4_MODE_NATIVE ? !fp4_cu_gemm_available() : !fp4_cu_env_imma()) return 64;
     int64_t mc = CU_STEP_COLS;
     const uint64_t per_col = (uint64_t)a->n_heads * (uint64_t)(d->n_ctx > 0 ? d->n_ctx : 1) * 4;
@@ -566,7 +607,7 @@ static int64_t cu_step_cols(const fp4_rt_model_desc *d) {
 }
 
 static const fp4_rt_backend_ops cu_ops = {
-    FP4_RT_BACKEND_ABI, "cuda",      fp4_cu_step_route, fp4_cu_step_create, fp4_cu_step_destroy, cu_step,
+    FP4_RT_BACKEND_ABI, "cuda",      fp4_cu_step_route, cu_create, cu_destroy, cu_step,
     cu_kv_read,         cu_kv_write, cu_step_cols,      cu_step_greedy,
 };
 

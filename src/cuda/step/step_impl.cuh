@@ -32,6 +32,7 @@ typedef struct cu_graph {
 } cu_graph;
 
 typedef struct cu_state {
+    int is_tp; /* 0: this engine (first in both handles: the split's, tp.cu, holds 1) */
     fp4_rt_model_desc d;
     fp4_cu_env env; /* the FP4LANE_CUDA_* variables when the engine was created */
     int64_t max_cols;
@@ -68,8 +69,9 @@ typedef struct cu_state {
     cu_graph graphs[CU_MAX_GRAPHS];
     int graphs_off;
     fp4_rt_mem_plan plan;
-    struct cu_moe *moe; /* mixture of experts (moe.cu, moe_impl.cuh); NULL for a dense model */
-    struct cu_mla *mla; /* latent attention (mla.cu, mla_impl.cuh); NULL without (DeepSeek-V3) */
+    struct cu_tp_rank *tp; /* a rank of the split step (tp.cu): o and down through it; NULL unsplit */
+    struct cu_moe *moe;    /* mixture of experts (moe.cu, moe_impl.cuh); NULL for a dense model */
+    struct cu_mla *mla;    /* latent attention (mla.cu, mla_impl.cuh); NULL without (DeepSeek-V3) */
     /* the KV cache's rows (gemma.cu): layer L's rows of a slot start at row kv_off[L], kv_rows rows a
      * slot; kv_ring[L] > 0: a local layer's ring of that many positions (backend.h, fp4_rt_kv_ring) */
     int64_t *kv_off, *kv_ring, kv_rows;
@@ -147,6 +149,9 @@ cudaError_t fp4_cu_step_kv_ring_copy(cu_state *s, int32_t slot, int64_t L, int64
 
 /* ---- create.cu ---- */
 fp4_status fp4_cu_step_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err);
+/* the same, as rank tp of a split step (tp.cu; NULL: fp4_cu_step_create) */
+fp4_status fp4_cu_step_create_as(const fp4_rt_model_desc *d, int64_t max_cols, struct cu_tp_rank *tp,
+                                 void **out, fp4_error *err);
 void fp4_cu_step_destroy(void *p);
 
 /* ---- moe.cu: the mixture-of-experts layers ---- */
@@ -159,9 +164,38 @@ fp4_status fp4_cu_moe_create(cu_state *s, fp4_error *err);
 size_t fp4_cu_moe_proj_scratch(const cu_state *s); /* the routers' projection scratch */
 void fp4_cu_moe_free(cu_state *s);
 
+/* ---- tp.cu: the step split over ranks (docs/SCALE.md) ---- */
+/* the split engine (desc->tp ranks, each a cu_state on device r % device_count) */
+fp4_status fp4_cu_tp_create(const fp4_rt_model_desc *d, int64_t max_cols, void **out, fp4_error *err);
+void fp4_cu_tp_destroy(void *p);
+fp4_status fp4_cu_tp_step(void *p, const fp4_rt_col *cols, int64_t n, float *logits, fp4_error *err);
+/* the logits gathered to the host, then argmax.h's (backend.h, step_greedy) */
+fp4_status fp4_cu_tp_step_greedy(void *p, const fp4_rt_col *cols, int64_t n, int32_t *tokens, fp4_error *err);
+fp4_status fp4_cu_tp_kv_copy(void *p, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host);
+/* a row-parallel projection of a rank (o, down): y[n][H] = W·x over every rank's input columns,
+ * exact by gathered super-block terms and the pinned sum, native by all_reduce_sum; enqueued on
+ * s->stream (the collective synchronizes it first) */
+fp4_status fp4_cu_tp_row_parallel(cu_state *s, const fp4_cuda_tensor *w, const float *x, int64_t n, float *y,
+                                  const char *name, fp4_error *err);
+
+/* the experts [x0, x1) of E a rank holds (tp NULL: all of them) */
+void fp4_cu_tp_experts(const struct cu_tp_rank *tp, int64_t E, int64_t *x0, int64_t *x1);
+/* a rank's expert outputs y [pairs][H] (its own pairs' rows; selg: every pair's expert) gathered,
+ * each pair's row taken from the rank that holds its expert */
+fp4_status fp4_cu_tp_moe_pick(cu_state *s, const int32_t *selg, float *y, int64_t pairs, fp4_error *err);
+/* a rank's embedding lookup of the step's tokens (d_tok) into s->d_x: its vocabulary rows, gathered
+ * and each column's row taken from the rank that holds it */
+fp4_status fp4_cu_tp_embed(cu_state *s, const int32_t *d_tok, int64_t n, fp4_error *err);
+
 /* ---- step.cu: what creation needs of the step's kernels ---- */
 /* the step's scratch buffers (at most CU_MAX_BUFS): their sizes follow the kernels' layouts */
 int fp4_cu_step_scratch_list(cu_state *s, buf_req *r);
+/* a step up to its last kernel, on s->stream: the columns checked and uploaded, the body run (the
+ * logits of the *nw columns that want them in s->d_lg); have_out: a logits or tokens buffer was given */
+fp4_status fp4_cu_step_enqueue(cu_state *s, const fp4_rt_col *cols, int64_t n, int have_out, int64_t *nw,
+                               fp4_error *err);
+/* the KV rows of a slot to / from host rows [L][pos][NKV·D] (the backend's kv_read / kv_write) */
+fp4_status fp4_cu_step_kv(cu_state *s, int32_t slot, int64_t n_pos, uint16_t *k, uint16_t *v, int to_host);
 /* the attention kernels this engine runs (s->att_cl, att_cl_wide, att_wide_ok) from its shape,
  * the device and s->env */
 void fp4_cu_step_att_plan(cu_state *s);

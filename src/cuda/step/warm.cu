@@ -20,8 +20,9 @@
 #include <pthread.h>
 #include <string.h>
 
+/* never on a rank of the split step (tp.cu): its step's row-parallel gathers need every rank */
 static int warm_wanted(const cu_state *s) {
-    return s->env.warm && s->d.mode == FP4_MODE_NATIVE && fp4_cu_gemm_available();
+    return s->env.warm && !s->tp && s->d.mode == FP4_MODE_NATIVE && fp4_cu_gemm_available();
 }
 
 static void *prep_main(void *p) {
