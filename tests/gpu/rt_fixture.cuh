@@ -113,4 +113,39 @@ static void within(const char *what, const float *got, const float *ref, int64_t
            maxref, t);
     if (tol >= 0) CHECK_MSG(maxd <= tol * maxref, "%s: %.3g > %.3g x %.3g", what, maxd, tol, maxref);
 }
+/* `steps` greedy steps of two sequences on the GPU pick the argmax of the CPU's logits for the same
+ * steps */
+static void greedy(const fp4_model *m, const char *what, const int32_t *ids, int steps) {
+    fp4_rt *cpu = engine(m, FP4_DEVICE_CPU, FP4_MODE_EXACT, 2, 256, NULL);
+    fp4_rt *gpu = engine(m, FP4_DEVICE_CUDA, FP4_MODE_EXACT, 2, 256, NULL);
+    if (!cpu || !gpu) return fp4_rt_free(cpu), fp4_rt_free(gpu);
+    const int64_t V = fp4_rt_vocab(cpu);
+    float *lg = (float *)malloc(sizeof(float) * (size_t)(2 * V));
+    int32_t sc[2], sg[2];
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(fp4_rt_seq_open(cpu, &sc[k]));
+        CHECK_OK(fp4_rt_seq_open(gpu, &sg[k]));
+    }
+    int32_t next[2] = {ids[0], ids[5]};
+    int bad = 0;
+    fp4_error e;
+    for (int step = 0; step < steps; step++) {
+        fp4_rt_tok c[2] = {{sc[0], next[0], 1}, {sc[1], next[1], 1}};
+        fp4_rt_tok g[2] = {{sg[0], next[0], 1}, {sg[1], next[1], 1}};
+        CHECK_OK(fp4_rt_step(cpu, c, 2, lg, &e));
+        int32_t got[2] = {-1, -1}, want[2] = {0, 0};
+        CHECK_OK(fp4_rt_step_greedy(gpu, g, 2, got, &e));
+        for (int k = 0; k < 2; k++) {
+            for (int64_t i = 1; i < V; i++)
+                if (lg[k * V + i] > lg[k * V + want[k]]) want[k] = (int32_t)i;
+            bad += got[k] != want[k];
+            next[k] = want[k];
+        }
+    }
+    CHECK_MSG(bad == 0, "%s: greedy on cuda differs from the cpu's argmax in %d of %d tokens", what, bad,
+              2 * steps);
+    printf("%-52s %d greedy tokens, %d differ\n", what, 2 * steps, bad);
+    free(lg);
+    fp4_rt_free(cpu), fp4_rt_free(gpu);
+}
 #endif
